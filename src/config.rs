@@ -1,0 +1,108 @@
+//! Every limit azq enforces, as a named constant, and the runtime `Config` built from the command line.
+//!
+//! Limits live here so that docs/ARCHITECTURE.md can list them from one place and so that relations
+//! between them are checked at compile time. Units are last in every name.
+
+use std::net::IpAddr;
+
+/// Largest request head (request line + headers + the blank line) we buffer; beyond it: 431.
+pub const REQUEST_HEAD_BYTES_MAX: usize = 16 * 1024;
+/// Most headers in one request; beyond it: 431.
+pub const REQUEST_HEADERS_MAX: usize = 100;
+/// Largest decoded `MessageText` (UTF-8 bytes), as Azure: beyond it 413 `RequestBodyTooLarge`.
+pub const MESSAGE_TEXT_BYTES_MAX: usize = 64 * 1024;
+/// Room for the `<QueueMessage><MessageText>` envelope, an XML declaration and whitespace.
+pub const MESSAGE_ENVELOPE_BYTES_MAX: usize = 4 * 1024;
+/// Longest XML escape of one byte of text (`&quot;` and `&apos;` are six bytes).
+pub const XML_ESCAPE_BYTES_MAX: usize = 6;
+/// Largest request body: a maximal message whose every byte is XML-escaped, plus its envelope.
+/// Larger declared or actual bodies get 413 `RequestBodyTooLarge` without the body being read.
+pub const REQUEST_BODY_BYTES_MAX: usize =
+    MESSAGE_TEXT_BYTES_MAX * XML_ESCAPE_BYTES_MAX + MESSAGE_ENVELOPE_BYTES_MAX;
+/// Most messages one Get or Peek returns (`numofmessages`).
+pub const MESSAGES_PER_GET_MAX: u32 = 32;
+/// Longest visibility timeout, seconds (7 days), for Put, Get and Update.
+pub const VISIBILITY_TIMEOUT_S_MAX: u64 = 604_800;
+/// Visibility timeout of Get Messages when the client sends none, seconds.
+pub const GET_VISIBILITY_TIMEOUT_S_DEFAULT: u64 = 30;
+/// Time to live of a message when the client sends no `messagettl`, seconds (7 days).
+pub const MESSAGE_TTL_S_DEFAULT: u64 = 604_800;
+/// Total bytes of one queue's metadata (names + values), as Azure: beyond it 400 `MetadataTooLarge`.
+pub const METADATA_BYTES_MAX: usize = 8 * 1024;
+/// Most queues List Queues returns in one page (`maxresults`, also the default).
+pub const LIST_QUEUES_RESULTS_MAX: usize = 5000;
+/// Most queues one shard holds; beyond it Create Queue answers 503 `ServerBusy`.
+pub const QUEUES_PER_SHARD_MAX: usize = 1_000_000;
+/// Open connections one shard serves at once; beyond it a new connection gets 503 and is closed.
+pub const CONNECTIONS_PER_SHARD_MAX_DEFAULT: usize = 16 * 1024;
+/// Most shards (cores) one server runs.
+pub const SHARDS_MAX: usize = 256;
+/// Capacity of each cross-shard request and reply channel; a full channel makes the sender wait.
+pub const MESH_CHANNEL_CAPACITY: usize = 1024;
+/// Time allowed for a request head to arrive once its first byte has (slow-header defence), ms.
+pub const REQUEST_HEAD_TIMEOUT_MS: u64 = 10_000;
+/// Time an idle keep-alive connection is kept open, ms.
+pub const IDLE_CONNECTION_TIMEOUT_MS: u64 = 120_000;
+/// Time a stopping server waits for in-flight requests before it exits anyway, ms.
+pub const SHUTDOWN_GRACE_MS: u64 = 10_000;
+/// Bytes of responses buffered per connection before they are written even if more requests are
+/// waiting in the read buffer (pipelined responses are otherwise written in one batch).
+pub const RESPONSE_BATCH_BYTES_MAX: usize = 256 * 1024;
+/// Timer-wheel entries one shard processes per step before it yields to requests.
+pub const TIMER_ENTRIES_PER_STEP_MAX: usize = 4096;
+/// Memory glommio registers for io_uring buffers per shard. glommio's default (10 MiB) exceeds the
+/// common 8 MiB `ulimit -l`, so azq asks for less; it only serves file I/O, which azq does not do.
+pub const IO_MEMORY_BYTES_PER_SHARD: usize = 512 * 1024;
+
+const _: () = assert!(REQUEST_BODY_BYTES_MAX > MESSAGE_TEXT_BYTES_MAX * XML_ESCAPE_BYTES_MAX);
+const _: () = assert!(REQUEST_HEAD_BYTES_MAX <= u16::MAX as usize);
+const _: () = assert!(GET_VISIBILITY_TIMEOUT_S_DEFAULT <= VISIBILITY_TIMEOUT_S_MAX);
+const _: () = assert!(MESSAGE_TTL_S_DEFAULT <= VISIBILITY_TIMEOUT_S_MAX);
+
+/// The newest `x-ms-version` azq knows; sent back when a request names none.
+pub const API_VERSION_LATEST: &str = "2026-10-06";
+
+/// The Azurite development account, used when `AZURITE_ACCOUNTS` is not set.
+pub const DEVELOPMENT_ACCOUNT_NAME: &str = "devstoreaccount1";
+/// The development account's well-known key (base64), public by design.
+pub const DEVELOPMENT_ACCOUNT_KEY: &str =
+    "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw==";
+
+/// Settings of one server run, from the command line and the environment.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// Address every shard's listener binds (`--queueHost`).
+    pub host: IpAddr,
+    /// Port every shard's listener binds (`--queuePort`); 0 picks a free port.
+    pub port: u16,
+    /// CPU each shard's executor is pinned to; its length is the shard count.
+    pub cpus: Vec<usize>,
+    /// Open connections one shard accepts before it answers 503 (`--max-connections`).
+    pub connections_per_shard_max: usize,
+    /// Do not log requests (`--silent`).
+    pub silent: bool,
+    /// File that receives the debug log (`--debug FILE`).
+    pub debug_log_path: Option<std::path::PathBuf>,
+    /// Accounts and their keys: `(name, [base64 key, …])`.
+    pub accounts: Vec<(String, Vec<String>)>,
+    /// Only path-style URLs, never host-style (`--disableProductStyleUrl`).
+    pub product_style_url_disabled: bool,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            host: IpAddr::from([127, 0, 0, 1]),
+            port: 10001,
+            cpus: vec![0],
+            connections_per_shard_max: CONNECTIONS_PER_SHARD_MAX_DEFAULT,
+            silent: false,
+            debug_log_path: None,
+            accounts: vec![(
+                DEVELOPMENT_ACCOUNT_NAME.to_string(),
+                vec![DEVELOPMENT_ACCOUNT_KEY.to_string()],
+            )],
+            product_style_url_disabled: false,
+        }
+    }
+}

@@ -1,0 +1,12 @@
+//! HTTP/1.1 without any Azure knowledge: an incremental request parser on httparse (keep-alive,
+//! pipelining, Content-Length and chunked bodies, `Expect: 100-continue`, HTTP/1.0) and a response
+//! writer that encodes straight into a connection's output buffer.
+
+pub mod parse;
+pub mod query;
+pub mod request;
+pub mod response;
+
+pub use parse::{ParseError, Parser, Progress};
+pub use request::{Method, Request};
+pub use response::ResponseWriter;

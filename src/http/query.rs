@@ -1,0 +1,83 @@
+//! Query strings: splitting `a=1&b=2` into pairs and percent-decoding names and values.
+//! Decoding borrows when nothing is encoded, so the common case does not allocate.
+
+use std::borrow::Cow;
+
+/// Iterates the `name=value` pairs of a raw query string, percent-decoded (`+` is a space).
+/// A pair without `=` has an empty value; empty pairs (`a=1&&b=2`) are skipped.
+/// Returns `None` for a pair whose decoding is not UTF-8 or has a broken `%` escape.
+pub fn pairs(raw: &[u8]) -> impl Iterator<Item = Option<(Cow<'_, str>, Cow<'_, str>)>> {
+    raw.split(|&b| b == b'&')
+        .filter(|pair| !pair.is_empty())
+        .map(|pair| {
+            let (name, value) = match pair.iter().position(|&b| b == b'=') {
+                Some(at) => (&pair[..at], &pair[at + 1..]),
+                None => (pair, &b""[..]),
+            };
+            Some((percent_decode(name)?, percent_decode(value)?))
+        })
+}
+
+/// Percent-decodes `raw` (`+` becomes a space). `None` when an escape is broken or the result is
+/// not UTF-8.
+pub fn percent_decode(raw: &[u8]) -> Option<Cow<'_, str>> {
+    if !raw.iter().any(|&b| b == b'%' || b == b'+') {
+        return std::str::from_utf8(raw).ok().map(Cow::Borrowed);
+    }
+    let mut decoded = Vec::with_capacity(raw.len());
+    let mut at = 0;
+    while at < raw.len() {
+        match raw[at] {
+            b'%' => {
+                let high = hex_value(*raw.get(at + 1)?)?;
+                let low = hex_value(*raw.get(at + 2)?)?;
+                decoded.push(high << 4 | low);
+                at += 3;
+            }
+            b'+' => {
+                decoded.push(b' ');
+                at += 1;
+            }
+            byte => {
+                decoded.push(byte);
+                at += 1;
+            }
+        }
+    }
+    String::from_utf8(decoded).ok().map(Cow::Owned)
+}
+
+fn hex_value(digit: u8) -> Option<u8> {
+    match digit {
+        b'0'..=b'9' => Some(digit - b'0'),
+        b'a'..=b'f' => Some(digit - b'a' + 10),
+        b'A'..=b'F' => Some(digit - b'A' + 10),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn collect(raw: &str) -> Vec<Option<(String, String)>> {
+        pairs(raw.as_bytes())
+            .map(|pair| pair.map(|(name, value)| (name.into_owned(), value.into_owned())))
+            .collect()
+    }
+
+    #[test]
+    fn pairs_table() {
+        let some = |name: &str, value: &str| Some((name.to_string(), value.to_string()));
+        assert_eq!(collect(""), vec![]);
+        assert_eq!(collect("comp=list"), vec![some("comp", "list")]);
+        assert_eq!(collect("a=1&&b="), vec![some("a", "1"), some("b", "")]);
+        assert_eq!(collect("flag"), vec![some("flag", "")]);
+        assert_eq!(collect("sig=a%2Bb%2F%3D"), vec![some("sig", "a+b/=")]);
+        assert_eq!(collect("p=a+b"), vec![some("p", "a b")]);
+        assert_eq!(collect("x=%e2%82%ac"), vec![some("x", "€")]);
+        assert_eq!(collect("bad=%4"), vec![None]);
+        assert_eq!(collect("bad=%zz"), vec![None]);
+        assert_eq!(collect("bad=%ff"), vec![None]);
+    }
+}

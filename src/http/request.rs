@@ -1,0 +1,122 @@
+//! `Request`: one parsed HTTP request, owning its head and body as `Bytes` cut from the connection's
+//! read buffer, with headers kept as offsets into the head (no per-header allocation).
+
+use bytes::Bytes;
+
+/// The request methods azq distinguishes; anything else is `Other` (answered 405 by the router).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Method {
+    Get,
+    Head,
+    Put,
+    Post,
+    Delete,
+    Options,
+    Other,
+}
+
+impl Method {
+    /// Maps a request-line method token; methods are case-sensitive in HTTP.
+    pub fn from_token(token: &[u8]) -> Method {
+        match token {
+            b"GET" => Method::Get,
+            b"HEAD" => Method::Head,
+            b"PUT" => Method::Put,
+            b"POST" => Method::Post,
+            b"DELETE" => Method::Delete,
+            b"OPTIONS" => Method::Options,
+            _ => Method::Other,
+        }
+    }
+
+    /// The method token as sent on the wire (used in the SharedKey string-to-sign).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Method::Get => "GET",
+            Method::Head => "HEAD",
+            Method::Put => "PUT",
+            Method::Post => "POST",
+            Method::Delete => "DELETE",
+            Method::Options => "OPTIONS",
+            Method::Other => "OTHER",
+        }
+    }
+}
+
+/// A byte range `start..end` inside `Request::head`. The head is at most
+/// `config::REQUEST_HEAD_BYTES_MAX` (< 64 KiB) bytes, so u16 offsets suffice.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Span {
+    pub start: u16,
+    pub end: u16,
+}
+
+impl Span {
+    fn slice(self, head: &[u8]) -> &[u8] {
+        &head[self.start as usize..self.end as usize]
+    }
+}
+
+/// One complete request.
+#[derive(Clone, Debug)]
+pub struct Request {
+    /// The raw request head: request line, headers, blank line.
+    pub head: Bytes,
+    pub method: Method,
+    /// The request target as sent (`/account/queue?comp=metadata`), not decoded.
+    pub target: Span,
+    /// 0 for HTTP/1.0, 1 for HTTP/1.1.
+    pub version_minor: u8,
+    /// `(name, value)` spans in `head`, in the order received.
+    pub headers: Vec<(Span, Span)>,
+    /// The body, de-chunked if it was sent chunked; empty when there is none.
+    pub body: Bytes,
+    /// Whether the connection stays open after this request (HTTP/1.1 default, `Connection`
+    /// header, HTTP/1.0 `keep-alive`).
+    pub keep_alive: bool,
+}
+
+impl Request {
+    /// The request target as sent: path and query, percent-encoded.
+    pub fn target(&self) -> &[u8] {
+        self.target.slice(&self.head)
+    }
+
+    /// The path part of the target (before `?`).
+    pub fn path(&self) -> &[u8] {
+        let target = self.target();
+        match target.iter().position(|&b| b == b'?') {
+            Some(at) => &target[..at],
+            None => target,
+        }
+    }
+
+    /// The raw query string (after `?`, without it), empty when absent.
+    pub fn query(&self) -> &[u8] {
+        let target = self.target();
+        match target.iter().position(|&b| b == b'?') {
+            Some(at) => &target[at + 1..],
+            None => b"",
+        }
+    }
+
+    /// Every header as `(name, value)`, in the order received, names as sent.
+    pub fn headers(&self) -> impl Iterator<Item = (&[u8], &[u8])> + '_ {
+        self.headers
+            .iter()
+            .map(move |(name, value)| (name.slice(&self.head), value.slice(&self.head)))
+    }
+
+    /// The first header named `name` (ASCII case-insensitive).
+    pub fn header(&self, name: &str) -> Option<&[u8]> {
+        self.headers()
+            .find(|(header_name, _)| header_name.eq_ignore_ascii_case(name.as_bytes()))
+            .map(|(_, value)| value)
+    }
+
+    /// The first header named `name`, if present and valid UTF-8.
+    pub fn header_str(&self, name: &str) -> Option<&str> {
+        self.header(name)
+            .and_then(|value| std::str::from_utf8(value).ok())
+    }
+}

@@ -1,0 +1,190 @@
+//! `ResponseWriter`: encodes one HTTP/1.1 response straight into a connection's output buffer.
+//!
+//! The body is encoded in place after the head, so its length is not known when the head is
+//! written. The writer leaves a fixed-width `Content-Length` field and patches it when the body is
+//! done; the digits are right-aligned and padded with leading spaces, which HTTP allows as optional
+//! whitespace after the colon. Many responses are appended to one buffer and written in one batch.
+
+use bytes::{BufMut, BytesMut};
+
+/// Width of the patched Content-Length value: enough for any response azq produces.
+const CONTENT_LENGTH_DIGITS: usize = 10;
+const CONTENT_LENGTH_BLANK: &[u8] = b"Content-Length:           \r\n";
+
+/// The standard reason phrase for the statuses azq answers with.
+pub fn reason_phrase(status: u16) -> &'static str {
+    match status {
+        100 => "Continue",
+        200 => "OK",
+        201 => "Created",
+        202 => "Accepted",
+        204 => "No Content",
+        400 => "Bad Request",
+        403 => "Forbidden",
+        404 => "Not Found",
+        405 => "Method Not Allowed",
+        409 => "Conflict",
+        413 => "Request Entity Too Large",
+        431 => "Request Header Fields Too Large",
+        500 => "Internal Server Error",
+        501 => "Not Implemented",
+        503 => "Service Unavailable",
+        _ => "Unknown",
+    }
+}
+
+/// Writes one response into `out`: status line, headers, then body, then `finish`.
+pub struct ResponseWriter<'out> {
+    out: &'out mut BytesMut,
+    /// Offset in `out` where the response starts, to undo it on `abandon`.
+    response_at: usize,
+    /// Offset of the last digit slot of the Content-Length field, once the head is closed.
+    content_length_end: usize,
+    /// Offset where the body starts, once the head is closed.
+    body_at: usize,
+    /// HEAD responses carry the headers of the GET response but no body.
+    head_only: bool,
+}
+
+impl<'out> ResponseWriter<'out> {
+    /// Starts a response with `status`; `head_only` drops the body (answers to HEAD).
+    pub fn start(out: &'out mut BytesMut, status: u16, head_only: bool) -> Self {
+        let response_at = out.len();
+        out.put_slice(b"HTTP/1.1 ");
+        put_decimal(out, u64::from(status));
+        out.put_u8(b' ');
+        out.put_slice(reason_phrase(status).as_bytes());
+        out.put_slice(b"\r\n");
+        ResponseWriter {
+            out,
+            response_at,
+            content_length_end: 0,
+            body_at: 0,
+            head_only,
+        }
+    }
+
+    /// Adds a header. The value must not contain CR or LF (callers pass validated values).
+    pub fn header(&mut self, name: &str, value: &[u8]) {
+        debug_assert!(self.body_at == 0, "header after the body started");
+        debug_assert!(!value.iter().any(|&b| b == b'\r' || b == b'\n'));
+        self.out.put_slice(name.as_bytes());
+        self.out.put_slice(b": ");
+        self.out.put_slice(value);
+        self.out.put_slice(b"\r\n");
+    }
+
+    /// Adds a header with a decimal value.
+    pub fn header_decimal(&mut self, name: &str, value: u64) {
+        self.out.put_slice(name.as_bytes());
+        self.out.put_slice(b": ");
+        put_decimal(self.out, value);
+        self.out.put_slice(b"\r\n");
+    }
+
+    /// Closes the head and returns the buffer to encode the body into. Call once.
+    pub fn body(&mut self) -> &mut BytesMut {
+        if self.body_at == 0 {
+            self.out.put_slice(CONTENT_LENGTH_BLANK);
+            self.content_length_end = self.out.len() - 2;
+            self.out.put_slice(b"\r\n");
+            self.body_at = self.out.len();
+        }
+        self.out
+    }
+
+    /// Patches the Content-Length and completes the response.
+    pub fn finish(mut self) {
+        self.body();
+        let body_bytes = self.out.len() - self.body_at;
+        let mut digits = [b' '; CONTENT_LENGTH_DIGITS];
+        let mut remaining = body_bytes;
+        for slot in digits.iter_mut().rev() {
+            *slot = b'0' + (remaining % 10) as u8;
+            remaining /= 10;
+            if remaining == 0 {
+                break;
+            }
+        }
+        assert!(remaining == 0, "response body larger than the Content-Length field");
+        let field_start = self.content_length_end - CONTENT_LENGTH_DIGITS;
+        self.out[field_start..self.content_length_end].copy_from_slice(&digits);
+        if self.head_only {
+            self.out.truncate(self.body_at);
+        }
+    }
+
+    /// Removes everything this writer wrote, so another response can be written instead.
+    pub fn abandon(self) {
+        self.out.truncate(self.response_at);
+    }
+}
+
+/// Appends the decimal digits of `value` without allocating.
+pub fn put_decimal(out: &mut BytesMut, value: u64) {
+    let mut digits = [0u8; 20];
+    let mut at = digits.len();
+    let mut remaining = value;
+    loop {
+        at -= 1;
+        digits[at] = b'0' + (remaining % 10) as u8;
+        remaining /= 10;
+        if remaining == 0 {
+            break;
+        }
+    }
+    out.put_slice(&digits[at..]);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn render(status: u16, head_only: bool, body: &[u8]) -> String {
+        let mut out = BytesMut::new();
+        let mut writer = ResponseWriter::start(&mut out, status, head_only);
+        writer.header("x-ms-version", b"2026-10-06");
+        writer.body().put_slice(body);
+        writer.finish();
+        String::from_utf8(out.to_vec()).unwrap()
+    }
+
+    #[test]
+    fn content_length_is_patched_right_aligned() {
+        let text = render(200, false, b"hello");
+        assert_eq!(
+            text,
+            "HTTP/1.1 200 OK\r\nx-ms-version: 2026-10-06\r\nContent-Length:          5\r\n\r\nhello"
+        );
+    }
+
+    #[test]
+    fn empty_body_has_zero_length() {
+        let text = render(204, false, b"");
+        assert!(text.ends_with("Content-Length:          0\r\n\r\n"), "{text}");
+    }
+
+    #[test]
+    fn head_only_keeps_length_but_drops_body() {
+        let text = render(200, true, b"<xml/>");
+        assert!(text.ends_with("Content-Length:          6\r\n\r\n"), "{text}");
+    }
+
+    #[test]
+    fn abandon_restores_buffer() {
+        let mut out = BytesMut::from(&b"previous"[..]);
+        let mut writer = ResponseWriter::start(&mut out, 500, false);
+        writer.header("a", b"b");
+        writer.abandon();
+        assert_eq!(&out[..], b"previous");
+    }
+
+    #[test]
+    fn decimal_table() {
+        for (value, expected) in [(0u64, "0"), (7, "7"), (10, "10"), (u64::MAX, "18446744073709551615")] {
+            let mut out = BytesMut::new();
+            put_decimal(&mut out, value);
+            assert_eq!(&out[..], expected.as_bytes());
+        }
+    }
+}
