@@ -195,10 +195,11 @@ impl Parser {
         // A head is complete within the first `head_bytes_max` bytes or it is too large, so
         // nothing past them is ever searched or parsed.
         let window = &buffer[..buffer.len().min(self.head_bytes_max)];
-        let blank_line_found = self.head_scan.search_blank_line(window);
         let window_full = window.len() >= self.head_bytes_max;
         let doubled = window.len() >= self.head_scan.attempted_bytes.saturating_mul(2).max(1);
-        if blank_line_found || window_full || doubled {
+        // The search is needed only when httparse would not run anyway, which is the common
+        // case of a head arriving in one read.
+        if window_full || doubled || self.head_scan.search_blank_line(window) {
             self.head_scan.attempted_bytes = window.len();
             let mut headers = Vec::with_capacity(self.headers_max);
             let mut request = httparse::Request::new(&mut []);
@@ -211,9 +212,9 @@ impl Parser {
                     self.head_scan = HeadScan::default();
                     return Ok(Some(pending));
                 }
-                // After the skipped empty lines a blank line always completes a head, so this
-                // is a head still arriving.
-                Ok(httparse::Status::Partial) => {}
+                // After the skipped empty lines a blank line always completes a head (or is an
+                // error), so the window has none: it need not be searched again.
+                Ok(httparse::Status::Partial) => self.head_scan.searched_bytes = window.len(),
                 Err(httparse::Error::TooManyHeaders) => return Err(ParseError::TooManyHeaders),
                 Err(error) => return Err(ParseError::Malformed(describe(error))),
             }
