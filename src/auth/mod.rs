@@ -1,1 +1,503 @@
-//! stub
+//! Authentication and authorisation of requests: SharedKey and SharedKeyLite signatures, account
+//! and service shared access signatures (SAS), and the accounts whose keys sign them. Pure and
+//! synchronous: time, the client's address and stored access policies are passed in.
+//!
+//! - `accounts`: accounts and keys (HMAC state prepared once), `AZURITE_ACCOUNTS` parsing.
+//! - `collation`: the header order of SharedKey canonicalisation (not byte order).
+//! - `shared_key`: string-to-sign for SharedKey/SharedKeyLite, verification, client signing.
+//! - `sas`: SAS parsing, strings-to-sign, validation, and a cache of verified signatures.
+//! - `iso8601`: the instants of SAS tokens and access policies.
+//!
+//! The api layer owns one `Authenticator` per shard and calls `Authenticator::authenticate`
+//! once per request (CORS preflight excepted) with the operation's `Access`. A failure carries
+//! its reason for the log; the client sees only the `StorageError` it maps to.
+
+pub mod accounts;
+pub mod collation;
+pub mod iso8601;
+pub mod sas;
+pub mod shared_key;
+
+use std::fmt;
+use std::net::IpAddr;
+
+use crate::error::StorageError;
+use crate::http::Request;
+
+pub use accounts::{Account, Accounts, SigningKey};
+pub use iso8601::parse_iso8601_ms;
+pub use sas::{Access, PermissionSet, ResourceType, SasCache, StoredPolicy};
+pub use shared_key::sign_shared_key;
+
+/// Suffix of the account name on the secondary (read-replica) endpoint. Requests there are
+/// signed with the primary account's name and keys.
+pub const SECONDARY_ACCOUNT_SUFFIX: &str = "-secondary";
+
+/// How a request proved who sent it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AuthScheme {
+    SharedKey,
+    SharedKeyLite,
+    AccountSas,
+    ServiceSas,
+}
+
+/// The outcome of a successful authentication, for the request log.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Principal {
+    pub scheme: AuthScheme,
+    /// Which of the account's keys signed the request (0 = primary): shows in the log whether
+    /// clients still use a key that is being rotated out.
+    pub key_index: usize,
+}
+
+/// Why a request was refused. The log gets the reason; the client gets only the mapped
+/// `StorageError`, so that a failure never tells an attacker which part of a forgery was wrong.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum AuthFailure {
+    /// No `Authorization` header and no SAS in the query: azq allows no anonymous access.
+    NoCredentials,
+    /// The account named by the URL does not exist.
+    UnknownAccount,
+    /// The `Authorization` header is not `Scheme account:signature`.
+    MalformedAuthorization(&'static str),
+    /// The `Authorization` header uses a scheme other than SharedKey or SharedKeyLite.
+    UnsupportedScheme,
+    /// The `Authorization` header names an account other than the URL's.
+    AccountMismatch,
+    /// A query parameter has a broken percent-escape or is not UTF-8.
+    MalformedQuery,
+    /// The signature does not match under any of the account's keys. Carries what azq signed,
+    /// which is what a client author needs to find the difference.
+    SignatureMismatch { string_to_sign: String },
+    /// A SAS field is missing or unreadable; names the field.
+    MalformedSas(&'static str),
+    /// The SAS `sv` predates every string-to-sign layout azq knows.
+    UnsupportedSasVersion,
+    /// A service SAS was used on a URL that names no queue.
+    ServiceSasWithoutQueue,
+    /// The SAS `si` names no stored access policy on the queue.
+    StoredPolicyNotFound,
+    /// A field is set both in the SAS and in its stored access policy; names the field.
+    StoredPolicyConflict(&'static str),
+    /// The SAS start time is still in the future.
+    SasNotYetValid,
+    /// The SAS expiry time has passed.
+    SasExpired,
+    /// The SAS does not allow the request's protocol (`spr`).
+    ProtocolMismatch,
+    /// The SAS does not allow the client's address (`sip`).
+    SourceIpMismatch,
+    /// The account SAS does not cover the queue service (`ss` lacks `q`).
+    ServiceMismatch,
+    /// The account SAS does not cover the operation's resource type (`srt`).
+    ResourceTypeMismatch,
+    /// The SAS does not grant the operation's permission (`sp`).
+    PermissionMismatch,
+}
+
+impl From<AuthFailure> for StorageError {
+    fn from(failure: AuthFailure) -> StorageError {
+        match failure {
+            AuthFailure::UnknownAccount => StorageError::ResourceNotFound,
+            AuthFailure::NoCredentials
+            | AuthFailure::MalformedAuthorization(_)
+            | AuthFailure::UnsupportedScheme
+            | AuthFailure::AccountMismatch
+            | AuthFailure::MalformedQuery
+            | AuthFailure::SignatureMismatch { .. }
+            | AuthFailure::MalformedSas(_)
+            | AuthFailure::UnsupportedSasVersion
+            | AuthFailure::ServiceSasWithoutQueue
+            | AuthFailure::StoredPolicyNotFound
+            | AuthFailure::StoredPolicyConflict(_)
+            | AuthFailure::SasNotYetValid
+            | AuthFailure::SasExpired => StorageError::AuthenticationFailed,
+            AuthFailure::ProtocolMismatch => StorageError::AuthorizationProtocolMismatch,
+            AuthFailure::SourceIpMismatch => StorageError::AuthorizationSourceIpMismatch,
+            AuthFailure::ServiceMismatch => StorageError::AuthorizationServiceMismatch,
+            AuthFailure::ResourceTypeMismatch => StorageError::AuthorizationResourceTypeMismatch,
+            AuthFailure::PermissionMismatch => StorageError::AuthorizationPermissionMismatch,
+        }
+    }
+}
+
+impl fmt::Display for AuthFailure {
+    fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let text = match self {
+            AuthFailure::MalformedAuthorization(why) => {
+                return write!(formatter, "malformed Authorization header: {why}");
+            }
+            AuthFailure::SignatureMismatch { string_to_sign } => {
+                return write!(formatter, "signature mismatch; signed {string_to_sign:?}");
+            }
+            AuthFailure::MalformedSas(field) => {
+                return write!(formatter, "SAS field {field} is missing or invalid");
+            }
+            AuthFailure::StoredPolicyConflict(field) => {
+                return write!(formatter, "SAS field {field} is also in the stored policy");
+            }
+            AuthFailure::NoCredentials => "no Authorization header and no SAS",
+            AuthFailure::UnknownAccount => "the URL names an unknown account",
+            AuthFailure::UnsupportedScheme => "Authorization scheme is not SharedKey(Lite)",
+            AuthFailure::AccountMismatch => "Authorization names another account than the URL",
+            AuthFailure::MalformedQuery => "query string cannot be decoded",
+            AuthFailure::UnsupportedSasVersion => "SAS version predates every known layout",
+            AuthFailure::ServiceSasWithoutQueue => "service SAS used on a URL without a queue",
+            AuthFailure::StoredPolicyNotFound => "SAS names an unknown stored access policy",
+            AuthFailure::SasNotYetValid => "SAS start time is in the future",
+            AuthFailure::SasExpired => "SAS has expired",
+            AuthFailure::ProtocolMismatch => "SAS forbids this protocol",
+            AuthFailure::SourceIpMismatch => "SAS forbids this client address",
+            AuthFailure::ServiceMismatch => "account SAS excludes the queue service",
+            AuthFailure::ResourceTypeMismatch => "account SAS excludes this resource type",
+            AuthFailure::PermissionMismatch => "SAS lacks the permission this operation needs",
+        };
+        formatter.write_str(text)
+    }
+}
+
+/// What the api layer knows about a request besides its bytes.
+#[derive(Clone, Copy, Debug)]
+pub struct RequestContext<'a> {
+    /// The account named by the URL (path segment or first Host label), `-secondary` included.
+    pub account_name: &'a str,
+    /// The queue named by the URL; `None` for account-level operations.
+    pub queue_name: Option<&'a str>,
+    /// Now, in milliseconds since the epoch, from the shard's clock.
+    pub now_ms: u64,
+    /// The client's address, checked against a SAS `sip`.
+    pub client_ip: IpAddr,
+    /// Whether the request came over TLS, checked against a SAS `spr`.
+    pub secure_transport: bool,
+}
+
+/// The authentication state of one shard: the accounts, a cache of verified SAS signatures and
+/// a scratch buffer for strings-to-sign. Owned by the shard, never shared, so it needs no lock.
+#[derive(Debug)]
+pub struct Authenticator {
+    accounts: Accounts,
+    sas_cache: SasCache,
+    /// Reused for every string-to-sign so that verification does not allocate one per request.
+    string_to_sign: Vec<u8>,
+}
+
+impl Authenticator {
+    /// An authenticator over `accounts` with an empty SAS cache.
+    pub fn new(accounts: Accounts) -> Authenticator {
+        Authenticator {
+            accounts,
+            sas_cache: SasCache::new(sas::SAS_CACHE_ENTRIES_MAX),
+            string_to_sign: Vec::with_capacity(512),
+        }
+    }
+
+    /// The accounts this authenticator checks against (the api layer answers 404 for others).
+    pub fn accounts(&self) -> &Accounts {
+        &self.accounts
+    }
+
+    /// Decides whether `request` may perform an operation needing `access`. Tries, in order, a
+    /// SharedKey/SharedKeyLite `Authorization` header (full access), an account SAS (query has
+    /// `ss` or `srt`), then a service SAS (query has `sig`). No credentials is a failure.
+    ///
+    /// `stored_policy` returns the stored access policy of `context.queue_name` with the given
+    /// identifier; it is called at most once, and only for a service SAS with `si`. The queue's
+    /// ACL may live on another shard: the api layer can call `sas::signed_identifier` first to
+    /// learn whether (and which) policy to fetch, then pass a closure over the fetched copy.
+    pub fn authenticate(
+        &mut self,
+        request: &Request,
+        context: &RequestContext<'_>,
+        access: Access,
+        stored_policy: &dyn Fn(&str) -> Option<StoredPolicy>,
+    ) -> Result<Principal, AuthFailure> {
+        let primary_name = primary_account_name(context.account_name);
+        let account = self
+            .accounts
+            .get(primary_name)
+            .ok_or(AuthFailure::UnknownAccount)?;
+        if let Some(authorization) = request.header("authorization") {
+            return shared_key::verify(
+                request,
+                authorization,
+                context.account_name,
+                account,
+                &mut self.string_to_sign,
+            );
+        }
+        let token = sas::parse(request.query())?.ok_or(AuthFailure::NoCredentials)?;
+        sas::verify(
+            &token,
+            account,
+            context,
+            access,
+            stored_policy,
+            &mut self.sas_cache,
+            &mut self.string_to_sign,
+        )
+    }
+}
+
+/// The primary account behind a URL account name: `acct-secondary` is served by `acct`.
+pub fn primary_account_name(url_account_name: &str) -> &str {
+    url_account_name
+        .strip_suffix(SECONDARY_ACCOUNT_SUFFIX)
+        .unwrap_or(url_account_name)
+}
+
+/// Decodes a base64 HMAC-SHA256 signature, as sent in `Authorization` or a SAS `sig`.
+/// `None` unless it is valid base64 of exactly 32 bytes.
+fn decode_signature(text: &str) -> Option<[u8; 32]> {
+    use base64::engine::general_purpose::STANDARD as BASE64;
+    use base64::Engine;
+    // 32 bytes take exactly 44 base64 characters (the last one `=`). Checking the length first
+    // rejects oversized input cheaply and guarantees the decode fits the stack buffer.
+    const SIGNATURE_BASE64_BYTES: usize = 44;
+    if text.len() != SIGNATURE_BASE64_BYTES {
+        return None;
+    }
+    let mut decoded = [0u8; 48];
+    let length = BASE64.decode_slice(text, &mut decoded).ok()?;
+    decoded[..length].try_into().ok()
+}
+
+#[cfg(test)]
+pub(crate) mod test_support {
+    //! Builders shared by the auth tests: a `Request` assembled by hand (head bytes + spans),
+    //! as the HTTP parser would produce it, and the development account.
+
+    use bytes::Bytes;
+
+    use super::{Accounts, Authenticator};
+    use crate::config::{DEVELOPMENT_ACCOUNT_KEY, DEVELOPMENT_ACCOUNT_NAME};
+    use crate::http::request::{Method, Request, Span};
+
+    /// A request with the given method token, target and headers, and an empty body.
+    pub fn request(method: &str, target: &str, headers: &[(&str, &str)]) -> Request {
+        let mut head = format!("{method} ");
+        let target_start = head.len();
+        head.push_str(target);
+        let target_span = span(target_start, head.len());
+        head.push_str(" HTTP/1.1\r\n");
+        let mut header_spans = Vec::new();
+        for (name, value) in headers {
+            let name_start = head.len();
+            head.push_str(name);
+            let name_span = span(name_start, head.len());
+            head.push_str(": ");
+            let value_start = head.len();
+            head.push_str(value);
+            header_spans.push((name_span, span(value_start, head.len())));
+            head.push_str("\r\n");
+        }
+        head.push_str("\r\n");
+        Request {
+            head: Bytes::from(head),
+            method: Method::from_token(method.as_bytes()),
+            target: target_span,
+            version_minor: 1,
+            headers: header_spans,
+            body: Bytes::new(),
+            keep_alive: true,
+        }
+    }
+
+    fn span(start: usize, end: usize) -> Span {
+        Span {
+            start: start as u16,
+            end: end as u16,
+        }
+    }
+
+    pub fn development_accounts() -> Accounts {
+        Accounts::new(&[(
+            DEVELOPMENT_ACCOUNT_NAME.to_string(),
+            vec![DEVELOPMENT_ACCOUNT_KEY.to_string()],
+        )])
+        .unwrap()
+    }
+
+    pub fn development_authenticator() -> Authenticator {
+        Authenticator::new(development_accounts())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::test_support::{development_authenticator, request};
+    use super::*;
+
+    const NOVEMBER_22_MS: u64 = 1_795_305_600_000;
+
+    fn context(queue_name: Option<&'static str>) -> RequestContext<'static> {
+        RequestContext {
+            account_name: "devstoreaccount1",
+            queue_name,
+            now_ms: NOVEMBER_22_MS + 3_600_000,
+            client_ip: IpAddr::from([127, 0, 0, 1]),
+            secure_transport: false,
+        }
+    }
+
+    fn no_policy(_identifier: &str) -> Option<StoredPolicy> {
+        None
+    }
+
+    const PEEK_HEADERS: &[(&str, &str)] = &[
+        ("x-ms-version", "2026-04-06"),
+        ("x-ms-date", "Sun, 22 Nov 2026 00:00:00 GMT"),
+        (
+            "x-ms-client-request-id",
+            "00000000-0000-0000-0000-000000000001",
+        ),
+    ];
+
+    fn peek_request(authorization: Option<&str>, query_extra: &str) -> Request {
+        let mut headers = PEEK_HEADERS.to_vec();
+        if let Some(value) = authorization {
+            headers.push(("Authorization", value));
+        }
+        request(
+            "GET",
+            &format!(
+                "/devstoreaccount1/myqueue/messages?numofmessages=2&peekonly=true{query_extra}"
+            ),
+            &headers,
+        )
+    }
+
+    #[test]
+    fn every_scheme_in_order() {
+        let mut authenticator = development_authenticator();
+        let queue = context(Some("myqueue"));
+        let account_sas = "&sv=2026-10-06&ss=q&srt=sco&sp=rwdlacup&st=2026-11-22T00:00:00Z\
+            &se=2026-11-23T00:00:00Z&sig=fwZjH/QMIpHkgAn4hsXNvttEDtucDoClV/pmmnt6anw%3D";
+        let service_sas = "&sv=2026-10-06&sp=raup&st=2026-11-22T00%3A00%3A00Z\
+            &se=2026-11-23T00%3A00%3A00Z&spr=https%2Chttp\
+            &sig=OxCNGzjOaDzj0ZT0SPbgS3%2BJKWc3Wl%2FKaXKcKzCQvTo%3D";
+        let cases: &[(Request, Result<AuthScheme, AuthFailure>)] = &[
+            (
+                peek_request(
+                    Some("SharedKey devstoreaccount1:qX9x0hi6+PD7oWVjsAb/mxxh3vk9QUq5pC/dlKvC3U0="),
+                    "",
+                ),
+                Ok(AuthScheme::SharedKey),
+            ),
+            (
+                peek_request(
+                    Some("SharedKeyLite devstoreaccount1:adHUy8qYGbk2BPINvg67pcMIw6eIcQjBOrUtug8zvOQ="),
+                    "",
+                ),
+                Ok(AuthScheme::SharedKeyLite),
+            ),
+            (peek_request(None, account_sas), Ok(AuthScheme::AccountSas)),
+            (peek_request(None, service_sas), Ok(AuthScheme::ServiceSas)),
+            (peek_request(None, ""), Err(AuthFailure::NoCredentials)),
+            (
+                peek_request(Some("Bearer eyJ0eXAiOiJKV1QiLCJhbGciOiJIUzI1NiJ9"), account_sas),
+                Err(AuthFailure::UnsupportedScheme),
+            ),
+        ];
+        for (request, expected) in cases {
+            let outcome = authenticator
+                .authenticate(request, &queue, Access::PEEK_MESSAGES, &no_policy)
+                .map(|principal| principal.scheme);
+            assert_eq!(
+                &outcome,
+                expected,
+                "{:?}",
+                String::from_utf8_lossy(request.target())
+            );
+        }
+    }
+
+    #[test]
+    fn unknown_account_is_not_found() {
+        let mut authenticator = development_authenticator();
+        let request = peek_request(None, "");
+        let mut unknown = context(Some("myqueue"));
+        unknown.account_name = "otheraccount";
+        let failure = authenticator
+            .authenticate(&request, &unknown, Access::PEEK_MESSAGES, &no_policy)
+            .unwrap_err();
+        assert_eq!(failure, AuthFailure::UnknownAccount);
+        assert_eq!(StorageError::from(failure), StorageError::ResourceNotFound);
+    }
+
+    #[test]
+    fn failure_mapping_table() {
+        let cases = [
+            (
+                AuthFailure::NoCredentials,
+                StorageError::AuthenticationFailed,
+            ),
+            (AuthFailure::SasExpired, StorageError::AuthenticationFailed),
+            (
+                AuthFailure::SasNotYetValid,
+                StorageError::AuthenticationFailed,
+            ),
+            (
+                AuthFailure::SignatureMismatch {
+                    string_to_sign: String::new(),
+                },
+                StorageError::AuthenticationFailed,
+            ),
+            (
+                AuthFailure::ProtocolMismatch,
+                StorageError::AuthorizationProtocolMismatch,
+            ),
+            (
+                AuthFailure::SourceIpMismatch,
+                StorageError::AuthorizationSourceIpMismatch,
+            ),
+            (
+                AuthFailure::ServiceMismatch,
+                StorageError::AuthorizationServiceMismatch,
+            ),
+            (
+                AuthFailure::ResourceTypeMismatch,
+                StorageError::AuthorizationResourceTypeMismatch,
+            ),
+            (
+                AuthFailure::PermissionMismatch,
+                StorageError::AuthorizationPermissionMismatch,
+            ),
+        ];
+        for (failure, expected) in cases {
+            assert!(!failure.to_string().is_empty());
+            assert_eq!(StorageError::from(failure), expected);
+        }
+        assert_eq!(
+            StorageError::from(AuthFailure::SourceIpMismatch).code(),
+            "AuthorizationSourceIPMismatch"
+        );
+    }
+
+    #[test]
+    fn primary_account_name_table() {
+        assert_eq!(primary_account_name("devstoreaccount1"), "devstoreaccount1");
+        assert_eq!(
+            primary_account_name("devstoreaccount1-secondary"),
+            "devstoreaccount1"
+        );
+        assert_eq!(primary_account_name("-secondary"), "");
+    }
+
+    #[test]
+    fn decode_signature_table() {
+        let valid = "qX9x0hi6+PD7oWVjsAb/mxxh3vk9QUq5pC/dlKvC3U0=";
+        assert!(decode_signature(valid).is_some());
+        for invalid in [
+            "",
+            "qX9x0hi6+PD7oWVjsAb/mxxh3vk9QUq5pC/dlKvC3U0",
+            "qX9x0hi6+PD7oWVjsAb/mxxh3vk9QUq5pC/dlKvC3U0==",
+            "qX9x0hi6+PD7oWVjsAb/mxxh3vk9QUq5pC/dlKvC3U*=",
+            "qX9x0hi6-PD7oWVjsAb_mxxh3vk9QUq5pC_dlKvC3U0=",
+            "qX9x0hi6 PD7oWVjsAb/mxxh3vk9QUq5pC/dlKvC3U0=",
+            "YWJj",
+        ] {
+            assert_eq!(decode_signature(invalid), None, "{invalid}");
+        }
+    }
+}

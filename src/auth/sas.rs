@@ -1,0 +1,1326 @@
+//! Shared access signatures: reading the SAS fields of a query string, the strings-to-sign of an
+//! account SAS (both layouts) and a queue service SAS, the checks that follow a valid signature
+//! (time window, protocol, source address, service, resource type, permission, stored access
+//! policy), the `Access` each operation needs, and a bounded cache of verified signatures.
+//!
+//! Layouts, from "Create an account SAS" and "Create a service SAS":
+//! - account SAS, `sv` >= 2020-12-06: `account\nsp\nss\nsrt\nst\nse\nsip\nspr\nsv\nses\n`;
+//! - account SAS, `sv` 2015-04-05 up to 2020-12-06: the same without `ses` (still ending `\n`);
+//! - queue service SAS, `sv` >= 2015-04-05: `sp\nst\nse\n/queue/account/queue\nsi\nsip\nspr\nsv`.
+//!
+//! A field the token does not carry signs as an empty line, exactly as one sent empty; azq
+//! therefore treats an empty field as absent throughout.
+
+use std::borrow::Cow;
+use std::net::IpAddr;
+
+use ahash::AHashMap;
+
+use super::accounts::Account;
+use super::iso8601::parse_iso8601_ms;
+use super::{decode_signature, AuthFailure, AuthScheme, Principal, RequestContext};
+use crate::http::query;
+
+/// Verified signatures one shard remembers. Beyond this the older half is forgotten.
+pub const SAS_CACHE_ENTRIES_MAX: usize = 4096;
+/// Longest cache key (string-to-sign and signature) worth remembering: SDK tokens sign about
+/// 150 bytes; longer ones are verified every time, which caps the cache near 2 MiB per shard.
+pub const SAS_CACHE_KEY_BYTES_MAX: usize = 512;
+/// The oldest `sv` azq verifies: account SAS appeared with it, and the queue service SAS has
+/// had its current layout (with `sip` and `spr`) since.
+pub const SAS_VERSION_OLDEST: &str = "2015-04-05";
+/// The first `sv` whose account SAS signs `ses` (the encryption scope).
+pub const SAS_VERSION_ENCRYPTION_SCOPE: &str = "2020-12-06";
+
+/// The resource types of an account SAS `srt`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ResourceType {
+    /// Account-level operations: service properties and stats, List Queues (`s`).
+    Service,
+    /// Operations on a queue itself: create, delete, metadata, ACL, clear (`c`).
+    Container,
+    /// Operations on messages (`o`).
+    Object,
+}
+
+impl ResourceType {
+    /// The `srt` letter that grants this resource type.
+    pub fn letter(self) -> char {
+        match self {
+            ResourceType::Service => 's',
+            ResourceType::Container => 'c',
+            ResourceType::Object => 'o',
+        }
+    }
+}
+
+/// A set of lowercase letters, as in `sp`, `ss`, `srt` and an access policy's `Permission`.
+/// Order and repetition do not matter.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PermissionSet {
+    /// Bit `n` stands for the letter `'a' + n`.
+    letters: u32,
+}
+
+impl PermissionSet {
+    /// The set of the letters of a literal, for constants. Panics on anything but lowercase
+    /// ASCII letters, which in a constant is a compile error.
+    pub const fn from_letters(letters: &str) -> PermissionSet {
+        let bytes = letters.as_bytes();
+        let mut set = 0;
+        let mut at = 0;
+        while at < bytes.len() {
+            assert!(bytes[at].is_ascii_lowercase(), "permission letters are a-z");
+            set |= 1 << (bytes[at] - b'a');
+            at += 1;
+        }
+        PermissionSet { letters: set }
+    }
+
+    /// The set of the letters of `text` (possibly empty); `None` if any character is not a
+    /// lowercase ASCII letter.
+    pub fn parse(text: &str) -> Option<PermissionSet> {
+        let mut set = 0;
+        for byte in text.bytes() {
+            if !byte.is_ascii_lowercase() {
+                return None;
+            }
+            set |= 1 << (byte - b'a');
+        }
+        Some(PermissionSet { letters: set })
+    }
+
+    /// Whether `letter` is in the set.
+    pub fn contains(self, letter: char) -> bool {
+        letter.is_ascii_lowercase() && self.letters & (1 << (letter as u32 - 'a' as u32)) != 0
+    }
+
+    /// Whether the two sets share a letter.
+    pub fn intersects(self, other: PermissionSet) -> bool {
+        self.letters & other.letters != 0
+    }
+}
+
+/// What an operation needs from a SAS. The api layer passes one per operation; the associated
+/// constants encode the contract's table. A SharedKey signature grants everything.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Access {
+    /// The `srt` letter an account SAS must carry.
+    pub resource_type: ResourceType,
+    /// An account SAS must carry at least one of these `sp` letters (Create Queue: `c` or `w`).
+    pub account_permissions: PermissionSet,
+    /// The `sp` letter a queue service SAS must carry; `None` when no service SAS may perform
+    /// the operation (queue management, account-level operations).
+    pub service_permission: Option<char>,
+}
+
+impl Access {
+    const fn new(
+        resource_type: ResourceType,
+        account_permissions: &str,
+        service_permission: Option<char>,
+    ) -> Access {
+        Access {
+            resource_type,
+            account_permissions: PermissionSet::from_letters(account_permissions),
+            service_permission,
+        }
+    }
+
+    /// Get Service Properties: account SAS `s` + `r`.
+    pub const GET_SERVICE_PROPERTIES: Access = Access::new(ResourceType::Service, "r", None);
+    /// Set Service Properties: account SAS `s` + `w`.
+    pub const SET_SERVICE_PROPERTIES: Access = Access::new(ResourceType::Service, "w", None);
+    /// Get Service Stats: account SAS `s` + `r`.
+    pub const GET_SERVICE_STATS: Access = Access::new(ResourceType::Service, "r", None);
+    /// List Queues: account SAS `s` + `l`.
+    pub const LIST_QUEUES: Access = Access::new(ResourceType::Service, "l", None);
+    /// Create Queue: account SAS `c` + `c` or `w`.
+    pub const CREATE_QUEUE: Access = Access::new(ResourceType::Container, "cw", None);
+    /// Delete Queue: account SAS `c` + `d`.
+    pub const DELETE_QUEUE: Access = Access::new(ResourceType::Container, "d", None);
+    /// Get Metadata: account SAS `c` + `r`; service SAS `r`.
+    pub const GET_QUEUE_METADATA: Access = Access::new(ResourceType::Container, "r", Some('r'));
+    /// Set Metadata: account SAS `c` + `w`.
+    pub const SET_QUEUE_METADATA: Access = Access::new(ResourceType::Container, "w", None);
+    /// Get Queue ACL: account SAS `c` + `r` (as Azurite; the contract lists none).
+    pub const GET_QUEUE_ACL: Access = Access::new(ResourceType::Container, "r", None);
+    /// Set Queue ACL: account SAS `c` + `w` (as Azurite; the contract lists none).
+    pub const SET_QUEUE_ACL: Access = Access::new(ResourceType::Container, "w", None);
+    /// Clear Messages: account SAS `c` + `d`.
+    pub const CLEAR_MESSAGES: Access = Access::new(ResourceType::Container, "d", None);
+    /// Put Message: account SAS `o` + `a`; service SAS `a`.
+    pub const PUT_MESSAGE: Access = Access::new(ResourceType::Object, "a", Some('a'));
+    /// Get Messages: account SAS `o` + `p`; service SAS `p`.
+    pub const GET_MESSAGES: Access = Access::new(ResourceType::Object, "p", Some('p'));
+    /// Peek Messages: account SAS `o` + `r`; service SAS `r`.
+    pub const PEEK_MESSAGES: Access = Access::new(ResourceType::Object, "r", Some('r'));
+    /// Update Message: account SAS `o` + `u`; service SAS `u`.
+    pub const UPDATE_MESSAGE: Access = Access::new(ResourceType::Object, "u", Some('u'));
+    /// Delete Message: account SAS `o` + `p`; service SAS `p`.
+    pub const DELETE_MESSAGE: Access = Access::new(ResourceType::Object, "p", Some('p'));
+}
+
+/// A stored access policy of a queue (its ACL entry), as the api layer hands it over for a
+/// service SAS with `si`. Times from `parse_iso8601_ms`, permissions from `PermissionSet::parse`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct StoredPolicy {
+    pub start_ms: Option<u64>,
+    pub expiry_ms: Option<u64>,
+    pub permissions: Option<PermissionSet>,
+}
+
+/// The SAS fields of a query string, percent-decoded: exactly the values that were signed.
+/// Empty fields are `None`. Fields are named as in Azure's documentation.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SasFields<'q> {
+    /// `sv`
+    pub signed_version: Option<Cow<'q, str>>,
+    /// `ss`
+    pub signed_services: Option<Cow<'q, str>>,
+    /// `srt`
+    pub signed_resource_types: Option<Cow<'q, str>>,
+    /// `sp`
+    pub signed_permissions: Option<Cow<'q, str>>,
+    /// `st`
+    pub signed_start: Option<Cow<'q, str>>,
+    /// `se`
+    pub signed_expiry: Option<Cow<'q, str>>,
+    /// `sip`
+    pub signed_ip: Option<Cow<'q, str>>,
+    /// `spr`
+    pub signed_protocol: Option<Cow<'q, str>>,
+    /// `ses`
+    pub signed_encryption_scope: Option<Cow<'q, str>>,
+    /// `si`
+    pub signed_identifier: Option<Cow<'q, str>>,
+    /// `sig`
+    pub signature: Option<Cow<'q, str>>,
+}
+
+/// Which kind of SAS a query carries.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SasKind {
+    /// Account SAS (the query has `ss` or `srt`), with its signed services and resource types.
+    Account {
+        services: PermissionSet,
+        resource_types: PermissionSet,
+    },
+    /// Queue service SAS (the query has `sig` but neither `ss` nor `srt`).
+    Service,
+}
+
+/// An inclusive range of client addresses (`sip`: one address or `first-last`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct IpRange {
+    first: IpAddr,
+    last: IpAddr,
+}
+
+impl IpRange {
+    /// Parses `address` or `first-last`; both ends of one family, `first <= last`.
+    pub fn parse(text: &str) -> Option<IpRange> {
+        let (first, last) = text.split_once('-').unwrap_or((text, text));
+        let first = first.trim().parse::<IpAddr>().ok()?.to_canonical();
+        let last = last.trim().parse::<IpAddr>().ok()?.to_canonical();
+        let ordered = match (first, last) {
+            (IpAddr::V4(first), IpAddr::V4(last)) => first <= last,
+            (IpAddr::V6(first), IpAddr::V6(last)) => first <= last,
+            _ => false,
+        };
+        ordered.then_some(IpRange { first, last })
+    }
+
+    /// Whether `address` lies in the range. An IPv4 client seen through an IPv4-mapped IPv6
+    /// socket address counts as IPv4.
+    pub fn contains(self, address: IpAddr) -> bool {
+        match (self.first, self.last, address.to_canonical()) {
+            (IpAddr::V4(first), IpAddr::V4(last), IpAddr::V4(address)) => {
+                first <= address && address <= last
+            }
+            (IpAddr::V6(first), IpAddr::V6(last), IpAddr::V6(address)) => {
+                first <= address && address <= last
+            }
+            _ => false,
+        }
+    }
+}
+
+/// The protocols a SAS allows (`spr`); both when absent.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AllowedProtocols {
+    pub http: bool,
+    pub https: bool,
+}
+
+impl AllowedProtocols {
+    /// Parses `https`, `https,http` (and the same in any order); `None` for anything else.
+    pub fn parse(text: &str) -> Option<AllowedProtocols> {
+        let mut allowed = AllowedProtocols {
+            http: false,
+            https: false,
+        };
+        for protocol in text.split(',') {
+            match protocol.trim() {
+                "http" => allowed.http = true,
+                "https" => allowed.https = true,
+                _ => return None,
+            }
+        }
+        Some(allowed)
+    }
+
+    fn allows(self, secure_transport: bool) -> bool {
+        if secure_transport {
+            self.https
+        } else {
+            self.http
+        }
+    }
+}
+
+/// A SAS read from a query string and checked for form; not yet verified.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SasToken<'q> {
+    pub kind: SasKind,
+    /// The signed values, for the string-to-sign.
+    pub fields: SasFields<'q>,
+    /// The decoded `sig`.
+    pub signature: [u8; 32],
+    pub start_ms: Option<u64>,
+    pub expiry_ms: Option<u64>,
+    pub permissions: Option<PermissionSet>,
+    pub ip_range: Option<IpRange>,
+    pub protocols: AllowedProtocols,
+}
+
+/// Reads the SAS of a query string: `Ok(None)` when there is none (no `sig`, `ss` or `srt`).
+/// Fails when a SAS field repeats or is unreadable, `sig` or `sv` is missing, or `sv` predates
+/// every known layout. Unrelated parameters are skipped.
+pub fn parse(raw_query: &[u8]) -> Result<Option<SasToken<'_>>, AuthFailure> {
+    let mut fields = SasFields::default();
+    for pair in query::pairs(raw_query) {
+        let (name, value) = pair.ok_or(AuthFailure::MalformedQuery)?;
+        let (field_name, slot) = match name.as_ref() {
+            "sv" => ("sv", &mut fields.signed_version),
+            "ss" => ("ss", &mut fields.signed_services),
+            "srt" => ("srt", &mut fields.signed_resource_types),
+            "sp" => ("sp", &mut fields.signed_permissions),
+            "st" => ("st", &mut fields.signed_start),
+            "se" => ("se", &mut fields.signed_expiry),
+            "sip" => ("sip", &mut fields.signed_ip),
+            "spr" => ("spr", &mut fields.signed_protocol),
+            "ses" => ("ses", &mut fields.signed_encryption_scope),
+            "si" => ("si", &mut fields.signed_identifier),
+            "sig" => ("sig", &mut fields.signature),
+            _ => continue,
+        };
+        if value.is_empty() {
+            continue;
+        }
+        if slot.is_some() {
+            return Err(AuthFailure::MalformedSas(field_name));
+        }
+        *slot = Some(value);
+    }
+    let is_account_sas = fields.signed_services.is_some() || fields.signed_resource_types.is_some();
+    if fields.signature.is_none() && !is_account_sas {
+        return Ok(None);
+    }
+
+    // Some clients leave `+` unescaped in `sig`, which query decoding turns into a space; a
+    // space is never base64, so reading it back as `+` is safe.
+    let signature_text = fields
+        .signature
+        .as_deref()
+        .ok_or(AuthFailure::MalformedSas("sig"))?;
+    let signature = if signature_text.contains(' ') {
+        decode_signature(&signature_text.replace(' ', "+"))
+    } else {
+        decode_signature(signature_text)
+    }
+    .ok_or(AuthFailure::MalformedSas("sig"))?;
+
+    let version = fields
+        .signed_version
+        .as_deref()
+        .ok_or(AuthFailure::MalformedSas("sv"))?;
+    if !is_version(version) {
+        return Err(AuthFailure::MalformedSas("sv"));
+    }
+    if version < SAS_VERSION_OLDEST {
+        return Err(AuthFailure::UnsupportedSasVersion);
+    }
+
+    let kind = if is_account_sas {
+        let letters = |field: &Option<Cow<'_, str>>, field_name| {
+            field
+                .as_deref()
+                .and_then(PermissionSet::parse)
+                .ok_or(AuthFailure::MalformedSas(field_name))
+        };
+        SasKind::Account {
+            services: letters(&fields.signed_services, "ss")?,
+            resource_types: letters(&fields.signed_resource_types, "srt")?,
+        }
+    } else {
+        SasKind::Service
+    };
+    let time = |field: &Option<Cow<'_, str>>, field_name| {
+        field
+            .as_deref()
+            .map(|text| parse_iso8601_ms(text).ok_or(AuthFailure::MalformedSas(field_name)))
+            .transpose()
+    };
+    let start_ms = time(&fields.signed_start, "st")?;
+    let expiry_ms = time(&fields.signed_expiry, "se")?;
+    let permissions = fields
+        .signed_permissions
+        .as_deref()
+        .map(|text| PermissionSet::parse(text).ok_or(AuthFailure::MalformedSas("sp")))
+        .transpose()?;
+    let ip_range = fields
+        .signed_ip
+        .as_deref()
+        .map(|text| IpRange::parse(text).ok_or(AuthFailure::MalformedSas("sip")))
+        .transpose()?;
+    let protocols = match fields.signed_protocol.as_deref() {
+        Some(text) => AllowedProtocols::parse(text).ok_or(AuthFailure::MalformedSas("spr"))?,
+        None => AllowedProtocols {
+            http: true,
+            https: true,
+        },
+    };
+    Ok(Some(SasToken {
+        kind,
+        fields,
+        signature,
+        start_ms,
+        expiry_ms,
+        permissions,
+        ip_range,
+        protocols,
+    }))
+}
+
+/// The `si` of a query's SAS, if any: the stored access policy the api layer must fetch (from
+/// the queue's shard) before authenticating a request without an `Authorization` header.
+pub fn signed_identifier(raw_query: &[u8]) -> Option<Cow<'_, str>> {
+    query::pairs(raw_query)
+        .flatten()
+        .find(|(name, value)| name == "si" && !value.is_empty())
+        .map(|(_, value)| value)
+}
+
+/// Appends the string-to-sign of `token` to `out`. `account_name` is the primary account;
+/// `queue_name` the URL's queue, which a service SAS signs.
+pub fn write_string_to_sign(
+    token: &SasToken<'_>,
+    account_name: &str,
+    queue_name: Option<&str>,
+    out: &mut Vec<u8>,
+) -> Result<(), AuthFailure> {
+    let fields = &token.fields;
+    let line = |out: &mut Vec<u8>, value: Option<&str>| {
+        out.extend_from_slice(value.unwrap_or_default().as_bytes());
+        out.push(b'\n');
+    };
+    match token.kind {
+        SasKind::Account { .. } => {
+            line(out, Some(account_name));
+            line(out, fields.signed_permissions.as_deref());
+            line(out, fields.signed_services.as_deref());
+            line(out, fields.signed_resource_types.as_deref());
+            line(out, fields.signed_start.as_deref());
+            line(out, fields.signed_expiry.as_deref());
+            line(out, fields.signed_ip.as_deref());
+            line(out, fields.signed_protocol.as_deref());
+            let version = fields.signed_version.as_deref();
+            line(out, version);
+            if version.unwrap_or_default() >= SAS_VERSION_ENCRYPTION_SCOPE {
+                line(out, fields.signed_encryption_scope.as_deref());
+            }
+        }
+        SasKind::Service => {
+            let queue_name = queue_name.ok_or(AuthFailure::ServiceSasWithoutQueue)?;
+            line(out, fields.signed_permissions.as_deref());
+            line(out, fields.signed_start.as_deref());
+            line(out, fields.signed_expiry.as_deref());
+            out.extend_from_slice(b"/queue/");
+            out.extend_from_slice(account_name.as_bytes());
+            out.push(b'/');
+            line(out, Some(queue_name));
+            line(out, fields.signed_identifier.as_deref());
+            line(out, fields.signed_ip.as_deref());
+            line(out, fields.signed_protocol.as_deref());
+            // The service layout is the one without a trailing line break.
+            out.extend_from_slice(
+                fields
+                    .signed_version
+                    .as_deref()
+                    .unwrap_or_default()
+                    .as_bytes(),
+            );
+        }
+    }
+    Ok(())
+}
+
+/// Verifies `token` for a request to `account` needing `access`: the signature (through
+/// `cache`), then the stored policy, time window, protocol, address, service, resource type and
+/// permission. `string_to_sign` is scratch space.
+pub(super) fn verify(
+    token: &SasToken<'_>,
+    account: &Account,
+    context: &RequestContext<'_>,
+    access: Access,
+    stored_policy: &dyn Fn(&str) -> Option<StoredPolicy>,
+    cache: &mut SasCache,
+    string_to_sign: &mut Vec<u8>,
+) -> Result<Principal, AuthFailure> {
+    string_to_sign.clear();
+    write_string_to_sign(token, account.name(), context.queue_name, string_to_sign)?;
+    let key_index = verify_signature(token, account, cache, string_to_sign)?;
+    authorize(token, context, access, stored_policy)?;
+    let scheme = match token.kind {
+        SasKind::Account { .. } => AuthScheme::AccountSas,
+        SasKind::Service => AuthScheme::ServiceSas,
+    };
+    Ok(Principal { scheme, key_index })
+}
+
+/// Checks the signature over `string_to_sign`, consulting and filling the cache. On return the
+/// buffer may hold the cache key (string-to-sign followed by the signature).
+fn verify_signature(
+    token: &SasToken<'_>,
+    account: &Account,
+    cache: &mut SasCache,
+    string_to_sign: &mut Vec<u8>,
+) -> Result<usize, AuthFailure> {
+    let string_to_sign_length = string_to_sign.len();
+    // The key holds the signature too: a cached string-to-sign with a forged signature must
+    // miss the cache and fail verification.
+    string_to_sign.extend_from_slice(&token.signature);
+    let cache_key: &[u8] = string_to_sign;
+    if let Some(key_index) = cache.get(cache_key) {
+        return Ok(key_index);
+    }
+    let signed = &cache_key[..string_to_sign_length];
+    match account.matching_key_index(signed, &token.signature) {
+        Some(key_index) => {
+            cache.insert(cache_key, key_index);
+            Ok(key_index)
+        }
+        None => Err(AuthFailure::SignatureMismatch {
+            string_to_sign: String::from_utf8_lossy(signed).into_owned(),
+        }),
+    }
+}
+
+/// The checks after a valid signature, in the order Azure reports them.
+fn authorize(
+    token: &SasToken<'_>,
+    context: &RequestContext<'_>,
+    access: Access,
+    stored_policy: &dyn Fn(&str) -> Option<StoredPolicy>,
+) -> Result<(), AuthFailure> {
+    let terms = match token.kind {
+        SasKind::Account { .. } => token.terms(),
+        SasKind::Service => apply_stored_policy(token, stored_policy)?,
+    };
+    let expiry_ms = terms.expiry_ms.ok_or(AuthFailure::MalformedSas("se"))?;
+    let permissions = terms.permissions.ok_or(AuthFailure::MalformedSas("sp"))?;
+
+    if terms
+        .start_ms
+        .is_some_and(|start_ms| context.now_ms < start_ms)
+    {
+        return Err(AuthFailure::SasNotYetValid);
+    }
+    if context.now_ms >= expiry_ms {
+        return Err(AuthFailure::SasExpired);
+    }
+    if !token.protocols.allows(context.secure_transport) {
+        return Err(AuthFailure::ProtocolMismatch);
+    }
+    if token
+        .ip_range
+        .is_some_and(|range| !range.contains(context.client_ip))
+    {
+        return Err(AuthFailure::SourceIpMismatch);
+    }
+    match token.kind {
+        SasKind::Account {
+            services,
+            resource_types,
+        } => {
+            if !services.contains('q') {
+                return Err(AuthFailure::ServiceMismatch);
+            }
+            if !resource_types.contains(access.resource_type.letter()) {
+                return Err(AuthFailure::ResourceTypeMismatch);
+            }
+            if !permissions.intersects(access.account_permissions) {
+                return Err(AuthFailure::PermissionMismatch);
+            }
+        }
+        SasKind::Service => {
+            let granted = access
+                .service_permission
+                .is_some_and(|permission| permissions.contains(permission));
+            if !granted {
+                return Err(AuthFailure::PermissionMismatch);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The start, expiry and permissions a SAS grants, wherever each came from.
+struct Terms {
+    start_ms: Option<u64>,
+    expiry_ms: Option<u64>,
+    permissions: Option<PermissionSet>,
+}
+
+impl SasToken<'_> {
+    /// The terms the token itself carries.
+    fn terms(&self) -> Terms {
+        Terms {
+            start_ms: self.start_ms,
+            expiry_ms: self.expiry_ms,
+            permissions: self.permissions,
+        }
+    }
+}
+
+/// A service SAS's terms, completed from its stored access policy when it names one (`si`).
+/// A field may come from the token or the policy, never both.
+fn apply_stored_policy(
+    token: &SasToken<'_>,
+    stored_policy: &dyn Fn(&str) -> Option<StoredPolicy>,
+) -> Result<Terms, AuthFailure> {
+    let Some(identifier) = token.fields.signed_identifier.as_deref() else {
+        return Ok(token.terms());
+    };
+    let policy = stored_policy(identifier).ok_or(AuthFailure::StoredPolicyNotFound)?;
+    Ok(Terms {
+        start_ms: one_of(token.start_ms, policy.start_ms, "st")?,
+        expiry_ms: one_of(token.expiry_ms, policy.expiry_ms, "se")?,
+        permissions: one_of(token.permissions, policy.permissions, "sp")?,
+    })
+}
+
+fn one_of<T>(
+    from_token: Option<T>,
+    from_policy: Option<T>,
+    field_name: &'static str,
+) -> Result<Option<T>, AuthFailure> {
+    match (from_token, from_policy) {
+        (Some(_), Some(_)) => Err(AuthFailure::StoredPolicyConflict(field_name)),
+        (from_token, from_policy) => Ok(from_token.or(from_policy)),
+    }
+}
+
+/// `YYYY-MM-DD`, the form of every storage service version.
+fn is_version(text: &str) -> bool {
+    let bytes = text.as_bytes();
+    bytes.len() == 10
+        && bytes.iter().enumerate().all(|(at, &byte)| match at {
+            4 | 7 => byte == b'-',
+            _ => byte.is_ascii_digit(),
+        })
+}
+
+/// Signatures already verified, so that a client repeating one token skips the HMAC. Maps the
+/// exact signed bytes plus the signature to the index of the key that verified them; only
+/// successes are stored, so forged tokens cannot crowd out good ones. The time window and
+/// every other check still run on each request: only the signature outcome is remembered,
+/// and it cannot change because keys are fixed at start-up.
+///
+/// Eviction is two generations: entries go into `current`; when it is full it becomes
+/// `previous` (dropping the old `previous`), and a hit in `previous` moves back to `current`.
+/// Tokens in use stay; the rest age out within two generations. One per shard, no locking.
+#[derive(Debug)]
+pub struct SasCache {
+    current: AHashMap<Box<[u8]>, usize>,
+    previous: AHashMap<Box<[u8]>, usize>,
+    /// Half the capacity: each generation holds at most this many entries.
+    generation_entries_max: usize,
+}
+
+impl SasCache {
+    /// A cache of at most `entries_max` verified signatures (at least 2).
+    pub fn new(entries_max: usize) -> SasCache {
+        assert!(entries_max >= 2, "a SAS cache holds at least two entries");
+        SasCache {
+            current: AHashMap::new(),
+            previous: AHashMap::new(),
+            generation_entries_max: entries_max / 2,
+        }
+    }
+
+    /// Verified signatures currently remembered.
+    pub fn entry_count(&self) -> usize {
+        self.current.len() + self.previous.len()
+    }
+
+    fn get(&mut self, key: &[u8]) -> Option<usize> {
+        if let Some(&key_index) = self.current.get(key) {
+            return Some(key_index);
+        }
+        let (key, key_index) = self.previous.remove_entry(key)?;
+        self.insert_boxed(key, key_index);
+        Some(key_index)
+    }
+
+    fn insert(&mut self, key: &[u8], key_index: usize) {
+        if key.len() <= SAS_CACHE_KEY_BYTES_MAX {
+            self.insert_boxed(key.into(), key_index);
+        }
+    }
+
+    fn insert_boxed(&mut self, key: Box<[u8]>, key_index: usize) {
+        if self.current.len() >= self.generation_entries_max {
+            self.previous = std::mem::take(&mut self.current);
+        }
+        self.current.insert(key, key_index);
+        assert!(self.current.len() <= self.generation_entries_max);
+        assert!(self.previous.len() <= self.generation_entries_max);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::auth::test_support::development_accounts;
+    use crate::auth::SigningKey;
+    use crate::config::{DEVELOPMENT_ACCOUNT_KEY, DEVELOPMENT_ACCOUNT_NAME};
+    use std::net::Ipv4Addr;
+
+    /// 2026-11-22T00:00:00Z and one hour, the window the contract's vectors sign.
+    const NOVEMBER_22_MS: u64 = 1_795_305_600_000;
+    const HOUR_MS: u64 = 3_600_000;
+    const DAY_MS: u64 = 24 * HOUR_MS;
+
+    /// What a table case expects of authentication, the principal aside.
+    type Outcome = Result<(), AuthFailure>;
+
+    const SERVICE_VECTOR: &str = "sv=2026-10-06&st=2026-11-22T00%3A00%3A00Z\
+        &se=2026-11-23T00%3A00%3A00Z&sp=raup&spr=https%2Chttp\
+        &sig=OxCNGzjOaDzj0ZT0SPbgS3%2BJKWc3Wl%2FKaXKcKzCQvTo%3D";
+    /// The SDK leaves `/` unescaped in `sig`. This vector carries no `spr` (the SDK set none).
+    const ACCOUNT_VECTOR: &str = "sv=2026-10-06&ss=q&srt=sco&sp=rwdlacup\
+        &st=2026-11-22T00%3A00%3A00Z&se=2026-11-23T00%3A00%3A00Z\
+        &sig=fwZjH/QMIpHkgAn4hsXNvttEDtucDoClV/pmmnt6anw%3D";
+
+    fn context(queue_name: Option<&'static str>) -> RequestContext<'static> {
+        RequestContext {
+            account_name: DEVELOPMENT_ACCOUNT_NAME,
+            queue_name,
+            now_ms: NOVEMBER_22_MS + HOUR_MS,
+            client_ip: IpAddr::from([127, 0, 0, 1]),
+            secure_transport: false,
+        }
+    }
+
+    fn no_policy(_identifier: &str) -> Option<StoredPolicy> {
+        None
+    }
+
+    /// Parses and verifies `query` with a fresh cache.
+    fn check(
+        query: &str,
+        context: &RequestContext<'_>,
+        access: Access,
+        stored_policy: &dyn Fn(&str) -> Option<StoredPolicy>,
+    ) -> Result<Principal, AuthFailure> {
+        let accounts = development_accounts();
+        let account = accounts.get(DEVELOPMENT_ACCOUNT_NAME).unwrap();
+        let token = parse(query.as_bytes())?.ok_or(AuthFailure::NoCredentials)?;
+        let mut cache = SasCache::new(SAS_CACHE_ENTRIES_MAX);
+        verify(
+            &token,
+            account,
+            context,
+            access,
+            stored_policy,
+            &mut cache,
+            &mut Vec::new(),
+        )
+    }
+
+    fn string_to_sign(query: &str, queue_name: Option<&str>) -> String {
+        let token = parse(query.as_bytes()).unwrap().unwrap();
+        let mut out = Vec::new();
+        write_string_to_sign(&token, DEVELOPMENT_ACCOUNT_NAME, queue_name, &mut out).unwrap();
+        String::from_utf8(out).unwrap()
+    }
+
+    /// Signs `unsigned` (a query without `sig`) with the development key, as a client would,
+    /// for tests whose subject is a check other than the signature.
+    fn sign(unsigned: &str, queue_name: Option<&str>) -> String {
+        let placeholder = format!("{unsigned}&sig={}=", "A".repeat(43));
+        let sts = string_to_sign(&placeholder, queue_name);
+        let key = SigningKey::from_base64(DEVELOPMENT_ACCOUNT_KEY).unwrap();
+        let signature = key
+            .sign_base64(sts.as_bytes())
+            .replace('+', "%2B")
+            .replace('/', "%2F")
+            .replace('=', "%3D");
+        format!("{unsigned}&sig={signature}")
+    }
+
+    #[test]
+    fn service_sas_contract_vector() {
+        assert_eq!(
+            string_to_sign(SERVICE_VECTOR, Some("myqueue")),
+            "raup\n2026-11-22T00:00:00Z\n2026-11-23T00:00:00Z\n/queue/devstoreaccount1/myqueue\
+             \n\n\nhttps,http\n2026-10-06"
+        );
+        let principal = check(
+            SERVICE_VECTOR,
+            &context(Some("myqueue")),
+            Access::PUT_MESSAGE,
+            &no_policy,
+        );
+        assert_eq!(
+            principal,
+            Ok(Principal {
+                scheme: AuthScheme::ServiceSas,
+                key_index: 0
+            })
+        );
+        // The signature binds the queue.
+        assert!(matches!(
+            check(
+                SERVICE_VECTOR,
+                &context(Some("otherqueue")),
+                Access::PUT_MESSAGE,
+                &no_policy
+            ),
+            Err(AuthFailure::SignatureMismatch { .. })
+        ));
+    }
+
+    #[test]
+    fn account_sas_contract_vector() {
+        assert_eq!(
+            string_to_sign(ACCOUNT_VECTOR, None),
+            "devstoreaccount1\nrwdlacup\nq\nsco\n2026-11-22T00:00:00Z\n2026-11-23T00:00:00Z\
+             \n\n\n2026-10-06\n\n"
+        );
+        for (access, queue_name) in [
+            (Access::LIST_QUEUES, None),
+            (Access::CREATE_QUEUE, Some("myqueue")),
+            (Access::GET_MESSAGES, Some("myqueue")),
+        ] {
+            assert_eq!(
+                check(ACCOUNT_VECTOR, &context(queue_name), access, &no_policy),
+                Ok(Principal {
+                    scheme: AuthScheme::AccountSas,
+                    key_index: 0
+                })
+            );
+        }
+    }
+
+    /// The layout before 2020-12-06 has no `ses` line. Signature computed independently with
+    /// Python's `hmac` over the string below.
+    #[test]
+    fn account_sas_layout_before_encryption_scope() {
+        let query = "sv=2019-12-12&ss=q&srt=o&sp=raup&st=2026-11-22T00:00:00Z\
+            &se=2026-11-23T00:00:00Z&spr=https,http\
+            &sig=uaFlGvFsToi3fxY6KrUrxsKTnev%2ByYLB7Svpc5QMbes%3D";
+        assert_eq!(
+            string_to_sign(query, None),
+            "devstoreaccount1\nraup\nq\no\n2026-11-22T00:00:00Z\n2026-11-23T00:00:00Z\
+             \n\nhttps,http\n2019-12-12\n"
+        );
+        assert!(check(query, &context(Some("q")), Access::PUT_MESSAGE, &no_policy).is_ok());
+        // `ses` is signed from 2020-12-06 on, and then only the signer's value verifies.
+        let with_scope = sign(
+            "sv=2020-12-06&ss=q&srt=o&sp=a&se=2026-11-23&ses=scope1",
+            None,
+        );
+        assert!(string_to_sign(&with_scope, None).ends_with("\n2020-12-06\nscope1\n"));
+        assert!(check(
+            &with_scope,
+            &context(Some("q")),
+            Access::PUT_MESSAGE,
+            &no_policy
+        )
+        .is_ok());
+        let swapped_scope = with_scope.replace("ses=scope1", "ses=scope2");
+        assert!(matches!(
+            check(
+                &swapped_scope,
+                &context(Some("q")),
+                Access::PUT_MESSAGE,
+                &no_policy
+            ),
+            Err(AuthFailure::SignatureMismatch { .. })
+        ));
+    }
+
+    #[test]
+    fn parse_reads_every_field() {
+        let query =
+            "comp=list&sv=2026-10-06&ss=bq&srt=sco&sp=rl&st=2026-11-22&se=2026-11-23T00:00Z\
+            &sip=10.0.0.1-10.0.0.9&spr=https&ses=scope&si=policy&timeout=30\
+            &sig=fwZjH/QMIpHkgAn4hsXNvttEDtucDoClV/pmmnt6anw%3D";
+        let token = parse(query.as_bytes()).unwrap().unwrap();
+        assert_eq!(
+            token.kind,
+            SasKind::Account {
+                services: PermissionSet::from_letters("qb"),
+                resource_types: PermissionSet::from_letters("osc"),
+            }
+        );
+        assert_eq!(token.start_ms, Some(NOVEMBER_22_MS));
+        assert_eq!(token.expiry_ms, Some(NOVEMBER_22_MS + DAY_MS));
+        assert_eq!(token.permissions, Some(PermissionSet::from_letters("lr")));
+        assert_eq!(token.ip_range, IpRange::parse("10.0.0.1-10.0.0.9"));
+        assert_eq!(
+            token.protocols,
+            AllowedProtocols {
+                http: false,
+                https: true
+            }
+        );
+        assert_eq!(
+            token.fields.signed_encryption_scope.as_deref(),
+            Some("scope")
+        );
+        assert_eq!(token.fields.signed_identifier.as_deref(), Some("policy"));
+        assert_eq!(
+            signed_identifier(query.as_bytes()).as_deref(),
+            Some("policy")
+        );
+        assert_eq!(signed_identifier(b"comp=list&si="), None);
+    }
+
+    #[test]
+    fn parse_without_sas_is_none() {
+        for query in [
+            "",
+            "comp=list",
+            "numofmessages=2&peekonly=true",
+            "sig=",
+            "sv=2026-10-06&sp=r",
+        ] {
+            assert_eq!(parse(query.as_bytes()), Ok(None), "{query}");
+        }
+    }
+
+    #[test]
+    fn parse_malformed_table() {
+        // `SIG` stands for a well-formed signature.
+        let sig = "sig=OxCNGzjOaDzj0ZT0SPbgS3%2BJKWc3Wl%2FKaXKcKzCQvTo%3D";
+        let malformed = AuthFailure::MalformedSas;
+        #[rustfmt::skip]
+        let cases = [
+            ("sv=2026-10-06&ss=q&srt=o&sp=r&se=2026-11-23", malformed("sig")),
+            ("sv=2026-10-06&sp=r&se=2026-11-23&sig=not*base64", malformed("sig")),
+            ("sv=2026-10-06&sp=r&se=2026-11-23&sig=YWJj", malformed("sig")),
+            ("sv=2026-10-06&sp=r&se=2026-11-23&SIG&SIG", malformed("sig")),
+            ("sp=r&se=2026-11-23&SIG", malformed("sv")),
+            ("sv=latest&sp=r&se=2026-11-23&SIG", malformed("sv")),
+            ("sv=2026-1-06&sp=r&se=2026-11-23&SIG", malformed("sv")),
+            ("sv=2014-02-14&sp=r&se=2026-11-23&SIG", AuthFailure::UnsupportedSasVersion),
+            ("sv=2013-08-15&ss=q&srt=o&sp=r&SIG", AuthFailure::UnsupportedSasVersion),
+            ("sv=2026-10-06&ss=q&sp=r&se=2026-11-23&SIG", malformed("srt")),
+            ("sv=2026-10-06&srt=o&sp=r&se=2026-11-23&SIG", malformed("ss")),
+            ("sv=2026-10-06&ss=Q&srt=o&sp=r&se=2026-11-23&SIG", malformed("ss")),
+            ("sv=2026-10-06&ss=q&srt=o!&sp=r&se=2026-11-23&SIG", malformed("srt")),
+            ("sv=2026-10-06&sp=R&se=2026-11-23&SIG", malformed("sp")),
+            ("sv=2026-10-06&sp=r&se=tomorrow&SIG", malformed("se")),
+            ("sv=2026-10-06&sp=r&se=2026-11-31&SIG", malformed("se")),
+            ("sv=2026-10-06&sp=r&st=2026-11-22T00:00:00&se=2026-11-23&SIG", malformed("st")),
+            ("sv=2026-10-06&sp=r&se=2026-11-23&sip=10.0.0.300&SIG", malformed("sip")),
+            ("sv=2026-10-06&sp=r&se=2026-11-23&sip=10.0.0.9-10.0.0.1&SIG", malformed("sip")),
+            ("sv=2026-10-06&sp=r&se=2026-11-23&sip=10.0.0.1-%3A%3A1&SIG", malformed("sip")),
+            ("sv=2026-10-06&sp=r&se=2026-11-23&sip=10.0.0.1-2-3&SIG", malformed("sip")),
+            ("sv=2026-10-06&sp=r&se=2026-11-23&spr=ftp&SIG", malformed("spr")),
+            ("sv=2026-10-06&sp=r&se=2026-11-23&spr=https%2C&SIG", malformed("spr")),
+            ("sv=2026-10-06&sp=r&se=2026-11-23&SIG&x=%zz", AuthFailure::MalformedQuery),
+        ];
+        for (query, expected) in cases {
+            let query = query.replace("SIG", sig);
+            assert_eq!(
+                parse(query.as_bytes()).map(|_| ()),
+                Err(expected),
+                "{query}"
+            );
+        }
+    }
+
+    /// Some clients send `+` in `sig` unescaped; query decoding makes it a space.
+    #[test]
+    fn unescaped_plus_in_signature_is_read_as_plus() {
+        let query = SERVICE_VECTOR.replace("%2B", "+");
+        assert!(check(
+            &query,
+            &context(Some("myqueue")),
+            Access::PUT_MESSAGE,
+            &no_policy
+        )
+        .is_ok());
+    }
+
+    #[test]
+    fn required_fields_table() {
+        let cases = [
+            (
+                "sv=2026-10-06&ss=q&srt=o&se=2026-11-23",
+                AuthFailure::MalformedSas("sp"),
+            ),
+            (
+                "sv=2026-10-06&ss=q&srt=o&sp=r",
+                AuthFailure::MalformedSas("se"),
+            ),
+            (
+                "sv=2026-10-06&se=2026-11-23",
+                AuthFailure::MalformedSas("sp"),
+            ),
+            ("sv=2026-10-06&sp=r", AuthFailure::MalformedSas("se")),
+        ];
+        for (unsigned, expected) in cases {
+            let query = sign(unsigned, Some("q"));
+            assert_eq!(
+                check(
+                    &query,
+                    &context(Some("q")),
+                    Access::PEEK_MESSAGES,
+                    &no_policy
+                ),
+                Err(expected),
+                "{unsigned}"
+            );
+        }
+    }
+
+    #[test]
+    fn time_window_table() {
+        let query = sign(
+            "sv=2026-10-06&ss=q&srt=o&sp=r&st=2026-11-22T00:00:00Z&se=2026-11-23",
+            None,
+        );
+        let cases = [
+            (NOVEMBER_22_MS - 1, Err(AuthFailure::SasNotYetValid)),
+            (NOVEMBER_22_MS, Ok(())),
+            (NOVEMBER_22_MS + DAY_MS - 1, Ok(())),
+            (NOVEMBER_22_MS + DAY_MS, Err(AuthFailure::SasExpired)),
+            (NOVEMBER_22_MS + 2 * DAY_MS, Err(AuthFailure::SasExpired)),
+        ];
+        for (now_ms, expected) in cases {
+            let mut at = context(Some("q"));
+            at.now_ms = now_ms;
+            assert_eq!(
+                check(&query, &at, Access::PEEK_MESSAGES, &no_policy).map(|_| ()),
+                expected,
+                "{now_ms}"
+            );
+        }
+        // Without `st` the token is valid from any past instant.
+        let open_start = sign("sv=2026-10-06&ss=q&srt=o&sp=r&se=2026-11-23", None);
+        let mut early = context(Some("q"));
+        early.now_ms = 0;
+        assert!(check(&open_start, &early, Access::PEEK_MESSAGES, &no_policy).is_ok());
+    }
+
+    #[test]
+    fn protocol_table() {
+        let cases = [
+            ("", false, true),
+            ("", true, true),
+            ("&spr=https", false, false),
+            ("&spr=https", true, true),
+            ("&spr=https,http", false, true),
+            ("&spr=http,https", true, true),
+            ("&spr=http", true, false),
+        ];
+        for (protocol, secure_transport, allowed) in cases {
+            let query = sign(
+                &format!("sv=2026-10-06&ss=q&srt=o&sp=r&se=2026-11-23{protocol}"),
+                None,
+            );
+            let mut over = context(Some("q"));
+            over.secure_transport = secure_transport;
+            let expected = if allowed {
+                Ok(())
+            } else {
+                Err(AuthFailure::ProtocolMismatch)
+            };
+            assert_eq!(
+                check(&query, &over, Access::PEEK_MESSAGES, &no_policy).map(|_| ()),
+                expected,
+                "{protocol} secure={secure_transport}"
+            );
+        }
+    }
+
+    #[test]
+    fn source_ip_table() {
+        let mapped = |address: [u8; 4]| IpAddr::from(Ipv4Addr::from(address).to_ipv6_mapped());
+        #[rustfmt::skip]
+        let cases: &[(&str, IpAddr, bool)] = &[
+            ("127.0.0.1", IpAddr::from([127, 0, 0, 1]), true),
+            ("127.0.0.1", IpAddr::from([127, 0, 0, 2]), false),
+            ("10.0.0.1-10.0.0.9", IpAddr::from([10, 0, 0, 1]), true),
+            ("10.0.0.1-10.0.0.9", IpAddr::from([10, 0, 0, 5]), true),
+            ("10.0.0.1-10.0.0.9", IpAddr::from([10, 0, 0, 9]), true),
+            ("10.0.0.1-10.0.0.9", IpAddr::from([10, 0, 0, 10]), false),
+            ("10.0.0.1-10.0.0.9", IpAddr::from([10, 0, 0, 0]), false),
+            ("10.0.0.1-10.0.0.9", IpAddr::from([9, 255, 255, 255]), false),
+            ("10.0.0.1-10.0.0.9", mapped([10, 0, 0, 5]), true),
+            ("10.0.0.1-10.0.0.9", mapped([10, 0, 1, 5]), false),
+            ("::1", "::1".parse().unwrap(), true),
+            ("::1", IpAddr::from([127, 0, 0, 1]), false),
+            ("2001:db8::1-2001:db8::ff", "2001:db8::80".parse().unwrap(), true),
+            ("2001:db8::1-2001:db8::ff", "2001:db8::100".parse().unwrap(), false),
+            ("2001:db8::1-2001:db8::ff", IpAddr::from([10, 0, 0, 5]), false),
+            ("::ffff:10.0.0.1-::ffff:10.0.0.9", IpAddr::from([10, 0, 0, 5]), true),
+        ];
+        for &(range, client_ip, allowed) in cases {
+            let query = sign(
+                &format!("sv=2026-10-06&ss=q&srt=o&sp=r&se=2026-11-23&sip={range}"),
+                None,
+            );
+            let mut from = context(Some("q"));
+            from.client_ip = client_ip;
+            let expected = if allowed {
+                Ok(())
+            } else {
+                Err(AuthFailure::SourceIpMismatch)
+            };
+            assert_eq!(
+                check(&query, &from, Access::PEEK_MESSAGES, &no_policy).map(|_| ()),
+                expected,
+                "{range} vs {client_ip}"
+            );
+        }
+    }
+
+    #[test]
+    fn account_sas_authorization_table() {
+        use AuthFailure::{PermissionMismatch, ResourceTypeMismatch, ServiceMismatch};
+        #[rustfmt::skip]
+        let cases: &[(&str, &str, &str, Access, Outcome)] = &[
+            ("q", "o", "a", Access::PUT_MESSAGE, Ok(())),
+            ("bt", "o", "a", Access::PUT_MESSAGE, Err(ServiceMismatch)),
+            ("q", "sc", "a", Access::PUT_MESSAGE, Err(ResourceTypeMismatch)),
+            ("q", "o", "rp", Access::PUT_MESSAGE, Err(PermissionMismatch)),
+            ("q", "c", "c", Access::CREATE_QUEUE, Ok(())),
+            ("q", "c", "w", Access::CREATE_QUEUE, Ok(())),
+            ("q", "c", "r", Access::CREATE_QUEUE, Err(PermissionMismatch)),
+            ("q", "s", "l", Access::LIST_QUEUES, Ok(())),
+            ("q", "o", "l", Access::LIST_QUEUES, Err(ResourceTypeMismatch)),
+            ("q", "s", "r", Access::GET_SERVICE_PROPERTIES, Ok(())),
+            ("q", "s", "w", Access::SET_SERVICE_PROPERTIES, Ok(())),
+            ("q", "s", "r", Access::GET_SERVICE_STATS, Ok(())),
+            ("q", "c", "d", Access::DELETE_QUEUE, Ok(())),
+            ("q", "c", "r", Access::GET_QUEUE_METADATA, Ok(())),
+            ("q", "c", "w", Access::SET_QUEUE_METADATA, Ok(())),
+            ("q", "c", "r", Access::GET_QUEUE_ACL, Ok(())),
+            ("q", "c", "w", Access::SET_QUEUE_ACL, Ok(())),
+            ("q", "c", "d", Access::CLEAR_MESSAGES, Ok(())),
+            ("q", "o", "a", Access::PUT_MESSAGE, Ok(())),
+            ("q", "o", "p", Access::GET_MESSAGES, Ok(())),
+            ("q", "o", "r", Access::PEEK_MESSAGES, Ok(())),
+            ("q", "o", "u", Access::UPDATE_MESSAGE, Ok(())),
+            ("q", "o", "p", Access::DELETE_MESSAGE, Ok(())),
+            ("q", "o", "r", Access::GET_MESSAGES, Err(PermissionMismatch)),
+            ("q", "c", "r", Access::DELETE_QUEUE, Err(PermissionMismatch)),
+            ("q", "o", "d", Access::CLEAR_MESSAGES, Err(ResourceTypeMismatch)),
+        ];
+        for (services, resource_types, permissions, access, expected) in cases {
+            let query = sign(
+                &format!("sv=2026-10-06&ss={services}&srt={resource_types}&sp={permissions}&se=2026-11-23"),
+                None,
+            );
+            assert_eq!(
+                &check(&query, &context(Some("q")), *access, &no_policy).map(|_| ()),
+                expected,
+                "ss={services} srt={resource_types} sp={permissions} {access:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn service_sas_authorization_table() {
+        use AuthFailure::PermissionMismatch;
+        #[rustfmt::skip]
+        let cases: &[(&str, Access, Outcome)] = &[
+            ("r", Access::PEEK_MESSAGES, Ok(())),
+            ("r", Access::GET_QUEUE_METADATA, Ok(())),
+            ("a", Access::PUT_MESSAGE, Ok(())),
+            ("u", Access::UPDATE_MESSAGE, Ok(())),
+            ("p", Access::GET_MESSAGES, Ok(())),
+            ("p", Access::DELETE_MESSAGE, Ok(())),
+            ("r", Access::GET_MESSAGES, Err(PermissionMismatch)),
+            ("aup", Access::PEEK_MESSAGES, Err(PermissionMismatch)),
+            // No service SAS permission covers queue management or account-level operations.
+            ("raup", Access::CLEAR_MESSAGES, Err(PermissionMismatch)),
+            ("raup", Access::SET_QUEUE_METADATA, Err(PermissionMismatch)),
+            ("raup", Access::DELETE_QUEUE, Err(PermissionMismatch)),
+            ("raup", Access::CREATE_QUEUE, Err(PermissionMismatch)),
+            ("raup", Access::GET_QUEUE_ACL, Err(PermissionMismatch)),
+            ("raup", Access::SET_QUEUE_ACL, Err(PermissionMismatch)),
+        ];
+        for (permissions, access, expected) in cases {
+            let query = sign(
+                &format!("sv=2026-10-06&sp={permissions}&se=2026-11-23"),
+                Some("q"),
+            );
+            assert_eq!(
+                &check(&query, &context(Some("q")), *access, &no_policy).map(|_| ()),
+                expected,
+                "sp={permissions} {access:?}"
+            );
+        }
+        // A service SAS names a queue; on an account-level URL it cannot verify.
+        let query = sign("sv=2026-10-06&sp=r&se=2026-11-23", Some("q"));
+        assert_eq!(
+            check(&query, &context(None), Access::LIST_QUEUES, &no_policy),
+            Err(AuthFailure::ServiceSasWithoutQueue)
+        );
+    }
+
+    #[test]
+    fn stored_policy_table() {
+        let full_policy = StoredPolicy {
+            start_ms: Some(NOVEMBER_22_MS),
+            expiry_ms: Some(NOVEMBER_22_MS + DAY_MS),
+            permissions: PermissionSet::parse("rp"),
+        };
+        let expiry_only = StoredPolicy {
+            expiry_ms: Some(NOVEMBER_22_MS + DAY_MS),
+            ..StoredPolicy::default()
+        };
+        let expired = StoredPolicy {
+            expiry_ms: Some(NOVEMBER_22_MS),
+            ..full_policy
+        };
+        use AuthFailure::{MalformedSas, StoredPolicyConflict};
+        #[rustfmt::skip]
+        let cases: &[(&str, Option<StoredPolicy>, Outcome)] = &[
+            ("si=pol", Some(full_policy), Ok(())),
+            ("si=pol&sp=r", Some(expiry_only), Ok(())),
+            ("si=pol&sp=r&st=2026-11-22", Some(expiry_only), Ok(())),
+            ("si=pol&sp=a", Some(expiry_only), Err(AuthFailure::PermissionMismatch)),
+            ("si=pol", Some(expiry_only), Err(MalformedSas("sp"))),
+            ("si=pol&sp=r", Some(StoredPolicy::default()), Err(MalformedSas("se"))),
+            ("si=pol&sp=r", Some(full_policy), Err(StoredPolicyConflict("sp"))),
+            ("si=pol&se=2026-11-23", Some(full_policy), Err(StoredPolicyConflict("se"))),
+            ("si=pol&st=2026-11-22", Some(full_policy), Err(StoredPolicyConflict("st"))),
+            ("si=pol", Some(expired), Err(AuthFailure::SasExpired)),
+            ("si=other", None, Err(AuthFailure::StoredPolicyNotFound)),
+        ];
+        for (fields, policy, expected) in cases {
+            let query = sign(&format!("sv=2026-10-06&{fields}"), Some("q"));
+            let asked = std::cell::Cell::new(0);
+            let lookup = |identifier: &str| {
+                asked.set(asked.get() + 1);
+                policy.filter(|_| identifier == "pol")
+            };
+            assert_eq!(
+                &check(&query, &context(Some("q")), Access::PEEK_MESSAGES, &lookup).map(|_| ()),
+                expected,
+                "{fields}"
+            );
+            assert_eq!(asked.get(), 1, "{fields}");
+        }
+        // The identifier is signed: a different policy name breaks the signature.
+        let query = sign("sv=2026-10-06&si=pol", Some("q")).replace("si=pol", "si=pol2");
+        assert!(matches!(
+            check(
+                &query,
+                &context(Some("q")),
+                Access::PEEK_MESSAGES,
+                &|_: &str| Some(full_policy)
+            ),
+            Err(AuthFailure::SignatureMismatch { .. })
+        ));
+    }
+
+    #[test]
+    fn cache_hit_gives_the_same_outcome_and_still_checks_time() {
+        let accounts = development_accounts();
+        let account = accounts.get(DEVELOPMENT_ACCOUNT_NAME).unwrap();
+        let mut cache = SasCache::new(SAS_CACHE_ENTRIES_MAX);
+        let mut scratch = Vec::new();
+        let token = parse(SERVICE_VECTOR.as_bytes()).unwrap().unwrap();
+        let mut run = |context: &RequestContext<'_>, cache: &mut SasCache| {
+            verify(
+                &token,
+                account,
+                context,
+                Access::PEEK_MESSAGES,
+                &no_policy,
+                cache,
+                &mut scratch,
+            )
+        };
+        let first = run(&context(Some("myqueue")), &mut cache);
+        assert!(first.is_ok());
+        assert_eq!(cache.entry_count(), 1);
+        assert_eq!(run(&context(Some("myqueue")), &mut cache), first);
+        assert_eq!(cache.entry_count(), 1);
+
+        let mut later = context(Some("myqueue"));
+        later.now_ms = NOVEMBER_22_MS + DAY_MS;
+        assert_eq!(run(&later, &mut cache), Err(AuthFailure::SasExpired));
+        let mut earlier = context(Some("myqueue"));
+        earlier.now_ms = NOVEMBER_22_MS - 1;
+        assert_eq!(run(&earlier, &mut cache), Err(AuthFailure::SasNotYetValid));
+
+        // A forged signature over the same fields misses the cache and fails.
+        let forged_query =
+            SERVICE_VECTOR.replace("OxCNGzjOaDzj0ZT0SPbgS3", "AxCNGzjOaDzj0ZT0SPbgS3");
+        let forged = parse(forged_query.as_bytes()).unwrap().unwrap();
+        assert!(matches!(
+            verify(
+                &forged,
+                account,
+                &context(Some("myqueue")),
+                Access::PEEK_MESSAGES,
+                &no_policy,
+                &mut cache,
+                &mut Vec::new()
+            ),
+            Err(AuthFailure::SignatureMismatch { .. })
+        ));
+        assert_eq!(cache.entry_count(), 1);
+    }
+
+    #[test]
+    fn cache_is_bounded_and_keeps_entries_in_use() {
+        let mut cache = SasCache::new(8);
+        cache.insert(b"hot", 0);
+        for round in 0..100_u32 {
+            cache.insert(&round.to_le_bytes(), 1);
+            assert!(cache.entry_count() <= 8);
+            assert_eq!(cache.get(b"hot"), Some(0), "round {round}");
+        }
+        assert_eq!(cache.get(&0_u32.to_le_bytes()), None);
+        assert_eq!(cache.get(&99_u32.to_le_bytes()), Some(1));
+        // Keys too long to be worth remembering are not stored.
+        cache.insert(&[7; SAS_CACHE_KEY_BYTES_MAX + 1], 0);
+        assert_eq!(cache.get(&[7; SAS_CACHE_KEY_BYTES_MAX + 1]), None);
+    }
+
+    #[test]
+    fn permission_set_table() {
+        let set = PermissionSet::from_letters("raup");
+        assert!(set.contains('r') && set.contains('p'));
+        assert!(!set.contains('d') && !set.contains('R') && !set.contains('1'));
+        assert!(set.intersects(PermissionSet::from_letters("dp")));
+        assert!(!set.intersects(PermissionSet::from_letters("cwdl")));
+        assert_eq!(PermissionSet::parse("puar"), Some(set));
+        assert_eq!(PermissionSet::parse("rr"), PermissionSet::parse("r"));
+        assert_eq!(PermissionSet::parse(""), Some(PermissionSet::default()));
+        assert_eq!(PermissionSet::parse("r,a"), None);
+        assert_eq!(PermissionSet::parse("é"), None);
+    }
+}

@@ -1,0 +1,735 @@
+//! SharedKey and SharedKeyLite: the string-to-sign of a request, verification of an
+//! `Authorization: SharedKey account:signature` header, and signing for clients (the load
+//! generator). Server and client share one canonicalisation, so they cannot drift apart.
+//!
+//! The layouts follow "Authorize with Shared Key" and azure-queue-contract.md:
+//! SharedKey signs the verb, eleven standard headers, the canonicalised `x-ms-*` headers and the
+//! canonicalised resource; SharedKeyLite signs the verb, Content-MD5, Content-Type, Date, the
+//! same headers and a shorter resource.
+
+use std::borrow::Cow;
+
+use super::accounts::{Account, SigningKey};
+use super::collation::compare_header_names;
+use super::{decode_signature, primary_account_name, AuthFailure, AuthScheme, Principal};
+use crate::http::query;
+use crate::http::Request;
+
+/// The two header-signature schemes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SharedKeyScheme {
+    SharedKey,
+    SharedKeyLite,
+}
+
+/// The standard headers SharedKey signs, in string-to-sign order. A header absent from the
+/// request signs as an empty line.
+const STANDARD_HEADERS: [&str; 11] = [
+    "content-encoding",
+    "content-language",
+    "content-length",
+    "content-md5",
+    "content-type",
+    "date",
+    "if-modified-since",
+    "if-match",
+    "if-none-match",
+    "if-unmodified-since",
+    "range",
+];
+const CONTENT_LENGTH: usize = 2;
+const CONTENT_MD5: usize = 3;
+const CONTENT_TYPE: usize = 4;
+const DATE: usize = 5;
+
+/// Headers that belong in CanonicalizedHeaders start with this (compared ignoring case). The
+/// Python SDK's bare `x-ms-meta` header matches too, and is signed like any other.
+const STORAGE_HEADER_PREFIX: &[u8] = b"x-ms-";
+
+/// A parsed `Authorization` header.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Authorization<'a> {
+    pub scheme: SharedKeyScheme,
+    pub account_name: &'a str,
+    pub signature: [u8; 32],
+}
+
+/// Parses `SharedKey account:signature` or `SharedKeyLite account:signature`.
+pub fn parse_authorization(value: &[u8]) -> Result<Authorization<'_>, AuthFailure> {
+    let text = std::str::from_utf8(value)
+        .map_err(|_| AuthFailure::MalformedAuthorization("not UTF-8"))?
+        .trim();
+    let (scheme, credentials) = text
+        .split_once(' ')
+        .ok_or(AuthFailure::MalformedAuthorization(
+            "no space after the scheme",
+        ))?;
+    let scheme = match scheme {
+        "SharedKey" => SharedKeyScheme::SharedKey,
+        "SharedKeyLite" => SharedKeyScheme::SharedKeyLite,
+        _ => return Err(AuthFailure::UnsupportedScheme),
+    };
+    let (account_name, signature) =
+        credentials
+            .trim()
+            .split_once(':')
+            .ok_or(AuthFailure::MalformedAuthorization(
+                "no `:` between account and signature",
+            ))?;
+    let signature = decode_signature(signature).ok_or(AuthFailure::MalformedAuthorization(
+        "signature is not base64 of 32 bytes",
+    ))?;
+    Ok(Authorization {
+        scheme,
+        account_name,
+        signature,
+    })
+}
+
+/// Verifies the SharedKey or SharedKeyLite `authorization` header of `request`, sent to the
+/// URL account `url_account_name` (whose primary account is `account`), under each of the
+/// account's keys. `string_to_sign` is scratch space.
+pub(super) fn verify(
+    request: &Request,
+    authorization: &[u8],
+    url_account_name: &str,
+    account: &Account,
+    string_to_sign: &mut Vec<u8>,
+) -> Result<Principal, AuthFailure> {
+    let authorization = parse_authorization(authorization)?;
+    // Clients sign secondary-endpoint requests with the primary account's name; accept the
+    // URL's own spelling too, since the header and the resource then agree.
+    let primary_name = primary_account_name(url_account_name);
+    if authorization.account_name != primary_name && authorization.account_name != url_account_name
+    {
+        return Err(AuthFailure::AccountMismatch);
+    }
+    string_to_sign.clear();
+    write_string_to_sign(
+        authorization.scheme,
+        request.method.as_str(),
+        request.target(),
+        request.headers(),
+        authorization.account_name,
+        string_to_sign,
+    )?;
+    match account.matching_key_index(string_to_sign, &authorization.signature) {
+        Some(key_index) => Ok(Principal {
+            scheme: match authorization.scheme {
+                SharedKeyScheme::SharedKey => AuthScheme::SharedKey,
+                SharedKeyScheme::SharedKeyLite => AuthScheme::SharedKeyLite,
+            },
+            key_index,
+        }),
+        None => Err(AuthFailure::SignatureMismatch {
+            string_to_sign: String::from_utf8_lossy(string_to_sign).into_owned(),
+        }),
+    }
+}
+
+/// The SharedKey signature a client puts in `Authorization: SharedKey account:<signature>`.
+///
+/// `target` is the request target exactly as it will be sent (path and query, percent-encoded);
+/// `headers` are the headers to send, without Content-Length, which is `content_length` (0 for
+/// no body). Fails only when the query has a broken percent-escape.
+pub fn sign_shared_key(
+    method: &str,
+    target: &str,
+    headers: &[(&str, &str)],
+    content_length: u64,
+    account_name: &str,
+    key: &SigningKey,
+) -> Result<String, AuthFailure> {
+    let content_length_text = content_length.to_string();
+    let content_length_header =
+        (content_length > 0).then_some((&b"content-length"[..], content_length_text.as_bytes()));
+    let headers = headers
+        .iter()
+        .map(|(name, value)| (name.as_bytes(), value.as_bytes()))
+        .filter(|(name, _)| !name.eq_ignore_ascii_case(b"content-length"))
+        .chain(content_length_header);
+    let mut string_to_sign = Vec::with_capacity(512);
+    write_string_to_sign(
+        SharedKeyScheme::SharedKey,
+        method,
+        target.as_bytes(),
+        headers,
+        account_name,
+        &mut string_to_sign,
+    )?;
+    Ok(key.sign_base64(&string_to_sign))
+}
+
+/// Appends the string-to-sign of a request to `out`. `account_name` is the one in the
+/// `Authorization` header; `target` the raw request target.
+pub fn write_string_to_sign<'h>(
+    scheme: SharedKeyScheme,
+    method: &str,
+    target: &[u8],
+    headers: impl Iterator<Item = (&'h [u8], &'h [u8])>,
+    account_name: &str,
+    out: &mut Vec<u8>,
+) -> Result<(), AuthFailure> {
+    // One pass sorts the headers into the standard slots (first occurrence wins) and the
+    // storage headers to canonicalise.
+    let mut standard: [&[u8]; STANDARD_HEADERS.len()] = [b""; STANDARD_HEADERS.len()];
+    let mut standard_seen = [false; STANDARD_HEADERS.len()];
+    let mut storage_headers: Vec<(&[u8], &[u8])> = Vec::with_capacity(8);
+    for (name, value) in headers {
+        let value = value.trim_ascii();
+        if name.len() >= STORAGE_HEADER_PREFIX.len()
+            && name[..STORAGE_HEADER_PREFIX.len()].eq_ignore_ascii_case(STORAGE_HEADER_PREFIX)
+        {
+            storage_headers.push((name, value));
+        } else if let Some(slot) = STANDARD_HEADERS
+            .iter()
+            .position(|standard_name| name.eq_ignore_ascii_case(standard_name.as_bytes()))
+        {
+            if !standard_seen[slot] {
+                standard_seen[slot] = true;
+                standard[slot] = value;
+            }
+        }
+    }
+    // Stable, so repeated headers keep their order when their values are joined below.
+    storage_headers.sort_by(|(left, _), (right, _)| compare_header_names(left, right));
+    // The service takes the time from x-ms-date when both are sent; the SDKs then sign Date as
+    // an empty line.
+    if storage_headers
+        .iter()
+        .any(|(name, _)| name.eq_ignore_ascii_case(b"x-ms-date"))
+    {
+        standard[DATE] = b"";
+    }
+    // Since version 2015-02-21 a zero Content-Length signs as empty, like an absent one.
+    if standard[CONTENT_LENGTH] == b"0" {
+        standard[CONTENT_LENGTH] = b"";
+    }
+
+    out.extend_from_slice(method.as_bytes());
+    out.push(b'\n');
+    match scheme {
+        SharedKeyScheme::SharedKey => {
+            for value in standard {
+                out.extend_from_slice(value);
+                out.push(b'\n');
+            }
+        }
+        SharedKeyScheme::SharedKeyLite => {
+            for slot in [CONTENT_MD5, CONTENT_TYPE, DATE] {
+                out.extend_from_slice(standard[slot]);
+                out.push(b'\n');
+            }
+        }
+    }
+    write_canonicalized_headers(&storage_headers, out);
+
+    let (path, raw_query) = split_target(target);
+    out.push(b'/');
+    out.extend_from_slice(account_name.as_bytes());
+    out.extend_from_slice(path);
+    match scheme {
+        SharedKeyScheme::SharedKey => write_canonicalized_query(raw_query, out),
+        SharedKeyScheme::SharedKeyLite => write_comp_parameter(raw_query, out),
+    }
+}
+
+/// `name:value\n` for each storage header in collation order, names lowercased. A header sent
+/// more than once signs once, its values joined with `,` in the order received (HTTP's rule for
+/// combining repeated fields).
+fn write_canonicalized_headers(sorted_headers: &[(&[u8], &[u8])], out: &mut Vec<u8>) {
+    let mut previous_name: Option<&[u8]> = None;
+    for &(name, value) in sorted_headers {
+        if previous_name.is_some_and(|previous| previous.eq_ignore_ascii_case(name)) {
+            // Replace the previous header's line break with the separator.
+            out.pop();
+            out.push(b',');
+        } else {
+            out.extend(name.iter().map(u8::to_ascii_lowercase));
+            out.push(b':');
+        }
+        out.extend_from_slice(value);
+        out.push(b'\n');
+        previous_name = Some(name);
+    }
+}
+
+/// SharedKey's query part of CanonicalizedResource: for each parameter name, lowercased, in byte
+/// order, `\nname:` and its decoded values sorted and joined with `,`.
+fn write_canonicalized_query(raw_query: &[u8], out: &mut Vec<u8>) -> Result<(), AuthFailure> {
+    let mut parameters: Vec<(Cow<'_, str>, Cow<'_, str>)> = Vec::new();
+    for pair in query::pairs(raw_query) {
+        let (name, value) = pair.ok_or(AuthFailure::MalformedQuery)?;
+        parameters.push((lowercase(name), value));
+    }
+    parameters.sort_unstable();
+    let mut previous_name: Option<&str> = None;
+    for (name, value) in &parameters {
+        if previous_name == Some(name.as_ref()) {
+            out.push(b',');
+        } else {
+            out.push(b'\n');
+            out.extend_from_slice(name.as_bytes());
+            out.push(b':');
+        }
+        out.extend_from_slice(value.as_bytes());
+        previous_name = Some(name);
+    }
+    Ok(())
+}
+
+/// SharedKeyLite's query part of CanonicalizedResource: `?comp=value` when the query has `comp`.
+fn write_comp_parameter(raw_query: &[u8], out: &mut Vec<u8>) -> Result<(), AuthFailure> {
+    for pair in query::pairs(raw_query) {
+        let (name, value) = pair.ok_or(AuthFailure::MalformedQuery)?;
+        if name.eq_ignore_ascii_case("comp") {
+            out.extend_from_slice(b"?comp=");
+            out.extend_from_slice(value.as_bytes());
+            return Ok(());
+        }
+    }
+    Ok(())
+}
+
+/// Splits a request target at the first `?` into the raw path and the raw query.
+fn split_target(target: &[u8]) -> (&[u8], &[u8]) {
+    match target.iter().position(|&byte| byte == b'?') {
+        Some(at) => (&target[..at], &target[at + 1..]),
+        None => (target, b""),
+    }
+}
+
+/// Lowercases a query parameter name, borrowing when it already is (the usual case).
+fn lowercase(name: Cow<'_, str>) -> Cow<'_, str> {
+    if name.bytes().any(|byte| byte.is_ascii_uppercase()) {
+        Cow::Owned(name.to_ascii_lowercase())
+    } else {
+        name
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::auth::test_support::{development_accounts, request};
+    use crate::config::{DEVELOPMENT_ACCOUNT_KEY, DEVELOPMENT_ACCOUNT_NAME};
+
+    const PEEK_TARGET: &str = "/devstoreaccount1/myqueue/messages?numofmessages=2&peekonly=true";
+    const PEEK_HEADERS: &[(&str, &str)] = &[
+        ("x-ms-version", "2026-04-06"),
+        ("x-ms-date", "Sun, 22 Nov 2026 00:00:00 GMT"),
+        (
+            "x-ms-client-request-id",
+            "00000000-0000-0000-0000-000000000001",
+        ),
+    ];
+    const PEEK_SHARED_KEY: &str = "qX9x0hi6+PD7oWVjsAb/mxxh3vk9QUq5pC/dlKvC3U0=";
+    const PEEK_SHARED_KEY_LITE: &str = "adHUy8qYGbk2BPINvg67pcMIw6eIcQjBOrUtug8zvOQ=";
+
+    fn string_to_sign(scheme: SharedKeyScheme, request: &Request) -> String {
+        let mut out = Vec::new();
+        write_string_to_sign(
+            scheme,
+            request.method.as_str(),
+            request.target(),
+            request.headers(),
+            DEVELOPMENT_ACCOUNT_NAME,
+            &mut out,
+        )
+        .unwrap();
+        String::from_utf8(out).unwrap()
+    }
+
+    fn development_key() -> SigningKey {
+        SigningKey::from_base64(DEVELOPMENT_ACCOUNT_KEY).unwrap()
+    }
+
+    fn verify_with(
+        request: &Request,
+        authorization: &str,
+        url_account: &str,
+    ) -> Result<Principal, AuthFailure> {
+        let accounts = development_accounts();
+        let account = accounts.get(DEVELOPMENT_ACCOUNT_NAME).unwrap();
+        verify(
+            request,
+            authorization.as_bytes(),
+            url_account,
+            account,
+            &mut Vec::new(),
+        )
+    }
+
+    /// The contract's worked vector: exact strings-to-sign and signatures of both schemes.
+    #[test]
+    fn contract_vector_strings_and_signatures() {
+        let request = request("GET", PEEK_TARGET, PEEK_HEADERS);
+        let headers = "x-ms-client-request-id:00000000-0000-0000-0000-000000000001\n\
+                       x-ms-date:Sun, 22 Nov 2026 00:00:00 GMT\n\
+                       x-ms-version:2026-04-06\n";
+        let shared_key = string_to_sign(SharedKeyScheme::SharedKey, &request);
+        assert_eq!(
+            shared_key,
+            format!(
+                "GET\n\n\n\n\n\n\n\n\n\n\n\n{headers}/devstoreaccount1/devstoreaccount1/myqueue/messages\
+                 \nnumofmessages:2\npeekonly:true"
+            )
+        );
+        assert_eq!(
+            development_key().sign_base64(shared_key.as_bytes()),
+            PEEK_SHARED_KEY
+        );
+
+        let lite = string_to_sign(SharedKeyScheme::SharedKeyLite, &request);
+        assert_eq!(
+            lite,
+            format!("GET\n\n\n\n{headers}/devstoreaccount1/devstoreaccount1/myqueue/messages")
+        );
+        assert_eq!(
+            development_key().sign_base64(lite.as_bytes()),
+            PEEK_SHARED_KEY_LITE
+        );
+    }
+
+    #[test]
+    fn contract_vector_verifies() {
+        let request = request("GET", PEEK_TARGET, PEEK_HEADERS);
+        let cases = [
+            (
+                format!("SharedKey devstoreaccount1:{PEEK_SHARED_KEY}"),
+                AuthScheme::SharedKey,
+            ),
+            (
+                format!("SharedKeyLite devstoreaccount1:{PEEK_SHARED_KEY_LITE}"),
+                AuthScheme::SharedKeyLite,
+            ),
+            // Whitespace around the value is not significant.
+            (
+                format!("  SharedKey  devstoreaccount1:{PEEK_SHARED_KEY} "),
+                AuthScheme::SharedKey,
+            ),
+        ];
+        for (authorization, scheme) in cases {
+            assert_eq!(
+                verify_with(&request, &authorization, DEVELOPMENT_ACCOUNT_NAME),
+                Ok(Principal {
+                    scheme,
+                    key_index: 0
+                }),
+                "{authorization}"
+            );
+        }
+    }
+
+    #[test]
+    fn client_signing_matches_the_vector() {
+        let signature = sign_shared_key(
+            "GET",
+            PEEK_TARGET,
+            PEEK_HEADERS,
+            0,
+            DEVELOPMENT_ACCOUNT_NAME,
+            &development_key(),
+        )
+        .unwrap();
+        assert_eq!(signature, PEEK_SHARED_KEY);
+    }
+
+    /// What the client signs with a body and Content-Length, the server verifies: the two sides
+    /// share the canonicalisation, including a Content-Length the client listed by mistake.
+    #[test]
+    fn client_signature_round_trips_through_verification() {
+        let target = "/devstoreaccount1/myqueue/messages?visibilitytimeout=0&messagettl=60";
+        let headers = [
+            ("x-ms-version", "2026-10-06"),
+            ("x-ms-date", "Sun, 22 Nov 2026 00:00:00 GMT"),
+            ("Content-Type", "application/xml"),
+            ("content-length", "999"),
+        ];
+        let signature = sign_shared_key(
+            "POST",
+            target,
+            &headers,
+            77,
+            DEVELOPMENT_ACCOUNT_NAME,
+            &development_key(),
+        )
+        .unwrap();
+        let sent = request(
+            "POST",
+            target,
+            &[
+                ("x-ms-version", "2026-10-06"),
+                ("x-ms-date", "Sun, 22 Nov 2026 00:00:00 GMT"),
+                ("Content-Type", "application/xml"),
+                ("Content-Length", "77"),
+            ],
+        );
+        let authorization = format!("SharedKey devstoreaccount1:{signature}");
+        assert!(verify_with(&sent, &authorization, DEVELOPMENT_ACCOUNT_NAME).is_ok());
+    }
+
+    #[test]
+    fn string_to_sign_rules_table() {
+        struct Case {
+            name: &'static str,
+            method: &'static str,
+            target: &'static str,
+            headers: &'static [(&'static str, &'static str)],
+            expected: &'static str,
+        }
+        let cases = [
+            Case {
+                name: "standard headers in order; Date kept without x-ms-date",
+                method: "PUT",
+                target: "/devstoreaccount1/q",
+                headers: &[
+                    ("Range", "bytes=0-1"),
+                    ("If-Unmodified-Since", "i"),
+                    ("If-None-Match", "h"),
+                    ("If-Match", "g"),
+                    ("If-Modified-Since", "f"),
+                    ("Date", "e"),
+                    ("Content-Type", "d"),
+                    ("Content-MD5", "c"),
+                    ("Content-Length", "12"),
+                    ("Content-Language", "b"),
+                    ("Content-Encoding", "a"),
+                    ("Host", "127.0.0.1"),
+                ],
+                expected: "PUT\na\nb\n12\nc\nd\ne\nf\ng\nh\ni\nbytes=0-1\n/devstoreaccount1/devstoreaccount1/q",
+            },
+            Case {
+                name: "Content-Length 0 and Date with x-ms-date sign empty",
+                method: "DELETE",
+                target: "/devstoreaccount1/q",
+                headers: &[("Content-Length", "0"), ("Date", "x"), ("X-MS-Date", "d")],
+                expected: "DELETE\n\n\n\n\n\n\n\n\n\n\n\nx-ms-date:d\n/devstoreaccount1/devstoreaccount1/q",
+            },
+            Case {
+                name: "collation order, lowercased names, trimmed values, bare x-ms-meta",
+                method: "PUT",
+                target: "/devstoreaccount1/q",
+                headers: &[
+                    ("x-ms-meta-a-b", "5"),
+                    ("X-Ms-Meta-AB", "4 "),
+                    ("x-ms-meta-a1", "  3"),
+                    ("x-ms-meta-a_b", "2"),
+                    ("x-ms-meta", "{\"a\": \"1\"}"),
+                    ("x-ms-meta-a", "1"),
+                ],
+                expected: "PUT\n\n\n\n\n\n\n\n\n\n\n\nx-ms-meta:{\"a\": \"1\"}\nx-ms-meta-a:1\n\
+                           x-ms-meta-a_b:2\nx-ms-meta-a1:3\nx-ms-meta-ab:4\nx-ms-meta-a-b:5\n\
+                           /devstoreaccount1/devstoreaccount1/q",
+            },
+            Case {
+                name: "repeated header joins values in received order",
+                method: "GET",
+                target: "/devstoreaccount1/q",
+                headers: &[("x-ms-b", "2"), ("x-ms-a", "1"), ("X-MS-B", "3")],
+                expected: "GET\n\n\n\n\n\n\n\n\n\n\n\nx-ms-a:1\nx-ms-b:2,3\n/devstoreaccount1/devstoreaccount1/q",
+            },
+            Case {
+                name: "query: lowercased names, decoded and sorted values, repeated names joined",
+                method: "GET",
+                target: "/devstoreaccount1?comp=list&Prefix=a%20b&include=z&include=metadata&marker=",
+                headers: &[],
+                expected: "GET\n\n\n\n\n\n\n\n\n\n\n\n/devstoreaccount1/devstoreaccount1\ncomp:list\n\
+                           include:metadata,z\nmarker:\nprefix:a b",
+            },
+            Case {
+                name: "path kept exactly as received (Python's trailing slash)",
+                method: "GET",
+                target: "/devstoreaccount1/?comp=list",
+                headers: &[],
+                expected: "GET\n\n\n\n\n\n\n\n\n\n\n\n/devstoreaccount1/devstoreaccount1/\ncomp:list",
+            },
+            Case {
+                name: "percent-encoded path stays encoded",
+                method: "GET",
+                target: "/devstoreaccount1/my%71ueue",
+                headers: &[],
+                expected: "GET\n\n\n\n\n\n\n\n\n\n\n\n/devstoreaccount1/devstoreaccount1/my%71ueue",
+            },
+        ];
+        for case in cases {
+            let request = request(case.method, case.target, case.headers);
+            assert_eq!(
+                string_to_sign(SharedKeyScheme::SharedKey, &request),
+                case.expected,
+                "{}",
+                case.name
+            );
+        }
+    }
+
+    #[test]
+    fn lite_resource_keeps_only_comp() {
+        let request = request(
+            "GET",
+            "/devstoreaccount1/q?timeout=30&comp=metadata",
+            &[
+                ("Content-Type", "text/plain"),
+                ("Content-Length", "5"),
+                ("x-ms-date", "d"),
+            ],
+        );
+        assert_eq!(
+            string_to_sign(SharedKeyScheme::SharedKeyLite, &request),
+            "GET\n\ntext/plain\n\nx-ms-date:d\n/devstoreaccount1/devstoreaccount1/q?comp=metadata"
+        );
+    }
+
+    #[test]
+    fn malformed_query_fails() {
+        let request = request("GET", "/devstoreaccount1/q?comp=%zz", &[]);
+        for scheme in [SharedKeyScheme::SharedKey, SharedKeyScheme::SharedKeyLite] {
+            let outcome = write_string_to_sign(
+                scheme,
+                "GET",
+                request.target(),
+                request.headers(),
+                DEVELOPMENT_ACCOUNT_NAME,
+                &mut Vec::new(),
+            );
+            assert_eq!(outcome, Err(AuthFailure::MalformedQuery));
+        }
+    }
+
+    #[test]
+    fn authorization_failures_table() {
+        let request = request("GET", PEEK_TARGET, PEEK_HEADERS);
+        let wrong_signature =
+            "SharedKey devstoreaccount1:AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=";
+        let malformed = AuthFailure::MalformedAuthorization;
+        let no_space = malformed("no space after the scheme");
+        let no_colon = malformed("no `:` between account and signature");
+        let bad_signature = malformed("signature is not base64 of 32 bytes");
+        let other_account = format!("SharedKey otheraccount:{PEEK_SHARED_KEY}");
+        let good = format!("SharedKey devstoreaccount1:{PEEK_SHARED_KEY}");
+        let primary = DEVELOPMENT_ACCOUNT_NAME;
+        #[rustfmt::skip]
+        let cases: &[(&str, &str, AuthFailure)] = &[
+            ("", primary, no_space.clone()),
+            ("SharedKey", primary, no_space),
+            ("SharedKey devstoreaccount1", primary, no_colon),
+            ("SharedKey devstoreaccount1:not-base64!", primary, bad_signature.clone()),
+            ("SharedKey devstoreaccount1:YWJj", primary, bad_signature),
+            ("sharedkey devstoreaccount1:x", primary, AuthFailure::UnsupportedScheme),
+            ("Bearer token", primary, AuthFailure::UnsupportedScheme),
+            (&other_account, primary, AuthFailure::AccountMismatch),
+            (&good, "otheraccount", AuthFailure::AccountMismatch),
+        ];
+        for (authorization, url_account, expected) in cases {
+            assert_eq!(
+                verify_with(&request, authorization, url_account).as_ref(),
+                Err(expected),
+                "{authorization}"
+            );
+        }
+        match verify_with(&request, wrong_signature, DEVELOPMENT_ACCOUNT_NAME) {
+            Err(AuthFailure::SignatureMismatch { string_to_sign }) => {
+                assert!(string_to_sign.starts_with("GET\n"));
+                assert!(string_to_sign.ends_with("\npeekonly:true"));
+            }
+            other => panic!("expected a signature mismatch, got {other:?}"),
+        }
+    }
+
+    /// Any change to a signed part of the request breaks the signature.
+    #[test]
+    fn tampering_breaks_the_signature() {
+        let authorization = format!("SharedKey devstoreaccount1:{PEEK_SHARED_KEY}");
+        let mut other_date = PEEK_HEADERS.to_vec();
+        other_date[1] = ("x-ms-date", "Sun, 22 Nov 2026 00:00:01 GMT");
+        let mut extra_header = PEEK_HEADERS.to_vec();
+        extra_header.push(("x-ms-meta-extra", "1"));
+        let tampered = [
+            request(
+                "GET",
+                "/devstoreaccount1/myqueue/messages?numofmessages=3&peekonly=true",
+                PEEK_HEADERS,
+            ),
+            request(
+                "GET",
+                "/devstoreaccount1/myqueue/messages?numofmessages=2",
+                PEEK_HEADERS,
+            ),
+            request(
+                "GET",
+                "/devstoreaccount1/otherqueue/messages?numofmessages=2&peekonly=true",
+                PEEK_HEADERS,
+            ),
+            request("DELETE", PEEK_TARGET, PEEK_HEADERS),
+            request("GET", PEEK_TARGET, &other_date),
+            request("GET", PEEK_TARGET, &extra_header),
+        ];
+        for request in &tampered {
+            assert!(
+                matches!(
+                    verify_with(request, &authorization, DEVELOPMENT_ACCOUNT_NAME),
+                    Err(AuthFailure::SignatureMismatch { .. })
+                ),
+                "{:?}",
+                String::from_utf8_lossy(&request.head)
+            );
+        }
+    }
+
+    /// A request to the secondary endpoint is signed with the primary account's name, which the
+    /// canonicalised resource also uses; the path keeps the `-secondary` spelling.
+    #[test]
+    fn secondary_endpoint_signs_with_primary_name() {
+        let target = "/devstoreaccount1-secondary/?restype=service&comp=stats";
+        let headers = [
+            ("x-ms-version", "2026-10-06"),
+            ("x-ms-date", "Sun, 22 Nov 2026 00:00:00 GMT"),
+        ];
+        let signature = sign_shared_key(
+            "GET",
+            target,
+            &headers,
+            0,
+            DEVELOPMENT_ACCOUNT_NAME,
+            &development_key(),
+        )
+        .unwrap();
+        let request = request("GET", target, &headers);
+        let authorization = format!("SharedKey devstoreaccount1:{signature}");
+        assert!(verify_with(&request, &authorization, "devstoreaccount1-secondary").is_ok());
+        assert_eq!(
+            verify_with(&request, &authorization, "devstoreaccount1-tertiary"),
+            Err(AuthFailure::AccountMismatch)
+        );
+    }
+
+    #[test]
+    fn second_key_is_accepted() {
+        let second_key = "a2V5LW51bWJlci10d28=";
+        let accounts = crate::auth::Accounts::from_env_value(&format!(
+            "devstoreaccount1:{DEVELOPMENT_ACCOUNT_KEY}:{second_key}"
+        ))
+        .unwrap();
+        let account = accounts.get(DEVELOPMENT_ACCOUNT_NAME).unwrap();
+        let signature = sign_shared_key(
+            "GET",
+            PEEK_TARGET,
+            PEEK_HEADERS,
+            0,
+            DEVELOPMENT_ACCOUNT_NAME,
+            &account.keys()[1],
+        )
+        .unwrap();
+        let request = request("GET", PEEK_TARGET, PEEK_HEADERS);
+        let authorization = format!("SharedKey devstoreaccount1:{signature}");
+        let principal = verify(
+            &request,
+            authorization.as_bytes(),
+            DEVELOPMENT_ACCOUNT_NAME,
+            account,
+            &mut Vec::new(),
+        )
+        .unwrap();
+        assert_eq!(principal.key_index, 1);
+    }
+}
