@@ -354,7 +354,9 @@ def test_concurrent_consumers_receive_every_message_exactly_once(connection_str,
     for text in sent_texts:
         queue.send_message(text)
 
-    start = threading.Barrier(CONCURRENT_CONSUMER_COUNT)
+    # Released when every consumer holds a client, so they really compete; the timeout turns a
+    # consumer that never arrives into an error instead of a hang.
+    start = threading.Barrier(CONCURRENT_CONSUMER_COUNT, timeout=30)
 
     def consume(_consumer_index):
         """Drain the queue, deleting what it receives; returns (id, text) of each message received.
