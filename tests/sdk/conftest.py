@@ -11,6 +11,7 @@ Environment:
   AZQ_ARGS        extra arguments appended to the command line (shell-split)
   AZQ_TARGET_URL  run against an already running server instead, e.g. Azurite:
                   http://127.0.0.1:10001 (the /devstoreaccount1 suffix is optional)
+  AZQ_AZURITE=1   the target is Azurite: tests marked azurite_deviation count as xfail
 
 Fixtures: `server` (session; `.endpoint` account URL, `.host`, `.port`), `connection_str`,
 `service_client` (QueueServiceClient), `queue` (a fresh QueueClient per test), `spawn_server` (extra
@@ -61,6 +62,18 @@ def pytest_configure(config):
         "azurite_deviation(reason): the contract and Azurite 3.x disagree here; the test follows the "
         "contract, so it is expected to fail when AZQ_TARGET_URL points at Azurite",
     )
+
+
+def pytest_collection_modifyitems(config, items):
+    """With AZQ_AZURITE=1 (validating the suite against Azurite), known Azurite deviations are
+    reported as xfail instead of failures. Not strict: some deviations only show intermittently."""
+    if os.environ.get("AZQ_AZURITE") != "1":
+        return
+    for item in items:
+        marker = item.get_closest_marker("azurite_deviation")
+        if marker is not None:
+            reason = marker.args[0] if marker.args else "Azurite deviates from the contract"
+            item.add_marker(pytest.mark.xfail(reason=f"Azurite deviation: {reason}", strict=False))
 
 
 @dataclass

@@ -313,6 +313,7 @@ def test_get_messages_with_visibility_timeout_0_is_rejected(queue):
         "  leading and trailing spaces  ",
         "   ",
         "line one\nline two\ttabbed",
+        # The SDK sends <MessageText /> for it: an empty text, not a missing element.
         "",
     ],
     ids=["xml-specials", "xml-lookalike", "non-ascii", "spaces", "only-spaces", "newline-tab", "empty"],
@@ -329,6 +330,7 @@ def test_text_round_trips_exactly(queue, text):
 
 @pytest.mark.parametrize(
     "payload",
+    # 48 KiB of payload is exactly 65536 characters of base64: the largest message that fits.
     [bytes(range(256)), b"\x00", b"\xff\xfe\x00\x01", os.urandom(48 * 1024)],
     ids=["all-byte-values", "nul", "invalid-utf8", "random-48KiB"],
 )
