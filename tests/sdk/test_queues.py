@@ -16,7 +16,14 @@ from azure.core.exceptions import (
 )
 from azure.storage.queue import QueueServiceClient
 
-from support import CLIENT_KWARGS, collect_pages, connection_string, error_code, status_code, unique_queue_name
+from support import (
+    CLIENT_KWARGS,
+    collect_pages,
+    connection_string,
+    error_code,
+    status_code,
+    unique_queue_name,
+)
 
 LISTED_QUEUE_COUNT = 25
 LIST_PAGE_SIZE = 7
@@ -163,7 +170,8 @@ def test_list_queues_in_pages_is_sorted_and_complete(service_client, request):
             name_starts_with=prefix, results_per_page=LIST_PAGE_SIZE, include_metadata=True
         )
         with_metadata = [q for page in collect_pages(pager.by_page(), LIST_PAGES_MAX) for q in page]
-        assert [(q.name, q.metadata) for q in with_metadata] == [(name, {"index": name[-2:]}) for name in sorted(names)]
+        expected = [(name, {"index": name[-2:]}) for name in sorted(names)]
+        assert [(q.name, q.metadata) for q in with_metadata] == expected
     finally:
         for name in created:
             service_client.delete_queue(name)
