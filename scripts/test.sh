@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# The whole test gate, as CI runs it: formatting, lints, Rust tests, then the official Python SDK
+# against a release build of the real server (tests/sdk).
+#
+#   scripts/test.sh             everything
+#   scripts/test.sh --sdk-only  only the SDK suite (still builds the release binary unless
+#                               AZQ_TARGET_URL points the suite at a running server)
+#
+# Works from any directory. Exits non-zero on the first failure.
+set -euo pipefail
+
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+repo_root=$PWD
+
+# The SDK suite bounds every request and every wait; this only stops a run that hangs anyway
+# (e.g. a deadlock in the harness) long before CI's own limit.
+sdk_suite_timeout_s=900
+
+sdk_only=false
+case "${1:-}" in
+  "") ;;
+  --sdk-only) sdk_only=true ;;
+  *) echo "usage: scripts/test.sh [--sdk-only]" >&2; exit 2 ;;
+esac
+
+section() {
+  printf '\n==> %s\n' "$*"
+}
+
+if ! $sdk_only; then
+  section "cargo fmt --check"
+  cargo fmt --all -- --check
+
+  section "cargo clippy"
+  cargo clippy --workspace --all-targets -- -D warnings
+
+  section "cargo test"
+  cargo test --workspace
+fi
+
+if [[ -z "${AZQ_TARGET_URL:-}" ]]; then
+  section "cargo build --release --bin azq"
+  cargo build --release --bin azq
+fi
+
+section "Python environment (.venv)"
+requirements=tests/sdk/requirements.txt
+stamp=.venv/.requirements.sha256
+if [[ ! -x .venv/bin/python ]]; then
+  python3 -m venv .venv
+fi
+wanted=$(sha256sum "$requirements" | cut -d' ' -f1)
+if [[ "$(cat "$stamp" 2>/dev/null || true)" != "$wanted" ]]; then
+  .venv/bin/python -m pip install -q --disable-pip-version-check -r "$requirements"
+  echo "$wanted" > "$stamp"
+  echo "installed $requirements"
+else
+  echo "up to date with $requirements"
+fi
+
+section "SDK suite (tests/sdk)"
+export AZQ_BIN="${AZQ_BIN:-$repo_root/target/release/azq}"
+if [[ -n "${AZQ_TARGET_URL:-}" ]]; then
+  echo "against AZQ_TARGET_URL=$AZQ_TARGET_URL"
+else
+  echo "against AZQ_BIN=$AZQ_BIN"
+fi
+timeout --kill-after=10 "$sdk_suite_timeout_s" .venv/bin/python -m pytest -q tests/sdk
+
+section "all checks passed"
