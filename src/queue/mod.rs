@@ -3,8 +3,9 @@
 //! current time passed in, so the same (command, time) sequence always gives the same replies.
 
 pub mod command;
+pub mod wheel;
 
 pub use command::{
-    Command, MessageView, Metadata, MessageId, PopReceipt, QueueKey, QueueListing, Reply,
+    Command, MessageId, MessageView, Metadata, PopReceipt, QueueKey, QueueListing, Reply,
     EXPIRATION_NEVER_MS,
 };
