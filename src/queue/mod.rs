@@ -3,6 +3,7 @@
 //! current time passed in, so the same (command, time) sequence always gives the same replies.
 
 pub mod command;
+pub mod slab;
 pub mod wheel;
 
 pub use command::{
