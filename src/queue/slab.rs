@@ -7,9 +7,13 @@
 //!
 //! The slot is the bulk of the per-message memory, so it is compact: `u32` indices and counters,
 //! times in ms, the TTL and the put delay as `u32` seconds, and the links of the intrusive lists
-//! (`MessageList`) the state keeps messages in. Per-message overhead beyond the text, measured:
-//! `SLOT_BYTES` (80) + the timer wheel's node (`wheel::NODE_BYTES`, 16) = 96 bytes. Messages that
-//! reappear out of order also take an entry in their queue's `BTreeMap` (about 40 bytes).
+//! (`MessageList`) the state keeps messages in. Per-message overhead beyond the text:
+//! `SLOT_BYTES` (80) + the timer wheel's node (`wheel::NODE_BYTES`, 16) = 96 bytes of azq's own,
+//! plus the text's 24-byte reference count that `bytes` allocates once a reply shares the text,
+//! plus `Vec` capacity beyond length (both grow by powers of two: 4.9% at a million messages).
+//! Measured by `benches/queue.rs` with a counting allocator: 124.7 bytes per message at a depth of
+//! a million. A message that reappears out of order also has an entry in its queue's `BTreeMap`
+//! (measured 41 bytes) while it stays visible.
 
 use bytes::Bytes;
 

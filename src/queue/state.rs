@@ -27,8 +27,8 @@
 //! A leased message is never returned before its time, since only its timer makes it visible.
 //!
 //! Memory per message beyond its text: 80 bytes of slab slot + 16 of wheel node = 96 bytes, plus
-//! about 40 bytes while it sits in an out-of-order map (see `benches/queue.rs` for the measured
-//! total including allocator overhead).
+//! the 24-byte reference count `bytes` gives a shared text, plus 41 bytes while the message sits
+//! in an out-of-order map. Measured at a million messages: 124.7 bytes (`benches/queue.rs`).
 
 use std::collections::{BTreeMap, HashMap};
 use std::ops::Bound;
