@@ -1,0 +1,722 @@
+//! `ShardState`: everything one shard stores (its queues and their messages) and the only code
+//! that changes it. Commands are applied with the time passed in; nothing here reads a clock or
+//! does I/O, so the same (command, time) sequence always gives the same replies.
+//!
+//! Layout. Queues live in a `Vec<Option<Queue>>`, found by a hash map for commands and by a
+//! `BTreeMap` for List Queues. Messages live in the `MessageSlab`; each has exactly one place:
+//! - visible, in its queue's in-order list (an intrusive list whose order keys ascend; a message
+//!   joins it when its key is above the tail's, which is every Put without delay and most timers);
+//! - visible, in its queue's out-of-order `BTreeMap` (a message whose lease ran out reappears at
+//!   its original position, behind the tail);
+//! - invisible (leased, or delayed by its put), in its queue's invisible list.
+//!
+//! The visible order is (time the message first became visible, insertion sequence); Get and
+//! Peek take the smaller of the list's head and the map's first key, so both are O(count) (plus
+//! O(log n) in the out-of-order map), never a scan of the queue.
+//!
+//! Time. Each message has at most one timer in the wheel: while invisible, at the earlier of the
+//! end of its invisibility and its expiry; while visible, at its expiry (none if it never
+//! expires). A fired timer makes the message visible or frees it, so expired messages give their
+//! memory back without any request touching their queue. `apply` first runs due timers, at most
+//! `TIMER_ENTRIES_PER_STEP_MAX` of them; beyond that budget some may still be pending, and then:
+//! - a message whose invisibility has ended may stay invisible a little longer (Get and Peek lag);
+//! - a message that has expired is still stored and counted (the approximate count stays at or
+//!   above the true count) but is never returned: Get, Peek, Update and Delete check the expiry
+//!   themselves and free an expired message they meet.
+//!
+//! A leased message is never returned before its time, since only its timer makes it visible.
+//!
+//! Memory per message beyond its text: 80 bytes of slab slot + 16 of wheel node = 96 bytes, plus
+//! the 24-byte reference count `bytes` gives a shared text, plus 41 bytes while the message sits
+//! in an out-of-order map. Measured at a million messages: 124.7 bytes (`benches/queue.rs`).
+
+use std::collections::{BTreeMap, HashMap};
+use std::ops::Bound;
+
+use bytes::Bytes;
+
+use super::command::{
+    Command, MessageId, MessageView, Metadata, PopReceipt, QueueKey, QueueListing, Reply,
+    EXPIRATION_NEVER_MS,
+};
+use super::slab::{Message, MessageList, MessageSlab, OrderKey, Place, NONE, TTL_S_NEVER};
+use super::wheel::TimerWheel;
+use crate::config;
+use crate::error::StorageError;
+
+/// Bits of a message ID's low half that hold the scrambled sequence; the top two are the UUID
+/// variant (`10`).
+const SEQUENCE_BITS: u32 = 62;
+const SEQUENCE_MASK: u64 = (1 << SEQUENCE_BITS) - 1;
+const UUID_VARIANT: u64 = 0b10 << SEQUENCE_BITS;
+/// The UUID version nibble (4: random) in a message ID's high half.
+const UUID_VERSION_MASK: u64 = 0xf << 12;
+const UUID_VERSION_4: u64 = 0x4 << 12;
+/// The low byte of a message ID's high half is the shard index, so shards never share IDs.
+const SHARD_INDEX_MASK: u64 = 0xff;
+const _: () = assert!(config::SHARDS_MAX as u64 <= SHARD_INDEX_MASK + 1);
+
+/// One queue: its metadata and where its messages are.
+#[derive(Debug)]
+struct Queue {
+    metadata: Metadata,
+    /// Messages stored, including expired ones whose timer has not run yet: the approximate count.
+    messages_count: u64,
+    /// Visible messages whose order keys ascend along the list.
+    in_order: MessageList,
+    /// Visible messages whose key was below `in_order`'s tail when they became visible.
+    out_of_order: BTreeMap<OrderKey, u32>,
+    /// Leased and delayed messages, so that Delete Queue and Clear Messages can reach them.
+    invisible: MessageList,
+}
+
+/// One shard's queues and messages.
+#[derive(Debug)]
+pub struct ShardState {
+    /// High half of every message ID this shard issues: seeded random bits, the UUID version
+    /// and the shard index.
+    id_prefix: u64,
+    /// Sequence of the next message put: the low half of its ID (scrambled) and its order
+    /// tie-break.
+    sequence_next: u64,
+    queues: Vec<Option<Queue>>,
+    /// Free indices of `queues`.
+    queues_free: Vec<u32>,
+    /// Queue lookup for every command but List Queues.
+    queue_indices: HashMap<QueueKey, u32, ahash::RandomState>,
+    /// The same queues in (account, name) order, for List Queues.
+    queue_names: BTreeMap<QueueKey, u32>,
+    /// Most queues this shard holds (`QUEUES_PER_SHARD_MAX` outside tests).
+    queues_max: usize,
+    messages: MessageSlab,
+    timers: TimerWheel,
+}
+
+impl ShardState {
+    /// The state of shard `shard_index`. `id_seed` makes message IDs differ between runs (the
+    /// runtime passes a random value; tests a fixed one) and seeds the queue hash map.
+    pub fn new(shard_index: usize, id_seed: u64) -> ShardState {
+        assert!(shard_index < config::SHARDS_MAX);
+        let id_prefix = (mix64(id_seed) & !(UUID_VERSION_MASK | SHARD_INDEX_MASK))
+            | UUID_VERSION_4
+            | shard_index as u64;
+        let hash_seed = mix64(id_seed ^ 0x5eed);
+        ShardState {
+            id_prefix,
+            sequence_next: 0,
+            queues: Vec::new(),
+            queues_free: Vec::new(),
+            queue_indices: HashMap::with_hasher(ahash::RandomState::with_seeds(
+                hash_seed,
+                mix64(hash_seed),
+                mix64(hash_seed ^ 1),
+                mix64(hash_seed ^ 2),
+            )),
+            queue_names: BTreeMap::new(),
+            queues_max: config::QUEUES_PER_SHARD_MAX,
+            messages: MessageSlab::new(),
+            timers: TimerWheel::new(),
+        }
+    }
+
+    /// Applies `command` at `now_ms` (ms since the Unix epoch), after running due timers.
+    ///
+    /// Preconditions the api layer guarantees (violations are bugs and panic): names and
+    /// metadata are valid, metadata is in `Metadata`'s canonical order; message texts are at most
+    /// `MESSAGE_TEXT_BYTES_MAX`; visibility timeouts at most `VISIBILITY_TIMEOUT_S_MAX`, at least 1
+    /// for Get, and below the TTL for Put; counts within `1..=MESSAGES_PER_GET_MAX`; `results_max`
+    /// at most `LIST_QUEUES_RESULTS_MAX`.
+    pub fn apply(&mut self, command: Command, now_ms: u64) -> Result<Reply, StorageError> {
+        self.advance(now_ms, config::TIMER_ENTRIES_PER_STEP_MAX);
+        self.execute(command, now_ms)
+    }
+
+    /// Applies `command` without running timers first: correct whatever the wheel's lag.
+    fn execute(&mut self, command: Command, now_ms: u64) -> Result<Reply, StorageError> {
+        match command {
+            Command::CreateQueue { queue, metadata } => self.create_queue(queue, metadata),
+            Command::DeleteQueue { queue } => self.delete_queue(&queue),
+            Command::GetQueueMetadata { queue } => {
+                let queue = self.queue(self.queue_index(&queue)?);
+                Ok(Reply::Metadata {
+                    metadata: queue.metadata.clone(),
+                    approximate_messages_count: queue.messages_count,
+                })
+            }
+            Command::SetQueueMetadata { queue, metadata } => {
+                debug_assert!(metadata_is_canonical(&metadata));
+                let index = self.queue_index(&queue)?;
+                queue_at(&mut self.queues, index).metadata = metadata;
+                Ok(Reply::Done)
+            }
+            Command::ListQueues {
+                account,
+                prefix,
+                marker,
+                results_max,
+                include_metadata,
+            } => Ok(self.list_queues(account, &prefix, marker, results_max, include_metadata)),
+            Command::PutMessage {
+                queue,
+                text,
+                visibility_timeout_s,
+                ttl_s,
+            } => self.put_message(&queue, text, visibility_timeout_s, ttl_s, now_ms),
+            Command::GetMessages {
+                queue,
+                count,
+                visibility_timeout_s,
+            } => self.get_messages(&queue, count, visibility_timeout_s, now_ms),
+            Command::PeekMessages { queue, count } => self.peek_messages(&queue, count, now_ms),
+            Command::UpdateMessage {
+                queue,
+                message_id,
+                pop_receipt,
+                visibility_timeout_s,
+                text,
+            } => self.update_message(
+                &queue,
+                message_id,
+                pop_receipt,
+                visibility_timeout_s,
+                text,
+                now_ms,
+            ),
+            Command::DeleteMessage {
+                queue,
+                message_id,
+                pop_receipt,
+            } => {
+                let index = self.queue_index(&queue)?;
+                let slot = self.resolve_receipt(index, message_id, pop_receipt, now_ms)?;
+                self.free_message(slot);
+                Ok(Reply::Done)
+            }
+            Command::ClearMessages { queue } => {
+                let index = self.queue_index(&queue)?;
+                self.free_queue_messages(index);
+                Ok(Reply::Done)
+            }
+        }
+    }
+
+    /// Runs timers due at `now_ms`, at most `entries_max` wheel entries (fired or moved down a
+    /// level). Returns whether more are due, in which case the runtime should call again soon.
+    pub fn advance(&mut self, now_ms: u64, entries_max: usize) -> bool {
+        let mut budget = entries_max;
+        while let Some(fired) = self.timers.pop_due(now_ms, &mut budget) {
+            self.on_timer(fired.timer, now_ms);
+        }
+        self.timers
+            .next_deadline_ms()
+            .is_some_and(|deadline_ms| deadline_ms <= now_ms)
+    }
+
+    /// When the runtime should next call `advance`: `None` when no timer is pending. Never later
+    /// than the earliest pending deadline, possibly earlier (see `TimerWheel::next_deadline_ms`).
+    pub fn next_deadline_ms(&self) -> Option<u64> {
+        self.timers.next_deadline_ms()
+    }
+
+    fn create_queue(&mut self, key: QueueKey, metadata: Metadata) -> Result<Reply, StorageError> {
+        debug_assert!(metadata_is_canonical(&metadata));
+        if let Some(&index) = self.queue_indices.get(&key) {
+            return if metadata_equal(&self.queue(index).metadata, &metadata) {
+                Ok(Reply::QueueExists)
+            } else {
+                Err(StorageError::QueueAlreadyExists)
+            };
+        }
+        if self.queue_indices.len() >= self.queues_max {
+            return Err(StorageError::ServerBusy);
+        }
+        let queue = Queue {
+            metadata,
+            messages_count: 0,
+            in_order: MessageList::EMPTY,
+            out_of_order: BTreeMap::new(),
+            invisible: MessageList::EMPTY,
+        };
+        let index = match self.queues_free.pop() {
+            Some(index) => {
+                assert!(self.queues[index as usize].is_none());
+                self.queues[index as usize] = Some(queue);
+                index
+            }
+            None => {
+                self.queues.push(Some(queue));
+                (self.queues.len() - 1) as u32
+            }
+        };
+        assert!(self.queue_indices.insert(key.clone(), index).is_none());
+        assert!(self.queue_names.insert(key, index).is_none());
+        Ok(Reply::QueueCreated)
+    }
+
+    fn delete_queue(&mut self, key: &QueueKey) -> Result<Reply, StorageError> {
+        let index = self
+            .queue_indices
+            .remove(key)
+            .ok_or(StorageError::QueueNotFound)?;
+        assert_eq!(self.queue_names.remove(key), Some(index));
+        self.free_queue_messages(index);
+        let queue = self.queues[index as usize].take();
+        assert!(queue.is_some_and(|queue| queue.messages_count == 0));
+        self.queues_free.push(index);
+        Ok(Reply::Done)
+    }
+
+    /// This shard's queues of `account` whose names start with `prefix` and are at or after
+    /// `marker`, in name order, with metadata if asked: at most `results_max + 1` of them. The
+    /// caller merges every shard's part, returns the first `results_max`, and if a queue is left
+    /// over its name is the `NextMarker` (the marker is the first name of the next page, hence
+    /// "at or after").
+    fn list_queues(
+        &self,
+        account: String,
+        prefix: &str,
+        marker: String,
+        results_max: usize,
+        include_metadata: bool,
+    ) -> Reply {
+        assert!(results_max <= config::LIST_QUEUES_RESULTS_MAX);
+        // Every name with the prefix sorts at or after the prefix itself.
+        let start = QueueKey {
+            account,
+            name: marker.max(prefix.to_string()),
+        };
+        let listings = self
+            .queue_names
+            .range(&start..)
+            .take_while(|(key, _)| key.account == start.account && key.name.starts_with(prefix))
+            .take(results_max + 1)
+            .map(|(key, &index)| QueueListing {
+                name: key.name.clone(),
+                metadata: include_metadata.then(|| self.queue(index).metadata.clone()),
+            })
+            .collect();
+        Reply::Queues(listings)
+    }
+
+    fn put_message(
+        &mut self,
+        key: &QueueKey,
+        text: Bytes,
+        visibility_timeout_s: u64,
+        ttl_s: Option<u64>,
+        now_ms: u64,
+    ) -> Result<Reply, StorageError> {
+        let index = self.queue_index(key)?;
+        assert!(text.len() <= config::MESSAGE_TEXT_BYTES_MAX);
+        assert!(visibility_timeout_s <= config::VISIBILITY_TIMEOUT_S_MAX);
+        assert!(ttl_s.is_none_or(|ttl_s| ttl_s > visibility_timeout_s));
+        let message = Message::new(
+            index,
+            text,
+            self.sequence_next,
+            now_ms,
+            visibility_timeout_s as u32,
+            stored_ttl_s(ttl_s, now_ms),
+        );
+        let (slot, generation) = self
+            .messages
+            .insert(message)
+            .ok_or(StorageError::ServerBusy)?;
+        self.sequence_next += 1;
+        assert!(self.sequence_next <= SEQUENCE_MASK);
+        queue_at(&mut self.queues, index).messages_count += 1;
+        let time_next_visible_ms = now_ms + visibility_timeout_s * 1000;
+        if visibility_timeout_s == 0 {
+            self.make_visible(slot);
+        } else {
+            self.make_invisible(slot, time_next_visible_ms);
+        }
+        let receipt = PopReceipt {
+            slot,
+            generation,
+            lease: 0,
+        };
+        Ok(Reply::Messages(vec![self.view(
+            slot,
+            Some(receipt),
+            time_next_visible_ms,
+        )]))
+    }
+
+    fn get_messages(
+        &mut self,
+        key: &QueueKey,
+        count: u32,
+        visibility_timeout_s: u64,
+        now_ms: u64,
+    ) -> Result<Reply, StorageError> {
+        let index = self.queue_index(key)?;
+        assert!((1..=config::MESSAGES_PER_GET_MAX).contains(&count));
+        assert!((1..=config::VISIBILITY_TIMEOUT_S_MAX).contains(&visibility_timeout_s));
+        let time_next_visible_ms = now_ms + visibility_timeout_s * 1000;
+        let mut views = Vec::with_capacity(count as usize);
+        while views.len() < count as usize {
+            let Some(slot) = self.first_visible(index) else {
+                break;
+            };
+            if self.messages.get(slot).expiration_ms() <= now_ms {
+                self.free_message(slot);
+                continue;
+            }
+            self.detach(slot);
+            let generation = self.messages.generation(slot);
+            let message = self.messages.get_mut(slot);
+            message.dequeue_count = message.dequeue_count.saturating_add(1);
+            message.lease = message.lease.wrapping_add(1);
+            let receipt = PopReceipt {
+                slot,
+                generation,
+                lease: message.lease,
+            };
+            self.make_invisible(slot, time_next_visible_ms);
+            views.push(self.view(slot, Some(receipt), time_next_visible_ms));
+        }
+        Ok(Reply::Messages(views))
+    }
+
+    /// The first `count` visible messages, without receipts; their `time_next_visible_ms` is
+    /// `now_ms` (they are visible now; Azure's Peek response does not carry the field).
+    fn peek_messages(
+        &mut self,
+        key: &QueueKey,
+        count: u32,
+        now_ms: u64,
+    ) -> Result<Reply, StorageError> {
+        let index = self.queue_index(key)?;
+        assert!((1..=config::MESSAGES_PER_GET_MAX).contains(&count));
+        let mut views = Vec::with_capacity(count as usize);
+        // Merge the in-order list and the out-of-order map, each from its own cursor.
+        let mut in_order_next = self.queue(index).in_order.head;
+        let mut out_of_order_after: Bound<OrderKey> = Bound::Unbounded;
+        while views.len() < count as usize {
+            let from_in_order = (in_order_next != NONE)
+                .then(|| (self.messages.get(in_order_next).order_key(), in_order_next));
+            let from_out_of_order = self
+                .queue(index)
+                .out_of_order
+                .range((out_of_order_after, Bound::Unbounded))
+                .next()
+                .map(|(&key, &slot)| (key, slot));
+            let next = match (from_in_order, from_out_of_order) {
+                (Some(in_order), Some(out_of_order)) if out_of_order.0 < in_order.0 => {
+                    Some((false, out_of_order))
+                }
+                (Some(in_order), _) => Some((true, in_order)),
+                (None, Some(out_of_order)) => Some((false, out_of_order)),
+                (None, None) => None,
+            };
+            let Some((is_in_order, (key, slot))) = next else {
+                break;
+            };
+            if is_in_order {
+                in_order_next = self.messages.get(slot).next;
+            } else {
+                out_of_order_after = Bound::Excluded(key);
+            }
+            // Both cursors have moved past `slot`, so freeing it leaves them valid.
+            if self.messages.get(slot).expiration_ms() <= now_ms {
+                self.free_message(slot);
+                continue;
+            }
+            views.push(self.view(slot, None, now_ms));
+        }
+        Ok(Reply::Messages(views))
+    }
+
+    fn update_message(
+        &mut self,
+        key: &QueueKey,
+        message_id: MessageId,
+        pop_receipt: PopReceipt,
+        visibility_timeout_s: u64,
+        text: Option<Bytes>,
+        now_ms: u64,
+    ) -> Result<Reply, StorageError> {
+        let index = self.queue_index(key)?;
+        assert!(visibility_timeout_s <= config::VISIBILITY_TIMEOUT_S_MAX);
+        assert!(text
+            .as_ref()
+            .is_none_or(|text| text.len() <= config::MESSAGE_TEXT_BYTES_MAX));
+        let slot = self.resolve_receipt(index, message_id, pop_receipt, now_ms)?;
+        let message = self.messages.get_mut(slot);
+        let was_invisible = message.place() == Place::Invisible;
+        message.lease = message.lease.wrapping_add(1);
+        let lease = message.lease;
+        if let Some(text) = text {
+            message.text = text;
+        }
+        let time_next_visible_ms = now_ms + visibility_timeout_s * 1000;
+        if visibility_timeout_s > 0 {
+            self.detach(slot);
+            self.make_invisible(slot, time_next_visible_ms);
+        } else if was_invisible {
+            // Visible now, at its original position.
+            self.detach(slot);
+            self.make_visible(slot);
+        }
+        Ok(Reply::Updated {
+            pop_receipt: PopReceipt {
+                slot,
+                generation: pop_receipt.generation,
+                lease,
+            },
+            time_next_visible_ms,
+        })
+    }
+
+    /// The slot of the message `receipt` names, checked against the queue, the message ID, its
+    /// expiry and its current lease. An expired message it meets is freed.
+    fn resolve_receipt(
+        &mut self,
+        queue_index: u32,
+        message_id: MessageId,
+        receipt: PopReceipt,
+        now_ms: u64,
+    ) -> Result<u32, StorageError> {
+        let Some(message) = self.messages.lookup(receipt.slot, receipt.generation) else {
+            return Err(StorageError::MessageNotFound);
+        };
+        if message.queue() != queue_index || self.message_id(message.sequence) != message_id {
+            return Err(StorageError::MessageNotFound);
+        }
+        if message.expiration_ms() <= now_ms {
+            self.free_message(receipt.slot);
+            return Err(StorageError::MessageNotFound);
+        }
+        if message.lease != receipt.lease {
+            return Err(StorageError::PopReceiptMismatch);
+        }
+        Ok(receipt.slot)
+    }
+
+    /// Handles a fired timer: the message expired, or its invisibility ended.
+    fn on_timer(&mut self, slot: u32, now_ms: u64) {
+        let message = self.messages.get(slot);
+        if message.expiration_ms() <= now_ms {
+            self.free_message(slot);
+            return;
+        }
+        assert_eq!(
+            message.place(),
+            Place::Invisible,
+            "a visible message's only timer is its expiry"
+        );
+        self.detach(slot);
+        self.make_visible(slot);
+    }
+
+    /// The visible message that comes first, if any.
+    fn first_visible(&self, queue_index: u32) -> Option<u32> {
+        let queue = self.queue(queue_index);
+        let in_order = queue.in_order.head;
+        match queue.out_of_order.first_key_value() {
+            Some((&key, &slot))
+                if in_order == NONE || key < self.messages.get(in_order).order_key() =>
+            {
+                Some(slot)
+            }
+            _ => (in_order != NONE).then_some(in_order),
+        }
+    }
+
+    /// Puts a message that is in no list into its queue's visible order, and schedules its
+    /// expiry.
+    fn make_visible(&mut self, slot: u32) {
+        let message = self.messages.get(slot);
+        let key = message.order_key();
+        let expiration_ms = message.expiration_ms();
+        let queue = queue_at(&mut self.queues, message.queue());
+        let tail = queue.in_order.tail;
+        if tail == NONE || self.messages.get(tail).order_key() < key {
+            queue
+                .in_order
+                .push_back(&mut self.messages, slot, Place::VisibleInOrder);
+        } else {
+            assert!(queue.out_of_order.insert(key, slot).is_none());
+            self.messages
+                .get_mut(slot)
+                .set_place(Place::VisibleOutOfOrder);
+        }
+        if expiration_ms != EXPIRATION_NEVER_MS {
+            self.timers.schedule(slot, expiration_ms);
+        }
+    }
+
+    /// Puts a message that is in no list into its queue's invisible list until
+    /// `time_next_visible_ms`, or until it expires if that comes first.
+    fn make_invisible(&mut self, slot: u32, time_next_visible_ms: u64) {
+        let message = self.messages.get(slot);
+        let deadline_ms = time_next_visible_ms.min(message.expiration_ms());
+        queue_at(&mut self.queues, message.queue())
+            .invisible
+            .push_back(&mut self.messages, slot, Place::Invisible);
+        self.timers.schedule(slot, deadline_ms);
+    }
+
+    /// Takes a message out of whatever list holds it and cancels its timer; its `Place` is stale
+    /// until it is put somewhere again.
+    fn detach(&mut self, slot: u32) {
+        let message = self.messages.get(slot);
+        let key = message.order_key();
+        let place = message.place();
+        let queue = queue_at(&mut self.queues, message.queue());
+        match place {
+            Place::VisibleInOrder => queue.in_order.unlink(&mut self.messages, slot),
+            Place::VisibleOutOfOrder => assert_eq!(queue.out_of_order.remove(&key), Some(slot)),
+            Place::Invisible => queue.invisible.unlink(&mut self.messages, slot),
+            Place::Free => unreachable!("the slab never hands out free slots"),
+        }
+        if self.timers.is_scheduled(slot) {
+            self.timers.cancel(slot);
+        }
+    }
+
+    /// Deletes one message: out of its list, off the wheel, out of the slab.
+    fn free_message(&mut self, slot: u32) {
+        self.detach(slot);
+        let queue_index = self.messages.get(slot).queue();
+        queue_at(&mut self.queues, queue_index).messages_count -= 1;
+        self.messages.remove(slot);
+    }
+
+    /// Deletes every message of a queue: O(its messages), no per-message unlinking.
+    fn free_queue_messages(&mut self, queue_index: u32) {
+        let queue = queue_at(&mut self.queues, queue_index);
+        let lists = [
+            std::mem::take(&mut queue.in_order),
+            std::mem::take(&mut queue.invisible),
+        ];
+        let out_of_order = std::mem::take(&mut queue.out_of_order);
+        let count = std::mem::take(&mut queue.messages_count);
+        let mut freed = 0;
+        for list in lists {
+            let mut slot = list.head;
+            while slot != NONE {
+                let next = self.messages.get(slot).next;
+                self.release(slot);
+                freed += 1;
+                slot = next;
+            }
+        }
+        for slot in out_of_order.into_values() {
+            self.release(slot);
+            freed += 1;
+        }
+        assert_eq!(freed, count);
+    }
+
+    /// Frees the slot of a message no list refers to any more.
+    fn release(&mut self, slot: u32) {
+        if self.timers.is_scheduled(slot) {
+            self.timers.cancel(slot);
+        }
+        self.messages.remove(slot);
+    }
+
+    fn view(
+        &self,
+        slot: u32,
+        pop_receipt: Option<PopReceipt>,
+        time_next_visible_ms: u64,
+    ) -> MessageView {
+        let message = self.messages.get(slot);
+        MessageView {
+            message_id: self.message_id(message.sequence),
+            insertion_ms: message.insertion_ms,
+            expiration_ms: message.expiration_ms(),
+            pop_receipt,
+            time_next_visible_ms,
+            dequeue_count: message.dequeue_count,
+            text: message.text.clone(),
+        }
+    }
+
+    /// The UUID of the message with `sequence`: the shard's prefix, then the sequence through a
+    /// bijection of 62 bits (so IDs stay unique but do not look like a counter), then the variant.
+    fn message_id(&self, sequence: u64) -> MessageId {
+        MessageId((u128::from(self.id_prefix) << 64) | u128::from(scramble_sequence(sequence)))
+    }
+
+    fn queue_index(&self, key: &QueueKey) -> Result<u32, StorageError> {
+        self.queue_indices
+            .get(key)
+            .copied()
+            .ok_or(StorageError::QueueNotFound)
+    }
+
+    fn queue(&self, index: u32) -> &Queue {
+        match &self.queues[index as usize] {
+            Some(queue) => queue,
+            None => panic!("queue index {index} is free"),
+        }
+    }
+}
+
+/// The queue at `index`, borrowed from the `queues` field alone so that the slab and the wheel
+/// stay available beside it.
+fn queue_at(queues: &mut [Option<Queue>], index: u32) -> &mut Queue {
+    match &mut queues[index as usize] {
+        Some(queue) => queue,
+        None => panic!("queue index {index} is free"),
+    }
+}
+
+/// The stored form of a put's TTL. A TTL that reaches past `EXPIRATION_NEVER_MS` (year 9999) or
+/// does not fit the slot's `u32` (136 years) is stored as "never".
+fn stored_ttl_s(ttl_s: Option<u64>, now_ms: u64) -> u32 {
+    match ttl_s {
+        Some(ttl_s)
+            if ttl_s < u64::from(TTL_S_NEVER)
+                && now_ms.saturating_add(ttl_s * 1000) < EXPIRATION_NEVER_MS =>
+        {
+            ttl_s as u32
+        }
+        _ => TTL_S_NEVER,
+    }
+}
+
+/// Metadata equality as Create Queue sees it: names compared case-insensitively, values exactly.
+/// Both sides are in canonical order (sorted by lowercased name), so pairwise comparison suffices.
+fn metadata_equal(left: &Metadata, right: &Metadata) -> bool {
+    left.len() == right.len()
+        && left
+            .iter()
+            .zip(right)
+            .all(|((left_name, left_value), (right_name, right_value))| {
+                left_name.eq_ignore_ascii_case(right_name) && left_value == right_value
+            })
+}
+
+/// Whether metadata is in `Metadata`'s canonical order: sorted by lowercased name, no duplicates.
+fn metadata_is_canonical(metadata: &Metadata) -> bool {
+    metadata
+        .windows(2)
+        .all(|pair| pair[0].0.to_ascii_lowercase() < pair[1].0.to_ascii_lowercase())
+}
+
+/// The low half of a message ID: a bijection on 62 bits (odd multipliers and xor-shifts, each
+/// invertible) of the sequence, plus the UUID variant bits.
+fn scramble_sequence(sequence: u64) -> u64 {
+    assert!(sequence <= SEQUENCE_MASK);
+    let mut value = sequence.wrapping_mul(0x9e37_79b9_7f4a_7c15) & SEQUENCE_MASK;
+    value ^= value >> 29;
+    value = value.wrapping_mul(0xbf58_476d_1ce4_e5b9) & SEQUENCE_MASK;
+    value ^= value >> 32;
+    value | UUID_VARIANT
+}
+
+/// SplitMix64's finaliser: spreads a seed's bits.
+fn mix64(seed: u64) -> u64 {
+    let mut value = seed.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    value = (value ^ (value >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    value = (value ^ (value >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    value ^ (value >> 31)
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,1297 @@
+//! Tests of `ShardState`: a table per command including every error, the lag rules, a property
+//! test against a naive `Vec` model, and a deterministic simulation that checks the invariants
+//! after every step. Randomised tests use fixed seeds and print the failing one.
+
+use super::*;
+use crate::queue::slab::NONE;
+
+mod model;
+mod simulation;
+
+/// A realistic "now": 2023-11-14.
+const NOW: u64 = 1_700_000_000_000;
+const ACCOUNT: &str = "devstoreaccount1";
+
+fn key(name: &str) -> QueueKey {
+    QueueKey {
+        account: ACCOUNT.to_string(),
+        name: name.to_string(),
+    }
+}
+
+fn text(value: &str) -> Bytes {
+    Bytes::copy_from_slice(value.as_bytes())
+}
+
+fn state_with(names: &[&str]) -> ShardState {
+    let mut state = ShardState::new(0, 42);
+    for name in names {
+        create(&mut state, name, vec![]).unwrap();
+    }
+    state
+}
+
+fn create(state: &mut ShardState, name: &str, metadata: Metadata) -> Result<Reply, StorageError> {
+    state.apply(
+        Command::CreateQueue {
+            queue: key(name),
+            metadata,
+        },
+        NOW,
+    )
+}
+
+fn messages(reply: Result<Reply, StorageError>) -> Vec<MessageView> {
+    match reply {
+        Ok(Reply::Messages(views)) => views,
+        other => panic!("expected messages, got {other:?}"),
+    }
+}
+
+fn put(
+    state: &mut ShardState,
+    name: &str,
+    body: &str,
+    delay_s: u64,
+    ttl_s: Option<u64>,
+    now_ms: u64,
+) -> MessageView {
+    let mut views = messages(state.apply(
+        Command::PutMessage {
+            queue: key(name),
+            text: text(body),
+            visibility_timeout_s: delay_s,
+            ttl_s,
+        },
+        now_ms,
+    ));
+    assert_eq!(views.len(), 1);
+    views.remove(0)
+}
+
+fn get(
+    state: &mut ShardState,
+    name: &str,
+    count: u32,
+    visibility_timeout_s: u64,
+    now_ms: u64,
+) -> Vec<MessageView> {
+    messages(state.apply(
+        Command::GetMessages {
+            queue: key(name),
+            count,
+            visibility_timeout_s,
+        },
+        now_ms,
+    ))
+}
+
+fn peek(state: &mut ShardState, name: &str, count: u32, now_ms: u64) -> Vec<MessageView> {
+    messages(state.apply(
+        Command::PeekMessages {
+            queue: key(name),
+            count,
+        },
+        now_ms,
+    ))
+}
+
+fn texts(views: &[MessageView]) -> Vec<String> {
+    views
+        .iter()
+        .map(|view| String::from_utf8(view.text.to_vec()).unwrap())
+        .collect()
+}
+
+fn update(
+    state: &mut ShardState,
+    name: &str,
+    view: &MessageView,
+    receipt: PopReceipt,
+    visibility_timeout_s: u64,
+    body: Option<&str>,
+    now_ms: u64,
+) -> Result<(PopReceipt, u64), StorageError> {
+    match state.apply(
+        Command::UpdateMessage {
+            queue: key(name),
+            message_id: view.message_id,
+            pop_receipt: receipt,
+            visibility_timeout_s,
+            text: body.map(text),
+        },
+        now_ms,
+    )? {
+        Reply::Updated {
+            pop_receipt,
+            time_next_visible_ms,
+        } => Ok((pop_receipt, time_next_visible_ms)),
+        other => panic!("expected Updated, got {other:?}"),
+    }
+}
+
+fn delete(
+    state: &mut ShardState,
+    name: &str,
+    message_id: MessageId,
+    receipt: PopReceipt,
+    now_ms: u64,
+) -> Result<(), StorageError> {
+    match state.apply(
+        Command::DeleteMessage {
+            queue: key(name),
+            message_id,
+            pop_receipt: receipt,
+        },
+        now_ms,
+    )? {
+        Reply::Done => Ok(()),
+        other => panic!("expected Done, got {other:?}"),
+    }
+}
+
+fn count(state: &mut ShardState, name: &str, now_ms: u64) -> u64 {
+    match state.apply(Command::GetQueueMetadata { queue: key(name) }, now_ms) {
+        Ok(Reply::Metadata {
+            approximate_messages_count,
+            ..
+        }) => approximate_messages_count,
+        other => panic!("expected metadata, got {other:?}"),
+    }
+}
+
+fn receipt(view: &MessageView) -> PopReceipt {
+    view.pop_receipt.expect("a receipt")
+}
+
+impl ShardState {
+    /// Checks every invariant by walking the whole state: O(messages). For tests.
+    pub(super) fn verify(&self) {
+        self.timers.verify();
+        let mut stored = 0;
+        let mut timed = 0;
+        let mut live_queues = 0;
+        for (index, queue) in self.queues.iter().enumerate() {
+            let Some(queue) = queue else {
+                assert!(self.queues_free.contains(&(index as u32)));
+                continue;
+            };
+            live_queues += 1;
+            let mut in_queue = 0;
+            let mut previous = NONE;
+            let mut previous_key = None;
+            let mut slot = queue.in_order.head;
+            while slot != NONE {
+                let message = self.messages.get(slot);
+                assert_eq!(message.place(), Place::VisibleInOrder);
+                assert_eq!(message.queue() as usize, index);
+                assert_eq!(message.previous, previous);
+                assert!(
+                    previous_key < Some(message.order_key()),
+                    "in-order list out of order"
+                );
+                timed += self.verify_visible_timer(slot);
+                previous_key = Some(message.order_key());
+                previous = slot;
+                slot = message.next;
+                in_queue += 1;
+            }
+            assert_eq!(queue.in_order.tail, previous);
+            for (&key, &slot) in &queue.out_of_order {
+                let message = self.messages.get(slot);
+                assert_eq!(message.place(), Place::VisibleOutOfOrder);
+                assert_eq!(message.queue() as usize, index);
+                assert_eq!(message.order_key(), key);
+                timed += self.verify_visible_timer(slot);
+                in_queue += 1;
+            }
+            previous = NONE;
+            slot = queue.invisible.head;
+            while slot != NONE {
+                let message = self.messages.get(slot);
+                assert_eq!(message.place(), Place::Invisible);
+                assert_eq!(message.queue() as usize, index);
+                assert_eq!(message.previous, previous);
+                let deadline_ms = self
+                    .timers
+                    .deadline_ms(slot)
+                    .expect("invisible without timer");
+                assert!(deadline_ms <= message.expiration_ms());
+                timed += 1;
+                previous = slot;
+                slot = message.next;
+                in_queue += 1;
+            }
+            assert_eq!(queue.invisible.tail, previous);
+            assert_eq!(in_queue, queue.messages_count);
+            stored += in_queue;
+        }
+        assert_eq!(
+            stored as usize,
+            self.messages.len(),
+            "a stored message is in no queue"
+        );
+        assert_eq!(timed, self.timers.len(), "a timer belongs to no message");
+        assert_eq!(self.queue_indices.len(), live_queues);
+        assert_eq!(self.queue_names.len(), live_queues);
+        for (key, index) in &self.queue_names {
+            assert_eq!(self.queue_indices.get(key), Some(index));
+            assert!(self.queues[*index as usize].is_some());
+        }
+    }
+
+    /// A visible message has a timer exactly when it can expire, at its expiry.
+    fn verify_visible_timer(&self, slot: u32) -> usize {
+        let expiration_ms = self.messages.get(slot).expiration_ms();
+        if expiration_ms == EXPIRATION_NEVER_MS {
+            assert!(!self.timers.is_scheduled(slot));
+            0
+        } else {
+            assert_eq!(self.timers.deadline_ms(slot), Some(expiration_ms));
+            1
+        }
+    }
+}
+
+// ---- Queues ----
+
+#[test]
+fn create_queue_table() {
+    let mut state = state_with(&[]);
+    let metadata = |pairs: &[(&str, &str)]| -> Metadata {
+        pairs
+            .iter()
+            .map(|(name, value)| (name.to_string(), value.to_string()))
+            .collect()
+    };
+    let original = metadata(&[("alpha", "One"), ("Beta", "two")]);
+    assert!(matches!(
+        create(&mut state, "q", original.clone()),
+        Ok(Reply::QueueCreated)
+    ));
+    let table: [(Metadata, Result<(), StorageError>); 6] = [
+        (original.clone(), Ok(())),
+        (metadata(&[("ALPHA", "One"), ("beta", "two")]), Ok(())),
+        (
+            metadata(&[("alpha", "one"), ("Beta", "two")]),
+            Err(StorageError::QueueAlreadyExists),
+        ),
+        (
+            metadata(&[("alpha", "One")]),
+            Err(StorageError::QueueAlreadyExists),
+        ),
+        (vec![], Err(StorageError::QueueAlreadyExists)),
+        (
+            metadata(&[("alpha", "One"), ("Beta", "two"), ("gamma", "")]),
+            Err(StorageError::QueueAlreadyExists),
+        ),
+    ];
+    for (candidate, expected) in table {
+        let reply = create(&mut state, "q", candidate.clone());
+        match expected {
+            Ok(()) => assert!(matches!(reply, Ok(Reply::QueueExists)), "{candidate:?}"),
+            Err(error) => assert_eq!(reply.unwrap_err(), error, "{candidate:?}"),
+        }
+    }
+    // The stored metadata is the original, with its spelling.
+    match state.apply(Command::GetQueueMetadata { queue: key("q") }, NOW) {
+        Ok(Reply::Metadata { metadata, .. }) => assert_eq!(metadata, original),
+        other => panic!("{other:?}"),
+    }
+    // Another account's queue of the same name is another queue.
+    let other = QueueKey {
+        account: "other".to_string(),
+        name: "q".to_string(),
+    };
+    assert!(matches!(
+        state.apply(
+            Command::CreateQueue {
+                queue: other,
+                metadata: vec![]
+            },
+            NOW
+        ),
+        Ok(Reply::QueueCreated)
+    ));
+    state.verify();
+}
+
+#[test]
+fn create_queue_beyond_limit_is_server_busy() {
+    let mut state = state_with(&[]);
+    state.queues_max = 2;
+    create(&mut state, "a", vec![]).unwrap();
+    create(&mut state, "b", vec![]).unwrap();
+    assert_eq!(
+        create(&mut state, "c", vec![]).unwrap_err(),
+        StorageError::ServerBusy
+    );
+    // An existing queue is still answered as such.
+    assert!(matches!(
+        create(&mut state, "a", vec![]),
+        Ok(Reply::QueueExists)
+    ));
+    state
+        .apply(Command::DeleteQueue { queue: key("a") }, NOW)
+        .unwrap();
+    assert!(matches!(
+        create(&mut state, "c", vec![]),
+        Ok(Reply::QueueCreated)
+    ));
+    state.verify();
+}
+
+#[test]
+fn delete_queue_frees_every_message() {
+    let mut state = state_with(&["q", "other"]);
+    let visible = put(&mut state, "q", "visible", 0, Some(60), NOW);
+    put(&mut state, "q", "never", 0, None, NOW);
+    put(&mut state, "q", "delayed", 30, Some(60), NOW);
+    put(&mut state, "q", "leased", 0, Some(60), NOW);
+    put(&mut state, "other", "kept", 0, Some(60), NOW);
+    get(&mut state, "q", 1, 30, NOW); // leases "visible"
+                                      // An out-of-order message: lease "never" and let the lease run out behind "leased".
+    let leased = get(&mut state, "q", 1, 1, NOW);
+    assert_eq!(texts(&leased), ["never"]);
+    peek(&mut state, "q", 1, NOW + 1_000);
+    assert!(!state.queue(0).out_of_order.is_empty());
+    assert_eq!(state.messages.len(), 5);
+    assert!(matches!(
+        state.apply(Command::DeleteQueue { queue: key("q") }, NOW + 1_000),
+        Ok(Reply::Done)
+    ));
+    assert_eq!(state.messages.len(), 1);
+    assert_eq!(state.timers.len(), 1);
+    state.verify();
+    assert_eq!(
+        state
+            .apply(Command::DeleteQueue { queue: key("q") }, NOW)
+            .unwrap_err(),
+        StorageError::QueueNotFound
+    );
+    // A new queue of the same name starts empty and old receipts name nothing in it.
+    create(&mut state, "q", vec![]).unwrap();
+    assert_eq!(count(&mut state, "q", NOW + 1_000), 0);
+    assert_eq!(peek(&mut state, "q", 32, NOW + 100_000), vec![]);
+    assert_eq!(
+        delete(
+            &mut state,
+            "q",
+            visible.message_id,
+            receipt(&visible),
+            NOW + 1_000
+        )
+        .unwrap_err(),
+        StorageError::MessageNotFound
+    );
+    state.verify();
+}
+
+#[test]
+fn queue_metadata_table() {
+    let mut state = state_with(&["q"]);
+    let metadata = vec![("key".to_string(), "value".to_string())];
+    assert!(matches!(
+        state.apply(
+            Command::SetQueueMetadata {
+                queue: key("q"),
+                metadata: metadata.clone()
+            },
+            NOW
+        ),
+        Ok(Reply::Done)
+    ));
+    put(&mut state, "q", "a", 0, Some(10), NOW);
+    put(&mut state, "q", "b", 5, Some(10), NOW);
+    match state.apply(Command::GetQueueMetadata { queue: key("q") }, NOW) {
+        Ok(Reply::Metadata {
+            metadata: stored,
+            approximate_messages_count,
+        }) => {
+            assert_eq!(stored, metadata);
+            assert_eq!(approximate_messages_count, 2);
+        }
+        other => panic!("{other:?}"),
+    }
+    // Set replaces everything.
+    state
+        .apply(
+            Command::SetQueueMetadata {
+                queue: key("q"),
+                metadata: vec![],
+            },
+            NOW,
+        )
+        .unwrap();
+    match state.apply(Command::GetQueueMetadata { queue: key("q") }, NOW) {
+        Ok(Reply::Metadata { metadata, .. }) => assert!(metadata.is_empty()),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(
+        count(&mut state, "q", NOW + 10_000),
+        0,
+        "expired messages are not counted"
+    );
+    for command in [
+        Command::GetQueueMetadata {
+            queue: key("missing"),
+        },
+        Command::SetQueueMetadata {
+            queue: key("missing"),
+            metadata: vec![],
+        },
+    ] {
+        assert_eq!(
+            state.apply(command, NOW).unwrap_err(),
+            StorageError::QueueNotFound
+        );
+    }
+}
+
+#[test]
+fn list_queues_table() {
+    let mut state = state_with(&["alpha", "beta", "beta-1", "beta-2", "gamma"]);
+    state
+        .apply(
+            Command::SetQueueMetadata {
+                queue: key("beta"),
+                metadata: vec![("k".into(), "v".into())],
+            },
+            NOW,
+        )
+        .unwrap();
+    state
+        .apply(
+            Command::CreateQueue {
+                queue: QueueKey {
+                    account: "other".into(),
+                    name: "alpha".into(),
+                },
+                metadata: vec![],
+            },
+            NOW,
+        )
+        .unwrap();
+    let list =
+        |state: &mut ShardState, prefix: &str, marker: &str, results_max: usize| -> Vec<String> {
+            match state.apply(
+                Command::ListQueues {
+                    account: ACCOUNT.to_string(),
+                    prefix: prefix.to_string(),
+                    marker: marker.to_string(),
+                    results_max,
+                    include_metadata: false,
+                },
+                NOW,
+            ) {
+                Ok(Reply::Queues(listings)) => {
+                    assert!(listings.iter().all(|listing| listing.metadata.is_none()));
+                    listings.into_iter().map(|listing| listing.name).collect()
+                }
+                other => panic!("{other:?}"),
+            }
+        };
+    let table: [(&str, &str, usize, &[&str]); 11] = [
+        (
+            "",
+            "",
+            5000,
+            &["alpha", "beta", "beta-1", "beta-2", "gamma"],
+        ),
+        ("", "", 2, &["alpha", "beta", "beta-1"]),
+        ("", "", 0, &["alpha"]),
+        ("beta", "", 5000, &["beta", "beta-1", "beta-2"]),
+        ("beta", "", 1, &["beta", "beta-1"]),
+        ("beta", "beta-1", 5000, &["beta-1", "beta-2"]),
+        ("beta", "beta-0", 5000, &["beta-1", "beta-2"]),
+        ("beta", "a", 5000, &["beta", "beta-1", "beta-2"]),
+        ("beta", "c", 5000, &[]),
+        ("", "beta-2", 1, &["beta-2", "gamma"]),
+        ("delta", "", 5000, &[]),
+    ];
+    for (prefix, marker, results_max, expected) in table {
+        assert_eq!(
+            list(&mut state, prefix, marker, results_max),
+            expected,
+            "{prefix:?} {marker:?} {results_max}"
+        );
+    }
+    match state.apply(
+        Command::ListQueues {
+            account: "other".to_string(),
+            prefix: String::new(),
+            marker: String::new(),
+            results_max: 10,
+            include_metadata: true,
+        },
+        NOW,
+    ) {
+        Ok(Reply::Queues(listings)) => assert_eq!(
+            listings,
+            vec![QueueListing {
+                name: "alpha".into(),
+                metadata: Some(vec![])
+            }]
+        ),
+        other => panic!("{other:?}"),
+    }
+    match state.apply(
+        Command::ListQueues {
+            account: ACCOUNT.to_string(),
+            prefix: "beta".to_string(),
+            marker: String::new(),
+            results_max: 0,
+            include_metadata: true,
+        },
+        NOW,
+    ) {
+        Ok(Reply::Queues(listings)) => {
+            assert_eq!(listings[0].metadata, Some(vec![("k".into(), "v".into())]))
+        }
+        other => panic!("{other:?}"),
+    }
+    match state.apply(
+        Command::ListQueues {
+            account: "nobody".to_string(),
+            prefix: String::new(),
+            marker: String::new(),
+            results_max: 10,
+            include_metadata: false,
+        },
+        NOW,
+    ) {
+        Ok(Reply::Queues(listings)) => assert!(listings.is_empty()),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn message_commands_on_missing_queue_are_queue_not_found() {
+    let mut state = state_with(&["q"]);
+    let view = put(&mut state, "q", "a", 0, Some(60), NOW);
+    let commands = [
+        Command::PutMessage {
+            queue: key("missing"),
+            text: text("x"),
+            visibility_timeout_s: 0,
+            ttl_s: None,
+        },
+        Command::GetMessages {
+            queue: key("missing"),
+            count: 1,
+            visibility_timeout_s: 30,
+        },
+        Command::PeekMessages {
+            queue: key("missing"),
+            count: 1,
+        },
+        Command::UpdateMessage {
+            queue: key("missing"),
+            message_id: view.message_id,
+            pop_receipt: receipt(&view),
+            visibility_timeout_s: 0,
+            text: None,
+        },
+        Command::DeleteMessage {
+            queue: key("missing"),
+            message_id: view.message_id,
+            pop_receipt: receipt(&view),
+        },
+        Command::ClearMessages {
+            queue: key("missing"),
+        },
+        Command::DeleteQueue {
+            queue: key("missing"),
+        },
+    ];
+    for command in commands {
+        assert_eq!(
+            state.apply(command.clone(), NOW).unwrap_err(),
+            StorageError::QueueNotFound,
+            "{command:?}"
+        );
+    }
+    assert_eq!(state.messages.len(), 1);
+    state.verify();
+}
+
+// ---- Put, Get, Peek ----
+
+#[test]
+fn put_returns_the_stored_message() {
+    let mut state = state_with(&["q"]);
+    let view = put(&mut state, "q", "hello", 0, Some(60), NOW);
+    assert_eq!(view.insertion_ms, NOW);
+    assert_eq!(view.expiration_ms, NOW + 60_000);
+    assert_eq!(view.time_next_visible_ms, NOW);
+    assert_eq!(view.dequeue_count, 0);
+    assert_eq!(view.text, text("hello"));
+    assert_eq!(receipt(&view).lease, 0);
+    let delayed = put(&mut state, "q", "later", 10, None, NOW);
+    assert_eq!(delayed.time_next_visible_ms, NOW + 10_000);
+    assert_eq!(delayed.expiration_ms, EXPIRATION_NEVER_MS);
+    // A TTL past year 9999, or too long for the slot, is "never".
+    for ttl_s in [
+        (EXPIRATION_NEVER_MS - NOW) / 1000,
+        u64::from(u32::MAX),
+        u64::MAX,
+    ] {
+        assert_eq!(
+            put(&mut state, "q", "x", 0, Some(ttl_s), NOW).expiration_ms,
+            EXPIRATION_NEVER_MS
+        );
+    }
+    let long = (EXPIRATION_NEVER_MS - NOW) / 1000 - 1;
+    let long = long.min(u64::from(u32::MAX) - 1);
+    assert_eq!(
+        put(&mut state, "q", "x", 0, Some(long), NOW).expiration_ms,
+        NOW + long * 1000
+    );
+    state.verify();
+}
+
+#[test]
+fn message_ids_are_unique_uuids_and_differ_between_shards() {
+    let mut ids = std::collections::HashSet::new();
+    for shard_index in [0, 1, 255] {
+        let mut state = ShardState::new(shard_index, 7);
+        create(&mut state, "q", vec![]).unwrap();
+        for _ in 0..500 {
+            let id = put(&mut state, "q", "x", 0, Some(60), NOW).message_id;
+            assert!(ids.insert(id), "duplicate id {id}");
+            let text = id.to_string();
+            assert_eq!(&text[14..15], "4", "version 4: {text}");
+            assert!(
+                matches!(&text[19..20], "8" | "9" | "a" | "b"),
+                "variant: {text}"
+            );
+            assert_eq!(MessageId::parse(&text), Some(id));
+        }
+    }
+    // Another seed gives other IDs.
+    let mut state = ShardState::new(0, 8);
+    create(&mut state, "q", vec![]).unwrap();
+    assert!(!ids.contains(&put(&mut state, "q", "x", 0, Some(60), NOW).message_id));
+}
+
+#[test]
+fn scramble_is_a_bijection_on_a_range() {
+    let mut seen = std::collections::HashSet::new();
+    for sequence in (0..50_000).chain(SEQUENCE_MASK - 1000..=SEQUENCE_MASK) {
+        let scrambled = scramble_sequence(sequence);
+        assert_eq!(scrambled & !SEQUENCE_MASK, UUID_VARIANT);
+        assert!(seen.insert(scrambled));
+    }
+}
+
+#[test]
+fn get_leases_in_order_and_lease_runs_out() {
+    let mut state = state_with(&["q"]);
+    for body in ["a", "b", "c"] {
+        put(&mut state, "q", body, 0, Some(3600), NOW);
+    }
+    let first = get(&mut state, "q", 1, 10, NOW);
+    assert_eq!(texts(&first), ["a"]);
+    assert_eq!(first[0].dequeue_count, 1);
+    assert_eq!(first[0].time_next_visible_ms, NOW + 10_000);
+    assert_eq!(receipt(&first[0]).lease, 1);
+    // Leased: not visible to Get or Peek until the lease ends.
+    assert_eq!(texts(&peek(&mut state, "q", 32, NOW + 9_999)), ["b", "c"]);
+    // At the lease's end it is back in its original place, first.
+    assert_eq!(
+        texts(&peek(&mut state, "q", 32, NOW + 10_000)),
+        ["a", "b", "c"]
+    );
+    let again = get(&mut state, "q", 32, 10, NOW + 10_000);
+    assert_eq!(texts(&again), ["a", "b", "c"]);
+    assert_eq!(
+        again
+            .iter()
+            .map(|view| view.dequeue_count)
+            .collect::<Vec<_>>(),
+        [2, 1, 1]
+    );
+    assert_eq!(get(&mut state, "q", 32, 10, NOW + 10_000), vec![]);
+    state.verify();
+}
+
+#[test]
+fn reappearing_message_goes_before_newer_messages() {
+    let mut state = state_with(&["q"]);
+    put(&mut state, "q", "a", 0, None, NOW);
+    put(&mut state, "q", "b", 0, None, NOW);
+    assert_eq!(texts(&get(&mut state, "q", 1, 5, NOW)), ["a"]);
+    put(&mut state, "q", "c", 0, None, NOW + 1_000);
+    assert_eq!(texts(&get(&mut state, "q", 1, 1, NOW + 1_000)), ["b"]);
+    put(&mut state, "q", "d", 0, None, NOW + 6_000);
+    // a and b reappear behind the in-order tail: both in the out-of-order map.
+    assert_eq!(
+        texts(&peek(&mut state, "q", 32, NOW + 6_000)),
+        ["a", "b", "c", "d"]
+    );
+    assert_eq!(state.queue(0).out_of_order.len(), 2);
+    state.verify();
+    assert_eq!(
+        texts(&get(&mut state, "q", 3, 5, NOW + 6_000)),
+        ["a", "b", "c"]
+    );
+    assert_eq!(texts(&peek(&mut state, "q", 32, NOW + 6_000)), ["d"]);
+    state.verify();
+}
+
+#[test]
+fn delayed_put_becomes_visible_at_its_time_in_key_order() {
+    let mut state = state_with(&["q"]);
+    put(&mut state, "q", "late", 5, Some(60), NOW);
+    put(&mut state, "q", "now", 0, Some(60), NOW + 1_000);
+    assert_eq!(texts(&peek(&mut state, "q", 32, NOW + 4_999)), ["now"]);
+    put(&mut state, "q", "after", 0, Some(60), NOW + 6_000);
+    // Order key of "late" is NOW + 5 s: after "now", before "after".
+    assert_eq!(
+        texts(&peek(&mut state, "q", 32, NOW + 6_000)),
+        ["now", "late", "after"]
+    );
+    let views = get(&mut state, "q", 32, 30, NOW + 6_000);
+    assert_eq!(texts(&views), ["now", "late", "after"]);
+    assert!(views.iter().all(|view| view.dequeue_count == 1));
+    state.verify();
+}
+
+#[test]
+fn same_millisecond_puts_keep_insertion_order() {
+    let mut state = state_with(&["q"]);
+    let bodies: Vec<String> = (0..40).map(|index| format!("m{index}")).collect();
+    for body in &bodies {
+        put(&mut state, "q", body, 0, Some(60), NOW);
+    }
+    let peeked = peek(&mut state, "q", 32, NOW);
+    assert_eq!(peeked.len(), 32);
+    let got: Vec<MessageView> = (0..5)
+        .flat_map(|_| get(&mut state, "q", 8, 30, NOW))
+        .collect();
+    assert_eq!(got.len(), 40);
+    for (view, body) in got.iter().zip(&bodies) {
+        assert_eq!(view.text, text(body));
+    }
+    for (view, got) in peeked.iter().zip(&got) {
+        assert_eq!(view.message_id, got.message_id);
+    }
+}
+
+#[test]
+fn peek_changes_nothing() {
+    let mut state = state_with(&["q"]);
+    let put_view = put(&mut state, "q", "a", 0, Some(60), NOW);
+    for _ in 0..3 {
+        let views = peek(&mut state, "q", 32, NOW + 1);
+        assert_eq!(views.len(), 1);
+        assert_eq!(views[0].message_id, put_view.message_id);
+        assert_eq!(views[0].dequeue_count, 0);
+        assert_eq!(views[0].pop_receipt, None);
+        assert_eq!(views[0].time_next_visible_ms, NOW + 1);
+        assert_eq!(views[0].insertion_ms, NOW);
+        assert_eq!(views[0].expiration_ms, NOW + 60_000);
+    }
+    // The put's receipt is still the current one.
+    delete(
+        &mut state,
+        "q",
+        put_view.message_id,
+        receipt(&put_view),
+        NOW + 2,
+    )
+    .unwrap();
+    assert_eq!(peek(&mut state, "q", 32, NOW + 2), vec![]);
+}
+
+#[test]
+fn get_visibility_may_exceed_expiry() {
+    let mut state = state_with(&["q"]);
+    put(&mut state, "q", "a", 0, Some(10), NOW);
+    let views = get(&mut state, "q", 1, 60, NOW);
+    assert_eq!(views[0].time_next_visible_ms, NOW + 60_000);
+    assert_eq!(views[0].expiration_ms, NOW + 10_000);
+    // The message expires while invisible and is freed by its timer alone.
+    assert!(!state.advance(NOW + 10_000, usize::MAX));
+    assert!(state.messages.is_empty());
+    assert!(state.timers.is_empty());
+    assert_eq!(state.next_deadline_ms(), None);
+}
+
+#[test]
+fn expired_messages_are_freed_without_requests() {
+    let mut state = state_with(&["q"]);
+    put(&mut state, "q", "a", 0, Some(5), NOW);
+    put(&mut state, "q", "b", 0, Some(10), NOW);
+    put(&mut state, "q", "never", 0, None, NOW);
+    assert_eq!(state.messages.len(), 3);
+    let deadline = state.next_deadline_ms().unwrap();
+    assert!(deadline <= NOW + 5_000);
+    // A runtime loop: sleep until the deadline, advance, repeat.
+    let mut now_ms = deadline;
+    while state.messages.len() > 1 {
+        assert!(!state.advance(now_ms, usize::MAX));
+        match state.next_deadline_ms() {
+            Some(next) => {
+                assert!(next > now_ms);
+                now_ms = next;
+            }
+            None => break,
+        }
+    }
+    assert_eq!(now_ms, NOW + 10_000);
+    assert_eq!(state.messages.len(), 1);
+    assert_eq!(
+        state.next_deadline_ms(),
+        None,
+        "a never-expiring visible message has no timer"
+    );
+    assert_eq!(texts(&peek(&mut state, "q", 32, now_ms)), ["never"]);
+    state.verify();
+}
+
+#[test]
+fn expiry_is_exact_to_the_millisecond() {
+    let mut state = state_with(&["q"]);
+    put(&mut state, "q", "a", 0, Some(1), NOW);
+    assert_eq!(peek(&mut state, "q", 1, NOW + 999).len(), 1);
+    assert_eq!(count(&mut state, "q", NOW + 999), 1);
+    assert_eq!(peek(&mut state, "q", 1, NOW + 1_000), vec![]);
+    assert_eq!(count(&mut state, "q", NOW + 1_000), 0);
+}
+
+// ---- Update ----
+
+#[test]
+fn update_message_table() {
+    let mut state = state_with(&["q"]);
+    put(&mut state, "q", "first", 0, Some(3600), NOW);
+    put(&mut state, "q", "second", 0, Some(3600), NOW);
+    let leased = get(&mut state, "q", 1, 30, NOW).remove(0);
+    let old = receipt(&leased);
+    let (new, time_next_visible_ms) = update(
+        &mut state,
+        "q",
+        &leased,
+        old,
+        60,
+        Some("changed"),
+        NOW + 1_000,
+    )
+    .unwrap();
+    assert_eq!(time_next_visible_ms, NOW + 61_000);
+    assert_ne!(new, old);
+    assert_eq!((new.slot, new.generation), (old.slot, old.generation));
+    // The old receipt is stale; the new one works.
+    assert_eq!(
+        update(&mut state, "q", &leased, old, 0, None, NOW + 1_000).unwrap_err(),
+        StorageError::PopReceiptMismatch
+    );
+    assert_eq!(
+        delete(&mut state, "q", leased.message_id, old, NOW + 1_000).unwrap_err(),
+        StorageError::PopReceiptMismatch
+    );
+    // Invisible for the new timeout, not the old one.
+    assert_eq!(texts(&peek(&mut state, "q", 32, NOW + 31_000)), ["second"]);
+    assert_eq!(
+        texts(&peek(&mut state, "q", 32, NOW + 61_000)),
+        ["changed", "second"]
+    );
+    // Visible again: the receipt stays valid until another Get; timeout 0 keeps it visible.
+    let (newer, time_next_visible_ms) =
+        update(&mut state, "q", &leased, new, 0, None, NOW + 62_000).unwrap();
+    assert_eq!(time_next_visible_ms, NOW + 62_000);
+    assert_eq!(
+        texts(&peek(&mut state, "q", 32, NOW + 62_000)),
+        ["changed", "second"]
+    );
+    // Update without text keeps the text, and does not count as a dequeue.
+    let again = get(&mut state, "q", 1, 30, NOW + 62_000).remove(0);
+    assert_eq!(again.text, text("changed"));
+    assert_eq!(again.dequeue_count, 2);
+    assert_eq!(
+        update(&mut state, "q", &leased, newer, 0, None, NOW + 62_000).unwrap_err(),
+        StorageError::PopReceiptMismatch
+    );
+    // Timeout 0 on a leased message makes it visible now, in its original place.
+    update(
+        &mut state,
+        "q",
+        &again,
+        receipt(&again),
+        0,
+        None,
+        NOW + 63_000,
+    )
+    .unwrap();
+    assert_eq!(
+        texts(&peek(&mut state, "q", 32, NOW + 63_000)),
+        ["changed", "second"]
+    );
+    state.verify();
+}
+
+#[test]
+fn update_with_put_receipt_hides_a_visible_message() {
+    let mut state = state_with(&["q"]);
+    let view = put(&mut state, "q", "a", 0, Some(3600), NOW);
+    let (new, _) = update(&mut state, "q", &view, receipt(&view), 10, None, NOW).unwrap();
+    assert_eq!(new.lease, 1);
+    assert_eq!(peek(&mut state, "q", 32, NOW + 9_999), vec![]);
+    assert_eq!(peek(&mut state, "q", 32, NOW + 10_000)[0].dequeue_count, 0);
+    state.verify();
+}
+
+#[test]
+fn receipt_errors_table() {
+    let mut state = state_with(&["q", "other"]);
+    let a = put(&mut state, "q", "a", 0, Some(3600), NOW);
+    let b = put(&mut state, "q", "b", 0, Some(3600), NOW);
+    let elsewhere = put(&mut state, "other", "c", 0, Some(3600), NOW);
+    let short = put(&mut state, "q", "short", 0, Some(1), NOW);
+    let deleted = put(&mut state, "q", "deleted", 0, Some(3600), NOW);
+    delete(&mut state, "q", deleted.message_id, receipt(&deleted), NOW).unwrap();
+    let a_receipt = receipt(&a);
+    let cases: [(&str, &str, MessageId, PopReceipt, StorageError); 9] = [
+        (
+            "another message's id",
+            "q",
+            b.message_id,
+            a_receipt,
+            StorageError::MessageNotFound,
+        ),
+        (
+            "receipt of another queue's message",
+            "q",
+            elsewhere.message_id,
+            receipt(&elsewhere),
+            StorageError::MessageNotFound,
+        ),
+        (
+            "right message, wrong queue",
+            "other",
+            a.message_id,
+            a_receipt,
+            StorageError::MessageNotFound,
+        ),
+        (
+            "deleted message",
+            "q",
+            deleted.message_id,
+            receipt(&deleted),
+            StorageError::MessageNotFound,
+        ),
+        (
+            "expired message",
+            "q",
+            short.message_id,
+            receipt(&short),
+            StorageError::MessageNotFound,
+        ),
+        (
+            "slot out of range",
+            "q",
+            a.message_id,
+            PopReceipt {
+                slot: 1_000_000,
+                ..a_receipt
+            },
+            StorageError::MessageNotFound,
+        ),
+        (
+            "free slot",
+            "q",
+            a.message_id,
+            PopReceipt {
+                slot: u32::MAX,
+                ..a_receipt
+            },
+            StorageError::MessageNotFound,
+        ),
+        (
+            "wrong generation",
+            "q",
+            a.message_id,
+            PopReceipt {
+                generation: a_receipt.generation + 1,
+                ..a_receipt
+            },
+            StorageError::MessageNotFound,
+        ),
+        (
+            "stale lease",
+            "q",
+            a.message_id,
+            PopReceipt {
+                lease: 5,
+                ..a_receipt
+            },
+            StorageError::PopReceiptMismatch,
+        ),
+    ];
+    for (case, queue, message_id, pop_receipt, error) in cases {
+        assert_eq!(
+            delete(&mut state, queue, message_id, pop_receipt, NOW + 1_000).unwrap_err(),
+            error,
+            "delete: {case}"
+        );
+        let update_reply = state.apply(
+            Command::UpdateMessage {
+                queue: key(queue),
+                message_id,
+                pop_receipt,
+                visibility_timeout_s: 0,
+                text: None,
+            },
+            NOW + 1_000,
+        );
+        assert_eq!(update_reply.unwrap_err(), error, "update: {case}");
+    }
+    // None of that changed anything.
+    assert_eq!(texts(&peek(&mut state, "q", 32, NOW + 1_000)), ["a", "b"]);
+    delete(&mut state, "q", a.message_id, a_receipt, NOW + 1_000).unwrap();
+    state.verify();
+}
+
+// ---- Delete and Clear ----
+
+#[test]
+fn delete_message_table() {
+    let mut state = state_with(&["q"]);
+    put(&mut state, "q", "a", 0, Some(3600), NOW);
+    let leased = get(&mut state, "q", 1, 10, NOW).remove(0);
+    // The lease has run out and nobody took another: the receipt still deletes.
+    assert_eq!(peek(&mut state, "q", 1, NOW + 20_000).len(), 1);
+    delete(
+        &mut state,
+        "q",
+        leased.message_id,
+        receipt(&leased),
+        NOW + 20_000,
+    )
+    .unwrap();
+    assert_eq!(
+        delete(
+            &mut state,
+            "q",
+            leased.message_id,
+            receipt(&leased),
+            NOW + 20_000
+        )
+        .unwrap_err(),
+        StorageError::MessageNotFound
+    );
+    assert_eq!(count(&mut state, "q", NOW + 20_000), 0);
+    // A receipt superseded by a later Get is stale even after that lease runs out too.
+    put(&mut state, "q", "b", 0, Some(3600), NOW + 20_000);
+    let first = get(&mut state, "q", 1, 10, NOW + 20_000).remove(0);
+    let second = get(&mut state, "q", 1, 10, NOW + 30_000).remove(0);
+    assert_eq!(second.message_id, first.message_id);
+    assert_eq!(
+        delete(
+            &mut state,
+            "q",
+            first.message_id,
+            receipt(&first),
+            NOW + 50_000
+        )
+        .unwrap_err(),
+        StorageError::PopReceiptMismatch
+    );
+    delete(
+        &mut state,
+        "q",
+        second.message_id,
+        receipt(&second),
+        NOW + 50_000,
+    )
+    .unwrap();
+    assert!(state.messages.is_empty() && state.timers.is_empty());
+    state.verify();
+}
+
+#[test]
+fn clear_messages_frees_everything_in_the_queue() {
+    let mut state = state_with(&["q", "other"]);
+    let kept = put(&mut state, "other", "kept", 0, Some(3600), NOW);
+    let visible = put(&mut state, "q", "a", 0, Some(60), NOW);
+    put(&mut state, "q", "b", 10, Some(60), NOW);
+    put(&mut state, "q", "c", 0, None, NOW);
+    let leased = get(&mut state, "q", 1, 30, NOW);
+    assert!(matches!(
+        state.apply(Command::ClearMessages { queue: key("q") }, NOW),
+        Ok(Reply::Done)
+    ));
+    assert_eq!(count(&mut state, "q", NOW), 0);
+    assert_eq!(peek(&mut state, "q", 32, NOW + 20_000), vec![]);
+    assert_eq!(state.messages.len(), 1);
+    for view in [&visible, &leased[0]] {
+        assert_eq!(
+            delete(
+                &mut state,
+                "q",
+                view.message_id,
+                receipt(view),
+                NOW + 20_000
+            )
+            .unwrap_err(),
+            StorageError::MessageNotFound
+        );
+    }
+    // Clearing an empty queue is fine; the queue still works.
+    state
+        .apply(Command::ClearMessages { queue: key("q") }, NOW + 20_000)
+        .unwrap();
+    put(&mut state, "q", "d", 0, Some(60), NOW + 20_000);
+    assert_eq!(count(&mut state, "q", NOW + 20_000), 1);
+    delete(
+        &mut state,
+        "other",
+        kept.message_id,
+        receipt(&kept),
+        NOW + 20_000,
+    )
+    .unwrap();
+    state.verify();
+}
+
+// ---- Timer lag ----
+
+#[test]
+fn lagging_timers_never_return_expired_or_early_messages() {
+    let mut state = state_with(&["q"]);
+    put(&mut state, "q", "expires", 0, Some(5), NOW);
+    put(&mut state, "q", "stays", 0, Some(3600), NOW);
+    put(&mut state, "q", "leased", 0, Some(3600), NOW);
+    let leased = state
+        .execute(
+            Command::GetMessages {
+                queue: key("q"),
+                count: 1,
+                visibility_timeout_s: 10,
+            },
+            NOW,
+        )
+        .unwrap();
+    assert_eq!(texts(&messages(Ok(leased))), ["expires"]);
+    // Commands executed with no timer run at all (an arbitrarily lagging wheel).
+    let later = NOW + 20_000;
+    let peeked = messages(state.execute(
+        Command::PeekMessages {
+            queue: key("q"),
+            count: 32,
+        },
+        later,
+    ));
+    assert_eq!(texts(&peeked), ["stays", "leased"]);
+    let count_reply = state.execute(Command::GetQueueMetadata { queue: key("q") }, later);
+    assert!(
+        matches!(
+            count_reply,
+            Ok(Reply::Metadata {
+                approximate_messages_count: 3,
+                ..
+            })
+        ),
+        "{count_reply:?}"
+    );
+    // "expires" was leased, so its timer (at expiry) must free it; until then it is counted but
+    // never returned. A lease-ended message is returned only once its timer has run.
+    let got = messages(state.execute(
+        Command::GetMessages {
+            queue: key("q"),
+            count: 32,
+            visibility_timeout_s: 1,
+        },
+        later,
+    ));
+    assert_eq!(texts(&got), ["stays", "leased"]);
+    let peek_expired = messages(state.execute(
+        Command::PeekMessages {
+            queue: key("q"),
+            count: 32,
+        },
+        later + 1_000,
+    ));
+    assert_eq!(
+        peek_expired,
+        vec![],
+        "lease-ended messages wait for their timer"
+    );
+    assert!(
+        state.advance(later + 1_000, 1),
+        "one entry per step leaves work"
+    );
+    while state.advance(later + 1_000, 1) {}
+    state.verify();
+    assert_eq!(state.messages.len(), 2);
+    assert_eq!(
+        texts(&peek(&mut state, "q", 32, later + 1_000)),
+        ["stays", "leased"]
+    );
+}
+
+#[test]
+fn expired_visible_messages_met_by_get_and_peek_are_freed() {
+    let mut state = state_with(&["q"]);
+    for index in 0..10 {
+        put(&mut state, "q", &format!("short{index}"), 0, Some(1), NOW);
+    }
+    put(&mut state, "q", "long", 0, Some(3600), NOW);
+    let later = NOW + 2_000;
+    let peeked = messages(state.execute(
+        Command::PeekMessages {
+            queue: key("q"),
+            count: 1,
+        },
+        later,
+    ));
+    assert_eq!(texts(&peeked), ["long"]);
+    assert_eq!(state.messages.len(), 1);
+    state.verify();
+}
+
+#[test]
+fn more_due_than_the_budget_is_reported() {
+    let mut state = state_with(&["q"]);
+    for _ in 0..100 {
+        put(&mut state, "q", "x", 0, Some(1), NOW);
+    }
+    assert!(state.advance(NOW + 1_000, 10));
+    assert!(state
+        .next_deadline_ms()
+        .is_some_and(|deadline| deadline <= NOW + 1_000));
+    assert!(state.messages.len() >= 90);
+    assert!(!state.advance(NOW + 1_000, usize::MAX));
+    assert!(state.messages.is_empty());
+    assert_eq!(state.next_deadline_ms(), None);
+}
+
+#[test]
+fn clock_going_backwards_is_tolerated() {
+    let mut state = state_with(&["q"]);
+    put(&mut state, "q", "a", 0, Some(60), NOW);
+    // The clock steps back a second: the later put sorts first, its times are as given.
+    let b = put(&mut state, "q", "b", 0, Some(60), NOW - 1_000);
+    assert_eq!(b.insertion_ms, NOW - 1_000);
+    assert_eq!(texts(&peek(&mut state, "q", 32, NOW - 1_000)), ["b", "a"]);
+    state.verify();
+    // Its expiry is not early.
+    assert_eq!(texts(&peek(&mut state, "q", 32, NOW + 58_999)), ["b", "a"]);
+    assert_eq!(texts(&peek(&mut state, "q", 32, NOW + 59_000)), ["a"]);
+    state.verify();
+}
+
+#[test]
+#[should_panic]
+fn put_with_delay_not_below_ttl_is_a_bug() {
+    let mut state = state_with(&["q"]);
+    put(&mut state, "q", "a", 10, Some(10), NOW);
+}
+
+#[test]
+#[should_panic]
+fn get_of_more_than_the_limit_is_a_bug() {
+    let mut state = state_with(&["q"]);
+    get(&mut state, "q", config::MESSAGES_PER_GET_MAX + 1, 30, NOW);
+}
