@@ -106,7 +106,10 @@ impl<'out> ResponseWriter<'out> {
                 break;
             }
         }
-        assert!(remaining == 0, "response body larger than the Content-Length field");
+        assert!(
+            remaining == 0,
+            "response body larger than the Content-Length field"
+        );
         let field_start = self.content_length_end - CONTENT_LENGTH_DIGITS;
         self.out[field_start..self.content_length_end].copy_from_slice(&digits);
         if self.head_only {
@@ -161,13 +164,19 @@ mod tests {
     #[test]
     fn empty_body_has_zero_length() {
         let text = render(204, false, b"");
-        assert!(text.ends_with("Content-Length:          0\r\n\r\n"), "{text}");
+        assert!(
+            text.ends_with("Content-Length:          0\r\n\r\n"),
+            "{text}"
+        );
     }
 
     #[test]
     fn head_only_keeps_length_but_drops_body() {
         let text = render(200, true, b"<xml/>");
-        assert!(text.ends_with("Content-Length:          6\r\n\r\n"), "{text}");
+        assert!(
+            text.ends_with("Content-Length:          6\r\n\r\n"),
+            "{text}"
+        );
     }
 
     #[test]
@@ -181,7 +190,12 @@ mod tests {
 
     #[test]
     fn decimal_table() {
-        for (value, expected) in [(0u64, "0"), (7, "7"), (10, "10"), (u64::MAX, "18446744073709551615")] {
+        for (value, expected) in [
+            (0u64, "0"),
+            (7, "7"),
+            (10, "10"),
+            (u64::MAX, "18446744073709551615"),
+        ] {
             let mut out = BytesMut::new();
             put_decimal(&mut out, value);
             assert_eq!(&out[..], expected.as_bytes());

@@ -1,0 +1,387 @@
+//! XML in and out. Responses are encoded straight into the connection's output buffer (text
+//! escaped in place, dates formatted into stack arrays, receipts base64-encoded in place); request
+//! bodies are read with quick-xml's streaming reader, never a DOM.
+
+use bytes::{BufMut, Bytes, BytesMut};
+use quick_xml::events::Event;
+use quick_xml::Reader;
+
+use crate::config::MESSAGE_TEXT_BYTES_MAX;
+use crate::error::StorageError;
+use crate::http::response::put_decimal;
+use crate::queue::{MessageView, QueueListing};
+
+use super::date::rfc1123;
+use super::ids;
+
+/// The XML declaration every response body starts with.
+pub const DECLARATION: &[u8] = br#"<?xml version="1.0" encoding="utf-8"?>"#;
+
+/// Appends `text` escaped for element content or attribute values. Besides the five predefined
+/// entities, CR is written as `&#xD;`: XML parsers turn a raw CR (LF) into LF, and message text
+/// must come back exactly as it was sent.
+pub fn escape_into(out: &mut BytesMut, text: &[u8]) {
+    let mut plain_from = 0;
+    for (at, &byte) in text.iter().enumerate() {
+        let entity: &[u8] = match byte {
+            b'&' => b"&amp;",
+            b'<' => b"&lt;",
+            b'>' => b"&gt;",
+            b'"' => b"&quot;",
+            b'\'' => b"&apos;",
+            b'\r' => b"&#xD;",
+            _ => continue,
+        };
+        out.put_slice(&text[plain_from..at]);
+        out.put_slice(entity);
+        plain_from = at + 1;
+    }
+    out.put_slice(&text[plain_from..]);
+}
+
+/// Appends `<name>text</name>` with `text` escaped.
+fn element(out: &mut BytesMut, name: &[u8], text: &[u8]) {
+    out.put_u8(b'<');
+    out.put_slice(name);
+    out.put_u8(b'>');
+    escape_into(out, text);
+    out.put_slice(b"</");
+    out.put_slice(name);
+    out.put_u8(b'>');
+}
+
+/// Reads the `MessageText` of a Put or Update body
+/// (`<QueueMessage><MessageText>…</MessageText></QueueMessage>`), unescaped. The unescape writes
+/// the one copy that is stored: an exactly sized buffer, so a stored message never pins the
+/// connection's read buffer.
+pub fn message_text(body: &[u8]) -> Result<Bytes, StorageError> {
+    let mut reader = Reader::from_reader(body);
+    let mut depth = 0usize;
+    let mut in_text = false;
+    let mut found = false;
+    let mut text = BytesMut::new();
+    loop {
+        match reader.read_event() {
+            Ok(Event::Start(start)) => {
+                depth += 1;
+                let name = start.name();
+                if depth == 1 && name.as_ref() != b"QueueMessage" {
+                    return Err(StorageError::InvalidXmlDocument);
+                }
+                if depth == 2 && name.as_ref() == b"MessageText" {
+                    if found {
+                        return Err(StorageError::InvalidXmlDocument);
+                    }
+                    found = true;
+                    in_text = true;
+                }
+            }
+            Ok(Event::Empty(empty)) => {
+                if depth == 0 && empty.name().as_ref() != b"QueueMessage" {
+                    return Err(StorageError::InvalidXmlDocument);
+                }
+                if depth == 1 && empty.name().as_ref() == b"MessageText" {
+                    if found {
+                        return Err(StorageError::InvalidXmlDocument);
+                    }
+                    found = true;
+                }
+            }
+            Ok(Event::End(_)) => {
+                in_text = false;
+                depth = depth
+                    .checked_sub(1)
+                    .ok_or(StorageError::InvalidXmlDocument)?;
+            }
+            Ok(Event::Text(raw)) if in_text => {
+                let unescaped = raw
+                    .unescape()
+                    .map_err(|_| StorageError::InvalidXmlDocument)?;
+                append_text(&mut text, unescaped.as_bytes())?;
+            }
+            Ok(Event::CData(raw)) if in_text => append_text(&mut text, &raw)?,
+            Ok(Event::Text(raw)) => {
+                // Only whitespace may stand outside MessageText.
+                if !raw.iter().all(u8::is_ascii_whitespace) {
+                    return Err(StorageError::InvalidXmlDocument);
+                }
+            }
+            Ok(Event::Eof) => break,
+            Ok(Event::Decl(_) | Event::Comment(_) | Event::PI(_) | Event::DocType(_)) => {}
+            Ok(Event::CData(_)) | Err(_) => return Err(StorageError::InvalidXmlDocument),
+        }
+    }
+    if depth != 0 || !found {
+        return Err(StorageError::InvalidXmlDocument);
+    }
+    if std::str::from_utf8(&text).is_err()
+        || text
+            .iter()
+            .any(|&b| b < 0x20 && !matches!(b, b'\t' | b'\n' | b'\r'))
+    {
+        return Err(StorageError::InvalidXmlDocument);
+    }
+    Ok(text.freeze())
+}
+
+fn append_text(text: &mut BytesMut, piece: &[u8]) -> Result<(), StorageError> {
+    if text.len() + piece.len() > MESSAGE_TEXT_BYTES_MAX {
+        return Err(StorageError::RequestBodyTooLarge);
+    }
+    if text.is_empty() {
+        text.reserve(piece.len());
+    }
+    text.put_slice(piece);
+    Ok(())
+}
+
+/// Which fields of a message a response lists.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MessageFields {
+    /// Put Message: ids, times and receipt; no text or dequeue count.
+    Put,
+    /// Get Messages: everything.
+    Get,
+    /// Peek Messages: no receipt or next-visible time.
+    Peek,
+}
+
+/// Encodes a `QueueMessagesList`.
+pub fn messages(out: &mut BytesMut, messages: &[MessageView], fields: MessageFields) {
+    out.put_slice(DECLARATION);
+    if messages.is_empty() {
+        out.put_slice(b"<QueueMessagesList />");
+        return;
+    }
+    out.put_slice(b"<QueueMessagesList>");
+    for message in messages {
+        out.put_slice(b"<QueueMessage><MessageId>");
+        out.put_slice(&ids::hyphenated(uuid::Uuid::from_u128(
+            message.message_id.0,
+        )));
+        out.put_slice(b"</MessageId><InsertionTime>");
+        out.put_slice(&rfc1123(message.insertion_ms));
+        out.put_slice(b"</InsertionTime><ExpirationTime>");
+        out.put_slice(&rfc1123(message.expiration_ms));
+        out.put_slice(b"</ExpirationTime>");
+        if fields != MessageFields::Peek {
+            if let Some(receipt) = message.pop_receipt {
+                out.put_slice(b"<PopReceipt>");
+                receipt.encode_into(out);
+                out.put_slice(b"</PopReceipt>");
+            }
+            out.put_slice(b"<TimeNextVisible>");
+            out.put_slice(&rfc1123(message.time_next_visible_ms));
+            out.put_slice(b"</TimeNextVisible>");
+        }
+        if fields != MessageFields::Put {
+            out.put_slice(b"<DequeueCount>");
+            put_decimal(out, u64::from(message.dequeue_count));
+            out.put_slice(b"</DequeueCount>");
+            element(out, b"MessageText", &message.text);
+        }
+        out.put_slice(b"</QueueMessage>");
+    }
+    out.put_slice(b"</QueueMessagesList>");
+}
+
+/// The echoed request parameters and results of List Queues.
+pub struct QueueList<'a> {
+    pub service_endpoint: &'a str,
+    pub prefix: Option<&'a str>,
+    pub marker: Option<&'a str>,
+    pub results_max: Option<&'a str>,
+    pub queues: &'a [QueueListing],
+    pub next_marker: Option<&'a str>,
+}
+
+/// Encodes List Queues' `EnumerationResults`.
+pub fn queue_list(out: &mut BytesMut, list: &QueueList<'_>) {
+    out.put_slice(DECLARATION);
+    out.put_slice(b"<EnumerationResults ServiceEndpoint=\"");
+    escape_into(out, list.service_endpoint.as_bytes());
+    out.put_slice(b"\">");
+    if let Some(prefix) = list.prefix {
+        element(out, b"Prefix", prefix.as_bytes());
+    }
+    if let Some(marker) = list.marker {
+        element(out, b"Marker", marker.as_bytes());
+    }
+    if let Some(results_max) = list.results_max {
+        element(out, b"MaxResults", results_max.as_bytes());
+    }
+    if list.queues.is_empty() {
+        out.put_slice(b"<Queues />");
+    } else {
+        out.put_slice(b"<Queues>");
+        for queue in list.queues {
+            out.put_slice(b"<Queue>");
+            element(out, b"Name", queue.name.as_bytes());
+            if let Some(metadata) = &queue.metadata {
+                out.put_slice(b"<Metadata>");
+                for (key, value) in metadata {
+                    element(out, key.as_bytes(), value.as_bytes());
+                }
+                out.put_slice(b"</Metadata>");
+            }
+            out.put_slice(b"</Queue>");
+        }
+        out.put_slice(b"</Queues>");
+    }
+    match list.next_marker {
+        Some(next) => element(out, b"NextMarker", next.as_bytes()),
+        None => out.put_slice(b"<NextMarker />"),
+    }
+    out.put_slice(b"</EnumerationResults>");
+}
+
+/// Encodes Azure's error body: `<Error><Code/><Message>text\nRequestId:…\nTime:…</Message></Error>`.
+pub fn error(out: &mut BytesMut, error: StorageError, request_id: &[u8], now_ms: u64) {
+    out.put_slice(DECLARATION);
+    out.put_slice(b"<Error><Code>");
+    out.put_slice(error.code().as_bytes());
+    out.put_slice(b"</Code><Message>");
+    escape_into(out, error.message().as_bytes());
+    out.put_slice(b"\nRequestId:");
+    out.put_slice(request_id);
+    out.put_slice(b"\nTime:");
+    iso8601_into(out, now_ms);
+    out.put_slice(b"</Message></Error>");
+}
+
+/// Appends `now_ms` as ISO 8601 with seven fractional digits, as Azure writes error times.
+fn iso8601_into(out: &mut BytesMut, now_ms: u64) {
+    let civil = super::date::civil_from_unix_s(now_ms / 1000);
+    let mut text = *b"0000-00-00T00:00:00.0000000Z";
+    let put = |text: &mut [u8; 28], at: usize, width: usize, mut value: u64| {
+        for slot in text[at..at + width].iter_mut().rev() {
+            *slot = b'0' + (value % 10) as u8;
+            value /= 10;
+        }
+    };
+    put(&mut text, 0, 4, civil.year.clamp(0, 9999) as u64);
+    put(&mut text, 5, 2, u64::from(civil.month));
+    put(&mut text, 8, 2, u64::from(civil.day));
+    put(&mut text, 11, 2, u64::from(civil.hour));
+    put(&mut text, 14, 2, u64::from(civil.minute));
+    put(&mut text, 17, 2, u64::from(civil.second));
+    put(&mut text, 20, 3, now_ms % 1000);
+    out.put_slice(&text);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn text_of(body: &str) -> Result<Vec<u8>, StorageError> {
+        message_text(body.as_bytes()).map(|text| text.to_vec())
+    }
+
+    #[test]
+    fn message_text_table() {
+        let ok = |text: &str| Ok(text.as_bytes().to_vec());
+        let cases: &[(&str, Result<Vec<u8>, StorageError>)] = &[
+            ("<QueueMessage><MessageText>hello</MessageText></QueueMessage>", ok("hello")),
+            (
+                "<?xml version='1.0' encoding='utf-8'?>\n<QueueMessage>\n  <MessageText> a b </MessageText>\n</QueueMessage>",
+                ok(" a b "),
+            ),
+            ("<QueueMessage><MessageText>&lt;&amp;&gt;&quot;&apos;&#233;&#x1F600;</MessageText></QueueMessage>", ok("<&>\"'é😀")),
+            ("<QueueMessage><MessageText><![CDATA[<raw>]]></MessageText></QueueMessage>", ok("<raw>")),
+            ("<QueueMessage><MessageText></MessageText></QueueMessage>", ok("")),
+            ("<QueueMessage><MessageText/></QueueMessage>", ok("")),
+            ("<QueueMessage><MessageText>a&#xD;&#xA;b</MessageText></QueueMessage>", ok("a\r\nb")),
+            ("<QueueMessage></QueueMessage>", Err(StorageError::InvalidXmlDocument)),
+            ("<QueueMessage/>", Err(StorageError::InvalidXmlDocument)),
+            ("", Err(StorageError::InvalidXmlDocument)),
+            ("not xml", Err(StorageError::InvalidXmlDocument)),
+            ("<Other><MessageText>x</MessageText></Other>", Err(StorageError::InvalidXmlDocument)),
+            ("<QueueMessage><MessageText>x</MessageText>", Err(StorageError::InvalidXmlDocument)),
+            ("<QueueMessage><MessageText>&bogus;</MessageText></QueueMessage>", Err(StorageError::InvalidXmlDocument)),
+            ("<QueueMessage><MessageText>&#1;</MessageText></QueueMessage>", Err(StorageError::InvalidXmlDocument)),
+            (
+                "<QueueMessage><MessageText>a</MessageText><MessageText>b</MessageText></QueueMessage>",
+                Err(StorageError::InvalidXmlDocument),
+            ),
+        ];
+        for (body, expected) in cases {
+            assert_eq!(&text_of(body), expected, "{body}");
+        }
+    }
+
+    #[test]
+    fn message_text_size_boundary() {
+        let body = |bytes: usize| {
+            format!(
+                "<QueueMessage><MessageText>{}</MessageText></QueueMessage>",
+                "x".repeat(bytes)
+            )
+        };
+        assert_eq!(
+            text_of(&body(MESSAGE_TEXT_BYTES_MAX)).map(|text| text.len()),
+            Ok(MESSAGE_TEXT_BYTES_MAX)
+        );
+        assert_eq!(
+            text_of(&body(MESSAGE_TEXT_BYTES_MAX + 1)),
+            Err(StorageError::RequestBodyTooLarge)
+        );
+        // The limit counts decoded bytes: 65536 escaped ampersands are fine.
+        let escaped = format!(
+            "<QueueMessage><MessageText>{}</MessageText></QueueMessage>",
+            "&amp;".repeat(MESSAGE_TEXT_BYTES_MAX)
+        );
+        assert_eq!(
+            text_of(&escaped).map(|text| text.len()),
+            Ok(MESSAGE_TEXT_BYTES_MAX)
+        );
+    }
+
+    #[test]
+    fn escape_round_trips_through_the_reader() {
+        let text = "a<b>&\"c'\r\n\td é".as_bytes();
+        let mut body = BytesMut::new();
+        body.put_slice(b"<QueueMessage><MessageText>");
+        escape_into(&mut body, text);
+        body.put_slice(b"</MessageText></QueueMessage>");
+        assert_eq!(message_text(&body).unwrap(), text);
+    }
+
+    #[test]
+    fn error_body_layout() {
+        let mut out = BytesMut::new();
+        error(
+            &mut out,
+            StorageError::QueueNotFound,
+            b"req-1",
+            1_795_305_600_123,
+        );
+        let text = std::str::from_utf8(&out).unwrap();
+        assert_eq!(
+            text,
+            "<?xml version=\"1.0\" encoding=\"utf-8\"?><Error><Code>QueueNotFound</Code><Message>The specified queue does not exist.\nRequestId:req-1\nTime:2026-11-22T00:00:00.1230000Z</Message></Error>"
+        );
+    }
+
+    #[test]
+    fn empty_lists() {
+        let mut out = BytesMut::new();
+        messages(&mut out, &[], MessageFields::Get);
+        assert_eq!(&out[DECLARATION.len()..], b"<QueueMessagesList />");
+        let mut out = BytesMut::new();
+        queue_list(
+            &mut out,
+            &QueueList {
+                service_endpoint: "http://h/a/",
+                prefix: Some("p"),
+                marker: None,
+                results_max: None,
+                queues: &[],
+                next_marker: None,
+            },
+        );
+        assert_eq!(
+            &out[DECLARATION.len()..],
+            &b"<EnumerationResults ServiceEndpoint=\"http://h/a/\"><Prefix>p</Prefix><Queues /><NextMarker /></EnumerationResults>"[..]
+        );
+    }
+}
