@@ -1,1 +1,192 @@
-fn main() {}
+//! The `azq` binary: parses the Azurite-compatible command line, starts the shards, prints the
+//! ready line, and waits for SIGINT/SIGTERM.
+
+use std::sync::Arc;
+
+use azq::auth::Accounts;
+use azq::config::{Config, SHARDS_MAX};
+use azq::runtime::{self, Shutdown};
+
+const USAGE: &str = "\
+azq: a thread-per-core Azure Queue Storage emulator (drop-in for azurite-queue)
+
+Usage: azq [options]
+
+  --queueHost HOST           address to listen on (default 127.0.0.1)
+  --queuePort PORT           port to listen on (default 10001; 0 picks a free port)
+  --shards N                 shards, one pinned core each (default: available CPUs)
+  --cpus LIST                CPUs to pin shards to, e.g. 0,1 (default: the first N allowed)
+  --max-connections N        open connections per shard before new ones get 503
+  -s, --silent               no start-up banner beyond the ready line
+  -d, --debug FILE           write a request log to FILE
+  --disableProductStyleUrl   only path-style URLs (account in the path)
+  --inMemoryPersistence      accepted: azq keeps everything in memory
+  -L, --loose, --skipApiVersionCheck, --disableTelemetry
+                             accepted for compatibility (azq is always lenient about versions)
+  -h, --help                 this text
+  -V, --version              the version
+
+Environment: AZURITE_ACCOUNTS=\"acct1:key1[:key2];acct2:key\" replaces the development account.
+";
+
+fn main() {
+    match run() {
+        Ok(()) => {}
+        Err(error) => {
+            eprintln!("azq: {error}");
+            std::process::exit(2);
+        }
+    }
+}
+
+fn run() -> Result<(), String> {
+    let Some(config) = parse_arguments(std::env::args().skip(1))? else {
+        return Ok(());
+    };
+    let accounts = match std::env::var("AZURITE_ACCOUNTS") {
+        Ok(value) if !value.trim().is_empty() => Accounts::from_env_value(&value)?,
+        _ => Accounts::new(&config.accounts)?,
+    };
+    let shutdown = Arc::new(Shutdown::default());
+    runtime::handle_signals(shutdown.clone())?;
+    let server = runtime::start(&config, accounts, shutdown)?;
+    if !config.silent {
+        println!(
+            "azq {} (shards pinned to CPUs {:?})",
+            env!("CARGO_PKG_VERSION"),
+            config.cpus
+        );
+    }
+    println!(
+        "azq listening on http://{} ({} shards)",
+        server.address, server.shards
+    );
+    use std::io::Write;
+    let _ = std::io::stdout().flush();
+    server.join()
+}
+
+/// Parses the command line; `None` when it asked for help or the version (already printed).
+fn parse_arguments(arguments: impl Iterator<Item = String>) -> Result<Option<Config>, String> {
+    let mut config = Config::default();
+    let mut shards: Option<usize> = None;
+    let mut cpus: Option<Vec<usize>> = None;
+    let mut arguments = arguments.peekable();
+    while let Some(argument) = arguments.next() {
+        let (flag, inline_value) = match argument.split_once('=') {
+            Some((flag, value)) if flag.starts_with("--") => {
+                (flag.to_string(), Some(value.to_string()))
+            }
+            _ => (argument.clone(), None),
+        };
+        let mut value = |name: &str| -> Result<String, String> {
+            inline_value
+                .clone()
+                .or_else(|| arguments.next())
+                .ok_or_else(|| format!("{name} needs a value"))
+        };
+        match flag.as_str() {
+            "--queueHost" => {
+                config.host = value(&flag)?
+                    .parse()
+                    .map_err(|_| "--queueHost must be an IP address".to_string())?
+            }
+            "--queuePort" => {
+                config.port = value(&flag)?
+                    .parse()
+                    .map_err(|_| "--queuePort must be a port number".to_string())?
+            }
+            "--shards" => {
+                let count: usize = value(&flag)?
+                    .parse()
+                    .map_err(|_| "--shards must be a number".to_string())?;
+                if !(1..=SHARDS_MAX).contains(&count) {
+                    return Err(format!("--shards must be between 1 and {SHARDS_MAX}"));
+                }
+                shards = Some(count);
+            }
+            "--cpus" => {
+                let list = value(&flag)?
+                    .split(',')
+                    .map(|cpu| cpu.trim().parse::<usize>())
+                    .collect::<Result<Vec<_>, _>>()
+                    .map_err(|_| {
+                        "--cpus must be a comma-separated list of CPU numbers".to_string()
+                    })?;
+                if list.is_empty() || list.len() > SHARDS_MAX {
+                    return Err(format!("--cpus must list 1 to {SHARDS_MAX} CPUs"));
+                }
+                cpus = Some(list);
+            }
+            "--max-connections" => {
+                config.connections_per_shard_max = value(&flag)?
+                    .parse()
+                    .ok()
+                    .filter(|&count: &usize| count > 0)
+                    .ok_or_else(|| "--max-connections must be a positive number".to_string())?
+            }
+            "-s" | "--silent" => config.silent = true,
+            "-d" | "--debug" => config.debug_log_path = Some(value(&flag)?.into()),
+            "--disableProductStyleUrl" => config.product_style_url_disabled = true,
+            "--inMemoryPersistence"
+            | "-L"
+            | "--loose"
+            | "--skipApiVersionCheck"
+            | "--disableTelemetry" => {}
+            "-l" | "--location" | "--cert" | "--key" | "--pwd" | "--oauth" => {
+                return Err(format!(
+                    "{flag} is not supported yet: azq keeps data in memory and serves plain HTTP"
+                ))
+            }
+            "-h" | "--help" => {
+                print!("{USAGE}");
+                return Ok(None);
+            }
+            "-V" | "--version" => {
+                println!("azq {}", env!("CARGO_PKG_VERSION"));
+                return Ok(None);
+            }
+            other => return Err(format!("unknown option {other} (see --help)")),
+        }
+    }
+    config.cpus = match (cpus, shards) {
+        (Some(cpus), Some(count)) if cpus.len() != count => {
+            return Err(format!(
+                "--cpus lists {} CPUs but --shards is {count}",
+                cpus.len()
+            ))
+        }
+        (Some(cpus), _) => cpus,
+        (None, count) => {
+            let allowed = allowed_cpus();
+            let count = count.unwrap_or(allowed.len());
+            if count > allowed.len() {
+                return Err(format!(
+                    "--shards {count} needs {count} CPUs but this process may use {}",
+                    allowed.len()
+                ));
+            }
+            allowed[..count].to_vec()
+        }
+    };
+    Ok(Some(config))
+}
+
+/// The CPUs this process may run on, in order.
+fn allowed_cpus() -> Vec<usize> {
+    // SAFETY: cpu_set_t is plain data; sched_getaffinity fills it for the calling thread.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) != 0 {
+            return vec![0];
+        }
+        let allowed: Vec<usize> = (0..libc::CPU_SETSIZE as usize)
+            .filter(|&cpu| libc::CPU_ISSET(cpu, &set))
+            .collect();
+        if allowed.is_empty() {
+            vec![0]
+        } else {
+            allowed
+        }
+    }
+}

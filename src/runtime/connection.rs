@@ -1,0 +1,129 @@
+//! The connection loop: read into a per-connection buffer, parse every complete (pipelined)
+//! request, execute each in order, encode all responses into one output buffer, and write them in
+//! one batch. Timeouts bound slow heads (slowloris) and idle keep-alive connections.
+
+use std::rc::Rc;
+use std::time::{Duration, Instant};
+
+use bytes::BytesMut;
+use futures_lite::{AsyncReadExt, AsyncWriteExt};
+use glommio::net::TcpStream;
+
+use crate::api::Service;
+use crate::config::{
+    IDLE_CONNECTION_TIMEOUT_MS, REQUEST_BODY_BYTES_MAX, REQUEST_HEADERS_MAX,
+    REQUEST_HEAD_BYTES_MAX, REQUEST_HEAD_TIMEOUT_MS, RESPONSE_BATCH_BYTES_MAX,
+};
+use crate::error::StorageError;
+use crate::http::{ParseError, Parser, Progress};
+
+use super::shard::Shard;
+
+/// Bytes asked of each read; the buffer grows beyond it only for a large request.
+const READ_CHUNK_BYTES: usize = 16 * 1024;
+
+/// Serves one accepted connection until the client closes it, a timeout expires, the request
+/// stream is broken, or the server shuts down.
+pub async fn serve(mut stream: TcpStream, shard: Rc<Shard>) {
+    let peer = match stream.peer_addr() {
+        Ok(address) => address.ip(),
+        Err(_) => return,
+    };
+    let _ = stream.set_nodelay(true);
+    let mut input = BytesMut::with_capacity(READ_CHUNK_BYTES);
+    let mut output = BytesMut::with_capacity(READ_CHUNK_BYTES);
+    let mut parser = Parser::new(
+        REQUEST_HEAD_BYTES_MAX,
+        REQUEST_HEADERS_MAX,
+        REQUEST_BODY_BYTES_MAX,
+    );
+    // When the request now arriving must be complete (set at its first byte).
+    let mut request_deadline: Option<Instant> = None;
+    loop {
+        let mut close = false;
+        loop {
+            match parser.parse(&mut input) {
+                Ok(Progress::Complete(request)) => {
+                    request_deadline = None;
+                    let _busy = shard.busy();
+                    let now_ms = shard.engine.now_ms();
+                    let plan = shard.service.plan(&request, now_ms, peer);
+                    if let Some(failure) = &plan.auth_failure {
+                        shard.log_line(&format!("authentication failed for {peer}: {failure}"));
+                    }
+                    let outcome = shard.execute(plan.step).await;
+                    shard.log_request(&request, &outcome);
+                    shard.service.respond(
+                        &request,
+                        plan.operation,
+                        outcome,
+                        shard.engine.now_ms(),
+                        &mut output,
+                    );
+                    if !request.keep_alive || shard.stopping() {
+                        close = true;
+                        break;
+                    }
+                    if output.len() >= RESPONSE_BATCH_BYTES_MAX {
+                        if stream.write_all(&output).await.is_err() {
+                            return;
+                        }
+                        output.clear();
+                    }
+                }
+                Ok(Progress::NeedMore { send_continue }) => {
+                    if send_continue {
+                        Service::respond_continue(&mut output);
+                    }
+                    break;
+                }
+                Err(error) => {
+                    let error = match error {
+                        ParseError::HeadTooLarge | ParseError::TooManyHeaders => {
+                            StorageError::RequestHeaderTooLarge
+                        }
+                        ParseError::BodyTooLarge => StorageError::RequestBodyTooLarge,
+                        ParseError::Malformed(reason) => {
+                            shard.log_line(&format!("malformed request from {peer}: {reason}"));
+                            StorageError::MalformedRequest
+                        }
+                    };
+                    Service::respond_unparsed(error, shard.engine.now_ms(), &mut output);
+                    close = true;
+                    break;
+                }
+            }
+        }
+        if !output.is_empty() {
+            if stream.write_all(&output).await.is_err() {
+                return;
+            }
+            output.clear();
+        }
+        if close {
+            return;
+        }
+        // Wait for more bytes: a partial request has until its deadline, an idle connection
+        // until the idle timeout.
+        let timeout = if input.is_empty() {
+            Duration::from_millis(IDLE_CONNECTION_TIMEOUT_MS)
+        } else {
+            let deadline = *request_deadline.get_or_insert_with(|| {
+                Instant::now() + Duration::from_millis(REQUEST_HEAD_TIMEOUT_MS)
+            });
+            match deadline.checked_duration_since(Instant::now()) {
+                Some(remaining) if !remaining.is_zero() => remaining,
+                _ => return,
+            }
+        };
+        if stream.set_read_timeout(Some(timeout)).is_err() {
+            return;
+        }
+        let filled = input.len();
+        input.resize(filled + READ_CHUNK_BYTES, 0);
+        match stream.read(&mut input[filled..]).await {
+            Ok(0) | Err(_) => return,
+            Ok(read) => input.truncate(filled + read),
+        }
+    }
+}

@@ -1,0 +1,89 @@
+//! A shard's queue state inside its executor: applies commands at the current time and keeps one
+//! glommio timer armed for the state's next deadline (lease ends, delayed puts, TTL expiry), so
+//! expired messages are freed without any request touching their queue. glommio keeps its timers
+//! in a BTreeMap, which is why there is one timer per shard rather than one per message.
+
+use std::cell::{Cell, RefCell};
+use std::rc::Rc;
+use std::time::Duration;
+
+use glommio::channels::local_channel::{self, LocalReceiver, LocalSender};
+
+use crate::clock::{Clock, SystemClock};
+use crate::config::TIMER_ENTRIES_PER_STEP_MAX;
+use crate::error::StorageError;
+use crate::queue::{Command, Reply, ShardState};
+
+/// Longest the timer task sleeps without a deadline, so a clock step is noticed eventually.
+const TIMER_IDLE_MS: u64 = 60_000;
+
+/// One shard's state and its timer.
+pub struct Engine {
+    state: RefCell<ShardState>,
+    clock: SystemClock,
+    /// The deadline the timer task is sleeping towards (`u64::MAX`: none).
+    armed_deadline_ms: Cell<u64>,
+    /// Wakes the timer task when a command adds an earlier deadline.
+    wake: LocalSender<()>,
+}
+
+impl Engine {
+    /// Creates the engine and starts its timer task on the current executor.
+    pub fn start(state: ShardState) -> Rc<Engine> {
+        let (wake, woken) = local_channel::new_bounded(1);
+        let engine = Rc::new(Engine {
+            state: RefCell::new(state),
+            clock: SystemClock,
+            armed_deadline_ms: Cell::new(u64::MAX),
+            wake,
+        });
+        glommio::spawn_local(run_timer(engine.clone(), woken)).detach();
+        engine
+    }
+
+    /// The current time, ms since the epoch.
+    pub fn now_ms(&self) -> u64 {
+        self.clock.now_ms()
+    }
+
+    /// Applies `command` now.
+    pub fn apply(&self, command: Command) -> Result<Reply, StorageError> {
+        let mut state = self.state.borrow_mut();
+        let outcome = state.apply(command, self.clock.now_ms());
+        if let Some(deadline_ms) = state.next_deadline_ms() {
+            if deadline_ms < self.armed_deadline_ms.get() {
+                // A full channel means a wake-up is already pending.
+                let _ = self.wake.try_send(());
+            }
+        }
+        outcome
+    }
+}
+
+async fn run_timer(engine: Rc<Engine>, woken: LocalReceiver<()>) {
+    loop {
+        let now_ms = engine.clock.now_ms();
+        let deadline_ms = engine.state.borrow().next_deadline_ms().unwrap_or(u64::MAX);
+        if deadline_ms <= now_ms {
+            engine.armed_deadline_ms.set(now_ms);
+            engine
+                .state
+                .borrow_mut()
+                .advance(now_ms, TIMER_ENTRIES_PER_STEP_MAX);
+            // Let requests run between bounded batches of expiries.
+            futures_lite::future::yield_now().await;
+            continue;
+        }
+        engine.armed_deadline_ms.set(deadline_ms);
+        let sleep_ms = (deadline_ms - now_ms).min(TIMER_IDLE_MS);
+        futures_lite::future::or(
+            async {
+                glommio::timer::sleep(Duration::from_millis(sleep_ms)).await;
+            },
+            async {
+                woken.recv().await;
+            },
+        )
+        .await;
+    }
+}
