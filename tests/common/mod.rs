@@ -1,0 +1,267 @@
+//! Shared pieces of the integration tests: start the real `azq` binary on a free loopback port,
+//! speak raw HTTP/1.1 to it over TCP, and sign requests with SharedKey like the SDKs do.
+
+#![allow(dead_code)] // Each test binary uses a different subset of these helpers.
+
+use std::io::{BufRead, BufReader, Write};
+use std::net::TcpStream;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use azq::auth::{sign_shared_key, SigningKey};
+use azq::config::{DEVELOPMENT_ACCOUNT_KEY, DEVELOPMENT_ACCOUNT_NAME};
+
+/// A running `azq` process, stopped with SIGTERM when dropped.
+pub struct Server {
+    child: Child,
+    pub port: u16,
+}
+
+impl Server {
+    /// Starts `azq --queuePort 0` plus `arguments` and waits for its ready line.
+    pub fn start(arguments: &[&str]) -> Server {
+        Server::start_with_env(arguments, &[])
+    }
+
+    /// Like `start`, with extra environment variables.
+    pub fn start_with_env(arguments: &[&str], environment: &[(&str, &str)]) -> Server {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_azq"))
+            .args(["--queueHost", "127.0.0.1", "--queuePort", "0", "--silent"])
+            .args(arguments)
+            .envs(environment.iter().copied())
+            .env_remove("AZURITE_ACCOUNTS")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("azq starts");
+        let stdout = child.stdout.take().expect("piped stdout");
+        let mut lines = BufReader::new(stdout).lines();
+        let ready = lines
+            .next()
+            .expect("azq printed its ready line")
+            .expect("stdout is text");
+        let port = ready
+            .strip_prefix("azq listening on http://127.0.0.1:")
+            .and_then(|rest| rest.split_whitespace().next())
+            .and_then(|port| port.parse().ok())
+            .unwrap_or_else(|| panic!("unexpected ready line: {ready}"));
+        // Keep draining stdout so the server never blocks on a full pipe.
+        std::thread::spawn(move || for _ in lines {});
+        Server { child, port }
+    }
+
+    /// A new connection with a read timeout, so a broken server fails the test instead of hanging it.
+    pub fn connect(&self) -> TcpStream {
+        let stream = TcpStream::connect(("127.0.0.1", self.port)).expect("connects");
+        stream
+            .set_read_timeout(Some(Duration::from_secs(20)))
+            .unwrap();
+        stream.set_nodelay(true).unwrap();
+        stream
+    }
+
+    /// Sends SIGTERM and waits for the exit status.
+    pub fn stop(mut self) -> std::process::ExitStatus {
+        self.terminate();
+        self.child.wait().expect("azq exits")
+    }
+
+    fn terminate(&mut self) {
+        // SAFETY: kill(2) with a child pid we own; failure (already exited) is harmless.
+        unsafe {
+            libc::kill(self.child.id() as libc::pid_t, libc::SIGTERM);
+        }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            self.terminate();
+            for _ in 0..100 {
+                if let Ok(Some(_)) = self.child.try_wait() {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// A parsed HTTP response.
+#[derive(Debug)]
+pub struct Response {
+    pub status: u16,
+    pub headers: Vec<(String, String)>,
+    pub body: Vec<u8>,
+}
+
+impl Response {
+    /// The first header named `name` (case-insensitive).
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(header, _)| header.eq_ignore_ascii_case(name))
+            .map(|(_, value)| value.as_str())
+    }
+
+    /// The body as text.
+    pub fn text(&self) -> String {
+        String::from_utf8_lossy(&self.body).into_owned()
+    }
+
+    /// The `x-ms-error-code` header, if any.
+    pub fn error_code(&self) -> Option<&str> {
+        self.header("x-ms-error-code")
+    }
+}
+
+/// Reads one response from `reader`; `head_only` for answers to HEAD (no body follows).
+/// `None` when the connection closed before a status line.
+pub fn read_response(reader: &mut impl BufRead, head_only: bool) -> Option<Response> {
+    let mut status_line = String::new();
+    if reader.read_line(&mut status_line).ok()? == 0 {
+        return None;
+    }
+    let status: u16 = status_line.split_whitespace().nth(1)?.parse().ok()?;
+    let mut headers = Vec::new();
+    loop {
+        let mut line = String::new();
+        reader.read_line(&mut line).ok()?;
+        let line = line.trim_end_matches(['\r', '\n']);
+        if line.is_empty() {
+            break;
+        }
+        let (name, value) = line.split_once(':')?;
+        headers.push((name.to_string(), value.trim().to_string()));
+    }
+    let length: usize = headers
+        .iter()
+        .find(|(name, _)| name.eq_ignore_ascii_case("content-length"))
+        .and_then(|(_, value)| value.parse().ok())
+        .unwrap_or(0);
+    let mut body = vec![
+        0;
+        if head_only || status == 100 {
+            0
+        } else {
+            length
+        }
+    ];
+    reader.read_exact(&mut body).ok()?;
+    Some(Response {
+        status,
+        headers,
+        body,
+    })
+}
+
+/// Sends `raw` on a new connection and reads one response.
+pub fn exchange(server: &Server, raw: &[u8]) -> Response {
+    let mut stream = server.connect();
+    stream.write_all(raw).expect("request sent");
+    let mut reader = BufReader::new(stream);
+    read_response(&mut reader, raw.starts_with(b"HEAD ")).expect("a response")
+}
+
+/// The development account's path prefix.
+pub fn account_path() -> String {
+    format!("/{DEVELOPMENT_ACCOUNT_NAME}")
+}
+
+/// A request signed with the development account's key, as the SDKs sign it.
+/// `target` is the path and query as sent; `headers` are extra headers.
+pub fn signed_request(
+    method: &str,
+    target: &str,
+    headers: &[(&str, &str)],
+    body: &[u8],
+) -> Vec<u8> {
+    signed_request_with_key(method, target, headers, body, DEVELOPMENT_ACCOUNT_KEY)
+}
+
+/// Like `signed_request`, signed with `key` (base64).
+pub fn signed_request_with_key(
+    method: &str,
+    target: &str,
+    headers: &[(&str, &str)],
+    body: &[u8],
+    key: &str,
+) -> Vec<u8> {
+    build_signed(method, target, headers, body, key, "2026-04-06")
+}
+
+/// A body-less request sending `x-ms-version: version`.
+pub fn signed_request_with_version(method: &str, target: &str, version: &str) -> Vec<u8> {
+    build_signed(method, target, &[], b"", DEVELOPMENT_ACCOUNT_KEY, version)
+}
+
+fn build_signed(
+    method: &str,
+    target: &str,
+    headers: &[(&str, &str)],
+    body: &[u8],
+    key: &str,
+    version: &str,
+) -> Vec<u8> {
+    let date = httpdate_now();
+    let mut all_headers: Vec<(String, String)> = vec![
+        ("x-ms-date".to_string(), date),
+        ("x-ms-version".to_string(), version.to_string()),
+    ];
+    all_headers.extend(
+        headers
+            .iter()
+            .map(|(name, value)| (name.to_string(), value.to_string())),
+    );
+    let header_pairs: Vec<(&str, &str)> = all_headers
+        .iter()
+        .map(|(name, value)| (name.as_str(), value.as_str()))
+        .collect();
+    let signing_key = SigningKey::from_base64(key).expect("a base64 key");
+    let signature = sign_shared_key(
+        method,
+        target,
+        &header_pairs,
+        body.len() as u64,
+        DEVELOPMENT_ACCOUNT_NAME,
+        &signing_key,
+    )
+    .expect("a signable request");
+    let mut raw = format!("{method} {target} HTTP/1.1\r\nHost: 127.0.0.1\r\n");
+    for (name, value) in &all_headers {
+        raw.push_str(&format!("{name}: {value}\r\n"));
+    }
+    raw.push_str(&format!(
+        "Content-Length: {}\r\nAuthorization: SharedKey {DEVELOPMENT_ACCOUNT_NAME}:{signature}\r\n\r\n",
+        body.len()
+    ));
+    let mut raw = raw.into_bytes();
+    raw.extend_from_slice(body);
+    raw
+}
+
+fn httpdate_now() -> String {
+    let now_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64;
+    String::from_utf8(azq::api::date::rfc1123(now_ms).to_vec()).unwrap()
+}
+
+/// A Put Message body for `text` (already XML-escaped by the caller where needed).
+pub fn put_body(text: &str) -> Vec<u8> {
+    format!("<?xml version='1.0' encoding='utf-8'?>\n<QueueMessage><MessageText>{text}</MessageText></QueueMessage>").into_bytes()
+}
+
+/// The text between `<tag>` and `</tag>` at each occurrence.
+pub fn elements<'a>(xml: &'a str, tag: &str) -> Vec<&'a str> {
+    let open = format!("<{tag}>");
+    let close = format!("</{tag}>");
+    xml.split(&open)
+        .skip(1)
+        .filter_map(|rest| rest.split_once(&close).map(|(inside, _)| inside))
+        .collect()
+}
