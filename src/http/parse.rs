@@ -138,6 +138,13 @@ impl Parser {
         }
     }
 
+    /// Whether no request is under way: nothing of a next request has been seen in `buffer`
+    /// and no parsed head is waiting for its body. The connection loop uses it to choose between
+    /// the idle timeout and the deadline of a request that has started to arrive.
+    pub fn is_idle(&self, buffer: &BytesMut) -> bool {
+        buffer.is_empty() && self.pending.is_none()
+    }
+
     /// Takes at most one request from the front of `buffer` (the connection's read buffer). On
     /// `Complete` the request's bytes have been split off `buffer` (head and a `Content-Length`
     /// body without copying); bytes of pipelined requests after it stay in `buffer`. On
@@ -599,6 +606,26 @@ fn describe(error: httparse::Error) -> &'static str {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn idle_only_between_requests() {
+        let mut parser = Parser::new(1024, 16, 1024);
+        let mut buffer = BytesMut::new();
+        assert!(parser.is_idle(&buffer));
+        buffer.extend_from_slice(b"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhel");
+        assert!(matches!(
+            parser.parse(&mut buffer),
+            Ok(Progress::NeedMore { .. })
+        ));
+        // The head and the chunk so far may have been consumed, but a request is under way.
+        assert!(!parser.is_idle(&buffer));
+        buffer.extend_from_slice(b"lo\r\n0\r\n\r\n");
+        assert!(matches!(
+            parser.parse(&mut buffer),
+            Ok(Progress::Complete(_))
+        ));
+        assert!(parser.is_idle(&buffer));
+    }
+
     use super::*;
     use crate::config::{REQUEST_BODY_BYTES_MAX, REQUEST_HEADERS_MAX, REQUEST_HEAD_BYTES_MAX};
 

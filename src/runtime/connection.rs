@@ -105,7 +105,7 @@ pub async fn serve(mut stream: TcpStream, shard: Rc<Shard>) {
         }
         // Wait for more bytes: a partial request has until its deadline, an idle connection
         // until the idle timeout.
-        let timeout = if input.is_empty() {
+        let timeout = if parser.is_idle(&input) {
             Duration::from_millis(IDLE_CONNECTION_TIMEOUT_MS)
         } else {
             let deadline = *request_deadline.get_or_insert_with(|| {
