@@ -42,6 +42,17 @@ fn thousand_pipelined_requests_in_one_write_answer_in_order() {
         );
         assert_eq!(response.status, 201, "request {index}: {}", response.text());
     }
+    // The names really hash onto both shards, so the listing below gathers from both.
+    let shards: std::collections::HashSet<usize> = (0..1000)
+        .map(|index| {
+            let queue = azq::queue::QueueKey {
+                account: "devstoreaccount1".to_string(),
+                name: format!("pipelined-{index}"),
+            };
+            azq::queue::shard_for(&queue, 2)
+        })
+        .collect();
+    assert_eq!(shards.len(), 2);
     let listing = exchange(
         &server,
         &signed_request(
@@ -93,6 +104,40 @@ fn garbage_gets_400_and_close() {
         );
     }
     assert_serving(&server);
+}
+
+#[test]
+fn truncated_requests_leave_the_server_serving() {
+    let server = Server::start(&["--shards", "2"]);
+    let put = signed_request(
+        "POST",
+        "/devstoreaccount1/truncated-queue/messages",
+        &[],
+        &common::put_body("never complete"),
+    );
+    for cut in [1, 10, put.len() / 2, put.len() - 1] {
+        let mut stream = server.connect();
+        stream.write_all(&put[..cut]).unwrap();
+        drop(stream);
+    }
+    // A chunked body that stops in the middle of a chunk.
+    let mut stream = server.connect();
+    stream
+        .write_all(b"POST /devstoreaccount1/q-chunked/messages HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n10\r\nabc")
+        .unwrap();
+    drop(stream);
+    assert_serving(&server);
+    // Nothing was stored by the truncated requests.
+    let metadata = exchange(
+        &server,
+        &signed_request(
+            "GET",
+            "/devstoreaccount1/truncated-queue?comp=metadata",
+            &[],
+            b"",
+        ),
+    );
+    assert_eq!(metadata.status, 404);
 }
 
 #[test]

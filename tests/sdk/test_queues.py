@@ -256,3 +256,32 @@ def test_wrong_account_key_is_authentication_failed(server, queue_name):
             list(client.list_queues())
         assert status_code(raised.value) == 403
         assert error_code(raised.value) == "AuthenticationFailed"
+
+
+def test_use_development_storage_reaches_the_default_port(spawn_server):
+    """The literal connection string `UseDevelopmentStorage=true` (what Azurite users configure)
+    works unchanged against azq on its default port 10001, on two shards: create with metadata,
+    list with metadata, set and get metadata, delete."""
+    spawn_server(["--queuePort", "10001"])
+    with QueueServiceClient.from_connection_string(
+        "UseDevelopmentStorage=true", **CLIENT_KWARGS
+    ) as client:
+        names = [unique_queue_name(f"devstorage-{index}") for index in range(6)]
+        for name in names:
+            client.create_queue(name, metadata={"Origin": "devstorage"})
+        prefix = os.path.commonprefix(names)
+        listed = {
+            queue.name: queue.metadata
+            for queue in client.list_queues(name_starts_with=prefix, include_metadata=True)
+        }
+        assert set(names) <= set(listed)
+        assert all(listed[name] == {"Origin": "devstorage"} for name in names)
+        queue = client.get_queue_client(names[0])
+        queue.set_queue_metadata({"Changed": "yes"})
+        assert queue.get_queue_properties().metadata == {"Changed": "yes"}
+        for name in names:
+            client.delete_queue(name)
+        assert not [
+            queue.name for queue in client.list_queues(name_starts_with=prefix)
+            if queue.name in names
+        ]
