@@ -414,3 +414,27 @@ fn sigterm_exits_zero() {
     assert_serving(&server);
     assert!(server.stop().success());
 }
+
+#[test]
+fn list_queues_page_size_is_capped_not_refused() {
+    let server = Server::start(&[]);
+    let large = exchange(
+        &server,
+        &signed_request(
+            "GET",
+            "/devstoreaccount1?comp=list&maxresults=9999",
+            &[],
+            b"",
+        ),
+    );
+    assert_eq!(large.status, 200, "{}", large.text());
+    assert!(large.text().contains("<MaxResults>9999</MaxResults>"));
+    let zero = exchange(
+        &server,
+        &signed_request("GET", "/devstoreaccount1?comp=list&maxresults=0", &[], b""),
+    );
+    assert_eq!(
+        (zero.status, zero.error_code()),
+        (400, Some("OutOfRangeQueryParameterValue"))
+    );
+}

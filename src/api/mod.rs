@@ -188,12 +188,7 @@ impl Service {
             | Operation::SetQueueAcl
             | Operation::Preflight => return Err(StorageError::NotImplemented),
             Operation::ListQueues => {
-                let results_max = validate::integer_parameter(
-                    query,
-                    "maxresults",
-                    1..=LIST_QUEUES_RESULTS_MAX as i64,
-                )?
-                .map_or(LIST_QUEUES_RESULTS_MAX, |value| value as usize);
+                let results_max = list_results_max(query)?;
                 let mut include_metadata = false;
                 for item in query
                     .get("include")
@@ -355,10 +350,8 @@ impl Service {
             }
             (Operation::ListQueues, Reply::Queues(mut queues)) => {
                 let query = Query::parse(request.query()).unwrap_or_default();
-                let results_max = query
-                    .get("maxresults")
-                    .and_then(|value| value.trim().parse::<usize>().ok())
-                    .unwrap_or(LIST_QUEUES_RESULTS_MAX);
+                // Validated in `plan`, so it parses again here.
+                let results_max = list_results_max(&query).unwrap_or(LIST_QUEUES_RESULTS_MAX);
                 queues.sort_by(|left, right| left.name.cmp(&right.name));
                 let next_marker =
                     (queues.len() > results_max).then(|| queues[results_max].name.clone());
@@ -529,6 +522,17 @@ fn fail(operation: Option<Operation>, error: StorageError) -> Plan {
         step: Step::Fail(error),
         auth_failure: None,
     }
+}
+
+/// List Queues' page size: `maxresults` (at least 1; larger than the page limit serves the
+/// limit, as Azure does) or the limit.
+fn list_results_max(query: &Query<'_>) -> Result<usize, StorageError> {
+    Ok(
+        validate::integer_parameter(query, "maxresults", 1..=i64::MAX)?
+            .map_or(LIST_QUEUES_RESULTS_MAX, |value| {
+                (value as usize).min(LIST_QUEUES_RESULTS_MAX)
+            }),
+    )
 }
 
 fn message_count(query: &Query<'_>) -> Result<u32, StorageError> {
