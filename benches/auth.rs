@@ -7,45 +7,16 @@ use std::net::IpAddr;
 
 use azq::auth::{sign_shared_key, Access, Accounts, Authenticator, RequestContext, StoredPolicy};
 use azq::config::{DEVELOPMENT_ACCOUNT_KEY, DEVELOPMENT_ACCOUNT_NAME};
-use azq::http::request::{Method, Request, Span};
+use azq::http::request::Request;
 use bytes::Bytes;
 use criterion::{criterion_group, criterion_main, Criterion};
 
 /// 2026-11-22T01:00:00Z: inside the SAS window below.
 const NOW_MS: u64 = 1_795_309_200_000;
 
-/// A request assembled as the HTTP parser would produce it: head bytes plus spans.
+/// A body-less request, laid out as the HTTP parser would produce it.
 fn request(method: &str, target: &str, headers: &[(&str, &str)]) -> Request {
-    let span = |start: usize, end: usize| Span {
-        start: start as u16,
-        end: end as u16,
-    };
-    let mut head = format!("{method} ");
-    let target_start = head.len();
-    head.push_str(target);
-    let target_span = span(target_start, head.len());
-    head.push_str(" HTTP/1.1\r\n");
-    let mut header_spans = Vec::new();
-    for (name, value) in headers {
-        let name_start = head.len();
-        head.push_str(name);
-        let name_span = span(name_start, head.len());
-        head.push_str(": ");
-        let value_start = head.len();
-        head.push_str(value);
-        header_spans.push((name_span, span(value_start, head.len())));
-        head.push_str("\r\n");
-    }
-    head.push_str("\r\n");
-    Request {
-        head: Bytes::from(head),
-        method: Method::from_token(method.as_bytes()),
-        target: target_span,
-        version_minor: 1,
-        headers: header_spans,
-        body: Bytes::new(),
-        keep_alive: true,
-    }
+    Request::from_parts(method, target, headers, Bytes::new())
 }
 
 /// The headers the Python SDK sends with Put Message (values from its wire traffic).

@@ -129,6 +129,72 @@ mod tests {
         }
     }
 
+    type MetadataOutcome = Result<Metadata, StorageError>;
+
+    fn metadata_of(headers: &[(&str, &str)]) -> MetadataOutcome {
+        metadata(&Request::from_parts(
+            "PUT",
+            "/a/q",
+            headers,
+            bytes::Bytes::new(),
+        ))
+    }
+
+    #[test]
+    fn metadata_table() {
+        let pairs = |list: &[(&str, &str)]| -> MetadataOutcome {
+            Ok(list
+                .iter()
+                .map(|(key, value)| (key.to_string(), value.to_string()))
+                .collect())
+        };
+        let big = "v".repeat(METADATA_BYTES_MAX);
+        let cases: Vec<(Vec<(&str, &str)>, MetadataOutcome)> = vec![
+            (vec![], pairs(&[])),
+            (vec![("x-ms-version", "1"), ("Host", "h")], pairs(&[])),
+            // Case kept, sorted by lowercased name; the bare header the Python SDK sends is ignored.
+            (
+                vec![
+                    ("x-ms-meta-Zeta", "z"),
+                    ("X-MS-META-alpha", "a"),
+                    ("x-ms-meta", "{}"),
+                ],
+                pairs(&[("alpha", "a"), ("Zeta", "z")]),
+            ),
+            (vec![("x-ms-meta-_under9", "")], pairs(&[("_under9", "")])),
+            (
+                vec![("x-ms-meta-", "v")],
+                Err(StorageError::EmptyMetadataKey),
+            ),
+            (
+                vec![("x-ms-meta-9a", "v")],
+                Err(StorageError::InvalidMetadata),
+            ),
+            (
+                vec![("x-ms-meta-a-b", "v")],
+                Err(StorageError::InvalidMetadata),
+            ),
+            (
+                vec![("x-ms-meta-Key", "1"), ("x-ms-meta-key", "2")],
+                Err(StorageError::InvalidMetadata),
+            ),
+            (
+                vec![("x-ms-meta-k", &big[..METADATA_BYTES_MAX - 1])],
+                Ok(vec![(
+                    "k".to_string(),
+                    big[..METADATA_BYTES_MAX - 1].to_string(),
+                )]),
+            ),
+            (
+                vec![("x-ms-meta-k", &big)],
+                Err(StorageError::MetadataTooLarge),
+            ),
+        ];
+        for (headers, expected) in cases {
+            assert_eq!(metadata_of(&headers), expected, "{headers:?}");
+        }
+    }
+
     #[test]
     fn integer_parameter_table() {
         let query = Query::parse(b"n=5&big=99&neg=-1&word=five&empty=").unwrap();

@@ -264,50 +264,17 @@ fn decode_signature(text: &str) -> Option<[u8; 32]> {
 
 #[cfg(test)]
 pub(crate) mod test_support {
-    //! Builders shared by the auth tests: a `Request` assembled by hand (head bytes + spans),
-    //! as the HTTP parser would produce it, and the development account.
+    //! Builders shared by the auth tests: a body-less `Request` and the development account.
 
     use bytes::Bytes;
 
     use super::{Accounts, Authenticator};
     use crate::config::{DEVELOPMENT_ACCOUNT_KEY, DEVELOPMENT_ACCOUNT_NAME};
-    use crate::http::request::{Method, Request, Span};
+    use crate::http::request::Request;
 
     /// A request with the given method token, target and headers, and an empty body.
     pub fn request(method: &str, target: &str, headers: &[(&str, &str)]) -> Request {
-        let mut head = format!("{method} ");
-        let target_start = head.len();
-        head.push_str(target);
-        let target_span = span(target_start, head.len());
-        head.push_str(" HTTP/1.1\r\n");
-        let mut header_spans = Vec::new();
-        for (name, value) in headers {
-            let name_start = head.len();
-            head.push_str(name);
-            let name_span = span(name_start, head.len());
-            head.push_str(": ");
-            let value_start = head.len();
-            head.push_str(value);
-            header_spans.push((name_span, span(value_start, head.len())));
-            head.push_str("\r\n");
-        }
-        head.push_str("\r\n");
-        Request {
-            head: Bytes::from(head),
-            method: Method::from_token(method.as_bytes()),
-            target: target_span,
-            version_minor: 1,
-            headers: header_spans,
-            body: Bytes::new(),
-            keep_alive: true,
-        }
-    }
-
-    fn span(start: usize, end: usize) -> Span {
-        Span {
-            start: start as u16,
-            end: end as u16,
-        }
+        Request::from_parts(method, target, headers, Bytes::new())
     }
 
     pub fn development_accounts() -> Accounts {

@@ -77,6 +77,47 @@ pub struct Request {
 }
 
 impl Request {
+    /// Assembles an HTTP/1.1 keep-alive request from its parts, laid out exactly as the parser
+    /// would produce it (head bytes plus spans). For callers that build requests rather than parse
+    /// them: tests, benchmarks, fuzz targets. The head must fit `Span`'s u16 offsets.
+    pub fn from_parts(
+        method: &str,
+        target: &str,
+        headers: &[(&str, &str)],
+        body: Bytes,
+    ) -> Request {
+        let span = |start: usize, end: usize| Span {
+            start: u16::try_from(start).expect("head under 64 KiB"),
+            end: u16::try_from(end).expect("head under 64 KiB"),
+        };
+        let mut head = format!("{method} ");
+        let target_start = head.len();
+        head.push_str(target);
+        let target_span = span(target_start, head.len());
+        head.push_str(" HTTP/1.1\r\n");
+        let mut header_spans = Vec::with_capacity(headers.len());
+        for (name, value) in headers {
+            let name_start = head.len();
+            head.push_str(name);
+            let name_span = span(name_start, head.len());
+            head.push_str(": ");
+            let value_start = head.len();
+            head.push_str(value);
+            header_spans.push((name_span, span(value_start, head.len())));
+            head.push_str("\r\n");
+        }
+        head.push_str("\r\n");
+        Request {
+            head: Bytes::from(head),
+            method: Method::from_token(method.as_bytes()),
+            target: target_span,
+            version_minor: 1,
+            headers: header_spans,
+            body,
+            keep_alive: true,
+        }
+    }
+
     /// The request target as sent: path and query, percent-encoded.
     pub fn target(&self) -> &[u8] {
         self.target.slice(&self.head)
