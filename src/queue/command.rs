@@ -137,6 +137,7 @@ pub struct MessageView {
     pub pop_receipt: Option<PopReceipt>,
     pub time_next_visible_ms: u64,
     pub dequeue_count: u32,
+    /// Shares the stored bytes; empty in Put's reply, whose response lists no text.
     pub text: Bytes,
 }
 

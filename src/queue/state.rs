@@ -70,6 +70,13 @@ struct Queue {
     invisible: MessageList,
 }
 
+/// Whether a `MessageView` shares the message's text or leaves it empty.
+#[derive(Clone, Copy)]
+enum Text {
+    Shared,
+    Omitted,
+}
+
 /// One shard's queues and messages.
 #[derive(Debug)]
 pub struct ShardState {
@@ -336,10 +343,13 @@ impl ShardState {
             generation,
             lease: 0,
         };
+        // Put's response lists no text, and sharing the text would make `Bytes` allocate a
+        // reference count for every message, read or not.
         Ok(Reply::Messages(vec![self.view(
             slot,
             Some(receipt),
             time_next_visible_ms,
+            Text::Omitted,
         )]))
     }
 
@@ -374,7 +384,7 @@ impl ShardState {
                 lease: message.lease,
             };
             self.make_invisible(slot, time_next_visible_ms);
-            views.push(self.view(slot, Some(receipt), time_next_visible_ms));
+            views.push(self.view(slot, Some(receipt), time_next_visible_ms, Text::Shared));
         }
         Ok(Reply::Messages(views))
     }
@@ -423,7 +433,7 @@ impl ShardState {
                 self.free_message(slot);
                 continue;
             }
-            views.push(self.view(slot, None, now_ms));
+            views.push(self.view(slot, None, now_ms, Text::Shared));
         }
         Ok(Reply::Messages(views))
     }
@@ -623,8 +633,13 @@ impl ShardState {
         slot: u32,
         pop_receipt: Option<PopReceipt>,
         time_next_visible_ms: u64,
+        text: Text,
     ) -> MessageView {
         let message = self.messages.get(slot);
+        let text = match text {
+            Text::Shared => message.text.clone(),
+            Text::Omitted => Bytes::new(),
+        };
         MessageView {
             message_id: self.message_id(message.sequence),
             insertion_ms: message.insertion_ms,
@@ -632,7 +647,7 @@ impl ShardState {
             pop_receipt,
             time_next_visible_ms,
             dequeue_count: message.dequeue_count,
-            text: message.text.clone(),
+            text,
         }
     }
 

@@ -625,8 +625,11 @@ fn put_returns_the_stored_message() {
     assert_eq!(view.expiration_ms, NOW + 60_000);
     assert_eq!(view.time_next_visible_ms, NOW);
     assert_eq!(view.dequeue_count, 0);
-    assert_eq!(view.text, text("hello"));
+    // The Put response lists no text, so the reply does not share it.
+    assert!(view.text.is_empty());
     assert_eq!(receipt(&view).lease, 0);
+    let peeked = peek(&mut state, "q", 1, NOW);
+    assert_eq!(peeked[0].text, text("hello"));
     let delayed = put(&mut state, "q", "later", 10, None, NOW);
     assert_eq!(delayed.time_next_visible_ms, NOW + 10_000);
     assert_eq!(delayed.expiration_ms, EXPIRATION_NEVER_MS);
