@@ -119,28 +119,34 @@ impl Response {
 }
 
 /// Reads one response from `reader`; `head_only` for answers to HEAD (no body follows).
-/// `None` when the connection closed before a status line.
+/// `None` when the connection closed before a status line; a response cut off after its status
+/// line is a test failure (the server must never send a truncated response).
 pub fn read_response(reader: &mut impl BufRead, head_only: bool) -> Option<Response> {
     let mut status_line = String::new();
     if reader.read_line(&mut status_line).ok()? == 0 {
         return None;
     }
-    let status: u16 = status_line.split_whitespace().nth(1)?.parse().ok()?;
+    let status: u16 = status_line
+        .split_whitespace()
+        .nth(1)
+        .and_then(|status| status.parse().ok())
+        .unwrap_or_else(|| panic!("bad status line {status_line:?}"));
     let mut headers = Vec::new();
     loop {
         let mut line = String::new();
-        reader.read_line(&mut line).ok()?;
+        let read = reader.read_line(&mut line).expect("headers arrive");
+        assert!(read > 0, "response truncated in its headers");
         let line = line.trim_end_matches(['\r', '\n']);
         if line.is_empty() {
             break;
         }
-        let (name, value) = line.split_once(':')?;
+        let (name, value) = line.split_once(':').expect("a header line");
         headers.push((name.to_string(), value.trim().to_string()));
     }
     let length: usize = headers
         .iter()
         .find(|(name, _)| name.eq_ignore_ascii_case("content-length"))
-        .and_then(|(_, value)| value.parse().ok())
+        .map(|(_, value)| value.parse().expect("a numeric Content-Length"))
         .unwrap_or(0);
     let mut body = vec![
         0;
@@ -150,7 +156,9 @@ pub fn read_response(reader: &mut impl BufRead, head_only: bool) -> Option<Respo
             length
         }
     ];
-    reader.read_exact(&mut body).ok()?;
+    reader
+        .read_exact(&mut body)
+        .expect("the whole body arrives");
     Some(Response {
         status,
         headers,
