@@ -33,6 +33,8 @@ pub enum StorageError {
     AuthorizationProtocolMismatch,
     AuthorizationSourceIpMismatch,
     CorsPreflightFailure,
+    /// A write on the read-only secondary endpoint.
+    InsufficientAccountPermissions,
     // 404
     ResourceNotFound,
     QueueNotFound,
@@ -81,7 +83,8 @@ impl StorageError {
             | AuthorizationServiceMismatch
             | AuthorizationProtocolMismatch
             | AuthorizationSourceIpMismatch
-            | CorsPreflightFailure => 403,
+            | CorsPreflightFailure
+            | InsufficientAccountPermissions => 403,
             ResourceNotFound | QueueNotFound | MessageNotFound => 404,
             UnsupportedHttpVerb => 405,
             QueueAlreadyExists => 409,
@@ -121,6 +124,7 @@ impl StorageError {
             AuthorizationProtocolMismatch => "AuthorizationProtocolMismatch",
             AuthorizationSourceIpMismatch => "AuthorizationSourceIPMismatch",
             CorsPreflightFailure => "CorsPreflightFailure",
+            InsufficientAccountPermissions => "InsufficientAccountPermissions",
             ResourceNotFound => "ResourceNotFound",
             QueueNotFound => "QueueNotFound",
             MessageNotFound => "MessageNotFound",
@@ -184,6 +188,7 @@ impl StorageError {
                 "This request is not authorized to perform this operation using this source IP."
             }
             CorsPreflightFailure => "CORS not enabled or no matching rule found for this request.",
+            InsufficientAccountPermissions => "Write operations are not allowed.",
             ResourceNotFound => "The specified resource does not exist.",
             QueueNotFound => "The specified queue does not exist.",
             MessageNotFound => "The specified message does not exist.",
