@@ -59,6 +59,8 @@ pub const SIGNED_IDENTIFIER_ID_CHARS_MAX: usize = 64;
 pub const CORS_RULES_MAX: usize = 5;
 /// Total text of an account's CORS rules (origins, methods, headers), bytes, as Azure's 2 KiB.
 pub const CORS_RULES_TEXT_BYTES_MAX: usize = 2 * 1024;
+/// Deepest element nesting accepted in a settings body (ACL, service properties need four).
+pub const XML_DEPTH_MAX: usize = 8;
 /// Longest analytics retention, days, as Azure.
 pub const RETENTION_DAYS_MAX: u32 = 365;
 /// Verified SAS signatures one shard remembers; beyond this the older half is forgotten.

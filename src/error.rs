@@ -49,8 +49,6 @@ pub enum StorageError {
     RequestHeaderTooLarge,
     // 500
     InternalError,
-    // 501
-    NotImplemented,
     // 503
     ServerBusy,
 }
@@ -91,7 +89,6 @@ impl StorageError {
             RequestBodyTooLarge => 413,
             RequestHeaderTooLarge => 431,
             InternalError => 500,
-            NotImplemented => 501,
             ServerBusy => 503,
         }
     }
@@ -133,7 +130,6 @@ impl StorageError {
             RequestBodyTooLarge => "RequestBodyTooLarge",
             RequestHeaderTooLarge => "RequestHeaderTooLarge",
             InternalError => "InternalError",
-            NotImplemented => "NotImplemented",
             ServerBusy => "ServerBusy",
         }
     }
@@ -197,7 +193,6 @@ impl StorageError {
             RequestBodyTooLarge => "The request body is too large and exceeds the maximum permissible limit.",
             RequestHeaderTooLarge => "The size of the request headers exceeds the maximum permissible limit.",
             InternalError => "The server encountered an internal error. Please retry the request.",
-            NotImplemented => "The requested operation is not implemented by azq yet.",
             ServerBusy => "The server is currently unable to receive requests. Please retry your request.",
         }
     }

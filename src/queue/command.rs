@@ -6,7 +6,9 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
-use super::replicas::{Replica, ServiceProperties, ServicePropertiesUpdate, SignedIdentifier, SignedIdentifiers};
+use super::replicas::{
+    Replica, ServiceProperties, ServicePropertiesUpdate, SignedIdentifier, SignedIdentifiers,
+};
 
 /// Identifies a queue: the account it belongs to and its name.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]

@@ -1366,7 +1366,12 @@ fn delete_queue_forgets_its_acl_and_a_new_namesake_starts_without() {
     let mut state = state_with(&["q", "plain"]);
     // A queue without an ACL is deleted without replication.
     assert!(matches!(
-        state.apply(Command::DeleteQueue { queue: key("plain") }, NOW),
+        state.apply(
+            Command::DeleteQueue {
+                queue: key("plain")
+            },
+            NOW
+        ),
         Ok(Reply::Done)
     ));
     set_acl(&mut state, "q", &["p"]).unwrap();
