@@ -271,7 +271,7 @@ impl Service {
                 return Ok(Step::Replicated {
                     shard: queue::home_shard(route.account, self.shards),
                     command: Command::SetServiceProperties {
-                        update: settings_xml::service_properties_update(&request.body)?,
+                        update: Box::new(settings_xml::service_properties_update(&request.body)?),
                         account,
                     },
                 });

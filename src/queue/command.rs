@@ -91,7 +91,8 @@ pub enum Command {
     /// the account's home shard, which answers `Reply::Replicate` for the other shards.
     SetServiceProperties {
         account: String,
-        update: ServicePropertiesUpdate,
+        /// Boxed: rare and large, it would otherwise make every command bigger.
+        update: Box<ServicePropertiesUpdate>,
     },
     /// Stores a change another shard made to a replicated setting.
     ApplyReplica(Replica),
@@ -157,8 +158,9 @@ pub enum Reply {
     ServiceProperties(Arc<ServiceProperties>),
     /// The writer of a replicated setting changed it (Set Queue ACL, Set Service Properties,
     /// Delete Queue of a queue with an ACL): the runtime applies the replica on every other
-    /// shard, then the request succeeds.
-    Replicate(Replica),
+    /// shard, then the request succeeds. Boxed: rare and large, it would otherwise make every
+    /// reply bigger.
+    Replicate(Box<Replica>),
 }
 
 /// One queue in a List Queues result.

@@ -218,7 +218,7 @@ impl ShardState {
                     identifiers: Some(identifiers.into()),
                 };
                 self.replicas.apply(replica.clone());
-                Ok(Reply::Replicate(replica))
+                Ok(Reply::Replicate(Box::new(replica)))
             }
             Command::GetQueueAcl { queue } => {
                 self.queue_index(&queue)?;
@@ -230,13 +230,14 @@ impl ShardState {
             }
             Command::SetServiceProperties { account, update } => {
                 let properties = update.applied_to(self.replicas.service_properties(&account));
+
                 let replica = Replica::ServiceProperties {
                     account,
                     version: self.next_replica_version(),
                     properties: properties.into(),
                 };
                 self.replicas.apply(replica.clone());
-                Ok(Reply::Replicate(replica))
+                Ok(Reply::Replicate(Box::new(replica)))
             }
             Command::ApplyReplica(replica) => {
                 self.replicas.apply(replica);
@@ -331,11 +332,11 @@ impl ShardState {
         self.queues_free.push(index);
         if self.replicas.remove_queue_acl(key) {
             // The other shards' copies must go too, or a new queue of this name would find them.
-            return Ok(Reply::Replicate(Replica::QueueAcl {
+            return Ok(Reply::Replicate(Box::new(Replica::QueueAcl {
                 queue: key.clone(),
                 version: self.next_replica_version(),
                 identifiers: None,
-            }));
+            })));
         }
         Ok(Reply::Done)
     }

@@ -100,7 +100,7 @@ impl Shard {
                 // next request sees it whichever shard it reaches.
                 Reply::Replicate(replica) => {
                     for other in (0..self.shards).filter(|&other| other != shard) {
-                        self.apply_on(other, Command::ApplyReplica(replica.clone()))
+                        self.apply_on(other, Command::ApplyReplica((*replica).clone()))
                             .await?;
                     }
                     Ok(Reply::Done)

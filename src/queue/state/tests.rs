@@ -1318,6 +1318,14 @@ fn set_acl(state: &mut ShardState, name: &str, ids: &[&str]) -> Result<Reply, St
     )
 }
 
+/// The replica a writer handed back.
+fn replica(reply: Result<Reply, StorageError>) -> Replica {
+    match reply {
+        Ok(Reply::Replicate(replica)) => *replica,
+        other => panic!("expected a replica, got {other:?}"),
+    }
+}
+
 fn acl_ids(state: &mut ShardState, name: &str) -> Result<Vec<String>, StorageError> {
     match state.apply(Command::GetQueueAcl { queue: key(name) }, NOW)? {
         Reply::AccessPolicies(identifiers) => Ok(identifiers
@@ -1342,20 +1350,19 @@ fn queue_acl_table() {
         Err(StorageError::QueueNotFound)
     );
 
-    let Ok(Reply::Replicate(Replica::QueueAcl {
+    let Replica::QueueAcl {
         version: first_version,
         identifiers: Some(sent),
         ..
-    })) = set_acl(&mut state, "q", &["p1", "p2"])
+    } = replica(set_acl(&mut state, "q", &["p1", "p2"]))
     else {
-        panic!("Set Queue ACL hands back a replica");
+        panic!("Set Queue ACL hands back the queue's ACL");
     };
     assert_eq!(sent.len(), 2);
     assert_eq!(acl_ids(&mut state, "q"), Ok(vec!["p1".into(), "p2".into()]));
     // Each change gets a newer version; an empty list clears the policies.
-    let Ok(Reply::Replicate(Replica::QueueAcl { version, .. })) = set_acl(&mut state, "q", &[])
-    else {
-        panic!("Set Queue ACL hands back a replica");
+    let Replica::QueueAcl { version, .. } = replica(set_acl(&mut state, "q", &[])) else {
+        panic!("Set Queue ACL hands back the queue's ACL");
     };
     assert!(version > first_version);
     assert_eq!(acl_ids(&mut state, "q"), Ok(vec![]));
@@ -1375,16 +1382,16 @@ fn delete_queue_forgets_its_acl_and_a_new_namesake_starts_without() {
         Ok(Reply::Done)
     ));
     set_acl(&mut state, "q", &["p"]).unwrap();
-    let reply = state.apply(Command::DeleteQueue { queue: key("q") }, NOW);
+    let removal = replica(state.apply(Command::DeleteQueue { queue: key("q") }, NOW));
     assert!(
         matches!(
-            reply,
-            Ok(Reply::Replicate(Replica::QueueAcl {
+            removal,
+            Replica::QueueAcl {
                 identifiers: None,
                 ..
-            }))
+            }
         ),
-        "{reply:?}"
+        "{removal:?}"
     );
     create(&mut state, "q", vec![]).unwrap();
     assert_eq!(acl_ids(&mut state, "q"), Ok(vec![]));
@@ -1437,18 +1444,15 @@ fn service_properties_are_merged_on_the_home_shard_and_replicated() {
     let reply = home.apply(
         Command::SetServiceProperties {
             account: ACCOUNT.to_string(),
-            update: crate::queue::ServicePropertiesUpdate {
+            update: Box::new(crate::queue::ServicePropertiesUpdate {
                 logging: Some(logging.clone()),
                 ..Default::default()
-            },
+            }),
         },
         NOW,
     );
-    let Ok(Reply::Replicate(replica)) = reply else {
-        panic!("Set Service Properties hands back a replica: {reply:?}");
-    };
     assert!(matches!(
-        other.apply(Command::ApplyReplica(replica), NOW),
+        other.apply(Command::ApplyReplica(replica(reply)), NOW),
         Ok(Reply::Done)
     ));
     for state in [&home, &other] {
