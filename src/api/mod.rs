@@ -139,11 +139,11 @@ impl Service {
         }
         let cors =
             cors::actual_request(request.header_str("origin"), request.method.as_str(), rules);
-        let plan = |step, auth_failure| Plan {
+        let plan = move |step, auth_failure| Plan {
             operation: Some(operation),
             step,
             auth_failure,
-            cors: cors.clone(),
+            cors,
         };
         // The version of the queue ACL whose stored policy authorized the request, if one did.
         let acl_version = Cell::new(None);

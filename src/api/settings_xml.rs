@@ -852,6 +852,9 @@ mod tests {
             (metrics("<Version>1.0</Version><RetentionPolicy><Enabled>false</Enabled></RetentionPolicy>"), Err(StorageError::InvalidXmlDocument)),
             (metrics("<Version></Version><Enabled>false</Enabled><RetentionPolicy><Enabled>false</Enabled></RetentionPolicy>"), Err(StorageError::InvalidXmlNodeValue)),
             (properties("<Logging>text</Logging>"), Err(StorageError::InvalidXmlDocument)),
+            (properties("text"), Err(StorageError::InvalidXmlDocument)),
+            (cors("<CorsRule>text</CorsRule>"), Err(StorageError::InvalidXmlDocument)),
+            (cors(&format!("{}tail", rule("*", "GET", "1"))), Err(StorageError::InvalidXmlDocument)),
         ];
         for (body, expected) in cases {
             assert_eq!(
