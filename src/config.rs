@@ -50,6 +50,24 @@ pub const SHUTDOWN_GRACE_MS: u64 = 10_000;
 pub const RESPONSE_BATCH_BYTES_MAX: usize = 256 * 1024;
 /// Timer-wheel entries one shard processes per step before it yields to requests.
 pub const TIMER_ENTRIES_PER_STEP_MAX: usize = 4096;
+/// Stored access policies (signed identifiers) one queue may have, as Azure: beyond it Set Queue
+/// ACL answers 400 `InvalidXmlDocument`.
+pub const SIGNED_IDENTIFIERS_MAX: usize = 5;
+/// Longest signed identifier `Id`, characters, as Azure.
+pub const SIGNED_IDENTIFIER_ID_CHARS_MAX: usize = 64;
+/// CORS rules one account may have, as Azure: beyond it Set Service Properties answers 400.
+pub const CORS_RULES_MAX: usize = 5;
+/// Total text of an account's CORS rules (origins, methods, headers), bytes, as Azure's 2 KiB.
+pub const CORS_RULES_TEXT_BYTES_MAX: usize = 2 * 1024;
+/// Deepest element nesting accepted in a settings body (ACL, service properties need four).
+pub const XML_DEPTH_MAX: usize = 8;
+/// Longest analytics retention, days, as Azure.
+pub const RETENTION_DAYS_MAX: u32 = 365;
+/// Verified SAS signatures one shard remembers; beyond this the older half is forgotten.
+pub const SAS_CACHE_ENTRIES_MAX: usize = 4096;
+/// Longest SAS cache key (string-to-sign and signature) worth remembering, bytes: SDK tokens sign
+/// about 150 bytes; longer ones are verified every time, which caps the cache near 2 MiB per shard.
+pub const SAS_CACHE_KEY_BYTES_MAX: usize = 512;
 /// Memory glommio registers for io_uring buffers per shard. glommio's default (10 MiB) exceeds the
 /// common 8 MiB `ulimit -l`, so azq asks for less; it only serves file I/O, which azq does not do.
 pub const IO_MEMORY_BYTES_PER_SHARD: usize = 512 * 1024;
@@ -58,6 +76,7 @@ const _: () = assert!(REQUEST_BODY_BYTES_MAX > MESSAGE_TEXT_BYTES_MAX * XML_ESCA
 const _: () = assert!(REQUEST_HEAD_BYTES_MAX <= u16::MAX as usize);
 const _: () = assert!(GET_VISIBILITY_TIMEOUT_S_DEFAULT <= VISIBILITY_TIMEOUT_S_MAX);
 const _: () = assert!(MESSAGE_TTL_S_DEFAULT <= VISIBILITY_TIMEOUT_S_MAX);
+const _: () = assert!(SAS_CACHE_ENTRIES_MAX >= 2);
 
 /// The newest `x-ms-version` azq knows; sent back when a request names none.
 pub const API_VERSION_LATEST: &str = "2026-10-06";

@@ -33,6 +33,8 @@ pub enum StorageError {
     AuthorizationProtocolMismatch,
     AuthorizationSourceIpMismatch,
     CorsPreflightFailure,
+    /// A write on the read-only secondary endpoint.
+    InsufficientAccountPermissions,
     // 404
     ResourceNotFound,
     QueueNotFound,
@@ -47,8 +49,6 @@ pub enum StorageError {
     RequestHeaderTooLarge,
     // 500
     InternalError,
-    // 501
-    NotImplemented,
     // 503
     ServerBusy,
 }
@@ -81,14 +81,14 @@ impl StorageError {
             | AuthorizationServiceMismatch
             | AuthorizationProtocolMismatch
             | AuthorizationSourceIpMismatch
-            | CorsPreflightFailure => 403,
+            | CorsPreflightFailure
+            | InsufficientAccountPermissions => 403,
             ResourceNotFound | QueueNotFound | MessageNotFound => 404,
             UnsupportedHttpVerb => 405,
             QueueAlreadyExists => 409,
             RequestBodyTooLarge => 413,
             RequestHeaderTooLarge => 431,
             InternalError => 500,
-            NotImplemented => 501,
             ServerBusy => 503,
         }
     }
@@ -121,6 +121,7 @@ impl StorageError {
             AuthorizationProtocolMismatch => "AuthorizationProtocolMismatch",
             AuthorizationSourceIpMismatch => "AuthorizationSourceIPMismatch",
             CorsPreflightFailure => "CorsPreflightFailure",
+            InsufficientAccountPermissions => "InsufficientAccountPermissions",
             ResourceNotFound => "ResourceNotFound",
             QueueNotFound => "QueueNotFound",
             MessageNotFound => "MessageNotFound",
@@ -129,7 +130,6 @@ impl StorageError {
             RequestBodyTooLarge => "RequestBodyTooLarge",
             RequestHeaderTooLarge => "RequestHeaderTooLarge",
             InternalError => "InternalError",
-            NotImplemented => "NotImplemented",
             ServerBusy => "ServerBusy",
         }
     }
@@ -184,6 +184,7 @@ impl StorageError {
                 "This request is not authorized to perform this operation using this source IP."
             }
             CorsPreflightFailure => "CORS not enabled or no matching rule found for this request.",
+            InsufficientAccountPermissions => "Write operations are not allowed.",
             ResourceNotFound => "The specified resource does not exist.",
             QueueNotFound => "The specified queue does not exist.",
             MessageNotFound => "The specified message does not exist.",
@@ -192,7 +193,6 @@ impl StorageError {
             RequestBodyTooLarge => "The request body is too large and exceeds the maximum permissible limit.",
             RequestHeaderTooLarge => "The size of the request headers exceeds the maximum permissible limit.",
             InternalError => "The server encountered an internal error. Please retry the request.",
-            NotImplemented => "The requested operation is not implemented by azq yet.",
             ServerBusy => "The server is currently unable to receive requests. Please retry your request.",
         }
     }

@@ -5,10 +5,11 @@
 //!   SO_REUSEPORT listener, runs the connection loop, and talks to other shards over a bounded
 //!   request/reply channel mesh. The only place glommio appears.
 //! - `http/`: HTTP/1.1 request parsing on httparse and response encoding; no Azure knowledge.
-//! - `auth/`: SharedKey canonicalisation and signing; accounts and their keys.
+//! - `auth/`: SharedKey/SharedKeyLite and SAS verification; accounts and their keys.
 //! - `api/`: routing of (method, path, query) to one `Operation` per REST operation, request
-//!   validation into queue `Command`s, and the XML/headers of each response.
-//! - `queue/`: per-shard state (queues, message slab, timer wheel, pop receipts); synchronous and
+//!   validation into queue `Command`s, CORS, and the XML/headers of each response.
+//! - `queue/`: per-shard state (queues, message slab, timer wheel, pop receipts) and the shard's
+//!   copy of the replicated settings (service properties, queue ACLs); synchronous and
 //!   deterministic, driven by commands and an injected time.
 //! - `config`, `error`, `clock`: limits, the `StorageError` → (status, code) mapping, time.
 

@@ -297,9 +297,9 @@ fn errors_carry_azure_headers_and_xml() {
         ),
         (
             "GET",
-            "/devstoreaccount1/queue1?comp=acl",
-            501,
-            "NotImplemented",
+            "/devstoreaccount1?restype=service&comp=stats",
+            400,
+            "InvalidQueryParameterValue",
         ),
     ];
     for (method, target, status, code) in cases {

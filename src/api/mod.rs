@@ -2,27 +2,42 @@
 //! `Operation`, authenticated, validated into a queue `Command` addressed to the owning shard
 //! (`Service::plan`), and the shard's reply is encoded as Azure's headers and XML
 //! (`Service::respond`). Nothing here does I/O or waits: the runtime moves commands between shards.
+//!
+//! Planning reads the shard's copy of the replicated settings (`queue::Replicas`): stored access
+//! policies for a service SAS with `si`, CORS rules for preflights and response headers, and the
+//! service properties. Writes of those settings go to their writer shard first
+//! (`Step::Replicated`), which decides (a missing queue is 404) and hands back the change the
+//! runtime then applies on every other shard.
 
+pub mod cors;
 pub mod date;
 pub mod ids;
 pub mod router;
+pub mod settings_xml;
 pub mod validate;
 pub mod xml;
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::net::IpAddr;
 
 use bytes::{BufMut, BytesMut};
 
-use crate::auth::{Access, Accounts, AuthFailure, Authenticator, RequestContext};
+use crate::auth::{
+    parse_iso8601_ms, Access, Accounts, AuthFailure, Authenticator, PermissionSet, RequestContext,
+    StoredPolicy,
+};
 use crate::config::{
     API_VERSION_LATEST, GET_VISIBILITY_TIMEOUT_S_DEFAULT, LIST_QUEUES_RESULTS_MAX,
     MESSAGES_PER_GET_MAX, MESSAGE_TTL_S_DEFAULT, VISIBILITY_TIMEOUT_S_MAX,
 };
 use crate::error::StorageError;
 use crate::http::{Request, ResponseWriter};
-use crate::queue::{self, Command, MessageId, PopReceipt, QueueKey, Reply, EXPIRATION_NEVER_MS};
+use crate::queue::{
+    self, Command, MessageId, PopReceipt, QueueKey, Replicas, Reply, SignedIdentifier,
+    EXPIRATION_NEVER_MS,
+};
 
+pub use cors::CorsHeaders;
 pub use router::{Operation, Query, Route};
 
 /// The `Server` header value.
@@ -37,6 +52,11 @@ pub enum Step {
     Shard { shard: usize, command: Command },
     /// Apply `command` on every shard and answer with the merged replies (List Queues).
     EveryShard(Command),
+    /// Apply `command` on `shard`, the writer of the setting it changes. When it answers
+    /// `Reply::Replicate`, apply that replica on every other shard, then answer `Done`.
+    Replicated { shard: usize, command: Command },
+    /// Answer with this reply; planning already had everything it needed.
+    Answer(Reply),
 }
 
 /// A routed request's operation (when routing succeeded) and its step.
@@ -47,6 +67,8 @@ pub struct Plan {
     /// Why authentication failed, for the log; the client only sees `AuthenticationFailed`
     /// (or the authorization code).
     pub auth_failure: Option<AuthFailure>,
+    /// The CORS headers the response carries, whatever its outcome.
+    pub cors: Option<CorsHeaders>,
 }
 
 /// The API of one shard: its authenticator (with its SAS cache) and the routing settings.
@@ -78,8 +100,9 @@ impl Service {
     }
 
     /// Routes, authenticates and validates `request` into a plan. `now_ms` is the time used for
-    /// SAS windows; `peer` is the client's address for SAS IP ranges.
-    pub fn plan(&self, request: &Request, now_ms: u64, peer: IpAddr) -> Plan {
+    /// SAS windows; `peer` is the client's address for SAS IP ranges; `replicas` is this shard's
+    /// copy of the replicated settings.
+    pub fn plan(&self, request: &Request, now_ms: u64, peer: IpAddr, replicas: &Replicas) -> Plan {
         let query = match Query::parse(request.query()) {
             Ok(query) => query,
             Err(error) => return fail(None, error),
@@ -96,20 +119,61 @@ impl Service {
             Err(error) => return fail(None, error),
         };
         let operation = route.operation;
-        if let Err(failure) = self.authorize(request, &route, now_ms, peer) {
-            return Plan {
-                operation: Some(operation),
-                step: Step::Fail(StorageError::from(failure.clone())),
-                auth_failure: Some(failure),
+        let rules = &replicas.service_properties(route.account).cors;
+        if operation == Operation::Preflight {
+            // Answered from the rules alone, without authentication, as Azure does.
+            return match cors::preflight(
+                request.header_str("origin"),
+                request.header_str("access-control-request-method"),
+                request.header_str("access-control-request-headers"),
+                rules,
+            ) {
+                Ok(headers) => Plan {
+                    operation: Some(operation),
+                    step: Step::Answer(Reply::Done),
+                    auth_failure: None,
+                    cors: Some(headers),
+                },
+                Err(error) => fail(Some(operation), error),
             };
         }
-        match self.command(request, &route, &query) {
-            Ok(step) => Plan {
-                operation: Some(operation),
-                step,
-                auth_failure: None,
-            },
-            Err(error) => fail(Some(operation), error),
+        let cors =
+            cors::actual_request(request.header_str("origin"), request.method.as_str(), rules);
+        let plan = move |step, auth_failure| Plan {
+            operation: Some(operation),
+            step,
+            auth_failure,
+            cors,
+        };
+        // The version of the queue ACL whose stored policy authorized the request, if one did.
+        let acl_version = Cell::new(None);
+        if let Err(failure) = self.authorize(request, &route, now_ms, peer, replicas, &acl_version)
+        {
+            return plan(
+                Step::Fail(StorageError::from(failure.clone())),
+                Some(failure),
+            );
+        }
+        if route.secondary && !operation.is_read_only() {
+            return plan(
+                Step::Fail(StorageError::InsufficientAccountPermissions),
+                None,
+            );
+        }
+        match (
+            self.command(request, &route, &query, replicas),
+            acl_version.get(),
+        ) {
+            // The owner confirms that the policy used is still the queue's.
+            (Ok(Step::Shard { shard, command }), Some(acl_version)) => {
+                let command = Command::WithStoredPolicy {
+                    acl_version,
+                    command: Box::new(command),
+                };
+                plan(Step::Shard { shard, command }, None)
+            }
+            (Ok(step), _) => plan(step, None),
+            (Err(error), _) => plan(Step::Fail(error), None),
         }
     }
 
@@ -117,12 +181,16 @@ impl Service {
         self.authenticator.borrow().accounts().get(name).is_some()
     }
 
+    /// Authenticates `request`. A service SAS with `si` takes its terms from `replicas`; the
+    /// version of the ACL it used is left in `acl_version` for the owner to confirm.
     fn authorize(
         &self,
         request: &Request,
         route: &Route<'_>,
         now_ms: u64,
         peer: IpAddr,
+        replicas: &Replicas,
+        acl_version: &Cell<Option<u64>>,
     ) -> Result<(), AuthFailure> {
         let access = match route.operation {
             Operation::Preflight => return Ok(()),
@@ -157,10 +225,19 @@ impl Service {
             client_ip: peer,
             secure_transport: false,
         };
-        // Stored access policies (queue ACLs) are not kept yet, so a service SAS naming one fails.
+        let stored_policy = |identifier: &str| {
+            let queue = QueueKey {
+                account: route.account.to_string(),
+                name: route.queue?.to_string(),
+            };
+            let (version, identifiers) = replicas.queue_acl(&queue)?;
+            let policy = identifiers.iter().find(|entry| entry.id == identifier)?;
+            acl_version.set(Some(version));
+            Some(stored_policy(policy))
+        };
         self.authenticator
             .borrow_mut()
-            .authenticate(request, &context, access, &|_identifier| None)
+            .authenticate(request, &context, access, &stored_policy)
             .map(|_principal| ())
     }
 
@@ -169,6 +246,7 @@ impl Service {
         request: &Request,
         route: &Route<'_>,
         query: &Query<'_>,
+        replicas: &Replicas,
     ) -> Result<Step, StorageError> {
         validate::integer_parameter(query, "timeout", 0..=i64::MAX)?;
         let account = route.account.to_string();
@@ -180,13 +258,46 @@ impl Service {
                 name: name.to_string(),
             })
         };
+        let owner = |queue: &QueueKey| queue::shard_for(queue, self.shards);
         let command = match route.operation {
-            Operation::GetServiceProperties
-            | Operation::SetServiceProperties
-            | Operation::GetServiceStats
-            | Operation::GetQueueAcl
-            | Operation::SetQueueAcl
-            | Operation::Preflight => return Err(StorageError::NotImplemented),
+            // Planned before authentication, from the CORS rules alone.
+            Operation::Preflight => return Err(StorageError::InternalError),
+            Operation::GetServiceProperties => {
+                return Ok(Step::Answer(Reply::ServiceProperties(
+                    replicas.service_properties(route.account).clone(),
+                )))
+            }
+            Operation::SetServiceProperties => {
+                return Ok(Step::Replicated {
+                    shard: queue::home_shard(route.account, self.shards),
+                    command: Command::SetServiceProperties {
+                        update: Box::new(settings_xml::service_properties_update(&request.body)?),
+                        account,
+                    },
+                });
+            }
+            // Azure serves statistics only on the secondary endpoint.
+            Operation::GetServiceStats if route.secondary => return Ok(Step::Answer(Reply::Done)),
+            Operation::GetServiceStats => return Err(StorageError::InvalidQueryParameterValue),
+            Operation::GetQueueAcl => Command::GetQueueAcl {
+                queue: queue_key()?,
+            },
+            Operation::SetQueueAcl => {
+                let queue = queue_key()?;
+                let identifiers = settings_xml::signed_identifiers(&request.body)?;
+                return Ok(Step::Replicated {
+                    shard: owner(&queue),
+                    command: Command::SetQueueAcl { queue, identifiers },
+                });
+            }
+            Operation::DeleteQueue => {
+                // Replicated: the owner also drops the queue's ACL on every shard, if it has one.
+                let queue = queue_key()?;
+                return Ok(Step::Replicated {
+                    shard: owner(&queue),
+                    command: Command::DeleteQueue { queue },
+                });
+            }
             Operation::ListQueues => {
                 let results_max = list_results_max(query)?;
                 let mut include_metadata = false;
@@ -213,9 +324,6 @@ impl Service {
             Operation::CreateQueue => Command::CreateQueue {
                 queue: queue_key()?,
                 metadata: validate::metadata(request)?,
-            },
-            Operation::DeleteQueue => Command::DeleteQueue {
-                queue: queue_key()?,
             },
             Operation::GetQueueMetadata => Command::GetQueueMetadata {
                 queue: queue_key()?,
@@ -299,37 +407,41 @@ impl Service {
                 pop_receipt: pop_receipt(query)?,
             },
         };
-        let shard = command
-            .queue()
-            .map_or(0, |queue| queue::shard_for(queue, self.shards));
+        let shard = command.queue().map_or(0, owner);
         Ok(Step::Shard { shard, command })
     }
 
     /// Encodes the response to `request` into `out`. `outcome` is the command's result, or the
-    /// error that stopped the request earlier (for `EveryShard`, the merged replies).
+    /// error that stopped the request earlier (for `EveryShard`, the merged replies); `cors` the
+    /// plan's CORS headers.
     pub fn respond(
         &self,
         request: &Request,
         operation: Option<Operation>,
+        cors: Option<&CorsHeaders>,
         outcome: Result<Reply, StorageError>,
         now_ms: u64,
         out: &mut BytesMut,
     ) {
         let request_id = ids::hyphenated(ids::request_id());
+        let start = Start {
+            request,
+            request_id: &request_id,
+            now_ms,
+            cors,
+            head_only: request.method == crate::http::Method::Head,
+        };
         let reply = match (operation, outcome) {
-            (_, Err(error)) => return self.respond_error(request, error, &request_id, now_ms, out),
+            (_, Err(error)) => return self.respond_error(&start, error, out),
             (Some(operation), Ok(reply)) => (operation, reply),
             (None, Ok(_)) => unreachable!("a reply without an operation"),
         };
-        let head_only = request.method == crate::http::Method::Head;
         match reply {
             (Operation::CreateQueue, Reply::QueueCreated) => {
-                self.start(request, 201, &request_id, now_ms, out, head_only)
-                    .finish();
+                self.start(&start, 201, out).finish();
             }
             (Operation::CreateQueue, Reply::QueueExists) => {
-                self.start(request, 204, &request_id, now_ms, out, head_only)
-                    .finish();
+                self.start(&start, 204, out).finish();
             }
             (
                 Operation::GetQueueMetadata,
@@ -338,7 +450,7 @@ impl Service {
                     approximate_messages_count,
                 },
             ) => {
-                let mut writer = self.start(request, 200, &request_id, now_ms, out, head_only);
+                let mut writer = self.start(&start, 200, out);
                 writer.header_decimal(
                     "x-ms-approximate-messages-count",
                     approximate_messages_count,
@@ -357,7 +469,7 @@ impl Service {
                     (queues.len() > results_max).then(|| queues[results_max].name.clone());
                 queues.truncate(results_max);
                 let endpoint = self.service_endpoint(request);
-                let mut writer = self.start(request, 200, &request_id, now_ms, out, head_only);
+                let mut writer = self.start(&start, 200, out);
                 writer.header("Content-Type", b"application/xml");
                 xml::queue_list(
                     writer.body(),
@@ -383,7 +495,7 @@ impl Service {
                     Operation::GetMessages => (200, xml::MessageFields::Get),
                     _ => (200, xml::MessageFields::Peek),
                 };
-                let mut writer = self.start(request, status, &request_id, now_ms, out, head_only);
+                let mut writer = self.start(&start, status, out);
                 writer.header("Content-Type", b"application/xml");
                 xml::messages(writer.body(), &messages, fields);
                 writer.finish();
@@ -397,7 +509,7 @@ impl Service {
             ) => {
                 let mut receipt = BytesMut::with_capacity(24);
                 pop_receipt.encode_into(&mut receipt);
-                let mut writer = self.start(request, 204, &request_id, now_ms, out, head_only);
+                let mut writer = self.start(&start, 204, out);
                 writer.header("x-ms-popreceipt", &receipt);
                 writer.header(
                     "x-ms-time-next-visible",
@@ -412,48 +524,64 @@ impl Service {
                 | Operation::ClearMessages,
                 Reply::Done,
             ) => {
-                self.start(request, 204, &request_id, now_ms, out, head_only)
-                    .finish();
+                self.start(&start, 204, out).finish();
+            }
+            (Operation::SetQueueAcl, Reply::Done) => {
+                self.start(&start, 204, out).finish();
+            }
+            (Operation::SetServiceProperties, Reply::Done) => {
+                self.start(&start, 202, out).finish();
+            }
+            (Operation::Preflight, Reply::Done) => {
+                self.start(&start, 200, out).finish();
+            }
+            (Operation::GetQueueAcl, Reply::AccessPolicies(identifiers)) => {
+                let mut writer = self.start(&start, 200, out);
+                writer.header("Content-Type", b"application/xml");
+                settings_xml::signed_identifiers_into(writer.body(), &identifiers);
+                writer.finish();
+            }
+            (Operation::GetServiceProperties, Reply::ServiceProperties(properties)) => {
+                let mut writer = self.start(&start, 200, out);
+                writer.header("Content-Type", b"application/xml");
+                settings_xml::service_properties_into(writer.body(), &properties);
+                writer.finish();
+            }
+            (Operation::GetServiceStats, Reply::Done) => {
+                let mut writer = self.start(&start, 200, out);
+                writer.header("Content-Type", b"application/xml");
+                settings_xml::service_stats_into(writer.body(), now_ms);
+                writer.finish();
             }
             (operation, reply) => {
                 debug_assert!(false, "{operation:?} answered with {reply:?}");
-                self.respond_error(
-                    request,
-                    StorageError::InternalError,
-                    &request_id,
-                    now_ms,
-                    out,
-                );
+                self.respond_error(&start, StorageError::InternalError, out);
             }
         }
     }
 
-    fn respond_error(
-        &self,
-        request: &Request,
-        error: StorageError,
-        request_id: &[u8],
-        now_ms: u64,
-        out: &mut BytesMut,
-    ) {
-        let head_only = request.method == crate::http::Method::Head;
-        let mut writer = self.start(request, error.status(), request_id, now_ms, out, head_only);
+    fn respond_error(&self, start: &Start<'_>, error: StorageError, out: &mut BytesMut) {
+        let mut writer = self.start(start, error.status(), out);
         writer.header("x-ms-error-code", error.code().as_bytes());
         writer.header("Content-Type", b"application/xml");
-        xml::error(writer.body(), error, request_id, now_ms);
+        xml::error(writer.body(), error, start.request_id, start.now_ms);
         writer.finish();
     }
 
-    /// Writes the status line and the headers every response carries.
+    /// Writes the status line and the headers every response carries, CORS ones included.
     fn start<'o>(
         &self,
-        request: &Request,
+        start: &Start<'_>,
         status: u16,
-        request_id: &[u8],
-        now_ms: u64,
         out: &'o mut BytesMut,
-        head_only: bool,
     ) -> ResponseWriter<'o> {
+        let Start {
+            request,
+            request_id,
+            now_ms,
+            cors,
+            head_only,
+        } = *start;
         let mut writer = ResponseWriter::start(out, status, head_only);
         writer.header("Server", SERVER.as_bytes());
         writer.header("x-ms-request-id", request_id);
@@ -471,6 +599,9 @@ impl Service {
             writer.header("Connection", b"close");
         } else if request.version_minor == 0 {
             writer.header("Connection", b"keep-alive");
+        }
+        if let Some(cors) = cors {
+            cors.write(&mut writer);
         }
         writer
     }
@@ -516,11 +647,37 @@ impl Service {
     }
 }
 
+/// What every response to one request shares.
+#[derive(Clone, Copy)]
+struct Start<'a> {
+    request: &'a Request,
+    request_id: &'a [u8],
+    now_ms: u64,
+    cors: Option<&'a CorsHeaders>,
+    /// HEAD: headers only.
+    head_only: bool,
+}
+
 fn fail(operation: Option<Operation>, error: StorageError) -> Plan {
     Plan {
         operation,
         step: Step::Fail(error),
         auth_failure: None,
+        cors: None,
+    }
+}
+
+/// A stored access policy in the form SAS verification takes; its texts were validated when the
+/// ACL was set, so a field that does not read is one the policy does not have.
+fn stored_policy(identifier: &SignedIdentifier) -> StoredPolicy {
+    let policy = identifier.access_policy.as_ref();
+    let time = |text: Option<&String>| text.and_then(|text| parse_iso8601_ms(text));
+    StoredPolicy {
+        start_ms: time(policy.and_then(|policy| policy.start.as_ref())),
+        expiry_ms: time(policy.and_then(|policy| policy.expiry.as_ref())),
+        permissions: policy
+            .and_then(|policy| policy.permission.as_deref())
+            .and_then(PermissionSet::parse),
     }
 }
 

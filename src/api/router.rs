@@ -30,6 +30,20 @@ pub enum Operation {
     Preflight,
 }
 
+impl Operation {
+    /// Whether the operation only reads, and so may run on the read-only secondary endpoint.
+    /// Get Messages changes the messages it leases, so it is a write.
+    pub fn is_read_only(self) -> bool {
+        use Operation::*;
+        match self {
+            GetServiceProperties | GetServiceStats | ListQueues | GetQueueMetadata
+            | GetQueueAcl | PeekMessages | Preflight => true,
+            SetServiceProperties | CreateQueue | DeleteQueue | SetQueueMetadata | SetQueueAcl
+            | PutMessage | GetMessages | ClearMessages | UpdateMessage | DeleteMessage => false,
+        }
+    }
+}
+
 /// The decoded query parameters of one request, in the order sent.
 #[derive(Debug, Default)]
 pub struct Query<'r> {

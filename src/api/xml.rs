@@ -40,7 +40,7 @@ pub fn escape_into(out: &mut BytesMut, text: &[u8]) {
 }
 
 /// Appends `<name>text</name>` with `text` escaped.
-fn element(out: &mut BytesMut, name: &[u8], text: &[u8]) {
+pub(super) fn element(out: &mut BytesMut, name: &[u8], text: &[u8]) {
     out.put_u8(b'<');
     out.put_slice(name);
     out.put_u8(b'>');

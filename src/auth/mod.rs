@@ -187,7 +187,7 @@ impl Authenticator {
     pub fn new(accounts: Accounts) -> Authenticator {
         Authenticator {
             accounts,
-            sas_cache: SasCache::new(sas::SAS_CACHE_ENTRIES_MAX),
+            sas_cache: SasCache::new(crate::config::SAS_CACHE_ENTRIES_MAX),
             string_to_sign: Vec::with_capacity(512),
         }
     }

@@ -19,13 +19,9 @@ use ahash::AHashMap;
 use super::accounts::Account;
 use super::iso8601::parse_iso8601_ms;
 use super::{decode_signature, AuthFailure, AuthScheme, Principal, RequestContext};
+use crate::config::SAS_CACHE_KEY_BYTES_MAX;
 use crate::http::query;
 
-/// Verified signatures one shard remembers. Beyond this the older half is forgotten.
-pub const SAS_CACHE_ENTRIES_MAX: usize = 4096;
-/// Longest cache key (string-to-sign and signature) worth remembering: SDK tokens sign about
-/// 150 bytes; longer ones are verified every time, which caps the cache near 2 MiB per shard.
-pub const SAS_CACHE_KEY_BYTES_MAX: usize = 512;
 /// The oldest `sv` azq verifies: account SAS appeared with it, and the queue service SAS has
 /// had its current layout (with `sip` and `spr`) since.
 pub const SAS_VERSION_OLDEST: &str = "2015-04-05";
@@ -695,7 +691,7 @@ mod tests {
     use super::*;
     use crate::auth::test_support::development_accounts;
     use crate::auth::SigningKey;
-    use crate::config::{DEVELOPMENT_ACCOUNT_KEY, DEVELOPMENT_ACCOUNT_NAME};
+    use crate::config::{DEVELOPMENT_ACCOUNT_KEY, DEVELOPMENT_ACCOUNT_NAME, SAS_CACHE_ENTRIES_MAX};
     use std::net::Ipv4Addr;
 
     /// 2026-11-22T00:00:00Z and one hour, the window the contract's vectors sign.

@@ -2,7 +2,13 @@
 //! the request path (`api/`) and the state (`queue/`). Commands are plain owned data (`Send`), so the
 //! same value is applied locally or shipped to the owning shard, and a log could replay them.
 
+use std::sync::Arc;
+
 use bytes::Bytes;
+
+use super::replicas::{
+    Replica, ServiceProperties, ServicePropertiesUpdate, SignedIdentifier, SignedIdentifiers,
+};
 
 /// Identifies a queue: the account it belongs to and its name.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -72,10 +78,35 @@ pub enum Command {
     ClearMessages {
         queue: QueueKey,
     },
+    /// Replaces a queue's stored access policies. Runs on the queue's owner, which answers
+    /// `Reply::Replicate` for the other shards.
+    SetQueueAcl {
+        queue: QueueKey,
+        identifiers: Vec<SignedIdentifier>,
+    },
+    GetQueueAcl {
+        queue: QueueKey,
+    },
+    /// Replaces the elements of an account's service properties that `update` carries. Runs on
+    /// the account's home shard, which answers `Reply::Replicate` for the other shards.
+    SetServiceProperties {
+        account: String,
+        /// Boxed: rare and large, it would otherwise make every command bigger.
+        update: Box<ServicePropertiesUpdate>,
+    },
+    /// Stores a change another shard made to a replicated setting.
+    ApplyReplica(Replica),
+    /// `command`, authorized by a service SAS whose terms came from the queue's ACL of version
+    /// `acl_version` (in the copy of the shard that authorized it). Refused with
+    /// `AuthenticationFailed` unless that is still the queue's ACL on its owner.
+    WithStoredPolicy {
+        acl_version: u64,
+        command: Box<Command>,
+    },
 }
 
 impl Command {
-    /// The queue the command acts on; `None` for commands that span every shard (List Queues).
+    /// The queue the command acts on; `None` for commands about an account or every shard.
     pub fn queue(&self) -> Option<&QueueKey> {
         match self {
             Command::CreateQueue { queue, .. }
@@ -87,8 +118,13 @@ impl Command {
             | Command::PeekMessages { queue, .. }
             | Command::UpdateMessage { queue, .. }
             | Command::DeleteMessage { queue, .. }
-            | Command::ClearMessages { queue } => Some(queue),
-            Command::ListQueues { .. } => None,
+            | Command::ClearMessages { queue }
+            | Command::SetQueueAcl { queue, .. }
+            | Command::GetQueueAcl { queue } => Some(queue),
+            Command::WithStoredPolicy { command, .. } => command.queue(),
+            Command::ListQueues { .. }
+            | Command::SetServiceProperties { .. }
+            | Command::ApplyReplica(_) => None,
         }
     }
 }
@@ -100,7 +136,7 @@ pub enum Reply {
     QueueCreated,
     /// Create Queue found the queue with identical metadata (204).
     QueueExists,
-    /// Delete Queue, Set Metadata, Delete Message, Clear Messages (204).
+    /// Delete Queue, Set Metadata, Delete Message, Clear Messages (204); a stored replica.
     Done,
     /// Get Queue Metadata.
     Metadata {
@@ -116,6 +152,15 @@ pub enum Reply {
         pop_receipt: PopReceipt,
         time_next_visible_ms: u64,
     },
+    /// Get Queue ACL.
+    AccessPolicies(SignedIdentifiers),
+    /// Get Service Properties.
+    ServiceProperties(Arc<ServiceProperties>),
+    /// The writer of a replicated setting changed it (Set Queue ACL, Set Service Properties,
+    /// Delete Queue of a queue with an ACL): the runtime applies the replica on every other
+    /// shard, then the request succeeds. Boxed: rare and large, it would otherwise make every
+    /// reply bigger.
+    Replicate(Box<Replica>),
 }
 
 /// One queue in a List Queues result.

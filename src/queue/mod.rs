@@ -6,9 +6,11 @@
 //! - `state`: `ShardState`, which applies commands and runs timers.
 //! - `slab`: the message slots, their generations and the intrusive lists through them.
 //! - `wheel`: the hierarchical timer wheel for visibility and expiry.
+//! - `replicas`: the settings every shard keeps a copy of (service properties, queue ACLs).
 //! - `shard_for`: which shard owns a queue.
 
 pub mod command;
+pub mod replicas;
 pub mod slab;
 pub mod state;
 pub mod wheel;
@@ -16,6 +18,10 @@ pub mod wheel;
 pub use command::{
     Command, MessageId, MessageView, Metadata, PopReceipt, QueueKey, QueueListing, Reply,
     EXPIRATION_NEVER_MS,
+};
+pub use replicas::{
+    home_shard, AccessPolicy, CorsRule, Logging, Metrics, Replica, Replicas, RetentionPolicy,
+    ServiceProperties, ServicePropertiesUpdate, SignedIdentifier, SignedIdentifiers,
 };
 pub use state::ShardState;
 

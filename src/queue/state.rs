@@ -39,6 +39,7 @@ use super::command::{
     Command, MessageId, MessageView, Metadata, PopReceipt, QueueKey, QueueListing, Reply,
     EXPIRATION_NEVER_MS,
 };
+use super::replicas::{Replica, Replicas};
 use super::slab::{Message, MessageList, MessageSlab, OrderKey, Place, NONE, TTL_S_NEVER};
 use super::wheel::TimerWheel;
 use crate::config;
@@ -97,6 +98,10 @@ pub struct ShardState {
     queues_max: usize,
     messages: MessageSlab,
     timers: TimerWheel,
+    /// This shard's copy of the settings every shard keeps (service properties, queue ACLs).
+    replicas: Replicas,
+    /// Version of the last replicated change this shard wrote; the next one gets one more.
+    replica_version_last: u64,
 }
 
 impl ShardState {
@@ -123,7 +128,14 @@ impl ShardState {
             queues_max: config::QUEUES_PER_SHARD_MAX,
             messages: MessageSlab::new(),
             timers: TimerWheel::new(),
+            replicas: Replicas::default(),
+            replica_version_last: 0,
         }
+    }
+
+    /// This shard's copy of the replicated settings, for authorization and CORS.
+    pub fn replicas(&self) -> &Replicas {
+        &self.replicas
     }
 
     /// Applies `command` at `now_ms` (ms since the Unix epoch), after running due timers.
@@ -132,7 +144,7 @@ impl ShardState {
     /// metadata are valid, metadata is in `Metadata`'s canonical order; message texts are at most
     /// `MESSAGE_TEXT_BYTES_MAX`; visibility timeouts at most `VISIBILITY_TIMEOUT_S_MAX`, at least 1
     /// for Get, and below the TTL for Put; counts within `1..=MESSAGES_PER_GET_MAX`; `results_max`
-    /// at most `LIST_QUEUES_RESULTS_MAX`.
+    /// at most `LIST_QUEUES_RESULTS_MAX`; at most `SIGNED_IDENTIFIERS_MAX` signed identifiers.
     pub fn apply(&mut self, command: Command, now_ms: u64) -> Result<Reply, StorageError> {
         self.advance(now_ms, config::TIMER_ENTRIES_PER_STEP_MAX);
         self.execute(command, now_ms)
@@ -204,7 +216,62 @@ impl ShardState {
                 self.free_queue_messages(index);
                 Ok(Reply::Done)
             }
+            Command::SetQueueAcl { queue, identifiers } => {
+                assert!(identifiers.len() <= config::SIGNED_IDENTIFIERS_MAX);
+                self.queue_index(&queue)?;
+                let replica = Replica::QueueAcl {
+                    queue,
+                    version: self.next_replica_version(),
+                    identifiers: Some(identifiers.into()),
+                };
+                self.replicas.apply(replica.clone());
+                Ok(Reply::Replicate(Box::new(replica)))
+            }
+            Command::GetQueueAcl { queue } => {
+                self.queue_index(&queue)?;
+                Ok(Reply::AccessPolicies(
+                    self.replicas
+                        .queue_acl(&queue)
+                        .map_or_else(|| Vec::new().into(), |(_, identifiers)| identifiers.clone()),
+                ))
+            }
+            Command::SetServiceProperties { account, update } => {
+                let properties = update.applied_to(self.replicas.service_properties(&account));
+
+                let replica = Replica::ServiceProperties {
+                    account,
+                    version: self.next_replica_version(),
+                    properties: properties.into(),
+                };
+                self.replicas.apply(replica.clone());
+                Ok(Reply::Replicate(Box::new(replica)))
+            }
+            Command::ApplyReplica(replica) => {
+                self.replicas.apply(replica);
+                Ok(Reply::Done)
+            }
+            Command::WithStoredPolicy {
+                acl_version,
+                command,
+            } => {
+                // The owner's copy is the queue's current ACL, and it has one only while the
+                // queue exists (Set Queue ACL needs the queue; Delete Queue removes it).
+                let current_version = command
+                    .queue()
+                    .and_then(|queue| self.replicas.queue_acl(queue))
+                    .map(|(version, _)| version);
+                if current_version != Some(acl_version) {
+                    return Err(StorageError::AuthenticationFailed);
+                }
+                self.execute(*command, now_ms)
+            }
         }
+    }
+
+    /// The version of the next replicated change this shard writes: above every earlier one.
+    fn next_replica_version(&mut self) -> u64 {
+        self.replica_version_last += 1;
+        self.replica_version_last
     }
 
     /// Runs timers due at `now_ms`, at most `entries_max` wheel entries (fired or moved down a
@@ -270,6 +337,14 @@ impl ShardState {
         let queue = self.queues[index as usize].take();
         assert!(queue.is_some_and(|queue| queue.messages_count == 0));
         self.queues_free.push(index);
+        if self.replicas.remove_queue_acl(key) {
+            // The other shards' copies must go too, or a new queue of this name would find them.
+            return Ok(Reply::Replicate(Box::new(Replica::QueueAcl {
+                queue: key.clone(),
+                version: self.next_replica_version(),
+                identifiers: None,
+            })));
+        }
         Ok(Reply::Done)
     }
 

@@ -47,7 +47,9 @@ pub async fn serve(mut stream: TcpStream, shard: Rc<Shard>) {
                     request_deadline = None;
                     let _busy = shard.busy();
                     let now_ms = shard.engine.now_ms();
-                    let plan = shard.service.plan(&request, now_ms, peer);
+                    let plan = shard
+                        .service
+                        .plan(&request, now_ms, peer, &shard.engine.replicas());
                     if let Some(failure) = &plan.auth_failure {
                         shard.log_line(&format!("authentication failed for {peer}: {failure}"));
                     }
@@ -56,6 +58,7 @@ pub async fn serve(mut stream: TcpStream, shard: Rc<Shard>) {
                     shard.service.respond(
                         &request,
                         plan.operation,
+                        plan.cors.as_ref(),
                         outcome,
                         shard.engine.now_ms(),
                         &mut output,

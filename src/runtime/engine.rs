@@ -3,7 +3,7 @@
 //! expired messages are freed without any request touching their queue. glommio keeps its timers
 //! in a BTreeMap, which is why there is one timer per shard rather than one per message.
 
-use std::cell::{Cell, RefCell};
+use std::cell::{Cell, Ref, RefCell};
 use std::rc::Rc;
 use std::time::Duration;
 
@@ -12,7 +12,7 @@ use glommio::channels::local_channel::{self, LocalReceiver, LocalSender};
 use crate::clock::{Clock, SystemClock};
 use crate::config::TIMER_ENTRIES_PER_STEP_MAX;
 use crate::error::StorageError;
-use crate::queue::{Command, Reply, ShardState};
+use crate::queue::{Command, Replicas, Reply, ShardState};
 
 /// Longest the timer task sleeps without a deadline, so a clock step is noticed eventually.
 const TIMER_IDLE_MS: u64 = 60_000;
@@ -44,6 +44,12 @@ impl Engine {
     /// The current time, ms since the epoch.
     pub fn now_ms(&self) -> u64 {
         self.clock.now_ms()
+    }
+
+    /// The shard's copy of the replicated settings, for planning a request. Planning never
+    /// waits, so the borrow ends before any command is applied.
+    pub fn replicas(&self) -> Ref<'_, Replicas> {
+        Ref::map(self.state.borrow(), ShardState::replicas)
     }
 
     /// Applies `command` now.

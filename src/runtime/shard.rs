@@ -19,7 +19,7 @@ use crate::api::{self, Service, Step};
 use crate::config::SHUTDOWN_GRACE_MS;
 use crate::error::StorageError;
 use crate::http::Request;
-use crate::queue::{Reply, ShardState};
+use crate::queue::{Command, Reply, ShardState};
 
 use super::engine::Engine;
 use super::mesh::{Envelope, Mesh, ReplyEnvelope};
@@ -86,20 +86,36 @@ impl Shard {
     pub async fn execute(&self, step: Step) -> Result<Reply, StorageError> {
         match step {
             Step::Fail(error) => Err(error),
-            Step::Shard { shard, command } if shard == self.index => self.engine.apply(command),
-            Step::Shard { shard, command } => self.mesh.call(shard, command).await,
+            Step::Answer(reply) => Ok(reply),
+            Step::Shard { shard, command } => self.apply_on(shard, command).await,
             Step::EveryShard(command) => {
                 let mut parts = Vec::with_capacity(self.shards);
                 for shard in 0..self.shards {
-                    let part = if shard == self.index {
-                        self.engine.apply(command.clone())
-                    } else {
-                        self.mesh.call(shard, command.clone()).await
-                    };
-                    parts.push(part);
+                    parts.push(self.apply_on(shard, command.clone()).await);
                 }
                 api::merge_queue_lists(parts)
             }
+            Step::Replicated { shard, command } => match self.apply_on(shard, command).await? {
+                // Every other shard stores the change before the client hears of it, so its
+                // next request sees it whichever shard it reaches.
+                Reply::Replicate(replica) => {
+                    for other in (0..self.shards).filter(|&other| other != shard) {
+                        self.apply_on(other, Command::ApplyReplica((*replica).clone()))
+                            .await?;
+                    }
+                    Ok(Reply::Done)
+                }
+                reply => Ok(reply),
+            },
+        }
+    }
+
+    /// Applies `command` on `shard`: directly when it is this one, else over the mesh.
+    async fn apply_on(&self, shard: usize, command: Command) -> Result<Reply, StorageError> {
+        if shard == self.index {
+            self.engine.apply(command)
+        } else {
+            self.mesh.call(shard, command).await
         }
     }
 

@@ -8,7 +8,8 @@ use std::net::TcpStream;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use azq::auth::{sign_shared_key, SigningKey};
+use azq::auth::shared_key::{write_string_to_sign, SharedKeyScheme};
+use azq::auth::SigningKey;
 use azq::config::{DEVELOPMENT_ACCOUNT_KEY, DEVELOPMENT_ACCOUNT_NAME};
 
 /// A running `azq` process, stopped with SIGTERM when dropped.
@@ -28,8 +29,9 @@ impl Server {
         let mut child = Command::new(env!("CARGO_BIN_EXE_azq"))
             .args(["--queueHost", "127.0.0.1", "--queuePort", "0", "--silent"])
             .args(arguments)
-            .envs(environment.iter().copied())
+            // The caller's environment decides the accounts, never the one the tests run in.
             .env_remove("AZURITE_ACCOUNTS")
+            .envs(environment.iter().copied())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()
@@ -214,41 +216,97 @@ fn build_signed(
     key: &str,
     version: &str,
 ) -> Vec<u8> {
-    let date = httpdate_now();
-    let mut all_headers: Vec<(String, String)> = vec![
-        ("x-ms-date".to_string(), date),
-        ("x-ms-version".to_string(), version.to_string()),
-    ];
-    all_headers.extend(
-        headers
-            .iter()
-            .map(|(name, value)| (name.to_string(), value.to_string())),
-    );
-    let header_pairs: Vec<(&str, &str)> = all_headers
-        .iter()
-        .map(|(name, value)| (name.as_str(), value.as_str()))
-        .collect();
-    let signing_key = SigningKey::from_base64(key).expect("a base64 key");
-    let signature = sign_shared_key(
-        method,
-        target,
-        &header_pairs,
-        body.len() as u64,
-        DEVELOPMENT_ACCOUNT_NAME,
-        &signing_key,
-    )
-    .expect("a signable request");
-    let mut raw = format!("{method} {target} HTTP/1.1\r\nHost: 127.0.0.1\r\n");
-    for (name, value) in &all_headers {
-        raw.push_str(&format!("{name}: {value}\r\n"));
+    let signer = Signer {
+        key,
+        version,
+        ..Signer::development()
+    };
+    signer.request(method, target, headers, body)
+}
+
+/// Who signs a request, how, and where it is sent.
+#[derive(Clone, Copy, Debug)]
+pub struct Signer<'a> {
+    /// The account named in `Authorization` and signed in the canonicalised resource.
+    pub account: &'a str,
+    /// The account key, base64.
+    pub key: &'a str,
+    pub scheme: SharedKeyScheme,
+    /// The `Host` header.
+    pub host: &'a str,
+    /// The `x-ms-version` header.
+    pub version: &'a str,
+}
+
+impl Signer<'static> {
+    /// SharedKey with the development account's key, to 127.0.0.1.
+    pub fn development() -> Signer<'static> {
+        Signer {
+            account: DEVELOPMENT_ACCOUNT_NAME,
+            key: DEVELOPMENT_ACCOUNT_KEY,
+            scheme: SharedKeyScheme::SharedKey,
+            host: "127.0.0.1",
+            version: "2026-04-06",
+        }
     }
-    raw.push_str(&format!(
-        "Content-Length: {}\r\nAuthorization: SharedKey {DEVELOPMENT_ACCOUNT_NAME}:{signature}\r\n\r\n",
-        body.len()
-    ));
-    let mut raw = raw.into_bytes();
-    raw.extend_from_slice(body);
-    raw
+}
+
+impl Signer<'_> {
+    /// A request signed as the SDKs sign it: `target` is the path and query as sent, `headers`
+    /// extra headers.
+    pub fn request(
+        &self,
+        method: &str,
+        target: &str,
+        headers: &[(&str, &str)],
+        body: &[u8],
+    ) -> Vec<u8> {
+        let date = httpdate_now();
+        let mut all_headers: Vec<(String, String)> = vec![
+            ("x-ms-date".to_string(), date),
+            ("x-ms-version".to_string(), self.version.to_string()),
+        ];
+        all_headers.extend(
+            headers
+                .iter()
+                .map(|(name, value)| (name.to_string(), value.to_string())),
+        );
+        let content_length = body.len().to_string();
+        let signed_headers = all_headers
+            .iter()
+            .map(|(name, value)| (name.as_bytes(), value.as_bytes()))
+            .chain(
+                (!body.is_empty()).then_some((&b"content-length"[..], content_length.as_bytes())),
+            );
+        let mut string_to_sign = Vec::new();
+        write_string_to_sign(
+            self.scheme,
+            method,
+            target.as_bytes(),
+            signed_headers,
+            self.account,
+            &mut string_to_sign,
+        )
+        .expect("a signable request");
+        let signing_key = SigningKey::from_base64(self.key).expect("a base64 key");
+        let signature = signing_key.sign_base64(&string_to_sign);
+        let scheme = match self.scheme {
+            SharedKeyScheme::SharedKey => "SharedKey",
+            SharedKeyScheme::SharedKeyLite => "SharedKeyLite",
+        };
+        let mut raw = format!("{method} {target} HTTP/1.1\r\nHost: {}\r\n", self.host);
+        for (name, value) in &all_headers {
+            raw.push_str(&format!("{name}: {value}\r\n"));
+        }
+        raw.push_str(&format!(
+            "Content-Length: {}\r\nAuthorization: {scheme} {}:{signature}\r\n\r\n",
+            body.len(),
+            self.account
+        ));
+        let mut raw = raw.into_bytes();
+        raw.extend_from_slice(body);
+        raw
+    }
 }
 
 fn httpdate_now() -> String {

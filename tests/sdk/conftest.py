@@ -15,7 +15,7 @@ Environment:
 
 Fixtures: `server` (session; `.endpoint` account URL, `.host`, `.port`), `connection_str`,
 `service_client` (QueueServiceClient), `queue` (a fresh QueueClient per test), `spawn_server` (extra
-servers with their own arguments, for tests that need a particular configuration).
+servers with their own arguments and environment, for tests that need a particular configuration).
 
 The server's stdout and stderr go to files under pytest's temporary directory; their paths are
 printed when the server fails to start or dies during the session.
@@ -124,8 +124,9 @@ def server_command(binary: Path, extra_args=()) -> list:
     return command
 
 
-def start_server(binary: Path, log_dir: Path, extra_args=()) -> Server:
-    """Start azq and return once it has printed its ready line; raise with its output otherwise."""
+def start_server(binary: Path, log_dir: Path, extra_args=(), env=None) -> Server:
+    """Start azq and return once it has printed its ready line; raise with its output otherwise.
+    `env` adds to (or overrides) the suite's environment, e.g. AZURITE_ACCOUNTS."""
     if not binary.is_file():
         raise RuntimeError(
             f"azq binary not found at {binary}: build it with `cargo build --release --bin azq`, "
@@ -142,6 +143,7 @@ def start_server(binary: Path, log_dir: Path, extra_args=()) -> Server:
             stdin=subprocess.DEVNULL,
             stdout=stdout,
             stderr=stderr,
+            env={**os.environ, **(env or {})},
             preexec_fn=_die_with_parent,
         )
     server = Server(
@@ -243,17 +245,18 @@ def server_alive(server):
 
 @pytest.fixture
 def spawn_server(tmp_path):
-    """Factory for extra azq processes with their own arguments (e.g. `spawn_server(["--shards", "1"])`),
-    stopped at the end of the test. Skips the test when AZQ_TARGET_URL is set: there is no binary."""
+    """Factory for extra azq processes with their own arguments (e.g. `spawn_server(["--shards", "1"])`)
+    and environment (`env={"AZURITE_ACCOUNTS": ...}`), stopped at the end of the test. Skips the test
+    when AZQ_TARGET_URL is set: there is no binary."""
     if os.environ.get("AZQ_TARGET_URL"):
         pytest.skip("AZQ_TARGET_URL is set: the suite does not start servers")
     binary = server_binary()
     started = []
 
-    def spawn(extra_args=()):
+    def spawn(extra_args=(), env=None):
         log_dir = tmp_path / f"azq{len(started)}"
         log_dir.mkdir()
-        started.append(start_server(binary, log_dir, extra_args))
+        started.append(start_server(binary, log_dir, extra_args, env))
         return started[-1]
 
     yield spawn

@@ -1298,3 +1298,176 @@ fn get_of_more_than_the_limit_is_a_bug() {
     let mut state = state_with(&["q"]);
     get(&mut state, "q", config::MESSAGES_PER_GET_MAX + 1, 30, NOW);
 }
+
+fn identifiers(ids: &[&str]) -> Vec<crate::queue::SignedIdentifier> {
+    ids.iter()
+        .map(|id| crate::queue::SignedIdentifier {
+            id: id.to_string(),
+            access_policy: Some(crate::queue::AccessPolicy {
+                permission: Some("r".to_string()),
+                ..Default::default()
+            }),
+        })
+        .collect()
+}
+
+fn set_acl(state: &mut ShardState, name: &str, ids: &[&str]) -> Result<Reply, StorageError> {
+    state.apply(
+        Command::SetQueueAcl {
+            queue: key(name),
+            identifiers: identifiers(ids),
+        },
+        NOW,
+    )
+}
+
+/// The replica a writer handed back.
+fn replica(reply: Result<Reply, StorageError>) -> Replica {
+    match reply {
+        Ok(Reply::Replicate(replica)) => *replica,
+        other => panic!("expected a replica, got {other:?}"),
+    }
+}
+
+fn acl_ids(state: &mut ShardState, name: &str) -> Result<Vec<String>, StorageError> {
+    match state.apply(Command::GetQueueAcl { queue: key(name) }, NOW)? {
+        Reply::AccessPolicies(identifiers) => Ok(identifiers
+            .iter()
+            .map(|identifier| identifier.id.clone())
+            .collect()),
+        other => panic!("expected access policies, got {other:?}"),
+    }
+}
+
+#[test]
+fn queue_acl_table() {
+    let mut state = state_with(&["q"]);
+    assert_eq!(acl_ids(&mut state, "q"), Ok(vec![]));
+    assert!(matches!(
+        set_acl(&mut state, "missing", &["p"]),
+        Err(StorageError::QueueNotFound)
+    ));
+    assert_eq!(state.replicas().queue_acl(&key("missing")), None);
+    assert_eq!(
+        acl_ids(&mut state, "missing"),
+        Err(StorageError::QueueNotFound)
+    );
+
+    let Replica::QueueAcl {
+        version: first_version,
+        identifiers: Some(sent),
+        ..
+    } = replica(set_acl(&mut state, "q", &["p1", "p2"]))
+    else {
+        panic!("Set Queue ACL hands back the queue's ACL");
+    };
+    assert_eq!(sent.len(), 2);
+    assert_eq!(acl_ids(&mut state, "q"), Ok(vec!["p1".into(), "p2".into()]));
+    // Each change gets a newer version; an empty list clears the policies.
+    let Replica::QueueAcl { version, .. } = replica(set_acl(&mut state, "q", &[])) else {
+        panic!("Set Queue ACL hands back the queue's ACL");
+    };
+    assert!(version > first_version);
+    assert_eq!(acl_ids(&mut state, "q"), Ok(vec![]));
+}
+
+#[test]
+fn delete_queue_forgets_its_acl_and_a_new_namesake_starts_without() {
+    let mut state = state_with(&["q", "plain"]);
+    // A queue without an ACL is deleted without replication.
+    assert!(matches!(
+        state.apply(
+            Command::DeleteQueue {
+                queue: key("plain")
+            },
+            NOW
+        ),
+        Ok(Reply::Done)
+    ));
+    set_acl(&mut state, "q", &["p"]).unwrap();
+    let removal = replica(state.apply(Command::DeleteQueue { queue: key("q") }, NOW));
+    assert!(
+        matches!(
+            removal,
+            Replica::QueueAcl {
+                identifiers: None,
+                ..
+            }
+        ),
+        "{removal:?}"
+    );
+    create(&mut state, "q", vec![]).unwrap();
+    assert_eq!(acl_ids(&mut state, "q"), Ok(vec![]));
+    assert_eq!(state.replicas().queue_acl(&key("q")), None);
+}
+
+#[test]
+fn with_stored_policy_runs_only_under_the_current_acl() {
+    let mut state = state_with(&["q"]);
+    let guarded = |acl_version| Command::WithStoredPolicy {
+        acl_version,
+        command: Box::new(Command::GetQueueMetadata { queue: key("q") }),
+    };
+    // No ACL at all.
+    assert!(matches!(
+        state.apply(guarded(1), NOW),
+        Err(StorageError::AuthenticationFailed)
+    ));
+    set_acl(&mut state, "q", &["p"]).unwrap();
+    let (version, _) = state.replicas().queue_acl(&key("q")).unwrap();
+    assert!(matches!(
+        state.apply(guarded(version), NOW),
+        Ok(Reply::Metadata { .. })
+    ));
+    // The ACL changed since the request was authorized.
+    set_acl(&mut state, "q", &["p"]).unwrap();
+    assert!(matches!(
+        state.apply(guarded(version), NOW),
+        Err(StorageError::AuthenticationFailed)
+    ));
+    // The queue was deleted and created again: the old ACL's version never matches.
+    state
+        .apply(Command::DeleteQueue { queue: key("q") }, NOW)
+        .unwrap();
+    create(&mut state, "q", vec![]).unwrap();
+    for stale_version in [version, version + 1] {
+        assert!(matches!(
+            state.apply(guarded(stale_version), NOW),
+            Err(StorageError::AuthenticationFailed)
+        ));
+    }
+}
+
+#[test]
+fn service_properties_are_merged_on_the_home_shard_and_replicated() {
+    let mut home = ShardState::new(0, 1);
+    let mut other = ShardState::new(1, 2);
+    let mut logging = crate::queue::ServiceProperties::default().logging;
+    logging.write = true;
+    let reply = home.apply(
+        Command::SetServiceProperties {
+            account: ACCOUNT.to_string(),
+            update: Box::new(crate::queue::ServicePropertiesUpdate {
+                logging: Some(logging.clone()),
+                ..Default::default()
+            }),
+        },
+        NOW,
+    );
+    assert!(matches!(
+        other.apply(Command::ApplyReplica(replica(reply)), NOW),
+        Ok(Reply::Done)
+    ));
+    for state in [&home, &other] {
+        let properties = state.replicas().service_properties(ACCOUNT);
+        assert_eq!(properties.logging, logging);
+        assert_eq!(
+            properties.hour_metrics,
+            crate::queue::ServiceProperties::default().hour_metrics
+        );
+        assert_eq!(
+            **state.replicas().service_properties("otheraccount"),
+            crate::queue::ServiceProperties::default()
+        );
+    }
+}

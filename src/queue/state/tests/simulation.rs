@@ -95,6 +95,28 @@ fn simulate(seed: u64, steps: usize) {
                 }
             }
             85..=89 => Command::GetQueueMetadata { queue: queue_key },
+            90 => Command::SetQueueAcl {
+                queue: queue_key,
+                identifiers: identifiers(&["p1", "p2", "p3"][..rng.usize(..=3)]),
+            },
+            91 => {
+                // A service SAS authorized against the current ACL, or against one gone stale.
+                let current = state
+                    .replicas()
+                    .queue_acl(&queue_key)
+                    .map(|(version, _)| version);
+                let acl_version = match current {
+                    Some(version) if rng.bool() => version,
+                    _ => rng.u64(..8),
+                };
+                Command::WithStoredPolicy {
+                    acl_version,
+                    command: Box::new(Command::PeekMessages {
+                        queue: queue_key,
+                        count: 1,
+                    }),
+                }
+            }
             _ => {
                 clock.advance_ms(match rng.u32(..30) {
                     0 => rng.u64(..7 * 86_400_000),
@@ -206,6 +228,7 @@ fn simulate(seed: u64, steps: usize) {
                         | StorageError::MessageNotFound
                         | StorageError::PopReceiptMismatch
                         | StorageError::QueueAlreadyExists
+                        | StorageError::AuthenticationFailed
                 ),
                 "{context}"
             ),
@@ -215,6 +238,13 @@ fn simulate(seed: u64, steps: usize) {
             receipts.drain(..250);
         }
         state.verify();
+        // On a single shard every ACL is the owner's: it exists only with its queue.
+        for queue in 0..QUEUES {
+            let queue_key = key(&format!("q{queue}"));
+            if state.replicas().queue_acl(&queue_key).is_some() {
+                assert!(state.queue_indices.contains_key(&queue_key), "{context}");
+            }
+        }
     }
     // Once the clock passes every TTL and the timers run, only never-expiring messages remain.
     clock.advance_ms(30 * 86_400_000);

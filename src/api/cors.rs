@@ -1,0 +1,348 @@
+//! CORS, as Azure Storage does it: a preflight (`OPTIONS`) is answered from the account's rules
+//! without authentication, and an actual request whose `Origin` a rule allows gets the
+//! `Access-Control-*` headers that let a browser read the response. Rules are tried in order and
+//! the first that matches decides.
+//!
+//! Azure's answers ("CORS support for the Azure Storage services"):
+//! - preflight allowed: 200 with the request's origin, method and headers echoed, the rule's
+//!   max age and `Access-Control-Allow-Credentials: true`; refused: 403 `CorsPreflightFailure`;
+//!   without `Origin` or `Access-Control-Request-Method`: 400;
+//! - actual request matched by a rule that allows every origin (`*`): `Access-Control-Allow-Origin: *`
+//!   and the exposed headers, and nothing else, since the answer does not depend on the origin;
+//! - matched by the exact origin: that origin, the exposed headers, credentials allowed and
+//!   `Vary: Origin`;
+//! - not matched (or no `Origin`) while the account has rules: only `Vary: Origin`, so that a
+//!   cache does not hand this answer to an origin a rule would allow.
+
+use crate::error::StorageError;
+use crate::http::ResponseWriter;
+use crate::queue::CorsRule;
+
+/// The CORS headers of one response.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum CorsHeaders {
+    /// A preflight a rule allows.
+    Preflight {
+        allow_origin: String,
+        allow_methods: String,
+        /// The requested headers, when the preflight named any.
+        allow_headers: Option<String>,
+        max_age_s: u64,
+    },
+    /// An actual request a rule allows.
+    Allowed {
+        /// The request's origin, or `*` for a rule that allows every origin.
+        allow_origin: String,
+        /// The rule's `ExposedHeaders`, as set.
+        expose_headers: String,
+        /// Matched by the exact origin: credentials allowed, and the answer varies by origin.
+        exact_origin: bool,
+    },
+    /// No rule allows the request, but the account has rules.
+    VaryOnly,
+}
+
+impl CorsHeaders {
+    /// Writes the headers into a response being built.
+    pub fn write(&self, writer: &mut ResponseWriter<'_>) {
+        match self {
+            CorsHeaders::Preflight {
+                allow_origin,
+                allow_methods,
+                allow_headers,
+                max_age_s,
+            } => {
+                writer.header("Access-Control-Allow-Origin", allow_origin.as_bytes());
+                writer.header("Access-Control-Allow-Methods", allow_methods.as_bytes());
+                if let Some(allow_headers) = allow_headers {
+                    writer.header("Access-Control-Allow-Headers", allow_headers.as_bytes());
+                }
+                writer.header_decimal("Access-Control-Max-Age", *max_age_s);
+                writer.header("Access-Control-Allow-Credentials", b"true");
+            }
+            CorsHeaders::Allowed {
+                allow_origin,
+                expose_headers,
+                exact_origin,
+            } => {
+                writer.header("Access-Control-Allow-Origin", allow_origin.as_bytes());
+                if !expose_headers.is_empty() {
+                    writer.header("Access-Control-Expose-Headers", expose_headers.as_bytes());
+                }
+                if *exact_origin {
+                    writer.header("Access-Control-Allow-Credentials", b"true");
+                    writer.header("Vary", b"Origin");
+                }
+            }
+            CorsHeaders::VaryOnly => writer.header("Vary", b"Origin"),
+        }
+    }
+}
+
+/// Evaluates a preflight. `origin`, `method` and `headers` are the request's `Origin`,
+/// `Access-Control-Request-Method` and `Access-Control-Request-Headers`.
+pub fn preflight(
+    origin: Option<&str>,
+    method: Option<&str>,
+    headers: Option<&str>,
+    rules: &[CorsRule],
+) -> Result<CorsHeaders, StorageError> {
+    let (Some(origin), Some(method)) = (origin, method) else {
+        return Err(StorageError::MissingRequiredHeader);
+    };
+    let rule = rules
+        .iter()
+        .find(|rule| {
+            origin_match(rule, origin).is_some()
+                && method_allowed(rule, method)
+                && headers.is_none_or(|headers| headers_allowed(rule, headers))
+        })
+        .ok_or(StorageError::CorsPreflightFailure)?;
+    Ok(CorsHeaders::Preflight {
+        allow_origin: origin.to_string(),
+        allow_methods: method.to_string(),
+        allow_headers: headers.map(str::to_string),
+        max_age_s: rule.max_age_s,
+    })
+}
+
+/// The CORS headers of an actual request with `origin` (its `Origin` header) and `method`;
+/// `None` when the account has no rules.
+pub fn actual_request(
+    origin: Option<&str>,
+    method: &str,
+    rules: &[CorsRule],
+) -> Option<CorsHeaders> {
+    if rules.is_empty() {
+        return None;
+    }
+    let matched = origin.and_then(|origin| {
+        rules.iter().find_map(|rule| {
+            let exact_origin = origin_match(rule, origin)?;
+            method_allowed(rule, method).then(|| CorsHeaders::Allowed {
+                allow_origin: if exact_origin {
+                    origin.to_string()
+                } else {
+                    "*".to_string()
+                },
+                expose_headers: rule.exposed_headers.clone(),
+                exact_origin,
+            })
+        })
+    });
+    Some(matched.unwrap_or(CorsHeaders::VaryOnly))
+}
+
+/// Whether `rule` allows `origin`: `Some(true)` by name (compared exactly, as Azure does),
+/// `Some(false)` through `*`, `None` not at all.
+fn origin_match(rule: &CorsRule, origin: &str) -> Option<bool> {
+    let allowed = || rule.allowed_origins.split(',').map(str::trim);
+    if allowed().any(|allowed| allowed == origin) {
+        Some(true)
+    } else if allowed().any(|allowed| allowed == "*") {
+        Some(false)
+    } else {
+        None
+    }
+}
+
+fn method_allowed(rule: &CorsRule, method: &str) -> bool {
+    rule.allowed_methods
+        .split(',')
+        .any(|allowed| allowed.trim() == method)
+}
+
+/// Whether every header in the comma-separated `headers` is allowed: by name (ignoring case),
+/// by a prefix rule such as `x-ms-meta-*`, or by `*`.
+fn headers_allowed(rule: &CorsRule, headers: &str) -> bool {
+    headers
+        .split(',')
+        .map(str::trim)
+        .filter(|header| !header.is_empty())
+        .all(|header| {
+            rule.allowed_headers
+                .split(',')
+                .map(str::trim)
+                .filter(|allowed| !allowed.is_empty())
+                .any(|allowed| match allowed.strip_suffix('*') {
+                    Some(prefix) => header
+                        .get(..prefix.len())
+                        .is_some_and(|start| start.eq_ignore_ascii_case(prefix)),
+                    None => header.eq_ignore_ascii_case(allowed),
+                })
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rule(origins: &str, methods: &str, headers: &str) -> CorsRule {
+        CorsRule {
+            allowed_origins: origins.to_string(),
+            allowed_methods: methods.to_string(),
+            allowed_headers: headers.to_string(),
+            exposed_headers: "x-ms-meta-*".to_string(),
+            max_age_s: 60,
+        }
+    }
+
+    /// Origin, Access-Control-Request-Method, Access-Control-Request-Headers, expected answer.
+    type PreflightCase<'a> = (
+        Option<&'a str>,
+        Option<&'a str>,
+        Option<&'a str>,
+        Result<CorsHeaders, StorageError>,
+    );
+
+    #[test]
+    fn preflight_table() {
+        let rules = [
+            rule(
+                "https://a.example, https://b.example",
+                "GET,PUT",
+                "x-ms-meta-*,content-type",
+            ),
+            rule("*", "DELETE", ""),
+        ];
+        let allowed = |origin: &str, method: &str, headers: Option<&str>| {
+            Ok(CorsHeaders::Preflight {
+                allow_origin: origin.to_string(),
+                allow_methods: method.to_string(),
+                allow_headers: headers.map(str::to_string),
+                max_age_s: 60,
+            })
+        };
+        let cases: &[PreflightCase] = &[
+            (
+                Some("https://a.example"),
+                Some("PUT"),
+                None,
+                allowed("https://a.example", "PUT", None),
+            ),
+            (
+                Some("https://b.example"),
+                Some("GET"),
+                Some("X-MS-META-colour, Content-Type"),
+                allowed(
+                    "https://b.example",
+                    "GET",
+                    Some("X-MS-META-colour, Content-Type"),
+                ),
+            ),
+            (
+                Some("https://c.example"),
+                Some("DELETE"),
+                None,
+                allowed("https://c.example", "DELETE", None),
+            ),
+            (
+                Some("https://a.example"),
+                Some("GET"),
+                Some(""),
+                allowed("https://a.example", "GET", Some("")),
+            ),
+            // Refused: unknown origin, method, header; origins compare exactly.
+            (
+                Some("https://c.example"),
+                Some("GET"),
+                None,
+                Err(StorageError::CorsPreflightFailure),
+            ),
+            (
+                Some("https://a.example"),
+                Some("POST"),
+                None,
+                Err(StorageError::CorsPreflightFailure),
+            ),
+            (
+                Some("https://a.example"),
+                Some("put"),
+                None,
+                Err(StorageError::CorsPreflightFailure),
+            ),
+            (
+                Some("https://A.example"),
+                Some("GET"),
+                None,
+                Err(StorageError::CorsPreflightFailure),
+            ),
+            (
+                Some("https://a.example"),
+                Some("GET"),
+                Some("x-custom"),
+                Err(StorageError::CorsPreflightFailure),
+            ),
+            (
+                Some("https://c.example"),
+                Some("DELETE"),
+                Some("x-custom"),
+                Err(StorageError::CorsPreflightFailure),
+            ),
+            // Missing required headers.
+            (
+                None,
+                Some("GET"),
+                None,
+                Err(StorageError::MissingRequiredHeader),
+            ),
+            (
+                Some("https://a.example"),
+                None,
+                None,
+                Err(StorageError::MissingRequiredHeader),
+            ),
+        ];
+        for (origin, method, headers, expected) in cases {
+            assert_eq!(
+                &preflight(*origin, *method, *headers, &rules),
+                expected,
+                "{origin:?} {method:?} {headers:?}"
+            );
+        }
+        assert_eq!(
+            preflight(Some("https://a.example"), Some("GET"), None, &[]),
+            Err(StorageError::CorsPreflightFailure)
+        );
+    }
+
+    #[test]
+    fn actual_request_table() {
+        let rules = [
+            rule("https://a.example", "GET", ""),
+            rule("*", "GET,PUT", ""),
+        ];
+        let exact = CorsHeaders::Allowed {
+            allow_origin: "https://a.example".to_string(),
+            expose_headers: "x-ms-meta-*".to_string(),
+            exact_origin: true,
+        };
+        let any = CorsHeaders::Allowed {
+            allow_origin: "*".to_string(),
+            expose_headers: "x-ms-meta-*".to_string(),
+            exact_origin: false,
+        };
+        assert_eq!(
+            actual_request(Some("https://a.example"), "GET", &rules),
+            Some(exact)
+        );
+        // The exact rule does not allow PUT; the wildcard one does.
+        assert_eq!(
+            actual_request(Some("https://a.example"), "PUT", &rules),
+            Some(any.clone())
+        );
+        assert_eq!(
+            actual_request(Some("https://z.example"), "GET", &rules),
+            Some(any)
+        );
+        assert_eq!(
+            actual_request(Some("https://z.example"), "DELETE", &rules),
+            Some(CorsHeaders::VaryOnly)
+        );
+        assert_eq!(
+            actual_request(None, "GET", &rules),
+            Some(CorsHeaders::VaryOnly)
+        );
+        assert_eq!(actual_request(Some("https://a.example"), "GET", &[]), None);
+    }
+}

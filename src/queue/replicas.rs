@@ -1,0 +1,403 @@
+//! The settings every shard keeps a copy of, so that any shard can authorize a request and
+//! answer CORS without asking another: each account's service properties (logging, metrics,
+//! CORS rules) and each queue's stored access policies (its ACL).
+//!
+//! Each setting has one writer that orders its changes: a queue's ACL is written by the shard
+//! that owns the queue, an account's properties by the account's home shard (`home_shard`). The
+//! writer applies a change, stamps it with the next version of its own counter and hands back a
+//! `Replica`; the runtime applies that replica on every other shard before the client gets its
+//! answer, so a client that reads after its write sees it on every shard. Replicas of one setting
+//! may still reach a shard out of order (two clients writing at once through different shards),
+//! so a shard keeps the highest version it has seen: every copy converges to the writer's.
+//!
+//! A copy can be briefly stale, and when a Set Queue ACL races a Delete Queue it can describe a
+//! queue that no longer exists. Authorization therefore notes the version of the ACL it used and
+//! the owner refuses the operation unless that is still the queue's current ACL
+//! (`Command::WithStoredPolicy`): a new queue never inherits a deleted namesake's policies.
+
+use std::collections::hash_map::Entry;
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use super::command::QueueKey;
+
+/// One stored access policy of a queue, exactly as the client sent it: Get Queue ACL gives the
+/// same text back.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SignedIdentifier {
+    /// The policy's name, which a service SAS quotes in `si` (1 to 64 characters).
+    pub id: String,
+    /// `None` when the identifier was sent without an `AccessPolicy` element.
+    pub access_policy: Option<AccessPolicy>,
+}
+
+/// The terms of a stored access policy; absent fields must come from the SAS that uses it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct AccessPolicy {
+    /// ISO 8601, validated when set.
+    pub start: Option<String>,
+    /// ISO 8601, validated when set.
+    pub expiry: Option<String>,
+    /// Letters of `raup`, in that order, validated when set.
+    pub permission: Option<String>,
+}
+
+/// A queue's stored access policies, shared between the shard's copy and replies.
+pub type SignedIdentifiers = Arc<[SignedIdentifier]>;
+
+/// An account's Queue service properties.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ServiceProperties {
+    pub logging: Logging,
+    pub hour_metrics: Metrics,
+    pub minute_metrics: Metrics,
+    /// In the order sent: CORS evaluates rules first to last.
+    pub cors: Vec<CorsRule>,
+}
+
+impl Default for ServiceProperties {
+    /// A new account's properties, as Azure creates them: logging and metrics off, no CORS.
+    fn default() -> Self {
+        let metrics = Metrics {
+            version: ANALYTICS_VERSION.to_string(),
+            enabled: false,
+            include_apis: None,
+            retention_policy: RetentionPolicy::default(),
+        };
+        ServiceProperties {
+            logging: Logging {
+                version: ANALYTICS_VERSION.to_string(),
+                delete: false,
+                read: false,
+                write: false,
+                retention_policy: RetentionPolicy::default(),
+            },
+            hour_metrics: metrics.clone(),
+            minute_metrics: metrics,
+            cors: Vec::new(),
+        }
+    }
+}
+
+/// The only analytics version Azure's Queue service knows.
+const ANALYTICS_VERSION: &str = "1.0";
+
+/// Storage Analytics logging settings.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Logging {
+    pub version: String,
+    pub delete: bool,
+    pub read: bool,
+    pub write: bool,
+    pub retention_policy: RetentionPolicy,
+}
+
+/// Storage Analytics metrics settings (hourly or per minute).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Metrics {
+    pub version: String,
+    pub enabled: bool,
+    /// Sent only with enabled metrics; kept exactly as sent.
+    pub include_apis: Option<bool>,
+    pub retention_policy: RetentionPolicy,
+}
+
+/// How long analytics data is kept.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RetentionPolicy {
+    pub enabled: bool,
+    /// 1 to `RETENTION_DAYS_MAX` when present.
+    pub days: Option<u32>,
+}
+
+/// One CORS rule. The lists stay comma-separated as sent, so Get Service Properties gives the
+/// same text back; matching splits them.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CorsRule {
+    pub allowed_origins: String,
+    pub allowed_methods: String,
+    pub allowed_headers: String,
+    pub exposed_headers: String,
+    pub max_age_s: u64,
+}
+
+/// The elements of a Set Service Properties body; an element the client left out keeps its
+/// current value, as in Azure.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ServicePropertiesUpdate {
+    pub logging: Option<Logging>,
+    pub hour_metrics: Option<Metrics>,
+    pub minute_metrics: Option<Metrics>,
+    pub cors: Option<Vec<CorsRule>>,
+}
+
+impl ServicePropertiesUpdate {
+    /// `current` with this update's elements replacing its own.
+    pub fn applied_to(self, current: &ServiceProperties) -> ServiceProperties {
+        ServiceProperties {
+            logging: self.logging.unwrap_or_else(|| current.logging.clone()),
+            hour_metrics: self
+                .hour_metrics
+                .unwrap_or_else(|| current.hour_metrics.clone()),
+            minute_metrics: self
+                .minute_metrics
+                .unwrap_or_else(|| current.minute_metrics.clone()),
+            cors: self.cors.unwrap_or_else(|| current.cors.clone()),
+        }
+    }
+}
+
+/// A change of a replicated setting, made by its writer and applied on every other shard.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Replica {
+    /// A queue's ACL was replaced (`Some`), or the queue was deleted with its ACL (`None`).
+    QueueAcl {
+        queue: QueueKey,
+        version: u64,
+        identifiers: Option<SignedIdentifiers>,
+    },
+    /// An account's properties, complete, after the writer merged a partial update.
+    ServiceProperties {
+        account: String,
+        version: u64,
+        properties: Arc<ServiceProperties>,
+    },
+}
+
+/// A setting and the writer's version of it.
+#[derive(Debug)]
+struct Versioned<T> {
+    version: u64,
+    value: T,
+}
+
+/// One shard's copy of every replicated setting.
+#[derive(Debug)]
+pub struct Replicas {
+    /// What an account that never set its properties has.
+    default_service_properties: Arc<ServiceProperties>,
+    service_properties: HashMap<String, Versioned<Arc<ServiceProperties>>>,
+    /// Only queues whose ACL was set; a queue without an entry has no stored policies.
+    queue_acls: HashMap<QueueKey, Versioned<SignedIdentifiers>>,
+}
+
+impl Default for Replicas {
+    fn default() -> Self {
+        Replicas {
+            default_service_properties: Arc::new(ServiceProperties::default()),
+            service_properties: HashMap::new(),
+            queue_acls: HashMap::new(),
+        }
+    }
+}
+
+impl Replicas {
+    /// The properties of `account` (the defaults until it sets some).
+    pub fn service_properties(&self, account: &str) -> &Arc<ServiceProperties> {
+        self.service_properties
+            .get(account)
+            .map_or(&self.default_service_properties, |entry| &entry.value)
+    }
+
+    /// The stored access policies of `queue` and their version; `None` when it has none.
+    pub fn queue_acl(&self, queue: &QueueKey) -> Option<(u64, &SignedIdentifiers)> {
+        self.queue_acls
+            .get(queue)
+            .map(|entry| (entry.version, &entry.value))
+    }
+
+    /// Stores `replica` unless this shard already has the same or a newer version of its
+    /// setting. The writer applies its own replicas through here too.
+    pub(super) fn apply(&mut self, replica: Replica) {
+        match replica {
+            Replica::ServiceProperties {
+                account,
+                version,
+                properties,
+            } => store_newer(&mut self.service_properties, account, version, properties),
+            Replica::QueueAcl {
+                queue,
+                version,
+                identifiers: Some(identifiers),
+            } => store_newer(&mut self.queue_acls, queue, version, identifiers),
+            Replica::QueueAcl {
+                queue,
+                version,
+                identifiers: None,
+            } => {
+                if let Entry::Occupied(entry) = self.queue_acls.entry(queue) {
+                    if entry.get().version < version {
+                        entry.remove();
+                    }
+                }
+            }
+        }
+    }
+
+    /// Removes the ACL of a queue this shard owns and has just deleted; `true` if it had one,
+    /// which the other shards must then forget too.
+    pub(super) fn remove_queue_acl(&mut self, queue: &QueueKey) -> bool {
+        self.queue_acls.remove(queue).is_some()
+    }
+}
+
+fn store_newer<K: std::hash::Hash + Eq, T>(
+    map: &mut HashMap<K, Versioned<T>>,
+    key: K,
+    version: u64,
+    value: T,
+) {
+    match map.entry(key) {
+        Entry::Occupied(mut entry) => {
+            if entry.get().version < version {
+                entry.insert(Versioned { version, value });
+            }
+        }
+        Entry::Vacant(entry) => {
+            entry.insert(Versioned { version, value });
+        }
+    }
+}
+
+/// The shard that writes `account`'s service properties: a fixed function of the name, like
+/// `shard_for`, so every shard sends an account's changes to the same place.
+pub fn home_shard(account: &str, shards: usize) -> usize {
+    super::shard_for(
+        &QueueKey {
+            account: account.to_string(),
+            name: String::new(),
+        },
+        shards,
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(name: &str) -> QueueKey {
+        QueueKey {
+            account: "acct".to_string(),
+            name: name.to_string(),
+        }
+    }
+
+    fn acl(id: &str, version: u64, queue: &str) -> Replica {
+        Replica::QueueAcl {
+            queue: key(queue),
+            version,
+            identifiers: Some(Arc::from(vec![SignedIdentifier {
+                id: id.to_string(),
+                access_policy: None,
+            }])),
+        }
+    }
+
+    fn acl_id(replicas: &Replicas, queue: &str) -> Option<(u64, String)> {
+        replicas
+            .queue_acl(&key(queue))
+            .map(|(version, identifiers)| (version, identifiers[0].id.clone()))
+    }
+
+    #[test]
+    fn newest_version_wins_in_any_order() {
+        let mut replicas = Replicas::default();
+        replicas.apply(acl("second", 2, "q"));
+        replicas.apply(acl("first", 1, "q"));
+        assert_eq!(acl_id(&replicas, "q"), Some((2, "second".to_string())));
+        replicas.apply(acl("third", 3, "q"));
+        assert_eq!(acl_id(&replicas, "q"), Some((3, "third".to_string())));
+    }
+
+    #[test]
+    fn removal_drops_older_versions_only() {
+        let mut replicas = Replicas::default();
+        replicas.apply(acl("kept", 5, "q"));
+        replicas.apply(Replica::QueueAcl {
+            queue: key("q"),
+            version: 4,
+            identifiers: None,
+        });
+        assert_eq!(acl_id(&replicas, "q"), Some((5, "kept".to_string())));
+        replicas.apply(Replica::QueueAcl {
+            queue: key("q"),
+            version: 6,
+            identifiers: None,
+        });
+        assert_eq!(acl_id(&replicas, "q"), None);
+        // A removal of a queue this shard never heard of changes nothing.
+        replicas.apply(Replica::QueueAcl {
+            queue: key("other"),
+            version: 7,
+            identifiers: None,
+        });
+        assert_eq!(acl_id(&replicas, "other"), None);
+    }
+
+    #[test]
+    fn service_properties_default_then_newest() {
+        let mut replicas = Replicas::default();
+        assert_eq!(
+            **replicas.service_properties("acct"),
+            ServiceProperties::default()
+        );
+        let with_cors = |max_age_s, version| Replica::ServiceProperties {
+            account: "acct".to_string(),
+            version,
+            properties: Arc::new(ServiceProperties {
+                cors: vec![CorsRule {
+                    allowed_origins: "*".to_string(),
+                    allowed_methods: "GET".to_string(),
+                    allowed_headers: String::new(),
+                    exposed_headers: String::new(),
+                    max_age_s,
+                }],
+                ..ServiceProperties::default()
+            }),
+        };
+        replicas.apply(with_cors(20, 2));
+        replicas.apply(with_cors(10, 1));
+        assert_eq!(replicas.service_properties("acct").cors[0].max_age_s, 20);
+        // Accounts are isolated.
+        assert!(replicas.service_properties("other").cors.is_empty());
+    }
+
+    #[test]
+    fn update_replaces_only_the_elements_sent() {
+        let current = ServiceProperties {
+            cors: vec![CorsRule {
+                allowed_origins: "*".to_string(),
+                allowed_methods: "GET".to_string(),
+                allowed_headers: String::new(),
+                exposed_headers: String::new(),
+                max_age_s: 5,
+            }],
+            ..ServiceProperties::default()
+        };
+        let mut logging = current.logging.clone();
+        logging.read = true;
+        let updated = ServicePropertiesUpdate {
+            logging: Some(logging.clone()),
+            ..ServicePropertiesUpdate::default()
+        }
+        .applied_to(&current);
+        assert_eq!(updated.logging, logging);
+        assert_eq!(updated.cors, current.cors);
+        let cleared = ServicePropertiesUpdate {
+            cors: Some(Vec::new()),
+            ..ServicePropertiesUpdate::default()
+        }
+        .applied_to(&updated);
+        assert!(cleared.cors.is_empty());
+        assert_eq!(cleared.logging, logging);
+    }
+
+    #[test]
+    fn home_shard_is_stable_and_in_range() {
+        for shards in [1, 2, 7] {
+            let home = home_shard("devstoreaccount1", shards);
+            assert!(home < shards);
+            assert_eq!(home, home_shard("devstoreaccount1", shards));
+        }
+    }
+}

@@ -1,0 +1,697 @@
+//! Raw-HTTP tests of access to the real server: SharedKeyLite, host-style URLs, several accounts,
+//! the read-only secondary endpoint and its statistics, stored access policies across shards,
+//! service properties and CORS. Requests are signed with the server's own auth module, as the
+//! SDKs would sign them.
+
+mod common;
+
+use azq::auth::{sas, SigningKey};
+use azq::config::{DEVELOPMENT_ACCOUNT_KEY, DEVELOPMENT_ACCOUNT_NAME};
+use common::{elements, exchange, put_body, signed_request, Response, Server, Signer};
+
+use azq::auth::shared_key::SharedKeyScheme;
+
+/// A CORS setting: one rule for one origin and one for every origin.
+const CORS_PROPERTIES: &str = "<?xml version=\"1.0\" encoding=\"utf-8\"?><StorageServiceProperties><Cors><CorsRule><AllowedOrigins>https://app.example</AllowedOrigins><AllowedMethods>GET,PUT</AllowedMethods><AllowedHeaders>x-ms-meta-*,content-type</AllowedHeaders><ExposedHeaders>x-ms-request-id</ExposedHeaders><MaxAgeInSeconds>600</MaxAgeInSeconds></CorsRule><CorsRule><AllowedOrigins>*</AllowedOrigins><AllowedMethods>DELETE</AllowedMethods><AllowedHeaders /><ExposedHeaders /><MaxAgeInSeconds>5</MaxAgeInSeconds></CorsRule></Cors></StorageServiceProperties>";
+
+fn send(server: &Server, raw: Vec<u8>) -> Response {
+    exchange(server, &raw)
+}
+
+fn assert_status(response: &Response, status: u16, code: Option<&str>) {
+    assert_eq!(
+        (response.status, response.error_code()),
+        (status, code),
+        "{}",
+        response.text()
+    );
+}
+
+fn create_queue(server: &Server, name: &str) {
+    let response = send(
+        server,
+        signed_request("PUT", &format!("/devstoreaccount1/{name}"), &[], b""),
+    );
+    assert_status(&response, 201, None);
+}
+
+/// Percent-encodes a query value (everything but unreserved characters).
+fn encode(value: &str) -> String {
+    value
+        .bytes()
+        .map(|byte| match byte {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => {
+                (byte as char).to_string()
+            }
+            _ => format!("%{byte:02X}"),
+        })
+        .collect()
+}
+
+/// A service SAS for `queue` of the development account with `fields` (name, value), signed with
+/// the account key through the server's own string-to-sign.
+fn service_sas(queue: &str, fields: &[(&str, &str)]) -> String {
+    let unsigned = fields
+        .iter()
+        .map(|(name, value)| format!("{name}={}", encode(value)))
+        .collect::<Vec<_>>()
+        .join("&");
+    // Parsing needs some well-formed signature; the real one replaces it.
+    let placeholder = format!("{unsigned}&sig={}=", "A".repeat(43));
+    let token = sas::parse(placeholder.as_bytes())
+        .expect("well-formed SAS fields")
+        .expect("a SAS");
+    let mut string_to_sign = Vec::new();
+    sas::write_string_to_sign(
+        &token,
+        DEVELOPMENT_ACCOUNT_NAME,
+        Some(queue),
+        &mut string_to_sign,
+    )
+    .expect("a service SAS signs its queue");
+    let signature = SigningKey::from_base64(DEVELOPMENT_ACCOUNT_KEY)
+        .expect("the development key")
+        .sign_base64(&string_to_sign);
+    format!("{unsigned}&sig={}", encode(&signature))
+}
+
+/// A request with no `Authorization`, authorized only by the SAS in `target`.
+fn unsigned_request(method: &str, target: &str, body: &[u8]) -> Vec<u8> {
+    let mut raw = format!(
+        "{method} {target} HTTP/1.1\r\nHost: 127.0.0.1\r\nx-ms-version: 2026-10-06\r\nContent-Length: {}\r\n\r\n",
+        body.len()
+    )
+    .into_bytes();
+    raw.extend_from_slice(body);
+    raw
+}
+
+#[test]
+fn shared_key_lite_signs_requests() {
+    let server = Server::start(&[]);
+    let lite = Signer {
+        scheme: SharedKeyScheme::SharedKeyLite,
+        ..Signer::development()
+    };
+    let response = send(
+        &server,
+        lite.request("PUT", "/devstoreaccount1/lite", &[], b""),
+    );
+    assert_status(&response, 201, None);
+    let response = send(
+        &server,
+        lite.request(
+            "POST",
+            "/devstoreaccount1/lite/messages",
+            &[("Content-Type", "application/xml")],
+            &put_body("hello lite"),
+        ),
+    );
+    assert_status(&response, 201, None);
+    let response = send(
+        &server,
+        lite.request(
+            "GET",
+            "/devstoreaccount1/lite/messages?peekonly=true&numofmessages=2",
+            &[],
+            b"",
+        ),
+    );
+    assert_status(&response, 200, None);
+    assert_eq!(elements(&response.text(), "MessageText"), ["hello lite"]);
+    // SharedKeyLite signs only `comp` of the query: a metadata request proves it.
+    let response = send(
+        &server,
+        lite.request("GET", "/devstoreaccount1/lite?comp=metadata", &[], b""),
+    );
+    assert_status(&response, 200, None);
+
+    let wrong_key = Signer {
+        key: "d3Jvbmcga2V5IGZvciB0ZXN0aW5nIG9ubHk=",
+        ..lite
+    };
+    let response = send(
+        &server,
+        wrong_key.request("GET", "/devstoreaccount1/lite?comp=metadata", &[], b""),
+    );
+    assert_status(&response, 403, Some("AuthenticationFailed"));
+}
+
+#[test]
+fn host_style_urls_take_the_account_from_the_host() {
+    let server = Server::start(&["--shards", "2"]);
+    let host = format!("devstoreaccount1.queue.localhost:{}", server.port);
+    let host_style = Signer {
+        host: &host,
+        ..Signer::development()
+    };
+    let response = send(&server, host_style.request("PUT", "/hostqueue", &[], b""));
+    assert_status(&response, 201, None);
+    let response = send(
+        &server,
+        host_style.request("GET", "/?comp=list&prefix=hostqueue", &[], b""),
+    );
+    assert_status(&response, 200, None);
+    let text = response.text();
+    assert_eq!(elements(&text, "Name"), ["hostqueue"]);
+    assert!(
+        text.contains(&format!("ServiceEndpoint=\"http://{host}/\"")),
+        "{text}"
+    );
+    // The same queue through a path-style URL.
+    let response = send(
+        &server,
+        signed_request("GET", "/devstoreaccount1/hostqueue?comp=metadata", &[], b""),
+    );
+    assert_status(&response, 200, None);
+}
+
+#[test]
+fn disabled_product_style_urls_take_the_account_from_the_path() {
+    let server = Server::start(&["--disableProductStyleUrl"]);
+    let host = format!("devstoreaccount1.queue.localhost:{}", server.port);
+    let host_style = Signer {
+        host: &host,
+        ..Signer::development()
+    };
+    // `/pathqueue` now names an account, and there is no such account.
+    let response = send(&server, host_style.request("PUT", "/pathqueue", &[], b""));
+    assert_status(&response, 404, Some("ResourceNotFound"));
+    let response = send(
+        &server,
+        host_style.request("PUT", "/devstoreaccount1/pathqueue", &[], b""),
+    );
+    assert_status(&response, 201, None);
+}
+
+#[test]
+fn accounts_from_azurite_accounts_are_isolated() {
+    let first_key = "Zmlyc3QgYWNjb3VudCBrZXkgb25l";
+    let second_key = "Zmlyc3QgYWNjb3VudCBrZXkgdHdv";
+    let other_key = "c2Vjb25kIGFjY291bnQga2V5";
+    let accounts = format!("acctone:{first_key}:{second_key};accttwo:{other_key}");
+    let server = Server::start_with_env(
+        &["--shards", "2"],
+        &[("AZURITE_ACCOUNTS", accounts.as_str())],
+    );
+    let first = Signer {
+        account: "acctone",
+        key: first_key,
+        ..Signer::development()
+    };
+    let first_by_second_key = Signer {
+        key: second_key,
+        ..first
+    };
+    let other = Signer {
+        account: "accttwo",
+        key: other_key,
+        ..Signer::development()
+    };
+
+    let response = send(
+        &server,
+        first.request("PUT", "/acctone/shared-name", &[], b""),
+    );
+    assert_status(&response, 201, None);
+    // Both keys of an account work.
+    let response = send(
+        &server,
+        first_by_second_key.request("GET", "/acctone/shared-name?comp=metadata", &[], b""),
+    );
+    assert_status(&response, 200, None);
+    // The other account sees none of the first one's queues and can make its own namesake.
+    let response = send(
+        &server,
+        other.request("GET", "/accttwo?comp=list", &[], b""),
+    );
+    assert_status(&response, 200, None);
+    assert!(elements(&response.text(), "Name").is_empty());
+    let response = send(
+        &server,
+        other.request("GET", "/accttwo/shared-name?comp=metadata", &[], b""),
+    );
+    assert_status(&response, 404, Some("QueueNotFound"));
+    let response = send(
+        &server,
+        other.request("PUT", "/accttwo/shared-name", &[], b""),
+    );
+    assert_status(&response, 201, None);
+    // Its key does not open the first account, not even by naming it.
+    let response = send(
+        &server,
+        other.request("DELETE", "/acctone/shared-name", &[], b""),
+    );
+    assert_status(&response, 403, Some("AuthenticationFailed"));
+    let intruder = Signer {
+        account: "acctone",
+        ..other
+    };
+    let response = send(
+        &server,
+        intruder.request("DELETE", "/acctone/shared-name", &[], b""),
+    );
+    assert_status(&response, 403, Some("AuthenticationFailed"));
+    // The development account is gone.
+    let response = send(
+        &server,
+        signed_request("GET", "/devstoreaccount1?comp=list", &[], b""),
+    );
+    assert_status(&response, 404, Some("ResourceNotFound"));
+    // Service properties are per account too.
+    let response = send(
+        &server,
+        first.request(
+            "PUT",
+            "/acctone/?restype=service&comp=properties",
+            &[("Content-Type", "application/xml")],
+            CORS_PROPERTIES.as_bytes(),
+        ),
+    );
+    assert_status(&response, 202, None);
+    let response = send(
+        &server,
+        other.request("GET", "/accttwo/?restype=service&comp=properties", &[], b""),
+    );
+    assert_status(&response, 200, None);
+    assert!(response.text().contains("<Cors />"), "{}", response.text());
+}
+
+#[test]
+fn secondary_endpoint_is_read_only_and_serves_stats() {
+    let server = Server::start(&["--shards", "2"]);
+    create_queue(&server, "replicated");
+    let response = send(
+        &server,
+        signed_request(
+            "POST",
+            "/devstoreaccount1/replicated/messages",
+            &[],
+            &put_body("on the primary"),
+        ),
+    );
+    assert_status(&response, 201, None);
+
+    for target in [
+        "/devstoreaccount1-secondary/replicated?comp=metadata",
+        "/devstoreaccount1-secondary/replicated/messages?peekonly=true",
+        "/devstoreaccount1-secondary/replicated?comp=acl",
+        "/devstoreaccount1-secondary?comp=list",
+        "/devstoreaccount1-secondary/?restype=service&comp=properties",
+    ] {
+        let response = send(&server, signed_request("GET", target, &[], b""));
+        assert_status(&response, 200, None);
+    }
+    for (method, target) in [
+        ("PUT", "/devstoreaccount1-secondary/other"),
+        ("DELETE", "/devstoreaccount1-secondary/replicated"),
+        ("POST", "/devstoreaccount1-secondary/replicated/messages"),
+        ("GET", "/devstoreaccount1-secondary/replicated/messages"),
+        ("DELETE", "/devstoreaccount1-secondary/replicated/messages"),
+        (
+            "PUT",
+            "/devstoreaccount1-secondary/replicated?comp=metadata",
+        ),
+    ] {
+        let body = if method == "POST" {
+            put_body("nope")
+        } else {
+            Vec::new()
+        };
+        let response = send(&server, signed_request(method, target, &[], &body));
+        assert_status(&response, 403, Some("InsufficientAccountPermissions"));
+    }
+    // Nothing changed on the primary: the message is still there and visible.
+    let response = send(
+        &server,
+        signed_request(
+            "GET",
+            "/devstoreaccount1/replicated/messages?peekonly=true",
+            &[],
+            b"",
+        ),
+    );
+    assert_eq!(
+        elements(&response.text(), "MessageText"),
+        ["on the primary"]
+    );
+
+    // Statistics: only on the secondary, host-style too.
+    let response = send(
+        &server,
+        signed_request(
+            "GET",
+            "/devstoreaccount1-secondary/?restype=service&comp=stats",
+            &[],
+            b"",
+        ),
+    );
+    assert_status(&response, 200, None);
+    let text = response.text();
+    assert_eq!(elements(&text, "Status"), ["live"]);
+    let last_sync = elements(&text, "LastSyncTime");
+    assert!(
+        last_sync.len() == 1 && last_sync[0].ends_with(" GMT"),
+        "{text}"
+    );
+    let host = format!("devstoreaccount1-secondary.queue.localhost:{}", server.port);
+    let secondary_host = Signer {
+        host: &host,
+        ..Signer::development()
+    };
+    let response = send(
+        &server,
+        secondary_host.request("GET", "/?restype=service&comp=stats", &[], b""),
+    );
+    assert_status(&response, 200, None);
+    let response = send(
+        &server,
+        signed_request(
+            "GET",
+            "/devstoreaccount1/?restype=service&comp=stats",
+            &[],
+            b"",
+        ),
+    );
+    assert_status(&response, 400, Some("InvalidQueryParameterValue"));
+}
+
+#[test]
+fn cors_preflight_is_answered_from_the_rules_without_authentication() {
+    let server = Server::start(&["--shards", "2"]);
+    let preflight = |origin: Option<&str>, method: Option<&str>, headers: Option<&str>| {
+        let mut raw = "OPTIONS /devstoreaccount1/anyqueue/messages HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+            .to_string();
+        for (name, value) in [
+            ("Origin", origin),
+            ("Access-Control-Request-Method", method),
+            ("Access-Control-Request-Headers", headers),
+        ] {
+            if let Some(value) = value {
+                raw.push_str(&format!("{name}: {value}\r\n"));
+            }
+        }
+        raw.push_str("\r\n");
+        exchange(&server, raw.as_bytes())
+    };
+    // No rules yet: refused.
+    let response = preflight(Some("https://app.example"), Some("PUT"), None);
+    assert_status(&response, 403, Some("CorsPreflightFailure"));
+
+    let response = send(
+        &server,
+        signed_request(
+            "PUT",
+            "/devstoreaccount1/?restype=service&comp=properties",
+            &[("Content-Type", "application/xml")],
+            CORS_PROPERTIES.as_bytes(),
+        ),
+    );
+    assert_status(&response, 202, None);
+
+    // Allowed, on whichever shard the connection lands.
+    for _ in 0..8 {
+        let response = preflight(
+            Some("https://app.example"),
+            Some("PUT"),
+            Some("x-ms-meta-colour,Content-Type"),
+        );
+        assert_status(&response, 200, None);
+        assert_eq!(
+            response.header("Access-Control-Allow-Origin"),
+            Some("https://app.example")
+        );
+        assert_eq!(response.header("Access-Control-Allow-Methods"), Some("PUT"));
+        assert_eq!(
+            response.header("Access-Control-Allow-Headers"),
+            Some("x-ms-meta-colour,Content-Type")
+        );
+        assert_eq!(response.header("Access-Control-Max-Age"), Some("600"));
+        assert_eq!(
+            response.header("Access-Control-Allow-Credentials"),
+            Some("true")
+        );
+        assert_eq!(response.header("Content-Length"), Some("0"));
+    }
+    let response = preflight(Some("https://elsewhere.example"), Some("DELETE"), None);
+    assert_status(&response, 200, None);
+    assert_eq!(response.header("Access-Control-Max-Age"), Some("5"));
+
+    // Refused: an origin, method or header no rule allows.
+    for (origin, method, headers) in [
+        ("https://elsewhere.example", "PUT", None),
+        ("https://app.example", "POST", None),
+        ("https://app.example", "GET", Some("x-custom")),
+    ] {
+        let response = preflight(Some(origin), Some(method), headers);
+        assert_status(&response, 403, Some("CorsPreflightFailure"));
+        assert_eq!(response.header("Access-Control-Allow-Origin"), None);
+    }
+    // Malformed: a required header is missing.
+    let response = preflight(None, Some("PUT"), None);
+    assert_status(&response, 400, Some("MissingRequiredHeader"));
+    let response = preflight(Some("https://app.example"), None, None);
+    assert_status(&response, 400, Some("MissingRequiredHeader"));
+}
+
+#[test]
+fn actual_requests_get_cors_headers_when_a_rule_matches() {
+    let server = Server::start(&[]);
+    let response = send(
+        &server,
+        signed_request(
+            "PUT",
+            "/devstoreaccount1/?restype=service&comp=properties",
+            &[("Content-Type", "application/xml")],
+            CORS_PROPERTIES.as_bytes(),
+        ),
+    );
+    assert_status(&response, 202, None);
+    create_queue(&server, "corsqueue");
+    let target = "/devstoreaccount1/corsqueue?comp=metadata";
+
+    let response = send(
+        &server,
+        signed_request("GET", target, &[("Origin", "https://app.example")], b""),
+    );
+    assert_status(&response, 200, None);
+    assert_eq!(
+        response.header("Access-Control-Allow-Origin"),
+        Some("https://app.example")
+    );
+    assert_eq!(
+        response.header("Access-Control-Expose-Headers"),
+        Some("x-ms-request-id")
+    );
+    assert_eq!(
+        response.header("Access-Control-Allow-Credentials"),
+        Some("true")
+    );
+    assert_eq!(response.header("Vary"), Some("Origin"));
+
+    // Errors carry them too, so the browser can read why.
+    let response = send(
+        &server,
+        signed_request(
+            "GET",
+            "/devstoreaccount1/missing?comp=metadata",
+            &[("Origin", "https://app.example")],
+            b"",
+        ),
+    );
+    assert_status(&response, 404, Some("QueueNotFound"));
+    assert_eq!(
+        response.header("Access-Control-Allow-Origin"),
+        Some("https://app.example")
+    );
+
+    // The wildcard rule allows DELETE from anywhere: `*`, nothing that varies by origin.
+    let response = send(
+        &server,
+        signed_request(
+            "DELETE",
+            "/devstoreaccount1/corsqueue/messages",
+            &[("Origin", "https://elsewhere.example")],
+            b"",
+        ),
+    );
+    assert_status(&response, 204, None);
+    assert_eq!(response.header("Access-Control-Allow-Origin"), Some("*"));
+    assert_eq!(response.header("Access-Control-Allow-Credentials"), None);
+    assert_eq!(response.header("Vary"), None);
+
+    // No rule matches: only Vary. No Origin: the same.
+    for headers in [&[("Origin", "https://elsewhere.example")][..], &[]] {
+        let response = send(&server, signed_request("GET", target, headers, b""));
+        assert_status(&response, 200, None);
+        assert_eq!(response.header("Access-Control-Allow-Origin"), None);
+        assert_eq!(response.header("Vary"), Some("Origin"));
+    }
+}
+
+#[test]
+fn stored_policy_reaches_every_shard_and_dies_with_its_queue() {
+    let server = Server::start(&["--shards", "2"]);
+    create_queue(&server, "policyqueue");
+    let acl = "<?xml version=\"1.0\" encoding=\"utf-8\"?><SignedIdentifiers><SignedIdentifier><Id>readers</Id><AccessPolicy><Start>2020-01-01T00:00:00Z</Start><Expiry>2099-01-01T00:00:00.0000000Z</Expiry><Permission>rp</Permission></AccessPolicy></SignedIdentifier></SignedIdentifiers>";
+    let response = send(
+        &server,
+        signed_request(
+            "PUT",
+            "/devstoreaccount1/policyqueue?comp=acl",
+            &[("Content-Type", "application/xml")],
+            acl.as_bytes(),
+        ),
+    );
+    assert_status(&response, 204, None);
+    let response = send(
+        &server,
+        signed_request("GET", "/devstoreaccount1/policyqueue?comp=acl", &[], b""),
+    );
+    assert_status(&response, 200, None);
+    assert_eq!(
+        response.text(),
+        acl,
+        "Get Queue ACL gives back exactly what was set"
+    );
+
+    let token = service_sas("policyqueue", &[("sv", "2026-10-06"), ("si", "readers")]);
+    let peek = format!("/devstoreaccount1/policyqueue/messages?peekonly=true&{token}");
+    // Connections land on both shards; each authorizes from its own copy.
+    for _ in 0..10 {
+        let response = send(&server, unsigned_request("GET", &peek, b""));
+        assert_status(&response, 200, None);
+    }
+    // The policy grants r and p, not a.
+    let put = format!("/devstoreaccount1/policyqueue/messages?{token}");
+    let response = send(&server, unsigned_request("POST", &put, &put_body("x")));
+    assert_status(&response, 403, Some("AuthorizationPermissionMismatch"));
+    // A field in both the SAS and the policy is refused.
+    let conflicting = service_sas(
+        "policyqueue",
+        &[("sv", "2026-10-06"), ("sp", "r"), ("si", "readers")],
+    );
+    let response = send(
+        &server,
+        unsigned_request(
+            "GET",
+            &format!("/devstoreaccount1/policyqueue/messages?peekonly=true&{conflicting}"),
+            b"",
+        ),
+    );
+    assert_status(&response, 403, Some("AuthenticationFailed"));
+
+    // Delete and create again: the new queue has no policies, on any shard.
+    let response = send(
+        &server,
+        signed_request("DELETE", "/devstoreaccount1/policyqueue", &[], b""),
+    );
+    assert_status(&response, 204, None);
+    create_queue(&server, "policyqueue");
+    for _ in 0..10 {
+        let response = send(&server, unsigned_request("GET", &peek, b""));
+        assert_status(&response, 403, Some("AuthenticationFailed"));
+    }
+    let response = send(
+        &server,
+        signed_request("GET", "/devstoreaccount1/policyqueue?comp=acl", &[], b""),
+    );
+    assert_eq!(elements(&response.text(), "Id"), Vec::<&str>::new());
+}
+
+#[test]
+fn invalid_settings_bodies_change_nothing() {
+    let server = Server::start(&["--shards", "2"]);
+    create_queue(&server, "strict");
+    let set_acl = |body: &str| {
+        send(
+            &server,
+            signed_request(
+                "PUT",
+                "/devstoreaccount1/strict?comp=acl",
+                &[("Content-Type", "application/xml")],
+                body.as_bytes(),
+            ),
+        )
+    };
+    let identifier = |id: &str, permission: &str| {
+        format!("<SignedIdentifier><Id>{id}</Id><AccessPolicy><Permission>{permission}</Permission></AccessPolicy></SignedIdentifier>")
+    };
+    let response = set_acl(&format!(
+        "<SignedIdentifiers>{}</SignedIdentifiers>",
+        identifier("kept", "r")
+    ));
+    assert_status(&response, 204, None);
+    let six = (0..6)
+        .map(|index| identifier(&format!("p{index}"), "r"))
+        .collect::<String>();
+    for (body, code) in [
+        (
+            format!("<SignedIdentifiers>{six}</SignedIdentifiers>"),
+            "InvalidXmlDocument",
+        ),
+        (
+            format!("<SignedIdentifiers>{}</SignedIdentifiers>", identifier("p", "rw")),
+            "InvalidXmlDocument",
+        ),
+        (
+            format!(
+                "<SignedIdentifiers>{}</SignedIdentifiers>",
+                identifier(&"x".repeat(65), "r")
+            ),
+            "InvalidXmlNodeValue",
+        ),
+        (
+            "<SignedIdentifiers><SignedIdentifier><Id>p</Id><AccessPolicy><Start>tomorrow</Start></AccessPolicy></SignedIdentifier></SignedIdentifiers>".to_string(),
+            "InvalidXmlNodeValue",
+        ),
+        ("<SignedIdentifiers>".to_string(), "InvalidXmlDocument"),
+    ] {
+        let response = set_acl(&body);
+        assert_status(&response, 400, Some(code));
+    }
+    let response = send(
+        &server,
+        signed_request("GET", "/devstoreaccount1/strict?comp=acl", &[], b""),
+    );
+    assert_eq!(elements(&response.text(), "Id"), ["kept"]);
+
+    // Set Queue ACL on a missing queue.
+    let response = send(
+        &server,
+        signed_request(
+            "PUT",
+            "/devstoreaccount1/missing?comp=acl",
+            &[],
+            b"<SignedIdentifiers />",
+        ),
+    );
+    assert_status(&response, 404, Some("QueueNotFound"));
+
+    // Service properties: more than five CORS rules.
+    let rule = "<CorsRule><AllowedOrigins>*</AllowedOrigins><AllowedMethods>GET</AllowedMethods><MaxAgeInSeconds>1</MaxAgeInSeconds></CorsRule>";
+    let response = send(
+        &server,
+        signed_request(
+            "PUT",
+            "/devstoreaccount1/?restype=service&comp=properties",
+            &[],
+            format!(
+                "<StorageServiceProperties><Cors>{}</Cors></StorageServiceProperties>",
+                rule.repeat(6)
+            )
+            .as_bytes(),
+        ),
+    );
+    assert_status(&response, 400, Some("InvalidXmlDocument"));
+    let response = send(
+        &server,
+        signed_request(
+            "GET",
+            "/devstoreaccount1/?restype=service&comp=properties",
+            &[],
+            b"",
+        ),
+    );
+    assert!(response.text().contains("<Cors />"), "{}", response.text());
+}
