@@ -37,6 +37,9 @@ pub const QUEUES_PER_SHARD_MAX: usize = 1_000_000;
 pub const CONNECTIONS_PER_SHARD_MAX_DEFAULT: usize = 16 * 1024;
 /// Most shards (cores) one server runs.
 pub const SHARDS_MAX: usize = 256;
+/// What each stored message costs beyond its text in `--max-memory` accounting: its 80-byte slab
+/// slot, 16-byte timer node and the text allocation's bookkeeping (measured: about 125 bytes).
+pub const MESSAGE_OVERHEAD_BYTES: usize = 128;
 /// Capacity of each cross-shard request and reply channel; a full channel makes the sender wait.
 pub const MESH_CHANNEL_CAPACITY: usize = 1024;
 /// Time allowed for a request head to arrive once its first byte has (slow-header defence), ms.
@@ -98,6 +101,9 @@ pub struct Config {
     pub cpus: Vec<usize>,
     /// Open connections one shard accepts before it answers 503 (`--max-connections`).
     pub connections_per_shard_max: usize,
+    /// Bytes of stored messages (text plus `MESSAGE_OVERHEAD_BYTES` each) across all shards,
+    /// split evenly between them (`--max-memory`); beyond it Put answers 503 `ServerBusy`.
+    pub message_bytes_max: u64,
     /// Do not log requests (`--silent`).
     pub silent: bool,
     /// File that receives the debug log (`--debug FILE`).
@@ -108,6 +114,25 @@ pub struct Config {
     pub product_style_url_disabled: bool,
 }
 
+/// Half of the machine's physical memory: room for a great many messages while leaving the rest
+/// to the system, so a runaway producer gets 503s instead of the out-of-memory killer.
+fn default_message_bytes_max() -> u64 {
+    // SAFETY: sysconf only reads system configuration.
+    let (pages, page_bytes) = unsafe {
+        (
+            libc::sysconf(libc::_SC_PHYS_PAGES),
+            libc::sysconf(libc::_SC_PAGESIZE),
+        )
+    };
+    if pages <= 0 || page_bytes <= 0 {
+        return MESSAGE_BYTES_MAX_FALLBACK;
+    }
+    (pages as u64).saturating_mul(page_bytes as u64) / 2
+}
+
+/// `--max-memory` when the machine's memory cannot be read.
+const MESSAGE_BYTES_MAX_FALLBACK: u64 = 4 << 30;
+
 impl Default for Config {
     fn default() -> Self {
         Config {
@@ -115,6 +140,7 @@ impl Default for Config {
             port: 10001,
             cpus: vec![0],
             connections_per_shard_max: CONNECTIONS_PER_SHARD_MAX_DEFAULT,
+            message_bytes_max: default_message_bytes_max(),
             silent: false,
             debug_log_path: None,
             accounts: vec![(

@@ -17,6 +17,8 @@ Usage: azq [options]
   --shards N                 shards, one pinned core each (default: available CPUs)
   --cpus LIST                CPUs to pin shards to, e.g. 0,1 (default: the first N allowed)
   --max-connections N        open connections per shard before new ones get 503
+  --max-memory SIZE          bytes of stored messages (e.g. 512M, 4G; default: half the RAM)
+                             before Put answers 503 ServerBusy
   -s, --silent               no start-up banner beyond the ready line
   -d, --debug FILE           write a request log to FILE
   --disableProductStyleUrl   only path-style URLs (account in the path)
@@ -126,6 +128,11 @@ fn parse_arguments(arguments: impl Iterator<Item = String>) -> Result<Option<Con
                     .filter(|&count: &usize| count > 0)
                     .ok_or_else(|| "--max-connections must be a positive number".to_string())?
             }
+            "--max-memory" => {
+                config.message_bytes_max = parse_size(&value(&flag)?)
+                    .filter(|&bytes| bytes > 0)
+                    .ok_or_else(|| "--max-memory must be a size such as 512M or 4G".to_string())?
+            }
             "-s" | "--silent" => config.silent = true,
             "-d" | "--debug" => config.debug_log_path = Some(value(&flag)?.into()),
             "--disableProductStyleUrl" => config.product_style_url_disabled = true,
@@ -173,6 +180,19 @@ fn parse_arguments(arguments: impl Iterator<Item = String>) -> Result<Option<Con
     Ok(Some(config))
 }
 
+/// Parses a byte count with an optional binary suffix: `1048576`, `512K`, `64M`, `4G`.
+fn parse_size(text: &str) -> Option<u64> {
+    let text = text.trim();
+    let (digits, shift) = match text.char_indices().last()? {
+        (at, 'k' | 'K') => (&text[..at], 10),
+        (at, 'm' | 'M') => (&text[..at], 20),
+        (at, 'g' | 'G') => (&text[..at], 30),
+        (at, 't' | 'T') => (&text[..at], 40),
+        _ => (text, 0),
+    };
+    digits.parse::<u64>().ok()?.checked_mul(1 << shift)
+}
+
 /// Raises the soft limit on open files to the hard limit: each connection is a descriptor, and
 /// many systems start processes with a soft limit of 1024, far below `--max-connections`.
 fn raise_open_files_limit() {
@@ -203,6 +223,30 @@ fn allowed_cpus() -> Vec<usize> {
             vec![0]
         } else {
             allowed
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_size;
+
+    #[test]
+    fn size_table() {
+        let cases = [
+            ("1048576", Some(1 << 20)),
+            ("512K", Some(512 << 10)),
+            ("64m", Some(64 << 20)),
+            ("4G", Some(4 << 30)),
+            ("1T", Some(1 << 40)),
+            ("", None),
+            ("G", None),
+            ("-1G", None),
+            ("1.5G", None),
+            ("99999999999T", None),
+        ];
+        for (text, expected) in cases {
+            assert_eq!(parse_size(text), expected, "{text:?}");
         }
     }
 }

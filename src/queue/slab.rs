@@ -259,6 +259,14 @@ impl MessageSlab {
     pub fn generation(&self, slot: u32) -> u32 {
         self.get(slot).generation
     }
+
+    /// Every occupied slot's message, for invariant checks in tests.
+    #[cfg(test)]
+    pub fn occupied_messages(&self) -> impl Iterator<Item = &Message> {
+        self.slots
+            .iter()
+            .filter(|message| message.place() != Place::Free)
+    }
 }
 
 /// An intrusive doubly-linked list of messages through their `previous`/`next` links. A message

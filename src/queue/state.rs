@@ -71,6 +71,12 @@ struct Queue {
     invisible: MessageList,
 }
 
+/// What one stored message counts against `--max-memory`: its text plus the fixed cost of its
+/// slot, timer node and text allocation (`MESSAGE_OVERHEAD_BYTES`).
+fn message_charge(text: &Bytes) -> u64 {
+    (text.len() + config::MESSAGE_OVERHEAD_BYTES) as u64
+}
+
 /// Whether a `MessageView` shares the message's text or leaves it empty.
 #[derive(Clone, Copy)]
 enum Text {
@@ -96,6 +102,11 @@ pub struct ShardState {
     queue_names: BTreeMap<QueueKey, u32>,
     /// Most queues this shard holds (`QUEUES_PER_SHARD_MAX` outside tests).
     queues_max: usize,
+    /// Bytes charged for the messages stored now: text plus `MESSAGE_OVERHEAD_BYTES` each.
+    message_bytes: u64,
+    /// Most bytes `message_bytes` may reach: this shard's part of `--max-memory`. A Put or Update
+    /// that would pass it answers 503 `ServerBusy` and changes nothing.
+    message_bytes_max: u64,
     messages: MessageSlab,
     timers: TimerWheel,
     /// This shard's copy of the settings every shard keeps (service properties, queue ACLs).
@@ -126,11 +137,24 @@ impl ShardState {
             )),
             queue_names: BTreeMap::new(),
             queues_max: config::QUEUES_PER_SHARD_MAX,
+            message_bytes: 0,
+            message_bytes_max: u64::MAX,
             messages: MessageSlab::new(),
             timers: TimerWheel::new(),
             replicas: Replicas::default(),
             replica_version_last: 0,
         }
+    }
+
+    /// Limits the bytes of stored messages (text plus `MESSAGE_OVERHEAD_BYTES` each) to
+    /// `message_bytes_max`; without a call there is no limit.
+    pub fn set_message_bytes_max(&mut self, message_bytes_max: u64) {
+        self.message_bytes_max = message_bytes_max;
+    }
+
+    /// Bytes charged for the messages stored now (text plus `MESSAGE_OVERHEAD_BYTES` each).
+    pub fn message_bytes(&self) -> u64 {
+        self.message_bytes
     }
 
     /// This shard's copy of the replicated settings, for authorization and CORS.
@@ -392,6 +416,10 @@ impl ShardState {
         assert!(text.len() <= config::MESSAGE_TEXT_BYTES_MAX);
         assert!(visibility_timeout_s <= config::VISIBILITY_TIMEOUT_S_MAX);
         assert!(ttl_s.is_none_or(|ttl_s| ttl_s > visibility_timeout_s));
+        let charge = message_charge(&text);
+        if self.message_bytes + charge > self.message_bytes_max {
+            return Err(StorageError::ServerBusy);
+        }
         let message = Message::new(
             index,
             text,
@@ -404,6 +432,7 @@ impl ShardState {
             .messages
             .insert(message)
             .ok_or(StorageError::ServerBusy)?;
+        self.message_bytes += charge;
         self.sequence_next += 1;
         assert!(self.sequence_next <= SEQUENCE_MASK);
         queue_at(&mut self.queues, index).messages_count += 1;
@@ -528,6 +557,14 @@ impl ShardState {
             .as_ref()
             .is_none_or(|text| text.len() <= config::MESSAGE_TEXT_BYTES_MAX));
         let slot = self.resolve_receipt(index, message_id, pop_receipt, now_ms)?;
+        if let Some(text) = &text {
+            let charge_now = message_charge(&self.messages.get(slot).text);
+            let charge_after = self.message_bytes - charge_now + message_charge(text);
+            if charge_after > self.message_bytes_max {
+                return Err(StorageError::ServerBusy);
+            }
+            self.message_bytes = charge_after;
+        }
         let message = self.messages.get_mut(slot);
         let was_invisible = message.place() == Place::Invisible;
         message.lease = message.lease.wrapping_add(1);
@@ -666,7 +703,8 @@ impl ShardState {
         self.detach(slot);
         let queue_index = self.messages.get(slot).queue();
         queue_at(&mut self.queues, queue_index).messages_count -= 1;
-        self.messages.remove(slot);
+        let message = self.messages.remove(slot);
+        self.message_bytes -= message_charge(&message.text);
     }
 
     /// Deletes every message of a queue: O(its messages), no per-message unlinking.
@@ -700,7 +738,8 @@ impl ShardState {
         if self.timers.is_scheduled(slot) {
             self.timers.cancel(slot);
         }
-        self.messages.remove(slot);
+        let message = self.messages.remove(slot);
+        self.message_bytes -= message_charge(&message.text);
     }
 
     fn view(

@@ -85,6 +85,8 @@ pub fn start(
             shards,
             address,
             connections_max: config.connections_per_shard_max,
+            // Each shard gets an equal part, so no shard ever has to ask another what it holds.
+            message_bytes_max: config.message_bytes_max / shards as u64,
             service: Service::new(
                 accounts.clone(),
                 shards,

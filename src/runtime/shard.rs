@@ -49,6 +49,8 @@ pub struct ShardSetup {
     pub shards: usize,
     pub address: SocketAddr,
     pub connections_max: usize,
+    /// This shard's part of `--max-memory`, bytes of stored messages.
+    pub message_bytes_max: u64,
     pub service: Service,
     pub requests: MeshBuilder<Envelope, glommio::channels::channel_mesh::Full>,
     pub replies: MeshBuilder<ReplyEnvelope, glommio::channels::channel_mesh::Full>,
@@ -155,7 +157,9 @@ pub async fn run(setup: ShardSetup) {
             return;
         }
     };
-    let engine = Engine::start(ShardState::new(setup.index, shard_seed(setup.index)));
+    let mut state = ShardState::new(setup.index, shard_seed(setup.index));
+    state.set_message_bytes_max(setup.message_bytes_max);
+    let engine = Engine::start(state);
     let (Ok(requests), Ok(replies)) = (setup.requests.join().await, setup.replies.join().await)
     else {
         let _ = setup.bound.send(Err(format!(

@@ -168,6 +168,15 @@ impl ShardState {
     /// Checks every invariant by walking the whole state: O(messages). For tests.
     pub(super) fn verify(&self) {
         self.timers.verify();
+        let charged: u64 = self
+            .messages
+            .occupied_messages()
+            .map(|message| message_charge(&message.text))
+            .sum();
+        assert_eq!(
+            self.message_bytes, charged,
+            "message bytes out of step with the slab"
+        );
         let mut stored = 0;
         let mut timed = 0;
         let mut live_queues = 0;
@@ -1470,4 +1479,72 @@ fn service_properties_are_merged_on_the_home_shard_and_replicated() {
             crate::queue::ServiceProperties::default()
         );
     }
+}
+
+// ---- Memory budget (--max-memory) ----
+
+#[test]
+fn put_beyond_the_memory_budget_is_refused_and_changes_nothing() {
+    let mut state = state_with(&["q"]);
+    let charge = (10 + config::MESSAGE_OVERHEAD_BYTES) as u64;
+    state.set_message_bytes_max(2 * charge);
+    let first = put(&mut state, "q", "0123456789", 0, None, NOW);
+    put(&mut state, "q", "0123456789", 0, None, NOW);
+    assert_eq!(state.message_bytes(), 2 * charge);
+    let refused = state.apply(
+        Command::PutMessage {
+            queue: key("q"),
+            text: text("0123456789"),
+            visibility_timeout_s: 0,
+            ttl_s: None,
+        },
+        NOW,
+    );
+    assert_eq!(refused.unwrap_err(), StorageError::ServerBusy);
+    assert_eq!(peek(&mut state, "q", 32, NOW).len(), 2);
+    assert_eq!(state.message_bytes(), 2 * charge);
+    state.verify();
+    // Deleting frees the budget again.
+    delete(&mut state, "q", first.message_id, receipt(&first), NOW).unwrap();
+    assert_eq!(state.message_bytes(), charge);
+    put(&mut state, "q", "0123456789", 0, None, NOW);
+    state.verify();
+}
+
+#[test]
+fn update_beyond_the_memory_budget_is_refused_and_keeps_the_lease() {
+    let mut state = state_with(&["q"]);
+    state.set_message_bytes_max((20 + config::MESSAGE_OVERHEAD_BYTES) as u64);
+    put(&mut state, "q", "small", 0, None, NOW);
+    let leased = get(&mut state, "q", 1, 30, NOW).remove(0);
+    let too_big = "x".repeat(21);
+    assert_eq!(
+        update(
+            &mut state,
+            "q",
+            &leased,
+            receipt(&leased),
+            0,
+            Some(&too_big),
+            NOW
+        ),
+        Err(StorageError::ServerBusy)
+    );
+    // The refused update changed nothing: same text, same receipt still valid, still leased.
+    assert!(peek(&mut state, "q", 1, NOW).is_empty());
+    let fits = "y".repeat(20);
+    let (new_receipt, _) = update(
+        &mut state,
+        "q",
+        &leased,
+        receipt(&leased),
+        0,
+        Some(&fits),
+        NOW,
+    )
+    .unwrap();
+    assert_eq!(peek(&mut state, "q", 1, NOW)[0].text, text(&fits));
+    delete(&mut state, "q", leased.message_id, new_receipt, NOW).unwrap();
+    assert_eq!(state.message_bytes(), 0);
+    state.verify();
 }
