@@ -6,8 +6,8 @@ use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 use bytes::BytesMut;
-use futures_lite::{AsyncReadExt, AsyncWriteExt};
-use glommio::net::TcpStream;
+use futures_lite::{AsyncBufReadExt, AsyncWriteExt};
+use glommio::net::{Preallocated, TcpStream};
 
 use crate::api::Service;
 use crate::config::{
@@ -19,17 +19,20 @@ use crate::http::{ParseError, Parser, Progress};
 
 use super::shard::Shard;
 
-/// Bytes asked of each read; the buffer grows beyond it only for a large request.
+/// Bytes asked of each read: the size of glommio's receive buffer for the connection.
 const READ_CHUNK_BYTES: usize = 16 * 1024;
 
 /// Serves one accepted connection until the client closes it, a timeout expires, the request
 /// stream is broken, or the server shuts down.
-pub async fn serve(mut stream: TcpStream, shard: Rc<Shard>) {
+pub async fn serve(stream: TcpStream, shard: Rc<Shard>) {
     let peer = match stream.peer_addr() {
         Ok(address) => address.ip(),
         Err(_) => return,
     };
     let _ = stream.set_nodelay(true);
+    // glommio receives into its own buffer (zeroed once, here); each read then copies only the
+    // bytes that arrived into `input`, instead of zeroing a fresh 16 KiB of `input` per read.
+    let mut stream = stream.buffered_with(Preallocated::new(READ_CHUNK_BYTES));
     let mut input = BytesMut::with_capacity(READ_CHUNK_BYTES);
     let mut output = BytesMut::with_capacity(READ_CHUNK_BYTES);
     let mut parser = Parser::new(
@@ -122,11 +125,13 @@ pub async fn serve(mut stream: TcpStream, shard: Rc<Shard>) {
         if stream.set_read_timeout(Some(timeout)).is_err() {
             return;
         }
-        let filled = input.len();
-        input.resize(filled + READ_CHUNK_BYTES, 0);
-        match stream.read(&mut input[filled..]).await {
-            Ok(0) | Err(_) => return,
-            Ok(read) => input.truncate(filled + read),
-        }
+        let received = match stream.fill_buf().await {
+            Ok([]) | Err(_) => return,
+            Ok(received) => {
+                input.extend_from_slice(received);
+                received.len()
+            }
+        };
+        stream.consume(received);
     }
 }
