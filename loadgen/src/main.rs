@@ -6,9 +6,12 @@
 //! - `scenario`: per-lane state machines of the scenarios.
 //! - `schedule`: open/closed loop pacing and coordinated-omission-corrected timing.
 //! - `metrics`: counts, errors and HdrHistograms per operation.
+//! - `report`, `plot`: the table, the JSON and the SVG.
 
 mod endpoint;
 mod metrics;
+mod plot;
+mod report;
 mod scenario;
 mod schedule;
 mod wire;
