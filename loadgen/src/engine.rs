@@ -31,6 +31,8 @@ const IO_MEMORY_BYTES: usize = 512 * 1024;
 pub const INTERVAL_NS: u64 = NANOSECONDS_PER_SECOND;
 /// Pause before reconnecting after a connection fails, so a dead server is not hammered.
 const RECONNECT_DELAY: Duration = Duration::from_millis(100);
+/// Time between starting the cores and run time zero.
+const START_DELAY: Duration = Duration::from_millis(200);
 /// Requests in flight on the setup connection while preloading.
 const PRELOAD_WINDOW: usize = 64;
 /// Messages one preload may put into one queue.
@@ -253,9 +255,9 @@ pub struct Started {
 /// Starts one executor per CPU.
 pub fn start(plan: Arc<RunPlan>) -> Result<Started, String> {
     let (reports, receiver) = std::sync::mpsc::sync_channel(REPORTS_QUEUED_MAX);
-    // Give every executor time to start before the schedule begins, so that no core's first
-    // requests are late because its thread was still being created.
-    let start = Instant::now() + Duration::from_millis(50);
+    // Give every executor time to start and connect before the schedule begins, so that no
+    // core's first requests are late because its thread or connections were still being made.
+    let start = Instant::now() + START_DELAY;
     let mut executors = Vec::with_capacity(plan.cpus.len());
     for (core, &cpu) in plan.cpus.iter().enumerate() {
         let plan = plan.clone();
@@ -285,6 +287,14 @@ impl RunClock {
         Instant::now()
             .checked_duration_since(self.start)
             .map_or(0, |elapsed| elapsed.as_nanos() as u64)
+    }
+
+    /// Waits for run time zero: the cores start their schedules together.
+    async fn wait_for_start(self) {
+        let wait = self.start.saturating_duration_since(Instant::now());
+        if !wait.is_zero() {
+            glommio::timer::sleep(wait).await;
+        }
     }
 
     async fn sleep_until(self, at_ns: u64) {
@@ -333,8 +343,6 @@ async fn run_core(
         measurements: RefCell::new(Measurements::default()),
         interval_index: Cell::new(0),
     });
-    clock.sleep_until(0).await;
-
     let cores = plan.cpus.len();
     let lane_roles = lane_roles(&plan);
     let mut tasks = Vec::new();
@@ -377,6 +385,7 @@ fn lane_roles(plan: &RunPlan) -> Vec<Role> {
 
 /// Ships the core's measurements once a second, until cancelled.
 async fn report_intervals(core: Rc<Core>, core_index: usize, reports: SyncSender<CoreReport>) {
+    core.clock.wait_for_start().await;
     loop {
         let index = core.interval_index.get();
         core.clock.sleep_until((index + 1) * INTERVAL_NS).await;
@@ -406,6 +415,7 @@ async fn sample_depth(core: Rc<Core>, reports: SyncSender<CoreReport>) {
     };
     let mut connection: Option<Connection> = None;
     let mut sample = 0;
+    core.clock.wait_for_start().await;
     loop {
         core.clock.sleep_until(sample * INTERVAL_NS).await;
         sample += 1;
@@ -527,7 +537,9 @@ async fn drive_connection(core: Rc<Core>, mut lanes: Vec<LaneRun>) -> u64 {
     let clock = core.clock;
     let mut in_flight: VecDeque<InFlight> = VecDeque::with_capacity(lanes.len());
     let mut output: Vec<u8> = Vec::with_capacity(64 * 1024);
-    let mut connection: Option<Connection> = None;
+    // Connect before run time zero, so that the first requests are not late by a handshake.
+    let mut connection = Connection::connect(plan.endpoint.address).await.ok();
+    clock.wait_for_start().await;
     let mut last_answer_ns = 0;
     loop {
         if lanes.iter().all(|lane| lane.done) && in_flight.is_empty() {
