@@ -278,3 +278,157 @@ fn allowed_cpus() -> Vec<usize> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::mpsc::sync_channel;
+
+    use base64::engine::general_purpose::STANDARD as BASE64;
+    use base64::Engine;
+    use hdrhistogram::serialization::interval_log::{IntervalLogIterator, LogEntry};
+
+    use super::*;
+    use crate::endpoint::{resolve, TargetArguments};
+    use crate::scenario::Scenario;
+    use crate::schedule::LoadModel;
+
+    const SECOND: u64 = NANOSECONDS_PER_SECOND;
+
+    fn plan() -> RunPlan {
+        let (endpoint, credentials) = resolve(&TargetArguments::default()).unwrap();
+        RunPlan {
+            endpoint,
+            credentials,
+            settings: RequestSettings {
+                queue_names: vec!["q-0".to_string()],
+                message_bytes: 1024,
+                batch: 1,
+                visibility_timeout_s: 30,
+                api_version: "2026-04-06".to_string(),
+            },
+            scenario: Scenario::Put,
+            cpus: vec![0, 1],
+            connections: 2,
+            pipeline: 1,
+            producers: 0,
+            load: LoadModel::Closed,
+            warmup_ns: SECOND,
+            duration_ns: Some(2 * SECOND),
+            requests: None,
+            preload: 0,
+            refill: false,
+            seed: 1,
+        }
+    }
+
+    fn puts(count: u64, latency_us: u64) -> Box<Measurements> {
+        let mut measurements = Measurements::default();
+        for _ in 0..count {
+            measurements
+                .operation_mut(Operation::Put)
+                .record_success(latency_us, latency_us);
+        }
+        Box::new(measurements)
+    }
+
+    /// Two cores report out of step; each interval is closed once both are done with it, the
+    /// warm-up and the drain after the end stay out of the time series, and every measured
+    /// interval lands in the HdrHistogram log.
+    #[test]
+    fn intervals_are_merged_across_cores_into_totals_series_and_log() {
+        let (sender, receiver) = sync_channel(32);
+        let warmup = Measurements {
+            warmup_requests: 5,
+            ..Measurements::default()
+        };
+        let reports = [
+            CoreReport::Interval {
+                core: 0,
+                index: 0,
+                measurements: Box::new(warmup),
+            },
+            CoreReport::Depth {
+                at_ns: 0,
+                messages: 0,
+            },
+            CoreReport::Interval {
+                core: 0,
+                index: 1,
+                measurements: puts(10, 100),
+            },
+            CoreReport::Interval {
+                core: 1,
+                index: 0,
+                measurements: puts(0, 0),
+            },
+            CoreReport::Interval {
+                core: 1,
+                index: 1,
+                measurements: puts(20, 200),
+            },
+            CoreReport::Interval {
+                core: 1,
+                index: 2,
+                measurements: puts(3, 300),
+            },
+            CoreReport::Finished {
+                core: 0,
+                index: 2,
+                measurements: puts(1, 400),
+                last_answer_ns: 3 * SECOND - 5,
+            },
+            CoreReport::Finished {
+                core: 1,
+                index: 3,
+                measurements: puts(1, 500),
+                last_answer_ns: 3 * SECOND + 100,
+            },
+        ];
+        for report in reports {
+            sender.send(report).unwrap();
+        }
+        drop(sender);
+        let mut log = Vec::new();
+        let collected = collect(
+            &plan(),
+            receiver,
+            true,
+            SystemTime::UNIX_EPOCH,
+            Some(&mut log),
+        )
+        .unwrap();
+
+        assert_eq!(collected.total.operation(Operation::Put).count, 35);
+        assert_eq!(collected.total.warmup_requests, 5);
+        assert_eq!(
+            collected.total.operation(Operation::Put).latency_us.max(),
+            500
+        );
+        assert_eq!(collected.last_answer_ns, 3 * SECOND + 100);
+        assert_eq!(collected.depth.len(), 1);
+        let put_rates: Vec<(f64, f64)> = collected
+            .timeline
+            .iter()
+            .map(|point| (point.end_s, point.operations_per_s[Operation::Put.index()]))
+            .collect();
+        assert_eq!(put_rates, vec![(2.0, 30.0), (3.0, 4.0)]);
+
+        let logged: Vec<(f64, u64)> = IntervalLogIterator::new(&log)
+            .filter_map(|entry| match entry {
+                Ok(LogEntry::Interval(interval)) => {
+                    assert_eq!(interval.tag().map(|tag| tag.as_str()), Some("put"));
+                    let histogram: hdrhistogram::Histogram<u64> =
+                        hdrhistogram::serialization::Deserializer::new()
+                            .deserialize(&mut std::io::Cursor::new(
+                                BASE64.decode(interval.encoded_histogram()).unwrap(),
+                            ))
+                            .unwrap();
+                    Some((interval.start_timestamp().as_secs_f64(), histogram.len()))
+                }
+                Ok(_) => None,
+                Err(error) => panic!("unreadable log: {error:?}"),
+            })
+            .collect();
+        assert_eq!(logged, vec![(1.0, 30), (2.0, 4), (3.0, 1)]);
+    }
+}
