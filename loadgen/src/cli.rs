@@ -62,7 +62,8 @@ Output
   --json FILE               write the results as JSON
   --hdr-log FILE            write an HdrHistogram interval log (one tag per operation)
   --plot FILE.svg           write latency percentiles (and, for consuming runs, throughput and
-                            queue depth over time) as SVG
+                            queue depth over time) as SVG (default with --json: beside the
+                            JSON file, with the extension .svg)
   --max-error-rate R        exit 1 when errors/requests exceed R, e.g. 1% or 0.01 (default 1%)
   --quiet                   no progress line
   -h, --help                this text
@@ -266,6 +267,11 @@ pub fn parse(arguments: impl IntoIterator<Item = String>) -> Result<Command, Str
     {
         return Err("--queue-prefix must be lowercase letters, digits and -".to_string());
     }
+    if plot_path.is_none() {
+        plot_path = json_path
+            .as_ref()
+            .map(|path: &PathBuf| path.with_extension("svg"));
+    }
     let load = match rate_per_s {
         Some(rate_per_s) => LoadModel::Open {
             rate_per_s,
@@ -457,6 +463,15 @@ mod tests {
         assert_eq!(options.cpus, Some(vec![1, 3, 4]));
         assert!((options.max_error_ratio - 0.05).abs() < 1e-12);
         assert_eq!(queue_names(&options)[3], "bench-3");
+        assert_eq!(options.plot_path, None);
+    }
+
+    #[test]
+    fn the_plot_goes_beside_the_json_unless_named() {
+        let options = run(&["--json", "runs/out.json"]).unwrap();
+        assert_eq!(options.plot_path, Some(PathBuf::from("runs/out.svg")));
+        let options = run(&["--json", "out.json", "--plot", "latency.svg"]).unwrap();
+        assert_eq!(options.plot_path, Some(PathBuf::from("latency.svg")));
     }
 
     #[test]

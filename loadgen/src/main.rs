@@ -70,6 +70,7 @@ fn main() -> ExitCode {
                 eprintln!("azq-loadgen: {error}");
                 return ExitCode::from(EXIT_FAILURE);
             }
+            println!("wrote {}", path.display());
         }
     }
     if summary.within_error_budget() {

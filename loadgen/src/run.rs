@@ -239,7 +239,8 @@ fn collect(
                 });
             }
             collected.total.merge(&measurements);
-            if !quiet {
+            // The drain after the end is a sliver of an interval: its rate would mislead.
+            if !quiet && start_ns < measured_end_ns {
                 eprintln!(
                     "{}",
                     progress_line(
