@@ -215,6 +215,9 @@ pub fn table(summary: &RunSummary) -> String {
             );
         }
     }
+    for warning in saturation_warnings(summary) {
+        let _ = writeln!(out, "warning: {warning}");
+    }
     for &operation in summary.operations() {
         let stats = total.operation(operation);
         for (status, count) in &stats.errors_by_status {
@@ -278,6 +281,37 @@ pub fn table(summary: &RunSummary) -> String {
         }
     );
     out
+}
+
+/// A p99 send lag above this means the load generator could not keep up with its own work.
+const SEND_LAG_US_P99_WARNING: u64 = 1_000;
+/// An open loop achieving less than this share of its target rate did not apply the load asked.
+const ACHIEVED_RATE_SHARE_WARNING: f64 = 0.95;
+
+/// Signs that the load generator, not the server, limited the run: then its numbers understate
+/// what the server can do, and the user should know before quoting them.
+pub fn saturation_warnings(summary: &RunSummary) -> Vec<String> {
+    let mut warnings = Vec::new();
+    let send_lag = &summary.total.send_lag_us;
+    if !send_lag.is_empty() && send_lag.value_at_quantile(0.99) > SEND_LAG_US_P99_WARNING {
+        warnings.push(format!(
+            "the load generator itself lagged (p99 send lag {} us): give it more or quieter \
+             CPUs (--cpus) before reading these numbers as the server's",
+            grouped(send_lag.value_at_quantile(0.99))
+        ));
+    }
+    if let LoadModel::Open { rate_per_s, .. } = summary.load {
+        let achieved = summary.achieved_rate_per_s();
+        if achieved < rate_per_s * ACHIEVED_RATE_SHARE_WARNING {
+            warnings.push(format!(
+                "only {} of the {} ops/s asked for were sent: the server or the client could \
+                 not keep up, or there were too few connections",
+                grouped(achieved.round() as u64),
+                grouped(rate_per_s.round() as u64)
+            ));
+        }
+    }
+    warnings
 }
 
 fn latency_of(histogram: &hdrhistogram::Histogram<u64>) -> Option<LatencySummary> {
@@ -426,6 +460,16 @@ pub fn json(summary: &RunSummary) -> String {
     json.float(total.error_ratio());
     json.key("max_error_ratio");
     json.float(summary.max_error_ratio);
+
+    json.key("warnings");
+    json.0.push('[');
+    for (index, warning) in saturation_warnings(summary).iter().enumerate() {
+        if index > 0 {
+            json.0.push(',');
+        }
+        json.string(warning);
+    }
+    json.0.push(']');
 
     json.key("ops");
     json.0.push('{');
@@ -589,6 +633,7 @@ pub(crate) mod tests {
         assert_eq!(value["duration_s"], 5.0);
         assert_eq!(value["cpus"], serde_json::json!([1]));
         assert_eq!(value["refill"], false);
+        assert_eq!(value["warnings"], serde_json::json!([]));
         let ops = value["ops"].as_object().unwrap();
         assert_eq!(
             ops.keys().collect::<Vec<_>>(),
@@ -659,6 +704,26 @@ pub(crate) mod tests {
         assert!(text.contains("queue depth: 0 at start, 12 at end, 12 at most"));
         assert!(summary.within_error_budget());
         assert!(!text.contains("EXCEEDED"));
+    }
+
+    #[test]
+    fn saturation_is_flagged() {
+        let mut summary = sample_summary();
+        assert!(saturation_warnings(&summary).is_empty());
+        summary.total.record_send_lag(50_000);
+        for _ in 0..100 {
+            summary.total.record_send_lag(5_000);
+        }
+        // 400 ops/s asked for; 2,000 chains in 5 s is exactly that. Ask for more.
+        summary.load = LoadModel::Open {
+            rate_per_s: 1_000.0,
+            arrival: Arrival::Constant,
+        };
+        let warnings = saturation_warnings(&summary);
+        assert_eq!(warnings.len(), 2, "{warnings:?}");
+        assert!(warnings[0].contains("send lag"));
+        assert!(warnings[1].contains("400 of the 1,000 ops/s"));
+        assert!(table(&summary).contains("warning: "));
     }
 
     #[test]
