@@ -31,6 +31,12 @@ const IO_MEMORY_BYTES: usize = 512 * 1024;
 pub const INTERVAL_NS: u64 = NANOSECONDS_PER_SECOND;
 /// Pause before reconnecting after a connection fails, so a dead server is not hammered.
 const RECONNECT_DELAY: Duration = Duration::from_millis(100);
+/// How long an idle core keeps polling before it sleeps in the kernel. An open loop's cores are
+/// idle between scheduled sends, and waking a sleeping thread costs tens of microseconds at the
+/// median and milliseconds at p99 on a busy machine, all of it added to every latency measured:
+/// measured at 200 ops/s, polling cut the p99 send lag from 3.7 ms to 39 us. The price is a
+/// busy client CPU for the length of the run, which a load generator's CPUs are for.
+const SPIN_BEFORE_PARK: Duration = Duration::from_millis(10);
 /// Time between starting the cores and run time zero.
 const START_DELAY: Duration = Duration::from_millis(200);
 /// Requests in flight on the setup connection while preloading.
@@ -265,6 +271,7 @@ pub fn start(plan: Arc<RunPlan>) -> Result<Started, String> {
         let executor = LocalExecutorBuilder::new(Placement::Fixed(cpu))
             .name(&format!("azq-loadgen-{core}"))
             .io_memory(IO_MEMORY_BYTES)
+            .spin_before_park(SPIN_BEFORE_PARK)
             .spawn(move || async move { run_core(core, plan, start, reports).await })
             .map_err(|error| format!("cannot start an executor on CPU {cpu}: {error}"))?;
         executors.push(executor);
