@@ -57,6 +57,8 @@ Load
   --rate R                  open loop: R operations/s in total (default: closed loop)
   --arrival KIND            open loop gaps: constant | poisson (default constant)
   --seed N                  seed of the poisson schedule (default 1)
+                            (an open loop's cores poll rather than sleep between sends, for
+                            punctual sends: pin them away from the server's CPUs)
 
 Output
   --json FILE               write the results as JSON

@@ -20,6 +20,7 @@ use glommio::{LocalExecutorBuilder, Placement};
 use crate::connection::{Connection, ConnectionError, Response};
 use crate::endpoint::{Credentials, Endpoint};
 use crate::metrics::Measurements;
+use crate::report::CoreUsage;
 use crate::scenario::{roles, Lane, Role, Scenario, Step};
 use crate::schedule::{LoadModel, Pacer, Timing, NANOSECONDS_PER_SECOND};
 use crate::wire::{listed_messages, parse_timestamp, RequestEncoder, RequestKind, RequestSettings};
@@ -31,11 +32,12 @@ const IO_MEMORY_BYTES: usize = 512 * 1024;
 pub const INTERVAL_NS: u64 = NANOSECONDS_PER_SECOND;
 /// Pause before reconnecting after a connection fails, so a dead server is not hammered.
 const RECONNECT_DELAY: Duration = Duration::from_millis(100);
-/// How long an idle core keeps polling before it sleeps in the kernel. An open loop's cores are
-/// idle between scheduled sends, and waking a sleeping thread costs tens of microseconds at the
-/// median and milliseconds at p99 on a busy machine, all of it added to every latency measured:
-/// measured at 200 ops/s, polling cut the p99 send lag from 3.7 ms to 39 us. The price is a
-/// busy client CPU for the length of the run, which a load generator's CPUs are for.
+/// How long an idle core keeps polling before it sleeps in the kernel, in an open loop. Its cores
+/// are idle between scheduled sends, and waking a sleeping thread costs tens of microseconds at
+/// the median and milliseconds at p99 on a busy machine, all of it added to every latency
+/// measured: at 200 ops/s, polling cut the p99 send lag from 3.7 ms to 39 us. The price is a
+/// busy CPU for the length of the run, taken from the server if they share one; a closed loop
+/// never waits on a timer, so it sleeps instead and leaves shared CPUs to the server.
 const SPIN_BEFORE_PARK: Duration = Duration::from_millis(10);
 /// Time between starting the cores and run time zero.
 const START_DELAY: Duration = Duration::from_millis(200);
@@ -111,6 +113,8 @@ pub enum CoreReport {
         index: u64,
         measurements: Box<Measurements>,
         last_answer_ns: u64,
+        /// How the core's thread spent the run, when the kernel tells.
+        usage: Option<CoreUsage>,
     },
     /// `core` could not run at all.
     Failed { core: usize, reason: String },
@@ -268,10 +272,13 @@ pub fn start(plan: Arc<RunPlan>) -> Result<Started, String> {
     for (core, &cpu) in plan.cpus.iter().enumerate() {
         let plan = plan.clone();
         let reports: SyncSender<CoreReport> = reports.clone();
-        let executor = LocalExecutorBuilder::new(Placement::Fixed(cpu))
+        let mut builder = LocalExecutorBuilder::new(Placement::Fixed(cpu))
             .name(&format!("azq-loadgen-{core}"))
-            .io_memory(IO_MEMORY_BYTES)
-            .spin_before_park(SPIN_BEFORE_PARK)
+            .io_memory(IO_MEMORY_BYTES);
+        if matches!(plan.load, LoadModel::Open { .. }) {
+            builder = builder.spin_before_park(SPIN_BEFORE_PARK);
+        }
+        let executor = builder
             .spawn(move || async move { run_core(core, plan, start, reports).await })
             .map_err(|error| format!("cannot start an executor on CPU {cpu}: {error}"))?;
         executors.push(executor);
@@ -352,6 +359,8 @@ async fn run_core(
     });
     let cores = plan.cpus.len();
     let lane_roles = lane_roles(&plan);
+    clock.wait_for_start().await;
+    let scheduler_at_start = read_scheduler_statistics();
     let mut tasks = Vec::new();
     for connection in (core_index..plan.connections).step_by(cores) {
         let lanes: Vec<LaneRun> = (0..plan.pipeline)
@@ -375,12 +384,35 @@ async fn run_core(
     drop(reporter);
     drop(sampler);
     let measurements = core.measurements.replace(Measurements::default());
+    let usage = match (scheduler_at_start, read_scheduler_statistics()) {
+        (Some(start), Some(end)) => Some(CoreUsage {
+            cpu: plan.cpus[core_index],
+            elapsed_ns: clock.now_ns(),
+            running_ns: end.0.saturating_sub(start.0),
+            waiting_ns: end.1.saturating_sub(start.1),
+        }),
+        _ => None,
+    };
     let _ = reports.send(CoreReport::Finished {
         core: core_index,
         index: core.interval_index.get(),
         measurements: Box::new(measurements),
         last_answer_ns,
+        usage,
     });
+}
+
+/// The calling thread's time on the CPU and time runnable but waiting for it, in nanoseconds,
+/// from Linux's schedstat. Waiting time is the one sign of a client starved by other processes
+/// on its CPU that no latency figure shows on its own.
+fn read_scheduler_statistics() -> Option<(u64, u64)> {
+    parse_scheduler_statistics(&std::fs::read_to_string("/proc/thread-self/schedstat").ok()?)
+}
+
+/// Parses `running_ns waiting_ns timeslices`.
+fn parse_scheduler_statistics(text: &str) -> Option<(u64, u64)> {
+    let mut fields = text.split_whitespace().map(str::parse::<u64>);
+    Some((fields.next()?.ok()?, fields.next()?.ok()?))
 }
 
 /// Roles of all lanes: for `mixed`, the lanes of the first `producers` connections produce.
@@ -799,5 +831,22 @@ fn take_answer(
         }
         Step::Delete(_) => lane.lane.on_delete(response.is_success()),
         Step::Refill => lane.lane.on_refill(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn scheduler_statistics() {
+        assert_eq!(
+            parse_scheduler_statistics("1200 3400 5\n"),
+            Some((1200, 3400))
+        );
+        assert_eq!(parse_scheduler_statistics("1200"), None);
+        assert_eq!(parse_scheduler_statistics("a b c"), None);
+        // This thread's own line parses on Linux.
+        assert!(read_scheduler_statistics().is_some());
     }
 }

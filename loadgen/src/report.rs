@@ -25,6 +25,30 @@ pub struct DepthPoint {
     pub messages: u64,
 }
 
+/// How one client core's thread spent the run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CoreUsage {
+    pub cpu: usize,
+    /// From run time zero to the core's end.
+    pub elapsed_ns: u64,
+    /// On the CPU.
+    pub running_ns: u64,
+    /// Runnable but waiting for the CPU: another process had it.
+    pub waiting_ns: u64,
+}
+
+impl CoreUsage {
+    /// Share of the run spent on the CPU.
+    pub fn running_ratio(&self) -> f64 {
+        self.running_ns as f64 / self.elapsed_ns.max(1) as f64
+    }
+
+    /// Share of the run spent waiting for the CPU.
+    pub fn waiting_ratio(&self) -> f64 {
+        self.waiting_ns as f64 / self.elapsed_ns.max(1) as f64
+    }
+}
+
 /// Everything a run produced, with the settings needed to read it.
 #[derive(Clone, Debug)]
 pub struct RunSummary {
@@ -45,6 +69,8 @@ pub struct RunSummary {
     pub total: Measurements,
     pub timeline: Vec<TimelinePoint>,
     pub depth: Vec<DepthPoint>,
+    /// Per client core, when the kernel reports it.
+    pub client_cores: Vec<CoreUsage>,
     pub max_error_ratio: f64,
 }
 
@@ -262,6 +288,15 @@ pub fn table(summary: &RunSummary) -> String {
             grouped(deepest)
         );
     }
+    for core in &summary.client_cores {
+        let _ = writeln!(
+            out,
+            "client core on CPU {}: on the CPU {:.0}% of the run, waiting for it {:.0}%",
+            core.cpu,
+            100.0 * core.running_ratio(),
+            100.0 * core.waiting_ratio()
+        );
+    }
     let _ = writeln!(
         out,
         "connection errors: {}, unreadable answers: {}",
@@ -283,6 +318,9 @@ pub fn table(summary: &RunSummary) -> String {
     out
 }
 
+/// A client core that waited for its CPU longer than this share of the run was starved by
+/// other processes.
+const WAITING_RATIO_WARNING: f64 = 0.1;
 /// A p99 send lag above this means the load generator could not keep up with its own work.
 const SEND_LAG_US_P99_WARNING: u64 = 1_000;
 /// An open loop achieving less than this share of its target rate did not apply the load asked.
@@ -299,6 +337,16 @@ pub fn saturation_warnings(summary: &RunSummary) -> Vec<String> {
              CPUs (--cpus) before reading these numbers as the server's",
             grouped(send_lag.value_at_quantile(0.99))
         ));
+    }
+    for core in &summary.client_cores {
+        if core.waiting_ratio() > WAITING_RATIO_WARNING {
+            warnings.push(format!(
+                "the client core on CPU {} waited for its CPU {:.0}% of the run (other processes \
+                 run there): the load generator may have limited the run",
+                core.cpu,
+                100.0 * core.waiting_ratio()
+            ));
+        }
     }
     if let LoadModel::Open { rate_per_s, .. } = summary.load {
         let achieved = summary.achieved_rate_per_s();
@@ -454,6 +502,22 @@ pub fn json(summary: &RunSummary) -> String {
             json.0.push(',');
         }
         let _ = write!(json.0, "{cpu}");
+    }
+    json.0.push(']');
+    json.key("client_cores");
+    json.0.push('[');
+    for (index, core) in summary.client_cores.iter().enumerate() {
+        if index > 0 {
+            json.0.push(',');
+        }
+        json.0.push('{');
+        json.key("cpu");
+        let _ = write!(json.0, "{}", core.cpu);
+        json.key("running_ratio");
+        json.float(core.running_ratio());
+        json.key("waiting_ratio");
+        json.float(core.waiting_ratio());
+        json.0.push('}');
     }
     json.0.push(']');
     json.key("error_ratio");
@@ -618,6 +682,12 @@ pub(crate) mod tests {
                     messages: 12,
                 },
             ],
+            client_cores: vec![CoreUsage {
+                cpu: 1,
+                elapsed_ns: 6_000_000_000,
+                running_ns: 3_000_000_000,
+                waiting_ns: 60_000_000,
+            }],
             max_error_ratio: 0.01,
         }
     }
@@ -634,6 +704,9 @@ pub(crate) mod tests {
         assert_eq!(value["cpus"], serde_json::json!([1]));
         assert_eq!(value["refill"], false);
         assert_eq!(value["warnings"], serde_json::json!([]));
+        assert_eq!(value["client_cores"][0]["cpu"], 1);
+        assert_eq!(value["client_cores"][0]["running_ratio"], 0.5);
+        assert_eq!(value["client_cores"][0]["waiting_ratio"], 0.01);
         let ops = value["ops"].as_object().unwrap();
         assert_eq!(
             ops.keys().collect::<Vec<_>>(),
@@ -702,6 +775,7 @@ pub(crate) mod tests {
         assert!(text.contains("errors: delete MessageNotFound x 1"));
         assert!(text.contains("7 empty gets"));
         assert!(text.contains("queue depth: 0 at start, 12 at end, 12 at most"));
+        assert!(text.contains("client core on CPU 1: on the CPU 50% of the run, waiting for it 1%"));
         assert!(summary.within_error_budget());
         assert!(!text.contains("EXCEEDED"));
     }
@@ -719,10 +793,12 @@ pub(crate) mod tests {
             rate_per_s: 1_000.0,
             arrival: Arrival::Constant,
         };
+        summary.client_cores[0].waiting_ns = 3_000_000_000;
         let warnings = saturation_warnings(&summary);
-        assert_eq!(warnings.len(), 2, "{warnings:?}");
+        assert_eq!(warnings.len(), 3, "{warnings:?}");
         assert!(warnings[0].contains("send lag"));
-        assert!(warnings[1].contains("400 of the 1,000 ops/s"));
+        assert!(warnings[1].contains("CPU 1 waited for its CPU 50%"));
+        assert!(warnings[2].contains("400 of the 1,000 ops/s"));
         assert!(table(&summary).contains("warning: "));
     }
 

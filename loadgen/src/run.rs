@@ -14,7 +14,7 @@ use crate::cli::{queue_names, Options};
 use crate::endpoint;
 use crate::engine::{self, CoreReport, RunPlan, INTERVAL_NS};
 use crate::metrics::{Measurements, Operation};
-use crate::report::{progress_line, DepthPoint, RunSummary, TimelinePoint};
+use crate::report::{progress_line, CoreUsage, DepthPoint, RunSummary, TimelinePoint};
 use crate::schedule::NANOSECONDS_PER_SECOND;
 use crate::wire::RequestSettings;
 
@@ -104,6 +104,7 @@ pub fn run(options: &Options) -> Result<RunOutcome, String> {
         total: collected.total,
         timeline: collected.timeline,
         depth: collected.depth,
+        client_cores: collected.client_cores,
         max_error_ratio: options.max_error_ratio,
     };
     Ok(RunOutcome { summary, hdr_log })
@@ -119,6 +120,7 @@ struct Collected {
     timeline: Vec<TimelinePoint>,
     depth: Vec<DepthPoint>,
     last_answer_ns: u64,
+    client_cores: Vec<CoreUsage>,
 }
 
 /// Receives reports until every core has finished. An interval is closed (merged, logged,
@@ -154,6 +156,7 @@ fn collect(
         timeline: Vec::new(),
         depth: Vec::new(),
         last_answer_ns: 0,
+        client_cores: Vec::new(),
     };
     while !finished.iter().all(|&done| done) {
         let report = reports
@@ -177,7 +180,9 @@ fn collect(
                 index,
                 measurements,
                 last_answer_ns,
+                usage,
             } => {
+                collected.client_cores.extend(usage);
                 pending.entry(index).or_default().merge(&measurements);
                 finished[core] = true;
                 collected.last_answer_ns = collected.last_answer_ns.max(last_answer_ns);
@@ -377,12 +382,19 @@ mod tests {
                 index: 2,
                 measurements: puts(1, 400),
                 last_answer_ns: 3 * SECOND - 5,
+                usage: None,
             },
             CoreReport::Finished {
                 core: 1,
                 index: 3,
                 measurements: puts(1, 500),
                 last_answer_ns: 3 * SECOND + 100,
+                usage: Some(CoreUsage {
+                    cpu: 1,
+                    elapsed_ns: 3 * SECOND,
+                    running_ns: SECOND,
+                    waiting_ns: 0,
+                }),
             },
         ];
         for report in reports {
@@ -407,6 +419,7 @@ mod tests {
         );
         assert_eq!(collected.last_answer_ns, 3 * SECOND + 100);
         assert_eq!(collected.depth.len(), 1);
+        assert_eq!(collected.client_cores.len(), 1);
         let put_rates: Vec<(f64, f64)> = collected
             .timeline
             .iter()
