@@ -138,8 +138,8 @@ table="$out_dir/table.md"
   echo "Azurite $azurite_version (in memory); azq $(git rev-parse --short HEAD); load average after the runs: $load_average."
   echo "Each run: $connections connections, $duration measured after $warmup of warm-up, 1 KiB messages, batch 1."
   echo
-  echo "| scenario | operation | azq ops/s | Azurite ops/s | azq p50 / p99 / p99.9 (us) | Azurite p50 / p99 / p99.9 (us) | errors azq / Azurite |"
-  echo "|---|---|---:|---:|---:|---:|---:|"
+  echo "| scenario | operation | azq ops/s | Azurite ops/s | azq p50 / p99 / p99.9 (us) | Azurite p50 / p99 / p99.9 (us) | errors azq / Azurite | client waited for its CPU, azq / Azurite runs |"
+  echo "|---|---|---:|---:|---:|---:|---:|---:|"
   index=0
   for entry in "${scenarios[@]}"; do
     name=${entry%%|*}
@@ -173,10 +173,17 @@ def cell(report, operation, what):
         return "-"
     return f"{latency['p50']:,} / {latency['p99']:,} / {latency['p999']:,}"
 
-for operation in operations:
+def waited(report):
+    # Share of the run the client cores were runnable but had no CPU: other processes' doing.
+    if report is None or not report.get("client_cores"):
+        return "?"
+    return f"{max(core['waiting_ratio'] for core in report['client_cores']):.0%}"
+
+for index, operation in enumerate(operations):
+    waiting = f"{waited(azq)} / {waited(azurite)}" if index == 0 else ""
     print(f"| {name} | {operation} | {cell(azq, operation, 'rate')} | {cell(azurite, operation, 'rate')} "
           f"| {cell(azq, operation, 'latency')} | {cell(azurite, operation, 'latency')} "
-          f"| {cell(azq, operation, 'errors')} / {cell(azurite, operation, 'errors')} |")
+          f"| {cell(azq, operation, 'errors')} / {cell(azurite, operation, 'errors')} | {waiting} |")
 PY
     index=$((index + 1))
   done
