@@ -1,0 +1,384 @@
+//! Latency and error bookkeeping: per operation, counts, errors by HTTP status and Azure error
+//! code, and HdrHistograms of latency in microseconds; for the whole run, end-to-end message
+//! latency and the client's own send lag. Pure: each core records into its own `Measurements`,
+//! ships it to the main thread once a second, and the main thread merges them.
+
+use hdrhistogram::Histogram;
+
+/// Significant decimal digits the histograms keep: values are exact to 0.1%.
+pub const HISTOGRAM_SIGNIFICANT_DIGITS: u8 = 3;
+
+/// The REST operations the scenarios send, in report order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Operation {
+    Put,
+    Get,
+    Peek,
+    Update,
+    Delete,
+}
+
+impl Operation {
+    /// Every operation, in the order reports list them.
+    pub const ALL: [Operation; 5] = [
+        Operation::Put,
+        Operation::Get,
+        Operation::Peek,
+        Operation::Update,
+        Operation::Delete,
+    ];
+
+    /// The key in reports and the tag in the HdrHistogram log.
+    pub fn name(self) -> &'static str {
+        match self {
+            Operation::Put => "put",
+            Operation::Get => "get",
+            Operation::Peek => "peek",
+            Operation::Update => "update",
+            Operation::Delete => "delete",
+        }
+    }
+
+    /// Position in `ALL`.
+    pub fn index(self) -> usize {
+        self as usize
+    }
+}
+
+/// An empty histogram that grows as values arrive: a loopback run never pays for the buckets of
+/// a one-minute latency it does not see.
+pub fn new_histogram() -> Histogram<u64> {
+    // Three significant digits is always a valid precision, so this cannot fail.
+    Histogram::new(HISTOGRAM_SIGNIFICANT_DIGITS).unwrap_or_else(|_| unreachable!())
+}
+
+/// Records `value`, saturating at the histogram's largest trackable value. A growing histogram
+/// only refuses values beyond u64's range of buckets, which a latency in microseconds never is.
+fn record(histogram: &mut Histogram<u64>, value: u64) {
+    if histogram.record(value).is_err() {
+        histogram.saturating_record(value);
+    }
+}
+
+/// Everything measured about one operation.
+#[derive(Clone, Debug)]
+pub struct OperationStats {
+    /// Answers received, successful or not.
+    pub count: u64,
+    /// Answers with a status outside 2xx.
+    pub errors: u64,
+    /// Errors by HTTP status, in order of first appearance; errors are rare, so a short list.
+    pub errors_by_status: Vec<(u16, u64)>,
+    /// Errors by `x-ms-error-code` (answers without one are listed only by status).
+    pub errors_by_code: Vec<(String, u64)>,
+    /// Gets that found the queue empty: a normal answer, not an error, but it costs a round trip.
+    pub empty_gets: u64,
+    /// Messages returned by Gets and Peeks.
+    pub messages: u64,
+    /// Latency of successful answers from the intended send time, in microseconds.
+    pub latency_us: Histogram<u64>,
+    /// Latency of successful answers from the actual send time, in microseconds. Equal to
+    /// `latency_us` in a closed loop.
+    pub latency_uncorrected_us: Histogram<u64>,
+}
+
+impl Default for OperationStats {
+    fn default() -> OperationStats {
+        OperationStats {
+            count: 0,
+            errors: 0,
+            errors_by_status: Vec::new(),
+            errors_by_code: Vec::new(),
+            empty_gets: 0,
+            messages: 0,
+            latency_us: new_histogram(),
+            latency_uncorrected_us: new_histogram(),
+        }
+    }
+}
+
+impl OperationStats {
+    /// Counts a successful answer and its latencies.
+    pub fn record_success(&mut self, corrected_us: u64, uncorrected_us: u64) {
+        self.count += 1;
+        record(&mut self.latency_us, corrected_us);
+        record(&mut self.latency_uncorrected_us, uncorrected_us);
+    }
+
+    /// Counts an error answer. Allocates only the first time a code is seen.
+    pub fn record_error(&mut self, status: u16, error_code: Option<&[u8]>) {
+        self.count += 1;
+        self.errors += 1;
+        add_count(&mut self.errors_by_status, status, 1);
+        if let Some(code) = error_code {
+            let code = String::from_utf8_lossy(code);
+            match self
+                .errors_by_code
+                .iter_mut()
+                .find(|(known, _)| *known == code)
+            {
+                Some((_, count)) => *count += 1,
+                None => self.errors_by_code.push((code.into_owned(), 1)),
+            }
+        }
+    }
+
+    /// Adds `other` into `self`.
+    pub fn merge(&mut self, other: &OperationStats) {
+        self.count += other.count;
+        self.errors += other.errors;
+        for &(status, count) in &other.errors_by_status {
+            add_count(&mut self.errors_by_status, status, count);
+        }
+        for (code, count) in &other.errors_by_code {
+            match self
+                .errors_by_code
+                .iter_mut()
+                .find(|(known, _)| known == code)
+            {
+                Some((_, known_count)) => *known_count += count,
+                None => self.errors_by_code.push((code.clone(), *count)),
+            }
+        }
+        self.empty_gets += other.empty_gets;
+        self.messages += other.messages;
+        merge_histogram(&mut self.latency_us, &other.latency_us);
+        merge_histogram(
+            &mut self.latency_uncorrected_us,
+            &other.latency_uncorrected_us,
+        );
+    }
+}
+
+fn add_count(counts: &mut Vec<(u16, u64)>, status: u16, count: u64) {
+    match counts.iter_mut().find(|(known, _)| *known == status) {
+        Some((_, known_count)) => *known_count += count,
+        None => counts.push((status, count)),
+    }
+}
+
+fn merge_histogram(into: &mut Histogram<u64>, from: &Histogram<u64>) {
+    // Both grow on demand, so adding never runs out of range.
+    if into.add(from).is_err() {
+        for value in from.iter_recorded() {
+            into.saturating_record_n(value.value_iterated_to(), value.count_at_value());
+        }
+    }
+}
+
+/// What one core measured over one interval, or what the whole run measured once merged.
+#[derive(Clone, Debug)]
+pub struct Measurements {
+    /// Indexed by `Operation::index`.
+    pub operations: [OperationStats; 5],
+    /// Microseconds from a producer's Put to the consumer's receipt of the message, from the
+    /// send timestamp the producer wrote into the text.
+    pub end_to_end_us: Histogram<u64>,
+    /// The client's own delay in sending requests it was free to send (see `Timing::send_lag_us`).
+    pub send_lag_us: Histogram<u64>,
+    /// Requests lost to a refused, reset or closed connection (no HTTP answer to count).
+    pub connection_errors: u64,
+    /// Answers that were not valid HTTP or not the expected XML.
+    pub protocol_errors: u64,
+    /// Requests answered during the warm-up: counted for the progress line only.
+    pub warmup_requests: u64,
+}
+
+impl Default for Measurements {
+    fn default() -> Measurements {
+        Measurements {
+            operations: Default::default(),
+            end_to_end_us: new_histogram(),
+            send_lag_us: new_histogram(),
+            connection_errors: 0,
+            protocol_errors: 0,
+            warmup_requests: 0,
+        }
+    }
+}
+
+impl Measurements {
+    /// The statistics of `operation`.
+    pub fn operation(&self, operation: Operation) -> &OperationStats {
+        &self.operations[operation.index()]
+    }
+
+    /// The statistics of `operation`, to record into.
+    pub fn operation_mut(&mut self, operation: Operation) -> &mut OperationStats {
+        &mut self.operations[operation.index()]
+    }
+
+    /// Records an end-to-end message latency.
+    pub fn record_end_to_end(&mut self, latency_us: u64) {
+        record(&mut self.end_to_end_us, latency_us);
+    }
+
+    /// Records the client's send lag of one request.
+    pub fn record_send_lag(&mut self, lag_us: u64) {
+        record(&mut self.send_lag_us, lag_us);
+    }
+
+    /// Adds `other` into `self`.
+    pub fn merge(&mut self, other: &Measurements) {
+        for (into, from) in self.operations.iter_mut().zip(&other.operations) {
+            into.merge(from);
+        }
+        merge_histogram(&mut self.end_to_end_us, &other.end_to_end_us);
+        merge_histogram(&mut self.send_lag_us, &other.send_lag_us);
+        self.connection_errors += other.connection_errors;
+        self.protocol_errors += other.protocol_errors;
+        self.warmup_requests += other.warmup_requests;
+    }
+
+    /// Answers received plus requests lost, over every operation.
+    pub fn requests(&self) -> u64 {
+        self.operations.iter().map(|stats| stats.count).sum::<u64>() + self.connection_errors
+    }
+
+    /// Error answers, lost requests and unreadable answers, over every operation.
+    pub fn errors(&self) -> u64 {
+        self.operations
+            .iter()
+            .map(|stats| stats.errors)
+            .sum::<u64>()
+            + self.connection_errors
+            + self.protocol_errors
+    }
+
+    /// Errors per request (0 when nothing was sent).
+    pub fn error_ratio(&self) -> f64 {
+        match self.requests() {
+            0 => 0.0,
+            requests => self.errors() as f64 / requests as f64,
+        }
+    }
+}
+
+/// The percentiles every report shows, in microseconds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LatencySummary {
+    pub p50: u64,
+    pub p90: u64,
+    pub p99: u64,
+    pub p999: u64,
+    pub p9999: u64,
+    pub max: u64,
+}
+
+impl LatencySummary {
+    /// The percentiles of `histogram`. Each is the highest value equivalent to the recorded one
+    /// at the histogram's precision, so a percentile is never reported lower than it was.
+    pub fn of(histogram: &Histogram<u64>) -> LatencySummary {
+        let at = |quantile: f64| histogram.value_at_quantile(quantile);
+        LatencySummary {
+            p50: at(0.5),
+            p90: at(0.9),
+            p99: at(0.99),
+            p999: at(0.999),
+            p9999: at(0.9999),
+            max: histogram.highest_equivalent(histogram.max()),
+        }
+    }
+
+    /// `(label, value)` pairs in report order.
+    pub fn labelled(&self) -> [(&'static str, u64); 6] {
+        [
+            ("p50", self.p50),
+            ("p90", self.p90),
+            ("p99", self.p99),
+            ("p999", self.p999),
+            ("p9999", self.p9999),
+            ("max", self.max),
+        ]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn percentiles_of_a_uniform_sequence_are_exact_below_2048() {
+        let mut stats = OperationStats::default();
+        for value in 1..=1000 {
+            stats.record_success(value, value);
+        }
+        let summary = LatencySummary::of(&stats.latency_us);
+        assert_eq!(
+            summary,
+            LatencySummary {
+                p50: 500,
+                p90: 900,
+                p99: 990,
+                p999: 999,
+                p9999: 1000,
+                max: 1000,
+            }
+        );
+        assert_eq!(stats.count, 1000);
+        assert_eq!(stats.errors, 0);
+    }
+
+    #[test]
+    fn percentiles_of_a_tail() {
+        // 9,900 fast answers, 99 slow ones and one very slow one.
+        let mut histogram = new_histogram();
+        histogram.record_n(100, 9_900).unwrap();
+        histogram.record_n(20_000, 99).unwrap();
+        histogram.record(1_000_000).unwrap();
+        let summary = LatencySummary::of(&histogram);
+        assert_eq!(summary.p50, 100);
+        assert_eq!(summary.p90, 100);
+        assert_eq!(summary.p99, 100);
+        // Above 2,048 values share buckets; each percentile is the top of its bucket.
+        assert!(histogram.equivalent(summary.p999, 20_000));
+        assert!(summary.p999 >= 20_000);
+        assert!(histogram.equivalent(summary.p9999, 20_000));
+        assert!(histogram.equivalent(summary.max, 1_000_000));
+        assert!(summary.max >= 1_000_000);
+    }
+
+    #[test]
+    fn errors_are_counted_by_status_and_code_and_merged() {
+        let mut left = OperationStats::default();
+        left.record_error(404, Some(b"MessageNotFound"));
+        left.record_error(404, Some(b"MessageNotFound"));
+        left.record_error(503, None);
+        left.record_success(10, 10);
+        let mut right = OperationStats::default();
+        right.record_error(400, Some(b"PopReceiptMismatch"));
+        right.record_error(404, Some(b"MessageNotFound"));
+        right.record_success(30, 20);
+        left.merge(&right);
+        assert_eq!(left.count, 7);
+        assert_eq!(left.errors, 5);
+        assert_eq!(left.errors_by_status, vec![(404, 3), (503, 1), (400, 1)]);
+        assert_eq!(
+            left.errors_by_code,
+            vec![
+                ("MessageNotFound".to_string(), 3),
+                ("PopReceiptMismatch".to_string(), 1)
+            ]
+        );
+        assert_eq!(left.latency_us.len(), 2);
+        assert_eq!(left.latency_uncorrected_us.max(), 20);
+    }
+
+    #[test]
+    fn error_ratio_includes_lost_requests() {
+        let mut measurements = Measurements::default();
+        assert_eq!(measurements.error_ratio(), 0.0);
+        for _ in 0..97 {
+            measurements
+                .operation_mut(Operation::Put)
+                .record_success(5, 5);
+        }
+        measurements
+            .operation_mut(Operation::Delete)
+            .record_error(404, Some(b"MessageNotFound"));
+        measurements.connection_errors = 2;
+        assert_eq!(measurements.requests(), 100);
+        assert_eq!(measurements.errors(), 3);
+        assert!((measurements.error_ratio() - 0.03).abs() < 1e-12);
+    }
+}

@@ -1,0 +1,481 @@
+//! The `--plot` SVG, written by hand (no plotting dependency): a latency-by-percentile chart per
+//! operation with the percentile axis on a log scale of 1/(1-p), as HdrHistogram's plotter draws
+//! it, so the tail gets as much room as the median; and for consuming runs a second chart of
+//! throughput per operation and queue depth over time.
+
+use std::fmt::Write;
+
+use crate::report::RunSummary;
+
+const WIDTH: f64 = 960.0;
+const PANEL_HEIGHT: f64 = 420.0;
+const MARGIN_LEFT: f64 = 80.0;
+const MARGIN_RIGHT: f64 = 90.0;
+const MARGIN_TOP: f64 = 40.0;
+const MARGIN_BOTTOM: f64 = 50.0;
+/// The percentile axis ends at 99.9999% (six nines).
+const NINES_MAX: f64 = 6.0;
+/// One colour per operation, by `Operation::index`, plus one for end-to-end latency and depth.
+const COLOURS: [&str; 5] = ["#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#d62728"];
+const EXTRA_COLOUR: &str = "#7f7f7f";
+
+/// A line to draw: points in data coordinates.
+struct Series {
+    label: String,
+    colour: &'static str,
+    dashed: bool,
+    points: Vec<(f64, f64)>,
+}
+
+/// The whole SVG document.
+pub fn svg(summary: &RunSummary) -> String {
+    let with_timeline =
+        summary.scenario.consumes() && (!summary.timeline.is_empty() || !summary.depth.is_empty());
+    let height = if with_timeline {
+        2.0 * PANEL_HEIGHT
+    } else {
+        PANEL_HEIGHT
+    };
+    let mut out = String::with_capacity(64 * 1024);
+    let _ = writeln!(
+        out,
+        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{height}" viewBox="0 0 {WIDTH} {height}" font-family="sans-serif" font-size="12">"#
+    );
+    let _ = writeln!(out, r#"<rect width="100%" height="100%" fill="white"/>"#);
+    latency_panel(summary, &mut out);
+    if with_timeline {
+        timeline_panel(summary, PANEL_HEIGHT, &mut out);
+    }
+    out.push_str("</svg>\n");
+    out
+}
+
+/// Position on the percentile axis: the number of nines, log10(1 / (1 - p)).
+fn nines(quantile: f64) -> f64 {
+    if quantile >= 1.0 {
+        NINES_MAX
+    } else {
+        (-(1.0 - quantile).log10()).clamp(0.0, NINES_MAX)
+    }
+}
+
+fn latency_series(summary: &RunSummary) -> Vec<Series> {
+    let mut series = Vec::new();
+    let mut add = |label: String, colour, dashed, histogram: &hdrhistogram::Histogram<u64>| {
+        if histogram.is_empty() {
+            return;
+        }
+        // Five steps per halving of the distance to 100%, as HdrHistogram's percentile output.
+        let mut points: Vec<(f64, f64)> = histogram
+            .iter_quantiles(5)
+            .map(|step| {
+                (
+                    nines(step.quantile_iterated_to()),
+                    step.value_iterated_to().max(1) as f64,
+                )
+            })
+            .collect();
+        points.push((NINES_MAX, histogram.max().max(1) as f64));
+        series.push(Series {
+            label,
+            colour,
+            dashed,
+            points,
+        });
+    };
+    for &operation in summary.operations() {
+        let stats = summary.total.operation(operation);
+        add(
+            operation.name().to_string(),
+            COLOURS[operation.index()],
+            false,
+            &stats.latency_us,
+        );
+        if summary.is_open_loop() {
+            add(
+                format!("{} (uncorrected)", operation.name()),
+                COLOURS[operation.index()],
+                true,
+                &stats.latency_uncorrected_us,
+            );
+        }
+    }
+    series
+}
+
+fn latency_panel(summary: &RunSummary, out: &mut String) {
+    let series = latency_series(summary);
+    let title = format!(
+        "{} latency by percentile ({}, {} connections)",
+        summary.scenario.name(),
+        if summary.is_open_loop() {
+            "open loop, corrected for coordinated omission"
+        } else {
+            "closed loop"
+        },
+        summary.connections
+    );
+    let values = series
+        .iter()
+        .flat_map(|line| line.points.iter().map(|&(_, value)| value));
+    let (low, high) = decades(values);
+    let frame = Frame {
+        top: 0.0,
+        x_range: (0.0, NINES_MAX),
+        y_range: (low.log10(), high.log10()),
+    };
+    frame.draw_box(&title, out);
+    for nine in 0..=NINES_MAX as u32 {
+        let label = match nine {
+            0 => "0%".to_string(),
+            1 => "90%".to_string(),
+            2 => "99%".to_string(),
+            _ => format!("99.{}%", "9".repeat(nine as usize - 2)),
+        };
+        frame.x_tick(f64::from(nine), &label, out);
+    }
+    let mut decade = low;
+    while decade <= high {
+        frame.y_tick(decade.log10(), &format!("{} us", compact(decade)), out);
+        decade *= 10.0;
+    }
+    frame.axis_labels("percentile", "latency (microseconds, log scale)", out);
+    for (index, line) in series.iter().enumerate() {
+        let points: Vec<(f64, f64)> = line
+            .points
+            .iter()
+            .map(|&(x, value)| (x, value.log10()))
+            .collect();
+        frame.polyline(&points, line.colour, line.dashed, out);
+        frame.legend(index, &line.label, line.colour, line.dashed, out);
+    }
+}
+
+fn timeline_panel(summary: &RunSummary, top: f64, out: &mut String) {
+    let end_s = summary
+        .timeline
+        .iter()
+        .map(|point| point.end_s)
+        .chain(summary.depth.iter().map(|point| point.at_s))
+        .fold(1.0, f64::max);
+    let rate_max = summary
+        .timeline
+        .iter()
+        .flat_map(|point| point.operations_per_s)
+        .fold(1.0, f64::max);
+    let depth_max = summary
+        .depth
+        .iter()
+        .map(|point| point.messages as f64)
+        .fold(1.0, f64::max);
+    let rate_top = nice_ceiling(rate_max);
+    let depth_top = nice_ceiling(depth_max);
+    let frame = Frame {
+        top,
+        x_range: (0.0, end_s.ceil()),
+        y_range: (0.0, rate_top),
+    };
+    frame.draw_box(
+        &format!(
+            "{}: throughput per operation and queue depth over time",
+            summary.scenario.name()
+        ),
+        out,
+    );
+    let step_s = (end_s / 10.0).ceil().max(1.0);
+    let mut second = 0.0;
+    while second <= end_s.ceil() {
+        frame.x_tick(second, &format!("{second}s"), out);
+        second += step_s;
+    }
+    for fifth in 0..=5 {
+        let value = rate_top * f64::from(fifth) / 5.0;
+        frame.y_tick(value, &compact(value), out);
+        let depth = depth_top * f64::from(fifth) / 5.0;
+        let (x, y) = frame.at(frame.x_range.1, value);
+        let _ = writeln!(
+            out,
+            r#"<text x="{:.1}" y="{:.1}" fill="{EXTRA_COLOUR}">{}</text>"#,
+            x + 6.0,
+            y + 4.0,
+            compact(depth)
+        );
+    }
+    frame.axis_labels(
+        "run time (warm-up included)",
+        "answers per second (right: messages in the queues)",
+        out,
+    );
+    let mut legend_index = 0;
+    for &operation in summary.operations() {
+        let points: Vec<(f64, f64)> = summary
+            .timeline
+            .iter()
+            .map(|point| (point.end_s, point.operations_per_s[operation.index()]))
+            .collect();
+        if points.is_empty() {
+            continue;
+        }
+        frame.polyline(&points, COLOURS[operation.index()], false, out);
+        frame.legend(
+            legend_index,
+            &format!("{} per s", operation.name()),
+            COLOURS[operation.index()],
+            false,
+            out,
+        );
+        legend_index += 1;
+    }
+    if !summary.depth.is_empty() {
+        // Depth shares the panel on its own scale: map it onto the rate axis.
+        let points: Vec<(f64, f64)> = summary
+            .depth
+            .iter()
+            .map(|point| (point.at_s, point.messages as f64 / depth_top * rate_top))
+            .collect();
+        frame.polyline(&points, EXTRA_COLOUR, true, out);
+        frame.legend(legend_index, "queue depth", EXTRA_COLOUR, true, out);
+    }
+    if summary.warmup_s > 0.0 {
+        let (x0, y0) = frame.at(0.0, rate_top);
+        let (x1, y1) = frame.at(summary.warmup_s.min(frame.x_range.1), 0.0);
+        let _ = writeln!(
+            out,
+            r##"<rect x="{x0:.1}" y="{y0:.1}" width="{:.1}" height="{:.1}" fill="#000" fill-opacity="0.05"/>"##,
+            x1 - x0,
+            y1 - y0
+        );
+    }
+}
+
+/// Powers of ten enclosing every value (at least one decade).
+fn decades(values: impl Iterator<Item = f64>) -> (f64, f64) {
+    let (minimum, maximum) = values.fold((f64::MAX, 1.0f64), |(low, high), value| {
+        (low.min(value), high.max(value))
+    });
+    let minimum = if minimum == f64::MAX { 1.0 } else { minimum };
+    let low = 10f64.powf(minimum.max(1.0).log10().floor());
+    let high = 10f64.powf(maximum.log10().ceil()).max(low * 10.0);
+    (low, high)
+}
+
+/// The smallest 1, 2 or 5 times a power of ten at or above `value`.
+fn nice_ceiling(value: f64) -> f64 {
+    let decade = 10f64.powf(value.log10().floor());
+    [1.0, 2.0, 5.0, 10.0]
+        .into_iter()
+        .map(|factor| factor * decade)
+        .find(|&candidate| candidate >= value)
+        .unwrap_or(10.0 * decade)
+}
+
+/// `1500` as `1.5k`, `2000000` as `2M`.
+fn compact(value: f64) -> String {
+    let (scaled, suffix) = if value >= 1e6 {
+        (value / 1e6, "M")
+    } else if value >= 1e3 {
+        (value / 1e3, "k")
+    } else {
+        (value, "")
+    };
+    let text = format!("{scaled:.1}");
+    format!("{}{suffix}", text.trim_end_matches(".0"))
+}
+
+/// A chart area and its data ranges.
+struct Frame {
+    top: f64,
+    x_range: (f64, f64),
+    y_range: (f64, f64),
+}
+
+impl Frame {
+    fn left(&self) -> f64 {
+        MARGIN_LEFT
+    }
+    fn right(&self) -> f64 {
+        WIDTH - MARGIN_RIGHT
+    }
+    fn plot_top(&self) -> f64 {
+        self.top + MARGIN_TOP
+    }
+    fn bottom(&self) -> f64 {
+        self.top + PANEL_HEIGHT - MARGIN_BOTTOM
+    }
+
+    /// Pixel position of a data point.
+    fn at(&self, x: f64, y: f64) -> (f64, f64) {
+        let span_x = (self.x_range.1 - self.x_range.0).max(1e-9);
+        let span_y = (self.y_range.1 - self.y_range.0).max(1e-9);
+        (
+            self.left() + (x - self.x_range.0) / span_x * (self.right() - self.left()),
+            self.bottom() - (y - self.y_range.0) / span_y * (self.bottom() - self.plot_top()),
+        )
+    }
+
+    fn draw_box(&self, title: &str, out: &mut String) {
+        let _ = writeln!(
+            out,
+            r##"<rect x="{:.1}" y="{:.1}" width="{:.1}" height="{:.1}" fill="none" stroke="#333"/>"##,
+            self.left(),
+            self.plot_top(),
+            self.right() - self.left(),
+            self.bottom() - self.plot_top()
+        );
+        let _ = writeln!(
+            out,
+            r#"<text x="{:.1}" y="{:.1}" font-size="14" font-weight="bold">{}</text>"#,
+            self.left(),
+            self.top + 24.0,
+            escape(title)
+        );
+    }
+
+    fn x_tick(&self, x: f64, label: &str, out: &mut String) {
+        let (pixel_x, _) = self.at(x, self.y_range.0);
+        let _ = writeln!(
+            out,
+            r##"<line x1="{pixel_x:.1}" y1="{:.1}" x2="{pixel_x:.1}" y2="{:.1}" stroke="#ddd"/><text x="{pixel_x:.1}" y="{:.1}" text-anchor="middle">{}</text>"##,
+            self.plot_top(),
+            self.bottom(),
+            self.bottom() + 16.0,
+            escape(label)
+        );
+    }
+
+    fn y_tick(&self, y: f64, label: &str, out: &mut String) {
+        let (_, pixel_y) = self.at(self.x_range.0, y);
+        let _ = writeln!(
+            out,
+            r##"<line x1="{:.1}" y1="{pixel_y:.1}" x2="{:.1}" y2="{pixel_y:.1}" stroke="#ddd"/><text x="{:.1}" y="{:.1}" text-anchor="end">{}</text>"##,
+            self.left(),
+            self.right(),
+            self.left() - 6.0,
+            pixel_y + 4.0,
+            escape(label)
+        );
+    }
+
+    fn axis_labels(&self, x_label: &str, y_label: &str, out: &mut String) {
+        let middle_x = (self.left() + self.right()) / 2.0;
+        let middle_y = (self.plot_top() + self.bottom()) / 2.0;
+        let _ = writeln!(
+            out,
+            r#"<text x="{middle_x:.1}" y="{:.1}" text-anchor="middle">{}</text>"#,
+            self.bottom() + 36.0,
+            escape(x_label)
+        );
+        let _ = writeln!(
+            out,
+            r#"<text x="16" y="{middle_y:.1}" text-anchor="middle" transform="rotate(-90 16 {middle_y:.1})">{}</text>"#,
+            escape(y_label)
+        );
+    }
+
+    fn polyline(&self, points: &[(f64, f64)], colour: &str, dashed: bool, out: &mut String) {
+        out.push_str(r#"<polyline fill="none" stroke-width="2" stroke=""#);
+        out.push_str(colour);
+        out.push('"');
+        if dashed {
+            out.push_str(r#" stroke-dasharray="6 4""#);
+        }
+        out.push_str(r#" points=""#);
+        for &(x, y) in points {
+            let (pixel_x, pixel_y) = self.at(x, y);
+            let _ = write!(out, "{pixel_x:.1},{pixel_y:.1} ");
+        }
+        out.push_str("\"/>\n");
+    }
+
+    fn legend(&self, index: usize, label: &str, colour: &str, dashed: bool, out: &mut String) {
+        let x = self.left() + 12.0;
+        let y = self.plot_top() + 16.0 + 18.0 * index as f64;
+        let dash = if dashed {
+            r#" stroke-dasharray="6 4""#
+        } else {
+            ""
+        };
+        let _ = writeln!(
+            out,
+            r#"<line x1="{x:.1}" y1="{y:.1}" x2="{:.1}" y2="{y:.1}" stroke="{colour}" stroke-width="2"{dash}/><text x="{:.1}" y="{:.1}">{}</text>"#,
+            x + 24.0,
+            x + 30.0,
+            y + 4.0,
+            escape(label)
+        );
+    }
+}
+
+/// Escapes text for SVG.
+fn escape(text: &str) -> String {
+    text.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::tests::sample_summary;
+
+    #[test]
+    fn percentile_axis_positions() {
+        assert_eq!(nines(0.0), 0.0);
+        assert!((nines(0.9) - 1.0).abs() < 1e-9);
+        assert!((nines(0.999) - 3.0).abs() < 1e-9);
+        assert_eq!(nines(1.0), NINES_MAX);
+    }
+
+    #[test]
+    fn scales() {
+        assert_eq!(decades([30.0, 4500.0].into_iter()), (10.0, 10_000.0));
+        assert_eq!(decades(std::iter::empty()), (1.0, 10.0));
+        assert_eq!(nice_ceiling(42_000.0), 50_000.0);
+        assert_eq!(nice_ceiling(1.0), 1.0);
+        assert_eq!(compact(1500.0), "1.5k");
+        assert_eq!(compact(2_000_000.0), "2M");
+        assert_eq!(compact(7.0), "7");
+    }
+
+    #[test]
+    fn document_has_both_panels_for_a_mixed_run() {
+        let summary = sample_summary();
+        let document = svg(&summary);
+        assert!(document.starts_with("<svg "));
+        assert!(document.trim_end().ends_with("</svg>"));
+        assert!(document.contains("latency by percentile"));
+        assert!(document.contains("queue depth over time"));
+        assert!(document.contains(">99.99%<"));
+        for operation in summary.operations() {
+            assert!(document.contains(&format!(">{}<", operation.name())));
+        }
+        assert!(document.contains("put (uncorrected)"));
+        assert_well_formed(&document);
+    }
+
+    #[test]
+    fn a_closed_put_run_has_one_panel() {
+        let mut summary = sample_summary();
+        summary.scenario = crate::scenario::Scenario::Put;
+        summary.load = crate::schedule::LoadModel::Closed;
+        let document = svg(&summary);
+        assert!(!document.contains("over time"));
+        assert!(!document.contains("uncorrected"));
+        assert_well_formed(&document);
+    }
+
+    fn assert_well_formed(document: &str) {
+        let mut reader = quick_xml::Reader::from_str(document);
+        let mut depth = 0i32;
+        loop {
+            match reader.read_event() {
+                Ok(quick_xml::events::Event::Start(_)) => depth += 1,
+                Ok(quick_xml::events::Event::End(_)) => depth -= 1,
+                Ok(quick_xml::events::Event::Eof) => break,
+                Ok(_) => {}
+                Err(error) => panic!("not well-formed XML: {error}"),
+            }
+        }
+        assert_eq!(depth, 0);
+    }
+}

@@ -1,0 +1,879 @@
+//! The bytes on the wire, without I/O: requests encoded into a reused buffer and signed with
+//! azq's own SharedKey code; responses parsed from a buffer (status, the headers the scenarios
+//! need, a Content-Length or chunked body); and the fields of a Get Messages XML answer.
+//!
+//! Hot-path requests do not allocate: a Put, Get or Peek has the same target and length for a
+//! whole second, so its signature is computed once per second per queue and copied after that.
+//! Update and Delete name a message and its pop receipt, so they are signed one by one.
+
+use std::ops::Range;
+
+use azq::api::date::{rfc1123, RFC1123_BYTES};
+use azq::auth::sign_shared_key;
+
+use crate::endpoint::{Credentials, Endpoint};
+
+/// The `x-ms-version` sent by default: old enough for every Azurite 3.x without
+/// `--skipApiVersionCheck`, and still served by Azure.
+pub const API_VERSION_DEFAULT: &str = "2021-12-02";
+/// Digits of the send timestamp (microseconds since the Unix epoch) at the start of each message
+/// text; 16 digits last until the year 2286.
+pub const TIMESTAMP_DIGITS: usize = 16;
+/// Longest message ID kept from a Get answer (Azure and azq send 36-character GUIDs).
+pub const MESSAGE_ID_BYTES_MAX: usize = 64;
+/// Longest pop receipt kept from a Get or Update answer.
+pub const POP_RECEIPT_BYTES_MAX: usize = 128;
+/// Headers read from one response; Azure sends about a dozen.
+const RESPONSE_HEADERS_MAX: usize = 48;
+/// Length of a base64 HMAC-SHA256 signature.
+const SIGNATURE_BYTES: usize = 44;
+
+const PUT_BODY_PREFIX: &[u8] = b"<QueueMessage><MessageText>";
+const PUT_BODY_SUFFIX: &[u8] = b"</MessageText></QueueMessage>";
+
+/// The request kinds whose signature is cached for a second.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum CachedKind {
+    Put = 0,
+    Get = 1,
+    Peek = 2,
+}
+const CACHED_KINDS: usize = 3;
+
+/// One request to encode.
+#[derive(Clone, Copy, Debug)]
+pub enum RequestKind<'a> {
+    /// Create Queue (`PUT /q`).
+    CreateQueue,
+    /// Get Queue Metadata (`GET /q?comp=metadata`), for the approximate message count.
+    GetMetadata,
+    /// Put Message whose text starts with `sent_unix_us`.
+    Put { sent_unix_us: u64 },
+    /// Get Messages (`numofmessages` and `visibilitytimeout` from the encoder's settings).
+    Get,
+    /// Peek Messages.
+    Peek,
+    /// Update Message without a body: extends the lease by the visibility timeout.
+    Update {
+        message_id: &'a [u8],
+        pop_receipt: &'a [u8],
+    },
+    /// Delete Message.
+    Delete {
+        message_id: &'a [u8],
+        pop_receipt: &'a [u8],
+    },
+}
+
+/// Why a request could not be encoded.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EncodeError(pub String);
+
+/// What every request of a run shares.
+#[derive(Clone, Debug)]
+pub struct RequestSettings {
+    pub queue_names: Vec<String>,
+    pub message_bytes: usize,
+    /// `numofmessages` of Get and Peek.
+    pub batch: u32,
+    /// `visibilitytimeout` of Get and Update.
+    pub visibility_timeout_s: u64,
+    pub api_version: String,
+}
+
+/// Encodes requests into a caller's buffer, reusing its own scratch space and signatures.
+pub struct RequestEncoder {
+    endpoint: Endpoint,
+    credentials: Credentials,
+    settings: RequestSettings,
+    /// The Put body; only the timestamp digits change from one Put to the next.
+    put_body: Vec<u8>,
+    /// Scratch space for the request target.
+    target: String,
+    /// The second `date` holds, and its RFC 1123 form.
+    date_unix_s: u64,
+    date: [u8; RFC1123_BYTES],
+    /// Indexed by `queue * CACHED_KINDS + kind`: the second a signature was made for, and it.
+    signatures: Vec<Option<(u64, [u8; SIGNATURE_BYTES])>>,
+}
+
+impl RequestEncoder {
+    /// An encoder for `endpoint`, signing with `credentials`.
+    pub fn new(
+        endpoint: Endpoint,
+        credentials: Credentials,
+        settings: RequestSettings,
+    ) -> Result<RequestEncoder, EncodeError> {
+        if settings.message_bytes < TIMESTAMP_DIGITS {
+            return Err(EncodeError(format!(
+                "messages must hold at least {TIMESTAMP_DIGITS} bytes for the send timestamp"
+            )));
+        }
+        let mut put_body = Vec::with_capacity(
+            PUT_BODY_PREFIX.len() + settings.message_bytes + PUT_BODY_SUFFIX.len(),
+        );
+        put_body.extend_from_slice(PUT_BODY_PREFIX);
+        put_body.resize(PUT_BODY_PREFIX.len() + settings.message_bytes, b'x');
+        put_body.extend_from_slice(PUT_BODY_SUFFIX);
+        let signatures = vec![None; settings.queue_names.len() * CACHED_KINDS];
+        Ok(RequestEncoder {
+            endpoint,
+            credentials,
+            settings,
+            put_body,
+            target: String::with_capacity(512),
+            date_unix_s: u64::MAX,
+            date: [0; RFC1123_BYTES],
+            signatures,
+        })
+    }
+
+    /// The run's settings.
+    pub fn settings(&self) -> &RequestSettings {
+        &self.settings
+    }
+
+    /// Appends `kind` on `queue` to `out`, dated `now_unix_ms`.
+    pub fn encode(
+        &mut self,
+        queue: usize,
+        kind: RequestKind<'_>,
+        now_unix_ms: u64,
+        out: &mut Vec<u8>,
+    ) -> Result<(), EncodeError> {
+        use std::fmt::Write;
+        let now_unix_s = now_unix_ms / 1000;
+        if now_unix_s != self.date_unix_s {
+            self.date_unix_s = now_unix_s;
+            self.date = rfc1123(now_unix_ms);
+        }
+        let queue_name = &self.settings.queue_names[queue];
+        self.target.clear();
+        self.target.push_str(&self.endpoint.base_path);
+        self.target.push('/');
+        self.target.push_str(queue_name);
+        // Writing to a String cannot fail.
+        let _ = match kind {
+            RequestKind::CreateQueue => Ok(()),
+            RequestKind::GetMetadata => self.target.write_str("?comp=metadata"),
+            RequestKind::Put { .. } => self.target.write_str("/messages"),
+            RequestKind::Get => write!(
+                self.target,
+                "/messages?numofmessages={}&visibilitytimeout={}",
+                self.settings.batch, self.settings.visibility_timeout_s
+            ),
+            RequestKind::Peek => write!(
+                self.target,
+                "/messages?numofmessages={}&peekonly=true",
+                self.settings.batch
+            ),
+            RequestKind::Update {
+                message_id,
+                pop_receipt,
+            }
+            | RequestKind::Delete {
+                message_id,
+                pop_receipt,
+            } => {
+                self.target.push_str("/messages/");
+                percent_encode_into(message_id, &mut self.target);
+                self.target.push_str("?popreceipt=");
+                percent_encode_into(pop_receipt, &mut self.target);
+                if matches!(kind, RequestKind::Update { .. }) {
+                    write!(
+                        self.target,
+                        "&visibilitytimeout={}",
+                        self.settings.visibility_timeout_s
+                    )
+                } else {
+                    Ok(())
+                }
+            }
+        };
+        if let Credentials::Sas { token } = &self.credentials {
+            self.target
+                .push(if self.target.contains('?') { '&' } else { '?' });
+            self.target.push_str(token);
+        }
+        let (method, body): (&str, &[u8]) = match kind {
+            RequestKind::CreateQueue | RequestKind::Update { .. } => ("PUT", b""),
+            RequestKind::GetMetadata | RequestKind::Get | RequestKind::Peek => ("GET", b""),
+            RequestKind::Delete { .. } => ("DELETE", b""),
+            RequestKind::Put { sent_unix_us } => {
+                write_timestamp(
+                    sent_unix_us,
+                    &mut self.put_body
+                        [PUT_BODY_PREFIX.len()..PUT_BODY_PREFIX.len() + TIMESTAMP_DIGITS],
+                );
+                ("POST", &self.put_body)
+            }
+        };
+        let has_body = !body.is_empty();
+
+        out.extend_from_slice(method.as_bytes());
+        out.push(b' ');
+        out.extend_from_slice(self.target.as_bytes());
+        out.extend_from_slice(b" HTTP/1.1\r\nHost: ");
+        out.extend_from_slice(self.endpoint.host_header.as_bytes());
+        out.extend_from_slice(b"\r\nx-ms-version: ");
+        out.extend_from_slice(self.settings.api_version.as_bytes());
+        out.extend_from_slice(b"\r\nx-ms-date: ");
+        out.extend_from_slice(&self.date);
+        if has_body {
+            out.extend_from_slice(b"\r\nContent-Type: application/xml");
+        }
+        out.extend_from_slice(b"\r\nContent-Length: ");
+        write_decimal(body.len() as u64, out);
+        out.extend_from_slice(b"\r\n");
+        if let Credentials::SharedKey { account, key } = &self.credentials {
+            let cached_kind = match kind {
+                RequestKind::Put { .. } => Some(CachedKind::Put),
+                RequestKind::Get => Some(CachedKind::Get),
+                RequestKind::Peek => Some(CachedKind::Peek),
+                _ => None,
+            };
+            let slot = cached_kind.map(|cached| queue * CACHED_KINDS + cached as usize);
+            let cached = slot
+                .and_then(|slot| self.signatures[slot])
+                .filter(|(second, _)| *second == now_unix_s)
+                .map(|(_, signature)| signature);
+            let signature = match cached {
+                Some(signature) => signature,
+                None => {
+                    let date = std::str::from_utf8(&self.date).unwrap_or_default();
+                    let all_headers = [
+                        ("x-ms-version", self.settings.api_version.as_str()),
+                        ("x-ms-date", date),
+                        ("Content-Type", "application/xml"),
+                    ];
+                    let headers = if has_body {
+                        &all_headers[..]
+                    } else {
+                        &all_headers[..2]
+                    };
+                    let text = sign_shared_key(
+                        method,
+                        &self.target,
+                        headers,
+                        body.len() as u64,
+                        account,
+                        key,
+                    )
+                    .map_err(|failure| EncodeError(format!("cannot sign: {failure}")))?;
+                    let signature: [u8; SIGNATURE_BYTES] = text
+                        .as_bytes()
+                        .try_into()
+                        .map_err(|_| EncodeError("unexpected signature length".to_string()))?;
+                    if let Some(slot) = slot {
+                        self.signatures[slot] = Some((now_unix_s, signature));
+                    }
+                    signature
+                }
+            };
+            out.extend_from_slice(b"Authorization: SharedKey ");
+            out.extend_from_slice(account.as_bytes());
+            out.push(b':');
+            out.extend_from_slice(&signature);
+            out.extend_from_slice(b"\r\n");
+        }
+        out.extend_from_slice(b"\r\n");
+        out.extend_from_slice(body);
+        Ok(())
+    }
+}
+
+/// Writes `value` as exactly `out.len()` decimal digits, zero-padded (the leading digits are
+/// dropped if it is longer, which a microsecond timestamp is not before 2286).
+fn write_timestamp(mut value: u64, out: &mut [u8]) {
+    for digit in out.iter_mut().rev() {
+        *digit = b'0' + (value % 10) as u8;
+        value /= 10;
+    }
+}
+
+/// Appends `value` in decimal.
+fn write_decimal(value: u64, out: &mut Vec<u8>) {
+    let mut digits = [0u8; 20];
+    let mut at = digits.len();
+    let mut rest = value;
+    loop {
+        at -= 1;
+        digits[at] = b'0' + (rest % 10) as u8;
+        rest /= 10;
+        if rest == 0 {
+            break;
+        }
+    }
+    out.extend_from_slice(&digits[at..]);
+}
+
+/// Percent-encodes everything but RFC 3986 unreserved characters: pop receipts are base64 and
+/// carry `+`, `/` and `=`, which would otherwise decode as a space or split the query.
+pub fn percent_encode_into(raw: &[u8], out: &mut String) {
+    const HEX: &[u8; 16] = b"0123456789ABCDEF";
+    for &byte in raw {
+        if byte.is_ascii_alphanumeric() || matches!(byte, b'-' | b'.' | b'_' | b'~') {
+            out.push(byte as char);
+        } else {
+            out.push('%');
+            out.push(HEX[usize::from(byte >> 4)] as char);
+            out.push(HEX[usize::from(byte & 0xF)] as char);
+        }
+    }
+}
+
+/// Reads the send timestamp at the start of a message text written by a producer; `None` for a
+/// text some other client wrote.
+pub fn parse_timestamp(text: &[u8]) -> Option<u64> {
+    let digits = text.get(..TIMESTAMP_DIGITS)?;
+    digits.iter().try_fold(0u64, |value, &digit| {
+        digit
+            .is_ascii_digit()
+            .then(|| value * 10 + u64::from(digit - b'0'))
+    })
+}
+
+/// Why a response could not be read.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ResponseError {
+    /// Not HTTP/1.x, or broken framing.
+    Malformed(&'static str),
+    /// Larger than the reader allows.
+    TooLarge,
+}
+
+/// How a response body is delimited.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Framing {
+    /// `Content-Length` bytes follow the head (0 when absent, and for a 1xx, 204 or 304).
+    Length(usize),
+    /// `Transfer-Encoding: chunked` (Azurite answers this way).
+    Chunked,
+}
+
+/// A parsed response head. Ranges index the buffer it was parsed from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ResponseHead {
+    pub status: u16,
+    /// Bytes of the status line and headers, up to and including the blank line.
+    pub head_bytes: usize,
+    pub framing: Framing,
+    /// `x-ms-error-code`.
+    pub error_code: Option<Range<usize>>,
+    /// `x-ms-popreceipt` (Update Message).
+    pub pop_receipt: Option<Range<usize>>,
+    /// `x-ms-approximate-messages-count` (Get Queue Metadata).
+    pub approximate_messages_count: Option<u64>,
+    /// `Connection: close`: the server will not read another request.
+    pub close: bool,
+}
+
+/// Parses a response head from the start of `buffer`. `Ok(None)` when more bytes are needed.
+/// The load generator sends no HEAD requests, so the headers alone say whether a body follows.
+pub fn parse_response_head(buffer: &[u8]) -> Result<Option<ResponseHead>, ResponseError> {
+    let mut headers = [httparse::EMPTY_HEADER; RESPONSE_HEADERS_MAX];
+    let mut response = httparse::Response::new(&mut headers);
+    let head_bytes = match response.parse(buffer) {
+        Ok(httparse::Status::Complete(bytes)) => bytes,
+        Ok(httparse::Status::Partial) => return Ok(None),
+        Err(httparse::Error::TooManyHeaders) => return Err(ResponseError::TooLarge),
+        Err(_) => return Err(ResponseError::Malformed("not an HTTP/1.x response head")),
+    };
+    let status = response.code.ok_or(ResponseError::Malformed("no status"))?;
+    let mut parsed = ResponseHead {
+        status,
+        head_bytes,
+        framing: Framing::Length(0),
+        error_code: None,
+        pop_receipt: None,
+        approximate_messages_count: None,
+        close: false,
+    };
+    let base = buffer.as_ptr() as usize;
+    // httparse hands out subslices of `buffer`; their offsets let the caller keep ranges
+    // instead of borrowing.
+    let range_of = |value: &[u8]| {
+        let start = value.as_ptr() as usize - base;
+        start..start + value.len()
+    };
+    let mut content_length = None;
+    let mut chunked = false;
+    for header in response.headers.iter() {
+        let name = header.name;
+        // httparse leaves optional whitespace after the colon out of values but not before a
+        // line end on every version; trim both sides.
+        let value = header.value.trim_ascii();
+        if name.eq_ignore_ascii_case("content-length") {
+            let length = std::str::from_utf8(value)
+                .ok()
+                .and_then(|text| text.parse::<usize>().ok())
+                .ok_or(ResponseError::Malformed("bad Content-Length"))?;
+            content_length = Some(length);
+        } else if name.eq_ignore_ascii_case("transfer-encoding") {
+            chunked = value
+                .split(|&byte| byte == b',')
+                .any(|coding| coding.trim_ascii().eq_ignore_ascii_case(b"chunked"));
+        } else if name.eq_ignore_ascii_case("x-ms-error-code") {
+            parsed.error_code = Some(range_of(value));
+        } else if name.eq_ignore_ascii_case("x-ms-popreceipt") {
+            parsed.pop_receipt = Some(range_of(value));
+        } else if name.eq_ignore_ascii_case("x-ms-approximate-messages-count") {
+            parsed.approximate_messages_count = std::str::from_utf8(value)
+                .ok()
+                .and_then(|text| text.parse().ok());
+        } else if name.eq_ignore_ascii_case("connection") {
+            parsed.close = value.eq_ignore_ascii_case(b"close");
+        }
+    }
+    parsed.framing = if status == 204 || status == 304 || (100..200).contains(&status) {
+        Framing::Length(0)
+    } else if chunked {
+        Framing::Chunked
+    } else {
+        Framing::Length(content_length.unwrap_or(0))
+    };
+    Ok(Some(parsed))
+}
+
+/// Decodes a chunked body from the start of `buffer` into `body` (cleared first). Returns the
+/// bytes the chunked body occupies in `buffer`, or `Ok(None)` when more bytes are needed.
+/// `body_bytes_max` bounds the decoded size.
+pub fn decode_chunked(
+    buffer: &[u8],
+    body: &mut Vec<u8>,
+    body_bytes_max: usize,
+) -> Result<Option<usize>, ResponseError> {
+    body.clear();
+    let mut at = 0;
+    loop {
+        let Some(line_end) = find(&buffer[at..], b"\r\n") else {
+            return Ok(None);
+        };
+        let line = &buffer[at..at + line_end];
+        // Chunk extensions (`;name=value`) are allowed and ignored.
+        let size_text = line.split(|&byte| byte == b';').next().unwrap_or(line);
+        let size_text = std::str::from_utf8(size_text.trim_ascii())
+            .map_err(|_| ResponseError::Malformed("bad chunk size"))?;
+        let size = usize::from_str_radix(size_text, 16)
+            .map_err(|_| ResponseError::Malformed("bad chunk size"))?;
+        at += line_end + 2;
+        if size == 0 {
+            // Trailer fields, then an empty line.
+            loop {
+                let Some(line_end) = find(&buffer[at..], b"\r\n") else {
+                    return Ok(None);
+                };
+                at += line_end + 2;
+                if line_end == 0 {
+                    return Ok(Some(at));
+                }
+            }
+        }
+        if body.len() + size > body_bytes_max {
+            return Err(ResponseError::TooLarge);
+        }
+        if buffer.len() < at + size + 2 {
+            return Ok(None);
+        }
+        body.extend_from_slice(&buffer[at..at + size]);
+        if &buffer[at + size..at + size + 2] != b"\r\n" {
+            return Err(ResponseError::Malformed("chunk not followed by CRLF"));
+        }
+        at += size + 2;
+    }
+}
+
+/// The position of `needle` in `haystack`.
+fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
+    haystack
+        .windows(needle.len())
+        .position(|window| window == needle)
+}
+
+/// One message of a Get Messages or Peek Messages answer; fields borrow the body.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ListedMessage<'a> {
+    pub message_id: &'a [u8],
+    /// Empty for Peek, which issues no receipt.
+    pub pop_receipt: &'a [u8],
+    pub message_text: &'a [u8],
+}
+
+/// Iterates the `<QueueMessage>` elements of a `<QueueMessagesList>` body. Values are not
+/// XML-unescaped: IDs and receipts are GUIDs and base64, and only the leading digits of the text
+/// are read.
+pub fn listed_messages(body: &[u8]) -> impl Iterator<Item = ListedMessage<'_>> {
+    let mut rest = body;
+    std::iter::from_fn(move || {
+        let start = find(rest, b"<QueueMessage>")? + b"<QueueMessage>".len();
+        let length = find(&rest[start..], b"</QueueMessage>")?;
+        let element = &rest[start..start + length];
+        rest = &rest[start + length..];
+        Some(ListedMessage {
+            message_id: element_text(element, b"MessageId").unwrap_or_default(),
+            pop_receipt: element_text(element, b"PopReceipt").unwrap_or_default(),
+            message_text: element_text(element, b"MessageText").unwrap_or_default(),
+        })
+    })
+}
+
+/// The text of the first `<name>…</name>` child in `xml`.
+fn element_text<'a>(xml: &'a [u8], name: &[u8]) -> Option<&'a [u8]> {
+    let mut at = 0;
+    while let Some(open) = find(&xml[at..], b"<") {
+        let tag_start = at + open + 1;
+        let after_name = tag_start + name.len();
+        if xml.get(tag_start..after_name) == Some(name) && xml.get(after_name) == Some(&b'>') {
+            let text_start = after_name + 1;
+            let text_length = find(&xml[text_start..], b"</")?;
+            return Some(&xml[text_start..text_start + text_length]);
+        }
+        at = tag_start;
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::endpoint::{parse_endpoint, resolve, TargetArguments};
+    use azq::auth::SigningKey;
+    use azq::config::DEVELOPMENT_ACCOUNT_KEY;
+
+    fn settings() -> RequestSettings {
+        RequestSettings {
+            queue_names: vec!["azqload-0".to_string(), "azqload-1".to_string()],
+            message_bytes: 20,
+            batch: 32,
+            visibility_timeout_s: 30,
+            api_version: "2026-04-06".to_string(),
+        }
+    }
+
+    fn development_encoder() -> RequestEncoder {
+        let (endpoint, credentials) = resolve(&TargetArguments::default()).unwrap();
+        RequestEncoder::new(endpoint, credentials, settings()).unwrap()
+    }
+
+    /// 2026-11-22T00:00:00Z in milliseconds.
+    const NOVEMBER_22_MS: u64 = 1_795_305_600_000;
+
+    fn encode(encoder: &mut RequestEncoder, queue: usize, kind: RequestKind<'_>) -> String {
+        let mut out = Vec::new();
+        encoder
+            .encode(queue, kind, NOVEMBER_22_MS, &mut out)
+            .unwrap();
+        String::from_utf8(out).unwrap()
+    }
+
+    /// The signature must be the one azq's server-side code would verify for exactly the bytes
+    /// sent, including the percent-encoded receipt (signed decoded).
+    fn signature_of(method: &str, target: &str, headers: &[(&str, &str)], length: u64) -> String {
+        let key = SigningKey::from_base64(DEVELOPMENT_ACCOUNT_KEY).unwrap();
+        sign_shared_key(method, target, headers, length, "devstoreaccount1", &key).unwrap()
+    }
+
+    #[test]
+    fn put_request_bytes() {
+        let mut encoder = development_encoder();
+        let request = encode(
+            &mut encoder,
+            1,
+            RequestKind::Put {
+                sent_unix_us: 1_795_305_600_123_456,
+            },
+        );
+        let body = "<QueueMessage><MessageText>1795305600123456xxxx</MessageText></QueueMessage>";
+        let signature = signature_of(
+            "POST",
+            "/devstoreaccount1/azqload-1/messages",
+            &[
+                ("x-ms-version", "2026-04-06"),
+                ("x-ms-date", "Sun, 22 Nov 2026 00:00:00 GMT"),
+                ("Content-Type", "application/xml"),
+            ],
+            body.len() as u64,
+        );
+        assert_eq!(
+            request,
+            format!(
+                "POST /devstoreaccount1/azqload-1/messages HTTP/1.1\r\n\
+                 Host: 127.0.0.1:10001\r\n\
+                 x-ms-version: 2026-04-06\r\n\
+                 x-ms-date: Sun, 22 Nov 2026 00:00:00 GMT\r\n\
+                 Content-Type: application/xml\r\n\
+                 Content-Length: {}\r\n\
+                 Authorization: SharedKey devstoreaccount1:{signature}\r\n\r\n{body}",
+                body.len()
+            )
+        );
+        // The next Put in the same second reuses the signature and changes only the digits.
+        let again = encode(&mut encoder, 1, RequestKind::Put { sent_unix_us: 7 });
+        assert!(again.contains(&signature));
+        assert!(again.contains("<MessageText>0000000000000007xxxx<"));
+    }
+
+    /// Counts this thread's heap allocations, so that a test can prove a path allocates nothing.
+    mod allocation_counter {
+        use std::alloc::{GlobalAlloc, Layout, System};
+        use std::cell::Cell;
+
+        thread_local! {
+            static ALLOCATIONS: Cell<u64> = const { Cell::new(0) };
+        }
+
+        struct Counting;
+
+        // SAFETY: every call is forwarded unchanged to the system allocator; counting touches
+        // only a const-initialised thread-local, which itself never allocates.
+        unsafe impl GlobalAlloc for Counting {
+            unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+                ALLOCATIONS.with(|count| count.set(count.get() + 1));
+                unsafe { System.alloc(layout) }
+            }
+            unsafe fn dealloc(&self, pointer: *mut u8, layout: Layout) {
+                unsafe { System.dealloc(pointer, layout) }
+            }
+            unsafe fn realloc(&self, pointer: *mut u8, layout: Layout, size: usize) -> *mut u8 {
+                ALLOCATIONS.with(|count| count.set(count.get() + 1));
+                unsafe { System.realloc(pointer, layout, size) }
+            }
+        }
+
+        #[global_allocator]
+        static ALLOCATOR: Counting = Counting;
+
+        /// Allocations made by this thread so far.
+        pub fn allocations() -> u64 {
+            ALLOCATIONS.with(Cell::get)
+        }
+    }
+
+    /// The hot path of a closed-loop Put, Get or Peek run, after the first request of the second:
+    /// encoding, parsing the answer head, and walking a Get's messages allocate nothing.
+    #[test]
+    fn the_hot_path_does_not_allocate() {
+        let mut encoder = development_encoder();
+        let mut out = Vec::with_capacity(64 * 1024);
+        let kinds = [
+            RequestKind::Put { sent_unix_us: 1 },
+            RequestKind::Get,
+            RequestKind::Peek,
+        ];
+        for kind in kinds {
+            encoder.encode(1, kind, NOVEMBER_22_MS, &mut out).unwrap();
+        }
+        let answer = b"HTTP/1.1 200 OK\r\nContent-Length:   120\r\nx-ms-request-id: r\r\n\r\n";
+        let body =
+            b"<QueueMessagesList><QueueMessage><MessageId>a</MessageId><PopReceipt>r</PopReceipt>\
+            <MessageText>1795305600123456</MessageText></QueueMessage></QueueMessagesList>";
+        let before = allocation_counter::allocations();
+        for round in 0..1000 {
+            out.clear();
+            for kind in kinds {
+                encoder
+                    .encode(1, kind, NOVEMBER_22_MS + round % 1000, &mut out)
+                    .unwrap();
+            }
+            let head = parse_response_head(answer).unwrap().unwrap();
+            assert_eq!(head.status, 200);
+            let timestamps: u64 = listed_messages(body)
+                .filter_map(|message| parse_timestamp(message.message_text))
+                .sum();
+            assert_eq!(timestamps, 1_795_305_600_123_456);
+        }
+        assert_eq!(allocation_counter::allocations() - before, 0);
+    }
+
+    #[test]
+    fn delete_percent_encodes_the_receipt_and_signs_it_decoded() {
+        let mut encoder = development_encoder();
+        let request = encode(
+            &mut encoder,
+            0,
+            RequestKind::Delete {
+                message_id: b"0b4a3c1e-0000-4000-8000-000000000001",
+                pop_receipt: b"AgAA+/w=",
+            },
+        );
+        let target = "/devstoreaccount1/azqload-0/messages/0b4a3c1e-0000-4000-8000-000000000001\
+                      ?popreceipt=AgAA%2B%2Fw%3D";
+        assert!(request.starts_with(&format!("DELETE {target} HTTP/1.1\r\n")));
+        assert!(request.contains("Content-Length: 0\r\n"));
+        assert!(!request.contains("Content-Type"));
+        let signature = signature_of(
+            "DELETE",
+            target,
+            &[
+                ("x-ms-version", "2026-04-06"),
+                ("x-ms-date", "Sun, 22 Nov 2026 00:00:00 GMT"),
+            ],
+            0,
+        );
+        assert!(request.contains(&format!("SharedKey devstoreaccount1:{signature}\r\n\r\n")));
+    }
+
+    #[test]
+    fn targets_of_every_kind() {
+        let mut encoder = development_encoder();
+        let cases: [(RequestKind<'_>, &str); 5] = [
+            (RequestKind::CreateQueue, "PUT /devstoreaccount1/azqload-0 "),
+            (
+                RequestKind::GetMetadata,
+                "GET /devstoreaccount1/azqload-0?comp=metadata ",
+            ),
+            (
+                RequestKind::Get,
+                "GET /devstoreaccount1/azqload-0/messages?numofmessages=32&visibilitytimeout=30 ",
+            ),
+            (
+                RequestKind::Peek,
+                "GET /devstoreaccount1/azqload-0/messages?numofmessages=32&peekonly=true ",
+            ),
+            (
+                RequestKind::Update {
+                    message_id: b"id",
+                    pop_receipt: b"r",
+                },
+                "PUT /devstoreaccount1/azqload-0/messages/id?popreceipt=r&visibilitytimeout=30 ",
+            ),
+        ];
+        for (kind, start) in cases {
+            let request = encode(&mut encoder, 0, kind);
+            assert!(request.starts_with(start), "{request}");
+        }
+    }
+
+    #[test]
+    fn sas_is_appended_and_nothing_is_signed() {
+        let endpoint = parse_endpoint("http://127.0.0.1:10001/devstoreaccount1").unwrap();
+        let credentials = Credentials::Sas {
+            token: "sv=2026-10-06&sig=abc%3D".to_string(),
+        };
+        let mut encoder = RequestEncoder::new(endpoint, credentials, settings()).unwrap();
+        let put = encode(&mut encoder, 0, RequestKind::Put { sent_unix_us: 1 });
+        assert!(put.starts_with(
+            "POST /devstoreaccount1/azqload-0/messages?sv=2026-10-06&sig=abc%3D HTTP/1.1\r\n"
+        ));
+        let get = encode(&mut encoder, 0, RequestKind::Get);
+        assert!(get.contains("visibilitytimeout=30&sv=2026-10-06&sig=abc%3D HTTP/1.1"));
+        assert!(!put.contains("Authorization"));
+    }
+
+    #[test]
+    fn messages_too_short_for_a_timestamp_are_refused() {
+        let (endpoint, credentials) = resolve(&TargetArguments::default()).unwrap();
+        let mut short = settings();
+        short.message_bytes = TIMESTAMP_DIGITS - 1;
+        assert!(RequestEncoder::new(endpoint, credentials, short).is_err());
+    }
+
+    #[test]
+    fn timestamps_round_trip() {
+        let mut digits = [0u8; TIMESTAMP_DIGITS];
+        write_timestamp(1_795_305_600_123_456, &mut digits);
+        assert_eq!(&digits, b"1795305600123456");
+        assert_eq!(
+            parse_timestamp(b"1795305600123456xxx"),
+            Some(1_795_305_600_123_456)
+        );
+        assert_eq!(parse_timestamp(b"179530560012345"), None);
+        assert_eq!(parse_timestamp(b"hello, world, it is me"), None);
+    }
+
+    #[test]
+    fn response_heads() {
+        // azq pads Content-Length with spaces (optional whitespace is valid HTTP).
+        let azq = b"HTTP/1.1 201 Created\r\nContent-Length:        3\r\nx-ms-request-id: r\r\n\r\nabcHTTP/1.1";
+        let head = parse_response_head(azq).unwrap().unwrap();
+        assert_eq!(head.status, 201);
+        assert_eq!(head.framing, Framing::Length(3));
+        assert_eq!(&azq[head.head_bytes..head.head_bytes + 3], b"abc");
+
+        let error = b"HTTP/1.1 404 The specified message does not exist.\r\n\
+                      x-ms-error-code: MessageNotFound\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
+        let head = parse_response_head(error).unwrap().unwrap();
+        assert_eq!(head.status, 404);
+        assert_eq!(&error[head.error_code.clone().unwrap()], b"MessageNotFound");
+        assert!(head.close);
+
+        let update = b"HTTP/1.1 204 No Content\r\nx-ms-popreceipt: AgAA+/w=\r\n\r\n";
+        let head = parse_response_head(update).unwrap().unwrap();
+        assert_eq!(&update[head.pop_receipt.clone().unwrap()], b"AgAA+/w=");
+        assert_eq!(head.framing, Framing::Length(0));
+
+        let metadata = b"HTTP/1.1 200 OK\r\nx-ms-approximate-messages-count: 10000\r\nContent-Length: 12\r\n\r\n";
+        let head = parse_response_head(metadata).unwrap().unwrap();
+        assert_eq!(head.approximate_messages_count, Some(10_000));
+        assert_eq!(head.framing, Framing::Length(12));
+
+        let chunked = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n";
+        let head = parse_response_head(chunked).unwrap().unwrap();
+        assert_eq!(head.framing, Framing::Chunked);
+
+        assert_eq!(
+            parse_response_head(b"HTTP/1.1 200 OK\r\nContent-"),
+            Ok(None)
+        );
+        assert!(parse_response_head(b"SSH-2.0-OpenSSH\r\n\r\n").is_err());
+        assert!(parse_response_head(b"HTTP/1.1 200 OK\r\nContent-Length: -1\r\n\r\n").is_err());
+    }
+
+    #[test]
+    fn chunked_bodies() {
+        let mut body = Vec::new();
+        let complete = b"4\r\nabcd\r\n3;ext=1\r\nefg\r\n0\r\n\r\nHTTP";
+        assert_eq!(
+            decode_chunked(complete, &mut body, 100),
+            Ok(Some(complete.len() - 4))
+        );
+        assert_eq!(body, b"abcdefg");
+        for cut in 0..complete.len() - 4 {
+            assert_eq!(
+                decode_chunked(&complete[..cut], &mut body, 100),
+                Ok(None),
+                "{cut}"
+            );
+        }
+        let trailer = b"1\r\na\r\n0\r\nx-trailer: 1\r\n\r\n";
+        assert_eq!(
+            decode_chunked(trailer, &mut body, 100),
+            Ok(Some(trailer.len()))
+        );
+        assert!(decode_chunked(b"zz\r\n", &mut body, 100).is_err());
+        assert!(decode_chunked(b"2\r\nabX\r\n", &mut body, 100).is_err());
+        assert_eq!(
+            decode_chunked(b"ff\r\n", &mut body, 100),
+            Err(ResponseError::TooLarge)
+        );
+    }
+
+    #[test]
+    fn get_answers() {
+        let azq = b"<?xml version=\"1.0\" encoding=\"utf-8\"?><QueueMessagesList><QueueMessage>\
+            <MessageId>id-1</MessageId><InsertionTime>t</InsertionTime><PopReceipt>AgAA+/w=</PopReceipt>\
+            <DequeueCount>1</DequeueCount><MessageText>1795305600123456xx</MessageText></QueueMessage>\
+            <QueueMessage><MessageId>id-2</MessageId><PopReceipt>r2</PopReceipt><MessageText>hello</MessageText>\
+            </QueueMessage></QueueMessagesList>";
+        let messages: Vec<_> = listed_messages(azq).collect();
+        assert_eq!(
+            messages,
+            vec![
+                ListedMessage {
+                    message_id: b"id-1",
+                    pop_receipt: b"AgAA+/w=",
+                    message_text: b"1795305600123456xx",
+                },
+                ListedMessage {
+                    message_id: b"id-2",
+                    pop_receipt: b"r2",
+                    message_text: b"hello",
+                },
+            ]
+        );
+        assert_eq!(listed_messages(b"<QueueMessagesList />").count(), 0);
+        assert_eq!(listed_messages(b"<QueueMessagesList/>").count(), 0);
+        // A truncated element is not a message.
+        assert_eq!(listed_messages(b"<QueueMessage><MessageId>x").count(), 0);
+    }
+}
