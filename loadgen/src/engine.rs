@@ -484,6 +484,10 @@ struct LaneRun {
     pacer: Option<Pacer>,
     /// When the lane last became free.
     ready_ns: u64,
+    /// Intended start of the lane's current chain (Get → Delete, Get → Update → Delete): every
+    /// step of a chain is measured, or not, with the chain, so a run that ends between a Get and
+    /// its Delete never counts the message received but not its deletion.
+    chain_intended_ns: u64,
     busy: bool,
     /// Chains the lane may still start in the measured window (`--requests`).
     budget: Option<u64>,
@@ -518,6 +522,7 @@ impl LaneRun {
             lane: Lane::new(role, queue, plan.settings.batch as usize, plan.refill),
             pacer,
             ready_ns: 0,
+            chain_intended_ns: 0,
             busy: false,
             budget,
             done: false,
@@ -548,6 +553,7 @@ impl LaneRun {
     /// Uses up the chain start intended at `intended_ns`: the schedule moves on, and a start in
     /// the measured window counts against the budget.
     fn start_chain(&mut self, intended_ns: u64, plan: &RunPlan) {
+        self.chain_intended_ns = intended_ns;
         if let Some(pacer) = self.pacer.as_mut() {
             pacer.advance();
         }
@@ -565,6 +571,8 @@ struct InFlight {
     lane: usize,
     step: Step,
     intended_ns: u64,
+    /// Intended start of the chain this step belongs to; decides whether it is measured.
+    chain_intended_ns: u64,
     ready_ns: u64,
     sent_ns: u64,
 }
@@ -623,6 +631,7 @@ async fn drive_connection(core: Rc<Core>, mut lanes: Vec<LaneRun>) -> u64 {
                 lane: index,
                 step,
                 intended_ns: due_ns,
+                chain_intended_ns: lane.chain_intended_ns,
                 ready_ns: lane.ready_ns,
                 sent_ns: now,
             });
@@ -710,7 +719,7 @@ fn lose_connection(core: &Core, lanes: &mut [LaneRun], in_flight: &mut VecDeque<
     let now = core.clock.now_ns();
     let mut measurements = core.measurements.borrow_mut();
     for flight in in_flight.drain(..) {
-        if flight.intended_ns >= core.plan.measure_start_ns() {
+        if flight.chain_intended_ns >= core.plan.measure_start_ns() {
             measurements.connection_errors += 1;
         }
         let lane = &mut lanes[flight.lane];
@@ -763,8 +772,8 @@ fn take_answer(
         sent_ns: flight.sent_ns,
         received_ns,
     };
-    let measured =
-        flight.intended_ns >= plan.measure_start_ns() && flight.intended_ns < plan.measure_end_ns();
+    let measured = flight.chain_intended_ns >= plan.measure_start_ns()
+        && flight.chain_intended_ns < plan.measure_end_ns();
     let mut measurements = core.measurements.borrow_mut();
     let operation = flight.step.operation();
     if !measured {
