@@ -67,4 +67,11 @@ else
 fi
 timeout --kill-after=10 "$sdk_suite_timeout_s" .venv/bin/python -m pytest -q tests/sdk
 
+if ! $sdk_only; then
+  # One minute of mixed load with a chaos client, then proof that no message was lost or
+  # duplicated (scripts/soak.sh; run it with 600 for the full ten-minute soak).
+  section "soak (60 s)"
+  timeout --kill-after=10 300 scripts/soak.sh 60
+fi
+
 section "all checks passed"
