@@ -99,7 +99,11 @@ pub fn message_text(body: &[u8]) -> Result<Bytes, StorageError> {
                     .map_err(|_| StorageError::InvalidXmlDocument)?;
                 append_text(&mut text, unescaped.as_bytes())?;
             }
-            Ok(Event::CData(raw)) if in_text => append_text(&mut text, &raw)?,
+            // quick-xml checks UTF-8 when it unescapes text, but hands CDATA over raw.
+            Ok(Event::CData(raw)) if in_text => {
+                std::str::from_utf8(&raw).map_err(|_| StorageError::InvalidXmlDocument)?;
+                append_text(&mut text, &raw)?
+            }
             Ok(Event::Text(raw)) => {
                 // Only whitespace may stand outside MessageText.
                 if !raw.iter().all(u8::is_ascii_whitespace) {
@@ -114,14 +118,23 @@ pub fn message_text(body: &[u8]) -> Result<Bytes, StorageError> {
     if depth != 0 || !found {
         return Err(StorageError::InvalidXmlDocument);
     }
-    if std::str::from_utf8(&text).is_err()
-        || text
-            .iter()
-            .any(|&b| b < 0x20 && !matches!(b, b'\t' | b'\n' | b'\r'))
-    {
+    if has_forbidden_control(&text) {
         return Err(StorageError::InvalidXmlDocument);
     }
     Ok(text.freeze())
+}
+
+/// Whether `text` holds a control character XML 1.0 forbids (below 0x20 except tab, LF, CR).
+/// Such bytes are rare, so a branch-free pass that the compiler vectorises looks for any byte
+/// below 0x20 first, and only a hit pays for the exact check.
+fn has_forbidden_control(text: &[u8]) -> bool {
+    let any_control = text
+        .iter()
+        .fold(false, |found, &byte| found | (byte < 0x20));
+    any_control
+        && text
+            .iter()
+            .any(|&byte| byte < 0x20 && !matches!(byte, b'\t' | b'\n' | b'\r'))
 }
 
 fn append_text(text: &mut BytesMut, piece: &[u8]) -> Result<(), StorageError> {
@@ -306,6 +319,32 @@ mod tests {
         ];
         for (body, expected) in cases {
             assert_eq!(&text_of(body), expected, "{body}");
+        }
+    }
+
+    #[test]
+    fn control_characters_and_encoding() {
+        let body = |inner: &[u8]| {
+            let mut body = b"<QueueMessage><MessageText>".to_vec();
+            body.extend_from_slice(inner);
+            body.extend_from_slice(b"</MessageText></QueueMessage>");
+            body
+        };
+        let ok = |inner: &[u8]| Ok(Bytes::copy_from_slice(inner));
+        let cases: &[(&[u8], Result<Bytes, StorageError>)] = &[
+            (b"tab\tline\ncr\r", ok(b"tab\tline\ncr\r")),
+            (b"raw \x01 control", Err(StorageError::InvalidXmlDocument)),
+            (b"\x1f", Err(StorageError::InvalidXmlDocument)),
+            (b"bad utf-8 \xff", Err(StorageError::InvalidXmlDocument)),
+            (
+                b"<![CDATA[bad utf-8 \xc3]]>",
+                Err(StorageError::InvalidXmlDocument),
+            ),
+            (b"<![CDATA[\x02]]>", Err(StorageError::InvalidXmlDocument)),
+            (b"<![CDATA[caf\xc3\xa9]]>", ok("café".as_bytes())),
+        ];
+        for (inner, expected) in cases {
+            assert_eq!(&message_text(&body(inner)), expected, "{inner:?}");
         }
     }
 
