@@ -6,8 +6,9 @@
 #
 #   scripts/instructions-per-request.sh [N]     default N=4000; SCENARIOS="put peek" picks some
 #
-# One keep-alive connection, no pipelining: every response is written on its own (the worst
-# case; pipelined responses share writes). Loopback only.
+# One keep-alive connection (CONNECTIONS), no pipelining: every response is written on its own
+# (the worst case; pipelined responses share writes). One shard only: under valgrind, which runs
+# one thread at a time, a second shard never finishes joining the shard mesh. Loopback only.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 count=${1:-4000}
@@ -20,7 +21,7 @@ trap 'rm -rf "$work"' EXIT
 total_instructions() {
   local scenario=$1 requests=$2 preload_count=$3
   valgrind --tool=callgrind --callgrind-out-file="$work/callgrind.out" \
-    target/release/azq --queuePort 0 --shards 1 --cpus 0 --silent > "$work/azq.out" 2> "$work/valgrind.err" &
+    target/release/azq --queuePort 0 --shards 1 --silent > "$work/azq.out" 2> "$work/valgrind.err" &
   local azq_pid=$! port=""
   for _ in $(seq 1 600); do
     port=$(grep -o 'listening on http://127.0.0.1:[0-9]*' "$work/azq.out" 2>/dev/null | grep -o '[0-9]*$' || true)
@@ -31,7 +32,7 @@ total_instructions() {
   local preload=()
   [[ "$scenario" == put ]] || preload=(--preload "$preload_count")
   taskset -c 1 target/release/azq-loadgen --endpoint "http://127.0.0.1:$port/devstoreaccount1" \
-    --cpus 1 --connections 1 --queues 1 --scenario "$scenario" "${preload[@]}" \
+    --cpus 1 --connections "${CONNECTIONS:-1}" --queues 1 --scenario "$scenario" "${preload[@]}" \
     --requests "$requests" --warmup 0s --max-error-rate 0 --quiet > "$work/loadgen.out"
   kill -TERM "$azq_pid"
   wait "$azq_pid"
