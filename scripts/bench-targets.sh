@@ -39,17 +39,35 @@ stop_azq() {
   azq_pid=""
 }
 
+# Samples azq's CPU use (user + system ticks from /proc) once a second into $out/NAME.cpu, so
+# the report can say how busy the server was: when the client's core is saturated and azq's is
+# not, the client limited the run and azq's rate is a lower bound.
+sample_cpu() {
+  local pid=$1 file=$2
+  while kill -0 "$pid" 2>/dev/null; do
+    awk '{print $14 + $15}' "/proc/$pid/stat" >> "$file" 2>/dev/null || true
+    sleep 1
+  done
+}
+
 # run NAME LOADGEN-ARGS...: one scenario against a fresh server.
 run() {
   local name=$1
   shift
   start_azq
+  rm -f "$out/$name.cpu"
+  sample_cpu "$azq_pid" "$out/$name.cpu" &
+  local sampler=$!
   taskset -c 1 target/release/azq-loadgen --endpoint "http://127.0.0.1:$port/devstoreaccount1" \
     --cpus 1 --connections "$connections" --duration "$duration" --warmup "$warmup" \
     --json "$out/$name.json" --quiet "$@" > "$out/$name.txt"
-  python3 - "$name" "$out/$name.json" <<'PY'
+  kill "$sampler" 2>/dev/null || true
+  python3 - "$name" "$out/$name.json" "$out/$name.cpu" "$(getconf CLK_TCK)" <<'PY'
 import json, sys
-name, path = sys.argv[1], sys.argv[2]
+name, path, cpu_path, ticks_per_s = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+# azq's busiest one-second sample: the measured window is the steady part of the run.
+ticks = [int(line) for line in open(cpu_path) if line.strip()]
+server_busy = max((later - earlier for earlier, later in zip(ticks, ticks[1:])), default=0) / ticks_per_s
 report = json.load(open(path))
 parts = []
 for operation, stats in report["ops"].items():
@@ -59,8 +77,14 @@ for operation, stats in report["ops"].items():
 if "delete" in report["ops"]:
     # Each consumed message is deleted once.
     parts.append(f"{report['ops']['delete']['throughput_per_s']:,.0f} messages consumed/s")
-waited = [f"{core['waiting_ratio']:.0%}" for core in report.get("client_cores", [])]
-print(f"{name:<22} " + "; ".join(parts) + f"; errors {report['errors']}; client waited for CPU {waited}")
+client = ", ".join(
+    f"busy {core['running_ratio']:.0%} waiting {core['waiting_ratio']:.0%}" for core in report["client_cores"]
+)
+requests_per_s = sum(stats["throughput_per_s"] for stats in report["ops"].values())
+server = f"azq core busy {server_busy:.0%}"
+if requests_per_s and server_busy:
+    server += f", {server_busy / requests_per_s * 1e6:.1f} us of azq CPU per request"
+print(f"{name:<14} " + "; ".join(parts) + f"; errors {report['errors']}; {server}; client core {client}")
 PY
   stop_azq
 }
@@ -68,5 +92,8 @@ PY
 run put --scenario put
 run get1-delete --scenario get-delete --batch 1 --preload 1000000 --queues 1
 run get32-delete --scenario get-delete --batch 32 --preload 1000000 --queues 1
+# Get(32) alone: messages stay leased for 1 s and come back, so 500,000 preloaded messages
+# outlast the run at any rate this machine reaches.
+run get32 --scenario get --batch 32 --visibility-timeout 1 --preload 500000 --queues 1
 run peek32 --scenario peek --batch 32 --preload 1000 --queues 1
 run put-open-10k --scenario put --rate 10000

@@ -38,7 +38,8 @@ Engine
   --pipeline N              requests in flight per connection (default 1)
 
 Scenario
-  --scenario NAME           put | get-delete | peek | update | mixed (default put)
+  --scenario NAME           put | get-delete | get | peek | update | mixed (default put);
+                            get leaves messages leased (they return after --visibility-timeout)
   --producers N             mixed: connections that put (default: half)
   --consumers M             mixed: connections that get and delete (default: the rest)
   --queues N                queues named <prefix>-0 .. <prefix>-(N-1) (default 1)
@@ -172,7 +173,9 @@ pub fn parse(arguments: impl IntoIterator<Item = String>) -> Result<Command, Str
             "--scenario" => {
                 let name = value()?;
                 scenario = Scenario::parse(&name).ok_or_else(|| {
-                    format!("--scenario {name}: expected put, get-delete, peek, update or mixed")
+                    format!(
+                        "--scenario {name}: expected put, get-delete, get, peek, update or mixed"
+                    )
                 })?;
             }
             "--producers" => producers = Some(number(&flag, &value()?, 0, CONNECTIONS_MAX)?),

@@ -16,6 +16,9 @@ pub enum Scenario {
     Put,
     /// Every lane gets messages and deletes each one.
     GetDelete,
+    /// Every lane gets messages and leaves them leased: they come back after the visibility
+    /// timeout. Measures Get Messages alone (`--batch 32` is the Get(32) benchmark).
+    Get,
     /// Every lane peeks.
     Peek,
     /// Every lane gets, updates each message to extend its lease, then deletes it.
@@ -30,6 +33,7 @@ impl Scenario {
         Some(match text {
             "put" => Scenario::Put,
             "get-delete" => Scenario::GetDelete,
+            "get" => Scenario::Get,
             "peek" => Scenario::Peek,
             "update" => Scenario::Update,
             "mixed" => Scenario::Mixed,
@@ -42,6 +46,7 @@ impl Scenario {
         match self {
             Scenario::Put => "put",
             Scenario::GetDelete => "get-delete",
+            Scenario::Get => "get",
             Scenario::Peek => "peek",
             Scenario::Update => "update",
             Scenario::Mixed => "mixed",
@@ -53,6 +58,7 @@ impl Scenario {
         match (self, refill) {
             (Scenario::Put, _) => &[Operation::Put],
             (Scenario::GetDelete, false) => &[Operation::Get, Operation::Delete],
+            (Scenario::Get, _) => &[Operation::Get],
             (Scenario::Peek, _) => &[Operation::Peek],
             (Scenario::Update, false) => &[Operation::Get, Operation::Update, Operation::Delete],
             (Scenario::Update, true) => &[
@@ -82,6 +88,8 @@ impl Scenario {
 pub enum Role {
     Producer,
     Consumer,
+    /// Gets messages and keeps nothing: no Delete follows.
+    Getter,
     Peeker,
     Updater,
 }
@@ -217,7 +225,7 @@ impl Lane {
         }
         match self.role {
             Role::Producer => Step::Put,
-            Role::Consumer | Role::Updater => Step::Get,
+            Role::Consumer | Role::Updater | Role::Getter => Step::Get,
             Role::Peeker => Step::Peek,
         }
     }
@@ -236,6 +244,9 @@ impl Lane {
         assert!(self.next_step() == Step::Get, "a Get answer without a Get");
         self.held.clear();
         self.follow_up = 0;
+        if self.role == Role::Getter {
+            return Ok(());
+        }
         for listed in messages.take(self.held.capacity()) {
             let id = listed.message_id;
             if id.is_empty() || id.len() > MESSAGE_ID_BYTES_MAX {
@@ -314,6 +325,7 @@ pub fn roles(scenario: Scenario, lanes: usize, producers: usize) -> Vec<Role> {
         .map(|lane| match scenario {
             Scenario::Put => Role::Producer,
             Scenario::GetDelete => Role::Consumer,
+            Scenario::Get => Role::Getter,
             Scenario::Peek => Role::Peeker,
             Scenario::Update => Role::Updater,
             Scenario::Mixed if lane < producers => Role::Producer,
@@ -438,9 +450,21 @@ mod tests {
             ]
         );
         assert_eq!(roles(Scenario::Peek, 2, 0), vec![Role::Peeker; 2]);
+        assert_eq!(roles(Scenario::Get, 2, 0), vec![Role::Getter; 2]);
         for name in ["put", "get-delete", "peek", "update", "mixed"] {
             assert_eq!(Scenario::parse(name).map(Scenario::name), Some(name));
         }
         assert_eq!(Scenario::parse("delete"), None);
+    }
+
+    #[test]
+    fn getter_gets_again_and_holds_nothing() {
+        let mut lane = Lane::new(Role::Getter, 0, 32, false);
+        assert_eq!(lane.next_step(), Step::Get);
+        lane.on_get([listed(b"id-1", b"receipt-1"), listed(b"id-2", b"receipt-2")].into_iter())
+            .unwrap();
+        // No Delete follows: the next request starts a new chain with another Get.
+        assert_eq!(lane.next_step(), Step::Get);
+        assert!(lane.is_between_chains());
     }
 }
