@@ -84,8 +84,12 @@ def chaos(port, seconds):
             if action == "abandon":
                 pass
             elif action == "garbage":
-                sock.sendall(bytes(rng.randrange(256) for _ in range(rng.randrange(1, 300))) + b"\r\n\r\n")
-                status, headers = read_head(sock)
+                garbage = bytes(rng.randrange(256) for _ in range(rng.randrange(1, 300))) + b"\r\n\r\n"
+                sock.sendall(garbage)
+                try:
+                    status, headers = read_head(sock)
+                except TimeoutError:
+                    sys.exit(f"chaos: no answer within {SOCKET_TIMEOUT_S} s to garbage {garbage!r}")
                 # Random bytes may happen to form a request line; any answer must be an Azure error.
                 if status is not None:
                     assert 400 <= status < 500 and "x-ms-error-code" in headers, (status, headers)

@@ -438,3 +438,27 @@ fn list_queues_page_size_is_capped_not_refused() {
         (400, Some("OutOfRangeQueryParameterValue"))
     );
 }
+
+/// Regression (found by the soak's chaos client): a connection that sent only the empty lines HTTP
+/// allows before a request line got the 120 s idle timeout, so a client could hold it open by
+/// sending one now and then. Once any byte has arrived the request deadline (10 s) applies.
+#[test]
+fn empty_lines_alone_meet_the_request_deadline() {
+    let server = Server::start(&[]);
+    let mut stream = server.connect();
+    stream.write_all(b"\n\r\n\r\n").unwrap();
+    let started = std::time::Instant::now();
+    let mut rest = Vec::new();
+    // The server closes without an answer: nothing was requested.
+    assert_eq!(stream.read_to_end(&mut rest).unwrap(), 0);
+    let waited = started.elapsed();
+    let deadline = Duration::from_millis(azq::config::REQUEST_HEAD_TIMEOUT_MS);
+    assert!(
+        waited >= deadline - Duration::from_millis(500),
+        "closed after {waited:?}"
+    );
+    assert!(
+        waited < deadline + Duration::from_secs(5),
+        "closed after {waited:?}"
+    );
+}

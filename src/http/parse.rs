@@ -145,11 +145,13 @@ impl Parser {
         }
     }
 
-    /// Whether no request is under way: nothing of a next request has been seen in `buffer`
-    /// and no parsed head is waiting for its body. The connection loop uses it to choose between
-    /// the idle timeout and the deadline of a request that has started to arrive.
+    /// Whether no request is under way: nothing of a next request has been seen in `buffer`,
+    /// no empty lines before one were skipped, and no parsed head is waiting for its body. The
+    /// connection loop uses it to choose between the idle timeout and the deadline of a request
+    /// that has started to arrive; counting skipped empty lines as a start means a client cannot
+    /// hold a connection by sending an empty line now and then.
     pub fn is_idle(&self, buffer: &BytesMut) -> bool {
-        buffer.is_empty() && self.pending.is_none()
+        buffer.is_empty() && self.pending.is_none() && self.head_scan.empty_line_bytes == 0
     }
 
     /// Takes at most one request from the front of `buffer` (the connection's read buffer). On
