@@ -99,6 +99,7 @@ start_server() {
 scenarios=(
   "put|--scenario put"
   "get-delete, depth 10|--scenario get-delete --preload 10 --refill"
+  "get-delete, depth 2,000|--scenario get-delete --preload 2000 --refill"
   "get-delete, depth 10,000|--scenario get-delete --preload 10000 --refill"
   "mixed|--scenario mixed"
   "put, open loop $open_rate/s|--scenario put --rate $open_rate"
