@@ -166,7 +166,7 @@ fn parse_arguments(arguments: impl Iterator<Item = String>) -> Result<Option<Con
         }
         (Some(cpus), _) => cpus,
         (None, count) => {
-            let allowed = allowed_cpus();
+            let allowed = runtime::allowed_cpus();
             let count = count.unwrap_or(allowed.len());
             if count > allowed.len() {
                 return Err(format!(
@@ -204,25 +204,6 @@ fn raise_open_files_limit() {
             limit.rlim_cur = limit.rlim_max;
             // Failure leaves the old limit, which still works for fewer connections.
             let _ = libc::setrlimit(libc::RLIMIT_NOFILE, &limit);
-        }
-    }
-}
-
-/// The CPUs this process may run on, in order.
-fn allowed_cpus() -> Vec<usize> {
-    // SAFETY: cpu_set_t is plain data; sched_getaffinity fills it for the calling thread.
-    unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) != 0 {
-            return vec![0];
-        }
-        let allowed: Vec<usize> = (0..libc::CPU_SETSIZE as usize)
-            .filter(|&cpu| libc::CPU_ISSET(cpu, &set))
-            .collect();
-        if allowed.is_empty() {
-            vec![0]
-        } else {
-            allowed
         }
     }
 }

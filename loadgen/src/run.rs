@@ -28,7 +28,10 @@ pub struct RunOutcome {
 /// Runs `options` to the end.
 pub fn run(options: &Options) -> Result<RunOutcome, String> {
     let (endpoint, credentials) = endpoint::resolve(&options.target)?;
-    let cpus = options.cpus.clone().unwrap_or_else(allowed_cpus);
+    let cpus = options
+        .cpus
+        .clone()
+        .unwrap_or_else(azq::runtime::allowed_cpus);
     let plan = RunPlan {
         endpoint,
         credentials,
@@ -264,25 +267,6 @@ fn collect(
         *hdr_log = log_output;
     }
     Ok(collected)
-}
-
-/// The CPUs this process may run on, in order.
-fn allowed_cpus() -> Vec<usize> {
-    // SAFETY: cpu_set_t is plain data; sched_getaffinity fills it for the calling thread.
-    unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) != 0 {
-            return vec![0];
-        }
-        let allowed: Vec<usize> = (0..libc::CPU_SETSIZE as usize)
-            .filter(|&cpu| libc::CPU_ISSET(cpu, &set))
-            .collect();
-        if allowed.is_empty() {
-            vec![0]
-        } else {
-            allowed
-        }
-    }
 }
 
 #[cfg(test)]

@@ -10,6 +10,7 @@ use std::ops::Range;
 
 use azq::api::date::{rfc1123, RFC1123_BYTES};
 use azq::auth::sign_shared_key;
+use azq::http::response::put_decimal;
 
 use crate::endpoint::{Credentials, Endpoint};
 
@@ -223,7 +224,7 @@ impl RequestEncoder {
             out.extend_from_slice(b"\r\nContent-Type: application/xml");
         }
         out.extend_from_slice(b"\r\nContent-Length: ");
-        write_decimal(body.len() as u64, out);
+        put_decimal(out, body.len() as u64);
         out.extend_from_slice(b"\r\n");
         if let Credentials::SharedKey { account, key } = &self.credentials {
             let cached_kind = match kind {
@@ -289,22 +290,6 @@ fn write_timestamp(mut value: u64, out: &mut [u8]) {
         *digit = b'0' + (value % 10) as u8;
         value /= 10;
     }
-}
-
-/// Appends `value` in decimal.
-fn write_decimal(value: u64, out: &mut Vec<u8>) {
-    let mut digits = [0u8; 20];
-    let mut at = digits.len();
-    let mut rest = value;
-    loop {
-        at -= 1;
-        digits[at] = b'0' + (rest % 10) as u8;
-        rest /= 10;
-        if rest == 0 {
-            break;
-        }
-    }
-    out.extend_from_slice(&digits[at..]);
 }
 
 /// Percent-encodes everything but RFC 3986 unreserved characters: pop receipts are base64 and

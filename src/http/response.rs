@@ -123,8 +123,9 @@ impl<'out> ResponseWriter<'out> {
     }
 }
 
-/// Appends the decimal digits of `value` without allocating.
-pub fn put_decimal(out: &mut BytesMut, value: u64) {
+/// Appends the decimal digits of `value` without allocating (to a `BytesMut` here, to a
+/// `Vec<u8>` in azq-loadgen's request encoder).
+pub fn put_decimal(out: &mut impl BufMut, value: u64) {
     let mut digits = [0u8; 20];
     let mut at = digits.len();
     let mut remaining = value;

@@ -136,6 +136,26 @@ fn reserve_address(address: SocketAddr) -> Result<SocketAddr, String> {
     probe.local_addr().map_err(|error| error.to_string())
 }
 
+/// The CPUs this process may run on, in order (its affinity mask); `[0]` if it cannot be read.
+/// Shards (and azq-loadgen's client cores) are pinned to the first of them by default.
+pub fn allowed_cpus() -> Vec<usize> {
+    // SAFETY: cpu_set_t is plain data; sched_getaffinity fills it for the calling thread.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) != 0 {
+            return vec![0];
+        }
+        let allowed: Vec<usize> = (0..libc::CPU_SETSIZE as usize)
+            .filter(|&cpu| libc::CPU_ISSET(cpu, &set))
+            .collect();
+        if allowed.is_empty() {
+            vec![0]
+        } else {
+            allowed
+        }
+    }
+}
+
 /// Blocks SIGINT and SIGTERM in the calling thread (and so in every thread it starts) and
 /// starts a thread that waits for them and requests `shutdown`. Call before `start`.
 pub fn handle_signals(shutdown: Arc<Shutdown>) -> Result<(), String> {
