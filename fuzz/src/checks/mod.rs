@@ -6,8 +6,11 @@
 //! this directory by `#[path]`, and the root crate's dev-dependencies must not grow for it.
 //! Fuzzer bytes are therefore decoded by hand (`input`), not with `arbitrary`.
 
+pub mod auth;
 pub mod http_parser;
 pub mod input;
+pub mod request;
+pub mod router;
 pub mod xml_message;
 
 /// A target's property: panics when `data` breaks it.
@@ -17,4 +20,6 @@ pub type Check = fn(data: &[u8]);
 pub const TARGETS: &[(&str, Check)] = &[
     ("http_parser", http_parser::check),
     ("xml_message", xml_message::check),
+    ("router", router::check),
+    ("auth", auth::check),
 ];
