@@ -11,6 +11,7 @@ pub mod http_parser;
 pub mod input;
 pub mod request;
 pub mod router;
+pub mod shard_state;
 pub mod xml_message;
 
 /// A target's property: panics when `data` breaks it.
@@ -22,4 +23,5 @@ pub const TARGETS: &[(&str, Check)] = &[
     ("xml_message", xml_message::check),
     ("router", router::check),
     ("auth", auth::check),
+    ("shard_state", shard_state::check),
 ];
