@@ -1,9 +1,13 @@
-//! `build`: a `Request` assembled by hand (head bytes plus spans), shaped as the HTTP parser
-//! hands it to the api layer but free of the parser's restrictions, so the auth and api checks
-//! also see header bytes a parser would refuse (CR, NUL, invalid UTF-8).
+//! Requests for the checks. `build` assembles one by hand (head bytes plus spans), shaped as the
+//! HTTP parser hands it over but free of the parser's restrictions, so the auth check also sees
+//! header bytes a parser would refuse (CR, NUL, invalid UTF-8). `parse` writes one out and reads
+//! it back through `http::Parser`, for checks of layers that rely on what the parser guarantees
+//! (the response writer echoes header values, which the parser keeps free of CR and LF).
 
+use azq::config::{REQUEST_BODY_BYTES_MAX, REQUEST_HEADERS_MAX, REQUEST_HEAD_BYTES_MAX};
 use azq::http::request::{Method, Request, Span};
-use bytes::Bytes;
+use azq::http::{Parser, Progress};
+use bytes::{Bytes, BytesMut};
 
 /// Most bytes of a built head: spans are `u16` offsets into it.
 const HEAD_BYTES_MAX: usize = u16::MAX as usize;
@@ -42,6 +46,41 @@ pub fn build(
         body: Bytes::copy_from_slice(body),
         keep_alive: true,
     })
+}
+
+/// The request the server's parser reads from the given parts (a `Content-Length` header is
+/// added for a non-empty body), or `None` when the parser refuses them or needs more.
+pub fn parse(
+    method: &[u8],
+    target: &[u8],
+    headers: &[(&[u8], &[u8])],
+    body: &[u8],
+) -> Option<Request> {
+    let mut wire = BytesMut::with_capacity(128 + body.len());
+    wire.extend_from_slice(method);
+    wire.extend_from_slice(b" ");
+    wire.extend_from_slice(target);
+    wire.extend_from_slice(b" HTTP/1.1\r\n");
+    for (name, value) in headers {
+        wire.extend_from_slice(name);
+        wire.extend_from_slice(b": ");
+        wire.extend_from_slice(value);
+        wire.extend_from_slice(b"\r\n");
+    }
+    if !body.is_empty() {
+        wire.extend_from_slice(format!("Content-Length: {}\r\n", body.len()).as_bytes());
+    }
+    wire.extend_from_slice(b"\r\n");
+    wire.extend_from_slice(body);
+    let mut parser = Parser::new(
+        REQUEST_HEAD_BYTES_MAX,
+        REQUEST_HEADERS_MAX,
+        REQUEST_BODY_BYTES_MAX,
+    );
+    match parser.parse(&mut wire) {
+        Ok(Progress::Complete(request)) => Some(request),
+        Ok(Progress::NeedMore { .. }) | Err(_) => None,
+    }
 }
 
 /// Appends `bytes` and returns their span; offsets past `u16` are clamped, and such a head is
