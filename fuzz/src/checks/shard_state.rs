@@ -18,8 +18,11 @@
 //!   `next_deadline_ms` is after now and no later than the model's next visibility or expiry
 //!   event (`None` exactly when there is none).
 //!
-//! Input: one mode byte (odd: timers are starved at random, so the looser "lagging" checks
-//! apply), two bytes of start time, then one operation byte per step followed by its arguments.
+//! Input: one mode byte, two bytes of start time, a shard byte, then one operation byte per step
+//! followed by its arguments. An odd mode byte enables two more operations, a starved `advance`
+//! and a bulk Put of up to 1021 messages with one TTL (enough for their expiries to exceed the
+//! timer budget of one `apply`), and replaces the exact checks by the ones that hold while
+//! timers lag: nothing invisible or expired is returned, order holds, count ≥ live messages.
 
 use std::collections::{BTreeSet, HashSet};
 
@@ -259,11 +262,37 @@ pub fn check(data: &[u8]) {
             }
             16 => Command::ClearMessages { queue: key(queue) },
             17 if lagging => {
-                // Starve the timers: run only a few entries, then apply without running more.
+                // Run only a few timer entries now; the next `apply` runs at most
+                // `TIMER_ENTRIES_PER_STEP_MAX` more.
                 let budget = input.below(4);
                 let more = state.advance(now_ms, budget);
                 if !more {
                     check_deadline_after(&state, now_ms);
+                }
+                continue;
+            }
+            18 if lagging => {
+                // Many messages with one TTL: once the clock passes it, their expiries and the
+                // cascades before them exceed what one `apply` runs, so the state really lags
+                // (through the public API this is the only way it does).
+                let copies = 1 + input.below(256) * 4;
+                let visibility_timeout_s = visibility_timeout_s(&mut input, 0);
+                let ttl_s = ttl_s(&mut input, visibility_timeout_s);
+                for _ in 0..copies {
+                    let command = Command::PutMessage {
+                        queue: key(queue),
+                        text: Bytes::from_static(b"bulk"),
+                        visibility_timeout_s,
+                        ttl_s,
+                    };
+                    let reply = state.apply(command.clone(), now_ms);
+                    let context = Context {
+                        step,
+                        now_ms,
+                        command: &command,
+                        reply: &reply,
+                    };
+                    expect(&mut model, &command, &reply, lagging, &context);
                 }
                 continue;
             }
