@@ -49,13 +49,24 @@ pub fn build(
 }
 
 /// The request the server's parser reads from the given parts (a `Content-Length` header is
-/// added for a non-empty body), or `None` when the parser refuses them or needs more.
+/// added for a non-empty body), or `None` when the parser refuses them, or when the wire bytes
+/// would not be one request of exactly these parts: a CR or LF inside a part ends a line early
+/// (a header value `a\r\n` ends the head before the headers that follow it).
 pub fn parse(
     method: &[u8],
     target: &[u8],
     headers: &[(&[u8], &[u8])],
     body: &[u8],
 ) -> Option<Request> {
+    let has_line_break = |part: &[u8]| part.iter().any(|&byte| byte == b'\r' || byte == b'\n');
+    if has_line_break(method)
+        || has_line_break(target)
+        || headers
+            .iter()
+            .any(|(name, value)| has_line_break(name) || has_line_break(value))
+    {
+        return None;
+    }
     let mut wire = BytesMut::with_capacity(128 + body.len());
     wire.extend_from_slice(method);
     wire.extend_from_slice(b" ");
@@ -78,8 +89,8 @@ pub fn parse(
         REQUEST_BODY_BYTES_MAX,
     );
     match parser.parse(&mut wire) {
-        Ok(Progress::Complete(request)) => Some(request),
-        Ok(Progress::NeedMore { .. }) | Err(_) => None,
+        Ok(Progress::Complete(request)) if wire.is_empty() => Some(request),
+        Ok(_) | Err(_) => None,
     }
 }
 
