@@ -174,27 +174,28 @@ fn seen(request: &Request) -> Seen {
     }
 }
 
-/// However the bytes were split, the same requests come out, and both ends agree. The one
-/// allowed difference: garbage in an incomplete head is found only when httparse runs, which
-/// happens once the head's blank line arrives or the buffer has doubled since its last look, so
-/// one way of feeding may still be waiting (with bytes left over) where the other has failed.
-fn assert_same_outcome(left: &Outcome, right: &Outcome, what: &str) {
-    assert_eq!(left.0, right.0, "{what}: requests differ");
-    match (&left.1, &right.1) {
-        (Err(left_error), Err(right_error)) => {
-            assert_eq!(left_error, right_error, "{what}: errors differ")
+/// However the bytes were split, the same requests come out, and both ends agree. `whole` is
+/// the stream fed at once, `split` the same stream in pieces. The one allowed difference:
+/// garbage in an incomplete head is found only when httparse runs, which happens once the
+/// head's blank line arrives or the buffer has doubled since its last look, so the pieces may
+/// still be waiting (with bytes left over) where the whole stream, which httparse saw at once,
+/// has failed. Never the other way round: httparse finds no error in a prefix that it does not
+/// find in the whole.
+fn assert_same_outcome(whole: &Outcome, split: &Outcome, what: &str) {
+    assert_eq!(whole.0, split.0, "{what}: requests differ");
+    match (&whole.1, &split.1) {
+        (Err(whole_error), Err(split_error)) => {
+            assert_eq!(whole_error, split_error, "{what}: errors differ")
         }
-        (Ok(left_leftover), Ok(right_leftover)) => {
-            assert_eq!(
-                left_leftover, right_leftover,
-                "{what}: leftover bytes differ"
-            )
+        (Ok(whole_leftover), Ok(split_leftover)) => {
+            assert_eq!(whole_leftover, split_leftover, "{what}: leftover bytes differ")
         }
-        (Err(_), Ok(leftover)) | (Ok(leftover), Err(_)) => {
-            assert!(
-                *leftover > 0,
-                "{what}: one failed, the other has nothing pending: {left:?} vs {right:?}"
-            )
-        }
+        (Err(_), Ok(leftover)) => assert!(
+            *leftover > 0,
+            "{what}: the whole stream failed, the pieces have nothing pending: {whole:?} vs {split:?}"
+        ),
+        (Ok(_), Err(_)) => panic!(
+            "{what}: the pieces failed where the whole stream did not: {whole:?} vs {split:?}"
+        ),
     }
 }
