@@ -24,7 +24,7 @@
 //! timer budget of one `apply`), and replaces the exact checks by the ones that hold while
 //! timers lag: nothing invisible or expired is returned, order holds, count ≥ live messages.
 
-use std::collections::{BTreeSet, HashSet};
+use std::collections::{BTreeSet, HashMap};
 
 use azq::config::{
     LIST_QUEUES_RESULTS_MAX, MESSAGES_PER_GET_MAX, MESSAGE_TEXT_BYTES_MAX,
@@ -103,13 +103,21 @@ struct Issued {
     receipt: PopReceipt,
 }
 
+/// Where the shard keeps a message: its slab slot and the slot's generation, as its receipts
+/// name it. Unique among live messages, so the model's key for them.
+type SlotKey = (u32, u32);
+
 struct Model {
     queues: [Option<ModelQueue>; QUEUE_KEYS],
-    /// Live messages: put, not deleted, cleared or expired.
-    messages: Vec<ModelMessage>,
+    /// Live messages (put, not deleted, cleared or expired) by slot: a receipt resolves in
+    /// O(1), which keeps inputs with a thousand messages fast enough to fuzz.
+    messages: HashMap<SlotKey, ModelMessage>,
+    /// When `prune` last ran: the clock only moves between commands, so once per move suffices.
+    pruned_at_ms: Option<u64>,
     receipts: Vec<Issued>,
-    /// Every message ID ever returned by a Put: IDs are never reused.
-    ids: HashSet<MessageId>,
+    /// Every message ID ever returned by a Put (IDs are never reused), with the slot it was
+    /// stored in: Peek views carry no receipt, so this finds their message.
+    ids: HashMap<MessageId, SlotKey>,
     puts: u64,
 }
 
@@ -117,33 +125,39 @@ impl Model {
     fn new() -> Model {
         Model {
             queues: Default::default(),
-            messages: Vec::new(),
+            messages: HashMap::new(),
+            pruned_at_ms: None,
             receipts: Vec::new(),
-            ids: HashSet::new(),
+            ids: HashMap::new(),
             puts: 0,
         }
     }
 
     /// Forgets expired messages: the shard may still store them, but never returns them.
     fn prune(&mut self, now_ms: u64) {
-        self.messages
-            .retain(|message| message.expiration_ms > now_ms);
+        if self.pruned_at_ms != Some(now_ms) {
+            self.messages
+                .retain(|_, message| message.expiration_ms > now_ms);
+            self.pruned_at_ms = Some(now_ms);
+        }
     }
 
     fn live_count(&self, queue: usize) -> u64 {
         self.messages
-            .iter()
+            .values()
             .filter(|message| message.queue == queue)
             .count() as u64
     }
 
     /// The visible messages of `queue` in the order Get and Peek take them.
-    fn visible(&self, queue: usize, now_ms: u64) -> Vec<usize> {
-        let mut visible: Vec<usize> = (0..self.messages.len())
-            .filter(|&at| self.messages[at].queue == queue && self.messages[at].is_visible(now_ms))
+    fn visible(&self, queue: usize, now_ms: u64) -> Vec<SlotKey> {
+        let mut visible: Vec<(&SlotKey, &ModelMessage)> = self
+            .messages
+            .iter()
+            .filter(|(_, message)| message.queue == queue && message.is_visible(now_ms))
             .collect();
-        visible.sort_by_key(|&at| self.messages[at].order_key);
-        visible
+        visible.sort_by_key(|(_, message)| message.order_key);
+        visible.into_iter().map(|(&slot, _)| slot).collect()
     }
 
     fn remember(&mut self, issued: Issued) {
@@ -159,16 +173,14 @@ impl Model {
         queue: usize,
         id: MessageId,
         receipt: PopReceipt,
-    ) -> Result<usize, StorageError> {
+    ) -> Result<SlotKey, StorageError> {
         if self.queues[queue].is_none() {
             return Err(StorageError::QueueNotFound);
         }
-        let Some(at) = self.messages.iter().position(|message| {
-            message.slot == receipt.slot && message.generation == receipt.generation
-        }) else {
+        let at = (receipt.slot, receipt.generation);
+        let Some(message) = self.messages.get(&at) else {
             return Err(StorageError::MessageNotFound);
         };
-        let message = &self.messages[at];
         if message.queue != queue || message.id != id {
             return Err(StorageError::MessageNotFound);
         }
@@ -360,7 +372,7 @@ fn check_deadline_after(state: &ShardState, now_ms: u64) {
 fn check_deadline(state: &ShardState, model: &Model, now_ms: u64) {
     let next_event_ms = model
         .messages
-        .iter()
+        .values()
         .filter_map(|message| message.next_event_ms(now_ms))
         .min();
     match (state.next_deadline_ms(), next_event_ms) {
@@ -554,7 +566,7 @@ fn expect(
         Command::DeleteQueue { .. } | Command::ClearMessages { .. } => {
             let queue = queue.expect("a queue command");
             assert!(matches!(reply, Ok(Reply::Done)), "{context}");
-            model.messages.retain(|message| message.queue != queue);
+            model.messages.retain(|_, message| message.queue != queue);
             if matches!(command, Command::DeleteQueue { .. }) {
                 model.queues[queue] = None;
             }
@@ -629,11 +641,12 @@ fn expect(
             let views = messages(reply, context);
             assert_eq!(views.len(), 1, "{context}");
             let view = &views[0];
+            let receipt = view.pop_receipt.expect("a put returns a receipt");
+            let slot = (receipt.slot, receipt.generation);
             assert!(
-                model.ids.insert(view.message_id),
+                model.ids.insert(view.message_id, slot).is_none(),
                 "message ID reused: {context}"
             );
-            let receipt = view.pop_receipt.expect("a put returns a receipt");
             assert_eq!(receipt.lease, 0, "{context}");
             let invisible_until_ms = now_ms + visibility_timeout_s * 1000;
             assert_eq!(view.insertion_ms, now_ms, "{context}");
@@ -646,14 +659,10 @@ fn expect(
             assert_eq!(view.dequeue_count, 0, "{context}");
             assert_eq!(view.text, text, "{context}");
             assert!(
-                !model
-                    .messages
-                    .iter()
-                    .any(|message| message.slot == receipt.slot
-                        && message.generation == receipt.generation),
+                !model.messages.contains_key(&slot),
                 "a live message's slot handed out again: {context}"
             );
-            model.messages.push(ModelMessage {
+            let stored = ModelMessage {
                 id: view.message_id,
                 queue,
                 slot: receipt.slot,
@@ -665,7 +674,8 @@ fn expect(
                 expiration_ms: view.expiration_ms,
                 dequeue_count: 0,
                 text,
-            });
+            };
+            model.messages.insert(slot, stored);
             model.puts += 1;
             model.remember(Issued {
                 queue,
@@ -684,7 +694,7 @@ fn expect(
             let returned = check_returned(model, &views, &visible, count, lagging, context);
             let invisible_until_ms = now_ms + visibility_timeout_s * 1000;
             for (view, at) in views.iter().zip(returned) {
-                let message = &mut model.messages[at];
+                let message = model.messages.get_mut(&at).expect("a returned message");
                 let receipt = view.pop_receipt.expect("a get returns receipts");
                 assert_eq!(view.dequeue_count, message.dequeue_count + 1, "{context}");
                 assert_eq!(view.time_next_visible_ms, invisible_until_ms, "{context}");
@@ -716,7 +726,7 @@ fn expect(
             for (view, at) in views.iter().zip(returned) {
                 assert!(view.pop_receipt.is_none(), "{context}");
                 assert_eq!(
-                    view.dequeue_count, model.messages[at].dequeue_count,
+                    view.dequeue_count, model.messages[&at].dequeue_count,
                     "{context}"
                 );
                 assert_eq!(view.time_next_visible_ms, now_ms, "{context}");
@@ -740,7 +750,7 @@ fn expect(
                     else {
                         panic!("{context}");
                     };
-                    let message = &mut model.messages[at];
+                    let message = model.messages.get_mut(&at).expect("a resolved message");
                     message.lease = message.lease.wrapping_add(1);
                     assert_eq!(
                         (new_receipt.slot, new_receipt.generation, new_receipt.lease),
@@ -778,7 +788,7 @@ fn expect(
                 Err(error) => assert_eq!(reply.err(), Some(error), "{context}"),
                 Ok(at) => {
                     assert!(matches!(reply, Ok(Reply::Done)), "{context}");
-                    model.messages.remove(at);
+                    model.messages.remove(&at);
                 }
             }
         }
@@ -792,26 +802,26 @@ fn expect(
 fn check_returned(
     model: &Model,
     views: &[MessageView],
-    visible: &[usize],
+    visible: &[SlotKey],
     count: u32,
     lagging: bool,
     context: &Context<'_>,
-) -> Vec<usize> {
+) -> Vec<SlotKey> {
     assert!(views.len() <= count as usize, "{context}");
     let mut positions = Vec::with_capacity(views.len());
     let mut seen = BTreeSet::new();
     for view in views {
-        let Some(at) = model
-            .messages
-            .iter()
-            .position(|message| message.id == view.message_id)
+        let at = model.ids.get(&view.message_id).copied();
+        let Some(message) = at
+            .and_then(|at| model.messages.get(&at))
+            .filter(|message| message.id == view.message_id)
         else {
             panic!(
                 "returned a message that is gone: {:?}; {context}",
                 view.message_id
             );
         };
-        let message = &model.messages[at];
+        let at = (message.slot, message.generation);
         assert!(
             message.is_visible(context.now_ms),
             "returned while invisible or expired: {context}"
@@ -824,14 +834,14 @@ fn check_returned(
     }
     let keys: Vec<(u64, u64)> = positions
         .iter()
-        .map(|&at| model.messages[at].order_key)
+        .map(|at| model.messages[at].order_key)
         .collect();
     assert!(
         keys.windows(2).all(|pair| pair[0] < pair[1]),
         "out of order: {context}"
     );
     if !lagging {
-        let expected: Vec<usize> = visible.iter().copied().take(count as usize).collect();
+        let expected: Vec<SlotKey> = visible.iter().copied().take(count as usize).collect();
         assert_eq!(
             positions, expected,
             "not the first visible messages: {context}"
