@@ -295,21 +295,31 @@ pub fn check(data: &[u8]) {
                     .min(MESSAGES_MAX.saturating_sub(model.messages.len()));
                 let visibility_timeout_s = visibility_timeout_s(&mut input, 0);
                 let ttl_s = ttl_s(&mut input, visibility_timeout_s);
-                for _ in 0..copies {
-                    let command = Command::PutMessage {
-                        queue: key(queue),
-                        text: Bytes::from_static(b"bulk"),
-                        visibility_timeout_s,
-                        ttl_s,
-                    };
+                // Recorded without the per-command context and copies of `expect`: a bulk is a
+                // thousand puts, and ordinary puts get the full treatment.
+                let put = Put {
+                    queue,
+                    text: Bytes::from_static(b"bulk"),
+                    visibility_timeout_s,
+                    ttl_s,
+                    now_ms,
+                };
+                let command = Command::PutMessage {
+                    queue: key(queue),
+                    text: put.text.clone(),
+                    visibility_timeout_s,
+                    ttl_s,
+                };
+                for copy in 0..copies {
                     let reply = state.apply(command.clone(), now_ms);
-                    let context = Context {
-                        step,
-                        now_ms,
-                        command: &command,
-                        reply: &reply,
-                    };
-                    expect(&mut model, &command, &reply, lagging, &context);
+                    let context = format_args!("step {step}, bulk put {copy} of {command:?}");
+                    match reply {
+                        Ok(Reply::Messages(views)) if views.len() == 1 => {
+                            record_put(&mut model, &put, &views[0], &context)
+                        }
+                        Err(StorageError::QueueNotFound) if model.queues[queue].is_none() => break,
+                        other => panic!("{context}: answered {other:?}"),
+                    }
                 }
                 continue;
             }
@@ -645,48 +655,14 @@ fn expect(
             let queue = queue.expect("a queue command");
             let views = messages(reply, context);
             assert_eq!(views.len(), 1, "{context}");
-            let view = &views[0];
-            let receipt = view.pop_receipt.expect("a put returns a receipt");
-            let slot = (receipt.slot, receipt.generation);
-            assert!(
-                model.ids.insert(view.message_id, slot).is_none(),
-                "message ID reused: {context}"
-            );
-            assert_eq!(receipt.lease, 0, "{context}");
-            let invisible_until_ms = now_ms + visibility_timeout_s * 1000;
-            assert_eq!(view.insertion_ms, now_ms, "{context}");
-            assert_eq!(
-                view.expiration_ms,
-                expiration_ms(ttl_s, now_ms),
-                "{context}"
-            );
-            assert_eq!(view.time_next_visible_ms, invisible_until_ms, "{context}");
-            assert_eq!(view.dequeue_count, 0, "{context}");
-            assert_eq!(view.text, text, "{context}");
-            assert!(
-                !model.messages.contains_key(&slot),
-                "a live message's slot handed out again: {context}"
-            );
-            let stored = ModelMessage {
-                id: view.message_id,
+            let put = Put {
                 queue,
-                slot: receipt.slot,
-                generation: receipt.generation,
-                lease: 0,
-                order_key: (invisible_until_ms, model.puts),
-                insertion_ms: now_ms,
-                invisible_until_ms,
-                expiration_ms: view.expiration_ms,
-                dequeue_count: 0,
                 text,
+                visibility_timeout_s,
+                ttl_s,
+                now_ms,
             };
-            model.messages.insert(slot, stored);
-            model.puts += 1;
-            model.remember(Issued {
-                queue,
-                id: view.message_id,
-                receipt,
-            });
+            record_put(model, &put, &views[0], context);
         }
         Command::GetMessages {
             count,
@@ -800,6 +776,61 @@ fn expect(
             }
         }
     }
+}
+
+/// One Put as the model records it.
+struct Put {
+    queue: usize,
+    text: Bytes,
+    visibility_timeout_s: u64,
+    ttl_s: Option<u64>,
+    now_ms: u64,
+}
+
+/// Checks the message a Put returned and adds it to the model.
+fn record_put(model: &mut Model, put: &Put, view: &MessageView, context: &dyn std::fmt::Display) {
+    let now_ms = put.now_ms;
+    let receipt = view.pop_receipt.expect("a put returns a receipt");
+    let slot = (receipt.slot, receipt.generation);
+    assert!(
+        model.ids.insert(view.message_id, slot).is_none(),
+        "message ID reused: {context}"
+    );
+    assert_eq!(receipt.lease, 0, "{context}");
+    let invisible_until_ms = now_ms + put.visibility_timeout_s * 1000;
+    assert_eq!(view.insertion_ms, now_ms, "{context}");
+    assert_eq!(
+        view.expiration_ms,
+        expiration_ms(put.ttl_s, now_ms),
+        "{context}"
+    );
+    assert_eq!(view.time_next_visible_ms, invisible_until_ms, "{context}");
+    assert_eq!(view.dequeue_count, 0, "{context}");
+    assert_eq!(view.text, put.text, "{context}");
+    assert!(
+        !model.messages.contains_key(&slot),
+        "a live message's slot handed out again: {context}"
+    );
+    let stored = ModelMessage {
+        id: view.message_id,
+        queue: put.queue,
+        slot: receipt.slot,
+        generation: receipt.generation,
+        lease: 0,
+        order_key: (invisible_until_ms, model.puts),
+        insertion_ms: now_ms,
+        invisible_until_ms,
+        expiration_ms: view.expiration_ms,
+        dequeue_count: 0,
+        text: put.text.clone(),
+    };
+    model.messages.insert(slot, stored);
+    model.puts += 1;
+    model.remember(Issued {
+        queue: put.queue,
+        id: view.message_id,
+        receipt,
+    });
 }
 
 /// Checks the messages a Get or Peek returned and returns their slots. Nothing invisible or
