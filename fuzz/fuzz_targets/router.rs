@@ -1,0 +1,5 @@
+//! libFuzzer entry point of the `router` target; the properties live in `azq_fuzz::checks::router`,
+//! shared with the root crate's tests/fuzz_replay.rs.
+#![no_main]
+
+libfuzzer_sys::fuzz_target!(|data: &[u8]| azq_fuzz::checks::router::check(data));

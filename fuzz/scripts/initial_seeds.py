@@ -1,0 +1,111 @@
+#!/usr/bin/env python3
+"""Writes the hand-made starting corpus of each fuzz target into fuzz/corpus/<target>/.
+
+The fuzzer grows the corpus from these; `cargo fuzz cmin` then keeps a minimal covering set,
+which is what fuzz/seeds/<target>/ holds (see fuzz/README.md). Each input follows the layout
+its check documents in fuzz/src/checks/<target>.rs.
+"""
+import hashlib
+import os
+import struct
+import sys
+
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "corpus")
+
+
+def write(target, data):
+    directory = os.path.join(ROOT, target)
+    os.makedirs(directory, exist_ok=True)
+    name = hashlib.sha1(data).hexdigest()
+    with open(os.path.join(directory, name), "wb") as file:
+        file.write(data)
+
+
+def http_parser():
+    streams = [
+        b"GET /devstoreaccount1/q/messages?numofmessages=32 HTTP/1.1\r\nHost: localhost\r\n\r\n",
+        b"POST /a/q/messages HTTP/1.1\r\nContent-Length: 5\r\nExpect: 100-continue\r\n\r\nhello",
+        b"PUT /q HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n5;x=y\r\nhello\r\n0\r\nT: 1\r\n\r\n",
+        b"\r\nGET /q HTTP/1.0\nConnection: keep-alive\n\nGET / HTTP/1.1\r\n\r\n",
+        b"POST /q HTTP/1.1\r\nContent-Length: 3, 3\r\n\r\nabcDELETE /q HTTP/1.1\r\nConnection: close\r\n\r\n",
+    ]
+    for stream in streams:
+        write("http_parser", b"\x01\x00" + stream)
+        write("http_parser", b"\x01\x03" + struct.pack("<HHH", 3, 17, 40) + stream)
+        write("http_parser", b"\x00" + bytes([40, 3, 10]) + b"\x02" + struct.pack("<HH", 5, 30) + stream)
+
+
+def xml_message():
+    bodies = [
+        b"<QueueMessage><MessageText>hello</MessageText></QueueMessage>",
+        b"<?xml version='1.0' encoding='utf-8'?>\n<QueueMessage>\n <MessageText>a&amp;b&#xD;&#x1F600;</MessageText>\n</QueueMessage>",
+        b"<QueueMessage><MessageText><![CDATA[<raw>]]></MessageText></QueueMessage>",
+        b"<QueueMessage><MessageText/></QueueMessage>",
+        b"<QueueMessage><!-- c --><MessageText>x</MessageText><?pi x?></QueueMessage>",
+    ]
+    for body in bodies:
+        write("xml_message", body)
+
+
+def router():
+    cases = [
+        (0, 1, b"127.0.0.1:10001", b"/devstoreaccount1", b"comp=list&maxresults=2&include=metadata", b"", b""),
+        (2, 1, b"localhost", b"/devstoreaccount1/myqueue", b"", b"x-ms-meta-Key:value\nx-ms-meta-b:2", b""),
+        (3, 1, b"localhost", b"/devstoreaccount1/myqueue/messages", b"visibilitytimeout=5&messagettl=60",
+         b"x-ms-version:2026-10-06", b"<QueueMessage><MessageText>hi</MessageText></QueueMessage>"),
+        (0, 1, b"localhost", b"/devstoreaccount1/myqueue/messages", b"numofmessages=32&visibilitytimeout=30", b"", b""),
+        (0, 1, b"localhost", b"/devstoreaccount1/myqueue/messages", b"peekonly=true&numofmessages=2", b"", b""),
+        (2, 1, b"localhost", b"/devstoreaccount1/myqueue/messages/01234567-89ab-cdef-fedc-ba9876543210",
+         b"popreceipt=AQAAAAIAAAADAAAA&visibilitytimeout=0", b"", b""),
+        (4, 1, b"localhost", b"/devstoreaccount1/myqueue/messages/01234567-89ab-cdef-fedc-ba9876543210",
+         b"popreceipt=AQAAAAIAAAADAAAA", b"", b""),
+        (0, 3, b"devstoreaccount1.queue.localhost:10001", b"/myqueue", b"comp=metadata", b"", b""),
+        (5, 1, b"localhost", b"/devstoreaccount1-secondary/myqueue", b"", b"Origin:http://a", b""),
+        (2, 1, b"localhost", b"/devstoreaccount1/?restype=service&comp=properties", b"", b"", b""),
+    ]
+    for method, flags, host, path, query, headers, body in cases:
+        write("router", bytes([method, flags]) + b"\0".join([host, path, query, headers, body]))
+
+
+def auth():
+    now = struct.pack("<Q", 1_795_305_600_000 + 3_600_000)
+    account_sas = b"sv=2026-10-06\nss=q\nsrt=sco\nsp=rwdlacup\nst=2026-11-22T00:00:00Z\nse=2026-11-23T00:00:00Z"
+    service_sas = b"sv=2026-10-06\nsp=raup\nst=2026-11-22T00:00Z\nse=2026-11-23\nspr=https,http\nsip=127.0.0.1-127.0.0.2"
+    cases = [
+        (0, 0x04, 13, b"/devstoreaccount1/myqueue/messages?numofmessages=2&peekonly=true",
+         b"x-ms-version:2026-04-06\nx-ms-date:Sun, 22 Nov 2026 00:00:00 GMT",
+         b"SharedKey devstoreaccount1:qX9x0hi6+PD7oWVjsAb/mxxh3vk9QUq5pC/dlKvC3U0=",
+         b"x-ms-meta-a_b", b"x-ms-meta-a1", b"x-ms-meta-a-b", account_sas, b""),
+        (3, 0x85, 11, b"/devstoreaccount1-secondary/myqueue/messages",
+         b"Content-Type:application/xml\nx-ms-Meta-B:1\nx-ms-meta-b:2\nDate:x",
+         b"SharedKeyLite devstoreaccount1:adHUy8qYGbk2BPINvg67pcMIw6eIcQjBOrUtug8zvOQ=",
+         b"X-MS-DATE", b"x-ms-date", b"x-ms-client-request-id", service_sas, b"body"),
+        (0, 0x14, 13, b"/devstoreaccount1/myqueue?comp=acl&si=policy",
+         b"", b"Bearer token", b"a'b", b"a-b", b"ab", b"sv=2015-04-05\nsi=policy", b""),
+    ]
+    for method, flags, access, target, headers, authorization, a, b, c, sas, body in cases:
+        write("auth", bytes([method, flags, access]) + now
+              + b"\0".join([target, headers, authorization, a, b, c, sas, body]))
+
+
+def shard_state():
+    # mode, start (2 bytes), shard, then operations: see shard_state.rs for the layout.
+    create = bytes([0, 0, 0])              # CreateQueue queue 0, no metadata
+    put = bytes([6, 0, 3, 5, 4, 10, 3]) + b"abc"  # Put: vis 5 s, ttl branch, text "abc"
+    put_visible = bytes([6, 0, 0, 4, 20, 2]) + b"hi"
+    get = bytes([9, 0, 4, 3, 3, 30])      # Get count 4, vis 30 s
+    peek = bytes([11, 0, 31])              # Peek 32
+    tick = bytes([19, 0, 3])               # one second
+    delete = bytes([14, 0, 0, 0])          # Delete with the first receipt
+    update = bytes([12, 0, 0, 0, 0, 0])    # Update, vis 0, no text
+    metadata = bytes([3, 0])
+    listing = bytes([5, 0, 0, 2, 0, 3, 1])
+    steps = create + put + put_visible + peek + get + tick * 6 + get + update + delete + metadata + listing
+    write("shard_state", b"\x00\x10\x00\x00" + steps)
+    write("shard_state", b"\x01\x10\x00\x03" + steps + bytes([17, 0, 1]) + get)
+    write("shard_state", b"\x00\x00\x00\x00" + create + bytes([6, 0, 0, 1, 0, 255]) + peek + delete)
+
+
+for generate in (http_parser, xml_message, router, auth, shard_state):
+    generate()
+print("wrote seeds under", os.path.normpath(ROOT), file=sys.stderr)

@@ -1,0 +1,161 @@
+//! Replays the committed fuzz inputs on stable Rust, so that CI (`cargo test`) catches a
+//! regression without nightly or cargo-fuzz: every file under fuzz/regressions/<target>/ (inputs
+//! that once crashed or broke a property) and fuzz/seeds/<target>/ (a small minimised corpus)
+//! goes through the same property check the fuzz target runs; then a short, seeded mutation run
+//! over the seeds (a few hundred inputs per target) looks a little beyond them. See
+//! fuzz/README.md.
+
+#[path = "../fuzz/src/checks/mod.rs"]
+mod checks;
+
+use std::panic::{self, AssertUnwindSafe};
+use std::path::{Path, PathBuf};
+
+/// The files of one input directory, sorted so failures list in a stable order; none when the
+/// directory does not exist (a target without regressions).
+fn inputs(directory: &Path) -> Vec<PathBuf> {
+    let Ok(entries) = std::fs::read_dir(directory) else {
+        return Vec::new();
+    };
+    let mut files: Vec<PathBuf> = entries
+        .map(|entry| entry.expect("a readable directory entry").path())
+        .filter(|path| path.is_file())
+        .collect();
+    files.sort();
+    files
+}
+
+/// Runs `check` on `data`; the panic message if it panics.
+fn run(check: checks::Check, data: &[u8]) -> Option<String> {
+    let panic = panic::catch_unwind(AssertUnwindSafe(|| check(data))).err()?;
+    let message = panic
+        .downcast_ref::<String>()
+        .map(String::as_str)
+        .or_else(|| panic.downcast_ref::<&str>().copied())
+        .unwrap_or("(no message)");
+    Some(message.to_string())
+}
+
+/// Runs `check` on every input of `kind` (`regressions` or `seeds`) of every target; returns
+/// how many ran and the failures.
+fn replay(kind: &str) -> (usize, Vec<String>) {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("fuzz")
+        .join(kind);
+    let mut ran = 0;
+    let mut failures = Vec::new();
+    for &(target, check) in checks::TARGETS {
+        for path in inputs(&root.join(target)) {
+            let data = match std::fs::read(&path) {
+                Ok(data) => data,
+                // A running fuzzer replaces corpus files as it shrinks them.
+                Err(_) if kind == "corpus" => continue,
+                Err(error) => panic!("{}: {error}", path.display()),
+            };
+            ran += 1;
+            if let Some(message) = run(check, &data) {
+                failures.push(format!("{}: {message}", path.display()));
+            }
+        }
+    }
+    (ran, failures)
+}
+
+#[test]
+fn regressions_pass() {
+    let (_ran, failures) = replay("regressions");
+    assert!(
+        failures.is_empty(),
+        "regressions failing:\n{}",
+        failures.join("\n")
+    );
+}
+
+/// A whole local corpus (fuzz/corpus/<target>/, git-ignored, left by `cargo fuzz run`) when
+/// `AZQ_FUZZ_CORPUS=1`: after a check changes, every input a long run found is checked again
+/// on stable, without a fuzzing build.
+#[test]
+fn local_corpus_passes_when_asked() {
+    if std::env::var_os("AZQ_FUZZ_CORPUS").is_none() {
+        return;
+    }
+    let (ran, failures) = replay("corpus");
+    eprintln!("replayed {ran} corpus inputs");
+    assert!(
+        failures.is_empty(),
+        "corpus inputs failing:\n{}",
+        failures.join("\n")
+    );
+}
+
+#[test]
+fn seeds_pass() {
+    let (ran, failures) = replay("seeds");
+    assert!(ran > 0, "no seed corpus under fuzz/seeds");
+    assert!(
+        failures.is_empty(),
+        "seeds failing:\n{}",
+        failures.join("\n")
+    );
+}
+
+/// Mutated inputs per target: enough to step off the seeds, few enough for a debug build.
+const MUTATIONS_PER_TARGET: usize = 300;
+
+/// One libFuzzer-style mutation of `data`: flip, set, insert or erase bytes, or splice in part
+/// of `other` (another seed of the same target).
+fn mutate(rng: &mut fastrand::Rng, data: &mut Vec<u8>, other: &[u8]) {
+    for _ in 0..rng.usize(1..=4) {
+        let at = rng.usize(..=data.len());
+        match rng.u8(..5) {
+            0 if at < data.len() => data[at] ^= 1 << rng.u8(..8),
+            1 if at < data.len() => data[at] = rng.u8(..),
+            2 => data.insert(at, rng.u8(..)),
+            3 if at < data.len() => {
+                let end = rng.usize(at..=data.len().min(at + 16));
+                data.drain(at..end);
+            }
+            _ if !other.is_empty() => {
+                let start = rng.usize(..other.len());
+                let end = rng.usize(start..=other.len().min(start + 64));
+                data.splice(at..at, other[start..end].iter().copied());
+            }
+            _ => {}
+        }
+    }
+}
+
+#[test]
+fn mutated_seeds_pass() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("fuzz")
+        .join("seeds");
+    let mut failures = Vec::new();
+    for &(target, check) in checks::TARGETS {
+        let seeds: Vec<Vec<u8>> = inputs(&root.join(target))
+            .iter()
+            .map(|path| std::fs::read(path).expect("a readable input"))
+            .collect();
+        if seeds.is_empty() {
+            continue;
+        }
+        // A fixed seed per target: a failure reproduces, and its input is printed in full.
+        let seed = target.bytes().fold(0xf022_u64, |hash, byte| {
+            hash.wrapping_mul(31) ^ u64::from(byte)
+        });
+        let mut rng = fastrand::Rng::with_seed(seed);
+        for _ in 0..MUTATIONS_PER_TARGET {
+            let mut data = seeds[rng.usize(..seeds.len())].clone();
+            let other = &seeds[rng.usize(..seeds.len())];
+            mutate(&mut rng, &mut data, other);
+            if let Some(message) = run(check, &data) {
+                failures.push(format!("{target} on {data:?}: {message}"));
+            }
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "mutated seeds failing (copy the input into fuzz/regressions/<target>/):\n{}",
+        failures.join("\n")
+    );
+}
