@@ -25,7 +25,7 @@ use azq::config::{
     MESSAGES_PER_GET_MAX, MESSAGE_TEXT_BYTES_MAX, VISIBILITY_TIMEOUT_S_MAX,
 };
 use azq::http::Method;
-use azq::queue::{shard_for, Command, ShardState};
+use azq::queue::{shard_for, Command, Reply, ShardState};
 use bytes::BytesMut;
 
 use super::input::Input;
@@ -190,7 +190,14 @@ fn check_plan(
         host_style_enabled,
         "127.0.0.1:10001".to_string(),
     );
-    let plan = service.plan(&request, NOW_MS, IpAddr::from([127, 0, 0, 1]));
+    // The settings every shard keeps (service properties, ACLs): a fresh shard's, all defaults.
+    let settings_shard = ShardState::new(0, 7);
+    let plan = service.plan(
+        &request,
+        NOW_MS,
+        IpAddr::from([127, 0, 0, 1]),
+        settings_shard.replicas(),
+    );
     // What a client signs, the server verifies: signing and verification share one
     // canonicalisation, and the parser must not change what was signed.
     if authorization.is_some() {
@@ -205,6 +212,32 @@ fn check_plan(
     }
     let outcome = match plan.step {
         Step::Fail(error) => Err(error),
+        Step::Answer(reply) => Ok(reply),
+        Step::Replicated { shard, command } => {
+            assert!(plan.operation.is_some());
+            assert!(shard < shards, "planned for shard {shard} of {shards}");
+            assert_command_preconditions(&command);
+            let mut state = ShardState::new(shard, 7);
+            if let Some(queue) = command.queue() {
+                assert_eq!(
+                    shard,
+                    shard_for(queue, shards),
+                    "planned for the wrong shard"
+                );
+                let create = Command::CreateQueue {
+                    queue: queue.clone(),
+                    metadata: Vec::new(),
+                };
+                state
+                    .apply(create, NOW_MS)
+                    .expect("a fresh shard creates a queue");
+            }
+            state.apply(command, NOW_MS).map(|reply| match reply {
+                // The runtime copies the change to the other shards and answers Done.
+                Reply::Replicate(_) => Reply::Done,
+                other => other,
+            })
+        }
         Step::Shard { shard, command } => {
             assert!(plan.operation.is_some());
             let queue = command
@@ -240,7 +273,14 @@ fn check_plan(
         }
     };
     let mut out = BytesMut::new();
-    service.respond(&request, plan.operation, outcome, NOW_MS, &mut out);
+    service.respond(
+        &request,
+        plan.operation,
+        plan.cors.as_ref(),
+        outcome,
+        NOW_MS,
+        &mut out,
+    );
     assert!(
         out.starts_with(b"HTTP/1.1 "),
         "{:?}",
@@ -331,9 +371,14 @@ pub fn assert_command_preconditions(command: &Command) {
                 .as_ref()
                 .is_none_or(|text| text.len() <= MESSAGE_TEXT_BYTES_MAX));
         }
+        Command::WithStoredPolicy { command, .. } => assert_command_preconditions(command),
         Command::DeleteQueue { .. }
         | Command::GetQueueMetadata { .. }
         | Command::DeleteMessage { .. }
-        | Command::ClearMessages { .. } => {}
+        | Command::ClearMessages { .. }
+        | Command::SetQueueAcl { .. }
+        | Command::GetQueueAcl { .. }
+        | Command::SetServiceProperties { .. }
+        | Command::ApplyReplica(_) => {}
     }
 }

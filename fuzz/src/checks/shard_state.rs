@@ -562,6 +562,16 @@ fn expect(
         return;
     }
     match command {
+        // The generator builds only queue and message commands; the settings commands of
+        // issue 4 (ACLs, service properties, their replication) are covered by the queue
+        // state's own simulation test, not by this target yet.
+        Command::SetQueueAcl { .. }
+        | Command::GetQueueAcl { .. }
+        | Command::SetServiceProperties { .. }
+        | Command::ApplyReplica(_)
+        | Command::WithStoredPolicy { .. } => {
+            unreachable!("the shard_state target generates no settings commands: {context}")
+        }
         Command::CreateQueue { metadata, .. } => {
             let queue = queue.expect("a queue command");
             match &model.queues[queue] {
@@ -806,7 +816,8 @@ fn record_put(model: &mut Model, put: &Put, view: &MessageView, context: &dyn st
     );
     assert_eq!(view.time_next_visible_ms, invisible_until_ms, "{context}");
     assert_eq!(view.dequeue_count, 0, "{context}");
-    assert_eq!(view.text, put.text, "{context}");
+    // Put's reply carries no text (its response lists none); Get and Peek check the stored text.
+    assert!(view.text.is_empty(), "{context}");
     assert!(
         !model.messages.contains_key(&slot),
         "a live message's slot handed out again: {context}"
