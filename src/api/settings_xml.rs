@@ -24,7 +24,7 @@ use crate::queue::{
 };
 
 use super::date::rfc1123;
-use super::xml::{element, DECLARATION};
+use super::xml::{element, has_non_xml_char, DECLARATION};
 
 /// The letters a stored access policy may grant, in the only order Azure accepts them.
 const QUEUE_PERMISSION_LETTERS: &str = "raup";
@@ -42,8 +42,9 @@ enum Visit<'a> {
 }
 
 /// Walks `body` element by element. Fails with `InvalidXmlDocument` when the document is not
-/// well formed, has no root or a second one, nests deeper than `XML_DEPTH_MAX`, or mixes text
-/// and child elements.
+/// well formed, has no root or a second one, nests deeper than `XML_DEPTH_MAX`, mixes text
+/// and child elements, or holds a character XML 1.0 forbids (quick-xml passes those through;
+/// an accepted value is echoed by the Get operations, so it must be one a client can read).
 fn walk(
     body: &[u8],
     mut visit: impl FnMut(Visit<'_>) -> Result<(), StorageError>,
@@ -60,7 +61,9 @@ fn walk(
             Ok(Event::Empty(empty)) => (empty.name().as_ref().to_vec(), true),
             Ok(Event::End(_)) => {
                 // quick-xml has checked that the end tag names the open element.
-                if has_children.pop() == Some(true) && !is_blank(&text) {
+                if has_children.pop() == Some(true) && !is_blank(&text)
+                    || has_non_xml_char(text.as_bytes())
+                {
                     return Err(StorageError::InvalidXmlDocument);
                 }
                 let element_text = if is_blank(&text) { "" } else { &text };
@@ -730,6 +733,23 @@ mod tests {
                 acl(&identifier("p", &(policy("") + &policy("")))),
                 Err(StorageError::InvalidXmlDocument),
             ),
+            // Characters no XML 1.0 document may hold, raw, as references or in CDATA.
+            (
+                acl(&identifier("a\u{1}b", "")),
+                Err(StorageError::InvalidXmlDocument),
+            ),
+            (
+                acl(&identifier("&#xFFFE;", "")),
+                Err(StorageError::InvalidXmlDocument),
+            ),
+            (
+                acl(&identifier("<![CDATA[\u{0}]]>", "")),
+                Err(StorageError::InvalidXmlDocument),
+            ),
+            (
+                acl(&identifier("p", &policy("<Start>\u{FFFF}</Start>"))),
+                Err(StorageError::InvalidXmlDocument),
+            ),
             (
                 acl("<b><c><d><e><f><g><h><i /></h></g></f></e></d></c></b>"),
                 Err(StorageError::InvalidXmlDocument),
@@ -855,6 +875,8 @@ mod tests {
             (properties("text"), Err(StorageError::InvalidXmlDocument)),
             (cors("<CorsRule>text</CorsRule>"), Err(StorageError::InvalidXmlDocument)),
             (cors(&format!("{}tail", rule("*", "GET", "1"))), Err(StorageError::InvalidXmlDocument)),
+            (cors(&rule("https://a.example&#x1;", "GET", "1")), Err(StorageError::InvalidXmlDocument)),
+            (metrics("<Version>1.\u{0}</Version><Enabled>false</Enabled><RetentionPolicy><Enabled>false</Enabled></RetentionPolicy>"), Err(StorageError::InvalidXmlDocument)),
         ];
         for (body, expected) in cases {
             assert_eq!(

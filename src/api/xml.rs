@@ -138,23 +138,29 @@ pub fn message_text(body: &[u8]) -> Result<Bytes, StorageError> {
     if depth != 0 || !found {
         return Err(StorageError::InvalidXmlDocument);
     }
-    if has_forbidden_control(&text) {
+    if has_non_xml_char(&text) {
         return Err(StorageError::InvalidXmlDocument);
     }
     Ok(text.freeze())
 }
 
-/// Whether `text` holds a control character XML 1.0 forbids (below 0x20 except tab, LF, CR).
-/// Such bytes are rare, so a branch-free pass that the compiler vectorises looks for any byte
-/// below 0x20 first, and only a hit pays for the exact check.
-fn has_forbidden_control(text: &[u8]) -> bool {
-    let any_control = text
+/// Whether UTF-8 `text` holds a character XML 1.0 forbids: a control character below 0x20
+/// other than tab, LF and CR, or U+FFFE / U+FFFF (the only other characters outside XML 1.0's
+/// `Char` that UTF-8 can carry). A stored text is echoed in responses, and one such character would make every
+/// response that carries it unreadable to the client's XML parser. Such characters are rare, so
+/// a branch-free pass that the compiler vectorises looks for any byte below 0x20 or any 0xEF
+/// (the lead byte of U+F000..U+FFFF) first, and only a hit pays for the exact check.
+pub(super) fn has_non_xml_char(text: &[u8]) -> bool {
+    let suspect = text
         .iter()
-        .fold(false, |found, &byte| found | (byte < 0x20));
-    any_control
-        && text
-            .iter()
-            .any(|&byte| byte < 0x20 && !matches!(byte, b'\t' | b'\n' | b'\r'))
+        .fold(false, |found, &byte| found | (byte < 0x20) | (byte == 0xEF));
+    suspect
+        && text.iter().enumerate().any(|(at, &byte)| match byte {
+            b'\t' | b'\n' | b'\r' => false,
+            0..=0x1F => true,
+            0xEF => matches!(text.get(at + 1..at + 3), Some([0xBF, 0xBE | 0xBF])),
+            _ => false,
+        })
 }
 
 fn append_text(text: &mut BytesMut, piece: &[u8]) -> Result<(), StorageError> {
@@ -388,6 +394,17 @@ mod tests {
             ),
             (b"<![CDATA[\x02]]>", Err(StorageError::InvalidXmlDocument)),
             (b"<![CDATA[caf\xc3\xa9]]>", ok("café".as_bytes())),
+            ("\u{FFFE}".as_bytes(), Err(StorageError::InvalidXmlDocument)),
+            (b"&#xFFFF;", Err(StorageError::InvalidXmlDocument)),
+            (
+                b"<![CDATA[\xef\xbf\xbf]]>",
+                Err(StorageError::InvalidXmlDocument),
+            ),
+            (b"&#0;", Err(StorageError::InvalidXmlDocument)),
+            (
+                "\u{FFFD}\u{FEFF}\u{FF21}\u{F000}".as_bytes(),
+                ok("\u{FFFD}\u{FEFF}\u{FF21}\u{F000}".as_bytes()),
+            ),
         ];
         for (inner, expected) in cases {
             assert_eq!(&message_text(&body(inner)), expected, "{inner:?}");

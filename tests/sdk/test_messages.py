@@ -329,6 +329,19 @@ def test_text_round_trips_exactly(queue, text):
 
 
 @pytest.mark.parametrize(
+    "text",
+    ["control \x01 char", "nul \x00", "non-character \uffff", "\ufffe"],
+    ids=["control", "nul", "uffff", "ufffe"],
+)
+def test_text_no_xml_document_may_hold_is_refused(queue, text):
+    # Stored, such a text would make every Get and Peek of the queue unreadable to the SDK's parser.
+    with pytest.raises(HttpResponseError) as raised:
+        queue.send_message(text)
+    assert_storage_error(raised, 400, "InvalidXmlDocument")
+    assert peek_all(queue) == []
+
+
+@pytest.mark.parametrize(
     "payload",
     # 48 KiB of payload is exactly 65536 characters of base64: the largest message that fits.
     [bytes(range(256)), b"\x00", b"\xff\xfe\x00\x01", os.urandom(48 * 1024)],

@@ -1,12 +1,12 @@
 //! `xml_message`: arbitrary bytes as a Put/Update Message body through `api::xml::message_text`.
 //! Properties: no panic; only `InvalidXmlDocument` or `RequestBodyTooLarge` as errors; an
-//! accepted text is valid UTF-8 of at most `MESSAGE_TEXT_BYTES_MAX` bytes with no control
-//! character but tab, LF and CR; and a text escaped by `api::xml::escape_into` (as responses
-//! write it) into a Put body reads back unchanged — for every accepted text, and for the input
-//! itself whenever it would be a valid text.
+//! accepted text is valid UTF-8 of at most `MESSAGE_TEXT_BYTES_MAX` bytes made of XML 1.0
+//! characters only (no control character but tab, LF and CR, no U+FFFE or U+FFFF); and a text
+//! escaped by `api::xml::escape_into` (as responses write it) into a Put body reads back
+//! unchanged — for every accepted text, and for the input itself whenever it would be a valid
+//! text.
 //!
-//! The ACL (`SignedIdentifiers`) and service-properties (`StorageServiceProperties`) readers do
-//! not exist yet; when they land, add a target per reader here, with the same shape.
+//! The ACL and service-properties readers have their own target, `settings_xml`.
 
 use azq::api::xml::{escape_into, message_text};
 use azq::config::MESSAGE_TEXT_BYTES_MAX;
@@ -37,12 +37,14 @@ pub fn check(data: &[u8]) {
     }
 }
 
-/// What `message_text` may return: UTF-8 without control characters other than tab, LF, CR.
+/// What `message_text` may return: UTF-8 made of characters XML 1.0 allows.
 fn is_valid_text(text: &[u8]) -> bool {
-    std::str::from_utf8(text).is_ok()
-        && text
-            .iter()
-            .all(|&byte| byte >= 0x20 || matches!(byte, b'\t' | b'\n' | b'\r'))
+    std::str::from_utf8(text).is_ok_and(|text| {
+        text.chars().all(|c| {
+            matches!(c, '\t' | '\n' | '\r')
+                || (c >= '\u{20}' && !matches!(c, '\u{FFFE}' | '\u{FFFF}'))
+        })
+    })
 }
 
 /// Escapes `text` into a Put body and reads it back.
