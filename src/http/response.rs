@@ -64,13 +64,25 @@ impl<'out> ResponseWriter<'out> {
         }
     }
 
-    /// Adds a header. The value must not contain CR or LF (callers pass validated values).
+    /// Adds a header. Values echoed from a request (`x-ms-version`, `x-ms-client-request-id`,
+    /// metadata) never hold CR or LF, because the parser admits none; should one ever arrive,
+    /// it is written as a space, so no value can end the header early or add one (response
+    /// splitting). The check is one pass over a short value.
     pub fn header(&mut self, name: &str, value: &[u8]) {
         debug_assert!(self.body_at == 0, "header after the body started");
-        debug_assert!(!value.iter().any(|&b| b == b'\r' || b == b'\n'));
         self.out.put_slice(name.as_bytes());
         self.out.put_slice(b": ");
-        self.out.put_slice(value);
+        if value.iter().any(|&byte| byte == b'\r' || byte == b'\n') {
+            for &byte in value {
+                self.out.put_u8(if byte == b'\r' || byte == b'\n' {
+                    b' '
+                } else {
+                    byte
+                });
+            }
+        } else {
+            self.out.put_slice(value);
+        }
         self.out.put_slice(b"\r\n");
     }
 
@@ -177,6 +189,19 @@ mod tests {
         assert!(
             text.ends_with("Content-Length:          6\r\n\r\n"),
             "{text}"
+        );
+    }
+
+    #[test]
+    fn line_breaks_in_a_value_cannot_split_the_response() {
+        let mut out = BytesMut::new();
+        let mut writer = ResponseWriter::start(&mut out, 204, false);
+        writer.header("x-ms-client-request-id", b"id\r\nSet-Cookie: x\nY: z\r");
+        writer.finish();
+        let text = String::from_utf8(out.to_vec()).unwrap();
+        assert_eq!(
+            text,
+            "HTTP/1.1 204 No Content\r\nx-ms-client-request-id: id  Set-Cookie: x Y: z \r\nContent-Length:          0\r\n\r\n"
         );
     }
 
