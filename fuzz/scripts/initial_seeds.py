@@ -47,6 +47,41 @@ def xml_message():
         write("xml_message", body)
 
 
+def settings_xml():
+    # The first byte picks the reader: even is Set Queue ACL, odd Set Service Properties.
+    acls = [
+        b"<?xml version='1.0' encoding='utf-8'?>\n<SignedIdentifiers><SignedIdentifier><Id>pol1</Id>"
+        b"<AccessPolicy><Start>2026-11-22T00:17:36Z</Start><Expiry>2026-11-23T00:17:36.1234567Z</Expiry>"
+        b"<Permission>rp</Permission></AccessPolicy></SignedIdentifier><SignedIdentifier><Id>pol2</Id>"
+        b"<AccessPolicy><Permission>a</Permission></AccessPolicy></SignedIdentifier></SignedIdentifiers>",
+        b"<SignedIdentifiers><SignedIdentifier><Id>a&amp;b&#xD;&#x1F600;</Id></SignedIdentifier>"
+        b"<SignedIdentifier><Id><![CDATA[<c>]]></Id><AccessPolicy/></SignedIdentifier></SignedIdentifiers>",
+        b"<SignedIdentifiers />",
+        b"  ",
+    ]
+    for body in acls:
+        write("settings_xml", b"\x00" + body)
+    properties = [
+        b"<?xml version='1.0' encoding='utf-8'?>\n<StorageServiceProperties><Logging><Version>1.0</Version>"
+        b"<Delete>false</Delete><Read>true</Read><Write>1</Write><RetentionPolicy><Enabled>true</Enabled>"
+        b"<Days>5</Days></RetentionPolicy></Logging><HourMetrics><Version>1.0</Version><Enabled>true</Enabled>"
+        b"<IncludeAPIs>true</IncludeAPIs><RetentionPolicy><Enabled>true</Enabled><Days>7</Days>"
+        b"</RetentionPolicy></HourMetrics><MinuteMetrics><Version>1.0</Version><Enabled>false</Enabled>"
+        b"<RetentionPolicy><Enabled>false</Enabled></RetentionPolicy></MinuteMetrics><Cors><CorsRule>"
+        b"<AllowedOrigins>https://a.example,https://b.example</AllowedOrigins><AllowedMethods>GET,PUT"
+        b"</AllowedMethods><AllowedHeaders>x-ms-meta-*</AllowedHeaders><ExposedHeaders>x-ms-*"
+        b"</ExposedHeaders><MaxAgeInSeconds>500</MaxAgeInSeconds></CorsRule><CorsRule><AllowedOrigins>*"
+        b"</AllowedOrigins><AllowedMethods>GET</AllowedMethods><AllowedHeaders /><ExposedHeaders />"
+        b"<MaxAgeInSeconds>0</MaxAgeInSeconds></CorsRule></Cors></StorageServiceProperties>",
+        b"<StorageServiceProperties><Cors/></StorageServiceProperties>",
+        b"<StorageServiceProperties><MinuteMetrics><Version> 1.0 </Version><Enabled>0</Enabled>"
+        b"<Unknown>x</Unknown><RetentionPolicy><Enabled>false</Enabled></RetentionPolicy></MinuteMetrics>"
+        b"</StorageServiceProperties>",
+    ]
+    for body in properties:
+        write("settings_xml", b"\x01" + body)
+
+
 def router():
     cases = [
         (0, 1, b"127.0.0.1:10001", b"/devstoreaccount1", b"comp=list&maxresults=2&include=metadata", b"", b""),
@@ -106,6 +141,6 @@ def shard_state():
     write("shard_state", b"\x00\x00\x00\x00" + create + bytes([6, 0, 0, 1, 0, 255]) + peek + delete)
 
 
-for generate in (http_parser, xml_message, router, auth, shard_state):
+for generate in (http_parser, xml_message, settings_xml, router, auth, shard_state):
     generate()
 print("wrote seeds under", os.path.normpath(ROOT), file=sys.stderr)

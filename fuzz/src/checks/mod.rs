@@ -11,6 +11,7 @@ pub mod http_parser;
 pub mod input;
 pub mod request;
 pub mod router;
+pub mod settings_xml;
 pub mod shard_state;
 pub mod xml_message;
 
@@ -21,6 +22,7 @@ pub type Check = fn(data: &[u8]);
 pub const TARGETS: &[(&str, Check)] = &[
     ("http_parser", http_parser::check),
     ("xml_message", xml_message::check),
+    ("settings_xml", settings_xml::check),
     ("router", router::check),
     ("auth", auth::check),
     ("shard_state", shard_state::check),
