@@ -730,6 +730,10 @@ mod tests {
                 Err(StorageError::InvalidXmlNodeValue),
             ),
             (
+                acl(&identifier("p", &policy("<Expiry>2026-11-23T00:00:00.12345678Z</Expiry>"))),
+                Err(StorageError::InvalidXmlNodeValue),
+            ),
+            (
                 acl(&identifier("p", &(policy("") + &policy("")))),
                 Err(StorageError::InvalidXmlDocument),
             ),

@@ -92,14 +92,14 @@ impl Cursor<'_> {
         Some(value)
     }
 
-    /// One or more fractional-second digits, truncated to milliseconds. .NET writes seven; more
-    /// than nine is refused rather than read without bound.
+    /// One to seven fractional-second digits (.NET's `fffffff`, the most Azure reads; the .NET
+    /// and JS SDKs write seven), truncated to milliseconds.
     fn fraction_ms(&mut self) -> Option<u32> {
         let digit_count = self.bytes[self.at..]
             .iter()
             .take_while(|byte| byte.is_ascii_digit())
             .count();
-        if !(1..=9).contains(&digit_count) {
+        if !(1..=7).contains(&digit_count) {
             return None;
         }
         let mut millisecond = 0;
@@ -179,7 +179,7 @@ mod tests {
             ("2026-11-22T00:17:36Z", NOVEMBER_22_MS + 1_056_000),
             ("2026-11-22T00:00:00.5Z", NOVEMBER_22_MS + 500),
             ("2026-11-22T00:00:00.1234567Z", NOVEMBER_22_MS + 123),
-            ("2026-11-22T00:00:00.999999999Z", NOVEMBER_22_MS + 999),
+            ("2026-11-22T00:00:00.9999999Z", NOVEMBER_22_MS + 999),
             ("2026-11-22T01:30:00+01:30", NOVEMBER_22_MS),
             ("2026-11-21T22:00:00-02:00", NOVEMBER_22_MS),
             ("2024-02-29T12:00:00Z", 1_709_208_000_000),
@@ -205,6 +205,7 @@ mod tests {
             "2026-11-22 00:00:00Z",
             "2026-11-22T00:00:00z",
             "2026-11-22T00:00:00.Z",
+            "2026-11-22T00:00:00.12345678Z",
             "2026-11-22T00:00:00.1234567890Z",
             "2026-11-22T00:00:00ZZ",
             "2026-11-22T00:00:00+01",
