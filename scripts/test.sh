@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The whole test gate, as CI runs it: formatting, lints, Rust tests, then the official Python SDK
-# against a release build of the real server (tests/sdk).
+# (tests/sdk) and JavaScript SDK (tests/sdk-js) against a release build of the real server.
 #
 #   scripts/test.sh             everything
 #   scripts/test.sh --sdk-only  only the SDK suite (still builds the release binary unless
@@ -66,6 +66,13 @@ else
   echo "against AZQ_BIN=$AZQ_BIN"
 fi
 timeout --kill-after=10 "$sdk_suite_timeout_s" .venv/bin/python -m pytest -q tests/sdk
+
+# The JavaScript SDK starts its own server (AZQ_BIN), so it runs only without AZQ_TARGET_URL.
+if [[ -z "${AZQ_TARGET_URL:-}" ]]; then
+  section "JavaScript SDK suite (tests/sdk-js)"
+  npm ci --prefix tests/sdk-js --no-audit --no-fund --loglevel=error
+  timeout --kill-after=10 "$sdk_suite_timeout_s" node --test tests/sdk-js/
+fi
 
 if ! $sdk_only; then
   # One minute of mixed load with a chaos client, then proof that no message was lost or

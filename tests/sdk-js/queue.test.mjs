@@ -1,0 +1,261 @@
+// The official JavaScript SDK (@azure/storage-queue, pinned in package.json) against the real
+// azq binary: the calls a Node.js application, Aspire or testcontainers setup makes, unchanged.
+// The Python suite (tests/sdk) covers the contract in depth; this one proves the second SDK's
+// wire format (its XML, dates, headers, SAS strings) is accepted and answered as it expects.
+//
+// Starts `AZQ_BIN` (default target/release/azq) on 127.0.0.1 with `--queuePort 0 --shards 2`,
+// reads the port from its ready line and stops it with SIGTERM at the end. Run with
+// `node --test tests/sdk-js/` after `npm ci --prefix tests/sdk-js`; scripts/test.sh does both.
+
+import { after, before, test } from "node:test";
+import assert from "node:assert/strict";
+import { spawn } from "node:child_process";
+import { fileURLToPath } from "node:url";
+import path from "node:path";
+import {
+  AccountSASPermissions,
+  AccountSASResourceTypes,
+  AccountSASServices,
+  QueueClient,
+  QueueServiceClient,
+  StorageSharedKeyCredential,
+  generateAccountSASQueryParameters,
+  generateQueueSASQueryParameters,
+} from "@azure/storage-queue";
+
+const ACCOUNT = "devstoreaccount1";
+const KEY =
+  "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw==";
+const STARTUP_TIMEOUT_MS = 30_000;
+const REPO_ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..", "..");
+const AZQ_BIN = process.env.AZQ_BIN ?? path.join(REPO_ROOT, "target", "release", "azq");
+// Bounded retries: a failure shows at once instead of after the SDK's default backoff.
+const CLIENT_OPTIONS = { retryOptions: { maxTries: 1, tryTimeoutInMs: 10_000 } };
+
+let server;
+let endpoint;
+let service;
+let queueNumber = 0;
+
+/** Starts azq and resolves with its account URL once the ready line is printed. */
+function startServer() {
+  return new Promise((resolve, reject) => {
+    const args = ["--queueHost", "127.0.0.1", "--queuePort", "0", "--shards", "2"];
+    server = spawn(AZQ_BIN, args, { stdio: ["ignore", "pipe", "inherit"] });
+    const timer = setTimeout(() => reject(new Error("azq printed no ready line")), STARTUP_TIMEOUT_MS);
+    let output = "";
+    server.stdout.on("data", (chunk) => {
+      output += chunk;
+      const ready = output.match(/azq listening on (http:\/\/\S+:\d+)/);
+      if (ready) {
+        clearTimeout(timer);
+        resolve(`${ready[1]}/${ACCOUNT}`);
+      }
+    });
+    server.on("error", reject);
+    server.on("exit", (code) => reject(new Error(`azq exited with ${code}: ${output}`)));
+  });
+}
+
+/** A fresh queue, created. */
+async function newQueue(options = {}) {
+  queueNumber += 1;
+  const queue = service.getQueueClient(`js-${process.pid}-${queueNumber}`);
+  await queue.create(options);
+  return queue;
+}
+
+/** The rejection of `promise`: its HTTP status and `x-ms-error-code`. */
+async function refusal(promise) {
+  const error = await promise.then(
+    () => assert.fail("expected the request to be refused"),
+    (error) => error,
+  );
+  return [error.statusCode, error.code];
+}
+
+before(async () => {
+  endpoint = await startServer();
+  const credential = new StorageSharedKeyCredential(ACCOUNT, KEY);
+  service = new QueueServiceClient(endpoint, credential, CLIENT_OPTIONS);
+});
+
+after(async () => {
+  if (server && server.exitCode === null) {
+    const exited = new Promise((resolve) => server.once("exit", resolve));
+    server.kill("SIGTERM");
+    await exited;
+  }
+});
+
+test("queue metadata round trips", async () => {
+  const queue = await newQueue({ metadata: { colour: "blue", size: "2" } });
+  const properties = await queue.getProperties();
+  assert.deepEqual(properties.metadata, { colour: "blue", size: "2" });
+  assert.equal(properties.approximateMessagesCount, 0);
+  await queue.setMetadata({ changed: "yes" });
+  assert.deepEqual((await queue.getProperties()).metadata, { changed: "yes" });
+});
+
+test("messages: put, peek, receive, update, delete, clear", async () => {
+  const queue = await newQueue();
+  const sent = await queue.sendMessage("hello <&> 'world' ✓", { messageTimeToLive: -1 });
+  assert.equal(sent.expiresOn.toISOString(), "9999-12-31T23:59:59.000Z");
+  for (let index = 0; index < 40; index += 1) {
+    await queue.sendMessage(`m${index}`);
+  }
+  const peeked = await queue.peekMessages({ numberOfMessages: 32 });
+  assert.equal(peeked.peekedMessageItems.length, 32);
+  assert.equal(peeked.peekedMessageItems[0].messageText, "hello <&> 'world' ✓");
+  assert.equal(peeked.peekedMessageItems[0].dequeueCount, 0);
+
+  const received = await queue.receiveMessages({ numberOfMessages: 3, visibilityTimeout: 60 });
+  assert.deepEqual(
+    received.receivedMessageItems.map((message) => message.messageText),
+    ["hello <&> 'world' ✓", "m0", "m1"],
+  );
+  const [first] = received.receivedMessageItems;
+  assert.equal(first.messageId, sent.messageId);
+  assert.equal(first.dequeueCount, 1);
+
+  const updated = await queue.updateMessage(first.messageId, first.popReceipt, "changed", 0);
+  const [code] = await refusal(queue.deleteMessage(first.messageId, first.popReceipt));
+  assert.equal(code, 400, "the receipt before the update no longer works");
+  const again = await queue.peekMessages({ numberOfMessages: 1 });
+  assert.equal(again.peekedMessageItems[0].messageText, "changed");
+  await queue.deleteMessage(first.messageId, updated.popReceipt);
+  assert.equal((await queue.getProperties()).approximateMessagesCount, 40);
+
+  await queue.clearMessages();
+  assert.equal((await queue.getProperties()).approximateMessagesCount, 0);
+});
+
+test("a leased message is hidden until its lease runs out", async () => {
+  const queue = await newQueue();
+  await queue.sendMessage("leased");
+  const received = await queue.receiveMessages({ visibilityTimeout: 1 });
+  assert.equal(received.receivedMessageItems.length, 1);
+  assert.equal((await queue.receiveMessages()).receivedMessageItems.length, 0);
+  await new Promise((resolve) => setTimeout(resolve, 1_500));
+  const redelivered = await queue.receiveMessages();
+  assert.equal(redelivered.receivedMessageItems[0].messageText, "leased");
+  assert.equal(redelivered.receivedMessageItems[0].dequeueCount, 2);
+});
+
+test("errors carry Azure's status and code", async () => {
+  const queue = await newQueue();
+  assert.deepEqual(await refusal(queue.sendMessage("x".repeat(65_537))), [
+    413,
+    "RequestBodyTooLarge",
+  ]);
+  assert.deepEqual(await refusal(service.getQueueClient("Bad_Name").create()), [
+    400,
+    "InvalidResourceName",
+  ]);
+  assert.deepEqual(await refusal(queue.receiveMessages({ numberOfMessages: 33 })), [
+    400,
+    "OutOfRangeQueryParameterValue",
+  ]);
+  await queue.delete();
+  assert.deepEqual(await refusal(queue.getProperties()), [404, "QueueNotFound"]);
+});
+
+test("list queues pages through every queue with metadata", async () => {
+  const prefix = `jslist-${process.pid}-`;
+  for (let index = 0; index < 7; index += 1) {
+    await service.getQueueClient(`${prefix}${index}`).create({ metadata: { index: `${index}` } });
+  }
+  const listed = [];
+  for await (const page of service.listQueues({ prefix, includeMetadata: true }).byPage({
+    maxPageSize: 3,
+  })) {
+    assert.ok(page.queueItems.length <= 3);
+    listed.push(...page.queueItems.map((item) => `${item.name}=${item.metadata.index}`));
+  }
+  assert.deepEqual(
+    listed,
+    [0, 1, 2, 3, 4, 5, 6].map((index) => `${prefix}${index}=${index}`),
+  );
+});
+
+test("stored access policies and a service SAS that uses one", async () => {
+  const queue = await newQueue();
+  const policy = {
+    id: "writers",
+    accessPolicy: {
+      permissions: "raup",
+      startsOn: new Date("2026-01-01T00:00:00Z"),
+      expiresOn: new Date("2099-01-01T00:00:00Z"),
+    },
+  };
+  await queue.setAccessPolicy([policy]);
+  const stored = await queue.getAccessPolicy();
+  assert.deepEqual(stored.signedIdentifiers, [policy]);
+
+  const credential = new StorageSharedKeyCredential(ACCOUNT, KEY);
+  const sas = generateQueueSASQueryParameters(
+    { queueName: queue.name, identifier: "writers" },
+    credential,
+  );
+  const viaPolicy = new QueueClient(`${queue.url}?${sas}`, undefined, CLIENT_OPTIONS);
+  await viaPolicy.sendMessage("via policy");
+  const peeked = await viaPolicy.peekMessages();
+  assert.equal(peeked.peekedMessageItems[0].messageText, "via policy");
+
+  // Dropping the policy revokes the SAS.
+  await queue.setAccessPolicy([]);
+  assert.deepEqual(await refusal(viaPolicy.peekMessages()), [403, "AuthenticationFailed"]);
+});
+
+test("an account SAS authorises what it grants and nothing more", async () => {
+  const queue = await newQueue();
+  await queue.sendMessage("readable");
+  const credential = new StorageSharedKeyCredential(ACCOUNT, KEY);
+  const sas = (permissions) =>
+    generateAccountSASQueryParameters(
+      {
+        expiresOn: new Date(Date.now() + 3_600_000),
+        permissions: AccountSASPermissions.parse(permissions),
+        resourceTypes: AccountSASResourceTypes.parse("sco").toString(),
+        services: AccountSASServices.parse("q").toString(),
+      },
+      credential,
+    ).toString();
+  const reader = new QueueClient(`${queue.url}?${sas("r")}`, undefined, CLIENT_OPTIONS);
+  assert.equal((await reader.peekMessages()).peekedMessageItems[0].messageText, "readable");
+  assert.deepEqual(await refusal(reader.sendMessage("no")), [
+    403,
+    "AuthorizationPermissionMismatch",
+  ]);
+  const writer = new QueueClient(`${queue.url}?${sas("rwdlacup")}`, undefined, CLIENT_OPTIONS);
+  await writer.sendMessage("yes");
+  assert.equal((await queue.getProperties()).approximateMessagesCount, 2);
+});
+
+test("service properties: CORS rules and analytics settings round trip", async () => {
+  const cors = [
+    {
+      allowedOrigins: "https://a.example",
+      allowedMethods: "GET,PUT",
+      allowedHeaders: "x-ms-meta-*",
+      exposedHeaders: "x-ms-*",
+      maxAgeInSeconds: 500,
+    },
+  ];
+  const hourMetrics = {
+    version: "1.0",
+    enabled: true,
+    includeAPIs: true,
+    retentionPolicy: { enabled: true, days: 7 },
+  };
+  await service.setProperties({ cors, hourMetrics });
+  try {
+    const properties = await service.getProperties();
+    assert.deepEqual(properties.cors, cors);
+    assert.deepEqual(properties.hourMetrics, hourMetrics);
+    assert.equal(properties.queueAnalyticsLogging.version, "1.0");
+  } finally {
+    await service.setProperties({ cors: [] });
+  }
+  assert.deepEqual((await service.getProperties()).cors, []);
+});
