@@ -12,7 +12,7 @@ use common::{elements, exchange, put_body, signed_request, Response, Server, Sig
 use azq::auth::shared_key::SharedKeyScheme;
 
 /// A CORS setting: one rule for one origin and one for every origin.
-const CORS_PROPERTIES: &str = "<?xml version=\"1.0\" encoding=\"utf-8\"?><StorageServiceProperties><Cors><CorsRule><AllowedOrigins>https://app.example</AllowedOrigins><AllowedMethods>GET,PUT</AllowedMethods><AllowedHeaders>x-ms-meta-*,content-type</AllowedHeaders><ExposedHeaders>x-ms-request-id</ExposedHeaders><MaxAgeInSeconds>600</MaxAgeInSeconds></CorsRule><CorsRule><AllowedOrigins>*</AllowedOrigins><AllowedMethods>DELETE</AllowedMethods><AllowedHeaders /><ExposedHeaders /><MaxAgeInSeconds>5</MaxAgeInSeconds></CorsRule></Cors></StorageServiceProperties>";
+const CORS_PROPERTIES: &str = "<?xml version=\"1.0\" encoding=\"utf-8\"?><StorageServiceProperties><Cors><CorsRule><AllowedOrigins>https://app.example</AllowedOrigins><AllowedMethods>GET,PUT</AllowedMethods><AllowedHeaders>x-ms-meta-*,content-type</AllowedHeaders><ExposedHeaders>x-ms-request-id,x-ms-meta-*,X-MS-APPROXIMATE-*,x-custom</ExposedHeaders><MaxAgeInSeconds>600</MaxAgeInSeconds></CorsRule><CorsRule><AllowedOrigins>*</AllowedOrigins><AllowedMethods>DELETE</AllowedMethods><AllowedHeaders /><ExposedHeaders /><MaxAgeInSeconds>5</MaxAgeInSeconds></CorsRule></Cors></StorageServiceProperties>";
 
 fn send(server: &Server, raw: Vec<u8>) -> Response {
     exchange(server, &raw)
@@ -469,6 +469,11 @@ fn actual_requests_get_cors_headers_when_a_rule_matches() {
     assert_status(&response, 202, None);
     create_queue(&server, "corsqueue");
     let target = "/devstoreaccount1/corsqueue?comp=metadata";
+    let response = send(
+        &server,
+        signed_request("PUT", target, &[("x-ms-meta-Colour", "blue")], b""),
+    );
+    assert_status(&response, 204, None);
 
     let response = send(
         &server,
@@ -479,9 +484,11 @@ fn actual_requests_get_cors_headers_when_a_rule_matches() {
         response.header("Access-Control-Allow-Origin"),
         Some("https://app.example")
     );
+    // Patterns become the response's own header names (a browser reads only names); a plain
+    // name is listed whether or not the response has it.
     assert_eq!(
         response.header("Access-Control-Expose-Headers"),
-        Some("x-ms-request-id")
+        Some("x-ms-request-id,x-ms-approximate-messages-count,x-ms-meta-Colour,x-custom")
     );
     assert_eq!(
         response.header("Access-Control-Allow-Credentials"),

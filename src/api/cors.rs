@@ -8,7 +8,10 @@
 //!   max age and `Access-Control-Allow-Credentials: true`; refused: 403 `CorsPreflightFailure`;
 //!   without `Origin` or `Access-Control-Request-Method`: 400;
 //! - actual request matched by a rule that allows every origin (`*`): `Access-Control-Allow-Origin: *`
-//!   and the exposed headers, and nothing else, since the answer does not depend on the origin;
+//!   and the exposed headers, and nothing else, since the answer does not depend on the origin.
+//!   Browsers read `Access-Control-Expose-Headers` as a list of names, so a rule's prefix
+//!   patterns (`x-ms-meta-*`) are expanded into the response's own headers that match them;
+//!   plain names are listed whether or not the response has them (as Azure and Azurite do);
 //! - matched by the exact origin: that origin, the exposed headers, credentials allowed and
 //!   `Vary: Origin`;
 //! - not matched (or no `Origin`) while the account has rules: only `Vary: Origin`, so that a
@@ -33,7 +36,7 @@ pub enum CorsHeaders {
     Allowed {
         /// The request's origin, or `*` for a rule that allows every origin.
         allow_origin: String,
-        /// The rule's `ExposedHeaders`, as set.
+        /// The rule's `ExposedHeaders`, as set: names and prefix patterns, comma-separated.
         expose_headers: String,
         /// Matched by the exact origin: credentials allowed, and the answer varies by origin.
         exact_origin: bool,
@@ -43,7 +46,8 @@ pub enum CorsHeaders {
 }
 
 impl CorsHeaders {
-    /// Writes the headers into a response being built.
+    /// Writes the headers into a response being built. Call after every other header: the
+    /// exposed headers are chosen among those already written.
     pub fn write(&self, writer: &mut ResponseWriter<'_>) {
         match self {
             CorsHeaders::Preflight {
@@ -65,9 +69,10 @@ impl CorsHeaders {
                 expose_headers,
                 exact_origin,
             } => {
+                let exposed = exposed_headers(expose_headers, writer.header_names());
                 writer.header("Access-Control-Allow-Origin", allow_origin.as_bytes());
-                if !expose_headers.is_empty() {
-                    writer.header("Access-Control-Expose-Headers", expose_headers.as_bytes());
+                if !exposed.is_empty() {
+                    writer.header("Access-Control-Expose-Headers", &exposed);
                 }
                 if *exact_origin {
                     writer.header("Access-Control-Allow-Credentials", b"true");
@@ -150,6 +155,33 @@ fn method_allowed(rule: &CorsRule, method: &str) -> bool {
     rule.allowed_methods
         .split(',')
         .any(|allowed| allowed.trim() == method)
+}
+
+/// The value of `Access-Control-Expose-Headers` for a rule's comma-separated `rules`: each
+/// response header (of `names`, in order) that a prefix pattern (`x-ms-*`, or `*` for all) or a
+/// plain name matches, ignoring ASCII case, then each plain name no response header matched.
+fn exposed_headers<'n>(rules: &str, names: impl Iterator<Item = &'n [u8]>) -> Vec<u8> {
+    let rules = || {
+        rules
+            .split(',')
+            .map(str::trim)
+            .filter(|rule| !rule.is_empty())
+    };
+    let matches = |rule: &str, name: &[u8]| match rule.strip_suffix('*') {
+        Some(prefix) => name
+            .get(..prefix.len())
+            .is_some_and(|start| start.eq_ignore_ascii_case(prefix.as_bytes())),
+        None => name.eq_ignore_ascii_case(rule.as_bytes()),
+    };
+    let mut exposed: Vec<&[u8]> = names
+        .filter(|name| rules().any(|rule| matches(rule, name)))
+        .collect();
+    for rule in rules().filter(|rule| !rule.ends_with('*')) {
+        if !exposed.iter().any(|name| matches(rule, name)) {
+            exposed.push(rule.as_bytes());
+        }
+    }
+    exposed.join(&b","[..])
 }
 
 /// Whether every header in the comma-separated `headers` is allowed: by name (ignoring case),
@@ -344,5 +376,33 @@ mod tests {
             Some(CorsHeaders::VaryOnly)
         );
         assert_eq!(actual_request(Some("https://a.example"), "GET", &[]), None);
+    }
+
+    #[test]
+    fn exposed_headers_expand_patterns_into_the_response_headers() {
+        let names: [&[u8]; 4] = [
+            b"x-ms-request-id",
+            b"x-ms-approximate-messages-count",
+            b"x-ms-meta-Colour",
+            b"Date",
+        ];
+        let exposed =
+            |rules: &str| String::from_utf8(exposed_headers(rules, names.iter().copied())).unwrap();
+        assert_eq!(exposed(""), "");
+        assert_eq!(exposed("x-ms-meta-*"), "x-ms-meta-Colour");
+        assert_eq!(
+            exposed("X-MS-*"),
+            "x-ms-request-id,x-ms-approximate-messages-count,x-ms-meta-Colour"
+        );
+        assert_eq!(
+            exposed("*"),
+            "x-ms-request-id,x-ms-approximate-messages-count,x-ms-meta-Colour,Date"
+        );
+        // Plain names: the response's spelling when it has the header, else the rule's.
+        assert_eq!(
+            exposed(" date , x-custom,x-ms-meta-*"),
+            "x-ms-meta-Colour,Date,x-custom"
+        );
+        assert_eq!(exposed("x-ms-client-*"), "");
     }
 }

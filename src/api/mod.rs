@@ -568,13 +568,14 @@ impl Service {
         writer.finish();
     }
 
-    /// Writes the status line and the headers every response carries, CORS ones included.
-    fn start<'o>(
+    /// Writes the status line and the headers every response carries; the CORS ones follow
+    /// when the head closes.
+    fn start<'o, 'c>(
         &self,
-        start: &Start<'_>,
+        start: &Start<'c>,
         status: u16,
         out: &'o mut BytesMut,
-    ) -> ResponseWriter<'o> {
+    ) -> Response<'o, 'c> {
         let Start {
             request,
             request_id,
@@ -600,10 +601,11 @@ impl Service {
         } else if request.version_minor == 0 {
             writer.header("Connection", b"keep-alive");
         }
-        if let Some(cors) = cors {
-            cors.write(&mut writer);
+        Response {
+            writer,
+            cors,
+            head_open: true,
         }
-        writer
     }
 
     /// The account's endpoint as the client addressed it, for List Queues.
@@ -644,6 +646,43 @@ impl Service {
     /// Writes `100 Continue` for a request that sent `Expect: 100-continue`.
     pub fn respond_continue(out: &mut BytesMut) {
         out.put_slice(b"HTTP/1.1 100 Continue\r\n\r\n");
+    }
+}
+
+/// A response being written: `ResponseWriter` plus the request's CORS headers, which go last
+/// in the head because the exposed headers are chosen among the others.
+struct Response<'o, 'c> {
+    writer: ResponseWriter<'o>,
+    cors: Option<&'c CorsHeaders>,
+    head_open: bool,
+}
+
+impl Response<'_, '_> {
+    fn header(&mut self, name: &str, value: &[u8]) {
+        self.writer.header(name, value);
+    }
+
+    fn header_decimal(&mut self, name: &str, value: u64) {
+        self.writer.header_decimal(name, value);
+    }
+
+    fn close_head(&mut self) {
+        if std::mem::take(&mut self.head_open) {
+            if let Some(cors) = self.cors {
+                cors.write(&mut self.writer);
+            }
+        }
+    }
+
+    /// Closes the head (CORS headers last) and returns the buffer to encode the body into.
+    fn body(&mut self) -> &mut BytesMut {
+        self.close_head();
+        self.writer.body()
+    }
+
+    fn finish(mut self) {
+        self.close_head();
+        self.writer.finish();
     }
 }
 

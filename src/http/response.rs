@@ -94,6 +94,24 @@ impl<'out> ResponseWriter<'out> {
         self.out.put_slice(b"\r\n");
     }
 
+    /// The names of the headers written so far, in order. Call before the head is closed.
+    pub fn header_names(&self) -> impl Iterator<Item = &[u8]> {
+        debug_assert!(self.body_at == 0, "header names after the body started");
+        let head = &self.out[self.response_at..];
+        // Skip the status line; every line after it is `name: value`.
+        let headers_at = head
+            .windows(2)
+            .position(|pair| pair == b"\r\n")
+            .map_or(head.len(), |at| at + 2);
+        head[headers_at..]
+            .split(|&byte| byte == b'\n')
+            .filter_map(|line| {
+                line.iter()
+                    .position(|&byte| byte == b':')
+                    .map(|colon| &line[..colon])
+            })
+    }
+
     /// Closes the head and returns the buffer to encode the body into. Call once.
     pub fn body(&mut self) -> &mut BytesMut {
         if self.body_at == 0 {
@@ -202,6 +220,25 @@ mod tests {
         assert_eq!(
             text,
             "HTTP/1.1 204 No Content\r\nx-ms-client-request-id: id  Set-Cookie: x Y: z \r\nContent-Length:          0\r\n\r\n"
+        );
+    }
+
+    #[test]
+    fn header_names_in_order() {
+        let mut out = BytesMut::from(&b"HTTP/1.1 200 OK\r\nprevious: response\r\n\r\n"[..]);
+        let mut writer = ResponseWriter::start(&mut out, 200, false);
+        assert_eq!(writer.header_names().count(), 0);
+        writer.header("x-ms-request-id", b"a:b");
+        writer.header_decimal("x-ms-approximate-messages-count", 7);
+        writer.header("x-ms-meta-Colour", b"");
+        let names: Vec<&[u8]> = writer.header_names().collect();
+        assert_eq!(
+            names,
+            [
+                &b"x-ms-request-id"[..],
+                b"x-ms-approximate-messages-count",
+                b"x-ms-meta-Colour"
+            ]
         );
     }
 
