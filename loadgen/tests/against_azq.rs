@@ -1,134 +1,43 @@
 //! azq-loadgen end to end: the real `azq-loadgen` binary against the real `azq` server binary on
 //! a free loopback port, checking what the load generator reports against what the server holds.
 //!
+//! The server is started with the root crate's test helpers (`tests/common`, included by path).
 //! Cargo gives an integration test only its own package's binaries (`CARGO_BIN_EXE_azq-loadgen`),
 //! so the server is found next to it in the same target directory (`target/<profile>/azq`), or at
-//! `AZQ_BIN`. `cargo test --workspace` (what scripts/test.sh runs) builds it before any test runs,
-//! because the root package's own integration tests need it; the code under test here, the load
-//! generator, is always the fresh build.
+//! `AZQ_BIN` (`common::azq_binary`). `cargo test --workspace` (what scripts/test.sh runs) builds
+//! it before any test runs, because the root package's own integration tests need it; the code
+//! under test here, the load generator, is always the fresh build.
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpStream;
+#[path = "../../tests/common/mod.rs"]
+mod common;
+
 use std::path::PathBuf;
-use std::process::{Child, Command, Output, Stdio};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::process::{Command, Output};
 
-use azq::auth::{sign_shared_key, SigningKey};
-use azq::config::{DEVELOPMENT_ACCOUNT_KEY, DEVELOPMENT_ACCOUNT_NAME};
+use azq::config::DEVELOPMENT_ACCOUNT_NAME;
+use common::{exchange, signed_request, Server};
 
-/// The `azq` binary built beside this test's package.
-fn azq_binary() -> PathBuf {
-    if let Some(path) = std::env::var_os("AZQ_BIN") {
-        return PathBuf::from(path);
-    }
-    // target/<profile>/deps/against_azq-<hash> → target/<profile>/azq
-    let test_executable = std::env::current_exe().expect("the test knows its path");
-    let profile_directory = test_executable
-        .parent()
-        .and_then(|deps| deps.parent())
-        .expect("the test runs from target/<profile>/deps");
-    let azq = profile_directory.join("azq");
-    assert!(
-        azq.exists(),
-        "{} is missing: run `cargo build --bin azq` (cargo test --workspace builds it)",
-        azq.display()
-    );
-    azq
+/// A one-shard server: the load generator's counts are checked against it.
+fn start_server() -> Server {
+    Server::start(&["--shards", "1"])
 }
 
-/// A running `azq --shards 1`, stopped with SIGTERM when dropped.
-struct Server {
-    child: Child,
-    port: u16,
+fn endpoint(server: &Server) -> String {
+    format!(
+        "http://127.0.0.1:{}/{DEVELOPMENT_ACCOUNT_NAME}",
+        server.port
+    )
 }
 
-impl Server {
-    fn start() -> Server {
-        let mut child = Command::new(azq_binary())
-            .args([
-                "--queueHost",
-                "127.0.0.1",
-                "--queuePort",
-                "0",
-                "--shards",
-                "1",
-                "--silent",
-            ])
-            .env_remove("AZURITE_ACCOUNTS")
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("azq starts");
-        let stdout = child.stdout.take().expect("piped stdout");
-        let mut lines = BufReader::new(stdout).lines();
-        let ready = lines
-            .next()
-            .expect("azq printed its ready line")
-            .expect("stdout is text");
-        let port = ready
-            .strip_prefix("azq listening on http://127.0.0.1:")
-            .and_then(|rest| rest.split_whitespace().next())
-            .and_then(|port| port.parse().ok())
-            .unwrap_or_else(|| panic!("unexpected ready line: {ready}"));
-        std::thread::spawn(move || for _ in lines {});
-        Server { child, port }
-    }
-
-    fn endpoint(&self) -> String {
-        format!("http://127.0.0.1:{}/{DEVELOPMENT_ACCOUNT_NAME}", self.port)
-    }
-
-    /// The approximate message count of `queue`, from Get Queue Metadata.
-    fn depth(&self, queue: &str) -> u64 {
-        let target = format!("/{DEVELOPMENT_ACCOUNT_NAME}/{queue}?comp=metadata");
-        let now_ms = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .unwrap()
-            .as_millis() as u64;
-        let date = String::from_utf8(azq::api::date::rfc1123(now_ms).to_vec()).unwrap();
-        let headers = [("x-ms-date", date.as_str()), ("x-ms-version", "2026-04-06")];
-        let key = SigningKey::from_base64(DEVELOPMENT_ACCOUNT_KEY).unwrap();
-        let signature =
-            sign_shared_key("GET", &target, &headers, 0, DEVELOPMENT_ACCOUNT_NAME, &key).unwrap();
-        let request = format!(
-            "GET {target} HTTP/1.1\r\nHost: 127.0.0.1\r\nx-ms-date: {date}\r\n\
-             x-ms-version: 2026-04-06\r\nAuthorization: SharedKey {DEVELOPMENT_ACCOUNT_NAME}:{signature}\r\n\
-             Connection: close\r\n\r\n"
-        );
-        let mut stream = TcpStream::connect(("127.0.0.1", self.port)).expect("connects");
-        stream
-            .set_read_timeout(Some(Duration::from_secs(20)))
-            .unwrap();
-        stream.write_all(request.as_bytes()).unwrap();
-        let mut response = String::new();
-        stream.read_to_string(&mut response).unwrap();
-        assert!(response.starts_with("HTTP/1.1 200"), "{response}");
-        response
-            .lines()
-            .find_map(|line| {
-                let (name, value) = line.split_once(':')?;
-                name.eq_ignore_ascii_case("x-ms-approximate-messages-count")
-                    .then(|| value.trim().parse().ok())?
-            })
-            .expect("a message count")
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        // SAFETY: kill(2) on a child pid we own; failure (already exited) is harmless.
-        unsafe {
-            libc::kill(self.child.id() as libc::pid_t, libc::SIGTERM);
-        }
-        for _ in 0..100 {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+/// The approximate message count of `queue`, from Get Queue Metadata.
+fn depth(server: &Server, queue: &str) -> u64 {
+    let target = format!("/{DEVELOPMENT_ACCOUNT_NAME}/{queue}?comp=metadata");
+    let response = exchange(server, &signed_request("GET", &target, &[], b""));
+    assert_eq!(response.status, 200, "{}", response.text());
+    response
+        .header("x-ms-approximate-messages-count")
+        .and_then(|count| count.trim().parse().ok())
+        .expect("a message count")
 }
 
 /// A file path in the system temporary directory, unique to this process and `name`.
@@ -141,7 +50,7 @@ fn scratch_path(name: &str) -> PathBuf {
 fn run_loadgen(server: &Server, name: &str, arguments: &[&str]) -> (Output, serde_json::Value) {
     let json_path = scratch_path(&format!("{name}.json"));
     let output = Command::new(env!("CARGO_BIN_EXE_azq-loadgen"))
-        .args(["--endpoint", &server.endpoint(), "--quiet", "--json"])
+        .args(["--endpoint", &endpoint(server), "--quiet", "--json"])
         .arg(&json_path)
         .args(arguments)
         .output()
@@ -166,7 +75,7 @@ fn count(report: &serde_json::Value, operation: &str, field: &str) -> u64 {
 
 #[test]
 fn a_two_second_put_reports_exactly_the_messages_the_server_holds() {
-    let server = Server::start();
+    let server = start_server();
     // No warm-up: every Put the server stored must be in the count.
     let (output, report) = run_loadgen(
         &server,
@@ -193,7 +102,7 @@ fn a_two_second_put_reports_exactly_the_messages_the_server_holds() {
     let puts = count(&report, "put", "count");
     assert_eq!(count(&report, "put", "errors"), 0);
     assert!(puts > 0);
-    assert_eq!(puts, server.depth("counted-0"));
+    assert_eq!(puts, depth(&server, "counted-0"));
     let latency = &report["ops"]["put"]["latency_us"];
     for key in ["p50", "p90", "p99", "p999", "p9999", "max"] {
         assert!(latency[key].as_u64().is_some(), "latency_us.{key}");
@@ -203,7 +112,7 @@ fn a_two_second_put_reports_exactly_the_messages_the_server_holds() {
 
 #[test]
 fn a_mixed_run_never_consumes_more_than_it_produced() {
-    let server = Server::start();
+    let server = start_server();
     let (output, report) = run_loadgen(
         &server,
         "mixed",
@@ -241,7 +150,7 @@ fn a_mixed_run_never_consumes_more_than_it_produced() {
     );
     // Every received message carried the producer's timestamp.
     assert!(report["end_to_end_us"]["max"].as_u64().is_some() || received == 0);
-    let left = server.depth("mixed-0") + server.depth("mixed-1");
+    let left = depth(&server, "mixed-0") + depth(&server, "mixed-1");
     assert!(
         left <= produced,
         "{left} messages left of {produced} produced"

@@ -1,16 +1,43 @@
 //! Shared pieces of the integration tests: start the real `azq` binary on a free loopback port,
 //! speak raw HTTP/1.1 to it over TCP, and sign requests with SharedKey like the SDKs do.
+//! azq-loadgen's integration tests include this file by path (`loadgen/tests/against_azq.rs`).
 
 #![allow(dead_code)] // Each test binary uses a different subset of these helpers.
 
 use std::io::{BufRead, BufReader, Write};
 use std::net::TcpStream;
+use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use azq::auth::shared_key::{write_string_to_sign, SharedKeyScheme};
 use azq::auth::SigningKey;
 use azq::config::{DEVELOPMENT_ACCOUNT_KEY, DEVELOPMENT_ACCOUNT_NAME};
+
+/// The `azq` binary. Cargo names it to the root package's tests (`CARGO_BIN_EXE_azq`); another
+/// package's tests (azq-loadgen's) take `AZQ_BIN`, or find it beside themselves in
+/// `target/<profile>/`, where `cargo test --workspace` has built it before any test runs.
+pub fn azq_binary() -> PathBuf {
+    if let Some(path) = option_env!("CARGO_BIN_EXE_azq") {
+        return PathBuf::from(path);
+    }
+    if let Some(path) = std::env::var_os("AZQ_BIN") {
+        return PathBuf::from(path);
+    }
+    // target/<profile>/deps/<test>-<hash> → target/<profile>/azq
+    let test_executable = std::env::current_exe().expect("the test knows its path");
+    let azq = test_executable
+        .parent()
+        .and_then(|deps| deps.parent())
+        .expect("the test runs from target/<profile>/deps")
+        .join("azq");
+    assert!(
+        azq.exists(),
+        "{} is missing: run `cargo build --bin azq` (cargo test --workspace builds it)",
+        azq.display()
+    );
+    azq
+}
 
 /// A running `azq` process, stopped with SIGTERM when dropped.
 pub struct Server {
@@ -26,7 +53,7 @@ impl Server {
 
     /// Like `start`, with extra environment variables.
     pub fn start_with_env(arguments: &[&str], environment: &[(&str, &str)]) -> Server {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_azq"))
+        let mut child = Command::new(azq_binary())
             .args(["--queueHost", "127.0.0.1", "--queuePort", "0", "--silent"])
             .args(arguments)
             // The caller's environment decides the accounts, never the one the tests run in.
