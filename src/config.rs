@@ -51,7 +51,8 @@ pub const SHUTDOWN_GRACE_MS: u64 = 10_000;
 /// Bytes of responses buffered per connection before they are written even if more requests are
 /// waiting in the read buffer (pipelined responses are otherwise written in one batch).
 pub const RESPONSE_BATCH_BYTES_MAX: usize = 256 * 1024;
-/// Timer-wheel entries one shard processes per step before it yields to requests.
+/// Timer-wheel entries one shard processes per step before it yields to requests; what is left
+/// of the budget frees messages of cleared and deleted queues.
 pub const TIMER_ENTRIES_PER_STEP_MAX: usize = 4096;
 /// Stored access policies (signed identifiers) one queue may have, as Azure: beyond it Set Queue
 /// ACL answers 400 `InvalidXmlDocument`.

@@ -185,7 +185,19 @@ impl ShardState {
                 assert!(self.queues_free.contains(&(index as u32)));
                 continue;
             };
-            live_queues += 1;
+            // A record is a named queue's or a graveyard, never both; a graveyard is not empty.
+            let graveyard = self.graveyards.contains(&(index as u32));
+            assert_ne!(
+                graveyard,
+                self.queue_names
+                    .values()
+                    .any(|&named| named as usize == index)
+            );
+            if graveyard {
+                assert!(queue.messages_count > 0, "an empty graveyard is kept");
+            } else {
+                live_queues += 1;
+            }
             let mut in_queue = 0;
             let mut previous = NONE;
             let mut previous_key = None;
@@ -350,6 +362,82 @@ fn create_queue_beyond_limit_is_server_busy() {
     state.verify();
 }
 
+/// Clear Messages and Delete Queue of a queue larger than one step's budget: the queue reads
+/// empty at once, its messages answer nothing, and the graveyard drains over several steps,
+/// while timers of its messages (lease ends, expiries) fire in between.
+#[test]
+fn large_queues_are_cleared_and_deleted_in_bounded_steps() {
+    // Each `apply` below also frees a budget's worth: enough are left for several more steps.
+    const MESSAGES: usize = 6 * config::TIMER_ENTRIES_PER_STEP_MAX + 100;
+    const BUDGET: usize = config::TIMER_ENTRIES_PER_STEP_MAX;
+    let mut state = state_with(&["big", "other"]);
+    let kept = put(&mut state, "other", "kept", 0, Some(600), NOW);
+    let fill = |state: &mut ShardState, now_ms: u64| {
+        for index in 0..MESSAGES {
+            // Mixed TTLs, some delayed: timers at many times.
+            let delay_s = (index % 3 == 0) as u64;
+            put(
+                state,
+                "big",
+                "x",
+                delay_s,
+                Some(2 + (index % 5) as u64),
+                now_ms,
+            );
+        }
+    };
+    for operation in ["clear", "delete"] {
+        let now_ms = NOW + 100_000 * u64::from(operation == "delete");
+        fill(&mut state, now_ms);
+        let leased = get(&mut state, "big", 32, 1, now_ms);
+        assert_eq!(leased.len(), 32);
+        let command = match operation {
+            "clear" => Command::ClearMessages { queue: key("big") },
+            _ => Command::DeleteQueue { queue: key("big") },
+        };
+        assert!(matches!(state.apply(command, now_ms), Ok(Reply::Done)));
+        assert_eq!(state.messages.len(), MESSAGES + 1, "nothing freed yet");
+        assert_eq!(state.next_deadline_ms(), Some(0));
+        state.verify();
+        if operation == "delete" {
+            create(&mut state, "big", vec![]).unwrap();
+        }
+        // The queue is empty now, whatever is left to free.
+        assert_eq!(count(&mut state, "big", now_ms), 0);
+        assert_eq!(peek(&mut state, "big", 32, now_ms + 10_000), vec![]);
+        let old = &leased[0];
+        assert_eq!(
+            delete(&mut state, "big", old.message_id, receipt(old), now_ms).unwrap_err(),
+            StorageError::MessageNotFound
+        );
+        // Drain a step at a time, the clock moving so that leases end and messages expire in
+        // the graveyard meanwhile.
+        let mut steps = 0;
+        let mut at_ms = now_ms;
+        while state.advance(at_ms, BUDGET) {
+            steps += 1;
+            at_ms += 1_500;
+            state.verify();
+            // Timers of the same messages (cascades, lease ends, expiries) share the budget.
+            assert!(
+                steps <= 4 * MESSAGES / BUDGET,
+                "the graveyard does not drain"
+            );
+        }
+        assert!(steps >= 2, "{operation}: drained in {steps} steps");
+        // Only the other queue's message is left to wait for (the wheel may wake earlier).
+        let deadline_ms = state.next_deadline_ms().expect("the kept message expires");
+        assert!(at_ms < deadline_ms && deadline_ms <= kept.expiration_ms);
+        assert_eq!(state.messages.len(), 1);
+        assert_eq!(
+            state.message_bytes,
+            message_charge(&Bytes::from_static(b"kept"))
+        );
+        assert_eq!(texts(&peek(&mut state, "other", 32, at_ms)), ["kept"]);
+        state.verify();
+    }
+}
+
 #[test]
 fn delete_queue_frees_every_message() {
     let mut state = state_with(&["q", "other"]);
@@ -369,8 +457,16 @@ fn delete_queue_frees_every_message() {
         state.apply(Command::DeleteQueue { queue: key("q") }, NOW + 1_000),
         Ok(Reply::Done)
     ));
+    // The messages wait in a graveyard, which the next step empties.
+    assert_eq!(state.next_deadline_ms(), Some(0));
+    state.verify();
+    assert!(!state.advance(NOW + 1_000, config::TIMER_ENTRIES_PER_STEP_MAX));
     assert_eq!(state.messages.len(), 1);
     assert_eq!(state.timers.len(), 1);
+    assert_eq!(
+        state.message_bytes,
+        message_charge(&Bytes::from_static(b"kept"))
+    );
     state.verify();
     assert_eq!(
         state
