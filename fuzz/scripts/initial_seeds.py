@@ -139,6 +139,17 @@ def shard_state():
     write("shard_state", b"\x00\x10\x00\x00" + steps)
     write("shard_state", b"\x01\x10\x00\x03" + steps + bytes([17, 0, 1]) + get)
     write("shard_state", b"\x00\x00\x00\x00" + create + bytes([6, 0, 0, 1, 0, 255]) + peek + delete)
+    # Mode bit 1: the settings commands (operations 20 to 24) beside the others.
+    set_acl = bytes([20, 0, 2, 0, 1, 1, 1, 1, 1, 0, 1, 3, 1, 0])  # two policies on queue 0
+    get_acl = bytes([21, 0])
+    set_properties = bytes([22, 0, 0, 1, 1, 1, 0, 1, 1, 1, 7, 0, 0, 1, 2, 0, 1, 1, 1, 90])
+    replica = bytes([23, 0, 3, 1, 1, 1, 1, 0])                   # foreign ACL, version 4
+    by_policy = bytes([24, 0, 1]) + put                          # a Put authorised by the ACL
+    stale_policy = bytes([24, 0, 3, 0, 5]) + peek                # ... by a stale version
+    settings = (create + set_acl + get_acl + by_policy + stale_policy + set_properties + replica
+                + bytes([23, 0, 2, 0]) + bytes([2, 0]) + get_acl + create + by_policy)
+    write("shard_state", b"\x02\x10\x00\x00" + settings)
+    write("shard_state", b"\x03\x10\x00\x01" + settings + tick + get)
 
 
 for generate in (http_parser, xml_message, settings_xml, router, auth, shard_state):

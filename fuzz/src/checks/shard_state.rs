@@ -18,22 +18,33 @@
 //!   `next_deadline_ms` is after now and no later than the model's next visibility or expiry
 //!   event (`None` exactly when there is none).
 //!
+//! - with settings commands on: every reply to Set/Get Queue ACL, Set Service Properties, a
+//!   Delete Queue of a queue with an ACL, a replica from another shard and a command authorised
+//!   by a stored policy is the model's (the writer's versions count up by one per change; a
+//!   replica is kept only when newer; a stored-policy command runs only while its ACL version is
+//!   the queue's current one), and after every step the shard's copy of every setting
+//!   (`ShardState::replicas`) is the model's.
+//!
 //! Input: one mode byte, two bytes of start time, a shard byte, then one operation byte per step
-//! followed by its arguments. An odd mode byte enables two more operations, a starved `advance`
-//! and a bulk Put of up to 1021 messages with one TTL (enough for their expiries to exceed the
-//! timer budget of one `apply`), and replaces the exact checks by the ones that hold while
-//! timers lag: nothing invisible or expired is returned, order holds, count ≥ live messages.
+//! followed by its arguments. Mode bit 0 enables two more operations, a starved `advance` and a
+//! bulk Put of up to 1021 messages with one TTL (enough for their expiries to exceed the timer
+//! budget of one `apply`), and replaces the exact checks by the ones that hold while timers lag:
+//! nothing invisible or expired is returned, order holds, count ≥ live messages. Mode bit 1
+//! enables the settings commands (operations 20 to 24 of 26; without it operations are taken
+//! modulo 20, as before the settings existed, so older inputs keep their meaning).
 
 use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
 
 use azq::config::{
-    LIST_QUEUES_RESULTS_MAX, MESSAGES_PER_GET_MAX, MESSAGE_TEXT_BYTES_MAX,
-    TIMER_ENTRIES_PER_STEP_MAX, VISIBILITY_TIMEOUT_S_MAX,
+    CORS_RULES_MAX, LIST_QUEUES_RESULTS_MAX, MESSAGES_PER_GET_MAX, MESSAGE_TEXT_BYTES_MAX,
+    SIGNED_IDENTIFIERS_MAX, TIMER_ENTRIES_PER_STEP_MAX, VISIBILITY_TIMEOUT_S_MAX,
 };
 use azq::error::StorageError;
 use azq::queue::{
-    Command, MessageId, MessageView, Metadata, PopReceipt, QueueKey, Reply, ShardState,
-    EXPIRATION_NEVER_MS,
+    AccessPolicy, Command, CorsRule, Logging, MessageId, MessageView, Metadata, Metrics,
+    PopReceipt, QueueKey, Replica, Reply, RetentionPolicy, ServiceProperties,
+    ServicePropertiesUpdate, ShardState, SignedIdentifier, EXPIRATION_NEVER_MS,
 };
 use bytes::Bytes;
 
@@ -54,6 +65,13 @@ const QUEUE_KEYS: usize = ACCOUNTS.len() * QUEUE_NAMES.len();
 const PREFIXES: [&str; 5] = ["", "q", "queue", "queue-", "x"];
 const MARKERS: [&str; 6] = ["", "queue", "queue-a", "queue0", "queue1", "z"];
 const METADATA_NAMES: [&str; 6] = ["a", "B", "b", "Key", "key2", "_x"];
+/// Queues another shard owns: their ACLs reach this shard only as replicas.
+const FOREIGN_QUEUES: [&str; 2] = ["remote", "queue"];
+/// The account whose home shard is another: its properties reach this shard only as replicas.
+/// (`ACCOUNTS` have this shard as home: Set Service Properties runs here.)
+const FOREIGN_ACCOUNT: &str = "account3";
+const POLICY_IDS: [&str; 4] = ["p", "readers", "P", "x"];
+const POLICY_TEXTS: [&str; 4] = ["", "r", "2026-11-22T00:00:00Z", "raup"];
 /// Longest TTL the api layer passes on: one below year 9999 in seconds from the epoch.
 const TTL_S_MAX: u64 = EXPIRATION_NEVER_MS / 1000 - 1;
 
@@ -122,6 +140,84 @@ struct Model {
     /// stored in: Peek views carry no receipt, so this finds their message.
     ids: HashMap<MessageId, SlotKey>,
     puts: u64,
+    settings: Settings,
+}
+
+/// The replicated settings as the model knows them: each with the version it was stored at.
+struct Settings {
+    /// ACLs of this shard's queues (by queue index), which it writes.
+    acls: [Option<(u64, Arc<[SignedIdentifier]>)>; QUEUE_KEYS],
+    /// ACLs of other shards' queues (by index into `FOREIGN_QUEUES`), kept from replicas.
+    foreign_acls: [Option<(u64, Arc<[SignedIdentifier]>)>; FOREIGN_QUEUES.len()],
+    /// Service properties by account, written here (`ACCOUNTS`) or replicated (`FOREIGN_ACCOUNT`).
+    properties: HashMap<String, (u64, Arc<ServiceProperties>)>,
+    /// What an account that never set its properties has.
+    default_properties: ServiceProperties,
+    /// Keys of this shard's queues and of the foreign ones, made once: `check_settings` runs
+    /// after every step, and allocating them there slowed the sanitised target down.
+    keys: Vec<QueueKey>,
+    foreign_keys: Vec<QueueKey>,
+    /// The version of the last change this shard wrote.
+    version_last: u64,
+}
+
+impl Settings {
+    fn new() -> Settings {
+        Settings {
+            acls: Default::default(),
+            foreign_acls: Default::default(),
+            properties: HashMap::new(),
+            default_properties: ServiceProperties::default(),
+            keys: (0..QUEUE_KEYS).map(key).collect(),
+            foreign_keys: (0..FOREIGN_QUEUES.len()).map(foreign_key).collect(),
+            version_last: 0,
+        }
+    }
+
+    fn next_version(&mut self) -> u64 {
+        self.version_last += 1;
+        self.version_last
+    }
+
+    fn properties(&self, account: &str) -> &ServiceProperties {
+        self.properties
+            .get(account)
+            .map_or(&self.default_properties, |(_, properties)| properties)
+    }
+
+    /// Keeps `replica` of another shard's setting when it is newer than the one stored.
+    fn apply_foreign(&mut self, replica: &Replica) {
+        match replica {
+            Replica::QueueAcl {
+                queue,
+                version,
+                identifiers,
+            } => {
+                let at = foreign_queue_of(queue);
+                let stored = &mut self.foreign_acls[at];
+                match (identifiers, stored.as_ref()) {
+                    (_, Some((stored_version, _))) if *stored_version >= *version => {}
+                    (Some(identifiers), _) => *stored = Some((*version, identifiers.clone())),
+                    // A removal forgets an older copy; with none stored there is nothing to do.
+                    (None, _) => *stored = None,
+                }
+            }
+            Replica::ServiceProperties {
+                account,
+                version,
+                properties,
+            } => {
+                let newer = self
+                    .properties
+                    .get(account)
+                    .is_none_or(|(stored_version, _)| stored_version < version);
+                if newer {
+                    self.properties
+                        .insert(account.clone(), (*version, properties.clone()));
+                }
+            }
+        }
+    }
 }
 
 impl Model {
@@ -133,6 +229,7 @@ impl Model {
             receipts: Vec::new(),
             ids: HashMap::new(),
             puts: 0,
+            settings: Settings::new(),
         }
     }
 
@@ -203,7 +300,9 @@ fn key(queue: usize) -> QueueKey {
 
 pub fn check(data: &[u8]) {
     let mut input = Input::new(data);
-    let lagging = input.bool();
+    let mode = input.u8();
+    let lagging = mode & 1 == 1;
+    let settings = mode & 2 == 2;
     let mut now_ms = START_MS + u64::from(input.u16());
     let mut state = ShardState::new(usize::from(input.u8()), 0x5eed);
     let mut model = Model::new();
@@ -217,65 +316,9 @@ pub fn check(data: &[u8]) {
         if !lagging {
             check_deadline(&state, &model, now_ms);
         }
-        let operation = input.u8();
+        let operation = input.u8() % if settings { 26 } else { 20 };
         let queue = input.below(QUEUE_KEYS);
-        let command = match operation % 20 {
-            0 | 1 => Command::CreateQueue {
-                queue: key(queue),
-                metadata: metadata(&mut input),
-            },
-            2 => Command::DeleteQueue { queue: key(queue) },
-            3 => Command::GetQueueMetadata { queue: key(queue) },
-            4 => Command::SetQueueMetadata {
-                queue: key(queue),
-                metadata: metadata(&mut input),
-            },
-            5 => Command::ListQueues {
-                account: ACCOUNTS[input.below(ACCOUNTS.len())].to_string(),
-                prefix: input.pick(&PREFIXES).to_string(),
-                marker: input.pick(&MARKERS).to_string(),
-                results_max: 1 + input.below(4).min(LIST_QUEUES_RESULTS_MAX - 1),
-                include_metadata: input.bool(),
-            },
-            6..=8 => {
-                let visibility_timeout_s = visibility_timeout_s(&mut input, 0);
-                Command::PutMessage {
-                    queue: key(queue),
-                    text: text(&mut input),
-                    visibility_timeout_s,
-                    ttl_s: ttl_s(&mut input, visibility_timeout_s),
-                }
-            }
-            9 | 10 => Command::GetMessages {
-                queue: key(queue),
-                count: count(&mut input),
-                visibility_timeout_s: visibility_timeout_s(&mut input, 1),
-            },
-            11 => Command::PeekMessages {
-                queue: key(queue),
-                count: count(&mut input),
-            },
-            12 | 13 => {
-                let (queue, message_id, pop_receipt) = pick_receipt(&mut input, &model, queue);
-                let visibility_timeout_s = visibility_timeout_s(&mut input, 0);
-                let text = input.bool().then(|| text(&mut input));
-                Command::UpdateMessage {
-                    queue: key(queue),
-                    message_id,
-                    pop_receipt,
-                    visibility_timeout_s,
-                    text,
-                }
-            }
-            14 | 15 => {
-                let (queue, message_id, pop_receipt) = pick_receipt(&mut input, &model, queue);
-                Command::DeleteMessage {
-                    queue: key(queue),
-                    message_id,
-                    pop_receipt,
-                }
-            }
-            16 => Command::ClearMessages { queue: key(queue) },
+        let command = match operation {
             17 if lagging => {
                 // Run only a few timer entries now; the next `apply` runs at most
                 // `TIMER_ENTRIES_PER_STEP_MAX` more.
@@ -323,10 +366,29 @@ pub fn check(data: &[u8]) {
                 }
                 continue;
             }
-            _ => {
-                now_ms += clock_step_ms(&mut input);
-                continue;
+            24 => {
+                let operation = input.pick(&STORED_POLICY_OPERATIONS);
+                let command = generate(operation, &mut input, &model, queue)
+                    .expect("a queue or message command");
+                let current = model.settings.acls[queue]
+                    .as_ref()
+                    .map(|(version, _)| *version);
+                let acl_version = match current {
+                    Some(version) if input.below(4) != 0 => version,
+                    _ => input.below(8) as u64,
+                };
+                Command::WithStoredPolicy {
+                    acl_version,
+                    command: Box::new(command),
+                }
             }
+            operation => match generate(operation, &mut input, &model, queue) {
+                Some(command) => command,
+                None => {
+                    now_ms += clock_step_ms(&mut input);
+                    continue;
+                }
+            },
         };
         let reply = state.apply(command.clone(), now_ms);
         let context = Context {
@@ -336,8 +398,13 @@ pub fn check(data: &[u8]) {
             reply: &reply,
         };
         expect(&mut model, &command, &reply, lagging, &context);
+        if settings {
+            check_settings(&state, &model, &context);
+        }
     }
     // Far in the future every message with a TTL has expired and every timer has run.
+    let final_context = format_args!("after the last step");
+    check_settings(&state, &model, &final_context);
     now_ms += 400 * 86_400_000;
     drain(&mut state, now_ms);
     model.prune(now_ms);
@@ -359,6 +426,211 @@ pub fn check(data: &[u8]) {
                 "final count of {queue}"
             );
         }
+    }
+}
+
+/// Operations a command authorised by a stored access policy may carry (`generate`'s numbers).
+const STORED_POLICY_OPERATIONS: [u8; 7] = [3, 6, 9, 11, 12, 14, 16];
+
+/// The command of `operation` on `queue` (or on an account, for List Queues and the service
+/// properties), its arguments read from `input`; `None` for the operations that move the clock.
+fn generate(operation: u8, input: &mut Input<'_>, model: &Model, queue: usize) -> Option<Command> {
+    let command = match operation {
+        0 | 1 => Command::CreateQueue {
+            queue: key(queue),
+            metadata: metadata(input),
+        },
+        2 => Command::DeleteQueue { queue: key(queue) },
+        3 => Command::GetQueueMetadata { queue: key(queue) },
+        4 => Command::SetQueueMetadata {
+            queue: key(queue),
+            metadata: metadata(input),
+        },
+        5 => Command::ListQueues {
+            account: ACCOUNTS[input.below(ACCOUNTS.len())].to_string(),
+            prefix: input.pick(&PREFIXES).to_string(),
+            marker: input.pick(&MARKERS).to_string(),
+            results_max: 1 + input.below(4).min(LIST_QUEUES_RESULTS_MAX - 1),
+            include_metadata: input.bool(),
+        },
+        6..=8 => {
+            let visibility_timeout_s = visibility_timeout_s(input, 0);
+            Command::PutMessage {
+                queue: key(queue),
+                text: text(input),
+                visibility_timeout_s,
+                ttl_s: ttl_s(input, visibility_timeout_s),
+            }
+        }
+        9 | 10 => Command::GetMessages {
+            queue: key(queue),
+            count: count(input),
+            visibility_timeout_s: visibility_timeout_s(input, 1),
+        },
+        11 => Command::PeekMessages {
+            queue: key(queue),
+            count: count(input),
+        },
+        12 | 13 => {
+            let (queue, message_id, pop_receipt) = pick_receipt(input, model, queue);
+            let visibility_timeout_s = visibility_timeout_s(input, 0);
+            let text = input.bool().then(|| text(input));
+            Command::UpdateMessage {
+                queue: key(queue),
+                message_id,
+                pop_receipt,
+                visibility_timeout_s,
+                text,
+            }
+        }
+        14 | 15 => {
+            let (queue, message_id, pop_receipt) = pick_receipt(input, model, queue);
+            Command::DeleteMessage {
+                queue: key(queue),
+                message_id,
+                pop_receipt,
+            }
+        }
+        16 => Command::ClearMessages { queue: key(queue) },
+        20 => Command::SetQueueAcl {
+            queue: key(queue),
+            identifiers: identifiers(input),
+        },
+        21 => Command::GetQueueAcl { queue: key(queue) },
+        22 => Command::SetServiceProperties {
+            account: ACCOUNTS[input.below(ACCOUNTS.len())].to_string(),
+            update: Box::new(properties_update(input)),
+        },
+        23 => Command::ApplyReplica(foreign_replica(input)),
+        _ => return None,
+    };
+    Some(command)
+}
+
+/// Up to `SIGNED_IDENTIFIERS_MAX` stored access policies with distinct ids, as the api layer
+/// passes them on (their texts were validated there; the state keeps them as they are).
+fn identifiers(input: &mut Input<'_>) -> Vec<SignedIdentifier> {
+    let mut identifiers: Vec<SignedIdentifier> = Vec::new();
+    for _ in 0..input.below(SIGNED_IDENTIFIERS_MAX + 1) {
+        let id = input.pick(&POLICY_IDS).to_string();
+        let access_policy = input.bool().then(|| AccessPolicy {
+            start: policy_text(input),
+            expiry: policy_text(input),
+            permission: policy_text(input),
+        });
+        if identifiers.iter().all(|existing| existing.id != id) {
+            identifiers.push(SignedIdentifier { id, access_policy });
+        }
+    }
+    identifiers
+}
+
+fn policy_text(input: &mut Input<'_>) -> Option<String> {
+    input.bool().then(|| input.pick(&POLICY_TEXTS).to_string())
+}
+
+fn retention(input: &mut Input<'_>) -> RetentionPolicy {
+    RetentionPolicy {
+        enabled: input.bool(),
+        days: input.bool().then(|| 1 + input.below(365) as u32),
+    }
+}
+
+fn metrics(input: &mut Input<'_>) -> Metrics {
+    Metrics {
+        version: "1.0".to_string(),
+        enabled: input.bool(),
+        include_apis: input.bool().then(|| input.bool()),
+        retention_policy: retention(input),
+    }
+}
+
+/// A Set Service Properties body as the api layer passes it on: any of its elements.
+fn properties_update(input: &mut Input<'_>) -> ServicePropertiesUpdate {
+    ServicePropertiesUpdate {
+        logging: input.bool().then(|| Logging {
+            version: "1.0".to_string(),
+            delete: input.bool(),
+            read: input.bool(),
+            write: input.bool(),
+            retention_policy: retention(input),
+        }),
+        hour_metrics: input.bool().then(|| metrics(input)),
+        minute_metrics: input.bool().then(|| metrics(input)),
+        cors: input.bool().then(|| {
+            (0..input.below(CORS_RULES_MAX + 1))
+                .map(|_| CorsRule {
+                    allowed_origins: input.pick(&["*", "https://a.example"]).to_string(),
+                    allowed_methods: input.pick(&["GET", "GET,PUT"]).to_string(),
+                    allowed_headers: String::new(),
+                    exposed_headers: input.pick(&["", "x-ms-*"]).to_string(),
+                    max_age_s: u64::from(input.u8()),
+                })
+                .collect()
+        }),
+    }
+}
+
+fn foreign_key(at: usize) -> QueueKey {
+    QueueKey {
+        account: FOREIGN_ACCOUNT.to_string(),
+        name: FOREIGN_QUEUES[at].to_string(),
+    }
+}
+
+fn foreign_queue_of(key: &QueueKey) -> usize {
+    assert_eq!(key.account, FOREIGN_ACCOUNT);
+    FOREIGN_QUEUES
+        .iter()
+        .position(|name| *name == key.name)
+        .expect("a foreign queue")
+}
+
+/// A change another shard made to a setting it writes, with a small version so that replicas
+/// arrive out of order, repeat, and lose to newer ones.
+fn foreign_replica(input: &mut Input<'_>) -> Replica {
+    let version = 1 + input.below(8) as u64;
+    if input.bool() {
+        Replica::QueueAcl {
+            queue: foreign_key(input.below(FOREIGN_QUEUES.len())),
+            version,
+            identifiers: input.bool().then(|| identifiers(input).into()),
+        }
+    } else {
+        Replica::ServiceProperties {
+            account: FOREIGN_ACCOUNT.to_string(),
+            version,
+            properties: Arc::new(
+                properties_update(input).applied_to(&ServiceProperties::default()),
+            ),
+        }
+    }
+}
+
+/// The shard's copy of every setting is the model's.
+fn check_settings(state: &ShardState, model: &Model, context: &dyn std::fmt::Display) {
+    let replicas = state.replicas();
+    let settings = &model.settings;
+    let pairs = settings
+        .keys
+        .iter()
+        .zip(&settings.acls)
+        .chain(settings.foreign_keys.iter().zip(&settings.foreign_acls));
+    for (queue, expected) in pairs {
+        assert_eq!(
+            replicas.queue_acl(queue),
+            expected
+                .as_ref()
+                .map(|(version, identifiers)| (*version, identifiers)),
+            "ACL of {queue:?}: {context}"
+        );
+    }
+    for account in ACCOUNTS.iter().chain([&FOREIGN_ACCOUNT]) {
+        assert_eq!(
+            **replicas.service_properties(account),
+            *settings.properties(account),
+            "properties of {account}: {context}"
+        );
     }
 }
 
@@ -550,6 +822,26 @@ fn expect(
     context: &Context<'_>,
 ) {
     let now_ms = context.now_ms;
+    if let Command::WithStoredPolicy {
+        acl_version,
+        command,
+    } = command
+    {
+        // The owner runs it only while the ACL it was authorised by is the queue's current one
+        // (a queue with an ACL exists: Delete Queue removes it).
+        let queue = queue_of(command.queue().expect("a queue command"));
+        let current = model.settings.acls[queue]
+            .as_ref()
+            .map(|(version, _)| *version);
+        if current != Some(*acl_version) {
+            assert!(
+                matches!(reply, Err(StorageError::AuthenticationFailed)),
+                "{context}"
+            );
+            return;
+        }
+        return expect(model, command, reply, lagging, context);
+    }
     // Owned copies (texts are shared `Bytes`) keep the arms below simple.
     let (command, reply) = (command.clone(), reply.clone());
     let queue = command.queue().map(queue_of);
@@ -562,15 +854,46 @@ fn expect(
         return;
     }
     match command {
-        // The generator builds only queue and message commands; the settings commands of
-        // issue 4 (ACLs, service properties, their replication) are covered by the queue
-        // state's own simulation test, not by this target yet.
-        Command::SetQueueAcl { .. }
-        | Command::GetQueueAcl { .. }
-        | Command::SetServiceProperties { .. }
-        | Command::ApplyReplica(_)
-        | Command::WithStoredPolicy { .. } => {
-            unreachable!("the shard_state target generates no settings commands: {context}")
+        Command::WithStoredPolicy { .. } => unreachable!("unwrapped above"),
+        Command::SetQueueAcl { identifiers, .. } => {
+            let queue = queue.expect("a queue command");
+            let identifiers: Arc<[SignedIdentifier]> = identifiers.into();
+            let version = model.settings.next_version();
+            let replica = Replica::QueueAcl {
+                queue: key(queue),
+                version,
+                identifiers: Some(identifiers.clone()),
+            };
+            assert_replicates(reply, &replica, context);
+            model.settings.acls[queue] = Some((version, identifiers));
+        }
+        Command::GetQueueAcl { .. } => {
+            let queue = queue.expect("a queue command");
+            let Ok(Reply::AccessPolicies(identifiers)) = reply else {
+                panic!("{context}");
+            };
+            let expected = model.settings.acls[queue]
+                .as_ref()
+                .map_or(&[][..], |(_, identifiers)| &identifiers[..]);
+            assert_eq!(&identifiers[..], expected, "{context}");
+        }
+        Command::SetServiceProperties { account, update } => {
+            let properties = Arc::new(update.applied_to(model.settings.properties(&account)));
+            let version = model.settings.next_version();
+            let replica = Replica::ServiceProperties {
+                account: account.clone(),
+                version,
+                properties: properties.clone(),
+            };
+            assert_replicates(reply, &replica, context);
+            model
+                .settings
+                .properties
+                .insert(account, (version, properties));
+        }
+        Command::ApplyReplica(replica) => {
+            assert!(matches!(reply, Ok(Reply::Done)), "{context}");
+            model.settings.apply_foreign(&replica);
         }
         Command::CreateQueue { metadata, .. } => {
             let queue = queue.expect("a queue command");
@@ -588,13 +911,26 @@ fn expect(
                 ),
             }
         }
-        Command::DeleteQueue { .. } | Command::ClearMessages { .. } => {
+        Command::DeleteQueue { .. } => {
+            let queue = queue.expect("a queue command");
+            // The queue's ACL goes with it, on every shard: the owner writes its removal.
+            if model.settings.acls[queue].take().is_some() {
+                let replica = Replica::QueueAcl {
+                    queue: key(queue),
+                    version: model.settings.next_version(),
+                    identifiers: None,
+                };
+                assert_replicates(reply, &replica, context);
+            } else {
+                assert!(matches!(reply, Ok(Reply::Done)), "{context}");
+            }
+            model.messages.retain(|_, message| message.queue != queue);
+            model.queues[queue] = None;
+        }
+        Command::ClearMessages { .. } => {
             let queue = queue.expect("a queue command");
             assert!(matches!(reply, Ok(Reply::Done)), "{context}");
             model.messages.retain(|_, message| message.queue != queue);
-            if matches!(command, Command::DeleteQueue { .. }) {
-                model.queues[queue] = None;
-            }
         }
         Command::GetQueueMetadata { .. } => {
             let queue = queue.expect("a queue command");
@@ -785,6 +1121,18 @@ fn expect(
                 }
             }
         }
+    }
+}
+
+/// `reply` asks the runtime to replicate exactly `expected`.
+fn assert_replicates(
+    reply: Result<Reply, StorageError>,
+    expected: &Replica,
+    context: &Context<'_>,
+) {
+    match reply {
+        Ok(Reply::Replicate(replica)) => assert_eq!(*replica, *expected, "{context}"),
+        other => panic!("expected {expected:?}, got {other:?}; {context}"),
     }
 }
 
