@@ -54,6 +54,8 @@ pub const RESPONSE_BATCH_BYTES_MAX: usize = 256 * 1024;
 /// Timer-wheel entries one shard processes per step before it yields to requests; what is left
 /// of the budget frees messages of cleared and deleted queues.
 pub const TIMER_ENTRIES_PER_STEP_MAX: usize = 4096;
+/// Pause between two such steps while more work is due, during which the shard serves requests.
+pub const TIMER_STEP_PAUSE_US: u64 = 100;
 /// Stored access policies (signed identifiers) one queue may have, as Azure: beyond it Set Queue
 /// ACL answers 400 `InvalidXmlDocument`.
 pub const SIGNED_IDENTIFIERS_MAX: usize = 5;

@@ -28,8 +28,8 @@
 //!
 //! Clear Messages and Delete Queue are O(1): the queue's record, with every message in it,
 //! becomes a graveyard that no name leads to (Clear gives the queue a new, empty record), and
-//! `advance` frees its messages a budget at a time, so a queue of a million messages never
-//! stops the shard. Until then its messages are ordinary messages of a record nobody can name:
+//! `advance` (the runtime's background step, never `apply`) frees its messages a budget at a
+//! time, so a queue of a million messages never stops the shard. Until then its messages are ordinary messages of a record nobody can name:
 //! their timers fire as usual, and receipts name the old record, so they find nothing.
 //!
 //! Memory per message beyond its text: 80 bytes of slab slot + 16 of wheel node = 96 bytes, plus
@@ -172,7 +172,8 @@ impl ShardState {
         &self.replicas
     }
 
-    /// Applies `command` at `now_ms` (ms since the Unix epoch), after running due timers.
+    /// Applies `command` at `now_ms` (ms since the Unix epoch), after running due timers (at
+    /// most `TIMER_ENTRIES_PER_STEP_MAX` wheel entries).
     ///
     /// Preconditions the api layer guarantees (violations are bugs and panic): names and
     /// metadata are valid, metadata is in `Metadata`'s canonical order; message texts are at most
@@ -180,7 +181,9 @@ impl ShardState {
     /// for Get, and below the TTL for Put; counts within `1..=MESSAGES_PER_GET_MAX`; `results_max`
     /// at most `LIST_QUEUES_RESULTS_MAX`; at most `SIGNED_IDENTIFIERS_MAX` signed identifiers.
     pub fn apply(&mut self, command: Command, now_ms: u64) -> Result<Reply, StorageError> {
-        self.advance(now_ms, config::TIMER_ENTRIES_PER_STEP_MAX);
+        // Timers only: graveyards are the runtime's background work (`advance`), so a request
+        // never pays for freeing another queue's messages.
+        self.run_timers(now_ms, &mut { config::TIMER_ENTRIES_PER_STEP_MAX });
         self.execute(command, now_ms)
     }
 
@@ -321,15 +324,20 @@ impl ShardState {
     /// The budget left after the timers frees messages of graveyards, one entry each.
     pub fn advance(&mut self, now_ms: u64, entries_max: usize) -> bool {
         let mut budget = entries_max;
-        while let Some(fired) = self.timers.pop_due(now_ms, &mut budget) {
-            self.on_timer(fired.timer, now_ms);
-        }
+        self.run_timers(now_ms, &mut budget);
         self.empty_graveyards(&mut budget);
         !self.graveyards.is_empty()
             || self
                 .timers
                 .next_deadline_ms()
                 .is_some_and(|deadline_ms| deadline_ms <= now_ms)
+    }
+
+    /// Runs timers due at `now_ms` while `budget` lasts, one wheel entry each.
+    fn run_timers(&mut self, now_ms: u64, budget: &mut usize) {
+        while let Some(fired) = self.timers.pop_due(now_ms, budget) {
+            self.on_timer(fired.timer, now_ms);
+        }
     }
 
     /// When the runtime should next call `advance`: `None` when no timer is pending and no
