@@ -77,10 +77,11 @@ async fn run_timer(engine: Rc<Engine>, woken: LocalReceiver<()>) {
                 .borrow_mut()
                 .advance(now_ms, TIMER_ENTRIES_PER_STEP_MAX);
             // Let requests run between bounded steps. Not `yield_now`: a task that is ready
-            // again at once keeps glommio in its run queue, and it polls its rings for I/O only
-            // when the queue is empty or its 100 ms preempt timer fires, so a long backlog
-            // (a million expiries, a cleared queue's graveyard) held every request for up to
-            // 100 ms. A short sleep empties the run queue, so connections are served in between.
+            // again at once keeps glommio in its run queue, which polls its rings for I/O only
+            // when the queue is empty or its 100 ms preempt timer fires, so a long backlog (a
+            // cleared queue's graveyard: measured, docs/BENCHMARKS.md; expiries due at once)
+            // held every request for up to 100 ms. A short sleep empties the run queue, so
+            // connections are served in between.
             glommio::timer::sleep(Duration::from_micros(TIMER_STEP_PAUSE_US)).await;
             continue;
         }
