@@ -1,5 +1,6 @@
-//! Response encoding benchmarks: a 32-message Get Messages body and an error body, written into a
-//! reused output buffer as the connection loop does.
+//! Message XML benchmarks: encoding a 32-message Get Messages body and a Put reply into a reused
+//! output buffer as the connection loop does, and reading the text of a 1 KiB Put body (the
+//! unescape and the check for characters XML forbids).
 
 use bytes::{Bytes, BytesMut};
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
@@ -49,5 +50,15 @@ fn encode(criterion: &mut Criterion) {
     });
 }
 
-criterion_group!(benches, encode);
+fn decode(criterion: &mut Criterion) {
+    let body = format!(
+        "<?xml version='1.0' encoding='utf-8'?>\n<QueueMessage><MessageText>{}</MessageText></QueueMessage>",
+        "m".repeat(1024)
+    );
+    criterion.bench_function("decode/put_message_text_1KiB", |bencher| {
+        bencher.iter(|| xml::message_text(criterion::black_box(body.as_bytes())).unwrap())
+    });
+}
+
+criterion_group!(benches, encode, decode);
 criterion_main!(benches);
