@@ -8,6 +8,7 @@ use crate::http::Request;
 use crate::queue::Metadata;
 
 use super::router::Query;
+use super::xml::has_non_xml_char;
 
 /// Queue names: 3-63 characters of `[a-z0-9-]`, starting and ending alphanumeric, no `--`.
 pub fn queue_name(name: &str) -> Result<(), StorageError> {
@@ -43,7 +44,11 @@ pub fn metadata(request: &Request) -> Result<Metadata, StorageError> {
         if !is_identifier(key) {
             return Err(StorageError::InvalidMetadata);
         }
-        let value = std::str::from_utf8(value).map_err(|_| StorageError::InvalidMetadata)?;
+        // List Queues with `include=metadata` echoes values in XML: only what XML 1.0 may hold.
+        let value = std::str::from_utf8(value)
+            .ok()
+            .filter(|value| !has_non_xml_char(value.as_bytes()))
+            .ok_or(StorageError::InvalidMetadata)?;
         total_bytes += key.len() + value.len();
         if total_bytes > METADATA_BYTES_MAX {
             return Err(StorageError::MetadataTooLarge);
@@ -177,6 +182,15 @@ mod tests {
             (
                 vec![("x-ms-meta-Key", "1"), ("x-ms-meta-key", "2")],
                 Err(StorageError::InvalidMetadata),
+            ),
+            // A value List Queues could not write into XML.
+            (
+                vec![("x-ms-meta-k", "a\u{FFFF}")],
+                Err(StorageError::InvalidMetadata),
+            ),
+            (
+                vec![("x-ms-meta-k", "tab\tcaf\u{e9}")],
+                pairs(&[("k", "tab\tcaf\u{e9}")]),
             ),
             (
                 vec![("x-ms-meta-k", &big[..METADATA_BYTES_MAX - 1])],
