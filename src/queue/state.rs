@@ -46,7 +46,9 @@ use super::command::{
     EXPIRATION_NEVER_MS,
 };
 use super::replicas::{Replica, Replicas};
-use super::slab::{Message, MessageList, MessageSlab, OrderKey, Place, NONE, TTL_S_NEVER};
+use super::slab::{
+    Message, MessageList, MessageSlab, OrderKey, Place, NONE, QUEUE_INDEX_MAX, TTL_S_NEVER,
+};
 use super::wheel::TimerWheel;
 use crate::config;
 use crate::error::StorageError;
@@ -111,6 +113,10 @@ pub struct ShardState {
     queue_names: BTreeMap<QueueKey, u32>,
     /// Most queues this shard holds (`QUEUES_PER_SHARD_MAX` outside tests).
     queues_max: usize,
+    /// Most queue records, live queues and graveyards together: a message names its record
+    /// in `QUEUE_INDEX_MAX + 1` values (fewer in tests). Only a billion messages waiting in
+    /// graveyards could reach it; then Create Queue and Clear Messages answer 503 `ServerBusy`.
+    queue_records_max: usize,
     /// Bytes charged for the messages stored now: text plus `MESSAGE_OVERHEAD_BYTES` each.
     message_bytes: u64,
     /// Most bytes `message_bytes` may reach: this shard's part of `--max-memory`. A Put or Update
@@ -147,6 +153,7 @@ impl ShardState {
             )),
             queue_names: BTreeMap::new(),
             queues_max: config::QUEUES_PER_SHARD_MAX,
+            queue_records_max: QUEUE_INDEX_MAX + 1,
             message_bytes: 0,
             message_bytes_max: u64::MAX,
             messages: MessageSlab::new(),
@@ -181,8 +188,9 @@ impl ShardState {
     /// for Get, and below the TTL for Put; counts within `1..=MESSAGES_PER_GET_MAX`; `results_max`
     /// at most `LIST_QUEUES_RESULTS_MAX`; at most `SIGNED_IDENTIFIERS_MAX` signed identifiers.
     pub fn apply(&mut self, command: Command, now_ms: u64) -> Result<Reply, StorageError> {
-        // Timers only: graveyards are the runtime's background work (`advance`), so a request
-        // never pays for freeing another queue's messages.
+        // Timers only (those of graveyard messages too, within the same budget): emptying
+        // graveyards is the runtime's background work (`advance`), so a request never pays for
+        // freeing a cleared queue's messages wholesale.
         self.run_timers(now_ms, &mut { config::TIMER_ENTRIES_PER_STEP_MAX });
         self.execute(command, now_ms)
     }
@@ -253,10 +261,11 @@ impl ShardState {
                 if self.queue(index).messages_count > 0 {
                     // The queue moves to a new, empty record; the old one, with every message,
                     // becomes a graveyard.
+                    let fresh = self.new_queue_record(Metadata::new())?;
                     let metadata = std::mem::take(&mut queue_at(&mut self.queues, index).metadata);
-                    let fresh = self.new_queue_record(metadata);
-                    self.queue_indices.insert(queue.clone(), fresh);
-                    self.queue_names.insert(queue, fresh);
+                    queue_at(&mut self.queues, fresh).metadata = metadata;
+                    assert_eq!(self.queue_indices.insert(queue.clone(), fresh), Some(index));
+                    assert_eq!(self.queue_names.insert(queue, fresh), Some(index));
                     self.retire_queue_record(index);
                 }
                 Ok(Reply::Done)
@@ -390,14 +399,17 @@ impl ShardState {
         if self.queue_indices.len() >= self.queues_max {
             return Err(StorageError::ServerBusy);
         }
-        let index = self.new_queue_record(metadata);
+        let index = self.new_queue_record(metadata)?;
         assert!(self.queue_indices.insert(key.clone(), index).is_none());
         assert!(self.queue_names.insert(key, index).is_none());
         Ok(Reply::QueueCreated)
     }
 
     /// Stores an empty queue with `metadata` in a free record; returns its index.
-    fn new_queue_record(&mut self, metadata: Metadata) -> u32 {
+    fn new_queue_record(&mut self, metadata: Metadata) -> Result<u32, StorageError> {
+        if self.queues_free.is_empty() && self.queues.len() >= self.queue_records_max {
+            return Err(StorageError::ServerBusy);
+        }
         let queue = Queue {
             metadata,
             messages_count: 0,
@@ -405,7 +417,7 @@ impl ShardState {
             out_of_order: BTreeMap::new(),
             invisible: MessageList::EMPTY,
         };
-        match self.queues_free.pop() {
+        Ok(match self.queues_free.pop() {
             Some(index) => {
                 assert!(self.queues[index as usize].is_none());
                 self.queues[index as usize] = Some(queue);
@@ -415,7 +427,7 @@ impl ShardState {
                 self.queues.push(Some(queue));
                 (self.queues.len() - 1) as u32
             }
-        }
+        })
     }
 
     /// Retires the queue record at `index`, which no name leads to any more: free at once when

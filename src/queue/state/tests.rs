@@ -180,11 +180,30 @@ impl ShardState {
         let mut stored = 0;
         let mut timed = 0;
         let mut live_queues = 0;
+        let mut graveyards = self.graveyards.clone();
+        graveyards.sort_unstable();
+        graveyards.dedup();
+        assert_eq!(graveyards.len(), self.graveyards.len(), "a graveyard twice");
+        assert!(graveyards
+            .iter()
+            .all(|&index| (index as usize) < self.queues.len()));
+        let mut free = self.queues_free.clone();
+        free.sort_unstable();
+        free.dedup();
+        assert_eq!(free.len(), self.queues_free.len(), "a free record twice");
         for (index, queue) in self.queues.iter().enumerate() {
             let Some(queue) = queue else {
                 assert!(self.queues_free.contains(&(index as u32)));
+                assert!(
+                    !self.graveyards.contains(&(index as u32)),
+                    "a free graveyard"
+                );
                 continue;
             };
+            assert!(
+                !self.queues_free.contains(&(index as u32)),
+                "a used record is free"
+            );
             // A record is a named queue's or a graveyard, never both. (A graveyard whose last
             // messages expired is empty until the next `advance` frees its record.)
             let graveyard = self.graveyards.contains(&(index as u32));
@@ -434,6 +453,61 @@ fn large_queues_are_cleared_and_deleted_in_bounded_steps() {
         assert_eq!(texts(&peek(&mut state, "other", 32, at_ms)), ["kept"]);
         state.verify();
     }
+}
+
+/// Queue records are live queues plus graveyards; at the bound a Clear or Create that needs
+/// one more answers 503 and changes nothing, and works again once the graveyards are freed.
+#[test]
+fn queue_records_are_bounded_with_graveyards() {
+    let mut state = state_with(&["a", "b"]);
+    state.queue_records_max = 3;
+    let metadata = vec![("k".to_string(), "v".to_string())];
+    state
+        .apply(
+            Command::SetQueueMetadata {
+                queue: key("a"),
+                metadata: metadata.clone(),
+            },
+            NOW,
+        )
+        .unwrap();
+    put(&mut state, "a", "first", 0, Some(60), NOW);
+    // The third record: "a" moves to it, its old record waits as a graveyard.
+    assert!(matches!(
+        state.apply(Command::ClearMessages { queue: key("a") }, NOW),
+        Ok(Reply::Done)
+    ));
+    let kept = put(&mut state, "a", "second", 0, Some(60), NOW);
+    for command in [
+        Command::ClearMessages { queue: key("a") },
+        Command::CreateQueue {
+            queue: key("c"),
+            metadata: vec![],
+        },
+    ] {
+        assert_eq!(
+            state.apply(command, NOW).unwrap_err(),
+            StorageError::ServerBusy
+        );
+        state.verify();
+    }
+    assert_eq!(texts(&peek(&mut state, "a", 32, NOW)), ["second"]);
+    assert!(matches!(
+        state.apply(Command::GetQueueMetadata { queue: key("a") }, NOW),
+        Ok(Reply::Metadata { metadata: ref kept_metadata, approximate_messages_count: 1 })
+            if *kept_metadata == metadata
+    ));
+    // Once the graveyard is freed, its record serves again.
+    assert!(!state.advance(NOW, config::TIMER_ENTRIES_PER_STEP_MAX));
+    assert!(matches!(
+        state.apply(Command::ClearMessages { queue: key("a") }, NOW),
+        Ok(Reply::Done)
+    ));
+    assert_eq!(
+        delete(&mut state, "a", kept.message_id, receipt(&kept), NOW).unwrap_err(),
+        StorageError::MessageNotFound
+    );
+    state.verify();
 }
 
 #[test]
