@@ -8,7 +8,9 @@
 #
 # Environment (defaults in brackets):
 #   SERVER_CPU [0]      CPU azq is pinned to (one shard)
-#   CLIENT_CPU [1]      CPU azq-loadgen and the clearing client are pinned to
+#   CLIENT_CPU [1]      CPU azq-loadgen and the clearing client are pinned to (the client
+#                       competes with the load generator's polling there; the DEPTH=1
+#                       baseline carries the same bias)
 #   DEPTH      [1000000] messages in the queue that is cleared (1 KiB each)
 #   RATE       [10000]  puts/s of the measured load
 #   OUT_DIR    [target/bench-clear-stall]  JSON reports
@@ -38,6 +40,8 @@ if [[ ! -x .venv/bin/python ]]; then
 fi
 
 server_pid=
+load_pid=
+clear_pid=
 stop_server() {
   if [[ -n $server_pid ]]; then
     kill "$server_pid" 2>/dev/null || true
@@ -45,7 +49,14 @@ stop_server() {
     server_pid=
   fi
 }
-trap stop_server EXIT
+# On any exit, the clients too: a failed Clear must not leave the load running.
+stop_all() {
+  for pid in $load_pid $clear_pid; do
+    kill "$pid" 2>/dev/null || true
+  done
+  stop_server
+}
+trap stop_all EXIT
 
 free_port() {
   python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'

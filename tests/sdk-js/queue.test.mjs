@@ -5,7 +5,8 @@
 //
 // Starts `AZQ_BIN` (default target/release/azq) on 127.0.0.1 with `--queuePort 0 --shards 2`,
 // reads the port from its ready line and stops it with SIGTERM at the end. Run with
-// `node --test tests/sdk-js/` after `npm ci --prefix tests/sdk-js`; scripts/test.sh does both.
+// `node --test tests/sdk-js/queue.test.mjs` after `npm ci --prefix tests/sdk-js`;
+// scripts/test.sh does both.
 
 import { after, before, test } from "node:test";
 import assert from "node:assert/strict";
@@ -27,6 +28,7 @@ const ACCOUNT = "devstoreaccount1";
 const KEY =
   "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw==";
 const STARTUP_TIMEOUT_MS = 30_000;
+const STOP_TIMEOUT_MS = 15_000;
 const REPO_ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..", "..");
 const AZQ_BIN = process.env.AZQ_BIN ?? path.join(REPO_ROOT, "target", "release", "azq");
 // Bounded retries: a failure shows at once instead of after the SDK's default backoff.
@@ -42,7 +44,10 @@ function startServer() {
   return new Promise((resolve, reject) => {
     const args = ["--queueHost", "127.0.0.1", "--queuePort", "0", "--shards", "2"];
     server = spawn(AZQ_BIN, args, { stdio: ["ignore", "pipe", "inherit"] });
-    const timer = setTimeout(() => reject(new Error("azq printed no ready line")), STARTUP_TIMEOUT_MS);
+    const timer = setTimeout(
+      () => reject(new Error("azq printed no ready line")),
+      STARTUP_TIMEOUT_MS,
+    );
     let output = "";
     server.stdout.on("data", (chunk) => {
       output += chunk;
@@ -52,8 +57,14 @@ function startServer() {
         resolve(`${ready[1]}/${ACCOUNT}`);
       }
     });
-    server.on("error", reject);
-    server.on("exit", (code) => reject(new Error(`azq exited with ${code}: ${output}`)));
+    server.on("error", (error) => {
+      clearTimeout(timer);
+      reject(error);
+    });
+    server.on("exit", (code, signal) => {
+      clearTimeout(timer);
+      reject(new Error(`azq exited (${code ?? signal}): ${output}`));
+    });
   });
 }
 
@@ -81,10 +92,23 @@ before(async () => {
 });
 
 after(async () => {
-  if (server && server.exitCode === null) {
-    const exited = new Promise((resolve) => server.once("exit", resolve));
-    server.kill("SIGTERM");
-    await exited;
+  // Nothing to stop when the spawn failed or azq already ended (by exit code or signal).
+  if (!server || server.pid === undefined || server.exitCode !== null || server.signalCode) {
+    return;
+  }
+  const exited = new Promise((resolve) => server.once("exit", resolve));
+  server.kill("SIGTERM");
+  let timer;
+  const stopped = await Promise.race([
+    exited.then(() => true),
+    new Promise((resolve) => {
+      timer = setTimeout(() => resolve(false), STOP_TIMEOUT_MS);
+    }),
+  ]);
+  clearTimeout(timer);
+  if (!stopped) {
+    server.kill("SIGKILL");
+    assert.fail(`azq did not exit within ${STOP_TIMEOUT_MS} ms of SIGTERM`);
   }
 });
 
