@@ -19,14 +19,15 @@ Usage: azq [options]
   --max-connections N        open connections per shard before new ones get 503
   --max-memory SIZE          bytes of stored messages (e.g. 512M, 4G; default: half the RAM)
                              before Put answers 503 ServerBusy
+  --extentMemoryLimit MB     Azurite's name for the same limit, in megabytes (-1: default)
   -s, --silent               no start-up banner beyond the ready line
   -d, --debug FILE           write a request log to FILE
   --disableProductStyleUrl   only path-style URLs (account in the path)
   --inMemoryPersistence      accepted: azq keeps everything in memory
   -L, --loose, --skipApiVersionCheck, --disableTelemetry
                              accepted for compatibility (azq is always lenient about versions)
-  -h, --help                 this text
-  -V, --version              the version
+  -h, --help, help           this text
+  -v, -V, --version, version the version
 
 Environment: AZURITE_ACCOUNTS=\"acct1:key1[:key2];acct2:key\" replaces the development account.
 ";
@@ -133,6 +134,20 @@ fn parse_arguments(arguments: impl Iterator<Item = String>) -> Result<Option<Con
                     .filter(|&bytes| bytes > 0)
                     .ok_or_else(|| "--max-memory must be a size such as 512M or 4G".to_string())?
             }
+            // Azurite's limit on in-memory message storage, in megabytes; -1 keeps the default.
+            "--extentMemoryLimit" => {
+                let megabytes: i64 = value(&flag)?
+                    .trim()
+                    .parse()
+                    .ok()
+                    .filter(|&megabytes| megabytes > 0 || megabytes == -1)
+                    .ok_or_else(|| {
+                        "--extentMemoryLimit must be a number of megabytes (or -1)".to_string()
+                    })?;
+                if megabytes > 0 {
+                    config.message_bytes_max = (megabytes as u64).saturating_mul(1 << 20);
+                }
+            }
             "-s" | "--silent" => config.silent = true,
             "-d" | "--debug" => config.debug_log_path = Some(value(&flag)?.into()),
             "--disableProductStyleUrl" => config.product_style_url_disabled = true,
@@ -146,11 +161,12 @@ fn parse_arguments(arguments: impl Iterator<Item = String>) -> Result<Option<Con
                     "{flag} is not supported yet: azq keeps data in memory and serves plain HTTP"
                 ))
             }
-            "-h" | "--help" => {
+            // `help` and `version` are azurite-queue's commands.
+            "-h" | "--help" | "help" => {
                 print!("{USAGE}");
                 return Ok(None);
             }
-            "-V" | "--version" => {
+            "-V" | "-v" | "--version" | "version" => {
                 println!("azq {}", env!("CARGO_PKG_VERSION"));
                 return Ok(None);
             }
@@ -210,7 +226,50 @@ fn raise_open_files_limit() {
 
 #[cfg(test)]
 mod tests {
-    use super::parse_size;
+    use super::{parse_arguments, parse_size};
+
+    fn parse(arguments: &[&str]) -> Result<Option<azq::config::Config>, String> {
+        parse_arguments(arguments.iter().map(|argument| argument.to_string()))
+    }
+
+    #[test]
+    fn azurite_command_lines() {
+        // What azurite-queue is started with in Docker, testcontainers and CI scripts.
+        let config = parse(&[
+            "--queueHost",
+            "0.0.0.0",
+            "--queuePort=10001",
+            "--inMemoryPersistence",
+            "--extentMemoryLimit",
+            "256",
+            "--loose",
+            "--skipApiVersionCheck",
+            "--disableProductStyleUrl",
+            "--disableTelemetry",
+            "-s",
+        ])
+        .unwrap()
+        .expect("a configuration");
+        assert_eq!(config.host.to_string(), "0.0.0.0");
+        assert_eq!(config.port, 10001);
+        assert_eq!(config.message_bytes_max, 256 << 20);
+        assert!(config.silent && config.product_style_url_disabled);
+        let default_bytes = parse(&[]).unwrap().unwrap().message_bytes_max;
+        let config = parse(&["--extentMemoryLimit=-1"]).unwrap().unwrap();
+        assert_eq!(config.message_bytes_max, default_bytes);
+        for command in ["help", "version", "-v", "-h"] {
+            assert!(parse(&[command]).unwrap().is_none(), "{command}");
+        }
+        for refused in [
+            &["--extentMemoryLimit", "0"][..],
+            &["--extentMemoryLimit", "-2"],
+            &["--extentMemoryLimit", "lots"],
+            &["--location", "/data"],
+            &["--blobHost", "0.0.0.0"],
+        ] {
+            assert!(parse(refused).is_err(), "{refused:?}");
+        }
+    }
 
     #[test]
     fn size_table() {
