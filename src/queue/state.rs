@@ -29,8 +29,9 @@
 //! Clear Messages and Delete Queue are O(1): the queue's record, with every message in it,
 //! becomes a graveyard that no name leads to (Clear gives the queue a new, empty record), and
 //! `advance` (the runtime's background step, never `apply`) frees its messages a budget at a
-//! time, so a queue of a million messages never stops the shard. Until then its messages are ordinary messages of a record nobody can name:
-//! their timers fire as usual, and receipts name the old record, so they find nothing.
+//! time, so a queue of a million messages never stops the shard. Until then its messages are
+//! ordinary messages of a record nobody can name: their timers fire as usual, and receipts name
+//! the old record, so they find nothing.
 //!
 //! Memory per message beyond its text: 80 bytes of slab slot + 16 of wheel node = 96 bytes, plus
 //! the 24-byte reference count `bytes` gives a shared text, plus 41 bytes while the message sits
