@@ -1,9 +1,13 @@
 //! Overload over real TCP: the `--max-memory` budget for stored messages. Beyond it Put answers
-//! 503 `ServerBusy`, everything already stored stays intact, and freeing messages makes room again.
+//! 503 `ServerBusy`, everything already stored stays intact, and freeing messages makes room again
+//! (also when a Clear or Delete Queue leaves more than one background step of messages to free).
 
 mod common;
 
-use common::{elements, exchange, put_body, signed_request, Server};
+use std::io::{BufReader, Write};
+use std::time::{Duration, Instant};
+
+use common::{elements, exchange, put_body, read_response, signed_request, Server};
 
 const QUEUE: &str = "/devstoreaccount1/memory-bound";
 
@@ -78,6 +82,96 @@ fn puts_beyond_max_memory_get_503_and_stored_messages_survive() {
         204
     );
     assert_eq!(put(&server, &text).status, 201);
+}
+
+/// Puts `text` into `queue` over one connection, pipelined in rounds of 500, until a Put is
+/// refused; returns how many were stored and the refusal's status and code.
+fn fill(server: &Server, queue: &str, text: &str) -> (usize, u16, Option<String>) {
+    let request = signed_request("POST", &format!("{queue}/messages"), &[], &put_body(text));
+    let stream = server.connect();
+    let mut writer = stream.try_clone().unwrap();
+    let mut reader = BufReader::new(stream);
+    let mut stored = 0;
+    loop {
+        writer.write_all(&request.repeat(500)).unwrap();
+        let mut refusal = None;
+        for _ in 0..500 {
+            let response = read_response(&mut reader, false).expect("a response");
+            match response.status {
+                201 if refusal.is_none() => stored += 1,
+                201 => panic!("a Put was stored after one was refused"),
+                status => {
+                    let code = response.error_code().map(str::to_string);
+                    refusal.get_or_insert((status, code));
+                }
+            }
+        }
+        if let Some((status, code)) = refusal {
+            return (stored, status, code);
+        }
+        assert!(stored < 100_000, "the budget was never enforced");
+    }
+}
+
+/// Waits (bounded) until a Put into `queue` is stored again: the shard has freed the messages
+/// a Clear or Delete Queue left behind in its background steps.
+fn wait_until_put_fits(server: &Server, queue: &str, text: &str) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let request = signed_request("POST", &format!("{queue}/messages"), &[], &put_body(text));
+    loop {
+        let response = exchange(server, &request);
+        match response.status {
+            201 => return,
+            503 if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(20)),
+            status => panic!("Put after freeing: {status} {:?}", response.error_code()),
+        }
+    }
+}
+
+#[test]
+fn cleared_and_deleted_queues_give_all_their_memory_back() {
+    // 2 MiB holds 10,922 messages of 64 bytes (plus 128 of overhead each): more than two of the
+    // shard's 4,096-message background steps.
+    let server = Server::start(&["--shards", "1", "--max-memory", "2M"]);
+    let queue = "/devstoreaccount1/graveyard";
+    let create = signed_request("PUT", queue, &[], b"");
+    assert_eq!(exchange(&server, &create).status, 201);
+    let text = "g".repeat(64);
+    let capacity = 2 * 1024 * 1024 / (64 + azq::config::MESSAGE_OVERHEAD_BYTES);
+    let (stored, status, code) = fill(&server, queue, &text);
+    assert_eq!(
+        (stored, status, code.as_deref()),
+        (capacity, 503, Some("ServerBusy"))
+    );
+
+    // Clear: the queue is empty at once, and the memory comes back within the wait.
+    let clear = signed_request("DELETE", &format!("{queue}/messages"), &[], b"");
+    assert_eq!(exchange(&server, &clear).status, 204);
+    wait_until_put_fits(&server, queue, &text);
+    let (stored, _, _) = fill(&server, queue, &text);
+    assert_eq!(stored + 1, capacity, "a cleared message still counts");
+
+    // Delete Queue, then a new queue of the same name: empty, and all the memory is back.
+    assert_eq!(
+        exchange(&server, &signed_request("DELETE", queue, &[], b"")).status,
+        204
+    );
+    assert_eq!(exchange(&server, &create).status, 201);
+    let metadata = exchange(
+        &server,
+        &signed_request("GET", &format!("{queue}?comp=metadata"), &[], b""),
+    );
+    assert_eq!(
+        metadata.header("x-ms-approximate-messages-count"),
+        Some("0")
+    );
+    wait_until_put_fits(&server, queue, &text);
+    let (stored, _, _) = fill(&server, queue, &text);
+    assert_eq!(
+        stored + 1,
+        capacity,
+        "a deleted queue's message still counts"
+    );
 }
 
 /// Raises this test process's open-files soft limit to its hard limit (10,000 client sockets).
