@@ -39,16 +39,10 @@ if [[ ! -x .venv/bin/python ]]; then
   exit 2
 fi
 
-server_pid=
+# shellcheck source=scripts/bench-lib.sh
+source scripts/bench-lib.sh
 load_pid=
 clear_pid=
-stop_server() {
-  if [[ -n $server_pid ]]; then
-    kill "$server_pid" 2>/dev/null || true
-    wait "$server_pid" 2>/dev/null || true
-    server_pid=
-  fi
-}
 # On any exit, the clients too: a failed Clear must not leave the load running.
 stop_all() {
   for pid in $load_pid $clear_pid; do
@@ -57,21 +51,6 @@ stop_all() {
   stop_server
 }
 trap stop_all EXIT
-
-free_port() {
-  python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
-}
-
-wait_for_port() {
-  for _ in $(seq 1 100); do
-    if (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; then
-      return 0
-    fi
-    sleep 0.1
-  done
-  echo "nothing listens on port $1" >&2
-  return 1
-}
 
 loadgen() {
   timeout --kill-after=10 "$run_timeout_s" taskset -c "$client_cpu" target/release/azq-loadgen \

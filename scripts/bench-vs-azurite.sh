@@ -46,32 +46,9 @@ azurite_version=$(node -p "require('./.azurite/node_modules/azurite/package.json
 section "cargo build --release (azq, azq-loadgen)"
 cargo build --release --workspace --bins >&2
 
-server_pid=
-stop_server() {
-  if [[ -n $server_pid ]]; then
-    kill "$server_pid" 2>/dev/null || true
-    wait "$server_pid" 2>/dev/null || true
-    server_pid=
-  fi
-}
+# shellcheck source=scripts/bench-lib.sh
+source scripts/bench-lib.sh
 trap stop_server EXIT
-
-# A free loopback port: bind port 0, read it back, release it.
-free_port() {
-  python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
-}
-
-wait_for_port() {
-  local port=$1
-  for _ in $(seq 1 100); do
-    if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
-      return 0
-    fi
-    sleep 0.1
-  done
-  echo "nothing listens on port $port" >&2
-  return 1
-}
 
 # Starts a fresh, empty server ($1: azq or azurite) pinned to the server CPUs; sets
 # server_port. Every scenario gets fresh servers, so that no run pays for the queues an earlier
