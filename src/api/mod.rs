@@ -766,3 +766,6 @@ pub fn merge_queue_lists(parts: Vec<Result<Reply, StorageError>>) -> Result<Repl
     }
     Ok(Reply::Queues(queues))
 }
+
+#[cfg(test)]
+mod tests;
