@@ -11,13 +11,16 @@
 //! - `queue/`: per-shard state (queues, message slab, timer wheel, pop receipts) and the shard's
 //!   copy of the replicated settings (service properties, queue ACLs); synchronous and
 //!   deterministic, driven by commands and an injected time.
-//! - `config`, `error`, `clock`: limits, the `StorageError` → (status, code) mapping, time.
+//! - `random`: SplitMix64, for values that must be spread, not secret.
+//! - `time`: the clock, calendar dates, RFC 1123 and ISO 8601.
+//! - `config`, `error`: limits and the `StorageError` → (status, code) mapping.
 
 pub mod api;
 pub mod auth;
-pub mod clock;
 pub mod config;
 pub mod error;
 pub mod http;
 pub mod queue;
+pub mod random;
 pub mod runtime;
+pub mod time;

@@ -10,6 +10,8 @@
 //! Everything here is pure arithmetic on nanosecond instants, so the bookkeeping is tested
 //! against hand-computed schedules without a clock or a network.
 
+use azq::random::{mix64, SplitMix64};
+
 /// Nanoseconds in one second.
 pub const NANOSECONDS_PER_SECOND: u64 = 1_000_000_000;
 
@@ -43,8 +45,8 @@ pub struct Pacer {
     gap_ns: f64,
     /// The intended time of the next start, as a fraction so that rounding does not drift.
     next_ns: f64,
-    /// SplitMix64 state for Poisson gaps: seeded per lane, so runs are repeatable.
-    random_state: u64,
+    /// Randomness for Poisson gaps: seeded per lane, so runs are repeatable.
+    random: SplitMix64,
 }
 
 impl Pacer {
@@ -64,7 +66,7 @@ impl Pacer {
             arrival,
             gap_ns,
             next_ns: start_ns as f64,
-            random_state: seed ^ (lane_index as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15),
+            random: SplitMix64::new(seed ^ mix64(lane_index as u64)),
         };
         match arrival {
             // Lane k starts k overall gaps after lane 0.
@@ -89,16 +91,8 @@ impl Pacer {
 
     fn poisson_gap_ns(&mut self) -> f64 {
         // Inverse transform sampling: -ln(U) is exponential with mean 1 for U uniform in (0, 1].
-        let uniform = (self.next_random() >> 11) as f64 / (1u64 << 53) as f64;
+        let uniform = (self.random.next_u64() >> 11) as f64 / (1u64 << 53) as f64;
         -(1.0 - uniform).ln() * self.gap_ns
-    }
-
-    fn next_random(&mut self) -> u64 {
-        self.random_state = self.random_state.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut mixed = self.random_state;
-        mixed = (mixed ^ (mixed >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        mixed = (mixed ^ (mixed >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        mixed ^ (mixed >> 31)
     }
 }
 

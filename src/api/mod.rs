@@ -10,7 +10,6 @@
 //! runtime then applies on every other shard.
 
 pub mod cors;
-pub mod date;
 pub mod ids;
 pub mod router;
 pub mod settings_xml;
@@ -23,8 +22,7 @@ use std::net::IpAddr;
 use bytes::{BufMut, BytesMut};
 
 use crate::auth::{
-    parse_iso8601_ms, Access, Accounts, AuthFailure, Authenticator, PermissionSet, RequestContext,
-    StoredPolicy,
+    Access, Accounts, AuthFailure, Authenticator, PermissionSet, RequestContext, StoredPolicy,
 };
 use crate::config::{
     API_VERSION_LATEST, GET_VISIBILITY_TIMEOUT_S_DEFAULT, LIST_QUEUES_RESULTS_MAX,
@@ -36,6 +34,7 @@ use crate::queue::{
     self, Command, MessageId, PopReceipt, QueueKey, Replicas, Reply, SignedIdentifier,
     EXPIRATION_NEVER_MS,
 };
+use crate::time::{self, parse_iso8601_ms};
 
 pub use cors::CorsHeaders;
 pub use router::{Operation, Query, Route};
@@ -513,7 +512,7 @@ impl Service {
                 writer.header("x-ms-popreceipt", &receipt);
                 writer.header(
                     "x-ms-time-next-visible",
-                    &date::rfc1123(time_next_visible_ms),
+                    &time::rfc1123(time_next_visible_ms),
                 );
                 writer.finish();
             }
@@ -595,7 +594,7 @@ impl Service {
         if let Some(client_request_id) = request.header("x-ms-client-request-id") {
             writer.header("x-ms-client-request-id", client_request_id);
         }
-        writer.header("Date", &date::rfc1123_cached(now_ms));
+        writer.header("Date", &time::rfc1123_cached(now_ms));
         if !request.keep_alive {
             writer.header("Connection", b"close");
         } else if request.version_minor == 0 {
@@ -636,7 +635,7 @@ impl Service {
         writer.header("x-ms-request-id", &request_id);
         writer.header("x-ms-version", API_VERSION_LATEST.as_bytes());
         writer.header("x-ms-error-code", error.code().as_bytes());
-        writer.header("Date", &date::rfc1123_cached(now_ms));
+        writer.header("Date", &time::rfc1123_cached(now_ms));
         writer.header("Connection", b"close");
         writer.header("Content-Type", b"application/xml");
         xml::error(writer.body(), error, &request_id, now_ms);

@@ -12,7 +12,6 @@ use bytes::{BufMut, BytesMut};
 use quick_xml::events::Event;
 use quick_xml::Reader;
 
-use crate::auth::parse_iso8601_ms;
 use crate::config::{
     CORS_RULES_MAX, CORS_RULES_TEXT_BYTES_MAX, RETENTION_DAYS_MAX, SIGNED_IDENTIFIERS_MAX,
     SIGNED_IDENTIFIER_ID_CHARS_MAX, XML_DEPTH_MAX,
@@ -22,8 +21,8 @@ use crate::queue::{
     AccessPolicy, CorsRule, Logging, Metrics, RetentionPolicy, ServiceProperties,
     ServicePropertiesUpdate, SignedIdentifier,
 };
+use crate::time::{parse_iso8601_ms, rfc1123};
 
-use super::date::rfc1123;
 use super::xml::{element, has_non_xml_char, DECLARATION};
 
 /// The letters a stored access policy may grant, in the only order Azure accepts them.

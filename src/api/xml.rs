@@ -11,8 +11,8 @@ use crate::error::StorageError;
 use crate::http::response::put_decimal;
 use crate::queue::{MessageView, QueueListing};
 
-use super::date::rfc1123;
 use super::ids;
+use crate::time::{format_iso8601_7, rfc1123, RFC1123_BYTES};
 
 /// The XML declaration every response body starts with.
 pub const DECLARATION: &[u8] = br#"<?xml version="1.0" encoding="utf-8"?>"#;
@@ -189,14 +189,14 @@ pub enum MessageFields {
 /// insertion, expiration and next-visible seconds, so one memo per field skips most formatting.
 struct DateMemo {
     unix_s: u64,
-    text: [u8; super::date::RFC1123_BYTES],
+    text: [u8; RFC1123_BYTES],
 }
 
 impl DateMemo {
     fn new() -> DateMemo {
         DateMemo {
             unix_s: u64::MAX,
-            text: [0; super::date::RFC1123_BYTES],
+            text: [0; RFC1123_BYTES],
         }
     }
 
@@ -310,28 +310,8 @@ pub fn error(out: &mut BytesMut, error: StorageError, request_id: &[u8], now_ms:
     out.put_slice(b"\nRequestId:");
     out.put_slice(request_id);
     out.put_slice(b"\nTime:");
-    iso8601_into(out, now_ms);
+    out.put_slice(&format_iso8601_7(now_ms));
     out.put_slice(b"</Message></Error>");
-}
-
-/// Appends `now_ms` as ISO 8601 with seven fractional digits, as Azure writes error times.
-fn iso8601_into(out: &mut BytesMut, now_ms: u64) {
-    let civil = super::date::civil_from_unix_s(now_ms / 1000);
-    let mut text = *b"0000-00-00T00:00:00.0000000Z";
-    let put = |text: &mut [u8; 28], at: usize, width: usize, mut value: u64| {
-        for slot in text[at..at + width].iter_mut().rev() {
-            *slot = b'0' + (value % 10) as u8;
-            value /= 10;
-        }
-    };
-    put(&mut text, 0, 4, civil.year.clamp(0, 9999) as u64);
-    put(&mut text, 5, 2, u64::from(civil.month));
-    put(&mut text, 8, 2, u64::from(civil.day));
-    put(&mut text, 11, 2, u64::from(civil.hour));
-    put(&mut text, 14, 2, u64::from(civil.minute));
-    put(&mut text, 17, 2, u64::from(civil.second));
-    put(&mut text, 20, 3, now_ms % 1000);
-    out.put_slice(&text);
 }
 
 #[cfg(test)]

@@ -6,7 +6,6 @@
 //! - `collation`: the header order of SharedKey canonicalisation (not byte order).
 //! - `shared_key`: string-to-sign for SharedKey/SharedKeyLite, verification, client signing.
 //! - `sas`: SAS parsing, strings-to-sign, validation, and a cache of verified signatures.
-//! - `iso8601`: the instants of SAS tokens and access policies.
 //!
 //! The api layer owns one `Authenticator` per shard and calls `Authenticator::authenticate`
 //! once per request (CORS preflight excepted) with the operation's `Access`. A failure carries
@@ -14,7 +13,6 @@
 
 pub mod accounts;
 pub mod collation;
-pub mod iso8601;
 pub mod sas;
 pub mod shared_key;
 
@@ -25,7 +23,6 @@ use crate::error::StorageError;
 use crate::http::Request;
 
 pub use accounts::{Account, Accounts, SigningKey};
-pub use iso8601::parse_iso8601_ms;
 pub use sas::{Access, PermissionSet, ResourceType, SasCache, StoredPolicy};
 pub use shared_key::sign_shared_key;
 

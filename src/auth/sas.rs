@@ -17,10 +17,10 @@ use std::net::IpAddr;
 use ahash::AHashMap;
 
 use super::accounts::Account;
-use super::iso8601::parse_iso8601_ms;
 use super::{decode_signature, AuthFailure, AuthScheme, Principal, RequestContext};
 use crate::config::SAS_CACHE_KEY_BYTES_MAX;
 use crate::http::query;
+use crate::time::parse_iso8601_ms;
 
 /// The oldest `sv` azq verifies: account SAS appeared with it, and the queue service SAS has
 /// had its current layout (with `sip` and `spr`) since.

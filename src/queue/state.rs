@@ -53,6 +53,7 @@ use super::slab::{
 use super::wheel::TimerWheel;
 use crate::config;
 use crate::error::StorageError;
+use crate::random::mix64;
 
 /// Bits of a message ID's low half that hold the scrambled sequence; the top two are the UUID
 /// variant (`10`).
@@ -893,14 +894,6 @@ fn scramble_sequence(sequence: u64) -> u64 {
     value = value.wrapping_mul(0xbf58_476d_1ce4_e5b9) & SEQUENCE_MASK;
     value ^= value >> 32;
     value | UUID_VARIANT
-}
-
-/// SplitMix64's finaliser: spreads a seed's bits.
-fn mix64(seed: u64) -> u64 {
-    let mut value = seed.wrapping_add(0x9e37_79b9_7f4a_7c15);
-    value = (value ^ (value >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    value = (value ^ (value >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    value ^ (value >> 31)
 }
 
 #[cfg(test)]

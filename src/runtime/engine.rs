@@ -9,10 +9,10 @@ use std::time::Duration;
 
 use glommio::channels::local_channel::{self, LocalReceiver, LocalSender};
 
-use crate::clock::{Clock, SystemClock};
 use crate::config::{TIMER_ENTRIES_PER_STEP_MAX, TIMER_STEP_PAUSE_US};
 use crate::error::StorageError;
 use crate::queue::{Command, Replicas, Reply, ShardState};
+use crate::time::{Clock, SystemClock};
 
 /// Longest the timer task sleeps without a deadline, so a clock step is noticed eventually.
 const TIMER_IDLE_MS: u64 = 60_000;

@@ -337,11 +337,7 @@ impl Signer<'_> {
 }
 
 fn httpdate_now() -> String {
-    let now_ms = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_millis() as u64;
-    String::from_utf8(azq::api::date::rfc1123(now_ms).to_vec()).unwrap()
+    String::from_utf8(azq::time::rfc1123(azq::time::unix_ms()).to_vec()).unwrap()
 }
 
 /// A Put Message body for `text` (already XML-escaped by the caller where needed).

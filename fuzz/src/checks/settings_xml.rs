@@ -13,7 +13,6 @@
 use azq::api::settings_xml::{
     service_properties_into, service_properties_update, signed_identifiers, signed_identifiers_into,
 };
-use azq::auth::parse_iso8601_ms;
 use azq::config::{
     CORS_RULES_MAX, CORS_RULES_TEXT_BYTES_MAX, RETENTION_DAYS_MAX, SIGNED_IDENTIFIERS_MAX,
     SIGNED_IDENTIFIER_ID_CHARS_MAX,
@@ -23,6 +22,7 @@ use azq::queue::{
     CorsRule, Metrics, RetentionPolicy, ServiceProperties, ServicePropertiesUpdate,
     SignedIdentifier,
 };
+use azq::time::parse_iso8601_ms;
 use bytes::BytesMut;
 
 const CORS_METHODS: [&str; 8] = [
