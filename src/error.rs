@@ -1,8 +1,12 @@
 //! `StorageError`: every error a client can receive, and its HTTP status, `x-ms-error-code` and text.
 //!
-//! Each layer has its own small error type (`http::ParseError`, `auth::AuthFailure`, …); they become a
-//! `StorageError` in `api/`. The mapping to status and code is one exhaustive match, so adding a
-//! variant without deciding its status does not compile.
+//! Each layer has its own small error type (`http::ParseError`, `auth::AuthFailure`); the
+//! exhaustive `From` mappings from them live here, beside the enum, so every way a failure
+//! reaches a client is in one file. The mapping to status and code is one exhaustive match, so
+//! adding a variant without deciding its status does not compile.
+
+use crate::auth::AuthFailure;
+use crate::http::ParseError;
 
 /// An error answered to the client in Azure's format.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -196,9 +200,130 @@ impl StorageError {
             ServerBusy => "The server is currently unable to receive requests. Please retry your request.",
         }
     }
+}
 
-    /// The HTTP reason phrase that goes with `status()`.
-    pub fn reason(self) -> &'static str {
-        crate::http::response::reason_phrase(self.status())
+/// What the client is told of a request the parser could not take; the log gets the reason.
+impl From<ParseError> for StorageError {
+    fn from(error: ParseError) -> StorageError {
+        match error {
+            ParseError::HeadTooLarge | ParseError::TooManyHeaders => {
+                StorageError::RequestHeaderTooLarge
+            }
+            ParseError::BodyTooLarge => StorageError::RequestBodyTooLarge,
+            ParseError::Malformed(_) => StorageError::MalformedRequest,
+        }
+    }
+}
+
+/// What the client is told of a failed authentication: never which part of a forgery was
+/// wrong, only the authorization code the service uses; the log gets the reason.
+impl From<AuthFailure> for StorageError {
+    fn from(failure: AuthFailure) -> StorageError {
+        match failure {
+            AuthFailure::UnknownAccount => StorageError::ResourceNotFound,
+            AuthFailure::NoCredentials
+            | AuthFailure::MalformedAuthorization(_)
+            | AuthFailure::UnsupportedScheme
+            | AuthFailure::AccountMismatch
+            | AuthFailure::MalformedQuery
+            | AuthFailure::SignatureMismatch { .. }
+            | AuthFailure::MalformedSas(_)
+            | AuthFailure::UnsupportedSasVersion
+            | AuthFailure::ServiceSasWithoutQueue
+            | AuthFailure::StoredPolicyNotFound
+            | AuthFailure::StoredPolicyConflict(_)
+            | AuthFailure::SasNotYetValid
+            | AuthFailure::SasExpired => StorageError::AuthenticationFailed,
+            AuthFailure::ProtocolMismatch => StorageError::AuthorizationProtocolMismatch,
+            AuthFailure::SourceIpMismatch => StorageError::AuthorizationSourceIpMismatch,
+            AuthFailure::ServiceMismatch => StorageError::AuthorizationServiceMismatch,
+            AuthFailure::ResourceTypeMismatch => StorageError::AuthorizationResourceTypeMismatch,
+            AuthFailure::PermissionMismatch => StorageError::AuthorizationPermissionMismatch,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parse_error_mapping_table() {
+        let cases = [
+            (
+                ParseError::HeadTooLarge,
+                StorageError::RequestHeaderTooLarge,
+                431,
+            ),
+            (
+                ParseError::TooManyHeaders,
+                StorageError::RequestHeaderTooLarge,
+                431,
+            ),
+            (
+                ParseError::BodyTooLarge,
+                StorageError::RequestBodyTooLarge,
+                413,
+            ),
+            (
+                ParseError::Malformed("bad"),
+                StorageError::MalformedRequest,
+                400,
+            ),
+        ];
+        for (error, expected, status) in cases {
+            assert_eq!(StorageError::from(error), expected);
+            assert_eq!(expected.status(), status);
+        }
+    }
+
+    #[test]
+    fn failure_mapping_table() {
+        let cases = [
+            (AuthFailure::UnknownAccount, StorageError::ResourceNotFound),
+            (
+                AuthFailure::NoCredentials,
+                StorageError::AuthenticationFailed,
+            ),
+            (AuthFailure::SasExpired, StorageError::AuthenticationFailed),
+            (
+                AuthFailure::SasNotYetValid,
+                StorageError::AuthenticationFailed,
+            ),
+            (
+                AuthFailure::SignatureMismatch {
+                    string_to_sign: String::new(),
+                },
+                StorageError::AuthenticationFailed,
+            ),
+            (
+                AuthFailure::ProtocolMismatch,
+                StorageError::AuthorizationProtocolMismatch,
+            ),
+            (
+                AuthFailure::SourceIpMismatch,
+                StorageError::AuthorizationSourceIpMismatch,
+            ),
+            (
+                AuthFailure::ServiceMismatch,
+                StorageError::AuthorizationServiceMismatch,
+            ),
+            (
+                AuthFailure::ResourceTypeMismatch,
+                StorageError::AuthorizationResourceTypeMismatch,
+            ),
+            (
+                AuthFailure::PermissionMismatch,
+                StorageError::AuthorizationPermissionMismatch,
+            ),
+        ];
+        for (failure, expected) in cases {
+            assert!(!failure.to_string().is_empty());
+            assert_eq!(StorageError::from(failure), expected);
+        }
+        assert_eq!(
+            StorageError::from(AuthFailure::SourceIpMismatch).code(),
+            "AuthorizationSourceIPMismatch"
+        );
     }
 }

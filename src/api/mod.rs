@@ -19,7 +19,7 @@ pub mod xml;
 use std::cell::{Cell, RefCell};
 use std::net::IpAddr;
 
-use bytes::{BufMut, BytesMut};
+use bytes::BytesMut;
 
 use crate::auth::{
     Access, Accounts, AuthFailure, Authenticator, PermissionSet, RequestContext, StoredPolicy,
@@ -640,11 +640,6 @@ impl Service {
         writer.header("Content-Type", b"application/xml");
         xml::error(writer.body(), error, &request_id, now_ms);
         writer.finish();
-    }
-
-    /// Writes `100 Continue` for a request that sent `Expect: 100-continue`.
-    pub fn respond_continue(out: &mut BytesMut) {
-        out.put_slice(b"HTTP/1.1 100 Continue\r\n\r\n");
     }
 }
 

@@ -19,7 +19,6 @@ pub mod shared_key;
 use std::fmt;
 use std::net::IpAddr;
 
-use crate::error::StorageError;
 use crate::http::Request;
 
 pub use accounts::{Account, Accounts, SigningKey};
@@ -91,32 +90,6 @@ pub enum AuthFailure {
     ResourceTypeMismatch,
     /// The SAS does not grant the operation's permission (`sp`).
     PermissionMismatch,
-}
-
-impl From<AuthFailure> for StorageError {
-    fn from(failure: AuthFailure) -> StorageError {
-        match failure {
-            AuthFailure::UnknownAccount => StorageError::ResourceNotFound,
-            AuthFailure::NoCredentials
-            | AuthFailure::MalformedAuthorization(_)
-            | AuthFailure::UnsupportedScheme
-            | AuthFailure::AccountMismatch
-            | AuthFailure::MalformedQuery
-            | AuthFailure::SignatureMismatch { .. }
-            | AuthFailure::MalformedSas(_)
-            | AuthFailure::UnsupportedSasVersion
-            | AuthFailure::ServiceSasWithoutQueue
-            | AuthFailure::StoredPolicyNotFound
-            | AuthFailure::StoredPolicyConflict(_)
-            | AuthFailure::SasNotYetValid
-            | AuthFailure::SasExpired => StorageError::AuthenticationFailed,
-            AuthFailure::ProtocolMismatch => StorageError::AuthorizationProtocolMismatch,
-            AuthFailure::SourceIpMismatch => StorageError::AuthorizationSourceIpMismatch,
-            AuthFailure::ServiceMismatch => StorageError::AuthorizationServiceMismatch,
-            AuthFailure::ResourceTypeMismatch => StorageError::AuthorizationResourceTypeMismatch,
-            AuthFailure::PermissionMismatch => StorageError::AuthorizationPermissionMismatch,
-        }
-    }
 }
 
 impl fmt::Display for AuthFailure {
@@ -386,56 +359,6 @@ mod tests {
             .authenticate(&request, &unknown, Access::PEEK_MESSAGES, &no_policy)
             .unwrap_err();
         assert_eq!(failure, AuthFailure::UnknownAccount);
-        assert_eq!(StorageError::from(failure), StorageError::ResourceNotFound);
-    }
-
-    #[test]
-    fn failure_mapping_table() {
-        let cases = [
-            (
-                AuthFailure::NoCredentials,
-                StorageError::AuthenticationFailed,
-            ),
-            (AuthFailure::SasExpired, StorageError::AuthenticationFailed),
-            (
-                AuthFailure::SasNotYetValid,
-                StorageError::AuthenticationFailed,
-            ),
-            (
-                AuthFailure::SignatureMismatch {
-                    string_to_sign: String::new(),
-                },
-                StorageError::AuthenticationFailed,
-            ),
-            (
-                AuthFailure::ProtocolMismatch,
-                StorageError::AuthorizationProtocolMismatch,
-            ),
-            (
-                AuthFailure::SourceIpMismatch,
-                StorageError::AuthorizationSourceIpMismatch,
-            ),
-            (
-                AuthFailure::ServiceMismatch,
-                StorageError::AuthorizationServiceMismatch,
-            ),
-            (
-                AuthFailure::ResourceTypeMismatch,
-                StorageError::AuthorizationResourceTypeMismatch,
-            ),
-            (
-                AuthFailure::PermissionMismatch,
-                StorageError::AuthorizationPermissionMismatch,
-            ),
-        ];
-        for (failure, expected) in cases {
-            assert!(!failure.to_string().is_empty());
-            assert_eq!(StorageError::from(failure), expected);
-        }
-        assert_eq!(
-            StorageError::from(AuthFailure::SourceIpMismatch).code(),
-            "AuthorizationSourceIPMismatch"
-        );
     }
 
     #[test]

@@ -14,8 +14,7 @@ use crate::config::{
     IDLE_CONNECTION_TIMEOUT_MS, REQUEST_BODY_BYTES_MAX, REQUEST_HEADERS_MAX,
     REQUEST_HEAD_BYTES_MAX, REQUEST_HEAD_TIMEOUT_MS, RESPONSE_BATCH_BYTES_MAX,
 };
-use crate::error::StorageError;
-use crate::http::{ParseError, Parser, Progress};
+use crate::http::{response, ParseError, Parser, Progress};
 
 use super::shard::Shard;
 
@@ -79,22 +78,15 @@ pub async fn serve(stream: TcpStream, shard: Rc<Shard>) {
                 }
                 Ok(Progress::NeedMore { send_continue }) => {
                     if send_continue {
-                        Service::respond_continue(&mut output);
+                        response::write_continue(&mut output);
                     }
                     break;
                 }
                 Err(error) => {
-                    let error = match error {
-                        ParseError::HeadTooLarge | ParseError::TooManyHeaders => {
-                            StorageError::RequestHeaderTooLarge
-                        }
-                        ParseError::BodyTooLarge => StorageError::RequestBodyTooLarge,
-                        ParseError::Malformed(reason) => {
-                            shard.log_line(&format!("malformed request from {peer}: {reason}"));
-                            StorageError::MalformedRequest
-                        }
-                    };
-                    Service::respond_unparsed(error, shard.engine.now_ms(), &mut output);
+                    if let ParseError::Malformed(reason) = error {
+                        shard.log_line(&format!("malformed request from {peer}: {reason}"));
+                    }
+                    Service::respond_unparsed(error.into(), shard.engine.now_ms(), &mut output);
                     close = true;
                     break;
                 }
