@@ -19,7 +19,7 @@ use std::collections::hash_map::Entry;
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use super::command::QueueKey;
+use super::key::{shard_for, QueueKey};
 
 /// One stored access policy of a queue, exactly as the client sent it: Get Queue ACL gives the
 /// same text back.
@@ -262,7 +262,7 @@ fn store_newer<K: std::hash::Hash + Eq, T>(
 /// The shard that writes `account`'s service properties: a fixed function of the name, like
 /// `shard_for`, so every shard sends an account's changes to the same place.
 pub fn home_shard(account: &str, shards: usize) -> usize {
-    super::shard_for(
+    shard_for(
         &QueueKey {
             account: account.to_string(),
             name: String::new(),

@@ -42,10 +42,8 @@ use std::ops::Bound;
 
 use bytes::Bytes;
 
-use super::command::{
-    Command, MessageId, MessageView, Metadata, PopReceipt, QueueKey, QueueListing, Reply,
-    EXPIRATION_NEVER_MS,
-};
+use super::command::{Command, MessageView, Metadata, QueueListing, Reply, EXPIRATION_NEVER_MS};
+use super::key::{MessageId, PopReceipt, QueueKey};
 use super::replicas::{Replica, Replicas};
 use super::slab::{
     Message, MessageList, MessageSlab, OrderKey, Place, NONE, QUEUE_INDEX_MAX, TTL_S_NEVER,
