@@ -7,6 +7,7 @@ mod common;
 
 use azq::auth::{sas, SigningKey};
 use azq::config::{DEVELOPMENT_ACCOUNT_KEY, DEVELOPMENT_ACCOUNT_NAME};
+use azq::http::Query;
 use common::{elements, exchange, put_body, signed_request, Response, Server, Signer};
 
 use azq::auth::shared_key::SharedKeyScheme;
@@ -58,7 +59,8 @@ fn service_sas(queue: &str, fields: &[(&str, &str)]) -> String {
         .join("&");
     // Parsing needs some well-formed signature; the real one replaces it.
     let placeholder = format!("{unsigned}&sig={}=", "A".repeat(43));
-    let token = sas::parse(placeholder.as_bytes())
+    let query = Query::parse(placeholder.as_bytes()).expect("a well-formed query");
+    let token = sas::parse(&query)
         .expect("well-formed SAS fields")
         .expect("a SAS");
     let mut string_to_sign = Vec::new();

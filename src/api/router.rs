@@ -2,10 +2,9 @@
 //! operation. Path-style (`/account/queue/messages/id`) and host-style
 //! (`account.queue.host/queue/...`) URLs; the `-secondary` account suffix is recognised here.
 
-use std::borrow::Cow;
-
+use crate::auth::SECONDARY_ACCOUNT_SUFFIX;
 use crate::error::StorageError;
-use crate::http::{query, Method};
+use crate::http::{Method, Query};
 
 /// Every operation of the Queue service REST API azq answers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -41,37 +40,6 @@ impl Operation {
             SetServiceProperties | CreateQueue | DeleteQueue | SetQueueMetadata | SetQueueAcl
             | PutMessage | GetMessages | ClearMessages | UpdateMessage | DeleteMessage => false,
         }
-    }
-}
-
-/// The decoded query parameters of one request, in the order sent.
-#[derive(Debug, Default)]
-pub struct Query<'r> {
-    pairs: Vec<(Cow<'r, str>, Cow<'r, str>)>,
-}
-
-impl<'r> Query<'r> {
-    /// Decodes a raw query string; a broken `%` escape is `InvalidQueryParameterValue`.
-    pub fn parse(raw: &'r [u8]) -> Result<Query<'r>, StorageError> {
-        let pairs = query::pairs(raw)
-            .collect::<Option<Vec<_>>>()
-            .ok_or(StorageError::InvalidQueryParameterValue)?;
-        Ok(Query { pairs })
-    }
-
-    /// The first value of parameter `name` (names compare case-insensitively, as Azure does).
-    pub fn get(&self, name: &str) -> Option<&str> {
-        self.pairs
-            .iter()
-            .find(|(pair_name, _)| pair_name.eq_ignore_ascii_case(name))
-            .map(|(_, value)| value.as_ref())
-    }
-
-    /// Every `(name, value)` pair, decoded.
-    pub fn pairs(&self) -> impl Iterator<Item = (&str, &str)> {
-        self.pairs
-            .iter()
-            .map(|(name, value)| (name.as_ref(), value.as_ref()))
     }
 }
 
@@ -173,7 +141,7 @@ fn host_style_account(host: &str) -> Option<&str> {
 }
 
 fn strip_secondary(label: &str) -> (&str, bool) {
-    match label.strip_suffix("-secondary") {
+    match label.strip_suffix(SECONDARY_ACCOUNT_SUFFIX) {
         Some(account) => (account, true),
         None => (label, false),
     }
@@ -239,7 +207,8 @@ mod tests {
         let target: &'static str = Box::leak(target.to_string().into_boxed_str());
         let host: &'static str = Box::leak(host.to_string().into_boxed_str());
         let (path, raw_query) = target.split_once('?').unwrap_or((target, ""));
-        let query = Query::parse(raw_query.as_bytes())?;
+        let query =
+            Query::parse(raw_query.as_bytes()).ok_or(StorageError::InvalidQueryParameterValue)?;
         route(
             method,
             Some(host),

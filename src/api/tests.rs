@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use bytes::{Bytes, BytesMut};
 
-use super::{Operation, Service};
+use super::{Operation, Outcome, Service};
 use crate::auth::shared_key::sign_shared_key;
 use crate::auth::{Accounts, SigningKey};
 use crate::config::{DEVELOPMENT_ACCOUNT_KEY, DEVELOPMENT_ACCOUNT_NAME};
@@ -319,7 +319,8 @@ fn secondary_serves_stats_and_reads() {
     );
 }
 
-/// The response to `request` for `operation`'s `outcome`, with the request ID masked.
+/// The response to `request` for `operation`'s `outcome`, with the request ID masked. List
+/// Queues' listing arrives as the parts of two shards, dealt out in turn.
 fn response(
     request: &Request,
     operation: Operation,
@@ -332,16 +333,24 @@ fn response(
         IpAddr::from([127, 0, 0, 1]),
         &Replicas::default(),
     );
-    assert_eq!(plan.operation, Some(operation));
+    assert_eq!(plan.response.operation, Some(operation));
+    let outcome = match outcome {
+        Ok(Reply::Queues(queues)) if operation == Operation::ListQueues => {
+            let mut parts = vec![Vec::new(), Vec::new()];
+            for (index, queue) in queues.into_iter().enumerate() {
+                parts[index % 2].push(queue);
+            }
+            Outcome::Parts(
+                parts
+                    .into_iter()
+                    .map(|part| Ok(Reply::Queues(part)))
+                    .collect(),
+            )
+        }
+        outcome => Outcome::Reply(outcome),
+    };
     let mut out = BytesMut::new();
-    service.respond(
-        request,
-        plan.operation,
-        plan.cors.as_ref(),
-        outcome,
-        NOW_MS,
-        &mut out,
-    );
+    service.respond(request, &plan.response, outcome, NOW_MS, &mut out);
     mask_request_id(std::str::from_utf8(&out).unwrap())
 }
 

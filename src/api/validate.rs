@@ -7,8 +7,8 @@ use crate::error::StorageError;
 use crate::http::Request;
 use crate::queue::Metadata;
 
-use super::router::Query;
 use super::xml::has_non_xml_char;
+use crate::http::Query;
 
 /// Queue names: 3-63 characters of `[a-z0-9-]`, starting and ending alphanumeric, no `--`.
 pub fn queue_name(name: &str) -> Result<(), StorageError> {

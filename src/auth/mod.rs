@@ -19,7 +19,7 @@ pub mod shared_key;
 use std::fmt;
 use std::net::IpAddr;
 
-use crate::http::Request;
+use crate::http::{Query, Request};
 
 pub use accounts::{Account, Accounts, SigningKey};
 pub use sas::{Access, PermissionSet, ResourceType, SasCache, StoredPolicy};
@@ -130,8 +130,11 @@ impl fmt::Display for AuthFailure {
 /// What the api layer knows about a request besides its bytes.
 #[derive(Clone, Copy, Debug)]
 pub struct RequestContext<'a> {
-    /// The account named by the URL (path segment or first Host label), `-secondary` included.
+    /// The account named by the URL (path segment or first Host label), without the
+    /// `-secondary` suffix.
     pub account_name: &'a str,
+    /// Whether the URL named the account's secondary endpoint (`account-secondary`).
+    pub secondary: bool,
     /// The queue named by the URL; `None` for account-level operations.
     pub queue_name: Option<&'a str>,
     /// Now, in milliseconds since the epoch, from the shard's clock.
@@ -178,25 +181,25 @@ impl Authenticator {
     pub fn authenticate(
         &mut self,
         request: &Request,
+        query: &Query<'_>,
         context: &RequestContext<'_>,
         access: Access,
         stored_policy: &dyn Fn(&str) -> Option<StoredPolicy>,
     ) -> Result<Principal, AuthFailure> {
-        let primary_name = primary_account_name(context.account_name);
         let account = self
             .accounts
-            .get(primary_name)
+            .get(context.account_name)
             .ok_or(AuthFailure::UnknownAccount)?;
         if let Some(authorization) = request.header("authorization") {
             return shared_key::verify(
                 request,
                 authorization,
-                context.account_name,
+                context.secondary,
                 account,
                 &mut self.string_to_sign,
             );
         }
-        let token = sas::parse(request.query())?.ok_or(AuthFailure::NoCredentials)?;
+        let token = sas::parse(query)?.ok_or(AuthFailure::NoCredentials)?;
         sas::verify(
             &token,
             account,
@@ -207,13 +210,6 @@ impl Authenticator {
             &mut self.string_to_sign,
         )
     }
-}
-
-/// The primary account behind a URL account name: `acct-secondary` is served by `acct`.
-pub fn primary_account_name(url_account_name: &str) -> &str {
-    url_account_name
-        .strip_suffix(SECONDARY_ACCOUNT_SUFFIX)
-        .unwrap_or(url_account_name)
 }
 
 /// Decodes a base64 HMAC-SHA256 signature, as sent in `Authorization` or a SAS `sig`.
@@ -270,6 +266,7 @@ mod tests {
     fn context(queue_name: Option<&'static str>) -> RequestContext<'static> {
         RequestContext {
             account_name: "devstoreaccount1",
+            secondary: false,
             queue_name,
             now_ms: NOVEMBER_22_MS + 3_600_000,
             client_ip: IpAddr::from([127, 0, 0, 1]),
@@ -279,6 +276,10 @@ mod tests {
 
     fn no_policy(_identifier: &str) -> Option<StoredPolicy> {
         None
+    }
+
+    fn query_of(request: &Request) -> Query<'_> {
+        Query::parse(request.query()).expect("a well-formed query")
     }
 
     const PEEK_HEADERS: &[(&str, &str)] = &[
@@ -338,7 +339,13 @@ mod tests {
         ];
         for (request, expected) in cases {
             let outcome = authenticator
-                .authenticate(request, &queue, Access::PEEK_MESSAGES, &no_policy)
+                .authenticate(
+                    request,
+                    &query_of(request),
+                    &queue,
+                    Access::PEEK_MESSAGES,
+                    &no_policy,
+                )
                 .map(|principal| principal.scheme);
             assert_eq!(
                 &outcome,
@@ -356,19 +363,15 @@ mod tests {
         let mut unknown = context(Some("myqueue"));
         unknown.account_name = "otheraccount";
         let failure = authenticator
-            .authenticate(&request, &unknown, Access::PEEK_MESSAGES, &no_policy)
+            .authenticate(
+                &request,
+                &query_of(&request),
+                &unknown,
+                Access::PEEK_MESSAGES,
+                &no_policy,
+            )
             .unwrap_err();
         assert_eq!(failure, AuthFailure::UnknownAccount);
-    }
-
-    #[test]
-    fn primary_account_name_table() {
-        assert_eq!(primary_account_name("devstoreaccount1"), "devstoreaccount1");
-        assert_eq!(
-            primary_account_name("devstoreaccount1-secondary"),
-            "devstoreaccount1"
-        );
-        assert_eq!(primary_account_name("-secondary"), "");
     }
 
     #[test]

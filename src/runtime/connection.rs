@@ -16,14 +16,14 @@ use crate::config::{
 };
 use crate::http::{response, ParseError, Parser, Progress};
 
-use super::shard::Shard;
+use super::context::ShardContext;
 
 /// Bytes asked of each read: the size of glommio's receive buffer for the connection.
 const READ_CHUNK_BYTES: usize = 16 * 1024;
 
 /// Serves one accepted connection until the client closes it, a timeout expires, the request
 /// stream is broken, or the server shuts down.
-pub async fn serve(stream: TcpStream, shard: Rc<Shard>) {
+pub async fn serve(stream: TcpStream, shard: Rc<ShardContext>) {
     let peer = match stream.peer_addr() {
         Ok(address) => address.ip(),
         Err(_) => return,
@@ -59,8 +59,7 @@ pub async fn serve(stream: TcpStream, shard: Rc<Shard>) {
                     shard.log_request(&request, &outcome);
                     shard.service.respond(
                         &request,
-                        plan.operation,
-                        plan.cors.as_ref(),
+                        &plan.response,
                         outcome,
                         shard.engine.now_ms(),
                         &mut output,

@@ -108,21 +108,32 @@ impl Mesh {
         mesh
     }
 
-    /// Executes `command` on shard `owner` (never this one) and waits for its reply. Waits while
-    /// the channel to `owner` is full: that is the backpressure between cores.
+    /// Executes `command` on shard `owner` (never this one) and waits for its reply.
     pub async fn call(&self, owner: usize, command: Command) -> Result<Reply, StorageError> {
+        self.send(owner, command).await?.await
+    }
+
+    /// Ships `command` to shard `owner` (never this one) and returns the future of its reply,
+    /// so that a caller can send to several shards before it waits for any. Waits while the
+    /// channel to `owner` is full: that is the backpressure between cores.
+    pub async fn send(
+        &self,
+        owner: usize,
+        command: Command,
+    ) -> Result<PendingReply<'_>, StorageError> {
         debug_assert_ne!(owner, self.shard, "local commands skip the mesh");
         let ticket = self.pending.borrow_mut().reserve();
-        let waiter = Waiter { mesh: self, ticket };
         let envelope = Envelope {
             from: self.shard,
             ticket,
             command,
         };
         if self.requests.send_to(owner, envelope).await.is_err() {
+            // Nothing was sent, so no reply will come for the ticket: free it now.
+            self.pending.borrow_mut().release(ticket);
             return Err(StorageError::ServerBusy);
         }
-        waiter.await
+        Ok(PendingReply { mesh: self, ticket })
     }
 
     fn complete(&self, reply: ReplyEnvelope) {
@@ -158,15 +169,26 @@ impl Pending {
             }
         }
     }
+
+    /// Frees a reserved ticket whose command was never sent.
+    fn release(&mut self, ticket: u32) {
+        let slot = &mut self.slots[ticket as usize];
+        assert!(
+            matches!(slot, Slot::Waiting(None)),
+            "release of a ticket in use"
+        );
+        *slot = Slot::Free;
+        self.free.push(ticket);
+    }
 }
 
 /// Resolves when the reply for `ticket` has arrived.
-struct Waiter<'mesh> {
+pub struct PendingReply<'mesh> {
     mesh: &'mesh Mesh,
     ticket: u32,
 }
 
-impl Future for Waiter<'_> {
+impl Future for PendingReply<'_> {
     type Output = Result<Reply, StorageError>;
 
     fn poll(self: Pin<&mut Self>, context: &mut Context<'_>) -> Poll<Self::Output> {
@@ -190,7 +212,7 @@ impl Future for Waiter<'_> {
     }
 }
 
-impl Drop for Waiter<'_> {
+impl Drop for PendingReply<'_> {
     fn drop(&mut self) {
         let mut pending = self.mesh.pending.borrow_mut();
         let index = self.ticket as usize;
@@ -203,5 +225,32 @@ impl Drop for Waiter<'_> {
             }
             Slot::Free | Slot::Abandoned => {}
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_released_ticket_is_reused() {
+        let mut pending = Pending::default();
+        let first = pending.reserve();
+        let second = pending.reserve();
+        pending.release(first);
+        assert!(matches!(pending.slots[first as usize], Slot::Free));
+        assert_eq!(pending.reserve(), first);
+        pending.release(second);
+        pending.release(first);
+        assert_eq!(pending.free.len(), pending.slots.len());
+    }
+
+    #[test]
+    #[should_panic(expected = "release of a ticket in use")]
+    fn releasing_a_waited_ticket_is_a_bug() {
+        let mut pending = Pending::default();
+        let ticket = pending.reserve();
+        pending.slots[ticket as usize] = Slot::Waiting(Some(std::task::Waker::noop().clone()));
+        pending.release(ticket);
     }
 }

@@ -3,6 +3,7 @@
 //! a signal thread that turns SIGINT/SIGTERM into a graceful stop. glommio appears only here.
 
 pub mod connection;
+pub mod context;
 pub mod engine;
 pub mod mesh;
 pub mod shard;

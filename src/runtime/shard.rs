@@ -2,8 +2,6 @@
 //! owns the queue engine, accepts connections (up to the per-shard cap) and, on shutdown, stops
 //! accepting and waits for in-flight requests before returning.
 
-use std::cell::{Cell, RefCell};
-use std::io::Write;
 use std::net::SocketAddr;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -15,33 +13,19 @@ use futures_lite::AsyncWriteExt;
 use glommio::channels::channel_mesh::MeshBuilder;
 use glommio::net::TcpListener;
 
-use crate::api::{self, Service, Step};
+use crate::api::Service;
 use crate::config::SHUTDOWN_GRACE_MS;
 use crate::error::StorageError;
-use crate::http::Request;
-use crate::queue::{Command, Reply, ShardState};
+use crate::queue::ShardState;
 
+use super::connection;
+use super::context::ShardContext;
 use super::engine::Engine;
 use super::mesh::{Envelope, Mesh, ReplyEnvelope};
-use super::{connection, Shutdown};
+use super::Shutdown;
 
 /// How often an accepting or draining shard looks at the shutdown flag.
 const SHUTDOWN_POLL_MS: u64 = 50;
-
-/// Everything a shard's tasks share. Lives on one thread (`Rc`), so nothing here locks.
-pub struct Shard {
-    pub index: usize,
-    pub service: Service,
-    pub engine: Rc<Engine>,
-    mesh: Rc<Mesh>,
-    shards: usize,
-    shutdown: Arc<Shutdown>,
-    /// Open connections.
-    connections: Cell<usize>,
-    /// Requests being executed or answered right now.
-    in_flight: Cell<usize>,
-    debug_log: Option<RefCell<std::fs::File>>,
-}
 
 /// What a shard needs to start, moved into its executor thread.
 pub struct ShardSetup {
@@ -61,88 +45,6 @@ pub struct ShardSetup {
     /// Shards that finished draining; a shard exits when all have, so none leaves a peer's
     /// cross-shard request unanswered.
     pub drained: Arc<AtomicUsize>,
-}
-
-/// Decrements `in_flight` when a request is done.
-pub struct Busy<'shard>(&'shard Shard);
-
-impl Drop for Busy<'_> {
-    fn drop(&mut self) {
-        self.0.in_flight.set(self.0.in_flight.get() - 1);
-    }
-}
-
-impl Shard {
-    /// Marks a request as in flight until the guard drops.
-    pub fn busy(&self) -> Busy<'_> {
-        self.in_flight.set(self.in_flight.get() + 1);
-        Busy(self)
-    }
-
-    /// Whether the server is shutting down (connections close after their current request).
-    pub fn stopping(&self) -> bool {
-        self.shutdown.requested()
-    }
-
-    /// Runs a plan's step: locally when this shard owns the queue, else over the mesh.
-    pub async fn execute(&self, step: Step) -> Result<Reply, StorageError> {
-        match step {
-            Step::Fail(error) => Err(error),
-            Step::Answer(reply) => Ok(reply),
-            Step::Shard { shard, command } => self.apply_on(shard, command).await,
-            Step::EveryShard(command) => {
-                let mut parts = Vec::with_capacity(self.shards);
-                for shard in 0..self.shards {
-                    parts.push(self.apply_on(shard, command.clone()).await);
-                }
-                api::merge_queue_lists(parts)
-            }
-            Step::Replicated { shard, command } => match self.apply_on(shard, command).await? {
-                // Every other shard stores the change before the client hears of it, so its
-                // next request sees it whichever shard it reaches.
-                Reply::Replicate(replica) => {
-                    for other in (0..self.shards).filter(|&other| other != shard) {
-                        self.apply_on(other, Command::ApplyReplica((*replica).clone()))
-                            .await?;
-                    }
-                    Ok(Reply::Done)
-                }
-                reply => Ok(reply),
-            },
-        }
-    }
-
-    /// Applies `command` on `shard`: directly when it is this one, else over the mesh.
-    async fn apply_on(&self, shard: usize, command: Command) -> Result<Reply, StorageError> {
-        if shard == self.index {
-            self.engine.apply(command)
-        } else {
-            self.mesh.call(shard, command).await
-        }
-    }
-
-    /// Writes one line per request to the debug log (`--debug FILE`), if enabled.
-    pub fn log_request(&self, request: &Request, outcome: &Result<Reply, StorageError>) {
-        if self.debug_log.is_some() {
-            let result = match outcome {
-                Ok(_) => "ok".to_string(),
-                Err(error) => format!("{} {}", error.status(), error.code()),
-            };
-            self.log_line(&format!(
-                "shard {} {} {} -> {result}",
-                self.index,
-                request.method.as_str(),
-                String::from_utf8_lossy(request.target())
-            ));
-        }
-    }
-
-    /// Writes `line` to the debug log, if enabled.
-    pub fn log_line(&self, line: &str) {
-        if let Some(log) = &self.debug_log {
-            let _ = writeln!(log.borrow_mut(), "{} {line}", self.engine.now_ms());
-        }
-    }
 }
 
 /// The executor's main task for one shard.
@@ -169,17 +71,15 @@ pub async fn run(setup: ShardSetup) {
         return;
     };
     let mesh = Mesh::start(setup.index, requests, replies, engine.clone());
-    let shard = Rc::new(Shard {
-        index: setup.index,
-        service: setup.service,
+    let shard = Rc::new(ShardContext::new(
+        setup.index,
+        setup.shards,
+        setup.service,
         engine,
         mesh,
-        shards: setup.shards,
-        shutdown: setup.shutdown,
-        connections: Cell::new(0),
-        in_flight: Cell::new(0),
-        debug_log: setup.debug_log.map(RefCell::new),
-    });
+        setup.shutdown,
+        setup.debug_log,
+    ));
     let _ = setup.bound.send(Ok(()));
 
     accept(&listener, &shard, setup.connections_max).await;
@@ -187,7 +87,7 @@ pub async fn run(setup: ShardSetup) {
 
     // Drain: finish in-flight requests (and keep serving peers' commands) for a bounded time.
     let grace_ends = Instant::now() + Duration::from_millis(SHUTDOWN_GRACE_MS);
-    while shard.in_flight.get() > 0 && Instant::now() < grace_ends {
+    while shard.in_flight() > 0 && Instant::now() < grace_ends {
         glommio::timer::sleep(Duration::from_millis(SHUTDOWN_POLL_MS / 5)).await;
     }
     setup.drained.fetch_add(1, Ordering::AcqRel);
@@ -196,7 +96,7 @@ pub async fn run(setup: ShardSetup) {
     }
 }
 
-async fn accept(listener: &TcpListener, shard: &Rc<Shard>, connections_max: usize) {
+async fn accept(listener: &TcpListener, shard: &Rc<ShardContext>, connections_max: usize) {
     loop {
         let accepted = futures_lite::future::or(async { Some(listener.accept().await) }, async {
             while !shard.stopping() {
