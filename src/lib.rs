@@ -2,12 +2,15 @@
 //!
 //! Layout of the crate, from the socket inwards:
 //! - `runtime/`: one glommio executor per shard, pinned to a core; each accepts on its own
-//!   SO_REUSEPORT listener, runs the connection loop, and talks to other shards over a bounded
-//!   request/reply channel mesh. The only place glommio appears.
+//!   SO_REUSEPORT listener, runs the connection loop, executes plans in the shard's context
+//!   (`context`), and talks to other shards over a bounded request/reply channel mesh. The
+//!   only place glommio appears.
 //! - `http/`: HTTP/1.1 request parsing on httparse and response encoding; no Azure knowledge.
 //! - `auth/`: SharedKey/SharedKeyLite and SAS verification; accounts and their keys.
-//! - `api/`: routing of (method, path, query) to one `Operation` per REST operation, request
-//!   validation into queue `Command`s, CORS, and the XML/headers of each response.
+//! - `api/`: routing of (method, path, query) to one `Operation` per REST operation
+//!   (`router`), authentication and common checks (`plan`), each operation's planning into
+//!   queue `Command`s and its response side by side (`ops/`), what every response shares
+//!   (`response`), CORS and the XML bodies.
 //! - `queue/`: per-shard state (queues, message slab, timer wheel, pop receipts) and the shard's
 //!   copy of the replicated settings (service properties, queue ACLs); synchronous and
 //!   deterministic, driven by commands and an injected time.
