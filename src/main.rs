@@ -50,7 +50,10 @@ fn run() -> Result<(), String> {
         Ok(value) if !value.trim().is_empty() => Accounts::from_env_value(&value)?,
         _ => Accounts::new(&config.accounts)?,
     };
-    raise_open_files_limit();
+    // Each connection is a descriptor, and many systems start processes with a soft limit of
+    // 1024, far below `--max-connections`; failure leaves the old limit, which still works for
+    // fewer connections.
+    let _ = runtime::raise_open_files_limit();
     let shutdown = Arc::new(Shutdown::default());
     runtime::handle_signals(shutdown.clone())?;
     let server = runtime::start(&config, accounts, shutdown)?;
@@ -207,21 +210,6 @@ fn parse_size(text: &str) -> Option<u64> {
         _ => (text, 0),
     };
     digits.parse::<u64>().ok()?.checked_mul(1 << shift)
-}
-
-/// Raises the soft limit on open files to the hard limit: each connection is a descriptor, and
-/// many systems start processes with a soft limit of 1024, far below `--max-connections`.
-fn raise_open_files_limit() {
-    // SAFETY: getrlimit/setrlimit read and write a plain rlimit struct owned by this frame.
-    unsafe {
-        let mut limit: libc::rlimit = std::mem::zeroed();
-        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) == 0 && limit.rlim_cur < limit.rlim_max
-        {
-            limit.rlim_cur = limit.rlim_max;
-            // Failure leaves the old limit, which still works for fewer connections.
-            let _ = libc::setrlimit(libc::RLIMIT_NOFILE, &limit);
-        }
-    }
 }
 
 #[cfg(test)]

@@ -97,6 +97,16 @@ impl<'a> Responder<'a> {
         self.start(status, out).finish();
     }
 
+    /// A response with `status` and no body, the answer of an operation that only changes
+    /// something (`Reply::Done`).
+    pub fn done(&self, status: u16, reply: Reply, out: &mut BytesMut) -> Written {
+        let Reply::Done = reply else {
+            return Err(reply);
+        };
+        self.empty(status, out);
+        Ok(())
+    }
+
     /// A response with `status` and an XML body that `body` encodes.
     pub fn xml(&self, status: u16, out: &mut BytesMut, body: impl FnOnce(&mut BytesMut)) {
         let mut response = self.start(status, out);

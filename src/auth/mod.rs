@@ -230,7 +230,7 @@ fn decode_signature(text: &str) -> Option<[u8; 32]> {
 
 #[cfg(test)]
 pub(crate) mod test_support {
-    //! Builders shared by the auth tests: a body-less `Request` and the development account.
+    //! What the auth tests share: the development account and a body-less `Request`.
 
     use bytes::Bytes;
 
@@ -238,7 +238,7 @@ pub(crate) mod test_support {
     use crate::config::{DEVELOPMENT_ACCOUNT_KEY, DEVELOPMENT_ACCOUNT_NAME};
     use crate::http::request::Request;
 
-    /// A request with the given method token, target and headers, and an empty body.
+    /// A body-less request (`Request::from_parts` with an empty body).
     pub fn request(method: &str, target: &str, headers: &[(&str, &str)]) -> Request {
         Request::from_parts(method, target, headers, Bytes::new())
     }

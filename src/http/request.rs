@@ -78,44 +78,64 @@ pub struct Request {
 
 impl Request {
     /// Assembles an HTTP/1.1 keep-alive request from its parts, laid out exactly as the parser
-    /// would produce it (head bytes plus spans). For callers that build requests rather than parse
-    /// them: tests, benchmarks, fuzz targets. The head must fit `Span`'s u16 offsets.
+    /// would produce it (head bytes plus spans), for callers that build requests rather than
+    /// parse them: unit tests, benchmarks, fuzz targets. The parts are taken as they are, free
+    /// of the parser's restrictions (a fuzz target may hand over bytes a parser would refuse);
+    /// `None` when the head would not fit `Span`'s u16 offsets.
+    pub fn build(
+        method: &[u8],
+        target: &[u8],
+        headers: &[(&[u8], &[u8])],
+        body: &[u8],
+    ) -> Option<Request> {
+        let mut head = Vec::with_capacity(128);
+        let append = |head: &mut Vec<u8>, bytes: &[u8]| -> Option<Span> {
+            let start = u16::try_from(head.len()).ok()?;
+            head.extend_from_slice(bytes);
+            let end = u16::try_from(head.len()).ok()?;
+            Some(Span { start, end })
+        };
+        append(&mut head, method)?;
+        head.push(b' ');
+        let target_span = append(&mut head, target)?;
+        head.extend_from_slice(b" HTTP/1.1\r\n");
+        let mut header_spans = Vec::with_capacity(headers.len());
+        for (name, value) in headers {
+            let name_span = append(&mut head, name)?;
+            head.extend_from_slice(b": ");
+            let value_span = append(&mut head, value)?;
+            head.extend_from_slice(b"\r\n");
+            header_spans.push((name_span, value_span));
+        }
+        head.extend_from_slice(b"\r\n");
+        u16::try_from(head.len()).ok()?;
+        Some(Request {
+            head: Bytes::from(head),
+            method: Method::from_token(method),
+            target: target_span,
+            version_minor: 1,
+            headers: header_spans,
+            body: Bytes::copy_from_slice(body),
+            keep_alive: true,
+        })
+    }
+
+    /// `build` from text parts, for tests and benchmarks whose requests are well-formed and
+    /// small. Panics when the head does not fit (a bug in the caller).
     pub fn from_parts(
         method: &str,
         target: &str,
         headers: &[(&str, &str)],
         body: Bytes,
     ) -> Request {
-        let span = |start: usize, end: usize| Span {
-            start: u16::try_from(start).expect("head under 64 KiB"),
-            end: u16::try_from(end).expect("head under 64 KiB"),
-        };
-        let mut head = format!("{method} ");
-        let target_start = head.len();
-        head.push_str(target);
-        let target_span = span(target_start, head.len());
-        head.push_str(" HTTP/1.1\r\n");
-        let mut header_spans = Vec::with_capacity(headers.len());
-        for (name, value) in headers {
-            let name_start = head.len();
-            head.push_str(name);
-            let name_span = span(name_start, head.len());
-            head.push_str(": ");
-            let value_start = head.len();
-            head.push_str(value);
-            header_spans.push((name_span, span(value_start, head.len())));
-            head.push_str("\r\n");
-        }
-        head.push_str("\r\n");
-        Request {
-            head: Bytes::from(head),
-            method: Method::from_token(method.as_bytes()),
-            target: target_span,
-            version_minor: 1,
-            headers: header_spans,
-            body,
-            keep_alive: true,
-        }
+        let headers: Vec<(&[u8], &[u8])> = headers
+            .iter()
+            .map(|(name, value)| (name.as_bytes(), value.as_bytes()))
+            .collect();
+        let mut request = Request::build(method.as_bytes(), target.as_bytes(), &headers, b"")
+            .expect("a head under 64 KiB");
+        request.body = body;
+        request
     }
 
     /// The request target as sent: path and query, percent-encoded.

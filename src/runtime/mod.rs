@@ -157,6 +157,26 @@ pub fn allowed_cpus() -> Vec<usize> {
     }
 }
 
+/// Raises this process's soft limit on open files to its hard limit and returns the new soft
+/// limit; `None` if the limits cannot be read or set. A server holds a descriptor per
+/// connection, and so does a client with many connections (tests, azq-loadgen).
+pub fn raise_open_files_limit() -> Option<u64> {
+    // SAFETY: getrlimit/setrlimit read and write a plain rlimit struct owned by this frame.
+    unsafe {
+        let mut limit: libc::rlimit = std::mem::zeroed();
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) != 0 {
+            return None;
+        }
+        if limit.rlim_cur < limit.rlim_max {
+            limit.rlim_cur = limit.rlim_max;
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &limit) != 0 {
+                return None;
+            }
+        }
+        Some(limit.rlim_cur)
+    }
+}
+
 /// Blocks SIGINT and SIGTERM in the calling thread (and so in every thread it starts) and
 /// starts a thread that waits for them and requests `shutdown`. Call before `start`.
 pub fn handle_signals(shutdown: Arc<Shutdown>) -> Result<(), String> {

@@ -22,10 +22,10 @@ use azq::auth::{
     Principal, RequestContext, SigningKey, StoredPolicy,
 };
 use azq::config::{DEVELOPMENT_ACCOUNT_KEY, DEVELOPMENT_ACCOUNT_NAME};
-use azq::http::{Method, Query};
+use azq::http::{Method, Query, Request};
 
 use super::input::Input;
-use super::request::{self, percent_encode};
+use super::request::percent_encode;
 
 const METHODS: &[&[u8]] = &[
     b"GET", b"HEAD", b"PUT", b"POST", b"DELETE", b"OPTIONS", b"PATCH",
@@ -132,10 +132,7 @@ fn authenticator() -> Authenticator {
 /// Authenticates `request` twice with one authenticator (the second time through a warm SAS
 /// cache) and insists on one answer. A query that does not decode never reaches
 /// authentication (planning refuses it first): `MalformedQuery`.
-fn authenticate_twice(
-    request: &azq::http::Request,
-    setting: &Setting<'_>,
-) -> Result<Principal, AuthFailure> {
+fn authenticate_twice(request: &Request, setting: &Setting<'_>) -> Result<Principal, AuthFailure> {
     let query = Query::parse(request.query()).ok_or(AuthFailure::MalformedQuery)?;
     let mut authenticator = authenticator();
     let policy = setting.policy;
@@ -164,7 +161,7 @@ fn check_arbitrary(
     if !authorization.is_empty() {
         all_headers.insert(0, (b"Authorization", authorization));
     }
-    let Some(request) = request::build(method_token, target, &all_headers, body) else {
+    let Some(request) = Request::build(method_token, target, &all_headers, body) else {
         return;
     };
     let _ = authenticate_twice(&request, setting);
@@ -319,7 +316,7 @@ fn check_shared_key_round_trip(
     if !body.is_empty() {
         request_headers.push((b"Content-Length", content_length.as_bytes()));
     }
-    let Some(request) = request::build(method_token, target, &request_headers, body) else {
+    let Some(request) = Request::build(method_token, target, &request_headers, body) else {
         return;
     };
     let outcome = authenticate_twice(&request, setting);
@@ -407,7 +404,7 @@ fn check_sas_round_trip(
     let mut signed_target = path.to_vec();
     signed_target.push(b'?');
     signed_target.extend_from_slice(signed_query.as_bytes());
-    let Some(request) = request::build(method_token, &signed_target, &[], &[]) else {
+    let Some(request) = Request::build(method_token, &signed_target, &[], &[]) else {
         return;
     };
     let outcome = authenticate_twice(&request, setting);

@@ -15,7 +15,6 @@ use crate::time;
 use super::super::plan::Planning;
 use super::super::response::{Responder, Written};
 use super::super::{validate, xml, Step};
-use super::queue::no_content;
 
 /// `visibilitytimeout` 0..7 days (default 0) below the TTL; `messagettl` positive or -1
 /// (never; so is a TTL past year 9999), default 7 days.
@@ -109,7 +108,7 @@ pub fn clear_messages_response(
     reply: Reply,
     out: &mut BytesMut,
 ) -> Written {
-    no_content(responder, reply, out)
+    responder.done(204, reply, out)
 }
 
 /// `popreceipt` and `visibilitytimeout` (0..7 days) are required; a body replaces the text.
@@ -178,7 +177,7 @@ pub fn delete_message_response(
     reply: Reply,
     out: &mut BytesMut,
 ) -> Written {
-    no_content(responder, reply, out)
+    responder.done(204, reply, out)
 }
 
 /// A `QueueMessagesList` with `status`, each message with `fields`.

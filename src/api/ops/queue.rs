@@ -48,7 +48,7 @@ pub fn delete_queue_response(
     reply: Reply,
     out: &mut BytesMut,
 ) -> Written {
-    no_content(responder, reply, out)
+    responder.done(204, reply, out)
 }
 
 /// Read on the owner, with the approximate message count.
@@ -97,7 +97,7 @@ pub fn set_queue_metadata_response(
     reply: Reply,
     out: &mut BytesMut,
 ) -> Written {
-    no_content(responder, reply, out)
+    responder.done(204, reply, out)
 }
 
 /// Read on the owner, whose copy is the queue's current ACL.
@@ -138,16 +138,5 @@ pub fn set_queue_acl_response(
     reply: Reply,
     out: &mut BytesMut,
 ) -> Written {
-    no_content(responder, reply, out)
-}
-
-/// 204 for `Reply::Done`: the answer of every operation that only changes something.
-pub(super) fn no_content(responder: &Responder<'_>, reply: Reply, out: &mut BytesMut) -> Written {
-    match reply {
-        Reply::Done => {
-            responder.empty(204, out);
-            Ok(())
-        }
-        other => Err(other),
-    }
+    responder.done(204, reply, out)
 }

@@ -36,11 +36,7 @@ pub fn preflight(request: &Request, route: &Route<'_>, replicas: &Replicas) -> P
 
 /// 200, with the CORS headers the plan carries.
 pub fn preflight_response(responder: &Responder<'_>, reply: Reply, out: &mut BytesMut) -> Written {
-    let Reply::Done = reply else {
-        return Err(reply);
-    };
-    responder.empty(200, out);
-    Ok(())
+    responder.done(200, reply, out)
 }
 
 /// Answered from this shard's copy of the account's properties.
@@ -88,11 +84,7 @@ pub fn set_service_properties_response(
     reply: Reply,
     out: &mut BytesMut,
 ) -> Written {
-    let Reply::Done = reply else {
-        return Err(reply);
-    };
-    responder.empty(202, out);
-    Ok(())
+    responder.done(202, reply, out)
 }
 
 /// Azure serves statistics only on the secondary endpoint.

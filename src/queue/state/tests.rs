@@ -1,11 +1,11 @@
-//! Tests of `ShardState`: a table per command including every error, the lag rules, a property
-//! test against a naive `Vec` model, and a deterministic simulation that checks the invariants
-//! after every step. Randomised tests use fixed seeds and print the failing one.
+//! Tests of `ShardState`: a table per command including every error, the lag rules, and a
+//! deterministic simulation that checks the invariants after every step. Randomised tests use
+//! fixed seeds and print the failing one. The property test against a naive model is in
+//! tests/fuzz_replay.rs, which drives the `shard_state` fuzz target's model with seeded input.
 
 use super::*;
 use crate::queue::slab::NONE;
 
-mod model;
 mod simulation;
 
 /// A realistic "now": 2023-11-14.
