@@ -1,4 +1,5 @@
-//! Every limit azq enforces, as a named constant, and the runtime `Config` built from the command line.
+//! Every limit azq enforces, as a named constant, and the runtime `Config` built from the command
+//! line.
 //!
 //! Limits live here so that docs/ARCHITECTURE.md can list them from one place and so that relations
 //! between them are checked at compile time. Units are last in every name.
@@ -27,7 +28,8 @@ pub const VISIBILITY_TIMEOUT_S_MAX: u64 = 604_800;
 pub const GET_VISIBILITY_TIMEOUT_S_DEFAULT: u64 = 30;
 /// Time to live of a message when the client sends no `messagettl`, seconds (7 days).
 pub const MESSAGE_TTL_S_DEFAULT: u64 = 604_800;
-/// Total bytes of one queue's metadata (names + values), as Azure: beyond it 400 `MetadataTooLarge`.
+/// Total bytes of one queue's metadata (names + values), as Azure: beyond it 400
+/// `MetadataTooLarge`.
 pub const METADATA_BYTES_MAX: usize = 8 * 1024;
 /// Most queues List Queues returns in one page (`maxresults`, also the default).
 pub const LIST_QUEUES_RESULTS_MAX: usize = 5000;

@@ -1,4 +1,5 @@
-//! `StorageError`: every error a client can receive, and its HTTP status, `x-ms-error-code` and text.
+//! `StorageError`: every error a client can receive, and its HTTP status, `x-ms-error-code` and
+//! text.
 //!
 //! Each layer has its own small error type (`http::ParseError`, `auth::AuthFailure`); the
 //! exhaustive `From` mappings from them live here, beside the enum, so every way a failure

@@ -107,9 +107,10 @@ impl Service {
         )
     }
 
-    /// Authenticates `request` and runs the checks every operation shares; a failure is the
-    /// plan (boxed: failures are rare, and a plan is large). `now_ms` is the time used for SAS windows, `peer` the client's address for SAS IP
-    /// ranges, `replicas` this shard's copy of the replicated settings.
+    /// Authenticates `request` and runs the checks every operation shares; a failure is the plan
+    /// (boxed: failures are rare, and a plan is large). `now_ms` is the time used for SAS windows,
+    /// `peer` the client's address for SAS IP ranges, `replicas` this shard's copy of the
+    /// replicated settings.
     #[allow(clippy::too_many_arguments)]
     pub(super) fn authorize<'a>(
         &'a self,

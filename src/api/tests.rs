@@ -681,7 +681,7 @@ fn service_properties_response_is_the_settings_document() {
 
 #[test]
 fn host_style_list_names_the_host_as_endpoint() {
-    // Signed for the host-style URL: the canonical resource is /account/. for the host-style URL: the canonical resource is /account/.
+    // Signed for the host-style URL: the canonical resource is /account/.
     let key = SigningKey::from_base64(DEVELOPMENT_ACCOUNT_KEY).unwrap();
     let headers = [
         ("Host", "devstoreaccount1.queue.localhost:10001"),

@@ -157,7 +157,8 @@ mod tests {
         let cases: Vec<(Vec<(&str, &str)>, MetadataOutcome)> = vec![
             (vec![], pairs(&[])),
             (vec![("x-ms-version", "1"), ("Host", "h")], pairs(&[])),
-            // Case kept, sorted by lowercased name; the bare header the Python SDK sends is ignored.
+            // Case kept, sorted by lowercased name; the bare header the Python SDK sends is
+            // ignored.
             (
                 vec![
                     ("x-ms-meta-Zeta", "z"),

@@ -144,12 +144,12 @@ pub fn message_text(body: &[u8]) -> Result<Bytes, StorageError> {
     Ok(text.freeze())
 }
 
-/// Whether UTF-8 `text` holds a character XML 1.0 forbids: a control character below 0x20
-/// other than tab, LF and CR, or U+FFFE / U+FFFF (the only other characters outside XML 1.0's
-/// `Char` that UTF-8 can carry). A stored text is echoed in responses, and one such character would make every
-/// response that carries it unreadable to the client's XML parser. Such characters are rare, so
-/// a branch-free pass that the compiler vectorises looks for any byte below 0x20 or any 0xEF
-/// (the lead byte of U+F000..U+FFFF) first, and only a hit pays for the exact check.
+/// Whether UTF-8 `text` holds a character XML 1.0 forbids: a control character below 0x20 other
+/// than tab, LF and CR, or U+FFFE / U+FFFF (the only other characters outside XML 1.0's `Char` that
+/// UTF-8 can carry). A stored text is echoed in responses, and one such character would make every
+/// response that carries it unreadable to the client's XML parser. Such characters are rare, so a
+/// branch-free pass that the compiler vectorises looks for any byte below 0x20 or any 0xEF (the
+/// lead byte of U+F000..U+FFFF) first, and only a hit pays for the exact check.
 pub(super) fn has_non_xml_char(text: &[u8]) -> bool {
     let suspect = text
         .iter()
@@ -300,7 +300,8 @@ pub fn queue_list(out: &mut BytesMut, list: &QueueList<'_>) {
     out.put_slice(b"</EnumerationResults>");
 }
 
-/// Encodes Azure's error body: `<Error><Code/><Message>text\nRequestId:…\nTime:…</Message></Error>`.
+/// Encodes Azure's error body:
+/// `<Error><Code/><Message>text\nRequestId:…\nTime:…</Message></Error>`.
 pub fn error(out: &mut BytesMut, error: StorageError, request_id: &[u8], now_ms: u64) {
     out.put_slice(DECLARATION);
     out.put_slice(b"<Error><Code>");

@@ -1,5 +1,5 @@
-//! `Request`: one parsed HTTP request, owning its head and body as `Bytes` cut from the connection's
-//! read buffer, with headers kept as offsets into the head (no per-header allocation).
+//! `Request`: one parsed HTTP request, owning its head and body as `Bytes` cut from the
+//! connection's read buffer, with headers kept as offsets into the head (no per-header allocation).
 
 use bytes::Bytes;
 

@@ -1,7 +1,7 @@
 //! The commands a shard's queue state executes and the replies it gives: the only interface between
-//! the request path (`api/`) and the state (`queue/`). Commands are plain owned data (`Send`), so the
-//! same value is applied locally or shipped to the owning shard, and a log could replay them. The
-//! names they carry (queue keys, message IDs, pop receipts) are in `key.rs`.
+//! the request path (`api/`) and the state (`queue/`). Commands are plain owned data (`Send`), so
+//! the same value is applied locally or shipped to the owning shard, and a log could replay them.
+//! The names they carry (queue keys, message IDs, pop receipts) are in `key.rs`.
 
 use std::sync::Arc;
 

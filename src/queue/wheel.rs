@@ -26,7 +26,8 @@ const LEVELS: usize = 11;
 const SLOT_BITS: u32 = 6;
 /// Slots per level; one occupancy bit each in a `u64`.
 const SLOTS_PER_LEVEL: usize = 1 << SLOT_BITS;
-/// The first `SENTINELS` nodes are the heads of the wheel's slots; timer `t` is node `SENTINELS + t`.
+/// The first `SENTINELS` nodes are the heads of the wheel's slots; timer `t` is node `SENTINELS +
+/// t`.
 const SENTINELS: usize = LEVELS * SLOTS_PER_LEVEL;
 /// The link value of a node that is in no slot (an unscheduled timer).
 const UNLINKED: u32 = u32::MAX;

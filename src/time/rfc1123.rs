@@ -30,7 +30,8 @@ pub fn rfc1123(unix_ms: u64) -> [u8; RFC1123_BYTES] {
 }
 
 thread_local! {
-    static DATE_CACHE: Cell<(u64, [u8; RFC1123_BYTES])> = const { Cell::new((u64::MAX, [0; RFC1123_BYTES])) };
+    static DATE_CACHE: Cell<(u64, [u8; RFC1123_BYTES])> =
+        const { Cell::new((u64::MAX, [0; RFC1123_BYTES])) };
 }
 
 /// The `Date` header value for `now_ms`, formatted once per second per thread (each shard is one

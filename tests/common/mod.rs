@@ -79,7 +79,8 @@ impl Server {
         Server { child, port }
     }
 
-    /// A new connection with a read timeout, so a broken server fails the test instead of hanging it.
+    /// A new connection with a read timeout, so a broken server fails the test instead of hanging
+    /// it.
     pub fn connect(&self) -> TcpStream {
         let stream = TcpStream::connect(("127.0.0.1", self.port)).expect("connects");
         stream

@@ -518,8 +518,9 @@ fn delete_queue_frees_every_message() {
     put(&mut state, "q", "delayed", 30, Some(60), NOW);
     put(&mut state, "q", "leased", 0, Some(60), NOW);
     put(&mut state, "other", "kept", 0, Some(60), NOW);
-    get(&mut state, "q", 1, 30, NOW); // leases "visible"
-                                      // An out-of-order message: lease "never" and let the lease run out behind "leased".
+    // Lease "visible"; then an out-of-order message: lease "never" and let the lease run out
+    // behind "leased".
+    get(&mut state, "q", 1, 30, NOW);
     let leased = get(&mut state, "q", 1, 1, NOW);
     assert_eq!(texts(&leased), ["never"]);
     peek(&mut state, "q", 1, NOW + 1_000);
