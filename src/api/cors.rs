@@ -9,9 +9,10 @@
 //!   without `Origin` or `Access-Control-Request-Method`: 400;
 //! - actual request matched by a rule that allows every origin (`*`):
 //!   `Access-Control-Allow-Origin: *` and the exposed headers, and nothing else, since the answer
-//!   does not depend on the origin. Browsers read `Access-Control-Expose-Headers` as a list of names, so a rule's prefix patterns
-//!   (`x-ms-meta-*`) are expanded into the response's own headers that match them; plain names are
-//!   listed whether or not the response has them (as Azure and Azurite do);
+//!   does not depend on the origin. Browsers read `Access-Control-Expose-Headers` as a list of
+//!   names, so a rule's prefix patterns (`x-ms-meta-*`) are expanded into the response's own
+//!   headers that match them; plain names are listed whether or not the response has them (as
+//!   Azure and Azurite do);
 //! - matched by the exact origin: that origin, the exposed headers, credentials allowed and
 //!   `Vary: Origin`;
 //! - not matched (or no `Origin`) while the account has rules: only `Vary: Origin`, so that a
