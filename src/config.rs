@@ -48,6 +48,8 @@ pub const MESH_CHANNEL_CAPACITY: usize = 1024;
 pub const REQUEST_HEAD_TIMEOUT_MS: u64 = 10_000;
 /// Time an idle keep-alive connection is kept open, ms.
 pub const IDLE_CONNECTION_TIMEOUT_MS: u64 = 120_000;
+/// Time `azq healthcheck` waits to connect, send and hear back, ms each.
+pub const HEALTHCHECK_TIMEOUT_MS: u64 = 2_000;
 /// Time a stopping server waits for in-flight requests before it exits anyway, ms.
 pub const SHUTDOWN_GRACE_MS: u64 = 10_000;
 /// Bytes of responses buffered per connection before they are written even if more requests are
@@ -95,6 +97,29 @@ pub const DEVELOPMENT_ACCOUNT_NAME: &str = "devstoreaccount1";
 pub const DEVELOPMENT_ACCOUNT_KEY: &str =
     "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw==";
 
+/// Which backend to run, as `--runtime` names it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RuntimeChoice {
+    /// io_uring where the kernel allows it, else the portable backend.
+    Auto,
+    /// io_uring or nothing.
+    IoUring,
+    /// The portable backend, even where io_uring works.
+    Portable,
+}
+
+impl RuntimeChoice {
+    /// Reads `auto`, `io_uring` or `portable`.
+    pub fn parse(text: &str) -> Option<RuntimeChoice> {
+        match text {
+            "auto" => Some(RuntimeChoice::Auto),
+            "io_uring" | "io-uring" | "uring" => Some(RuntimeChoice::IoUring),
+            "portable" | "tokio" => Some(RuntimeChoice::Portable),
+            _ => None,
+        }
+    }
+}
+
 /// Settings of one server run, from the command line and the environment.
 #[derive(Clone, Debug)]
 pub struct Config {
@@ -117,6 +142,8 @@ pub struct Config {
     pub accounts: Vec<(String, Vec<String>)>,
     /// Only path-style URLs, never host-style (`--disableProductStyleUrl`).
     pub product_style_url_disabled: bool,
+    /// The event loop under the shards (`--runtime`).
+    pub runtime: RuntimeChoice,
 }
 
 /// Half of the machine's physical memory: room for a great many messages while leaving the rest
@@ -153,6 +180,7 @@ impl Default for Config {
                 vec![DEVELOPMENT_ACCOUNT_KEY.to_string()],
             )],
             product_style_url_disabled: false,
+            runtime: RuntimeChoice::Auto,
         }
     }
 }

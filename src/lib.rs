@@ -1,10 +1,11 @@
 //! azq: a thread-per-core Azure Queue Storage emulator.
 //!
 //! Layout of the crate, from the socket inwards:
-//! - `runtime/`: one glommio executor per shard, pinned to a core; each accepts on its own
+//! - `runtime/`: one thread per shard, pinned to a core, on an event loop behind the `Backend`
+//!   seam (glommio on io_uring, or tokio where io_uring is blocked); each accepts on its own
 //!   SO_REUSEPORT listener, runs the connection loop, executes plans in the shard's context
 //!   (`context`), and talks to other shards over a bounded request/reply channel mesh. The
-//!   only place glommio appears.
+//!   only place glommio and tokio appear.
 //! - `http/`: HTTP/1.1 request parsing on httparse and response encoding; no Azure knowledge.
 //! - `auth/`: SharedKey/SharedKeyLite and SAS verification; accounts and their keys.
 //! - `api/`: routing of (method, path, query) to one `Operation` per REST operation
@@ -17,12 +18,14 @@
 //! - `random`: SplitMix64, for values that must be spread, not secret.
 //! - `time`: the clock, calendar dates, RFC 1123 and ISO 8601.
 //! - `config`, `error`: limits and the `StorageError` → (status, code) mapping.
+//! - `lifecycle`: the serving and stop flags every thread shares.
 
 pub mod api;
 pub mod auth;
 pub mod config;
 pub mod error;
 pub mod http;
+pub mod lifecycle;
 pub mod queue;
 pub mod random;
 pub mod runtime;

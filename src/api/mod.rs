@@ -33,12 +33,14 @@ pub mod xml;
 
 use std::cell::RefCell;
 use std::net::IpAddr;
+use std::sync::Arc;
 
 use bytes::BytesMut;
 
 use crate::auth::{Accounts, AuthFailure, Authenticator};
 use crate::error::StorageError;
 use crate::http::{Query, Request};
+use crate::lifecycle::Lifecycle;
 use crate::queue::{Command, Replicas, Reply};
 
 use response::Responder;
@@ -95,6 +97,15 @@ pub struct ResponsePlan {
     pub listing: Option<ListingEcho>,
 }
 
+/// What `GET /_azq/health` reports besides the shard count.
+#[derive(Clone, Debug)]
+pub struct Health {
+    /// Whether every shard serves, or the server is stopping.
+    pub lifecycle: Arc<Lifecycle>,
+    /// The backend the shards run on (`io_uring` or `portable`).
+    pub backend: &'static str,
+}
+
 /// The API of one shard: its authenticator (with its SAS cache) and the routing settings.
 pub struct Service {
     /// Per-shard and only borrowed inside `plan`, which never waits, so the borrow never spans
@@ -104,6 +115,7 @@ pub struct Service {
     host_style_enabled: bool,
     /// `host:port` used in List Queues' ServiceEndpoint when a request has no Host header.
     default_authority: String,
+    health: Health,
 }
 
 impl Service {
@@ -113,6 +125,7 @@ impl Service {
         shards: usize,
         host_style_enabled: bool,
         default_authority: String,
+        health: Health,
     ) -> Self {
         assert!(shards > 0);
         Service {
@@ -120,6 +133,7 @@ impl Service {
             shards,
             host_style_enabled,
             default_authority,
+            health,
         }
     }
 
@@ -127,6 +141,9 @@ impl Service {
     /// SAS windows; `peer` is the client's address for SAS IP ranges; `replicas` is this shard's
     /// copy of the replicated settings.
     pub fn plan(&self, request: &Request, now_ms: u64, peer: IpAddr, replicas: &Replicas) -> Plan {
+        if request.path().starts_with(ops::admin::ADMIN_PATH_PREFIX) {
+            return ops::admin::plan(request);
+        }
         let Some(query) = Query::parse(request.query()) else {
             return plan::fail(None, StorageError::InvalidQueryParameterValue);
         };
@@ -160,6 +177,10 @@ impl Service {
         let written = match (plan.operation, outcome) {
             (_, Outcome::Reply(Err(error))) => {
                 responder.error(error, out);
+                Ok(())
+            }
+            (Some(Operation::Health), Outcome::Reply(Ok(_))) => {
+                ops::admin::health_response(&responder, &self.health, self.shards, out);
                 Ok(())
             }
             (Some(Operation::ListQueues), Outcome::Parts(parts)) => {

@@ -183,7 +183,7 @@ impl Service {
         acl_version: &Cell<Option<u64>>,
     ) -> Result<(), AuthFailure> {
         let access = match route.operation {
-            Operation::Preflight => return Ok(()),
+            Operation::Preflight | Operation::Health => return Ok(()),
             Operation::GetServiceProperties => Access::GET_SERVICE_PROPERTIES,
             Operation::SetServiceProperties => Access::SET_SERVICE_PROPERTIES,
             Operation::GetServiceStats => Access::GET_SERVICE_STATS,

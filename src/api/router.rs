@@ -27,6 +27,8 @@ pub enum Operation {
     DeleteMessage,
     /// CORS preflight (`OPTIONS`), answered without authentication.
     Preflight,
+    /// azq's own `GET /_azq/health`, answered without authentication.
+    Health,
 }
 
 impl Operation {
@@ -36,7 +38,7 @@ impl Operation {
         use Operation::*;
         match self {
             GetServiceProperties | GetServiceStats | ListQueues | GetQueueMetadata
-            | GetQueueAcl | PeekMessages | Preflight => true,
+            | GetQueueAcl | PeekMessages | Preflight | Health => true,
             SetServiceProperties | CreateQueue | DeleteQueue | SetQueueMetadata | SetQueueAcl
             | PutMessage | GetMessages | ClearMessages | UpdateMessage | DeleteMessage => false,
         }

@@ -7,12 +7,13 @@ use std::sync::Arc;
 
 use bytes::{Bytes, BytesMut};
 
-use super::{Operation, Outcome, Service};
+use super::{Health, Operation, Outcome, Service};
 use crate::auth::shared_key::sign_shared_key;
 use crate::auth::{Accounts, SigningKey};
 use crate::config::{DEVELOPMENT_ACCOUNT_KEY, DEVELOPMENT_ACCOUNT_NAME};
 use crate::error::StorageError;
 use crate::http::Request;
+use crate::lifecycle::Lifecycle;
 use crate::queue::{
     MessageId, MessageView, PopReceipt, QueueListing, Replicas, Reply, ServiceProperties,
     SignedIdentifier,
@@ -24,12 +25,26 @@ const DATE: &str = "Sun, 22 Nov 2026 00:00:00 GMT";
 const SHARDS: usize = 2;
 
 fn service() -> Service {
+    service_in(Arc::new(Lifecycle::new(NOW_MS)))
+}
+
+fn service_in(lifecycle: Arc<Lifecycle>) -> Service {
     let accounts = Accounts::new(&[(
         DEVELOPMENT_ACCOUNT_NAME.to_string(),
         vec![DEVELOPMENT_ACCOUNT_KEY.to_string()],
     )])
     .unwrap();
-    Service::new(accounts, SHARDS, true, "127.0.0.1:10001".to_string())
+    let health = Health {
+        lifecycle,
+        backend: "portable",
+    };
+    Service::new(
+        accounts,
+        SHARDS,
+        true,
+        "127.0.0.1:10001".to_string(),
+        health,
+    )
 }
 
 /// A request signed with SharedKey by the development account, as the SDKs sign it.
@@ -712,4 +727,51 @@ fn host_style_list_names_the_host_as_endpoint() {
         ),
         "{text}"
     );
+}
+
+#[test]
+fn health_follows_the_lifecycle_without_credentials() {
+    let lifecycle = Arc::new(Lifecycle::new(NOW_MS - 61_000));
+    let service = service_in(lifecycle.clone());
+    let answer = |method: &str, target: &str| {
+        let request = Request::from_parts(method, target, &[], Bytes::new());
+        let plan = service.plan(
+            &request,
+            NOW_MS,
+            IpAddr::from([127, 0, 0, 1]),
+            &Replicas::default(),
+        );
+        let outcome = Outcome::Reply(match plan.step {
+            super::Step::Answer(reply) => Ok(reply),
+            super::Step::Fail(error) => Err(error),
+            other => panic!("{other:?}"),
+        });
+        let mut out = BytesMut::new();
+        service.respond(&request, &plan.response, outcome, NOW_MS, &mut out);
+        mask_request_id(std::str::from_utf8(&out).unwrap())
+    };
+    let body = |state: &str| {
+        format!("{{\"status\":\"{state}\",\"shards\":2,\"backend\":\"portable\",\"uptime_s\":61}}")
+    };
+    let starting = answer("GET", "/_azq/health");
+    assert!(starting.starts_with("HTTP/1.1 503 "), "{starting}");
+    assert!(starting.ends_with(&body("starting")), "{starting}");
+    lifecycle.set_serving();
+    let serving = answer("GET", "/_azq/health");
+    assert!(serving.starts_with("HTTP/1.1 200 OK\r\n"), "{serving}");
+    assert!(
+        serving.contains("Content-Type: application/json\r\n"),
+        "{serving}"
+    );
+    assert!(serving.ends_with(&body("serving")), "{serving}");
+    let head = answer("HEAD", "/_azq/health");
+    assert!(
+        head.starts_with("HTTP/1.1 200 OK\r\n") && head.ends_with("\r\n\r\n"),
+        "{head}"
+    );
+    lifecycle.request_stop();
+    assert!(answer("GET", "/_azq/health").ends_with(&body("draining")));
+    // Other verbs and other paths under /_azq/ are Azure errors.
+    assert!(answer("PUT", "/_azq/health").starts_with("HTTP/1.1 405 "));
+    assert!(answer("GET", "/_azq/nothing").starts_with("HTTP/1.1 400 "));
 }

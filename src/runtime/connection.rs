@@ -2,12 +2,11 @@
 //! request, execute each in order, encode all responses into one output buffer, and write them in
 //! one batch. Timeouts bound slow heads (slowloris) and idle keep-alive connections.
 
+use std::net::IpAddr;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 use bytes::BytesMut;
-use futures_lite::{AsyncBufReadExt, AsyncWriteExt};
-use glommio::net::{Preallocated, TcpStream};
 
 use crate::api::Service;
 use crate::config::{
@@ -16,24 +15,17 @@ use crate::config::{
 };
 use crate::http::{response, ParseError, Parser, Progress};
 
+use super::backend::Backend;
 use super::context::ShardContext;
 
-/// Bytes asked of each read: the size of glommio's receive buffer for the connection.
-const READ_CHUNK_BYTES: usize = 16 * 1024;
+/// Initial capacity of a connection's input and output buffers.
+const BUFFER_BYTES: usize = 16 * 1024;
 
-/// Serves one accepted connection until the client closes it, a timeout expires, the request
-/// stream is broken, or the server shuts down.
-pub async fn serve(stream: TcpStream, shard: Rc<ShardContext>) {
-    let peer = match stream.peer_addr() {
-        Ok(address) => address.ip(),
-        Err(_) => return,
-    };
-    let _ = stream.set_nodelay(true);
-    // glommio receives into its own buffer (zeroed once, here); each read then copies only the
-    // bytes that arrived into `input`, instead of zeroing a fresh 16 KiB of `input` per read.
-    let mut stream = stream.buffered_with(Preallocated::new(READ_CHUNK_BYTES));
-    let mut input = BytesMut::with_capacity(READ_CHUNK_BYTES);
-    let mut output = BytesMut::with_capacity(READ_CHUNK_BYTES);
+/// Serves one accepted connection from `peer` until the client closes it, a timeout expires, the
+/// request stream is broken, or the server shuts down.
+pub async fn serve<B: Backend>(mut stream: B::Stream, peer: IpAddr, shard: Rc<ShardContext<B>>) {
+    let mut input = BytesMut::with_capacity(BUFFER_BYTES);
+    let mut output = BytesMut::with_capacity(BUFFER_BYTES);
     let mut parser = Parser::new(
         REQUEST_HEAD_BYTES_MAX,
         REQUEST_HEADERS_MAX,
@@ -69,7 +61,7 @@ pub async fn serve(stream: TcpStream, shard: Rc<ShardContext>) {
                         break;
                     }
                     if output.len() >= RESPONSE_BATCH_BYTES_MAX {
-                        if stream.write_all(&output).await.is_err() {
+                        if B::write_all(&mut stream, &output).await.is_err() {
                             return;
                         }
                         output.clear();
@@ -92,7 +84,7 @@ pub async fn serve(stream: TcpStream, shard: Rc<ShardContext>) {
             }
         }
         if !output.is_empty() {
-            if stream.write_all(&output).await.is_err() {
+            if B::write_all(&mut stream, &output).await.is_err() {
                 return;
             }
             output.clear();
@@ -113,16 +105,9 @@ pub async fn serve(stream: TcpStream, shard: Rc<ShardContext>) {
                 _ => return,
             }
         };
-        if stream.set_read_timeout(Some(timeout)).is_err() {
-            return;
+        match B::read(&mut stream, &mut input, timeout).await {
+            Ok(0) | Err(_) => return,
+            Ok(_) => {}
         }
-        let received = match stream.fill_buf().await {
-            Ok([]) | Err(_) => return,
-            Ok(received) => {
-                input.extend_from_slice(received);
-                received.len()
-            }
-        };
-        stream.consume(received);
     }
 }

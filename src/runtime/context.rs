@@ -13,18 +13,19 @@ use crate::error::StorageError;
 use crate::http::Request;
 use crate::queue::{Command, Reply};
 
+use super::backend::Backend;
 use super::engine::Engine;
 use super::mesh::{Mesh, PendingReply};
-use super::Shutdown;
+use super::Lifecycle;
 
 /// Everything a shard's tasks share.
-pub struct ShardContext {
+pub struct ShardContext<B: Backend> {
     pub index: usize,
     pub service: Service,
     pub engine: Rc<Engine>,
-    mesh: Rc<Mesh>,
+    mesh: Rc<Mesh<B>>,
     shards: usize,
-    shutdown: Arc<Shutdown>,
+    lifecycle: Arc<Lifecycle>,
     /// Open connections.
     pub connections: Cell<usize>,
     /// Requests being executed or answered right now.
@@ -33,21 +34,21 @@ pub struct ShardContext {
 }
 
 /// Decrements `in_flight` when a request is done.
-pub struct Busy<'context>(&'context ShardContext);
+pub struct Busy<'context, B: Backend>(&'context ShardContext<B>);
 
-impl Drop for Busy<'_> {
+impl<B: Backend> Drop for Busy<'_, B> {
     fn drop(&mut self) {
         self.0.in_flight.set(self.0.in_flight.get() - 1);
     }
 }
 
 /// A command's reply, here or on its way from another shard.
-enum Pending<'mesh> {
+enum Pending<'mesh, B: Backend> {
     Here(Result<Reply, StorageError>),
-    There(PendingReply<'mesh>),
+    There(PendingReply<'mesh, B>),
 }
 
-impl Pending<'_> {
+impl<B: Backend> Pending<'_, B> {
     async fn reply(self) -> Result<Reply, StorageError> {
         match self {
             Pending::Here(outcome) => outcome,
@@ -56,24 +57,24 @@ impl Pending<'_> {
     }
 }
 
-impl ShardContext {
+impl<B: Backend> ShardContext<B> {
     /// The context of shard `index` of `shards`.
     pub fn new(
         index: usize,
         shards: usize,
         service: Service,
         engine: Rc<Engine>,
-        mesh: Rc<Mesh>,
-        shutdown: Arc<Shutdown>,
+        mesh: Rc<Mesh<B>>,
+        lifecycle: Arc<Lifecycle>,
         debug_log: Option<std::fs::File>,
-    ) -> ShardContext {
+    ) -> ShardContext<B> {
         ShardContext {
             index,
             service,
             engine,
             mesh,
             shards,
-            shutdown,
+            lifecycle,
             connections: Cell::new(0),
             in_flight: Cell::new(0),
             debug_log: debug_log.map(RefCell::new),
@@ -81,7 +82,7 @@ impl ShardContext {
     }
 
     /// Marks a request as in flight until the guard drops.
-    pub fn busy(&self) -> Busy<'_> {
+    pub fn busy(&self) -> Busy<'_, B> {
         self.in_flight.set(self.in_flight.get() + 1);
         Busy(self)
     }
@@ -93,7 +94,7 @@ impl ShardContext {
 
     /// Whether the server is shutting down (connections close after their current request).
     pub fn stopping(&self) -> bool {
-        self.shutdown.requested()
+        self.lifecycle.stop_requested()
     }
 
     /// Runs a plan's step: locally when this shard owns the queue, else over the mesh. Steps
@@ -144,7 +145,7 @@ impl ShardContext {
     }
 
     /// Starts `command` on `shard`: applied at once when it is this one, else sent.
-    async fn start_on(&self, shard: usize, command: Command) -> Pending<'_> {
+    async fn start_on(&self, shard: usize, command: Command) -> Pending<'_, B> {
         if shard == self.index {
             Pending::Here(self.engine.apply(command))
         } else {

@@ -15,16 +15,18 @@
 //! (`name:value` lines separated by LF) and the body.
 
 use std::net::IpAddr;
+use std::sync::Arc;
 
 use azq::api::router::{route, Operation};
 use azq::api::validate;
-use azq::api::{Outcome, Service, Step};
+use azq::api::{Health, Outcome, Service, Step};
 use azq::auth::{sign_shared_key, Accounts, AuthFailure, SigningKey};
 use azq::config::{
     DEVELOPMENT_ACCOUNT_KEY, DEVELOPMENT_ACCOUNT_NAME, LIST_QUEUES_RESULTS_MAX,
     MESSAGES_PER_GET_MAX, MESSAGE_TEXT_BYTES_MAX, VISIBILITY_TIMEOUT_S_MAX,
 };
 use azq::http::{Method, Query};
+use azq::lifecycle::Lifecycle;
 use azq::queue::{shard_for, Command, Reply, ShardState};
 use bytes::BytesMut;
 
@@ -184,11 +186,16 @@ fn check_plan(
         vec![DEVELOPMENT_ACCOUNT_KEY.to_string()],
     )])
     .expect("the development account is valid");
+    let health = Health {
+        lifecycle: Arc::new(Lifecycle::new(NOW_MS)),
+        backend: "portable",
+    };
     let service = Service::new(
         accounts,
         shards,
         host_style_enabled,
         "127.0.0.1:10001".to_string(),
+        health,
     );
     // The settings every shard keeps (service properties, ACLs): a fresh shard's, all defaults.
     let settings_shard = ShardState::new(0, 7);

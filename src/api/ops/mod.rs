@@ -3,6 +3,7 @@
 //! way mini-redis keeps one file per command. The two functions here dispatch by operation, after
 //! `plan.rs` and `response.rs` have done what every operation shares.
 
+pub(super) mod admin;
 pub(super) mod messages;
 pub(super) mod queue;
 pub(super) mod service;
@@ -19,8 +20,8 @@ use super::{ListingEcho, Operation, Step};
 /// The step of an authorized request's operation, and List Queues' echo.
 pub(super) fn step(planning: &Planning<'_>) -> Result<(Step, Option<ListingEcho>), StorageError> {
     let step = match planning.route.operation {
-        // Answered before authentication, from the CORS rules alone.
-        Operation::Preflight => Err(StorageError::InternalError),
+        // Answered before authentication: from the CORS rules alone, or by azq itself.
+        Operation::Preflight | Operation::Health => Err(StorageError::InternalError),
         Operation::GetServiceProperties => Ok(service::get_service_properties(planning)),
         Operation::SetServiceProperties => service::set_service_properties(planning),
         Operation::GetServiceStats => service::get_service_stats(planning),
@@ -59,8 +60,9 @@ pub(super) fn response(
             service::set_service_properties_response(responder, reply, out)
         }
         Operation::GetServiceStats => service::get_service_stats_response(responder, reply, out),
-        // List Queues answers with every shard's part (`Outcome::Parts`), never one reply.
-        Operation::ListQueues => Err(reply),
+        // List Queues answers with every shard's part (`Outcome::Parts`), never one reply;
+        // health from the server's state, not a reply (`Service::respond`).
+        Operation::ListQueues | Operation::Health => Err(reply),
         Operation::CreateQueue => queue::create_queue_response(responder, reply, out),
         Operation::DeleteQueue => queue::delete_queue_response(responder, reply, out),
         Operation::GetQueueMetadata => queue::get_queue_metadata_response(responder, reply, out),
