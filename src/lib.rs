@@ -18,6 +18,9 @@
 //! - `time`: the clock, calendar dates, RFC 1123 and ISO 8601.
 //! - `config`, `error`: limits and the `StorageError` → (status, code) mapping.
 
+#![warn(missing_docs)]
+#![deny(clippy::undocumented_unsafe_blocks)]
+
 pub mod api;
 pub mod auth;
 pub mod config;
