@@ -13,48 +13,99 @@ use crate::http::ParseError;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum StorageError {
     // 400
+    /// A query parameter that is not a number where one is needed, an unknown `comp`, a
+    /// `peekonly` other than true/false, or a `popreceipt` that does not decode.
     InvalidQueryParameterValue,
+    /// A number outside its range: `numofmessages`, `visibilitytimeout`, `messagettl` of 0
+    /// or not above the visibility timeout, a negative `timeout`.
     OutOfRangeQueryParameterValue,
+    /// No `comp` where the operation needs one, no `popreceipt` on Update/Delete Message,
+    /// no `visibilitytimeout` on Update Message.
     MissingRequiredQueryParameter,
+    /// Azure's code for a parameter the operation does not take; azq does not answer with it
+    /// today.
     UnsupportedQueryParameter,
+    /// Azure's code for a header in the wrong format; azq does not answer with it today.
     InvalidHeaderValue,
+    /// A CORS preflight without `Origin` or `Access-Control-Request-Method`.
     MissingRequiredHeader,
+    /// Azure's generic bad-input code; azq answers it only as `MalformedRequest`'s code.
     InvalidInput,
+    /// A path that names no resource: not UTF-8, no account segment, an empty segment, or
+    /// more segments than `/queue/messages/id`.
     InvalidUri,
+    /// A queue name with characters outside `[a-z0-9-]`, a `-` at either end, or `--`.
     InvalidResourceName,
+    /// A queue name shorter than 3 or longer than 63 characters.
     OutOfRangeInput,
+    /// A body that is not well-formed XML, misses or repeats a required element, has too many
+    /// rules or identifiers, or holds characters XML 1.0 cannot.
     InvalidXmlDocument,
+    /// A well-formed settings or ACL document with a value out of Azure's rules (a bad
+    /// `Id`, a date that is not ISO 8601, a CORS rule over its limits).
     InvalidXmlNodeValue,
+    /// An `x-ms-meta-*` name that is not a C# identifier, a duplicate name (ignoring case), or
+    /// a value that is not UTF-8 text XML can hold.
     InvalidMetadata,
+    /// A bare `x-ms-meta-` header: a metadata pair with an empty name.
     EmptyMetadataKey,
+    /// Metadata names plus values over `METADATA_BYTES_MAX` bytes.
     MetadataTooLarge,
+    /// The pop receipt names the message but an older lease: it was received or updated
+    /// again since.
     PopReceiptMismatch,
+    /// A request the HTTP parser rejects (request line, header, `Content-Length`, chunk);
+    /// sent with Azure's code `InvalidInput`, then the connection is closed.
     MalformedRequest,
     // 403
+    /// No or malformed credentials, a signature that matches no key, or a SAS that is expired,
+    /// not yet valid or names a stored access policy the queue no longer has; only the log
+    /// gets the reason.
     AuthenticationFailed,
+    /// A valid SAS whose `sp` does not grant the permission the operation needs.
     AuthorizationPermissionMismatch,
+    /// A valid account SAS whose `srt` resource types do not cover the resource.
     AuthorizationResourceTypeMismatch,
+    /// A valid account SAS whose `ss` services do not include the queue service.
     AuthorizationServiceMismatch,
+    /// A valid SAS whose `spr` does not allow the request's protocol (HTTPS only, over HTTP).
     AuthorizationProtocolMismatch,
+    /// A valid SAS whose `sip` address range does not hold the client's address; the code
+    /// is spelt `AuthorizationSourceIPMismatch` on the wire.
     AuthorizationSourceIpMismatch,
+    /// A preflight that no CORS rule of the service properties allows.
     CorsPreflightFailure,
     /// A write on the read-only secondary endpoint.
     InsufficientAccountPermissions,
     // 404
+    /// The URL names an account azq does not know.
     ResourceNotFound,
+    /// The URL's queue does not exist in this account.
     QueueNotFound,
+    /// No such message in the queue: the ID is not a UUID, the message was deleted, or it
+    /// expired.
     MessageNotFound,
     // 405
+    /// A method the addressed resource does not take (e.g. POST on a queue).
     UnsupportedHttpVerb,
     // 409
+    /// Create Queue on a queue that exists with different metadata (same metadata is 204).
     QueueAlreadyExists,
     // 413
+    /// A body over `REQUEST_BODY_BYTES_MAX`, or a `MessageText` over `MESSAGE_TEXT_BYTES_MAX`
+    /// decoded bytes; an over-long declared body is refused before it is read.
     RequestBodyTooLarge,
     // 431
+    /// A request head over `REQUEST_HEAD_BYTES_MAX` bytes or with over `REQUEST_HEADERS_MAX`
+    /// headers.
     RequestHeaderTooLarge,
     // 500
+    /// An operation answered with a reply it cannot have: a bug, also caught by a
+    /// `debug_assert!`.
     InternalError,
     // 503
+    /// A limit was reached: too many connections, queues, message slots or message bytes,
+    /// or a shard's mesh channel is closed; nothing was changed.
     ServerBusy,
 }
 

@@ -20,6 +20,9 @@
 //! - `config`, `error`: limits and the `StorageError` → (status, code) mapping.
 //! - `lifecycle`: the serving and stop flags every thread shares.
 
+#![warn(missing_docs)]
+#![deny(clippy::undocumented_unsafe_blocks)]
+
 pub mod api;
 pub mod auth;
 pub mod config;

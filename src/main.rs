@@ -3,6 +3,9 @@
 //! the process with a non-zero status. `azq healthcheck` asks a running server whether it
 //! serves, for container images without curl.
 
+#![warn(missing_docs)]
+#![deny(clippy::undocumented_unsafe_blocks)]
+
 use std::io::{Read, Write};
 use std::net::{IpAddr, SocketAddr, TcpStream};
 use std::sync::Arc;

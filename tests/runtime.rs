@@ -228,9 +228,30 @@ fn healthcheck_command() {
         .expect("azq healthcheck runs");
     assert!(wildcard.status.success(), "{wildcard:?}");
     assert!(server.stop().success());
-    // Nothing listens there any more.
+    // A server that answers 503 (starting or draining) is not healthy.
+    let starting = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let starting_port = starting.local_addr().unwrap().port().to_string();
+    let answering = std::thread::spawn(move || {
+        let (mut connection, _) = starting.accept().unwrap();
+        let mut request = [0u8; 1024];
+        let _ = connection.read(&mut request);
+        let body = "{\"status\":\"starting\"}";
+        let answer = format!(
+            "HTTP/1.1 503 Service Unavailable\r\nContent-Length: {}\r\n\r\n{body}",
+            body.len()
+        );
+        std::io::Write::write_all(&mut connection, answer.as_bytes()).unwrap();
+    });
+    let unhealthy = Command::new(azq_binary())
+        .args(["healthcheck", "--queuePort", &starting_port])
+        .output()
+        .expect("azq healthcheck runs");
+    answering.join().unwrap();
+    assert_eq!(unhealthy.status.code(), Some(1), "{unhealthy:?}");
+    assert!(String::from_utf8_lossy(&unhealthy.stderr).contains("answered HTTP/1.1 503"));
+    // Nothing listens on port 1.
     let gone = Command::new(azq_binary())
-        .args(["healthcheck", "--queuePort", &port])
+        .args(["healthcheck", "--queuePort", "1"])
         .output()
         .expect("azq healthcheck runs");
     assert_eq!(gone.status.code(), Some(1), "{gone:?}");

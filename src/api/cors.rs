@@ -27,10 +27,13 @@ use crate::queue::CorsRule;
 pub enum CorsHeaders {
     /// A preflight a rule allows.
     Preflight {
+        /// The preflight's `Origin`, echoed even when the rule allows every origin.
         allow_origin: String,
+        /// The preflight's `Access-Control-Request-Method`, echoed.
         allow_methods: String,
         /// The requested headers, when the preflight named any.
         allow_headers: Option<String>,
+        /// The rule's `MaxAgeInSeconds`: how long the browser may cache this answer.
         max_age_s: u64,
     },
     /// An actual request a rule allows.

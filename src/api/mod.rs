@@ -55,13 +55,23 @@ pub enum Step {
     /// Answer with this error; nothing is executed.
     Fail(StorageError),
     /// Apply `command` on `shard` (the queue's owner) and answer with its reply.
-    Shard { shard: usize, command: Command },
+    Shard {
+        /// Index of the shard that owns the queue, below the shard count.
+        shard: usize,
+        /// The validated change or read; it carries owned data, so it can cross the mesh.
+        command: Command,
+    },
     /// Apply `command` on every shard and answer with every reply (`Outcome::Parts`), which
     /// the response merges (List Queues).
     EveryShard(Command),
     /// Apply `command` on `shard`, the writer of the setting it changes. When it answers
     /// `Reply::Replicate`, apply that replica on every other shard, then answer `Done`.
-    Replicated { shard: usize, command: Command },
+    Replicated {
+        /// Index of the setting's writer shard, which orders concurrent writes of it.
+        shard: usize,
+        /// The settings write (Set Service Properties, Set Queue ACL).
+        command: Command,
+    },
     /// Answer with this reply; planning already had everything it needed.
     Answer(Reply),
 }
@@ -78,7 +88,9 @@ pub enum Outcome {
 /// A planned request: the step to execute and what its response needs.
 #[derive(Debug)]
 pub struct Plan {
+    /// What the runtime executes; `Step::Fail` when planning already refused the request.
     pub step: Step,
+    /// What the response needs from planning, kept so that answering never re-routes.
     pub response: ResponsePlan,
     /// Why authentication failed, for the log; the client only sees `AuthenticationFailed`
     /// (or the authorization code).

@@ -9,21 +9,37 @@ use crate::http::{Method, Query};
 /// Every operation of the Queue service REST API azq answers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Operation {
+    /// `GET /?restype=service&comp=properties`: logging, metrics and CORS settings.
     GetServiceProperties,
+    /// `PUT /?restype=service&comp=properties`: replaces the elements the body carries.
     SetServiceProperties,
+    /// `GET /?restype=service&comp=stats`, only on the `-secondary` account: replication status.
     GetServiceStats,
+    /// `GET /?comp=list`: the account's queues by name, one page at a time.
     ListQueues,
+    /// `PUT /queue`: 201 when created, 204 when it exists with the same metadata.
     CreateQueue,
+    /// `DELETE /queue`: the queue and all its messages.
     DeleteQueue,
+    /// `GET`/`HEAD /queue?comp=metadata`: the metadata and approximate message count.
     GetQueueMetadata,
+    /// `PUT /queue?comp=metadata`: replaces all of the queue's metadata.
     SetQueueMetadata,
+    /// `GET`/`HEAD /queue?comp=acl`: the queue's stored access policies.
     GetQueueAcl,
+    /// `PUT /queue?comp=acl`: replaces the queue's stored access policies.
     SetQueueAcl,
+    /// `POST /queue/messages`: adds a message, visible now or after `visibilitytimeout`.
     PutMessage,
+    /// `GET /queue/messages`: leases up to `numofmessages` visible messages, with pop receipts.
     GetMessages,
+    /// `GET /queue/messages?peekonly=true`: reads visible messages without leasing them.
     PeekMessages,
+    /// `DELETE /queue/messages`: deletes every message of the queue.
     ClearMessages,
+    /// `PUT /queue/messages/id?popreceipt=…`: new visibility timeout, optionally new text.
     UpdateMessage,
+    /// `DELETE /queue/messages/id?popreceipt=…`: the receipt comes from Put, Get or Update.
     DeleteMessage,
     /// CORS preflight (`OPTIONS`), answered without authentication.
     Preflight,
@@ -54,8 +70,11 @@ pub struct Route<'r> {
     pub secondary: bool,
     /// Whether the account came from the host name rather than the first path segment.
     pub host_style: bool,
+    /// The REST operation the method, path and query name.
     pub operation: Operation,
+    /// The queue segment as sent, not yet validated; `None` for account-level operations.
     pub queue: Option<&'r str>,
+    /// The message segment of `/queue/messages/id` as sent; `None` on every other path.
     pub message_id: Option<&'r str>,
 }
 

@@ -252,11 +252,17 @@ pub fn messages(out: &mut BytesMut, messages: &[MessageView], fields: MessageFie
 
 /// The echoed request parameters and results of List Queues.
 pub struct QueueList<'a> {
+    /// The `ServiceEndpoint` attribute: the URL the client addressed, up to the account.
     pub service_endpoint: &'a str,
+    /// `<Prefix>`, written only when the request had one.
     pub prefix: Option<&'a str>,
+    /// `<Marker>`, written only when the request had one.
     pub marker: Option<&'a str>,
+    /// `<MaxResults>` as sent (not capped), written only when the request had one.
     pub results_max: Option<&'a str>,
+    /// This page's queues, sorted by name.
     pub queues: &'a [QueueListing],
+    /// The first name of the next page; `<NextMarker />` when this is the last page.
     pub next_marker: Option<&'a str>,
 }
 

@@ -32,15 +32,20 @@ pub const SECONDARY_ACCOUNT_SUFFIX: &str = "-secondary";
 /// How a request proved who sent it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum AuthScheme {
+    /// `Authorization: SharedKey account:signature`, the full string-to-sign.
     SharedKey,
+    /// `Authorization: SharedKeyLite account:signature`, the shorter string-to-sign.
     SharedKeyLite,
+    /// A SAS in the query with `ss`/`srt`, signed with an account key.
     AccountSas,
+    /// A SAS in the query without `ss`/`srt`, for one queue, possibly via a stored policy.
     ServiceSas,
 }
 
 /// The outcome of a successful authentication, for the request log.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Principal {
+    /// How the request was signed: shows in the log which clients use SAS and which keys.
     pub scheme: AuthScheme,
     /// Which of the account's keys signed the request (0 = primary): shows in the log whether
     /// clients still use a key that is being rotated out.
@@ -65,7 +70,10 @@ pub enum AuthFailure {
     MalformedQuery,
     /// The signature does not match under any of the account's keys. Carries what azq signed,
     /// which is what a client author needs to find the difference.
-    SignatureMismatch { string_to_sign: String },
+    SignatureMismatch {
+        /// azq's string-to-sign, newlines included; logged, never sent to the client.
+        string_to_sign: String,
+    },
     /// A SAS field is missing or unreadable; names the field.
     MalformedSas(&'static str),
     /// The SAS `sv` predates every string-to-sign layout azq knows.

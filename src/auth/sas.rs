@@ -160,8 +160,11 @@ impl Access {
 /// service SAS with `si`. Times from `parse_iso8601_ms`, permissions from `PermissionSet::parse`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct StoredPolicy {
+    /// `Start`, in ms since the Unix epoch; a SAS may set `st` only when this is `None`.
     pub start_ms: Option<u64>,
+    /// `Expiry`, in ms since the Unix epoch; a SAS may set `se` only when this is `None`.
     pub expiry_ms: Option<u64>,
+    /// `Permission`; a SAS may set `sp` only when this is `None`.
     pub permissions: Option<PermissionSet>,
 }
 
@@ -198,7 +201,9 @@ pub struct SasFields<'q> {
 pub enum SasKind {
     /// Account SAS (the query has `ss` or `srt`), with its signed services and resource types.
     Account {
+        /// `ss`: the services it covers; azq needs `q`.
         services: PermissionSet,
+        /// `srt`: `s` service, `c` container (a queue), `o` object (its messages).
         resource_types: PermissionSet,
     },
     /// Queue service SAS (the query has `sig` but neither `ss` nor `srt`).
@@ -244,7 +249,9 @@ impl IpRange {
 /// The protocols a SAS allows (`spr`); both when absent.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct AllowedProtocols {
+    /// Plain HTTP allowed: `spr` lists `http`, or there is no `spr`.
     pub http: bool,
+    /// HTTPS allowed: `spr` lists `https`, or there is no `spr`.
     pub https: bool,
 }
 
@@ -277,15 +284,21 @@ impl AllowedProtocols {
 /// A SAS read from a query string and checked for form; not yet verified.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SasToken<'q> {
+    /// Account or service SAS, which decides the string-to-sign and what is checked.
     pub kind: SasKind,
     /// The signed values, for the string-to-sign.
     pub fields: SasFields<'q>,
     /// The decoded `sig`.
     pub signature: [u8; 32],
+    /// `st`, in ms since the Unix epoch; `None` when absent (then the policy's applies, if any).
     pub start_ms: Option<u64>,
+    /// `se`, in ms since the Unix epoch; required, from the SAS or its stored policy.
     pub expiry_ms: Option<u64>,
+    /// `sp`; required, from the SAS or its stored policy.
     pub permissions: Option<PermissionSet>,
+    /// `sip`; `None` allows every client address.
     pub ip_range: Option<IpRange>,
+    /// `spr`; both protocols when absent.
     pub protocols: AllowedProtocols,
 }
 

@@ -18,7 +18,9 @@ use crate::http::Request;
 /// The two header-signature schemes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SharedKeyScheme {
+    /// Signs the verb, the eleven standard headers, `x-ms-*` headers and the full resource.
     SharedKey,
+    /// Signs the verb, Content-MD5, Content-Type, Date, `x-ms-*` headers and a shorter resource.
     SharedKeyLite,
 }
 
@@ -49,8 +51,11 @@ const STORAGE_HEADER_PREFIX: &[u8] = b"x-ms-";
 /// A parsed `Authorization` header.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Authorization<'a> {
+    /// The word before the space; it picks the string-to-sign layout.
     pub scheme: SharedKeyScheme,
+    /// The URL's account, or its `-secondary` name on the secondary endpoint; it is signed too.
     pub account_name: &'a str,
+    /// The base64-decoded HMAC-SHA256 of the string-to-sign.
     pub signature: [u8; 32],
 }
 

@@ -6,12 +6,19 @@ use bytes::Bytes;
 /// The request methods azq distinguishes; anything else is `Other` (answered 405 by the router).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Method {
+    /// Every read: List Queues, properties, stats, metadata, ACL, Get and Peek Messages.
     Get,
+    /// Get Queue Metadata or ACL without a body; 405 elsewhere.
     Head,
+    /// Create Queue, every Set operation and Update Message.
     Put,
+    /// Put Message, and nothing else.
     Post,
+    /// Delete Queue, Delete Message and Clear Messages.
     Delete,
+    /// A CORS preflight, answered from the CORS rules without authentication.
     Options,
+    /// Any other token (PATCH, lowercase `get`, …): the router answers 405.
     Other,
 }
 
@@ -47,7 +54,9 @@ impl Method {
 /// `config::REQUEST_HEAD_BYTES_MAX` (< 64 KiB) bytes, so u16 offsets suffice.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Span {
+    /// Offset of the first byte in the head.
     pub start: u16,
+    /// Offset one past the last byte, so `end - start` is the length.
     pub end: u16,
 }
 
@@ -62,6 +71,7 @@ impl Span {
 pub struct Request {
     /// The raw request head: request line, headers, blank line.
     pub head: Bytes,
+    /// The request line's method, mapped to the ones azq routes.
     pub method: Method,
     /// The request target as sent (`/account/queue?comp=metadata`), not decoded.
     pub target: Span,

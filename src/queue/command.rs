@@ -19,72 +19,116 @@ pub type Metadata = Vec<(String, String)>;
 /// What a shard is asked to do. Times are in the `now_ms` passed beside the command.
 #[derive(Clone, Debug)]
 pub enum Command {
+    /// Creates the queue, or finds it with the same metadata (Azure's idempotent create).
     CreateQueue {
+        /// The queue's account and validated name; the owner shard is `shard_for` of it.
         queue: QueueKey,
+        /// The new queue's metadata, or the metadata an existing queue must have for a 204.
         metadata: Metadata,
     },
+    /// Deletes the queue and, with it, every message it holds.
     DeleteQueue {
+        /// The queue's account and validated name; the owner shard is `shard_for` of it.
         queue: QueueKey,
     },
+    /// Reads the queue's metadata and its approximate message count.
     GetQueueMetadata {
+        /// The queue's account and validated name; the owner shard is `shard_for` of it.
         queue: QueueKey,
     },
+    /// Replaces all of the queue's metadata.
     SetQueueMetadata {
+        /// The queue's account and validated name; the owner shard is `shard_for` of it.
         queue: QueueKey,
+        /// The complete new metadata; an empty list removes it all.
         metadata: Metadata,
     },
     /// One shard's part of List Queues: its queues of `account` whose names start with `prefix`
     /// and sort after `marker` (or at it: the marker is the first name of the next page).
     ListQueues {
+        /// Only this account's queues are listed.
         account: String,
+        /// Empty lists every name.
         prefix: String,
+        /// Empty starts at the first name.
         marker: String,
+        /// The page size, at most `LIST_QUEUES_RESULTS_MAX`; a shard returns up to one more,
+        /// so that the merge knows whether there is a next page.
         results_max: usize,
+        /// `include=metadata`: each listing carries the queue's metadata.
         include_metadata: bool,
     },
+    /// Adds a message to the queue.
     PutMessage {
+        /// The queue's account and validated name; the owner shard is `shard_for` of it.
         queue: QueueKey,
+        /// The `MessageText`, XML-unescaped, at most `MESSAGE_TEXT_BYTES_MAX` bytes.
         text: Bytes,
+        /// Seconds before the message first becomes visible, below the TTL (0 = at once).
         visibility_timeout_s: u64,
         /// `None`: the message never expires (`messagettl=-1`).
         ttl_s: Option<u64>,
     },
+    /// Leases the first visible messages, each with a new pop receipt, for `visibility_timeout_s`.
     GetMessages {
+        /// The queue's account and validated name; the owner shard is `shard_for` of it.
         queue: QueueKey,
+        /// Most messages to lease, 1 to `MESSAGES_PER_GET_MAX` (`numofmessages`).
         count: u32,
+        /// Seconds the leased messages stay invisible, 1 to `VISIBILITY_TIMEOUT_S_MAX`.
         visibility_timeout_s: u64,
     },
+    /// Reads the first visible messages without leasing them or counting a dequeue.
     PeekMessages {
+        /// The queue's account and validated name; the owner shard is `shard_for` of it.
         queue: QueueKey,
+        /// Most messages to read, 1 to `MESSAGES_PER_GET_MAX` (`numofmessages`).
         count: u32,
     },
+    /// Gives a message held by `pop_receipt` a new visibility timeout and, optionally, text.
     UpdateMessage {
+        /// The queue's account and validated name; the owner shard is `shard_for` of it.
         queue: QueueKey,
+        /// The message the URL names; must match the one the receipt points at.
         message_id: MessageId,
+        /// Must hold the message's current lease, else `PopReceiptMismatch`.
         pop_receipt: PopReceipt,
+        /// Seconds from now until the message is visible again, 0 to `VISIBILITY_TIMEOUT_S_MAX`.
         visibility_timeout_s: u64,
+        /// `None` (no body) keeps the text; `Some` replaces it, XML-unescaped.
         text: Option<Bytes>,
     },
+    /// Deletes one message held by `pop_receipt`.
     DeleteMessage {
+        /// The queue's account and validated name; the owner shard is `shard_for` of it.
         queue: QueueKey,
+        /// The message the URL names; must match the one the receipt points at.
         message_id: MessageId,
+        /// Must hold the message's current lease, else `PopReceiptMismatch`.
         pop_receipt: PopReceipt,
     },
+    /// Deletes every message of the queue, visible or not; the queue and its metadata stay.
     ClearMessages {
+        /// The queue's account and validated name; the owner shard is `shard_for` of it.
         queue: QueueKey,
     },
     /// Replaces a queue's stored access policies. Runs on the queue's owner, which answers
     /// `Reply::Replicate` for the other shards.
     SetQueueAcl {
+        /// The queue's account and validated name; the owner shard is `shard_for` of it.
         queue: QueueKey,
+        /// The complete new list, at most `SIGNED_IDENTIFIERS_MAX`; empty removes every policy.
         identifiers: Vec<SignedIdentifier>,
     },
+    /// Reads the queue's stored access policies, from the owner's copy.
     GetQueueAcl {
+        /// The queue's account and validated name; the owner shard is `shard_for` of it.
         queue: QueueKey,
     },
     /// Replaces the elements of an account's service properties that `update` carries. Runs on
     /// the account's home shard, which answers `Reply::Replicate` for the other shards.
     SetServiceProperties {
+        /// The account whose properties change; its home shard is `home_shard` of it.
         account: String,
         /// Boxed: rare and large, it would otherwise make every command bigger.
         update: Box<ServicePropertiesUpdate>,
@@ -95,7 +139,9 @@ pub enum Command {
     /// `acl_version` (in the copy of the shard that authorized it). Refused with
     /// `AuthenticationFailed` unless that is still the queue's ACL on its owner.
     WithStoredPolicy {
+        /// The writer's version of the ACL whose policy supplied the SAS's terms.
         acl_version: u64,
+        /// The command the SAS authorized; boxed because a command cannot hold itself.
         command: Box<Command>,
     },
 }
@@ -135,7 +181,9 @@ pub enum Reply {
     Done,
     /// Get Queue Metadata.
     Metadata {
+        /// The queue's metadata, sorted by lowercased name.
         metadata: Metadata,
+        /// Messages stored, leased and expired-but-not-yet-swept ones included.
         approximate_messages_count: u64,
     },
     /// One shard's List Queues part, sorted by name.
@@ -144,7 +192,9 @@ pub enum Reply {
     Messages(Vec<MessageView>),
     /// Update Message.
     Updated {
+        /// The receipt of the new lease; the one sent is stale from now on.
         pop_receipt: PopReceipt,
+        /// When the message becomes visible again, ms since the Unix epoch.
         time_next_visible_ms: u64,
     },
     /// Get Queue ACL.
@@ -161,6 +211,7 @@ pub enum Reply {
 /// One queue in a List Queues result.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct QueueListing {
+    /// The queue's name, without its account.
     pub name: String,
     /// Present when the listing asked for metadata.
     pub metadata: Option<Metadata>,
@@ -169,13 +220,17 @@ pub struct QueueListing {
 /// A message as returned to the client; `text` shares the stored bytes.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct MessageView {
+    /// The ID the client quotes in Update and Delete Message URLs.
     pub message_id: MessageId,
+    /// `InsertionTime`, ms since the Unix epoch.
     pub insertion_ms: u64,
     /// `EXPIRATION_NEVER_MS` for messages put with `messagettl=-1`.
     pub expiration_ms: u64,
     /// Present for Put and Get, absent for Peek.
     pub pop_receipt: Option<PopReceipt>,
+    /// `TimeNextVisible`, ms since the Unix epoch; not written for Peek.
     pub time_next_visible_ms: u64,
+    /// Times Get Messages has leased the message (this Get included); 0 until the first.
     pub dequeue_count: u32,
     /// Shares the stored bytes; empty in Put's reply, whose response lists no text.
     pub text: Bytes,

@@ -6,7 +6,9 @@
 /// Identifies a queue: the account it belongs to and its name.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct QueueKey {
+    /// The primary account's name, never with `-secondary`: both endpoints reach one queue.
     pub account: String,
+    /// 3-63 characters of `[a-z0-9-]`, validated before any command is built.
     pub name: String,
 }
 

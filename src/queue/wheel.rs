@@ -56,7 +56,9 @@ const _: () = assert!(NODE_BYTES == 16);
 /// A timer taken off the wheel by `pop_due`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Fired {
+    /// The identity it was scheduled under (a message's slab slot).
     pub timer: u32,
+    /// When it was due, ms on the caller's clock, at or before the `now_ms` that fired it.
     pub deadline_ms: u64,
 }
 

@@ -20,8 +20,11 @@ use super::Lifecycle;
 
 /// Everything a shard's tasks share.
 pub struct ShardContext<B: Backend> {
+    /// This shard's index, in `0..shards`.
     pub index: usize,
+    /// The shard's API: routing, authentication (with its SAS cache), responses.
     pub service: Service,
+    /// The shard's queue state and its timer.
     pub engine: Rc<Engine>,
     mesh: Rc<Mesh<B>>,
     shards: usize,

@@ -42,18 +42,27 @@ pub enum ShardEvent {
 
 /// What a shard needs to start, moved into its thread.
 pub struct ShardSetup<B: Backend> {
+    /// The shard's index, in `0..shards`.
     pub index: usize,
+    /// How many shards the server runs.
     pub shards: usize,
     /// The CPU the shard's thread is pinned to.
     pub cpu: usize,
+    /// The address every shard listens on (SO_REUSEPORT).
     pub address: SocketAddr,
+    /// Open connections the shard serves at once (`--max-connections`).
     pub connections_max: usize,
     /// This shard's part of `--max-memory`, bytes of stored messages.
     pub message_bytes_max: u64,
+    /// The shard's API.
     pub service: Service,
+    /// The shard's end of the mesh that carries commands to their owners.
     pub requests: B::MeshEnd<Envelope>,
+    /// The shard's end of the mesh that carries replies back.
     pub replies: B::MeshEnd<ReplyEnvelope>,
+    /// The server's serving and stop flags.
     pub lifecycle: Arc<Lifecycle>,
+    /// The request log (`--debug FILE`), if any.
     pub debug_log: Option<std::fs::File>,
     /// Where the shard reports `ShardEvent`s.
     pub events: Sender<ShardEvent>,

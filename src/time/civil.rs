@@ -6,11 +6,17 @@
 /// A calendar date and time of day in UTC.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Civil {
+    /// The proleptic Gregorian year; 1970 at the Unix epoch.
     pub year: i64,
+    /// 1 (January) to 12.
     pub month: u32,
+    /// 1 to the month's length (28 to 31).
     pub day: u32,
+    /// 0 to 23.
     pub hour: u32,
+    /// 0 to 59.
     pub minute: u32,
+    /// 0 to 59: Unix time has no leap seconds.
     pub second: u32,
 }
 

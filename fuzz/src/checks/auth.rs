@@ -66,6 +66,7 @@ struct Setting<'a> {
     policy: Option<StoredPolicy>,
 }
 
+/// The `auth` property on one input (see the module doc); panics when it breaks.
 pub fn check(data: &[u8]) {
     let mut input = Input::new(data);
     let method_token = input.pick(METHODS);

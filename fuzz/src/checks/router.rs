@@ -42,6 +42,7 @@ const METHODS: &[&[u8]] = &[
 /// inconsistent with what the HTTP parser produces (Content-Length must match the body).
 const RESERVED_HEADERS: &[&str] = &["authorization", "content-length", "transfer-encoding"];
 
+/// The `router` property on one input (see the module doc); panics when it breaks.
 pub fn check(data: &[u8]) {
     let mut input = Input::new(data);
     let method_token = input.pick(METHODS);

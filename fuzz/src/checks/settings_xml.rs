@@ -29,6 +29,7 @@ const CORS_METHODS: [&str; 8] = [
     "DELETE", "GET", "HEAD", "MERGE", "POST", "OPTIONS", "PUT", "PATCH",
 ];
 
+/// The `settings_xml` property on one input (see the module doc); panics when it breaks.
 pub fn check(data: &[u8]) {
     let Some((&selector, body)) = data.split_first() else {
         return;

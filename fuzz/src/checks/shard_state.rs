@@ -298,6 +298,7 @@ fn key(queue: usize) -> QueueKey {
     }
 }
 
+/// The `shard_state` property on one input (see the module doc); panics when it breaks.
 pub fn check(data: &[u8]) {
     let mut input = Input::new(data);
     let mode = input.u8();

@@ -117,7 +117,9 @@ pub fn get_service_stats_response(
 pub struct ListingEcho {
     /// `http://host[:port]/` (host-style) or `http://host[:port]/account/` (path-style).
     pub service_endpoint: String,
+    /// `prefix` as sent: only names that start with it are listed; echoed as `<Prefix>`.
     pub prefix: Option<String>,
+    /// `marker` as sent (a previous page's `NextMarker`): the listing starts at this name.
     pub marker: Option<String>,
     /// `maxresults` as sent.
     pub results_max_text: Option<String>,

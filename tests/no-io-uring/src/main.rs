@@ -5,6 +5,9 @@
 //! its place, so it and its children inherit the filter. The tests use it to prove that azq and
 //! azq-loadgen fall back to the portable backend where io_uring is blocked.
 
+#![warn(missing_docs)]
+#![deny(clippy::undocumented_unsafe_blocks)]
+
 use std::collections::BTreeMap;
 use std::os::unix::process::CommandExt;
 
