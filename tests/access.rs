@@ -658,6 +658,11 @@ fn invalid_settings_bodies_change_nothing() {
             format!("<SignedIdentifiers>{}</SignedIdentifiers>", identifier("a&#x1;", "r")),
             "InvalidXmlDocument",
         ),
+        // Markup where a value belongs, which a lenient reader would take as an empty value.
+        (
+            format!("<SignedIdentifiers>{}</SignedIdentifiers>", identifier("p", "<b>r</b>")),
+            "InvalidXmlDocument",
+        ),
     ] {
         let response = set_acl(&body);
         assert_status(&response, 400, Some(code));

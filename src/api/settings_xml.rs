@@ -38,7 +38,13 @@ enum Visit<'a> {
     /// An element opened; `path` holds its name and its ancestors', root first.
     Open { path: &'a [String] },
     /// An element closed. `text` is its unescaped text; empty for an element with children.
-    Close { path: &'a [String], text: &'a str },
+    Close {
+        path: &'a [String],
+        text: &'a str,
+        /// Whether child elements appeared in it: a value element holding markup is refused
+        /// (`text_only`), never read as the empty text it would otherwise look like.
+        has_children: bool,
+    },
 }
 
 /// Walks `body` element by element. Fails with `InvalidXmlDocument` when the document is not
@@ -61,15 +67,15 @@ fn walk(
             Ok(Event::Empty(empty)) => (empty.name().as_ref().to_vec(), true),
             Ok(Event::End(_)) => {
                 // quick-xml has checked that the end tag names the open element.
-                if has_children.pop() == Some(true) && !is_blank(&text)
-                    || has_non_xml_char(text.as_bytes())
-                {
+                let had_children = has_children.pop() == Some(true);
+                if had_children && !is_blank(&text) || has_non_xml_char(text.as_bytes()) {
                     return Err(StorageError::InvalidXmlDocument);
                 }
                 let element_text = if is_blank(&text) { "" } else { &text };
                 visit(Visit::Close {
                     path: &path,
                     text: element_text,
+                    has_children: had_children,
                 })?;
                 text.clear();
                 path.pop();
@@ -116,6 +122,7 @@ fn walk(
             visit(Visit::Close {
                 path: &path,
                 text: "",
+                has_children: false,
             })?;
             path.pop();
         } else {
@@ -139,6 +146,16 @@ fn is_container(elements: &[&str], containers: &[&str]) -> bool {
         [_root] => true,
         [_root, .., name] => containers.contains(name),
         [] => false,
+    }
+}
+
+/// Elements that hold a value hold text only: one with child elements (`<Id><b>x</b></Id>`)
+/// is `InvalidXmlDocument`, as Azure's reader refuses markup where it expects text.
+fn text_only(has_children: bool) -> Result<(), StorageError> {
+    if has_children {
+        Err(StorageError::InvalidXmlDocument)
+    } else {
+        Ok(())
     }
 }
 
@@ -192,7 +209,11 @@ pub fn signed_identifiers(body: &[u8]) -> Result<Vec<SignedIdentifier>, StorageE
                 }
                 _ => {}
             },
-            Visit::Close { path, text } => {
+            Visit::Close {
+                path,
+                text,
+                has_children,
+            } => {
                 let optional = (!text.is_empty()).then(|| text.to_string());
                 let elements = names(path);
                 if is_container(&elements, &["SignedIdentifier", "AccessPolicy"]) {
@@ -200,6 +221,7 @@ pub fn signed_identifiers(body: &[u8]) -> Result<Vec<SignedIdentifier>, StorageE
                 }
                 match elements.as_slice() {
                     ["SignedIdentifiers", "SignedIdentifier", "Id"] => {
+                        text_only(has_children)?;
                         let chars = text.chars().count();
                         if chars == 0 || chars > SIGNED_IDENTIFIER_ID_CHARS_MAX {
                             return Err(StorageError::InvalidXmlNodeValue);
@@ -210,6 +232,9 @@ pub fn signed_identifiers(body: &[u8]) -> Result<Vec<SignedIdentifier>, StorageE
                         let Some(policy) = policy.as_mut() else {
                             return Err(StorageError::InvalidXmlDocument);
                         };
+                        if matches!(*field, "Start" | "Expiry" | "Permission") {
+                            text_only(has_children)?;
+                        }
                         match *field {
                             "Start" | "Expiry" => {
                                 if optional
@@ -399,7 +424,11 @@ pub fn service_properties_update(body: &[u8]) -> Result<ServicePropertiesUpdate,
                 }
                 _ => {}
             },
-            Visit::Close { path, text } => {
+            Visit::Close {
+                path,
+                text,
+                has_children,
+            } => {
                 let elements = names(path);
                 let containers = [
                     "Logging",
@@ -423,6 +452,17 @@ pub fn service_properties_update(body: &[u8]) -> Result<ServicePropertiesUpdate,
                     }
                     [_, "Logging" | "HourMetrics" | "MinuteMetrics", field] => {
                         let draft = analytics.as_mut().ok_or(StorageError::InvalidXmlDocument)?;
+                        const VALUES: [&str; 6] = [
+                            "Version",
+                            "Delete",
+                            "Read",
+                            "Write",
+                            "Enabled",
+                            "IncludeAPIs",
+                        ];
+                        if VALUES.contains(field) {
+                            text_only(has_children)?;
+                        }
                         match *field {
                             "Version" => {
                                 if text.is_empty() {
@@ -443,6 +483,9 @@ pub fn service_properties_update(body: &[u8]) -> Result<ServicePropertiesUpdate,
                             .as_mut()
                             .and_then(|draft| draft.retention.as_mut())
                             .ok_or(StorageError::InvalidXmlDocument)?;
+                        if matches!(*field, "Enabled" | "Days") {
+                            text_only(has_children)?;
+                        }
                         match *field {
                             "Enabled" => set_once(&mut retention.enabled, boolean(text)?)?,
                             "Days" => {
@@ -462,6 +505,16 @@ pub fn service_properties_update(body: &[u8]) -> Result<ServicePropertiesUpdate,
                             .as_mut()
                             .and_then(|rules| rules.last_mut())
                             .ok_or(StorageError::InvalidXmlDocument)?;
+                        const VALUES: [&str; 5] = [
+                            "AllowedOrigins",
+                            "AllowedMethods",
+                            "AllowedHeaders",
+                            "ExposedHeaders",
+                            "MaxAgeInSeconds",
+                        ];
+                        if VALUES.contains(field) {
+                            text_only(has_children)?;
+                        }
                         let value = text.to_string();
                         match *field {
                             "AllowedOrigins" => set_once(&mut rule.allowed_origins, value)?,
@@ -758,6 +811,24 @@ mod tests {
                 acl("<b><c><d><e><f><g><h><i /></h></g></f></e></d></c></b>"),
                 Err(StorageError::InvalidXmlDocument),
             ),
+            // Markup where a value belongs is refused, not read as an empty value.
+            (
+                acl(&identifier("<b>p</b>", "")),
+                Err(StorageError::InvalidXmlDocument),
+            ),
+            (
+                acl(&identifier("p", &policy("<Permission><b>r</b></Permission>"))),
+                Err(StorageError::InvalidXmlDocument),
+            ),
+            (
+                acl(&identifier("p", &policy("<Start><x /></Start>"))),
+                Err(StorageError::InvalidXmlDocument),
+            ),
+            // Unknown elements may hold anything.
+            (
+                acl(&identifier("p", &policy("<Unknown><x>1</x></Unknown>"))),
+                ok(1),
+            ),
         ];
         for (body, expected) in cases {
             assert_eq!(
@@ -856,6 +927,8 @@ mod tests {
             (logging("<Enabled>false</Enabled>"), Ok(())),
             (metrics("<Version>1.0</Version><Enabled>true</Enabled><IncludeAPIs>false</IncludeAPIs><RetentionPolicy><Enabled>false</Enabled></RetentionPolicy>"), Ok(())),
             (properties("<DefaultServiceVersion>2026-10-06</DefaultServiceVersion>"), Ok(())),
+            (metrics("<Version>1.0</Version><Enabled>false</Enabled><Unknown><x /></Unknown><RetentionPolicy><Enabled>false</Enabled><Other><y /></Other></RetentionPolicy>"), Ok(())),
+            (cors(&rule("*", "GET", "1").replace("</CorsRule>", "<Extra><x /></Extra></CorsRule>")), Ok(())),
             // Invalid inputs.
             (String::new(), Err(StorageError::InvalidXmlDocument)),
             ("<SignedIdentifiers />".to_string(), Err(StorageError::InvalidXmlDocument)),
@@ -880,6 +953,11 @@ mod tests {
             (cors("<CorsRule>text</CorsRule>"), Err(StorageError::InvalidXmlDocument)),
             (cors(&format!("{}tail", rule("*", "GET", "1"))), Err(StorageError::InvalidXmlDocument)),
             (cors(&rule("https://a.example&#x1;", "GET", "1")), Err(StorageError::InvalidXmlDocument)),
+            // Markup where a value belongs is refused, not read as an empty value.
+            (cors(&rule("<b>*</b>", "GET", "1")), Err(StorageError::InvalidXmlDocument)),
+            (cors(&rule("*", "GET", "1").replace("</CorsRule>", "<AllowedHeaders><x /></AllowedHeaders></CorsRule>")), Err(StorageError::InvalidXmlDocument)),
+            (metrics("<Version><v>1.0</v></Version><Enabled>false</Enabled><RetentionPolicy><Enabled>false</Enabled></RetentionPolicy>"), Err(StorageError::InvalidXmlDocument)),
+            (logging("<Enabled><e>true</e></Enabled><Days>3</Days>"), Err(StorageError::InvalidXmlDocument)),
             (metrics("<Version>1.\u{0}</Version><Enabled>false</Enabled><RetentionPolicy><Enabled>false</Enabled></RetentionPolicy>"), Err(StorageError::InvalidXmlDocument)),
         ];
         for (body, expected) in cases {

@@ -73,7 +73,8 @@ pub(super) fn element(out: &mut BytesMut, name: &[u8], text: &[u8]) {
 /// Reads the `MessageText` of a Put or Update body
 /// (`<QueueMessage><MessageText>…</MessageText></QueueMessage>`), unescaped. The unescape writes
 /// the one copy that is stored: an exactly sized buffer, so a stored message never pins the
-/// connection's read buffer.
+/// connection's read buffer. `MessageText` holds text only: an element inside it is 400
+/// `InvalidXmlDocument`, as Azure answers, never text flattened out of the markup.
 pub fn message_text(body: &[u8]) -> Result<Bytes, StorageError> {
     let mut reader = Reader::from_reader(body);
     let mut depth = 0usize;
@@ -82,6 +83,10 @@ pub fn message_text(body: &[u8]) -> Result<Bytes, StorageError> {
     let mut text = BytesMut::new();
     loop {
         match reader.read_event() {
+            // An element inside MessageText.
+            Ok(Event::Start(_) | Event::Empty(_)) if in_text => {
+                return Err(StorageError::InvalidXmlDocument)
+            }
             Ok(Event::Start(start)) => {
                 depth += 1;
                 let name = start.name();
@@ -366,6 +371,19 @@ mod tests {
             ("<QueueMessage><MessageText>&#1;</MessageText></QueueMessage>", Err(StorageError::InvalidXmlDocument)),
             (
                 "<QueueMessage><MessageText>a</MessageText><MessageText>b</MessageText></QueueMessage>",
+                Err(StorageError::InvalidXmlDocument),
+            ),
+            // Markup inside MessageText is refused, not flattened into its text.
+            (
+                "<QueueMessage><MessageText><b>nested</b></MessageText></QueueMessage>",
+                Err(StorageError::InvalidXmlDocument),
+            ),
+            (
+                "<QueueMessage><MessageText>a<br/>b</MessageText></QueueMessage>",
+                Err(StorageError::InvalidXmlDocument),
+            ),
+            (
+                "<QueueMessage><MessageText>a<MessageText>b</MessageText></MessageText></QueueMessage>",
                 Err(StorageError::InvalidXmlDocument),
             ),
         ];

@@ -1,0 +1,91 @@
+//! Raw-HTTP regression tests for differences from the real Azure Queue service that clients
+//! written by others found (Azurite's portable queue tests, a raw-HTTP abuse suite) or that
+//! replaying the service's recorded answers showed (`tests/recorded/replay.py`,
+//! docs/PARITY.md). Each test is named after the behaviour it pins.
+
+mod common;
+
+use common::{elements, exchange, put_body, signed_request, Response, Server};
+
+fn send(server: &Server, raw: Vec<u8>) -> Response {
+    exchange(server, &raw)
+}
+
+fn assert_status(response: &Response, status: u16, code: Option<&str>) {
+    assert_eq!(
+        (response.status, response.error_code()),
+        (status, code),
+        "{}",
+        response.text()
+    );
+}
+
+fn create_queue(server: &Server, name: &str) {
+    let response = send(
+        server,
+        signed_request("PUT", &format!("/devstoreaccount1/{name}"), &[], b""),
+    );
+    assert_status(&response, 201, None);
+}
+
+#[test]
+fn message_text_with_child_elements_is_refused_and_nothing_is_stored() {
+    let server = Server::start(&[]);
+    create_queue(&server, "nested");
+    let messages = "/devstoreaccount1/nested/messages";
+    for text in ["<b>nested</b>", "a<br/>b", "<MessageText>x</MessageText>"] {
+        let response = send(
+            &server,
+            signed_request("POST", messages, &[], &put_body(text)),
+        );
+        assert_status(&response, 400, Some("InvalidXmlDocument"));
+    }
+    let response = send(
+        &server,
+        signed_request("GET", &format!("{messages}?peekonly=true"), &[], b""),
+    );
+    assert_status(&response, 200, None);
+    assert_eq!(
+        elements(&response.text(), "MessageText"),
+        Vec::<&str>::new()
+    );
+
+    // Update Message refuses the same body and leaves the text as it was.
+    let response = send(
+        &server,
+        signed_request("POST", messages, &[], &put_body("kept")),
+    );
+    assert_status(&response, 201, None);
+    let response = send(&server, signed_request("GET", messages, &[], b""));
+    let text = response.text();
+    let id = elements(&text, "MessageId")[0].to_string();
+    let receipt = elements(&text, "PopReceipt")[0]
+        .replace('+', "%2B")
+        .replace('/', "%2F");
+    let response = send(
+        &server,
+        signed_request(
+            "PUT",
+            &format!("{messages}/{id}?popreceipt={receipt}&visibilitytimeout=0"),
+            &[],
+            &put_body("<b>replaced</b>"),
+        ),
+    );
+    assert_status(&response, 400, Some("InvalidXmlDocument"));
+    // The receipt still holds; an update without a body makes the message visible, text kept.
+    let response = send(
+        &server,
+        signed_request(
+            "PUT",
+            &format!("{messages}/{id}?popreceipt={receipt}&visibilitytimeout=0"),
+            &[],
+            b"",
+        ),
+    );
+    assert_status(&response, 204, None);
+    let response = send(
+        &server,
+        signed_request("GET", &format!("{messages}?peekonly=true"), &[], b""),
+    );
+    assert_eq!(elements(&response.text(), "MessageText"), ["kept"]);
+}
