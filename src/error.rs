@@ -17,7 +17,9 @@ pub enum StorageError {
     InvalidInput,
     InvalidUri,
     InvalidResourceName,
-    OutOfRangeInput,
+    /// A queue name shorter than 3 or longer than 63 characters: code `OutOfRangeInput`, with
+    /// the service's own text for names rather than the generic one of that code.
+    ResourceNameLengthOutOfRange,
     InvalidXmlDocument,
     InvalidXmlNodeValue,
     InvalidMetadata,
@@ -67,7 +69,7 @@ impl StorageError {
             | InvalidInput
             | InvalidUri
             | InvalidResourceName
-            | OutOfRangeInput
+            | ResourceNameLengthOutOfRange
             | InvalidXmlDocument
             | InvalidXmlNodeValue
             | InvalidMetadata
@@ -106,7 +108,7 @@ impl StorageError {
             InvalidInput => "InvalidInput",
             InvalidUri => "InvalidUri",
             InvalidResourceName => "InvalidResourceName",
-            OutOfRangeInput => "OutOfRangeInput",
+            ResourceNameLengthOutOfRange => "OutOfRangeInput",
             InvalidXmlDocument => "InvalidXmlDocument",
             InvalidXmlNodeValue => "InvalidXmlNodeValue",
             InvalidMetadata => "InvalidMetadata",
@@ -157,7 +159,9 @@ impl StorageError {
             InvalidInput => "One of the request inputs is not valid.",
             InvalidUri => "The requested URI does not represent any resource on the server.",
             InvalidResourceName => "The specifed resource name contains invalid characters.",
-            OutOfRangeInput => "One of the request inputs is out of range.",
+            ResourceNameLengthOutOfRange => {
+                "The specified resource name length is not within the permissible limits."
+            }
             InvalidXmlDocument => "XML specified is not syntactically valid.",
             InvalidXmlNodeValue => "The value for one of the XML nodes is not in the correct format.",
             InvalidMetadata => "The metadata specified is invalid. It has characters that are not permitted.",

@@ -89,3 +89,43 @@ fn message_text_with_child_elements_is_refused_and_nothing_is_stored() {
     );
     assert_eq!(elements(&response.text(), "MessageText"), ["kept"]);
 }
+
+#[test]
+fn queue_names_of_bad_length_get_the_services_own_message() {
+    let server = Server::start(&[]);
+    let long = "a".repeat(64);
+    for name in ["ab", long.as_str()] {
+        for (method, target) in [
+            ("PUT", format!("/devstoreaccount1/{name}")),
+            ("GET", format!("/devstoreaccount1/{name}?comp=metadata")),
+            ("POST", format!("/devstoreaccount1/{name}/messages")),
+        ] {
+            let response = send(
+                &server,
+                signed_request(method, &target, &[], &put_body("m")),
+            );
+            assert_status(&response, 400, Some("OutOfRangeInput"));
+            assert!(
+                response.text().contains(
+                    "<Message>The specified resource name length is not within the \
+                     permissible limits.\nRequestId:"
+                ),
+                "{method} {target}: {}",
+                response.text()
+            );
+        }
+    }
+    // Bad characters keep the service's wording, typo included (Azurite corrects it).
+    let response = send(
+        &server,
+        signed_request("PUT", "/devstoreaccount1/bad_name", &[], b""),
+    );
+    assert_status(&response, 400, Some("InvalidResourceName"));
+    assert!(
+        response
+            .text()
+            .contains("<Message>The specifed resource name contains invalid characters."),
+        "{}",
+        response.text()
+    );
+}
