@@ -537,6 +537,62 @@ fn actual_requests_get_cors_headers_when_a_rule_matches() {
 }
 
 #[test]
+fn stored_access_policies_are_the_account_owners_alone() {
+    // "Only the account owner may call this operation" (Get/Set Queue ACL): a SAS of any kind,
+    // however broad, is refused, and the policies stay as they were.
+    let server = Server::start(&[]);
+    create_queue(&server, "ownedqueue");
+    let acl = "<SignedIdentifiers><SignedIdentifier><Id>kept</Id><AccessPolicy><Permission>r</Permission></AccessPolicy></SignedIdentifier></SignedIdentifiers>";
+    let target = "/devstoreaccount1/ownedqueue?comp=acl";
+    let response = send(&server, signed_request("PUT", target, &[], acl.as_bytes()));
+    assert_status(&response, 204, None);
+    // `service_sas` signs an account SAS too when the fields carry `ss` and `srt`.
+    let account_sas = service_sas(
+        "ownedqueue",
+        &[
+            ("sv", "2026-10-06"),
+            ("ss", "bfqt"),
+            ("srt", "sco"),
+            ("sp", "rwdlacup"),
+            ("se", "2099-01-01T00:00:00Z"),
+        ],
+    );
+    let service_sas = service_sas(
+        "ownedqueue",
+        &[
+            ("sv", "2026-10-06"),
+            ("sp", "raup"),
+            ("se", "2099-01-01T00:00:00Z"),
+        ],
+    );
+    for token in [&account_sas, &service_sas] {
+        // The same token does work where it may: Get Queue Metadata.
+        let response = send(
+            &server,
+            unsigned_request(
+                "GET",
+                &format!("/devstoreaccount1/ownedqueue?comp=metadata&{token}"),
+                b"",
+            ),
+        );
+        assert_status(&response, 200, None);
+        let with_sas = format!("{target}&{token}");
+        for method in ["GET", "HEAD"] {
+            let response = send(&server, unsigned_request(method, &with_sas, b""));
+            assert_status(&response, 403, Some("AuthorizationPermissionMismatch"));
+        }
+        let response = send(
+            &server,
+            unsigned_request("PUT", &with_sas, b"<SignedIdentifiers />"),
+        );
+        assert_status(&response, 403, Some("AuthorizationPermissionMismatch"));
+    }
+    let response = send(&server, signed_request("GET", target, &[], b""));
+    assert_status(&response, 200, None);
+    assert_eq!(elements(&response.text(), "Id"), ["kept"]);
+}
+
+#[test]
 fn stored_policy_reaches_every_shard_and_dies_with_its_queue() {
     let server = Server::start(&["--shards", "2"]);
     create_queue(&server, "policyqueue");
