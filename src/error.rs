@@ -13,7 +13,9 @@ pub enum StorageError {
     MissingRequiredQueryParameter,
     UnsupportedQueryParameter,
     InvalidHeaderValue,
-    MissingRequiredHeader,
+    /// A CORS preflight without `Origin` or `Access-Control-Request-Method`: code
+    /// `InvalidHeaderValue`, with the service's own text for it.
+    CorsRequiredHeaderMissing,
     InvalidInput,
     InvalidUri,
     InvalidResourceName,
@@ -65,7 +67,7 @@ impl StorageError {
             | MissingRequiredQueryParameter
             | UnsupportedQueryParameter
             | InvalidHeaderValue
-            | MissingRequiredHeader
+            | CorsRequiredHeaderMissing
             | InvalidInput
             | InvalidUri
             | InvalidResourceName
@@ -104,7 +106,7 @@ impl StorageError {
             MissingRequiredQueryParameter => "MissingRequiredQueryParameter",
             UnsupportedQueryParameter => "UnsupportedQueryParameter",
             InvalidHeaderValue => "InvalidHeaderValue",
-            MissingRequiredHeader => "MissingRequiredHeader",
+            CorsRequiredHeaderMissing => "InvalidHeaderValue",
             InvalidInput => "InvalidInput",
             InvalidUri => "InvalidUri",
             InvalidResourceName => "InvalidResourceName",
@@ -155,7 +157,7 @@ impl StorageError {
             InvalidHeaderValue => {
                 "The value for one of the HTTP headers is not in the correct format."
             }
-            MissingRequiredHeader => "An HTTP header that's mandatory for this request is not specified.",
+            CorsRequiredHeaderMissing => "A required CORS header is not present.",
             InvalidInput => "One of the request inputs is not valid.",
             InvalidUri => "The requested URI does not represent any resource on the server.",
             InvalidResourceName => "The specifed resource name contains invalid characters.",

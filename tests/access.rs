@@ -447,11 +447,20 @@ fn cors_preflight_is_answered_from_the_rules_without_authentication() {
         assert_status(&response, 403, Some("CorsPreflightFailure"));
         assert_eq!(response.header("Access-Control-Allow-Origin"), None);
     }
-    // Malformed: a required header is missing.
-    let response = preflight(None, Some("PUT"), None);
-    assert_status(&response, 400, Some("MissingRequiredHeader"));
-    let response = preflight(Some("https://app.example"), None, None);
-    assert_status(&response, 400, Some("MissingRequiredHeader"));
+    // Malformed: a required header is missing. The service's code and text for it.
+    for response in [
+        preflight(None, Some("PUT"), None),
+        preflight(Some("https://app.example"), None, None),
+    ] {
+        assert_status(&response, 400, Some("InvalidHeaderValue"));
+        assert!(
+            response
+                .text()
+                .contains("<Message>A required CORS header is not present.\n"),
+            "{}",
+            response.text()
+        );
+    }
 }
 
 #[test]
@@ -527,12 +536,69 @@ fn actual_requests_get_cors_headers_when_a_rule_matches() {
     assert_eq!(response.header("Access-Control-Allow-Credentials"), None);
     assert_eq!(response.header("Vary"), None);
 
-    // No rule matches: only Vary. No Origin: the same.
+    // The same without Origin: the rule allows every origin, so it matches.
+    let response = send(
+        &server,
+        signed_request("DELETE", "/devstoreaccount1/corsqueue/messages", &[], b""),
+    );
+    assert_status(&response, 204, None);
+    assert_eq!(response.header("Access-Control-Allow-Origin"), Some("*"));
+    assert_eq!(response.header("Vary"), None);
+
+    // No rule matches a GET: only Vary. No Origin (and no rule for every origin that allows
+    // GET): the same.
     for headers in [&[("Origin", "https://elsewhere.example")][..], &[]] {
         let response = send(&server, signed_request("GET", target, headers, b""));
         assert_status(&response, 200, None);
         assert_eq!(response.header("Access-Control-Allow-Origin"), None);
         assert_eq!(response.header("Vary"), Some("Origin"));
+    }
+
+    // Methods other than GET and HEAD never get Vary: answers to them are not cached.
+    let response = send(
+        &server,
+        signed_request("PUT", target, &[("Origin", "https://app.example")], b""),
+    );
+    assert_status(&response, 204, None);
+    assert_eq!(
+        response.header("Access-Control-Allow-Origin"),
+        Some("https://app.example")
+    );
+    assert_eq!(response.header("Vary"), None);
+    for headers in [&[("Origin", "https://elsewhere.example")][..], &[]] {
+        let response = send(&server, signed_request("PUT", target, headers, b""));
+        assert_status(&response, 204, None);
+        assert_eq!(response.header("Access-Control-Allow-Origin"), None);
+        assert_eq!(response.header("Vary"), None);
+    }
+}
+
+#[test]
+fn a_rule_for_every_origin_answers_requests_without_origin() {
+    // Azure's Vary table, row "Origin absent, rules, a rule allowing every origin matches":
+    // Access-Control-Allow-Origin `*` and the exposed headers, no Vary (Azurite's CORS test
+    // "Request Match rule exists that allows all origins (*)" checks the same).
+    let server = Server::start(&[]);
+    let properties = "<StorageServiceProperties><Cors><CorsRule><AllowedOrigins>*</AllowedOrigins><AllowedMethods>GET</AllowedMethods><AllowedHeaders /><ExposedHeaders>x-ms-*</ExposedHeaders><MaxAgeInSeconds>60</MaxAgeInSeconds></CorsRule></Cors></StorageServiceProperties>";
+    let service = "/devstoreaccount1/?restype=service&comp=properties";
+    let response = send(
+        &server,
+        signed_request("PUT", service, &[], properties.as_bytes()),
+    );
+    assert_status(&response, 202, None);
+    for headers in [&[("Origin", "https://anywhere.example")][..], &[]] {
+        let response = send(&server, signed_request("GET", service, headers, b""));
+        assert_status(&response, 200, None);
+        assert_eq!(response.header("Access-Control-Allow-Origin"), Some("*"));
+        assert!(
+            response
+                .header("Access-Control-Expose-Headers")
+                .is_some_and(|exposed| exposed.contains("x-ms-request-id")),
+            "{:?}",
+            response.headers
+        );
+        assert_eq!(response.header("Vary"), None);
+        assert_eq!(response.header("Access-Control-Allow-Credentials"), None);
     }
 }
 
