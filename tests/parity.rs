@@ -129,3 +129,50 @@ fn queue_names_of_bad_length_get_the_services_own_message() {
         response.text()
     );
 }
+
+/// The element names of `xml` in document order (start tags only).
+fn element_names(xml: &str) -> Vec<&str> {
+    xml.split('<')
+        .skip(1)
+        .filter(|tag| !tag.starts_with(['/', '?']))
+        .map(|tag| tag.split([' ', '>', '/']).next().unwrap_or(""))
+        .collect()
+}
+
+#[test]
+fn service_properties_come_back_in_the_services_element_order() {
+    // The service's recorded answers list Logging's children as Version, Read, Write, Delete
+    // and a CorsRule's AllowedMethods before AllowedOrigins, whatever order they were set in
+    // (the SDKs send Delete first and AllowedOrigins first).
+    let server = Server::start(&[]);
+    let sent = "<StorageServiceProperties><Logging><Version>1.0</Version><Delete>true</Delete><Read>false</Read><Write>true</Write><RetentionPolicy><Enabled>true</Enabled><Days>5</Days></RetentionPolicy></Logging><Cors><CorsRule><AllowedOrigins>*</AllowedOrigins><AllowedMethods>GET</AllowedMethods><AllowedHeaders /><ExposedHeaders /><MaxAgeInSeconds>5</MaxAgeInSeconds></CorsRule></Cors></StorageServiceProperties>";
+    let target = "/devstoreaccount1/?restype=service&comp=properties";
+    let response = send(&server, signed_request("PUT", target, &[], sent.as_bytes()));
+    assert_status(&response, 202, None);
+    let response = send(&server, signed_request("GET", target, &[], b""));
+    assert_status(&response, 200, None);
+    let text = response.text();
+    let names = element_names(&text);
+    let logging = names.iter().position(|name| *name == "Logging").unwrap();
+    assert_eq!(
+        names[logging..logging + 5],
+        ["Logging", "Version", "Read", "Write", "Delete"],
+        "{text}"
+    );
+    let rule = names.iter().position(|name| *name == "CorsRule").unwrap();
+    assert_eq!(
+        names[rule..],
+        [
+            "CorsRule",
+            "AllowedMethods",
+            "AllowedOrigins",
+            "AllowedHeaders",
+            "ExposedHeaders",
+            "MaxAgeInSeconds"
+        ],
+        "{text}"
+    );
+    // Values are kept as set.
+    assert_eq!(elements(&text, "Delete"), ["true"]);
+    assert_eq!(elements(&text, "Read"), ["false"]);
+}
