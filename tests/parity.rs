@@ -176,3 +176,40 @@ fn service_properties_come_back_in_the_services_element_order() {
     assert_eq!(elements(&text, "Delete"), ["true"]);
     assert_eq!(elements(&text, "Read"), ["false"]);
 }
+
+#[test]
+fn service_properties_the_service_refuses_change_nothing() {
+    // Recorded answers: a self-closed root and retention beyond 365 days are both 400
+    // InvalidXmlDocument on the service.
+    let server = Server::start(&[]);
+    let target = "/devstoreaccount1/?restype=service&comp=properties";
+    let logging = |days: &str| {
+        format!("<StorageServiceProperties><Logging><Version>1.0</Version><Delete>true</Delete><Read>true</Read><Write>true</Write><RetentionPolicy><Enabled>true</Enabled><Days>{days}</Days></RetentionPolicy></Logging></StorageServiceProperties>")
+    };
+    let response = send(
+        &server,
+        signed_request("PUT", target, &[], logging("7").as_bytes()),
+    );
+    assert_status(&response, 202, None);
+    for body in [
+        "<?xml version='1.0' encoding='utf-8'?>\n<StorageServiceProperties />".to_string(),
+        logging("366"),
+        logging("0"),
+    ] {
+        let response = send(&server, signed_request("PUT", target, &[], body.as_bytes()));
+        assert_status(&response, 400, Some("InvalidXmlDocument"));
+    }
+    let response = send(&server, signed_request("GET", target, &[], b""));
+    assert_eq!(elements(&response.text(), "Days"), ["7"]);
+    // Opened and closed with nothing inside: nothing to change, accepted.
+    let response = send(
+        &server,
+        signed_request(
+            "PUT",
+            target,
+            &[],
+            b"<StorageServiceProperties></StorageServiceProperties>",
+        ),
+    );
+    assert_status(&response, 202, None);
+}

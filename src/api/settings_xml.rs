@@ -37,7 +37,11 @@ const CORS_METHODS: [&str; 8] = [
 /// One step of a walk through a document.
 enum Visit<'a> {
     /// An element opened; `path` holds its name and its ancestors', root first.
-    Open { path: &'a [String] },
+    Open {
+        path: &'a [String],
+        /// Written `<name />`: it closes at once.
+        self_closing: bool,
+    },
     /// An element closed. `text` is its unescaped text; empty for an element with children.
     Close {
         path: &'a [String],
@@ -118,7 +122,10 @@ fn walk(
         }
         root_seen = true;
         path.push(String::from_utf8(name).map_err(|_| StorageError::InvalidXmlDocument)?);
-        visit(Visit::Open { path: &path })?;
+        visit(Visit::Open {
+            path: &path,
+            self_closing: closes_at_once,
+        })?;
         if closes_at_once {
             visit(Visit::Close {
                 path: &path,
@@ -194,7 +201,7 @@ pub fn signed_identifiers(body: &[u8]) -> Result<Vec<SignedIdentifier>, StorageE
     let mut policy: Option<AccessPolicy> = None;
     walk(body, |visit| {
         match visit {
-            Visit::Open { path } => match names(path).as_slice() {
+            Visit::Open { path, .. } => match names(path).as_slice() {
                 [root] if *root != "SignedIdentifiers" => {
                     return Err(StorageError::InvalidXmlDocument)
                 }
@@ -394,19 +401,24 @@ impl CorsRuleDraft {
 }
 
 /// Reads a Set Service Properties body into the elements it changes. A required element that
-/// is missing, a repeated one or more than `CORS_RULES_MAX` rules: `InvalidXmlDocument`; a
-/// value out of its domain (a boolean, retention days, a CORS method, a negative max age, CORS
-/// text beyond `CORS_RULES_TEXT_BYTES_MAX`): `InvalidXmlNodeValue`.
+/// is missing, a repeated one, more than `CORS_RULES_MAX` rules, retention days outside
+/// 1..=`RETENTION_DAYS_MAX` or a self-closed root: `InvalidXmlDocument`; a value out of its
+/// domain (a boolean, a number that does not read, a CORS method, a negative max age, CORS text
+/// beyond `CORS_RULES_TEXT_BYTES_MAX`): `InvalidXmlNodeValue`.
 pub fn service_properties_update(body: &[u8]) -> Result<ServicePropertiesUpdate, StorageError> {
     let mut update = ServicePropertiesUpdate::default();
     let mut analytics: Option<AnalyticsDraft> = None;
     let mut rules: Option<Vec<CorsRuleDraft>> = None;
     walk(body, |visit| {
         match visit {
-            Visit::Open { path } => match names(path).as_slice() {
+            Visit::Open { path, self_closing } => match names(path).as_slice() {
                 [root] if *root != "StorageServiceProperties" => {
                     return Err(StorageError::InvalidXmlDocument)
                 }
+                // The service refuses `<StorageServiceProperties />` (its reader finds no
+                // content node: recorded 400 InvalidXmlDocument); the open-and-close form
+                // with nothing inside changes nothing.
+                [_] if self_closing => return Err(StorageError::InvalidXmlDocument),
                 [_, "Logging" | "HourMetrics" | "MinuteMetrics"] => {
                     analytics = Some(AnalyticsDraft::default());
                 }
@@ -492,10 +504,15 @@ pub fn service_properties_update(body: &[u8]) -> Result<ServicePropertiesUpdate,
                             "Days" => {
                                 let days = text
                                     .trim()
-                                    .parse::<u32>()
+                                    .parse::<i64>()
+                                    .map_err(|_| StorageError::InvalidXmlNodeValue)?;
+                                // Out of range is a document error on the service ("Retention
+                                // days must be greater than 0 and less than or equal to 365
+                                // days", recorded with InvalidXmlDocument).
+                                let days = u32::try_from(days)
                                     .ok()
                                     .filter(|days| (1..=RETENTION_DAYS_MAX).contains(days))
-                                    .ok_or(StorageError::InvalidXmlNodeValue)?;
+                                    .ok_or(StorageError::InvalidXmlDocument)?;
                                 set_once(&mut retention.days, days)?;
                             }
                             _ => {}
@@ -906,8 +923,17 @@ mod tests {
                 ..ServicePropertiesUpdate::default()
             }
         );
-        let update = service_properties_update(b"<StorageServiceProperties />").unwrap();
+        let update =
+            service_properties_update(b"<StorageServiceProperties></StorageServiceProperties>")
+                .unwrap();
         assert_eq!(update, ServicePropertiesUpdate::default());
+        // The self-closed root is what the service refuses (recorded answer).
+        assert_eq!(
+            service_properties_update(
+                b"<?xml version='1.0' encoding='utf-8'?>\n<StorageServiceProperties />"
+            ),
+            Err(StorageError::InvalidXmlDocument)
+        );
     }
 
     #[test]
@@ -946,8 +972,11 @@ mod tests {
             (cors(&rule("*", "GET", "soon")), Err(StorageError::InvalidXmlNodeValue)),
             (cors(&rule(&long_origin, "GET", "1")), Err(StorageError::InvalidXmlNodeValue)),
             (properties("<Cors /><Cors />"), Err(StorageError::InvalidXmlDocument)),
-            (logging("<Enabled>true</Enabled><Days>0</Days>"), Err(StorageError::InvalidXmlNodeValue)),
-            (logging("<Enabled>true</Enabled><Days>366</Days>"), Err(StorageError::InvalidXmlNodeValue)),
+            // Retention out of range is a document error, as the service records it.
+            (logging("<Enabled>true</Enabled><Days>0</Days>"), Err(StorageError::InvalidXmlDocument)),
+            (logging("<Enabled>true</Enabled><Days>366</Days>"), Err(StorageError::InvalidXmlDocument)),
+            (logging("<Enabled>true</Enabled><Days>-1</Days>"), Err(StorageError::InvalidXmlDocument)),
+            (logging("<Enabled>true</Enabled><Days>many</Days>"), Err(StorageError::InvalidXmlNodeValue)),
             (logging("<Enabled>maybe</Enabled>"), Err(StorageError::InvalidXmlNodeValue)),
             (logging("<Days>3</Days>"), Err(StorageError::InvalidXmlDocument)),
             (properties("<Logging><Version>1.0</Version></Logging>"), Err(StorageError::InvalidXmlDocument)),
