@@ -213,3 +213,28 @@ fn service_properties_the_service_refuses_change_nothing() {
     );
     assert_status(&response, 202, None);
 }
+
+#[test]
+fn a_message_too_large_names_the_limit() {
+    // Recorded answer of the service to a Put whose text exceeds 64 KiB: 413
+    // RequestBodyTooLarge with <MaxLimit>65536</MaxLimit> after the message.
+    let server = Server::start(&[]);
+    create_queue(&server, "big");
+    let response = send(
+        &server,
+        signed_request(
+            "POST",
+            "/devstoreaccount1/big/messages",
+            &[],
+            &put_body(&"x".repeat(65537)),
+        ),
+    );
+    assert_status(&response, 413, Some("RequestBodyTooLarge"));
+    assert!(
+        response
+            .text()
+            .ends_with("</Message><MaxLimit>65536</MaxLimit></Error>"),
+        "{}",
+        response.text()
+    );
+}

@@ -306,6 +306,8 @@ pub fn queue_list(out: &mut BytesMut, list: &QueueList<'_>) {
 }
 
 /// Encodes Azure's error body: `<Error><Code/><Message>text\nRequestId:…\nTime:…</Message></Error>`.
+/// `RequestBodyTooLarge` also names the limit, `<MaxLimit>65536</MaxLimit>`, as the service's
+/// recorded answers do.
 pub fn error(out: &mut BytesMut, error: StorageError, request_id: &[u8], now_ms: u64) {
     out.put_slice(DECLARATION);
     out.put_slice(b"<Error><Code>");
@@ -316,7 +318,13 @@ pub fn error(out: &mut BytesMut, error: StorageError, request_id: &[u8], now_ms:
     out.put_slice(request_id);
     out.put_slice(b"\nTime:");
     iso8601_into(out, now_ms);
-    out.put_slice(b"</Message></Error>");
+    out.put_slice(b"</Message>");
+    if error == StorageError::RequestBodyTooLarge {
+        out.put_slice(b"<MaxLimit>");
+        put_decimal(out, MESSAGE_TEXT_BYTES_MAX as u64);
+        out.put_slice(b"</MaxLimit>");
+    }
+    out.put_slice(b"</Error>");
 }
 
 /// Appends `now_ms` as ISO 8601 with seven fractional digits, as Azure writes error times.
@@ -556,6 +564,20 @@ mod tests {
         assert_eq!(
             text,
             "<?xml version=\"1.0\" encoding=\"utf-8\"?><Error><Code>QueueNotFound</Code><Message>The specified queue does not exist.\nRequestId:req-1\nTime:2026-11-22T00:00:00.1230000Z</Message></Error>"
+        );
+        let mut out = BytesMut::new();
+        error(
+            &mut out,
+            StorageError::RequestBodyTooLarge,
+            b"req-2",
+            1_795_305_600_000,
+        );
+        assert!(
+            out.ends_with(
+                b"\nTime:2026-11-22T00:00:00.0000000Z</Message><MaxLimit>65536</MaxLimit></Error>"
+            ),
+            "{}",
+            String::from_utf8_lossy(&out)
         );
     }
 
