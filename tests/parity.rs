@@ -238,3 +238,37 @@ fn a_message_too_large_names_the_limit() {
         response.text()
     );
 }
+
+#[test]
+fn a_put_whose_lease_outlives_its_ttl_is_an_invalid_value() {
+    // Recorded answer of the service to Put Message ?visibilitytimeout=30&messagettl=30:
+    // 400 InvalidQueryParameterValue ("messagettl must be greater than visibilitytimeout").
+    let server = Server::start(&[]);
+    create_queue(&server, "timing");
+    for query in [
+        "visibilitytimeout=30&messagettl=30",
+        "visibilitytimeout=31&messagettl=30",
+    ] {
+        let response = send(
+            &server,
+            signed_request(
+                "POST",
+                &format!("/devstoreaccount1/timing/messages?{query}"),
+                &[],
+                &put_body("m"),
+            ),
+        );
+        assert_status(&response, 400, Some("InvalidQueryParameterValue"));
+    }
+    // Out of range stays out of range.
+    let response = send(
+        &server,
+        signed_request(
+            "POST",
+            "/devstoreaccount1/timing/messages?visibilitytimeout=604801",
+            &[],
+            &put_body("m"),
+        ),
+    );
+    assert_status(&response, 400, Some("OutOfRangeQueryParameterValue"));
+}

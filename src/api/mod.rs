@@ -350,8 +350,10 @@ impl Service {
                     }
                     Some(ttl_s) => Some(ttl_s as u64),
                 };
+                // "messagettl must be greater than visibilitytimeout": an invalid value, not an
+                // out-of-range one, in the service's recorded answers.
                 if ttl_s.is_some_and(|ttl_s| visibility_timeout_s >= ttl_s) {
-                    return Err(StorageError::OutOfRangeQueryParameterValue);
+                    return Err(StorageError::InvalidQueryParameterValue);
                 }
                 Command::PutMessage {
                     queue,
