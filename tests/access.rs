@@ -7,33 +7,14 @@ mod common;
 
 use azq::auth::{sas, SigningKey};
 use azq::config::{DEVELOPMENT_ACCOUNT_KEY, DEVELOPMENT_ACCOUNT_NAME};
-use common::{elements, exchange, put_body, signed_request, Response, Server, Signer};
+use common::{
+    assert_status, create_queue, elements, exchange, put_body, send, signed_request, Server, Signer,
+};
 
 use azq::auth::shared_key::SharedKeyScheme;
 
 /// A CORS setting: one rule for one origin and one for every origin.
 const CORS_PROPERTIES: &str = "<?xml version=\"1.0\" encoding=\"utf-8\"?><StorageServiceProperties><Cors><CorsRule><AllowedOrigins>https://app.example</AllowedOrigins><AllowedMethods>GET,PUT</AllowedMethods><AllowedHeaders>x-ms-meta-*,content-type</AllowedHeaders><ExposedHeaders>x-ms-request-id,x-ms-meta-*,X-MS-APPROXIMATE-*,x-custom</ExposedHeaders><MaxAgeInSeconds>600</MaxAgeInSeconds></CorsRule><CorsRule><AllowedOrigins>*</AllowedOrigins><AllowedMethods>DELETE</AllowedMethods><AllowedHeaders /><ExposedHeaders /><MaxAgeInSeconds>5</MaxAgeInSeconds></CorsRule></Cors></StorageServiceProperties>";
-
-fn send(server: &Server, raw: Vec<u8>) -> Response {
-    exchange(server, &raw)
-}
-
-fn assert_status(response: &Response, status: u16, code: Option<&str>) {
-    assert_eq!(
-        (response.status, response.error_code()),
-        (status, code),
-        "{}",
-        response.text()
-    );
-}
-
-fn create_queue(server: &Server, name: &str) {
-    let response = send(
-        server,
-        signed_request("PUT", &format!("/devstoreaccount1/{name}"), &[], b""),
-    );
-    assert_status(&response, 201, None);
-}
 
 /// Percent-encodes a query value (everything but unreserved characters).
 fn encode(value: &str) -> String {

@@ -5,28 +5,7 @@
 
 mod common;
 
-use common::{elements, exchange, put_body, signed_request, Response, Server};
-
-fn send(server: &Server, raw: Vec<u8>) -> Response {
-    exchange(server, &raw)
-}
-
-fn assert_status(response: &Response, status: u16, code: Option<&str>) {
-    assert_eq!(
-        (response.status, response.error_code()),
-        (status, code),
-        "{}",
-        response.text()
-    );
-}
-
-fn create_queue(server: &Server, name: &str) {
-    let response = send(
-        server,
-        signed_request("PUT", &format!("/devstoreaccount1/{name}"), &[], b""),
-    );
-    assert_status(&response, 201, None);
-}
+use common::{assert_status, create_queue, elements, put_body, send, signed_request, Server};
 
 #[test]
 fn message_text_with_child_elements_is_refused_and_nothing_is_stored() {
