@@ -27,8 +27,9 @@ pub enum StorageError {
     UnsupportedQueryParameter,
     /// Azure's code for a header in the wrong format; azq does not answer with it today.
     InvalidHeaderValue,
-    /// A CORS preflight without `Origin` or `Access-Control-Request-Method`.
-    MissingRequiredHeader,
+    /// A CORS preflight without `Origin` or `Access-Control-Request-Method`: code
+    /// `InvalidHeaderValue`, with the service's own text for it.
+    CorsRequiredHeaderMissing,
     /// Azure's generic bad-input code; azq answers it only as `MalformedRequest`'s code.
     InvalidInput,
     /// A path that names no resource: not UTF-8, no account segment, an empty segment, or
@@ -36,10 +37,12 @@ pub enum StorageError {
     InvalidUri,
     /// A queue name with characters outside `[a-z0-9-]`, a `-` at either end, or `--`.
     InvalidResourceName,
-    /// A queue name shorter than 3 or longer than 63 characters.
-    OutOfRangeInput,
+    /// A queue name shorter than 3 or longer than 63 characters: code `OutOfRangeInput`, with
+    /// the service's own text for names rather than the generic one of that code.
+    ResourceNameLengthOutOfRange,
     /// A body that is not well-formed XML, misses or repeats a required element, has too many
-    /// rules or identifiers, or holds characters XML 1.0 cannot.
+    /// rules or identifiers, holds markup where a value belongs, or holds characters XML 1.0
+    /// cannot.
     InvalidXmlDocument,
     /// A well-formed settings or ACL document with a value out of Azure's rules (a bad
     /// `Id`, a date that is not ISO 8601, a CORS rule over its limits).
@@ -119,11 +122,11 @@ impl StorageError {
             | MissingRequiredQueryParameter
             | UnsupportedQueryParameter
             | InvalidHeaderValue
-            | MissingRequiredHeader
+            | CorsRequiredHeaderMissing
             | InvalidInput
             | InvalidUri
             | InvalidResourceName
-            | OutOfRangeInput
+            | ResourceNameLengthOutOfRange
             | InvalidXmlDocument
             | InvalidXmlNodeValue
             | InvalidMetadata
@@ -158,11 +161,11 @@ impl StorageError {
             MissingRequiredQueryParameter => "MissingRequiredQueryParameter",
             UnsupportedQueryParameter => "UnsupportedQueryParameter",
             InvalidHeaderValue => "InvalidHeaderValue",
-            MissingRequiredHeader => "MissingRequiredHeader",
+            CorsRequiredHeaderMissing => "InvalidHeaderValue",
             InvalidInput => "InvalidInput",
             InvalidUri => "InvalidUri",
             InvalidResourceName => "InvalidResourceName",
-            OutOfRangeInput => "OutOfRangeInput",
+            ResourceNameLengthOutOfRange => "OutOfRangeInput",
             InvalidXmlDocument => "InvalidXmlDocument",
             InvalidXmlNodeValue => "InvalidXmlNodeValue",
             InvalidMetadata => "InvalidMetadata",
@@ -209,11 +212,13 @@ impl StorageError {
             InvalidHeaderValue => {
                 "The value for one of the HTTP headers is not in the correct format."
             }
-            MissingRequiredHeader => "An HTTP header that's mandatory for this request is not specified.",
+            CorsRequiredHeaderMissing => "A required CORS header is not present.",
             InvalidInput => "One of the request inputs is not valid.",
             InvalidUri => "The requested URI does not represent any resource on the server.",
             InvalidResourceName => "The specifed resource name contains invalid characters.",
-            OutOfRangeInput => "One of the request inputs is out of range.",
+            ResourceNameLengthOutOfRange => {
+                "The specified resource name length is not within the permissible limits."
+            }
             InvalidXmlDocument => "XML specified is not syntactically valid.",
             InvalidXmlNodeValue => "The value for one of the XML nodes is not in the correct format.",
             InvalidMetadata => "The metadata specified is invalid. It has characters that are not permitted.",

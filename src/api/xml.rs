@@ -73,7 +73,8 @@ pub(super) fn element(out: &mut BytesMut, name: &[u8], text: &[u8]) {
 /// Reads the `MessageText` of a Put or Update body
 /// (`<QueueMessage><MessageText>…</MessageText></QueueMessage>`), unescaped. The unescape writes
 /// the one copy that is stored: an exactly sized buffer, so a stored message never pins the
-/// connection's read buffer.
+/// connection's read buffer. `MessageText` holds text only: an element inside it is 400
+/// `InvalidXmlDocument`, as Azure answers, never text flattened out of the markup.
 pub fn message_text(body: &[u8]) -> Result<Bytes, StorageError> {
     let mut reader = Reader::from_reader(body);
     let mut depth = 0usize;
@@ -82,6 +83,10 @@ pub fn message_text(body: &[u8]) -> Result<Bytes, StorageError> {
     let mut text = BytesMut::new();
     loop {
         match reader.read_event() {
+            // An element inside MessageText.
+            Ok(Event::Start(_) | Event::Empty(_)) if in_text => {
+                return Err(StorageError::InvalidXmlDocument)
+            }
             Ok(Event::Start(start)) => {
                 depth += 1;
                 let name = start.name();
@@ -307,7 +312,8 @@ pub fn queue_list(out: &mut BytesMut, list: &QueueList<'_>) {
 }
 
 /// Encodes Azure's error body:
-/// `<Error><Code/><Message>text\nRequestId:…\nTime:…</Message></Error>`.
+/// `<Error><Code/><Message>text\nRequestId:…\nTime:…</Message></Error>`. `RequestBodyTooLarge`
+/// also names the limit, `<MaxLimit>65536</MaxLimit>`, as the service's recorded answers do.
 pub fn error(out: &mut BytesMut, error: StorageError, request_id: &[u8], now_ms: u64) {
     out.put_slice(DECLARATION);
     out.put_slice(b"<Error><Code>");
@@ -318,7 +324,13 @@ pub fn error(out: &mut BytesMut, error: StorageError, request_id: &[u8], now_ms:
     out.put_slice(request_id);
     out.put_slice(b"\nTime:");
     out.put_slice(&format_iso8601_7(now_ms));
-    out.put_slice(b"</Message></Error>");
+    out.put_slice(b"</Message>");
+    if error == StorageError::RequestBodyTooLarge {
+        out.put_slice(b"<MaxLimit>");
+        put_decimal(out, MESSAGE_TEXT_BYTES_MAX as u64);
+        out.put_slice(b"</MaxLimit>");
+    }
+    out.put_slice(b"</Error>");
 }
 
 #[cfg(test)]
@@ -353,6 +365,19 @@ mod tests {
             ("<QueueMessage><MessageText>&#1;</MessageText></QueueMessage>", Err(StorageError::InvalidXmlDocument)),
             (
                 "<QueueMessage><MessageText>a</MessageText><MessageText>b</MessageText></QueueMessage>",
+                Err(StorageError::InvalidXmlDocument),
+            ),
+            // Markup inside MessageText is refused, not flattened into its text.
+            (
+                "<QueueMessage><MessageText><b>nested</b></MessageText></QueueMessage>",
+                Err(StorageError::InvalidXmlDocument),
+            ),
+            (
+                "<QueueMessage><MessageText>a<br/>b</MessageText></QueueMessage>",
+                Err(StorageError::InvalidXmlDocument),
+            ),
+            (
+                "<QueueMessage><MessageText>a<MessageText>b</MessageText></MessageText></QueueMessage>",
                 Err(StorageError::InvalidXmlDocument),
             ),
         ];
@@ -525,6 +550,20 @@ mod tests {
         assert_eq!(
             text,
             "<?xml version=\"1.0\" encoding=\"utf-8\"?><Error><Code>QueueNotFound</Code><Message>The specified queue does not exist.\nRequestId:req-1\nTime:2026-11-22T00:00:00.1230000Z</Message></Error>"
+        );
+        let mut out = BytesMut::new();
+        error(
+            &mut out,
+            StorageError::RequestBodyTooLarge,
+            b"req-2",
+            1_795_305_600_000,
+        );
+        assert!(
+            out.ends_with(
+                b"\nTime:2026-11-22T00:00:00.0000000Z</Message><MaxLimit>65536</MaxLimit></Error>"
+            ),
+            "{}",
+            String::from_utf8_lossy(&out)
         );
     }
 

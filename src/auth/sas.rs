@@ -102,7 +102,8 @@ impl PermissionSet {
 pub struct Access {
     /// The `srt` letter an account SAS must carry.
     pub resource_type: ResourceType,
-    /// An account SAS must carry at least one of these `sp` letters (Create Queue: `c` or `w`).
+    /// An account SAS must carry at least one of these `sp` letters (Create Queue: `c` or `w`);
+    /// empty when no account SAS may perform the operation (Get and Set Queue ACL).
     pub account_permissions: PermissionSet,
     /// The `sp` letter a queue service SAS must carry; `None` when no service SAS may perform
     /// the operation (queue management, account-level operations).
@@ -138,10 +139,12 @@ impl Access {
     pub const GET_QUEUE_METADATA: Access = Access::new(ResourceType::Container, "r", Some('r'));
     /// Set Metadata: account SAS `c` + `w`.
     pub const SET_QUEUE_METADATA: Access = Access::new(ResourceType::Container, "w", None);
-    /// Get Queue ACL: account SAS `c` + `r` (as Azurite; the contract lists none).
-    pub const GET_QUEUE_ACL: Access = Access::new(ResourceType::Container, "r", None);
-    /// Set Queue ACL: account SAS `c` + `w` (as Azurite; the contract lists none).
-    pub const SET_QUEUE_ACL: Access = Access::new(ResourceType::Container, "w", None);
+    /// Get Queue ACL: no SAS of any kind. "Only the account owner may call this operation"
+    /// (REST reference, Get Queue ACL), and the account SAS permission table ("Create an account
+    /// SAS") lists no ACL operation: every `sp` is `AuthorizationPermissionMismatch`.
+    pub const GET_QUEUE_ACL: Access = Access::new(ResourceType::Container, "", None);
+    /// Set Queue ACL: no SAS of any kind, as Get Queue ACL.
+    pub const SET_QUEUE_ACL: Access = Access::new(ResourceType::Container, "", None);
     /// Clear Messages: account SAS `c` + `d`.
     pub const CLEAR_MESSAGES: Access = Access::new(ResourceType::Container, "d", None);
     /// Put Message: account SAS `o` + `a`; service SAS `a`.
@@ -1106,8 +1109,10 @@ mod tests {
             ("q", "c", "d", Access::DELETE_QUEUE, Ok(())),
             ("q", "c", "r", Access::GET_QUEUE_METADATA, Ok(())),
             ("q", "c", "w", Access::SET_QUEUE_METADATA, Ok(())),
-            ("q", "c", "r", Access::GET_QUEUE_ACL, Ok(())),
-            ("q", "c", "w", Access::SET_QUEUE_ACL, Ok(())),
+            // Stored access policies are the account owner's alone: no `sp` reaches them.
+            ("q", "c", "rwdlacup", Access::GET_QUEUE_ACL, Err(PermissionMismatch)),
+            ("q", "sco", "rwdlacup", Access::SET_QUEUE_ACL, Err(PermissionMismatch)),
+            ("q", "o", "rwdlacup", Access::GET_QUEUE_ACL, Err(ResourceTypeMismatch)),
             ("q", "c", "d", Access::CLEAR_MESSAGES, Ok(())),
             ("q", "o", "a", Access::PUT_MESSAGE, Ok(())),
             ("q", "o", "p", Access::GET_MESSAGES, Ok(())),

@@ -234,6 +234,30 @@ pub fn exchange(server: &Server, raw: &[u8]) -> Response {
     read_response(&mut reader, raw.starts_with(b"HEAD ")).expect("a response")
 }
 
+/// Sends `raw` on a new connection and reads one response (`exchange` for an owned request).
+pub fn send(server: &Server, raw: Vec<u8>) -> Response {
+    exchange(server, &raw)
+}
+
+/// Asserts a response's status and `x-ms-error-code`, showing its body when they differ.
+pub fn assert_status(response: &Response, status: u16, code: Option<&str>) {
+    assert_eq!(
+        (response.status, response.error_code()),
+        (status, code),
+        "{}",
+        response.text()
+    );
+}
+
+/// Creates queue `name` of the development account, which must be new (201).
+pub fn create_queue(server: &Server, name: &str) {
+    let response = send(
+        server,
+        signed_request("PUT", &format!("/devstoreaccount1/{name}"), &[], b""),
+    );
+    assert_status(&response, 201, None);
+}
+
 /// The development account's path prefix.
 pub fn account_path() -> String {
     format!("/{DEVELOPMENT_ACCOUNT_NAME}")

@@ -35,8 +35,10 @@ pub fn put_message(planning: &Planning<'_>) -> Result<Step, StorageError> {
         Some(ttl_s) if (ttl_s as u64).saturating_mul(1000) >= EXPIRATION_NEVER_MS => None,
         Some(ttl_s) => Some(ttl_s as u64),
     };
+    // "messagettl must be greater than visibilitytimeout": an invalid value, not an
+    // out-of-range one, in the service's recorded answers.
     if ttl_s.is_some_and(|ttl_s| visibility_timeout_s >= ttl_s) {
-        return Err(StorageError::OutOfRangeQueryParameterValue);
+        return Err(StorageError::InvalidQueryParameterValue);
     }
     Ok(planning.on_owner(Command::PutMessage {
         queue,
