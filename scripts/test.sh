@@ -99,6 +99,9 @@ if [[ -z "${AZQ_TARGET_URL:-}" && -z "${AZQ_SKIP_RECORDED:-}" ]]; then
 fi
 
 if ! $sdk_only; then
+  section "deployment tooling (tests/deploy)"
+  .venv/bin/python -m pytest -q tests/deploy
+
   # One minute of mixed load with a chaos client, then proof that no message was lost or
   # duplicated (scripts/soak.sh; run it with 600 for the full ten-minute soak).
   section "soak (60 s)"

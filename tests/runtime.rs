@@ -205,6 +205,52 @@ fn a_locked_memory_limit_below_glommio_minimum() {
     );
 }
 
+/// The container image's command line (`--queueHost 0.0.0.0 --queuePort 10001`, here with a
+/// free port): every address, reachable on loopback, healthy by `azq healthcheck`'s defaults.
+/// The one test that binds beyond loopback, because the image relies on it (briefly, on a free
+/// port, on a machine whose tests reach no network).
+#[test]
+fn the_image_command_line_listens_on_every_address() {
+    let mut child = Command::new(azq_binary())
+        .args([
+            "--queueHost",
+            "0.0.0.0",
+            "--queuePort",
+            "0",
+            "--shards",
+            "1",
+        ])
+        .env_remove("AZURITE_ACCOUNTS")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("azq starts");
+    let mut stdout = std::io::BufReader::new(child.stdout.take().expect("piped stdout"));
+    let ready = std::io::BufRead::lines(&mut stdout)
+        .map(|line| line.expect("text"))
+        .find(|line| line.starts_with("azq listening on "))
+        .expect("a ready line");
+    let port = ready
+        .strip_prefix("azq listening on http://0.0.0.0:")
+        .and_then(|rest| rest.split(' ').next())
+        .unwrap_or_else(|| panic!("{ready}"))
+        .to_string();
+    let healthy = Command::new(azq_binary())
+        .args([
+            "healthcheck",
+            "--queueHost",
+            "0.0.0.0",
+            "--queuePort",
+            &port,
+        ])
+        .output()
+        .expect("azq healthcheck runs");
+    // SAFETY: kill(2) with a child pid we own.
+    unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) };
+    assert!(child.wait().expect("azq exits").success());
+    assert!(healthy.status.success(), "{healthy:?}");
+}
+
 #[test]
 fn healthcheck_command() {
     let server = Server::start(&["--shards", "1"]);
