@@ -48,6 +48,22 @@ pub const MESH_CHANNEL_CAPACITY: usize = 1024;
 pub const REQUEST_HEAD_TIMEOUT_MS: u64 = 10_000;
 /// Time an idle keep-alive connection is kept open, ms.
 pub const IDLE_CONNECTION_TIMEOUT_MS: u64 = 120_000;
+/// The unit of every write to a log segment or snapshot (O_DIRECT on io_uring needs writes
+/// aligned to the device's blocks), bytes; also the size of a segment's header block.
+pub const STORAGE_BLOCK_BYTES: usize = 4096;
+/// Most bytes of records one group-commit flush writes; more wait for the next flush. Also the
+/// reach of a torn write: an invalid record followed by valid ones further than this is
+/// corruption, not a cut-short last write.
+pub const LOG_FLUSH_BYTES_MAX: usize = 4 << 20;
+/// Size a log segment is preallocated to; a new segment starts when a flush does not fit.
+pub const LOG_SEGMENT_BYTES: u64 = 64 << 20;
+/// Disk each shard may use beyond its live data before a snapshot lets old segments go: a
+/// snapshot starts once the log since the last one holds more than the live data and this.
+pub const SNAPSHOT_ALLOWANCE_BYTES: u64 = 64 << 20;
+/// Message slots one snapshot step encodes before the shard serves requests again.
+pub const SNAPSHOT_STEP_SLOTS: u32 = 4096;
+/// With `--durability write`, how often the log is synced in the background, ms.
+pub const WRITE_MODE_SYNC_INTERVAL_MS: u64 = 200;
 /// Time `azq healthcheck` waits to connect, send and hear back, ms each.
 pub const HEALTHCHECK_TIMEOUT_MS: u64 = 2_000;
 /// Time a stopping server waits for in-flight requests before it exits anyway, ms.
@@ -87,6 +103,9 @@ const _: () = assert!(REQUEST_HEAD_BYTES_MAX <= u16::MAX as usize);
 const _: () = assert!(GET_VISIBILITY_TIMEOUT_S_DEFAULT <= VISIBILITY_TIMEOUT_S_MAX);
 const _: () = assert!(MESSAGE_TTL_S_DEFAULT <= VISIBILITY_TIMEOUT_S_MAX);
 const _: () = assert!(SAS_CACHE_ENTRIES_MAX >= 2);
+const _: () =
+    assert!(LOG_FLUSH_BYTES_MAX as u64 + 2 * STORAGE_BLOCK_BYTES as u64 <= LOG_SEGMENT_BYTES);
+const _: () = assert!(LOG_FLUSH_BYTES_MAX >= 2 * REQUEST_BODY_BYTES_MAX);
 
 /// The newest `x-ms-version` azq knows; sent back when a request names none.
 pub const API_VERSION_LATEST: &str = "2026-10-06";

@@ -32,4 +32,5 @@ pub mod lifecycle;
 pub mod queue;
 pub mod random;
 pub mod runtime;
+pub mod storage;
 pub mod time;

@@ -9,9 +9,11 @@
 //! - `slab`: the message slots, their generations and the intrusive lists through them.
 //! - `wheel`: the hierarchical timer wheel for visibility and expiry.
 //! - `replicas`: the settings every shard keeps a copy of (service properties, queue ACLs).
+//! - `record`: the records of changes a durable shard's state emits, and their encoding.
 
 pub mod command;
 pub mod key;
+pub mod record;
 pub mod replicas;
 pub mod slab;
 pub mod state;

@@ -261,6 +261,27 @@ impl Replicas {
         }
     }
 
+    /// Every setting this copy holds, with its version: what a snapshot records.
+    pub fn entries(&self) -> impl Iterator<Item = Replica> + '_ {
+        let acls = self
+            .queue_acls
+            .iter()
+            .map(|(queue, entry)| Replica::QueueAcl {
+                queue: queue.clone(),
+                version: entry.version,
+                identifiers: Some(entry.value.clone()),
+            });
+        let properties =
+            self.service_properties
+                .iter()
+                .map(|(account, entry)| Replica::ServiceProperties {
+                    account: account.clone(),
+                    version: entry.version,
+                    properties: entry.value.clone(),
+                });
+        acls.chain(properties)
+    }
+
     /// Removes the ACL of a queue this shard owns and has just deleted; `true` if it had one,
     /// which the other shards must then forget too.
     pub(super) fn remove_queue_acl(&mut self, queue: &QueueKey) -> bool {

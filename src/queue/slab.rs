@@ -268,6 +268,45 @@ impl MessageSlab {
         self.get(slot).generation
     }
 
+    /// The message in `slot`, if it holds one (a slot past the end holds none).
+    pub fn occupant(&self, slot: u32) -> Option<&Message> {
+        self.slots
+            .get(slot as usize)
+            .filter(|message| message.place() != Place::Free)
+    }
+
+    /// Stores `message` in `slot` with `generation`, as it was before a restart: the slab grows
+    /// to reach the slot, with free slots (generation 0) in between. `slot` must be free. The
+    /// free list is stale until `rebuild_free_list`; call it before the next `insert`.
+    pub fn insert_at(&mut self, slot: u32, generation: u32, mut message: Message) {
+        assert_ne!(message.place(), Place::Free);
+        assert!((slot as usize) < SLOTS_MAX);
+        while self.slots.len() <= slot as usize {
+            self.slots.push(Message::free(NONE, 0));
+        }
+        let entry = &mut self.slots[slot as usize];
+        assert_eq!(
+            entry.place(),
+            Place::Free,
+            "restoring into an occupied slot"
+        );
+        message.generation = generation;
+        *entry = message;
+        self.occupied += 1;
+    }
+
+    /// Links every free slot into the free list (lowest first), after `insert_at`.
+    pub fn rebuild_free_list(&mut self) {
+        self.free_head = NONE;
+        for slot in (0..self.slots.len()).rev() {
+            let entry = &mut self.slots[slot];
+            if entry.place() == Place::Free {
+                entry.next = self.free_head;
+                self.free_head = slot as u32;
+            }
+        }
+    }
+
     /// Every occupied slot's message, for invariant checks in tests.
     #[cfg(test)]
     pub fn occupied_messages(&self) -> impl Iterator<Item = &Message> {

@@ -44,6 +44,7 @@ use bytes::Bytes;
 
 use super::command::{Command, MessageView, Metadata, QueueListing, Reply, EXPIRATION_NEVER_MS};
 use super::key::{MessageId, PopReceipt, QueueKey};
+use super::record::Record;
 use super::replicas::{Replica, Replicas};
 use super::slab::{
     Message, MessageList, MessageSlab, OrderKey, Place, NONE, QUEUE_INDEX_MAX, TTL_S_NEVER,
@@ -77,6 +78,9 @@ struct Queue {
     out_of_order: BTreeMap<OrderKey, u32>,
     /// Leased and delayed messages, so that Delete Queue and Clear Messages can reach them.
     invisible: MessageList,
+    /// The record is a graveyard (its queue was cleared or deleted): no name leads to it, and its
+    /// messages are being freed; a snapshot leaves them out.
+    retired: bool,
 }
 
 /// What one stored message counts against `--max-memory`: its text plus the fixed cost of its
@@ -128,6 +132,16 @@ pub struct ShardState {
     replicas: Replicas,
     /// Version of the last replicated change this shard wrote; the next one gets one more.
     replica_version_last: u64,
+    /// The records of changes the runtime has not taken yet, when the shard is durable
+    /// (`storage::record`); `None` in memory-only mode, which then pays nothing for it.
+    journal: Option<Journal>,
+    /// IDs of messages restored from another shard's log (a restart with another shard count),
+    /// by slot: their IDs are not this shard's prefix and sequence. Empty but after such a
+    /// restart, so the common case pays one `is_empty` check.
+    foreign_ids: HashMap<u32, MessageId>,
+    /// The same messages by ID, for the pop receipts handed out before the restart, which name
+    /// the slot they had on the old shard.
+    foreign_slots: HashMap<MessageId, u32>,
 }
 
 impl ShardState {
@@ -160,6 +174,9 @@ impl ShardState {
             timers: TimerWheel::new(),
             replicas: Replicas::default(),
             replica_version_last: 0,
+            journal: None,
+            foreign_ids: HashMap::new(),
+            foreign_slots: HashMap::new(),
         }
     }
 
@@ -210,6 +227,12 @@ impl ShardState {
             Command::SetQueueMetadata { queue, metadata } => {
                 debug_assert!(metadata_is_canonical(&metadata));
                 let index = self.queue_index(&queue)?;
+                if self.journal.is_some() {
+                    self.log(&Record::<&[u8]>::QueueMetadataSet {
+                        queue: index,
+                        metadata: metadata.clone(),
+                    });
+                }
                 queue_at(&mut self.queues, index).metadata = metadata;
                 Ok(Reply::Done)
             }
@@ -253,6 +276,10 @@ impl ShardState {
             } => {
                 let index = self.queue_index(&queue)?;
                 let slot = self.resolve_receipt(index, message_id, pop_receipt, now_ms)?;
+                self.log(&Record::<&[u8]>::MessageDeleted {
+                    slot,
+                    generation: self.messages.generation(slot),
+                });
                 self.free_message(slot);
                 Ok(Reply::Done)
             }
@@ -262,6 +289,10 @@ impl ShardState {
                     // The queue moves to a new, empty record; the old one, with every message,
                     // becomes a graveyard.
                     let fresh = self.new_queue_record(Metadata::new())?;
+                    self.log(&Record::<&[u8]>::QueueCleared {
+                        queue: index,
+                        moved_to: fresh,
+                    });
                     let metadata = std::mem::take(&mut queue_at(&mut self.queues, index).metadata);
                     queue_at(&mut self.queues, fresh).metadata = metadata;
                     assert_eq!(self.queue_indices.insert(queue.clone(), fresh), Some(index));
@@ -273,9 +304,17 @@ impl ShardState {
             Command::SetQueueAcl { queue, identifiers } => {
                 assert!(identifiers.len() <= config::SIGNED_IDENTIFIERS_MAX);
                 self.queue_index(&queue)?;
+                let version = self.next_replica_version();
+                if self.journal.is_some() {
+                    self.log(&Record::<&[u8]>::AclSet {
+                        key: queue.clone(),
+                        version,
+                        identifiers: identifiers.clone(),
+                    });
+                }
                 let replica = Replica::QueueAcl {
                     queue,
-                    version: self.next_replica_version(),
+                    version,
                     identifiers: Some(identifiers.into()),
                 };
                 self.replicas.apply(replica.clone());
@@ -291,10 +330,17 @@ impl ShardState {
             }
             Command::SetServiceProperties { account, update } => {
                 let properties = update.applied_to(self.replicas.service_properties(&account));
-
+                let version = self.next_replica_version();
+                if self.journal.is_some() {
+                    self.log(&Record::<&[u8]>::PropertiesSet {
+                        account: account.clone(),
+                        version,
+                        properties: properties.clone(),
+                    });
+                }
                 let replica = Replica::ServiceProperties {
                     account,
-                    version: self.next_replica_version(),
+                    version,
                     properties: properties.into(),
                 };
                 self.replicas.apply(replica.clone());
@@ -400,6 +446,13 @@ impl ShardState {
             return Err(StorageError::ServerBusy);
         }
         let index = self.new_queue_record(metadata)?;
+        if self.journal.is_some() {
+            self.log(&Record::<&[u8]>::QueueCreated {
+                queue: index,
+                key: key.clone(),
+                metadata: self.queue(index).metadata.clone(),
+            });
+        }
         assert!(self.queue_indices.insert(key.clone(), index).is_none());
         assert!(self.queue_names.insert(key, index).is_none());
         Ok(Reply::QueueCreated)
@@ -416,6 +469,7 @@ impl ShardState {
             in_order: MessageList::EMPTY,
             out_of_order: BTreeMap::new(),
             invisible: MessageList::EMPTY,
+            retired: false,
         };
         Ok(match self.queues_free.pop() {
             Some(index) => {
@@ -440,6 +494,7 @@ impl ShardState {
             self.queues[index as usize] = None;
             self.queues_free.push(index);
         } else {
+            queue_at(&mut self.queues, index).retired = true;
             self.graveyards.push(index);
         }
     }
@@ -450,6 +505,12 @@ impl ShardState {
             .remove(key)
             .ok_or(StorageError::QueueNotFound)?;
         assert_eq!(self.queue_names.remove(key), Some(index));
+        if self.journal.is_some() {
+            self.log(&Record::<&[u8]>::QueueDeleted {
+                queue: index,
+                key: key.clone(),
+            });
+        }
         self.retire_queue_record(index);
         if self.replicas.remove_queue_acl(key) {
             // The other shards' copies must go too, or a new queue of this name would find them.
@@ -532,6 +593,9 @@ impl ShardState {
         } else {
             self.make_invisible(slot, time_next_visible_ms);
         }
+        if self.journal.is_some() {
+            self.log_message_state(slot, time_next_visible_ms);
+        }
         let receipt = PopReceipt {
             slot,
             generation,
@@ -578,6 +642,14 @@ impl ShardState {
                 lease: message.lease,
             };
             self.make_invisible(slot, time_next_visible_ms);
+            let dequeue_count = self.messages.get(slot).dequeue_count;
+            self.log(&Record::<&[u8]>::MessageLeased {
+                slot,
+                generation,
+                dequeue_count,
+                lease: receipt.lease,
+                visible_ms: time_next_visible_ms,
+            });
             views.push(self.view(slot, Some(receipt), time_next_visible_ms, Text::Shared));
         }
         Ok(Reply::Messages(views))
@@ -659,6 +731,7 @@ impl ShardState {
         let was_invisible = message.place() == Place::Invisible;
         message.lease = message.lease.wrapping_add(1);
         let lease = message.lease;
+        let text_changed = text.is_some();
         if let Some(text) = text {
             message.text = text;
         }
@@ -671,10 +744,21 @@ impl ShardState {
             self.detach(slot);
             self.make_visible(slot);
         }
+        let generation = self.messages.generation(slot);
+        if let Some(journal) = &mut self.journal {
+            let message = self.messages.get(slot);
+            journal.append(&Record::MessageUpdated {
+                slot,
+                generation,
+                lease,
+                visible_ms: time_next_visible_ms,
+                text: text_changed.then_some(&message.text[..]),
+            });
+        }
         Ok(Reply::Updated {
             pop_receipt: PopReceipt {
                 slot,
-                generation: pop_receipt.generation,
+                generation,
                 lease,
             },
             time_next_visible_ms,
@@ -690,20 +774,29 @@ impl ShardState {
         receipt: PopReceipt,
         now_ms: u64,
     ) -> Result<u32, StorageError> {
-        let Some(message) = self.messages.lookup(receipt.slot, receipt.generation) else {
-            return Err(StorageError::MessageNotFound);
+        let named = self
+            .messages
+            .lookup(receipt.slot, receipt.generation)
+            .filter(|message| message.queue() == queue_index)
+            .filter(|_| self.message_id_of(receipt.slot) == message_id);
+        let slot = match named {
+            Some(_) => receipt.slot,
+            // A receipt handed out before a restart that moved the message to another shard
+            // names the slot it had there; its ID finds it.
+            None => match self.foreign_slots.get(&message_id) {
+                Some(&slot) if self.messages.get(slot).queue() == queue_index => slot,
+                _ => return Err(StorageError::MessageNotFound),
+            },
         };
-        if message.queue() != queue_index || self.message_id(message.sequence) != message_id {
-            return Err(StorageError::MessageNotFound);
-        }
+        let message = self.messages.get(slot);
         if message.expiration_ms() <= now_ms {
-            self.free_message(receipt.slot);
+            self.free_message(slot);
             return Err(StorageError::MessageNotFound);
         }
         if message.lease != receipt.lease {
             return Err(StorageError::PopReceiptMismatch);
         }
-        Ok(receipt.slot)
+        Ok(slot)
     }
 
     /// Handles a fired timer: the message expired, or its invisibility ended.
@@ -790,6 +883,11 @@ impl ShardState {
 
     /// Deletes one message: out of its list, off the wheel, out of the slab.
     fn free_message(&mut self, slot: u32) {
+        if !self.foreign_ids.is_empty() {
+            if let Some(id) = self.foreign_ids.remove(&slot) {
+                self.foreign_slots.remove(&id);
+            }
+        }
         self.detach(slot);
         let queue_index = self.messages.get(slot).queue();
         queue_at(&mut self.queues, queue_index).messages_count -= 1;
@@ -810,7 +908,7 @@ impl ShardState {
             Text::Omitted => Bytes::new(),
         };
         MessageView {
-            message_id: self.message_id(message.sequence),
+            message_id: self.message_id_of(slot),
             insertion_ms: message.insertion_ms,
             expiration_ms: message.expiration_ms(),
             pop_receipt,
@@ -820,10 +918,16 @@ impl ShardState {
         }
     }
 
-    /// The UUID of the message with `sequence`: the shard's prefix, then the sequence through a
-    /// bijection of 62 bits (so IDs stay unique but do not look like a counter), then the variant.
-    fn message_id(&self, sequence: u64) -> MessageId {
-        MessageId((u128::from(self.id_prefix) << 64) | u128::from(scramble_sequence(sequence)))
+    /// The UUID of the message in `slot`: the shard's prefix, then its sequence through a
+    /// bijection of 62 bits (so IDs stay unique but do not look like a counter), then the
+    /// variant; or the ID it had on another shard before a restart re-homed it.
+    fn message_id_of(&self, slot: u32) -> MessageId {
+        if !self.foreign_ids.is_empty() {
+            if let Some(&id) = self.foreign_ids.get(&slot) {
+                return id;
+            }
+        }
+        message_id(self.id_prefix, self.messages.get(slot).sequence)
     }
 
     fn queue_index(&self, key: &QueueKey) -> Result<u32, StorageError> {
@@ -883,6 +987,11 @@ fn metadata_is_canonical(metadata: &Metadata) -> bool {
         .all(|pair| pair[0].0.to_ascii_lowercase() < pair[1].0.to_ascii_lowercase())
 }
 
+/// The ID a shard with `id_prefix` gives the message it put with `sequence`.
+pub fn message_id(id_prefix: u64, sequence: u64) -> MessageId {
+    MessageId((u128::from(id_prefix) << 64) | u128::from(scramble_sequence(sequence)))
+}
+
 /// The low half of a message ID: a bijection on 62 bits (odd multipliers and xor-shifts, each
 /// invertible) of the sequence, plus the UUID variant bits.
 fn scramble_sequence(sequence: u64) -> u64 {
@@ -894,5 +1003,10 @@ fn scramble_sequence(sequence: u64) -> u64 {
     value | UUID_VARIANT
 }
 
+mod persistence;
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+pub use persistence::{Described, DescribedMessage};
+pub use persistence::{Identity, Journal, Restorer};

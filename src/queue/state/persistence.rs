@@ -1,0 +1,525 @@
+//! The shard state's side of durability, still without I/O: the journal of records its changes
+//! emit (taken by the runtime, written by `storage/`), the pieces a snapshot is made of (encoded
+//! a bounded number of slots at a time, so the shard keeps serving while one is written), and
+//! the restore of a state from what recovery read back.
+
+use std::collections::HashMap;
+use std::ops::Range;
+
+use bytes::{Bytes, BytesMut};
+
+use super::{queue_at, ShardState, SEQUENCE_MASK};
+use crate::queue::command::{Metadata, EXPIRATION_NEVER_MS};
+use crate::queue::key::{MessageId, QueueKey};
+use crate::queue::record::{encode, MessageState, Record, RECORD_HEADER_BYTES};
+use crate::queue::replicas::Replica;
+use crate::queue::slab::{Message, Place};
+
+/// The records of changes not yet taken by the runtime.
+#[derive(Debug)]
+pub struct Journal {
+    records: BytesMut,
+    /// The sequence number the next record gets.
+    next_sequence: u64,
+}
+
+impl Journal {
+    /// Appends `record` with the next sequence number.
+    pub(super) fn append<T: AsRef<[u8]>>(&mut self, record: &Record<T>) {
+        encode(record, self.next_sequence, &mut self.records);
+        self.next_sequence += 1;
+    }
+}
+
+/// What a snapshot records about the shard itself, besides its queues, settings and messages.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Identity {
+    /// The high half of every message ID the shard issues.
+    pub id_prefix: u64,
+    /// The sequence the next Put gets.
+    pub sequence_next: u64,
+    /// The version of the last replicated setting the shard wrote.
+    pub replica_version_last: u64,
+}
+
+impl ShardState {
+    /// Makes the state durable from now on: every change appends a record, numbered from
+    /// `next_sequence`, to the journal the runtime takes with `take_journal`.
+    pub fn start_journal(&mut self, next_sequence: u64) {
+        self.journal = Some(Journal {
+            records: BytesMut::with_capacity(64 * 1024),
+            next_sequence,
+        });
+    }
+
+    /// The sequence number the next record will get; `None` when the state is not durable. A
+    /// command that moved it has changes the client may only hear of once they are on disk.
+    pub fn journal_next_sequence(&self) -> Option<u64> {
+        self.journal.as_ref().map(|journal| journal.next_sequence)
+    }
+
+    /// The oldest records not taken yet, at most `bytes_max` of them (at least one record,
+    /// however long), and the sequence number of the last one taken; `None` when there are none.
+    pub fn take_journal(&mut self, bytes_max: usize) -> Option<(BytesMut, u64)> {
+        let journal = self.journal.as_mut()?;
+        if journal.records.is_empty() {
+            return None;
+        }
+        // Walk the records' lengths to cut at a record boundary.
+        let (mut end, mut count) = (0usize, 0u64);
+        while end < journal.records.len() {
+            let length = u32::from_le_bytes(
+                journal.records[end..end + 4]
+                    .try_into()
+                    .expect("a whole record header"),
+            ) as usize;
+            let next = end + RECORD_HEADER_BYTES + length;
+            if count > 0 && next > bytes_max {
+                break;
+            }
+            end = next;
+            count += 1;
+        }
+        let remaining = count_records(&journal.records[end..]);
+        let records = journal.records.split_to(end);
+        Some((records, journal.next_sequence - 1 - remaining))
+    }
+
+    /// Appends `record` to the journal, if the state is durable.
+    pub(super) fn log<T: AsRef<[u8]>>(&mut self, record: &Record<T>) {
+        if let Some(journal) = &mut self.journal {
+            journal.append(record);
+        }
+    }
+
+    /// Appends the whole state of the message in `slot` (a Put) to the journal.
+    pub(super) fn log_message_state(&mut self, slot: u32, visible_ms: u64) {
+        if let Some(journal) = &mut self.journal {
+            let state = message_state(&self.messages, &self.foreign_ids, slot, visible_ms);
+            journal.append(&Record::MessagePut(state));
+        }
+    }
+
+    /// The shard's identity, as a snapshot records it.
+    pub fn identity(&self) -> Identity {
+        Identity {
+            id_prefix: self.id_prefix,
+            sequence_next: self.sequence_next,
+            replica_version_last: self.replica_version_last,
+        }
+    }
+
+    /// Slots the slab has ever allocated: a snapshot encodes `0..slab_slots()` in pieces.
+    pub fn slab_slots(&self) -> u32 {
+        self.messages.slots() as u32
+    }
+
+    /// Encodes up to `count` live queues in name order after `after` (from the first when
+    /// `None`) as records numbered from `*entry`; the last one encoded, or `None` once none is
+    /// left.
+    pub fn snapshot_queues(
+        &self,
+        after: Option<&QueueKey>,
+        count: usize,
+        out: &mut BytesMut,
+        entry: &mut u64,
+    ) -> Option<QueueKey> {
+        let range = match after {
+            Some(after) => self
+                .queue_names
+                .range((std::ops::Bound::Excluded(after), std::ops::Bound::Unbounded)),
+            None => self.queue_names.range::<QueueKey, _>(..),
+        };
+        let mut last = None;
+        for (key, &index) in range.take(count) {
+            let record = Record::<&[u8]>::QueueCreated {
+                queue: index,
+                key: key.clone(),
+                metadata: self.queue(index).metadata.clone(),
+            };
+            encode(&record, *entry, out);
+            *entry += 1;
+            last = Some(key);
+        }
+        last.cloned()
+    }
+
+    /// Encodes every setting this shard holds (its own and its replicas of others': recovery
+    /// keeps the newest version of each) as records numbered from `*entry`.
+    pub fn snapshot_settings(&self, out: &mut BytesMut, entry: &mut u64) {
+        for replica in self.replicas.entries() {
+            let record = match replica {
+                Replica::QueueAcl {
+                    queue,
+                    version,
+                    identifiers: Some(identifiers),
+                } => Record::<&[u8]>::AclSet {
+                    key: queue,
+                    version,
+                    identifiers: identifiers.to_vec(),
+                },
+                Replica::QueueAcl {
+                    identifiers: None, ..
+                } => continue,
+                Replica::ServiceProperties {
+                    account,
+                    version,
+                    properties,
+                } => Record::PropertiesSet {
+                    account,
+                    version,
+                    properties: (*properties).clone(),
+                },
+            };
+            encode(&record, *entry, out);
+            *entry += 1;
+        }
+    }
+
+    /// Encodes the messages of live queues in `slots` (cleared and deleted queues' messages,
+    /// which wait to be freed, are gone for good) as Put records numbered from `*entry`, with
+    /// their current lease and visibility.
+    pub fn snapshot_messages(&self, slots: Range<u32>, out: &mut BytesMut, entry: &mut u64) {
+        for slot in slots {
+            let Some(message) = self.messages.occupant(slot) else {
+                continue;
+            };
+            if self.queue(message.queue()).retired {
+                continue;
+            }
+            let visible_ms = match message.place() {
+                // The timer's deadline is the end of the lease, or the expiry if that is
+                // sooner (then the message is gone at that time either way).
+                Place::Invisible => self.timers.deadline_ms(slot).unwrap_or(0),
+                Place::VisibleInOrder | Place::VisibleOutOfOrder | Place::Free => 0,
+            };
+            let state = message_state(&self.messages, &self.foreign_ids, slot, visible_ms);
+            encode(&Record::MessagePut(state), *entry, out);
+            *entry += 1;
+        }
+    }
+
+    /// Starts restoring a state (a fresh one, from `ShardState::new`) from what recovery read.
+    pub fn restore(&mut self, identity: Identity) -> Restorer<'_> {
+        assert!(self.queues.is_empty() && self.messages.is_empty());
+        assert_eq!(
+            identity.id_prefix & 0xff,
+            self.id_prefix & 0xff,
+            "a prefix of another shard index"
+        );
+        self.id_prefix = identity.id_prefix;
+        self.sequence_next = identity.sequence_next;
+        self.replica_version_last = identity.replica_version_last;
+        Restorer {
+            state: self,
+            placed: Vec::new(),
+            moved_queues: Vec::new(),
+            moved_messages: Vec::new(),
+        }
+    }
+}
+
+/// The state of the message in `slot`, its text borrowed.
+fn message_state<'a>(
+    messages: &'a crate::queue::slab::MessageSlab,
+    foreign_ids: &HashMap<u32, MessageId>,
+    slot: u32,
+    visible_ms: u64,
+) -> MessageState<&'a [u8]> {
+    let message = messages.get(slot);
+    MessageState {
+        queue: message.queue(),
+        slot,
+        generation: messages.generation(slot),
+        sequence: message.sequence,
+        insertion_ms: message.insertion_ms,
+        ttl_s: message.ttl_s,
+        delay_s: message.delay_s,
+        dequeue_count: message.dequeue_count,
+        lease: message.lease,
+        visible_ms,
+        foreign_id: if foreign_ids.is_empty() {
+            None
+        } else {
+            foreign_ids.get(&slot).copied()
+        },
+        text: &message.text[..],
+    }
+}
+
+/// A restore in progress. Queues and messages of this shard's own log go back where they were
+/// (record index, slot and generation: every pop receipt it handed out still works); those of
+/// another shard's log (a restart with another shard count) get new places and keep their IDs.
+pub struct Restorer<'s> {
+    state: &'s mut ShardState,
+    /// Restored messages in their slots, with when each is visible again.
+    placed: Vec<(u32, u64)>,
+    /// Queues from other shards' logs: their origin (see `moved_queue`), key and metadata.
+    moved_queues: Vec<(u64, QueueKey, Metadata)>,
+    /// Messages from other shards' logs: their queue's origin, state and ID.
+    moved_messages: Vec<(u64, MessageState, MessageId)>,
+}
+
+impl Restorer<'_> {
+    /// A queue of this shard's own log, in its record `index`.
+    pub fn queue(&mut self, index: u32, key: QueueKey, metadata: Metadata) {
+        let state = &mut *self.state;
+        while state.queues.len() <= index as usize {
+            state.queues.push(None);
+        }
+        assert!(
+            state.queues[index as usize].is_none(),
+            "queue record {index} twice"
+        );
+        state.queues[index as usize] = Some(super::Queue {
+            metadata,
+            messages_count: 0,
+            in_order: crate::queue::slab::MessageList::EMPTY,
+            out_of_order: std::collections::BTreeMap::new(),
+            invisible: crate::queue::slab::MessageList::EMPTY,
+            retired: false,
+        });
+        assert!(state.queue_indices.insert(key.clone(), index).is_none());
+        assert!(state.queue_names.insert(key, index).is_none());
+    }
+
+    /// A queue from another shard's log; `origin` names it among every moved queue (the old
+    /// shard and record index), and its messages name it by the same value.
+    pub fn moved_queue(&mut self, origin: u64, key: QueueKey, metadata: Metadata) {
+        self.moved_queues.push((origin, key, metadata));
+    }
+
+    /// A message of this shard's own log. One that has expired by `now_ms` is left out.
+    pub fn message(&mut self, message: &MessageState, now_ms: u64) {
+        if expiration_ms(message) <= now_ms {
+            return;
+        }
+        let state = &mut *self.state;
+        let mut stored = Message::new(
+            message.queue,
+            Bytes::copy_from_slice(&message.text),
+            message.sequence,
+            message.insertion_ms,
+            message.delay_s,
+            message.ttl_s,
+        );
+        stored.dequeue_count = message.dequeue_count;
+        stored.lease = message.lease;
+        state
+            .messages
+            .insert_at(message.slot, message.generation, stored);
+        if let Some(id) = message.foreign_id {
+            state.foreign_ids.insert(message.slot, id);
+            state.foreign_slots.insert(id, message.slot);
+        }
+        state.sequence_next = state
+            .sequence_next
+            .max(message.sequence + 1)
+            .min(SEQUENCE_MASK);
+        self.placed.push((message.slot, message.visible_ms));
+    }
+
+    /// A message from another shard's log, in the queue `moved_queue` named `origin`, with the
+    /// ID that shard issued.
+    pub fn moved_message(
+        &mut self,
+        origin: u64,
+        message: MessageState,
+        id: MessageId,
+        now_ms: u64,
+    ) {
+        if expiration_ms(&message) > now_ms {
+            self.moved_messages.push((origin, message, id));
+        }
+    }
+
+    /// A replicated setting, kept when newer than what the shard has.
+    pub fn replica(&mut self, replica: Replica) {
+        let version = match &replica {
+            Replica::QueueAcl { version, .. } | Replica::ServiceProperties { version, .. } => {
+                *version
+            }
+        };
+        self.state.replica_version_last = self.state.replica_version_last.max(version);
+        self.state.replicas.apply(replica);
+    }
+
+    /// Puts every message in its queue's order and on the wheel, and frees what is left.
+    pub fn finish(self, now_ms: u64) {
+        let Restorer {
+            state,
+            mut placed,
+            moved_queues,
+            moved_messages,
+        } = self;
+        state.messages.rebuild_free_list();
+        state.queues_free = (0..state.queues.len() as u32)
+            .rev()
+            .filter(|&index| state.queues[index as usize].is_none())
+            .collect();
+        // Another shard's queues and messages get new places, then keep their IDs.
+        let mut moved_indices = HashMap::new();
+        for (origin, key, metadata) in moved_queues {
+            let index = state
+                .new_queue_record(metadata)
+                .expect("room for every restored queue");
+            assert!(state.queue_indices.insert(key.clone(), index).is_none());
+            assert!(state.queue_names.insert(key, index).is_none());
+            moved_indices.insert(origin, index);
+        }
+        for (origin, message, id) in moved_messages {
+            let Some(&queue) = moved_indices.get(&origin) else {
+                continue;
+            };
+            let mut stored = Message::new(
+                queue,
+                Bytes::copy_from_slice(&message.text),
+                message.sequence,
+                message.insertion_ms,
+                message.delay_s,
+                message.ttl_s,
+            );
+            stored.dequeue_count = message.dequeue_count;
+            stored.lease = message.lease;
+            let (slot, _) = state
+                .messages
+                .insert(stored)
+                .expect("room for every restored message");
+            state.foreign_ids.insert(slot, id);
+            state.foreign_slots.insert(id, slot);
+            state.sequence_next = state
+                .sequence_next
+                .max(message.sequence + 1)
+                .min(SEQUENCE_MASK);
+            placed.push((slot, message.visible_ms));
+        }
+        // Visible messages join their queue in order, invisible ones wait for their timer.
+        placed.sort_by_key(|&(slot, _)| state.messages.get(slot).order_key());
+        for (slot, visible_ms) in placed {
+            let message = state.messages.get(slot);
+            let queue = message.queue();
+            assert!(
+                state
+                    .queues
+                    .get(queue as usize)
+                    .is_some_and(|queue| queue.is_some()),
+                "a restored message of no restored queue"
+            );
+            state.message_bytes += super::message_charge(&message.text);
+            queue_at(&mut state.queues, queue).messages_count += 1;
+            if visible_ms > now_ms {
+                state.make_invisible(slot, visible_ms);
+            } else {
+                state.make_visible(slot);
+            }
+        }
+    }
+}
+
+/// How many whole records `records` holds.
+fn count_records(records: &[u8]) -> u64 {
+    let (mut at, mut count) = (0usize, 0u64);
+    while at < records.len() {
+        let length = u32::from_le_bytes(records[at..at + 4].try_into().expect("a header"));
+        at += RECORD_HEADER_BYTES + length as usize;
+        count += 1;
+    }
+    count
+}
+
+/// When `message` expires, ms since the Unix epoch.
+fn expiration_ms(message: &MessageState) -> u64 {
+    if message.ttl_s == crate::queue::slab::TTL_S_NEVER {
+        EXPIRATION_NEVER_MS
+    } else {
+        message.insertion_ms + u64::from(message.ttl_s) * 1000
+    }
+}
+
+/// What a state holds, in a form two states can be compared by (tests of durability).
+#[cfg(test)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Described {
+    /// Live queues and their metadata.
+    pub queues: std::collections::BTreeMap<QueueKey, Metadata>,
+    /// Live messages by ID: queue, text, insertion, TTL, delay, dequeue count, lease, and when
+    /// it is visible again (`None`: visible at the time described).
+    pub messages: std::collections::BTreeMap<MessageId, DescribedMessage>,
+    /// Stored access policies by queue.
+    pub acls: std::collections::BTreeMap<QueueKey, Vec<crate::queue::SignedIdentifier>>,
+    /// Service properties by account.
+    pub properties: std::collections::BTreeMap<String, crate::queue::ServiceProperties>,
+}
+
+/// A message as `Described` holds it.
+#[cfg(test)]
+pub type DescribedMessage = (QueueKey, Bytes, u64, u32, u32, u32, u32, Option<u64>);
+
+#[cfg(test)]
+impl ShardState {
+    /// What the state holds at `now_ms`.
+    pub fn describe(&self, now_ms: u64) -> Described {
+        let mut described = Described::default();
+        for (key, &index) in &self.queue_names {
+            described
+                .queues
+                .insert(key.clone(), self.queue(index).metadata.clone());
+        }
+        let names: HashMap<u32, &QueueKey> = self
+            .queue_names
+            .iter()
+            .map(|(key, &index)| (index, key))
+            .collect();
+        for slot in 0..self.slab_slots() {
+            let Some(message) = self.messages.occupant(slot) else {
+                continue;
+            };
+            let Some(key) = names.get(&message.queue()) else {
+                continue;
+            };
+            if message.expiration_ms() <= now_ms {
+                continue;
+            }
+            let visible = match message.place() {
+                Place::Invisible => self
+                    .timers
+                    .deadline_ms(slot)
+                    .filter(|&deadline| deadline > now_ms),
+                _ => None,
+            };
+            described.messages.insert(
+                self.message_id_of(slot),
+                (
+                    (*key).clone(),
+                    message.text.clone(),
+                    message.insertion_ms,
+                    message.ttl_s,
+                    message.delay_s,
+                    message.dequeue_count,
+                    message.lease,
+                    visible,
+                ),
+            );
+        }
+        for replica in self.replicas.entries() {
+            match replica {
+                Replica::QueueAcl {
+                    queue,
+                    identifiers: Some(identifiers),
+                    ..
+                } => {
+                    described.acls.insert(queue, identifiers.to_vec());
+                }
+                Replica::QueueAcl { .. } => {}
+                Replica::ServiceProperties {
+                    account,
+                    properties,
+                    ..
+                } => {
+                    described.properties.insert(account, (*properties).clone());
+                }
+            }
+        }
+        described
+    }
+}

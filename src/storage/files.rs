@@ -1,0 +1,154 @@
+//! The data directory and the file operations on it, as seen before the shards start (recovery,
+//! a new layout) and while they run (the log writer and snapshots, `Disk`).
+//!
+//! Layout under `--location DIR` (default: the current directory):
+//!
+//! ```text
+//! DIR/__azq__/CURRENT               names the current generation, e.g. "gen-000001"
+//! DIR/__azq__/gen-000001/shard-000/ one directory per shard: log segments and snapshots
+//! ```
+//!
+//! A generation is one shard count's files. Restarting with the same shard count continues it;
+//! another count writes the re-homed state as a new generation, then switches `CURRENT` by an
+//! atomic rename, then removes the old one.
+
+use std::future::Future;
+use std::io;
+use std::path::{Path, PathBuf};
+
+use bytes::Bytes;
+
+/// The directory azq keeps its files in, inside `--location`: its own, so Azurite's files in the
+/// same location never mix with azq's.
+pub const DATA_DIRECTORY_NAME: &str = "__azq__";
+/// The file naming the current generation.
+pub const CURRENT_FILE_NAME: &str = "CURRENT";
+
+/// The directory of generation `generation`.
+pub fn generation_name(generation: u64) -> String {
+    format!("gen-{generation:06}")
+}
+
+/// The directory of shard `shard` inside a generation.
+pub fn shard_directory_name(shard: usize) -> String {
+    format!("shard-{shard:03}")
+}
+
+/// Reads `gen-000001` back.
+pub fn parse_generation(name: &str) -> Option<u64> {
+    let digits = name.strip_prefix("gen-")?;
+    (digits.len() == 6 && digits.bytes().all(|byte| byte.is_ascii_digit()))
+        .then(|| digits.parse().ok())?
+}
+
+/// Synchronous file operations, for work done before the shards serve. `std::fs` in the server;
+/// a simulated disk in tests.
+pub trait Files {
+    /// The names of the entries of `directory`, sorted; none when it does not exist.
+    fn list(&self, directory: &Path) -> io::Result<Vec<String>>;
+    /// The whole content of `path`.
+    fn read(&self, path: &Path) -> io::Result<Bytes>;
+    /// Writes `bytes` as the whole content of `path` and syncs it.
+    fn write_synced(&self, path: &Path, bytes: &[u8]) -> io::Result<()>;
+    /// Cuts `path` to `length` bytes and syncs it.
+    fn truncate(&self, path: &Path, length: u64) -> io::Result<()>;
+    /// Creates `directory` and its parents.
+    fn create_directories(&self, directory: &Path) -> io::Result<()>;
+    /// Renames `from` to `to`, replacing `to`.
+    fn rename(&self, from: &Path, to: &Path) -> io::Result<()>;
+    /// Removes the file `path`.
+    fn remove_file(&self, path: &Path) -> io::Result<()>;
+    /// Removes the directory `path` and everything in it.
+    fn remove_directory(&self, path: &Path) -> io::Result<()>;
+    /// Syncs the directory `path`, so the names created, renamed or removed in it last.
+    fn sync_directory(&self, path: &Path) -> io::Result<()>;
+}
+
+/// The real file system.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct StdFiles;
+
+impl Files for StdFiles {
+    fn list(&self, directory: &Path) -> io::Result<Vec<String>> {
+        let entries = match std::fs::read_dir(directory) {
+            Ok(entries) => entries,
+            Err(error) if error.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(error) => return Err(error),
+        };
+        let mut names = Vec::new();
+        for entry in entries {
+            names.push(entry?.file_name().to_string_lossy().into_owned());
+        }
+        names.sort();
+        Ok(names)
+    }
+
+    fn read(&self, path: &Path) -> io::Result<Bytes> {
+        std::fs::read(path).map(Bytes::from)
+    }
+
+    fn write_synced(&self, path: &Path, bytes: &[u8]) -> io::Result<()> {
+        use std::io::Write;
+        let mut file = std::fs::File::create(path)?;
+        file.write_all(bytes)?;
+        file.sync_all()
+    }
+
+    fn truncate(&self, path: &Path, length: u64) -> io::Result<()> {
+        let file = std::fs::OpenOptions::new().write(true).open(path)?;
+        file.set_len(length)?;
+        file.sync_all()
+    }
+
+    fn create_directories(&self, directory: &Path) -> io::Result<()> {
+        std::fs::create_dir_all(directory)
+    }
+
+    fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
+        std::fs::rename(from, to)
+    }
+
+    fn remove_file(&self, path: &Path) -> io::Result<()> {
+        std::fs::remove_file(path)
+    }
+
+    fn remove_directory(&self, path: &Path) -> io::Result<()> {
+        std::fs::remove_dir_all(path)
+    }
+
+    fn sync_directory(&self, path: &Path) -> io::Result<()> {
+        std::fs::File::open(path)?.sync_all()
+    }
+}
+
+/// Asynchronous file operations, for the log writer and snapshots of a running shard. Writes
+/// are whole `STORAGE_BLOCK_BYTES` blocks at block-aligned offsets (O_DIRECT on io_uring).
+pub trait Disk: 'static {
+    /// An open file.
+    type File;
+
+    /// Creates (or empties) `path` for writing, preallocated to `bytes` where the file system can.
+    fn create(&self, path: &Path, bytes: u64) -> impl Future<Output = io::Result<Self::File>>;
+
+    /// Writes `blocks` (a whole number of blocks) at `offset` (a block boundary).
+    fn write_at(
+        &self,
+        file: &Self::File,
+        offset: u64,
+        blocks: &[u8],
+    ) -> impl Future<Output = io::Result<()>>;
+
+    /// Makes what was written to `file` durable (fdatasync).
+    fn sync(&self, file: &Self::File) -> impl Future<Output = io::Result<()>>;
+
+    /// Renames `from` to `to` and syncs their directory.
+    fn rename(&self, from: &Path, to: &Path) -> impl Future<Output = io::Result<()>>;
+
+    /// Removes `path`.
+    fn remove(&self, path: &Path) -> impl Future<Output = io::Result<()>>;
+}
+
+/// Where a server's files are: `DIR/__azq__`.
+pub fn data_directory(location: &Path) -> PathBuf {
+    location.join(DATA_DIRECTORY_NAME)
+}

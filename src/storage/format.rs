@@ -1,0 +1,461 @@
+//! The two kinds of file a shard keeps, and reading them back.
+//!
+//! A **log segment** (`wal-<first sequence>.log`) is a 4 KiB header block (magic, format, shard,
+//! ID prefix, first sequence, CRC) and then records (`queue::record`) back to back, as the
+//! group commit wrote them; the rest of the preallocated file is zeros. Writes are whole blocks:
+//! each flush rewrites the block it ends in, so a flush is one aligned write (O_DIRECT on
+//! io_uring).
+//!
+//! A **snapshot** (`snapshot-<replay sequence>.snap`) is a header (magic, format, shard, the
+//! shard's identity, the log sequence replay starts from), the shard's queues, settings and
+//! messages as records numbered from 0, and a trailer (magic, entry count, CRC). It is written
+//! to `snapshot.tmp` and renamed only once whole and synced, so a snapshot under its name is
+//! complete.
+//!
+//! Reading a segment tells a **torn tail** (the last flush cut short by a crash: nothing it held
+//! was acknowledged, so it is truncated) from **corruption** (an invalid record followed by
+//! valid ones more than one flush later, or in a segment that is not the last: acknowledged
+//! records are damaged, so recovery stops and names the file and offset).
+
+use bytes::{BufMut, Bytes, BytesMut};
+
+use crate::config::{LOG_FLUSH_BYTES_MAX, STORAGE_BLOCK_BYTES};
+use crate::queue::record::{crc32c, read, Read, Record};
+use crate::queue::state::Identity;
+
+/// The version of both file formats.
+pub const FORMAT_VERSION: u32 = 1;
+const SEGMENT_MAGIC: &[u8; 8] = b"AZQWAL\0\x01";
+const SNAPSHOT_MAGIC: &[u8; 8] = b"AZQSNP\0\x01";
+const TRAILER_MAGIC: &[u8; 8] = b"AZQEND\0\x01";
+/// Bytes of the snapshot header: magic, format, shard, prefix, sequence, version, replay, CRC.
+pub const SNAPSHOT_HEADER_BYTES: usize = 8 + 4 + 4 + 8 + 8 + 8 + 8 + 4;
+/// Bytes of the snapshot trailer: magic, entry count, CRC.
+pub const SNAPSHOT_TRAILER_BYTES: usize = 8 + 8 + 4;
+
+/// The name of the segment whose first record is `sequence`.
+pub fn segment_name(sequence: u64) -> String {
+    format!("wal-{sequence:020}.log")
+}
+
+/// The name of the snapshot whose log replay starts at `sequence`.
+pub fn snapshot_name(sequence: u64) -> String {
+    format!("snapshot-{sequence:020}.snap")
+}
+
+/// The name a snapshot is written under until it is whole.
+pub const SNAPSHOT_TEMPORARY_NAME: &str = "snapshot.tmp";
+
+/// The sequence in a segment's or snapshot's name, and which kind it is.
+pub fn parse_name(name: &str) -> Option<(FileKind, u64)> {
+    let (kind, digits) = if let Some(rest) = name.strip_prefix("wal-") {
+        (FileKind::Segment, rest.strip_suffix(".log")?)
+    } else {
+        (
+            FileKind::Snapshot,
+            name.strip_prefix("snapshot-")?.strip_suffix(".snap")?,
+        )
+    };
+    (digits.len() == 20 && digits.bytes().all(|byte| byte.is_ascii_digit()))
+        .then(|| digits.parse().ok().map(|sequence| (kind, sequence)))?
+}
+
+/// The kinds of file in a shard's directory.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FileKind {
+    /// A log segment.
+    Segment,
+    /// A complete snapshot.
+    Snapshot,
+}
+
+/// The header block of a segment for `shard` with `id_prefix`, whose first record is
+/// `first_sequence`.
+pub fn segment_header(shard: u32, id_prefix: u64, first_sequence: u64) -> BytesMut {
+    let mut block = BytesMut::with_capacity(STORAGE_BLOCK_BYTES);
+    block.put_slice(SEGMENT_MAGIC);
+    block.put_u32_le(FORMAT_VERSION);
+    block.put_u32_le(shard);
+    block.put_u64_le(id_prefix);
+    block.put_u64_le(first_sequence);
+    let crc = crc32c(&[&block[..]]);
+    block.put_u32_le(crc);
+    block.resize(STORAGE_BLOCK_BYTES, 0);
+    block
+}
+
+/// A segment's header, as read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SegmentHeader {
+    /// The shard that wrote it.
+    pub shard: u32,
+    /// The writer's message-ID prefix.
+    pub id_prefix: u64,
+    /// The sequence of its first record.
+    pub first_sequence: u64,
+}
+
+fn read_segment_header(data: &[u8]) -> Result<SegmentHeader, &'static str> {
+    if data.len() < STORAGE_BLOCK_BYTES {
+        return Err("a segment shorter than its header block");
+    }
+    if &data[0..8] != SEGMENT_MAGIC {
+        return Err("not a log segment (bad magic)");
+    }
+    let word = |at: usize| u32::from_le_bytes(data[at..at + 4].try_into().expect("4 bytes"));
+    let long = |at: usize| u64::from_le_bytes(data[at..at + 8].try_into().expect("8 bytes"));
+    if crc32c(&[&data[0..32]]) != word(32) {
+        return Err("a segment header whose CRC does not match");
+    }
+    if word(8) != FORMAT_VERSION {
+        return Err("a segment of another format version");
+    }
+    Ok(SegmentHeader {
+        shard: word(12),
+        id_prefix: long(16),
+        first_sequence: long(24),
+    })
+}
+
+/// How a segment's records end.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Ending {
+    /// At a zero length or the end of the file: everything written is intact.
+    Clean,
+    /// An invalid record at `offset` with nothing valid after it within one flush: the last
+    /// write was cut short. Recovery truncates the segment there.
+    Torn {
+        /// Where the first invalid byte is.
+        offset: usize,
+        /// What was wrong with it, for the log.
+        reason: &'static str,
+    },
+    /// An invalid record at `offset` with valid records after it: damage to what was
+    /// acknowledged.
+    Corrupt {
+        /// Where the invalid record starts.
+        offset: usize,
+        /// What was wrong with it.
+        reason: &'static str,
+    },
+}
+
+/// A segment read back: its header, its intact records in order, and how they end.
+#[derive(Debug)]
+pub struct Segment {
+    /// The header.
+    pub header: SegmentHeader,
+    /// `(sequence, record)` of every intact record before the ending.
+    pub records: Vec<(u64, Record)>,
+    /// Where the intact records end (the first byte after the last one).
+    pub end: usize,
+    /// How they end.
+    pub ending: Ending,
+}
+
+/// Reads a segment. An error is a file that is not a segment at all (its header is bad).
+pub fn read_segment(data: &Bytes) -> Result<Segment, &'static str> {
+    let header = read_segment_header(data)?;
+    let mut records = Vec::new();
+    let mut at = STORAGE_BLOCK_BYTES;
+    let mut expected = header.first_sequence;
+    let ending = loop {
+        match read(&data.slice(at..)) {
+            Read::End => break Ending::Clean,
+            Read::Record {
+                sequence,
+                record,
+                bytes,
+            } if sequence == expected => {
+                records.push((sequence, record));
+                at += bytes;
+                expected += 1;
+            }
+            Read::Record { .. } => {
+                break classify(data, at, expected, "a record out of sequence");
+            }
+            Read::Invalid(reason) => break classify(data, at, expected, reason),
+        }
+    };
+    Ok(Segment {
+        header,
+        records,
+        end: at,
+        ending,
+    })
+}
+
+/// How many sequences after a damaged record a search for intact later records looks for: more
+/// damaged records in a row than this read as a torn tail.
+const SEQUENCES_PROBED: u64 = 64;
+
+/// An invalid record at `at` where `expected` was due. The next few sequences are looked for
+/// after it; from the first found, the records that follow in order are read, and if they reach
+/// further than one flush from `at`, acknowledged records lie beyond the damage: corruption.
+/// Otherwise the damage is where the last flush was cut short: a torn tail.
+fn classify(data: &Bytes, at: usize, expected: u64, reason: &'static str) -> Ending {
+    let limit = at.saturating_add(LOG_FLUSH_BYTES_MAX + STORAGE_BLOCK_BYTES);
+    // A record header puts its sequence 8 bytes in: look for one of the next few sequences.
+    let next = expected + 1..expected + 1 + SEQUENCES_PROBED;
+    let mut offset = at + 1;
+    while offset + 16 <= data.len() {
+        let sequence = u64::from_le_bytes(data[offset + 8..offset + 16].try_into().expect("8"));
+        if next.contains(&sequence) {
+            if let Read::Record { .. } = read(&data.slice(offset..)) {
+                let mut end = offset;
+                while let Read::Record { bytes, .. } = read(&data.slice(end..)) {
+                    end += bytes;
+                }
+                return if end > limit {
+                    Ending::Corrupt { offset: at, reason }
+                } else {
+                    Ending::Torn { offset: at, reason }
+                };
+            }
+        }
+        offset += 1;
+    }
+    Ending::Torn { offset: at, reason }
+}
+
+/// The snapshot header for a shard with `identity` whose log replay starts at `replay_from`.
+pub fn snapshot_header(shard: u32, identity: &Identity, replay_from: u64) -> BytesMut {
+    let mut header = BytesMut::with_capacity(SNAPSHOT_HEADER_BYTES);
+    header.put_slice(SNAPSHOT_MAGIC);
+    header.put_u32_le(FORMAT_VERSION);
+    header.put_u32_le(shard);
+    header.put_u64_le(identity.id_prefix);
+    header.put_u64_le(identity.sequence_next);
+    header.put_u64_le(identity.replica_version_last);
+    header.put_u64_le(replay_from);
+    let crc = crc32c(&[&header[..]]);
+    header.put_u32_le(crc);
+    header
+}
+
+/// The snapshot trailer after `entries` records.
+pub fn snapshot_trailer(entries: u64) -> BytesMut {
+    let mut trailer = BytesMut::with_capacity(SNAPSHOT_TRAILER_BYTES);
+    trailer.put_slice(TRAILER_MAGIC);
+    trailer.put_u64_le(entries);
+    let crc = crc32c(&[&trailer[..]]);
+    trailer.put_u32_le(crc);
+    trailer
+}
+
+/// A snapshot read back.
+#[derive(Debug)]
+pub struct Snapshot {
+    /// The shard that wrote it.
+    pub shard: u32,
+    /// The shard's identity when the snapshot started.
+    pub identity: Identity,
+    /// The log sequence replay starts from.
+    pub replay_from: u64,
+    /// Its entries: queues and settings first, then messages.
+    pub records: Vec<Record>,
+}
+
+/// Reads a whole snapshot; an error names what is wrong (a snapshot under its final name is
+/// complete, so any damage is corruption).
+pub fn read_snapshot(data: &Bytes) -> Result<Snapshot, String> {
+    if data.len() < SNAPSHOT_HEADER_BYTES || &data[0..8] != SNAPSHOT_MAGIC {
+        return Err("not a snapshot (bad magic or too short)".to_string());
+    }
+    let word = |at: usize| u32::from_le_bytes(data[at..at + 4].try_into().expect("4 bytes"));
+    let long = |at: usize| u64::from_le_bytes(data[at..at + 8].try_into().expect("8 bytes"));
+    if crc32c(&[&data[0..SNAPSHOT_HEADER_BYTES - 4]]) != word(SNAPSHOT_HEADER_BYTES - 4) {
+        return Err("a snapshot header whose CRC does not match".to_string());
+    }
+    if word(8) != FORMAT_VERSION {
+        return Err("a snapshot of another format version".to_string());
+    }
+    let identity = Identity {
+        id_prefix: long(16),
+        sequence_next: long(24),
+        replica_version_last: long(32),
+    };
+    let mut records = Vec::new();
+    let mut at = SNAPSHOT_HEADER_BYTES;
+    loop {
+        if data.len() >= at + SNAPSHOT_TRAILER_BYTES && &data[at..at + 8] == TRAILER_MAGIC {
+            let trailer = &data[at..at + SNAPSHOT_TRAILER_BYTES];
+            let entries = u64::from_le_bytes(trailer[8..16].try_into().expect("8 bytes"));
+            let crc = u32::from_le_bytes(trailer[16..20].try_into().expect("4 bytes"));
+            if crc32c(&[&trailer[..16]]) != crc || entries != records.len() as u64 {
+                return Err(format!(
+                    "a snapshot trailer that does not match at offset {at}"
+                ));
+            }
+            return Ok(Snapshot {
+                shard: word(12),
+                identity,
+                replay_from: long(40),
+                records,
+            });
+        }
+        match read(&data.slice(at..)) {
+            Read::Record {
+                sequence,
+                record,
+                bytes,
+            } if sequence == records.len() as u64 => {
+                records.push(record);
+                at += bytes;
+            }
+            Read::Record { .. } => {
+                return Err(format!("a snapshot entry out of order at offset {at}"));
+            }
+            Read::End => return Err(format!("a snapshot without its trailer (offset {at})")),
+            Read::Invalid(reason) => return Err(format!("{reason} at offset {at}")),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::queue::record::encode;
+    use crate::queue::QueueKey;
+
+    fn record(queue: u32) -> Record {
+        Record::QueueCreated {
+            queue,
+            key: QueueKey {
+                account: "devstoreaccount1".to_string(),
+                name: format!("queue-{queue}"),
+            },
+            // Not empty: a record that ends in zero bytes would read back whole from a cut
+            // file padded with zeros.
+            metadata: vec![("k".to_string(), "v".to_string())],
+        }
+    }
+
+    /// A segment of `count` records from sequence 10, zero-padded to `length` bytes.
+    fn segment(count: u64, length: usize) -> BytesMut {
+        let mut data = segment_header(2, 0xabcd, 10);
+        for sequence in 10..10 + count {
+            encode(&record(sequence as u32), sequence, &mut data);
+        }
+        data.resize(length.max(data.len()), 0);
+        data
+    }
+
+    #[test]
+    fn names_round_trip() {
+        assert_eq!(parse_name(&segment_name(42)), Some((FileKind::Segment, 42)));
+        assert_eq!(
+            parse_name(&snapshot_name(u64::MAX)),
+            Some((FileKind::Snapshot, u64::MAX))
+        );
+        for other in [
+            "wal-1.log",
+            "snapshot.tmp",
+            "wal-0000000000000000000x.log",
+            "x",
+        ] {
+            assert_eq!(parse_name(other), None, "{other}");
+        }
+    }
+
+    #[test]
+    fn a_clean_segment_reads_back_whole() {
+        let data = segment(5, 64 * 1024).freeze();
+        let read = read_segment(&data).unwrap();
+        assert_eq!(read.header.shard, 2);
+        assert_eq!(read.header.id_prefix, 0xabcd);
+        assert_eq!(read.records.len(), 5);
+        assert_eq!(read.records[4], (14, record(14)));
+        assert_eq!(read.ending, Ending::Clean);
+    }
+
+    #[test]
+    fn a_cut_or_garbled_last_record_is_a_torn_tail() {
+        let whole = segment(5, 0);
+        let last_start = {
+            let read = read_segment(&segment(4, 0).freeze()).unwrap();
+            read.end
+        };
+        for cut in last_start + 1..whole.len() {
+            let mut data = whole.clone();
+            data.truncate(cut);
+            data.resize(64 * 1024, 0);
+            let read = read_segment(&data.freeze()).unwrap();
+            assert_eq!(read.records.len(), 4, "cut at {cut}");
+            assert!(
+                matches!(read.ending, Ending::Torn { offset, .. } if offset == last_start),
+                "cut at {cut}: {:?}",
+                read.ending
+            );
+        }
+        let mut garbage = whole.clone();
+        garbage.put_slice(&[0xA5; 300]);
+        let read = read_segment(&garbage.freeze()).unwrap();
+        assert_eq!(read.records.len(), 5);
+        assert!(matches!(read.ending, Ending::Torn { .. }));
+    }
+
+    #[test]
+    fn damage_followed_by_valid_records_far_away_is_corruption() {
+        // Enough records after the damaged one to pass one flush's worth of bytes.
+        let count = 2 + (LOG_FLUSH_BYTES_MAX as u64 / 40);
+        let mut data = segment(count, 0);
+        let first_record = STORAGE_BLOCK_BYTES;
+        data[first_record + 20] ^= 0x40;
+        let read = read_segment(&data.freeze()).unwrap();
+        assert!(read.records.is_empty());
+        assert!(
+            matches!(read.ending, Ending::Corrupt { offset, .. } if offset == first_record),
+            "{:?}",
+            read.ending
+        );
+        // The same damage with only a few records after it is within one flush: torn.
+        let mut near = segment(6, 0);
+        near[first_record + 20] ^= 0x40;
+        let read = read_segment(&near.freeze()).unwrap();
+        assert!(
+            matches!(read.ending, Ending::Torn { .. }),
+            "{:?}",
+            read.ending
+        );
+    }
+
+    #[test]
+    fn a_bad_header_is_not_a_segment() {
+        let mut data = segment(1, 0);
+        data[20] ^= 1;
+        assert!(read_segment(&data.freeze()).is_err());
+        assert!(read_segment(&Bytes::from_static(b"short")).is_err());
+    }
+
+    #[test]
+    fn snapshots_round_trip_and_refuse_damage() {
+        let identity = Identity {
+            id_prefix: 0x1234_0001,
+            sequence_next: 99,
+            replica_version_last: 7,
+        };
+        let mut data = snapshot_header(1, &identity, 500);
+        for entry in 0..3 {
+            encode(&record(entry as u32), entry, &mut data);
+        }
+        data.put_slice(&snapshot_trailer(3));
+        data.resize(data.len() + 100, 0);
+        let whole = data.freeze();
+        let snapshot = read_snapshot(&whole).unwrap();
+        assert_eq!(snapshot.shard, 1);
+        assert_eq!(snapshot.identity, identity);
+        assert_eq!(snapshot.replay_from, 500);
+        assert_eq!(snapshot.records, vec![record(0), record(1), record(2)]);
+        for at in [3, SNAPSHOT_HEADER_BYTES + 30, whole.len() - 110] {
+            let mut damaged = whole.to_vec();
+            damaged[at] ^= 0x10;
+            assert!(
+                read_snapshot(&Bytes::from(damaged)).is_err(),
+                "flip at {at}"
+            );
+        }
+        let cut = whole.slice(..whole.len() - 130);
+        assert!(read_snapshot(&cut).is_err());
+    }
+}

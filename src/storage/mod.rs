@@ -1,0 +1,19 @@
+//! Durability around the shard state: the state emits records (`queue::record`); this module
+//! writes them to a log per shard with group commit, snapshots the state in steps so old log
+//! segments can go, and brings everything back at start-up.
+//!
+//! - `files`: the data directory's layout, and the file operations before (`Files`) and while
+//!   (`Disk`) the shards run.
+//! - `format`: log segments and snapshots on disk, and reading them back (torn tail or
+//!   corruption).
+//! - `log`: a running shard's log: group commit, the wait of replies for durability, and
+//!   snapshots written a step at a time.
+//! - `recovery`: the data directory back into shard states at start-up, re-homed when the
+//!   shard count changed.
+
+pub mod files;
+pub mod format;
+pub mod log;
+pub mod recovery;
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,664 @@
+//! Start-up: the data directory back into shard states, before any shard serves.
+//!
+//! Each shard's directory gives a logical image: its newest snapshot, then every log record from
+//! the sequence the snapshot says replay starts at (records are blind writes, so the ones the
+//! fuzzy snapshot already reflects are harmless). Messages whose queue was deleted or cleared
+//! later in the log are dropped by their queue's incarnation; expired ones when restored.
+//!
+//! A log that ends in a torn write is truncated there (the write was never acknowledged); damage
+//! with intact records after it stops recovery with the file and offset, unless
+//! `truncate_corrupt` (`--truncateCorruptLog`) cuts the log there instead.
+//!
+//! With the shard count of the files, every shard's image goes back into the same shard, every
+//! queue and message into its old record and slot: pop receipts handed out before the restart
+//! still work. With another count, queues go to the shards that own them now, messages keep
+//! their IDs and receipts (see `queue::state::Restorer`), and the result is written as a new
+//! generation before the old one is removed.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Instant;
+
+use bytes::{BufMut, BytesMut};
+
+use super::files::{
+    generation_name, parse_generation, shard_directory_name, Files, CURRENT_FILE_NAME,
+};
+use super::format::{
+    parse_name, read_segment, read_snapshot, snapshot_header, snapshot_name, snapshot_trailer,
+    Ending, FileKind, SNAPSHOT_TEMPORARY_NAME,
+};
+use crate::queue::record::{MessageState, Record};
+use crate::queue::state::{message_id, Identity};
+use crate::queue::SignedIdentifier;
+use crate::queue::{shard_for, Metadata, QueueKey, Replica, ServiceProperties, ShardState};
+
+/// What recovery may do beyond the safe default.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RecoveryOptions {
+    /// Cut a log at damage that has intact records after it, losing them, instead of refusing
+    /// to start (`--truncateCorruptLog`).
+    pub truncate_corrupt: bool,
+}
+
+/// A log segment of a shard, as the running shard's writer takes them over.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SegmentFile {
+    /// The sequence of its first record.
+    pub first_sequence: u64,
+    /// Where it is.
+    pub path: PathBuf,
+    /// Its size on disk, bytes.
+    pub bytes: u64,
+}
+
+/// One shard, ready to serve: its state (durable from the next record on) and its files.
+pub struct ShardStart {
+    /// The restored state, its journal started at the next sequence.
+    pub state: ShardState,
+    /// The shard's directory.
+    pub directory: PathBuf,
+    /// Its log segments, oldest first; the running shard starts a new one.
+    pub segments: Vec<SegmentFile>,
+    /// Its current snapshot, if it has one, with its size.
+    pub snapshot: Option<(PathBuf, u64)>,
+}
+
+/// What recovery brought back.
+pub struct Recovered {
+    /// Every shard, in order.
+    pub shards: Vec<ShardStart>,
+    /// One line: what was loaded and how long it took.
+    pub summary: String,
+    /// What recovery did that a user should know: torn tails truncated, damage cut off, an old
+    /// generation re-homed.
+    pub notes: Vec<String>,
+}
+
+/// A queue in a shard's image.
+struct ImageQueue {
+    key: QueueKey,
+    metadata: Metadata,
+    /// Distinguishes a record index reused by a later queue, so that messages of a deleted or
+    /// cleared queue never join it.
+    incarnation: u64,
+}
+
+/// One shard's directory, replayed: the logical state it held at its last durable record.
+struct Image {
+    identity: Option<Identity>,
+    queues: HashMap<u32, ImageQueue>,
+    /// Messages by slot, with the incarnation of their queue when they were put.
+    messages: HashMap<u32, (MessageState, u64)>,
+    acls: HashMap<QueueKey, (u64, Vec<SignedIdentifier>)>,
+    properties: HashMap<String, (u64, ServiceProperties)>,
+    incarnations: u64,
+    /// The sequence the next log record gets.
+    next_sequence: u64,
+    segments: Vec<SegmentFile>,
+    snapshot: Option<(PathBuf, u64)>,
+    /// Bytes read, for the summary.
+    bytes_read: u64,
+}
+
+impl Image {
+    fn empty() -> Image {
+        Image {
+            identity: None,
+            queues: HashMap::new(),
+            messages: HashMap::new(),
+            acls: HashMap::new(),
+            properties: HashMap::new(),
+            incarnations: 0,
+            next_sequence: 0,
+            segments: Vec::new(),
+            snapshot: None,
+            bytes_read: 0,
+        }
+    }
+
+    fn new_incarnation(&mut self) -> u64 {
+        self.incarnations += 1;
+        self.incarnations
+    }
+
+    fn raise_versions(&mut self, version: u64) {
+        if let Some(identity) = &mut self.identity {
+            identity.replica_version_last = identity.replica_version_last.max(version);
+        }
+    }
+
+    /// Applies one record, a blind write.
+    fn apply(&mut self, record: Record) {
+        match record {
+            Record::QueueCreated {
+                queue,
+                key,
+                metadata,
+            } => {
+                let incarnation = self.new_incarnation();
+                self.queues.insert(
+                    queue,
+                    ImageQueue {
+                        key,
+                        metadata,
+                        incarnation,
+                    },
+                );
+            }
+            Record::QueueMetadataSet { queue, metadata } => {
+                if let Some(queue) = self.queues.get_mut(&queue) {
+                    queue.metadata = metadata;
+                }
+            }
+            Record::QueueDeleted { queue, key } => {
+                self.queues.remove(&queue);
+                self.acls.remove(&key);
+            }
+            Record::QueueCleared { queue, moved_to } => {
+                if let Some(mut moved) = self.queues.remove(&queue) {
+                    moved.incarnation = self.new_incarnation();
+                    self.queues.insert(moved_to, moved);
+                }
+            }
+            Record::MessagePut(message) => {
+                if let Some(queue) = self.queues.get(&message.queue) {
+                    if let Some(identity) = &mut self.identity {
+                        identity.sequence_next = identity.sequence_next.max(message.sequence + 1);
+                    }
+                    self.messages
+                        .insert(message.slot, (message, queue.incarnation));
+                }
+            }
+            Record::MessageLeased {
+                slot,
+                generation,
+                dequeue_count,
+                lease,
+                visible_ms,
+            } => {
+                if let Some((message, _)) = self.messages.get_mut(&slot) {
+                    if message.generation == generation {
+                        message.dequeue_count = dequeue_count;
+                        message.lease = lease;
+                        message.visible_ms = visible_ms;
+                    }
+                }
+            }
+            Record::MessageUpdated {
+                slot,
+                generation,
+                lease,
+                visible_ms,
+                text,
+            } => {
+                if let Some((message, _)) = self.messages.get_mut(&slot) {
+                    if message.generation == generation {
+                        message.lease = lease;
+                        message.visible_ms = visible_ms;
+                        if let Some(text) = text {
+                            message.text = text;
+                        }
+                    }
+                }
+            }
+            Record::MessageDeleted { slot, generation } => {
+                if self
+                    .messages
+                    .get(&slot)
+                    .is_some_and(|(message, _)| message.generation == generation)
+                {
+                    self.messages.remove(&slot);
+                }
+            }
+            Record::AclSet {
+                key,
+                version,
+                identifiers,
+            } => {
+                self.raise_versions(version);
+                if self
+                    .acls
+                    .get(&key)
+                    .is_none_or(|(known, _)| *known < version)
+                {
+                    self.acls.insert(key, (version, identifiers));
+                }
+            }
+            Record::PropertiesSet {
+                account,
+                version,
+                properties,
+            } => {
+                self.raise_versions(version);
+                if self
+                    .properties
+                    .get(&account)
+                    .is_none_or(|(known, _)| *known < version)
+                {
+                    self.properties.insert(account, (version, properties));
+                }
+            }
+        }
+    }
+
+    /// The live messages of each queue record, with those of deleted or cleared queues gone.
+    fn messages_by_queue(&mut self) -> HashMap<u32, Vec<MessageState>> {
+        let mut by_queue: HashMap<u32, Vec<MessageState>> = HashMap::new();
+        for (_, (message, incarnation)) in self.messages.drain() {
+            if self
+                .queues
+                .get(&message.queue)
+                .is_some_and(|queue| queue.incarnation == incarnation)
+            {
+                by_queue.entry(message.queue).or_default().push(message);
+            }
+        }
+        by_queue
+    }
+}
+
+/// Reads shard `shard`'s directory into its image, truncating a torn tail.
+fn read_shard(
+    files: &impl Files,
+    directory: &Path,
+    shard: u32,
+    options: RecoveryOptions,
+    notes: &mut Vec<String>,
+) -> Result<Image, String> {
+    let failed = |what: &Path, why: std::io::Error| format!("{}: {why}", what.display());
+    let names = files
+        .list(directory)
+        .map_err(|error| failed(directory, error))?;
+    let mut image = Image::empty();
+    let mut snapshots = Vec::new();
+    let mut segments = Vec::new();
+    for name in names {
+        let path = directory.join(&name);
+        match parse_name(&name) {
+            Some((FileKind::Snapshot, sequence)) => snapshots.push((sequence, path)),
+            Some((FileKind::Segment, sequence)) => segments.push((sequence, path)),
+            // A snapshot that was being written when the server stopped.
+            None if name == SNAPSHOT_TEMPORARY_NAME => {
+                files
+                    .remove_file(&path)
+                    .map_err(|error| failed(&path, error))?;
+            }
+            None => {}
+        }
+    }
+    snapshots.sort();
+    segments.sort();
+    let mut replay_from = 0;
+    if let Some((_, path)) = snapshots.pop() {
+        let data = files.read(&path).map_err(|error| failed(&path, error))?;
+        image.bytes_read += data.len() as u64;
+        let snapshot = read_snapshot(&data)
+            .map_err(|why| format!("{}: a damaged snapshot: {why}", path.display()))?;
+        if snapshot.shard != shard {
+            return Err(format!(
+                "{}: a snapshot of shard {}",
+                path.display(),
+                snapshot.shard
+            ));
+        }
+        image.identity = Some(snapshot.identity);
+        replay_from = snapshot.replay_from;
+        image.next_sequence = replay_from;
+        for record in snapshot.records {
+            image.apply(record);
+        }
+        image.snapshot = Some((path, data.len() as u64));
+        // Older snapshots the server had no time to remove.
+        for (_, older) in snapshots {
+            files
+                .remove_file(&older)
+                .map_err(|error| failed(&older, error))?;
+        }
+    }
+    let last = segments.len().saturating_sub(1);
+    let mut expected: Option<u64> = None;
+    for (index, (first_sequence, path)) in segments.iter().enumerate() {
+        let data = files.read(path).map_err(|error| failed(path, error))?;
+        image.bytes_read += data.len() as u64;
+        let segment = read_segment(&data)
+            .map_err(|why| format!("{}: not a log segment: {why}", path.display()))?;
+        if segment.header.shard != shard || segment.header.first_sequence != *first_sequence {
+            return Err(format!(
+                "{}: a segment of another shard or name",
+                path.display()
+            ));
+        }
+        if let Some(expected) = expected {
+            if *first_sequence != expected {
+                return Err(format!(
+                    "{}: the log skips from record {} to {first_sequence}",
+                    path.display(),
+                    expected.saturating_sub(1)
+                ));
+            }
+        }
+        if image.identity.is_none() {
+            image.identity = Some(Identity {
+                id_prefix: segment.header.id_prefix,
+                sequence_next: 0,
+                replica_version_last: 0,
+            });
+        }
+        let mut next = *first_sequence;
+        for (sequence, record) in segment.records {
+            next = sequence + 1;
+            if sequence >= replay_from {
+                image.apply(record);
+            }
+        }
+        image.next_sequence = image.next_sequence.max(next);
+        expected = Some(next);
+        let mut bytes = data.len() as u64;
+        let mut stop = false;
+        match segment.ending {
+            Ending::Clean => {}
+            Ending::Torn { offset, reason } if index == last => {
+                notes.push(format!(
+                    "{}: the last write was cut short ({reason} at offset {offset}); \
+                     truncated there, after record {}",
+                    path.display(),
+                    next.saturating_sub(1)
+                ));
+                files
+                    .truncate(path, offset as u64)
+                    .map_err(|error| failed(path, error))?;
+                bytes = offset as u64;
+            }
+            Ending::Torn { offset, reason } | Ending::Corrupt { offset, reason } => {
+                if !options.truncate_corrupt {
+                    return Err(format!(
+                        "{}: damaged log at offset {offset} ({reason}) with later records \
+                         after it; refusing to start. --truncateCorruptLog cuts the log there, \
+                         losing every record after it",
+                        path.display()
+                    ));
+                }
+                notes.push(format!(
+                    "{}: damaged log at offset {offset} ({reason}); cut there \
+                     (--truncateCorruptLog), losing the records after record {}",
+                    path.display(),
+                    next.saturating_sub(1)
+                ));
+                files
+                    .truncate(path, offset as u64)
+                    .map_err(|error| failed(path, error))?;
+                bytes = offset as u64;
+                stop = true;
+            }
+        }
+        image.segments.push(SegmentFile {
+            first_sequence: *first_sequence,
+            path: path.clone(),
+            bytes,
+        });
+        if stop {
+            for (_, later) in &segments[index + 1..] {
+                files
+                    .remove_file(later)
+                    .map_err(|error| failed(later, error))?;
+            }
+            break;
+        }
+    }
+    Ok(image)
+}
+
+/// Opens (or creates) the data directory `root` for `shards` shards and restores every shard.
+/// `seed` gives each new shard its message-ID seed (random in the server); `now_ms` drops what
+/// expired while the server was down.
+pub fn recover(
+    files: &impl Files,
+    root: &Path,
+    shards: usize,
+    now_ms: u64,
+    seed: &mut dyn FnMut(usize) -> u64,
+    options: RecoveryOptions,
+) -> Result<Recovered, String> {
+    let started = Instant::now();
+    let failed = |what: &Path, why: std::io::Error| format!("{}: {why}", what.display());
+    files
+        .create_directories(root)
+        .map_err(|error| failed(root, error))?;
+    let current_path = root.join(CURRENT_FILE_NAME);
+    let current = match files.read(&current_path) {
+        Ok(text) => Some(
+            std::str::from_utf8(&text)
+                .ok()
+                .and_then(|text| parse_generation(text.trim()))
+                .ok_or_else(|| format!("{}: not a generation name", current_path.display()))?,
+        ),
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => None,
+        Err(error) => return Err(failed(&current_path, error)),
+    };
+    // Generations other than the current one are leftovers of an interrupted change of
+    // shard count (the new one, never made current) or of its clean-up (the old one).
+    for name in files.list(root).map_err(|error| failed(root, error))? {
+        if parse_generation(&name).is_some_and(|generation| Some(generation) != current) {
+            let path = root.join(&name);
+            files
+                .remove_directory(&path)
+                .map_err(|error| failed(&path, error))?;
+        }
+    }
+    let mut notes = Vec::new();
+    let mut images = Vec::new();
+    if let Some(generation) = current {
+        let directory = root.join(generation_name(generation));
+        let shard_directories: Vec<String> = files
+            .list(&directory)
+            .map_err(|error| failed(&directory, error))?
+            .into_iter()
+            .filter(|name| name.starts_with("shard-"))
+            .collect();
+        for (shard, name) in shard_directories.iter().enumerate() {
+            if *name != shard_directory_name(shard) {
+                return Err(format!(
+                    "{}: shard directories are not 0..N",
+                    directory.display()
+                ));
+            }
+            images.push(read_shard(
+                files,
+                &directory.join(name),
+                shard as u32,
+                options,
+                &mut notes,
+            )?);
+        }
+    }
+    let bytes_read: u64 = images.iter().map(|image| image.bytes_read).sum();
+    let old_shards = images.len();
+    let same_layout = current.is_some() && images.len() == shards;
+    let generation = match current {
+        Some(generation) if same_layout => generation,
+        Some(generation) => generation + 1,
+        None => 1,
+    };
+    let generation_directory = root.join(generation_name(generation));
+
+    // Settings: the newest version of each, kept only for queues that still exist.
+    let live_keys: std::collections::HashSet<QueueKey> = images
+        .iter()
+        .flat_map(|image| image.queues.values().map(|queue| queue.key.clone()))
+        .collect();
+    let mut acls: HashMap<QueueKey, (u64, Vec<SignedIdentifier>)> = HashMap::new();
+    let mut properties: HashMap<String, (u64, ServiceProperties)> = HashMap::new();
+    for image in &mut images {
+        for (key, (version, identifiers)) in image.acls.drain() {
+            if live_keys.contains(&key) && acls.get(&key).is_none_or(|(known, _)| *known < version)
+            {
+                acls.insert(key, (version, identifiers));
+            }
+        }
+        for (account, (version, value)) in image.properties.drain() {
+            if properties
+                .get(&account)
+                .is_none_or(|(known, _)| *known < version)
+            {
+                properties.insert(account, (version, value));
+            }
+        }
+    }
+    let version_last = images
+        .iter()
+        .filter_map(|image| image.identity.map(|identity| identity.replica_version_last))
+        .max()
+        .unwrap_or(0);
+
+    // Every live queue, with its messages, to the shard that owns it now.
+    let mut states: Vec<ShardState> = (0..shards)
+        .map(|shard| ShardState::new(shard, seed(shard)))
+        .collect();
+    let identities: Vec<Identity> = states
+        .iter()
+        .enumerate()
+        .map(|(shard, state)| {
+            let mut identity = images
+                .get(shard)
+                .and_then(|image| image.identity)
+                .unwrap_or_else(|| state.identity());
+            identity.replica_version_last = identity.replica_version_last.max(version_last);
+            identity
+        })
+        .collect();
+    let mut restorers: Vec<_> = states
+        .iter_mut()
+        .zip(&identities)
+        .map(|(state, identity)| state.restore(*identity))
+        .collect();
+    let (mut queues_restored, mut messages_restored) = (0usize, 0usize);
+    for (old_shard, image) in images.iter_mut().enumerate() {
+        let mut by_queue = image.messages_by_queue();
+        let prefix = image.identity.map_or(0, |identity| identity.id_prefix);
+        for (index, queue) in image.queues.drain() {
+            let owner = shard_for(&queue.key, shards);
+            let messages = by_queue.remove(&index).unwrap_or_default();
+            queues_restored += 1;
+            messages_restored += messages.len();
+            let restorer = &mut restorers[owner];
+            if owner == old_shard {
+                restorer.queue(index, queue.key, queue.metadata);
+                for message in &messages {
+                    restorer.message(message, now_ms);
+                }
+            } else {
+                let origin = ((old_shard as u64) << 32) | u64::from(index);
+                restorer.moved_queue(origin, queue.key, queue.metadata);
+                for message in messages {
+                    let id = message
+                        .foreign_id
+                        .unwrap_or_else(|| message_id(prefix, message.sequence));
+                    restorer.moved_message(origin, message, id, now_ms);
+                }
+            }
+        }
+    }
+    for restorer in &mut restorers {
+        for (key, (version, identifiers)) in &acls {
+            restorer.replica(Replica::QueueAcl {
+                queue: key.clone(),
+                version: *version,
+                identifiers: Some(identifiers.clone().into()),
+            });
+        }
+        for (account, (version, value)) in &properties {
+            restorer.replica(Replica::ServiceProperties {
+                account: account.clone(),
+                version: *version,
+                properties: Arc::new(value.clone()),
+            });
+        }
+    }
+    for restorer in restorers {
+        restorer.finish(now_ms);
+    }
+
+    let mut starts = Vec::with_capacity(shards);
+    if same_layout {
+        for (state, image) in states.into_iter().zip(images) {
+            let mut state = state;
+            state.start_journal(image.next_sequence);
+            starts.push(ShardStart {
+                state,
+                directory: generation_directory.join(shard_directory_name(starts.len())),
+                segments: image.segments,
+                snapshot: image.snapshot,
+            });
+        }
+    } else {
+        // A new generation: each shard's state as a snapshot from which its new log starts.
+        for (shard, mut state) in states.into_iter().enumerate() {
+            let directory = generation_directory.join(shard_directory_name(shard));
+            files
+                .create_directories(&directory)
+                .map_err(|error| failed(&directory, error))?;
+            let mut snapshot = BytesMut::new();
+            snapshot.put_slice(&snapshot_header(shard as u32, &state.identity(), 0));
+            let mut entry = 0;
+            state.snapshot_queues(None, usize::MAX, &mut snapshot, &mut entry);
+            state.snapshot_settings(&mut snapshot, &mut entry);
+            state.snapshot_messages(0..state.slab_slots(), &mut snapshot, &mut entry);
+            snapshot.put_slice(&snapshot_trailer(entry));
+            let path = directory.join(snapshot_name(0));
+            files
+                .write_synced(&path, &snapshot)
+                .map_err(|error| failed(&path, error))?;
+            files
+                .sync_directory(&directory)
+                .map_err(|error| failed(&directory, error))?;
+            state.start_journal(0);
+            starts.push(ShardStart {
+                state,
+                directory,
+                segments: Vec::new(),
+                snapshot: Some((path, snapshot.len() as u64)),
+            });
+        }
+        files
+            .sync_directory(&generation_directory)
+            .map_err(|error| failed(&generation_directory, error))?;
+        let temporary = root.join(format!("{CURRENT_FILE_NAME}.tmp"));
+        files
+            .write_synced(
+                &temporary,
+                format!("{}\n", generation_name(generation)).as_bytes(),
+            )
+            .map_err(|error| failed(&temporary, error))?;
+        files
+            .rename(&temporary, &current_path)
+            .map_err(|error| failed(&current_path, error))?;
+        files
+            .sync_directory(root)
+            .map_err(|error| failed(root, error))?;
+        if let Some(old) = current {
+            let old_directory = root.join(generation_name(old));
+            notes.push(format!(
+                "{}: written for {shards} shards (was {old_shards}); queues moved to the shards \
+                 that own them now",
+                generation_directory.display(),
+            ));
+            files
+                .remove_directory(&old_directory)
+                .map_err(|error| failed(&old_directory, error))?;
+        }
+    }
+    let summary = format!(
+        "recovered {messages_restored} messages in {queues_restored} queues ({:.1} MiB read from \
+         {}) in {} ms",
+        bytes_read as f64 / (1 << 20) as f64,
+        root.display(),
+        started.elapsed().as_millis()
+    );
+    Ok(Recovered {
+        shards: starts,
+        summary,
+        notes,
+    })
+}
