@@ -60,7 +60,7 @@ loadgen() {
 index=0
 for binary in "${binaries[@]}"; do
   port=$(free_port)
-  taskset -c "$server_cpu" "$binary" --queueHost 127.0.0.1 --queuePort "$port" --shards 1 \
+  taskset -c "$server_cpu" "$binary" --queueHost 127.0.0.1 --queuePort "$port" --shards 1 --inMemoryPersistence \
     --cpus "$server_cpu" --silent >/dev/null &
   server_pid=$!
   wait_for_port "$port"

@@ -25,7 +25,7 @@ trap '[[ -n "$azq_pid" ]] && kill -KILL "$azq_pid" 2>/dev/null; true' EXIT
 
 # start_azq RUNTIME: a one-shard server on CPU 0 with that backend.
 start_azq() {
-  taskset -c 0 target/release/azq --queuePort 0 --shards 1 --cpus 0 --silent --runtime "$1" \
+  taskset -c 0 target/release/azq --queuePort 0 --shards 1 --cpus 0 --silent --inMemoryPersistence --runtime "$1" \
     > "$out/azq.out" &
   azq_pid=$!
   port=""

@@ -59,7 +59,7 @@ start_server() {
   case $1 in
     azq)
       taskset -c "$server_cpus" target/release/azq --queueHost 127.0.0.1 \
-        --queuePort "$server_port" --shards "$shard_count" --cpus "$server_cpus" \
+        --queuePort "$server_port" --shards "$shard_count" --cpus "$server_cpus" --inMemoryPersistence \
         --silent >/dev/null &
       ;;
     azurite)

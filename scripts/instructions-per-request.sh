@@ -21,7 +21,7 @@ trap 'rm -rf "$work"' EXIT
 total_instructions() {
   local scenario=$1 requests=$2 preload_count=$3
   valgrind --tool=callgrind --callgrind-out-file="$work/callgrind.out" \
-    target/release/azq --queuePort 0 --shards 1 --silent > "$work/azq.out" 2> "$work/valgrind.err" &
+    target/release/azq --queuePort 0 --shards 1 --silent --inMemoryPersistence > "$work/azq.out" 2> "$work/valgrind.err" &
   local azq_pid=$! port=""
   for _ in $(seq 1 600); do
     port=$(grep -o 'listening on http://127.0.0.1:[0-9]*' "$work/azq.out" 2>/dev/null | grep -o '[0-9]*$' || true)

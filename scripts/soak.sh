@@ -24,7 +24,7 @@ trap cleanup EXIT
 cargo build --release --quiet --bin azq
 cargo build --release --quiet -p azq-loadgen
 
-target/release/azq --queuePort 0 --shards 2 --silent > "$work/azq.out" 2> "$work/azq.err" &
+target/release/azq --queuePort 0 --shards 2 --silent --inMemoryPersistence > "$work/azq.out" 2> "$work/azq.err" &
 azq_pid=$!
 port=""
 for _ in $(seq 1 300); do

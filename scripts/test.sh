@@ -84,9 +84,11 @@ if [[ -n "${AZQ_TARGET_URL:-}" ]]; then
   sdk_suites "AZQ_TARGET_URL"
 else
   echo "against AZQ_BIN=$AZQ_BIN"
-  AZQ_ARGS="--runtime io_uring" AZQ_EXPECT_BACKEND=io_uring sdk_suites "io_uring backend"
+  # On disk, each Python test's queue created before a restart (kill -9 and SIGTERM in turn).
+  AZQ_ARGS="--runtime io_uring" AZQ_EXPECT_BACKEND=io_uring AZQ_PERSISTENCE=disk AZQ_RESTART=1 \
+    sdk_suites "io_uring backend, persistent, restarted between tests"
   AZQ_WRAPPER="$repo_root/target/release/no-io-uring" AZQ_EXPECT_BACKEND=portable \
-    sdk_suites "io_uring denied by seccomp: auto falls back to the portable backend"
+    sdk_suites "io_uring denied by seccomp: auto falls back to the portable backend, in memory"
 fi
 
 # The real service's recorded answers (the sdist of azure-storage-queue 12.0.0 on PyPI ships
@@ -106,6 +108,12 @@ if ! $sdk_only; then
   # duplicated (scripts/soak.sh; run it with 600 for the full ten-minute soak).
   section "soak (60 s)"
   timeout --kill-after=10 300 scripts/soak.sh 60
+fi
+
+# Nothing a test started may have written data where it ran.
+if [[ -e __azq__ ]]; then
+  echo "a test wrote azq's data into the repository ($repo_root/__azq__)" >&2
+  exit 1
 fi
 
 section "all checks passed"

@@ -42,6 +42,8 @@ pub const SHARDS_MAX: usize = 256;
 /// What each stored message costs beyond its text in `--max-memory` accounting: its 80-byte slab
 /// slot, 16-byte timer node and the text allocation's bookkeeping (measured: about 125 bytes).
 pub const MESSAGE_OVERHEAD_BYTES: usize = 128;
+/// Connections each shard's listener queues before the shard accepts them.
+pub const LISTEN_BACKLOG: u32 = 1024;
 /// Capacity of each cross-shard request and reply channel; a full channel makes the sender wait.
 pub const MESH_CHANNEL_CAPACITY: usize = 1024;
 /// Time allowed for a request head to arrive once its first byte has (slow-header defence), ms.
@@ -60,6 +62,9 @@ pub const LOG_SEGMENT_BYTES: u64 = 64 << 20;
 /// Disk each shard may use beyond its live data before a snapshot lets old segments go: a
 /// snapshot starts once the log since the last one holds more than the live data and this.
 pub const SNAPSHOT_ALLOWANCE_BYTES: u64 = 64 << 20;
+/// Closed log segments a shard keeps before it writes a snapshot regardless of their size (each
+/// restart closes one).
+pub const LOG_CLOSED_SEGMENTS_MAX: usize = 8;
 /// Message slots one snapshot step encodes before the shard serves requests again.
 pub const SNAPSHOT_STEP_SLOTS: u32 = 4096;
 /// With `--durability write`, how often the log is synced in the background, ms.
@@ -139,6 +144,43 @@ impl RuntimeChoice {
     }
 }
 
+/// When a change counts as written, as `--durability` names it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Durability {
+    /// Acknowledged once synced to the device (fdatasync): survives a power cut. The default.
+    Fsync,
+    /// Acknowledged once written to the operating system, synced in the background every
+    /// `WRITE_MODE_SYNC_INTERVAL_MS`: survives a crash of azq, not of the machine.
+    Write,
+}
+
+impl Durability {
+    /// Reads `fsync` or `write`.
+    pub fn parse(text: &str) -> Option<Durability> {
+        match text {
+            "fsync" => Some(Durability::Fsync),
+            "write" => Some(Durability::Write),
+            _ => None,
+        }
+    }
+}
+
+/// Where the server keeps its queues.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Persistence {
+    /// Nothing is written; a restart starts empty (`--inMemoryPersistence`).
+    Memory,
+    /// A log and snapshots under `location` (`--location`, default the working directory).
+    Disk {
+        /// The workspace directory; the data lives in its `__azq__` directory.
+        location: std::path::PathBuf,
+        /// When a change counts as written (`--durability`).
+        durability: Durability,
+        /// Start past a damaged log, losing what follows the damage (`--truncateCorruptLog`).
+        truncate_corrupt: bool,
+    },
+}
+
 /// Settings of one server run, from the command line and the environment.
 #[derive(Clone, Debug)]
 pub struct Config {
@@ -163,6 +205,8 @@ pub struct Config {
     pub product_style_url_disabled: bool,
     /// The event loop under the shards (`--runtime`).
     pub runtime: RuntimeChoice,
+    /// Where the queues are kept.
+    pub persistence: Persistence,
 }
 
 /// Half of the machine's physical memory: room for a great many messages while leaving the rest
@@ -200,6 +244,11 @@ impl Default for Config {
             )],
             product_style_url_disabled: false,
             runtime: RuntimeChoice::Auto,
+            persistence: Persistence::Disk {
+                location: std::path::PathBuf::from("."),
+                durability: Durability::Fsync,
+                truncate_corrupt: false,
+            },
         }
     }
 }

@@ -12,9 +12,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use azq::auth::Accounts;
-use azq::config::{Config, RuntimeChoice, HEALTHCHECK_TIMEOUT_MS, SHARDS_MAX};
+use azq::config::{
+    Config, Durability, Persistence, RuntimeChoice, HEALTHCHECK_TIMEOUT_MS, SHARDS_MAX,
+};
 use azq::lifecycle::Lifecycle;
 use azq::runtime;
+use azq::storage::files::{data_directory, lock_data_directory, StdFiles};
+use azq::storage::recovery::{recover, RecoveryOptions, ShardStart};
 
 const USAGE: &str = "\
 azq: a thread-per-core Azure Queue Storage emulator (drop-in for azurite-queue)
@@ -35,7 +39,13 @@ Usage: azq [options]
   -s, --silent               no start-up banner beyond the ready line
   -d, --debug FILE           write a request log to FILE
   --disableProductStyleUrl   only path-style URLs (account in the path)
-  --inMemoryPersistence      accepted: azq keeps everything in memory
+  -l, --location DIR         keep the queues in DIR/__azq__ (default: the current directory)
+  --inMemoryPersistence      keep nothing on disk: a restart starts empty
+  --durability fsync|write   acknowledge a change once synced to the device (fsync, the
+                             default) or once written to the OS, synced every 200 ms (write:
+                             survives a crash of azq, not a power cut)
+  --truncateCorruptLog       start even when a log is damaged mid-way, dropping what follows
+                             the damage (default: refuse to start, naming the file)
   -L, --loose, --skipApiVersionCheck, --disableTelemetry
                              accepted for compatibility (azq is always lenient about versions)
   -h, --help, help           this text
@@ -93,7 +103,8 @@ fn run(arguments: impl Iterator<Item = String>) -> Result<(), String> {
     let _ = runtime::raise_open_files_limit();
     let lifecycle = Arc::new(Lifecycle::new(azq::time::unix_ms()));
     runtime::handle_signals(lifecycle.clone())?;
-    let server = runtime::start(&config, accounts, lifecycle)?;
+    let storage = open_storage(&config)?;
+    let server = runtime::start(&config, accounts, lifecycle, storage.stores)?;
     if let Some(reason) = &server.fallback_reason {
         eprintln!("azq: io_uring unavailable, using the portable backend: {reason}");
     }
@@ -105,14 +116,66 @@ fn run(arguments: impl Iterator<Item = String>) -> Result<(), String> {
         );
     }
     println!(
-        "azq listening on http://{} ({} shards, {})",
+        "azq listening on http://{} ({} shards, {}, {})",
         server.address,
         server.shards,
-        server.backend.name()
+        server.backend.name(),
+        storage.shown
     );
     use std::io::Write;
     let _ = std::io::stdout().flush();
     server.join()
+}
+
+/// The storage a server starts with.
+struct Storage {
+    /// Every shard's recovered state; `None` in memory-only mode.
+    stores: Option<Vec<ShardStart>>,
+    /// Keeps other servers out of the data directory while this one runs.
+    _lock: Option<std::fs::File>,
+    /// Where the data lives, for the ready line.
+    shown: String,
+}
+
+/// Opens the data directory and brings back every shard's state, before any shard serves.
+fn open_storage(config: &Config) -> Result<Storage, String> {
+    let Persistence::Disk {
+        location,
+        truncate_corrupt,
+        ..
+    } = &config.persistence
+    else {
+        return Ok(Storage {
+            stores: None,
+            _lock: None,
+            shown: "in memory".to_string(),
+        });
+    };
+    let root = data_directory(location);
+    let lock = lock_data_directory(&root)?;
+    let recovered = recover(
+        &StdFiles,
+        &root,
+        config.cpus.len(),
+        azq::time::unix_ms(),
+        &mut runtime::shard::shard_seed,
+        RecoveryOptions {
+            truncate_corrupt: *truncate_corrupt,
+        },
+    )
+    .map_err(|why| format!("cannot recover the data in {}: {why}", root.display()))?;
+    for note in &recovered.notes {
+        eprintln!("azq: {note}");
+    }
+    if !config.silent {
+        println!("azq: {}", recovered.summary);
+    }
+    let shown = std::fs::canonicalize(&root).unwrap_or(root);
+    Ok(Storage {
+        stores: Some(recovered.shards),
+        _lock: Some(lock),
+        shown: format!("data {}", shown.display()),
+    })
 }
 
 /// Parses the command line; `None` when it asked for help or the version (already printed).
@@ -120,6 +183,8 @@ fn parse_arguments(arguments: impl Iterator<Item = String>) -> Result<Option<Con
     let mut config = Config::default();
     let mut shards: Option<usize> = None;
     let mut cpus: Option<Vec<usize>> = None;
+    let (mut location, mut in_memory) = (None, false);
+    let (mut durability, mut truncate_corrupt) = (Durability::Fsync, false);
     let mut arguments = arguments.peekable();
     while let Some(argument) = arguments.next() {
         let (flag, inline_value) = match argument.split_once('=') {
@@ -200,14 +265,17 @@ fn parse_arguments(arguments: impl Iterator<Item = String>) -> Result<Option<Con
             "-s" | "--silent" => config.silent = true,
             "-d" | "--debug" => config.debug_log_path = Some(value(&flag)?.into()),
             "--disableProductStyleUrl" => config.product_style_url_disabled = true,
-            "--inMemoryPersistence"
-            | "-L"
-            | "--loose"
-            | "--skipApiVersionCheck"
-            | "--disableTelemetry" => {}
-            "-l" | "--location" | "--cert" | "--key" | "--pwd" | "--oauth" => {
+            "-l" | "--location" => location = Some(std::path::PathBuf::from(value(&flag)?)),
+            "--inMemoryPersistence" => in_memory = true,
+            "--durability" => {
+                durability = Durability::parse(&value(&flag)?)
+                    .ok_or_else(|| "--durability must be fsync or write".to_string())?
+            }
+            "--truncateCorruptLog" => truncate_corrupt = true,
+            "-L" | "--loose" | "--skipApiVersionCheck" | "--disableTelemetry" => {}
+            "--cert" | "--key" | "--pwd" | "--oauth" => {
                 return Err(format!(
-                    "{flag} is not supported yet: azq keeps data in memory and serves plain HTTP"
+                    "{flag} is not supported yet: azq serves plain HTTP"
                 ))
             }
             // `help` and `version` are azurite-queue's commands.
@@ -222,6 +290,16 @@ fn parse_arguments(arguments: impl Iterator<Item = String>) -> Result<Option<Con
             other => return Err(format!("unknown option {other} (see --help)")),
         }
     }
+    config.persistence = if in_memory {
+        // As with Azurite, --inMemoryPersistence wins over --location.
+        Persistence::Memory
+    } else {
+        Persistence::Disk {
+            location: location.unwrap_or_else(|| std::path::PathBuf::from(".")),
+            durability,
+            truncate_corrupt,
+        }
+    };
     config.cpus = match (cpus, shards) {
         (Some(cpus), Some(count)) if cpus.len() != count => {
             return Err(format!(
@@ -321,7 +399,7 @@ fn healthcheck(mut arguments: impl Iterator<Item = String>) -> Result<String, St
 #[cfg(test)]
 mod tests {
     use super::{parse_arguments, parse_size};
-    use azq::config::RuntimeChoice;
+    use azq::config::{Durability, Persistence, RuntimeChoice};
 
     fn parse(arguments: &[&str]) -> Result<Option<azq::config::Config>, String> {
         parse_arguments(arguments.iter().map(|argument| argument.to_string()))
@@ -349,6 +427,36 @@ mod tests {
         assert_eq!(config.port, 10001);
         assert_eq!(config.message_bytes_max, 256 << 20);
         assert!(config.silent && config.product_style_url_disabled);
+        assert_eq!(config.persistence, Persistence::Memory);
+        // Azurite's image: `-l /data`; persistence is on by default, fully durable.
+        let disk = |location: &str, durability, truncate_corrupt| Persistence::Disk {
+            location: location.into(),
+            durability,
+            truncate_corrupt,
+        };
+        let cases: [(&[&str], Persistence); 5] = [
+            (&["-l", "/data"], disk("/data", Durability::Fsync, false)),
+            (&[], disk(".", Durability::Fsync, false)),
+            (
+                &[
+                    "--location=/x",
+                    "--durability",
+                    "write",
+                    "--truncateCorruptLog",
+                ],
+                disk("/x", Durability::Write, true),
+            ),
+            (&["--durability=fsync"], disk(".", Durability::Fsync, false)),
+            // As with Azurite, in-memory mode wins over a location.
+            (
+                &["-l", "/data", "--inMemoryPersistence"],
+                Persistence::Memory,
+            ),
+        ];
+        for (arguments, expected) in cases {
+            let config = parse(arguments).unwrap().unwrap();
+            assert_eq!(config.persistence, expected, "{arguments:?}");
+        }
         let default_bytes = parse(&[]).unwrap().unwrap().message_bytes_max;
         let config = parse(&["--extentMemoryLimit=-1"]).unwrap().unwrap();
         assert_eq!(config.message_bytes_max, default_bytes);
@@ -364,7 +472,9 @@ mod tests {
             &["--extentMemoryLimit", "0"][..],
             &["--extentMemoryLimit", "-2"],
             &["--extentMemoryLimit", "lots"],
-            &["--location", "/data"],
+            &["--location"],
+            &["--durability", "sometimes"],
+            &["--cert", "cert.pem"],
             &["--blobHost", "0.0.0.0"],
             &["--runtime", "epoll"],
         ] {

@@ -12,7 +12,9 @@ use std::os::unix::process::CommandExt;
 use std::process::{Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{azq_binary, exchange as send, put_body, signed_request, workspace_binary, Server};
+use common::{
+    azq_binary, exchange as send, put_body, signed_request, workspace_binary, Server, TempDir,
+};
 
 /// How long a process that cannot start may take to exit: "within a second", with room for a
 /// loaded CI machine.
@@ -94,6 +96,7 @@ fn failed_start(mut command: Command, arguments: &[&str]) -> (ExitStatus, String
     let started = Instant::now();
     let mut child = command
         .args(["--queueHost", "127.0.0.1", "--queuePort", "0", "--silent"])
+        .arg("--inMemoryPersistence")
         .args(arguments)
         .env_remove("RUST_BACKTRACE")
         .stdout(Stdio::null())
@@ -149,6 +152,7 @@ fn auto_falls_back_where_seccomp_denies_io_uring() {
     let mut command = without_io_uring();
     let mut child = command
         .args(["--queueHost", "127.0.0.1", "--queuePort", "0", "--silent"])
+        .arg("--inMemoryPersistence")
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -205,12 +209,14 @@ fn a_locked_memory_limit_below_glommio_minimum() {
     );
 }
 
-/// The container image's command line (`--queueHost 0.0.0.0 --queuePort 10001`, here with a
-/// free port): every address, reachable on loopback, healthy by `azq healthcheck`'s defaults.
+/// The container image's command line (`--queueHost 0.0.0.0 --queuePort 10001 --location /data`,
+/// here with a free port and a temporary directory): every address, reachable on loopback,
+/// healthy by `azq healthcheck`'s defaults.
 /// The one test that binds beyond loopback, because the image relies on it (briefly, on a free
 /// port, on a machine whose tests reach no network).
 #[test]
 fn the_image_command_line_listens_on_every_address() {
+    let data = TempDir::new("image");
     let mut child = Command::new(azq_binary())
         .args([
             "--queueHost",
@@ -219,6 +225,8 @@ fn the_image_command_line_listens_on_every_address() {
             "0",
             "--shards",
             "1",
+            "--location",
+            data.arg(),
         ])
         .env_remove("AZURITE_ACCOUNTS")
         .stdout(Stdio::piped())

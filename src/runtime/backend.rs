@@ -20,6 +20,7 @@ use std::time::Duration;
 use bytes::BytesMut;
 
 use crate::config::RuntimeChoice;
+use crate::storage::files::Disk;
 
 /// A joined mesh end: the senders, and one receiver per peer (`None` at the shard's own index);
 /// or why the mesh could not be joined.
@@ -42,6 +43,11 @@ pub trait Backend: Sized + 'static {
     type MeshSenders<T: Send + 'static>;
     /// The joined receiving side of a mesh from one peer, owned by the task that reads it.
     type MeshReceiver<T: Send + 'static>;
+    /// Files as a durable shard's log and snapshots write them on this event loop.
+    type Disk: Disk;
+
+    /// The disk of the current thread's loop.
+    fn disk() -> Self::Disk;
 
     /// Creates the event loop on the current thread, pinned to `cpu` where the system can pin,
     /// and runs `main` on it to completion. An error is why the loop could not be created.

@@ -14,7 +14,7 @@ use crate::http::Request;
 use crate::queue::{Command, Reply};
 
 use super::backend::Backend;
-use super::engine::Engine;
+use super::engine::{Applied, Engine};
 use super::mesh::{Mesh, PendingReply};
 use super::Lifecycle;
 
@@ -25,7 +25,7 @@ pub struct ShardContext<B: Backend> {
     /// The shard's API: routing, authentication (with its SAS cache), responses.
     pub service: Service,
     /// The shard's queue state and its timer.
-    pub engine: Rc<Engine>,
+    pub engine: Rc<Engine<B>>,
     mesh: Rc<Mesh<B>>,
     shards: usize,
     lifecycle: Arc<Lifecycle>,
@@ -45,16 +45,23 @@ impl<B: Backend> Drop for Busy<'_, B> {
     }
 }
 
-/// A command's reply, here or on its way from another shard.
-enum Pending<'mesh, B: Backend> {
-    Here(Result<Reply, StorageError>),
-    There(PendingReply<'mesh, B>),
+/// A command's reply, here (once its changes are written) or on its way from another shard.
+enum Pending<'context, B: Backend> {
+    Here(Applied, &'context Engine<B>),
+    Failed(StorageError),
+    There(PendingReply<'context, B>),
 }
 
 impl<B: Backend> Pending<'_, B> {
     async fn reply(self) -> Result<Reply, StorageError> {
         match self {
-            Pending::Here(outcome) => outcome,
+            Pending::Here(applied, engine) => {
+                if let Some(sequence) = applied.durable_at {
+                    engine.durable(sequence).await;
+                }
+                applied.outcome
+            }
+            Pending::Failed(error) => Err(error),
             Pending::There(pending) => pending.await,
         }
     }
@@ -66,7 +73,7 @@ impl<B: Backend> ShardContext<B> {
         index: usize,
         shards: usize,
         service: Service,
-        engine: Rc<Engine>,
+        engine: Rc<Engine<B>>,
         mesh: Rc<Mesh<B>>,
         lifecycle: Arc<Lifecycle>,
         debug_log: Option<std::fs::File>,
@@ -150,11 +157,11 @@ impl<B: Backend> ShardContext<B> {
     /// Starts `command` on `shard`: applied at once when it is this one, else sent.
     async fn start_on(&self, shard: usize, command: Command) -> Pending<'_, B> {
         if shard == self.index {
-            Pending::Here(self.engine.apply(command))
+            Pending::Here(self.engine.apply(command), &self.engine)
         } else {
             match self.mesh.send(shard, command).await {
                 Ok(pending) => Pending::There(pending),
-                Err(error) => Pending::Here(Err(error)),
+                Err(error) => Pending::Failed(error),
             }
         }
     }

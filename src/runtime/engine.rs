@@ -3,6 +3,12 @@
 //! expired messages are freed without any request touching their queue. One timer per shard, not
 //! per message: glommio keeps its timers in a BTreeMap, and the wheel in `queue/` is cheaper than
 //! either backend's timers for millions of messages.
+//!
+//! A durable shard also runs its log (`storage::log`): a task that group-commits the records its
+//! state emits, a task that writes snapshots a step at a time, and, with `--durability write`, a
+//! task that syncs in the background. A command that emitted records is answered only once they
+//! count as written (`Applied::durable_at`). A log that cannot be written ends the process: the
+//! shard has changed its state in memory and can no longer say what is on disk.
 
 use std::cell::{Cell, Ref, RefCell};
 use std::future::{poll_fn, Future};
@@ -12,22 +18,43 @@ use std::time::Duration;
 
 use super::backend::Backend;
 
-use crate::config::{TIMER_ENTRIES_PER_STEP_MAX, TIMER_STEP_PAUSE_US};
+use crate::config::{
+    Durability, TIMER_ENTRIES_PER_STEP_MAX, TIMER_STEP_PAUSE_US, WRITE_MODE_SYNC_INTERVAL_MS,
+};
 use crate::error::StorageError;
 use crate::queue::{Command, Replicas, Reply, ShardState};
+use crate::storage::log::Log;
 use crate::time::{Clock, SystemClock};
 
 /// Longest the timer task sleeps without a deadline, so a clock step is noticed eventually.
 const TIMER_IDLE_MS: u64 = 60_000;
 
-/// One shard's state and its timer.
-pub struct Engine {
+/// One shard's state, its timer and, when durable, its log.
+pub struct Engine<B: Backend> {
     state: RefCell<ShardState>,
     clock: SystemClock,
     /// The deadline the timer task is sleeping towards (`u64::MAX`: none).
     armed_deadline_ms: Cell<u64>,
     /// Wakes the timer task when a command adds an earlier deadline.
     wake: Wake,
+    /// The shard's log; `None` in memory-only mode.
+    log: Option<Log<B::Disk>>,
+    /// Wakes the log task when the state has emitted records.
+    log_wake: Wake,
+    /// Wakes the snapshot task when the log has outgrown the live data.
+    snapshot_wake: Wake,
+    /// The shard's index, for messages.
+    index: usize,
+}
+
+/// A command applied: its outcome, and the log sequence its changes must reach before the
+/// client may hear of them.
+pub struct Applied {
+    /// The command's reply.
+    pub outcome: Result<Reply, StorageError>,
+    /// On a durable shard, the last record emitted so far when it is not written yet: the
+    /// command's own changes, and any change its reply may show.
+    pub durable_at: Option<u64>,
 }
 
 /// A wake-up for one task on the same thread: set by `notify`, taken by `woken`.
@@ -58,17 +85,44 @@ impl Wake {
     }
 }
 
-impl Engine {
-    /// Creates the engine and starts its timer task on the current executor.
-    pub fn start<B: Backend>(state: ShardState) -> Rc<Engine> {
+impl<B: Backend> Engine<B> {
+    /// Creates the engine of shard `index` and starts its timer task, and with a `log` its log
+    /// tasks, on the current executor.
+    pub fn start(index: usize, state: ShardState, log: Option<Log<B::Disk>>) -> Rc<Engine<B>> {
+        let durability = log.as_ref().map(Log::durability);
         let engine = Rc::new(Engine {
             state: RefCell::new(state),
             clock: SystemClock,
             armed_deadline_ms: Cell::new(u64::MAX),
             wake: Wake::default(),
+            log,
+            log_wake: Wake::default(),
+            snapshot_wake: Wake::default(),
+            index,
         });
         B::spawn(run_timer::<B>(engine.clone()));
+        if let Some(durability) = durability {
+            if engine
+                .log
+                .as_ref()
+                .is_some_and(|log| log.wants_snapshot(&engine.state))
+            {
+                engine.snapshot_wake.notify();
+            }
+            B::spawn(run_log::<B>(engine.clone()));
+            B::spawn(run_snapshots::<B>(engine.clone()));
+            if durability == Durability::Write {
+                B::spawn(run_background_sync::<B>(engine.clone()));
+            }
+        }
         engine
+    }
+
+    /// Completes once log record `sequence` counts as written.
+    pub async fn durable(&self, sequence: u64) {
+        if let Some(log) = &self.log {
+            log.durable(sequence).await;
+        }
     }
 
     /// The current time, ms since the epoch.
@@ -83,19 +137,96 @@ impl Engine {
     }
 
     /// Applies `command` now.
-    pub fn apply(&self, command: Command) -> Result<Reply, StorageError> {
+    pub fn apply(&self, command: Command) -> Applied {
         let mut state = self.state.borrow_mut();
+        let before = state.journal_next_sequence();
         let outcome = state.apply(command, self.clock.now_ms());
         if let Some(deadline_ms) = state.next_deadline_ms() {
             if deadline_ms < self.armed_deadline_ms.get() {
                 self.wake.notify();
             }
         }
-        outcome
+        let durable_at = match (&self.log, state.journal_next_sequence()) {
+            (Some(log), Some(next)) if next > 0 => {
+                if Some(next) > before {
+                    self.log_wake.notify();
+                }
+                // Wait for the last record emitted so far, not only this command's: a read
+                // must not show a change that a crash could still take back.
+                let last = next - 1;
+                (log.durable_sequence() < Some(last)).then_some(last)
+            }
+            _ => None,
+        };
+        Applied {
+            outcome,
+            durable_at,
+        }
+    }
+
+    /// Ends the process after a log error: what is on disk is no longer what the shard holds.
+    fn storage_failed(&self, what: &str, error: std::io::Error) -> ! {
+        eprintln!(
+            "azq: shard {}: {what} failed ({error}); stopping, so that nothing unwritten is \
+             acknowledged (the next start recovers what was written)",
+            self.index
+        );
+        std::process::exit(2);
     }
 }
 
-async fn run_timer<B: Backend>(engine: Rc<Engine>) {
+/// Group commit: writes (and syncs) whatever the state has emitted, batch after batch, while the
+/// shard keeps applying commands.
+async fn run_log<B: Backend>(engine: Rc<Engine<B>>) {
+    let log = engine.log.as_ref().expect("a durable shard has a log");
+    loop {
+        engine.log_wake.woken().await;
+        loop {
+            match log.flush(&engine.state).await {
+                Ok(true) => {
+                    if log.wants_snapshot(&engine.state) {
+                        engine.snapshot_wake.notify();
+                    }
+                }
+                Ok(false) => break,
+                Err(error) => engine.storage_failed("writing the log", error),
+            }
+        }
+    }
+}
+
+/// Writes a snapshot when the log asks for one, a step at a time with a pause between steps so
+/// requests are served in between.
+async fn run_snapshots<B: Backend>(engine: Rc<Engine<B>>) {
+    let log = engine.log.as_ref().expect("a durable shard has a log");
+    loop {
+        engine.snapshot_wake.woken().await;
+        let mut job = match log.start_snapshot(&engine.state).await {
+            Ok(job) => job,
+            Err(error) => engine.storage_failed("starting a snapshot", error),
+        };
+        loop {
+            match job.step(log, &engine.state).await {
+                Ok(true) => break,
+                Ok(false) => B::sleep(Duration::from_micros(TIMER_STEP_PAUSE_US)).await,
+                Err(error) => engine.storage_failed("writing a snapshot", error),
+            }
+        }
+    }
+}
+
+/// `--durability write`: syncs what was written, every `WRITE_MODE_SYNC_INTERVAL_MS`.
+async fn run_background_sync<B: Backend>(engine: Rc<Engine<B>>) {
+    let log = engine.log.as_ref().expect("a durable shard has a log");
+    loop {
+        B::sleep(Duration::from_millis(WRITE_MODE_SYNC_INTERVAL_MS)).await;
+        if let Err(error) = log.sync_in_background().await {
+            engine.storage_failed("syncing the log", error);
+        }
+    }
+}
+
+async fn run_timer<B: Backend>(engine: Rc<Engine<B>>) {
     loop {
         let now_ms = engine.clock.now_ms();
         let deadline_ms = engine.state.borrow().next_deadline_ms().unwrap_or(u64::MAX);

@@ -63,7 +63,7 @@ impl<B: Backend> Mesh<B> {
         shard: usize,
         requests: B::MeshEnd<Envelope>,
         replies: B::MeshEnd<ReplyEnvelope>,
-        engine: Rc<Engine>,
+        engine: Rc<Engine<B>>,
     ) -> Result<Rc<Mesh<B>>, String> {
         let (request_senders, request_receivers) = B::join_mesh(requests).await?;
         let (reply_senders, reply_receivers) = B::join_mesh(replies).await?;
@@ -77,14 +77,24 @@ impl<B: Backend> Mesh<B> {
             let (mesh, engine) = (mesh.clone(), engine.clone());
             B::spawn(async move {
                 while let Some(envelope) = B::receive(&mut receiver).await {
-                    let outcome = engine.apply(envelope.command);
+                    let applied = engine.apply(envelope.command);
                     let reply = ReplyEnvelope {
                         ticket: envelope.ticket,
-                        outcome,
+                        outcome: applied.outcome,
                     };
-                    if !B::send_to(&mesh.replies, envelope.from, reply).await {
-                        break;
-                    }
+                    let Some(sequence) = applied.durable_at else {
+                        if !B::send_to(&mesh.replies, envelope.from, reply).await {
+                            break;
+                        }
+                        continue;
+                    };
+                    // Answer once the changes are written, while later commands go on: the
+                    // log commits them in groups.
+                    let (mesh, engine) = (mesh.clone(), engine.clone());
+                    B::spawn(async move {
+                        engine.durable(sequence).await;
+                        B::send_to(&mesh.replies, envelope.from, reply).await;
+                    });
                 }
             });
         }

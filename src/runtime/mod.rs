@@ -28,8 +28,9 @@ use std::sync::Arc;
 
 use crate::api::{Health, Service};
 use crate::auth::Accounts;
-use crate::config::{Config, MESH_CHANNEL_CAPACITY};
+use crate::config::{Config, Durability, Persistence, MESH_CHANNEL_CAPACITY};
 use crate::lifecycle::Lifecycle;
+use crate::storage::recovery::ShardStart;
 
 use backend::{Backend, Selected};
 use shard::{ShardEvent, ShardSetup};
@@ -72,24 +73,39 @@ impl Server {
 }
 
 /// Starts every shard on the backend `config.runtime` selects, and returns once all serve.
-/// `lifecycle` stops them. An error names why a shard could not start; shards that did start are
-/// then still running, so the caller should end the process.
+/// `stores` holds each shard's recovered state when `config.persistence` keeps data on disk
+/// (`None`: memory only). `lifecycle` stops them. An error names why a shard could not start;
+/// shards that did start are then still running, so the caller should end the process.
 pub fn start(
     config: &Config,
     accounts: Accounts,
     lifecycle: Arc<Lifecycle>,
+    stores: Option<Vec<ShardStart>>,
 ) -> Result<Server, String> {
     let shards = config.cpus.len();
     assert!(shards > 0);
+    let stores: Vec<Option<(ShardStart, Durability)>> = match (stores, &config.persistence) {
+        (None, _) => (0..shards).map(|_| None).collect(),
+        (Some(stores), Persistence::Disk { durability, .. }) => {
+            assert_eq!(stores.len(), shards, "recovery restores every shard");
+            stores
+                .into_iter()
+                .map(|start| Some((start, *durability)))
+                .collect()
+        }
+        (Some(_), Persistence::Memory) => unreachable!("memory-only mode recovers nothing"),
+    };
     let (backend, fallback_reason) = backend::select(config.runtime)?;
     let address = reserve_address(SocketAddr::new(config.host, config.port))?;
     let events = match backend {
         #[cfg(all(target_os = "linux", feature = "io_uring"))]
-        Selected::IoUring => start_shards::<uring::IoUring>(config, accounts, address, &lifecycle)?,
+        Selected::IoUring => {
+            start_shards::<uring::IoUring>(config, accounts, address, &lifecycle, stores)?
+        }
         #[cfg(not(all(target_os = "linux", feature = "io_uring")))]
         Selected::IoUring => unreachable!("select() never picks io_uring without it"),
         Selected::Portable => {
-            start_shards::<portable::Portable>(config, accounts, address, &lifecycle)?
+            start_shards::<portable::Portable>(config, accounts, address, &lifecycle, stores)?
         }
     };
     let mut serving = 0;
@@ -120,6 +136,7 @@ fn start_shards<B: Backend>(
     accounts: Accounts,
     address: SocketAddr,
     lifecycle: &Arc<Lifecycle>,
+    stores: Vec<Option<(ShardStart, Durability)>>,
 ) -> Result<Receiver<ShardEvent>, String> {
     let shards = config.cpus.len();
     let requests = B::mesh(shards, MESH_CHANNEL_CAPACITY);
@@ -136,8 +153,8 @@ fn start_shards<B: Backend>(
         None => None,
     };
     let (events, received) = mpsc::channel();
-    let ends = requests.into_iter().zip(replies);
-    for ((index, &cpu), (requests, replies)) in config.cpus.iter().enumerate().zip(ends) {
+    let ends = requests.into_iter().zip(replies).zip(stores);
+    for ((index, &cpu), ((requests, replies), store)) in config.cpus.iter().enumerate().zip(ends) {
         let setup = ShardSetup::<B> {
             index,
             shards,
@@ -146,6 +163,7 @@ fn start_shards<B: Backend>(
             connections_max: config.connections_per_shard_max,
             // Each shard gets an equal part, so no shard ever has to ask another what it holds.
             message_bytes_max: config.message_bytes_max / shards as u64,
+            store,
             service: Service::new(
                 accounts.clone(),
                 shards,

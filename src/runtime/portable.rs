@@ -15,9 +15,9 @@ use tokio::net::{TcpListener, TcpSocket, TcpStream};
 use tokio::sync::mpsc;
 
 use super::backend::{Backend, JoinedMesh};
+use crate::config::LISTEN_BACKLOG;
+use crate::storage::files::Disk;
 
-/// Connections a listener queues before the shard accepts them.
-const LISTEN_BACKLOG: u32 = 1024;
 /// Room made in the read buffer before each read, so a read takes what a segment brings.
 const READ_RESERVE_BYTES: usize = 16 * 1024;
 
@@ -38,6 +38,11 @@ impl Backend for Portable {
     type MeshEnd<T: Send + 'static> = MeshEnd<T>;
     type MeshSenders<T: Send + 'static> = Vec<Option<mpsc::Sender<T>>>;
     type MeshReceiver<T: Send + 'static> = mpsc::Receiver<T>;
+    type Disk = BlockingDisk;
+
+    fn disk() -> BlockingDisk {
+        BlockingDisk
+    }
 
     fn run<F: Future<Output = ()> + 'static>(cpu: usize, main: F) -> Result<(), String> {
         super::pin_current_thread(cpu);
@@ -140,4 +145,95 @@ impl Backend for Portable {
     async fn close(mut stream: Self::Stream) {
         let _ = AsyncWriteExt::shutdown(&mut stream).await;
     }
+}
+
+/// Files through tokio's blocking pool: `std::fs` calls (pwrite, fdatasync) on a worker
+/// thread, so the shard's loop never waits for the device.
+pub struct BlockingDisk;
+
+/// Runs `work` on tokio's blocking pool.
+async fn blocking<T: Send + 'static>(
+    work: impl FnOnce() -> std::io::Result<T> + Send + 'static,
+) -> std::io::Result<T> {
+    tokio::task::spawn_blocking(work)
+        .await
+        .map_err(|error| std::io::Error::other(format!("a file task failed: {error}")))?
+}
+
+impl Disk for BlockingDisk {
+    type File = std::sync::Arc<std::fs::File>;
+
+    async fn create(&self, path: &std::path::Path, bytes: u64) -> io::Result<Self::File> {
+        let path = path.to_path_buf();
+        blocking(move || {
+            let file = std::fs::OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create(true)
+                .truncate(true)
+                .open(&path)?;
+            if bytes > 0 {
+                preallocate(&file, bytes)?;
+            }
+            Ok(std::sync::Arc::new(file))
+        })
+        .await
+    }
+
+    async fn write_at(&self, file: &Self::File, offset: u64, blocks: &[u8]) -> io::Result<()> {
+        let (file, blocks) = (file.clone(), blocks.to_vec());
+        blocking(move || write_all_at(&file, &blocks, offset)).await
+    }
+
+    async fn sync(&self, file: &Self::File) -> io::Result<()> {
+        let file = file.clone();
+        blocking(move || file.sync_data()).await
+    }
+
+    async fn rename(&self, from: &std::path::Path, to: &std::path::Path) -> io::Result<()> {
+        let (from, to) = (from.to_path_buf(), to.to_path_buf());
+        blocking(move || {
+            std::fs::rename(&from, &to)?;
+            let directory = to.parent().unwrap_or(std::path::Path::new("."));
+            std::fs::File::open(directory)?.sync_all()
+        })
+        .await
+    }
+
+    async fn remove(&self, path: &std::path::Path) -> io::Result<()> {
+        let path = path.to_path_buf();
+        blocking(move || std::fs::remove_file(&path)).await
+    }
+}
+
+/// Reserves `bytes` for `file` and sizes it, so a sync never has to update its length: real
+/// blocks on Linux (posix_fallocate), a sized file elsewhere.
+fn preallocate(file: &std::fs::File, bytes: u64) -> io::Result<()> {
+    #[cfg(target_os = "linux")]
+    {
+        use std::os::unix::io::AsRawFd;
+        // SAFETY: posix_fallocate reads the descriptor and two integers.
+        let status = unsafe { libc::posix_fallocate(file.as_raw_fd(), 0, bytes as libc::off_t) };
+        if status == 0 {
+            return Ok(());
+        }
+    }
+    file.set_len(bytes)
+}
+
+/// Writes all of `bytes` at `offset`.
+#[cfg(unix)]
+fn write_all_at(file: &std::fs::File, bytes: &[u8], offset: u64) -> io::Result<()> {
+    std::os::unix::fs::FileExt::write_all_at(file, bytes, offset)
+}
+
+/// Writes all of `bytes` at `offset`.
+#[cfg(windows)]
+fn write_all_at(file: &std::fs::File, mut bytes: &[u8], mut offset: u64) -> io::Result<()> {
+    while !bytes.is_empty() {
+        let written = std::os::windows::fs::FileExt::seek_write(file, bytes, offset)?;
+        bytes = &bytes[written..];
+        offset += written as u64;
+    }
+    Ok(())
 }

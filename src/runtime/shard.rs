@@ -14,9 +14,12 @@ use std::time::{Duration, Instant};
 use bytes::BytesMut;
 
 use crate::api::Service;
+use crate::config::Durability;
 use crate::config::SHUTDOWN_GRACE_MS;
 use crate::error::StorageError;
 use crate::queue::ShardState;
+use crate::storage::log::Log;
+use crate::storage::recovery::ShardStart;
 
 use super::backend::Backend;
 use super::connection;
@@ -54,6 +57,9 @@ pub struct ShardSetup<B: Backend> {
     pub connections_max: usize,
     /// This shard's part of `--max-memory`, bytes of stored messages.
     pub message_bytes_max: u64,
+    /// The shard's recovered state and files, and when its changes count as written; `None`
+    /// in memory-only mode.
+    pub store: Option<(ShardStart, Durability)>,
     /// The shard's API.
     pub service: Service,
     /// The shard's end of the mesh that carries commands to their owners.
@@ -107,9 +113,15 @@ async fn run<B: Backend>(setup: ShardSetup<B>) {
         Ok(listener) => listener,
         Err(error) => return failed(format!("cannot listen on {}: {error}", setup.address)),
     };
-    let mut state = ShardState::new(setup.index, shard_seed(setup.index));
+    let (mut state, log) = match setup.store {
+        None => (ShardState::new(setup.index, shard_seed(setup.index)), None),
+        Some((start, durability)) => {
+            let log = Log::new(B::disk(), &start, setup.index as u32, durability);
+            (start.state, Some(log))
+        }
+    };
     state.set_message_bytes_max(setup.message_bytes_max);
-    let engine = Engine::start::<B>(state);
+    let engine = Engine::<B>::start(setup.index, state, log);
     let mesh =
         match Mesh::<B>::start(setup.index, setup.requests, setup.replies, engine.clone()).await {
             Ok(mesh) => mesh,
@@ -184,6 +196,6 @@ async fn refuse<B: Backend>(mut stream: B::Stream, now_ms: u64) {
 }
 
 /// Seeds a shard's message-ID generator: distinct per shard and per run.
-fn shard_seed(index: usize) -> u64 {
+pub fn shard_seed(index: usize) -> u64 {
     uuid::Uuid::new_v4().as_u64_pair().0 ^ index as u64
 }

@@ -8,6 +8,7 @@
 use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
+use std::os::fd::{FromRawFd, IntoRawFd};
 use std::time::Duration;
 
 use bytes::BytesMut;
@@ -18,7 +19,8 @@ use glommio::net::{Preallocated, TcpListener, TcpStream};
 use glommio::{LocalExecutorBuilder, Placement};
 
 use super::backend::{Backend, JoinedMesh};
-use crate::config::IO_MEMORY_BYTES_PER_SHARD;
+use crate::config::{IO_MEMORY_BYTES_PER_SHARD, LISTEN_BACKLOG};
+use crate::storage::files::Disk;
 
 /// Bytes of glommio's receive buffer per connection: each read copies only what arrived from it.
 const READ_BUFFER_BYTES: usize = 16 * 1024;
@@ -43,6 +45,11 @@ impl Backend for IoUring {
     type MeshEnd<T: Send + 'static> = MeshEnd<T>;
     type MeshSenders<T: Send + 'static> = Vec<Option<ConnectedSender<T>>>;
     type MeshReceiver<T: Send + 'static> = ConnectedReceiver<T>;
+    type Disk = DmaDisk;
+
+    fn disk() -> DmaDisk {
+        DmaDisk
+    }
 
     fn run<F: Future<Output = ()> + 'static>(cpu: usize, main: F) -> Result<(), String> {
         let executor = LocalExecutorBuilder::new(Placement::Fixed(cpu))
@@ -129,8 +136,20 @@ impl Backend for IoUring {
     }
 
     fn bind(address: SocketAddr) -> io::Result<Self::Listener> {
-        // glommio's listeners always set SO_REUSEPORT.
-        TcpListener::bind(address).map_err(io::Error::from)
+        // As glommio's `TcpListener::bind`, plus SO_REUSEADDR: without it the connections of a
+        // server killed a moment ago, closing (TIME_WAIT, FIN_WAIT2), keep a new server off the
+        // port for up to a minute.
+        let socket = socket2::Socket::new(
+            socket2::Domain::for_address(address),
+            socket2::Type::STREAM,
+            Some(socket2::Protocol::TCP),
+        )?;
+        socket.set_reuse_address(true)?;
+        socket.set_reuse_port(true)?;
+        socket.bind(&address.into())?;
+        socket.listen(LISTEN_BACKLOG as i32)?;
+        // SAFETY: the descriptor is a bound, listening TCP socket that `socket` gives up.
+        Ok(unsafe { TcpListener::from_raw_fd(socket.into_raw_fd()) })
     }
 
     async fn accept(listener: &Self::Listener) -> io::Result<(Self::Stream, SocketAddr)> {
@@ -172,6 +191,93 @@ impl Backend for IoUring {
 
     async fn close(mut stream: Self::Stream) {
         let _ = AsyncWriteExt::close(&mut stream).await;
+    }
+}
+
+/// Files through io_uring: writes and fdatasync submitted to the ring, so the shard never
+/// blocks on the device.
+pub struct DmaDisk;
+
+/// A file of the log or a snapshot: glommio's `DmaFile` (O_DIRECT, no copy in the page cache),
+/// or its `BufferedFile` where the file system refuses O_DIRECT (some FUSE and network file
+/// systems, e.g. a container's bind mount on another OS).
+pub enum UringFile {
+    /// Opened with O_DIRECT (or on tmpfs, which glommio opens without it).
+    Direct(glommio::io::DmaFile),
+    /// Opened through the page cache.
+    Buffered(glommio::io::BufferedFile),
+}
+
+impl Disk for DmaDisk {
+    type File = UringFile;
+
+    async fn create(&self, path: &std::path::Path, bytes: u64) -> io::Result<UringFile> {
+        let mut options = glommio::io::OpenOptions::new();
+        options.read(true).write(true).create(true).truncate(true);
+        let file = match options.dma_open(path).await.map_err(io::Error::from) {
+            Ok(file) => UringFile::Direct(file),
+            Err(error) if error.raw_os_error() == Some(libc::EINVAL) => {
+                UringFile::Buffered(options.buffered_open(path).await.map_err(io::Error::from)?)
+            }
+            Err(error) => return Err(error),
+        };
+        if bytes > 0 {
+            // Preallocated and sized, so a sync never has to update the file's length; a file
+            // system without fallocate grows the file as it is written instead.
+            let allocated = match &file {
+                UringFile::Direct(file) => file.pre_allocate(bytes, false).await,
+                UringFile::Buffered(file) => file.pre_allocate(bytes, false).await,
+            };
+            match allocated.map_err(io::Error::from) {
+                Err(error) if error.raw_os_error() != Some(libc::EOPNOTSUPP) => return Err(error),
+                _ => {}
+            }
+        }
+        Ok(file)
+    }
+
+    async fn write_at(&self, file: &UringFile, offset: u64, blocks: &[u8]) -> io::Result<()> {
+        let written = match file {
+            UringFile::Direct(file) => {
+                let mut buffer = file.alloc_dma_buffer(blocks.len());
+                buffer.as_bytes_mut().copy_from_slice(blocks);
+                file.write_at(buffer, offset).await
+            }
+            UringFile::Buffered(file) => file.write_at(blocks.to_vec(), offset).await,
+        }
+        .map_err(io::Error::from)?;
+        if written != blocks.len() {
+            return Err(io::Error::new(
+                io::ErrorKind::WriteZero,
+                format!("wrote {written} of {} bytes", blocks.len()),
+            ));
+        }
+        Ok(())
+    }
+
+    async fn sync(&self, file: &UringFile) -> io::Result<()> {
+        match file {
+            UringFile::Direct(file) => file.fdatasync().await,
+            UringFile::Buffered(file) => file.fdatasync().await,
+        }
+        .map_err(io::Error::from)
+    }
+
+    async fn rename(&self, from: &std::path::Path, to: &std::path::Path) -> io::Result<()> {
+        glommio::io::rename(from, to)
+            .await
+            .map_err(io::Error::from)?;
+        let directory = to.parent().unwrap_or(std::path::Path::new("."));
+        glommio::io::Directory::open(directory)
+            .await
+            .map_err(io::Error::from)?
+            .sync()
+            .await
+            .map_err(io::Error::from)
+    }
+
+    async fn remove(&self, path: &std::path::Path) -> io::Result<()> {
+        glommio::io::remove(path).await.map_err(io::Error::from)
     }
 }
 

@@ -152,3 +152,32 @@ pub trait Disk: 'static {
 pub fn data_directory(location: &Path) -> PathBuf {
     location.join(DATA_DIRECTORY_NAME)
 }
+
+/// The file a running server holds locked, so that a second server never writes the same data.
+pub const LOCK_FILE_NAME: &str = "LOCK";
+
+/// Creates the data directory `root` and locks it for this process (an advisory `flock`, freed
+/// when the process ends however it ends); an error when another process holds it.
+pub fn lock_data_directory(root: &Path) -> Result<std::fs::File, String> {
+    std::fs::create_dir_all(root).map_err(|error| format!("{}: {error}", root.display()))?;
+    let path = root.join(LOCK_FILE_NAME);
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .map_err(|error| format!("{}: {error}", path.display()))?;
+    #[cfg(unix)]
+    {
+        use std::os::fd::AsRawFd;
+        // SAFETY: flock only reads the descriptor, which `file` keeps open.
+        if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+            return Err(format!(
+                "{} is in use by another azq ({}); give each server its own --location",
+                root.display(),
+                io::Error::last_os_error()
+            ));
+        }
+    }
+    Ok(file)
+}

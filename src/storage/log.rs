@@ -38,20 +38,10 @@ use super::format::{
 };
 use super::recovery::{SegmentFile, ShardStart};
 use crate::config::{
-    LOG_FLUSH_BYTES_MAX, LOG_SEGMENT_BYTES, SNAPSHOT_ALLOWANCE_BYTES, SNAPSHOT_STEP_SLOTS,
-    STORAGE_BLOCK_BYTES,
+    Durability, LOG_CLOSED_SEGMENTS_MAX, LOG_FLUSH_BYTES_MAX, LOG_SEGMENT_BYTES,
+    SNAPSHOT_ALLOWANCE_BYTES, SNAPSHOT_STEP_SLOTS, STORAGE_BLOCK_BYTES,
 };
 use crate::queue::{QueueKey, ShardState};
-
-/// When a change counts as written.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Durability {
-    /// Acknowledged once synced to the device (fdatasync): survives a power cut. The default.
-    Fsync,
-    /// Acknowledged once written to the operating system, synced in the background: survives a
-    /// crash of azq, not of the machine (`--durability write`).
-    Write,
-}
 
 /// The segment being written.
 struct OpenSegment<F> {
@@ -150,6 +140,11 @@ impl<D: Disk> Log<D> {
                 Poll::Pending
             }
         })
+    }
+
+    /// When a change counts as written.
+    pub fn durability(&self) -> Durability {
+        self.durability
     }
 
     /// The highest sequence that counts as written.
@@ -258,11 +253,14 @@ impl<D: Disk> Log<D> {
         Ok(())
     }
 
-    /// Whether the log has outgrown the live data enough for a snapshot, and none is running.
+    /// Whether a snapshot is due and none is running: the log has outgrown the live data, or
+    /// closed segments have piled up (each restart closes one, however little it holds).
     pub fn wants_snapshot(&self, state: &RefCell<ShardState>) -> bool {
         let log = self.state.borrow();
         let live_bytes = state.borrow().message_bytes();
-        !log.snapshotting && log.log_bytes > live_bytes.max(SNAPSHOT_ALLOWANCE_BYTES)
+        !log.snapshotting
+            && (log.log_bytes > live_bytes.max(SNAPSHOT_ALLOWANCE_BYTES)
+                || log.segments.len() > LOG_CLOSED_SEGMENTS_MAX)
     }
 
     /// Starts a snapshot of `state` as it is now.

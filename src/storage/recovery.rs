@@ -321,7 +321,6 @@ fn read_shard(
     let mut expected: Option<u64> = None;
     for (index, (first_sequence, path)) in segments.iter().enumerate() {
         let data = files.read(path).map_err(|error| failed(path, error))?;
-        image.bytes_read += data.len() as u64;
         let segment = read_segment(&data)
             .map_err(|why| format!("{}: not a log segment: {why}", path.display()))?;
         if segment.header.shard != shard || segment.header.first_sequence != *first_sequence {
@@ -355,9 +354,16 @@ fn read_shard(
         }
         image.next_sequence = image.next_sequence.max(next);
         expected = Some(next);
-        let mut bytes = data.len() as u64;
+        // The records, not the file: the running log preallocates its segments.
+        let mut bytes = segment.end as u64;
+        image.bytes_read += bytes;
         let mut stop = false;
         match segment.ending {
+            // The running log preallocated it; the server that continues starts a new segment,
+            // so the room after the records is given back.
+            Ending::Clean if (data.len() as u64) > bytes => files
+                .truncate(path, bytes)
+                .map_err(|error| failed(path, error))?,
             Ending::Clean => {}
             Ending::Torn { offset, reason } if index == last => {
                 notes.push(format!(
@@ -650,7 +656,7 @@ pub fn recover(
         }
     }
     let summary = format!(
-        "recovered {messages_restored} messages in {queues_restored} queues ({:.1} MiB read from \
+        "recovered {messages_restored} messages in {queues_restored} queues ({:.1} MiB of snapshots and log in \
          {}) in {} ms",
         bytes_read as f64 / (1 << 20) as f64,
         root.display(),

@@ -21,8 +21,9 @@ use std::rc::Rc;
 use bytes::Bytes;
 
 use super::files::{data_directory, Disk, Files};
-use super::log::{Durability, Log, SnapshotJob};
+use super::log::{Log, SnapshotJob};
 use super::recovery::{recover, RecoveryOptions};
+use crate::config::Durability;
 use crate::queue::state::{Described, DescribedMessage};
 use crate::queue::{
     Command, MessageId, PopReceipt, QueueKey, Reply, ServicePropertiesUpdate, SignedIdentifier,
@@ -472,7 +473,10 @@ fn simulate(seed: u64, rounds: usize, steps: usize) {
                 },
                 NOW_MS,
             );
-            assert!(matches!(deleted, Ok(Reply::Done)), "seed {seed}: {deleted:?}");
+            assert!(
+                matches!(deleted, Ok(Reply::Done)),
+                "seed {seed}: {deleted:?}"
+            );
             let described = state.borrow().describe(NOW_MS);
             record_changes(&mut histories.messages, &described.messages, change);
             change_of_sequence.insert(before, change);

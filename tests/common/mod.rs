@@ -46,6 +46,38 @@ pub fn workspace_binary(name: &str) -> PathBuf {
     binary
 }
 
+/// A fresh directory under the system's temporary directory, removed with its content when
+/// dropped: where a test's server keeps its data.
+pub struct TempDir(PathBuf);
+
+impl TempDir {
+    /// Creates `azq-test-<name>-<pid>-<n>` in the temporary directory.
+    pub fn new(name: &str) -> TempDir {
+        static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let path = std::env::temp_dir().join(format!("azq-test-{name}-{}-{n}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&path);
+        std::fs::create_dir_all(&path).expect("a temporary directory");
+        TempDir(path)
+    }
+
+    /// Its path.
+    pub fn path(&self) -> &std::path::Path {
+        &self.0
+    }
+
+    /// Its path, as a command-line argument.
+    pub fn arg(&self) -> &str {
+        self.0.to_str().expect("a UTF-8 temporary path")
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
 /// A running `azq` process, stopped with SIGTERM when dropped.
 pub struct Server {
     child: Child,
@@ -68,8 +100,16 @@ impl Server {
     }
 
     /// Starts `command` (azq, or a wrapper that runs azq) with `--queuePort 0` plus `arguments`
-    /// and waits for its ready line; its stderr goes to the test's.
+    /// and waits for its ready line; its stderr goes to the test's. Without `--location` in
+    /// `arguments` the server keeps nothing on disk (`--inMemoryPersistence`), so no test
+    /// writes data into the working directory.
     pub fn start_command(mut command: Command, arguments: &[&str]) -> Server {
+        if !arguments
+            .iter()
+            .any(|argument| ["-l", "--location"].contains(argument))
+        {
+            command.arg("--inMemoryPersistence");
+        }
         // The caller's environment decides the accounts, never the one the tests run in.
         if !command
             .get_envs()
@@ -142,11 +182,12 @@ impl Drop for Server {
     }
 }
 
-/// The port and backend of `azq listening on http://127.0.0.1:PORT (N shards, BACKEND)`.
+/// The port and backend of
+/// `azq listening on http://127.0.0.1:PORT (N shards, BACKEND, data DIR|in memory)`.
 pub fn parse_ready_line(line: &str) -> Option<(u16, String)> {
     let rest = line.strip_prefix("azq listening on http://127.0.0.1:")?;
     let (port, rest) = rest.split_once(' ')?;
-    let backend = rest.strip_suffix(')')?.rsplit_once(", ")?.1;
+    let backend = rest.strip_suffix(')')?.split(", ").nth(1)?;
     Some((port.parse().ok()?, backend.to_string()))
 }
 

@@ -3,8 +3,10 @@
 // The Python suite (tests/sdk) covers the contract in depth; this one proves the second SDK's
 // wire format (its XML, dates, headers, SAS strings) is accepted and answered as it expects.
 //
-// Starts `AZQ_BIN` (default target/release/azq) on 127.0.0.1 with `--queuePort 0 --shards 2`,
-// reads the port from its ready line and stops it with SIGTERM at the end. `AZQ_WRAPPER` runs
+// Starts `AZQ_BIN` (default target/release/azq) on 127.0.0.1 with `--queuePort 0 --shards 2`
+// (in memory, or with `AZQ_PERSISTENCE=disk` in a temporary directory), reads the port from its
+// ready line and stops it with SIGTERM at the end; one test runs its own persistent server
+// through a kill -9 and a restart. `AZQ_WRAPPER` runs
 // azq through a command (the no-io-uring helper: io_uring denied as by Docker's default seccomp
 // profile), and `AZQ_EXPECT_BACKEND` insists on the backend the ready line names. Run with
 // `node --test tests/sdk-js/queue.test.mjs` after `npm ci --prefix tests/sdk-js`;
@@ -13,6 +15,8 @@
 import { after, before, test } from "node:test";
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { fileURLToPath } from "node:url";
 import path from "node:path";
 import {
@@ -47,39 +51,78 @@ let server;
 let endpoint;
 let service;
 let queueNumber = 0;
+const dataDirectories = [];
 
-/** Starts azq and resolves with its account URL once the ready line is printed. */
-function startServer() {
+/** A new temporary directory for a server's data, removed at the end. */
+function dataDirectory() {
+  const directory = mkdtempSync(path.join(tmpdir(), "azq-js-"));
+  dataDirectories.push(directory);
+  return path.join(directory, "data");
+}
+
+/**
+ * Starts azq on `port` (0: any free one) with its data in `location` (`null`: in memory) and
+ * resolves with the process and its account URL once the ready line is printed.
+ */
+function startAzq({ port = 0, location = null } = {}) {
   return new Promise((resolve, reject) => {
-    const args = ["--queueHost", "127.0.0.1", "--queuePort", "0", "--shards", "2", ...AZQ_ARGS];
+    const storage = location === null ? ["--inMemoryPersistence"] : ["--location", location];
+    const args = [
+      "--queueHost", "127.0.0.1", "--queuePort", String(port), "--shards", "2",
+      ...storage, ...AZQ_ARGS,
+    ];
     const [command, ...prefix] = [...AZQ_WRAPPER, AZQ_BIN];
-    server = spawn(command, [...prefix, ...args], { stdio: ["ignore", "pipe", "inherit"] });
+    const child = spawn(command, [...prefix, ...args], { stdio: ["ignore", "pipe", "inherit"] });
     const timer = setTimeout(
       () => reject(new Error("azq printed no ready line")),
       STARTUP_TIMEOUT_MS,
     );
     let output = "";
-    server.stdout.on("data", (chunk) => {
+    child.stdout.on("data", (chunk) => {
       output += chunk;
-      const ready = output.match(/azq listening on (http:\/\/\S+:\d+) \(\d+ shards?, (\w+)\)/);
+      const ready = output.match(
+        /azq listening on (http:\/\/\S+:\d+) \(\d+ shards?, (\w+), (in memory|data [^)]+)\)/,
+      );
       if (ready) {
         clearTimeout(timer);
         if (AZQ_EXPECT_BACKEND && ready[2] !== AZQ_EXPECT_BACKEND) {
           reject(new Error(`azq runs on ${ready[2]}, not ${AZQ_EXPECT_BACKEND}`));
         } else {
-          resolve(`${ready[1]}/${ACCOUNT}`);
+          resolve({ child, endpoint: `${ready[1]}/${ACCOUNT}` });
         }
       }
     });
-    server.on("error", (error) => {
+    child.on("error", (error) => {
       clearTimeout(timer);
       reject(error);
     });
-    server.on("exit", (code, signal) => {
+    child.on("exit", (code, signal) => {
       clearTimeout(timer);
       reject(new Error(`azq exited (${code ?? signal}): ${output}`));
     });
   });
+}
+
+/** Stops `child` with `signal` and resolves once it has exited; fails after STOP_TIMEOUT_MS. */
+async function stopAzq(child, signal = "SIGTERM") {
+  // Nothing to stop when the spawn failed or azq already ended (by exit code or signal).
+  if (!child || child.pid === undefined || child.exitCode !== null || child.signalCode) {
+    return;
+  }
+  const exited = new Promise((resolve) => child.once("exit", resolve));
+  child.kill(signal);
+  let timer;
+  const stopped = await Promise.race([
+    exited.then(() => true),
+    new Promise((resolve) => {
+      timer = setTimeout(() => resolve(false), STOP_TIMEOUT_MS);
+    }),
+  ]);
+  clearTimeout(timer);
+  if (!stopped) {
+    child.kill("SIGKILL");
+    assert.fail(`azq did not exit within ${STOP_TIMEOUT_MS} ms of ${signal}`);
+  }
 }
 
 /** A fresh queue, created. */
@@ -100,29 +143,17 @@ async function refusal(promise) {
 }
 
 before(async () => {
-  endpoint = await startServer();
+  // AZQ_PERSISTENCE=disk: the session server keeps its data in a temporary directory.
+  const location = process.env.AZQ_PERSISTENCE === "disk" ? dataDirectory() : null;
+  ({ child: server, endpoint } = await startAzq({ location }));
   const credential = new StorageSharedKeyCredential(ACCOUNT, KEY);
   service = new QueueServiceClient(endpoint, credential, CLIENT_OPTIONS);
 });
 
 after(async () => {
-  // Nothing to stop when the spawn failed or azq already ended (by exit code or signal).
-  if (!server || server.pid === undefined || server.exitCode !== null || server.signalCode) {
-    return;
-  }
-  const exited = new Promise((resolve) => server.once("exit", resolve));
-  server.kill("SIGTERM");
-  let timer;
-  const stopped = await Promise.race([
-    exited.then(() => true),
-    new Promise((resolve) => {
-      timer = setTimeout(() => resolve(false), STOP_TIMEOUT_MS);
-    }),
-  ]);
-  clearTimeout(timer);
-  if (!stopped) {
-    server.kill("SIGKILL");
-    assert.fail(`azq did not exit within ${STOP_TIMEOUT_MS} ms of SIGTERM`);
+  await stopAzq(server);
+  for (const directory of dataDirectories) {
+    rmSync(directory, { recursive: true, force: true });
   }
 });
 
@@ -296,4 +327,62 @@ test("service properties: CORS rules and analytics settings round trip", async (
     await service.setProperties({ cors: [] });
   }
   assert.deepEqual((await service.getProperties()).cors, []);
+});
+
+test("a persistent server keeps queues, messages, receipts and policies across restarts", async () => {
+  const location = dataDirectory();
+  let running = await startAzq({ location });
+  const port = new URL(running.endpoint).port;
+  try {
+    const credential = new StorageSharedKeyCredential(ACCOUNT, KEY);
+    const durable = new QueueServiceClient(running.endpoint, credential, CLIENT_OPTIONS);
+    const queue = durable.getQueueClient("js-durable");
+    await queue.create({ metadata: { owner: "js" } });
+    const policy = {
+      id: "readers",
+      accessPolicy: {
+        permissions: "rp",
+        startsOn: new Date("2026-01-01T00:00:00Z"),
+        expiresOn: new Date("2099-01-01T00:00:00Z"),
+      },
+    };
+    await queue.setAccessPolicy([policy]);
+    const sent = [];
+    for (let index = 0; index < 5; index += 1) {
+      sent.push(await queue.sendMessage(`kept ${index}`, { messageTimeToLive: -1 }));
+    }
+    await queue.deleteMessage(sent[0].messageId, sent[0].popReceipt);
+    const [leased] = (await queue.receiveMessages({ visibilityTimeout: 300 }))
+      .receivedMessageItems;
+    assert.equal(leased.messageText, "kept 1");
+
+    // kill -9: everything acknowledged above was on disk before its answer.
+    await stopAzq(running.child, "SIGKILL");
+    running = await startAzq({ port, location });
+    const properties = await queue.getProperties();
+    assert.deepEqual(properties.metadata, { owner: "js" });
+    assert.equal(properties.approximateMessagesCount, 4);
+    assert.deepEqual((await queue.getAccessPolicy()).signedIdentifiers, [policy]);
+    const peeked = await queue.peekMessages({ numberOfMessages: 32 });
+    assert.deepEqual(
+      peeked.peekedMessageItems.map((message) => message.messageText),
+      ["kept 2", "kept 3", "kept 4"],
+      "the leased message stays hidden and the deleted one stays gone",
+    );
+    // The receipt handed out before the crash still works after it.
+    const updated = await queue.updateMessage(leased.messageId, leased.popReceipt, "moved", 0);
+
+    await stopAzq(running.child, "SIGTERM");
+    running = await startAzq({ port, location });
+    const received = await queue.receiveMessages({ numberOfMessages: 32 });
+    const texts = received.receivedMessageItems.map((message) => message.messageText);
+    assert.deepEqual(texts.sort(), ["kept 2", "kept 3", "kept 4", "moved"]);
+    const moved = received.receivedMessageItems.find((message) => message.messageText === "moved");
+    assert.equal(moved.messageId, leased.messageId);
+    assert.equal(moved.dequeueCount, 2);
+    const [code] = await refusal(queue.deleteMessage(leased.messageId, updated.popReceipt));
+    assert.equal(code, 400, "the receive after the restart replaced the receipt");
+  } finally {
+    await stopAzq(running.child);
+  }
 });

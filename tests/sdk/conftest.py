@@ -2,7 +2,7 @@
 
 By default the session starts the release binary (env AZQ_BIN, default target/release/azq under the
 repo root) on 127.0.0.1 with `--queuePort 0 --shards 2`, reads the port from the line
-`azq listening on http://HOST:PORT (N shards, BACKEND)` on its stdout, and stops it at the end
+`azq listening on http://HOST:PORT (N shards, BACKEND, STORAGE)` on its stdout, and stops it at the end
 (SIGTERM, then SIGKILL if it lingers).
 
 Environment:
@@ -12,6 +12,11 @@ Environment:
   AZQ_WRAPPER     a command that runs azq (shell-split, azq's command line follows it), e.g. the
                   no-io-uring helper, which denies io_uring as Docker's default seccomp does
   AZQ_EXPECT_BACKEND  fail unless the ready line names this backend (io_uring or portable)
+  AZQ_PERSISTENCE memory (default: --inMemoryPersistence) or disk: every server the suite starts
+                  keeps its data under its own log directory (--location LOG_DIR/data)
+  AZQ_RESTART=1   with AZQ_PERSISTENCE=disk: the `queue` fixture restarts the session server on the
+                  same port after creating the queue, by SIGKILL and SIGTERM in turn, so every test
+                  runs against state that crossed a restart
   AZQ_TARGET_URL  run against an already running server instead, e.g. Azurite:
                   http://127.0.0.1:10001 (the /devstoreaccount1 suffix is optional)
   AZQ_AZURITE=1   the target is Azurite: tests marked azurite_deviation count as xfail
@@ -53,7 +58,7 @@ LOG_TAIL_BYTES_MAX = 4000
 
 READY_LINE = re.compile(
     r"azq listening on (?P<url>http://(?P<host>\S+):(?P<port>\d+)) "
-    r"\((?P<shards>\d+) shards?, (?P<backend>\w+)\)"
+    r"\((?P<shards>\d+) shards?, (?P<backend>\w+), (?P<storage>in memory|data [^)]+)\)"
 )
 
 # prctl(2) option: signal to deliver to the child when the thread that forked it dies.
@@ -92,6 +97,12 @@ class Server:
     stdout_path: Optional[Path] = None
     stderr_path: Optional[Path] = None
     shards: Optional[int] = None
+    # How it was started, so that it can be restarted on the same port with the same data.
+    binary: Optional[Path] = None
+    log_dir: Optional[Path] = None
+    extra_args: tuple = ()
+    env: Optional[dict] = None
+    restarts: int = 0
 
     def log_tail(self) -> str:
         """The last bytes of the server's stdout and stderr, for failure messages."""
@@ -119,17 +130,30 @@ def server_binary() -> Path:
     return Path(os.environ.get("AZQ_BIN", str(DEFAULT_BINARY))).resolve()
 
 
-def server_command(binary: Path, extra_args=()) -> list:
-    """The command line the suite starts azq with: loopback, any free port, AZQ_SHARDS shards."""
+def persistent() -> bool:
+    """Whether the suite's servers keep their data on disk (AZQ_PERSISTENCE=disk)."""
+    mode = os.environ.get("AZQ_PERSISTENCE", "memory")
+    if mode not in ("memory", "disk"):
+        raise RuntimeError(f"AZQ_PERSISTENCE must be memory or disk, not {mode!r}")
+    return mode == "disk"
+
+
+def server_command(binary: Path, log_dir: Path, extra_args=(), port=0) -> list:
+    """The command line the suite starts azq with: loopback, `port` (0: any free one), AZQ_SHARDS
+    shards, and its data in memory or in `log_dir`/data (AZQ_PERSISTENCE)."""
     shards = os.environ.get("AZQ_SHARDS", str(DEFAULT_SHARDS))
     command = shlex.split(os.environ.get("AZQ_WRAPPER", ""))
-    command += [str(binary), "--queueHost", "127.0.0.1", "--queuePort", "0", "--shards", shards]
+    command += [str(binary), "--queueHost", "127.0.0.1", "--queuePort", str(port), "--shards", shards]
+    if persistent():
+        command += ["--location", str(log_dir / "data")]
+    else:
+        command += ["--inMemoryPersistence"]
     command += shlex.split(os.environ.get("AZQ_ARGS", ""))
     command += list(extra_args)
     return command
 
 
-def start_server(binary: Path, log_dir: Path, extra_args=(), env=None) -> Server:
+def start_server(binary: Path, log_dir: Path, extra_args=(), env=None, port=0) -> Server:
     """Start azq and return once it has printed its ready line; raise with its output otherwise.
     `env` adds to (or overrides) the suite's environment, e.g. AZURITE_ACCOUNTS."""
     if not binary.is_file():
@@ -137,11 +161,13 @@ def start_server(binary: Path, log_dir: Path, extra_args=(), env=None) -> Server
             f"azq binary not found at {binary}: build it with `cargo build --release --bin azq`, "
             "set AZQ_BIN, or set AZQ_TARGET_URL to test a running server"
         )
-    command = server_command(binary, extra_args)
+    command = server_command(binary, log_dir, extra_args, port)
     stdout_path = log_dir / "azq.stdout"
     stderr_path = log_dir / "azq.stderr"
-    # Files, not pipes: nothing has to drain them, and they survive for a post-mortem.
-    with open(stdout_path, "wb") as stdout, open(stderr_path, "wb") as stderr:
+    # Files, not pipes: nothing has to drain them, and they survive for a post-mortem. Appended
+    # to, so that a restarted server's output follows the previous one's.
+    with open(stdout_path, "ab") as stdout, open(stderr_path, "ab") as stderr:
+        start_offset = stdout.tell()
         process = subprocess.Popen(
             command,
             cwd=REPO_ROOT,
@@ -158,10 +184,15 @@ def start_server(binary: Path, log_dir: Path, extra_args=(), env=None) -> Server
         process=process,
         stdout_path=stdout_path,
         stderr_path=stderr_path,
+        binary=binary,
+        log_dir=log_dir,
+        extra_args=tuple(extra_args),
+        env=env,
     )
     deadline = time.monotonic() + STARTUP_TIMEOUT_S
     while True:
-        match = READY_LINE.search(stdout_path.read_text("utf-8", "replace"))
+        output = stdout_path.read_bytes()[start_offset:].decode("utf-8", "replace")
+        match = READY_LINE.search(output)
         if match:
             break
         exit_code = process.poll()
@@ -173,7 +204,7 @@ def start_server(binary: Path, log_dir: Path, extra_args=(), env=None) -> Server
         if time.monotonic() >= deadline:
             stop_server(server)
             raise RuntimeError(
-                f"azq printed no 'azq listening on http://HOST:PORT (N shards, BACKEND)' line within "
+                f"azq printed no 'azq listening on http://HOST:PORT (N shards, BACKEND, STORAGE)' line within "
                 f"{STARTUP_TIMEOUT_S:.0f} s: {shlex.join(command)}\n" + server.log_tail()
             )
         time.sleep(STARTUP_POLL_INTERVAL_S)
@@ -193,6 +224,21 @@ def start_server(binary: Path, log_dir: Path, extra_args=(), env=None) -> Server
         )
     server.endpoint = f"http://{host}:{server.port}/{DEV_ACCOUNT}"
     return server
+
+
+def restart_server(server: Server) -> None:
+    """Stops `server` (SIGKILL and SIGTERM in turn) and starts it again on the same port with the
+    same data directory, updating `server` in place."""
+    if server.restarts % 2 == 0:
+        server.process.kill()
+        server.process.wait()
+    else:
+        stop_server(server)
+    server.restarts += 1
+    again = start_server(server.binary, server.log_dir, server.extra_args, server.env, server.port)
+    if (again.host, again.port) != (server.host, server.port):
+        raise RuntimeError(f"azq came back on {again.host}:{again.port}, not {server.port}")
+    server.process = again.process
 
 
 def stop_server(server: Server) -> Optional[int]:
@@ -290,10 +336,15 @@ def service_client(connection_str):
 
 
 @pytest.fixture
-def queue(service_client, request):
-    """A freshly created queue named after the test, deleted afterwards."""
+def queue(service_client, server, request):
+    """A freshly created queue named after the test, deleted afterwards. With AZQ_RESTART=1 the
+    server restarts after creating it, so the test runs on a queue that crossed a restart."""
     client = service_client.get_queue_client(unique_queue_name(request.node.name))
     client.create_queue()
+    if os.environ.get("AZQ_RESTART") == "1" and server.process is not None:
+        if not persistent():
+            raise RuntimeError("AZQ_RESTART=1 needs AZQ_PERSISTENCE=disk")
+        restart_server(server)
     yield client
     try:
         client.delete_queue()
