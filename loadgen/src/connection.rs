@@ -1,4 +1,4 @@
-//! One keep-alive HTTP/1.1 connection on a glommio core: write encoded requests, read answers in
+//! One keep-alive HTTP/1.1 connection on a client core: write encoded requests, read answers in
 //! order into a buffer that is reused (and grows only for a larger answer), and hand out each
 //! answer's status, the headers the scenarios need, and its body.
 
@@ -6,9 +6,7 @@ use std::io;
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use futures_lite::{AsyncReadExt, AsyncWriteExt};
-use glommio::net::TcpStream;
-
+use crate::runtime::TcpStream;
 use crate::wire::{decode_chunked, parse_response_head, Framing, ResponseError};
 
 /// Bytes the read buffer starts with: a Get of 32 one-KiB messages fits.
@@ -73,15 +71,9 @@ pub struct Connection {
 impl Connection {
     /// Connects to `address` with Nagle off (requests are written whole) and a read timeout.
     pub async fn connect(address: SocketAddr) -> Result<Connection, ConnectionError> {
-        let stream = TcpStream::connect(address)
+        let stream = TcpStream::connect(address, RESPONSE_TIMEOUT)
             .await
-            .map_err(|error| ConnectionError::Io(error.into()))?;
-        stream
-            .set_nodelay(true)
-            .map_err(|error| ConnectionError::Io(error.into()))?;
-        stream
-            .set_read_timeout(Some(RESPONSE_TIMEOUT))
-            .map_err(|error| ConnectionError::Io(error.into()))?;
+            .map_err(ConnectionError::Io)?;
         Ok(Connection {
             stream,
             buffer: vec![0; READ_BUFFER_BYTES_INITIAL],
@@ -99,8 +91,8 @@ impl Connection {
             .map_err(ConnectionError::Io)
     }
 
-    /// Reads the next answer. Safe to cancel: bytes already read stay in the buffer, and glommio
-    /// keeps a pending read's readiness poll in the stream.
+    /// Reads the next answer. Safe to cancel: bytes already read stay in the buffer, and the
+    /// stream's read is itself safe to cancel (`runtime::TcpStream::read`).
     pub async fn read_response(&mut self) -> Result<Response<'_>, ConnectionError> {
         loop {
             let received = &self.buffer[self.start..self.end];

@@ -1,4 +1,4 @@
-//! The thread-per-core engine: one glommio executor pinned per `--cpus` entry, each driving its
+//! The thread-per-core engine: one executor pinned per `--cpus` entry, each driving its
 //! share of the connections (connection `c` runs on core `c % cores`) and recording into its own
 //! `Measurements`. Once a second every core ships its interval's measurements to the main thread
 //! over a bounded channel and starts afresh; cores share nothing else.
@@ -10,24 +10,21 @@
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
 use std::rc::Rc;
-use std::sync::mpsc::{Receiver, SyncSender};
+use std::sync::mpsc::Receiver;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use futures_lite::future;
-use glommio::{LocalExecutorBuilder, Placement};
 
 use crate::connection::{Connection, ConnectionError, Response};
 use crate::endpoint::{Credentials, Endpoint};
 use crate::metrics::Measurements;
 use crate::report::CoreUsage;
+use crate::runtime::{self, CoreHandle, CoreOptions, ReportSender};
 use crate::scenario::{roles, Lane, Role, Scenario, Step};
 use crate::schedule::{LoadModel, Pacer, Timing, NANOSECONDS_PER_SECOND};
 use crate::wire::{listed_messages, parse_timestamp, RequestEncoder, RequestKind, RequestSettings};
 
-/// Memory each executor registers for io_uring. glommio's 10 MiB default exceeds the locked
-/// memory limit (`ulimit -l`) of many machines; the client's buffers are its own, not glommio's.
-const IO_MEMORY_BYTES: usize = 512 * 1024;
 /// How often cores report and the progress line and time series advance.
 pub const INTERVAL_NS: u64 = NANOSECONDS_PER_SECOND;
 /// Pause before reconnecting after a connection fails, so a dead server is not hammered.
@@ -125,11 +122,12 @@ pub enum CoreReport {
 pub fn set_up(plan: &RunPlan) -> Result<Vec<u64>, String> {
     let plan = plan.clone();
     let cpu = plan.cpus[0];
-    LocalExecutorBuilder::new(Placement::Fixed(cpu))
-        .name("azq-loadgen-setup")
-        .io_memory(IO_MEMORY_BYTES)
-        .spawn(move || async move { set_up_queues(&plan).await })
-        .map_err(|error| format!("cannot start an executor on CPU {cpu}: {error}"))?
+    let options = CoreOptions {
+        cpu,
+        name: "azq-loadgen-setup".to_string(),
+        spin_before_park: None,
+    };
+    runtime::start_core(options, move || async move { set_up_queues(&plan).await })?
         .join()
         .map_err(|error| format!("setup failed: {error}"))?
 }
@@ -257,30 +255,30 @@ pub struct Started {
     /// Where the cores' reports arrive.
     pub reports: Receiver<CoreReport>,
     /// Join these after the last `Finished` report.
-    pub executors: Vec<glommio::ExecutorJoinHandle<()>>,
+    pub executors: Vec<CoreHandle<()>>,
     /// Run time zero.
     pub start: Instant,
 }
 
 /// Starts one executor per CPU.
 pub fn start(plan: Arc<RunPlan>) -> Result<Started, String> {
-    let (reports, receiver) = std::sync::mpsc::sync_channel(REPORTS_QUEUED_MAX);
+    let (reports, receiver) = runtime::report_channel(REPORTS_QUEUED_MAX);
     // Give every executor time to start and connect before the schedule begins, so that no
     // core's first requests are late because its thread or connections were still being made.
     let start = Instant::now() + START_DELAY;
     let mut executors = Vec::with_capacity(plan.cpus.len());
     for (core, &cpu) in plan.cpus.iter().enumerate() {
         let plan = plan.clone();
-        let reports: SyncSender<CoreReport> = reports.clone();
-        let mut builder = LocalExecutorBuilder::new(Placement::Fixed(cpu))
-            .name(&format!("azq-loadgen-{core}"))
-            .io_memory(IO_MEMORY_BYTES);
-        if matches!(plan.load, LoadModel::Open { .. }) {
-            builder = builder.spin_before_park(SPIN_BEFORE_PARK);
-        }
-        let executor = builder
-            .spawn(move || async move { run_core(core, plan, start, reports).await })
-            .map_err(|error| format!("cannot start an executor on CPU {cpu}: {error}"))?;
+        let reports = reports.clone();
+        let options = CoreOptions {
+            cpu,
+            name: format!("azq-loadgen-{core}"),
+            spin_before_park: matches!(plan.load, LoadModel::Open { .. })
+                .then_some(SPIN_BEFORE_PARK),
+        };
+        let executor = runtime::start_core(options, move || async move {
+            run_core(core, plan, start, reports).await
+        })?;
         executors.push(executor);
     }
     Ok(Started {
@@ -307,14 +305,14 @@ impl RunClock {
     async fn wait_for_start(self) {
         let wait = self.start.saturating_duration_since(Instant::now());
         if !wait.is_zero() {
-            glommio::timer::sleep(wait).await;
+            runtime::sleep(wait).await;
         }
     }
 
     async fn sleep_until(self, at_ns: u64) {
         let now = self.now_ns();
         if at_ns > now {
-            glommio::timer::sleep(Duration::from_nanos(at_ns - now)).await;
+            runtime::sleep(Duration::from_nanos(at_ns - now)).await;
         }
     }
 }
@@ -333,7 +331,7 @@ async fn run_core(
     core_index: usize,
     plan: Arc<RunPlan>,
     start: Instant,
-    reports: SyncSender<CoreReport>,
+    reports: ReportSender<CoreReport>,
 ) {
     let encoder = match RequestEncoder::new(
         plan.endpoint.clone(),
@@ -369,18 +367,17 @@ async fn run_core(
                 LaneRun::new(&plan, lane_index, lane_roles[lane_index])
             })
             .collect();
-        tasks.push(glommio::spawn_local(drive_connection(core.clone(), lanes)));
+        tasks.push(runtime::spawn(drive_connection(core.clone(), lanes)));
     }
-    let reporter =
-        glommio::spawn_local(report_intervals(core.clone(), core_index, reports.clone()));
+    let reporter = runtime::spawn(report_intervals(core.clone(), core_index, reports.clone()));
     let sampler = (core_index == 0 && plan.scenario.consumes())
-        .then(|| glommio::spawn_local(sample_depth(core.clone(), reports.clone())));
+        .then(|| runtime::spawn(sample_depth(core.clone(), reports.clone())));
 
     let mut last_answer_ns = 0;
     for task in tasks {
         last_answer_ns = last_answer_ns.max(task.await);
     }
-    // Dropping a glommio task cancels it: both only sleep and report.
+    // Dropping a task cancels it: both only sleep and report.
     drop(reporter);
     drop(sampler);
     let measurements = core.measurements.replace(Measurements::default());
@@ -423,7 +420,7 @@ fn lane_roles(plan: &RunPlan) -> Vec<Role> {
 }
 
 /// Ships the core's measurements once a second, until cancelled.
-async fn report_intervals(core: Rc<Core>, core_index: usize, reports: SyncSender<CoreReport>) {
+async fn report_intervals(core: Rc<Core>, core_index: usize, reports: ReportSender<CoreReport>) {
     core.clock.wait_for_start().await;
     loop {
         let index = core.interval_index.get();
@@ -443,7 +440,7 @@ async fn report_intervals(core: Rc<Core>, core_index: usize, reports: SyncSender
 
 /// Samples the total depth of the run's queues once a second, until cancelled. It has its own
 /// encoder: the core's is shared by the connections and must not stay borrowed across an await.
-async fn sample_depth(core: Rc<Core>, reports: SyncSender<CoreReport>) {
+async fn sample_depth(core: Rc<Core>, reports: ReportSender<CoreReport>) {
     let plan = &core.plan;
     let Ok(mut encoder) = RequestEncoder::new(
         plan.endpoint.clone(),
@@ -597,7 +594,7 @@ async fn drive_connection(core: Rc<Core>, mut lanes: Vec<LaneRun>) -> u64 {
                 Ok(new) => connection = Some(new),
                 Err(_) => {
                     lose_due_requests(&core, &mut lanes);
-                    glommio::timer::sleep(RECONNECT_DELAY).await;
+                    runtime::sleep(RECONNECT_DELAY).await;
                 }
             }
             continue;

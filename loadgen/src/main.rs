@@ -4,7 +4,8 @@
 //! - `cli`: flags into validated `Options`.
 //! - `endpoint`: endpoint URL, connection string, account key or SAS.
 //! - `wire`: request encoding and signing (azq's SharedKey code), response and XML parsing.
-//! - `connection`: one keep-alive connection on a glommio core.
+//! - `runtime`: the async runtime behind a narrow seam (pinned executors, tasks, timers, TCP).
+//! - `connection`: one keep-alive connection on a client core.
 //! - `scenario`: per-lane state machines of the scenarios.
 //! - `schedule`: open/closed loop pacing and coordinated-omission-corrected timing.
 //! - `metrics`: counts, errors and HdrHistograms per operation.
@@ -20,6 +21,7 @@ mod metrics;
 mod plot;
 mod report;
 mod run;
+mod runtime;
 mod scenario;
 mod schedule;
 mod wire;
