@@ -278,37 +278,13 @@ mod tests {
     use hdrhistogram::serialization::interval_log::{IntervalLogIterator, LogEntry};
 
     use super::*;
-    use crate::endpoint::{resolve, TargetArguments};
     use crate::scenario::Scenario;
     use crate::schedule::LoadModel;
 
     const SECOND: u64 = NANOSECONDS_PER_SECOND;
 
     fn plan() -> RunPlan {
-        let (endpoint, credentials) = resolve(&TargetArguments::default()).unwrap();
-        RunPlan {
-            endpoint,
-            credentials,
-            settings: RequestSettings {
-                queue_names: vec!["q-0".to_string()],
-                message_bytes: 1024,
-                batch: 1,
-                visibility_timeout_s: 30,
-                api_version: "2026-04-06".to_string(),
-            },
-            scenario: Scenario::Put,
-            cpus: vec![0, 1],
-            connections: 2,
-            pipeline: 1,
-            producers: 0,
-            load: LoadModel::Closed,
-            warmup_ns: SECOND,
-            duration_ns: Some(2 * SECOND),
-            requests: None,
-            preload: 0,
-            refill: false,
-            seed: 1,
-        }
+        crate::engine::tests::plan(Scenario::Put, LoadModel::Closed)
     }
 
     fn puts(count: u64, latency_us: u64) -> Box<Measurements> {
