@@ -255,7 +255,7 @@ impl Measurements {
 }
 
 /// The percentiles every report shows, in microseconds.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
 pub struct LatencySummary {
     pub p50: u64,
     pub p90: u64,

@@ -3,6 +3,8 @@
 
 use std::fmt::Write;
 
+use serde::Serialize;
+
 use crate::metrics::{LatencySummary, Measurements, Operation, OperationStats};
 use crate::scenario::Scenario;
 use crate::schedule::{Arrival, LoadModel};
@@ -392,230 +394,207 @@ pub fn progress_line(
     )
 }
 
-/// Minimal JSON text building: numbers, escaped strings, and null.
-struct Json(String);
+/// `value` rounded to three decimals (what a report needs of a rate or a ratio); `None`, written
+/// as `null`, when it is not a number.
+fn rounded(value: f64) -> Option<f64> {
+    value.is_finite().then(|| (value * 1000.0).round() / 1000.0)
+}
 
-impl Json {
-    fn string(&mut self, text: &str) {
-        self.0.push('"');
-        for character in text.chars() {
-            match character {
-                '"' => self.0.push_str("\\\""),
-                '\\' => self.0.push_str("\\\\"),
-                '\n' => self.0.push_str("\\n"),
-                control if (control as u32) < 0x20 => {
-                    let _ = write!(self.0, "\\u{:04x}", control as u32);
-                }
-                other => self.0.push(other),
-            }
-        }
-        self.0.push('"');
-    }
+/// A JSON object whose keys keep the order given (serde_json's own map sorts them).
+struct Entries<K, V>(Vec<(K, V)>);
 
-    fn key(&mut self, name: &str) {
-        if !self.0.ends_with('{') && !self.0.ends_with('[') {
-            self.0.push(',');
-        }
-        self.string(name);
-        self.0.push(':');
+impl<K: Serialize, V: Serialize> Serialize for Entries<K, V> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_map(self.0.iter().map(|(key, value)| (key, value)))
     }
+}
 
-    fn float(&mut self, value: f64) {
-        if value.is_finite() {
-            let _ = write!(self.0, "{value:.3}");
-        } else {
-            self.0.push_str("null");
-        }
-    }
+/// The JSON file's top level.
+#[derive(Serialize)]
+struct JsonReport<'a> {
+    scenario: &'static str,
+    load_model: &'static str,
+    target_rate_per_s: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    arrival: Option<&'static str>,
+    achieved_rate_per_s: Option<f64>,
+    duration_s: Option<f64>,
+    warmup_s: Option<f64>,
+    connections: usize,
+    pipeline: usize,
+    queues: usize,
+    message_bytes: usize,
+    batch: u32,
+    requests: u64,
+    errors: u64,
+    connection_errors: u64,
+    protocol_errors: u64,
+    refill: bool,
+    cpus: &'a [usize],
+    client_cores: Vec<JsonCoreUsage>,
+    error_ratio: Option<f64>,
+    max_error_ratio: Option<f64>,
+    warnings: Vec<String>,
+    ops: Entries<&'static str, JsonOperation<'a>>,
+    end_to_end_us: Option<LatencySummary>,
+    client_send_lag_us: Option<LatencySummary>,
+    timeline: Vec<JsonTimelinePoint>,
+    depth: Vec<JsonDepthPoint>,
+}
 
-    fn latency(&mut self, histogram: &hdrhistogram::Histogram<u64>) {
-        match latency_of(histogram) {
-            Some(summary) => {
-                self.0.push('{');
-                for (label, value) in summary.labelled() {
-                    self.key(label);
-                    let _ = write!(self.0, "{value}");
-                }
-                self.0.push('}');
-            }
-            None => self.0.push_str("null"),
-        }
-    }
+#[derive(Serialize)]
+struct JsonCoreUsage {
+    cpu: usize,
+    running_ratio: Option<f64>,
+    waiting_ratio: Option<f64>,
+}
+
+#[derive(Serialize)]
+struct JsonOperation<'a> {
+    count: u64,
+    errors: u64,
+    /// Gets and Peeks only.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    messages: Option<u64>,
+    /// Gets only.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    empty_gets: Option<u64>,
+    errors_by_status: Entries<String, u64>,
+    errors_by_code: Entries<&'a str, u64>,
+    throughput_per_s: Option<f64>,
+    latency_us: Option<LatencySummary>,
+    latency_uncorrected_us: Option<LatencySummary>,
+}
+
+#[derive(Serialize)]
+struct JsonTimelinePoint {
+    t_s: Option<f64>,
+    ops_per_s: Entries<&'static str, Option<f64>>,
+}
+
+#[derive(Serialize)]
+struct JsonDepthPoint {
+    t_s: Option<f64>,
+    messages: u64,
 }
 
 /// The JSON file: run settings, per-operation counts, errors and latency percentiles, end-to-end
 /// latency, and the time series. Latencies are in microseconds; `null` where nothing was measured.
 pub fn json(summary: &RunSummary) -> String {
     let total = &summary.total;
-    let mut json = Json(String::with_capacity(4096));
-    json.0.push('{');
-    json.key("scenario");
-    json.string(summary.scenario.name());
-    json.key("load_model");
-    json.string(if summary.is_open_loop() {
-        "open"
-    } else {
-        "closed"
-    });
-    json.key("target_rate_per_s");
-    match summary.load {
+    let (target_rate_per_s, arrival) = match summary.load {
         LoadModel::Open {
             rate_per_s,
             arrival,
-        } => {
-            json.float(rate_per_s);
-            json.key("arrival");
-            json.string(match arrival {
+        } => (
+            rounded(rate_per_s),
+            Some(match arrival {
                 Arrival::Constant => "constant",
                 Arrival::Poisson => "poisson",
-            });
-        }
-        LoadModel::Closed => json.0.push_str("null"),
-    }
-    json.key("achieved_rate_per_s");
-    json.float(summary.achieved_rate_per_s());
-    json.key("duration_s");
-    json.float(summary.duration_s);
-    json.key("warmup_s");
-    json.float(summary.warmup_s);
-    for (name, value) in [
-        ("connections", summary.connections as u64),
-        ("pipeline", summary.pipeline as u64),
-        ("queues", summary.queues as u64),
-        ("message_bytes", summary.message_bytes as u64),
-        ("batch", u64::from(summary.batch)),
-        ("requests", total.requests()),
-        ("errors", total.errors()),
-        ("connection_errors", total.connection_errors),
-        ("protocol_errors", total.protocol_errors),
-    ] {
-        json.key(name);
-        let _ = write!(json.0, "{value}");
-    }
-    json.key("refill");
-    json.0
-        .push_str(if summary.refill { "true" } else { "false" });
-    json.key("cpus");
-    json.0.push('[');
-    for (index, cpu) in summary.cpus.iter().enumerate() {
-        if index > 0 {
-            json.0.push(',');
-        }
-        let _ = write!(json.0, "{cpu}");
-    }
-    json.0.push(']');
-    json.key("client_cores");
-    json.0.push('[');
-    for (index, core) in summary.client_cores.iter().enumerate() {
-        if index > 0 {
-            json.0.push(',');
-        }
-        json.0.push('{');
-        json.key("cpu");
-        let _ = write!(json.0, "{}", core.cpu);
-        json.key("running_ratio");
-        json.float(core.running_ratio());
-        json.key("waiting_ratio");
-        json.float(core.waiting_ratio());
-        json.0.push('}');
-    }
-    json.0.push(']');
-    json.key("error_ratio");
-    json.float(total.error_ratio());
-    json.key("max_error_ratio");
-    json.float(summary.max_error_ratio);
-
-    json.key("warnings");
-    json.0.push('[');
-    for (index, warning) in saturation_warnings(summary).iter().enumerate() {
-        if index > 0 {
-            json.0.push(',');
-        }
-        json.string(warning);
-    }
-    json.0.push(']');
-
-    json.key("ops");
-    json.0.push('{');
-    for &operation in summary.operations() {
-        let stats = total.operation(operation);
-        json.key(operation.name());
-        json.0.push('{');
-        json.key("count");
-        let _ = write!(json.0, "{}", stats.count);
-        json.key("errors");
-        let _ = write!(json.0, "{}", stats.errors);
-        if operation == Operation::Get || operation == Operation::Peek {
-            json.key("messages");
-            let _ = write!(json.0, "{}", stats.messages);
-        }
-        if operation == Operation::Get {
-            json.key("empty_gets");
-            let _ = write!(json.0, "{}", stats.empty_gets);
-        }
-        json.key("errors_by_status");
-        json.0.push('{');
-        for (status, count) in &stats.errors_by_status {
-            json.key(&status.to_string());
-            let _ = write!(json.0, "{count}");
-        }
-        json.0.push('}');
-        json.key("errors_by_code");
-        json.0.push('{');
-        for (code, count) in &stats.errors_by_code {
-            json.key(code);
-            let _ = write!(json.0, "{count}");
-        }
-        json.0.push('}');
-        json.key("throughput_per_s");
-        json.float(summary.throughput_per_s(stats));
-        json.key("latency_us");
-        json.latency(&stats.latency_us);
-        json.key("latency_uncorrected_us");
-        json.latency(&stats.latency_uncorrected_us);
-        json.0.push('}');
-    }
-    json.0.push('}');
-    json.key("end_to_end_us");
-    json.latency(&total.end_to_end_us);
-    json.key("client_send_lag_us");
-    json.latency(&total.send_lag_us);
-
-    json.key("timeline");
-    json.0.push('[');
-    for point in &summary.timeline {
-        json.0.push('{');
-        json.key("t_s");
-        json.float(point.end_s);
-        json.key("ops_per_s");
-        json.0.push('{');
-        for &operation in summary.operations() {
-            json.key(operation.name());
-            json.float(point.operations_per_s[operation.index()]);
-        }
-        json.0.push_str("}}");
-        json.0.push(',');
-    }
-    if json.0.ends_with(',') {
-        json.0.pop();
-    }
-    json.0.push(']');
-    json.key("depth");
-    json.0.push('[');
-    for (index, point) in summary.depth.iter().enumerate() {
-        if index > 0 {
-            json.0.push(',');
-        }
-        json.0.push('{');
-        json.key("t_s");
-        json.float(point.at_s);
-        json.key("messages");
-        let _ = write!(json.0, "{}", point.messages);
-        json.0.push('}');
-    }
-    json.0.push(']');
-    json.0.push_str("}\n");
-    json.0
+            }),
+        ),
+        LoadModel::Closed => (None, None),
+    };
+    let ops = summary
+        .operations()
+        .iter()
+        .map(|&operation| {
+            let stats = total.operation(operation);
+            let lists_messages = matches!(operation, Operation::Get | Operation::Peek);
+            let json = JsonOperation {
+                count: stats.count,
+                errors: stats.errors,
+                messages: lists_messages.then_some(stats.messages),
+                empty_gets: (operation == Operation::Get).then_some(stats.empty_gets),
+                errors_by_status: Entries(
+                    stats
+                        .errors_by_status
+                        .iter()
+                        .map(|&(status, count)| (status.to_string(), count))
+                        .collect(),
+                ),
+                errors_by_code: Entries(
+                    stats
+                        .errors_by_code
+                        .iter()
+                        .map(|(code, count)| (code.as_str(), *count))
+                        .collect(),
+                ),
+                throughput_per_s: rounded(summary.throughput_per_s(stats)),
+                latency_us: latency_of(&stats.latency_us),
+                latency_uncorrected_us: latency_of(&stats.latency_uncorrected_us),
+            };
+            (operation.name(), json)
+        })
+        .collect();
+    let report = JsonReport {
+        scenario: summary.scenario.name(),
+        load_model: if summary.is_open_loop() {
+            "open"
+        } else {
+            "closed"
+        },
+        target_rate_per_s,
+        arrival,
+        achieved_rate_per_s: rounded(summary.achieved_rate_per_s()),
+        duration_s: rounded(summary.duration_s),
+        warmup_s: rounded(summary.warmup_s),
+        connections: summary.connections,
+        pipeline: summary.pipeline,
+        queues: summary.queues,
+        message_bytes: summary.message_bytes,
+        batch: summary.batch,
+        requests: total.requests(),
+        errors: total.errors(),
+        connection_errors: total.connection_errors,
+        protocol_errors: total.protocol_errors,
+        refill: summary.refill,
+        cpus: &summary.cpus,
+        client_cores: summary
+            .client_cores
+            .iter()
+            .map(|core| JsonCoreUsage {
+                cpu: core.cpu,
+                running_ratio: rounded(core.running_ratio()),
+                waiting_ratio: rounded(core.waiting_ratio()),
+            })
+            .collect(),
+        error_ratio: rounded(total.error_ratio()),
+        max_error_ratio: rounded(summary.max_error_ratio),
+        warnings: saturation_warnings(summary),
+        ops: Entries(ops),
+        end_to_end_us: latency_of(&total.end_to_end_us),
+        client_send_lag_us: latency_of(&total.send_lag_us),
+        timeline: summary
+            .timeline
+            .iter()
+            .map(|point| JsonTimelinePoint {
+                t_s: rounded(point.end_s),
+                ops_per_s: Entries(
+                    summary
+                        .operations()
+                        .iter()
+                        .map(|&operation| {
+                            let rate = point.operations_per_s[operation.index()];
+                            (operation.name(), rounded(rate))
+                        })
+                        .collect(),
+                ),
+            })
+            .collect(),
+        depth: summary
+            .depth
+            .iter()
+            .map(|point| JsonDepthPoint {
+                t_s: rounded(point.at_s),
+                messages: point.messages,
+            })
+            .collect(),
+    };
+    // Serializing plain data into a String cannot fail.
+    let mut text = serde_json::to_string(&report).unwrap_or_else(|_| unreachable!());
+    text.push('\n');
+    text
 }
 
 #[cfg(test)]
@@ -756,10 +735,17 @@ pub(crate) mod tests {
     }
 
     #[test]
-    fn json_strings_are_escaped() {
-        let mut json = Json(String::new());
-        json.string("a\"b\\c\nd\u{1}");
-        assert_eq!(json.0, r#""a\"b\\c\nd\u0001""#);
+    fn json_keeps_the_report_order_of_operations_and_rounds_to_three_decimals() {
+        let mut summary = sample_summary();
+        summary.duration_s = 5.0 / 3.0;
+        let text = json(&summary);
+        let put = text.find("\"put\":{").unwrap();
+        let get = text.find("\"get\":{").unwrap();
+        let delete = text.find("\"delete\":{").unwrap();
+        assert!(put < get && get < delete, "{text}");
+        assert!(text.contains("\"duration_s\":1.667,"), "{text}");
+        assert!(text.ends_with("}\n"));
+        assert_eq!(rounded(f64::NAN), None);
     }
 
     #[test]
