@@ -422,51 +422,65 @@ pub fn parse_response_head(buffer: &[u8]) -> Result<Option<ResponseHead>, Respon
     Ok(Some(parsed))
 }
 
-/// Decodes a chunked body from the start of `buffer` into `body` (cleared first). Returns the
-/// bytes the chunked body occupies in `buffer`, or `Ok(None)` when more bytes are needed.
-/// `body_bytes_max` bounds the decoded size.
-pub fn decode_chunked(
-    buffer: &[u8],
-    body: &mut Vec<u8>,
-    body_bytes_max: usize,
-) -> Result<Option<usize>, ResponseError> {
-    body.clear();
-    let mut at = 0;
-    loop {
-        let Some(line_end) = find(&buffer[at..], b"\r\n") else {
-            return Ok(None);
-        };
-        let line = &buffer[at..at + line_end];
-        // Chunk extensions (`;name=value`) are allowed and ignored.
-        let size_text = line.split(|&byte| byte == b';').next().unwrap_or(line);
-        let size_text = std::str::from_utf8(size_text.trim_ascii())
-            .map_err(|_| ResponseError::Malformed("bad chunk size"))?;
-        let size = usize::from_str_radix(size_text, 16)
-            .map_err(|_| ResponseError::Malformed("bad chunk size"))?;
-        at += line_end + 2;
-        if size == 0 {
-            // Trailer fields, then an empty line.
-            loop {
-                let Some(line_end) = find(&buffer[at..], b"\r\n") else {
-                    return Ok(None);
-                };
-                at += line_end + 2;
-                if line_end == 0 {
-                    return Ok(Some(at));
+/// Decodes a chunked body as its bytes arrive. Each call starts where the last one stopped, at
+/// the first chunk not yet decoded, so a large answer read in many pieces is decoded once, not
+/// again from its first byte after every read.
+#[derive(Debug, Default)]
+pub struct ChunkedDecoder {
+    /// Bytes of the chunked body already decoded: whole chunks with their size lines.
+    consumed_bytes: usize,
+}
+
+impl ChunkedDecoder {
+    /// `buffer` holds the chunked body from its first byte (the bytes earlier calls decoded are
+    /// not read again); decoded data is appended to `body`, which must hold what earlier calls
+    /// appended. Returns the bytes the whole chunked body occupies in `buffer` once its last
+    /// chunk and trailer have arrived, or `Ok(None)` when more bytes are needed.
+    /// `body_bytes_max` bounds the decoded size.
+    pub fn decode(
+        &mut self,
+        buffer: &[u8],
+        body: &mut Vec<u8>,
+        body_bytes_max: usize,
+    ) -> Result<Option<usize>, ResponseError> {
+        loop {
+            let at = self.consumed_bytes;
+            let Some(line_end) = find(&buffer[at..], b"\r\n") else {
+                return Ok(None);
+            };
+            let line = &buffer[at..at + line_end];
+            // Chunk extensions (`;name=value`) are allowed and ignored.
+            let size_text = line.split(|&byte| byte == b';').next().unwrap_or(line);
+            let size_text = std::str::from_utf8(size_text.trim_ascii())
+                .map_err(|_| ResponseError::Malformed("bad chunk size"))?;
+            let size = usize::from_str_radix(size_text, 16)
+                .map_err(|_| ResponseError::Malformed("bad chunk size"))?;
+            let data_start = at + line_end + 2;
+            if size == 0 {
+                // Trailer fields, then an empty line; read again whole until they are complete.
+                let mut end = data_start;
+                loop {
+                    let Some(line_end) = find(&buffer[end..], b"\r\n") else {
+                        return Ok(None);
+                    };
+                    end += line_end + 2;
+                    if line_end == 0 {
+                        return Ok(Some(end));
+                    }
                 }
             }
+            if body.len() + size > body_bytes_max {
+                return Err(ResponseError::TooLarge);
+            }
+            if buffer.len() < data_start + size + 2 {
+                return Ok(None);
+            }
+            if &buffer[data_start + size..data_start + size + 2] != b"\r\n" {
+                return Err(ResponseError::Malformed("chunk not followed by CRLF"));
+            }
+            body.extend_from_slice(&buffer[data_start..data_start + size]);
+            self.consumed_bytes = data_start + size + 2;
         }
-        if body.len() + size > body_bytes_max {
-            return Err(ResponseError::TooLarge);
-        }
-        if buffer.len() < at + size + 2 {
-            return Ok(None);
-        }
-        body.extend_from_slice(&buffer[at..at + size]);
-        if &buffer[at + size..at + size + 2] != b"\r\n" {
-            return Err(ResponseError::Malformed("chunk not followed by CRLF"));
-        }
-        at += size + 2;
     }
 }
 
@@ -875,33 +889,71 @@ mod tests {
         assert!(parse_response_head(b"HTTP/1.1 200 OK\r\nContent-Length: -1\r\n\r\n").is_err());
     }
 
+    /// Decodes `chunked` fed in two pieces cut at `cut`, the way a connection's reads deliver it.
+    fn decode_in_two_reads(chunked: &[u8], cut: usize) -> Result<(Vec<u8>, usize), ResponseError> {
+        let mut decoder = ChunkedDecoder::default();
+        let mut body = Vec::new();
+        if let Some(bytes) = decoder.decode(&chunked[..cut], &mut body, 100)? {
+            return Ok((body, bytes));
+        }
+        let bytes = decoder
+            .decode(chunked, &mut body, 100)?
+            .expect("the whole body is there");
+        Ok((body, bytes))
+    }
+
     #[test]
     fn chunked_bodies() {
-        let mut body = Vec::new();
         let complete = b"4\r\nabcd\r\n3;ext=1\r\nefg\r\n0\r\n\r\nHTTP";
-        assert_eq!(
-            decode_chunked(complete, &mut body, 100),
-            Ok(Some(complete.len() - 4))
-        );
-        assert_eq!(body, b"abcdefg");
-        for cut in 0..complete.len() - 4 {
+        let body_bytes = complete.len() - 4;
+        for cut in 0..=complete.len() {
             assert_eq!(
-                decode_chunked(&complete[..cut], &mut body, 100),
+                decode_in_two_reads(complete, cut),
+                Ok((b"abcdefg".to_vec(), body_bytes)),
+                "{cut}"
+            );
+        }
+        for cut in 0..body_bytes {
+            let mut body = Vec::new();
+            assert_eq!(
+                ChunkedDecoder::default().decode(&complete[..cut], &mut body, 100),
                 Ok(None),
                 "{cut}"
             );
         }
         let trailer = b"1\r\na\r\n0\r\nx-trailer: 1\r\n\r\n";
+        for cut in 0..=trailer.len() {
+            assert_eq!(
+                decode_in_two_reads(trailer, cut),
+                Ok((b"a".to_vec(), trailer.len())),
+                "{cut}"
+            );
+        }
+        let mut body = Vec::new();
+        let mut decode = |bytes: &[u8]| ChunkedDecoder::default().decode(bytes, &mut body, 100);
+        assert!(decode(b"zz\r\n").is_err());
+        assert!(decode(b"2\r\nabX\r\n").is_err());
+        assert_eq!(decode(b"ff\r\n"), Err(ResponseError::TooLarge));
+    }
+
+    /// Regression: the decoder used to start from the body's first byte after every read, so a
+    /// body of n chunks arriving in n reads cost O(n^2). Decoded chunks are never read again:
+    /// overwriting them between reads changes nothing.
+    #[test]
+    fn chunked_decoding_resumes_after_the_chunks_already_decoded() {
+        let mut buffer = b"3\r\nabc\r\n2\r\nde\r\n4\r\nfg".to_vec();
+        let mut decoder = ChunkedDecoder::default();
+        let mut body = Vec::new();
+        assert_eq!(decoder.decode(&buffer, &mut body, 100), Ok(None));
+        assert_eq!(body, b"abcde");
+        let decoded_bytes = b"3\r\nabc\r\n2\r\nde\r\n".len();
+        buffer[..decoded_bytes].fill(b'!');
+        buffer.extend_from_slice(b"hi\r\n0\r\n\r\n");
         assert_eq!(
-            decode_chunked(trailer, &mut body, 100),
-            Ok(Some(trailer.len()))
+            decoder.decode(&buffer, &mut body, 100),
+            Ok(Some(buffer.len()))
         );
-        assert!(decode_chunked(b"zz\r\n", &mut body, 100).is_err());
-        assert!(decode_chunked(b"2\r\nabX\r\n", &mut body, 100).is_err());
-        assert_eq!(
-            decode_chunked(b"ff\r\n", &mut body, 100),
-            Err(ResponseError::TooLarge)
-        );
+        assert_eq!(body, b"abcdefghi");
     }
 
     #[test]
