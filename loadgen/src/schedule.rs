@@ -43,8 +43,8 @@ pub struct Pacer {
     gap_ns: f64,
     /// The intended time of the next start, as a fraction so that rounding does not drift.
     next_ns: f64,
-    /// SplitMix64 state for Poisson gaps: seeded per lane, so runs are repeatable.
-    random_state: u64,
+    /// Poisson gaps: seeded per lane, so runs are repeatable.
+    random: SplitMix64,
 }
 
 impl Pacer {
@@ -64,7 +64,7 @@ impl Pacer {
             arrival,
             gap_ns,
             next_ns: start_ns as f64,
-            random_state: seed ^ (lane_index as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15),
+            random: SplitMix64::for_lane(seed, lane_index),
         };
         match arrival {
             // Lane k starts k overall gaps after lane 0.
@@ -89,17 +89,48 @@ impl Pacer {
 
     fn poisson_gap_ns(&mut self) -> f64 {
         // Inverse transform sampling: -ln(U) is exponential with mean 1 for U uniform in (0, 1].
-        let uniform = (self.next_random() >> 11) as f64 / (1u64 << 53) as f64;
-        -(1.0 - uniform).ln() * self.gap_ns
+        -(1.0 - self.random.next_unit()).ln() * self.gap_ns
+    }
+}
+
+/// SplitMix64: a tiny, fast, seedable generator for schedules, jitter and work times. Not for
+/// anything secret; its point is that the same seed gives the same run.
+#[derive(Clone, Debug)]
+pub struct SplitMix64 {
+    state: u64,
+}
+
+impl SplitMix64 {
+    /// The golden-ratio increment of SplitMix64.
+    const GAMMA: u64 = 0x9E37_79B9_7F4A_7C15;
+
+    /// A generator seeded with `seed`.
+    pub fn new(seed: u64) -> SplitMix64 {
+        SplitMix64 { state: seed }
     }
 
-    fn next_random(&mut self) -> u64 {
-        self.random_state = self.random_state.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut mixed = self.random_state;
-        mixed = (mixed ^ (mixed >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        mixed = (mixed ^ (mixed >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        mixed ^ (mixed >> 31)
+    /// The generator of lane `lane_index` for the run seeded with `seed`: lanes differ.
+    pub fn for_lane(seed: u64, lane_index: usize) -> SplitMix64 {
+        SplitMix64::new(seed ^ (lane_index as u64).wrapping_mul(Self::GAMMA))
     }
+
+    /// The next 64 random bits.
+    pub fn next_u64(&mut self) -> u64 {
+        self.state = self.state.wrapping_add(Self::GAMMA);
+        mix64(self.state)
+    }
+
+    /// A uniform value in [0, 1), with 53 bits of precision.
+    pub fn next_unit(&mut self) -> f64 {
+        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
+    }
+}
+
+/// SplitMix64's finaliser: every input bit affects every output bit, so it also hashes.
+pub fn mix64(mut value: u64) -> u64 {
+    value = (value ^ (value >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    value = (value ^ (value >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    value ^ (value >> 31)
 }
 
 /// The instants of one request, in nanoseconds since the start of the run.

@@ -498,6 +498,8 @@ pub struct ListedMessage<'a> {
     /// Empty for Peek, which issues no receipt.
     pub pop_receipt: &'a [u8],
     pub message_text: &'a [u8],
+    /// Deliveries so far, this one included (0 when absent, as in a Peek of a new message).
+    pub dequeue_count: u32,
 }
 
 /// The `<QueueMessage>` elements of a `<QueueMessagesList>` body, read with quick-xml's borrowed
@@ -524,6 +526,7 @@ enum MessageField {
     MessageId,
     PopReceipt,
     MessageText,
+    DequeueCount,
 }
 
 impl<'a> ListedMessages<'a> {
@@ -564,6 +567,7 @@ impl<'a> Iterator for ListedMessages<'a> {
                         b"MessageId" => Some(MessageField::MessageId),
                         b"PopReceipt" => Some(MessageField::PopReceipt),
                         b"MessageText" => Some(MessageField::MessageText),
+                        b"DequeueCount" => Some(MessageField::DequeueCount),
                         _ => None,
                     };
                     continue;
@@ -585,6 +589,12 @@ impl<'a> Iterator for ListedMessages<'a> {
                 Some(MessageField::MessageId) => message.message_id = text,
                 Some(MessageField::PopReceipt) => message.pop_receipt = text,
                 Some(MessageField::MessageText) => message.message_text = text,
+                Some(MessageField::DequeueCount) => {
+                    message.dequeue_count = std::str::from_utf8(text)
+                        .ok()
+                        .and_then(|digits| digits.trim().parse().ok())
+                        .unwrap_or(0);
+                }
                 None => {}
             }
         }
@@ -971,11 +981,13 @@ mod tests {
                     message_id: b"id-1",
                     pop_receipt: b"AgAA+/w=",
                     message_text: b"1795305600123456xx",
+                    dequeue_count: 1,
                 },
                 ListedMessage {
                     message_id: b"id-2",
                     pop_receipt: b"r2",
                     message_text: b"hello",
+                    dequeue_count: 0,
                 },
             ]
         );

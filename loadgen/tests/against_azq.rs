@@ -19,7 +19,7 @@ use common::{exchange, signed_request, Server};
 
 /// A one-shard server: the load generator's counts are checked against it.
 fn start_server() -> Server {
-    Server::start(&["--shards", "1"])
+    Server::start(&["--shards", "1", "--inMemoryPersistence"])
 }
 
 fn endpoint(server: &Server) -> String {

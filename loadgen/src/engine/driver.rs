@@ -71,24 +71,16 @@ pub(super) async fn drive_connection(core: Rc<Core>, mut lanes: Vec<LaneRun>) ->
                 lane.done = true;
                 continue;
             }
-            if step.starts_chain() {
-                lane.start_chain(due_ns, &plan);
-            }
-            lane.busy = true;
-            in_flight.push_back(InFlight {
-                lane: index,
-                step,
-                intended_ns: due_ns,
-                chain_intended_ns: lane.chain_intended_ns,
-                ready_ns: lane.ready_ns,
-                sent_ns: now,
-            });
+            in_flight.push_back(lane.take_request(&plan, index, due_ns, now));
         }
         if !output.is_empty() {
             // Sent when handed to the socket, after encoding.
             let sent_ns = clock.now_ns();
             for flight in in_flight.iter_mut().skip(already_in_flight) {
                 flight.sent_ns = sent_ns;
+                if flight.attempt == 0 {
+                    flight.operation_sent_ns = sent_ns;
+                }
             }
             let sent = open.send(&output).await;
             output.clear();

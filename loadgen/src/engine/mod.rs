@@ -26,10 +26,12 @@ use crate::connection::Connection;
 use crate::endpoint::{Credentials, Endpoint};
 use crate::metrics::Measurements;
 use crate::report::CoreUsage;
+use crate::retry::RetryPolicy;
 use crate::runtime::{self, CoreHandle, CoreOptions, ReportSender};
 use crate::scenario::{roles, Role, Scenario};
 use crate::schedule::{LoadModel, NANOSECONDS_PER_SECOND};
 use crate::wire::{RequestEncoder, RequestSettings};
+use crate::workers::WorkerPlan;
 
 use accounting::LaneRun;
 use driver::drive_connection;
@@ -46,6 +48,8 @@ pub const INTERVAL_NS: u64 = NANOSECONDS_PER_SECOND;
 const SPIN_BEFORE_PARK: Duration = Duration::from_millis(10);
 /// Time between starting the cores and run time zero.
 const START_DELAY: Duration = Duration::from_millis(200);
+/// The longest wait `--start-at` may ask for.
+const START_AT_WAIT_MAX: Duration = Duration::from_secs(86_400);
 /// Reports a core may have queued for the main thread before it waits (the main thread drains
 /// them continuously, so this is never reached in practice; it only has to be bounded).
 const REPORTS_QUEUED_MAX: usize = 1024;
@@ -73,13 +77,22 @@ pub struct RunPlan {
     pub preload: u64,
     /// Consumers put a new message for each one they delete.
     pub refill: bool,
-    /// Seed of the Poisson schedules.
+    /// Seed of the Poisson schedules, retry jitter, work times and crash decisions.
     pub seed: u64,
+    /// How failed requests are retried; `None`: never.
+    pub retry: Option<RetryPolicy>,
+    /// For `workers`: what a worker does with a message.
+    pub workers: Option<WorkerPlan>,
 }
 
 impl RunPlan {
     fn lanes(&self) -> usize {
         self.connections * self.pipeline
+    }
+
+    /// Lanes that put in `mixed` and `workers` (the first ones).
+    fn producer_lanes(&self) -> usize {
+        self.producers * self.pipeline
     }
 
     /// When measuring starts, in run time.
@@ -139,16 +152,34 @@ pub struct Started {
     pub reports: Receiver<CoreReport>,
     /// Join these after the last `Finished` report.
     pub executors: Vec<CoreHandle<()>>,
-    /// Run time zero.
-    pub start: Instant,
+    /// Run time zero, by the wall clock.
+    pub start_wall_clock: SystemTime,
 }
 
-/// Starts one executor per CPU.
-pub fn start(plan: Arc<RunPlan>) -> Result<Started, String> {
+/// Starts one executor per CPU, for run time zero at `start_at` (by the wall clock) or, without
+/// it, as soon as the cores can be ready.
+pub fn start(plan: Arc<RunPlan>, start_at: Option<SystemTime>) -> Result<Started, String> {
     let (reports, receiver) = runtime::report_channel(REPORTS_QUEUED_MAX);
+    let now = Instant::now();
+    let now_wall_clock = SystemTime::now();
     // Give every executor time to start and connect before the schedule begins, so that no
     // core's first requests are late because its thread or connections were still being made.
-    let start = Instant::now() + START_DELAY;
+    let wait = match start_at {
+        None => START_DELAY,
+        Some(at) => {
+            let wait = at.duration_since(now_wall_clock).map_err(|late| {
+                format!(
+                    "--start-at is {:.1} s in the past (it must come after setup)",
+                    late.duration().as_secs_f64()
+                )
+            })?;
+            if wait > START_AT_WAIT_MAX {
+                return Err("--start-at is more than a day away".to_string());
+            }
+            wait
+        }
+    };
+    let start = now + wait;
     let mut executors = Vec::with_capacity(plan.cpus.len());
     for (core, &cpu) in plan.cpus.iter().enumerate() {
         let plan = plan.clone();
@@ -167,7 +198,7 @@ pub fn start(plan: Arc<RunPlan>) -> Result<Started, String> {
     Ok(Started {
         reports: receiver,
         executors,
-        start,
+        start_wall_clock: now_wall_clock + wait,
     })
 }
 
@@ -299,7 +330,7 @@ fn parse_scheduler_statistics(text: &str) -> Option<(u64, u64)> {
 /// Queues are assigned separately among producers and among the others, so that every queue
 /// has both when there are enough lanes.
 fn lane_roles(plan: &RunPlan) -> Vec<Role> {
-    roles(plan.scenario, plan.lanes(), plan.producers * plan.pipeline)
+    roles(plan.scenario, plan.lanes(), plan.producer_lanes())
 }
 
 /// Ships the core's measurements once a second, until cancelled.
@@ -388,6 +419,8 @@ pub(crate) mod tests {
             preload: 0,
             refill: false,
             seed: 1,
+            retry: None,
+            workers: None,
         }
     }
 
