@@ -84,7 +84,8 @@ Load
   --seed N                  seed of the poisson schedule, retry jitter, work times and
                             crashes (default 1)
                             (an open loop's cores poll rather than sleep between sends, for
-                            punctual sends: pin them away from the server's CPUs)
+                            punctual sends, and so do a closed loop's when pinned with --cpus,
+                            for cheaper wake-ups: pin them away from the server's CPUs)
   --retry POLICY            none | exponential[:max=N,base=TIME]: retry 408 and 5xx answers
                             and lost connections as the Azure SDKs do (default none;
                             exponential alone is max=3,base=1s); retries are counted apart

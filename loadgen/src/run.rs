@@ -55,6 +55,7 @@ pub fn run(options: &Options) -> Result<RunOutcome, String> {
         },
         scenario: options.scenario,
         cpus,
+        cpus_pinned: options.cpus.is_some(),
         connections: options.connections,
         pipeline: options.pipeline,
         producers: options.producers,
