@@ -225,19 +225,12 @@ pub fn parse(arguments: impl IntoIterator<Item = String>) -> Result<Command, Str
     let mut step_duration_ns = None;
     let mut start_at = None;
 
-    while let Some(argument) = arguments.next() {
-        let (flag, inline_value) = match argument.split_once('=') {
-            Some((flag, value)) if flag.starts_with("--") => {
-                (flag.to_string(), Some(value.to_string()))
-            }
-            _ => (argument, None),
-        };
-        let mut value = || {
-            inline_value
-                .clone()
-                .or_else(|| arguments.next())
-                .ok_or_else(|| format!("{flag} needs a value"))
-        };
+    let mut flags = Flags {
+        arguments,
+        inline_value: None,
+    };
+    while let Some(flag) = flags.next_flag() {
+        let mut value = || flags.value(&flag);
         match flag.as_str() {
             "-h" | "--help" => return Ok(Command::Help),
             "--quiet" => quiet = true,
@@ -466,6 +459,39 @@ pub fn parse(arguments: impl IntoIterator<Item = String>) -> Result<Command, Str
     })))
 }
 
+/// Walks a command line: each argument as a flag, and on request the flag's value, given
+/// inline (`--flag=value`) or as the next argument.
+struct Flags<I> {
+    arguments: I,
+    /// The value given inline with the last flag.
+    inline_value: Option<String>,
+}
+
+impl<I: Iterator<Item = String>> Flags<I> {
+    /// The next argument; a `--flag=value` yields `--flag` and keeps the value for `value`.
+    fn next_flag(&mut self) -> Option<String> {
+        let argument = self.arguments.next()?;
+        match argument.split_once('=') {
+            Some((flag, value)) if flag.starts_with("--") => {
+                self.inline_value = Some(value.to_string());
+                Some(flag.to_string())
+            }
+            _ => {
+                self.inline_value = None;
+                Some(argument)
+            }
+        }
+    }
+
+    /// The value of `flag`.
+    fn value(&mut self, flag: &str) -> Result<String, String> {
+        self.inline_value
+            .take()
+            .or_else(|| self.arguments.next())
+            .ok_or_else(|| format!("{flag} needs a value"))
+    }
+}
+
 /// Parses `merge`'s arguments: input logs and output flags.
 fn parse_merge(arguments: impl Iterator<Item = String>) -> Result<Command, String> {
     let mut merge = MergeOptions {
@@ -475,21 +501,12 @@ fn parse_merge(arguments: impl Iterator<Item = String>) -> Result<Command, Strin
         hdr_log_path: None,
         csv_path: None,
     };
-    let mut arguments = arguments.into_iter();
-    while let Some(argument) = arguments.next() {
-        let (flag, inline_value) = match argument.split_once('=') {
-            Some((flag, value)) if flag.starts_with("--") => {
-                (flag.to_string(), Some(value.to_string()))
-            }
-            _ => (argument, None),
-        };
-        let mut value = || {
-            inline_value
-                .clone()
-                .or_else(|| arguments.next())
-                .map(PathBuf::from)
-                .ok_or_else(|| format!("{flag} needs a value"))
-        };
+    let mut flags = Flags {
+        arguments,
+        inline_value: None,
+    };
+    while let Some(flag) = flags.next_flag() {
+        let mut value = || flags.value(&flag).map(PathBuf::from);
         match flag.as_str() {
             "-h" | "--help" => return Ok(Command::Help),
             "--json" => merge.json_path = Some(value()?),

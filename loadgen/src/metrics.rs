@@ -132,6 +132,14 @@ impl OperationStats {
         }
     }
 
+    /// Error answers with the Azure error code `code`.
+    pub fn errors_with_code(&self, code: &str) -> u64 {
+        self.errors_by_code
+            .iter()
+            .find(|(known, _)| known == code)
+            .map_or(0, |(_, count)| *count)
+    }
+
     /// Counts a retry caused by an answer with `status`, or by a lost connection (`None`).
     pub fn record_retry(&mut self, status: Option<u16>) {
         self.retries += 1;

@@ -495,13 +495,6 @@ fn workers_section(summary: &RunSummary, out: &mut String) {
     };
     let workers = &summary.total.workers;
     let deletes = summary.total.operation(Operation::Delete);
-    let refused = |code: &str| {
-        deletes
-            .errors_by_code
-            .iter()
-            .find(|(known, _)| known == code)
-            .map_or(0, |(_, count)| *count)
-    };
     let _ = writeln!(
         out,
         "workers: {} at crash rate {:.2}%: {} messages received, {} processed, {} abandoned by \
@@ -526,8 +519,8 @@ fn workers_section(summary: &RunSummary, out: &mut String) {
         "  deletes after the lease ran out: {}; refused: {} PopReceiptMismatch, {} \
          MessageNotFound",
         grouped(workers.lease_expired_before_delete),
-        grouped(refused("PopReceiptMismatch")),
-        grouped(refused("MessageNotFound"))
+        grouped(deletes.errors_with_code("PopReceiptMismatch")),
+        grouped(deletes.errors_with_code("MessageNotFound"))
     );
     if let Some(utilisation) = summary.worker_utilisation() {
         let _ = writeln!(
@@ -814,13 +807,6 @@ struct JsonDepthPoint {
 fn json_workers(summary: &RunSummary, plan: &WorkerPlan) -> JsonWorkers {
     let workers = &summary.total.workers;
     let deletes = summary.total.operation(Operation::Delete);
-    let refused = |code: &str| {
-        deletes
-            .errors_by_code
-            .iter()
-            .find(|(known, _)| known == code)
-            .map_or(0, |(_, count)| *count)
-    };
     JsonWorkers {
         workers: summary.worker_lanes,
         work_time: plan.work_time.to_string(),
@@ -833,8 +819,8 @@ fn json_workers(summary: &RunSummary, plan: &WorkerPlan) -> JsonWorkers {
         redelivered_after_lease_expiry: workers.redelivered_after_lease_expiry,
         redelivered_after_crash: workers.redelivered_after_crash,
         lease_expired_before_delete: workers.lease_expired_before_delete,
-        deletes_pop_receipt_mismatch: refused("PopReceiptMismatch"),
-        deletes_message_not_found: refused("MessageNotFound"),
+        deletes_pop_receipt_mismatch: deletes.errors_with_code("PopReceiptMismatch"),
+        deletes_message_not_found: deletes.errors_with_code("MessageNotFound"),
         utilisation: summary.worker_utilisation().and_then(rounded),
         depth_growth_per_s: summary.depth_growth_per_s().and_then(rounded),
         verdict: summary.verdict().map(|verdict| match verdict {

@@ -532,6 +532,26 @@ mod tests {
         WALL_CLOCK_US
     }
 
+    /// `take_answer` with the tests' wall clock.
+    fn answer_with(
+        plan: &RunPlan,
+        measurements: &mut Measurements,
+        lane: &mut LaneRun,
+        flight: InFlight,
+        received_ns: u64,
+        response: &Response<'_>,
+    ) {
+        take_answer(
+            plan,
+            measurements,
+            lane,
+            flight,
+            received_ns,
+            response,
+            wall_clock_us,
+        );
+    }
+
     fn plan(scenario: Scenario, load: LoadModel) -> RunPlan {
         crate::engine::tests::plan(scenario, load)
     }
@@ -587,14 +607,13 @@ mod tests {
         let intended = SECOND + 500 * MS;
         let flight = flight(Step::Put, intended, intended + 200_000, intended + 500_000);
         let received = intended + 1_500_000;
-        take_answer(
+        answer_with(
             &plan,
             &mut measurements,
             &mut lane,
             flight,
             received,
             &answer(201, b""),
-            wall_clock_us,
         );
         let put = measurements.operation(Operation::Put);
         assert_eq!((put.count, put.errors), (1, 0));
@@ -611,14 +630,13 @@ mod tests {
         let mut measurements = Measurements::default();
         let mut lane = LaneRun::new(&plan, 0, Role::Producer);
         let flight = flight(Step::Put, SECOND, SECOND, SECOND + MS / 2);
-        take_answer(
+        answer_with(
             &plan,
             &mut measurements,
             &mut lane,
             flight,
             SECOND + 2 * MS,
             &answer(201, b""),
-            wall_clock_us,
         );
         let put = measurements.operation(Operation::Put);
         assert_eq!(put.latency_us.max(), 1_500);
@@ -631,14 +649,13 @@ mod tests {
         let mut measurements = Measurements::default();
         let mut lane = LaneRun::new(&plan, 0, Role::Producer);
         let flight = flight(Step::Put, 10 * MS, 10 * MS, 10 * MS);
-        take_answer(
+        answer_with(
             &plan,
             &mut measurements,
             &mut lane,
             flight,
             SECOND + 20 * MS,
             &answer(503, b""),
-            wall_clock_us,
         );
         assert_eq!(measurements.warmup_requests, 1);
         assert_eq!(measurements.requests(), 0);
@@ -653,14 +670,13 @@ mod tests {
         let mut busy = answer(503, b"");
         busy.error_code = Some(b"ServerBusy");
         let flight = flight(Step::Get, SECOND, SECOND, SECOND);
-        take_answer(
+        answer_with(
             &plan,
             &mut measurements,
             &mut lane,
             flight,
             SECOND + MS,
             &busy,
-            wall_clock_us,
         );
         let get = measurements.operation(Operation::Get);
         assert_eq!((get.count, get.errors), (1, 1));
@@ -688,14 +704,13 @@ mod tests {
             </QueueMessagesList>";
         // The plan's batch is 1; ask for two.
         lane.lane = Lane::new(Role::Consumer, 0, 2, false);
-        take_answer(
+        answer_with(
             &plan,
             &mut measurements,
             &mut lane,
             get,
             3 * SECOND + MS,
             &answer(200, body),
-            wall_clock_us,
         );
         let gets = measurements.operation(Operation::Get);
         assert_eq!((gets.count, gets.messages, gets.empty_gets), (1, 2, 0));
@@ -711,14 +726,13 @@ mod tests {
                 panic!("{:?}", delete.step);
             };
             assert_eq!(lane.lane.held(index).message_id(), id);
-            take_answer(
+            answer_with(
                 &plan,
                 &mut measurements,
                 &mut lane,
                 delete,
                 delete.sent_ns + MS,
                 &answer(204, b""),
-                wall_clock_us,
             );
         }
         assert_eq!(measurements.operation(Operation::Delete).count, 2);
@@ -734,14 +748,13 @@ mod tests {
         let mut lane = LaneRun::new(&plan, 0, Role::Consumer);
         let empty = answer(200, b"<QueueMessagesList />");
         let get = flight(Step::Get, SECOND, SECOND, SECOND);
-        take_answer(
+        answer_with(
             &plan,
             &mut measurements,
             &mut lane,
             get,
             SECOND + MS,
             &empty,
-            wall_clock_us,
         );
         assert_eq!(measurements.operation(Operation::Get).empty_gets, 1);
         assert!(measurements.end_to_end_us.is_empty());
@@ -750,14 +763,13 @@ mod tests {
         let body = b"<QueueMessagesList><QueueMessage><MessageId>a</MessageId>\
             <MessageText>x</MessageText></QueueMessage></QueueMessagesList>";
         let peek = flight(Step::Peek, SECOND, SECOND, SECOND);
-        take_answer(
+        answer_with(
             &plan,
             &mut measurements,
             &mut peeker,
             peek,
             SECOND + MS,
             &answer(200, body),
-            wall_clock_us,
         );
         assert_eq!(measurements.operation(Operation::Peek).messages, 1);
         assert_eq!(peeker.lane.next_step(), Step::Peek);
@@ -772,25 +784,23 @@ mod tests {
             <PopReceipt>r</PopReceipt><MessageText>x</MessageText></QueueMessage>\
             </QueueMessagesList>";
         let get = send(&plan, &mut lane, SECOND);
-        take_answer(
+        answer_with(
             &plan,
             &mut measurements,
             &mut lane,
             get,
             SECOND + MS,
             &answer(200, body),
-            wall_clock_us,
         );
         let update = send(&plan, &mut lane, SECOND + MS);
         assert_eq!(update.step, Step::Update(0));
-        take_answer(
+        answer_with(
             &plan,
             &mut measurements,
             &mut lane,
             update,
             SECOND + 2 * MS,
             &answer(204, b""),
-            wall_clock_us,
         );
         assert_eq!(measurements.protocol_errors, 1);
         // Without a receipt the Delete is skipped.
@@ -873,14 +883,13 @@ mod tests {
         while lane.next_send_ns(&plan).is_some() {
             let put = send(&plan, &mut lane, now);
             now += MS;
-            take_answer(
+            answer_with(
                 &plan,
                 &mut measurements,
                 &mut lane,
                 put,
                 now,
                 &answer(201, b""),
-                wall_clock_us,
             );
         }
         assert_eq!(measurements.operation(Operation::Put).count, 2);
@@ -912,14 +921,13 @@ mod tests {
         lane.pacer = Some(Pacer::new(1000.0, Arrival::Constant, 1, 0, SECOND, 1));
         let first = send(&plan, &mut lane, SECOND);
         let busy = answer_with_code(503, b"ServerBusy");
-        take_answer(
+        answer_with(
             &plan,
             &mut measurements,
             &mut lane,
             first,
             SECOND + MS,
             &busy,
-            wall_clock_us,
         );
         let put = measurements.operation(Operation::Put);
         assert_eq!((put.count, put.errors, put.retries), (0, 0, 1));
@@ -934,14 +942,13 @@ mod tests {
         assert_eq!(retry.operation_sent_ns, SECOND);
         // The retry did not use up a scheduled start.
         assert_eq!(lane.pacer.as_ref().unwrap().intended_ns(), SECOND + MS);
-        take_answer(
+        answer_with(
             &plan,
             &mut measurements,
             &mut lane,
             retry,
             due + 500_000,
             &answer(201, b""),
-            wall_clock_us,
         );
         let put = measurements.operation(Operation::Put);
         assert_eq!((put.count, put.errors, put.retries), (1, 0, 1));
@@ -962,14 +969,13 @@ mod tests {
             now = now.max(due);
             let flight = send(&plan, &mut lane, now);
             now += MS;
-            take_answer(
+            answer_with(
                 &plan,
                 &mut measurements,
                 &mut lane,
                 flight,
                 now,
                 &answer(500, b""),
-                wall_clock_us,
             );
         }
         let put = measurements.operation(Operation::Put);
@@ -977,14 +983,13 @@ mod tests {
         assert!(lane.retry.is_none());
 
         let flight = send(&plan, &mut lane, now);
-        take_answer(
+        answer_with(
             &plan,
             &mut measurements,
             &mut lane,
             flight,
             now + MS,
             &answer_with_code(404, b"QueueNotFound"),
-            wall_clock_us,
         );
         let put = measurements.operation(Operation::Put);
         assert_eq!((put.count, put.errors, put.retries), (2, 2, 2));
@@ -1022,14 +1027,13 @@ mod tests {
             <PopReceipt>r</PopReceipt><MessageText>x</MessageText></QueueMessage>\
             </QueueMessagesList>";
         let get = send(&plan, &mut lanes[0], SECOND);
-        take_answer(
+        answer_with(
             &plan,
             &mut measurements,
             &mut lanes[0],
             get,
             SECOND + MS,
             &answer(200, body),
-            wall_clock_us,
         );
         assert_eq!(lanes[0].lane.next_step(), Step::Delete(0));
         lose_due_requests(&plan, &mut measurements, &mut lanes, SECOND + 2 * MS);
@@ -1069,14 +1073,13 @@ mod tests {
         lane.ready_ns = SECOND;
         assert!(lane.pacer.is_none(), "workers pace themselves");
         let get = send(&plan, &mut lane, SECOND);
-        take_answer(
+        answer_with(
             &plan,
             &mut measurements,
             &mut lane,
             get,
             SECOND + MS,
             &answer(200, TWO_MESSAGES),
-            wall_clock_us,
         );
         let workers = measurements.workers;
         assert_eq!((workers.received, workers.processed), (2, 1));
@@ -1086,14 +1089,13 @@ mod tests {
         assert_eq!(lane.next_send_ns(&plan), Some(SECOND + 601 * MS));
         let delete = send(&plan, &mut lane, SECOND + 601 * MS);
         assert_eq!(delete.step, Step::Delete(0));
-        take_answer(
+        answer_with(
             &plan,
             &mut measurements,
             &mut lane,
             delete,
             SECOND + 602 * MS,
             &answer(204, b""),
-            wall_clock_us,
         );
         assert_eq!(measurements.workers.deleted, 1);
         // Put at 1795305599.0 s, deleted at 1795305600.0 s by the test's wall clock.
@@ -1104,14 +1106,13 @@ mod tests {
         assert_eq!(delete.step, Step::Delete(1));
         let mut mismatch = answer_with_code(400, b"PopReceiptMismatch");
         mismatch.body = b"";
-        take_answer(
+        answer_with(
             &plan,
             &mut measurements,
             &mut lane,
             delete,
             SECOND + 1203 * MS,
             &mismatch,
-            wall_clock_us,
         );
         let workers = measurements.workers;
         assert_eq!((workers.processed, workers.deleted), (2, 1));
@@ -1129,14 +1130,13 @@ mod tests {
         let mut lane = LaneRun::new(&plan, 0, Role::Worker);
         lane.ready_ns = SECOND;
         let get = send(&plan, &mut lane, SECOND);
-        take_answer(
+        answer_with(
             &plan,
             &mut measurements,
             &mut lane,
             get,
             SECOND + MS,
             &answer(200, TWO_MESSAGES),
-            wall_clock_us,
         );
         let workers = measurements.workers;
         assert_eq!(
@@ -1161,14 +1161,13 @@ mod tests {
         let mut pauses = Vec::new();
         for _ in 0..4 {
             let get = send(&plan, &mut lane, now);
-            take_answer(
+            answer_with(
                 &plan,
                 &mut measurements,
                 &mut lane,
                 get,
                 now,
                 &answer(200, b"<QueueMessagesList />"),
-                wall_clock_us,
             );
             let due = lane.next_send_ns(&plan).unwrap();
             pauses.push((due - now) / MS);
@@ -1177,14 +1176,13 @@ mod tests {
         assert_eq!(pauses, vec![10, 20, 40, 40]);
         assert_eq!(measurements.operation(Operation::Get).empty_gets, 4);
         let get = send(&plan, &mut lane, now);
-        take_answer(
+        answer_with(
             &plan,
             &mut measurements,
             &mut lane,
             get,
             now,
             &answer(200, TWO_MESSAGES),
-            wall_clock_us,
         );
         assert_eq!(lane.backoff_ns, 0);
     }
