@@ -1,7 +1,8 @@
 //! Micro-benchmarks of the queue hot paths: the slab, the timer wheel with a million timers, and a
 //! shard's Put → Get → Delete and Peek(32) at depths 10, 1,000 and 1,000,000 (their cost must not
-//! depend on depth; Peek at depth 10 returns only 10 messages, hence the middle depth). Before the benchmarks it measures, with a counting allocator, the heap bytes a
-//! stored message costs beyond its text.
+//! depend on depth; Peek at depth 10 returns only 10 messages, hence the middle depth). Before the
+//! benchmarks it measures, with a counting allocator, the heap bytes a stored message costs beyond
+//! its text.
 //!
 //! Run: `cargo bench --bench queue -- --warm-up-time 1 --measurement-time 3`.
 
@@ -20,7 +21,8 @@ struct CountingAllocator;
 
 static ALLOCATED_BYTES: AtomicIsize = AtomicIsize::new(0);
 
-// SAFETY: every call is forwarded to `System` with the same arguments; the counter is a side effect.
+// SAFETY: every call is forwarded to `System` with the same arguments; the counter is a side
+// effect.
 unsafe impl GlobalAlloc for CountingAllocator {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         ALLOCATED_BYTES.fetch_add(layout.size() as isize, Ordering::Relaxed);

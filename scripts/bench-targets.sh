@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # The performance targets of issue 6, measured with azq-loadgen: one azq shard pinned to CPU 0,
 # the load generator pinned to CPU 1, 1 KiB messages, SharedKey auth, keep-alive, no pipelining.
-# Each scenario runs against a fresh server. Prints one line per scenario; the JSON reports stay
-# in $OUT (default target/bench-targets).
+# Each scenario runs against a fresh server, on each backend of RUNTIMES in turn (default both:
+# io_uring and portable, side by side in one run). Prints one line per scenario and backend; the
+# JSON reports stay in $OUT (default target/bench-targets).
 #
 #   scripts/bench-targets.sh            DURATION=5s WARMUP=2s CONNECTIONS=32 by default
+#   RUNTIMES=portable scripts/bench-targets.sh    one backend only
 #
 # Loopback only; every run is bounded by DURATION (plus preloading).
 set -euo pipefail
@@ -12,6 +14,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 duration=${DURATION:-5s}
 warmup=${WARMUP:-2s}
 connections=${CONNECTIONS:-32}
+runtimes=${RUNTIMES:-io_uring portable}
 out=${OUT:-target/bench-targets}
 mkdir -p "$out"
 cargo build --release --quiet --bin azq
@@ -20,8 +23,10 @@ cargo build --release --quiet -p azq-loadgen
 azq_pid=""
 trap '[[ -n "$azq_pid" ]] && kill -KILL "$azq_pid" 2>/dev/null; true' EXIT
 
+# start_azq RUNTIME: a one-shard server on CPU 0 with that backend.
 start_azq() {
-  taskset -c 0 target/release/azq --queuePort 0 --shards 1 --cpus 0 --silent > "$out/azq.out" &
+  taskset -c 0 target/release/azq --queuePort 0 --shards 1 --cpus 0 --silent --runtime "$1" \
+    > "$out/azq.out" &
   azq_pid=$!
   port=""
   for _ in $(seq 1 100); do
@@ -50,11 +55,20 @@ sample_cpu() {
   done
 }
 
-# run NAME LOADGEN-ARGS...: one scenario against a fresh server.
+# run NAME LOADGEN-ARGS...: one scenario against a fresh server, on each backend.
 run() {
-  local name=$1
+  local scenario=$1
   shift
-  start_azq
+  for runtime in $runtimes; do
+    run_on "$runtime" "$scenario-$runtime" "$@"
+  done
+}
+
+# run_on RUNTIME NAME LOADGEN-ARGS...
+run_on() {
+  local runtime=$1 name=$2
+  shift 2
+  start_azq "$runtime"
   rm -f "$out/$name.cpu"
   sample_cpu "$azq_pid" "$out/$name.cpu" &
   local sampler=$!
@@ -84,7 +98,7 @@ requests_per_s = sum(stats["throughput_per_s"] for stats in report["ops"].values
 server = f"azq core busy {server_busy:.0%}"
 if requests_per_s and server_busy:
     server += f", {server_busy / requests_per_s * 1e6:.1f} us of azq CPU per request"
-print(f"{name:<14} " + "; ".join(parts) + f"; errors {report['errors']}; {server}; client core {client}")
+print(f"{name:<23} " + "; ".join(parts) + f"; errors {report['errors']}; {server}; client core {client}")
 PY
   stop_azq
 }

@@ -6,6 +6,7 @@
 # turns, ROUNDS times. Prints requests/s per run and the median per tool and auth.
 #
 #   scripts/bench-vs-wrk.sh        ROUNDS=3 DURATION=5 (seconds) CONNECTIONS=32
+#                                  RUNTIME=io_uring (azq's backend; or portable)
 #
 # Run it on a quiet machine: both clients and the server each need a whole core. Loopback
 # only; every run is bounded by DURATION.
@@ -15,6 +16,7 @@ source scripts/bench-lib.sh
 rounds=${ROUNDS:-3}
 duration=${DURATION:-5}
 connections=${CONNECTIONS:-32}
+runtime=${RUNTIME:-io_uring}
 out=${OUT:-target/bench-vs-wrk}
 mkdir -p "$out"
 cargo build --release --quiet --bin azq
@@ -41,7 +43,7 @@ PYTHON
 start_azq() {
   port=$(free_port)
   taskset -c 0 target/release/azq --queuePort "$port" --shards 1 --cpus 0 --silent \
-    --inMemoryPersistence > /dev/null 2>&1 &
+    --runtime "$runtime" --inMemoryPersistence > /dev/null 2>&1 &
   server_pid=$!
   wait_for_port "$port"
 }

@@ -1,4 +1,5 @@
-//! Every limit azq enforces, as a named constant, and the runtime `Config` built from the command line.
+//! Every limit azq enforces, as a named constant, and the runtime `Config` built from the command
+//! line.
 //!
 //! Limits live here so that docs/ARCHITECTURE.md can list them from one place and so that relations
 //! between them are checked at compile time. Units are last in every name.
@@ -27,7 +28,8 @@ pub const VISIBILITY_TIMEOUT_S_MAX: u64 = 604_800;
 pub const GET_VISIBILITY_TIMEOUT_S_DEFAULT: u64 = 30;
 /// Time to live of a message when the client sends no `messagettl`, seconds (7 days).
 pub const MESSAGE_TTL_S_DEFAULT: u64 = 604_800;
-/// Total bytes of one queue's metadata (names + values), as Azure: beyond it 400 `MetadataTooLarge`.
+/// Total bytes of one queue's metadata (names + values), as Azure: beyond it 400
+/// `MetadataTooLarge`.
 pub const METADATA_BYTES_MAX: usize = 8 * 1024;
 /// Most queues List Queues returns in one page (`maxresults`, also the default).
 pub const LIST_QUEUES_RESULTS_MAX: usize = 5000;
@@ -46,6 +48,8 @@ pub const MESH_CHANNEL_CAPACITY: usize = 1024;
 pub const REQUEST_HEAD_TIMEOUT_MS: u64 = 10_000;
 /// Time an idle keep-alive connection is kept open, ms.
 pub const IDLE_CONNECTION_TIMEOUT_MS: u64 = 120_000;
+/// Time `azq healthcheck` waits to connect, send and hear back, ms each.
+pub const HEALTHCHECK_TIMEOUT_MS: u64 = 2_000;
 /// Time a stopping server waits for in-flight requests before it exits anyway, ms.
 pub const SHUTDOWN_GRACE_MS: u64 = 10_000;
 /// Bytes of responses buffered per connection before they are written even if more requests are
@@ -93,6 +97,29 @@ pub const DEVELOPMENT_ACCOUNT_NAME: &str = "devstoreaccount1";
 pub const DEVELOPMENT_ACCOUNT_KEY: &str =
     "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw==";
 
+/// Which backend to run, as `--runtime` names it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RuntimeChoice {
+    /// io_uring where the kernel allows it, else the portable backend.
+    Auto,
+    /// io_uring or nothing.
+    IoUring,
+    /// The portable backend, even where io_uring works.
+    Portable,
+}
+
+impl RuntimeChoice {
+    /// Reads `auto`, `io_uring` or `portable`.
+    pub fn parse(text: &str) -> Option<RuntimeChoice> {
+        match text {
+            "auto" => Some(RuntimeChoice::Auto),
+            "io_uring" | "io-uring" | "uring" => Some(RuntimeChoice::IoUring),
+            "portable" | "tokio" => Some(RuntimeChoice::Portable),
+            _ => None,
+        }
+    }
+}
+
 /// Settings of one server run, from the command line and the environment.
 #[derive(Clone, Debug)]
 pub struct Config {
@@ -115,6 +142,8 @@ pub struct Config {
     pub accounts: Vec<(String, Vec<String>)>,
     /// Only path-style URLs, never host-style (`--disableProductStyleUrl`).
     pub product_style_url_disabled: bool,
+    /// The event loop under the shards (`--runtime`).
+    pub runtime: RuntimeChoice,
 }
 
 /// Half of the machine's physical memory: room for a great many messages while leaving the rest
@@ -151,6 +180,7 @@ impl Default for Config {
                 vec![DEVELOPMENT_ACCOUNT_KEY.to_string()],
             )],
             product_style_url_disabled: false,
+            runtime: RuntimeChoice::Auto,
         }
     }
 }

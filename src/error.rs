@@ -1,55 +1,114 @@
-//! `StorageError`: every error a client can receive, and its HTTP status, `x-ms-error-code` and text.
+//! `StorageError`: every error a client can receive, and its HTTP status, `x-ms-error-code` and
+//! text.
 //!
-//! Each layer has its own small error type (`http::ParseError`, `auth::AuthFailure`, …); they become a
-//! `StorageError` in `api/`. The mapping to status and code is one exhaustive match, so adding a
-//! variant without deciding its status does not compile.
+//! Each layer has its own small error type (`http::ParseError`, `auth::AuthFailure`); the
+//! exhaustive `From` mappings from them live here, beside the enum, so every way a failure
+//! reaches a client is in one file. The mapping to status and code is one exhaustive match, so
+//! adding a variant without deciding its status does not compile.
+
+use crate::auth::AuthFailure;
+use crate::http::ParseError;
 
 /// An error answered to the client in Azure's format.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum StorageError {
     // 400
+    /// A query parameter that is not a number where one is needed, an unknown `comp`, a
+    /// `peekonly` other than true/false, or a `popreceipt` that does not decode.
     InvalidQueryParameterValue,
+    /// A number outside its range: `numofmessages`, `visibilitytimeout`, `messagettl` of 0
+    /// or not above the visibility timeout, a negative `timeout`.
     OutOfRangeQueryParameterValue,
+    /// No `comp` where the operation needs one, no `popreceipt` on Update/Delete Message,
+    /// no `visibilitytimeout` on Update Message.
     MissingRequiredQueryParameter,
+    /// Azure's code for a parameter the operation does not take; azq does not answer with it
+    /// today.
     UnsupportedQueryParameter,
+    /// Azure's code for a header in the wrong format; azq does not answer with it today.
     InvalidHeaderValue,
-    MissingRequiredHeader,
+    /// A CORS preflight without `Origin` or `Access-Control-Request-Method`: code
+    /// `InvalidHeaderValue`, with the service's own text for it.
+    CorsRequiredHeaderMissing,
+    /// Azure's generic bad-input code; azq answers it only as `MalformedRequest`'s code.
     InvalidInput,
+    /// A path that names no resource: not UTF-8, no account segment, an empty segment, or
+    /// more segments than `/queue/messages/id`.
     InvalidUri,
+    /// A queue name with characters outside `[a-z0-9-]`, a `-` at either end, or `--`.
     InvalidResourceName,
-    OutOfRangeInput,
+    /// A queue name shorter than 3 or longer than 63 characters: code `OutOfRangeInput`, with
+    /// the service's own text for names rather than the generic one of that code.
+    ResourceNameLengthOutOfRange,
+    /// A body that is not well-formed XML, misses or repeats a required element, has too many
+    /// rules or identifiers, holds markup where a value belongs, or holds characters XML 1.0
+    /// cannot.
     InvalidXmlDocument,
+    /// A well-formed settings or ACL document with a value out of Azure's rules (a bad
+    /// `Id`, a date that is not ISO 8601, a CORS rule over its limits).
     InvalidXmlNodeValue,
+    /// An `x-ms-meta-*` name that is not a C# identifier, a duplicate name (ignoring case), or
+    /// a value that is not UTF-8 text XML can hold.
     InvalidMetadata,
+    /// A bare `x-ms-meta-` header: a metadata pair with an empty name.
     EmptyMetadataKey,
+    /// Metadata names plus values over `METADATA_BYTES_MAX` bytes.
     MetadataTooLarge,
+    /// The pop receipt names the message but an older lease: it was received or updated
+    /// again since.
     PopReceiptMismatch,
+    /// A request the HTTP parser rejects (request line, header, `Content-Length`, chunk);
+    /// sent with Azure's code `InvalidInput`, then the connection is closed.
     MalformedRequest,
     // 403
+    /// No or malformed credentials, a signature that matches no key, or a SAS that is expired,
+    /// not yet valid or names a stored access policy the queue no longer has; only the log
+    /// gets the reason.
     AuthenticationFailed,
+    /// A valid SAS whose `sp` does not grant the permission the operation needs.
     AuthorizationPermissionMismatch,
+    /// A valid account SAS whose `srt` resource types do not cover the resource.
     AuthorizationResourceTypeMismatch,
+    /// A valid account SAS whose `ss` services do not include the queue service.
     AuthorizationServiceMismatch,
+    /// A valid SAS whose `spr` does not allow the request's protocol (HTTPS only, over HTTP).
     AuthorizationProtocolMismatch,
+    /// A valid SAS whose `sip` address range does not hold the client's address; the code
+    /// is spelt `AuthorizationSourceIPMismatch` on the wire.
     AuthorizationSourceIpMismatch,
+    /// A preflight that no CORS rule of the service properties allows.
     CorsPreflightFailure,
     /// A write on the read-only secondary endpoint.
     InsufficientAccountPermissions,
     // 404
+    /// The URL names an account azq does not know.
     ResourceNotFound,
+    /// The URL's queue does not exist in this account.
     QueueNotFound,
+    /// No such message in the queue: the ID is not a UUID, the message was deleted, or it
+    /// expired.
     MessageNotFound,
     // 405
+    /// A method the addressed resource does not take (e.g. POST on a queue).
     UnsupportedHttpVerb,
     // 409
+    /// Create Queue on a queue that exists with different metadata (same metadata is 204).
     QueueAlreadyExists,
     // 413
+    /// A body over `REQUEST_BODY_BYTES_MAX`, or a `MessageText` over `MESSAGE_TEXT_BYTES_MAX`
+    /// decoded bytes; an over-long declared body is refused before it is read.
     RequestBodyTooLarge,
     // 431
+    /// A request head over `REQUEST_HEAD_BYTES_MAX` bytes or with over `REQUEST_HEADERS_MAX`
+    /// headers.
     RequestHeaderTooLarge,
     // 500
+    /// An operation answered with a reply it cannot have: a bug, also caught by a
+    /// `debug_assert!`.
     InternalError,
     // 503
+    /// A limit was reached: too many connections, queues, message slots or message bytes,
+    /// or a shard's mesh channel is closed; nothing was changed.
     ServerBusy,
 }
 
@@ -63,11 +122,11 @@ impl StorageError {
             | MissingRequiredQueryParameter
             | UnsupportedQueryParameter
             | InvalidHeaderValue
-            | MissingRequiredHeader
+            | CorsRequiredHeaderMissing
             | InvalidInput
             | InvalidUri
             | InvalidResourceName
-            | OutOfRangeInput
+            | ResourceNameLengthOutOfRange
             | InvalidXmlDocument
             | InvalidXmlNodeValue
             | InvalidMetadata
@@ -102,11 +161,11 @@ impl StorageError {
             MissingRequiredQueryParameter => "MissingRequiredQueryParameter",
             UnsupportedQueryParameter => "UnsupportedQueryParameter",
             InvalidHeaderValue => "InvalidHeaderValue",
-            MissingRequiredHeader => "MissingRequiredHeader",
+            CorsRequiredHeaderMissing => "InvalidHeaderValue",
             InvalidInput => "InvalidInput",
             InvalidUri => "InvalidUri",
             InvalidResourceName => "InvalidResourceName",
-            OutOfRangeInput => "OutOfRangeInput",
+            ResourceNameLengthOutOfRange => "OutOfRangeInput",
             InvalidXmlDocument => "InvalidXmlDocument",
             InvalidXmlNodeValue => "InvalidXmlNodeValue",
             InvalidMetadata => "InvalidMetadata",
@@ -153,11 +212,13 @@ impl StorageError {
             InvalidHeaderValue => {
                 "The value for one of the HTTP headers is not in the correct format."
             }
-            MissingRequiredHeader => "An HTTP header that's mandatory for this request is not specified.",
+            CorsRequiredHeaderMissing => "A required CORS header is not present.",
             InvalidInput => "One of the request inputs is not valid.",
             InvalidUri => "The requested URI does not represent any resource on the server.",
             InvalidResourceName => "The specifed resource name contains invalid characters.",
-            OutOfRangeInput => "One of the request inputs is out of range.",
+            ResourceNameLengthOutOfRange => {
+                "The specified resource name length is not within the permissible limits."
+            }
             InvalidXmlDocument => "XML specified is not syntactically valid.",
             InvalidXmlNodeValue => "The value for one of the XML nodes is not in the correct format.",
             InvalidMetadata => "The metadata specified is invalid. It has characters that are not permitted.",
@@ -196,9 +257,130 @@ impl StorageError {
             ServerBusy => "The server is currently unable to receive requests. Please retry your request.",
         }
     }
+}
 
-    /// The HTTP reason phrase that goes with `status()`.
-    pub fn reason(self) -> &'static str {
-        crate::http::response::reason_phrase(self.status())
+/// What the client is told of a request the parser could not take; the log gets the reason.
+impl From<ParseError> for StorageError {
+    fn from(error: ParseError) -> StorageError {
+        match error {
+            ParseError::HeadTooLarge | ParseError::TooManyHeaders => {
+                StorageError::RequestHeaderTooLarge
+            }
+            ParseError::BodyTooLarge => StorageError::RequestBodyTooLarge,
+            ParseError::Malformed(_) => StorageError::MalformedRequest,
+        }
+    }
+}
+
+/// What the client is told of a failed authentication: never which part of a forgery was
+/// wrong, only the authorization code the service uses; the log gets the reason.
+impl From<AuthFailure> for StorageError {
+    fn from(failure: AuthFailure) -> StorageError {
+        match failure {
+            AuthFailure::UnknownAccount => StorageError::ResourceNotFound,
+            AuthFailure::NoCredentials
+            | AuthFailure::MalformedAuthorization(_)
+            | AuthFailure::UnsupportedScheme
+            | AuthFailure::AccountMismatch
+            | AuthFailure::MalformedQuery
+            | AuthFailure::SignatureMismatch { .. }
+            | AuthFailure::MalformedSas(_)
+            | AuthFailure::UnsupportedSasVersion
+            | AuthFailure::ServiceSasWithoutQueue
+            | AuthFailure::StoredPolicyNotFound
+            | AuthFailure::StoredPolicyConflict(_)
+            | AuthFailure::SasNotYetValid
+            | AuthFailure::SasExpired => StorageError::AuthenticationFailed,
+            AuthFailure::ProtocolMismatch => StorageError::AuthorizationProtocolMismatch,
+            AuthFailure::SourceIpMismatch => StorageError::AuthorizationSourceIpMismatch,
+            AuthFailure::ServiceMismatch => StorageError::AuthorizationServiceMismatch,
+            AuthFailure::ResourceTypeMismatch => StorageError::AuthorizationResourceTypeMismatch,
+            AuthFailure::PermissionMismatch => StorageError::AuthorizationPermissionMismatch,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parse_error_mapping_table() {
+        let cases = [
+            (
+                ParseError::HeadTooLarge,
+                StorageError::RequestHeaderTooLarge,
+                431,
+            ),
+            (
+                ParseError::TooManyHeaders,
+                StorageError::RequestHeaderTooLarge,
+                431,
+            ),
+            (
+                ParseError::BodyTooLarge,
+                StorageError::RequestBodyTooLarge,
+                413,
+            ),
+            (
+                ParseError::Malformed("bad"),
+                StorageError::MalformedRequest,
+                400,
+            ),
+        ];
+        for (error, expected, status) in cases {
+            assert_eq!(StorageError::from(error), expected);
+            assert_eq!(expected.status(), status);
+        }
+    }
+
+    #[test]
+    fn failure_mapping_table() {
+        let cases = [
+            (AuthFailure::UnknownAccount, StorageError::ResourceNotFound),
+            (
+                AuthFailure::NoCredentials,
+                StorageError::AuthenticationFailed,
+            ),
+            (AuthFailure::SasExpired, StorageError::AuthenticationFailed),
+            (
+                AuthFailure::SasNotYetValid,
+                StorageError::AuthenticationFailed,
+            ),
+            (
+                AuthFailure::SignatureMismatch {
+                    string_to_sign: String::new(),
+                },
+                StorageError::AuthenticationFailed,
+            ),
+            (
+                AuthFailure::ProtocolMismatch,
+                StorageError::AuthorizationProtocolMismatch,
+            ),
+            (
+                AuthFailure::SourceIpMismatch,
+                StorageError::AuthorizationSourceIpMismatch,
+            ),
+            (
+                AuthFailure::ServiceMismatch,
+                StorageError::AuthorizationServiceMismatch,
+            ),
+            (
+                AuthFailure::ResourceTypeMismatch,
+                StorageError::AuthorizationResourceTypeMismatch,
+            ),
+            (
+                AuthFailure::PermissionMismatch,
+                StorageError::AuthorizationPermissionMismatch,
+            ),
+        ];
+        for (failure, expected) in cases {
+            assert!(!failure.to_string().is_empty());
+            assert_eq!(StorageError::from(failure), expected);
+        }
+        assert_eq!(
+            StorageError::from(AuthFailure::SourceIpMismatch).code(),
+            "AuthorizationSourceIPMismatch"
+        );
     }
 }

@@ -1,23 +1,35 @@
 //! azq: a thread-per-core Azure Queue Storage emulator.
 //!
 //! Layout of the crate, from the socket inwards:
-//! - `runtime/`: one glommio executor per shard, pinned to a core; each accepts on its own
-//!   SO_REUSEPORT listener, runs the connection loop, and talks to other shards over a bounded
-//!   request/reply channel mesh. The only place glommio appears.
+//! - `runtime/`: one thread per shard, pinned to a core, on an event loop behind the `Backend`
+//!   seam (glommio on io_uring, or tokio where io_uring is blocked); each accepts on its own
+//!   SO_REUSEPORT listener, runs the connection loop, executes plans in the shard's context
+//!   (`context`), and talks to other shards over a bounded request/reply channel mesh. The
+//!   only place glommio and tokio appear.
 //! - `http/`: HTTP/1.1 request parsing on httparse and response encoding; no Azure knowledge.
 //! - `auth/`: SharedKey/SharedKeyLite and SAS verification; accounts and their keys.
-//! - `api/`: routing of (method, path, query) to one `Operation` per REST operation, request
-//!   validation into queue `Command`s, CORS, and the XML/headers of each response.
+//! - `api/`: routing of (method, path, query) to one `Operation` per REST operation
+//!   (`router`), authentication and common checks (`plan`), each operation's planning into
+//!   queue `Command`s and its response side by side (`ops/`), what every response shares
+//!   (`response`), CORS and the XML bodies.
 //! - `queue/`: per-shard state (queues, message slab, timer wheel, pop receipts) and the shard's
 //!   copy of the replicated settings (service properties, queue ACLs); synchronous and
 //!   deterministic, driven by commands and an injected time.
-//! - `config`, `error`, `clock`: limits, the `StorageError` → (status, code) mapping, time.
+//! - `random`: SplitMix64, for values that must be spread, not secret.
+//! - `time`: the clock, calendar dates, RFC 1123 and ISO 8601.
+//! - `config`, `error`: limits and the `StorageError` → (status, code) mapping.
+//! - `lifecycle`: the serving and stop flags every thread shares.
+
+#![warn(missing_docs)]
+#![deny(clippy::undocumented_unsafe_blocks)]
 
 pub mod api;
 pub mod auth;
-pub mod clock;
 pub mod config;
 pub mod error;
 pub mod http;
+pub mod lifecycle;
 pub mod queue;
+pub mod random;
 pub mod runtime;
+pub mod time;

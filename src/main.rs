@@ -1,11 +1,20 @@
 //! The `azq` binary: parses the Azurite-compatible command line, starts the shards, prints the
-//! ready line, and waits for SIGINT/SIGTERM.
+//! ready line, and waits for SIGINT/SIGTERM; any panic, or a shard that stops on its own, ends
+//! the process with a non-zero status. `azq healthcheck` asks a running server whether it
+//! serves, for container images without curl.
 
+#![warn(missing_docs)]
+#![deny(clippy::undocumented_unsafe_blocks)]
+
+use std::io::{Read, Write};
+use std::net::{IpAddr, SocketAddr, TcpStream};
 use std::sync::Arc;
+use std::time::Duration;
 
 use azq::auth::Accounts;
-use azq::config::{Config, SHARDS_MAX};
-use azq::runtime::{self, Shutdown};
+use azq::config::{Config, RuntimeChoice, HEALTHCHECK_TIMEOUT_MS, SHARDS_MAX};
+use azq::lifecycle::Lifecycle;
+use azq::runtime;
 
 const USAGE: &str = "\
 azq: a thread-per-core Azure Queue Storage emulator (drop-in for azurite-queue)
@@ -20,6 +29,9 @@ Usage: azq [options]
   --max-memory SIZE          bytes of stored messages (e.g. 512M, 4G; default: half the RAM)
                              before Put answers 503 ServerBusy
   --extentMemoryLimit MB     Azurite's name for the same limit, in megabytes (-1: default)
+  --runtime auto|io_uring|portable
+                             the event loop: io_uring (glommio) where the kernel allows it,
+                             else the portable one (tokio/epoll); default auto
   -s, --silent               no start-up banner beyond the ready line
   -d, --debug FILE           write a request log to FILE
   --disableProductStyleUrl   only path-style URLs (account in the path)
@@ -29,31 +41,62 @@ Usage: azq [options]
   -h, --help, help           this text
   -v, -V, --version, version the version
 
+Usage: azq healthcheck [--queueHost HOST] [--queuePort PORT]
+
+  Exits 0 when the server on HOST:PORT (default 127.0.0.1:10001) answers GET /_azq/health
+  with 200 (every shard serves), 1 otherwise.
+
 Environment: AZURITE_ACCOUNTS=\"acct1:key1[:key2];acct2:key\" replaces the development account.
 ";
 
 fn main() {
-    match run() {
-        Ok(()) => {}
-        Err(error) => {
-            eprintln!("azq: {error}");
-            std::process::exit(2);
-        }
+    // A panic anywhere (a shard's thread, the signal thread) ends the process at once: a shard
+    // that died would otherwise leave the others serving part of the queues, or a start-up that
+    // never finishes. The release build also aborts on panic; this covers every build.
+    let default_hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |panic| {
+        default_hook(panic);
+        eprintln!("azq: a thread panicked; the server stops");
+        std::process::exit(101);
+    }));
+    let mut arguments = std::env::args().skip(1).peekable();
+    if arguments.peek().map(String::as_str) == Some("healthcheck") {
+        arguments.next();
+        std::process::exit(match healthcheck(arguments) {
+            Ok(line) => {
+                println!("{line}");
+                0
+            }
+            Err(why) => {
+                eprintln!("azq healthcheck: {why}");
+                1
+            }
+        });
+    }
+    if let Err(error) = run(arguments) {
+        eprintln!("azq: {error}");
+        std::process::exit(2);
     }
 }
 
-fn run() -> Result<(), String> {
-    let Some(config) = parse_arguments(std::env::args().skip(1))? else {
+fn run(arguments: impl Iterator<Item = String>) -> Result<(), String> {
+    let Some(config) = parse_arguments(arguments)? else {
         return Ok(());
     };
     let accounts = match std::env::var("AZURITE_ACCOUNTS") {
         Ok(value) if !value.trim().is_empty() => Accounts::from_env_value(&value)?,
         _ => Accounts::new(&config.accounts)?,
     };
-    raise_open_files_limit();
-    let shutdown = Arc::new(Shutdown::default());
-    runtime::handle_signals(shutdown.clone())?;
-    let server = runtime::start(&config, accounts, shutdown)?;
+    // Each connection is a descriptor, and many systems start processes with a soft limit of
+    // 1024, far below `--max-connections`; failure leaves the old limit, which still works for
+    // fewer connections.
+    let _ = runtime::raise_open_files_limit();
+    let lifecycle = Arc::new(Lifecycle::new(azq::time::unix_ms()));
+    runtime::handle_signals(lifecycle.clone())?;
+    let server = runtime::start(&config, accounts, lifecycle)?;
+    if let Some(reason) = &server.fallback_reason {
+        eprintln!("azq: io_uring unavailable, using the portable backend: {reason}");
+    }
     if !config.silent {
         println!(
             "azq {} (shards pinned to CPUs {:?})",
@@ -62,8 +105,10 @@ fn run() -> Result<(), String> {
         );
     }
     println!(
-        "azq listening on http://{} ({} shards)",
-        server.address, server.shards
+        "azq listening on http://{} ({} shards, {})",
+        server.address,
+        server.shards,
+        server.backend.name()
     );
     use std::io::Write;
     let _ = std::io::stdout().flush();
@@ -148,6 +193,10 @@ fn parse_arguments(arguments: impl Iterator<Item = String>) -> Result<Option<Con
                     config.message_bytes_max = (megabytes as u64).saturating_mul(1 << 20);
                 }
             }
+            "--runtime" => {
+                config.runtime = RuntimeChoice::parse(&value(&flag)?)
+                    .ok_or_else(|| "--runtime must be auto, io_uring or portable".to_string())?
+            }
             "-s" | "--silent" => config.silent = true,
             "-d" | "--debug" => config.debug_log_path = Some(value(&flag)?.into()),
             "--disableProductStyleUrl" => config.product_style_url_disabled = true,
@@ -209,24 +258,70 @@ fn parse_size(text: &str) -> Option<u64> {
     digits.parse::<u64>().ok()?.checked_mul(1 << shift)
 }
 
-/// Raises the soft limit on open files to the hard limit: each connection is a descriptor, and
-/// many systems start processes with a soft limit of 1024, far below `--max-connections`.
-fn raise_open_files_limit() {
-    // SAFETY: getrlimit/setrlimit read and write a plain rlimit struct owned by this frame.
-    unsafe {
-        let mut limit: libc::rlimit = std::mem::zeroed();
-        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) == 0 && limit.rlim_cur < limit.rlim_max
-        {
-            limit.rlim_cur = limit.rlim_max;
-            // Failure leaves the old limit, which still works for fewer connections.
-            let _ = libc::setrlimit(libc::RLIMIT_NOFILE, &limit);
+/// Asks the server named by `arguments` (`--queueHost`, `--queuePort`) for `/_azq/health`:
+/// its status line when it answers 200, else why not.
+fn healthcheck(mut arguments: impl Iterator<Item = String>) -> Result<String, String> {
+    let defaults = Config::default();
+    let (mut host, mut port) = (defaults.host, defaults.port);
+    while let Some(argument) = arguments.next() {
+        let (flag, inline_value) = match argument.split_once('=') {
+            Some((flag, value)) => (flag.to_string(), Some(value.to_string())),
+            None => (argument, None),
+        };
+        let value = inline_value
+            .or_else(|| arguments.next())
+            .ok_or_else(|| format!("{flag} needs a value"))?;
+        match flag.as_str() {
+            "--queueHost" => {
+                host = value
+                    .parse()
+                    .map_err(|_| "--queueHost must be an IP address".to_string())?
+            }
+            "--queuePort" => {
+                port = value
+                    .parse()
+                    .map_err(|_| "--queuePort must be a port number".to_string())?
+            }
+            other => return Err(format!("unknown option {other}")),
         }
+    }
+    // A server listening on every address is asked on loopback.
+    if host.is_unspecified() {
+        host = match host {
+            IpAddr::V4(_) => IpAddr::from([127, 0, 0, 1]),
+            IpAddr::V6(_) => IpAddr::from(std::net::Ipv6Addr::LOCALHOST),
+        };
+    }
+    let address = SocketAddr::new(host, port);
+    let timeout = Duration::from_millis(HEALTHCHECK_TIMEOUT_MS);
+    let mut stream = TcpStream::connect_timeout(&address, timeout)
+        .map_err(|error| format!("cannot connect to {address}: {error}"))?;
+    let _ = stream.set_read_timeout(Some(timeout));
+    let _ = stream.set_write_timeout(Some(timeout));
+    stream
+        .write_all(
+            format!("GET /_azq/health HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\n\r\n")
+                .as_bytes(),
+        )
+        .map_err(|error| format!("cannot ask {address}: {error}"))?;
+    let mut answer = Vec::new();
+    let _ = stream.take(64 * 1024).read_to_end(&mut answer);
+    let answer = String::from_utf8_lossy(&answer);
+    let status_line = answer.lines().next().unwrap_or("");
+    let body = answer.split_once("\r\n\r\n").map_or("", |(_, body)| body);
+    if status_line.starts_with("HTTP/1.1 200 ") {
+        Ok(body.to_string())
+    } else if status_line.is_empty() {
+        Err(format!("no answer from {address}"))
+    } else {
+        Err(format!("{address} answered {status_line}: {body}"))
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::{parse_arguments, parse_size};
+    use azq::config::RuntimeChoice;
 
     fn parse(arguments: &[&str]) -> Result<Option<azq::config::Config>, String> {
         parse_arguments(arguments.iter().map(|argument| argument.to_string()))
@@ -257,6 +352,11 @@ mod tests {
         let default_bytes = parse(&[]).unwrap().unwrap().message_bytes_max;
         let config = parse(&["--extentMemoryLimit=-1"]).unwrap().unwrap();
         assert_eq!(config.message_bytes_max, default_bytes);
+        assert_eq!(
+            parse(&["--runtime", "portable"]).unwrap().unwrap().runtime,
+            RuntimeChoice::Portable
+        );
+        assert_eq!(parse(&[]).unwrap().unwrap().runtime, RuntimeChoice::Auto);
         for command in ["help", "version", "-v", "-h"] {
             assert!(parse(&[command]).unwrap().is_none(), "{command}");
         }
@@ -266,6 +366,7 @@ mod tests {
             &["--extentMemoryLimit", "lots"],
             &["--location", "/data"],
             &["--blobHost", "0.0.0.0"],
+            &["--runtime", "epoll"],
         ] {
             assert!(parse(refused).is_err(), "{refused:?}");
         }

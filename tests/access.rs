@@ -7,33 +7,15 @@ mod common;
 
 use azq::auth::{sas, SigningKey};
 use azq::config::{DEVELOPMENT_ACCOUNT_KEY, DEVELOPMENT_ACCOUNT_NAME};
-use common::{elements, exchange, put_body, signed_request, Response, Server, Signer};
+use azq::http::Query;
+use common::{
+    assert_status, create_queue, elements, exchange, put_body, send, signed_request, Server, Signer,
+};
 
 use azq::auth::shared_key::SharedKeyScheme;
 
 /// A CORS setting: one rule for one origin and one for every origin.
 const CORS_PROPERTIES: &str = "<?xml version=\"1.0\" encoding=\"utf-8\"?><StorageServiceProperties><Cors><CorsRule><AllowedOrigins>https://app.example</AllowedOrigins><AllowedMethods>GET,PUT</AllowedMethods><AllowedHeaders>x-ms-meta-*,content-type</AllowedHeaders><ExposedHeaders>x-ms-request-id,x-ms-meta-*,X-MS-APPROXIMATE-*,x-custom</ExposedHeaders><MaxAgeInSeconds>600</MaxAgeInSeconds></CorsRule><CorsRule><AllowedOrigins>*</AllowedOrigins><AllowedMethods>DELETE</AllowedMethods><AllowedHeaders /><ExposedHeaders /><MaxAgeInSeconds>5</MaxAgeInSeconds></CorsRule></Cors></StorageServiceProperties>";
-
-fn send(server: &Server, raw: Vec<u8>) -> Response {
-    exchange(server, &raw)
-}
-
-fn assert_status(response: &Response, status: u16, code: Option<&str>) {
-    assert_eq!(
-        (response.status, response.error_code()),
-        (status, code),
-        "{}",
-        response.text()
-    );
-}
-
-fn create_queue(server: &Server, name: &str) {
-    let response = send(
-        server,
-        signed_request("PUT", &format!("/devstoreaccount1/{name}"), &[], b""),
-    );
-    assert_status(&response, 201, None);
-}
 
 /// Percent-encodes a query value (everything but unreserved characters).
 fn encode(value: &str) -> String {
@@ -58,7 +40,8 @@ fn service_sas(queue: &str, fields: &[(&str, &str)]) -> String {
         .join("&");
     // Parsing needs some well-formed signature; the real one replaces it.
     let placeholder = format!("{unsigned}&sig={}=", "A".repeat(43));
-    let token = sas::parse(placeholder.as_bytes())
+    let query = Query::parse(placeholder.as_bytes()).expect("a well-formed query");
+    let token = sas::parse(&query)
         .expect("well-formed SAS fields")
         .expect("a SAS");
     let mut string_to_sign = Vec::new();
@@ -447,11 +430,20 @@ fn cors_preflight_is_answered_from_the_rules_without_authentication() {
         assert_status(&response, 403, Some("CorsPreflightFailure"));
         assert_eq!(response.header("Access-Control-Allow-Origin"), None);
     }
-    // Malformed: a required header is missing.
-    let response = preflight(None, Some("PUT"), None);
-    assert_status(&response, 400, Some("MissingRequiredHeader"));
-    let response = preflight(Some("https://app.example"), None, None);
-    assert_status(&response, 400, Some("MissingRequiredHeader"));
+    // Malformed: a required header is missing. The service's code and text for it.
+    for response in [
+        preflight(None, Some("PUT"), None),
+        preflight(Some("https://app.example"), None, None),
+    ] {
+        assert_status(&response, 400, Some("InvalidHeaderValue"));
+        assert!(
+            response
+                .text()
+                .contains("<Message>A required CORS header is not present.\n"),
+            "{}",
+            response.text()
+        );
+    }
 }
 
 #[test]
@@ -527,13 +519,126 @@ fn actual_requests_get_cors_headers_when_a_rule_matches() {
     assert_eq!(response.header("Access-Control-Allow-Credentials"), None);
     assert_eq!(response.header("Vary"), None);
 
-    // No rule matches: only Vary. No Origin: the same.
+    // The same without Origin: the rule allows every origin, so it matches.
+    let response = send(
+        &server,
+        signed_request("DELETE", "/devstoreaccount1/corsqueue/messages", &[], b""),
+    );
+    assert_status(&response, 204, None);
+    assert_eq!(response.header("Access-Control-Allow-Origin"), Some("*"));
+    assert_eq!(response.header("Vary"), None);
+
+    // No rule matches a GET: only Vary. No Origin (and no rule for every origin that allows
+    // GET): the same.
     for headers in [&[("Origin", "https://elsewhere.example")][..], &[]] {
         let response = send(&server, signed_request("GET", target, headers, b""));
         assert_status(&response, 200, None);
         assert_eq!(response.header("Access-Control-Allow-Origin"), None);
         assert_eq!(response.header("Vary"), Some("Origin"));
     }
+
+    // Methods other than GET and HEAD never get Vary: answers to them are not cached.
+    let response = send(
+        &server,
+        signed_request("PUT", target, &[("Origin", "https://app.example")], b""),
+    );
+    assert_status(&response, 204, None);
+    assert_eq!(
+        response.header("Access-Control-Allow-Origin"),
+        Some("https://app.example")
+    );
+    assert_eq!(response.header("Vary"), None);
+    for headers in [&[("Origin", "https://elsewhere.example")][..], &[]] {
+        let response = send(&server, signed_request("PUT", target, headers, b""));
+        assert_status(&response, 204, None);
+        assert_eq!(response.header("Access-Control-Allow-Origin"), None);
+        assert_eq!(response.header("Vary"), None);
+    }
+}
+
+#[test]
+fn a_rule_for_every_origin_answers_requests_without_origin() {
+    // Azure's Vary table, row "Origin absent, rules, a rule allowing every origin matches":
+    // Access-Control-Allow-Origin `*` and the exposed headers, no Vary (Azurite's CORS test
+    // "Request Match rule exists that allows all origins (*)" checks the same).
+    let server = Server::start(&[]);
+    let properties = "<StorageServiceProperties><Cors><CorsRule><AllowedOrigins>*</AllowedOrigins><AllowedMethods>GET</AllowedMethods><AllowedHeaders /><ExposedHeaders>x-ms-*</ExposedHeaders><MaxAgeInSeconds>60</MaxAgeInSeconds></CorsRule></Cors></StorageServiceProperties>";
+    let service = "/devstoreaccount1/?restype=service&comp=properties";
+    let response = send(
+        &server,
+        signed_request("PUT", service, &[], properties.as_bytes()),
+    );
+    assert_status(&response, 202, None);
+    for headers in [&[("Origin", "https://anywhere.example")][..], &[]] {
+        let response = send(&server, signed_request("GET", service, headers, b""));
+        assert_status(&response, 200, None);
+        assert_eq!(response.header("Access-Control-Allow-Origin"), Some("*"));
+        assert!(
+            response
+                .header("Access-Control-Expose-Headers")
+                .is_some_and(|exposed| exposed.contains("x-ms-request-id")),
+            "{:?}",
+            response.headers
+        );
+        assert_eq!(response.header("Vary"), None);
+        assert_eq!(response.header("Access-Control-Allow-Credentials"), None);
+    }
+}
+
+#[test]
+fn stored_access_policies_are_the_account_owners_alone() {
+    // "Only the account owner may call this operation" (Get/Set Queue ACL): a SAS of any kind,
+    // however broad, is refused, and the policies stay as they were.
+    let server = Server::start(&[]);
+    create_queue(&server, "ownedqueue");
+    let acl = "<SignedIdentifiers><SignedIdentifier><Id>kept</Id><AccessPolicy><Permission>r</Permission></AccessPolicy></SignedIdentifier></SignedIdentifiers>";
+    let target = "/devstoreaccount1/ownedqueue?comp=acl";
+    let response = send(&server, signed_request("PUT", target, &[], acl.as_bytes()));
+    assert_status(&response, 204, None);
+    // `service_sas` signs an account SAS too when the fields carry `ss` and `srt`.
+    let account_sas = service_sas(
+        "ownedqueue",
+        &[
+            ("sv", "2026-10-06"),
+            ("ss", "bfqt"),
+            ("srt", "sco"),
+            ("sp", "rwdlacup"),
+            ("se", "2099-01-01T00:00:00Z"),
+        ],
+    );
+    let service_sas = service_sas(
+        "ownedqueue",
+        &[
+            ("sv", "2026-10-06"),
+            ("sp", "raup"),
+            ("se", "2099-01-01T00:00:00Z"),
+        ],
+    );
+    for token in [&account_sas, &service_sas] {
+        // The same token does work where it may: Get Queue Metadata.
+        let response = send(
+            &server,
+            unsigned_request(
+                "GET",
+                &format!("/devstoreaccount1/ownedqueue?comp=metadata&{token}"),
+                b"",
+            ),
+        );
+        assert_status(&response, 200, None);
+        let with_sas = format!("{target}&{token}");
+        for method in ["GET", "HEAD"] {
+            let response = send(&server, unsigned_request(method, &with_sas, b""));
+            assert_status(&response, 403, Some("AuthorizationPermissionMismatch"));
+        }
+        let response = send(
+            &server,
+            unsigned_request("PUT", &with_sas, b"<SignedIdentifiers />"),
+        );
+        assert_status(&response, 403, Some("AuthorizationPermissionMismatch"));
+    }
+    let response = send(&server, signed_request("GET", target, &[], b""));
+    assert_status(&response, 200, None);
+    assert_eq!(elements(&response.text(), "Id"), ["kept"]);
 }
 
 #[test]
@@ -656,6 +761,11 @@ fn invalid_settings_bodies_change_nothing() {
         // An id no XML 1.0 document may carry: Get Queue ACL could never give it back.
         (
             format!("<SignedIdentifiers>{}</SignedIdentifiers>", identifier("a&#x1;", "r")),
+            "InvalidXmlDocument",
+        ),
+        // Markup where a value belongs, which a lenient reader would take as an empty value.
+        (
+            format!("<SignedIdentifiers>{}</SignedIdentifiers>", identifier("p", "<b>r</b>")),
             "InvalidXmlDocument",
         ),
     ] {

@@ -4,12 +4,18 @@
 //! goes through the same property check the fuzz target runs; then a short, seeded mutation run
 //! over the seeds (a few hundred inputs per target) looks a little beyond them. See
 //! fuzz/README.md.
+//!
+//! It is also the property test of the shard's state: `ShardState` against the naive model of
+//! the `shard_state` target on long command sequences from fixed seeds (one model serves the
+//! fuzzer and this test).
 
 #[path = "../fuzz/src/checks/mod.rs"]
 mod checks;
 
 use std::panic::{self, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
+
+use azq::random::SplitMix64;
 
 /// The files of one input directory, sorted so failures list in a stable order; none when the
 /// directory does not exist (a target without regressions).
@@ -158,4 +164,34 @@ fn mutated_seeds_pass() {
         "mutated seeds failing (copy the input into fuzz/regressions/<target>/):\n{}",
         failures.join("\n")
     );
+}
+
+/// Random sequences checked against the shard model: six per mode.
+const MODEL_SEEDS: u64 = 24;
+/// Bytes of each sequence: about two thousand commands, the most one input runs.
+const MODEL_INPUT_BYTES: usize = 24 * 1024;
+
+/// The model input of `seed`: its mode byte (`seed % 4`: timer lag on bit 0, the settings
+/// commands on bit 1) and then SplitMix64's stream.
+fn model_input(seed: u64) -> Vec<u8> {
+    let mut stream = SplitMix64::new(seed);
+    let mut bytes = Vec::with_capacity(MODEL_INPUT_BYTES);
+    bytes.push((seed % 4) as u8);
+    while bytes.len() < MODEL_INPUT_BYTES {
+        bytes.extend_from_slice(&stream.next_u64().to_le_bytes());
+    }
+    bytes
+}
+
+#[test]
+fn shard_state_matches_its_model() {
+    for seed in 0..MODEL_SEEDS {
+        let data = model_input(seed);
+        if let Some(message) = run(checks::shard_state::check, &data) {
+            panic!(
+                "shard state diverged from the model with seed {seed} (mode {}): {message}",
+                data[0]
+            );
+        }
+    }
 }

@@ -174,23 +174,12 @@ fn cleared_and_deleted_queues_give_all_their_memory_back() {
     );
 }
 
-/// Raises this test process's open-files soft limit to its hard limit (10,000 client sockets).
-fn raise_open_files_limit() -> u64 {
-    // SAFETY: getrlimit/setrlimit read and write a plain struct owned by this frame.
-    unsafe {
-        let mut limit: libc::rlimit = std::mem::zeroed();
-        assert_eq!(libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit), 0);
-        limit.rlim_cur = limit.rlim_max;
-        assert_eq!(libc::setrlimit(libc::RLIMIT_NOFILE, &limit), 0);
-        limit.rlim_cur
-    }
-}
-
 #[test]
 fn ten_thousand_connections_and_five_thousand_queues() {
     const CONNECTIONS: usize = 10_000;
     const QUEUES: usize = 5_000;
-    let open_files_max = raise_open_files_limit();
+    // 10,000 client sockets in this process.
+    let open_files_max = azq::runtime::raise_open_files_limit().expect("open-files limits");
     assert!(
         open_files_max as usize > CONNECTIONS + 100,
         "this machine allows only {open_files_max} open files"

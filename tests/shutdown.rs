@@ -42,7 +42,8 @@ fn sigterm_under_load_finishes_started_requests_and_exits_zero() {
                 );
                 let started = Instant::now();
                 let mut answered = 0usize;
-                // Four requests in flight at a time, so some are always mid-way when the signal comes.
+                // Four requests in flight at a time, so some are always mid-way when the signal
+                // comes.
                 let mut outstanding = 0usize;
                 loop {
                     while outstanding < 4 && !stop.load(Ordering::Relaxed) {

@@ -6,8 +6,10 @@
 //!
 //! Pure: the accounting asks whether an answer is retried and when.
 
+use azq::random::SplitMix64;
+
 use crate::cli::parse_duration_ns;
-use crate::schedule::SplitMix64;
+use crate::schedule::unit;
 
 /// Retries per request by default (azure-core's JavaScript and Java clients: 3).
 pub const RETRIES_DEFAULT: u32 = 3;
@@ -73,7 +75,7 @@ impl RetryPolicy {
             .saturating_mul(1u64 << doublings)
             .min(DELAY_NS_MAX);
         let half = capped / 2;
-        half + (random.next_unit() * (capped - half) as f64) as u64
+        half + (unit(random) * (capped - half) as f64) as u64
     }
 }
 

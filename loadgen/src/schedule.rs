@@ -10,6 +10,8 @@
 //! Everything here is pure arithmetic on nanosecond instants, so the bookkeeping is tested
 //! against hand-computed schedules without a clock or a network.
 
+use azq::random::{mix64, SplitMix64};
+
 /// Nanoseconds in one second.
 pub const NANOSECONDS_PER_SECOND: u64 = 1_000_000_000;
 
@@ -43,7 +45,7 @@ pub struct Pacer {
     gap_ns: f64,
     /// The intended time of the next start, as a fraction so that rounding does not drift.
     next_ns: f64,
-    /// Poisson gaps: seeded per lane, so runs are repeatable.
+    /// Randomness for Poisson gaps: seeded per lane, so runs are repeatable.
     random: SplitMix64,
 }
 
@@ -64,7 +66,7 @@ impl Pacer {
             arrival,
             gap_ns,
             next_ns: start_ns as f64,
-            random: SplitMix64::for_lane(seed, lane_index),
+            random: lane_random(seed, lane_index),
         };
         match arrival {
             // Lane k starts k overall gaps after lane 0.
@@ -89,48 +91,19 @@ impl Pacer {
 
     fn poisson_gap_ns(&mut self) -> f64 {
         // Inverse transform sampling: -ln(U) is exponential with mean 1 for U uniform in (0, 1].
-        -(1.0 - self.random.next_unit()).ln() * self.gap_ns
+        -(1.0 - unit(&mut self.random)).ln() * self.gap_ns
     }
 }
 
-/// SplitMix64: a tiny, fast, seedable generator for schedules, jitter and work times. Not for
-/// anything secret; its point is that the same seed gives the same run.
-#[derive(Clone, Debug)]
-pub struct SplitMix64 {
-    state: u64,
+/// The generator of lane `lane_index` in a run seeded with `seed`: each lane draws its own
+/// repeatable sequence (Poisson gaps, retry jitter, work times).
+pub fn lane_random(seed: u64, lane_index: usize) -> SplitMix64 {
+    SplitMix64::new(seed ^ mix64(lane_index as u64))
 }
 
-impl SplitMix64 {
-    /// The golden-ratio increment of SplitMix64.
-    const GAMMA: u64 = 0x9E37_79B9_7F4A_7C15;
-
-    /// A generator seeded with `seed`.
-    pub fn new(seed: u64) -> SplitMix64 {
-        SplitMix64 { state: seed }
-    }
-
-    /// The generator of lane `lane_index` for the run seeded with `seed`: lanes differ.
-    pub fn for_lane(seed: u64, lane_index: usize) -> SplitMix64 {
-        SplitMix64::new(seed ^ (lane_index as u64).wrapping_mul(Self::GAMMA))
-    }
-
-    /// The next 64 random bits.
-    pub fn next_u64(&mut self) -> u64 {
-        self.state = self.state.wrapping_add(Self::GAMMA);
-        mix64(self.state)
-    }
-
-    /// A uniform value in [0, 1), with 53 bits of precision.
-    pub fn next_unit(&mut self) -> f64 {
-        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
-    }
-}
-
-/// SplitMix64's finaliser: every input bit affects every output bit, so it also hashes.
-pub fn mix64(mut value: u64) -> u64 {
-    value = (value ^ (value >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    value = (value ^ (value >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    value ^ (value >> 31)
+/// A uniform value in [0, 1) from `random`, with 53 bits of precision.
+pub fn unit(random: &mut SplitMix64) -> f64 {
+    (random.next_u64() >> 11) as f64 / (1u64 << 53) as f64
 }
 
 /// The instants of one request, in nanoseconds since the start of the run.

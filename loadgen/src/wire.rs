@@ -10,9 +10,9 @@
 
 use std::ops::Range;
 
-use azq::api::date::{rfc1123, RFC1123_BYTES};
 use azq::auth::sign_shared_key;
 use azq::http::response::put_decimal;
+use azq::time::{rfc1123, RFC1123_BYTES};
 
 use crate::endpoint::{Credentials, Endpoint};
 

@@ -8,8 +8,10 @@
 //! before it was abandoned by a crash, and so why the message came back, without the workers
 //! (on different cores, or in different processes) telling each other anything.
 
+use azq::random::{mix64, SplitMix64};
+
 use crate::cli::parse_duration_ns;
-use crate::schedule::{mix64, SplitMix64, NANOSECONDS_PER_SECOND};
+use crate::schedule::{unit, NANOSECONDS_PER_SECOND};
 
 /// The longest work time a worker may be given for one message.
 pub const WORK_TIME_NS_MAX: u64 = 3_600 * NANOSECONDS_PER_SECOND;
@@ -76,13 +78,13 @@ impl WorkTime {
         match *self {
             WorkTime::Fixed { ns } => ns,
             WorkTime::Uniform { low_ns, high_ns } => {
-                low_ns + (random.next_unit() * (high_ns - low_ns) as f64) as u64
+                low_ns + (unit(random) * (high_ns - low_ns) as f64) as u64
             }
             WorkTime::LogNormal { p50_ns, p99_ns } => {
                 let sigma = (p99_ns as f64 / p50_ns as f64).ln() / Z_99;
                 // Box-Muller: a standard normal from two uniforms (the first kept off zero).
-                let first = 1.0 - random.next_unit();
-                let second = random.next_unit();
+                let first = 1.0 - unit(random);
+                let second = unit(random);
                 let normal = (-2.0 * first.ln()).sqrt() * (std::f64::consts::TAU * second).cos();
                 let sample = p50_ns as f64 * (sigma * normal).exp();
                 (sample as u64).min(WORK_TIME_NS_MAX)

@@ -6,16 +6,26 @@
 //! Azure's answers ("CORS support for the Azure Storage services"):
 //! - preflight allowed: 200 with the request's origin, method and headers echoed, the rule's
 //!   max age and `Access-Control-Allow-Credentials: true`; refused: 403 `CorsPreflightFailure`;
-//!   without `Origin` or `Access-Control-Request-Method`: 400;
-//! - actual request matched by a rule that allows every origin (`*`): `Access-Control-Allow-Origin: *`
-//!   and the exposed headers, and nothing else, since the answer does not depend on the origin.
-//!   Browsers read `Access-Control-Expose-Headers` as a list of names, so a rule's prefix
-//!   patterns (`x-ms-meta-*`) are expanded into the response's own headers that match them;
-//!   plain names are listed whether or not the response has them (as Azure and Azurite do);
-//! - matched by the exact origin: that origin, the exposed headers, credentials allowed and
-//!   `Vary: Origin`;
-//! - not matched (or no `Origin`) while the account has rules: only `Vary: Origin`, so that a
-//!   cache does not hand this answer to an origin a rule would allow.
+//!   without `Origin` or `Access-Control-Request-Method`: 400 `InvalidHeaderValue`, "A required
+//!   CORS header is not present." (the page says 400; code and text are the service's status
+//!   entry for it, which Azurite copies);
+//! - actual request matched by a rule that allows every origin (`*`), with or without an
+//!   `Origin` header: `Access-Control-Allow-Origin: *` and the exposed headers, and nothing
+//!   else, since the answer does not depend on the origin (the page's Vary table, rows "No Yes
+//!   Yes" and "Yes Yes Yes"). Browsers read `Access-Control-Expose-Headers` as a list of names,
+//!   so a rule's prefix patterns (`x-ms-meta-*`) are expanded into the response's own headers
+//!   that match them; plain names are listed whether or not the response has them (as Azure
+//!   and Azurite do);
+//! - matched by the exact origin: that origin, the exposed headers, credentials allowed and,
+//!   for GET and HEAD, `Vary: Origin`;
+//! - not matched (or no `Origin` and no `*` rule) while the account has rules: for GET and HEAD
+//!   only `Vary: Origin`, so that a cache does not hand this answer to an origin a rule would
+//!   allow; for other methods nothing.
+//!
+//! `Vary` goes on GET and HEAD answers only: "for requests using methods other than GET/HEAD,
+//! the storage services will not set the Vary header, since responses to these methods are not
+//! cached by user agents" (the page's Vary section). Azurite sets it for every method; azq
+//! follows the page.
 
 use crate::error::StorageError;
 use crate::http::ResponseWriter;
@@ -26,10 +36,13 @@ use crate::queue::CorsRule;
 pub enum CorsHeaders {
     /// A preflight a rule allows.
     Preflight {
+        /// The preflight's `Origin`, echoed even when the rule allows every origin.
         allow_origin: String,
+        /// The preflight's `Access-Control-Request-Method`, echoed.
         allow_methods: String,
         /// The requested headers, when the preflight named any.
         allow_headers: Option<String>,
+        /// The rule's `MaxAgeInSeconds`: how long the browser may cache this answer.
         max_age_s: u64,
     },
     /// An actual request a rule allows.
@@ -38,10 +51,12 @@ pub enum CorsHeaders {
         allow_origin: String,
         /// The rule's `ExposedHeaders`, as set: names and prefix patterns, comma-separated.
         expose_headers: String,
-        /// Matched by the exact origin: credentials allowed, and the answer varies by origin.
+        /// Matched by the exact origin: credentials allowed.
         exact_origin: bool,
+        /// `Vary: Origin`: matched by the exact origin, on a GET or HEAD.
+        vary_on_origin: bool,
     },
-    /// No rule allows the request, but the account has rules.
+    /// No rule allows the GET or HEAD request, but the account has rules.
     VaryOnly,
 }
 
@@ -68,6 +83,7 @@ impl CorsHeaders {
                 allow_origin,
                 expose_headers,
                 exact_origin,
+                vary_on_origin,
             } => {
                 let exposed = exposed_headers(expose_headers, writer.header_names());
                 writer.header("Access-Control-Allow-Origin", allow_origin.as_bytes());
@@ -76,6 +92,8 @@ impl CorsHeaders {
                 }
                 if *exact_origin {
                     writer.header("Access-Control-Allow-Credentials", b"true");
+                }
+                if *vary_on_origin {
                     writer.header("Vary", b"Origin");
                 }
             }
@@ -93,12 +111,12 @@ pub fn preflight(
     rules: &[CorsRule],
 ) -> Result<CorsHeaders, StorageError> {
     let (Some(origin), Some(method)) = (origin, method) else {
-        return Err(StorageError::MissingRequiredHeader);
+        return Err(StorageError::CorsRequiredHeaderMissing);
     };
     let rule = rules
         .iter()
         .find(|rule| {
-            origin_match(rule, origin).is_some()
+            origin_match(rule, Some(origin)).is_some()
                 && method_allowed(rule, method)
                 && headers.is_none_or(|headers| headers_allowed(rule, headers))
         })
@@ -111,8 +129,9 @@ pub fn preflight(
     })
 }
 
-/// The CORS headers of an actual request with `origin` (its `Origin` header) and `method`;
-/// `None` when the account has no rules.
+/// The CORS headers of an actual request with `origin` (its `Origin` header, if any) and
+/// `method`; `None` when the account has no rules, or none applies and the method is not one
+/// whose answers are cached (GET, HEAD).
 pub fn actual_request(
     origin: Option<&str>,
     method: &str,
@@ -121,28 +140,27 @@ pub fn actual_request(
     if rules.is_empty() {
         return None;
     }
-    let matched = origin.and_then(|origin| {
-        rules.iter().find_map(|rule| {
-            let exact_origin = origin_match(rule, origin)?;
-            method_allowed(rule, method).then(|| CorsHeaders::Allowed {
-                allow_origin: if exact_origin {
-                    origin.to_string()
-                } else {
-                    "*".to_string()
-                },
-                expose_headers: rule.exposed_headers.clone(),
-                exact_origin,
-            })
+    let cacheable = matches!(method, "GET" | "HEAD");
+    let matched = rules.iter().find_map(|rule| {
+        let exact_origin = origin_match(rule, origin)?;
+        method_allowed(rule, method).then(|| CorsHeaders::Allowed {
+            allow_origin: match origin {
+                Some(origin) if exact_origin => origin.to_string(),
+                _ => "*".to_string(),
+            },
+            expose_headers: rule.exposed_headers.clone(),
+            exact_origin,
+            vary_on_origin: exact_origin && cacheable,
         })
     });
-    Some(matched.unwrap_or(CorsHeaders::VaryOnly))
+    matched.or(cacheable.then_some(CorsHeaders::VaryOnly))
 }
 
 /// Whether `rule` allows `origin`: `Some(true)` by name (compared exactly, as Azure does),
-/// `Some(false)` through `*`, `None` not at all.
-fn origin_match(rule: &CorsRule, origin: &str) -> Option<bool> {
+/// `Some(false)` through `*` (which alone allows a request without `Origin`), `None` not at all.
+fn origin_match(rule: &CorsRule, origin: Option<&str>) -> Option<bool> {
     let allowed = || rule.allowed_origins.split(',').map(str::trim);
-    if allowed().any(|allowed| allowed == origin) {
+    if origin.is_some_and(|origin| allowed().any(|allowed| allowed == origin)) {
         Some(true)
     } else if allowed().any(|allowed| allowed == "*") {
         Some(false)
@@ -316,13 +334,13 @@ mod tests {
                 None,
                 Some("GET"),
                 None,
-                Err(StorageError::MissingRequiredHeader),
+                Err(StorageError::CorsRequiredHeaderMissing),
             ),
             (
                 Some("https://a.example"),
                 None,
                 None,
-                Err(StorageError::MissingRequiredHeader),
+                Err(StorageError::CorsRequiredHeaderMissing),
             ),
         ];
         for (origin, method, headers, expected) in cases {
@@ -341,41 +359,62 @@ mod tests {
     #[test]
     fn actual_request_table() {
         let rules = [
-            rule("https://a.example", "GET", ""),
-            rule("*", "GET,PUT", ""),
+            rule("https://a.example", "GET,PUT", ""),
+            rule("*", "GET,HEAD,DELETE", ""),
         ];
-        let exact = CorsHeaders::Allowed {
-            allow_origin: "https://a.example".to_string(),
-            expose_headers: "x-ms-meta-*".to_string(),
-            exact_origin: true,
+        let exact = |vary_on_origin| {
+            Some(CorsHeaders::Allowed {
+                allow_origin: "https://a.example".to_string(),
+                expose_headers: "x-ms-meta-*".to_string(),
+                exact_origin: true,
+                vary_on_origin,
+            })
         };
-        let any = CorsHeaders::Allowed {
+        let any = Some(CorsHeaders::Allowed {
             allow_origin: "*".to_string(),
             expose_headers: "x-ms-meta-*".to_string(),
             exact_origin: false,
-        };
+            vary_on_origin: false,
+        });
+        let vary = Some(CorsHeaders::VaryOnly);
+        // Origin, method, expected: the Vary table of "CORS support for the Azure Storage
+        // services" for GET and HEAD, and no Vary for other methods.
+        let cases = [
+            // Exact origin: credentials, and Vary only where answers are cached.
+            (Some("https://a.example"), "GET", exact(true)),
+            (Some("https://a.example"), "PUT", exact(false)),
+            // The exact rule does not allow HEAD or DELETE; the wildcard one does.
+            (Some("https://a.example"), "HEAD", any.clone()),
+            (Some("https://a.example"), "DELETE", any.clone()),
+            (Some("https://z.example"), "GET", any.clone()),
+            // No rule matches: Vary on GET and HEAD, nothing otherwise.
+            (Some("https://z.example"), "PUT", None),
+            (Some("https://z.example"), "POST", None),
+            // No Origin: a rule for every origin still matches (row "No Yes Yes").
+            (None, "GET", any.clone()),
+            (None, "DELETE", any),
+            (None, "PUT", None),
+        ];
+        for (origin, method, expected) in cases {
+            assert_eq!(
+                actual_request(origin, method, &rules),
+                expected,
+                "{origin:?} {method}"
+            );
+        }
+        // Rules, but none for every origin: Vary with or without Origin (row "No Yes No No").
+        let exact_only = [rule("https://a.example", "GET,PUT", "")];
+        assert_eq!(actual_request(None, "GET", &exact_only), vary);
+        assert_eq!(actual_request(None, "HEAD", &exact_only), vary);
         assert_eq!(
-            actual_request(Some("https://a.example"), "GET", &rules),
-            Some(exact)
+            actual_request(Some("https://z.example"), "GET", &exact_only),
+            vary
         );
-        // The exact rule does not allow PUT; the wildcard one does.
-        assert_eq!(
-            actual_request(Some("https://a.example"), "PUT", &rules),
-            Some(any.clone())
-        );
-        assert_eq!(
-            actual_request(Some("https://z.example"), "GET", &rules),
-            Some(any)
-        );
-        assert_eq!(
-            actual_request(Some("https://z.example"), "DELETE", &rules),
-            Some(CorsHeaders::VaryOnly)
-        );
-        assert_eq!(
-            actual_request(None, "GET", &rules),
-            Some(CorsHeaders::VaryOnly)
-        );
-        assert_eq!(actual_request(Some("https://a.example"), "GET", &[]), None);
+        assert_eq!(actual_request(None, "PUT", &exact_only), None);
+        // No rules: no CORS headers at all.
+        for origin in [Some("https://a.example"), None] {
+            assert_eq!(actual_request(origin, "GET", &[]), None);
+        }
     }
 
     #[test]

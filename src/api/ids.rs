@@ -4,18 +4,19 @@
 
 use std::cell::Cell;
 
+use crate::random::SplitMix64;
+
 thread_local! {
-    static STATE: Cell<u64> = Cell::new(uuid::Uuid::new_v4().as_u64_pair().0);
+    static STREAM: Cell<SplitMix64> =
+        Cell::new(SplitMix64::new(uuid::Uuid::new_v4().as_u64_pair().0));
 }
 
 fn next_u64() -> u64 {
-    STATE.with(|state| {
-        let next = state.get().wrapping_add(0x9E37_79B9_7F4A_7C15);
-        state.set(next);
-        let mut mixed = next;
-        mixed = (mixed ^ (mixed >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        mixed = (mixed ^ (mixed >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        mixed ^ (mixed >> 31)
+    STREAM.with(|stream| {
+        let mut next = stream.get();
+        let value = next.next_u64();
+        stream.set(next);
+        value
     })
 }
 

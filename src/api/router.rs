@@ -2,32 +2,49 @@
 //! operation. Path-style (`/account/queue/messages/id`) and host-style
 //! (`account.queue.host/queue/...`) URLs; the `-secondary` account suffix is recognised here.
 
-use std::borrow::Cow;
-
+use crate::auth::SECONDARY_ACCOUNT_SUFFIX;
 use crate::error::StorageError;
-use crate::http::{query, Method};
+use crate::http::{Method, Query};
 
 /// Every operation of the Queue service REST API azq answers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Operation {
+    /// `GET /?restype=service&comp=properties`: logging, metrics and CORS settings.
     GetServiceProperties,
+    /// `PUT /?restype=service&comp=properties`: replaces the elements the body carries.
     SetServiceProperties,
+    /// `GET /?restype=service&comp=stats`, only on the `-secondary` account: replication status.
     GetServiceStats,
+    /// `GET /?comp=list`: the account's queues by name, one page at a time.
     ListQueues,
+    /// `PUT /queue`: 201 when created, 204 when it exists with the same metadata.
     CreateQueue,
+    /// `DELETE /queue`: the queue and all its messages.
     DeleteQueue,
+    /// `GET`/`HEAD /queue?comp=metadata`: the metadata and approximate message count.
     GetQueueMetadata,
+    /// `PUT /queue?comp=metadata`: replaces all of the queue's metadata.
     SetQueueMetadata,
+    /// `GET`/`HEAD /queue?comp=acl`: the queue's stored access policies.
     GetQueueAcl,
+    /// `PUT /queue?comp=acl`: replaces the queue's stored access policies.
     SetQueueAcl,
+    /// `POST /queue/messages`: adds a message, visible now or after `visibilitytimeout`.
     PutMessage,
+    /// `GET /queue/messages`: leases up to `numofmessages` visible messages, with pop receipts.
     GetMessages,
+    /// `GET /queue/messages?peekonly=true`: reads visible messages without leasing them.
     PeekMessages,
+    /// `DELETE /queue/messages`: deletes every message of the queue.
     ClearMessages,
+    /// `PUT /queue/messages/id?popreceipt=…`: new visibility timeout, optionally new text.
     UpdateMessage,
+    /// `DELETE /queue/messages/id?popreceipt=…`: the receipt comes from Put, Get or Update.
     DeleteMessage,
     /// CORS preflight (`OPTIONS`), answered without authentication.
     Preflight,
+    /// azq's own `GET /_azq/health`, answered without authentication.
+    Health,
 }
 
 impl Operation {
@@ -37,41 +54,10 @@ impl Operation {
         use Operation::*;
         match self {
             GetServiceProperties | GetServiceStats | ListQueues | GetQueueMetadata
-            | GetQueueAcl | PeekMessages | Preflight => true,
+            | GetQueueAcl | PeekMessages | Preflight | Health => true,
             SetServiceProperties | CreateQueue | DeleteQueue | SetQueueMetadata | SetQueueAcl
             | PutMessage | GetMessages | ClearMessages | UpdateMessage | DeleteMessage => false,
         }
-    }
-}
-
-/// The decoded query parameters of one request, in the order sent.
-#[derive(Debug, Default)]
-pub struct Query<'r> {
-    pairs: Vec<(Cow<'r, str>, Cow<'r, str>)>,
-}
-
-impl<'r> Query<'r> {
-    /// Decodes a raw query string; a broken `%` escape is `InvalidQueryParameterValue`.
-    pub fn parse(raw: &'r [u8]) -> Result<Query<'r>, StorageError> {
-        let pairs = query::pairs(raw)
-            .collect::<Option<Vec<_>>>()
-            .ok_or(StorageError::InvalidQueryParameterValue)?;
-        Ok(Query { pairs })
-    }
-
-    /// The first value of parameter `name` (names compare case-insensitively, as Azure does).
-    pub fn get(&self, name: &str) -> Option<&str> {
-        self.pairs
-            .iter()
-            .find(|(pair_name, _)| pair_name.eq_ignore_ascii_case(name))
-            .map(|(_, value)| value.as_ref())
-    }
-
-    /// Every `(name, value)` pair, decoded.
-    pub fn pairs(&self) -> impl Iterator<Item = (&str, &str)> {
-        self.pairs
-            .iter()
-            .map(|(name, value)| (name.as_ref(), value.as_ref()))
     }
 }
 
@@ -84,8 +70,11 @@ pub struct Route<'r> {
     pub secondary: bool,
     /// Whether the account came from the host name rather than the first path segment.
     pub host_style: bool,
+    /// The REST operation the method, path and query name.
     pub operation: Operation,
+    /// The queue segment as sent, not yet validated; `None` for account-level operations.
     pub queue: Option<&'r str>,
+    /// The message segment of `/queue/messages/id` as sent; `None` on every other path.
     pub message_id: Option<&'r str>,
 }
 
@@ -173,7 +162,7 @@ fn host_style_account(host: &str) -> Option<&str> {
 }
 
 fn strip_secondary(label: &str) -> (&str, bool) {
-    match label.strip_suffix("-secondary") {
+    match label.strip_suffix(SECONDARY_ACCOUNT_SUFFIX) {
         Some(account) => (account, true),
         None => (label, false),
     }
@@ -239,7 +228,8 @@ mod tests {
         let target: &'static str = Box::leak(target.to_string().into_boxed_str());
         let host: &'static str = Box::leak(host.to_string().into_boxed_str());
         let (path, raw_query) = target.split_once('?').unwrap_or((target, ""));
-        let query = Query::parse(raw_query.as_bytes())?;
+        let query =
+            Query::parse(raw_query.as_bytes()).ok_or(StorageError::InvalidQueryParameterValue)?;
         route(
             method,
             Some(host),

@@ -5,14 +5,14 @@
 //! as it opens and closes with its path from the root; the parsers keep only the fields they
 //! know and ignore unknown elements, as Azure's deserialiser does. Values are validated here, so
 //! a bad body is a 400 before any state changes. Encoding writes straight into the output buffer
-//! in Azure's element order, which is also the order the SDKs send: what a client sets comes
-//! back exactly.
+//! in the order the service answers in, which its recorded answers show (`Logging`: Version,
+//! Read, Write, Delete; `CorsRule`: AllowedMethods before AllowedOrigins) and which differs from
+//! the order the SDKs send: what a client sets comes back with the same values.
 
 use bytes::{BufMut, BytesMut};
 use quick_xml::events::Event;
 use quick_xml::Reader;
 
-use crate::auth::parse_iso8601_ms;
 use crate::config::{
     CORS_RULES_MAX, CORS_RULES_TEXT_BYTES_MAX, RETENTION_DAYS_MAX, SIGNED_IDENTIFIERS_MAX,
     SIGNED_IDENTIFIER_ID_CHARS_MAX, XML_DEPTH_MAX,
@@ -22,8 +22,8 @@ use crate::queue::{
     AccessPolicy, CorsRule, Logging, Metrics, RetentionPolicy, ServiceProperties,
     ServicePropertiesUpdate, SignedIdentifier,
 };
+use crate::time::{parse_iso8601_ms, rfc1123};
 
-use super::date::rfc1123;
 use super::xml::{element, has_non_xml_char, DECLARATION};
 
 /// The letters a stored access policy may grant, in the only order Azure accepts them.
@@ -36,9 +36,19 @@ const CORS_METHODS: [&str; 8] = [
 /// One step of a walk through a document.
 enum Visit<'a> {
     /// An element opened; `path` holds its name and its ancestors', root first.
-    Open { path: &'a [String] },
+    Open {
+        path: &'a [String],
+        /// Written `<name />`: it closes at once.
+        self_closing: bool,
+    },
     /// An element closed. `text` is its unescaped text; empty for an element with children.
-    Close { path: &'a [String], text: &'a str },
+    Close {
+        path: &'a [String],
+        text: &'a str,
+        /// Whether child elements appeared in it: a value element holding markup is refused
+        /// (`text_only`), never read as the empty text it would otherwise look like.
+        has_children: bool,
+    },
 }
 
 /// Walks `body` element by element. Fails with `InvalidXmlDocument` when the document is not
@@ -61,15 +71,15 @@ fn walk(
             Ok(Event::Empty(empty)) => (empty.name().as_ref().to_vec(), true),
             Ok(Event::End(_)) => {
                 // quick-xml has checked that the end tag names the open element.
-                if has_children.pop() == Some(true) && !is_blank(&text)
-                    || has_non_xml_char(text.as_bytes())
-                {
+                let had_children = has_children.pop() == Some(true);
+                if had_children && !is_blank(&text) || has_non_xml_char(text.as_bytes()) {
                     return Err(StorageError::InvalidXmlDocument);
                 }
                 let element_text = if is_blank(&text) { "" } else { &text };
                 visit(Visit::Close {
                     path: &path,
                     text: element_text,
+                    has_children: had_children,
                 })?;
                 text.clear();
                 path.pop();
@@ -111,11 +121,15 @@ fn walk(
         }
         root_seen = true;
         path.push(String::from_utf8(name).map_err(|_| StorageError::InvalidXmlDocument)?);
-        visit(Visit::Open { path: &path })?;
+        visit(Visit::Open {
+            path: &path,
+            self_closing: closes_at_once,
+        })?;
         if closes_at_once {
             visit(Visit::Close {
                 path: &path,
                 text: "",
+                has_children: false,
             })?;
             path.pop();
         } else {
@@ -139,6 +153,16 @@ fn is_container(elements: &[&str], containers: &[&str]) -> bool {
         [_root] => true,
         [_root, .., name] => containers.contains(name),
         [] => false,
+    }
+}
+
+/// Elements that hold a value hold text only: one with child elements (`<Id><b>x</b></Id>`)
+/// is `InvalidXmlDocument`, as Azure's reader refuses markup where it expects text.
+fn text_only(has_children: bool) -> Result<(), StorageError> {
+    if has_children {
+        Err(StorageError::InvalidXmlDocument)
+    } else {
+        Ok(())
     }
 }
 
@@ -176,7 +200,7 @@ pub fn signed_identifiers(body: &[u8]) -> Result<Vec<SignedIdentifier>, StorageE
     let mut policy: Option<AccessPolicy> = None;
     walk(body, |visit| {
         match visit {
-            Visit::Open { path } => match names(path).as_slice() {
+            Visit::Open { path, .. } => match names(path).as_slice() {
                 [root] if *root != "SignedIdentifiers" => {
                     return Err(StorageError::InvalidXmlDocument)
                 }
@@ -192,7 +216,11 @@ pub fn signed_identifiers(body: &[u8]) -> Result<Vec<SignedIdentifier>, StorageE
                 }
                 _ => {}
             },
-            Visit::Close { path, text } => {
+            Visit::Close {
+                path,
+                text,
+                has_children,
+            } => {
                 let optional = (!text.is_empty()).then(|| text.to_string());
                 let elements = names(path);
                 if is_container(&elements, &["SignedIdentifier", "AccessPolicy"]) {
@@ -200,6 +228,7 @@ pub fn signed_identifiers(body: &[u8]) -> Result<Vec<SignedIdentifier>, StorageE
                 }
                 match elements.as_slice() {
                     ["SignedIdentifiers", "SignedIdentifier", "Id"] => {
+                        text_only(has_children)?;
                         let chars = text.chars().count();
                         if chars == 0 || chars > SIGNED_IDENTIFIER_ID_CHARS_MAX {
                             return Err(StorageError::InvalidXmlNodeValue);
@@ -210,6 +239,9 @@ pub fn signed_identifiers(body: &[u8]) -> Result<Vec<SignedIdentifier>, StorageE
                         let Some(policy) = policy.as_mut() else {
                             return Err(StorageError::InvalidXmlDocument);
                         };
+                        if matches!(*field, "Start" | "Expiry" | "Permission") {
+                            text_only(has_children)?;
+                        }
                         match *field {
                             "Start" | "Expiry" => {
                                 if optional
@@ -368,19 +400,24 @@ impl CorsRuleDraft {
 }
 
 /// Reads a Set Service Properties body into the elements it changes. A required element that
-/// is missing, a repeated one or more than `CORS_RULES_MAX` rules: `InvalidXmlDocument`; a
-/// value out of its domain (a boolean, retention days, a CORS method, a negative max age, CORS
-/// text beyond `CORS_RULES_TEXT_BYTES_MAX`): `InvalidXmlNodeValue`.
+/// is missing, a repeated one, more than `CORS_RULES_MAX` rules, retention days outside
+/// 1..=`RETENTION_DAYS_MAX` or a self-closed root: `InvalidXmlDocument`; a value out of its
+/// domain (a boolean, a number that does not read, a CORS method, a negative max age, CORS text
+/// beyond `CORS_RULES_TEXT_BYTES_MAX`): `InvalidXmlNodeValue`.
 pub fn service_properties_update(body: &[u8]) -> Result<ServicePropertiesUpdate, StorageError> {
     let mut update = ServicePropertiesUpdate::default();
     let mut analytics: Option<AnalyticsDraft> = None;
     let mut rules: Option<Vec<CorsRuleDraft>> = None;
     walk(body, |visit| {
         match visit {
-            Visit::Open { path } => match names(path).as_slice() {
+            Visit::Open { path, self_closing } => match names(path).as_slice() {
                 [root] if *root != "StorageServiceProperties" => {
                     return Err(StorageError::InvalidXmlDocument)
                 }
+                // The service refuses `<StorageServiceProperties />` (its reader finds no
+                // content node: recorded 400 InvalidXmlDocument); the open-and-close form
+                // with nothing inside changes nothing.
+                [_] if self_closing => return Err(StorageError::InvalidXmlDocument),
                 [_, "Logging" | "HourMetrics" | "MinuteMetrics"] => {
                     analytics = Some(AnalyticsDraft::default());
                 }
@@ -399,7 +436,11 @@ pub fn service_properties_update(body: &[u8]) -> Result<ServicePropertiesUpdate,
                 }
                 _ => {}
             },
-            Visit::Close { path, text } => {
+            Visit::Close {
+                path,
+                text,
+                has_children,
+            } => {
                 let elements = names(path);
                 let containers = [
                     "Logging",
@@ -423,6 +464,17 @@ pub fn service_properties_update(body: &[u8]) -> Result<ServicePropertiesUpdate,
                     }
                     [_, "Logging" | "HourMetrics" | "MinuteMetrics", field] => {
                         let draft = analytics.as_mut().ok_or(StorageError::InvalidXmlDocument)?;
+                        const VALUES: [&str; 6] = [
+                            "Version",
+                            "Delete",
+                            "Read",
+                            "Write",
+                            "Enabled",
+                            "IncludeAPIs",
+                        ];
+                        if VALUES.contains(field) {
+                            text_only(has_children)?;
+                        }
                         match *field {
                             "Version" => {
                                 if text.is_empty() {
@@ -443,15 +495,23 @@ pub fn service_properties_update(body: &[u8]) -> Result<ServicePropertiesUpdate,
                             .as_mut()
                             .and_then(|draft| draft.retention.as_mut())
                             .ok_or(StorageError::InvalidXmlDocument)?;
+                        if matches!(*field, "Enabled" | "Days") {
+                            text_only(has_children)?;
+                        }
                         match *field {
                             "Enabled" => set_once(&mut retention.enabled, boolean(text)?)?,
                             "Days" => {
                                 let days = text
                                     .trim()
-                                    .parse::<u32>()
+                                    .parse::<i64>()
+                                    .map_err(|_| StorageError::InvalidXmlNodeValue)?;
+                                // Out of range is a document error on the service ("Retention
+                                // days must be greater than 0 and less than or equal to 365
+                                // days", recorded with InvalidXmlDocument).
+                                let days = u32::try_from(days)
                                     .ok()
                                     .filter(|days| (1..=RETENTION_DAYS_MAX).contains(days))
-                                    .ok_or(StorageError::InvalidXmlNodeValue)?;
+                                    .ok_or(StorageError::InvalidXmlDocument)?;
                                 set_once(&mut retention.days, days)?;
                             }
                             _ => {}
@@ -462,6 +522,16 @@ pub fn service_properties_update(body: &[u8]) -> Result<ServicePropertiesUpdate,
                             .as_mut()
                             .and_then(|rules| rules.last_mut())
                             .ok_or(StorageError::InvalidXmlDocument)?;
+                        const VALUES: [&str; 5] = [
+                            "AllowedOrigins",
+                            "AllowedMethods",
+                            "AllowedHeaders",
+                            "ExposedHeaders",
+                            "MaxAgeInSeconds",
+                        ];
+                        if VALUES.contains(field) {
+                            text_only(has_children)?;
+                        }
                         let value = text.to_string();
                         match *field {
                             "AllowedOrigins" => set_once(&mut rule.allowed_origins, value)?,
@@ -566,9 +636,9 @@ pub fn service_properties_into(out: &mut BytesMut, properties: &ServicePropertie
     out.put_slice(b"<StorageServiceProperties><Logging>");
     let logging = &properties.logging;
     element(out, b"Version", logging.version.as_bytes());
-    boolean_element(out, b"Delete", logging.delete);
     boolean_element(out, b"Read", logging.read);
     boolean_element(out, b"Write", logging.write);
+    boolean_element(out, b"Delete", logging.delete);
     retention_into(out, &logging.retention_policy);
     out.put_slice(b"</Logging>");
     metrics_into(out, b"HourMetrics", &properties.hour_metrics);
@@ -579,8 +649,8 @@ pub fn service_properties_into(out: &mut BytesMut, properties: &ServicePropertie
         out.put_slice(b"<Cors>");
         for rule in &properties.cors {
             out.put_slice(b"<CorsRule>");
-            list_element(out, b"AllowedOrigins", &rule.allowed_origins);
             list_element(out, b"AllowedMethods", &rule.allowed_methods);
+            list_element(out, b"AllowedOrigins", &rule.allowed_origins);
             list_element(out, b"AllowedHeaders", &rule.allowed_headers);
             list_element(out, b"ExposedHeaders", &rule.exposed_headers);
             element(
@@ -758,6 +828,24 @@ mod tests {
                 acl("<b><c><d><e><f><g><h><i /></h></g></f></e></d></c></b>"),
                 Err(StorageError::InvalidXmlDocument),
             ),
+            // Markup where a value belongs is refused, not read as an empty value.
+            (
+                acl(&identifier("<b>p</b>", "")),
+                Err(StorageError::InvalidXmlDocument),
+            ),
+            (
+                acl(&identifier("p", &policy("<Permission><b>r</b></Permission>"))),
+                Err(StorageError::InvalidXmlDocument),
+            ),
+            (
+                acl(&identifier("p", &policy("<Start><x /></Start>"))),
+                Err(StorageError::InvalidXmlDocument),
+            ),
+            // Unknown elements may hold anything.
+            (
+                acl(&identifier("p", &policy("<Unknown><x>1</x></Unknown>"))),
+                ok(1),
+            ),
         ];
         for (body, expected) in cases {
             assert_eq!(
@@ -796,24 +884,28 @@ mod tests {
         assert_eq!(encoded_acl(&[]), "<SignedIdentifiers />");
     }
 
+    /// `SDK_PROPERTIES` as the service answers it: the same values, `Logging` and `CorsRule`
+    /// children in the service's order (recorded answers of Get Queue Service Properties).
+    const SERVICE_PROPERTIES_ANSWER: &str = "<StorageServiceProperties><Logging><Version>1.0</Version><Read>true</Read><Write>true</Write><Delete>false</Delete><RetentionPolicy><Enabled>true</Enabled><Days>5</Days></RetentionPolicy></Logging><HourMetrics><Version>1.0</Version><Enabled>true</Enabled><IncludeAPIs>true</IncludeAPIs><RetentionPolicy><Enabled>true</Enabled><Days>7</Days></RetentionPolicy></HourMetrics><MinuteMetrics><Version>1.0</Version><Enabled>false</Enabled><RetentionPolicy><Enabled>false</Enabled></RetentionPolicy></MinuteMetrics><Cors><CorsRule><AllowedMethods>GET,PUT</AllowedMethods><AllowedOrigins>https://a.example,https://b.example</AllowedOrigins><AllowedHeaders>x-ms-meta-*</AllowedHeaders><ExposedHeaders>x-ms-*</ExposedHeaders><MaxAgeInSeconds>500</MaxAgeInSeconds></CorsRule><CorsRule><AllowedMethods>GET</AllowedMethods><AllowedOrigins>*</AllowedOrigins><AllowedHeaders /><ExposedHeaders /><MaxAgeInSeconds>0</MaxAgeInSeconds></CorsRule></Cors></StorageServiceProperties>";
+
     #[test]
-    fn sdk_service_properties_round_trip_exactly() {
+    fn sdk_service_properties_come_back_in_the_services_order() {
         let update = service_properties_update(SDK_PROPERTIES.as_bytes()).unwrap();
         let properties = update.applied_to(&ServiceProperties::default());
         assert_eq!(properties.cors.len(), 2);
         assert_eq!(properties.hour_metrics.include_apis, Some(true));
         assert_eq!(properties.minute_metrics.include_apis, None);
-        assert_eq!(
-            encoded_properties(&properties),
-            without_declaration(SDK_PROPERTIES)
-        );
+        assert_eq!(encoded_properties(&properties), SERVICE_PROPERTIES_ANSWER);
+        // The answer reads back to the same properties.
+        let again = service_properties_update(SERVICE_PROPERTIES_ANSWER.as_bytes()).unwrap();
+        assert_eq!(again.applied_to(&ServiceProperties::default()), properties);
     }
 
     #[test]
     fn default_service_properties_encoding() {
         assert_eq!(
             encoded_properties(&ServiceProperties::default()),
-            "<StorageServiceProperties><Logging><Version>1.0</Version><Delete>false</Delete><Read>false</Read><Write>false</Write><RetentionPolicy><Enabled>false</Enabled></RetentionPolicy></Logging><HourMetrics><Version>1.0</Version><Enabled>false</Enabled><RetentionPolicy><Enabled>false</Enabled></RetentionPolicy></HourMetrics><MinuteMetrics><Version>1.0</Version><Enabled>false</Enabled><RetentionPolicy><Enabled>false</Enabled></RetentionPolicy></MinuteMetrics><Cors /></StorageServiceProperties>"
+            "<StorageServiceProperties><Logging><Version>1.0</Version><Read>false</Read><Write>false</Write><Delete>false</Delete><RetentionPolicy><Enabled>false</Enabled></RetentionPolicy></Logging><HourMetrics><Version>1.0</Version><Enabled>false</Enabled><RetentionPolicy><Enabled>false</Enabled></RetentionPolicy></HourMetrics><MinuteMetrics><Version>1.0</Version><Enabled>false</Enabled><RetentionPolicy><Enabled>false</Enabled></RetentionPolicy></MinuteMetrics><Cors /></StorageServiceProperties>"
         );
     }
 
@@ -830,8 +922,17 @@ mod tests {
                 ..ServicePropertiesUpdate::default()
             }
         );
-        let update = service_properties_update(b"<StorageServiceProperties />").unwrap();
+        let update =
+            service_properties_update(b"<StorageServiceProperties></StorageServiceProperties>")
+                .unwrap();
         assert_eq!(update, ServicePropertiesUpdate::default());
+        // The self-closed root is what the service refuses (recorded answer).
+        assert_eq!(
+            service_properties_update(
+                b"<?xml version='1.0' encoding='utf-8'?>\n<StorageServiceProperties />"
+            ),
+            Err(StorageError::InvalidXmlDocument)
+        );
     }
 
     #[test]
@@ -856,6 +957,8 @@ mod tests {
             (logging("<Enabled>false</Enabled>"), Ok(())),
             (metrics("<Version>1.0</Version><Enabled>true</Enabled><IncludeAPIs>false</IncludeAPIs><RetentionPolicy><Enabled>false</Enabled></RetentionPolicy>"), Ok(())),
             (properties("<DefaultServiceVersion>2026-10-06</DefaultServiceVersion>"), Ok(())),
+            (metrics("<Version>1.0</Version><Enabled>false</Enabled><Unknown><x /></Unknown><RetentionPolicy><Enabled>false</Enabled><Other><y /></Other></RetentionPolicy>"), Ok(())),
+            (cors(&rule("*", "GET", "1").replace("</CorsRule>", "<Extra><x /></Extra></CorsRule>")), Ok(())),
             // Invalid inputs.
             (String::new(), Err(StorageError::InvalidXmlDocument)),
             ("<SignedIdentifiers />".to_string(), Err(StorageError::InvalidXmlDocument)),
@@ -868,8 +971,11 @@ mod tests {
             (cors(&rule("*", "GET", "soon")), Err(StorageError::InvalidXmlNodeValue)),
             (cors(&rule(&long_origin, "GET", "1")), Err(StorageError::InvalidXmlNodeValue)),
             (properties("<Cors /><Cors />"), Err(StorageError::InvalidXmlDocument)),
-            (logging("<Enabled>true</Enabled><Days>0</Days>"), Err(StorageError::InvalidXmlNodeValue)),
-            (logging("<Enabled>true</Enabled><Days>366</Days>"), Err(StorageError::InvalidXmlNodeValue)),
+            // Retention out of range is a document error, as the service records it.
+            (logging("<Enabled>true</Enabled><Days>0</Days>"), Err(StorageError::InvalidXmlDocument)),
+            (logging("<Enabled>true</Enabled><Days>366</Days>"), Err(StorageError::InvalidXmlDocument)),
+            (logging("<Enabled>true</Enabled><Days>-1</Days>"), Err(StorageError::InvalidXmlDocument)),
+            (logging("<Enabled>true</Enabled><Days>many</Days>"), Err(StorageError::InvalidXmlNodeValue)),
             (logging("<Enabled>maybe</Enabled>"), Err(StorageError::InvalidXmlNodeValue)),
             (logging("<Days>3</Days>"), Err(StorageError::InvalidXmlDocument)),
             (properties("<Logging><Version>1.0</Version></Logging>"), Err(StorageError::InvalidXmlDocument)),
@@ -880,6 +986,11 @@ mod tests {
             (cors("<CorsRule>text</CorsRule>"), Err(StorageError::InvalidXmlDocument)),
             (cors(&format!("{}tail", rule("*", "GET", "1"))), Err(StorageError::InvalidXmlDocument)),
             (cors(&rule("https://a.example&#x1;", "GET", "1")), Err(StorageError::InvalidXmlDocument)),
+            // Markup where a value belongs is refused, not read as an empty value.
+            (cors(&rule("<b>*</b>", "GET", "1")), Err(StorageError::InvalidXmlDocument)),
+            (cors(&rule("*", "GET", "1").replace("</CorsRule>", "<AllowedHeaders><x /></AllowedHeaders></CorsRule>")), Err(StorageError::InvalidXmlDocument)),
+            (metrics("<Version><v>1.0</v></Version><Enabled>false</Enabled><RetentionPolicy><Enabled>false</Enabled></RetentionPolicy>"), Err(StorageError::InvalidXmlDocument)),
+            (logging("<Enabled><e>true</e></Enabled><Days>3</Days>"), Err(StorageError::InvalidXmlDocument)),
             (metrics("<Version>1.\u{0}</Version><Enabled>false</Enabled><RetentionPolicy><Enabled>false</Enabled></RetentionPolicy>"), Err(StorageError::InvalidXmlDocument)),
         ];
         for (body, expected) in cases {

@@ -7,13 +7,13 @@ use crate::error::StorageError;
 use crate::http::Request;
 use crate::queue::Metadata;
 
-use super::router::Query;
 use super::xml::has_non_xml_char;
+use crate::http::Query;
 
 /// Queue names: 3-63 characters of `[a-z0-9-]`, starting and ending alphanumeric, no `--`.
 pub fn queue_name(name: &str) -> Result<(), StorageError> {
     if !(3..=63).contains(&name.len()) {
-        return Err(StorageError::OutOfRangeInput);
+        return Err(StorageError::ResourceNameLengthOutOfRange);
     }
     let bytes = name.as_bytes();
     let allowed = bytes
@@ -108,9 +108,12 @@ mod tests {
             ("my-queue-1", Ok(())),
             ("0ab", Ok(())),
             (&*"a".repeat(63), Ok(())),
-            ("ab", Err(StorageError::OutOfRangeInput)),
-            (&*"a".repeat(64), Err(StorageError::OutOfRangeInput)),
-            ("", Err(StorageError::OutOfRangeInput)),
+            ("ab", Err(StorageError::ResourceNameLengthOutOfRange)),
+            (
+                &*"a".repeat(64),
+                Err(StorageError::ResourceNameLengthOutOfRange),
+            ),
+            ("", Err(StorageError::ResourceNameLengthOutOfRange)),
             ("-abc", Err(StorageError::InvalidResourceName)),
             ("abc-", Err(StorageError::InvalidResourceName)),
             ("ab--cd", Err(StorageError::InvalidResourceName)),
@@ -157,7 +160,8 @@ mod tests {
         let cases: Vec<(Vec<(&str, &str)>, MetadataOutcome)> = vec![
             (vec![], pairs(&[])),
             (vec![("x-ms-version", "1"), ("Host", "h")], pairs(&[])),
-            // Case kept, sorted by lowercased name; the bare header the Python SDK sends is ignored.
+            // Case kept, sorted by lowercased name; the bare header the Python SDK sends is
+            // ignored.
             (
                 vec![
                     ("x-ms-meta-Zeta", "z"),

@@ -11,8 +11,8 @@ use crate::error::StorageError;
 use crate::http::response::put_decimal;
 use crate::queue::{MessageView, QueueListing};
 
-use super::date::rfc1123;
 use super::ids;
+use crate::time::{format_iso8601_7, rfc1123, RFC1123_BYTES};
 
 /// The XML declaration every response body starts with.
 pub const DECLARATION: &[u8] = br#"<?xml version="1.0" encoding="utf-8"?>"#;
@@ -73,7 +73,8 @@ pub(super) fn element(out: &mut BytesMut, name: &[u8], text: &[u8]) {
 /// Reads the `MessageText` of a Put or Update body
 /// (`<QueueMessage><MessageText>…</MessageText></QueueMessage>`), unescaped. The unescape writes
 /// the one copy that is stored: an exactly sized buffer, so a stored message never pins the
-/// connection's read buffer.
+/// connection's read buffer. `MessageText` holds text only: an element inside it is 400
+/// `InvalidXmlDocument`, as Azure answers, never text flattened out of the markup.
 pub fn message_text(body: &[u8]) -> Result<Bytes, StorageError> {
     let mut reader = Reader::from_reader(body);
     let mut depth = 0usize;
@@ -82,6 +83,10 @@ pub fn message_text(body: &[u8]) -> Result<Bytes, StorageError> {
     let mut text = BytesMut::new();
     loop {
         match reader.read_event() {
+            // An element inside MessageText.
+            Ok(Event::Start(_) | Event::Empty(_)) if in_text => {
+                return Err(StorageError::InvalidXmlDocument)
+            }
             Ok(Event::Start(start)) => {
                 depth += 1;
                 let name = start.name();
@@ -144,12 +149,12 @@ pub fn message_text(body: &[u8]) -> Result<Bytes, StorageError> {
     Ok(text.freeze())
 }
 
-/// Whether UTF-8 `text` holds a character XML 1.0 forbids: a control character below 0x20
-/// other than tab, LF and CR, or U+FFFE / U+FFFF (the only other characters outside XML 1.0's
-/// `Char` that UTF-8 can carry). A stored text is echoed in responses, and one such character would make every
-/// response that carries it unreadable to the client's XML parser. Such characters are rare, so
-/// a branch-free pass that the compiler vectorises looks for any byte below 0x20 or any 0xEF
-/// (the lead byte of U+F000..U+FFFF) first, and only a hit pays for the exact check.
+/// Whether UTF-8 `text` holds a character XML 1.0 forbids: a control character below 0x20 other
+/// than tab, LF and CR, or U+FFFE / U+FFFF (the only other characters outside XML 1.0's `Char` that
+/// UTF-8 can carry). A stored text is echoed in responses, and one such character would make every
+/// response that carries it unreadable to the client's XML parser. Such characters are rare, so a
+/// branch-free pass that the compiler vectorises looks for any byte below 0x20 or any 0xEF (the
+/// lead byte of U+F000..U+FFFF) first, and only a hit pays for the exact check.
 pub(super) fn has_non_xml_char(text: &[u8]) -> bool {
     let suspect = text
         .iter()
@@ -189,14 +194,14 @@ pub enum MessageFields {
 /// insertion, expiration and next-visible seconds, so one memo per field skips most formatting.
 struct DateMemo {
     unix_s: u64,
-    text: [u8; super::date::RFC1123_BYTES],
+    text: [u8; RFC1123_BYTES],
 }
 
 impl DateMemo {
     fn new() -> DateMemo {
         DateMemo {
             unix_s: u64::MAX,
-            text: [0; super::date::RFC1123_BYTES],
+            text: [0; RFC1123_BYTES],
         }
     }
 
@@ -252,11 +257,17 @@ pub fn messages(out: &mut BytesMut, messages: &[MessageView], fields: MessageFie
 
 /// The echoed request parameters and results of List Queues.
 pub struct QueueList<'a> {
+    /// The `ServiceEndpoint` attribute: the URL the client addressed, up to the account.
     pub service_endpoint: &'a str,
+    /// `<Prefix>`, written only when the request had one.
     pub prefix: Option<&'a str>,
+    /// `<Marker>`, written only when the request had one.
     pub marker: Option<&'a str>,
+    /// `<MaxResults>` as sent (not capped), written only when the request had one.
     pub results_max: Option<&'a str>,
+    /// This page's queues, sorted by name.
     pub queues: &'a [QueueListing],
+    /// The first name of the next page; `<NextMarker />` when this is the last page.
     pub next_marker: Option<&'a str>,
 }
 
@@ -300,7 +311,9 @@ pub fn queue_list(out: &mut BytesMut, list: &QueueList<'_>) {
     out.put_slice(b"</EnumerationResults>");
 }
 
-/// Encodes Azure's error body: `<Error><Code/><Message>text\nRequestId:…\nTime:…</Message></Error>`.
+/// Encodes Azure's error body:
+/// `<Error><Code/><Message>text\nRequestId:…\nTime:…</Message></Error>`. `RequestBodyTooLarge`
+/// also names the limit, `<MaxLimit>65536</MaxLimit>`, as the service's recorded answers do.
 pub fn error(out: &mut BytesMut, error: StorageError, request_id: &[u8], now_ms: u64) {
     out.put_slice(DECLARATION);
     out.put_slice(b"<Error><Code>");
@@ -310,28 +323,14 @@ pub fn error(out: &mut BytesMut, error: StorageError, request_id: &[u8], now_ms:
     out.put_slice(b"\nRequestId:");
     out.put_slice(request_id);
     out.put_slice(b"\nTime:");
-    iso8601_into(out, now_ms);
-    out.put_slice(b"</Message></Error>");
-}
-
-/// Appends `now_ms` as ISO 8601 with seven fractional digits, as Azure writes error times.
-fn iso8601_into(out: &mut BytesMut, now_ms: u64) {
-    let civil = super::date::civil_from_unix_s(now_ms / 1000);
-    let mut text = *b"0000-00-00T00:00:00.0000000Z";
-    let put = |text: &mut [u8; 28], at: usize, width: usize, mut value: u64| {
-        for slot in text[at..at + width].iter_mut().rev() {
-            *slot = b'0' + (value % 10) as u8;
-            value /= 10;
-        }
-    };
-    put(&mut text, 0, 4, civil.year.clamp(0, 9999) as u64);
-    put(&mut text, 5, 2, u64::from(civil.month));
-    put(&mut text, 8, 2, u64::from(civil.day));
-    put(&mut text, 11, 2, u64::from(civil.hour));
-    put(&mut text, 14, 2, u64::from(civil.minute));
-    put(&mut text, 17, 2, u64::from(civil.second));
-    put(&mut text, 20, 3, now_ms % 1000);
-    out.put_slice(&text);
+    out.put_slice(&format_iso8601_7(now_ms));
+    out.put_slice(b"</Message>");
+    if error == StorageError::RequestBodyTooLarge {
+        out.put_slice(b"<MaxLimit>");
+        put_decimal(out, MESSAGE_TEXT_BYTES_MAX as u64);
+        out.put_slice(b"</MaxLimit>");
+    }
+    out.put_slice(b"</Error>");
 }
 
 #[cfg(test)]
@@ -366,6 +365,19 @@ mod tests {
             ("<QueueMessage><MessageText>&#1;</MessageText></QueueMessage>", Err(StorageError::InvalidXmlDocument)),
             (
                 "<QueueMessage><MessageText>a</MessageText><MessageText>b</MessageText></QueueMessage>",
+                Err(StorageError::InvalidXmlDocument),
+            ),
+            // Markup inside MessageText is refused, not flattened into its text.
+            (
+                "<QueueMessage><MessageText><b>nested</b></MessageText></QueueMessage>",
+                Err(StorageError::InvalidXmlDocument),
+            ),
+            (
+                "<QueueMessage><MessageText>a<br/>b</MessageText></QueueMessage>",
+                Err(StorageError::InvalidXmlDocument),
+            ),
+            (
+                "<QueueMessage><MessageText>a<MessageText>b</MessageText></MessageText></QueueMessage>",
                 Err(StorageError::InvalidXmlDocument),
             ),
         ];
@@ -538,6 +550,20 @@ mod tests {
         assert_eq!(
             text,
             "<?xml version=\"1.0\" encoding=\"utf-8\"?><Error><Code>QueueNotFound</Code><Message>The specified queue does not exist.\nRequestId:req-1\nTime:2026-11-22T00:00:00.1230000Z</Message></Error>"
+        );
+        let mut out = BytesMut::new();
+        error(
+            &mut out,
+            StorageError::RequestBodyTooLarge,
+            b"req-2",
+            1_795_305_600_000,
+        );
+        assert!(
+            out.ends_with(
+                b"\nTime:2026-11-22T00:00:00.0000000Z</Message><MaxLimit>65536</MaxLimit></Error>"
+            ),
+            "{}",
+            String::from_utf8_lossy(&out)
         );
     }
 

@@ -6,7 +6,6 @@
 //! - `collation`: the header order of SharedKey canonicalisation (not byte order).
 //! - `shared_key`: string-to-sign for SharedKey/SharedKeyLite, verification, client signing.
 //! - `sas`: SAS parsing, strings-to-sign, validation, and a cache of verified signatures.
-//! - `iso8601`: the instants of SAS tokens and access policies.
 //!
 //! The api layer owns one `Authenticator` per shard and calls `Authenticator::authenticate`
 //! once per request (CORS preflight excepted) with the operation's `Access`. A failure carries
@@ -14,18 +13,15 @@
 
 pub mod accounts;
 pub mod collation;
-pub mod iso8601;
 pub mod sas;
 pub mod shared_key;
 
 use std::fmt;
 use std::net::IpAddr;
 
-use crate::error::StorageError;
-use crate::http::Request;
+use crate::http::{Query, Request};
 
 pub use accounts::{Account, Accounts, SigningKey};
-pub use iso8601::parse_iso8601_ms;
 pub use sas::{Access, PermissionSet, ResourceType, SasCache, StoredPolicy};
 pub use shared_key::sign_shared_key;
 
@@ -36,15 +32,20 @@ pub const SECONDARY_ACCOUNT_SUFFIX: &str = "-secondary";
 /// How a request proved who sent it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum AuthScheme {
+    /// `Authorization: SharedKey account:signature`, the full string-to-sign.
     SharedKey,
+    /// `Authorization: SharedKeyLite account:signature`, the shorter string-to-sign.
     SharedKeyLite,
+    /// A SAS in the query with `ss`/`srt`, signed with an account key.
     AccountSas,
+    /// A SAS in the query without `ss`/`srt`, for one queue, possibly via a stored policy.
     ServiceSas,
 }
 
 /// The outcome of a successful authentication, for the request log.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Principal {
+    /// How the request was signed: shows in the log which clients use SAS and which keys.
     pub scheme: AuthScheme,
     /// Which of the account's keys signed the request (0 = primary): shows in the log whether
     /// clients still use a key that is being rotated out.
@@ -69,7 +70,10 @@ pub enum AuthFailure {
     MalformedQuery,
     /// The signature does not match under any of the account's keys. Carries what azq signed,
     /// which is what a client author needs to find the difference.
-    SignatureMismatch { string_to_sign: String },
+    SignatureMismatch {
+        /// azq's string-to-sign, newlines included; logged, never sent to the client.
+        string_to_sign: String,
+    },
     /// A SAS field is missing or unreadable; names the field.
     MalformedSas(&'static str),
     /// The SAS `sv` predates every string-to-sign layout azq knows.
@@ -94,32 +98,6 @@ pub enum AuthFailure {
     ResourceTypeMismatch,
     /// The SAS does not grant the operation's permission (`sp`).
     PermissionMismatch,
-}
-
-impl From<AuthFailure> for StorageError {
-    fn from(failure: AuthFailure) -> StorageError {
-        match failure {
-            AuthFailure::UnknownAccount => StorageError::ResourceNotFound,
-            AuthFailure::NoCredentials
-            | AuthFailure::MalformedAuthorization(_)
-            | AuthFailure::UnsupportedScheme
-            | AuthFailure::AccountMismatch
-            | AuthFailure::MalformedQuery
-            | AuthFailure::SignatureMismatch { .. }
-            | AuthFailure::MalformedSas(_)
-            | AuthFailure::UnsupportedSasVersion
-            | AuthFailure::ServiceSasWithoutQueue
-            | AuthFailure::StoredPolicyNotFound
-            | AuthFailure::StoredPolicyConflict(_)
-            | AuthFailure::SasNotYetValid
-            | AuthFailure::SasExpired => StorageError::AuthenticationFailed,
-            AuthFailure::ProtocolMismatch => StorageError::AuthorizationProtocolMismatch,
-            AuthFailure::SourceIpMismatch => StorageError::AuthorizationSourceIpMismatch,
-            AuthFailure::ServiceMismatch => StorageError::AuthorizationServiceMismatch,
-            AuthFailure::ResourceTypeMismatch => StorageError::AuthorizationResourceTypeMismatch,
-            AuthFailure::PermissionMismatch => StorageError::AuthorizationPermissionMismatch,
-        }
-    }
 }
 
 impl fmt::Display for AuthFailure {
@@ -160,8 +138,11 @@ impl fmt::Display for AuthFailure {
 /// What the api layer knows about a request besides its bytes.
 #[derive(Clone, Copy, Debug)]
 pub struct RequestContext<'a> {
-    /// The account named by the URL (path segment or first Host label), `-secondary` included.
+    /// The account named by the URL (path segment or first Host label), without the
+    /// `-secondary` suffix.
     pub account_name: &'a str,
+    /// Whether the URL named the account's secondary endpoint (`account-secondary`).
+    pub secondary: bool,
     /// The queue named by the URL; `None` for account-level operations.
     pub queue_name: Option<&'a str>,
     /// Now, in milliseconds since the epoch, from the shard's clock.
@@ -208,25 +189,25 @@ impl Authenticator {
     pub fn authenticate(
         &mut self,
         request: &Request,
+        query: &Query<'_>,
         context: &RequestContext<'_>,
         access: Access,
         stored_policy: &dyn Fn(&str) -> Option<StoredPolicy>,
     ) -> Result<Principal, AuthFailure> {
-        let primary_name = primary_account_name(context.account_name);
         let account = self
             .accounts
-            .get(primary_name)
+            .get(context.account_name)
             .ok_or(AuthFailure::UnknownAccount)?;
         if let Some(authorization) = request.header("authorization") {
             return shared_key::verify(
                 request,
                 authorization,
-                context.account_name,
+                context.secondary,
                 account,
                 &mut self.string_to_sign,
             );
         }
-        let token = sas::parse(request.query())?.ok_or(AuthFailure::NoCredentials)?;
+        let token = sas::parse(query)?.ok_or(AuthFailure::NoCredentials)?;
         sas::verify(
             &token,
             account,
@@ -237,13 +218,6 @@ impl Authenticator {
             &mut self.string_to_sign,
         )
     }
-}
-
-/// The primary account behind a URL account name: `acct-secondary` is served by `acct`.
-pub fn primary_account_name(url_account_name: &str) -> &str {
-    url_account_name
-        .strip_suffix(SECONDARY_ACCOUNT_SUFFIX)
-        .unwrap_or(url_account_name)
 }
 
 /// Decodes a base64 HMAC-SHA256 signature, as sent in `Authorization` or a SAS `sig`.
@@ -264,7 +238,7 @@ fn decode_signature(text: &str) -> Option<[u8; 32]> {
 
 #[cfg(test)]
 pub(crate) mod test_support {
-    //! Builders shared by the auth tests: a body-less `Request` and the development account.
+    //! What the auth tests share: the development account and a body-less `Request`.
 
     use bytes::Bytes;
 
@@ -272,7 +246,7 @@ pub(crate) mod test_support {
     use crate::config::{DEVELOPMENT_ACCOUNT_KEY, DEVELOPMENT_ACCOUNT_NAME};
     use crate::http::request::Request;
 
-    /// A request with the given method token, target and headers, and an empty body.
+    /// A body-less request (`Request::from_parts` with an empty body).
     pub fn request(method: &str, target: &str, headers: &[(&str, &str)]) -> Request {
         Request::from_parts(method, target, headers, Bytes::new())
     }
@@ -300,6 +274,7 @@ mod tests {
     fn context(queue_name: Option<&'static str>) -> RequestContext<'static> {
         RequestContext {
             account_name: "devstoreaccount1",
+            secondary: false,
             queue_name,
             now_ms: NOVEMBER_22_MS + 3_600_000,
             client_ip: IpAddr::from([127, 0, 0, 1]),
@@ -309,6 +284,10 @@ mod tests {
 
     fn no_policy(_identifier: &str) -> Option<StoredPolicy> {
         None
+    }
+
+    fn query_of(request: &Request) -> Query<'_> {
+        Query::parse(request.query()).expect("a well-formed query")
     }
 
     const PEEK_HEADERS: &[(&str, &str)] = &[
@@ -368,7 +347,13 @@ mod tests {
         ];
         for (request, expected) in cases {
             let outcome = authenticator
-                .authenticate(request, &queue, Access::PEEK_MESSAGES, &no_policy)
+                .authenticate(
+                    request,
+                    &query_of(request),
+                    &queue,
+                    Access::PEEK_MESSAGES,
+                    &no_policy,
+                )
                 .map(|principal| principal.scheme);
             assert_eq!(
                 &outcome,
@@ -386,69 +371,15 @@ mod tests {
         let mut unknown = context(Some("myqueue"));
         unknown.account_name = "otheraccount";
         let failure = authenticator
-            .authenticate(&request, &unknown, Access::PEEK_MESSAGES, &no_policy)
+            .authenticate(
+                &request,
+                &query_of(&request),
+                &unknown,
+                Access::PEEK_MESSAGES,
+                &no_policy,
+            )
             .unwrap_err();
         assert_eq!(failure, AuthFailure::UnknownAccount);
-        assert_eq!(StorageError::from(failure), StorageError::ResourceNotFound);
-    }
-
-    #[test]
-    fn failure_mapping_table() {
-        let cases = [
-            (
-                AuthFailure::NoCredentials,
-                StorageError::AuthenticationFailed,
-            ),
-            (AuthFailure::SasExpired, StorageError::AuthenticationFailed),
-            (
-                AuthFailure::SasNotYetValid,
-                StorageError::AuthenticationFailed,
-            ),
-            (
-                AuthFailure::SignatureMismatch {
-                    string_to_sign: String::new(),
-                },
-                StorageError::AuthenticationFailed,
-            ),
-            (
-                AuthFailure::ProtocolMismatch,
-                StorageError::AuthorizationProtocolMismatch,
-            ),
-            (
-                AuthFailure::SourceIpMismatch,
-                StorageError::AuthorizationSourceIpMismatch,
-            ),
-            (
-                AuthFailure::ServiceMismatch,
-                StorageError::AuthorizationServiceMismatch,
-            ),
-            (
-                AuthFailure::ResourceTypeMismatch,
-                StorageError::AuthorizationResourceTypeMismatch,
-            ),
-            (
-                AuthFailure::PermissionMismatch,
-                StorageError::AuthorizationPermissionMismatch,
-            ),
-        ];
-        for (failure, expected) in cases {
-            assert!(!failure.to_string().is_empty());
-            assert_eq!(StorageError::from(failure), expected);
-        }
-        assert_eq!(
-            StorageError::from(AuthFailure::SourceIpMismatch).code(),
-            "AuthorizationSourceIPMismatch"
-        );
-    }
-
-    #[test]
-    fn primary_account_name_table() {
-        assert_eq!(primary_account_name("devstoreaccount1"), "devstoreaccount1");
-        assert_eq!(
-            primary_account_name("devstoreaccount1-secondary"),
-            "devstoreaccount1"
-        );
-        assert_eq!(primary_account_name("-secondary"), "");
     }
 
     #[test]

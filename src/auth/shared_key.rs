@@ -11,14 +11,16 @@ use std::borrow::Cow;
 
 use super::accounts::{Account, SigningKey};
 use super::collation::compare_header_names;
-use super::{decode_signature, primary_account_name, AuthFailure, AuthScheme, Principal};
+use super::{decode_signature, AuthFailure, AuthScheme, Principal, SECONDARY_ACCOUNT_SUFFIX};
 use crate::http::query;
 use crate::http::Request;
 
 /// The two header-signature schemes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SharedKeyScheme {
+    /// Signs the verb, the eleven standard headers, `x-ms-*` headers and the full resource.
     SharedKey,
+    /// Signs the verb, Content-MD5, Content-Type, Date, `x-ms-*` headers and a shorter resource.
     SharedKeyLite,
 }
 
@@ -49,8 +51,11 @@ const STORAGE_HEADER_PREFIX: &[u8] = b"x-ms-";
 /// A parsed `Authorization` header.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Authorization<'a> {
+    /// The word before the space; it picks the string-to-sign layout.
     pub scheme: SharedKeyScheme,
+    /// The URL's account, or its `-secondary` name on the secondary endpoint; it is signed too.
     pub account_name: &'a str,
+    /// The base64-decoded HMAC-SHA256 of the string-to-sign.
     pub signature: [u8; 32],
 }
 
@@ -86,22 +91,24 @@ pub fn parse_authorization(value: &[u8]) -> Result<Authorization<'_>, AuthFailur
     })
 }
 
-/// Verifies the SharedKey or SharedKeyLite `authorization` header of `request`, sent to the
-/// URL account `url_account_name` (whose primary account is `account`), under each of the
-/// account's keys. `string_to_sign` is scratch space.
+/// Verifies the SharedKey or SharedKeyLite `authorization` header of `request`, sent to
+/// `account` (its secondary endpoint when `secondary`), under each of the account's keys.
+/// `string_to_sign` is scratch space.
 pub(super) fn verify(
     request: &Request,
     authorization: &[u8],
-    url_account_name: &str,
+    secondary: bool,
     account: &Account,
     string_to_sign: &mut Vec<u8>,
 ) -> Result<Principal, AuthFailure> {
     let authorization = parse_authorization(authorization)?;
     // Clients sign secondary-endpoint requests with the primary account's name; accept the
     // URL's own spelling too, since the header and the resource then agree.
-    let primary_name = primary_account_name(url_account_name);
-    if authorization.account_name != primary_name && authorization.account_name != url_account_name
-    {
+    let signed_name = authorization.account_name;
+    let names_account = signed_name == account.name()
+        || (secondary
+            && signed_name.strip_suffix(SECONDARY_ACCOUNT_SUFFIX) == Some(account.name()));
+    if !names_account {
         return Err(AuthFailure::AccountMismatch);
     }
     string_to_sign.clear();
@@ -344,17 +351,19 @@ mod tests {
         SigningKey::from_base64(DEVELOPMENT_ACCOUNT_KEY).unwrap()
     }
 
+    /// Verifies `authorization` for a request to the development account, at its secondary
+    /// endpoint when `secondary`.
     fn verify_with(
         request: &Request,
         authorization: &str,
-        url_account: &str,
+        secondary: bool,
     ) -> Result<Principal, AuthFailure> {
         let accounts = development_accounts();
         let account = accounts.get(DEVELOPMENT_ACCOUNT_NAME).unwrap();
         verify(
             request,
             authorization.as_bytes(),
-            url_account,
+            secondary,
             account,
             &mut Vec::new(),
         )
@@ -411,7 +420,7 @@ mod tests {
         ];
         for (authorization, scheme) in cases {
             assert_eq!(
-                verify_with(&request, &authorization, DEVELOPMENT_ACCOUNT_NAME),
+                verify_with(&request, &authorization, false),
                 Ok(Principal {
                     scheme,
                     key_index: 0
@@ -466,7 +475,7 @@ mod tests {
             ],
         );
         let authorization = format!("SharedKey devstoreaccount1:{signature}");
-        assert!(verify_with(&sent, &authorization, DEVELOPMENT_ACCOUNT_NAME).is_ok());
+        assert!(verify_with(&sent, &authorization, false).is_ok());
     }
 
     #[test]
@@ -606,28 +615,28 @@ mod tests {
         let no_colon = malformed("no `:` between account and signature");
         let bad_signature = malformed("signature is not base64 of 32 bytes");
         let other_account = format!("SharedKey otheraccount:{PEEK_SHARED_KEY}");
-        let good = format!("SharedKey devstoreaccount1:{PEEK_SHARED_KEY}");
-        let primary = DEVELOPMENT_ACCOUNT_NAME;
+        let secondary_name = format!("SharedKey devstoreaccount1-secondary:{PEEK_SHARED_KEY}");
         #[rustfmt::skip]
-        let cases: &[(&str, &str, AuthFailure)] = &[
-            ("", primary, no_space.clone()),
-            ("SharedKey", primary, no_space),
-            ("SharedKey devstoreaccount1", primary, no_colon),
-            ("SharedKey devstoreaccount1:not-base64!", primary, bad_signature.clone()),
-            ("SharedKey devstoreaccount1:YWJj", primary, bad_signature),
-            ("sharedkey devstoreaccount1:x", primary, AuthFailure::UnsupportedScheme),
-            ("Bearer token", primary, AuthFailure::UnsupportedScheme),
-            (&other_account, primary, AuthFailure::AccountMismatch),
-            (&good, "otheraccount", AuthFailure::AccountMismatch),
+        let cases: &[(&str, AuthFailure)] = &[
+            ("", no_space.clone()),
+            ("SharedKey", no_space),
+            ("SharedKey devstoreaccount1", no_colon),
+            ("SharedKey devstoreaccount1:not-base64!", bad_signature.clone()),
+            ("SharedKey devstoreaccount1:YWJj", bad_signature),
+            ("sharedkey devstoreaccount1:x", AuthFailure::UnsupportedScheme),
+            ("Bearer token", AuthFailure::UnsupportedScheme),
+            (&other_account, AuthFailure::AccountMismatch),
+            // The secondary's name signs only requests to the secondary endpoint.
+            (&secondary_name, AuthFailure::AccountMismatch),
         ];
-        for (authorization, url_account, expected) in cases {
+        for (authorization, expected) in cases {
             assert_eq!(
-                verify_with(&request, authorization, url_account).as_ref(),
+                verify_with(&request, authorization, false).as_ref(),
                 Err(expected),
                 "{authorization}"
             );
         }
-        match verify_with(&request, wrong_signature, DEVELOPMENT_ACCOUNT_NAME) {
+        match verify_with(&request, wrong_signature, false) {
             Err(AuthFailure::SignatureMismatch { string_to_sign }) => {
                 assert!(string_to_sign.starts_with("GET\n"));
                 assert!(string_to_sign.ends_with("\npeekonly:true"));
@@ -667,7 +676,7 @@ mod tests {
         for request in &tampered {
             assert!(
                 matches!(
-                    verify_with(request, &authorization, DEVELOPMENT_ACCOUNT_NAME),
+                    verify_with(request, &authorization, false),
                     Err(AuthFailure::SignatureMismatch { .. })
                 ),
                 "{:?}",
@@ -696,9 +705,27 @@ mod tests {
         .unwrap();
         let request = request("GET", target, &headers);
         let authorization = format!("SharedKey devstoreaccount1:{signature}");
-        assert!(verify_with(&request, &authorization, "devstoreaccount1-secondary").is_ok());
+        assert!(verify_with(&request, &authorization, true).is_ok());
+        // The secondary's own name is accepted only on the secondary endpoint.
+        let secondary_signature = sign_shared_key(
+            "GET",
+            target,
+            &headers,
+            0,
+            "devstoreaccount1-secondary",
+            &development_key(),
+        )
+        .unwrap();
+        let secondary_authorization =
+            format!("SharedKey devstoreaccount1-secondary:{secondary_signature}");
+        assert!(verify_with(&request, &secondary_authorization, true).is_ok());
         assert_eq!(
-            verify_with(&request, &authorization, "devstoreaccount1-tertiary"),
+            verify_with(&request, &secondary_authorization, false),
+            Err(AuthFailure::AccountMismatch)
+        );
+        let tertiary = authorization.replace("devstoreaccount1:", "devstoreaccount1-tertiary:");
+        assert_eq!(
+            verify_with(&request, &tertiary, true),
             Err(AuthFailure::AccountMismatch)
         );
     }
@@ -725,7 +752,7 @@ mod tests {
         let principal = verify(
             &request,
             authorization.as_bytes(),
-            DEVELOPMENT_ACCOUNT_NAME,
+            false,
             account,
             &mut Vec::new(),
         )

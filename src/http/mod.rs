@@ -8,5 +8,6 @@ pub mod request;
 pub mod response;
 
 pub use parse::{ParseError, Parser, Progress};
+pub use query::Query;
 pub use request::{Method, Request};
 pub use response::ResponseWriter;

@@ -38,7 +38,10 @@ pub enum Progress {
     /// The buffer holds no whole request yet: read more. `send_continue` asks the connection to
     /// send `HTTP/1.1 100 Continue` now, because the client waits for it before sending the body;
     /// it is true at most once per request.
-    NeedMore { send_continue: bool },
+    NeedMore {
+        /// True once per request: an HTTP/1.1 head with `Expect: 100-continue` and a body to come.
+        send_continue: bool,
+    },
 }
 
 /// Capacity of the stack array httparse fills; `Parser::new` refuses a larger `headers_max`.

@@ -1,7 +1,37 @@
-//! Query strings: splitting `a=1&b=2` into pairs and percent-decoding names and values.
+//! Query strings: splitting `a=1&b=2` into pairs and percent-decoding names and values, once
+//! per request into a `Query` that routing, validation and SAS verification all read.
 //! Decoding borrows when nothing is encoded, so the common case does not allocate.
 
 use std::borrow::Cow;
+
+/// The decoded query parameters of one request, in the order sent.
+#[derive(Debug, Default)]
+pub struct Query<'r> {
+    pairs: Vec<(Cow<'r, str>, Cow<'r, str>)>,
+}
+
+impl<'r> Query<'r> {
+    /// Decodes a raw query string; `None` when a pair has a broken `%` escape or is not UTF-8.
+    pub fn parse(raw: &'r [u8]) -> Option<Query<'r>> {
+        let pairs = pairs(raw).collect::<Option<Vec<_>>>()?;
+        Some(Query { pairs })
+    }
+
+    /// The first value of parameter `name` (names compare case-insensitively, as Azure does).
+    pub fn get(&self, name: &str) -> Option<&str> {
+        self.pairs
+            .iter()
+            .find(|(pair_name, _)| pair_name.eq_ignore_ascii_case(name))
+            .map(|(_, value)| value.as_ref())
+    }
+
+    /// Every `(name, value)` pair, decoded, in the order sent.
+    pub fn pairs(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.pairs
+            .iter()
+            .map(|(name, value)| (name.as_ref(), value.as_ref()))
+    }
+}
 
 /// Iterates the `name=value` pairs of a raw query string, percent-decoded (`+` is a space).
 /// A pair without `=` has an empty value; empty pairs (`a=1&&b=2`) are skipped.
@@ -64,6 +94,16 @@ mod tests {
         pairs(raw.as_bytes())
             .map(|pair| pair.map(|(name, value)| (name.into_owned(), value.into_owned())))
             .collect()
+    }
+
+    #[test]
+    fn query_finds_names_case_insensitively() {
+        let query = Query::parse(b"Comp=list&comp=other&prefix=a%20b").unwrap();
+        assert_eq!(query.get("comp"), Some("list"));
+        assert_eq!(query.get("PREFIX"), Some("a b"));
+        assert_eq!(query.get("marker"), None);
+        assert_eq!(query.pairs().count(), 3);
+        assert!(Query::parse(b"a=%zz").is_none());
     }
 
     #[test]

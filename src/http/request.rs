@@ -1,17 +1,24 @@
-//! `Request`: one parsed HTTP request, owning its head and body as `Bytes` cut from the connection's
-//! read buffer, with headers kept as offsets into the head (no per-header allocation).
+//! `Request`: one parsed HTTP request, owning its head and body as `Bytes` cut from the
+//! connection's read buffer, with headers kept as offsets into the head (no per-header allocation).
 
 use bytes::Bytes;
 
 /// The request methods azq distinguishes; anything else is `Other` (answered 405 by the router).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Method {
+    /// Every read: List Queues, properties, stats, metadata, ACL, Get and Peek Messages.
     Get,
+    /// Get Queue Metadata or ACL without a body; 405 elsewhere.
     Head,
+    /// Create Queue, every Set operation and Update Message.
     Put,
+    /// Put Message, and nothing else.
     Post,
+    /// Delete Queue, Delete Message and Clear Messages.
     Delete,
+    /// A CORS preflight, answered from the CORS rules without authentication.
     Options,
+    /// Any other token (PATCH, lowercase `get`, …): the router answers 405.
     Other,
 }
 
@@ -47,7 +54,9 @@ impl Method {
 /// `config::REQUEST_HEAD_BYTES_MAX` (< 64 KiB) bytes, so u16 offsets suffice.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Span {
+    /// Offset of the first byte in the head.
     pub start: u16,
+    /// Offset one past the last byte, so `end - start` is the length.
     pub end: u16,
 }
 
@@ -62,6 +71,7 @@ impl Span {
 pub struct Request {
     /// The raw request head: request line, headers, blank line.
     pub head: Bytes,
+    /// The request line's method, mapped to the ones azq routes.
     pub method: Method,
     /// The request target as sent (`/account/queue?comp=metadata`), not decoded.
     pub target: Span,
@@ -78,44 +88,64 @@ pub struct Request {
 
 impl Request {
     /// Assembles an HTTP/1.1 keep-alive request from its parts, laid out exactly as the parser
-    /// would produce it (head bytes plus spans). For callers that build requests rather than parse
-    /// them: tests, benchmarks, fuzz targets. The head must fit `Span`'s u16 offsets.
+    /// would produce it (head bytes plus spans), for callers that build requests rather than
+    /// parse them: unit tests, benchmarks, fuzz targets. The parts are taken as they are, free
+    /// of the parser's restrictions (a fuzz target may hand over bytes a parser would refuse);
+    /// `None` when the head would not fit `Span`'s u16 offsets.
+    pub fn build(
+        method: &[u8],
+        target: &[u8],
+        headers: &[(&[u8], &[u8])],
+        body: &[u8],
+    ) -> Option<Request> {
+        let mut head = Vec::with_capacity(128);
+        let append = |head: &mut Vec<u8>, bytes: &[u8]| -> Option<Span> {
+            let start = u16::try_from(head.len()).ok()?;
+            head.extend_from_slice(bytes);
+            let end = u16::try_from(head.len()).ok()?;
+            Some(Span { start, end })
+        };
+        append(&mut head, method)?;
+        head.push(b' ');
+        let target_span = append(&mut head, target)?;
+        head.extend_from_slice(b" HTTP/1.1\r\n");
+        let mut header_spans = Vec::with_capacity(headers.len());
+        for (name, value) in headers {
+            let name_span = append(&mut head, name)?;
+            head.extend_from_slice(b": ");
+            let value_span = append(&mut head, value)?;
+            head.extend_from_slice(b"\r\n");
+            header_spans.push((name_span, value_span));
+        }
+        head.extend_from_slice(b"\r\n");
+        u16::try_from(head.len()).ok()?;
+        Some(Request {
+            head: Bytes::from(head),
+            method: Method::from_token(method),
+            target: target_span,
+            version_minor: 1,
+            headers: header_spans,
+            body: Bytes::copy_from_slice(body),
+            keep_alive: true,
+        })
+    }
+
+    /// `build` from text parts, for tests and benchmarks whose requests are well-formed and
+    /// small. Panics when the head does not fit (a bug in the caller).
     pub fn from_parts(
         method: &str,
         target: &str,
         headers: &[(&str, &str)],
         body: Bytes,
     ) -> Request {
-        let span = |start: usize, end: usize| Span {
-            start: u16::try_from(start).expect("head under 64 KiB"),
-            end: u16::try_from(end).expect("head under 64 KiB"),
-        };
-        let mut head = format!("{method} ");
-        let target_start = head.len();
-        head.push_str(target);
-        let target_span = span(target_start, head.len());
-        head.push_str(" HTTP/1.1\r\n");
-        let mut header_spans = Vec::with_capacity(headers.len());
-        for (name, value) in headers {
-            let name_start = head.len();
-            head.push_str(name);
-            let name_span = span(name_start, head.len());
-            head.push_str(": ");
-            let value_start = head.len();
-            head.push_str(value);
-            header_spans.push((name_span, span(value_start, head.len())));
-            head.push_str("\r\n");
-        }
-        head.push_str("\r\n");
-        Request {
-            head: Bytes::from(head),
-            method: Method::from_token(method.as_bytes()),
-            target: target_span,
-            version_minor: 1,
-            headers: header_spans,
-            body,
-            keep_alive: true,
-        }
+        let headers: Vec<(&[u8], &[u8])> = headers
+            .iter()
+            .map(|(name, value)| (name.as_bytes(), value.as_bytes()))
+            .collect();
+        let mut request = Request::build(method.as_bytes(), target.as_bytes(), &headers, b"")
+            .expect("a head under 64 KiB");
+        request.body = body;
+        request
     }
 
     /// The request target as sent: path and query, percent-encoded.

@@ -33,6 +33,12 @@ pub fn reason_phrase(status: u16) -> &'static str {
     }
 }
 
+/// Writes the interim `100 Continue` a client that sent `Expect: 100-continue` waits for before
+/// it sends the body.
+pub fn write_continue(out: &mut BytesMut) {
+    out.put_slice(b"HTTP/1.1 100 Continue\r\n\r\n");
+}
+
 /// Writes one response into `out`: status line, headers, then body, then `finish`.
 pub struct ResponseWriter<'out> {
     out: &'out mut BytesMut,

@@ -19,7 +19,7 @@ use std::collections::hash_map::Entry;
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use super::command::QueueKey;
+use super::key::{shard_for, QueueKey};
 
 /// One stored access policy of a queue, exactly as the client sent it: Get Queue ACL gives the
 /// same text back.
@@ -48,8 +48,11 @@ pub type SignedIdentifiers = Arc<[SignedIdentifier]>;
 /// An account's Queue service properties.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ServiceProperties {
+    /// `Logging`: stored and echoed; azq writes no analytics logs.
     pub logging: Logging,
+    /// `HourMetrics`: stored and echoed; azq computes no metrics.
     pub hour_metrics: Metrics,
+    /// `MinuteMetrics`: stored and echoed; azq computes no metrics.
     pub minute_metrics: Metrics,
     /// In the order sent: CORS evaluates rules first to last.
     pub cors: Vec<CorsRule>,
@@ -85,26 +88,35 @@ const ANALYTICS_VERSION: &str = "1.0";
 /// Storage Analytics logging settings.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Logging {
+    /// `Version` as sent (Azure knows only `1.0`); never empty.
     pub version: String,
+    /// `Delete`: whether delete requests would be logged.
     pub delete: bool,
+    /// `Read`: whether read requests would be logged.
     pub read: bool,
+    /// `Write`: whether write requests would be logged.
     pub write: bool,
+    /// How long logs would be kept.
     pub retention_policy: RetentionPolicy,
 }
 
 /// Storage Analytics metrics settings (hourly or per minute).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Metrics {
+    /// `Version` as sent (Azure knows only `1.0`); never empty.
     pub version: String,
+    /// `Enabled`: whether metrics would be collected.
     pub enabled: bool,
     /// Sent only with enabled metrics; kept exactly as sent.
     pub include_apis: Option<bool>,
+    /// How long metrics would be kept.
     pub retention_policy: RetentionPolicy,
 }
 
 /// How long analytics data is kept.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct RetentionPolicy {
+    /// `Enabled`: whether old data would be deleted after `days`.
     pub enabled: bool,
     /// 1 to `RETENTION_DAYS_MAX` when present.
     pub days: Option<u32>,
@@ -114,10 +126,15 @@ pub struct RetentionPolicy {
 /// same text back; matching splits them.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CorsRule {
+    /// `AllowedOrigins`: origins compared exactly, or `*` for every origin.
     pub allowed_origins: String,
+    /// `AllowedMethods`: methods an actual request or a preflight may use (case-sensitive).
     pub allowed_methods: String,
+    /// `AllowedHeaders`: names or prefixes (`x-ms-meta-*`) a preflight may ask for; may be empty.
     pub allowed_headers: String,
+    /// `ExposedHeaders`: names or prefixes of response headers a browser may read; may be empty.
     pub exposed_headers: String,
+    /// `MaxAgeInSeconds`: how long a browser may cache a preflight's answer, seconds.
     pub max_age_s: u64,
 }
 
@@ -125,9 +142,13 @@ pub struct CorsRule {
 /// current value, as in Azure.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ServicePropertiesUpdate {
+    /// `Logging`, complete, when the body had it.
     pub logging: Option<Logging>,
+    /// `HourMetrics`, complete, when the body had it.
     pub hour_metrics: Option<Metrics>,
+    /// `MinuteMetrics`, complete, when the body had it.
     pub minute_metrics: Option<Metrics>,
+    /// `Cors` when the body had it; an empty `<Cors />` removes every rule.
     pub cors: Option<Vec<CorsRule>>,
 }
 
@@ -152,14 +173,20 @@ impl ServicePropertiesUpdate {
 pub enum Replica {
     /// A queue's ACL was replaced (`Some`), or the queue was deleted with its ACL (`None`).
     QueueAcl {
+        /// The queue whose ACL changed; its owner is the writer.
         queue: QueueKey,
+        /// The owner's counter after the change: a copy keeps the highest version it saw.
         version: u64,
+        /// The complete new ACL, or `None` when the queue was deleted.
         identifiers: Option<SignedIdentifiers>,
     },
     /// An account's properties, complete, after the writer merged a partial update.
     ServiceProperties {
+        /// The account whose properties changed; its home shard is the writer.
         account: String,
+        /// The home shard's counter after the change: a copy keeps the highest version it saw.
         version: u64,
+        /// Every element, merged, so that a shard's copy is replaced rather than patched.
         properties: Arc<ServiceProperties>,
     },
 }
@@ -262,7 +289,7 @@ fn store_newer<K: std::hash::Hash + Eq, T>(
 /// The shard that writes `account`'s service properties: a fixed function of the name, like
 /// `shard_for`, so every shard sends an account's changes to the same place.
 pub fn home_shard(account: &str, shards: usize) -> usize {
-    super::shard_for(
+    shard_for(
         &QueueKey {
             account: account.to_string(),
             name: String::new(),

@@ -60,18 +60,21 @@ pub struct Message {
     /// The shard-wide insertion sequence: the low half of the message ID, and the order key's
     /// tie-break.
     pub sequence: u64,
+    /// `InsertionTime`, ms since the Unix epoch: the base of expiry and of the order key.
     pub insertion_ms: u64,
     /// Seconds from insertion to expiry, or `TTL_S_NEVER`.
     pub ttl_s: u32,
     /// The put's visibility delay, seconds: the order key's time is `insertion + delay`.
     pub delay_s: u32,
+    /// Times Get Messages has leased the message; Peek and Update leave it alone.
     pub dequeue_count: u32,
     /// Which lease the current pop receipt belongs to; 0 is the put's receipt.
     pub lease: u32,
     /// Queue index (low 30 bits) and `Place` (top 2 bits), packed to keep the slot at 80 bytes.
     queue_and_place: u32,
-    /// Links of the list the `Place` names.
+    /// Links of the list the `Place` names: the preceding slot, or `NONE` at the front.
     pub previous: u32,
+    /// The following slot in that list (or in the free list), or `NONE` at the end.
     pub next: u32,
     /// The slot's generation: changes each time the slot is freed, so old `(slot, generation)`
     /// pairs go stale. Only the slab changes it.
@@ -129,6 +132,7 @@ impl Message {
         self.queue_and_place & QUEUE_MASK
     }
 
+    /// Where the message is kept, from the top two bits of `queue_and_place`.
     pub fn place(&self) -> Place {
         match self.queue_and_place >> QUEUE_BITS {
             0 => Place::Free,
@@ -138,6 +142,7 @@ impl Message {
         }
     }
 
+    /// Records the list the message moved to; `Free` is the slab's alone to set.
     pub fn set_place(&mut self, place: Place) {
         assert_ne!(place, Place::Free, "only the slab frees slots");
         self.queue_and_place = self.queue() | ((place as u32) << QUEUE_BITS);
@@ -152,6 +157,7 @@ impl Message {
         }
     }
 
+    /// Its key in the queue's visible order: when it first became visible, then its sequence.
     pub fn order_key(&self) -> OrderKey {
         (
             self.insertion_ms + u64::from(self.delay_s) * 1000,
@@ -176,6 +182,7 @@ pub struct MessageSlab {
 }
 
 impl MessageSlab {
+    /// An empty slab; slots are allocated as messages arrive and reused once freed.
     pub fn new() -> MessageSlab {
         MessageSlab {
             slots: Vec::new(),
@@ -189,6 +196,7 @@ impl MessageSlab {
         self.occupied
     }
 
+    /// No message is stored (slots may still be allocated).
     pub fn is_empty(&self) -> bool {
         self.occupied == 0
     }
@@ -273,7 +281,9 @@ impl MessageSlab {
 /// is in at most one list at a time (its `Place` says which), so one pair of links serves all.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct MessageList {
+    /// The first slot, or `NONE` when the list is empty.
     pub head: u32,
+    /// The last slot, where `push_back` appends, or `NONE` when the list is empty.
     pub tail: u32,
 }
 
@@ -284,11 +294,13 @@ impl Default for MessageList {
 }
 
 impl MessageList {
+    /// A list with no message: both ends `NONE`.
     pub const EMPTY: MessageList = MessageList {
         head: NONE,
         tail: NONE,
     };
 
+    /// Whether the list holds no message.
     pub fn is_empty(&self) -> bool {
         self.head == NONE
     }

@@ -42,10 +42,8 @@ use std::ops::Bound;
 
 use bytes::Bytes;
 
-use super::command::{
-    Command, MessageId, MessageView, Metadata, PopReceipt, QueueKey, QueueListing, Reply,
-    EXPIRATION_NEVER_MS,
-};
+use super::command::{Command, MessageView, Metadata, QueueListing, Reply, EXPIRATION_NEVER_MS};
+use super::key::{MessageId, PopReceipt, QueueKey};
 use super::replicas::{Replica, Replicas};
 use super::slab::{
     Message, MessageList, MessageSlab, OrderKey, Place, NONE, QUEUE_INDEX_MAX, TTL_S_NEVER,
@@ -53,6 +51,7 @@ use super::slab::{
 use super::wheel::TimerWheel;
 use crate::config;
 use crate::error::StorageError;
+use crate::random::mix64;
 
 /// Bits of a message ID's low half that hold the scrambled sequence; the top two are the UUID
 /// variant (`10`).
@@ -893,14 +892,6 @@ fn scramble_sequence(sequence: u64) -> u64 {
     value = value.wrapping_mul(0xbf58_476d_1ce4_e5b9) & SEQUENCE_MASK;
     value ^= value >> 32;
     value | UUID_VARIANT
-}
-
-/// SplitMix64's finaliser: spreads a seed's bits.
-fn mix64(seed: u64) -> u64 {
-    let mut value = seed.wrapping_add(0x9e37_79b9_7f4a_7c15);
-    value = (value ^ (value >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    value = (value ^ (value >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    value ^ (value >> 31)
 }
 
 #[cfg(test)]

@@ -26,7 +26,8 @@ const LEVELS: usize = 11;
 const SLOT_BITS: u32 = 6;
 /// Slots per level; one occupancy bit each in a `u64`.
 const SLOTS_PER_LEVEL: usize = 1 << SLOT_BITS;
-/// The first `SENTINELS` nodes are the heads of the wheel's slots; timer `t` is node `SENTINELS + t`.
+/// The first `SENTINELS` nodes are the heads of the wheel's slots; timer `t` is node `SENTINELS +
+/// t`.
 const SENTINELS: usize = LEVELS * SLOTS_PER_LEVEL;
 /// The link value of a node that is in no slot (an unscheduled timer).
 const UNLINKED: u32 = u32::MAX;
@@ -55,7 +56,9 @@ const _: () = assert!(NODE_BYTES == 16);
 /// A timer taken off the wheel by `pop_due`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Fired {
+    /// The identity it was scheduled under (a message's slab slot).
     pub timer: u32,
+    /// When it was due, ms on the caller's clock, at or before the `now_ms` that fired it.
     pub deadline_ms: u64,
 }
 

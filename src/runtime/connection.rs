@@ -2,39 +2,30 @@
 //! request, execute each in order, encode all responses into one output buffer, and write them in
 //! one batch. Timeouts bound slow heads (slowloris) and idle keep-alive connections.
 
+use std::net::IpAddr;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 use bytes::BytesMut;
-use futures_lite::{AsyncBufReadExt, AsyncWriteExt};
-use glommio::net::{Preallocated, TcpStream};
 
 use crate::api::Service;
 use crate::config::{
     IDLE_CONNECTION_TIMEOUT_MS, REQUEST_BODY_BYTES_MAX, REQUEST_HEADERS_MAX,
     REQUEST_HEAD_BYTES_MAX, REQUEST_HEAD_TIMEOUT_MS, RESPONSE_BATCH_BYTES_MAX,
 };
-use crate::error::StorageError;
-use crate::http::{ParseError, Parser, Progress};
+use crate::http::{response, ParseError, Parser, Progress};
 
-use super::shard::Shard;
+use super::backend::Backend;
+use super::context::ShardContext;
 
-/// Bytes asked of each read: the size of glommio's receive buffer for the connection.
-const READ_CHUNK_BYTES: usize = 16 * 1024;
+/// Initial capacity of a connection's input and output buffers.
+const BUFFER_BYTES: usize = 16 * 1024;
 
-/// Serves one accepted connection until the client closes it, a timeout expires, the request
-/// stream is broken, or the server shuts down.
-pub async fn serve(stream: TcpStream, shard: Rc<Shard>) {
-    let peer = match stream.peer_addr() {
-        Ok(address) => address.ip(),
-        Err(_) => return,
-    };
-    let _ = stream.set_nodelay(true);
-    // glommio receives into its own buffer (zeroed once, here); each read then copies only the
-    // bytes that arrived into `input`, instead of zeroing a fresh 16 KiB of `input` per read.
-    let mut stream = stream.buffered_with(Preallocated::new(READ_CHUNK_BYTES));
-    let mut input = BytesMut::with_capacity(READ_CHUNK_BYTES);
-    let mut output = BytesMut::with_capacity(READ_CHUNK_BYTES);
+/// Serves one accepted connection from `peer` until the client closes it, a timeout expires, the
+/// request stream is broken, or the server shuts down.
+pub async fn serve<B: Backend>(mut stream: B::Stream, peer: IpAddr, shard: Rc<ShardContext<B>>) {
+    let mut input = BytesMut::with_capacity(BUFFER_BYTES);
+    let mut output = BytesMut::with_capacity(BUFFER_BYTES);
     let mut parser = Parser::new(
         REQUEST_HEAD_BYTES_MAX,
         REQUEST_HEADERS_MAX,
@@ -60,8 +51,7 @@ pub async fn serve(stream: TcpStream, shard: Rc<Shard>) {
                     shard.log_request(&request, &outcome);
                     shard.service.respond(
                         &request,
-                        plan.operation,
-                        plan.cors.as_ref(),
+                        &plan.response,
                         outcome,
                         shard.engine.now_ms(),
                         &mut output,
@@ -71,7 +61,7 @@ pub async fn serve(stream: TcpStream, shard: Rc<Shard>) {
                         break;
                     }
                     if output.len() >= RESPONSE_BATCH_BYTES_MAX {
-                        if stream.write_all(&output).await.is_err() {
+                        if B::write_all(&mut stream, &output).await.is_err() {
                             return;
                         }
                         output.clear();
@@ -79,29 +69,22 @@ pub async fn serve(stream: TcpStream, shard: Rc<Shard>) {
                 }
                 Ok(Progress::NeedMore { send_continue }) => {
                     if send_continue {
-                        Service::respond_continue(&mut output);
+                        response::write_continue(&mut output);
                     }
                     break;
                 }
                 Err(error) => {
-                    let error = match error {
-                        ParseError::HeadTooLarge | ParseError::TooManyHeaders => {
-                            StorageError::RequestHeaderTooLarge
-                        }
-                        ParseError::BodyTooLarge => StorageError::RequestBodyTooLarge,
-                        ParseError::Malformed(reason) => {
-                            shard.log_line(&format!("malformed request from {peer}: {reason}"));
-                            StorageError::MalformedRequest
-                        }
-                    };
-                    Service::respond_unparsed(error, shard.engine.now_ms(), &mut output);
+                    if let ParseError::Malformed(reason) = error {
+                        shard.log_line(&format!("malformed request from {peer}: {reason}"));
+                    }
+                    Service::respond_unparsed(error.into(), shard.engine.now_ms(), &mut output);
                     close = true;
                     break;
                 }
             }
         }
         if !output.is_empty() {
-            if stream.write_all(&output).await.is_err() {
+            if B::write_all(&mut stream, &output).await.is_err() {
                 return;
             }
             output.clear();
@@ -122,16 +105,9 @@ pub async fn serve(stream: TcpStream, shard: Rc<Shard>) {
                 _ => return,
             }
         };
-        if stream.set_read_timeout(Some(timeout)).is_err() {
-            return;
+        match B::read(&mut stream, &mut input, timeout).await {
+            Ok(0) | Err(_) => return,
+            Ok(_) => {}
         }
-        let received = match stream.fill_buf().await {
-            Ok([]) | Err(_) => return,
-            Ok(received) => {
-                input.extend_from_slice(received);
-                received.len()
-            }
-        };
-        stream.consume(received);
     }
 }

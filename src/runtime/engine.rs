@@ -1,18 +1,21 @@
 //! A shard's queue state inside its executor: applies commands at the current time and keeps one
-//! glommio timer armed for the state's next deadline (lease ends, delayed puts, TTL expiry), so
-//! expired messages are freed without any request touching their queue. glommio keeps its timers
-//! in a BTreeMap, which is why there is one timer per shard rather than one per message.
+//! backend timer armed for the state's next deadline (lease ends, delayed puts, TTL expiry), so
+//! expired messages are freed without any request touching their queue. One timer per shard, not
+//! per message: glommio keeps its timers in a BTreeMap, and the wheel in `queue/` is cheaper than
+//! either backend's timers for millions of messages.
 
 use std::cell::{Cell, Ref, RefCell};
+use std::future::{poll_fn, Future};
 use std::rc::Rc;
+use std::task::{Poll, Waker};
 use std::time::Duration;
 
-use glommio::channels::local_channel::{self, LocalReceiver, LocalSender};
+use super::backend::Backend;
 
-use crate::clock::{Clock, SystemClock};
 use crate::config::{TIMER_ENTRIES_PER_STEP_MAX, TIMER_STEP_PAUSE_US};
 use crate::error::StorageError;
 use crate::queue::{Command, Replicas, Reply, ShardState};
+use crate::time::{Clock, SystemClock};
 
 /// Longest the timer task sleeps without a deadline, so a clock step is noticed eventually.
 const TIMER_IDLE_MS: u64 = 60_000;
@@ -24,20 +27,47 @@ pub struct Engine {
     /// The deadline the timer task is sleeping towards (`u64::MAX`: none).
     armed_deadline_ms: Cell<u64>,
     /// Wakes the timer task when a command adds an earlier deadline.
-    wake: LocalSender<()>,
+    wake: Wake,
+}
+
+/// A wake-up for one task on the same thread: set by `notify`, taken by `woken`.
+#[derive(Default)]
+struct Wake {
+    pending: Cell<bool>,
+    waker: Cell<Option<Waker>>,
+}
+
+impl Wake {
+    fn notify(&self) {
+        self.pending.set(true);
+        if let Some(waker) = self.waker.take() {
+            waker.wake();
+        }
+    }
+
+    /// Completes once `notify` has been called since the last wake-up.
+    fn woken(&self) -> impl Future<Output = ()> + '_ {
+        poll_fn(|context| {
+            if self.pending.replace(false) {
+                Poll::Ready(())
+            } else {
+                self.waker.set(Some(context.waker().clone()));
+                Poll::Pending
+            }
+        })
+    }
 }
 
 impl Engine {
     /// Creates the engine and starts its timer task on the current executor.
-    pub fn start(state: ShardState) -> Rc<Engine> {
-        let (wake, woken) = local_channel::new_bounded(1);
+    pub fn start<B: Backend>(state: ShardState) -> Rc<Engine> {
         let engine = Rc::new(Engine {
             state: RefCell::new(state),
             clock: SystemClock,
             armed_deadline_ms: Cell::new(u64::MAX),
-            wake,
+            wake: Wake::default(),
         });
-        glommio::spawn_local(run_timer(engine.clone(), woken)).detach();
+        B::spawn(run_timer::<B>(engine.clone()));
         engine
     }
 
@@ -58,15 +88,14 @@ impl Engine {
         let outcome = state.apply(command, self.clock.now_ms());
         if let Some(deadline_ms) = state.next_deadline_ms() {
             if deadline_ms < self.armed_deadline_ms.get() {
-                // A full channel means a wake-up is already pending.
-                let _ = self.wake.try_send(());
+                self.wake.notify();
             }
         }
         outcome
     }
 }
 
-async fn run_timer(engine: Rc<Engine>, woken: LocalReceiver<()>) {
+async fn run_timer<B: Backend>(engine: Rc<Engine>) {
     loop {
         let now_ms = engine.clock.now_ms();
         let deadline_ms = engine.state.borrow().next_deadline_ms().unwrap_or(u64::MAX);
@@ -81,19 +110,15 @@ async fn run_timer(engine: Rc<Engine>, woken: LocalReceiver<()>) {
             // when the queue is empty or its 100 ms preempt timer fires, so a long backlog (a
             // cleared queue's graveyard: measured, docs/BENCHMARKS.md; expiries due at once)
             // held every request for up to 100 ms. A short sleep empties the run queue, so
-            // connections are served in between.
-            glommio::timer::sleep(Duration::from_micros(TIMER_STEP_PAUSE_US)).await;
+            // connections are served in between (on either backend).
+            B::sleep(Duration::from_micros(TIMER_STEP_PAUSE_US)).await;
             continue;
         }
         engine.armed_deadline_ms.set(deadline_ms);
         let sleep_ms = (deadline_ms - now_ms).min(TIMER_IDLE_MS);
         futures_lite::future::or(
-            async {
-                glommio::timer::sleep(Duration::from_millis(sleep_ms)).await;
-            },
-            async {
-                woken.recv().await;
-            },
+            B::sleep(Duration::from_millis(sleep_ms)),
+            engine.wake.woken(),
         )
         .await;
     }

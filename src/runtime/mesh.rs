@@ -1,10 +1,11 @@
 //! The shard mesh: bounded request and reply channels between every pair of shards, so a request
 //! that arrives on one core can be executed by the core that owns its queue and answered back.
 //!
-//! glommio's `sharding` module only sends one way, so replies travel on a second mesh and find
+//! The backend's mesh channels only send one way, so replies travel on a second mesh and find
 //! their waiting request by ticket: each shard keeps a table of pending tickets whose slots hold
 //! the waiter's `Waker` until the reply lands. Nothing here locks; each table belongs to one
-//! thread, and everything that crosses cores is moved through glommio's bounded channels.
+//! thread, and everything that crosses cores is moved through the backend's bounded channels
+//! (glommio's shared channels, or tokio's `mpsc`).
 
 use std::cell::RefCell;
 use std::future::Future;
@@ -12,11 +13,10 @@ use std::pin::Pin;
 use std::rc::Rc;
 use std::task::{Context, Poll, Waker};
 
-use glommio::channels::channel_mesh::{Receivers, Senders};
-
 use crate::error::StorageError;
 use crate::queue::{Command, Reply};
 
+use super::backend::Backend;
 use super::engine::Engine;
 
 /// A command shipped to the shard that owns its queue.
@@ -43,10 +43,10 @@ enum Slot {
 }
 
 /// This shard's end of the mesh.
-pub struct Mesh {
+pub struct Mesh<B: Backend> {
     shard: usize,
-    requests: Senders<Envelope>,
-    replies: Senders<ReplyEnvelope>,
+    requests: B::MeshSenders<Envelope>,
+    replies: B::MeshSenders<ReplyEnvelope>,
     pending: RefCell<Pending>,
 }
 
@@ -56,73 +56,75 @@ struct Pending {
     free: Vec<u32>,
 }
 
-impl Mesh {
-    /// Wraps the joined meshes and starts the tasks that serve other shards' commands with
-    /// `engine` and route replies to their waiters.
-    pub fn start(
+impl<B: Backend> Mesh<B> {
+    /// Joins the request and reply meshes (once every shard does) and starts the tasks that
+    /// serve other shards' commands with `engine` and route replies to their waiters.
+    pub async fn start(
         shard: usize,
-        (requests, request_receivers): (Senders<Envelope>, Receivers<Envelope>),
-        (replies, reply_receivers): (Senders<ReplyEnvelope>, Receivers<ReplyEnvelope>),
+        requests: B::MeshEnd<Envelope>,
+        replies: B::MeshEnd<ReplyEnvelope>,
         engine: Rc<Engine>,
-    ) -> Rc<Mesh> {
+    ) -> Result<Rc<Mesh<B>>, String> {
+        let (request_senders, request_receivers) = B::join_mesh(requests).await?;
+        let (reply_senders, reply_receivers) = B::join_mesh(replies).await?;
         let mesh = Rc::new(Mesh {
             shard,
-            requests,
-            replies,
+            requests: request_senders,
+            replies: reply_senders,
             pending: RefCell::new(Pending::default()),
         });
-        let request_receivers = Rc::new(request_receivers);
-        let reply_receivers = Rc::new(reply_receivers);
-        for peer in 0..mesh.requests.nr_consumers() {
-            if peer == shard {
-                continue;
-            }
-            let (mesh_for_requests, receivers, engine) =
-                (mesh.clone(), request_receivers.clone(), engine.clone());
-            glommio::spawn_local(async move {
-                while let Ok(Some(envelope)) = receivers.recv_from(peer).await {
+        for mut receiver in request_receivers.into_iter().flatten() {
+            let (mesh, engine) = (mesh.clone(), engine.clone());
+            B::spawn(async move {
+                while let Some(envelope) = B::receive(&mut receiver).await {
                     let outcome = engine.apply(envelope.command);
                     let reply = ReplyEnvelope {
                         ticket: envelope.ticket,
                         outcome,
                     };
-                    if mesh_for_requests
-                        .replies
-                        .send_to(envelope.from, reply)
-                        .await
-                        .is_err()
-                    {
+                    if !B::send_to(&mesh.replies, envelope.from, reply).await {
                         break;
                     }
                 }
-            })
-            .detach();
-            let (mesh_for_replies, receivers) = (mesh.clone(), reply_receivers.clone());
-            glommio::spawn_local(async move {
-                while let Ok(Some(reply)) = receivers.recv_from(peer).await {
-                    mesh_for_replies.complete(reply);
-                }
-            })
-            .detach();
+            });
         }
-        mesh
+        for mut receiver in reply_receivers.into_iter().flatten() {
+            let mesh = mesh.clone();
+            B::spawn(async move {
+                while let Some(reply) = B::receive(&mut receiver).await {
+                    mesh.complete(reply);
+                }
+            });
+        }
+        Ok(mesh)
     }
 
-    /// Executes `command` on shard `owner` (never this one) and waits for its reply. Waits while
-    /// the channel to `owner` is full: that is the backpressure between cores.
+    /// Executes `command` on shard `owner` (never this one) and waits for its reply.
     pub async fn call(&self, owner: usize, command: Command) -> Result<Reply, StorageError> {
+        self.send(owner, command).await?.await
+    }
+
+    /// Ships `command` to shard `owner` (never this one) and returns the future of its reply,
+    /// so that a caller can send to several shards before it waits for any. Waits while the
+    /// channel to `owner` is full: that is the backpressure between cores.
+    pub async fn send(
+        &self,
+        owner: usize,
+        command: Command,
+    ) -> Result<PendingReply<'_, B>, StorageError> {
         debug_assert_ne!(owner, self.shard, "local commands skip the mesh");
         let ticket = self.pending.borrow_mut().reserve();
-        let waiter = Waiter { mesh: self, ticket };
         let envelope = Envelope {
             from: self.shard,
             ticket,
             command,
         };
-        if self.requests.send_to(owner, envelope).await.is_err() {
+        if !B::send_to(&self.requests, owner, envelope).await {
+            // Nothing was sent, so no reply will come for the ticket: free it now.
+            self.pending.borrow_mut().release(ticket);
             return Err(StorageError::ServerBusy);
         }
-        waiter.await
+        Ok(PendingReply { mesh: self, ticket })
     }
 
     fn complete(&self, reply: ReplyEnvelope) {
@@ -158,15 +160,26 @@ impl Pending {
             }
         }
     }
+
+    /// Frees a reserved ticket whose command was never sent.
+    fn release(&mut self, ticket: u32) {
+        let slot = &mut self.slots[ticket as usize];
+        assert!(
+            matches!(slot, Slot::Waiting(None)),
+            "release of a ticket in use"
+        );
+        *slot = Slot::Free;
+        self.free.push(ticket);
+    }
 }
 
 /// Resolves when the reply for `ticket` has arrived.
-struct Waiter<'mesh> {
-    mesh: &'mesh Mesh,
+pub struct PendingReply<'mesh, B: Backend> {
+    mesh: &'mesh Mesh<B>,
     ticket: u32,
 }
 
-impl Future for Waiter<'_> {
+impl<B: Backend> Future for PendingReply<'_, B> {
     type Output = Result<Reply, StorageError>;
 
     fn poll(self: Pin<&mut Self>, context: &mut Context<'_>) -> Poll<Self::Output> {
@@ -190,7 +203,7 @@ impl Future for Waiter<'_> {
     }
 }
 
-impl Drop for Waiter<'_> {
+impl<B: Backend> Drop for PendingReply<'_, B> {
     fn drop(&mut self) {
         let mut pending = self.mesh.pending.borrow_mut();
         let index = self.ticket as usize;
@@ -203,5 +216,32 @@ impl Drop for Waiter<'_> {
             }
             Slot::Free | Slot::Abandoned => {}
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_released_ticket_is_reused() {
+        let mut pending = Pending::default();
+        let first = pending.reserve();
+        let second = pending.reserve();
+        pending.release(first);
+        assert!(matches!(pending.slots[first as usize], Slot::Free));
+        assert_eq!(pending.reserve(), first);
+        pending.release(second);
+        pending.release(first);
+        assert_eq!(pending.free.len(), pending.slots.len());
+    }
+
+    #[test]
+    #[should_panic(expected = "release of a ticket in use")]
+    fn releasing_a_waited_ticket_is_a_bug() {
+        let mut pending = Pending::default();
+        let ticket = pending.reserve();
+        pending.slots[ticket as usize] = Slot::Waiting(Some(std::task::Waker::noop().clone()));
+        pending.release(ticket);
     }
 }

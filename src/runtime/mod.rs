@@ -1,71 +1,129 @@
-//! The thread-per-core runtime: one glommio executor per shard, pinned to its CPU, each with its
-//! own SO_REUSEPORT listener on the same address; a bounded request/reply mesh between shards; and
-//! a signal thread that turns SIGINT/SIGTERM into a graceful stop. glommio appears only here.
+//! The thread-per-core runtime: one thread per shard, pinned to its CPU, running the shard on a
+//! single-threaded event loop with its own SO_REUSEPORT listener on the common address; a
+//! bounded request/reply mesh between shards; a signal thread that turns SIGINT/SIGTERM into a
+//! graceful stop; and a supervisor (`Server`) that ends the process when a shard fails.
+//!
+//! - `backend`: the seam, `Backend`, and the choice between the two event loops;
+//! - `uring` (Linux): glommio on io_uring; `portable`: tokio's current-thread runtime;
+//! - `shard`: a shard's thread and main task; `connection`: the connection loop;
+//! - `context`: what a shard's tasks share, and executing a plan's step;
+//! - `engine`: the queue state and its timer; `mesh`: commands and replies between shards.
+//!
+//! Everything but `uring` and `portable` is written once, generic over `Backend`.
 
+pub mod backend;
 pub mod connection;
+pub mod context;
 pub mod engine;
 pub mod mesh;
+pub mod portable;
 pub mod shard;
+#[cfg(all(target_os = "linux", feature = "io_uring"))]
+pub mod uring;
 
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::AtomicUsize;
+use std::sync::mpsc::{self, Receiver};
 use std::sync::Arc;
 
-use glommio::channels::channel_mesh::MeshBuilder;
-use glommio::{LocalExecutorBuilder, Placement};
-
-use crate::api::Service;
+use crate::api::{Health, Service};
 use crate::auth::Accounts;
-use crate::config::{Config, IO_MEMORY_BYTES_PER_SHARD, MESH_CHANNEL_CAPACITY};
+use crate::config::{Config, MESH_CHANNEL_CAPACITY};
+use crate::lifecycle::Lifecycle;
 
-/// The server-wide stop flag, set once by the signal thread and polled by every shard.
-#[derive(Debug, Default)]
-pub struct Shutdown {
-    requested: AtomicBool,
-}
+use backend::{Backend, Selected};
+use shard::{ShardEvent, ShardSetup};
 
-impl Shutdown {
-    /// Asks every shard to stop accepting and drain.
-    pub fn request(&self) {
-        self.requested.store(true, Ordering::Release);
-    }
-
-    /// Whether a stop was asked for.
-    pub fn requested(&self) -> bool {
-        self.requested.load(Ordering::Acquire)
-    }
-}
-
-/// A started server: its address and the handles to wait for.
+/// A started server: its address, its backend, and the events of its shards.
 pub struct Server {
+    /// The address every shard listens on.
     pub address: SocketAddr,
+    /// How many shards serve.
     pub shards: usize,
-    executors: Vec<glommio::ExecutorJoinHandle<()>>,
+    /// The backend the shards run on.
+    pub backend: Selected,
+    /// When `--runtime auto` chose the portable backend: why io_uring could not serve.
+    pub fallback_reason: Option<String>,
+    lifecycle: Arc<Lifecycle>,
+    events: Receiver<ShardEvent>,
 }
 
 impl Server {
-    /// Waits until every shard has stopped.
+    /// Waits until every shard has stopped after a requested stop. A shard that stops while no
+    /// stop was asked for (its thread ended or its loop failed) is an error at once, so the
+    /// caller can end the process instead of serving half the queues.
     pub fn join(self) -> Result<(), String> {
-        for executor in self.executors {
-            executor
-                .join()
-                .map_err(|error| format!("shard failed: {error}"))?;
+        let mut stopped = 0;
+        while stopped < self.shards {
+            match self.events.recv() {
+                Ok(ShardEvent::Stopped(index)) => {
+                    if !self.lifecycle.stop_requested() {
+                        return Err(format!("shard {index} stopped unexpectedly"));
+                    }
+                    stopped += 1;
+                }
+                Ok(ShardEvent::Failed(_, why)) => return Err(why),
+                Ok(ShardEvent::Serving(_)) => {}
+                Err(_) => return Err("every shard thread has gone".to_string()),
+            }
         }
         Ok(())
     }
 }
 
-/// Starts every shard and returns once all listen. `shutdown` stops them.
+/// Starts every shard on the backend `config.runtime` selects, and returns once all serve.
+/// `lifecycle` stops them. An error names why a shard could not start; shards that did start are
+/// then still running, so the caller should end the process.
 pub fn start(
     config: &Config,
     accounts: Accounts,
-    shutdown: Arc<Shutdown>,
+    lifecycle: Arc<Lifecycle>,
 ) -> Result<Server, String> {
     let shards = config.cpus.len();
     assert!(shards > 0);
+    let (backend, fallback_reason) = backend::select(config.runtime)?;
     let address = reserve_address(SocketAddr::new(config.host, config.port))?;
-    let requests = MeshBuilder::full(shards, MESH_CHANNEL_CAPACITY);
-    let replies = MeshBuilder::full(shards, MESH_CHANNEL_CAPACITY);
+    let events = match backend {
+        #[cfg(all(target_os = "linux", feature = "io_uring"))]
+        Selected::IoUring => start_shards::<uring::IoUring>(config, accounts, address, &lifecycle)?,
+        #[cfg(not(all(target_os = "linux", feature = "io_uring")))]
+        Selected::IoUring => unreachable!("select() never picks io_uring without it"),
+        Selected::Portable => {
+            start_shards::<portable::Portable>(config, accounts, address, &lifecycle)?
+        }
+    };
+    let mut serving = 0;
+    while serving < shards {
+        match events.recv() {
+            Ok(ShardEvent::Serving(_)) => serving += 1,
+            Ok(ShardEvent::Failed(_, why)) => return Err(why),
+            Ok(ShardEvent::Stopped(index)) => {
+                return Err(format!("shard {index} stopped during start-up"))
+            }
+            Err(_) => return Err("every shard thread has gone during start-up".to_string()),
+        }
+    }
+    lifecycle.set_serving();
+    Ok(Server {
+        address,
+        shards,
+        backend,
+        fallback_reason,
+        lifecycle,
+        events,
+    })
+}
+
+/// Spawns one thread per shard running on `B`; returns the channel of their events.
+fn start_shards<B: Backend>(
+    config: &Config,
+    accounts: Accounts,
+    address: SocketAddr,
+    lifecycle: &Arc<Lifecycle>,
+) -> Result<Receiver<ShardEvent>, String> {
+    let shards = config.cpus.len();
+    let requests = B::mesh(shards, MESH_CHANNEL_CAPACITY);
+    let replies = B::mesh(shards, MESH_CHANNEL_CAPACITY);
     let drained = Arc::new(AtomicUsize::new(0));
     let debug_log = match &config.debug_log_path {
         Some(path) => Some(
@@ -77,12 +135,13 @@ pub fn start(
         ),
         None => None,
     };
-    let (bound, bound_results) = std::sync::mpsc::channel();
-    let mut executors = Vec::with_capacity(shards);
-    for (index, &cpu) in config.cpus.iter().enumerate() {
-        let setup = shard::ShardSetup {
+    let (events, received) = mpsc::channel();
+    let ends = requests.into_iter().zip(replies);
+    for ((index, &cpu), (requests, replies)) in config.cpus.iter().enumerate().zip(ends) {
+        let setup = ShardSetup::<B> {
             index,
             shards,
+            cpu,
             address,
             connections_max: config.connections_per_shard_max,
             // Each shard gets an equal part, so no shard ever has to ask another what it holds.
@@ -92,39 +151,27 @@ pub fn start(
                 shards,
                 !config.product_style_url_disabled,
                 address.to_string(),
+                Health {
+                    lifecycle: lifecycle.clone(),
+                    backend: B::NAME,
+                },
             ),
-            requests: requests.clone(),
-            replies: replies.clone(),
-            shutdown: shutdown.clone(),
+            requests,
+            replies,
+            lifecycle: lifecycle.clone(),
             debug_log: match &debug_log {
                 Some(file) => Some(file.try_clone().map_err(|error| error.to_string())?),
                 None => None,
             },
-            bound: bound.clone(),
+            events: events.clone(),
             drained: drained.clone(),
         };
-        let executor = LocalExecutorBuilder::new(Placement::Fixed(cpu))
-            .name(&format!("azq-shard-{index}"))
-            .io_memory(IO_MEMORY_BYTES_PER_SHARD)
-            .spawn(move || shard::run(setup))
+        std::thread::Builder::new()
+            .name(format!("azq-shard-{index}"))
+            .spawn(move || shard::thread_main(setup))
             .map_err(|error| format!("cannot start shard {index} on CPU {cpu}: {error}"))?;
-        executors.push(executor);
     }
-    for _ in 0..shards {
-        match bound_results.recv() {
-            Ok(Ok(())) => {}
-            Ok(Err(error)) => {
-                shutdown.request();
-                return Err(error);
-            }
-            Err(_) => return Err("a shard stopped during start-up".to_string()),
-        }
-    }
-    Ok(Server {
-        address,
-        shards,
-        executors,
-    })
+    Ok(received)
 }
 
 /// Checks that `address` is free and, for port 0, picks a free port, by binding a plain socket
@@ -136,8 +183,25 @@ fn reserve_address(address: SocketAddr) -> Result<SocketAddr, String> {
     probe.local_addr().map_err(|error| error.to_string())
 }
 
+/// Pins the calling thread to `cpu`; where the system cannot pin (or refuses), the thread runs
+/// wherever the scheduler puts it.
+pub fn pin_current_thread(cpu: usize) {
+    #[cfg(target_os = "linux")]
+    // SAFETY: cpu_set_t is plain data; CPU_SET writes one bit of it, sched_setaffinity reads it.
+    unsafe {
+        if cpu < libc::CPU_SETSIZE as usize {
+            let mut set: libc::cpu_set_t = std::mem::zeroed();
+            libc::CPU_SET(cpu, &mut set);
+            libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = cpu;
+}
+
 /// The CPUs this process may run on, in order (its affinity mask); `[0]` if it cannot be read.
 /// Shards (and azq-loadgen's client cores) are pinned to the first of them by default.
+#[cfg(target_os = "linux")]
 pub fn allowed_cpus() -> Vec<usize> {
     // SAFETY: cpu_set_t is plain data; sched_getaffinity fills it for the calling thread.
     unsafe {
@@ -156,9 +220,37 @@ pub fn allowed_cpus() -> Vec<usize> {
     }
 }
 
+/// The CPUs to spread shards over where the affinity mask cannot be read: one per hardware
+/// thread the standard library reports.
+#[cfg(not(target_os = "linux"))]
+pub fn allowed_cpus() -> Vec<usize> {
+    let count = std::thread::available_parallelism().map_or(1, |count| count.get());
+    (0..count).collect()
+}
+
+/// Raises this process's soft limit on open files to its hard limit and returns the new soft
+/// limit; `None` if the limits cannot be read or set. A server holds a descriptor per
+/// connection, and so does a client with many connections (tests, azq-loadgen).
+pub fn raise_open_files_limit() -> Option<u64> {
+    // SAFETY: getrlimit/setrlimit read and write a plain rlimit struct owned by this frame.
+    unsafe {
+        let mut limit: libc::rlimit = std::mem::zeroed();
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) != 0 {
+            return None;
+        }
+        if limit.rlim_cur < limit.rlim_max {
+            limit.rlim_cur = limit.rlim_max;
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &limit) != 0 {
+                return None;
+            }
+        }
+        Some(limit.rlim_cur)
+    }
+}
+
 /// Blocks SIGINT and SIGTERM in the calling thread (and so in every thread it starts) and
-/// starts a thread that waits for them and requests `shutdown`. Call before `start`.
-pub fn handle_signals(shutdown: Arc<Shutdown>) -> Result<(), String> {
+/// starts a thread that waits for them and requests a stop. Call before `start`.
+pub fn handle_signals(lifecycle: Arc<Lifecycle>) -> Result<(), String> {
     // SAFETY: sigset_t is plain data initialised by sigemptyset; the calls only read and write it.
     let signals = unsafe {
         let mut signals: libc::sigset_t = std::mem::zeroed();
@@ -176,7 +268,7 @@ pub fn handle_signals(shutdown: Arc<Shutdown>) -> Result<(), String> {
             let mut received: libc::c_int = 0;
             // SAFETY: `signals` is a valid, initialised set; `received` is a valid out-pointer.
             while unsafe { libc::sigwait(&signals, &mut received) } != 0 {}
-            shutdown.request();
+            lifecycle.request_stop();
         })
         .map_err(|error| error.to_string())?;
     Ok(())

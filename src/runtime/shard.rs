@@ -1,239 +1,186 @@
-//! One shard: its executor's main task. Binds the shard's SO_REUSEPORT listener, joins the mesh,
-//! owns the queue engine, accepts connections (up to the per-shard cap) and, on shutdown, stops
-//! accepting and waits for in-flight requests before returning.
+//! One shard: its thread and its executor's main task. Binds the shard's SO_REUSEPORT listener,
+//! joins the mesh, owns the queue engine, accepts connections (up to the per-shard cap) and, on
+//! shutdown, stops accepting and waits for in-flight requests before returning. The thread tells
+//! the supervisor (`runtime::Server`) when the shard serves, why it could not start, and when it
+//! has stopped, so a shard that fails never leaves the process half alive.
 
-use std::cell::{Cell, RefCell};
-use std::io::Write;
 use std::net::SocketAddr;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::mpsc::Sender;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::BytesMut;
-use futures_lite::AsyncWriteExt;
-use glommio::channels::channel_mesh::MeshBuilder;
-use glommio::net::TcpListener;
 
-use crate::api::{self, Service, Step};
+use crate::api::Service;
 use crate::config::SHUTDOWN_GRACE_MS;
 use crate::error::StorageError;
-use crate::http::Request;
-use crate::queue::{Command, Reply, ShardState};
+use crate::queue::ShardState;
 
+use super::backend::Backend;
+use super::connection;
+use super::context::ShardContext;
 use super::engine::Engine;
 use super::mesh::{Envelope, Mesh, ReplyEnvelope};
-use super::{connection, Shutdown};
+use super::Lifecycle;
 
-/// How often an accepting or draining shard looks at the shutdown flag.
-const SHUTDOWN_POLL_MS: u64 = 50;
+/// How often an accepting or draining shard looks at the stop flag.
+const STOP_POLL_MS: u64 = 50;
 
-/// Everything a shard's tasks share. Lives on one thread (`Rc`), so nothing here locks.
-pub struct Shard {
-    pub index: usize,
-    pub service: Service,
-    pub engine: Rc<Engine>,
-    mesh: Rc<Mesh>,
-    shards: usize,
-    shutdown: Arc<Shutdown>,
-    /// Open connections.
-    connections: Cell<usize>,
-    /// Requests being executed or answered right now.
-    in_flight: Cell<usize>,
-    debug_log: Option<RefCell<std::fs::File>>,
+/// What a shard thread tells the supervisor.
+#[derive(Debug)]
+pub enum ShardEvent {
+    /// The shard listens and has joined the mesh.
+    Serving(usize),
+    /// The shard could not start, and why.
+    Failed(usize, String),
+    /// The shard's thread is ending (after `Serving` or `Failed`, or without either if its
+    /// event loop could not even be created).
+    Stopped(usize),
 }
 
-/// What a shard needs to start, moved into its executor thread.
-pub struct ShardSetup {
+/// What a shard needs to start, moved into its thread.
+pub struct ShardSetup<B: Backend> {
+    /// The shard's index, in `0..shards`.
     pub index: usize,
+    /// How many shards the server runs.
     pub shards: usize,
+    /// The CPU the shard's thread is pinned to.
+    pub cpu: usize,
+    /// The address every shard listens on (SO_REUSEPORT).
     pub address: SocketAddr,
+    /// Open connections the shard serves at once (`--max-connections`).
     pub connections_max: usize,
     /// This shard's part of `--max-memory`, bytes of stored messages.
     pub message_bytes_max: u64,
+    /// The shard's API.
     pub service: Service,
-    pub requests: MeshBuilder<Envelope, glommio::channels::channel_mesh::Full>,
-    pub replies: MeshBuilder<ReplyEnvelope, glommio::channels::channel_mesh::Full>,
-    pub shutdown: Arc<Shutdown>,
+    /// The shard's end of the mesh that carries commands to their owners.
+    pub requests: B::MeshEnd<Envelope>,
+    /// The shard's end of the mesh that carries replies back.
+    pub replies: B::MeshEnd<ReplyEnvelope>,
+    /// The server's serving and stop flags.
+    pub lifecycle: Arc<Lifecycle>,
+    /// The request log (`--debug FILE`), if any.
     pub debug_log: Option<std::fs::File>,
-    /// Told once the listener is bound (or failed to bind).
-    pub bound: std::sync::mpsc::Sender<Result<(), String>>,
+    /// Where the shard reports `ShardEvent`s.
+    pub events: Sender<ShardEvent>,
     /// Shards that finished draining; a shard exits when all have, so none leaves a peer's
     /// cross-shard request unanswered.
     pub drained: Arc<AtomicUsize>,
 }
 
-/// Decrements `in_flight` when a request is done.
-pub struct Busy<'shard>(&'shard Shard);
+/// Sends `Stopped` when the shard's thread ends, however it ends.
+struct StoppedOnDrop {
+    index: usize,
+    events: Sender<ShardEvent>,
+}
 
-impl Drop for Busy<'_> {
+impl Drop for StoppedOnDrop {
     fn drop(&mut self) {
-        self.0.in_flight.set(self.0.in_flight.get() - 1);
+        let _ = self.events.send(ShardEvent::Stopped(self.index));
     }
 }
 
-impl Shard {
-    /// Marks a request as in flight until the guard drops.
-    pub fn busy(&self) -> Busy<'_> {
-        self.in_flight.set(self.in_flight.get() + 1);
-        Busy(self)
-    }
-
-    /// Whether the server is shutting down (connections close after their current request).
-    pub fn stopping(&self) -> bool {
-        self.shutdown.requested()
-    }
-
-    /// Runs a plan's step: locally when this shard owns the queue, else over the mesh.
-    pub async fn execute(&self, step: Step) -> Result<Reply, StorageError> {
-        match step {
-            Step::Fail(error) => Err(error),
-            Step::Answer(reply) => Ok(reply),
-            Step::Shard { shard, command } => self.apply_on(shard, command).await,
-            Step::EveryShard(command) => {
-                let mut parts = Vec::with_capacity(self.shards);
-                for shard in 0..self.shards {
-                    parts.push(self.apply_on(shard, command.clone()).await);
-                }
-                api::merge_queue_lists(parts)
-            }
-            Step::Replicated { shard, command } => match self.apply_on(shard, command).await? {
-                // Every other shard stores the change before the client hears of it, so its
-                // next request sees it whichever shard it reaches.
-                Reply::Replicate(replica) => {
-                    for other in (0..self.shards).filter(|&other| other != shard) {
-                        self.apply_on(other, Command::ApplyReplica((*replica).clone()))
-                            .await?;
-                    }
-                    Ok(Reply::Done)
-                }
-                reply => Ok(reply),
-            },
-        }
-    }
-
-    /// Applies `command` on `shard`: directly when it is this one, else over the mesh.
-    async fn apply_on(&self, shard: usize, command: Command) -> Result<Reply, StorageError> {
-        if shard == self.index {
-            self.engine.apply(command)
-        } else {
-            self.mesh.call(shard, command).await
-        }
-    }
-
-    /// Writes one line per request to the debug log (`--debug FILE`), if enabled.
-    pub fn log_request(&self, request: &Request, outcome: &Result<Reply, StorageError>) {
-        if self.debug_log.is_some() {
-            let result = match outcome {
-                Ok(_) => "ok".to_string(),
-                Err(error) => format!("{} {}", error.status(), error.code()),
-            };
-            self.log_line(&format!(
-                "shard {} {} {} -> {result}",
-                self.index,
-                request.method.as_str(),
-                String::from_utf8_lossy(request.target())
-            ));
-        }
-    }
-
-    /// Writes `line` to the debug log, if enabled.
-    pub fn log_line(&self, line: &str) {
-        if let Some(log) = &self.debug_log {
-            let _ = writeln!(log.borrow_mut(), "{} {line}", self.engine.now_ms());
-        }
+/// The body of a shard's thread: the backend's event loop on its CPU, running the shard.
+pub fn thread_main<B: Backend>(setup: ShardSetup<B>) {
+    let _stopped = StoppedOnDrop {
+        index: setup.index,
+        events: setup.events.clone(),
+    };
+    let (index, cpu, events) = (setup.index, setup.cpu, setup.events.clone());
+    if let Err(error) = B::run(cpu, run(setup)) {
+        let _ = events.send(ShardEvent::Failed(index, error));
     }
 }
 
 /// The executor's main task for one shard.
-pub async fn run(setup: ShardSetup) {
-    let listener = match TcpListener::bind(setup.address) {
+async fn run<B: Backend>(setup: ShardSetup<B>) {
+    let failed = |why: String| {
+        let _ = setup.events.send(ShardEvent::Failed(
+            setup.index,
+            format!("shard {}: {why}", setup.index),
+        ));
+    };
+    let listener = match B::bind(setup.address) {
         Ok(listener) => listener,
-        Err(error) => {
-            let _ = setup.bound.send(Err(format!(
-                "shard {} cannot bind {}: {error}",
-                setup.index, setup.address
-            )));
-            return;
-        }
+        Err(error) => return failed(format!("cannot listen on {}: {error}", setup.address)),
     };
     let mut state = ShardState::new(setup.index, shard_seed(setup.index));
     state.set_message_bytes_max(setup.message_bytes_max);
-    let engine = Engine::start(state);
-    let (Ok(requests), Ok(replies)) = (setup.requests.join().await, setup.replies.join().await)
-    else {
-        let _ = setup.bound.send(Err(format!(
-            "shard {} could not join the mesh",
-            setup.index
-        )));
-        return;
-    };
-    let mesh = Mesh::start(setup.index, requests, replies, engine.clone());
-    let shard = Rc::new(Shard {
-        index: setup.index,
-        service: setup.service,
+    let engine = Engine::start::<B>(state);
+    let mesh =
+        match Mesh::<B>::start(setup.index, setup.requests, setup.replies, engine.clone()).await {
+            Ok(mesh) => mesh,
+            Err(error) => return failed(error),
+        };
+    let shard = Rc::new(ShardContext::new(
+        setup.index,
+        setup.shards,
+        setup.service,
         engine,
         mesh,
-        shards: setup.shards,
-        shutdown: setup.shutdown,
-        connections: Cell::new(0),
-        in_flight: Cell::new(0),
-        debug_log: setup.debug_log.map(RefCell::new),
-    });
-    let _ = setup.bound.send(Ok(()));
+        setup.lifecycle,
+        setup.debug_log,
+    ));
+    let _ = setup.events.send(ShardEvent::Serving(setup.index));
 
     accept(&listener, &shard, setup.connections_max).await;
     drop(listener);
 
     // Drain: finish in-flight requests (and keep serving peers' commands) for a bounded time.
     let grace_ends = Instant::now() + Duration::from_millis(SHUTDOWN_GRACE_MS);
-    while shard.in_flight.get() > 0 && Instant::now() < grace_ends {
-        glommio::timer::sleep(Duration::from_millis(SHUTDOWN_POLL_MS / 5)).await;
+    while shard.in_flight() > 0 && Instant::now() < grace_ends {
+        B::sleep(Duration::from_millis(STOP_POLL_MS / 5)).await;
     }
     setup.drained.fetch_add(1, Ordering::AcqRel);
     while setup.drained.load(Ordering::Acquire) < setup.shards && Instant::now() < grace_ends {
-        glommio::timer::sleep(Duration::from_millis(SHUTDOWN_POLL_MS / 5)).await;
+        B::sleep(Duration::from_millis(STOP_POLL_MS / 5)).await;
     }
 }
 
-async fn accept(listener: &TcpListener, shard: &Rc<Shard>, connections_max: usize) {
+async fn accept<B: Backend>(
+    listener: &B::Listener,
+    shard: &Rc<ShardContext<B>>,
+    connections_max: usize,
+) {
     loop {
-        let accepted = futures_lite::future::or(async { Some(listener.accept().await) }, async {
+        let accepted = futures_lite::future::or(async { Some(B::accept(listener).await) }, async {
             while !shard.stopping() {
-                glommio::timer::sleep(Duration::from_millis(SHUTDOWN_POLL_MS)).await;
+                B::sleep(Duration::from_millis(STOP_POLL_MS)).await;
             }
             None
         })
         .await;
-        let stream = match accepted {
+        let (stream, peer) = match accepted {
             None => return,
-            Some(Ok(stream)) => stream,
+            Some(Ok(accepted)) => accepted,
             // Out of descriptors or a connection reset before accept: keep serving the others.
             Some(Err(_)) => {
-                glommio::timer::sleep(Duration::from_millis(1)).await;
+                B::sleep(Duration::from_millis(1)).await;
                 continue;
             }
         };
         if shard.connections.get() >= connections_max {
-            glommio::spawn_local(refuse(stream, shard.engine.now_ms())).detach();
+            B::spawn(refuse::<B>(stream, shard.engine.now_ms()));
             continue;
         }
         shard.connections.set(shard.connections.get() + 1);
         let shard = shard.clone();
-        glommio::spawn_local(async move {
-            connection::serve(stream, shard.clone()).await;
+        B::spawn(async move {
+            connection::serve(stream, peer.ip(), shard.clone()).await;
             shard.connections.set(shard.connections.get() - 1);
-        })
-        .detach();
+        });
     }
 }
 
 /// Answers a connection over the cap with 503 `ServerBusy` and closes it.
-async fn refuse(mut stream: glommio::net::TcpStream, now_ms: u64) {
+async fn refuse<B: Backend>(mut stream: B::Stream, now_ms: u64) {
     let mut output = BytesMut::new();
     Service::respond_unparsed(StorageError::ServerBusy, now_ms, &mut output);
-    let _ = stream.write_all(&output).await;
-    let _ = stream.close().await;
+    let _ = B::write_all(&mut stream, &output).await;
+    B::close(stream).await;
 }
 
 /// Seeds a shard's message-ID generator: distinct per shard and per run.

@@ -24,25 +24,34 @@ pub fn azq_binary() -> PathBuf {
     if let Some(path) = std::env::var_os("AZQ_BIN") {
         return PathBuf::from(path);
     }
-    // target/<profile>/deps/<test>-<hash> → target/<profile>/azq
+    workspace_binary("azq")
+}
+
+/// A binary of another package of the workspace (the `no-io-uring` test helper, azq-loadgen),
+/// beside the test in `target/<profile>/`, where `cargo test --workspace` has built it before
+/// any test runs.
+pub fn workspace_binary(name: &str) -> PathBuf {
+    // target/<profile>/deps/<test>-<hash> → target/<profile>/<name>
     let test_executable = std::env::current_exe().expect("the test knows its path");
-    let azq = test_executable
+    let binary = test_executable
         .parent()
         .and_then(|deps| deps.parent())
         .expect("the test runs from target/<profile>/deps")
-        .join("azq");
+        .join(name);
     assert!(
-        azq.exists(),
-        "{} is missing: run `cargo build --bin azq` (cargo test --workspace builds it)",
-        azq.display()
+        binary.exists(),
+        "{} is missing: run `cargo build --workspace` (cargo test --workspace builds it)",
+        binary.display()
     );
-    azq
+    binary
 }
 
 /// A running `azq` process, stopped with SIGTERM when dropped.
 pub struct Server {
     child: Child,
     pub port: u16,
+    /// The backend its ready line names (`io_uring` or `portable`).
+    pub backend: String,
 }
 
 impl Server {
@@ -53,12 +62,24 @@ impl Server {
 
     /// Like `start`, with extra environment variables.
     pub fn start_with_env(arguments: &[&str], environment: &[(&str, &str)]) -> Server {
-        let mut child = Command::new(azq_binary())
+        let mut command = Command::new(azq_binary());
+        command.envs(environment.iter().copied());
+        Server::start_command(command, arguments)
+    }
+
+    /// Starts `command` (azq, or a wrapper that runs azq) with `--queuePort 0` plus `arguments`
+    /// and waits for its ready line; its stderr goes to the test's.
+    pub fn start_command(mut command: Command, arguments: &[&str]) -> Server {
+        // The caller's environment decides the accounts, never the one the tests run in.
+        if !command
+            .get_envs()
+            .any(|(name, _)| name == "AZURITE_ACCOUNTS")
+        {
+            command.env_remove("AZURITE_ACCOUNTS");
+        }
+        let mut child = command
             .args(["--queueHost", "127.0.0.1", "--queuePort", "0", "--silent"])
             .args(arguments)
-            // The caller's environment decides the accounts, never the one the tests run in.
-            .env_remove("AZURITE_ACCOUNTS")
-            .envs(environment.iter().copied())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()
@@ -69,17 +90,19 @@ impl Server {
             .next()
             .expect("azq printed its ready line")
             .expect("stdout is text");
-        let port = ready
-            .strip_prefix("azq listening on http://127.0.0.1:")
-            .and_then(|rest| rest.split_whitespace().next())
-            .and_then(|port| port.parse().ok())
-            .unwrap_or_else(|| panic!("unexpected ready line: {ready}"));
+        let (port, backend) =
+            parse_ready_line(&ready).unwrap_or_else(|| panic!("unexpected ready line: {ready}"));
         // Keep draining stdout so the server never blocks on a full pipe.
         std::thread::spawn(move || for _ in lines {});
-        Server { child, port }
+        Server {
+            child,
+            port,
+            backend,
+        }
     }
 
-    /// A new connection with a read timeout, so a broken server fails the test instead of hanging it.
+    /// A new connection with a read timeout, so a broken server fails the test instead of hanging
+    /// it.
     pub fn connect(&self) -> TcpStream {
         let stream = TcpStream::connect(("127.0.0.1", self.port)).expect("connects");
         stream
@@ -117,6 +140,14 @@ impl Drop for Server {
             let _ = self.child.wait();
         }
     }
+}
+
+/// The port and backend of `azq listening on http://127.0.0.1:PORT (N shards, BACKEND)`.
+pub fn parse_ready_line(line: &str) -> Option<(u16, String)> {
+    let rest = line.strip_prefix("azq listening on http://127.0.0.1:")?;
+    let (port, rest) = rest.split_once(' ')?;
+    let backend = rest.strip_suffix(')')?.rsplit_once(", ")?.1;
+    Some((port.parse().ok()?, backend.to_string()))
 }
 
 /// A parsed HTTP response.
@@ -201,6 +232,30 @@ pub fn exchange(server: &Server, raw: &[u8]) -> Response {
     stream.write_all(raw).expect("request sent");
     let mut reader = BufReader::new(stream);
     read_response(&mut reader, raw.starts_with(b"HEAD ")).expect("a response")
+}
+
+/// Sends `raw` on a new connection and reads one response (`exchange` for an owned request).
+pub fn send(server: &Server, raw: Vec<u8>) -> Response {
+    exchange(server, &raw)
+}
+
+/// Asserts a response's status and `x-ms-error-code`, showing its body when they differ.
+pub fn assert_status(response: &Response, status: u16, code: Option<&str>) {
+    assert_eq!(
+        (response.status, response.error_code()),
+        (status, code),
+        "{}",
+        response.text()
+    );
+}
+
+/// Creates queue `name` of the development account, which must be new (201).
+pub fn create_queue(server: &Server, name: &str) {
+    let response = send(
+        server,
+        signed_request("PUT", &format!("/devstoreaccount1/{name}"), &[], b""),
+    );
+    assert_status(&response, 201, None);
 }
 
 /// The development account's path prefix.
@@ -337,11 +392,7 @@ impl Signer<'_> {
 }
 
 fn httpdate_now() -> String {
-    let now_ms = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_millis() as u64;
-    String::from_utf8(azq::api::date::rfc1123(now_ms).to_vec()).unwrap()
+    String::from_utf8(azq::time::rfc1123(azq::time::unix_ms()).to_vec()).unwrap()
 }
 
 /// A Put Message body for `text` (already XML-escaped by the caller where needed).

@@ -4,7 +4,9 @@
 // wire format (its XML, dates, headers, SAS strings) is accepted and answered as it expects.
 //
 // Starts `AZQ_BIN` (default target/release/azq) on 127.0.0.1 with `--queuePort 0 --shards 2`,
-// reads the port from its ready line and stops it with SIGTERM at the end. Run with
+// reads the port from its ready line and stops it with SIGTERM at the end. `AZQ_WRAPPER` runs
+// azq through a command (the no-io-uring helper: io_uring denied as by Docker's default seccomp
+// profile), and `AZQ_EXPECT_BACKEND` insists on the backend the ready line names. Run with
 // `node --test tests/sdk-js/queue.test.mjs` after `npm ci --prefix tests/sdk-js`;
 // scripts/test.sh does both.
 
@@ -31,6 +33,13 @@ const STARTUP_TIMEOUT_MS = 30_000;
 const STOP_TIMEOUT_MS = 15_000;
 const REPO_ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..", "..");
 const AZQ_BIN = process.env.AZQ_BIN ?? path.join(REPO_ROOT, "target", "release", "azq");
+// A command that runs azq (azq's command line follows it), e.g. the no-io-uring helper; words
+// split on spaces.
+const AZQ_WRAPPER = (process.env.AZQ_WRAPPER ?? "").split(" ").filter((word) => word !== "");
+// Extra arguments for azq (words split on spaces), as the Python suite's AZQ_ARGS.
+const AZQ_ARGS = (process.env.AZQ_ARGS ?? "").split(" ").filter((word) => word !== "");
+// When set, the ready line must name this backend (io_uring or portable).
+const AZQ_EXPECT_BACKEND = process.env.AZQ_EXPECT_BACKEND;
 // Bounded retries: a failure shows at once instead of after the SDK's default backoff.
 const CLIENT_OPTIONS = { retryOptions: { maxTries: 1, tryTimeoutInMs: 10_000 } };
 
@@ -42,8 +51,9 @@ let queueNumber = 0;
 /** Starts azq and resolves with its account URL once the ready line is printed. */
 function startServer() {
   return new Promise((resolve, reject) => {
-    const args = ["--queueHost", "127.0.0.1", "--queuePort", "0", "--shards", "2"];
-    server = spawn(AZQ_BIN, args, { stdio: ["ignore", "pipe", "inherit"] });
+    const args = ["--queueHost", "127.0.0.1", "--queuePort", "0", "--shards", "2", ...AZQ_ARGS];
+    const [command, ...prefix] = [...AZQ_WRAPPER, AZQ_BIN];
+    server = spawn(command, [...prefix, ...args], { stdio: ["ignore", "pipe", "inherit"] });
     const timer = setTimeout(
       () => reject(new Error("azq printed no ready line")),
       STARTUP_TIMEOUT_MS,
@@ -51,10 +61,14 @@ function startServer() {
     let output = "";
     server.stdout.on("data", (chunk) => {
       output += chunk;
-      const ready = output.match(/azq listening on (http:\/\/\S+:\d+)/);
+      const ready = output.match(/azq listening on (http:\/\/\S+:\d+) \(\d+ shards?, (\w+)\)/);
       if (ready) {
         clearTimeout(timer);
-        resolve(`${ready[1]}/${ACCOUNT}`);
+        if (AZQ_EXPECT_BACKEND && ready[2] !== AZQ_EXPECT_BACKEND) {
+          reject(new Error(`azq runs on ${ready[2]}, not ${AZQ_EXPECT_BACKEND}`));
+        } else {
+          resolve(`${ready[1]}/${ACCOUNT}`);
+        }
       }
     });
     server.on("error", (error) => {

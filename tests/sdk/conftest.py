@@ -2,13 +2,16 @@
 
 By default the session starts the release binary (env AZQ_BIN, default target/release/azq under the
 repo root) on 127.0.0.1 with `--queuePort 0 --shards 2`, reads the port from the line
-`azq listening on http://HOST:PORT (N shards)` on its stdout, and stops it at the end
+`azq listening on http://HOST:PORT (N shards, BACKEND)` on its stdout, and stops it at the end
 (SIGTERM, then SIGKILL if it lingers).
 
 Environment:
   AZQ_BIN         server binary (relative paths are taken from the current directory)
   AZQ_SHARDS      value of --shards (default 2)
   AZQ_ARGS        extra arguments appended to the command line (shell-split)
+  AZQ_WRAPPER     a command that runs azq (shell-split, azq's command line follows it), e.g. the
+                  no-io-uring helper, which denies io_uring as Docker's default seccomp does
+  AZQ_EXPECT_BACKEND  fail unless the ready line names this backend (io_uring or portable)
   AZQ_TARGET_URL  run against an already running server instead, e.g. Azurite:
                   http://127.0.0.1:10001 (the /devstoreaccount1 suffix is optional)
   AZQ_AZURITE=1   the target is Azurite: tests marked azurite_deviation count as xfail
@@ -49,7 +52,8 @@ STARTUP_POLL_INTERVAL_S = 0.05
 LOG_TAIL_BYTES_MAX = 4000
 
 READY_LINE = re.compile(
-    r"azq listening on (?P<url>http://(?P<host>\S+):(?P<port>\d+)) \((?P<shards>\d+) shards?\)"
+    r"azq listening on (?P<url>http://(?P<host>\S+):(?P<port>\d+)) "
+    r"\((?P<shards>\d+) shards?, (?P<backend>\w+)\)"
 )
 
 # prctl(2) option: signal to deliver to the child when the thread that forked it dies.
@@ -118,7 +122,8 @@ def server_binary() -> Path:
 def server_command(binary: Path, extra_args=()) -> list:
     """The command line the suite starts azq with: loopback, any free port, AZQ_SHARDS shards."""
     shards = os.environ.get("AZQ_SHARDS", str(DEFAULT_SHARDS))
-    command = [str(binary), "--queueHost", "127.0.0.1", "--queuePort", "0", "--shards", shards]
+    command = shlex.split(os.environ.get("AZQ_WRAPPER", ""))
+    command += [str(binary), "--queueHost", "127.0.0.1", "--queuePort", "0", "--shards", shards]
     command += shlex.split(os.environ.get("AZQ_ARGS", ""))
     command += list(extra_args)
     return command
@@ -168,7 +173,7 @@ def start_server(binary: Path, log_dir: Path, extra_args=(), env=None) -> Server
         if time.monotonic() >= deadline:
             stop_server(server)
             raise RuntimeError(
-                f"azq printed no 'azq listening on http://HOST:PORT (N shards)' line within "
+                f"azq printed no 'azq listening on http://HOST:PORT (N shards, BACKEND)' line within "
                 f"{STARTUP_TIMEOUT_S:.0f} s: {shlex.join(command)}\n" + server.log_tail()
             )
         time.sleep(STARTUP_POLL_INTERVAL_S)
@@ -179,6 +184,13 @@ def start_server(binary: Path, log_dir: Path, extra_args=(), env=None) -> Server
     server.host = host
     server.port = int(match.group("port"))
     server.shards = int(match.group("shards"))
+    expected_backend = os.environ.get("AZQ_EXPECT_BACKEND")
+    if expected_backend and match.group("backend") != expected_backend:
+        stop_server(server)
+        raise RuntimeError(
+            f"azq runs on {match.group('backend')}, not {expected_backend}: {shlex.join(command)}\n"
+            + server.log_tail()
+        )
     server.endpoint = f"http://{host}:{server.port}/{DEV_ACCOUNT}"
     return server
 

@@ -569,7 +569,9 @@ def test_cors_preflight_allowed_and_refused(spawn_server):
         assert (response.status_code, response.headers.get("x-ms-error-code")) == (403, "CorsPreflightFailure")
         assert "Access-Control-Allow-Origin" not in response.headers
     missing_origin = preflight(server, "GET", origin=None)
-    assert missing_origin.status_code == 400
+    missing_code = missing_origin.headers.get("x-ms-error-code")
+    assert (missing_origin.status_code, missing_code) == (400, "InvalidHeaderValue")
+    assert "A required CORS header is not present." in missing_origin.text
 
     # An actual request from the allowed origin can be read by the browser.
     queue = service.get_queue_client("corsqueue")

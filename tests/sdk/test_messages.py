@@ -217,14 +217,23 @@ def test_time_to_live_minus_1_never_expires(queue):
 
 
 @pytest.mark.parametrize(
-    "visibility_timeout, time_to_live",
-    [(0, 0), (0, -2), (5, 5), (10, 5), (604801, None)],
+    "visibility_timeout, time_to_live, code",
+    [
+        (0, 0, "OutOfRangeQueryParameterValue"),
+        (0, -2, "OutOfRangeQueryParameterValue"),
+        # The service's recorded answer: "messagettl must be greater than visibilitytimeout" is
+        # an invalid value, not an out-of-range one.
+        (5, 5, "InvalidQueryParameterValue"),
+        (10, 5, "InvalidQueryParameterValue"),
+        (604801, None, "OutOfRangeQueryParameterValue"),
+    ],
     ids=["ttl-0", "ttl-minus-2", "visibility-equal-to-ttl", "visibility-beyond-ttl", "visibility-over-7-days"],
 )
-def test_put_with_out_of_range_timeouts_is_rejected(queue, visibility_timeout, time_to_live):
+def test_put_with_out_of_range_timeouts_is_rejected(queue, visibility_timeout, time_to_live, code):
     with pytest.raises(HttpResponseError) as raised:
         queue.send_message("bad timing", visibility_timeout=visibility_timeout, time_to_live=time_to_live)
     assert status_code(raised.value) == 400
+    assert error_code(raised.value) == code
     assert peek_all(queue) == []
 
 

@@ -65,6 +65,7 @@ struct Seen {
 /// that stopped the parser (after which a connection is closed, so nothing more is parsed).
 type Outcome = (Vec<Seen>, Result<usize, ParseError>);
 
+/// The `http_parser` property on one input (see the module doc); panics when it breaks.
 pub fn check(data: &[u8]) {
     let mut input = Input::new(data);
     let limits = Limits::decode(&mut input);

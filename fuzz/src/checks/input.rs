@@ -8,6 +8,7 @@ pub struct Input<'a> {
 }
 
 impl<'a> Input<'a> {
+    /// A cursor at the start of `data`.
     pub fn new(data: &'a [u8]) -> Self {
         Input { data }
     }
@@ -17,6 +18,7 @@ impl<'a> Input<'a> {
         self.data.is_empty()
     }
 
+    /// The next byte; 0 once the input is used up, so every decoding has a value.
     pub fn u8(&mut self) -> u8 {
         match self.data.split_first() {
             Some((&byte, rest)) => {
@@ -27,6 +29,7 @@ impl<'a> Input<'a> {
         }
     }
 
+    /// The low bit of the next byte.
     pub fn bool(&mut self) -> bool {
         self.u8() & 1 == 1
     }
@@ -36,10 +39,12 @@ impl<'a> Input<'a> {
         u16::from_le_bytes([self.u8(), self.u8()])
     }
 
+    /// Two `u16`s, low half first.
     pub fn u32(&mut self) -> u32 {
         u32::from(self.u16()) | u32::from(self.u16()) << 16
     }
 
+    /// Two `u32`s, low half first.
     pub fn u64(&mut self) -> u64 {
         u64::from(self.u32()) | u64::from(self.u32()) << 32
     }

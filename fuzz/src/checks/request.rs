@@ -1,52 +1,13 @@
-//! Requests for the checks. `build` assembles one by hand (head bytes plus spans), shaped as the
-//! HTTP parser hands it over but free of the parser's restrictions, so the auth check also sees
-//! header bytes a parser would refuse (CR, NUL, invalid UTF-8). `parse` writes one out and reads
-//! it back through `http::Parser`, for checks of layers that rely on what the parser guarantees
-//! (the response writer echoes header values, which the parser keeps free of CR and LF).
+//! Requests for the checks beyond `Request::build` (which assembles one by hand, free of the
+//! parser's restrictions, so the auth check also sees header bytes a parser would refuse: CR,
+//! NUL, invalid UTF-8): `parse` writes one out and reads it back through `http::Parser`, for
+//! checks of layers that rely on what the parser guarantees (the response writer echoes header
+//! values, which the parser keeps free of CR and LF), and percent-encoding.
 
 use azq::config::{REQUEST_BODY_BYTES_MAX, REQUEST_HEADERS_MAX, REQUEST_HEAD_BYTES_MAX};
-use azq::http::request::{Method, Request, Span};
+use azq::http::request::Request;
 use azq::http::{Parser, Progress};
-use bytes::{Bytes, BytesMut};
-
-/// Most bytes of a built head: spans are `u16` offsets into it.
-const HEAD_BYTES_MAX: usize = u16::MAX as usize;
-
-/// A request with the given method token, target, headers and body; `None` when the head would
-/// not fit `u16` offsets.
-pub fn build(
-    method: &[u8],
-    target: &[u8],
-    headers: &[(&[u8], &[u8])],
-    body: &[u8],
-) -> Option<Request> {
-    let mut head = Vec::with_capacity(128);
-    head.extend_from_slice(method);
-    head.push(b' ');
-    let target_span = append(&mut head, target);
-    head.extend_from_slice(b" HTTP/1.1\r\n");
-    let mut header_spans = Vec::with_capacity(headers.len());
-    for (name, value) in headers {
-        let name_span = append(&mut head, name);
-        head.extend_from_slice(b": ");
-        let value_span = append(&mut head, value);
-        head.extend_from_slice(b"\r\n");
-        header_spans.push((name_span, value_span));
-    }
-    head.extend_from_slice(b"\r\n");
-    if head.len() > HEAD_BYTES_MAX {
-        return None;
-    }
-    Some(Request {
-        head: Bytes::from(head),
-        method: Method::from_token(method),
-        target: target_span,
-        version_minor: 1,
-        headers: header_spans,
-        body: Bytes::copy_from_slice(body),
-        keep_alive: true,
-    })
-}
+use bytes::BytesMut;
 
 /// The request the server's parser reads from the given parts (a `Content-Length` header is
 /// added for a non-empty body), or `None` when the parser refuses them, or when the wire bytes
@@ -91,18 +52,6 @@ pub fn parse(
     match parser.parse(&mut wire) {
         Ok(Progress::Complete(request)) if wire.is_empty() => Some(request),
         Ok(_) | Err(_) => None,
-    }
-}
-
-/// Appends `bytes` and returns their span; offsets past `u16` are clamped, and such a head is
-/// refused by `build` anyway.
-fn append(head: &mut Vec<u8>, bytes: &[u8]) -> Span {
-    let start = head.len();
-    head.extend_from_slice(bytes);
-    let offset = |at: usize| u16::try_from(at).unwrap_or(u16::MAX);
-    Span {
-        start: offset(start),
-        end: offset(head.len()),
     }
 }
 

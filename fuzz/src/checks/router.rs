@@ -15,16 +15,18 @@
 //! (`name:value` lines separated by LF) and the body.
 
 use std::net::IpAddr;
+use std::sync::Arc;
 
-use azq::api::router::{route, Operation, Query};
+use azq::api::router::{route, Operation};
 use azq::api::validate;
-use azq::api::{merge_queue_lists, Service, Step};
+use azq::api::{Health, Outcome, Service, Step};
 use azq::auth::{sign_shared_key, Accounts, AuthFailure, SigningKey};
 use azq::config::{
     DEVELOPMENT_ACCOUNT_KEY, DEVELOPMENT_ACCOUNT_NAME, LIST_QUEUES_RESULTS_MAX,
     MESSAGES_PER_GET_MAX, MESSAGE_TEXT_BYTES_MAX, VISIBILITY_TIMEOUT_S_MAX,
 };
-use azq::http::Method;
+use azq::http::{Method, Query};
+use azq::lifecycle::Lifecycle;
 use azq::queue::{shard_for, Command, Reply, ShardState};
 use bytes::BytesMut;
 
@@ -40,6 +42,7 @@ const METHODS: &[&[u8]] = &[
 /// inconsistent with what the HTTP parser produces (Content-Length must match the body).
 const RESERVED_HEADERS: &[&str] = &["authorization", "content-length", "transfer-encoding"];
 
+/// The `router` property on one input (see the module doc); panics when it breaks.
 pub fn check(data: &[u8]) {
     let mut input = Input::new(data);
     let method_token = input.pick(METHODS);
@@ -98,7 +101,7 @@ fn check_route(
     raw_query: &[u8],
     host_style_enabled: bool,
 ) {
-    let Ok(query) = Query::parse(raw_query) else {
+    let Some(query) = Query::parse(raw_query) else {
         return;
     };
     for name in ["comp", "COMP", "restype", "peekonly", "popreceipt", ""] {
@@ -184,11 +187,16 @@ fn check_plan(
         vec![DEVELOPMENT_ACCOUNT_KEY.to_string()],
     )])
     .expect("the development account is valid");
+    let health = Health {
+        lifecycle: Arc::new(Lifecycle::new(NOW_MS)),
+        backend: "portable",
+    };
     let service = Service::new(
         accounts,
         shards,
         host_style_enabled,
         "127.0.0.1:10001".to_string(),
+        health,
     );
     // The settings every shard keeps (service properties, ACLs): a fresh shard's, all defaults.
     let settings_shard = ShardState::new(0, 7);
@@ -210,11 +218,12 @@ fn check_plan(
             plan.auth_failure
         );
     }
+    let operation = plan.response.operation;
     let outcome = match plan.step {
-        Step::Fail(error) => Err(error),
-        Step::Answer(reply) => Ok(reply),
+        Step::Fail(error) => Outcome::Reply(Err(error)),
+        Step::Answer(reply) => Outcome::Reply(Ok(reply)),
         Step::Replicated { shard, command } => {
-            assert!(plan.operation.is_some());
+            assert!(operation.is_some());
             assert!(shard < shards, "planned for shard {shard} of {shards}");
             assert_command_preconditions(&command);
             let mut state = ShardState::new(shard, 7);
@@ -232,14 +241,14 @@ fn check_plan(
                     .apply(create, NOW_MS)
                     .expect("a fresh shard creates a queue");
             }
-            state.apply(command, NOW_MS).map(|reply| match reply {
+            Outcome::Reply(state.apply(command, NOW_MS).map(|reply| match reply {
                 // The runtime copies the change to the other shards and answers Done.
                 Reply::Replicate(_) => Reply::Done,
                 other => other,
-            })
+            }))
         }
         Step::Shard { shard, command } => {
-            assert!(plan.operation.is_some());
+            assert!(operation.is_some());
             let queue = command
                 .queue()
                 .expect("a single-shard command names its queue");
@@ -261,26 +270,20 @@ fn check_plan(
                     .apply(create, NOW_MS)
                     .expect("a fresh shard creates a queue");
             }
-            state.apply(command, NOW_MS)
+            Outcome::Reply(state.apply(command, NOW_MS))
         }
         Step::EveryShard(command) => {
-            assert_eq!(plan.operation, Some(Operation::ListQueues));
+            assert_eq!(operation, Some(Operation::ListQueues));
             assert_command_preconditions(&command);
-            let parts = (0..shards)
-                .map(|shard| ShardState::new(shard, 7).apply(command.clone(), NOW_MS))
-                .collect();
-            merge_queue_lists(parts)
+            Outcome::Parts(
+                (0..shards)
+                    .map(|shard| ShardState::new(shard, 7).apply(command.clone(), NOW_MS))
+                    .collect(),
+            )
         }
     };
     let mut out = BytesMut::new();
-    service.respond(
-        &request,
-        plan.operation,
-        plan.cors.as_ref(),
-        outcome,
-        NOW_MS,
-        &mut out,
-    );
+    service.respond(&request, &plan.response, outcome, NOW_MS, &mut out);
     assert!(
         out.starts_with(b"HTTP/1.1 "),
         "{:?}",

@@ -13,7 +13,6 @@
 use azq::api::settings_xml::{
     service_properties_into, service_properties_update, signed_identifiers, signed_identifiers_into,
 };
-use azq::auth::parse_iso8601_ms;
 use azq::config::{
     CORS_RULES_MAX, CORS_RULES_TEXT_BYTES_MAX, RETENTION_DAYS_MAX, SIGNED_IDENTIFIERS_MAX,
     SIGNED_IDENTIFIER_ID_CHARS_MAX,
@@ -23,12 +22,14 @@ use azq::queue::{
     CorsRule, Metrics, RetentionPolicy, ServiceProperties, ServicePropertiesUpdate,
     SignedIdentifier,
 };
+use azq::time::parse_iso8601_ms;
 use bytes::BytesMut;
 
 const CORS_METHODS: [&str; 8] = [
     "DELETE", "GET", "HEAD", "MERGE", "POST", "OPTIONS", "PUT", "PATCH",
 ];
 
+/// The `settings_xml` property on one input (see the module doc); panics when it breaks.
 pub fn check(data: &[u8]) {
     let Some((&selector, body)) = data.split_first() else {
         return;

@@ -298,6 +298,7 @@ fn key(queue: usize) -> QueueKey {
     }
 }
 
+/// The `shard_state` property on one input (see the module doc); panics when it breaks.
 pub fn check(data: &[u8]) {
     let mut input = Input::new(data);
     let mode = input.u8();
@@ -796,14 +797,16 @@ fn expiration_ms(ttl_s: Option<u64>, now_ms: u64) -> u64 {
     }
 }
 
+/// Create Queue's idea of the same metadata, the naive way: names compared lowercased, values
+/// exactly, order kept.
 fn metadata_equal(left: &Metadata, right: &Metadata) -> bool {
-    left.len() == right.len()
-        && left
+    let lowered = |metadata: &Metadata| -> Vec<(String, String)> {
+        metadata
             .iter()
-            .zip(right)
-            .all(|((left_name, left_value), (right_name, right_value))| {
-                left_name.eq_ignore_ascii_case(right_name) && left_value == right_value
-            })
+            .map(|(name, value)| (name.to_lowercase(), value.clone()))
+            .collect()
+    };
+    lowered(left) == lowered(right)
 }
 
 fn messages(reply: Result<Reply, StorageError>, context: &Context<'_>) -> Vec<MessageView> {

@@ -13,6 +13,7 @@ use azq::config::MESSAGE_TEXT_BYTES_MAX;
 use azq::error::StorageError;
 use bytes::BytesMut;
 
+/// The `xml_message` property on one input (see the module doc); panics when it breaks.
 pub fn check(data: &[u8]) {
     match message_text(data) {
         Ok(text) => {

@@ -6,11 +6,13 @@
 
 use std::collections::VecDeque;
 
+use azq::random::SplitMix64;
+
 use crate::connection::Response;
 use crate::metrics::{Measurements, Operation};
 use crate::retry::{is_retriable, RetryPolicy};
 use crate::scenario::{Lane, Role, Scenario, Step};
-use crate::schedule::{LoadModel, Pacer, SplitMix64, Timing, NANOSECONDS_PER_SECOND};
+use crate::schedule::{lane_random, LoadModel, Pacer, Timing, NANOSECONDS_PER_SECOND};
 use crate::wire::{listed_messages, parse_timestamp};
 use crate::workers::{crashes, WorkerPlan};
 
@@ -101,7 +103,7 @@ impl LaneRun {
             budget,
             done: false,
             retry: None,
-            random: SplitMix64::for_lane(plan.seed, lane_index),
+            random: lane_random(plan.seed, lane_index),
             backoff_ns: 0,
             lease_end_ns: 0,
         }

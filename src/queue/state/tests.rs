@@ -1,11 +1,11 @@
-//! Tests of `ShardState`: a table per command including every error, the lag rules, a property
-//! test against a naive `Vec` model, and a deterministic simulation that checks the invariants
-//! after every step. Randomised tests use fixed seeds and print the failing one.
+//! Tests of `ShardState`: a table per command including every error, the lag rules, and a
+//! deterministic simulation that checks the invariants after every step. Randomised tests use
+//! fixed seeds and print the failing one. The property test against a naive model is in
+//! tests/fuzz_replay.rs, which drives the `shard_state` fuzz target's model with seeded input.
 
 use super::*;
 use crate::queue::slab::NONE;
 
-mod model;
 mod simulation;
 
 /// A realistic "now": 2023-11-14.
@@ -518,8 +518,9 @@ fn delete_queue_frees_every_message() {
     put(&mut state, "q", "delayed", 30, Some(60), NOW);
     put(&mut state, "q", "leased", 0, Some(60), NOW);
     put(&mut state, "other", "kept", 0, Some(60), NOW);
-    get(&mut state, "q", 1, 30, NOW); // leases "visible"
-                                      // An out-of-order message: lease "never" and let the lease run out behind "leased".
+    // Lease "visible"; then an out-of-order message: lease "never" and let the lease run out
+    // behind "leased".
+    get(&mut state, "q", 1, 30, NOW);
     let leased = get(&mut state, "q", 1, 1, NOW);
     assert_eq!(texts(&leased), ["never"]);
     peek(&mut state, "q", 1, NOW + 1_000);

@@ -7,7 +7,7 @@
 use std::collections::{HashMap, HashSet};
 
 use super::*;
-use crate::clock::{Clock, ManualClock};
+use crate::time::{Clock, ManualClock};
 
 const QUEUES: usize = 5;
 

@@ -1,7 +1,20 @@
-//! Time as the rest of azq sees it: milliseconds since the Unix epoch, read through a `Clock`.
+//! Time as the rest of azq sees it: milliseconds since the Unix epoch, read through a `Clock`,
+//! and the two textual forms the protocol uses for it.
+//!
+//! - `civil`: calendar dates to and from epoch seconds (the only calendar arithmetic).
+//! - `rfc1123`: `Sun, 22 Nov 2026 00:00:00 GMT`, for headers and message times, with a
+//!   per-second cache of the `Date` header.
+//! - `iso8601`: reading SAS and access-policy instants; writing error times.
 //!
 //! Only the runtime reads the system clock; the queue state is handed `now_ms` with every command,
 //! so tests and simulations drive it with a `ManualClock` and never sleep.
+
+pub mod civil;
+pub mod iso8601;
+pub mod rfc1123;
+
+pub use iso8601::{format_iso8601_7, parse_iso8601_ms};
+pub use rfc1123::{rfc1123, rfc1123_cached, RFC1123_BYTES};
 
 use std::cell::Cell;
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -18,11 +31,16 @@ pub struct SystemClock;
 
 impl Clock for SystemClock {
     fn now_ms(&self) -> u64 {
-        SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map(|elapsed| elapsed.as_millis() as u64)
-            .unwrap_or(0)
+        unix_ms()
     }
+}
+
+/// The machine's wall clock, ms since the Unix epoch (0 if it is set before 1970).
+pub fn unix_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|elapsed| elapsed.as_millis() as u64)
+        .unwrap_or(0)
 }
 
 /// A clock that moves only when told to, for deterministic tests.

@@ -1,13 +1,18 @@
-//! ISO 8601 instants as Azure accepts them in SAS tokens (`st`, `se`) and stored access policies
-//! (`Start`, `Expiry`): `2026-11-22`, `2026-11-22T00:00Z`, `2026-11-22T00:00:00Z`,
-//! `2026-11-22T00:00:00.1234567Z`, with `Z` or a `±hh:mm` offset. Converted to milliseconds since
-//! the Unix epoch, the unit of every clock reading in azq.
+//! ISO 8601 instants. Read as Azure accepts them in SAS tokens (`st`, `se`) and stored access
+//! policies (`Start`, `Expiry`): `2026-11-22`, `2026-11-22T00:00Z`, `2026-11-22T00:00:00Z`,
+//! `2026-11-22T00:00:00.1234567Z`, with `Z` or a `±hh:mm` offset, into milliseconds since the
+//! Unix epoch, the unit of every clock reading in azq. Written as Azure writes the time of an
+//! error: seven fractional digits and `Z`.
+
+use super::civil::{civil_from_unix_s, days_in_month, put_digits, unix_s_from_civil, Civil};
 
 /// Earliest year accepted: instants before the epoch do not fit `u64` milliseconds, and no SAS
 /// token or access policy needs one.
 const YEAR_MIN: u32 = 1970;
 const MS_PER_MINUTE: i64 = 60_000;
-const MS_PER_DAY: i64 = 86_400_000;
+
+/// Length of an instant as `format_iso8601_7` writes it: `2026-11-22T00:00:00.0000000Z`.
+pub const ISO8601_7_BYTES: usize = 28;
 
 /// Parses one instant; `None` when the text is not one of the accepted forms or names an
 /// impossible date or time.
@@ -21,11 +26,22 @@ pub fn parse_iso8601_ms(text: &str) -> Option<u64> {
     let month = cursor.number(2)?;
     cursor.literal(b'-')?;
     let day = cursor.number(2)?;
-    if year < YEAR_MIN || !(1..=12).contains(&month) || day == 0 || day > days_in_month(year, month)
+    if year < YEAR_MIN
+        || !(1..=12).contains(&month)
+        || day == 0
+        || day > days_in_month(i64::from(year), month)
     {
         return None;
     }
-    let date_ms = days_since_epoch(year, month, day) * MS_PER_DAY;
+    let midnight = Civil {
+        year: i64::from(year),
+        month,
+        day,
+        hour: 0,
+        minute: 0,
+        second: 0,
+    };
+    let date_ms = i64::try_from(unix_s_from_civil(midnight)?).ok()? * 1000;
     if cursor.is_done() {
         return u64::try_from(date_ms).ok();
     }
@@ -136,29 +152,19 @@ impl Cursor<'_> {
     }
 }
 
-fn is_leap_year(year: u32) -> bool {
-    (year % 4 == 0 && year % 100 != 0) || year % 400 == 0
-}
-
-fn days_in_month(year: u32, month: u32) -> u32 {
-    match month {
-        2 if is_leap_year(year) => 29,
-        2 => 28,
-        4 | 6 | 9 | 11 => 30,
-        _ => 31,
-    }
-}
-
-/// Days from 1970-01-01 to the given proleptic Gregorian date (Howard Hinnant's
-/// `days_from_civil`: count from a March-based year so the leap day falls last).
-fn days_since_epoch(year: u32, month: u32, day: u32) -> i64 {
-    let year = i64::from(if month <= 2 { year - 1 } else { year });
-    let era = year / 400;
-    let year_of_era = year - era * 400;
-    let month_from_march = i64::from((month + 9) % 12);
-    let day_of_year = (153 * month_from_march + 2) / 5 + i64::from(day) - 1;
-    let day_of_era = year_of_era * 365 + year_of_era / 4 - year_of_era / 100 + day_of_year;
-    era * 146_097 + day_of_era - 719_468
+/// Formats `unix_ms` as `2026-11-22T00:00:00.1230000Z`: milliseconds, then zeros to seven
+/// fractional digits, the form of the `Time` line of Azure's error messages.
+pub fn format_iso8601_7(unix_ms: u64) -> [u8; ISO8601_7_BYTES] {
+    let civil = civil_from_unix_s(unix_ms / 1000);
+    let mut text = *b"0000-00-00T00:00:00.0000000Z";
+    put_digits(&mut text[0..4], civil.year.clamp(0, 9999) as u64);
+    put_digits(&mut text[5..7], u64::from(civil.month));
+    put_digits(&mut text[8..10], u64::from(civil.day));
+    put_digits(&mut text[11..13], u64::from(civil.hour));
+    put_digits(&mut text[14..16], u64::from(civil.minute));
+    put_digits(&mut text[17..19], u64::from(civil.second));
+    put_digits(&mut text[20..23], unix_ms % 1000);
+    text
 }
 
 #[cfg(test)]
@@ -188,6 +194,19 @@ mod tests {
         ];
         for &(text, expected) in cases {
             assert_eq!(parse_iso8601_ms(text), Some(expected), "{text}");
+        }
+    }
+
+    #[test]
+    fn formatted_instants_read_back() {
+        let cases = [
+            (0, "1970-01-01T00:00:00.0000000Z"),
+            (NOVEMBER_22_MS + 1_056_123, "2026-11-22T00:17:36.1230000Z"),
+            (253_402_300_799_999, "9999-12-31T23:59:59.9990000Z"),
+        ];
+        for (unix_ms, text) in cases {
+            assert_eq!(&format_iso8601_7(unix_ms), text.as_bytes());
+            assert_eq!(parse_iso8601_ms(text), Some(unix_ms), "{text}");
         }
     }
 

@@ -1,0 +1,62 @@
+//! azq's own endpoints under `/_azq/` (no account name can start with `_`, so they never shadow
+//! an account): `GET /_azq/health`, unauthenticated, for container health checks, load
+//! balancers and `azq healthcheck`. 200 once every shard serves, 503 while starting or draining,
+//! with a small JSON body.
+
+use bytes::{BufMut, BytesMut};
+
+use crate::error::StorageError;
+use crate::http::{Method, Request};
+use crate::queue::Reply;
+
+use super::super::plan::fail;
+use super::super::response::Responder;
+use super::super::{Health, Operation, Plan, ResponsePlan, Step};
+
+/// The prefix of every azq endpoint.
+pub const ADMIN_PATH_PREFIX: &[u8] = b"/_azq/";
+
+/// The plan of a request to `/_azq/...`.
+pub fn plan(request: &Request) -> Plan {
+    match (request.method, request.path()) {
+        (Method::Get | Method::Head, b"/_azq/health") => Plan {
+            step: Step::Answer(Reply::Done),
+            response: ResponsePlan {
+                operation: Some(Operation::Health),
+                ..ResponsePlan::default()
+            },
+            auth_failure: None,
+        },
+        (_, b"/_azq/health") => fail(Some(Operation::Health), StorageError::UnsupportedHttpVerb),
+        _ => fail(None, StorageError::InvalidUri),
+    }
+}
+
+/// 200 `{"status":"serving",…}` when every shard serves, else 503 with `starting` or `draining`.
+pub fn health_response(
+    responder: &Responder<'_>,
+    health: &Health,
+    shards: usize,
+    out: &mut BytesMut,
+) {
+    let lifecycle = &health.lifecycle;
+    let (status, state) = if lifecycle.serving() {
+        (200, "serving")
+    } else if lifecycle.stop_requested() {
+        (503, "draining")
+    } else {
+        (503, "starting")
+    };
+    let uptime_s = responder.now_ms().saturating_sub(lifecycle.started_ms()) / 1000;
+    let mut response = responder.start(status, out);
+    response.header("Content-Type", b"application/json");
+    // Every value is a number or one of a few fixed ASCII words: nothing to escape.
+    response.body().put_slice(
+        format!(
+            "{{\"status\":\"{state}\",\"shards\":{},\"backend\":\"{}\",\"uptime_s\":{uptime_s}}}",
+            shards, health.backend
+        )
+        .as_bytes(),
+    );
+    response.finish();
+}

@@ -1,0 +1,253 @@
+//! The machinery of planning, the first half of the request path: routing (method, host, path,
+//! query) to an operation, authentication, and the checks every operation shares (the secondary
+//! endpoint is read-only, `timeout`), which leave an `Authorized` request for the operation's own
+//! planning in `ops/`. `Service::plan` (api/mod.rs) runs the steps in order. The query is decoded
+//! once, before routing; whatever the response needs from the request travels in the plan's
+//! `ResponsePlan`.
+
+use std::cell::Cell;
+use std::net::IpAddr;
+
+use crate::auth::{Access, AuthFailure, PermissionSet, RequestContext, StoredPolicy};
+use crate::error::StorageError;
+use crate::http::{Query, Request};
+use crate::queue::{self, Command, QueueKey, Replicas, SignedIdentifier};
+use crate::time::parse_iso8601_ms;
+
+use super::router::{self, Operation, Route};
+use super::{cors, validate, ListingEcho, Plan, ResponsePlan, Service, Step};
+
+/// What an operation's planning reads: the request, where it goes, its decoded query, this
+/// shard's copy of the replicated settings and the shard count.
+pub(super) struct Planning<'a> {
+    pub request: &'a Request,
+    pub route: &'a Route<'a>,
+    pub query: &'a Query<'a>,
+    pub replicas: &'a Replicas,
+    pub shards: usize,
+    /// `host:port` the client addressed (its `Host` header, else the listener's address).
+    pub authority: &'a str,
+}
+
+impl Planning<'_> {
+    /// The queue the URL names, validated.
+    pub fn queue_key(&self) -> Result<QueueKey, StorageError> {
+        let name = self.route.queue.ok_or(StorageError::InvalidUri)?;
+        validate::queue_name(name)?;
+        Ok(QueueKey {
+            account: self.route.account.to_string(),
+            name: name.to_string(),
+        })
+    }
+
+    /// The shard that owns `queue`.
+    pub fn owner(&self, queue: &QueueKey) -> usize {
+        queue::shard_for(queue, self.shards)
+    }
+
+    /// `command` for the shard that owns its queue.
+    pub fn on_owner(&self, command: Command) -> Step {
+        let shard = command.queue().map_or(0, |queue| self.owner(queue));
+        Step::Shard { shard, command }
+    }
+}
+
+/// A request that passed authentication and the common checks, ready for its operation.
+pub(super) struct Authorized<'a> {
+    pub planning: Planning<'a>,
+    response: ResponsePlan,
+    /// The version of the queue ACL whose stored policy authorized the request, if one did.
+    acl_version: Option<u64>,
+}
+
+impl Authorized<'_> {
+    /// The plan, once the operation planned its step (and, for List Queues, its echo).
+    pub fn plan(self, planned: Result<(Step, Option<ListingEcho>), StorageError>) -> Plan {
+        let mut response = self.response;
+        let step = match planned {
+            // The owner confirms that the policy used is still the queue's.
+            Ok((Step::Shard { shard, command }, _)) => match self.acl_version {
+                Some(acl_version) => Step::Shard {
+                    shard,
+                    command: Command::WithStoredPolicy {
+                        acl_version,
+                        command: Box::new(command),
+                    },
+                },
+                None => Step::Shard { shard, command },
+            },
+            Ok((step, listing)) => {
+                response.listing = listing;
+                step
+            }
+            Err(error) => Step::Fail(error),
+        };
+        Plan {
+            step,
+            response,
+            auth_failure: None,
+        }
+    }
+}
+
+impl Service {
+    /// Routes `request`.
+    pub(super) fn route<'r>(
+        &self,
+        request: &'r Request,
+        query: &Query<'_>,
+    ) -> Result<Route<'r>, StorageError> {
+        router::route(
+            request.method,
+            request.header_str("host"),
+            request.path(),
+            query,
+            |name| self.is_account(name),
+            self.host_style_enabled,
+        )
+    }
+
+    /// Authenticates `request` and runs the checks every operation shares; a failure is the plan
+    /// (boxed: failures are rare, and a plan is large). `now_ms` is the time used for SAS windows,
+    /// `peer` the client's address for SAS IP ranges, `replicas` this shard's copy of the
+    /// replicated settings.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn authorize<'a>(
+        &'a self,
+        request: &'a Request,
+        query: &'a Query<'a>,
+        route: &'a Route<'a>,
+        now_ms: u64,
+        peer: IpAddr,
+        replicas: &'a Replicas,
+    ) -> Result<Authorized<'a>, Box<Plan>> {
+        let operation = route.operation;
+        let response = ResponsePlan {
+            operation: Some(operation),
+            cors: cors::actual_request(
+                request.header_str("origin"),
+                request.method.as_str(),
+                &replicas.service_properties(route.account).cors,
+            ),
+            listing: None,
+        };
+        let acl_version = Cell::new(None);
+        if let Err(failure) =
+            self.authenticate(request, query, route, now_ms, peer, replicas, &acl_version)
+        {
+            return Err(Box::new(Plan {
+                step: Step::Fail(StorageError::from(failure.clone())),
+                response,
+                auth_failure: Some(failure),
+            }));
+        }
+        let common = if route.secondary && !operation.is_read_only() {
+            Err(StorageError::InsufficientAccountPermissions)
+        } else {
+            validate::integer_parameter(query, "timeout", 0..=i64::MAX).map(|_| ())
+        };
+        if let Err(error) = common {
+            return Err(Box::new(Plan {
+                step: Step::Fail(error),
+                response,
+                auth_failure: None,
+            }));
+        }
+        Ok(Authorized {
+            planning: Planning {
+                request,
+                route,
+                query,
+                replicas,
+                shards: self.shards,
+                authority: request
+                    .header_str("host")
+                    .unwrap_or(&self.default_authority),
+            },
+            response,
+            acl_version: acl_version.get(),
+        })
+    }
+
+    /// Authenticates `request`. A service SAS with `si` takes its terms from `replicas`; the
+    /// version of the ACL it used is left in `acl_version` for the owner to confirm.
+    #[allow(clippy::too_many_arguments)]
+    fn authenticate(
+        &self,
+        request: &Request,
+        query: &Query<'_>,
+        route: &Route<'_>,
+        now_ms: u64,
+        peer: IpAddr,
+        replicas: &Replicas,
+        acl_version: &Cell<Option<u64>>,
+    ) -> Result<(), AuthFailure> {
+        let access = match route.operation {
+            Operation::Preflight | Operation::Health => return Ok(()),
+            Operation::GetServiceProperties => Access::GET_SERVICE_PROPERTIES,
+            Operation::SetServiceProperties => Access::SET_SERVICE_PROPERTIES,
+            Operation::GetServiceStats => Access::GET_SERVICE_STATS,
+            Operation::ListQueues => Access::LIST_QUEUES,
+            Operation::CreateQueue => Access::CREATE_QUEUE,
+            Operation::DeleteQueue => Access::DELETE_QUEUE,
+            Operation::GetQueueMetadata => Access::GET_QUEUE_METADATA,
+            Operation::SetQueueMetadata => Access::SET_QUEUE_METADATA,
+            Operation::GetQueueAcl => Access::GET_QUEUE_ACL,
+            Operation::SetQueueAcl => Access::SET_QUEUE_ACL,
+            Operation::PutMessage => Access::PUT_MESSAGE,
+            Operation::GetMessages => Access::GET_MESSAGES,
+            Operation::PeekMessages => Access::PEEK_MESSAGES,
+            Operation::ClearMessages => Access::CLEAR_MESSAGES,
+            Operation::UpdateMessage => Access::UPDATE_MESSAGE,
+            Operation::DeleteMessage => Access::DELETE_MESSAGE,
+        };
+        let context = RequestContext {
+            account_name: route.account,
+            secondary: route.secondary,
+            queue_name: route.queue,
+            now_ms,
+            client_ip: peer,
+            secure_transport: false,
+        };
+        let stored_policy = |identifier: &str| {
+            let queue = QueueKey {
+                account: route.account.to_string(),
+                name: route.queue?.to_string(),
+            };
+            let (version, identifiers) = replicas.queue_acl(&queue)?;
+            let policy = identifiers.iter().find(|entry| entry.id == identifier)?;
+            acl_version.set(Some(version));
+            Some(stored_policy(policy))
+        };
+        self.authenticator
+            .borrow_mut()
+            .authenticate(request, query, &context, access, &stored_policy)
+            .map(|_principal| ())
+    }
+}
+
+/// The plan of a request that failed before it had an operation's step.
+pub(super) fn fail(operation: Option<Operation>, error: StorageError) -> Plan {
+    Plan {
+        step: Step::Fail(error),
+        response: ResponsePlan {
+            operation,
+            ..ResponsePlan::default()
+        },
+        auth_failure: None,
+    }
+}
+
+/// A stored access policy in the form SAS verification takes; its texts were validated when the
+/// ACL was set, so a field that does not read is one the policy does not have.
+fn stored_policy(identifier: &SignedIdentifier) -> StoredPolicy {
+    let policy = identifier.access_policy.as_ref();
+    let time = |text: Option<&String>| text.and_then(|text| parse_iso8601_ms(text));
+    StoredPolicy {
+        start_ms: time(policy.and_then(|policy| policy.start.as_ref())),
+        expiry_ms: time(policy.and_then(|policy| policy.expiry.as_ref())),
+        permissions: policy
+            .and_then(|policy| policy.permission.as_deref())
+            .and_then(PermissionSet::parse),
+    }
+}

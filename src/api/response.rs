@@ -1,0 +1,166 @@
+//! The machinery of answering, the second half of the request path: the status line and the
+//! headers every response carries (`Server`, `x-ms-request-id`, `x-ms-version` echoed or the
+//! latest, `x-ms-client-request-id`, `Date` from a per-second cache, `Connection`), errors in
+//! Azure's XML, and the request's CORS headers last, once the others are known. Each operation's
+//! own headers and body are written by its file in `ops/`; `Service::respond` (api/mod.rs)
+//! dispatches to them.
+
+use bytes::BytesMut;
+
+use crate::config::API_VERSION_LATEST;
+use crate::error::StorageError;
+use crate::http::{Method, Request, ResponseWriter};
+use crate::queue::Reply;
+use crate::time;
+
+use super::{ids, xml, CorsHeaders, Service};
+
+/// The `Server` header value.
+const SERVER: &str = concat!("azq/", env!("CARGO_PKG_VERSION"));
+
+/// What an operation's response writer gives back: `Err` with the reply when the reply is not
+/// one the operation can answer with (a bug; the client gets 500 `InternalError`).
+pub(super) type Written = Result<(), Reply>;
+
+impl Service {
+    /// Answers a request the HTTP layer could not parse (there is no `Request` to echo from).
+    pub fn respond_unparsed(error: StorageError, now_ms: u64, out: &mut BytesMut) {
+        let request_id = ids::hyphenated(ids::request_id());
+        let mut writer = ResponseWriter::start(out, error.status(), false);
+        writer.header("Server", SERVER.as_bytes());
+        writer.header("x-ms-request-id", &request_id);
+        writer.header("x-ms-version", API_VERSION_LATEST.as_bytes());
+        writer.header("x-ms-error-code", error.code().as_bytes());
+        writer.header("Date", &time::rfc1123_cached(now_ms));
+        writer.header("Connection", b"close");
+        writer.header("Content-Type", b"application/xml");
+        xml::error(writer.body(), error, &request_id, now_ms);
+        writer.finish();
+    }
+}
+
+/// What every response to one request shares.
+pub(super) struct Responder<'a> {
+    request: &'a Request,
+    request_id: [u8; 36],
+    now_ms: u64,
+    cors: Option<&'a CorsHeaders>,
+}
+
+impl<'a> Responder<'a> {
+    /// The responder for one request, with a fresh request ID.
+    pub fn new(request: &'a Request, now_ms: u64, cors: Option<&'a CorsHeaders>) -> Self {
+        Responder {
+            request,
+            request_id: ids::hyphenated(ids::request_id()),
+            now_ms,
+            cors,
+        }
+    }
+
+    /// The time the response is written, ms since the epoch.
+    pub fn now_ms(&self) -> u64 {
+        self.now_ms
+    }
+
+    /// Writes the status line and the headers every response carries; the CORS ones follow
+    /// when the head closes.
+    pub fn start<'o>(&self, status: u16, out: &'o mut BytesMut) -> Response<'o, 'a> {
+        let request = self.request;
+        let mut writer = ResponseWriter::start(out, status, request.method == Method::Head);
+        writer.header("Server", SERVER.as_bytes());
+        writer.header("x-ms-request-id", &self.request_id);
+        writer.header(
+            "x-ms-version",
+            request
+                .header("x-ms-version")
+                .unwrap_or(API_VERSION_LATEST.as_bytes()),
+        );
+        if let Some(client_request_id) = request.header("x-ms-client-request-id") {
+            writer.header("x-ms-client-request-id", client_request_id);
+        }
+        writer.header("Date", &time::rfc1123_cached(self.now_ms));
+        if !request.keep_alive {
+            writer.header("Connection", b"close");
+        } else if request.version_minor == 0 {
+            writer.header("Connection", b"keep-alive");
+        }
+        Response {
+            writer,
+            cors: self.cors,
+            head_open: true,
+        }
+    }
+
+    /// A response with `status` and no body of its own.
+    pub fn empty(&self, status: u16, out: &mut BytesMut) {
+        self.start(status, out).finish();
+    }
+
+    /// A response with `status` and no body, the answer of an operation that only changes
+    /// something (`Reply::Done`).
+    pub fn done(&self, status: u16, reply: Reply, out: &mut BytesMut) -> Written {
+        let Reply::Done = reply else {
+            return Err(reply);
+        };
+        self.empty(status, out);
+        Ok(())
+    }
+
+    /// A response with `status` and an XML body that `body` encodes.
+    pub fn xml(&self, status: u16, out: &mut BytesMut, body: impl FnOnce(&mut BytesMut)) {
+        let mut response = self.start(status, out);
+        response.header("Content-Type", b"application/xml");
+        body(response.body());
+        response.finish();
+    }
+
+    /// Azure's error response: status, `x-ms-error-code` and the XML error body.
+    pub fn error(&self, error: StorageError, out: &mut BytesMut) {
+        let mut response = self.start(error.status(), out);
+        response.header("x-ms-error-code", error.code().as_bytes());
+        response.header("Content-Type", b"application/xml");
+        xml::error(response.body(), error, &self.request_id, self.now_ms);
+        response.finish();
+    }
+}
+
+/// A response being written: `ResponseWriter` plus the request's CORS headers, which go last
+/// in the head because the exposed headers are chosen among the others.
+pub(super) struct Response<'o, 'c> {
+    writer: ResponseWriter<'o>,
+    cors: Option<&'c CorsHeaders>,
+    head_open: bool,
+}
+
+impl Response<'_, '_> {
+    /// Adds a header.
+    pub fn header(&mut self, name: &str, value: &[u8]) {
+        self.writer.header(name, value);
+    }
+
+    /// Adds a header with a decimal value.
+    pub fn header_decimal(&mut self, name: &str, value: u64) {
+        self.writer.header_decimal(name, value);
+    }
+
+    fn close_head(&mut self) {
+        if std::mem::take(&mut self.head_open) {
+            if let Some(cors) = self.cors {
+                cors.write(&mut self.writer);
+            }
+        }
+    }
+
+    /// Closes the head (CORS headers last) and returns the buffer to encode the body into.
+    pub fn body(&mut self) -> &mut BytesMut {
+        self.close_head();
+        self.writer.body()
+    }
+
+    /// Completes the response.
+    pub fn finish(mut self) {
+        self.close_head();
+        self.writer.finish();
+    }
+}

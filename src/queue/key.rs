@@ -1,0 +1,340 @@
+//! The names queue commands carry: `QueueKey` (account and queue name), `MessageId` (a UUID in
+//! its hyphenated form) and `PopReceipt` (where a message lives and which lease of it the holder
+//! owns, 16 base64 characters), and `shard_for`, the plain function that says which shard owns a
+//! queue. Everything else in `queue/` builds on these; they depend on nothing in it.
+
+/// Identifies a queue: the account it belongs to and its name.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct QueueKey {
+    /// The primary account's name, never with `-secondary`: both endpoints reach one queue.
+    pub account: String,
+    /// 3-63 characters of `[a-z0-9-]`, validated before any command is built.
+    pub name: String,
+}
+
+/// A message ID: a UUID, rendered in its hyphenated lowercase form.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct MessageId(pub u128);
+
+/// A pop receipt: where the message lives and which lease of it the holder owns.
+/// Encoded for the client as base64 of 12 little-endian bytes (slot, generation, lease).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct PopReceipt {
+    /// The message's slab slot.
+    pub slot: u32,
+    /// The slot's generation when the message was stored; a reused slot has another.
+    pub generation: u32,
+    /// Which lease of the message this receipt belongs to; each Get and Update makes a new one.
+    pub lease: u32,
+}
+
+/// Length of a message ID in its hyphenated form (`8-4-4-4-12` hex digits).
+const MESSAGE_ID_TEXT_BYTES: usize = 36;
+/// Where the hyphenated form has its hyphens.
+const MESSAGE_ID_HYPHEN_POSITIONS: [usize; 4] = [8, 13, 18, 23];
+
+impl MessageId {
+    /// Parses the hyphenated form, hex digits in either case. Anything else (braces, a `urn:`
+    /// prefix, the simple 32-digit form, stray characters) is `None`: Azure only ever hands out
+    /// the hyphenated form, so a client that sends another one did not get it from us.
+    pub fn parse(text: &str) -> Option<MessageId> {
+        let bytes = text.as_bytes();
+        if bytes.len() != MESSAGE_ID_TEXT_BYTES {
+            return None;
+        }
+        let mut value: u128 = 0;
+        for (position, &byte) in bytes.iter().enumerate() {
+            if MESSAGE_ID_HYPHEN_POSITIONS.contains(&position) {
+                if byte != b'-' {
+                    return None;
+                }
+                continue;
+            }
+            let digit = (byte as char).to_digit(16)?;
+            value = (value << 4) | u128::from(digit);
+        }
+        Some(MessageId(value))
+    }
+}
+
+impl std::fmt::Display for MessageId {
+    /// The hyphenated lowercase form, written from a stack buffer (no allocation).
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        const DIGITS: &[u8; 16] = b"0123456789abcdef";
+        let mut text = [b'-'; MESSAGE_ID_TEXT_BYTES];
+        let mut remaining = self.0;
+        for position in (0..MESSAGE_ID_TEXT_BYTES).rev() {
+            if MESSAGE_ID_HYPHEN_POSITIONS.contains(&position) {
+                continue;
+            }
+            text[position] = DIGITS[(remaining & 0xf) as usize];
+            remaining >>= 4;
+        }
+        // Every byte written above is an ASCII hex digit or a hyphen.
+        let text = std::str::from_utf8(&text).map_err(|_| std::fmt::Error)?;
+        formatter.write_str(text)
+    }
+}
+
+impl PopReceipt {
+    /// Bytes of the receipt before base64: slot, generation and lease, each a little-endian `u32`.
+    const RAW_BYTES: usize = 12;
+    /// Length of the encoded receipt: 12 bytes are exactly four base64 groups, so no padding.
+    pub const ENCODED_BYTES: usize = 16;
+
+    /// Appends the receipt's base64 form (standard alphabet, 16 characters) to `out` without
+    /// building an intermediate `String`.
+    pub fn encode_into(&self, out: &mut impl bytes::BufMut) {
+        use base64::Engine as _;
+        let raw = self.to_raw();
+        let mut encoded = [0u8; Self::ENCODED_BYTES];
+        let written = base64::engine::general_purpose::STANDARD
+            .encode_slice(raw, &mut encoded)
+            .unwrap_or(0);
+        // 12 bytes always encode to exactly 16 characters; anything else is a bug in this function.
+        assert_eq!(written, Self::ENCODED_BYTES);
+        out.put_slice(&encoded);
+    }
+
+    /// Decodes a receipt as sent by a client (after URL decoding). `None` for anything that is
+    /// not exactly 16 characters of canonical standard base64; the api layer answers
+    /// 400 `InvalidQueryParameterValue` for it. A well-formed receipt that points at no message
+    /// is the state's business (404 `MessageNotFound`), not this function's.
+    pub fn decode(text: &str) -> Option<PopReceipt> {
+        use base64::Engine as _;
+        if text.len() != Self::ENCODED_BYTES {
+            return None;
+        }
+        // Decoding 16 characters needs room for 12 bytes; the engine wants slack for its estimate.
+        let mut raw = [0u8; Self::RAW_BYTES + 3];
+        let decoded = base64::engine::general_purpose::STANDARD
+            .decode_slice(text.as_bytes(), &mut raw)
+            .ok()?;
+        if decoded != Self::RAW_BYTES {
+            return None;
+        }
+        let word = |index: usize| {
+            u32::from_le_bytes([
+                raw[index * 4],
+                raw[index * 4 + 1],
+                raw[index * 4 + 2],
+                raw[index * 4 + 3],
+            ])
+        };
+        Some(PopReceipt {
+            slot: word(0),
+            generation: word(1),
+            lease: word(2),
+        })
+    }
+
+    fn to_raw(self) -> [u8; Self::RAW_BYTES] {
+        let mut raw = [0u8; Self::RAW_BYTES];
+        raw[0..4].copy_from_slice(&self.slot.to_le_bytes());
+        raw[4..8].copy_from_slice(&self.generation.to_le_bytes());
+        raw[8..12].copy_from_slice(&self.lease.to_le_bytes());
+        raw
+    }
+}
+
+/// Fixed hash seeds: the queue → shard mapping must be the same on every shard and every run
+/// (the digits of pi, nothing up the sleeve).
+const SHARD_HASH_SEEDS: [u64; 4] = [
+    0x243f_6a88_85a3_08d3,
+    0x1319_8a2e_0370_7344,
+    0xa409_3822_299f_31d0,
+    0x082e_fa98_ec4e_6c89,
+];
+
+/// The shard, in `0..shards`, that owns `queue`. A plain function of the key, as glommio's
+/// `ShardFn` wants, stable across runs of the same binary.
+pub fn shard_for(queue: &QueueKey, shards: usize) -> usize {
+    assert!((1..=crate::config::SHARDS_MAX).contains(&shards));
+    let [k0, k1, k2, k3] = SHARD_HASH_SEEDS;
+    let hash = ahash::RandomState::with_seeds(k0, k1, k2, k3).hash_one(queue);
+    (hash % shards as u64) as usize
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(account: &str, name: &str) -> QueueKey {
+        QueueKey {
+            account: account.to_string(),
+            name: name.to_string(),
+        }
+    }
+
+    #[test]
+    fn shard_for_is_in_range_and_stable() {
+        for shards in [1, 2, 3, 7, 256] {
+            for index in 0..200 {
+                let queue = key("devstoreaccount1", &format!("queue-{index}"));
+                let shard = shard_for(&queue, shards);
+                assert!(shard < shards);
+                assert_eq!(shard, shard_for(&queue.clone(), shards));
+            }
+        }
+        assert_eq!(shard_for(&key("a", "q"), 1), 0);
+    }
+
+    #[test]
+    fn shard_for_spreads_queues() {
+        let shards = 4;
+        let mut counts = [0usize; 4];
+        for index in 0..4000 {
+            counts[shard_for(&key("devstoreaccount1", &format!("q{index}")), shards)] += 1;
+        }
+        assert!(counts.iter().all(|&count| count > 800), "{counts:?}");
+    }
+
+    #[test]
+    fn shard_for_depends_on_the_account() {
+        let differing = (0..100)
+            .filter(|index| {
+                let name = format!("q{index}");
+                shard_for(&key("one", &name), 16) != shard_for(&key("two", &name), 16)
+            })
+            .count();
+        assert!(differing > 50);
+    }
+
+    #[test]
+    #[should_panic]
+    fn shard_for_zero_shards_is_a_bug() {
+        shard_for(&key("a", "q"), 0);
+    }
+
+    #[test]
+    fn message_id_display_is_hyphenated_lowercase() {
+        let id = MessageId(0x0123_4567_89ab_cdef_fedc_ba98_7654_3210);
+        assert_eq!(id.to_string(), "01234567-89ab-cdef-fedc-ba9876543210");
+        assert_eq!(
+            MessageId(0).to_string(),
+            "00000000-0000-0000-0000-000000000000"
+        );
+        assert_eq!(
+            MessageId(u128::MAX).to_string(),
+            "ffffffff-ffff-ffff-ffff-ffffffffffff"
+        );
+    }
+
+    #[test]
+    fn message_id_parse_table() {
+        let valid = [
+            (
+                "01234567-89ab-cdef-fedc-ba9876543210",
+                0x0123_4567_89ab_cdef_fedc_ba98_7654_3210,
+            ),
+            (
+                "01234567-89AB-CDEF-FEDC-BA9876543210",
+                0x0123_4567_89ab_cdef_fedc_ba98_7654_3210,
+            ),
+            ("00000000-0000-0000-0000-000000000000", 0),
+        ];
+        for (text, value) in valid {
+            assert_eq!(MessageId::parse(text), Some(MessageId(value)), "{text}");
+        }
+        let invalid = [
+            "",
+            "0123456789abcdeffedcba9876543210",
+            "{01234567-89ab-cdef-fedc-ba9876543210}",
+            "urn:uuid:01234567-89ab-cdef-fedc-ba9876543210",
+            "01234567-89ab-cdef-fedc-ba987654321",
+            "01234567-89ab-cdef-fedc-ba98765432100",
+            "01234567089ab-cdef-fedc-ba9876543210",
+            "0123456-789ab-cdef-fedc-ba9876543210",
+            "01234567-89ab-cdef-fedc-ba987654321g",
+            "01234567-89ab-cdef-fedc-ba987654321 ",
+            "+1234567-89ab-cdef-fedc-ba9876543210",
+            "01234567-89ab-cdef-fedc-ba98765432é",
+        ];
+        for text in invalid {
+            assert_eq!(MessageId::parse(text), None, "{text:?}");
+        }
+    }
+
+    #[test]
+    fn message_id_round_trips() {
+        let mut rng = fastrand::Rng::with_seed(0x1d);
+        for _ in 0..1000 {
+            let id = MessageId(rng.u128(..));
+            assert_eq!(MessageId::parse(&id.to_string()), Some(id));
+        }
+    }
+
+    fn encoded(receipt: PopReceipt) -> String {
+        let mut out = Vec::new();
+        receipt.encode_into(&mut out);
+        String::from_utf8(out).unwrap()
+    }
+
+    #[test]
+    fn pop_receipt_encoding_table() {
+        let table = [
+            (
+                PopReceipt {
+                    slot: 0,
+                    generation: 0,
+                    lease: 0,
+                },
+                "AAAAAAAAAAAAAAAA",
+            ),
+            (
+                PopReceipt {
+                    slot: 1,
+                    generation: 2,
+                    lease: 3,
+                },
+                "AQAAAAIAAAADAAAA",
+            ),
+            (
+                PopReceipt {
+                    slot: u32::MAX,
+                    generation: u32::MAX,
+                    lease: u32::MAX,
+                },
+                "////////////////",
+            ),
+        ];
+        for (receipt, text) in table {
+            assert_eq!(encoded(receipt), text);
+            assert_eq!(PopReceipt::decode(text), Some(receipt));
+        }
+    }
+
+    #[test]
+    fn pop_receipt_decode_rejects_malformed() {
+        let invalid = [
+            "",
+            "AQAAAAIAAAADAAA",
+            "AQAAAAIAAAADAAAAA",
+            "AQAAAAIAAAADAAAAAAAA",
+            "AQAAAAIAAAADAA==",
+            "AQAAAAIAAAADAAA=",
+            "AQAAAAIAAAADAA-_",
+            "AQAAAAIAAAADAA A",
+            "AQAAAAIAAAADAA%2",
+            "AQAAAAIAAAADAAé",
+        ];
+        for text in invalid {
+            assert_eq!(PopReceipt::decode(text), None, "{text:?}");
+        }
+    }
+
+    #[test]
+    fn pop_receipt_round_trips() {
+        let mut rng = fastrand::Rng::with_seed(0x9e);
+        for _ in 0..1000 {
+            let receipt = PopReceipt {
+                slot: rng.u32(..),
+                generation: rng.u32(..),
+                lease: rng.u32(..),
+            };
+            let text = encoded(receipt);
+            assert_eq!(text.len(), PopReceipt::ENCODED_BYTES);
+            assert_eq!(PopReceipt::decode(&text), Some(receipt));
+        }
+    }
+}

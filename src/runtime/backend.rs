@@ -1,0 +1,183 @@
+//! The seam between azq's runtime and the event loop under it. Everything above this trait (the
+//! shard's main task, the connection loop, the mesh, the timer task) is written once, generic
+//! over `Backend`; each backend provides a single-threaded executor on the current thread,
+//! timers, TCP sockets and bounded cross-thread channels:
+//!
+//! - `uring::IoUring`: glommio on io_uring, the default wherever the kernel allows io_uring
+//!   (Linux only);
+//! - `portable::Portable`: a tokio current-thread runtime per shard thread (epoll, kqueue or
+//!   IOCP), for machines and containers where io_uring is blocked (Docker's and containerd's
+//!   default seccomp profiles, gVisor, hardened kernels) and for systems other than Linux.
+//!
+//! Both keep the design: one thread per shard, pinned to its CPU where the system can pin, whose
+//! tasks share nothing with other shards' but bounded channels.
+
+use std::future::Future;
+use std::io;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use bytes::BytesMut;
+
+use crate::config::RuntimeChoice;
+
+/// A joined mesh end: the senders, and one receiver per peer (`None` at the shard's own index);
+/// or why the mesh could not be joined.
+pub type JoinedMesh<Senders, Receiver> = Result<(Senders, Vec<Option<Receiver>>), String>;
+
+/// A single-threaded event loop and its I/O, as one shard (or one azq-loadgen core) uses it.
+/// Every method but `run` must be called on a thread inside `run`.
+pub trait Backend: Sized + 'static {
+    /// The backend's name in the ready line and the health endpoint.
+    const NAME: &'static str;
+
+    /// A listening TCP socket of one shard.
+    type Listener;
+    /// A TCP connection, accepted or connected.
+    type Stream;
+    /// One shard's end of a full mesh of bounded channels carrying `T`, before the shard's
+    /// thread has joined it (it moves into that thread).
+    type MeshEnd<T: Send + 'static>: Send;
+    /// The joined sending side of a mesh: one channel to every other shard.
+    type MeshSenders<T: Send + 'static>;
+    /// The joined receiving side of a mesh from one peer, owned by the task that reads it.
+    type MeshReceiver<T: Send + 'static>;
+
+    /// Creates the event loop on the current thread, pinned to `cpu` where the system can pin,
+    /// and runs `main` on it to completion. An error is why the loop could not be created.
+    fn run<F: Future<Output = ()> + 'static>(cpu: usize, main: F) -> Result<(), String>;
+
+    /// Runs `future` on the current thread's loop, detached from the caller.
+    fn spawn<F: Future<Output = ()> + 'static>(future: F);
+
+    /// Completes after `duration`.
+    fn sleep(duration: Duration) -> impl Future<Output = ()>;
+
+    /// A full mesh of `shards` ends (one per shard) whose channels hold `capacity` values.
+    fn mesh<T: Send + 'static>(shards: usize, capacity: usize) -> Vec<Self::MeshEnd<T>>;
+
+    /// Joins a mesh end on its shard's thread, once every shard does (it waits for the others):
+    /// the senders, and one receiver per peer (`None` at the shard's own index).
+    fn join_mesh<T: Send + 'static>(
+        end: Self::MeshEnd<T>,
+    ) -> impl Future<Output = JoinedMesh<Self::MeshSenders<T>, Self::MeshReceiver<T>>>;
+
+    /// Sends `value` to shard `peer`, waiting while its channel is full (backpressure); false
+    /// when the peer has gone.
+    fn send_to<T: Send + 'static>(
+        senders: &Self::MeshSenders<T>,
+        peer: usize,
+        value: T,
+    ) -> impl Future<Output = bool>;
+
+    /// The next value from the receiver's peer; `None` once the peer has gone.
+    fn receive<T: Send + 'static>(
+        receiver: &mut Self::MeshReceiver<T>,
+    ) -> impl Future<Output = Option<T>>;
+
+    /// A listener on `address` with SO_REUSEPORT, so that every shard listens on the same
+    /// address and the kernel spreads connections between them.
+    fn bind(address: SocketAddr) -> io::Result<Self::Listener>;
+
+    /// The next connection, with Nagle's algorithm off, and its peer's address.
+    fn accept(
+        listener: &Self::Listener,
+    ) -> impl Future<Output = io::Result<(Self::Stream, SocketAddr)>>;
+
+    /// A connection to `address`, with Nagle's algorithm off.
+    fn connect(address: SocketAddr) -> impl Future<Output = io::Result<Self::Stream>>;
+
+    /// Appends what arrives next to `input`: the byte count, 0 at end of stream, or an error
+    /// (`TimedOut` when nothing arrived within `timeout`).
+    fn read(
+        stream: &mut Self::Stream,
+        input: &mut BytesMut,
+        timeout: Duration,
+    ) -> impl Future<Output = io::Result<usize>>;
+
+    /// Writes all of `bytes`.
+    fn write_all(stream: &mut Self::Stream, bytes: &[u8]) -> impl Future<Output = io::Result<()>>;
+
+    /// Closes the connection after what was written.
+    fn close(stream: Self::Stream) -> impl Future<Output = ()>;
+}
+
+/// The backend a run will use.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Selected {
+    /// glommio on io_uring.
+    IoUring,
+    /// tokio's current-thread runtime.
+    Portable,
+}
+
+impl Selected {
+    /// The backend's name in the ready line.
+    pub fn name(self) -> &'static str {
+        match self {
+            Selected::IoUring => "io_uring",
+            Selected::Portable => "portable",
+        }
+    }
+}
+
+/// Decides the backend for `choice`, probing io_uring for `Auto`. Returns the backend and, when
+/// `Auto` fell back to the portable one, why (one line for the log). `IoUring` is taken at its
+/// word where this build has io_uring, so that what it would do is what it does.
+pub fn select(choice: RuntimeChoice) -> Result<(Selected, Option<String>), String> {
+    match choice {
+        RuntimeChoice::Portable => Ok((Selected::Portable, None)),
+        RuntimeChoice::Auto => match io_uring_refusal() {
+            None => Ok((Selected::IoUring, None)),
+            Some(reason) => Ok((Selected::Portable, Some(reason))),
+        },
+        RuntimeChoice::IoUring if cfg!(all(target_os = "linux", feature = "io_uring")) => {
+            Ok((Selected::IoUring, None))
+        }
+        RuntimeChoice::IoUring => Err(format!(
+            "--runtime io_uring: {}",
+            io_uring_refusal().unwrap_or_default()
+        )),
+    }
+}
+
+/// Why io_uring cannot serve here, or `None` when it can.
+#[cfg(all(target_os = "linux", feature = "io_uring"))]
+pub fn io_uring_refusal() -> Option<String> {
+    super::uring::probe().err()
+}
+
+/// Why io_uring cannot serve here: this build has no io_uring backend.
+#[cfg(not(all(target_os = "linux", feature = "io_uring")))]
+pub fn io_uring_refusal() -> Option<String> {
+    Some(if cfg!(target_os = "linux") {
+        "this build of azq has no io_uring backend (built without the `io_uring` feature)"
+            .to_string()
+    } else {
+        "io_uring exists only on Linux".to_string()
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn runtime_names() {
+        assert_eq!(RuntimeChoice::parse("auto"), Some(RuntimeChoice::Auto));
+        assert_eq!(
+            RuntimeChoice::parse("io_uring"),
+            Some(RuntimeChoice::IoUring)
+        );
+        assert_eq!(
+            RuntimeChoice::parse("portable"),
+            Some(RuntimeChoice::Portable)
+        );
+        assert_eq!(RuntimeChoice::parse("epoll"), None);
+        assert_eq!(RuntimeChoice::parse(""), None);
+        assert_eq!(
+            select(RuntimeChoice::Portable),
+            Ok((Selected::Portable, None))
+        );
+    }
+}

@@ -1,0 +1,348 @@
+//! The io_uring backend: glommio, one `LocalExecutor` per shard thread, pinned to its CPU. Also
+//! the probe that tells, before any executor starts, whether io_uring will serve here: a
+//! seccomp profile that denies its system calls (Docker ≥ 25, containerd 2, GitHub Actions
+//! service containers), a kernel without it or too old for glommio (5.8), or a locked-memory
+//! limit below glommio's minimum would otherwise end in glommio's panic (or error) inside a
+//! shard thread.
+
+use std::future::Future;
+use std::io;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use bytes::BytesMut;
+use futures_lite::{AsyncBufReadExt, AsyncWriteExt};
+use glommio::channels::shared_channel::{self, ConnectedReceiver, ConnectedSender};
+use glommio::channels::shared_channel::{SharedReceiver, SharedSender};
+use glommio::net::{Preallocated, TcpListener, TcpStream};
+use glommio::{LocalExecutorBuilder, Placement};
+
+use super::backend::{Backend, JoinedMesh};
+use crate::config::IO_MEMORY_BYTES_PER_SHARD;
+
+/// Bytes of glommio's receive buffer per connection: each read copies only what arrived from it.
+const READ_BUFFER_BYTES: usize = 16 * 1024;
+
+/// glommio on io_uring.
+pub struct IoUring;
+
+/// One shard's end of the mesh before it is connected on its thread: glommio's shared
+/// channels to and from every other shard, addressed by shard index. (glommio's own
+/// `channel_mesh` numbers peers by executor creation order, which is not the shard order once
+/// each shard creates its executor on its own thread.)
+pub struct MeshEnd<T: Send + 'static> {
+    senders: Vec<Option<SharedSender<T>>>,
+    receivers: Vec<Option<SharedReceiver<T>>>,
+}
+
+impl Backend for IoUring {
+    const NAME: &'static str = "io_uring";
+
+    type Listener = TcpListener;
+    type Stream = TcpStream<Preallocated>;
+    type MeshEnd<T: Send + 'static> = MeshEnd<T>;
+    type MeshSenders<T: Send + 'static> = Vec<Option<ConnectedSender<T>>>;
+    type MeshReceiver<T: Send + 'static> = ConnectedReceiver<T>;
+
+    fn run<F: Future<Output = ()> + 'static>(cpu: usize, main: F) -> Result<(), String> {
+        let executor = LocalExecutorBuilder::new(Placement::Fixed(cpu))
+            .io_memory(IO_MEMORY_BYTES_PER_SHARD)
+            .make()
+            .map_err(|error| format!("cannot start io_uring on CPU {cpu}: {error}"))?;
+        executor.run(main);
+        Ok(())
+    }
+
+    fn spawn<F: Future<Output = ()> + 'static>(future: F) {
+        glommio::spawn_local(future).detach();
+    }
+
+    async fn sleep(duration: Duration) {
+        glommio::timer::sleep(duration).await;
+    }
+
+    fn mesh<T: Send + 'static>(shards: usize, capacity: usize) -> Vec<Self::MeshEnd<T>> {
+        let mut ends: Vec<MeshEnd<T>> = (0..shards)
+            .map(|_| MeshEnd {
+                senders: (0..shards).map(|_| None).collect(),
+                receivers: (0..shards).map(|_| None).collect(),
+            })
+            .collect();
+        for from in 0..shards {
+            for to in (0..shards).filter(|&to| to != from) {
+                let (sender, receiver) = shared_channel::new_bounded(capacity);
+                ends[from].senders[to] = Some(sender);
+                ends[to].receivers[from] = Some(receiver);
+            }
+        }
+        ends
+    }
+
+    async fn join_mesh<T: Send + 'static>(
+        end: Self::MeshEnd<T>,
+    ) -> JoinedMesh<Self::MeshSenders<T>, Self::MeshReceiver<T>> {
+        // Each end of a shared channel waits for the other to connect, so every connection is
+        // started (as its own task) before any is awaited: in order, two shards would each
+        // wait for the other.
+        let senders: Vec<_> = end
+            .senders
+            .into_iter()
+            .map(|sender| sender.map(|sender| glommio::spawn_local(sender.connect()).detach()))
+            .collect();
+        let receivers: Vec<_> = end
+            .receivers
+            .into_iter()
+            .map(|receiver| {
+                receiver.map(|receiver| glommio::spawn_local(receiver.connect()).detach())
+            })
+            .collect();
+        let mut connected_senders = Vec::with_capacity(senders.len());
+        for sender in senders {
+            connected_senders.push(match sender {
+                Some(connecting) => Some(connecting.await.ok_or("a mesh sender was cancelled")?),
+                None => None,
+            });
+        }
+        let mut connected_receivers = Vec::with_capacity(receivers.len());
+        for receiver in receivers {
+            connected_receivers.push(match receiver {
+                Some(connecting) => Some(connecting.await.ok_or("a mesh receiver was cancelled")?),
+                None => None,
+            });
+        }
+        Ok((connected_senders, connected_receivers))
+    }
+
+    async fn send_to<T: Send + 'static>(
+        senders: &Self::MeshSenders<T>,
+        peer: usize,
+        value: T,
+    ) -> bool {
+        match &senders[peer] {
+            Some(sender) => sender.send(value).await.is_ok(),
+            None => false,
+        }
+    }
+
+    async fn receive<T: Send + 'static>(receiver: &mut Self::MeshReceiver<T>) -> Option<T> {
+        receiver.recv().await
+    }
+
+    fn bind(address: SocketAddr) -> io::Result<Self::Listener> {
+        // glommio's listeners always set SO_REUSEPORT.
+        TcpListener::bind(address).map_err(io::Error::from)
+    }
+
+    async fn accept(listener: &Self::Listener) -> io::Result<(Self::Stream, SocketAddr)> {
+        let stream = listener.accept().await.map_err(io::Error::from)?;
+        let peer = stream.peer_addr().map_err(io::Error::from)?;
+        stream.set_nodelay(true).map_err(io::Error::from)?;
+        // glommio receives into its own buffer (zeroed once, here); each read then copies only
+        // the bytes that arrived, instead of zeroing a fresh buffer per read.
+        Ok((
+            stream.buffered_with(Preallocated::new(READ_BUFFER_BYTES)),
+            peer,
+        ))
+    }
+
+    async fn connect(address: SocketAddr) -> io::Result<Self::Stream> {
+        let stream = TcpStream::connect(address).await.map_err(io::Error::from)?;
+        stream.set_nodelay(true).map_err(io::Error::from)?;
+        Ok(stream.buffered_with(Preallocated::new(READ_BUFFER_BYTES)))
+    }
+
+    async fn read(
+        stream: &mut Self::Stream,
+        input: &mut BytesMut,
+        timeout: Duration,
+    ) -> io::Result<usize> {
+        stream
+            .set_read_timeout(Some(timeout))
+            .map_err(io::Error::from)?;
+        let received = stream.fill_buf().await?;
+        let count = received.len();
+        input.extend_from_slice(received);
+        stream.consume(count);
+        Ok(count)
+    }
+
+    async fn write_all(stream: &mut Self::Stream, bytes: &[u8]) -> io::Result<()> {
+        AsyncWriteExt::write_all(stream, bytes).await
+    }
+
+    async fn close(mut stream: Self::Stream) {
+        let _ = AsyncWriteExt::close(&mut stream).await;
+    }
+}
+
+/// The io_uring operations glommio needs (its `GLOMMIO_URING_OPS`): a kernel that lacks one
+/// makes glommio exit the process.
+const REQUIRED_OPERATIONS: [(u8, &str); 23] = [
+    (0, "NOP"),
+    (1, "READV"),
+    (2, "WRITEV"),
+    (3, "FSYNC"),
+    (4, "READ_FIXED"),
+    (5, "WRITE_FIXED"),
+    (6, "POLL_ADD"),
+    (7, "POLL_REMOVE"),
+    (9, "SENDMSG"),
+    (10, "RECVMSG"),
+    (11, "TIMEOUT"),
+    (12, "TIMEOUT_REMOVE"),
+    (13, "ACCEPT"),
+    (15, "LINK_TIMEOUT"),
+    (16, "CONNECT"),
+    (17, "FALLOCATE"),
+    (18, "OPENAT"),
+    (19, "CLOSE"),
+    (21, "STATX"),
+    (22, "READ"),
+    (23, "WRITE"),
+    (26, "SEND"),
+    (27, "RECV"),
+];
+
+/// The `io_uring_register` opcode that lists supported operations (linux/io_uring.h).
+const IORING_REGISTER_PROBE: libc::c_uint = 8;
+/// `io_uring_probe_op.flags`: the kernel supports the operation.
+const IO_URING_OP_SUPPORTED: u16 = 1;
+/// Operations the probe asks about (the kernel fills in at most this many).
+const PROBE_OPERATIONS: usize = 64;
+
+/// `struct io_uring_probe` with room for `PROBE_OPERATIONS` entries.
+#[repr(C)]
+struct Probe {
+    last_op: u8,
+    ops_len: u8,
+    reserved: u16,
+    reserved2: [u32; 3],
+    ops: [ProbeOperation; PROBE_OPERATIONS],
+}
+
+/// `struct io_uring_probe_op`.
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct ProbeOperation {
+    op: u8,
+    reserved: u8,
+    flags: u16,
+    reserved2: u32,
+}
+
+/// Checks what glommio will need, without glommio: the locked-memory limit it insists on, a
+/// ring can be set up (no seccomp filter or kernel setting refuses `io_uring_setup`), and the
+/// kernel supports every operation glommio uses. The error names the reason in one line.
+pub fn probe() -> Result<(), String> {
+    check_memlock_limit()?;
+    // `struct io_uring_params` is 120 bytes the kernel reads and fills; zero asks for defaults.
+    let mut params = [0u64; 15];
+    // SAFETY: io_uring_setup reads and writes a 120-byte io_uring_params, which `params` is.
+    let ring = unsafe { libc::syscall(libc::SYS_io_uring_setup, 4u32, params.as_mut_ptr()) };
+    if ring < 0 {
+        return Err(refusal("io_uring_setup", io::Error::last_os_error()));
+    }
+    let ring = ring as libc::c_int;
+    let outcome = probe_operations(ring);
+    // SAFETY: `ring` is a descriptor this function opened and no longer uses.
+    unsafe { libc::close(ring) };
+    outcome
+}
+
+fn probe_operations(ring: libc::c_int) -> Result<(), String> {
+    // SAFETY: Probe is plain data; all zeroes is a valid, empty probe.
+    let mut probe: Probe = unsafe { std::mem::zeroed() };
+    // SAFETY: IORING_REGISTER_PROBE writes at most `nr_args` entries into `probe`, which has
+    // room for PROBE_OPERATIONS of them.
+    let registered = unsafe {
+        libc::syscall(
+            libc::SYS_io_uring_register,
+            ring,
+            IORING_REGISTER_PROBE,
+            &mut probe as *mut Probe,
+            PROBE_OPERATIONS as libc::c_uint,
+        )
+    };
+    if registered < 0 {
+        return Err(refusal(
+            "io_uring_register(PROBE)",
+            io::Error::last_os_error(),
+        ));
+    }
+    let known = usize::from(probe.ops_len).min(PROBE_OPERATIONS);
+    let missing: Vec<&str> = REQUIRED_OPERATIONS
+        .iter()
+        .filter(|(op, _)| {
+            !probe.ops[..known]
+                .iter()
+                .any(|entry| entry.op == *op && entry.flags & IO_URING_OP_SUPPORTED != 0)
+        })
+        .map(|(_, name)| *name)
+        .collect();
+    if !missing.is_empty() {
+        return Err(format!(
+            "the kernel's io_uring lacks {} (glommio needs Linux 5.8 or later)",
+            missing.join(", ")
+        ));
+    }
+    Ok(())
+}
+
+/// glommio refuses to create an executor when the locked-memory limit (`ulimit -l`) is below
+/// this (its `MIN_MEMLOCK_LIMIT`), whatever the buffers it asks for.
+const MEMLOCK_BYTES_MIN: u64 = 512 * 1024;
+
+/// Checks the locked-memory limit glommio checks before it creates a ring.
+fn check_memlock_limit() -> Result<(), String> {
+    // SAFETY: getrlimit fills a plain rlimit struct owned by this frame.
+    let limit = unsafe {
+        let mut limit: libc::rlimit = std::mem::zeroed();
+        if libc::getrlimit(libc::RLIMIT_MEMLOCK, &mut limit) != 0 {
+            return Err(refusal("getrlimit(MEMLOCK)", io::Error::last_os_error()));
+        }
+        limit.rlim_cur
+    };
+    if limit != libc::RLIM_INFINITY && (limit as u64) < MEMLOCK_BYTES_MIN {
+        return Err(format!(
+            "the locked-memory limit (ulimit -l) is {} KiB; glommio needs at least {} KiB",
+            limit / 1024,
+            MEMLOCK_BYTES_MIN / 1024
+        ));
+    }
+    Ok(())
+}
+
+/// One line naming why a system call refused io_uring.
+fn refusal(call: &str, error: io::Error) -> String {
+    let hint = match error.raw_os_error() {
+        Some(libc::EPERM) | Some(libc::EACCES) => {
+            " (denied: a seccomp profile such as Docker's default blocks io_uring, or \
+             kernel.io_uring_disabled is set)"
+        }
+        Some(libc::ENOSYS) => " (this kernel has no io_uring)",
+        Some(libc::ENOMEM) => " (out of locked memory: raise ulimit -l)",
+        _ => "",
+    };
+    format!("{call} failed: {error}{hint}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn probe_layouts_match_the_kernel() {
+        // linux/io_uring.h: io_uring_probe is 16 bytes of header, io_uring_probe_op 8 bytes.
+        assert_eq!(std::mem::size_of::<ProbeOperation>(), 8);
+        assert_eq!(std::mem::size_of::<Probe>(), 16 + 8 * PROBE_OPERATIONS);
+    }
+
+    #[test]
+    fn refusals_name_the_call_and_the_reason() {
+        let denied = refusal("io_uring_setup", io::Error::from_raw_os_error(libc::EPERM));
+        assert!(denied.starts_with("io_uring_setup failed: "), "{denied}");
+        assert!(denied.contains("seccomp"), "{denied}");
+        let missing = refusal("io_uring_setup", io::Error::from_raw_os_error(libc::ENOSYS));
+        assert!(missing.contains("no io_uring"), "{missing}");
+    }
+}
