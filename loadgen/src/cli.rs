@@ -3,14 +3,18 @@
 //! can assert instead of validate.
 
 use std::path::PathBuf;
+use std::time::{Duration, SystemTime};
 
 use azq::config::{MESSAGES_PER_GET_MAX, MESSAGE_TEXT_BYTES_MAX, VISIBILITY_TIMEOUT_S_MAX};
 
 use crate::endpoint::TargetArguments;
 use crate::engine::PRELOAD_MESSAGES_MAX;
+use crate::retry::RetryPolicy;
 use crate::scenario::Scenario;
 use crate::schedule::{Arrival, LoadModel, NANOSECONDS_PER_SECOND};
+use crate::steps::{parse_rate_steps, FindMax, LatencyBound, StepPlan};
 use crate::wire::{API_VERSION_DEFAULT, TIMESTAMP_DIGITS};
+use crate::workers::{parse_poll_backoff, WorkTime, WorkerPlan};
 
 /// Requests one connection may have in flight.
 pub const PIPELINE_MAX: usize = 256;
@@ -18,11 +22,21 @@ pub const PIPELINE_MAX: usize = 256;
 pub const CONNECTIONS_MAX: usize = 65_536;
 /// Queues one run may use.
 pub const QUEUES_MAX: usize = 100_000;
+/// Workers of a `workers` run without `--consumers`.
+pub const WORKERS_DEFAULT: usize = 16;
+/// A worker's pause after an empty Get, doubling from the first to the second.
+pub const POLL_BACKOFF_NS_DEFAULT: (u64, u64) = (100_000_000, 1_000_000_000);
+/// The knee search's first rate, per second.
+pub const FIND_MAX_START_RATE_DEFAULT: f64 = 100.0;
+/// The knee search stops when passing and failing rates are within this share.
+pub const FIND_MAX_PRECISION_DEFAULT: f64 = 0.1;
 
 pub const USAGE: &str = "\
 azq-loadgen: load generator for Azure Queue Storage endpoints (azq, Azurite, Azure)
 
 Usage: azq-loadgen [options]
+       azq-loadgen merge A.hlog B.hlog ... [--json FILE] [--plot FILE.svg] [--hdr-log FILE]
+                                           [--csv FILE]
 
 Target
   --endpoint URL            queue endpoint (default http://127.0.0.1:10001/devstoreaccount1)
@@ -38,10 +52,13 @@ Engine
   --pipeline N              requests in flight per connection (default 1)
 
 Scenario
-  --scenario NAME           put | get-delete | get | peek | update | mixed (default put);
-                            get leaves messages leased (they return after --visibility-timeout)
-  --producers N             mixed: connections that put (default: half)
-  --consumers M             mixed: connections that get and delete (default: the rest)
+  --scenario NAME           put | get-delete | get | peek | update | mixed | workers
+                            (default put); get leaves messages leased (they return after
+                            --visibility-timeout)
+  --producers N             mixed: connections that put (default: half);
+                            workers: connections that put (default 1; 0 with --preload)
+  --consumers M             mixed: connections that get and delete (default: the rest);
+                            workers: workers, one connection each (default 16)
   --queues N                queues named <prefix>-0 .. <prefix>-(N-1) (default 1)
   --queue-prefix TEXT       queue name prefix (default azqload); queues are created if missing
   --message-bytes N         message text size, 16..65536 (default 1024)
@@ -51,22 +68,47 @@ Scenario
   --refill                  consumers put a new message for each one they delete, so the
                             queues keep their preloaded depth (get-delete at a fixed depth)
 
+Workers (--scenario workers: get up to --batch messages, work on each, then delete it)
+  --work-time SPEC          time per message, a pause, not CPU: 20ms | 10ms..50ms (uniform) |
+                            lognormal:p50=20ms,p99=200ms (default 0ms)
+  --crash-rate P            share of deliveries abandoned undeleted after the work, e.g. 1%
+                            (default 0); they come back after the visibility timeout
+  --poll-backoff MIN..MAX   pause after an empty get, doubling up to MAX (default 100ms..1s)
+
 Load
   --duration TIME           measured time, e.g. 10s, 500ms, 2m (default 10s)
   --requests N              instead of --duration: start N operations in total
   --warmup TIME             unmeasured time before measuring (default 2s)
   --rate R                  open loop: R operations/s in total (default: closed loop)
   --arrival KIND            open loop gaps: constant | poisson (default constant)
-  --seed N                  seed of the poisson schedule (default 1)
+  --seed N                  seed of the poisson schedule, retry jitter, work times and
+                            crashes (default 1)
                             (an open loop's cores poll rather than sleep between sends, for
-                            punctual sends: pin them away from the server's CPUs)
+                            punctual sends, and so do a closed loop's when pinned with --cpus,
+                            for cheaper wake-ups: pin them away from the server's CPUs)
+  --retry POLICY            none | exponential[:max=N,base=TIME]: retry 408 and 5xx answers
+                            and lost connections as the Azure SDKs do (default none;
+                            exponential alone is max=3,base=1s); retries are counted apart
+  --start-at UNIX_TIME      start the measured run at this wall-clock second (after setup),
+                            so that loadgens on several machines start together
+
+Steps (open loop; each step runs --warmup then --step-duration and is reported on its own)
+  --rate-steps R1,R2,...    run these rates in turn
+  --find-max BOUND          find the highest rate that keeps a percentile under a bound, e.g.
+                            p99=20ms (p50 .. p99.99, max), with errors within --max-error-rate:
+                            double from --find-max-start until a step fails, then bisect
+  --find-max-start R        first rate of the search (default 100)
+  --find-max-precision P    stop when failing and passing rates are within P (default 10%)
+  --step-duration TIME      measured time of each step (default 10s)
 
 Output
   --json FILE               write the results as JSON
   --hdr-log FILE            write an HdrHistogram interval log (one tag per operation)
-  --plot FILE.svg           write latency percentiles (and, for consuming runs, throughput and
-                            queue depth over time) as SVG (default with --json: beside the
-                            JSON file, with the extension .svg)
+  --plot FILE.svg           write latency percentiles (and, for consuming runs, throughput,
+                            queue depth and end-to-end latency over time; for stepped runs,
+                            latency by rate) as SVG (default with --json: beside the JSON
+                            file, with the extension .svg)
+  --csv FILE                write the per-second timeline as CSV
   --max-error-rate R        exit 1 when errors/requests exceed R, e.g. 1% or 0.01 (default 1%)
   --quiet                   no progress line
   -h, --help                this text
@@ -75,6 +117,10 @@ Under --rate, R counts operations started by the schedule (puts, gets, peeks); t
 updates that follow a get go out as soon as it answers. Latency is measured from each
 operation's intended send time (corrected for coordinated omission) and, beside it, from its
 actual send time.
+
+merge unions HdrHistogram interval logs written with --hdr-log (by loadgens on several
+machines, or several runs) exactly, per tag: the counts add up and the percentiles are those
+of one histogram of every answer. It prints the table and writes what the flags ask.
 ";
 
 /// A validated command line.
@@ -86,7 +132,8 @@ pub struct Options {
     pub connections: usize,
     pub pipeline: usize,
     pub scenario: Scenario,
-    /// For `mixed`: producing connections; the other `connections - producers` consume.
+    /// For `mixed` and `workers`: producing connections; the other `connections - producers`
+    /// consume.
     pub producers: usize,
     pub queues: usize,
     pub queue_prefix: String,
@@ -103,19 +150,43 @@ pub struct Options {
     pub json_path: Option<PathBuf>,
     pub hdr_log_path: Option<PathBuf>,
     pub plot_path: Option<PathBuf>,
+    pub csv_path: Option<PathBuf>,
     pub max_error_ratio: f64,
     pub quiet: bool,
+    pub retry: Option<RetryPolicy>,
+    /// For `workers`.
+    pub workers: Option<WorkerPlan>,
+    /// A stepped run (`--rate-steps`, `--find-max`), each step measured for `duration_ns`.
+    pub steps: Option<StepPlan>,
+    /// When the measured run starts, by the wall clock.
+    pub start_at: Option<SystemTime>,
+}
+
+/// `azq-loadgen merge`'s command line.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MergeOptions {
+    pub inputs: Vec<PathBuf>,
+    pub json_path: Option<PathBuf>,
+    pub plot_path: Option<PathBuf>,
+    pub hdr_log_path: Option<PathBuf>,
+    pub csv_path: Option<PathBuf>,
 }
 
 /// What the command line asks for.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Command {
     Run(Box<Options>),
+    Merge(MergeOptions),
     Help,
 }
 
 /// Parses the arguments after the program name.
 pub fn parse(arguments: impl IntoIterator<Item = String>) -> Result<Command, String> {
+    let mut arguments = arguments.into_iter().peekable();
+    if arguments.peek().map(String::as_str) == Some("merge") {
+        arguments.next();
+        return parse_merge(arguments);
+    }
     let mut target = TargetArguments::default();
     let mut api_version = API_VERSION_DEFAULT.to_string();
     let mut cpus = None;
@@ -140,23 +211,26 @@ pub fn parse(arguments: impl IntoIterator<Item = String>) -> Result<Command, Str
     let mut json_path = None;
     let mut hdr_log_path = None;
     let mut plot_path = None;
+    let mut csv_path = None;
     let mut max_error_ratio = 0.01;
     let mut quiet = false;
+    let mut retry = None;
+    let mut work_time = None;
+    let mut crash_ratio = None;
+    let mut poll_backoff = None;
+    let mut rate_steps = None;
+    let mut find_max_bound = None;
+    let mut find_max_start = None;
+    let mut find_max_precision = None;
+    let mut step_duration_ns = None;
+    let mut start_at = None;
 
-    let mut arguments = arguments.into_iter();
-    while let Some(argument) = arguments.next() {
-        let (flag, inline_value) = match argument.split_once('=') {
-            Some((flag, value)) if flag.starts_with("--") => {
-                (flag.to_string(), Some(value.to_string()))
-            }
-            _ => (argument, None),
-        };
-        let mut value = || {
-            inline_value
-                .clone()
-                .or_else(|| arguments.next())
-                .ok_or_else(|| format!("{flag} needs a value"))
-        };
+    let mut flags = Flags {
+        arguments,
+        inline_value: None,
+    };
+    while let Some(flag) = flags.next_flag() {
+        let mut value = || flags.value(&flag);
         match flag.as_str() {
             "-h" | "--help" => return Ok(Command::Help),
             "--quiet" => quiet = true,
@@ -174,7 +248,8 @@ pub fn parse(arguments: impl IntoIterator<Item = String>) -> Result<Command, Str
                 let name = value()?;
                 scenario = Scenario::parse(&name).ok_or_else(|| {
                     format!(
-                        "--scenario {name}: expected put, get-delete, get, peek, update or mixed"
+                        "--scenario {name}: expected put, get-delete, get, peek, update, mixed \
+                         or workers"
                     )
                 })?;
             }
@@ -196,16 +271,7 @@ pub fn parse(arguments: impl IntoIterator<Item = String>) -> Result<Command, Str
             "--duration" => duration_ns = Some(parse_duration_ns(&flag, &value()?)?),
             "--requests" => requests = Some(number(&flag, &value()?, 1, usize::MAX)? as u64),
             "--warmup" => warmup_ns = parse_duration_ns(&flag, &value()?)?,
-            "--rate" => {
-                let text = value()?;
-                let rate: f64 = text
-                    .parse()
-                    .map_err(|_| format!("--rate {text}: not a number"))?;
-                if !(rate.is_finite() && rate > 0.0) {
-                    return Err(format!("--rate {text}: must be positive"));
-                }
-                rate_per_s = Some(rate);
-            }
+            "--rate" => rate_per_s = Some(parse_rate(&flag, &value()?)?),
             "--arrival" => {
                 arrival = match value()?.as_str() {
                     "constant" => Arrival::Constant,
@@ -224,13 +290,51 @@ pub fn parse(arguments: impl IntoIterator<Item = String>) -> Result<Command, Str
             "--json" => json_path = Some(PathBuf::from(value()?)),
             "--hdr-log" => hdr_log_path = Some(PathBuf::from(value()?)),
             "--plot" => plot_path = Some(PathBuf::from(value()?)),
-            "--max-error-rate" => max_error_ratio = parse_ratio(&value()?)?,
+            "--csv" => csv_path = Some(PathBuf::from(value()?)),
+            "--max-error-rate" => max_error_ratio = parse_ratio(&flag, &value()?)?,
+            "--retry" => retry = RetryPolicy::parse(&value()?)?,
+            "--work-time" => work_time = Some(WorkTime::parse(&value()?)?),
+            "--crash-rate" => crash_ratio = Some(parse_ratio(&flag, &value()?)?),
+            "--poll-backoff" => poll_backoff = Some(parse_poll_backoff(&value()?)?),
+            "--rate-steps" => rate_steps = Some(parse_rate_steps(&value()?)?),
+            "--find-max" => find_max_bound = Some(LatencyBound::parse(&value()?)?),
+            "--find-max-start" => find_max_start = Some(parse_rate(&flag, &value()?)?),
+            "--find-max-precision" => find_max_precision = Some(parse_ratio(&flag, &value()?)?),
+            "--step-duration" => step_duration_ns = Some(parse_duration_ns(&flag, &value()?)?),
+            "--start-at" => start_at = Some(parse_start_at(&value()?)?),
             other => return Err(format!("unknown option {other} (see --help)")),
         }
     }
 
     if duration_ns.is_some() && requests.is_some() {
         return Err("give --duration or --requests, not both".to_string());
+    }
+    let steps = match (rate_steps, find_max_bound) {
+        (Some(_), Some(_)) => return Err("give --rate-steps or --find-max, not both".to_string()),
+        (Some(rates), None) => Some(StepPlan::Rates(rates)),
+        (None, Some(bound)) => Some(StepPlan::FindMax(FindMax {
+            bound,
+            start_rate_per_s: find_max_start.unwrap_or(FIND_MAX_START_RATE_DEFAULT),
+            precision: find_max_precision.unwrap_or(FIND_MAX_PRECISION_DEFAULT),
+        })),
+        (None, None) => None,
+    };
+    if steps.is_some() {
+        if rate_per_s.is_some() || duration_ns.is_some() || requests.is_some() {
+            return Err(
+                "--rate-steps and --find-max set the rates; give each step's length with \
+                 --step-duration, not --rate, --duration or --requests"
+                    .to_string(),
+            );
+        }
+        duration_ns = Some(step_duration_ns.unwrap_or(10 * NANOSECONDS_PER_SECOND));
+        // The rate of each step replaces this one.
+        rate_per_s = Some(1.0);
+    } else if step_duration_ns.is_some() || find_max_start.is_some() || find_max_precision.is_some()
+    {
+        return Err(
+            "--step-duration and --find-max-* apply to --rate-steps and --find-max".to_string(),
+        );
     }
     if requests.is_none() && duration_ns.is_none() {
         duration_ns = Some(10 * NANOSECONDS_PER_SECOND);
@@ -239,6 +343,24 @@ pub fn parse(arguments: impl IntoIterator<Item = String>) -> Result<Command, Str
         return Err("--duration must be positive".to_string());
     }
     let (connections, producers) = match scenario {
+        Scenario::Workers => {
+            let producers = producers.unwrap_or(1);
+            let consumers = consumers.unwrap_or_else(|| {
+                connections.map_or(WORKERS_DEFAULT, |connections: usize| {
+                    connections.saturating_sub(producers)
+                })
+            });
+            if consumers == 0 {
+                return Err("workers needs at least one worker (--consumers)".to_string());
+            }
+            if producers == 0 && preload == 0 {
+                return Err("workers without producers needs --preload".to_string());
+            }
+            if producers + consumers > CONNECTIONS_MAX {
+                return Err(format!("at most {CONNECTIONS_MAX} connections"));
+            }
+            (producers + consumers, producers)
+        }
         Scenario::Mixed => {
             let connections = match (producers, consumers, connections) {
                 (Some(producers), Some(consumers), _) => producers + consumers,
@@ -257,14 +379,34 @@ pub fn parse(arguments: impl IntoIterator<Item = String>) -> Result<Command, Str
         }
         _ => {
             if producers.is_some() || consumers.is_some() {
-                return Err("--producers and --consumers apply to --scenario mixed".to_string());
+                return Err(
+                    "--producers and --consumers apply to --scenario mixed and workers".to_string(),
+                );
             }
             (connections.unwrap_or(16), 0)
         }
     };
-    if refill && !scenario.consumes() {
+    if refill && (!scenario.consumes() || scenario == Scenario::Workers) {
         return Err("--refill applies to get-delete, update and mixed".to_string());
     }
+    let workers = if scenario == Scenario::Workers {
+        let (poll_backoff_min_ns, poll_backoff_max_ns) =
+            poll_backoff.unwrap_or(POLL_BACKOFF_NS_DEFAULT);
+        Some(WorkerPlan {
+            work_time: work_time.unwrap_or(WorkTime::Fixed { ns: 0 }),
+            crash_ratio: crash_ratio.unwrap_or(0.0),
+            poll_backoff_min_ns,
+            poll_backoff_max_ns,
+        })
+    } else {
+        if work_time.is_some() || crash_ratio.is_some() || poll_backoff.is_some() {
+            return Err(
+                "--work-time, --crash-rate and --poll-backoff apply to --scenario workers"
+                    .to_string(),
+            );
+        }
+        None
+    };
     if queue_prefix.is_empty()
         || !queue_prefix
             .bytes()
@@ -307,9 +449,104 @@ pub fn parse(arguments: impl IntoIterator<Item = String>) -> Result<Command, Str
         json_path,
         hdr_log_path,
         plot_path,
+        csv_path,
         max_error_ratio,
         quiet,
+        retry,
+        workers,
+        steps,
+        start_at,
     })))
+}
+
+/// Walks a command line: each argument as a flag, and on request the flag's value, given
+/// inline (`--flag=value`) or as the next argument.
+struct Flags<I> {
+    arguments: I,
+    /// The value given inline with the last flag.
+    inline_value: Option<String>,
+}
+
+impl<I: Iterator<Item = String>> Flags<I> {
+    /// The next argument; a `--flag=value` yields `--flag` and keeps the value for `value`.
+    fn next_flag(&mut self) -> Option<String> {
+        let argument = self.arguments.next()?;
+        match argument.split_once('=') {
+            Some((flag, value)) if flag.starts_with("--") => {
+                self.inline_value = Some(value.to_string());
+                Some(flag.to_string())
+            }
+            _ => {
+                self.inline_value = None;
+                Some(argument)
+            }
+        }
+    }
+
+    /// The value of `flag`.
+    fn value(&mut self, flag: &str) -> Result<String, String> {
+        self.inline_value
+            .take()
+            .or_else(|| self.arguments.next())
+            .ok_or_else(|| format!("{flag} needs a value"))
+    }
+}
+
+/// Parses `merge`'s arguments: input logs and output flags.
+fn parse_merge(arguments: impl Iterator<Item = String>) -> Result<Command, String> {
+    let mut merge = MergeOptions {
+        inputs: Vec::new(),
+        json_path: None,
+        plot_path: None,
+        hdr_log_path: None,
+        csv_path: None,
+    };
+    let mut flags = Flags {
+        arguments,
+        inline_value: None,
+    };
+    while let Some(flag) = flags.next_flag() {
+        let mut value = || flags.value(&flag).map(PathBuf::from);
+        match flag.as_str() {
+            "-h" | "--help" => return Ok(Command::Help),
+            "--json" => merge.json_path = Some(value()?),
+            "--plot" => merge.plot_path = Some(value()?),
+            "--hdr-log" => merge.hdr_log_path = Some(value()?),
+            "--csv" => merge.csv_path = Some(value()?),
+            other if other.starts_with('-') => {
+                return Err(format!("merge: unknown option {other} (see --help)"))
+            }
+            _ => merge.inputs.push(PathBuf::from(flag)),
+        }
+    }
+    if merge.inputs.is_empty() {
+        return Err("merge needs at least one interval log".to_string());
+    }
+    Ok(Command::Merge(merge))
+}
+
+/// Parses a positive rate per second.
+fn parse_rate(flag: &str, text: &str) -> Result<f64, String> {
+    let rate: f64 = text
+        .replace('_', "")
+        .parse()
+        .map_err(|_| format!("{flag} {text}: not a number"))?;
+    if !(rate.is_finite() && rate > 0.0) {
+        return Err(format!("{flag} {text}: must be positive"));
+    }
+    Ok(rate)
+}
+
+/// Parses `--start-at`: seconds since the Unix epoch, fractions allowed.
+fn parse_start_at(text: &str) -> Result<SystemTime, String> {
+    let seconds: f64 = text
+        .parse()
+        .ok()
+        .filter(|seconds: &f64| seconds.is_finite() && *seconds >= 0.0 && *seconds < 1e11)
+        .ok_or_else(|| {
+            format!("--start-at {text}: expected seconds since 1970, e.g. $(date +%s)")
+        })?;
+    Ok(SystemTime::UNIX_EPOCH + Duration::from_secs_f64(seconds))
 }
 
 /// The queue names of a run: `<prefix>-<i>`.
@@ -335,7 +572,9 @@ fn number(flag: &str, text: &str, minimum: usize, maximum: usize) -> Result<usiz
 
 /// Parses `10s`, `500ms`, `2m`, `1.5s` or a bare number of seconds.
 pub fn parse_duration_ns(flag: &str, text: &str) -> Result<u64, String> {
-    let (number, unit_ns) = if let Some(number) = text.strip_suffix("ms") {
+    let (number, unit_ns) = if let Some(number) = text.strip_suffix("us") {
+        (number, 1e3)
+    } else if let Some(number) = text.strip_suffix("ms") {
         (number, 1e6)
     } else if let Some(number) = text.strip_suffix('s') {
         (number, 1e9)
@@ -355,8 +594,8 @@ pub fn parse_duration_ns(flag: &str, text: &str) -> Result<u64, String> {
     Ok((value * unit_ns).round() as u64)
 }
 
-/// Parses `1%` or `0.01`.
-fn parse_ratio(text: &str) -> Result<f64, String> {
+/// Parses `1%` or `0.01` for `flag`.
+fn parse_ratio(flag: &str, text: &str) -> Result<f64, String> {
     let (number, scale) = match text.strip_suffix('%') {
         Some(number) => (number, 0.01),
         None => (text, 1.0),
@@ -364,11 +603,9 @@ fn parse_ratio(text: &str) -> Result<f64, String> {
     let ratio = number
         .parse::<f64>()
         .map(|value| value * scale)
-        .map_err(|_| format!("--max-error-rate {text}: expected e.g. 1% or 0.01"))?;
+        .map_err(|_| format!("{flag} {text}: expected e.g. 1% or 0.01"))?;
     if !(0.0..=1.0).contains(&ratio) {
-        return Err(format!(
-            "--max-error-rate {text}: must be between 0 and 100%"
-        ));
+        return Err(format!("{flag} {text}: must be between 0 and 100%"));
     }
     Ok(ratio)
 }
@@ -407,6 +644,7 @@ mod tests {
     fn run(arguments: &[&str]) -> Result<Options, String> {
         match parse(arguments.iter().map(|argument| argument.to_string()))? {
             Command::Run(options) => Ok(*options),
+            Command::Merge(_) => Err("merge".to_string()),
             Command::Help => Err("help".to_string()),
         }
     }
@@ -509,6 +747,20 @@ mod tests {
             &["--max-error-rate", "150%"],
             &["--connections"],
             &["--frobnicate"],
+            &["--scenario", "workers", "--consumers", "0"],
+            &["--scenario", "workers", "--producers", "0"],
+            &["--scenario", "workers", "--refill"],
+            &["--work-time", "10ms"],
+            &["--crash-rate", "1%"],
+            &["--poll-backoff", "1s..2s"],
+            &["--scenario", "workers", "--crash-rate", "101%"],
+            &["--retry", "linear"],
+            &["--rate-steps", "100", "--find-max", "p99=1ms"],
+            &["--rate-steps", "100", "--rate", "5"],
+            &["--find-max", "p99=1ms", "--duration", "5s"],
+            &["--step-duration", "5s"],
+            &["--find-max-start", "10"],
+            &["--start-at", "yesterday"],
         ] {
             assert!(run(arguments).is_err(), "{arguments:?} should be refused");
         }
@@ -516,7 +768,102 @@ mod tests {
     }
 
     #[test]
+    fn a_workers_command_line() {
+        let options = run(&[
+            "--scenario",
+            "workers",
+            "--consumers",
+            "8",
+            "--rate",
+            "500",
+            "--work-time",
+            "lognormal:p50=20ms,p99=200ms",
+            "--crash-rate",
+            "0.5%",
+            "--poll-backoff",
+            "50ms..2s",
+            "--retry",
+            "exponential:max=4,base=100ms",
+            "--csv",
+            "timeline.csv",
+            "--start-at",
+            "1795305600.5",
+        ])
+        .unwrap();
+        assert_eq!((options.connections, options.producers), (9, 1));
+        let workers = options.workers.unwrap();
+        assert_eq!(workers.crash_ratio, 0.005);
+        assert_eq!(
+            (workers.poll_backoff_min_ns, workers.poll_backoff_max_ns),
+            (50_000_000, 2_000_000_000)
+        );
+        assert_eq!(options.retry.unwrap().retries_max, 4);
+        assert_eq!(options.csv_path, Some(PathBuf::from("timeline.csv")));
+        assert_eq!(
+            options.start_at,
+            Some(SystemTime::UNIX_EPOCH + Duration::from_millis(1_795_305_600_500))
+        );
+        // Without producers, a preload feeds the workers.
+        let drain = run(&[
+            "--scenario",
+            "workers",
+            "--producers",
+            "0",
+            "--preload",
+            "10",
+        ]);
+        assert_eq!(drain.unwrap().connections, WORKERS_DEFAULT);
+    }
+
+    #[test]
+    fn stepped_command_lines() {
+        let options = run(&["--rate-steps", "100,200", "--step-duration", "3s"]).unwrap();
+        assert_eq!(options.steps, Some(StepPlan::Rates(vec![100.0, 200.0])));
+        assert_eq!(options.duration_ns, Some(3 * NANOSECONDS_PER_SECOND));
+        assert!(matches!(options.load, LoadModel::Open { .. }));
+        let options = run(&["--find-max", "p99.9=5ms", "--find-max-start", "1000"]).unwrap();
+        let Some(StepPlan::FindMax(search)) = options.steps else {
+            panic!("{:?}", options.steps);
+        };
+        assert_eq!(search.bound.percentile, "p999");
+        assert_eq!(search.start_rate_per_s, 1000.0);
+        assert_eq!(search.precision, FIND_MAX_PRECISION_DEFAULT);
+        assert_eq!(options.duration_ns, Some(10 * NANOSECONDS_PER_SECOND));
+    }
+
+    #[test]
+    fn merge_command_lines() {
+        let merge = parse(
+            [
+                "merge",
+                "a.hlog",
+                "b.hlog",
+                "--json",
+                "m.json",
+                "--plot=m.svg",
+            ]
+            .iter()
+            .map(|argument| argument.to_string()),
+        )
+        .unwrap();
+        assert_eq!(
+            merge,
+            Command::Merge(MergeOptions {
+                inputs: vec![PathBuf::from("a.hlog"), PathBuf::from("b.hlog")],
+                json_path: Some(PathBuf::from("m.json")),
+                plot_path: Some(PathBuf::from("m.svg")),
+                hdr_log_path: None,
+                csv_path: None,
+            })
+        );
+        for bad in [&["merge"][..], &["merge", "a.hlog", "--rate", "5"]] {
+            assert!(parse(bad.iter().map(|argument| argument.to_string())).is_err());
+        }
+    }
+
+    #[test]
     fn durations() {
+        assert_eq!(parse_duration_ns("-", "250us"), Ok(250_000));
         assert_eq!(parse_duration_ns("-", "10s"), Ok(10_000_000_000));
         assert_eq!(parse_duration_ns("-", "500ms"), Ok(500_000_000));
         assert_eq!(parse_duration_ns("-", "2m"), Ok(120_000_000_000));

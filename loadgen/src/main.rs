@@ -4,30 +4,41 @@
 //! - `cli`: flags into validated `Options`.
 //! - `endpoint`: endpoint URL, connection string, account key or SAS.
 //! - `wire`: request encoding and signing (azq's SharedKey code), response and XML parsing.
-//! - `connection`: one keep-alive connection on a glommio core.
+//! - `runtime`: the async runtime behind a narrow seam (pinned executors, tasks, timers, TCP).
+//! - `connection`: one keep-alive connection on a client core.
 //! - `scenario`: per-lane state machines of the scenarios.
 //! - `schedule`: open/closed loop pacing and coordinated-omission-corrected timing.
+//! - `retry`: SDK-like retries of failed requests.
+//! - `workers`: the worker-fleet model (work times, crashes, poll back-off).
+//! - `steps`: stepped load and the knee search.
 //! - `metrics`: counts, errors and HdrHistograms per operation.
 //! - `engine`: pinned executors, connections, setup and preload, depth sampling.
 //! - `run`: one run on the main thread: start, gather reports, progress line, interval log.
-//! - `report`, `plot`: the table, the JSON and the SVG.
+//! - `report`, `plot`: the table, the JSON, the CSV and the SVG.
+//! - `merge`: `azq-loadgen merge`, the exact union of interval logs.
 
 mod cli;
 mod connection;
 mod endpoint;
 mod engine;
+mod merge;
 mod metrics;
 mod plot;
 mod report;
+mod retry;
 mod run;
+mod runtime;
 mod scenario;
 mod schedule;
+mod steps;
 mod wire;
+mod workers;
 
 use std::path::Path;
 use std::process::ExitCode;
 
-/// Exit status when the run completed but its error ratio exceeded `--max-error-rate`.
+/// Exit status when the run completed but its error ratio exceeded `--max-error-rate`, or a
+/// knee search found no rate that met its bound.
 const EXIT_TOO_MANY_ERRORS: u8 = 1;
 /// Exit status for a bad command line or a run that could not start.
 const EXIT_FAILURE: u8 = 2;
@@ -35,6 +46,7 @@ const EXIT_FAILURE: u8 = 2;
 fn main() -> ExitCode {
     let options = match cli::parse(std::env::args().skip(1)) {
         Ok(cli::Command::Run(options)) => options,
+        Ok(cli::Command::Merge(merge)) => return merge_logs(&merge),
         Ok(cli::Command::Help) => {
             print!("{}", cli::USAGE);
             return ExitCode::SUCCESS;
@@ -63,24 +75,88 @@ fn main() -> ExitCode {
             options.plot_path.as_deref(),
             Some(plot::svg(summary).into_bytes()),
         ),
+        (
+            options.csv_path.as_deref(),
+            Some(report::csv(summary).into_bytes()),
+        ),
     ];
-    for (path, contents) in writes {
-        if let (Some(path), Some(contents)) = (path, contents) {
-            if let Err(error) = write_file(path, &contents) {
-                eprintln!("azq-loadgen: {error}");
-                return ExitCode::from(EXIT_FAILURE);
-            }
-            println!("wrote {}", path.display());
-        }
+    if let Err(error) = write_files(&writes) {
+        eprintln!("azq-loadgen: {error}");
+        return ExitCode::from(EXIT_FAILURE);
     }
-    if summary.within_error_budget() {
-        ExitCode::SUCCESS
-    } else {
+    let failed = match (&summary.search, summary.steps.is_empty()) {
+        // A search fails when no rate met the bound; plain steps past the knee are expected to
+        // miss the error budget.
+        (Some(search), _) => search.knee_rate_per_s.is_none(),
+        (None, false) => false,
+        (None, true) => !summary.within_error_budget(),
+    };
+    if failed {
         ExitCode::from(EXIT_TOO_MANY_ERRORS)
+    } else {
+        ExitCode::SUCCESS
     }
 }
 
-fn write_file(path: &Path, contents: &[u8]) -> Result<(), String> {
-    std::fs::write(path, contents)
-        .map_err(|error| format!("cannot write {}: {error}", path.display()))
+/// `azq-loadgen merge`: reads the logs, prints the table, writes what was asked.
+fn merge_logs(options: &cli::MergeOptions) -> ExitCode {
+    let mut inputs = Vec::with_capacity(options.inputs.len());
+    for path in &options.inputs {
+        let read = std::fs::read(path)
+            .map_err(|error| error.to_string())
+            .and_then(|bytes| merge::read_log(&bytes));
+        match read {
+            Ok(intervals) => inputs.push((path.display().to_string(), intervals)),
+            Err(error) => {
+                eprintln!("azq-loadgen: {}: {error}", path.display());
+                return ExitCode::from(EXIT_FAILURE);
+            }
+        }
+    }
+    let merged = merge::merge(inputs);
+    print!("{}", merge::table(&merged));
+    let log = match options.hdr_log_path {
+        Some(_) => match merge::write_log(&merged) {
+            Ok(log) => Some(log),
+            Err(error) => {
+                eprintln!("azq-loadgen: {error}");
+                return ExitCode::from(EXIT_FAILURE);
+            }
+        },
+        None => None,
+    };
+    let writes = [
+        (
+            options.json_path.as_deref(),
+            Some(merge::json(&merged).into_bytes()),
+        ),
+        (
+            options.plot_path.as_deref(),
+            Some(plot::merged_svg(&merged).into_bytes()),
+        ),
+        (
+            options.csv_path.as_deref(),
+            Some(merge::csv(&merged).into_bytes()),
+        ),
+        (options.hdr_log_path.as_deref(), log),
+    ];
+    match write_files(&writes) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("azq-loadgen: {error}");
+            ExitCode::from(EXIT_FAILURE)
+        }
+    }
+}
+
+/// Writes each file that was asked for and has contents, and says so.
+fn write_files(writes: &[(Option<&Path>, Option<Vec<u8>>)]) -> Result<(), String> {
+    for (path, contents) in writes {
+        if let (Some(path), Some(contents)) = (path, contents) {
+            std::fs::write(path, contents)
+                .map_err(|error| format!("cannot write {}: {error}", path.display()))?;
+            println!("wrote {}", path.display());
+        }
+    }
+    Ok(())
 }

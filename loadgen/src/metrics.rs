@@ -73,6 +73,12 @@ pub struct OperationStats {
     pub errors_by_code: Vec<(String, u64)>,
     /// Gets that found the queue empty: a normal answer, not an error, but it costs a round trip.
     pub empty_gets: u64,
+    /// Tries after the first (`--retry`): not in `count`, which counts operations.
+    pub retries: u64,
+    /// Retries by the HTTP status that caused them.
+    pub retries_by_status: Vec<(u16, u64)>,
+    /// Retries caused by a lost connection or a failed connect.
+    pub retries_after_connection_errors: u64,
     /// Messages returned by Gets and Peeks.
     pub messages: u64,
     /// Latency of successful answers from the intended send time, in microseconds.
@@ -90,6 +96,9 @@ impl Default for OperationStats {
             errors_by_status: Vec::new(),
             errors_by_code: Vec::new(),
             empty_gets: 0,
+            retries: 0,
+            retries_by_status: Vec::new(),
+            retries_after_connection_errors: 0,
             messages: 0,
             latency_us: new_histogram(),
             latency_uncorrected_us: new_histogram(),
@@ -123,6 +132,23 @@ impl OperationStats {
         }
     }
 
+    /// Error answers with the Azure error code `code`.
+    pub fn errors_with_code(&self, code: &str) -> u64 {
+        self.errors_by_code
+            .iter()
+            .find(|(known, _)| known == code)
+            .map_or(0, |(_, count)| *count)
+    }
+
+    /// Counts a retry caused by an answer with `status`, or by a lost connection (`None`).
+    pub fn record_retry(&mut self, status: Option<u16>) {
+        self.retries += 1;
+        match status {
+            Some(status) => add_count(&mut self.retries_by_status, status, 1),
+            None => self.retries_after_connection_errors += 1,
+        }
+    }
+
     /// Adds `other` into `self`.
     pub fn merge(&mut self, other: &OperationStats) {
         self.count += other.count;
@@ -130,6 +156,11 @@ impl OperationStats {
         for &(status, count) in &other.errors_by_status {
             add_count(&mut self.errors_by_status, status, count);
         }
+        self.retries += other.retries;
+        for &(status, count) in &other.retries_by_status {
+            add_count(&mut self.retries_by_status, status, count);
+        }
+        self.retries_after_connection_errors += other.retries_after_connection_errors;
         for (code, count) in &other.errors_by_code {
             match self
                 .errors_by_code
@@ -166,13 +197,56 @@ fn merge_histogram(into: &mut Histogram<u64>, from: &Histogram<u64>) {
     }
 }
 
+/// What the workers of a `workers` run did with the messages they received.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct WorkerStats {
+    /// Messages Gets handed to workers.
+    pub received: u64,
+    /// Deliveries worked on (all of them: a crash comes after the work, before the delete).
+    pub processed: u64,
+    /// Deliveries abandoned undeleted (`--crash-rate`).
+    pub crashed: u64,
+    /// Deliveries whose Delete succeeded.
+    pub deleted: u64,
+    /// Deliveries of a message delivered before (dequeue count above 1) whose previous delivery
+    /// was not abandoned: its lease ran out before that worker deleted it.
+    pub redelivered_after_lease_expiry: u64,
+    /// Deliveries of a message whose previous delivery was abandoned by a crash.
+    pub redelivered_after_crash: u64,
+    /// Deletes sent after the Get's lease had run out (the work outlasted the visibility
+    /// timeout): each one succeeds only if no other worker has received the message since.
+    pub lease_expired_before_delete: u64,
+    /// Time spent working, over all workers.
+    pub busy_ns: u64,
+}
+
+impl WorkerStats {
+    /// Deliveries of messages some worker had processed before: duplicate work.
+    pub fn processed_more_than_once(&self) -> u64 {
+        self.redelivered_after_lease_expiry + self.redelivered_after_crash
+    }
+
+    /// Adds `other` into `self`.
+    pub fn merge(&mut self, other: &WorkerStats) {
+        self.received += other.received;
+        self.processed += other.processed;
+        self.crashed += other.crashed;
+        self.deleted += other.deleted;
+        self.redelivered_after_lease_expiry += other.redelivered_after_lease_expiry;
+        self.redelivered_after_crash += other.redelivered_after_crash;
+        self.lease_expired_before_delete += other.lease_expired_before_delete;
+        self.busy_ns += other.busy_ns;
+    }
+}
+
 /// What one core measured over one interval, or what the whole run measured once merged.
 #[derive(Clone, Debug)]
 pub struct Measurements {
     /// Indexed by `Operation::index`.
     pub operations: [OperationStats; 5],
-    /// Microseconds from a producer's Put to the consumer's receipt of the message, from the
-    /// send timestamp the producer wrote into the text.
+    /// Microseconds from a producer's Put to the consumer's receipt of the message (in a
+    /// `workers` run: to the worker's successful Delete), from the send timestamp the producer
+    /// wrote into the text.
     pub end_to_end_us: Histogram<u64>,
     /// The client's own delay in sending requests it was free to send (see `Timing::send_lag_us`).
     pub send_lag_us: Histogram<u64>,
@@ -182,6 +256,8 @@ pub struct Measurements {
     pub protocol_errors: u64,
     /// Requests answered during the warm-up: counted for the progress line only.
     pub warmup_requests: u64,
+    /// The workers' side of a `workers` run.
+    pub workers: WorkerStats,
 }
 
 impl Default for Measurements {
@@ -193,6 +269,7 @@ impl Default for Measurements {
             connection_errors: 0,
             protocol_errors: 0,
             warmup_requests: 0,
+            workers: WorkerStats::default(),
         }
     }
 }
@@ -228,6 +305,7 @@ impl Measurements {
         self.connection_errors += other.connection_errors;
         self.protocol_errors += other.protocol_errors;
         self.warmup_requests += other.warmup_requests;
+        self.workers.merge(&other.workers);
     }
 
     /// Answers received plus requests lost, over every operation.
@@ -255,7 +333,7 @@ impl Measurements {
 }
 
 /// The percentiles every report shows, in microseconds.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
 pub struct LatencySummary {
     pub p50: u64,
     pub p90: u64,
@@ -278,6 +356,14 @@ impl LatencySummary {
             p9999: at(0.9999),
             max: histogram.highest_equivalent(histogram.max()),
         }
+    }
+
+    /// The percentile named `label` as reports name it (`p50` … `p9999`, `max`).
+    pub fn percentile(&self, label: &str) -> Option<u64> {
+        self.labelled()
+            .into_iter()
+            .find(|(known, _)| *known == label)
+            .map(|(_, value)| value)
     }
 
     /// `(label, value)` pairs in report order.

@@ -1,10 +1,13 @@
 //! The `--plot` SVG, written by hand (no plotting dependency): a latency-by-percentile chart per
 //! operation with the percentile axis on a log scale of 1/(1-p), as HdrHistogram's plotter draws
-//! it, so the tail gets as much room as the median; and for consuming runs a second chart of
-//! throughput per operation and queue depth over time.
+//! it, so the tail gets as much room as the median; for consuming runs, charts of throughput
+//! per operation and queue depth over time and of end-to-end latency over time; for stepped
+//! runs, latency by rate with the knee's bound. `merge` gets the percentile chart per tag and
+//! answers per second per tag.
 
 use std::fmt::Write;
 
+use crate::merge::Merged;
 use crate::report::RunSummary;
 
 const WIDTH: f64 = 960.0;
@@ -27,24 +30,112 @@ struct Series {
     points: Vec<(f64, f64)>,
 }
 
+/// Draws one chart whose frame starts `top` pixels down.
+type Panel<'a> = Box<dyn Fn(f64, &mut String) + 'a>;
+
 /// The whole SVG document.
 pub fn svg(summary: &RunSummary) -> String {
-    let with_timeline =
-        summary.scenario.consumes() && (!summary.timeline.is_empty() || !summary.depth.is_empty());
-    let height = if with_timeline {
-        2.0 * PANEL_HEIGHT
-    } else {
-        PANEL_HEIGHT
-    };
+    let mut panels: Vec<Panel<'_>> = vec![Box::new(|top, out: &mut String| {
+        let title = format!(
+            "{} latency by percentile ({}, {} connections)",
+            summary.scenario.name(),
+            if summary.is_open_loop() {
+                "open loop, corrected for coordinated omission"
+            } else {
+                "closed loop"
+            },
+            summary.connections
+        );
+        latency_chart(&title, &latency_series(summary), top, out);
+    })];
+    if summary.scenario.consumes() && (!summary.timeline.is_empty() || !summary.depth.is_empty()) {
+        panels.push(Box::new(|top, out: &mut String| {
+            timeline_panel(summary, top, out)
+        }));
+    }
+    if summary.scenario.consumes()
+        && summary
+            .timeline
+            .iter()
+            .any(|point| point.end_to_end_p99_us.is_some())
+    {
+        panels.push(Box::new(|top, out: &mut String| {
+            end_to_end_panel(summary, top, out)
+        }));
+    }
+    if !summary.steps.is_empty() {
+        panels.push(Box::new(|top, out: &mut String| {
+            steps_panel(summary, top, out)
+        }));
+    }
+    document(&panels)
+}
+
+/// The SVG of `azq-loadgen merge`.
+pub fn merged_svg(merged: &Merged) -> String {
+    let panels: Vec<Panel<'_>> = vec![
+        Box::new(|top, out: &mut String| {
+            let series: Vec<Series> = merged
+                .tags
+                .iter()
+                .enumerate()
+                .filter_map(|(index, total)| {
+                    percentile_series(
+                        total.tag.clone(),
+                        COLOURS[index % COLOURS.len()],
+                        false,
+                        &total.histogram,
+                    )
+                })
+                .collect();
+            let title = format!(
+                "latency by percentile, {} merged log(s) (corrected for coordinated omission)",
+                merged.inputs.len()
+            );
+            latency_chart(&title, &series, top, out);
+        }),
+        Box::new(|top, out: &mut String| {
+            let series: Vec<Series> = merged
+                .tags
+                .iter()
+                .enumerate()
+                .map(|(index, total)| Series {
+                    label: format!("{} per s", total.tag),
+                    colour: COLOURS[index % COLOURS.len()],
+                    dashed: false,
+                    points: merged
+                        .seconds
+                        .iter()
+                        .map(|(&second, tags)| {
+                            let count = tags.get(&total.tag).map_or(0, |h| h.len());
+                            (second as f64 + 1.0, count as f64)
+                        })
+                        .collect(),
+                })
+                .collect();
+            time_chart(
+                "answers per second, all logs together",
+                "answers per second",
+                &series,
+                top,
+                out,
+            );
+        }),
+    ];
+    document(&panels)
+}
+
+/// The document around `panels`, stacked.
+fn document(panels: &[Panel<'_>]) -> String {
+    let height = PANEL_HEIGHT * panels.len() as f64;
     let mut out = String::with_capacity(64 * 1024);
     let _ = writeln!(
         out,
         r#"<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{height}" viewBox="0 0 {WIDTH} {height}" font-family="sans-serif" font-size="12">"#
     );
     let _ = writeln!(out, r#"<rect width="100%" height="100%" fill="white"/>"#);
-    latency_panel(summary, &mut out);
-    if with_timeline {
-        timeline_panel(summary, PANEL_HEIGHT, &mut out);
+    for (index, panel) in panels.iter().enumerate() {
+        panel(PANEL_HEIGHT * index as f64, &mut out);
     }
     out.push_str("</svg>\n");
     out
@@ -59,72 +150,69 @@ fn nines(quantile: f64) -> f64 {
     }
 }
 
+/// The percentile curve of `histogram`; `None` when it is empty.
+fn percentile_series(
+    label: String,
+    colour: &'static str,
+    dashed: bool,
+    histogram: &hdrhistogram::Histogram<u64>,
+) -> Option<Series> {
+    if histogram.is_empty() {
+        return None;
+    }
+    // Five steps per halving of the distance to 100%, as HdrHistogram's percentile output.
+    let mut points: Vec<(f64, f64)> = histogram
+        .iter_quantiles(5)
+        .map(|step| {
+            (
+                nines(step.quantile_iterated_to()),
+                step.value_iterated_to().max(1) as f64,
+            )
+        })
+        .collect();
+    points.push((NINES_MAX, histogram.max().max(1) as f64));
+    Some(Series {
+        label,
+        colour,
+        dashed,
+        points,
+    })
+}
+
 fn latency_series(summary: &RunSummary) -> Vec<Series> {
     let mut series = Vec::new();
-    let mut add = |label: String, colour, dashed, histogram: &hdrhistogram::Histogram<u64>| {
-        if histogram.is_empty() {
-            return;
-        }
-        // Five steps per halving of the distance to 100%, as HdrHistogram's percentile output.
-        let mut points: Vec<(f64, f64)> = histogram
-            .iter_quantiles(5)
-            .map(|step| {
-                (
-                    nines(step.quantile_iterated_to()),
-                    step.value_iterated_to().max(1) as f64,
-                )
-            })
-            .collect();
-        points.push((NINES_MAX, histogram.max().max(1) as f64));
-        series.push(Series {
-            label,
-            colour,
-            dashed,
-            points,
-        });
-    };
     for &operation in summary.operations() {
         let stats = summary.total.operation(operation);
-        add(
+        series.extend(percentile_series(
             operation.name().to_string(),
             COLOURS[operation.index()],
             false,
             &stats.latency_us,
-        );
+        ));
         if summary.is_open_loop() {
-            add(
+            series.extend(percentile_series(
                 format!("{} (uncorrected)", operation.name()),
                 COLOURS[operation.index()],
                 true,
                 &stats.latency_uncorrected_us,
-            );
+            ));
         }
     }
     series
 }
 
-fn latency_panel(summary: &RunSummary, out: &mut String) {
-    let series = latency_series(summary);
-    let title = format!(
-        "{} latency by percentile ({}, {} connections)",
-        summary.scenario.name(),
-        if summary.is_open_loop() {
-            "open loop, corrected for coordinated omission"
-        } else {
-            "closed loop"
-        },
-        summary.connections
-    );
+/// A latency-by-percentile chart of `series`.
+fn latency_chart(title: &str, series: &[Series], top: f64, out: &mut String) {
     let values = series
         .iter()
         .flat_map(|line| line.points.iter().map(|&(_, value)| value));
     let (low, high) = decades(values);
     let frame = Frame {
-        top: 0.0,
+        top,
         x_range: (0.0, NINES_MAX),
         y_range: (low.log10(), high.log10()),
     };
-    frame.draw_box(&title, out);
+    frame.draw_box(title, out);
     for nine in 0..=NINES_MAX as u32 {
         let label = match nine {
             0 => "0%".to_string(),
@@ -134,11 +222,7 @@ fn latency_panel(summary: &RunSummary, out: &mut String) {
         };
         frame.x_tick(f64::from(nine), &label, out);
     }
-    let mut decade = low;
-    while decade <= high {
-        frame.y_tick(decade.log10(), &format!("{} us", compact(decade)), out);
-        decade *= 10.0;
-    }
+    frame.log_y_ticks(low, high, out);
     frame.axis_labels("percentile", "latency (microseconds, log scale)", out);
     for (index, line) in series.iter().enumerate() {
         let points: Vec<(f64, f64)> = line
@@ -148,6 +232,148 @@ fn latency_panel(summary: &RunSummary, out: &mut String) {
             .collect();
         frame.polyline(&points, line.colour, line.dashed, out);
         frame.legend(index, &line.label, line.colour, line.dashed, out);
+    }
+}
+
+/// A chart of `series` over run time (seconds), on a linear scale from zero.
+fn time_chart(title: &str, y_label: &str, series: &[Series], top: f64, out: &mut String) {
+    let end_s = series
+        .iter()
+        .flat_map(|line| line.points.iter().map(|&(t, _)| t))
+        .fold(1.0, f64::max);
+    let y_top = nice_ceiling(
+        series
+            .iter()
+            .flat_map(|line| line.points.iter().map(|&(_, y)| y))
+            .fold(1.0, f64::max),
+    );
+    let frame = Frame {
+        top,
+        x_range: (0.0, end_s.ceil()),
+        y_range: (0.0, y_top),
+    };
+    frame.draw_box(title, out);
+    frame.time_ticks(end_s, out);
+    for fifth in 0..=5 {
+        let value = y_top * f64::from(fifth) / 5.0;
+        frame.y_tick(value, &compact(value), out);
+    }
+    frame.axis_labels("run time (s)", y_label, out);
+    for (index, line) in series.iter().enumerate() {
+        frame.polyline(&line.points, line.colour, line.dashed, out);
+        frame.legend(index, &line.label, line.colour, line.dashed, out);
+    }
+}
+
+/// End-to-end latency (p99 per second) over run time.
+fn end_to_end_panel(summary: &RunSummary, top: f64, out: &mut String) {
+    let points: Vec<(f64, f64)> = summary
+        .timeline
+        .iter()
+        .filter_map(|point| {
+            let p99_us = point.end_to_end_p99_us?;
+            Some((point.end_s, p99_us as f64 / 1000.0))
+        })
+        .collect();
+    let series = [Series {
+        label: if summary.workers.is_some() {
+            "end-to-end p99, put to delete (ms)".to_string()
+        } else {
+            "end-to-end p99, put to receipt (ms)".to_string()
+        },
+        colour: EXTRA_COLOUR,
+        dashed: false,
+        points,
+    }];
+    time_chart(
+        &format!(
+            "{}: end-to-end message latency over time",
+            summary.scenario.name()
+        ),
+        "p99 of each second (milliseconds)",
+        &series,
+        top,
+        out,
+    );
+}
+
+/// A stepped run's result per step: the bounded percentile (p99 without a search) by rate,
+/// the bound as a dashed line, passing steps green and failing ones red.
+fn steps_panel(summary: &RunSummary, top: f64, out: &mut String) {
+    let percentile = summary
+        .search
+        .map_or("p99", |search| search.bound.percentile);
+    let mut steps: Vec<(f64, f64, Option<bool>)> = summary
+        .steps
+        .iter()
+        .filter_map(|step| {
+            let value = step.latency_us?.percentile(percentile)?;
+            Some((step.target_rate_per_s, value.max(1) as f64, step.passed))
+        })
+        .collect();
+    steps.sort_by(|left, right| left.0.total_cmp(&right.0));
+    let bound_us = summary.search.map(|search| search.bound.bound_us as f64);
+    let (low, high) = decades(steps.iter().map(|&(_, value, _)| value).chain(bound_us));
+    let rate_top = nice_ceiling(steps.iter().map(|&(rate, _, _)| rate).fold(1.0, f64::max));
+    let frame = Frame {
+        top,
+        x_range: (0.0, rate_top),
+        y_range: (low.log10(), high.log10()),
+    };
+    frame.draw_box(
+        &format!(
+            "{}: {percentile} latency by offered rate (worst operation)",
+            summary.scenario.name()
+        ),
+        out,
+    );
+    for fifth in 0..=5 {
+        let rate = rate_top * f64::from(fifth) / 5.0;
+        frame.x_tick(rate, &compact(rate), out);
+    }
+    frame.log_y_ticks(low, high, out);
+    frame.axis_labels(
+        "offered rate (operations per second)",
+        "latency (microseconds, log scale)",
+        out,
+    );
+    let points: Vec<(f64, f64)> = steps
+        .iter()
+        .map(|&(rate, value, _)| (rate, value.log10()))
+        .collect();
+    frame.polyline(&points, COLOURS[0], false, out);
+    frame.legend(0, percentile, COLOURS[0], false, out);
+    for &(rate, value, passed) in &steps {
+        let (x, y) = frame.at(rate, value.log10());
+        let colour = match passed {
+            Some(true) => COLOURS[2],
+            Some(false) => COLOURS[4],
+            None => COLOURS[0],
+        };
+        let _ = writeln!(
+            out,
+            r#"<circle cx="{x:.1}" cy="{y:.1}" r="4" fill="{colour}"/>"#
+        );
+    }
+    if let Some(bound) = bound_us {
+        let line = [(0.0, bound.log10()), (rate_top, bound.log10())];
+        frame.polyline(&line, COLOURS[4], true, out);
+        frame.legend(
+            1,
+            &format!("bound {percentile} <= {} us", compact(bound)),
+            COLOURS[4],
+            true,
+            out,
+        );
+    }
+    if let Some(knee) = summary.search.and_then(|search| search.knee_rate_per_s) {
+        let (x, y) = frame.at(knee, frame.y_range.1);
+        let _ = writeln!(
+            out,
+            r#"<text x="{x:.1}" y="{:.1}" text-anchor="middle">knee {}/s</text>"#,
+            y + 14.0,
+            compact(knee)
+        );
     }
 }
 
@@ -182,12 +408,7 @@ fn timeline_panel(summary: &RunSummary, top: f64, out: &mut String) {
         ),
         out,
     );
-    let step_s = (end_s / 10.0).ceil().max(1.0);
-    let mut second = 0.0;
-    while second <= end_s.ceil() {
-        frame.x_tick(second, &format!("{second}s"), out);
-        second += step_s;
-    }
+    frame.time_ticks(end_s, out);
     for fifth in 0..=5 {
         let value = rate_top * f64::from(fifth) / 5.0;
         frame.y_tick(value, &compact(value), out);
@@ -356,6 +577,25 @@ impl Frame {
         );
     }
 
+    /// Ticks every few seconds up to `end_s`.
+    fn time_ticks(&self, end_s: f64, out: &mut String) {
+        let step_s = (end_s / 10.0).ceil().max(1.0);
+        let mut second = 0.0;
+        while second <= end_s.ceil() {
+            self.x_tick(second, &format!("{second}s"), out);
+            second += step_s;
+        }
+    }
+
+    /// Ticks at each power of ten from `low` to `high` (a log10 axis).
+    fn log_y_ticks(&self, low: f64, high: f64, out: &mut String) {
+        let mut decade = low;
+        while decade <= high {
+            self.y_tick(decade.log10(), &format!("{} us", compact(decade)), out);
+            decade *= 10.0;
+        }
+    }
+
     fn axis_labels(&self, x_label: &str, y_label: &str, out: &mut String) {
         let middle_x = (self.left() + self.right()) / 2.0;
         let middle_y = (self.plot_top() + self.bottom()) / 2.0;
@@ -461,6 +701,66 @@ mod tests {
         let document = svg(&summary);
         assert!(!document.contains("over time"));
         assert!(!document.contains("uncorrected"));
+        assert_well_formed(&document);
+    }
+
+    #[test]
+    fn a_workers_run_has_end_to_end_latency_over_time() {
+        let document = svg(&crate::report::tests::workers_summary());
+        assert!(document.contains("end-to-end message latency over time"));
+        assert!(document.contains("put to delete"));
+        assert!(document.contains("queue depth over time"));
+        assert_well_formed(&document);
+    }
+
+    #[test]
+    fn a_stepped_run_has_latency_by_rate_with_the_bound() {
+        let mut summary = sample_summary();
+        let step = |rate: f64, p99: u64, passed| crate::steps::StepResult {
+            target_rate_per_s: rate,
+            achieved_rate_per_s: rate,
+            latency_us: Some(crate::metrics::LatencySummary {
+                p50: 10,
+                p90: 20,
+                p99,
+                p999: p99,
+                p9999: p99,
+                max: p99,
+            }),
+            error_ratio: 0.0,
+            passed: Some(passed),
+        };
+        summary.steps = vec![step(100.0, 500, true), step(200.0, 5_000, false)];
+        summary.search = Some(crate::report::SearchOutcome {
+            bound: crate::steps::LatencyBound::parse("p99=1ms").unwrap(),
+            knee_rate_per_s: Some(100.0),
+        });
+        let document = svg(&summary);
+        assert!(document.contains("p99 latency by offered rate"));
+        assert!(document.contains("bound p99 &lt;= 1k us"));
+        assert!(document.contains("knee 100/s"));
+        assert_eq!(document.matches("<circle").count(), 2);
+        assert_well_formed(&document);
+    }
+
+    #[test]
+    fn a_merge_has_percentiles_and_answers_per_second_per_tag() {
+        let mut histogram = crate::metrics::new_histogram();
+        histogram.record(100).unwrap();
+        let interval = |tag: &str, start_unix_s| crate::merge::Interval {
+            tag: tag.to_string(),
+            start_unix_s,
+            duration_s: 1.0,
+            histogram: histogram.clone(),
+        };
+        let merged = crate::merge::merge(vec![(
+            "a".to_string(),
+            vec![interval("put", 10.0), interval("get", 11.0)],
+        )]);
+        let document = merged_svg(&merged);
+        assert!(document.contains("1 merged log(s)"));
+        assert!(document.contains(">put per s<"));
+        assert!(document.contains(">get<"));
         assert_well_formed(&document);
     }
 

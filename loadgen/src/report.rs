@@ -1,19 +1,71 @@
 //! The results of a run and their text forms: the table printed at the end, the live progress
-//! line, and the JSON file. Pure functions of a `RunSummary`, so their shape is unit-tested.
+//! line, the JSON file and the CSV time series. Pure functions of a `RunSummary`, so their
+//! shape is unit-tested.
 
 use std::fmt::Write;
 
-use crate::metrics::{LatencySummary, Measurements, Operation, OperationStats};
-use crate::scenario::Scenario;
-use crate::schedule::{Arrival, LoadModel};
+use serde::Serialize;
 
-/// Requests per second of one operation over one interval of the run.
+use crate::metrics::{LatencySummary, Measurements, Operation, OperationStats};
+use crate::retry::RetryPolicy;
+use crate::scenario::Scenario;
+use crate::schedule::{Arrival, LoadModel, NANOSECONDS_PER_SECOND};
+use crate::steps::{LatencyBound, StepResult};
+use crate::workers::WorkerPlan;
+
+/// What one interval of the run measured.
 #[derive(Clone, Debug, PartialEq)]
 pub struct TimelinePoint {
     /// End of the interval, in seconds since the run started (warm-up included).
     pub end_s: f64,
     /// Answers per second, indexed by `Operation::index`.
     pub operations_per_s: [f64; 5],
+    /// Error answers and lost requests per second.
+    pub errors_per_s: f64,
+    /// Retries per second.
+    pub retries_per_s: f64,
+    /// The 99th percentile of corrected latency over every operation answered in the interval.
+    pub latency_p99_us: Option<u64>,
+    /// The 99th percentile of end-to-end message latency in the interval.
+    pub end_to_end_p99_us: Option<u64>,
+    /// The target rate of the step the interval belongs to, in a stepped run.
+    pub step_rate_per_s: Option<f64>,
+}
+
+impl TimelinePoint {
+    /// The point of an interval of `interval_s` seconds ending at `end_s` that measured
+    /// `measurements`.
+    pub fn of(end_s: f64, interval_s: f64, measurements: &Measurements) -> TimelinePoint {
+        let mut operations_per_s = [0.0; 5];
+        let mut all = crate::metrics::new_histogram();
+        let mut retries = 0;
+        for operation in Operation::ALL {
+            let stats = measurements.operation(operation);
+            operations_per_s[operation.index()] = stats.count as f64 / interval_s;
+            retries += stats.retries;
+            let _ = all.add(&stats.latency_us);
+        }
+        let p99 = |histogram: &hdrhistogram::Histogram<u64>| {
+            (!histogram.is_empty()).then(|| histogram.value_at_quantile(0.99))
+        };
+        TimelinePoint {
+            end_s,
+            operations_per_s,
+            errors_per_s: measurements.errors() as f64 / interval_s,
+            retries_per_s: retries as f64 / interval_s,
+            latency_p99_us: p99(&all),
+            end_to_end_p99_us: p99(&measurements.end_to_end_us),
+            step_rate_per_s: None,
+        }
+    }
+}
+
+/// The outcome of `--find-max`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct SearchOutcome {
+    pub bound: LatencyBound,
+    /// The highest rate that met the bound; `None` when even the lowest rate tried failed.
+    pub knee_rate_per_s: Option<f64>,
 }
 
 /// A queue depth sample.
@@ -66,12 +118,25 @@ pub struct RunSummary {
     /// The measured window: the configured duration, or for `--requests` the time until the
     /// last answer.
     pub duration_s: f64,
+    /// Run time zero, in seconds since the Unix epoch.
+    pub start_unix_s: f64,
+    /// Run time of the last answer: chains started in the measured window finish after it.
+    pub last_answer_s: f64,
     pub total: Measurements,
+    /// In a stepped run, every step's intervals, on the first step's clock.
     pub timeline: Vec<TimelinePoint>,
     pub depth: Vec<DepthPoint>,
     /// Per client core, when the kernel reports it.
     pub client_cores: Vec<CoreUsage>,
     pub max_error_ratio: f64,
+    pub retry: Option<RetryPolicy>,
+    /// For `workers`: what the workers did with each message, and how many there were.
+    pub workers: Option<WorkerPlan>,
+    pub worker_lanes: usize,
+    /// In a stepped run: every step's outcome, in the order run. The rest of the summary is
+    /// the step that answers the run's question (the knee, or the last step).
+    pub steps: Vec<StepResult>,
+    pub search: Option<SearchOutcome>,
 }
 
 impl RunSummary {
@@ -106,6 +171,71 @@ impl RunSummary {
     pub fn within_error_budget(&self) -> bool {
         self.total.error_ratio() <= self.max_error_ratio
     }
+
+    /// Share of the workers' time spent working, from the start of the measured window until
+    /// the last answer (work started in the window is finished after it).
+    pub fn worker_utilisation(&self) -> Option<f64> {
+        let active_s = self.duration_s.max(self.last_answer_s - self.warmup_s);
+        let available_s = self.worker_lanes as f64 * active_s;
+        (self.workers.is_some() && available_s > 0.0).then(|| {
+            self.total.workers.busy_ns as f64 / NANOSECONDS_PER_SECOND as f64 / available_s
+        })
+    }
+
+    /// How the queues' depth moved over the measured window, in messages per second (a least
+    /// squares fit of the samples); `None` with fewer than three samples.
+    pub fn depth_growth_per_s(&self) -> Option<f64> {
+        let end_s = self.warmup_s + self.duration_s;
+        let samples: Vec<(f64, f64)> = self
+            .depth
+            .iter()
+            .filter(|point| point.at_s >= self.warmup_s && point.at_s <= end_s)
+            .map(|point| (point.at_s, point.messages as f64))
+            .collect();
+        if samples.len() < DEPTH_SAMPLES_FOR_TREND_MIN {
+            return None;
+        }
+        let count = samples.len() as f64;
+        let mean_t = samples.iter().map(|&(t, _)| t).sum::<f64>() / count;
+        let mean_depth = samples.iter().map(|&(_, depth)| depth).sum::<f64>() / count;
+        let covariance: f64 = samples
+            .iter()
+            .map(|&(t, depth)| (t - mean_t) * (depth - mean_depth))
+            .sum();
+        let variance: f64 = samples.iter().map(|&(t, _)| (t - mean_t).powi(2)).sum();
+        (variance > 0.0).then(|| covariance / variance)
+    }
+
+    /// Whether the consumers kept up: the depth grew by less than a small share of the
+    /// producers' rate (and less than one message a second).
+    pub fn verdict(&self) -> Option<Verdict> {
+        let growth = self.depth_growth_per_s()?;
+        let puts_per_s = self.throughput_per_s(self.total.operation(Operation::Put));
+        let tolerance = DEPTH_GROWTH_PER_S_TOLERANCE.max(puts_per_s * DEPTH_GROWTH_SHARE_TOLERANCE);
+        Some(if growth > tolerance {
+            Verdict::FallingBehind {
+                growth_per_s: growth,
+            }
+        } else {
+            Verdict::KeepingUp
+        })
+    }
+}
+
+/// Depth samples a trend needs.
+const DEPTH_SAMPLES_FOR_TREND_MIN: usize = 3;
+/// Depth growth below this (messages per second) is noise, not falling behind…
+const DEPTH_GROWTH_PER_S_TOLERANCE: f64 = 1.0;
+/// …and so is growth below this share of the put rate.
+const DEPTH_GROWTH_SHARE_TOLERANCE: f64 = 0.01;
+
+/// Whether the consumers kept up with the producers.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Verdict {
+    /// The depth stayed bounded.
+    KeepingUp,
+    /// The depth grew by this much per second.
+    FallingBehind { growth_per_s: f64 },
 }
 
 /// `1234567` as `1,234,567`.
@@ -215,7 +345,11 @@ pub fn table(summary: &RunSummary) -> String {
     if summary.scenario.consumes() {
         row(
             &mut out,
-            "end-to-end message",
+            if summary.workers.is_some() {
+                "end-to-end put→delete"
+            } else {
+                "end-to-end message"
+            },
             grouped(total.end_to_end_us.len()),
             String::new(),
             String::new(),
@@ -263,6 +397,40 @@ pub fn table(summary: &RunSummary) -> String {
             );
         }
     }
+    if let Some(policy) = summary.retry {
+        let _ = writeln!(
+            out,
+            "retries (exponential, at most {} per request from {:.3} s; counts above are \
+             operations, first tries):",
+            policy.retries_max,
+            policy.base_delay_ns as f64 / NANOSECONDS_PER_SECOND as f64
+        );
+        for &operation in summary.operations() {
+            let stats = total.operation(operation);
+            let mut causes: Vec<String> = stats
+                .retries_by_status
+                .iter()
+                .map(|(status, count)| format!("HTTP {status} x {}", grouped(*count)))
+                .collect();
+            if stats.retries_after_connection_errors > 0 {
+                causes.push(format!(
+                    "lost connection x {}",
+                    grouped(stats.retries_after_connection_errors)
+                ));
+            }
+            let _ = writeln!(
+                out,
+                "  {} {}{}",
+                operation.name(),
+                grouped(stats.retries),
+                if causes.is_empty() {
+                    String::new()
+                } else {
+                    format!(" ({})", causes.join(", "))
+                }
+            );
+        }
+    }
     let gets = total.operation(Operation::Get);
     if gets.count > 0 {
         let _ = writeln!(
@@ -273,6 +441,8 @@ pub fn table(summary: &RunSummary) -> String {
             100.0 * gets.empty_gets as f64 / gets.count as f64
         );
     }
+    workers_section(summary, &mut out);
+    steps_section(summary, &mut out);
     if let (Some(first), Some(last)) = (summary.depth.first(), summary.depth.last()) {
         let deepest = summary
             .depth
@@ -316,6 +486,112 @@ pub fn table(summary: &RunSummary) -> String {
         }
     );
     out
+}
+
+/// The worker fleet's lines of the table.
+fn workers_section(summary: &RunSummary, out: &mut String) {
+    let Some(plan) = summary.workers else {
+        return;
+    };
+    let workers = &summary.total.workers;
+    let deletes = summary.total.operation(Operation::Delete);
+    let _ = writeln!(
+        out,
+        "workers: {} at crash rate {:.2}%: {} messages received, {} processed, {} abandoned by \
+         a crash, {} deleted",
+        summary.worker_lanes,
+        100.0 * plan.crash_ratio,
+        grouped(workers.received),
+        grouped(workers.processed),
+        grouped(workers.crashed),
+        grouped(workers.deleted)
+    );
+    let _ = writeln!(
+        out,
+        "  processed more than once: {} (the lease ran out before the delete: {}; after a \
+         crash: {})",
+        grouped(workers.processed_more_than_once()),
+        grouped(workers.redelivered_after_lease_expiry),
+        grouped(workers.redelivered_after_crash)
+    );
+    let _ = writeln!(
+        out,
+        "  deletes after the lease ran out: {}; refused: {} PopReceiptMismatch, {} \
+         MessageNotFound",
+        grouped(workers.lease_expired_before_delete),
+        grouped(deletes.errors_with_code("PopReceiptMismatch")),
+        grouped(deletes.errors_with_code("MessageNotFound"))
+    );
+    if let Some(utilisation) = summary.worker_utilisation() {
+        let _ = writeln!(
+            out,
+            "  utilisation: {:.1}% of the workers' time spent working",
+            100.0 * utilisation
+        );
+    }
+    let _ = match summary.verdict() {
+        Some(Verdict::KeepingUp) => writeln!(out, "  verdict: keeping up (queue depth bounded)"),
+        Some(Verdict::FallingBehind { growth_per_s }) => writeln!(
+            out,
+            "  verdict: falling behind (queue depth grows by {} messages/s)",
+            grouped(growth_per_s.round() as u64)
+        ),
+        None => writeln!(out, "  verdict: too few depth samples to tell"),
+    };
+}
+
+/// The steps of a stepped run, and the knee of a search.
+fn steps_section(summary: &RunSummary, out: &mut String) {
+    if summary.steps.is_empty() {
+        return;
+    }
+    let percentile = summary
+        .search
+        .map_or("p99", |search| search.bound.percentile);
+    let _ = writeln!(
+        out,
+        "steps (worst operation's corrected latency, us):\n  {:>10} {:>10} {:>10} {:>10} {:>8}",
+        "target/s", "achieved/s", percentile, "max", "errors"
+    );
+    for step in &summary.steps {
+        let value = step
+            .latency_us
+            .and_then(|latency| latency.percentile(percentile));
+        let _ = writeln!(
+            out,
+            "  {:>10} {:>10} {:>10} {:>10} {:>7.2}%{}",
+            grouped(step.target_rate_per_s.round() as u64),
+            grouped(step.achieved_rate_per_s.round() as u64),
+            value.map_or("-".to_string(), grouped),
+            step.latency_us
+                .map_or("-".to_string(), |latency| grouped(latency.max)),
+            100.0 * step.error_ratio,
+            match step.passed {
+                Some(true) => "  pass",
+                Some(false) => "  FAIL",
+                None => "",
+            }
+        );
+    }
+    if let Some(search) = summary.search {
+        let _ = match search.knee_rate_per_s {
+            Some(knee) => writeln!(
+                out,
+                "knee: {} ops/s is the highest rate with {} <= {} us and errors <= {:.2}% \
+                 (the table above is that step's)",
+                grouped(knee.round() as u64),
+                search.bound.percentile,
+                grouped(search.bound.bound_us),
+                100.0 * summary.max_error_ratio
+            ),
+            None => writeln!(
+                out,
+                "knee: none; even the lowest rate tried missed {} <= {} us or the error budget",
+                search.bound.percentile,
+                grouped(search.bound.bound_us)
+            ),
+        };
+    }
 }
 
 /// A client core that waited for its CPU longer than this share of the run was starved by
@@ -392,230 +668,349 @@ pub fn progress_line(
     )
 }
 
-/// Minimal JSON text building: numbers, escaped strings, and null.
-struct Json(String);
+/// `value` rounded to three decimals (what a report needs of a rate or a ratio); `None`, written
+/// as `null`, when it is not a number.
+pub fn rounded(value: f64) -> Option<f64> {
+    value.is_finite().then(|| (value * 1000.0).round() / 1000.0)
+}
 
-impl Json {
-    fn string(&mut self, text: &str) {
-        self.0.push('"');
-        for character in text.chars() {
-            match character {
-                '"' => self.0.push_str("\\\""),
-                '\\' => self.0.push_str("\\\\"),
-                '\n' => self.0.push_str("\\n"),
-                control if (control as u32) < 0x20 => {
-                    let _ = write!(self.0, "\\u{:04x}", control as u32);
-                }
-                other => self.0.push(other),
-            }
-        }
-        self.0.push('"');
-    }
+/// A JSON object whose keys keep the order given (serde_json's own map sorts them).
+pub struct Entries<K, V>(pub Vec<(K, V)>);
 
-    fn key(&mut self, name: &str) {
-        if !self.0.ends_with('{') && !self.0.ends_with('[') {
-            self.0.push(',');
-        }
-        self.string(name);
-        self.0.push(':');
+impl<K: Serialize, V: Serialize> Serialize for Entries<K, V> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_map(self.0.iter().map(|(key, value)| (key, value)))
     }
+}
 
-    fn float(&mut self, value: f64) {
-        if value.is_finite() {
-            let _ = write!(self.0, "{value:.3}");
-        } else {
-            self.0.push_str("null");
-        }
-    }
+/// The JSON file's top level.
+#[derive(Serialize)]
+struct JsonReport<'a> {
+    scenario: &'static str,
+    load_model: &'static str,
+    target_rate_per_s: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    arrival: Option<&'static str>,
+    achieved_rate_per_s: Option<f64>,
+    duration_s: Option<f64>,
+    warmup_s: Option<f64>,
+    start_unix_s: Option<f64>,
+    connections: usize,
+    pipeline: usize,
+    queues: usize,
+    message_bytes: usize,
+    batch: u32,
+    requests: u64,
+    errors: u64,
+    connection_errors: u64,
+    protocol_errors: u64,
+    refill: bool,
+    cpus: &'a [usize],
+    client_cores: Vec<JsonCoreUsage>,
+    error_ratio: Option<f64>,
+    max_error_ratio: Option<f64>,
+    warnings: Vec<String>,
+    retry: Option<JsonRetry>,
+    ops: Entries<&'static str, JsonOperation<'a>>,
+    end_to_end_us: Option<LatencySummary>,
+    client_send_lag_us: Option<LatencySummary>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    workers: Option<JsonWorkers>,
+    #[serde(skip_serializing_if = "<[StepResult]>::is_empty")]
+    steps: &'a [StepResult],
+    #[serde(skip_serializing_if = "Option::is_none")]
+    knee: Option<JsonKnee>,
+    timeline: Vec<JsonTimelinePoint>,
+    depth: Vec<JsonDepthPoint>,
+}
 
-    fn latency(&mut self, histogram: &hdrhistogram::Histogram<u64>) {
-        match latency_of(histogram) {
-            Some(summary) => {
-                self.0.push('{');
-                for (label, value) in summary.labelled() {
-                    self.key(label);
-                    let _ = write!(self.0, "{value}");
-                }
-                self.0.push('}');
-            }
-            None => self.0.push_str("null"),
-        }
+#[derive(Serialize)]
+struct JsonRetry {
+    retries_max: u32,
+    base_delay_s: Option<f64>,
+}
+
+#[derive(Serialize)]
+struct JsonWorkers {
+    workers: usize,
+    work_time: String,
+    crash_ratio: Option<f64>,
+    received: u64,
+    processed: u64,
+    crashed: u64,
+    deleted: u64,
+    processed_more_than_once: u64,
+    redelivered_after_lease_expiry: u64,
+    redelivered_after_crash: u64,
+    lease_expired_before_delete: u64,
+    deletes_pop_receipt_mismatch: u64,
+    deletes_message_not_found: u64,
+    utilisation: Option<f64>,
+    depth_growth_per_s: Option<f64>,
+    /// `keeping up`, `falling behind`, or null with too few depth samples.
+    verdict: Option<&'static str>,
+}
+
+#[derive(Serialize)]
+struct JsonKnee {
+    percentile: &'static str,
+    bound_us: u64,
+    max_error_ratio: Option<f64>,
+    rate_per_s: Option<f64>,
+}
+
+#[derive(Serialize)]
+struct JsonCoreUsage {
+    cpu: usize,
+    running_ratio: Option<f64>,
+    waiting_ratio: Option<f64>,
+}
+
+#[derive(Serialize)]
+struct JsonOperation<'a> {
+    count: u64,
+    errors: u64,
+    /// Gets and Peeks only.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    messages: Option<u64>,
+    /// Gets only.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    empty_gets: Option<u64>,
+    errors_by_status: Entries<String, u64>,
+    errors_by_code: Entries<&'a str, u64>,
+    retries: u64,
+    retries_by_status: Entries<String, u64>,
+    retries_after_connection_errors: u64,
+    throughput_per_s: Option<f64>,
+    latency_us: Option<LatencySummary>,
+    latency_uncorrected_us: Option<LatencySummary>,
+}
+
+#[derive(Serialize)]
+struct JsonTimelinePoint {
+    t_s: Option<f64>,
+    ops_per_s: Entries<&'static str, Option<f64>>,
+    errors_per_s: Option<f64>,
+    retries_per_s: Option<f64>,
+    latency_p99_us: Option<u64>,
+    end_to_end_p99_us: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    step_rate_per_s: Option<f64>,
+}
+
+#[derive(Serialize)]
+struct JsonDepthPoint {
+    t_s: Option<f64>,
+    messages: u64,
+}
+
+fn json_workers(summary: &RunSummary, plan: &WorkerPlan) -> JsonWorkers {
+    let workers = &summary.total.workers;
+    let deletes = summary.total.operation(Operation::Delete);
+    JsonWorkers {
+        workers: summary.worker_lanes,
+        work_time: plan.work_time.to_string(),
+        crash_ratio: rounded(plan.crash_ratio),
+        received: workers.received,
+        processed: workers.processed,
+        crashed: workers.crashed,
+        deleted: workers.deleted,
+        processed_more_than_once: workers.processed_more_than_once(),
+        redelivered_after_lease_expiry: workers.redelivered_after_lease_expiry,
+        redelivered_after_crash: workers.redelivered_after_crash,
+        lease_expired_before_delete: workers.lease_expired_before_delete,
+        deletes_pop_receipt_mismatch: deletes.errors_with_code("PopReceiptMismatch"),
+        deletes_message_not_found: deletes.errors_with_code("MessageNotFound"),
+        utilisation: summary.worker_utilisation().and_then(rounded),
+        depth_growth_per_s: summary.depth_growth_per_s().and_then(rounded),
+        verdict: summary.verdict().map(|verdict| match verdict {
+            Verdict::KeepingUp => "keeping up",
+            Verdict::FallingBehind { .. } => "falling behind",
+        }),
     }
+}
+
+/// The `--csv` file: one row per second of the run (every step's, in a stepped run) with the
+/// answers per second of each operation, errors and retries per second, the interval's p99
+/// latency over every operation and of end-to-end latency, and the last queue depth sampled
+/// by the end of the interval. Empty cells where nothing was measured.
+pub fn csv(summary: &RunSummary) -> String {
+    let mut out = String::from("t_s");
+    for &operation in summary.operations() {
+        let _ = write!(out, ",{}_per_s", operation.name());
+    }
+    out.push_str(",errors_per_s,retries_per_s,p99_us,end_to_end_p99_us,depth,step_rate_per_s\n");
+    let optional = |value: Option<u64>| value.map_or(String::new(), |value| value.to_string());
+    for point in &summary.timeline {
+        let _ = write!(out, "{:.3}", point.end_s);
+        for &operation in summary.operations() {
+            let _ = write!(out, ",{:.1}", point.operations_per_s[operation.index()]);
+        }
+        let depth = summary
+            .depth
+            .iter()
+            .rfind(|sample| sample.at_s <= point.end_s)
+            .map(|sample| sample.messages);
+        let _ = writeln!(
+            out,
+            ",{:.1},{:.1},{},{},{},{}",
+            point.errors_per_s,
+            point.retries_per_s,
+            optional(point.latency_p99_us),
+            optional(point.end_to_end_p99_us),
+            optional(depth),
+            point
+                .step_rate_per_s
+                .map_or(String::new(), |rate| format!("{rate}"))
+        );
+    }
+    out
 }
 
 /// The JSON file: run settings, per-operation counts, errors and latency percentiles, end-to-end
 /// latency, and the time series. Latencies are in microseconds; `null` where nothing was measured.
 pub fn json(summary: &RunSummary) -> String {
     let total = &summary.total;
-    let mut json = Json(String::with_capacity(4096));
-    json.0.push('{');
-    json.key("scenario");
-    json.string(summary.scenario.name());
-    json.key("load_model");
-    json.string(if summary.is_open_loop() {
-        "open"
-    } else {
-        "closed"
-    });
-    json.key("target_rate_per_s");
-    match summary.load {
+    let (target_rate_per_s, arrival) = match summary.load {
         LoadModel::Open {
             rate_per_s,
             arrival,
-        } => {
-            json.float(rate_per_s);
-            json.key("arrival");
-            json.string(match arrival {
+        } => (
+            rounded(rate_per_s),
+            Some(match arrival {
                 Arrival::Constant => "constant",
                 Arrival::Poisson => "poisson",
-            });
-        }
-        LoadModel::Closed => json.0.push_str("null"),
-    }
-    json.key("achieved_rate_per_s");
-    json.float(summary.achieved_rate_per_s());
-    json.key("duration_s");
-    json.float(summary.duration_s);
-    json.key("warmup_s");
-    json.float(summary.warmup_s);
-    for (name, value) in [
-        ("connections", summary.connections as u64),
-        ("pipeline", summary.pipeline as u64),
-        ("queues", summary.queues as u64),
-        ("message_bytes", summary.message_bytes as u64),
-        ("batch", u64::from(summary.batch)),
-        ("requests", total.requests()),
-        ("errors", total.errors()),
-        ("connection_errors", total.connection_errors),
-        ("protocol_errors", total.protocol_errors),
-    ] {
-        json.key(name);
-        let _ = write!(json.0, "{value}");
-    }
-    json.key("refill");
-    json.0
-        .push_str(if summary.refill { "true" } else { "false" });
-    json.key("cpus");
-    json.0.push('[');
-    for (index, cpu) in summary.cpus.iter().enumerate() {
-        if index > 0 {
-            json.0.push(',');
-        }
-        let _ = write!(json.0, "{cpu}");
-    }
-    json.0.push(']');
-    json.key("client_cores");
-    json.0.push('[');
-    for (index, core) in summary.client_cores.iter().enumerate() {
-        if index > 0 {
-            json.0.push(',');
-        }
-        json.0.push('{');
-        json.key("cpu");
-        let _ = write!(json.0, "{}", core.cpu);
-        json.key("running_ratio");
-        json.float(core.running_ratio());
-        json.key("waiting_ratio");
-        json.float(core.waiting_ratio());
-        json.0.push('}');
-    }
-    json.0.push(']');
-    json.key("error_ratio");
-    json.float(total.error_ratio());
-    json.key("max_error_ratio");
-    json.float(summary.max_error_ratio);
-
-    json.key("warnings");
-    json.0.push('[');
-    for (index, warning) in saturation_warnings(summary).iter().enumerate() {
-        if index > 0 {
-            json.0.push(',');
-        }
-        json.string(warning);
-    }
-    json.0.push(']');
-
-    json.key("ops");
-    json.0.push('{');
-    for &operation in summary.operations() {
-        let stats = total.operation(operation);
-        json.key(operation.name());
-        json.0.push('{');
-        json.key("count");
-        let _ = write!(json.0, "{}", stats.count);
-        json.key("errors");
-        let _ = write!(json.0, "{}", stats.errors);
-        if operation == Operation::Get || operation == Operation::Peek {
-            json.key("messages");
-            let _ = write!(json.0, "{}", stats.messages);
-        }
-        if operation == Operation::Get {
-            json.key("empty_gets");
-            let _ = write!(json.0, "{}", stats.empty_gets);
-        }
-        json.key("errors_by_status");
-        json.0.push('{');
-        for (status, count) in &stats.errors_by_status {
-            json.key(&status.to_string());
-            let _ = write!(json.0, "{count}");
-        }
-        json.0.push('}');
-        json.key("errors_by_code");
-        json.0.push('{');
-        for (code, count) in &stats.errors_by_code {
-            json.key(code);
-            let _ = write!(json.0, "{count}");
-        }
-        json.0.push('}');
-        json.key("throughput_per_s");
-        json.float(summary.throughput_per_s(stats));
-        json.key("latency_us");
-        json.latency(&stats.latency_us);
-        json.key("latency_uncorrected_us");
-        json.latency(&stats.latency_uncorrected_us);
-        json.0.push('}');
-    }
-    json.0.push('}');
-    json.key("end_to_end_us");
-    json.latency(&total.end_to_end_us);
-    json.key("client_send_lag_us");
-    json.latency(&total.send_lag_us);
-
-    json.key("timeline");
-    json.0.push('[');
-    for point in &summary.timeline {
-        json.0.push('{');
-        json.key("t_s");
-        json.float(point.end_s);
-        json.key("ops_per_s");
-        json.0.push('{');
-        for &operation in summary.operations() {
-            json.key(operation.name());
-            json.float(point.operations_per_s[operation.index()]);
-        }
-        json.0.push_str("}}");
-        json.0.push(',');
-    }
-    if json.0.ends_with(',') {
-        json.0.pop();
-    }
-    json.0.push(']');
-    json.key("depth");
-    json.0.push('[');
-    for (index, point) in summary.depth.iter().enumerate() {
-        if index > 0 {
-            json.0.push(',');
-        }
-        json.0.push('{');
-        json.key("t_s");
-        json.float(point.at_s);
-        json.key("messages");
-        let _ = write!(json.0, "{}", point.messages);
-        json.0.push('}');
-    }
-    json.0.push(']');
-    json.0.push_str("}\n");
-    json.0
+            }),
+        ),
+        LoadModel::Closed => (None, None),
+    };
+    let ops = summary
+        .operations()
+        .iter()
+        .map(|&operation| {
+            let stats = total.operation(operation);
+            let lists_messages = matches!(operation, Operation::Get | Operation::Peek);
+            let json = JsonOperation {
+                count: stats.count,
+                errors: stats.errors,
+                messages: lists_messages.then_some(stats.messages),
+                empty_gets: (operation == Operation::Get).then_some(stats.empty_gets),
+                errors_by_status: Entries(
+                    stats
+                        .errors_by_status
+                        .iter()
+                        .map(|&(status, count)| (status.to_string(), count))
+                        .collect(),
+                ),
+                errors_by_code: Entries(
+                    stats
+                        .errors_by_code
+                        .iter()
+                        .map(|(code, count)| (code.as_str(), *count))
+                        .collect(),
+                ),
+                retries: stats.retries,
+                retries_by_status: Entries(
+                    stats
+                        .retries_by_status
+                        .iter()
+                        .map(|&(status, count)| (status.to_string(), count))
+                        .collect(),
+                ),
+                retries_after_connection_errors: stats.retries_after_connection_errors,
+                throughput_per_s: rounded(summary.throughput_per_s(stats)),
+                latency_us: latency_of(&stats.latency_us),
+                latency_uncorrected_us: latency_of(&stats.latency_uncorrected_us),
+            };
+            (operation.name(), json)
+        })
+        .collect();
+    let report = JsonReport {
+        scenario: summary.scenario.name(),
+        load_model: if summary.is_open_loop() {
+            "open"
+        } else {
+            "closed"
+        },
+        target_rate_per_s,
+        arrival,
+        achieved_rate_per_s: rounded(summary.achieved_rate_per_s()),
+        duration_s: rounded(summary.duration_s),
+        warmup_s: rounded(summary.warmup_s),
+        start_unix_s: rounded(summary.start_unix_s),
+        connections: summary.connections,
+        pipeline: summary.pipeline,
+        queues: summary.queues,
+        message_bytes: summary.message_bytes,
+        batch: summary.batch,
+        requests: total.requests(),
+        errors: total.errors(),
+        connection_errors: total.connection_errors,
+        protocol_errors: total.protocol_errors,
+        refill: summary.refill,
+        cpus: &summary.cpus,
+        client_cores: summary
+            .client_cores
+            .iter()
+            .map(|core| JsonCoreUsage {
+                cpu: core.cpu,
+                running_ratio: rounded(core.running_ratio()),
+                waiting_ratio: rounded(core.waiting_ratio()),
+            })
+            .collect(),
+        error_ratio: rounded(total.error_ratio()),
+        max_error_ratio: rounded(summary.max_error_ratio),
+        warnings: saturation_warnings(summary),
+        retry: summary.retry.map(|policy| JsonRetry {
+            retries_max: policy.retries_max,
+            base_delay_s: rounded(policy.base_delay_ns as f64 / NANOSECONDS_PER_SECOND as f64),
+        }),
+        ops: Entries(ops),
+        end_to_end_us: latency_of(&total.end_to_end_us),
+        client_send_lag_us: latency_of(&total.send_lag_us),
+        workers: summary.workers.map(|plan| json_workers(summary, &plan)),
+        steps: &summary.steps,
+        knee: summary.search.map(|search| JsonKnee {
+            percentile: search.bound.percentile,
+            bound_us: search.bound.bound_us,
+            max_error_ratio: rounded(summary.max_error_ratio),
+            rate_per_s: search.knee_rate_per_s,
+        }),
+        timeline: summary
+            .timeline
+            .iter()
+            .map(|point| JsonTimelinePoint {
+                t_s: rounded(point.end_s),
+                ops_per_s: Entries(
+                    summary
+                        .operations()
+                        .iter()
+                        .map(|&operation| {
+                            let rate = point.operations_per_s[operation.index()];
+                            (operation.name(), rounded(rate))
+                        })
+                        .collect(),
+                ),
+                errors_per_s: rounded(point.errors_per_s),
+                retries_per_s: rounded(point.retries_per_s),
+                latency_p99_us: point.latency_p99_us,
+                end_to_end_p99_us: point.end_to_end_p99_us,
+                step_rate_per_s: point.step_rate_per_s,
+            })
+            .collect(),
+        depth: summary
+            .depth
+            .iter()
+            .map(|point| JsonDepthPoint {
+                t_s: rounded(point.at_s),
+                messages: point.messages,
+            })
+            .collect(),
+    };
+    // Serializing plain data into a String cannot fail.
+    let mut text = serde_json::to_string(&report).unwrap_or_else(|_| unreachable!());
+    text.push('\n');
+    text
 }
 
 #[cfg(test)]
@@ -666,10 +1061,20 @@ pub(crate) mod tests {
                 TimelinePoint {
                     end_s: 2.0,
                     operations_per_s: [200.0, 190.0, 0.0, 0.0, 189.0],
+                    errors_per_s: 0.0,
+                    retries_per_s: 0.0,
+                    latency_p99_us: Some(990),
+                    end_to_end_p99_us: Some(1_090),
+                    step_rate_per_s: None,
                 },
                 TimelinePoint {
                     end_s: 3.0,
                     operations_per_s: [210.0, 200.0, 0.0, 0.0, 198.0],
+                    errors_per_s: 1.0,
+                    retries_per_s: 0.0,
+                    latency_p99_us: Some(995),
+                    end_to_end_p99_us: None,
+                    step_rate_per_s: None,
                 },
             ],
             depth: vec![
@@ -689,6 +1094,13 @@ pub(crate) mod tests {
                 waiting_ns: 60_000_000,
             }],
             max_error_ratio: 0.01,
+            start_unix_s: 1_795_305_600.0,
+            last_answer_s: 6.0,
+            retry: None,
+            workers: None,
+            worker_lanes: 0,
+            steps: Vec::new(),
+            search: None,
         }
     }
 
@@ -756,10 +1168,17 @@ pub(crate) mod tests {
     }
 
     #[test]
-    fn json_strings_are_escaped() {
-        let mut json = Json(String::new());
-        json.string("a\"b\\c\nd\u{1}");
-        assert_eq!(json.0, r#""a\"b\\c\nd\u0001""#);
+    fn json_keeps_the_report_order_of_operations_and_rounds_to_three_decimals() {
+        let mut summary = sample_summary();
+        summary.duration_s = 5.0 / 3.0;
+        let text = json(&summary);
+        let put = text.find("\"put\":{").unwrap();
+        let get = text.find("\"get\":{").unwrap();
+        let delete = text.find("\"delete\":{").unwrap();
+        assert!(put < get && get < delete, "{text}");
+        assert!(text.contains("\"duration_s\":1.667,"), "{text}");
+        assert!(text.ends_with("}\n"));
+        assert_eq!(rounded(f64::NAN), None);
     }
 
     #[test]
@@ -800,6 +1219,177 @@ pub(crate) mod tests {
         assert!(warnings[1].contains("CPU 1 waited for its CPU 50%"));
         assert!(warnings[2].contains("400 of the 1,000 ops/s"));
         assert!(table(&summary).contains("warning: "));
+    }
+
+    /// A workers run: two workers, one message delivered three times.
+    pub fn workers_summary() -> RunSummary {
+        let mut summary = sample_summary();
+        summary.scenario = Scenario::Workers;
+        summary.load = LoadModel::Closed;
+        summary.workers = Some(WorkerPlan {
+            work_time: crate::workers::WorkTime::Fixed { ns: 3_000_000_000 },
+            crash_ratio: 0.0,
+            poll_backoff_min_ns: 10_000_000,
+            poll_backoff_max_ns: 50_000_000,
+        });
+        summary.worker_lanes = 2;
+        summary.warmup_s = 0.0;
+        summary.duration_s = 4.5;
+        summary.last_answer_s = 7.5;
+        summary.total.workers = crate::metrics::WorkerStats {
+            received: 3,
+            processed: 3,
+            crashed: 0,
+            deleted: 1,
+            redelivered_after_lease_expiry: 2,
+            redelivered_after_crash: 0,
+            lease_expired_before_delete: 3,
+            busy_ns: 9_000_000_000,
+        };
+        summary.total.operations[Operation::Delete.index()] = OperationStats::default();
+        let deletes = summary.total.operation_mut(Operation::Delete);
+        deletes.record_success(500, 500);
+        deletes.record_error(400, Some(b"PopReceiptMismatch"));
+        deletes.record_error(400, Some(b"PopReceiptMismatch"));
+        summary.depth = (0..5)
+            .map(|second| DepthPoint {
+                at_s: f64::from(second),
+                messages: 1,
+            })
+            .collect();
+        summary
+    }
+
+    #[test]
+    fn workers_are_reported_with_duplicates_and_their_causes() {
+        let summary = workers_summary();
+        assert_eq!(summary.worker_utilisation(), Some(0.6));
+        assert_eq!(summary.verdict(), Some(Verdict::KeepingUp));
+        let text = table(&summary);
+        assert!(text.contains("3 messages received, 3 processed"), "{text}");
+        assert!(text.contains(
+            "processed more than once: 2 (the lease ran out before the \
+            delete: 2; after a crash: 0)"
+        ));
+        assert!(text.contains("refused: 2 PopReceiptMismatch, 0 MessageNotFound"));
+        assert!(text.contains("utilisation: 60.0%"));
+        assert!(text.contains("verdict: keeping up"));
+        assert!(text.contains("end-to-end put→delete"));
+        let value: serde_json::Value = serde_json::from_str(&json(&summary)).unwrap();
+        let workers = &value["workers"];
+        assert_eq!(workers["work_time"], "3000ms");
+        assert_eq!(workers["processed_more_than_once"], 2);
+        assert_eq!(workers["redelivered_after_lease_expiry"], 2);
+        assert_eq!(workers["deletes_pop_receipt_mismatch"], 2);
+        assert_eq!(workers["lease_expired_before_delete"], 3);
+        assert_eq!(workers["verdict"], "keeping up");
+        assert_eq!(workers["depth_growth_per_s"], 0.0);
+    }
+
+    #[test]
+    fn a_growing_queue_is_falling_behind() {
+        let mut summary = workers_summary();
+        summary.total.operations[Operation::Put.index()] = OperationStats::default();
+        for (second, messages) in [(0.0, 0), (1.0, 100), (2.0, 210), (3.0, 290), (4.0, 400)] {
+            summary.depth.push(DepthPoint {
+                at_s: second,
+                messages,
+            });
+        }
+        summary.depth.drain(..5);
+        let growth = summary.depth_growth_per_s().unwrap();
+        assert!((growth - 99.0).abs() < 1e-9, "{growth}");
+        assert!(table(&summary).contains("falling behind (queue depth grows by 99 messages/s)"));
+        summary.depth.truncate(2);
+        assert_eq!(summary.verdict(), None);
+    }
+
+    #[test]
+    fn retries_are_listed_apart_from_the_operations() {
+        let mut summary = sample_summary();
+        summary.retry = Some(RetryPolicy {
+            retries_max: 3,
+            base_delay_ns: 100_000_000,
+        });
+        let put = summary.total.operation_mut(Operation::Put);
+        put.record_retry(Some(503));
+        put.record_retry(Some(503));
+        put.record_retry(None);
+        let text = table(&summary);
+        assert!(
+            text.contains("counts above are operations, first tries"),
+            "{text}"
+        );
+        assert!(text.contains("put 3 (HTTP 503 x 2, lost connection x 1)"));
+        let value: serde_json::Value = serde_json::from_str(&json(&summary)).unwrap();
+        assert_eq!(value["ops"]["put"]["retries"], 3);
+        assert_eq!(value["ops"]["put"]["count"], 1000);
+        assert_eq!(value["ops"]["put"]["retries_by_status"]["503"], 2);
+        assert_eq!(value["ops"]["put"]["retries_after_connection_errors"], 1);
+        assert_eq!(value["retry"]["retries_max"], 3);
+        assert_eq!(value["retry"]["base_delay_s"], 0.1);
+    }
+
+    #[test]
+    fn steps_and_the_knee_are_reported() {
+        let mut summary = sample_summary();
+        let latency = |p99| LatencySummary {
+            p50: 100,
+            p90: 200,
+            p99,
+            p999: p99 * 2,
+            p9999: p99 * 3,
+            max: p99 * 4,
+        };
+        summary.steps = vec![
+            StepResult {
+                target_rate_per_s: 100.0,
+                achieved_rate_per_s: 100.0,
+                latency_us: Some(latency(900)),
+                error_ratio: 0.0,
+                passed: Some(true),
+            },
+            StepResult {
+                target_rate_per_s: 200.0,
+                achieved_rate_per_s: 180.0,
+                latency_us: Some(latency(50_000)),
+                error_ratio: 0.2,
+                passed: Some(false),
+            },
+        ];
+        summary.search = Some(SearchOutcome {
+            bound: LatencyBound::parse("p99=1ms").unwrap(),
+            knee_rate_per_s: Some(100.0),
+        });
+        let text = table(&summary);
+        assert!(text.contains("knee: 100 ops/s is the highest rate with p99 <= 1,000 us"));
+        assert!(
+            text.contains("200        180     50,000    200,000   20.00%  FAIL"),
+            "{text}"
+        );
+        let value: serde_json::Value = serde_json::from_str(&json(&summary)).unwrap();
+        assert_eq!(value["knee"]["rate_per_s"], 100.0);
+        assert_eq!(value["knee"]["percentile"], "p99");
+        assert_eq!(value["steps"][1]["passed"], false);
+        assert_eq!(value["steps"][1]["latency_us"]["p99"], 50_000);
+        // Runs without steps carry neither key.
+        let plain: serde_json::Value = serde_json::from_str(&json(&sample_summary())).unwrap();
+        assert!(plain.get("steps").is_none() && plain.get("knee").is_none());
+    }
+
+    #[test]
+    fn the_csv_has_a_row_per_interval_with_the_depth_sampled_by_then() {
+        let text = csv(&sample_summary());
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(
+            lines,
+            vec![
+                "t_s,put_per_s,get_per_s,delete_per_s,errors_per_s,retries_per_s,p99_us,\
+                 end_to_end_p99_us,depth,step_rate_per_s",
+                "2.000,200.0,190.0,189.0,0.0,0.0,990,1090,12,",
+                "3.000,210.0,200.0,198.0,1.0,0.0,995,,12,",
+            ]
+        );
     }
 
     #[test]

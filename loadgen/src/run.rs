@@ -1,22 +1,33 @@
 //! One run from start to end on the main thread: resolve the target, set up the queues, start
 //! the cores, then gather their once-a-second reports into the totals, the time series, the
-//! HdrHistogram interval log and the progress line, until every core has finished.
+//! HdrHistogram interval log and the progress line, until every core has finished. A stepped
+//! run (`--rate-steps`, `--find-max`) does this once per step, on the same queues and into one
+//! log and one time series.
 
 use std::collections::BTreeMap;
 use std::sync::mpsc::Receiver;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use hdrhistogram::serialization::interval_log::{IntervalLogWriterBuilder, Tag};
+use hdrhistogram::serialization::interval_log::{IntervalLogWriter, IntervalLogWriterBuilder, Tag};
 use hdrhistogram::serialization::V2DeflateSerializer;
 
 use crate::cli::{queue_names, Options};
 use crate::endpoint;
 use crate::engine::{self, CoreReport, RunPlan, INTERVAL_NS};
 use crate::metrics::{Measurements, Operation};
-use crate::report::{progress_line, CoreUsage, DepthPoint, RunSummary, TimelinePoint};
-use crate::schedule::NANOSECONDS_PER_SECOND;
+use crate::report::{
+    progress_line, CoreUsage, DepthPoint, RunSummary, SearchOutcome, TimelinePoint,
+};
+use crate::schedule::{Arrival, LoadModel, NANOSECONDS_PER_SECOND};
+use crate::steps::{KneeSearch, StepPlan, StepResult};
 use crate::wire::RequestSettings;
+
+/// The interval log's tag for end-to-end message latency (the others are operation names).
+pub const END_TO_END_TAG: &str = "end-to-end";
+
+/// An interval log being written into memory.
+type LogWriter<'a> = IntervalLogWriter<'a, 'a, Vec<u8>, V2DeflateSerializer>;
 
 /// What a run produced.
 pub struct RunOutcome {
@@ -44,6 +55,7 @@ pub fn run(options: &Options) -> Result<RunOutcome, String> {
         },
         scenario: options.scenario,
         cpus,
+        cpus_pinned: options.cpus.is_some(),
         connections: options.connections,
         pipeline: options.pipeline,
         producers: options.producers,
@@ -54,6 +66,8 @@ pub fn run(options: &Options) -> Result<RunOutcome, String> {
         preload: options.preload,
         refill: options.refill,
         seed: options.seed,
+        retry: options.retry,
+        workers: options.workers,
     };
     let depths = engine::set_up(&plan)?;
     if !options.quiet {
@@ -64,53 +78,243 @@ pub fn run(options: &Options) -> Result<RunOutcome, String> {
             depths.iter().sum::<u64>()
         );
     }
-    let plan = Arc::new(plan);
-    let engine::Started {
-        reports,
-        executors,
-        start,
-    } = engine::start(plan.clone())?;
-    let start_wall_clock = SystemTime::now()
-        + start
-            .checked_duration_since(std::time::Instant::now())
+    let mut log_output = Vec::new();
+    let mut serializer = V2DeflateSerializer::new();
+    let mut log = Log {
+        wanted: options.hdr_log_path.is_some(),
+        writer: None,
+        base: SystemTime::UNIX_EPOCH,
+    };
+    let mut runner = StepRunner {
+        options,
+        log: &mut log,
+        log_output: Some(&mut log_output),
+        serializer: Some(&mut serializer),
+        start_at: options.start_at,
+        timeline: Vec::new(),
+        depth: Vec::new(),
+    };
+    let summary = match &options.steps {
+        None => runner.run_step(&plan)?,
+        Some(steps) => run_steps(&mut runner, &plan, steps)?,
+    };
+    drop(runner);
+    let wanted = log.wanted;
+    drop(log);
+    Ok(RunOutcome {
+        summary,
+        hdr_log: wanted.then_some(log_output),
+    })
+}
+
+/// The interval log of a run: created when the first step starts, its timestamps relative to
+/// that start (`base`).
+struct Log<'a> {
+    wanted: bool,
+    writer: Option<LogWriter<'a>>,
+    base: SystemTime,
+}
+
+/// Runs the steps of one run in turn, into one log and one time series.
+struct StepRunner<'o, 'l, 'a> {
+    options: &'o Options,
+    log: &'l mut Log<'a>,
+    /// Lent to the log writer when the first step starts.
+    log_output: Option<&'a mut Vec<u8>>,
+    serializer: Option<&'a mut V2DeflateSerializer>,
+    /// Run time zero of the first step, by the wall clock (`--start-at`).
+    start_at: Option<SystemTime>,
+    /// Every step's time series, on the first step's clock.
+    timeline: Vec<TimelinePoint>,
+    depth: Vec<DepthPoint>,
+}
+
+impl StepRunner<'_, '_, '_> {
+    /// Runs one step (or the whole of an unstepped run) with `plan` and summarises it; its
+    /// time series is added to the run's.
+    fn run_step(&mut self, plan: &RunPlan) -> Result<RunSummary, String> {
+        let options = self.options;
+        let plan = Arc::new(plan.clone());
+        let engine::Started {
+            reports,
+            executors,
+            start_wall_clock,
+        } = engine::start(plan.clone(), self.start_at.take())?;
+        if self.log.wanted && self.log.writer.is_none() {
+            let (Some(output), Some(serializer)) = (self.log_output.take(), self.serializer.take())
+            else {
+                unreachable!("the log is created once");
+            };
+            let writer = IntervalLogWriterBuilder::new()
+                .add_comment(
+                    "azq-loadgen interval log: corrected latency in microseconds, one tag per \
+                     operation (end-to-end: message latency)",
+                )
+                .with_start_time(start_wall_clock)
+                .with_base_time(start_wall_clock)
+                .with_max_value_divisor(1000.0)
+                .begin_log_with(output, serializer)
+                .map_err(|error| error.to_string())?;
+            self.log.writer = Some(writer);
+            self.log.base = start_wall_clock;
+        }
+        let offset = start_wall_clock
+            .duration_since(self.log.base)
             .unwrap_or_default();
-    let mut hdr_log = options.hdr_log_path.is_some().then(Vec::new);
-    let collected = collect(
-        &plan,
-        reports,
-        options.quiet,
-        start_wall_clock,
-        hdr_log.as_mut(),
-    );
-    for executor in executors {
-        executor
-            .join()
-            .map_err(|error| format!("a client core failed: {error}"))?;
+        let collected = collect(
+            &plan,
+            reports,
+            options.quiet,
+            self.log.writer.as_mut().map(|writer| (writer, offset)),
+        );
+        for executor in executors {
+            executor
+                .join()
+                .map_err(|error| format!("a client core failed: {error}"))?;
+        }
+        let collected = collected?;
+        let duration_ns = match plan.duration_ns {
+            Some(duration) => duration,
+            None => collected.last_answer_ns.saturating_sub(plan.warmup_ns),
+        };
+        let offset_s = offset.as_secs_f64();
+        let step_rate = match plan.load {
+            LoadModel::Open { rate_per_s, .. } if options.steps.is_some() => Some(rate_per_s),
+            _ => None,
+        };
+        self.timeline
+            .extend(collected.timeline.iter().map(|point| TimelinePoint {
+                end_s: point.end_s + offset_s,
+                step_rate_per_s: step_rate,
+                ..point.clone()
+            }));
+        self.depth
+            .extend(collected.depth.iter().map(|point| DepthPoint {
+                at_s: point.at_s + offset_s,
+                ..*point
+            }));
+        Ok(RunSummary {
+            scenario: plan.scenario,
+            load: plan.load,
+            connections: plan.connections,
+            pipeline: plan.pipeline,
+            cpus: plan.cpus.clone(),
+            queues: plan.settings.queue_names.len(),
+            message_bytes: plan.settings.message_bytes,
+            batch: plan.settings.batch,
+            refill: plan.refill,
+            warmup_s: seconds(plan.warmup_ns),
+            duration_s: seconds(duration_ns),
+            last_answer_s: seconds(collected.last_answer_ns),
+            start_unix_s: start_wall_clock
+                .duration_since(SystemTime::UNIX_EPOCH)
+                .map_or(0.0, |since| since.as_secs_f64()),
+            total: collected.total,
+            timeline: collected.timeline,
+            depth: collected.depth,
+            client_cores: collected.client_cores,
+            max_error_ratio: options.max_error_ratio,
+            retry: plan.retry,
+            workers: plan.workers,
+            worker_lanes: match plan.scenario {
+                crate::scenario::Scenario::Workers => {
+                    (plan.connections - plan.producers) * plan.pipeline
+                }
+                _ => 0,
+            },
+            steps: Vec::new(),
+            search: None,
+        })
     }
-    let collected = collected?;
-    let duration_ns = match plan.duration_ns {
-        Some(duration) => duration,
-        None => collected.last_answer_ns.saturating_sub(plan.warmup_ns),
+}
+
+/// Runs every step of `steps` and returns the summary of the step that answers the question:
+/// the last of `--rate-steps`, the knee of `--find-max` (or, with no knee, the last step), with
+/// every step's result and the whole run's time series.
+fn run_steps(
+    runner: &mut StepRunner<'_, '_, '_>,
+    plan: &RunPlan,
+    steps: &StepPlan,
+) -> Result<RunSummary, String> {
+    let options = runner.options;
+    let arrival = match options.load {
+        LoadModel::Open { arrival, .. } => arrival,
+        LoadModel::Closed => Arrival::Constant,
     };
-    let summary = RunSummary {
-        scenario: plan.scenario,
-        load: plan.load,
-        connections: plan.connections,
-        pipeline: plan.pipeline,
-        cpus: plan.cpus.clone(),
-        queues: plan.settings.queue_names.len(),
-        message_bytes: plan.settings.message_bytes,
-        batch: plan.settings.batch,
-        refill: plan.refill,
-        warmup_s: seconds(plan.warmup_ns),
-        duration_s: seconds(duration_ns),
-        total: collected.total,
-        timeline: collected.timeline,
-        depth: collected.depth,
-        client_cores: collected.client_cores,
-        max_error_ratio: options.max_error_ratio,
+    let mut results = Vec::new();
+    let mut summaries: Vec<RunSummary> = Vec::new();
+    let step_at = |runner: &mut StepRunner<'_, '_, '_>, rate_per_s: f64| {
+        let mut step_plan = plan.clone();
+        step_plan.load = LoadModel::Open {
+            rate_per_s,
+            arrival,
+        };
+        if !options.quiet {
+            eprintln!("azq-loadgen: step at {rate_per_s} ops/s");
+        }
+        runner.run_step(&step_plan)
     };
-    Ok(RunOutcome { summary, hdr_log })
+    let search = match steps {
+        StepPlan::Rates(rates) => {
+            for &rate in rates {
+                let summary = step_at(runner, rate)?;
+                results.push(StepResult::of(
+                    rate,
+                    summary.achieved_rate_per_s(),
+                    &summary.total,
+                    None,
+                ));
+                summaries.push(summary);
+            }
+            None
+        }
+        StepPlan::FindMax(settings) => {
+            let mut search = KneeSearch::new(*settings);
+            while let Some(rate) = search.next_rate() {
+                let summary = step_at(runner, rate)?;
+                let result = StepResult::of(
+                    rate,
+                    summary.achieved_rate_per_s(),
+                    &summary.total,
+                    Some((&settings.bound, options.max_error_ratio)),
+                );
+                search.record(rate, result.passed == Some(true));
+                if !options.quiet {
+                    eprintln!(
+                        "azq-loadgen: {rate} ops/s {}",
+                        if result.passed == Some(true) {
+                            "passed"
+                        } else {
+                            "failed"
+                        }
+                    );
+                }
+                results.push(result);
+                summaries.push(summary);
+            }
+            Some(SearchOutcome {
+                bound: settings.bound,
+                knee_rate_per_s: search.knee(),
+            })
+        }
+    };
+    let reference = search
+        .as_ref()
+        .and_then(|search| search.knee_rate_per_s)
+        .and_then(|knee| {
+            results
+                .iter()
+                .position(|result| result.target_rate_per_s == knee)
+        })
+        .unwrap_or(summaries.len().saturating_sub(1));
+    let Some(mut summary) = summaries.into_iter().nth(reference) else {
+        return Err("no step ran".to_string());
+    };
+    summary.steps = results;
+    summary.search = search;
+    summary.timeline = std::mem::take(&mut runner.timeline);
+    summary.depth = std::mem::take(&mut runner.depth);
+    Ok(summary)
 }
 
 fn seconds(nanoseconds: u64) -> f64 {
@@ -127,30 +331,15 @@ struct Collected {
 }
 
 /// Receives reports until every core has finished. An interval is closed (merged, logged,
-/// printed) once every core has reported it or finished.
+/// printed) once every core has reported it or finished. `log` takes each closed interval's
+/// histograms, stamped `offset` plus the interval's run time.
 fn collect(
     plan: &RunPlan,
     reports: Receiver<CoreReport>,
     quiet: bool,
-    start_wall_clock: SystemTime,
-    hdr_log: Option<&mut Vec<u8>>,
+    mut log: Option<(&mut LogWriter<'_>, Duration)>,
 ) -> Result<Collected, String> {
     let cores = plan.cpus.len();
-    let mut serializer = V2DeflateSerializer::new();
-    let mut log_output = Vec::new();
-    let mut log_writer = if hdr_log.is_some() {
-        Some(
-            IntervalLogWriterBuilder::new()
-                .add_comment("azq-loadgen interval log: corrected latency in microseconds, one tag per operation")
-                .with_start_time(start_wall_clock)
-                .with_base_time(start_wall_clock)
-                .with_max_value_divisor(1000.0)
-                .begin_log_with(&mut log_output, &mut serializer)
-                .map_err(|error| error.to_string())?,
-        )
-    } else {
-        None
-    };
     let mut reported_through: Vec<Option<u64>> = vec![None; cores];
     let mut finished = vec![false; cores];
     let mut pending: BTreeMap<u64, Measurements> = BTreeMap::new();
@@ -214,18 +403,24 @@ fn collect(
                 start_ns + INTERVAL_NS
             };
             let interval_s = seconds(end_ns - start_ns);
-            if let Some(writer) = log_writer.as_mut() {
-                for operation in Operation::ALL {
-                    let histogram = &measurements.operation(operation).latency_us;
+            if let Some((writer, offset)) = log.as_mut() {
+                let tagged = Operation::ALL
+                    .iter()
+                    .map(|&operation| {
+                        let histogram = &measurements.operation(operation).latency_us;
+                        (operation.name(), histogram)
+                    })
+                    .chain([(END_TO_END_TAG, &measurements.end_to_end_us)]);
+                for (tag, histogram) in tagged {
                     if histogram.is_empty() {
                         continue;
                     }
                     writer
                         .write_histogram(
                             histogram,
-                            Duration::from_nanos(start_ns),
+                            *offset + Duration::from_nanos(start_ns),
                             Duration::from_nanos(end_ns - start_ns),
-                            Tag::new(operation.name()),
+                            Tag::new(tag),
                         )
                         .map_err(|error| format!("--hdr-log: {error}"))?;
                 }
@@ -236,15 +431,11 @@ fn collect(
                 .duration_ns
                 .map_or(u64::MAX, |duration| plan.warmup_ns + duration);
             if end_ns > plan.warmup_ns && start_ns < measured_end_ns {
-                let mut operations_per_s = [0.0; 5];
-                for operation in Operation::ALL {
-                    operations_per_s[operation.index()] =
-                        measurements.operation(operation).count as f64 / interval_s;
-                }
-                collected.timeline.push(TimelinePoint {
-                    end_s: seconds(end_ns),
-                    operations_per_s,
-                });
+                collected.timeline.push(TimelinePoint::of(
+                    seconds(end_ns),
+                    interval_s,
+                    &measurements,
+                ));
             }
             collected.total.merge(&measurements);
             // The drain after the end is a sliver of an interval: its rate would mislead.
@@ -262,10 +453,6 @@ fn collect(
             }
         }
     }
-    drop(log_writer);
-    if let Some(hdr_log) = hdr_log {
-        *hdr_log = log_output;
-    }
     Ok(collected)
 }
 
@@ -278,37 +465,13 @@ mod tests {
     use hdrhistogram::serialization::interval_log::{IntervalLogIterator, LogEntry};
 
     use super::*;
-    use crate::endpoint::{resolve, TargetArguments};
     use crate::scenario::Scenario;
     use crate::schedule::LoadModel;
 
     const SECOND: u64 = NANOSECONDS_PER_SECOND;
 
     fn plan() -> RunPlan {
-        let (endpoint, credentials) = resolve(&TargetArguments::default()).unwrap();
-        RunPlan {
-            endpoint,
-            credentials,
-            settings: RequestSettings {
-                queue_names: vec!["q-0".to_string()],
-                message_bytes: 1024,
-                batch: 1,
-                visibility_timeout_s: 30,
-                api_version: "2026-04-06".to_string(),
-            },
-            scenario: Scenario::Put,
-            cpus: vec![0, 1],
-            connections: 2,
-            pipeline: 1,
-            producers: 0,
-            load: LoadModel::Closed,
-            warmup_ns: SECOND,
-            duration_ns: Some(2 * SECOND),
-            requests: None,
-            preload: 0,
-            refill: false,
-            seed: 1,
-        }
+        crate::engine::tests::plan(Scenario::Put, LoadModel::Closed)
     }
 
     fn puts(count: u64, latency_us: u64) -> Box<Measurements> {
@@ -386,14 +549,19 @@ mod tests {
         }
         drop(sender);
         let mut log = Vec::new();
+        let mut serializer = V2DeflateSerializer::new();
+        let mut writer = IntervalLogWriterBuilder::new()
+            .with_base_time(SystemTime::UNIX_EPOCH)
+            .begin_log_with(&mut log, &mut serializer)
+            .unwrap();
         let collected = collect(
             &plan(),
             receiver,
             true,
-            SystemTime::UNIX_EPOCH,
-            Some(&mut log),
+            Some((&mut writer, Duration::from_secs(100))),
         )
         .unwrap();
+        drop(writer);
 
         assert_eq!(collected.total.operation(Operation::Put).count, 35);
         assert_eq!(collected.total.warmup_requests, 5);
@@ -427,6 +595,7 @@ mod tests {
                 Err(error) => panic!("unreadable log: {error:?}"),
             })
             .collect();
-        assert_eq!(logged, vec![(1.0, 30), (2.0, 4), (3.0, 1)]);
+        // Stamped with the step's offset (100 s) plus the interval's run time.
+        assert_eq!(logged, vec![(101.0, 30), (102.0, 4), (103.0, 1)]);
     }
 }

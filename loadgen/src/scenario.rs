@@ -7,7 +7,7 @@
 //! as the previous answer arrives.
 
 use crate::metrics::Operation;
-use crate::wire::{ListedMessage, MESSAGE_ID_BYTES_MAX, POP_RECEIPT_BYTES_MAX};
+use crate::wire::{parse_timestamp, ListedMessage, MESSAGE_ID_BYTES_MAX, POP_RECEIPT_BYTES_MAX};
 
 /// What a run does.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -25,6 +25,10 @@ pub enum Scenario {
     Update,
     /// Producer lanes put and consumer lanes get and delete, on the same queues.
     Mixed,
+    /// Producers put (at `--rate`, or as fast as they can); workers get a batch, process each
+    /// message for `--work-time`, then delete it, backing off on an empty queue: the worker
+    /// fleet a capacity plan is about.
+    Workers,
 }
 
 impl Scenario {
@@ -37,6 +41,7 @@ impl Scenario {
             "peek" => Scenario::Peek,
             "update" => Scenario::Update,
             "mixed" => Scenario::Mixed,
+            "workers" => Scenario::Workers,
             _ => return None,
         })
     }
@@ -50,6 +55,7 @@ impl Scenario {
             Scenario::Peek => "peek",
             Scenario::Update => "update",
             Scenario::Mixed => "mixed",
+            Scenario::Workers => "workers",
         }
     }
 
@@ -67,7 +73,7 @@ impl Scenario {
                 Operation::Update,
                 Operation::Delete,
             ],
-            (Scenario::Mixed, _) | (Scenario::GetDelete, true) => {
+            (Scenario::Mixed | Scenario::Workers, _) | (Scenario::GetDelete, true) => {
                 &[Operation::Put, Operation::Get, Operation::Delete]
             }
         }
@@ -78,8 +84,13 @@ impl Scenario {
     pub fn consumes(self) -> bool {
         matches!(
             self,
-            Scenario::GetDelete | Scenario::Update | Scenario::Mixed
+            Scenario::GetDelete | Scenario::Update | Scenario::Mixed | Scenario::Workers
         )
+    }
+
+    /// Whether some lanes put and others consume (`--producers`, `--consumers`).
+    pub fn has_producers_and_consumers(self) -> bool {
+        matches!(self, Scenario::Mixed | Scenario::Workers)
     }
 }
 
@@ -92,6 +103,8 @@ pub enum Role {
     Getter,
     Peeker,
     Updater,
+    /// Gets messages, works on each, then deletes it (or abandons it: a crash).
+    Worker,
 }
 
 /// The next request of a lane. `Update` and `Delete` name an index into the lane's messages.
@@ -131,6 +144,10 @@ pub struct HeldMessage {
     message_id_bytes: usize,
     pop_receipt: [u8; POP_RECEIPT_BYTES_MAX],
     pop_receipt_bytes: usize,
+    /// Deliveries of the message so far, this one included.
+    pub dequeue_count: u32,
+    /// The producer's send timestamp at the start of the text, when a producer wrote it.
+    pub sent_unix_us: Option<u64>,
 }
 
 impl HeldMessage {
@@ -139,6 +156,8 @@ impl HeldMessage {
         message_id_bytes: 0,
         pop_receipt: [0; POP_RECEIPT_BYTES_MAX],
         pop_receipt_bytes: 0,
+        dequeue_count: 0,
+        sent_unix_us: None,
     };
 
     /// The message ID.
@@ -225,7 +244,7 @@ impl Lane {
         }
         match self.role {
             Role::Producer => Step::Put,
-            Role::Consumer | Role::Updater | Role::Getter => Step::Get,
+            Role::Consumer | Role::Updater | Role::Getter | Role::Worker => Step::Get,
             Role::Peeker => Step::Peek,
         }
     }
@@ -256,6 +275,8 @@ impl Lane {
             let mut held = HeldMessage::EMPTY;
             held.message_id[..id.len()].copy_from_slice(id);
             held.message_id_bytes = id.len();
+            held.dequeue_count = listed.dequeue_count;
+            held.sent_unix_us = parse_timestamp(listed.message_text);
             if !held.set_pop_receipt(listed.pop_receipt) {
                 self.held.clear();
                 return Err(LaneError::UnusableMessage);
@@ -297,6 +318,21 @@ impl Lane {
         }
     }
 
+    /// Messages the last Get handed to this lane.
+    pub fn held_messages(&self) -> &[HeldMessage] {
+        &self.held
+    }
+
+    /// Gives up the next message without a request: a worker that crashed before deleting it.
+    /// The message comes back when its lease runs out.
+    pub fn abandon(&mut self) {
+        assert!(
+            matches!(self.next_step(), Step::Delete(_)),
+            "nothing to abandon"
+        );
+        self.skip_message();
+    }
+
     /// Takes in a refill Put's answer, successful or not.
     pub fn on_refill(&mut self) {
         assert!(
@@ -318,8 +354,8 @@ impl Lane {
     }
 }
 
-/// The roles of `lanes` lanes for `scenario`. For `mixed`, the first `producers` lanes produce
-/// and the rest consume.
+/// The roles of `lanes` lanes for `scenario`. For `mixed` and `workers`, the first `producers`
+/// lanes produce and the rest consume.
 pub fn roles(scenario: Scenario, lanes: usize, producers: usize) -> Vec<Role> {
     (0..lanes)
         .map(|lane| match scenario {
@@ -328,8 +364,9 @@ pub fn roles(scenario: Scenario, lanes: usize, producers: usize) -> Vec<Role> {
             Scenario::Get => Role::Getter,
             Scenario::Peek => Role::Peeker,
             Scenario::Update => Role::Updater,
-            Scenario::Mixed if lane < producers => Role::Producer,
+            Scenario::Mixed | Scenario::Workers if lane < producers => Role::Producer,
             Scenario::Mixed => Role::Consumer,
+            Scenario::Workers => Role::Worker,
         })
         .collect()
 }
@@ -343,6 +380,7 @@ mod tests {
             message_id: id,
             pop_receipt: receipt,
             message_text: b"",
+            dequeue_count: 1,
         }
     }
 

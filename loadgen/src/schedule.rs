@@ -66,7 +66,7 @@ impl Pacer {
             arrival,
             gap_ns,
             next_ns: start_ns as f64,
-            random: SplitMix64::new(seed ^ mix64(lane_index as u64)),
+            random: lane_random(seed, lane_index),
         };
         match arrival {
             // Lane k starts k overall gaps after lane 0.
@@ -91,9 +91,19 @@ impl Pacer {
 
     fn poisson_gap_ns(&mut self) -> f64 {
         // Inverse transform sampling: -ln(U) is exponential with mean 1 for U uniform in (0, 1].
-        let uniform = (self.random.next_u64() >> 11) as f64 / (1u64 << 53) as f64;
-        -(1.0 - uniform).ln() * self.gap_ns
+        -(1.0 - unit(&mut self.random)).ln() * self.gap_ns
     }
+}
+
+/// The generator of lane `lane_index` in a run seeded with `seed`: each lane draws its own
+/// repeatable sequence (Poisson gaps, retry jitter, work times).
+pub fn lane_random(seed: u64, lane_index: usize) -> SplitMix64 {
+    SplitMix64::new(seed ^ mix64(lane_index as u64))
+}
+
+/// A uniform value in [0, 1) from `random`, with 53 bits of precision.
+pub fn unit(random: &mut SplitMix64) -> f64 {
+    (random.next_u64() >> 11) as f64 / (1u64 << 53) as f64
 }
 
 /// The instants of one request, in nanoseconds since the start of the run.

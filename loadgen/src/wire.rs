@@ -4,7 +4,9 @@
 //!
 //! Hot-path requests do not allocate: a Put, Get or Peek has the same target and length for a
 //! whole second, so its signature is computed once per second per queue and copied after that.
-//! Update and Delete name a message and its pop receipt, so they are signed one by one.
+//! Update and Delete name a message and its pop receipt, so they are signed one by one. Reading
+//! a Get or Peek answer costs quick-xml's stack of open element names: a few small allocations
+//! per answer, however many messages it lists.
 
 use std::ops::Range;
 
@@ -420,51 +422,65 @@ pub fn parse_response_head(buffer: &[u8]) -> Result<Option<ResponseHead>, Respon
     Ok(Some(parsed))
 }
 
-/// Decodes a chunked body from the start of `buffer` into `body` (cleared first). Returns the
-/// bytes the chunked body occupies in `buffer`, or `Ok(None)` when more bytes are needed.
-/// `body_bytes_max` bounds the decoded size.
-pub fn decode_chunked(
-    buffer: &[u8],
-    body: &mut Vec<u8>,
-    body_bytes_max: usize,
-) -> Result<Option<usize>, ResponseError> {
-    body.clear();
-    let mut at = 0;
-    loop {
-        let Some(line_end) = find(&buffer[at..], b"\r\n") else {
-            return Ok(None);
-        };
-        let line = &buffer[at..at + line_end];
-        // Chunk extensions (`;name=value`) are allowed and ignored.
-        let size_text = line.split(|&byte| byte == b';').next().unwrap_or(line);
-        let size_text = std::str::from_utf8(size_text.trim_ascii())
-            .map_err(|_| ResponseError::Malformed("bad chunk size"))?;
-        let size = usize::from_str_radix(size_text, 16)
-            .map_err(|_| ResponseError::Malformed("bad chunk size"))?;
-        at += line_end + 2;
-        if size == 0 {
-            // Trailer fields, then an empty line.
-            loop {
-                let Some(line_end) = find(&buffer[at..], b"\r\n") else {
-                    return Ok(None);
-                };
-                at += line_end + 2;
-                if line_end == 0 {
-                    return Ok(Some(at));
+/// Decodes a chunked body as its bytes arrive. Each call starts where the last one stopped, at
+/// the first chunk not yet decoded, so a large answer read in many pieces is decoded once, not
+/// again from its first byte after every read.
+#[derive(Debug, Default)]
+pub struct ChunkedDecoder {
+    /// Bytes of the chunked body already decoded: whole chunks with their size lines.
+    consumed_bytes: usize,
+}
+
+impl ChunkedDecoder {
+    /// `buffer` holds the chunked body from its first byte (the bytes earlier calls decoded are
+    /// not read again); decoded data is appended to `body`, which must hold what earlier calls
+    /// appended. Returns the bytes the whole chunked body occupies in `buffer` once its last
+    /// chunk and trailer have arrived, or `Ok(None)` when more bytes are needed.
+    /// `body_bytes_max` bounds the decoded size.
+    pub fn decode(
+        &mut self,
+        buffer: &[u8],
+        body: &mut Vec<u8>,
+        body_bytes_max: usize,
+    ) -> Result<Option<usize>, ResponseError> {
+        loop {
+            let at = self.consumed_bytes;
+            let Some(line_end) = find(&buffer[at..], b"\r\n") else {
+                return Ok(None);
+            };
+            let line = &buffer[at..at + line_end];
+            // Chunk extensions (`;name=value`) are allowed and ignored.
+            let size_text = line.split(|&byte| byte == b';').next().unwrap_or(line);
+            let size_text = std::str::from_utf8(size_text.trim_ascii())
+                .map_err(|_| ResponseError::Malformed("bad chunk size"))?;
+            let size = usize::from_str_radix(size_text, 16)
+                .map_err(|_| ResponseError::Malformed("bad chunk size"))?;
+            let data_start = at + line_end + 2;
+            if size == 0 {
+                // Trailer fields, then an empty line; read again whole until they are complete.
+                let mut end = data_start;
+                loop {
+                    let Some(line_end) = find(&buffer[end..], b"\r\n") else {
+                        return Ok(None);
+                    };
+                    end += line_end + 2;
+                    if line_end == 0 {
+                        return Ok(Some(end));
+                    }
                 }
             }
+            if body.len() + size > body_bytes_max {
+                return Err(ResponseError::TooLarge);
+            }
+            if buffer.len() < data_start + size + 2 {
+                return Ok(None);
+            }
+            if &buffer[data_start + size..data_start + size + 2] != b"\r\n" {
+                return Err(ResponseError::Malformed("chunk not followed by CRLF"));
+            }
+            body.extend_from_slice(&buffer[data_start..data_start + size]);
+            self.consumed_bytes = data_start + size + 2;
         }
-        if body.len() + size > body_bytes_max {
-            return Err(ResponseError::TooLarge);
-        }
-        if buffer.len() < at + size + 2 {
-            return Ok(None);
-        }
-        body.extend_from_slice(&buffer[at..at + size]);
-        if &buffer[at + size..at + size + 2] != b"\r\n" {
-            return Err(ResponseError::Malformed("chunk not followed by CRLF"));
-        }
-        at += size + 2;
     }
 }
 
@@ -476,46 +492,113 @@ fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
 }
 
 /// One message of a Get Messages or Peek Messages answer; fields borrow the body.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ListedMessage<'a> {
     pub message_id: &'a [u8],
     /// Empty for Peek, which issues no receipt.
     pub pop_receipt: &'a [u8],
     pub message_text: &'a [u8],
+    /// Deliveries so far, this one included (0 when absent, as in a Peek of a new message).
+    pub dequeue_count: u32,
 }
 
-/// Iterates the `<QueueMessage>` elements of a `<QueueMessagesList>` body. Values are not
-/// XML-unescaped: IDs and receipts are GUIDs and base64, and only the leading digits of the text
-/// are read.
-pub fn listed_messages(body: &[u8]) -> impl Iterator<Item = ListedMessage<'_>> {
-    let mut rest = body;
-    std::iter::from_fn(move || {
-        let start = find(rest, b"<QueueMessage>")? + b"<QueueMessage>".len();
-        let length = find(&rest[start..], b"</QueueMessage>")?;
-        let element = &rest[start..start + length];
-        rest = &rest[start + length..];
-        Some(ListedMessage {
-            message_id: element_text(element, b"MessageId").unwrap_or_default(),
-            pop_receipt: element_text(element, b"PopReceipt").unwrap_or_default(),
-            message_text: element_text(element, b"MessageText").unwrap_or_default(),
-        })
-    })
+/// The `<QueueMessage>` elements of a `<QueueMessagesList>` body, read with quick-xml's borrowed
+/// reader: every field is a slice of the body. Values are not XML-unescaped: IDs and receipts
+/// are GUIDs and base64, and only the leading digits of the text are read. The walk stops at
+/// the first malformed or truncated element, which is not a message.
+pub struct ListedMessages<'a> {
+    reader: quick_xml::Reader<&'a [u8]>,
+    /// Set once the body is exhausted or malformed.
+    finished: bool,
 }
 
-/// The text of the first `<name>…</name>` child in `xml`.
-fn element_text<'a>(xml: &'a [u8], name: &[u8]) -> Option<&'a [u8]> {
-    let mut at = 0;
-    while let Some(open) = find(&xml[at..], b"<") {
-        let tag_start = at + open + 1;
-        let after_name = tag_start + name.len();
-        if xml.get(tag_start..after_name) == Some(name) && xml.get(after_name) == Some(&b'>') {
-            let text_start = after_name + 1;
-            let text_length = find(&xml[text_start..], b"</")?;
-            return Some(&xml[text_start..text_start + text_length]);
-        }
-        at = tag_start;
+/// Iterates the messages of a Get Messages or Peek Messages answer.
+pub fn listed_messages(body: &[u8]) -> ListedMessages<'_> {
+    ListedMessages {
+        reader: quick_xml::Reader::from_reader(body),
+        finished: false,
     }
-    None
+}
+
+/// The child of `<QueueMessage>` whose text is being read.
+#[derive(Clone, Copy)]
+enum MessageField {
+    MessageId,
+    PopReceipt,
+    MessageText,
+    DequeueCount,
+}
+
+impl<'a> ListedMessages<'a> {
+    /// The next event; `None` (and finished) at the end of the body or on malformed XML.
+    fn next_event(&mut self) -> Option<quick_xml::events::Event<'a>> {
+        match self.reader.read_event() {
+            Ok(quick_xml::events::Event::Eof) | Err(_) => {
+                self.finished = true;
+                None
+            }
+            Ok(event) => Some(event),
+        }
+    }
+}
+
+impl<'a> Iterator for ListedMessages<'a> {
+    type Item = ListedMessage<'a>;
+
+    fn next(&mut self) -> Option<ListedMessage<'a>> {
+        use quick_xml::events::Event;
+        use std::borrow::Cow;
+
+        if self.finished {
+            return None;
+        }
+        loop {
+            match self.next_event()? {
+                Event::Start(start) if start.name().as_ref() == b"QueueMessage" => break,
+                _ => {}
+            }
+        }
+        let mut message = ListedMessage::default();
+        let mut field = None;
+        loop {
+            let text = match self.next_event()? {
+                Event::Start(start) => {
+                    field = match start.name().as_ref() {
+                        b"MessageId" => Some(MessageField::MessageId),
+                        b"PopReceipt" => Some(MessageField::PopReceipt),
+                        b"MessageText" => Some(MessageField::MessageText),
+                        b"DequeueCount" => Some(MessageField::DequeueCount),
+                        _ => None,
+                    };
+                    continue;
+                }
+                Event::End(end) if end.name().as_ref() == b"QueueMessage" => return Some(message),
+                Event::End(_) => {
+                    field = None;
+                    continue;
+                }
+                Event::Text(text) => text.into_inner(),
+                Event::CData(text) => text.into_inner(),
+                _ => continue,
+            };
+            // A reader over a slice lends slices of it.
+            let Cow::Borrowed(text) = text else {
+                continue;
+            };
+            match field {
+                Some(MessageField::MessageId) => message.message_id = text,
+                Some(MessageField::PopReceipt) => message.pop_receipt = text,
+                Some(MessageField::MessageText) => message.message_text = text,
+                Some(MessageField::DequeueCount) => {
+                    message.dequeue_count = std::str::from_utf8(text)
+                        .ok()
+                        .and_then(|digits| digits.trim().parse().ok())
+                        .unwrap_or(0);
+                }
+                None => {}
+            }
+        }
+    }
 }
 
 #[cfg(test)]
@@ -635,7 +718,8 @@ mod tests {
     }
 
     /// The hot path of a closed-loop Put, Get or Peek run, after the first request of the second:
-    /// encoding, parsing the answer head, and walking a Get's messages allocate nothing.
+    /// encoding and parsing the answer head allocate nothing, and walking a Get's messages
+    /// allocates only quick-xml's stack of open element names, the same for 1 message as for 32.
     #[test]
     fn the_hot_path_does_not_allocate() {
         let mut encoder = development_encoder();
@@ -649,9 +733,6 @@ mod tests {
             encoder.encode(1, kind, NOVEMBER_22_MS, &mut out).unwrap();
         }
         let answer = b"HTTP/1.1 200 OK\r\nContent-Length:   120\r\nx-ms-request-id: r\r\n\r\n";
-        let body =
-            b"<QueueMessagesList><QueueMessage><MessageId>a</MessageId><PopReceipt>r</PopReceipt>\
-            <MessageText>1795305600123456</MessageText></QueueMessage></QueueMessagesList>";
         let before = allocation_counter::allocations();
         for round in 0..1000 {
             out.clear();
@@ -662,12 +743,26 @@ mod tests {
             }
             let head = parse_response_head(answer).unwrap().unwrap();
             assert_eq!(head.status, 200);
-            let timestamps: u64 = listed_messages(body)
-                .filter_map(|message| parse_timestamp(message.message_text))
-                .sum();
-            assert_eq!(timestamps, 1_795_305_600_123_456);
         }
         assert_eq!(allocation_counter::allocations() - before, 0);
+
+        let message = "<QueueMessage><MessageId>a</MessageId><PopReceipt>r</PopReceipt>\
+            <MessageText>1795305600123456</MessageText></QueueMessage>";
+        let walk_allocations = |messages: usize| {
+            let body = format!(
+                "<QueueMessagesList>{}</QueueMessagesList>",
+                message.repeat(messages)
+            );
+            let before = allocation_counter::allocations();
+            let timestamps: u64 = listed_messages(body.as_bytes())
+                .filter_map(|message| parse_timestamp(message.message_text))
+                .sum();
+            assert_eq!(timestamps, 1_795_305_600_123_456 * messages as u64);
+            allocation_counter::allocations() - before
+        };
+        let one = walk_allocations(1);
+        assert_eq!(walk_allocations(32), one);
+        assert!(one <= 4, "{one} allocations to walk one message");
     }
 
     #[test]
@@ -804,33 +899,71 @@ mod tests {
         assert!(parse_response_head(b"HTTP/1.1 200 OK\r\nContent-Length: -1\r\n\r\n").is_err());
     }
 
+    /// Decodes `chunked` fed in two pieces cut at `cut`, the way a connection's reads deliver it.
+    fn decode_in_two_reads(chunked: &[u8], cut: usize) -> Result<(Vec<u8>, usize), ResponseError> {
+        let mut decoder = ChunkedDecoder::default();
+        let mut body = Vec::new();
+        if let Some(bytes) = decoder.decode(&chunked[..cut], &mut body, 100)? {
+            return Ok((body, bytes));
+        }
+        let bytes = decoder
+            .decode(chunked, &mut body, 100)?
+            .expect("the whole body is there");
+        Ok((body, bytes))
+    }
+
     #[test]
     fn chunked_bodies() {
-        let mut body = Vec::new();
         let complete = b"4\r\nabcd\r\n3;ext=1\r\nefg\r\n0\r\n\r\nHTTP";
-        assert_eq!(
-            decode_chunked(complete, &mut body, 100),
-            Ok(Some(complete.len() - 4))
-        );
-        assert_eq!(body, b"abcdefg");
-        for cut in 0..complete.len() - 4 {
+        let body_bytes = complete.len() - 4;
+        for cut in 0..=complete.len() {
             assert_eq!(
-                decode_chunked(&complete[..cut], &mut body, 100),
+                decode_in_two_reads(complete, cut),
+                Ok((b"abcdefg".to_vec(), body_bytes)),
+                "{cut}"
+            );
+        }
+        for cut in 0..body_bytes {
+            let mut body = Vec::new();
+            assert_eq!(
+                ChunkedDecoder::default().decode(&complete[..cut], &mut body, 100),
                 Ok(None),
                 "{cut}"
             );
         }
         let trailer = b"1\r\na\r\n0\r\nx-trailer: 1\r\n\r\n";
+        for cut in 0..=trailer.len() {
+            assert_eq!(
+                decode_in_two_reads(trailer, cut),
+                Ok((b"a".to_vec(), trailer.len())),
+                "{cut}"
+            );
+        }
+        let mut body = Vec::new();
+        let mut decode = |bytes: &[u8]| ChunkedDecoder::default().decode(bytes, &mut body, 100);
+        assert!(decode(b"zz\r\n").is_err());
+        assert!(decode(b"2\r\nabX\r\n").is_err());
+        assert_eq!(decode(b"ff\r\n"), Err(ResponseError::TooLarge));
+    }
+
+    /// Regression: the decoder used to start from the body's first byte after every read, so a
+    /// body of n chunks arriving in n reads cost O(n^2). Decoded chunks are never read again:
+    /// overwriting them between reads changes nothing.
+    #[test]
+    fn chunked_decoding_resumes_after_the_chunks_already_decoded() {
+        let mut buffer = b"3\r\nabc\r\n2\r\nde\r\n4\r\nfg".to_vec();
+        let mut decoder = ChunkedDecoder::default();
+        let mut body = Vec::new();
+        assert_eq!(decoder.decode(&buffer, &mut body, 100), Ok(None));
+        assert_eq!(body, b"abcde");
+        let decoded_bytes = b"3\r\nabc\r\n2\r\nde\r\n".len();
+        buffer[..decoded_bytes].fill(b'!');
+        buffer.extend_from_slice(b"hi\r\n0\r\n\r\n");
         assert_eq!(
-            decode_chunked(trailer, &mut body, 100),
-            Ok(Some(trailer.len()))
+            decoder.decode(&buffer, &mut body, 100),
+            Ok(Some(buffer.len()))
         );
-        assert!(decode_chunked(b"zz\r\n", &mut body, 100).is_err());
-        assert!(decode_chunked(b"2\r\nabX\r\n", &mut body, 100).is_err());
-        assert_eq!(
-            decode_chunked(b"ff\r\n", &mut body, 100),
-            Err(ResponseError::TooLarge)
-        );
+        assert_eq!(body, b"abcdefghi");
     }
 
     #[test]
@@ -848,11 +981,13 @@ mod tests {
                     message_id: b"id-1",
                     pop_receipt: b"AgAA+/w=",
                     message_text: b"1795305600123456xx",
+                    dequeue_count: 1,
                 },
                 ListedMessage {
                     message_id: b"id-2",
                     pop_receipt: b"r2",
                     message_text: b"hello",
+                    dequeue_count: 0,
                 },
             ]
         );
@@ -860,5 +995,21 @@ mod tests {
         assert_eq!(listed_messages(b"<QueueMessagesList/>").count(), 0);
         // A truncated element is not a message.
         assert_eq!(listed_messages(b"<QueueMessage><MessageId>x").count(), 0);
+        // Neither is anything after malformed XML.
+        let broken = b"<QueueMessagesList><QueueMessage><MessageId>a</MessageId></QueueMessage>\
+            <QueueMessage><MessageId>b</Wrong></QueueMessage>\
+            <QueueMessage><MessageId>c</MessageId></QueueMessage></QueueMessagesList>";
+        let ids: Vec<&[u8]> = listed_messages(broken).map(|m| m.message_id).collect();
+        assert_eq!(ids, vec![&b"a"[..]]);
+        // Values are the raw bytes between the tags: entities stay escaped, an empty element
+        // is an empty value, and a message without a receipt (Peek) has an empty one.
+        let peek = b"<QueueMessagesList><QueueMessage><MessageId>x</MessageId>\
+            <MessageText>a &amp; b</MessageText></QueueMessage><QueueMessage>\
+            <MessageId>y</MessageId><MessageText/></QueueMessage></QueueMessagesList>";
+        let messages: Vec<_> = listed_messages(peek).collect();
+        assert_eq!(messages.len(), 2);
+        assert_eq!(messages[0].message_text, b"a &amp; b");
+        assert_eq!(messages[0].pop_receipt, b"");
+        assert_eq!(messages[1].message_text, b"");
     }
 }

@@ -1,5 +1,7 @@
 //! azq-loadgen end to end: the real `azq-loadgen` binary against the real `azq` server binary on
 //! a free loopback port, checking what the load generator reports against what the server holds.
+//! The knee search is tested against a small rate-limited server inside this file until azq has
+//! a rate limit of its own (see `rate_limited`).
 //!
 //! The server is started with the root crate's test helpers (`tests/common`, included by path).
 //! Cargo gives an integration test only its own package's binaries (`CARGO_BIN_EXE_azq-loadgen`),
@@ -19,7 +21,7 @@ use common::{exchange, signed_request, Server};
 
 /// A one-shard server: the load generator's counts are checked against it.
 fn start_server() -> Server {
-    Server::start(&["--shards", "1"])
+    Server::start(&["--shards", "1", "--inMemoryPersistence"])
 }
 
 fn endpoint(server: &Server) -> String {
@@ -48,9 +50,14 @@ fn scratch_path(name: &str) -> PathBuf {
 /// Runs azq-loadgen with `arguments` against `server`, bounded in time, and returns its output
 /// and JSON report.
 fn run_loadgen(server: &Server, name: &str, arguments: &[&str]) -> (Output, serde_json::Value) {
+    run_loadgen_at(&endpoint(server), name, arguments)
+}
+
+/// Runs azq-loadgen with `arguments` against the queue endpoint `endpoint`.
+fn run_loadgen_at(endpoint: &str, name: &str, arguments: &[&str]) -> (Output, serde_json::Value) {
     let json_path = scratch_path(&format!("{name}.json"));
     let output = Command::new(env!("CARGO_BIN_EXE_azq-loadgen"))
-        .args(["--endpoint", &endpoint(server), "--quiet", "--json"])
+        .args(["--endpoint", endpoint, "--quiet", "--json"])
         .arg(&json_path)
         .args(arguments)
         .output()
@@ -63,6 +70,7 @@ fn run_loadgen(server: &Server, name: &str, arguments: &[&str]) -> (Output, serd
         )
     });
     let _ = std::fs::remove_file(&json_path);
+    let _ = std::fs::remove_file(json_path.with_extension("svg"));
     let report = serde_json::from_str(&text).expect("valid JSON");
     (output, report)
 }
@@ -179,4 +187,461 @@ fn an_unreachable_endpoint_fails_fast_with_a_message() {
         .expect("azq-loadgen runs");
     assert_eq!(output.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&output.stderr).contains("cannot connect"));
+}
+
+/// Two workers share one message whose lease (2 s) runs out during their work (3 s): each
+/// Delete comes after the lease ended. By hand, with polls at most 50 ms apart:
+///
+/// | time (s) | worker A                         | worker B                               |
+/// |----------|----------------------------------|----------------------------------------|
+/// | 0        | gets it (dequeue count 1)        | finds the queue empty, polls           |
+/// | ~2       | working                          | gets it again (2): A's lease ran out   |
+/// | 3        | Delete: PopReceiptMismatch, polls| working                                |
+/// | ~4       | gets it again (3): B's lease out | working                                |
+/// | ~5       | working                          | Delete: PopReceiptMismatch; past 5 s   |
+/// | ~7       | Delete succeeds (nobody took it) |                                        |
+///
+/// The counts are exact as long as the whole run starts less than a second late (a loaded
+/// machine delays the cores' start, and everything with it): 3 deliveries, 2 of them
+/// duplicates caused by expired leases, 2 PopReceiptMismatch deletes, 1 delete that worked,
+/// and an empty queue at the end. A second run in parallel crashes on every delivery: 1 worker,
+/// 1 s leases, no work, 2.9 s: deliveries at 0, ~1 and ~2, all abandoned.
+#[test]
+fn workers_report_duplicates_from_expired_leases_and_crashes_exactly() {
+    let server = start_server();
+    let endpoint = endpoint(&server);
+    let crashing = {
+        let endpoint = endpoint.clone();
+        std::thread::spawn(move || {
+            run_loadgen_at(
+                &endpoint,
+                "workers-crash",
+                &[
+                    "--scenario",
+                    "workers",
+                    "--producers",
+                    "0",
+                    "--consumers",
+                    "1",
+                    "--preload",
+                    "1",
+                    "--visibility-timeout",
+                    "1",
+                    "--crash-rate",
+                    "100%",
+                    "--poll-backoff",
+                    "10ms..50ms",
+                    "--duration",
+                    "2.9s",
+                    "--warmup",
+                    "0s",
+                    "--queue-prefix",
+                    "crashing",
+                    "--max-error-rate",
+                    "100%",
+                ],
+            )
+        })
+    };
+    let csv_path = scratch_path("workers.csv");
+    let csv_argument = csv_path.to_string_lossy().into_owned();
+    let (output, report) = run_loadgen(
+        &server,
+        "workers-lease",
+        &[
+            "--scenario",
+            "workers",
+            "--producers",
+            "0",
+            "--consumers",
+            "2",
+            "--preload",
+            "1",
+            "--visibility-timeout",
+            "2",
+            "--work-time",
+            "3s",
+            "--poll-backoff",
+            "10ms..50ms",
+            "--duration",
+            "5s",
+            "--warmup",
+            "0s",
+            "--queue-prefix",
+            "leases",
+            "--max-error-rate",
+            "100%",
+            "--csv",
+            &csv_argument,
+        ],
+    );
+    assert!(output.status.success(), "{output:?}");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let workers = &report["workers"];
+    let field = |name: &str| {
+        workers[name]
+            .as_u64()
+            .unwrap_or_else(|| panic!("workers.{name} in {report}"))
+    };
+    for (name, expected) in [
+        ("received", 3),
+        ("processed", 3),
+        ("crashed", 0),
+        ("deleted", 1),
+        ("processed_more_than_once", 2),
+        ("redelivered_after_lease_expiry", 2),
+        ("redelivered_after_crash", 0),
+        ("lease_expired_before_delete", 3),
+        ("deletes_pop_receipt_mismatch", 2),
+    ] {
+        assert_eq!(field(name), expected, "{name}:\n{stdout}");
+    }
+    assert_eq!(count(&report, "delete", "count"), 3);
+    assert_eq!(count(&report, "delete", "errors"), 2);
+    assert_eq!(
+        report["ops"]["delete"]["errors_by_code"]["PopReceiptMismatch"],
+        2
+    );
+    assert_eq!(depth(&server, "leases-0"), 0);
+    let csv = std::fs::read_to_string(&csv_path).expect("the CSV was written");
+    let _ = std::fs::remove_file(&csv_path);
+    assert!(
+        csv.starts_with("t_s,put_per_s,get_per_s,delete_per_s,"),
+        "{csv}"
+    );
+    assert!(csv.lines().count() >= 5, "{csv}");
+
+    let (output, report) = crashing.join().expect("the crashing run");
+    assert!(output.status.success(), "{output:?}");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let workers = &report["workers"];
+    for (name, expected) in [
+        ("received", 3),
+        ("crashed", 3),
+        ("deleted", 0),
+        ("redelivered_after_crash", 2),
+        ("redelivered_after_lease_expiry", 0),
+    ] {
+        assert_eq!(workers[name], expected, "{name}:\n{stdout}");
+    }
+    assert_eq!(count(&report, "delete", "count"), 0);
+    // Abandoned, not lost.
+    assert_eq!(depth(&server, "crashing-0"), 1);
+}
+
+/// azq refuses every Put when it may store no message at all (`--max-memory 1`): each Put is
+/// tried three times (two retries) and then counted once, as an error, with the retries apart.
+#[test]
+fn retries_are_counted_apart_from_first_tries() {
+    let server = Server::start(&[
+        "--shards",
+        "1",
+        "--inMemoryPersistence",
+        "--max-memory",
+        "1",
+    ]);
+    let (output, report) = run_loadgen(
+        &server,
+        "retries",
+        &[
+            "--scenario",
+            "put",
+            "--connections",
+            "2",
+            "--requests",
+            "6",
+            "--warmup",
+            "0s",
+            "--retry",
+            "exponential:max=2,base=1ms",
+            "--queue-prefix",
+            "retried",
+        ],
+    );
+    assert_eq!(
+        output.status.code(),
+        Some(1),
+        "every Put failed: {output:?}"
+    );
+    assert_eq!(count(&report, "put", "count"), 6);
+    assert_eq!(count(&report, "put", "errors"), 6);
+    assert_eq!(count(&report, "put", "retries"), 12);
+    assert_eq!(report["ops"]["put"]["retries_by_status"]["503"], 12);
+    assert_eq!(report["ops"]["put"]["errors_by_code"]["ServerBusy"], 6);
+    assert_eq!(report["requests"], 6);
+    assert_eq!(depth(&server, "retried-0"), 0);
+}
+
+/// The histograms of every interval of `log`, by tag, read with hdrhistogram alone.
+fn logged_histograms(log: &[u8]) -> Vec<(String, hdrhistogram::Histogram<u64>)> {
+    use base64::Engine;
+    use hdrhistogram::serialization::interval_log::{IntervalLogIterator, LogEntry};
+    IntervalLogIterator::new(log)
+        .filter_map(|entry| match entry.expect("a readable log") {
+            LogEntry::Interval(interval) => {
+                let bytes = base64::engine::general_purpose::STANDARD
+                    .decode(interval.encoded_histogram())
+                    .expect("base64");
+                let histogram = hdrhistogram::serialization::Deserializer::new()
+                    .deserialize(&mut std::io::Cursor::new(bytes))
+                    .expect("a histogram");
+                let tag = interval.tag().map(|tag| tag.as_str().to_string());
+                Some((tag.unwrap_or_default(), histogram))
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+/// Two loadgens started together with --start-at, each logging its own intervals; `merge`
+/// gives the counts of both runs together and the percentiles of one histogram of both logs.
+#[test]
+fn merged_logs_of_two_concurrent_runs_add_up_exactly() {
+    let server = start_server();
+    let start_at = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+        + 3;
+    let start_at = start_at.to_string();
+    let logs = [scratch_path("a.hlog"), scratch_path("b.hlog")];
+    let runs: Vec<_> = logs
+        .iter()
+        .enumerate()
+        .map(|(index, log)| {
+            let endpoint = endpoint(&server);
+            let log = log.to_string_lossy().into_owned();
+            let start_at = start_at.clone();
+            std::thread::spawn(move || {
+                let prefix = format!("merged{index}");
+                run_loadgen_at(
+                    &endpoint,
+                    &prefix,
+                    &[
+                        "--scenario",
+                        "put",
+                        "--connections",
+                        "2",
+                        "--duration",
+                        "2s",
+                        "--warmup",
+                        "0s",
+                        "--queue-prefix",
+                        &prefix,
+                        "--start-at",
+                        &start_at,
+                        "--hdr-log",
+                        &log,
+                    ],
+                )
+            })
+        })
+        .collect();
+    let mut puts = 0;
+    for run in runs {
+        let (output, report) = run.join().expect("a loadgen run");
+        assert!(output.status.success(), "{output:?}");
+        assert_eq!(count(&report, "put", "errors"), 0);
+        assert_eq!(
+            report["start_unix_s"].as_f64(),
+            start_at.parse::<f64>().ok()
+        );
+        puts += count(&report, "put", "count");
+    }
+    assert!(puts > 0);
+
+    let merged_json = scratch_path("merged.json");
+    let output = Command::new(env!("CARGO_BIN_EXE_azq-loadgen"))
+        .arg("merge")
+        .args(&logs)
+        .arg("--json")
+        .arg(&merged_json)
+        .output()
+        .expect("azq-loadgen merge runs");
+    assert!(output.status.success(), "{output:?}");
+    let merged: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&merged_json).unwrap()).unwrap();
+    let _ = std::fs::remove_file(&merged_json);
+    assert_eq!(
+        merged["ops"]["put"]["count"].as_u64(),
+        Some(puts),
+        "{merged}"
+    );
+    assert!(
+        merged["ops"].get("end-to-end").is_none(),
+        "a put run has no end-to-end tag"
+    );
+
+    // One histogram of every interval of both logs, built without azq-loadgen's code.
+    let mut single = hdrhistogram::Histogram::<u64>::new(3).unwrap();
+    for log in &logs {
+        for (tag, histogram) in logged_histograms(&std::fs::read(log).unwrap()) {
+            assert_eq!(tag, "put");
+            single.add(&histogram).unwrap();
+        }
+        let _ = std::fs::remove_file(log);
+    }
+    assert_eq!(single.len(), puts);
+    let latency = &merged["ops"]["put"]["latency_us"];
+    for (key, quantile) in [
+        ("p50", 0.5),
+        ("p90", 0.9),
+        ("p99", 0.99),
+        ("p999", 0.999),
+        ("p9999", 0.9999),
+    ] {
+        assert_eq!(
+            latency[key].as_u64(),
+            Some(single.value_at_quantile(quantile)),
+            "{key}"
+        );
+    }
+    assert_eq!(
+        latency["max"].as_u64(),
+        Some(single.highest_equivalent(single.max()))
+    );
+}
+
+/// A stand-in for a rate-limited server: enough of the Queue service for a Put run (Create
+/// Queue, Get Queue Metadata, Put Message), with Puts beyond `limit_per_s` in any one
+/// wall-clock second refused with 503 ServerBusy. A window of a whole second, rather than a
+/// token bucket with a small burst, keeps the limit the same when a loaded machine makes the
+/// client's sends bursty: a step under the limit passes, a step over it fails.
+///
+/// Issue 14 adds `azq --queue-rate-limit N`; once it exists, the knee test should start azq
+/// with it instead (`Server::start(&["--queue-rate-limit", "300", ...])`) and this goes.
+mod rate_limited {
+    use std::io::{BufRead, BufReader, Read, Write};
+    use std::net::{TcpListener, TcpStream};
+    use std::sync::{Arc, Mutex};
+    use std::time::Instant;
+
+    /// Puts accepted in the current second.
+    struct Window {
+        second: u64,
+        accepted: u64,
+    }
+
+    /// Starts the server on a free loopback port; it serves until the test process ends.
+    pub fn start(limit_per_s: u64) -> u16 {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let started = Instant::now();
+        let window = Arc::new(Mutex::new(Window {
+            second: 0,
+            accepted: 0,
+        }));
+        std::thread::spawn(move || {
+            for stream in listener.incoming().flatten() {
+                let window = window.clone();
+                let admit = move || {
+                    let second = started.elapsed().as_secs();
+                    let mut window = window.lock().unwrap();
+                    if window.second != second {
+                        window.second = second;
+                        window.accepted = 0;
+                    }
+                    window.accepted += 1;
+                    window.accepted <= limit_per_s
+                };
+                std::thread::spawn(move || serve(stream, admit));
+            }
+        });
+        port
+    }
+
+    /// Answers the requests of one keep-alive connection in order.
+    fn serve(stream: TcpStream, admit: impl Fn() -> bool) {
+        stream.set_nodelay(true).unwrap();
+        let mut writer = stream.try_clone().unwrap();
+        let mut reader = BufReader::new(stream);
+        loop {
+            let mut request_line = String::new();
+            if reader.read_line(&mut request_line).unwrap_or(0) == 0 {
+                return;
+            }
+            let mut length = 0;
+            loop {
+                let mut line = String::new();
+                if reader.read_line(&mut line).unwrap_or(0) == 0 {
+                    return;
+                }
+                let line = line.trim_end();
+                if line.is_empty() {
+                    break;
+                }
+                if let Some((name, value)) = line.split_once(':') {
+                    if name.eq_ignore_ascii_case("content-length") {
+                        length = value.trim().parse().unwrap();
+                    }
+                }
+            }
+            let mut body = vec![0; length];
+            reader.read_exact(&mut body).unwrap();
+            let answer: &[u8] = if request_line.contains("comp=metadata") {
+                b"HTTP/1.1 200 OK\r\nx-ms-approximate-messages-count: 0\r\n\
+                  Content-Length: 0\r\n\r\n"
+            } else if request_line.starts_with("PUT ") || admit() {
+                // Create Queue, or a Put within the limit.
+                b"HTTP/1.1 201 Created\r\nContent-Length: 0\r\n\r\n"
+            } else {
+                b"HTTP/1.1 503 Server Busy\r\nx-ms-error-code: ServerBusy\r\n\
+                  Content-Length: 0\r\n\r\n"
+            };
+            if writer.write_all(answer).is_err() {
+                return;
+            }
+        }
+    }
+}
+
+/// The knee search against a server that refuses Puts beyond 300 in a second: rates that pass
+/// have fewer than 1% errors, so the search must settle between three quarters of the limit
+/// and the limit (it doubles 100, 200, 400, then bisects within 10%).
+#[test]
+fn find_max_finds_the_knee_of_a_rate_limited_server() {
+    const LIMIT_PER_S: u64 = 300;
+    let port = rate_limited::start(LIMIT_PER_S);
+    let (output, report) = run_loadgen_at(
+        &format!("http://127.0.0.1:{port}/{DEVELOPMENT_ACCOUNT_NAME}"),
+        "find-max",
+        &[
+            "--scenario",
+            "put",
+            "--message-bytes",
+            "128",
+            "--cpus",
+            "0",
+            "--connections",
+            "8",
+            // Loose enough that only the limit's errors fail a step on a loaded machine.
+            "--find-max",
+            "p99=2s",
+            "--find-max-start",
+            "100",
+            "--step-duration",
+            "1s",
+            "--warmup",
+            "0.5s",
+        ],
+    );
+    assert!(output.status.success(), "{output:?}");
+    let knee = report["knee"]["rate_per_s"]
+        .as_f64()
+        .unwrap_or_else(|| panic!("no knee in {report}"));
+    let limit = LIMIT_PER_S as f64;
+    assert!(
+        (0.75 * limit..=limit).contains(&knee),
+        "knee {knee}/s for a limit of {LIMIT_PER_S}/s: {}",
+        report["steps"]
+    );
+    let steps = report["steps"].as_array().expect("the steps");
+    // The evidence: every step above the knee failed, every step up to it passed.
+    for step in steps {
+        let rate = step["target_rate_per_s"].as_f64().unwrap();
+        assert_eq!(step["passed"].as_bool(), Some(rate <= knee), "{step}");
+    }
+    assert!(steps.len() >= 4, "{steps:?}");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(stdout.contains("knee: "), "{stdout}");
 }

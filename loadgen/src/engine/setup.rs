@@ -1,0 +1,135 @@
+//! Before the measured run: create the run's queues and preload them, on an executor of its own,
+//! pipelining the requests on one connection. Also the Get Queue Metadata sweep that both setup
+//! and the depth sampler use.
+
+use crate::connection::{Connection, ConnectionError, Response};
+use crate::runtime::{self, CoreOptions};
+use crate::wire::{RequestEncoder, RequestKind};
+
+use super::{unix_ms, RunPlan};
+
+/// Requests in flight on the setup connection while preloading.
+const PRELOAD_WINDOW: usize = 64;
+/// Messages one preload may put into one queue.
+pub const PRELOAD_MESSAGES_MAX: u64 = 10_000_000;
+
+/// Creates the queues and preloads them on an executor pinned to the first CPU. Returns the
+/// messages each queue held afterwards.
+pub fn set_up(plan: &RunPlan) -> Result<Vec<u64>, String> {
+    let plan = plan.clone();
+    let cpu = plan.cpus[0];
+    let options = CoreOptions {
+        cpu,
+        name: "azq-loadgen-setup".to_string(),
+        spin_before_park: None,
+    };
+    runtime::start_core(options, move || async move { set_up_queues(&plan).await })?
+        .join()
+        .map_err(|error| format!("setup failed: {error}"))?
+}
+
+async fn set_up_queues(plan: &RunPlan) -> Result<Vec<u64>, String> {
+    let mut encoder = RequestEncoder::new(
+        plan.endpoint.clone(),
+        plan.credentials.clone(),
+        plan.settings.clone(),
+    )
+    .map_err(|error| error.0)?;
+    let address = plan.endpoint.address;
+    let mut connection = Connection::connect(address)
+        .await
+        .map_err(|error| format!("cannot connect to {address}: {error}"))?;
+    let queues = plan.settings.queue_names.len();
+    let mut output = Vec::with_capacity(64 * 1024);
+    for queue in 0..queues {
+        encoder
+            .encode(queue, RequestKind::CreateQueue, unix_ms(), &mut output)
+            .map_err(|error| error.0)?;
+    }
+    connection.send(&output).await.map_err(describe)?;
+    for queue in 0..queues {
+        let response = connection.read_response().await.map_err(describe)?;
+        // 201 created, 204 already there; 409 exists with other metadata, which is fine too.
+        if !response.is_success() && response.status != 409 {
+            return Err(format!(
+                "cannot create queue {}: {}",
+                plan.settings.queue_names[queue],
+                describe_response(&response)
+            ));
+        }
+    }
+    let mut depths = queue_depths(&mut encoder, &mut connection).await?;
+    for (queue, depth) in depths.iter_mut().enumerate() {
+        let missing = plan.preload.saturating_sub(*depth);
+        let mut sent = 0;
+        let mut answered = 0;
+        while answered < missing {
+            output.clear();
+            while sent < missing && sent - answered < PRELOAD_WINDOW as u64 {
+                let now_ms = unix_ms();
+                encoder
+                    .encode(
+                        queue,
+                        RequestKind::Put {
+                            sent_unix_us: now_ms * 1000,
+                        },
+                        now_ms,
+                        &mut output,
+                    )
+                    .map_err(|error| error.0)?;
+                sent += 1;
+            }
+            connection.send(&output).await.map_err(describe)?;
+            while answered < sent {
+                let response = connection.read_response().await.map_err(describe)?;
+                if !response.is_success() {
+                    return Err(format!("preload failed: {}", describe_response(&response)));
+                }
+                answered += 1;
+            }
+        }
+        *depth += missing;
+    }
+    Ok(depths)
+}
+
+/// The approximate message count of every queue, pipelined on one connection.
+pub(super) async fn queue_depths(
+    encoder: &mut RequestEncoder,
+    connection: &mut Connection,
+) -> Result<Vec<u64>, String> {
+    let queues = encoder.settings().queue_names.len();
+    let mut output = Vec::with_capacity(queues * 512);
+    for queue in 0..queues {
+        encoder
+            .encode(queue, RequestKind::GetMetadata, unix_ms(), &mut output)
+            .map_err(|error| error.0)?;
+    }
+    connection.send(&output).await.map_err(describe)?;
+    let mut depths = Vec::with_capacity(queues);
+    for _ in 0..queues {
+        let response = connection.read_response().await.map_err(describe)?;
+        match (response.is_success(), response.approximate_messages_count) {
+            (true, Some(count)) => depths.push(count),
+            _ => {
+                return Err(format!(
+                    "Get Queue Metadata: {}",
+                    describe_response(&response)
+                ))
+            }
+        }
+    }
+    Ok(depths)
+}
+
+fn describe(error: ConnectionError) -> String {
+    error.to_string()
+}
+
+fn describe_response(response: &Response<'_>) -> String {
+    let code = response
+        .error_code
+        .map(|code| String::from_utf8_lossy(code).into_owned())
+        .unwrap_or_default();
+    format!("HTTP {} {code}", response.status)
+}
