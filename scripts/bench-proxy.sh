@@ -1,0 +1,130 @@
+#!/usr/bin/env bash
+# What HAProxy in front of azq costs (docs/SCALING.md): the same azq-loadgen runs against one
+# azq node directly and through HAProxy with deploy/haproxy's configuration (the ring, then the
+# node's health-checked `listen` section), alternating, against the same server in one run.
+#
+#   scripts/bench-proxy.sh
+#
+# Environment (defaults in brackets):
+#   SERVER_CPUS  [0]     CPUs of azq (one shard each)
+#   PROXY_CPUS   [1]     CPUs of HAProxy (one thread each)
+#   CLIENT_CPUS  [1]     CPUs of azq-loadgen
+#   DURATION     [5s]    measured time of each run
+#   WARMUP       [1s]    warm-up of each run
+#   CONNECTIONS  [16]    connections of each run
+#   RATE         [5000]  puts/s of the open-loop runs (below what both paths sustain)
+#   ROUNDS       [2]     direct/proxy pairs per scenario (the table shows every run)
+#   OUT_DIR      [target/bench-proxy]  JSON reports, logs and the table (table.txt)
+#
+# Scenarios: closed-loop Peek (read-only, so the server's state does not grow), closed-loop Put,
+# and open-loop Put at RATE, whose latency is corrected for coordinated omission. Besides rate
+# and latency, the table gives each process's CPU time per request (from /proc, in 10 ms ticks):
+# the proxy's is what a proxy core costs per request. Loopback only; every run is bounded.
+set -euo pipefail
+
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+server_cpus=${SERVER_CPUS:-0}
+proxy_cpus=${PROXY_CPUS:-1}
+client_cpus=${CLIENT_CPUS:-1}
+duration=${DURATION:-5s}
+warmup=${WARMUP:-1s}
+connections=${CONNECTIONS:-16}
+rate=${RATE:-5000}
+rounds=${ROUNDS:-2}
+out_dir=${OUT_DIR:-target/bench-proxy}
+# One run may not take longer than this, whatever happens.
+run_timeout_s=120
+
+mkdir -p "$out_dir"
+rm -f "$out_dir"/*.json "$out_dir/runs.tsv"
+
+echo "==> cargo build --release (azq, azq-loadgen)" >&2
+cargo build --release --workspace --bins >&2
+
+# shellcheck source=scripts/bench-lib.sh
+source scripts/bench-lib.sh
+
+proxy_pid=
+stop_all() {
+  stop_server
+  if [[ -n $proxy_pid ]]; then
+    kill "$proxy_pid" 2>/dev/null || true
+    wait "$proxy_pid" 2>/dev/null || true
+  fi
+}
+trap stop_all EXIT
+
+shard_count=$(awk -F, '{ print NF }' <<<"$server_cpus")
+proxy_threads=$(awk -F, '{ print NF }' <<<"$proxy_cpus")
+
+server_port=$(free_port)
+taskset -c "$server_cpus" target/release/azq --queueHost 127.0.0.1 --queuePort "$server_port" \
+  --shards "$shard_count" --cpus "$server_cpus" --inMemoryPersistence --silent \
+  >"$out_dir/azq.log" 2>&1 &
+server_pid=$!
+wait_for_port "$server_port"
+
+proxy_port=$(free_port)
+printf 'global\n    nbthread %s\n' "$proxy_threads" >"$out_dir/threads.cfg"
+haproxy_nodes_config "azq-bench-$$" "$server_port" >"$out_dir/nodes.cfg"
+AZQ_PROXY_BIND=127.0.0.1:$proxy_port AZQ_PROXY_STATS_BIND=127.0.0.1:$(free_port) \
+  taskset -c "$proxy_cpus" haproxy -db -f "$out_dir/threads.cfg" \
+  -f deploy/haproxy/haproxy.cfg -f "$out_dir/nodes.cfg" >"$out_dir/haproxy.log" 2>&1 &
+proxy_pid=$!
+wait_for_port "$proxy_port"
+
+# CPU ticks (user + system) a process has used so far.
+cpu_ticks() {
+  awk '{ print $14 + $15 }' "/proc/$1/stat"
+}
+
+# run NAME TARGET LOADGEN-ARGS...: one azq-loadgen run against TARGET (direct or proxy); appends
+# a line to runs.tsv with the CPU ticks azq and HAProxy used during it.
+run() {
+  local name=$1 target=$2
+  shift 2
+  local port=$server_port
+  [[ $target == proxy ]] && port=$proxy_port
+  local server_before proxy_before
+  server_before=$(cpu_ticks "$server_pid")
+  proxy_before=$(cpu_ticks "$proxy_pid")
+  echo "==> $name via $target" >&2
+  timeout --kill-after=10 "$run_timeout_s" taskset -c "$client_cpus" target/release/azq-loadgen \
+    --endpoint "http://127.0.0.1:$port/devstoreaccount1" --cpus "$client_cpus" \
+    --connections "$connections" --duration "$duration" --warmup "$warmup" --quiet \
+    --queue-prefix "$name" --json "$out_dir/$name-$target.json" "$@" >"$out_dir/$name-$target.txt"
+  printf '%s\t%s\t%s\t%s\n' "$name" "$target" \
+    "$(($(cpu_ticks "$server_pid") - server_before))" \
+    "$(($(cpu_ticks "$proxy_pid") - proxy_before))" >>"$out_dir/runs.tsv"
+}
+
+for ((round = 1; round <= rounds; round++)); do
+  for target in direct proxy; do
+    run "peek$round" "$target" --scenario peek --preload 32
+    run "put$round" "$target" --scenario put
+    run "open$round" "$target" --scenario put --rate "$rate"
+  done
+done
+
+python3 - "$out_dir" "$(getconf CLK_TCK)" "$connections" "$duration" <<'PY' | tee "$out_dir/table.txt"
+import json, sys
+out_dir, ticks_per_s, connections, duration = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
+print(f"{connections} connections, {duration} per run; latency in microseconds "
+      "(open loop: corrected for coordinated omission); CPU in microseconds per request")
+print(f"{'run':8} {'target':7} {'op':5} {'req/s':>9} {'p50':>7} {'p99':>7} {'p99.9':>7} "
+      f"{'azq cpu':>8} {'proxy cpu':>9}")
+for line in open(f"{out_dir}/runs.tsv"):
+    name, target, server_ticks, proxy_ticks = line.split()
+    report = json.load(open(f"{out_dir}/{name}-{target}.json"))
+    # The whole run (warm-up included) used the CPU; the requests of the whole run are about
+    # the measured ones scaled by (warm-up + duration) / duration.
+    requests = report["requests"] * (report["warmup_s"] + report["duration_s"]) / report["duration_s"]
+    to_us = lambda ticks: int(ticks) / ticks_per_s * 1e6 / requests
+    for operation, stats in report["ops"].items():
+        latency = stats["latency_us"]
+        proxy_cpu = f"{to_us(proxy_ticks):9.1f}" if target == "proxy" else f"{'':9}"
+        print(f"{name:8} {target:7} {operation:5} {stats['throughput_per_s']:9,.0f} "
+              f"{latency['p50']:7} {latency['p99']:7} {latency['p999']:7} "
+              f"{to_us(server_ticks):8.1f} {proxy_cpu}")
+PY
