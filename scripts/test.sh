@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The whole test gate, as CI runs it: formatting, lints, Rust tests, then the official Python SDK
-# (tests/sdk) and JavaScript SDK (tests/sdk-js) against a release build of the real server.
+# (tests/sdk) and JavaScript SDK (tests/sdk-js) against a release build of the real server, and
+# the Python SDK against three nodes behind HAProxy (tests/cluster, scripts/cluster-demo.sh).
 #
 #   scripts/test.sh             everything
 #   scripts/test.sh --sdk-only  only the SDK suite (still builds the release binary unless
@@ -73,6 +74,36 @@ if [[ -z "${AZQ_TARGET_URL:-}" ]]; then
   npm ci --prefix tests/sdk-js --no-audit --no-fund --loglevel=error
   # The file, not the directory: from Node 21 on, `node --test` arguments are glob patterns.
   timeout --kill-after=10 "$sdk_suite_timeout_s" node --test tests/sdk-js/queue.test.mjs
+fi
+
+# Accounts divided between azq nodes behind HAProxy (tests/cluster). It starts its own servers,
+# so it runs only without AZQ_TARGET_URL. HAProxy 2.6 or later is needed (`balance hash`); when
+# it is missing, it is installed from apt if this runs as root with apt-get, else skipped.
+if [[ -z "${AZQ_TARGET_URL:-}" ]]; then
+  section "cluster suite (tests/cluster: 3 nodes behind HAProxy)"
+  haproxy_ready=true
+  if ! command -v haproxy >/dev/null; then
+    if [[ $(id -u) == 0 ]] && command -v apt-get >/dev/null; then
+      echo "installing haproxy from apt"
+      if ! { DEBIAN_FRONTEND=noninteractive timeout 300 apt-get update -qq &&
+             DEBIAN_FRONTEND=noninteractive timeout 300 apt-get install -y -qq haproxy; }; then
+        haproxy_ready=false
+        echo "SKIPPED the cluster suite: installing haproxy with apt-get failed (see above)"
+      fi
+    else
+      haproxy_ready=false
+      echo "SKIPPED the cluster suite: haproxy is not installed (needs root and apt-get to install)"
+    fi
+  fi
+  if $haproxy_ready; then
+    haproxy_version=$(haproxy -v | sed -n 's/^HA-*Proxy version \([0-9]*\.[0-9]*\).*/\1/p')
+    if [[ $(printf '%s\n' 2.6 "$haproxy_version" | sort -V | head -n 1) != 2.6 ]]; then
+      echo "SKIPPED the cluster suite: haproxy ${haproxy_version:-of unknown version} is older than 2.6"
+    else
+      echo "haproxy $haproxy_version"
+      timeout --kill-after=10 "$sdk_suite_timeout_s" .venv/bin/python -m pytest -q tests/cluster
+    fi
+  fi
 fi
 
 if ! $sdk_only; then
