@@ -7,7 +7,9 @@
 #
 # Environment (defaults in brackets):
 #   SERVER_CPUS  [0]     CPUs of azq (one shard each)
-#   PROXY_CPUS   [1]     CPUs of HAProxy (one thread each)
+#   PROXY_CPUS   [0]     CPUs of HAProxy (one thread each). On two cores the proxy has no core
+#                        of its own; it shares the server's, since an open-loop azq-loadgen
+#                        keeps its cores busy polling. With more cores, give it its own.
 #   CLIENT_CPUS  [1]     CPUs of azq-loadgen
 #   DURATION     [5s]    measured time of each run
 #   WARMUP       [1s]    warm-up of each run
@@ -15,23 +17,32 @@
 #   RATE         [5000]  puts/s of the open-loop runs (below what both paths sustain)
 #   ROUNDS       [2]     direct/proxy pairs per scenario (the table shows every run)
 #   OUT_DIR      [target/bench-proxy]  JSON reports, logs and the table (table.txt)
+#   INSTRUCTION_REQUESTS [4000]  N of the instruction count (0: skip it)
+#   TIERS        [2]     2: deploy/haproxy's shape (ring, then the node's health-checked listen
+#                        section); 1: the ring's members are the node itself, unchecked (the
+#                        cheaper variant docs/SCALING.md compares)
 #
 # Scenarios: closed-loop Peek (read-only, so the server's state does not grow), closed-loop Put,
 # and open-loop Put at RATE, whose latency is corrected for coordinated omission. Besides rate
 # and latency, the table gives each process's CPU time per request (from /proc, in 10 ms ticks):
-# the proxy's is what a proxy core costs per request. Loopback only; every run is bounded.
+# the proxy's is what a proxy core costs per request. Last, HAProxy's user-space instructions per
+# request, counted by callgrind (independent of machine load): HAProxy, one thread, runs under
+# valgrind while N and then 2N Peeks go through it; the difference of the totals over N cancels
+# start-up and shutdown. Loopback only; every run is bounded.
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 server_cpus=${SERVER_CPUS:-0}
-proxy_cpus=${PROXY_CPUS:-1}
+proxy_cpus=${PROXY_CPUS:-0}
 client_cpus=${CLIENT_CPUS:-1}
 duration=${DURATION:-5s}
 warmup=${WARMUP:-1s}
 connections=${CONNECTIONS:-16}
 rate=${RATE:-5000}
 rounds=${ROUNDS:-2}
+instruction_requests=${INSTRUCTION_REQUESTS:-4000}
+tiers=${TIERS:-2}
 out_dir=${OUT_DIR:-target/bench-proxy}
 # One run may not take longer than this, whatever happens.
 run_timeout_s=120
@@ -46,12 +57,16 @@ cargo build --release --workspace --bins >&2
 source scripts/bench-lib.sh
 
 proxy_pid=
-stop_all() {
-  stop_server
+stop_proxy() {
   if [[ -n $proxy_pid ]]; then
     kill "$proxy_pid" 2>/dev/null || true
     wait "$proxy_pid" 2>/dev/null || true
+    proxy_pid=
   fi
+}
+stop_all() {
+  stop_proxy
+  stop_server
 }
 trap stop_all EXIT
 
@@ -65,14 +80,27 @@ taskset -c "$server_cpus" target/release/azq --queueHost 127.0.0.1 --queuePort "
 server_pid=$!
 wait_for_port "$server_port"
 
-proxy_port=$(free_port)
-printf 'global\n    nbthread %s\n' "$proxy_threads" >"$out_dir/threads.cfg"
-haproxy_nodes_config "azq-bench-$$" "$server_port" >"$out_dir/nodes.cfg"
-AZQ_PROXY_BIND=127.0.0.1:$proxy_port AZQ_PROXY_STATS_BIND=127.0.0.1:$(free_port) \
-  taskset -c "$proxy_cpus" haproxy -db -f "$out_dir/threads.cfg" \
-  -f deploy/haproxy/haproxy.cfg -f "$out_dir/nodes.cfg" >"$out_dir/haproxy.log" 2>&1 &
-proxy_pid=$!
-wait_for_port "$proxy_port"
+if [[ $tiers == 1 ]]; then
+  printf 'backend accounts\n    balance hash var(txn.account)\n    hash-type consistent\n' \
+    >"$out_dir/nodes.cfg"
+  printf '    server node1 127.0.0.1:%s id 1\n' "$server_port" >>"$out_dir/nodes.cfg"
+else
+  haproxy_nodes_config "azq-bench-$$" "$server_port" >"$out_dir/nodes.cfg"
+fi
+# start_proxy THREADS [WRAPPER...]: HAProxy with deploy/haproxy/haproxy.cfg in front of the
+# node, pinned to the proxy CPUs, on a new port (proxy_port), optionally under a wrapper.
+start_proxy() {
+  local threads=$1
+  shift
+  proxy_port=$(free_port)
+  printf 'global\n    nbthread %s\n' "$threads" >"$out_dir/threads.cfg"
+  AZQ_PROXY_BIND=127.0.0.1:$proxy_port AZQ_PROXY_STATS_BIND=127.0.0.1:$(free_port) \
+    taskset -c "$proxy_cpus" "$@" haproxy -db -f "$out_dir/threads.cfg" \
+    -f deploy/haproxy/haproxy.cfg -f "$out_dir/nodes.cfg" >"$out_dir/haproxy.log" 2>&1 &
+  proxy_pid=$!
+  wait_for_port "$proxy_port"
+}
+start_proxy "$proxy_threads"
 
 # CPU ticks (user + system) a process has used so far.
 cpu_ticks() {
@@ -117,6 +145,9 @@ print(f"{'run':8} {'target':7} {'op':5} {'req/s':>9} {'p50':>7} {'p99':>7} {'p99
 for line in open(f"{out_dir}/runs.tsv"):
     name, target, server_ticks, proxy_ticks = line.split()
     report = json.load(open(f"{out_dir}/{name}-{target}.json"))
+    if report["requests"] == 0:
+        print(f"{name:8} {target:7} no requests completed in the measured time")
+        continue
     # The whole run (warm-up included) used the CPU; the requests of the whole run are about
     # the measured ones scaled by (warm-up + duration) / duration.
     requests = report["requests"] * (report["warmup_s"] + report["duration_s"]) / report["duration_s"]
@@ -128,3 +159,24 @@ for line in open(f"{out_dir}/runs.tsv"):
               f"{latency['p50']:7} {latency['p99']:7} {latency['p999']:7} "
               f"{to_us(server_ticks):8.1f} {proxy_cpu}")
 PY
+
+# HAProxy's instructions for `requests` Peeks through it, from start to exit, under callgrind.
+proxy_instructions() {
+  local requests=$1
+  start_proxy 1 valgrind --tool=callgrind --callgrind-out-file="$out_dir/callgrind.out"
+  timeout --kill-after=10 "$run_timeout_s" taskset -c "$client_cpus" target/release/azq-loadgen \
+    --endpoint "http://127.0.0.1:$proxy_port/devstoreaccount1" --cpus "$client_cpus" \
+    --connections 1 --scenario peek --queue-prefix "instructions$requests" --preload 32 \
+    --requests "$requests" --warmup 0s --max-error-rate 0 --quiet >/dev/null
+  stop_proxy
+  grep -o 'Collected : [0-9]*' "$out_dir/haproxy.log" | grep -o '[0-9]*$'
+}
+
+if ((instruction_requests > 0)); then
+  stop_proxy
+  echo "==> HAProxy under callgrind: $instruction_requests, then $((2 * instruction_requests)) Peeks" >&2
+  single=$(proxy_instructions "$instruction_requests")
+  double=$(proxy_instructions "$((2 * instruction_requests))")
+  echo "HAProxy, user space: $(((double - single) / instruction_requests)) instructions per" \
+    "Peek (callgrind; one connection, one thread)" | tee -a "$out_dir/table.txt"
+fi
