@@ -135,9 +135,11 @@ for ((round = 1; round <= rounds; round++)); do
   done
 done
 
-python3 - "$out_dir" "$(getconf CLK_TCK)" "$connections" "$duration" <<'PY' | tee "$out_dir/table.txt"
+ticks_per_s=$(getconf CLK_TCK)
+python3 - "$out_dir" "$ticks_per_s" "$connections" "$duration" <<'PY' | tee "$out_dir/table.txt"
 import json, sys
-out_dir, ticks_per_s, connections, duration = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
+out_dir, connections, duration = sys.argv[1], sys.argv[3], sys.argv[4]
+ticks_per_s = int(sys.argv[2])
 print(f"{connections} connections, {duration} per run; latency in microseconds "
       "(open loop: corrected for coordinated omission); CPU in microseconds per request")
 print(f"{'run':8} {'target':7} {'op':5} {'req/s':>9} {'p50':>7} {'p99':>7} {'p99.9':>7} "
@@ -150,7 +152,8 @@ for line in open(f"{out_dir}/runs.tsv"):
         continue
     # The whole run (warm-up included) used the CPU; the requests of the whole run are about
     # the measured ones scaled by (warm-up + duration) / duration.
-    requests = report["requests"] * (report["warmup_s"] + report["duration_s"]) / report["duration_s"]
+    measured_s = report["duration_s"]
+    requests = report["requests"] * (report["warmup_s"] + measured_s) / measured_s
     to_us = lambda ticks: int(ticks) / ticks_per_s * 1e6 / requests
     for operation, stats in report["ops"].items():
         latency = stats["latency_us"]
@@ -174,7 +177,8 @@ proxy_instructions() {
 
 if ((instruction_requests > 0)); then
   stop_proxy
-  echo "==> HAProxy under callgrind: $instruction_requests, then $((2 * instruction_requests)) Peeks" >&2
+  echo "==> HAProxy under callgrind:" \
+    "$instruction_requests, then $((2 * instruction_requests)) Peeks" >&2
   single=$(proxy_instructions "$instruction_requests")
   double=$(proxy_instructions "$((2 * instruction_requests))")
   echo "HAProxy, user space: $(((double - single) / instruction_requests)) instructions per" \

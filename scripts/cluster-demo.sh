@@ -9,7 +9,7 @@
 #                     development account only)
 #   CLUSTER_PORT      the proxy's port (default 10001; 0 picks a free one)
 #   AZQ_BIN           azq binary (default target/release/azq, built when missing)
-#   AZQ_SHARDS        shards per node (default 1; node i is pinned to CPU (i-1) mod CPUs)
+#   AZQ_SHARDS        shards per node (default 1; the nodes' shards take the CPUs in turn)
 #   AZQ_ARGS          more azq arguments for every node, e.g. "--max-memory 1G"
 #   HAPROXY           haproxy binary (default: haproxy on PATH; Debian: apt-get install haproxy)
 #
@@ -104,8 +104,14 @@ start_failed() {
 node_ports=()
 for ((node = 1; node <= node_count; node++)); do
   log=$work_dir/node$node.log
+  # Node i's shards take the next CPUs in turn, wrapping around, so that nodes share cores
+  # evenly rather than all starting at CPU 0.
+  cpus=
+  for ((shard = 0; shard < shards; shard++)); do
+    cpus+=${cpus:+,}$(( ((node - 1) * shards + shard) % cpu_count ))
+  done
   launch "$log" "$azq_bin" --queueHost 127.0.0.1 --queuePort 0 --shards "$shards" \
-    --cpus "$(( (node - 1) % cpu_count ))" --inMemoryPersistence "${extra_args[@]}"
+    --cpus "$cpus" --inMemoryPersistence "${extra_args[@]}"
   port=
   deadline=$((SECONDS + start_timeout_s))
   while [[ -z $port ]]; do

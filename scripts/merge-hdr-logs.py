@@ -38,7 +38,7 @@ def merge(paths):
                     continue  # Headers, comments and the legend line.
                 tag = ""
                 if line.startswith("Tag="):
-                    tag, line = line[len("Tag="):].split(",", 1)
+                    tag, line = line[len("Tag=") :].split(",", 1)
                 fields = line.split(",")
                 if len(fields) != 4:
                     sys.exit(f"{path}:{number}: not an interval line: {line[:60]}")

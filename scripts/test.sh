@@ -98,7 +98,8 @@ if [[ -z "${AZQ_TARGET_URL:-}" ]]; then
   if $haproxy_ready; then
     haproxy_version=$(haproxy -v | sed -n 's/^HA-*Proxy version \([0-9]*\.[0-9]*\).*/\1/p')
     if [[ $(printf '%s\n' 2.6 "$haproxy_version" | sort -V | head -n 1) != 2.6 ]]; then
-      echo "SKIPPED the cluster suite: haproxy ${haproxy_version:-of unknown version} is older than 2.6"
+      echo "SKIPPED the cluster suite: haproxy ${haproxy_version:-of unknown version}" \
+        "is older than 2.6"
     else
       echo "haproxy $haproxy_version"
       timeout --kill-after=10 "$sdk_suite_timeout_s" .venv/bin/python -m pytest -q tests/cluster

@@ -44,8 +44,12 @@ POLL_INTERVAL_S = 0.05
 LOG_TAIL_BYTES_MAX = 4000
 
 NODE_LINE = re.compile(r"^node (?P<index>\d+): pid (?P<pid>\d+), (?P<url>http://127\.0\.0\.1:\d+)$")
-HAPROXY_LINE = re.compile(r"^haproxy: pid (?P<pid>\d+), stats (?P<stats>http://127\.0\.0\.1:\d+/stats)$")
-READY_LINE = re.compile(r"^cluster ready: (?P<url>http://127\.0\.0\.1:(?P<port>\d+)) \((?P<count>\d+) nodes?\)$")
+HAPROXY_LINE = re.compile(
+    r"^haproxy: pid (?P<pid>\d+), stats (?P<stats>http://127\.0\.0\.1:\d+/stats)$"
+)
+READY_LINE = re.compile(
+    r"^cluster ready: (?P<url>http://127\.0\.0\.1:(?P<port>\d+)) \((?P<count>\d+) nodes?\)$"
+)
 
 # prctl(2) option: signal to deliver to the child when the thread that forked it dies.
 PR_SET_PDEATHSIG = 1
@@ -149,19 +153,27 @@ def start_demo(node_count: int, log_dir: Path, accounts: Dict[str, str]) -> Clus
         if ready:
             break
         if process.poll() is not None:
-            raise RuntimeError(f"cluster-demo.sh exited with {process.returncode}\n{cluster.output()}")
+            raise RuntimeError(
+                f"cluster-demo.sh exited with {process.returncode}\n{cluster.output()}"
+            )
         if time.monotonic() >= deadline:
             kill_demo(cluster)
-            raise RuntimeError(f"cluster-demo.sh was not ready in {START_TIMEOUT_S} s\n{cluster.output()}")
+            raise RuntimeError(
+                f"cluster-demo.sh was not ready in {START_TIMEOUT_S} s\n{cluster.output()}"
+            )
         time.sleep(POLL_INTERVAL_S)
     cluster.endpoint = ready[0].group("url")
     cluster.port = int(ready[0].group("port"))
     for match in filter(None, map(NODE_LINE.match, lines)):
-        cluster.nodes.append(Node(int(match.group("index")), int(match.group("pid")), match.group("url")))
+        cluster.nodes.append(
+            Node(int(match.group("index")), int(match.group("pid")), match.group("url"))
+        )
     proxy = next(filter(None, map(HAPROXY_LINE.match, lines)))
     cluster.haproxy_pid = int(proxy.group("pid"))
     cluster.stats_url = proxy.group("stats")
-    assert [node.index for node in cluster.nodes] == list(range(1, node_count + 1)), cluster.output()
+    assert [node.index for node in cluster.nodes] == list(
+        range(1, node_count + 1)
+    ), cluster.output()
     assert int(ready[0].group("count")) == node_count
     return cluster
 

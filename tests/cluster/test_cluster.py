@@ -23,7 +23,14 @@ from azure.storage.queue import QueueServiceClient
 from requests.adapters import HTTPAdapter
 
 from conftest import ACCOUNTS, Cluster, Node, leftover_processes, process_gone, stop_demo
-from support import CLIENT_KWARGS, collect_pages, error_code, status_code, unique_queue_name, wait_until
+from support import (
+    CLIENT_KWARGS,
+    collect_pages,
+    error_code,
+    status_code,
+    unique_queue_name,
+    wait_until,
+)
 
 URL_STYLES = ("path", "host")
 LISTED_QUEUES_PER_ACCOUNT = 7
@@ -130,8 +137,9 @@ def test_sdk_works_unchanged_through_the_proxy(cluster, style):
             f"{account} message {index}" for index in range(3)
         ]
         leased = queue.receive_message(visibility_timeout=30)
-        queue.update_message(leased, pop_receipt=leased.pop_receipt, visibility_timeout=0,
-                             content="updated")
+        queue.update_message(
+            leased, pop_receipt=leased.pop_receipt, visibility_timeout=0, content="updated"
+        )
         received = list(queue.receive_messages(messages_per_page=32, visibility_timeout=30))
         assert sorted(m.content for m in received) == sorted(
             ["updated", f"{account} message 1", f"{account} message 2"]
@@ -153,7 +161,9 @@ def test_both_url_styles_reach_the_same_queue(cluster):
         proxy_client(cluster, account, "host").get_queue_client(name).send_message("hello")
         for style in URL_STYLES:
             secondary = proxy_client(cluster, account, style, secondary=True)
-            assert [m.content for m in secondary.get_queue_client(name).peek_messages()] == ["hello"]
+            assert [m.content for m in secondary.get_queue_client(name).peek_messages()] == [
+                "hello"
+            ]
         received = proxy_client(cluster, account, "path").get_queue_client(name).receive_message()
         assert received.content == "hello"
 
@@ -230,8 +240,10 @@ def test_stopping_a_node_fails_only_its_accounts(start_cluster):
     assert_outage(cluster, victim_accounts, other_accounts, queue_name)
     # ... and once its health check has marked it down: the ring is unchanged, so the victim's
     # accounts are not sent to another node (which would answer 404, or split them).
-    wait_until(lambda: cluster.haproxy_server_status(victim) == "DOWN",
-               f"HAProxy to mark node {victim.index} down")
+    wait_until(
+        lambda: cluster.haproxy_server_status(victim) == "DOWN",
+        f"HAProxy to mark node {victim.index} down",
+    )
     assert_outage(cluster, victim_accounts, other_accounts, queue_name)
     # No queue of the victim's accounts appeared anywhere else.
     for account in victim_accounts:
@@ -239,7 +251,9 @@ def test_stopping_a_node_fails_only_its_accounts(start_cluster):
         for node in cluster.nodes:
             if node is not victim:
                 assert names(client(node.url, account, key), "") == []
-    assert cluster.process.poll() is None, "the demo stopped with one node down\n" + cluster.output()
+    assert cluster.process.poll() is None, (
+        "the demo stopped with one node down\n" + cluster.output()
+    )
 
 
 def test_ctrl_c_stops_every_process(start_cluster):

@@ -44,7 +44,9 @@ def test_nodes_cfg_has_a_ring_member_and_a_checked_listen_section_per_node():
         section = re.search(rf"^listen node{node}\n((?:    .*\n)+)", text, re.M)
         assert section, f"no listen node{node}"
         assert f"bind abns@azq-node{node}\n" in section.group(1)
-        assert re.search(rf'server azq "\$\{{AZQ_NODE{node}-azq-{node}:10001\}}" check', section.group(1))
+        assert re.search(
+            rf'server azq "\$\{{AZQ_NODE{node}-azq-{node}:10001\}}" check', section.group(1)
+        )
     # The ring itself is never health-checked (a down node must not move its accounts).
     ring = re.search(r"^backend accounts\n((?:    .*\n)+)", text, re.M).group(1)
     assert " check" not in ring
@@ -52,7 +54,9 @@ def test_nodes_cfg_has_a_ring_member_and_a_checked_listen_section_per_node():
 
 def test_compose_runs_one_node_per_ring_member_each_with_its_volume():
     compose = load_all(DEPLOY / "compose.yaml")[0]
-    nodes = {name: service for name, service in compose["services"].items() if name.startswith("azq-")}
+    nodes = {
+        name: service for name, service in compose["services"].items() if name.startswith("azq-")
+    }
     assert sorted(nodes) == [f"azq-{n}" for n in range(1, NODE_COUNT + 1)]
     volumes = set()
     for name, service in nodes.items():
@@ -66,14 +70,20 @@ def test_compose_runs_one_node_per_ring_member_each_with_its_volume():
     assert len(volumes) == NODE_COUNT
     proxy = compose["services"]["proxy"]
     assert proxy["command"][1:] == [
-        "-f", "/usr/local/etc/haproxy/haproxy.cfg", "-f", "/usr/local/etc/haproxy/nodes.cfg"
+        "-f",
+        "/usr/local/etc/haproxy/haproxy.cfg",
+        "-f",
+        "/usr/local/etc/haproxy/nodes.cfg",
     ]
 
 
 def test_kubernetes_pods_match_the_ring_members_in_order():
-    documents = {(doc["kind"], doc["metadata"]["name"]): doc
-                 for path in sorted((DEPLOY / "k8s").glob("*.yaml"))
-                 for doc in load_all(path) if doc.get("kind") != "Kustomization"}
+    documents = {
+        (doc["kind"], doc["metadata"]["name"]): doc
+        for path in sorted((DEPLOY / "k8s").glob("*.yaml"))
+        for doc in load_all(path)
+        if doc.get("kind") != "Kustomization"
+    }
     statefulset = documents[("StatefulSet", "azq")]
     assert statefulset["spec"]["replicas"] == NODE_COUNT
     (claim,) = statefulset["spec"]["volumeClaimTemplates"]
@@ -108,13 +118,18 @@ def test_envoy_hashes_on_the_account(path, host, account):
     headers = {":path": path, ":authority": host}
     for route in routes:
         matchers = route["match"].get("headers", [])
-        if all(re.fullmatch(m["string_match"]["safe_regex"]["regex"], headers[m["name"]])
-               for m in matchers):
+        if all(
+            re.fullmatch(m["string_match"]["safe_regex"]["regex"], headers[m["name"]])
+            for m in matchers
+        ):
             break
     (policy,) = route["route"]["hash_policy"]
     rewrite = policy["header"]["regex_rewrite"]
-    key = re.sub(rewrite["pattern"]["regex"], rewrite["substitution"],
-                 headers[policy["header"]["header_name"]])
+    key = re.sub(
+        rewrite["pattern"]["regex"],
+        rewrite["substitution"],
+        headers[policy["header"]["header_name"]],
+    )
     assert key == account
     cluster = config["static_resources"]["clusters"][0]
     assert cluster["lb_policy"] == "MAGLEV"

@@ -38,7 +38,9 @@ def merge_logs(log_dir: Path, accounts) -> dict:
     merged = subprocess.run(
         [sys.executable, str(MERGE_SCRIPT), "--json", str(out)]
         + [str(log_dir / f"{account}.hlog") for account in accounts],
-        capture_output=True, text=True, timeout=60,
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert merged.returncode == 0, merged.stderr
     return json.loads(out.read_text())
@@ -50,14 +52,32 @@ def test_loadgen_processes_through_the_proxy_merge_into_one_distribution(cluster
     processes = []
     for account in accounts:
         command = [
-            str(binary), "--endpoint", f"{cluster.endpoint}/{account}",
-            "--key", cluster.accounts[account], "--scenario", "get-delete",
-            "--preload", str(REQUESTS_PER_PROCESS), "--requests", str(REQUESTS_PER_PROCESS),
-            "--connections", "2", "--warmup", "0s", "--quiet", "--max-error-rate", "0",
-            "--json", str(tmp_path / f"{account}.json"),
-            "--hdr-log", str(tmp_path / f"{account}.hlog"),
+            str(binary),
+            "--endpoint",
+            f"{cluster.endpoint}/{account}",
+            "--key",
+            cluster.accounts[account],
+            "--scenario",
+            "get-delete",
+            "--preload",
+            str(REQUESTS_PER_PROCESS),
+            "--requests",
+            str(REQUESTS_PER_PROCESS),
+            "--connections",
+            "2",
+            "--warmup",
+            "0s",
+            "--quiet",
+            "--max-error-rate",
+            "0",
+            "--json",
+            str(tmp_path / f"{account}.json"),
+            "--hdr-log",
+            str(tmp_path / f"{account}.hlog"),
         ]
-        processes.append(subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT))
+        processes.append(
+            subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        )
     for process in processes:
         output, _ = process.communicate(timeout=RUN_TIMEOUT_S)
         assert process.returncode == 0, output.decode()
