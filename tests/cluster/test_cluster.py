@@ -22,7 +22,7 @@ from azure.core.pipeline.transport import RequestsTransport
 from azure.storage.queue import QueueServiceClient
 from requests.adapters import HTTPAdapter
 
-from conftest import ACCOUNTS, Cluster, Node, leftover_processes, process_gone, stop_demo
+from cluster_demo import ACCOUNTS, Cluster, Node, leftover_processes, process_gone, stop_demo
 from support import (
     CLIENT_KWARGS,
     collect_pages,
