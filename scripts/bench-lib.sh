@@ -1,5 +1,7 @@
-# Helpers shared by the benchmark scripts (sourced, not run): the server a script started, a free
-# loopback port, and waiting until something listens on one.
+# shellcheck shell=bash
+# Helpers shared by the benchmark scripts and scripts/cluster-demo.sh (sourced, not run): the
+# server a script started, a free loopback port, waiting until something listens on one, and the
+# node part of an HAProxy configuration for loopback nodes.
 
 server_pid=
 # Stops the server started last (its pid in server_pid), if any.
@@ -27,4 +29,25 @@ wait_for_port() {
   done
   echo "nothing listens on port $port" >&2
   return 1
+}
+
+# Writes to stdout the node part of an HAProxy configuration, after the pattern of
+# deploy/haproxy/nodes.cfg, for nodes on 127.0.0.1 at the ports given: the hash ring (members
+# never health-checked) and one health-checked `listen` per node. $1 prefixes the abstract
+# socket names, which must be unique on the machine (e.g. include the caller's pid).
+haproxy_nodes_config() {
+  local socket_prefix=$1
+  shift
+  local ports=("$@") node
+  echo "backend accounts"
+  echo "    balance hash var(txn.account)"
+  echo "    hash-type consistent"
+  for ((node = 1; node <= ${#ports[@]}; node++)); do
+    echo "    server node$node abns@$socket_prefix-node$node id $node"
+  done
+  for ((node = 1; node <= ${#ports[@]}; node++)); do
+    echo "listen node$node"
+    echo "    bind abns@$socket_prefix-node$node"
+    echo "    server azq 127.0.0.1:${ports[node - 1]} check"
+  done
 }

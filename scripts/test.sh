@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # The whole test gate, as CI runs it: formatting, lints, Rust tests, then the official Python SDK
 # (tests/sdk) and JavaScript SDK (tests/sdk-js) against a release build of the real server, once
-# on the io_uring backend and once where io_uring is denied as Docker's default seccomp profile
-# denies it (the no-io-uring helper), which must fall back to the portable backend; and the real
-# service's recorded answers replayed against it (tests/recorded).
+# on the io_uring backend (with its data on disk, restarted between tests) and once where io_uring
+# is denied as Docker's default seccomp profile denies it (the no-io-uring helper), which must
+# fall back to the portable backend; the real service's recorded answers replayed against it
+# (tests/recorded); and the Python SDK against three nodes behind HAProxy (tests/cluster).
 #
 #   scripts/test.sh             everything
 #   scripts/test.sh --sdk-only  only the SDK suites and the recorded answers (still builds the
@@ -98,6 +99,37 @@ fi
 if [[ -z "${AZQ_TARGET_URL:-}" && -z "${AZQ_SKIP_RECORDED:-}" ]]; then
   section "recorded answers of the real service (tests/recorded/replay.py)"
   timeout --kill-after=10 300 .venv/bin/python tests/recorded/replay.py --azq-bin "$AZQ_BIN"
+fi
+
+# Accounts divided between azq nodes behind HAProxy (tests/cluster). It starts its own servers,
+# so it runs only without AZQ_TARGET_URL. HAProxy 2.6 or later is needed (`balance hash`); when
+# it is missing, it is installed from apt if this runs as root with apt-get, else skipped.
+if [[ -z "${AZQ_TARGET_URL:-}" ]]; then
+  section "cluster suite (tests/cluster: 3 nodes behind HAProxy)"
+  haproxy_ready=true
+  if ! command -v haproxy >/dev/null; then
+    if [[ $(id -u) == 0 ]] && command -v apt-get >/dev/null; then
+      echo "installing haproxy from apt"
+      if ! { DEBIAN_FRONTEND=noninteractive timeout 300 apt-get update -qq &&
+             DEBIAN_FRONTEND=noninteractive timeout 300 apt-get install -y -qq haproxy; }; then
+        haproxy_ready=false
+        echo "SKIPPED the cluster suite: installing haproxy with apt-get failed (see above)"
+      fi
+    else
+      haproxy_ready=false
+      echo "SKIPPED the cluster suite: haproxy is not installed (needs root and apt-get to install)"
+    fi
+  fi
+  if $haproxy_ready; then
+    haproxy_version=$(haproxy -v | sed -n 's/^HA-*Proxy version \([0-9]*\.[0-9]*\).*/\1/p')
+    if [[ $(printf '%s\n' 2.6 "$haproxy_version" | sort -V | head -n 1) != 2.6 ]]; then
+      echo "SKIPPED the cluster suite: haproxy ${haproxy_version:-of unknown version}" \
+        "is older than 2.6"
+    else
+      echo "haproxy $haproxy_version"
+      timeout --kill-after=10 "$sdk_suite_timeout_s" .venv/bin/python -m pytest -q tests/cluster
+    fi
+  fi
 fi
 
 if ! $sdk_only; then
