@@ -196,6 +196,10 @@ pub enum Replica {
 struct Versioned<T> {
     version: u64,
     value: T,
+    /// This shard writes the setting (it owns the queue, or is the account's home shard), so
+    /// its snapshots keep it; a copy of another shard's setting is rebuilt from that shard's
+    /// records at recovery instead, and a copy kept on disk could outlive the setting.
+    written_here: bool,
 }
 
 /// One shard's copy of every replicated setting.
@@ -234,19 +238,35 @@ impl Replicas {
     }
 
     /// Stores `replica` unless this shard already has the same or a newer version of its
-    /// setting. The writer applies its own replicas through here too.
-    pub(super) fn apply(&mut self, replica: Replica) {
+    /// setting. The writer applies its own replicas through here too, `written_here`.
+    pub(super) fn apply(&mut self, replica: Replica, written_here: bool) {
         match replica {
             Replica::ServiceProperties {
                 account,
                 version,
                 properties,
-            } => store_newer(&mut self.service_properties, account, version, properties),
+            } => store_newer(
+                &mut self.service_properties,
+                account,
+                Versioned {
+                    version,
+                    value: properties,
+                    written_here,
+                },
+            ),
             Replica::QueueAcl {
                 queue,
                 version,
                 identifiers: Some(identifiers),
-            } => store_newer(&mut self.queue_acls, queue, version, identifiers),
+            } => store_newer(
+                &mut self.queue_acls,
+                queue,
+                Versioned {
+                    version,
+                    value: identifiers,
+                    written_here,
+                },
+            ),
             Replica::QueueAcl {
                 queue,
                 version,
@@ -261,24 +281,27 @@ impl Replicas {
         }
     }
 
-    /// Every setting this copy holds, with its version: what a snapshot records.
-    pub fn entries(&self) -> impl Iterator<Item = Replica> + '_ {
+    /// Every setting this copy holds, with its version; only those this shard writes when
+    /// `written_here_only` (what a snapshot records).
+    pub fn entries(&self, written_here_only: bool) -> impl Iterator<Item = Replica> + '_ {
         let acls = self
             .queue_acls
             .iter()
+            .filter(move |(_, entry)| entry.written_here || !written_here_only)
             .map(|(queue, entry)| Replica::QueueAcl {
                 queue: queue.clone(),
                 version: entry.version,
                 identifiers: Some(entry.value.clone()),
             });
-        let properties =
-            self.service_properties
-                .iter()
-                .map(|(account, entry)| Replica::ServiceProperties {
-                    account: account.clone(),
-                    version: entry.version,
-                    properties: entry.value.clone(),
-                });
+        let properties = self
+            .service_properties
+            .iter()
+            .filter(move |(_, entry)| entry.written_here || !written_here_only)
+            .map(|(account, entry)| Replica::ServiceProperties {
+                account: account.clone(),
+                version: entry.version,
+                properties: entry.value.clone(),
+            });
         acls.chain(properties)
     }
 
@@ -292,17 +315,16 @@ impl Replicas {
 fn store_newer<K: std::hash::Hash + Eq, T>(
     map: &mut HashMap<K, Versioned<T>>,
     key: K,
-    version: u64,
-    value: T,
+    versioned: Versioned<T>,
 ) {
     match map.entry(key) {
         Entry::Occupied(mut entry) => {
-            if entry.get().version < version {
-                entry.insert(Versioned { version, value });
+            if entry.get().version < versioned.version {
+                entry.insert(versioned);
             }
         }
         Entry::Vacant(entry) => {
-            entry.insert(Versioned { version, value });
+            entry.insert(versioned);
         }
     }
 }
@@ -350,35 +372,44 @@ mod tests {
     #[test]
     fn newest_version_wins_in_any_order() {
         let mut replicas = Replicas::default();
-        replicas.apply(acl("second", 2, "q"));
-        replicas.apply(acl("first", 1, "q"));
+        replicas.apply(acl("second", 2, "q"), false);
+        replicas.apply(acl("first", 1, "q"), false);
         assert_eq!(acl_id(&replicas, "q"), Some((2, "second".to_string())));
-        replicas.apply(acl("third", 3, "q"));
+        replicas.apply(acl("third", 3, "q"), false);
         assert_eq!(acl_id(&replicas, "q"), Some((3, "third".to_string())));
     }
 
     #[test]
     fn removal_drops_older_versions_only() {
         let mut replicas = Replicas::default();
-        replicas.apply(acl("kept", 5, "q"));
-        replicas.apply(Replica::QueueAcl {
-            queue: key("q"),
-            version: 4,
-            identifiers: None,
-        });
+        replicas.apply(acl("kept", 5, "q"), false);
+        replicas.apply(
+            Replica::QueueAcl {
+                queue: key("q"),
+                version: 4,
+                identifiers: None,
+            },
+            false,
+        );
         assert_eq!(acl_id(&replicas, "q"), Some((5, "kept".to_string())));
-        replicas.apply(Replica::QueueAcl {
-            queue: key("q"),
-            version: 6,
-            identifiers: None,
-        });
+        replicas.apply(
+            Replica::QueueAcl {
+                queue: key("q"),
+                version: 6,
+                identifiers: None,
+            },
+            false,
+        );
         assert_eq!(acl_id(&replicas, "q"), None);
         // A removal of a queue this shard never heard of changes nothing.
-        replicas.apply(Replica::QueueAcl {
-            queue: key("other"),
-            version: 7,
-            identifiers: None,
-        });
+        replicas.apply(
+            Replica::QueueAcl {
+                queue: key("other"),
+                version: 7,
+                identifiers: None,
+            },
+            false,
+        );
         assert_eq!(acl_id(&replicas, "other"), None);
     }
 
@@ -403,8 +434,8 @@ mod tests {
                 ..ServiceProperties::default()
             }),
         };
-        replicas.apply(with_cors(20, 2));
-        replicas.apply(with_cors(10, 1));
+        replicas.apply(with_cors(20, 2), false);
+        replicas.apply(with_cors(10, 1), false);
         assert_eq!(replicas.service_properties("acct").cors[0].max_age_s, 20);
         // Accounts are isolated.
         assert!(replicas.service_properties("other").cors.is_empty());

@@ -317,7 +317,7 @@ impl ShardState {
                     version,
                     identifiers: Some(identifiers.into()),
                 };
-                self.replicas.apply(replica.clone());
+                self.replicas.apply(replica.clone(), true);
                 Ok(Reply::Replicate(Box::new(replica)))
             }
             Command::GetQueueAcl { queue } => {
@@ -343,11 +343,11 @@ impl ShardState {
                     version,
                     properties: properties.into(),
                 };
-                self.replicas.apply(replica.clone());
+                self.replicas.apply(replica.clone(), true);
                 Ok(Reply::Replicate(Box::new(replica)))
             }
             Command::ApplyReplica(replica) => {
-                self.replicas.apply(replica);
+                self.replicas.apply(replica, false);
                 Ok(Reply::Done)
             }
             Command::WithStoredPolicy {

@@ -32,7 +32,9 @@ use super::format::{
 use crate::queue::record::{MessageState, Record};
 use crate::queue::state::{message_id, Identity};
 use crate::queue::SignedIdentifier;
-use crate::queue::{shard_for, Metadata, QueueKey, Replica, ServiceProperties, ShardState};
+use crate::queue::{
+    home_shard, shard_for, Metadata, QueueKey, Replica, ServiceProperties, ShardState,
+};
 
 /// What recovery may do beyond the safe default.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -566,20 +568,22 @@ pub fn recover(
             }
         }
     }
-    for restorer in &mut restorers {
+    for (shard, restorer) in restorers.iter_mut().enumerate() {
         for (key, (version, identifiers)) in &acls {
-            restorer.replica(Replica::QueueAcl {
+            let replica = Replica::QueueAcl {
                 queue: key.clone(),
                 version: *version,
                 identifiers: Some(identifiers.clone().into()),
-            });
+            };
+            restorer.replica(replica, shard_for(key, shards) == shard);
         }
         for (account, (version, value)) in &properties {
-            restorer.replica(Replica::ServiceProperties {
+            let replica = Replica::ServiceProperties {
                 account: account.clone(),
                 version: *version,
                 properties: Arc::new(value.clone()),
-            });
+            };
+            restorer.replica(replica, home_shard(account, shards) == shard);
         }
     }
     for restorer in restorers {

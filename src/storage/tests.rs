@@ -24,9 +24,12 @@ use super::files::{data_directory, Disk, Files};
 use super::log::{Log, SnapshotJob};
 use super::recovery::{recover, RecoveryOptions};
 use crate::config::Durability;
+use crate::error::StorageError;
+use crate::queue::replicas::home_shard;
 use crate::queue::state::{Described, DescribedMessage};
 use crate::queue::{
-    Command, MessageId, PopReceipt, QueueKey, Reply, ServicePropertiesUpdate, SignedIdentifier,
+    shard_for, Command, MessageId, PopReceipt, QueueKey, Reply, ServicePropertiesUpdate,
+    ShardState, SignedIdentifier,
 };
 use crate::random::SplitMix64;
 
@@ -358,7 +361,7 @@ fn command(random: &mut SplitMix64, issued: &[Issued]) -> Command {
 }
 
 /// The receipts a reply hands out.
-fn receipts(command: &Command, reply: &Result<Reply, crate::error::StorageError>) -> Vec<Issued> {
+fn receipts(command: &Command, reply: &Result<Reply, StorageError>) -> Vec<Issued> {
     let Some(queue) = command.queue() else {
         return Vec::new();
     };
@@ -645,4 +648,153 @@ fn damage_before_the_tail_is_named_and_can_be_cut() {
     let described = cut.shards[0].state.describe(NOW_MS);
     assert!(described.queues.contains_key(&key(0)));
     assert!(described.messages.is_empty());
+}
+
+/// The shard that runs `command` among `shards`: the queue's owner, or the account's home shard.
+fn owner(command: &Command, shards: usize) -> usize {
+    match command {
+        Command::SetServiceProperties { account, .. } => home_shard(account, shards),
+        other => shard_for(other.queue().expect("a queue command"), shards),
+    }
+}
+
+/// Applies `command` as the runtime does: on its owner, and a replica it answers on every other
+/// shard.
+fn apply_routed(states: &[RefCell<ShardState>], command: Command) -> Result<Reply, StorageError> {
+    let shard = owner(&command, states.len());
+    let reply = states[shard].borrow_mut().apply(command, NOW_MS);
+    if let Ok(Reply::Replicate(replica)) = &reply {
+        for (other, state) in states.iter().enumerate() {
+            if other != shard {
+                let stored = state
+                    .borrow_mut()
+                    .apply(Command::ApplyReplica((**replica).clone()), NOW_MS);
+                assert!(stored.is_ok(), "{stored:?}");
+            }
+        }
+    }
+    reply
+}
+
+#[test]
+fn a_change_of_shard_count_keeps_every_queue_message_setting_and_receipt() {
+    let disk = SimDisk::default();
+    let root = data_directory(Path::new("/data"));
+    let mut random = SplitMix64::new(11);
+    let mut issued: Vec<Issued> = Vec::new();
+    let mut before: Option<Described> = None;
+    for shards in [1, 3, 3, 2, 1] {
+        let mut seeds = SplitMix64::new(random.next_u64());
+        let recovered = recover(
+            &disk,
+            &root,
+            shards,
+            NOW_MS,
+            &mut new_seed(&mut seeds),
+            RecoveryOptions::default(),
+        )
+        .unwrap_or_else(|why| panic!("recovery into {shards} shards failed: {why}"));
+        assert_eq!(recovered.shards.len(), shards);
+        // Each queue and message is on the shard that owns it now; the settings on every one.
+        let mut merged = Described::default();
+        for (shard, start) in recovered.shards.iter().enumerate() {
+            let described = start.state.describe(NOW_MS);
+            for key in described.queues.keys() {
+                assert_eq!(shard_for(key, shards), shard, "{key:?} on shard {shard}");
+            }
+            for (queue, ..) in described.messages.values() {
+                assert_eq!(shard_for(queue, shards), shard, "a message of {queue:?}");
+            }
+            merged.queues.extend(described.queues);
+            merged.messages.extend(described.messages);
+            if shard == 0 {
+                merged.acls = described.acls;
+                merged.properties = described.properties;
+            } else {
+                assert_eq!(described.acls, merged.acls, "shard {shard}'s ACL replicas");
+                assert_eq!(
+                    described.properties, merged.properties,
+                    "shard {shard}'s properties"
+                );
+            }
+        }
+        if let Some(before) = &before {
+            assert_eq!(merged.queues, before.queues, "queues into {shards} shards");
+            assert_eq!(
+                merged.messages, before.messages,
+                "messages into {shards} shards"
+            );
+            assert_eq!(merged.acls, before.acls, "ACLs into {shards} shards");
+            assert_eq!(merged.properties, before.properties);
+        }
+
+        let logs: Vec<Log<SimDisk>> = recovered
+            .shards
+            .iter()
+            .enumerate()
+            .map(|(shard, start)| {
+                Log::new(disk.clone(), start, shard as u32, Durability::Fsync)
+                    .with_segment_bytes(16 << 10)
+            })
+            .collect();
+        let states: Vec<RefCell<ShardState>> = recovered
+            .shards
+            .into_iter()
+            .map(|start| RefCell::new(start.state))
+            .collect();
+        // Receipts handed out by the old shards still work on the new owners: update one to
+        // stay leased (so the next layout gets leased messages too), delete the others.
+        let valid: Vec<Issued> = issued
+            .iter()
+            .copied()
+            .filter(|issued| {
+                merged
+                    .messages
+                    .get(&issued.id)
+                    .is_some_and(|message| message.6 == issued.receipt.lease)
+            })
+            .collect();
+        issued.clear();
+        for (n, valid) in valid.iter().enumerate() {
+            let command = if n == 0 {
+                Command::UpdateMessage {
+                    queue: key(valid.queue),
+                    message_id: valid.id,
+                    pop_receipt: valid.receipt,
+                    visibility_timeout_s: 60,
+                    text: Some(Bytes::from_static(b"moved")),
+                }
+            } else {
+                Command::DeleteMessage {
+                    queue: key(valid.queue),
+                    message_id: valid.id,
+                    pop_receipt: valid.receipt,
+                }
+            };
+            let reply = apply_routed(&states, command.clone());
+            assert!(reply.is_ok(), "{command:?} after resharding: {reply:?}");
+            issued.extend(receipts(&command, &reply));
+        }
+        for _ in 0..120 {
+            let command = command(&mut random, &issued);
+            let reply = apply_routed(&states, command.clone());
+            issued.extend(receipts(&command, &reply));
+        }
+        for (log, state) in logs.iter().zip(&states) {
+            while run(log.flush(state)).expect("simulated writes do not fail") {}
+        }
+        let mut now = Described::default();
+        for state in &states {
+            let described = state.borrow().describe(NOW_MS);
+            now.queues.extend(described.queues);
+            now.messages.extend(described.messages);
+            now.acls = described.acls;
+            now.properties = described.properties;
+        }
+        assert!(
+            shards == 1 || !now.messages.is_empty(),
+            "the run leaves messages to move"
+        );
+        before = Some(now);
+    }
 }

@@ -144,10 +144,12 @@ impl ShardState {
         last.cloned()
     }
 
-    /// Encodes every setting this shard holds (its own and its replicas of others': recovery
-    /// keeps the newest version of each) as records numbered from `*entry`.
+    /// Encodes every setting this shard writes as records numbered from `*entry`. Its copies of
+    /// other shards' settings are left out: recovery rebuilds them from the writers' records,
+    /// and a copy on disk would bring back a setting its writer has since removed (a deleted
+    /// queue's ACL), since removing a copy writes nothing.
     pub fn snapshot_settings(&self, out: &mut BytesMut, entry: &mut u64) {
-        for replica in self.replicas.entries() {
+        for replica in self.replicas.entries(true) {
             let record = match replica {
                 Replica::QueueAcl {
                     queue,
@@ -333,15 +335,16 @@ impl Restorer<'_> {
         }
     }
 
-    /// A replicated setting, kept when newer than what the shard has.
-    pub fn replica(&mut self, replica: Replica) {
+    /// A replicated setting, kept when newer than what the shard has; `written_here` when this
+    /// shard is now its writer (the queue's owner, the account's home shard).
+    pub fn replica(&mut self, replica: Replica, written_here: bool) {
         let version = match &replica {
             Replica::QueueAcl { version, .. } | Replica::ServiceProperties { version, .. } => {
                 *version
             }
         };
         self.state.replica_version_last = self.state.replica_version_last.max(version);
-        self.state.replicas.apply(replica);
+        self.state.replicas.apply(replica, written_here);
     }
 
     /// Puts every message in its queue's order and on the wheel, and frees what is left.
@@ -501,7 +504,7 @@ impl ShardState {
                 ),
             );
         }
-        for replica in self.replicas.entries() {
+        for replica in self.replicas.entries(false) {
             match replica {
                 Replica::QueueAcl {
                     queue,
