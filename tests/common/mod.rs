@@ -84,6 +84,9 @@ pub struct Server {
     pub port: u16,
     /// The backend its ready line names (`io_uring` or `portable`).
     pub backend: String,
+    /// Everything it has written to stderr so far (also passed on to the test's stderr).
+    stderr: std::sync::Arc<std::sync::Mutex<String>>,
+    stderr_reader: Option<std::thread::JoinHandle<()>>,
 }
 
 impl Server {
@@ -121,15 +124,31 @@ impl Server {
             .args(["--queueHost", "127.0.0.1", "--queuePort", "0", "--silent"])
             .args(arguments)
             .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
+            .stderr(Stdio::piped())
             .spawn()
             .expect("azq starts");
+        let stderr = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+        let lines = BufReader::new(child.stderr.take().expect("piped stderr")).lines();
+        let collected = stderr.clone();
+        let stderr_reader = std::thread::spawn(move || {
+            for line in lines.map_while(Result::ok) {
+                eprintln!("{line}");
+                let mut collected = collected.lock().unwrap();
+                collected.push_str(&line);
+                collected.push('\n');
+            }
+        });
         let stdout = child.stdout.take().expect("piped stdout");
         let mut lines = BufReader::new(stdout).lines();
-        let ready = lines
-            .next()
-            .expect("azq printed its ready line")
-            .expect("stdout is text");
+        let Some(ready) = lines.next() else {
+            let status = child.wait().expect("azq exits");
+            let _ = stderr_reader.join();
+            panic!(
+                "azq exited ({status}) without its ready line: {}",
+                stderr.lock().unwrap()
+            );
+        };
+        let ready = ready.expect("stdout is text");
         let (port, backend) =
             parse_ready_line(&ready).unwrap_or_else(|| panic!("unexpected ready line: {ready}"));
         // Keep draining stdout so the server never blocks on a full pipe.
@@ -138,7 +157,14 @@ impl Server {
             child,
             port,
             backend,
+            stderr,
+            stderr_reader: Some(stderr_reader),
         }
+    }
+
+    /// What the server has written to stderr so far.
+    pub fn stderr(&self) -> String {
+        self.stderr.lock().unwrap().clone()
     }
 
     /// A new connection with a read timeout, so a broken server fails the test instead of hanging
@@ -156,6 +182,17 @@ impl Server {
     pub fn stop(mut self) -> std::process::ExitStatus {
         self.terminate();
         self.child.wait().expect("azq exits")
+    }
+
+    /// Kills the process (SIGKILL, as a crash or `kill -9`) and waits until it is gone; returns
+    /// what it wrote to stderr.
+    pub fn kill(mut self) -> String {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        if let Some(reader) = self.stderr_reader.take() {
+            let _ = reader.join();
+        }
+        self.stderr()
     }
 
     fn terminate(&mut self) {

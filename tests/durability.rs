@@ -1,0 +1,623 @@
+//! Durability of the real server (`--location`): `kill -9` under concurrent load on both backends
+//! loses nothing acknowledged and brings back nothing deleted; a torn tail is cut with a note;
+//! damage before the tail refuses to start, naming the file, unless `--truncateCorruptLog`; a
+//! change of `--shards` keeps every queue, message and pop receipt; TTLs and leases run on
+//! absolute time across a restart; restarts that pile up log segments end in a snapshot; a
+//! second server cannot open the same data; `--durability write` survives a crash of azq.
+//!
+//! The simulated-disk tests (src/storage/tests.rs) cover power cuts and bit flips exhaustively;
+//! these drive the whole server over TCP.
+
+mod common;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::{BufReader, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::{
+    assert_status, create_queue, elements, put_body, read_response, send, signed_request, Response,
+    Server, TempDir,
+};
+
+/// Starts azq with its data in `data`, on `port` (0: a free one).
+fn start(data: &TempDir, port: u16, extra: &[&str]) -> Server {
+    let port = port.to_string();
+    let mut arguments = vec!["--location", data.arg(), "--queuePort", &port];
+    arguments.extend_from_slice(extra);
+    Server::start(&arguments)
+}
+
+/// Every backend this machine runs: io_uring where the kernel allows it, and the portable one.
+fn backends() -> Vec<&'static str> {
+    let mut backends = vec!["portable"];
+    if azq::runtime::backend::io_uring_refusal().is_none() {
+        backends.push("io_uring");
+    }
+    backends
+}
+
+/// One keep-alive connection.
+struct Client {
+    reader: BufReader<TcpStream>,
+}
+
+impl Client {
+    /// Sends `raw` and reads the answer; `None` when the connection broke (the server died).
+    fn call(&mut self, raw: &[u8]) -> Option<Response> {
+        self.reader.get_mut().write_all(raw).ok()?;
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            read_response(&mut self.reader, false)
+        }))
+        .ok()
+        .flatten()
+    }
+}
+
+fn messages_path(queue: &str) -> String {
+    format!("/devstoreaccount1/{queue}/messages")
+}
+
+/// A message a Get returned.
+#[derive(Clone, Debug)]
+struct Got {
+    id: String,
+    receipt: String,
+    text: String,
+    dequeue_count: u32,
+}
+
+fn parse_messages(response: &Response) -> Vec<Got> {
+    let text = response.text();
+    elements(&text, "QueueMessage")
+        .into_iter()
+        .map(|message| Got {
+            id: elements(message, "MessageId")[0].to_string(),
+            receipt: elements(message, "PopReceipt")[0].to_string(),
+            text: elements(message, "MessageText")[0].to_string(),
+            dequeue_count: elements(message, "DequeueCount")[0].parse().unwrap(),
+        })
+        .collect()
+}
+
+fn put_request(queue: &str, text: &str, query: &str) -> Vec<u8> {
+    let target = format!("{}?{query}", messages_path(queue));
+    signed_request("POST", &target, &[], &put_body(text))
+}
+
+fn get_request(queue: &str, count: u32, visibility_s: u32) -> Vec<u8> {
+    let target = format!(
+        "{}?numofmessages={count}&visibilitytimeout={visibility_s}",
+        messages_path(queue)
+    );
+    signed_request("GET", &target, &[], b"")
+}
+
+fn delete_request(queue: &str, id: &str, receipt: &str) -> Vec<u8> {
+    let target = format!(
+        "{}/{id}?popreceipt={}",
+        messages_path(queue),
+        urlencode(receipt)
+    );
+    signed_request("DELETE", &target, &[], b"")
+}
+
+fn update_request(queue: &str, id: &str, receipt: &str, text: &str, visibility_s: u32) -> Vec<u8> {
+    let target = format!(
+        "{}/{id}?popreceipt={}&visibilitytimeout={visibility_s}",
+        messages_path(queue),
+        urlencode(receipt)
+    );
+    signed_request("PUT", &target, &[], &put_body(text))
+}
+
+/// Percent-encodes what a pop receipt may hold beyond URL-safe characters.
+fn urlencode(text: &str) -> String {
+    text.bytes()
+        .map(|byte| match byte {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                (byte as char).to_string()
+            }
+            other => format!("%{other:02X}"),
+        })
+        .collect()
+}
+
+/// Puts `text` (never expiring) and returns its ID and receipt.
+fn put(server: &Server, queue: &str, text: &str) -> (String, String) {
+    let response = send(server, put_request(queue, text, "messagettl=-1"));
+    assert_status(&response, 201, None);
+    let body = response.text();
+    (
+        elements(&body, "MessageId")[0].to_string(),
+        elements(&body, "PopReceipt")[0].to_string(),
+    )
+}
+
+/// Gets up to 32 messages of `queue`, leased for `visibility_s`.
+fn get(server: &Server, queue: &str, visibility_s: u32) -> Vec<Got> {
+    let response = send(server, get_request(queue, 32, visibility_s));
+    assert_status(&response, 200, None);
+    parse_messages(&response)
+}
+
+/// The visible messages of `queue` (up to 32), ID → text, without leasing them.
+fn peek(server: &Server, queue: &str) -> BTreeMap<String, String> {
+    let target = format!("{}?peekonly=true&numofmessages=32", messages_path(queue));
+    let response = send(server, signed_request("GET", &target, &[], b""));
+    assert_status(&response, 200, None);
+    let body = response.text();
+    elements(&body, "QueueMessage")
+        .into_iter()
+        .map(|message| {
+            (
+                elements(message, "MessageId")[0].to_string(),
+                elements(message, "MessageText")[0].to_string(),
+            )
+        })
+        .collect()
+}
+
+/// Every visible message of `queue`, by ID, leased for ten minutes so each is seen once.
+fn drain(server: &Server, queue: &str) -> BTreeMap<String, Got> {
+    let mut all = BTreeMap::new();
+    loop {
+        let batch = get(server, queue, 600);
+        if batch.is_empty() {
+            return all;
+        }
+        for message in batch {
+            assert!(
+                all.insert(message.id.clone(), message).is_none(),
+                "a message returned twice within its lease"
+            );
+        }
+    }
+}
+
+/// What one load worker was told, and what it sent without hearing back.
+#[derive(Default)]
+struct Ledger {
+    /// Acknowledged puts: ID → text.
+    put: BTreeMap<String, String>,
+    /// Acknowledged deletes.
+    deleted: BTreeSet<String>,
+    /// Acknowledged updates: ID → the new text (the last one acknowledged).
+    updated: BTreeMap<String, String>,
+    /// The request in flight when the server died, if any: its texts (a put's or an update's)
+    /// and the message it named.
+    in_flight: Option<(Option<String>, Option<String>)>,
+}
+
+/// Puts, leases, updates and deletes on `queue` until the server dies or `stop` is set.
+fn load(server_port: u16, queue: String, worker: usize, acknowledged: Arc<AtomicUsize>) -> Ledger {
+    let stream = TcpStream::connect(("127.0.0.1", server_port)).expect("connects");
+    stream
+        .set_read_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
+    let mut client = Client {
+        reader: BufReader::new(stream),
+    };
+    let mut ledger = Ledger::default();
+    for n in 0.. {
+        let text = format!("w{worker}-{n}");
+        ledger.in_flight = Some((Some(text.clone()), None));
+        let Some(response) = client.call(&put_request(&queue, &text, "messagettl=-1")) else {
+            return ledger;
+        };
+        assert_status(&response, 201, None);
+        let body = response.text();
+        ledger
+            .put
+            .insert(elements(&body, "MessageId")[0].to_string(), text);
+        acknowledged.fetch_add(1, Ordering::Relaxed);
+        if n % 2 == 0 {
+            continue;
+        }
+        // Lease one for a second: the lease is over by the time the test looks again.
+        ledger.in_flight = None;
+        let Some(response) = client.call(&get_request(&queue, 1, 1)) else {
+            return ledger;
+        };
+        assert_status(&response, 200, None);
+        let Some(got) = parse_messages(&response).pop() else {
+            continue;
+        };
+        if n % 3 == 0 {
+            let text = format!("w{worker}-{n}-updated");
+            ledger.in_flight = Some((Some(text.clone()), Some(got.id.clone())));
+            let request = update_request(&queue, &got.id, &got.receipt, &text, 0);
+            let Some(response) = client.call(&request) else {
+                return ledger;
+            };
+            assert_status(&response, 204, None);
+            ledger.updated.insert(got.id, text);
+        } else {
+            ledger.in_flight = Some((None, Some(got.id.clone())));
+            let Some(response) = client.call(&delete_request(&queue, &got.id, &got.receipt)) else {
+                return ledger;
+            };
+            assert_status(&response, 204, None);
+            ledger.deleted.insert(got.id);
+        }
+        acknowledged.fetch_add(1, Ordering::Relaxed);
+    }
+    unreachable!()
+}
+
+/// Checks a queue drained after the crash against its worker's ledger.
+fn check_ledger(queue: &str, ledger: &Ledger, found: &BTreeMap<String, Got>) {
+    let (in_flight_text, in_flight_id) = ledger.in_flight.clone().unwrap_or_default();
+    for (id, text) in &ledger.put {
+        let message = found.get(id);
+        if ledger.deleted.contains(id) {
+            assert!(message.is_none(), "{queue}: deleted message {id} came back");
+            continue;
+        }
+        if in_flight_id.as_deref() == Some(id.as_str()) && message.is_none() {
+            continue; // A delete in flight when the server died: it may have happened.
+        }
+        let message = message.unwrap_or_else(|| panic!("{queue}: acknowledged put {id} lost"));
+        let expected = ledger.updated.get(id).unwrap_or(text);
+        let in_flight_update = in_flight_id.as_deref() == Some(id.as_str())
+            && in_flight_text == Some(message.text.clone());
+        assert!(
+            &message.text == expected || in_flight_update,
+            "{queue}: {id} holds {:?}, acknowledged {expected:?}",
+            message.text
+        );
+    }
+    for (id, message) in found {
+        let known = ledger.put.contains_key(id)
+            || (in_flight_id.is_none() && in_flight_text.as_deref() == Some(&message.text));
+        assert!(known, "{queue}: {id} ({:?}) was never put", message.text);
+    }
+}
+
+#[test]
+fn kill_9_under_concurrent_load_loses_nothing_acknowledged() {
+    const WORKERS: usize = 4;
+    const ACKNOWLEDGED_BEFORE_KILL: usize = 600;
+    for backend in backends() {
+        let data = TempDir::new(&format!("kill-{backend}"));
+        let server = start(&data, 0, &["--shards", "2", "--runtime", backend]);
+        let queues: Vec<String> = (0..WORKERS).map(|n| format!("load-{n}")).collect();
+        for queue in &queues {
+            create_queue(&server, queue);
+        }
+        let acknowledged = Arc::new(AtomicUsize::new(0));
+        let workers: Vec<_> = queues
+            .iter()
+            .enumerate()
+            .map(|(worker, queue)| {
+                let (queue, acknowledged, port) =
+                    (queue.clone(), acknowledged.clone(), server.port);
+                std::thread::spawn(move || load(port, queue, worker, acknowledged))
+            })
+            .collect();
+        while acknowledged.load(Ordering::Relaxed) < ACKNOWLEDGED_BEFORE_KILL {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let port = server.port;
+        server.kill();
+        let ledgers: Vec<Ledger> = workers
+            .into_iter()
+            .map(|worker| worker.join().expect("a worker"))
+            .collect();
+
+        let server = start(&data, port, &["--shards", "2", "--runtime", backend]);
+        // Every lease the workers took was one second long.
+        std::thread::sleep(Duration::from_millis(1_100));
+        for (queue, ledger) in queues.iter().zip(&ledgers) {
+            let found = drain(&server, queue);
+            check_ledger(queue, ledger, &found);
+        }
+        let total: usize = ledgers.iter().map(|ledger| ledger.put.len()).sum();
+        assert!(total > 0);
+        eprintln!("{backend}: {total} acknowledged puts checked after kill -9");
+        assert!(server.stop().success());
+    }
+}
+
+/// The log segments of every shard directory under `data`, by shard, oldest first.
+fn segments(data: &Path) -> Vec<Vec<PathBuf>> {
+    let root = data.join("__azq__");
+    let current = std::fs::read_to_string(root.join("CURRENT")).expect("a CURRENT file");
+    let generation = root.join(current.trim());
+    let mut shards: Vec<PathBuf> = std::fs::read_dir(&generation)
+        .unwrap()
+        .map(|entry| entry.unwrap().path())
+        .filter(|path| path.is_dir())
+        .collect();
+    shards.sort();
+    shards
+        .into_iter()
+        .map(|shard| {
+            let mut files: Vec<PathBuf> = std::fs::read_dir(shard)
+                .unwrap()
+                .map(|entry| entry.unwrap().path())
+                .filter(|path| path.extension().is_some_and(|extension| extension == "log"))
+                .collect();
+            files.sort();
+            files
+        })
+        .collect()
+}
+
+/// The newest segment that holds records, and where they end (the first zero block after them;
+/// the rest of a segment is preallocated zeros).
+fn last_written_segment(data: &Path) -> (PathBuf, usize) {
+    let mut written = Vec::new();
+    for path in segments(data).into_iter().flatten() {
+        let bytes = std::fs::read(&path).unwrap();
+        let end = bytes
+            .iter()
+            .rposition(|&byte| byte != 0)
+            .map_or(0, |at| at + 1);
+        if end > 4096 {
+            written.push((path, end));
+        }
+    }
+    written.sort_by_key(|(path, _)| std::fs::metadata(path).unwrap().modified().unwrap());
+    written.pop().expect("a segment with records")
+}
+
+fn write_at(path: &Path, offset: usize, bytes: &[u8]) {
+    let mut file = std::fs::OpenOptions::new().write(true).open(path).unwrap();
+    std::io::Seek::seek(&mut file, std::io::SeekFrom::Start(offset as u64)).unwrap();
+    file.write_all(bytes).unwrap();
+    file.sync_all().unwrap();
+}
+
+#[test]
+fn a_torn_tail_is_cut_at_the_last_intact_record_with_a_note() {
+    let data = TempDir::new("torn");
+    let server = start(&data, 0, &["--shards", "1"]);
+    create_queue(&server, "torn");
+    let ids: Vec<String> = (0..20)
+        .map(|n| put(&server, "torn", &format!("kept {n}")).0)
+        .collect();
+    let port = server.port;
+    server.kill();
+    // The last write cut short: half a record's worth of garbage after the last intact one.
+    let (segment, end) = last_written_segment(data.path());
+    let garbage: Vec<u8> = (0..300u32).map(|n| (n * 37 % 251) as u8 + 1).collect();
+    write_at(&segment, end, &garbage);
+
+    let server = start(&data, port, &["--shards", "1"]);
+    let stderr = server.stderr();
+    assert!(
+        stderr.contains("the last write was cut short") && stderr.contains("truncated there"),
+        "{stderr}"
+    );
+    let found = drain(&server, "torn");
+    let found_ids: Vec<&String> = ids.iter().filter(|id| found.contains_key(*id)).collect();
+    assert_eq!(
+        found_ids.len(),
+        ids.len(),
+        "every acknowledged put survives"
+    );
+    assert!(server.stop().success());
+    // Cut means cut: the next start finds nothing to repair.
+    let server = start(&data, port, &["--shards", "1"]);
+    assert!(
+        !server.stderr().contains("cut short"),
+        "{}",
+        server.stderr()
+    );
+    assert!(server.stop().success());
+}
+
+#[test]
+fn damage_before_the_tail_refuses_to_start_unless_asked_to_cut() {
+    let data = TempDir::new("corrupt");
+    let server = start(&data, 0, &["--shards", "1"]);
+    create_queue(&server, "first");
+    // More than one flush's reach (LOG_FLUSH_BYTES_MAX, 4 MiB) of acknowledged records after
+    // the damage, so it cannot be a torn last write.
+    let text = "x".repeat(60 * 1024);
+    for _ in 0..80 {
+        put(&server, "first", &text);
+    }
+    let port = server.port;
+    server.kill();
+    let segment = segments(data.path())[0][0].clone();
+    // A flipped bit in the first record (the queue's creation), right after the header block.
+    let mut byte = [0u8; 1];
+    let bytes = std::fs::read(&segment).unwrap();
+    byte[0] = bytes[4096 + 20] ^ 0x10;
+    write_at(&segment, 4096 + 20, &byte);
+
+    let output = std::process::Command::new(common::azq_binary())
+        .args([
+            "--queuePort",
+            "0",
+            "--shards",
+            "1",
+            "--location",
+            data.arg(),
+        ])
+        .env_remove("AZURITE_ACCOUNTS")
+        .output()
+        .expect("azq runs");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains(&segment.display().to_string())
+            && stderr.contains("damaged log at offset 4096")
+            && stderr.contains("--truncateCorruptLog"),
+        "{stderr}"
+    );
+    // Refusing changed nothing: asked to cut, the server starts without the damaged part.
+    let server = start(&data, port, &["--shards", "1", "--truncateCorruptLog"]);
+    let stderr = server.stderr();
+    assert!(
+        stderr.contains("damaged log at offset 4096") && stderr.contains("losing the records"),
+        "{stderr}"
+    );
+    let response = send(&server, get_request("first", 1, 1));
+    assert_status(&response, 404, Some("QueueNotFound"));
+    create_queue(&server, "after");
+    put(&server, "after", "serving again");
+    assert!(server.stop().success());
+}
+
+#[test]
+fn a_change_of_shard_count_keeps_queues_messages_and_receipts() {
+    let data = TempDir::new("reshard");
+    let server = start(&data, 0, &["--shards", "2"]);
+    let queues: Vec<String> = (0..6).map(|n| format!("moving-{n}")).collect();
+    let mut ids = BTreeMap::new();
+    let mut leased = Vec::new();
+    for queue in &queues {
+        create_queue(&server, queue);
+        for n in 0..5 {
+            let (id, _) = put(&server, queue, &format!("{queue} {n}"));
+            ids.insert(id, format!("{queue} {n}"));
+        }
+        // One message each leased for ten minutes: its receipt must work after the move.
+        let got = send(&server, get_request(queue, 1, 600));
+        leased.push((
+            queue.clone(),
+            parse_messages(&got).pop().expect("a message"),
+        ));
+    }
+    let port = server.port;
+    assert!(server.stop().success());
+
+    for (shards, cpus) in [("1", "0"), ("3", "0,1,0"), ("2", "0,1")] {
+        let server = start(&data, port, &["--shards", shards, "--cpus", cpus]);
+        let mut seen = BTreeMap::new();
+        for queue in &queues {
+            seen.extend(peek(&server, queue));
+        }
+        let expected: BTreeMap<String, String> = ids
+            .iter()
+            .filter(|(id, _)| !leased.iter().any(|(_, got)| &got.id == *id))
+            .map(|(id, text)| (id.clone(), text.clone()))
+            .collect();
+        assert_eq!(seen, expected, "visible messages in {shards} shards");
+        assert!(server.stop().success());
+    }
+
+    let server = start(&data, port, &["--shards", "1"]);
+    for (queue, got) in &leased {
+        let response = send(&server, delete_request(queue, &got.id, &got.receipt));
+        assert_status(&response, 204, None);
+    }
+    assert!(server.stop().success());
+}
+
+#[test]
+fn ttl_and_leases_run_on_absolute_time_across_a_restart() {
+    let data = TempDir::new("ttl");
+    let server = start(&data, 0, &["--shards", "1"]);
+    create_queue(&server, "clock");
+    let response = send(&server, put_request("clock", "short-lived", "messagettl=2"));
+    assert_status(&response, 201, None);
+    put(&server, "clock", "leased");
+    for expected in ["short-lived", "leased"] {
+        let leased = parse_messages(&send(&server, get_request("clock", 1, 2)));
+        assert_eq!(leased.len(), 1);
+        assert_eq!(leased[0].text, expected);
+    }
+    let port = server.port;
+    assert!(server.stop().success());
+    // Down for longer than the TTL and the leases.
+    std::thread::sleep(Duration::from_millis(2_500));
+    let server = start(&data, port, &["--shards", "1"]);
+    let found = drain(&server, "clock");
+    let texts: Vec<(&str, u32)> = found
+        .values()
+        .map(|got| (got.text.as_str(), got.dequeue_count))
+        .collect();
+    assert_eq!(
+        texts,
+        [("leased", 2)],
+        "the expired message is gone; the lease ended"
+    );
+    assert!(server.stop().success());
+}
+
+#[test]
+fn restarts_that_pile_up_segments_end_in_a_snapshot() {
+    let data = TempDir::new("snapshot");
+    let mut port = 0;
+    // Each start that writes opens a new segment; past LOG_CLOSED_SEGMENTS_MAX (8) closed ones
+    // a snapshot is written and the segments it covers go.
+    for round in 0..12 {
+        let server = start(&data, port, &["--shards", "1"]);
+        port = server.port;
+        if round == 0 {
+            create_queue(&server, "kept");
+        }
+        put(&server, "kept", &format!("round {round}"));
+        let texts: BTreeSet<String> = peek(&server, "kept").into_values().collect();
+        let expected: BTreeSet<String> = (0..=round).map(|n| format!("round {n}")).collect();
+        assert_eq!(texts, expected, "round {round}");
+        assert!(server.stop().success());
+    }
+    let shard = segments(data.path()).pop().expect("one shard");
+    assert!(
+        shard.len() <= 9,
+        "the snapshot let old segments go: {shard:?}"
+    );
+    let directory = shard[0].parent().unwrap();
+    let snapshots: Vec<PathBuf> = std::fs::read_dir(directory)
+        .unwrap()
+        .map(|entry| entry.unwrap().path())
+        .filter(|path| {
+            path.extension()
+                .is_some_and(|extension| extension == "snap")
+        })
+        .collect();
+    assert_eq!(snapshots.len(), 1, "{snapshots:?}");
+    assert_ne!(
+        snapshots[0].file_name().unwrap(),
+        "snapshot-00000000000000000000.snap",
+        "a snapshot after the first start's"
+    );
+}
+
+#[test]
+fn a_second_server_cannot_open_the_same_data() {
+    let data = TempDir::new("lock");
+    let server = start(&data, 0, &["--shards", "1"]);
+    let output = std::process::Command::new(common::azq_binary())
+        .args([
+            "--queuePort",
+            "0",
+            "--shards",
+            "1",
+            "--location",
+            data.arg(),
+        ])
+        .output()
+        .expect("azq runs");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("in use by another azq"), "{stderr}");
+    assert!(server.stop().success());
+}
+
+#[test]
+fn write_durability_survives_a_crash_of_the_process() {
+    let data = TempDir::new("write-mode");
+    let server = start(&data, 0, &["--shards", "2", "--durability", "write"]);
+    create_queue(&server, "fast");
+    let ids: Vec<String> = (0..50)
+        .map(|n| put(&server, "fast", &format!("m{n}")).0)
+        .collect();
+    let port = server.port;
+    server.kill();
+    let server = start(&data, port, &["--shards", "2"]);
+    let found = drain(&server, "fast");
+    for id in &ids {
+        assert!(found.contains_key(id), "{id} lost");
+    }
+    assert_eq!(found.len(), ids.len());
+    assert!(server.stop().success());
+}
