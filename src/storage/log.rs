@@ -226,9 +226,22 @@ impl<D: Disk> Log<D> {
         });
     }
 
-    /// Closes the current segment (its records are synced: flushes sync before they return)
-    /// and starts a new one at `first_sequence`.
+    /// Closes the current segment and starts a new one at `first_sequence`. The closed one's
+    /// records are synced: flushes sync before they return, and with `Durability::Write` what
+    /// the background sync has not reached yet is synced here, so that after a power cut no
+    /// segment but the last can end in a torn write (which recovery would take for damage).
     async fn open_segment(&self, first_sequence: u64) -> io::Result<()> {
+        let unsynced = {
+            let mut log = self.state.borrow_mut();
+            let unsynced = std::mem::take(&mut log.unsynced);
+            log.segment
+                .as_ref()
+                .filter(|_| unsynced)
+                .map(|segment| segment.file.clone())
+        };
+        if let Some(file) = unsynced {
+            self.disk.sync(&file).await?;
+        }
         let path = self.directory.join(segment_name(first_sequence));
         let file = self.disk.create(&path, self.segment_bytes).await?;
         let header = segment_header(self.shard, self.id_prefix, first_sequence);
