@@ -621,3 +621,35 @@ fn write_durability_survives_a_crash_of_the_process() {
     assert_eq!(found.len(), ids.len());
     assert!(server.stop().success());
 }
+
+#[test]
+fn pipelined_changes_are_answered_in_order_and_all_survive() {
+    let data = TempDir::new("pipelined");
+    let server = start(&data, 0, &["--shards", "1"]);
+    create_queue(&server, "piped");
+    // Fifty puts in one write: the shard applies them as they are parsed and answers them
+    // once the log holds them, in order.
+    let mut batch = Vec::new();
+    for n in 0..50 {
+        batch.extend(put_request("piped", &format!("p{n}"), "messagettl=-1"));
+    }
+    let mut stream = server.connect();
+    stream.write_all(&batch).unwrap();
+    let mut reader = BufReader::new(stream);
+    let ids: Vec<String> = (0..50)
+        .map(|_| {
+            let response = read_response(&mut reader, false).expect("an answer");
+            assert_status(&response, 201, None);
+            elements(&response.text(), "MessageId")[0].to_string()
+        })
+        .collect();
+    assert_eq!(ids.iter().collect::<BTreeSet<_>>().len(), 50);
+    let port = server.port;
+    server.kill();
+    let server = start(&data, port, &["--shards", "1"]);
+    let found = drain(&server, "piped");
+    let texts: Vec<&str> = ids.iter().map(|id| found[id].text.as_str()).collect();
+    let expected: Vec<String> = (0..50).map(|n| format!("p{n}")).collect();
+    assert_eq!(texts, expected);
+    assert!(server.stop().success());
+}

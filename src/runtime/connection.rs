@@ -1,6 +1,7 @@
 //! The connection loop: read into a per-connection buffer, parse every complete (pipelined)
 //! request, execute each in order, encode all responses into one output buffer, and write them in
-//! one batch. Timeouts bound slow heads (slowloris) and idle keep-alive connections.
+//! one batch once the log has written what they answer (so pipelined changes share one sync).
+//! Timeouts bound slow heads (slowloris) and idle keep-alive connections.
 
 use std::net::IpAddr;
 use std::rc::Rc;
@@ -33,6 +34,8 @@ pub async fn serve<B: Backend>(mut stream: B::Stream, peer: IpAddr, shard: Rc<Sh
     );
     // When the request now arriving must be complete (set at its first byte).
     let mut request_deadline: Option<Instant> = None;
+    // The log sequence the buffered answers wait for (a durable shard's changes).
+    let mut durable_at: Option<u64> = None;
     loop {
         let mut close = false;
         loop {
@@ -47,7 +50,9 @@ pub async fn serve<B: Backend>(mut stream: B::Stream, peer: IpAddr, shard: Rc<Sh
                     if let Some(failure) = &plan.auth_failure {
                         shard.log_line(&format!("authentication failed for {peer}: {failure}"));
                     }
-                    let outcome = shard.execute(plan.step).await;
+                    let executed = shard.execute(plan.step).await;
+                    durable_at = durable_at.max(executed.durable_at);
+                    let outcome = executed.outcome;
                     shard.log_request(&request, &outcome);
                     shard.service.respond(
                         &request,
@@ -61,10 +66,9 @@ pub async fn serve<B: Backend>(mut stream: B::Stream, peer: IpAddr, shard: Rc<Sh
                         break;
                     }
                     if output.len() >= RESPONSE_BATCH_BYTES_MAX {
-                        if B::write_all(&mut stream, &output).await.is_err() {
+                        if !write::<B>(&mut stream, &mut output, &mut durable_at, &shard).await {
                             return;
                         }
-                        output.clear();
                     }
                 }
                 Ok(Progress::NeedMore { send_continue }) => {
@@ -83,11 +87,10 @@ pub async fn serve<B: Backend>(mut stream: B::Stream, peer: IpAddr, shard: Rc<Sh
                 }
             }
         }
-        if !output.is_empty() {
-            if B::write_all(&mut stream, &output).await.is_err() {
-                return;
-            }
-            output.clear();
+        if !output.is_empty()
+            && !write::<B>(&mut stream, &mut output, &mut durable_at, &shard).await
+        {
+            return;
         }
         if close {
             return;
@@ -110,4 +113,21 @@ pub async fn serve<B: Backend>(mut stream: B::Stream, peer: IpAddr, shard: Rc<Sh
             Ok(_) => {}
         }
     }
+}
+
+/// Writes the buffered answers once the log sequence they wait for is written (counted as in
+/// flight meanwhile, so a stopping server waits for them); `false` when the connection broke.
+async fn write<B: Backend>(
+    stream: &mut B::Stream,
+    output: &mut BytesMut,
+    durable_at: &mut Option<u64>,
+    shard: &ShardContext<B>,
+) -> bool {
+    if let Some(sequence) = durable_at.take() {
+        let _busy = shard.busy();
+        shard.engine.durable(sequence).await;
+    }
+    let written = B::write_all(stream, output).await.is_ok();
+    output.clear();
+    written
 }

@@ -45,26 +45,38 @@ impl<B: Backend> Drop for Busy<'_, B> {
     }
 }
 
-/// A command's reply, here (once its changes are written) or on its way from another shard.
+/// A command's reply, here or on its way from another shard (whose owner answers once the
+/// changes are written).
 enum Pending<'context, B: Backend> {
-    Here(Applied, &'context Engine<B>),
+    Here(Applied),
     Failed(StorageError),
     There(PendingReply<'context, B>),
 }
 
 impl<B: Backend> Pending<'_, B> {
-    async fn reply(self) -> Result<Reply, StorageError> {
+    /// The reply; a local command's log sequence is raised into `durable_at`, for the caller to
+    /// wait for before the client hears of it.
+    async fn reply(self, durable_at: &Cell<Option<u64>>) -> Result<Reply, StorageError> {
         match self {
-            Pending::Here(applied, engine) => {
-                if let Some(sequence) = applied.durable_at {
-                    engine.durable(sequence).await;
-                }
+            Pending::Here(applied) => {
+                durable_at.set(durable_at.get().max(applied.durable_at));
                 applied.outcome
             }
             Pending::Failed(error) => Err(error),
             Pending::There(pending) => pending.await,
         }
     }
+}
+
+/// A step executed: its outcome, and the local log sequence that must be written before the
+/// client may hear of it (`Engine::durable`). The caller waits for it only when it is about to
+/// write the answer, so that the next pipelined request is applied meanwhile and one sync
+/// covers them all.
+pub struct Executed {
+    /// What the step answered.
+    pub outcome: Outcome,
+    /// The log sequence to wait for, when the step applied something on this shard.
+    pub durable_at: Option<u64>,
 }
 
 impl<B: Backend> ShardContext<B> {
@@ -109,11 +121,14 @@ impl<B: Backend> ShardContext<B> {
 
     /// Runs a plan's step: locally when this shard owns the queue, else over the mesh. Steps
     /// that reach several shards send to all of them before waiting for any.
-    pub async fn execute(&self, step: Step) -> Outcome {
-        match step {
+    pub async fn execute(&self, step: Step) -> Executed {
+        let durable_at = Cell::new(None);
+        let outcome = match step {
             Step::Fail(error) => Outcome::Reply(Err(error)),
             Step::Answer(reply) => Outcome::Reply(Ok(reply)),
-            Step::Shard { shard, command } => Outcome::Reply(self.apply_on(shard, command).await),
+            Step::Shard { shard, command } => {
+                Outcome::Reply(self.apply_on(shard, command, &durable_at).await)
+            }
             Step::EveryShard(command) => {
                 let mut pending = Vec::with_capacity(self.shards);
                 for shard in 0..self.shards {
@@ -121,21 +136,31 @@ impl<B: Backend> ShardContext<B> {
                 }
                 let mut parts = Vec::with_capacity(self.shards);
                 for part in pending {
-                    parts.push(part.reply().await);
+                    parts.push(part.reply(&durable_at).await);
                 }
                 Outcome::Parts(parts)
             }
             Step::Replicated { shard, command } => {
                 Outcome::Reply(self.replicated(shard, command).await)
             }
+        };
+        Executed {
+            outcome,
+            durable_at: durable_at.get(),
         }
     }
 
     /// Applies `command` on `shard`, the writer of a replicated setting. When it answers with
-    /// a replica, every other shard stores it before the client hears of the change, so its
-    /// next request sees it whichever shard it reaches.
+    /// a replica, the change is written first, then every other shard stores it before the
+    /// client hears of the change, so its next request sees it whichever shard it reaches and
+    /// no shard sees a change a crash could take back.
     async fn replicated(&self, shard: usize, command: Command) -> Result<Reply, StorageError> {
-        let Reply::Replicate(replica) = self.apply_on(shard, command).await? else {
+        let durable_at = Cell::new(None);
+        let reply = self.apply_on(shard, command, &durable_at).await;
+        if let Some(sequence) = durable_at.get() {
+            self.engine.durable(sequence).await;
+        }
+        let Reply::Replicate(replica) = reply? else {
             return Ok(Reply::Done);
         };
         let mut pending = Vec::with_capacity(self.shards);
@@ -144,20 +169,27 @@ impl<B: Backend> ShardContext<B> {
             pending.push(self.start_on(other, command).await);
         }
         for stored in pending {
-            stored.reply().await?;
+            // Storing a copy writes nothing to the log (recovery rebuilds copies).
+            stored.reply(&Cell::new(None)).await?;
         }
         Ok(Reply::Done)
     }
 
-    /// Applies `command` on `shard`: directly when it is this one, else over the mesh.
-    async fn apply_on(&self, shard: usize, command: Command) -> Result<Reply, StorageError> {
-        self.start_on(shard, command).await.reply().await
+    /// Applies `command` on `shard`: directly when it is this one (raising `durable_at`), else
+    /// over the mesh.
+    async fn apply_on(
+        &self,
+        shard: usize,
+        command: Command,
+        durable_at: &Cell<Option<u64>>,
+    ) -> Result<Reply, StorageError> {
+        self.start_on(shard, command).await.reply(durable_at).await
     }
 
     /// Starts `command` on `shard`: applied at once when it is this one, else sent.
     async fn start_on(&self, shard: usize, command: Command) -> Pending<'_, B> {
         if shard == self.index {
-            Pending::Here(self.engine.apply(command), &self.engine)
+            Pending::Here(self.engine.apply(command))
         } else {
             match self.mesh.send(shard, command).await {
                 Ok(pending) => Pending::There(pending),

@@ -125,6 +125,20 @@ impl<B: Backend> Engine<B> {
         }
     }
 
+    /// One line on what the shard's log wrote, for the end of the run; `None` in memory.
+    pub fn log_summary(&self) -> Option<String> {
+        let stats = self.log.as_ref()?.stats();
+        let per_flush = stats.records as f64 / stats.flushes.max(1) as f64;
+        Some(format!(
+            "shard {}: {} records in {} flushes ({per_flush:.1} per flush, at most {}), {:.1} MiB",
+            self.index,
+            stats.records,
+            stats.flushes,
+            stats.records_max,
+            stats.bytes as f64 / (1 << 20) as f64
+        ))
+    }
+
     /// The current time, ms since the epoch.
     pub fn now_ms(&self) -> u64 {
         self.clock.now_ms()

@@ -146,6 +146,9 @@ async fn run<B: Backend>(setup: ShardSetup<B>) {
     while shard.in_flight() > 0 && Instant::now() < grace_ends {
         B::sleep(Duration::from_millis(STOP_POLL_MS / 5)).await;
     }
+    if let Some(summary) = shard.engine.log_summary() {
+        eprintln!("azq: {summary}");
+    }
     setup.drained.fetch_add(1, Ordering::AcqRel);
     while setup.drained.load(Ordering::Acquire) < setup.shards && Instant::now() < grace_ends {
         B::sleep(Duration::from_millis(STOP_POLL_MS / 5)).await;

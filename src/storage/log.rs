@@ -71,6 +71,19 @@ struct LogState<F> {
     unsynced: bool,
 }
 
+/// What a log's flushes have written since the shard started.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FlushStats {
+    /// Flushes (each one write and, with `Durability::Fsync`, one sync).
+    pub flushes: u64,
+    /// Records written.
+    pub records: u64,
+    /// The most records one flush wrote.
+    pub records_max: u64,
+    /// Bytes of records written.
+    pub bytes: u64,
+}
+
 /// One shard's log.
 pub struct Log<D: Disk> {
     disk: D,
@@ -83,6 +96,8 @@ pub struct Log<D: Disk> {
     state: RefCell<LogState<D::File>>,
     /// The highest sequence that counts as written (`None`: none yet).
     durable: Cell<Option<u64>>,
+    /// What the flushes so far have written.
+    stats: Cell<FlushStats>,
     /// Replies waiting for a sequence to count as written.
     waiters: RefCell<Vec<(u64, Waker)>>,
 }
@@ -112,6 +127,7 @@ impl<D: Disk> Log<D> {
                 unsynced: false,
             }),
             durable: Cell::new(next_sequence.checked_sub(1)),
+            stats: Cell::new(FlushStats::default()),
             waiters: RefCell::new(Vec::new()),
         }
     }
@@ -145,6 +161,11 @@ impl<D: Disk> Log<D> {
     /// When a change counts as written.
     pub fn durability(&self) -> Durability {
         self.durability
+    }
+
+    /// What the flushes so far have written: how well group commit batches.
+    pub fn stats(&self) -> FlushStats {
+        self.stats.get()
     }
 
     /// The highest sequence that counts as written.
@@ -195,6 +216,13 @@ impl<D: Disk> Log<D> {
             log.log_bytes += records.len() as u64;
             log.next_sequence = last_sequence + 1;
         }
+        let mut stats = self.stats.get();
+        let records_written = last_sequence + 1 - first_sequence;
+        stats.flushes += 1;
+        stats.records += records_written;
+        stats.records_max = stats.records_max.max(records_written);
+        stats.bytes += records.len() as u64;
+        self.stats.set(stats);
         self.made_durable(last_sequence);
         Ok(true)
     }
