@@ -65,10 +65,10 @@ pub async fn serve<B: Backend>(mut stream: B::Stream, peer: IpAddr, shard: Rc<Sh
                         close = true;
                         break;
                     }
-                    if output.len() >= RESPONSE_BATCH_BYTES_MAX {
-                        if !write::<B>(&mut stream, &mut output, &mut durable_at, &shard).await {
-                            return;
-                        }
+                    if output.len() >= RESPONSE_BATCH_BYTES_MAX
+                        && !write::<B>(&mut stream, &mut output, &mut durable_at, &shard).await
+                    {
+                        return;
                     }
                 }
                 Ok(Progress::NeedMore { send_continue }) => {
