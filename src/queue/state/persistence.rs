@@ -297,16 +297,7 @@ impl Restorer<'_> {
             return;
         }
         let state = &mut *self.state;
-        let mut stored = Message::new(
-            message.queue,
-            Bytes::copy_from_slice(&message.text),
-            message.sequence,
-            message.insertion_ms,
-            message.delay_s,
-            message.ttl_s,
-        );
-        stored.dequeue_count = message.dequeue_count;
-        stored.lease = message.lease;
+        let stored = restored(message.queue, message);
         state
             .messages
             .insert_at(message.slot, message.generation, stored);
@@ -374,19 +365,9 @@ impl Restorer<'_> {
             let Some(&queue) = moved_indices.get(&origin) else {
                 continue;
             };
-            let mut stored = Message::new(
-                queue,
-                Bytes::copy_from_slice(&message.text),
-                message.sequence,
-                message.insertion_ms,
-                message.delay_s,
-                message.ttl_s,
-            );
-            stored.dequeue_count = message.dequeue_count;
-            stored.lease = message.lease;
             let (slot, _) = state
                 .messages
-                .insert(stored)
+                .insert(restored(queue, &message))
                 .expect("room for every restored message");
             state.foreign_ids.insert(slot, id);
             state.foreign_slots.insert(id, slot);
@@ -525,4 +506,20 @@ impl ShardState {
         }
         described
     }
+}
+
+/// A message of a log or snapshot as the slab holds it, in queue record `queue`: its text in
+/// an allocation of its own (not a slice that would keep the file's buffer alive).
+fn restored(queue: u32, message: &MessageState) -> Message {
+    let mut stored = Message::new(
+        queue,
+        Bytes::copy_from_slice(&message.text),
+        message.sequence,
+        message.insertion_ms,
+        message.delay_s,
+        message.ttl_s,
+    );
+    stored.dequeue_count = message.dequeue_count;
+    stored.lease = message.lease;
+    stored
 }
