@@ -20,7 +20,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
 
-use bytes::{BufMut, BytesMut};
+use bytes::{BufMut, Bytes, BytesMut};
 
 use super::files::{
     generation_name, parse_generation, shard_directory_name, Files, CURRENT_FILE_NAME,
@@ -91,8 +91,9 @@ struct ImageQueue {
 struct Image {
     identity: Option<Identity>,
     queues: HashMap<u32, ImageQueue>,
-    /// Messages by slot, with the incarnation of their queue when they were put.
-    messages: HashMap<u32, (MessageState, u64)>,
+    /// Messages by slot (slab slots are dense: a vector, not a map, which a large recovery
+    /// would spend its time rehashing), with the incarnation of their queue when put.
+    messages: Vec<Option<(MessageState, u64)>>,
     acls: HashMap<QueueKey, (u64, Vec<SignedIdentifier>)>,
     properties: HashMap<String, (u64, ServiceProperties)>,
     incarnations: u64,
@@ -102,6 +103,8 @@ struct Image {
     snapshot: Option<(PathBuf, u64)>,
     /// Bytes read, for the summary.
     bytes_read: u64,
+    /// The files read: message texts are slices of them until `share_or_copy_texts`.
+    buffers: Vec<Bytes>,
 }
 
 impl Image {
@@ -109,7 +112,7 @@ impl Image {
         Image {
             identity: None,
             queues: HashMap::new(),
-            messages: HashMap::new(),
+            messages: Vec::new(),
             acls: HashMap::new(),
             properties: HashMap::new(),
             incarnations: 0,
@@ -117,6 +120,7 @@ impl Image {
             segments: Vec::new(),
             snapshot: None,
             bytes_read: 0,
+            buffers: Vec::new(),
         }
     }
 
@@ -169,8 +173,11 @@ impl Image {
                     if let Some(identity) = &mut self.identity {
                         identity.sequence_next = identity.sequence_next.max(message.sequence + 1);
                     }
-                    self.messages
-                        .insert(message.slot, (message, queue.incarnation));
+                    let slot = message.slot as usize;
+                    if self.messages.len() <= slot {
+                        self.messages.resize_with(slot + 1, || None);
+                    }
+                    self.messages[slot] = Some((message, queue.incarnation));
                 }
             }
             Record::MessageLeased {
@@ -180,7 +187,7 @@ impl Image {
                 lease,
                 visible_ms,
             } => {
-                if let Some((message, _)) = self.messages.get_mut(&slot) {
+                if let Some((message, _)) = self.message_mut(slot) {
                     if message.generation == generation {
                         message.dequeue_count = dequeue_count;
                         message.lease = lease;
@@ -195,7 +202,7 @@ impl Image {
                 visible_ms,
                 text,
             } => {
-                if let Some((message, _)) = self.messages.get_mut(&slot) {
+                if let Some((message, _)) = self.message_mut(slot) {
                     if message.generation == generation {
                         message.lease = lease;
                         message.visible_ms = visible_ms;
@@ -206,12 +213,13 @@ impl Image {
                 }
             }
             Record::MessageDeleted { slot, generation } => {
-                if self
-                    .messages
-                    .get(&slot)
-                    .is_some_and(|(message, _)| message.generation == generation)
-                {
-                    self.messages.remove(&slot);
+                if let Some(entry) = self.messages.get_mut(slot as usize) {
+                    if entry
+                        .as_ref()
+                        .is_some_and(|(message, _)| message.generation == generation)
+                    {
+                        *entry = None;
+                    }
                 }
             }
             Record::AclSet {
@@ -245,10 +253,15 @@ impl Image {
         }
     }
 
+    /// The message in `slot`, if any.
+    fn message_mut(&mut self, slot: u32) -> Option<&mut (MessageState, u64)> {
+        self.messages.get_mut(slot as usize)?.as_mut()
+    }
+
     /// The live messages of each queue record, with those of deleted or cleared queues gone.
     fn messages_by_queue(&mut self) -> HashMap<u32, Vec<MessageState>> {
         let mut by_queue: HashMap<u32, Vec<MessageState>> = HashMap::new();
-        for (_, (message, incarnation)) in self.messages.drain() {
+        for (message, incarnation) in std::mem::take(&mut self.messages).into_iter().flatten() {
             if self
                 .queues
                 .get(&message.queue)
@@ -257,7 +270,38 @@ impl Image {
                 by_queue.entry(message.queue).or_default().push(message);
             }
         }
+        share_or_copy_texts(&mut by_queue, std::mem::take(&mut self.buffers));
         by_queue
+    }
+}
+
+/// Decides, file by file, whether the live messages keep their texts as slices of the file as it
+/// was read (no copy, no allocation: most of a large recovery's time otherwise) or get copies of
+/// their own. A file at least half of which is live texts is kept; one that is mostly dead
+/// records (messages deleted later in the log) is let go, so memory stays within twice the
+/// live texts.
+fn share_or_copy_texts(by_queue: &mut HashMap<u32, Vec<MessageState>>, buffers: Vec<Bytes>) {
+    let mut spans: Vec<(usize, usize, usize)> = buffers
+        .iter()
+        .map(|buffer| (buffer.as_ptr() as usize, buffer.len(), 0))
+        .collect();
+    spans.sort_unstable();
+    let span_of = |text: &Bytes, spans: &[(usize, usize, usize)]| {
+        let address = text.as_ptr() as usize;
+        let at = spans.partition_point(|&(start, _, _)| start <= address);
+        at.checked_sub(1)
+            .filter(|&at| address + text.len() <= spans[at].0 + spans[at].1)
+    };
+    for message in by_queue.values().flatten() {
+        if let Some(at) = span_of(&message.text, &spans) {
+            spans[at].2 += message.text.len();
+        }
+    }
+    for message in by_queue.values_mut().flatten() {
+        let keep = span_of(&message.text, &spans).is_some_and(|at| spans[at].2 * 2 >= spans[at].1);
+        if !keep {
+            message.text = Bytes::copy_from_slice(&message.text);
+        }
     }
 }
 
@@ -296,6 +340,7 @@ fn read_shard(
     if let Some((_, path)) = snapshots.pop() {
         let data = files.read(&path).map_err(|error| failed(&path, error))?;
         image.bytes_read += data.len() as u64;
+        image.buffers.push(data.clone());
         let snapshot = read_snapshot(&data)
             .map_err(|why| format!("{}: a damaged snapshot: {why}", path.display()))?;
         if snapshot.shard != shard {
@@ -323,6 +368,7 @@ fn read_shard(
     let mut expected: Option<u64> = None;
     for (index, (first_sequence, path)) in segments.iter().enumerate() {
         let data = files.read(path).map_err(|error| failed(path, error))?;
+        image.buffers.push(data.clone());
         let segment = read_segment(&data)
             .map_err(|why| format!("{}: not a log segment: {why}", path.display()))?;
         if segment.header.shard != shard || segment.header.first_sequence != *first_sequence {
@@ -553,7 +599,7 @@ pub fn recover(
             let restorer = &mut restorers[owner];
             if owner == old_shard {
                 restorer.queue(index, queue.key, queue.metadata);
-                for message in &messages {
+                for message in messages {
                     restorer.message(message, now_ms);
                 }
             } else {

@@ -6,7 +6,7 @@
 use std::collections::HashMap;
 use std::ops::Range;
 
-use bytes::{Bytes, BytesMut};
+use bytes::BytesMut;
 
 use super::{queue_at, ShardState, SEQUENCE_MASK};
 use crate::queue::command::{Metadata, EXPIRATION_NEVER_MS};
@@ -292,12 +292,12 @@ impl Restorer<'_> {
     }
 
     /// A message of this shard's own log. One that has expired by `now_ms` is left out.
-    pub fn message(&mut self, message: &MessageState, now_ms: u64) {
-        if expiration_ms(message) <= now_ms {
+    pub fn message(&mut self, message: MessageState, now_ms: u64) {
+        if expiration_ms(&message) <= now_ms {
             return;
         }
         let state = &mut *self.state;
-        let stored = restored(message.queue, message);
+        let stored = restored(message.queue, &message);
         state
             .messages
             .insert_at(message.slot, message.generation, stored);
@@ -508,12 +508,12 @@ impl ShardState {
     }
 }
 
-/// A message of a log or snapshot as the slab holds it, in queue record `queue`: its text in
-/// an allocation of its own (not a slice that would keep the file's buffer alive).
+/// A message of a log or snapshot as the slab holds it, in queue record `queue` (its text as
+/// recovery left it: a slice of the file read, or a copy; see `recovery::share_or_copy_texts`).
 fn restored(queue: u32, message: &MessageState) -> Message {
     let mut stored = Message::new(
         queue,
-        Bytes::copy_from_slice(&message.text),
+        message.text.clone(),
         message.sequence,
         message.insertion_ms,
         message.delay_s,
