@@ -437,7 +437,7 @@ pub struct Described {
 
 /// A message as `Described` holds it.
 #[cfg(test)]
-pub type DescribedMessage = (QueueKey, Bytes, u64, u32, u32, u32, u32, Option<u64>);
+pub type DescribedMessage = (QueueKey, bytes::Bytes, u64, u32, u32, u32, u32, Option<u64>);
 
 #[cfg(test)]
 impl ShardState {
