@@ -19,6 +19,9 @@
 //! - `report`, `plot`: the table, the JSON, the CSV and the SVG.
 //! - `merge`: `azq-loadgen merge`, the exact union of interval logs.
 
+#![warn(missing_docs)]
+#![deny(clippy::undocumented_unsafe_blocks)]
+
 mod cli;
 mod connection;
 mod endpoint;
