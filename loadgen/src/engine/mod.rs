@@ -4,7 +4,7 @@
 //! over a bounded channel and starts afresh; cores share nothing else. Everything that runs on a
 //! core is generic over azq's `Backend`; `set_up` and `start` run it on the plan's backend.
 //!
-//! - `setup`: before the run, a setup executor creates the queues and preloads them.
+//! - `setup`: before the run, a setup core creates the queues and preloads them.
 //! - `driver`: the task that drives one connection and its lanes.
 //! - `accounting`: what each answer or lost request counts as (pure, unit-tested).
 //!
@@ -179,6 +179,7 @@ pub fn start(plan: Arc<RunPlan>, start_at: Option<SystemTime>) -> Result<Started
     plan.backend.dispatch(StartCores(plan.clone(), start_at))
 }
 
+/// `start` on backend `B`.
 fn start_cores<B: Backend>(
     plan: Arc<RunPlan>,
     start_at: Option<SystemTime>,
