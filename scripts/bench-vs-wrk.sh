@@ -2,11 +2,13 @@
 # azq-loadgen against wrk on the same workload (issue 15, item 5): one azq shard pinned to
 # CPU 0, the client pinned to CPU 1 with one thread, 32 keep-alive connections, Put Message of
 # 128 bytes, once with a SAS and once with SharedKey (wrk: scripts/wrk/put-*.lua, which signs
-# once a second as azq-loadgen does). Each measurement gets a fresh server; the tools take
-# turns, ROUNDS times. Prints requests/s per run and the median per tool and auth.
+# once a second as azq-loadgen does). azq-loadgen runs once per client backend in
+# CLIENT_RUNTIMES, side by side. Each measurement gets a fresh server; the tools take turns,
+# ROUNDS times. Prints requests/s per run and the median per tool and auth.
 #
 #   scripts/bench-vs-wrk.sh        ROUNDS=3 DURATION=5 (seconds) CONNECTIONS=32
 #                                  RUNTIME=io_uring (azq's backend; or portable)
+#                                  CLIENT_RUNTIMES="io_uring portable" (azq-loadgen's)
 #
 # Run it on a quiet machine: both clients and the server each need a whole core. Loopback
 # only; every run is bounded by DURATION.
@@ -17,6 +19,7 @@ rounds=${ROUNDS:-3}
 duration=${DURATION:-5}
 connections=${CONNECTIONS:-32}
 runtime=${RUNTIME:-io_uring}
+read -r -a client_runtimes <<< "${CLIENT_RUNTIMES:-io_uring portable}"
 out=${OUT:-target/bench-vs-wrk}
 mkdir -p "$out"
 cargo build --release --quiet --bin azq
@@ -54,11 +57,12 @@ create_queue() {
     --connections 1 --requests 1 --warmup 0s --queue-prefix bench --quiet > /dev/null
 }
 
-loadgen() { # port auth -> requests/s
-  local port=$1 auth=$2 json="$out/loadgen-$2.json"
+loadgen() { # client_runtime port auth -> requests/s
+  local client_runtime=$1 port=$2 auth=$3 json="$out/loadgen-$1-$3.json"
   local arguments=()
   [[ $auth == sas ]] && arguments=(--sas "$sas")
   target/release/azq-loadgen --endpoint "http://127.0.0.1:$port/$account" "${arguments[@]}" \
+    --runtime "$client_runtime" \
     --cpus 1 --connections "$connections" --scenario put --message-bytes 128 \
     --queue-prefix bench --duration "${duration}s" --warmup 1s --quiet --json "$json" > /dev/null
   python3 -c "import json,sys; r=json.load(open(sys.argv[1])); \
@@ -84,21 +88,31 @@ wrk_run() { # port auth -> requests/s
   awk '/Requests\/sec/ { printf "%d\n", $2 }' <<< "$text"
 }
 
+tools=()
+for client_runtime in "${client_runtimes[@]}"; do
+  tools+=("loadgen-$client_runtime")
+done
+tools+=(wrk)
+
 declare -A results
 for round in $(seq 1 "$rounds"); do
   for auth in sas sharedkey; do
-    for tool in loadgen wrk_run; do
+    for name in "${tools[@]}"; do
       start_azq
-      rate=$("$tool" "$port" "$auth")
+      if [[ $name == wrk ]]; then
+        rate=$(wrk_run "$port" "$auth")
+      else
+        rate=$(loadgen "${name#loadgen-}" "$port" "$auth")
+      fi
       stop_server
-      name=${tool%_run}
       echo "round $round: $name $auth ${rate} requests/s"
       results[$name-$auth]+="$rate "
     done
   done
 done
 echo
-for key in loadgen-sas wrk-sas loadgen-sharedkey wrk-sharedkey; do
+for key in $(for auth in sas sharedkey; do for name in "${tools[@]}"; do
+               echo "$name-$auth"; done; done); do
   median=$(tr ' ' '\n' <<< "${results[$key]}" | grep . | sort -n | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }')
   echo "median $key: $median requests/s (runs: ${results[$key]})"
 done

@@ -13,21 +13,13 @@ use std::process::{Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
 use common::{
-    azq_binary, exchange as send, put_body, signed_request, workspace_binary, Server, TempDir,
+    assert_seccomp_fallback_line, azq_binary, exchange as send, native_backend, put_body,
+    signed_request, wait_for_exit, workspace_binary, Server, TempDir,
 };
 
 /// How long a process that cannot start may take to exit: "within a second", with room for a
 /// loaded CI machine.
 const EXIT_WAIT: Duration = Duration::from_secs(5);
-
-/// The backend `--runtime auto` picks on this machine without any filter.
-fn native_backend() -> &'static str {
-    if azq::runtime::backend::io_uring_refusal().is_none() {
-        "io_uring"
-    } else {
-        "portable"
-    }
-}
 
 /// azq under the `no-io-uring` helper: io_uring's system calls fail with EPERM.
 fn without_io_uring() -> Command {
@@ -94,7 +86,7 @@ fn health(server: &Server) -> (u16, String) {
 /// its stderr and how long it took. Panics if it is still running after `EXIT_WAIT`.
 fn failed_start(mut command: Command, arguments: &[&str]) -> (ExitStatus, String, Duration) {
     let started = Instant::now();
-    let mut child = command
+    let child = command
         .args(["--queueHost", "127.0.0.1", "--queuePort", "0", "--silent"])
         .arg("--inMemoryPersistence")
         .args(arguments)
@@ -103,22 +95,8 @@ fn failed_start(mut command: Command, arguments: &[&str]) -> (ExitStatus, String
         .stderr(Stdio::piped())
         .spawn()
         .expect("azq starts");
-    loop {
-        if let Some(status) = child.try_wait().expect("a waitable child") {
-            let mut stderr = String::new();
-            let _ = child
-                .stderr
-                .take()
-                .expect("piped stderr")
-                .read_to_string(&mut stderr);
-            return (status, stderr, started.elapsed());
-        }
-        if started.elapsed() > EXIT_WAIT {
-            let _ = child.kill();
-            panic!("azq did not exit within {EXIT_WAIT:?}: it hangs half started");
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    let (status, stderr) = wait_for_exit(child, EXIT_WAIT);
+    (status, stderr, started.elapsed())
 }
 
 #[test]
@@ -165,14 +143,7 @@ fn auto_falls_back_where_seccomp_denies_io_uring() {
     let mut stderr = String::new();
     let _ = child.stderr.take().unwrap().read_to_string(&mut stderr);
     assert!(status.success(), "{stderr}");
-    let fallback: Vec<&str> = stderr.lines().collect();
-    assert_eq!(fallback.len(), 1, "one line names the reason: {stderr}");
-    assert!(
-        fallback[0].starts_with("azq: io_uring unavailable, using the portable backend: ")
-            && fallback[0].contains("io_uring_setup failed")
-            && fallback[0].contains("seccomp"),
-        "{stderr}"
-    );
+    assert_seccomp_fallback_line("azq", &stderr);
 }
 
 #[test]

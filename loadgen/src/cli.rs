@@ -5,7 +5,9 @@
 use std::path::PathBuf;
 use std::time::{Duration, SystemTime};
 
-use azq::config::{MESSAGES_PER_GET_MAX, MESSAGE_TEXT_BYTES_MAX, VISIBILITY_TIMEOUT_S_MAX};
+use azq::config::{
+    RuntimeChoice, MESSAGES_PER_GET_MAX, MESSAGE_TEXT_BYTES_MAX, VISIBILITY_TIMEOUT_S_MAX,
+};
 
 use crate::endpoint::TargetArguments;
 use crate::engine::PRELOAD_MESSAGES_MAX;
@@ -50,6 +52,9 @@ Engine
   --cpus LIST               CPUs to pin client cores to, e.g. 1 or 2,3 (default: all allowed)
   --connections N           keep-alive connections, spread over the cores (default 16)
   --pipeline N              requests in flight per connection (default 1)
+  --runtime KIND            auto | io_uring | portable: the client's event loop, as azq's
+                            (default auto: io_uring where the kernel allows it, else the
+                            portable one, with one line on stderr saying why)
 
 Scenario
   --scenario NAME           put | get-delete | get | peek | update | mixed | workers
@@ -129,6 +134,8 @@ pub struct Options {
     pub target: TargetArguments,
     pub api_version: String,
     pub cpus: Option<Vec<usize>>,
+    /// The client cores' event loop (`--runtime`).
+    pub runtime: RuntimeChoice,
     pub connections: usize,
     pub pipeline: usize,
     pub scenario: Scenario,
@@ -190,6 +197,7 @@ pub fn parse(arguments: impl IntoIterator<Item = String>) -> Result<Command, Str
     let mut target = TargetArguments::default();
     let mut api_version = API_VERSION_DEFAULT.to_string();
     let mut cpus = None;
+    let mut runtime = RuntimeChoice::Auto;
     let mut connections = None;
     let mut pipeline = 1;
     let mut scenario = Scenario::Put;
@@ -242,6 +250,12 @@ pub fn parse(arguments: impl IntoIterator<Item = String>) -> Result<Command, Str
             "--sas" => target.sas = Some(value()?),
             "--api-version" => api_version = value()?,
             "--cpus" => cpus = Some(parse_cpu_list(&value()?)?),
+            "--runtime" => {
+                let name = value()?;
+                runtime = RuntimeChoice::parse(&name).ok_or_else(|| {
+                    format!("--runtime {name}: expected auto, io_uring or portable")
+                })?;
+            }
             "--connections" => connections = Some(number(&flag, &value()?, 1, CONNECTIONS_MAX)?),
             "--pipeline" => pipeline = number(&flag, &value()?, 1, PIPELINE_MAX)?,
             "--scenario" => {
@@ -430,6 +444,7 @@ pub fn parse(arguments: impl IntoIterator<Item = String>) -> Result<Command, Str
         target,
         api_version,
         cpus,
+        runtime,
         connections,
         pipeline,
         scenario,
@@ -658,6 +673,7 @@ mod tests {
         assert_eq!(options.load, LoadModel::Closed);
         assert_eq!(options.message_bytes, 1024);
         assert_eq!(options.connections, 16);
+        assert_eq!(options.runtime, RuntimeChoice::Auto);
         assert_eq!(options.max_error_ratio, 0.01);
         assert_eq!(options.target.endpoint, None);
         assert_eq!(queue_names(&options), vec!["azqload-0".to_string()]);
@@ -690,9 +706,12 @@ mod tests {
             "4",
             "--queue-prefix",
             "bench",
+            "--runtime",
+            "portable",
         ])
         .unwrap();
         assert_eq!(options.scenario, Scenario::Mixed);
+        assert_eq!(options.runtime, RuntimeChoice::Portable);
         assert_eq!((options.connections, options.producers), (8, 3));
         assert_eq!(
             options.load,
@@ -761,6 +780,7 @@ mod tests {
             &["--step-duration", "5s"],
             &["--find-max-start", "10"],
             &["--start-at", "yesterday"],
+            &["--runtime", "epoll"],
         ] {
             assert!(run(arguments).is_err(), "{arguments:?} should be refused");
         }

@@ -1,12 +1,17 @@
 //! One keep-alive HTTP/1.1 connection on a client core: write encoded requests, read answers in
 //! order into a buffer that is reused (and grows only for a larger answer), and hand out each
 //! answer's status, the headers the scenarios need, and its body.
+//!
+//! The stream is the backend's TCP stream, touched in three places only: `connect`, `send` and
+//! `fill`. HTTPS would wrap it there (a TLS session over `B::Stream` after `B::connect`, its
+//! records read and written by `fill` and `send`); nothing else sees the stream.
 
 use std::io;
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use crate::runtime::TcpStream;
+use azq::runtime::backend::Backend;
+
 use crate::wire::{parse_response_head, ChunkedDecoder, Framing, ResponseError, ResponseHead};
 
 /// Bytes the read buffer starts with: a Get of 32 one-KiB messages fits.
@@ -57,9 +62,9 @@ impl Response<'_> {
     }
 }
 
-/// A client connection.
-pub struct Connection {
-    stream: TcpStream,
+/// A client connection on backend `B`.
+pub struct Connection<B: Backend> {
+    stream: B::Stream,
     /// Received bytes live in `buffer[start..end]`; the rest is free space.
     buffer: Vec<u8>,
     start: usize,
@@ -74,12 +79,10 @@ pub struct Connection {
     chunked_body: Vec<u8>,
 }
 
-impl Connection {
-    /// Connects to `address` with Nagle off (requests are written whole) and a read timeout.
-    pub async fn connect(address: SocketAddr) -> Result<Connection, ConnectionError> {
-        let stream = TcpStream::connect(address, RESPONSE_TIMEOUT)
-            .await
-            .map_err(ConnectionError::Io)?;
+impl<B: Backend> Connection<B> {
+    /// Connects to `address` with Nagle off (requests are written whole).
+    pub async fn connect(address: SocketAddr) -> Result<Connection<B>, ConnectionError> {
+        let stream = B::connect(address).await.map_err(ConnectionError::Io)?;
         Ok(Connection {
             stream,
             buffer: vec![0; READ_BUFFER_BYTES_INITIAL],
@@ -93,14 +96,13 @@ impl Connection {
 
     /// Writes `bytes` (one or more encoded requests).
     pub async fn send(&mut self, bytes: &[u8]) -> Result<(), ConnectionError> {
-        self.stream
-            .write_all(bytes)
+        B::write_all(&mut self.stream, bytes)
             .await
             .map_err(ConnectionError::Io)
     }
 
     /// Reads the next answer. Safe to cancel: bytes already read stay in the buffer, and the
-    /// stream's read is itself safe to cancel (`runtime::TcpStream::read`).
+    /// backend's read is itself safe to cancel (see `runtime`).
     pub async fn read_response(&mut self) -> Result<Response<'_>, ConnectionError> {
         loop {
             if self.head.is_none() {
@@ -179,7 +181,8 @@ impl Connection {
             self.start = 0;
             self.end = 0;
         }
-        match self.stream.read(&mut self.buffer[self.end..]).await {
+        let free = &mut self.buffer[self.end..];
+        match B::read_into(&mut self.stream, free, RESPONSE_TIMEOUT).await {
             Ok(0) => Err(ConnectionError::Closed),
             Ok(read) => {
                 self.end += read;
@@ -193,69 +196,166 @@ impl Connection {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::runtime::{self, CoreOptions};
+    use crate::runtime::{start_core, CoreOptions};
+    use azq::runtime::backend::{io_uring_refusal, Idle, OnBackend, Selected};
     use std::io::{Read, Write};
 
-    /// Answers written by a plain TCP peer one byte at a time (the worst split there is): a
-    /// chunked answer with a trailer, then a pipelined Content-Length answer, then one that
-    /// closes. Each is read whole and in order, with its headers.
-    #[test]
-    fn answers_split_into_single_bytes_are_read_whole_and_in_order() {
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let address = listener.local_addr().unwrap();
-        let answers: &[u8] = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n\
-            5\r\nhello\r\n7\r\n, world\r\n0\r\nx-trailer: 1\r\n\r\n\
-            HTTP/1.1 204 No Content\r\nx-ms-popreceipt: AgAA+/w=\r\n\r\n\
-            HTTP/1.1 404 Not Found\r\nx-ms-error-code: MessageNotFound\r\n\
-            Content-Length: 3\r\nConnection: close\r\n\r\nabc";
-        let peer = std::thread::spawn(move || {
-            let (mut stream, _) = listener.accept().unwrap();
-            stream.set_nodelay(true).unwrap();
-            let mut request = [0u8; 4];
-            stream.read_exact(&mut request).unwrap();
-            for byte in answers {
-                stream.write_all(std::slice::from_ref(byte)).unwrap();
-                stream.flush().unwrap();
-            }
-        });
+    /// Runs `test` on backend `B` on a core of its own, and returns its result.
+    fn on_core<B: Backend, T: Send + 'static, Fut: std::future::Future<Output = T> + 'static>(
+        test: impl FnOnce() -> Fut + Send + 'static,
+    ) -> T {
         let options = CoreOptions {
             cpu: azq::runtime::allowed_cpus()[0],
             name: "connection-test".to_string(),
-            spin_before_park: None,
+            idle: Idle::Park,
         };
-        let read = runtime::start_core(options, move || async move {
-            let mut connection = Connection::connect(address).await.unwrap();
-            connection.send(b"ping").await.unwrap();
-            let mut seen = Vec::new();
-            for _ in 0..3 {
-                let answer = connection.read_response().await.unwrap();
-                seen.push((
-                    answer.status,
-                    answer.body.to_vec(),
-                    answer.pop_receipt.map(<[u8]>::to_vec),
-                    answer.error_code.map(<[u8]>::to_vec),
-                    answer.close,
-                ));
+        start_core::<B, _, _, _>(options, test)
+            .unwrap()
+            .join()
+            .unwrap()
+    }
+
+    /// Runs `check` on every backend this machine can run: the portable one always, io_uring
+    /// where the kernel allows it.
+    fn on_every_backend(check: impl OnBackend<Output = ()> + Copy) {
+        Selected::Portable.dispatch(check);
+        if io_uring_refusal().is_none() {
+            Selected::IoUring.dispatch(check);
+        }
+    }
+
+    /// A plain TCP peer that waits for `before` from the client, writes `first` one byte at a
+    /// time (the worst split there is), then waits for `between` and writes `second` likewise.
+    fn peer(
+        before: &'static [u8],
+        first: &'static [u8],
+        between: &'static [u8],
+        second: &'static [u8],
+    ) -> (SocketAddr, std::thread::JoinHandle<()>) {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let address = listener.local_addr().unwrap();
+        let thread = std::thread::spawn(move || {
+            let (mut stream, _) = listener.accept().unwrap();
+            stream.set_nodelay(true).unwrap();
+            for (expected, answer) in [(before, first), (between, second)] {
+                let mut request = vec![0u8; expected.len()];
+                stream.read_exact(&mut request).unwrap();
+                assert_eq!(request, expected);
+                for byte in answer {
+                    stream.write_all(std::slice::from_ref(byte)).unwrap();
+                    stream.flush().unwrap();
+                }
             }
-            seen
-        })
-        .unwrap()
-        .join()
-        .unwrap();
-        peer.join().unwrap();
-        assert_eq!(
-            read,
-            vec![
-                (200, b"hello, world".to_vec(), None, None, false),
-                (204, Vec::new(), Some(b"AgAA+/w=".to_vec()), None, false),
-                (
-                    404,
-                    b"abc".to_vec(),
-                    None,
-                    Some(b"MessageNotFound".to_vec()),
-                    true
-                ),
-            ]
-        );
+        });
+        (address, thread)
+    }
+
+    /// An answer as the tests compare it: status, body, pop receipt, error code, close.
+    type Seen = (u16, Vec<u8>, Option<Vec<u8>>, Option<Vec<u8>>, bool);
+
+    fn seen(answer: &Response<'_>) -> Seen {
+        (
+            answer.status,
+            answer.body.to_vec(),
+            answer.pop_receipt.map(<[u8]>::to_vec),
+            answer.error_code.map(<[u8]>::to_vec),
+            answer.close,
+        )
+    }
+
+    /// A chunked answer with a trailer, then a pipelined Content-Length answer, then one that
+    /// closes, each split into single bytes: each is read whole and in order, with its headers.
+    #[test]
+    fn answers_split_into_single_bytes_are_read_whole_and_in_order() {
+        #[derive(Clone, Copy)]
+        struct Check;
+        impl OnBackend for Check {
+            type Output = ();
+            fn run<B: Backend>(self) {
+                let answers: &[u8] = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n\
+                5\r\nhello\r\n7\r\n, world\r\n0\r\nx-trailer: 1\r\n\r\n\
+                HTTP/1.1 204 No Content\r\nx-ms-popreceipt: AgAA+/w=\r\n\r\n\
+                HTTP/1.1 404 Not Found\r\nx-ms-error-code: MessageNotFound\r\n\
+                Content-Length: 3\r\nConnection: close\r\n\r\nabc";
+                let (address, peer) = peer(b"ping", answers, b"", b"");
+                let read = on_core::<B, _, _>(move || async move {
+                    let mut connection = Connection::<B>::connect(address).await.unwrap();
+                    connection.send(b"ping").await.unwrap();
+                    let mut read = Vec::new();
+                    for _ in 0..3 {
+                        read.push(seen(&connection.read_response().await.unwrap()));
+                    }
+                    read
+                });
+                peer.join().unwrap();
+                assert_eq!(
+                    read,
+                    vec![
+                        (200, b"hello, world".to_vec(), None, None, false),
+                        (204, Vec::new(), Some(b"AgAA+/w=".to_vec()), None, false),
+                        (
+                            404,
+                            b"abc".to_vec(),
+                            None,
+                            Some(b"MessageNotFound".to_vec()),
+                            true
+                        ),
+                    ],
+                    "{}",
+                    B::NAME
+                );
+            }
+        }
+        on_every_backend(Check);
+    }
+
+    /// An open loop races each read against its next send: a read that loses the race, with
+    /// half an answer received, must leave the connection able to read that answer whole.
+    #[test]
+    fn a_read_cancelled_halfway_through_an_answer_loses_nothing() {
+        #[derive(Clone, Copy)]
+        struct Check;
+        impl OnBackend for Check {
+            type Output = ();
+            fn run<B: Backend>(self) {
+                let first_half: &[u8] = b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\nx-ms-popre";
+                let second_half: &[u8] = b"ceipt: AQ==\r\n\r\nhelloworld";
+                let (address, peer) = peer(b"a", first_half, b"b", second_half);
+                let (cancelled, read) = on_core::<B, _, _>(move || async move {
+                    let mut connection = Connection::<B>::connect(address).await.unwrap();
+                    connection.send(b"a").await.unwrap();
+                    // The peer sends the rest only after "b", so the read cannot win the race: it
+                    // takes what has arrived and is cancelled while it waits for more.
+                    let cancelled = futures_lite::future::or(
+                        async {
+                            connection.read_response().await.unwrap();
+                            false
+                        },
+                        async {
+                            B::sleep(Duration::from_millis(50)).await;
+                            true
+                        },
+                    )
+                    .await;
+                    connection.send(b"b").await.unwrap();
+                    (cancelled, seen(&connection.read_response().await.unwrap()))
+                });
+                peer.join().unwrap();
+                assert!(cancelled, "{}", B::NAME);
+                assert_eq!(
+                    read,
+                    (
+                        200,
+                        b"helloworld".to_vec(),
+                        Some(b"AQ==".to_vec()),
+                        None,
+                        false
+                    ),
+                    "{}",
+                    B::NAME
+                );
+            }
+        }
+        on_every_backend(Check);
     }
 }

@@ -4,7 +4,8 @@
 //! - `cli`: flags into validated `Options`.
 //! - `endpoint`: endpoint URL, connection string, account key or SAS.
 //! - `wire`: request encoding and signing (azq's SharedKey code), response and XML parsing.
-//! - `runtime`: the async runtime behind a narrow seam (pinned executors, tasks, timers, TCP).
+//! - `runtime`: the client cores on azq's runtime seam (`azq::runtime::backend`): a pinned
+//!   thread per core on the backend `--runtime` selects, as azq selects its own.
 //! - `connection`: one keep-alive connection on a client core.
 //! - `scenario`: per-lane state machines of the scenarios.
 //! - `schedule`: open/closed loop pacing and coordinated-omission-corrected timing.
@@ -12,10 +13,14 @@
 //! - `workers`: the worker-fleet model (work times, crashes, poll back-off).
 //! - `steps`: stepped load and the knee search.
 //! - `metrics`: counts, errors and HdrHistograms per operation.
-//! - `engine`: pinned executors, connections, setup and preload, depth sampling.
+//! - `engine`: the cores' tasks, generic over the backend: connections, setup and preload,
+//!   depth sampling.
 //! - `run`: one run on the main thread: start, gather reports, progress line, interval log.
 //! - `report`, `plot`: the table, the JSON, the CSV and the SVG.
 //! - `merge`: `azq-loadgen merge`, the exact union of interval logs.
+
+#![warn(missing_docs)]
+#![deny(clippy::undocumented_unsafe_blocks)]
 
 mod cli;
 mod connection;

@@ -109,6 +109,8 @@ pub struct RunSummary {
     pub connections: usize,
     pub pipeline: usize,
     pub cpus: Vec<usize>,
+    /// The client cores' backend: `io_uring` or `portable`.
+    pub runtime: &'static str,
     pub queues: usize,
     pub message_bytes: usize,
     pub batch: u32,
@@ -274,13 +276,14 @@ pub fn table(summary: &RunSummary) -> String {
     let total = &summary.total;
     let _ = writeln!(
         out,
-        "azq-loadgen: {}, {}, {} connections x pipeline {} on CPUs {:?}, {} queue(s), \
+        "azq-loadgen: {}, {}, {} connections x pipeline {} on CPUs {:?} ({}), {} queue(s), \
          {}-byte messages, batch {}{}",
         summary.scenario.name(),
         load_description(summary.load),
         summary.connections,
         summary.pipeline,
         summary.cpus,
+        summary.runtime,
         summary.queues,
         summary.message_bytes,
         summary.batch,
@@ -706,6 +709,7 @@ struct JsonReport<'a> {
     protocol_errors: u64,
     refill: bool,
     cpus: &'a [usize],
+    runtime: &'static str,
     client_cores: Vec<JsonCoreUsage>,
     error_ratio: Option<f64>,
     max_error_ratio: Option<f64>,
@@ -949,6 +953,7 @@ pub fn json(summary: &RunSummary) -> String {
         protocol_errors: total.protocol_errors,
         refill: summary.refill,
         cpus: &summary.cpus,
+        runtime: summary.runtime,
         client_cores: summary
             .client_cores
             .iter()
@@ -1050,6 +1055,7 @@ pub(crate) mod tests {
             connections: 4,
             pipeline: 1,
             cpus: vec![1],
+            runtime: "io_uring",
             queues: 2,
             message_bytes: 1024,
             batch: 1,
@@ -1114,6 +1120,7 @@ pub(crate) mod tests {
         assert_eq!(value["target_rate_per_s"], 400.0);
         assert_eq!(value["duration_s"], 5.0);
         assert_eq!(value["cpus"], serde_json::json!([1]));
+        assert_eq!(value["runtime"], "io_uring");
         assert_eq!(value["refill"], false);
         assert_eq!(value["warnings"], serde_json::json!([]));
         assert_eq!(value["client_cores"][0]["cpu"], 1);

@@ -19,6 +19,7 @@ use crate::metrics::{Measurements, Operation};
 use crate::report::{
     progress_line, CoreUsage, DepthPoint, RunSummary, SearchOutcome, TimelinePoint,
 };
+use crate::runtime;
 use crate::schedule::{Arrival, LoadModel, NANOSECONDS_PER_SECOND};
 use crate::steps::{KneeSearch, StepPlan, StepResult};
 use crate::wire::RequestSettings;
@@ -44,6 +45,7 @@ pub fn run(options: &Options) -> Result<RunOutcome, String> {
         .clone()
         .unwrap_or_else(azq::runtime::allowed_cpus);
     let plan = RunPlan {
+        backend: runtime::select(options.runtime)?,
         endpoint,
         credentials,
         settings: RequestSettings {
@@ -199,6 +201,7 @@ impl StepRunner<'_, '_, '_> {
             connections: plan.connections,
             pipeline: plan.pipeline,
             cpus: plan.cpus.clone(),
+            runtime: plan.backend.name(),
             queues: plan.settings.queue_names.len(),
             message_bytes: plan.settings.message_bytes,
             batch: plan.settings.batch,

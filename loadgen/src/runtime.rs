@@ -1,29 +1,25 @@
-//! The one place the load generator touches its async runtime (glommio today): starting an
-//! executor pinned to a CPU, spawning and cancelling tasks on it, sleeping, TCP connect, read and
-//! write, and the channel cores report on. Everything else (scenarios, accounting, reports) sees
-//! only this narrow interface, so another backend (a tokio current-thread runtime per pinned
-//! thread, for machines where io_uring is blocked) can be slotted in here alone.
+//! Where the load generator meets azq's runtime seam (`azq::runtime::backend`): it has no event
+//! loop of its own. The engine, the connection and the setup are generic over azq's `Backend`
+//! (glommio on io_uring, or tokio's current-thread runtime where io_uring is blocked), and the
+//! backend is chosen by azq's own `select` and probe, so `--runtime` means what it means to azq.
 //!
-//! The interface promises, whatever the backend:
+//! This file adds what a client needs around a backend's loop: a thread per core, pinned to its
+//! CPU, whose main future's result the main thread can wait for; and the choice of backend with
+//! its one-line fallback notice. What the engine relies on, whatever the backend:
 //! - `start_core` runs a future to completion on a new thread pinned to one CPU, and nothing
 //!   else runs on that thread; `CoreHandle::join` waits for the result.
-//! - `spawn` runs a future on the calling core; dropping its `Task` cancels it.
-//! - `TcpStream::read` is safe to cancel (a read that loses a race leaves the stream usable).
+//! - `B::spawn_task` runs a future on the calling core; dropping its task cancels it.
+//! - `B::read_into` is safe to cancel: a read that loses a race leaves the stream usable and
+//!   loses no byte (glommio keeps a pending read's readiness poll in the stream; tokio's reads
+//!   are readiness-based and copy only in the poll that returns).
 
+use std::cell::RefCell;
 use std::future::Future;
-use std::io;
-use std::net::SocketAddr;
-use std::pin::Pin;
-use std::sync::mpsc::{Receiver, SyncSender};
-use std::task::{Context, Poll};
-use std::time::Duration;
+use std::rc::Rc;
+use std::thread::JoinHandle;
 
-use futures_lite::{AsyncReadExt, AsyncWriteExt};
-use glommio::{LocalExecutorBuilder, Placement};
-
-/// Memory each executor registers for io_uring. glommio's 10 MiB default exceeds the locked
-/// memory limit (`ulimit -l`) of many machines; the client's buffers are its own, not glommio's.
-const IO_MEMORY_BYTES: usize = 512 * 1024;
+use azq::config::RuntimeChoice;
+use azq::runtime::backend::{self, Backend, Idle, Selected};
 
 /// How to start one core.
 #[derive(Clone, Debug)]
@@ -32,92 +28,55 @@ pub struct CoreOptions {
     pub cpu: usize,
     /// The thread's name.
     pub name: String,
-    /// Keep polling this long before sleeping in the kernel when idle: punctual wake-ups for an
-    /// open loop, at the price of a busy CPU. `None` sleeps at once.
-    pub spin_before_park: Option<Duration>,
+    /// Whether the idle core sleeps in the kernel or keeps polling (see `Idle`).
+    pub idle: Idle,
 }
 
 /// A started core; `join` waits for its future's result.
-pub struct CoreHandle<T: Send + 'static>(glommio::ExecutorJoinHandle<T>);
+pub struct CoreHandle<T: Send + 'static>(JoinHandle<Result<T, String>>);
 
 impl<T: Send + 'static> CoreHandle<T> {
-    /// Waits for the core's thread to finish and returns what its future returned.
+    /// Waits for the core's thread to finish and returns what its future returned, or why the
+    /// core could not run it.
     pub fn join(self) -> Result<T, String> {
-        self.0.join().map_err(|error| error.to_string())
+        self.0
+            .join()
+            .map_err(|_| "its thread panicked".to_string())?
     }
 }
 
-/// Starts a thread pinned to `options.cpu` that runs the future `make` returns.
-pub fn start_core<T, F, Fut>(options: CoreOptions, make: F) -> Result<CoreHandle<T>, String>
+/// Starts a thread pinned to `options.cpu` that runs the future `make` returns on `B`'s loop.
+pub fn start_core<B, T, F, Fut>(options: CoreOptions, make: F) -> Result<CoreHandle<T>, String>
 where
+    B: Backend,
     F: FnOnce() -> Fut + Send + 'static,
     Fut: Future<Output = T> + 'static,
     T: Send + 'static,
 {
-    let mut builder = LocalExecutorBuilder::new(Placement::Fixed(options.cpu))
-        .name(&options.name)
-        .io_memory(IO_MEMORY_BYTES);
-    if let Some(spin) = options.spin_before_park {
-        builder = builder.spin_before_park(spin);
-    }
-    builder
-        .spawn(make)
+    let CoreOptions { cpu, name, idle } = options;
+    std::thread::Builder::new()
+        .name(name)
+        .spawn(move || {
+            // The loop's main future is `()`; its result waits here until the loop returns.
+            let output = Rc::new(RefCell::new(None));
+            let slot = output.clone();
+            B::run(cpu, idle, async move {
+                let result = make().await;
+                *slot.borrow_mut() = Some(result);
+            })?;
+            let result = output.borrow_mut().take();
+            result.ok_or_else(|| format!("the event loop on CPU {cpu} ended early"))
+        })
         .map(CoreHandle)
-        .map_err(|error| format!("cannot start an executor on CPU {}: {error}", options.cpu))
+        .map_err(|error| format!("cannot start a thread for CPU {cpu}: {error}"))
 }
 
-/// A task on the calling core. Dropping it cancels it; awaiting it gives its result.
-pub struct Task<T>(glommio::Task<T>);
-
-impl<T> Future for Task<T> {
-    type Output = T;
-
-    fn poll(mut self: Pin<&mut Self>, context: &mut Context<'_>) -> Poll<T> {
-        Pin::new(&mut self.0).poll(context)
+/// Decides the client's backend for `choice` as azq decides its own, and says on stderr, in one
+/// line, why `auto` fell back to the portable backend.
+pub fn select(choice: RuntimeChoice) -> Result<Selected, String> {
+    let (selected, fallback_reason) = backend::select(choice)?;
+    if let Some(reason) = fallback_reason {
+        eprintln!("azq-loadgen: io_uring unavailable, using the portable backend: {reason}");
     }
-}
-
-/// Runs `future` on the calling core, beside the current task.
-pub fn spawn<T: 'static>(future: impl Future<Output = T> + 'static) -> Task<T> {
-    Task(glommio::spawn_local(future))
-}
-
-/// Waits for `duration` on the calling core.
-pub async fn sleep(duration: Duration) {
-    glommio::timer::sleep(duration).await;
-}
-
-/// A client TCP connection on the calling core.
-pub struct TcpStream(glommio::net::TcpStream);
-
-impl TcpStream {
-    /// Connects to `address` with Nagle off (requests are written whole) and reads that fail
-    /// after `read_timeout`.
-    pub async fn connect(address: SocketAddr, read_timeout: Duration) -> io::Result<TcpStream> {
-        let stream = glommio::net::TcpStream::connect(address).await?;
-        stream.set_nodelay(true)?;
-        stream.set_read_timeout(Some(read_timeout))?;
-        Ok(TcpStream(stream))
-    }
-
-    /// Reads what has arrived into `buffer` (0 bytes: the peer closed). Safe to cancel: glommio
-    /// keeps a pending read's readiness poll in the stream.
-    pub async fn read(&mut self, buffer: &mut [u8]) -> io::Result<usize> {
-        self.0.read(buffer).await
-    }
-
-    /// Writes all of `bytes`.
-    pub async fn write_all(&mut self, bytes: &[u8]) -> io::Result<()> {
-        self.0.write_all(bytes).await
-    }
-}
-
-/// The sending end of a channel from the cores to the main thread. Sends block when the
-/// channel is full; the main thread drains it continuously, so a bounded capacity is only a
-/// safety net.
-pub type ReportSender<T> = SyncSender<T>;
-
-/// A bounded channel from the cores to the main thread.
-pub fn report_channel<T>(capacity: usize) -> (ReportSender<T>, Receiver<T>) {
-    std::sync::mpsc::sync_channel(capacity)
+    Ok(selected)
 }

@@ -697,13 +697,17 @@ mod tests {
         unsafe impl GlobalAlloc for Counting {
             unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
                 ALLOCATIONS.with(|count| count.set(count.get() + 1));
+                // SAFETY: the caller's guarantees for `layout` are the system allocator's.
                 unsafe { System.alloc(layout) }
             }
             unsafe fn dealloc(&self, pointer: *mut u8, layout: Layout) {
+                // SAFETY: `pointer` came from this allocator, so from `System`, with `layout`.
                 unsafe { System.dealloc(pointer, layout) }
             }
             unsafe fn realloc(&self, pointer: *mut u8, layout: Layout, size: usize) -> *mut u8 {
                 ALLOCATIONS.with(|count| count.set(count.get() + 1));
+                // SAFETY: `pointer` came from `System` with `layout`; the caller vouches for
+                // `size`, as `GlobalAlloc::realloc` requires.
                 unsafe { System.realloc(pointer, layout, size) }
             }
         }

@@ -1,5 +1,7 @@
 //! azq-loadgen end to end: the real `azq-loadgen` binary against the real `azq` server binary on
-//! a free loopback port, checking what the load generator reports against what the server holds.
+//! a free loopback port, checking what the load generator reports against what the server holds;
+//! on either client backend, and under the `no-io-uring` helper's seccomp filter, where `auto`
+//! must fall back to the portable backend and say why.
 //! The knee search is tested against a small rate-limited server inside this file until azq has
 //! a rate limit of its own (see `rate_limited`).
 //!
@@ -14,10 +16,17 @@
 mod common;
 
 use std::path::PathBuf;
-use std::process::{Command, Output};
+use std::process::{Command, Output, Stdio};
+use std::time::Duration;
 
 use azq::config::DEVELOPMENT_ACCOUNT_NAME;
-use common::{exchange, signed_request, Server};
+use common::{
+    assert_seccomp_fallback_line, exchange, native_backend, signed_request, wait_for_exit,
+    workspace_binary, Server,
+};
+
+/// How long a run that cannot start may take to exit: at once, with room for a loaded machine.
+const EXIT_WAIT: Duration = Duration::from_secs(10);
 
 /// A one-shard server: the load generator's counts are checked against it.
 fn start_server() -> Server {
@@ -55,8 +64,28 @@ fn run_loadgen(server: &Server, name: &str, arguments: &[&str]) -> (Output, serd
 
 /// Runs azq-loadgen with `arguments` against the queue endpoint `endpoint`.
 fn run_loadgen_at(endpoint: &str, name: &str, arguments: &[&str]) -> (Output, serde_json::Value) {
+    let command = Command::new(env!("CARGO_BIN_EXE_azq-loadgen"));
+    run_loadgen_command(command, endpoint, name, arguments)
+}
+
+/// azq-loadgen under the `no-io-uring` helper: io_uring's system calls fail with EPERM, as
+/// under Docker's and containerd's default seccomp profiles.
+fn loadgen_without_io_uring() -> Command {
+    let mut command = Command::new(workspace_binary("no-io-uring"));
+    command.arg(env!("CARGO_BIN_EXE_azq-loadgen"));
+    command
+}
+
+/// Runs `command` (azq-loadgen, or a wrapper that runs it) with `arguments` against the queue
+/// endpoint `endpoint`.
+fn run_loadgen_command(
+    mut command: Command,
+    endpoint: &str,
+    name: &str,
+    arguments: &[&str],
+) -> (Output, serde_json::Value) {
     let json_path = scratch_path(&format!("{name}.json"));
-    let output = Command::new(env!("CARGO_BIN_EXE_azq-loadgen"))
+    let output = command
         .args(["--endpoint", endpoint, "--quiet", "--json"])
         .arg(&json_path)
         .args(arguments)
@@ -166,6 +195,119 @@ fn a_mixed_run_never_consumes_more_than_it_produced() {
     assert!(report["depth"]
         .as_array()
         .is_some_and(|samples| !samples.is_empty()));
+}
+
+/// Where io_uring is denied, `--runtime auto` says why in one line and drives real traffic on
+/// the portable backend: 2,000 puts, then get-delete chains that consume exactly the 500
+/// preloaded messages, every count matching what the server holds.
+#[test]
+fn auto_falls_back_to_the_portable_backend_where_seccomp_denies_io_uring() {
+    let server = start_server();
+    let (output, report) = run_loadgen_command(
+        loadgen_without_io_uring(),
+        &endpoint(&server),
+        "fallback-put",
+        &[
+            "--requests",
+            "2000",
+            "--warmup",
+            "0s",
+            "--connections",
+            "4",
+            "--queue-prefix",
+            "fallback-put",
+        ],
+    );
+    assert!(output.status.success(), "{output:?}");
+    assert_seccomp_fallback_line("azq-loadgen", &String::from_utf8_lossy(&output.stderr));
+    assert_eq!(report["runtime"], "portable");
+    assert_eq!(count(&report, "put", "count"), 2000);
+    assert_eq!(report["errors"], 0);
+    assert_eq!(report["connection_errors"], 0);
+    assert_eq!(depth(&server, "fallback-put-0"), 2000);
+
+    let (output, report) = run_loadgen_command(
+        loadgen_without_io_uring(),
+        &endpoint(&server),
+        "fallback-get-delete",
+        &[
+            "--scenario",
+            "get-delete",
+            "--preload",
+            "500",
+            "--requests",
+            "500",
+            "--warmup",
+            "0s",
+            "--connections",
+            "4",
+            "--queue-prefix",
+            "fallback-consumed",
+        ],
+    );
+    assert!(output.status.success(), "{output:?}");
+    assert_eq!(report["runtime"], "portable");
+    assert_eq!(count(&report, "get", "messages"), 500);
+    assert_eq!(count(&report, "delete", "count"), 500);
+    assert_eq!(report["errors"], 0);
+    assert_eq!(depth(&server, "fallback-consumed-0"), 0);
+}
+
+/// `--runtime io_uring` is taken at its word, as azq takes it: where io_uring is denied, the run
+/// ends at once with a non-zero status and glommio's refusal on stderr, and never hangs.
+#[test]
+fn forced_io_uring_where_it_is_denied_ends_the_run() {
+    let server = start_server();
+    let child = loadgen_without_io_uring()
+        .args(["--endpoint", &endpoint(&server), "--quiet"])
+        .args([
+            "--runtime",
+            "io_uring",
+            "--requests",
+            "10",
+            "--warmup",
+            "0s",
+        ])
+        .env_remove("RUST_BACKTRACE")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("azq-loadgen starts");
+    let (status, stderr) = wait_for_exit(child, EXIT_WAIT);
+    assert!(!status.success(), "{stderr}");
+    assert!(stderr.contains("panicked"), "{stderr}");
+    assert!(!stderr.contains("using the portable backend"), "{stderr}");
+}
+
+/// Without a filter `auto` uses what azq would use here (io_uring where the kernel allows it),
+/// silently; `--runtime portable` is taken at its word.
+#[test]
+fn the_runtime_flag_picks_the_client_backend() {
+    let server = start_server();
+    for (runtime, expected) in [("auto", native_backend()), ("portable", "portable")] {
+        let queue_prefix = format!("runtime-{runtime}");
+        let (output, report) = run_loadgen(
+            &server,
+            &queue_prefix,
+            &[
+                "--runtime",
+                runtime,
+                "--requests",
+                "300",
+                "--warmup",
+                "0s",
+                "--connections",
+                "2",
+                "--queue-prefix",
+                &queue_prefix,
+            ],
+        );
+        assert!(output.status.success(), "{output:?}");
+        assert!(output.stderr.is_empty(), "{output:?}");
+        assert_eq!(report["runtime"], expected);
+        assert_eq!(count(&report, "put", "count"), 300);
+        assert_eq!(depth(&server, &format!("{queue_prefix}-0")), 300);
+    }
 }
 
 #[test]

@@ -32,7 +32,7 @@ use crate::config::{Config, Durability, Persistence, MESH_CHANNEL_CAPACITY};
 use crate::lifecycle::Lifecycle;
 use crate::storage::recovery::ShardStart;
 
-use backend::{Backend, Selected};
+use backend::{Backend, OnBackend, Selected};
 use shard::{ShardEvent, ShardSetup};
 
 /// A started server: its address, its backend, and the events of its shards.
@@ -97,17 +97,13 @@ pub fn start(
     };
     let (backend, fallback_reason) = backend::select(config.runtime)?;
     let address = reserve_address(SocketAddr::new(config.host, config.port))?;
-    let events = match backend {
-        #[cfg(all(target_os = "linux", feature = "io_uring"))]
-        Selected::IoUring => {
-            start_shards::<uring::IoUring>(config, accounts, address, &lifecycle, stores)?
-        }
-        #[cfg(not(all(target_os = "linux", feature = "io_uring")))]
-        Selected::IoUring => unreachable!("select() never picks io_uring without it"),
-        Selected::Portable => {
-            start_shards::<portable::Portable>(config, accounts, address, &lifecycle, stores)?
-        }
-    };
+    let events = backend.dispatch(StartShards {
+        config,
+        accounts,
+        address,
+        lifecycle: &lifecycle,
+        stores,
+    })?;
     let mut serving = 0;
     while serving < shards {
         match events.recv() {
@@ -128,6 +124,30 @@ pub fn start(
         lifecycle,
         events,
     })
+}
+
+/// What `start_shards` needs, to run it on the selected backend.
+struct StartShards<'a> {
+    config: &'a Config,
+    accounts: Accounts,
+    address: SocketAddr,
+    lifecycle: &'a Arc<Lifecycle>,
+    stores: Vec<Option<(ShardStart, Durability)>>,
+}
+
+impl OnBackend for StartShards<'_> {
+    type Output = Result<Receiver<ShardEvent>, String>;
+
+    fn run<B: Backend>(self) -> Self::Output {
+        let StartShards {
+            config,
+            accounts,
+            address,
+            lifecycle,
+            stores,
+        } = self;
+        start_shards::<B>(config, accounts, address, lifecycle, stores)
+    }
 }
 
 /// Spawns one thread per shard running on `B`; returns the channel of their events.

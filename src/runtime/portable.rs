@@ -14,7 +14,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpSocket, TcpStream};
 use tokio::sync::mpsc;
 
-use super::backend::{Backend, JoinedMesh};
+use super::backend::{Backend, Idle, JoinedMesh};
 use crate::config::LISTEN_BACKLOG;
 use crate::storage::files::Disk;
 
@@ -39,24 +39,44 @@ impl Backend for Portable {
     type MeshSenders<T: Send + 'static> = Vec<Option<mpsc::Sender<T>>>;
     type MeshReceiver<T: Send + 'static> = mpsc::Receiver<T>;
     type Disk = BlockingDisk;
+    type Task<T: 'static> = AbortOnDrop<T>;
 
     fn disk() -> BlockingDisk {
         BlockingDisk
     }
 
-    fn run<F: Future<Output = ()> + 'static>(cpu: usize, main: F) -> Result<(), String> {
+    fn run<F: Future<Output = ()> + 'static>(
+        cpu: usize,
+        idle: Idle,
+        main: F,
+    ) -> Result<(), String> {
         super::pin_current_thread(cpu);
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_io()
             .enable_time()
             .build()
             .map_err(|error| format!("cannot start the portable runtime on CPU {cpu}: {error}"))?;
-        tokio::task::LocalSet::new().block_on(&runtime, main);
+        let tasks = tokio::task::LocalSet::new();
+        if let Idle::Poll(_) = idle {
+            // A task that always yields: tokio defers its wake-up until the loop has run out
+            // of ready tasks, then polls for I/O without waiting (epoll_wait with a zero
+            // timeout) instead of sleeping. It ends with the loop, when `main` returns.
+            tasks.spawn_local(async {
+                loop {
+                    tokio::task::yield_now().await;
+                }
+            });
+        }
+        tasks.block_on(&runtime, main);
         Ok(())
     }
 
     fn spawn<F: Future<Output = ()> + 'static>(future: F) {
         drop(tokio::task::spawn_local(future));
+    }
+
+    fn spawn_task<T: 'static, F: Future<Output = T> + 'static>(future: F) -> AbortOnDrop<T> {
+        AbortOnDrop(tokio::task::spawn_local(future))
     }
 
     async fn sleep(duration: Duration) {
@@ -138,12 +158,53 @@ impl Backend for Portable {
         }
     }
 
+    async fn read_into(
+        stream: &mut Self::Stream,
+        buffer: &mut [u8],
+        timeout: Duration,
+    ) -> io::Result<usize> {
+        match tokio::time::timeout(timeout, stream.read(buffer)).await {
+            Ok(outcome) => outcome,
+            Err(_elapsed) => Err(io::ErrorKind::TimedOut.into()),
+        }
+    }
+
     async fn write_all(stream: &mut Self::Stream, bytes: &[u8]) -> io::Result<()> {
         AsyncWriteExt::write_all(stream, bytes).await
     }
 
     async fn close(mut stream: Self::Stream) {
         let _ = AsyncWriteExt::shutdown(&mut stream).await;
+    }
+}
+
+/// A tokio task that is cancelled when dropped (a `JoinHandle` would let it run on) and whose
+/// output is the future's own: a panic in the task resumes in the awaiting one.
+pub struct AbortOnDrop<T>(tokio::task::JoinHandle<T>);
+
+impl<T> Future for AbortOnDrop<T> {
+    type Output = T;
+
+    fn poll(
+        mut self: std::pin::Pin<&mut Self>,
+        context: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<T> {
+        match std::pin::Pin::new(&mut self.0).poll(context) {
+            std::task::Poll::Pending => std::task::Poll::Pending,
+            std::task::Poll::Ready(Ok(output)) => std::task::Poll::Ready(output),
+            std::task::Poll::Ready(Err(error)) if error.is_panic() => {
+                std::panic::resume_unwind(error.into_panic())
+            }
+            // Only dropping this handle (or the loop) cancels the task, and neither can happen
+            // while it is being awaited.
+            std::task::Poll::Ready(Err(error)) => unreachable!("an awaited task ended: {error}"),
+        }
+    }
+}
+
+impl<T> Drop for AbortOnDrop<T> {
+    fn drop(&mut self) {
+        self.0.abort();
     }
 }
 

@@ -21,7 +21,7 @@ use crate::queue::ShardState;
 use crate::storage::log::Log;
 use crate::storage::recovery::ShardStart;
 
-use super::backend::Backend;
+use super::backend::{Backend, Idle};
 use super::connection;
 use super::context::ShardContext;
 use super::engine::Engine;
@@ -96,7 +96,7 @@ pub fn thread_main<B: Backend>(setup: ShardSetup<B>) {
         events: setup.events.clone(),
     };
     let (index, cpu, events) = (setup.index, setup.cpu, setup.events.clone());
-    if let Err(error) = B::run(cpu, run(setup)) {
+    if let Err(error) = B::run(cpu, Idle::Park, run(setup)) {
         let _ = events.send(ShardEvent::Failed(index, error));
     }
 }

@@ -18,7 +18,7 @@ use glommio::channels::shared_channel::{SharedReceiver, SharedSender};
 use glommio::net::{Preallocated, TcpListener, TcpStream};
 use glommio::{LocalExecutorBuilder, Placement};
 
-use super::backend::{Backend, JoinedMesh};
+use super::backend::{Backend, Idle, JoinedMesh};
 use crate::config::{IO_MEMORY_BYTES_PER_SHARD, LISTEN_BACKLOG};
 use crate::storage::files::Disk;
 
@@ -46,14 +46,23 @@ impl Backend for IoUring {
     type MeshSenders<T: Send + 'static> = Vec<Option<ConnectedSender<T>>>;
     type MeshReceiver<T: Send + 'static> = ConnectedReceiver<T>;
     type Disk = DmaDisk;
+    type Task<T: 'static> = glommio::Task<T>;
 
     fn disk() -> DmaDisk {
         DmaDisk
     }
 
-    fn run<F: Future<Output = ()> + 'static>(cpu: usize, main: F) -> Result<(), String> {
-        let executor = LocalExecutorBuilder::new(Placement::Fixed(cpu))
-            .io_memory(IO_MEMORY_BYTES_PER_SHARD)
+    fn run<F: Future<Output = ()> + 'static>(
+        cpu: usize,
+        idle: Idle,
+        main: F,
+    ) -> Result<(), String> {
+        let mut builder =
+            LocalExecutorBuilder::new(Placement::Fixed(cpu)).io_memory(IO_MEMORY_BYTES_PER_SHARD);
+        if let Idle::Poll(spin) = idle {
+            builder = builder.spin_before_park(spin);
+        }
+        let executor = builder
             .make()
             .map_err(|error| format!("cannot start io_uring on CPU {cpu}: {error}"))?;
         executor.run(main);
@@ -62,6 +71,11 @@ impl Backend for IoUring {
 
     fn spawn<F: Future<Output = ()> + 'static>(future: F) {
         glommio::spawn_local(future).detach();
+    }
+
+    fn spawn_task<T: 'static, F: Future<Output = T> + 'static>(future: F) -> glommio::Task<T> {
+        // glommio's task cancels its future when dropped, as the trait asks.
+        glommio::spawn_local(future)
     }
 
     async fn sleep(duration: Duration) {
@@ -183,6 +197,19 @@ impl Backend for IoUring {
         input.extend_from_slice(received);
         stream.consume(count);
         Ok(count)
+    }
+
+    async fn read_into(
+        stream: &mut Self::Stream,
+        buffer: &mut [u8],
+        timeout: Duration,
+    ) -> io::Result<usize> {
+        stream
+            .set_read_timeout(Some(timeout))
+            .map_err(io::Error::from)?;
+        // With glommio's own buffer empty and `buffer` at least as large, the bytes go straight
+        // from the socket into `buffer`.
+        futures_lite::AsyncReadExt::read(stream, buffer).await
     }
 
     async fn write_all(stream: &mut Self::Stream, bytes: &[u8]) -> io::Result<()> {

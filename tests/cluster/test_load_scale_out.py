@@ -93,8 +93,13 @@ def test_loadgen_processes_through_the_proxy_merge_into_one_distribution(cluster
             assert alone[operation][percentile] == stats["latency_us"][percentile], operation
 
     summary = merge_logs(tmp_path, accounts)
-    assert set(summary) == {"get", "delete"}
-    for operation, merged_stats in summary.items():
+    # The preloaded messages carry their put time, so the logs also hold the end-to-end latency
+    # of every message a get received.
+    assert set(summary) == {"get", "delete", "end-to-end"}
+    received = sum(report["ops"]["get"]["messages"] for report in reports)
+    assert summary["end-to-end"]["count"] == received == PROCESS_COUNT * REQUESTS_PER_PROCESS
+    for operation in ("get", "delete"):
+        merged_stats = summary[operation]
         parts = [report["ops"][operation] for report in reports]
         # Every request of every process is in the merged distribution, and a percentile of the
         # union lies between the processes' own.

@@ -46,6 +46,50 @@ pub fn workspace_binary(name: &str) -> PathBuf {
     binary
 }
 
+/// The backend `--runtime auto` picks on this machine without any filter.
+pub fn native_backend() -> &'static str {
+    if azq::runtime::backend::io_uring_refusal().is_none() {
+        "io_uring"
+    } else {
+        "portable"
+    }
+}
+
+/// Checks that `stderr` is the one line `program` (azq, azq-loadgen) prints when `--runtime
+/// auto` falls back because a seccomp filter (the `no-io-uring` helper's) denies io_uring.
+pub fn assert_seccomp_fallback_line(program: &str, stderr: &str) {
+    let lines: Vec<&str> = stderr.lines().collect();
+    assert_eq!(lines.len(), 1, "one line names the reason: {stderr}");
+    let expected = format!("{program}: io_uring unavailable, using the portable backend: ");
+    assert!(
+        lines[0].starts_with(&expected)
+            && lines[0].contains("io_uring_setup failed")
+            && lines[0].contains("seccomp"),
+        "{stderr}"
+    );
+}
+
+/// Waits for `child` (started with its stderr piped) to exit: its status and its stderr. Kills
+/// it and panics if it is still running after `limit`: it hangs instead of ending.
+pub fn wait_for_exit(mut child: Child, limit: Duration) -> (std::process::ExitStatus, String) {
+    let started = std::time::Instant::now();
+    loop {
+        if let Some(status) = child.try_wait().expect("a waitable child") {
+            let mut stderr = String::new();
+            let _ = std::io::Read::read_to_string(
+                &mut child.stderr.take().expect("piped stderr"),
+                &mut stderr,
+            );
+            return (status, stderr);
+        }
+        if started.elapsed() > limit {
+            let _ = child.kill();
+            panic!("the process did not exit within {limit:?}: it hangs");
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
 /// A fresh directory under the system's temporary directory, removed with its content when
 /// dropped: where a test's server keeps its data.
 pub struct TempDir(PathBuf);

@@ -7,29 +7,30 @@ use std::collections::VecDeque;
 use std::rc::Rc;
 use std::time::Duration;
 
+use azq::runtime::backend::Backend;
+use azq::time::unix_us;
 use futures_lite::future;
 
 use crate::connection::Connection;
-use crate::runtime;
 use crate::scenario::{Lane, Step};
 use crate::wire::{EncodeError, RequestKind};
 
 use super::accounting::{lose_connection, lose_due_requests, take_answer, InFlight, LaneRun};
-use super::{unix_us, Core};
+use super::Core;
 
 /// Pause before reconnecting after a connection fails, so a dead server is not hammered.
 const RECONNECT_DELAY: Duration = Duration::from_millis(100);
 
 /// Drives one connection and its lanes until every lane is done and every answer is in.
 /// Returns the run time of its last answer.
-pub(super) async fn drive_connection(core: Rc<Core>, mut lanes: Vec<LaneRun>) -> u64 {
+pub(super) async fn drive_connection<B: Backend>(core: Rc<Core>, mut lanes: Vec<LaneRun>) -> u64 {
     let plan = core.plan.clone();
     let clock = core.clock;
     let mut in_flight: VecDeque<InFlight> = VecDeque::with_capacity(lanes.len());
     let mut output: Vec<u8> = Vec::with_capacity(64 * 1024);
     // Connect before run time zero, so that the first requests are not late by a handshake.
-    let mut connection = Connection::connect(plan.endpoint.address).await.ok();
-    clock.wait_for_start().await;
+    let mut connection = Connection::<B>::connect(plan.endpoint.address).await.ok();
+    clock.wait_for_start::<B>().await;
     let mut last_answer_ns = 0;
     loop {
         if lanes.iter().all(|lane| lane.done) && in_flight.is_empty() {
@@ -45,7 +46,7 @@ pub(super) async fn drive_connection(core: Rc<Core>, mut lanes: Vec<LaneRun>) ->
                         &mut lanes,
                         clock.now_ns(),
                     );
-                    runtime::sleep(RECONNECT_DELAY).await;
+                    B::sleep(RECONNECT_DELAY).await;
                 }
             }
             continue;
@@ -95,7 +96,7 @@ pub(super) async fn drive_connection(core: Rc<Core>, mut lanes: Vec<LaneRun>) ->
 
         if in_flight.is_empty() {
             if wake_ns != u64::MAX {
-                clock.sleep_until(wake_ns).await;
+                clock.sleep_until::<B>(wake_ns).await;
             }
             continue;
         }
@@ -104,7 +105,7 @@ pub(super) async fn drive_connection(core: Rc<Core>, mut lanes: Vec<LaneRun>) ->
             Some(open.read_response().await)
         } else {
             future::or(async { Some(open.read_response().await) }, async {
-                clock.sleep_until(wake_ns).await;
+                clock.sleep_until::<B>(wake_ns).await;
                 None
             })
             .await

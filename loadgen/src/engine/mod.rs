@@ -1,9 +1,10 @@
-//! The thread-per-core engine: one executor pinned per `--cpus` entry, each driving its
+//! The thread-per-core engine: one event loop pinned per `--cpus` entry, each driving its
 //! share of the connections (connection `c` runs on core `c % cores`) and recording into its own
 //! `Measurements`. Once a second every core ships its interval's measurements to the main thread
-//! over a bounded channel and starts afresh; cores share nothing else.
+//! over a bounded channel and starts afresh; cores share nothing else. Everything that runs on a
+//! core is generic over azq's `Backend`; `set_up` and `start` run it on the plan's backend.
 //!
-//! - `setup`: before the run, a setup executor creates the queues and preloads them.
+//! - `setup`: before the run, a setup core creates the queues and preloads them.
 //! - `driver`: the task that drives one connection and its lanes.
 //! - `accounting`: what each answer or lost request counts as (pure, unit-tested).
 //!
@@ -18,16 +19,18 @@ pub use setup::{set_up, PRELOAD_MESSAGES_MAX};
 
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
-use std::sync::mpsc::Receiver;
+use std::sync::mpsc::{Receiver, SyncSender};
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime};
+
+use azq::runtime::backend::{Backend, Idle, OnBackend, Selected};
 
 use crate::connection::Connection;
 use crate::endpoint::{Credentials, Endpoint};
 use crate::metrics::Measurements;
 use crate::report::CoreUsage;
 use crate::retry::RetryPolicy;
-use crate::runtime::{self, CoreHandle, CoreOptions, ReportSender};
+use crate::runtime::{start_core, CoreHandle, CoreOptions};
 use crate::scenario::{roles, Role, Scenario};
 use crate::schedule::{LoadModel, NANOSECONDS_PER_SECOND};
 use crate::wire::{RequestEncoder, RequestSettings};
@@ -39,7 +42,8 @@ use setup::queue_depths;
 
 /// How often cores report and the progress line and time series advance.
 pub const INTERVAL_NS: u64 = NANOSECONDS_PER_SECOND;
-/// How long an idle core keeps polling before it sleeps in the kernel (see `RunPlan::polls`).
+/// How long an idle core keeps polling before it sleeps in the kernel (see `RunPlan::polls`;
+/// on the portable backend a polling core polls for the whole run, see `Idle::Poll`).
 /// Waking a sleeping thread costs tens of microseconds at the median and milliseconds at p99 on
 /// a busy machine, all of it added to every latency measured: at 200 ops/s, polling cut the p99
 /// send lag of an open loop from 3.7 ms to 39 us. In a closed loop the wake-ups cost throughput
@@ -54,9 +58,16 @@ const START_AT_WAIT_MAX: Duration = Duration::from_secs(86_400);
 /// them continuously, so this is never reached in practice; it only has to be bounded).
 const REPORTS_QUEUED_MAX: usize = 1024;
 
+/// The sending end of the channel from the cores to the main thread (a plain bounded channel of
+/// the standard library: a send that finds it full blocks the core's thread, which the main
+/// thread's continuous draining never lets happen).
+type ReportSender = SyncSender<CoreReport>;
+
 /// Everything a run needs, fixed before it starts.
 #[derive(Clone, Debug)]
 pub struct RunPlan {
+    /// The event loop the client cores run on.
+    pub backend: Selected,
     pub endpoint: Endpoint,
     pub credentials: Credentials,
     pub settings: RequestSettings,
@@ -144,18 +155,6 @@ pub enum CoreReport {
     Failed { core: usize, reason: String },
 }
 
-/// Milliseconds since the Unix epoch (the wall clock: request dates and message timestamps).
-fn unix_ms() -> u64 {
-    unix_us() / 1000
-}
-
-/// Microseconds since the Unix epoch.
-fn unix_us() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |elapsed| elapsed.as_micros() as u64)
-}
-
 /// A started run.
 pub struct Started {
     /// Where the cores' reports arrive.
@@ -166,10 +165,26 @@ pub struct Started {
     pub start_wall_clock: SystemTime,
 }
 
-/// Starts one executor per CPU, for run time zero at `start_at` (by the wall clock) or, without
-/// it, as soon as the cores can be ready.
+/// Starts one event loop per CPU on the plan's backend, for run time zero at `start_at` (by the
+/// wall clock) or, without it, as soon as the cores can be ready.
 pub fn start(plan: Arc<RunPlan>, start_at: Option<SystemTime>) -> Result<Started, String> {
-    let (reports, receiver) = runtime::report_channel(REPORTS_QUEUED_MAX);
+    /// `start_cores`, run on the plan's backend.
+    struct StartCores(Arc<RunPlan>, Option<SystemTime>);
+    impl OnBackend for StartCores {
+        type Output = Result<Started, String>;
+        fn run<B: Backend>(self) -> Self::Output {
+            start_cores::<B>(self.0, self.1)
+        }
+    }
+    plan.backend.dispatch(StartCores(plan.clone(), start_at))
+}
+
+/// `start` on backend `B`.
+fn start_cores<B: Backend>(
+    plan: Arc<RunPlan>,
+    start_at: Option<SystemTime>,
+) -> Result<Started, String> {
+    let (reports, receiver) = std::sync::mpsc::sync_channel(REPORTS_QUEUED_MAX);
     let now = Instant::now();
     let now_wall_clock = SystemTime::now();
     // Give every executor time to start and connect before the schedule begins, so that no
@@ -197,10 +212,14 @@ pub fn start(plan: Arc<RunPlan>, start_at: Option<SystemTime>) -> Result<Started
         let options = CoreOptions {
             cpu,
             name: format!("azq-loadgen-{core}"),
-            spin_before_park: plan.polls().then_some(SPIN_BEFORE_PARK),
+            idle: if plan.polls() {
+                Idle::Poll(SPIN_BEFORE_PARK)
+            } else {
+                Idle::Park
+            },
         };
-        let executor = runtime::start_core(options, move || async move {
-            run_core(core, plan, start, reports).await
+        let executor = start_core::<B, _, _, _>(options, move || async move {
+            run_core::<B>(core, plan, start, reports).await
         })?;
         executors.push(executor);
     }
@@ -225,17 +244,17 @@ impl RunClock {
     }
 
     /// Waits for run time zero: the cores start their schedules together.
-    async fn wait_for_start(self) {
+    async fn wait_for_start<B: Backend>(self) {
         let wait = self.start.saturating_duration_since(Instant::now());
         if !wait.is_zero() {
-            runtime::sleep(wait).await;
+            B::sleep(wait).await;
         }
     }
 
-    async fn sleep_until(self, at_ns: u64) {
+    async fn sleep_until<B: Backend>(self, at_ns: u64) {
         let now = self.now_ns();
         if at_ns > now {
-            runtime::sleep(Duration::from_nanos(at_ns - now)).await;
+            B::sleep(Duration::from_nanos(at_ns - now)).await;
         }
     }
 }
@@ -250,11 +269,11 @@ struct Core {
     interval_index: Cell<u64>,
 }
 
-async fn run_core(
+async fn run_core<B: Backend>(
     core_index: usize,
     plan: Arc<RunPlan>,
     start: Instant,
-    reports: ReportSender<CoreReport>,
+    reports: ReportSender,
 ) {
     let encoder = match RequestEncoder::new(
         plan.endpoint.clone(),
@@ -280,7 +299,7 @@ async fn run_core(
     });
     let cores = plan.cpus.len();
     let lane_roles = lane_roles(&plan);
-    clock.wait_for_start().await;
+    clock.wait_for_start::<B>().await;
     let scheduler_at_start = read_scheduler_statistics();
     let mut tasks = Vec::new();
     for connection in (core_index..plan.connections).step_by(cores) {
@@ -290,11 +309,15 @@ async fn run_core(
                 LaneRun::new(&plan, lane_index, lane_roles[lane_index])
             })
             .collect();
-        tasks.push(runtime::spawn(drive_connection(core.clone(), lanes)));
+        tasks.push(B::spawn_task(drive_connection::<B>(core.clone(), lanes)));
     }
-    let reporter = runtime::spawn(report_intervals(core.clone(), core_index, reports.clone()));
+    let reporter = B::spawn_task(report_intervals::<B>(
+        core.clone(),
+        core_index,
+        reports.clone(),
+    ));
     let sampler = (core_index == 0 && plan.scenario.consumes())
-        .then(|| runtime::spawn(sample_depth(core.clone(), reports.clone())));
+        .then(|| B::spawn_task(sample_depth::<B>(core.clone(), reports.clone())));
 
     let mut last_answer_ns = 0;
     for task in tasks {
@@ -343,11 +366,11 @@ fn lane_roles(plan: &RunPlan) -> Vec<Role> {
 }
 
 /// Ships the core's measurements once a second, until cancelled.
-async fn report_intervals(core: Rc<Core>, core_index: usize, reports: ReportSender<CoreReport>) {
-    core.clock.wait_for_start().await;
+async fn report_intervals<B: Backend>(core: Rc<Core>, core_index: usize, reports: ReportSender) {
+    core.clock.wait_for_start::<B>().await;
     loop {
         let index = core.interval_index.get();
-        core.clock.sleep_until((index + 1) * INTERVAL_NS).await;
+        core.clock.sleep_until::<B>((index + 1) * INTERVAL_NS).await;
         let measurements = core.measurements.replace(Measurements::default());
         core.interval_index.set(index + 1);
         let report = CoreReport::Interval {
@@ -363,7 +386,7 @@ async fn report_intervals(core: Rc<Core>, core_index: usize, reports: ReportSend
 
 /// Samples the total depth of the run's queues once a second, until cancelled. It has its own
 /// encoder: the core's is shared by the connections and must not stay borrowed across an await.
-async fn sample_depth(core: Rc<Core>, reports: ReportSender<CoreReport>) {
+async fn sample_depth<B: Backend>(core: Rc<Core>, reports: ReportSender) {
     let plan = &core.plan;
     let Ok(mut encoder) = RequestEncoder::new(
         plan.endpoint.clone(),
@@ -372,11 +395,11 @@ async fn sample_depth(core: Rc<Core>, reports: ReportSender<CoreReport>) {
     ) else {
         return;
     };
-    let mut connection: Option<Connection> = None;
+    let mut connection: Option<Connection<B>> = None;
     let mut sample = 0;
-    core.clock.wait_for_start().await;
+    core.clock.wait_for_start::<B>().await;
     loop {
-        core.clock.sleep_until(sample * INTERVAL_NS).await;
+        core.clock.sleep_until::<B>(sample * INTERVAL_NS).await;
         sample += 1;
         if connection.is_none() {
             connection = Connection::connect(core.plan.endpoint.address).await.ok();
@@ -407,6 +430,7 @@ pub(crate) mod tests {
     pub fn plan(scenario: Scenario, load: LoadModel) -> RunPlan {
         let (endpoint, credentials) = resolve(&TargetArguments::default()).unwrap();
         RunPlan {
+            backend: Selected::Portable,
             endpoint,
             credentials,
             settings: RequestSettings {

@@ -2,33 +2,46 @@
 //! pipelining the requests on one connection. Also the Get Queue Metadata sweep that both setup
 //! and the depth sampler use.
 
+use azq::runtime::backend::{Backend, Idle, OnBackend};
+use azq::time::unix_ms;
+
 use crate::connection::{Connection, ConnectionError, Response};
-use crate::runtime::{self, CoreOptions};
+use crate::runtime::{start_core, CoreOptions};
 use crate::wire::{RequestEncoder, RequestKind};
 
-use super::{unix_ms, RunPlan};
+use super::RunPlan;
 
 /// Requests in flight on the setup connection while preloading.
 const PRELOAD_WINDOW: usize = 64;
 /// Messages one preload may put into one queue.
 pub const PRELOAD_MESSAGES_MAX: u64 = 10_000_000;
 
-/// Creates the queues and preloads them on an executor pinned to the first CPU. Returns the
-/// messages each queue held afterwards.
+/// Creates the queues and preloads them on an event loop of the plan's backend, pinned to the
+/// first CPU. Returns the messages each queue held afterwards.
 pub fn set_up(plan: &RunPlan) -> Result<Vec<u64>, String> {
-    let plan = plan.clone();
-    let cpu = plan.cpus[0];
-    let options = CoreOptions {
-        cpu,
-        name: "azq-loadgen-setup".to_string(),
-        spin_before_park: None,
-    };
-    runtime::start_core(options, move || async move { set_up_queues(&plan).await })?
-        .join()
-        .map_err(|error| format!("setup failed: {error}"))?
+    /// The setup, run on the plan's backend.
+    struct SetUp(RunPlan);
+    impl OnBackend for SetUp {
+        type Output = Result<Vec<u64>, String>;
+        fn run<B: Backend>(self) -> Self::Output {
+            let plan = self.0;
+            let options = CoreOptions {
+                cpu: plan.cpus[0],
+                name: "azq-loadgen-setup".to_string(),
+                idle: Idle::Park,
+            };
+            start_core::<B, _, _, _>(
+                options,
+                move || async move { set_up_queues::<B>(&plan).await },
+            )?
+            .join()
+            .map_err(|error| format!("setup failed: {error}"))?
+        }
+    }
+    plan.backend.dispatch(SetUp(plan.clone()))
 }
 
-async fn set_up_queues(plan: &RunPlan) -> Result<Vec<u64>, String> {
+async fn set_up_queues<B: Backend>(plan: &RunPlan) -> Result<Vec<u64>, String> {
     let mut encoder = RequestEncoder::new(
         plan.endpoint.clone(),
         plan.credentials.clone(),
@@ -36,7 +49,7 @@ async fn set_up_queues(plan: &RunPlan) -> Result<Vec<u64>, String> {
     )
     .map_err(|error| error.0)?;
     let address = plan.endpoint.address;
-    let mut connection = Connection::connect(address)
+    let mut connection = Connection::<B>::connect(address)
         .await
         .map_err(|error| format!("cannot connect to {address}: {error}"))?;
     let queues = plan.settings.queue_names.len();
@@ -94,9 +107,9 @@ async fn set_up_queues(plan: &RunPlan) -> Result<Vec<u64>, String> {
 }
 
 /// The approximate message count of every queue, pipelined on one connection.
-pub(super) async fn queue_depths(
+pub(super) async fn queue_depths<B: Backend>(
     encoder: &mut RequestEncoder,
-    connection: &mut Connection,
+    connection: &mut Connection<B>,
 ) -> Result<Vec<u64>, String> {
     let queues = encoder.settings().queue_names.len();
     let mut output = Vec::with_capacity(queues * 512);
