@@ -40,6 +40,9 @@ if ! $sdk_only; then
   cargo clippy --workspace --all-targets -- -D warnings
 
   section "cargo test"
+  # The tests run binaries of other packages (the no-io-uring helper has no tests of its own,
+  # so `cargo test` alone would not build it).
+  cargo build --workspace --bins
   cargo test --workspace
 fi
 

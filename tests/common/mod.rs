@@ -28,8 +28,9 @@ pub fn azq_binary() -> PathBuf {
 }
 
 /// A binary of another package of the workspace (the `no-io-uring` test helper, azq-loadgen),
-/// beside the test in `target/<profile>/`, where `cargo test --workspace` has built it before
-/// any test runs.
+/// beside the test in `target/<profile>/`. `cargo test --workspace` builds the binaries of the
+/// packages that have integration tests (azq, azq-loadgen) but not the others (no-io-uring):
+/// `cargo build --workspace --bins` first, as scripts/test.sh does.
 pub fn workspace_binary(name: &str) -> PathBuf {
     // target/<profile>/deps/<test>-<hash> → target/<profile>/<name>
     let test_executable = std::env::current_exe().expect("the test knows its path");
@@ -40,7 +41,7 @@ pub fn workspace_binary(name: &str) -> PathBuf {
         .join(name);
     assert!(
         binary.exists(),
-        "{} is missing: run `cargo build --workspace` (cargo test --workspace builds it)",
+        "{} is missing: run `cargo build --workspace --bins` first (scripts/test.sh does)",
         binary.display()
     );
     binary
