@@ -45,6 +45,8 @@ pub enum Operation {
     Preflight,
     /// azq's own `GET /_azq/health`, answered without authentication.
     Health,
+    /// `GET /_azq/cert.pem`: the server's certificate (azq's own, HTTPS only).
+    Certificate,
 }
 
 impl Operation {
@@ -54,7 +56,7 @@ impl Operation {
         use Operation::*;
         match self {
             GetServiceProperties | GetServiceStats | ListQueues | GetQueueMetadata
-            | GetQueueAcl | PeekMessages | Preflight | Health => true,
+            | GetQueueAcl | PeekMessages | Preflight | Health | Certificate => true,
             SetServiceProperties | CreateQueue | DeleteQueue | SetQueueMetadata | SetQueueAcl
             | PutMessage | GetMessages | ClearMessages | UpdateMessage | DeleteMessage => false,
         }
