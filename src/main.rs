@@ -141,18 +141,6 @@ fn run(arguments: impl Iterator<Item = String>) -> Result<(), String> {
             config.cpus
         );
     }
-    if let Some(certificate) = &certificate {
-        let kept = match (&certificate.kept_at, &config.certificate) {
-            (Some(path), _) => format!("kept in {}", path.display()),
-            (None, Some(CertificateSource::Auto)) => "made for this run only".to_string(),
-            _ => "from --cert".to_string(),
-        };
-        println!(
-            "azq: HTTPS certificate {kept}, SHA-256 {}; also at https://{}/_azq/cert.pem",
-            certificate.fingerprint_sha256(),
-            server.address
-        );
-    }
     println!(
         "azq listening on {}://{} ({} shards, {}, {})",
         if certificate.is_some() {
@@ -165,6 +153,19 @@ fn run(arguments: impl Iterator<Item = String>) -> Result<(), String> {
         server.backend.name(),
         storage.shown
     );
+    // After the ready line, which tools read as the first line of a silent start.
+    if let Some(certificate) = &certificate {
+        let kept = match (&certificate.kept_at, &config.certificate) {
+            (Some(path), _) => format!("kept in {}", path.display()),
+            (None, Some(CertificateSource::Auto)) => "made for this run only".to_string(),
+            _ => "from --cert".to_string(),
+        };
+        println!(
+            "azq: HTTPS certificate {kept}, SHA-256 {}; also at https://{}/_azq/cert.pem",
+            certificate.fingerprint_sha256(),
+            server.address
+        );
+    }
     use std::io::Write;
     let _ = std::io::stdout().flush();
     server.join()
