@@ -390,3 +390,35 @@ def test_a_client_that_never_starts_its_handshake_is_dropped(spawn_server, runti
     # The server still serves.
     cert_path = server.log_dir / "served.pem"
     fetch_served_certificate(server, cert_path)
+
+
+@pytest.mark.parametrize("version", [ssl.TLSVersion.TLSv1_2, ssl.TLSVersion.TLSv1_3], ids=["tls1.2", "tls1.3"])
+def test_tls_1_2_and_1_3_with_alpn_http_1_1(spawn_server, tmp_path, version):
+    server = spawn_server(["--cert", "auto"])
+    cert_path = fetch_served_certificate(server, tmp_path / "served.pem")
+    context = trusting(cert_path)
+    context.minimum_version = version
+    context.maximum_version = version
+    context.set_alpn_protocols(["h2", "http/1.1"])
+    with socket.create_connection((server.host, server.port), timeout=SOCKET_TIMEOUT_S) as plain:
+        with context.wrap_socket(plain, server_hostname="127.0.0.1") as stream:
+            assert stream.version() == {ssl.TLSVersion.TLSv1_2: "TLSv1.2", ssl.TLSVersion.TLSv1_3: "TLSv1.3"}[version]
+            assert stream.selected_alpn_protocol() == "http/1.1"
+            # Two pipelined requests in one write, both answered on the one session.
+            request = b"GET /_azq/health HTTP/1.1\r\nHost: x\r\n\r\n"
+            stream.sendall(request + request.replace(b"\r\n\r\n", b"\r\nConnection: close\r\n\r\n"))
+            answer = read_until_closed_tls(stream)
+    assert answer.count(b"HTTP/1.1 200 OK") == 2, answer
+
+
+def read_until_closed_tls(stream) -> bytes:
+    """Everything until the server ends the TLS session (close_notify or EOF)."""
+    received = b""
+    while True:
+        try:
+            chunk = stream.recv(4096)
+        except ssl.SSLZeroReturnError:
+            return received
+        if not chunk:
+            return received
+        received += chunk
