@@ -414,9 +414,10 @@ mod tests {
             (peek_request(None, account_sas), Ok(AuthScheme::AccountSas)),
             (peek_request(None, service_sas), Ok(AuthScheme::ServiceSas)),
             (peek_request(None, ""), Err(AuthFailure::NoCredentials)),
+            // The header wins over a SAS in the query; a bearer token needs HTTPS.
             (
                 peek_request(Some("Bearer eyJ0eXAiOiJKV1QiLCJhbGciOiJIUzI1NiJ9"), account_sas),
-                Err(AuthFailure::UnsupportedScheme),
+                Err(AuthFailure::BearerOverHttp),
             ),
         ];
         for (request, expected) in cases {
@@ -434,6 +435,96 @@ mod tests {
                 expected,
                 "{:?}",
                 String::from_utf8_lossy(request.target())
+            );
+        }
+    }
+
+    #[test]
+    fn bearer_tokens_need_https_oauth_a_token_operation_and_good_claims() {
+        use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+        use base64::Engine;
+        let now_s = (NOVEMBER_22_MS + 3_600_000) / 1000;
+        let token = |expires_s: u64| {
+            format!(
+                "Bearer {}.{}.",
+                URL_SAFE_NO_PAD.encode(r#"{"alg":"none"}"#),
+                URL_SAFE_NO_PAD.encode(format!(
+                    r#"{{"aud":"https://storage.azure.com","iss":"https://sts.windows.net/t/","nbf":{},"exp":{expires_s}}}"#,
+                    now_s - 60
+                ))
+            )
+        };
+        let valid = token(now_s + 3600);
+        let expired = token(now_s - 3600);
+        let mut secure = context(Some("myqueue"));
+        secure.secure_transport = true;
+        let mut off = development_authenticator();
+        let mut on = development_authenticator();
+        on.enable_bearer();
+        // (bearer enabled, Authorization, over HTTPS, access, outcome)
+        type Case<'a> = (bool, &'a str, bool, Access, Result<AuthScheme, AuthFailure>);
+        let cases: [Case<'_>; 6] = [
+            (
+                true,
+                &valid,
+                true,
+                Access::PEEK_MESSAGES,
+                Ok(AuthScheme::Bearer),
+            ),
+            (
+                true,
+                &valid,
+                false,
+                Access::PEEK_MESSAGES,
+                Err(AuthFailure::BearerOverHttp),
+            ),
+            (
+                false,
+                &valid,
+                true,
+                Access::PEEK_MESSAGES,
+                Err(AuthFailure::BearerDisabled),
+            ),
+            (
+                true,
+                &valid,
+                true,
+                Access::GET_QUEUE_ACL,
+                Err(AuthFailure::BearerNotForOperation),
+            ),
+            (
+                true,
+                &expired,
+                true,
+                Access::PEEK_MESSAGES,
+                Err(AuthFailure::InvalidBearerToken(
+                    bearer::TokenProblem::Expired,
+                )),
+            ),
+            (
+                true,
+                "bearer not-a-jwt",
+                true,
+                Access::PEEK_MESSAGES,
+                Err(AuthFailure::InvalidBearerToken(
+                    bearer::TokenProblem::Malformed,
+                )),
+            ),
+        ];
+        for (enabled, authorization, https, access, expected) in cases {
+            let authenticator = if enabled { &mut on } else { &mut off };
+            let request = peek_request(Some(authorization), "");
+            let context = if https {
+                secure
+            } else {
+                context(Some("myqueue"))
+            };
+            let outcome = authenticator
+                .authenticate(&request, &query_of(&request), &context, access, &no_policy)
+                .map(|principal| principal.scheme);
+            assert_eq!(
+                outcome, expected,
+                "{authorization} https={https} {access:?}"
             );
         }
     }
