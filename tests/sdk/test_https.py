@@ -32,9 +32,6 @@ from cryptography.x509.oid import NameOID
 
 from support import CLIENT_KWARGS, DEV_ACCOUNT, connection_string, error_code, status_code, unique_queue_name
 
-# The backends every server here runs on: the default (io_uring where the machine allows it) and
-# the portable one.
-RUNTIMES = [pytest.param([], id="default-backend"), pytest.param(["--runtime", "portable"], id="portable")]
 
 TENANT = "72f988bf-86f1-41af-91ab-2d7cd011db47"
 PFX_PASSWORD = "azq-test-password"
@@ -42,6 +39,15 @@ PFX_PASSWORD = "azq-test-password"
 SOCKET_TIMEOUT_S = 30
 
 FINGERPRINT_LINE = re.compile(r"SHA-256 (?P<fingerprint>[0-9A-F:]{95})")
+
+
+@pytest.fixture(params=[[], ["--runtime", "portable"]], ids=["default-backend", "portable"])
+def runtime(request, monkeypatch):
+    """The backend arguments of a test's servers: the suite's default (io_uring where the machine
+    allows it), then the portable one, whatever backend the suite's run expects of its own."""
+    if request.param:
+        monkeypatch.delenv("AZQ_EXPECT_BACKEND", raising=False)
+    return request.param
 
 
 def b64url(data: bytes) -> str:
@@ -205,7 +211,6 @@ def sdk_round_trip(server, credential, cert_path):
         queue.delete_queue()
 
 
-@pytest.mark.parametrize("runtime", RUNTIMES)
 def test_token_credential_over_https_with_pem_files(spawn_server, tmp_path, runtime):
     cert_path, key_path, _ = make_certificate(tmp_path)
     server = spawn_server(
@@ -217,14 +222,12 @@ def test_token_credential_over_https_with_pem_files(spawn_server, tmp_path, runt
     assert credential.requests >= 1
 
 
-@pytest.mark.parametrize("runtime", RUNTIMES)
 def test_token_credential_over_https_with_a_pfx_archive(spawn_server, tmp_path, runtime):
     cert_path, _, pfx_path = make_certificate(tmp_path)
     server = spawn_server(["--cert", str(pfx_path), "--pwd", PFX_PASSWORD, "--oauth", "basic", *runtime])
     sdk_round_trip(server, UnsignedTokenCredential(), cert_path)
 
 
-@pytest.mark.parametrize("runtime", RUNTIMES)
 def test_token_credential_over_https_with_an_automatic_certificate(spawn_server, tmp_path, runtime):
     server = spawn_server(["--cert", "auto", "--oauth", "basic", *runtime])
     cert_path = fetch_served_certificate(server, tmp_path / "served.pem")
@@ -278,7 +281,6 @@ def printed_fingerprint_after(again, first):
     return matches[-1]
 
 
-@pytest.mark.parametrize("runtime", RUNTIMES)
 def test_an_expired_token_is_refused_with_azures_challenge(spawn_server, tmp_path, runtime):
     cert_path, key_path, _ = make_certificate(tmp_path)
     server = spawn_server(["--cert", str(cert_path), "--key", str(key_path), "--oauth", "basic", *runtime])
@@ -369,7 +371,6 @@ def read_until_closed(stream) -> bytes:
         received += chunk
 
 
-@pytest.mark.parametrize("runtime", RUNTIMES)
 def test_plain_http_to_the_tls_port_is_closed(spawn_server, runtime):
     server = spawn_server(["--cert", "auto", *runtime])
     with socket.create_connection((server.host, server.port), timeout=SOCKET_TIMEOUT_S) as stream:
@@ -380,7 +381,6 @@ def test_plain_http_to_the_tls_port_is_closed(spawn_server, runtime):
     assert received == b"" or received[0] == 21, received
 
 
-@pytest.mark.parametrize("runtime", RUNTIMES)
 def test_a_client_that_never_starts_its_handshake_is_dropped(spawn_server, runtime):
     server = spawn_server(["--cert", "auto", *runtime])
     with socket.create_connection((server.host, server.port), timeout=SOCKET_TIMEOUT_S) as stream:
