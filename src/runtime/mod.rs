@@ -14,6 +14,7 @@
 pub mod backend;
 pub mod connection;
 pub mod context;
+pub mod control;
 pub mod engine;
 pub mod mesh;
 pub mod portable;
@@ -193,7 +194,8 @@ fn start_shards<B: Backend>(
                     lifecycle: lifecycle.clone(),
                     backend: B::NAME,
                 },
-            ),
+            )
+            .with_faults_api(config.governor.faults_api),
             requests,
             replies,
             lifecycle: lifecycle.clone(),
@@ -201,6 +203,7 @@ fn start_shards<B: Backend>(
                 Some(file) => Some(file.try_clone().map_err(|error| error.to_string())?),
                 None => None,
             },
+            governor: config.governor.clone(),
             events: events.clone(),
             drained: drained.clone(),
         };
