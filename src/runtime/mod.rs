@@ -7,7 +7,9 @@
 //! - `uring` (Linux): glommio on io_uring; `portable`: tokio's current-thread runtime;
 //! - `shard`: a shard's thread and main task; `connection`: the connection loop;
 //! - `context`: what a shard's tasks share, and executing a plan's step;
-//! - `engine`: the queue state and its timer; `mesh`: commands and replies between shards.
+//! - `engine`: the queue state and its timer; `mesh`: commands and replies between shards;
+//! - `control`: rate limits, fault rules, latency and metrics on the request path and between
+//!   shards (`governor`'s runtime half).
 //!
 //! Everything but `uring` and `portable` is written once, generic over `Backend`.
 
