@@ -53,11 +53,6 @@ impl TokenBucket {
         self.tokens_milli = self.tokens_milli.min(capacity_milli(rate_per_s));
     }
 
-    /// The current rate, tokens per second.
-    pub fn rate_per_s(&self) -> u64 {
-        self.rate_per_s
-    }
-
     fn refill(&mut self, now_ms: u64) {
         if now_ms > self.updated_ms {
             // rate × elapsed ms = thousandths of a token.
@@ -109,7 +104,6 @@ mod tests {
     fn a_lower_rate_drops_the_excess_tokens() {
         let mut bucket = TokenBucket::new(1000, 0);
         bucket.set_rate(10, 0);
-        assert_eq!(bucket.rate_per_s(), 10);
         let burst = (0..1000).filter(|_| bucket.take(0)).count() as u64;
         assert_eq!(burst, 10 * TOKEN_BUCKET_BURST_MS / 1000);
         assert!(!bucket.is_full(0));

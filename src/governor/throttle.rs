@@ -11,7 +11,7 @@
 
 use std::collections::HashMap;
 
-use crate::config::{QUEUE_BUCKETS_PER_SHARD_MAX, TOKEN_BUCKET_BURST_MS};
+use crate::config::QUEUE_BUCKETS_PER_SHARD_MAX;
 use crate::queue::{Command, QueueKey};
 
 use super::bucket::TokenBucket;
@@ -70,7 +70,8 @@ impl QueueThrottle {
     }
 
     /// Queues with a bucket now, at most `QUEUE_BUCKETS_PER_SHARD_MAX`.
-    pub fn buckets(&self) -> usize {
+    #[cfg(test)]
+    fn buckets(&self) -> usize {
         self.buckets.len()
     }
 }
@@ -180,15 +181,10 @@ impl ShareTable {
     }
 }
 
-/// Largest number of requests the account buckets of all shards can accept at once: each
-/// shard's bucket holds `TOKEN_BUCKET_BURST_MS` of its share, and the shares add up to the limit.
-pub fn account_burst_max(limit_per_s: u64) -> u64 {
-    limit_per_s * TOKEN_BUCKET_BURST_MS / 1000
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::TOKEN_BUCKET_BURST_MS;
 
     fn key(name: &str) -> QueueKey {
         QueueKey {
@@ -272,6 +268,5 @@ mod tests {
         throttle.set_shares(&[("a".to_string(), 200)], 0);
         // 10 ms at 200/s: two tokens.
         assert_eq!((0..10).filter(|_| throttle.take("a", 10)).count(), 2);
-        assert_eq!(account_burst_max(200), 200 * TOKEN_BUCKET_BURST_MS / 1000);
     }
 }
