@@ -22,16 +22,9 @@ pub enum StorageError {
     /// No `comp` where the operation needs one, no `popreceipt` on Update/Delete Message,
     /// no `visibilitytimeout` on Update Message.
     MissingRequiredQueryParameter,
-    /// Azure's code for a parameter the operation does not take; azq does not answer with it
-    /// today.
-    UnsupportedQueryParameter,
-    /// Azure's code for a header in the wrong format; azq does not answer with it today.
-    InvalidHeaderValue,
     /// A CORS preflight without `Origin` or `Access-Control-Request-Method`: code
     /// `InvalidHeaderValue`, with the service's own text for it.
     CorsRequiredHeaderMissing,
-    /// Azure's generic bad-input code; azq answers it only as `MalformedRequest`'s code.
-    InvalidInput,
     /// A path that names no resource: not UTF-8, no account segment, an empty segment, or
     /// more segments than `/queue/messages/id`.
     InvalidUri,
@@ -129,10 +122,7 @@ impl StorageError {
             InvalidQueryParameterValue
             | OutOfRangeQueryParameterValue
             | MissingRequiredQueryParameter
-            | UnsupportedQueryParameter
-            | InvalidHeaderValue
             | CorsRequiredHeaderMissing
-            | InvalidInput
             | InvalidUri
             | InvalidResourceName
             | ResourceNameLengthOutOfRange
@@ -168,10 +158,7 @@ impl StorageError {
             InvalidQueryParameterValue => "InvalidQueryParameterValue",
             OutOfRangeQueryParameterValue => "OutOfRangeQueryParameterValue",
             MissingRequiredQueryParameter => "MissingRequiredQueryParameter",
-            UnsupportedQueryParameter => "UnsupportedQueryParameter",
-            InvalidHeaderValue => "InvalidHeaderValue",
             CorsRequiredHeaderMissing => "InvalidHeaderValue",
-            InvalidInput => "InvalidInput",
             InvalidUri => "InvalidUri",
             InvalidResourceName => "InvalidResourceName",
             ResourceNameLengthOutOfRange => "OutOfRangeInput",
@@ -216,14 +203,7 @@ impl StorageError {
             MissingRequiredQueryParameter => {
                 "A query parameter that's mandatory for this request is not specified."
             }
-            UnsupportedQueryParameter => {
-                "One of the query parameters specified in the request URI is not supported."
-            }
-            InvalidHeaderValue => {
-                "The value for one of the HTTP headers is not in the correct format."
-            }
             CorsRequiredHeaderMissing => "A required CORS header is not present.",
-            InvalidInput => "One of the request inputs is not valid.",
             InvalidUri => "The requested URI does not represent any resource on the server.",
             InvalidResourceName => "The specifed resource name contains invalid characters.",
             ResourceNameLengthOutOfRange => {

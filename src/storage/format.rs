@@ -190,9 +190,11 @@ pub fn read_segment(data: &Bytes) -> Result<Segment, &'static str> {
 const SEQUENCES_PROBED: u64 = 64;
 
 /// An invalid record at `at` where `expected` was due. The next few sequences are looked for
-/// after it; from the first found, the records that follow in order are read, and if they reach
-/// further than one flush from `at`, acknowledged records lie beyond the damage: corruption.
-/// Otherwise the damage is where the last flush was cut short: a torn tail.
+/// after it; from each one found, the records that follow are read, and if they reach further
+/// than one flush from `at`, acknowledged records lie beyond the damage: corruption. A short
+/// run does not settle it (a message text may hold the bytes of a record), so the search goes
+/// on after it. Without a long run, the damage is where the last flush was cut short: a torn
+/// tail.
 fn classify(data: &Bytes, at: usize, expected: u64, reason: &'static str) -> Ending {
     let limit = at.saturating_add(LOG_FLUSH_BYTES_MAX + STORAGE_BLOCK_BYTES);
     // A record header puts its sequence 8 bytes in: look for one of the next few sequences.
@@ -206,11 +208,12 @@ fn classify(data: &Bytes, at: usize, expected: u64, reason: &'static str) -> End
                 while let Read::Record { bytes, .. } = read(&data.slice(end..)) {
                     end += bytes;
                 }
-                return if end > limit {
-                    Ending::Corrupt { offset: at, reason }
-                } else {
-                    Ending::Torn { offset: at, reason }
-                };
+                if end > limit {
+                    return Ending::Corrupt { offset: at, reason };
+                }
+                // Every record start in the run leads to the same end.
+                offset = end;
+                continue;
             }
         }
         offset += 1;
@@ -415,6 +418,42 @@ mod tests {
         let read = read_segment(&near.freeze()).unwrap();
         assert!(
             matches!(read.ending, Ending::Torn { .. }),
+            "{:?}",
+            read.ending
+        );
+    }
+
+    #[test]
+    fn a_record_inside_a_damaged_message_text_does_not_hide_corruption() {
+        // A Put whose text starts with the bytes of the record due after it, then more text.
+        let mut inner = BytesMut::new();
+        encode(&record(11), 11, &mut inner);
+        inner.put_slice(b"more text");
+        let put = Record::MessagePut(crate::queue::record::MessageState {
+            queue: 0,
+            slot: 1,
+            generation: 1,
+            sequence: 1,
+            insertion_ms: 0,
+            ttl_s: 60,
+            delay_s: 0,
+            dequeue_count: 0,
+            lease: 0,
+            visible_ms: 0,
+            foreign_id: None,
+            text: inner.freeze(),
+        });
+        let mut data = segment_header(2, 0xabcd, 10);
+        encode(&put, 10, &mut data);
+        let count = 2 + (LOG_FLUSH_BYTES_MAX as u64 / 40);
+        for sequence in 11..11 + count {
+            encode(&record(sequence as u32), sequence, &mut data);
+        }
+        // Damage the Put's CRC: the first record found after it is the one in its text.
+        data[STORAGE_BLOCK_BYTES + 4] ^= 0x01;
+        let read = read_segment(&data.freeze()).unwrap();
+        assert!(
+            matches!(read.ending, Ending::Corrupt { offset, .. } if offset == STORAGE_BLOCK_BYTES),
             "{:?}",
             read.ending
         );
