@@ -15,6 +15,8 @@
 //! - `queue/`: per-shard state (queues, message slab, timer wheel, pop receipts) and the shard's
 //!   copy of the replicated settings (service properties, queue ACLs); synchronous and
 //!   deterministic, driven by commands and an injected time.
+//! - `governor/`: rate limits (Azure's targets), added latency, fault rules and the counters
+//!   behind `/_azq/metrics`; synchronous, time passed in (the runtime's `control` moves it).
 //! - `random`: SplitMix64, for values that must be spread, not secret.
 //! - `time`: the clock, calendar dates, RFC 1123 and ISO 8601.
 //! - `config`, `error`: limits and the `StorageError` → (status, code) mapping.
@@ -27,6 +29,7 @@ pub mod api;
 pub mod auth;
 pub mod config;
 pub mod error;
+pub mod governor;
 pub mod http;
 pub mod lifecycle;
 pub mod queue;

@@ -1,7 +1,10 @@
 //! The connection loop: read into a per-connection buffer, parse every complete (pipelined)
 //! request, execute each in order, encode all responses into one output buffer, and write them in
 //! one batch once the log has written what they answer (so pipelined changes share one sync).
-//! Timeouts bound slow heads (slowloris) and idle keep-alive connections.
+//! Timeouts bound slow heads (slowloris) and idle keep-alive connections. Every answered request
+//! is counted in the shard's metrics (operation, status, time); when the shard's governor is
+//! not idle (an account limit, `--latency`, fault rules), the step goes through
+//! `control::govern` instead of straight to `execute`.
 
 use std::net::IpAddr;
 use std::rc::Rc;
@@ -18,6 +21,7 @@ use crate::http::{response, ParseError, Parser, Progress};
 
 use super::backend::Backend;
 use super::context::ShardContext;
+use super::control;
 
 /// Initial capacity of a connection's input and output buffers.
 const BUFFER_BYTES: usize = 16 * 1024;
@@ -43,6 +47,7 @@ pub async fn serve<B: Backend>(mut stream: B::Stream, peer: IpAddr, shard: Rc<Sh
                 Ok(Progress::Complete(request)) => {
                     request_deadline = None;
                     let _busy = shard.busy();
+                    let started = Instant::now();
                     let now_ms = shard.engine.now_ms();
                     let plan = shard
                         .service
@@ -50,16 +55,31 @@ pub async fn serve<B: Backend>(mut stream: B::Stream, peer: IpAddr, shard: Rc<Sh
                     if let Some(failure) = &plan.auth_failure {
                         shard.log_line(&format!("authentication failed for {peer}: {failure}"));
                     }
-                    let executed = shard.execute(plan.step).await;
+                    let operation = plan.response.operation;
+                    let executed = if shard.engine.governor.is_idle() {
+                        shard.execute(plan.step).await
+                    } else {
+                        match control::govern(&shard, plan.step, operation, now_ms).await {
+                            Some(executed) => executed,
+                            // A reset fault: close without an answer.
+                            None => return,
+                        }
+                    };
                     durable_at = durable_at.max(executed.durable_at);
                     let outcome = executed.outcome;
                     shard.log_request(&request, &outcome);
+                    let response_at = output.len();
                     shard.service.respond(
                         &request,
                         &plan.response,
                         outcome,
                         shard.engine.now_ms(),
                         &mut output,
+                    );
+                    shard.engine.governor.metrics.request(
+                        operation,
+                        response::status_at(&output[response_at..]),
+                        started.elapsed().as_micros() as u64,
                     );
                     if !request.keep_alive || shard.stopping() {
                         close = true;

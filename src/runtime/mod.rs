@@ -7,13 +7,16 @@
 //! - `uring` (Linux): glommio on io_uring; `portable`: tokio's current-thread runtime;
 //! - `shard`: a shard's thread and main task; `connection`: the connection loop;
 //! - `context`: what a shard's tasks share, and executing a plan's step;
-//! - `engine`: the queue state and its timer; `mesh`: commands and replies between shards.
+//! - `engine`: the queue state and its timer; `mesh`: commands and replies between shards;
+//! - `control`: rate limits, fault rules, latency and metrics on the request path and between
+//!   shards (`governor`'s runtime half).
 //!
 //! Everything but `uring` and `portable` is written once, generic over `Backend`.
 
 pub mod backend;
 pub mod connection;
 pub mod context;
+pub mod control;
 pub mod engine;
 pub mod mesh;
 pub mod portable;
@@ -193,7 +196,8 @@ fn start_shards<B: Backend>(
                     lifecycle: lifecycle.clone(),
                     backend: B::NAME,
                 },
-            ),
+            )
+            .with_faults_api(config.governor.faults_api),
             requests,
             replies,
             lifecycle: lifecycle.clone(),
@@ -201,6 +205,7 @@ fn start_shards<B: Backend>(
                 Some(file) => Some(file.try_clone().map_err(|error| error.to_string())?),
                 None => None,
             },
+            governor: config.governor.clone(),
             events: events.clone(),
             drained: drained.clone(),
         };

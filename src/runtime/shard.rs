@@ -17,6 +17,7 @@ use crate::api::Service;
 use crate::config::Durability;
 use crate::config::SHUTDOWN_GRACE_MS;
 use crate::error::StorageError;
+use crate::governor::{Governor, GovernorConfig};
 use crate::queue::ShardState;
 use crate::storage::log::Log;
 use crate::storage::recovery::ShardStart;
@@ -24,6 +25,7 @@ use crate::storage::recovery::ShardStart;
 use super::backend::{Backend, Idle};
 use super::connection;
 use super::context::ShardContext;
+use super::control;
 use super::engine::Engine;
 use super::mesh::{Envelope, Mesh, ReplyEnvelope};
 use super::Lifecycle;
@@ -70,6 +72,8 @@ pub struct ShardSetup<B: Backend> {
     pub lifecycle: Arc<Lifecycle>,
     /// The request log (`--debug FILE`), if any.
     pub debug_log: Option<std::fs::File>,
+    /// Rate limits, latency and fault injection (the shard builds its `Governor` from it).
+    pub governor: GovernorConfig,
     /// Where the shard reports `ShardEvent`s.
     pub events: Sender<ShardEvent>,
     /// Shards that finished draining; a shard exits when all have, so none leaves a peer's
@@ -121,7 +125,8 @@ async fn run<B: Backend>(setup: ShardSetup<B>) {
         }
     };
     state.set_message_bytes_max(setup.message_bytes_max);
-    let engine = Engine::<B>::start(setup.index, state, log);
+    let governor = Governor::new(&setup.governor, setup.index, setup.shards);
+    let engine = Engine::<B>::start(setup.index, state, log, governor);
     let mesh =
         match Mesh::<B>::start(setup.index, setup.requests, setup.replies, engine.clone()).await {
             Ok(mesh) => mesh,
@@ -136,6 +141,7 @@ async fn run<B: Backend>(setup: ShardSetup<B>) {
         setup.lifecycle,
         setup.debug_log,
     ));
+    control::start(&shard);
     let _ = setup.events.send(ShardEvent::Serving(setup.index));
 
     accept(&listener, &shard, setup.connections_max).await;
@@ -177,15 +183,15 @@ async fn accept<B: Backend>(
                 continue;
             }
         };
-        if shard.connections.get() >= connections_max {
+        if shard.connections().get() >= connections_max {
             B::spawn(refuse::<B>(stream, shard.engine.now_ms()));
             continue;
         }
-        shard.connections.set(shard.connections.get() + 1);
+        shard.connections().set(shard.connections().get() + 1);
         let shard = shard.clone();
         B::spawn(async move {
             connection::serve(stream, peer.ip(), shard.clone()).await;
-            shard.connections.set(shard.connections.get() - 1);
+            shard.connections().set(shard.connections().get() - 1);
         });
     }
 }
