@@ -69,6 +69,26 @@ pub const LOG_CLOSED_SEGMENTS_MAX: usize = 8;
 pub const SNAPSHOT_STEP_SLOTS: u32 = 4096;
 /// With `--durability write`, how often the log is synced in the background, ms.
 pub const WRITE_MODE_SYNC_INTERVAL_MS: u64 = 200;
+/// Azure's target for one queue (`--profile azure`): message operations per second.
+pub const AZURE_QUEUE_MESSAGES_PER_S: u64 = 2_000;
+/// Azure's target for one storage account (`--profile azure`): requests per second.
+pub const AZURE_ACCOUNT_REQUESTS_PER_S: u64 = 20_000;
+/// What a full token bucket holds, as time at its rate, ms: the burst a limit lets through.
+pub const TOKEN_BUCKET_BURST_MS: u64 = 1_000;
+/// Per-queue buckets one shard keeps; at the cap, full (idle) buckets are forgotten.
+pub const QUEUE_BUCKETS_PER_SHARD_MAX: usize = 65_536;
+/// How often each shard reports its per-account demand to shard 0 and gets its new share, ms.
+pub const ACCOUNT_SHARE_INTERVAL_MS: u64 = 100;
+/// Fault rules in force at once; beyond it `POST /_azq/faults` answers 400.
+pub const FAULT_RULES_MAX: usize = 64;
+/// Largest JSON of one fault rule, bytes.
+pub const FAULT_RULE_TEXT_BYTES_MAX: usize = 4 * 1024;
+/// Longest delay a fault rule may add, ms.
+pub const FAULT_DELAY_MS_MAX: u64 = 60_000;
+/// Longest service time `--latency` may add to one request, µs.
+pub const LATENCY_US_MAX: u64 = 60_000_000;
+/// Queues `/_azq/metrics` reports the depth of: the deepest ones.
+pub const METRICS_DEEPEST_QUEUES: usize = 10;
 /// Time `azq healthcheck` waits to connect, send and hear back, ms each.
 pub const HEALTHCHECK_TIMEOUT_MS: u64 = 2_000;
 /// Time a stopping server waits for in-flight requests before it exits anyway, ms.
@@ -242,6 +262,8 @@ pub struct Config {
     pub certificate: Option<crate::tls::CertificateSource>,
     /// Bearer tokens accepted (`--oauth`); needs `certificate`.
     pub oauth: Option<OAuthLevel>,
+    /// Rate limits, added latency, fault injection (`governor`).
+    pub governor: crate::governor::GovernorConfig,
 }
 
 /// Half of the machine's physical memory: room for a great many messages while leaving the rest
@@ -286,6 +308,7 @@ impl Default for Config {
             },
             certificate: None,
             oauth: None,
+            governor: Default::default(),
         }
     }
 }

@@ -103,10 +103,19 @@ pub enum StorageError {
     /// An operation answered with a reply it cannot have: a bug, also caught by a
     /// `debug_assert!`.
     InternalError,
+    /// Injected by a fault rule (`governor::faults`): the service's answer when an operation ran
+    /// out of time, whether or not it was applied.
+    OperationTimedOut,
     // 503
     /// A limit was reached: too many connections, queues, message slots or message bytes,
-    /// or a shard's mesh channel is closed; nothing was changed.
+    /// or a shard's mesh channel is closed; nothing was changed. Also an injected fault.
     ServerBusy,
+    /// A queue's message operations are over `--queue-rate-limit` (`ServerBusy`, Azure's
+    /// per-queue message).
+    QueueRateExceeded,
+    /// An account's requests are over `--account-rate-limit` (`ServerBusy`, Azure's
+    /// per-account message).
+    AccountRateExceeded,
 }
 
 impl StorageError {
@@ -142,8 +151,8 @@ impl StorageError {
             QueueAlreadyExists => 409,
             RequestBodyTooLarge => 413,
             RequestHeaderTooLarge => 431,
-            InternalError => 500,
-            ServerBusy => 503,
+            InternalError | OperationTimedOut => 500,
+            ServerBusy | QueueRateExceeded | AccountRateExceeded => 503,
         }
     }
 
@@ -182,7 +191,8 @@ impl StorageError {
             RequestBodyTooLarge => "RequestBodyTooLarge",
             RequestHeaderTooLarge => "RequestHeaderTooLarge",
             InternalError => "InternalError",
-            ServerBusy => "ServerBusy",
+            OperationTimedOut => "OperationTimedOut",
+            ServerBusy | QueueRateExceeded | AccountRateExceeded => "ServerBusy",
         }
     }
 
@@ -243,7 +253,10 @@ impl StorageError {
             RequestBodyTooLarge => "The request body is too large and exceeds the maximum permissible limit.",
             RequestHeaderTooLarge => "The size of the request headers exceeds the maximum permissible limit.",
             InternalError => "The server encountered an internal error. Please retry the request.",
+            OperationTimedOut => "The operation could not be completed within the permitted time.",
             ServerBusy => "The server is currently unable to receive requests. Please retry your request.",
+            QueueRateExceeded => "The server is busy.",
+            AccountRateExceeded => "Operations per second is over the account limit.",
         }
     }
 }

@@ -15,6 +15,8 @@
 //! - `queue/`: per-shard state (queues, message slab, timer wheel, pop receipts) and the shard's
 //!   copy of the replicated settings (service properties, queue ACLs); synchronous and
 //!   deterministic, driven by commands and an injected time.
+//! - `governor/`: rate limits (Azure's targets), added latency, fault rules and the counters
+//!   behind `/_azq/metrics`; synchronous, time passed in (the runtime's `control` moves it).
 //! - `random`: SplitMix64, for values that must be spread, not secret.
 //! - `time`: the clock, calendar dates, RFC 1123 and ISO 8601.
 //! - `tls`: the server's certificate for HTTPS (PEM, PKCS#12 or made at start) and its rustls
@@ -29,6 +31,7 @@ pub mod api;
 pub mod auth;
 pub mod config;
 pub mod error;
+pub mod governor;
 pub mod http;
 pub mod lifecycle;
 pub mod queue;

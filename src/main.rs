@@ -55,6 +55,16 @@ Usage: azq [options]
                              https://HOST:PORT/_azq/cert.pem
   --oauth basic              accept OAuth bearer tokens (JWT audience, issuer and lifetime
                              are checked, the signature is not); needs --cert
+  --profile azure            Azure's scalability targets: 2,000 message operations/s per
+                             queue, 20,000 requests/s per account (503 ServerBusy beyond)
+  --queue-rate-limit N       message operations per second per queue (with or without the
+                             profile)
+  --account-rate-limit N     requests per second per account
+  --latency SPEC             service time added to every answer: 20ms, 5ms-50ms (uniform) or
+                             p50=20ms,p99=200ms (log-normal)
+  --faults-api               answer POST/GET/DELETE /_azq/faults (fault injection rules)
+  --faults FILE              fault rules in force from the start (a JSON array)
+  --seed N                   make every random choice (faults, latency) repeatable
   -L, --loose, --skipApiVersionCheck, --disableTelemetry
                              accepted for compatibility (azq is always lenient about versions)
   -h, --help, help           this text
@@ -317,6 +327,9 @@ fn parse_arguments(arguments: impl Iterator<Item = String>) -> Result<Option<Con
                     .ok_or_else(|| "--durability must be fsync or write".to_string())?
             }
             "--truncateCorruptLog" => truncate_corrupt = true,
+            flag if azq::governor::FLAGS.contains(&flag) => {
+                config.governor.parse_flag(flag, || value(flag))?
+            }
             "-L" | "--loose" | "--skipApiVersionCheck" | "--disableTelemetry" => {}
             "--cert" => certificate = Some(value(&flag)?),
             "--key" => key = Some(value(&flag)?),
@@ -543,6 +556,18 @@ mod tests {
             parse(&["--cert", "auto"]).unwrap().unwrap().certificate,
             Some(azq::tls::CertificateSource::Auto)
         );
+        let governed = parse(&[
+            "--profile",
+            "azure",
+            "--queue-rate-limit=10",
+            "--faults-api",
+        ])
+        .unwrap()
+        .unwrap()
+        .governor;
+        assert_eq!(governed.queue_rate(), Some(10));
+        assert_eq!(governed.account_rate(), Some(20_000));
+        assert!(governed.faults_api);
         for command in ["help", "version", "-v", "-h"] {
             assert!(parse(&[command]).unwrap().is_none(), "{command}");
         }
@@ -558,6 +583,8 @@ mod tests {
             &["--key", "key.pem"],
             &["--blobHost", "0.0.0.0"],
             &["--runtime", "epoll"],
+            &["--profile", "aws"],
+            &["--latency", "soon"],
         ] {
             assert!(parse(refused).is_err(), "{refused:?}");
         }

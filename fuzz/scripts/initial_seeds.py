@@ -152,6 +152,33 @@ def shard_state():
     write("shard_state", b"\x03\x10\x00\x01" + settings + tick + get)
 
 
-for generate in (http_parser, xml_message, settings_xml, router, auth, shard_state):
+def storage_format():
+    # Layouts: see storage_format.rs. Records: kind byte, then its fields.
+    def text(data):
+        return bytes([len(data)]) + data
+
+    u32 = lambda value: struct.pack("<I", value)
+    u64 = lambda value: struct.pack("<Q", value)
+    created = bytes([0]) + u32(1) + text(b"devstoreaccount1") + text(b"orders") + bytes([1]) + text(b"k") + text(b"v")
+    message = u32(1) + u32(7) + u32(1) + u64(42) + u64(1_700_000_000_000) + u32(604800) + u32(0) + u32(0) + u32(0) + u64(0)
+    put = bytes([4]) + message + bytes([0]) + text(b"hello")
+    big_puts = bytes([5]) + u32(65536) + bytes([0x61, 80]) + message + bytes([1]) + u64(9) + u64(3)
+    leased = bytes([6]) + u32(7) + u32(1) + u32(1) + u32(1) + u64(1_700_000_030_000)
+    updated = bytes([7]) + u32(7) + u32(1) + u32(2) + u64(0) + bytes([1]) + text(b"new")
+    deleted = bytes([8]) + u32(7) + u32(1)
+    acl = bytes([9]) + text(b"devstoreaccount1") + text(b"orders") + u64(3) + bytes([1]) + text(b"id") + bytes([1, 1]) + text(b"2026-01-01T00:00:00Z") + bytes([0, 1]) + text(b"raup")
+    properties = bytes([10, 1, 1]) + u32(7) + bytes([1, 1, 1, 1]) + text(b"*") + text(b"GET") + text(b"") + text(b"x-ms-meta-*") + u64(60) + text(b"devstoreaccount1") + u64(2)
+    other = bytes([1]) + u32(1) + bytes([0]) + bytes([2]) + u32(1) + text(b"a") + text(b"b") + bytes([3]) + u32(1) + u32(2)
+    records = created + put + leased + updated + deleted + acl + properties + other
+    for damage in range(4):
+        segment = bytes([1]) + struct.pack("<H", 10) + bytes([damage]) + u32(5000) + bytes([0x40]) + u32(100)
+        write("storage_format", segment + records)
+        write("storage_format", segment + created + big_puts + put)
+    for damage in range(3):
+        snapshot = bytes([2]) + u64(0x12340001) + u64(99) + u64(7) + u64(500) + bytes([damage]) + u32(300) + bytes([0x10]) + u32(10)
+        write("storage_format", snapshot + records)
+
+
+for generate in (http_parser, xml_message, settings_xml, router, auth, shard_state, storage_format):
     generate()
 print("wrote seeds under", os.path.normpath(ROOT), file=sys.stderr)

@@ -18,6 +18,8 @@ use crate::workers::WorkerPlan;
 pub struct TimelinePoint {
     /// End of the interval, in seconds since the run started (warm-up included).
     pub end_s: f64,
+    /// Length of the interval: a second, or less for the last one.
+    pub interval_s: f64,
     /// Answers per second, indexed by `Operation::index`.
     pub operations_per_s: [f64; 5],
     /// Error answers and lost requests per second.
@@ -50,6 +52,7 @@ impl TimelinePoint {
         };
         TimelinePoint {
             end_s,
+            interval_s,
             operations_per_s,
             errors_per_s: measurements.errors() as f64 / interval_s,
             retries_per_s: retries as f64 / interval_s,
@@ -208,18 +211,60 @@ impl RunSummary {
         (variance > 0.0).then(|| covariance / variance)
     }
 
-    /// Whether the consumers kept up: the depth grew by less than a small share of the
-    /// producers' rate (and less than one message a second).
+    /// How fast the producers' puts were answered inside the measured window, against how
+    /// fast they were scheduled; `None` in a closed loop (there is no schedule to fall behind)
+    /// or without an interval wholly inside the window.
+    ///
+    /// Every put scheduled in the window is sent and counted in the end, however late, so the
+    /// total count says nothing about lateness. The answers that arrived inside the window do:
+    /// the backlog of scheduled but unanswered puts grows by exactly the difference between
+    /// the two rates, and the corrected put latency (schedule lag included) grows with it.
+    pub fn put_rates(&self) -> Option<PutRates> {
+        if !self.is_open_loop() {
+            return None;
+        }
+        let end_s = self.warmup_s + self.duration_s;
+        // Intervals straddling an end of the window hold part of a second's answers.
+        let (answered, seconds) = self
+            .timeline
+            .iter()
+            .filter(|point| {
+                point.end_s - point.interval_s >= self.warmup_s - INTERVAL_EDGE_SLACK_S
+                    && point.end_s <= end_s + INTERVAL_EDGE_SLACK_S
+            })
+            .fold((0.0, 0.0), |(answered, seconds), point| {
+                (
+                    answered + point.operations_per_s[Operation::Put.index()] * point.interval_s,
+                    seconds + point.interval_s,
+                )
+            });
+        (seconds > 0.0).then(|| PutRates {
+            // The count of puts is one per schedule slot in the window (retries apart), so
+            // Poisson arrivals are compared with the slots they drew, not with `--rate`.
+            scheduled_per_s: self.throughput_per_s(self.total.operation(Operation::Put)),
+            answered_per_s: answered / seconds,
+        })
+    }
+
+    /// Whether the fleet kept up, judged on both sides: the producers fell behind when their
+    /// puts were answered more than `PUT_RATE_SHORTFALL_TOLERANCE` slower than scheduled (an
+    /// open loop only), the consumers when the depth grew by more than a small share of the
+    /// put rate (and more than one message a second). `None` when neither side can be judged
+    /// as falling behind and the depth has too few samples to judge the consumers.
     pub fn verdict(&self) -> Option<Verdict> {
-        let growth = self.depth_growth_per_s()?;
+        let producers = self.put_rates().filter(|rates| {
+            rates.answered_per_s < rates.scheduled_per_s * (1.0 - PUT_RATE_SHORTFALL_TOLERANCE)
+        });
+        let growth = self.depth_growth_per_s();
+        if producers.is_none() && growth.is_none() {
+            return None;
+        }
         let puts_per_s = self.throughput_per_s(self.total.operation(Operation::Put));
         let tolerance = DEPTH_GROWTH_PER_S_TOLERANCE.max(puts_per_s * DEPTH_GROWTH_SHARE_TOLERANCE);
-        Some(if growth > tolerance {
-            Verdict::FallingBehind {
-                growth_per_s: growth,
-            }
-        } else {
-            Verdict::KeepingUp
+        let consumers = growth.filter(|&growth| growth > tolerance);
+        Some(Verdict {
+            producers_behind: producers,
+            consumers_behind_per_s: consumers,
         })
     }
 }
@@ -230,14 +275,58 @@ const DEPTH_SAMPLES_FOR_TREND_MIN: usize = 3;
 const DEPTH_GROWTH_PER_S_TOLERANCE: f64 = 1.0;
 /// …and so is growth below this share of the put rate.
 const DEPTH_GROWTH_SHARE_TOLERANCE: f64 = 0.01;
+/// Producers whose puts are answered this much slower than scheduled (a share) fall behind:
+/// the same share `ACHIEVED_RATE_SHARE_WARNING` allows an open loop. Below it are the puts
+/// still in flight at the window's edges.
+const PUT_RATE_SHORTFALL_TOLERANCE: f64 = 1.0 - ACHIEVED_RATE_SHARE_WARNING;
+/// Timeline interval ends are run times in floating point: this much off a window edge is on it.
+const INTERVAL_EDGE_SLACK_S: f64 = 1e-6;
 
-/// Whether the consumers kept up with the producers.
+/// The producers' puts per second in the measured window.
 #[derive(Clone, Copy, Debug, PartialEq)]
-pub enum Verdict {
-    /// The depth stayed bounded.
-    KeepingUp,
-    /// The depth grew by this much per second.
-    FallingBehind { growth_per_s: f64 },
+pub struct PutRates {
+    /// Puts whose schedule slot fell in the window, per second.
+    pub scheduled_per_s: f64,
+    /// Puts answered (success or error) inside the window, per second.
+    pub answered_per_s: f64,
+}
+
+/// Whether the fleet kept up, and which side fell behind.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Verdict {
+    /// Set when the producers could not put at the scheduled rate (the server throttled or
+    /// slowed them): the queue's depth then says nothing about the planned load.
+    pub producers_behind: Option<PutRates>,
+    /// Set to the depth's growth per second when the consumers fell behind the puts.
+    pub consumers_behind_per_s: Option<f64>,
+}
+
+impl Verdict {
+    /// Neither side fell behind.
+    pub fn keeping_up(&self) -> bool {
+        self.producers_behind.is_none() && self.consumers_behind_per_s.is_none()
+    }
+
+    /// The sides that fell behind, by name, for the JSON.
+    pub fn sides_behind(&self) -> Vec<&'static str> {
+        let mut sides = Vec::new();
+        if self.producers_behind.is_some() {
+            sides.push("producers");
+        }
+        if self.consumers_behind_per_s.is_some() {
+            sides.push("consumers");
+        }
+        sides
+    }
+
+    /// `keeping up` or `falling behind`: the JSON's `verdict`.
+    pub fn name(&self) -> &'static str {
+        if self.keeping_up() {
+            "keeping up"
+        } else {
+            "falling behind"
+        }
+    }
 }
 
 /// `1234567` as `1,234,567`.
@@ -410,17 +499,7 @@ pub fn table(summary: &RunSummary) -> String {
         );
         for &operation in summary.operations() {
             let stats = total.operation(operation);
-            let mut causes: Vec<String> = stats
-                .retries_by_status
-                .iter()
-                .map(|(status, count)| format!("HTTP {status} x {}", grouped(*count)))
-                .collect();
-            if stats.retries_after_connection_errors > 0 {
-                causes.push(format!(
-                    "lost connection x {}",
-                    grouped(stats.retries_after_connection_errors)
-                ));
-            }
+            let causes = retry_causes(stats);
             let _ = writeln!(
                 out,
                 "  {} {}{}",
@@ -532,15 +611,64 @@ fn workers_section(summary: &RunSummary, out: &mut String) {
             100.0 * utilisation
         );
     }
-    let _ = match summary.verdict() {
-        Some(Verdict::KeepingUp) => writeln!(out, "  verdict: keeping up (queue depth bounded)"),
-        Some(Verdict::FallingBehind { growth_per_s }) => writeln!(
-            out,
-            "  verdict: falling behind (queue depth grows by {} messages/s)",
-            grouped(growth_per_s.round() as u64)
-        ),
-        None => writeln!(out, "  verdict: too few depth samples to tell"),
+    let _ = writeln!(out, "  verdict: {}", verdict_text(summary));
+}
+
+/// The verdict line's text: which side fell behind and by how much, or why not.
+fn verdict_text(summary: &RunSummary) -> String {
+    let Some(verdict) = summary.verdict() else {
+        return "too few depth samples to tell".to_string();
     };
+    let rates = |rates: PutRates| {
+        format!(
+            "puts {}/s answered of {}/s scheduled",
+            grouped(rates.answered_per_s.round() as u64),
+            grouped(rates.scheduled_per_s.round() as u64)
+        )
+    };
+    if verdict.keeping_up() {
+        return match summary.put_rates() {
+            Some(put_rates) => format!("keeping up ({}; queue depth bounded)", rates(put_rates)),
+            None => "keeping up (queue depth bounded)".to_string(),
+        };
+    }
+    let mut sides = Vec::new();
+    if let Some(put_rates) = verdict.producers_behind {
+        let puts = summary.total.operation(Operation::Put);
+        let mut producers = format!("producers: {}", rates(put_rates));
+        if puts.retries > 0 {
+            let _ = write!(
+                producers,
+                ", {} put retries ({})",
+                grouped(puts.retries),
+                retry_causes(puts).join(", ")
+            );
+        }
+        sides.push(producers);
+    }
+    if let Some(growth_per_s) = verdict.consumers_behind_per_s {
+        sides.push(format!(
+            "consumers: queue depth grows by {} messages/s",
+            grouped(growth_per_s.round() as u64)
+        ));
+    }
+    format!("falling behind ({})", sides.join("; "))
+}
+
+/// Why an operation was retried: `HTTP 503 x 2`, `lost connection x 1`.
+fn retry_causes(stats: &OperationStats) -> Vec<String> {
+    let mut causes: Vec<String> = stats
+        .retries_by_status
+        .iter()
+        .map(|(status, count)| format!("HTTP {status} x {}", grouped(*count)))
+        .collect();
+    if stats.retries_after_connection_errors > 0 {
+        causes.push(format!(
+            "lost connection x {}",
+            grouped(stats.retries_after_connection_errors)
+        ));
+    }
+    causes
 }
 
 /// The steps of a stepped run, and the knee of a search.
@@ -751,8 +879,14 @@ struct JsonWorkers {
     deletes_message_not_found: u64,
     utilisation: Option<f64>,
     depth_growth_per_s: Option<f64>,
+    /// Producers' puts scheduled in the measured window, per second (open loop only).
+    puts_scheduled_per_s: Option<f64>,
+    /// Producers' puts answered inside the measured window, per second (open loop only).
+    puts_answered_in_window_per_s: Option<f64>,
     /// `keeping up`, `falling behind`, or null with too few depth samples.
     verdict: Option<&'static str>,
+    /// The sides that fell behind: `producers`, `consumers`; null with `verdict`.
+    falling_behind: Option<Vec<&'static str>>,
 }
 
 #[derive(Serialize)]
@@ -811,6 +945,8 @@ struct JsonDepthPoint {
 fn json_workers(summary: &RunSummary, plan: &WorkerPlan) -> JsonWorkers {
     let workers = &summary.total.workers;
     let deletes = summary.total.operation(Operation::Delete);
+    let put_rates = summary.put_rates();
+    let verdict = summary.verdict();
     JsonWorkers {
         workers: summary.worker_lanes,
         work_time: plan.work_time.to_string(),
@@ -827,10 +963,10 @@ fn json_workers(summary: &RunSummary, plan: &WorkerPlan) -> JsonWorkers {
         deletes_message_not_found: deletes.errors_with_code("MessageNotFound"),
         utilisation: summary.worker_utilisation().and_then(rounded),
         depth_growth_per_s: summary.depth_growth_per_s().and_then(rounded),
-        verdict: summary.verdict().map(|verdict| match verdict {
-            Verdict::KeepingUp => "keeping up",
-            Verdict::FallingBehind { .. } => "falling behind",
-        }),
+        puts_scheduled_per_s: put_rates.and_then(|rates| rounded(rates.scheduled_per_s)),
+        puts_answered_in_window_per_s: put_rates.and_then(|rates| rounded(rates.answered_per_s)),
+        verdict: verdict.map(|verdict| verdict.name()),
+        falling_behind: verdict.map(|verdict| verdict.sides_behind()),
     }
 }
 
@@ -1066,6 +1202,7 @@ pub(crate) mod tests {
             timeline: vec![
                 TimelinePoint {
                     end_s: 2.0,
+                    interval_s: 1.0,
                     operations_per_s: [200.0, 190.0, 0.0, 0.0, 189.0],
                     errors_per_s: 0.0,
                     retries_per_s: 0.0,
@@ -1075,6 +1212,7 @@ pub(crate) mod tests {
                 },
                 TimelinePoint {
                     end_s: 3.0,
+                    interval_s: 1.0,
                     operations_per_s: [210.0, 200.0, 0.0, 0.0, 198.0],
                     errors_per_s: 1.0,
                     retries_per_s: 0.0,
@@ -1271,7 +1409,8 @@ pub(crate) mod tests {
     fn workers_are_reported_with_duplicates_and_their_causes() {
         let summary = workers_summary();
         assert_eq!(summary.worker_utilisation(), Some(0.6));
-        assert_eq!(summary.verdict(), Some(Verdict::KeepingUp));
+        assert!(summary.verdict().unwrap().keeping_up());
+        assert_eq!(summary.put_rates(), None, "a closed loop has no schedule");
         let text = table(&summary);
         assert!(text.contains("3 messages received, 3 processed"), "{text}");
         assert!(text.contains(
@@ -1280,7 +1419,7 @@ pub(crate) mod tests {
         ));
         assert!(text.contains("refused: 2 PopReceiptMismatch, 0 MessageNotFound"));
         assert!(text.contains("utilisation: 60.0%"));
-        assert!(text.contains("verdict: keeping up"));
+        assert!(text.contains("verdict: keeping up (queue depth bounded)"));
         assert!(text.contains("end-to-end put→delete"));
         let value: serde_json::Value = serde_json::from_str(&json(&summary)).unwrap();
         let workers = &value["workers"];
@@ -1290,6 +1429,8 @@ pub(crate) mod tests {
         assert_eq!(workers["deletes_pop_receipt_mismatch"], 2);
         assert_eq!(workers["lease_expired_before_delete"], 3);
         assert_eq!(workers["verdict"], "keeping up");
+        assert_eq!(workers["falling_behind"], serde_json::json!([]));
+        assert_eq!(workers["puts_scheduled_per_s"], serde_json::Value::Null);
         assert_eq!(workers["depth_growth_per_s"], 0.0);
     }
 
@@ -1306,9 +1447,167 @@ pub(crate) mod tests {
         summary.depth.drain(..5);
         let growth = summary.depth_growth_per_s().unwrap();
         assert!((growth - 99.0).abs() < 1e-9, "{growth}");
-        assert!(table(&summary).contains("falling behind (queue depth grows by 99 messages/s)"));
+        let verdict = summary.verdict().unwrap();
+        assert_eq!(verdict.producers_behind, None);
+        assert_eq!(verdict.consumers_behind_per_s, Some(growth));
+        assert!(table(&summary)
+            .contains("verdict: falling behind (consumers: queue depth grows by 99 messages/s)"));
+        let value: serde_json::Value = serde_json::from_str(&json(&summary)).unwrap();
+        assert_eq!(value["workers"]["verdict"], "falling behind");
+        assert_eq!(
+            value["workers"]["falling_behind"],
+            serde_json::json!(["consumers"])
+        );
         summary.depth.truncate(2);
         assert_eq!(summary.verdict(), None);
+        let value: serde_json::Value = serde_json::from_str(&json(&summary)).unwrap();
+        assert_eq!(value["workers"]["verdict"], serde_json::Value::Null);
+        assert_eq!(value["workers"]["falling_behind"], serde_json::Value::Null);
+        assert!(table(&summary).contains("verdict: too few depth samples to tell"));
+    }
+
+    /// An open-loop workers run scheduled at 800 puts/s for 10 s after 2 s of warm-up, whose
+    /// puts were answered at `answered_per_s` in every second of the window, with 59 puts
+    /// retried after a 503 and a queue depth that stays at 5.
+    fn open_workers_summary(answered_per_s: f64) -> RunSummary {
+        let mut summary = workers_summary();
+        summary.load = LoadModel::Open {
+            rate_per_s: 800.0,
+            arrival: Arrival::Constant,
+        };
+        summary.warmup_s = 2.0;
+        summary.duration_s = 10.0;
+        summary.last_answer_s = 14.0;
+        let mut puts = OperationStats::default();
+        for _ in 0..8_000 {
+            puts.record_success(1_000, 900);
+        }
+        for _ in 0..59 {
+            puts.record_retry(Some(503));
+        }
+        summary.total.operations[Operation::Put.index()] = puts;
+        summary.timeline = (3..=12)
+            .map(|second| TimelinePoint {
+                end_s: f64::from(second),
+                interval_s: 1.0,
+                operations_per_s: [answered_per_s, 0.0, 0.0, 0.0, 0.0],
+                errors_per_s: 0.0,
+                retries_per_s: 0.0,
+                latency_p99_us: None,
+                end_to_end_p99_us: None,
+                step_rate_per_s: None,
+            })
+            .collect();
+        summary.depth = (2..=12)
+            .map(|second| DepthPoint {
+                at_s: f64::from(second),
+                messages: 5,
+            })
+            .collect();
+        summary
+    }
+
+    /// The bug this pins: throttled producers kept the depth bounded, and the verdict said
+    /// "keeping up" while the puts ran seconds behind their schedule.
+    #[test]
+    fn throttled_producers_are_falling_behind_though_the_depth_is_bounded() {
+        let summary = open_workers_summary(612.0);
+        assert_eq!(summary.depth_growth_per_s(), Some(0.0));
+        let verdict = summary.verdict().unwrap();
+        assert_eq!(
+            verdict.producers_behind,
+            Some(PutRates {
+                scheduled_per_s: 800.0,
+                answered_per_s: 612.0
+            })
+        );
+        assert_eq!(verdict.consumers_behind_per_s, None);
+        let text = table(&summary);
+        assert!(
+            text.contains(
+                "verdict: falling behind (producers: puts 612/s answered of 800/s scheduled, \
+                 59 put retries (HTTP 503 x 59))"
+            ),
+            "{text}"
+        );
+        let value: serde_json::Value = serde_json::from_str(&json(&summary)).unwrap();
+        let workers = &value["workers"];
+        assert_eq!(workers["verdict"], "falling behind");
+        assert_eq!(workers["falling_behind"], serde_json::json!(["producers"]));
+        assert_eq!(workers["puts_scheduled_per_s"], 800.0);
+        assert_eq!(workers["puts_answered_in_window_per_s"], 612.0);
+    }
+
+    #[test]
+    fn producers_within_the_tolerance_are_keeping_up() {
+        // 4% short of the schedule: puts in flight at the window's edges, not a backlog.
+        let summary = open_workers_summary(768.0);
+        assert!(summary.verdict().unwrap().keeping_up());
+        let text = table(&summary);
+        assert!(
+            text.contains(
+                "verdict: keeping up (puts 768/s answered of 800/s scheduled; queue depth bounded)"
+            ),
+            "{text}"
+        );
+        let value: serde_json::Value = serde_json::from_str(&json(&summary)).unwrap();
+        assert_eq!(value["workers"]["verdict"], "keeping up");
+        assert_eq!(value["workers"]["falling_behind"], serde_json::json!([]));
+        // 6% short is a backlog growing by 48 puts a second.
+        assert!(open_workers_summary(752.0)
+            .verdict()
+            .unwrap()
+            .producers_behind
+            .is_some());
+    }
+
+    #[test]
+    fn both_sides_can_fall_behind_at_once() {
+        let mut summary = open_workers_summary(600.0);
+        for (index, point) in summary.depth.iter_mut().enumerate() {
+            point.messages = 100 * index as u64;
+        }
+        let verdict = summary.verdict().unwrap();
+        assert!(verdict.producers_behind.is_some());
+        assert_eq!(verdict.consumers_behind_per_s, Some(100.0));
+        assert!(table(&summary).contains(
+            "falling behind (producers: puts 600/s answered of 800/s scheduled, 59 put retries \
+             (HTTP 503 x 59); consumers: queue depth grows by 100 messages/s)"
+        ));
+        let value: serde_json::Value = serde_json::from_str(&json(&summary)).unwrap();
+        assert_eq!(
+            value["workers"]["falling_behind"],
+            serde_json::json!(["producers", "consumers"])
+        );
+    }
+
+    #[test]
+    fn producers_are_judged_on_whole_seconds_inside_the_window_only() {
+        // The window starts half-way through the first second: that interval holds only the
+        // answers of its second half, and would read as a shortfall.
+        let mut summary = open_workers_summary(800.0);
+        summary.warmup_s = 2.5;
+        summary.timeline[0].operations_per_s[Operation::Put.index()] = 400.0;
+        assert_eq!(summary.put_rates().unwrap().answered_per_s, 800.0);
+        // A shorter last interval counts for its length.
+        summary.timeline[9].interval_s = 0.5;
+        summary.timeline[9].operations_per_s[Operation::Put.index()] = 200.0;
+        let rates = summary.put_rates().unwrap();
+        assert!(
+            (rates.answered_per_s - 6_500.0 / 8.5).abs() < 1e-9,
+            "{rates:?}"
+        );
+        // With no whole second inside the window the producers cannot be judged…
+        summary.timeline.clear();
+        assert_eq!(summary.put_rates(), None);
+        assert!(summary.verdict().unwrap().keeping_up());
+        // …and with too few depth samples too, there is no verdict.
+        summary.depth.truncate(2);
+        assert_eq!(summary.verdict(), None);
+        // A producer shortfall is a verdict even without depth samples.
+        let mut summary = open_workers_summary(100.0);
+        summary.depth.clear();
+        assert_eq!(summary.verdict().unwrap().sides_behind(), vec!["producers"]);
     }
 
     #[test]

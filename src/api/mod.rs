@@ -39,6 +39,7 @@ use bytes::BytesMut;
 
 use crate::auth::{Accounts, AuthFailure, Authenticator};
 use crate::error::StorageError;
+use crate::governor::faults::Rule;
 use crate::http::{Query, Request};
 use crate::lifecycle::Lifecycle;
 use crate::queue::{Command, Replicas, Reply};
@@ -74,6 +75,60 @@ pub enum Step {
     },
     /// Answer with this reply; planning already had everything it needed.
     Answer(Reply),
+    /// One of azq's own endpoints that needs the shards (`/_azq/metrics`, `/_azq/faults`).
+    Admin(AdminStep),
+}
+
+/// What an azq endpoint asks of the runtime (`runtime::control::execute_admin`).
+#[derive(Debug)]
+pub enum AdminStep {
+    /// Answer this; planning already decided (a bad rule).
+    Answer(AdminAnswer),
+    /// Gather every shard's metrics and render them.
+    Metrics,
+    /// List the fault rules with how often each fired.
+    ListRules,
+    /// Add this rule on every shard (the ID is given on execution).
+    AddRule(Box<Rule>),
+    /// Remove this rule, or every rule, on every shard.
+    RemoveRules(Option<String>),
+}
+
+/// An azq endpoint's answer: a status and a body that is not Azure's XML.
+#[derive(Debug)]
+pub struct AdminAnswer {
+    /// The HTTP status.
+    pub status: u16,
+    /// The `Content-Type`.
+    pub content_type: &'static str,
+    /// The body.
+    pub body: String,
+}
+
+impl AdminAnswer {
+    /// A JSON answer.
+    pub fn json(status: u16, body: String) -> AdminAnswer {
+        AdminAnswer {
+            status,
+            content_type: "application/json",
+            body,
+        }
+    }
+
+    /// `{"error": why}` with `status`.
+    pub fn error(status: u16, why: &str) -> AdminAnswer {
+        let why = serde_json::to_string(why).unwrap_or_default();
+        AdminAnswer::json(status, format!("{{\"error\":{why}}}"))
+    }
+
+    /// Prometheus' text exposition.
+    pub fn metrics(body: String) -> AdminAnswer {
+        AdminAnswer {
+            status: 200,
+            content_type: "text/plain; version=0.0.4; charset=utf-8",
+            body,
+        }
+    }
 }
 
 /// What executing a step gave.
@@ -83,6 +138,8 @@ pub enum Outcome {
     Reply(Result<Reply, StorageError>),
     /// One reply per shard, in shard order, for `Step::EveryShard`.
     Parts(Vec<Result<Reply, StorageError>>),
+    /// An azq endpoint's answer.
+    Admin(AdminAnswer),
 }
 
 /// A planned request: the step to execute and what its response needs.
@@ -133,6 +190,8 @@ pub struct Service {
     secure_transport: bool,
     /// The server's certificate chain in PEM, served at `GET /_azq/cert.pem` (HTTPS only).
     certificate_pem: Option<Arc<str>>,
+    /// `--faults-api`: `/_azq/faults` answers (else it is an unknown path).
+    faults_api: bool,
 }
 
 impl Service {
@@ -153,6 +212,7 @@ impl Service {
             health,
             secure_transport: false,
             certificate_pem: None,
+            faults_api: false,
         }
     }
 
@@ -172,12 +232,18 @@ impl Service {
         self
     }
 
+    /// The same service with `/_azq/faults` answering when `faults_api` (`--faults-api`).
+    pub fn with_faults_api(mut self, faults_api: bool) -> Self {
+        self.faults_api = faults_api;
+        self
+    }
+
     /// Routes, authenticates and validates `request` into a plan. `now_ms` is the time used for
     /// SAS windows; `peer` is the client's address for SAS IP ranges; `replicas` is this shard's
     /// copy of the replicated settings.
     pub fn plan(&self, request: &Request, now_ms: u64, peer: IpAddr, replicas: &Replicas) -> Plan {
         if request.path().starts_with(ops::admin::ADMIN_PATH_PREFIX) {
-            return ops::admin::plan(request);
+            return ops::admin::plan(request, self.faults_api);
         }
         let Some(query) = Query::parse(request.query()) else {
             return plan::fail(None, StorageError::InvalidQueryParameterValue);
@@ -210,6 +276,10 @@ impl Service {
     ) {
         let responder = Responder::new(request, now_ms, plan.cors.as_ref());
         let written = match (plan.operation, outcome) {
+            (_, Outcome::Admin(answer)) => {
+                ops::admin::admin_response(&responder, answer, out);
+                Ok(())
+            }
             (_, Outcome::Reply(Err(error))) => {
                 responder.error(error, out);
                 Ok(())

@@ -50,6 +50,61 @@ pub enum Operation {
 }
 
 impl Operation {
+    /// Every operation, in declaration order: `index` is the position here.
+    pub const ALL: [Operation; 19] = [
+        Operation::GetServiceProperties,
+        Operation::SetServiceProperties,
+        Operation::GetServiceStats,
+        Operation::ListQueues,
+        Operation::CreateQueue,
+        Operation::DeleteQueue,
+        Operation::GetQueueMetadata,
+        Operation::SetQueueMetadata,
+        Operation::GetQueueAcl,
+        Operation::SetQueueAcl,
+        Operation::PutMessage,
+        Operation::GetMessages,
+        Operation::PeekMessages,
+        Operation::ClearMessages,
+        Operation::UpdateMessage,
+        Operation::DeleteMessage,
+        Operation::Preflight,
+        Operation::Health,
+        Operation::Certificate,
+    ];
+
+    /// The REST operation's name as Azure's documentation spells it (fault rules and metrics
+    /// labels use it).
+    pub fn name(self) -> &'static str {
+        use Operation::*;
+        match self {
+            GetServiceProperties => "GetServiceProperties",
+            SetServiceProperties => "SetServiceProperties",
+            GetServiceStats => "GetServiceStats",
+            ListQueues => "ListQueues",
+            CreateQueue => "CreateQueue",
+            DeleteQueue => "DeleteQueue",
+            GetQueueMetadata => "GetQueueMetadata",
+            SetQueueMetadata => "SetQueueMetadata",
+            GetQueueAcl => "GetQueueAcl",
+            SetQueueAcl => "SetQueueAcl",
+            PutMessage => "PutMessage",
+            GetMessages => "GetMessages",
+            PeekMessages => "PeekMessages",
+            ClearMessages => "ClearMessages",
+            UpdateMessage => "UpdateMessage",
+            DeleteMessage => "DeleteMessage",
+            Preflight => "Preflight",
+            Health => "Health",
+            Certificate => "Certificate",
+        }
+    }
+
+    /// The operation's position in `ALL`, for per-operation counters.
+    pub fn index(self) -> usize {
+        self as usize
+    }
+
     /// Whether the operation only reads, and so may run on the read-only secondary endpoint.
     /// Get Messages changes the messages it leases, so it is a write.
     pub fn is_read_only(self) -> bool {
@@ -225,6 +280,14 @@ fn message_operation(method: Method) -> Result<Operation, StorageError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_operation_is_listed_at_its_index_with_a_distinct_name() {
+        for (index, operation) in Operation::ALL.into_iter().enumerate() {
+            assert_eq!(operation.index(), index);
+            assert_eq!(format!("{operation:?}"), operation.name());
+        }
+    }
 
     fn resolve(method: Method, host: &str, target: &str) -> Result<Route<'static>, StorageError> {
         let target: &'static str = Box::leak(target.to_string().into_boxed_str());

@@ -33,6 +33,19 @@ pub fn reason_phrase(status: u16) -> &'static str {
     }
 }
 
+/// The status code of the response encoded at the start of `encoded` (0 if there is none), for
+/// counting answers without threading the status back out of the encoders.
+pub fn status_at(encoded: &[u8]) -> u16 {
+    match encoded.get(9..12) {
+        Some(&[a, b, c]) if encoded.starts_with(b"HTTP/1.1 ") => {
+            [a, b, c].iter().fold(0u16, |status, &digit| {
+                status * 10 + u16::from(digit.wrapping_sub(b'0') % 10)
+            })
+        }
+        _ => 0,
+    }
+}
+
 /// Writes the interim `100 Continue` a client that sent `Expect: 100-continue` waits for before
 /// it sends the body.
 pub fn write_continue(out: &mut BytesMut) {
@@ -179,6 +192,14 @@ pub fn put_decimal(out: &mut impl BufMut, value: u64) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn status_at_reads_the_status_line() {
+        assert_eq!(status_at(&render(503, false, b"").into_bytes()), 503);
+        assert_eq!(status_at(b"HTTP/1.1 201 Created\r\n"), 201);
+        assert_eq!(status_at(b"HTTP/1.1 2"), 0);
+        assert_eq!(status_at(b""), 0);
+    }
 
     fn render(status: u16, head_only: bool, body: &[u8]) -> String {
         let mut out = BytesMut::new();

@@ -25,4 +25,4 @@ pub use replicas::{
     home_shard, AccessPolicy, CorsRule, Logging, Metrics, Replica, Replicas, RetentionPolicy,
     ServiceProperties, ServicePropertiesUpdate, SignedIdentifier, SignedIdentifiers,
 };
-pub use state::ShardState;
+pub use state::{Census, ShardState};

@@ -96,6 +96,19 @@ enum Text {
     Omitted,
 }
 
+/// What `ShardState::census` counts.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Census {
+    /// Live queues.
+    pub queues: u64,
+    /// Messages in them (their approximate counts).
+    pub messages: u64,
+    /// Bytes charged for stored messages, those of cleared queues still being freed included.
+    pub message_bytes: u64,
+    /// The deepest queues with their message counts, deepest first.
+    pub deepest: Vec<(QueueKey, u64)>,
+}
+
 /// One shard's queues and messages.
 #[derive(Debug)]
 pub struct ShardState {
@@ -189,6 +202,39 @@ impl ShardState {
     /// Bytes charged for the messages stored now (text plus `MESSAGE_OVERHEAD_BYTES` each).
     pub fn message_bytes(&self) -> u64 {
         self.message_bytes
+    }
+
+    /// The shard's live queues, their messages, the bytes charged for messages, and the
+    /// `deepest_max` deepest queues (deepest first, then by key). O(queues): for a metrics
+    /// scrape, not for requests.
+    pub fn census(&self, deepest_max: usize) -> Census {
+        let mut census = Census {
+            queues: self.queue_indices.len() as u64,
+            message_bytes: self.message_bytes,
+            ..Census::default()
+        };
+        let mut deepest: Vec<(u64, &QueueKey)> = Vec::with_capacity(deepest_max + 1);
+        for (key, &index) in &self.queue_indices {
+            let Some(queue) = &self.queues[index as usize] else {
+                continue;
+            };
+            census.messages += queue.messages_count;
+            if deepest_max > 0 && queue.messages_count > 0 {
+                let entry = (queue.messages_count, key);
+                let at = deepest.partition_point(|&(depth, other)| {
+                    depth > entry.0 || (depth == entry.0 && other < key)
+                });
+                if at < deepest_max {
+                    deepest.insert(at, entry);
+                    deepest.truncate(deepest_max);
+                }
+            }
+        }
+        census.deepest = deepest
+            .into_iter()
+            .map(|(depth, key)| (key.clone(), depth))
+            .collect();
+        census
     }
 
     /// This shard's copy of the replicated settings, for authorization and CORS.

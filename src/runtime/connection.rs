@@ -1,8 +1,11 @@
 //! The connection loop: read into a per-connection buffer, parse every complete (pipelined)
 //! request, execute each in order, encode all responses into one output buffer, and write them in
 //! one batch once the log has written what they answer (so pipelined changes share one sync).
-//! Timeouts bound slow heads (slowloris) and idle keep-alive connections. The loop is generic
-//! over its `Transport`: the backend's TCP stream as is (`Plain`), or a TLS session over it.
+//! Timeouts bound slow heads (slowloris) and idle keep-alive connections. Every answered request
+//! is counted in the shard's metrics (operation, status, time); when the shard's governor is
+//! not idle (an account limit, `--latency`, fault rules), the step goes through
+//! `control::govern` instead of straight to `execute`. The loop is generic over its
+//! `Transport`: the backend's TCP stream as is (`Plain`), or a TLS session over it.
 
 use std::future::Future;
 use std::io;
@@ -21,6 +24,7 @@ use crate::http::{response, ParseError, Parser, Progress};
 
 use super::backend::Backend;
 use super::context::ShardContext;
+use super::control;
 use super::tls_stream::TlsStream;
 
 /// Initial capacity of a connection's input and output buffers.
@@ -109,6 +113,7 @@ async fn serve_requests<B: Backend, T: Transport>(
                 Ok(Progress::Complete(request)) => {
                     request_deadline = None;
                     let _busy = shard.busy();
+                    let started = Instant::now();
                     let now_ms = shard.engine.now_ms();
                     let plan = shard
                         .service
@@ -116,16 +121,31 @@ async fn serve_requests<B: Backend, T: Transport>(
                     if let Some(failure) = &plan.auth_failure {
                         shard.log_line(&format!("authentication failed for {peer}: {failure}"));
                     }
-                    let executed = shard.execute(plan.step).await;
+                    let operation = plan.response.operation;
+                    let executed = if shard.engine.governor.is_idle() {
+                        shard.execute(plan.step).await
+                    } else {
+                        match control::govern(shard, plan.step, operation, now_ms).await {
+                            Some(executed) => executed,
+                            // A reset fault: close without an answer.
+                            None => return,
+                        }
+                    };
                     durable_at = durable_at.max(executed.durable_at);
                     let outcome = executed.outcome;
                     shard.log_request(&request, &outcome);
+                    let response_at = output.len();
                     shard.service.respond(
                         &request,
                         &plan.response,
                         outcome,
                         shard.engine.now_ms(),
                         &mut output,
+                    );
+                    shard.engine.governor.metrics.request(
+                        operation,
+                        response::status_at(&output[response_at..]),
+                        started.elapsed().as_micros() as u64,
                     );
                     if !request.keep_alive || shard.stopping() {
                         close = true;

@@ -14,6 +14,7 @@ use crate::http::Request;
 use crate::queue::{Command, Reply};
 
 use super::backend::Backend;
+use super::control::{self, Control, ControlReply};
 use super::engine::{Applied, Engine};
 use super::mesh::{Mesh, PendingReply};
 use super::Lifecycle;
@@ -29,8 +30,6 @@ pub struct ShardContext<B: Backend> {
     mesh: Rc<Mesh<B>>,
     shards: usize,
     lifecycle: Arc<Lifecycle>,
-    /// Open connections.
-    pub connections: Cell<usize>,
     /// Requests being executed or answered right now.
     in_flight: Cell<usize>,
     debug_log: Option<RefCell<std::fs::File>>,
@@ -97,7 +96,6 @@ impl<B: Backend> ShardContext<B> {
             mesh,
             shards,
             lifecycle,
-            connections: Cell::new(0),
             in_flight: Cell::new(0),
             debug_log: debug_log.map(RefCell::new),
         }
@@ -112,6 +110,30 @@ impl<B: Backend> ShardContext<B> {
     /// Requests being executed or answered right now.
     pub fn in_flight(&self) -> usize {
         self.in_flight.get()
+    }
+
+    /// Open connections (counted in the metrics).
+    pub fn connections(&self) -> &Cell<usize> {
+        &self.engine.governor.metrics.connections
+    }
+
+    /// How many shards the server runs.
+    pub fn shards(&self) -> usize {
+        self.shards
+    }
+
+    /// Sends control message `message` to shard `to` (answered here when it is this one).
+    pub async fn control(&self, to: usize, message: Control) -> Result<ControlReply, StorageError> {
+        if to == self.index {
+            Ok(control::answer(
+                &self.engine,
+                &self.mesh,
+                self.index,
+                message,
+            ))
+        } else {
+            self.mesh.control(to, message).await
+        }
     }
 
     /// Whether the server is shutting down (connections close after their current request).
@@ -143,6 +165,7 @@ impl<B: Backend> ShardContext<B> {
             Step::Replicated { shard, command } => {
                 Outcome::Reply(self.replicated(shard, command).await)
             }
+            Step::Admin(step) => Outcome::Admin(control::execute_admin(self, step).await),
         };
         Executed {
             outcome,
@@ -210,6 +233,7 @@ impl<B: Backend> ShardContext<B> {
         let result = match outcome {
             Outcome::Reply(outcome) => describe(outcome),
             Outcome::Parts(parts) => parts.iter().map(describe).collect::<Vec<_>>().join(","),
+            Outcome::Admin(answer) => answer.status.to_string(),
         };
         self.log_line(&format!(
             "shard {} {} {} -> {result}",

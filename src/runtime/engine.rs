@@ -22,7 +22,10 @@ use crate::config::{
     Durability, TIMER_ENTRIES_PER_STEP_MAX, TIMER_STEP_PAUSE_US, WRITE_MODE_SYNC_INTERVAL_MS,
 };
 use crate::error::StorageError;
-use crate::queue::{Command, Replicas, Reply, ShardState};
+use crate::governor::metrics::Scope;
+use crate::governor::throttle::is_message_operation;
+use crate::governor::Governor;
+use crate::queue::{Census, Command, Replicas, Reply, ShardState};
 use crate::storage::log::Log;
 use crate::time::{Clock, SystemClock};
 
@@ -45,6 +48,9 @@ pub struct Engine<B: Backend> {
     snapshot_wake: Wake,
     /// The shard's index, for messages.
     index: usize,
+    /// Rate limits, faults, latency and counters (`governor`): the per-queue limit is decided
+    /// here, on the queue's owner, before the state sees the command.
+    pub governor: Governor,
 }
 
 /// A command applied: its outcome, and the log sequence its changes must reach before the
@@ -88,7 +94,12 @@ impl Wake {
 impl<B: Backend> Engine<B> {
     /// Creates the engine of shard `index` and starts its timer task, and with a `log` its log
     /// tasks, on the current executor.
-    pub fn start(index: usize, state: ShardState, log: Option<Log<B::Disk>>) -> Rc<Engine<B>> {
+    pub fn start(
+        index: usize,
+        state: ShardState,
+        log: Option<Log<B::Disk>>,
+        governor: Governor,
+    ) -> Rc<Engine<B>> {
         let durability = log.as_ref().map(Log::durability);
         let engine = Rc::new(Engine {
             state: RefCell::new(state),
@@ -99,6 +110,7 @@ impl<B: Backend> Engine<B> {
             log_wake: Wake::default(),
             snapshot_wake: Wake::default(),
             index,
+            governor,
         });
         B::spawn(run_timer::<B>(engine.clone()));
         if let Some(durability) = durability {
@@ -150,11 +162,28 @@ impl<B: Backend> Engine<B> {
         Ref::map(self.state.borrow(), ShardState::replicas)
     }
 
-    /// Applies `command` now.
+    /// The shard's queues, messages and deepest queues, for a metrics scrape.
+    pub fn census(&self, deepest_max: usize) -> Census {
+        self.state.borrow().census(deepest_max)
+    }
+
+    /// Applies `command` now, unless its queue is over `--queue-rate-limit`.
     pub fn apply(&self, command: Command) -> Applied {
+        let now_ms = self.clock.now_ms();
+        if let Some(throttle) = &self.governor.queue_throttle {
+            if let Some(queue) = command.queue().filter(|_| is_message_operation(&command)) {
+                if !throttle.borrow_mut().take(queue, now_ms) {
+                    self.governor.metrics.throttled(Scope::Queue);
+                    return Applied {
+                        outcome: Err(StorageError::QueueRateExceeded),
+                        durable_at: None,
+                    };
+                }
+            }
+        }
         let mut state = self.state.borrow_mut();
         let before = state.journal_next_sequence();
-        let outcome = state.apply(command, self.clock.now_ms());
+        let outcome = state.apply(command, now_ms);
         if let Some(deadline_ms) = state.next_deadline_ms() {
             if deadline_ms < self.armed_deadline_ms.get() {
                 self.wake.notify();

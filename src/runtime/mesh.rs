@@ -6,8 +6,12 @@
 //! the waiter's `Waker` until the reply lands. Nothing here locks; each table belongs to one
 //! thread, and everything that crosses cores is moved through the backend's bounded channels
 //! (glommio's shared channels, or tokio's `mpsc`).
+//!
+//! Besides queue commands the mesh carries the shards' control messages (`runtime::control`:
+//! metrics for a scrape, fault rules, account-limit shares); each shard counts what it sends and
+//! receives for `/_azq/metrics`.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::future::Future;
 use std::pin::Pin;
 use std::rc::Rc;
@@ -17,27 +21,57 @@ use crate::error::StorageError;
 use crate::queue::{Command, Reply};
 
 use super::backend::Backend;
+use super::control::{self, Control, ControlReply};
 use super::engine::Engine;
 
-/// A command shipped to the shard that owns its queue.
+/// What one shard asks of another.
+enum Work {
+    /// A queue command for the shard that owns its queue.
+    Queue(Command),
+    /// A control message (`runtime::control`).
+    Control(Control),
+}
+
+/// What a shard answers to `Work`.
+pub enum Answer {
+    /// A queue command's reply.
+    Queue(Result<Reply, StorageError>),
+    /// A control message's reply.
+    Control(ControlReply),
+}
+
+impl Answer {
+    /// The reply to a queue command; a control reply in its place is a bug.
+    fn into_queue(self) -> Result<Reply, StorageError> {
+        match self {
+            Answer::Queue(outcome) => outcome,
+            Answer::Control(_) => {
+                debug_assert!(false, "a control reply to a queue command");
+                Err(StorageError::InternalError)
+            }
+        }
+    }
+}
+
+/// Work shipped to another shard.
 pub struct Envelope {
     /// The shard waiting for the reply.
     from: usize,
     ticket: u32,
-    command: Command,
+    work: Work,
 }
 
 /// The reply to an `Envelope`, shipped back to `Envelope::from`.
 pub struct ReplyEnvelope {
     ticket: u32,
-    outcome: Result<Reply, StorageError>,
+    answer: Answer,
 }
 
 /// The state of one pending ticket.
 enum Slot {
     Free,
     Waiting(Option<Waker>),
-    Ready(Result<Reply, StorageError>),
+    Ready(Answer),
     /// The waiter went away (its connection closed); the reply is dropped on arrival.
     Abandoned,
 }
@@ -48,6 +82,9 @@ pub struct Mesh<B: Backend> {
     requests: B::MeshSenders<Envelope>,
     replies: B::MeshSenders<ReplyEnvelope>,
     pending: RefCell<Pending>,
+    /// Envelopes sent to other shards, and received from them (`/_azq/metrics`).
+    sent: Cell<u64>,
+    received: Cell<u64>,
 }
 
 #[derive(Default)]
@@ -72,15 +109,36 @@ impl<B: Backend> Mesh<B> {
             requests: request_senders,
             replies: reply_senders,
             pending: RefCell::new(Pending::default()),
+            sent: Cell::new(0),
+            received: Cell::new(0),
         });
         for mut receiver in request_receivers.into_iter().flatten() {
             let (mesh, engine) = (mesh.clone(), engine.clone());
             B::spawn(async move {
                 while let Some(envelope) = B::receive(&mut receiver).await {
-                    let applied = engine.apply(envelope.command);
+                    mesh.received.set(mesh.received.get() + 1);
+                    let command = match envelope.work {
+                        Work::Queue(command) => command,
+                        Work::Control(message) => {
+                            let reply = ReplyEnvelope {
+                                ticket: envelope.ticket,
+                                answer: Answer::Control(control::answer(
+                                    &engine,
+                                    &mesh,
+                                    envelope.from,
+                                    message,
+                                )),
+                            };
+                            if !B::send_to(&mesh.replies, envelope.from, reply).await {
+                                break;
+                            }
+                            continue;
+                        }
+                    };
+                    let applied = engine.apply(command);
                     let reply = ReplyEnvelope {
                         ticket: envelope.ticket,
-                        outcome: applied.outcome,
+                        answer: Answer::Queue(applied.outcome),
                     };
                     let Some(sequence) = applied.durable_at else {
                         if !B::send_to(&mesh.replies, envelope.from, reply).await {
@@ -109,9 +167,20 @@ impl<B: Backend> Mesh<B> {
         Ok(mesh)
     }
 
-    /// Executes `command` on shard `owner` (never this one) and waits for its reply.
-    pub async fn call(&self, owner: usize, command: Command) -> Result<Reply, StorageError> {
-        self.send(owner, command).await?.await
+    /// Envelopes this shard has sent to other shards and received from them.
+    pub fn traffic(&self) -> (u64, u64) {
+        (self.sent.get(), self.received.get())
+    }
+
+    /// Sends control message `message` to shard `to` (never this one) and waits for its reply.
+    pub async fn control(&self, to: usize, message: Control) -> Result<ControlReply, StorageError> {
+        match self.ship(to, Work::Control(message)).await?.await {
+            Answer::Control(reply) => Ok(reply),
+            Answer::Queue(_) => {
+                debug_assert!(false, "a queue reply to a control message");
+                Err(StorageError::InternalError)
+            }
+        }
     }
 
     /// Ships `command` to shard `owner` (never this one) and returns the future of its reply,
@@ -122,19 +191,24 @@ impl<B: Backend> Mesh<B> {
         owner: usize,
         command: Command,
     ) -> Result<PendingReply<'_, B>, StorageError> {
+        Ok(PendingReply(self.ship(owner, Work::Queue(command)).await?))
+    }
+
+    async fn ship(&self, owner: usize, work: Work) -> Result<PendingAnswer<'_, B>, StorageError> {
         debug_assert_ne!(owner, self.shard, "local commands skip the mesh");
         let ticket = self.pending.borrow_mut().reserve();
         let envelope = Envelope {
             from: self.shard,
             ticket,
-            command,
+            work,
         };
         if !B::send_to(&self.requests, owner, envelope).await {
             // Nothing was sent, so no reply will come for the ticket: free it now.
             self.pending.borrow_mut().release(ticket);
             return Err(StorageError::ServerBusy);
         }
-        Ok(PendingReply { mesh: self, ticket })
+        self.sent.set(self.sent.get() + 1);
+        Ok(PendingAnswer { mesh: self, ticket })
     }
 
     fn complete(&self, reply: ReplyEnvelope) {
@@ -142,7 +216,7 @@ impl<B: Backend> Mesh<B> {
         let index = reply.ticket as usize;
         match std::mem::replace(&mut pending.slots[index], Slot::Free) {
             Slot::Waiting(waker) => {
-                pending.slots[index] = Slot::Ready(reply.outcome);
+                pending.slots[index] = Slot::Ready(reply.answer);
                 if let Some(waker) = waker {
                     waker.wake();
                 }
@@ -183,14 +257,25 @@ impl Pending {
     }
 }
 
-/// Resolves when the reply for `ticket` has arrived.
-pub struct PendingReply<'mesh, B: Backend> {
+/// Resolves to a queue command's reply once it has arrived.
+pub struct PendingReply<'mesh, B: Backend>(PendingAnswer<'mesh, B>);
+
+impl<B: Backend> Future for PendingReply<'_, B> {
+    type Output = Result<Reply, StorageError>;
+
+    fn poll(mut self: Pin<&mut Self>, context: &mut Context<'_>) -> Poll<Self::Output> {
+        Pin::new(&mut self.0).poll(context).map(Answer::into_queue)
+    }
+}
+
+/// Resolves when the answer for `ticket` has arrived.
+struct PendingAnswer<'mesh, B: Backend> {
     mesh: &'mesh Mesh<B>,
     ticket: u32,
 }
 
-impl<B: Backend> Future for PendingReply<'_, B> {
-    type Output = Result<Reply, StorageError>;
+impl<B: Backend> Future for PendingAnswer<'_, B> {
+    type Output = Answer;
 
     fn poll(self: Pin<&mut Self>, context: &mut Context<'_>) -> Poll<Self::Output> {
         let mut pending = self.mesh.pending.borrow_mut();
@@ -213,7 +298,7 @@ impl<B: Backend> Future for PendingReply<'_, B> {
     }
 }
 
-impl<B: Backend> Drop for PendingReply<'_, B> {
+impl<B: Backend> Drop for PendingAnswer<'_, B> {
     fn drop(&mut self) {
         let mut pending = self.mesh.pending.borrow_mut();
         let index = self.ticket as usize;

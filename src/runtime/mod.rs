@@ -8,6 +8,8 @@
 //! - `shard`: a shard's thread and main task; `connection`: the connection loop;
 //! - `context`: what a shard's tasks share, and executing a plan's step;
 //! - `engine`: the queue state and its timer; `mesh`: commands and replies between shards;
+//! - `control`: rate limits, fault rules, latency and metrics on the request path and between
+//!   shards (`governor`'s runtime half).
 //! - `tls_stream`: a TLS session over either backend's stream (HTTPS, and azq-loadgen's client).
 //!
 //! Everything but `uring` and `portable` is written once, generic over `Backend`.
@@ -15,6 +17,7 @@
 pub mod backend;
 pub mod connection;
 pub mod context;
+pub mod control;
 pub mod engine;
 pub mod mesh;
 pub mod portable;
@@ -213,7 +216,8 @@ fn start_shards<B: Backend>(
                         lifecycle: lifecycle.clone(),
                         backend: B::NAME,
                     },
-                );
+                )
+                .with_faults_api(config.governor.faults_api);
                 match &https {
                     Some(https) => service.with_https(https.certificate_pem.clone(), config.oauth),
                     None => service,
@@ -233,6 +237,7 @@ fn start_shards<B: Backend>(
                 Some(file) => Some(file.try_clone().map_err(|error| error.to_string())?),
                 None => None,
             },
+            governor: config.governor.clone(),
             events: events.clone(),
             drained: drained.clone(),
         };

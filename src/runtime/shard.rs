@@ -20,6 +20,7 @@ use crate::config::{
     SHUTDOWN_GRACE_MS, TLS_HANDSHAKES_IN_FLIGHT_PER_SHARD_MAX, TLS_HANDSHAKE_TIMEOUT_MS,
 };
 use crate::error::StorageError;
+use crate::governor::{Governor, GovernorConfig};
 use crate::queue::ShardState;
 use crate::storage::log::Log;
 use crate::storage::recovery::ShardStart;
@@ -27,6 +28,7 @@ use crate::storage::recovery::ShardStart;
 use super::backend::{Backend, Idle};
 use super::connection::{self, Plain};
 use super::context::ShardContext;
+use super::control;
 use super::engine::Engine;
 use super::mesh::{Envelope, Mesh, ReplyEnvelope};
 use super::tls_stream::TlsStream;
@@ -76,6 +78,8 @@ pub struct ShardSetup<B: Backend> {
     pub lifecycle: Arc<Lifecycle>,
     /// The request log (`--debug FILE`), if any.
     pub debug_log: Option<std::fs::File>,
+    /// Rate limits, latency and fault injection (the shard builds its `Governor` from it).
+    pub governor: GovernorConfig,
     /// Where the shard reports `ShardEvent`s.
     pub events: Sender<ShardEvent>,
     /// Shards that finished draining; a shard exits when all have, so none leaves a peer's
@@ -127,7 +131,8 @@ async fn run<B: Backend>(setup: ShardSetup<B>) {
         }
     };
     state.set_message_bytes_max(setup.message_bytes_max);
-    let engine = Engine::<B>::start(setup.index, state, log);
+    let governor = Governor::new(&setup.governor, setup.index, setup.shards);
+    let engine = Engine::<B>::start(setup.index, state, log, governor);
     let mesh =
         match Mesh::<B>::start(setup.index, setup.requests, setup.replies, engine.clone()).await {
             Ok(mesh) => mesh,
@@ -142,6 +147,7 @@ async fn run<B: Backend>(setup: ShardSetup<B>) {
         setup.lifecycle,
         setup.debug_log,
     ));
+    control::start(&shard);
     let _ = setup.events.send(ShardEvent::Serving(setup.index));
 
     accept(&listener, &shard, setup.connections_max, setup.tls).await;
@@ -187,26 +193,26 @@ async fn accept<B: Backend>(
             }
         };
         let Some(tls) = &tls else {
-            if shard.connections.get() >= connections_max {
+            if shard.connections().get() >= connections_max {
                 B::spawn(refuse::<B>(stream, shard.engine.now_ms()));
                 continue;
             }
-            shard.connections.set(shard.connections.get() + 1);
+            shard.connections().set(shard.connections().get() + 1);
             let shard = shard.clone();
             B::spawn(async move {
                 connection::serve(Plain::<B>(stream), peer.ip(), shard.clone()).await;
-                shard.connections.set(shard.connections.get() - 1);
+                shard.connections().set(shard.connections().get() - 1);
             });
             continue;
         };
         // Over either cap there is no TLS session to answer 503 over: the connection is closed.
-        if shard.connections.get() >= connections_max
+        if shard.connections().get() >= connections_max
             || handshakes.get() >= TLS_HANDSHAKES_IN_FLIGHT_PER_SHARD_MAX
         {
             B::spawn(B::close(stream));
             continue;
         }
-        shard.connections.set(shard.connections.get() + 1);
+        shard.connections().set(shard.connections().get() + 1);
         handshakes.set(handshakes.get() + 1);
         let (shard, tls, handshakes) = (shard.clone(), tls.clone(), handshakes.clone());
         B::spawn(async move {
@@ -217,7 +223,7 @@ async fn accept<B: Backend>(
                 Ok(session) => connection::serve(session, peer.ip(), shard.clone()).await,
                 Err(error) => shard.log_line(&format!("TLS handshake with {peer} failed: {error}")),
             }
-            shard.connections.set(shard.connections.get() - 1);
+            shard.connections().set(shard.connections().get() - 1);
         });
     }
 }

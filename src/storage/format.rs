@@ -120,7 +120,8 @@ fn read_segment_header(data: &[u8]) -> Result<SegmentHeader, &'static str> {
 /// How a segment's records end.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Ending {
-    /// At a zero length or the end of the file: everything written is intact.
+    /// At the end of the file, or a zero length with only zeros after it: everything written
+    /// is intact.
     Clean,
     /// An invalid record at `offset` with nothing valid after it within one flush: the last
     /// write was cut short. Recovery truncates the segment there.
@@ -161,7 +162,10 @@ pub fn read_segment(data: &Bytes) -> Result<Segment, &'static str> {
     let mut expected = header.first_sequence;
     let ending = loop {
         match read(&data.slice(at..)) {
-            Read::End => break Ending::Clean,
+            // Past the end of what was written, a segment is zeros (preallocated, and a torn
+            // tail is cut off at recovery): a zero length with bytes after it is damage too.
+            Read::End if data[at..].iter().all(|&byte| byte == 0) => break Ending::Clean,
+            Read::End => break classify(data, at, expected, "a zero length before written bytes"),
             Read::Record {
                 sequence,
                 record,
@@ -454,6 +458,33 @@ mod tests {
         let read = read_segment(&data.freeze()).unwrap();
         assert!(
             matches!(read.ending, Ending::Corrupt { offset, .. } if offset == STORAGE_BLOCK_BYTES),
+            "{:?}",
+            read.ending
+        );
+    }
+
+    #[test]
+    fn a_length_damaged_to_zero_is_not_the_end_of_the_log() {
+        // Found by the storage_format fuzz target: a zero length read as a clean end, so every
+        // acknowledged record after it was silently dropped.
+        let count = 2 + (LOG_FLUSH_BYTES_MAX as u64 / 40);
+        let mut data = segment(count, 0);
+        data[STORAGE_BLOCK_BYTES..STORAGE_BLOCK_BYTES + 4].fill(0);
+        let read = read_segment(&data.freeze()).unwrap();
+        assert!(read.records.is_empty());
+        assert!(
+            matches!(read.ending, Ending::Corrupt { offset, .. } if offset == STORAGE_BLOCK_BYTES),
+            "{:?}",
+            read.ending
+        );
+        // The last record's length zeroed: its body follows, nothing intact after it.
+        let mut last = segment(5, 64 * 1024);
+        let last_start = read_segment(&segment(4, 0).freeze()).unwrap().end;
+        last[last_start..last_start + 4].fill(0);
+        let read = read_segment(&last.freeze()).unwrap();
+        assert_eq!(read.records.len(), 4);
+        assert!(
+            matches!(read.ending, Ending::Torn { offset, .. } if offset == last_start),
             "{:?}",
             read.ending
         );

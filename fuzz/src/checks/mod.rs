@@ -13,6 +13,7 @@ pub mod request;
 pub mod router;
 pub mod settings_xml;
 pub mod shard_state;
+pub mod storage_format;
 pub mod xml_message;
 
 /// A target's property: panics when `data` breaks it.
@@ -26,4 +27,5 @@ pub const TARGETS: &[(&str, Check)] = &[
     ("router", router::check),
     ("auth", auth::check),
     ("shard_state", shard_state::check),
+    ("storage_format", storage_format::check),
 ];

@@ -19,7 +19,7 @@ use std::sync::Arc;
 
 use azq::api::router::{route, Operation};
 use azq::api::validate;
-use azq::api::{Health, Outcome, Service, Step};
+use azq::api::{AdminAnswer, Health, Outcome, Service, Step};
 use azq::auth::{sign_shared_key, Accounts, AuthFailure, SigningKey};
 use azq::config::{
     DEVELOPMENT_ACCOUNT_KEY, DEVELOPMENT_ACCOUNT_NAME, LIST_QUEUES_RESULTS_MAX,
@@ -280,6 +280,12 @@ fn check_plan(
                     .map(|shard| ShardState::new(shard, 7).apply(command.clone(), NOW_MS))
                     .collect(),
             )
+        }
+        // azq's endpoints that need the runtime (`/_azq/metrics`; `/_azq/faults` is off
+        // here): the runtime gathers the shards; any answer it gives is written as is.
+        Step::Admin(_) => {
+            assert!(request.path().starts_with(b"/_azq/"));
+            Outcome::Admin(AdminAnswer::json(200, "{}".to_string()))
         }
     };
     let mut out = BytesMut::new();

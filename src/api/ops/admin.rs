@@ -3,7 +3,13 @@
 //! - `GET /_azq/health`, for container health checks, load balancers and `azq healthcheck`:
 //!   200 once every shard serves, 503 while starting or draining, with a small JSON body;
 //! - `GET /_azq/cert.pem`, over HTTPS: the server's certificate chain, so that a client or a CI
-//!   step can trust a `--cert auto` certificate in one command (404 over plain HTTP).
+//!   step can trust a `--cert auto` certificate in one command (404 over plain HTTP);
+//! - `GET /_azq/metrics` (Prometheus text, always on) and, only with `--faults-api`, the fault
+//!   rules: `POST /_azq/faults` adds one (JSON, `governor::faults`), `GET /_azq/faults` lists
+//!   them with how often each fired, `DELETE /_azq/faults/{id}` and `DELETE /_azq/faults` remove
+//!   them. Without `--faults-api` those paths are unknown (400 `InvalidUri`, as any other
+//!   unknown `/_azq/` path). Their answers are JSON; a bad rule is 400 `{"error": "..."}` saying
+//!   what is wrong.
 
 use bytes::{BufMut, BytesMut};
 
@@ -13,14 +19,57 @@ use crate::queue::Reply;
 
 use super::super::plan::fail;
 use super::super::response::Responder;
-use super::super::{Health, Operation, Plan, ResponsePlan, Step};
+use super::super::{AdminAnswer, AdminStep, Health, Operation, Plan, ResponsePlan, Step};
+use crate::governor::faults;
 
 /// The prefix of every azq endpoint.
 pub const ADMIN_PATH_PREFIX: &[u8] = b"/_azq/";
 
-/// The plan of a request to `/_azq/...`.
-pub fn plan(request: &Request) -> Plan {
-    match (request.method, request.path()) {
+/// The path of the fault rules.
+const FAULTS_PATH: &[u8] = b"/_azq/faults";
+
+/// A plan that runs an admin step.
+fn admin(step: AdminStep) -> Plan {
+    Plan {
+        step: Step::Admin(step),
+        response: ResponsePlan::default(),
+        auth_failure: None,
+    }
+}
+
+/// The plan of a request to `/_azq/...`; `faults_api`: `--faults-api`.
+pub fn plan(request: &Request, faults_api: bool) -> Plan {
+    let path = request.path();
+    if faults_api && path.starts_with(FAULTS_PATH) {
+        let rest = &path[FAULTS_PATH.len()..];
+        return match (request.method, rest) {
+            (Method::Get, b"" | b"/") => admin(AdminStep::ListRules),
+            (Method::Delete, b"" | b"/") => admin(AdminStep::RemoveRules(None)),
+            (Method::Post, b"" | b"/") => {
+                admin(match faults::parse_rule(String::new(), &request.body) {
+                    Ok(rule) => AdminStep::AddRule(Box::new(rule)),
+                    Err(why) => AdminStep::Answer(AdminAnswer::error(
+                        400,
+                        &format!("bad fault rule: {why}"),
+                    )),
+                })
+            }
+            (Method::Delete, id) if id.len() > 1 && id[0] == b'/' => admin(AdminStep::RemoveRules(
+                Some(String::from_utf8_lossy(&id[1..]).into_owned()),
+            )),
+            (_, b"" | b"/") => admin(AdminStep::Answer(AdminAnswer::error(
+                405,
+                "GET, POST or DELETE",
+            ))),
+            (_, id) if id.first() == Some(&b'/') => {
+                admin(AdminStep::Answer(AdminAnswer::error(405, "DELETE")))
+            }
+            _ => fail(None, StorageError::InvalidUri),
+        };
+    }
+    match (request.method, path) {
+        (Method::Get | Method::Head, b"/_azq/metrics") => admin(AdminStep::Metrics),
+        (_, b"/_azq/metrics") => fail(None, StorageError::UnsupportedHttpVerb),
         (Method::Get | Method::Head, b"/_azq/health") => Plan {
             step: Step::Answer(Reply::Done),
             response: ResponsePlan {
@@ -44,6 +93,14 @@ pub fn plan(request: &Request) -> Plan {
         ),
         _ => fail(None, StorageError::InvalidUri),
     }
+}
+
+/// Writes an azq endpoint's answer.
+pub fn admin_response(responder: &Responder<'_>, answer: AdminAnswer, out: &mut BytesMut) {
+    let mut response = responder.start(answer.status, out);
+    response.header("Content-Type", answer.content_type.as_bytes());
+    response.body().put_slice(answer.body.as_bytes());
+    response.finish();
 }
 
 /// 200 `{"status":"serving",…}` when every shard serves, else 503 with `starting` or `draining`.

@@ -1720,3 +1720,20 @@ fn update_beyond_the_memory_budget_is_refused_and_keeps_the_lease() {
     assert_eq!(state.message_bytes(), 0);
     state.verify();
 }
+
+#[test]
+fn census_counts_queues_messages_and_the_deepest() {
+    let mut state = state_with(&["a", "b", "c", "d"]);
+    for (name, count) in [("a", 3), ("b", 1), ("c", 3)] {
+        for _ in 0..count {
+            put(&mut state, name, "x", 0, None, NOW);
+        }
+    }
+    let census = state.census(2);
+    assert_eq!((census.queues, census.messages), (4, 7));
+    assert_eq!(census.message_bytes, state.message_bytes());
+    // Deepest first, ties by key; an empty queue is never listed.
+    assert_eq!(census.deepest, vec![(key("a"), 3), (key("c"), 3)]);
+    assert_eq!(state.census(10).deepest.len(), 3);
+    assert!(state.census(0).deepest.is_empty());
+}
