@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# Two azq binaries side by side: closed-loop Put (1 KiB, SharedKey, CONNECTIONS keep-alive
+# connections) against a fresh one-shard server on CPU 0, azq-loadgen on CPU 1, the binaries
+# taking turns for ROUNDS rounds so that drift in the machine's speed hits both alike. Prints
+# every round and the median of each. For "did this change make the hot path slower?": build
+# the old commit elsewhere (e.g. `git worktree add /tmp/old COMMIT && cargo build --release`
+# there) and pass both binaries.
+#
+#   scripts/bench-ab.sh OLD_AZQ NEW_AZQ [EXTRA AZQ ARGS...]
+#   ROUNDS [5]  DURATION [5s]  WARMUP [2s]  CONNECTIONS [32]  RUNTIME [io_uring]
+#   SCENARIO [put]: any azq-loadgen --scenario; get-delete preloads 1,000,000 messages
+#
+# Loopback only; every run is bounded by DURATION (plus preloading).
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+[[ $# -ge 2 ]] || { echo "usage: scripts/bench-ab.sh OLD_AZQ NEW_AZQ [AZQ ARGS...]" >&2; exit 2; }
+binaries=("$1" "$2")
+shift 2
+rounds=${ROUNDS:-5}
+duration=${DURATION:-5s}
+warmup=${WARMUP:-2s}
+connections=${CONNECTIONS:-32}
+runtime=${RUNTIME:-io_uring}
+scenario=${SCENARIO:-put}
+cargo build --release --quiet -p azq-loadgen
+work=$(mktemp -d)
+azq_pid=""
+trap '[[ -n "$azq_pid" ]] && kill -KILL "$azq_pid" 2>/dev/null; rm -rf "$work"' EXIT
+
+loadgen_args=(--scenario "$scenario")
+[[ $scenario == get-delete ]] && loadgen_args+=(--batch 1 --preload 1000000 --queues 1)
+
+# measure BINARY: one run's requests/s (every operation of the scenario) on stdout.
+measure() {
+  taskset -c 0 "$1" --queuePort 0 --shards 1 --cpus 0 --silent --inMemoryPersistence \
+    --runtime "$runtime" "${extra_args[@]}" > "$work/azq.out" &
+  azq_pid=$!
+  local port=""
+  for _ in $(seq 1 100); do
+    port=$(grep -o 'listening on http://127.0.0.1:[0-9]*' "$work/azq.out" 2>/dev/null | grep -o '[0-9]*$' || true)
+    [[ -n "$port" ]] && break
+    sleep 0.1
+  done
+  [[ -n "$port" ]] || { echo "azq did not start" >&2; exit 1; }
+  taskset -c 1 target/release/azq-loadgen --endpoint "http://127.0.0.1:$port/devstoreaccount1" \
+    --cpus 1 --connections "$connections" --duration "$duration" --warmup "$warmup" \
+    --json "$work/run.json" --quiet "${loadgen_args[@]}" > /dev/null
+  kill -TERM "$azq_pid"
+  wait "$azq_pid" || true
+  azq_pid=""
+  python3 -c 'import json, sys; r = json.load(open(sys.argv[1])); print(round(sum(s["throughput_per_s"] for s in r["ops"].values())))' "$work/run.json"
+}
+
+extra_args=("$@")
+results=("" "")
+for round in $(seq 1 "$rounds"); do
+  line="round $round:"
+  for which in 0 1; do
+    rate=$(measure "${binaries[which]}")
+    results[which]="${results[which]} $rate"
+    line="$line ${binaries[which]} $rate/s"
+  done
+  echo "$line"
+done
+for which in 0 1; do
+  # shellcheck disable=SC2086 # the rates are words on purpose
+  median=$(printf '%s\n' ${results[which]} | sort -n | awk '{a[NR] = $1} END {print a[int((NR + 1) / 2)]}')
+  echo "median ${binaries[which]}: $median requests/s over $rounds rounds (${results[which]# })"
+done
