@@ -119,6 +119,19 @@ pub const SAS_CACHE_ENTRIES_MAX: usize = 4096;
 /// Longest SAS cache key (string-to-sign and signature) worth remembering, bytes: SDK tokens sign
 /// about 150 bytes; longer ones are verified every time, which caps the cache near 2 MiB per shard.
 pub const SAS_CACHE_KEY_BYTES_MAX: usize = 512;
+/// Time a TLS client has to complete its handshake once connected, ms; then the connection is
+/// closed (a client that connects and sends nothing, or plain HTTP that never becomes TLS).
+pub const TLS_HANDSHAKE_TIMEOUT_MS: u64 = 10_000;
+/// TLS handshakes one shard runs at once; a connection beyond them is closed at once (there is
+/// no session yet to answer 503 over), so a flood of idle connections cannot hold the shard's
+/// connection slots for the whole handshake timeout.
+pub const TLS_HANDSHAKES_IN_FLIGHT_PER_SHARD_MAX: usize = 1024;
+/// TLS sessions one shard remembers for resumption (each shard keeps its own cache, so no lock
+/// is shared between shards).
+pub const TLS_SESSION_CACHE_ENTRIES_PER_SHARD: usize = 256;
+/// Clock skew allowed when checking a bearer token's `nbf` and `exp`, seconds: Microsoft's token
+/// validation default (5 minutes).
+pub const BEARER_CLOCK_SKEW_S: u64 = 300;
 /// Memory glommio registers for io_uring buffers per shard. glommio's default (10 MiB) exceeds the
 /// common 8 MiB `ulimit -l`, so azq asks for less; it only serves file I/O, which azq does not do.
 pub const IO_MEMORY_BYTES_PER_SHARD: usize = 512 * 1024;
@@ -159,6 +172,24 @@ impl RuntimeChoice {
             "auto" => Some(RuntimeChoice::Auto),
             "io_uring" | "io-uring" | "uring" => Some(RuntimeChoice::IoUring),
             "portable" | "tokio" => Some(RuntimeChoice::Portable),
+            _ => None,
+        }
+    }
+}
+
+/// Which bearer tokens are accepted, as `--oauth` names it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OAuthLevel {
+    /// Azurite's `basic`: a well-formed JWT with a storage audience, an Azure AD issuer and a
+    /// current lifetime; the signature is not verified.
+    Basic,
+}
+
+impl OAuthLevel {
+    /// Reads `basic`.
+    pub fn parse(text: &str) -> Option<OAuthLevel> {
+        match text {
+            "basic" => Some(OAuthLevel::Basic),
             _ => None,
         }
     }
@@ -227,6 +258,10 @@ pub struct Config {
     pub runtime: RuntimeChoice,
     /// Where the queues are kept.
     pub persistence: Persistence,
+    /// The certificate to serve HTTPS with (`--cert`, `--key`, `--pwd`); `None`: plain HTTP.
+    pub certificate: Option<crate::tls::CertificateSource>,
+    /// Bearer tokens accepted (`--oauth`); needs `certificate`.
+    pub oauth: Option<OAuthLevel>,
     /// Rate limits, added latency, fault injection (`governor`).
     pub governor: crate::governor::GovernorConfig,
 }
@@ -271,6 +306,8 @@ impl Default for Config {
                 durability: Durability::Fsync,
                 truncate_corrupt: false,
             },
+            certificate: None,
+            oauth: None,
             governor: Default::default(),
         }
     }

@@ -53,6 +53,10 @@ pub enum StorageError {
     /// A request the HTTP parser rejects (request line, header, `Content-Length`, chunk);
     /// sent with Azure's code `InvalidInput`, then the connection is closed.
     MalformedRequest,
+    // 401
+    /// A bearer token that is not a JWT or whose audience, issuer or lifetime does not hold;
+    /// the response carries Azure's `WWW-Authenticate` bearer challenge.
+    InvalidAuthenticationInfo,
     // 403
     /// No or malformed credentials, a signature that matches no key, or a SAS that is expired,
     /// not yet valid or names a stored access policy the queue no longer has; only the log
@@ -133,6 +137,7 @@ impl StorageError {
             | MetadataTooLarge
             | PopReceiptMismatch
             | MalformedRequest => 400,
+            InvalidAuthenticationInfo => 401,
             AuthenticationFailed
             | AuthorizationPermissionMismatch
             | AuthorizationResourceTypeMismatch
@@ -169,6 +174,7 @@ impl StorageError {
             MetadataTooLarge => "MetadataTooLarge",
             PopReceiptMismatch => "PopReceiptMismatch",
             MalformedRequest => "InvalidInput",
+            InvalidAuthenticationInfo => "InvalidAuthenticationInfo",
             AuthenticationFailed => "AuthenticationFailed",
             AuthorizationPermissionMismatch => "AuthorizationPermissionMismatch",
             AuthorizationResourceTypeMismatch => "AuthorizationResourceTypeMismatch",
@@ -216,6 +222,9 @@ impl StorageError {
             MetadataTooLarge => "The size of the specified metadata exceeds the maximum size permitted.",
             PopReceiptMismatch => "The specified pop receipt did not match the pop receipt for a dequeued message.",
             MalformedRequest => "The request could not be parsed as HTTP/1.1.",
+            InvalidAuthenticationInfo => {
+                "Server failed to authenticate the request. Please refer to the information in the www-authenticate header."
+            }
             AuthenticationFailed => {
                 "Server failed to authenticate the request. Make sure the value of the Authorization header is formed correctly including the signature."
             }
@@ -283,7 +292,11 @@ impl From<AuthFailure> for StorageError {
             | AuthFailure::StoredPolicyNotFound
             | AuthFailure::StoredPolicyConflict(_)
             | AuthFailure::SasNotYetValid
-            | AuthFailure::SasExpired => StorageError::AuthenticationFailed,
+            | AuthFailure::SasExpired
+            | AuthFailure::BearerOverHttp
+            | AuthFailure::BearerDisabled
+            | AuthFailure::BearerNotForOperation => StorageError::AuthenticationFailed,
+            AuthFailure::InvalidBearerToken(_) => StorageError::InvalidAuthenticationInfo,
             AuthFailure::ProtocolMismatch => StorageError::AuthorizationProtocolMismatch,
             AuthFailure::SourceIpMismatch => StorageError::AuthorizationSourceIpMismatch,
             AuthFailure::ServiceMismatch => StorageError::AuthorizationServiceMismatch,
@@ -366,6 +379,22 @@ mod tests {
                 AuthFailure::PermissionMismatch,
                 StorageError::AuthorizationPermissionMismatch,
             ),
+            (
+                AuthFailure::BearerOverHttp,
+                StorageError::AuthenticationFailed,
+            ),
+            (
+                AuthFailure::BearerDisabled,
+                StorageError::AuthenticationFailed,
+            ),
+            (
+                AuthFailure::BearerNotForOperation,
+                StorageError::AuthenticationFailed,
+            ),
+            (
+                AuthFailure::InvalidBearerToken(crate::auth::bearer::TokenProblem::Expired),
+                StorageError::InvalidAuthenticationInfo,
+            ),
         ];
         for (failure, expected) in cases {
             assert!(!failure.to_string().is_empty());
@@ -375,5 +404,6 @@ mod tests {
             StorageError::from(AuthFailure::SourceIpMismatch).code(),
             "AuthorizationSourceIPMismatch"
         );
+        assert_eq!(StorageError::InvalidAuthenticationInfo.status(), 401);
     }
 }

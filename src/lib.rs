@@ -19,6 +19,8 @@
 //!   behind `/_azq/metrics`; synchronous, time passed in (the runtime's `control` moves it).
 //! - `random`: SplitMix64, for values that must be spread, not secret.
 //! - `time`: the clock, calendar dates, RFC 1123 and ISO 8601.
+//! - `tls`: the server's certificate for HTTPS (PEM, PKCS#12 or made at start) and its rustls
+//!   configuration; the sessions run in `runtime::tls_stream`.
 //! - `config`, `error`: limits and the `StorageError` → (status, code) mapping.
 //! - `lifecycle`: the serving and stop flags every thread shares.
 
@@ -37,3 +39,4 @@ pub mod random;
 pub mod runtime;
 pub mod storage;
 pub mod time;
+pub mod tls;

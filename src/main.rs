@@ -13,12 +13,13 @@ use std::time::Duration;
 
 use azq::auth::Accounts;
 use azq::config::{
-    Config, Durability, Persistence, RuntimeChoice, HEALTHCHECK_TIMEOUT_MS, SHARDS_MAX,
+    Config, Durability, OAuthLevel, Persistence, RuntimeChoice, HEALTHCHECK_TIMEOUT_MS, SHARDS_MAX,
 };
 use azq::lifecycle::Lifecycle;
 use azq::runtime;
 use azq::storage::files::{data_directory, lock_data_directory, StdFiles};
 use azq::storage::recovery::{recover, RecoveryOptions, ShardStart};
+use azq::tls::{CertificateSource, ServerCertificate};
 
 const USAGE: &str = "\
 azq: a thread-per-core Azure Queue Storage emulator (drop-in for azurite-queue)
@@ -46,6 +47,14 @@ Usage: azq [options]
                              survives a crash of azq, not a power cut)
   --truncateCorruptLog       start even when a log is damaged mid-way, dropping what follows
                              the damage (default: refuse to start, naming the file)
+  --cert FILE --key FILE     serve HTTPS with a PEM certificate (chain) and its private key
+  --cert FILE --pwd PASS     serve HTTPS with a PKCS#12 (.pfx) archive and its password
+  --cert auto                serve HTTPS with a self-signed certificate for localhost,
+                             127.0.0.1 and ::1, kept as DIR/__azq__/cert.pem (made anew
+                             each start with --inMemoryPersistence); also served at
+                             https://HOST:PORT/_azq/cert.pem
+  --oauth basic              accept OAuth bearer tokens (JWT audience, issuer and lifetime
+                             are checked, the signature is not); needs --cert
   --profile azure            Azure's scalability targets: 2,000 message operations/s per
                              queue, 20,000 requests/s per account (503 ServerBusy beyond)
   --queue-rate-limit N       message operations per second per queue (with or without the
@@ -114,7 +123,24 @@ fn run(arguments: impl Iterator<Item = String>) -> Result<(), String> {
     let lifecycle = Arc::new(Lifecycle::new(azq::time::unix_ms()));
     runtime::handle_signals(lifecycle.clone())?;
     let storage = open_storage(&config)?;
-    let server = runtime::start(&config, accounts, lifecycle, storage.stores)?;
+    let certificate = match &config.certificate {
+        Some(source) => {
+            let kept_in = match &config.persistence {
+                Persistence::Disk { location, .. } => Some(data_directory(location)),
+                Persistence::Memory => None,
+            };
+            Some(ServerCertificate::load(source, kept_in.as_deref())?)
+        }
+        None => None,
+    };
+    let https = match &certificate {
+        Some(certificate) => Some(runtime::Https {
+            server_config: certificate.server_config()?,
+            certificate_pem: certificate.chain_pem().into(),
+        }),
+        None => None,
+    };
+    let server = runtime::start(&config, accounts, lifecycle, storage.stores, https)?;
     if let Some(reason) = &server.fallback_reason {
         eprintln!("azq: io_uring unavailable, using the portable backend: {reason}");
     }
@@ -126,12 +152,30 @@ fn run(arguments: impl Iterator<Item = String>) -> Result<(), String> {
         );
     }
     println!(
-        "azq listening on http://{} ({} shards, {}, {})",
+        "azq listening on {}://{} ({} shards, {}, {})",
+        if certificate.is_some() {
+            "https"
+        } else {
+            "http"
+        },
         server.address,
         server.shards,
         server.backend.name(),
         storage.shown
     );
+    // After the ready line, which tools read as the first line of a silent start.
+    if let Some(certificate) = &certificate {
+        let kept = match (&certificate.kept_at, &config.certificate) {
+            (Some(path), _) => format!("kept in {}", path.display()),
+            (None, Some(CertificateSource::Auto)) => "made for this run only".to_string(),
+            _ => "from --cert".to_string(),
+        };
+        println!(
+            "azq: HTTPS certificate {kept}, SHA-256 {}; also at https://{}/_azq/cert.pem",
+            certificate.fingerprint_sha256(),
+            server.address
+        );
+    }
     use std::io::Write;
     let _ = std::io::stdout().flush();
     server.join()
@@ -195,6 +239,7 @@ fn parse_arguments(arguments: impl Iterator<Item = String>) -> Result<Option<Con
     let mut cpus: Option<Vec<usize>> = None;
     let (mut location, mut in_memory) = (None, false);
     let (mut durability, mut truncate_corrupt) = (Durability::Fsync, false);
+    let (mut certificate, mut key, mut password) = (None, None, None);
     let mut arguments = arguments.peekable();
     while let Some(argument) = arguments.next() {
         let (flag, inline_value) = match argument.split_once('=') {
@@ -286,10 +331,14 @@ fn parse_arguments(arguments: impl Iterator<Item = String>) -> Result<Option<Con
                 config.governor.parse_flag(flag, || value(flag))?
             }
             "-L" | "--loose" | "--skipApiVersionCheck" | "--disableTelemetry" => {}
-            "--cert" | "--key" | "--pwd" | "--oauth" => {
-                return Err(format!(
-                    "{flag} is not supported yet: azq serves plain HTTP"
-                ))
+            "--cert" => certificate = Some(value(&flag)?),
+            "--key" => key = Some(value(&flag)?),
+            "--pwd" => password = Some(value(&flag)?),
+            "--oauth" => {
+                config.oauth = Some(
+                    OAuthLevel::parse(&value(&flag)?)
+                        .ok_or_else(|| "--oauth must be basic".to_string())?,
+                )
             }
             // `help` and `version` are azurite-queue's commands.
             "-h" | "--help" | "help" => {
@@ -302,6 +351,14 @@ fn parse_arguments(arguments: impl Iterator<Item = String>) -> Result<Option<Con
             }
             other => return Err(format!("unknown option {other} (see --help)")),
         }
+    }
+    config.certificate = CertificateSource::from_flags(certificate, key, password)?;
+    if config.oauth.is_some() && config.certificate.is_none() {
+        return Err(
+            "--oauth needs HTTPS (bearer tokens are never sent over HTTP): add --cert, e.g. \
+             --cert auto"
+                .to_string(),
+        );
     }
     config.persistence = if in_memory {
         // As with Azurite, --inMemoryPersistence wins over --location.
@@ -478,6 +535,27 @@ mod tests {
             RuntimeChoice::Portable
         );
         assert_eq!(parse(&[]).unwrap().unwrap().runtime, RuntimeChoice::Auto);
+        // HTTPS and OAuth as azurite-queue takes them.
+        let https = parse(&["--cert", "c.pem", "--key", "k.pem", "--oauth", "basic"])
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            https.certificate,
+            Some(azq::tls::CertificateSource::Pem {
+                certificate: "c.pem".into(),
+                key: "k.pem".into()
+            })
+        );
+        assert_eq!(https.oauth, Some(azq::config::OAuthLevel::Basic));
+        let pfx = parse(&["--cert=c.pfx", "--pwd=secret"]).unwrap().unwrap();
+        assert!(matches!(
+            pfx.certificate,
+            Some(azq::tls::CertificateSource::Pfx { .. })
+        ));
+        assert_eq!(
+            parse(&["--cert", "auto"]).unwrap().unwrap().certificate,
+            Some(azq::tls::CertificateSource::Auto)
+        );
         let governed = parse(&[
             "--profile",
             "azure",
@@ -500,6 +578,9 @@ mod tests {
             &["--location"],
             &["--durability", "sometimes"],
             &["--cert", "cert.pem"],
+            &["--oauth", "basic"],
+            &["--cert", "auto", "--oauth", "full"],
+            &["--key", "key.pem"],
             &["--blobHost", "0.0.0.0"],
             &["--runtime", "epoll"],
             &["--profile", "aws"],

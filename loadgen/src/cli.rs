@@ -41,11 +41,18 @@ Usage: azq-loadgen [options]
                                            [--csv FILE]
 
 Target
-  --endpoint URL            queue endpoint (default http://127.0.0.1:10001/devstoreaccount1)
+  --endpoint URL            queue endpoint, http:// or https://
+                            (default http://127.0.0.1:10001/devstoreaccount1)
   --account NAME            account (default: from the URL, else devstoreaccount1)
   --key BASE64              account key (default: the development account's key)
   --connection-string TEXT  Azure Storage connection string (UseDevelopmentStorage=true works)
   --sas TOKEN               sign with a SAS token instead of SharedKey
+  --bearer TOKEN            send Authorization: Bearer TOKEN instead (https only); the value
+                            unsigned makes an unsigned JWT for the storage audience, which
+                            azq and Azurite with --oauth basic accept
+  --ca FILE                 https: trust the certificates in FILE (PEM), e.g. azq's
+                            DIR/__azq__/cert.pem (default: the system's trusted roots)
+  --insecure                https: accept any certificate (still encrypted, not verified)
   --api-version VERSION     x-ms-version sent (default 2021-12-02)
 
 Engine
@@ -248,6 +255,9 @@ pub fn parse(arguments: impl IntoIterator<Item = String>) -> Result<Command, Str
             "--key" => target.key = Some(value()?),
             "--connection-string" => target.connection_string = Some(value()?),
             "--sas" => target.sas = Some(value()?),
+            "--bearer" => target.bearer = Some(value()?),
+            "--ca" => target.tls.ca = Some(value()?),
+            "--insecure" => target.tls.insecure = true,
             "--api-version" => api_version = value()?,
             "--cpus" => cpus = Some(parse_cpu_list(&value()?)?),
             "--runtime" => {

@@ -2,15 +2,17 @@
 //! order into a buffer that is reused (and grows only for a larger answer), and hand out each
 //! answer's status, the headers the scenarios need, and its body.
 //!
-//! The stream is the backend's TCP stream, touched in three places only: `connect`, `send` and
-//! `fill`. HTTPS would wrap it there (a TLS session over `B::Stream` after `B::connect`, its
-//! records read and written by `fill` and `send`); nothing else sees the stream.
+//! The stream is the backend's TCP stream, or for an `https://` endpoint a TLS session over it
+//! (`azq::runtime::tls_stream`, the server's own code), touched in three places only:
+//! `connect`, `send` and `fill`; nothing else sees the stream.
 
 use std::io;
-use std::net::SocketAddr;
 use std::time::Duration;
 
 use azq::runtime::backend::Backend;
+use azq::runtime::tls_stream::TlsStream;
+
+use crate::endpoint::Endpoint;
 
 use crate::wire::{parse_response_head, ChunkedDecoder, Framing, ResponseError, ResponseHead};
 
@@ -62,9 +64,17 @@ impl Response<'_> {
     }
 }
 
+/// The stream under a connection.
+enum Stream<B: Backend> {
+    /// HTTP.
+    Plain(B::Stream),
+    /// HTTPS (boxed: a session holds rustls's state and its buffers).
+    Tls(Box<TlsStream<B>>),
+}
+
 /// A client connection on backend `B`.
 pub struct Connection<B: Backend> {
-    stream: B::Stream,
+    stream: Stream<B>,
     /// Received bytes live in `buffer[start..end]`; the rest is free space.
     buffer: Vec<u8>,
     start: usize,
@@ -80,10 +90,39 @@ pub struct Connection<B: Backend> {
 }
 
 impl<B: Backend> Connection<B> {
-    /// Connects to `address` with Nagle off (requests are written whole).
-    pub async fn connect(address: SocketAddr) -> Result<Connection<B>, ConnectionError> {
+    /// Connects to `endpoint` with Nagle off (requests are written whole), and completes the
+    /// TLS handshake of an `https://` endpoint within `RESPONSE_TIMEOUT`.
+    pub async fn connect(endpoint: &Endpoint) -> Result<Connection<B>, ConnectionError> {
+        let stream = B::connect(endpoint.address)
+            .await
+            .map_err(ConnectionError::Io)?;
+        let stream = match &endpoint.tls {
+            None => Stream::Plain(stream),
+            Some(tls) => Stream::Tls(Box::new(
+                TlsStream::connect(
+                    stream,
+                    tls.config.clone(),
+                    tls.server_name.clone(),
+                    RESPONSE_TIMEOUT,
+                )
+                .await
+                .map_err(ConnectionError::Io)?,
+            )),
+        };
+        Ok(Connection::over(stream))
+    }
+
+    /// Connects to a plain HTTP peer at `address` (the tests' scripted peers).
+    #[cfg(test)]
+    async fn connect_plain(
+        address: std::net::SocketAddr,
+    ) -> Result<Connection<B>, ConnectionError> {
         let stream = B::connect(address).await.map_err(ConnectionError::Io)?;
-        Ok(Connection {
+        Ok(Connection::over(Stream::Plain(stream)))
+    }
+
+    fn over(stream: Stream<B>) -> Connection<B> {
+        Connection {
             stream,
             buffer: vec![0; READ_BUFFER_BYTES_INITIAL],
             start: 0,
@@ -91,14 +130,16 @@ impl<B: Backend> Connection<B> {
             head: None,
             chunked: ChunkedDecoder::default(),
             chunked_body: Vec::new(),
-        })
+        }
     }
 
     /// Writes `bytes` (one or more encoded requests).
     pub async fn send(&mut self, bytes: &[u8]) -> Result<(), ConnectionError> {
-        B::write_all(&mut self.stream, bytes)
-            .await
-            .map_err(ConnectionError::Io)
+        match &mut self.stream {
+            Stream::Plain(stream) => B::write_all(stream, bytes).await,
+            Stream::Tls(session) => session.write_all(bytes).await,
+        }
+        .map_err(ConnectionError::Io)
     }
 
     /// Reads the next answer. Safe to cancel: bytes already read stay in the buffer, and the
@@ -182,7 +223,11 @@ impl<B: Backend> Connection<B> {
             self.end = 0;
         }
         let free = &mut self.buffer[self.end..];
-        match B::read_into(&mut self.stream, free, RESPONSE_TIMEOUT).await {
+        let read = match &mut self.stream {
+            Stream::Plain(stream) => B::read_into(stream, free, RESPONSE_TIMEOUT).await,
+            Stream::Tls(session) => session.read_into(free, RESPONSE_TIMEOUT).await,
+        };
+        match read {
             Ok(0) => Err(ConnectionError::Closed),
             Ok(read) => {
                 self.end += read;
@@ -199,6 +244,7 @@ mod tests {
     use crate::runtime::{start_core, CoreOptions};
     use azq::runtime::backend::{io_uring_refusal, Idle, OnBackend, Selected};
     use std::io::{Read, Write};
+    use std::net::SocketAddr;
 
     /// Runs `test` on backend `B` on a core of its own, and returns its result.
     fn on_core<B: Backend, T: Send + 'static, Fut: std::future::Future<Output = T> + 'static>(
@@ -279,7 +325,7 @@ mod tests {
                 Content-Length: 3\r\nConnection: close\r\n\r\nabc";
                 let (address, peer) = peer(b"ping", answers, b"", b"");
                 let read = on_core::<B, _, _>(move || async move {
-                    let mut connection = Connection::<B>::connect(address).await.unwrap();
+                    let mut connection = Connection::<B>::connect_plain(address).await.unwrap();
                     connection.send(b"ping").await.unwrap();
                     let mut read = Vec::new();
                     for _ in 0..3 {
@@ -322,7 +368,7 @@ mod tests {
                 let second_half: &[u8] = b"ceipt: AQ==\r\n\r\nhelloworld";
                 let (address, peer) = peer(b"a", first_half, b"b", second_half);
                 let (cancelled, read) = on_core::<B, _, _>(move || async move {
-                    let mut connection = Connection::<B>::connect(address).await.unwrap();
+                    let mut connection = Connection::<B>::connect_plain(address).await.unwrap();
                     connection.send(b"a").await.unwrap();
                     // The peer sends the rest only after "b", so the read cannot win the race: it
                     // takes what has arrived and is cancelled while it waits for more.

@@ -1,5 +1,6 @@
-//! Where requests go and who signs them: the endpoint URL, a connection string, the account and
-//! its key or a SAS token, resolved once at start-up into an `Endpoint` and `Credentials`.
+//! Where requests go and who signs them: the endpoint URL (`http://` or `https://`), a
+//! connection string, the account and its key, a SAS token or a bearer token, resolved once at
+//! start-up into an `Endpoint` (with its TLS client for HTTPS) and `Credentials`.
 //!
 //! Path-style URLs (`http://127.0.0.1:10001/devstoreaccount1`, the emulators') name the account
 //! in the first path segment; host-style URLs (`http://acct.queue.core.windows.net`, the real
@@ -9,6 +10,8 @@ use std::net::{SocketAddr, ToSocketAddrs};
 
 use azq::auth::SigningKey;
 use azq::config::{DEVELOPMENT_ACCOUNT_KEY, DEVELOPMENT_ACCOUNT_NAME};
+
+use crate::tls::{TlsArguments, TlsClient};
 
 /// The emulators' default queue endpoint, shared by Azurite and azq.
 pub const DEVELOPMENT_ENDPOINT: &str = "http://127.0.0.1:10001/devstoreaccount1";
@@ -25,6 +28,8 @@ pub struct Endpoint {
     pub base_path: String,
     /// The account name the URL implies, when it implies one.
     pub account_from_url: Option<String>,
+    /// For an `https://` URL: the TLS client every connection uses.
+    pub tls: Option<TlsClient>,
 }
 
 /// How requests prove who sent them.
@@ -34,6 +39,8 @@ pub enum Credentials {
     SharedKey { account: String, key: SigningKey },
     /// A SAS token appended to every request's query (without the leading `?`).
     Sas { token: String },
+    /// `Authorization: Bearer <token>` (azq or Azurite with `--oauth basic`, over HTTPS).
+    Bearer { token: String },
 }
 
 /// What the command line said about the target, before resolution.
@@ -44,7 +51,17 @@ pub struct TargetArguments {
     pub key: Option<String>,
     pub connection_string: Option<String>,
     pub sas: Option<String>,
+    /// `--bearer TOKEN`, or `--bearer unsigned` for a generated unsigned JWT.
+    pub bearer: Option<String>,
+    /// How HTTPS endpoints are verified (`--ca`, `--insecure`).
+    pub tls: TlsArguments,
 }
+
+/// `--bearer unsigned`: a JWT made here, which an emulator that checks claims but not signatures
+/// (azq and Azurite with `--oauth basic`) accepts.
+pub const UNSIGNED_BEARER: &str = "unsigned";
+/// How long a generated token is valid, seconds: longer than any run.
+const UNSIGNED_BEARER_LIFETIME_S: u64 = 7 * 24 * 3600;
 
 /// Resolves the target arguments into an endpoint and credentials. Precedence: explicit flags
 /// over the connection string over the development defaults.
@@ -62,7 +79,21 @@ pub fn resolve(arguments: &TargetArguments) -> Result<(Endpoint, Credentials), S
                 .and_then(ConnectionString::queue_endpoint)
         })
         .unwrap_or_else(|| DEVELOPMENT_ENDPOINT.to_string());
-    let endpoint = parse_endpoint(&endpoint_url)?;
+    let endpoint = parse_endpoint(&endpoint_url, &arguments.tls)?;
+    if let Some(token) = &arguments.bearer {
+        if endpoint.tls.is_none() {
+            return Err(
+                "--bearer needs an https:// endpoint (bearer tokens never go over HTTP)"
+                    .to_string(),
+            );
+        }
+        let token = if token == UNSIGNED_BEARER {
+            unsigned_bearer(azq::time::unix_ms() / 1000)
+        } else {
+            token.clone()
+        };
+        return Ok((endpoint, Credentials::Bearer { token }));
+    }
     let sas = arguments
         .sas
         .clone()
@@ -93,17 +124,34 @@ pub fn resolve(arguments: &TargetArguments) -> Result<(Endpoint, Credentials), S
     Ok((endpoint, Credentials::SharedKey { account, key }))
 }
 
-/// Parses `http://host[:port][/path]` and resolves the host.
-pub fn parse_endpoint(url: &str) -> Result<Endpoint, String> {
-    let rest = if let Some(rest) = url.strip_prefix("http://") {
-        rest
-    } else if url.starts_with("https://") {
-        return Err(format!(
-            "{url}: https is not supported (azq-loadgen speaks plain HTTP); \
-             use an http:// endpoint"
-        ));
+/// A JWT with Azure AD's claims for the storage audience, valid from `now_s` for a week, and no
+/// signature.
+fn unsigned_bearer(now_s: u64) -> String {
+    use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+    use base64::Engine;
+    let header = r#"{"alg":"none","typ":"JWT"}"#;
+    let claims = format!(
+        r#"{{"aud":"https://storage.azure.com","iss":"https://sts.windows.net/00000000-0000-0000-0000-000000000000/","iat":{now_s},"nbf":{now_s},"exp":{},"sub":"azq-loadgen"}}"#,
+        now_s + UNSIGNED_BEARER_LIFETIME_S
+    );
+    format!(
+        "{}.{}.",
+        URL_SAFE_NO_PAD.encode(header),
+        URL_SAFE_NO_PAD.encode(claims)
+    )
+}
+
+/// Parses `http[s]://host[:port][/path]`, resolves the host and, for `https`, builds the TLS
+/// client as `tls` says.
+pub fn parse_endpoint(url: &str, tls: &TlsArguments) -> Result<Endpoint, String> {
+    let (rest, secure) = if let Some(rest) = url.strip_prefix("http://") {
+        (rest, false)
+    } else if let Some(rest) = url.strip_prefix("https://") {
+        (rest, true)
     } else {
-        return Err(format!("{url}: the endpoint must start with http://"));
+        return Err(format!(
+            "{url}: the endpoint must start with http:// or https://"
+        ));
     };
     let (authority, path) = match rest.find('/') {
         Some(at) => (&rest[..at], &rest[at..]),
@@ -112,14 +160,24 @@ pub fn parse_endpoint(url: &str) -> Result<Endpoint, String> {
     if authority.is_empty() {
         return Err(format!("{url}: no host"));
     }
-    let (host, port) = match authority.rsplit_once(':') {
-        Some((host, port)) if !host.ends_with(']') || authority.starts_with('[') => {
-            let port: u16 = port
-                .parse()
-                .map_err(|_| format!("{url}: bad port {port:?}"))?;
-            (host, port)
-        }
-        _ => (authority, 80),
+    let default_port = if secure { 443 } else { 80 };
+    let port_of = |text: &str| {
+        text.parse::<u16>()
+            .map_err(|_| format!("{url}: bad port {text:?}"))
+    };
+    // An IPv6 literal is bracketed, and its colons are not the port's.
+    let (host, port) = match authority.find(']') {
+        Some(end) if authority.starts_with('[') => match &authority[end + 1..] {
+            "" => (&authority[..=end], default_port),
+            after => match after.strip_prefix(':') {
+                Some(port) => (&authority[..=end], port_of(port)?),
+                None => return Err(format!("{url}: bad authority {authority:?}")),
+            },
+        },
+        _ => match authority.rsplit_once(':') {
+            Some((host, port)) => (host, port_of(port)?),
+            None => (authority, default_port),
+        },
     };
     let base_path = path.trim_end_matches('/').to_string();
     if base_path.contains(['?', '#']) {
@@ -134,11 +192,18 @@ pub fn parse_endpoint(url: &str) -> Result<Endpoint, String> {
         Some(segment) if !segment.is_empty() => Some(segment.to_string()),
         _ => host_style_account(host),
     };
+    let tls = if secure {
+        let name = host.trim_start_matches('[').trim_end_matches(']');
+        Some(TlsClient::new(name, tls).map_err(|error| format!("{url}: {error}"))?)
+    } else {
+        None
+    };
     Ok(Endpoint {
         address,
         host_header: authority.to_string(),
         base_path,
         account_from_url,
+        tls,
     })
 }
 
@@ -243,20 +308,38 @@ mod tests {
                 "http://localhost:10001/acct",
                 Ok(("localhost:10001", "/acct", Some("acct"))),
             ),
-            ("https://acct.queue.core.windows.net", Err(())),
+            (
+                "https://127.0.0.1:10443/devstoreaccount1",
+                Ok((
+                    "127.0.0.1:10443",
+                    "/devstoreaccount1",
+                    Some("devstoreaccount1"),
+                )),
+            ),
+            ("https://[::1]/acct", Ok(("[::1]", "/acct", Some("acct")))),
+            (
+                "http://[::1]:10001/acct",
+                Ok(("[::1]:10001", "/acct", Some("acct"))),
+            ),
+            ("http://[::1]x/acct", Err(())),
             ("ftp://127.0.0.1", Err(())),
             ("http://", Err(())),
             ("http://127.0.0.1:port", Err(())),
             ("http://127.0.0.1:10001/acct?x=1", Err(())),
         ];
         for (url, expected) in cases {
-            let parsed = parse_endpoint(url);
+            let insecure = TlsArguments {
+                ca: None,
+                insecure: true,
+            };
+            let parsed = parse_endpoint(url, &insecure);
             match expected {
                 Ok((host, base_path, account)) => {
                     let endpoint = parsed.unwrap_or_else(|error| panic!("{url}: {error}"));
                     assert_eq!(endpoint.host_header, *host, "{url}");
                     assert_eq!(endpoint.base_path, *base_path, "{url}");
                     assert_eq!(endpoint.account_from_url.as_deref(), *account, "{url}");
+                    assert_eq!(endpoint.tls.is_some(), url.starts_with("https"), "{url}");
                 }
                 Err(()) => assert!(parsed.is_err(), "{url} should be refused"),
             }
@@ -336,6 +419,42 @@ mod tests {
         })
         .unwrap();
         assert_eq!(from_connection.0.base_path, "/acct1");
+
+        let insecure = TlsArguments {
+            ca: None,
+            insecure: true,
+        };
+        let bearer = resolve(&TargetArguments {
+            endpoint: Some("https://127.0.0.1:10443/devstoreaccount1".to_string()),
+            bearer: Some(UNSIGNED_BEARER.to_string()),
+            tls: insecure.clone(),
+            ..TargetArguments::default()
+        })
+        .unwrap();
+        let Credentials::Bearer { token } = bearer.1 else {
+            panic!("{:?}", bearer.1);
+        };
+        assert!(
+            azq::auth::bearer::verify(&token, "devstoreaccount1", None, azq::time::unix_ms())
+                .is_ok()
+        );
+        assert!(
+            resolve(&TargetArguments {
+                bearer: Some(UNSIGNED_BEARER.to_string()),
+                ..TargetArguments::default()
+            })
+            .is_err(),
+            "a bearer token over http"
+        );
+        let missing_ca = resolve(&TargetArguments {
+            endpoint: Some("https://127.0.0.1:10443/devstoreaccount1".to_string()),
+            tls: TlsArguments {
+                ca: Some("/nonexistent/ca.pem".to_string()),
+                insecure: false,
+            },
+            ..TargetArguments::default()
+        });
+        assert!(missing_ca.unwrap_err().contains("/nonexistent/ca.pem"));
         assert!(matches!(
             from_connection.1,
             Credentials::SharedKey { ref account, .. } if account == "acct1"

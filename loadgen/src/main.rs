@@ -36,6 +36,7 @@ mod runtime;
 mod scenario;
 mod schedule;
 mod steps;
+mod tls;
 mod wire;
 mod workers;
 

@@ -279,6 +279,11 @@ impl RequestEncoder {
             out.extend_from_slice(&signature);
             out.extend_from_slice(b"\r\n");
         }
+        if let Credentials::Bearer { token } = &self.credentials {
+            out.extend_from_slice(b"Authorization: Bearer ");
+            out.extend_from_slice(token.as_bytes());
+            out.extend_from_slice(b"\r\n");
+        }
         out.extend_from_slice(b"\r\n");
         out.extend_from_slice(body);
         Ok(())
@@ -830,7 +835,11 @@ mod tests {
 
     #[test]
     fn sas_is_appended_and_nothing_is_signed() {
-        let endpoint = parse_endpoint("http://127.0.0.1:10001/devstoreaccount1").unwrap();
+        let endpoint = parse_endpoint(
+            "http://127.0.0.1:10001/devstoreaccount1",
+            &crate::tls::TlsArguments::default(),
+        )
+        .unwrap();
         let credentials = Credentials::Sas {
             token: "sv=2026-10-06&sig=abc%3D".to_string(),
         };

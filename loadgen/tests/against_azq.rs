@@ -310,6 +310,97 @@ fn the_runtime_flag_picks_the_client_backend() {
     }
 }
 
+/// HTTPS with a bearer token: azq with `--cert auto --oauth basic`, its kept certificate given
+/// as `--ca`, on either client backend; every Put is counted and stored (the get-delete run that
+/// follows gets and deletes exactly the messages put, none missing). Then `--insecure` without a
+/// CA, and a CA that does not match, which must fail to connect rather than send anything.
+#[test]
+fn https_with_a_bearer_token_on_either_client_backend() {
+    let data = common::TempDir::new("loadgen-https");
+    let server = Server::start(&[
+        "--shards",
+        "1",
+        "--cert",
+        "auto",
+        "--oauth",
+        "basic",
+        "--location",
+        data.arg(),
+    ]);
+    let ca = data.path().join("__azq__").join("cert.pem");
+    let ca = ca.to_str().expect("a UTF-8 path");
+    let endpoint = format!(
+        "https://127.0.0.1:{}/{DEVELOPMENT_ACCOUNT_NAME}",
+        server.port
+    );
+    for (runtime, expected) in [("auto", native_backend()), ("portable", "portable")] {
+        let queue_prefix = format!("https-{runtime}");
+        let common_arguments = [
+            "--runtime",
+            runtime,
+            "--warmup",
+            "0s",
+            "--connections",
+            "2",
+            "--queue-prefix",
+            &queue_prefix,
+            "--ca",
+            ca,
+            "--bearer",
+            "unsigned",
+        ];
+        let (output, report) = run_loadgen_at(
+            &endpoint,
+            &format!("{queue_prefix}-put"),
+            &[&common_arguments[..], &["--requests", "300"]].concat(),
+        );
+        assert!(output.status.success(), "{output:?}");
+        assert_eq!(report["runtime"], expected);
+        assert_eq!(report["connection_errors"], 0);
+        assert_eq!(count(&report, "put", "count"), 300);
+        assert_eq!(count(&report, "put", "errors"), 0);
+        let (output, report) = run_loadgen_at(
+            &endpoint,
+            &format!("{queue_prefix}-get-delete"),
+            &[
+                &common_arguments[..],
+                &["--scenario", "get-delete", "--requests", "300"],
+            ]
+            .concat(),
+        );
+        assert!(output.status.success(), "{output:?}");
+        assert_eq!(report["connection_errors"], 0);
+        // Every Get found one of the 300 messages Put stored, and each was deleted.
+        assert_eq!(count(&report, "get", "empty_gets"), 0, "{report}");
+        assert_eq!(count(&report, "delete", "count"), 300, "{report}");
+        assert_eq!(count(&report, "delete", "errors"), 0);
+    }
+    // Any certificate, with the account key.
+    let (output, report) = run_loadgen_at(
+        &endpoint,
+        "https-insecure",
+        &["--insecure", "--requests", "50", "--warmup", "0s"],
+    );
+    assert!(output.status.success(), "{output:?}");
+    assert_eq!(count(&report, "put", "count"), 50);
+    // A CA that did not sign the server's certificate: no connection, no request.
+    let other = common::TempDir::new("loadgen-https-other-ca");
+    let other_server =
+        Server::start(&["--shards", "1", "--cert", "auto", "--location", other.arg()]);
+    drop(other_server);
+    let wrong_ca = other.path().join("__azq__").join("cert.pem");
+    let output = Command::new(env!("CARGO_BIN_EXE_azq-loadgen"))
+        .args(["--endpoint", &endpoint, "--duration", "1s", "--ca"])
+        .arg(&wrong_ca)
+        .output()
+        .expect("azq-loadgen runs");
+    assert_eq!(output.status.code(), Some(2), "{output:?}");
+    assert!(
+        String::from_utf8_lossy(&output.stderr).contains("cannot connect"),
+        "{output:?}"
+    );
+}
+
 #[test]
 fn an_unreachable_endpoint_fails_fast_with_a_message() {
     // A port nothing listens on: bind one, note it, close it.

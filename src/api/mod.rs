@@ -185,6 +185,11 @@ pub struct Service {
     /// `host:port` used in List Queues' ServiceEndpoint when a request has no Host header.
     default_authority: String,
     health: Health,
+    /// Whether requests arrive over TLS (the server serves HTTPS), for a SAS `spr` and bearer
+    /// tokens.
+    secure_transport: bool,
+    /// The server's certificate chain in PEM, served at `GET /_azq/cert.pem` (HTTPS only).
+    certificate_pem: Option<Arc<str>>,
     /// `--faults-api`: `/_azq/faults` answers (else it is an unknown path).
     faults_api: bool,
 }
@@ -205,8 +210,26 @@ impl Service {
             host_style_enabled,
             default_authority,
             health,
+            secure_transport: false,
+            certificate_pem: None,
             faults_api: false,
         }
+    }
+
+    /// The same service for a server that serves HTTPS with the certificate `certificate_pem`,
+    /// accepting bearer tokens when `oauth` says so.
+    pub fn with_https(
+        mut self,
+        certificate_pem: Arc<str>,
+        oauth: Option<crate::config::OAuthLevel>,
+    ) -> Self {
+        self.secure_transport = true;
+        self.certificate_pem = Some(certificate_pem);
+        match oauth {
+            Some(crate::config::OAuthLevel::Basic) => self.authenticator.get_mut().enable_bearer(),
+            None => {}
+        }
+        self
     }
 
     /// The same service with `/_azq/faults` answering when `faults_api` (`--faults-api`).
@@ -263,6 +286,10 @@ impl Service {
             }
             (Some(Operation::Health), Outcome::Reply(Ok(_))) => {
                 ops::admin::health_response(&responder, &self.health, self.shards, out);
+                Ok(())
+            }
+            (Some(Operation::Certificate), Outcome::Reply(Ok(_))) => {
+                ops::admin::certificate_response(&responder, self.certificate_pem.as_deref(), out);
                 Ok(())
             }
             (Some(Operation::ListQueues), Outcome::Parts(parts)) => {

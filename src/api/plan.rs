@@ -183,7 +183,7 @@ impl Service {
         acl_version: &Cell<Option<u64>>,
     ) -> Result<(), AuthFailure> {
         let access = match route.operation {
-            Operation::Preflight | Operation::Health => return Ok(()),
+            Operation::Preflight | Operation::Health | Operation::Certificate => return Ok(()),
             Operation::GetServiceProperties => Access::GET_SERVICE_PROPERTIES,
             Operation::SetServiceProperties => Access::SET_SERVICE_PROPERTIES,
             Operation::GetServiceStats => Access::GET_SERVICE_STATS,
@@ -207,7 +207,7 @@ impl Service {
             queue_name: route.queue,
             now_ms,
             client_ip: peer,
-            secure_transport: false,
+            secure_transport: self.secure_transport,
         };
         let stored_policy = |identifier: &str| {
             let queue = QueueKey {

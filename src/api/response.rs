@@ -18,6 +18,11 @@ use super::{ids, xml, CorsHeaders, Service};
 /// The `Server` header value.
 const SERVER: &str = concat!("azq/", env!("CARGO_PKG_VERSION"));
 
+/// The `WWW-Authenticate` challenge of a refused bearer token, in Azure's form: where to get a
+/// token (the multi-tenant authority, as an emulator belongs to no tenant) and for which
+/// resource.
+const BEARER_CHALLENGE: &str = "Bearer authorization_uri=https://login.microsoftonline.com/common/oauth2/authorize resource_id=https://storage.azure.com";
+
 /// What an operation's response writer gives back: `Err` with the reply when the reply is not
 /// one the operation can answer with (a bug; the client gets 500 `InternalError`).
 pub(super) type Written = Result<(), Reply>;
@@ -115,10 +120,14 @@ impl<'a> Responder<'a> {
         response.finish();
     }
 
-    /// Azure's error response: status, `x-ms-error-code` and the XML error body.
+    /// Azure's error response: status, `x-ms-error-code` and the XML error body; a refused
+    /// bearer token also gets Azure's challenge, which the SDKs read to ask for a new token.
     pub fn error(&self, error: StorageError, out: &mut BytesMut) {
         let mut response = self.start(error.status(), out);
         response.header("x-ms-error-code", error.code().as_bytes());
+        if error == StorageError::InvalidAuthenticationInfo {
+            response.header("WWW-Authenticate", BEARER_CHALLENGE.as_bytes());
+        }
         response.header("Content-Type", b"application/xml");
         xml::error(response.body(), error, &self.request_id, self.now_ms);
         response.finish();

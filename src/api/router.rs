@@ -45,11 +45,13 @@ pub enum Operation {
     Preflight,
     /// azq's own `GET /_azq/health`, answered without authentication.
     Health,
+    /// `GET /_azq/cert.pem`: the server's certificate (azq's own, HTTPS only).
+    Certificate,
 }
 
 impl Operation {
     /// Every operation, in declaration order: `index` is the position here.
-    pub const ALL: [Operation; 18] = [
+    pub const ALL: [Operation; 19] = [
         Operation::GetServiceProperties,
         Operation::SetServiceProperties,
         Operation::GetServiceStats,
@@ -68,6 +70,7 @@ impl Operation {
         Operation::DeleteMessage,
         Operation::Preflight,
         Operation::Health,
+        Operation::Certificate,
     ];
 
     /// The REST operation's name as Azure's documentation spells it (fault rules and metrics
@@ -93,6 +96,7 @@ impl Operation {
             DeleteMessage => "DeleteMessage",
             Preflight => "Preflight",
             Health => "Health",
+            Certificate => "Certificate",
         }
     }
 
@@ -107,7 +111,7 @@ impl Operation {
         use Operation::*;
         match self {
             GetServiceProperties | GetServiceStats | ListQueues | GetQueueMetadata
-            | GetQueueAcl | PeekMessages | Preflight | Health => true,
+            | GetQueueAcl | PeekMessages | Preflight | Health | Certificate => true,
             SetServiceProperties | CreateQueue | DeleteQueue | SetQueueMetadata | SetQueueAcl
             | PutMessage | GetMessages | ClearMessages | UpdateMessage | DeleteMessage => false,
         }

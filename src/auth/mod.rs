@@ -6,12 +6,14 @@
 //! - `collation`: the header order of SharedKey canonicalisation (not byte order).
 //! - `shared_key`: string-to-sign for SharedKey/SharedKeyLite, verification, client signing.
 //! - `sas`: SAS parsing, strings-to-sign, validation, and a cache of verified signatures.
+//! - `bearer`: the claims of an OAuth bearer token (`--oauth basic`); signatures unchecked.
 //!
 //! The api layer owns one `Authenticator` per shard and calls `Authenticator::authenticate`
 //! once per request (CORS preflight excepted) with the operation's `Access`. A failure carries
 //! its reason for the log; the client sees only the `StorageError` it maps to.
 
 pub mod accounts;
+pub mod bearer;
 pub mod collation;
 pub mod sas;
 pub mod shared_key;
@@ -40,6 +42,8 @@ pub enum AuthScheme {
     AccountSas,
     /// A SAS in the query without `ss`/`srt`, for one queue, possibly via a stored policy.
     ServiceSas,
+    /// `Authorization: Bearer <JWT>` (`--oauth basic`).
+    Bearer,
 }
 
 /// The outcome of a successful authentication, for the request log.
@@ -98,6 +102,14 @@ pub enum AuthFailure {
     ResourceTypeMismatch,
     /// The SAS does not grant the operation's permission (`sp`).
     PermissionMismatch,
+    /// A bearer token over plain HTTP, which Azure never accepts.
+    BearerOverHttp,
+    /// A bearer token while `--oauth` is off.
+    BearerDisabled,
+    /// A bearer token on Get or Set Queue ACL, which take only the account key (as Azurite).
+    BearerNotForOperation,
+    /// A bearer token whose claims do not hold.
+    InvalidBearerToken(bearer::TokenProblem),
 }
 
 impl fmt::Display for AuthFailure {
@@ -115,6 +127,9 @@ impl fmt::Display for AuthFailure {
             AuthFailure::StoredPolicyConflict(field) => {
                 return write!(formatter, "SAS field {field} is also in the stored policy");
             }
+            AuthFailure::InvalidBearerToken(problem) => {
+                return write!(formatter, "bearer token refused: {}", problem.reason());
+            }
             AuthFailure::NoCredentials => "no Authorization header and no SAS",
             AuthFailure::UnknownAccount => "the URL names an unknown account",
             AuthFailure::UnsupportedScheme => "Authorization scheme is not SharedKey(Lite)",
@@ -130,6 +145,9 @@ impl fmt::Display for AuthFailure {
             AuthFailure::ServiceMismatch => "account SAS excludes the queue service",
             AuthFailure::ResourceTypeMismatch => "account SAS excludes this resource type",
             AuthFailure::PermissionMismatch => "SAS lacks the permission this operation needs",
+            AuthFailure::BearerOverHttp => "bearer tokens are not allowed over HTTP",
+            AuthFailure::BearerDisabled => "bearer token while --oauth is off",
+            AuthFailure::BearerNotForOperation => "bearer tokens cannot get or set a queue ACL",
         };
         formatter.write_str(text)
     }
@@ -161,6 +179,8 @@ pub struct Authenticator {
     sas_cache: SasCache,
     /// Reused for every string-to-sign so that verification does not allocate one per request.
     string_to_sign: Vec<u8>,
+    /// Whether bearer tokens are accepted (`--oauth basic`).
+    bearer_enabled: bool,
 }
 
 impl Authenticator {
@@ -170,7 +190,13 @@ impl Authenticator {
             accounts,
             sas_cache: SasCache::new(crate::config::SAS_CACHE_ENTRIES_MAX),
             string_to_sign: Vec::with_capacity(512),
+            bearer_enabled: false,
         }
+    }
+
+    /// Accepts bearer tokens from now on (`--oauth basic`), over HTTPS.
+    pub fn enable_bearer(&mut self) {
+        self.bearer_enabled = true;
     }
 
     /// The accounts this authenticator checks against (the api layer answers 404 for others).
@@ -199,6 +225,9 @@ impl Authenticator {
             .get(context.account_name)
             .ok_or(AuthFailure::UnknownAccount)?;
         if let Some(authorization) = request.header("authorization") {
+            if let Some(token) = bearer_token(authorization) {
+                return self.authenticate_bearer(token, request, context, access);
+            }
             return shared_key::verify(
                 request,
                 authorization,
@@ -218,6 +247,51 @@ impl Authenticator {
             &mut self.string_to_sign,
         )
     }
+}
+
+impl Authenticator {
+    /// Checks a bearer token, as Azurite's `--oauth basic`: only over HTTPS, never for a queue
+    /// ACL, and with claims that hold (`bearer::verify`).
+    fn authenticate_bearer(
+        &self,
+        token: &str,
+        request: &Request,
+        context: &RequestContext<'_>,
+        access: Access,
+    ) -> Result<Principal, AuthFailure> {
+        if !context.secure_transport {
+            return Err(AuthFailure::BearerOverHttp);
+        }
+        if !self.bearer_enabled {
+            return Err(AuthFailure::BearerDisabled);
+        }
+        if access == Access::GET_QUEUE_ACL || access == Access::SET_QUEUE_ACL {
+            return Err(AuthFailure::BearerNotForOperation);
+        }
+        bearer::verify(
+            token,
+            context.account_name,
+            request.header_str("host"),
+            context.now_ms,
+        )
+        .map_err(AuthFailure::InvalidBearerToken)?;
+        Ok(Principal {
+            scheme: AuthScheme::Bearer,
+            key_index: 0,
+        })
+    }
+}
+
+/// The token of an `Authorization: Bearer <token>` header (the scheme in any case), if it is one.
+fn bearer_token(authorization: &[u8]) -> Option<&str> {
+    let prefix = bearer::BEARER_PREFIX.as_bytes();
+    if authorization.len() < prefix.len()
+        || !authorization[..prefix.len()].eq_ignore_ascii_case(prefix)
+    {
+        return None;
+    }
+    // A token that is not text cannot be a JWT: an empty one fails as malformed.
+    Some(std::str::from_utf8(&authorization[prefix.len()..]).unwrap_or_default())
 }
 
 /// Decodes a base64 HMAC-SHA256 signature, as sent in `Authorization` or a SAS `sig`.
@@ -340,9 +414,10 @@ mod tests {
             (peek_request(None, account_sas), Ok(AuthScheme::AccountSas)),
             (peek_request(None, service_sas), Ok(AuthScheme::ServiceSas)),
             (peek_request(None, ""), Err(AuthFailure::NoCredentials)),
+            // The header wins over a SAS in the query; a bearer token needs HTTPS.
             (
                 peek_request(Some("Bearer eyJ0eXAiOiJKV1QiLCJhbGciOiJIUzI1NiJ9"), account_sas),
-                Err(AuthFailure::UnsupportedScheme),
+                Err(AuthFailure::BearerOverHttp),
             ),
         ];
         for (request, expected) in cases {
@@ -360,6 +435,96 @@ mod tests {
                 expected,
                 "{:?}",
                 String::from_utf8_lossy(request.target())
+            );
+        }
+    }
+
+    #[test]
+    fn bearer_tokens_need_https_oauth_a_token_operation_and_good_claims() {
+        use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+        use base64::Engine;
+        let now_s = (NOVEMBER_22_MS + 3_600_000) / 1000;
+        let token = |expires_s: u64| {
+            format!(
+                "Bearer {}.{}.",
+                URL_SAFE_NO_PAD.encode(r#"{"alg":"none"}"#),
+                URL_SAFE_NO_PAD.encode(format!(
+                    r#"{{"aud":"https://storage.azure.com","iss":"https://sts.windows.net/t/","nbf":{},"exp":{expires_s}}}"#,
+                    now_s - 60
+                ))
+            )
+        };
+        let valid = token(now_s + 3600);
+        let expired = token(now_s - 3600);
+        let mut secure = context(Some("myqueue"));
+        secure.secure_transport = true;
+        let mut off = development_authenticator();
+        let mut on = development_authenticator();
+        on.enable_bearer();
+        // (bearer enabled, Authorization, over HTTPS, access, outcome)
+        type Case<'a> = (bool, &'a str, bool, Access, Result<AuthScheme, AuthFailure>);
+        let cases: [Case<'_>; 6] = [
+            (
+                true,
+                &valid,
+                true,
+                Access::PEEK_MESSAGES,
+                Ok(AuthScheme::Bearer),
+            ),
+            (
+                true,
+                &valid,
+                false,
+                Access::PEEK_MESSAGES,
+                Err(AuthFailure::BearerOverHttp),
+            ),
+            (
+                false,
+                &valid,
+                true,
+                Access::PEEK_MESSAGES,
+                Err(AuthFailure::BearerDisabled),
+            ),
+            (
+                true,
+                &valid,
+                true,
+                Access::GET_QUEUE_ACL,
+                Err(AuthFailure::BearerNotForOperation),
+            ),
+            (
+                true,
+                &expired,
+                true,
+                Access::PEEK_MESSAGES,
+                Err(AuthFailure::InvalidBearerToken(
+                    bearer::TokenProblem::Expired,
+                )),
+            ),
+            (
+                true,
+                "bearer not-a-jwt",
+                true,
+                Access::PEEK_MESSAGES,
+                Err(AuthFailure::InvalidBearerToken(
+                    bearer::TokenProblem::Malformed,
+                )),
+            ),
+        ];
+        for (enabled, authorization, https, access, expected) in cases {
+            let authenticator = if enabled { &mut on } else { &mut off };
+            let request = peek_request(Some(authorization), "");
+            let context = if https {
+                secure
+            } else {
+                context(Some("myqueue"))
+            };
+            let outcome = authenticator
+                .authenticate(&request, &query_of(&request), &context, access, &no_policy)
+                .map(|principal| principal.scheme);
+            assert_eq!(
+                outcome, expected,
+                "{authorization} https={https} {access:?}"
             );
         }
     }

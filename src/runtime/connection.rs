@@ -4,8 +4,11 @@
 //! Timeouts bound slow heads (slowloris) and idle keep-alive connections. Every answered request
 //! is counted in the shard's metrics (operation, status, time); when the shard's governor is
 //! not idle (an account limit, `--latency`, fault rules), the step goes through
-//! `control::govern` instead of straight to `execute`.
+//! `control::govern` instead of straight to `execute`. The loop is generic over its
+//! `Transport`: the backend's TCP stream as is (`Plain`), or a TLS session over it.
 
+use std::future::Future;
+use std::io;
 use std::net::IpAddr;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
@@ -22,13 +25,76 @@ use crate::http::{response, ParseError, Parser, Progress};
 use super::backend::Backend;
 use super::context::ShardContext;
 use super::control;
+use super::tls_stream::TlsStream;
 
 /// Initial capacity of a connection's input and output buffers.
 const BUFFER_BYTES: usize = 16 * 1024;
 
+/// What the connection loop reads requests from and writes answers to.
+pub trait Transport {
+    /// Appends what arrives next to `input`: the byte count, 0 at end of stream, or an error
+    /// (`TimedOut` when nothing arrived within `timeout`).
+    fn read(
+        &mut self,
+        input: &mut BytesMut,
+        timeout: Duration,
+    ) -> impl Future<Output = io::Result<usize>>;
+
+    /// Writes all of `bytes`.
+    fn write_all(&mut self, bytes: &[u8]) -> impl Future<Output = io::Result<()>>;
+
+    /// Ends the connection once the loop is done with it.
+    fn close(self) -> impl Future<Output = ()>;
+}
+
+/// A plain TCP connection (HTTP).
+pub struct Plain<B: Backend>(pub B::Stream);
+
+impl<B: Backend> Transport for Plain<B> {
+    async fn read(&mut self, input: &mut BytesMut, timeout: Duration) -> io::Result<usize> {
+        B::read(&mut self.0, input, timeout).await
+    }
+
+    async fn write_all(&mut self, bytes: &[u8]) -> io::Result<()> {
+        B::write_all(&mut self.0, bytes).await
+    }
+
+    /// Dropping the stream closes it; nothing is owed to the client.
+    async fn close(self) {}
+}
+
+/// A TLS session (HTTPS): its close sends `close_notify` first.
+impl<B: Backend> Transport for TlsStream<B> {
+    async fn read(&mut self, input: &mut BytesMut, timeout: Duration) -> io::Result<usize> {
+        TlsStream::read(self, input, timeout).await
+    }
+
+    async fn write_all(&mut self, bytes: &[u8]) -> io::Result<()> {
+        TlsStream::write_all(self, bytes).await
+    }
+
+    async fn close(self) {
+        TlsStream::close(self).await
+    }
+}
+
 /// Serves one accepted connection from `peer` until the client closes it, a timeout expires, the
-/// request stream is broken, or the server shuts down.
-pub async fn serve<B: Backend>(mut stream: B::Stream, peer: IpAddr, shard: Rc<ShardContext<B>>) {
+/// request stream is broken, or the server shuts down; then closes it.
+pub async fn serve<B: Backend, T: Transport>(
+    mut transport: T,
+    peer: IpAddr,
+    shard: Rc<ShardContext<B>>,
+) {
+    serve_requests(&mut transport, peer, &shard).await;
+    transport.close().await;
+}
+
+/// The connection loop proper; returns when the connection is done.
+async fn serve_requests<B: Backend, T: Transport>(
+    stream: &mut T,
+    peer: IpAddr,
+    shard: &Rc<ShardContext<B>>,
+) {
     let mut input = BytesMut::with_capacity(BUFFER_BYTES);
     let mut output = BytesMut::with_capacity(BUFFER_BYTES);
     let mut parser = Parser::new(
@@ -59,7 +125,7 @@ pub async fn serve<B: Backend>(mut stream: B::Stream, peer: IpAddr, shard: Rc<Sh
                     let executed = if shard.engine.governor.is_idle() {
                         shard.execute(plan.step).await
                     } else {
-                        match control::govern(&shard, plan.step, operation, now_ms).await {
+                        match control::govern(shard, plan.step, operation, now_ms).await {
                             Some(executed) => executed,
                             // A reset fault: close without an answer.
                             None => return,
@@ -86,7 +152,7 @@ pub async fn serve<B: Backend>(mut stream: B::Stream, peer: IpAddr, shard: Rc<Sh
                         break;
                     }
                     if output.len() >= RESPONSE_BATCH_BYTES_MAX
-                        && !write::<B>(&mut stream, &mut output, &mut durable_at, &shard).await
+                        && !write(stream, &mut output, &mut durable_at, shard).await
                     {
                         return;
                     }
@@ -107,9 +173,7 @@ pub async fn serve<B: Backend>(mut stream: B::Stream, peer: IpAddr, shard: Rc<Sh
                 }
             }
         }
-        if !output.is_empty()
-            && !write::<B>(&mut stream, &mut output, &mut durable_at, &shard).await
-        {
+        if !output.is_empty() && !write(stream, &mut output, &mut durable_at, shard).await {
             return;
         }
         if close {
@@ -128,7 +192,7 @@ pub async fn serve<B: Backend>(mut stream: B::Stream, peer: IpAddr, shard: Rc<Sh
                 _ => return,
             }
         };
-        match B::read(&mut stream, &mut input, timeout).await {
+        match stream.read(&mut input, timeout).await {
             Ok(0) | Err(_) => return,
             Ok(_) => {}
         }
@@ -137,8 +201,8 @@ pub async fn serve<B: Backend>(mut stream: B::Stream, peer: IpAddr, shard: Rc<Sh
 
 /// Writes the buffered answers once the log sequence they wait for is written (counted as in
 /// flight meanwhile, so a stopping server waits for them); `false` when the connection broke.
-async fn write<B: Backend>(
-    stream: &mut B::Stream,
+async fn write<B: Backend, T: Transport>(
+    stream: &mut T,
     output: &mut BytesMut,
     durable_at: &mut Option<u64>,
     shard: &ShardContext<B>,
@@ -147,7 +211,7 @@ async fn write<B: Backend>(
         let _busy = shard.busy();
         shard.engine.durable(sequence).await;
     }
-    let written = B::write_all(stream, output).await.is_ok();
+    let written = stream.write_all(output).await.is_ok();
     output.clear();
     written
 }

@@ -10,6 +10,7 @@
 //! - `engine`: the queue state and its timer; `mesh`: commands and replies between shards;
 //! - `control`: rate limits, fault rules, latency and metrics on the request path and between
 //!   shards (`governor`'s runtime half).
+//! - `tls_stream`: a TLS session over either backend's stream (HTTPS, and azq-loadgen's client).
 //!
 //! Everything but `uring` and `portable` is written once, generic over `Backend`.
 
@@ -21,6 +22,7 @@ pub mod engine;
 pub mod mesh;
 pub mod portable;
 pub mod shard;
+pub mod tls_stream;
 #[cfg(all(target_os = "linux", feature = "io_uring"))]
 pub mod uring;
 
@@ -31,7 +33,9 @@ use std::sync::Arc;
 
 use crate::api::{Health, Service};
 use crate::auth::Accounts;
-use crate::config::{Config, Durability, Persistence, MESH_CHANNEL_CAPACITY};
+use crate::config::{
+    Config, Durability, Persistence, MESH_CHANNEL_CAPACITY, TLS_SESSION_CACHE_ENTRIES_PER_SHARD,
+};
 use crate::lifecycle::Lifecycle;
 use crate::storage::recovery::ShardStart;
 
@@ -75,15 +79,26 @@ impl Server {
     }
 }
 
+/// What a server serving HTTPS needs beyond its `Config`.
+#[derive(Clone)]
+pub struct Https {
+    /// The TLS configuration each shard copies (with a session cache of its own).
+    pub server_config: Arc<rustls::ServerConfig>,
+    /// The certificate chain in PEM, served at `GET /_azq/cert.pem`.
+    pub certificate_pem: Arc<str>,
+}
+
 /// Starts every shard on the backend `config.runtime` selects, and returns once all serve.
 /// `stores` holds each shard's recovered state when `config.persistence` keeps data on disk
-/// (`None`: memory only). `lifecycle` stops them. An error names why a shard could not start;
-/// shards that did start are then still running, so the caller should end the process.
+/// (`None`: memory only). `https` makes every shard serve TLS (`None`: plain HTTP).
+/// `lifecycle` stops them. An error names why a shard could not start; shards that did start
+/// are then still running, so the caller should end the process.
 pub fn start(
     config: &Config,
     accounts: Accounts,
     lifecycle: Arc<Lifecycle>,
     stores: Option<Vec<ShardStart>>,
+    https: Option<Https>,
 ) -> Result<Server, String> {
     let shards = config.cpus.len();
     assert!(shards > 0);
@@ -106,6 +121,7 @@ pub fn start(
         address,
         lifecycle: &lifecycle,
         stores,
+        https,
     })?;
     let mut serving = 0;
     while serving < shards {
@@ -136,6 +152,7 @@ struct StartShards<'a> {
     address: SocketAddr,
     lifecycle: &'a Arc<Lifecycle>,
     stores: Vec<Option<(ShardStart, Durability)>>,
+    https: Option<Https>,
 }
 
 impl OnBackend for StartShards<'_> {
@@ -148,8 +165,9 @@ impl OnBackend for StartShards<'_> {
             address,
             lifecycle,
             stores,
+            https,
         } = self;
-        start_shards::<B>(config, accounts, address, lifecycle, stores)
+        start_shards::<B>(config, accounts, address, lifecycle, stores, https)
     }
 }
 
@@ -160,6 +178,7 @@ fn start_shards<B: Backend>(
     address: SocketAddr,
     lifecycle: &Arc<Lifecycle>,
     stores: Vec<Option<(ShardStart, Durability)>>,
+    https: Option<Https>,
 ) -> Result<Receiver<ShardEvent>, String> {
     let shards = config.cpus.len();
     let requests = B::mesh(shards, MESH_CHANNEL_CAPACITY);
@@ -187,17 +206,30 @@ fn start_shards<B: Backend>(
             // Each shard gets an equal part, so no shard ever has to ask another what it holds.
             message_bytes_max: config.message_bytes_max / shards as u64,
             store,
-            service: Service::new(
-                accounts.clone(),
-                shards,
-                !config.product_style_url_disabled,
-                address.to_string(),
-                Health {
-                    lifecycle: lifecycle.clone(),
-                    backend: B::NAME,
-                },
-            )
-            .with_faults_api(config.governor.faults_api),
+            service: {
+                let service = Service::new(
+                    accounts.clone(),
+                    shards,
+                    !config.product_style_url_disabled,
+                    address.to_string(),
+                    Health {
+                        lifecycle: lifecycle.clone(),
+                        backend: B::NAME,
+                    },
+                )
+                .with_faults_api(config.governor.faults_api);
+                match &https {
+                    Some(https) => service.with_https(https.certificate_pem.clone(), config.oauth),
+                    None => service,
+                }
+            },
+            tls: https.as_ref().map(|https| {
+                let mut own = (*https.server_config).clone();
+                own.session_storage = rustls::server::ServerSessionMemoryCache::new(
+                    TLS_SESSION_CACHE_ENTRIES_PER_SHARD,
+                );
+                Arc::new(own)
+            }),
             requests,
             replies,
             lifecycle: lifecycle.clone(),

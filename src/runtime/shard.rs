@@ -4,6 +4,7 @@
 //! the supervisor (`runtime::Server`) when the shard serves, why it could not start, and when it
 //! has stopped, so a shard that fails never leaves the process half alive.
 
+use std::cell::Cell;
 use std::net::SocketAddr;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -15,7 +16,9 @@ use bytes::BytesMut;
 
 use crate::api::Service;
 use crate::config::Durability;
-use crate::config::SHUTDOWN_GRACE_MS;
+use crate::config::{
+    SHUTDOWN_GRACE_MS, TLS_HANDSHAKES_IN_FLIGHT_PER_SHARD_MAX, TLS_HANDSHAKE_TIMEOUT_MS,
+};
 use crate::error::StorageError;
 use crate::governor::{Governor, GovernorConfig};
 use crate::queue::ShardState;
@@ -23,11 +26,12 @@ use crate::storage::log::Log;
 use crate::storage::recovery::ShardStart;
 
 use super::backend::{Backend, Idle};
-use super::connection;
+use super::connection::{self, Plain};
 use super::context::ShardContext;
 use super::control;
 use super::engine::Engine;
 use super::mesh::{Envelope, Mesh, ReplyEnvelope};
+use super::tls_stream::TlsStream;
 use super::Lifecycle;
 
 /// How often an accepting or draining shard looks at the stop flag.
@@ -64,6 +68,8 @@ pub struct ShardSetup<B: Backend> {
     pub store: Option<(ShardStart, Durability)>,
     /// The shard's API.
     pub service: Service,
+    /// The shard's own TLS configuration when the server serves HTTPS.
+    pub tls: Option<Arc<rustls::ServerConfig>>,
     /// The shard's end of the mesh that carries commands to their owners.
     pub requests: B::MeshEnd<Envelope>,
     /// The shard's end of the mesh that carries replies back.
@@ -144,7 +150,7 @@ async fn run<B: Backend>(setup: ShardSetup<B>) {
     control::start(&shard);
     let _ = setup.events.send(ShardEvent::Serving(setup.index));
 
-    accept(&listener, &shard, setup.connections_max).await;
+    accept(&listener, &shard, setup.connections_max, setup.tls).await;
     drop(listener);
 
     // Drain: finish in-flight requests (and keep serving peers' commands) for a bounded time.
@@ -165,7 +171,10 @@ async fn accept<B: Backend>(
     listener: &B::Listener,
     shard: &Rc<ShardContext<B>>,
     connections_max: usize,
+    tls: Option<Arc<rustls::ServerConfig>>,
 ) {
+    // TLS handshakes under way on this shard.
+    let handshakes = Rc::new(Cell::new(0usize));
     loop {
         let accepted = futures_lite::future::or(async { Some(B::accept(listener).await) }, async {
             while !shard.stopping() {
@@ -183,14 +192,37 @@ async fn accept<B: Backend>(
                 continue;
             }
         };
-        if shard.connections().get() >= connections_max {
-            B::spawn(refuse::<B>(stream, shard.engine.now_ms()));
+        let Some(tls) = &tls else {
+            if shard.connections().get() >= connections_max {
+                B::spawn(refuse::<B>(stream, shard.engine.now_ms()));
+                continue;
+            }
+            shard.connections().set(shard.connections().get() + 1);
+            let shard = shard.clone();
+            B::spawn(async move {
+                connection::serve(Plain::<B>(stream), peer.ip(), shard.clone()).await;
+                shard.connections().set(shard.connections().get() - 1);
+            });
+            continue;
+        };
+        // Over either cap there is no TLS session to answer 503 over: the connection is closed.
+        if shard.connections().get() >= connections_max
+            || handshakes.get() >= TLS_HANDSHAKES_IN_FLIGHT_PER_SHARD_MAX
+        {
+            B::spawn(B::close(stream));
             continue;
         }
         shard.connections().set(shard.connections().get() + 1);
-        let shard = shard.clone();
+        handshakes.set(handshakes.get() + 1);
+        let (shard, tls, handshakes) = (shard.clone(), tls.clone(), handshakes.clone());
         B::spawn(async move {
-            connection::serve(stream, peer.ip(), shard.clone()).await;
+            let timeout = Duration::from_millis(TLS_HANDSHAKE_TIMEOUT_MS);
+            let session = TlsStream::<B>::accept(stream, tls, timeout).await;
+            handshakes.set(handshakes.get() - 1);
+            match session {
+                Ok(session) => connection::serve(session, peer.ip(), shard.clone()).await,
+                Err(error) => shard.log_line(&format!("TLS handshake with {peer} failed: {error}")),
+            }
             shard.connections().set(shard.connections().get() - 1);
         });
     }

@@ -2,7 +2,7 @@
 
 By default the session starts the release binary (env AZQ_BIN, default target/release/azq under the
 repo root) on 127.0.0.1 with `--queuePort 0 --shards 2`, reads the port from the line
-`azq listening on http://HOST:PORT (N shards, BACKEND, STORAGE)` on its stdout, and stops it at the end
+`azq listening on http[s]://HOST:PORT (N shards, BACKEND, STORAGE)` on its stdout, and stops it at the end
 (SIGTERM, then SIGKILL if it lingers).
 
 Environment:
@@ -57,7 +57,7 @@ STARTUP_POLL_INTERVAL_S = 0.05
 LOG_TAIL_BYTES_MAX = 4000
 
 READY_LINE = re.compile(
-    r"azq listening on (?P<url>http://(?P<host>\S+):(?P<port>\d+)) "
+    r"azq listening on (?P<url>(?P<scheme>https?)://(?P<host>\S+):(?P<port>\d+)) "
     r"\((?P<shards>\d+) shards?, (?P<backend>\w+), (?P<storage>in memory|data [^)]+)\)"
 )
 
@@ -93,6 +93,8 @@ class Server:
     port: int
     # Account URL: what connection strings call QueueEndpoint.
     endpoint: str
+    # http, or https for a server started with --cert.
+    scheme: str = "http"
     process: Optional[subprocess.Popen] = None
     stdout_path: Optional[Path] = None
     stderr_path: Optional[Path] = None
@@ -204,7 +206,7 @@ def start_server(binary: Path, log_dir: Path, extra_args=(), env=None, port=0) -
         if time.monotonic() >= deadline:
             stop_server(server)
             raise RuntimeError(
-                f"azq printed no 'azq listening on http://HOST:PORT (N shards, BACKEND, STORAGE)' line within "
+                f"azq printed no 'azq listening on http[s]://HOST:PORT (N shards, BACKEND, STORAGE)' line within "
                 f"{STARTUP_TIMEOUT_S:.0f} s: {shlex.join(command)}\n" + server.log_tail()
             )
         time.sleep(STARTUP_POLL_INTERVAL_S)
@@ -222,7 +224,8 @@ def start_server(binary: Path, log_dir: Path, extra_args=(), env=None, port=0) -
             f"azq runs on {match.group('backend')}, not {expected_backend}: {shlex.join(command)}\n"
             + server.log_tail()
         )
-    server.endpoint = f"http://{host}:{server.port}/{DEV_ACCOUNT}"
+    server.scheme = match.group("scheme")
+    server.endpoint = f"{server.scheme}://{host}:{server.port}/{DEV_ACCOUNT}"
     return server
 
 

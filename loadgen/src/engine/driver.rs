@@ -29,7 +29,7 @@ pub(super) async fn drive_connection<B: Backend>(core: Rc<Core>, mut lanes: Vec<
     let mut in_flight: VecDeque<InFlight> = VecDeque::with_capacity(lanes.len());
     let mut output: Vec<u8> = Vec::with_capacity(64 * 1024);
     // Connect before run time zero, so that the first requests are not late by a handshake.
-    let mut connection = Connection::<B>::connect(plan.endpoint.address).await.ok();
+    let mut connection = Connection::<B>::connect(&plan.endpoint).await.ok();
     clock.wait_for_start::<B>().await;
     let mut last_answer_ns = 0;
     loop {
@@ -37,7 +37,7 @@ pub(super) async fn drive_connection<B: Backend>(core: Rc<Core>, mut lanes: Vec<
             return last_answer_ns;
         }
         let Some(open) = connection.as_mut() else {
-            match Connection::connect(plan.endpoint.address).await {
+            match Connection::connect(&plan.endpoint).await {
                 Ok(new) => connection = Some(new),
                 Err(_) => {
                     lose_due_requests(

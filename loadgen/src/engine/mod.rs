@@ -402,7 +402,7 @@ async fn sample_depth<B: Backend>(core: Rc<Core>, reports: ReportSender) {
         core.clock.sleep_until::<B>(sample * INTERVAL_NS).await;
         sample += 1;
         if connection.is_none() {
-            connection = Connection::connect(core.plan.endpoint.address).await.ok();
+            connection = Connection::connect(&core.plan.endpoint).await.ok();
         }
         let Some(open) = connection.as_mut() else {
             continue;

@@ -49,7 +49,7 @@ async fn set_up_queues<B: Backend>(plan: &RunPlan) -> Result<Vec<u64>, String> {
     )
     .map_err(|error| error.0)?;
     let address = plan.endpoint.address;
-    let mut connection = Connection::<B>::connect(address)
+    let mut connection = Connection::<B>::connect(&plan.endpoint)
         .await
         .map_err(|error| format!("cannot connect to {address}: {error}"))?;
     let queues = plan.settings.queue_names.len();

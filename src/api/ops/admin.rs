@@ -1,14 +1,15 @@
 //! azq's own endpoints under `/_azq/` (no account name can start with `_`, so they never shadow
-//! an account): `GET /_azq/health`, unauthenticated, for container health checks, load
-//! balancers and `azq healthcheck`. 200 once every shard serves, 503 while starting or draining,
-//! with a small JSON body.
-//!
-//! Also unauthenticated: `GET /_azq/metrics` (Prometheus text, always on) and, only with
-//! `--faults-api`, the fault rules: `POST /_azq/faults` adds one (JSON, `governor::faults`),
-//! `GET /_azq/faults` lists them with how often each fired, `DELETE /_azq/faults/{id}` and
-//! `DELETE /_azq/faults` remove them. Without `--faults-api` those paths are unknown (400
-//! `InvalidUri`, as any other unknown `/_azq/` path). Their answers are JSON; a bad rule is 400
-//! `{"error": "..."}` saying what is wrong.
+//! an account), unauthenticated:
+//! - `GET /_azq/health`, for container health checks, load balancers and `azq healthcheck`:
+//!   200 once every shard serves, 503 while starting or draining, with a small JSON body;
+//! - `GET /_azq/cert.pem`, over HTTPS: the server's certificate chain, so that a client or a CI
+//!   step can trust a `--cert auto` certificate in one command (404 over plain HTTP);
+//! - `GET /_azq/metrics` (Prometheus text, always on) and, only with `--faults-api`, the fault
+//!   rules: `POST /_azq/faults` adds one (JSON, `governor::faults`), `GET /_azq/faults` lists
+//!   them with how often each fired, `DELETE /_azq/faults/{id}` and `DELETE /_azq/faults` remove
+//!   them. Without `--faults-api` those paths are unknown (400 `InvalidUri`, as any other
+//!   unknown `/_azq/` path). Their answers are JSON; a bad rule is 400 `{"error": "..."}` saying
+//!   what is wrong.
 
 use bytes::{BufMut, BytesMut};
 
@@ -78,6 +79,18 @@ pub fn plan(request: &Request, faults_api: bool) -> Plan {
             auth_failure: None,
         },
         (_, b"/_azq/health") => fail(Some(Operation::Health), StorageError::UnsupportedHttpVerb),
+        (Method::Get | Method::Head, b"/_azq/cert.pem") => Plan {
+            step: Step::Answer(Reply::Done),
+            response: ResponsePlan {
+                operation: Some(Operation::Certificate),
+                ..ResponsePlan::default()
+            },
+            auth_failure: None,
+        },
+        (_, b"/_azq/cert.pem") => fail(
+            Some(Operation::Certificate),
+            StorageError::UnsupportedHttpVerb,
+        ),
         _ => fail(None, StorageError::InvalidUri),
     }
 }
@@ -116,5 +129,21 @@ pub fn health_response(
         )
         .as_bytes(),
     );
+    response.finish();
+}
+
+/// 200 with the certificate chain in PEM; 404 `ResourceNotFound` when the server serves plain
+/// HTTP and so has none.
+pub fn certificate_response(
+    responder: &Responder<'_>,
+    certificate_pem: Option<&str>,
+    out: &mut BytesMut,
+) {
+    let Some(pem) = certificate_pem else {
+        return responder.error(StorageError::ResourceNotFound, out);
+    };
+    let mut response = responder.start(200, out);
+    response.header("Content-Type", b"application/x-pem-file");
+    response.body().put_slice(pem.as_bytes());
     response.finish();
 }

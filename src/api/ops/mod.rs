@@ -21,7 +21,9 @@ use super::{ListingEcho, Operation, Step};
 pub(super) fn step(planning: &Planning<'_>) -> Result<(Step, Option<ListingEcho>), StorageError> {
     let step = match planning.route.operation {
         // Answered before authentication: from the CORS rules alone, or by azq itself.
-        Operation::Preflight | Operation::Health => Err(StorageError::InternalError),
+        Operation::Preflight | Operation::Health | Operation::Certificate => {
+            Err(StorageError::InternalError)
+        }
         Operation::GetServiceProperties => Ok(service::get_service_properties(planning)),
         Operation::SetServiceProperties => service::set_service_properties(planning),
         Operation::GetServiceStats => service::get_service_stats(planning),
@@ -62,7 +64,7 @@ pub(super) fn response(
         Operation::GetServiceStats => service::get_service_stats_response(responder, reply, out),
         // List Queues answers with every shard's part (`Outcome::Parts`), never one reply;
         // health from the server's state, not a reply (`Service::respond`).
-        Operation::ListQueues | Operation::Health => Err(reply),
+        Operation::ListQueues | Operation::Health | Operation::Certificate => Err(reply),
         Operation::CreateQueue => queue::create_queue_response(responder, reply, out),
         Operation::DeleteQueue => queue::delete_queue_response(responder, reply, out),
         Operation::GetQueueMetadata => queue::get_queue_metadata_response(responder, reply, out),

@@ -1,0 +1,153 @@
+//! HTTPS over raw TLS (rustls as the client), against the real `azq` binary on both backends:
+//! SharedKey requests pipelined on one session, and the cap on handshakes in flight per shard —
+//! a connection beyond it is closed without a ServerHello, and once the idle ones are gone a new
+//! client is served again. (The Python SDK suite covers the rest: PEM, PFX, `auto`, tokens,
+//! plain HTTP to the TLS port, the handshake timeout.)
+
+mod common;
+
+use std::io::{BufReader, Read, Write};
+use std::net::TcpStream;
+use std::sync::Arc;
+use std::time::Duration;
+
+use azq::config::TLS_HANDSHAKES_IN_FLIGHT_PER_SHARD_MAX;
+use common::{read_response, signed_request, Server, TempDir};
+
+/// A server with `--cert auto` kept in `data`, on `runtime`.
+fn start(data: &TempDir, runtime: &str) -> Server {
+    Server::start(&[
+        "--shards",
+        "1",
+        "--cert",
+        "auto",
+        "--location",
+        data.arg(),
+        "--runtime",
+        runtime,
+    ])
+}
+
+/// The backends this machine can run.
+fn runtimes() -> Vec<&'static str> {
+    let mut runtimes = vec!["portable"];
+    if azq::runtime::backend::io_uring_refusal().is_none() {
+        runtimes.push("io_uring");
+    }
+    runtimes
+}
+
+/// A client configuration trusting the certificate the server keeps in `data`.
+fn client_config(data: &TempDir) -> Arc<rustls::ClientConfig> {
+    use rustls::pki_types::pem::PemObject;
+    let mut roots = rustls::RootCertStore::empty();
+    for certificate in
+        rustls::pki_types::CertificateDer::pem_file_iter(data.path().join("__azq__/cert.pem"))
+            .unwrap()
+    {
+        roots.add(certificate.unwrap()).unwrap();
+    }
+    Arc::new(
+        rustls::ClientConfig::builder_with_provider(Arc::new(
+            rustls::crypto::ring::default_provider(),
+        ))
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_no_client_auth(),
+    )
+}
+
+/// A TLS session to the server, handshake not yet done (rustls does it on first use).
+fn session(
+    server: &Server,
+    config: &Arc<rustls::ClientConfig>,
+) -> rustls::StreamOwned<rustls::ClientConnection, TcpStream> {
+    let name = rustls::pki_types::ServerName::try_from("127.0.0.1").unwrap();
+    let connection = rustls::ClientConnection::new(config.clone(), name).unwrap();
+    rustls::StreamOwned::new(connection, server.connect())
+}
+
+#[test]
+fn pipelined_shared_key_requests_on_one_session() {
+    for runtime in runtimes() {
+        let data = TempDir::new(&format!("tls-pipelined-{runtime}"));
+        let server = start(&data, runtime);
+        let config = client_config(&data);
+        let mut stream = session(&server, &config);
+        // Three requests in one write: create, put, then list; each answered in order.
+        let mut requests = signed_request("PUT", "/devstoreaccount1/tls-queue", &[], b"");
+        let body = b"<QueueMessage><MessageText>over TLS</MessageText></QueueMessage>";
+        requests.extend(signed_request(
+            "POST",
+            "/devstoreaccount1/tls-queue/messages",
+            &[],
+            body,
+        ));
+        requests.extend(signed_request(
+            "GET",
+            "/devstoreaccount1/tls-queue/messages?peekonly=true",
+            &[],
+            b"",
+        ));
+        stream.write_all(&requests).unwrap();
+        let mut reader = BufReader::new(stream);
+        let statuses: Vec<u16> = (0..3)
+            .map(|_| read_response(&mut reader, false).expect("an answer").status)
+            .collect();
+        assert_eq!(statuses, [201, 201, 200], "{runtime}");
+    }
+}
+
+#[test]
+fn handshakes_beyond_the_cap_are_closed_without_an_answer() {
+    azq::runtime::raise_open_files_limit();
+    for runtime in runtimes() {
+        let data = TempDir::new(&format!("tls-cap-{runtime}"));
+        let server = start(&data, runtime);
+        let config = client_config(&data);
+        // Connections that never send their ClientHello hold every handshake slot of the one
+        // shard (well within the handshake timeout: opening them takes a fraction of it).
+        let idle: Vec<TcpStream> = (0..TLS_HANDSHAKES_IN_FLIGHT_PER_SHARD_MAX)
+            .map(|_| server.connect())
+            .collect();
+        // The shard accepts in order, so when it takes this one every slot is held: it is
+        // closed at once, its ClientHello unanswered.
+        let mut extra = server.connect();
+        let mut hello = Vec::new();
+        let name = rustls::pki_types::ServerName::try_from("127.0.0.1").unwrap();
+        rustls::ClientConnection::new(config.clone(), name)
+            .unwrap()
+            .write_tls(&mut hello)
+            .unwrap();
+        // The write may fail if the close came first; either way nothing must come back.
+        let _ = extra.write_all(&hello);
+        let mut answer = Vec::new();
+        let _ = extra.read_to_end(&mut answer);
+        assert!(
+            answer.is_empty(),
+            "{runtime}: a connection over the cap got {} bytes",
+            answer.len()
+        );
+        // Once the idle connections close, their handshakes end and a new client is served.
+        drop(idle);
+        let mut served = false;
+        for _ in 0..50 {
+            let mut stream = session(&server, &config);
+            let request = b"GET /_azq/health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+            if stream.write_all(request).is_ok() {
+                let mut reader = BufReader::new(stream);
+                if let Some(response) = read_response(&mut reader, false) {
+                    assert_eq!(response.status, 200, "{runtime}");
+                    served = true;
+                    break;
+                }
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        assert!(
+            served,
+            "{runtime}: no handshake completed after the idle clients left"
+        );
+    }
+}
