@@ -59,9 +59,10 @@ Engine
   --cpus LIST               CPUs to pin client cores to, e.g. 1 or 2,3 (default: all allowed)
   --connections N           keep-alive connections, spread over the cores (default 16)
   --pipeline N              requests in flight per connection (default 1)
-  --runtime KIND            auto | io_uring | portable: the client's event loop, as azq's
-                            (default auto: io_uring where the kernel allows it, else the
-                            portable one, with one line on stderr saying why)
+  --runtime KIND            portable | auto | io_uring: the client's event loop, one of
+                            azq's backends (default portable: the faster client, even with
+                            wrk; auto: io_uring where the kernel allows it, else portable,
+                            with one line on stderr saying why)
 
 Scenario
   --scenario NAME           put | get-delete | get | peek | update | mixed | workers
@@ -204,7 +205,7 @@ pub fn parse(arguments: impl IntoIterator<Item = String>) -> Result<Command, Str
     let mut target = TargetArguments::default();
     let mut api_version = API_VERSION_DEFAULT.to_string();
     let mut cpus = None;
-    let mut runtime = RuntimeChoice::Auto;
+    let mut runtime = RuntimeChoice::Portable;
     let mut connections = None;
     let mut pipeline = 1;
     let mut scenario = Scenario::Put;
@@ -683,7 +684,7 @@ mod tests {
         assert_eq!(options.load, LoadModel::Closed);
         assert_eq!(options.message_bytes, 1024);
         assert_eq!(options.connections, 16);
-        assert_eq!(options.runtime, RuntimeChoice::Auto);
+        assert_eq!(options.runtime, RuntimeChoice::Portable);
         assert_eq!(options.max_error_ratio, 0.01);
         assert_eq!(options.target.endpoint, None);
         assert_eq!(queue_names(&options), vec!["azqload-0".to_string()]);

@@ -208,6 +208,8 @@ fn auto_falls_back_to_the_portable_backend_where_seccomp_denies_io_uring() {
         &endpoint(&server),
         "fallback-put",
         &[
+            "--runtime",
+            "auto",
             "--requests",
             "2000",
             "--warmup",
@@ -231,6 +233,8 @@ fn auto_falls_back_to_the_portable_backend_where_seccomp_denies_io_uring() {
         &endpoint(&server),
         "fallback-get-delete",
         &[
+            "--runtime",
+            "auto",
             "--scenario",
             "get-delete",
             "--preload",
