@@ -73,6 +73,11 @@ pub trait Backend: Sized + 'static {
     /// Completes after `duration`.
     fn sleep(duration: Duration) -> impl Future<Output = ()>;
 
+    /// How late `sleep` may complete by design (its timer's tick), beyond scheduling delays: a
+    /// waiter that must be punctual (azq-loadgen's open-loop schedule) sleeps until this much
+    /// before its deadline and polls for the rest.
+    const SLEEP_GRANULARITY: Duration;
+
     /// A full mesh of `shards` ends (one per shard) whose channels hold `capacity` values.
     fn mesh<T: Send + 'static>(shards: usize, capacity: usize) -> Vec<Self::MeshEnd<T>>;
 

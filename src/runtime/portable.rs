@@ -83,6 +83,9 @@ impl Backend for Portable {
         tokio::time::sleep(duration).await;
     }
 
+    /// tokio's timer wheel fires on whole milliseconds, rounding every deadline up.
+    const SLEEP_GRANULARITY: Duration = Duration::from_millis(1);
+
     fn mesh<T: Send + 'static>(shards: usize, capacity: usize) -> Vec<Self::MeshEnd<T>> {
         let mut ends: Vec<MeshEnd<T>> = (0..shards)
             .map(|_| MeshEnd {

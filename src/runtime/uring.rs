@@ -82,6 +82,9 @@ impl Backend for IoUring {
         glommio::timer::sleep(duration).await;
     }
 
+    /// glommio's timers are io_uring timeouts, to the nanosecond.
+    const SLEEP_GRANULARITY: Duration = Duration::ZERO;
+
     fn mesh<T: Send + 'static>(shards: usize, capacity: usize) -> Vec<Self::MeshEnd<T>> {
         let mut ends: Vec<MeshEnd<T>> = (0..shards)
             .map(|_| MeshEnd {

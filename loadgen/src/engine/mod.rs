@@ -23,6 +23,8 @@ use std::sync::mpsc::{Receiver, SyncSender};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
+use futures_lite::future;
+
 use azq::runtime::backend::{Backend, Idle, OnBackend, Selected};
 
 use crate::connection::Connection;
@@ -251,10 +253,22 @@ impl RunClock {
         }
     }
 
+    /// Waits until run time `at_ns`. On a backend whose timer ticks coarsely (tokio: whole
+    /// milliseconds), the timer only brings the wait to within a tick of the deadline and the
+    /// task polls for the rest: a late wake-up would be the client's own lateness, counted in
+    /// every open-loop latency.
     async fn sleep_until<B: Backend>(self, at_ns: u64) {
+        let granularity_ns = B::SLEEP_GRANULARITY.as_nanos() as u64;
+        let timer_until_ns = match granularity_ns {
+            0 => at_ns,
+            _ => at_ns.saturating_sub(granularity_ns + granularity_ns / 2),
+        };
         let now = self.now_ns();
-        if at_ns > now {
-            B::sleep(Duration::from_nanos(at_ns - now)).await;
+        if timer_until_ns > now {
+            B::sleep(Duration::from_nanos(timer_until_ns - now)).await;
+        }
+        while self.now_ns() < at_ns {
+            future::yield_now().await;
         }
     }
 }
