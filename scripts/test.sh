@@ -79,7 +79,8 @@ sdk_suites() {
   if [[ -z "${AZQ_TARGET_URL:-}" ]]; then
     section "JavaScript SDK suite (tests/sdk-js): $1"
     # The file, not the directory: from Node 21 on, `node --test` arguments are glob patterns.
-    timeout --kill-after=10 "$sdk_suite_timeout_s" node --test tests/sdk-js/queue.test.mjs
+    timeout --kill-after=10 "$sdk_suite_timeout_s" node --test tests/sdk-js/queue.test.mjs \
+      tests/sdk-js/https.test.mjs
   fi
 }
 
