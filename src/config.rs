@@ -59,6 +59,11 @@ pub const STORAGE_BLOCK_BYTES: usize = 4096;
 pub const LOG_FLUSH_BYTES_MAX: usize = 4 << 20;
 /// Size a log segment is preallocated to; a new segment starts when a flush does not fit.
 pub const LOG_SEGMENT_BYTES: u64 = 64 << 20;
+/// How far ahead of the writes an O_DIRECT segment is filled with zeros (io_uring backend).
+/// Preallocated blocks are "unwritten" extents: a direct write into them needs the file system
+/// to convert them, which io_uring cannot do without blocking and hands to a kernel worker
+/// thread, milliseconds late when the cores are busy. Zeroed blocks are overwritten in place.
+pub const LOG_ZERO_FILL_AHEAD_BYTES: u64 = 4 << 20;
 /// Disk each shard may use beyond its live data before a snapshot lets old segments go: a
 /// snapshot starts once the log since the last one holds more than the live data and this.
 pub const SNAPSHOT_ALLOWANCE_BYTES: u64 = 64 << 20;

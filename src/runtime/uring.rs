@@ -5,6 +5,7 @@
 //! limit below glommio's minimum would otherwise end in glommio's panic (or error) inside a
 //! shard thread.
 
+use std::cell::Cell;
 use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
@@ -19,7 +20,7 @@ use glommio::net::{Preallocated, TcpListener, TcpStream};
 use glommio::{LocalExecutorBuilder, Placement};
 
 use super::backend::{Backend, Idle, JoinedMesh};
-use crate::config::{IO_MEMORY_BYTES_PER_SHARD, LISTEN_BACKLOG};
+use crate::config::{IO_MEMORY_BYTES_PER_SHARD, LISTEN_BACKLOG, LOG_ZERO_FILL_AHEAD_BYTES};
 use crate::storage::files::Disk;
 
 /// Bytes of glommio's receive buffer per connection: each read copies only what arrived from it.
@@ -233,7 +234,15 @@ pub struct DmaDisk;
 /// systems, e.g. a container's bind mount on another OS).
 pub enum UringFile {
     /// Opened with O_DIRECT (or on tmpfs, which glommio opens without it).
-    Direct(glommio::io::DmaFile),
+    Direct {
+        /// The file.
+        file: glommio::io::DmaFile,
+        /// How far it is preallocated.
+        preallocated: u64,
+        /// How far its preallocated blocks hold written zeros or data (see
+        /// `LOG_ZERO_FILL_AHEAD_BYTES`).
+        zeroed_until: Cell<u64>,
+    },
     /// Opened through the page cache.
     Buffered(glommio::io::BufferedFile),
 }
@@ -244,8 +253,12 @@ impl Disk for DmaDisk {
     async fn create(&self, path: &std::path::Path, bytes: u64) -> io::Result<UringFile> {
         let mut options = glommio::io::OpenOptions::new();
         options.read(true).write(true).create(true).truncate(true);
-        let file = match options.dma_open(path).await.map_err(io::Error::from) {
-            Ok(file) => UringFile::Direct(file),
+        let mut file = match options.dma_open(path).await.map_err(io::Error::from) {
+            Ok(file) => UringFile::Direct {
+                file,
+                preallocated: 0,
+                zeroed_until: Cell::new(0),
+            },
             Err(error) if error.raw_os_error() == Some(libc::EINVAL) => {
                 UringFile::Buffered(options.buffered_open(path).await.map_err(io::Error::from)?)
             }
@@ -254,8 +267,13 @@ impl Disk for DmaDisk {
         if bytes > 0 {
             // Preallocated and sized, so a sync never has to update the file's length; a file
             // system without fallocate grows the file as it is written instead.
-            let allocated = match &file {
-                UringFile::Direct(file) => file.pre_allocate(bytes, false).await,
+            let allocated = match &mut file {
+                UringFile::Direct {
+                    file, preallocated, ..
+                } => {
+                    *preallocated = bytes;
+                    file.pre_allocate(bytes, false).await
+                }
                 UringFile::Buffered(file) => file.pre_allocate(bytes, false).await,
             };
             match allocated.map_err(io::Error::from) {
@@ -268,7 +286,27 @@ impl Disk for DmaDisk {
 
     async fn write_at(&self, file: &UringFile, offset: u64, blocks: &[u8]) -> io::Result<()> {
         let written = match file {
-            UringFile::Direct(file) => {
+            UringFile::Direct {
+                file,
+                preallocated,
+                zeroed_until,
+            } => {
+                let end = offset + blocks.len() as u64;
+                if end > zeroed_until.get() && zeroed_until.get() < *preallocated {
+                    let from = zeroed_until.get();
+                    let until = end.max(from + LOG_ZERO_FILL_AHEAD_BYTES).min(*preallocated);
+                    let length = (until - from) as usize;
+                    let mut zeros = file.alloc_dma_buffer(length);
+                    zeros.as_bytes_mut().fill(0);
+                    let zeroed = file.write_at(zeros, from).await.map_err(io::Error::from)?;
+                    if zeroed != length {
+                        return Err(io::Error::new(
+                            io::ErrorKind::WriteZero,
+                            format!("zeroed {zeroed} of {length} bytes"),
+                        ));
+                    }
+                    zeroed_until.set(until);
+                }
                 let mut buffer = file.alloc_dma_buffer(blocks.len());
                 buffer.as_bytes_mut().copy_from_slice(blocks);
                 file.write_at(buffer, offset).await
@@ -287,7 +325,7 @@ impl Disk for DmaDisk {
 
     async fn sync(&self, file: &UringFile) -> io::Result<()> {
         match file {
-            UringFile::Direct(file) => file.fdatasync().await,
+            UringFile::Direct { file, .. } => file.fdatasync().await,
             UringFile::Buffered(file) => file.fdatasync().await,
         }
         .map_err(io::Error::from)
