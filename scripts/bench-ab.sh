@@ -13,6 +13,8 @@
 # Loopback only; every run is bounded by DURATION (plus preloading).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
+# shellcheck source=scripts/bench-lib.sh
+source scripts/bench-lib.sh
 [[ $# -ge 2 ]] || { echo "usage: scripts/bench-ab.sh OLD_AZQ NEW_AZQ [AZQ ARGS...]" >&2; exit 2; }
 binaries=("$1" "$2")
 shift 2
@@ -35,13 +37,8 @@ measure() {
   taskset -c 0 "$1" --queuePort 0 --shards 1 --cpus 0 --silent --inMemoryPersistence \
     --runtime "$runtime" "${extra_args[@]}" > "$work/azq.out" &
   azq_pid=$!
-  local port=""
-  for _ in $(seq 1 100); do
-    port=$(grep -o 'listening on http://127.0.0.1:[0-9]*' "$work/azq.out" 2>/dev/null | grep -o '[0-9]*$' || true)
-    [[ -n "$port" ]] && break
-    sleep 0.1
-  done
-  [[ -n "$port" ]] || { echo "azq did not start" >&2; exit 1; }
+  local port
+  port=$(azq_ready_port "$work/azq.out") || exit 1
   taskset -c 1 target/release/azq-loadgen --endpoint "http://127.0.0.1:$port/devstoreaccount1" \
     --cpus 1 --connections "$connections" --duration "$duration" --warmup "$warmup" \
     --json "$work/run.json" --quiet "${loadgen_args[@]}" > /dev/null

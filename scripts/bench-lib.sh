@@ -18,6 +18,22 @@ free_port() {
   python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
 }
 
+# Waits up to 10 s for azq's ready line in file $1 and prints the loopback port it names (http
+# or https); fails with a message when none comes.
+azq_ready_port() {
+  local file=$1 port
+  for _ in $(seq 1 100); do
+    port=$(grep -o 'listening on https\?://127.0.0.1:[0-9]*' "$file" 2>/dev/null | grep -o '[0-9]*$' || true)
+    if [[ -n $port ]]; then
+      echo "$port"
+      return 0
+    fi
+    sleep 0.1
+  done
+  echo "azq did not start" >&2
+  return 1
+}
+
 # Waits up to 10 s until something accepts connections on loopback port $1.
 wait_for_port() {
   local port=$1

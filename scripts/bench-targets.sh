@@ -11,6 +11,8 @@
 # Loopback only; every run is bounded by DURATION (plus preloading).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
+# shellcheck source=scripts/bench-lib.sh
+source scripts/bench-lib.sh
 duration=${DURATION:-5s}
 warmup=${WARMUP:-2s}
 connections=${CONNECTIONS:-32}
@@ -28,14 +30,7 @@ start_azq() {
   taskset -c 0 target/release/azq --queuePort 0 --shards 1 --cpus 0 --silent --inMemoryPersistence --runtime "$1" \
     > "$out/azq.out" &
   azq_pid=$!
-  port=""
-  for _ in $(seq 1 100); do
-    port=$(grep -o 'listening on http://127.0.0.1:[0-9]*' "$out/azq.out" 2>/dev/null | grep -o '[0-9]*$' || true)
-    [[ -n "$port" ]] && return
-    sleep 0.1
-  done
-  echo "azq did not start" >&2
-  exit 1
+  port=$(azq_ready_port "$out/azq.out") || exit 1
 }
 
 stop_azq() {
