@@ -78,8 +78,11 @@ pub const WRITE_MODE_SYNC_INTERVAL_MS: u64 = 200;
 pub const AZURE_QUEUE_MESSAGES_PER_S: u64 = 2_000;
 /// Azure's target for one storage account (`--profile azure`): requests per second.
 pub const AZURE_ACCOUNT_REQUESTS_PER_S: u64 = 20_000;
-/// What a full token bucket holds, as time at its rate, ms: the burst a limit lets through.
+/// What a full token bucket holds, as time at its rate, ms: the burst a limit lets through
+/// unless `--rate-burst` says otherwise.
 pub const TOKEN_BUCKET_BURST_MS: u64 = 1_000;
+/// The longest burst `--rate-burst` may set, ms.
+pub const RATE_BURST_MS_MAX: u64 = 60_000;
 /// Per-queue buckets one shard keeps; at the cap, full (idle) buckets are forgotten.
 pub const QUEUE_BUCKETS_PER_SHARD_MAX: usize = 65_536;
 /// How often each shard reports its per-account demand to shard 0 and gets its new share, ms.

@@ -60,6 +60,8 @@ Usage: azq [options]
   --queue-rate-limit N       message operations per second per queue (with or without the
                              profile)
   --account-rate-limit N     requests per second per account
+  --rate-burst TIME          what either limit lets through at once, as time at its rate
+                             (default 1s; e.g. 100ms for a stricter limit, 0ms for none)
   --latency SPEC             service time added to every answer: 20ms, 5ms-50ms (uniform) or
                              p50=20ms,p99=200ms (log-normal)
   --faults-api               answer POST/GET/DELETE /_azq/faults (fault injection rules)

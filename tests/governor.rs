@@ -103,36 +103,42 @@ fn assert_server_busy(response: &Response, message: &str) {
 fn a_queue_over_its_rate_gets_server_busy_and_keeps_what_was_accepted() {
     const RATE: u64 = 50;
     const PUTS: usize = 400;
+    // The default burst (a second of the rate), and `--rate-burst 100ms`: a tenth of it.
+    const BURSTS: [(&[&str], u64); 2] = [(&[], RATE), (&["--rate-burst", "100ms"], RATE / 10)];
     for backend in BACKENDS {
-        let server = start(backend, &["--shards", "2", "--queue-rate-limit", "50"]);
-        create_queue(&server, "limited");
-        create_queue(&server, "other");
-        let began = Instant::now();
-        let answers = pipelined(&server, |_| put_request("limited", "m"), PUTS);
-        let elapsed_s = began.elapsed().as_secs_f64();
-        let accepted = answers.iter().filter(|answer| answer.status == 201).count() as u64;
-        for refused in answers.iter().filter(|answer| answer.status != 201) {
-            assert_server_busy(refused, "The server is busy.");
+        for (burst_flags, burst) in BURSTS {
+            let mut arguments = vec!["--shards", "2", "--queue-rate-limit", "50"];
+            arguments.extend_from_slice(burst_flags);
+            let server = start(backend, &arguments);
+            create_queue(&server, "limited");
+            create_queue(&server, "other");
+            let began = Instant::now();
+            let answers = pipelined(&server, |_| put_request("limited", "m"), PUTS);
+            let elapsed_s = began.elapsed().as_secs_f64();
+            let accepted = answers.iter().filter(|answer| answer.status == 201).count() as u64;
+            for refused in answers.iter().filter(|answer| answer.status != 201) {
+                assert_server_busy(refused, "The server is busy.");
+            }
+            // A full bucket holds the burst; it refills at the rate.
+            let ceiling = burst + (RATE as f64 * elapsed_s).ceil() as u64 + 1;
+            assert!(
+                (burst..=ceiling).contains(&accepted),
+                "{accepted} accepted in {elapsed_s:.2} s with {burst_flags:?}"
+            );
+            assert_eq!(approximate_count(&server, "limited"), accepted);
+            // Another queue has its own bucket; queue operations are not message operations.
+            assert_status(&send(&server, put_request("other", "m")), 201, None);
+            assert_eq!(approximate_count(&server, "limited"), accepted);
+            let text = metrics(&server);
+            assert_eq!(
+                sample(&text, "azq_throttled_total{scope=\"queue\"}"),
+                PUTS as u64 - accepted
+            );
+            assert_eq!(
+                sample(&text, "azq_rate_limit_per_second{scope=\"queue\"}"),
+                RATE
+            );
         }
-        // A full bucket holds one second of the rate; it refills at the rate.
-        let ceiling = RATE + (RATE as f64 * elapsed_s).ceil() as u64 + 1;
-        assert!(
-            (RATE..=ceiling).contains(&accepted),
-            "{accepted} accepted in {elapsed_s:.2} s"
-        );
-        assert_eq!(approximate_count(&server, "limited"), accepted);
-        // Another queue has its own bucket; queue operations are not message operations.
-        assert_status(&send(&server, put_request("other", "m")), 201, None);
-        assert_eq!(approximate_count(&server, "limited"), accepted);
-        let text = metrics(&server);
-        assert_eq!(
-            sample(&text, "azq_throttled_total{scope=\"queue\"}"),
-            PUTS as u64 - accepted
-        );
-        assert_eq!(
-            sample(&text, "azq_rate_limit_per_second{scope=\"queue\"}"),
-            RATE
-        );
     }
 }
 
@@ -140,32 +146,40 @@ fn a_queue_over_its_rate_gets_server_busy_and_keeps_what_was_accepted() {
 fn an_account_over_its_rate_gets_server_busy_with_the_account_message() {
     const RATE: u64 = 40;
     const REQUESTS: usize = 300;
+    // The receiving shard starts with half the limit: a burst of half the default second's
+    // worth, or of a tenth of that with `--rate-burst 100ms`.
+    const BURSTS: [(&[&str], u64); 2] = [(&[], RATE / 2), (&["--rate-burst", "100ms"], RATE / 20)];
     for backend in BACKENDS {
-        let server = start(backend, &["--shards", "2", "--account-rate-limit", "40"]);
-        let began = Instant::now();
-        // Create Queue counts against the account (not the queue): spread over both shards.
-        let answers = pipelined(
-            &server,
-            |index| signed_request("PUT", &format!("/devstoreaccount1/queue-{index}"), &[], b""),
-            REQUESTS,
-        );
-        let elapsed_s = began.elapsed().as_secs_f64();
-        let accepted = answers.iter().filter(|answer| answer.status == 201).count() as u64;
-        for refused in answers.iter().filter(|answer| answer.status != 201) {
-            assert_server_busy(refused, "Operations per second is over the account limit.");
+        for (burst_flags, burst) in BURSTS {
+            let mut arguments = vec!["--shards", "2", "--account-rate-limit", "40"];
+            arguments.extend_from_slice(burst_flags);
+            let server = start(backend, &arguments);
+            let began = Instant::now();
+            // Create Queue counts against the account (not the queue): spread over both shards.
+            let answers = pipelined(
+                &server,
+                |index| {
+                    signed_request("PUT", &format!("/devstoreaccount1/queue-{index}"), &[], b"")
+                },
+                REQUESTS,
+            );
+            let elapsed_s = began.elapsed().as_secs_f64();
+            let accepted = answers.iter().filter(|answer| answer.status == 201).count() as u64;
+            for refused in answers.iter().filter(|answer| answer.status != 201) {
+                assert_server_busy(refused, "Operations per second is over the account limit.");
+            }
+            // It never holds more than the whole limit's rate.
+            let ceiling = burst + (RATE as f64 * elapsed_s).ceil() as u64 + 1;
+            assert!(
+                (burst..=ceiling).contains(&accepted),
+                "{accepted} accepted in {elapsed_s:.2} s with {burst_flags:?}"
+            );
+            let text = metrics(&server);
+            assert_eq!(
+                sample(&text, "azq_throttled_total{scope=\"account\"}"),
+                REQUESTS as u64 - accepted
+            );
         }
-        // The receiving shard starts with half the limit (a burst of half a second's worth)
-        // and never holds more than the whole limit.
-        let ceiling = RATE / 2 + (RATE as f64 * elapsed_s).ceil() as u64 + 1;
-        assert!(
-            (RATE / 2..=ceiling).contains(&accepted),
-            "{accepted} accepted in {elapsed_s:.2} s"
-        );
-        let text = metrics(&server);
-        assert_eq!(
-            sample(&text, "azq_throttled_total{scope=\"account\"}"),
-            REQUESTS as u64 - accepted
-        );
     }
 }
 

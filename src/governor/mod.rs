@@ -19,7 +19,10 @@ pub mod throttle;
 
 use std::cell::{Cell, RefCell};
 
-use crate::config::{AZURE_ACCOUNT_REQUESTS_PER_S, AZURE_QUEUE_MESSAGES_PER_S};
+use crate::config::{
+    AZURE_ACCOUNT_REQUESTS_PER_S, AZURE_QUEUE_MESSAGES_PER_S, RATE_BURST_MS_MAX,
+    TOKEN_BUCKET_BURST_MS,
+};
 use crate::random::{mix64, SplitMix64};
 
 use faults::{Faults, Rule};
@@ -36,6 +39,8 @@ pub struct GovernorConfig {
     pub queue_rate_limit: Option<u64>,
     /// `--account-rate-limit N`: requests per second per account.
     pub account_rate_limit: Option<u64>,
+    /// `--rate-burst TIME`: what a full bucket of either limit holds, as time at its rate, ms.
+    pub rate_burst_ms: Option<u64>,
     /// `--latency SPEC`.
     pub latency: Option<Latency>,
     /// `--faults-api`: the `/_azq/faults` endpoints answer.
@@ -47,10 +52,11 @@ pub struct GovernorConfig {
 }
 
 /// The flags `GovernorConfig::parse_flag` takes, for the command line's dispatch.
-pub const FLAGS: [&str; 7] = [
+pub const FLAGS: [&str; 8] = [
     "--profile",
     "--queue-rate-limit",
     "--account-rate-limit",
+    "--rate-burst",
     "--latency",
     "--faults-api",
     "--faults",
@@ -78,6 +84,18 @@ impl GovernorConfig {
             },
             "--queue-rate-limit" => self.queue_rate_limit = Some(rate(value()?)?),
             "--account-rate-limit" => self.account_rate_limit = Some(rate(value()?)?),
+            "--rate-burst" => {
+                let us = latency::duration_us(&value()?)
+                    .ok()
+                    .filter(|&us| us <= RATE_BURST_MS_MAX * 1000)
+                    .ok_or_else(|| {
+                        format!(
+                            "--rate-burst must be a time from 0ms to {} s, e.g. 100ms",
+                            RATE_BURST_MS_MAX / 1000
+                        )
+                    })?;
+                self.rate_burst_ms = Some(us / 1000);
+            }
             "--latency" => {
                 self.latency =
                     Some(Latency::parse(&value()?).map_err(|why| format!("--latency: {why}"))?)
@@ -113,6 +131,11 @@ impl GovernorConfig {
     pub fn account_rate(&self) -> Option<u64> {
         self.account_rate_limit
             .or(self.profile_azure.then_some(AZURE_ACCOUNT_REQUESTS_PER_S))
+    }
+
+    /// What a full bucket of either limit holds, as time at its rate, ms.
+    pub fn rate_burst_ms(&self) -> u64 {
+        self.rate_burst_ms.unwrap_or(TOKEN_BUCKET_BURST_MS)
     }
 }
 
@@ -157,10 +180,10 @@ impl Governor {
             metrics: ShardMetrics::default(),
             queue_throttle: config
                 .queue_rate()
-                .map(|rate| RefCell::new(QueueThrottle::new(rate))),
-            account_throttle: config
-                .account_rate()
-                .map(|rate| RefCell::new(AccountThrottle::new(rate, shards))),
+                .map(|rate| RefCell::new(QueueThrottle::new(rate, config.rate_burst_ms()))),
+            account_throttle: config.account_rate().map(|rate| {
+                RefCell::new(AccountThrottle::new(rate, shards, config.rate_burst_ms()))
+            }),
             share_table: config
                 .account_rate()
                 .filter(|_| index == 0)
@@ -221,6 +244,11 @@ mod tests {
         assert_eq!(config.account_rate(), Some(AZURE_ACCOUNT_REQUESTS_PER_S));
         let config = parse(&[("--queue-rate-limit", "5"), ("--profile", "azure")]).unwrap();
         assert_eq!(config.queue_rate(), Some(5));
+        assert_eq!(config.rate_burst_ms(), TOKEN_BUCKET_BURST_MS);
+        let config = parse(&[("--rate-burst", "50ms")]).unwrap();
+        assert_eq!(config.rate_burst_ms(), 50);
+        let config = parse(&[("--rate-burst", "0ms")]).unwrap();
+        assert_eq!(config.rate_burst_ms(), 0);
         let config = parse(&[("--account-rate-limit", "7")]).unwrap();
         assert_eq!(
             (config.queue_rate(), config.account_rate()),
@@ -233,6 +261,9 @@ mod tests {
             ("--latency", "fast"),
             ("--seed", "x"),
             ("--faults", "/nonexistent/rules.json"),
+            ("--rate-burst", "100"),
+            ("--rate-burst", "-1ms"),
+            ("--rate-burst", "61s"),
         ] {
             assert!(parse(&[refused]).is_err(), "{refused:?}");
         }

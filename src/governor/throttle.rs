@@ -34,14 +34,16 @@ pub fn is_message_operation(command: &Command) -> bool {
 #[derive(Debug)]
 pub struct QueueThrottle {
     rate_per_s: u64,
+    burst_ms: u64,
     buckets: HashMap<QueueKey, TokenBucket, ahash::RandomState>,
 }
 
 impl QueueThrottle {
-    /// Buckets of `rate_per_s` message operations a second per queue.
-    pub fn new(rate_per_s: u64) -> QueueThrottle {
+    /// Buckets of `rate_per_s` message operations a second per queue, holding `burst_ms` of them.
+    pub fn new(rate_per_s: u64, burst_ms: u64) -> QueueThrottle {
         QueueThrottle {
             rate_per_s,
+            burst_ms,
             buckets: HashMap::with_hasher(ahash::RandomState::with_seeds(1, 2, 3, 4)),
         }
     }
@@ -54,7 +56,7 @@ impl QueueThrottle {
         if self.buckets.len() >= QUEUE_BUCKETS_PER_SHARD_MAX {
             self.forget_full(now_ms);
         }
-        let mut bucket = TokenBucket::new(self.rate_per_s, now_ms);
+        let mut bucket = TokenBucket::new(self.rate_per_s, self.burst_ms, now_ms);
         let taken = bucket.take(now_ms);
         self.buckets.insert(queue.clone(), bucket);
         taken
@@ -88,17 +90,20 @@ struct AccountShare {
 pub struct AccountThrottle {
     limit_per_s: u64,
     shards: usize,
+    burst_ms: u64,
     accounts: HashMap<String, AccountShare>,
 }
 
 impl AccountThrottle {
     /// A shard's buckets for an account limit of `limit_per_s` requests a second over `shards`
-    /// shards; until the first rebalance each shard gets an even share.
-    pub fn new(limit_per_s: u64, shards: usize) -> AccountThrottle {
+    /// shards, each holding `burst_ms` of its share; until the first rebalance each shard gets
+    /// an even share.
+    pub fn new(limit_per_s: u64, shards: usize, burst_ms: u64) -> AccountThrottle {
         assert!(shards > 0);
         AccountThrottle {
             limit_per_s,
             shards,
+            burst_ms,
             accounts: HashMap::new(),
         }
     }
@@ -110,7 +115,7 @@ impl AccountThrottle {
             return share.bucket.take(now_ms);
         }
         let even = (self.limit_per_s / self.shards as u64).max(1);
-        let mut bucket = TokenBucket::new(even, now_ms);
+        let mut bucket = TokenBucket::new(even, self.burst_ms, now_ms);
         let taken = bucket.take(now_ms);
         self.accounts
             .insert(account.to_string(), AccountShare { bucket, demand: 1 });
@@ -134,7 +139,7 @@ impl AccountThrottle {
                     self.accounts.insert(
                         account.clone(),
                         AccountShare {
-                            bucket: TokenBucket::new(*rate_per_s, now_ms),
+                            bucket: TokenBucket::new(*rate_per_s, self.burst_ms, now_ms),
                             demand: 0,
                         },
                     );
@@ -195,7 +200,7 @@ mod tests {
 
     #[test]
     fn each_queue_has_its_own_bucket() {
-        let mut throttle = QueueThrottle::new(10);
+        let mut throttle = QueueThrottle::new(10, TOKEN_BUCKET_BURST_MS);
         let burst = 10 * TOKEN_BUCKET_BURST_MS as usize / 1000;
         assert_eq!(
             (0..100).filter(|_| throttle.take(&key("a"), 0)).count(),
@@ -211,7 +216,7 @@ mod tests {
 
     #[test]
     fn idle_buckets_are_forgotten_at_the_cap() {
-        let mut throttle = QueueThrottle::new(1_000_000);
+        let mut throttle = QueueThrottle::new(1_000_000, TOKEN_BUCKET_BURST_MS);
         for index in 0..QUEUE_BUCKETS_PER_SHARD_MAX {
             assert!(throttle.take(&key(&format!("q{index}")), 0));
         }
@@ -260,7 +265,7 @@ mod tests {
 
     #[test]
     fn a_shard_over_its_share_is_refused_until_rebalanced() {
-        let mut throttle = AccountThrottle::new(200, 2);
+        let mut throttle = AccountThrottle::new(200, 2, TOKEN_BUCKET_BURST_MS);
         let accepted = (0..1000).filter(|_| throttle.take("a", 0)).count() as u64;
         assert_eq!(accepted, 100 * TOKEN_BUCKET_BURST_MS / 1000);
         assert_eq!(throttle.take_demand(), vec![("a".to_string(), 1000)]);
