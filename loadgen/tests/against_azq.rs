@@ -2,8 +2,7 @@
 //! a free loopback port, checking what the load generator reports against what the server holds;
 //! on either client backend, and under the `no-io-uring` helper's seccomp filter, where `auto`
 //! must fall back to the portable backend and say why.
-//! The knee search is tested against a small rate-limited server inside this file until azq has
-//! a rate limit of its own (see `rate_limited`).
+//! The knee search runs against azq with a per-queue rate limit (`--queue-rate-limit`).
 //!
 //! The server is started with the root crate's test helpers (`tests/common`, included by path).
 //! Cargo gives an integration test only its own package's binaries (`CARGO_BIN_EXE_azq-loadgen`),
@@ -739,108 +738,27 @@ fn merged_logs_of_two_concurrent_runs_add_up_exactly() {
     );
 }
 
-/// A stand-in for a rate-limited server: enough of the Queue service for a Put run (Create
-/// Queue, Get Queue Metadata, Put Message), with Puts beyond `limit_per_s` in any one
-/// wall-clock second refused with 503 ServerBusy. A window of a whole second, rather than a
-/// token bucket with a small burst, keeps the limit the same when a loaded machine makes the
-/// client's sends bursty: a step under the limit passes, a step over it fails.
-///
-/// Issue 14 adds `azq --queue-rate-limit N`; once it exists, the knee test should start azq
-/// with it instead (`Server::start(&["--queue-rate-limit", "300", ...])`) and this goes.
-mod rate_limited {
-    use std::io::{BufRead, BufReader, Read, Write};
-    use std::net::{TcpListener, TcpStream};
-    use std::sync::{Arc, Mutex};
-    use std::time::Instant;
-
-    /// Puts accepted in the current second.
-    struct Window {
-        second: u64,
-        accepted: u64,
-    }
-
-    /// Starts the server on a free loopback port; it serves until the test process ends.
-    pub fn start(limit_per_s: u64) -> u16 {
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        let port = listener.local_addr().unwrap().port();
-        let started = Instant::now();
-        let window = Arc::new(Mutex::new(Window {
-            second: 0,
-            accepted: 0,
-        }));
-        std::thread::spawn(move || {
-            for stream in listener.incoming().flatten() {
-                let window = window.clone();
-                let admit = move || {
-                    let second = started.elapsed().as_secs();
-                    let mut window = window.lock().unwrap();
-                    if window.second != second {
-                        window.second = second;
-                        window.accepted = 0;
-                    }
-                    window.accepted += 1;
-                    window.accepted <= limit_per_s
-                };
-                std::thread::spawn(move || serve(stream, admit));
-            }
-        });
-        port
-    }
-
-    /// Answers the requests of one keep-alive connection in order.
-    fn serve(stream: TcpStream, admit: impl Fn() -> bool) {
-        stream.set_nodelay(true).unwrap();
-        let mut writer = stream.try_clone().unwrap();
-        let mut reader = BufReader::new(stream);
-        loop {
-            let mut request_line = String::new();
-            if reader.read_line(&mut request_line).unwrap_or(0) == 0 {
-                return;
-            }
-            let mut length = 0;
-            loop {
-                let mut line = String::new();
-                if reader.read_line(&mut line).unwrap_or(0) == 0 {
-                    return;
-                }
-                let line = line.trim_end();
-                if line.is_empty() {
-                    break;
-                }
-                if let Some((name, value)) = line.split_once(':') {
-                    if name.eq_ignore_ascii_case("content-length") {
-                        length = value.trim().parse().unwrap();
-                    }
-                }
-            }
-            let mut body = vec![0; length];
-            reader.read_exact(&mut body).unwrap();
-            let answer: &[u8] = if request_line.contains("comp=metadata") {
-                b"HTTP/1.1 200 OK\r\nx-ms-approximate-messages-count: 0\r\n\
-                  Content-Length: 0\r\n\r\n"
-            } else if request_line.starts_with("PUT ") || admit() {
-                // Create Queue, or a Put within the limit.
-                b"HTTP/1.1 201 Created\r\nContent-Length: 0\r\n\r\n"
-            } else {
-                b"HTTP/1.1 503 Server Busy\r\nx-ms-error-code: ServerBusy\r\n\
-                  Content-Length: 0\r\n\r\n"
-            };
-            if writer.write_all(answer).is_err() {
-                return;
-            }
-        }
-    }
-}
-
-/// The knee search against a server that refuses Puts beyond 300 in a second: rates that pass
-/// have fewer than 1% errors, so the search must settle between three quarters of the limit
-/// and the limit (it doubles 100, 200, 400, then bisects within 10%).
+/// The knee search against azq limited to 300 message operations a second on the queue, with a
+/// burst of 100 ms (30 tokens) so that a step over the limit fails within its 2 s rather than
+/// living off the default second of burst: rates that pass have fewer than 1% errors, so the
+/// search must settle between three quarters of the limit and the limit (it doubles 100, 200,
+/// 400, then bisects within 10%). A stalled client only fails a step under the limit, which
+/// lowers the knee it finds, never raises it.
 #[test]
-fn find_max_finds_the_knee_of_a_rate_limited_server() {
+fn find_max_finds_the_knee_of_azq_with_a_queue_rate_limit() {
     const LIMIT_PER_S: u64 = 300;
-    let port = rate_limited::start(LIMIT_PER_S);
-    let (output, report) = run_loadgen_at(
-        &format!("http://127.0.0.1:{port}/{DEVELOPMENT_ACCOUNT_NAME}"),
+    let limit = LIMIT_PER_S.to_string();
+    let server = Server::start(&[
+        "--shards",
+        "1",
+        "--inMemoryPersistence",
+        "--queue-rate-limit",
+        &limit,
+        "--rate-burst",
+        "100ms",
+    ]);
+    let (output, report) = run_loadgen(
+        &server,
         "find-max",
         &[
             "--scenario",
@@ -857,7 +775,7 @@ fn find_max_finds_the_knee_of_a_rate_limited_server() {
             "--find-max-start",
             "100",
             "--step-duration",
-            "1s",
+            "2s",
             "--warmup",
             "0.5s",
         ],
