@@ -19,7 +19,7 @@ use azq::lifecycle::Lifecycle;
 use azq::runtime;
 use azq::storage::files::{data_directory, lock_data_directory, StdFiles};
 use azq::storage::recovery::{recover, RecoveryOptions, ShardStart};
-use azq::tls::{CertificateSource, ServerCertificate};
+use azq::tls::{AnyCertificate, CertificateSource, ServerCertificate};
 
 const USAGE: &str = "\
 azq: a thread-per-core Azure Queue Storage emulator (drop-in for azurite-queue)
@@ -75,7 +75,7 @@ Usage: azq [options]
 Usage: azq healthcheck [--queueHost HOST] [--queuePort PORT]
 
   Exits 0 when the server on HOST:PORT (default 127.0.0.1:10001) answers GET /_azq/health
-  with 200 (every shard serves), 1 otherwise.
+  with 200 (every shard serves), 1 otherwise. HTTP or HTTPS (any certificate), as it serves.
 
 Environment: AZURITE_ACCOUNTS=\"acct1:key1[:key2];acct2:key\" replaces the development account.
 ";
@@ -408,8 +408,9 @@ fn parse_size(text: &str) -> Option<u64> {
     digits.parse::<u64>().ok()?.checked_mul(1 << shift)
 }
 
-/// Asks the server named by `arguments` (`--queueHost`, `--queuePort`) for `/_azq/health`:
-/// its status line when it answers 200, else why not.
+/// Asks the server named by `arguments` (`--queueHost`, `--queuePort`) for `/_azq/health`, in
+/// plain HTTP or, when the port answers with a TLS alert, over TLS: its status line when it
+/// answers 200, else why not.
 fn healthcheck(mut arguments: impl Iterator<Item = String>) -> Result<String, String> {
     let defaults = Config::default();
     let (mut host, mut port) = (defaults.host, defaults.port);
@@ -443,19 +444,19 @@ fn healthcheck(mut arguments: impl Iterator<Item = String>) -> Result<String, St
         };
     }
     let address = SocketAddr::new(host, port);
-    let timeout = Duration::from_millis(HEALTHCHECK_TIMEOUT_MS);
-    let mut stream = TcpStream::connect_timeout(&address, timeout)
-        .map_err(|error| format!("cannot connect to {address}: {error}"))?;
-    let _ = stream.set_read_timeout(Some(timeout));
-    let _ = stream.set_write_timeout(Some(timeout));
-    stream
-        .write_all(
-            format!("GET /_azq/health HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\n\r\n")
-                .as_bytes(),
-        )
-        .map_err(|error| format!("cannot ask {address}: {error}"))?;
-    let mut answer = Vec::new();
-    let _ = stream.take(64 * 1024).read_to_end(&mut answer);
+    let mut answer = ask_health(address, None)?;
+    if answer.first() == Some(&TLS_ALERT_RECORD) {
+        // Plain HTTP to an HTTPS port: azq answered with a TLS alert. Ask again over TLS,
+        // trusting whatever certificate it serves: this asks whether it serves, not who it is.
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let config = rustls::ClientConfig::builder_with_provider(provider.clone())
+            .with_safe_default_protocol_versions()
+            .map_err(|error| format!("cannot configure TLS: {error}"))?
+            .dangerous()
+            .with_custom_certificate_verifier(Arc::new(AnyCertificate(provider)))
+            .with_no_client_auth();
+        answer = ask_health(address, Some(Arc::new(config)))?;
+    }
     let answer = String::from_utf8_lossy(&answer);
     let status_line = answer.lines().next().unwrap_or("");
     let body = answer.split_once("\r\n\r\n").map_or("", |(_, body)| body);
@@ -467,6 +468,45 @@ fn healthcheck(mut arguments: impl Iterator<Item = String>) -> Result<String, St
         Err(format!("{address} answered {status_line}: {body}"))
     }
 }
+
+/// The first byte of a TLS alert record.
+const TLS_ALERT_RECORD: u8 = 0x15;
+
+/// Sends `GET /_azq/health` to `address`, over TLS with `tls`, and returns what came back
+/// (at most 64 KiB) until the server closed or `HEALTHCHECK_TIMEOUT_MS` passed.
+fn ask_health(
+    address: SocketAddr,
+    tls: Option<Arc<rustls::ClientConfig>>,
+) -> Result<Vec<u8>, String> {
+    let timeout = Duration::from_millis(HEALTHCHECK_TIMEOUT_MS);
+    let stream = TcpStream::connect_timeout(&address, timeout)
+        .map_err(|error| format!("cannot connect to {address}: {error}"))?;
+    let _ = stream.set_read_timeout(Some(timeout));
+    let _ = stream.set_write_timeout(Some(timeout));
+    let request =
+        format!("GET /_azq/health HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\n\r\n");
+    let mut stream: Box<dyn ReadWrite> = match tls {
+        None => Box::new(stream),
+        Some(config) => {
+            let name = rustls::pki_types::ServerName::IpAddress(address.ip().into());
+            let session = rustls::ClientConnection::new(config, name)
+                .map_err(|error| format!("cannot start TLS: {error}"))?;
+            Box::new(rustls::StreamOwned::new(session, stream))
+        }
+    };
+    stream
+        .write_all(request.as_bytes())
+        .map_err(|error| format!("cannot ask {address}: {error}"))?;
+    let mut answer = Vec::new();
+    // An error after some bytes (a close without close_notify, the timeout) ends the answer.
+    let _ = stream.take(64 * 1024).read_to_end(&mut answer);
+    Ok(answer)
+}
+
+/// A connection `ask_health` can speak over, plain or TLS.
+trait ReadWrite: Read + Write {}
+
+impl<T: Read + Write> ReadWrite for T {}
 
 #[cfg(test)]
 mod tests {

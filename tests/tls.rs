@@ -1,18 +1,20 @@
 //! HTTPS over raw TLS (rustls as the client), against the real `azq` binary on both backends:
 //! SharedKey requests pipelined on one session, and the cap on handshakes in flight per shard —
 //! a connection beyond it is closed without a ServerHello, and once the idle ones are gone a new
-//! client is served again. (The Python SDK suite covers the rest: PEM, PFX, `auto`, tokens,
-//! plain HTTP to the TLS port, the handshake timeout.)
+//! client is served again; `azq healthcheck` finds an HTTPS server healthy. (The Python SDK
+//! suite covers the rest: PEM, PFX, `auto`, tokens, plain HTTP to the TLS port, the handshake
+//! timeout.)
 
 mod common;
 
 use std::io::{BufReader, Read, Write};
 use std::net::TcpStream;
+use std::process::Command;
 use std::sync::Arc;
 use std::time::Duration;
 
 use azq::config::TLS_HANDSHAKES_IN_FLIGHT_PER_SHARD_MAX;
-use common::{read_response, signed_request, Server, TempDir};
+use common::{azq_binary, read_response, signed_request, Server, TempDir};
 
 /// A server with `--cert auto` kept in `data`, on `runtime`.
 fn start(data: &TempDir, runtime: &str) -> Server {
@@ -149,5 +151,28 @@ fn handshakes_beyond_the_cap_are_closed_without_an_answer() {
             served,
             "{runtime}: no handshake completed after the idle clients left"
         );
+    }
+}
+
+/// `azq healthcheck` with no option but the port: it asks in plain HTTP, hears the TLS alert an
+/// HTTPS port answers with, and asks again over TLS (any certificate), so the image's
+/// `HEALTHCHECK` works with `--cert` too.
+#[test]
+fn healthcheck_finds_an_https_server_serving() {
+    for runtime in runtimes() {
+        let data = TempDir::new("tls-healthcheck");
+        let server = start(&data, runtime);
+        let healthy = Command::new(azq_binary())
+            .args(["healthcheck", "--queuePort", &server.port.to_string()])
+            .output()
+            .expect("azq healthcheck runs");
+        assert!(healthy.status.success(), "{runtime}: {healthy:?}");
+        let stdout = String::from_utf8_lossy(&healthy.stdout);
+        assert!(
+            stdout.contains("\"status\":\"serving\"")
+                && stdout.contains(&format!("\"backend\":\"{runtime}\"")),
+            "{runtime}: {stdout}"
+        );
+        assert!(server.stop().success());
     }
 }
