@@ -275,19 +275,31 @@ fn a_reset_closes_without_an_answer_applied_or_not() {
     for backend in BACKENDS {
         let server = start(backend, &["--shards", "2", "--faults-api"]);
         create_queue(&server, "resets");
+        create_queue(&server, "before-reset");
         for (apply, stored) in [(false, 0), (true, 1)] {
             let rule = format!(
                 r#"{{"queue": "resets", "operation": "PutMessage", "count": 1,
                     "action": {{"reset": true, "apply": {apply}}}}}"#
             );
             assert_eq!(admin(&server, "POST", "/_azq/faults", &rule).status, 201);
+            // A put to another queue, then the one the rule resets, pipelined: the first is
+            // answered, then the connection is aborted (a TCP RST, not an orderly close).
             let mut stream = server.connect();
-            stream.write_all(&put_request("resets", "r")).unwrap();
-            let mut answer = Vec::new();
-            stream
-                .read_to_end(&mut answer)
-                .expect("closed, not timed out");
-            assert!(answer.is_empty(), "{}", String::from_utf8_lossy(&answer));
+            let mut pipeline = put_request("before-reset", "b");
+            pipeline.extend_from_slice(&put_request("resets", "r"));
+            stream.write_all(&pipeline).unwrap();
+            let mut reader = BufReader::new(stream);
+            let first = read_response(&mut reader, false).expect("the first answer");
+            assert_status(&first, 201, None);
+            let mut rest = Vec::new();
+            let ended = reader.read_to_end(&mut rest);
+            assert_eq!(
+                ended.map_err(|error| error.kind()),
+                Err(std::io::ErrorKind::ConnectionReset),
+                "{}",
+                String::from_utf8_lossy(&rest)
+            );
+            assert!(rest.is_empty(), "{}", String::from_utf8_lossy(&rest));
             assert_eq!(approximate_count(&server, "resets"), stored);
             assert_eq!(admin(&server, "DELETE", "/_azq/faults", "").status, 200);
         }

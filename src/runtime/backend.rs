@@ -137,6 +137,10 @@ pub trait Backend: Sized + 'static {
 
     /// Closes the connection after what was written.
     fn close(stream: Self::Stream) -> impl Future<Output = ()>;
+
+    /// Aborts the connection: SO_LINGER 0, so the peer gets a TCP RST rather than a FIN and
+    /// anything unsent is dropped (a reset fault).
+    fn reset(stream: Self::Stream);
 }
 
 /// What an event loop does when it has nothing to run.

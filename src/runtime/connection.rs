@@ -45,6 +45,9 @@ pub trait Transport {
 
     /// Ends the connection once the loop is done with it.
     fn close(self) -> impl Future<Output = ()>;
+
+    /// Aborts the connection with a TCP RST (a reset fault): no answer, no `close_notify`.
+    fn reset(self);
 }
 
 /// A plain TCP connection (HTTP).
@@ -61,6 +64,10 @@ impl<B: Backend> Transport for Plain<B> {
 
     /// Dropping the stream closes it; nothing is owed to the client.
     async fn close(self) {}
+
+    fn reset(self) {
+        B::reset(self.0)
+    }
 }
 
 /// A TLS session (HTTPS): its close sends `close_notify` first.
@@ -76,6 +83,10 @@ impl<B: Backend> Transport for TlsStream<B> {
     async fn close(self) {
         TlsStream::close(self).await
     }
+
+    fn reset(self) {
+        TlsStream::reset(self)
+    }
 }
 
 /// Serves one accepted connection from `peer` until the client closes it, a timeout expires, the
@@ -85,8 +96,18 @@ pub async fn serve<B: Backend, T: Transport>(
     peer: IpAddr,
     shard: Rc<ShardContext<B>>,
 ) {
-    serve_requests(&mut transport, peer, &shard).await;
-    transport.close().await;
+    match serve_requests(&mut transport, peer, &shard).await {
+        Ending::Close => transport.close().await,
+        Ending::Reset => transport.reset(),
+    }
+}
+
+/// How a connection ends.
+enum Ending {
+    /// Closed in order (a TLS session sends `close_notify` first).
+    Close,
+    /// Aborted with a TCP RST: a reset fault fired.
+    Reset,
 }
 
 /// The connection loop proper; returns when the connection is done.
@@ -94,7 +115,7 @@ async fn serve_requests<B: Backend, T: Transport>(
     stream: &mut T,
     peer: IpAddr,
     shard: &Rc<ShardContext<B>>,
-) {
+) -> Ending {
     let mut input = BytesMut::with_capacity(BUFFER_BYTES);
     let mut output = BytesMut::with_capacity(BUFFER_BYTES);
     let mut parser = Parser::new(
@@ -127,8 +148,14 @@ async fn serve_requests<B: Backend, T: Transport>(
                     } else {
                         match control::govern(shard, plan.step, operation, now_ms).await {
                             Some(executed) => executed,
-                            // A reset fault: close without an answer.
-                            None => return,
+                            // A reset fault: the answers before it go out, then the
+                            // connection is aborted without this one's.
+                            None => {
+                                if !output.is_empty() {
+                                    write(stream, &mut output, &mut durable_at, shard).await;
+                                }
+                                return Ending::Reset;
+                            }
                         }
                     };
                     durable_at = durable_at.max(executed.durable_at);
@@ -154,7 +181,7 @@ async fn serve_requests<B: Backend, T: Transport>(
                     if output.len() >= RESPONSE_BATCH_BYTES_MAX
                         && !write(stream, &mut output, &mut durable_at, shard).await
                     {
-                        return;
+                        return Ending::Close;
                     }
                 }
                 Ok(Progress::NeedMore { send_continue }) => {
@@ -174,10 +201,10 @@ async fn serve_requests<B: Backend, T: Transport>(
             }
         }
         if !output.is_empty() && !write(stream, &mut output, &mut durable_at, shard).await {
-            return;
+            return Ending::Close;
         }
         if close {
-            return;
+            return Ending::Close;
         }
         // Wait for more bytes: a partial request has until its deadline, an idle connection
         // until the idle timeout.
@@ -189,11 +216,11 @@ async fn serve_requests<B: Backend, T: Transport>(
             });
             match deadline.checked_duration_since(Instant::now()) {
                 Some(remaining) if !remaining.is_zero() => remaining,
-                _ => return,
+                _ => return Ending::Close,
             }
         };
         match stream.read(&mut input, timeout).await {
-            Ok(0) | Err(_) => return,
+            Ok(0) | Err(_) => return Ending::Close,
             Ok(_) => {}
         }
     }

@@ -179,6 +179,11 @@ impl Backend for Portable {
     async fn close(mut stream: Self::Stream) {
         let _ = AsyncWriteExt::shutdown(&mut stream).await;
     }
+
+    fn reset(stream: Self::Stream) {
+        // With a zero linger, closing sends the RST at once and never blocks.
+        let _ = socket2::SockRef::from(&stream).set_linger(Some(Duration::ZERO));
+    }
 }
 
 /// A tokio task that is cancelled when dropped (a `JoinHandle` would let it run on) and whose

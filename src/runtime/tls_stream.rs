@@ -185,6 +185,11 @@ impl<B: Backend> TlsStream<B> {
         B::close(self.stream).await;
     }
 
+    /// Aborts the stream with a TCP RST, with no `close_notify`.
+    pub fn reset(self) {
+        B::reset(self.stream)
+    }
+
     /// Gives rustls the received ciphertext and moves the plaintext it yields to `plaintext`:
     /// the plaintext byte count. An error is a TLS failure (rustls then has an alert to send).
     fn absorb(&mut self, plaintext: &mut BytesMut) -> io::Result<usize> {

@@ -9,7 +9,7 @@ use std::cell::Cell;
 use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
-use std::os::fd::{FromRawFd, IntoRawFd};
+use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, IntoRawFd};
 use std::time::Duration;
 
 use bytes::BytesMut;
@@ -222,6 +222,13 @@ impl Backend for IoUring {
 
     async fn close(mut stream: Self::Stream) {
         let _ = AsyncWriteExt::close(&mut stream).await;
+    }
+
+    fn reset(stream: Self::Stream) {
+        // SAFETY: the descriptor belongs to `stream`, which is alive for the borrow's lifetime.
+        let descriptor = unsafe { BorrowedFd::borrow_raw(stream.as_raw_fd()) };
+        // With a zero linger, closing (when `stream` drops) sends the RST at once.
+        let _ = socket2::SockRef::from(&descriptor).set_linger(Some(Duration::ZERO));
     }
 }
 
