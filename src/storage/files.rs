@@ -23,6 +23,9 @@ use bytes::Bytes;
 pub const DATA_DIRECTORY_NAME: &str = "__azq__";
 /// The file naming the current generation.
 pub const CURRENT_FILE_NAME: &str = "CURRENT";
+/// Files at least this large are mapped rather than read by `StdFiles::read` (a smaller one is
+/// cheaper to copy than to map and unmap).
+const MAPPED_READ_BYTES_MIN: u64 = 1 << 20;
 
 /// The directory of generation `generation`.
 pub fn generation_name(generation: u64) -> String {
@@ -84,7 +87,19 @@ impl Files for StdFiles {
     }
 
     fn read(&self, path: &Path) -> io::Result<Bytes> {
-        std::fs::read(path).map(Bytes::from)
+        let mut file = std::fs::File::open(path)?;
+        if file.metadata()?.len() < MAPPED_READ_BYTES_MIN {
+            let mut bytes = Vec::new();
+            std::io::Read::read_to_end(&mut file, &mut bytes)?;
+            return Ok(Bytes::from(bytes));
+        }
+        // SAFETY: the mapping is read-only, and nothing writes these files while it lives: the
+        // data directory is locked to this process (`lock_data_directory`, on Unix); a shard never
+        // writes into a segment or snapshot recovery read (it starts a new segment, and
+        // replaces a snapshot by renaming a new file over it); and recovery only truncates a
+        // file past its last record, where no message text points.
+        let mapped = unsafe { memmap2::MmapOptions::new().populate().map(&file)? };
+        Ok(Bytes::from_owner(mapped))
     }
 
     fn write_synced(&self, path: &Path, bytes: &[u8]) -> io::Result<()> {
@@ -180,4 +195,35 @@ pub fn lock_data_directory(root: &Path) -> Result<std::fs::File, String> {
         }
     }
     Ok(file)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A small file is read, a large one mapped; either way the bytes are the file's, and a
+    /// mapped file's bytes outlive a truncation past them and the file's removal.
+    #[test]
+    fn reads_small_files_and_maps_large_ones() {
+        let directory = std::env::temp_dir().join(format!("azq-files-{}", std::process::id()));
+        std::fs::create_dir_all(&directory).unwrap();
+        for length in [0, 1000, MAPPED_READ_BYTES_MIN as usize + 4096] {
+            let path = directory.join(format!("file-{length}"));
+            let content: Vec<u8> = (0..length).map(|index| (index % 251) as u8).collect();
+            std::fs::write(&path, &content).unwrap();
+            let read = StdFiles.read(&path).unwrap();
+            assert_eq!(read.len(), length);
+            assert!(read[..] == content[..], "{length}");
+            let head = read.slice(..length.min(100));
+            drop(read);
+            StdFiles.truncate(&path, head.len() as u64).unwrap();
+            StdFiles.remove_file(&path).unwrap();
+            assert!(head[..] == content[..head.len()]);
+        }
+        std::fs::remove_dir_all(&directory).unwrap();
+        assert_eq!(
+            StdFiles.read(&directory).unwrap_err().kind(),
+            io::ErrorKind::NotFound
+        );
+    }
 }
