@@ -3,7 +3,11 @@
 //! latency and the client's own send lag. Pure: each core records into its own `Measurements`,
 //! ships it to the main thread once a second, and the main thread merges them.
 
+use std::collections::HashMap;
+
 use hdrhistogram::Histogram;
+
+use crate::wire::PutMark;
 
 /// Significant decimal digits the histograms keep: values are exact to 0.1%.
 pub const HISTOGRAM_SIGNIFICANT_DIGITS: u8 = 3;
@@ -239,6 +243,60 @@ impl WorkerStats {
     }
 }
 
+/// Which copies of which puts the workers received, over a whole run, to count the messages a
+/// retried put stored twice: a put that failed (an error answer, a lost connection) may have
+/// been stored anyway, and its retry then stores another copy with the same token. A copy
+/// written by a put's first try is one bit; copies written by retries, rare, are listed.
+#[derive(Clone, Debug, Default)]
+pub struct PutCopyTally {
+    /// By producer lane (the token's high bits), a bit per put (its low bits) whose first
+    /// try's copy was received.
+    first_tries: HashMap<u64, Vec<u64>>,
+    /// Copies written by a retry.
+    retried: Vec<PutMark>,
+}
+
+/// Bits of a put token that count the puts of one lane (the rest name the lane).
+pub const PUT_TOKEN_SEQUENCE_BITS: u32 = 40;
+
+impl PutCopyTally {
+    /// Takes in the first delivery of the copy `mark` names.
+    pub fn add(&mut self, mark: PutMark) {
+        if mark.attempt > 0 {
+            self.retried.push(mark);
+            return;
+        }
+        let lane = mark.token >> PUT_TOKEN_SEQUENCE_BITS;
+        let sequence = mark.token & ((1 << PUT_TOKEN_SEQUENCE_BITS) - 1);
+        let bits = self.first_tries.entry(lane).or_default();
+        let word = (sequence / 64) as usize;
+        if bits.len() <= word {
+            bits.resize(word + 1, 0);
+        }
+        bits[word] |= 1 << (sequence % 64);
+    }
+
+    /// Messages beyond the first that one put stored, summed over the puts: for each put with a
+    /// retry's copy received, its received copies (one per attempt) less one.
+    pub fn duplicates(&self) -> u64 {
+        let mut retried = self.retried.clone();
+        retried.sort_unstable_by_key(|mark| (mark.token, mark.attempt));
+        retried.dedup();
+        let mut duplicates = 0;
+        for group in retried.chunk_by(|a, b| a.token == b.token) {
+            let token = group[0].token;
+            let lane = token >> PUT_TOKEN_SEQUENCE_BITS;
+            let sequence = token & ((1 << PUT_TOKEN_SEQUENCE_BITS) - 1);
+            let first_try = self.first_tries.get(&lane).is_some_and(|bits| {
+                bits.get((sequence / 64) as usize)
+                    .is_some_and(|word| word & (1 << (sequence % 64)) != 0)
+            });
+            duplicates += group.len() as u64 + u64::from(first_try) - 1;
+        }
+        duplicates
+    }
+}
+
 /// What one core measured over one interval, or what the whole run measured once merged.
 #[derive(Clone, Debug)]
 pub struct Measurements {
@@ -258,6 +316,10 @@ pub struct Measurements {
     pub warmup_requests: u64,
     /// The workers' side of a `workers` run.
     pub workers: WorkerStats,
+    /// The put marks of the messages workers received for the first time (dequeue count 1),
+    /// warm-up included: one per copy a put stored. The main thread moves them into the run's
+    /// `PutCopyTally` as each interval closes, so the totals never hold them.
+    pub first_deliveries: Vec<PutMark>,
 }
 
 impl Default for Measurements {
@@ -270,6 +332,7 @@ impl Default for Measurements {
             protocol_errors: 0,
             warmup_requests: 0,
             workers: WorkerStats::default(),
+            first_deliveries: Vec::new(),
         }
     }
 }
@@ -306,6 +369,8 @@ impl Measurements {
         self.protocol_errors += other.protocol_errors;
         self.warmup_requests += other.warmup_requests;
         self.workers.merge(&other.workers);
+        self.first_deliveries
+            .extend_from_slice(&other.first_deliveries);
     }
 
     /// Answers received plus requests lost, over every operation.
@@ -382,6 +447,42 @@ impl LatencySummary {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn mark(lane: u64, sequence: u64, attempt: u8) -> PutMark {
+        PutMark {
+            token: (lane << PUT_TOKEN_SEQUENCE_BITS) | sequence,
+            attempt,
+        }
+    }
+
+    /// A put counts once per copy beyond its first, whichever attempts stored them and in
+    /// whichever order they were received; a copy received twice as a first delivery (it
+    /// cannot be, but an interval boundary must not make it count) counts once.
+    #[test]
+    fn copies_of_one_put_beyond_the_first_are_duplicates() {
+        let mut tally = PutCopyTally::default();
+        assert_eq!(tally.duplicates(), 0);
+        // Many puts stored once, on two lanes, one far into its sequence.
+        for sequence in 1..=1000 {
+            tally.add(mark(0, sequence, 0));
+        }
+        tally.add(mark(3, 1 << 30, 0));
+        assert_eq!(tally.duplicates(), 0);
+        // Put 0/5: its first try and its first retry both stored.
+        tally.add(mark(0, 5, 1));
+        assert_eq!(tally.duplicates(), 1);
+        // Put 3/7: its first try failed unstored; retries 1 and 3 stored (2 did not).
+        tally.add(mark(3, 7, 3));
+        tally.add(mark(3, 7, 1));
+        assert_eq!(tally.duplicates(), 2);
+        // Put 3/8: only its retry stored: no duplicate. The retry's copy listed again: still one.
+        tally.add(mark(3, 8, 1));
+        tally.add(mark(3, 8, 1));
+        assert_eq!(tally.duplicates(), 2);
+        // Put 3/2^30 (first try stored) gets a retry's copy received later: one more.
+        tally.add(mark(3, 1 << 30, 2));
+        assert_eq!(tally.duplicates(), 3);
+    }
 
     #[test]
     fn percentiles_of_a_uniform_sequence_are_exact_below_2048() {

@@ -11,6 +11,7 @@ use crate::retry::RetryPolicy;
 use crate::scenario::Scenario;
 use crate::schedule::{Arrival, LoadModel, NANOSECONDS_PER_SECOND};
 use crate::steps::{LatencyBound, StepResult};
+use crate::wire::{PUT_MARK_DIGITS, TIMESTAMP_DIGITS};
 use crate::workers::WorkerPlan;
 
 /// What one interval of the run measured.
@@ -138,6 +139,10 @@ pub struct RunSummary {
     /// For `workers`: what the workers did with each message, and how many there were.
     pub workers: Option<WorkerPlan>,
     pub worker_lanes: usize,
+    /// For `workers`, over the whole run (warm-up included): messages beyond the first that
+    /// one put stored, received by the workers (a failed try that was stored, then its retry).
+    /// `None` when the texts are too short to carry the put mark.
+    pub duplicates_from_retried_puts: Option<u64>,
     /// In a stepped run: every step's outcome, in the order run. The rest of the summary is
     /// the step that answers the run's question (the knee, or the last step).
     pub steps: Vec<StepResult>,
@@ -604,6 +609,17 @@ fn workers_section(summary: &RunSummary, out: &mut String) {
     );
     let _ = writeln!(
         out,
+        "  stored twice by a retried put (whole run, as received): {}",
+        match summary.duplicates_from_retried_puts {
+            Some(duplicates) => grouped(duplicates),
+            None => format!(
+                "not counted (messages of fewer than {} bytes carry no put mark)",
+                TIMESTAMP_DIGITS + PUT_MARK_DIGITS
+            ),
+        }
+    );
+    let _ = writeln!(
+        out,
         "  deletes after the lease ran out: {}; refused: {} PopReceiptMismatch, {} \
          MessageNotFound",
         grouped(workers.lease_expired_before_delete),
@@ -878,6 +894,7 @@ struct JsonWorkers {
     crashed: u64,
     deleted: u64,
     processed_more_than_once: u64,
+    duplicates_from_retried_puts: Option<u64>,
     redelivered_after_lease_expiry: u64,
     redelivered_after_crash: u64,
     lease_expired_before_delete: u64,
@@ -962,6 +979,7 @@ fn json_workers(summary: &RunSummary, plan: &WorkerPlan) -> JsonWorkers {
         crashed: workers.crashed,
         deleted: workers.deleted,
         processed_more_than_once: workers.processed_more_than_once(),
+        duplicates_from_retried_puts: summary.duplicates_from_retried_puts,
         redelivered_after_lease_expiry: workers.redelivered_after_lease_expiry,
         redelivered_after_crash: workers.redelivered_after_crash,
         lease_expired_before_delete: workers.lease_expired_before_delete,
@@ -1249,6 +1267,7 @@ pub(crate) mod tests {
             retry: None,
             workers: None,
             worker_lanes: 0,
+            duplicates_from_retried_puts: None,
             steps: Vec::new(),
             search: None,
         }
@@ -1384,6 +1403,7 @@ pub(crate) mod tests {
             poll_backoff_max_ns: 50_000_000,
         });
         summary.worker_lanes = 2;
+        summary.duplicates_from_retried_puts = Some(1);
         summary.warmup_s = 0.0;
         summary.duration_s = 4.5;
         summary.last_answer_s = 7.5;
@@ -1423,6 +1443,7 @@ pub(crate) mod tests {
             "processed more than once: 2 (the lease ran out before the \
             delete: 2; after a crash: 0)"
         ));
+        assert!(text.contains("stored twice by a retried put (whole run, as received): 1"));
         assert!(text.contains("refused: 2 PopReceiptMismatch, 0 MessageNotFound"));
         assert!(text.contains("utilisation: 60.0%"));
         assert!(text.contains("verdict: keeping up (queue depth bounded)"));
@@ -1431,6 +1452,7 @@ pub(crate) mod tests {
         let workers = &value["workers"];
         assert_eq!(workers["work_time"], "3000ms");
         assert_eq!(workers["processed_more_than_once"], 2);
+        assert_eq!(workers["duplicates_from_retried_puts"], 1);
         assert_eq!(workers["redelivered_after_lease_expiry"], 2);
         assert_eq!(workers["deletes_pop_receipt_mismatch"], 2);
         assert_eq!(workers["lease_expired_before_delete"], 3);

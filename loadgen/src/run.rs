@@ -15,14 +15,14 @@ use hdrhistogram::serialization::V2DeflateSerializer;
 use crate::cli::{queue_names, Options};
 use crate::endpoint;
 use crate::engine::{self, CoreReport, RunPlan, INTERVAL_NS};
-use crate::metrics::{Measurements, Operation};
+use crate::metrics::{Measurements, Operation, PutCopyTally};
 use crate::report::{
     progress_line, CoreUsage, DepthPoint, RunSummary, SearchOutcome, TimelinePoint,
 };
 use crate::runtime;
 use crate::schedule::{Arrival, LoadModel, NANOSECONDS_PER_SECOND};
 use crate::steps::{KneeSearch, StepPlan, StepResult};
-use crate::wire::RequestSettings;
+use crate::wire::{RequestSettings, PUT_MARK_DIGITS, TIMESTAMP_DIGITS};
 
 /// The interval log's tag for end-to-end message latency (the others are operation names).
 pub const END_TO_END_TAG: &str = "end-to-end";
@@ -225,6 +225,9 @@ impl StepRunner<'_, '_, '_> {
                 }
                 _ => 0,
             },
+            duplicates_from_retried_puts: (plan.workers.is_some()
+                && plan.settings.message_bytes >= TIMESTAMP_DIGITS + PUT_MARK_DIGITS)
+                .then(|| collected.put_copies.duplicates()),
             steps: Vec::new(),
             search: None,
         })
@@ -327,6 +330,8 @@ fn seconds(nanoseconds: u64) -> f64 {
 /// What the main thread gathered.
 struct Collected {
     total: Measurements,
+    /// The copies of puts the workers received, from every interval.
+    put_copies: PutCopyTally,
     timeline: Vec<TimelinePoint>,
     depth: Vec<DepthPoint>,
     last_answer_ns: u64,
@@ -348,6 +353,7 @@ fn collect(
     let mut pending: BTreeMap<u64, Measurements> = BTreeMap::new();
     let mut collected = Collected {
         total: Measurements::default(),
+        put_copies: PutCopyTally::default(),
         timeline: Vec::new(),
         depth: Vec::new(),
         last_answer_ns: 0,
@@ -394,9 +400,12 @@ fn collect(
             if !complete {
                 break;
             }
-            let Some(measurements) = pending.remove(&index) else {
+            let Some(mut measurements) = pending.remove(&index) else {
                 break;
             };
+            for mark in measurements.first_deliveries.drain(..) {
+                collected.put_copies.add(mark);
+            }
             let start_ns = index * INTERVAL_NS;
             let all_finished = finished.iter().all(|&done| done);
             // The last interval ends with the last answer, not a full second later.

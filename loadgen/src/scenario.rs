@@ -7,7 +7,10 @@
 //! as the previous answer arrives.
 
 use crate::metrics::Operation;
-use crate::wire::{parse_timestamp, ListedMessage, MESSAGE_ID_BYTES_MAX, POP_RECEIPT_BYTES_MAX};
+use crate::wire::{
+    parse_put_mark, parse_timestamp, ListedMessage, PutMark, MESSAGE_ID_BYTES_MAX,
+    POP_RECEIPT_BYTES_MAX,
+};
 
 /// What a run does.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -148,6 +151,8 @@ pub struct HeldMessage {
     pub dequeue_count: u32,
     /// The producer's send timestamp at the start of the text, when a producer wrote it.
     pub sent_unix_us: Option<u64>,
+    /// Which put wrote it, with which attempt, when the text has room for the mark.
+    pub put_mark: Option<PutMark>,
 }
 
 impl HeldMessage {
@@ -158,6 +163,7 @@ impl HeldMessage {
         pop_receipt_bytes: 0,
         dequeue_count: 0,
         sent_unix_us: None,
+        put_mark: None,
     };
 
     /// The message ID.
@@ -277,6 +283,7 @@ impl Lane {
             held.message_id_bytes = id.len();
             held.dequeue_count = listed.dequeue_count;
             held.sent_unix_us = parse_timestamp(listed.message_text);
+            held.put_mark = parse_put_mark(listed.message_text);
             if !held.set_pop_receipt(listed.pop_receipt) {
                 self.held.clear();
                 return Err(LaneError::UnusableMessage);

@@ -22,6 +22,9 @@ pub const API_VERSION_DEFAULT: &str = "2021-12-02";
 /// Digits of the send timestamp (microseconds since the Unix epoch) at the start of each message
 /// text; 16 digits last until the year 2286.
 pub const TIMESTAMP_DIGITS: usize = 16;
+/// Hex digits of the put mark after the timestamp, where the text has room: the logical put's
+/// token (16) and the attempt that wrote it (2).
+pub const PUT_MARK_DIGITS: usize = 18;
 /// Longest message ID kept from a Get answer (Azure and azq send 36-character GUIDs).
 pub const MESSAGE_ID_BYTES_MAX: usize = 64;
 /// Longest pop receipt kept from a Get or Update answer.
@@ -50,8 +53,12 @@ pub enum RequestKind<'a> {
     CreateQueue,
     /// Get Queue Metadata (`GET /q?comp=metadata`), for the approximate message count.
     GetMetadata,
-    /// Put Message whose text starts with `sent_unix_us`.
-    Put { sent_unix_us: u64 },
+    /// Put Message whose text starts with `sent_unix_us`, then `mark` where the text has room
+    /// (else, and without a mark, the fill).
+    Put {
+        sent_unix_us: u64,
+        mark: Option<PutMark>,
+    },
     /// Get Messages (`numofmessages` and `visibilitytimeout` from the encoder's settings).
     Get,
     /// Peek Messages.
@@ -66,6 +73,17 @@ pub enum RequestKind<'a> {
         message_id: &'a [u8],
         pop_receipt: &'a [u8],
     },
+}
+
+/// Which logical put wrote a message, and with which attempt: a put that failed (an error
+/// answer, a lost connection) may still have been stored, and its retry then stores a second
+/// copy, with the same token and a later attempt.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PutMark {
+    /// Unique per logical put in one run of azq-loadgen (not across loadgens).
+    pub token: u64,
+    /// 0 for the first try, then the retry's number.
+    pub attempt: u8,
 }
 
 /// Why a request could not be encoded.
@@ -202,12 +220,18 @@ impl RequestEncoder {
             RequestKind::CreateQueue | RequestKind::Update { .. } => ("PUT", b""),
             RequestKind::GetMetadata | RequestKind::Get | RequestKind::Peek => ("GET", b""),
             RequestKind::Delete { .. } => ("DELETE", b""),
-            RequestKind::Put { sent_unix_us } => {
-                write_timestamp(
-                    sent_unix_us,
-                    &mut self.put_body
-                        [PUT_BODY_PREFIX.len()..PUT_BODY_PREFIX.len() + TIMESTAMP_DIGITS],
-                );
+            RequestKind::Put { sent_unix_us, mark } => {
+                let start = PUT_BODY_PREFIX.len();
+                let text = &mut self.put_body[start..start + self.settings.message_bytes];
+                write_timestamp(sent_unix_us, &mut text[..TIMESTAMP_DIGITS]);
+                if let Some(room) =
+                    text.get_mut(TIMESTAMP_DIGITS..TIMESTAMP_DIGITS + PUT_MARK_DIGITS)
+                {
+                    match mark {
+                        Some(mark) => write_put_mark(mark, room),
+                        None => room.fill(b'x'),
+                    }
+                }
                 ("POST", &self.put_body)
             }
         };
@@ -322,6 +346,33 @@ pub fn parse_timestamp(text: &[u8]) -> Option<u64> {
         digit
             .is_ascii_digit()
             .then(|| value * 10 + u64::from(digit - b'0'))
+    })
+}
+
+/// Writes `mark` as lowercase hex: the token's 16 digits, then the attempt's 2.
+fn write_put_mark(mark: PutMark, out: &mut [u8]) {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let value = (u128::from(mark.token) << 8) | u128::from(mark.attempt);
+    for (index, digit) in out[..PUT_MARK_DIGITS].iter_mut().rev().enumerate() {
+        *digit = HEX[((value >> (4 * index)) & 0xF) as usize];
+    }
+}
+
+/// Reads the put mark after the timestamp of a message text a producer wrote; `None` for a text
+/// too short to hold one, or written by a preload or another client.
+pub fn parse_put_mark(text: &[u8]) -> Option<PutMark> {
+    let digits = text.get(TIMESTAMP_DIGITS..TIMESTAMP_DIGITS + PUT_MARK_DIGITS)?;
+    let value = digits.iter().try_fold(0u128, |value, &digit| {
+        let nibble = match digit {
+            b'0'..=b'9' => digit - b'0',
+            b'a'..=b'f' => digit - b'a' + 10,
+            _ => return None,
+        };
+        Some((value << 4) | u128::from(nibble))
+    })?;
+    Some(PutMark {
+        token: (value >> 8) as u64,
+        attempt: value as u8,
     })
 }
 
@@ -654,6 +705,7 @@ mod tests {
             1,
             RequestKind::Put {
                 sent_unix_us: 1_795_305_600_123_456,
+                mark: None,
             },
         );
         let body = "<QueueMessage><MessageText>1795305600123456xxxx</MessageText></QueueMessage>";
@@ -681,9 +733,76 @@ mod tests {
             )
         );
         // The next Put in the same second reuses the signature and changes only the digits.
-        let again = encode(&mut encoder, 1, RequestKind::Put { sent_unix_us: 7 });
+        let again = encode(
+            &mut encoder,
+            1,
+            RequestKind::Put {
+                sent_unix_us: 7,
+                mark: None,
+            },
+        );
         assert!(again.contains(&signature));
         assert!(again.contains("<MessageText>0000000000000007xxxx<"));
+    }
+
+    /// A text with room carries the put mark after the timestamp, read back exactly; a Put
+    /// without a mark (a preload) leaves the fill there, and a text too short has no mark.
+    #[test]
+    fn put_marks_are_written_and_read_back() {
+        let (endpoint, credentials) = resolve(&TargetArguments::default()).unwrap();
+        let mut long = settings();
+        long.message_bytes = TIMESTAMP_DIGITS + PUT_MARK_DIGITS + 2;
+        let mut encoder = RequestEncoder::new(endpoint, credentials, long).unwrap();
+        let mark = PutMark {
+            token: (7 << 40) | 3,
+            attempt: 2,
+        };
+        let marked = encode(
+            &mut encoder,
+            0,
+            RequestKind::Put {
+                sent_unix_us: 5,
+                mark: Some(mark),
+            },
+        );
+        let text = "0000000000000005".to_string() + "0000070000000003" + "02" + "xx";
+        assert!(
+            marked.contains(&format!("<MessageText>{text}<")),
+            "{marked}"
+        );
+        assert_eq!(parse_put_mark(text.as_bytes()), Some(mark));
+        let highest = PutMark {
+            token: u64::MAX,
+            attempt: u8::MAX,
+        };
+        let mut room = [0u8; PUT_MARK_DIGITS];
+        write_put_mark(highest, &mut room);
+        let text = [b"0000000000000005".as_slice(), &room].concat();
+        assert_eq!(parse_put_mark(&text), Some(highest));
+        let unmarked = encode(
+            &mut encoder,
+            0,
+            RequestKind::Put {
+                sent_unix_us: 6,
+                mark: None,
+            },
+        );
+        assert!(unmarked.contains("<MessageText>0000000000000006xxxxxxxxxxxxxxxxxxxx<"));
+        assert_eq!(
+            parse_put_mark(b"0000000000000006xxxxxxxxxxxxxxxxxxxx"),
+            None
+        );
+        // Twenty bytes of text: a timestamp and four bytes of fill, no room for a mark.
+        let short = encode(
+            &mut development_encoder(),
+            0,
+            RequestKind::Put {
+                sent_unix_us: 6,
+                mark: Some(mark),
+            },
+        );
+        assert!(short.contains("<MessageText>0000000000000006xxxx<"));
+        assert_eq!(parse_put_mark(b"0000000000000006xxxx"), None);
     }
 
     /// Counts this thread's heap allocations, so that a test can prove a path allocates nothing.
@@ -734,7 +853,10 @@ mod tests {
         let mut encoder = development_encoder();
         let mut out = Vec::with_capacity(64 * 1024);
         let kinds = [
-            RequestKind::Put { sent_unix_us: 1 },
+            RequestKind::Put {
+                sent_unix_us: 1,
+                mark: None,
+            },
             RequestKind::Get,
             RequestKind::Peek,
         ];
@@ -844,7 +966,14 @@ mod tests {
             token: "sv=2026-10-06&sig=abc%3D".to_string(),
         };
         let mut encoder = RequestEncoder::new(endpoint, credentials, settings()).unwrap();
-        let put = encode(&mut encoder, 0, RequestKind::Put { sent_unix_us: 1 });
+        let put = encode(
+            &mut encoder,
+            0,
+            RequestKind::Put {
+                sent_unix_us: 1,
+                mark: None,
+            },
+        );
         assert!(put.starts_with(
             "POST /devstoreaccount1/azqload-0/messages?sv=2026-10-06&sig=abc%3D HTTP/1.1\r\n"
         ));

@@ -608,6 +608,88 @@ fn retries_are_counted_apart_from_first_tries() {
     assert_eq!(depth(&server, "retried-0"), 0);
 }
 
+/// Puts the server stored and then answered 500 `OperationTimedOut` (a fault rule with
+/// `apply`, firing 5 times), retried by the loadgen until they succeed: each failure stored one
+/// copy beyond the one the put meant to store, however the 5 fell on the puts, and the workers'
+/// tally says so exactly. (A put that runs out of retries stores copies its client never
+/// hears of, one fewer duplicate than its failures; retries here go up to 10, so none does.)
+/// Texts too short for the put mark are not counted, and the report says why.
+#[test]
+fn workers_count_the_copies_retried_puts_stored() {
+    const APPLIED_FAILURES: u64 = 5;
+    let server = Server::start(&["--shards", "1", "--inMemoryPersistence", "--faults-api"]);
+    let rule = format!(
+        r#"{{"queue": "retried-puts-*", "operation": "PutMessage", "count": {APPLIED_FAILURES},
+            "action": {{"error": "OperationTimedOut", "apply": true}}}}"#
+    );
+    let added = exchange(
+        &server,
+        format!(
+            "POST /_azq/faults HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: {}\r\n\r\n{rule}",
+            rule.len()
+        )
+        .as_bytes(),
+    );
+    assert_eq!(added.status, 201, "{}", added.text());
+    let workers_run = |name: &str, prefix: &str, message_bytes: &str| {
+        run_loadgen(
+            &server,
+            name,
+            &[
+                "--scenario",
+                "workers",
+                "--producers",
+                "1",
+                "--consumers",
+                "4",
+                "--rate",
+                "100",
+                "--message-bytes",
+                message_bytes,
+                "--work-time",
+                "1ms",
+                "--poll-backoff",
+                "10ms..50ms",
+                "--retry",
+                "exponential:max=10,base=10ms",
+                "--duration",
+                "2s",
+                "--warmup",
+                "0s",
+                "--cpus",
+                "0",
+                "--queue-prefix",
+                prefix,
+            ],
+        )
+    };
+    let (output, report) = workers_run("retried-puts", "retried-puts", "64");
+    assert!(output.status.success(), "{output:?}");
+    assert_eq!(count(&report, "put", "retries"), APPLIED_FAILURES);
+    assert_eq!(count(&report, "put", "errors"), 0);
+    let workers = &report["workers"];
+    assert_eq!(
+        workers["duplicates_from_retried_puts"].as_u64(),
+        Some(APPLIED_FAILURES),
+        "{report}"
+    );
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        stdout.contains(&format!(
+            "stored twice by a retried put (whole run, as received): {APPLIED_FAILURES}"
+        )),
+        "{stdout}"
+    );
+    // The rule is spent: a run of short texts has nothing to count, and could not.
+    let (output, report) = workers_run("short-texts", "short-texts", "20");
+    assert!(output.status.success(), "{output:?}");
+    assert!(
+        report["workers"]["duplicates_from_retried_puts"].is_null(),
+        "{report}"
+    );
+    assert!(String::from_utf8_lossy(&output.stdout).contains("not counted"));
+}
+
 /// The histograms of every interval of `log`, by tag, read with hdrhistogram alone.
 fn logged_histograms(log: &[u8]) -> Vec<(String, hdrhistogram::Histogram<u64>)> {
     use base64::Engine;

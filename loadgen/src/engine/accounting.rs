@@ -9,11 +9,11 @@ use std::collections::VecDeque;
 use azq::random::SplitMix64;
 
 use crate::connection::Response;
-use crate::metrics::{Measurements, Operation};
+use crate::metrics::{Measurements, Operation, PUT_TOKEN_SEQUENCE_BITS};
 use crate::retry::{is_retriable, RetryPolicy};
 use crate::scenario::{Lane, Role, Scenario, Step};
 use crate::schedule::{lane_random, LoadModel, Pacer, Timing, NANOSECONDS_PER_SECOND};
-use crate::wire::{listed_messages, parse_timestamp};
+use crate::wire::{listed_messages, parse_timestamp, PutMark};
 use crate::workers::{crashes, WorkerPlan};
 
 use super::RunPlan;
@@ -55,6 +55,10 @@ pub struct LaneRun {
     /// When the lease of the messages a worker holds runs out, at the earliest (the Get's send
     /// time plus the visibility timeout).
     pub lease_end_ns: u64,
+    /// The lane's run-wide index in the high bits of its put tokens.
+    put_token_lane: u64,
+    /// Puts the lane has started (retries not counted): the low bits of its put tokens.
+    puts_started: u64,
 }
 
 impl LaneRun {
@@ -106,6 +110,24 @@ impl LaneRun {
             random: lane_random(plan.seed, lane_index),
             backoff_ns: 0,
             lease_end_ns: 0,
+            put_token_lane: (lane_index as u64) << PUT_TOKEN_SEQUENCE_BITS,
+            puts_started: 0,
+        }
+    }
+
+    /// The mark of the Put the lane sends next: a new token for a new put, the same token and
+    /// the retry's number for a retry.
+    pub fn next_put_mark(&mut self) -> PutMark {
+        let attempt = match self.retry {
+            Some(retry) => u8::try_from(retry.attempt).unwrap_or(u8::MAX),
+            None => {
+                self.puts_started += 1;
+                0
+            }
+        };
+        PutMark {
+            token: self.put_token_lane | self.puts_started,
+            attempt,
         }
     }
 
@@ -465,6 +487,13 @@ fn take_worker_get(
     // The lease started when the server answered, after the Get was sent.
     lane.lease_end_ns =
         flight.sent_ns + plan.settings.visibility_timeout_s * NANOSECONDS_PER_SECOND;
+    // Every copy's first delivery, measured or not: duplicates by retried puts are counted over
+    // the whole run.
+    for held in lane.lane.held_messages() {
+        if let (1, Some(mark)) = (held.dequeue_count, held.put_mark) {
+            measurements.first_deliveries.push(mark);
+        }
+    }
     if measured {
         let stats = &mut measurements.workers;
         for held in lane.lane.held_messages() {

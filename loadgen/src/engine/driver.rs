@@ -13,7 +13,7 @@ use futures_lite::future;
 
 use crate::connection::Connection;
 use crate::scenario::{Lane, Step};
-use crate::wire::{EncodeError, RequestKind};
+use crate::wire::{EncodeError, PutMark, RequestKind};
 
 use super::accounting::{lose_connection, lose_due_requests, take_answer, InFlight, LaneRun};
 use super::Core;
@@ -65,7 +65,8 @@ pub(super) async fn drive_connection<B: Backend>(core: Rc<Core>, mut lanes: Vec<
                 continue;
             }
             let step = lane.lane.next_step();
-            let encoded = encode_step(&core, &lane.lane, step, &mut output);
+            let mark = matches!(step, Step::Put | Step::Refill).then(|| lane.next_put_mark());
+            let encoded = encode_step(&core, &lane.lane, step, mark, &mut output);
             if encoded.is_err() {
                 // A request azq-loadgen cannot sign is a bug or a bad key: stop this lane.
                 core.measurements.borrow_mut().protocol_errors += 1;
@@ -141,17 +142,19 @@ pub(super) async fn drive_connection<B: Backend>(core: Rc<Core>, mut lanes: Vec<
     }
 }
 
-/// Encodes `step` of `lane` into `output`.
+/// Encodes `step` of `lane` into `output`; a Put carries `mark`.
 fn encode_step(
     core: &Core,
     lane: &Lane,
     step: Step,
+    mark: Option<PutMark>,
     output: &mut Vec<u8>,
 ) -> Result<(), EncodeError> {
     let now_us = unix_us();
     let kind = match step {
         Step::Put | Step::Refill => RequestKind::Put {
             sent_unix_us: now_us,
+            mark,
         },
         Step::Get => RequestKind::Get,
         Step::Peek => RequestKind::Peek,

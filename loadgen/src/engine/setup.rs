@@ -85,6 +85,7 @@ async fn set_up_queues<B: Backend>(plan: &RunPlan) -> Result<Vec<u64>, String> {
                         queue,
                         RequestKind::Put {
                             sent_unix_us: now_ms * 1000,
+                            mark: None,
                         },
                         now_ms,
                         &mut output,
