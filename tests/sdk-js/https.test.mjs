@@ -4,12 +4,13 @@
 // a queue's life with a bearer token (tests/sdk-js/https-client.mjs, in a process of its own).
 // Without the certificate trusted, the same client must fail: the TLS check is real.
 //
-// Starts `AZQ_BIN` (default target/release/azq) on 127.0.0.1, in memory; `AZQ_WRAPPER` and
-// `AZQ_EXPECT_BACKEND` as in queue.test.mjs. Run with `node --test tests/sdk-js/https.test.mjs`.
+// Starts `AZQ_BIN` (default target/release/azq) on 127.0.0.1, in memory, with azq-process.mjs
+// (`AZQ_WRAPPER` and `AZQ_EXPECT_BACKEND` as in queue.test.mjs). Run with
+// `node --test tests/sdk-js/https.test.mjs`.
 
 import { after, before, test } from "node:test";
 import assert from "node:assert/strict";
-import { spawn, spawnSync } from "node:child_process";
+import { spawnSync } from "node:child_process";
 import { X509Certificate } from "node:crypto";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import https from "node:https";
@@ -17,55 +18,15 @@ import { tmpdir } from "node:os";
 import { fileURLToPath } from "node:url";
 import path from "node:path";
 
+import { startAzq, stopAzq } from "./azq-process.mjs";
+
 const HERE = path.dirname(fileURLToPath(import.meta.url));
-const REPO_ROOT = path.resolve(HERE, "..", "..");
-const AZQ_BIN = process.env.AZQ_BIN ?? path.join(REPO_ROOT, "target", "release", "azq");
-const AZQ_WRAPPER = (process.env.AZQ_WRAPPER ?? "").split(" ").filter((word) => word !== "");
-const AZQ_EXPECT_BACKEND = process.env.AZQ_EXPECT_BACKEND;
-const STARTUP_TIMEOUT_MS = 30_000;
 const CLIENT_TIMEOUT_MS = 60_000;
 
 let server;
 let origin;
 let fingerprint;
 let scratch;
-
-/** Starts azq with HTTPS and OAuth; resolves once both the ready and the certificate line are out. */
-function startAzq() {
-  return new Promise((resolve, reject) => {
-    const args = [
-      "--queueHost", "127.0.0.1", "--queuePort", "0", "--shards", "2", "--inMemoryPersistence",
-      "--cert", "auto", "--oauth", "basic",
-    ];
-    const [command, ...prefix] = [...AZQ_WRAPPER, AZQ_BIN];
-    const child = spawn(command, [...prefix, ...args], { stdio: ["ignore", "pipe", "pipe"] });
-    const timer = setTimeout(() => reject(new Error("azq printed no ready line")), STARTUP_TIMEOUT_MS);
-    let output = "";
-    const seen = (chunk) => {
-      output += chunk;
-      const ready = output.match(/azq listening on (https:\/\/\S+:\d+) \(\d+ shards?, (\w+), in memory\)/);
-      const certificate = output.match(/SHA-256 ([0-9A-F:]{95})/);
-      if (ready && certificate) {
-        clearTimeout(timer);
-        if (AZQ_EXPECT_BACKEND && ready[2] !== AZQ_EXPECT_BACKEND) {
-          reject(new Error(`azq runs on ${ready[2]}, not ${AZQ_EXPECT_BACKEND}`));
-        } else {
-          resolve({ child, origin: ready[1], fingerprint: certificate[1] });
-        }
-      }
-    };
-    child.stdout.on("data", seen);
-    child.stderr.on("data", seen);
-    child.on("error", (error) => {
-      clearTimeout(timer);
-      reject(error);
-    });
-    child.on("exit", (code, signal) => {
-      clearTimeout(timer);
-      reject(new Error(`azq exited (${code ?? signal}): ${output}`));
-    });
-  });
-}
 
 /** GET `url` without checking the certificate (it is checked by its fingerprint instead). */
 function fetchUnchecked(url) {
@@ -92,11 +53,18 @@ function runClient(environment) {
 
 before(async () => {
   scratch = mkdtempSync(path.join(tmpdir(), "azq-js-https-"));
-  ({ child: server, origin, fingerprint } = await startAzq());
+  ({ child: server, origin, fingerprint } = await startAzq(
+    [
+      "--queueHost", "127.0.0.1", "--queuePort", "0", "--shards", "2", "--inMemoryPersistence",
+      "--cert", "auto", "--oauth", "basic",
+    ],
+    { fingerprint: true },
+  ));
+  assert.match(origin, /^https:/);
 });
 
-after(() => {
-  server?.kill("SIGTERM");
+after(async () => {
+  await stopAzq(server);
   if (scratch) {
     rmSync(scratch, { recursive: true, force: true });
   }

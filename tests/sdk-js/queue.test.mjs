@@ -8,16 +8,15 @@
 // ready line and stops it with SIGTERM at the end; one test runs its own persistent server
 // through a kill -9 and a restart. `AZQ_WRAPPER` runs
 // azq through a command (the no-io-uring helper: io_uring denied as by Docker's default seccomp
-// profile), and `AZQ_EXPECT_BACKEND` insists on the backend the ready line names. Run with
+// profile), and `AZQ_EXPECT_BACKEND` insists on the backend the ready line names (both read by
+// azq-process.mjs, which starts and stops the server for both suites). Run with
 // `node --test tests/sdk-js/queue.test.mjs` after `npm ci --prefix tests/sdk-js`;
 // scripts/test.sh does both.
 
 import { after, before, test } from "node:test";
 import assert from "node:assert/strict";
-import { spawn } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { fileURLToPath } from "node:url";
 import path from "node:path";
 import {
   AccountSASPermissions,
@@ -30,20 +29,13 @@ import {
   generateQueueSASQueryParameters,
 } from "@azure/storage-queue";
 
+import { startAzq, stopAzq } from "./azq-process.mjs";
+
 const ACCOUNT = "devstoreaccount1";
 const KEY =
   "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw==";
-const STARTUP_TIMEOUT_MS = 30_000;
-const STOP_TIMEOUT_MS = 15_000;
-const REPO_ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..", "..");
-const AZQ_BIN = process.env.AZQ_BIN ?? path.join(REPO_ROOT, "target", "release", "azq");
-// A command that runs azq (azq's command line follows it), e.g. the no-io-uring helper; words
-// split on spaces.
-const AZQ_WRAPPER = (process.env.AZQ_WRAPPER ?? "").split(" ").filter((word) => word !== "");
 // Extra arguments for azq (words split on spaces), as the Python suite's AZQ_ARGS.
 const AZQ_ARGS = (process.env.AZQ_ARGS ?? "").split(" ").filter((word) => word !== "");
-// When set, the ready line must name this backend (io_uring or portable).
-const AZQ_EXPECT_BACKEND = process.env.AZQ_EXPECT_BACKEND;
 // Bounded retries: a failure shows at once instead of after the SDK's default backoff.
 const CLIENT_OPTIONS = { retryOptions: { maxTries: 1, tryTimeoutInMs: 10_000 } };
 
@@ -64,65 +56,13 @@ function dataDirectory() {
  * Starts azq on `port` (0: any free one) with its data in `location` (`null`: in memory) and
  * resolves with the process and its account URL once the ready line is printed.
  */
-function startAzq({ port = 0, location = null } = {}) {
-  return new Promise((resolve, reject) => {
-    const storage = location === null ? ["--inMemoryPersistence"] : ["--location", location];
-    const args = [
-      "--queueHost", "127.0.0.1", "--queuePort", String(port), "--shards", "2",
-      ...storage, ...AZQ_ARGS,
-    ];
-    const [command, ...prefix] = [...AZQ_WRAPPER, AZQ_BIN];
-    const child = spawn(command, [...prefix, ...args], { stdio: ["ignore", "pipe", "inherit"] });
-    const timer = setTimeout(
-      () => reject(new Error("azq printed no ready line")),
-      STARTUP_TIMEOUT_MS,
-    );
-    let output = "";
-    child.stdout.on("data", (chunk) => {
-      output += chunk;
-      const ready = output.match(
-        /azq listening on (http:\/\/\S+:\d+) \(\d+ shards?, (\w+), (in memory|data [^)]+)\)/,
-      );
-      if (ready) {
-        clearTimeout(timer);
-        if (AZQ_EXPECT_BACKEND && ready[2] !== AZQ_EXPECT_BACKEND) {
-          reject(new Error(`azq runs on ${ready[2]}, not ${AZQ_EXPECT_BACKEND}`));
-        } else {
-          resolve({ child, endpoint: `${ready[1]}/${ACCOUNT}` });
-        }
-      }
-    });
-    child.on("error", (error) => {
-      clearTimeout(timer);
-      reject(error);
-    });
-    child.on("exit", (code, signal) => {
-      clearTimeout(timer);
-      reject(new Error(`azq exited (${code ?? signal}): ${output}`));
-    });
-  });
-}
-
-/** Stops `child` with `signal` and resolves once it has exited; fails after STOP_TIMEOUT_MS. */
-async function stopAzq(child, signal = "SIGTERM") {
-  // Nothing to stop when the spawn failed or azq already ended (by exit code or signal).
-  if (!child || child.pid === undefined || child.exitCode !== null || child.signalCode) {
-    return;
-  }
-  const exited = new Promise((resolve) => child.once("exit", resolve));
-  child.kill(signal);
-  let timer;
-  const stopped = await Promise.race([
-    exited.then(() => true),
-    new Promise((resolve) => {
-      timer = setTimeout(() => resolve(false), STOP_TIMEOUT_MS);
-    }),
+async function startServer({ port = 0, location = null } = {}) {
+  const storage = location === null ? ["--inMemoryPersistence"] : ["--location", location];
+  const { child, origin } = await startAzq([
+    "--queueHost", "127.0.0.1", "--queuePort", String(port), "--shards", "2",
+    ...storage, ...AZQ_ARGS,
   ]);
-  clearTimeout(timer);
-  if (!stopped) {
-    child.kill("SIGKILL");
-    assert.fail(`azq did not exit within ${STOP_TIMEOUT_MS} ms of ${signal}`);
-  }
+  return { child, endpoint: `${origin}/${ACCOUNT}` };
 }
 
 /** A fresh queue, created. */
@@ -145,7 +85,7 @@ async function refusal(promise) {
 before(async () => {
   // AZQ_PERSISTENCE=disk: the session server keeps its data in a temporary directory.
   const location = process.env.AZQ_PERSISTENCE === "disk" ? dataDirectory() : null;
-  ({ child: server, endpoint } = await startAzq({ location }));
+  ({ child: server, endpoint } = await startServer({ location }));
   const credential = new StorageSharedKeyCredential(ACCOUNT, KEY);
   service = new QueueServiceClient(endpoint, credential, CLIENT_OPTIONS);
 });
@@ -331,7 +271,7 @@ test("service properties: CORS rules and analytics settings round trip", async (
 
 test("a persistent server keeps queues, messages, receipts and policies across restarts", async () => {
   const location = dataDirectory();
-  let running = await startAzq({ location });
+  let running = await startServer({ location });
   const port = new URL(running.endpoint).port;
   try {
     const credential = new StorageSharedKeyCredential(ACCOUNT, KEY);
@@ -358,7 +298,7 @@ test("a persistent server keeps queues, messages, receipts and policies across r
 
     // kill -9: everything acknowledged above was on disk before its answer.
     await stopAzq(running.child, "SIGKILL");
-    running = await startAzq({ port, location });
+    running = await startServer({ port, location });
     const properties = await queue.getProperties();
     assert.deepEqual(properties.metadata, { owner: "js" });
     assert.equal(properties.approximateMessagesCount, 4);
@@ -373,7 +313,7 @@ test("a persistent server keeps queues, messages, receipts and policies across r
     const updated = await queue.updateMessage(leased.messageId, leased.popReceipt, "moved", 0);
 
     await stopAzq(running.child, "SIGTERM");
-    running = await startAzq({ port, location });
+    running = await startServer({ port, location });
     const received = await queue.receiveMessages({ numberOfMessages: 32 });
     const texts = received.receivedMessageItems.map((message) => message.messageText);
     assert.deepEqual(texts.sort(), ["kept 2", "kept 3", "kept 4", "moved"]);
