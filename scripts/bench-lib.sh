@@ -1,7 +1,8 @@
 # shellcheck shell=bash
-# Helpers shared by the benchmark scripts and scripts/cluster-demo.sh (sourced, not run): the
-# server a script started, a free loopback port, waiting until something listens on one, and the
-# node part of an HAProxy configuration for loopback nodes.
+# Helpers shared by the benchmark scripts, scripts/cluster-demo.sh, soak.sh and
+# instructions-per-request.sh (sourced, not run): the server a script started, a free loopback
+# port, azq's ready line, waiting until something listens on a port, and the node part of an
+# HAProxy configuration for loopback nodes.
 
 server_pid=
 # Stops the server started last (its pid in server_pid), if any.
@@ -18,11 +19,11 @@ free_port() {
   python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
 }
 
-# Waits up to 10 s for azq's ready line in file $1 and prints the loopback port it names (http
-# or https); fails with a message when none comes.
+# Waits up to $2 seconds (default 10) for azq's ready line in file $1 and prints the loopback
+# port it names (http or https); fails with a message when none comes.
 azq_ready_port() {
-  local file=$1 port
-  for _ in $(seq 1 100); do
+  local file=$1 seconds=${2:-10} port
+  for _ in $(seq 1 $((seconds * 10))); do
     port=$(grep -o 'listening on https\?://127.0.0.1:[0-9]*' "$file" 2>/dev/null | grep -o '[0-9]*$' || true)
     if [[ -n $port ]]; then
       echo "$port"

@@ -11,6 +11,7 @@
 # one thread at a time, a second shard never finishes joining the shard mesh. Loopback only.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
+source scripts/bench-lib.sh
 count=${1:-4000}
 cargo build --release --quiet --bin azq
 cargo build --release --quiet -p azq-loadgen
@@ -22,13 +23,8 @@ total_instructions() {
   local scenario=$1 requests=$2 preload_count=$3
   valgrind --tool=callgrind --callgrind-out-file="$work/callgrind.out" \
     target/release/azq --queuePort 0 --shards 1 --silent --inMemoryPersistence > "$work/azq.out" 2> "$work/valgrind.err" &
-  local azq_pid=$! port=""
-  for _ in $(seq 1 600); do
-    port=$(grep -o 'listening on http://127.0.0.1:[0-9]*' "$work/azq.out" 2>/dev/null | grep -o '[0-9]*$' || true)
-    [[ -n "$port" ]] && break
-    sleep 0.1
-  done
-  [[ -n "$port" ]] || { echo "azq did not start under valgrind" >&2; cat "$work/valgrind.err" >&2; exit 1; }
+  local azq_pid=$! port
+  port=$(azq_ready_port "$work/azq.out" 60) || { cat "$work/valgrind.err" >&2; exit 1; }
   local preload=()
   [[ "$scenario" == put ]] || preload=(--preload "$preload_count")
   taskset -c 1 target/release/azq-loadgen --endpoint "http://127.0.0.1:$port/devstoreaccount1" \

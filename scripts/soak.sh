@@ -10,6 +10,7 @@
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
+source scripts/bench-lib.sh
 seconds=${1:-600}
 queues=2
 prefix=azqsoak
@@ -26,13 +27,7 @@ cargo build --release --quiet -p azq-loadgen
 
 target/release/azq --queuePort 0 --shards 2 --silent --inMemoryPersistence > "$work/azq.out" 2> "$work/azq.err" &
 azq_pid=$!
-port=""
-for _ in $(seq 1 300); do
-  port=$(grep -o 'listening on http://127.0.0.1:[0-9]*' "$work/azq.out" 2>/dev/null | grep -o '[0-9]*$' || true)
-  [[ -n "$port" ]] && break
-  sleep 0.1
-done
-[[ -n "$port" ]] || { echo "azq did not start:"; cat "$work/azq.err"; exit 1; }
+port=$(azq_ready_port "$work/azq.out" 30) || { cat "$work/azq.err"; exit 1; }
 echo "soak: azq on port $port, ${seconds}s of mixed load with chaos"
 
 python3 scripts/soak.py chaos "$port" "$seconds" &
