@@ -196,23 +196,21 @@ impl Selected {
     }
 }
 
-/// Decides the backend for `choice`, probing io_uring for `Auto`. Returns the backend and, when
-/// `Auto` fell back to the portable one, why (one line for the log). `IoUring` is taken at its
-/// word where this build has io_uring, so that what it would do is what it does.
+/// Decides the backend for `choice`, probing io_uring unless `Portable`. Returns the backend
+/// and, when `Auto` fell back to the portable one, why (one line for the log). `IoUring` where
+/// the probe refuses is an error naming the refusal: glommio would fail the same way, inside a
+/// shard thread, with a panic whose text blames the kernel's age even under a seccomp filter.
 pub fn select(choice: RuntimeChoice) -> Result<(Selected, Option<String>), String> {
-    match choice {
-        RuntimeChoice::Portable => Ok((Selected::Portable, None)),
-        RuntimeChoice::Auto => match io_uring_refusal() {
-            None => Ok((Selected::IoUring, None)),
-            Some(reason) => Ok((Selected::Portable, Some(reason))),
-        },
-        RuntimeChoice::IoUring if cfg!(all(target_os = "linux", feature = "io_uring")) => {
-            Ok((Selected::IoUring, None))
-        }
-        RuntimeChoice::IoUring => Err(format!(
-            "--runtime io_uring: {}",
-            io_uring_refusal().unwrap_or_default()
+    if choice == RuntimeChoice::Portable {
+        return Ok((Selected::Portable, None));
+    }
+    match (choice, io_uring_refusal()) {
+        (_, None) => Ok((Selected::IoUring, None)),
+        (RuntimeChoice::IoUring, Some(reason)) => Err(format!(
+            "--runtime io_uring: io_uring cannot serve here: {reason} (--runtime auto would \
+             use the portable backend)"
         )),
+        (_, Some(reason)) => Ok((Selected::Portable, Some(reason))),
     }
 }
 
