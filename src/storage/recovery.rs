@@ -393,6 +393,27 @@ fn read_shard(
                 replica_version_last: 0,
             });
         }
+        // The last segment holding no record: the server stopped after creating it and before
+        // any record in it was synced. Removed, not listed: the next server creates a segment
+        // of the same name, which the old listing would otherwise later delete as covered by a
+        // snapshot, with the records written into it since.
+        if index == last
+            && segment.records.is_empty()
+            && matches!(segment.ending, Ending::Clean | Ending::Torn { .. })
+        {
+            if let Ending::Torn { offset, reason } = &segment.ending {
+                notes.push(format!(
+                    "{}: the last write was cut short ({reason} at offset {offset}) before any \
+                     record; the segment is removed",
+                    path.display()
+                ));
+            }
+            files
+                .remove_file(path)
+                .map_err(|error| failed(path, error))?;
+            image.next_sequence = image.next_sequence.max(*first_sequence);
+            break;
+        }
         let mut next = *first_sequence;
         for (sequence, record) in segment.records {
             next = sequence + 1;

@@ -798,3 +798,59 @@ fn a_change_of_shard_count_keeps_every_queue_message_setting_and_receipt() {
         before = Some(now);
     }
 }
+
+/// A crash after a new segment's header was synced and before any record in it: recovery
+/// removes that empty segment rather than listing it, so the next server's segment of the same
+/// name is never deleted later as one a snapshot covers (records written into it would go).
+#[test]
+fn an_empty_last_segment_is_removed_not_listed() {
+    let disk = SimDisk::default();
+    let root = data_directory(Path::new("/data"));
+    let mut seeds = SplitMix64::new(7);
+    let recover_now = |seeds: &mut SplitMix64| {
+        recover(
+            &disk,
+            &root,
+            1,
+            NOW_MS,
+            &mut new_seed(seeds),
+            RecoveryOptions::default(),
+        )
+        .expect("recovered")
+    };
+    let start = recover_now(&mut seeds).shards.into_iter().next().unwrap();
+    let directory = start.directory.clone();
+    let log = Log::new(disk.clone(), &start, 0, Durability::Fsync);
+    let state = RefCell::new(start.state);
+    for command in [
+        Command::CreateQueue {
+            queue: key(0),
+            metadata: Vec::new(),
+        },
+        Command::PutMessage {
+            queue: key(0),
+            text: Bytes::from_static(b"kept"),
+            visibility_timeout_s: 0,
+            ttl_s: None,
+        },
+    ] {
+        state.borrow_mut().apply(command, NOW_MS).expect("applied");
+    }
+    run(log.flush(&state)).expect("flushed");
+    let next = state.borrow().journal_next_sequence().unwrap();
+    let id_prefix = state.borrow().identity().id_prefix;
+    let empty = directory.join(super::format::segment_name(next));
+    disk.write_synced(&empty, &super::format::segment_header(0, id_prefix, next))
+        .unwrap();
+    drop(log);
+
+    let recovered = recover_now(&mut seeds);
+    let start = &recovered.shards[0];
+    assert!(!disk
+        .list(&directory)
+        .unwrap()
+        .contains(&super::format::segment_name(next)));
+    assert!(start.segments.iter().all(|segment| segment.path != empty));
+    assert_eq!(start.state.journal_next_sequence(), Some(next));
+    assert_eq!(start.state.describe(NOW_MS).messages.len(), 1);
+}
