@@ -81,7 +81,8 @@ pub const AZURE_ACCOUNT_REQUESTS_PER_S: u64 = 20_000;
 /// What a full token bucket holds, as time at its rate, ms: the burst a limit lets through
 /// unless `--rate-burst` says otherwise.
 pub const TOKEN_BUCKET_BURST_MS: u64 = 1_000;
-/// The longest burst `--rate-burst` may set, ms.
+/// The longest burst `--rate-burst` may set, ms (the shortest is 1 ms: time is counted in whole
+/// milliseconds, so a bucket must hold at least a millisecond of its rate).
 pub const RATE_BURST_MS_MAX: u64 = 60_000;
 /// Per-queue buckets one shard keeps; at the cap, full (idle) buckets are forgotten.
 pub const QUEUE_BUCKETS_PER_SHARD_MAX: usize = 65_536;

@@ -61,7 +61,7 @@ Usage: azq [options]
                              profile)
   --account-rate-limit N     requests per second per account
   --rate-burst TIME          what either limit lets through at once, as time at its rate
-                             (default 1s; e.g. 100ms for a stricter limit, 0ms for none)
+                             (default 1s; 1ms to 60s, e.g. 100ms for a stricter limit)
   --latency SPEC             service time added to every answer: 20ms, 5ms-50ms (uniform) or
                              p50=20ms,p99=200ms (log-normal)
   --faults-api               answer POST/GET/DELETE /_azq/faults (fault injection rules)

@@ -135,8 +135,14 @@ mod tests {
             .filter(|&now_ms| bucket.take(now_ms))
             .count();
         assert!((2_999..=3_001).contains(&accepted), "{accepted}");
-        // No burst at all still lets one request through at a time.
-        let mut bucket = TokenBucket::new(300, 0, 0);
+        // The shortest burst, a millisecond: a high rate is still reached (the bucket refills a
+        // millisecond at a time), and a low one lets one request through at a time.
+        let mut bucket = TokenBucket::new(20_000, 1, 0);
+        let accepted: usize = (0..1000)
+            .map(|now_ms| (0..100).filter(|_| bucket.take(now_ms)).count())
+            .sum();
+        assert_eq!(accepted, 20_000);
+        let mut bucket = TokenBucket::new(300, 1, 0);
         assert!(bucket.take(0));
         assert!(!bucket.take(0));
     }

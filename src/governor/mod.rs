@@ -87,10 +87,10 @@ impl GovernorConfig {
             "--rate-burst" => {
                 let us = latency::duration_us(&value()?)
                     .ok()
-                    .filter(|&us| us <= RATE_BURST_MS_MAX * 1000)
+                    .filter(|&us| (1000..=RATE_BURST_MS_MAX * 1000).contains(&us))
                     .ok_or_else(|| {
                         format!(
-                            "--rate-burst must be a time from 0ms to {} s, e.g. 100ms",
+                            "--rate-burst must be a time from 1ms to {} s, e.g. 100ms",
                             RATE_BURST_MS_MAX / 1000
                         )
                     })?;
@@ -247,8 +247,8 @@ mod tests {
         assert_eq!(config.rate_burst_ms(), TOKEN_BUCKET_BURST_MS);
         let config = parse(&[("--rate-burst", "50ms")]).unwrap();
         assert_eq!(config.rate_burst_ms(), 50);
-        let config = parse(&[("--rate-burst", "0ms")]).unwrap();
-        assert_eq!(config.rate_burst_ms(), 0);
+        let config = parse(&[("--rate-burst", "1ms")]).unwrap();
+        assert_eq!(config.rate_burst_ms(), 1);
         let config = parse(&[("--account-rate-limit", "7")]).unwrap();
         assert_eq!(
             (config.queue_rate(), config.account_rate()),
@@ -262,6 +262,8 @@ mod tests {
             ("--seed", "x"),
             ("--faults", "/nonexistent/rules.json"),
             ("--rate-burst", "100"),
+            ("--rate-burst", "0ms"),
+            ("--rate-burst", "999us"),
             ("--rate-burst", "-1ms"),
             ("--rate-burst", "61s"),
         ] {
