@@ -23,8 +23,11 @@ use bytes::Bytes;
 pub const DATA_DIRECTORY_NAME: &str = "__azq__";
 /// The file naming the current generation.
 pub const CURRENT_FILE_NAME: &str = "CURRENT";
-/// Files at least this large are mapped rather than read by `StdFiles::read` (a smaller one is
-/// cheaper to copy than to map and unmap).
+/// Files at least this large are mapped rather than read by `StdFiles::read` on Unix (a smaller
+/// one is cheaper to copy than to map and unmap). A restored message text keeps the mapping of
+/// its file alive, and with it the file's blocks on disk once the file is removed, until the
+/// last such message is deleted (`share_or_copy_texts` copies the texts of a file that is
+/// mostly dead records, so that is at most about twice the live texts).
 const MAPPED_READ_BYTES_MIN: u64 = 1 << 20;
 
 /// The directory of generation `generation`.
@@ -88,13 +91,15 @@ impl Files for StdFiles {
 
     fn read(&self, path: &Path) -> io::Result<Bytes> {
         let mut file = std::fs::File::open(path)?;
-        if file.metadata()?.len() < MAPPED_READ_BYTES_MIN {
+        // Elsewhere a mapped file cannot be shortened or removed (Windows), and the data
+        // directory is not locked: there, files are read.
+        if cfg!(not(unix)) || file.metadata()?.len() < MAPPED_READ_BYTES_MIN {
             let mut bytes = Vec::new();
             std::io::Read::read_to_end(&mut file, &mut bytes)?;
             return Ok(Bytes::from(bytes));
         }
         // SAFETY: the mapping is read-only, and nothing writes these files while it lives: the
-        // data directory is locked to this process (`lock_data_directory`, on Unix); a shard never
+        // data directory is locked to this process (`lock_data_directory`); a shard never
         // writes into a segment or snapshot recovery read (it starts a new segment, and
         // replaces a snapshot by renaming a new file over it); and recovery only truncates a
         // file past its last record, where no message text points.
