@@ -260,7 +260,7 @@ pub struct PutCopyTally {
 pub const PUT_TOKEN_SEQUENCE_BITS: u32 = 40;
 
 impl PutCopyTally {
-    /// Takes in the first delivery of the copy `mark` names.
+    /// Takes in a delivery of the copy `mark` names (again, for a redelivery: it counts once).
     pub fn add(&mut self, mark: PutMark) {
         if mark.attempt > 0 {
             self.retried.push(mark);
@@ -316,10 +316,10 @@ pub struct Measurements {
     pub warmup_requests: u64,
     /// The workers' side of a `workers` run.
     pub workers: WorkerStats,
-    /// The put marks of the messages workers received for the first time (dequeue count 1),
-    /// warm-up included: one per copy a put stored. The main thread moves them into the run's
-    /// `PutCopyTally` as each interval closes, so the totals never hold them.
-    pub first_deliveries: Vec<PutMark>,
+    /// The put marks of this run's messages the workers received, warm-up included (a copy
+    /// redelivered is listed again). The main thread moves them into the run's `PutCopyTally`
+    /// as each interval closes, so the totals never hold them.
+    pub deliveries: Vec<PutMark>,
 }
 
 impl Default for Measurements {
@@ -332,7 +332,7 @@ impl Default for Measurements {
             protocol_errors: 0,
             warmup_requests: 0,
             workers: WorkerStats::default(),
-            first_deliveries: Vec::new(),
+            deliveries: Vec::new(),
         }
     }
 }
@@ -369,8 +369,7 @@ impl Measurements {
         self.protocol_errors += other.protocol_errors;
         self.warmup_requests += other.warmup_requests;
         self.workers.merge(&other.workers);
-        self.first_deliveries
-            .extend_from_slice(&other.first_deliveries);
+        self.deliveries.extend_from_slice(&other.deliveries);
     }
 
     /// Answers received plus requests lost, over every operation.
@@ -450,14 +449,14 @@ mod tests {
 
     fn mark(lane: u64, sequence: u64, attempt: u8) -> PutMark {
         PutMark {
+            nonce: 1,
             token: (lane << PUT_TOKEN_SEQUENCE_BITS) | sequence,
             attempt,
         }
     }
 
     /// A put counts once per copy beyond its first, whichever attempts stored them and in
-    /// whichever order they were received; a copy received twice as a first delivery (it
-    /// cannot be, but an interval boundary must not make it count) counts once.
+    /// whichever order they were received; a copy delivered twice counts once.
     #[test]
     fn copies_of_one_put_beyond_the_first_are_duplicates() {
         let mut tally = PutCopyTally::default();
@@ -475,9 +474,11 @@ mod tests {
         tally.add(mark(3, 7, 3));
         tally.add(mark(3, 7, 1));
         assert_eq!(tally.duplicates(), 2);
-        // Put 3/8: only its retry stored: no duplicate. The retry's copy listed again: still one.
+        // Put 3/8: only its retry stored: no duplicate. The retry's copy redelivered: still one.
         tally.add(mark(3, 8, 1));
         tally.add(mark(3, 8, 1));
+        // A first try's copy redelivered: no more than once either.
+        tally.add(mark(0, 5, 0));
         assert_eq!(tally.duplicates(), 2);
         // Put 3/2^30 (first try stored) gets a retry's copy received later: one more.
         tally.add(mark(3, 1 << 30, 2));

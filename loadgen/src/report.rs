@@ -139,8 +139,8 @@ pub struct RunSummary {
     /// For `workers`: what the workers did with each message, and how many there were.
     pub workers: Option<WorkerPlan>,
     pub worker_lanes: usize,
-    /// For `workers`, over the whole run (warm-up included): messages beyond the first that
-    /// one put stored, received by the workers (a failed try that was stored, then its retry).
+    /// For `workers`, warm-up included: messages beyond the first that one put stored, received
+    /// by the workers (a failed try that was stored, then its retry).
     /// `None` when the texts are too short to carry the put mark.
     pub duplicates_from_retried_puts: Option<u64>,
     /// In a stepped run: every step's outcome, in the order run. The rest of the summary is
@@ -609,7 +609,7 @@ fn workers_section(summary: &RunSummary, out: &mut String) {
     );
     let _ = writeln!(
         out,
-        "  stored twice by a retried put (whole run, as received): {}",
+        "  stored twice by a retried put (warm-up included, as received): {}",
         match summary.duplicates_from_retried_puts {
             Some(duplicates) => grouped(duplicates),
             None => format!(
@@ -1443,7 +1443,7 @@ pub(crate) mod tests {
             "processed more than once: 2 (the lease ran out before the \
             delete: 2; after a crash: 0)"
         ));
-        assert!(text.contains("stored twice by a retried put (whole run, as received): 1"));
+        assert!(text.contains("stored twice by a retried put (warm-up included, as received): 1"));
         assert!(text.contains("refused: 2 PopReceiptMismatch, 0 MessageNotFound"));
         assert!(text.contains("utilisation: 60.0%"));
         assert!(text.contains("verdict: keeping up (queue depth bounded)"));

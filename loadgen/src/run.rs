@@ -54,6 +54,7 @@ pub fn run(options: &Options) -> Result<RunOutcome, String> {
             batch: options.batch,
             visibility_timeout_s: options.visibility_timeout_s,
             api_version: options.api_version.clone(),
+            put_mark_nonce: put_mark_nonce(),
         },
         scenario: options.scenario,
         cpus,
@@ -107,6 +108,15 @@ pub fn run(options: &Options) -> Result<RunOutcome, String> {
         summary,
         hdr_log: wanted.then_some(log_output),
     })
+}
+
+/// A nonce for one run's (or step's) put marks: from the clock, so that runs with the same
+/// `--seed`, and loadgens started together, still differ.
+fn put_mark_nonce() -> u32 {
+    let now = SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .unwrap_or_default();
+    azq::random::mix64(now.as_nanos() as u64 ^ u64::from(std::process::id())) as u32
 }
 
 /// The interval log of a run: created when the first step starts, its timestamps relative to
@@ -255,6 +265,8 @@ fn run_steps(
             rate_per_s,
             arrival,
         };
+        // Each step's tally is its own: copies left from earlier steps are not its puts.
+        step_plan.settings.put_mark_nonce = put_mark_nonce();
         if !options.quiet {
             eprintln!("azq-loadgen: step at {rate_per_s} ops/s");
         }
@@ -403,7 +415,7 @@ fn collect(
             let Some(mut measurements) = pending.remove(&index) else {
                 break;
             };
-            for mark in measurements.first_deliveries.drain(..) {
+            for mark in measurements.deliveries.drain(..) {
                 collected.put_copies.add(mark);
             }
             let start_ns = index * INTERVAL_NS;

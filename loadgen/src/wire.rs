@@ -22,9 +22,9 @@ pub const API_VERSION_DEFAULT: &str = "2021-12-02";
 /// Digits of the send timestamp (microseconds since the Unix epoch) at the start of each message
 /// text; 16 digits last until the year 2286.
 pub const TIMESTAMP_DIGITS: usize = 16;
-/// Hex digits of the put mark after the timestamp, where the text has room: the logical put's
-/// token (16) and the attempt that wrote it (2).
-pub const PUT_MARK_DIGITS: usize = 18;
+/// Hex digits of the put mark after the timestamp, where the text has room: the run's nonce
+/// (8), the logical put's token (16) and the attempt that wrote it (2).
+pub const PUT_MARK_DIGITS: usize = 26;
 /// Longest message ID kept from a Get answer (Azure and azq send 36-character GUIDs).
 pub const MESSAGE_ID_BYTES_MAX: usize = 64;
 /// Longest pop receipt kept from a Get or Update answer.
@@ -80,7 +80,10 @@ pub enum RequestKind<'a> {
 /// copy, with the same token and a later attempt.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct PutMark {
-    /// Unique per logical put in one run of azq-loadgen (not across loadgens).
+    /// Random per run (per step of a stepped run): marks of other runs, other loadgens or
+    /// earlier steps sharing the queues are told apart and ignored.
+    pub nonce: u32,
+    /// Unique per logical put within the run.
     pub token: u64,
     /// 0 for the first try, then the retry's number.
     pub attempt: u8,
@@ -100,6 +103,8 @@ pub struct RequestSettings {
     /// `visibilitytimeout` of Get and Update.
     pub visibility_timeout_s: u64,
     pub api_version: String,
+    /// The nonce of this run's put marks (see `PutMark`).
+    pub put_mark_nonce: u32,
 }
 
 /// Encodes requests into a caller's buffer, reusing its own scratch space and signatures.
@@ -349,18 +354,20 @@ pub fn parse_timestamp(text: &[u8]) -> Option<u64> {
     })
 }
 
-/// Writes `mark` as lowercase hex: the token's 16 digits, then the attempt's 2.
+/// Writes `mark` as lowercase hex: the nonce's 8 digits, the token's 16, the attempt's 2.
 fn write_put_mark(mark: PutMark, out: &mut [u8]) {
     const HEX: &[u8; 16] = b"0123456789abcdef";
-    let value = (u128::from(mark.token) << 8) | u128::from(mark.attempt);
+    let value =
+        (u128::from(mark.nonce) << 72) | (u128::from(mark.token) << 8) | u128::from(mark.attempt);
     for (index, digit) in out[..PUT_MARK_DIGITS].iter_mut().rev().enumerate() {
         *digit = HEX[((value >> (4 * index)) & 0xF) as usize];
     }
 }
 
 /// Reads the put mark after the timestamp of a message text a producer wrote; `None` for a text
-/// too short to hold one, or written by a preload or another client.
+/// without a timestamp, too short to hold a mark, or written by a preload or another client.
 pub fn parse_put_mark(text: &[u8]) -> Option<PutMark> {
+    parse_timestamp(text)?;
     let digits = text.get(TIMESTAMP_DIGITS..TIMESTAMP_DIGITS + PUT_MARK_DIGITS)?;
     let value = digits.iter().try_fold(0u128, |value, &digit| {
         let nibble = match digit {
@@ -371,6 +378,7 @@ pub fn parse_put_mark(text: &[u8]) -> Option<PutMark> {
         Some((value << 4) | u128::from(nibble))
     })?;
     Some(PutMark {
+        nonce: (value >> 72) as u32,
         token: (value >> 8) as u64,
         attempt: value as u8,
     })
@@ -671,6 +679,7 @@ mod tests {
             batch: 32,
             visibility_timeout_s: 30,
             api_version: "2026-04-06".to_string(),
+            put_mark_nonce: 0x00c0_ffee,
         }
     }
 
@@ -754,6 +763,7 @@ mod tests {
         long.message_bytes = TIMESTAMP_DIGITS + PUT_MARK_DIGITS + 2;
         let mut encoder = RequestEncoder::new(endpoint, credentials, long).unwrap();
         let mark = PutMark {
+            nonce: 0x00c0_ffee,
             token: (7 << 40) | 3,
             attempt: 2,
         };
@@ -765,13 +775,14 @@ mod tests {
                 mark: Some(mark),
             },
         );
-        let text = "0000000000000005".to_string() + "0000070000000003" + "02" + "xx";
+        let text = "0000000000000005".to_string() + "00c0ffee" + "0000070000000003" + "02" + "xx";
         assert!(
             marked.contains(&format!("<MessageText>{text}<")),
             "{marked}"
         );
         assert_eq!(parse_put_mark(text.as_bytes()), Some(mark));
         let highest = PutMark {
+            nonce: u32::MAX,
             token: u64::MAX,
             attempt: u8::MAX,
         };
@@ -787,11 +798,15 @@ mod tests {
                 mark: None,
             },
         );
-        assert!(unmarked.contains("<MessageText>0000000000000006xxxxxxxxxxxxxxxxxxxx<"));
+        let fill = "x".repeat(PUT_MARK_DIGITS + 2);
+        assert!(unmarked.contains(&format!("<MessageText>0000000000000006{fill}<")));
         assert_eq!(
-            parse_put_mark(b"0000000000000006xxxxxxxxxxxxxxxxxxxx"),
+            parse_put_mark(format!("0000000000000006{fill}").as_bytes()),
             None
         );
+        // Hex where the timestamp belongs (another client's text) is no mark.
+        let foreign = [b"0123456789abcdef".as_slice(), &room].concat();
+        assert_eq!(parse_put_mark(&foreign), None);
         // Twenty bytes of text: a timestamp and four bytes of fill, no room for a mark.
         let short = encode(
             &mut development_encoder(),

@@ -681,7 +681,7 @@ fn workers_count_the_copies_retried_puts_stored() {
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert!(
         stdout.contains(&format!(
-            "stored twice by a retried put (whole run, as received): {APPLIED_FAILURES}"
+            "stored twice by a retried put (warm-up included, as received): {APPLIED_FAILURES}"
         )),
         "{stdout}"
     );

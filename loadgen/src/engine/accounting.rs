@@ -115,9 +115,9 @@ impl LaneRun {
         }
     }
 
-    /// The mark of the Put the lane sends next: a new token for a new put, the same token and
-    /// the retry's number for a retry.
-    pub fn next_put_mark(&mut self) -> PutMark {
+    /// The mark of the Put the lane tries next (sent, or lost before it could be): a new token
+    /// for a new put, the same token and the retry's number for a retry.
+    pub fn next_put_mark(&mut self, plan: &RunPlan) -> PutMark {
         let attempt = match self.retry {
             Some(retry) => u8::try_from(retry.attempt).unwrap_or(u8::MAX),
             None => {
@@ -126,6 +126,7 @@ impl LaneRun {
             }
         };
         PutMark {
+            nonce: plan.settings.put_mark_nonce,
             token: self.put_token_lane | self.puts_started,
             attempt,
         }
@@ -254,6 +255,11 @@ pub fn lose_due_requests(
     for (index, lane) in lanes.iter_mut().enumerate() {
         match lane.next_send_ns(plan) {
             Some(due_ns) if due_ns <= now_ns => {
+                // A put lost before it was sent still uses up its token, as one sent would: its
+                // retry is the same put, the lane's next put another.
+                if matches!(lane.lane.next_step(), Step::Put | Step::Refill) {
+                    lane.next_put_mark(plan);
+                }
                 let flight = lane.take_request(plan, index, due_ns, now_ns);
                 fail_with_connection(plan, measurements, lane, &flight, now_ns);
             }
@@ -487,11 +493,14 @@ fn take_worker_get(
     // The lease started when the server answered, after the Get was sent.
     lane.lease_end_ns =
         flight.sent_ns + plan.settings.visibility_timeout_s * NANOSECONDS_PER_SECOND;
-    // Every copy's first delivery, measured or not: duplicates by retried puts are counted over
-    // the whole run.
+    // Every delivery of this run's puts, measured or not (the tally counts each copy once):
+    // duplicates by retried puts are counted over the whole run, warm-up included.
     for held in lane.lane.held_messages() {
-        if let (1, Some(mark)) = (held.dequeue_count, held.put_mark) {
-            measurements.first_deliveries.push(mark);
+        if let Some(mark) = held
+            .put_mark
+            .filter(|mark| mark.nonce == plan.settings.put_mark_nonce)
+        {
+            measurements.deliveries.push(mark);
         }
     }
     if measured {
@@ -940,6 +949,39 @@ mod tests {
             error_code: Some(code),
             ..answer(status, b"")
         }
+    }
+
+    /// Put marks: a new token per put, the same token with the retry's number for its retry,
+    /// and a put lost before it could be sent (no connection) still uses up its token.
+    #[test]
+    fn each_put_has_its_own_token_and_retries_keep_it() {
+        let plan = with_retries(plan(Scenario::Put, open_loop()));
+        let mut measurements = Measurements::default();
+        let mut lanes = vec![LaneRun::new(&plan, 0, Role::Producer)];
+        lanes[0].pacer = Some(Pacer::new(1000.0, Arrival::Constant, 1, 0, SECOND, 1));
+        // Lane 0: a token is the lane's put count. The first put, lost with no connection.
+        lose_due_requests(&plan, &mut measurements, &mut lanes, SECOND);
+        let lane = &mut lanes[0];
+        assert!(lane.retry.is_some());
+        // Its retry: the same put, attempt 1.
+        assert!(lane
+            .next_send_ns(&plan)
+            .is_some_and(|due| due <= 2 * SECOND));
+        let retry = lane.next_put_mark(&plan);
+        assert_eq!((retry.token, retry.attempt), (1, 1));
+        assert_eq!(retry.nonce, plan.settings.put_mark_nonce);
+        let flight = send(&plan, lane, 2 * SECOND);
+        answer_with(
+            &plan,
+            &mut measurements,
+            lane,
+            flight,
+            2 * SECOND,
+            &answer(201, b""),
+        );
+        // The next put is another one.
+        let next = lane.next_put_mark(&plan);
+        assert_eq!((next.token, next.attempt), (2, 0));
     }
 
     /// A Put answered 503 goes out again after the policy's delay; the operation is counted

@@ -65,7 +65,7 @@ pub(super) async fn drive_connection<B: Backend>(core: Rc<Core>, mut lanes: Vec<
                 continue;
             }
             let step = lane.lane.next_step();
-            let mark = matches!(step, Step::Put | Step::Refill).then(|| lane.next_put_mark());
+            let mark = matches!(step, Step::Put | Step::Refill).then(|| lane.next_put_mark(&plan));
             let encoded = encode_step(&core, &lane.lane, step, mark, &mut output);
             if encoded.is_err() {
                 // A request azq-loadgen cannot sign is a bug or a bad key: stop this lane.

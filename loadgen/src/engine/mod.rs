@@ -453,6 +453,7 @@ pub(crate) mod tests {
                 batch: 1,
                 visibility_timeout_s: 30,
                 api_version: "2026-04-06".to_string(),
+                put_mark_nonce: 1,
             },
             scenario,
             cpus: vec![0, 1],
