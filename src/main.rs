@@ -9,7 +9,7 @@
 use std::io::{Read, Write};
 use std::net::{IpAddr, SocketAddr, TcpStream};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use azq::auth::Accounts;
 use azq::config::{
@@ -444,7 +444,9 @@ fn healthcheck(mut arguments: impl Iterator<Item = String>) -> Result<String, St
         };
     }
     let address = SocketAddr::new(host, port);
-    let mut answer = ask_health(address, None)?;
+    // One deadline for both attempts, so a container's health check timeout holds.
+    let deadline = Instant::now() + Duration::from_millis(HEALTHCHECK_TIMEOUT_MS);
+    let mut answer = ask_health(address, None, deadline)?;
     if answer.first() == Some(&TLS_ALERT_RECORD) {
         // Plain HTTP to an HTTPS port: azq answered with a TLS alert. Ask again over TLS,
         // trusting whatever certificate it serves: this asks whether it serves, not who it is.
@@ -455,7 +457,7 @@ fn healthcheck(mut arguments: impl Iterator<Item = String>) -> Result<String, St
             .dangerous()
             .with_custom_certificate_verifier(Arc::new(AnyCertificate(provider)))
             .with_no_client_auth();
-        answer = ask_health(address, Some(Arc::new(config)))?;
+        answer = ask_health(address, Some(Arc::new(config)), deadline)?;
     }
     let answer = String::from_utf8_lossy(&answer);
     let status_line = answer.lines().next().unwrap_or("");
@@ -473,16 +475,21 @@ fn healthcheck(mut arguments: impl Iterator<Item = String>) -> Result<String, St
 const TLS_ALERT_RECORD: u8 = 0x15;
 
 /// Sends `GET /_azq/health` to `address`, over TLS with `tls`, and returns what came back
-/// (at most 64 KiB) until the server closed or `HEALTHCHECK_TIMEOUT_MS` passed.
+/// (at most 64 KiB) until the server closed or `deadline` passed.
 fn ask_health(
     address: SocketAddr,
     tls: Option<Arc<rustls::ClientConfig>>,
+    deadline: Instant,
 ) -> Result<Vec<u8>, String> {
-    let timeout = Duration::from_millis(HEALTHCHECK_TIMEOUT_MS);
-    let stream = TcpStream::connect_timeout(&address, timeout)
+    let left = || {
+        deadline
+            .saturating_duration_since(Instant::now())
+            .max(Duration::from_millis(1))
+    };
+    let stream = TcpStream::connect_timeout(&address, left())
         .map_err(|error| format!("cannot connect to {address}: {error}"))?;
-    let _ = stream.set_read_timeout(Some(timeout));
-    let _ = stream.set_write_timeout(Some(timeout));
+    let _ = stream.set_read_timeout(Some(left()));
+    let _ = stream.set_write_timeout(Some(left()));
     let request =
         format!("GET /_azq/health HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\n\r\n");
     let mut stream: Box<dyn ReadWrite> = match tls {
