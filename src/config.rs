@@ -64,6 +64,9 @@ pub const LOG_SEGMENT_BYTES: u64 = 64 << 20;
 /// to convert them, which io_uring cannot do without blocking and hands to a kernel worker
 /// thread, milliseconds late when the cores are busy. Zeroed blocks are overwritten in place.
 pub const LOG_ZERO_FILL_AHEAD_BYTES: u64 = 4 << 20;
+/// Recovery maps log and snapshot files of at least this size rather than reading them (on
+/// Unix; a smaller file is cheaper to copy than to map and unmap).
+pub const MAPPED_READ_BYTES_MIN: u64 = 1 << 20;
 /// Disk each shard may use beyond its live data before a snapshot lets old segments go: a
 /// snapshot starts once the log since the last one holds more than the live data and this.
 pub const SNAPSHOT_ALLOWANCE_BYTES: u64 = 64 << 20;

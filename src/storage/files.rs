@@ -18,17 +18,13 @@ use std::path::{Path, PathBuf};
 
 use bytes::Bytes;
 
+use crate::config::MAPPED_READ_BYTES_MIN;
+
 /// The directory azq keeps its files in, inside `--location`: its own, so Azurite's files in the
 /// same location never mix with azq's.
 pub const DATA_DIRECTORY_NAME: &str = "__azq__";
 /// The file naming the current generation.
 pub const CURRENT_FILE_NAME: &str = "CURRENT";
-/// Files at least this large are mapped rather than read by `StdFiles::read` on Unix (a smaller
-/// one is cheaper to copy than to map and unmap). A restored message text keeps the mapping of
-/// its file alive, and with it the file's blocks on disk once the file is removed, until the
-/// last such message is deleted (`share_or_copy_texts` copies the texts of a file that is
-/// mostly dead records, so that is at most about twice the live texts).
-const MAPPED_READ_BYTES_MIN: u64 = 1 << 20;
 
 /// The directory of generation `generation`.
 pub fn generation_name(generation: u64) -> String {
@@ -89,6 +85,11 @@ impl Files for StdFiles {
         Ok(names)
     }
 
+    /// Reads `path`, or on Unix maps it when it holds `MAPPED_READ_BYTES_MIN` or more. A
+    /// restored message text keeps the mapping of its file alive, and with it the file's blocks
+    /// on disk once the file is removed, until the last such message is deleted
+    /// (`share_or_copy_texts` copies the texts of a file that is mostly dead records, so that
+    /// is at most about twice the live texts).
     fn read(&self, path: &Path) -> io::Result<Bytes> {
         let mut file = std::fs::File::open(path)?;
         // Elsewhere a mapped file cannot be shortened or removed (Windows), and the data
