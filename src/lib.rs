@@ -21,7 +21,9 @@
 //! - `time`: the clock, calendar dates, RFC 1123 and ISO 8601.
 //! - `tls`: the server's certificate for HTTPS (PEM, PKCS#12 or made at start) and its rustls
 //!   configuration; the sessions run in `runtime::tls_stream`.
-//! - `config`, `error`: limits and the `StorageError` → (status, code) mapping.
+//! - `limits`: every limit as a named constant (the ground floor: it imports nothing of the
+//!   crate); `error`: the `StorageError` → (status, code) mapping.
+//! - `settings`: one run's `Config` and the Azurite-compatible command line that builds it.
 //! - `lifecycle`: the serving and stop flags every thread shares.
 
 #![warn(missing_docs)]
@@ -29,14 +31,15 @@
 
 pub mod api;
 pub mod auth;
-pub mod config;
 pub mod error;
 pub mod governor;
 pub mod http;
 pub mod lifecycle;
+pub mod limits;
 pub mod queue;
 pub mod random;
 pub mod runtime;
+pub mod settings;
 pub mod storage;
 pub mod time;
 pub mod tls;

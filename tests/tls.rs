@@ -13,7 +13,7 @@ use std::process::Command;
 use std::sync::Arc;
 use std::time::Duration;
 
-use azq::config::TLS_HANDSHAKES_IN_FLIGHT_PER_SHARD_MAX;
+use azq::limits::TLS_HANDSHAKES_IN_FLIGHT_PER_SHARD_MAX;
 use common::{azq_binary, read_response, signed_request, Server, TempDir};
 
 /// A server with `--cert auto` kept in `data`, on `runtime`.

@@ -18,7 +18,7 @@ use std::future::Future;
 use std::rc::Rc;
 use std::thread::JoinHandle;
 
-use azq::config::RuntimeChoice;
+use azq::runtime::backend::RuntimeChoice;
 use azq::runtime::backend::{self, Backend, Idle, Selected};
 
 /// How to start one core.

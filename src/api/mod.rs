@@ -221,12 +221,12 @@ impl Service {
     pub fn with_https(
         mut self,
         certificate_pem: Arc<str>,
-        oauth: Option<crate::config::OAuthLevel>,
+        oauth: Option<crate::auth::OAuthLevel>,
     ) -> Self {
         self.secure_transport = true;
         self.certificate_pem = Some(certificate_pem);
         match oauth {
-            Some(crate::config::OAuthLevel::Basic) => self.authenticator.get_mut().enable_bearer(),
+            Some(crate::auth::OAuthLevel::Basic) => self.authenticator.get_mut().enable_bearer(),
             None => {}
         }
         self

@@ -7,11 +7,13 @@
 
 use bytes::BytesMut;
 
-use crate::config::API_VERSION_LATEST;
 use crate::error::StorageError;
 use crate::http::{Method, Request, ResponseWriter};
 use crate::queue::Reply;
 use crate::time;
+
+/// The newest `x-ms-version` azq knows; sent back when a request names none.
+pub const API_VERSION_LATEST: &str = "2026-10-06";
 
 use super::{ids, xml, CorsHeaders, Service};
 

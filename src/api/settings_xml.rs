@@ -13,11 +13,11 @@ use bytes::{BufMut, BytesMut};
 use quick_xml::events::Event;
 use quick_xml::Reader;
 
-use crate::config::{
+use crate::error::StorageError;
+use crate::limits::{
     CORS_RULES_MAX, CORS_RULES_TEXT_BYTES_MAX, RETENTION_DAYS_MAX, SIGNED_IDENTIFIERS_MAX,
     SIGNED_IDENTIFIER_ID_CHARS_MAX, XML_DEPTH_MAX,
 };
-use crate::error::StorageError;
 use crate::queue::{
     AccessPolicy, CorsRule, Logging, Metrics, RetentionPolicy, ServiceProperties,
     ServicePropertiesUpdate, SignedIdentifier,

@@ -23,7 +23,10 @@ use std::net::IpAddr;
 
 use crate::http::{Query, Request};
 
-pub use accounts::{Account, Accounts, SigningKey};
+pub use accounts::{
+    Account, Accounts, SigningKey, DEVELOPMENT_ACCOUNT_KEY, DEVELOPMENT_ACCOUNT_NAME,
+};
+pub use bearer::OAuthLevel;
 pub use sas::{Access, PermissionSet, ResourceType, SasCache, StoredPolicy};
 pub use shared_key::sign_shared_key;
 
@@ -188,7 +191,7 @@ impl Authenticator {
     pub fn new(accounts: Accounts) -> Authenticator {
         Authenticator {
             accounts,
-            sas_cache: SasCache::new(crate::config::SAS_CACHE_ENTRIES_MAX),
+            sas_cache: SasCache::new(crate::limits::SAS_CACHE_ENTRIES_MAX),
             string_to_sign: Vec::with_capacity(512),
             bearer_enabled: false,
         }
@@ -317,7 +320,7 @@ pub(crate) mod test_support {
     use bytes::Bytes;
 
     use super::{Accounts, Authenticator};
-    use crate::config::{DEVELOPMENT_ACCOUNT_KEY, DEVELOPMENT_ACCOUNT_NAME};
+    use crate::auth::{DEVELOPMENT_ACCOUNT_KEY, DEVELOPMENT_ACCOUNT_NAME};
     use crate::http::request::Request;
 
     /// A body-less request (`Request::from_parts` with an empty body).

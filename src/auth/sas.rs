@@ -17,8 +17,8 @@ use ahash::AHashMap;
 
 use super::accounts::Account;
 use super::{decode_signature, AuthFailure, AuthScheme, Principal, RequestContext};
-use crate::config::SAS_CACHE_KEY_BYTES_MAX;
 use crate::http::Query;
+use crate::limits::SAS_CACHE_KEY_BYTES_MAX;
 use crate::time::parse_iso8601_ms;
 
 /// The oldest `sv` azq verifies: account SAS appeared with it, and the queue service SAS has
@@ -682,7 +682,8 @@ mod tests {
     use super::*;
     use crate::auth::test_support::development_accounts;
     use crate::auth::SigningKey;
-    use crate::config::{DEVELOPMENT_ACCOUNT_KEY, DEVELOPMENT_ACCOUNT_NAME, SAS_CACHE_ENTRIES_MAX};
+    use crate::auth::{DEVELOPMENT_ACCOUNT_KEY, DEVELOPMENT_ACCOUNT_NAME};
+    use crate::limits::SAS_CACHE_ENTRIES_MAX;
     use std::net::Ipv4Addr;
 
     /// 2026-11-22T00:00:00Z and one hour, the window the contract's vectors sign.

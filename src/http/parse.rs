@@ -45,7 +45,7 @@ pub enum Progress {
 }
 
 /// Capacity of the stack array httparse fills; `Parser::new` refuses a larger `headers_max`.
-const HEADERS_ARRAY_LENGTH: usize = crate::config::REQUEST_HEADERS_MAX;
+const HEADERS_ARRAY_LENGTH: usize = crate::limits::REQUEST_HEADERS_MAX;
 
 /// Parses requests from one connection's read buffer; keeps the progress on a partly received
 /// request between calls.
@@ -642,7 +642,7 @@ mod tests {
     }
 
     use super::*;
-    use crate::config::{REQUEST_BODY_BYTES_MAX, REQUEST_HEADERS_MAX, REQUEST_HEAD_BYTES_MAX};
+    use crate::limits::{REQUEST_BODY_BYTES_MAX, REQUEST_HEADERS_MAX, REQUEST_HEAD_BYTES_MAX};
 
     /// A request as the tests compare it: owned, readable in a failure message.
     #[derive(Clone, Debug, PartialEq, Eq)]

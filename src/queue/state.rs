@@ -50,8 +50,8 @@ use super::slab::{
     Message, MessageList, MessageSlab, OrderKey, Place, NONE, QUEUE_INDEX_MAX, TTL_S_NEVER,
 };
 use super::wheel::TimerWheel;
-use crate::config;
 use crate::error::StorageError;
+use crate::limits;
 use crate::random::mix64;
 
 /// Bits of a message ID's low half that hold the scrambled sequence; the top two are the UUID
@@ -64,7 +64,7 @@ const UUID_VERSION_MASK: u64 = 0xf << 12;
 const UUID_VERSION_4: u64 = 0x4 << 12;
 /// The low byte of a message ID's high half is the shard index, so shards never share IDs.
 const SHARD_INDEX_MASK: u64 = 0xff;
-const _: () = assert!(config::SHARDS_MAX as u64 <= SHARD_INDEX_MASK + 1);
+const _: () = assert!(limits::SHARDS_MAX as u64 <= SHARD_INDEX_MASK + 1);
 
 /// One queue: its metadata and where its messages are.
 #[derive(Debug)]
@@ -86,7 +86,7 @@ struct Queue {
 /// What one stored message counts against `--max-memory`: its text plus the fixed cost of its
 /// slot, timer node and text allocation (`MESSAGE_OVERHEAD_BYTES`).
 fn message_charge(text: &Bytes) -> u64 {
-    (text.len() + config::MESSAGE_OVERHEAD_BYTES) as u64
+    (text.len() + limits::MESSAGE_OVERHEAD_BYTES) as u64
 }
 
 /// Whether a `MessageView` shares the message's text or leaves it empty.
@@ -161,7 +161,7 @@ impl ShardState {
     /// The state of shard `shard_index`. `id_seed` makes message IDs differ between runs (the
     /// runtime passes a random value; tests a fixed one) and seeds the queue hash map.
     pub fn new(shard_index: usize, id_seed: u64) -> ShardState {
-        assert!(shard_index < config::SHARDS_MAX);
+        assert!(shard_index < limits::SHARDS_MAX);
         let id_prefix = (mix64(id_seed) & !(UUID_VERSION_MASK | SHARD_INDEX_MASK))
             | UUID_VERSION_4
             | shard_index as u64;
@@ -179,7 +179,7 @@ impl ShardState {
                 mix64(hash_seed ^ 2),
             )),
             queue_names: BTreeMap::new(),
-            queues_max: config::QUEUES_PER_SHARD_MAX,
+            queues_max: limits::QUEUES_PER_SHARD_MAX,
             queue_records_max: QUEUE_INDEX_MAX + 1,
             message_bytes: 0,
             message_bytes_max: u64::MAX,
@@ -254,7 +254,7 @@ impl ShardState {
         // Timers only (those of graveyard messages too, within the same budget): emptying
         // graveyards is the runtime's background work (`advance`), so a request never pays for
         // freeing a cleared queue's messages wholesale.
-        self.run_timers(now_ms, &mut { config::TIMER_ENTRIES_PER_STEP_MAX });
+        self.run_timers(now_ms, &mut { limits::TIMER_ENTRIES_PER_STEP_MAX });
         self.execute(command, now_ms)
     }
 
@@ -348,7 +348,7 @@ impl ShardState {
                 Ok(Reply::Done)
             }
             Command::SetQueueAcl { queue, identifiers } => {
-                assert!(identifiers.len() <= config::SIGNED_IDENTIFIERS_MAX);
+                assert!(identifiers.len() <= limits::SIGNED_IDENTIFIERS_MAX);
                 self.queue_index(&queue)?;
                 let version = self.next_replica_version();
                 if self.journal.is_some() {
@@ -582,7 +582,7 @@ impl ShardState {
         results_max: usize,
         include_metadata: bool,
     ) -> Reply {
-        assert!(results_max <= config::LIST_QUEUES_RESULTS_MAX);
+        assert!(results_max <= limits::LIST_QUEUES_RESULTS_MAX);
         // Every name with the prefix sorts at or after the prefix itself.
         let start = QueueKey {
             account,
@@ -610,8 +610,8 @@ impl ShardState {
         now_ms: u64,
     ) -> Result<Reply, StorageError> {
         let index = self.queue_index(key)?;
-        assert!(text.len() <= config::MESSAGE_TEXT_BYTES_MAX);
-        assert!(visibility_timeout_s <= config::VISIBILITY_TIMEOUT_S_MAX);
+        assert!(text.len() <= limits::MESSAGE_TEXT_BYTES_MAX);
+        assert!(visibility_timeout_s <= limits::VISIBILITY_TIMEOUT_S_MAX);
         assert!(ttl_s.is_none_or(|ttl_s| ttl_s > visibility_timeout_s));
         let charge = message_charge(&text);
         if self.message_bytes + charge > self.message_bytes_max {
@@ -665,8 +665,8 @@ impl ShardState {
         now_ms: u64,
     ) -> Result<Reply, StorageError> {
         let index = self.queue_index(key)?;
-        assert!((1..=config::MESSAGES_PER_GET_MAX).contains(&count));
-        assert!((1..=config::VISIBILITY_TIMEOUT_S_MAX).contains(&visibility_timeout_s));
+        assert!((1..=limits::MESSAGES_PER_GET_MAX).contains(&count));
+        assert!((1..=limits::VISIBILITY_TIMEOUT_S_MAX).contains(&visibility_timeout_s));
         let time_next_visible_ms = now_ms + visibility_timeout_s * 1000;
         let mut views = Vec::with_capacity(count as usize);
         while views.len() < count as usize {
@@ -710,7 +710,7 @@ impl ShardState {
         now_ms: u64,
     ) -> Result<Reply, StorageError> {
         let index = self.queue_index(key)?;
-        assert!((1..=config::MESSAGES_PER_GET_MAX).contains(&count));
+        assert!((1..=limits::MESSAGES_PER_GET_MAX).contains(&count));
         let mut views = Vec::with_capacity(count as usize);
         // Merge the in-order list and the out-of-order map, each from its own cursor.
         let mut in_order_next = self.queue(index).in_order.head;
@@ -760,10 +760,10 @@ impl ShardState {
         now_ms: u64,
     ) -> Result<Reply, StorageError> {
         let index = self.queue_index(key)?;
-        assert!(visibility_timeout_s <= config::VISIBILITY_TIMEOUT_S_MAX);
+        assert!(visibility_timeout_s <= limits::VISIBILITY_TIMEOUT_S_MAX);
         assert!(text
             .as_ref()
-            .is_none_or(|text| text.len() <= config::MESSAGE_TEXT_BYTES_MAX));
+            .is_none_or(|text| text.len() <= limits::MESSAGE_TEXT_BYTES_MAX));
         let slot = self.resolve_receipt(index, message_id, pop_receipt, now_ms)?;
         if let Some(text) = &text {
             let charge_now = message_charge(&self.messages.get(slot).text);

@@ -23,8 +23,30 @@ use std::time::Duration;
 
 use bytes::BytesMut;
 
-use crate::config::RuntimeChoice;
 use crate::storage::files::Disk;
+
+/// Which backend to run, as `--runtime` names it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RuntimeChoice {
+    /// io_uring where the kernel allows it, else the portable backend.
+    Auto,
+    /// io_uring or nothing.
+    IoUring,
+    /// The portable backend, even where io_uring works.
+    Portable,
+}
+
+impl RuntimeChoice {
+    /// Reads `auto`, `io_uring` or `portable`.
+    pub fn parse(text: &str) -> Option<RuntimeChoice> {
+        match text {
+            "auto" => Some(RuntimeChoice::Auto),
+            "io_uring" | "io-uring" | "uring" => Some(RuntimeChoice::IoUring),
+            "portable" | "tokio" => Some(RuntimeChoice::Portable),
+            _ => None,
+        }
+    }
+}
 
 /// A joined mesh end: the senders, and one receiver per peer (`None` at the shard's own index);
 /// or why the mesh could not be joined.

@@ -16,11 +16,11 @@ use std::time::{Duration, Instant};
 use bytes::BytesMut;
 
 use crate::api::Service;
-use crate::config::{
+use crate::http::{response, ParseError, Parser, Progress};
+use crate::limits::{
     IDLE_CONNECTION_TIMEOUT_MS, REQUEST_BODY_BYTES_MAX, REQUEST_HEADERS_MAX,
     REQUEST_HEAD_BYTES_MAX, REQUEST_HEAD_TIMEOUT_MS, RESPONSE_BATCH_BYTES_MAX,
 };
-use crate::http::{response, ParseError, Parser, Progress};
 
 use super::backend::Backend;
 use super::context::ShardContext;

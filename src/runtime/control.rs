@@ -12,10 +12,10 @@
 use std::time::Duration;
 
 use crate::api::{AdminAnswer, AdminStep, Operation, Outcome, Step};
-use crate::config::{ACCOUNT_SHARE_INTERVAL_MS, METRICS_DEEPEST_QUEUES};
 use crate::error::StorageError;
 use crate::governor::faults::{Action, Rule};
 use crate::governor::metrics::{self, Scope, Snapshot};
+use crate::limits::{ACCOUNT_SHARE_INTERVAL_MS, METRICS_DEEPEST_QUEUES};
 use crate::queue::Command;
 
 use super::backend::Backend;
@@ -272,7 +272,7 @@ pub async fn execute_admin<B: Backend>(shard: &ShardContext<B>, step: AdminStep)
                         // Every shard holds the same rules, so the first refuses or none does.
                         return AdminAnswer::error(
                             400,
-                            &format!("at most {} fault rules", crate::config::FAULT_RULES_MAX),
+                            &format!("at most {} fault rules", crate::limits::FAULT_RULES_MAX),
                         );
                     }
                     _ => return AdminAnswer::error(503, "a shard did not answer"),

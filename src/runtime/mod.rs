@@ -33,10 +33,10 @@ use std::sync::Arc;
 
 use crate::api::{Health, Service};
 use crate::auth::Accounts;
-use crate::config::{
-    Config, Durability, Persistence, MESH_CHANNEL_CAPACITY, TLS_SESSION_CACHE_ENTRIES_PER_SHARD,
-};
 use crate::lifecycle::Lifecycle;
+use crate::limits::{MESH_CHANNEL_CAPACITY, TLS_SESSION_CACHE_ENTRIES_PER_SHARD};
+use crate::settings::{Config, Persistence};
+use crate::storage::log::Durability;
 use crate::storage::recovery::ShardStart;
 
 use backend::{Backend, OnBackend, Selected};

@@ -15,7 +15,7 @@ use tokio::net::{TcpListener, TcpSocket, TcpStream};
 use tokio::sync::mpsc;
 
 use super::backend::{Backend, Idle, JoinedMesh};
-use crate::config::LISTEN_BACKLOG;
+use crate::limits::LISTEN_BACKLOG;
 use crate::storage::files::Disk;
 
 /// Room made in the read buffer before each read, so a read takes what a segment brings.

@@ -15,13 +15,13 @@ use std::time::{Duration, Instant};
 use bytes::BytesMut;
 
 use crate::api::Service;
-use crate::config::Durability;
-use crate::config::{
-    SHUTDOWN_GRACE_MS, TLS_HANDSHAKES_IN_FLIGHT_PER_SHARD_MAX, TLS_HANDSHAKE_TIMEOUT_MS,
-};
 use crate::error::StorageError;
 use crate::governor::{Governor, GovernorConfig};
+use crate::limits::{
+    SHUTDOWN_GRACE_MS, TLS_HANDSHAKES_IN_FLIGHT_PER_SHARD_MAX, TLS_HANDSHAKE_TIMEOUT_MS,
+};
 use crate::queue::ShardState;
+use crate::storage::log::Durability;
 use crate::storage::log::Log;
 use crate::storage::recovery::ShardStart;
 

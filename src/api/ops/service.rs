@@ -3,9 +3,9 @@
 
 use bytes::BytesMut;
 
-use crate::config::LIST_QUEUES_RESULTS_MAX;
 use crate::error::StorageError;
 use crate::http::Request;
+use crate::limits::LIST_QUEUES_RESULTS_MAX;
 use crate::queue::{self, Command, Replicas, Reply};
 
 use super::super::plan::{fail, Planning};
