@@ -8,6 +8,8 @@
 //!   only place glommio and tokio appear.
 //! - `http/`: HTTP/1.1 request parsing on httparse and response encoding; no Azure knowledge.
 //! - `auth/`: SharedKey/SharedKeyLite and SAS verification; accounts and their keys.
+//! - `operation`: `Operation`, one per REST operation, which `api/` routes to and `governor/`
+//!   counts and matches fault rules by.
 //! - `api/`: routing of (method, path, query) to one `Operation` per REST operation
 //!   (`router`), authentication and common checks (`plan`), each operation's planning into
 //!   queue `Command`s and its response side by side (`ops/`), what every response shares
@@ -36,6 +38,7 @@ pub mod governor;
 pub mod http;
 pub mod lifecycle;
 pub mod limits;
+pub mod operation;
 pub mod queue;
 pub mod random;
 pub mod runtime;

@@ -46,9 +46,10 @@ use crate::queue::{Command, Replicas, Reply};
 
 use response::Responder;
 
+pub use crate::operation::Operation;
 pub use cors::CorsHeaders;
 pub use ops::service::ListingEcho;
-pub use router::{Operation, Route};
+pub use router::Route;
 
 /// What the runtime must do for one request.
 #[derive(Debug)]
