@@ -8,8 +8,8 @@ use std::net::IpAddr;
 use crate::auth::{OAuthLevel, DEVELOPMENT_ACCOUNT_KEY, DEVELOPMENT_ACCOUNT_NAME};
 use crate::governor::GovernorConfig;
 use crate::limits::{CONNECTIONS_PER_SHARD_MAX_DEFAULT, MESSAGE_BYTES_MAX_FALLBACK, SHARDS_MAX};
-use crate::runtime::allowed_cpus;
-use crate::runtime::backend::RuntimeChoice;
+use crate::runtime::os::allowed_cpus;
+use crate::runtime::select::RuntimeChoice;
 use crate::storage::log::Durability;
 use crate::tls::CertificateSource;
 
@@ -345,7 +345,7 @@ fn parse_size(text: &str) -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::{parse_arguments, parse_size, Config, Persistence};
-    use crate::runtime::backend::RuntimeChoice;
+    use crate::runtime::select::RuntimeChoice;
     use crate::storage::log::Durability;
 
     fn parse(arguments: &[&str]) -> Result<Option<Config>, String> {

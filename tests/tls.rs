@@ -33,7 +33,7 @@ fn start(data: &TempDir, runtime: &str) -> Server {
 /// The backends this machine can run.
 fn runtimes() -> Vec<&'static str> {
     let mut runtimes = vec!["portable"];
-    if azq::runtime::backend::io_uring_refusal().is_none() {
+    if azq::runtime::select::io_uring_refusal().is_none() {
         runtimes.push("io_uring");
     }
     runtimes

@@ -50,7 +50,7 @@ impl Backend for Portable {
         idle: Idle,
         main: F,
     ) -> Result<(), String> {
-        super::pin_current_thread(cpu);
+        super::os::pin_current_thread(cpu);
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_io()
             .enable_time()

@@ -49,7 +49,7 @@ pub fn workspace_binary(name: &str) -> PathBuf {
 
 /// The backend `--runtime auto` picks on this machine without any filter.
 pub fn native_backend() -> &'static str {
-    if azq::runtime::backend::io_uring_refusal().is_none() {
+    if azq::runtime::select::io_uring_refusal().is_none() {
         "io_uring"
     } else {
         "portable"
