@@ -80,7 +80,7 @@ pub enum Step {
     Admin(AdminStep),
 }
 
-/// What an azq endpoint asks of the runtime (`runtime::control::execute_admin`).
+/// What an azq endpoint asks of the runtime (`runtime::admin::execute_admin`).
 #[derive(Debug)]
 pub enum AdminStep {
     /// Answer this; planning already decided (a bad rule).

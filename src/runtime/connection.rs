@@ -1,10 +1,11 @@
 //! The connection loop: read into a per-connection buffer, parse every complete (pipelined)
 //! request, execute each in order, encode all responses into one output buffer, and write them in
 //! one batch once the log has written what they answer (so pipelined changes share one sync).
-//! Timeouts bound slow heads (slowloris) and idle keep-alive connections. Every answered request
-//! is counted in the shard's metrics (operation, status, time); when the shard's governor is
-//! not idle (an account limit, `--latency`, fault rules), the step goes through
-//! `control::govern` instead of straight to `execute`. The loop is generic over its
+//! Timeouts bound slow heads (slowloris) and idle keep-alive connections. Each request goes
+//! one way: parse → plan (`api::Service::plan`) → execute → respond (`api::Service::respond`).
+//! The control plane meets it at two fixed points, both in `governance`: `run` wraps the
+//! execution (account limit, fault rules, `--latency`; plain `execute` when the governor is
+//! idle), and `answered` counts the answer in the metrics. The loop is generic over its
 //! `Transport`: the backend's TCP stream as is (`Plain`), or a TLS session over it.
 
 use std::future::Future;
@@ -24,7 +25,7 @@ use crate::limits::{
 
 use super::backend::Backend;
 use super::context::ShardContext;
-use super::control;
+use super::governance;
 use super::tls_stream::TlsStream;
 
 /// Initial capacity of a connection's input and output buffers.
@@ -143,19 +144,16 @@ async fn serve_requests<B: Backend, T: Transport>(
                         shard.log_line(&format!("authentication failed for {peer}: {failure}"));
                     }
                     let operation = plan.response.operation;
-                    let executed = if shard.engine.governor.is_idle() {
-                        shard.execute(plan.step).await
-                    } else {
-                        match control::govern(shard, plan.step, operation, now_ms).await {
-                            Some(executed) => executed,
-                            // A reset fault: the answers before it go out, then the
-                            // connection is aborted without this one's.
-                            None => {
-                                if !output.is_empty() {
-                                    write(stream, &mut output, &mut durable_at, shard).await;
-                                }
-                                return Ending::Reset;
+                    let executed = match governance::run(shard, plan.step, operation, now_ms).await
+                    {
+                        Some(executed) => executed,
+                        // A reset fault: the answers before it go out, then the connection is
+                        // aborted without this one's.
+                        None => {
+                            if !output.is_empty() {
+                                write(stream, &mut output, &mut durable_at, shard).await;
                             }
+                            return Ending::Reset;
                         }
                     };
                     durable_at = durable_at.max(executed.durable_at);
@@ -169,7 +167,8 @@ async fn serve_requests<B: Backend, T: Transport>(
                         shard.engine.now_ms(),
                         &mut output,
                     );
-                    shard.engine.governor.metrics.request(
+                    governance::answered(
+                        shard,
                         operation,
                         response::status_at(&output[response_at..]),
                         started.elapsed().as_micros() as u64,

@@ -6,20 +6,29 @@
 //! - `backend`: the seam, `Backend`; `select`: the choice between the two event loops (and the
 //!   io_uring probe behind it); `os`: pinning threads, the CPUs allowed, the open-files limit;
 //! - `uring` (Linux): glommio on io_uring; `portable`: tokio's current-thread runtime;
-//! - `shard`: a shard's thread and main task; `connection`: the connection loop;
-//! - `context`: what a shard's tasks share, and executing a plan's step;
-//! - `engine`: the queue state and its timer; `mesh`: commands and replies between shards;
-//! - `control`: rate limits, fault rules, latency and metrics on the request path and between
-//!   shards (`governor`'s runtime half).
+//! - `shard`: a shard's thread and main task (its listener, accepting, draining);
+//! - the request path, one way: `connection` (the loop: parse, plan, execute, respond) →
+//!   `execute` (a step where it must run) → `context` (what a shard's tasks share; a command
+//!   applied here, on its owner, on every shard or on a setting's writer and its replicas) →
+//!   `mesh` (commands and replies between shards) → `engine` (the queue state, its timer and
+//!   its log);
+//! - the control plane beside it (`governor`'s runtime half): `governance`, which the
+//!   connection loop calls at two fixed points (around execution: account limit, fault rules,
+//!   latency; after answering: metrics) and which runs the account-share task; `admin`, the
+//!   `/_azq/metrics` and `/_azq/faults` endpoints; `control`, the messages shards exchange for
+//!   them and how a shard answers one;
 //! - `tls_stream`: a TLS session over either backend's stream (HTTPS, and azq-loadgen's client).
 //!
 //! Everything but `uring` and `portable` is written once, generic over `Backend`.
 
+pub mod admin;
 pub mod backend;
 pub mod connection;
 pub mod context;
 pub mod control;
 pub mod engine;
+pub mod execute;
+pub mod governance;
 pub mod mesh;
 pub mod os;
 pub mod portable;

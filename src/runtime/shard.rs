@@ -28,8 +28,8 @@ use crate::storage::recovery::ShardStart;
 use super::backend::{Backend, Idle};
 use super::connection::{self, Plain};
 use super::context::ShardContext;
-use super::control;
 use super::engine::Engine;
+use super::governance;
 use super::mesh::{Envelope, Mesh, ReplyEnvelope};
 use super::tls_stream::TlsStream;
 use super::Lifecycle;
@@ -147,7 +147,7 @@ async fn run<B: Backend>(setup: ShardSetup<B>) {
         setup.lifecycle,
         setup.debug_log,
     ));
-    control::start(&shard);
+    governance::start(&shard);
     let _ = setup.events.send(ShardEvent::Serving(setup.index));
 
     accept(&listener, &shard, setup.connections_max, setup.tls).await;
