@@ -16,7 +16,7 @@ use std::net::IpAddr;
 use ahash::AHashMap;
 
 use super::accounts::Account;
-use super::{decode_signature, AuthFailure, AuthScheme, Principal, RequestContext};
+use super::outcome::{decode_signature, AuthFailure, AuthScheme, Principal, RequestContext};
 use crate::http::Query;
 use crate::limits::SAS_CACHE_KEY_BYTES_MAX;
 use crate::time::parse_iso8601_ms;

@@ -11,7 +11,9 @@ use std::borrow::Cow;
 
 use super::accounts::{Account, SigningKey};
 use super::collation::compare_header_names;
-use super::{decode_signature, AuthFailure, AuthScheme, Principal, SECONDARY_ACCOUNT_SUFFIX};
+use super::outcome::{
+    decode_signature, AuthFailure, AuthScheme, Principal, SECONDARY_ACCOUNT_SUFFIX,
+};
 use crate::http::query;
 use crate::http::Request;
 
