@@ -3,8 +3,13 @@
 //! fixed seeds and print the failing one. The property test against a naive model is in
 //! tests/fuzz_replay.rs, which drives the `shard_state` fuzz target's model with seeded input.
 
+use bytes::Bytes;
+
+use super::layout::{message_charge, scramble_sequence, SEQUENCE_MASK, UUID_VARIANT};
 use super::*;
-use crate::queue::slab::NONE;
+use crate::queue::command::{MessageView, QueueListing, EXPIRATION_NEVER_MS};
+use crate::queue::key::{MessageId, PopReceipt, QueueKey};
+use crate::queue::slab::{Place, NONE};
 
 mod simulation;
 
