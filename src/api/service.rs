@@ -61,11 +61,7 @@ impl Service {
 
     /// The same service for a server that serves HTTPS with the certificate `certificate_pem`,
     /// accepting bearer tokens when `oauth` says so.
-    pub fn with_https(
-        mut self,
-        certificate_pem: Arc<str>,
-        oauth: Option<OAuthLevel>,
-    ) -> Self {
+    pub fn with_https(mut self, certificate_pem: Arc<str>, oauth: Option<OAuthLevel>) -> Self {
         self.secure_transport = true;
         self.certificate_pem = Some(certificate_pem);
         match oauth {
