@@ -3,8 +3,9 @@
 //! Layout of the crate, from the socket inwards:
 //! - `runtime/`: one thread per shard, pinned to a core, on an event loop behind the `Backend`
 //!   seam (glommio on io_uring, or tokio where io_uring is blocked); each accepts on its own
-//!   SO_REUSEPORT listener, runs the connection loop, executes plans in the shard's context
-//!   (`context`), and talks to other shards over a bounded request/reply channel mesh. The
+//!   SO_REUSEPORT listener, runs the connection loop, executes each plan's step (`execute`,
+//!   through the shard's `context`) with the control plane beside it (`governance`, `admin`,
+//!   `control`), and talks to other shards over a bounded request/reply channel mesh. The
 //!   only place glommio and tokio appear.
 //! - `http/`: HTTP/1.1 request parsing on httparse and response encoding; no Azure knowledge.
 //! - `auth/`: SharedKey/SharedKeyLite and SAS verification; accounts and their keys.
@@ -18,7 +19,10 @@
 //!   copy of the replicated settings (service properties, queue ACLs); synchronous and
 //!   deterministic, driven by commands and an injected time.
 //! - `governor/`: rate limits (Azure's targets), added latency, fault rules and the counters
-//!   behind `/_azq/metrics`; synchronous, time passed in (the runtime's `control` moves it).
+//!   behind `/_azq/metrics`; synchronous, time passed in (the runtime's `governance` and
+//!   `control` move it).
+//! - `storage/`: durability around the shard state: the log with group commit, snapshots,
+//!   recovery, and the file seams they are tested behind.
 //! - `random`: SplitMix64, for values that must be spread, not secret.
 //! - `time`: the clock, calendar dates, RFC 1123 and ISO 8601.
 //! - `tls`: the server's certificate for HTTPS (PEM, PKCS#12 or made at start) and its rustls
@@ -27,6 +31,9 @@
 //!   crate); `error`: the `StorageError` → (status, code) mapping.
 //! - `settings`: one run's `Config` and the Azurite-compatible command line that builds it.
 //! - `lifecycle`: the serving and stop flags every thread shares.
+//!
+//! Which module may import which is the `## Layers` list of docs/ARCHITECTURE.md, from `limits`
+//! up to `main`; `tests/layers.rs` holds every file to it.
 
 #![warn(missing_docs)]
 #![deny(clippy::undocumented_unsafe_blocks)]
