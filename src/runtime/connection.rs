@@ -3,9 +3,9 @@
 //! one batch once the log has written what they answer (so pipelined changes share one sync).
 //! Timeouts bound slow heads (slowloris) and idle keep-alive connections. Each request goes
 //! one way: parse → plan (`api::Service::plan`) → execute → respond (`api::Service::respond`).
-//! The control plane meets it at two fixed points, both in `governance`: `run` wraps the
-//! execution (account limit, fault rules, `--latency`; plain `execute` when the governor is
-//! idle), and `answered` counts the answer in the metrics. The loop is generic over its
+//! The control plane meets it at two fixed points, both in `governance`: around the execution
+//! (`is_idle`, one `Cell` check; when it is not, `govern` runs the step through the account
+//! limit, fault rules and `--latency`), and `answered`, which counts the answer in the metrics. The loop is generic over its
 //! `Transport`: the backend's TCP stream as is (`Plain`), or a TLS session over it.
 
 use std::future::Future;
@@ -25,6 +25,7 @@ use crate::limits::{
 
 use super::backend::Backend;
 use super::context::ShardContext;
+use super::execute::execute;
 use super::governance;
 use super::tls_stream::TlsStream;
 
@@ -144,16 +145,21 @@ async fn serve_requests<B: Backend, T: Transport>(
                         shard.log_line(&format!("authentication failed for {peer}: {failure}"));
                     }
                     let operation = plan.response.operation;
-                    let executed = match governance::run(shard, plan.step, operation, now_ms).await
-                    {
-                        Some(executed) => executed,
-                        // A reset fault: the answers before it go out, then the connection is
-                        // aborted without this one's.
-                        None => {
-                            if !output.is_empty() {
-                                write(stream, &mut output, &mut durable_at, shard).await;
+                    // Straight to `execute` when the governor is idle: no second future
+                    // wrapped around the step on the common path.
+                    let executed = if governance::is_idle(shard) {
+                        execute(shard, plan.step).await
+                    } else {
+                        match governance::govern(shard, plan.step, operation, now_ms).await {
+                            Some(executed) => executed,
+                            // A reset fault: the answers before it go out, then the
+                            // connection is aborted without this one's.
+                            None => {
+                                if !output.is_empty() {
+                                    write(stream, &mut output, &mut durable_at, shard).await;
+                                }
+                                return Ending::Reset;
                             }
-                            return Ending::Reset;
                         }
                     };
                     durable_at = durable_at.max(executed.durable_at);

@@ -1,9 +1,10 @@
 //! The control plane beside the request path. The connection loop calls it at two fixed
-//! points and nowhere else: `run`, around a step's execution, and `answered`, once the answer
-//! is encoded. When the shard's governor is idle (no account limit, no `--latency`, no fault
-//! rule) `run` is `execute` after one `Cell<bool>` check; otherwise the step goes through the
-//! account limit, the fault rules (shard 0 says whether a matching rule fires) and, after it,
-//! `--latency` on the backend's timer, so the shard serves other connections meanwhile.
+//! points and nowhere else: around a step's execution, and once the answer is encoded. When
+//! the shard's governor is idle (no account limit, no `--latency`, no fault rule: `is_idle`,
+//! one `Cell<bool>` check) the step goes straight to `execute`; otherwise `govern` runs it
+//! through the account limit, the fault rules (shard 0 says whether a matching rule fires) and,
+//! after it, `--latency` on the backend's timer, so the shard serves other connections
+//! meanwhile.
 //! `answered` counts the answer in the shard's metrics. `start` runs the task that rebalances
 //! the shard's share of each account's limit. The per-queue limit is not here: it is decided
 //! by the queue's owner, in `Engine::apply`.
@@ -24,18 +25,10 @@ use super::context::ShardContext;
 use super::control::{Control, ControlReply};
 use super::execute::{execute, Executed};
 
-/// Executes a request's step under the governor. `None`: close the connection without an
-/// answer (a reset fault fired).
-pub async fn run<B: Backend>(
-    shard: &ShardContext<B>,
-    step: Step,
-    operation: Option<Operation>,
-    now_ms: u64,
-) -> Option<Executed> {
-    if shard.engine.governor.is_idle() {
-        return Some(execute(shard, step).await);
-    }
-    govern(shard, step, operation, now_ms).await
+/// Whether the shard's governor is idle (no account limit, no `--latency`, no fault rule): then
+/// a request's step goes straight to `execute`, else through `govern`.
+pub fn is_idle<B: Backend>(shard: &ShardContext<B>) -> bool {
+    shard.engine.governor.is_idle()
 }
 
 /// Counts an answered request in the shard's metrics: its operation (`None`: not routed), the
@@ -88,7 +81,7 @@ fn step_queue(step: &Step) -> Option<&str> {
 
 /// Runs a request's step through the account limit, the fault rules and `--latency`. `None`:
 /// close the connection without an answer (a reset fault).
-async fn govern<B: Backend>(
+pub async fn govern<B: Backend>(
     shard: &ShardContext<B>,
     step: Step,
     operation: Option<Operation>,
