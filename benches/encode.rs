@@ -19,6 +19,7 @@ fn messages(count: usize, text_bytes: usize) -> Vec<MessageView> {
                 slot: index as u32,
                 generation: 1,
                 lease: 2,
+                tag: 0x0807_0605_0403_0201 ^ index as u64,
             }),
             time_next_visible_ms: 1_795_305_630_000,
             dequeue_count: 1,

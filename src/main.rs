@@ -149,12 +149,14 @@ fn open_storage(config: &Config) -> Result<Storage, String> {
     };
     let root = data_directory(location);
     let lock = lock_data_directory(&root)?;
+    let secret = azq::storage::secret::load_or_create(&root)?;
     let recovered = recover(
         &StdFiles,
         &root,
         config.cpus.len(),
         azq::time::unix_ms(),
         &mut runtime::shard::shard_seed,
+        secret,
         RecoveryOptions {
             truncate_corrupt: *truncate_corrupt,
         },

@@ -90,7 +90,9 @@ fn planned(request: &Request) -> String {
 }
 
 const Q: &str = r#"QueueKey { account: "devstoreaccount1", name: "myqueue" }"#;
-const RECEIPT: &str = "AQAAAAIAAAADAAAA";
+const RECEIPT: &str = "AQAAAAIAAAADAAAAAQIDBAUGBwg=";
+/// `RECEIPT` as a URL carries it.
+const RECEIPT_IN_URL: &str = "AQAAAAIAAAADAAAAAQIDBAUGBwg%3D";
 const ID: &str = "01234567-89ab-4def-8edc-ba9876543210";
 
 #[test]
@@ -98,7 +100,7 @@ fn requests_become_steps() {
     // The queue `q` of the development account lives on shard 1 of 2.
     let on_q = |command: String| format!("Shard {{ shard: 1, command: {command} }}");
     let message_id = format!("{:?}", MessageId::parse(ID).unwrap());
-    let receipt = "PopReceipt { slot: 1, generation: 2, lease: 3 }";
+    let receipt = "PopReceipt { slot: 1, generation: 2, lease: 3, tag: 578437695752307201 }";
     let put_body = "<QueueMessage><MessageText>hi</MessageText></QueueMessage>";
     let table: Vec<(Request, String)> = vec![
         (
@@ -196,7 +198,7 @@ fn requests_become_steps() {
         (
             signed(
                 "PUT",
-                &format!("/devstoreaccount1/myqueue/messages/{ID}?popreceipt={RECEIPT}&visibilitytimeout=0"),
+                &format!("/devstoreaccount1/myqueue/messages/{ID}?popreceipt={RECEIPT_IN_URL}&visibilitytimeout=0"),
                 &[],
                 "",
             ),
@@ -208,7 +210,7 @@ fn requests_become_steps() {
         (
             signed(
                 "PUT",
-                &format!("/devstoreaccount1/myqueue/messages/{ID}?popreceipt={RECEIPT}&visibilitytimeout=1"),
+                &format!("/devstoreaccount1/myqueue/messages/{ID}?popreceipt={RECEIPT_IN_URL}&visibilitytimeout=1"),
                 &[],
                 put_body,
             ),
@@ -220,7 +222,7 @@ fn requests_become_steps() {
         (
             signed(
                 "DELETE",
-                &format!("/devstoreaccount1/myqueue/messages/{ID}?popreceipt={RECEIPT}"),
+                &format!("/devstoreaccount1/myqueue/messages/{ID}?popreceipt={RECEIPT_IN_URL}"),
                 &[],
                 "",
             ),
@@ -267,7 +269,7 @@ fn requests_become_steps() {
             "Fail(MissingRequiredQueryParameter)".to_string(),
         ),
         (
-            signed("DELETE", "/devstoreaccount1/myqueue/messages/not-an-id?popreceipt=AQAAAAIAAAADAAAA", &[], ""),
+            signed("DELETE", "/devstoreaccount1/myqueue/messages/not-an-id?popreceipt=AQAAAAIAAAADAAAAAQIDBAUGBwg%3D", &[], ""),
             "Fail(MessageNotFound)".to_string(),
         ),
         (
@@ -404,6 +406,7 @@ fn view(receipt: bool, text: &str) -> MessageView {
             slot: 1,
             generation: 2,
             lease: 3,
+            tag: 0x0807_0605_0403_0201,
         }),
         time_next_visible_ms: NOW_MS + 2000,
         dequeue_count: 1,
@@ -582,7 +585,7 @@ fn replies_become_responses() {
         (
             signed(
                 "PUT",
-                &format!("/devstoreaccount1/myqueue/messages/{ID}?popreceipt={RECEIPT}&visibilitytimeout=2"),
+                &format!("/devstoreaccount1/myqueue/messages/{ID}?popreceipt={RECEIPT_IN_URL}&visibilitytimeout=2"),
                 &[],
                 "",
             ),
@@ -592,6 +595,7 @@ fn replies_become_responses() {
                     slot: 1,
                     generation: 2,
                     lease: 3,
+                    tag: 0x0807_0605_0403_0201,
                 },
                 time_next_visible_ms: NOW_MS + 2000,
             }),

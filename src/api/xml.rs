@@ -498,6 +498,7 @@ mod tests {
                 slot: 1,
                 generation: 2,
                 lease: 3,
+                tag: 0x0807_0605_0403_0201,
             }),
             time_next_visible_ms: next_visible_ms,
             dequeue_count: 1,

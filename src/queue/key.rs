@@ -1,7 +1,8 @@
 //! The names queue commands carry: `QueueKey` (account and queue name), `MessageId` (a UUID in
-//! its hyphenated form) and `PopReceipt` (where a message lives and which lease of it the holder
-//! owns, 16 base64 characters), and `shard_for`, the plain function that says which shard owns a
-//! queue. Everything else in `queue/` builds on these; they depend on nothing in it.
+//! its hyphenated form) and `PopReceipt` (where a message lives, which lease of it the holder
+//! owns and a tag only the server can make, 28 base64 characters), and `shard_for`, the plain
+//! function that says which shard owns a queue. Everything else in `queue/` builds on these;
+//! they depend on nothing in it.
 
 /// Identifies a queue: the account it belongs to and its name.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -16,8 +17,9 @@ pub struct QueueKey {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct MessageId(pub u128);
 
-/// A pop receipt: where the message lives and which lease of it the holder owns.
-/// Encoded for the client as base64 of 12 little-endian bytes (slot, generation, lease).
+/// A pop receipt: where the message lives, which lease of it the holder owns, and the tag that
+/// proves the server issued it. Encoded for the client as base64 of 20 little-endian bytes
+/// (slot, generation, lease, tag): 28 characters, as Azure's receipts are.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct PopReceipt {
     /// The message's slab slot.
@@ -26,6 +28,9 @@ pub struct PopReceipt {
     pub generation: u32,
     /// Which lease of the message this receipt belongs to; each Get and Update makes a new one.
     pub lease: u32,
+    /// `Secret::receipt_tag` of the message's ID and the three fields above: without the
+    /// server's secret, a receipt cannot be made up or altered.
+    pub tag: u64,
 }
 
 /// Length of a message ID in its hyphenated form (`8-4-4-4-12` hex digits).
@@ -77,12 +82,13 @@ impl std::fmt::Display for MessageId {
 }
 
 impl PopReceipt {
-    /// Bytes of the receipt before base64: slot, generation and lease, each a little-endian `u32`.
-    const RAW_BYTES: usize = 12;
-    /// Length of the encoded receipt: 12 bytes are exactly four base64 groups, so no padding.
-    pub const ENCODED_BYTES: usize = 16;
+    /// Bytes of the receipt before base64: slot, generation and lease, each a little-endian `u32`,
+    /// then the tag, a little-endian `u64`.
+    const RAW_BYTES: usize = 20;
+    /// Length of the encoded receipt: 20 bytes are six base64 groups and two bytes, padded.
+    pub const ENCODED_BYTES: usize = 28;
 
-    /// Appends the receipt's base64 form (standard alphabet, 16 characters) to `out` without
+    /// Appends the receipt's base64 form (standard alphabet, 28 characters) to `out` without
     /// building an intermediate `String`.
     pub fn encode_into(&self, out: &mut impl bytes::BufMut) {
         use base64::Engine as _;
@@ -91,13 +97,13 @@ impl PopReceipt {
         let written = base64::engine::general_purpose::STANDARD
             .encode_slice(raw, &mut encoded)
             .unwrap_or(0);
-        // 12 bytes always encode to exactly 16 characters; anything else is a bug in this function.
+        // 20 bytes always encode to exactly 28 characters; anything else is a bug in this function.
         assert_eq!(written, Self::ENCODED_BYTES);
         out.put_slice(&encoded);
     }
 
     /// Decodes a receipt as sent by a client (after URL decoding). `None` for anything that is
-    /// not exactly 16 characters of canonical standard base64; the api layer answers
+    /// not exactly 28 characters of canonical standard base64; the api layer answers
     /// 400 `InvalidQueryParameterValue` for it. A well-formed receipt that points at no message
     /// is the state's business (404 `MessageNotFound`), not this function's.
     pub fn decode(text: &str) -> Option<PopReceipt> {
@@ -105,7 +111,7 @@ impl PopReceipt {
         if text.len() != Self::ENCODED_BYTES {
             return None;
         }
-        // Decoding 16 characters needs room for 12 bytes; the engine wants slack for its estimate.
+        // Decoding 28 characters needs room for 20 bytes; the engine wants slack for its estimate.
         let mut raw = [0u8; Self::RAW_BYTES + 3];
         let decoded = base64::engine::general_purpose::STANDARD
             .decode_slice(text.as_bytes(), &mut raw)
@@ -121,10 +127,13 @@ impl PopReceipt {
                 raw[index * 4 + 3],
             ])
         };
+        let mut tag = [0u8; 8];
+        tag.copy_from_slice(&raw[12..20]);
         Some(PopReceipt {
             slot: word(0),
             generation: word(1),
             lease: word(2),
+            tag: u64::from_le_bytes(tag),
         })
     }
 
@@ -133,6 +142,7 @@ impl PopReceipt {
         raw[0..4].copy_from_slice(&self.slot.to_le_bytes());
         raw[4..8].copy_from_slice(&self.generation.to_le_bytes());
         raw[8..12].copy_from_slice(&self.lease.to_le_bytes());
+        raw[12..20].copy_from_slice(&self.tag.to_le_bytes());
         raw
     }
 }
@@ -278,24 +288,27 @@ mod tests {
                     slot: 0,
                     generation: 0,
                     lease: 0,
+                    tag: 0,
                 },
-                "AAAAAAAAAAAAAAAA",
+                "AAAAAAAAAAAAAAAAAAAAAAAAAAA=",
             ),
             (
                 PopReceipt {
                     slot: 1,
                     generation: 2,
                     lease: 3,
+                    tag: 0x0807_0605_0403_0201,
                 },
-                "AQAAAAIAAAADAAAA",
+                "AQAAAAIAAAADAAAAAQIDBAUGBwg=",
             ),
             (
                 PopReceipt {
                     slot: u32::MAX,
                     generation: u32::MAX,
                     lease: u32::MAX,
+                    tag: u64::MAX,
                 },
-                "////////////////",
+                "//////////////////////////8=",
             ),
         ];
         for (receipt, text) in table {
@@ -308,15 +321,19 @@ mod tests {
     fn pop_receipt_decode_rejects_malformed() {
         let invalid = [
             "",
-            "AQAAAAIAAAADAAA",
-            "AQAAAAIAAAADAAAAA",
-            "AQAAAAIAAAADAAAAAAAA",
-            "AQAAAAIAAAADAA==",
-            "AQAAAAIAAAADAAA=",
-            "AQAAAAIAAAADAA-_",
-            "AQAAAAIAAAADAA A",
-            "AQAAAAIAAAADAA%2",
-            "AQAAAAIAAAADAAé",
+            // The 16-character receipts of earlier versions carried no tag.
+            "AQAAAAIAAAADAAAA",
+            "AQAAAAIAAAADAAAAAQIDBAUGBw",
+            "AQAAAAIAAAADAAAAAQIDBAUGBwg",
+            "AQAAAAIAAAADAAAAAQIDBAUGBwgA",
+            "AQAAAAIAAAADAAAAAQIDBAUGBwg==",
+            "AQAAAAIAAAADAAAAAQIDBAUGBw==",
+            // Non-canonical: the last character carries bits past the 20th byte.
+            "AQAAAAIAAAADAAAAAQIDBAUGBwh=",
+            "AQAAAAIAAAADAAAAAQIDBAUG-_g=",
+            "AQAAAAIAAAADAAAAAQIDBAUG Bg=",
+            "AQAAAAIAAAADAAAAAQIDBAUG%2g=",
+            "AQAAAAIAAAADAAAAAQIDBAUGBé=",
         ];
         for text in invalid {
             assert_eq!(PopReceipt::decode(text), None, "{text:?}");
@@ -331,6 +348,7 @@ mod tests {
                 slot: rng.u32(..),
                 generation: rng.u32(..),
                 lease: rng.u32(..),
+                tag: rng.u64(..),
             };
             let text = encoded(receipt);
             assert_eq!(text.len(), PopReceipt::ENCODED_BYTES);

@@ -9,12 +9,14 @@
 //! - `slab`: the message slots, their generations and the intrusive lists through them.
 //! - `wheel`: the hierarchical timer wheel for visibility and expiry.
 //! - `replicas`: the settings every shard keeps a copy of (service properties, queue ACLs).
+//! - `secret`: the server's secret, which makes message IDs and pop receipts' tags.
 //! - `record`: the records of changes a durable shard's state emits, and their encoding.
 
 pub mod command;
 pub mod key;
 pub mod record;
 pub mod replicas;
+pub mod secret;
 pub mod slab;
 pub mod state;
 pub mod wheel;
@@ -25,4 +27,5 @@ pub use replicas::{
     home_shard, AccessPolicy, CorsRule, Logging, Metrics, Replica, Replicas, RetentionPolicy,
     ServiceProperties, ServicePropertiesUpdate, SignedIdentifier, SignedIdentifiers,
 };
+pub use secret::Secret;
 pub use state::{Census, ShardState};

@@ -57,7 +57,7 @@ use crate::queue::slab::NONE;
 
 use layout::{metadata_is_canonical, queue_at};
 
-pub use layout::{message_id, Census, Journal, ShardState};
+pub use layout::{Census, Journal, ShardState};
 #[cfg(test)]
 pub use persistence::{Described, DescribedMessage};
 pub use persistence::{Identity, Restorer};

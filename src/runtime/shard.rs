@@ -124,7 +124,14 @@ async fn run<B: Backend>(setup: ShardSetup<B>) {
         Err(error) => return failed(format!("cannot listen on {}: {error}", setup.address)),
     };
     let (mut state, log) = match setup.store {
-        None => (ShardState::new(setup.index, shard_seed(setup.index)), None),
+        None => match crate::storage::secret::random() {
+            // Each shard has a secret of its own: in memory, no message ever changes shard.
+            Ok(secret) => (
+                ShardState::with_secret(setup.index, shard_seed(setup.index), secret),
+                None,
+            ),
+            Err(error) => return failed(error),
+        },
         Some((start, durability)) => {
             let log = Log::new(B::disk(), &start, setup.index as u32, durability);
             (start.state, Some(log))

@@ -10,10 +10,12 @@
 //!   snapshots written a step at a time.
 //! - `recovery`: the data directory back into shard states at start-up, re-homed when the
 //!   shard count changed.
+//! - `secret`: the server's secret (message IDs, pop receipts), kept in the data directory.
 
 pub mod files;
 pub mod format;
 pub mod log;
 pub mod recovery;
+pub mod secret;
 #[cfg(test)]
 mod tests;

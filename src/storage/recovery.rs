@@ -30,7 +30,8 @@ use super::format::{
     Ending, FileKind, SNAPSHOT_TEMPORARY_NAME,
 };
 use crate::queue::record::{MessageState, Record};
-use crate::queue::state::{message_id, Identity};
+use crate::queue::state::Identity;
+use crate::queue::Secret;
 use crate::queue::SignedIdentifier;
 use crate::queue::{
     home_shard, shard_for, Metadata, QueueKey, Replica, ServiceProperties, ShardState,
@@ -486,14 +487,16 @@ fn read_shard(
 }
 
 /// Opens (or creates) the data directory `root` for `shards` shards and restores every shard.
-/// `seed` gives each new shard its message-ID seed (random in the server); `now_ms` drops what
-/// expired while the server was down.
+/// `seed` gives each new shard its message-ID seed (random in the server); `secret` is the
+/// server's (`storage::secret`), which made the IDs and receipts the files' messages had; `now_ms`
+/// drops what expired while the server was down.
 pub fn recover(
     files: &impl Files,
     root: &Path,
     shards: usize,
     now_ms: u64,
     seed: &mut dyn FnMut(usize) -> u64,
+    secret: Secret,
     options: RecoveryOptions,
 ) -> Result<Recovered, String> {
     let started = Instant::now();
@@ -589,7 +592,7 @@ pub fn recover(
 
     // Every live queue, with its messages, to the shard that owns it now.
     let mut states: Vec<ShardState> = (0..shards)
-        .map(|shard| ShardState::new(shard, seed(shard)))
+        .map(|shard| ShardState::with_secret(shard, seed(shard), secret))
         .collect();
     let identities: Vec<Identity> = states
         .iter()
@@ -629,7 +632,7 @@ pub fn recover(
                 for message in messages {
                     let id = message
                         .foreign_id
-                        .unwrap_or_else(|| message_id(prefix, message.sequence));
+                        .unwrap_or_else(|| secret.message_id(prefix, message.sequence));
                     restorer.moved_message(origin, message, id, now_ms);
                 }
             }

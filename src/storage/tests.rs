@@ -36,6 +36,12 @@ use crate::storage::log::Durability;
 /// 2026-11-22T00:00:00Z.
 const NOW_MS: u64 = 1_795_305_600_000;
 
+/// The server secret of every recovery here: one secret across restarts, as the data
+/// directory's `SECRET` file gives a server.
+fn test_secret() -> crate::queue::Secret {
+    crate::queue::Secret::from_seed(0x5ec2e7)
+}
+
 /// One simulated file: what the device holds, what the page cache holds, and the writes since
 /// the last sync, in order.
 #[derive(Clone, Debug, Default)]
@@ -419,6 +425,7 @@ fn simulate(seed: u64, rounds: usize, steps: usize) {
             1,
             NOW_MS,
             &mut new_seed(&mut seeds),
+            test_secret(),
             RecoveryOptions::default(),
         )
         .unwrap_or_else(|why| panic!("seed {seed} round {round}: recovery failed: {why}"));
@@ -568,6 +575,7 @@ fn damage_before_the_tail_is_named_and_can_be_cut() {
         1,
         NOW_MS,
         &mut new_seed(&mut seeds),
+        test_secret(),
         RecoveryOptions::default(),
     )
     .unwrap()
@@ -612,6 +620,7 @@ fn damage_before_the_tail_is_named_and_can_be_cut() {
         1,
         NOW_MS,
         &mut new_seed(&mut seeds),
+        test_secret(),
         RecoveryOptions::default(),
     )
     .err()
@@ -633,6 +642,7 @@ fn damage_before_the_tail_is_named_and_can_be_cut() {
         1,
         NOW_MS,
         &mut new_seed(&mut seeds),
+        test_secret(),
         RecoveryOptions {
             truncate_corrupt: true,
         },
@@ -691,6 +701,7 @@ fn a_change_of_shard_count_keeps_every_queue_message_setting_and_receipt() {
             shards,
             NOW_MS,
             &mut new_seed(&mut seeds),
+            test_secret(),
             RecoveryOptions::default(),
         )
         .unwrap_or_else(|why| panic!("recovery into {shards} shards failed: {why}"));
@@ -814,6 +825,7 @@ fn an_empty_last_segment_is_removed_not_listed() {
             1,
             NOW_MS,
             &mut new_seed(seeds),
+            test_secret(),
             RecoveryOptions::default(),
         )
         .expect("recovered")

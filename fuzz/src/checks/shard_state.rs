@@ -769,6 +769,7 @@ fn forged(input: &mut Input<'_>) -> PopReceipt {
         slot: u32::from(input.u8() % 16),
         generation: u32::from(input.u8() % 4),
         lease: u32::from(input.u8() % 4),
+        tag: u64::from(input.u8()),
     }
 }
 

@@ -1,6 +1,6 @@
 //! What a `ShardState` holds, and the helpers every part of it uses: the queue records, the
 //! message slab and timer wheel, the name indices, the memory charge, the journal, and how a
-//! message ID is made from the shard's prefix and a sequence. The operations live beside it
+//! message ID's input is made. The operations live beside it
 //! (`queues`, `messages`, `persistence`); `state.rs` applies commands with them.
 
 use std::collections::{BTreeMap, HashMap};
@@ -13,19 +13,15 @@ use crate::queue::command::Metadata;
 use crate::queue::key::{MessageId, QueueKey};
 use crate::queue::record::{encode, Record};
 use crate::queue::replicas::Replicas;
+use crate::queue::secret::Secret;
 use crate::queue::slab::{MessageList, MessageSlab, OrderKey, QUEUE_INDEX_MAX};
 use crate::queue::wheel::TimerWheel;
 use crate::random::mix64;
 
-/// Bits of a message ID's low half that hold the scrambled sequence; the top two are the UUID
-/// variant (`10`).
-pub(super) const SEQUENCE_BITS: u32 = 62;
-pub(super) const SEQUENCE_MASK: u64 = (1 << SEQUENCE_BITS) - 1;
-pub(super) const UUID_VARIANT: u64 = 0b10 << SEQUENCE_BITS;
-/// The UUID version nibble (4: random) in a message ID's high half.
-pub(super) const UUID_VERSION_MASK: u64 = 0xf << 12;
-pub(super) const UUID_VERSION_4: u64 = 0x4 << 12;
-/// The low byte of a message ID's high half is the shard index, so shards never share IDs.
+/// Most sequences a shard hands out (2^62, as earlier versions, whose logs recovery still reads).
+pub(super) const SEQUENCE_MASK: u64 = (1 << 62) - 1;
+/// The low byte of a shard's ID prefix is the shard index, so shards never share the input of
+/// their message IDs.
 pub(super) const SHARD_INDEX_MASK: u64 = 0xff;
 const _: () = assert!(limits::SHARDS_MAX as u64 <= SHARD_INDEX_MASK + 1);
 
@@ -75,10 +71,12 @@ pub struct Census {
 /// One shard's queues and messages.
 #[derive(Debug)]
 pub struct ShardState {
-    /// High half of every message ID this shard issues: seeded random bits, the UUID version
-    /// and the shard index.
+    /// The server's secret: the keys of message IDs and pop receipts' tags.
+    pub(super) secret: Secret,
+    /// What this shard's message IDs are made from beside their sequence: seeded random bits
+    /// and the shard index (the low byte).
     pub(super) id_prefix: u64,
-    /// Sequence of the next message put: the low half of its ID (scrambled) and its order
+    /// Sequence of the next message put: with the prefix, the input of its ID; and its order
     /// tie-break.
     pub(super) sequence_next: u64,
     pub(super) queues: Vec<Option<Queue>>,
@@ -137,15 +135,21 @@ impl Journal {
 }
 
 impl ShardState {
-    /// The state of shard `shard_index`. `id_seed` makes message IDs differ between runs (the
-    /// runtime passes a random value; tests a fixed one) and seeds the queue hash map.
+    /// The state of shard `shard_index` with a secret made from `id_seed`: reproducible, for
+    /// tests and simulations. A server uses `with_secret`.
     pub fn new(shard_index: usize, id_seed: u64) -> ShardState {
+        ShardState::with_secret(shard_index, id_seed, Secret::from_seed(id_seed))
+    }
+
+    /// The state of shard `shard_index`, whose message IDs and pop receipts `secret` keys.
+    /// `id_seed` makes the input of message IDs differ between runs (the runtime passes a random
+    /// value; tests a fixed one) and seeds the queue hash map.
+    pub fn with_secret(shard_index: usize, id_seed: u64, secret: Secret) -> ShardState {
         assert!(shard_index < limits::SHARDS_MAX);
-        let id_prefix = (mix64(id_seed) & !(UUID_VERSION_MASK | SHARD_INDEX_MASK))
-            | UUID_VERSION_4
-            | shard_index as u64;
+        let id_prefix = (mix64(id_seed) & !SHARD_INDEX_MASK) | shard_index as u64;
         let hash_seed = mix64(id_seed ^ 0x5eed);
         ShardState {
+            secret,
             id_prefix,
             sequence_next: 0,
             queues: Vec::new(),
@@ -250,20 +254,4 @@ pub(super) fn metadata_is_canonical(metadata: &Metadata) -> bool {
     metadata
         .windows(2)
         .all(|pair| pair[0].0.to_ascii_lowercase() < pair[1].0.to_ascii_lowercase())
-}
-
-/// The ID a shard with `id_prefix` gives the message it put with `sequence`.
-pub fn message_id(id_prefix: u64, sequence: u64) -> MessageId {
-    MessageId((u128::from(id_prefix) << 64) | u128::from(scramble_sequence(sequence)))
-}
-
-/// The low half of a message ID: a bijection on 62 bits (odd multipliers and xor-shifts, each
-/// invertible) of the sequence, plus the UUID variant bits.
-pub(super) fn scramble_sequence(sequence: u64) -> u64 {
-    assert!(sequence <= SEQUENCE_MASK);
-    let mut value = sequence.wrapping_mul(0x9e37_79b9_7f4a_7c15) & SEQUENCE_MASK;
-    value ^= value >> 29;
-    value = value.wrapping_mul(0xbf58_476d_1ce4_e5b9) & SEQUENCE_MASK;
-    value ^= value >> 32;
-    value | UUID_VARIANT
 }

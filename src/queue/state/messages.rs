@@ -13,7 +13,7 @@ use crate::queue::key::{MessageId, PopReceipt, QueueKey};
 use crate::queue::record::Record;
 use crate::queue::slab::{Message, OrderKey, Place, NONE, TTL_S_NEVER};
 
-use super::layout::{message_charge, message_id, queue_at, ShardState, Text, SEQUENCE_MASK};
+use super::layout::{message_charge, queue_at, ShardState, Text, SEQUENCE_MASK};
 
 impl ShardState {
     pub(super) fn put_message(
@@ -57,16 +57,12 @@ impl ShardState {
         if self.journal.is_some() {
             self.log_message_state(slot, time_next_visible_ms);
         }
-        let receipt = PopReceipt {
-            slot,
-            generation,
-            lease: 0,
-        };
+        debug_assert_eq!(self.messages.generation(slot), generation);
         // Put's response lists no text, and sharing the text would make `Bytes` allocate a
         // reference count for every message, read or not.
         Ok(Reply::Messages(vec![self.view(
             slot,
-            Some(receipt),
+            Some(0),
             time_next_visible_ms,
             Text::Omitted,
         )]))
@@ -97,21 +93,17 @@ impl ShardState {
             let message = self.messages.get_mut(slot);
             message.dequeue_count = message.dequeue_count.saturating_add(1);
             message.lease = message.lease.wrapping_add(1);
-            let receipt = PopReceipt {
-                slot,
-                generation,
-                lease: message.lease,
-            };
+            let lease = message.lease;
             self.make_invisible(slot, time_next_visible_ms);
             let dequeue_count = self.messages.get(slot).dequeue_count;
             self.log(&Record::<&[u8]>::MessageLeased {
                 slot,
                 generation,
                 dequeue_count,
-                lease: receipt.lease,
+                lease,
                 visible_ms: time_next_visible_ms,
             });
-            views.push(self.view(slot, Some(receipt), time_next_visible_ms, Text::Shared));
+            views.push(self.view(slot, Some(lease), time_next_visible_ms, Text::Shared));
         }
         Ok(Reply::Messages(views))
     }
@@ -180,6 +172,9 @@ impl ShardState {
             .as_ref()
             .is_none_or(|text| text.len() <= limits::MESSAGE_TEXT_BYTES_MAX));
         let slot = self.resolve_receipt(index, message_id, pop_receipt, now_ms)?;
+        // The message keeps its ID wherever it lives (a receipt from before a restart that
+        // re-homed it names its old slot), so the new receipt's tag is made from it.
+        let message_id = self.message_id_of(slot);
         if let Some(text) = &text {
             let charge_now = message_charge(&self.messages.get(slot).text);
             let charge_after = self.message_bytes - charge_now + message_charge(text);
@@ -217,17 +212,29 @@ impl ShardState {
             });
         }
         Ok(Reply::Updated {
-            pop_receipt: PopReceipt {
-                slot,
-                generation,
-                lease,
-            },
+            pop_receipt: self.receipt(message_id, slot, generation, lease),
             time_next_visible_ms,
         })
     }
 
+    /// The receipt for lease `lease` of the message `message_id` in (`slot`, `generation`).
+    fn receipt(&self, message_id: MessageId, slot: u32, generation: u32, lease: u32) -> PopReceipt {
+        PopReceipt {
+            slot,
+            generation,
+            lease,
+            tag: self.secret.receipt_tag(message_id, slot, generation, lease),
+        }
+    }
+
     /// The slot of the message `receipt` names, checked against the queue, the message ID, its
     /// expiry and its current lease. An expired message it meets is freed.
+    ///
+    /// A receipt whose tag is not the one this server made for that message ID, slot,
+    /// generation and lease is 404 `MessageNotFound` before anything is looked up: the answer
+    /// to a made-up or altered receipt says nothing about where any message lives. Only a
+    /// receipt the server issued for an earlier lease of the message gets Azure's 400
+    /// `PopReceiptMismatch`.
     pub(super) fn resolve_receipt(
         &mut self,
         queue_index: u32,
@@ -235,6 +242,16 @@ impl ShardState {
         receipt: PopReceipt,
         now_ms: u64,
     ) -> Result<u32, StorageError> {
+        let expected_tag =
+            self.secret
+                .receipt_tag(message_id, receipt.slot, receipt.generation, receipt.lease);
+        if receipt.tag != expected_tag {
+            return Err(StorageError::MessageNotFound);
+        }
+        // A valid tag says the server issued this receipt for this ID, but not that this shard
+        // did: every shard shares the secret, and another shard's slot and generation may name
+        // a message here (or a shard before a restart that re-homed messages). So the ID of the
+        // message found is compared too, and its queue, as a shard's queues share its slab.
         let named = self
             .messages
             .lookup(receipt.slot, receipt.generation)
@@ -356,10 +373,12 @@ impl ShardState {
         self.message_bytes -= message_charge(&message.text);
     }
 
+    /// What a reply tells of the message in `slot`; with the receipt of `lease` when there is
+    /// one (Put, Get).
     pub(super) fn view(
         &self,
         slot: u32,
-        pop_receipt: Option<PopReceipt>,
+        lease: Option<u32>,
         time_next_visible_ms: u64,
         text: Text,
     ) -> MessageView {
@@ -368,8 +387,11 @@ impl ShardState {
             Text::Shared => message.text.clone(),
             Text::Omitted => Bytes::new(),
         };
+        let message_id = self.message_id_of(slot);
+        let pop_receipt = lease
+            .map(|lease| self.receipt(message_id, slot, self.messages.generation(slot), lease));
         MessageView {
-            message_id: self.message_id_of(slot),
+            message_id,
             insertion_ms: message.insertion_ms,
             expiration_ms: message.expiration_ms(),
             pop_receipt,
@@ -379,16 +401,17 @@ impl ShardState {
         }
     }
 
-    /// The UUID of the message in `slot`: the shard's prefix, then its sequence through a
-    /// bijection of 62 bits (so IDs stay unique but do not look like a counter), then the
-    /// variant; or the ID it had on another shard before a restart re-homed it.
+    /// The UUID of the message in `slot`: made with the server's secret from the shard's prefix
+    /// and the message's sequence (`Secret::message_id`), or the ID it had on another shard
+    /// before a restart re-homed it.
     pub(super) fn message_id_of(&self, slot: u32) -> MessageId {
         if !self.foreign_ids.is_empty() {
             if let Some(&id) = self.foreign_ids.get(&slot) {
                 return id;
             }
         }
-        message_id(self.id_prefix, self.messages.get(slot).sequence)
+        self.secret
+            .message_id(self.id_prefix, self.messages.get(slot).sequence)
     }
 }
 

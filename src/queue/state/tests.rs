@@ -5,7 +5,7 @@
 
 use bytes::Bytes;
 
-use super::layout::{message_charge, scramble_sequence, SEQUENCE_MASK, UUID_VARIANT};
+use super::layout::message_charge;
 use super::*;
 use crate::queue::command::{MessageView, QueueListing, EXPIRATION_NEVER_MS};
 use crate::queue::key::{MessageId, PopReceipt, QueueKey};
@@ -861,16 +861,6 @@ fn message_ids_are_unique_uuids_and_differ_between_shards() {
 }
 
 #[test]
-fn scramble_is_a_bijection_on_a_range() {
-    let mut seen = std::collections::HashSet::new();
-    for sequence in (0..50_000).chain(SEQUENCE_MASK - 1000..=SEQUENCE_MASK) {
-        let scrambled = scramble_sequence(sequence);
-        assert_eq!(scrambled & !SEQUENCE_MASK, UUID_VARIANT);
-        assert!(seen.insert(scrambled));
-    }
-}
-
-#[test]
 fn get_leases_in_order_and_lease_runs_out() {
     let mut state = state_with(&["q"]);
     for body in ["a", "b", "c"] {
@@ -1128,17 +1118,67 @@ fn update_with_put_receipt_hides_a_visible_message() {
     state.verify();
 }
 
+/// Every shard of a server shares its secret, so a receipt one shard issued has a valid tag on
+/// another; where its slot and generation name a message of the other shard, that message must
+/// still not be reachable with it (regression: the tag alone once stood for the ID check).
+#[test]
+fn another_shards_receipt_reaches_nothing_here() {
+    let secret = crate::queue::Secret::from_seed(9);
+    let mut mine = ShardState::with_secret(0, 1, secret);
+    let mut theirs = ShardState::with_secret(1, 2, secret);
+    create(&mut mine, "q", vec![]).unwrap();
+    create(&mut theirs, "q", vec![]).unwrap();
+    put(&mut mine, "q", "mine", 0, Some(3600), NOW);
+    put(&mut theirs, "q", "theirs", 0, Some(3600), NOW);
+    let held = get(&mut mine, "q", 1, 60, NOW).remove(0);
+    let other = get(&mut theirs, "q", 1, 60, NOW).remove(0);
+    let (held_receipt, other_receipt) = (receipt(&held), receipt(&other));
+    assert_eq!(
+        (
+            held_receipt.slot,
+            held_receipt.generation,
+            held_receipt.lease
+        ),
+        (
+            other_receipt.slot,
+            other_receipt.generation,
+            other_receipt.lease
+        )
+    );
+    assert_eq!(
+        delete(&mut theirs, "q", held.message_id, held_receipt, NOW).unwrap_err(),
+        StorageError::MessageNotFound
+    );
+    delete(&mut theirs, "q", other.message_id, other_receipt, NOW).unwrap();
+    delete(&mut mine, "q", held.message_id, held_receipt, NOW).unwrap();
+}
+
 #[test]
 fn receipt_errors_table() {
     let mut state = state_with(&["q", "other"]);
     let a = put(&mut state, "q", "a", 0, Some(3600), NOW);
     let b = put(&mut state, "q", "b", 0, Some(3600), NOW);
+    let b_receipt = receipt(&b);
     let elsewhere = put(&mut state, "other", "c", 0, Some(3600), NOW);
     let short = put(&mut state, "q", "short", 0, Some(1), NOW);
     let deleted = put(&mut state, "q", "deleted", 0, Some(3600), NOW);
     delete(&mut state, "q", deleted.message_id, receipt(&deleted), NOW).unwrap();
     let a_receipt = receipt(&a);
-    let cases: [(&str, &str, MessageId, PopReceipt, StorageError); 9] = [
+    // An update makes a new lease: the put's receipt is stale from then on.
+    let a_current = match state.apply(
+        Command::UpdateMessage {
+            queue: key("q"),
+            message_id: a.message_id,
+            pop_receipt: a_receipt,
+            visibility_timeout_s: 0,
+            text: None,
+        },
+        NOW,
+    ) {
+        Ok(Reply::Updated { pop_receipt, .. }) => pop_receipt,
+        other => panic!("expected an update, got {other:?}"),
+    };
+    let cases: [(&str, &str, MessageId, PopReceipt, StorageError); 12] = [
         (
             "another message's id",
             "q",
@@ -1208,11 +1248,41 @@ fn receipt_errors_table() {
             "stale lease",
             "q",
             a.message_id,
-            PopReceipt {
-                lease: 5,
-                ..a_receipt
-            },
+            a_receipt,
             StorageError::PopReceiptMismatch,
+        ),
+        // Altered or made-up receipts: refused whatever their slot says, with the answer a
+        // receipt for no message gets, so guessing learns nothing of where messages are.
+        (
+            "the next lease, guessed",
+            "q",
+            a.message_id,
+            PopReceipt {
+                lease: a_current.lease + 1,
+                ..a_current
+            },
+            StorageError::MessageNotFound,
+        ),
+        (
+            "a made-up tag",
+            "q",
+            a.message_id,
+            PopReceipt {
+                tag: a_current.tag ^ 1,
+                ..a_current
+            },
+            StorageError::MessageNotFound,
+        ),
+        (
+            "the current lease of another message, by its ID",
+            "q",
+            a.message_id,
+            PopReceipt {
+                slot: b_receipt.slot,
+                generation: b_receipt.generation,
+                ..a_current
+            },
+            StorageError::MessageNotFound,
         ),
     ];
     for (case, queue, message_id, pop_receipt, error) in cases {
@@ -1235,7 +1305,8 @@ fn receipt_errors_table() {
     }
     // None of that changed anything.
     assert_eq!(texts(&peek(&mut state, "q", 32, NOW + 1_000)), ["a", "b"]);
-    delete(&mut state, "q", a.message_id, a_receipt, NOW + 1_000).unwrap();
+    delete(&mut state, "q", a.message_id, a_current, NOW + 1_000).unwrap();
+    delete(&mut state, "q", b.message_id, b_receipt, NOW + 1_000).unwrap();
     state.verify();
 }
 

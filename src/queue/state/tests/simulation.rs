@@ -69,12 +69,13 @@ fn simulate(seed: u64, steps: usize) {
             },
             65..=84 if !receipts.is_empty() => {
                 let (queue, message_id, mut pop_receipt) = receipts[rng.usize(..receipts.len())];
-                // Now and then a forged receipt: any slot, generation and lease.
+                // Now and then a forged receipt: any slot, generation, lease and tag.
                 if rng.u32(..20) == 0 {
                     pop_receipt = PopReceipt {
                         slot: rng.u32(..64),
                         generation: rng.u32(..3),
                         lease: rng.u32(..3),
+                        tag: rng.u64(..),
                     };
                 }
                 let queue_key = key(&format!("q{queue}"));

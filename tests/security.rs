@@ -1,0 +1,188 @@
+//! The attacks of issue 25, each tried against the real server over TCP on both backends, as a
+//! hostile client holding only the public development key or a narrow SAS would try them:
+//! guessed and altered pop receipts, message IDs that tell how they were made. Each test fails
+//! on a server without the defence (its attack succeeds or gets feedback).
+
+mod common;
+
+use base64::Engine as _;
+use common::{assert_status, create_queue, elements, put_body, send, signed_request, Server};
+
+/// Both backends: the native one (io_uring where the kernel allows it) and the portable one.
+const BACKENDS: [&[&str]; 2] = [&[], &["--runtime", "portable"]];
+
+fn messages_path(queue: &str) -> String {
+    format!("/devstoreaccount1/{queue}/messages")
+}
+
+/// Percent-encodes a pop receipt for a query (base64's `+`, `/` and `=`).
+fn encode(receipt: &str) -> String {
+    receipt
+        .replace('+', "%2B")
+        .replace('/', "%2F")
+        .replace('=', "%3D")
+}
+
+/// Puts `text` and returns its ID.
+fn put(server: &Server, queue: &str, text: &str) -> String {
+    let response = send(
+        server,
+        signed_request("POST", &messages_path(queue), &[], &put_body(text)),
+    );
+    assert_status(&response, 201, None);
+    elements(&response.text(), "MessageId")[0].to_string()
+}
+
+/// Gets one message for `visibility_s` and returns its ID and receipt.
+fn get(server: &Server, queue: &str, visibility_s: u32) -> (String, String) {
+    let target = format!("{}?visibilitytimeout={visibility_s}", messages_path(queue));
+    let response = send(server, signed_request("GET", &target, &[], b""));
+    assert_status(&response, 200, None);
+    let text = response.text();
+    (
+        elements(&text, "MessageId")[0].to_string(),
+        elements(&text, "PopReceipt")[0].to_string(),
+    )
+}
+
+fn delete(server: &Server, queue: &str, id: &str, receipt: &str) -> common::Response {
+    let target = format!(
+        "{}/{id}?popreceipt={}",
+        messages_path(queue),
+        encode(receipt)
+    );
+    send(server, signed_request("DELETE", &target, &[], b""))
+}
+
+fn update(
+    server: &Server,
+    queue: &str,
+    id: &str,
+    receipt: &str,
+    text: &str,
+    visibility_s: u32,
+) -> common::Response {
+    let target = format!(
+        "{}/{id}?popreceipt={}&visibilitytimeout={visibility_s}",
+        messages_path(queue),
+        encode(receipt)
+    );
+    send(server, signed_request("PUT", &target, &[], &put_body(text)))
+}
+
+/// `receipt` with the little-endian `u32` at `offset` of its bytes moved by `delta`: the
+/// guesses the counters of earlier receipts invited (slot at 0, generation at 4, lease at 8).
+fn altered(receipt: &str, offset: usize, delta: i64) -> String {
+    let engine = base64::engine::general_purpose::STANDARD;
+    let mut raw = engine.decode(receipt).expect("a receipt is base64");
+    let mut word = [0u8; 4];
+    word.copy_from_slice(&raw[offset..offset + 4]);
+    let moved = (i64::from(u32::from_le_bytes(word)) + delta) as u32;
+    raw[offset..offset + 4].copy_from_slice(&moved.to_le_bytes());
+    engine.encode(raw)
+}
+
+/// Peeks the queue's texts.
+fn peek_texts(server: &Server, queue: &str) -> Vec<String> {
+    let target = format!("{}?peekonly=true&numofmessages=32", messages_path(queue));
+    let response = send(server, signed_request("GET", &target, &[], b""));
+    assert_status(&response, 200, None);
+    elements(&response.text(), "MessageText")
+        .into_iter()
+        .map(str::to_string)
+        .collect()
+}
+
+/// A consumer whose lease ran out takes its own receipt, moves the lease counter on by one and
+/// tries to delete, then rewrite, the message another consumer holds now. Both are refused, the
+/// holder's own receipt still works, and the message is untouched until then.
+#[test]
+fn a_guessed_receipt_neither_deletes_nor_rewrites_a_held_message() {
+    for backend in BACKENDS {
+        let server = Server::start(backend);
+        create_queue(&server, "held");
+        let id = put(&server, "held", "the holder-s");
+        let (_, attacker) = get(&server, "held", 60);
+        // The attacker's lease ends (an update to visibility 0 ends it at once, without
+        // sleeping), and the holder takes the message.
+        let response = update(&server, "held", &id, &attacker, "the holder-s", 0);
+        assert_status(&response, 204, None);
+        let attacker = response.header("x-ms-popreceipt").unwrap().to_string();
+        let (held_id, holder) = get(&server, "held", 60);
+        assert_eq!(held_id, id);
+        for guess in [1, 2, -1] {
+            let guessed = altered(&attacker, 8, guess);
+            assert_ne!(
+                guessed, holder,
+                "the holder-s receipt is no neighbour of the attacker's"
+            );
+            let refused = delete(&server, "held", &id, &guessed);
+            assert_status(&refused, 404, Some("MessageNotFound"));
+            let refused = update(&server, "held", &id, &guessed, "rewritten", 60);
+            assert_status(&refused, 404, Some("MessageNotFound"));
+        }
+        // The attacker's own receipt is stale: Azure's answer for a receipt it once issued.
+        let stale = delete(&server, "held", &id, &attacker);
+        assert_status(&stale, 400, Some("PopReceiptMismatch"));
+        let response = update(&server, "held", &id, &holder, "the holder-s, updated", 0);
+        assert_status(&response, 204, None);
+        assert_eq!(peek_texts(&server, "held"), ["the holder-s, updated"]);
+        let holder = response.header("x-ms-popreceipt").unwrap().to_string();
+        assert_status(&delete(&server, "held", &id, &holder), 204, None);
+        server.stop();
+    }
+}
+
+/// A made-up receipt gets the same answer whether its slot and generation name the message or
+/// not: guessing gets no feedback about where a message lives (a right slot once answered 400,
+/// a wrong one 404).
+#[test]
+fn a_made_up_receipt_gets_one_answer_wherever_it_points() {
+    for backend in BACKENDS {
+        let server = Server::start(backend);
+        create_queue(&server, "oracle");
+        for index in 0..3 {
+            put(&server, "oracle", &format!("message {index}"));
+        }
+        let (id, receipt) = get(&server, "oracle", 60);
+        let guesses = [
+            altered(&receipt, 8, 1),  // right slot and generation, next lease
+            altered(&receipt, 0, 1),  // the neighbouring slot
+            altered(&receipt, 0, 99), // a slot nothing is in
+            altered(&receipt, 4, 1),  // the next generation of the right slot
+        ];
+        for guess in &guesses {
+            let response = delete(&server, "oracle", &id, guess);
+            assert_status(&response, 404, Some("MessageNotFound"));
+        }
+        assert_status(&delete(&server, "oracle", &id, &receipt), 204, None);
+        server.stop();
+    }
+}
+
+/// Message IDs are UUID v4 whose bits share nothing from one message to the next (they were a
+/// per-shard prefix and a scrambled counter), and receipts are 28 characters, as Azure's.
+#[test]
+fn message_ids_are_random_uuids_and_receipts_are_opaque() {
+    for backend in BACKENDS {
+        let server = Server::start(backend);
+        create_queue(&server, "ids");
+        let ids: Vec<u128> = (0..8)
+            .map(|index| {
+                let id = put(&server, "ids", &format!("m{index}"));
+                let uuid = uuid::Uuid::parse_str(&id).expect("a UUID");
+                assert_eq!(uuid.get_version_num(), 4, "{id}");
+                assert_eq!(uuid.get_variant(), uuid::Variant::RFC4122, "{id}");
+                uuid.as_u128()
+            })
+            .collect();
+        for pair in ids.windows(2) {
+            // The first 64 bits were the same for every message of a shard.
+            assert_ne!(pair[0] >> 64, pair[1] >> 64);
+            assert_ne!(pair[0] as u64, pair[1] as u64);
+        }
+        let (_, receipt) = get(&server, "ids", 60);
+        assert_eq!(receipt.len(), 28, "{receipt}");
+        server.stop();
+    }
+}
