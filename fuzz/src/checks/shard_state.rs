@@ -139,6 +139,9 @@ struct Model {
     /// Every message ID ever returned by a Put (IDs are never reused), with the slot it was
     /// stored in: Peek views carry no receipt, so this finds their message.
     ids: HashMap<MessageId, SlotKey>,
+    /// Every receipt the state handed out, with its message's ID: only these carry a tag the
+    /// state accepts, whatever their slot, generation and lease say.
+    issued: std::collections::HashSet<(MessageId, PopReceipt)>,
     puts: u64,
     settings: Settings,
 }
@@ -228,6 +231,7 @@ impl Model {
             pruned_at_ms: None,
             receipts: Vec::new(),
             ids: HashMap::new(),
+            issued: std::collections::HashSet::new(),
             puts: 0,
             settings: Settings::new(),
         }
@@ -276,6 +280,9 @@ impl Model {
     ) -> Result<SlotKey, StorageError> {
         if self.queues[queue].is_none() {
             return Err(StorageError::QueueNotFound);
+        }
+        if !self.issued.contains(&(id, receipt)) {
+            return Err(StorageError::MessageNotFound);
         }
         let at = (receipt.slot, receipt.generation);
         let Some(message) = self.messages.get(&at) else {
@@ -1026,8 +1033,9 @@ fn expect(
             let returned = check_returned(model, &views, visible.as_deref(), count, context);
             let invisible_until_ms = now_ms + visibility_timeout_s * 1000;
             for (view, at) in views.iter().zip(returned) {
-                let message = model.messages.get_mut(&at).expect("a returned message");
                 let receipt = view.pop_receipt.expect("a get returns receipts");
+                model.issued.insert((view.message_id, receipt));
+                let message = model.messages.get_mut(&at).expect("a returned message");
                 assert_eq!(view.dequeue_count, message.dequeue_count + 1, "{context}");
                 assert_eq!(view.time_next_visible_ms, invisible_until_ms, "{context}");
                 assert_eq!(
@@ -1083,6 +1091,7 @@ fn expect(
                     else {
                         panic!("{context}");
                     };
+                    model.issued.insert((message_id, new_receipt));
                     let message = model.messages.get_mut(&at).expect("a resolved message");
                     message.lease = message.lease.wrapping_add(1);
                     assert_eq!(
@@ -1153,6 +1162,7 @@ struct Put {
 fn record_put(model: &mut Model, put: &Put, view: &MessageView, context: &dyn std::fmt::Display) {
     let now_ms = put.now_ms;
     let receipt = view.pop_receipt.expect("a put returns a receipt");
+    model.issued.insert((view.message_id, receipt));
     let slot = (receipt.slot, receipt.generation);
     assert!(
         model.ids.insert(view.message_id, slot).is_none(),
