@@ -293,6 +293,10 @@ impl From<AuthFailure> for StorageError {
             | AuthFailure::StoredPolicyConflict(_)
             | AuthFailure::SasNotYetValid
             | AuthFailure::SasExpired
+            | AuthFailure::RequestDateMissing
+            | AuthFailure::RequestDateInvalid
+            | AuthFailure::RequestDateTooOld
+            | AuthFailure::RequestDateInFuture
             | AuthFailure::BearerOverHttp
             | AuthFailure::BearerDisabled
             | AuthFailure::BearerNotForOperation => StorageError::AuthenticationFailed,

@@ -127,6 +127,10 @@ pub const CORS_RULES_TEXT_BYTES_MAX: usize = 2 * 1024;
 pub const XML_DEPTH_MAX: usize = 8;
 /// Longest analytics retention, days, as Azure.
 pub const RETENTION_DAYS_MAX: u32 = 365;
+/// How far a SharedKey or SharedKeyLite request's `x-ms-date` (or `Date`) may be from the
+/// server's clock, either way, as Azure: beyond it 403 `AuthenticationFailed`, so a captured
+/// request cannot be replayed later (`--skipRequestDateCheck` turns the check off).
+pub const REQUEST_DATE_SKEW_MS_MAX: u64 = 15 * 60 * 1000;
 /// Verified SAS signatures one shard remembers; beyond this the older half is forgotten.
 pub const SAS_CACHE_ENTRIES_MAX: usize = 4096;
 /// Longest SAS cache key (string-to-sign and signature) worth remembering, bytes: SDK tokens sign

@@ -60,6 +60,10 @@ Usage: azq [options]
   --faults-api               answer POST/GET/DELETE /_azq/faults (fault injection rules)
   --faults FILE              fault rules in force from the start (a JSON array)
   --seed N                   make every random choice (faults, latency) repeatable
+  --skipRequestDateCheck     accept SharedKey requests whatever their x-ms-date/Date (default:
+                             403 AuthenticationFailed beyond 15 minutes of the server's
+                             clock, or without a date, as Azure; for clients with wrong
+                             clocks: a captured request can then be replayed at any time)
   -L, --loose, --skipApiVersionCheck, --disableTelemetry
                              accepted for compatibility (azq is always lenient about versions)
   -h, --help, help           this text
@@ -119,6 +123,8 @@ pub struct Config {
     pub certificate: Option<CertificateSource>,
     /// Bearer tokens accepted (`--oauth`); needs `certificate`.
     pub oauth: Option<OAuthLevel>,
+    /// SharedKey requests accepted whatever their date (`--skipRequestDateCheck`).
+    pub request_date_check_skipped: bool,
     /// Rate limits, added latency, fault injection (`governor`).
     pub governor: GovernorConfig,
 }
@@ -162,6 +168,7 @@ impl Default for Config {
             },
             certificate: None,
             oauth: None,
+            request_date_check_skipped: false,
             governor: Default::default(),
         }
     }
@@ -267,6 +274,7 @@ pub fn parse_arguments(arguments: impl Iterator<Item = String>) -> Result<Option
                 config.governor.parse_flag(flag, || value(flag))?
             }
             "-L" | "--loose" | "--skipApiVersionCheck" | "--disableTelemetry" => {}
+            "--skipRequestDateCheck" => config.request_date_check_skipped = true,
             "--cert" => certificate = Some(value(&flag)?),
             "--key" => key = Some(value(&flag)?),
             "--pwd" => password = Some(value(&flag)?),
@@ -445,6 +453,9 @@ mod tests {
         assert_eq!(governed.queue_rate(), Some(10));
         assert_eq!(governed.account_rate(), Some(20_000));
         assert!(governed.faults_api);
+        let lenient = parse(&["--skipRequestDateCheck"]).unwrap().unwrap();
+        assert!(lenient.request_date_check_skipped);
+        assert!(!Config::default().request_date_check_skipped);
         for command in ["help", "version", "-v", "-h"] {
             assert!(parse(&[command]).unwrap().is_none(), "{command}");
         }

@@ -186,3 +186,68 @@ fn message_ids_are_random_uuids_and_receipts_are_opaque() {
         server.stop();
     }
 }
+
+/// A SharedKey request signed with `date` as its `x-ms-date` (`""`: none), listing the queues.
+fn dated_list(date: &str) -> Vec<u8> {
+    let signer = common::Signer {
+        date: Some(date),
+        ..common::Signer::development()
+    };
+    signer.request("GET", "/devstoreaccount1?comp=list", &[], b"")
+}
+
+/// A signed request captured and sent again later, one dated ahead, an undated one and one
+/// whose date is not a date: all 403 `AuthenticationFailed`, with either scheme, unless
+/// `--skipRequestDateCheck` (then every one is served, which is why it is not the default).
+#[test]
+fn replayed_future_and_undated_requests_are_refused() {
+    let now_ms = azq::time::unix_ms();
+    let date = |offset_ms: i64| {
+        String::from_utf8(azq::time::rfc1123((now_ms as i64 + offset_ms) as u64).to_vec()).unwrap()
+    };
+    let minute_ms = 60_000;
+    let refused = [
+        date(-16 * minute_ms),
+        date(-30 * 24 * 60 * minute_ms),
+        date(16 * minute_ms),
+        String::new(),
+        "whenever".to_string(),
+        // Not RFC 1123: the weekday is not the date's.
+        date(0).replacen(
+            &date(0)[..3],
+            if date(0).starts_with("Mon") {
+                "Tue"
+            } else {
+                "Mon"
+            },
+            1,
+        ),
+    ];
+    for backend in BACKENDS {
+        let server = Server::start(backend);
+        for dated in refused.iter() {
+            let response = send(&server, dated_list(dated));
+            assert_status(&response, 403, Some("AuthenticationFailed"));
+        }
+        for accepted in [date(0), date(-14 * minute_ms), date(14 * minute_ms)] {
+            assert_status(&send(&server, dated_list(&accepted)), 200, None);
+        }
+        // SharedKeyLite follows the same rule.
+        let lite = common::Signer {
+            scheme: azq::auth::shared_key::SharedKeyScheme::SharedKeyLite,
+            date: Some(&refused[0]),
+            ..common::Signer::development()
+        };
+        let response = send(
+            &server,
+            lite.request("GET", "/devstoreaccount1?comp=list", &[], b""),
+        );
+        assert_status(&response, 403, Some("AuthenticationFailed"));
+        server.stop();
+        let lenient = Server::start(&[backend, &["--skipRequestDateCheck"]].concat());
+        for dated in refused.iter() {
+            assert_status(&send(&lenient, dated_list(dated)), 200, None);
+        }
+        lenient.stop();
+    }
+}

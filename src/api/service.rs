@@ -71,6 +71,15 @@ impl Service {
         self
     }
 
+    /// The same service accepting SharedKey requests whatever their date when `skipped`
+    /// (`--skipRequestDateCheck`).
+    pub fn with_request_date_check_skipped(mut self, skipped: bool) -> Self {
+        if skipped {
+            self.authenticator.get_mut().skip_request_date_check();
+        }
+        self
+    }
+
     /// The same service with `/_azq/faults` answering when `faults_api` (`--faults-api`).
     pub fn with_faults_api(mut self, faults_api: bool) -> Self {
         self.faults_api = faults_api;

@@ -83,6 +83,14 @@ pub enum AuthFailure {
     ResourceTypeMismatch,
     /// The SAS does not grant the operation's permission (`sp`).
     PermissionMismatch,
+    /// A SharedKey request without `x-ms-date` or `Date`.
+    RequestDateMissing,
+    /// A SharedKey request whose date is not RFC 1123.
+    RequestDateInvalid,
+    /// A SharedKey request dated more than `REQUEST_DATE_SKEW_MS_MAX` ago: perhaps a replay.
+    RequestDateTooOld,
+    /// A SharedKey request dated more than `REQUEST_DATE_SKEW_MS_MAX` ahead.
+    RequestDateInFuture,
     /// A bearer token over plain HTTP, which Azure never accepts.
     BearerOverHttp,
     /// A bearer token while `--oauth` is off.
@@ -126,6 +134,10 @@ impl fmt::Display for AuthFailure {
             AuthFailure::ServiceMismatch => "account SAS excludes the queue service",
             AuthFailure::ResourceTypeMismatch => "account SAS excludes this resource type",
             AuthFailure::PermissionMismatch => "SAS lacks the permission this operation needs",
+            AuthFailure::RequestDateMissing => "no x-ms-date or Date header",
+            AuthFailure::RequestDateInvalid => "the request date is not an RFC 1123 date",
+            AuthFailure::RequestDateTooOld => "request date header too old",
+            AuthFailure::RequestDateInFuture => "request date header too far in the future",
             AuthFailure::BearerOverHttp => "bearer tokens are not allowed over HTTP",
             AuthFailure::BearerDisabled => "bearer token while --oauth is off",
             AuthFailure::BearerNotForOperation => "bearer tokens cannot get or set a queue ACL",

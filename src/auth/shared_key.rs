@@ -16,6 +16,7 @@ use super::outcome::{
 };
 use crate::http::query;
 use crate::http::Request;
+use crate::limits::REQUEST_DATE_SKEW_MS_MAX;
 
 /// The two header-signature schemes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -134,6 +135,25 @@ pub(super) fn verify(
             string_to_sign: String::from_utf8_lossy(string_to_sign).into_owned(),
         }),
     }
+}
+
+/// Azure's rule for SharedKey and SharedKeyLite ("Authorize with Shared Key", the Date header):
+/// the request's `x-ms-date`, or its `Date` when it has none, is an RFC 1123 date within
+/// `REQUEST_DATE_SKEW_MS_MAX` of `now_ms`, either way. Checked before the signature, so a
+/// replayed request costs no HMAC.
+pub(super) fn check_request_date(request: &Request, now_ms: u64) -> Result<(), AuthFailure> {
+    let date = request
+        .header("x-ms-date")
+        .or_else(|| request.header("date"))
+        .ok_or(AuthFailure::RequestDateMissing)?;
+    let date_ms = crate::time::parse_rfc1123_ms(date).ok_or(AuthFailure::RequestDateInvalid)?;
+    if date_ms.saturating_add(REQUEST_DATE_SKEW_MS_MAX) < now_ms {
+        return Err(AuthFailure::RequestDateTooOld);
+    }
+    if date_ms > now_ms.saturating_add(REQUEST_DATE_SKEW_MS_MAX) {
+        return Err(AuthFailure::RequestDateInFuture);
+    }
+    Ok(())
 }
 
 /// The SharedKey signature a client puts in `Authorization: SharedKey account:<signature>`.
@@ -760,5 +780,57 @@ mod tests {
         )
         .unwrap();
         assert_eq!(principal.key_index, 1);
+    }
+
+    /// Azure's Date rule: `x-ms-date`, else `Date`, within 15 minutes either way of now.
+    #[test]
+    fn request_date_rule_table() {
+        const NOW_MS: u64 = 1_795_305_600_000; // Sun, 22 Nov 2026 00:00:00 GMT
+        let minutes = |count: u64| count * 60_000;
+        let at = |unix_ms: u64| String::from_utf8(crate::time::rfc1123(unix_ms).to_vec()).unwrap();
+        type Headers = Vec<(&'static str, String)>;
+        let cases: Vec<(Headers, Result<(), AuthFailure>)> = vec![
+            (vec![("x-ms-date", at(NOW_MS))], Ok(())),
+            (vec![("x-ms-date", at(NOW_MS - minutes(15)))], Ok(())),
+            (vec![("x-ms-date", at(NOW_MS + minutes(15)))], Ok(())),
+            (vec![("Date", at(NOW_MS - minutes(1)))], Ok(())),
+            (
+                vec![("x-ms-date", at(NOW_MS - minutes(16)))],
+                Err(AuthFailure::RequestDateTooOld),
+            ),
+            (
+                vec![("x-ms-date", at(NOW_MS + minutes(16)))],
+                Err(AuthFailure::RequestDateInFuture),
+            ),
+            // x-ms-date wins over Date, as it does in the string-to-sign.
+            (
+                vec![
+                    ("Date", at(NOW_MS)),
+                    ("x-ms-date", at(NOW_MS - minutes(60))),
+                ],
+                Err(AuthFailure::RequestDateTooOld),
+            ),
+            (vec![], Err(AuthFailure::RequestDateMissing)),
+            (
+                vec![("x-ms-date", "whenever".to_string())],
+                Err(AuthFailure::RequestDateInvalid),
+            ),
+            (
+                vec![("x-ms-date", String::new())],
+                Err(AuthFailure::RequestDateInvalid),
+            ),
+        ];
+        for (headers, expected) in cases {
+            let headers: Vec<(&str, &str)> = headers
+                .iter()
+                .map(|(name, value)| (*name, value.as_str()))
+                .collect();
+            let request = request("GET", "/devstoreaccount1?comp=list", &headers);
+            assert_eq!(
+                check_request_date(&request, NOW_MS),
+                expected,
+                "{headers:?}"
+            );
+        }
     }
 }

@@ -233,7 +233,8 @@ fn start_shards<B: Backend>(
                         backend: B::NAME,
                     },
                 )
-                .with_faults_api(config.governor.faults_api);
+                .with_faults_api(config.governor.faults_api)
+                .with_request_date_check_skipped(config.request_date_check_skipped);
                 match &https {
                     Some(https) => service.with_https(https.certificate_pem.clone(), config.oauth),
                     None => service,

@@ -1,10 +1,10 @@
 //! RFC 1123 dates (`Thu, 27 Oct 2022 22:04:45 GMT`), the form of HTTP headers and message times,
-//! written into a fixed array without allocating, plus a per-thread cache of the current
+//! written into a fixed array without allocating and read back strictly (a request's date), plus a per-thread cache of the current
 //! second's `Date` header so most responses copy 29 bytes instead of formatting.
 
 use std::cell::Cell;
 
-use super::civil::{civil_from_unix_s, put_digits};
+use super::civil::{civil_from_unix_s, days_in_month, put_digits, unix_s_from_civil, Civil};
 
 /// Length of an RFC 1123 date: `Sun, 06 Nov 1994 08:49:37 GMT`.
 pub const RFC1123_BYTES: usize = 29;
@@ -49,6 +49,35 @@ pub fn rfc1123_cached(now_ms: u64) -> [u8; RFC1123_BYTES] {
     })
 }
 
+/// Parses an RFC 1123 date as HTTP sends it (`Sun, 06 Nov 1994 08:49:37 GMT`) into ms since the
+/// Unix epoch. Strict: exactly that form, a weekday that is the date's, no date before 1970.
+/// What `rfc1123` writes is what it reads, so a date is parsed by formatting the value it names
+/// and comparing (one check covers ranges, the weekday and the layout).
+pub fn parse_rfc1123_ms(text: &[u8]) -> Option<u64> {
+    if text.len() != RFC1123_BYTES {
+        return None;
+    }
+    let number = |range: std::ops::Range<usize>| -> Option<u32> {
+        let digits = &text[range];
+        digits.iter().all(u8::is_ascii_digit).then(|| {
+            digits
+                .iter()
+                .fold(0, |value, digit| value * 10 + u32::from(digit - b'0'))
+        })
+    };
+    let month = MONTHS.iter().position(|name| &text[8..11] == *name)? as u32 + 1;
+    let civil = Civil {
+        year: i64::from(number(12..16)?),
+        month,
+        day: number(5..7)?.clamp(1, days_in_month(i64::from(number(12..16)?), month)),
+        hour: number(17..19)?.min(23),
+        minute: number(20..22)?.min(59),
+        second: number(23..25)?.min(59),
+    };
+    let unix_ms = unix_s_from_civil(civil)?.checked_mul(1000)?;
+    (rfc1123(unix_ms)[..] == *text).then_some(unix_ms)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -79,5 +108,31 @@ mod tests {
         let next_second = rfc1123_cached(1_795_305_601_000);
         assert_eq!(first, same_second);
         assert_eq!(&next_second[..], b"Sun, 22 Nov 2026 00:00:01 GMT");
+    }
+
+    #[test]
+    fn parse_reads_what_format_writes_and_nothing_else() {
+        for unix_ms in [0, 784_111_777_000, 1_795_305_600_000, 253_402_300_799_000] {
+            let text = rfc1123(unix_ms);
+            assert_eq!(parse_rfc1123_ms(&text), Some(unix_ms), "{text:?}");
+        }
+        for invalid in [
+            "",
+            "Sun, 06 Nov 1994 08:49:37 GMT ",
+            "Mon, 06 Nov 1994 08:49:37 GMT",
+            "Sun, 6 Nov 1994 08:49:37 GMT",
+            "Sun, 06 nov 1994 08:49:37 GMT",
+            "Sun, 06 Nov 1994 08:49:37 UTC",
+            "Sun, 06 Nov 1994 24:00:00 GMT",
+            "Sun, 06 Nov 1994 08:60:37 GMT",
+            "Thu, 31 Nov 1994 08:49:37 GMT",
+            "Sun, 06 Nov 1994 08:49:3x GMT",
+            "Sunday, 06-Nov-94 08:49:37 GMT",
+            "Sun Nov  6 08:49:37 1994     ",
+            "Wed, 31 Dec 1969 23:59:59 GMT",
+            "whenever",
+        ] {
+            assert_eq!(parse_rfc1123_ms(invalid.as_bytes()), None, "{invalid:?}");
+        }
     }
 }

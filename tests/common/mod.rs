@@ -445,6 +445,8 @@ pub struct Signer<'a> {
     pub host: &'a str,
     /// The `x-ms-version` header.
     pub version: &'a str,
+    /// The `x-ms-date` header: `None` for now, as a client sends it; `Some("")` for none.
+    pub date: Option<&'a str>,
 }
 
 impl Signer<'static> {
@@ -456,6 +458,7 @@ impl Signer<'static> {
             scheme: SharedKeyScheme::SharedKey,
             host: "127.0.0.1",
             version: "2026-04-06",
+            date: None,
         }
     }
 }
@@ -470,11 +473,12 @@ impl Signer<'_> {
         headers: &[(&str, &str)],
         body: &[u8],
     ) -> Vec<u8> {
-        let date = httpdate_now();
+        let date = self.date.map_or_else(httpdate_now, str::to_string);
         let mut all_headers: Vec<(String, String)> = vec![
             ("x-ms-date".to_string(), date),
             ("x-ms-version".to_string(), self.version.to_string()),
         ];
+        all_headers.retain(|(_, value)| !value.is_empty());
         all_headers.extend(
             headers
                 .iter()
