@@ -22,6 +22,8 @@
 //! - `tls`: the server's certificate for HTTPS (PEM, PKCS#12 or made at start) and its rustls
 //!   configuration; the sessions run in `runtime::tls_stream`.
 //! - `config`, `error`: limits and the `StorageError` → (status, code) mapping.
+//! - `cgroup`: the memory limit and CPU quota a container puts on the process (cgroup v1, v2),
+//!   which azq's defaults fit.
 //! - `lifecycle`: the serving and stop flags every thread shares.
 
 #![warn(missing_docs)]
@@ -29,6 +31,7 @@
 
 pub mod api;
 pub mod auth;
+pub mod cgroup;
 pub mod config;
 pub mod error;
 pub mod governor;
