@@ -142,7 +142,7 @@ fn run(arguments: impl Iterator<Item = String>) -> Result<(), String> {
         }),
         None => None,
     };
-    let server = runtime::start(&config, accounts, lifecycle, storage.stores, https)?;
+    let server = runtime::start(&config, accounts, lifecycle, storage.stores, https, &[])?;
     if let Some(reason) = &server.fallback_reason {
         eprintln!("azq: io_uring unavailable, using the portable backend: {reason}");
     }

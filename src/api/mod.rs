@@ -25,6 +25,7 @@ pub mod cors;
 pub mod ids;
 mod ops;
 mod plan;
+pub mod probe;
 mod response;
 pub mod router;
 pub mod settings_xml;
@@ -48,6 +49,7 @@ use response::Responder;
 
 pub use cors::CorsHeaders;
 pub use ops::service::ListingEcho;
+pub use probe::Surface;
 pub use router::{Operation, Route};
 
 /// What the runtime must do for one request.
@@ -164,6 +166,8 @@ pub struct ResponsePlan {
     pub cors: Option<CorsHeaders>,
     /// List Queues' parameters and endpoint, echoed in its body.
     pub listing: Option<ListingEcho>,
+    /// Errors are the table service's OData JSON rather than XML (the table port's probes).
+    pub json_errors: bool,
 }
 
 /// What `GET /_azq/health` reports besides the shard count.
@@ -238,6 +242,22 @@ impl Service {
         self
     }
 
+    /// The plan of a request that arrived on `surface`'s port: the queue API, or the blob and
+    /// table ports' readiness probes (`probe`).
+    pub fn plan_on(
+        &self,
+        surface: Surface,
+        request: &Request,
+        now_ms: u64,
+        peer: IpAddr,
+        replicas: &Replicas,
+    ) -> Plan {
+        match surface {
+            Surface::Queue => self.plan(request, now_ms, peer, replicas),
+            Surface::Blob | Surface::Table => self.plan_probe(surface, request, now_ms, peer),
+        }
+    }
+
     /// Routes, authenticates and validates `request` into a plan. `now_ms` is the time used for
     /// SAS windows; `peer` is the client's address for SAS IP ranges; `replicas` is this shard's
     /// copy of the replicated settings.
@@ -278,6 +298,10 @@ impl Service {
         let written = match (plan.operation, outcome) {
             (_, Outcome::Admin(answer)) => {
                 ops::admin::admin_response(&responder, answer, out);
+                Ok(())
+            }
+            (_, Outcome::Reply(Err(error))) if plan.json_errors => {
+                responder.table_error(error, out);
                 Ok(())
             }
             (_, Outcome::Reply(Err(error))) => {

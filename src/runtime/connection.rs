@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use bytes::BytesMut;
 
-use crate::api::Service;
+use crate::api::{Service, Surface};
 use crate::config::{
     IDLE_CONNECTION_TIMEOUT_MS, REQUEST_BODY_BYTES_MAX, REQUEST_HEADERS_MAX,
     REQUEST_HEAD_BYTES_MAX, REQUEST_HEAD_TIMEOUT_MS, RESPONSE_BATCH_BYTES_MAX,
@@ -89,14 +89,15 @@ impl<B: Backend> Transport for TlsStream<B> {
     }
 }
 
-/// Serves one accepted connection from `peer` until the client closes it, a timeout expires, the
-/// request stream is broken, or the server shuts down; then closes it.
+/// Serves one accepted connection from `peer` on `surface`'s port until the client closes it, a
+/// timeout expires, the request stream is broken, or the server shuts down; then closes it.
 pub async fn serve<B: Backend, T: Transport>(
     mut transport: T,
     peer: IpAddr,
+    surface: Surface,
     shard: Rc<ShardContext<B>>,
 ) {
-    match serve_requests(&mut transport, peer, &shard).await {
+    match serve_requests(&mut transport, peer, surface, &shard).await {
         Ending::Close => transport.close().await,
         Ending::Reset => transport.reset(),
     }
@@ -114,6 +115,7 @@ enum Ending {
 async fn serve_requests<B: Backend, T: Transport>(
     stream: &mut T,
     peer: IpAddr,
+    surface: Surface,
     shard: &Rc<ShardContext<B>>,
 ) -> Ending {
     let mut input = BytesMut::with_capacity(BUFFER_BYTES);
@@ -136,9 +138,13 @@ async fn serve_requests<B: Backend, T: Transport>(
                     let _busy = shard.busy();
                     let started = Instant::now();
                     let now_ms = shard.engine.now_ms();
-                    let plan = shard
-                        .service
-                        .plan(&request, now_ms, peer, &shard.engine.replicas());
+                    let plan = shard.service.plan_on(
+                        surface,
+                        &request,
+                        now_ms,
+                        peer,
+                        &shard.engine.replicas(),
+                    );
                     if let Some(failure) = &plan.auth_failure {
                         shard.log_line(&format!("authentication failed for {peer}: {failure}"));
                     }
