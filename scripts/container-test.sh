@@ -80,6 +80,18 @@ export CONTAINERS_CONF=$work/containers.conf CONTAINERS_STORAGE_CONF=$work/stora
 # Healthcheck timers need systemd, which these machines lack; tests run them by hand.
 podman() { command podman "$@" 2> >(grep -v 'unable to get systemd connection' >&2); }
 
+# What this script started in the background, stopped on the way out, with the containers the
+# suites left behind (a failed test); images stay for the next run.
+service_pid=
+rust_build_pid=
+cleanup() {
+  for pid in $service_pid $rust_build_pid; do
+    kill "$pid" 2>/dev/null || true
+  done
+  podman ps -aq --filter label=azq-container-test | xargs -r podman rm -f >/dev/null || true
+}
+trap cleanup EXIT
+
 section "base image (mmdebstrap: glibc, libgcc, no shell, user 65532)"
 # What gcr.io/distroless/cc-debian12:nonroot offers azq, made from Debian's packages.
 base_tar=$work/base-bookworm.tar
@@ -113,6 +125,11 @@ section "image (deploy/docker/Dockerfile around target/release/azq)"
 if [[ -z ${AZQ_BIN:-} ]]; then
   cargo build --release -p azq --bin azq
 fi
+# The Rust Testcontainers harness compiles (bollard, hyper, rustls…) while the other suites run.
+rust_build_log=$work/rust-build.log
+cargo test --no-run --quiet --locked --manifest-path tests/containers/rust/Cargo.toml \
+  --target-dir "$repo_root/target" >"$rust_build_log" 2>&1 &
+rust_build_pid=$!
 binary=${AZQ_BIN:-$repo_root/target/release/azq}
 context=$work/context
 rm -rf "$context"
@@ -131,12 +148,6 @@ socket=$work/podman.sock
 rm -f "$socket"
 command podman system service --time 0 "unix://$socket" 2>"$work/podman-service.log" &
 service_pid=$!
-cleanup() {
-  kill "$service_pid" 2>/dev/null || true
-  # Containers the suites left behind (a failed test) go; images stay for the next run.
-  podman ps -aq --filter label=azq-container-test | xargs -r podman rm -f >/dev/null || true
-}
-trap cleanup EXIT
 for _ in $(seq 100); do
   [[ -S $socket ]] && break
   sleep 0.1
@@ -166,7 +177,12 @@ npm ci --prefix tests/containers/node --no-audit --no-fund --loglevel=error
 timeout --kill-after=10 300 node --test tests/containers/node/azurite.test.mjs
 
 section "Rust: testcontainers-modules azurite (tests/containers/rust)"
-timeout --kill-after=10 900 cargo test --quiet --locked \
+if ! wait "$rust_build_pid"; then
+  cat "$rust_build_log"
+  echo "the Rust harness did not build" >&2
+  exit 1
+fi
+timeout --kill-after=10 300 cargo test --quiet --locked \
   --manifest-path tests/containers/rust/Cargo.toml --target-dir "$repo_root/target"
 
 section "container suite passed"
