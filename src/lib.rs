@@ -22,6 +22,8 @@
 //! - `tls`: the server's certificate for HTTPS (PEM, PKCS#12 or made at start) and its rustls
 //!   configuration; the sessions run in `runtime::tls_stream`.
 //! - `config`, `error`: limits and the `StorageError` → (status, code) mapping.
+//! - `azurite`: Azurite's command line (program names, its flags, environment defaults) and its
+//!   start-up lines, around azq's own.
 //! - `cgroup`: the memory limit and CPU quota a container puts on the process (cgroup v1, v2),
 //!   which azq's defaults fit.
 //! - `lifecycle`: the serving and stop flags every thread shares.
@@ -31,6 +33,7 @@
 
 pub mod api;
 pub mod auth;
+pub mod azurite;
 pub mod cgroup;
 pub mod config;
 pub mod error;
