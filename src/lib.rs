@@ -26,6 +26,7 @@
 //!   start-up lines, around azq's own.
 //! - `cgroup`: the memory limit and CPU quota a container puts on the process (cgroup v1, v2),
 //!   which azq's defaults fit.
+//! - `discovery`: finds the server beside `azq healthcheck` (its port) in /proc.
 //! - `lifecycle`: the serving and stop flags every thread shares.
 
 #![warn(missing_docs)]
@@ -36,6 +37,7 @@ pub mod auth;
 pub mod azurite;
 pub mod cgroup;
 pub mod config;
+pub mod discovery;
 pub mod error;
 pub mod governor;
 pub mod http;
