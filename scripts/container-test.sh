@@ -133,7 +133,8 @@ rust_build_pid=$!
 binary=${AZQ_BIN:-$repo_root/target/release/azq}
 context=$work/context
 rm -rf "$context"
-mkdir -p "$context/bin" "$context/data"
+mkdir -p "$context/bin" "$context/root/data"
+chmod 775 "$context/root/data"
 objcopy --strip-debug "$binary" "$context/bin/azq"
 ln -s azq "$context/bin/azurite"
 ln -s azq "$context/bin/azurite-queue"
