@@ -330,6 +330,74 @@ impl Hierarchy<'_> {
     }
 }
 
+/// The default `--max-memory`: half the smaller of the RAM (`ram_bytes`, when known) and the
+/// cgroup's memory limit, and where it came from in words for the ready line; `fallback_bytes`
+/// when neither is known.
+pub fn default_message_bytes_max(
+    ram_bytes: Option<u64>,
+    limits: &Limits,
+    fallback_bytes: u64,
+) -> (u64, String) {
+    let limit = limits
+        .memory
+        .filter(|limit| ram_bytes.is_none_or(|ram| limit.bytes < ram));
+    match (limit, ram_bytes) {
+        (Some(limit), _) => (
+            limit.bytes / 2,
+            format!(
+                "half the {} memory limit ({})",
+                limit.version,
+                format_bytes(limit.bytes)
+            ),
+        ),
+        (None, Some(ram)) => (ram / 2, format!("half the RAM ({})", format_bytes(ram))),
+        (None, None) => (fallback_bytes, "the RAM could not be read".to_string()),
+    }
+}
+
+/// The default shard count: every CPU this process may use (`allowed_cpus`), but no more than
+/// the cgroup's CPU quota rounded up; and where it came from, in words for the ready line.
+pub fn default_shard_count(allowed_cpus: usize, limits: &Limits) -> (usize, String) {
+    match limits.cpu {
+        Some(quota) if quota.cpus() < allowed_cpus => {
+            let exact = quota.cpus_exact();
+            let cpus = if exact.fract() == 0.0 {
+                format!("{exact:.0}")
+            } else {
+                format!("{exact:.2}").trim_end_matches('0').to_string()
+            };
+            let unit = if exact == 1.0 { "CPU" } else { "CPUs" };
+            (
+                quota.cpus(),
+                format!("the {} CPU quota ({cpus} {unit})", quota.version),
+            )
+        }
+        _ => (
+            allowed_cpus.max(1),
+            "every CPU this process may use".to_string(),
+        ),
+    }
+}
+
+/// A byte count in binary units for people: `256 MiB`, `23.5 GiB`.
+pub fn format_bytes(bytes: u64) -> String {
+    const MIB: u64 = 1 << 20;
+    const GIB: u64 = 1 << 30;
+    if bytes >= GIB {
+        if bytes % GIB == 0 {
+            format!("{} GiB", bytes / GIB)
+        } else {
+            format!("{:.1} GiB", bytes as f64 / GIB as f64)
+        }
+    } else if bytes >= MIB && bytes % MIB == 0 {
+        format!("{} MiB", bytes / MIB)
+    } else if bytes >= MIB {
+        format!("{:.1} MiB", bytes as f64 / MIB as f64)
+    } else {
+        format!("{bytes} bytes")
+    }
+}
+
 fn read_number(path: &Path) -> Option<u64> {
     std::fs::read_to_string(path).ok()?.trim().parse().ok()
 }
@@ -555,6 +623,56 @@ mod tests {
             "not a mountinfo line\n1 2 3 - cgroup2\n",
         );
         assert_eq!(read_under(&fixture.0), Limits::default());
+    }
+
+    #[test]
+    fn defaults_and_where_they_came_from() {
+        let limited = |memory_bytes: Option<u64>, quota_us: Option<u64>| Limits {
+            memory: memory_bytes.map(|bytes| MemoryLimit {
+                bytes,
+                version: Version::V1,
+            }),
+            cpu: quota_us.map(|quota_us| CpuQuota {
+                quota_us,
+                period_us: 100_000,
+                version: Version::V2,
+            }),
+        };
+        let ram = Some(24u64 << 30);
+        assert_eq!(
+            default_message_bytes_max(ram, &limited(Some(256 << 20), None), 1),
+            (
+                128 << 20,
+                "half the cgroup v1 memory limit (256 MiB)".to_string()
+            )
+        );
+        // A limit above the RAM does not raise the default.
+        assert_eq!(
+            default_message_bytes_max(ram, &limited(Some(64 << 30), None), 1),
+            (12 << 30, "half the RAM (24 GiB)".to_string())
+        );
+        assert_eq!(
+            default_message_bytes_max(None, &limited(Some(1 << 30), None), 1).0,
+            512 << 20
+        );
+        assert_eq!(default_message_bytes_max(None, &Limits::default(), 7).0, 7);
+        assert_eq!(
+            default_shard_count(2, &limited(None, Some(100_000))),
+            (1, "the cgroup v2 CPU quota (1 CPU)".to_string())
+        );
+        assert_eq!(
+            default_shard_count(4, &limited(None, Some(150_000))),
+            (2, "the cgroup v2 CPU quota (1.5 CPUs)".to_string())
+        );
+        // A quota of more CPUs than the process may use changes nothing.
+        assert_eq!(
+            default_shard_count(2, &limited(None, Some(400_000))),
+            (2, "every CPU this process may use".to_string())
+        );
+        assert_eq!(default_shard_count(3, &Limits::default()).0, 3);
+        assert_eq!(format_bytes(25_276_510_208), "23.5 GiB");
+        assert_eq!(format_bytes(1536 << 10), "1.5 MiB");
+        assert_eq!(format_bytes(512), "512 bytes");
     }
 
     #[test]
