@@ -258,6 +258,12 @@ pub struct Config {
     /// Bytes of stored messages (text plus `MESSAGE_OVERHEAD_BYTES` each) across all shards,
     /// split evenly between them (`--max-memory`); beyond it Put answers 503 `ServerBusy`.
     pub message_bytes_max: u64,
+    /// Where `message_bytes_max` came from, in words for the ready line (`--max-memory`, half
+    /// the RAM, half the cgroup's memory limit).
+    pub message_bytes_max_origin: String,
+    /// Where the shard count came from, in words for the ready line (`--shards`, `--cpus`,
+    /// every CPU this process may use, the cgroup's CPU quota).
+    pub shards_origin: String,
     /// Do not log requests (`--silent`).
     pub silent: bool,
     /// File that receives the debug log (`--debug FILE`).
@@ -278,9 +284,11 @@ pub struct Config {
     pub governor: crate::governor::GovernorConfig,
 }
 
-/// Half of the machine's physical memory: room for a great many messages while leaving the rest
-/// to the system, so a runaway producer gets 503s instead of the out-of-memory killer.
-fn default_message_bytes_max() -> u64 {
+/// Half of the memory this process may have, the smaller of the machine's and its cgroup's
+/// limit (a container's `--memory`): room for a great many messages while leaving the rest to
+/// the system, so a runaway producer gets 503s instead of the out-of-memory killer. With where
+/// it came from, for the ready line.
+fn default_message_bytes_max() -> (u64, String) {
     // SAFETY: sysconf only reads system configuration.
     let (pages, page_bytes) = unsafe {
         (
@@ -288,10 +296,13 @@ fn default_message_bytes_max() -> u64 {
             libc::sysconf(libc::_SC_PAGESIZE),
         )
     };
-    if pages <= 0 || page_bytes <= 0 {
-        return MESSAGE_BYTES_MAX_FALLBACK;
-    }
-    (pages as u64).saturating_mul(page_bytes as u64) / 2
+    let ram_bytes =
+        (pages > 0 && page_bytes > 0).then(|| (pages as u64).saturating_mul(page_bytes as u64));
+    crate::cgroup::default_message_bytes_max(
+        ram_bytes,
+        &crate::cgroup::read(),
+        MESSAGE_BYTES_MAX_FALLBACK,
+    )
 }
 
 /// `--max-memory` when the machine's memory cannot be read.
@@ -299,12 +310,15 @@ const MESSAGE_BYTES_MAX_FALLBACK: u64 = 4 << 30;
 
 impl Default for Config {
     fn default() -> Self {
+        let (message_bytes_max, message_bytes_max_origin) = default_message_bytes_max();
         Config {
             host: IpAddr::from([127, 0, 0, 1]),
             port: 10001,
             cpus: vec![0],
             connections_per_shard_max: CONNECTIONS_PER_SHARD_MAX_DEFAULT,
-            message_bytes_max: default_message_bytes_max(),
+            message_bytes_max,
+            message_bytes_max_origin,
+            shards_origin: "one CPU".to_string(),
             silent: false,
             debug_log_path: None,
             accounts: vec![(

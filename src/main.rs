@@ -183,8 +183,9 @@ fn run(invocation: Invocation) -> Result<(), String> {
     ) {
         println!("{line}");
     }
+    // The parenthesis as it always was (tools read it), then where the defaults came from.
     println!(
-        "azq listening on {}://{} ({} shards, {}, {})",
+        "azq listening on {}://{} ({} shards, {}, {}); max memory {}: {}; {} shard{}: {}",
         if certificate.is_some() {
             "https"
         } else {
@@ -193,7 +194,12 @@ fn run(invocation: Invocation) -> Result<(), String> {
         server.address,
         server.shards,
         server.backend.name(),
-        storage.shown
+        storage.shown,
+        azq::cgroup::format_bytes(config.message_bytes_max),
+        config.message_bytes_max_origin,
+        server.shards,
+        if server.shards == 1 { "" } else { "s" },
+        config.shards_origin,
     );
     // After the ready line, which tools read as the first line of a silent start.
     if let Some(certificate) = &certificate {
@@ -337,7 +343,8 @@ fn parse_arguments(arguments: impl Iterator<Item = String>) -> Result<Option<Con
             "--max-memory" => {
                 config.message_bytes_max = parse_size(&value(&flag)?)
                     .filter(|&bytes| bytes > 0)
-                    .ok_or_else(|| "--max-memory must be a size such as 512M or 4G".to_string())?
+                    .ok_or_else(|| "--max-memory must be a size such as 512M or 4G".to_string())?;
+                config.message_bytes_max_origin = flag.clone();
             }
             // Azurite's limit on in-memory message storage, in megabytes; -1 keeps the default.
             "--extentMemoryLimit" => {
@@ -351,6 +358,7 @@ fn parse_arguments(arguments: impl Iterator<Item = String>) -> Result<Option<Con
                     })?;
                 if megabytes > 0 {
                     config.message_bytes_max = (megabytes as u64).saturating_mul(1 << 20);
+                    config.message_bytes_max_origin = flag.clone();
                 }
             }
             "--runtime" => {
@@ -410,6 +418,11 @@ fn parse_arguments(arguments: impl Iterator<Item = String>) -> Result<Option<Con
             truncate_corrupt,
         }
     };
+    config.shards_origin = match (&cpus, shards) {
+        (Some(_), _) => "--cpus".to_string(),
+        (None, Some(_)) => "--shards".to_string(),
+        (None, None) => String::new(),
+    };
     config.cpus = match (cpus, shards) {
         (Some(cpus), Some(count)) if cpus.len() != count => {
             return Err(format!(
@@ -420,7 +433,14 @@ fn parse_arguments(arguments: impl Iterator<Item = String>) -> Result<Option<Con
         (Some(cpus), _) => cpus,
         (None, count) => {
             let allowed = runtime::allowed_cpus();
-            let count = count.unwrap_or(allowed.len());
+            // By default every CPU this process may use, but no more than a container's CPU
+            // quota allows (rounded up), as Go's runtime and the JVM size themselves.
+            let count = count.unwrap_or_else(|| {
+                let (count, origin) =
+                    azq::cgroup::default_shard_count(allowed.len(), &azq::cgroup::read());
+                config.shards_origin = origin;
+                count
+            });
             if count > allowed.len() {
                 return Err(format!(
                     "--shards {count} needs {count} CPUs but this process may use {}",
