@@ -356,10 +356,11 @@ pub fn default_message_bytes_max(
 }
 
 /// The default shard count: every CPU this process may use (`allowed_cpus`), but no more than
-/// the cgroup's CPU quota rounded up; and where it came from, in words for the ready line.
+/// the cgroup's CPU quota rounded up; and where it came from, in words for the ready line (the
+/// quota whenever it is no more than those CPUs).
 pub fn default_shard_count(allowed_cpus: usize, limits: &Limits) -> (usize, String) {
     match limits.cpu {
-        Some(quota) if quota.cpus() < allowed_cpus => {
+        Some(quota) if quota.cpus() <= allowed_cpus => {
             let exact = quota.cpus_exact();
             let cpus = if exact.fract() == 0.0 {
                 format!("{exact:.0}")
@@ -662,6 +663,11 @@ mod tests {
         );
         assert_eq!(
             default_shard_count(4, &limited(None, Some(150_000))),
+            (2, "the cgroup v2 CPU quota (1.5 CPUs)".to_string())
+        );
+        // Where the quota rounds up to every allowed CPU, it is still the reason given.
+        assert_eq!(
+            default_shard_count(2, &limited(None, Some(150_000))),
             (2, "the cgroup v2 CPU quota (1.5 CPUs)".to_string())
         );
         // A quota of more CPUs than the process may use changes nothing.

@@ -89,12 +89,13 @@ class Container:
             f"TableEndpoint={self.url(10002)};"
         )
 
-    def wait_for_log(self, text: str, timeout_s: float = READY_TIMEOUT_S) -> str:
-        """Waits until the logs contain `text`; the logs. Fails early when the container exits."""
+    def wait_for_log(self, text: str, timeout_s: float = READY_TIMEOUT_S, times: int = 1) -> str:
+        """Waits until the logs contain `text` (`times` times: a restarted container's logs
+        keep its earlier runs'); the logs. Fails early when the container exits."""
         deadline = time.monotonic() + timeout_s
         while True:
             logs = self.logs()
-            if text in logs:
+            if logs.count(text) >= times:
                 return logs
             state = self.inspect()["State"]
             if not state["Running"] or time.monotonic() > deadline:

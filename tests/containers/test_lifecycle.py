@@ -15,9 +15,10 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 SECCOMP_PROFILE = REPO_ROOT / "deploy" / "seccomp" / "default-with-io-uring.json"
 
 
-def ready(container) -> str:
-    logs = container.wait_for_log("azq listening on http://0.0.0.0:10001 ")
-    return next(line for line in logs.splitlines() if line.startswith("azq listening on "))
+def ready(container, run: int = 1) -> str:
+    """The ready line of the container's `run`th start."""
+    logs = container.wait_for_log("azq listening on http://0.0.0.0:10001 ", times=run)
+    return [line for line in logs.splitlines() if line.startswith("azq listening on ")][run - 1]
 
 
 def queue_client(container, name: str) -> QueueClient:
@@ -46,14 +47,14 @@ def test_stop_kill_and_restart_keep_every_message(run, volume):
     logs = container.logs()
     assert "Azurite Queue service is closing..." in logs, logs
     podman("start", container.name)
-    ready(container)
+    ready(container, run=2)
     assert count(container, name) == 5
     # SIGKILL: nothing acknowledged is lost.
     queue_client(container, name).send_message("acknowledged just before the kill")
     podman("kill", "-s", "KILL", container.name)
     container.wait_for_exit()
     podman("start", container.name)
-    ready(container)
+    ready(container, run=3)
     assert count(container, name) == 6
     # A new container on the same volume finds the queue too.
     podman("rm", "-f", container.name)

@@ -14,9 +14,10 @@ MESSAGE_TEXT = "m" * 60_000
 PUTS_MAX = 4_000
 
 
-def ready_line(container, port: int = 10001) -> str:
-    logs = container.wait_for_log(f"azq listening on http://0.0.0.0:{port} ")
-    return next(line for line in logs.splitlines() if line.startswith("azq listening on "))
+def ready_line(container, run: int = 1) -> str:
+    """The ready line of the container's `run`th start."""
+    logs = container.wait_for_log("azq listening on http://0.0.0.0:10001 ", times=run)
+    return [line for line in logs.splitlines() if line.startswith("azq listening on ")][run - 1]
 
 
 def queue_client(container, name: str) -> QueueClient:
@@ -58,7 +59,8 @@ def test_memory_limit_answers_503_and_is_never_killed(run, volume):
     assert_alive(container)
     # Restarted with its data: everything acknowledged is back, and it is still full.
     podman("restart", "-t", "10", container.name)
-    ready_line(container)
+    line = ready_line(container, run=2)
+    assert "half the cgroup" in line, line
     queue = queue_client(container, name)
     assert queue.get_queue_properties().approximate_message_count == stored
     assert fill_until_busy(queue) == 0
