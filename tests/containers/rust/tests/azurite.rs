@@ -2,7 +2,8 @@
 //! it runs the command `azurite --blobHost 0.0.0.0 …` and waits for "Azurite Table service is
 //! successfully listening at http://0.0.0.0:10002" on stdout. scripts/container-test.sh points it
 //! at podman's Docker-compatible socket (DOCKER_HOST). The queue round trip is signed here with
-//! SharedKey by hand: Rust has no stable official Azure queue SDK.
+//! SharedKey by hand: Rust has no stable official Azure queue SDK. The mapped port is read with
+//! `podman port` where the library cannot read podman 4.3's port bindings (see below).
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -105,6 +106,26 @@ fn httpdate() -> String {
     )
 }
 
+/// The host port podman mapped `container_port` of container `id` to (`podman port`).
+fn podman_port(id: &str, container_port: u16) -> u16 {
+    let output = std::process::Command::new("podman")
+        .args(["port", id, &format!("{container_port}/tcp")])
+        .output()
+        .expect("podman runs");
+    let text = String::from_utf8_lossy(&output.stdout);
+    let first = text
+        .lines()
+        .next()
+        .unwrap_or_else(|| panic!("podman port: {output:?}"));
+    first
+        .rsplit(':')
+        .next()
+        .unwrap()
+        .trim()
+        .parse()
+        .expect("a port")
+}
+
 #[tokio::test]
 async fn testcontainers_modules_azurite_starts_azq() {
     let Ok(image) = std::env::var("AZQ_IMAGE") else {
@@ -118,7 +139,12 @@ async fn testcontainers_modules_azurite_starts_azq() {
         .start()
         .await
         .expect("the module starts the image and sees its ready line");
-    let port = container.get_host_port_ipv4(QUEUE_PORT).await.unwrap();
+    // Docker reports the binding's HostIp as 0.0.0.0; podman 4.3's compatible API leaves it
+    // empty, which testcontainers 0.27 skips (PortNotExposed): then ask podman itself.
+    let port = match container.get_host_port_ipv4(QUEUE_PORT).await {
+        Ok(port) => port,
+        Err(_) => podman_port(container.id(), 10001),
+    };
     let queue = format!("/{ACCOUNT}/rust-testcontainers");
     assert_eq!(request(port, "PUT", &queue, "").0, 201);
     let put =
