@@ -28,14 +28,22 @@ const USAGE: &str = "\
 azq: a thread-per-core Azure Queue Storage emulator (drop-in for azurite-queue)
 
 Usage: azq [options]
+       azq azurite [options]        (or run as `azurite`: Azurite's command, all services)
+       azq azurite-queue [options]  (or run as `azurite-queue`: queues only)
 
   --queueHost HOST           address to listen on (default 127.0.0.1)
   --queuePort PORT           port to listen on (default 10001; 0 picks a free port)
-  --shards N                 shards, one pinned core each (default: available CPUs)
+  --blobHost, --tableHost HOST, --blobPort, --tablePort PORT
+                             as azurite: the blob and table ports, which answer readiness
+                             probes only (default 127.0.0.1, 10000 and 10002)
+  --queue-only               as azurite: no blob or table port
+  --shards N                 shards, one pinned core each (default: available CPUs, at most
+                             the cgroup's CPU quota rounded up)
   --cpus LIST                CPUs to pin shards to, e.g. 0,1 (default: the first N allowed)
   --max-connections N        open connections per shard before new ones get 503
-  --max-memory SIZE          bytes of stored messages (e.g. 512M, 4G; default: half the RAM)
-                             before Put answers 503 ServerBusy
+  --max-memory SIZE          bytes of stored messages (e.g. 512M, 4G; default: half the RAM
+                             or of the cgroup's memory limit, the smaller) before Put answers
+                             503 ServerBusy
   --extentMemoryLimit MB     Azurite's name for the same limit, in megabytes (-1: default)
   --runtime auto|io_uring|portable
                              the event loop: io_uring (glommio) where the kernel allows it,
@@ -70,17 +78,22 @@ Usage: azq [options]
   --faults-api               answer POST/GET/DELETE /_azq/faults (fault injection rules)
   --faults FILE              fault rules in force from the start (a JSON array)
   --seed N                   make every random choice (faults, latency) repeatable
-  -L, --loose, --skipApiVersionCheck, --disableTelemetry
+  -L, --loose, --skipApiVersionCheck, --disableTelemetry, --blobKeepAliveTimeout N,
+  --queueKeepAliveTimeout N, --tableKeepAliveTimeout N
                              accepted for compatibility (azq is always lenient about versions)
   -h, --help, help           this text
   -v, -V, --version, version the version
 
 Usage: azq healthcheck [--queueHost HOST] [--queuePort PORT]
 
-  Exits 0 when the server on HOST:PORT (default 127.0.0.1:10001) answers GET /_azq/health
-  with 200 (every shard serves), 1 otherwise. HTTP or HTTPS (any certificate), as it serves.
+  Exits 0 when the server on HOST:PORT answers GET /_azq/health with 200 (every shard
+  serves), 1 otherwise. HTTP or HTTPS (any certificate), as it serves. The default is the
+  queue address of the azq running beside it (its command line in /proc: a container's
+  server), else 127.0.0.1:10001.
 
-Environment: AZURITE_ACCOUNTS=\"acct1:key1[:key2];acct2:key\" replaces the development account.
+Environment: AZURITE_ACCOUNTS=\"acct1:key1[:key2];acct2:key\" replaces the development account;
+AZQ_QUEUE_HOST, AZQ_BLOB_HOST, AZQ_TABLE_HOST and AZQ_LOCATION give --queueHost, --blobHost,
+--tableHost and --location when the command line does not (the container image sets them).
 ";
 
 fn main() {
