@@ -33,6 +33,8 @@ mod report;
 mod retry;
 mod run;
 mod runtime;
+#[cfg(test)]
+mod saved_reports;
 mod scenario;
 mod schedule;
 mod steps;
