@@ -2,6 +2,7 @@
 //! service). This file is the command line and start-up only:
 //!
 //! - `cli`: flags into validated `Options`.
+//! - `units`: how the command line spells times, ratios, rates and counts.
 //! - `endpoint`: endpoint URL, connection string, account key or SAS.
 //! - `wire`: request encoding and signing (azq's SharedKey code), response and XML parsing.
 //! - `runtime`: the client cores on azq's runtime seam (`azq::runtime::backend`): a pinned
@@ -39,6 +40,7 @@ mod scenario;
 mod schedule;
 mod steps;
 mod tls;
+mod units;
 mod wire;
 mod workers;
 

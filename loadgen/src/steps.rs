@@ -6,8 +6,8 @@
 
 use serde::Serialize;
 
-use crate::cli::parse_duration_ns;
 use crate::metrics::{LatencySummary, Measurements};
+use crate::units::parse_duration_ns;
 
 /// Steps one knee search may run, whatever the precision asked for.
 pub const FIND_MAX_PROBES_MAX: usize = 24;
