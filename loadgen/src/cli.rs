@@ -10,7 +10,6 @@ use azq::config::{
 };
 
 use crate::endpoint::TargetArguments;
-use crate::engine::PRELOAD_MESSAGES_MAX;
 use crate::retry::RetryPolicy;
 use crate::scenario::Scenario;
 use crate::schedule::{Arrival, LoadModel, NANOSECONDS_PER_SECOND};
@@ -25,6 +24,8 @@ pub const PIPELINE_MAX: usize = 256;
 pub const CONNECTIONS_MAX: usize = 65_536;
 /// Queues one run may use.
 pub const QUEUES_MAX: usize = 100_000;
+/// Messages one preload may put into one queue.
+pub const PRELOAD_MESSAGES_MAX: u64 = 10_000_000;
 /// Workers of a `workers` run without `--consumers`.
 pub const WORKERS_DEFAULT: usize = 16;
 /// A worker's pause after an empty Get, doubling from the first to the second.

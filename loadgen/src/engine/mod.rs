@@ -15,7 +15,7 @@ mod accounting;
 mod driver;
 mod setup;
 
-pub use setup::{set_up, PRELOAD_MESSAGES_MAX};
+pub use setup::set_up;
 
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;

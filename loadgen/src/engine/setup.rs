@@ -13,8 +13,6 @@ use super::RunPlan;
 
 /// Requests in flight on the setup connection while preloading.
 const PRELOAD_WINDOW: usize = 64;
-/// Messages one preload may put into one queue.
-pub const PRELOAD_MESSAGES_MAX: u64 = 10_000_000;
 
 /// Creates the queues and preloads them on an event loop of the plan's backend, pinned to the
 /// first CPU. Returns the messages each queue held afterwards.
