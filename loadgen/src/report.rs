@@ -6,7 +6,7 @@ use std::fmt::Write;
 
 use serde::Serialize;
 
-use crate::metrics::{LatencySummary, Measurements, Operation, OperationStats};
+use crate::metrics::{CoreUsage, LatencySummary, Measurements, Operation, OperationStats};
 use crate::retry::RetryPolicy;
 use crate::scenario::Scenario;
 use crate::schedule::{Arrival, LoadModel, NANOSECONDS_PER_SECOND};
@@ -79,30 +79,6 @@ pub struct DepthPoint {
     pub at_s: f64,
     /// Summed approximate message count of the run's queues.
     pub messages: u64,
-}
-
-/// How one client core's thread spent the run.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct CoreUsage {
-    pub cpu: usize,
-    /// From run time zero to the core's end.
-    pub elapsed_ns: u64,
-    /// On the CPU.
-    pub running_ns: u64,
-    /// Runnable but waiting for the CPU: another process had it.
-    pub waiting_ns: u64,
-}
-
-impl CoreUsage {
-    /// Share of the run spent on the CPU.
-    pub fn running_ratio(&self) -> f64 {
-        self.running_ns as f64 / self.elapsed_ns.max(1) as f64
-    }
-
-    /// Share of the run spent waiting for the CPU.
-    pub fn waiting_ratio(&self) -> f64 {
-        self.waiting_ns as f64 / self.elapsed_ns.max(1) as f64
-    }
 }
 
 /// Everything a run produced, with the settings needed to read it.

@@ -15,10 +15,8 @@ use hdrhistogram::serialization::V2DeflateSerializer;
 use crate::cli::{queue_names, Options};
 use crate::endpoint;
 use crate::engine::{self, CoreReport, RunPlan, INTERVAL_NS};
-use crate::metrics::{Measurements, Operation, PutCopyTally};
-use crate::report::{
-    progress_line, CoreUsage, DepthPoint, RunSummary, SearchOutcome, TimelinePoint,
-};
+use crate::metrics::{CoreUsage, Measurements, Operation, PutCopyTally};
+use crate::report::{progress_line, DepthPoint, RunSummary, SearchOutcome, TimelinePoint};
 use crate::runtime;
 use crate::schedule::{Arrival, LoadModel, NANOSECONDS_PER_SECOND};
 use crate::steps::{KneeSearch, StepPlan, StepResult};

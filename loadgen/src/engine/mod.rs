@@ -29,8 +29,7 @@ use azq::runtime::backend::{Backend, Idle, OnBackend, Selected};
 
 use crate::connection::Connection;
 use crate::endpoint::{Credentials, Endpoint};
-use crate::metrics::Measurements;
-use crate::report::CoreUsage;
+use crate::metrics::{CoreUsage, Measurements};
 use crate::retry::RetryPolicy;
 use crate::runtime::{start_core, CoreHandle, CoreOptions};
 use crate::scenario::{roles, Role, Scenario};
