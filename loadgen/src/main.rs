@@ -8,7 +8,7 @@
 //! - `runtime`: the client cores on azq's runtime seam (`azq::runtime::backend`): a pinned
 //!   thread per core on the backend `--runtime` selects, as azq selects its own.
 //! - `connection`: one keep-alive connection on a client core.
-//! - `scenario`: per-lane state machines of the scenarios.
+//! - `scenario`: what a run does: the scenario, its operations, the lanes' roles.
 //! - `schedule`: open/closed loop pacing and coordinated-omission-corrected timing.
 //! - `retry`: SDK-like retries of failed requests.
 //! - `workers`: the worker-fleet model (work times, crashes, poll back-off).

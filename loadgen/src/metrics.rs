@@ -8,47 +8,11 @@ use std::collections::HashMap;
 
 use hdrhistogram::Histogram;
 
+use crate::scenario::Operation;
 use crate::wire::PutMark;
 
 /// Significant decimal digits the histograms keep: values are exact to 0.1%.
 pub const HISTOGRAM_SIGNIFICANT_DIGITS: u8 = 3;
-
-/// The REST operations the scenarios send, in report order.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Operation {
-    Put,
-    Get,
-    Peek,
-    Update,
-    Delete,
-}
-
-impl Operation {
-    /// Every operation, in the order reports list them.
-    pub const ALL: [Operation; 5] = [
-        Operation::Put,
-        Operation::Get,
-        Operation::Peek,
-        Operation::Update,
-        Operation::Delete,
-    ];
-
-    /// The key in reports and the tag in the HdrHistogram log.
-    pub fn name(self) -> &'static str {
-        match self {
-            Operation::Put => "put",
-            Operation::Get => "get",
-            Operation::Peek => "peek",
-            Operation::Update => "update",
-            Operation::Delete => "delete",
-        }
-    }
-
-    /// Position in `ALL`.
-    pub fn index(self) -> usize {
-        self as usize
-    }
-}
 
 /// An empty histogram that grows as values arrive: a loopback run never pays for the buckets of
 /// a one-minute latency it does not see.

@@ -6,9 +6,9 @@ use std::fmt::Write;
 
 use serde::Serialize;
 
-use crate::metrics::{CoreUsage, LatencySummary, Measurements, Operation, OperationStats};
+use crate::metrics::{CoreUsage, LatencySummary, Measurements, OperationStats};
 use crate::retry::RetryPolicy;
-use crate::scenario::Scenario;
+use crate::scenario::{Operation, Scenario};
 use crate::schedule::{Arrival, LoadModel, NANOSECONDS_PER_SECOND};
 use crate::steps::{LatencyBound, StepResult};
 use crate::wire::{PUT_MARK_DIGITS, TIMESTAMP_DIGITS};

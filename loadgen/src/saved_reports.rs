@@ -11,14 +11,12 @@
 use std::path::PathBuf;
 
 use crate::merge::{self, Interval, Merged};
-use crate::metrics::{
-    new_histogram, CoreUsage, LatencySummary, Measurements, Operation, OperationStats,
-};
+use crate::metrics::{new_histogram, CoreUsage, LatencySummary, Measurements, OperationStats};
 use crate::plot;
 use crate::report::tests::{sample_summary, workers_summary};
 use crate::report::{self, DepthPoint, RunSummary, SearchOutcome, TimelinePoint};
 use crate::retry::RetryPolicy;
-use crate::scenario::Scenario;
+use crate::scenario::{Operation, Scenario};
 use crate::schedule::{Arrival, LoadModel};
 use crate::steps::{LatencyBound, StepResult};
 use crate::workers::{WorkTime, WorkerPlan};

@@ -213,7 +213,7 @@ impl KneeSearch {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::metrics::Operation;
+    use crate::scenario::Operation;
 
     #[test]
     fn bounds_parse() {

@@ -9,13 +9,14 @@ use std::collections::VecDeque;
 use azq::random::SplitMix64;
 
 use crate::connection::Response;
-use crate::metrics::{Measurements, Operation, PUT_TOKEN_SEQUENCE_BITS};
+use crate::metrics::{Measurements, PUT_TOKEN_SEQUENCE_BITS};
 use crate::retry::{is_retriable, RetryPolicy};
-use crate::scenario::{Lane, Role, Scenario, Step};
+use crate::scenario::{Operation, Role, Scenario};
 use crate::schedule::{lane_random, LoadModel, Pacer, Timing, NANOSECONDS_PER_SECOND};
 use crate::wire::{listed_messages, parse_timestamp, PutMark};
 use crate::workers::{crashes, WorkerPlan};
 
+use super::lane::{Lane, Step};
 use super::RunPlan;
 
 /// A request that failed and goes out again.
@@ -560,7 +561,6 @@ fn start_work(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::metrics::Operation;
     use crate::schedule::{Arrival, NANOSECONDS_PER_SECOND};
 
     const SECOND: u64 = NANOSECONDS_PER_SECOND;

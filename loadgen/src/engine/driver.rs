@@ -12,10 +12,10 @@ use azq::time::unix_us;
 use futures_lite::future;
 
 use crate::connection::Connection;
-use crate::scenario::{Lane, Step};
 use crate::wire::{EncodeError, PutMark, RequestKind};
 
 use super::accounting::{lose_connection, lose_due_requests, take_answer, InFlight, LaneRun};
+use super::lane::{Lane, Step};
 use super::Core;
 
 /// Pause before reconnecting after a connection fails, so a dead server is not hammered.

@@ -6,6 +6,7 @@
 //!
 //! - `setup`: before the run, a setup core creates the queues and preloads them.
 //! - `driver`: the task that drives one connection and its lanes.
+//! - `lane`: the scenarios' per-lane state machines (pure, unit-tested).
 //! - `accounting`: what each answer or lost request counts as (pure, unit-tested).
 //!
 //! This file starts the cores and runs their side tasks: the once-a-second report, and during a
@@ -13,6 +14,7 @@
 
 mod accounting;
 mod driver;
+mod lane;
 mod setup;
 
 pub use setup::set_up;
