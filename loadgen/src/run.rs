@@ -16,11 +16,13 @@ use crate::cli::{queue_names, Options};
 use crate::endpoint;
 use crate::engine::{self, CoreReport, RunPlan, INTERVAL_NS};
 use crate::metrics::{CoreUsage, Measurements, PutCopyTally};
-use crate::report::{progress_line, DepthPoint, RunSummary, SearchOutcome, TimelinePoint};
+use crate::report::{
+    progress_line, DepthPoint, RunSummary, SearchOutcome, StepResult, TimelinePoint,
+};
 use crate::runtime;
 use crate::scenario::Operation;
 use crate::schedule::{Arrival, LoadModel, NANOSECONDS_PER_SECOND};
-use crate::steps::{KneeSearch, StepPlan, StepResult};
+use crate::steps::{KneeSearch, StepPlan};
 use crate::wire::{RequestSettings, PUT_MARK_DIGITS, TIMESTAMP_DIGITS};
 
 /// The interval log's tag for end-to-end message latency (the others are operation names).

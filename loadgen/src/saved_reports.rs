@@ -14,11 +14,11 @@ use crate::merge::{self, Interval, Merged};
 use crate::metrics::{new_histogram, CoreUsage, LatencySummary, Measurements, OperationStats};
 use crate::plot;
 use crate::report::tests::{sample_summary, workers_summary};
-use crate::report::{self, DepthPoint, RunSummary, SearchOutcome, TimelinePoint};
+use crate::report::{self, DepthPoint, RunSummary, SearchOutcome, StepResult, TimelinePoint};
 use crate::retry::RetryPolicy;
 use crate::scenario::{Operation, Scenario};
 use crate::schedule::{Arrival, LoadModel};
-use crate::steps::{LatencyBound, StepResult};
+use crate::steps::LatencyBound;
 use crate::workers::{WorkTime, WorkerPlan};
 
 /// Compares `actual` with the saved file `name`, or with `LOADGEN_BLESS` set, saves it.

@@ -7,10 +7,9 @@ use serde::Serialize;
 use crate::metrics::LatencySummary;
 use crate::scenario::Operation;
 use crate::schedule::{Arrival, LoadModel, NANOSECONDS_PER_SECOND};
-use crate::steps::StepResult;
 use crate::workers::WorkerPlan;
 
-use super::summary::{latency_of, RunSummary};
+use super::summary::{latency_of, RunSummary, StepResult};
 use super::table::saturation_warnings;
 
 /// `value` rounded to three decimals (what a report needs of a rate or a ratio); `None`, written

@@ -9,7 +9,7 @@ use crate::metrics::{CoreUsage, LatencySummary, Measurements, OperationStats, Wo
 use crate::retry::RetryPolicy;
 use crate::scenario::{Operation, Scenario};
 use crate::schedule::{Arrival, LoadModel};
-use crate::steps::{LatencyBound, StepResult};
+use crate::steps::LatencyBound;
 use crate::workers::{WorkTime, WorkerPlan};
 
 /// A mixed open-loop run with known numbers.
