@@ -15,9 +15,12 @@ use crate::scenario::Scenario;
 use crate::schedule::{Arrival, LoadModel, NANOSECONDS_PER_SECOND};
 use crate::steps::{parse_rate_steps, FindMax, LatencyBound, StepPlan};
 use crate::units::{number, parse_duration_ns, parse_rate, parse_ratio};
-use crate::wire::{API_VERSION_DEFAULT, TIMESTAMP_DIGITS};
+use crate::wire::mark::TIMESTAMP_DIGITS;
 use crate::workers::{parse_poll_backoff, WorkTime, WorkerPlan};
 
+/// The `x-ms-version` sent by default: old enough for every Azurite 3.x without
+/// `--skipApiVersionCheck`, and still served by Azure.
+pub const API_VERSION_DEFAULT: &str = "2021-12-02";
 /// Requests one connection may have in flight.
 pub const PIPELINE_MAX: usize = 256;
 /// Connections one run may open.

@@ -9,7 +9,7 @@ use std::collections::HashMap;
 use hdrhistogram::Histogram;
 
 use crate::scenario::Operation;
-use crate::wire::PutMark;
+use crate::wire::mark::PutMark;
 
 /// Significant decimal digits the histograms keep: values are exact to 0.1%.
 pub const HISTOGRAM_SIGNIFICANT_DIGITS: u8 = 3;

@@ -23,7 +23,8 @@ use crate::runtime;
 use crate::scenario::Operation;
 use crate::schedule::{Arrival, LoadModel, NANOSECONDS_PER_SECOND};
 use crate::steps::{KneeSearch, StepPlan};
-use crate::wire::{RequestSettings, PUT_MARK_DIGITS, TIMESTAMP_DIGITS};
+use crate::wire::mark::{PUT_MARK_DIGITS, TIMESTAMP_DIGITS};
+use crate::wire::request::RequestSettings;
 
 /// The interval log's tag for end-to-end message latency (the others are operation names).
 pub const END_TO_END_TAG: &str = "end-to-end";

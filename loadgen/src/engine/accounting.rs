@@ -13,7 +13,8 @@ use crate::metrics::{Measurements, PUT_TOKEN_SEQUENCE_BITS};
 use crate::retry::{is_retriable, RetryPolicy};
 use crate::scenario::{Operation, Role, Scenario};
 use crate::schedule::{lane_random, LoadModel, Pacer, Timing, NANOSECONDS_PER_SECOND};
-use crate::wire::{listed_messages, parse_timestamp, PutMark};
+use crate::wire::listing::listed_messages;
+use crate::wire::mark::{parse_timestamp, PutMark};
 use crate::workers::{crashes, WorkerPlan};
 
 use super::lane::{Lane, Step};

@@ -12,7 +12,8 @@ use azq::time::unix_us;
 use futures_lite::future;
 
 use crate::connection::Connection;
-use crate::wire::{EncodeError, PutMark, RequestKind};
+use crate::wire::mark::PutMark;
+use crate::wire::request::{EncodeError, RequestKind};
 
 use super::accounting::{lose_connection, lose_due_requests, take_answer, InFlight, LaneRun};
 use super::lane::{Lane, Step};

@@ -7,10 +7,8 @@
 //! as the previous answer arrives.
 
 use crate::scenario::{Operation, Role};
-use crate::wire::{
-    parse_put_mark, parse_timestamp, ListedMessage, PutMark, MESSAGE_ID_BYTES_MAX,
-    POP_RECEIPT_BYTES_MAX,
-};
+use crate::wire::listing::{ListedMessage, MESSAGE_ID_BYTES_MAX, POP_RECEIPT_BYTES_MAX};
+use crate::wire::mark::{parse_put_mark, parse_timestamp, PutMark};
 
 /// The next request of a lane. `Update` and `Delete` name an index into the lane's messages.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

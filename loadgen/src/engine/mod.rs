@@ -36,7 +36,7 @@ use crate::retry::RetryPolicy;
 use crate::runtime::{start_core, CoreHandle, CoreOptions};
 use crate::scenario::{roles, Role, Scenario};
 use crate::schedule::{LoadModel, NANOSECONDS_PER_SECOND};
-use crate::wire::{RequestEncoder, RequestSettings};
+use crate::wire::request::{RequestEncoder, RequestSettings};
 use crate::workers::WorkerPlan;
 
 use accounting::LaneRun;

@@ -7,7 +7,7 @@ use azq::time::unix_ms;
 
 use crate::connection::{Connection, ConnectionError, Response};
 use crate::runtime::{start_core, CoreOptions};
-use crate::wire::{RequestEncoder, RequestKind};
+use crate::wire::request::{RequestEncoder, RequestKind};
 
 use super::RunPlan;
 

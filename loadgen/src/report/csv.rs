@@ -2,7 +2,7 @@
 
 use std::fmt::Write;
 
-use super::summary::RunSummary;
+use crate::report::summary::RunSummary;
 
 /// The `--csv` file: one row per second of the run (every step's, in a stepped run) with the
 /// answers per second of each operation, errors and retries per second, the interval's p99

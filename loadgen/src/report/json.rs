@@ -9,8 +9,8 @@ use crate::scenario::Operation;
 use crate::schedule::{Arrival, LoadModel, NANOSECONDS_PER_SECOND};
 use crate::workers::WorkerPlan;
 
-use super::summary::{latency_of, RunSummary, StepResult};
-use super::table::saturation_warnings;
+use crate::report::summary::{latency_of, RunSummary, StepResult};
+use crate::report::table::saturation_warnings;
 
 /// `value` rounded to three decimals (what a report needs of a rate or a ratio); `None`, written
 /// as `null`, when it is not a number.

@@ -8,9 +8,9 @@ use std::fmt::Write;
 use crate::metrics::{LatencySummary, Measurements, OperationStats};
 use crate::scenario::Operation;
 use crate::schedule::{Arrival, LoadModel, NANOSECONDS_PER_SECOND};
-use crate::wire::{PUT_MARK_DIGITS, TIMESTAMP_DIGITS};
+use crate::wire::mark::{PUT_MARK_DIGITS, TIMESTAMP_DIGITS};
 
-use super::summary::{latency_of, PutRates, RunSummary, ACHIEVED_RATE_SHARE_WARNING};
+use crate::report::summary::{latency_of, PutRates, RunSummary, ACHIEVED_RATE_SHARE_WARNING};
 
 /// `1234567` as `1,234,567`.
 pub(super) fn grouped(value: u64) -> String {

@@ -1,11 +1,11 @@
 //! The reports' tests on summaries with known numbers, and those summaries (`plot.rs` and the
 //! saved reports draw the same ones).
 
-use super::json::rounded;
-use super::summary::PutRates;
-use super::table::saturation_warnings;
 use super::*;
 use crate::metrics::{CoreUsage, LatencySummary, Measurements, OperationStats, WorkerStats};
+use crate::report::json::rounded;
+use crate::report::summary::PutRates;
+use crate::report::table::saturation_warnings;
 use crate::retry::RetryPolicy;
 use crate::scenario::{Operation, Scenario};
 use crate::schedule::{Arrival, LoadModel};
