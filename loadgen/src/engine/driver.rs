@@ -15,9 +15,10 @@ use crate::connection::Connection;
 use crate::wire::mark::PutMark;
 use crate::wire::request::{EncodeError, RequestKind};
 
-use super::accounting::{lose_connection, lose_due_requests, take_answer, InFlight, LaneRun};
-use super::lane::{Lane, Step};
-use super::Core;
+use crate::engine::accounting::{lose_connection, lose_due_requests, take_answer};
+use crate::engine::core::Core;
+use crate::engine::lane::{Lane, Step};
+use crate::engine::lane_run::{InFlight, LaneRun};
 
 /// Pause before reconnecting after a connection fails, so a dead server is not hammered.
 const RECONNECT_DELAY: Duration = Duration::from_millis(100);

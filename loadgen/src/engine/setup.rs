@@ -9,7 +9,7 @@ use crate::connection::{Connection, ConnectionError, Response};
 use crate::runtime::{start_core, CoreOptions};
 use crate::wire::request::{RequestEncoder, RequestKind};
 
-use super::RunPlan;
+use crate::engine::plan::RunPlan;
 
 /// Requests in flight on the setup connection while preloading.
 const PRELOAD_WINDOW: usize = 64;
