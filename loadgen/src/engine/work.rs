@@ -12,6 +12,7 @@ use crate::wire::listing::listed_messages;
 use crate::workers::{crashes, WorkerPlan};
 
 /// A worker's Get answer: messages to work on, or an empty queue (or an error) to back off from.
+/// `take_answer` has counted the answer's messages, as it does a plain Get's.
 pub(super) fn take_worker_get(
     plan: &RunPlan,
     worker: &WorkerPlan,
