@@ -9,7 +9,8 @@ use std::sync::mpsc::{Receiver, SyncSender};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
-use azq::runtime::backend::{Backend, Idle, OnBackend};
+use azq::runtime::backend::{Backend, Idle};
+use azq::runtime::select::OnBackend;
 
 use crate::connection::Connection;
 use crate::engine::core::{Core, RunClock};

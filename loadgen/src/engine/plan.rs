@@ -2,7 +2,7 @@
 //! load, the lanes, retries and the workers; built by `run.rs` from the command line, shared by
 //! every core.
 
-use azq::runtime::backend::Selected;
+use azq::runtime::select::Selected;
 
 use crate::endpoint::{Credentials, Endpoint};
 use crate::retry::RetryPolicy;

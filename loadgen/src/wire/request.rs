@@ -311,7 +311,7 @@ mod tests {
     use crate::wire::mark::{parse_put_mark, parse_timestamp};
     use crate::wire::response::parse_response_head;
     use azq::auth::SigningKey;
-    use azq::config::DEVELOPMENT_ACCOUNT_KEY;
+    use azq::auth::DEVELOPMENT_ACCOUNT_KEY;
 
     fn settings() -> RequestSettings {
         RequestSettings {
