@@ -5,8 +5,9 @@
 //! one way: parse → plan (`api::Service::plan`) → execute → respond (`api::Service::respond`).
 //! The control plane meets it at two fixed points, both in `governance`: around the execution
 //! (`is_idle`, one `Cell` check; when it is not, `govern` runs the step through the account
-//! limit, fault rules and `--latency`), and `answered`, which counts the answer in the metrics. The loop is generic over its
-//! `Transport`: the backend's TCP stream as is (`Plain`), or a TLS session over it.
+//! limit, fault rules and `--latency`), and `answered`, which counts the answer in the metrics.
+//! The loop is generic over its `Transport`: the backend's TCP stream as is (`Plain`), or a TLS
+//! session over it.
 
 use std::future::Future;
 use std::io;
