@@ -105,6 +105,14 @@ impl Authenticator {
             if self.request_date_checked {
                 shared_key::check_request_date(request, context.now_ms)?;
             }
+            if access.service == 't' {
+                return shared_key::verify_table(
+                    request,
+                    authorization,
+                    account,
+                    &mut self.string_to_sign,
+                );
+            }
             return shared_key::verify(
                 request,
                 authorization,
