@@ -1,6 +1,7 @@
 //! RFC 1123 dates (`Thu, 27 Oct 2022 22:04:45 GMT`), the form of HTTP headers and message times,
-//! written into a fixed array without allocating and read back strictly (a request's date), plus a per-thread cache of the current
-//! second's `Date` header so most responses copy 29 bytes instead of formatting.
+//! written into a fixed array without allocating and read back strictly (a request's date),
+//! plus a per-thread cache of the current second's `Date` header so most responses copy 29
+//! bytes instead of formatting.
 
 use std::cell::Cell;
 
