@@ -41,6 +41,11 @@ pub const SHARDS_MAX: usize = 256;
 /// What each stored message costs beyond its text in `--max-memory` accounting: its 80-byte slab
 /// slot, 16-byte timer node and the text allocation's bookkeeping (measured: about 125 bytes).
 pub const MESSAGE_OVERHEAD_BYTES: usize = 128;
+/// What each queue record costs in `--max-memory` accounting beyond its metadata's text: the
+/// record, its name twice (the lookup map and the name-ordered index) and the maps' entries.
+pub const QUEUE_OVERHEAD_BYTES: usize = 512;
+/// What each metadata pair costs beyond its name's and value's bytes: two `String`s.
+pub const METADATA_PAIR_OVERHEAD_BYTES: usize = 64;
 /// `--max-memory` when the machine's memory cannot be read (the default is half of it), bytes.
 pub const MESSAGE_BYTES_MAX_FALLBACK: u64 = 4 << 30;
 /// Connections each shard's listener queues before the shard accepts them.

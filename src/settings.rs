@@ -32,9 +32,9 @@ Usage: azq [options]
                              the cgroup's CPU quota rounded up)
   --cpus LIST                CPUs to pin shards to, e.g. 0,1 (default: the first N allowed)
   --max-connections N        open connections per shard before new ones get 503
-  --max-memory SIZE          bytes of stored messages (e.g. 512M, 4G; default: half the RAM
-                             or of the cgroup's memory limit, the smaller) before Put answers
-                             503 ServerBusy
+  --max-memory SIZE          bytes of stored messages and queues (e.g. 512M, 4G; default: half
+                             the RAM or of the cgroup's memory limit, the smaller) before Put,
+                             Create Queue and Set Queue Metadata answer 503 ServerBusy
   --extentMemoryLimit MB     Azurite's name for the same limit, in megabytes (-1: default)
   --runtime auto|io_uring|portable
                              the event loop: io_uring (glommio) where the kernel allows it,

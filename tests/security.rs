@@ -251,3 +251,51 @@ fn replayed_future_and_undated_requests_are_refused() {
         lenient.stop();
     }
 }
+
+/// Queues with 8 KiB of metadata each fill `--max-memory` as messages would: Create Queue then
+/// answers 503 `ServerBusy` (never a crash), the server keeps serving, and deleting a queue
+/// makes room again. Before, queue metadata was not counted at all.
+#[test]
+fn queue_metadata_fills_the_memory_limit_with_server_busy() {
+    let metadata = "x".repeat(8000);
+    for backend in BACKENDS {
+        let server = Server::start(&[backend, &["--shards", "1", "--max-memory", "256K"]].concat());
+        let create = |name: &str| {
+            send(
+                &server,
+                signed_request(
+                    "PUT",
+                    &format!("/devstoreaccount1/{name}"),
+                    &[("x-ms-meta-big", &metadata)],
+                    b"",
+                ),
+            )
+        };
+        let mut created = 0;
+        let busy = loop {
+            let response = create(&format!("meta-{created}"));
+            if response.status != 201 {
+                break response;
+            }
+            created += 1;
+            assert!(
+                created < 64,
+                "256 KiB took {created} queues of 8 KB metadata"
+            );
+        };
+        assert_status(&busy, 503, Some("ServerBusy"));
+        assert!(created >= 16, "only {created} queues fitted");
+        let listed = send(
+            &server,
+            signed_request("GET", "/devstoreaccount1?comp=list", &[], b""),
+        );
+        assert_status(&listed, 200, None);
+        let deleted = send(
+            &server,
+            signed_request("DELETE", "/devstoreaccount1/meta-0", &[], b""),
+        );
+        assert_status(&deleted, 204, None);
+        assert_status(&create("meta-again"), 201, None);
+        server.stop();
+    }
+}

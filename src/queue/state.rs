@@ -55,7 +55,7 @@ use crate::queue::record::Record;
 use crate::queue::replicas::Replica;
 use crate::queue::slab::NONE;
 
-use layout::{metadata_is_canonical, queue_at};
+use layout::{metadata_is_canonical, queue_at, queue_charge};
 
 pub use layout::{Census, Journal, ShardState};
 #[cfg(test)]
@@ -94,6 +94,14 @@ impl ShardState {
             Command::SetQueueMetadata { queue, metadata } => {
                 debug_assert!(metadata_is_canonical(&metadata));
                 let index = self.queue_index(&queue)?;
+                let (charge_now, charge_new) = (
+                    queue_charge(&self.queue(index).metadata),
+                    queue_charge(&metadata),
+                );
+                if charge_new > charge_now && !self.fits(charge_new - charge_now) {
+                    return Err(StorageError::ServerBusy);
+                }
+                self.queue_bytes = self.queue_bytes - charge_now + charge_new;
                 if self.journal.is_some() {
                     self.log(&Record::<&[u8]>::QueueMetadataSet {
                         queue: index,
@@ -295,8 +303,7 @@ impl ShardState {
                 return;
             }
             self.graveyards.pop();
-            self.queues[index as usize] = None;
-            self.queues_free.push(index);
+            self.free_queue_record(index);
         }
     }
 }

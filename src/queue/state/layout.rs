@@ -48,6 +48,18 @@ pub(super) fn message_charge(text: &Bytes) -> u64 {
     (text.len() + limits::MESSAGE_OVERHEAD_BYTES) as u64
 }
 
+/// What one queue record counts against `--max-memory`: `QUEUE_OVERHEAD_BYTES` plus its
+/// metadata's names and values, `METADATA_PAIR_OVERHEAD_BYTES` each pair. Counted from the
+/// record's creation to its freeing (a graveyard's record too), so queues cannot fill memory
+/// the limit never sees.
+pub(super) fn queue_charge(metadata: &Metadata) -> u64 {
+    let pairs: usize = metadata
+        .iter()
+        .map(|(name, value)| name.len() + value.len() + limits::METADATA_PAIR_OVERHEAD_BYTES)
+        .sum();
+    (limits::QUEUE_OVERHEAD_BYTES + pairs) as u64
+}
+
 /// Whether a `MessageView` shares the message's text or leaves it empty.
 #[derive(Clone, Copy)]
 pub(super) enum Text {
@@ -97,8 +109,11 @@ pub struct ShardState {
     pub(super) queue_records_max: usize,
     /// Bytes charged for the messages stored now: text plus `MESSAGE_OVERHEAD_BYTES` each.
     pub(super) message_bytes: u64,
-    /// Most bytes `message_bytes` may reach: this shard's part of `--max-memory`. A Put or Update
-    /// that would pass it answers 503 `ServerBusy` and changes nothing.
+    /// Bytes charged for queue records and their metadata (`queue_charge` each).
+    pub(super) queue_bytes: u64,
+    /// Most bytes `message_bytes` and `queue_bytes` together may reach: this shard's part of
+    /// `--max-memory`. A Put, Update, Create Queue or Set Queue Metadata that would pass it
+    /// answers 503 `ServerBusy` and changes nothing.
     pub(super) message_bytes_max: u64,
     pub(super) messages: MessageSlab,
     pub(super) timers: TimerWheel,
@@ -165,6 +180,7 @@ impl ShardState {
             queues_max: limits::QUEUES_PER_SHARD_MAX,
             queue_records_max: QUEUE_INDEX_MAX + 1,
             message_bytes: 0,
+            queue_bytes: 0,
             message_bytes_max: u64::MAX,
             messages: MessageSlab::new(),
             timers: TimerWheel::new(),
@@ -185,6 +201,11 @@ impl ShardState {
     /// Bytes charged for the messages stored now (text plus `MESSAGE_OVERHEAD_BYTES` each).
     pub fn message_bytes(&self) -> u64 {
         self.message_bytes
+    }
+
+    /// Whether `more` bytes still fit `message_bytes_max` beside what is stored now.
+    pub(super) fn fits(&self, more: u64) -> bool {
+        self.message_bytes + self.queue_bytes + more <= self.message_bytes_max
     }
 
     /// The shard's live queues, their messages, the bytes charged for messages, and the

@@ -29,7 +29,7 @@ impl ShardState {
         assert!(visibility_timeout_s <= limits::VISIBILITY_TIMEOUT_S_MAX);
         assert!(ttl_s.is_none_or(|ttl_s| ttl_s > visibility_timeout_s));
         let charge = message_charge(&text);
-        if self.message_bytes + charge > self.message_bytes_max {
+        if !self.fits(charge) {
             return Err(StorageError::ServerBusy);
         }
         let message = Message::new(
@@ -177,11 +177,11 @@ impl ShardState {
         let message_id = self.message_id_of(slot);
         if let Some(text) = &text {
             let charge_now = message_charge(&self.messages.get(slot).text);
-            let charge_after = self.message_bytes - charge_now + message_charge(text);
-            if charge_after > self.message_bytes_max {
+            let charge_new = message_charge(text);
+            if charge_new > charge_now && !self.fits(charge_new - charge_now) {
                 return Err(StorageError::ServerBusy);
             }
-            self.message_bytes = charge_after;
+            self.message_bytes = self.message_bytes - charge_now + charge_new;
         }
         let message = self.messages.get_mut(slot);
         let was_invisible = message.place() == Place::Invisible;

@@ -257,6 +257,7 @@ impl Restorer<'_> {
             state.queues[index as usize].is_none(),
             "queue record {index} twice"
         );
+        state.queue_bytes += super::layout::queue_charge(&metadata);
         state.queues[index as usize] = Some(Queue {
             metadata,
             messages_count: 0,

@@ -12,7 +12,7 @@ use crate::queue::record::Record;
 use crate::queue::replicas::Replica;
 use crate::queue::slab::MessageList;
 
-use super::layout::{metadata_is_canonical, queue_at, Queue, ShardState};
+use super::layout::{metadata_is_canonical, queue_at, queue_charge, Queue, ShardState};
 
 impl ShardState {
     pub(super) fn create_queue(
@@ -28,7 +28,7 @@ impl ShardState {
                 Err(StorageError::QueueAlreadyExists)
             };
         }
-        if self.queue_indices.len() >= self.queues_max {
+        if self.queue_indices.len() >= self.queues_max || !self.fits(queue_charge(&metadata)) {
             return Err(StorageError::ServerBusy);
         }
         let index = self.new_queue_record(metadata)?;
@@ -44,11 +44,14 @@ impl ShardState {
         Ok(Reply::QueueCreated)
     }
 
-    /// Stores an empty queue with `metadata` in a free record; returns its index.
+    /// Stores an empty queue with `metadata` in a free record and charges it; returns its
+    /// index. Never refused for memory: Create Queue checks that first, and recovery and Clear
+    /// Messages (a record for the queue while the old one is freed) must not fail for it.
     pub(super) fn new_queue_record(&mut self, metadata: Metadata) -> Result<u32, StorageError> {
         if self.queues_free.is_empty() && self.queues.len() >= self.queue_records_max {
             return Err(StorageError::ServerBusy);
         }
+        self.queue_bytes += queue_charge(&metadata);
         let queue = Queue {
             metadata,
             messages_count: 0,
@@ -77,12 +80,20 @@ impl ShardState {
     /// a graveyard's message does not match the live queue's index (`MessageNotFound`).
     pub(super) fn retire_queue_record(&mut self, index: u32) {
         if self.queue(index).messages_count == 0 {
-            self.queues[index as usize] = None;
-            self.queues_free.push(index);
+            self.free_queue_record(index);
         } else {
             queue_at(&mut self.queues, index).retired = true;
             self.graveyards.push(index);
         }
+    }
+
+    /// Frees the queue record at `index` and its charge.
+    pub(super) fn free_queue_record(&mut self, index: u32) {
+        let queue = self.queues[index as usize]
+            .take()
+            .unwrap_or_else(|| panic!("queue index {index} is free"));
+        self.queue_bytes -= queue_charge(&queue.metadata);
+        self.queues_free.push(index);
     }
 
     pub(super) fn delete_queue(&mut self, key: &QueueKey) -> Result<Reply, StorageError> {

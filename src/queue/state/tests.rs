@@ -5,7 +5,7 @@
 
 use bytes::Bytes;
 
-use super::layout::message_charge;
+use super::layout::{message_charge, queue_charge};
 use super::*;
 use crate::queue::command::{MessageView, QueueListing, EXPIRATION_NEVER_MS};
 use crate::queue::key::{MessageId, PopReceipt, QueueKey};
@@ -181,6 +181,16 @@ impl ShardState {
         assert_eq!(
             self.message_bytes, charged,
             "message bytes out of step with the slab"
+        );
+        let queue_charged: u64 = self
+            .queues
+            .iter()
+            .flatten()
+            .map(|queue| queue_charge(&queue.metadata))
+            .sum();
+        assert_eq!(
+            self.queue_bytes, queue_charged,
+            "queue bytes out of step with the records"
         );
         let mut stored = 0;
         let mut timed = 0;
@@ -1153,6 +1163,61 @@ fn another_shards_receipt_reaches_nothing_here() {
     delete(&mut mine, "q", held.message_id, held_receipt, NOW).unwrap();
 }
 
+/// Queue records and their metadata count against the same limit as messages: queues with
+/// 8 KiB of metadata fill it and get 503 `ServerBusy` (before, 20,000 of them added 212 MB
+/// without one), as does metadata that grows or a put past it; freeing a queue makes room.
+#[test]
+fn queues_and_metadata_fill_the_memory_limit() {
+    let mut state = ShardState::new(0, 5);
+    let big = |index: usize| vec![(format!("m{index}"), "x".repeat(8 * 1024))];
+    let per_queue = queue_charge(&big(0));
+    state.set_message_bytes_max(per_queue * 10 + 100);
+    for index in 0..10 {
+        create(&mut state, &format!("q{index}"), big(0)).unwrap();
+    }
+    assert_eq!(
+        create(&mut state, "one-more", big(0)).unwrap_err(),
+        StorageError::ServerBusy
+    );
+    assert_eq!(
+        state
+            .apply(
+                Command::SetQueueMetadata {
+                    queue: key("q0"),
+                    metadata: vec![("m".to_string(), "y".repeat(8 * 1024 + 200))],
+                },
+                NOW
+            )
+            .unwrap_err(),
+        StorageError::ServerBusy
+    );
+    let refused = state.apply(
+        Command::PutMessage {
+            queue: key("q0"),
+            text: Bytes::from(vec![b'p'; 1024]),
+            visibility_timeout_s: 0,
+            ttl_s: None,
+        },
+        NOW,
+    );
+    assert_eq!(refused.unwrap_err(), StorageError::ServerBusy);
+    // Shrinking metadata always fits; deleting a queue frees its charge.
+    state
+        .apply(
+            Command::SetQueueMetadata {
+                queue: key("q0"),
+                metadata: vec![],
+            },
+            NOW,
+        )
+        .unwrap();
+    state
+        .apply(Command::DeleteQueue { queue: key("q1") }, NOW)
+        .unwrap();
+    create(&mut state, "one-more", big(0)).unwrap();
+    state.verify();
+}
+
 #[test]
 fn receipt_errors_table() {
     let mut state = state_with(&["q", "other"]);
@@ -1735,7 +1800,8 @@ fn service_properties_are_merged_on_the_home_shard_and_replicated() {
 fn put_beyond_the_memory_budget_is_refused_and_changes_nothing() {
     let mut state = state_with(&["q"]);
     let charge = (10 + limits::MESSAGE_OVERHEAD_BYTES) as u64;
-    state.set_message_bytes_max(2 * charge);
+    // The queue's record counts too.
+    state.set_message_bytes_max(limits::QUEUE_OVERHEAD_BYTES as u64 + 2 * charge);
     let first = put(&mut state, "q", "0123456789", 0, None, NOW);
     put(&mut state, "q", "0123456789", 0, None, NOW);
     assert_eq!(state.message_bytes(), 2 * charge);
@@ -1762,7 +1828,9 @@ fn put_beyond_the_memory_budget_is_refused_and_changes_nothing() {
 #[test]
 fn update_beyond_the_memory_budget_is_refused_and_keeps_the_lease() {
     let mut state = state_with(&["q"]);
-    state.set_message_bytes_max((20 + limits::MESSAGE_OVERHEAD_BYTES) as u64);
+    state.set_message_bytes_max(
+        (limits::QUEUE_OVERHEAD_BYTES + 20 + limits::MESSAGE_OVERHEAD_BYTES) as u64,
+    );
     put(&mut state, "q", "small", 0, None, NOW);
     let leased = get(&mut state, "q", 1, 30, NOW).remove(0);
     let too_big = "x".repeat(21);
