@@ -570,7 +570,7 @@ fn workers_report_duplicates_from_expired_leases_and_crashes_exactly() {
     assert_eq!(depth(&server, "crashing-0"), 1);
 }
 
-/// azq refuses every Put when it may store no message at all (`--max-memory 1`): each Put is
+/// azq refuses every Put when it may store no message at all (`--max-memory 1K`): each Put is
 /// tried three times (two retries) and then counted once, as an error, with the retries apart.
 #[test]
 fn retries_are_counted_apart_from_first_tries() {
@@ -578,8 +578,9 @@ fn retries_are_counted_apart_from_first_tries() {
         "--shards",
         "1",
         "--inMemoryPersistence",
+        // Room for the queue's record (512 bytes) but not for one 1 KiB message.
         "--max-memory",
-        "1",
+        "1K",
     ]);
     let (output, report) = run_loadgen(
         &server,
