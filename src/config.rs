@@ -101,6 +101,10 @@ pub const FAULT_DELAY_MS_MAX: u64 = 60_000;
 pub const LATENCY_US_MAX: u64 = 60_000_000;
 /// Queues `/_azq/metrics` reports the depth of: the deepest ones.
 pub const METRICS_DEEPEST_QUEUES: usize = 10;
+/// Largest `--init` file, bytes: it is read whole and held while it is applied.
+pub const INIT_FILE_BYTES_MAX: usize = 16 << 20;
+/// Most messages an `--init` file puts (`count` repetitions included).
+pub const INIT_MESSAGES_MAX: u64 = 1_000_000;
 /// Time `azq healthcheck` waits to connect, send and hear back, ms each.
 pub const HEALTHCHECK_TIMEOUT_MS: u64 = 2_000;
 /// Time a stopping server waits for in-flight requests before it exits anyway, ms.

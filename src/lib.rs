@@ -33,6 +33,7 @@ pub mod config;
 pub mod error;
 pub mod governor;
 pub mod http;
+pub mod init;
 pub mod lifecycle;
 pub mod queue;
 pub mod random;
