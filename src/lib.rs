@@ -29,6 +29,7 @@
 
 pub mod api;
 pub mod auth;
+pub mod client_env;
 pub mod config;
 pub mod error;
 pub mod governor;
