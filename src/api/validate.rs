@@ -30,10 +30,14 @@ pub fn queue_name(name: &str) -> Result<(), StorageError> {
 /// `x-ms-meta` header some SDKs send is not metadata.
 pub fn metadata(request: &Request) -> Result<Metadata, StorageError> {
     const PREFIX: &[u8] = b"x-ms-meta-";
-    metadata_pairs(request.headers().filter_map(|(name, value)| {
-        (name.len() >= PREFIX.len() && name[..PREFIX.len()].eq_ignore_ascii_case(PREFIX))
-            .then(|| (&name[PREFIX.len()..], value))
-    }))
+    metadata_pairs(
+        request
+            .headers()
+            .filter(|(name, _)| {
+                name.len() >= PREFIX.len() && name[..PREFIX.len()].eq_ignore_ascii_case(PREFIX)
+            })
+            .map(|(name, value)| (&name[PREFIX.len()..], value)),
+    )
 }
 
 /// Metadata from `(name, value)` pairs (header names without `x-ms-meta-`, or an `--init`

@@ -43,7 +43,7 @@ use std::ops::Bound;
 use bytes::Bytes;
 
 use super::command::{Command, MessageView, Metadata, QueueListing, Reply, EXPIRATION_NEVER_MS};
-use super::key::{MessageId, PopReceipt, QueueKey};
+use super::key::{self, MessageId, PopReceipt, QueueKey};
 use super::record::Record;
 use super::replicas::{Replica, Replicas};
 use super::slab::{
@@ -81,6 +81,54 @@ struct Queue {
     /// The record is a graveyard (its queue was cleared or deleted): no name leads to it, and its
     /// messages are being freed; a snapshot leaves them out.
     retired: bool,
+    /// Messages in `invisible`, for inspection without a walk.
+    invisible_count: u64,
+    /// Of those, the ones never delivered (a put's visibility delay, or an Update before any
+    /// Get): "delayed" rather than "leased".
+    delayed_count: u64,
+    /// Bytes of the stored messages' texts.
+    text_bytes: u64,
+    /// What clients did with the queue since it was created (or the server started); moves
+    /// with the queue when Clear Messages gives it a new record.
+    activity: Activity,
+}
+
+impl Queue {
+    /// An empty queue with `metadata`.
+    fn new(metadata: Metadata) -> Queue {
+        Queue {
+            metadata,
+            messages_count: 0,
+            in_order: MessageList::EMPTY,
+            out_of_order: BTreeMap::new(),
+            invisible: MessageList::EMPTY,
+            retired: false,
+            invisible_count: 0,
+            delayed_count: 0,
+            text_bytes: 0,
+            activity: Activity::default(),
+        }
+    }
+}
+
+/// Counts of what clients did with a queue (or with every queue of a shard), for the console's
+/// rates and the metrics. Plain fields, bumped where `apply` already holds the queue.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Activity {
+    /// Messages put.
+    pub puts: u64,
+    /// Messages delivered by Get Messages.
+    pub delivered: u64,
+    /// Of those, deliveries of a message delivered before (dequeue count above 1).
+    pub redelivered: u64,
+    /// Get Messages requests that found no visible message.
+    pub empty_gets: u64,
+    /// Messages deleted by Delete Message.
+    pub deletes: u64,
+    /// Update Message requests.
+    pub updates: u64,
+    /// Messages whose time to live ran out.
+    pub expired: u64,
 }
 
 /// What one stored message counts against `--max-memory`: its text plus the fixed cost of its
@@ -145,6 +193,9 @@ pub struct ShardState {
     replicas: Replicas,
     /// Version of the last replicated change this shard wrote; the next one gets one more.
     replica_version_last: u64,
+    /// What clients did with every queue of the shard since it started (queues deleted since
+    /// included, so each count only grows).
+    activity: Activity,
     /// The records of changes the runtime has not taken yet, when the shard is durable
     /// (`storage::record`); `None` in memory-only mode, which then pays nothing for it.
     journal: Option<Journal>,
@@ -187,6 +238,7 @@ impl ShardState {
             timers: TimerWheel::new(),
             replicas: Replicas::default(),
             replica_version_last: 0,
+            activity: Activity::default(),
             journal: None,
             foreign_ids: HashMap::new(),
             foreign_slots: HashMap::new(),
@@ -327,6 +379,8 @@ impl ShardState {
                     generation: self.messages.generation(slot),
                 });
                 self.free_message(slot);
+                queue_at(&mut self.queues, index).activity.deletes += 1;
+                self.activity.deletes += 1;
                 Ok(Reply::Done)
             }
             Command::ClearMessages { queue } => {
@@ -339,8 +393,12 @@ impl ShardState {
                         queue: index,
                         moved_to: fresh,
                     });
-                    let metadata = std::mem::take(&mut queue_at(&mut self.queues, index).metadata);
-                    queue_at(&mut self.queues, fresh).metadata = metadata;
+                    let old = queue_at(&mut self.queues, index);
+                    let metadata = std::mem::take(&mut old.metadata);
+                    let activity = old.activity;
+                    let fresh_queue = queue_at(&mut self.queues, fresh);
+                    fresh_queue.metadata = metadata;
+                    fresh_queue.activity = activity;
                     assert_eq!(self.queue_indices.insert(queue.clone(), fresh), Some(index));
                     assert_eq!(self.queue_names.insert(queue, fresh), Some(index));
                     self.retire_queue_record(index);
@@ -395,6 +453,39 @@ impl ShardState {
             Command::ApplyReplica(replica) => {
                 self.replicas.apply(replica, false);
                 Ok(Reply::Done)
+            }
+            Command::DeleteMessageById { queue, message_id } => {
+                self.delete_message_by_id(&queue, message_id)
+            }
+            Command::DeleteQueues { account, glob } => {
+                let matches = |key: &QueueKey| {
+                    account
+                        .as_ref()
+                        .is_none_or(|account| key.account == *account)
+                        && glob.as_ref().is_none_or(|glob| key::glob(glob, &key.name))
+                };
+                let doomed: Vec<QueueKey> = self
+                    .queue_names
+                    .keys()
+                    .filter(|key| matches(key))
+                    .cloned()
+                    .collect();
+                for key in &doomed {
+                    // The ACL's removal goes to no other shard: each drops its own copies below.
+                    self.delete_queue(key)?;
+                }
+                let copies: Vec<QueueKey> = self
+                    .replicas
+                    .entries(false)
+                    .filter_map(|replica| match replica {
+                        Replica::QueueAcl { queue, .. } if matches(&queue) => Some(queue),
+                        _ => None,
+                    })
+                    .collect();
+                for key in &copies {
+                    self.replicas.remove_queue_acl(key);
+                }
+                Ok(Reply::Count(doomed.len() as u64))
             }
             Command::WithStoredPolicy {
                 acl_version,
@@ -509,14 +600,7 @@ impl ShardState {
         if self.queues_free.is_empty() && self.queues.len() >= self.queue_records_max {
             return Err(StorageError::ServerBusy);
         }
-        let queue = Queue {
-            metadata,
-            messages_count: 0,
-            in_order: MessageList::EMPTY,
-            out_of_order: BTreeMap::new(),
-            invisible: MessageList::EMPTY,
-            retired: false,
-        };
+        let queue = Queue::new(metadata);
         Ok(match self.queues_free.pop() {
             Some(index) => {
                 assert!(self.queues[index as usize].is_none());
@@ -632,7 +716,11 @@ impl ShardState {
         self.message_bytes += charge;
         self.sequence_next += 1;
         assert!(self.sequence_next <= SEQUENCE_MASK);
-        queue_at(&mut self.queues, index).messages_count += 1;
+        let queue = queue_at(&mut self.queues, index);
+        queue.messages_count += 1;
+        queue.text_bytes += self.messages.get(slot).text.len() as u64;
+        queue.activity.puts += 1;
+        self.activity.puts += 1;
         let time_next_visible_ms = now_ms + visibility_timeout_s * 1000;
         if visibility_timeout_s == 0 {
             self.make_visible(slot);
@@ -674,7 +762,7 @@ impl ShardState {
                 break;
             };
             if self.messages.get(slot).expiration_ms() <= now_ms {
-                self.free_message(slot);
+                self.expire_message(slot);
                 continue;
             }
             self.detach(slot);
@@ -697,6 +785,17 @@ impl ShardState {
                 visible_ms: time_next_visible_ms,
             });
             views.push(self.view(slot, Some(receipt), time_next_visible_ms, Text::Shared));
+        }
+        let redelivered = views.iter().filter(|view| view.dequeue_count > 1).count() as u64;
+        let delivered = views.len() as u64;
+        let empty = u64::from(views.is_empty());
+        for activity in [
+            &mut queue_at(&mut self.queues, index).activity,
+            &mut self.activity,
+        ] {
+            activity.delivered += delivered;
+            activity.redelivered += redelivered;
+            activity.empty_gets += empty;
         }
         Ok(Reply::Messages(views))
     }
@@ -742,7 +841,7 @@ impl ShardState {
             }
             // Both cursors have moved past `slot`, so freeing it leaves them valid.
             if self.messages.get(slot).expiration_ms() <= now_ms {
-                self.free_message(slot);
+                self.expire_message(slot);
                 continue;
             }
             views.push(self.view(slot, None, now_ms, Text::Shared));
@@ -772,7 +871,12 @@ impl ShardState {
                 return Err(StorageError::ServerBusy);
             }
             self.message_bytes = charge_after;
+            let queue = queue_at(&mut self.queues, index);
+            queue.text_bytes =
+                queue.text_bytes - self.messages.get(slot).text.len() as u64 + text.len() as u64;
         }
+        queue_at(&mut self.queues, index).activity.updates += 1;
+        self.activity.updates += 1;
         let message = self.messages.get_mut(slot);
         let was_invisible = message.place() == Place::Invisible;
         message.lease = message.lease.wrapping_add(1);
@@ -836,7 +940,7 @@ impl ShardState {
         };
         let message = self.messages.get(slot);
         if message.expiration_ms() <= now_ms {
-            self.free_message(slot);
+            self.expire_message(slot);
             return Err(StorageError::MessageNotFound);
         }
         if message.lease != receipt.lease {
@@ -849,7 +953,7 @@ impl ShardState {
     fn on_timer(&mut self, slot: u32, now_ms: u64) {
         let message = self.messages.get(slot);
         if message.expiration_ms() <= now_ms {
-            self.free_message(slot);
+            self.expire_message(slot);
             return;
         }
         assert_eq!(
@@ -903,7 +1007,10 @@ impl ShardState {
     fn make_invisible(&mut self, slot: u32, time_next_visible_ms: u64) {
         let message = self.messages.get(slot);
         let deadline_ms = time_next_visible_ms.min(message.expiration_ms());
-        queue_at(&mut self.queues, message.queue())
+        let queue = queue_at(&mut self.queues, message.queue());
+        queue.invisible_count += 1;
+        queue.delayed_count += u64::from(message.dequeue_count == 0);
+        queue
             .invisible
             .push_back(&mut self.messages, slot, Place::Invisible);
         self.timers.schedule(slot, deadline_ms);
@@ -915,11 +1022,16 @@ impl ShardState {
         let message = self.messages.get(slot);
         let key = message.order_key();
         let place = message.place();
+        let never_delivered = message.dequeue_count == 0;
         let queue = queue_at(&mut self.queues, message.queue());
         match place {
             Place::VisibleInOrder => queue.in_order.unlink(&mut self.messages, slot),
             Place::VisibleOutOfOrder => assert_eq!(queue.out_of_order.remove(&key), Some(slot)),
-            Place::Invisible => queue.invisible.unlink(&mut self.messages, slot),
+            Place::Invisible => {
+                queue.invisible_count -= 1;
+                queue.delayed_count -= u64::from(never_delivered);
+                queue.invisible.unlink(&mut self.messages, slot)
+            }
             Place::Free => unreachable!("the slab never hands out free slots"),
         }
         if self.timers.is_scheduled(slot) {
@@ -936,9 +1048,19 @@ impl ShardState {
         }
         self.detach(slot);
         let queue_index = self.messages.get(slot).queue();
-        queue_at(&mut self.queues, queue_index).messages_count -= 1;
         let message = self.messages.remove(slot);
+        let queue = queue_at(&mut self.queues, queue_index);
+        queue.messages_count -= 1;
+        queue.text_bytes -= message.text.len() as u64;
         self.message_bytes -= message_charge(&message.text);
+    }
+
+    /// Frees a message whose time to live ran out, counting it.
+    fn expire_message(&mut self, slot: u32) {
+        let queue_index = self.messages.get(slot).queue();
+        self.free_message(slot);
+        queue_at(&mut self.queues, queue_index).activity.expired += 1;
+        self.activity.expired += 1;
     }
 
     fn view(
@@ -1049,9 +1171,12 @@ fn scramble_sequence(sequence: u64) -> u64 {
     value | UUID_VARIANT
 }
 
+mod inspect;
 mod persistence;
 #[cfg(test)]
 mod tests;
+
+pub use inspect::{InspectedMessage, MessagePage, QueueSummary, Visibility};
 
 #[cfg(test)]
 pub use persistence::{Described, DescribedMessage};

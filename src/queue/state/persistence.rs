@@ -273,14 +273,7 @@ impl Restorer<'_> {
             state.queues[index as usize].is_none(),
             "queue record {index} twice"
         );
-        state.queues[index as usize] = Some(super::Queue {
-            metadata,
-            messages_count: 0,
-            in_order: crate::queue::slab::MessageList::EMPTY,
-            out_of_order: std::collections::BTreeMap::new(),
-            invisible: crate::queue::slab::MessageList::EMPTY,
-            retired: false,
-        });
+        state.queues[index as usize] = Some(super::Queue::new(metadata));
         assert!(state.queue_indices.insert(key.clone(), index).is_none());
         assert!(state.queue_names.insert(key, index).is_none());
     }
@@ -390,7 +383,10 @@ impl Restorer<'_> {
                 "a restored message of no restored queue"
             );
             state.message_bytes += super::message_charge(&message.text);
-            queue_at(&mut state.queues, queue).messages_count += 1;
+            let text_bytes = message.text.len() as u64;
+            let restored_queue = queue_at(&mut state.queues, queue);
+            restored_queue.messages_count += 1;
+            restored_queue.text_bytes += text_bytes;
             if visible_ms > now_ms {
                 state.make_invisible(slot, visible_ms);
             } else {
