@@ -31,6 +31,7 @@ pub mod api;
 pub mod auth;
 pub mod client_env;
 pub mod config;
+pub mod console;
 pub mod error;
 pub mod governor;
 pub mod http;
