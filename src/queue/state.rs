@@ -289,6 +289,12 @@ impl ShardState {
         census
     }
 
+    /// Live queues and stored messages (those of cleared queues still being freed included):
+    /// O(1), for the console's samples.
+    pub fn totals(&self) -> (u64, u64) {
+        (self.queue_indices.len() as u64, self.messages.len() as u64)
+    }
+
     /// This shard's copy of the replicated settings, for authorization and CORS.
     pub fn replicas(&self) -> &Replicas {
         &self.replicas

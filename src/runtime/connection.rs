@@ -2,7 +2,8 @@
 //! request, execute each in order, encode all responses into one output buffer, and write them in
 //! one batch once the log has written what they answer (so pipelined changes share one sync).
 //! Timeouts bound slow heads (slowloris) and idle keep-alive connections. Every answered request
-//! is counted in the shard's metrics (operation, status, time); when the shard's governor is
+//! is counted in the shard's metrics (operation, status, time), and a successful one again once
+//! its batch is written (end to end, the log's wait included); when the shard's governor is
 //! not idle (an account limit, `--latency`, fault rules), the step goes through
 //! `control::govern` instead of straight to `execute`. The loop is generic over its
 //! `Transport`: the backend's TCP stream as is (`Plain`), or a TLS session over it.
@@ -20,6 +21,7 @@ use crate::config::{
     IDLE_CONNECTION_TIMEOUT_MS, REQUEST_BODY_BYTES_MAX, REQUEST_HEADERS_MAX,
     REQUEST_HEAD_BYTES_MAX, REQUEST_HEAD_TIMEOUT_MS, RESPONSE_BATCH_BYTES_MAX,
 };
+use crate::governor::metrics::operation_slot;
 use crate::http::{response, ParseError, Parser, Progress};
 
 use super::backend::Backend;
@@ -127,6 +129,9 @@ async fn serve_requests<B: Backend, T: Transport>(
     let mut request_deadline: Option<Instant> = None;
     // The log sequence the buffered answers wait for (a durable shard's changes).
     let mut durable_at: Option<u64> = None;
+    // The buffered successful answers' operations and arrival times, for their end-to-end
+    // latency once written.
+    let mut unwritten: Unwritten = Vec::new();
     loop {
         let mut close = false;
         loop {
@@ -152,7 +157,14 @@ async fn serve_requests<B: Backend, T: Transport>(
                             // connection is aborted without this one's.
                             None => {
                                 if !output.is_empty() {
-                                    write(stream, &mut output, &mut durable_at, shard).await;
+                                    write(
+                                        stream,
+                                        &mut output,
+                                        &mut durable_at,
+                                        &mut unwritten,
+                                        shard,
+                                    )
+                                    .await;
                                 }
                                 return Ending::Reset;
                             }
@@ -169,17 +181,21 @@ async fn serve_requests<B: Backend, T: Transport>(
                         shard.engine.now_ms(),
                         &mut output,
                     );
+                    let status = response::status_at(&output[response_at..]);
                     shard.engine.governor.metrics.request(
                         operation,
-                        response::status_at(&output[response_at..]),
+                        status,
                         started.elapsed().as_micros() as u64,
                     );
+                    if status < 400 {
+                        unwritten.push((operation_slot(operation), started));
+                    }
                     if !request.keep_alive || shard.stopping() {
                         close = true;
                         break;
                     }
                     if output.len() >= RESPONSE_BATCH_BYTES_MAX
-                        && !write(stream, &mut output, &mut durable_at, shard).await
+                        && !write(stream, &mut output, &mut durable_at, &mut unwritten, shard).await
                     {
                         return Ending::Close;
                     }
@@ -200,7 +216,9 @@ async fn serve_requests<B: Backend, T: Transport>(
                 }
             }
         }
-        if !output.is_empty() && !write(stream, &mut output, &mut durable_at, shard).await {
+        if !output.is_empty()
+            && !write(stream, &mut output, &mut durable_at, &mut unwritten, shard).await
+        {
             return Ending::Close;
         }
         if close {
@@ -226,12 +244,17 @@ async fn serve_requests<B: Backend, T: Transport>(
     }
 }
 
+/// Successful answers buffered and not written yet: operation slot and arrival time.
+type Unwritten = Vec<(usize, Instant)>;
+
 /// Writes the buffered answers once the log sequence they wait for is written (counted as in
-/// flight meanwhile, so a stopping server waits for them); `false` when the connection broke.
+/// flight meanwhile, so a stopping server waits for them), then counts the successful ones'
+/// end-to-end latency; `false` when the connection broke.
 async fn write<B: Backend, T: Transport>(
     stream: &mut T,
     output: &mut BytesMut,
     durable_at: &mut Option<u64>,
+    unwritten: &mut Unwritten,
     shard: &ShardContext<B>,
 ) -> bool {
     if let Some(sequence) = durable_at.take() {
@@ -240,5 +263,13 @@ async fn write<B: Backend, T: Transport>(
     }
     let written = stream.write_all(output).await.is_ok();
     output.clear();
+    if written && !unwritten.is_empty() {
+        let now = Instant::now();
+        let metrics = &shard.engine.governor.metrics;
+        for (operation, started) in unwritten.iter() {
+            metrics.end_to_end(*operation, (now - *started).as_micros() as u64);
+        }
+    }
+    unwritten.clear();
     written
 }

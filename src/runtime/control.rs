@@ -88,6 +88,8 @@ pub fn answer<B: Backend>(
                     .faults
                     .as_ref()
                     .map_or(0, |faults| faults.borrow().len() as u64),
+                activity: engine.state().activity(),
+                wal: engine.log_stats(),
             }))
         }
         Control::AddRule(rule) => {

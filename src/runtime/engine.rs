@@ -26,7 +26,7 @@ use crate::governor::metrics::Scope;
 use crate::governor::throttle::is_message_operation;
 use crate::governor::Governor;
 use crate::queue::{Census, Command, Replicas, Reply, ShardState};
-use crate::storage::log::Log;
+use crate::storage::log::{FlushStats, Log};
 use crate::time::{Clock, SystemClock};
 
 /// Longest the timer task sleeps without a deadline, so a clock step is noticed eventually.
@@ -121,6 +121,12 @@ impl<B: Backend> Engine<B> {
             {
                 engine.snapshot_wake.notify();
             }
+            if engine.state.borrow().journal_untaken_sequence()
+                < engine.state.borrow().journal_next_sequence()
+            {
+                // Changes made before the shard started (an `--init` file's) are written first.
+                engine.log_wake.notify();
+            }
             B::spawn(run_log::<B>(engine.clone()));
             B::spawn(run_snapshots::<B>(engine.clone()));
             if durability == Durability::Write {
@@ -165,6 +171,17 @@ impl<B: Backend> Engine<B> {
     /// The shard's queues, messages and deepest queues, for a metrics scrape.
     pub fn census(&self, deepest_max: usize) -> Census {
         self.state.borrow().census(deepest_max)
+    }
+
+    /// The shard's state, read only (inspection, the console's samples). Never held across a
+    /// wait.
+    pub fn state(&self) -> Ref<'_, ShardState> {
+        self.state.borrow()
+    }
+
+    /// What the shard's log has written, when it has one.
+    pub fn log_stats(&self) -> Option<FlushStats> {
+        self.log.as_ref().map(Log::stats)
     }
 
     /// Applies `command` now, unless its queue is over `--queue-rate-limit`.

@@ -112,9 +112,10 @@ pub struct Log<D: Disk> {
 impl<D: Disk> Log<D> {
     /// The log of `start`'s shard, continuing after what recovery found.
     pub fn new(disk: D, start: &ShardStart, shard: u32, durability: Durability) -> Log<D> {
+        // Records the state holds already (an `--init` file's) are the first flush's.
         let next_sequence = start
             .state
-            .journal_next_sequence()
+            .journal_untaken_sequence()
             .expect("a durable shard journals");
         let log_bytes = start.segments.iter().map(|segment| segment.bytes).sum();
         Log {

@@ -58,6 +58,15 @@ impl ShardState {
         self.journal.as_ref().map(|journal| journal.next_sequence)
     }
 
+    /// The sequence of the oldest record not taken yet (the next one's when all were taken);
+    /// `None` when the state is not durable. Records appended before the log starts (an
+    /// `--init` file's) are written by its first flush.
+    pub fn journal_untaken_sequence(&self) -> Option<u64> {
+        self.journal
+            .as_ref()
+            .map(|journal| journal.next_sequence - count_records(&journal.records))
+    }
+
     /// The oldest records not taken yet, at most `bytes_max` of them (at least one record,
     /// however long), and the sequence number of the last one taken; `None` when there are none.
     pub fn take_journal(&mut self, bytes_max: usize) -> Option<(BytesMut, u64)> {
