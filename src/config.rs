@@ -292,6 +292,8 @@ pub struct Config {
     pub oauth: Option<OAuthLevel>,
     /// Rate limits, added latency, fault injection (`governor`).
     pub governor: crate::governor::GovernorConfig,
+    /// `--init FILE`: queues, settings and messages applied before the shards serve.
+    pub init_path: Option<String>,
 }
 
 /// Half of the machine's physical memory: room for a great many messages while leaving the rest
@@ -337,6 +339,7 @@ impl Default for Config {
             certificate: None,
             oauth: None,
             governor: Default::default(),
+            init_path: None,
         }
     }
 }

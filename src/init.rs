@@ -33,6 +33,7 @@
 //! serde-saphyr: pure Rust, maintained, and it bounds what a document may expand to (anchors,
 //! depth); serde_yaml, the usual choice, is archived and unmaintained.
 
+use std::borrow::BorrowMut;
 use std::fmt;
 use std::marker::PhantomData;
 
@@ -323,13 +324,18 @@ impl fmt::Display for Applied {
 /// Applies `plan` to every shard's state (`states[i]` is shard `i`), at `now_ms`, by the rule
 /// in this file's header. A durable state records each change in its journal as a request's
 /// would. Fails only when a state refuses (e.g. `--max-memory` reached): the reason says where.
-pub fn apply(plan: &InitPlan, states: &mut [ShardState], now_ms: u64) -> Result<Applied, String> {
+pub fn apply<S: BorrowMut<ShardState>>(
+    plan: &InitPlan,
+    states: &mut [S],
+    now_ms: u64,
+) -> Result<Applied, String> {
     let shards = states.len();
     let mut applied = Applied::default();
     for account in &plan.accounts {
         if let Some(rules) = &account.cors {
             let home = home_shard(&account.name, shards);
             if states[home]
+                .borrow()
                 .replicas()
                 .service_properties(&account.name)
                 .cors
@@ -354,7 +360,7 @@ pub fn apply(plan: &InitPlan, states: &mut [ShardState], now_ms: u64) -> Result<
                 name: queue.name.clone(),
             };
             let owner = shard_for(&key, shards);
-            let state = &mut states[owner];
+            let state = states[owner].borrow_mut();
             let failed = |what: &str, error: StorageError| {
                 format!("{what} {}/{}: {}", key.account, key.name, error.code())
             };
@@ -381,7 +387,7 @@ pub fn apply(plan: &InitPlan, states: &mut [ShardState], now_ms: u64) -> Result<
                 replicate(states, owner, command, now_ms)
                     .map_err(|error| failed("setting the ACL of", error))?;
             }
-            let state = &mut states[owner];
+            let state = states[owner].borrow_mut();
             for message in &queue.messages {
                 for _ in 0..message.count {
                     let put = Command::PutMessage {
@@ -402,16 +408,18 @@ pub fn apply(plan: &InitPlan, states: &mut [ShardState], now_ms: u64) -> Result<
 }
 
 /// Applies a settings write on its writer `shard`, then its replica on every other shard.
-fn replicate(
-    states: &mut [ShardState],
+fn replicate<S: BorrowMut<ShardState>>(
+    states: &mut [S],
     shard: usize,
     command: Command,
     now_ms: u64,
 ) -> Result<(), StorageError> {
-    if let Reply::Replicate(replica) = states[shard].apply(command, now_ms)? {
+    if let Reply::Replicate(replica) = states[shard].borrow_mut().apply(command, now_ms)? {
         for (index, state) in states.iter_mut().enumerate() {
             if index != shard {
-                state.apply(Command::ApplyReplica((*replica).clone()), now_ms)?;
+                state
+                    .borrow_mut()
+                    .apply(Command::ApplyReplica((*replica).clone()), now_ms)?;
             }
         }
     }

@@ -16,6 +16,7 @@ use azq::config::{
     Config, Durability, OAuthLevel, Persistence, RuntimeChoice, HEALTHCHECK_TIMEOUT_MS, SHARDS_MAX,
 };
 use azq::lifecycle::Lifecycle;
+use azq::queue::ShardState;
 use azq::runtime;
 use azq::storage::files::{data_directory, lock_data_directory, StdFiles};
 use azq::storage::recovery::{recover, RecoveryOptions, ShardStart};
@@ -64,18 +65,33 @@ Usage: azq [options]
                              (default 1s; 1ms to 60s, e.g. 100ms for a stricter limit)
   --latency SPEC             service time added to every answer: 20ms, 5ms-50ms (uniform) or
                              p50=20ms,p99=200ms (log-normal)
-  --faults-api               answer POST/GET/DELETE /_azq/faults (fault injection rules)
+  --admin                    enable the admin endpoints: fault rules (/_azq/faults), reset
+                             (POST /_azq/reset) and the console's actions (send, receive,
+                             delete, clear, generate); without it they answer 403. No
+                             credentials: only where the port is yours
+  --faults-api               the same as --admin (its former name)
   --faults FILE              fault rules in force from the start (a JSON array)
   --seed N                   make every random choice (faults, latency) repeatable
+  --init FILE                queues (metadata, ACLs, messages) and CORS to start with, JSON or
+                             YAML; applied before /_azq/health answers 200. On a restart a
+                             queue that exists is left as it is (messages go only into queues
+                             this start creates); a bad file exits 2 with its line
   -L, --loose, --skipApiVersionCheck, --disableTelemetry
                              accepted for compatibility (azq is always lenient about versions)
   -h, --help, help           this text
   -v, -V, --version, version the version
 
+Usage: azq env [--format sh|powershell|dotenv] [--account NAME] [server options]
+
+  Prints the environment a client needs for a server started with the same options
+  (AZURE_STORAGE_CONNECTION_STRING, _ACCOUNT, _KEY, _QUEUE_ENDPOINT): eval \"$(azq env)\".
+
 Usage: azq healthcheck [--queueHost HOST] [--queuePort PORT]
 
   Exits 0 when the server on HOST:PORT (default 127.0.0.1:10001) answers GET /_azq/health
   with 200 (every shard serves), 1 otherwise. HTTP or HTTPS (any certificate), as it serves.
+
+Console: http://HOST:PORT/_azq/ui (read-only without --admin); inspection: /_azq/inspect.
 
 Environment: AZURITE_ACCOUNTS=\"acct1:key1[:key2];acct2:key\" replaces the development account.
 ";
@@ -91,6 +107,19 @@ fn main() {
         std::process::exit(101);
     }));
     let mut arguments = std::env::args().skip(1).peekable();
+    if arguments.peek().map(String::as_str) == Some("env") {
+        arguments.next();
+        match environment(arguments) {
+            Ok(text) => {
+                print!("{text}");
+                std::process::exit(0);
+            }
+            Err(why) => {
+                eprintln!("azq env: {why}");
+                std::process::exit(2);
+            }
+        }
+    }
     if arguments.peek().map(String::as_str) == Some("healthcheck") {
         arguments.next();
         std::process::exit(match healthcheck(arguments) {
@@ -124,7 +153,12 @@ fn run(arguments: impl Iterator<Item = String>) -> Result<(), String> {
     let _ = runtime::raise_open_files_limit();
     let lifecycle = Arc::new(Lifecycle::new(azq::time::unix_ms()));
     runtime::handle_signals(lifecycle.clone())?;
-    let storage = open_storage(&config)?;
+    let mut storage = open_storage(&config)?;
+    let memory_states = match &config.init_path {
+        Some(path) => Some(apply_init(path, &config, &accounts, &mut storage)?),
+        None => None,
+    }
+    .flatten();
     let certificate = match &config.certificate {
         Some(source) => {
             let kept_in = match &config.persistence {
@@ -142,7 +176,14 @@ fn run(arguments: impl Iterator<Item = String>) -> Result<(), String> {
         }),
         None => None,
     };
-    let server = runtime::start(&config, accounts, lifecycle, storage.stores, https)?;
+    let server = runtime::start(
+        &config,
+        accounts,
+        lifecycle,
+        storage.stores,
+        memory_states,
+        https,
+    )?;
     if let Some(reason) = &server.fallback_reason {
         eprintln!("azq: io_uring unavailable, using the portable backend: {reason}");
     }
@@ -181,6 +222,95 @@ fn run(arguments: impl Iterator<Item = String>) -> Result<(), String> {
     use std::io::Write;
     let _ = std::io::stdout().flush();
     server.join()
+}
+
+/// Reads the `--init` file at `path` and applies it to every shard's state before any shard
+/// starts: the recovered states on disk, or new ones in memory (returned, for the runtime).
+fn apply_init(
+    path: &str,
+    config: &Config,
+    accounts: &Accounts,
+    storage: &mut Storage,
+) -> Result<Option<Vec<ShardState>>, String> {
+    let names = accounts.names();
+    let names: Vec<&str> = names.iter().map(String::as_str).collect();
+    let plan = azq::init::read(path, &names).map_err(|why| format!("--init {why}"))?;
+    let shards = config.cpus.len();
+    let now_ms = azq::time::unix_ms();
+    let per_shard_bytes_max = config.message_bytes_max / shards as u64;
+    let (applied, memory_states) = match &mut storage.stores {
+        Some(stores) => {
+            let mut states: Vec<&mut ShardState> =
+                stores.iter_mut().map(|start| &mut start.state).collect();
+            for state in states.iter_mut() {
+                state.set_message_bytes_max(per_shard_bytes_max);
+            }
+            (azq::init::apply(&plan, &mut states, now_ms), None)
+        }
+        None => {
+            let mut states: Vec<ShardState> = (0..shards)
+                .map(|index| {
+                    let mut state = ShardState::new(index, runtime::shard::shard_seed(index));
+                    state.set_message_bytes_max(per_shard_bytes_max);
+                    state
+                })
+                .collect();
+            let applied = azq::init::apply(&plan, &mut states, now_ms);
+            (applied, Some(states))
+        }
+    };
+    let applied = applied.map_err(|why| format!("--init {path}: {why}"))?;
+    if !config.silent {
+        println!("azq: --init {path}: {applied}");
+    }
+    Ok(memory_states)
+}
+
+/// `azq env`: the environment for a client of a server started with `arguments`.
+fn environment(arguments: impl Iterator<Item = String>) -> Result<String, String> {
+    let mut shell = azq::client_env::Shell::Posix;
+    let mut account: Option<String> = None;
+    let mut server_arguments = Vec::new();
+    let mut arguments = arguments.peekable();
+    while let Some(argument) = arguments.next() {
+        let (flag, inline) = match argument.split_once('=') {
+            Some((flag, value)) if flag.starts_with("--") => {
+                (flag.to_string(), Some(value.to_string()))
+            }
+            _ => (argument.clone(), None),
+        };
+        match flag.as_str() {
+            "--format" | "--shell" => {
+                let value = inline.or_else(|| arguments.next()).unwrap_or_default();
+                shell = azq::client_env::Shell::parse(&value)
+                    .ok_or_else(|| format!("--format {value}: sh, powershell or dotenv"))?;
+            }
+            "--account" => account = inline.or_else(|| arguments.next()),
+            _ => server_arguments.push(argument),
+        }
+    }
+    let Some(config) = parse_arguments(server_arguments.into_iter())? else {
+        return Err("env takes server options, not help or version".to_string());
+    };
+    let accounts = match std::env::var("AZURITE_ACCOUNTS") {
+        Ok(value) if !value.trim().is_empty() => azq::auth::accounts::parse_env_value(&value)?,
+        _ => config.accounts.clone(),
+    };
+    let (name, keys) = match &account {
+        Some(wanted) => accounts
+            .iter()
+            .find(|(name, _)| name == wanted)
+            .ok_or_else(|| format!("no account {wanted}"))?,
+        None => accounts.first().ok_or("no account")?,
+    };
+    let endpoint = azq::client_env::Endpoint {
+        https: config.certificate.is_some(),
+        host: azq::client_env::client_host(&config.host.to_string()),
+        port: config.port,
+        account: name.clone(),
+        key: keys.first().cloned().unwrap_or_default(),
+    };
+    Ok(endpoint.render(shell))
 }
 
 /// The storage a server starts with.
@@ -329,6 +459,7 @@ fn parse_arguments(arguments: impl Iterator<Item = String>) -> Result<Option<Con
                     .ok_or_else(|| "--durability must be fsync or write".to_string())?
             }
             "--truncateCorruptLog" => truncate_corrupt = true,
+            "--init" => config.init_path = Some(value(&flag)?),
             flag if azq::governor::FLAGS.contains(&flag) => {
                 config.governor.parse_flag(flag, || value(flag))?
             }
@@ -616,7 +747,7 @@ mod tests {
         .governor;
         assert_eq!(governed.queue_rate(), Some(10));
         assert_eq!(governed.account_rate(), Some(20_000));
-        assert!(governed.faults_api);
+        assert!(governed.admin);
         for command in ["help", "version", "-v", "-h"] {
             assert!(parse(&[command]).unwrap().is_none(), "{command}");
         }

@@ -42,7 +42,7 @@ use crate::error::StorageError;
 use crate::governor::faults::Rule;
 use crate::http::{Query, Request};
 use crate::lifecycle::Lifecycle;
-use crate::queue::{Command, Replicas, Reply};
+use crate::queue::{Command, MessageId, QueueKey, Replicas, Reply};
 
 use response::Responder;
 
@@ -92,6 +92,75 @@ pub enum AdminStep {
     AddRule(Box<Rule>),
     /// Remove this rule, or every rule, on every shard.
     RemoveRules(Option<String>),
+    /// `GET /_azq/inspect`: the queues with their counts, from every shard, in order.
+    InspectQueues {
+        /// Only this account's, when given.
+        account: Option<String>,
+        /// Only queues after this one (the previous page's `next`).
+        after: Option<QueueKey>,
+        /// At most this many, up to `INSPECT_QUEUES_PAGE_MAX`.
+        limit: usize,
+    },
+    /// `GET /_azq/inspect/{account}/{queue}`: a page of one queue's messages, from its owner.
+    InspectQueue {
+        /// The queue.
+        queue: QueueKey,
+        /// Messages to skip.
+        offset: u64,
+        /// At most this many, up to `INSPECT_PAGE_MESSAGES_MAX`.
+        limit: usize,
+    },
+    /// `GET /_azq/stats`: the console's history.
+    Stats {
+        /// The last this many seconds (60, 600, 3600).
+        range_s: u64,
+        /// Only points after this time, ms.
+        since_ms: u64,
+    },
+    /// `POST /_azq/reset` (admin): delete queues, with their messages and ACLs, on every
+    /// shard; with no glob, also the accounts' service properties.
+    Reset {
+        /// Only this account, when given.
+        account: Option<String>,
+        /// Only queues whose names match this glob, when given.
+        glob: Option<String>,
+    },
+    /// `/_azq/admin/{account}/{queue}…` (admin): one of the console's actions.
+    Console {
+        /// The queue acted on.
+        queue: QueueKey,
+        /// What to do.
+        action: ConsoleAction,
+    },
+}
+
+/// What the console asks of a queue (with `--admin`).
+#[derive(Debug)]
+pub enum ConsoleAction {
+    /// Create the queue (no metadata).
+    Create,
+    /// Put `count` messages with this text (the console's Send and Generate).
+    Send {
+        /// The text, stored as given.
+        text: bytes::Bytes,
+        /// Seconds before they become visible.
+        visibility_delay_s: u64,
+        /// Seconds they live; `None`: forever.
+        ttl_s: Option<u64>,
+        /// How many, up to `ADMIN_GENERATE_MESSAGES_MAX`.
+        count: u64,
+    },
+    /// Get Messages, as a consumer would (the dequeue counts rise).
+    Receive {
+        /// 1 to 32.
+        count: u32,
+        /// Seconds the received messages stay leased.
+        visibility_timeout_s: u64,
+    },
+    /// Delete one message whatever its lease.
+    Delete(MessageId),
+    /// Clear Messages.
+    Clear,
 }
 
 /// An azq endpoint's answer: a status and a body that is not Azure's XML.
@@ -103,6 +172,8 @@ pub struct AdminAnswer {
     pub content_type: &'static str,
     /// The body.
     pub body: String,
+    /// Further headers (the console's Content-Security-Policy).
+    pub headers: Vec<(&'static str, &'static str)>,
 }
 
 impl AdminAnswer {
@@ -112,6 +183,7 @@ impl AdminAnswer {
             status,
             content_type: "application/json",
             body,
+            headers: Vec::new(),
         }
     }
 
@@ -127,6 +199,7 @@ impl AdminAnswer {
             status: 200,
             content_type: "text/plain; version=0.0.4; charset=utf-8",
             body,
+            headers: Vec::new(),
         }
     }
 }
@@ -190,8 +263,9 @@ pub struct Service {
     secure_transport: bool,
     /// The server's certificate chain in PEM, served at `GET /_azq/cert.pem` (HTTPS only).
     certificate_pem: Option<Arc<str>>,
-    /// `--faults-api`: `/_azq/faults` answers (else it is an unknown path).
-    faults_api: bool,
+    /// `--admin` (or `--faults-api`): `/_azq/faults`, `/_azq/reset` and the console's actions
+    /// answer (else 403 with the reason).
+    admin: bool,
 }
 
 impl Service {
@@ -212,7 +286,7 @@ impl Service {
             health,
             secure_transport: false,
             certificate_pem: None,
-            faults_api: false,
+            admin: false,
         }
     }
 
@@ -232,10 +306,20 @@ impl Service {
         self
     }
 
-    /// The same service with `/_azq/faults` answering when `faults_api` (`--faults-api`).
-    pub fn with_faults_api(mut self, faults_api: bool) -> Self {
-        self.faults_api = faults_api;
+    /// The same service with the admin endpoints answering when `admin` (`--admin`).
+    pub fn with_admin(mut self, admin: bool) -> Self {
+        self.admin = admin;
         self
+    }
+
+    /// Whether the admin endpoints answer (`--admin`).
+    pub fn admin(&self) -> bool {
+        self.admin
+    }
+
+    /// The server's accounts, by name.
+    pub fn account_names(&self) -> Vec<String> {
+        self.authenticator.borrow().accounts().names()
     }
 
     /// Routes, authenticates and validates `request` into a plan. `now_ms` is the time used for
@@ -243,7 +327,7 @@ impl Service {
     /// copy of the replicated settings.
     pub fn plan(&self, request: &Request, now_ms: u64, peer: IpAddr, replicas: &Replicas) -> Plan {
         if request.path().starts_with(ops::admin::ADMIN_PATH_PREFIX) {
-            return ops::admin::plan(request, self.faults_api);
+            return ops::admin::plan(request, self);
         }
         let Some(query) = Query::parse(request.query()) else {
             return plan::fail(None, StorageError::InvalidQueryParameterValue);

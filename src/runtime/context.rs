@@ -177,7 +177,11 @@ impl<B: Backend> ShardContext<B> {
     /// a replica, the change is written first, then every other shard stores it before the
     /// client hears of the change, so its next request sees it whichever shard it reaches and
     /// no shard sees a change a crash could take back.
-    async fn replicated(&self, shard: usize, command: Command) -> Result<Reply, StorageError> {
+    pub(super) async fn replicated(
+        &self,
+        shard: usize,
+        command: Command,
+    ) -> Result<Reply, StorageError> {
         let durable_at = Cell::new(None);
         let reply = self.apply_on(shard, command, &durable_at).await;
         if let Some(sequence) = durable_at.get() {
@@ -196,6 +200,42 @@ impl<B: Backend> ShardContext<B> {
             stored.reply(&Cell::new(None)).await?;
         }
         Ok(Reply::Done)
+    }
+
+    /// Applies `command` on `shard` and waits until its changes are written (an admin action,
+    /// which writes its answer at once rather than with a batch).
+    pub(super) async fn apply_durably(
+        &self,
+        shard: usize,
+        command: Command,
+    ) -> Result<Reply, StorageError> {
+        let durable_at = Cell::new(None);
+        let reply = self.apply_on(shard, command, &durable_at).await;
+        if let Some(sequence) = durable_at.get() {
+            self.engine.durable(sequence).await;
+        }
+        reply
+    }
+
+    /// Applies `command` on every shard (sent to all before waiting for any) and waits until
+    /// the changes are written; the first error, else every reply in shard order.
+    pub(super) async fn on_every_shard(
+        &self,
+        command: Command,
+    ) -> Result<Vec<Reply>, StorageError> {
+        let durable_at = Cell::new(None);
+        let mut pending = Vec::with_capacity(self.shards);
+        for shard in 0..self.shards {
+            pending.push(self.start_on(shard, command.clone()).await);
+        }
+        let mut replies = Vec::with_capacity(self.shards);
+        for part in pending {
+            replies.push(part.reply(&durable_at).await);
+        }
+        if let Some(sequence) = durable_at.get() {
+            self.engine.durable(sequence).await;
+        }
+        replies.into_iter().collect()
     }
 
     /// Applies `command` on `shard`: directly when it is this one (raising `durable_at`), else

@@ -13,12 +13,14 @@ use std::time::Duration;
 
 use crate::api::{AdminAnswer, AdminStep, Operation, Outcome, Step};
 use crate::config::{ACCOUNT_SHARE_INTERVAL_MS, METRICS_DEEPEST_QUEUES};
+use crate::console::history::Sample;
 use crate::error::StorageError;
 use crate::governor::faults::{Action, Rule};
 use crate::governor::metrics::{self, Scope, Snapshot};
-use crate::queue::Command;
+use crate::queue::{Command, MessagePage, QueueKey, QueueSummary};
 
 use super::backend::Backend;
+use super::console;
 use super::context::{Executed, ShardContext};
 use super::engine::Engine;
 use super::mesh::Mesh;
@@ -38,6 +40,33 @@ pub enum Control {
     ListRules,
     /// (To shard 0.) What the sender was asked for per account since its last report.
     Demand(Vec<(String, u64)>),
+    /// This shard's queues with their counts (read only).
+    InspectQueues {
+        /// Only this account's.
+        account: Option<String>,
+        /// Only those after this one.
+        after: Option<QueueKey>,
+        /// At most this many.
+        limit: usize,
+    },
+    /// A page of this shard's queue (read only).
+    InspectQueue {
+        /// The queue, which this shard owns.
+        queue: QueueKey,
+        /// Messages to skip.
+        offset: u64,
+        /// At most this many.
+        limit: usize,
+    },
+    /// This shard's part of the console's history sample.
+    Sample,
+    /// (To shard 0.) The console's history as JSON.
+    Stats {
+        /// The last this many seconds.
+        range_s: u64,
+        /// Points after this time only.
+        since_ms: u64,
+    },
 }
 
 /// The answer to a `Control`.
@@ -55,6 +84,14 @@ pub enum ControlReply {
     Rules(String),
     /// The sender's new share of each account it reported.
     Shares(Vec<(String, u64)>),
+    /// The shard's queues after the asked one, and whether more follow.
+    Queues(Vec<QueueSummary>, bool),
+    /// A page of a queue, or `QueueNotFound`.
+    Page(Result<MessagePage, StorageError>),
+    /// The shard's part of a history sample.
+    Sample(Box<Sample>),
+    /// The history as JSON.
+    Stats(String),
     /// The shard has no such facility (fault injection off): a bug in the sender.
     Unavailable,
 }
@@ -120,6 +157,13 @@ pub fn answer<B: Backend>(
             Some(table) => ControlReply::Shares(table.borrow_mut().shares_for(from, report)),
             None => ControlReply::Unavailable,
         },
+        Control::InspectQueues { .. } | Control::InspectQueue { .. } => {
+            console::answer_inspection(engine, message)
+        }
+        Control::Sample => ControlReply::Sample(Box::new(console::sample(engine))),
+        Control::Stats { range_s, since_ms } => {
+            ControlReply::Stats(console::stats_json(engine, range_s, since_ms))
+        }
     }
 }
 
@@ -284,6 +328,24 @@ pub async fn execute_admin<B: Backend>(shard: &ShardContext<B>, step: AdminStep)
             shard.log_line(&format!("fault rule {id} added: {described}"));
             AdminAnswer::json(201, format!("{{\"id\":{}}}", json_string(&id)))
         }
+        AdminStep::InspectQueues {
+            account,
+            after,
+            limit,
+        } => console::inspect_queues(shard, account, after, limit).await,
+        AdminStep::InspectQueue {
+            queue,
+            offset,
+            limit,
+        } => console::inspect_queue(shard, queue, offset, limit).await,
+        AdminStep::Stats { range_s, since_ms } => {
+            match shard.control(0, Control::Stats { range_s, since_ms }).await {
+                Ok(ControlReply::Stats(json)) => AdminAnswer::json(200, json),
+                _ => AdminAnswer::error(503, "shard 0 did not answer"),
+            }
+        }
+        AdminStep::Reset { account, glob } => console::reset(shard, account, glob).await,
+        AdminStep::Console { queue, action } => console::act(shard, queue, action).await,
         AdminStep::RemoveRules(id) => {
             let mut removed = 0;
             for index in 0..shard.shards() {
@@ -311,6 +373,7 @@ fn json_string(text: &str) -> String {
 /// Starts the shard's background control tasks: with an account limit over several shards,
 /// the task that reports demand to shard 0 and applies the share it answers.
 pub fn start<B: Backend>(shard: &std::rc::Rc<ShardContext<B>>) {
+    console::start_sampler(shard);
     if shard.engine.governor.account_throttle.is_none() || shard.shards() == 1 {
         return;
     }

@@ -9,13 +9,15 @@
 //! - `context`: what a shard's tasks share, and executing a plan's step;
 //! - `engine`: the queue state and its timer; `mesh`: commands and replies between shards;
 //! - `control`: rate limits, fault rules, latency and metrics on the request path and between
-//!   shards (`governor`'s runtime half).
+//!   shards (`governor`'s runtime half); `console`: inspection, the console's history, reset
+//!   and the console's actions over the same control messages.
 //! - `tls_stream`: a TLS session over either backend's stream (HTTPS, and azq-loadgen's client).
 //!
 //! Everything but `uring` and `portable` is written once, generic over `Backend`.
 
 pub mod backend;
 pub mod connection;
+pub mod console;
 pub mod context;
 pub mod control;
 pub mod engine;
@@ -34,13 +36,14 @@ use std::sync::Arc;
 use crate::api::{Health, Service};
 use crate::auth::Accounts;
 use crate::config::{
-    Config, Durability, Persistence, MESH_CHANNEL_CAPACITY, TLS_SESSION_CACHE_ENTRIES_PER_SHARD,
+    Config, Persistence, MESH_CHANNEL_CAPACITY, TLS_SESSION_CACHE_ENTRIES_PER_SHARD,
 };
 use crate::lifecycle::Lifecycle;
+use crate::queue::ShardState;
 use crate::storage::recovery::ShardStart;
 
 use backend::{Backend, OnBackend, Selected};
-use shard::{ShardEvent, ShardSetup};
+use shard::{ShardEvent, ShardSetup, ShardStore};
 
 /// A started server: its address, its backend, and the events of its shards.
 pub struct Server {
@@ -90,7 +93,8 @@ pub struct Https {
 
 /// Starts every shard on the backend `config.runtime` selects, and returns once all serve.
 /// `stores` holds each shard's recovered state when `config.persistence` keeps data on disk
-/// (`None`: memory only). `https` makes every shard serve TLS (`None`: plain HTTP).
+/// (`None`: memory only); `memory_states`, in memory only, each shard's state made before it
+/// starts (an `--init` file applied to it; `None`: each shard starts empty). `https` makes every shard serve TLS (`None`: plain HTTP).
 /// `lifecycle` stops them. An error names why a shard could not start; shards that did start
 /// are then still running, so the caller should end the process.
 pub fn start(
@@ -98,20 +102,25 @@ pub fn start(
     accounts: Accounts,
     lifecycle: Arc<Lifecycle>,
     stores: Option<Vec<ShardStart>>,
+    memory_states: Option<Vec<ShardState>>,
     https: Option<Https>,
 ) -> Result<Server, String> {
     let shards = config.cpus.len();
     assert!(shards > 0);
-    let stores: Vec<Option<(ShardStart, Durability)>> = match (stores, &config.persistence) {
-        (None, _) => (0..shards).map(|_| None).collect(),
-        (Some(stores), Persistence::Disk { durability, .. }) => {
+    let stores: Vec<ShardStore> = match (stores, memory_states, &config.persistence) {
+        (None, None, _) => (0..shards).map(|_| ShardStore::Fresh).collect(),
+        (None, Some(states), Persistence::Memory) => {
+            assert_eq!(states.len(), shards, "a state for every shard");
+            states.into_iter().map(ShardStore::Memory).collect()
+        }
+        (Some(stores), None, Persistence::Disk { durability, .. }) => {
             assert_eq!(stores.len(), shards, "recovery restores every shard");
             stores
                 .into_iter()
-                .map(|start| Some((start, *durability)))
+                .map(|start| ShardStore::Disk(start, *durability))
                 .collect()
         }
-        (Some(_), Persistence::Memory) => unreachable!("memory-only mode recovers nothing"),
+        _ => unreachable!("memory-only mode recovers nothing; a disk shard's state is its store"),
     };
     let (backend, fallback_reason) = backend::select(config.runtime)?;
     let address = reserve_address(SocketAddr::new(config.host, config.port))?;
@@ -151,7 +160,7 @@ struct StartShards<'a> {
     accounts: Accounts,
     address: SocketAddr,
     lifecycle: &'a Arc<Lifecycle>,
-    stores: Vec<Option<(ShardStart, Durability)>>,
+    stores: Vec<ShardStore>,
     https: Option<Https>,
 }
 
@@ -177,7 +186,7 @@ fn start_shards<B: Backend>(
     accounts: Accounts,
     address: SocketAddr,
     lifecycle: &Arc<Lifecycle>,
-    stores: Vec<Option<(ShardStart, Durability)>>,
+    stores: Vec<ShardStore>,
     https: Option<Https>,
 ) -> Result<Receiver<ShardEvent>, String> {
     let shards = config.cpus.len();
@@ -217,7 +226,7 @@ fn start_shards<B: Backend>(
                         backend: B::NAME,
                     },
                 )
-                .with_faults_api(config.governor.faults_api);
+                .with_admin(config.governor.admin);
                 match &https {
                     Some(https) => service.with_https(https.certificate_pem.clone(), config.oauth),
                     None => service,

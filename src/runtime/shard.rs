@@ -63,9 +63,8 @@ pub struct ShardSetup<B: Backend> {
     pub connections_max: usize,
     /// This shard's part of `--max-memory`, bytes of stored messages.
     pub message_bytes_max: u64,
-    /// The shard's recovered state and files, and when its changes count as written; `None`
-    /// in memory-only mode.
-    pub store: Option<(ShardStart, Durability)>,
+    /// Where the shard's state comes from.
+    pub store: ShardStore,
     /// The shard's API.
     pub service: Service,
     /// The shard's own TLS configuration when the server serves HTTPS.
@@ -85,6 +84,16 @@ pub struct ShardSetup<B: Backend> {
     /// Shards that finished draining; a shard exits when all have, so none leaves a peer's
     /// cross-shard request unanswered.
     pub drained: Arc<AtomicUsize>,
+}
+
+/// Where a shard's state comes from.
+pub enum ShardStore {
+    /// Memory only, empty.
+    Fresh,
+    /// Memory only, made before the shard started (an `--init` file applied to it).
+    Memory(ShardState),
+    /// The recovered state and files, and when its changes count as written.
+    Disk(ShardStart, Durability),
 }
 
 /// Sends `Stopped` when the shard's thread ends, however it ends.
@@ -124,8 +133,9 @@ async fn run<B: Backend>(setup: ShardSetup<B>) {
         Err(error) => return failed(format!("cannot listen on {}: {error}", setup.address)),
     };
     let (mut state, log) = match setup.store {
-        None => (ShardState::new(setup.index, shard_seed(setup.index)), None),
-        Some((start, durability)) => {
+        ShardStore::Fresh => (ShardState::new(setup.index, shard_seed(setup.index)), None),
+        ShardStore::Memory(state) => (state, None),
+        ShardStore::Disk(start, durability) => {
             let log = Log::new(B::disk(), &start, setup.index as u32, durability);
             (start.state, Some(log))
         }

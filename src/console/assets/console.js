@@ -118,11 +118,14 @@ function drawCharts() {
   const operations = new Set();
   for (const point of points) for (const name of Object.keys(point.ops)) operations.add(name);
   const names = [...operations].sort();
+  // Requests no REST operation answered: azq's own endpoints (this console, metrics scrapes).
+  const label = (name) => (name === "none" ? "azq endpoints" : name);
   chart($("#chart-requests"), names.map((name) => ({
-    name, values: points.map((point) => (point.ops[name] ? point.ops[name].rate : 0)),
+    name: label(name), values: points.map((point) => (point.ops[name] ? point.ops[name].rate : 0)),
   })));
   chart($("#chart-latency"), names.map((name) => ({
-    name, values: points.map((point) => (point.ops[name] ? point.ops[name].p99_ms : null)),
+    name: label(name),
+    values: points.map((point) => (point.ops[name] ? point.ops[name].p99_ms : null)),
   })), { minMax: 0.1 });
   chart($("#chart-consumers"), ACTIVITY.map((name) => ({
     name: name.replace("_", " "), values: points.map((point) => point[name]),
@@ -139,7 +142,7 @@ function drawCharts() {
     for (const name of Object.keys(last.ops).sort()) {
       const op = last.ops[name];
       const row = document.createElement("tr");
-      cell(row, name);
+      cell(row, label(name));
       cell(row, format(op.rate), "num");
       cell(row, op.p50_ms === null ? "–" : "≤ " + op.p50_ms, "num");
       cell(row, op.p99_ms === null ? "–" : "≤ " + op.p99_ms, "num");
