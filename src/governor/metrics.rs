@@ -4,11 +4,12 @@
 //! operation and status (rendered with Azure's `ResponseType` beside the status), request
 //! latency by operation (histograms of power-of-two buckets: every answer's server time, then
 //! successful answers' server time and end-to-end time, Azure's `SuccessServerLatency` and
-//! `SuccessE2ELatency`), throttled requests by scope and injected faults by action. A scrape asks every shard over the
-//! mesh for a `Snapshot` (these counters plus its connections, mesh traffic, queues, messages and
-//! its deepest queues) and `render` merges them. Series are bounded: 19 operations × 15 statuses
-//! of requests (only those seen), 19 × 18 histogram lines (only operations seen), a few per
-//! shard, and `METRICS_DEEPEST_QUEUES` queue depths.
+//! `SuccessE2ELatency`), throttled requests by scope and injected faults by action. A scrape
+//! asks every shard over the mesh for a `Snapshot` (these counters plus its connections, mesh
+//! traffic, queues, messages, message events, its log's flushes and its deepest queues) and
+//! `render` merges them. Series are bounded: 20 operation slots × 16 statuses of requests (only
+//! those seen), 3 × 20 × 19 histogram lines (only operations seen), seven message events, the
+//! log's four, a few per shard, and `METRICS_DEEPEST_QUEUES` queue depths.
 
 use std::cell::Cell;
 use std::fmt::Write;

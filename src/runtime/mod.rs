@@ -94,7 +94,8 @@ pub struct Https {
 /// Starts every shard on the backend `config.runtime` selects, and returns once all serve.
 /// `stores` holds each shard's recovered state when `config.persistence` keeps data on disk
 /// (`None`: memory only); `memory_states`, in memory only, each shard's state made before it
-/// starts (an `--init` file applied to it; `None`: each shard starts empty). `https` makes every shard serve TLS (`None`: plain HTTP).
+/// starts (an `--init` file applied to it; `None`: each shard starts empty). `https` makes
+/// every shard serve TLS (`None`: plain HTTP).
 /// `lifecycle` stops them. An error names why a shard could not start; shards that did start
 /// are then still running, so the caller should end the process.
 pub fn start(
