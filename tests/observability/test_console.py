@@ -55,14 +55,12 @@ def screenshot(driver, tmp_path, name):
 
 
 def cell_texts(driver, row_selector):
-    """The texts of each row's cells, read again if the page replaced the rows meanwhile."""
-    for _ in range(5):
-        try:
-            return [[cell.text for cell in row.find_elements(By.TAG_NAME, "td")]
-                    for row in driver.find_elements(By.CSS_SELECTOR, row_selector)]
-        except StaleElementReferenceException:
-            time.sleep(0.05)
-    return []
+    """The texts of each row's cells, read in one script: the page rebuilds its tables every
+    second, so reading cell by cell over WebDriver would race with it."""
+    return driver.execute_script(
+        "return [...document.querySelectorAll(arguments[0])]"
+        ".map((row) => [...row.cells].map((cell) => cell.innerText.trim()));",
+        row_selector)
 
 
 def queue_row(driver, name):
@@ -72,6 +70,36 @@ def queue_row(driver, name):
             return dict(zip(["messages", "visible", "leased", "delayed", "expired"],
                             map(int, cells[2:7])))
     return None
+
+
+def click(driver, selector):
+    """Clicks what `selector` finds, again when the page replaced it as it was clicked (its
+    tables are rebuilt every second)."""
+
+    def attempt():
+        try:
+            driver.find_element(By.CSS_SELECTOR, selector).click()
+            return True
+        except StaleElementReferenceException:
+            return False
+
+    wait_until(attempt, f"a click on {selector}")
+
+
+def open_queue(driver, name):
+    """Clicks the queue's row (again, if the page replaced the row as it was clicked) until the
+    queue's page shows."""
+
+    def click():
+        try:
+            for row in driver.find_elements(By.CSS_SELECTOR, "#queues tbody tr"):
+                if row.get_attribute("data-queue") == name:
+                    row.click()
+        except (StaleElementReferenceException, WebDriverException):
+            pass
+        return driver.find_element(By.ID, "queue-page").is_displayed()
+
+    wait_until(click, f"the page of {name}")
 
 
 def service_client(server):
@@ -97,16 +125,30 @@ def test_the_console_shows_queues_move_and_opens_one(start_azq, browser, tmp_pat
         "messages": 5, "visible": 3, "leased": 1, "delayed": 1, "expired": 0},
         "the lease and the delayed put on the page")
     assert "admin actions on" in browser.find_element(By.ID, "admin-state").text
-    # Charts and tiles come from /_azq/stats: wait for a point with the puts.
-    wait_until(lambda: browser.find_element(By.ID, "tile-messages").text == "5", "the tile")
+    # Charts and tiles come from /_azq/stats: a few seconds of a producer and a consumer on
+    # another queue (leases that run out, polls of an empty queue) give them lines.
+    service = service_client(server)
+    payments = service.create_queue("payments")
+    idle = service.create_queue("payments-dlq")
+    deadline = time.monotonic() + 6
+    while time.monotonic() < deadline:
+        for index in range(4):
+            payments.send_message(f"payment {index}")
+        for message in payments.receive_messages(max_messages=3, visibility_timeout=1):
+            payments.delete_message(message)
+        list(idle.receive_messages(max_messages=1))
+        time.sleep(0.2)
+    wait_until(lambda: browser.find_element(By.ID, "tile-messages").text != "5", "the tile")
     wait_until(lambda: browser.find_elements(By.CSS_SELECTOR, "#chart-requests polyline"),
                "a line in the requests chart")
-    screenshot(browser, tmp_path, "console-overview.png")
 
-    browser.find_element(By.CSS_SELECTOR, "#queues tbody tr").click()
+    wait_until(lambda: queue_row(browser, "payments-dlq"), "the other queues listed")
+    screenshot(browser, tmp_path, "console-overview.png")
+    open_queue(browser, "orders")
     wait_until(lambda: len(cell_texts(browser, "#messages tbody tr")) == 5, "five messages listed")
     rows = cell_texts(browser, "#messages tbody tr")
     by_id = {cells[1]: cells for cells in rows}
+    assert leased.id in by_id, rows
     # The leased message is there, invisible, with its dequeue count.
     assert by_id[leased.id][2] == "leased" and by_id[leased.id][3] == "1", by_id[leased.id]
     assert sorted(cells[2] for cells in rows) == ["delayed", "leased", "visible", "visible",
@@ -118,6 +160,8 @@ def test_the_console_shows_queues_move_and_opens_one(start_azq, browser, tmp_pat
     browser.find_element(By.ID, "send-count").clear()
     browser.find_element(By.ID, "send-count").send_keys("3")
     browser.find_element(By.CSS_SELECTOR, "#send-form button").click()
+    wait_until(lambda: browser.find_element(By.ID, "action-result").text, "the send's answer")
+    assert browser.find_element(By.ID, "action-result").text == "sent 3"
     wait_until(lambda: len(cell_texts(browser, "#messages tbody tr")) == 8, "eight after sending")
     assert queue.get_queue_properties().approximate_message_count == 8
     browser.find_element(By.CSS_SELECTOR, "#receive-form button").click()
@@ -126,7 +170,7 @@ def test_the_console_shows_queues_move_and_opens_one(start_azq, browser, tmp_pat
     wait_until(lambda: sum(cells[2] == "leased" for cells in
                            cell_texts(browser, "#messages tbody tr")) == 2, "two leased")
     # Delete the message the test leased, whatever its lease.
-    browser.find_element(By.CSS_SELECTOR, f'#messages tr[data-id="{leased.id}"] button').click()
+    click(browser, f'#messages tr[data-id="{leased.id}"] button')
     wait_until(lambda: len(cell_texts(browser, "#messages tbody tr")) == 7, "seven after a delete")
     browser.find_element(By.ID, "clear-button").click()
     browser.switch_to.alert.accept()

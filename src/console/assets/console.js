@@ -44,9 +44,15 @@ function time(iso) {
   if (!iso) return "never";
   const date = new Date(iso);
   const seconds = Math.round((date.getTime() - Date.now()) / 1000);
-  const clock = date.toISOString().slice(11, 19);
+  // UTC, as the server's times; the date only when it is not within a day.
+  const clock = Math.abs(seconds) < 86400
+    ? date.toISOString().slice(11, 19)
+    : date.toISOString().slice(0, 16).replace("T", " ");
   if (Math.abs(seconds) < 1) return clock + " (now)";
-  return clock + (seconds > 0 ? ` (in ${seconds}s)` : ` (${-seconds}s ago)`);
+  const span = (total) => (total >= 86400 ? `${Math.round(total / 86400)}d`
+    : total >= 3600 ? `${Math.round(total / 3600)}h` : total >= 60 ? `${Math.round(total / 60)}m`
+      : `${total}s`);
+  return clock + (seconds > 0 ? ` (in ${span(seconds)})` : ` (${span(-seconds)} ago)`);
 }
 
 async function getJson(path) {
@@ -107,10 +113,18 @@ function chart(container, series, { minMax = 1 } = {}) {
     }
   });
   svg += "</svg>";
-  const legend = series
-    .map((line, index) => `<span style="--swatch:${COLORS[index % COLORS.length]}">${line.name}</span>`)
-    .join("");
-  container.innerHTML = svg + `<div class="legend">${legend}</div>`;
+  container.innerHTML = svg;
+  // The legend is built with the DOM: the page's Content-Security-Policy forbids inline styles
+  // in markup (and names come from the server).
+  const legend = document.createElement("div");
+  legend.className = "legend";
+  series.forEach((line, index) => {
+    const entry = document.createElement("span");
+    entry.style.setProperty("--swatch", COLORS[index % COLORS.length]);
+    entry.textContent = line.name;
+    legend.appendChild(entry);
+  });
+  container.appendChild(legend);
 }
 
 function drawCharts() {
