@@ -29,6 +29,7 @@ class Azq:
     """One azq process on 127.0.0.1 with a free port; stopped with SIGTERM."""
 
     def __init__(self, arguments, directory):
+        self.directory = Path(directory)
         binary = os.environ.get("AZQ_BIN", str(REPO / "target" / "release" / "azq"))
         self.process = subprocess.Popen(
             [binary, "--queueHost", "127.0.0.1", "--queuePort", "0", "--shards", "2", *arguments],
