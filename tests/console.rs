@@ -85,6 +85,24 @@ fn get_messages(server: &Server, queue: &str, query: &str) -> Vec<(String, Strin
         .collect()
 }
 
+/// Delete Message with the receipt a Get gave: 204.
+fn delete_message(server: &Server, queue: &str, id: &str, receipt: &str) {
+    let receipt = receipt
+        .replace('+', "%2B")
+        .replace('/', "%2F")
+        .replace('=', "%3D");
+    let delete = send(
+        server,
+        signed_request(
+            "DELETE",
+            &format!("/devstoreaccount1/{queue}/messages/{id}?popreceipt={receipt}"),
+            &[],
+            b"",
+        ),
+    );
+    assert_status(&delete, 204, None);
+}
+
 fn peek_texts(server: &Server, queue: &str) -> Vec<String> {
     let response = send(
         server,
@@ -180,22 +198,7 @@ fn inspection_lists_every_message_and_changes_nothing() {
             .collect();
         assert_eq!(delivered, [(1, "two"), (1, "three")]);
         let (id, receipt, _, _) = &leased[0];
-        let delete = send(
-            &server,
-            signed_request(
-                "DELETE",
-                &format!(
-                    "/devstoreaccount1/watched/messages/{id}?popreceipt={}",
-                    receipt
-                        .replace('+', "%2B")
-                        .replace('/', "%2F")
-                        .replace('=', "%3D")
-                ),
-                &[],
-                b"",
-            ),
-        );
-        assert_status(&delete, 204, None);
+        delete_message(&server, "watched", id, receipt);
         // Inspection is bounded and says what it cannot find.
         let missing = get(&server, "/_azq/inspect/devstoreaccount1/nothing-here");
         assert_eq!(missing.status, 404);
@@ -466,22 +469,7 @@ fn a_restart_with_the_same_init_file_duplicates_nothing() {
         assert_eq!(depth(&server, "orders"), Some(5));
         // The application consumes a message.
         let (id, receipt, _, _) = get_messages(&server, "orders", "").remove(0);
-        let delete = send(
-            &server,
-            signed_request(
-                "DELETE",
-                &format!(
-                    "/devstoreaccount1/orders/messages/{id}?popreceipt={}",
-                    receipt
-                        .replace('+', "%2B")
-                        .replace('/', "%2F")
-                        .replace('=', "%3D")
-                ),
-                &[],
-                b"",
-            ),
-        );
-        assert_status(&delete, 204, None);
+        delete_message(&server, "orders", &id, &receipt);
         server.stop();
         // The same file, plus a queue: the existing queue stays as it was, the new one is made.
         let path = init_file(

@@ -10,6 +10,7 @@ use std::collections::VecDeque;
 use std::fmt::Write;
 
 use crate::config::{HISTORY_SECOND_SAMPLES, HISTORY_TEN_SECOND_SAMPLES};
+use crate::queue::Activity;
 
 /// Server-wide totals at one moment (every shard's counters summed).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -43,15 +44,7 @@ pub struct Sample {
 }
 
 /// Names of `Sample::activity`'s counters, in order, as the JSON names them.
-pub const ACTIVITY_NAMES: [&str; 7] = [
-    "puts",
-    "delivered",
-    "redelivered",
-    "empty_gets",
-    "deletes",
-    "updates",
-    "expired",
-];
+pub const ACTIVITY_NAMES: [&str; 7] = Activity::NAMES;
 
 /// The two rings.
 #[derive(Debug, Default)]

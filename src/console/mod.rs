@@ -10,7 +10,8 @@ use std::fmt::Write;
 use base64::Engine as _;
 
 use crate::queue::{
-    InspectedMessage, MessagePage, MessageView, PopReceipt, QueueSummary, EXPIRATION_NEVER_MS,
+    Activity, InspectedMessage, MessagePage, MessageView, PopReceipt, QueueSummary,
+    EXPIRATION_NEVER_MS,
 };
 use crate::time::iso8601::format_iso8601_7;
 
@@ -71,13 +72,10 @@ fn json_time(unix_ms: u64) -> String {
 
 /// One queue's counts as an object.
 fn summary_json(out: &mut String, queue: &QueueSummary) {
-    let activity = &queue.activity;
     let _ = write!(
         out,
         "{{\"account\":{},\"name\":{},\"messages\":{},\"visible\":{},\"leased\":{},\
-         \"delayed\":{},\"expired\":{},\"text_bytes\":{},\"metadata\":{},\"activity\":{{\
-         \"puts\":{},\"delivered\":{},\"redelivered\":{},\"empty_gets\":{},\"deletes\":{},\
-         \"updates\":{},\"expired\":{}}}}}",
+         \"delayed\":{},\"expired\":{},\"text_bytes\":{},\"metadata\":{},\"activity\":{{",
         json_string(&queue.key.account),
         json_string(&queue.key.name),
         queue.messages,
@@ -87,14 +85,13 @@ fn summary_json(out: &mut String, queue: &QueueSummary) {
         queue.expired,
         queue.text_bytes,
         queue.metadata_count,
-        activity.puts,
-        activity.delivered,
-        activity.redelivered,
-        activity.empty_gets,
-        activity.deletes,
-        activity.updates,
-        activity.expired,
     );
+    let counts = queue.activity.counts();
+    for (index, (name, count)) in Activity::NAMES.iter().zip(counts).enumerate() {
+        let comma = if index > 0 { "," } else { "" };
+        let _ = write!(out, "{comma}\"{name}\":{count}");
+    }
+    out.push_str("}}");
 }
 
 /// `GET /_azq/inspect`: the queues (merged from every shard, in order), the key to ask for

@@ -272,19 +272,6 @@ type HistogramSeries = (
     fn(&Counters) -> &Vec<u64>,
 );
 
-/// `activity`'s counts in `ACTIVITY_NAMES` order.
-fn activity_counts(activity: &Activity) -> [u64; 7] {
-    [
-        activity.puts,
-        activity.delivered,
-        activity.redelivered,
-        activity.empty_gets,
-        activity.deletes,
-        activity.updates,
-        activity.expired,
-    ]
-}
-
 /// Writes one histogram's buckets (cumulative, `le` in seconds), sum and count, labelled
 /// `labels` (each followed by a comma); nothing for an operation never counted, a `labels`
 /// that is not empty, and no count.
@@ -440,7 +427,7 @@ pub fn render(snapshots: &[Snapshot], settings: Settings) -> String {
     for (index, event) in ACTIVITY_NAMES.iter().enumerate() {
         let total: u64 = snapshots
             .iter()
-            .map(|snapshot| activity_counts(&snapshot.activity)[index])
+            .map(|snapshot| snapshot.activity.counts()[index])
             .sum();
         let _ = writeln!(out, "azq_message_events_total{{event=\"{event}\"}} {total}");
     }

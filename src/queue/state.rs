@@ -131,6 +131,32 @@ pub struct Activity {
     pub expired: u64,
 }
 
+impl Activity {
+    /// The counters' names, in `counts` order (as the metrics and the console name them).
+    pub const NAMES: [&'static str; 7] = [
+        "puts",
+        "delivered",
+        "redelivered",
+        "empty_gets",
+        "deletes",
+        "updates",
+        "expired",
+    ];
+
+    /// The counters in `NAMES` order.
+    pub fn counts(&self) -> [u64; 7] {
+        [
+            self.puts,
+            self.delivered,
+            self.redelivered,
+            self.empty_gets,
+            self.deletes,
+            self.updates,
+            self.expired,
+        ]
+    }
+}
+
 /// What one stored message counts against `--max-memory`: its text plus the fixed cost of its
 /// slot, timer node and text allocation (`MESSAGE_OVERHEAD_BYTES`).
 fn message_charge(text: &Bytes) -> u64 {
@@ -380,13 +406,7 @@ impl ShardState {
             } => {
                 let index = self.queue_index(&queue)?;
                 let slot = self.resolve_receipt(index, message_id, pop_receipt, now_ms)?;
-                self.log(&Record::<&[u8]>::MessageDeleted {
-                    slot,
-                    generation: self.messages.generation(slot),
-                });
-                self.free_message(slot);
-                queue_at(&mut self.queues, index).activity.deletes += 1;
-                self.activity.deletes += 1;
+                self.delete_message(index, slot);
                 Ok(Reply::Done)
             }
             Command::ClearMessages { queue } => {
@@ -1059,6 +1079,18 @@ impl ShardState {
         queue.messages_count -= 1;
         queue.text_bytes -= message.text.len() as u64;
         self.message_bytes -= message_charge(&message.text);
+    }
+
+    /// Deletes the message in `slot` of queue record `index` for a client: logged, freed,
+    /// counted.
+    fn delete_message(&mut self, index: u32, slot: u32) {
+        self.log(&Record::<&[u8]>::MessageDeleted {
+            slot,
+            generation: self.messages.generation(slot),
+        });
+        self.free_message(slot);
+        queue_at(&mut self.queues, index).activity.deletes += 1;
+        self.activity.deletes += 1;
     }
 
     /// Frees a message whose time to live ran out, counting it.

@@ -152,15 +152,7 @@ impl<B: Backend> ShardContext<B> {
                 Outcome::Reply(self.apply_on(shard, command, &durable_at).await)
             }
             Step::EveryShard(command) => {
-                let mut pending = Vec::with_capacity(self.shards);
-                for shard in 0..self.shards {
-                    pending.push(self.start_on(shard, command.clone()).await);
-                }
-                let mut parts = Vec::with_capacity(self.shards);
-                for part in pending {
-                    parts.push(part.reply(&durable_at).await);
-                }
-                Outcome::Parts(parts)
+                Outcome::Parts(self.every_shard(command, &durable_at).await)
             }
             Step::Replicated { shard, command } => {
                 Outcome::Reply(self.replicated(shard, command).await)
@@ -224,18 +216,28 @@ impl<B: Backend> ShardContext<B> {
         command: Command,
     ) -> Result<Vec<Reply>, StorageError> {
         let durable_at = Cell::new(None);
-        let mut pending = Vec::with_capacity(self.shards);
-        for shard in 0..self.shards {
-            pending.push(self.start_on(shard, command.clone()).await);
-        }
-        let mut replies = Vec::with_capacity(self.shards);
-        for part in pending {
-            replies.push(part.reply(&durable_at).await);
-        }
+        let replies = self.every_shard(command, &durable_at).await;
         if let Some(sequence) = durable_at.get() {
             self.engine.durable(sequence).await;
         }
         replies.into_iter().collect()
+    }
+
+    /// Starts `command` on every shard before waiting for any; every reply in shard order.
+    async fn every_shard(
+        &self,
+        command: Command,
+        durable_at: &Cell<Option<u64>>,
+    ) -> Vec<Result<Reply, StorageError>> {
+        let mut pending = Vec::with_capacity(self.shards);
+        for shard in 0..self.shards {
+            pending.push(self.start_on(shard, command.clone()).await);
+        }
+        let mut parts = Vec::with_capacity(self.shards);
+        for part in pending {
+            parts.push(part.reply(durable_at).await);
+        }
+        parts
     }
 
     /// Applies `command` on `shard`: directly when it is this one (raising `durable_at`), else

@@ -16,7 +16,7 @@ use std::ops::Bound;
 
 use bytes::Bytes;
 
-use super::{queue_at, Activity, Queue, ShardState, Text};
+use super::{Activity, Queue, ShardState, Text};
 use crate::error::StorageError;
 use crate::queue::key::{MessageId, QueueKey};
 use crate::queue::slab::{OrderKey, Place, NONE};
@@ -176,13 +176,7 @@ impl ShardState {
             .chain(self.invisible_slots(queue))
             .find(|&slot| self.message_id_of(slot) == message_id)
             .ok_or(StorageError::MessageNotFound)?;
-        self.log(&crate::queue::record::Record::<&[u8]>::MessageDeleted {
-            slot,
-            generation: self.messages.generation(slot),
-        });
-        self.free_message(slot);
-        queue_at(&mut self.queues, index).activity.deletes += 1;
-        self.activity.deletes += 1;
+        self.delete_message(index, slot);
         Ok(Reply::Done)
     }
 
