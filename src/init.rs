@@ -44,11 +44,11 @@ use serde::de::{self, Deserializer, MapAccess, Visitor};
 use serde::Deserialize;
 
 use crate::api::{settings_xml, validate, xml};
-use crate::config::{
+use crate::error::StorageError;
+use crate::limits::{
     INIT_FILE_BYTES_MAX, INIT_MESSAGES_MAX, MESSAGE_TEXT_BYTES_MAX, MESSAGE_TTL_S_DEFAULT,
     VISIBILITY_TIMEOUT_S_MAX,
 };
-use crate::error::StorageError;
 use crate::queue::{
     home_shard, shard_for, Command, CorsRule, Metadata, QueueKey, Reply, ServicePropertiesUpdate,
     ShardState, SignedIdentifier,

@@ -9,7 +9,7 @@
 use std::collections::VecDeque;
 use std::fmt::Write;
 
-use crate::config::{HISTORY_SECOND_SAMPLES, HISTORY_TEN_SECOND_SAMPLES};
+use crate::limits::{HISTORY_SECOND_SAMPLES, HISTORY_TEN_SECOND_SAMPLES};
 use crate::queue::Activity;
 
 /// Server-wide totals at one moment (every shard's counters summed).

@@ -8,9 +8,9 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::api::Operation;
-use crate::config::{FAULT_DELAY_MS_MAX, FAULT_RULES_MAX, FAULT_RULE_TEXT_BYTES_MAX};
 use crate::error::StorageError;
+use crate::limits::{FAULT_DELAY_MS_MAX, FAULT_RULES_MAX, FAULT_RULE_TEXT_BYTES_MAX};
+use crate::operation::Operation;
 use crate::queue::key::glob;
 use crate::random::SplitMix64;
 

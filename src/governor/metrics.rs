@@ -14,9 +14,9 @@
 use std::cell::Cell;
 use std::fmt::Write;
 
-use crate::api::Operation;
-use crate::config::METRICS_DEEPEST_QUEUES;
 use crate::console::history::ACTIVITY_NAMES;
+use crate::limits::METRICS_DEEPEST_QUEUES;
+use crate::operation::Operation;
 use crate::queue::Activity;
 use crate::storage::log::FlushStats;
 use crate::time::{latency_bucket, LATENCY_BUCKETS};

@@ -1,12 +1,14 @@
 //! The connection loop: read into a per-connection buffer, parse every complete (pipelined)
 //! request, execute each in order, encode all responses into one output buffer, and write them in
 //! one batch once the log has written what they answer (so pipelined changes share one sync).
-//! Timeouts bound slow heads (slowloris) and idle keep-alive connections. Every answered request
-//! is counted in the shard's metrics (operation, status, time), and a successful one again once
-//! its batch is written (end to end, the log's wait included); when the shard's governor is
-//! not idle (an account limit, `--latency`, fault rules), the step goes through
-//! `control::govern` instead of straight to `execute`. The loop is generic over its
-//! `Transport`: the backend's TCP stream as is (`Plain`), or a TLS session over it.
+//! Timeouts bound slow heads (slowloris) and idle keep-alive connections. Each request goes
+//! one way: parse → plan (`api::Service::plan`) → execute → respond (`api::Service::respond`).
+//! The control plane meets it at fixed points, all in `governance`: around the execution
+//! (`is_idle`, one `Cell` check; when it is not, `govern` runs the step through the account
+//! limit, fault rules and `--latency`), `answered`, which counts the answer in the metrics, and
+//! `written`, which counts the end-to-end latency of the successful answers a write sent. The
+//! loop is generic over its `Transport`: the backend's TCP stream as is (`Plain`), or a TLS
+//! session over it.
 
 use std::future::Future;
 use std::io;
@@ -17,16 +19,16 @@ use std::time::{Duration, Instant};
 use bytes::BytesMut;
 
 use crate::api::Service;
-use crate::config::{
+use crate::http::{response, ParseError, Parser, Progress};
+use crate::limits::{
     IDLE_CONNECTION_TIMEOUT_MS, REQUEST_BODY_BYTES_MAX, REQUEST_HEADERS_MAX,
     REQUEST_HEAD_BYTES_MAX, REQUEST_HEAD_TIMEOUT_MS, RESPONSE_BATCH_BYTES_MAX,
 };
-use crate::governor::metrics::operation_slot;
-use crate::http::{response, ParseError, Parser, Progress};
 
 use super::backend::Backend;
 use super::context::ShardContext;
-use super::control;
+use super::execute::execute;
+use super::governance;
 use super::tls_stream::TlsStream;
 
 /// Initial capacity of a connection's input and output buffers.
@@ -129,9 +131,8 @@ async fn serve_requests<B: Backend, T: Transport>(
     let mut request_deadline: Option<Instant> = None;
     // The log sequence the buffered answers wait for (a durable shard's changes).
     let mut durable_at: Option<u64> = None;
-    // The buffered successful answers' operations and arrival times, for their end-to-end
-    // latency once written.
-    let mut unwritten: Unwritten = Vec::new();
+    // The buffered successful answers, for their end-to-end latency once written.
+    let mut unwritten = governance::Unwritten::default();
     loop {
         let mut close = false;
         loop {
@@ -148,10 +149,12 @@ async fn serve_requests<B: Backend, T: Transport>(
                         shard.log_line(&format!("authentication failed for {peer}: {failure}"));
                     }
                     let operation = plan.response.operation;
-                    let executed = if shard.engine.governor.is_idle() {
-                        shard.execute(plan.step).await
+                    // Straight to `execute` when the governor is idle: no second future
+                    // wrapped around the step on the common path.
+                    let executed = if governance::is_idle(shard) {
+                        execute(shard, plan.step).await
                     } else {
-                        match control::govern(shard, plan.step, operation, now_ms).await {
+                        match governance::govern(shard, plan.step, operation, now_ms).await {
                             Some(executed) => executed,
                             // A reset fault: the answers before it go out, then the
                             // connection is aborted without this one's.
@@ -181,15 +184,13 @@ async fn serve_requests<B: Backend, T: Transport>(
                         shard.engine.now_ms(),
                         &mut output,
                     );
-                    let status = response::status_at(&output[response_at..]);
-                    shard.engine.governor.metrics.request(
+                    governance::answered(
+                        shard,
                         operation,
-                        status,
-                        started.elapsed().as_micros() as u64,
+                        response::status_at(&output[response_at..]),
+                        started,
+                        &mut unwritten,
                     );
-                    if status < 400 {
-                        unwritten.push((operation_slot(operation), started));
-                    }
                     if !request.keep_alive || shard.stopping() {
                         close = true;
                         break;
@@ -244,9 +245,6 @@ async fn serve_requests<B: Backend, T: Transport>(
     }
 }
 
-/// Successful answers buffered and not written yet: operation slot and arrival time.
-type Unwritten = Vec<(usize, Instant)>;
-
 /// Writes the buffered answers once the log sequence they wait for is written (counted as in
 /// flight meanwhile, so a stopping server waits for them), then counts the successful ones'
 /// end-to-end latency; `false` when the connection broke.
@@ -254,7 +252,7 @@ async fn write<B: Backend, T: Transport>(
     stream: &mut T,
     output: &mut BytesMut,
     durable_at: &mut Option<u64>,
-    unwritten: &mut Unwritten,
+    unwritten: &mut governance::Unwritten,
     shard: &ShardContext<B>,
 ) -> bool {
     if let Some(sequence) = durable_at.take() {
@@ -263,13 +261,6 @@ async fn write<B: Backend, T: Transport>(
     }
     let written = stream.write_all(output).await.is_ok();
     output.clear();
-    if written && !unwritten.is_empty() {
-        let now = Instant::now();
-        let metrics = &shard.engine.governor.metrics;
-        for (operation, started) in unwritten.iter() {
-            metrics.end_to_end(*operation, (now - *started).as_micros() as u64);
-        }
-    }
-    unwritten.clear();
+    governance::written(shard, unwritten, written);
     written
 }

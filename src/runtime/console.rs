@@ -1,56 +1,28 @@
-//! The runtime half of the console (`crate::console`, `api::ops::console`): inspection gathered
-//! from the shards over the control plane (read only: each shard answers from `&ShardState`,
-//! running no timer and writing nothing), the history sampler on shard 0, reset on every shard,
-//! and the console's actions applied on the queue's owner as a client's commands would be
-//! (answered once their changes are written). Every admin call is logged on stderr and in the
-//! request log.
+//! The runtime half of the console (`crate::console`, `api::ops::console`), behind `admin`:
+//! inspection gathered from the shards over control messages (read only: each shard answers
+//! from `&ShardState`, running no timer and writing nothing; see `control`), the history
+//! sampler on shard 0, reset on every shard, and the console's actions applied on the queue's
+//! owner as a client's commands would be (answered once their changes are written). Every
+//! admin call is logged on stderr and in the request log.
 
 use std::time::Duration;
 
 use crate::api::{AdminAnswer, ConsoleAction};
-use crate::config::{INSPECT_PAGE_TEXT_BYTES_MAX, INSPECT_QUEUES_PAGE_MAX};
 use crate::console::history::Sample;
 use crate::console::{page_json, queues_json, received_json};
 use crate::error::StorageError;
-use crate::governor::metrics::operation_names;
+use crate::limits::INSPECT_QUEUES_PAGE_MAX;
 use crate::queue::{
     home_shard, shard_for, Command, QueueKey, QueueSummary, Reply, ServiceProperties,
     ServicePropertiesUpdate,
 };
-use crate::time::LATENCY_BUCKETS;
 
 use super::backend::Backend;
 use super::context::ShardContext;
 use super::control::{Control, ControlReply};
-use super::engine::Engine;
 
 /// How often shard 0 samples every shard for the console's history.
 const SAMPLE_INTERVAL_MS: u64 = 1000;
-
-/// This shard's part of a history sample.
-pub fn sample<B: Backend>(engine: &Engine<B>) -> Sample {
-    let counters = engine.governor.metrics.counters();
-    let (requests, errors) = counters.requests_and_errors();
-    let (throttled, faults) = counters.throttled_and_faults();
-    let state = engine.state();
-    let activity = state.activity();
-    let (queues, messages) = state.totals();
-    let wal = engine.log_stats().unwrap_or_default();
-    Sample {
-        time_ms: engine.now_ms(),
-        requests,
-        errors,
-        latency_buckets: counters.latency_buckets().to_vec(),
-        throttled,
-        faults,
-        activity: activity.counts(),
-        wal_flushes: wal.flushes,
-        wal_bytes: wal.bytes,
-        messages,
-        queues,
-        connections: counters.connections(),
-    }
-}
 
 /// Adds `part` (one shard's) into `total`.
 fn add(total: &mut Sample, part: &Sample) {
@@ -97,18 +69,6 @@ pub fn start_sampler<B: Backend>(shard: &std::rc::Rc<ShardContext<B>>) {
             }
         }
     });
-}
-
-/// The console's history as JSON (shard 0 keeps it).
-pub fn stats_json<B: Backend>(engine: &Engine<B>, range_s: u64, since_ms: u64) -> String {
-    match &engine.governor.history {
-        Some(history) => {
-            history
-                .borrow()
-                .points_json(range_s, since_ms, &operation_names(), LATENCY_BUCKETS)
-        }
-        None => "{\"step_s\":1,\"points\":[]}".to_string(),
-    }
 }
 
 /// `GET /_azq/inspect`: every shard's queues after `after`, merged in order.
@@ -175,35 +135,6 @@ pub async fn inspect_queue<B: Backend>(
             AdminAnswer::error(404, &format!("no queue {}/{}", queue.account, queue.name))
         }
         _ => AdminAnswer::error(503, "a shard did not answer"),
-    }
-}
-
-/// A shard's answer to an inspection (read only).
-pub fn answer_inspection<B: Backend>(engine: &Engine<B>, message: Control) -> ControlReply {
-    let now_ms = engine.now_ms();
-    let state = engine.state();
-    match message {
-        Control::InspectQueues {
-            account,
-            after,
-            limit,
-        } => {
-            let (queues, more) =
-                state.inspect_queues(account.as_deref(), after.as_ref(), limit, now_ms);
-            ControlReply::Queues(queues, more)
-        }
-        Control::InspectQueue {
-            queue,
-            offset,
-            limit,
-        } => ControlReply::Page(state.inspect_messages(
-            &queue,
-            offset,
-            limit,
-            INSPECT_PAGE_TEXT_BYTES_MAX,
-            now_ms,
-        )),
-        _ => ControlReply::Unavailable,
     }
 }
 

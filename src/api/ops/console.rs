@@ -15,12 +15,12 @@
 use bytes::Bytes;
 use serde::Deserialize;
 
-use crate::config::{
+use crate::console;
+use crate::http::{Method, Query, Request};
+use crate::limits::{
     ADMIN_GENERATE_MESSAGES_MAX, INSPECT_PAGE_MESSAGES_MAX, INSPECT_QUEUES_PAGE_MAX,
     MESSAGES_PER_GET_MAX, MESSAGE_TEXT_BYTES_MAX, MESSAGE_TTL_S_DEFAULT, VISIBILITY_TIMEOUT_S_MAX,
 };
-use crate::console;
-use crate::http::{Method, Query, Request};
 use crate::queue::{MessageId, QueueKey};
 
 use super::super::validate;

@@ -16,11 +16,12 @@ use std::ops::Bound;
 
 use bytes::Bytes;
 
-use super::{Activity, Queue, ShardState, Text};
 use crate::error::StorageError;
+use crate::queue::command::Reply;
 use crate::queue::key::{MessageId, QueueKey};
 use crate::queue::slab::{OrderKey, Place, NONE};
-use crate::queue::Reply;
+
+use super::layout::{Activity, Queue, ShardState, Text};
 
 /// One queue's counts.
 #[derive(Clone, Debug, PartialEq, Eq)]
