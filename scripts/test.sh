@@ -5,7 +5,8 @@
 # is denied as Docker's default seccomp profile denies it (the no-io-uring helper), which must
 # fall back to the portable backend; the real service's recorded answers replayed against it
 # (tests/recorded); the Python SDK against three nodes behind HAProxy (tests/cluster); and the
-# console in chromium and the dashboards against Prometheus (tests/observability).
+# console in chromium and the dashboards against Prometheus (tests/observability); and the
+# container image under rootful podman (scripts/container-test.sh).
 #
 #   scripts/test.sh             everything
 #   scripts/test.sh --sdk-only  only the SDK suites and the recorded answers (still builds the
@@ -48,8 +49,10 @@ if ! $sdk_only; then
 fi
 
 if [[ -z "${AZQ_TARGET_URL:-}" ]]; then
-  section "cargo build --release (azq, no-io-uring)"
-  cargo build --release -p azq -p no-io-uring --bins
+  # azq-loadgen too: the soak runs it, and building it inside the soak's time bound could take
+  # the whole bound on a busy machine.
+  section "cargo build --release (azq, no-io-uring, azq-loadgen)"
+  cargo build --release -p azq -p no-io-uring -p azq-loadgen --bins
 fi
 
 section "Python environment (.venv)"
@@ -165,6 +168,15 @@ if [[ -z "${AZQ_TARGET_URL:-}" ]]; then
   fi
   # The tests skip themselves (one line each) when their program is missing.
   timeout --kill-after=10 600 .venv/bin/python -m pytest -q -rs tests/observability
+fi
+
+# The container image with a real runtime (rootful podman): Azurite's commands, the Testcontainers
+# modules, limits, volumes (scripts/container-test.sh). It installs podman, runc and mmdebstrap
+# from apt when missing and possible, and skips with one line saying why where podman cannot
+# start a container.
+if [[ -z "${AZQ_TARGET_URL:-}" ]]; then
+  section "container suite (scripts/container-test.sh)"
+  AZQ_BIN="$repo_root/target/release/azq" timeout --kill-after=10 1500 scripts/container-test.sh
 fi
 
 if ! $sdk_only; then

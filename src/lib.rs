@@ -34,6 +34,11 @@
 //!   they serve; `client_env`: what `azq env` prints for a client of such a run.
 //! - `console/`: the web console's files (`/_azq/ui`), the JSON of `/_azq/inspect` and the
 //!   history behind `/_azq/stats`; pure, the runtime gathers what it shows.
+//! - `azurite`: Azurite's command line (program names, its flags, environment defaults) and its
+//!   start-up lines, around azq's own.
+//! - `cgroup`: the memory limit and CPU quota a container puts on the process (cgroup v1, v2),
+//!   which azq's defaults fit.
+//! - `discovery`: finds the server beside `azq healthcheck` (its port) in /proc.
 //! - `lifecycle`: the serving and stop flags every thread shares.
 //!
 //! Which module may import which is the `## Layers` list of docs/ARCHITECTURE.md, from `limits`
@@ -44,8 +49,11 @@
 
 pub mod api;
 pub mod auth;
+pub mod azurite;
+pub mod cgroup;
 pub mod client_env;
 pub mod console;
+pub mod discovery;
 pub mod error;
 pub mod governor;
 pub mod http;

@@ -45,7 +45,7 @@ use std::sync::atomic::AtomicUsize;
 use std::sync::mpsc::{self, Receiver};
 use std::sync::Arc;
 
-use crate::api::{Health, Service};
+use crate::api::{Health, Service, Surface};
 use crate::auth::Accounts;
 use crate::lifecycle::Lifecycle;
 use crate::limits::{MESH_CHANNEL_CAPACITY, TLS_SESSION_CACHE_ENTRIES_PER_SHARD};
@@ -64,6 +64,8 @@ use shard::{ShardEvent, ShardSetup, ShardStore};
 pub struct Server {
     /// The address every shard listens on.
     pub address: SocketAddr,
+    /// The blob and table ports' addresses (readiness probes only), as bound.
+    pub probe_addresses: Vec<(Surface, SocketAddr)>,
     /// How many shards serve.
     pub shards: usize,
     /// The backend the shards run on.
@@ -110,9 +112,10 @@ pub struct Https {
 /// `stores` holds each shard's recovered state when `config.persistence` keeps data on disk
 /// (`None`: memory only); `memory_states`, in memory only, each shard's state made before it
 /// starts (an `--init` file applied to it; `None`: each shard starts empty). `https` makes
-/// every shard serve TLS (`None`: plain HTTP).
-/// `lifecycle` stops them. An error names why a shard could not start; shards that did start
-/// are then still running, so the caller should end the process.
+/// every shard serve TLS (`None`: plain HTTP). `probes` are the blob and table ports to answer
+/// readiness probes on (`azurite` mode; empty otherwise). `lifecycle` stops them. An error
+/// names why a shard could not start; shards that did start are then still running, so the
+/// caller should end the process.
 pub fn start(
     config: &Config,
     accounts: Accounts,
@@ -120,6 +123,7 @@ pub fn start(
     stores: Option<Vec<ShardStart>>,
     memory_states: Option<Vec<ShardState>>,
     https: Option<Https>,
+    probes: &[(Surface, SocketAddr)],
 ) -> Result<Server, String> {
     let shards = config.cpus.len();
     assert!(shards > 0);
@@ -140,10 +144,15 @@ pub fn start(
     };
     let (backend, fallback_reason) = select::select(config.runtime)?;
     let address = reserve_address(SocketAddr::new(config.host, config.port))?;
+    let probe_addresses = probes
+        .iter()
+        .map(|&(surface, address)| Ok((surface, reserve_address(address)?)))
+        .collect::<Result<Vec<_>, String>>()?;
     let events = backend.dispatch(StartShards {
         config,
         accounts,
         address,
+        probe_addresses: probe_addresses.clone(),
         lifecycle: &lifecycle,
         stores,
         https,
@@ -162,6 +171,7 @@ pub fn start(
     lifecycle.set_serving();
     Ok(Server {
         address,
+        probe_addresses,
         shards,
         backend,
         fallback_reason,
@@ -175,6 +185,7 @@ struct StartShards<'a> {
     config: &'a Config,
     accounts: Accounts,
     address: SocketAddr,
+    probe_addresses: Vec<(Surface, SocketAddr)>,
     lifecycle: &'a Arc<Lifecycle>,
     stores: Vec<ShardStore>,
     https: Option<Https>,
@@ -188,11 +199,20 @@ impl OnBackend for StartShards<'_> {
             config,
             accounts,
             address,
+            probe_addresses,
             lifecycle,
             stores,
             https,
         } = self;
-        start_shards::<B>(config, accounts, address, lifecycle, stores, https)
+        start_shards::<B>(
+            config,
+            accounts,
+            address,
+            probe_addresses,
+            lifecycle,
+            stores,
+            https,
+        )
     }
 }
 
@@ -201,6 +221,7 @@ fn start_shards<B: Backend>(
     config: &Config,
     accounts: Accounts,
     address: SocketAddr,
+    probe_addresses: Vec<(Surface, SocketAddr)>,
     lifecycle: &Arc<Lifecycle>,
     stores: Vec<ShardStore>,
     https: Option<Https>,
@@ -227,6 +248,7 @@ fn start_shards<B: Backend>(
             shards,
             cpu,
             address,
+            probe_addresses: probe_addresses.clone(),
             connections_max: config.connections_per_shard_max,
             // Each shard gets an equal part, so no shard ever has to ask another what it holds.
             message_bytes_max: config.message_bytes_max / shards as u64,
