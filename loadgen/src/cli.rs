@@ -100,9 +100,11 @@ Load
   --arrival KIND            open loop gaps: constant | poisson (default constant)
   --seed N                  seed of the poisson schedule, retry jitter, work times and
                             crashes (default 1)
-                            (an open loop's cores poll rather than sleep between sends, for
-                            punctual sends, and so do a closed loop's when pinned with --cpus,
-                            for cheaper wake-ups: pin them away from the server's CPUs)
+                            (an open loop above 1,000/s per core polls rather than sleeps
+                            between sends, for punctual sends, and so does a closed loop
+                            pinned with --cpus, for cheaper wake-ups: pin them away from the
+                            server's CPUs; a lighter open loop sleeps, polling 250 us around
+                            each send)
   --retry POLICY            none | exponential[:max=N,base=TIME]: retry 408 and 5xx answers
                             and lost connections as the Azure SDKs do (default none;
                             exponential alone is max=3,base=1s); retries are counted apart
