@@ -63,7 +63,7 @@ impl RunClock {
     /// Polls (yields to the core's other tasks and its I/O, without sleeping) for up to
     /// `spin_ns`, or until run time `until_ns` if that comes first: how a parked core waits
     /// for an answer it expects soon.
-    pub(super) async fn spin<B: Backend>(self, until_ns: u64) {
+    pub(super) async fn spin(self, until_ns: u64) {
         if self.spin_ns > 0 {
             self.poll_until(until_ns.min(self.now_ns() + self.spin_ns))
                 .await;

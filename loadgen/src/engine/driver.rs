@@ -106,7 +106,7 @@ pub(super) async fn drive_connection<B: Backend>(core: Rc<Core>, mut lanes: Vec<
         // Wait for the next answer, or for the next scheduled send if that comes first; a
         // parked core polls for the answer for a while before it sleeps (see `RunClock`).
         let answer = future::or(async { Some(open.read_response().await) }, async {
-            clock.spin::<B>(wake_ns).await;
+            clock.spin(wake_ns).await;
             if wake_ns == u64::MAX {
                 future::pending::<()>().await;
             }
