@@ -87,7 +87,8 @@ Scenario
 
 Workers (--scenario workers: get up to --batch messages, work on each, then delete it)
   --work-time SPEC          time per message, a pause, not CPU: 20ms | 10ms..50ms (uniform) |
-                            lognormal:p50=20ms,p99=200ms (default 0ms)
+                            lognormal:p50=20ms,p99=200ms | exp:mean=20ms (exponential)
+                            (default 0ms)
   --crash-rate P            share of deliveries abandoned undeleted after the work, e.g. 1%
                             (default 0); they come back after the visibility timeout
   --poll-backoff MIN..MAX   pause after an empty get, doubling up to MAX (default 100ms..1s)
