@@ -209,10 +209,18 @@ def test_azure_names_are_there(scraped):
     types = {sample["metric"]["response_type"] for sample in prometheus.query(
         'sum by (response_type) (azq_requests_total)')}
     assert {"Success", "ServerBusyError"} <= types, types
-    events = {sample["metric"]["event"]: float(sample["value"][1]) for sample in prometheus.query(
-        "sum by (event) (azq_message_events_total)")}
-    for event in ["puts", "delivered", "redelivered", "empty_gets", "deletes", "updates"]:
-        assert events.get(event, 0) > 0, events
+    wanted = ["puts", "delivered", "redelivered", "empty_gets", "deletes", "updates"]
+
+    def events():
+        return {sample["metric"]["event"]: float(sample["value"][1]) for sample in
+                prometheus.query("sum by (event) (azq_message_events_total)")}
+
+    # The traffic does every kind of event all along, but a scrape can come before a slow
+    # machine's consumers did some kind for the first time: wait for a scrape that has them all.
+    seen = wait_until(lambda: all(events().get(event, 0) > 0 for event in wanted) and events(),
+                      "a scrape with every kind of message event", timeout_s=60)
+    for event in wanted:
+        assert seen.get(event, 0) > 0, seen
     assert float(prometheus.query("sum(azq_wal_flushes_total)")[0]["value"][1]) > 0
 
 
