@@ -260,7 +260,9 @@ impl Disk for DmaDisk {
     async fn create(&self, path: &std::path::Path, bytes: u64) -> io::Result<UringFile> {
         let mut options = glommio::io::OpenOptions::new();
         options.read(true).write(true).create(true).truncate(true);
-        let mut file = match options.dma_open(path).await.map_err(io::Error::from) {
+        // The OS error codes are read on glommio's own error: converted to `io::Error`, an
+        // error glommio enriched with the operation and path keeps only its kind and text.
+        let mut file = match options.dma_open(path).await {
             Ok(file) => UringFile::Direct {
                 file,
                 preallocated: 0,
@@ -269,7 +271,7 @@ impl Disk for DmaDisk {
             Err(error) if error.raw_os_error() == Some(libc::EINVAL) => {
                 UringFile::Buffered(options.buffered_open(path).await.map_err(io::Error::from)?)
             }
-            Err(error) => return Err(error),
+            Err(error) => return Err(error.into()),
         };
         if bytes > 0 {
             // Preallocated and sized, so a sync never has to update the file's length; a file
@@ -283,8 +285,10 @@ impl Disk for DmaDisk {
                 }
                 UringFile::Buffered(file) => file.pre_allocate(bytes, false).await,
             };
-            match allocated.map_err(io::Error::from) {
-                Err(error) if error.raw_os_error() != Some(libc::EOPNOTSUPP) => return Err(error),
+            match allocated {
+                Err(error) if error.raw_os_error() != Some(libc::EOPNOTSUPP) => {
+                    return Err(error.into())
+                }
                 _ => {}
             }
         }
