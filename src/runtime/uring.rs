@@ -346,17 +346,21 @@ impl Disk for DmaDisk {
         glommio::io::rename(from, to)
             .await
             .map_err(io::Error::from)?;
-        let directory = to.parent().unwrap_or(std::path::Path::new("."));
-        glommio::io::Directory::open(directory)
+        self.sync_directory(to.parent().unwrap_or(std::path::Path::new(".")))
+            .await
+    }
+
+    async fn remove(&self, path: &std::path::Path) -> io::Result<()> {
+        glommio::io::remove(path).await.map_err(io::Error::from)
+    }
+
+    async fn sync_directory(&self, path: &std::path::Path) -> io::Result<()> {
+        glommio::io::Directory::open(path)
             .await
             .map_err(io::Error::from)?
             .sync()
             .await
             .map_err(io::Error::from)
-    }
-
-    async fn remove(&self, path: &std::path::Path) -> io::Result<()> {
-        glommio::io::remove(path).await.map_err(io::Error::from)
     }
 }
 
