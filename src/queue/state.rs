@@ -338,6 +338,7 @@ impl ShardState {
                     self.log(&Record::<&[u8]>::QueueCleared {
                         queue: index,
                         moved_to: fresh,
+                        key: Some(queue.clone()),
                     });
                     let metadata = std::mem::take(&mut queue_at(&mut self.queues, index).metadata);
                     queue_at(&mut self.queues, fresh).metadata = metadata;
