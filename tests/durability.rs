@@ -653,3 +653,43 @@ fn pipelined_changes_are_answered_in_order_and_all_survive() {
     assert_eq!(texts, expected);
     assert!(server.stop().success());
 }
+
+/// A relative `--location` on both backends: regression for the io_uring backend's directory
+/// sync, which glommio opens relative to descriptor -1 (EBADF for a relative path), so the
+/// first segment's rename stopped the shard.
+#[test]
+fn a_relative_location_is_written_and_recovered_on_both_backends() {
+    for backend in backends() {
+        let data = TempDir::new(&format!("relative-{backend}"));
+        let start_here = |port: u16| {
+            let mut command = std::process::Command::new(common::azq_binary());
+            command.current_dir(data.path());
+            Server::start_command(
+                command,
+                &[
+                    "--location",
+                    "data",
+                    "--queuePort",
+                    &port.to_string(),
+                    "--runtime",
+                    backend,
+                    "--shards",
+                    "1",
+                ],
+            )
+        };
+        let server = start_here(0);
+        create_queue(&server, "relative");
+        let (id, _) = put(&server, "relative", "kept");
+        let port = server.port;
+        server.kill();
+        let server = start_here(port);
+        assert!(
+            drain(&server, "relative").contains_key(&id),
+            "{backend}: {}",
+            server.stderr()
+        );
+        assert!(server.stop().success());
+        assert!(data.path().join("data").join("__azq__").is_dir());
+    }
+}

@@ -355,7 +355,10 @@ impl Disk for DmaDisk {
     }
 
     async fn sync_directory(&self, path: &std::path::Path) -> io::Result<()> {
-        glommio::io::Directory::open(path)
+        // glommio opens a directory relative to descriptor -1, not the working directory: a
+        // relative path (`--location data`) would fail with EBADF.
+        let path = std::path::absolute(path)?;
+        glommio::io::Directory::open(&path)
             .await
             .map_err(io::Error::from)?
             .sync()
