@@ -64,8 +64,10 @@ pub trait Files {
     fn write_synced(&self, path: &Path, bytes: &[u8]) -> io::Result<()>;
     /// Cuts `path` to `length` bytes and syncs it.
     fn truncate(&self, path: &Path, length: u64) -> io::Result<()>;
-    /// Creates `directory` and its parents; each one created is made durable in its parent
-    /// (the parent synced).
+    /// Creates `directory` and its missing parents, and makes each one created durable in its
+    /// parent (the parent synced); `directory` itself too when it existed already, since a run
+    /// killed between creating it and syncing its parent left a name (and everything under it)
+    /// that a power cut can still take away.
     fn create_directories(&self, directory: &Path) -> io::Result<()>;
     /// Renames `from` to `to`, replacing `to` (not durable until the directory is synced).
     fn rename(&self, from: &Path, to: &Path) -> io::Result<()>;
@@ -138,17 +140,22 @@ impl Files for StdFiles {
             .ancestors()
             .take_while(|ancestor| !ancestor.as_os_str().is_empty() && !ancestor.is_dir())
             .collect();
+        let parent_of = |path: &'_ Path| {
+            path.parent()
+                .filter(|parent| !parent.as_os_str().is_empty())
+                .unwrap_or(Path::new("."))
+                .to_path_buf()
+        };
+        if missing.is_empty() {
+            return self.sync_directory(&parent_of(directory));
+        }
         for created in missing.into_iter().rev() {
             match std::fs::create_dir(created) {
                 Err(error) if error.kind() == io::ErrorKind::AlreadyExists => {}
                 Err(error) => return Err(error),
                 Ok(()) => {}
             }
-            let parent = created
-                .parent()
-                .filter(|parent| !parent.as_os_str().is_empty())
-                .unwrap_or(Path::new("."));
-            self.sync_directory(parent)?;
+            self.sync_directory(&parent_of(created))?;
         }
         Ok(())
     }
@@ -221,7 +228,11 @@ pub const LOCK_FILE_NAME: &str = "LOCK";
 /// Creates the data directory `root` and locks it for this process (an advisory `flock`, freed
 /// when the process ends however it ends); an error when another process holds it.
 pub fn lock_data_directory(root: &Path) -> Result<std::fs::File, String> {
-    std::fs::create_dir_all(root).map_err(|error| format!("{}: {error}", root.display()))?;
+    // Durably: the first start must not leave a name a power cut can take away with all the
+    // data synced under it.
+    StdFiles
+        .create_directories(root)
+        .map_err(|error| format!("{}: {error}", root.display()))?;
     let path = root.join(LOCK_FILE_NAME);
     let file = std::fs::OpenOptions::new()
         .create(true)

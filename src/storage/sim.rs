@@ -271,6 +271,23 @@ impl SimDisk {
         }
     }
 
+    /// Creates the directory `path` (its parent exists) without syncing the parent: what a run
+    /// killed between the two leaves behind.
+    pub fn create_directory_unsynced(&self, path: &Path) {
+        let mut inner = self.0.borrow_mut();
+        let parent = path.parent().expect("a parent");
+        let Some(Node::Directory(parent)) = inner.resolve(parent) else {
+            panic!("{} is not a directory", parent.display());
+        };
+        inner.directories.push(Directory::default());
+        let child = inner.directories.len() - 1;
+        let name = path.file_name().expect("a name").to_str().expect("UTF-8");
+        inner.change_directory(
+            parent,
+            Entry::Insert(name.to_string(), Node::Directory(child)),
+        );
+    }
+
     /// Flips bits of the durable bytes of `path` at `offset` (a bad sector).
     pub fn flip(&self, path: &Path, offset: usize) {
         let mut inner = self.0.borrow_mut();
@@ -587,15 +604,18 @@ impl Files for SimDisk {
         for component in directory.components().skip(1) {
             let parent = at.clone();
             at.push(component);
+            let Some(Node::Directory(parent)) = inner.resolve(&parent) else {
+                return Err(io::ErrorKind::NotFound.into());
+            };
             if inner.resolve(&at).is_none() {
                 inner.spend()?;
-                let Some(Node::Directory(parent)) = inner.resolve(&parent) else {
-                    return Err(io::ErrorKind::NotFound.into());
-                };
                 inner.directories.push(Directory::default());
                 let child = inner.directories.len() - 1;
                 let name = component.as_os_str().to_str().expect("UTF-8").to_string();
                 inner.change_directory(parent, Entry::Insert(name, Node::Directory(child)));
+                inner.sync_directory(parent);
+            } else if at == directory {
+                // Made by an earlier run that may have died before syncing its parent.
                 inner.sync_directory(parent);
             }
         }
