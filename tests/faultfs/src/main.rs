@@ -11,7 +11,8 @@
 //! Commands, one per connection to the control socket (a line in, the answer out):
 //! - `status`: what reached the file system (writes with and without O_DIRECT, refusals,
 //!   syncs), the open handles and the unsynced changes, as one JSON object.
-//! - `pending`: the unsynced writes, one a line: number, file, offset, length.
+//! - `pending`: the unsynced changes, one a line, oldest first: `write NUMBER FILE OFFSET
+//!   LENGTH`, `resize FILE FROM TO`, `create PATH`, `remove PATH`, `rename FROM TO`.
 //! - `cut drop`, `cut random SEED`, `cut tear WRITE SECTORS`: waits until no file is open (a
 //!   killed process's last I/O has ended), cuts the power (everything unsynced lost; or kept,
 //!   lost, torn as the seed decides; or lost except the first SECTORS sectors of unsynced write
@@ -120,7 +121,7 @@ fn serve(state: &Mutex<State>, mut connection: UnixStream) -> std::io::Result<bo
     };
     let (answer, done) = match words.as_slice() {
         ["status"] => (status(&lock()), false),
-        ["pending"] => (lock().pending_writes().join("\n"), false),
+        ["pending"] => (lock().pending_changes().join("\n"), false),
         ["cut", how @ ..] => match parse_cut(how) {
             Some(how) => match cut(state, how) {
                 Ok(summary) => (summary, true),

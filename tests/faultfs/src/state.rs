@@ -82,7 +82,7 @@ pub enum Cut {
     /// size changes and of each directory's name changes is kept, all chosen by the seed.
     Random(u64),
     /// Everything unsynced is lost except the first `sectors` sectors of the `write`-th unsynced
-    /// write (numbered as [`State::pending_writes`] lists them) and its file's earlier size
+    /// write (numbered as [`State::pending_changes`] lists them) and its file's earlier size
     /// changes.
     Tear {
         /// Which write, counting from 0.
@@ -251,24 +251,51 @@ impl State {
         counts
     }
 
-    /// One line per unsynced write, numbered as [`Cut::Tear`] counts: its file, offset and
-    /// length.
-    pub fn pending_writes(&self) -> Vec<String> {
+    /// One line per unsynced change, oldest first: `write NUMBER FILE OFFSET LENGTH` (numbered
+    /// as [`Cut::Tear`] counts), `resize FILE FROM TO`, `create PATH`, `remove PATH`, `rename
+    /// FROM TO`.
+    pub fn pending_changes(&self) -> Vec<String> {
+        let show = |node: NodeId| {
+            self.relative_path(node)
+                .map(|path| path.display().to_string())
+                .unwrap_or_else(|| "(removed)".into())
+        };
+        let name = |parent: NodeId, name: &OsStr| {
+            self.relative_path(parent)
+                .map(|path| path.join(name).display().to_string())
+                .unwrap_or_else(|| "(removed)".into())
+        };
+        let mut writes = 0;
         let mut lines = Vec::new();
         for entry in &self.journal {
-            if let Change::Write {
-                node,
-                offset,
-                length,
-                ..
-            } = entry.change
-            {
-                let path = self
-                    .relative_path(node)
-                    .map(|path| path.display().to_string())
-                    .unwrap_or_else(|| "(removed)".into());
-                lines.push(format!("{} {path} {offset} {length}", lines.len()));
-            }
+            lines.push(match &entry.change {
+                Change::Write {
+                    node,
+                    offset,
+                    length,
+                    ..
+                } => {
+                    writes += 1;
+                    format!("write {} {} {offset} {length}", writes - 1, show(*node))
+                }
+                Change::Resize {
+                    node,
+                    size_before,
+                    size_after,
+                    ..
+                } => format!("resize {} {size_before} {size_after}", show(*node)),
+                Change::Create { node, .. } => format!("create {}", show(*node)),
+                Change::Remove {
+                    parent,
+                    name: removed,
+                    ..
+                } => {
+                    format!("remove {}", name(*parent, removed))
+                }
+                Change::Rename { from, to, .. } => {
+                    format!("rename {} {}", name(from.0, &from.1), name(to.0, &to.1))
+                }
+            });
         }
         lines
     }
@@ -1262,8 +1289,8 @@ mod tests {
         state
             .write(file, 4 * SECTOR_BYTES, &[2; 4 * SECTOR_BYTES as usize], 0)
             .unwrap();
-        assert_eq!(state.pending_writes().len(), 2);
-        assert!(state.pending_writes()[1].starts_with("1 log 2048 2048"));
+        let pending = state.pending_changes();
+        assert_eq!(pending, vec!["write 0 log 0 2048", "write 1 log 2048 2048"]);
         state
             .cut(Cut::Tear {
                 write: 1,
