@@ -9,35 +9,28 @@
 #   scripts/powerloss.sh [CYCLES] [CONTROL_CYCLES]   default 200 per backend and 10 per control
 #
 # scripts/test.sh runs it briefly (4 and 2). Needs /dev/fuse and fusermount3 (fuse3): installed
-# with apt-get when this runs as root, else one SKIPPED line. POWERLOSS_SEED fixes the seed.
-# The data and logs of a failed run are kept (the path is printed); a passing run removes them.
+# with apt-get when this runs as root, else one SKIPPED line. POWERLOSS_SEED fixes the seed;
+# AZQ_BIN and FAULTFS_BIN run given binaries instead of building (e.g. copies, for a long run
+# while the tree changes). The data and logs of a failed run are kept (the path is printed); a
+# passing run removes them.
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 cycles=${1:-200}
 control_cycles=${2:-10}
 
-if [[ ! -e /dev/fuse ]]; then
-  echo "SKIPPED the power-loss test: no /dev/fuse"
+source scripts/bench-lib.sh
+if ! why=$(ensure_fuse3); then
+  echo "SKIPPED the power-loss test: $why"
   exit 0
 fi
-if ! command -v fusermount3 >/dev/null; then
-  if [[ $(id -u) == 0 ]] && command -v apt-get >/dev/null; then
-    echo "installing fuse3 (fusermount3) from apt"
-    if ! { DEBIAN_FRONTEND=noninteractive timeout 300 apt-get update -qq &&
-           DEBIAN_FRONTEND=noninteractive timeout 300 apt-get install -y -qq fuse3; }; then
-      echo "SKIPPED the power-loss test: installing fuse3 with apt-get failed (see above)"
-      exit 0
-    fi
-  else
-    echo "SKIPPED the power-loss test: fusermount3 is missing (needs root and apt-get to install)"
-    exit 0
-  fi
-fi
+[[ -n $why ]] && echo "$why"
 
-cargo build --release --quiet -p azq -p faultfs
-azq=$PWD/target/release/azq
-faultfs=$PWD/target/release/faultfs
+if [[ -z "${AZQ_BIN:-}" || -z "${FAULTFS_BIN:-}" ]]; then
+  cargo build --release --quiet -p azq -p faultfs
+fi
+azq=${AZQ_BIN:-$PWD/target/release/azq}
+faultfs=${FAULTFS_BIN:-$PWD/target/release/faultfs}
 work=$(mktemp -d "${TMPDIR:-/tmp}/azq-powerloss.XXXXXX")
 seed=${POWERLOSS_SEED:-$RANDOM$RANDOM}
 
