@@ -22,12 +22,25 @@ const TTL: Duration = Duration::from_secs(1);
 /// The mounted file system: the state, shared with the control socket.
 pub struct FaultFs {
     state: Arc<Mutex<State>>,
+    /// How long an fsync takes before it makes anything durable, as a device's flush does.
+    sync_delay: Duration,
 }
 
 impl FaultFs {
-    /// The file system over `state`.
-    pub fn new(state: Arc<Mutex<State>>) -> FaultFs {
-        FaultFs { state }
+    /// The file system over `state`, whose syncs take `sync_delay`.
+    pub fn new(state: Arc<Mutex<State>>, sync_delay: Duration) -> FaultFs {
+        FaultFs { state, sync_delay }
+    }
+
+    /// An fsync of a file or directory: durable after the delay, unless the power went
+    /// meanwhile (then it fails, as a sync in flight at a power cut never completes).
+    fn sync(&self, node: INodeNo, directory: bool, reply: ReplyEmpty) {
+        // Outside the lock: other requests (other files, the control socket) go on meanwhile.
+        std::thread::sleep(self.sync_delay);
+        match self.state().sync(node.0, directory) {
+            Ok(()) => reply.ok(),
+            Err(error) => reply.error(Errno::from(error)),
+        }
     }
 
     fn state(&self) -> MutexGuard<'_, State> {
@@ -268,10 +281,7 @@ impl Filesystem for FaultFs {
         _datasync: bool,
         reply: ReplyEmpty,
     ) {
-        match self.state().sync(node.0, false) {
-            Ok(()) => reply.ok(),
-            Err(error) => reply.error(Errno::from(error)),
-        }
+        self.sync(node, false, reply);
     }
 
     fn opendir(&self, _request: &Request, node: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
@@ -336,10 +346,7 @@ impl Filesystem for FaultFs {
         _datasync: bool,
         reply: ReplyEmpty,
     ) {
-        match self.state().sync(node.0, true) {
-            Ok(()) => reply.ok(),
-            Err(error) => reply.error(Errno::from(error)),
-        }
+        self.sync(node, true, reply);
     }
 
     fn statfs(&self, _request: &Request, _node: INodeNo, reply: ReplyStatfs) {

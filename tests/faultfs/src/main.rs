@@ -4,7 +4,8 @@
 //! runs the real server on it; the model of what "synced" means is in `state.rs`.
 //!
 //! ```text
-//! faultfs mount [--decline-fallocate] [--decline-direct] DIRECTORY MOUNTPOINT SOCKET
+//! faultfs mount [--decline-fallocate] [--decline-direct] [--sync-delay-ms MS]
+//!               DIRECTORY MOUNTPOINT SOCKET
 //! faultfs control SOCKET COMMAND…
 //! ```
 //!
@@ -17,12 +18,18 @@
 //!   killed process's last I/O has ended), cuts the power (everything unsynced lost; or kept,
 //!   lost, torn as the seed decides; or lost except the first SECTORS sectors of unsynced write
 //!   WRITE), answers what was kept and lost, unmounts, and ends.
+//! - `power-off`: the power goes while programs still run: every later request fails with EIO,
+//!   so nothing more becomes durable; a `cut` then decides about what came before (after the
+//!   programs ended). Without it, a cut comes after the programs ended (a crash, then the power).
 //! - `unmount`: unmounts keeping everything, as a clean shutdown would, and ends.
 //!
-//! `--decline-fallocate` answers EOPNOTSUPP to fallocate; `--decline-direct` answers EINVAL to
-//! O_DIRECT I/O. The kernel never asks a FUSE server about `fcntl(F_SETFL, O_DIRECT)` (it
-//! allows it on every FUSE file, whose page cache has a direct-I/O path), so a program that
-//! sets O_DIRECT after opening (glommio does) learns of the refusal at its first read or write.
+//! `--sync-delay-ms` makes each fsync take that long before it makes anything durable (a
+//! device's flush; a power-off meanwhile fails it), which widens the window a power cut can
+//! land in. `--decline-fallocate` answers EOPNOTSUPP to fallocate; `--decline-direct` answers
+//! EINVAL to O_DIRECT I/O. The kernel never asks a FUSE server about `fcntl(F_SETFL,
+//! O_DIRECT)` (it allows it on every FUSE file, whose page cache has a direct-I/O path), so a
+//! program that sets O_DIRECT after opening (glommio does) learns of the refusal at its first
+//! read or write.
 
 #![warn(missing_docs)]
 #![deny(clippy::undocumented_unsafe_blocks)]
@@ -42,8 +49,12 @@ use state::{Cut, Options, State};
 /// requests end, and its descriptors close, shortly after it is reaped).
 const CUT_WAIT_FOR_CLOSE: Duration = Duration::from_secs(30);
 
-const USAGE: &str = "usage: faultfs mount [--decline-fallocate] [--decline-direct] DIRECTORY \
-                     MOUNTPOINT SOCKET\n       faultfs control SOCKET COMMAND...";
+/// Threads serving the kernel's requests.
+const REQUEST_THREADS: usize = 4;
+
+const USAGE: &str = "usage: faultfs mount [--decline-fallocate] [--decline-direct] \
+                     [--sync-delay-ms MS] DIRECTORY MOUNTPOINT SOCKET\n       \
+                     faultfs control SOCKET COMMAND...";
 
 fn main() {
     let arguments: Vec<String> = std::env::args().skip(1).collect();
@@ -61,11 +72,18 @@ fn main() {
 /// `faultfs mount`: mounts, then serves the control socket until a cut or an unmount.
 fn mount(arguments: &[String]) -> Result<(), String> {
     let mut options = Options::default();
+    let mut sync_delay = Duration::ZERO;
     let mut paths = Vec::new();
-    for argument in arguments {
+    let mut arguments = arguments.iter();
+    while let Some(argument) = arguments.next() {
         match argument.as_str() {
             "--decline-fallocate" => options.decline_fallocate = true,
             "--decline-direct" => options.decline_direct = true,
+            "--sync-delay-ms" => {
+                let milliseconds = arguments.next().and_then(|value| value.parse().ok());
+                let milliseconds = milliseconds.ok_or(format!("--sync-delay-ms MS\n{USAGE}"))?;
+                sync_delay = Duration::from_millis(milliseconds);
+            }
             flag if flag.starts_with("--") => return Err(format!("unknown flag {flag}\n{USAGE}")),
             path => paths.push(PathBuf::from(path)),
         }
@@ -85,7 +103,10 @@ fn mount(arguments: &[String]) -> Result<(), String> {
         fuser::MountOption::Subtype("faultfs".into()),
         fuser::MountOption::DefaultPermissions,
     ];
-    let session = fuser::spawn_mount(fs::FaultFs::new(state.clone()), mountpoint, &config)
+    // Several threads, so that a sync waiting out its delay holds up no other request.
+    config.n_threads = Some(REQUEST_THREADS);
+    let filesystem = fs::FaultFs::new(state.clone(), sync_delay);
+    let session = fuser::spawn_mount(filesystem, mountpoint, &config)
         .map_err(|error| format!("mounting at {}: {error}", mountpoint.display()))?;
     println!(
         "faultfs: {} mounted at {} (control: {})",
@@ -132,6 +153,10 @@ fn serve(state: &Mutex<State>, mut connection: UnixStream) -> std::io::Result<bo
                 false,
             ),
         },
+        ["power-off"] => {
+            lock().power_off();
+            ("powered off".into(), false)
+        }
         ["unmount"] => ("unmounting".into(), true),
         _ => (format!("error: unknown command {:?}", line.trim()), false),
     };

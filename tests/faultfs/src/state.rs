@@ -179,7 +179,9 @@ pub struct State {
     journal: Vec<Entry>,
     next_grave: u64,
     stats: Stats,
-    /// Set by a cut: the power is off, every request fails until the next mount.
+    /// Set by [`State::power_off`]: every request fails, the journal stays as it was.
+    powered_off: bool,
+    /// Set by a cut: every request fails until the next mount.
     cut_done: bool,
 }
 
@@ -224,6 +226,7 @@ impl State {
             journal: Vec::new(),
             next_grave: 0,
             stats: Stats::default(),
+            powered_off: false,
             cut_done: false,
         })
     }
@@ -300,8 +303,15 @@ impl State {
         lines
     }
 
+    /// The power goes now, while programs still run: every later request fails with EIO (a
+    /// disk that is gone), so nothing more becomes durable, and a later [`State::cut`] decides
+    /// what of the changes before this instant reached the disk.
+    pub fn power_off(&mut self) {
+        self.powered_off = true;
+    }
+
     fn check_power(&self) -> io::Result<()> {
-        if self.cut_done {
+        if self.cut_done || self.powered_off {
             Err(errno(libc::EIO))
         } else {
             Ok(())
@@ -836,7 +846,9 @@ impl State {
     /// newest first, and refuses every later request. The directory then holds what a disk
     /// would after the cut (and no graveyard).
     pub fn cut(&mut self, how: Cut) -> io::Result<CutSummary> {
-        self.check_power()?;
+        if self.cut_done {
+            return Err(errno(libc::EIO));
+        }
         let decisions = self.decide(how);
         let mut summary = CutSummary::default();
         // Per file, the smallest size a kept size change left after the entry being undone: a
@@ -1397,6 +1409,29 @@ mod tests {
                 assert!(!scratch.0.join("right/inner/deep").exists());
             }
         }
+    }
+
+    /// After a power-off every request fails and nothing more becomes durable; the cut then
+    /// decides about what came before.
+    #[test]
+    fn after_a_power_off_nothing_more_is_durable() {
+        let scratch = Scratch::new("power-off");
+        let mut state = State::new(&scratch.0, Options::default()).unwrap();
+        let file = new_file(&mut state, ROOT, "file");
+        state.write(file, 0, b"synced", 0).unwrap();
+        state.sync(file, false).unwrap();
+        state.sync(ROOT, true).unwrap();
+        state.write(file, 0, b"SYNCED", 0).unwrap();
+        state.power_off();
+        let eio = Some(libc::EIO);
+        assert_eq!(state.sync(file, false).unwrap_err().raw_os_error(), eio);
+        assert_eq!(
+            state.write(file, 0, b"x", 0).unwrap_err().raw_os_error(),
+            eio
+        );
+        assert_eq!(state.read(file, 0, 10, 0).unwrap_err().raw_os_error(), eio);
+        state.cut(Cut::Drop).unwrap();
+        assert_eq!(content(&scratch.0, "file").unwrap(), b"synced");
     }
 
     /// The refusals: fallocate and O_DIRECT.
