@@ -444,33 +444,44 @@ class Checker:
     """Compares what azq recovered with the model, adopts what the unknown changes did, and
     counts what is missing or back."""
 
-    def __init__(self, client, totals, expect_loss):
-        self.client = client
+    def __init__(self, port, totals):
+        self.port = port
         self.totals = totals
-        self.expect_loss = expect_loss
         self.problems = []
 
     def problem(self, kind, text):
-        if kind == "lost":
-            self.totals.lost += 1
-        elif kind == "deleted back":
-            self.totals.deleted_back += 1
-        else:
-            self.totals.other_mismatches += 1
-        self.problems.append(f"{kind}: {text}")
+        with self.totals.lock:
+            if kind == "lost":
+                self.totals.lost += 1
+            elif kind == "deleted back":
+                self.totals.deleted_back += 1
+            else:
+                self.totals.other_mismatches += 1
+            self.problems.append(f"{kind}: {text}")
 
     def check(self, slots):
-        listed = list_queues(self.client)
-        known_names = set()
-        for per_client in slots:
-            for slot in per_client:
-                for queue in slot:
-                    known_names.add(queue.name)
-                    self.check_queue(queue, listed)
+        """Checks every client's queues, a thread (and a connection) per client."""
+        client = Client(self.port)
+        listed = list_queues(client)
+        client.close()
+        known_names = {queue.name for per_client in slots for slot in per_client for queue in slot}
         for name in sorted(set(listed) - known_names):
             self.problem("invented", f"queue {name} was never created")
+        per_client_checks = [
+            lambda per_client=per_client: self.check_client(per_client, listed) for per_client in slots
+        ]
+        in_threads(per_client_checks)
 
-    def check_queue(self, queue, listed):
+    def check_client(self, per_client, listed):
+        client = Client(self.port)
+        try:
+            for slot in per_client:
+                for queue in slot:
+                    self.check_queue(client, queue, listed)
+        finally:
+            client.close()
+
+    def check_queue(self, client, queue, listed):
         pending = queue.pending or (None,)
         kind = pending[0]
         present = queue.name in listed
@@ -500,7 +511,7 @@ class Checker:
             else:
                 self.problem("metadata", f"{queue.name}: {metadata}, acknowledged {queue.metadata}")
                 queue.metadata = metadata
-        status, _, data = self.client.request("GET", f"/{queue.name}", {"comp": "acl"})
+        status, _, data = client.request("GET", f"/{queue.name}", {"comp": "acl"})
         if status != 200:
             raise Anomaly(f"get ACL of {queue.name}: {status}")
         acl = parse_acl(data)
@@ -510,14 +521,14 @@ class Checker:
             else:
                 self.problem("ACL", f"{queue.name}: {acl}, acknowledged {queue.acl}")
                 queue.acl = acl
-        self.check_messages(queue, kind, pending)
+        self.check_messages(client, queue, kind, pending)
         queue.pending = None
 
-    def drain(self, queue):
+    def drain(self, client, queue):
         """Every message of the queue (all visible by now), leased to the checker."""
         found = {}
         while True:
-            status, _, data = self.client.request(
+            status, _, data = client.request(
                 "GET",
                 f"/{queue.name}/messages",
                 {"numofmessages": "32", "visibilitytimeout": str(DRAIN_LEASE_S)},
@@ -530,9 +541,9 @@ class Checker:
             for message_id, text, receipt in batch:
                 found[message_id] = (text, receipt)
 
-    def check_messages(self, queue, kind, pending):
+    def check_messages(self, client, queue, kind, pending):
         found = {}  # token -> list of (id, version, receipt)
-        for message_id, (text, receipt) in self.drain(queue).items():
+        for message_id, (text, receipt) in self.drain(client, queue).items():
             token, version = parse_text(text)
             if token is None:
                 self.problem("invented", f"{queue.name}: message {text[:60]!r}")
@@ -578,8 +589,36 @@ class Checker:
             del queue.messages[token]
 
 
-def release(client, slots, totals, rng):
+def in_threads(calls):
+    """Runs each call in a thread of its own; the first exception of any is raised here."""
+    errors = []
+
+    def run(call):
+        try:
+            call()
+        except Exception:  # carried to the caller's thread
+            errors.append(traceback.format_exc())
+
+    threads = [threading.Thread(target=run, args=(call,)) for call in calls]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    if errors:
+        raise Anomaly(errors[0])
+
+
+def release(port, slots, totals, seed):
     """Makes every drained message visible again (most) or deletes it (some), acknowledged."""
+    client = Client(port)
+    rng = random.Random(seed)
+    try:
+        release_queues(client, slots, totals, rng)
+    finally:
+        client.close()
+
+
+def release_queues(client, slots, totals, rng):
     for slot in slots:
         queue = slot[-1]
         if not queue.exists:
@@ -706,8 +745,7 @@ class Run:
         flags = self.mount(cycle)
         port = self.start_azq(cycle)
         self.totals.restarts += 1
-        client = Client(port)
-        checker = Checker(client, self.totals, self.arguments.expect_loss)
+        checker = Checker(port, self.totals)
         checker.check(slots)
         if checker.problems:
             for problem in checker.problems[:30]:
@@ -722,8 +760,10 @@ class Run:
                     f"FAILED in cycle {cycle}: acknowledged changes lost or deleted messages "
                     f"back; azq's output in {self.work}/azq.log, the data in {self.store}"
                 )
-        release(client, [slot for per_client in slots for slot in per_client], self.totals, self.rng)
-        client.close()
+        in_threads([
+            lambda per_client=per_client, seed=self.rng.random(): release(port, per_client, self.totals, seed)
+            for per_client in slots
+        ])
         if cycle == self.arguments.cycles:
             return flags, None
         stop = threading.Event()
