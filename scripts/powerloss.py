@@ -903,6 +903,9 @@ def main():
     arguments = parser.parse_args()
     if arguments.seed is None:
         arguments.seed = random.randrange(1 << 32)
+    # SIGTERM (and SIGINT, which a background job ignores) ends the run through the clean-up
+    # below: azq killed, faultfs unmounted.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     run = Run(arguments)
     run.log(f"seed {arguments.seed}, {arguments.cycles} cycles, data in {arguments.work}")
     try:

@@ -44,14 +44,21 @@ else
 fi
 
 failed=()
+child=
+# Stopped, it stops the run in progress, which kills its azq and unmounts faultfs.
+trap 'if [[ -n $child ]]; then kill -TERM "$child" 2>/dev/null; wait "$child"; fi; exit 143' \
+  TERM INT
 run() {
   local name=$1
   shift
   mkdir -p "$work/$name"
-  if ! python3 scripts/powerloss.py --azq "$azq" --faultfs "$faultfs" --seed "$seed" \
-       --work "$work/$name" "$@"; then
+  python3 scripts/powerloss.py --azq "$azq" --faultfs "$faultfs" --seed "$seed" \
+    --work "$work/$name" "$@" &
+  child=$!
+  if ! wait "$child"; then
     failed+=("$name")
   fi
+  child=
 }
 for backend in "${backends[@]}"; do
   run "$backend" --backend "$backend" --cycles "$cycles"
