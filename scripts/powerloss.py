@@ -255,30 +255,23 @@ class Worker(threading.Thread):
         else:
             self.recreate(slot)
 
-    def attempt(self, queue, pending, call):
-        """Runs one request: an unknown outcome leaves `pending` on the queue and ends the
-        thread (by re-raising)."""
+    def attempt(self, queue, pending, expected, method, path, query=None, body=b"", headers=None):
+        """One request that must answer `expected`. Without an answer it raises Unknown (which
+        ends the thread) and leaves `pending` as the queue's unknown change."""
         queue.pending = pending
-        try:
-            result = call()
-        except Unknown:
-            raise
+        status, response_headers, data = self.client.request(method, path, query, body, headers)
         queue.pending = None
-        return result
+        if status != expected:
+            raise Anomaly(f"{method} {path} {query or ''}: {status} {data[:200]!r}")
+        return response_headers, data
 
     def put(self, queue):
         token = self.new_token()
         text = message_text(token, 0, self.random.choice([0, 10, 300, 3000]))
         body = f"<QueueMessage><MessageText>{text}</MessageText></QueueMessage>".encode()
-        status, _, data = self.attempt(
-            queue,
-            ("put", token),
-            lambda: self.client.request(
-                "POST", f"/{queue.name}/messages", {"messagettl": "-1"}, body
-            ),
+        _, data = self.attempt(
+            queue, ("put", token), 201, "POST", f"/{queue.name}/messages", {"messagettl": "-1"}, body
         )
-        if status != 201:
-            raise Anomaly(f"put into {queue.name}: {status} {data[:200]!r}")
         [(message_id, _, receipt)] = message_list(data)
         queue.messages[token] = [message_id, 0, receipt]
         self.totals.count("put")
@@ -286,17 +279,12 @@ class Worker(threading.Thread):
     def get_and_settle(self, queue):
         lease = self.random.randint(1, LEASE_S_MAX)
         self.lease_until = time.monotonic() + lease + 1
-        status, _, data = self.attempt(
-            queue,
-            None,  # a Get changes leases only, which the checker does not compare
-            lambda: self.client.request(
-                "GET",
-                f"/{queue.name}/messages",
-                {"numofmessages": str(self.random.randint(1, 8)), "visibilitytimeout": str(lease)},
-            ),
+        count = str(self.random.randint(1, 8))
+        # A Get changes leases only, which the checker does not compare: no pending change.
+        _, data = self.attempt(
+            queue, None, 200, "GET", f"/{queue.name}/messages",
+            {"numofmessages": count, "visibilitytimeout": str(lease)},
         )
-        if status != 200:
-            raise Anomaly(f"get from {queue.name}: {status} {data[:200]!r}")
         for message_id, text, receipt in message_list(data):
             token, version = parse_text(text)
             known = queue.messages.get(token)
@@ -314,55 +302,33 @@ class Worker(threading.Thread):
 
     def delete(self, queue, token):
         message_id, _, receipt = queue.messages[token]
-        status, _, data = self.attempt(
-            queue,
-            ("delete", token),
-            lambda: self.client.request(
-                "DELETE", f"/{queue.name}/messages/{message_id}", {"popreceipt": receipt}
-            ),
+        self.attempt(
+            queue, ("delete", token), 204, "DELETE", f"/{queue.name}/messages/{message_id}",
+            {"popreceipt": receipt},
         )
-        if status != 204:
-            raise Anomaly(f"delete {token} from {queue.name}: {status} {data[:200]!r}")
         del queue.messages[token]
         queue.deleted.add(token)
         self.totals.count("delete")
 
-    def update(self, queue, token, visibility=None, count_as="update"):
+    def update(self, queue, token):
         message_id, version, receipt = queue.messages[token]
-        if visibility is None:
-            visibility = self.random.randint(0, LEASE_S_MAX)
-            self.lease_until = max(self.lease_until, time.monotonic() + visibility + 1)
+        visibility = self.random.randint(0, LEASE_S_MAX)
+        self.lease_until = max(self.lease_until, time.monotonic() + visibility + 1)
         text = message_text(token, version + 1, self.random.choice([0, 50, 2000]))
         body = f"<QueueMessage><MessageText>{text}</MessageText></QueueMessage>".encode()
-        status, headers, data = self.attempt(
-            queue,
-            ("update", token),
-            lambda: self.client.request(
-                "PUT",
-                f"/{queue.name}/messages/{message_id}",
-                {"popreceipt": receipt, "visibilitytimeout": str(visibility)},
-                body,
-            ),
+        headers, _ = self.attempt(
+            queue, ("update", token), 204, "PUT", f"/{queue.name}/messages/{message_id}",
+            {"popreceipt": receipt, "visibilitytimeout": str(visibility)}, body,
         )
-        if status != 204:
-            raise Anomaly(f"update {token} in {queue.name}: {status} {data[:200]!r}")
         queue.messages[token] = [message_id, version + 1, headers["x-ms-popreceipt"]]
-        self.totals.count(count_as)
+        self.totals.count("update")
 
     def set_metadata(self, queue):
         metadata = {f"k{n}": f"v{self.random.randint(0, 999)}" for n in range(self.random.randint(0, 3))}
-        status, _, data = self.attempt(
-            queue,
-            ("metadata", metadata),
-            lambda: self.client.request(
-                "PUT",
-                f"/{queue.name}",
-                {"comp": "metadata"},
-                headers={f"x-ms-meta-{k}": v for k, v in metadata.items()},
-            ),
+        self.attempt(
+            queue, ("metadata", metadata), 204, "PUT", f"/{queue.name}", {"comp": "metadata"},
+            headers={f"x-ms-meta-{k}": v for k, v in metadata.items()},
         )
-        if status != 204:
-            raise Anomaly(f"set metadata of {queue.name}: {status} {data[:200]!r}")
         queue.metadata = metadata
         self.totals.count("metadata")
 
@@ -371,51 +337,34 @@ class Worker(threading.Thread):
             (f"policy{n}", self.random.choice(["r", "ra", "raup", "p"]))
             for n in range(self.random.randint(0, 3))
         )
-        status, _, data = self.attempt(
-            queue,
-            ("acl", identifiers),
-            lambda: self.client.request(
-                "PUT", f"/{queue.name}", {"comp": "acl"}, acl_body(identifiers)
-            ),
+        self.attempt(
+            queue, ("acl", identifiers), 204, "PUT", f"/{queue.name}", {"comp": "acl"},
+            acl_body(identifiers),
         )
-        if status != 204:
-            raise Anomaly(f"set ACL of {queue.name}: {status} {data[:200]!r}")
         queue.acl = identifiers
         self.totals.count("acl")
 
     def clear(self, queue):
-        status, _, data = self.attempt(
-            queue, ("clear",), lambda: self.client.request("DELETE", f"/{queue.name}/messages")
-        )
-        if status != 204:
-            raise Anomaly(f"clear {queue.name}: {status} {data[:200]!r}")
+        self.attempt(queue, ("clear",), 204, "DELETE", f"/{queue.name}/messages")
         queue.deleted.update(queue.messages)
         queue.messages.clear()
         self.totals.count("clear")
 
     def recreate(self, slot):
         queue = slot[-1]
-        status, _, data = self.attempt(
-            queue, ("delete queue",), lambda: self.client.request("DELETE", f"/{queue.name}")
-        )
-        if status != 204:
-            raise Anomaly(f"delete queue {queue.name}: {status} {data[:200]!r}")
+        self.attempt(queue, ("delete queue",), 204, "DELETE", f"/{queue.name}")
         queue.exists = False
         queue.deleted.update(queue.messages)
         queue.messages.clear()
         queue.metadata, queue.acl = {}, []
         self.totals.count("queue delete")
-        generation = int(queue.name.rsplit("g", 1)[1]) + 1
-        slot.append(Queue(f"{queue.name.rsplit('g', 1)[0]}g{generation}"))
+        stem, generation = queue.name.rsplit("g", 1)
+        slot.append(Queue(f"{stem}g{int(generation) + 1}"))
         self.create_queue(slot)
 
     def create_queue(self, slot):
         queue = slot[-1]
-        status, _, data = self.attempt(
-            queue, ("create queue",), lambda: self.client.request("PUT", f"/{queue.name}")
-        )
-        if status != 201:
-            raise Anomaly(f"create queue {queue.name}: {status} {data[:200]!r}")
+        self.attempt(queue, ("create queue",), 201, "PUT", f"/{queue.name}")
         queue.exists = True
         self.totals.count("queue create")
 

@@ -834,19 +834,22 @@ fn a_data_directory_left_unsynced_by_a_killed_run_is_made_durable() {
         disk.create_directories(Path::new("/data")).unwrap();
         disk.create_directory_unsynced(&root);
         let mut seeds = SplitMix64::new(disk_seed);
-        let start = recover(
-            &disk,
-            &root,
-            1,
-            NOW_MS,
-            &mut new_seed(&mut seeds),
-            RecoveryOptions::default(),
-        )
-        .expect("recovered")
-        .shards
-        .into_iter()
-        .next()
-        .unwrap();
+        let mut recover_now = || {
+            recover(
+                &disk,
+                &root,
+                1,
+                NOW_MS,
+                &mut new_seed(&mut seeds),
+                RecoveryOptions::default(),
+            )
+        };
+        let start = recover_now()
+            .expect("recovered")
+            .shards
+            .into_iter()
+            .next()
+            .unwrap();
         let log = Log::new(disk.clone(), &start, 0, Durability::Fsync).with_segment_bytes(16 << 10);
         let state = RefCell::new(start.state);
         let queue = Command::CreateQueue {
@@ -857,15 +860,7 @@ fn a_data_directory_left_unsynced_by_a_killed_run_is_made_durable() {
         run(log.flush(&state)).expect("flushed: acknowledged");
         drop(log);
         disk.crash();
-        let recovered = recover(
-            &disk,
-            &root,
-            1,
-            NOW_MS,
-            &mut new_seed(&mut seeds),
-            RecoveryOptions::default(),
-        )
-        .expect("recovered after the cut");
+        let recovered = recover_now().expect("recovered after the cut");
         let queues = recovered.shards[0].state.describe(NOW_MS).queues;
         assert_eq!(
             queues.len(),

@@ -3,6 +3,7 @@
 
 use std::ffi::OsStr;
 use std::fs::Metadata;
+use std::io;
 use std::os::unix::fs::MetadataExt;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -37,10 +38,7 @@ impl FaultFs {
     fn sync(&self, node: INodeNo, directory: bool, reply: ReplyEmpty) {
         // Outside the lock: other requests (other files, the control socket) go on meanwhile.
         std::thread::sleep(self.sync_delay);
-        match self.state().sync(node.0, directory) {
-            Ok(()) => reply.ok(),
-            Err(error) => reply.error(Errno::from(error)),
-        }
+        reply_empty(reply, self.state().sync(node.0, directory));
     }
 
     fn state(&self) -> MutexGuard<'_, State> {
@@ -94,12 +92,38 @@ fn entry_kind(directory: bool) -> FileType {
     }
 }
 
+fn reply_entry(reply: ReplyEntry, result: io::Result<(NodeId, Metadata)>) {
+    match result {
+        Ok((node, metadata)) => reply.entry(&TTL, &attributes(node, &metadata), Generation(0)),
+        Err(error) => reply.error(Errno::from(error)),
+    }
+}
+
+fn reply_attributes(reply: ReplyAttr, node: INodeNo, result: io::Result<Metadata>) {
+    match result {
+        Ok(metadata) => reply.attr(&TTL, &attributes(node.0, &metadata)),
+        Err(error) => reply.error(Errno::from(error)),
+    }
+}
+
+fn reply_empty(reply: ReplyEmpty, result: io::Result<()>) {
+    match result {
+        Ok(()) => reply.ok(),
+        Err(error) => reply.error(Errno::from(error)),
+    }
+}
+
+/// No FOPEN_KEEP_CACHE: the kernel drops its cached pages of a file at each open.
+fn reply_opened(reply: ReplyOpen, result: io::Result<u64>) {
+    match result {
+        Ok(handle) => reply.opened(FileHandle(handle), FopenFlags::empty()),
+        Err(error) => reply.error(Errno::from(error)),
+    }
+}
+
 impl Filesystem for FaultFs {
     fn lookup(&self, _request: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
-        match self.state().lookup(parent.0, name) {
-            Ok((node, metadata)) => reply.entry(&TTL, &attributes(node, &metadata), Generation(0)),
-            Err(error) => reply.error(Errno::from(error)),
-        }
+        reply_entry(reply, self.state().lookup(parent.0, name));
     }
 
     fn getattr(
@@ -109,10 +133,7 @@ impl Filesystem for FaultFs {
         _handle: Option<FileHandle>,
         reply: ReplyAttr,
     ) {
-        match self.state().attributes(node.0) {
-            Ok(metadata) => reply.attr(&TTL, &attributes(node.0, &metadata)),
-            Err(error) => reply.error(Errno::from(error)),
-        }
+        reply_attributes(reply, node, self.state().attributes(node.0));
     }
 
     fn setattr(
@@ -144,10 +165,7 @@ impl Filesystem for FaultFs {
             }
             state.attributes(node.0)
         })();
-        match result {
-            Ok(metadata) => reply.attr(&TTL, &attributes(node.0, &metadata)),
-            Err(error) => reply.error(Errno::from(error)),
-        }
+        reply_attributes(reply, node, result);
     }
 
     fn mkdir(
@@ -159,24 +177,15 @@ impl Filesystem for FaultFs {
         umask: u32,
         reply: ReplyEntry,
     ) {
-        match self.state().mkdir(parent.0, name, mode & !umask) {
-            Ok((node, metadata)) => reply.entry(&TTL, &attributes(node, &metadata), Generation(0)),
-            Err(error) => reply.error(Errno::from(error)),
-        }
+        reply_entry(reply, self.state().mkdir(parent.0, name, mode & !umask));
     }
 
     fn unlink(&self, _request: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
-        match self.state().remove(parent.0, name, false) {
-            Ok(()) => reply.ok(),
-            Err(error) => reply.error(Errno::from(error)),
-        }
+        reply_empty(reply, self.state().remove(parent.0, name, false));
     }
 
     fn rmdir(&self, _request: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
-        match self.state().remove(parent.0, name, true) {
-            Ok(()) => reply.ok(),
-            Err(error) => reply.error(Errno::from(error)),
-        }
+        reply_empty(reply, self.state().remove(parent.0, name, true));
     }
 
     fn rename(
@@ -195,21 +204,14 @@ impl Filesystem for FaultFs {
             return;
         }
         let no_replace = flags.contains(RenameFlags::RENAME_NOREPLACE);
-        match self
+        let renamed = self
             .state()
-            .rename(parent.0, name, new_parent.0, new_name, no_replace)
-        {
-            Ok(()) => reply.ok(),
-            Err(error) => reply.error(Errno::from(error)),
-        }
+            .rename(parent.0, name, new_parent.0, new_name, no_replace);
+        reply_empty(reply, renamed);
     }
 
     fn open(&self, _request: &Request, node: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
-        // No FOPEN_KEEP_CACHE: the kernel drops its cached pages of the file at each open.
-        match self.state().open(node.0, flags.0) {
-            Ok(handle) => reply.opened(FileHandle(handle), FopenFlags::empty()),
-            Err(error) => reply.error(Errno::from(error)),
-        }
+        reply_opened(reply, self.state().open(node.0, flags.0));
     }
 
     fn read(
@@ -285,10 +287,7 @@ impl Filesystem for FaultFs {
     }
 
     fn opendir(&self, _request: &Request, node: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
-        match self.state().open_directory(node.0) {
-            Ok(handle) => reply.opened(FileHandle(handle), FopenFlags::empty()),
-            Err(error) => reply.error(Errno::from(error)),
-        }
+        reply_opened(reply, self.state().open_directory(node.0));
     }
 
     fn readdir(
@@ -386,9 +385,6 @@ impl Filesystem for FaultFs {
         mode: i32,
         reply: ReplyEmpty,
     ) {
-        match self.state().fallocate(node.0, offset, length, mode) {
-            Ok(()) => reply.ok(),
-            Err(error) => reply.error(Errno::from(error)),
-        }
+        reply_empty(reply, self.state().fallocate(node.0, offset, length, mode));
     }
 }
