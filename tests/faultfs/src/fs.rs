@@ -1,5 +1,11 @@
 //! The FUSE side: each kernel request becomes one call on the shared [`State`], its
 //! `io::Error` the errno the caller sees. Nothing here decides anything about durability.
+//!
+//! The kernel's writeback cache is not asked for (fuser's defaults), so a program's write
+//! reaches this file system before its write(2) returns: the kernel holds nothing the power cut
+//! would have to know about. An O_DIRECT write (O_DIRECT given at open, or set later by fcntl,
+//! which the kernel allows on any FUSE file since FUSE's page cache has a direct-I/O path) comes
+//! as a write request with O_DIRECT in the file's flags.
 
 use std::ffi::OsStr;
 use std::fs::Metadata;
