@@ -242,15 +242,16 @@ class Worker(threading.Thread):
         live = len(queue.messages)
         roll = self.random.random()
         put_share = 0.55 if live < MESSAGES_PER_QUEUE_TARGET else 0.2
+        # Clears and queue deletes are rare: a queue lives through a few cycles on average.
         if roll < put_share:
             self.put(queue)
-        elif roll < 0.90:
-            self.get_and_settle(queue)
         elif roll < 0.93:
-            self.set_metadata(queue)
+            self.get_and_settle(queue)
         elif roll < 0.96:
+            self.set_metadata(queue)
+        elif roll < 0.996:
             self.set_acl(queue)
-        elif roll < 0.98:
+        elif roll < 0.998:
             self.clear(queue)
         else:
             self.recreate(slot)
@@ -279,7 +280,7 @@ class Worker(threading.Thread):
     def get_and_settle(self, queue):
         lease = self.random.randint(1, LEASE_S_MAX)
         self.lease_until = time.monotonic() + lease + 1
-        count = str(self.random.randint(1, 8))
+        count = str(self.random.randint(1, 4))
         # A Get changes leases only, which the checker does not compare: no pending change.
         _, data = self.attempt(
             queue, None, 200, "GET", f"/{queue.name}/messages",
@@ -294,10 +295,12 @@ class Worker(threading.Thread):
                 raise Anomaly(f"{queue.name}: Get returned {text[:40]!r} ({message_id}), "
                               f"acknowledged as {known}")
             known[2] = receipt
+            # Fewer deletes than puts until the queue holds its target: messages that live
+            # through many cycles (and snapshots) are the ones a bug would lose.
             roll = self.random.random()
-            if roll < 0.7:
+            if roll < 0.5:
                 self.delete(queue, token)
-            elif roll < 0.9:
+            elif roll < 0.8:
                 self.update(queue, token)
 
     def delete(self, queue, token):
@@ -574,7 +577,7 @@ def release_queues(client, slots, totals, rng):
             continue
         for token in list(queue.messages):
             message_id, version, receipt = queue.messages[token]
-            if rng.random() < 0.15 or len(queue.messages) > 2 * MESSAGES_PER_QUEUE_TARGET:
+            if rng.random() < 0.05 or len(queue.messages) > 2 * MESSAGES_PER_QUEUE_TARGET:
                 status, _, data = client.request(
                     "DELETE", f"/{queue.name}/messages/{message_id}", {"popreceipt": receipt}
                 )
