@@ -51,8 +51,10 @@ KEY = base64.b64decode(
     "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
 )
 VERSION = "2026-04-06"
-# Every request is bounded; a server that stops answering makes the request unknown.
-REQUEST_TIMEOUT_S = 15.0
+# Every request is bounded; a server that stops answering makes the request unknown (during
+# the load) or fails the run (during the check). Generous: on a shared machine under load, a
+# synced request through FUSE has been seen to take over 15 s.
+REQUEST_TIMEOUT_S = 60.0
 # The workload's leases (Get and Update visibility timeouts) last at most this long, so the
 # checker can wait until every message is visible again before draining.
 LEASE_S_MAX = 2
@@ -611,10 +613,28 @@ class Run:
         self.azq = None
         self.totals = Totals()
         self.rng = random.Random(arguments.seed)
-        self.azq_log = open(os.path.join(self.work, "azq.log"), "ab")
+        # Unbuffered: lines from several threads, all there even if the run dies.
+        self.azq_log = open(os.path.join(self.work, "azq.log"), "ab", buffering=0)
 
     def log(self, text):
-        print(f"powerloss[{self.arguments.backend}{' write' if self.arguments.durability == 'write' else ''}]: {text}", flush=True)
+        mode = " write" if self.arguments.durability == "write" else ""
+        now = time.strftime("%H:%M:%S")
+        print(f"{now} powerloss[{self.arguments.backend}{mode}]: {text}", flush=True)
+
+    def threads_waiting(self):
+        """Where each thread of azq and faultfs waits in the kernel (for a run that hangs)."""
+        lines = []
+        for name, process in (("azq", self.azq), ("faultfs", self.faultfs)):
+            if process is None or process.poll() is not None:
+                continue
+            for task in sorted(os.listdir(f"/proc/{process.pid}/task")):
+                try:
+                    with open(f"/proc/{process.pid}/task/{task}/comm") as comm, \
+                            open(f"/proc/{process.pid}/task/{task}/wchan") as wchan:
+                        lines.append(f"{name} {task} {comm.read().strip()}: {wchan.read().strip()}")
+                except OSError:
+                    pass
+        return "\n".join(lines)
 
     def faultfs_flags(self, cycle):
         """Odd cycles decline what the backend has fallbacks for."""
@@ -654,7 +674,6 @@ class Run:
 
     def start_azq(self, cycle):
         self.azq_log.write(f"\n=== cycle {cycle} ===\n".encode())
-        self.azq_log.flush()
         command = [
             self.arguments.azq, "--runtime", self.arguments.backend, "--queuePort", "0",
             "--shards", str(self.arguments.shards), "--location", self.mountpoint,
@@ -698,7 +717,17 @@ class Run:
         port = self.start_azq(cycle)
         self.totals.restarts += 1
         checker = Checker(port, self.totals)
-        checker.check(slots)
+        try:
+            checker.check(slots)
+        except Anomaly as anomaly:
+            if "Unknown:" not in str(anomaly):
+                raise
+            status = self.control("status")
+            raise SystemExit(
+                f"FAILED in cycle {cycle}: azq stopped answering while recovered data was checked "
+                f"({str(anomaly).strip().splitlines()[-1]}); faultfs: {status}; threads:\n"
+                f"{self.threads_waiting()}\nazq's output in {self.work}/azq.log"
+            ) from None
         if checker.problems:
             for problem in checker.problems[:30]:
                 self.log(f"cycle {cycle}: {problem}")
