@@ -7,13 +7,15 @@
 
 use bytes::BytesMut;
 
-use crate::config::API_VERSION_LATEST;
 use crate::error::StorageError;
 use crate::http::{Method, Request, ResponseWriter};
 use crate::queue::Reply;
 use crate::time;
 
-use super::{ids, xml, CorsHeaders, Service};
+/// The newest `x-ms-version` azq knows; sent back when a request names none.
+pub const API_VERSION_LATEST: &str = "2026-10-06";
+
+use super::{ids, xml, CorsHeaders};
 
 /// The `Server` header value.
 const SERVER: &str = concat!("azq/", env!("CARGO_PKG_VERSION"));
@@ -27,21 +29,19 @@ const BEARER_CHALLENGE: &str = "Bearer authorization_uri=https://login.microsoft
 /// one the operation can answer with (a bug; the client gets 500 `InternalError`).
 pub(super) type Written = Result<(), Reply>;
 
-impl Service {
-    /// Answers a request the HTTP layer could not parse (there is no `Request` to echo from).
-    pub fn respond_unparsed(error: StorageError, now_ms: u64, out: &mut BytesMut) {
-        let request_id = ids::hyphenated(ids::request_id());
-        let mut writer = ResponseWriter::start(out, error.status(), false);
-        writer.header("Server", SERVER.as_bytes());
-        writer.header("x-ms-request-id", &request_id);
-        writer.header("x-ms-version", API_VERSION_LATEST.as_bytes());
-        writer.header("x-ms-error-code", error.code().as_bytes());
-        writer.header("Date", &time::rfc1123_cached(now_ms));
-        writer.header("Connection", b"close");
-        writer.header("Content-Type", b"application/xml");
-        xml::error(writer.body(), error, &request_id, now_ms);
-        writer.finish();
-    }
+/// Answers a request the HTTP layer could not parse (there is no `Request` to echo from).
+pub(super) fn respond_unparsed(error: StorageError, now_ms: u64, out: &mut BytesMut) {
+    let request_id = ids::hyphenated(ids::request_id());
+    let mut writer = ResponseWriter::start(out, error.status(), false);
+    writer.header("Server", SERVER.as_bytes());
+    writer.header("x-ms-request-id", &request_id);
+    writer.header("x-ms-version", API_VERSION_LATEST.as_bytes());
+    writer.header("x-ms-error-code", error.code().as_bytes());
+    writer.header("Date", &time::rfc1123_cached(now_ms));
+    writer.header("Connection", b"close");
+    writer.header("Content-Type", b"application/xml");
+    xml::error(writer.body(), error, &request_id, now_ms);
+    writer.finish();
 }
 
 /// What every response to one request shares.

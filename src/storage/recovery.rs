@@ -38,7 +38,7 @@ use super::format::{
     parse_name, read_segment, read_snapshot, snapshot_header, snapshot_name, snapshot_trailer,
     Ending, FileKind, SEGMENT_TEMPORARY_NAME, SNAPSHOT_TEMPORARY_NAME,
 };
-use crate::config::STORAGE_BLOCK_BYTES;
+use crate::limits::STORAGE_BLOCK_BYTES;
 use crate::queue::record::{read, MessageState, Read, Record};
 use crate::queue::state::{message_id, Identity};
 use crate::queue::SignedIdentifier;

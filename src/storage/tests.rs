@@ -37,7 +37,6 @@ use super::files::{data_directory, Files};
 use super::log::Log;
 use super::recovery::{recover, RecoveryOptions};
 use super::sim::{SimDisk, SimStats};
-use crate::config::Durability;
 use crate::error::StorageError;
 use crate::queue::replicas::home_shard;
 use crate::queue::state::Described;
@@ -46,6 +45,7 @@ use crate::queue::{
     ShardState, SignedIdentifier,
 };
 use crate::random::SplitMix64;
+use crate::storage::log::Durability;
 
 /// 2026-11-22T00:00:00Z.
 const NOW_MS: u64 = 1_795_305_600_000;

@@ -3,14 +3,16 @@
 
 use bytes::BytesMut;
 
-use crate::config::LIST_QUEUES_RESULTS_MAX;
 use crate::error::StorageError;
 use crate::http::Request;
+use crate::limits::LIST_QUEUES_RESULTS_MAX;
 use crate::queue::{self, Command, Replicas, Reply};
 
 use super::super::plan::{fail, Planning};
 use super::super::response::{Responder, Written};
-use super::super::{cors, settings_xml, validate, xml, Operation, Plan, ResponsePlan, Route, Step};
+use super::super::{
+    cors, settings_xml, validate, xml, ListingEcho, Operation, Plan, ResponsePlan, Route, Step,
+};
 
 /// The CORS preflight, answered from the account's rules alone, without authentication, as
 /// Azure does.
@@ -109,22 +111,6 @@ pub fn get_service_stats_response(
         settings_xml::service_stats_into(body, responder.now_ms())
     });
     Ok(())
-}
-
-/// What List Queues' response repeats of its request: the parameters as sent and the endpoint
-/// the client addressed.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct ListingEcho {
-    /// `http://host[:port]/` (host-style) or `http://host[:port]/account/` (path-style).
-    pub service_endpoint: String,
-    /// `prefix` as sent: only names that start with it are listed; echoed as `<Prefix>`.
-    pub prefix: Option<String>,
-    /// `marker` as sent (a previous page's `NextMarker`): the listing starts at this name.
-    pub marker: Option<String>,
-    /// `maxresults` as sent.
-    pub results_max_text: Option<String>,
-    /// The page size: `maxresults` capped at `LIST_QUEUES_RESULTS_MAX`.
-    pub results_max: usize,
 }
 
 /// Every shard lists its part; the response merges them.
