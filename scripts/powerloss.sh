@@ -26,8 +26,13 @@ if ! why=$(ensure_fuse3); then
 fi
 [[ -n $why ]] && echo "$why"
 
-if [[ -z "${AZQ_BIN:-}" || -z "${FAULTFS_BIN:-}" ]]; then
-  cargo build --release --quiet -p azq -p faultfs
+# Each built on its own, as scripts/test.sh and soak.sh build azq: built together, the two
+# packages' features would unify (fuser's zerocopy derive) and azq would be built a second time.
+if [[ -z "${AZQ_BIN:-}" ]]; then
+  cargo build --release --quiet --bin azq
+fi
+if [[ -z "${FAULTFS_BIN:-}" ]]; then
+  cargo build --release --quiet -p faultfs
 fi
 azq=${AZQ_BIN:-$PWD/target/release/azq}
 faultfs=${FAULTFS_BIN:-$PWD/target/release/faultfs}
