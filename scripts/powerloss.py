@@ -719,14 +719,20 @@ class Run:
         checker = Checker(port, self.totals)
         try:
             checker.check(slots)
-        except Anomaly as anomaly:
-            if "Unknown:" not in str(anomaly):
+        except (Anomaly, Unknown) as error:
+            # A request of the check's own thread raises Unknown; one of its per-client threads,
+            # an Anomaly naming it.
+            if isinstance(error, Anomaly) and "Unknown:" not in str(error):
                 raise
+            # Time for the pumps to copy what azq printed last into azq.log.
+            time.sleep(1)
+            exited = self.azq.poll()
+            how = "still running" if exited is None else f"exited with status {exited}"
             status = self.control("status")
             raise SystemExit(
                 f"FAILED in cycle {cycle}: azq stopped answering while recovered data was checked "
-                f"({str(anomaly).strip().splitlines()[-1]}); faultfs: {status}; threads:\n"
-                f"{self.threads_waiting()}\nazq's output in {self.work}/azq.log"
+                f"({str(error).strip().splitlines()[-1]}); azq {how}; faultfs: {status}; "
+                f"threads:\n{self.threads_waiting()}\nazq's output in {self.work}/azq.log"
             ) from None
         if checker.problems:
             for problem in checker.problems[:30]:
