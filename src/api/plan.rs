@@ -130,7 +130,7 @@ impl Service {
                 request.method.as_str(),
                 &replicas.service_properties(route.account).cors,
             ),
-            listing: None,
+            ..ResponsePlan::default()
         };
         let acl_version = Cell::new(None);
         if let Err(failure) =

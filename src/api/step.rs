@@ -125,6 +125,8 @@ pub struct ResponsePlan {
     pub cors: Option<CorsHeaders>,
     /// List Queues' parameters and endpoint, echoed in its body.
     pub listing: Option<ListingEcho>,
+    /// Errors are the table service's OData JSON rather than XML (the table port's probes).
+    pub json_errors: bool,
 }
 
 /// What List Queues' response repeats of its request: the parameters as sent and the endpoint

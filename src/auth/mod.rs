@@ -92,6 +92,14 @@ impl Authenticator {
             if let Some(token) = bearer_token(authorization) {
                 return self.authenticate_bearer(token, request, context, access);
             }
+            if access.service == 't' {
+                return shared_key::verify_table(
+                    request,
+                    authorization,
+                    account,
+                    &mut self.string_to_sign,
+                );
+            }
             return shared_key::verify(
                 request,
                 authorization,

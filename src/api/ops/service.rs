@@ -28,7 +28,7 @@ pub fn preflight(request: &Request, route: &Route<'_>, replicas: &Replicas) -> P
             response: ResponsePlan {
                 operation: Some(Operation::Preflight),
                 cors: Some(headers),
-                listing: None,
+                ..ResponsePlan::default()
             },
             auth_failure: None,
         },
