@@ -159,6 +159,7 @@ impl ShardState {
                     self.log(&Record::<&[u8]>::QueueCleared {
                         queue: index,
                         moved_to: fresh,
+                        key: Some(queue.clone()),
                     });
                     let old = queue_at(&mut self.queues, index);
                     let metadata = std::mem::take(&mut old.metadata);
