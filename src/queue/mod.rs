@@ -28,4 +28,6 @@ pub use replicas::{
     ServiceProperties, ServicePropertiesUpdate, SignedIdentifier, SignedIdentifiers,
 };
 pub use secret::Secret;
-pub use state::{Census, ShardState};
+pub use state::{
+    Activity, Census, InspectedMessage, MessagePage, QueueSummary, ShardState, Visibility,
+};

@@ -18,4 +18,6 @@ pub mod log;
 pub mod recovery;
 pub mod secret;
 #[cfg(test)]
+mod sim;
+#[cfg(test)]
 mod tests;
