@@ -184,6 +184,8 @@ fn inspection_lists_every_message_and_changes_nothing() {
         assert!(messages
             .iter()
             .all(|message| message.get("pop_receipt").is_none()));
+        // Inspection shows the IDs clients get (made with the server's secret).
+        assert_eq!(messages[3]["id"].as_str(), Some(leased[0].0.as_str()));
         // Nothing moved: the same answers, the same order, the leased message's receipt still
         // holds, and the first Get after inspection is a first delivery.
         assert_eq!(
