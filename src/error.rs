@@ -226,7 +226,7 @@ impl StorageError {
                 "Server failed to authenticate the request. Please refer to the information in the www-authenticate header."
             }
             AuthenticationFailed => {
-                "Server failed to authenticate the request. Make sure the value of the Authorization header is formed correctly including the signature."
+                "Server failed to authenticate the request. Make sure the value of Authorization header is formed correctly including the signature."
             }
             AuthorizationPermissionMismatch => {
                 "This request is not authorized to perform this operation using this permission."
