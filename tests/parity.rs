@@ -5,7 +5,9 @@
 
 mod common;
 
-use common::{assert_status, create_queue, elements, put_body, send, signed_request, Server};
+use common::{
+    assert_status, create_queue, elements, exchange, put_body, send, signed_request, Server,
+};
 
 #[test]
 fn message_text_with_child_elements_is_refused_and_nothing_is_stored() {
@@ -250,4 +252,74 @@ fn a_put_whose_lease_outlives_its_ttl_is_an_invalid_value() {
         ),
     );
     assert_status(&response, 400, Some("OutOfRangeQueryParameterValue"));
+}
+
+#[test]
+fn error_status_lines_carry_the_errors_message_as_the_service_writes_it() {
+    // Recorded answers of the service: `HTTP/1.1 404 The specified queue does not exist.`, and
+    // the standard phrase for successes (`201 Created`); the legacy SDKs' exception texts start
+    // with the phrase.
+    let server = Server::start(&[]);
+    let response = send(
+        &server,
+        signed_request("GET", "/devstoreaccount1/missing?comp=metadata", &[], b""),
+    );
+    assert_status(&response, 404, Some("QueueNotFound"));
+    assert_eq!(response.reason, "The specified queue does not exist.");
+    // HEAD answers carry it too (they have no body to say it in).
+    let response = send(
+        &server,
+        signed_request("HEAD", "/devstoreaccount1/missing?comp=metadata", &[], b""),
+    );
+    assert_eq!(
+        (response.status, response.reason.as_str()),
+        (404, "The specified queue does not exist.")
+    );
+    let response = send(
+        &server,
+        signed_request("PUT", "/devstoreaccount1/bad_name", &[], b""),
+    );
+    assert_eq!(
+        response.reason,
+        "The specifed resource name contains invalid characters."
+    );
+    let mut forged = signed_request("PUT", "/devstoreaccount1/forged", &[], b"");
+    let at = forged
+        .windows(10)
+        .position(|window| window == b"SharedKey ")
+        .unwrap()
+        + 30;
+    forged[at] = if forged[at] == b'A' { b'B' } else { b'A' };
+    let response = send(&server, forged);
+    assert_status(&response, 403, Some("AuthenticationFailed"));
+    // The service's wording, recorded in its answers: "of Authorization header", without
+    // "the" (Azurite adds it).
+    assert_eq!(
+        response.reason,
+        "Server failed to authenticate the request. Make sure the value of Authorization header \
+         is formed correctly including the signature."
+    );
+    // A request the parser refuses is answered the same way.
+    let response = exchange(&server, b"GET / HTTP/1.1\r\nContent-Length: x\r\n\r\n");
+    assert_eq!(
+        (response.status, response.reason.as_str()),
+        (400, "The request could not be parsed as HTTP/1.1.")
+    );
+    // Successes keep the standard phrases.
+    let response = send(
+        &server,
+        signed_request("PUT", "/devstoreaccount1/kept", &[], b""),
+    );
+    assert_eq!(
+        (response.status, response.reason.as_str()),
+        (201, "Created")
+    );
+    let response = send(
+        &server,
+        signed_request("DELETE", "/devstoreaccount1/kept", &[], b""),
+    );
+    assert_eq!(
+        (response.status, response.reason.as_str()),
+        (204, "No Content")
+    );
 }

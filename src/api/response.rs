@@ -9,7 +9,7 @@ use bytes::BytesMut;
 
 use crate::config::API_VERSION_LATEST;
 use crate::error::StorageError;
-use crate::http::{Method, Request, ResponseWriter};
+use crate::http::{reason_phrase, Method, Request, ResponseWriter};
 use crate::queue::Reply;
 use crate::time;
 
@@ -31,7 +31,8 @@ impl Service {
     /// Answers a request the HTTP layer could not parse (there is no `Request` to echo from).
     pub fn respond_unparsed(error: StorageError, now_ms: u64, out: &mut BytesMut) {
         let request_id = ids::hyphenated(ids::request_id());
-        let mut writer = ResponseWriter::start(out, error.status(), false);
+        let mut writer =
+            ResponseWriter::start_with_reason(out, error.status(), error.message(), false);
         writer.header("Server", SERVER.as_bytes());
         writer.header("x-ms-request-id", &request_id);
         writer.header("x-ms-version", API_VERSION_LATEST.as_bytes());
@@ -71,8 +72,19 @@ impl<'a> Responder<'a> {
     /// Writes the status line and the headers every response carries; the CORS ones follow
     /// when the head closes.
     pub fn start<'o>(&self, status: u16, out: &'o mut BytesMut) -> Response<'o, 'a> {
+        self.start_with_reason(status, reason_phrase(status), out)
+    }
+
+    /// `start` with `reason` as the status line's reason phrase (an error's message).
+    fn start_with_reason<'o>(
+        &self,
+        status: u16,
+        reason: &str,
+        out: &'o mut BytesMut,
+    ) -> Response<'o, 'a> {
         let request = self.request;
-        let mut writer = ResponseWriter::start(out, status, request.method == Method::Head);
+        let mut writer =
+            ResponseWriter::start_with_reason(out, status, reason, request.method == Method::Head);
         writer.header("Server", SERVER.as_bytes());
         writer.header("x-ms-request-id", &self.request_id);
         writer.header(
@@ -120,10 +132,12 @@ impl<'a> Responder<'a> {
         response.finish();
     }
 
-    /// Azure's error response: status, `x-ms-error-code` and the XML error body; a refused
-    /// bearer token also gets Azure's challenge, which the SDKs read to ask for a new token.
+    /// Azure's error response: status with the error's message as its reason phrase (as the
+    /// service writes it, and the legacy SDKs' exception texts start with it),
+    /// `x-ms-error-code` and the XML error body; a refused bearer token also gets Azure's
+    /// challenge, which the SDKs read to ask for a new token.
     pub fn error(&self, error: StorageError, out: &mut BytesMut) {
-        let mut response = self.start(error.status(), out);
+        let mut response = self.start_with_reason(error.status(), error.message(), out);
         response.header("x-ms-error-code", error.code().as_bytes());
         if error == StorageError::InvalidAuthenticationInfo {
             response.header("WWW-Authenticate", BEARER_CHALLENGE.as_bytes());

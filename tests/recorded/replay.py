@@ -4,8 +4,9 @@
 The official SDKs record their test suites against the real service: each request and the
 service's exact status, headers and body. This tool takes the essence of every recorded request
 (method, path, query, the headers that matter, body), sends it to azq, and compares what matters
-of the answer: the status, `x-ms-error-code` and the shape of the XML body (element and
-attribute names in order, not values such as ids, receipts and dates).
+of the answer: the status, `x-ms-error-code`, an error's reason phrase (the service writes the
+error's message there) and the shape of the XML body (element and attribute names in order, not
+values such as ids, receipts and dates).
 
     tests/recorded/replay.py                      # the recordings PyPI ships (see below)
     tests/recorded/replay.py --recordings DIR     # recordings of any supported format in DIR
@@ -136,6 +137,8 @@ class Interaction:
     response_headers: dict[str, str]  # lowercased names
     response_body: str
     headers_recorded: bool = True
+    # The status line's reason phrase, where the format records it (vcrpy cassettes do).
+    reason: str | None = None
 
 
 @dataclasses.dataclass
@@ -189,6 +192,7 @@ def load_vcr_yaml(path: str) -> Recording:
                 status=int(response["status"]["code"]),
                 response_headers=lowered(response.get("headers")),
                 response_body=first_value(body.get("string")) if isinstance(body, dict) else "",
+                reason=response["status"].get("message"),
             )
         )
     return Recording(os.path.basename(path), interactions)
@@ -433,7 +437,7 @@ class Outcome:
     index: int
     operation: str
     verdict: str  # "agree", "differ", "skip"
-    kind: str = ""  # for differ: "status", "code", "shape", "body"; for skip: the reason
+    kind: str = ""  # for differ: "status", "code", "reason", "shape", "body"; for skip: the reason
     detail: str = ""
 
 
@@ -483,7 +487,10 @@ class Azq:
             connection.endheaders(body or None)
             response = connection.getresponse()
             data = response.read()
-            return response.status, {k.lower(): v for k, v in response.getheaders()}, data
+            headers = {k.lower(): v for k, v in response.getheaders()}
+            # The reason phrase travels with the headers, under a name no header can have.
+            headers[":reason"] = response.reason
+            return response.status, headers, data
         finally:
             connection.close()
 
@@ -765,6 +772,11 @@ def compare(interaction, status, live_headers, live_text):
                 + f", azq {status} {live_code or ''}".rstrip())
     if recorded_code != live_code:
         return ("code", f"recorded {recorded_code}, azq {live_code}")
+    # The service writes an error's message as the reason phrase; the legacy SDKs' exception
+    # texts start with it. Successes carry the standard phrases, which are not compared.
+    live_reason = live_headers.get(":reason")
+    if interaction.status >= 400 and interaction.reason and live_reason != interaction.reason:
+        return ("reason", f"recorded {interaction.reason!r}, azq {live_reason!r}")
     if interaction.method == "HEAD":
         return None
     try:
