@@ -323,3 +323,31 @@ fn error_status_lines_carry_the_errors_message_as_the_service_writes_it() {
         (204, "No Content")
     );
 }
+
+#[test]
+fn service_properties_take_booleans_written_as_the_legacy_sdks_write_them() {
+    // azure-storage-queue 2.x writes `True` and `False`; the service's recorded answers accept
+    // them (202) and read them back as `true` and `false`.
+    let server = Server::start(&[]);
+    let target = "/devstoreaccount1/?restype=service&comp=properties";
+    let body = "<?xml version='1.0' encoding='utf-8'?>\n<StorageServiceProperties><Logging><Version>1.0</Version><Delete>True</Delete><Read>False</Read><Write>True</Write><RetentionPolicy><Enabled>False</Enabled></RetentionPolicy></Logging><HourMetrics><Version>1.0</Version><Enabled>True</Enabled><IncludeAPIs>False</IncludeAPIs><RetentionPolicy><Enabled>True</Enabled><Days>5</Days></RetentionPolicy></HourMetrics></StorageServiceProperties>";
+    let response = send(&server, signed_request("PUT", target, &[], body.as_bytes()));
+    assert_status(&response, 202, None);
+    let response = send(&server, signed_request("GET", target, &[], b""));
+    let text = response.text();
+    assert_eq!(elements(&text, "Delete"), ["true"], "{text}");
+    assert_eq!(elements(&text, "Read"), ["false"], "{text}");
+    assert_eq!(elements(&text, "IncludeAPIs"), ["false"], "{text}");
+    assert_eq!(
+        elements(&text, "Enabled"),
+        ["false", "true", "true", "false", "false"],
+        "{text}"
+    );
+    // Words that are not booleans stay refused.
+    let refused = body.replace("<Delete>True</Delete>", "<Delete>yes</Delete>");
+    let response = send(
+        &server,
+        signed_request("PUT", target, &[], refused.as_bytes()),
+    );
+    assert_status(&response, 400, Some("InvalidXmlNodeValue"));
+}

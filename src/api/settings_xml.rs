@@ -583,10 +583,14 @@ pub fn service_properties_update(body: &[u8]) -> Result<ServicePropertiesUpdate,
 }
 
 /// An `xs:boolean`: `true`, `false`, `1` or `0`.
+/// A boolean as the service reads it: `true`/`false` in any case (the legacy SDKs write `True`
+/// and `False`, which the service's recorded answers accept), or `1`/`0`.
 fn boolean(text: &str) -> Result<bool, StorageError> {
     match text.trim() {
-        "true" | "1" => Ok(true),
-        "false" | "0" => Ok(false),
+        "1" => Ok(true),
+        "0" => Ok(false),
+        text if text.eq_ignore_ascii_case("true") => Ok(true),
+        text if text.eq_ignore_ascii_case("false") => Ok(false),
         _ => Err(StorageError::InvalidXmlNodeValue),
     }
 }
