@@ -351,3 +351,34 @@ fn service_properties_take_booleans_written_as_the_legacy_sdks_write_them() {
     );
     assert_status(&response, 400, Some("InvalidXmlNodeValue"));
 }
+
+#[test]
+fn secondary_stats_signed_without_the_secondary_suffix_are_served() {
+    // azure-storage-queue 2.1.0 signs `/devstoreaccount1-secondary/?restype=service&comp=stats`
+    // with `/devstoreaccount1/devstoreaccount1/` as the canonicalised resource (its
+    // emulator endpoint drops the suffix when signing); Azurite accepts it.
+    let server = Server::start(&[]);
+    let signed = signed_request(
+        "GET",
+        "/devstoreaccount1/?restype=service&comp=stats",
+        &[],
+        b"",
+    );
+    let text = String::from_utf8(signed).unwrap().replacen(
+        "GET /devstoreaccount1/",
+        "GET /devstoreaccount1-secondary/",
+        1,
+    );
+    let response = send(&server, text.into_bytes());
+    assert_status(&response, 200, None);
+    assert_eq!(elements(&response.text(), "Status"), ["live"]);
+    // The same signature does not open any other secondary resource.
+    let signed = signed_request("GET", "/devstoreaccount1/?comp=list", &[], b"");
+    let text = String::from_utf8(signed).unwrap().replacen(
+        "GET /devstoreaccount1/?comp=list",
+        "GET /devstoreaccount1-secondary/?restype=service&comp=stats",
+        1,
+    );
+    let response = send(&server, text.into_bytes());
+    assert_status(&response, 403, Some("AuthenticationFailed"));
+}
