@@ -14,6 +14,7 @@ import datetime
 import hashlib
 import ipaddress
 import json
+import pathlib
 import re
 import socket
 import ssl
@@ -248,6 +249,29 @@ def raw_request_to(server, hostname, context):
                     break
                 answer += chunk
     return int(answer.split()[1])
+
+
+V1_CERTIFICATE = pathlib.Path(__file__).resolve().parent.parent / "data" / "v1-cert.pem"
+V1_KEY = V1_CERTIFICATE.with_name("v1-key.pem")
+
+
+def test_a_v1_certificate_serves_the_sdk(spawn_server, runtime):
+    # X.509 v1, as `openssl x509 -req -signkey` makes (tests/tls.rs says how this one was made):
+    # rustls's own check refuses it at load, azq serves it. Python's ssl (OpenSSL) trusts it and
+    # matches `localhost` against its common name (a v1 certificate has no subjectAltName).
+    server = spawn_server(["--cert", str(V1_CERTIFICATE), "--key", str(V1_KEY), "--oauth", "basic", *runtime])
+    assert raw_request_to(server, "localhost", trusting(V1_CERTIFICATE)) == 200
+    # urllib3 2 (under azure-core) never matches a host against a common name, so with a v1
+    # certificate the SDK can only run with verification off (`connection_verify=False`).
+    account_url = f"https://localhost:{server.port}/{DEV_ACCOUNT}"
+    with QueueServiceClient(
+        account_url, credential=UnsignedTokenCredential(), connection_verify=False, **CLIENT_KWARGS
+    ) as service:
+        queue = service.get_queue_client(unique_queue_name("v1cert"))
+        queue.create_queue()
+        queue.send_message("served with a v1 certificate")
+        assert [message.content for message in queue.receive_messages()] == ["served with a v1 certificate"]
+        queue.delete_queue()
 
 
 def test_an_automatic_certificate_is_kept_across_restarts(spawn_server, tmp_path, monkeypatch):
