@@ -272,7 +272,7 @@ pub struct Config {
     pub persistence: Persistence,
     /// The certificate to serve HTTPS with (`--cert`, `--key`, `--pwd`); `None`: plain HTTP.
     pub certificate: Option<crate::tls::CertificateSource>,
-    /// Bearer tokens accepted (`--oauth`); needs `certificate`.
+    /// Bearer tokens accepted (`--oauth`); over HTTPS only (`certificate`), refused otherwise.
     pub oauth: Option<OAuthLevel>,
     /// Rate limits, added latency, fault injection (`governor`).
     pub governor: crate::governor::GovernorConfig,

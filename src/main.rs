@@ -54,7 +54,8 @@ Usage: azq [options]
                              each start with --inMemoryPersistence); also served at
                              https://HOST:PORT/_azq/cert.pem
   --oauth basic              accept OAuth bearer tokens (JWT audience, issuer and lifetime
-                             are checked, the signature is not); needs --cert
+                             are checked, the signature is not) over HTTPS (--cert); without
+                             --cert every bearer token is refused
   --profile azure            Azure's scalability targets: 2,000 message operations/s per
                              queue, 20,000 requests/s per account (503 ServerBusy beyond)
   --queue-rate-limit N       message operations per second per queue (with or without the
@@ -142,6 +143,14 @@ fn run(arguments: impl Iterator<Item = String>) -> Result<(), String> {
         }),
         None => None,
     };
+    if config.oauth.is_some() && https.is_none() {
+        // Azurite starts so too; every bearer token is then refused, as Azure refuses one
+        // over HTTP, while the account key and SAS work as usual.
+        eprintln!(
+            "azq: --oauth basic without --cert: bearer tokens are refused over plain HTTP \
+             (add --cert, e.g. --cert auto, to accept them)"
+        );
+    }
     let server = runtime::start(&config, accounts, lifecycle, storage.stores, https)?;
     if let Some(reason) = &server.fallback_reason {
         eprintln!("azq: io_uring unavailable, using the portable backend: {reason}");
@@ -355,13 +364,6 @@ fn parse_arguments(arguments: impl Iterator<Item = String>) -> Result<Option<Con
         }
     }
     config.certificate = CertificateSource::from_flags(certificate, key, password)?;
-    if config.oauth.is_some() && config.certificate.is_none() {
-        return Err(
-            "--oauth needs HTTPS (bearer tokens are never sent over HTTP): add --cert, e.g. \
-             --cert auto"
-                .to_string(),
-        );
-    }
     config.persistence = if in_memory {
         // As with Azurite, --inMemoryPersistence wins over --location.
         Persistence::Memory
@@ -596,6 +598,11 @@ mod tests {
             })
         );
         assert_eq!(https.oauth, Some(azq::config::OAuthLevel::Basic));
+        // As Azurite, --oauth without --cert starts (bearer tokens are then refused).
+        assert_eq!(
+            parse(&["--oauth", "basic"]).unwrap().unwrap().oauth,
+            Some(azq::config::OAuthLevel::Basic)
+        );
         let pfx = parse(&["--cert=c.pfx", "--pwd=secret"]).unwrap().unwrap();
         assert!(matches!(
             pfx.certificate,
@@ -627,7 +634,6 @@ mod tests {
             &["--location"],
             &["--durability", "sometimes"],
             &["--cert", "cert.pem"],
-            &["--oauth", "basic"],
             &["--cert", "auto", "--oauth", "full"],
             &["--key", "key.pem"],
             &["--blobHost", "0.0.0.0"],

@@ -216,15 +216,16 @@ impl Service {
         }
     }
 
-    /// The same service for a server that serves HTTPS with the certificate `certificate_pem`,
-    /// accepting bearer tokens when `oauth` says so.
-    pub fn with_https(
-        mut self,
-        certificate_pem: Arc<str>,
-        oauth: Option<crate::config::OAuthLevel>,
-    ) -> Self {
+    /// The same service for a server that serves HTTPS with the certificate `certificate_pem`.
+    pub fn with_https(mut self, certificate_pem: Arc<str>) -> Self {
         self.secure_transport = true;
         self.certificate_pem = Some(certificate_pem);
+        self
+    }
+
+    /// The same service accepting bearer tokens when `oauth` says so (`--oauth basic`). Over
+    /// plain HTTP every bearer token is still refused, per request, as Azure refuses them.
+    pub fn with_oauth(mut self, oauth: Option<crate::config::OAuthLevel>) -> Self {
         match oauth {
             Some(crate::config::OAuthLevel::Basic) => self.authenticator.get_mut().enable_bearer(),
             None => {}

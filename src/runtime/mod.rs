@@ -217,9 +217,10 @@ fn start_shards<B: Backend>(
                         backend: B::NAME,
                     },
                 )
-                .with_faults_api(config.governor.faults_api);
+                .with_faults_api(config.governor.faults_api)
+                .with_oauth(config.oauth);
                 match &https {
-                    Some(https) => service.with_https(https.certificate_pem.clone(), config.oauth),
+                    Some(https) => service.with_https(https.certificate_pem.clone()),
                     None => service,
                 }
             },
