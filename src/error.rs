@@ -294,8 +294,7 @@ impl From<AuthFailure> for StorageError {
             | AuthFailure::SasNotYetValid
             | AuthFailure::SasExpired
             | AuthFailure::BearerOverHttp
-            | AuthFailure::BearerDisabled
-            | AuthFailure::BearerNotForOperation => StorageError::AuthenticationFailed,
+            | AuthFailure::BearerDisabled => StorageError::AuthenticationFailed,
             AuthFailure::InvalidBearerToken(_) => StorageError::InvalidAuthenticationInfo,
             AuthFailure::ProtocolMismatch => StorageError::AuthorizationProtocolMismatch,
             AuthFailure::SourceIpMismatch => StorageError::AuthorizationSourceIpMismatch,
@@ -385,10 +384,6 @@ mod tests {
             ),
             (
                 AuthFailure::BearerDisabled,
-                StorageError::AuthenticationFailed,
-            ),
-            (
-                AuthFailure::BearerNotForOperation,
                 StorageError::AuthenticationFailed,
             ),
             (

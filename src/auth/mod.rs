@@ -106,8 +106,6 @@ pub enum AuthFailure {
     BearerOverHttp,
     /// A bearer token while `--oauth` is off.
     BearerDisabled,
-    /// A bearer token on Get or Set Queue ACL, which take only the account key (as Azurite).
-    BearerNotForOperation,
     /// A bearer token whose claims do not hold.
     InvalidBearerToken(bearer::TokenProblem),
 }
@@ -147,7 +145,6 @@ impl fmt::Display for AuthFailure {
             AuthFailure::PermissionMismatch => "SAS lacks the permission this operation needs",
             AuthFailure::BearerOverHttp => "bearer tokens are not allowed over HTTP",
             AuthFailure::BearerDisabled => "bearer token while --oauth is off",
-            AuthFailure::BearerNotForOperation => "bearer tokens cannot get or set a queue ACL",
         };
         formatter.write_str(text)
     }
@@ -226,7 +223,7 @@ impl Authenticator {
             .ok_or(AuthFailure::UnknownAccount)?;
         if let Some(authorization) = request.header("authorization") {
             if let Some(token) = bearer_token(authorization) {
-                return self.authenticate_bearer(token, request, context, access);
+                return self.authenticate_bearer(token, request, context);
             }
             return shared_key::verify(
                 request,
@@ -250,23 +247,20 @@ impl Authenticator {
 }
 
 impl Authenticator {
-    /// Checks a bearer token, as Azurite's `--oauth basic`: only over HTTPS, never for a queue
-    /// ACL, and with claims that hold (`bearer::verify`).
+    /// Checks a bearer token, as Azurite's `--oauth basic`: only over HTTPS, and with claims
+    /// that hold (`bearer::verify`). Every operation takes one, Get and Set Queue ACL included:
+    /// Azure's RBAC table lists data actions for both (Azurite refuses them).
     fn authenticate_bearer(
         &self,
         token: &str,
         request: &Request,
         context: &RequestContext<'_>,
-        access: Access,
     ) -> Result<Principal, AuthFailure> {
         if !context.secure_transport {
             return Err(AuthFailure::BearerOverHttp);
         }
         if !self.bearer_enabled {
             return Err(AuthFailure::BearerDisabled);
-        }
-        if access == Access::GET_QUEUE_ACL || access == Access::SET_QUEUE_ACL {
-            return Err(AuthFailure::BearerNotForOperation);
         }
         bearer::verify(
             token,
@@ -485,12 +479,13 @@ mod tests {
                 Access::PEEK_MESSAGES,
                 Err(AuthFailure::BearerDisabled),
             ),
+            // Queue ACLs too, as Azure's RBAC allows (Azurite refuses them).
             (
                 true,
                 &valid,
                 true,
                 Access::GET_QUEUE_ACL,
-                Err(AuthFailure::BearerNotForOperation),
+                Ok(AuthScheme::Bearer),
             ),
             (
                 true,

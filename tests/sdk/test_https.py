@@ -24,7 +24,7 @@ import uuid
 import pytest
 from azure.core.credentials import AccessToken
 from azure.core.exceptions import ClientAuthenticationError, HttpResponseError
-from azure.storage.queue import QueueServiceClient
+from azure.storage.queue import AccessPolicy, QueueServiceClient
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
@@ -358,6 +358,23 @@ def test_a_valid_token_lists_queues_and_shared_key_still_works_over_https(spawn_
         queue.create_queue()
         queue.send_message("signed with the key")
         assert [message.content for message in queue.receive_messages()] == ["signed with the key"]
+        queue.delete_queue()
+
+
+def test_a_bearer_token_gets_and_sets_a_queue_acl(spawn_server, tmp_path):
+    # Azure's RBAC table lists data actions for Get and Set Queue ACL (queues/getAcl and
+    # setAcl); Azurite refuses a bearer token on both, and azq did too (403).
+    cert_path, key_path, _ = make_certificate(tmp_path)
+    server = spawn_server(["--cert", str(cert_path), "--key", str(key_path), "--oauth", "basic"])
+    account_url = f"https://127.0.0.1:{server.port}/{DEV_ACCOUNT}"
+    with QueueServiceClient(
+        account_url, credential=UnsignedTokenCredential(), connection_verify=str(cert_path), **CLIENT_KWARGS
+    ) as service:
+        queue = service.get_queue_client(unique_queue_name("acl-token"))
+        queue.create_queue()
+        policy = AccessPolicy(permission="raup", expiry="2099-01-01T00:00:00Z")
+        queue.set_queue_access_policy(signed_identifiers={"by-token": policy})
+        assert list(queue.get_queue_access_policy()) == ["by-token"]
         queue.delete_queue()
 
 
