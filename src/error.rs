@@ -64,6 +64,10 @@ pub enum StorageError {
     AuthenticationFailed,
     /// A valid SAS whose `sp` does not grant the permission the operation needs.
     AuthorizationPermissionMismatch,
+    /// A valid SAS on an operation no SAS permission covers: Get and Set Queue ACL ("attempting
+    /// to modify an access control list", the service's SAS error table), and queue management
+    /// through a service SAS (the service's answer in Azure/Azurite#662).
+    AuthorizationFailure,
     /// A valid account SAS whose `srt` resource types do not cover the resource.
     AuthorizationResourceTypeMismatch,
     /// A valid account SAS whose `ss` services do not include the queue service.
@@ -140,6 +144,7 @@ impl StorageError {
             InvalidAuthenticationInfo => 401,
             AuthenticationFailed
             | AuthorizationPermissionMismatch
+            | AuthorizationFailure
             | AuthorizationResourceTypeMismatch
             | AuthorizationServiceMismatch
             | AuthorizationProtocolMismatch
@@ -177,6 +182,7 @@ impl StorageError {
             InvalidAuthenticationInfo => "InvalidAuthenticationInfo",
             AuthenticationFailed => "AuthenticationFailed",
             AuthorizationPermissionMismatch => "AuthorizationPermissionMismatch",
+            AuthorizationFailure => "AuthorizationFailure",
             AuthorizationResourceTypeMismatch => "AuthorizationResourceTypeMismatch",
             AuthorizationServiceMismatch => "AuthorizationServiceMismatch",
             AuthorizationProtocolMismatch => "AuthorizationProtocolMismatch",
@@ -231,6 +237,7 @@ impl StorageError {
             AuthorizationPermissionMismatch => {
                 "This request is not authorized to perform this operation using this permission."
             }
+            AuthorizationFailure => "This request is not authorized to perform this operation.",
             AuthorizationResourceTypeMismatch => {
                 "This request is not authorized to perform this operation using this resource type."
             }
@@ -301,6 +308,7 @@ impl From<AuthFailure> for StorageError {
             AuthFailure::ServiceMismatch => StorageError::AuthorizationServiceMismatch,
             AuthFailure::ResourceTypeMismatch => StorageError::AuthorizationResourceTypeMismatch,
             AuthFailure::PermissionMismatch => StorageError::AuthorizationPermissionMismatch,
+            AuthFailure::OperationNotAllowed => StorageError::AuthorizationFailure,
         }
     }
 }
@@ -377,6 +385,10 @@ mod tests {
             (
                 AuthFailure::PermissionMismatch,
                 StorageError::AuthorizationPermissionMismatch,
+            ),
+            (
+                AuthFailure::OperationNotAllowed,
+                StorageError::AuthorizationFailure,
             ),
             (
                 AuthFailure::BearerOverHttp,

@@ -588,7 +588,8 @@ fn a_rule_for_every_origin_answers_requests_without_origin() {
 #[test]
 fn stored_access_policies_are_the_account_owners_alone() {
     // "Only the account owner may call this operation" (Get/Set Queue ACL): a SAS of any kind,
-    // however broad, is refused, and the policies stay as they were.
+    // however broad, is refused with AuthorizationFailure (the service's SAS error table:
+    // "attempting to modify an access control list"), and the policies stay as they were.
     let server = Server::start(&[]);
     create_queue(&server, "ownedqueue");
     let acl = "<SignedIdentifiers><SignedIdentifier><Id>kept</Id><AccessPolicy><Permission>r</Permission></AccessPolicy></SignedIdentifier></SignedIdentifiers>";
@@ -628,13 +629,17 @@ fn stored_access_policies_are_the_account_owners_alone() {
         let with_sas = format!("{target}&{token}");
         for method in ["GET", "HEAD"] {
             let response = send(&server, unsigned_request(method, &with_sas, b""));
-            assert_status(&response, 403, Some("AuthorizationPermissionMismatch"));
+            assert_status(&response, 403, Some("AuthorizationFailure"));
         }
         let response = send(
             &server,
             unsigned_request("PUT", &with_sas, b"<SignedIdentifiers />"),
         );
-        assert_status(&response, 403, Some("AuthorizationPermissionMismatch"));
+        assert_status(&response, 403, Some("AuthorizationFailure"));
+        assert_eq!(
+            response.reason,
+            "This request is not authorized to perform this operation."
+        );
     }
     let response = send(&server, signed_request("GET", target, &[], b""));
     assert_status(&response, 200, None);
@@ -816,4 +821,65 @@ fn invalid_settings_bodies_change_nothing() {
         ),
     );
     assert!(response.text().contains("<Cors />"), "{}", response.text());
+}
+
+#[test]
+fn a_service_sas_managing_its_queue_is_an_authorization_failure() {
+    // Azure/Azurite#662: the service answers a queue service SAS that creates a queue with
+    // 403 AuthorizationFailure (Azurite: AuthorizationPermissionMismatch). No service SAS
+    // permission (r, a, u, p) covers creating, deleting or clearing a queue or setting its
+    // metadata; nothing changes.
+    let server = Server::start(&[]);
+    create_queue(&server, "managed");
+    let token = |queue: &str| {
+        service_sas(
+            queue,
+            &[
+                ("sv", "2026-10-06"),
+                ("sp", "raup"),
+                ("se", "2099-01-01T00:00:00Z"),
+            ],
+        )
+    };
+    let cases = [
+        (
+            "PUT",
+            format!("/devstoreaccount1/created?{}", token("created")),
+        ),
+        (
+            "DELETE",
+            format!("/devstoreaccount1/managed?{}", token("managed")),
+        ),
+        (
+            "PUT",
+            format!(
+                "/devstoreaccount1/managed?comp=metadata&{}",
+                token("managed")
+            ),
+        ),
+        (
+            "DELETE",
+            format!("/devstoreaccount1/managed/messages?{}", token("managed")),
+        ),
+    ];
+    for (method, target) in cases {
+        let response = send(&server, unsigned_request(method, &target, b""));
+        assert_status(&response, 403, Some("AuthorizationFailure"));
+    }
+    // What the token's permissions cover still works; the queue it could not create does not
+    // exist.
+    let response = send(
+        &server,
+        unsigned_request(
+            "POST",
+            &format!("/devstoreaccount1/managed/messages?{}", token("managed")),
+            &put_body("allowed"),
+        ),
+    );
+    assert_status(&response, 201, None);
+    let response = send(
+        &server,
+        signed_request("GET", "/devstoreaccount1/created?comp=metadata", &[], b""),
+    );
+    assert_status(&response, 404, Some("QueueNotFound"));
 }

@@ -102,6 +102,9 @@ pub enum AuthFailure {
     ResourceTypeMismatch,
     /// The SAS does not grant the operation's permission (`sp`).
     PermissionMismatch,
+    /// No permission of this kind of SAS covers the operation (a queue ACL through any SAS,
+    /// queue management through a service SAS).
+    OperationNotAllowed,
     /// A bearer token over plain HTTP, which Azure never accepts.
     BearerOverHttp,
     /// A bearer token while `--oauth` is off.
@@ -143,6 +146,7 @@ impl fmt::Display for AuthFailure {
             AuthFailure::ServiceMismatch => "account SAS excludes the queue service",
             AuthFailure::ResourceTypeMismatch => "account SAS excludes this resource type",
             AuthFailure::PermissionMismatch => "SAS lacks the permission this operation needs",
+            AuthFailure::OperationNotAllowed => "no SAS of this kind may perform this operation",
             AuthFailure::BearerOverHttp => "bearer tokens are not allowed over HTTP",
             AuthFailure::BearerDisabled => "bearer token while --oauth is off",
         };

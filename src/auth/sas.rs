@@ -141,7 +141,9 @@ impl Access {
     pub const SET_QUEUE_METADATA: Access = Access::new(ResourceType::Container, "w", None);
     /// Get Queue ACL: no SAS of any kind. "Only the account owner may call this operation"
     /// (REST reference, Get Queue ACL), and the account SAS permission table ("Create an account
-    /// SAS") lists no ACL operation: every `sp` is `AuthorizationPermissionMismatch`.
+    /// SAS") lists no ACL operation: every SAS is `AuthorizationFailure`, the service's code for
+    /// an operation no permission covers ("SAS error codes": "attempting to modify an access
+    /// control list").
     pub const GET_QUEUE_ACL: Access = Access::new(ResourceType::Container, "", None);
     /// Set Queue ACL: no SAS of any kind, as Get Queue ACL.
     pub const SET_QUEUE_ACL: Access = Access::new(ResourceType::Container, "", None);
@@ -547,18 +549,20 @@ fn authorize(
             if !resource_types.contains(access.resource_type.letter()) {
                 return Err(AuthFailure::ResourceTypeMismatch);
             }
+            if access.account_permissions == PermissionSet::default() {
+                return Err(AuthFailure::OperationNotAllowed);
+            }
             if !permissions.intersects(access.account_permissions) {
                 return Err(AuthFailure::PermissionMismatch);
             }
         }
-        SasKind::Service => {
-            let granted = access
-                .service_permission
-                .is_some_and(|permission| permissions.contains(permission));
-            if !granted {
+        SasKind::Service => match access.service_permission {
+            None => return Err(AuthFailure::OperationNotAllowed),
+            Some(permission) if !permissions.contains(permission) => {
                 return Err(AuthFailure::PermissionMismatch);
             }
-        }
+            Some(_) => {}
+        },
     }
     Ok(())
 }
@@ -1091,7 +1095,9 @@ mod tests {
 
     #[test]
     fn account_sas_authorization_table() {
-        use AuthFailure::{PermissionMismatch, ResourceTypeMismatch, ServiceMismatch};
+        use AuthFailure::{
+            OperationNotAllowed, PermissionMismatch, ResourceTypeMismatch, ServiceMismatch,
+        };
         #[rustfmt::skip]
         let cases: &[(&str, &str, &str, Access, Outcome)] = &[
             ("q", "o", "a", Access::PUT_MESSAGE, Ok(())),
@@ -1110,8 +1116,8 @@ mod tests {
             ("q", "c", "r", Access::GET_QUEUE_METADATA, Ok(())),
             ("q", "c", "w", Access::SET_QUEUE_METADATA, Ok(())),
             // Stored access policies are the account owner's alone: no `sp` reaches them.
-            ("q", "c", "rwdlacup", Access::GET_QUEUE_ACL, Err(PermissionMismatch)),
-            ("q", "sco", "rwdlacup", Access::SET_QUEUE_ACL, Err(PermissionMismatch)),
+            ("q", "c", "rwdlacup", Access::GET_QUEUE_ACL, Err(OperationNotAllowed)),
+            ("q", "sco", "rwdlacup", Access::SET_QUEUE_ACL, Err(OperationNotAllowed)),
             ("q", "o", "rwdlacup", Access::GET_QUEUE_ACL, Err(ResourceTypeMismatch)),
             ("q", "c", "d", Access::CLEAR_MESSAGES, Ok(())),
             ("q", "o", "a", Access::PUT_MESSAGE, Ok(())),
@@ -1138,7 +1144,7 @@ mod tests {
 
     #[test]
     fn service_sas_authorization_table() {
-        use AuthFailure::PermissionMismatch;
+        use AuthFailure::{OperationNotAllowed, PermissionMismatch};
         #[rustfmt::skip]
         let cases: &[(&str, Access, Outcome)] = &[
             ("r", Access::PEEK_MESSAGES, Ok(())),
@@ -1149,13 +1155,14 @@ mod tests {
             ("p", Access::DELETE_MESSAGE, Ok(())),
             ("r", Access::GET_MESSAGES, Err(PermissionMismatch)),
             ("aup", Access::PEEK_MESSAGES, Err(PermissionMismatch)),
-            // No service SAS permission covers queue management or account-level operations.
-            ("raup", Access::CLEAR_MESSAGES, Err(PermissionMismatch)),
-            ("raup", Access::SET_QUEUE_METADATA, Err(PermissionMismatch)),
-            ("raup", Access::DELETE_QUEUE, Err(PermissionMismatch)),
-            ("raup", Access::CREATE_QUEUE, Err(PermissionMismatch)),
-            ("raup", Access::GET_QUEUE_ACL, Err(PermissionMismatch)),
-            ("raup", Access::SET_QUEUE_ACL, Err(PermissionMismatch)),
+            // No service SAS permission covers queue management (Azure/Azurite#662: the
+            // service answers a service SAS creating a queue with AuthorizationFailure).
+            ("raup", Access::CLEAR_MESSAGES, Err(OperationNotAllowed)),
+            ("raup", Access::SET_QUEUE_METADATA, Err(OperationNotAllowed)),
+            ("raup", Access::DELETE_QUEUE, Err(OperationNotAllowed)),
+            ("raup", Access::CREATE_QUEUE, Err(OperationNotAllowed)),
+            ("raup", Access::GET_QUEUE_ACL, Err(OperationNotAllowed)),
+            ("raup", Access::SET_QUEUE_ACL, Err(OperationNotAllowed)),
         ];
         for (permissions, access, expected) in cases {
             let query = sign(

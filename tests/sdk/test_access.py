@@ -221,6 +221,16 @@ def test_service_sas_without_a_policy_grants_its_permissions(server, queue):
     assert_refused(raised, 403, "AuthenticationFailed")
 
 
+def test_service_sas_creating_its_queue_is_an_authorization_failure(server, queue_name):
+    # Azure/Azurite#662: the service answers AuthorizationFailure (no service SAS permission
+    # covers creating a queue); Azurite answers AuthorizationPermissionMismatch.
+    everything = QueueSasPermissions(read=True, add=True, update=True, process=True)
+    token = generate_queue_sas(DEV_ACCOUNT, queue_name, DEV_KEY, permission=everything, expiry=in_hours(1))
+    with pytest.raises(HttpResponseError) as raised:
+        sas_queue(server, queue_name, token).create_queue()
+    assert_refused(raised, 403, "AuthorizationFailure")
+
+
 def test_service_sas_with_a_policy_takes_missing_fields_from_it(server, queue):
     queue.set_queue_access_policy(
         {
