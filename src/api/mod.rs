@@ -149,9 +149,6 @@ pub struct Plan {
     pub step: Step,
     /// What the response needs from planning, kept so that answering never re-routes.
     pub response: ResponsePlan,
-    /// Why authentication failed, for the log; the client only sees `AuthenticationFailed`
-    /// (or the authorization code).
-    pub auth_failure: Option<AuthFailure>,
 }
 
 /// Everything the response to a request needs besides the request itself and the outcome:
@@ -164,6 +161,9 @@ pub struct ResponsePlan {
     pub cors: Option<CorsHeaders>,
     /// List Queues' parameters and endpoint, echoed in its body.
     pub listing: Option<ListingEcho>,
+    /// Why authentication failed: the log gets it, and the client Azure's
+    /// `AuthenticationErrorDetail` for it with the error's code.
+    pub auth_failure: Option<AuthFailure>,
 }
 
 /// What `GET /_azq/health` reports besides the shard count.
@@ -282,7 +282,7 @@ impl Service {
                 Ok(())
             }
             (_, Outcome::Reply(Err(error))) => {
-                responder.error(error, out);
+                responder.error_with_detail(error, plan.auth_failure.as_ref(), out);
                 Ok(())
             }
             (Some(Operation::Health), Outcome::Reply(Ok(_))) => {

@@ -82,11 +82,7 @@ impl Authorized<'_> {
             }
             Err(error) => Step::Fail(error),
         };
-        Plan {
-            step,
-            response,
-            auth_failure: None,
-        }
+        Plan { step, response }
     }
 }
 
@@ -130,6 +126,7 @@ impl Service {
                 &replicas.service_properties(route.account).cors,
             ),
             listing: None,
+            auth_failure: None,
         };
         let acl_version = Cell::new(None);
         if let Err(failure) =
@@ -137,8 +134,10 @@ impl Service {
         {
             return Err(Box::new(Plan {
                 step: Step::Fail(StorageError::from(failure.clone())),
-                response,
-                auth_failure: Some(failure),
+                response: ResponsePlan {
+                    auth_failure: Some(failure),
+                    ..response
+                },
             }));
         }
         let common = if route.secondary && !operation.is_read_only() {
@@ -150,7 +149,6 @@ impl Service {
             return Err(Box::new(Plan {
                 step: Step::Fail(error),
                 response,
-                auth_failure: None,
             }));
         }
         Ok(Authorized {
@@ -234,7 +232,6 @@ pub(super) fn fail(operation: Option<Operation>, error: StorageError) -> Plan {
             operation,
             ..ResponsePlan::default()
         },
-        auth_failure: None,
     }
 }
 

@@ -7,8 +7,9 @@
 
 use bytes::BytesMut;
 
+use crate::auth::AuthFailure;
 use crate::config::API_VERSION_LATEST;
-use crate::error::StorageError;
+use crate::error::{authentication_error_detail, StorageError};
 use crate::http::{reason_phrase, Method, Request, ResponseWriter};
 use crate::queue::Reply;
 use crate::time;
@@ -40,7 +41,7 @@ impl Service {
         writer.header("Date", &time::rfc1123_cached(now_ms));
         writer.header("Connection", b"close");
         writer.header("Content-Type", b"application/xml");
-        xml::error(writer.body(), error, &request_id, now_ms);
+        xml::error(writer.body(), error, &request_id, now_ms, None);
         writer.finish();
     }
 }
@@ -137,13 +138,38 @@ impl<'a> Responder<'a> {
     /// `x-ms-error-code` and the XML error body; a refused bearer token also gets Azure's
     /// challenge, which the SDKs read to ask for a new token.
     pub fn error(&self, error: StorageError, out: &mut BytesMut) {
+        self.error_with_detail(error, None, out);
+    }
+
+    /// `error`, with Azure's `AuthenticationErrorDetail` for `failure` in the body when `error`
+    /// is the one the failure maps to (`AuthenticationFailed` or `InvalidAuthenticationInfo`).
+    pub fn error_with_detail(
+        &self,
+        error: StorageError,
+        failure: Option<&AuthFailure>,
+        out: &mut BytesMut,
+    ) {
+        let detail = failure
+            .filter(|_| {
+                matches!(
+                    error,
+                    StorageError::AuthenticationFailed | StorageError::InvalidAuthenticationInfo
+                )
+            })
+            .and_then(authentication_error_detail);
         let mut response = self.start_with_reason(error.status(), error.message(), out);
         response.header("x-ms-error-code", error.code().as_bytes());
         if error == StorageError::InvalidAuthenticationInfo {
             response.header("WWW-Authenticate", BEARER_CHALLENGE.as_bytes());
         }
         response.header("Content-Type", b"application/xml");
-        xml::error(response.body(), error, &self.request_id, self.now_ms);
+        xml::error(
+            response.body(),
+            error,
+            &self.request_id,
+            self.now_ms,
+            detail.as_deref(),
+        );
         response.finish();
     }
 }

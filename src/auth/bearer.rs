@@ -60,15 +60,18 @@ pub enum TokenProblem {
 }
 
 impl TokenProblem {
-    /// The reason, for the log (Azure's `AuthenticationErrorDetail` words where it has them).
+    /// The reason, in the words of Azure's `AuthenticationErrorDetail` for it (the audience,
+    /// issuer and lifetime texts are the service's; a token that is not a JWT gets azq's).
     pub fn reason(self) -> &'static str {
         match self {
-            TokenProblem::Malformed => "the bearer token is not a JWT",
-            TokenProblem::Audience => "invalid token audience",
-            TokenProblem::Issuer => "invalid token issuer",
-            TokenProblem::NoLifetime => "the bearer token has no nbf or exp",
-            TokenProblem::NotYetValid => "Lifetime validation failed: the token is not yet valid",
-            TokenProblem::Expired => "Lifetime validation failed: the token is expired",
+            TokenProblem::Malformed => "The token is not a well-formed JWT.",
+            TokenProblem::Audience => "Audience validation failed. Audience did not match.",
+            TokenProblem::Issuer => "Issuer validation failed. Issuer did not match.",
+            TokenProblem::NoLifetime => {
+                "Lifetime validation failed. The token is missing an Expiration Time."
+            }
+            TokenProblem::NotYetValid => "Lifetime validation failed. The token is not yet valid.",
+            TokenProblem::Expired => "Lifetime validation failed. The token is expired.",
         }
     }
 }

@@ -10,7 +10,8 @@
 //!
 //! The api layer owns one `Authenticator` per shard and calls `Authenticator::authenticate`
 //! once per request (CORS preflight excepted) with the operation's `Access`. A failure carries
-//! its reason for the log; the client sees only the `StorageError` it maps to.
+//! its reason for the log; the client sees the `StorageError` it maps to, with Azure's
+//! `AuthenticationErrorDetail` for it (`error::authentication_error_detail`).
 
 pub mod accounts;
 pub mod bearer;
@@ -56,8 +57,9 @@ pub struct Principal {
     pub key_index: usize,
 }
 
-/// Why a request was refused. The log gets the reason; the client gets only the mapped
-/// `StorageError`, so that a failure never tells an attacker which part of a forgery was wrong.
+/// Why a request was refused. The log gets the reason; the client gets the mapped
+/// `StorageError` and, as Azure gives it, an `AuthenticationErrorDetail` (`error.rs` words it):
+/// what azq signed and the times it compared, never a key nor which key came closest.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum AuthFailure {
     /// No `Authorization` header and no SAS in the query: azq allows no anonymous access.
@@ -73,13 +75,18 @@ pub enum AuthFailure {
     /// A query parameter has a broken percent-escape or is not UTF-8.
     MalformedQuery,
     /// The signature does not match under any of the account's keys. Carries what azq signed,
-    /// which is what a client author needs to find the difference.
+    /// which is what a client author needs to find the difference (Azure shows it too).
     SignatureMismatch {
-        /// azq's string-to-sign, newlines included; logged, never sent to the client.
+        /// azq's string-to-sign, newlines included.
         string_to_sign: String,
+        /// The signature of a SharedKey `Authorization` header, base64, which Azure's detail
+        /// quotes; `None` for a SAS, whose detail does not.
+        request_signature: Option<String>,
     },
-    /// A SAS field is missing or unreadable; names the field.
+    /// A SAS field is unreadable; names the field.
     MalformedSas(&'static str),
+    /// A SAS field the SAS needs is missing or empty; names the field.
+    MissingSasField(&'static str),
     /// The SAS `sv` predates every string-to-sign layout azq knows.
     UnsupportedSasVersion,
     /// A service SAS was used on a URL that names no queue.
@@ -88,10 +95,12 @@ pub enum AuthFailure {
     StoredPolicyNotFound,
     /// A field is set both in the SAS and in its stored access policy; names the field.
     StoredPolicyConflict(&'static str),
+    /// The SAS expiry is not after its start.
+    SasTimesInverted(sas::TimeFrame),
     /// The SAS start time is still in the future.
-    SasNotYetValid,
+    SasNotYetValid(sas::TimeFrame),
     /// The SAS expiry time has passed.
-    SasExpired,
+    SasExpired(sas::TimeFrame),
     /// The SAS does not allow the request's protocol (`spr`).
     ProtocolMismatch,
     /// The SAS does not allow the client's address (`sip`).
@@ -119,12 +128,16 @@ impl fmt::Display for AuthFailure {
             AuthFailure::MalformedAuthorization(why) => {
                 return write!(formatter, "malformed Authorization header: {why}");
             }
-            AuthFailure::SignatureMismatch { string_to_sign } => {
+            AuthFailure::SignatureMismatch { string_to_sign, .. } => {
                 return write!(formatter, "signature mismatch; signed {string_to_sign:?}");
             }
             AuthFailure::MalformedSas(field) => {
-                return write!(formatter, "SAS field {field} is missing or invalid");
+                return write!(formatter, "SAS field {field} is invalid");
             }
+            AuthFailure::MissingSasField(field) => {
+                return write!(formatter, "SAS field {field} is missing");
+            }
+            AuthFailure::SasTimesInverted(_) => "SAS expiry is not after its start",
             AuthFailure::StoredPolicyConflict(field) => {
                 return write!(formatter, "SAS field {field} is also in the stored policy");
             }
@@ -139,8 +152,8 @@ impl fmt::Display for AuthFailure {
             AuthFailure::UnsupportedSasVersion => "SAS version predates every known layout",
             AuthFailure::ServiceSasWithoutQueue => "service SAS used on a URL without a queue",
             AuthFailure::StoredPolicyNotFound => "SAS names an unknown stored access policy",
-            AuthFailure::SasNotYetValid => "SAS start time is in the future",
-            AuthFailure::SasExpired => "SAS has expired",
+            AuthFailure::SasNotYetValid(_) => "SAS start time is in the future",
+            AuthFailure::SasExpired(_) => "SAS has expired",
             AuthFailure::ProtocolMismatch => "SAS forbids this protocol",
             AuthFailure::SourceIpMismatch => "SAS forbids this client address",
             AuthFailure::ServiceMismatch => "account SAS excludes the queue service",

@@ -342,7 +342,9 @@ pub fn parse<'q>(query: &'q Query<'_>) -> Result<Option<SasToken<'q>>, AuthFailu
 
     // Some clients leave `+` unescaped in `sig`, which query decoding turns into a space; a
     // space is never base64, so reading it back as `+` is safe.
-    let signature_text = fields.signature.ok_or(AuthFailure::MalformedSas("sig"))?;
+    let signature_text = fields
+        .signature
+        .ok_or(AuthFailure::MissingSasField("sig"))?;
     let signature = if signature_text.contains(' ') {
         decode_signature(&signature_text.replace(' ', "+"))
     } else {
@@ -352,7 +354,7 @@ pub fn parse<'q>(query: &'q Query<'_>) -> Result<Option<SasToken<'q>>, AuthFailu
 
     let version = fields
         .signed_version
-        .ok_or(AuthFailure::MalformedSas("sv"))?;
+        .ok_or(AuthFailure::MissingSasField("sv"))?;
     if !is_version(version) {
         return Err(AuthFailure::MalformedSas("sv"));
     }
@@ -502,6 +504,7 @@ fn verify_signature(
         }
         None => Err(AuthFailure::SignatureMismatch {
             string_to_sign: String::from_utf8_lossy(signed).into_owned(),
+            request_signature: None,
         }),
     }
 }
@@ -517,17 +520,25 @@ fn authorize(
         SasKind::Account { .. } => token.terms(),
         SasKind::Service => apply_stored_policy(token, stored_policy)?,
     };
-    let expiry_ms = terms.expiry_ms.ok_or(AuthFailure::MalformedSas("se"))?;
-    let permissions = terms.permissions.ok_or(AuthFailure::MalformedSas("sp"))?;
+    let expiry_ms = terms.expiry_ms.ok_or(AuthFailure::MissingSasField("se"))?;
+    let permissions = terms
+        .permissions
+        .ok_or(AuthFailure::MissingSasField("sp"))?;
 
-    if terms
-        .start_ms
-        .is_some_and(|start_ms| context.now_ms < start_ms)
-    {
-        return Err(AuthFailure::SasNotYetValid);
+    // Without `st` the token is valid from any past instant; Azure reports it as starting now.
+    let time_frame = TimeFrame {
+        start_ms: terms.start_ms.unwrap_or(context.now_ms),
+        expiry_ms,
+        now_ms: context.now_ms,
+    };
+    if terms.start_ms.is_some_and(|start_ms| start_ms >= expiry_ms) {
+        return Err(AuthFailure::SasTimesInverted(time_frame));
+    }
+    if context.now_ms < time_frame.start_ms {
+        return Err(AuthFailure::SasNotYetValid(time_frame));
     }
     if context.now_ms >= expiry_ms {
-        return Err(AuthFailure::SasExpired);
+        return Err(AuthFailure::SasExpired(time_frame));
     }
     if !token.protocols.allows(context.secure_transport) {
         return Err(AuthFailure::ProtocolMismatch);
@@ -565,6 +576,19 @@ fn authorize(
         },
     }
     Ok(())
+}
+
+/// The instants a SAS's time window was checked with, which Azure's
+/// `AuthenticationErrorDetail` names: start (`st`, or now when the SAS has none), expiry and
+/// now, in ms since the Unix epoch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TimeFrame {
+    /// `st`, or the time of the request when the SAS has no start.
+    pub start_ms: u64,
+    /// `se`, from the SAS or its stored access policy.
+    pub expiry_ms: u64,
+    /// The time of the request.
+    pub now_ms: u64,
 }
 
 /// The start, expiry and permissions a SAS grants, wherever each came from.
@@ -912,11 +936,11 @@ mod tests {
         let malformed = AuthFailure::MalformedSas;
         #[rustfmt::skip]
         let cases = [
-            ("sv=2026-10-06&ss=q&srt=o&sp=r&se=2026-11-23", malformed("sig")),
+            ("sv=2026-10-06&ss=q&srt=o&sp=r&se=2026-11-23", AuthFailure::MissingSasField("sig")),
             ("sv=2026-10-06&sp=r&se=2026-11-23&sig=not*base64", malformed("sig")),
             ("sv=2026-10-06&sp=r&se=2026-11-23&sig=YWJj", malformed("sig")),
             ("sv=2026-10-06&sp=r&se=2026-11-23&SIG&SIG", malformed("sig")),
-            ("sp=r&se=2026-11-23&SIG", malformed("sv")),
+            ("sp=r&se=2026-11-23&SIG", AuthFailure::MissingSasField("sv")),
             ("sv=latest&sp=r&se=2026-11-23&SIG", malformed("sv")),
             ("sv=2026-1-06&sp=r&se=2026-11-23&SIG", malformed("sv")),
             ("sv=2014-02-14&sp=r&se=2026-11-23&SIG", AuthFailure::UnsupportedSasVersion),
@@ -964,17 +988,17 @@ mod tests {
         let cases = [
             (
                 "sv=2026-10-06&ss=q&srt=o&se=2026-11-23",
-                AuthFailure::MalformedSas("sp"),
+                AuthFailure::MissingSasField("sp"),
             ),
             (
                 "sv=2026-10-06&ss=q&srt=o&sp=r",
-                AuthFailure::MalformedSas("se"),
+                AuthFailure::MissingSasField("se"),
             ),
             (
                 "sv=2026-10-06&se=2026-11-23",
-                AuthFailure::MalformedSas("sp"),
+                AuthFailure::MissingSasField("sp"),
             ),
-            ("sv=2026-10-06&sp=r", AuthFailure::MalformedSas("se")),
+            ("sv=2026-10-06&sp=r", AuthFailure::MissingSasField("se")),
         ];
         for (unsigned, expected) in cases {
             let query = sign(unsigned, Some("q"));
@@ -997,12 +1021,26 @@ mod tests {
             "sv=2026-10-06&ss=q&srt=o&sp=r&st=2026-11-22T00:00:00Z&se=2026-11-23",
             None,
         );
+        let at = |now_ms| TimeFrame {
+            start_ms: NOVEMBER_22_MS,
+            expiry_ms: NOVEMBER_22_MS + DAY_MS,
+            now_ms,
+        };
         let cases = [
-            (NOVEMBER_22_MS - 1, Err(AuthFailure::SasNotYetValid)),
+            (
+                NOVEMBER_22_MS - 1,
+                Err(AuthFailure::SasNotYetValid(at(NOVEMBER_22_MS - 1))),
+            ),
             (NOVEMBER_22_MS, Ok(())),
             (NOVEMBER_22_MS + DAY_MS - 1, Ok(())),
-            (NOVEMBER_22_MS + DAY_MS, Err(AuthFailure::SasExpired)),
-            (NOVEMBER_22_MS + 2 * DAY_MS, Err(AuthFailure::SasExpired)),
+            (
+                NOVEMBER_22_MS + DAY_MS,
+                Err(AuthFailure::SasExpired(at(NOVEMBER_22_MS + DAY_MS))),
+            ),
+            (
+                NOVEMBER_22_MS + 2 * DAY_MS,
+                Err(AuthFailure::SasExpired(at(NOVEMBER_22_MS + 2 * DAY_MS))),
+            ),
         ];
         for (now_ms, expected) in cases {
             let mut at = context(Some("q"));
@@ -1018,6 +1056,19 @@ mod tests {
         let mut early = context(Some("q"));
         early.now_ms = 0;
         assert!(check(&open_start, &early, Access::PEEK_MESSAGES, &no_policy).is_ok());
+        // An expiry that is not after the start is refused whatever the time.
+        let inverted = sign(
+            "sv=2026-10-06&ss=q&srt=o&sp=r&st=2026-11-23&se=2026-11-22",
+            None,
+        );
+        assert_eq!(
+            check(&inverted, &early, Access::PEEK_MESSAGES, &no_policy),
+            Err(AuthFailure::SasTimesInverted(TimeFrame {
+                start_ms: NOVEMBER_22_MS + DAY_MS,
+                expiry_ms: NOVEMBER_22_MS,
+                now_ms: 0,
+            }))
+        );
     }
 
     #[test]
@@ -1198,19 +1249,23 @@ mod tests {
             expiry_ms: Some(NOVEMBER_22_MS),
             ..full_policy
         };
-        use AuthFailure::{MalformedSas, StoredPolicyConflict};
+        use AuthFailure::{MissingSasField, StoredPolicyConflict};
         #[rustfmt::skip]
         let cases: &[(&str, Option<StoredPolicy>, Outcome)] = &[
             ("si=pol", Some(full_policy), Ok(())),
             ("si=pol&sp=r", Some(expiry_only), Ok(())),
             ("si=pol&sp=r&st=2026-11-22", Some(expiry_only), Ok(())),
             ("si=pol&sp=a", Some(expiry_only), Err(AuthFailure::PermissionMismatch)),
-            ("si=pol", Some(expiry_only), Err(MalformedSas("sp"))),
-            ("si=pol&sp=r", Some(StoredPolicy::default()), Err(MalformedSas("se"))),
+            ("si=pol", Some(expiry_only), Err(MissingSasField("sp"))),
+            ("si=pol&sp=r", Some(StoredPolicy::default()), Err(MissingSasField("se"))),
             ("si=pol&sp=r", Some(full_policy), Err(StoredPolicyConflict("sp"))),
             ("si=pol&se=2026-11-23", Some(full_policy), Err(StoredPolicyConflict("se"))),
             ("si=pol&st=2026-11-22", Some(full_policy), Err(StoredPolicyConflict("st"))),
-            ("si=pol", Some(expired), Err(AuthFailure::SasExpired)),
+            ("si=pol", Some(expired), Err(AuthFailure::SasTimesInverted(TimeFrame {
+                start_ms: NOVEMBER_22_MS,
+                expiry_ms: NOVEMBER_22_MS,
+                now_ms: NOVEMBER_22_MS + HOUR_MS,
+            }))),
             ("si=other", None, Err(AuthFailure::StoredPolicyNotFound)),
         ];
         for (fields, policy, expected) in cases {
@@ -1267,10 +1322,16 @@ mod tests {
 
         let mut later = context(Some("myqueue"));
         later.now_ms = NOVEMBER_22_MS + DAY_MS;
-        assert_eq!(run(&later, &mut cache), Err(AuthFailure::SasExpired));
+        assert!(matches!(
+            run(&later, &mut cache),
+            Err(AuthFailure::SasExpired(_))
+        ));
         let mut earlier = context(Some("myqueue"));
         earlier.now_ms = NOVEMBER_22_MS - 1;
-        assert_eq!(run(&earlier, &mut cache), Err(AuthFailure::SasNotYetValid));
+        assert!(matches!(
+            run(&earlier, &mut cache),
+            Err(AuthFailure::SasNotYetValid(_))
+        ));
 
         // A forged signature over the same fields misses the cache and fails.
         let forged_query =

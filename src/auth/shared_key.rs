@@ -9,6 +9,9 @@
 
 use std::borrow::Cow;
 
+use base64::engine::general_purpose::STANDARD as BASE64;
+use base64::Engine;
+
 use super::accounts::{Account, SigningKey};
 use super::collation::compare_header_names;
 use super::{decode_signature, AuthFailure, AuthScheme, Principal, SECONDARY_ACCOUNT_SUFFIX};
@@ -134,6 +137,7 @@ pub(super) fn verify(
         }),
         None => Err(AuthFailure::SignatureMismatch {
             string_to_sign: String::from_utf8_lossy(string_to_sign).into_owned(),
+            request_signature: Some(BASE64.encode(authorization.signature)),
         }),
     }
 }
@@ -673,7 +677,7 @@ mod tests {
             );
         }
         match verify_with(&request, wrong_signature, false) {
-            Err(AuthFailure::SignatureMismatch { string_to_sign }) => {
+            Err(AuthFailure::SignatureMismatch { string_to_sign, .. }) => {
                 assert!(string_to_sign.starts_with("GET\n"));
                 assert!(string_to_sign.ends_with("\npeekonly:true"));
             }
@@ -795,7 +799,7 @@ mod tests {
         // makes.
         let other = sign("/devstoreaccount1/?restype=service&comp=properties");
         match verify_with(&request, &other, true) {
-            Err(AuthFailure::SignatureMismatch { string_to_sign }) => assert!(
+            Err(AuthFailure::SignatureMismatch { string_to_sign, .. }) => assert!(
                 string_to_sign.ends_with(
                     "/devstoreaccount1/devstoreaccount1-secondary/\ncomp:stats\nrestype:service"
                 ),

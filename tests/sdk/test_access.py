@@ -125,6 +125,11 @@ def test_account_sas_not_yet_valid_is_authentication_failed(server, queue):
     with pytest.raises(ClientAuthenticationError) as raised:
         sas_queue(server, queue.queue_name, token).peek_messages()
     assert_refused(raised, 403, "AuthenticationFailed")
+    # The SDK shows Azure's AuthenticationErrorDetail with the error: what was wrong, in the
+    # service's words.
+    assert "authenticationerrordetail:Signature not valid in the specified time frame: Start [" in str(
+        raised.value
+    ), str(raised.value)
 
 
 def test_account_sas_without_the_permission_is_permission_mismatch(server, queue):

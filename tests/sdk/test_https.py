@@ -318,9 +318,17 @@ def test_an_expired_token_is_refused_with_azures_challenge(spawn_server, tmp_pat
     assert isinstance(raised.value, ClientAuthenticationError)
     assert status_code(raised.value) == 401
     assert error_code(raised.value) == "InvalidAuthenticationInfo"
-    # The raw answer: Azure's challenge names where to get a token and for which resource.
+    # The raw answer: Azure's challenge names where to get a token (a tenant GUID: the refused
+    # token's own tenant, which an emulator's account stands in for; the JavaScript SDK follows
+    # only a GUID) and for which resource, and the body says why in Azure's words.
     token, _ = unsigned_jwt(lifetime_s=-3600, not_before_offset_s=-7200)
-    for bad in [token, unsigned_jwt(audience="https://vault.azure.net")[0], "not-a-jwt"]:
+    zero_tenant = "00000000-0000-0000-0000-000000000000"
+    for bad, tenant, detail in [
+        (token, TENANT, "Lifetime validation failed. The token is expired."),
+        (unsigned_jwt(audience="https://vault.azure.net")[0], TENANT,
+         "Audience validation failed. Audience did not match."),
+        ("not-a-jwt", zero_tenant, "The token is not a well-formed JWT."),
+    ]:
         status, headers, body = raw_request(
             server,
             f"GET /{DEV_ACCOUNT}?comp=list HTTP/1.1\r\nHost: 127.0.0.1\r\nx-ms-version: 2021-08-06\r\n"
@@ -332,6 +340,7 @@ def test_an_expired_token_is_refused_with_azures_challenge(spawn_server, tmp_pat
         assert headers["www-authenticate"].startswith("Bearer authorization_uri=https://login.microsoftonline.com/")
         assert "resource_id=https://storage.azure.com" in headers["www-authenticate"]
         assert b"<Code>InvalidAuthenticationInfo</Code>" in body
+        assert f"<AuthenticationErrorDetail>{detail}</AuthenticationErrorDetail>".encode() in body
 
 
 def test_a_valid_token_lists_queues_and_shared_key_still_works_over_https(spawn_server, tmp_path):

@@ -33,7 +33,6 @@ fn admin(step: AdminStep) -> Plan {
     Plan {
         step: Step::Admin(step),
         response: ResponsePlan::default(),
-        auth_failure: None,
     }
 }
 
@@ -76,7 +75,6 @@ pub fn plan(request: &Request, faults_api: bool) -> Plan {
                 operation: Some(Operation::Health),
                 ..ResponsePlan::default()
             },
-            auth_failure: None,
         },
         (_, b"/_azq/health") => fail(Some(Operation::Health), StorageError::UnsupportedHttpVerb),
         (Method::Get | Method::Head, b"/_azq/cert.pem") => Plan {
@@ -85,7 +83,6 @@ pub fn plan(request: &Request, faults_api: bool) -> Plan {
                 operation: Some(Operation::Certificate),
                 ..ResponsePlan::default()
             },
-            auth_failure: None,
         },
         (_, b"/_azq/cert.pem") => fail(
             Some(Operation::Certificate),

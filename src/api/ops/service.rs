@@ -26,9 +26,8 @@ pub fn preflight(request: &Request, route: &Route<'_>, replicas: &Replicas) -> P
             response: ResponsePlan {
                 operation: Some(Operation::Preflight),
                 cors: Some(headers),
-                listing: None,
+                ..ResponsePlan::default()
             },
-            auth_failure: None,
         },
         Err(error) => fail(Some(Operation::Preflight), error),
     }
