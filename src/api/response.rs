@@ -7,7 +7,7 @@
 
 use bytes::BytesMut;
 
-use crate::auth::AuthFailure;
+use crate::auth::{bearer, bearer_token, AuthFailure};
 use crate::config::API_VERSION_LATEST;
 use crate::error::{authentication_error_detail, StorageError};
 use crate::http::{reason_phrase, Method, Request, ResponseWriter};
@@ -19,10 +19,13 @@ use super::{ids, xml, CorsHeaders, Service};
 /// The `Server` header value.
 const SERVER: &str = concat!("azq/", env!("CARGO_PKG_VERSION"));
 
-/// The `WWW-Authenticate` challenge of a refused bearer token, in Azure's form: where to get a
-/// token (the multi-tenant authority, as an emulator belongs to no tenant) and for which
-/// resource.
-const BEARER_CHALLENGE: &str = "Bearer authorization_uri=https://login.microsoftonline.com/common/oauth2/authorize resource_id=https://storage.azure.com";
+/// Where a refused bearer token's challenge sends the client for a new one, before the tenant.
+const CHALLENGE_AUTHORITY: &str = "Bearer authorization_uri=https://login.microsoftonline.com/";
+/// The rest of the challenge after the tenant: the path and the resource to ask a token for.
+const CHALLENGE_RESOURCE: &str = "/oauth2/authorize resource_id=https://storage.azure.com";
+/// The tenant a challenge names when the refused token names none (it is not a JWT, or has
+/// neither a `tid` nor an Azure AD issuer): a GUID, as clients follow only those.
+const CHALLENGE_TENANT_UNKNOWN: &str = "00000000-0000-0000-0000-000000000000";
 
 /// What an operation's response writer gives back: `Err` with the reply when the reply is not
 /// one the operation can answer with (a bug; the client gets 500 `InternalError`).
@@ -44,6 +47,21 @@ impl Service {
         xml::error(writer.body(), error, &request_id, now_ms, None);
         writer.finish();
     }
+}
+
+/// The `WWW-Authenticate` challenge of a refused bearer token, in Azure's form: where to get a
+/// token and for which resource. Azure names the account's tenant; an emulator's accounts have
+/// none, so the challenge names the refused token's own tenant (a client re-asking there gets a
+/// token it can use), else an all-zero GUID. The JavaScript SDK follows a challenge only when
+/// it names a tenant GUID (`common`, which azq named before, is ignored).
+fn bearer_challenge(authorization: Option<&[u8]>) -> String {
+    let tenant = authorization
+        .and_then(bearer_token)
+        .and_then(bearer::identity)
+        .and_then(|identity| identity.tenant_id)
+        .filter(|tenant| bearer::is_guid(tenant))
+        .unwrap_or_else(|| CHALLENGE_TENANT_UNKNOWN.to_string());
+    format!("{CHALLENGE_AUTHORITY}{tenant}{CHALLENGE_RESOURCE}")
 }
 
 /// What every response to one request shares.
@@ -160,7 +178,8 @@ impl<'a> Responder<'a> {
         let mut response = self.start_with_reason(error.status(), error.message(), out);
         response.header("x-ms-error-code", error.code().as_bytes());
         if error == StorageError::InvalidAuthenticationInfo {
-            response.header("WWW-Authenticate", BEARER_CHALLENGE.as_bytes());
+            let challenge = bearer_challenge(self.request.header("authorization"));
+            response.header("WWW-Authenticate", challenge.as_bytes());
         }
         response.header("Content-Type", b"application/xml");
         xml::error(

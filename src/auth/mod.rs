@@ -294,7 +294,7 @@ impl Authenticator {
 }
 
 /// The token of an `Authorization: Bearer <token>` header (the scheme in any case), if it is one.
-fn bearer_token(authorization: &[u8]) -> Option<&str> {
+pub fn bearer_token(authorization: &[u8]) -> Option<&str> {
     let prefix = bearer::BEARER_PREFIX.as_bytes();
     if authorization.len() < prefix.len()
         || !authorization[..prefix.len()].eq_ignore_ascii_case(prefix)

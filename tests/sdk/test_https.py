@@ -337,8 +337,10 @@ def test_an_expired_token_is_refused_with_azures_challenge(spawn_server, tmp_pat
         )
         assert status == 401, body
         assert headers["x-ms-error-code"] == "InvalidAuthenticationInfo"
-        assert headers["www-authenticate"].startswith("Bearer authorization_uri=https://login.microsoftonline.com/")
-        assert "resource_id=https://storage.azure.com" in headers["www-authenticate"]
+        assert headers["www-authenticate"] == (
+            f"Bearer authorization_uri=https://login.microsoftonline.com/{tenant}/oauth2/authorize "
+            "resource_id=https://storage.azure.com"
+        )
         assert b"<Code>InvalidAuthenticationInfo</Code>" in body
         assert f"<AuthenticationErrorDetail>{detail}</AuthenticationErrorDetail>".encode() in body
 
