@@ -296,6 +296,13 @@ impl From<AuthFailure> for StorageError {
             | AuthFailure::MalformedSas(_)
             | AuthFailure::MissingSasField(_)
             | AuthFailure::UnsupportedSasVersion
+            | AuthFailure::UserDelegationSasVersion
+            | AuthFailure::UserDelegationKeyService
+            | AuthFailure::UserDelegationWithPolicy
+            | AuthFailure::UserDelegationKeyNotValid(_)
+            | AuthFailure::DelegatedUserMismatch
+            | AuthFailure::BearerRequired
+            | AuthFailure::BearerWithoutIdentity
             | AuthFailure::ServiceSasWithoutQueue
             | AuthFailure::StoredPolicyNotFound
             | AuthFailure::StoredPolicyConflict(_)
@@ -361,6 +368,33 @@ pub fn authentication_error_detail(failure: &AuthFailure) -> Option<String> {
             date(frame.start_ms)
         ),
         AuthFailure::SasNotYetValid(frame) | AuthFailure::SasExpired(frame) => time_frame(frame),
+        AuthFailure::UserDelegationKeyNotValid(frame) => format!(
+            "The user delegation key is not valid in the specified time frame: Start [{}] - \
+             Expiry [{}] - Current [{}]",
+            date(frame.start_ms),
+            date(frame.expiry_ms),
+            date(frame.now_ms)
+        ),
+        AuthFailure::UserDelegationSasVersion => format!(
+            "A user delegation SAS for the queue service needs signed version {} or later.",
+            crate::auth::delegation::USER_DELEGATION_SAS_VERSION_OLDEST
+        ),
+        AuthFailure::UserDelegationKeyService => {
+            "The user delegation key was issued for another service (sks is not q).".to_string()
+        }
+        AuthFailure::UserDelegationWithPolicy => {
+            "Stored access policies are not supported for a user delegation SAS.".to_string()
+        }
+        AuthFailure::DelegatedUserMismatch => {
+            "The SAS is bound to a delegated user (sduoid): the request must carry a bearer \
+             token issued to that user."
+                .to_string()
+        }
+        AuthFailure::BearerRequired => "Only authentication scheme Bearer is supported".to_string(),
+        AuthFailure::BearerWithoutIdentity => {
+            "The token names no object (oid) or tenant (tid) to issue a user delegation key to."
+                .to_string()
+        }
         AuthFailure::MissingSasField(field) => format!("{field} is mandatory. Cannot be empty"),
         AuthFailure::MalformedSas(_) => "Signature fields not well formed.".to_string(),
         AuthFailure::StoredPolicyNotFound => {

@@ -16,6 +16,7 @@
 pub mod accounts;
 pub mod bearer;
 pub mod collation;
+pub mod delegation;
 pub mod sas;
 pub mod shared_key;
 
@@ -43,6 +44,8 @@ pub enum AuthScheme {
     AccountSas,
     /// A SAS in the query without `ss`/`srt`, for one queue, possibly via a stored policy.
     ServiceSas,
+    /// A queue SAS signed with a user delegation key (`skoid`…), possibly bound to a user.
+    UserDelegationSas,
     /// `Authorization: Bearer <JWT>` (`--oauth basic`).
     Bearer,
 }
@@ -89,6 +92,23 @@ pub enum AuthFailure {
     MissingSasField(&'static str),
     /// The SAS `sv` predates every string-to-sign layout azq knows.
     UnsupportedSasVersion,
+    /// A user delegation SAS whose `sv` predates user delegation for queues (2026-02-06).
+    UserDelegationSasVersion,
+    /// A user delegation SAS whose key was issued for another service (`sks` is not `q`).
+    UserDelegationKeyService,
+    /// A user delegation SAS naming a stored access policy (`si`), which it cannot.
+    UserDelegationWithPolicy,
+    /// A user delegation SAS whose key is not valid now (`skt`..`ske`).
+    UserDelegationKeyNotValid(sas::TimeFrame),
+    /// A user delegation SAS bound to a user (`sduoid`) without that user's bearer token:
+    /// none, or one for another object or tenant.
+    DelegatedUserMismatch,
+    /// An operation that takes a bearer token only (Get User Delegation Key), sent with the
+    /// account key or a SAS.
+    BearerRequired,
+    /// Get User Delegation Key with a token that names no object (`oid`) or tenant: there is
+    /// no identity to issue the key to.
+    BearerWithoutIdentity,
     /// A service SAS was used on a URL that names no queue.
     ServiceSasWithoutQueue,
     /// The SAS `si` names no stored access policy on the queue.
@@ -150,6 +170,17 @@ impl fmt::Display for AuthFailure {
             AuthFailure::AccountMismatch => "Authorization names another account than the URL",
             AuthFailure::MalformedQuery => "query string cannot be decoded",
             AuthFailure::UnsupportedSasVersion => "SAS version predates every known layout",
+            AuthFailure::UserDelegationSasVersion => {
+                "user delegation SAS version predates user delegation for queues"
+            }
+            AuthFailure::UserDelegationKeyService => "user delegation key is for another service",
+            AuthFailure::UserDelegationWithPolicy => "user delegation SAS names a stored policy",
+            AuthFailure::UserDelegationKeyNotValid(_) => "user delegation key is not valid now",
+            AuthFailure::DelegatedUserMismatch => {
+                "user delegation SAS without the delegated user's token"
+            }
+            AuthFailure::BearerRequired => "the operation takes a bearer token only",
+            AuthFailure::BearerWithoutIdentity => "the bearer token names no oid or tenant",
             AuthFailure::ServiceSasWithoutQueue => "service SAS used on a URL without a queue",
             AuthFailure::StoredPolicyNotFound => "SAS names an unknown stored access policy",
             AuthFailure::SasNotYetValid(_) => "SAS start time is in the future",
@@ -238,9 +269,34 @@ impl Authenticator {
             .accounts
             .get(context.account_name)
             .ok_or(AuthFailure::UnknownAccount)?;
-        if let Some(authorization) = request.header("authorization") {
-            if let Some(token) = bearer_token(authorization) {
-                return self.authenticate_bearer(token, request, context);
+        let authorization = request.header("authorization");
+        let bearer = authorization.and_then(bearer_token);
+        if access.bearer_only && bearer.is_none() {
+            return Err(AuthFailure::BearerRequired);
+        }
+        if let Some(authorization) = authorization {
+            if let Some(token) = bearer {
+                // A user delegation SAS bound to a user (`sduoid`) comes with that user's token;
+                // then the SAS decides what the request may do.
+                if let Ok(Some(sas)) = sas::parse(query) {
+                    if sas.fields.signed_delegated_user_object_id.is_some() && !access.bearer_only {
+                        let principal = self.verify_sas(&sas, context, access, stored_policy)?;
+                        self.authenticate_bearer(token, request, context)?;
+                        check_delegated_user(&sas, token)?;
+                        return Ok(principal);
+                    }
+                }
+                self.authenticate_bearer(token, request, context)?;
+                if access.bearer_only {
+                    let identity = bearer::identity(token).unwrap_or_default();
+                    if identity.object_id.is_none() || identity.tenant_id.is_none() {
+                        return Err(AuthFailure::BearerWithoutIdentity);
+                    }
+                }
+                return Ok(Principal {
+                    scheme: AuthScheme::Bearer,
+                    key_index: 0,
+                });
             }
             return shared_key::verify(
                 request,
@@ -251,8 +307,25 @@ impl Authenticator {
             );
         }
         let token = sas::parse(query)?.ok_or(AuthFailure::NoCredentials)?;
+        if token.fields.signed_delegated_user_object_id.is_some() {
+            return Err(AuthFailure::DelegatedUserMismatch);
+        }
+        self.verify_sas(&token, context, access, stored_policy)
+    }
+
+    fn verify_sas(
+        &mut self,
+        token: &sas::SasToken<'_>,
+        context: &RequestContext<'_>,
+        access: Access,
+        stored_policy: &dyn Fn(&str) -> Option<StoredPolicy>,
+    ) -> Result<Principal, AuthFailure> {
+        let account = self
+            .accounts
+            .get(context.account_name)
+            .ok_or(AuthFailure::UnknownAccount)?;
         sas::verify(
-            &token,
+            token,
             account,
             context,
             access,
@@ -260,6 +333,23 @@ impl Authenticator {
             &mut self.sas_cache,
             &mut self.string_to_sign,
         )
+    }
+}
+
+/// Whether the bearer `token` was issued to the user a SAS is bound to: the object `sduoid`, in
+/// the tenant `skdutid` (a user of another tenant) or else the key's own tenant `sktid`.
+fn check_delegated_user(sas: &sas::SasToken<'_>, token: &str) -> Result<(), AuthFailure> {
+    let fields = &sas.fields;
+    let tenant = fields
+        .signed_key_delegated_user_tenant_id
+        .or(fields.signed_key_tenant_id);
+    let identity = bearer::identity(token).unwrap_or_default();
+    if identity.object_id.as_deref() == fields.signed_delegated_user_object_id
+        && identity.tenant_id.as_deref() == tenant
+    {
+        Ok(())
+    } else {
+        Err(AuthFailure::DelegatedUserMismatch)
     }
 }
 
@@ -272,7 +362,7 @@ impl Authenticator {
         token: &str,
         request: &Request,
         context: &RequestContext<'_>,
-    ) -> Result<Principal, AuthFailure> {
+    ) -> Result<(), AuthFailure> {
         if !context.secure_transport {
             return Err(AuthFailure::BearerOverHttp);
         }
@@ -285,11 +375,7 @@ impl Authenticator {
             request.header_str("host"),
             context.now_ms,
         )
-        .map_err(AuthFailure::InvalidBearerToken)?;
-        Ok(Principal {
-            scheme: AuthScheme::Bearer,
-            key_index: 0,
-        })
+        .map_err(AuthFailure::InvalidBearerToken)
     }
 }
 
@@ -346,6 +432,60 @@ pub(crate) mod test_support {
 
     pub fn development_authenticator() -> Authenticator {
         Authenticator::new(development_accounts())
+    }
+
+    /// `unsigned` (a user delegation SAS's fields, query-encoded) signed for `queue_name` as a
+    /// client signs it, with the key azq issues for its `sk…` fields.
+    pub fn sign_delegated(unsigned: &str, queue_name: &str) -> String {
+        use base64::engine::general_purpose::STANDARD as BASE64;
+        use base64::Engine;
+        use hmac::Mac;
+
+        use super::delegation::{key_value, KeyFields};
+        use super::sas::{self, SasKind};
+        use super::SigningKey;
+        use crate::http::Query;
+
+        let placeholder = format!("{unsigned}&sig={}=", "A".repeat(43));
+        let query = Query::parse(placeholder.as_bytes()).unwrap();
+        let token = sas::parse(&query).unwrap().unwrap();
+        let SasKind::UserDelegation {
+            key_start_ms,
+            key_expiry_ms,
+        } = token.kind
+        else {
+            panic!("not a user delegation SAS: {unsigned}");
+        };
+        let fields = &token.fields;
+        let key = KeyFields {
+            signed_oid: fields.signed_key_object_id.unwrap(),
+            signed_tid: fields.signed_key_tenant_id.unwrap(),
+            signed_start_ms: key_start_ms,
+            signed_expiry_ms: key_expiry_ms,
+            signed_service: fields.signed_key_service.unwrap(),
+            signed_version: fields.signed_key_version.unwrap(),
+            signed_delegated_user_tid: fields.signed_key_delegated_user_tenant_id,
+        };
+        let value = key_value(
+            &SigningKey::from_base64(DEVELOPMENT_ACCOUNT_KEY).unwrap(),
+            &key,
+        );
+        let mut string_to_sign = Vec::new();
+        sas::write_string_to_sign(
+            &token,
+            DEVELOPMENT_ACCOUNT_NAME,
+            Some(queue_name),
+            &mut string_to_sign,
+        )
+        .unwrap();
+        let mut mac = hmac::Hmac::<sha2::Sha256>::new_from_slice(&value).unwrap();
+        mac.update(&string_to_sign);
+        let signature = BASE64
+            .encode(mac.finalize().into_bytes())
+            .replace('+', "%2B")
+            .replace('/', "%2F")
+            .replace('=', "%3D");
+        format!("{unsigned}&sig={signature}")
     }
 }
 
@@ -538,6 +678,155 @@ mod tests {
                 outcome, expected,
                 "{authorization} https={https} {access:?}"
             );
+        }
+    }
+
+    /// An unsigned JWT for the storage audience with `extra` claims, valid around `now_s`.
+    fn bearer(now_s: u64, extra: &str) -> String {
+        use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+        use base64::Engine;
+        format!(
+            "Bearer {}.{}.",
+            URL_SAFE_NO_PAD.encode(r#"{"alg":"none"}"#),
+            URL_SAFE_NO_PAD.encode(format!(
+                r#"{{"aud":"https://storage.azure.com","iss":"https://sts.windows.net/t/","nbf":{},"exp":{}{extra}}}"#,
+                now_s - 60,
+                now_s + 3600
+            ))
+        )
+    }
+
+    #[test]
+    fn a_user_delegation_key_takes_a_bearer_token_with_an_identity() {
+        let now_s = (NOVEMBER_22_MS + 3_600_000) / 1000;
+        let mut authenticator = development_authenticator();
+        authenticator.enable_bearer();
+        let mut secure = context(None);
+        secure.secure_transport = true;
+        let target = "/devstoreaccount1/?restype=service&comp=userdelegationkey";
+        let shared_key = sign_shared_key(
+            "POST",
+            target,
+            PEEK_HEADERS,
+            0,
+            "devstoreaccount1",
+            &SigningKey::from_base64(crate::config::DEVELOPMENT_ACCOUNT_KEY).unwrap(),
+        )
+        .unwrap();
+        let with_identity = bearer(now_s, r#","oid":"o","tid":"t""#);
+        let without_oid = bearer(now_s, r#","tid":"t""#);
+        let cases = [
+            (
+                Some(format!("SharedKey devstoreaccount1:{shared_key}")),
+                Err(AuthFailure::BearerRequired),
+            ),
+            (None, Err(AuthFailure::BearerRequired)),
+            (Some(with_identity), Ok(AuthScheme::Bearer)),
+            (Some(without_oid), Err(AuthFailure::BearerWithoutIdentity)),
+        ];
+        for (authorization, expected) in cases {
+            let mut headers = PEEK_HEADERS.to_vec();
+            if let Some(value) = &authorization {
+                headers.push(("Authorization", value));
+            }
+            let request = request("POST", target, &headers);
+            let outcome = authenticator
+                .authenticate(
+                    &request,
+                    &query_of(&request),
+                    &secure,
+                    Access::GET_USER_DELEGATION_KEY,
+                    &no_policy,
+                )
+                .map(|principal| principal.scheme);
+            assert_eq!(outcome, expected, "{authorization:?}");
+        }
+    }
+
+    #[test]
+    fn a_sas_bound_to_a_user_takes_that_users_token() {
+        let now_s = (NOVEMBER_22_MS + 3_600_000) / 1000;
+        let mut authenticator = development_authenticator();
+        authenticator.enable_bearer();
+        let key = "skoid=owner&sktid=home&skt=2026-11-22T00:00:00Z&ske=2026-11-23T00:00:00Z\
+            &sks=q&skv=2026-04-06";
+        let bound = test_support::sign_delegated(
+            &format!("sv=2026-10-06&sp=r&se=2026-11-22T12:00:00Z&{key}&sduoid=user"),
+            "myqueue",
+        );
+        let across = test_support::sign_delegated(
+            &format!("sv=2026-10-06&sp=r&se=2026-11-22T12:00:00Z&{key}&skdutid=away&sduoid=user"),
+            "myqueue",
+        );
+        let user_at_home = bearer(now_s, r#","oid":"user","tid":"home""#);
+        let user_away = bearer(now_s, r#","oid":"user","tid":"away""#);
+        let someone_else = bearer(now_s, r#","oid":"owner","tid":"home""#);
+        let mut secure = context(Some("myqueue"));
+        secure.secure_transport = true;
+        let cases = [
+            (&bound, None, true, Err(AuthFailure::DelegatedUserMismatch)),
+            (
+                &bound,
+                Some(&user_at_home),
+                true,
+                Ok(AuthScheme::UserDelegationSas),
+            ),
+            (
+                &bound,
+                Some(&user_away),
+                true,
+                Err(AuthFailure::DelegatedUserMismatch),
+            ),
+            (
+                &bound,
+                Some(&someone_else),
+                true,
+                Err(AuthFailure::DelegatedUserMismatch),
+            ),
+            (
+                &bound,
+                Some(&user_at_home),
+                false,
+                Err(AuthFailure::BearerOverHttp),
+            ),
+            (
+                &across,
+                Some(&user_away),
+                true,
+                Ok(AuthScheme::UserDelegationSas),
+            ),
+            (
+                &across,
+                Some(&user_at_home),
+                true,
+                Err(AuthFailure::DelegatedUserMismatch),
+            ),
+        ];
+        for (sas, authorization, https, expected) in cases {
+            let mut headers = PEEK_HEADERS.to_vec();
+            if let Some(value) = authorization {
+                headers.push(("Authorization", value.as_str()));
+            }
+            let request = request(
+                "GET",
+                &format!("/devstoreaccount1/myqueue/messages?peekonly=true&{sas}"),
+                &headers,
+            );
+            let at = if https {
+                secure
+            } else {
+                context(Some("myqueue"))
+            };
+            let outcome = authenticator
+                .authenticate(
+                    &request,
+                    &query_of(&request),
+                    &at,
+                    Access::PEEK_MESSAGES,
+                    &no_policy,
+                )
+                .map(|principal| principal.scheme);
+            assert_eq!(outcome, expected, "{sas} {authorization:?} https={https}");
         }
     }
 

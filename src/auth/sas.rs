@@ -1,12 +1,18 @@
 //! Shared access signatures: reading the SAS fields of a query string, the strings-to-sign of an
-//! account SAS (both layouts) and a queue service SAS, the checks that follow a valid signature
-//! (time window, protocol, source address, service, resource type, permission, stored access
-//! policy), the `Access` each operation needs, and a bounded cache of verified signatures.
+//! account SAS (both layouts), a queue service SAS and a queue user delegation SAS, the checks
+//! that follow a valid signature (time window, protocol, source address, service, resource type,
+//! permission, stored access policy, the delegation key's life), the `Access` each operation
+//! needs, and a bounded cache of verified signatures.
 //!
-//! Layouts, from "Create an account SAS" and "Create a service SAS":
+//! Layouts, from "Create an account SAS", "Create a service SAS" and, for the user delegation
+//! SAS, the SDKs that sign it (azure-storage-queue `_shared_access_signature.py`,
+//! @azure/storage-queue `QueueSASSignatureValues.ts`, which agree):
 //! - account SAS, `sv` >= 2020-12-06: `account\nsp\nss\nsrt\nst\nse\nsip\nspr\nsv\nses\n`;
 //! - account SAS, `sv` 2015-04-05 up to 2020-12-06: the same without `ses` (still ending `\n`);
-//! - queue service SAS, `sv` >= 2015-04-05: `sp\nst\nse\n/queue/account/queue\nsi\nsip\nspr\nsv`.
+//! - queue service SAS, `sv` >= 2015-04-05: `sp\nst\nse\n/queue/account/queue\nsi\nsip\nspr\nsv`;
+//! - queue user delegation SAS, `sv` >= 2026-02-06 (the first with one for queues):
+//!   `sp\nst\nse\n/queue/account/queue\nskoid\nsktid\nskt\nske\nsks\nskv\nskdutid\nsduoid\n`
+//!   `sip\nspr\nsv`, signed with the delegation key (`delegation.rs`), not the account key.
 //!
 //! A field the token does not carry signs as an empty line, exactly as one sent empty; azq
 //! therefore treats an empty field as absent throughout.
@@ -16,6 +22,9 @@ use std::net::IpAddr;
 use ahash::AHashMap;
 
 use super::accounts::Account;
+use super::delegation::{
+    self, KeyFields, SIGNED_SERVICE_QUEUE, USER_DELEGATION_SAS_VERSION_OLDEST,
+};
 use super::{decode_signature, AuthFailure, AuthScheme, Principal, RequestContext};
 use crate::config::SAS_CACHE_KEY_BYTES_MAX;
 use crate::http::Query;
@@ -108,6 +117,9 @@ pub struct Access {
     /// The `sp` letter a queue service SAS must carry; `None` when no service SAS may perform
     /// the operation (queue management, account-level operations).
     pub service_permission: Option<char>,
+    /// Only a bearer token may perform the operation: neither the account key nor any SAS
+    /// (Get User Delegation Key: "Only authorization with Microsoft Entra ID is supported").
+    pub bearer_only: bool,
 }
 
 impl Access {
@@ -120,6 +132,7 @@ impl Access {
             resource_type,
             account_permissions: PermissionSet::from_letters(account_permissions),
             service_permission,
+            bearer_only: false,
         }
     }
 
@@ -127,6 +140,11 @@ impl Access {
     pub const GET_SERVICE_PROPERTIES: Access = Access::new(ResourceType::Service, "r", None);
     /// Set Service Properties: account SAS `s` + `w`.
     pub const SET_SERVICE_PROPERTIES: Access = Access::new(ResourceType::Service, "w", None);
+    /// Get User Delegation Key: a bearer token only.
+    pub const GET_USER_DELEGATION_KEY: Access = Access {
+        bearer_only: true,
+        ..Access::new(ResourceType::Service, "", None)
+    };
     /// Get Service Stats: account SAS `s` + `r`.
     pub const GET_SERVICE_STATS: Access = Access::new(ResourceType::Service, "r", None);
     /// List Queues: account SAS `s` + `l`.
@@ -197,8 +215,42 @@ pub struct SasFields<'q> {
     pub signed_encryption_scope: Option<&'q str>,
     /// `si`
     pub signed_identifier: Option<&'q str>,
+    /// `skoid`: the object a user delegation key was issued to.
+    pub signed_key_object_id: Option<&'q str>,
+    /// `sktid`: that object's tenant.
+    pub signed_key_tenant_id: Option<&'q str>,
+    /// `skt`: the key's start.
+    pub signed_key_start: Option<&'q str>,
+    /// `ske`: the key's expiry.
+    pub signed_key_expiry: Option<&'q str>,
+    /// `sks`: the service the key was issued for.
+    pub signed_key_service: Option<&'q str>,
+    /// `skv`: the service version the key was issued with.
+    pub signed_key_version: Option<&'q str>,
+    /// `skdutid`: the tenant of the user the key delegates to.
+    pub signed_key_delegated_user_tenant_id: Option<&'q str>,
+    /// `sduoid`: the user who alone may use the SAS, with a token of their own.
+    pub signed_delegated_user_object_id: Option<&'q str>,
     /// `sig`
     pub signature: Option<&'q str>,
+}
+
+impl SasFields<'_> {
+    /// Whether any field of a user delegation SAS is present.
+    fn has_delegation_field(&self) -> bool {
+        [
+            self.signed_key_object_id,
+            self.signed_key_tenant_id,
+            self.signed_key_start,
+            self.signed_key_expiry,
+            self.signed_key_service,
+            self.signed_key_version,
+            self.signed_key_delegated_user_tenant_id,
+            self.signed_delegated_user_object_id,
+        ]
+        .iter()
+        .any(Option::is_some)
+    }
 }
 
 /// Which kind of SAS a query carries.
@@ -213,6 +265,14 @@ pub enum SasKind {
     },
     /// Queue service SAS (the query has `sig` but neither `ss` nor `srt`).
     Service,
+    /// Queue user delegation SAS (a service SAS with the `sk…` fields of a user delegation key),
+    /// with the key's validity.
+    UserDelegation {
+        /// `skt`, in ms since the Unix epoch.
+        key_start_ms: u64,
+        /// `ske`, in ms since the Unix epoch.
+        key_expiry_ms: u64,
+    },
 }
 
 /// An inclusive range of client addresses (`sip`: one address or `first-last`).
@@ -325,6 +385,14 @@ pub fn parse<'q>(query: &'q Query<'_>) -> Result<Option<SasToken<'q>>, AuthFailu
             "ses" => ("ses", &mut fields.signed_encryption_scope),
             "si" => ("si", &mut fields.signed_identifier),
             "sig" => ("sig", &mut fields.signature),
+            "skoid" => ("skoid", &mut fields.signed_key_object_id),
+            "sktid" => ("sktid", &mut fields.signed_key_tenant_id),
+            "skt" => ("skt", &mut fields.signed_key_start),
+            "ske" => ("ske", &mut fields.signed_key_expiry),
+            "sks" => ("sks", &mut fields.signed_key_service),
+            "skv" => ("skv", &mut fields.signed_key_version),
+            "skdutid" => ("skdutid", &mut fields.signed_key_delegated_user_tenant_id),
+            "sduoid" => ("sduoid", &mut fields.signed_delegated_user_object_id),
             _ => continue,
         };
         if value.is_empty() {
@@ -372,6 +440,8 @@ pub fn parse<'q>(query: &'q Query<'_>) -> Result<Option<SasToken<'q>>, AuthFailu
             services: letters(fields.signed_services, "ss")?,
             resource_types: letters(fields.signed_resource_types, "srt")?,
         }
+    } else if fields.has_delegation_field() {
+        user_delegation_kind(&fields, version)?
     } else {
         SasKind::Service
     };
@@ -409,6 +479,37 @@ pub fn parse<'q>(query: &'q Query<'_>) -> Result<Option<SasToken<'q>>, AuthFailu
     }))
 }
 
+/// The kind of a SAS with user delegation fields: every field naming the key present and
+/// readable, a version that has the queue user delegation SAS.
+fn user_delegation_kind(fields: &SasFields<'_>, version: &str) -> Result<SasKind, AuthFailure> {
+    for (field, field_name) in [
+        (fields.signed_key_object_id, "skoid"),
+        (fields.signed_key_tenant_id, "sktid"),
+        (fields.signed_key_start, "skt"),
+        (fields.signed_key_expiry, "ske"),
+        (fields.signed_key_service, "sks"),
+        (fields.signed_key_version, "skv"),
+    ] {
+        if field.is_none() {
+            return Err(AuthFailure::MissingSasField(field_name));
+        }
+    }
+    let key_time = |field: Option<&str>, field_name| {
+        field
+            .and_then(parse_iso8601_ms)
+            .ok_or(AuthFailure::MalformedSas(field_name))
+    };
+    let key_start_ms = key_time(fields.signed_key_start, "skt")?;
+    let key_expiry_ms = key_time(fields.signed_key_expiry, "ske")?;
+    if version < USER_DELEGATION_SAS_VERSION_OLDEST {
+        return Err(AuthFailure::UserDelegationSasVersion);
+    }
+    Ok(SasKind::UserDelegation {
+        key_start_ms,
+        key_expiry_ms,
+    })
+}
+
 /// Appends the string-to-sign of `token` to `out`. `account_name` is the primary account;
 /// `queue_name` the URL's queue, which a service SAS signs.
 pub fn write_string_to_sign(
@@ -438,7 +539,7 @@ pub fn write_string_to_sign(
                 line(out, fields.signed_encryption_scope);
             }
         }
-        SasKind::Service => {
+        SasKind::Service | SasKind::UserDelegation { .. } => {
             let queue_name = queue_name.ok_or(AuthFailure::ServiceSasWithoutQueue)?;
             line(out, fields.signed_permissions);
             line(out, fields.signed_start);
@@ -447,10 +548,26 @@ pub fn write_string_to_sign(
             out.extend_from_slice(account_name.as_bytes());
             out.push(b'/');
             line(out, Some(queue_name));
-            line(out, fields.signed_identifier);
+            if let SasKind::UserDelegation { .. } = token.kind {
+                // In place of `si`: the key's fields, then the delegated user's.
+                for field in [
+                    fields.signed_key_object_id,
+                    fields.signed_key_tenant_id,
+                    fields.signed_key_start,
+                    fields.signed_key_expiry,
+                    fields.signed_key_service,
+                    fields.signed_key_version,
+                    fields.signed_key_delegated_user_tenant_id,
+                    fields.signed_delegated_user_object_id,
+                ] {
+                    line(out, field);
+                }
+            } else {
+                line(out, fields.signed_identifier);
+            }
             line(out, fields.signed_ip);
             line(out, fields.signed_protocol);
-            // The service layout is the one without a trailing line break.
+            // The service layouts are the ones without a trailing line break.
             out.extend_from_slice(fields.signed_version.unwrap_or_default().as_bytes());
         }
     }
@@ -476,6 +593,7 @@ pub(super) fn verify(
     let scheme = match token.kind {
         SasKind::Account { .. } => AuthScheme::AccountSas,
         SasKind::Service => AuthScheme::ServiceSas,
+        SasKind::UserDelegation { .. } => AuthScheme::UserDelegationSas,
     };
     Ok(Principal { scheme, key_index })
 }
@@ -497,7 +615,28 @@ fn verify_signature(
         return Ok(key_index);
     }
     let signed = &cache_key[..string_to_sign_length];
-    match account.matching_key_index(signed, &token.signature) {
+    let key_index = match token.kind {
+        SasKind::UserDelegation {
+            key_start_ms,
+            key_expiry_ms,
+        } => {
+            let fields = &token.fields;
+            let key = KeyFields {
+                signed_oid: fields.signed_key_object_id.unwrap_or_default(),
+                signed_tid: fields.signed_key_tenant_id.unwrap_or_default(),
+                signed_start_ms: key_start_ms,
+                signed_expiry_ms: key_expiry_ms,
+                signed_service: fields.signed_key_service.unwrap_or_default(),
+                signed_version: fields.signed_key_version.unwrap_or_default(),
+                signed_delegated_user_tid: fields.signed_key_delegated_user_tenant_id,
+            };
+            delegation::matching_key_index(account, &key, signed, &token.signature)
+        }
+        SasKind::Account { .. } | SasKind::Service => {
+            account.matching_key_index(signed, &token.signature)
+        }
+    };
+    match key_index {
         Some(key_index) => {
             cache.insert(cache_key, key_index);
             Ok(key_index)
@@ -519,6 +658,13 @@ fn authorize(
     let terms = match token.kind {
         SasKind::Account { .. } => token.terms(),
         SasKind::Service => apply_stored_policy(token, stored_policy)?,
+        SasKind::UserDelegation {
+            key_start_ms,
+            key_expiry_ms,
+        } => {
+            check_delegation_key(token, key_start_ms, key_expiry_ms, context.now_ms)?;
+            token.terms()
+        }
     };
     let expiry_ms = terms.expiry_ms.ok_or(AuthFailure::MissingSasField("se"))?;
     let permissions = terms
@@ -567,7 +713,7 @@ fn authorize(
                 return Err(AuthFailure::PermissionMismatch);
             }
         }
-        SasKind::Service => match access.service_permission {
+        SasKind::Service | SasKind::UserDelegation { .. } => match access.service_permission {
             None => return Err(AuthFailure::OperationNotAllowed),
             Some(permission) if !permissions.contains(permission) => {
                 return Err(AuthFailure::PermissionMismatch);
@@ -607,6 +753,31 @@ impl SasToken<'_> {
             permissions: self.permissions,
         }
     }
+}
+
+/// The checks a user delegation SAS adds: a key issued for the queue service, no stored
+/// access policy (a user delegation SAS cannot name one), and a key valid now. A SAS can live
+/// no longer than its key: past `ske` it fails whatever its own `se` says.
+fn check_delegation_key(
+    token: &SasToken<'_>,
+    key_start_ms: u64,
+    key_expiry_ms: u64,
+    now_ms: u64,
+) -> Result<(), AuthFailure> {
+    if token.fields.signed_key_service != Some(SIGNED_SERVICE_QUEUE) {
+        return Err(AuthFailure::UserDelegationKeyService);
+    }
+    if token.fields.signed_identifier.is_some() {
+        return Err(AuthFailure::UserDelegationWithPolicy);
+    }
+    if now_ms < key_start_ms || now_ms >= key_expiry_ms {
+        return Err(AuthFailure::UserDelegationKeyNotValid(TimeFrame {
+            start_ms: key_start_ms,
+            expiry_ms: key_expiry_ms,
+            now_ms,
+        }));
+    }
+    Ok(())
 }
 
 /// A service SAS's terms, completed from its stored access policy when it names one (`si`).
@@ -792,6 +963,170 @@ mod tests {
             .replace('/', "%2F")
             .replace('=', "%3D");
         format!("{unsigned}&sig={signature}")
+    }
+
+    /// A user delegation SAS made by azure-storage-queue 12.18.1's `generate_queue_sas` with a
+    /// key whose value is the bytes 0..32 (its `sts_hook` gave the string-to-sign).
+    const DELEGATION_VECTOR: &str = "st=2026-11-22T00%3A00%3A00Z&se=2026-11-22T12%3A00%3A00Z\
+        &sp=raup&sv=2026-10-06&skoid=23657296-5cd5-45b0-a809-d972a7f4dfe1\
+        &sktid=ab1f708d-50f6-404c-a006-d71b2ac7a606&skt=2026-11-22T00%3A00%3A00Z\
+        &ske=2026-11-23T00%3A00%3A00Z&sks=q&skv=2026-04-06\
+        &sig=eaGJcgRCSIJe6EbSpSoDcSVRiznvKXmC4Xm7mNwcIB8%3D";
+
+    #[test]
+    fn user_delegation_sas_vector_from_the_python_sdk() {
+        let sts = string_to_sign(DELEGATION_VECTOR, Some("myqueue"));
+        assert_eq!(
+            sts,
+            "raup\n2026-11-22T00:00:00Z\n2026-11-22T12:00:00Z\n/queue/devstoreaccount1/myqueue\n\
+             23657296-5cd5-45b0-a809-d972a7f4dfe1\nab1f708d-50f6-404c-a006-d71b2ac7a606\n\
+             2026-11-22T00:00:00Z\n2026-11-23T00:00:00Z\nq\n2026-04-06\n\n\n\n\n2026-10-06"
+        );
+        // The SDK's signature over that string, under the key value 0..32: the string is the
+        // SDK's to the byte.
+        let key_value: Vec<u8> = (0..32).collect();
+        let signature = hmac_sha256(&key_value, sts.as_bytes());
+        let decoded = decoded(DELEGATION_VECTOR);
+        assert_eq!(parse(&decoded).unwrap().unwrap().signature, signature);
+    }
+
+    fn hmac_sha256(key: &[u8], message: &[u8]) -> [u8; 32] {
+        use hmac::Mac;
+        let mut mac = hmac::Hmac::<sha2::Sha256>::new_from_slice(key).unwrap();
+        mac.update(message);
+        mac.finalize().into_bytes().into()
+    }
+
+    #[test]
+    fn user_delegation_sas_table() {
+        use crate::auth::test_support::sign_delegated;
+        // The key: valid from 2026-11-22 00:00 for a day; `context` is at 01:00.
+        let key = "skoid=oid&sktid=tid&skt=2026-11-22T00:00:00Z&ske=2026-11-23T00:00:00Z\
+            &skv=2026-04-06";
+        let good = format!("sv=2026-10-06&sp=rp&se=2026-11-22T12:00:00Z&{key}&sks=q");
+        let signed = sign_delegated(&good, "q");
+        assert_eq!(
+            check(
+                &signed,
+                &context(Some("q")),
+                Access::PEEK_MESSAGES,
+                &no_policy
+            )
+            .map(|principal| principal.scheme),
+            Ok(AuthScheme::UserDelegationSas)
+        );
+        let mismatch = |outcome: Result<Principal, AuthFailure>| {
+            matches!(outcome, Err(AuthFailure::SignatureMismatch { .. }))
+        };
+        // Any field altered after signing breaks the signature: the key's (it derives another
+        // key), the grant's, the queue's.
+        for (from, to) in [
+            ("skoid=oid", "skoid=someone"),
+            ("sktid=tid", "sktid=other"),
+            ("ske=2026-11-23T00:00:00Z", "ske=2026-11-24T00:00:00Z"),
+            ("skv=2026-04-06", "skv=2026-02-06"),
+            ("sp=rp", "sp=raup"),
+            ("se=2026-11-22T12:00:00Z", "se=2026-11-22T13:00:00Z"),
+        ] {
+            let tampered = signed.replace(from, to);
+            assert!(
+                mismatch(check(
+                    &tampered,
+                    &context(Some("q")),
+                    Access::PEEK_MESSAGES,
+                    &no_policy
+                )),
+                "{from} -> {to}"
+            );
+        }
+        assert!(mismatch(check(
+            &signed,
+            &context(Some("other")),
+            Access::PEEK_MESSAGES,
+            &no_policy
+        )));
+        // Signed validly, refused for what it says.
+        let mut late = context(Some("q"));
+        late.now_ms = NOVEMBER_22_MS + 13 * HOUR_MS;
+        assert!(matches!(
+            check(&signed, &late, Access::PEEK_MESSAGES, &no_policy),
+            Err(AuthFailure::SasExpired(_))
+        ));
+        // A SAS outliving its key ends with the key.
+        let long = sign_delegated(
+            &good.replace("se=2026-11-22T12:00:00Z", "se=2026-11-30"),
+            "q",
+        );
+        let mut after_key = context(Some("q"));
+        after_key.now_ms = NOVEMBER_22_MS + DAY_MS;
+        assert_eq!(
+            check(&long, &after_key, Access::PEEK_MESSAGES, &no_policy),
+            Err(AuthFailure::UserDelegationKeyNotValid(TimeFrame {
+                start_ms: NOVEMBER_22_MS,
+                expiry_ms: NOVEMBER_22_MS + DAY_MS,
+                now_ms: NOVEMBER_22_MS + DAY_MS,
+            }))
+        );
+        let mut before_key = context(Some("q"));
+        before_key.now_ms = NOVEMBER_22_MS - 1;
+        assert!(matches!(
+            check(&signed, &before_key, Access::PEEK_MESSAGES, &no_policy),
+            Err(AuthFailure::UserDelegationKeyNotValid(_))
+        ));
+        assert_eq!(
+            check(
+                &signed,
+                &context(Some("q")),
+                Access::PUT_MESSAGE,
+                &no_policy
+            ),
+            Err(AuthFailure::PermissionMismatch)
+        );
+        assert_eq!(
+            check(
+                &signed,
+                &context(Some("q")),
+                Access::CREATE_QUEUE,
+                &no_policy
+            ),
+            Err(AuthFailure::OperationNotAllowed)
+        );
+        let cases = [
+            (
+                sign_delegated(&good.replace("sks=q", "sks=b"), "q"),
+                AuthFailure::UserDelegationKeyService,
+            ),
+            (
+                sign_delegated(&format!("{good}&si=policy"), "q"),
+                AuthFailure::UserDelegationWithPolicy,
+            ),
+            (
+                good.replace("sv=2026-10-06", "sv=2025-11-05") + "&sig=SIG",
+                AuthFailure::UserDelegationSasVersion,
+            ),
+            (
+                good.replace("skoid=oid&", "") + "&sig=SIG",
+                AuthFailure::MissingSasField("skoid"),
+            ),
+            (
+                good.replace("skt=2026-11-22T00:00:00Z", "skt=now") + "&sig=SIG",
+                AuthFailure::MalformedSas("skt"),
+            ),
+        ];
+        let sig = "OxCNGzjOaDzj0ZT0SPbgS3%2BJKWc3Wl%2FKaXKcKzCQvTo%3D";
+        for (query, expected) in cases {
+            let query = query.replace("SIG", sig);
+            assert_eq!(
+                check(
+                    &query,
+                    &context(Some("q")),
+                    Access::PEEK_MESSAGES,
+                    &no_policy
+                ),
+                Err(expected),
+                "{query}"
+            );
+        }
     }
 
     #[test]
