@@ -22,6 +22,7 @@
 //! runtime then applies on every other shard.
 
 pub mod cors;
+pub mod delegation_xml;
 pub mod ids;
 mod ops;
 mod plan;
@@ -159,11 +160,26 @@ pub struct ResponsePlan {
     pub operation: Option<Operation>,
     /// The CORS headers the response carries, whatever its outcome.
     pub cors: Option<CorsHeaders>,
-    /// List Queues' parameters and endpoint, echoed in its body.
-    pub listing: Option<ListingEcho>,
+    /// What the answer repeats of its planning beyond the outcome (List Queues' parameters,
+    /// the user delegation key made for the request).
+    pub echo: Echo,
     /// Why authentication failed: the log gets it, and the client Azure's
     /// `AuthenticationErrorDetail` for it with the error's code.
     pub auth_failure: Option<AuthFailure>,
+}
+
+/// What an answer repeats of its planning, for the operations whose body is not the outcome
+/// of a step alone.
+#[derive(Debug, Default)]
+pub enum Echo {
+    /// Nothing: the step's outcome is the whole answer.
+    #[default]
+    None,
+    /// List Queues' parameters and endpoint, echoed in its body.
+    Listing(ListingEcho),
+    /// The user delegation key Get User Delegation Key answers with; planning made it (boxed:
+    /// rare, and it would make every plan larger).
+    DelegationKey(Box<crate::auth::delegation::UserDelegationKey>),
 }
 
 /// What `GET /_azq/health` reports besides the shard count.
@@ -180,6 +196,9 @@ pub struct Service {
     /// Per-shard and only borrowed inside `plan`, which never waits, so the borrow never spans
     /// another request.
     authenticator: RefCell<Authenticator>,
+    /// The accounts, as the authenticator has them: Get User Delegation Key derives its keys
+    /// from theirs.
+    accounts: Accounts,
     shards: usize,
     host_style_enabled: bool,
     /// `host:port` used in List Queues' ServiceEndpoint when a request has no Host header.
@@ -205,7 +224,8 @@ impl Service {
     ) -> Self {
         assert!(shards > 0);
         Service {
-            authenticator: RefCell::new(Authenticator::new(accounts)),
+            authenticator: RefCell::new(Authenticator::new(accounts.clone())),
+            accounts,
             shards,
             host_style_enabled,
             default_authority,
@@ -294,7 +314,14 @@ impl Service {
                 Ok(())
             }
             (Some(Operation::ListQueues), Outcome::Parts(parts)) => {
-                ops::service::list_queues_response(&responder, plan.listing.as_ref(), parts, out)
+                let listing = match &plan.echo {
+                    Echo::Listing(listing) => Some(listing),
+                    _ => None,
+                };
+                ops::service::list_queues_response(&responder, listing, parts, out)
+            }
+            (Some(Operation::GetUserDelegationKey), Outcome::Reply(Ok(reply))) => {
+                ops::service::get_user_delegation_key_response(&responder, &plan.echo, reply, out)
             }
             (Some(operation), Outcome::Reply(Ok(reply))) => {
                 ops::response(&responder, operation, reply, out)
@@ -312,7 +339,7 @@ impl Service {
     }
 
     fn is_account(&self, name: &str) -> bool {
-        self.authenticator.borrow().accounts().get(name).is_some()
+        self.accounts.get(name).is_some()
     }
 }
 

@@ -43,7 +43,8 @@ How a recording is replayed:
 Interactions that cannot be replayed meaningfully are counted as skipped, with the reason, and
 never as agreement: a request that reads messages after a lease, delay or time to live set earlier
 in the recording ended in between (the recording waited; a replay does not), OAuth and user
-delegation SAS (azq has no token authentication), and requests to hosts other than a queue
+delegation SAS (the replay runs over plain HTTP without tokens, and a user delegation SAS
+cannot be signed again without the service's key), and requests to hosts other than a queue
 endpoint.
 
 The run ends with "N of M replayed interactions agree", the skipped ones by reason, and each
@@ -414,6 +415,8 @@ def operation_name(method: str, path_parts: list[str], query: dict[str, str]) ->
             return "Set Service Properties" if method == "PUT" else "Get Service Properties"
         if restype == "service" and comp == "stats":
             return "Get Service Stats"
+        if restype == "service" and comp == "userdelegationkey":
+            return "Get User Delegation Key"
         return f"{method} account"
     if len(path_parts) == 1:
         if comp == "metadata":
@@ -589,7 +592,8 @@ class RecordingReplay:
         if ".queue." not in host:
             return outcome("skip", "not a queue endpoint", host)
         if "skoid" in query or "oauth" in self.recording.name.lower():
-            return outcome("skip", "OAuth or user delegation SAS (azq has no token authentication)")
+            return outcome("skip", "OAuth or user delegation SAS (the replay runs over HTTP "
+                           "without tokens, and cannot sign again with the service's key)")
         secondary = host.split(".")[0].endswith("-secondary")
         queue = urllib.parse.unquote(path_parts[0]) if path_parts else None
         waited = self.waited_for_time(queue, operation, service_time(interaction))
