@@ -382,3 +382,60 @@ fn secondary_stats_signed_without_the_secondary_suffix_are_served() {
     let response = send(&server, text.into_bytes());
     assert_status(&response, 403, Some("AuthenticationFailed"));
 }
+
+#[test]
+fn a_put_message_as_the_dotnet_sdk_12_4_sends_it_is_stored() {
+    // Azure/Azurite#1687: Azurite answered Azure.Storage.Queues 12.4.2's SendMessageAsync with
+    // a 500 after ten seconds. That SDK's generated client writes the body with
+    // `XElement.ToString(SaveOptions.DisableFormatting)`: no XML declaration, no whitespace,
+    // Content-Type application/xml, and these headers (from the request log). The
+    // service stores it (201), and so does azq.
+    let server = Server::start(&[]);
+    create_queue(&server, "recording-import-jobs");
+    let body = b"<QueueMessage><MessageText>eyJqb2JJZCI6NDJ9</MessageText></QueueMessage>";
+    let request = common::Signer {
+        version: "2018-11-09",
+        ..common::Signer::development()
+    }
+    .request(
+        "POST",
+        "/devstoreaccount1/recording-import-jobs/messages",
+        &[
+            (
+                "x-ms-client-request-id",
+                "73a81446-fd1c-4c63-85a9-339e9edc6782",
+            ),
+            ("x-ms-return-client-request-id", "true"),
+            (
+                "User-Agent",
+                "azsdk-net-Storage.Queues/12.4.2 (.NET 5.0.17; Microsoft Windows 10.0.19043)",
+            ),
+            (
+                "traceparent",
+                "00-cacbf14e8d4b924bbc4d82e05c4f9986-cb7fa79b8b2a3c4c-00",
+            ),
+            ("Content-Type", "application/xml"),
+        ],
+        body,
+    );
+    let response = send(&server, request);
+    assert_status(&response, 201, None);
+    assert_eq!(
+        response.header("x-ms-client-request-id"),
+        Some("73a81446-fd1c-4c63-85a9-339e9edc6782")
+    );
+    assert_eq!(elements(&response.text(), "MessageId").len(), 1);
+    let response = send(
+        &server,
+        signed_request(
+            "GET",
+            "/devstoreaccount1/recording-import-jobs/messages?peekonly=true",
+            &[],
+            b"",
+        ),
+    );
+    assert_eq!(
+        elements(&response.text(), "MessageText"),
+        ["eyJqb2JJZCI6NDJ9"]
+    );
+}
