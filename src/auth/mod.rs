@@ -441,31 +441,17 @@ pub(crate) mod test_support {
         use base64::Engine;
         use hmac::Mac;
 
-        use super::delegation::{key_value, KeyFields};
-        use super::sas::{self, SasKind};
+        use super::delegation::key_value;
+        use super::sas;
         use super::SigningKey;
         use crate::http::Query;
 
         let placeholder = format!("{unsigned}&sig={}=", "A".repeat(43));
         let query = Query::parse(placeholder.as_bytes()).unwrap();
         let token = sas::parse(&query).unwrap().unwrap();
-        let SasKind::UserDelegation {
-            key_start_ms,
-            key_expiry_ms,
-        } = token.kind
-        else {
-            panic!("not a user delegation SAS: {unsigned}");
-        };
-        let fields = &token.fields;
-        let key = KeyFields {
-            signed_oid: fields.signed_key_object_id.unwrap(),
-            signed_tid: fields.signed_key_tenant_id.unwrap(),
-            signed_start_ms: key_start_ms,
-            signed_expiry_ms: key_expiry_ms,
-            signed_service: fields.signed_key_service.unwrap(),
-            signed_version: fields.signed_key_version.unwrap(),
-            signed_delegated_user_tid: fields.signed_key_delegated_user_tenant_id,
-        };
+        let key = token
+            .delegation_key()
+            .unwrap_or_else(|| panic!("not a user delegation SAS: {unsigned}"));
         let value = key_value(
             &SigningKey::from_base64(DEVELOPMENT_ACCOUNT_KEY).unwrap(),
             &key,

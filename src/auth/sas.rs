@@ -615,26 +615,9 @@ fn verify_signature(
         return Ok(key_index);
     }
     let signed = &cache_key[..string_to_sign_length];
-    let key_index = match token.kind {
-        SasKind::UserDelegation {
-            key_start_ms,
-            key_expiry_ms,
-        } => {
-            let fields = &token.fields;
-            let key = KeyFields {
-                signed_oid: fields.signed_key_object_id.unwrap_or_default(),
-                signed_tid: fields.signed_key_tenant_id.unwrap_or_default(),
-                signed_start_ms: key_start_ms,
-                signed_expiry_ms: key_expiry_ms,
-                signed_service: fields.signed_key_service.unwrap_or_default(),
-                signed_version: fields.signed_key_version.unwrap_or_default(),
-                signed_delegated_user_tid: fields.signed_key_delegated_user_tenant_id,
-            };
-            delegation::matching_key_index(account, &key, signed, &token.signature)
-        }
-        SasKind::Account { .. } | SasKind::Service => {
-            account.matching_key_index(signed, &token.signature)
-        }
+    let key_index = match token.delegation_key() {
+        Some(key) => delegation::matching_key_index(account, &key, signed, &token.signature),
+        None => account.matching_key_index(signed, &token.signature),
     };
     match key_index {
         Some(key_index) => {
@@ -745,6 +728,28 @@ struct Terms {
 }
 
 impl SasToken<'_> {
+    /// The fields of the user delegation key a user delegation SAS is signed with, which
+    /// derive it; `None` for the other kinds. `parse` made sure every required one is there.
+    pub fn delegation_key(&self) -> Option<KeyFields<'_>> {
+        let SasKind::UserDelegation {
+            key_start_ms,
+            key_expiry_ms,
+        } = self.kind
+        else {
+            return None;
+        };
+        let fields = &self.fields;
+        Some(KeyFields {
+            signed_oid: fields.signed_key_object_id.unwrap_or_default(),
+            signed_tid: fields.signed_key_tenant_id.unwrap_or_default(),
+            signed_start_ms: key_start_ms,
+            signed_expiry_ms: key_expiry_ms,
+            signed_service: fields.signed_key_service.unwrap_or_default(),
+            signed_version: fields.signed_key_version.unwrap_or_default(),
+            signed_delegated_user_tid: fields.signed_key_delegated_user_tenant_id,
+        })
+    }
+
     /// The terms the token itself carries.
     fn terms(&self) -> Terms {
         Terms {
