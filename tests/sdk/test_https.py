@@ -4,9 +4,11 @@ Each test starts its own servers (`spawn_server`): with a PEM certificate and ke
 and its password (both made here with `cryptography`), or `--cert auto`, whose certificate the test
 fetches from `/_azq/cert.pem` and trusts by its printed fingerprint. The SDK authenticates with a
 TokenCredential that hands out a well-formed, unsigned JWT (azq checks claims, not signatures, as
-Azurite does). Also over raw sockets: an expired or foreign token gets 401 with Azure's challenge,
-plain HTTP to the TLS port and a client that never starts its handshake are closed, a bearer token
-over plain HTTP is refused. Every server runs on the default backend and on the portable one.
+Azurite does). Also over raw sockets: an expired or foreign token gets 401 with Azure's challenge
+(naming the token's tenant) and detail, plain HTTP to the TLS port and a client that never starts
+its handshake are closed, a bearer token over plain HTTP is refused (and `--oauth` without `--cert`
+starts, refusing them). A token gets and sets queue ACLs; an X.509 v1 certificate serves. Servers
+run on the default backend and, where it matters, on the portable one too.
 """
 
 import base64
