@@ -160,7 +160,8 @@ impl<'a> Responder<'a> {
     }
 
     /// `error`, with Azure's `AuthenticationErrorDetail` for `failure` in the body when `error`
-    /// is the one the failure maps to (`AuthenticationFailed` or `InvalidAuthenticationInfo`).
+    /// is one of the codes that carry it (`AuthenticationFailed`, `InvalidAuthenticationInfo`);
+    /// a fault injected in its place carries none.
     pub fn error_with_detail(
         &self,
         error: StorageError,
