@@ -6,7 +6,7 @@ use std::hint::black_box;
 use std::net::IpAddr;
 
 use azq::auth::{sign_shared_key, Access, Accounts, Authenticator, RequestContext, StoredPolicy};
-use azq::config::{DEVELOPMENT_ACCOUNT_KEY, DEVELOPMENT_ACCOUNT_NAME};
+use azq::auth::{DEVELOPMENT_ACCOUNT_KEY, DEVELOPMENT_ACCOUNT_NAME};
 use azq::http::request::Request;
 use azq::http::Query;
 use bytes::Bytes;

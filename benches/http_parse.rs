@@ -2,8 +2,8 @@
 //! Python-SDK Put Message (11 headers, 1 KiB body), 32 pipelined Get Messages, and a large body
 //! arriving in many reads (which must cost linear time, not a re-parse per read).
 
-use azq::config::{REQUEST_BODY_BYTES_MAX, REQUEST_HEADERS_MAX, REQUEST_HEAD_BYTES_MAX};
 use azq::http::{Parser, Progress};
+use azq::limits::{REQUEST_BODY_BYTES_MAX, REQUEST_HEADERS_MAX, REQUEST_HEAD_BYTES_MAX};
 use bytes::BytesMut;
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
 

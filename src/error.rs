@@ -332,7 +332,7 @@ impl From<AuthFailure> for StorageError {
 /// same style. The details show what the service shows: the string azq signed, the signature
 /// found in the request and the times compared, never a key.
 pub fn authentication_error_detail(failure: &AuthFailure) -> Option<String> {
-    use crate::auth::sas::TimeFrame;
+    use crate::auth::TimeFrame;
     let date = |ms: u64| String::from_utf8_lossy(&crate::time::rfc1123(ms)).into_owned();
     let time_frame = |frame: &TimeFrame| {
         format!(
@@ -436,7 +436,7 @@ pub fn authentication_error_detail(failure: &AuthFailure) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::auth::sas::TimeFrame;
+    use crate::auth::TimeFrame;
 
     #[test]
     fn parse_error_mapping_table() {

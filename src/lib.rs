@@ -3,11 +3,14 @@
 //! Layout of the crate, from the socket inwards:
 //! - `runtime/`: one thread per shard, pinned to a core, on an event loop behind the `Backend`
 //!   seam (glommio on io_uring, or tokio where io_uring is blocked); each accepts on its own
-//!   SO_REUSEPORT listener, runs the connection loop, executes plans in the shard's context
-//!   (`context`), and talks to other shards over a bounded request/reply channel mesh. The
+//!   SO_REUSEPORT listener, runs the connection loop, executes each plan's step (`execute`,
+//!   through the shard's `context`) with the control plane beside it (`governance`, `admin`,
+//!   `control`), and talks to other shards over a bounded request/reply channel mesh. The
 //!   only place glommio and tokio appear.
 //! - `http/`: HTTP/1.1 request parsing on httparse and response encoding; no Azure knowledge.
 //! - `auth/`: SharedKey/SharedKeyLite and SAS verification; accounts and their keys.
+//! - `operation`: `Operation`, one per REST operation, which `api/` routes to and `governor/`
+//!   counts and matches fault rules by.
 //! - `api/`: routing of (method, path, query) to one `Operation` per REST operation
 //!   (`router`), authentication and common checks (`plan`), each operation's planning into
 //!   queue `Command`s and its response side by side (`ops/`), what every response shares
@@ -16,27 +19,37 @@
 //!   copy of the replicated settings (service properties, queue ACLs); synchronous and
 //!   deterministic, driven by commands and an injected time.
 //! - `governor/`: rate limits (Azure's targets), added latency, fault rules and the counters
-//!   behind `/_azq/metrics`; synchronous, time passed in (the runtime's `control` moves it).
+//!   behind `/_azq/metrics`; synchronous, time passed in (the runtime's `governance` and
+//!   `control` move it).
+//! - `storage/`: durability around the shard state: the log with group commit, snapshots,
+//!   recovery, and the file seams they are tested behind.
 //! - `random`: SplitMix64, for values that must be spread, not secret.
 //! - `time`: the clock, calendar dates, RFC 1123 and ISO 8601.
 //! - `tls`: the server's certificate for HTTPS (PEM, PKCS#12 or made at start) and its rustls
 //!   configuration; the sessions run in `runtime::tls_stream`.
-//! - `config`, `error`: limits and the `StorageError` → (status, code) mapping.
+//! - `limits`: every limit as a named constant (the ground floor: it imports nothing of the
+//!   crate); `error`: the `StorageError` → (status, code) mapping.
+//! - `settings`: one run's `Config` and the Azurite-compatible command line that builds it.
 //! - `lifecycle`: the serving and stop flags every thread shares.
+//!
+//! Which module may import which is the `## Layers` list of docs/ARCHITECTURE.md, from `limits`
+//! up to `main`; `tests/layers.rs` holds every file to it.
 
 #![warn(missing_docs)]
 #![deny(clippy::undocumented_unsafe_blocks)]
 
 pub mod api;
 pub mod auth;
-pub mod config;
 pub mod error;
 pub mod governor;
 pub mod http;
 pub mod lifecycle;
+pub mod limits;
+pub mod operation;
 pub mod queue;
 pub mod random;
 pub mod runtime;
+pub mod settings;
 pub mod storage;
 pub mod time;
 pub mod tls;

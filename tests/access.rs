@@ -6,7 +6,7 @@
 mod common;
 
 use azq::auth::{sas, SigningKey};
-use azq::config::{DEVELOPMENT_ACCOUNT_KEY, DEVELOPMENT_ACCOUNT_NAME};
+use azq::auth::{DEVELOPMENT_ACCOUNT_KEY, DEVELOPMENT_ACCOUNT_NAME};
 use azq::http::Query;
 use common::{
     assert_status, create_queue, elements, exchange, put_body, send, signed_request, Server, Signer,

@@ -34,7 +34,7 @@ fn start(data: &TempDir, port: u16, extra: &[&str]) -> Server {
 /// Every backend this machine runs: io_uring where the kernel allows it, and the portable one.
 fn backends() -> Vec<&'static str> {
     let mut backends = vec!["portable"];
-    if azq::runtime::backend::io_uring_refusal().is_none() {
+    if azq::runtime::select::io_uring_refusal().is_none() {
         backends.push("io_uring");
     }
     backends

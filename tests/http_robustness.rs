@@ -452,7 +452,7 @@ fn empty_lines_alone_meet_the_request_deadline() {
     // The server closes without an answer: nothing was requested.
     assert_eq!(stream.read_to_end(&mut rest).unwrap(), 0);
     let waited = started.elapsed();
-    let deadline = Duration::from_millis(azq::config::REQUEST_HEAD_TIMEOUT_MS);
+    let deadline = Duration::from_millis(azq::limits::REQUEST_HEAD_TIMEOUT_MS);
     assert!(
         waited >= deadline - Duration::from_millis(500),
         "closed after {waited:?}"

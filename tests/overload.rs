@@ -53,7 +53,7 @@ fn puts_beyond_max_memory_get_503_and_stored_messages_survive() {
     );
     assert_eq!(
         accepted,
-        64 * 1024 / (1024 + azq::config::MESSAGE_OVERHEAD_BYTES)
+        64 * 1024 / (1024 + azq::limits::MESSAGE_OVERHEAD_BYTES)
     );
     // Everything accepted is still there, intact.
     assert_eq!(approximate_count(&server), accepted);
@@ -137,7 +137,7 @@ fn cleared_and_deleted_queues_give_all_their_memory_back() {
     let create = signed_request("PUT", queue, &[], b"");
     assert_eq!(exchange(&server, &create).status, 201);
     let text = "g".repeat(64);
-    let capacity = 2 * 1024 * 1024 / (64 + azq::config::MESSAGE_OVERHEAD_BYTES);
+    let capacity = 2 * 1024 * 1024 / (64 + azq::limits::MESSAGE_OVERHEAD_BYTES);
     let (stored, status, code) = fill(&server, queue, &text);
     assert_eq!(
         (stored, status, code.as_deref()),

@@ -13,7 +13,7 @@ use std::process::Command;
 use std::sync::Arc;
 use std::time::Duration;
 
-use azq::config::TLS_HANDSHAKES_IN_FLIGHT_PER_SHARD_MAX;
+use azq::limits::TLS_HANDSHAKES_IN_FLIGHT_PER_SHARD_MAX;
 use common::{azq_binary, read_response, signed_request, Server, TempDir};
 
 /// A server with `--cert auto` kept in `data`, on `runtime`.
@@ -33,7 +33,7 @@ fn start(data: &TempDir, runtime: &str) -> Server {
 /// The backends this machine can run.
 fn runtimes() -> Vec<&'static str> {
     let mut runtimes = vec!["portable"];
-    if azq::runtime::backend::io_uring_refusal().is_none() {
+    if azq::runtime::select::io_uring_refusal().is_none() {
         runtimes.push("io_uring");
     }
     runtimes

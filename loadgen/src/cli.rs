@@ -5,9 +5,8 @@
 use std::path::PathBuf;
 use std::time::{Duration, SystemTime};
 
-use azq::config::{
-    RuntimeChoice, MESSAGES_PER_GET_MAX, MESSAGE_TEXT_BYTES_MAX, VISIBILITY_TIMEOUT_S_MAX,
-};
+use azq::limits::{MESSAGES_PER_GET_MAX, MESSAGE_TEXT_BYTES_MAX, VISIBILITY_TIMEOUT_S_MAX};
+use azq::runtime::select::RuntimeChoice;
 
 use crate::endpoint::TargetArguments;
 use crate::engine::PRELOAD_MESSAGES_MAX;

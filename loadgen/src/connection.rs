@@ -242,7 +242,8 @@ impl<B: Backend> Connection<B> {
 mod tests {
     use super::*;
     use crate::runtime::{start_core, CoreOptions};
-    use azq::runtime::backend::{io_uring_refusal, Idle, OnBackend, Selected};
+    use azq::runtime::backend::Idle;
+    use azq::runtime::select::{io_uring_refusal, OnBackend, Selected};
     use std::io::{Read, Write};
     use std::net::SocketAddr;
 

@@ -9,7 +9,7 @@
 use std::net::{SocketAddr, ToSocketAddrs};
 
 use azq::auth::SigningKey;
-use azq::config::{DEVELOPMENT_ACCOUNT_KEY, DEVELOPMENT_ACCOUNT_NAME};
+use azq::auth::{DEVELOPMENT_ACCOUNT_KEY, DEVELOPMENT_ACCOUNT_NAME};
 
 use crate::tls::{TlsArguments, TlsClient};
 

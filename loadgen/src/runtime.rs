@@ -18,8 +18,8 @@ use std::future::Future;
 use std::rc::Rc;
 use std::thread::JoinHandle;
 
-use azq::config::RuntimeChoice;
-use azq::runtime::backend::{self, Backend, Idle, Selected};
+use azq::runtime::backend::{Backend, Idle};
+use azq::runtime::select::{self, RuntimeChoice, Selected};
 
 /// How to start one core.
 #[derive(Clone, Debug)]
@@ -74,7 +74,7 @@ where
 /// Decides the client's backend for `choice` as azq decides its own, and says on stderr, in one
 /// line, why `auto` fell back to the portable backend.
 pub fn select(choice: RuntimeChoice) -> Result<Selected, String> {
-    let (selected, fallback_reason) = backend::select(choice)?;
+    let (selected, fallback_reason) = select::select(choice)?;
     if let Some(reason) = fallback_reason {
         eprintln!("azq-loadgen: io_uring unavailable, using the portable backend: {reason}");
     }

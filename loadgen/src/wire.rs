@@ -670,7 +670,7 @@ mod tests {
     use super::*;
     use crate::endpoint::{parse_endpoint, resolve, TargetArguments};
     use azq::auth::SigningKey;
-    use azq::config::DEVELOPMENT_ACCOUNT_KEY;
+    use azq::auth::DEVELOPMENT_ACCOUNT_KEY;
 
     fn settings() -> RequestSettings {
         RequestSettings {

@@ -18,7 +18,7 @@ use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
-use azq::config::DEVELOPMENT_ACCOUNT_NAME;
+use azq::auth::DEVELOPMENT_ACCOUNT_NAME;
 use common::{
     assert_seccomp_fallback_line, exchange, native_backend, signed_request, wait_for_exit,
     workspace_binary, Server,

@@ -11,10 +11,11 @@ use std::net::IpAddr;
 use crate::auth::{Access, Accounts, AuthFailure, PermissionSet, RequestContext, StoredPolicy};
 use crate::error::StorageError;
 use crate::http::{Query, Request};
+use crate::operation::Operation;
 use crate::queue::{self, Command, QueueKey, Replicas, SignedIdentifier};
 use crate::time::parse_iso8601_ms;
 
-use super::router::{self, Operation, Route};
+use super::router::{self, Route};
 use super::{cors, validate, Echo, Plan, ResponsePlan, Service, Step};
 
 /// What an operation's planning reads: the request, where it goes, its decoded query, this

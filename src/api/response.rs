@@ -8,13 +8,15 @@
 use bytes::BytesMut;
 
 use crate::auth::{bearer, bearer_token, AuthFailure};
-use crate::config::API_VERSION_LATEST;
 use crate::error::{authentication_error_detail, StorageError};
 use crate::http::{reason_phrase, Method, Request, ResponseWriter};
 use crate::queue::Reply;
 use crate::time;
 
-use super::{ids, xml, CorsHeaders, Service};
+/// The newest `x-ms-version` azq knows; sent back when a request names none.
+pub const API_VERSION_LATEST: &str = "2026-10-06";
+
+use super::{ids, xml, CorsHeaders};
 
 /// The `Server` header value.
 const SERVER: &str = concat!("azq/", env!("CARGO_PKG_VERSION"));
@@ -31,22 +33,19 @@ const CHALLENGE_TENANT_UNKNOWN: &str = "00000000-0000-0000-0000-000000000000";
 /// one the operation can answer with (a bug; the client gets 500 `InternalError`).
 pub(super) type Written = Result<(), Reply>;
 
-impl Service {
-    /// Answers a request the HTTP layer could not parse (there is no `Request` to echo from).
-    pub fn respond_unparsed(error: StorageError, now_ms: u64, out: &mut BytesMut) {
-        let request_id = ids::hyphenated(ids::request_id());
-        let mut writer =
-            ResponseWriter::start_with_reason(out, error.status(), error.message(), false);
-        writer.header("Server", SERVER.as_bytes());
-        writer.header("x-ms-request-id", &request_id);
-        writer.header("x-ms-version", API_VERSION_LATEST.as_bytes());
-        writer.header("x-ms-error-code", error.code().as_bytes());
-        writer.header("Date", &time::rfc1123_cached(now_ms));
-        writer.header("Connection", b"close");
-        writer.header("Content-Type", b"application/xml");
-        xml::error(writer.body(), error, &request_id, now_ms, None);
-        writer.finish();
-    }
+/// Answers a request the HTTP layer could not parse (there is no `Request` to echo from).
+pub(super) fn respond_unparsed(error: StorageError, now_ms: u64, out: &mut BytesMut) {
+    let request_id = ids::hyphenated(ids::request_id());
+    let mut writer = ResponseWriter::start_with_reason(out, error.status(), error.message(), false);
+    writer.header("Server", SERVER.as_bytes());
+    writer.header("x-ms-request-id", &request_id);
+    writer.header("x-ms-version", API_VERSION_LATEST.as_bytes());
+    writer.header("x-ms-error-code", error.code().as_bytes());
+    writer.header("Date", &time::rfc1123_cached(now_ms));
+    writer.header("Connection", b"close");
+    writer.header("Content-Type", b"application/xml");
+    xml::error(writer.body(), error, &request_id, now_ms, None);
+    writer.finish();
 }
 
 /// The `WWW-Authenticate` challenge of a refused bearer token, in Azure's form: where to get a

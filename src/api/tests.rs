@@ -10,7 +10,7 @@ use bytes::{Bytes, BytesMut};
 use super::{Health, Operation, Outcome, Service};
 use crate::auth::shared_key::sign_shared_key;
 use crate::auth::{Accounts, SigningKey};
-use crate::config::{DEVELOPMENT_ACCOUNT_KEY, DEVELOPMENT_ACCOUNT_NAME};
+use crate::auth::{DEVELOPMENT_ACCOUNT_KEY, DEVELOPMENT_ACCOUNT_NAME};
 use crate::error::StorageError;
 use crate::http::Request;
 use crate::lifecycle::Lifecycle;

@@ -2,9 +2,9 @@
 //! integer query parameters. Everything here runs before a command is built, so bad input never
 //! reaches (or changes) the stored state.
 
-use crate::config::METADATA_BYTES_MAX;
 use crate::error::StorageError;
 use crate::http::Request;
+use crate::limits::METADATA_BYTES_MAX;
 use crate::queue::Metadata;
 
 use super::xml::has_non_xml_char;

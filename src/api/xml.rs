@@ -6,9 +6,9 @@ use bytes::{BufMut, Bytes, BytesMut};
 use quick_xml::events::Event;
 use quick_xml::Reader;
 
-use crate::config::MESSAGE_TEXT_BYTES_MAX;
 use crate::error::StorageError;
 use crate::http::response::put_decimal;
+use crate::limits::MESSAGE_TEXT_BYTES_MAX;
 use crate::queue::{MessageView, QueueListing};
 
 use super::ids;

@@ -9,6 +9,12 @@ use base64::Engine;
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
 
+/// The Azurite development account, used when `AZURITE_ACCOUNTS` is not set.
+pub const DEVELOPMENT_ACCOUNT_NAME: &str = "devstoreaccount1";
+/// The development account's well-known key (base64), public by design.
+pub const DEVELOPMENT_ACCOUNT_KEY: &str =
+    "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw==";
+
 /// Shortest account name Azure allows.
 pub const ACCOUNT_NAME_BYTES_MIN: usize = 3;
 /// Longest account name Azure allows.
@@ -115,9 +121,9 @@ pub struct Accounts {
 }
 
 impl Accounts {
-    /// Builds the accounts from `(name, [base64 key, …])` pairs, as held in `Config::accounts`.
-    /// Fails with a message naming the account when a name or key is invalid, a name repeats,
-    /// an account has no key or more than two, or the list is empty.
+    /// Builds the accounts from `(name, [base64 key, …])` pairs, as held in
+    /// `settings::Config::accounts`. Fails with a message naming the account when a name or key
+    /// is invalid, a name repeats, an account has no key or more than two, or the list is empty.
     pub fn new(accounts: &[(String, Vec<String>)]) -> Result<Accounts, String> {
         if accounts.is_empty() {
             return Err("no storage account is configured".to_string());
@@ -162,8 +168,8 @@ impl Accounts {
 }
 
 /// Splits an Azurite `AZURITE_ACCOUNTS` value, `acct1:key1[:key2];acct2:key`, into
-/// `(name, [base64 key, …])` pairs for `Config::accounts`. Whitespace around names and keys is
-/// trimmed and empty entries (a trailing `;`) are skipped. Keys are not decoded here;
+/// `(name, [base64 key, …])` pairs for `settings::Config::accounts`. Whitespace around names and
+/// keys is trimmed and empty entries (a trailing `;`) are skipped. Keys are not decoded here;
 /// `Accounts::new` does that and reports bad base64.
 pub fn parse_env_value(value: &str) -> Result<Vec<(String, Vec<String>)>, String> {
     let mut accounts = Vec::new();
@@ -210,7 +216,7 @@ fn validate_account_name(name: &str) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::{DEVELOPMENT_ACCOUNT_KEY, DEVELOPMENT_ACCOUNT_NAME};
+    use crate::auth::{DEVELOPMENT_ACCOUNT_KEY, DEVELOPMENT_ACCOUNT_NAME};
 
     const KEY_A: &str = "a2V5LW51bWJlci1vbmU="; // "key-number-one"
     const KEY_B: &str = "a2V5LW51bWJlci10d28="; // "key-number-two"

@@ -9,7 +9,25 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD as BASE64_URL;
 use base64::Engine;
 use serde_json::Value;
 
-use crate::config::BEARER_CLOCK_SKEW_S;
+use crate::limits::BEARER_CLOCK_SKEW_S;
+
+/// Which bearer tokens are accepted, as `--oauth` names it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OAuthLevel {
+    /// Azurite's `basic`: a well-formed JWT with a storage audience, an Azure AD issuer and a
+    /// current lifetime; the signature is not verified.
+    Basic,
+}
+
+impl OAuthLevel {
+    /// Reads `basic`.
+    pub fn parse(text: &str) -> Option<OAuthLevel> {
+        match text {
+            "basic" => Some(OAuthLevel::Basic),
+            _ => None,
+        }
+    }
+}
 
 /// The scheme word of the `Authorization` header.
 pub const BEARER_PREFIX: &str = "Bearer ";

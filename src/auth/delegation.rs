@@ -166,7 +166,7 @@ mod tests {
     use super::*;
     use crate::auth::test_support::development_accounts;
     use crate::auth::Accounts;
-    use crate::config::{DEVELOPMENT_ACCOUNT_KEY, DEVELOPMENT_ACCOUNT_NAME};
+    use crate::auth::{DEVELOPMENT_ACCOUNT_KEY, DEVELOPMENT_ACCOUNT_NAME};
 
     const FIELDS: KeyFields<'static> = KeyFields {
         signed_oid: "23657296-5cd5-45b0-a809-d972a7f4dfe1",

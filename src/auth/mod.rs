@@ -6,7 +6,13 @@
 //! - `collation`: the header order of SharedKey canonicalisation (not byte order).
 //! - `shared_key`: string-to-sign for SharedKey/SharedKeyLite, verification, client signing.
 //! - `sas`: SAS parsing, strings-to-sign, validation, and a cache of verified signatures.
+//! - `delegation`: user delegation keys, derived from the account key (Get User Delegation Key,
+//!   and the key a user delegation SAS is signed with).
 //! - `bearer`: the claims of an OAuth bearer token (`--oauth basic`); signatures unchecked.
+//! - `outcome`: what every scheme shares: who sent a request (`Principal`) or why it is
+//!   refused (`AuthFailure`), what is known of it besides its bytes (`RequestContext`), and
+//!   signature decoding. This file re-exports them and holds the `Authenticator`, which tries
+//!   the schemes in turn; the files below it never import it.
 //!
 //! The api layer owns one `Authenticator` per shard and calls `Authenticator::authenticate`
 //! once per request (CORS preflight excepted) with the operation's `Access`. A failure carries
@@ -17,204 +23,23 @@ pub mod accounts;
 pub mod bearer;
 pub mod collation;
 pub mod delegation;
+mod outcome;
 pub mod sas;
 pub mod shared_key;
-
-use std::fmt;
-use std::net::IpAddr;
+#[cfg(test)]
+mod test_support;
 
 use crate::http::{Query, Request};
 
-pub use accounts::{Account, Accounts, SigningKey};
+pub use accounts::{
+    Account, Accounts, SigningKey, DEVELOPMENT_ACCOUNT_KEY, DEVELOPMENT_ACCOUNT_NAME,
+};
+pub use bearer::OAuthLevel;
+pub use outcome::{
+    AuthFailure, AuthScheme, Principal, RequestContext, TimeFrame, SECONDARY_ACCOUNT_SUFFIX,
+};
 pub use sas::{Access, PermissionSet, ResourceType, SasCache, StoredPolicy};
 pub use shared_key::sign_shared_key;
-
-/// Suffix of the account name on the secondary (read-replica) endpoint. Requests there are
-/// signed with the primary account's name and keys.
-pub const SECONDARY_ACCOUNT_SUFFIX: &str = "-secondary";
-
-/// How a request proved who sent it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum AuthScheme {
-    /// `Authorization: SharedKey account:signature`, the full string-to-sign.
-    SharedKey,
-    /// `Authorization: SharedKeyLite account:signature`, the shorter string-to-sign.
-    SharedKeyLite,
-    /// A SAS in the query with `ss`/`srt`, signed with an account key.
-    AccountSas,
-    /// A SAS in the query without `ss`/`srt`, for one queue, possibly via a stored policy.
-    ServiceSas,
-    /// A queue SAS signed with a user delegation key (`skoid`…), possibly bound to a user.
-    UserDelegationSas,
-    /// `Authorization: Bearer <JWT>` (`--oauth basic`).
-    Bearer,
-}
-
-/// The outcome of a successful authentication, for the request log.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Principal {
-    /// How the request was signed: shows in the log which clients use SAS and which keys.
-    pub scheme: AuthScheme,
-    /// Which of the account's keys signed the request (0 = primary): shows in the log whether
-    /// clients still use a key that is being rotated out.
-    pub key_index: usize,
-}
-
-/// Why a request was refused. The log gets the reason; the client gets the mapped
-/// `StorageError` and, as Azure gives it, an `AuthenticationErrorDetail` (`error.rs` words it):
-/// what azq signed and the times it compared, never a key nor which key came closest.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum AuthFailure {
-    /// No `Authorization` header and no SAS in the query: azq allows no anonymous access.
-    NoCredentials,
-    /// The account named by the URL does not exist.
-    UnknownAccount,
-    /// The `Authorization` header is not `Scheme account:signature`.
-    MalformedAuthorization(&'static str),
-    /// The `Authorization` header uses a scheme other than SharedKey or SharedKeyLite.
-    UnsupportedScheme,
-    /// The `Authorization` header names an account other than the URL's.
-    AccountMismatch,
-    /// A query parameter has a broken percent-escape or is not UTF-8.
-    MalformedQuery,
-    /// The signature does not match under any of the account's keys. Carries what azq signed,
-    /// which is what a client author needs to find the difference (Azure shows it too).
-    SignatureMismatch {
-        /// azq's string-to-sign, newlines included.
-        string_to_sign: String,
-        /// The signature of a SharedKey `Authorization` header, base64, which Azure's detail
-        /// quotes; `None` for a SAS, whose detail does not.
-        request_signature: Option<String>,
-    },
-    /// A SAS field is unreadable; names the field.
-    MalformedSas(&'static str),
-    /// A SAS field the SAS needs is missing or empty; names the field.
-    MissingSasField(&'static str),
-    /// The SAS `sv` predates every string-to-sign layout azq knows.
-    UnsupportedSasVersion,
-    /// A user delegation SAS whose `sv` predates user delegation for queues (2026-02-06).
-    UserDelegationSasVersion,
-    /// A user delegation SAS whose key was issued for another service (`sks` is not `q`).
-    UserDelegationKeyService,
-    /// A user delegation SAS naming a stored access policy (`si`), which it cannot.
-    UserDelegationWithPolicy,
-    /// A user delegation SAS whose key is not valid now (`skt`..`ske`).
-    UserDelegationKeyNotValid(sas::TimeFrame),
-    /// A user delegation SAS bound to a user (`sduoid`) without that user's bearer token:
-    /// none, or one for another object or tenant.
-    DelegatedUserMismatch,
-    /// An operation that takes a bearer token only (Get User Delegation Key), sent with the
-    /// account key or a SAS.
-    BearerRequired,
-    /// Get User Delegation Key with a token that names no object (`oid`) or tenant: there is
-    /// no identity to issue the key to.
-    BearerWithoutIdentity,
-    /// A service SAS was used on a URL that names no queue.
-    ServiceSasWithoutQueue,
-    /// The SAS `si` names no stored access policy on the queue.
-    StoredPolicyNotFound,
-    /// A field is set both in the SAS and in its stored access policy; names the field.
-    StoredPolicyConflict(&'static str),
-    /// The SAS expiry is not after its start.
-    SasTimesInverted(sas::TimeFrame),
-    /// The SAS start time is still in the future.
-    SasNotYetValid(sas::TimeFrame),
-    /// The SAS expiry time has passed.
-    SasExpired(sas::TimeFrame),
-    /// The SAS does not allow the request's protocol (`spr`).
-    ProtocolMismatch,
-    /// The SAS does not allow the client's address (`sip`).
-    SourceIpMismatch,
-    /// The account SAS does not cover the queue service (`ss` lacks `q`).
-    ServiceMismatch,
-    /// The account SAS does not cover the operation's resource type (`srt`).
-    ResourceTypeMismatch,
-    /// The SAS does not grant the operation's permission (`sp`).
-    PermissionMismatch,
-    /// No permission of this kind of SAS covers the operation (a queue ACL through any SAS,
-    /// queue management through a service SAS).
-    OperationNotAllowed,
-    /// A bearer token over plain HTTP, which Azure never accepts.
-    BearerOverHttp,
-    /// A bearer token while `--oauth` is off.
-    BearerDisabled,
-    /// A bearer token whose claims do not hold.
-    InvalidBearerToken(bearer::TokenProblem),
-}
-
-impl fmt::Display for AuthFailure {
-    fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let text = match self {
-            AuthFailure::MalformedAuthorization(why) => {
-                return write!(formatter, "malformed Authorization header: {why}");
-            }
-            AuthFailure::SignatureMismatch { string_to_sign, .. } => {
-                return write!(formatter, "signature mismatch; signed {string_to_sign:?}");
-            }
-            AuthFailure::MalformedSas(field) => {
-                return write!(formatter, "SAS field {field} is invalid");
-            }
-            AuthFailure::MissingSasField(field) => {
-                return write!(formatter, "SAS field {field} is missing");
-            }
-            AuthFailure::SasTimesInverted(_) => "SAS expiry is not after its start",
-            AuthFailure::StoredPolicyConflict(field) => {
-                return write!(formatter, "SAS field {field} is also in the stored policy");
-            }
-            AuthFailure::InvalidBearerToken(problem) => {
-                return write!(formatter, "bearer token refused: {}", problem.reason());
-            }
-            AuthFailure::NoCredentials => "no Authorization header and no SAS",
-            AuthFailure::UnknownAccount => "the URL names an unknown account",
-            AuthFailure::UnsupportedScheme => "Authorization scheme is not SharedKey(Lite)",
-            AuthFailure::AccountMismatch => "Authorization names another account than the URL",
-            AuthFailure::MalformedQuery => "query string cannot be decoded",
-            AuthFailure::UnsupportedSasVersion => "SAS version predates every known layout",
-            AuthFailure::UserDelegationSasVersion => {
-                "user delegation SAS version predates user delegation for queues"
-            }
-            AuthFailure::UserDelegationKeyService => "user delegation key is for another service",
-            AuthFailure::UserDelegationWithPolicy => "user delegation SAS names a stored policy",
-            AuthFailure::UserDelegationKeyNotValid(_) => "user delegation key is not valid now",
-            AuthFailure::DelegatedUserMismatch => {
-                "user delegation SAS without the delegated user's token"
-            }
-            AuthFailure::BearerRequired => "the operation takes a bearer token only",
-            AuthFailure::BearerWithoutIdentity => "the bearer token names no oid or tenant",
-            AuthFailure::ServiceSasWithoutQueue => "service SAS used on a URL without a queue",
-            AuthFailure::StoredPolicyNotFound => "SAS names an unknown stored access policy",
-            AuthFailure::SasNotYetValid(_) => "SAS start time is in the future",
-            AuthFailure::SasExpired(_) => "SAS has expired",
-            AuthFailure::ProtocolMismatch => "SAS forbids this protocol",
-            AuthFailure::SourceIpMismatch => "SAS forbids this client address",
-            AuthFailure::ServiceMismatch => "account SAS excludes the queue service",
-            AuthFailure::ResourceTypeMismatch => "account SAS excludes this resource type",
-            AuthFailure::PermissionMismatch => "SAS lacks the permission this operation needs",
-            AuthFailure::OperationNotAllowed => "no SAS of this kind may perform this operation",
-            AuthFailure::BearerOverHttp => "bearer tokens are not allowed over HTTP",
-            AuthFailure::BearerDisabled => "bearer token while --oauth is off",
-        };
-        formatter.write_str(text)
-    }
-}
-
-/// What the api layer knows about a request besides its bytes.
-#[derive(Clone, Copy, Debug)]
-pub struct RequestContext<'a> {
-    /// The account named by the URL (path segment or first Host label), without the
-    /// `-secondary` suffix.
-    pub account_name: &'a str,
-    /// Whether the URL named the account's secondary endpoint (`account-secondary`).
-    pub secondary: bool,
-    /// The queue named by the URL; `None` for account-level operations.
-    pub queue_name: Option<&'a str>,
-    /// Now, in milliseconds since the epoch, from the shard's clock.
-    pub now_ms: u64,
-    /// The client's address, checked against a SAS `sip`.
-    pub client_ip: IpAddr,
-    /// Whether the request came over TLS, checked against a SAS `spr`.
-    pub secure_transport: bool,
-}
 
 /// The authentication state of one shard: the accounts, a cache of verified SAS signatures and
 /// a scratch buffer for strings-to-sign. Owned by the shard, never shared, so it needs no lock.
@@ -233,7 +58,7 @@ impl Authenticator {
     pub fn new(accounts: Accounts) -> Authenticator {
         Authenticator {
             accounts,
-            sas_cache: SasCache::new(crate::config::SAS_CACHE_ENTRIES_MAX),
+            sas_cache: SasCache::new(crate::limits::SAS_CACHE_ENTRIES_MAX),
             string_to_sign: Vec::with_capacity(512),
             bearer_enabled: false,
         }
@@ -391,94 +216,16 @@ pub fn bearer_token(authorization: &[u8]) -> Option<&str> {
     Some(std::str::from_utf8(&authorization[prefix.len()..]).unwrap_or_default())
 }
 
-/// Decodes a base64 HMAC-SHA256 signature, as sent in `Authorization` or a SAS `sig`.
-/// `None` unless it is valid base64 of exactly 32 bytes.
-fn decode_signature(text: &str) -> Option<[u8; 32]> {
-    use base64::engine::general_purpose::STANDARD as BASE64;
-    use base64::Engine;
-    // 32 bytes take exactly 44 base64 characters (the last one `=`). Checking the length first
-    // rejects oversized input cheaply and guarantees the decode fits the stack buffer.
-    const SIGNATURE_BASE64_BYTES: usize = 44;
-    if text.len() != SIGNATURE_BASE64_BYTES {
-        return None;
-    }
-    let mut decoded = [0u8; 48];
-    let length = BASE64.decode_slice(text, &mut decoded).ok()?;
-    decoded[..length].try_into().ok()
-}
-
-#[cfg(test)]
-pub(crate) mod test_support {
-    //! What the auth tests share: the development account and a body-less `Request`.
-
-    use bytes::Bytes;
-
-    use super::{Accounts, Authenticator};
-    use crate::config::{DEVELOPMENT_ACCOUNT_KEY, DEVELOPMENT_ACCOUNT_NAME};
-    use crate::http::request::Request;
-
-    /// A body-less request (`Request::from_parts` with an empty body).
-    pub fn request(method: &str, target: &str, headers: &[(&str, &str)]) -> Request {
-        Request::from_parts(method, target, headers, Bytes::new())
-    }
-
-    pub fn development_accounts() -> Accounts {
-        Accounts::new(&[(
-            DEVELOPMENT_ACCOUNT_NAME.to_string(),
-            vec![DEVELOPMENT_ACCOUNT_KEY.to_string()],
-        )])
-        .unwrap()
-    }
-
-    pub fn development_authenticator() -> Authenticator {
-        Authenticator::new(development_accounts())
-    }
-
-    /// `unsigned` (a user delegation SAS's fields, query-encoded) signed for `queue_name` as a
-    /// client signs it, with the key azq issues for its `sk…` fields.
-    pub fn sign_delegated(unsigned: &str, queue_name: &str) -> String {
-        use base64::engine::general_purpose::STANDARD as BASE64;
-        use base64::Engine;
-        use hmac::Mac;
-
-        use super::delegation::key_value;
-        use super::sas;
-        use super::SigningKey;
-        use crate::http::Query;
-
-        let placeholder = format!("{unsigned}&sig={}=", "A".repeat(43));
-        let query = Query::parse(placeholder.as_bytes()).unwrap();
-        let token = sas::parse(&query).unwrap().unwrap();
-        let key = token
-            .delegation_key()
-            .unwrap_or_else(|| panic!("not a user delegation SAS: {unsigned}"));
-        let value = key_value(
-            &SigningKey::from_base64(DEVELOPMENT_ACCOUNT_KEY).unwrap(),
-            &key,
-        );
-        let mut string_to_sign = Vec::new();
-        sas::write_string_to_sign(
-            &token,
-            DEVELOPMENT_ACCOUNT_NAME,
-            Some(queue_name),
-            &mut string_to_sign,
-        )
-        .unwrap();
-        let mut mac = hmac::Hmac::<sha2::Sha256>::new_from_slice(&value).unwrap();
-        mac.update(&string_to_sign);
-        let signature = BASE64
-            .encode(mac.finalize().into_bytes())
-            .replace('+', "%2B")
-            .replace('/', "%2F")
-            .replace('=', "%3D");
-        format!("{unsigned}&sig={signature}")
-    }
-}
-
 #[cfg(test)]
 mod tests {
-    use super::test_support::{development_authenticator, request};
+    use std::net::IpAddr;
+
+    use super::test_support::{development_accounts, request};
     use super::*;
+
+    fn development_authenticator() -> Authenticator {
+        Authenticator::new(development_accounts())
+    }
 
     const NOVEMBER_22_MS: u64 = 1_795_305_600_000;
 
@@ -696,7 +443,7 @@ mod tests {
             PEEK_HEADERS,
             0,
             "devstoreaccount1",
-            &SigningKey::from_base64(crate::config::DEVELOPMENT_ACCOUNT_KEY).unwrap(),
+            &SigningKey::from_base64(DEVELOPMENT_ACCOUNT_KEY).unwrap(),
         )
         .unwrap();
         let with_identity = bearer(now_s, r#","oid":"o","tid":"t""#);
@@ -736,11 +483,11 @@ mod tests {
         authenticator.enable_bearer();
         let key = "skoid=owner&sktid=home&skt=2026-11-22T00:00:00Z&ske=2026-11-23T00:00:00Z\
             &sks=q&skv=2026-04-06";
-        let bound = test_support::sign_delegated(
+        let bound = sas::tests::sign_delegated(
             &format!("sv=2026-10-06&sp=r&se=2026-11-22T12:00:00Z&{key}&sduoid=user"),
             "myqueue",
         );
-        let across = test_support::sign_delegated(
+        let across = sas::tests::sign_delegated(
             &format!("sv=2026-10-06&sp=r&se=2026-11-22T12:00:00Z&{key}&skdutid=away&sduoid=user"),
             "myqueue",
         );
@@ -832,22 +579,5 @@ mod tests {
             )
             .unwrap_err();
         assert_eq!(failure, AuthFailure::UnknownAccount);
-    }
-
-    #[test]
-    fn decode_signature_table() {
-        let valid = "qX9x0hi6+PD7oWVjsAb/mxxh3vk9QUq5pC/dlKvC3U0=";
-        assert!(decode_signature(valid).is_some());
-        for invalid in [
-            "",
-            "qX9x0hi6+PD7oWVjsAb/mxxh3vk9QUq5pC/dlKvC3U0",
-            "qX9x0hi6+PD7oWVjsAb/mxxh3vk9QUq5pC/dlKvC3U0==",
-            "qX9x0hi6+PD7oWVjsAb/mxxh3vk9QUq5pC/dlKvC3U*=",
-            "qX9x0hi6-PD7oWVjsAb_mxxh3vk9QUq5pC_dlKvC3U0=",
-            "qX9x0hi6 PD7oWVjsAb/mxxh3vk9QUq5pC/dlKvC3U0=",
-            "YWJj",
-        ] {
-            assert_eq!(decode_signature(invalid), None, "{invalid}");
-        }
     }
 }

@@ -14,7 +14,9 @@ use base64::Engine;
 
 use super::accounts::{Account, SigningKey};
 use super::collation::compare_header_names;
-use super::{decode_signature, AuthFailure, AuthScheme, Principal, SECONDARY_ACCOUNT_SUFFIX};
+use super::outcome::{
+    decode_signature, AuthFailure, AuthScheme, Principal, SECONDARY_ACCOUNT_SUFFIX,
+};
 use crate::http::query;
 use crate::http::Request;
 
@@ -359,7 +361,7 @@ fn lowercase(name: Cow<'_, str>) -> Cow<'_, str> {
 mod tests {
     use super::*;
     use crate::auth::test_support::{development_accounts, request};
-    use crate::config::{DEVELOPMENT_ACCOUNT_KEY, DEVELOPMENT_ACCOUNT_NAME};
+    use crate::auth::{DEVELOPMENT_ACCOUNT_KEY, DEVELOPMENT_ACCOUNT_NAME};
 
     const PEEK_TARGET: &str = "/devstoreaccount1/myqueue/messages?numofmessages=2&peekonly=true";
     const PEEK_HEADERS: &[(&str, &str)] = &[

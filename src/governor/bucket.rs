@@ -80,7 +80,7 @@ fn capacity_milli(rate_per_s: u64, burst_ms: u64) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::TOKEN_BUCKET_BURST_MS;
+    use crate::limits::TOKEN_BUCKET_BURST_MS;
 
     #[test]
     fn a_full_bucket_allows_the_burst_then_the_rate() {

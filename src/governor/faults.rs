@@ -8,9 +8,9 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::api::Operation;
-use crate::config::{FAULT_DELAY_MS_MAX, FAULT_RULES_MAX, FAULT_RULE_TEXT_BYTES_MAX};
 use crate::error::StorageError;
+use crate::limits::{FAULT_DELAY_MS_MAX, FAULT_RULES_MAX, FAULT_RULE_TEXT_BYTES_MAX};
+use crate::operation::Operation;
 use crate::random::SplitMix64;
 
 /// A rule as clients write it (`POST /_azq/faults`, `--faults FILE`); omitted matchers match

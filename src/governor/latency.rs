@@ -4,7 +4,7 @@
 //! SPEC is one of: a fixed time (`20ms`, `1s`), a uniform range (`5ms-50ms`), or a log-normal
 //! given by two quantiles (`p50=20ms,p99=200ms`). Times take `us`, `ms` or `s`.
 
-use crate::config::LATENCY_US_MAX;
+use crate::limits::LATENCY_US_MAX;
 use crate::random::SplitMix64;
 
 /// A distribution of added service time.

@@ -11,8 +11,8 @@
 use std::cell::Cell;
 use std::fmt::Write;
 
-use crate::api::Operation;
-use crate::config::METRICS_DEEPEST_QUEUES;
+use crate::limits::METRICS_DEEPEST_QUEUES;
+use crate::operation::Operation;
 
 /// The statuses counted by their own label; anything else is `other`.
 const STATUSES: [u16; 14] = [

@@ -19,7 +19,7 @@ pub mod throttle;
 
 use std::cell::{Cell, RefCell};
 
-use crate::config::{
+use crate::limits::{
     AZURE_ACCOUNT_REQUESTS_PER_S, AZURE_QUEUE_MESSAGES_PER_S, RATE_BURST_MS_MAX,
     TOKEN_BUCKET_BURST_MS,
 };

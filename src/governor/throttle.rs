@@ -11,7 +11,7 @@
 
 use std::collections::HashMap;
 
-use crate::config::QUEUE_BUCKETS_PER_SHARD_MAX;
+use crate::limits::QUEUE_BUCKETS_PER_SHARD_MAX;
 use crate::queue::{Command, QueueKey};
 
 use super::bucket::TokenBucket;
@@ -189,7 +189,7 @@ impl ShareTable {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::TOKEN_BUCKET_BURST_MS;
+    use crate::limits::TOKEN_BUCKET_BURST_MS;
 
     fn key(name: &str) -> QueueKey {
         QueueKey {

@@ -51,7 +51,7 @@ impl Method {
 }
 
 /// A byte range `start..end` inside `Request::head`. The head is at most
-/// `config::REQUEST_HEAD_BYTES_MAX` (< 64 KiB) bytes, so u16 offsets suffice.
+/// `limits::REQUEST_HEAD_BYTES_MAX` (< 64 KiB) bytes, so u16 offsets suffice.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Span {
     /// Offset of the first byte in the head.

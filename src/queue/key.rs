@@ -149,7 +149,7 @@ const SHARD_HASH_SEEDS: [u64; 4] = [
 /// The shard, in `0..shards`, that owns `queue`. A plain function of the key, as glommio's
 /// `ShardFn` wants, stable across runs of the same binary.
 pub fn shard_for(queue: &QueueKey, shards: usize) -> usize {
-    assert!((1..=crate::config::SHARDS_MAX).contains(&shards));
+    assert!((1..=crate::limits::SHARDS_MAX).contains(&shards));
     let [k0, k1, k2, k3] = SHARD_HASH_SEEDS;
     let hash = ahash::RandomState::with_seeds(k0, k1, k2, k3).hash_one(queue);
     (hash % shards as u64) as usize

@@ -35,7 +35,7 @@ const QUEUE_BITS: u32 = 30;
 const QUEUE_MASK: u32 = (1 << QUEUE_BITS) - 1;
 /// Most queue indices a message can name.
 pub const QUEUE_INDEX_MAX: usize = QUEUE_MASK as usize;
-const _: () = assert!(crate::config::QUEUES_PER_SHARD_MAX <= QUEUE_INDEX_MAX);
+const _: () = assert!(crate::limits::QUEUES_PER_SHARD_MAX <= QUEUE_INDEX_MAX);
 
 /// Where a message is kept, which says what its `previous`/`next` links mean.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

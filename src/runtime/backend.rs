@@ -15,6 +15,9 @@
 //! azq-loadgen runs its client cores on the same trait (a pinned thread per core, tasks,
 //! timers, TCP connect, read and write), chosen by the same `select`: what it needs beyond a
 //! server (a loop that polls rather than sleeps, tasks it can await or cancel) is here too.
+//!
+//! This file is only the seam: which backend a run uses, and the io_uring probe behind that
+//! choice, are `select`'s.
 
 use std::future::Future;
 use std::io;
@@ -23,7 +26,6 @@ use std::time::Duration;
 
 use bytes::BytesMut;
 
-use crate::config::RuntimeChoice;
 use crate::storage::files::Disk;
 
 /// A joined mesh end: the senders, and one receiver per peer (`None` at the shard's own index);
@@ -154,103 +156,4 @@ pub enum Idle {
     /// last task ran before it sleeps; the portable backend polls for as long as the loop runs
     /// (tokio cannot tell when it last had work).
     Poll(Duration),
-}
-
-/// Work to run on whichever backend was selected, written once for any `B: Backend`
-/// (`Selected::dispatch` picks the type).
-pub trait OnBackend {
-    /// What the work returns.
-    type Output;
-
-    /// Runs the work on `B`.
-    fn run<B: Backend>(self) -> Self::Output;
-}
-
-/// The backend a run will use.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Selected {
-    /// glommio on io_uring.
-    IoUring,
-    /// tokio's current-thread runtime.
-    Portable,
-}
-
-impl Selected {
-    /// The backend's name in the ready line.
-    pub fn name(self) -> &'static str {
-        match self {
-            Selected::IoUring => "io_uring",
-            Selected::Portable => "portable",
-        }
-    }
-
-    /// Runs `work` on this backend's type: the one place that maps a `Selected` to a type.
-    pub fn dispatch<W: OnBackend>(self, work: W) -> W::Output {
-        match self {
-            #[cfg(all(target_os = "linux", feature = "io_uring"))]
-            Selected::IoUring => work.run::<super::uring::IoUring>(),
-            #[cfg(not(all(target_os = "linux", feature = "io_uring")))]
-            Selected::IoUring => unreachable!("select() never picks io_uring without it"),
-            Selected::Portable => work.run::<super::portable::Portable>(),
-        }
-    }
-}
-
-/// Decides the backend for `choice`, probing io_uring unless `Portable`. Returns the backend
-/// and, when `Auto` fell back to the portable one, why (one line for the log). `IoUring` where
-/// the probe refuses is an error naming the refusal: glommio would fail the same way, inside a
-/// shard thread, with a panic whose text blames the kernel's age even under a seccomp filter.
-pub fn select(choice: RuntimeChoice) -> Result<(Selected, Option<String>), String> {
-    if choice == RuntimeChoice::Portable {
-        return Ok((Selected::Portable, None));
-    }
-    match (choice, io_uring_refusal()) {
-        (_, None) => Ok((Selected::IoUring, None)),
-        (RuntimeChoice::IoUring, Some(reason)) => Err(format!(
-            "--runtime io_uring: io_uring cannot serve here: {reason} (--runtime auto would \
-             use the portable backend)"
-        )),
-        (_, Some(reason)) => Ok((Selected::Portable, Some(reason))),
-    }
-}
-
-/// Why io_uring cannot serve here, or `None` when it can.
-#[cfg(all(target_os = "linux", feature = "io_uring"))]
-pub fn io_uring_refusal() -> Option<String> {
-    super::uring::probe().err()
-}
-
-/// Why io_uring cannot serve here: this build has no io_uring backend.
-#[cfg(not(all(target_os = "linux", feature = "io_uring")))]
-pub fn io_uring_refusal() -> Option<String> {
-    Some(if cfg!(target_os = "linux") {
-        "this build of azq has no io_uring backend (built without the `io_uring` feature)"
-            .to_string()
-    } else {
-        "io_uring exists only on Linux".to_string()
-    })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn runtime_names() {
-        assert_eq!(RuntimeChoice::parse("auto"), Some(RuntimeChoice::Auto));
-        assert_eq!(
-            RuntimeChoice::parse("io_uring"),
-            Some(RuntimeChoice::IoUring)
-        );
-        assert_eq!(
-            RuntimeChoice::parse("portable"),
-            Some(RuntimeChoice::Portable)
-        );
-        assert_eq!(RuntimeChoice::parse("epoll"), None);
-        assert_eq!(RuntimeChoice::parse(""), None);
-        assert_eq!(
-            select(RuntimeChoice::Portable),
-            Ok((Selected::Portable, None))
-        );
-    }
 }

@@ -1,11 +1,13 @@
 //! The connection loop: read into a per-connection buffer, parse every complete (pipelined)
 //! request, execute each in order, encode all responses into one output buffer, and write them in
 //! one batch once the log has written what they answer (so pipelined changes share one sync).
-//! Timeouts bound slow heads (slowloris) and idle keep-alive connections. Every answered request
-//! is counted in the shard's metrics (operation, status, time); when the shard's governor is
-//! not idle (an account limit, `--latency`, fault rules), the step goes through
-//! `control::govern` instead of straight to `execute`. The loop is generic over its
-//! `Transport`: the backend's TCP stream as is (`Plain`), or a TLS session over it.
+//! Timeouts bound slow heads (slowloris) and idle keep-alive connections. Each request goes
+//! one way: parse → plan (`api::Service::plan`) → execute → respond (`api::Service::respond`).
+//! The control plane meets it at two fixed points, both in `governance`: around the execution
+//! (`is_idle`, one `Cell` check; when it is not, `govern` runs the step through the account
+//! limit, fault rules and `--latency`), and `answered`, which counts the answer in the metrics.
+//! The loop is generic over its `Transport`: the backend's TCP stream as is (`Plain`), or a TLS
+//! session over it.
 
 use std::future::Future;
 use std::io;
@@ -16,15 +18,16 @@ use std::time::{Duration, Instant};
 use bytes::BytesMut;
 
 use crate::api::Service;
-use crate::config::{
+use crate::http::{response, ParseError, Parser, Progress};
+use crate::limits::{
     IDLE_CONNECTION_TIMEOUT_MS, REQUEST_BODY_BYTES_MAX, REQUEST_HEADERS_MAX,
     REQUEST_HEAD_BYTES_MAX, REQUEST_HEAD_TIMEOUT_MS, RESPONSE_BATCH_BYTES_MAX,
 };
-use crate::http::{response, ParseError, Parser, Progress};
 
 use super::backend::Backend;
 use super::context::ShardContext;
-use super::control;
+use super::execute::execute;
+use super::governance;
 use super::tls_stream::TlsStream;
 
 /// Initial capacity of a connection's input and output buffers.
@@ -143,10 +146,12 @@ async fn serve_requests<B: Backend, T: Transport>(
                         shard.log_line(&format!("authentication failed for {peer}: {failure}"));
                     }
                     let operation = plan.response.operation;
-                    let executed = if shard.engine.governor.is_idle() {
-                        shard.execute(plan.step).await
+                    // Straight to `execute` when the governor is idle: no second future
+                    // wrapped around the step on the common path.
+                    let executed = if governance::is_idle(shard) {
+                        execute(shard, plan.step).await
                     } else {
-                        match control::govern(shard, plan.step, operation, now_ms).await {
+                        match governance::govern(shard, plan.step, operation, now_ms).await {
                             Some(executed) => executed,
                             // A reset fault: the answers before it go out, then the
                             // connection is aborted without this one's.
@@ -169,7 +174,8 @@ async fn serve_requests<B: Backend, T: Transport>(
                         shard.engine.now_ms(),
                         &mut output,
                     );
-                    shard.engine.governor.metrics.request(
+                    governance::answered(
+                        shard,
                         operation,
                         response::status_at(&output[response_at..]),
                         started.elapsed().as_micros() as u64,

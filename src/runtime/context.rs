@@ -1,14 +1,15 @@
-//! `ShardContext`: what one shard's tasks share, and the runtime half of the request path:
-//! executing a plan's step where it must run (locally, on another shard over the mesh, on every
-//! shard, or on a setting's writer and then its replicas), plus the shard's request log. Lives on
-//! one thread (`Rc`), so nothing here locks.
+//! `ShardContext`: what one shard's tasks share, and the ways a command reaches the queue state
+//! from here: applied locally, shipped to its owner over the mesh, sent to every shard, or
+//! applied on a setting's writer and then its replicas; a control message sent to a shard
+//! (`control`); and the shard's request log. `execute` decides which a step takes. Lives on one
+//! thread (`Rc`), so nothing here locks.
 
 use std::cell::{Cell, RefCell};
 use std::io::Write;
 use std::rc::Rc;
 use std::sync::Arc;
 
-use crate::api::{Outcome, Service, Step};
+use crate::api::{Outcome, Service};
 use crate::error::StorageError;
 use crate::http::Request;
 use crate::queue::{Command, Reply};
@@ -67,17 +68,6 @@ impl<B: Backend> Pending<'_, B> {
     }
 }
 
-/// A step executed: its outcome, and the local log sequence that must be written before the
-/// client may hear of it (`Engine::durable`). The caller waits for it only when it is about to
-/// write the answer, so that the next pipelined request is applied meanwhile and one sync
-/// covers them all.
-pub struct Executed {
-    /// What the step answered.
-    pub outcome: Outcome,
-    /// The log sequence to wait for, when the step applied something on this shard.
-    pub durable_at: Option<u64>,
-}
-
 impl<B: Backend> ShardContext<B> {
     /// The context of shard `index` of `shards`.
     pub fn new(
@@ -127,7 +117,7 @@ impl<B: Backend> ShardContext<B> {
         if to == self.index {
             Ok(control::answer(
                 &self.engine,
-                &self.mesh,
+                self.mesh.traffic(),
                 self.index,
                 message,
             ))
@@ -141,43 +131,29 @@ impl<B: Backend> ShardContext<B> {
         self.lifecycle.stop_requested()
     }
 
-    /// Runs a plan's step: locally when this shard owns the queue, else over the mesh. Steps
-    /// that reach several shards send to all of them before waiting for any.
-    pub async fn execute(&self, step: Step) -> Executed {
-        let durable_at = Cell::new(None);
-        let outcome = match step {
-            Step::Fail(error) => Outcome::Reply(Err(error)),
-            Step::Answer(reply) => Outcome::Reply(Ok(reply)),
-            Step::Shard { shard, command } => {
-                Outcome::Reply(self.apply_on(shard, command, &durable_at).await)
-            }
-            Step::EveryShard(command) => {
-                let mut pending = Vec::with_capacity(self.shards);
-                for shard in 0..self.shards {
-                    pending.push(self.start_on(shard, command.clone()).await);
-                }
-                let mut parts = Vec::with_capacity(self.shards);
-                for part in pending {
-                    parts.push(part.reply(&durable_at).await);
-                }
-                Outcome::Parts(parts)
-            }
-            Step::Replicated { shard, command } => {
-                Outcome::Reply(self.replicated(shard, command).await)
-            }
-            Step::Admin(step) => Outcome::Admin(control::execute_admin(self, step).await),
-        };
-        Executed {
-            outcome,
-            durable_at: durable_at.get(),
+    /// Applies `command` on every shard, sending to all of them before waiting for any: one
+    /// reply per shard, in shard order (raising `durable_at` for the local one).
+    pub async fn every_shard(
+        &self,
+        command: Command,
+        durable_at: &Cell<Option<u64>>,
+    ) -> Vec<Result<Reply, StorageError>> {
+        let mut pending = Vec::with_capacity(self.shards);
+        for shard in 0..self.shards {
+            pending.push(self.start_on(shard, command.clone()).await);
         }
+        let mut parts = Vec::with_capacity(self.shards);
+        for part in pending {
+            parts.push(part.reply(durable_at).await);
+        }
+        parts
     }
 
     /// Applies `command` on `shard`, the writer of a replicated setting. When it answers with
     /// a replica, the change is written first, then every other shard stores it before the
     /// client hears of the change, so its next request sees it whichever shard it reaches and
     /// no shard sees a change a crash could take back.
-    async fn replicated(&self, shard: usize, command: Command) -> Result<Reply, StorageError> {
+    pub async fn replicated(&self, shard: usize, command: Command) -> Result<Reply, StorageError> {
         let durable_at = Cell::new(None);
         let reply = self.apply_on(shard, command, &durable_at).await;
         if let Some(sequence) = durable_at.get() {
@@ -200,7 +176,7 @@ impl<B: Backend> ShardContext<B> {
 
     /// Applies `command` on `shard`: directly when it is this one (raising `durable_at`), else
     /// over the mesh.
-    async fn apply_on(
+    pub async fn apply_on(
         &self,
         shard: usize,
         command: Command,

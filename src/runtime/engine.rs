@@ -18,15 +18,13 @@ use std::time::Duration;
 
 use super::backend::Backend;
 
-use crate::config::{
-    Durability, TIMER_ENTRIES_PER_STEP_MAX, TIMER_STEP_PAUSE_US, WRITE_MODE_SYNC_INTERVAL_MS,
-};
 use crate::error::StorageError;
 use crate::governor::metrics::Scope;
 use crate::governor::throttle::is_message_operation;
 use crate::governor::Governor;
+use crate::limits::{TIMER_ENTRIES_PER_STEP_MAX, TIMER_STEP_PAUSE_US, WRITE_MODE_SYNC_INTERVAL_MS};
 use crate::queue::{Census, Command, Replicas, Reply, ShardState};
-use crate::storage::log::Log;
+use crate::storage::log::{Durability, Log};
 use crate::time::{Clock, SystemClock};
 
 /// Longest the timer task sleeps without a deadline, so a clock step is noticed eventually.

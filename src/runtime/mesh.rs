@@ -124,7 +124,7 @@ impl<B: Backend> Mesh<B> {
                                 ticket: envelope.ticket,
                                 answer: Answer::Control(control::answer(
                                     &engine,
-                                    &mesh,
+                                    mesh.traffic(),
                                     envelope.from,
                                     message,
                                 )),

@@ -3,24 +3,36 @@
 //! bounded request/reply mesh between shards; a signal thread that turns SIGINT/SIGTERM into a
 //! graceful stop; and a supervisor (`Server`) that ends the process when a shard fails.
 //!
-//! - `backend`: the seam, `Backend`, and the choice between the two event loops;
+//! - `backend`: the seam, `Backend`; `select`: the choice between the two event loops (and the
+//!   io_uring probe behind it); `os`: pinning threads, the CPUs allowed, the open-files limit;
 //! - `uring` (Linux): glommio on io_uring; `portable`: tokio's current-thread runtime;
-//! - `shard`: a shard's thread and main task; `connection`: the connection loop;
-//! - `context`: what a shard's tasks share, and executing a plan's step;
-//! - `engine`: the queue state and its timer; `mesh`: commands and replies between shards;
-//! - `control`: rate limits, fault rules, latency and metrics on the request path and between
-//!   shards (`governor`'s runtime half).
+//! - `shard`: a shard's thread and main task (its listener, accepting, draining);
+//! - the request path, one way: `connection` (the loop: parse, plan, execute, respond) →
+//!   `execute` (a step where it must run) → `context` (what a shard's tasks share; a command
+//!   applied here, on its owner, on every shard or on a setting's writer and its replicas) →
+//!   `mesh` (commands and replies between shards) → `engine` (the queue state, its timer and
+//!   its log);
+//! - the control plane beside it (`governor`'s runtime half): `governance`, which the
+//!   connection loop calls at two fixed points (around execution: account limit, fault rules,
+//!   latency; after answering: metrics) and which runs the account-share task; `admin`, the
+//!   `/_azq/metrics` and `/_azq/faults` endpoints; `control`, the messages shards exchange for
+//!   them and how a shard answers one;
 //! - `tls_stream`: a TLS session over either backend's stream (HTTPS, and azq-loadgen's client).
 //!
 //! Everything but `uring` and `portable` is written once, generic over `Backend`.
 
+pub mod admin;
 pub mod backend;
 pub mod connection;
 pub mod context;
 pub mod control;
 pub mod engine;
+pub mod execute;
+pub mod governance;
 pub mod mesh;
+pub mod os;
 pub mod portable;
+pub mod select;
 pub mod shard;
 pub mod tls_stream;
 #[cfg(all(target_os = "linux", feature = "io_uring"))]
@@ -33,13 +45,17 @@ use std::sync::Arc;
 
 use crate::api::{Health, Service};
 use crate::auth::Accounts;
-use crate::config::{
-    Config, Durability, Persistence, MESH_CHANNEL_CAPACITY, TLS_SESSION_CACHE_ENTRIES_PER_SHARD,
-};
 use crate::lifecycle::Lifecycle;
+use crate::limits::{MESH_CHANNEL_CAPACITY, TLS_SESSION_CACHE_ENTRIES_PER_SHARD};
+use crate::settings::{Config, Persistence};
+use crate::storage::log::Durability;
 use crate::storage::recovery::ShardStart;
 
-use backend::{Backend, OnBackend, Selected};
+use backend::Backend;
+use select::{OnBackend, Selected};
+
+// The paths main.rs and azq-loadgen have always used.
+pub use os::{allowed_cpus, raise_open_files_limit};
 use shard::{ShardEvent, ShardSetup};
 
 /// A started server: its address, its backend, and the events of its shards.
@@ -113,7 +129,7 @@ pub fn start(
         }
         (Some(_), Persistence::Memory) => unreachable!("memory-only mode recovers nothing"),
     };
-    let (backend, fallback_reason) = backend::select(config.runtime)?;
+    let (backend, fallback_reason) = select::select(config.runtime)?;
     let address = reserve_address(SocketAddr::new(config.host, config.port))?;
     let events = backend.dispatch(StartShards {
         config,
@@ -257,71 +273,6 @@ fn reserve_address(address: SocketAddr) -> Result<SocketAddr, String> {
     let probe = std::net::TcpListener::bind(address)
         .map_err(|error| format!("cannot listen on {address}: {error}"))?;
     probe.local_addr().map_err(|error| error.to_string())
-}
-
-/// Pins the calling thread to `cpu`; where the system cannot pin (or refuses), the thread runs
-/// wherever the scheduler puts it.
-pub fn pin_current_thread(cpu: usize) {
-    #[cfg(target_os = "linux")]
-    // SAFETY: cpu_set_t is plain data; CPU_SET writes one bit of it, sched_setaffinity reads it.
-    unsafe {
-        if cpu < libc::CPU_SETSIZE as usize {
-            let mut set: libc::cpu_set_t = std::mem::zeroed();
-            libc::CPU_SET(cpu, &mut set);
-            libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
-        }
-    }
-    #[cfg(not(target_os = "linux"))]
-    let _ = cpu;
-}
-
-/// The CPUs this process may run on, in order (its affinity mask); `[0]` if it cannot be read.
-/// Shards (and azq-loadgen's client cores) are pinned to the first of them by default.
-#[cfg(target_os = "linux")]
-pub fn allowed_cpus() -> Vec<usize> {
-    // SAFETY: cpu_set_t is plain data; sched_getaffinity fills it for the calling thread.
-    unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) != 0 {
-            return vec![0];
-        }
-        let allowed: Vec<usize> = (0..libc::CPU_SETSIZE as usize)
-            .filter(|&cpu| libc::CPU_ISSET(cpu, &set))
-            .collect();
-        if allowed.is_empty() {
-            vec![0]
-        } else {
-            allowed
-        }
-    }
-}
-
-/// The CPUs to spread shards over where the affinity mask cannot be read: one per hardware
-/// thread the standard library reports.
-#[cfg(not(target_os = "linux"))]
-pub fn allowed_cpus() -> Vec<usize> {
-    let count = std::thread::available_parallelism().map_or(1, |count| count.get());
-    (0..count).collect()
-}
-
-/// Raises this process's soft limit on open files to its hard limit and returns the new soft
-/// limit; `None` if the limits cannot be read or set. A server holds a descriptor per
-/// connection, and so does a client with many connections (tests, azq-loadgen).
-pub fn raise_open_files_limit() -> Option<u64> {
-    // SAFETY: getrlimit/setrlimit read and write a plain rlimit struct owned by this frame.
-    unsafe {
-        let mut limit: libc::rlimit = std::mem::zeroed();
-        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) != 0 {
-            return None;
-        }
-        if limit.rlim_cur < limit.rlim_max {
-            limit.rlim_cur = limit.rlim_max;
-            if libc::setrlimit(libc::RLIMIT_NOFILE, &limit) != 0 {
-                return None;
-            }
-        }
-        Some(limit.rlim_cur)
-    }
 }
 
 /// Blocks SIGINT and SIGTERM in the calling thread (and so in every thread it starts) and

@@ -15,7 +15,7 @@ use tokio::net::{TcpListener, TcpSocket, TcpStream};
 use tokio::sync::mpsc;
 
 use super::backend::{Backend, Idle, JoinedMesh};
-use crate::config::LISTEN_BACKLOG;
+use crate::limits::LISTEN_BACKLOG;
 use crate::storage::files::Disk;
 
 /// Room made in the read buffer before each read, so a read takes what a segment brings.
@@ -50,7 +50,7 @@ impl Backend for Portable {
         idle: Idle,
         main: F,
     ) -> Result<(), String> {
-        super::pin_current_thread(cpu);
+        super::os::pin_current_thread(cpu);
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_io()
             .enable_time()

@@ -15,21 +15,21 @@ use std::time::{Duration, Instant};
 use bytes::BytesMut;
 
 use crate::api::Service;
-use crate::config::Durability;
-use crate::config::{
-    SHUTDOWN_GRACE_MS, TLS_HANDSHAKES_IN_FLIGHT_PER_SHARD_MAX, TLS_HANDSHAKE_TIMEOUT_MS,
-};
 use crate::error::StorageError;
 use crate::governor::{Governor, GovernorConfig};
+use crate::limits::{
+    SHUTDOWN_GRACE_MS, TLS_HANDSHAKES_IN_FLIGHT_PER_SHARD_MAX, TLS_HANDSHAKE_TIMEOUT_MS,
+};
 use crate::queue::ShardState;
+use crate::storage::log::Durability;
 use crate::storage::log::Log;
 use crate::storage::recovery::ShardStart;
 
 use super::backend::{Backend, Idle};
 use super::connection::{self, Plain};
 use super::context::ShardContext;
-use super::control;
 use super::engine::Engine;
+use super::governance;
 use super::mesh::{Envelope, Mesh, ReplyEnvelope};
 use super::tls_stream::TlsStream;
 use super::Lifecycle;
@@ -147,7 +147,7 @@ async fn run<B: Backend>(setup: ShardSetup<B>) {
         setup.lifecycle,
         setup.debug_log,
     ));
-    control::start(&shard);
+    governance::start(&shard);
     let _ = setup.events.send(ShardEvent::Serving(setup.index));
 
     accept(&listener, &shard, setup.connections_max, setup.tls).await;

@@ -20,7 +20,7 @@ use glommio::net::{Preallocated, TcpListener, TcpStream};
 use glommio::{LocalExecutorBuilder, Placement};
 
 use super::backend::{Backend, Idle, JoinedMesh};
-use crate::config::{IO_MEMORY_BYTES_PER_SHARD, LISTEN_BACKLOG, LOG_ZERO_FILL_AHEAD_BYTES};
+use crate::limits::{IO_MEMORY_BYTES_PER_SHARD, LISTEN_BACKLOG, LOG_ZERO_FILL_AHEAD_BYTES};
 use crate::storage::files::Disk;
 
 /// Bytes of glommio's receive buffer per connection: each read copies only what arrived from it.

@@ -18,7 +18,7 @@ use std::path::{Path, PathBuf};
 
 use bytes::Bytes;
 
-use crate::config::MAPPED_READ_BYTES_MIN;
+use crate::limits::MAPPED_READ_BYTES_MIN;
 
 /// The directory azq keeps its files in, inside `--location`: its own, so Azurite's files in the
 /// same location never mix with azq's.

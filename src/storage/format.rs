@@ -19,7 +19,7 @@
 
 use bytes::{BufMut, Bytes, BytesMut};
 
-use crate::config::{LOG_FLUSH_BYTES_MAX, STORAGE_BLOCK_BYTES};
+use crate::limits::{LOG_FLUSH_BYTES_MAX, STORAGE_BLOCK_BYTES};
 use crate::queue::record::{crc32c, read, Read, Record};
 use crate::queue::state::Identity;
 

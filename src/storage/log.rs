@@ -38,11 +38,32 @@ use super::format::{
     SNAPSHOT_TEMPORARY_NAME,
 };
 use super::recovery::{SegmentFile, ShardStart};
-use crate::config::{
-    Durability, LOG_CLOSED_SEGMENTS_MAX, LOG_FLUSH_BYTES_MAX, LOG_SEGMENT_BYTES,
-    SNAPSHOT_ALLOWANCE_BYTES, SNAPSHOT_STEP_SLOTS, STORAGE_BLOCK_BYTES,
+use crate::limits::{
+    LOG_CLOSED_SEGMENTS_MAX, LOG_FLUSH_BYTES_MAX, LOG_SEGMENT_BYTES, SNAPSHOT_ALLOWANCE_BYTES,
+    SNAPSHOT_STEP_SLOTS, STORAGE_BLOCK_BYTES,
 };
 use crate::queue::{QueueKey, ShardState};
+
+/// When a change counts as written, as `--durability` names it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Durability {
+    /// Acknowledged once synced to the device (fdatasync): survives a power cut. The default.
+    Fsync,
+    /// Acknowledged once written to the operating system, synced in the background every
+    /// `WRITE_MODE_SYNC_INTERVAL_MS`: survives a crash of azq, not of the machine.
+    Write,
+}
+
+impl Durability {
+    /// Reads `fsync` or `write`.
+    pub fn parse(text: &str) -> Option<Durability> {
+        match text {
+            "fsync" => Some(Durability::Fsync),
+            "write" => Some(Durability::Write),
+            _ => None,
+        }
+    }
+}
 
 /// The segment being written.
 struct OpenSegment<F> {

@@ -23,7 +23,6 @@ use bytes::Bytes;
 use super::files::{data_directory, Disk, Files};
 use super::log::{Log, SnapshotJob};
 use super::recovery::{recover, RecoveryOptions};
-use crate::config::Durability;
 use crate::error::StorageError;
 use crate::queue::replicas::home_shard;
 use crate::queue::state::{Described, DescribedMessage};
@@ -32,6 +31,7 @@ use crate::queue::{
     ShardState, SignedIdentifier,
 };
 use crate::random::SplitMix64;
+use crate::storage::log::Durability;
 
 /// 2026-11-22T00:00:00Z.
 const NOW_MS: u64 = 1_795_305_600_000;

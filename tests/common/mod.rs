@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use azq::auth::shared_key::{write_string_to_sign, SharedKeyScheme};
 use azq::auth::SigningKey;
-use azq::config::{DEVELOPMENT_ACCOUNT_KEY, DEVELOPMENT_ACCOUNT_NAME};
+use azq::auth::{DEVELOPMENT_ACCOUNT_KEY, DEVELOPMENT_ACCOUNT_NAME};
 
 /// The `azq` binary. Cargo names it to the root package's tests (`CARGO_BIN_EXE_azq`); another
 /// package's tests (azq-loadgen's) take `AZQ_BIN`, or find it beside themselves in
@@ -49,7 +49,7 @@ pub fn workspace_binary(name: &str) -> PathBuf {
 
 /// The backend `--runtime auto` picks on this machine without any filter.
 pub fn native_backend() -> &'static str {
-    if azq::runtime::backend::io_uring_refusal().is_none() {
+    if azq::runtime::select::io_uring_refusal().is_none() {
         "io_uring"
     } else {
         "portable"

@@ -21,7 +21,7 @@ use azq::auth::{
     sas, sign_shared_key, Access, Accounts, AuthFailure, AuthScheme, Authenticator, PermissionSet,
     Principal, RequestContext, SigningKey, StoredPolicy,
 };
-use azq::config::{DEVELOPMENT_ACCOUNT_KEY, DEVELOPMENT_ACCOUNT_NAME};
+use azq::auth::{DEVELOPMENT_ACCOUNT_KEY, DEVELOPMENT_ACCOUNT_NAME};
 use azq::http::{Method, Query, Request};
 
 use super::input::Input;

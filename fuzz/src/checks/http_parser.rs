@@ -8,8 +8,8 @@
 //! reachable in a short input), a count of split points and two bytes per point, then the
 //! stream itself.
 
-use azq::config::{REQUEST_BODY_BYTES_MAX, REQUEST_HEADERS_MAX, REQUEST_HEAD_BYTES_MAX};
 use azq::http::{Method, ParseError, Parser, Progress, Request};
+use azq::limits::{REQUEST_BODY_BYTES_MAX, REQUEST_HEADERS_MAX, REQUEST_HEAD_BYTES_MAX};
 use bytes::BytesMut;
 
 use super::input::Input;

@@ -4,9 +4,9 @@
 //! checks of layers that rely on what the parser guarantees (the response writer echoes header
 //! values, which the parser keeps free of CR and LF), and percent-encoding.
 
-use azq::config::{REQUEST_BODY_BYTES_MAX, REQUEST_HEADERS_MAX, REQUEST_HEAD_BYTES_MAX};
 use azq::http::request::Request;
 use azq::http::{Parser, Progress};
+use azq::limits::{REQUEST_BODY_BYTES_MAX, REQUEST_HEADERS_MAX, REQUEST_HEAD_BYTES_MAX};
 use bytes::BytesMut;
 
 /// The request the server's parser reads from the given parts (a `Content-Length` header is

@@ -17,16 +17,17 @@
 use std::net::IpAddr;
 use std::sync::Arc;
 
-use azq::api::router::{route, Operation};
+use azq::api::router::route;
 use azq::api::validate;
 use azq::api::{AdminAnswer, Health, Outcome, Service, Step};
 use azq::auth::{sign_shared_key, Accounts, AuthFailure, SigningKey};
-use azq::config::{
-    DEVELOPMENT_ACCOUNT_KEY, DEVELOPMENT_ACCOUNT_NAME, LIST_QUEUES_RESULTS_MAX,
-    MESSAGES_PER_GET_MAX, MESSAGE_TEXT_BYTES_MAX, VISIBILITY_TIMEOUT_S_MAX,
-};
+use azq::auth::{DEVELOPMENT_ACCOUNT_KEY, DEVELOPMENT_ACCOUNT_NAME};
 use azq::http::{Method, Query};
 use azq::lifecycle::Lifecycle;
+use azq::limits::{
+    LIST_QUEUES_RESULTS_MAX, MESSAGES_PER_GET_MAX, MESSAGE_TEXT_BYTES_MAX, VISIBILITY_TIMEOUT_S_MAX,
+};
+use azq::operation::Operation;
 use azq::queue::{shard_for, Command, Reply, ShardState};
 use bytes::BytesMut;
 

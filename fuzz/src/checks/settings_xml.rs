@@ -3,7 +3,7 @@
 //! is the body.
 //!
 //! Properties: no panic; only `InvalidXmlDocument` or `InvalidXmlNodeValue` as errors; whatever
-//! is accepted is inside the limits of `config` (identifier count and length, unique ids,
+//! is accepted is inside the limits `azq::limits` names (identifier count and length, unique ids,
 //! permissions from `raup` in order, ISO 8601 dates, CORS rule count and text bytes, known CORS
 //! methods, retention days); every accepted text is made of XML 1.0 characters, so the Get
 //! response that carries it back is a document every client's parser reads; and what is
@@ -13,11 +13,11 @@
 use azq::api::settings_xml::{
     service_properties_into, service_properties_update, signed_identifiers, signed_identifiers_into,
 };
-use azq::config::{
+use azq::error::StorageError;
+use azq::limits::{
     CORS_RULES_MAX, CORS_RULES_TEXT_BYTES_MAX, RETENTION_DAYS_MAX, SIGNED_IDENTIFIERS_MAX,
     SIGNED_IDENTIFIER_ID_CHARS_MAX,
 };
-use azq::error::StorageError;
 use azq::queue::{
     CorsRule, Metrics, RetentionPolicy, ServiceProperties, ServicePropertiesUpdate,
     SignedIdentifier,

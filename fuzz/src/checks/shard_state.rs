@@ -36,11 +36,11 @@
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 
-use azq::config::{
+use azq::error::StorageError;
+use azq::limits::{
     CORS_RULES_MAX, LIST_QUEUES_RESULTS_MAX, MESSAGES_PER_GET_MAX, MESSAGE_TEXT_BYTES_MAX,
     SIGNED_IDENTIFIERS_MAX, TIMER_ENTRIES_PER_STEP_MAX, VISIBILITY_TIMEOUT_S_MAX,
 };
-use azq::error::StorageError;
 use azq::queue::{
     AccessPolicy, Command, CorsRule, Logging, MessageId, MessageView, Metadata, Metrics,
     PopReceipt, QueueKey, Replica, Reply, RetentionPolicy, ServiceProperties,

@@ -26,7 +26,7 @@
 
 use bytes::{Bytes, BytesMut};
 
-use azq::config::{LOG_FLUSH_BYTES_MAX, STORAGE_BLOCK_BYTES};
+use azq::limits::{LOG_FLUSH_BYTES_MAX, STORAGE_BLOCK_BYTES};
 use azq::queue::record::{encode, read, MessageState, Read, Record};
 use azq::queue::replicas::{AccessPolicy, CorsRule, ServiceProperties, SignedIdentifier};
 use azq::queue::state::Identity;

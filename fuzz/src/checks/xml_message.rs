@@ -9,8 +9,8 @@
 //! The ACL and service-properties readers have their own target, `settings_xml`.
 
 use azq::api::xml::{escape_into, message_text};
-use azq::config::MESSAGE_TEXT_BYTES_MAX;
 use azq::error::StorageError;
+use azq::limits::MESSAGE_TEXT_BYTES_MAX;
 use bytes::BytesMut;
 
 /// The `xml_message` property on one input (see the module doc); panics when it breaks.

@@ -25,7 +25,8 @@ use std::time::{Duration, Instant, SystemTime};
 
 use futures_lite::future;
 
-use azq::runtime::backend::{Backend, Idle, OnBackend, Selected};
+use azq::runtime::backend::{Backend, Idle};
+use azq::runtime::select::{OnBackend, Selected};
 
 use crate::connection::Connection;
 use crate::endpoint::{Credentials, Endpoint};

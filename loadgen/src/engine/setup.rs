@@ -2,7 +2,8 @@
 //! pipelining the requests on one connection. Also the Get Queue Metadata sweep that both setup
 //! and the depth sampler use.
 
-use azq::runtime::backend::{Backend, Idle, OnBackend};
+use azq::runtime::backend::{Backend, Idle};
+use azq::runtime::select::OnBackend;
 use azq::time::unix_ms;
 
 use crate::connection::{Connection, ConnectionError, Response};

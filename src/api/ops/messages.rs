@@ -4,11 +4,11 @@
 
 use bytes::BytesMut;
 
-use crate::config::{
+use crate::error::StorageError;
+use crate::limits::{
     GET_VISIBILITY_TIMEOUT_S_DEFAULT, MESSAGES_PER_GET_MAX, MESSAGE_TTL_S_DEFAULT,
     VISIBILITY_TIMEOUT_S_MAX,
 };
-use crate::error::StorageError;
 use crate::queue::{Command, MessageId, PopReceipt, Reply, EXPIRATION_NEVER_MS};
 use crate::time;
 

@@ -5,18 +5,16 @@ use bytes::BytesMut;
 
 use crate::auth::delegation::UserDelegationKey;
 use crate::auth::{bearer, bearer_token};
-use crate::config::{
-    API_VERSION_LATEST, LIST_QUEUES_RESULTS_MAX, USER_DELEGATION_KEY_LIFETIME_MS_MAX,
-};
 use crate::error::StorageError;
 use crate::http::Request;
+use crate::limits::{LIST_QUEUES_RESULTS_MAX, USER_DELEGATION_KEY_LIFETIME_MS_MAX};
 use crate::queue::{self, Command, Replicas, Reply};
 
 use super::super::plan::{fail, Planning};
-use super::super::response::{Responder, Written};
+use super::super::response::{Responder, Written, API_VERSION_LATEST};
 use super::super::{
-    cors, delegation_xml, settings_xml, validate, xml, Echo, Operation, Plan, ResponsePlan, Route,
-    Step,
+    cors, delegation_xml, settings_xml, validate, xml, Echo, ListingEcho, Operation, Plan,
+    ResponsePlan, Route, Step,
 };
 
 /// The CORS preflight, answered from the account's rules alone, without authentication, as
@@ -179,22 +177,6 @@ pub fn get_user_delegation_key_response(
         delegation_xml::user_delegation_key_into(body, key)
     });
     Ok(())
-}
-
-/// What List Queues' response repeats of its request: the parameters as sent and the endpoint
-/// the client addressed.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct ListingEcho {
-    /// `http://host[:port]/` (host-style) or `http://host[:port]/account/` (path-style).
-    pub service_endpoint: String,
-    /// `prefix` as sent: only names that start with it are listed; echoed as `<Prefix>`.
-    pub prefix: Option<String>,
-    /// `marker` as sent (a previous page's `NextMarker`): the listing starts at this name.
-    pub marker: Option<String>,
-    /// `maxresults` as sent.
-    pub results_max_text: Option<String>,
-    /// The page size: `maxresults` capped at `LIST_QUEUES_RESULTS_MAX`.
-    pub results_max: usize,
 }
 
 /// Every shard lists its part; the response merges them.

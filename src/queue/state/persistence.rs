@@ -8,28 +8,12 @@ use std::ops::Range;
 
 use bytes::BytesMut;
 
-use super::{queue_at, ShardState, SEQUENCE_MASK};
+use super::layout::{message_charge, queue_at, Journal, Queue, ShardState, SEQUENCE_MASK};
 use crate::queue::command::{Metadata, EXPIRATION_NEVER_MS};
 use crate::queue::key::{MessageId, QueueKey};
 use crate::queue::record::{encode, MessageState, Record, RECORD_HEADER_BYTES};
 use crate::queue::replicas::Replica;
 use crate::queue::slab::{Message, Place};
-
-/// The records of changes not yet taken by the runtime.
-#[derive(Debug)]
-pub struct Journal {
-    records: BytesMut,
-    /// The sequence number the next record gets.
-    next_sequence: u64,
-}
-
-impl Journal {
-    /// Appends `record` with the next sequence number.
-    pub(super) fn append<T: AsRef<[u8]>>(&mut self, record: &Record<T>) {
-        encode(record, self.next_sequence, &mut self.records);
-        self.next_sequence += 1;
-    }
-}
 
 /// What a snapshot records about the shard itself, besides its queues, settings and messages.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -273,7 +257,7 @@ impl Restorer<'_> {
             state.queues[index as usize].is_none(),
             "queue record {index} twice"
         );
-        state.queues[index as usize] = Some(super::Queue {
+        state.queues[index as usize] = Some(Queue {
             metadata,
             messages_count: 0,
             in_order: crate::queue::slab::MessageList::EMPTY,
@@ -389,7 +373,7 @@ impl Restorer<'_> {
                     .is_some_and(|queue| queue.is_some()),
                 "a restored message of no restored queue"
             );
-            state.message_bytes += super::message_charge(&message.text);
+            state.message_bytes += message_charge(&message.text);
             queue_at(&mut state.queues, queue).messages_count += 1;
             if visible_ms > now_ms {
                 state.make_invisible(slot, visible_ms);

@@ -3,8 +3,13 @@
 //! fixed seeds and print the failing one. The property test against a naive model is in
 //! tests/fuzz_replay.rs, which drives the `shard_state` fuzz target's model with seeded input.
 
+use bytes::Bytes;
+
+use super::layout::{message_charge, scramble_sequence, SEQUENCE_MASK, UUID_VARIANT};
 use super::*;
-use crate::queue::slab::NONE;
+use crate::queue::command::{MessageView, QueueListing, EXPIRATION_NEVER_MS};
+use crate::queue::key::{MessageId, PopReceipt, QueueKey};
+use crate::queue::slab::{Place, NONE};
 
 mod simulation;
 
@@ -385,8 +390,8 @@ fn create_queue_beyond_limit_is_server_busy() {
 /// while timers of its messages (lease ends, expiries) fire in between.
 #[test]
 fn large_queues_are_cleared_and_deleted_in_bounded_steps() {
-    const MESSAGES: usize = 3 * config::TIMER_ENTRIES_PER_STEP_MAX + 100;
-    const BUDGET: usize = config::TIMER_ENTRIES_PER_STEP_MAX;
+    const MESSAGES: usize = 3 * limits::TIMER_ENTRIES_PER_STEP_MAX + 100;
+    const BUDGET: usize = limits::TIMER_ENTRIES_PER_STEP_MAX;
     let mut state = state_with(&["big", "other"]);
     let kept = put(&mut state, "other", "kept", 0, Some(600), NOW);
     let fill = |state: &mut ShardState, now_ms: u64| {
@@ -498,7 +503,7 @@ fn queue_records_are_bounded_with_graveyards() {
             if *kept_metadata == metadata
     ));
     // Once the graveyard is freed, its record serves again.
-    assert!(!state.advance(NOW, config::TIMER_ENTRIES_PER_STEP_MAX));
+    assert!(!state.advance(NOW, limits::TIMER_ENTRIES_PER_STEP_MAX));
     assert!(matches!(
         state.apply(Command::ClearMessages { queue: key("a") }, NOW),
         Ok(Reply::Done)
@@ -533,7 +538,7 @@ fn delete_queue_frees_every_message() {
     // The messages wait in a graveyard, which the next step empties.
     assert_eq!(state.next_deadline_ms(), Some(0));
     state.verify();
-    assert!(!state.advance(NOW + 1_000, config::TIMER_ENTRIES_PER_STEP_MAX));
+    assert!(!state.advance(NOW + 1_000, limits::TIMER_ENTRIES_PER_STEP_MAX));
     assert_eq!(state.messages.len(), 1);
     assert_eq!(state.timers.len(), 1);
     assert_eq!(
@@ -1307,7 +1312,7 @@ fn clear_messages_frees_everything_in_the_queue() {
     assert_eq!(peek(&mut state, "q", 32, NOW + 20_000), vec![]);
     // Requests leave the graveyard to the runtime's background step.
     assert_eq!(state.messages.len(), 4);
-    assert!(!state.advance(NOW, config::TIMER_ENTRIES_PER_STEP_MAX));
+    assert!(!state.advance(NOW, limits::TIMER_ENTRIES_PER_STEP_MAX));
     assert_eq!(state.messages.len(), 1);
     for view in [&visible, &leased[0]] {
         assert_eq!(
@@ -1477,7 +1482,7 @@ fn put_with_delay_not_below_ttl_is_a_bug() {
 #[should_panic]
 fn get_of_more_than_the_limit_is_a_bug() {
     let mut state = state_with(&["q"]);
-    get(&mut state, "q", config::MESSAGES_PER_GET_MAX + 1, 30, NOW);
+    get(&mut state, "q", limits::MESSAGES_PER_GET_MAX + 1, 30, NOW);
 }
 
 fn identifiers(ids: &[&str]) -> Vec<crate::queue::SignedIdentifier> {
@@ -1658,7 +1663,7 @@ fn service_properties_are_merged_on_the_home_shard_and_replicated() {
 #[test]
 fn put_beyond_the_memory_budget_is_refused_and_changes_nothing() {
     let mut state = state_with(&["q"]);
-    let charge = (10 + config::MESSAGE_OVERHEAD_BYTES) as u64;
+    let charge = (10 + limits::MESSAGE_OVERHEAD_BYTES) as u64;
     state.set_message_bytes_max(2 * charge);
     let first = put(&mut state, "q", "0123456789", 0, None, NOW);
     put(&mut state, "q", "0123456789", 0, None, NOW);
@@ -1686,7 +1691,7 @@ fn put_beyond_the_memory_budget_is_refused_and_changes_nothing() {
 #[test]
 fn update_beyond_the_memory_budget_is_refused_and_keeps_the_lease() {
     let mut state = state_with(&["q"]);
-    state.set_message_bytes_max((20 + config::MESSAGE_OVERHEAD_BYTES) as u64);
+    state.set_message_bytes_max((20 + limits::MESSAGE_OVERHEAD_BYTES) as u64);
     put(&mut state, "q", "small", 0, None, NOW);
     let leased = get(&mut state, "q", 1, 30, NOW).remove(0);
     let too_big = "x".repeat(21);

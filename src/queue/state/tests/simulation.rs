@@ -34,7 +34,7 @@ fn simulation_keeps_invariants() {
 fn simulate(seed: u64, steps: usize) {
     let mut rng = fastrand::Rng::with_seed(seed);
     let clock = ManualClock::new(NOW + rng.u64(..86_400_000));
-    let mut state = ShardState::new(rng.usize(..config::SHARDS_MAX), seed);
+    let mut state = ShardState::new(rng.usize(..limits::SHARDS_MAX), seed);
     let mut seen: HashMap<MessageId, Seen> = HashMap::new();
     let mut ids: HashSet<MessageId> = HashSet::new();
     let mut receipts: Vec<(usize, MessageId, PopReceipt)> = Vec::new();
@@ -60,12 +60,12 @@ fn simulate(seed: u64, steps: usize) {
             }
             35..=54 => Command::GetMessages {
                 queue: queue_key,
-                count: rng.u32(1..=config::MESSAGES_PER_GET_MAX),
+                count: rng.u32(1..=limits::MESSAGES_PER_GET_MAX),
                 visibility_timeout_s: rng.u64(1..60),
             },
             55..=64 => Command::PeekMessages {
                 queue: queue_key,
-                count: rng.u32(1..=config::MESSAGES_PER_GET_MAX),
+                count: rng.u32(1..=limits::MESSAGES_PER_GET_MAX),
             },
             65..=84 if !receipts.is_empty() => {
                 let (queue, message_id, mut pop_receipt) = receipts[rng.usize(..receipts.len())];
@@ -248,7 +248,7 @@ fn simulate(seed: u64, steps: usize) {
     }
     // Once the clock passes every TTL and the timers run, only never-expiring messages remain.
     clock.advance_ms(30 * 86_400_000);
-    while state.advance(clock.now_ms(), config::TIMER_ENTRIES_PER_STEP_MAX) {}
+    while state.advance(clock.now_ms(), limits::TIMER_ENTRIES_PER_STEP_MAX) {}
     state.verify();
     let lasting = state
         .queues

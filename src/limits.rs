@@ -1,10 +1,9 @@
-//! Every limit azq enforces, as a named constant, and the runtime `Config` built from the command
-//! line.
+//! Every limit azq enforces, as a named constant: the ground floor of the crate, importing
+//! nothing of it, so every layer can name its limits from here.
 //!
 //! Limits live here so that docs/ARCHITECTURE.md can list them from one place and so that relations
-//! between them are checked at compile time. Units are last in every name.
-
-use std::net::IpAddr;
+//! between them are checked at compile time. Units are last in every name. What a run is told
+//! (the command line) is `settings`.
 
 /// Largest request head (request line + headers + the blank line) we buffer; beyond it: 431.
 pub const REQUEST_HEAD_BYTES_MAX: usize = 16 * 1024;
@@ -42,6 +41,8 @@ pub const SHARDS_MAX: usize = 256;
 /// What each stored message costs beyond its text in `--max-memory` accounting: its 80-byte slab
 /// slot, 16-byte timer node and the text allocation's bookkeeping (measured: about 125 bytes).
 pub const MESSAGE_OVERHEAD_BYTES: usize = 128;
+/// `--max-memory` when the machine's memory cannot be read (the default is half of it), bytes.
+pub const MESSAGE_BYTES_MAX_FALLBACK: u64 = 4 << 30;
 /// Connections each shard's listener queues before the shard accepts them.
 pub const LISTEN_BACKLOG: u32 = 1024;
 /// Capacity of each cross-shard request and reply channel; a full channel makes the sender wait.
@@ -159,171 +160,3 @@ const _: () = assert!(SAS_CACHE_ENTRIES_MAX >= 2);
 const _: () =
     assert!(LOG_FLUSH_BYTES_MAX as u64 + 2 * STORAGE_BLOCK_BYTES as u64 <= LOG_SEGMENT_BYTES);
 const _: () = assert!(LOG_FLUSH_BYTES_MAX >= 2 * REQUEST_BODY_BYTES_MAX);
-
-/// The newest `x-ms-version` azq knows; sent back when a request names none.
-pub const API_VERSION_LATEST: &str = "2026-10-06";
-
-/// The Azurite development account, used when `AZURITE_ACCOUNTS` is not set.
-pub const DEVELOPMENT_ACCOUNT_NAME: &str = "devstoreaccount1";
-/// The development account's well-known key (base64), public by design.
-pub const DEVELOPMENT_ACCOUNT_KEY: &str =
-    "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw==";
-
-/// Which backend to run, as `--runtime` names it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum RuntimeChoice {
-    /// io_uring where the kernel allows it, else the portable backend.
-    Auto,
-    /// io_uring or nothing.
-    IoUring,
-    /// The portable backend, even where io_uring works.
-    Portable,
-}
-
-impl RuntimeChoice {
-    /// Reads `auto`, `io_uring` or `portable`.
-    pub fn parse(text: &str) -> Option<RuntimeChoice> {
-        match text {
-            "auto" => Some(RuntimeChoice::Auto),
-            "io_uring" | "io-uring" | "uring" => Some(RuntimeChoice::IoUring),
-            "portable" | "tokio" => Some(RuntimeChoice::Portable),
-            _ => None,
-        }
-    }
-}
-
-/// Which bearer tokens are accepted, as `--oauth` names it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum OAuthLevel {
-    /// Azurite's `basic`: a well-formed JWT with a storage audience, an Azure AD issuer and a
-    /// current lifetime; the signature is not verified.
-    Basic,
-}
-
-impl OAuthLevel {
-    /// Reads `basic`.
-    pub fn parse(text: &str) -> Option<OAuthLevel> {
-        match text {
-            "basic" => Some(OAuthLevel::Basic),
-            _ => None,
-        }
-    }
-}
-
-/// When a change counts as written, as `--durability` names it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Durability {
-    /// Acknowledged once synced to the device (fdatasync): survives a power cut. The default.
-    Fsync,
-    /// Acknowledged once written to the operating system, synced in the background every
-    /// `WRITE_MODE_SYNC_INTERVAL_MS`: survives a crash of azq, not of the machine.
-    Write,
-}
-
-impl Durability {
-    /// Reads `fsync` or `write`.
-    pub fn parse(text: &str) -> Option<Durability> {
-        match text {
-            "fsync" => Some(Durability::Fsync),
-            "write" => Some(Durability::Write),
-            _ => None,
-        }
-    }
-}
-
-/// Where the server keeps its queues.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Persistence {
-    /// Nothing is written; a restart starts empty (`--inMemoryPersistence`).
-    Memory,
-    /// A log and snapshots under `location` (`--location`, default the working directory).
-    Disk {
-        /// The workspace directory; the data lives in its `__azq__` directory.
-        location: std::path::PathBuf,
-        /// When a change counts as written (`--durability`).
-        durability: Durability,
-        /// Start past a damaged log, losing what follows the damage (`--truncateCorruptLog`).
-        truncate_corrupt: bool,
-    },
-}
-
-/// Settings of one server run, from the command line and the environment.
-#[derive(Clone, Debug)]
-pub struct Config {
-    /// Address every shard's listener binds (`--queueHost`).
-    pub host: IpAddr,
-    /// Port every shard's listener binds (`--queuePort`); 0 picks a free port.
-    pub port: u16,
-    /// CPU each shard's executor is pinned to; its length is the shard count.
-    pub cpus: Vec<usize>,
-    /// Open connections one shard accepts before it answers 503 (`--max-connections`).
-    pub connections_per_shard_max: usize,
-    /// Bytes of stored messages (text plus `MESSAGE_OVERHEAD_BYTES` each) across all shards,
-    /// split evenly between them (`--max-memory`); beyond it Put answers 503 `ServerBusy`.
-    pub message_bytes_max: u64,
-    /// Do not log requests (`--silent`).
-    pub silent: bool,
-    /// File that receives the debug log (`--debug FILE`).
-    pub debug_log_path: Option<std::path::PathBuf>,
-    /// Accounts and their keys: `(name, [base64 key, …])`.
-    pub accounts: Vec<(String, Vec<String>)>,
-    /// Only path-style URLs, never host-style (`--disableProductStyleUrl`).
-    pub product_style_url_disabled: bool,
-    /// The event loop under the shards (`--runtime`).
-    pub runtime: RuntimeChoice,
-    /// Where the queues are kept.
-    pub persistence: Persistence,
-    /// The certificate to serve HTTPS with (`--cert`, `--key`, `--pwd`); `None`: plain HTTP.
-    pub certificate: Option<crate::tls::CertificateSource>,
-    /// Bearer tokens accepted (`--oauth`); over HTTPS only (`certificate`), refused otherwise.
-    pub oauth: Option<OAuthLevel>,
-    /// Rate limits, added latency, fault injection (`governor`).
-    pub governor: crate::governor::GovernorConfig,
-}
-
-/// Half of the machine's physical memory: room for a great many messages while leaving the rest
-/// to the system, so a runaway producer gets 503s instead of the out-of-memory killer.
-fn default_message_bytes_max() -> u64 {
-    // SAFETY: sysconf only reads system configuration.
-    let (pages, page_bytes) = unsafe {
-        (
-            libc::sysconf(libc::_SC_PHYS_PAGES),
-            libc::sysconf(libc::_SC_PAGESIZE),
-        )
-    };
-    if pages <= 0 || page_bytes <= 0 {
-        return MESSAGE_BYTES_MAX_FALLBACK;
-    }
-    (pages as u64).saturating_mul(page_bytes as u64) / 2
-}
-
-/// `--max-memory` when the machine's memory cannot be read.
-const MESSAGE_BYTES_MAX_FALLBACK: u64 = 4 << 30;
-
-impl Default for Config {
-    fn default() -> Self {
-        Config {
-            host: IpAddr::from([127, 0, 0, 1]),
-            port: 10001,
-            cpus: vec![0],
-            connections_per_shard_max: CONNECTIONS_PER_SHARD_MAX_DEFAULT,
-            message_bytes_max: default_message_bytes_max(),
-            silent: false,
-            debug_log_path: None,
-            accounts: vec![(
-                DEVELOPMENT_ACCOUNT_NAME.to_string(),
-                vec![DEVELOPMENT_ACCOUNT_KEY.to_string()],
-            )],
-            product_style_url_disabled: false,
-            runtime: RuntimeChoice::Auto,
-            persistence: Persistence::Disk {
-                location: std::path::PathBuf::from("."),
-                durability: Durability::Fsync,
-                truncate_corrupt: false,
-            },
-            certificate: None,
-            oauth: None,
-            governor: Default::default(),
-        }
-    }
-}

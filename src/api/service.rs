@@ -1,0 +1,93 @@
+//! `Service`: the API of one shard, as built at start-up: its authenticator (with its SAS cache),
+//! the routing settings, what `/_azq/health` and `/_azq/cert.pem` report. Planning
+//! (`plan.rs`) and answering (`mod.rs`) are its methods elsewhere in `api/`; this file only
+//! holds the state they share, so every file that plans or answers can name it.
+
+use std::cell::RefCell;
+use std::sync::Arc;
+
+use crate::auth::{Accounts, Authenticator, OAuthLevel};
+use crate::lifecycle::Lifecycle;
+
+/// What `GET /_azq/health` reports besides the shard count.
+#[derive(Clone, Debug)]
+pub struct Health {
+    /// Whether every shard serves, or the server is stopping.
+    pub lifecycle: Arc<Lifecycle>,
+    /// The backend the shards run on (`io_uring` or `portable`).
+    pub backend: &'static str,
+}
+
+/// The API of one shard: its authenticator (with its SAS cache) and the routing settings.
+pub struct Service {
+    /// Per-shard and only borrowed inside `plan`, which never waits, so the borrow never spans
+    /// another request.
+    pub(super) authenticator: RefCell<Authenticator>,
+    /// The accounts, as the authenticator has them: Get User Delegation Key derives its keys
+    /// from theirs.
+    pub(super) accounts: Accounts,
+    pub(super) shards: usize,
+    pub(super) host_style_enabled: bool,
+    /// `host:port` used in List Queues' ServiceEndpoint when a request has no Host header.
+    pub(super) default_authority: String,
+    pub(super) health: Health,
+    /// Whether requests arrive over TLS (the server serves HTTPS), for a SAS `spr` and bearer
+    /// tokens.
+    pub(super) secure_transport: bool,
+    /// The server's certificate chain in PEM, served at `GET /_azq/cert.pem` (HTTPS only).
+    pub(super) certificate_pem: Option<Arc<str>>,
+    /// `--faults-api`: `/_azq/faults` answers (else it is an unknown path).
+    pub(super) faults_api: bool,
+}
+
+impl Service {
+    /// A service over `accounts` for a server of `shards` shards.
+    pub fn new(
+        accounts: Accounts,
+        shards: usize,
+        host_style_enabled: bool,
+        default_authority: String,
+        health: Health,
+    ) -> Self {
+        assert!(shards > 0);
+        Service {
+            authenticator: RefCell::new(Authenticator::new(accounts.clone())),
+            accounts,
+            shards,
+            host_style_enabled,
+            default_authority,
+            health,
+            secure_transport: false,
+            certificate_pem: None,
+            faults_api: false,
+        }
+    }
+
+    /// The same service for a server that serves HTTPS with the certificate `certificate_pem`.
+    pub fn with_https(mut self, certificate_pem: Arc<str>) -> Self {
+        self.secure_transport = true;
+        self.certificate_pem = Some(certificate_pem);
+        self
+    }
+
+    /// The same service accepting bearer tokens when `oauth` says so (`--oauth basic`). Over
+    /// plain HTTP every bearer token is still refused, per request, as Azure refuses them.
+    pub fn with_oauth(mut self, oauth: Option<OAuthLevel>) -> Self {
+        match oauth {
+            Some(OAuthLevel::Basic) => self.authenticator.get_mut().enable_bearer(),
+            None => {}
+        }
+        self
+    }
+
+    /// The same service with `/_azq/faults` answering when `faults_api` (`--faults-api`).
+    pub fn with_faults_api(mut self, faults_api: bool) -> Self {
+        self.faults_api = faults_api;
+        self
+    }
+
+    /// Whether `name` is one of the accounts this service serves.
+    pub(super) fn is_account(&self, name: &str) -> bool {
+        self.accounts.get(name).is_some()
+    }
+}

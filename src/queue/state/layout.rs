@@ -1,0 +1,269 @@
+//! What a `ShardState` holds, and the helpers every part of it uses: the queue records, the
+//! message slab and timer wheel, the name indices, the memory charge, the journal, and how a
+//! message ID is made from the shard's prefix and a sequence. The operations live beside it
+//! (`queues`, `messages`, `persistence`); `state.rs` applies commands with them.
+
+use std::collections::{BTreeMap, HashMap};
+
+use bytes::{Bytes, BytesMut};
+
+use crate::error::StorageError;
+use crate::limits;
+use crate::queue::command::Metadata;
+use crate::queue::key::{MessageId, QueueKey};
+use crate::queue::record::{encode, Record};
+use crate::queue::replicas::Replicas;
+use crate::queue::slab::{MessageList, MessageSlab, OrderKey, QUEUE_INDEX_MAX};
+use crate::queue::wheel::TimerWheel;
+use crate::random::mix64;
+
+/// Bits of a message ID's low half that hold the scrambled sequence; the top two are the UUID
+/// variant (`10`).
+pub(super) const SEQUENCE_BITS: u32 = 62;
+pub(super) const SEQUENCE_MASK: u64 = (1 << SEQUENCE_BITS) - 1;
+pub(super) const UUID_VARIANT: u64 = 0b10 << SEQUENCE_BITS;
+/// The UUID version nibble (4: random) in a message ID's high half.
+pub(super) const UUID_VERSION_MASK: u64 = 0xf << 12;
+pub(super) const UUID_VERSION_4: u64 = 0x4 << 12;
+/// The low byte of a message ID's high half is the shard index, so shards never share IDs.
+pub(super) const SHARD_INDEX_MASK: u64 = 0xff;
+const _: () = assert!(limits::SHARDS_MAX as u64 <= SHARD_INDEX_MASK + 1);
+
+/// One queue: its metadata and where its messages are.
+#[derive(Debug)]
+pub(super) struct Queue {
+    pub(super) metadata: Metadata,
+    /// Messages stored, including expired ones whose timer has not run yet: the approximate count.
+    pub(super) messages_count: u64,
+    /// Visible messages whose order keys ascend along the list.
+    pub(super) in_order: MessageList,
+    /// Visible messages whose key was below `in_order`'s tail when they became visible.
+    pub(super) out_of_order: BTreeMap<OrderKey, u32>,
+    /// Leased and delayed messages, so that Delete Queue and Clear Messages can reach them.
+    pub(super) invisible: MessageList,
+    /// The record is a graveyard (its queue was cleared or deleted): no name leads to it, and its
+    /// messages are being freed; a snapshot leaves them out.
+    pub(super) retired: bool,
+}
+
+/// What one stored message counts against `--max-memory`: its text plus the fixed cost of its
+/// slot, timer node and text allocation (`MESSAGE_OVERHEAD_BYTES`).
+pub(super) fn message_charge(text: &Bytes) -> u64 {
+    (text.len() + limits::MESSAGE_OVERHEAD_BYTES) as u64
+}
+
+/// Whether a `MessageView` shares the message's text or leaves it empty.
+#[derive(Clone, Copy)]
+pub(super) enum Text {
+    Shared,
+    Omitted,
+}
+
+/// What `ShardState::census` counts.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Census {
+    /// Live queues.
+    pub queues: u64,
+    /// Messages in them (their approximate counts).
+    pub messages: u64,
+    /// Bytes charged for stored messages, those of cleared queues still being freed included.
+    pub message_bytes: u64,
+    /// The deepest queues with their message counts, deepest first.
+    pub deepest: Vec<(QueueKey, u64)>,
+}
+
+/// One shard's queues and messages.
+#[derive(Debug)]
+pub struct ShardState {
+    /// High half of every message ID this shard issues: seeded random bits, the UUID version
+    /// and the shard index.
+    pub(super) id_prefix: u64,
+    /// Sequence of the next message put: the low half of its ID (scrambled) and its order
+    /// tie-break.
+    pub(super) sequence_next: u64,
+    pub(super) queues: Vec<Option<Queue>>,
+    /// Free indices of `queues`.
+    pub(super) queues_free: Vec<u32>,
+    /// Indices of `queues` that no name leads to any more, whose messages `advance` frees a
+    /// budget at a time: Clear Messages and Delete Queue hand a queue's messages over to them.
+    pub(super) graveyards: Vec<u32>,
+    /// Queue lookup for every command but List Queues.
+    pub(super) queue_indices: HashMap<QueueKey, u32, ahash::RandomState>,
+    /// The same queues in (account, name) order, for List Queues.
+    pub(super) queue_names: BTreeMap<QueueKey, u32>,
+    /// Most queues this shard holds (`QUEUES_PER_SHARD_MAX` outside tests).
+    pub(super) queues_max: usize,
+    /// Most queue records, live queues and graveyards together: a message names its record
+    /// in `QUEUE_INDEX_MAX + 1` values (fewer in tests). Only a billion messages waiting in
+    /// graveyards could reach it; then Create Queue and Clear Messages answer 503 `ServerBusy`.
+    pub(super) queue_records_max: usize,
+    /// Bytes charged for the messages stored now: text plus `MESSAGE_OVERHEAD_BYTES` each.
+    pub(super) message_bytes: u64,
+    /// Most bytes `message_bytes` may reach: this shard's part of `--max-memory`. A Put or Update
+    /// that would pass it answers 503 `ServerBusy` and changes nothing.
+    pub(super) message_bytes_max: u64,
+    pub(super) messages: MessageSlab,
+    pub(super) timers: TimerWheel,
+    /// This shard's copy of the settings every shard keeps (service properties, queue ACLs).
+    pub(super) replicas: Replicas,
+    /// Version of the last replicated change this shard wrote; the next one gets one more.
+    pub(super) replica_version_last: u64,
+    /// The records of changes the runtime has not taken yet, when the shard is durable
+    /// (`storage::record`); `None` in memory-only mode, which then pays nothing for it.
+    pub(super) journal: Option<Journal>,
+    /// IDs of messages restored from another shard's log (a restart with another shard count),
+    /// by slot: their IDs are not this shard's prefix and sequence. Empty but after such a
+    /// restart, so the common case pays one `is_empty` check.
+    pub(super) foreign_ids: HashMap<u32, MessageId>,
+    /// The same messages by ID, for the pop receipts handed out before the restart, which name
+    /// the slot they had on the old shard.
+    pub(super) foreign_slots: HashMap<MessageId, u32>,
+}
+
+/// The records of changes not yet taken by the runtime.
+#[derive(Debug)]
+pub struct Journal {
+    pub(super) records: BytesMut,
+    /// The sequence number the next record gets.
+    pub(super) next_sequence: u64,
+}
+
+impl Journal {
+    /// Appends `record` with the next sequence number.
+    pub(super) fn append<T: AsRef<[u8]>>(&mut self, record: &Record<T>) {
+        encode(record, self.next_sequence, &mut self.records);
+        self.next_sequence += 1;
+    }
+}
+
+impl ShardState {
+    /// The state of shard `shard_index`. `id_seed` makes message IDs differ between runs (the
+    /// runtime passes a random value; tests a fixed one) and seeds the queue hash map.
+    pub fn new(shard_index: usize, id_seed: u64) -> ShardState {
+        assert!(shard_index < limits::SHARDS_MAX);
+        let id_prefix = (mix64(id_seed) & !(UUID_VERSION_MASK | SHARD_INDEX_MASK))
+            | UUID_VERSION_4
+            | shard_index as u64;
+        let hash_seed = mix64(id_seed ^ 0x5eed);
+        ShardState {
+            id_prefix,
+            sequence_next: 0,
+            queues: Vec::new(),
+            queues_free: Vec::new(),
+            graveyards: Vec::new(),
+            queue_indices: HashMap::with_hasher(ahash::RandomState::with_seeds(
+                hash_seed,
+                mix64(hash_seed),
+                mix64(hash_seed ^ 1),
+                mix64(hash_seed ^ 2),
+            )),
+            queue_names: BTreeMap::new(),
+            queues_max: limits::QUEUES_PER_SHARD_MAX,
+            queue_records_max: QUEUE_INDEX_MAX + 1,
+            message_bytes: 0,
+            message_bytes_max: u64::MAX,
+            messages: MessageSlab::new(),
+            timers: TimerWheel::new(),
+            replicas: Replicas::default(),
+            replica_version_last: 0,
+            journal: None,
+            foreign_ids: HashMap::new(),
+            foreign_slots: HashMap::new(),
+        }
+    }
+
+    /// Limits the bytes of stored messages (text plus `MESSAGE_OVERHEAD_BYTES` each) to
+    /// `message_bytes_max`; without a call there is no limit.
+    pub fn set_message_bytes_max(&mut self, message_bytes_max: u64) {
+        self.message_bytes_max = message_bytes_max;
+    }
+
+    /// Bytes charged for the messages stored now (text plus `MESSAGE_OVERHEAD_BYTES` each).
+    pub fn message_bytes(&self) -> u64 {
+        self.message_bytes
+    }
+
+    /// The shard's live queues, their messages, the bytes charged for messages, and the
+    /// `deepest_max` deepest queues (deepest first, then by key). O(queues): for a metrics
+    /// scrape, not for requests.
+    pub fn census(&self, deepest_max: usize) -> Census {
+        let mut census = Census {
+            queues: self.queue_indices.len() as u64,
+            message_bytes: self.message_bytes,
+            ..Census::default()
+        };
+        let mut deepest: Vec<(u64, &QueueKey)> = Vec::with_capacity(deepest_max + 1);
+        for (key, &index) in &self.queue_indices {
+            let Some(queue) = &self.queues[index as usize] else {
+                continue;
+            };
+            census.messages += queue.messages_count;
+            if deepest_max > 0 && queue.messages_count > 0 {
+                let entry = (queue.messages_count, key);
+                let at = deepest.partition_point(|&(depth, other)| {
+                    depth > entry.0 || (depth == entry.0 && other < key)
+                });
+                if at < deepest_max {
+                    deepest.insert(at, entry);
+                    deepest.truncate(deepest_max);
+                }
+            }
+        }
+        census.deepest = deepest
+            .into_iter()
+            .map(|(depth, key)| (key.clone(), depth))
+            .collect();
+        census
+    }
+
+    /// This shard's copy of the replicated settings, for authorization and CORS.
+    pub fn replicas(&self) -> &Replicas {
+        &self.replicas
+    }
+
+    pub(super) fn queue_index(&self, key: &QueueKey) -> Result<u32, StorageError> {
+        self.queue_indices
+            .get(key)
+            .copied()
+            .ok_or(StorageError::QueueNotFound)
+    }
+
+    pub(super) fn queue(&self, index: u32) -> &Queue {
+        match &self.queues[index as usize] {
+            Some(queue) => queue,
+            None => panic!("queue index {index} is free"),
+        }
+    }
+}
+
+/// The queue at `index`, borrowed from the `queues` field alone so that the slab and the wheel
+/// stay available beside it.
+pub(super) fn queue_at(queues: &mut [Option<Queue>], index: u32) -> &mut Queue {
+    match &mut queues[index as usize] {
+        Some(queue) => queue,
+        None => panic!("queue index {index} is free"),
+    }
+}
+
+/// Whether metadata is in `Metadata`'s canonical order: sorted by lowercased name, no duplicates.
+pub(super) fn metadata_is_canonical(metadata: &Metadata) -> bool {
+    metadata
+        .windows(2)
+        .all(|pair| pair[0].0.to_ascii_lowercase() < pair[1].0.to_ascii_lowercase())
+}
+
+/// The ID a shard with `id_prefix` gives the message it put with `sequence`.
+pub fn message_id(id_prefix: u64, sequence: u64) -> MessageId {
+    MessageId((u128::from(id_prefix) << 64) | u128::from(scramble_sequence(sequence)))
+}
+
+/// The low half of a message ID: a bijection on 62 bits (odd multipliers and xor-shifts, each
+/// invertible) of the sequence, plus the UUID variant bits.
+pub(super) fn scramble_sequence(sequence: u64) -> u64 {
+    assert!(sequence <= SEQUENCE_MASK);
+    let mut value = sequence.wrapping_mul(0x9e37_79b9_7f4a_7c15) & SEQUENCE_MASK;
+    value ^= value >> 29;
+    value = value.wrapping_mul(0xbf58_476d_1ce4_e5b9) & SEQUENCE_MASK;
+    value ^= value >> 32;
+    value | UUID_VARIANT
+}

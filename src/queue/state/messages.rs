@@ -1,0 +1,407 @@
+//! The message operations of a `ShardState` (Put, Get, Peek, Update, and the pop receipts Update
+//! and Delete name), and where a message is: visible in order, visible out of order, or
+//! invisible, moved between them by its timer, and freed.
+
+use std::ops::Bound;
+
+use bytes::Bytes;
+
+use crate::error::StorageError;
+use crate::limits;
+use crate::queue::command::{MessageView, Reply, EXPIRATION_NEVER_MS};
+use crate::queue::key::{MessageId, PopReceipt, QueueKey};
+use crate::queue::record::Record;
+use crate::queue::slab::{Message, OrderKey, Place, NONE, TTL_S_NEVER};
+
+use super::layout::{message_charge, message_id, queue_at, ShardState, Text, SEQUENCE_MASK};
+
+impl ShardState {
+    pub(super) fn put_message(
+        &mut self,
+        key: &QueueKey,
+        text: Bytes,
+        visibility_timeout_s: u64,
+        ttl_s: Option<u64>,
+        now_ms: u64,
+    ) -> Result<Reply, StorageError> {
+        let index = self.queue_index(key)?;
+        assert!(text.len() <= limits::MESSAGE_TEXT_BYTES_MAX);
+        assert!(visibility_timeout_s <= limits::VISIBILITY_TIMEOUT_S_MAX);
+        assert!(ttl_s.is_none_or(|ttl_s| ttl_s > visibility_timeout_s));
+        let charge = message_charge(&text);
+        if self.message_bytes + charge > self.message_bytes_max {
+            return Err(StorageError::ServerBusy);
+        }
+        let message = Message::new(
+            index,
+            text,
+            self.sequence_next,
+            now_ms,
+            visibility_timeout_s as u32,
+            stored_ttl_s(ttl_s, now_ms),
+        );
+        let (slot, generation) = self
+            .messages
+            .insert(message)
+            .ok_or(StorageError::ServerBusy)?;
+        self.message_bytes += charge;
+        self.sequence_next += 1;
+        assert!(self.sequence_next <= SEQUENCE_MASK);
+        queue_at(&mut self.queues, index).messages_count += 1;
+        let time_next_visible_ms = now_ms + visibility_timeout_s * 1000;
+        if visibility_timeout_s == 0 {
+            self.make_visible(slot);
+        } else {
+            self.make_invisible(slot, time_next_visible_ms);
+        }
+        if self.journal.is_some() {
+            self.log_message_state(slot, time_next_visible_ms);
+        }
+        let receipt = PopReceipt {
+            slot,
+            generation,
+            lease: 0,
+        };
+        // Put's response lists no text, and sharing the text would make `Bytes` allocate a
+        // reference count for every message, read or not.
+        Ok(Reply::Messages(vec![self.view(
+            slot,
+            Some(receipt),
+            time_next_visible_ms,
+            Text::Omitted,
+        )]))
+    }
+
+    pub(super) fn get_messages(
+        &mut self,
+        key: &QueueKey,
+        count: u32,
+        visibility_timeout_s: u64,
+        now_ms: u64,
+    ) -> Result<Reply, StorageError> {
+        let index = self.queue_index(key)?;
+        assert!((1..=limits::MESSAGES_PER_GET_MAX).contains(&count));
+        assert!((1..=limits::VISIBILITY_TIMEOUT_S_MAX).contains(&visibility_timeout_s));
+        let time_next_visible_ms = now_ms + visibility_timeout_s * 1000;
+        let mut views = Vec::with_capacity(count as usize);
+        while views.len() < count as usize {
+            let Some(slot) = self.first_visible(index) else {
+                break;
+            };
+            if self.messages.get(slot).expiration_ms() <= now_ms {
+                self.free_message(slot);
+                continue;
+            }
+            self.detach(slot);
+            let generation = self.messages.generation(slot);
+            let message = self.messages.get_mut(slot);
+            message.dequeue_count = message.dequeue_count.saturating_add(1);
+            message.lease = message.lease.wrapping_add(1);
+            let receipt = PopReceipt {
+                slot,
+                generation,
+                lease: message.lease,
+            };
+            self.make_invisible(slot, time_next_visible_ms);
+            let dequeue_count = self.messages.get(slot).dequeue_count;
+            self.log(&Record::<&[u8]>::MessageLeased {
+                slot,
+                generation,
+                dequeue_count,
+                lease: receipt.lease,
+                visible_ms: time_next_visible_ms,
+            });
+            views.push(self.view(slot, Some(receipt), time_next_visible_ms, Text::Shared));
+        }
+        Ok(Reply::Messages(views))
+    }
+
+    /// The first `count` visible messages, without receipts; their `time_next_visible_ms` is
+    /// `now_ms` (they are visible now; Azure's Peek response does not carry the field).
+    pub(super) fn peek_messages(
+        &mut self,
+        key: &QueueKey,
+        count: u32,
+        now_ms: u64,
+    ) -> Result<Reply, StorageError> {
+        let index = self.queue_index(key)?;
+        assert!((1..=limits::MESSAGES_PER_GET_MAX).contains(&count));
+        let mut views = Vec::with_capacity(count as usize);
+        // Merge the in-order list and the out-of-order map, each from its own cursor.
+        let mut in_order_next = self.queue(index).in_order.head;
+        let mut out_of_order_after: Bound<OrderKey> = Bound::Unbounded;
+        while views.len() < count as usize {
+            let from_in_order = (in_order_next != NONE)
+                .then(|| (self.messages.get(in_order_next).order_key(), in_order_next));
+            let from_out_of_order = self
+                .queue(index)
+                .out_of_order
+                .range((out_of_order_after, Bound::Unbounded))
+                .next()
+                .map(|(&key, &slot)| (key, slot));
+            let next = match (from_in_order, from_out_of_order) {
+                (Some(in_order), Some(out_of_order)) if out_of_order.0 < in_order.0 => {
+                    Some((false, out_of_order))
+                }
+                (Some(in_order), _) => Some((true, in_order)),
+                (None, Some(out_of_order)) => Some((false, out_of_order)),
+                (None, None) => None,
+            };
+            let Some((is_in_order, (key, slot))) = next else {
+                break;
+            };
+            if is_in_order {
+                in_order_next = self.messages.get(slot).next;
+            } else {
+                out_of_order_after = Bound::Excluded(key);
+            }
+            // Both cursors have moved past `slot`, so freeing it leaves them valid.
+            if self.messages.get(slot).expiration_ms() <= now_ms {
+                self.free_message(slot);
+                continue;
+            }
+            views.push(self.view(slot, None, now_ms, Text::Shared));
+        }
+        Ok(Reply::Messages(views))
+    }
+
+    pub(super) fn update_message(
+        &mut self,
+        key: &QueueKey,
+        message_id: MessageId,
+        pop_receipt: PopReceipt,
+        visibility_timeout_s: u64,
+        text: Option<Bytes>,
+        now_ms: u64,
+    ) -> Result<Reply, StorageError> {
+        let index = self.queue_index(key)?;
+        assert!(visibility_timeout_s <= limits::VISIBILITY_TIMEOUT_S_MAX);
+        assert!(text
+            .as_ref()
+            .is_none_or(|text| text.len() <= limits::MESSAGE_TEXT_BYTES_MAX));
+        let slot = self.resolve_receipt(index, message_id, pop_receipt, now_ms)?;
+        if let Some(text) = &text {
+            let charge_now = message_charge(&self.messages.get(slot).text);
+            let charge_after = self.message_bytes - charge_now + message_charge(text);
+            if charge_after > self.message_bytes_max {
+                return Err(StorageError::ServerBusy);
+            }
+            self.message_bytes = charge_after;
+        }
+        let message = self.messages.get_mut(slot);
+        let was_invisible = message.place() == Place::Invisible;
+        message.lease = message.lease.wrapping_add(1);
+        let lease = message.lease;
+        let text_changed = text.is_some();
+        if let Some(text) = text {
+            message.text = text;
+        }
+        let time_next_visible_ms = now_ms + visibility_timeout_s * 1000;
+        if visibility_timeout_s > 0 {
+            self.detach(slot);
+            self.make_invisible(slot, time_next_visible_ms);
+        } else if was_invisible {
+            // Visible now, at its original position.
+            self.detach(slot);
+            self.make_visible(slot);
+        }
+        let generation = self.messages.generation(slot);
+        if let Some(journal) = &mut self.journal {
+            let message = self.messages.get(slot);
+            journal.append(&Record::MessageUpdated {
+                slot,
+                generation,
+                lease,
+                visible_ms: time_next_visible_ms,
+                text: text_changed.then_some(&message.text[..]),
+            });
+        }
+        Ok(Reply::Updated {
+            pop_receipt: PopReceipt {
+                slot,
+                generation,
+                lease,
+            },
+            time_next_visible_ms,
+        })
+    }
+
+    /// The slot of the message `receipt` names, checked against the queue, the message ID, its
+    /// expiry and its current lease. An expired message it meets is freed.
+    pub(super) fn resolve_receipt(
+        &mut self,
+        queue_index: u32,
+        message_id: MessageId,
+        receipt: PopReceipt,
+        now_ms: u64,
+    ) -> Result<u32, StorageError> {
+        let named = self
+            .messages
+            .lookup(receipt.slot, receipt.generation)
+            .filter(|message| message.queue() == queue_index)
+            .filter(|_| self.message_id_of(receipt.slot) == message_id);
+        let slot = match named {
+            Some(_) => receipt.slot,
+            // A receipt handed out before a restart that moved the message to another shard
+            // names the slot it had there; its ID finds it.
+            None => match self.foreign_slots.get(&message_id) {
+                Some(&slot) if self.messages.get(slot).queue() == queue_index => slot,
+                _ => return Err(StorageError::MessageNotFound),
+            },
+        };
+        let message = self.messages.get(slot);
+        if message.expiration_ms() <= now_ms {
+            self.free_message(slot);
+            return Err(StorageError::MessageNotFound);
+        }
+        if message.lease != receipt.lease {
+            return Err(StorageError::PopReceiptMismatch);
+        }
+        Ok(slot)
+    }
+
+    /// Handles a fired timer: the message expired, or its invisibility ended.
+    pub(super) fn on_timer(&mut self, slot: u32, now_ms: u64) {
+        let message = self.messages.get(slot);
+        if message.expiration_ms() <= now_ms {
+            self.free_message(slot);
+            return;
+        }
+        assert_eq!(
+            message.place(),
+            Place::Invisible,
+            "a visible message's only timer is its expiry"
+        );
+        self.detach(slot);
+        self.make_visible(slot);
+    }
+
+    /// The visible message that comes first, if any.
+    pub(super) fn first_visible(&self, queue_index: u32) -> Option<u32> {
+        let queue = self.queue(queue_index);
+        let in_order = queue.in_order.head;
+        match queue.out_of_order.first_key_value() {
+            Some((&key, &slot))
+                if in_order == NONE || key < self.messages.get(in_order).order_key() =>
+            {
+                Some(slot)
+            }
+            _ => (in_order != NONE).then_some(in_order),
+        }
+    }
+
+    /// Puts a message that is in no list into its queue's visible order, and schedules its
+    /// expiry.
+    pub(super) fn make_visible(&mut self, slot: u32) {
+        let message = self.messages.get(slot);
+        let key = message.order_key();
+        let expiration_ms = message.expiration_ms();
+        let queue = queue_at(&mut self.queues, message.queue());
+        let tail = queue.in_order.tail;
+        if tail == NONE || self.messages.get(tail).order_key() < key {
+            queue
+                .in_order
+                .push_back(&mut self.messages, slot, Place::VisibleInOrder);
+        } else {
+            assert!(queue.out_of_order.insert(key, slot).is_none());
+            self.messages
+                .get_mut(slot)
+                .set_place(Place::VisibleOutOfOrder);
+        }
+        if expiration_ms != EXPIRATION_NEVER_MS {
+            self.timers.schedule(slot, expiration_ms);
+        }
+    }
+
+    /// Puts a message that is in no list into its queue's invisible list until
+    /// `time_next_visible_ms`, or until it expires if that comes first.
+    pub(super) fn make_invisible(&mut self, slot: u32, time_next_visible_ms: u64) {
+        let message = self.messages.get(slot);
+        let deadline_ms = time_next_visible_ms.min(message.expiration_ms());
+        queue_at(&mut self.queues, message.queue())
+            .invisible
+            .push_back(&mut self.messages, slot, Place::Invisible);
+        self.timers.schedule(slot, deadline_ms);
+    }
+
+    /// Takes a message out of whatever list holds it and cancels its timer; its `Place` is stale
+    /// until it is put somewhere again.
+    pub(super) fn detach(&mut self, slot: u32) {
+        let message = self.messages.get(slot);
+        let key = message.order_key();
+        let place = message.place();
+        let queue = queue_at(&mut self.queues, message.queue());
+        match place {
+            Place::VisibleInOrder => queue.in_order.unlink(&mut self.messages, slot),
+            Place::VisibleOutOfOrder => assert_eq!(queue.out_of_order.remove(&key), Some(slot)),
+            Place::Invisible => queue.invisible.unlink(&mut self.messages, slot),
+            Place::Free => unreachable!("the slab never hands out free slots"),
+        }
+        if self.timers.is_scheduled(slot) {
+            self.timers.cancel(slot);
+        }
+    }
+
+    /// Deletes one message: out of its list, off the wheel, out of the slab.
+    pub(super) fn free_message(&mut self, slot: u32) {
+        if !self.foreign_ids.is_empty() {
+            if let Some(id) = self.foreign_ids.remove(&slot) {
+                self.foreign_slots.remove(&id);
+            }
+        }
+        self.detach(slot);
+        let queue_index = self.messages.get(slot).queue();
+        queue_at(&mut self.queues, queue_index).messages_count -= 1;
+        let message = self.messages.remove(slot);
+        self.message_bytes -= message_charge(&message.text);
+    }
+
+    pub(super) fn view(
+        &self,
+        slot: u32,
+        pop_receipt: Option<PopReceipt>,
+        time_next_visible_ms: u64,
+        text: Text,
+    ) -> MessageView {
+        let message = self.messages.get(slot);
+        let text = match text {
+            Text::Shared => message.text.clone(),
+            Text::Omitted => Bytes::new(),
+        };
+        MessageView {
+            message_id: self.message_id_of(slot),
+            insertion_ms: message.insertion_ms,
+            expiration_ms: message.expiration_ms(),
+            pop_receipt,
+            time_next_visible_ms,
+            dequeue_count: message.dequeue_count,
+            text,
+        }
+    }
+
+    /// The UUID of the message in `slot`: the shard's prefix, then its sequence through a
+    /// bijection of 62 bits (so IDs stay unique but do not look like a counter), then the
+    /// variant; or the ID it had on another shard before a restart re-homed it.
+    pub(super) fn message_id_of(&self, slot: u32) -> MessageId {
+        if !self.foreign_ids.is_empty() {
+            if let Some(&id) = self.foreign_ids.get(&slot) {
+                return id;
+            }
+        }
+        message_id(self.id_prefix, self.messages.get(slot).sequence)
+    }
+}
+
+/// The stored form of a put's TTL. A TTL that reaches past `EXPIRATION_NEVER_MS` (year 9999) or
+/// does not fit the slot's `u32` (136 years) is stored as "never".
+pub(super) fn stored_ttl_s(ttl_s: Option<u64>, now_ms: u64) -> u32 {
+    match ttl_s {
+        Some(ttl_s)
+            if ttl_s < u64::from(TTL_S_NEVER)
+                && now_ms.saturating_add(ttl_s * 1000) < EXPIRATION_NEVER_MS =>
+        {
+            ttl_s as u32
+        }
+        _ => TTL_S_NEVER,
+    }
+}

@@ -1,0 +1,68 @@
+//! What the runtime asks of the operating system outside any event loop: pinning a thread to a
+//! CPU, the CPUs this process may use, and the open-files limit. Both backends pin their
+//! threads here, and azq-loadgen its client cores.
+
+/// Pins the calling thread to `cpu`; where the system cannot pin (or refuses), the thread runs
+/// wherever the scheduler puts it.
+pub fn pin_current_thread(cpu: usize) {
+    #[cfg(target_os = "linux")]
+    // SAFETY: cpu_set_t is plain data; CPU_SET writes one bit of it, sched_setaffinity reads it.
+    unsafe {
+        if cpu < libc::CPU_SETSIZE as usize {
+            let mut set: libc::cpu_set_t = std::mem::zeroed();
+            libc::CPU_SET(cpu, &mut set);
+            libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = cpu;
+}
+
+/// The CPUs this process may run on, in order (its affinity mask); `[0]` if it cannot be read.
+/// Shards (and azq-loadgen's client cores) are pinned to the first of them by default.
+#[cfg(target_os = "linux")]
+pub fn allowed_cpus() -> Vec<usize> {
+    // SAFETY: cpu_set_t is plain data; sched_getaffinity fills it for the calling thread.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) != 0 {
+            return vec![0];
+        }
+        let allowed: Vec<usize> = (0..libc::CPU_SETSIZE as usize)
+            .filter(|&cpu| libc::CPU_ISSET(cpu, &set))
+            .collect();
+        if allowed.is_empty() {
+            vec![0]
+        } else {
+            allowed
+        }
+    }
+}
+
+/// The CPUs to spread shards over where the affinity mask cannot be read: one per hardware
+/// thread the standard library reports.
+#[cfg(not(target_os = "linux"))]
+pub fn allowed_cpus() -> Vec<usize> {
+    let count = std::thread::available_parallelism().map_or(1, |count| count.get());
+    (0..count).collect()
+}
+
+/// Raises this process's soft limit on open files to its hard limit and returns the new soft
+/// limit; `None` if the limits cannot be read or set. A server holds a descriptor per
+/// connection, and so does a client with many connections (tests, azq-loadgen).
+pub fn raise_open_files_limit() -> Option<u64> {
+    // SAFETY: getrlimit/setrlimit read and write a plain rlimit struct owned by this frame.
+    unsafe {
+        let mut limit: libc::rlimit = std::mem::zeroed();
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) != 0 {
+            return None;
+        }
+        if limit.rlim_cur < limit.rlim_max {
+            limit.rlim_cur = limit.rlim_max;
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &limit) != 0 {
+                return None;
+            }
+        }
+        Some(limit.rlim_cur)
+    }
+}

@@ -1,0 +1,486 @@
+//! The settings of one server run: `Config`, and the Azurite-compatible command line that
+//! builds it (`parse_arguments`, `USAGE`). What the limits are is `limits`; this is what a run is
+//! told: where to listen, on which CPUs and backend, where the data lives, HTTPS, the
+//! governor's flags.
+
+use std::net::IpAddr;
+
+use crate::auth::{OAuthLevel, DEVELOPMENT_ACCOUNT_KEY, DEVELOPMENT_ACCOUNT_NAME};
+use crate::governor::GovernorConfig;
+use crate::limits::{CONNECTIONS_PER_SHARD_MAX_DEFAULT, MESSAGE_BYTES_MAX_FALLBACK, SHARDS_MAX};
+use crate::runtime::os::allowed_cpus;
+use crate::runtime::select::RuntimeChoice;
+use crate::storage::log::Durability;
+use crate::tls::CertificateSource;
+
+/// The command line's help text (`azq --help`).
+pub const USAGE: &str = "\
+azq: a thread-per-core Azure Queue Storage emulator (drop-in for azurite-queue)
+
+Usage: azq [options]
+
+  --queueHost HOST           address to listen on (default 127.0.0.1)
+  --queuePort PORT           port to listen on (default 10001; 0 picks a free port)
+  --shards N                 shards, one pinned core each (default: available CPUs)
+  --cpus LIST                CPUs to pin shards to, e.g. 0,1 (default: the first N allowed)
+  --max-connections N        open connections per shard before new ones get 503
+  --max-memory SIZE          bytes of stored messages (e.g. 512M, 4G; default: half the RAM)
+                             before Put answers 503 ServerBusy
+  --extentMemoryLimit MB     Azurite's name for the same limit, in megabytes (-1: default)
+  --runtime auto|io_uring|portable
+                             the event loop: io_uring (glommio) where the kernel allows it,
+                             else the portable one (tokio/epoll); default auto
+  -s, --silent               no start-up banner beyond the ready line
+  -d, --debug FILE           write a request log to FILE
+  --disableProductStyleUrl   only path-style URLs (account in the path)
+  -l, --location DIR         keep the queues in DIR/__azq__ (default: the current directory)
+  --inMemoryPersistence      keep nothing on disk: a restart starts empty
+  --durability fsync|write   acknowledge a change once synced to the device (fsync, the
+                             default) or once written to the OS, synced every 200 ms (write:
+                             survives a crash of azq, not a power cut)
+  --truncateCorruptLog       start even when a log is damaged mid-way, dropping what follows
+                             the damage (default: refuse to start, naming the file)
+  --cert FILE --key FILE     serve HTTPS with a PEM certificate (chain) and its private key
+  --cert FILE --pwd PASS     serve HTTPS with a PKCS#12 (.pfx) archive and its password
+  --cert auto                serve HTTPS with a self-signed certificate for localhost,
+                             127.0.0.1 and ::1, kept as DIR/__azq__/cert.pem (made anew
+                             each start with --inMemoryPersistence); also served at
+                             https://HOST:PORT/_azq/cert.pem
+  --oauth basic              accept OAuth bearer tokens (JWT audience, issuer and lifetime
+                             are checked, the signature is not) over HTTPS (--cert); without
+                             --cert every bearer token is refused
+  --profile azure            Azure's scalability targets: 2,000 message operations/s per
+                             queue, 20,000 requests/s per account (503 ServerBusy beyond)
+  --queue-rate-limit N       message operations per second per queue (with or without the
+                             profile)
+  --account-rate-limit N     requests per second per account
+  --rate-burst TIME          what either limit lets through at once, as time at its rate
+                             (default 1s; 1ms to 60s, e.g. 100ms for a stricter limit)
+  --latency SPEC             service time added to every answer: 20ms, 5ms-50ms (uniform) or
+                             p50=20ms,p99=200ms (log-normal)
+  --faults-api               answer POST/GET/DELETE /_azq/faults (fault injection rules)
+  --faults FILE              fault rules in force from the start (a JSON array)
+  --seed N                   make every random choice (faults, latency) repeatable
+  -L, --loose, --skipApiVersionCheck, --disableTelemetry
+                             accepted for compatibility (azq is always lenient about versions)
+  -h, --help, help           this text
+  -v, -V, --version, version the version
+
+Usage: azq healthcheck [--queueHost HOST] [--queuePort PORT]
+
+  Exits 0 when the server on HOST:PORT (default 127.0.0.1:10001) answers GET /_azq/health
+  with 200 (every shard serves), 1 otherwise. HTTP or HTTPS (any certificate), as it serves.
+
+Environment: AZURITE_ACCOUNTS=\"acct1:key1[:key2];acct2:key\" replaces the development account.
+";
+
+/// Where the server keeps its queues.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Persistence {
+    /// Nothing is written; a restart starts empty (`--inMemoryPersistence`).
+    Memory,
+    /// A log and snapshots under `location` (`--location`, default the working directory).
+    Disk {
+        /// The workspace directory; the data lives in its `__azq__` directory.
+        location: std::path::PathBuf,
+        /// When a change counts as written (`--durability`).
+        durability: Durability,
+        /// Start past a damaged log, losing what follows the damage (`--truncateCorruptLog`).
+        truncate_corrupt: bool,
+    },
+}
+
+/// Settings of one server run, from the command line and the environment.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// Address every shard's listener binds (`--queueHost`).
+    pub host: IpAddr,
+    /// Port every shard's listener binds (`--queuePort`); 0 picks a free port.
+    pub port: u16,
+    /// CPU each shard's executor is pinned to; its length is the shard count.
+    pub cpus: Vec<usize>,
+    /// Open connections one shard accepts before it answers 503 (`--max-connections`).
+    pub connections_per_shard_max: usize,
+    /// Bytes of stored messages (text plus `MESSAGE_OVERHEAD_BYTES` each) across all shards,
+    /// split evenly between them (`--max-memory`); beyond it Put answers 503 `ServerBusy`.
+    pub message_bytes_max: u64,
+    /// Do not log requests (`--silent`).
+    pub silent: bool,
+    /// File that receives the debug log (`--debug FILE`).
+    pub debug_log_path: Option<std::path::PathBuf>,
+    /// Accounts and their keys: `(name, [base64 key, …])`.
+    pub accounts: Vec<(String, Vec<String>)>,
+    /// Only path-style URLs, never host-style (`--disableProductStyleUrl`).
+    pub product_style_url_disabled: bool,
+    /// The event loop under the shards (`--runtime`).
+    pub runtime: RuntimeChoice,
+    /// Where the queues are kept.
+    pub persistence: Persistence,
+    /// The certificate to serve HTTPS with (`--cert`, `--key`, `--pwd`); `None`: plain HTTP.
+    pub certificate: Option<CertificateSource>,
+    /// Bearer tokens accepted (`--oauth`); over HTTPS only (`certificate`), refused otherwise.
+    pub oauth: Option<OAuthLevel>,
+    /// Rate limits, added latency, fault injection (`governor`).
+    pub governor: GovernorConfig,
+}
+
+/// Half of the machine's physical memory: room for a great many messages while leaving the rest
+/// to the system, so a runaway producer gets 503s instead of the out-of-memory killer.
+fn default_message_bytes_max() -> u64 {
+    // SAFETY: sysconf only reads system configuration.
+    let (pages, page_bytes) = unsafe {
+        (
+            libc::sysconf(libc::_SC_PHYS_PAGES),
+            libc::sysconf(libc::_SC_PAGESIZE),
+        )
+    };
+    if pages <= 0 || page_bytes <= 0 {
+        return MESSAGE_BYTES_MAX_FALLBACK;
+    }
+    (pages as u64).saturating_mul(page_bytes as u64) / 2
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            host: IpAddr::from([127, 0, 0, 1]),
+            port: 10001,
+            cpus: vec![0],
+            connections_per_shard_max: CONNECTIONS_PER_SHARD_MAX_DEFAULT,
+            message_bytes_max: default_message_bytes_max(),
+            silent: false,
+            debug_log_path: None,
+            accounts: vec![(
+                DEVELOPMENT_ACCOUNT_NAME.to_string(),
+                vec![DEVELOPMENT_ACCOUNT_KEY.to_string()],
+            )],
+            product_style_url_disabled: false,
+            runtime: RuntimeChoice::Auto,
+            persistence: Persistence::Disk {
+                location: std::path::PathBuf::from("."),
+                durability: Durability::Fsync,
+                truncate_corrupt: false,
+            },
+            certificate: None,
+            oauth: None,
+            governor: Default::default(),
+        }
+    }
+}
+
+/// Parses the command line (without the program name); `None` when it asked for help or the
+/// version, which this prints.
+pub fn parse_arguments(arguments: impl Iterator<Item = String>) -> Result<Option<Config>, String> {
+    let mut config = Config::default();
+    let mut shards: Option<usize> = None;
+    let mut cpus: Option<Vec<usize>> = None;
+    let (mut location, mut in_memory) = (None, false);
+    let (mut durability, mut truncate_corrupt) = (Durability::Fsync, false);
+    let (mut certificate, mut key, mut password) = (None, None, None);
+    let mut arguments = arguments.peekable();
+    while let Some(argument) = arguments.next() {
+        let (flag, inline_value) = match argument.split_once('=') {
+            Some((flag, value)) if flag.starts_with("--") => {
+                (flag.to_string(), Some(value.to_string()))
+            }
+            _ => (argument.clone(), None),
+        };
+        let mut value = |name: &str| -> Result<String, String> {
+            inline_value
+                .clone()
+                .or_else(|| arguments.next())
+                .ok_or_else(|| format!("{name} needs a value"))
+        };
+        match flag.as_str() {
+            "--queueHost" => {
+                config.host = value(&flag)?
+                    .parse()
+                    .map_err(|_| "--queueHost must be an IP address".to_string())?
+            }
+            "--queuePort" => {
+                config.port = value(&flag)?
+                    .parse()
+                    .map_err(|_| "--queuePort must be a port number".to_string())?
+            }
+            "--shards" => {
+                let count: usize = value(&flag)?
+                    .parse()
+                    .map_err(|_| "--shards must be a number".to_string())?;
+                if !(1..=SHARDS_MAX).contains(&count) {
+                    return Err(format!("--shards must be between 1 and {SHARDS_MAX}"));
+                }
+                shards = Some(count);
+            }
+            "--cpus" => {
+                let list = value(&flag)?
+                    .split(',')
+                    .map(|cpu| cpu.trim().parse::<usize>())
+                    .collect::<Result<Vec<_>, _>>()
+                    .map_err(|_| {
+                        "--cpus must be a comma-separated list of CPU numbers".to_string()
+                    })?;
+                if list.is_empty() || list.len() > SHARDS_MAX {
+                    return Err(format!("--cpus must list 1 to {SHARDS_MAX} CPUs"));
+                }
+                cpus = Some(list);
+            }
+            "--max-connections" => {
+                config.connections_per_shard_max = value(&flag)?
+                    .parse()
+                    .ok()
+                    .filter(|&count: &usize| count > 0)
+                    .ok_or_else(|| "--max-connections must be a positive number".to_string())?
+            }
+            "--max-memory" => {
+                config.message_bytes_max = parse_size(&value(&flag)?)
+                    .filter(|&bytes| bytes > 0)
+                    .ok_or_else(|| "--max-memory must be a size such as 512M or 4G".to_string())?
+            }
+            // Azurite's limit on in-memory message storage, in megabytes; -1 keeps the default.
+            "--extentMemoryLimit" => {
+                let megabytes: i64 = value(&flag)?
+                    .trim()
+                    .parse()
+                    .ok()
+                    .filter(|&megabytes| megabytes > 0 || megabytes == -1)
+                    .ok_or_else(|| {
+                        "--extentMemoryLimit must be a number of megabytes (or -1)".to_string()
+                    })?;
+                if megabytes > 0 {
+                    config.message_bytes_max = (megabytes as u64).saturating_mul(1 << 20);
+                }
+            }
+            "--runtime" => {
+                config.runtime = RuntimeChoice::parse(&value(&flag)?)
+                    .ok_or_else(|| "--runtime must be auto, io_uring or portable".to_string())?
+            }
+            "-s" | "--silent" => config.silent = true,
+            "-d" | "--debug" => config.debug_log_path = Some(value(&flag)?.into()),
+            "--disableProductStyleUrl" => config.product_style_url_disabled = true,
+            "-l" | "--location" => location = Some(std::path::PathBuf::from(value(&flag)?)),
+            "--inMemoryPersistence" => in_memory = true,
+            "--durability" => {
+                durability = Durability::parse(&value(&flag)?)
+                    .ok_or_else(|| "--durability must be fsync or write".to_string())?
+            }
+            "--truncateCorruptLog" => truncate_corrupt = true,
+            flag if crate::governor::FLAGS.contains(&flag) => {
+                config.governor.parse_flag(flag, || value(flag))?
+            }
+            "-L" | "--loose" | "--skipApiVersionCheck" | "--disableTelemetry" => {}
+            "--cert" => certificate = Some(value(&flag)?),
+            "--key" => key = Some(value(&flag)?),
+            "--pwd" => password = Some(value(&flag)?),
+            "--oauth" => {
+                config.oauth = Some(
+                    OAuthLevel::parse(&value(&flag)?)
+                        .ok_or_else(|| "--oauth must be basic".to_string())?,
+                )
+            }
+            // `help` and `version` are azurite-queue's commands.
+            "-h" | "--help" | "help" => {
+                print!("{USAGE}");
+                return Ok(None);
+            }
+            "-V" | "-v" | "--version" | "version" => {
+                println!("azq {}", env!("CARGO_PKG_VERSION"));
+                return Ok(None);
+            }
+            other => return Err(format!("unknown option {other} (see --help)")),
+        }
+    }
+    config.certificate = CertificateSource::from_flags(certificate, key, password)?;
+    config.persistence = if in_memory {
+        // As with Azurite, --inMemoryPersistence wins over --location.
+        Persistence::Memory
+    } else {
+        Persistence::Disk {
+            location: location.unwrap_or_else(|| std::path::PathBuf::from(".")),
+            durability,
+            truncate_corrupt,
+        }
+    };
+    config.cpus = match (cpus, shards) {
+        (Some(cpus), Some(count)) if cpus.len() != count => {
+            return Err(format!(
+                "--cpus lists {} CPUs but --shards is {count}",
+                cpus.len()
+            ))
+        }
+        (Some(cpus), _) => cpus,
+        (None, count) => {
+            let allowed = allowed_cpus();
+            let count = count.unwrap_or(allowed.len());
+            if count > allowed.len() {
+                return Err(format!(
+                    "--shards {count} needs {count} CPUs but this process may use {}",
+                    allowed.len()
+                ));
+            }
+            allowed[..count].to_vec()
+        }
+    };
+    Ok(Some(config))
+}
+
+/// Parses a byte count with an optional binary suffix: `1048576`, `512K`, `64M`, `4G`.
+fn parse_size(text: &str) -> Option<u64> {
+    let text = text.trim();
+    let (digits, shift) = match text.char_indices().last()? {
+        (at, 'k' | 'K') => (&text[..at], 10),
+        (at, 'm' | 'M') => (&text[..at], 20),
+        (at, 'g' | 'G') => (&text[..at], 30),
+        (at, 't' | 'T') => (&text[..at], 40),
+        _ => (text, 0),
+    };
+    digits.parse::<u64>().ok()?.checked_mul(1 << shift)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{parse_arguments, parse_size, Config, Persistence};
+    use crate::runtime::select::RuntimeChoice;
+    use crate::storage::log::Durability;
+
+    fn parse(arguments: &[&str]) -> Result<Option<Config>, String> {
+        parse_arguments(arguments.iter().map(|argument| argument.to_string()))
+    }
+
+    #[test]
+    fn azurite_command_lines() {
+        // What azurite-queue is started with in Docker, testcontainers and CI scripts.
+        let config = parse(&[
+            "--queueHost",
+            "0.0.0.0",
+            "--queuePort=10001",
+            "--inMemoryPersistence",
+            "--extentMemoryLimit",
+            "256",
+            "--loose",
+            "--skipApiVersionCheck",
+            "--disableProductStyleUrl",
+            "--disableTelemetry",
+            "-s",
+        ])
+        .unwrap()
+        .expect("a configuration");
+        assert_eq!(config.host.to_string(), "0.0.0.0");
+        assert_eq!(config.port, 10001);
+        assert_eq!(config.message_bytes_max, 256 << 20);
+        assert!(config.silent && config.product_style_url_disabled);
+        assert_eq!(config.persistence, Persistence::Memory);
+        // Azurite's image: `-l /data`; persistence is on by default, fully durable.
+        let disk = |location: &str, durability, truncate_corrupt| Persistence::Disk {
+            location: location.into(),
+            durability,
+            truncate_corrupt,
+        };
+        let cases: [(&[&str], Persistence); 5] = [
+            (&["-l", "/data"], disk("/data", Durability::Fsync, false)),
+            (&[], disk(".", Durability::Fsync, false)),
+            (
+                &[
+                    "--location=/x",
+                    "--durability",
+                    "write",
+                    "--truncateCorruptLog",
+                ],
+                disk("/x", Durability::Write, true),
+            ),
+            (&["--durability=fsync"], disk(".", Durability::Fsync, false)),
+            // As with Azurite, in-memory mode wins over a location.
+            (
+                &["-l", "/data", "--inMemoryPersistence"],
+                Persistence::Memory,
+            ),
+        ];
+        for (arguments, expected) in cases {
+            let config = parse(arguments).unwrap().unwrap();
+            assert_eq!(config.persistence, expected, "{arguments:?}");
+        }
+        let default_bytes = parse(&[]).unwrap().unwrap().message_bytes_max;
+        let config = parse(&["--extentMemoryLimit=-1"]).unwrap().unwrap();
+        assert_eq!(config.message_bytes_max, default_bytes);
+        assert_eq!(
+            parse(&["--runtime", "portable"]).unwrap().unwrap().runtime,
+            RuntimeChoice::Portable
+        );
+        assert_eq!(parse(&[]).unwrap().unwrap().runtime, RuntimeChoice::Auto);
+        // HTTPS and OAuth as azurite-queue takes them.
+        let https = parse(&["--cert", "c.pem", "--key", "k.pem", "--oauth", "basic"])
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            https.certificate,
+            Some(crate::tls::CertificateSource::Pem {
+                certificate: "c.pem".into(),
+                key: "k.pem".into()
+            })
+        );
+        assert_eq!(https.oauth, Some(crate::auth::OAuthLevel::Basic));
+        // As Azurite, --oauth without --cert starts (bearer tokens are then refused).
+        assert_eq!(
+            parse(&["--oauth", "basic"]).unwrap().unwrap().oauth,
+            Some(crate::auth::OAuthLevel::Basic)
+        );
+        let pfx = parse(&["--cert=c.pfx", "--pwd=secret"]).unwrap().unwrap();
+        assert!(matches!(
+            pfx.certificate,
+            Some(crate::tls::CertificateSource::Pfx { .. })
+        ));
+        assert_eq!(
+            parse(&["--cert", "auto"]).unwrap().unwrap().certificate,
+            Some(crate::tls::CertificateSource::Auto)
+        );
+        let governed = parse(&[
+            "--profile",
+            "azure",
+            "--queue-rate-limit=10",
+            "--faults-api",
+        ])
+        .unwrap()
+        .unwrap()
+        .governor;
+        assert_eq!(governed.queue_rate(), Some(10));
+        assert_eq!(governed.account_rate(), Some(20_000));
+        assert!(governed.faults_api);
+        for command in ["help", "version", "-v", "-h"] {
+            assert!(parse(&[command]).unwrap().is_none(), "{command}");
+        }
+        for refused in [
+            &["--extentMemoryLimit", "0"][..],
+            &["--extentMemoryLimit", "-2"],
+            &["--extentMemoryLimit", "lots"],
+            &["--location"],
+            &["--durability", "sometimes"],
+            &["--cert", "cert.pem"],
+            &["--cert", "auto", "--oauth", "full"],
+            &["--key", "key.pem"],
+            &["--blobHost", "0.0.0.0"],
+            &["--runtime", "epoll"],
+            &["--profile", "aws"],
+            &["--latency", "soon"],
+        ] {
+            assert!(parse(refused).is_err(), "{refused:?}");
+        }
+    }
+
+    #[test]
+    fn size_table() {
+        let cases = [
+            ("1048576", Some(1 << 20)),
+            ("512K", Some(512 << 10)),
+            ("64m", Some(64 << 20)),
+            ("4G", Some(4 << 30)),
+            ("1T", Some(1 << 40)),
+            ("", None),
+            ("G", None),
+            ("-1G", None),
+            ("1.5G", None),
+            ("99999999999T", None),
+        ];
+        for (text, expected) in cases {
+            assert_eq!(parse_size(text), expected, "{text:?}");
+        }
+    }
+}
