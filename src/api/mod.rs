@@ -7,8 +7,9 @@
 //! - `plan.rs`: route → authorize → common parameters, leaving an `Authorized` request.
 //! - `response.rs`: what every response shares (status line, Azure headers, errors), CORS last.
 //! - `ops/`: each operation's planning and response side by side, by resource:
-//!   `service.rs` (List Queues, service properties and stats, CORS preflight), `queue.rs`
-//!   (create, delete, metadata, ACL), `messages.rs` (put, get, peek, update, delete, clear).
+//!   `service.rs` (List Queues, service properties and stats, Get User Delegation Key, CORS
+//!   preflight), `queue.rs` (create, delete, metadata, ACL), `messages.rs` (put, get, peek,
+//!   update, delete, clear).
 //!
 //! `Service::plan` and `Service::respond`, here, run those steps in order; the files below them
 //! never call back up (`ops/` uses `plan.rs` and `response.rs`, not the other way round), and
@@ -17,6 +18,7 @@
 //!   `step.rs`: the plan, its step and the outcome, the data that crosses to the runtime.
 //! - `router.rs`, `validate.rs`, `cors.rs`: routing, stateless validation, CORS rules.
 //! - `xml.rs`, `settings_xml.rs`: message bodies and lists; ACL and service-properties documents.
+//! - `delegation_xml.rs`: Get User Delegation Key's `KeyInfo` request and `UserDelegationKey`.
 //!
 //! Planning reads the shard's copy of the replicated settings (`queue::Replicas`): stored access
 //! policies for a service SAS with `si`, CORS rules for preflights and response headers, and the

@@ -1,6 +1,7 @@
-//! Authentication and authorisation of requests: SharedKey and SharedKeyLite signatures, account
-//! and service shared access signatures (SAS), and the accounts whose keys sign them. Pure and
-//! synchronous: time, the client's address and stored access policies are passed in.
+//! Authentication and authorisation of requests: SharedKey and SharedKeyLite signatures, account,
+//! service and user delegation shared access signatures (SAS), bearer tokens, and the accounts
+//! whose keys sign them. Pure and synchronous: time, the client's address and stored access
+//! policies are passed in.
 //!
 //! - `accounts`: accounts and keys (HMAC state prepared once), `AZURITE_ACCOUNTS` parsing.
 //! - `collation`: the header order of SharedKey canonicalisation (not byte order).
@@ -10,9 +11,9 @@
 //!   and the key a user delegation SAS is signed with).
 //! - `bearer`: the claims of an OAuth bearer token (`--oauth basic`); signatures unchecked.
 //! - `outcome`: what every scheme shares: who sent a request (`Principal`) or why it is
-//!   refused (`AuthFailure`), what is known of it besides its bytes (`RequestContext`), and
-//!   signature decoding. This file re-exports them and holds the `Authenticator`, which tries
-//!   the schemes in turn; the files below it never import it.
+//!   refused (`AuthFailure`, with a SAS's `TimeFrame`), what is known of it besides its bytes
+//!   (`RequestContext`), and signature decoding. This file re-exports them and holds the
+//!   `Authenticator`, which tries the schemes in turn; the files below it never import it.
 //!
 //! The api layer owns one `Authenticator` per shard and calls `Authenticator::authenticate`
 //! once per request (CORS preflight excepted) with the operation's `Access`. A failure carries
@@ -75,8 +76,11 @@ impl Authenticator {
     }
 
     /// Decides whether `request` may perform an operation needing `access`. Tries, in order, a
-    /// SharedKey/SharedKeyLite `Authorization` header (full access), an account SAS (query has
-    /// `ss` or `srt`), then a service SAS (query has `sig`). No credentials is a failure.
+    /// bearer token (which a user delegation SAS bound to its user, `sduoid`, comes with: the
+    /// SAS then decides), a SharedKey/SharedKeyLite `Authorization` header (full access), then
+    /// a SAS in the query: account (`ss` or `srt`), user delegation (`skoid`…) or service. An
+    /// operation that takes a bearer token only (`Access::bearer_only`) takes nothing else. No
+    /// credentials is a failure.
     ///
     /// `stored_policy` returns the stored access policy of `context.queue_name` with the given
     /// identifier; it is called at most once, and only for a service SAS with `si`. The queue's
