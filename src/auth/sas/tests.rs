@@ -844,23 +844,12 @@ fn permission_set_table() {
 /// `unsigned` (a user delegation SAS's fields, query-encoded) signed for `queue_name` as a
 /// client signs it, with the key azq issues for its `sk…` fields (`auth::tests` uses it too).
 pub(in crate::auth) fn sign_delegated(unsigned: &str, queue_name: &str) -> String {
-    use base64::engine::general_purpose::STANDARD as BASE64;
-    use base64::Engine;
-    use hmac::Mac;
-
-    use crate::auth::delegation::key_value;
-    use crate::http::Query;
-
     let placeholder = format!("{unsigned}&sig={}=", "A".repeat(43));
-    let query = Query::parse(placeholder.as_bytes()).unwrap();
+    let query = crate::http::Query::parse(placeholder.as_bytes()).unwrap();
     let token = parse(&query).unwrap().unwrap();
     let key = token
         .delegation_key()
         .unwrap_or_else(|| panic!("not a user delegation SAS: {unsigned}"));
-    let value = key_value(
-        &SigningKey::from_base64(DEVELOPMENT_ACCOUNT_KEY).unwrap(),
-        &key,
-    );
     let mut string_to_sign = Vec::new();
     write_string_to_sign(
         &token,
@@ -869,10 +858,12 @@ pub(in crate::auth) fn sign_delegated(unsigned: &str, queue_name: &str) -> Strin
         &mut string_to_sign,
     )
     .unwrap();
-    let mut mac = hmac::Hmac::<sha2::Sha256>::new_from_slice(&value).unwrap();
-    mac.update(&string_to_sign);
-    let signature = BASE64
-        .encode(mac.finalize().into_bytes())
+    let signature = delegation::client_signature_base64(
+        &SigningKey::from_base64(DEVELOPMENT_ACCOUNT_KEY).unwrap(),
+        &key,
+        &string_to_sign,
+    );
+    let signature = signature
         .replace('+', "%2B")
         .replace('/', "%2F")
         .replace('=', "%3D");
