@@ -47,8 +47,10 @@ if ! $sdk_only; then
 fi
 
 if [[ -z "${AZQ_TARGET_URL:-}" ]]; then
-  section "cargo build --release (azq, no-io-uring)"
-  cargo build --release -p azq -p no-io-uring --bins
+  # azq-loadgen too: the soak runs it, and building it inside the soak's time bound could take
+  # the whole bound on a busy machine.
+  section "cargo build --release (azq, no-io-uring, azq-loadgen)"
+  cargo build --release -p azq -p no-io-uring -p azq-loadgen --bins
 fi
 
 section "Python environment (.venv)"
