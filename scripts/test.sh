@@ -4,7 +4,8 @@
 # on the io_uring backend (with its data on disk, restarted between tests) and once where io_uring
 # is denied as Docker's default seccomp profile denies it (the no-io-uring helper), which must
 # fall back to the portable backend; the real service's recorded answers replayed against it
-# (tests/recorded); and the Python SDK against three nodes behind HAProxy (tests/cluster).
+# (tests/recorded); the Python SDK against three nodes behind HAProxy (tests/cluster); and the
+# container image under rootful podman (scripts/container-test.sh).
 #
 #   scripts/test.sh             everything
 #   scripts/test.sh --sdk-only  only the SDK suites and the recorded answers (still builds the
@@ -136,6 +137,15 @@ if [[ -z "${AZQ_TARGET_URL:-}" ]]; then
       timeout --kill-after=10 "$sdk_suite_timeout_s" .venv/bin/python -m pytest -q tests/cluster
     fi
   fi
+fi
+
+# The container image with a real runtime (rootful podman): Azurite's commands, the Testcontainers
+# modules, limits, volumes (scripts/container-test.sh). It installs podman, runc and mmdebstrap
+# from apt when missing and possible, and skips with one line saying why where podman cannot
+# start a container.
+if [[ -z "${AZQ_TARGET_URL:-}" ]]; then
+  section "container suite (scripts/container-test.sh)"
+  AZQ_BIN="$repo_root/target/release/azq" timeout --kill-after=10 1500 scripts/container-test.sh
 fi
 
 if ! $sdk_only; then

@@ -110,6 +110,10 @@ pub enum StorageError {
     /// Injected by a fault rule (`governor::faults`): the service's answer when an operation ran
     /// out of time, whether or not it was applied.
     OperationTimedOut,
+    // 501
+    /// An operation of a service azq does not serve: anything on the blob and table ports but
+    /// the readiness probes they answer (`api::probe`).
+    NotImplemented,
     // 503
     /// A limit was reached: too many connections, queues, message slots or message bytes,
     /// or a shard's mesh channel is closed; nothing was changed. Also an injected fault.
@@ -157,6 +161,7 @@ impl StorageError {
             RequestBodyTooLarge => 413,
             RequestHeaderTooLarge => 431,
             InternalError | OperationTimedOut => 500,
+            NotImplemented => 501,
             ServerBusy | QueueRateExceeded | AccountRateExceeded => 503,
         }
     }
@@ -197,6 +202,7 @@ impl StorageError {
             RequestBodyTooLarge => "RequestBodyTooLarge",
             RequestHeaderTooLarge => "RequestHeaderTooLarge",
             InternalError => "InternalError",
+            NotImplemented => "NotImplemented",
             OperationTimedOut => "OperationTimedOut",
             ServerBusy | QueueRateExceeded | AccountRateExceeded => "ServerBusy",
         }
@@ -260,6 +266,10 @@ impl StorageError {
             RequestBodyTooLarge => "The request body is too large and exceeds the maximum permissible limit.",
             RequestHeaderTooLarge => "The size of the request headers exceeds the maximum permissible limit.",
             InternalError => "The server encountered an internal error. Please retry the request.",
+            NotImplemented => {
+                "azq serves queues only: its blob and table ports answer readiness checks (List \
+                 Containers, Get Blob Service Properties, Query Tables) and nothing else."
+            }
             OperationTimedOut => "The operation could not be completed within the permitted time.",
             ServerBusy => "The server is currently unable to receive requests. Please retry your request.",
             QueueRateExceeded => "The server is busy.",

@@ -31,6 +31,11 @@
 //! - `limits`: every limit as a named constant (the ground floor: it imports nothing of the
 //!   crate); `error`: the `StorageError` → (status, code) mapping.
 //! - `settings`: one run's `Config` and the Azurite-compatible command line that builds it.
+//! - `azurite`: Azurite's command line (program names, its flags, environment defaults) and its
+//!   start-up lines, around azq's own.
+//! - `cgroup`: the memory limit and CPU quota a container puts on the process (cgroup v1, v2),
+//!   which azq's defaults fit.
+//! - `discovery`: finds the server beside `azq healthcheck` (its port) in /proc.
 //! - `lifecycle`: the serving and stop flags every thread shares.
 //!
 //! Which module may import which is the `## Layers` list of docs/ARCHITECTURE.md, from `limits`
@@ -41,6 +46,9 @@
 
 pub mod api;
 pub mod auth;
+pub mod azurite;
+pub mod cgroup;
+pub mod discovery;
 pub mod error;
 pub mod governor;
 pub mod http;

@@ -8,10 +8,13 @@
 
 use std::io::{Read, Write};
 use std::net::{IpAddr, SocketAddr, TcpStream};
+use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use azq::auth::Accounts;
+use azq::azurite::{self, Invocation};
+use azq::discovery;
 use azq::lifecycle::Lifecycle;
 use azq::limits::HEALTHCHECK_TIMEOUT_MS;
 use azq::runtime;
@@ -30,7 +33,9 @@ fn main() {
         eprintln!("azq: a thread panicked; the server stops");
         std::process::exit(101);
     }));
-    let mut arguments = std::env::args().skip(1).peekable();
+    let mut arguments = std::env::args();
+    let program = arguments.next().unwrap_or_default();
+    let mut arguments = arguments.peekable();
     if arguments.peek().map(String::as_str) == Some("healthcheck") {
         arguments.next();
         std::process::exit(match healthcheck(arguments) {
@@ -44,14 +49,18 @@ fn main() {
             }
         });
     }
-    if let Err(error) = run(arguments) {
+    let started = azurite::interpret(&program, arguments.collect(), |variable| {
+        std::env::var(variable).ok()
+    })
+    .and_then(run);
+    if let Err(error) = started {
         eprintln!("azq: {error}");
         std::process::exit(2);
     }
 }
 
-fn run(arguments: impl Iterator<Item = String>) -> Result<(), String> {
-    let Some(config) = parse_arguments(arguments)? else {
+fn run(invocation: Invocation) -> Result<(), String> {
+    let Some(config) = parse_arguments(invocation.arguments.into_iter())? else {
         return Ok(());
     };
     let accounts = match std::env::var("AZURITE_ACCOUNTS") {
@@ -90,7 +99,20 @@ fn run(arguments: impl Iterator<Item = String>) -> Result<(), String> {
              (add --cert, e.g. --cert auto, to accept them)"
         );
     }
-    let server = runtime::start(&config, accounts, lifecycle, storage.stores, https)?;
+    let https_on = https.is_some();
+    let queue_asked = SocketAddr::new(config.host, config.port);
+    for line in azurite::starting_lines(invocation.mode, queue_asked, &invocation.probes, https_on)
+    {
+        println!("{line}");
+    }
+    let server = runtime::start(
+        &config,
+        accounts,
+        lifecycle,
+        storage.stores,
+        https,
+        &invocation.probes,
+    )?;
     if let Some(reason) = &server.fallback_reason {
         eprintln!("azq: io_uring unavailable, using the portable backend: {reason}");
     }
@@ -101,8 +123,17 @@ fn run(arguments: impl Iterator<Item = String>) -> Result<(), String> {
             config.cpus
         );
     }
+    for line in azurite::listening_lines(
+        invocation.mode,
+        server.address,
+        &server.probe_addresses,
+        https_on,
+    ) {
+        println!("{line}");
+    }
+    // The parenthesis as it always was (tools read it), then where the defaults came from.
     println!(
-        "azq listening on {}://{} ({} shards, {}, {})",
+        "azq listening on {}://{} ({} shards, {}, {}); max memory {}: {}; {} shard{}: {}",
         if certificate.is_some() {
             "https"
         } else {
@@ -111,7 +142,12 @@ fn run(arguments: impl Iterator<Item = String>) -> Result<(), String> {
         server.address,
         server.shards,
         server.backend.name(),
-        storage.shown
+        storage.shown,
+        azq::cgroup::format_bytes(config.message_bytes_max),
+        config.message_bytes_max_origin,
+        server.shards,
+        if server.shards == 1 { "" } else { "s" },
+        config.shards_origin,
     );
     // After the ready line, which tools read as the first line of a silent start.
     if let Some(certificate) = &certificate {
@@ -126,9 +162,17 @@ fn run(arguments: impl Iterator<Item = String>) -> Result<(), String> {
             server.address
         );
     }
-    use std::io::Write;
     let _ = std::io::stdout().flush();
-    server.join()
+    let (closing, closed) = azurite::closing_lines(invocation.mode, &server.probe_addresses);
+    let joined = server.join();
+    // Azurite's lines when it stops (after the drain here: they mean the same to a reader).
+    for line in closing
+        .iter()
+        .chain(if joined.is_ok() { &closed[..] } else { &[] })
+    {
+        println!("{line}");
+    }
+    joined
 }
 
 /// The storage a server starts with.
@@ -186,8 +230,7 @@ fn open_storage(config: &Config) -> Result<Storage, String> {
 /// plain HTTP or, when the port answers with a TLS alert, over TLS: its status line when it
 /// answers 200, else why not.
 fn healthcheck(mut arguments: impl Iterator<Item = String>) -> Result<String, String> {
-    let defaults = Config::default();
-    let (mut host, mut port) = (defaults.host, defaults.port);
+    let (mut host, mut port) = server_address();
     while let Some(argument) = arguments.next() {
         let (flag, inline_value) = match argument.split_once('=') {
             Some((flag, value)) => (flag.to_string(), Some(value.to_string())),
@@ -242,6 +285,31 @@ fn healthcheck(mut arguments: impl Iterator<Item = String>) -> Result<String, St
         Err(format!("no answer from {address}"))
     } else {
         Err(format!("{address} answered {status_line}: {body}"))
+    }
+}
+
+/// The queue address of the azq server running beside this health check (its container's
+/// entrypoint), from its command line and environment as `azq` would read them; azq's default
+/// (127.0.0.1:10001) when there is none or it cannot be read.
+fn server_address() -> (IpAddr, u16) {
+    let defaults = Config::default();
+    let fallback = (defaults.host, defaults.port);
+    let Some(server) = discovery::server_process(Path::new("/"), std::process::id()) else {
+        return fallback;
+    };
+    // Its own environment where readable, else ours: a container's health check runs with the
+    // container's.
+    let environment = |variable: &str| match &server.environment {
+        Some(_) => server.variable(variable),
+        None => std::env::var(variable).ok(),
+    };
+    let Ok(invocation) = azurite::interpret(&server.program, server.arguments.clone(), environment)
+    else {
+        return fallback;
+    };
+    match parse_arguments(invocation.arguments.into_iter()) {
+        Ok(Some(config)) => (config.host, config.port),
+        _ => fallback,
     }
 }
 

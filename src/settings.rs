@@ -6,6 +6,7 @@
 use std::net::IpAddr;
 
 use crate::auth::{OAuthLevel, DEVELOPMENT_ACCOUNT_KEY, DEVELOPMENT_ACCOUNT_NAME};
+use crate::cgroup;
 use crate::governor::GovernorConfig;
 use crate::limits::{CONNECTIONS_PER_SHARD_MAX_DEFAULT, MESSAGE_BYTES_MAX_FALLBACK, SHARDS_MAX};
 use crate::runtime::os::allowed_cpus;
@@ -18,14 +19,22 @@ pub const USAGE: &str = "\
 azq: a thread-per-core Azure Queue Storage emulator (drop-in for azurite-queue)
 
 Usage: azq [options]
+       azq azurite [options]        (or run as `azurite`: Azurite's command, all services)
+       azq azurite-queue [options]  (or run as `azurite-queue`: queues only)
 
   --queueHost HOST           address to listen on (default 127.0.0.1)
   --queuePort PORT           port to listen on (default 10001; 0 picks a free port)
-  --shards N                 shards, one pinned core each (default: available CPUs)
+  --blobHost, --tableHost HOST, --blobPort, --tablePort PORT
+                             as azurite: the blob and table ports, which answer readiness
+                             probes only (default 127.0.0.1, 10000 and 10002)
+  --queue-only               as azurite: no blob or table port
+  --shards N                 shards, one pinned core each (default: available CPUs, at most
+                             the cgroup's CPU quota rounded up)
   --cpus LIST                CPUs to pin shards to, e.g. 0,1 (default: the first N allowed)
   --max-connections N        open connections per shard before new ones get 503
-  --max-memory SIZE          bytes of stored messages (e.g. 512M, 4G; default: half the RAM)
-                             before Put answers 503 ServerBusy
+  --max-memory SIZE          bytes of stored messages (e.g. 512M, 4G; default: half the RAM
+                             or of the cgroup's memory limit, the smaller) before Put answers
+                             503 ServerBusy
   --extentMemoryLimit MB     Azurite's name for the same limit, in megabytes (-1: default)
   --runtime auto|io_uring|portable
                              the event loop: io_uring (glommio) where the kernel allows it,
@@ -61,17 +70,22 @@ Usage: azq [options]
   --faults-api               answer POST/GET/DELETE /_azq/faults (fault injection rules)
   --faults FILE              fault rules in force from the start (a JSON array)
   --seed N                   make every random choice (faults, latency) repeatable
-  -L, --loose, --skipApiVersionCheck, --disableTelemetry
+  -L, --loose, --skipApiVersionCheck, --disableTelemetry, --blobKeepAliveTimeout N,
+  --queueKeepAliveTimeout N, --tableKeepAliveTimeout N
                              accepted for compatibility (azq is always lenient about versions)
   -h, --help, help           this text
   -v, -V, --version, version the version
 
 Usage: azq healthcheck [--queueHost HOST] [--queuePort PORT]
 
-  Exits 0 when the server on HOST:PORT (default 127.0.0.1:10001) answers GET /_azq/health
-  with 200 (every shard serves), 1 otherwise. HTTP or HTTPS (any certificate), as it serves.
+  Exits 0 when the server on HOST:PORT answers GET /_azq/health with 200 (every shard
+  serves), 1 otherwise. HTTP or HTTPS (any certificate), as it serves. The default is the
+  queue address of the azq running beside it (its command line in /proc: a container's
+  server), else 127.0.0.1:10001.
 
-Environment: AZURITE_ACCOUNTS=\"acct1:key1[:key2];acct2:key\" replaces the development account.
+Environment: AZURITE_ACCOUNTS=\"acct1:key1[:key2];acct2:key\" replaces the development account;
+AZQ_QUEUE_HOST, AZQ_BLOB_HOST, AZQ_TABLE_HOST and AZQ_LOCATION give --queueHost, --blobHost,
+--tableHost and --location when the command line does not (the container image sets them).
 ";
 
 /// Where the server keeps its queues.
@@ -104,6 +118,12 @@ pub struct Config {
     /// Bytes of stored messages (text plus `MESSAGE_OVERHEAD_BYTES` each) across all shards,
     /// split evenly between them (`--max-memory`); beyond it Put answers 503 `ServerBusy`.
     pub message_bytes_max: u64,
+    /// Where `message_bytes_max` came from, in words for the ready line (`--max-memory`, half
+    /// the RAM, half the cgroup's memory limit).
+    pub message_bytes_max_origin: String,
+    /// Where the shard count came from, in words for the ready line (`--shards`, `--cpus`,
+    /// every CPU this process may use, the cgroup's CPU quota).
+    pub shards_origin: String,
     /// Do not log requests (`--silent`).
     pub silent: bool,
     /// File that receives the debug log (`--debug FILE`).
@@ -124,9 +144,11 @@ pub struct Config {
     pub governor: GovernorConfig,
 }
 
-/// Half of the machine's physical memory: room for a great many messages while leaving the rest
-/// to the system, so a runaway producer gets 503s instead of the out-of-memory killer.
-fn default_message_bytes_max() -> u64 {
+/// Half of the memory this process may have, the smaller of the machine's and its cgroup's
+/// limit (a container's `--memory`): room for a great many messages while leaving the rest to
+/// the system, so a runaway producer gets 503s instead of the out-of-memory killer. With where
+/// it came from, for the ready line.
+fn default_message_bytes_max() -> (u64, String) {
     // SAFETY: sysconf only reads system configuration.
     let (pages, page_bytes) = unsafe {
         (
@@ -134,20 +156,22 @@ fn default_message_bytes_max() -> u64 {
             libc::sysconf(libc::_SC_PAGESIZE),
         )
     };
-    if pages <= 0 || page_bytes <= 0 {
-        return MESSAGE_BYTES_MAX_FALLBACK;
-    }
-    (pages as u64).saturating_mul(page_bytes as u64) / 2
+    let ram_bytes =
+        (pages > 0 && page_bytes > 0).then(|| (pages as u64).saturating_mul(page_bytes as u64));
+    cgroup::default_message_bytes_max(ram_bytes, &cgroup::read(), MESSAGE_BYTES_MAX_FALLBACK)
 }
 
 impl Default for Config {
     fn default() -> Self {
+        let (message_bytes_max, message_bytes_max_origin) = default_message_bytes_max();
         Config {
             host: IpAddr::from([127, 0, 0, 1]),
             port: 10001,
             cpus: vec![0],
             connections_per_shard_max: CONNECTIONS_PER_SHARD_MAX_DEFAULT,
-            message_bytes_max: default_message_bytes_max(),
+            message_bytes_max,
+            message_bytes_max_origin,
+            shards_origin: "one CPU".to_string(),
             silent: false,
             debug_log_path: None,
             accounts: vec![(
@@ -234,7 +258,8 @@ pub fn parse_arguments(arguments: impl Iterator<Item = String>) -> Result<Option
             "--max-memory" => {
                 config.message_bytes_max = parse_size(&value(&flag)?)
                     .filter(|&bytes| bytes > 0)
-                    .ok_or_else(|| "--max-memory must be a size such as 512M or 4G".to_string())?
+                    .ok_or_else(|| "--max-memory must be a size such as 512M or 4G".to_string())?;
+                config.message_bytes_max_origin = flag.clone();
             }
             // Azurite's limit on in-memory message storage, in megabytes; -1 keeps the default.
             "--extentMemoryLimit" => {
@@ -248,6 +273,7 @@ pub fn parse_arguments(arguments: impl Iterator<Item = String>) -> Result<Option
                     })?;
                 if megabytes > 0 {
                     config.message_bytes_max = (megabytes as u64).saturating_mul(1 << 20);
+                    config.message_bytes_max_origin = flag.clone();
                 }
             }
             "--runtime" => {
@@ -300,6 +326,11 @@ pub fn parse_arguments(arguments: impl Iterator<Item = String>) -> Result<Option
             truncate_corrupt,
         }
     };
+    config.shards_origin = match (&cpus, shards) {
+        (Some(_), _) => "--cpus".to_string(),
+        (None, Some(_)) => "--shards".to_string(),
+        (None, None) => String::new(),
+    };
     config.cpus = match (cpus, shards) {
         (Some(cpus), Some(count)) if cpus.len() != count => {
             return Err(format!(
@@ -310,7 +341,13 @@ pub fn parse_arguments(arguments: impl Iterator<Item = String>) -> Result<Option
         (Some(cpus), _) => cpus,
         (None, count) => {
             let allowed = allowed_cpus();
-            let count = count.unwrap_or(allowed.len());
+            // By default every CPU this process may use, but no more than a container's CPU
+            // quota allows (rounded up), as Go's runtime and the JVM size themselves.
+            let count = count.unwrap_or_else(|| {
+                let (count, origin) = cgroup::default_shard_count(allowed.len(), &cgroup::read());
+                config.shards_origin = origin;
+                count
+            });
             if count > allowed.len() {
                 return Err(format!(
                     "--shards {count} needs {count} CPUs but this process may use {}",

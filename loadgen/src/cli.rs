@@ -9,20 +9,25 @@ use azq::limits::{MESSAGES_PER_GET_MAX, MESSAGE_TEXT_BYTES_MAX, VISIBILITY_TIMEO
 use azq::runtime::select::RuntimeChoice;
 
 use crate::endpoint::TargetArguments;
-use crate::engine::PRELOAD_MESSAGES_MAX;
 use crate::retry::RetryPolicy;
 use crate::scenario::Scenario;
 use crate::schedule::{Arrival, LoadModel, NANOSECONDS_PER_SECOND};
 use crate::steps::{parse_rate_steps, FindMax, LatencyBound, StepPlan};
-use crate::wire::{API_VERSION_DEFAULT, TIMESTAMP_DIGITS};
+use crate::units::{number, parse_duration_ns, parse_rate, parse_ratio};
+use crate::wire::mark::TIMESTAMP_DIGITS;
 use crate::workers::{parse_poll_backoff, WorkTime, WorkerPlan};
 
+/// The `x-ms-version` sent by default: old enough for every Azurite 3.x without
+/// `--skipApiVersionCheck`, and still served by Azure.
+pub const API_VERSION_DEFAULT: &str = "2021-12-02";
 /// Requests one connection may have in flight.
 pub const PIPELINE_MAX: usize = 256;
 /// Connections one run may open.
 pub const CONNECTIONS_MAX: usize = 65_536;
 /// Queues one run may use.
 pub const QUEUES_MAX: usize = 100_000;
+/// Messages one preload may put into one queue.
+pub const PRELOAD_MESSAGES_MAX: u64 = 10_000_000;
 /// Workers of a `workers` run without `--consumers`.
 pub const WORKERS_DEFAULT: usize = 16;
 /// A worker's pause after an empty Get, doubling from the first to the second.
@@ -550,18 +555,6 @@ fn parse_merge(arguments: impl Iterator<Item = String>) -> Result<Command, Strin
     Ok(Command::Merge(merge))
 }
 
-/// Parses a positive rate per second.
-fn parse_rate(flag: &str, text: &str) -> Result<f64, String> {
-    let rate: f64 = text
-        .replace('_', "")
-        .parse()
-        .map_err(|_| format!("{flag} {text}: not a number"))?;
-    if !(rate.is_finite() && rate > 0.0) {
-        return Err(format!("{flag} {text}: must be positive"));
-    }
-    Ok(rate)
-}
-
 /// Parses `--start-at`: seconds since the Unix epoch, fractions allowed.
 fn parse_start_at(text: &str) -> Result<SystemTime, String> {
     let seconds: f64 = text
@@ -579,60 +572,6 @@ pub fn queue_names(options: &Options) -> Vec<String> {
     (0..options.queues)
         .map(|index| format!("{}-{index}", options.queue_prefix))
         .collect()
-}
-
-/// Parses an integer in `minimum..=maximum`.
-fn number(flag: &str, text: &str, minimum: usize, maximum: usize) -> Result<usize, String> {
-    let value: usize = text
-        .replace('_', "")
-        .parse()
-        .map_err(|_| format!("{flag} {text}: not a whole number"))?;
-    if !(minimum..=maximum).contains(&value) {
-        return Err(format!(
-            "{flag} {text}: must be between {minimum} and {maximum}"
-        ));
-    }
-    Ok(value)
-}
-
-/// Parses `10s`, `500ms`, `2m`, `1.5s` or a bare number of seconds.
-pub fn parse_duration_ns(flag: &str, text: &str) -> Result<u64, String> {
-    let (number, unit_ns) = if let Some(number) = text.strip_suffix("us") {
-        (number, 1e3)
-    } else if let Some(number) = text.strip_suffix("ms") {
-        (number, 1e6)
-    } else if let Some(number) = text.strip_suffix('s') {
-        (number, 1e9)
-    } else if let Some(number) = text.strip_suffix('m') {
-        (number, 60e9)
-    } else if let Some(number) = text.strip_suffix('h') {
-        (number, 3600e9)
-    } else {
-        (text, 1e9)
-    };
-    let value: f64 = number
-        .parse()
-        .map_err(|_| format!("{flag} {text}: expected a time such as 10s, 500ms or 2m"))?;
-    if !(value.is_finite() && value >= 0.0) || value * unit_ns > 1e9 * 86_400.0 * 365.0 {
-        return Err(format!("{flag} {text}: out of range"));
-    }
-    Ok((value * unit_ns).round() as u64)
-}
-
-/// Parses `1%` or `0.01` for `flag`.
-fn parse_ratio(flag: &str, text: &str) -> Result<f64, String> {
-    let (number, scale) = match text.strip_suffix('%') {
-        Some(number) => (number, 0.01),
-        None => (text, 1.0),
-    };
-    let ratio = number
-        .parse::<f64>()
-        .map(|value| value * scale)
-        .map_err(|_| format!("{flag} {text}: expected e.g. 1% or 0.01"))?;
-    if !(0.0..=1.0).contains(&ratio) {
-        return Err(format!("{flag} {text}: must be between 0 and 100%"));
-    }
-    Ok(ratio)
 }
 
 /// Parses `0,2,4-7`.
@@ -889,16 +828,5 @@ mod tests {
         for bad in [&["merge"][..], &["merge", "a.hlog", "--rate", "5"]] {
             assert!(parse(bad.iter().map(|argument| argument.to_string())).is_err());
         }
-    }
-
-    #[test]
-    fn durations() {
-        assert_eq!(parse_duration_ns("-", "250us"), Ok(250_000));
-        assert_eq!(parse_duration_ns("-", "10s"), Ok(10_000_000_000));
-        assert_eq!(parse_duration_ns("-", "500ms"), Ok(500_000_000));
-        assert_eq!(parse_duration_ns("-", "2m"), Ok(120_000_000_000));
-        assert_eq!(parse_duration_ns("-", "3"), Ok(3_000_000_000));
-        assert_eq!(parse_duration_ns("-", "0s"), Ok(0));
-        assert!(parse_duration_ns("-", "1y").is_err());
     }
 }

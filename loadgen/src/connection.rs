@@ -14,7 +14,9 @@ use azq::runtime::tls_stream::TlsStream;
 
 use crate::endpoint::Endpoint;
 
-use crate::wire::{parse_response_head, ChunkedDecoder, Framing, ResponseError, ResponseHead};
+use crate::wire::response::{
+    parse_response_head, ChunkedDecoder, Framing, ResponseError, ResponseHead,
+};
 
 /// Bytes the read buffer starts with: a Get of 32 one-KiB messages fits.
 const READ_BUFFER_BYTES_INITIAL: usize = 64 * 1024;

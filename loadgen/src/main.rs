@@ -1,23 +1,29 @@
 //! azq-loadgen: a load generator for Azure Queue Storage endpoints (azq, Azurite, the real
-//! service). This file is the command line and start-up only:
+//! service). This file is the command line and start-up only. The modules, in the layers of
+//! docs/ARCHITECTURE.md (each imports only those above it in this list, or beside it):
 //!
-//! - `cli`: flags into validated `Options`.
-//! - `endpoint`: endpoint URL, connection string, account key or SAS.
-//! - `wire`: request encoding and signing (azq's SharedKey code), response and XML parsing.
+//! - Ground floor. `units`: how the command line spells times, ratios, rates and counts.
+//!   `wire::mark`: what a producer writes at the start of a message text (send timestamp, put
+//!   mark).
+//! - The plan: what the command line means, one part per module, each with its pure arithmetic.
+//!   `tls`, `endpoint`: the target (URL, connection string, key, SAS or bearer token, CA).
+//!   `scenario`: what a run does (the scenario, its operations, the lanes' roles). `schedule`:
+//!   open/closed loop pacing and coordinated-omission-corrected timing. `retry`: SDK-like
+//!   retries. `workers`: the worker-fleet model (work times, crashes, poll back-off). `steps`:
+//!   stepped load and the knee search.
+//! - `cli`: the usage text and the parser into validated `Options`.
+//! - `wire`: requests encoded and signed (azq's SharedKey code), responses and Get answers
+//!   parsed, without I/O. `metrics`: counts, errors and HdrHistograms per operation.
 //! - `runtime`: the client cores on azq's runtime seam (`azq::runtime::backend`): a pinned
-//!   thread per core on the backend `--runtime` selects, as azq selects its own.
-//! - `connection`: one keep-alive connection on a client core.
-//! - `scenario`: per-lane state machines of the scenarios.
-//! - `schedule`: open/closed loop pacing and coordinated-omission-corrected timing.
-//! - `retry`: SDK-like retries of failed requests.
-//! - `workers`: the worker-fleet model (work times, crashes, poll back-off).
-//! - `steps`: stepped load and the knee search.
-//! - `metrics`: counts, errors and HdrHistograms per operation.
-//! - `engine`: the cores' tasks, generic over the backend: connections, setup and preload,
-//!   depth sampling.
-//! - `run`: one run on the main thread: start, gather reports, progress line, interval log.
-//! - `report`, `plot`: the table, the JSON, the CSV and the SVG.
-//! - `merge`: `azq-loadgen merge`, the exact union of interval logs.
+//!   thread per core on the backend `--runtime` selects, as azq selects its own. `connection`:
+//!   one keep-alive connection on a client core.
+//! - `engine`: the cores' tasks, generic over the backend: setup and preload, one driver per
+//!   connection, lanes and their accounting, depth sampling.
+//! - `report`: a run's summary and its table, JSON and CSV.
+//! - `merge`: `azq-loadgen merge`, the exact union of interval logs. `plot`: the SVG. `run`:
+//!   one run on the main thread: start, gather reports, progress line, interval log, summary.
+//! - Here: `main`; and under test, `saved_reports`, every report's bytes against
+//!   `loadgen/tests/reports/`.
 
 #![warn(missing_docs)]
 #![deny(clippy::undocumented_unsafe_blocks)]
@@ -33,10 +39,13 @@ mod report;
 mod retry;
 mod run;
 mod runtime;
+#[cfg(test)]
+mod saved_reports;
 mod scenario;
 mod schedule;
 mod steps;
 mod tls;
+mod units;
 mod wire;
 mod workers;
 

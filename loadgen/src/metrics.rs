@@ -1,53 +1,18 @@
 //! Latency and error bookkeeping: per operation, counts, errors by HTTP status and Azure error
 //! code, and HdrHistograms of latency in microseconds; for the whole run, end-to-end message
-//! latency and the client's own send lag. Pure: each core records into its own `Measurements`,
-//! ships it to the main thread once a second, and the main thread merges them.
+//! latency and the client's own send lag; and how each client core's thread spent the run.
+//! Pure: each core records into its own `Measurements`, ships it to the main thread once a
+//! second, and the main thread merges them.
 
 use std::collections::HashMap;
 
 use hdrhistogram::Histogram;
 
-use crate::wire::PutMark;
+use crate::scenario::Operation;
+use crate::wire::mark::PutMark;
 
 /// Significant decimal digits the histograms keep: values are exact to 0.1%.
 pub const HISTOGRAM_SIGNIFICANT_DIGITS: u8 = 3;
-
-/// The REST operations the scenarios send, in report order.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Operation {
-    Put,
-    Get,
-    Peek,
-    Update,
-    Delete,
-}
-
-impl Operation {
-    /// Every operation, in the order reports list them.
-    pub const ALL: [Operation; 5] = [
-        Operation::Put,
-        Operation::Get,
-        Operation::Peek,
-        Operation::Update,
-        Operation::Delete,
-    ];
-
-    /// The key in reports and the tag in the HdrHistogram log.
-    pub fn name(self) -> &'static str {
-        match self {
-            Operation::Put => "put",
-            Operation::Get => "get",
-            Operation::Peek => "peek",
-            Operation::Update => "update",
-            Operation::Delete => "delete",
-        }
-    }
-
-    /// Position in `ALL`.
-    pub fn index(self) -> usize {
-        self as usize
-    }
-}
 
 /// An empty histogram that grows as values arrive: a loopback run never pays for the buckets of
 /// a one-minute latency it does not see.
@@ -440,6 +405,30 @@ impl LatencySummary {
             ("p9999", self.p9999),
             ("max", self.max),
         ]
+    }
+}
+
+/// How one client core's thread spent the run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CoreUsage {
+    pub cpu: usize,
+    /// From run time zero to the core's end.
+    pub elapsed_ns: u64,
+    /// On the CPU.
+    pub running_ns: u64,
+    /// Runnable but waiting for the CPU: another process had it.
+    pub waiting_ns: u64,
+}
+
+impl CoreUsage {
+    /// Share of the run spent on the CPU.
+    pub fn running_ratio(&self) -> f64 {
+        self.running_ns as f64 / self.elapsed_ns.max(1) as f64
+    }
+
+    /// Share of the run spent waiting for the CPU.
+    pub fn waiting_ratio(&self) -> f64 {
+        self.waiting_ns as f64 / self.elapsed_ns.max(1) as f64
     }
 }
 

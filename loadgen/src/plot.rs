@@ -716,7 +716,7 @@ mod tests {
     #[test]
     fn a_stepped_run_has_latency_by_rate_with_the_bound() {
         let mut summary = sample_summary();
-        let step = |rate: f64, p99: u64, passed| crate::steps::StepResult {
+        let step = |rate: f64, p99: u64, passed| crate::report::StepResult {
             target_rate_per_s: rate,
             achieved_rate_per_s: rate,
             latency_us: Some(crate::metrics::LatencySummary {

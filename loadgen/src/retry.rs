@@ -8,8 +8,8 @@
 
 use azq::random::SplitMix64;
 
-use crate::cli::parse_duration_ns;
 use crate::schedule::unit;
+use crate::units::parse_duration_ns;
 
 /// Retries per request by default (azure-core's JavaScript and Java clients: 3).
 pub const RETRIES_DEFAULT: u32 = 3;

@@ -15,14 +15,16 @@ use hdrhistogram::serialization::V2DeflateSerializer;
 use crate::cli::{queue_names, Options};
 use crate::endpoint;
 use crate::engine::{self, CoreReport, RunPlan, INTERVAL_NS};
-use crate::metrics::{Measurements, Operation, PutCopyTally};
+use crate::metrics::{CoreUsage, Measurements, PutCopyTally};
 use crate::report::{
-    progress_line, CoreUsage, DepthPoint, RunSummary, SearchOutcome, TimelinePoint,
+    progress_line, DepthPoint, RunSummary, SearchOutcome, StepResult, TimelinePoint,
 };
 use crate::runtime;
+use crate::scenario::Operation;
 use crate::schedule::{Arrival, LoadModel, NANOSECONDS_PER_SECOND};
-use crate::steps::{KneeSearch, StepPlan, StepResult};
-use crate::wire::{RequestSettings, PUT_MARK_DIGITS, TIMESTAMP_DIGITS};
+use crate::steps::{KneeSearch, StepPlan};
+use crate::wire::mark::{PUT_MARK_DIGITS, TIMESTAMP_DIGITS};
+use crate::wire::request::RequestSettings;
 
 /// The interval log's tag for end-to-end message latency (the others are operation names).
 pub const END_TO_END_TAG: &str = "end-to-end";

@@ -2,12 +2,9 @@
 //! the highest rate that keeps a latency percentile under a bound with few enough errors
 //! (`--find-max p99=20ms`): double the rate until a step fails, then bisect between the last
 //! rate that passed and the first that failed. Pure: `run.rs` runs the steps, this decides
-//! which rate comes next and whether a step passed.
+//! which rate comes next (whether a step passed is its outcome's, `report::StepResult`).
 
-use serde::Serialize;
-
-use crate::cli::parse_duration_ns;
-use crate::metrics::{LatencySummary, Measurements};
+use crate::units::parse_duration_ns;
 
 /// Steps one knee search may run, whatever the precision asked for.
 pub const FIND_MAX_PROBES_MAX: usize = 24;
@@ -47,11 +44,6 @@ impl LatencyBound {
             percentile,
             bound_us: bound_ns / 1000,
         })
-    }
-
-    /// The bounded percentile of `latency`.
-    pub fn value_of(&self, latency: &LatencySummary) -> u64 {
-        latency.percentile(self.percentile).unwrap_or(u64::MAX)
     }
 }
 
@@ -94,62 +86,6 @@ pub fn parse_rate_steps(text: &str) -> Result<Vec<f64>, String> {
         return Err(format!("--rate-steps: at most {RATE_STEPS_MAX} steps"));
     }
     Ok(rates)
-}
-
-/// One step's outcome.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct StepResult {
-    pub target_rate_per_s: f64,
-    pub achieved_rate_per_s: f64,
-    /// The worst operation's corrected latency percentiles (microseconds); `None` when nothing
-    /// succeeded.
-    pub latency_us: Option<LatencySummary>,
-    pub error_ratio: f64,
-    /// Whether the step met the bound of a knee search (`None` for plain rate steps).
-    pub passed: Option<bool>,
-}
-
-impl StepResult {
-    /// The outcome of a step at `target_rate_per_s` that measured `total` and achieved
-    /// `achieved_rate_per_s`, judged against `bound` and `max_error_ratio` when searching.
-    pub fn of(
-        target_rate_per_s: f64,
-        achieved_rate_per_s: f64,
-        total: &Measurements,
-        search: Option<(&LatencyBound, f64)>,
-    ) -> StepResult {
-        let latency_us = worst_latency(total);
-        let error_ratio = total.error_ratio();
-        let passed = search.map(|(bound, max_error_ratio)| {
-            latency_us.is_some_and(|latency| bound.value_of(&latency) <= bound.bound_us)
-                && error_ratio <= max_error_ratio
-        });
-        StepResult {
-            target_rate_per_s,
-            achieved_rate_per_s,
-            latency_us,
-            error_ratio,
-            passed,
-        }
-    }
-}
-
-/// Per percentile, the highest over the operations that succeeded at least once: a bound on
-/// "p99" holds for every operation the client sends.
-fn worst_latency(total: &Measurements) -> Option<LatencySummary> {
-    total
-        .operations
-        .iter()
-        .filter(|stats| !stats.latency_us.is_empty())
-        .map(|stats| LatencySummary::of(&stats.latency_us))
-        .reduce(|worst, next| LatencySummary {
-            p50: worst.p50.max(next.p50),
-            p90: worst.p90.max(next.p90),
-            p99: worst.p99.max(next.p99),
-            p999: worst.p999.max(next.p999),
-            p9999: worst.p9999.max(next.p9999),
-            max: worst.max.max(next.max),
-        })
 }
 
 /// The state of a knee search: the highest rate that passed and the lowest that failed.
@@ -213,7 +149,6 @@ impl KneeSearch {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::metrics::Operation;
 
     #[test]
     fn bounds_parse() {
@@ -288,41 +223,5 @@ mod tests {
             probes += 1;
         }
         assert!(probes <= FIND_MAX_PROBES_MAX);
-    }
-
-    #[test]
-    fn a_step_passes_when_the_worst_operation_and_the_errors_are_within_bounds() {
-        let bound = LatencyBound::parse("p99=1ms").unwrap();
-        let mut total = Measurements::default();
-        for _ in 0..100 {
-            total.operation_mut(Operation::Put).record_success(500, 500);
-            total.operation_mut(Operation::Get).record_success(900, 900);
-        }
-        let step = StepResult::of(100.0, 99.0, &total, Some((&bound, 0.01)));
-        assert_eq!(step.passed, Some(true));
-        assert_eq!(step.latency_us.unwrap().p99, 900);
-        // One slow Get in a hundred moves the Gets' p99 over the bound.
-        for _ in 0..3 {
-            total
-                .operation_mut(Operation::Get)
-                .record_success(5_000, 5_000);
-        }
-        assert_eq!(
-            StepResult::of(100.0, 99.0, &total, Some((&bound, 0.01))).passed,
-            Some(false)
-        );
-        // Errors above the budget fail a step whatever its latency.
-        let mut erring = Measurements::default();
-        erring.operation_mut(Operation::Put).record_success(10, 10);
-        erring.operation_mut(Operation::Put).record_error(503, None);
-        assert_eq!(
-            StepResult::of(100.0, 99.0, &erring, Some((&bound, 0.01))).passed,
-            Some(false)
-        );
-        assert_eq!(StepResult::of(100.0, 99.0, &erring, None).passed, None);
-        assert_eq!(
-            StepResult::of(100.0, 0.0, &Measurements::default(), Some((&bound, 1.0))).passed,
-            Some(false)
-        );
     }
 }

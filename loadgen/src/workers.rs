@@ -10,8 +10,8 @@
 
 use azq::random::{mix64, SplitMix64};
 
-use crate::cli::parse_duration_ns;
 use crate::schedule::{unit, NANOSECONDS_PER_SECOND};
+use crate::units::parse_duration_ns;
 
 /// The longest work time a worker may be given for one message.
 pub const WORK_TIME_NS_MAX: u64 = 3_600 * NANOSECONDS_PER_SECOND;

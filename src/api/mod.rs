@@ -19,6 +19,7 @@
 //! - `router.rs`, `validate.rs`, `cors.rs`: routing, stateless validation, CORS rules.
 //! - `xml.rs`, `settings_xml.rs`: message bodies and lists; ACL and service-properties documents.
 //! - `delegation_xml.rs`: Get User Delegation Key's `KeyInfo` request and `UserDelegationKey`.
+//! - `probe.rs`: the blob and table ports of `azurite` mode, which answer readiness probes only.
 //!
 //! Planning reads the shard's copy of the replicated settings (`queue::Replicas`): stored access
 //! policies for a service SAS with `si`, CORS rules for preflights and response headers, and the
@@ -31,6 +32,7 @@ pub mod delegation_xml;
 pub mod ids;
 mod ops;
 mod plan;
+pub mod probe;
 mod response;
 pub mod router;
 mod service;
@@ -51,11 +53,28 @@ use response::Responder;
 
 pub use crate::operation::Operation;
 pub use cors::CorsHeaders;
+pub use probe::Surface;
 pub use router::Route;
 pub use service::{Health, Service};
 pub use step::{AdminAnswer, AdminStep, Echo, ListingEcho, Outcome, Plan, ResponsePlan, Step};
 
 impl Service {
+    /// The plan of a request that arrived on `surface`'s port: the queue API, or the blob and
+    /// table ports' readiness probes (`probe`).
+    pub fn plan_on(
+        &self,
+        surface: Surface,
+        request: &Request,
+        now_ms: u64,
+        peer: IpAddr,
+        replicas: &Replicas,
+    ) -> Plan {
+        match surface {
+            Surface::Queue => self.plan(request, now_ms, peer, replicas),
+            Surface::Blob | Surface::Table => self.plan_probe(surface, request, now_ms, peer),
+        }
+    }
+
     /// Routes, authenticates and validates `request` into a plan. `now_ms` is the time used for
     /// SAS windows; `peer` is the client's address for SAS IP ranges; `replicas` is this shard's
     /// copy of the replicated settings.
@@ -96,6 +115,10 @@ impl Service {
         let written = match (plan.operation, outcome) {
             (_, Outcome::Admin(answer)) => {
                 ops::admin::admin_response(&responder, answer, out);
+                Ok(())
+            }
+            (_, Outcome::Reply(Err(error))) if plan.json_errors => {
+                responder.table_error(error, out);
                 Ok(())
             }
             (_, Outcome::Reply(Err(error))) => {

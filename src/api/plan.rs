@@ -130,8 +130,7 @@ impl Service {
                 request.method.as_str(),
                 &replicas.service_properties(route.account).cors,
             ),
-            echo: Echo::None,
-            auth_failure: None,
+            ..ResponsePlan::default()
         };
         let acl_version = Cell::new(None);
         if let Err(failure) =

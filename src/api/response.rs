@@ -193,6 +193,23 @@ impl<'a> Responder<'a> {
     }
 }
 
+impl Responder<'_> {
+    /// The table service's error response (its port's probes): status, `x-ms-error-code` and
+    /// the OData JSON error body.
+    pub fn table_error(&self, error: StorageError, out: &mut BytesMut) {
+        let mut response = self.start(error.status(), out);
+        response.header("x-ms-error-code", error.code().as_bytes());
+        response.header(
+            "Content-Type",
+            b"application/json;odata=minimalmetadata;streaming=true;charset=utf-8",
+        );
+        let time = time::format_iso8601_7(self.now_ms);
+        let body = super::probe::table_error_body(error, &self.request_id, &time);
+        response.body().extend_from_slice(body.as_bytes());
+        response.finish();
+    }
+}
+
 /// A response being written: `ResponseWriter` plus the request's CORS headers, which go last
 /// in the head because the exposed headers are chosen among the others.
 pub(super) struct Response<'o, 'c> {

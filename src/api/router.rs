@@ -34,37 +34,13 @@ pub fn route<'r>(
     is_account: impl Fn(&str) -> bool,
     host_style_enabled: bool,
 ) -> Result<Route<'r>, StorageError> {
-    let path = std::str::from_utf8(path).map_err(|_| StorageError::InvalidUri)?;
-    let path = path.strip_prefix('/').ok_or(StorageError::InvalidUri)?;
-    let mut segments: Vec<&str> = if path.is_empty() {
-        Vec::new()
-    } else {
-        path.split('/').collect()
-    };
-    // A single trailing slash addresses the same resource (`/devstoreaccount1/?comp=list`).
-    if segments.last() == Some(&"") {
-        segments.pop();
-    }
-
-    let host_account = host
-        .filter(|_| host_style_enabled)
-        .and_then(host_style_account)
-        .filter(|label| is_account(strip_secondary(label).0));
-    let (account_label, resource) = match host_account {
-        Some(label) => (label, &segments[..]),
-        None => match segments.split_first() {
-            Some((first, rest)) => (*first, rest),
-            None => return Err(StorageError::InvalidUri),
-        },
-    };
-    let (account, secondary) = strip_secondary(account_label);
-    if !is_account(account) {
-        return Err(StorageError::ResourceNotFound);
-    }
-    if resource.iter().any(|segment| segment.is_empty()) {
-        return Err(StorageError::InvalidUri);
-    }
-
+    let Addressed {
+        account,
+        secondary,
+        host_style,
+        resource,
+    } = addressed(host, path, is_account, host_style_enabled)?;
+    let resource = &resource[..];
     let (queue, message_id) = match resource {
         [] => (None, None),
         [queue] => (Some(*queue), None),
@@ -85,10 +61,74 @@ pub fn route<'r>(
     Ok(Route {
         account,
         secondary,
-        host_style: host_account.is_some(),
+        host_style,
         operation,
         queue,
         message_id,
+    })
+}
+
+/// The account a request addresses and the path segments below it, the first step of routing
+/// on every port (the blob and table probes of `api::probe` share it).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Addressed<'r> {
+    /// The account name without any `-secondary` suffix; a known account.
+    pub account: &'r str,
+    /// The request addressed the account's secondary endpoint.
+    pub secondary: bool,
+    /// Whether the account came from the host name rather than the first path segment.
+    pub host_style: bool,
+    /// The path segments after the account (a single trailing slash dropped), none empty.
+    pub resource: Vec<&'r str>,
+}
+
+/// The account of a request (its host's first label when host-style URLs are enabled and that
+/// label is an account, else the first path segment) and the segments after it: 400
+/// `InvalidUri` for a path that is not one, 404 `ResourceNotFound` for an unknown account.
+pub fn addressed<'r>(
+    host: Option<&'r str>,
+    path: &'r [u8],
+    is_account: impl Fn(&str) -> bool,
+    host_style_enabled: bool,
+) -> Result<Addressed<'r>, StorageError> {
+    let path = std::str::from_utf8(path).map_err(|_| StorageError::InvalidUri)?;
+    let path = path.strip_prefix('/').ok_or(StorageError::InvalidUri)?;
+    let mut segments: Vec<&str> = if path.is_empty() {
+        Vec::new()
+    } else {
+        path.split('/').collect()
+    };
+    // A single trailing slash addresses the same resource (`/devstoreaccount1/?comp=list`).
+    if segments.last() == Some(&"") {
+        segments.pop();
+    }
+
+    let host_account = host
+        .filter(|_| host_style_enabled)
+        .and_then(host_style_account)
+        .filter(|label| is_account(strip_secondary(label).0));
+    let (account_label, resource) = match host_account {
+        Some(label) => (label, segments),
+        None => {
+            if segments.is_empty() {
+                return Err(StorageError::InvalidUri);
+            }
+            let first = segments.remove(0);
+            (first, segments)
+        }
+    };
+    let (account, secondary) = strip_secondary(account_label);
+    if !is_account(account) {
+        return Err(StorageError::ResourceNotFound);
+    }
+    if resource.iter().any(|segment| segment.is_empty()) {
+        return Err(StorageError::InvalidUri);
+    }
+    Ok(Addressed {
+        account,
+        secondary,
+        host_style: host_account.is_some(),
+        resource,
     })
 }
 

@@ -127,6 +127,8 @@ pub struct ResponsePlan {
     /// Why authentication failed: the log gets it, and the client Azure's
     /// `AuthenticationErrorDetail` for it with the error's code.
     pub auth_failure: Option<AuthFailure>,
+    /// Errors are the table service's OData JSON rather than XML (the table port's probes).
+    pub json_errors: bool,
 }
 
 /// What an answer repeats of its planning, for the operations whose body is not the outcome

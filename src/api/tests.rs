@@ -776,3 +776,138 @@ fn health_follows_the_lifecycle_without_credentials() {
     assert!(answer("PUT", "/_azq/health").starts_with("HTTP/1.1 405 "));
     assert!(answer("GET", "/_azq/nothing").starts_with("HTTP/1.1 400 "));
 }
+
+/// The whole answer to `request` on a probe port, executed as the runtime would (a probe's step
+/// is an answer planning already wrote, or an error), with the request ID masked.
+fn probe_response(surface: super::Surface, request: &Request) -> String {
+    let service = service();
+    let plan = service.plan_on(
+        surface,
+        request,
+        NOW_MS,
+        IpAddr::from([127, 0, 0, 1]),
+        &Replicas::default(),
+    );
+    let outcome = match plan.step {
+        super::Step::Admin(super::AdminStep::Answer(answer)) => Outcome::Admin(answer),
+        super::Step::Fail(error) => Outcome::Reply(Err(error)),
+        step => panic!("a probe planned {step:?}"),
+    };
+    let mut out = BytesMut::new();
+    service.respond(request, &plan.response, outcome, NOW_MS, &mut out);
+    mask_request_id(std::str::from_utf8(&out).unwrap())
+}
+
+/// A request to the table port signed with the table service's SharedKey layout.
+fn table_signed(method: &str, target: &str, accept: &str) -> Request {
+    use crate::auth::shared_key::{write_table_string_to_sign, SharedKeyScheme};
+    let mut headers: Vec<(&str, &str)> = vec![
+        ("Host", "127.0.0.1:10002"),
+        ("x-ms-date", DATE),
+        ("x-ms-version", "2019-02-02"),
+        ("Accept", accept),
+    ];
+    let unsigned = Request::from_parts(method, target, &headers, Bytes::new());
+    let mut string_to_sign = Vec::new();
+    write_table_string_to_sign(
+        SharedKeyScheme::SharedKey,
+        method,
+        unsigned.target(),
+        unsigned.headers(),
+        DEVELOPMENT_ACCOUNT_NAME,
+        &mut string_to_sign,
+    )
+    .unwrap();
+    let key = SigningKey::from_base64(DEVELOPMENT_ACCOUNT_KEY).unwrap();
+    let authorization = format!(
+        "SharedKey {DEVELOPMENT_ACCOUNT_NAME}:{}",
+        key.sign_base64(&string_to_sign)
+    );
+    headers.push(("Authorization", &authorization));
+    Request::from_parts(method, target, &headers, Bytes::new())
+}
+
+#[test]
+fn probe_ports_answer_readiness_checks_and_nothing_else() {
+    use super::Surface::{Blob, Table};
+    // Blob List Containers, as Aspire's health check asks it (one result per page).
+    let list = probe_response(
+        Blob,
+        &signed("GET", "/devstoreaccount1?comp=list&maxresults=1", &[], ""),
+    );
+    assert!(list.starts_with(&common_head("200 OK")), "{list}");
+    assert!(list.ends_with(
+        "<?xml version=\"1.0\" encoding=\"utf-8\"?><EnumerationResults ServiceEndpoint=\"\
+         http://127.0.0.1:10001/devstoreaccount1/\"><MaxResults>1</MaxResults><Containers />\
+         <NextMarker /></EnumerationResults>"
+    ));
+    let properties = probe_response(
+        Blob,
+        &signed(
+            "GET",
+            "/devstoreaccount1/?restype=service&comp=properties",
+            &[],
+            "",
+        ),
+    );
+    assert!(properties.contains("<StaticWebsite><Enabled>false</Enabled>"));
+    // Table Query Tables, in the OData flavour asked.
+    let tables = probe_response(
+        Table,
+        &table_signed(
+            "GET",
+            "/devstoreaccount1/Tables",
+            "application/json;odata=minimalmetadata",
+        ),
+    );
+    assert!(tables.contains("\r\nContent-Type: application/json;odata=minimalmetadata;"));
+    assert!(tables.ends_with(
+        "{\"odata.metadata\":\"http://127.0.0.1:10002/devstoreaccount1/$metadata#Tables\",\
+         \"value\":[]}"
+    ));
+    let bare = probe_response(
+        Table,
+        &table_signed(
+            "GET",
+            "/devstoreaccount1/Tables()",
+            "application/json;odata=nometadata",
+        ),
+    );
+    assert!(bare.ends_with("\r\n\r\n{\"value\":[]}"), "{bare}");
+    // Anything else: 501, in each port's error format.
+    let blob_write = probe_response(Blob, &signed("PUT", "/devstoreaccount1/pictures", &[], ""));
+    assert!(
+        blob_write.starts_with("HTTP/1.1 501 Not Implemented\r\n"),
+        "{blob_write}"
+    );
+    assert!(blob_write.contains("x-ms-error-code: NotImplemented\r\n"));
+    assert!(blob_write.contains("<Code>NotImplemented</Code><Message>azq serves queues only"));
+    let table_write = probe_response(
+        Table,
+        &table_signed("POST", "/devstoreaccount1/Tables", "application/json"),
+    );
+    assert!(table_write.starts_with("HTTP/1.1 501 "), "{table_write}");
+    assert!(table_write.contains(
+        "{\"odata.error\":{\"code\":\"NotImplemented\",\"message\":{\"lang\":\"en-US\",\
+         \"value\":\"azq serves queues only"
+    ));
+    // Credentials are checked as Azure checks them: the table port does not take the queue
+    // service's layout, nor anything unsigned.
+    let queue_layout = probe_response(Table, &signed("GET", "/devstoreaccount1/Tables", &[], ""));
+    assert!(queue_layout.starts_with("HTTP/1.1 403 "), "{queue_layout}");
+    assert!(queue_layout.contains("\"code\":\"AuthenticationFailed\""));
+    let unsigned = Request::from_parts(
+        "GET",
+        "/devstoreaccount1?comp=list",
+        &[("Host", "127.0.0.1:10000")],
+        Bytes::new(),
+    );
+    let refused = probe_response(Blob, &unsigned);
+    assert!(
+        refused.contains("<Code>AuthenticationFailed</Code>"),
+        "{refused}"
+    );
+    // An unknown account is the service's 404, as on the queue port.
+    let unknown = probe_response(Blob, &signed("GET", "/nobody?comp=list", &[], ""));
+    assert!(unknown.starts_with("HTTP/1.1 404 "), "{unknown}");
+}

@@ -127,6 +127,14 @@ impl Authenticator {
                     key_index: 0,
                 });
             }
+            if access.service == 't' {
+                return shared_key::verify_table(
+                    request,
+                    authorization,
+                    account,
+                    &mut self.string_to_sign,
+                );
+            }
             return shared_key::verify(
                 request,
                 authorization,

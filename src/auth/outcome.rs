@@ -105,7 +105,8 @@ pub enum AuthFailure {
     ProtocolMismatch,
     /// The SAS does not allow the client's address (`sip`).
     SourceIpMismatch,
-    /// The account SAS does not cover the queue service (`ss` lacks `q`).
+    /// The account SAS does not cover the service asked (`ss` lacks `q`, or `b`/`t` on the probe
+    /// ports).
     ServiceMismatch,
     /// The account SAS does not cover the operation's resource type (`srt`).
     ResourceTypeMismatch,
@@ -167,7 +168,7 @@ impl fmt::Display for AuthFailure {
             AuthFailure::SasExpired(_) => "SAS has expired",
             AuthFailure::ProtocolMismatch => "SAS forbids this protocol",
             AuthFailure::SourceIpMismatch => "SAS forbids this client address",
-            AuthFailure::ServiceMismatch => "account SAS excludes the queue service",
+            AuthFailure::ServiceMismatch => "account SAS excludes the service asked",
             AuthFailure::ResourceTypeMismatch => "account SAS excludes this resource type",
             AuthFailure::PermissionMismatch => "SAS lacks the permission this operation needs",
             AuthFailure::OperationNotAllowed => "no SAS of this kind may perform this operation",

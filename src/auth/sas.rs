@@ -122,6 +122,10 @@ pub struct Access {
     /// Only a bearer token may perform the operation: neither the account key nor any SAS
     /// (Get User Delegation Key: "Only authorization with Microsoft Entra ID is supported").
     pub bearer_only: bool,
+    /// The service whose letter an account SAS's `ss` must carry: `q` for every queue
+    /// operation, `b` and `t` for the probes the blob and table ports answer. It also picks the
+    /// SharedKey layout: the table service signs its own.
+    pub service: char,
 }
 
 impl Access {
@@ -135,7 +139,12 @@ impl Access {
             account_permissions: PermissionSet::from_letters(account_permissions),
             service_permission,
             bearer_only: false,
+            service: 'q',
         }
+    }
+
+    const fn on_service(self, service: char) -> Access {
+        Access { service, ..self }
     }
 
     /// Get Service Properties: account SAS `s` + `r`.
@@ -179,6 +188,16 @@ impl Access {
     pub const UPDATE_MESSAGE: Access = Access::new(ResourceType::Object, "u", Some('u'));
     /// Delete Message: account SAS `o` + `p`; service SAS `p`.
     pub const DELETE_MESSAGE: Access = Access::new(ResourceType::Object, "p", Some('p'));
+    /// List Containers on the blob port (a readiness probe): account SAS `b`, `s` + `l`.
+    pub const LIST_CONTAINERS: Access =
+        Access::new(ResourceType::Service, "l", None).on_service('b');
+    /// Get Blob Service Properties on the blob port: account SAS `b`, `s` + `r`.
+    pub const GET_BLOB_SERVICE_PROPERTIES: Access =
+        Access::new(ResourceType::Service, "r", None).on_service('b');
+    /// Query Tables on the table port (a readiness probe): account SAS `t`, `c` + `l` (tables
+    /// are the table service's containers; `l` lists them).
+    pub const QUERY_TABLES: Access =
+        Access::new(ResourceType::Container, "l", None).on_service('t');
 }
 
 /// A stored access policy of a queue (its ACL entry), as the api layer hands it over for a
@@ -685,7 +704,7 @@ fn authorize(
             services,
             resource_types,
         } => {
-            if !services.contains('q') {
+            if !services.contains(access.service) {
                 return Err(AuthFailure::ServiceMismatch);
             }
             if !resource_types.contains(access.resource_type.letter()) {

@@ -2,7 +2,8 @@
 //! request, execute each in order, encode all responses into one output buffer, and write them in
 //! one batch once the log has written what they answer (so pipelined changes share one sync).
 //! Timeouts bound slow heads (slowloris) and idle keep-alive connections. Each request goes
-//! one way: parse → plan (`api::Service::plan`) → execute → respond (`api::Service::respond`).
+//! one way: parse → plan (`api::Service::plan_on`: the queue API, or on the blob and table ports
+//! of `azurite` mode their readiness probes) → execute → respond (`api::Service::respond`).
 //! The control plane meets it at two fixed points, both in `governance`: around the execution
 //! (`is_idle`, one `Cell` check; when it is not, `govern` runs the step through the account
 //! limit, fault rules and `--latency`), and `answered`, which counts the answer in the metrics.
@@ -17,7 +18,7 @@ use std::time::{Duration, Instant};
 
 use bytes::BytesMut;
 
-use crate::api::Service;
+use crate::api::{Service, Surface};
 use crate::http::{response, ParseError, Parser, Progress};
 use crate::limits::{
     IDLE_CONNECTION_TIMEOUT_MS, REQUEST_BODY_BYTES_MAX, REQUEST_HEADERS_MAX,
@@ -92,14 +93,15 @@ impl<B: Backend> Transport for TlsStream<B> {
     }
 }
 
-/// Serves one accepted connection from `peer` until the client closes it, a timeout expires, the
-/// request stream is broken, or the server shuts down; then closes it.
+/// Serves one accepted connection from `peer` on `surface`'s port until the client closes it, a
+/// timeout expires, the request stream is broken, or the server shuts down; then closes it.
 pub async fn serve<B: Backend, T: Transport>(
     mut transport: T,
     peer: IpAddr,
+    surface: Surface,
     shard: Rc<ShardContext<B>>,
 ) {
-    match serve_requests(&mut transport, peer, &shard).await {
+    match serve_requests(&mut transport, peer, surface, &shard).await {
         Ending::Close => transport.close().await,
         Ending::Reset => transport.reset(),
     }
@@ -117,6 +119,7 @@ enum Ending {
 async fn serve_requests<B: Backend, T: Transport>(
     stream: &mut T,
     peer: IpAddr,
+    surface: Surface,
     shard: &Rc<ShardContext<B>>,
 ) -> Ending {
     let mut input = BytesMut::with_capacity(BUFFER_BYTES);
@@ -139,9 +142,13 @@ async fn serve_requests<B: Backend, T: Transport>(
                     let _busy = shard.busy();
                     let started = Instant::now();
                     let now_ms = shard.engine.now_ms();
-                    let plan = shard
-                        .service
-                        .plan(&request, now_ms, peer, &shard.engine.replicas());
+                    let plan = shard.service.plan_on(
+                        surface,
+                        &request,
+                        now_ms,
+                        peer,
+                        &shard.engine.replicas(),
+                    );
                     if let Some(failure) = &plan.response.auth_failure {
                         shard.log_line(&format!("authentication failed for {peer}: {failure}"));
                     }

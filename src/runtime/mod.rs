@@ -43,7 +43,7 @@ use std::sync::atomic::AtomicUsize;
 use std::sync::mpsc::{self, Receiver};
 use std::sync::Arc;
 
-use crate::api::{Health, Service};
+use crate::api::{Health, Service, Surface};
 use crate::auth::Accounts;
 use crate::lifecycle::Lifecycle;
 use crate::limits::{MESH_CHANNEL_CAPACITY, TLS_SESSION_CACHE_ENTRIES_PER_SHARD};
@@ -62,6 +62,8 @@ use shard::{ShardEvent, ShardSetup};
 pub struct Server {
     /// The address every shard listens on.
     pub address: SocketAddr,
+    /// The blob and table ports' addresses (readiness probes only), as bound.
+    pub probe_addresses: Vec<(Surface, SocketAddr)>,
     /// How many shards serve.
     pub shards: usize,
     /// The backend the shards run on.
@@ -106,15 +108,17 @@ pub struct Https {
 
 /// Starts every shard on the backend `config.runtime` selects, and returns once all serve.
 /// `stores` holds each shard's recovered state when `config.persistence` keeps data on disk
-/// (`None`: memory only). `https` makes every shard serve TLS (`None`: plain HTTP).
-/// `lifecycle` stops them. An error names why a shard could not start; shards that did start
-/// are then still running, so the caller should end the process.
+/// (`None`: memory only). `https` makes every shard serve TLS (`None`: plain HTTP). `probes`
+/// are the blob and table ports to answer readiness probes on (`azurite` mode; empty
+/// otherwise). `lifecycle` stops them. An error names why a shard could not start; shards that
+/// did start are then still running, so the caller should end the process.
 pub fn start(
     config: &Config,
     accounts: Accounts,
     lifecycle: Arc<Lifecycle>,
     stores: Option<Vec<ShardStart>>,
     https: Option<Https>,
+    probes: &[(Surface, SocketAddr)],
 ) -> Result<Server, String> {
     let shards = config.cpus.len();
     assert!(shards > 0);
@@ -131,10 +135,15 @@ pub fn start(
     };
     let (backend, fallback_reason) = select::select(config.runtime)?;
     let address = reserve_address(SocketAddr::new(config.host, config.port))?;
+    let probe_addresses = probes
+        .iter()
+        .map(|&(surface, address)| Ok((surface, reserve_address(address)?)))
+        .collect::<Result<Vec<_>, String>>()?;
     let events = backend.dispatch(StartShards {
         config,
         accounts,
         address,
+        probe_addresses: probe_addresses.clone(),
         lifecycle: &lifecycle,
         stores,
         https,
@@ -153,6 +162,7 @@ pub fn start(
     lifecycle.set_serving();
     Ok(Server {
         address,
+        probe_addresses,
         shards,
         backend,
         fallback_reason,
@@ -166,6 +176,7 @@ struct StartShards<'a> {
     config: &'a Config,
     accounts: Accounts,
     address: SocketAddr,
+    probe_addresses: Vec<(Surface, SocketAddr)>,
     lifecycle: &'a Arc<Lifecycle>,
     stores: Vec<Option<(ShardStart, Durability)>>,
     https: Option<Https>,
@@ -179,11 +190,20 @@ impl OnBackend for StartShards<'_> {
             config,
             accounts,
             address,
+            probe_addresses,
             lifecycle,
             stores,
             https,
         } = self;
-        start_shards::<B>(config, accounts, address, lifecycle, stores, https)
+        start_shards::<B>(
+            config,
+            accounts,
+            address,
+            probe_addresses,
+            lifecycle,
+            stores,
+            https,
+        )
     }
 }
 
@@ -192,6 +212,7 @@ fn start_shards<B: Backend>(
     config: &Config,
     accounts: Accounts,
     address: SocketAddr,
+    probe_addresses: Vec<(Surface, SocketAddr)>,
     lifecycle: &Arc<Lifecycle>,
     stores: Vec<Option<(ShardStart, Durability)>>,
     https: Option<Https>,
@@ -218,6 +239,7 @@ fn start_shards<B: Backend>(
             shards,
             cpu,
             address,
+            probe_addresses: probe_addresses.clone(),
             connections_max: config.connections_per_shard_max,
             // Each shard gets an equal part, so no shard ever has to ask another what it holds.
             message_bytes_max: config.message_bytes_max / shards as u64,

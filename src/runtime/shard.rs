@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use bytes::BytesMut;
 
-use crate::api::Service;
+use crate::api::{Service, Surface};
 use crate::error::StorageError;
 use crate::governor::{Governor, GovernorConfig};
 use crate::limits::{
@@ -59,6 +59,9 @@ pub struct ShardSetup<B: Backend> {
     pub cpu: usize,
     /// The address every shard listens on (SO_REUSEPORT).
     pub address: SocketAddr,
+    /// The blob and table ports' addresses in `azurite` mode (readiness probes only), which
+    /// every shard listens on too; empty otherwise.
+    pub probe_addresses: Vec<(Surface, SocketAddr)>,
     /// Open connections the shard serves at once (`--max-connections`).
     pub connections_max: usize,
     /// This shard's part of `--max-memory`, bytes of stored messages.
@@ -123,6 +126,13 @@ async fn run<B: Backend>(setup: ShardSetup<B>) {
         Ok(listener) => listener,
         Err(error) => return failed(format!("cannot listen on {}: {error}", setup.address)),
     };
+    let mut probe_listeners = Vec::with_capacity(setup.probe_addresses.len());
+    for &(surface, address) in &setup.probe_addresses {
+        match B::bind(address) {
+            Ok(listener) => probe_listeners.push((surface, listener)),
+            Err(error) => return failed(format!("cannot listen on {address}: {error}")),
+        }
+    }
     let (mut state, log) = match setup.store {
         None => (ShardState::new(setup.index, shard_seed(setup.index)), None),
         Some((start, durability)) => {
@@ -150,8 +160,30 @@ async fn run<B: Backend>(setup: ShardSetup<B>) {
     governance::start(&shard);
     let _ = setup.events.send(ShardEvent::Serving(setup.index));
 
-    accept(&listener, &shard, setup.connections_max, setup.tls).await;
+    // The probe ports share the shard's connection cap with the queue port; each accepts on
+    // its own task until the server stops.
+    let probe_tasks: Vec<_> = probe_listeners
+        .into_iter()
+        .map(|(surface, listener)| {
+            let (shard, tls) = (shard.clone(), setup.tls.clone());
+            let connections_max = setup.connections_max;
+            B::spawn_task(async move {
+                accept(&listener, surface, &shard, connections_max, tls).await;
+            })
+        })
+        .collect();
+    accept(
+        &listener,
+        Surface::Queue,
+        &shard,
+        setup.connections_max,
+        setup.tls,
+    )
+    .await;
     drop(listener);
+    for task in probe_tasks {
+        task.await;
+    }
 
     // Drain: finish in-flight requests (and keep serving peers' commands) for a bounded time.
     let grace_ends = Instant::now() + Duration::from_millis(SHUTDOWN_GRACE_MS);
@@ -167,8 +199,10 @@ async fn run<B: Backend>(setup: ShardSetup<B>) {
     }
 }
 
+/// Accepts `surface`'s connections on `listener` until the server stops.
 async fn accept<B: Backend>(
     listener: &B::Listener,
+    surface: Surface,
     shard: &Rc<ShardContext<B>>,
     connections_max: usize,
     tls: Option<Arc<rustls::ServerConfig>>,
@@ -200,7 +234,7 @@ async fn accept<B: Backend>(
             shard.connections().set(shard.connections().get() + 1);
             let shard = shard.clone();
             B::spawn(async move {
-                connection::serve(Plain::<B>(stream), peer.ip(), shard.clone()).await;
+                connection::serve(Plain::<B>(stream), peer.ip(), surface, shard.clone()).await;
                 shard.connections().set(shard.connections().get() - 1);
             });
             continue;
@@ -220,7 +254,7 @@ async fn accept<B: Backend>(
             let session = TlsStream::<B>::accept(stream, tls, timeout).await;
             handshakes.set(handshakes.get() - 1);
             match session {
-                Ok(session) => connection::serve(session, peer.ip(), shard.clone()).await,
+                Ok(session) => connection::serve(session, peer.ip(), surface, shard.clone()).await,
                 Err(error) => shard.log_line(&format!("TLS handshake with {peer} failed: {error}")),
             }
             shard.connections().set(shard.connections().get() - 1);

@@ -493,18 +493,125 @@ fn check_memlock_limit() -> Result<(), String> {
     Ok(())
 }
 
-/// One line naming why a system call refused io_uring.
+/// One line naming why a system call refused io_uring, telling a seccomp filter's denial (the
+/// kernel has io_uring, a container runtime's default profile denies it: ENOSYS under podman's,
+/// EPERM under Docker's) from a kernel without io_uring and from the io_uring_disabled sysctl.
 fn refusal(call: &str, error: io::Error) -> String {
-    let hint = match error.raw_os_error() {
-        Some(libc::EPERM) | Some(libc::EACCES) => {
-            " (denied: a seccomp profile such as Docker's default blocks io_uring, or \
-             kernel.io_uring_disabled is set)"
-        }
-        Some(libc::ENOSYS) => " (this kernel has no io_uring)",
-        Some(libc::ENOMEM) => " (out of locked memory: raise ulimit -l)",
-        _ => "",
+    let circumstances = match error.raw_os_error() {
+        Some(libc::ENOSYS) | Some(libc::EPERM) | Some(libc::EACCES) => Circumstances::read(),
+        _ => Circumstances::default(),
     };
-    format!("{call} failed: {error}{hint}")
+    format!(
+        "{call} failed: {error}{}",
+        explanation(&error, &circumstances)
+    )
+}
+
+/// The parenthesis `refusal` adds to the error, from what else is known.
+fn explanation(error: &io::Error, known: &Circumstances) -> String {
+    let seccomp = "denied by this process's seccomp filter: the kernel has io_uring, but the \
+                   container runtime's default profile blocks it \
+                   (deploy/seccomp/default-with-io-uring.json allows it)";
+    let text = match (error.raw_os_error(), known) {
+        (Some(libc::ENOMEM), _) => "out of locked memory: raise ulimit -l",
+        (
+            Some(libc::EPERM) | Some(libc::EACCES),
+            Circumstances {
+                io_uring_disabled: Some(2),
+                ..
+            },
+        ) => "disabled for every process by the sysctl kernel.io_uring_disabled=2",
+        (
+            Some(libc::EPERM) | Some(libc::EACCES),
+            Circumstances {
+                io_uring_disabled: Some(1),
+                seccomp_filter: Some(false) | None,
+                ..
+            },
+        ) => "kernel.io_uring_disabled=1 allows it only to the group kernel.io_uring_group",
+        (
+            Some(libc::ENOSYS) | Some(libc::EPERM) | Some(libc::EACCES),
+            Circumstances {
+                seccomp_filter: Some(true),
+                kernel_has_io_uring: Some(true),
+                ..
+            },
+        ) => seccomp,
+        (
+            Some(libc::ENOSYS),
+            Circumstances {
+                kernel_has_io_uring: Some(false),
+                ..
+            }
+            | Circumstances {
+                seccomp_filter: Some(false),
+                ..
+            },
+        ) => "this kernel has no io_uring",
+        (Some(libc::ENOSYS), _) => "denied by a seccomp filter, or this kernel has no io_uring",
+        (Some(libc::EPERM) | Some(libc::EACCES), _) => {
+            "denied: a seccomp profile such as Docker's default blocks io_uring, or \
+             kernel.io_uring_disabled is set"
+        }
+        _ => return String::new(),
+    };
+    format!(" ({text})")
+}
+
+/// What the process can learn about an io_uring refusal besides the error: whether a seccomp
+/// filter is in force on it, and whether the kernel has io_uring at all.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Circumstances {
+    /// `Seccomp: 2` in /proc/self/status: a filter decides this process's system calls.
+    pub seccomp_filter: Option<bool>,
+    /// The kernel has io_uring: /proc/sys/kernel/io_uring_disabled exists (Linux 6.6+) or
+    /// /proc/kallsyms names io_uring_setup; `None` when neither could be read.
+    pub kernel_has_io_uring: Option<bool>,
+    /// The value of kernel.io_uring_disabled (0, 1 or 2), where the kernel has the sysctl.
+    pub io_uring_disabled: Option<u8>,
+}
+
+impl Circumstances {
+    /// Reads them from /proc (only on the refusal path: kallsyms is large).
+    pub fn read() -> Circumstances {
+        let seccomp_filter = std::fs::read_to_string("/proc/self/status")
+            .ok()
+            .map(|status| {
+                status
+                    .lines()
+                    .find_map(|line| line.strip_prefix("Seccomp:"))
+                    .is_some_and(|mode| mode.trim() == "2")
+            });
+        let io_uring_disabled = std::fs::read_to_string("/proc/sys/kernel/io_uring_disabled")
+            .ok()
+            .and_then(|value| value.trim().parse().ok());
+        let kernel_has_io_uring = if io_uring_disabled.is_some() {
+            Some(true)
+        } else {
+            kallsyms_names_io_uring()
+        };
+        Circumstances {
+            seccomp_filter,
+            kernel_has_io_uring,
+            io_uring_disabled,
+        }
+    }
+}
+
+/// Whether /proc/kallsyms lists an io_uring_setup symbol; `None` when it cannot be read.
+fn kallsyms_names_io_uring() -> Option<bool> {
+    use std::io::BufRead;
+    let file = std::fs::File::open("/proc/kallsyms").ok()?;
+    let mut lines = std::io::BufReader::new(file).lines();
+    let mut any = false;
+    for line in lines.by_ref() {
+        let line = line.ok()?;
+        any = true;
+        if line.ends_with("sys_io_uring_setup") {
+            return Some(true);
+        }
+    }
+    any.then_some(false)
 }
 
 #[cfg(test)]
@@ -522,8 +629,90 @@ mod tests {
     fn refusals_name_the_call_and_the_reason() {
         let denied = refusal("io_uring_setup", io::Error::from_raw_os_error(libc::EPERM));
         assert!(denied.starts_with("io_uring_setup failed: "), "{denied}");
-        assert!(denied.contains("seccomp"), "{denied}");
-        let missing = refusal("io_uring_setup", io::Error::from_raw_os_error(libc::ENOSYS));
-        assert!(missing.contains("no io_uring"), "{missing}");
+        assert!(denied.contains("seccomp") || denied.contains("io_uring_disabled"));
+        let memory = refusal("io_uring_setup", io::Error::from_raw_os_error(libc::ENOMEM));
+        assert!(
+            memory.ends_with("(out of locked memory: raise ulimit -l)"),
+            "{memory}"
+        );
+    }
+
+    /// A seccomp denial (ENOSYS under podman's default profile, EPERM under Docker's) is told
+    /// from a kernel without io_uring and from the sysctl, by what /proc says.
+    #[test]
+    fn explanations_table() {
+        let known = |seccomp_filter, kernel_has_io_uring, io_uring_disabled| Circumstances {
+            seccomp_filter,
+            kernel_has_io_uring,
+            io_uring_disabled,
+        };
+        let cases = [
+            (
+                libc::ENOSYS,
+                known(Some(true), Some(true), Some(0)),
+                "seccomp filter: the kernel",
+            ),
+            (
+                libc::EPERM,
+                known(Some(true), Some(true), None),
+                "seccomp filter: the kernel",
+            ),
+            (
+                libc::ENOSYS,
+                known(Some(false), None, None),
+                "this kernel has no io_uring",
+            ),
+            (
+                libc::ENOSYS,
+                known(Some(true), Some(false), None),
+                "this kernel has no io_uring",
+            ),
+            (
+                libc::ENOSYS,
+                known(Some(true), None, None),
+                "a seccomp filter, or this kernel",
+            ),
+            (
+                libc::EPERM,
+                known(Some(false), Some(true), Some(2)),
+                "io_uring_disabled=2",
+            ),
+            (
+                libc::EPERM,
+                known(Some(true), Some(true), Some(2)),
+                "io_uring_disabled=2",
+            ),
+            (
+                libc::EPERM,
+                known(Some(false), Some(true), Some(1)),
+                "kernel.io_uring_group",
+            ),
+            (
+                libc::EPERM,
+                known(None, None, None),
+                "or kernel.io_uring_disabled is set",
+            ),
+        ];
+        for (errno, circumstances, expected) in cases {
+            let text = explanation(&io::Error::from_raw_os_error(errno), &circumstances);
+            assert!(text.contains(expected), "{errno} {circumstances:?}: {text}");
+        }
+        assert_eq!(
+            explanation(
+                &io::Error::from_raw_os_error(libc::EINVAL),
+                &known(None, None, None)
+            ),
+            ""
+        );
+    }
+
+    /// /proc answers, and agrees with the probe: where io_uring serves, the kernel has it.
+    #[test]
+    fn circumstances_of_this_process() {
+        let here = Circumstances::read();
+        assert!(here.seccomp_filter.is_some(), "{here:?}");
+        if probe().is_ok() {
+            assert_ne!(here.kernel_has_io_uring, Some(false), "{here:?}");
+        }
     }
 }

@@ -180,14 +180,14 @@ pub const LOCK_FILE_NAME: &str = "LOCK";
 /// Creates the data directory `root` and locks it for this process (an advisory `flock`, freed
 /// when the process ends however it ends); an error when another process holds it.
 pub fn lock_data_directory(root: &Path) -> Result<std::fs::File, String> {
-    std::fs::create_dir_all(root).map_err(|error| format!("{}: {error}", root.display()))?;
+    std::fs::create_dir_all(root).map_err(|error| unwritable(root, &error))?;
     let path = root.join(LOCK_FILE_NAME);
     let file = std::fs::OpenOptions::new()
         .create(true)
         .truncate(false)
         .write(true)
         .open(&path)
-        .map_err(|error| format!("{}: {error}", path.display()))?;
+        .map_err(|error| unwritable(&path, &error))?;
     #[cfg(unix)]
     {
         use std::os::fd::AsRawFd;
@@ -203,9 +203,79 @@ pub fn lock_data_directory(root: &Path) -> Result<std::fs::File, String> {
     Ok(file)
 }
 
+/// Why `path` could not be made or opened, and, where this process may not write there, who it
+/// runs as, who owns the nearest existing directory, and the ways out: the usual failure of a
+/// container whose bind mount belongs to root while azq runs as uid 65532.
+fn unwritable(path: &Path, error: &io::Error) -> String {
+    let first = format!("{}: {error}", path.display());
+    match error.raw_os_error() {
+        #[cfg(unix)]
+        Some(libc::EACCES) | Some(libc::EPERM) => {
+            use std::os::unix::fs::MetadataExt;
+            // SAFETY: getuid and getgid cannot fail and touch no memory.
+            let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
+            let owner = path
+                .ancestors()
+                .skip(1)
+                .find_map(|directory| Some((directory, std::fs::metadata(directory).ok()?)))
+                .map(|(directory, metadata)| {
+                    format!(
+                        ", and {} belongs to uid {} gid {} (mode {:o})",
+                        directory.display(),
+                        metadata.uid(),
+                        metadata.gid(),
+                        metadata.mode() & 0o7777
+                    )
+                })
+                .unwrap_or_default();
+            format!(
+                "{first}. azq runs as uid {uid} gid {gid}{owner}. Let it write there: on the \
+                 host, `chown {uid} DIR` (or `chgrp {gid} DIR && chmod g+w DIR`); or mount the \
+                 directory with podman's `:U` option (`-v DIR:/data:U`), which gives it to the \
+                 container's user; or run the container as the directory's owner (`--user`)"
+            )
+        }
+        #[cfg(unix)]
+        Some(libc::EROFS) => format!(
+            "{first}. The directory is on a read-only file system: mount a writable volume \
+             there (the image's /data is one), or keep nothing with --inMemoryPersistence"
+        ),
+        _ => first,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    #[cfg(unix)]
+    fn unwritable_directories_are_explained() {
+        let denied = unwritable(
+            Path::new("/data/__azq__"),
+            &io::Error::from_raw_os_error(libc::EACCES),
+        );
+        // SAFETY: getuid cannot fail.
+        let uid = unsafe { libc::getuid() };
+        assert!(
+            denied.starts_with("/data/__azq__: Permission denied"),
+            "{denied}"
+        );
+        for words in [
+            format!("runs as uid {uid} gid "),
+            format!("chown {uid} DIR"),
+            ":U".into(),
+        ] {
+            assert!(denied.contains(&words), "{words}: {denied}");
+        }
+        let read_only = unwritable(Path::new("/x"), &io::Error::from_raw_os_error(libc::EROFS));
+        assert!(read_only.contains("read-only file system"), "{read_only}");
+        let other = unwritable(Path::new("/x"), &io::Error::from_raw_os_error(libc::ENOSPC));
+        assert_eq!(
+            other,
+            format!("/x: {}", io::Error::from_raw_os_error(libc::ENOSPC))
+        );
+    }
 
     /// A small file is read, a large one mapped; either way the bytes are the file's, and a
     /// mapped file's bytes outlive a truncation past them and the file's removal.

@@ -150,7 +150,8 @@ def node_arguments() -> dict:
         doc for doc in load_all(DEPLOY / "k8s/azq.yaml") if doc.get("kind") == "StatefulSet"
     )
     (container,) = statefulset["spec"]["template"]["spec"]["containers"]
-    dockerfile = (DEPLOY / "docker/Dockerfile").read_text()
+    # The image's CMD, its continuation lines joined.
+    dockerfile = (DEPLOY / "docker/Dockerfile").read_text().replace("\\\n", " ")
     image = json.loads(re.search(r"^CMD (\[.*\])$", dockerfile, re.M).group(1))
     return {"compose": compose, "k8s": container["args"], "image": image}
 
@@ -161,10 +162,19 @@ def test_the_real_binary_accepts_each_deployments_arguments(deployment, tmp_path
     tests/runtime.rs covers 0.0.0.0) and its data directory (a temporary one) changed: it must
     start, serve and report itself healthy."""
     arguments = list(node_arguments()[deployment])
-    assert arguments[arguments.index("--queueHost") + 1] == "0.0.0.0"
-    arguments[arguments.index("--queueHost") + 1] = "127.0.0.1"
-    arguments[arguments.index("--queuePort") + 1] = "0"
-    arguments[arguments.index("--location") + 1] = str(tmp_path / "data")
+    # Every listener on every address; here on loopback, on free ports (the image's command is
+    # Azurite's, `azurite …`, with the blob and table probe ports and the default queue port).
+    for flag in ("--queueHost", "--blobHost", "--tableHost"):
+        if flag in arguments:
+            assert arguments[arguments.index(flag) + 1] == "0.0.0.0", flag
+            arguments[arguments.index(flag) + 1] = "127.0.0.1"
+    for flag in ("--queuePort", "--blobPort", "--tablePort"):
+        if flag in arguments:
+            arguments[arguments.index(flag) + 1] = "0"
+        elif flag == "--queuePort" or arguments[0] == "azurite":
+            arguments += [flag, "0"]
+    location = "--location" if "--location" in arguments else "-l"
+    arguments[arguments.index(location) + 1] = str(tmp_path / "data")
     # Only as many shards as this machine has CPUs (the files ask for up to 2).
     if "--shards" in arguments:
         at = arguments.index("--shards") + 1

@@ -264,16 +264,16 @@ impl Drop for Server {
     }
 }
 
-/// The port and backend of
-/// `azq listening on http[s]://127.0.0.1:PORT (N shards, BACKEND, data DIR|in memory)`.
+/// The port and backend of `azq listening on http[s]://127.0.0.1:PORT (N shards, BACKEND,
+/// data DIR|in memory)`, whatever follows (where the defaults came from).
 pub fn parse_ready_line(line: &str) -> Option<(u16, String)> {
     let rest = line.strip_prefix("azq listening on ")?;
     let rest = rest
         .strip_prefix("http://")
         .or_else(|| rest.strip_prefix("https://"))?
         .strip_prefix("127.0.0.1:")?;
-    let (port, rest) = rest.split_once(' ')?;
-    let backend = rest.strip_suffix(')')?.split(", ").nth(1)?;
+    let (port, rest) = rest.split_once(" (")?;
+    let backend = rest.split_once(')')?.0.split(", ").nth(1)?;
     Some((port.parse().ok()?, backend.to_string()))
 }
 

@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 SCRIPT = Path(__file__).resolve().parents[2] / "deploy" / "seccomp" / "add-io-uring.py"
 SPEC = importlib.util.spec_from_file_location("add_io_uring", SCRIPT)
 add_io_uring = importlib.util.module_from_spec(SPEC)
@@ -56,3 +58,24 @@ def test_command_line_reads_a_file_and_refuses_other_json(tmp_path):
         [sys.executable, str(SCRIPT), str(tmp_path / "other.json")], capture_output=True
     )
     assert refused.returncode != 0
+
+
+# Where the committed ready-made profile comes from: containers-common's default, as Debian 12
+# installs it with podman.
+CONTAINERS_COMMON_DEFAULT = Path("/usr/share/containers/seccomp.json")
+COMMITTED = SCRIPT.parent / "default-with-io-uring.json"
+
+
+def test_the_committed_profile_allows_io_uring_and_keeps_the_default_action():
+    profile = json.loads(COMMITTED.read_text())
+    assert add_io_uring.allowed_unconditionally(profile) >= set(add_io_uring.IO_URING_CALLS)
+    assert profile["defaultAction"] == "SCMP_ACT_ERRNO"
+
+
+def test_the_committed_profile_is_the_script_applied_to_the_default():
+    if not CONTAINERS_COMMON_DEFAULT.is_file():
+        pytest.skip(f"{CONTAINERS_COMMON_DEFAULT} is absent (containers-common is not installed)")
+    default = json.loads(CONTAINERS_COMMON_DEFAULT.read_text())
+    if default.get("defaultErrnoRet") != 38 or len(default["syscalls"]) != 35:
+        pytest.skip(f"{CONTAINERS_COMMON_DEFAULT} is not containers-common 0.50.1's")
+    assert json.loads(COMMITTED.read_text()) == add_io_uring.with_io_uring(default)

@@ -12,11 +12,13 @@ use azq::time::unix_us;
 use futures_lite::future;
 
 use crate::connection::Connection;
-use crate::scenario::{Lane, Step};
-use crate::wire::{EncodeError, PutMark, RequestKind};
+use crate::wire::mark::PutMark;
+use crate::wire::request::{EncodeError, RequestKind};
 
-use super::accounting::{lose_connection, lose_due_requests, take_answer, InFlight, LaneRun};
-use super::Core;
+use crate::engine::accounting::{lose_connection, lose_due_requests, take_answer};
+use crate::engine::core::Core;
+use crate::engine::lane::{Lane, Step};
+use crate::engine::lane_run::{InFlight, LaneRun};
 
 /// Pause before reconnecting after a connection fails, so a dead server is not hammered.
 const RECONNECT_DELAY: Duration = Duration::from_millis(100);

@@ -8,14 +8,12 @@ use azq::time::unix_ms;
 
 use crate::connection::{Connection, ConnectionError, Response};
 use crate::runtime::{start_core, CoreOptions};
-use crate::wire::{RequestEncoder, RequestKind};
+use crate::wire::request::{RequestEncoder, RequestKind};
 
-use super::RunPlan;
+use crate::engine::plan::RunPlan;
 
 /// Requests in flight on the setup connection while preloading.
 const PRELOAD_WINDOW: usize = 64;
-/// Messages one preload may put into one queue.
-pub const PRELOAD_MESSAGES_MAX: u64 = 10_000_000;
 
 /// Creates the queues and preloads them on an event loop of the plan's backend, pinned to the
 /// first CPU. Returns the messages each queue held afterwards.

@@ -1,0 +1,333 @@
+//! The `--json` file: run settings, per-operation counts, errors and latency percentiles,
+//! end-to-end latency, the workers' counts and verdict, the steps and the knee, and the time
+//! series; and `Entries`, a JSON object in a given order, which `merge.rs` shares.
+
+use serde::Serialize;
+
+use crate::metrics::LatencySummary;
+use crate::scenario::Operation;
+use crate::schedule::{Arrival, LoadModel, NANOSECONDS_PER_SECOND};
+use crate::workers::WorkerPlan;
+
+use crate::report::summary::{latency_of, RunSummary, StepResult};
+use crate::report::table::saturation_warnings;
+
+/// `value` rounded to three decimals (what a report needs of a rate or a ratio); `None`, written
+/// as `null`, when it is not a number.
+pub fn rounded(value: f64) -> Option<f64> {
+    value.is_finite().then(|| (value * 1000.0).round() / 1000.0)
+}
+
+/// A JSON object whose keys keep the order given (serde_json's own map sorts them).
+pub struct Entries<K, V>(pub Vec<(K, V)>);
+
+impl<K: Serialize, V: Serialize> Serialize for Entries<K, V> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_map(self.0.iter().map(|(key, value)| (key, value)))
+    }
+}
+
+/// The JSON file's top level.
+#[derive(Serialize)]
+struct JsonReport<'a> {
+    scenario: &'static str,
+    load_model: &'static str,
+    target_rate_per_s: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    arrival: Option<&'static str>,
+    achieved_rate_per_s: Option<f64>,
+    duration_s: Option<f64>,
+    warmup_s: Option<f64>,
+    start_unix_s: Option<f64>,
+    connections: usize,
+    pipeline: usize,
+    queues: usize,
+    message_bytes: usize,
+    batch: u32,
+    requests: u64,
+    errors: u64,
+    connection_errors: u64,
+    protocol_errors: u64,
+    refill: bool,
+    cpus: &'a [usize],
+    runtime: &'static str,
+    client_cores: Vec<JsonCoreUsage>,
+    error_ratio: Option<f64>,
+    max_error_ratio: Option<f64>,
+    warnings: Vec<String>,
+    retry: Option<JsonRetry>,
+    ops: Entries<&'static str, JsonOperation<'a>>,
+    end_to_end_us: Option<LatencySummary>,
+    client_send_lag_us: Option<LatencySummary>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    workers: Option<JsonWorkers>,
+    #[serde(skip_serializing_if = "<[StepResult]>::is_empty")]
+    steps: &'a [StepResult],
+    #[serde(skip_serializing_if = "Option::is_none")]
+    knee: Option<JsonKnee>,
+    timeline: Vec<JsonTimelinePoint>,
+    depth: Vec<JsonDepthPoint>,
+}
+
+#[derive(Serialize)]
+struct JsonRetry {
+    retries_max: u32,
+    base_delay_s: Option<f64>,
+}
+
+#[derive(Serialize)]
+struct JsonWorkers {
+    workers: usize,
+    work_time: String,
+    crash_ratio: Option<f64>,
+    received: u64,
+    processed: u64,
+    crashed: u64,
+    deleted: u64,
+    processed_more_than_once: u64,
+    duplicates_from_retried_puts: Option<u64>,
+    redelivered_after_lease_expiry: u64,
+    redelivered_after_crash: u64,
+    lease_expired_before_delete: u64,
+    deletes_pop_receipt_mismatch: u64,
+    deletes_message_not_found: u64,
+    utilisation: Option<f64>,
+    depth_growth_per_s: Option<f64>,
+    /// Producers' puts scheduled in the measured window, per second (open loop only).
+    puts_scheduled_per_s: Option<f64>,
+    /// Producers' puts answered inside the measured window, per second (open loop only).
+    puts_answered_in_window_per_s: Option<f64>,
+    /// `keeping up`, `falling behind`, or null with too few depth samples.
+    verdict: Option<&'static str>,
+    /// The sides that fell behind: `producers`, `consumers`; null with `verdict`.
+    falling_behind: Option<Vec<&'static str>>,
+}
+
+#[derive(Serialize)]
+struct JsonKnee {
+    percentile: &'static str,
+    bound_us: u64,
+    max_error_ratio: Option<f64>,
+    rate_per_s: Option<f64>,
+}
+
+#[derive(Serialize)]
+struct JsonCoreUsage {
+    cpu: usize,
+    running_ratio: Option<f64>,
+    waiting_ratio: Option<f64>,
+}
+
+#[derive(Serialize)]
+struct JsonOperation<'a> {
+    count: u64,
+    errors: u64,
+    /// Gets and Peeks only.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    messages: Option<u64>,
+    /// Gets only.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    empty_gets: Option<u64>,
+    errors_by_status: Entries<String, u64>,
+    errors_by_code: Entries<&'a str, u64>,
+    retries: u64,
+    retries_by_status: Entries<String, u64>,
+    retries_after_connection_errors: u64,
+    throughput_per_s: Option<f64>,
+    latency_us: Option<LatencySummary>,
+    latency_uncorrected_us: Option<LatencySummary>,
+}
+
+#[derive(Serialize)]
+struct JsonTimelinePoint {
+    t_s: Option<f64>,
+    ops_per_s: Entries<&'static str, Option<f64>>,
+    errors_per_s: Option<f64>,
+    retries_per_s: Option<f64>,
+    latency_p99_us: Option<u64>,
+    end_to_end_p99_us: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    step_rate_per_s: Option<f64>,
+}
+
+#[derive(Serialize)]
+struct JsonDepthPoint {
+    t_s: Option<f64>,
+    messages: u64,
+}
+
+fn json_workers(summary: &RunSummary, plan: &WorkerPlan) -> JsonWorkers {
+    let workers = &summary.total.workers;
+    let deletes = summary.total.operation(Operation::Delete);
+    let put_rates = summary.put_rates();
+    let verdict = summary.verdict();
+    JsonWorkers {
+        workers: summary.worker_lanes,
+        work_time: plan.work_time.to_string(),
+        crash_ratio: rounded(plan.crash_ratio),
+        received: workers.received,
+        processed: workers.processed,
+        crashed: workers.crashed,
+        deleted: workers.deleted,
+        processed_more_than_once: workers.processed_more_than_once(),
+        duplicates_from_retried_puts: summary.duplicates_from_retried_puts,
+        redelivered_after_lease_expiry: workers.redelivered_after_lease_expiry,
+        redelivered_after_crash: workers.redelivered_after_crash,
+        lease_expired_before_delete: workers.lease_expired_before_delete,
+        deletes_pop_receipt_mismatch: deletes.errors_with_code("PopReceiptMismatch"),
+        deletes_message_not_found: deletes.errors_with_code("MessageNotFound"),
+        utilisation: summary.worker_utilisation().and_then(rounded),
+        depth_growth_per_s: summary.depth_growth_per_s().and_then(rounded),
+        puts_scheduled_per_s: put_rates.and_then(|rates| rounded(rates.scheduled_per_s)),
+        puts_answered_in_window_per_s: put_rates.and_then(|rates| rounded(rates.answered_per_s)),
+        verdict: verdict.map(|verdict| verdict.name()),
+        falling_behind: verdict.map(|verdict| verdict.sides_behind()),
+    }
+}
+
+/// The JSON file: run settings, per-operation counts, errors and latency percentiles, end-to-end
+/// latency, and the time series. Latencies are in microseconds; `null` where nothing was measured.
+pub fn json(summary: &RunSummary) -> String {
+    let total = &summary.total;
+    let (target_rate_per_s, arrival) = match summary.load {
+        LoadModel::Open {
+            rate_per_s,
+            arrival,
+        } => (
+            rounded(rate_per_s),
+            Some(match arrival {
+                Arrival::Constant => "constant",
+                Arrival::Poisson => "poisson",
+            }),
+        ),
+        LoadModel::Closed => (None, None),
+    };
+    let ops = summary
+        .operations()
+        .iter()
+        .map(|&operation| {
+            let stats = total.operation(operation);
+            let lists_messages = matches!(operation, Operation::Get | Operation::Peek);
+            let json = JsonOperation {
+                count: stats.count,
+                errors: stats.errors,
+                messages: lists_messages.then_some(stats.messages),
+                empty_gets: (operation == Operation::Get).then_some(stats.empty_gets),
+                errors_by_status: Entries(
+                    stats
+                        .errors_by_status
+                        .iter()
+                        .map(|&(status, count)| (status.to_string(), count))
+                        .collect(),
+                ),
+                errors_by_code: Entries(
+                    stats
+                        .errors_by_code
+                        .iter()
+                        .map(|(code, count)| (code.as_str(), *count))
+                        .collect(),
+                ),
+                retries: stats.retries,
+                retries_by_status: Entries(
+                    stats
+                        .retries_by_status
+                        .iter()
+                        .map(|&(status, count)| (status.to_string(), count))
+                        .collect(),
+                ),
+                retries_after_connection_errors: stats.retries_after_connection_errors,
+                throughput_per_s: rounded(summary.throughput_per_s(stats)),
+                latency_us: latency_of(&stats.latency_us),
+                latency_uncorrected_us: latency_of(&stats.latency_uncorrected_us),
+            };
+            (operation.name(), json)
+        })
+        .collect();
+    let report = JsonReport {
+        scenario: summary.scenario.name(),
+        load_model: if summary.is_open_loop() {
+            "open"
+        } else {
+            "closed"
+        },
+        target_rate_per_s,
+        arrival,
+        achieved_rate_per_s: rounded(summary.achieved_rate_per_s()),
+        duration_s: rounded(summary.duration_s),
+        warmup_s: rounded(summary.warmup_s),
+        start_unix_s: rounded(summary.start_unix_s),
+        connections: summary.connections,
+        pipeline: summary.pipeline,
+        queues: summary.queues,
+        message_bytes: summary.message_bytes,
+        batch: summary.batch,
+        requests: total.requests(),
+        errors: total.errors(),
+        connection_errors: total.connection_errors,
+        protocol_errors: total.protocol_errors,
+        refill: summary.refill,
+        cpus: &summary.cpus,
+        runtime: summary.runtime,
+        client_cores: summary
+            .client_cores
+            .iter()
+            .map(|core| JsonCoreUsage {
+                cpu: core.cpu,
+                running_ratio: rounded(core.running_ratio()),
+                waiting_ratio: rounded(core.waiting_ratio()),
+            })
+            .collect(),
+        error_ratio: rounded(total.error_ratio()),
+        max_error_ratio: rounded(summary.max_error_ratio),
+        warnings: saturation_warnings(summary),
+        retry: summary.retry.map(|policy| JsonRetry {
+            retries_max: policy.retries_max,
+            base_delay_s: rounded(policy.base_delay_ns as f64 / NANOSECONDS_PER_SECOND as f64),
+        }),
+        ops: Entries(ops),
+        end_to_end_us: latency_of(&total.end_to_end_us),
+        client_send_lag_us: latency_of(&total.send_lag_us),
+        workers: summary.workers.map(|plan| json_workers(summary, &plan)),
+        steps: &summary.steps,
+        knee: summary.search.map(|search| JsonKnee {
+            percentile: search.bound.percentile,
+            bound_us: search.bound.bound_us,
+            max_error_ratio: rounded(summary.max_error_ratio),
+            rate_per_s: search.knee_rate_per_s,
+        }),
+        timeline: summary
+            .timeline
+            .iter()
+            .map(|point| JsonTimelinePoint {
+                t_s: rounded(point.end_s),
+                ops_per_s: Entries(
+                    summary
+                        .operations()
+                        .iter()
+                        .map(|&operation| {
+                            let rate = point.operations_per_s[operation.index()];
+                            (operation.name(), rounded(rate))
+                        })
+                        .collect(),
+                ),
+                errors_per_s: rounded(point.errors_per_s),
+                retries_per_s: rounded(point.retries_per_s),
+                latency_p99_us: point.latency_p99_us,
+                end_to_end_p99_us: point.end_to_end_p99_us,
+                step_rate_per_s: point.step_rate_per_s,
+            })
+            .collect(),
+        depth: summary
+            .depth
+            .iter()
+            .map(|point| JsonDepthPoint {
+                t_s: rounded(point.at_s),
+                messages: point.messages,
+            })
+            .collect(),
+    };
+    // Serializing plain data into a String cannot fail.
+    let mut text = serde_json::to_string(&report).unwrap_or_else(|_| unreachable!());
+    text.push('\n');
+    text
+}

@@ -1,0 +1,20 @@
+//! The results of a run and their text forms: the table printed at the end, the live progress
+//! line, the JSON file and the CSV time series. Pure functions of a `RunSummary`, so their
+//! shape is unit-tested.
+//!
+//! - `summary`: `RunSummary` and the judgements made of it (rates, utilisation, the verdict).
+//! - `table`: the table, the saturation warnings and the progress line.
+//! - `json`: the JSON file (and `Entries`, an ordered JSON object, which `merge` shares).
+//! - `csv`: the CSV time series.
+
+mod csv;
+mod json;
+mod summary;
+mod table;
+#[cfg(test)]
+pub(crate) mod tests;
+
+pub use csv::csv;
+pub use json::{json, Entries};
+pub use summary::{DepthPoint, RunSummary, SearchOutcome, StepResult, TimelinePoint};
+pub use table::{progress_line, table};

@@ -1,0 +1,420 @@
+//! A run's results and what they mean: the totals, the time series, the depth samples and the
+//! steps of a run (`RunSummary`), with the judgements the reports make of them (rates, the
+//! workers' utilisation, whether the fleet kept up). Data and arithmetic only; the text forms
+//! are `table.rs`, `json.rs` and `csv.rs`.
+
+use serde::Serialize;
+
+use crate::metrics::{CoreUsage, LatencySummary, Measurements, OperationStats};
+use crate::retry::RetryPolicy;
+use crate::scenario::{Operation, Scenario};
+use crate::schedule::{LoadModel, NANOSECONDS_PER_SECOND};
+use crate::steps::LatencyBound;
+use crate::workers::WorkerPlan;
+
+/// What one interval of the run measured.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TimelinePoint {
+    /// End of the interval, in seconds since the run started (warm-up included).
+    pub end_s: f64,
+    /// Length of the interval: a second, or less for the last one.
+    pub interval_s: f64,
+    /// Answers per second, indexed by `Operation::index`.
+    pub operations_per_s: [f64; 5],
+    /// Error answers and lost requests per second.
+    pub errors_per_s: f64,
+    /// Retries per second.
+    pub retries_per_s: f64,
+    /// The 99th percentile of corrected latency over every operation answered in the interval.
+    pub latency_p99_us: Option<u64>,
+    /// The 99th percentile of end-to-end message latency in the interval.
+    pub end_to_end_p99_us: Option<u64>,
+    /// The target rate of the step the interval belongs to, in a stepped run.
+    pub step_rate_per_s: Option<f64>,
+}
+
+impl TimelinePoint {
+    /// The point of an interval of `interval_s` seconds ending at `end_s` that measured
+    /// `measurements`.
+    pub fn of(end_s: f64, interval_s: f64, measurements: &Measurements) -> TimelinePoint {
+        let mut operations_per_s = [0.0; 5];
+        let mut all = crate::metrics::new_histogram();
+        let mut retries = 0;
+        for operation in Operation::ALL {
+            let stats = measurements.operation(operation);
+            operations_per_s[operation.index()] = stats.count as f64 / interval_s;
+            retries += stats.retries;
+            let _ = all.add(&stats.latency_us);
+        }
+        let p99 = |histogram: &hdrhistogram::Histogram<u64>| {
+            (!histogram.is_empty()).then(|| histogram.value_at_quantile(0.99))
+        };
+        TimelinePoint {
+            end_s,
+            interval_s,
+            operations_per_s,
+            errors_per_s: measurements.errors() as f64 / interval_s,
+            retries_per_s: retries as f64 / interval_s,
+            latency_p99_us: p99(&all),
+            end_to_end_p99_us: p99(&measurements.end_to_end_us),
+            step_rate_per_s: None,
+        }
+    }
+}
+
+/// The outcome of `--find-max`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct SearchOutcome {
+    pub bound: LatencyBound,
+    /// The highest rate that met the bound; `None` when even the lowest rate tried failed.
+    pub knee_rate_per_s: Option<f64>,
+}
+
+/// A queue depth sample.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct DepthPoint {
+    /// Seconds since the run started.
+    pub at_s: f64,
+    /// Summed approximate message count of the run's queues.
+    pub messages: u64,
+}
+
+/// Everything a run produced, with the settings needed to read it.
+#[derive(Clone, Debug)]
+pub struct RunSummary {
+    pub scenario: Scenario,
+    pub load: LoadModel,
+    pub connections: usize,
+    pub pipeline: usize,
+    pub cpus: Vec<usize>,
+    /// The client cores' backend: `io_uring` or `portable`.
+    pub runtime: &'static str,
+    pub queues: usize,
+    pub message_bytes: usize,
+    pub batch: u32,
+    /// Consumers replaced each deleted message (`--refill`).
+    pub refill: bool,
+    pub warmup_s: f64,
+    /// The measured window: the configured duration, or for `--requests` the time until the
+    /// last answer.
+    pub duration_s: f64,
+    /// Run time zero, in seconds since the Unix epoch.
+    pub start_unix_s: f64,
+    /// Run time of the last answer: chains started in the measured window finish after it.
+    pub last_answer_s: f64,
+    pub total: Measurements,
+    /// In a stepped run, every step's intervals, on the first step's clock.
+    pub timeline: Vec<TimelinePoint>,
+    pub depth: Vec<DepthPoint>,
+    /// Per client core, when the kernel reports it.
+    pub client_cores: Vec<CoreUsage>,
+    pub max_error_ratio: f64,
+    pub retry: Option<RetryPolicy>,
+    /// For `workers`: what the workers did with each message, and how many there were.
+    pub workers: Option<WorkerPlan>,
+    pub worker_lanes: usize,
+    /// For `workers`, warm-up included: messages beyond the first that one put stored, received
+    /// by the workers (a failed try that was stored, then its retry).
+    /// `None` when the texts are too short to carry the put mark.
+    pub duplicates_from_retried_puts: Option<u64>,
+    /// In a stepped run: every step's outcome, in the order run. The rest of the summary is
+    /// the step that answers the run's question (the knee, or the last step).
+    pub steps: Vec<StepResult>,
+    pub search: Option<SearchOutcome>,
+}
+
+impl RunSummary {
+    /// The operations the run sent, in report order.
+    pub fn operations(&self) -> &'static [Operation] {
+        self.scenario.operations(self.refill)
+    }
+
+    /// Whether latency was measured from a schedule (so corrected and uncorrected differ).
+    pub fn is_open_loop(&self) -> bool {
+        matches!(self.load, LoadModel::Open { .. })
+    }
+
+    /// Answers per second of `stats` over the measured window.
+    pub fn throughput_per_s(&self, stats: &OperationStats) -> f64 {
+        if self.duration_s > 0.0 {
+            stats.count as f64 / self.duration_s
+        } else {
+            0.0
+        }
+    }
+
+    /// Chains started per second: what `--rate` targets, i.e. puts, gets and peeks, or in a
+    /// workers run the producers' puts alone (the workers' gets follow the queue, not the rate).
+    pub fn achieved_rate_per_s(&self) -> f64 {
+        let paced: &[Operation] = if self.workers.is_some() {
+            &[Operation::Put]
+        } else {
+            &[Operation::Put, Operation::Get, Operation::Peek]
+        };
+        paced
+            .iter()
+            .map(|&operation| self.throughput_per_s(self.total.operation(operation)))
+            .sum()
+    }
+
+    /// Whether the error ratio is within `--max-error-rate`.
+    pub fn within_error_budget(&self) -> bool {
+        self.total.error_ratio() <= self.max_error_ratio
+    }
+
+    /// Share of the workers' time spent working, from the start of the measured window until
+    /// the last answer (work started in the window is finished after it).
+    pub fn worker_utilisation(&self) -> Option<f64> {
+        let active_s = self.duration_s.max(self.last_answer_s - self.warmup_s);
+        let available_s = self.worker_lanes as f64 * active_s;
+        (self.workers.is_some() && available_s > 0.0).then(|| {
+            self.total.workers.busy_ns as f64 / NANOSECONDS_PER_SECOND as f64 / available_s
+        })
+    }
+
+    /// How the queues' depth moved over the measured window, in messages per second (a least
+    /// squares fit of the samples); `None` with fewer than three samples.
+    pub fn depth_growth_per_s(&self) -> Option<f64> {
+        let end_s = self.warmup_s + self.duration_s;
+        let samples: Vec<(f64, f64)> = self
+            .depth
+            .iter()
+            .filter(|point| point.at_s >= self.warmup_s && point.at_s <= end_s)
+            .map(|point| (point.at_s, point.messages as f64))
+            .collect();
+        if samples.len() < DEPTH_SAMPLES_FOR_TREND_MIN {
+            return None;
+        }
+        let count = samples.len() as f64;
+        let mean_t = samples.iter().map(|&(t, _)| t).sum::<f64>() / count;
+        let mean_depth = samples.iter().map(|&(_, depth)| depth).sum::<f64>() / count;
+        let covariance: f64 = samples
+            .iter()
+            .map(|&(t, depth)| (t - mean_t) * (depth - mean_depth))
+            .sum();
+        let variance: f64 = samples.iter().map(|&(t, _)| (t - mean_t).powi(2)).sum();
+        (variance > 0.0).then(|| covariance / variance)
+    }
+
+    /// How fast the producers' puts were answered inside the measured window, against how
+    /// fast they were scheduled; `None` in a closed loop (there is no schedule to fall behind)
+    /// or without an interval wholly inside the window.
+    ///
+    /// Every put scheduled in the window is sent and counted in the end, however late, so the
+    /// total count says nothing about lateness. The answers that arrived inside the window do:
+    /// the backlog of scheduled but unanswered puts grows by exactly the difference between
+    /// the two rates, and the corrected put latency (schedule lag included) grows with it.
+    pub fn put_rates(&self) -> Option<PutRates> {
+        if !self.is_open_loop() {
+            return None;
+        }
+        let end_s = self.warmup_s + self.duration_s;
+        // Intervals straddling an end of the window hold part of a second's answers.
+        let (answered, seconds) = self
+            .timeline
+            .iter()
+            .filter(|point| {
+                point.end_s - point.interval_s >= self.warmup_s - INTERVAL_EDGE_SLACK_S
+                    && point.end_s <= end_s + INTERVAL_EDGE_SLACK_S
+            })
+            .fold((0.0, 0.0), |(answered, seconds), point| {
+                (
+                    answered + point.operations_per_s[Operation::Put.index()] * point.interval_s,
+                    seconds + point.interval_s,
+                )
+            });
+        (seconds > 0.0).then(|| PutRates {
+            // The count of puts is one per schedule slot in the window (retries apart), so
+            // Poisson arrivals are compared with the slots they drew, not with `--rate`.
+            scheduled_per_s: self.throughput_per_s(self.total.operation(Operation::Put)),
+            answered_per_s: answered / seconds,
+        })
+    }
+
+    /// Whether the fleet kept up, judged on both sides: the producers fell behind when their
+    /// puts were answered more than `PUT_RATE_SHORTFALL_TOLERANCE` slower than scheduled (an
+    /// open loop only), the consumers when the depth grew by more than a small share of the
+    /// put rate (and more than one message a second). `None` when neither side can be judged
+    /// as falling behind and the depth has too few samples to judge the consumers.
+    pub fn verdict(&self) -> Option<Verdict> {
+        let producers = self.put_rates().filter(|rates| {
+            rates.answered_per_s < rates.scheduled_per_s * (1.0 - PUT_RATE_SHORTFALL_TOLERANCE)
+        });
+        let growth = self.depth_growth_per_s();
+        if producers.is_none() && growth.is_none() {
+            return None;
+        }
+        let puts_per_s = self.throughput_per_s(self.total.operation(Operation::Put));
+        let tolerance = DEPTH_GROWTH_PER_S_TOLERANCE.max(puts_per_s * DEPTH_GROWTH_SHARE_TOLERANCE);
+        let consumers = growth.filter(|&growth| growth > tolerance);
+        Some(Verdict {
+            producers_behind: producers,
+            consumers_behind_per_s: consumers,
+        })
+    }
+}
+
+/// An open loop achieving less than this share of its target rate did not apply the load asked.
+pub(super) const ACHIEVED_RATE_SHARE_WARNING: f64 = 0.95;
+/// Depth samples a trend needs.
+const DEPTH_SAMPLES_FOR_TREND_MIN: usize = 3;
+/// Depth growth below this (messages per second) is noise, not falling behind…
+const DEPTH_GROWTH_PER_S_TOLERANCE: f64 = 1.0;
+/// …and so is growth below this share of the put rate.
+const DEPTH_GROWTH_SHARE_TOLERANCE: f64 = 0.01;
+/// Producers whose puts are answered this much slower than scheduled (a share) fall behind:
+/// the same share `ACHIEVED_RATE_SHARE_WARNING` allows an open loop. Below it are the puts
+/// still in flight at the window's edges.
+const PUT_RATE_SHORTFALL_TOLERANCE: f64 = 1.0 - ACHIEVED_RATE_SHARE_WARNING;
+/// Timeline interval ends are run times in floating point: this much off a window edge is on it.
+const INTERVAL_EDGE_SLACK_S: f64 = 1e-6;
+
+/// The producers' puts per second in the measured window.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct PutRates {
+    /// Puts whose schedule slot fell in the window, per second.
+    pub scheduled_per_s: f64,
+    /// Puts answered (success or error) inside the window, per second.
+    pub answered_per_s: f64,
+}
+
+/// Whether the fleet kept up, and which side fell behind.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Verdict {
+    /// Set when the producers could not put at the scheduled rate (the server throttled or
+    /// slowed them): the queue's depth then says nothing about the planned load.
+    pub producers_behind: Option<PutRates>,
+    /// Set to the depth's growth per second when the consumers fell behind the puts.
+    pub consumers_behind_per_s: Option<f64>,
+}
+
+impl Verdict {
+    /// Neither side fell behind.
+    pub fn keeping_up(&self) -> bool {
+        self.producers_behind.is_none() && self.consumers_behind_per_s.is_none()
+    }
+
+    /// The sides that fell behind, by name, for the JSON.
+    pub fn sides_behind(&self) -> Vec<&'static str> {
+        let mut sides = Vec::new();
+        if self.producers_behind.is_some() {
+            sides.push("producers");
+        }
+        if self.consumers_behind_per_s.is_some() {
+            sides.push("consumers");
+        }
+        sides
+    }
+
+    /// `keeping up` or `falling behind`: the JSON's `verdict`.
+    pub fn name(&self) -> &'static str {
+        if self.keeping_up() {
+            "keeping up"
+        } else {
+            "falling behind"
+        }
+    }
+}
+
+/// One step's outcome.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct StepResult {
+    pub target_rate_per_s: f64,
+    pub achieved_rate_per_s: f64,
+    /// The worst operation's corrected latency percentiles (microseconds); `None` when nothing
+    /// succeeded.
+    pub latency_us: Option<LatencySummary>,
+    pub error_ratio: f64,
+    /// Whether the step met the bound of a knee search (`None` for plain rate steps).
+    pub passed: Option<bool>,
+}
+
+impl StepResult {
+    /// The outcome of a step at `target_rate_per_s` that measured `total` and achieved
+    /// `achieved_rate_per_s`, judged against `bound` and `max_error_ratio` when searching.
+    pub fn of(
+        target_rate_per_s: f64,
+        achieved_rate_per_s: f64,
+        total: &Measurements,
+        search: Option<(&LatencyBound, f64)>,
+    ) -> StepResult {
+        let latency_us = worst_latency(total);
+        let error_ratio = total.error_ratio();
+        let passed = search.map(|(bound, max_error_ratio)| {
+            latency_us.is_some_and(|latency| {
+                latency.percentile(bound.percentile).unwrap_or(u64::MAX) <= bound.bound_us
+            }) && error_ratio <= max_error_ratio
+        });
+        StepResult {
+            target_rate_per_s,
+            achieved_rate_per_s,
+            latency_us,
+            error_ratio,
+            passed,
+        }
+    }
+}
+
+/// Per percentile, the highest over the operations that succeeded at least once: a bound on
+/// "p99" holds for every operation the client sends.
+fn worst_latency(total: &Measurements) -> Option<LatencySummary> {
+    total
+        .operations
+        .iter()
+        .filter(|stats| !stats.latency_us.is_empty())
+        .map(|stats| LatencySummary::of(&stats.latency_us))
+        .reduce(|worst, next| LatencySummary {
+            p50: worst.p50.max(next.p50),
+            p90: worst.p90.max(next.p90),
+            p99: worst.p99.max(next.p99),
+            p999: worst.p999.max(next.p999),
+            p9999: worst.p9999.max(next.p9999),
+            max: worst.max.max(next.max),
+        })
+}
+
+/// The percentiles of `histogram`; `None` when it is empty.
+pub(super) fn latency_of(histogram: &hdrhistogram::Histogram<u64>) -> Option<LatencySummary> {
+    (!histogram.is_empty()).then(|| LatencySummary::of(histogram))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_step_passes_when_the_worst_operation_and_the_errors_are_within_bounds() {
+        let bound = LatencyBound::parse("p99=1ms").unwrap();
+        let mut total = Measurements::default();
+        for _ in 0..100 {
+            total.operation_mut(Operation::Put).record_success(500, 500);
+            total.operation_mut(Operation::Get).record_success(900, 900);
+        }
+        let step = StepResult::of(100.0, 99.0, &total, Some((&bound, 0.01)));
+        assert_eq!(step.passed, Some(true));
+        assert_eq!(step.latency_us.unwrap().p99, 900);
+        // One slow Get in a hundred moves the Gets' p99 over the bound.
+        for _ in 0..3 {
+            total
+                .operation_mut(Operation::Get)
+                .record_success(5_000, 5_000);
+        }
+        assert_eq!(
+            StepResult::of(100.0, 99.0, &total, Some((&bound, 0.01))).passed,
+            Some(false)
+        );
+        // Errors above the budget fail a step whatever its latency.
+        let mut erring = Measurements::default();
+        erring.operation_mut(Operation::Put).record_success(10, 10);
+        erring.operation_mut(Operation::Put).record_error(503, None);
+        assert_eq!(
+            StepResult::of(100.0, 99.0, &erring, Some((&bound, 0.01))).passed,
+            Some(false)
+        );
+        assert_eq!(StepResult::of(100.0, 99.0, &erring, None).passed, None);
+        assert_eq!(
+            StepResult::of(100.0, 0.0, &Measurements::default(), Some((&bound, 1.0))).passed,
+            Some(false)
+        );
+    }
+}
