@@ -5,6 +5,7 @@
 # is denied as Docker's default seccomp profile denies it (the no-io-uring helper), which must
 # fall back to the portable backend; the real service's recorded answers replayed against it
 # (tests/recorded); the Python SDK against three nodes behind HAProxy (tests/cluster); and the
+# console in chromium and the dashboards against Prometheus (tests/observability); and the
 # container image under rootful podman (scripts/container-test.sh).
 #
 #   scripts/test.sh             everything
@@ -137,6 +138,36 @@ if [[ -z "${AZQ_TARGET_URL:-}" ]]; then
       timeout --kill-after=10 "$sdk_suite_timeout_s" .venv/bin/python -m pytest -q tests/cluster
     fi
   fi
+fi
+
+# The console in a real browser and the Grafana dashboard's queries against a real Prometheus
+# (tests/observability). They start their own servers, so they run only without
+# AZQ_TARGET_URL. chromium, chromium-driver and prometheus come from apt when missing and this
+# runs as root with apt-get; what cannot be installed is skipped with one line.
+if [[ -z "${AZQ_TARGET_URL:-}" ]]; then
+  section "console and dashboards (tests/observability: chromium, prometheus)"
+  wanted_packages=()
+  command -v chromium >/dev/null || wanted_packages+=(chromium)
+  command -v chromedriver >/dev/null || wanted_packages+=(chromium-driver)
+  command -v prometheus >/dev/null || wanted_packages+=(prometheus)
+  if (( ${#wanted_packages[@]} )); then
+    if [[ $(id -u) == 0 ]] && command -v apt-get >/dev/null; then
+      echo "installing ${wanted_packages[*]} from apt"
+      { DEBIAN_FRONTEND=noninteractive timeout 300 apt-get update -qq &&
+        DEBIAN_FRONTEND=noninteractive timeout 600 apt-get install -y -qq --no-install-recommends \
+          "${wanted_packages[@]}" >/dev/null; } ||
+        echo "installing ${wanted_packages[*]} with apt-get failed (see above)"
+    fi
+  fi
+  missing=()
+  for program in chromium chromedriver prometheus; do
+    command -v "$program" >/dev/null || missing+=("$program")
+  done
+  if (( ${#missing[@]} )); then
+    echo "SKIPPED what needs ${missing[*]}: not installed (needs root and apt-get to install)"
+  fi
+  # The tests skip themselves (one line each) when their program is missing.
+  timeout --kill-after=10 600 .venv/bin/python -m pytest -q -rs tests/observability
 fi
 
 # The container image with a real runtime (rootful podman): Azurite's commands, the Testcontainers

@@ -87,7 +87,8 @@ Scenario
 
 Workers (--scenario workers: get up to --batch messages, work on each, then delete it)
   --work-time SPEC          time per message, a pause, not CPU: 20ms | 10ms..50ms (uniform) |
-                            lognormal:p50=20ms,p99=200ms (default 0ms)
+                            lognormal:p50=20ms,p99=200ms | exp:mean=20ms (exponential)
+                            (default 0ms)
   --crash-rate P            share of deliveries abandoned undeleted after the work, e.g. 1%
                             (default 0); they come back after the visibility timeout
   --poll-backoff MIN..MAX   pause after an empty get, doubling up to MAX (default 100ms..1s)
@@ -100,9 +101,11 @@ Load
   --arrival KIND            open loop gaps: constant | poisson (default constant)
   --seed N                  seed of the poisson schedule, retry jitter, work times and
                             crashes (default 1)
-                            (an open loop's cores poll rather than sleep between sends, for
-                            punctual sends, and so do a closed loop's when pinned with --cpus,
-                            for cheaper wake-ups: pin them away from the server's CPUs)
+                            (an open loop above 1,000/s per core polls rather than sleeps
+                            between sends, for punctual sends, and so does a closed loop
+                            pinned with --cpus, for cheaper wake-ups: pin them away from the
+                            server's CPUs; a lighter open loop sleeps, polling 250 us around
+                            each send)
   --retry POLICY            none | exponential[:max=N,base=TIME]: retry 408 and 5xx answers
                             and lost connections as the Azure SDKs do (default none;
                             exponential alone is max=3,base=1s); retries are counted apart

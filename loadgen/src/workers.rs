@@ -27,13 +27,24 @@ pub enum WorkTime {
     Uniform { low_ns: u64, high_ns: u64 },
     /// Log-normal with the given median and 99th percentile (service times usually are).
     LogNormal { p50_ns: u64, p99_ns: u64 },
+    /// Exponential with the given mean: memoryless, the work time for which queueing theory
+    /// has exact answers (Erlang C), so a run can be checked against them.
+    Exponential { mean_ns: u64 },
 }
 
 impl WorkTime {
-    /// Parses `20ms`, `10ms..50ms` or `lognormal:p50=20ms,p99=200ms`.
+    /// Parses `20ms`, `10ms..50ms`, `lognormal:p50=20ms,p99=200ms` or `exp:mean=20ms`.
     pub fn parse(text: &str) -> Result<WorkTime, String> {
         let flag = "--work-time";
-        let work = if let Some(parameters) = text.strip_prefix("lognormal:") {
+        let work = if let Some(parameters) = text.strip_prefix("exp:") {
+            match parameters.split_once('=') {
+                Some(("mean", value)) => match parse_duration_ns(flag, value)? {
+                    0 => return Err(format!("{flag} {text}: needs a mean above 0")),
+                    mean_ns => WorkTime::Exponential { mean_ns },
+                },
+                _ => return Err(format!("{flag} {text}: expected exp:mean=T")),
+            }
+        } else if let Some(parameters) = text.strip_prefix("lognormal:") {
             let (mut p50_ns, mut p99_ns) = (None, None);
             for parameter in parameters.split(',') {
                 match parameter.split_once('=') {
@@ -66,6 +77,7 @@ impl WorkTime {
             WorkTime::Fixed { ns } => ns,
             WorkTime::Uniform { high_ns, .. } => high_ns,
             WorkTime::LogNormal { p99_ns, .. } => p99_ns,
+            WorkTime::Exponential { mean_ns } => mean_ns,
         };
         if longest_ns > WORK_TIME_NS_MAX {
             return Err(format!("{flag} {text}: at most one hour"));
@@ -89,6 +101,11 @@ impl WorkTime {
                 let sample = p50_ns as f64 * (sigma * normal).exp();
                 (sample as u64).min(WORK_TIME_NS_MAX)
             }
+            WorkTime::Exponential { mean_ns } => {
+                // Inverse transform sampling, as the Poisson schedule's gaps.
+                let sample = -(1.0 - unit(random)).ln() * mean_ns as f64;
+                (sample as u64).min(WORK_TIME_NS_MAX)
+            }
         }
     }
 }
@@ -108,6 +125,7 @@ impl std::fmt::Display for WorkTime {
                 ms(p50_ns),
                 ms(p99_ns)
             ),
+            WorkTime::Exponential { mean_ns } => write!(formatter, "exp:mean={}ms", ms(mean_ns)),
         }
     }
 }
@@ -199,6 +217,9 @@ mod tests {
             "lognormal:p50=200ms,p99=20ms",
             "lognormal:p50=0ms,p99=1s",
             "2h",
+            "exp:mean=0ms",
+            "exp:p50=20ms",
+            "exp:mean=2h",
         ] {
             assert!(WorkTime::parse(bad).is_err(), "{bad}");
         }
@@ -206,7 +227,12 @@ mod tests {
 
     #[test]
     fn work_times_print_as_they_parse() {
-        for text in ["20ms", "10ms..50.5ms", "lognormal:p50=20ms,p99=200ms"] {
+        for text in [
+            "20ms",
+            "10ms..50.5ms",
+            "lognormal:p50=20ms,p99=200ms",
+            "exp:mean=2.5ms",
+        ] {
             let work = WorkTime::parse(text).unwrap();
             assert_eq!(work.to_string(), text);
             assert_eq!(WorkTime::parse(&work.to_string()), Ok(work));
@@ -236,6 +262,23 @@ mod tests {
         let p99 = samples[99_000] as f64 / MS as f64;
         assert!((19.0..21.0).contains(&p50), "p50 {p50} ms");
         assert!((185.0..215.0).contains(&p99), "p99 {p99} ms");
+        assert_eq!(
+            WorkTime::parse("exp:mean=20ms"),
+            Ok(WorkTime::Exponential { mean_ns: 20 * MS })
+        );
+        let exponential = WorkTime::Exponential { mean_ns: 20 * MS };
+        let mut samples: Vec<u64> = (0..100_000)
+            .map(|_| exponential.sample_ns(&mut random))
+            .collect();
+        let mean = samples.iter().sum::<u64>() as f64 / samples.len() as f64 / MS as f64;
+        // The standard error of the mean of 100,000 exponential samples is 0.3% of the mean.
+        assert!((19.8..20.2).contains(&mean), "mean {mean} ms");
+        samples.sort_unstable();
+        // An exponential's median is ln 2 of its mean, and its p99 ln 100 of it.
+        let p50 = samples[50_000] as f64 / MS as f64;
+        let p99 = samples[99_000] as f64 / MS as f64;
+        assert!((13.6..14.1).contains(&p50), "p50 {p50} ms");
+        assert!((88.5..95.7).contains(&p99), "p99 {p99} ms");
     }
 
     #[test]

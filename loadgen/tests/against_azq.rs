@@ -318,6 +318,44 @@ fn the_runtime_flag_picks_the_client_backend() {
     }
 }
 
+/// A light open loop (100 puts/s on one connection, under `PARKED_RATE_PER_CORE_MAX`) parks its
+/// core between sends and polls only around each (issue 29, item 5): on either client backend,
+/// every scheduled put is sent, answered and stored, none lost to a wake-up that never came.
+/// Its CPU cost is measured by scripts/bench-light-load.sh, not here.
+#[test]
+fn a_light_open_loop_parks_between_sends_and_sends_every_put() {
+    let server = start_server();
+    for runtime in ["auto", "portable"] {
+        let queue_prefix = format!("light-{runtime}");
+        let (output, report) = run_loadgen(
+            &server,
+            &queue_prefix,
+            &[
+                "--runtime",
+                runtime,
+                "--rate",
+                "100",
+                "--requests",
+                "50",
+                "--warmup",
+                "0s",
+                "--connections",
+                "1",
+                "--queue-prefix",
+                &queue_prefix,
+            ],
+        );
+        assert!(output.status.success(), "{output:?}");
+        assert_eq!(count(&report, "put", "count"), 50, "{runtime}");
+        assert_eq!(count(&report, "put", "errors"), 0, "{runtime}");
+        assert_eq!(
+            depth(&server, &format!("{queue_prefix}-0")),
+            50,
+            "{runtime}"
+        );
+    }
+}
+
 /// HTTPS with a bearer token: azq with `--cert auto --oauth basic`, its kept certificate given
 /// as `--ca`, on either client backend; every Put is counted and stored (the get-delete run that
 /// follows gets and deletes exactly the messages put, none missing). Then `--insecure` without a

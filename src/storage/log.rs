@@ -29,6 +29,7 @@ use std::io;
 use std::path::PathBuf;
 use std::rc::Rc;
 use std::task::{Poll, Waker};
+use std::time::Instant;
 
 use bytes::{BufMut, BytesMut};
 
@@ -43,6 +44,7 @@ use crate::limits::{
     SNAPSHOT_STEP_SLOTS, STORAGE_BLOCK_BYTES,
 };
 use crate::queue::{QueueKey, ShardState};
+use crate::time::{latency_bucket, LATENCY_BUCKETS};
 
 /// When a change counts as written, as `--durability` names it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -104,6 +106,10 @@ pub struct FlushStats {
     pub records_max: u64,
     /// Bytes of records written.
     pub bytes: u64,
+    /// How long each flush's write and sync took: `time::latency_bucket` counts.
+    pub duration_buckets: [u64; LATENCY_BUCKETS],
+    /// The sum of those durations, µs.
+    pub duration_sum_us: u64,
 }
 
 /// One shard's log.
@@ -127,9 +133,10 @@ pub struct Log<D: Disk> {
 impl<D: Disk> Log<D> {
     /// The log of `start`'s shard, continuing after what recovery found.
     pub fn new(disk: D, start: &ShardStart, shard: u32, durability: Durability) -> Log<D> {
+        // Records the state holds already (an `--init` file's) are the first flush's.
         let next_sequence = start
             .state
-            .journal_next_sequence()
+            .journal_untaken_sequence()
             .expect("a durable shard journals");
         let log_bytes = start.segments.iter().map(|segment| segment.bytes).sum();
         Log {
@@ -213,6 +220,7 @@ impl<D: Disk> Log<D> {
         if rotate {
             self.open_segment(first_sequence).await?;
         }
+        let started = Instant::now();
         // The partial block the last flush ended in, then the new records, padded to blocks.
         let (file, offset, blocks, tail) = {
             let mut log = self.state.borrow_mut();
@@ -244,6 +252,9 @@ impl<D: Disk> Log<D> {
         stats.records += records_written;
         stats.records_max = stats.records_max.max(records_written);
         stats.bytes += records.len() as u64;
+        let duration_us = started.elapsed().as_micros() as u64;
+        stats.duration_buckets[latency_bucket(duration_us)] += 1;
+        stats.duration_sum_us += duration_us;
         self.stats.set(stats);
         self.made_durable(last_sequence);
         Ok(true)

@@ -31,6 +31,11 @@ use crate::wire::request::RequestEncoder;
 /// instead: on one core with 32 connections, polling raised Puts from about 48,000 to 52,000-
 /// 60,000 a second, and with one connection halved the round trip (108 to 51 us).
 const SPIN_BEFORE_PARK: Duration = Duration::from_millis(10);
+/// How long a parked core polls before each scheduled send and for the answer after it (see
+/// `RunClock`): enough to absorb the kernel's usual wake-up delay on a busy machine, short
+/// enough that a light open loop costs a few percent of a core (docs/BENCHMARKS.md, "azq-loadgen
+/// at a light load").
+pub(super) const PARKED_SPIN: Duration = Duration::from_micros(250);
 /// Time between starting the cores and run time zero.
 const START_DELAY: Duration = Duration::from_millis(200);
 /// The longest wait `--start-at` may ask for.
@@ -164,7 +169,14 @@ async fn run_core<B: Backend>(
             return;
         }
     };
-    let clock = RunClock { start };
+    let clock = RunClock {
+        start,
+        spin_ns: if plan.polls() {
+            0
+        } else {
+            PARKED_SPIN.as_nanos() as u64
+        },
+    };
     let core = Rc::new(Core {
         plan: plan.clone(),
         clock,

@@ -103,16 +103,17 @@ pub(super) async fn drive_connection<B: Backend>(core: Rc<Core>, mut lanes: Vec<
             }
             continue;
         }
-        // Wait for the next answer, or for the next scheduled send if that comes first.
-        let answer = if wake_ns == u64::MAX {
-            Some(open.read_response().await)
-        } else {
-            future::or(async { Some(open.read_response().await) }, async {
-                clock.sleep_until::<B>(wake_ns).await;
-                None
-            })
-            .await
-        };
+        // Wait for the next answer, or for the next scheduled send if that comes first; a
+        // parked core polls for the answer for a while before it sleeps (see `RunClock`).
+        let answer = future::or(async { Some(open.read_response().await) }, async {
+            clock.spin(wake_ns).await;
+            if wake_ns == u64::MAX {
+                future::pending::<()>().await;
+            }
+            clock.sleep_until::<B>(wake_ns).await;
+            None
+        })
+        .await;
         let keep_open = match answer {
             None => true,
             Some(Ok(response)) => {

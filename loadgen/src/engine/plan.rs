@@ -14,6 +14,12 @@ use crate::workers::WorkerPlan;
 /// How often cores report and the progress line and time series advance.
 pub const INTERVAL_NS: u64 = NANOSECONDS_PER_SECOND;
 
+/// The fastest open loop, in operations a second per client core, whose cores park between
+/// sends. A parked core polls for `engine::cores::PARKED_SPIN` before each send and after it
+/// (and on tokio for up to a millisecond and a half more, its timer's tick): at 1,000 sends a
+/// second that is already half the core, and above it polling all the time costs little more.
+pub const PARKED_RATE_PER_CORE_MAX: f64 = 1000.0;
+
 /// Everything a run needs, fixed before it starts.
 #[derive(Clone, Debug)]
 pub struct RunPlan {
@@ -54,12 +60,20 @@ impl RunPlan {
         self.connections * self.pipeline
     }
 
-    /// Whether the cores poll rather than sleep when idle: always in an open loop (punctual
-    /// sends), and in a closed loop when the cores were pinned with `--cpus` (cheaper wake-ups).
-    /// Polling takes the whole CPU for the run, so unpinned closed-loop cores sleep instead and
-    /// leave a CPU they may share with the server to it.
+    /// Whether the cores poll rather than sleep when idle: in an open loop faster than
+    /// `PARKED_RATE_PER_CORE_MAX` per core (punctual sends, and the CPU is busy anyway), and in
+    /// a closed loop when the cores were pinned with `--cpus` (cheaper wake-ups). Polling takes
+    /// the whole CPU for the run, so a lighter open loop parks between sends (and polls only
+    /// briefly around each, see `RunClock`), and unpinned closed-loop cores sleep and leave a
+    /// CPU they may share with the server to it.
     pub(super) fn polls(&self) -> bool {
-        matches!(self.load, LoadModel::Open { .. }) || self.cpus_pinned
+        match self.load {
+            LoadModel::Open { rate_per_s, .. } => {
+                let cores_used = self.cpus.len().min(self.connections).max(1);
+                rate_per_s / cores_used as f64 > PARKED_RATE_PER_CORE_MAX
+            }
+            LoadModel::Closed => self.cpus_pinned,
+        }
     }
 
     /// Lanes that put in `mixed` and `workers` (the first ones).
@@ -118,5 +132,28 @@ pub(crate) mod tests {
             retry: None,
             workers: None,
         }
+    }
+
+    #[test]
+    fn a_light_open_loop_parks_and_a_heavy_one_or_a_pinned_closed_loop_polls() {
+        let open = |rate_per_s| LoadModel::Open {
+            rate_per_s,
+            arrival: crate::schedule::Arrival::Constant,
+        };
+        // Two connections on two cores: 2,000/s is 1,000/s per core, the most that parks.
+        assert!(!plan(Scenario::Put, open(50.0)).polls());
+        assert!(!plan(Scenario::Put, open(2000.0)).polls());
+        assert!(plan(Scenario::Put, open(2001.0)).polls());
+        // One connection uses one core of the two, so it carries the whole rate.
+        let mut one_connection = plan(Scenario::Put, open(1500.0));
+        one_connection.connections = 1;
+        assert!(one_connection.polls());
+        // Pinning does not make a light open loop poll; it does make a closed loop poll.
+        let mut pinned = plan(Scenario::Put, open(50.0));
+        pinned.cpus_pinned = true;
+        assert!(!pinned.polls());
+        assert!(!plan(Scenario::Put, LoadModel::Closed).polls());
+        pinned.load = LoadModel::Closed;
+        assert!(pinned.polls());
     }
 }
