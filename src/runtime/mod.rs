@@ -264,9 +264,10 @@ fn start_shards<B: Backend>(
                         backend: B::NAME,
                     },
                 )
-                .with_admin(config.governor.admin);
+                .with_admin(config.governor.admin)
+                .with_oauth(config.oauth);
                 match &https {
-                    Some(https) => service.with_https(https.certificate_pem.clone(), config.oauth),
+                    Some(https) => service.with_https(https.certificate_pem.clone()),
                     None => service,
                 }
             },
