@@ -64,6 +64,10 @@ pub enum StorageError {
     AuthenticationFailed,
     /// A valid SAS whose `sp` does not grant the permission the operation needs.
     AuthorizationPermissionMismatch,
+    /// A valid SAS on an operation no SAS permission covers: Get and Set Queue ACL ("attempting
+    /// to modify an access control list", the service's SAS error table), and queue management
+    /// through a service SAS (the service's answer in Azure/Azurite#662).
+    AuthorizationFailure,
     /// A valid account SAS whose `srt` resource types do not cover the resource.
     AuthorizationResourceTypeMismatch,
     /// A valid account SAS whose `ss` services do not include the queue service.
@@ -144,6 +148,7 @@ impl StorageError {
             InvalidAuthenticationInfo => 401,
             AuthenticationFailed
             | AuthorizationPermissionMismatch
+            | AuthorizationFailure
             | AuthorizationResourceTypeMismatch
             | AuthorizationServiceMismatch
             | AuthorizationProtocolMismatch
@@ -182,6 +187,7 @@ impl StorageError {
             InvalidAuthenticationInfo => "InvalidAuthenticationInfo",
             AuthenticationFailed => "AuthenticationFailed",
             AuthorizationPermissionMismatch => "AuthorizationPermissionMismatch",
+            AuthorizationFailure => "AuthorizationFailure",
             AuthorizationResourceTypeMismatch => "AuthorizationResourceTypeMismatch",
             AuthorizationServiceMismatch => "AuthorizationServiceMismatch",
             AuthorizationProtocolMismatch => "AuthorizationProtocolMismatch",
@@ -232,11 +238,12 @@ impl StorageError {
                 "Server failed to authenticate the request. Please refer to the information in the www-authenticate header."
             }
             AuthenticationFailed => {
-                "Server failed to authenticate the request. Make sure the value of the Authorization header is formed correctly including the signature."
+                "Server failed to authenticate the request. Make sure the value of Authorization header is formed correctly including the signature."
             }
             AuthorizationPermissionMismatch => {
                 "This request is not authorized to perform this operation using this permission."
             }
+            AuthorizationFailure => "This request is not authorized to perform this operation.",
             AuthorizationResourceTypeMismatch => {
                 "This request is not authorized to perform this operation using this resource type."
             }
@@ -284,8 +291,8 @@ impl From<ParseError> for StorageError {
     }
 }
 
-/// What the client is told of a failed authentication: never which part of a forgery was
-/// wrong, only the authorization code the service uses; the log gets the reason.
+/// What the client is told of a failed authentication: the code the service uses (and, with
+/// `authentication_error_detail`, its detail); the log gets the reason.
 impl From<AuthFailure> for StorageError {
     fn from(failure: AuthFailure) -> StorageError {
         match failure {
@@ -297,32 +304,163 @@ impl From<AuthFailure> for StorageError {
             | AuthFailure::MalformedQuery
             | AuthFailure::SignatureMismatch { .. }
             | AuthFailure::MalformedSas(_)
+            | AuthFailure::MissingSasField(_)
             | AuthFailure::UnsupportedSasVersion
+            | AuthFailure::UserDelegationSasVersion
+            | AuthFailure::UserDelegationKeyService
+            | AuthFailure::UserDelegationWithPolicy
+            | AuthFailure::UserDelegationKeyNotValid(_)
+            | AuthFailure::DelegatedUserMismatch
+            | AuthFailure::BearerRequired
+            | AuthFailure::BearerWithoutIdentity
             | AuthFailure::ServiceSasWithoutQueue
             | AuthFailure::StoredPolicyNotFound
             | AuthFailure::StoredPolicyConflict(_)
-            | AuthFailure::SasNotYetValid
-            | AuthFailure::SasExpired
+            | AuthFailure::SasTimesInverted(_)
+            | AuthFailure::SasNotYetValid(_)
+            | AuthFailure::SasExpired(_)
             | AuthFailure::RequestDateMissing
             | AuthFailure::RequestDateInvalid
             | AuthFailure::RequestDateTooOld
             | AuthFailure::RequestDateInFuture
             | AuthFailure::BearerOverHttp
-            | AuthFailure::BearerDisabled
-            | AuthFailure::BearerNotForOperation => StorageError::AuthenticationFailed,
+            | AuthFailure::BearerDisabled => StorageError::AuthenticationFailed,
             AuthFailure::InvalidBearerToken(_) => StorageError::InvalidAuthenticationInfo,
             AuthFailure::ProtocolMismatch => StorageError::AuthorizationProtocolMismatch,
             AuthFailure::SourceIpMismatch => StorageError::AuthorizationSourceIpMismatch,
             AuthFailure::ServiceMismatch => StorageError::AuthorizationServiceMismatch,
             AuthFailure::ResourceTypeMismatch => StorageError::AuthorizationResourceTypeMismatch,
             AuthFailure::PermissionMismatch => StorageError::AuthorizationPermissionMismatch,
+            AuthFailure::OperationNotAllowed => StorageError::AuthorizationFailure,
         }
     }
+}
+
+/// The `<AuthenticationErrorDetail>` Azure adds to an `AuthenticationFailed` (403) or
+/// `InvalidAuthenticationInfo` (401) body: the first thing a developer reads when a signature
+/// fails. `None` for failures that answer another code, and for a request with no credentials
+/// at all (the service gives no detail there).
+///
+/// Where the service's wording is known (its recorded answers; the Storage Emulator's shared
+/// code for SAS fields and stored policies) it is used verbatim; the rest is azq's, in the
+/// same style. The details show what the service shows: the string azq signed, the signature
+/// found in the request and the times compared, never a key.
+pub fn authentication_error_detail(failure: &AuthFailure) -> Option<String> {
+    use crate::auth::TimeFrame;
+    let date = |ms: u64| String::from_utf8_lossy(&crate::time::rfc1123(ms)).into_owned();
+    let time_frame = |frame: &TimeFrame| {
+        format!(
+            "Signature not valid in the specified time frame: Start [{}] - Expiry [{}] - \
+             Current [{}]",
+            date(frame.start_ms),
+            date(frame.expiry_ms),
+            date(frame.now_ms)
+        )
+    };
+    let detail = match failure {
+        AuthFailure::NoCredentials | AuthFailure::UnknownAccount => return None,
+        AuthFailure::ProtocolMismatch
+        | AuthFailure::SourceIpMismatch
+        | AuthFailure::ServiceMismatch
+        | AuthFailure::ResourceTypeMismatch
+        | AuthFailure::PermissionMismatch
+        | AuthFailure::OperationNotAllowed => return None,
+        AuthFailure::SignatureMismatch {
+            string_to_sign,
+            request_signature: Some(signature),
+        } => format!(
+            "The MAC signature found in the HTTP request '{signature}' is not the same as any \
+             computed signature. Server used following string to sign: '{string_to_sign}'."
+        ),
+        AuthFailure::SignatureMismatch {
+            string_to_sign,
+            request_signature: None,
+        } => format!("Signature did not match. String to sign used was {string_to_sign}"),
+        AuthFailure::SasTimesInverted(frame) => format!(
+            "Signed expiry time [{}] must be after signed start time [{}]",
+            date(frame.expiry_ms),
+            date(frame.start_ms)
+        ),
+        AuthFailure::SasNotYetValid(frame) | AuthFailure::SasExpired(frame) => time_frame(frame),
+        AuthFailure::UserDelegationKeyNotValid(frame) => format!(
+            "The user delegation key is not valid in the specified time frame: Start [{}] - \
+             Expiry [{}] - Current [{}]",
+            date(frame.start_ms),
+            date(frame.expiry_ms),
+            date(frame.now_ms)
+        ),
+        AuthFailure::UserDelegationSasVersion => format!(
+            "A user delegation SAS for the queue service needs signed version {} or later.",
+            crate::auth::delegation::USER_DELEGATION_SAS_VERSION_OLDEST
+        ),
+        AuthFailure::UserDelegationKeyService => {
+            "The user delegation key was issued for another service (sks is not q).".to_string()
+        }
+        AuthFailure::UserDelegationWithPolicy => {
+            "Stored access policies are not supported for a user delegation SAS.".to_string()
+        }
+        AuthFailure::DelegatedUserMismatch => {
+            "The SAS is bound to a delegated user (sduoid): the request must carry a bearer \
+             token issued to that user."
+                .to_string()
+        }
+        AuthFailure::BearerRequired => "Only authentication scheme Bearer is supported".to_string(),
+        AuthFailure::RequestDateMissing => {
+            "The request has no x-ms-date or Date header.".to_string()
+        }
+        AuthFailure::RequestDateInvalid => {
+            "The request's x-ms-date or Date header is not an RFC 1123 date.".to_string()
+        }
+        AuthFailure::RequestDateTooOld => "Request date header too old.".to_string(),
+        AuthFailure::RequestDateInFuture => {
+            "Request date header too far in the future.".to_string()
+        }
+        AuthFailure::BearerWithoutIdentity => {
+            "The token names no object (oid) or tenant (tid) to issue a user delegation key to."
+                .to_string()
+        }
+        AuthFailure::MissingSasField(field) => format!("{field} is mandatory. Cannot be empty"),
+        AuthFailure::MalformedSas(_) => "Signature fields not well formed.".to_string(),
+        AuthFailure::StoredPolicyNotFound => {
+            "SAS identifier cannot be found for specified signed identifier".to_string()
+        }
+        AuthFailure::StoredPolicyConflict(_) => {
+            "Access policy fields can be associated with signature or SAS identifier but not \
+             both"
+                .to_string()
+        }
+        AuthFailure::UnsupportedSasVersion => {
+            "The signed version (sv) is older than any version the service supports.".to_string()
+        }
+        AuthFailure::ServiceSasWithoutQueue => {
+            "A queue service SAS can be used only on its queue and its messages.".to_string()
+        }
+        AuthFailure::MalformedAuthorization(why) => {
+            format!("The Authorization header is not well formed: {why}.")
+        }
+        AuthFailure::UnsupportedScheme => {
+            "The authentication scheme of the Authorization header is not supported.".to_string()
+        }
+        AuthFailure::AccountMismatch => {
+            "The account in the Authorization header is not the account of the request URL."
+                .to_string()
+        }
+        AuthFailure::MalformedQuery => {
+            "The query string is not well formed: a percent-escape is broken.".to_string()
+        }
+        AuthFailure::BearerOverHttp => {
+            "Authentication scheme Bearer is not allowed with HTTP.".to_string()
+        }
+        AuthFailure::BearerDisabled => "Authentication scheme Bearer is not supported.".to_string(),
+        AuthFailure::InvalidBearerToken(problem) => problem.reason().to_string(),
+    };
+    Some(detail)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::auth::TimeFrame;
 
     #[test]
     fn parse_error_mapping_table() {
@@ -354,6 +492,76 @@ mod tests {
         }
     }
 
+    /// 2026-11-22 00:00 to 2026-11-23 00:00, seen on 2026-11-23 at 01:00.
+    const TIME_FRAME: TimeFrame = TimeFrame {
+        start_ms: 1_795_305_600_000,
+        expiry_ms: 1_795_392_000_000,
+        now_ms: 1_795_395_600_000,
+    };
+
+    #[test]
+    fn authentication_error_detail_table() {
+        use crate::auth::bearer::TokenProblem;
+        let cases = [
+            // The service's own texts.
+            (
+                AuthFailure::SignatureMismatch {
+                    string_to_sign: "GET\n\n/devstoreaccount1/q".to_string(),
+                    request_signature: Some("c2ln".to_string()),
+                },
+                "The MAC signature found in the HTTP request 'c2ln' is not the same as any \
+                 computed signature. Server used following string to sign: \
+                 'GET\n\n/devstoreaccount1/q'.",
+            ),
+            (
+                AuthFailure::SignatureMismatch {
+                    string_to_sign: "r\n\n2026-11-23".to_string(),
+                    request_signature: None,
+                },
+                "Signature did not match. String to sign used was r\n\n2026-11-23",
+            ),
+            (
+                AuthFailure::SasExpired(TIME_FRAME),
+                "Signature not valid in the specified time frame: Start [Sun, 22 Nov 2026 \
+                 00:00:00 GMT] - Expiry [Mon, 23 Nov 2026 00:00:00 GMT] - Current [Mon, 23 Nov \
+                 2026 01:00:00 GMT]",
+            ),
+            (
+                AuthFailure::SasTimesInverted(TimeFrame {
+                    start_ms: TIME_FRAME.expiry_ms,
+                    expiry_ms: TIME_FRAME.start_ms,
+                    now_ms: TIME_FRAME.now_ms,
+                }),
+                "Signed expiry time [Sun, 22 Nov 2026 00:00:00 GMT] must be after signed start \
+                 time [Mon, 23 Nov 2026 00:00:00 GMT]",
+            ),
+            (
+                AuthFailure::MissingSasField("se"),
+                "se is mandatory. Cannot be empty",
+            ),
+            (
+                AuthFailure::InvalidBearerToken(TokenProblem::Audience),
+                "Audience validation failed. Audience did not match.",
+            ),
+        ];
+        for (failure, expected) in cases {
+            assert_eq!(
+                authentication_error_detail(&failure).as_deref(),
+                Some(expected)
+            );
+        }
+        // Failures that answer another code carry no detail, nor does a request that sent
+        // no credentials.
+        for failure in [
+            AuthFailure::PermissionMismatch,
+            AuthFailure::OperationNotAllowed,
+            AuthFailure::NoCredentials,
+            AuthFailure::UnknownAccount,
+        ] {
+            assert_eq!(authentication_error_detail(&failure), None, "{failure:?}");
+        }
+    }
+
     #[test]
     fn failure_mapping_table() {
         let cases = [
@@ -362,14 +570,18 @@ mod tests {
                 AuthFailure::NoCredentials,
                 StorageError::AuthenticationFailed,
             ),
-            (AuthFailure::SasExpired, StorageError::AuthenticationFailed),
             (
-                AuthFailure::SasNotYetValid,
+                AuthFailure::SasExpired(TIME_FRAME),
+                StorageError::AuthenticationFailed,
+            ),
+            (
+                AuthFailure::SasNotYetValid(TIME_FRAME),
                 StorageError::AuthenticationFailed,
             ),
             (
                 AuthFailure::SignatureMismatch {
                     string_to_sign: String::new(),
+                    request_signature: None,
                 },
                 StorageError::AuthenticationFailed,
             ),
@@ -394,15 +606,15 @@ mod tests {
                 StorageError::AuthorizationPermissionMismatch,
             ),
             (
+                AuthFailure::OperationNotAllowed,
+                StorageError::AuthorizationFailure,
+            ),
+            (
                 AuthFailure::BearerOverHttp,
                 StorageError::AuthenticationFailed,
             ),
             (
                 AuthFailure::BearerDisabled,
-                StorageError::AuthenticationFailed,
-            ),
-            (
-                AuthFailure::BearerNotForOperation,
                 StorageError::AuthenticationFailed,
             ),
             (

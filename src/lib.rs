@@ -8,7 +8,8 @@
 //!   `control`), and talks to other shards over a bounded request/reply channel mesh. The
 //!   only place glommio and tokio appear.
 //! - `http/`: HTTP/1.1 request parsing on httparse and response encoding; no Azure knowledge.
-//! - `auth/`: SharedKey/SharedKeyLite and SAS verification; accounts and their keys.
+//! - `auth/`: SharedKey/SharedKeyLite, SAS (user delegation SAS too) and bearer token checks;
+//!   accounts and their keys, and the user delegation keys derived from them.
 //! - `operation`: `Operation`, one per REST operation, which `api/` routes to and `governor/`
 //!   counts and matches fault rules by.
 //! - `api/`: routing of (method, path, query) to one `Operation` per REST operation

@@ -170,6 +170,9 @@ pub const TLS_SESSION_CACHE_ENTRIES_PER_SHARD: usize = 256;
 /// Clock skew allowed when checking a bearer token's `nbf` and `exp`, seconds: Microsoft's token
 /// validation default (5 minutes).
 pub const BEARER_CLOCK_SKEW_S: u64 = 300;
+/// Latest expiry of a user delegation key, from the time it is asked for, ms (7 days, as
+/// Azure): a later `Expiry` is 400 `InvalidXmlNodeValue`.
+pub const USER_DELEGATION_KEY_LIFETIME_MS_MAX: u64 = 7 * 24 * 3600 * 1000;
 /// Memory glommio registers for io_uring buffers per shard. glommio's default (10 MiB) exceeds the
 /// common 8 MiB `ulimit -l`, so azq asks for less; it only serves file I/O, which azq does not do.
 pub const IO_MEMORY_BYTES_PER_SHARD: usize = 512 * 1024;

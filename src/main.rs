@@ -110,6 +110,14 @@ fn run(invocation: Invocation) -> Result<(), String> {
         }),
         None => None,
     };
+    if config.oauth.is_some() && https.is_none() {
+        // Azurite starts so too; every bearer token is then refused, as Azure refuses one
+        // over HTTP, while the account key and SAS work as usual.
+        eprintln!(
+            "azq: --oauth basic without --cert: bearer tokens are refused over plain HTTP \
+             (add --cert, e.g. --cert auto, to accept them)"
+        );
+    }
     let https_on = https.is_some();
     let queue_asked = SocketAddr::new(config.host, config.port);
     for line in azurite::starting_lines(invocation.mode, queue_asked, &invocation.probes, https_on)

@@ -11,6 +11,9 @@ pub enum Operation {
     SetServiceProperties,
     /// `GET /?restype=service&comp=stats`, only on the `-secondary` account: replication status.
     GetServiceStats,
+    /// `POST /?restype=service&comp=userdelegationkey`: a key to sign user delegation SAS with,
+    /// for the bearer token's identity.
+    GetUserDelegationKey,
     /// `GET /?comp=list`: the account's queues by name, one page at a time.
     ListQueues,
     /// `PUT /queue`: 201 when created, 204 when it exists with the same metadata.
@@ -47,10 +50,11 @@ pub enum Operation {
 
 impl Operation {
     /// Every operation, in declaration order: `index` is the position here.
-    pub const ALL: [Operation; 19] = [
+    pub const ALL: [Operation; 20] = [
         Operation::GetServiceProperties,
         Operation::SetServiceProperties,
         Operation::GetServiceStats,
+        Operation::GetUserDelegationKey,
         Operation::ListQueues,
         Operation::CreateQueue,
         Operation::DeleteQueue,
@@ -77,6 +81,7 @@ impl Operation {
             GetServiceProperties => "GetServiceProperties",
             SetServiceProperties => "SetServiceProperties",
             GetServiceStats => "GetServiceStats",
+            GetUserDelegationKey => "GetUserDelegationKey",
             ListQueues => "ListQueues",
             CreateQueue => "CreateQueue",
             DeleteQueue => "DeleteQueue",
@@ -102,12 +107,15 @@ impl Operation {
     }
 
     /// Whether the operation only reads, and so may run on the read-only secondary endpoint.
-    /// Get Messages changes the messages it leases, so it is a write.
+    /// Get Messages changes the messages it leases, so it is a write; Get User Delegation Key
+    /// changes nothing (a POST only because it has a body).
     pub fn is_read_only(self) -> bool {
         use Operation::*;
         match self {
-            GetServiceProperties | GetServiceStats | ListQueues | GetQueueMetadata
-            | GetQueueAcl | PeekMessages | Preflight | Health | Certificate => true,
+            GetServiceProperties | GetServiceStats | GetUserDelegationKey | ListQueues
+            | GetQueueMetadata | GetQueueAcl | PeekMessages | Preflight | Health | Certificate => {
+                true
+            }
             SetServiceProperties | CreateQueue | DeleteQueue | SetQueueMetadata | SetQueueAcl
             | PutMessage | GetMessages | ClearMessages | UpdateMessage | DeleteMessage => false,
         }

@@ -56,7 +56,8 @@ Usage: azq [options]
                              each start with --inMemoryPersistence); also served at
                              https://HOST:PORT/_azq/cert.pem
   --oauth basic              accept OAuth bearer tokens (JWT audience, issuer and lifetime
-                             are checked, the signature is not); needs --cert
+                             are checked, the signature is not) over HTTPS (--cert); without
+                             --cert every bearer token is refused
   --profile azure            Azure's scalability targets: 2,000 message operations/s per
                              queue, 20,000 requests/s per account (503 ServerBusy beyond)
   --queue-rate-limit N       message operations per second per queue (with or without the
@@ -156,7 +157,7 @@ pub struct Config {
     pub persistence: Persistence,
     /// The certificate to serve HTTPS with (`--cert`, `--key`, `--pwd`); `None`: plain HTTP.
     pub certificate: Option<CertificateSource>,
-    /// Bearer tokens accepted (`--oauth`); needs `certificate`.
+    /// Bearer tokens accepted (`--oauth`); over HTTPS only (`certificate`), refused otherwise.
     pub oauth: Option<OAuthLevel>,
     /// SharedKey requests accepted whatever their date (`--skipRequestDateCheck`).
     pub request_date_check_skipped: bool,
@@ -342,13 +343,6 @@ pub fn parse_arguments(arguments: impl Iterator<Item = String>) -> Result<Option
         }
     }
     config.certificate = CertificateSource::from_flags(certificate, key, password)?;
-    if config.oauth.is_some() && config.certificate.is_none() {
-        return Err(
-            "--oauth needs HTTPS (bearer tokens are never sent over HTTP): add --cert, e.g. \
-             --cert auto"
-                .to_string(),
-        );
-    }
     config.persistence = if in_memory {
         // As with Azurite, --inMemoryPersistence wins over --location.
         Persistence::Memory
@@ -488,6 +482,11 @@ mod tests {
             })
         );
         assert_eq!(https.oauth, Some(crate::auth::OAuthLevel::Basic));
+        // As Azurite, --oauth without --cert starts (bearer tokens are then refused).
+        assert_eq!(
+            parse(&["--oauth", "basic"]).unwrap().unwrap().oauth,
+            Some(crate::auth::OAuthLevel::Basic)
+        );
         let pfx = parse(&["--cert=c.pfx", "--pwd=secret"]).unwrap().unwrap();
         assert!(matches!(
             pfx.certificate,
@@ -522,7 +521,6 @@ mod tests {
             &["--location"],
             &["--durability", "sometimes"],
             &["--cert", "cert.pem"],
-            &["--oauth", "basic"],
             &["--cert", "auto", "--oauth", "full"],
             &["--key", "key.pem"],
             &["--blobHost", "0.0.0.0"],

@@ -21,7 +21,11 @@ use std::sync::Arc;
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use rustls::crypto::CryptoProvider;
 use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer, ServerName, UnixTime};
+use rustls::pki_types::{
+    CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer, ServerName, SubjectPublicKeyInfoDer,
+    UnixTime,
+};
+use rustls::sign::{CertifiedKey, SingleCertAndKey};
 use rustls::{DigitallySignedStruct, SignatureScheme};
 use sha2::{Digest, Sha256};
 
@@ -138,18 +142,57 @@ impl ServerCertificate {
     /// The rustls server configuration: TLS 1.2 and 1.3, ALPN `http/1.1`, no client
     /// certificates. An error names what rustls refused (a key that does not match, an
     /// algorithm it does not support).
+    ///
+    /// The chain is served as given: an X.509 v1 certificate (what `openssl x509 -req -signkey`
+    /// makes, and Azurite's own test certificate) serves as well as a v3 one. rustls's
+    /// `with_single_cert` would refuse it (`UnsupportedCertVersion`): its check that the key
+    /// matches the certificate parses the leaf with webpki, which reads v3 only, although
+    /// serving never parses the server's own certificate. So azq makes the same check with a
+    /// parser that reads every version, and hands rustls the checked pair.
     pub fn server_config(&self) -> Result<Arc<rustls::ServerConfig>, String> {
-        let mut config = rustls::ServerConfig::builder_with_provider(Arc::new(
-            rustls::crypto::ring::default_provider(),
-        ))
-        .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])
-        .map_err(|error| format!("cannot configure TLS: {error}"))?
-        .with_no_client_auth()
-        .with_single_cert(self.chain.clone(), self.key.clone_key())
-        .map_err(|error| format!("the certificate and key do not serve: {error}"))?;
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let signing_key = provider
+            .key_provider
+            .load_private_key(self.key.clone_key())
+            .map_err(|error| format!("the certificate and key do not serve: {error}"))?;
+        let certified = CertifiedKey::new(self.chain.clone(), signing_key);
+        check_key_matches_leaf(&certified)?;
+        let mut config = rustls::ServerConfig::builder_with_provider(provider)
+            .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])
+            .map_err(|error| format!("cannot configure TLS: {error}"))?
+            .with_no_client_auth()
+            .with_cert_resolver(Arc::new(SingleCertAndKey::from(certified)));
         config.alpn_protocols = vec![b"http/1.1".to_vec()];
         Ok(Arc::new(config))
     }
+}
+
+/// Fails unless the private key belongs to the chain's leaf certificate, the check
+/// `with_single_cert` makes, for certificates of any X.509 version. A key whose public half
+/// the provider cannot tell is let through, as rustls lets it through.
+fn check_key_matches_leaf(certified: &CertifiedKey) -> Result<(), String> {
+    let leaf = certified
+        .end_entity_cert()
+        .map_err(|error| format!("the certificate and key do not serve: {error}"))?;
+    let Some(key_spki) = certified.key.public_key() else {
+        return Ok(());
+    };
+    let leaf_spki = subject_public_key_info(leaf)
+        .ok_or("the certificate and key do not serve: the certificate cannot be read")?;
+    if key_spki.as_ref() != leaf_spki {
+        return Err(
+            "the certificate and key do not serve: the private key is not the certificate's"
+                .to_string(),
+        );
+    }
+    Ok(())
+}
+
+/// The DER of a certificate's SubjectPublicKeyInfo, for any X.509 version (webpki, which
+/// rustls uses, reads v3 only); `None` when the certificate does not parse.
+fn subject_public_key_info<'c>(certificate: &'c CertificateDer<'_>) -> Option<&'c [u8]> {
+    let (_, parsed) = x509_parser::parse_x509_certificate(certificate.as_ref()).ok()?;
+    Some(parsed.tbs_certificate.subject_pki.raw)
 }
 
 /// A client's verifier that accepts any certificate; the handshake's signatures are still
@@ -183,17 +226,26 @@ impl ServerCertVerifier for AnyCertificate {
         )
     }
 
+    /// Checks the signature with the certificate's key. webpki reads v3 certificates only, so
+    /// for another version (a v1 certificate azq serves) the key is taken out of the
+    /// certificate with a parser that reads every version.
     fn verify_tls13_signature(
         &self,
         message: &[u8],
         certificate: &CertificateDer<'_>,
         signature: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls13_signature(
-            message,
-            certificate,
-            signature,
-            &self.0.signature_verification_algorithms,
+        let algorithms = &self.0.signature_verification_algorithms;
+        rustls::crypto::verify_tls13_signature(message, certificate, signature, algorithms).or_else(
+            |error| match subject_public_key_info(certificate) {
+                Some(spki) => rustls::crypto::verify_tls13_signature_with_raw_key(
+                    message,
+                    &SubjectPublicKeyInfoDer::from(spki),
+                    signature,
+                    algorithms,
+                ),
+                None => Err(error),
+            },
         )
     }
 

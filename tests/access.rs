@@ -588,7 +588,8 @@ fn a_rule_for_every_origin_answers_requests_without_origin() {
 #[test]
 fn stored_access_policies_are_the_account_owners_alone() {
     // "Only the account owner may call this operation" (Get/Set Queue ACL): a SAS of any kind,
-    // however broad, is refused, and the policies stay as they were.
+    // however broad, is refused with AuthorizationFailure (the service's SAS error table:
+    // "attempting to modify an access control list"), and the policies stay as they were.
     let server = Server::start(&[]);
     create_queue(&server, "ownedqueue");
     let acl = "<SignedIdentifiers><SignedIdentifier><Id>kept</Id><AccessPolicy><Permission>r</Permission></AccessPolicy></SignedIdentifier></SignedIdentifiers>";
@@ -628,13 +629,17 @@ fn stored_access_policies_are_the_account_owners_alone() {
         let with_sas = format!("{target}&{token}");
         for method in ["GET", "HEAD"] {
             let response = send(&server, unsigned_request(method, &with_sas, b""));
-            assert_status(&response, 403, Some("AuthorizationPermissionMismatch"));
+            assert_status(&response, 403, Some("AuthorizationFailure"));
         }
         let response = send(
             &server,
             unsigned_request("PUT", &with_sas, b"<SignedIdentifiers />"),
         );
-        assert_status(&response, 403, Some("AuthorizationPermissionMismatch"));
+        assert_status(&response, 403, Some("AuthorizationFailure"));
+        assert_eq!(
+            response.reason,
+            "This request is not authorized to perform this operation."
+        );
     }
     let response = send(&server, signed_request("GET", target, &[], b""));
     assert_status(&response, 200, None);
@@ -816,4 +821,183 @@ fn invalid_settings_bodies_change_nothing() {
         ),
     );
     assert!(response.text().contains("<Cors />"), "{}", response.text());
+}
+
+#[test]
+fn a_service_sas_managing_its_queue_is_an_authorization_failure() {
+    // Azure/Azurite#662: the service answers a queue service SAS that creates a queue with
+    // 403 AuthorizationFailure (Azurite: AuthorizationPermissionMismatch). No service SAS
+    // permission (r, a, u, p) covers creating, deleting or clearing a queue or setting its
+    // metadata; nothing changes.
+    let server = Server::start(&[]);
+    create_queue(&server, "managed");
+    let token = |queue: &str| {
+        service_sas(
+            queue,
+            &[
+                ("sv", "2026-10-06"),
+                ("sp", "raup"),
+                ("se", "2099-01-01T00:00:00Z"),
+            ],
+        )
+    };
+    let cases = [
+        (
+            "PUT",
+            format!("/devstoreaccount1/created?{}", token("created")),
+        ),
+        (
+            "DELETE",
+            format!("/devstoreaccount1/managed?{}", token("managed")),
+        ),
+        (
+            "PUT",
+            format!(
+                "/devstoreaccount1/managed?comp=metadata&{}",
+                token("managed")
+            ),
+        ),
+        (
+            "DELETE",
+            format!("/devstoreaccount1/managed/messages?{}", token("managed")),
+        ),
+    ];
+    for (method, target) in cases {
+        let response = send(&server, unsigned_request(method, &target, b""));
+        assert_status(&response, 403, Some("AuthorizationFailure"));
+    }
+    // What the token's permissions cover still works; the queue it could not create does not
+    // exist.
+    let response = send(
+        &server,
+        unsigned_request(
+            "POST",
+            &format!("/devstoreaccount1/managed/messages?{}", token("managed")),
+            &put_body("allowed"),
+        ),
+    );
+    assert_status(&response, 201, None);
+    let response = send(
+        &server,
+        signed_request("GET", "/devstoreaccount1/created?comp=metadata", &[], b""),
+    );
+    assert_status(&response, 404, Some("QueueNotFound"));
+}
+
+#[test]
+fn authentication_failures_carry_the_services_detail() {
+    // Azure adds <AuthenticationErrorDetail> after <Message> to 403 AuthenticationFailed, in
+    // these words; it is the first thing a developer reads when a signature fails.
+    let server = Server::start(&[]);
+    create_queue(&server, "detailed");
+    let detail = |response: &common::Response| {
+        assert_status(response, 403, Some("AuthenticationFailed"));
+        elements(&response.text(), "AuthenticationErrorDetail")
+            .first()
+            .map(|detail| detail.to_string())
+            .unwrap_or_else(|| panic!("no detail: {}", response.text()))
+    };
+    // SharedKey: the signature found and the string azq signed.
+    let mut forged = signed_request("GET", "/devstoreaccount1/detailed?comp=metadata", &[], b"");
+    let text = String::from_utf8(forged.clone()).unwrap();
+    let signature = text
+        .split("SharedKey devstoreaccount1:")
+        .nth(1)
+        .and_then(|rest| rest.split("\r\n").next())
+        .unwrap()
+        .to_string();
+    let forged_signature = format!("A{}", &signature[1..]);
+    let forged_signature = if forged_signature == signature {
+        format!("B{}", &signature[1..])
+    } else {
+        forged_signature
+    };
+    forged = text.replace(&signature, &forged_signature).into_bytes();
+    let found = detail(&send(&server, forged));
+    assert!(
+        found.starts_with(&format!(
+            "The MAC signature found in the HTTP request '{forged_signature}' is not the same \
+             as any computed signature. Server used following string to sign: 'GET\n"
+        )) && found.ends_with("\n/devstoreaccount1/devstoreaccount1/detailed\ncomp:metadata'."),
+        "{found}"
+    );
+    // A SAS whose signature does not match: the string to sign.
+    let token = service_sas(
+        "detailed",
+        &[
+            ("sv", "2026-10-06"),
+            ("sp", "r"),
+            ("se", "2099-01-01T00:00:00Z"),
+        ],
+    )
+    .replace("sp=r", "sp=raup");
+    let response = send(
+        &server,
+        unsigned_request(
+            "GET",
+            &format!("/devstoreaccount1/detailed/messages?peekonly=true&{token}"),
+            b"",
+        ),
+    );
+    assert_eq!(
+        detail(&response),
+        "Signature did not match. String to sign used was raup\n\n\
+         2099-01-01T00:00:00Z\n/queue/devstoreaccount1/detailed\n\n\n\n2026-10-06"
+    );
+    // An expired SAS: the time frame, with the current time.
+    let token = service_sas(
+        "detailed",
+        &[
+            ("sv", "2026-10-06"),
+            ("sp", "r"),
+            ("st", "2020-01-01T00:00:00Z"),
+            ("se", "2020-01-02T00:00:00Z"),
+        ],
+    );
+    let response = send(
+        &server,
+        unsigned_request(
+            "GET",
+            &format!("/devstoreaccount1/detailed/messages?peekonly=true&{token}"),
+            b"",
+        ),
+    );
+    let found = detail(&response);
+    assert!(
+        found.starts_with(
+            "Signature not valid in the specified time frame: Start [Wed, 01 Jan 2020 00:00:00 \
+             GMT] - Expiry [Thu, 02 Jan 2020 00:00:00 GMT] - Current ["
+        ),
+        "{found}"
+    );
+    // A SAS without its expiry names the field.
+    let token = service_sas("detailed", &[("sv", "2026-10-06"), ("sp", "r")]);
+    let response = send(
+        &server,
+        unsigned_request(
+            "GET",
+            &format!("/devstoreaccount1/detailed/messages?peekonly=true&{token}"),
+            b"",
+        ),
+    );
+    assert_eq!(detail(&response), "se is mandatory. Cannot be empty");
+    // Authorization codes other than AuthenticationFailed carry no detail.
+    let token = service_sas(
+        "detailed",
+        &[
+            ("sv", "2026-10-06"),
+            ("sp", "r"),
+            ("se", "2099-01-01T00:00:00Z"),
+        ],
+    );
+    let response = send(
+        &server,
+        unsigned_request(
+            "POST",
+            &format!("/devstoreaccount1/detailed/messages?{token}"),
+            &put_body("no"),
+        ),
+    );
+    assert_status(&response, 403, Some("AuthorizationPermissionMismatch"));
+    assert!(!response.text().contains("AuthenticationErrorDetail"));
 }

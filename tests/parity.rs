@@ -5,7 +5,9 @@
 
 mod common;
 
-use common::{assert_status, create_queue, elements, put_body, send, signed_request, Server};
+use common::{
+    assert_status, create_queue, elements, exchange, put_body, send, signed_request, Server,
+};
 
 #[test]
 fn message_text_with_child_elements_is_refused_and_nothing_is_stored() {
@@ -250,4 +252,190 @@ fn a_put_whose_lease_outlives_its_ttl_is_an_invalid_value() {
         ),
     );
     assert_status(&response, 400, Some("OutOfRangeQueryParameterValue"));
+}
+
+#[test]
+fn error_status_lines_carry_the_errors_message_as_the_service_writes_it() {
+    // Recorded answers of the service: `HTTP/1.1 404 The specified queue does not exist.`, and
+    // the standard phrase for successes (`201 Created`); the legacy SDKs' exception texts start
+    // with the phrase.
+    let server = Server::start(&[]);
+    let response = send(
+        &server,
+        signed_request("GET", "/devstoreaccount1/missing?comp=metadata", &[], b""),
+    );
+    assert_status(&response, 404, Some("QueueNotFound"));
+    assert_eq!(response.reason, "The specified queue does not exist.");
+    // HEAD answers carry it too (they have no body to say it in).
+    let response = send(
+        &server,
+        signed_request("HEAD", "/devstoreaccount1/missing?comp=metadata", &[], b""),
+    );
+    assert_eq!(
+        (response.status, response.reason.as_str()),
+        (404, "The specified queue does not exist.")
+    );
+    let response = send(
+        &server,
+        signed_request("PUT", "/devstoreaccount1/bad_name", &[], b""),
+    );
+    assert_eq!(
+        response.reason,
+        "The specifed resource name contains invalid characters."
+    );
+    let mut forged = signed_request("PUT", "/devstoreaccount1/forged", &[], b"");
+    let at = forged
+        .windows(10)
+        .position(|window| window == b"SharedKey ")
+        .unwrap()
+        + 30;
+    forged[at] = if forged[at] == b'A' { b'B' } else { b'A' };
+    let response = send(&server, forged);
+    assert_status(&response, 403, Some("AuthenticationFailed"));
+    // The service's wording, recorded in its answers: "of Authorization header", without
+    // "the" (Azurite adds it).
+    assert_eq!(
+        response.reason,
+        "Server failed to authenticate the request. Make sure the value of Authorization header \
+         is formed correctly including the signature."
+    );
+    // A request the parser refuses is answered the same way.
+    let response = exchange(&server, b"GET / HTTP/1.1\r\nContent-Length: x\r\n\r\n");
+    assert_eq!(
+        (response.status, response.reason.as_str()),
+        (400, "The request could not be parsed as HTTP/1.1.")
+    );
+    // Successes keep the standard phrases.
+    let response = send(
+        &server,
+        signed_request("PUT", "/devstoreaccount1/kept", &[], b""),
+    );
+    assert_eq!(
+        (response.status, response.reason.as_str()),
+        (201, "Created")
+    );
+    let response = send(
+        &server,
+        signed_request("DELETE", "/devstoreaccount1/kept", &[], b""),
+    );
+    assert_eq!(
+        (response.status, response.reason.as_str()),
+        (204, "No Content")
+    );
+}
+
+#[test]
+fn service_properties_take_booleans_written_as_the_legacy_sdks_write_them() {
+    // azure-storage-queue 2.x writes `True` and `False`; the service's recorded answers accept
+    // them (202) and read them back as `true` and `false`.
+    let server = Server::start(&[]);
+    let target = "/devstoreaccount1/?restype=service&comp=properties";
+    let body = "<?xml version='1.0' encoding='utf-8'?>\n<StorageServiceProperties><Logging><Version>1.0</Version><Delete>True</Delete><Read>False</Read><Write>True</Write><RetentionPolicy><Enabled>False</Enabled></RetentionPolicy></Logging><HourMetrics><Version>1.0</Version><Enabled>True</Enabled><IncludeAPIs>False</IncludeAPIs><RetentionPolicy><Enabled>True</Enabled><Days>5</Days></RetentionPolicy></HourMetrics></StorageServiceProperties>";
+    let response = send(&server, signed_request("PUT", target, &[], body.as_bytes()));
+    assert_status(&response, 202, None);
+    let response = send(&server, signed_request("GET", target, &[], b""));
+    let text = response.text();
+    assert_eq!(elements(&text, "Delete"), ["true"], "{text}");
+    assert_eq!(elements(&text, "Read"), ["false"], "{text}");
+    assert_eq!(elements(&text, "IncludeAPIs"), ["false"], "{text}");
+    assert_eq!(
+        elements(&text, "Enabled"),
+        ["false", "true", "true", "false", "false"],
+        "{text}"
+    );
+    // Words that are not booleans stay refused.
+    let refused = body.replace("<Delete>True</Delete>", "<Delete>yes</Delete>");
+    let response = send(
+        &server,
+        signed_request("PUT", target, &[], refused.as_bytes()),
+    );
+    assert_status(&response, 400, Some("InvalidXmlNodeValue"));
+}
+
+#[test]
+fn secondary_stats_signed_without_the_secondary_suffix_are_served() {
+    // azure-storage-queue 2.1.0 signs `/devstoreaccount1-secondary/?restype=service&comp=stats`
+    // with `/devstoreaccount1/devstoreaccount1/` as the canonicalised resource (its
+    // emulator endpoint drops the suffix when signing); Azurite accepts it.
+    let server = Server::start(&[]);
+    let signed = signed_request(
+        "GET",
+        "/devstoreaccount1/?restype=service&comp=stats",
+        &[],
+        b"",
+    );
+    let text = String::from_utf8(signed).unwrap().replacen(
+        "GET /devstoreaccount1/",
+        "GET /devstoreaccount1-secondary/",
+        1,
+    );
+    let response = send(&server, text.into_bytes());
+    assert_status(&response, 200, None);
+    assert_eq!(elements(&response.text(), "Status"), ["live"]);
+    // The same signature does not open any other secondary resource.
+    let signed = signed_request("GET", "/devstoreaccount1/?comp=list", &[], b"");
+    let text = String::from_utf8(signed).unwrap().replacen(
+        "GET /devstoreaccount1/?comp=list",
+        "GET /devstoreaccount1-secondary/?restype=service&comp=stats",
+        1,
+    );
+    let response = send(&server, text.into_bytes());
+    assert_status(&response, 403, Some("AuthenticationFailed"));
+}
+
+#[test]
+fn a_put_message_as_the_dotnet_sdk_12_4_sends_it_is_stored() {
+    // Azure/Azurite#1687: Azurite answered Azure.Storage.Queues 12.4.2's SendMessageAsync with
+    // a 500 after ten seconds. That SDK's generated client writes the body with
+    // `XElement.ToString(SaveOptions.DisableFormatting)`: no XML declaration, no whitespace,
+    // Content-Type application/xml, and these headers (from the issue's request log). The
+    // service stores it (201), and so does azq.
+    let server = Server::start(&[]);
+    create_queue(&server, "recording-import-jobs");
+    let body = b"<QueueMessage><MessageText>eyJqb2JJZCI6NDJ9</MessageText></QueueMessage>";
+    let request = common::Signer {
+        version: "2018-11-09",
+        ..common::Signer::development()
+    }
+    .request(
+        "POST",
+        "/devstoreaccount1/recording-import-jobs/messages",
+        &[
+            (
+                "x-ms-client-request-id",
+                "73a81446-fd1c-4c63-85a9-339e9edc6782",
+            ),
+            ("x-ms-return-client-request-id", "true"),
+            (
+                "User-Agent",
+                "azsdk-net-Storage.Queues/12.4.2 (.NET 5.0.17; Microsoft Windows 10.0.19043)",
+            ),
+            (
+                "traceparent",
+                "00-cacbf14e8d4b924bbc4d82e05c4f9986-cb7fa79b8b2a3c4c-00",
+            ),
+            ("Content-Type", "application/xml"),
+        ],
+        body,
+    );
+    let response = send(&server, request);
+    assert_status(&response, 201, None);
+    assert_eq!(
+        response.header("x-ms-client-request-id"),
+        Some("73a81446-fd1c-4c63-85a9-339e9edc6782")
+    );
+    assert_eq!(elements(&response.text(), "MessageId").len(), 1);
+    let response = send(
+        &server,
+        signed_request(
+            "GET",
+            "/devstoreaccount1/recording-import-jobs/messages?peekonly=true",
+            &[],
+            b"",
+        ),
+    );
+    assert_eq!(
+        elements(&response.text(), "MessageText"),
+        ["eyJqb2JJZCI6NDJ9"]
+    );
 }

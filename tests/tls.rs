@@ -176,3 +176,65 @@ fn healthcheck_finds_an_https_server_serving() {
         assert!(server.stop().success());
     }
 }
+
+/// An X.509 v1 certificate: what `openssl x509 -req -signkey` makes, as older recipes and
+/// Azurite's own test certificate do. `tests/data/v1-cert.pem` and `v1-key.pem` were made with
+/// `openssl req -new -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout v1-key.pem
+/// -subj /CN=localhost -out v1.csr && openssl x509 -req -in v1.csr -signkey v1-key.pem
+/// -days 36500 -sha256 -out v1-cert.pem`.
+fn v1_certificate() -> (String, String) {
+    let data = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data");
+    let path = |name: &str| data.join(name).to_string_lossy().into_owned();
+    (path("v1-cert.pem"), path("v1-key.pem"))
+}
+
+#[test]
+fn a_v1_certificate_is_served() {
+    let (certificate, key) = v1_certificate();
+    for runtime in runtimes() {
+        let server = Server::start(&[
+            "--shards",
+            "1",
+            "--cert",
+            &certificate,
+            "--key",
+            &key,
+            "--runtime",
+            runtime,
+        ]);
+        // `azq healthcheck` completes a TLS 1.3 handshake with it (webpki, which checks the
+        // handshake's signature, cannot read a v1 certificate: the key is read another way).
+        let healthy = Command::new(azq_binary())
+            .args(["healthcheck", "--queuePort", &server.port.to_string()])
+            .output()
+            .expect("azq healthcheck runs");
+        assert!(healthy.status.success(), "{runtime}: {healthy:?}");
+        assert!(server.stop().success());
+    }
+    // A key that is not the certificate's is still refused at start, naming the problem.
+    let other_key = TempDir::new("tls-v1-other-key");
+    let other_key_path = other_key.path().join("key.pem");
+    std::fs::write(
+        &other_key_path,
+        rcgen::KeyPair::generate().unwrap().serialize_pem(),
+    )
+    .unwrap();
+    let refused = Command::new(azq_binary())
+        .args([
+            "--queuePort",
+            "0",
+            "--inMemoryPersistence",
+            "--cert",
+            &certificate,
+            "--key",
+            other_key_path.to_str().unwrap(),
+        ])
+        .output()
+        .expect("azq runs");
+    assert_eq!(refused.status.code(), Some(2), "{refused:?}");
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        stderr.contains("the private key is not the certificate's"),
+        "{stderr}"
+    );
+}

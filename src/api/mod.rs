@@ -7,8 +7,9 @@
 //! - `plan.rs`: route → authorize → common parameters, leaving an `Authorized` request.
 //! - `response.rs`: what every response shares (status line, Azure headers, errors), CORS last.
 //! - `ops/`: each operation's planning and response side by side, by resource:
-//!   `service.rs` (List Queues, service properties and stats, CORS preflight), `queue.rs`
-//!   (create, delete, metadata, ACL), `messages.rs` (put, get, peek, update, delete, clear).
+//!   `service.rs` (List Queues, service properties and stats, Get User Delegation Key, CORS
+//!   preflight), `queue.rs` (create, delete, metadata, ACL), `messages.rs` (put, get, peek,
+//!   update, delete, clear).
 //!
 //! `Service::plan` and `Service::respond`, here, run those steps in order; the files below them
 //! never call back up (`ops/` uses `plan.rs` and `response.rs`, not the other way round), and
@@ -17,6 +18,7 @@
 //!   `step.rs`: the plan, its step and the outcome, the data that crosses to the runtime.
 //! - `router.rs`, `validate.rs`, `cors.rs`: routing, stateless validation, CORS rules.
 //! - `xml.rs`, `settings_xml.rs`: message bodies and lists; ACL and service-properties documents.
+//! - `delegation_xml.rs`: Get User Delegation Key's `KeyInfo` request and `UserDelegationKey`.
 //! - `probe.rs`: the blob and table ports of `azurite` mode, which answer readiness probes only.
 //!
 //! Planning reads the shard's copy of the replicated settings (`queue::Replicas`): stored access
@@ -26,6 +28,7 @@
 //! runtime then applies on every other shard.
 
 pub mod cors;
+pub mod delegation_xml;
 pub mod ids;
 mod ops;
 mod plan;
@@ -54,7 +57,7 @@ pub use probe::Surface;
 pub use router::Route;
 pub use service::{Health, Service};
 pub use step::{
-    AdminAnswer, AdminStep, ConsoleAction, ListingEcho, Outcome, Plan, ResponsePlan, Step,
+    AdminAnswer, AdminStep, ConsoleAction, Echo, ListingEcho, Outcome, Plan, ResponsePlan, Step,
 };
 
 impl Service {
@@ -121,7 +124,7 @@ impl Service {
                 Ok(())
             }
             (_, Outcome::Reply(Err(error))) => {
-                responder.error(error, out);
+                responder.error_with_detail(error, plan.auth_failure.as_ref(), out);
                 Ok(())
             }
             (Some(Operation::Health), Outcome::Reply(Ok(_))) => {
@@ -133,7 +136,14 @@ impl Service {
                 Ok(())
             }
             (Some(Operation::ListQueues), Outcome::Parts(parts)) => {
-                ops::service::list_queues_response(&responder, plan.listing.as_ref(), parts, out)
+                let listing = match &plan.echo {
+                    Echo::Listing(listing) => Some(listing),
+                    _ => None,
+                };
+                ops::service::list_queues_response(&responder, listing, parts, out)
+            }
+            (Some(Operation::GetUserDelegationKey), Outcome::Reply(Ok(reply))) => {
+                ops::service::get_user_delegation_key_response(&responder, &plan.echo, reply, out)
             }
             (Some(operation), Outcome::Reply(Ok(reply))) => {
                 ops::response(&responder, operation, reply, out)

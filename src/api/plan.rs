@@ -8,7 +8,7 @@
 use std::cell::Cell;
 use std::net::IpAddr;
 
-use crate::auth::{Access, AuthFailure, PermissionSet, RequestContext, StoredPolicy};
+use crate::auth::{Access, Accounts, AuthFailure, PermissionSet, RequestContext, StoredPolicy};
 use crate::error::StorageError;
 use crate::http::{Query, Request};
 use crate::operation::Operation;
@@ -16,7 +16,7 @@ use crate::queue::{self, Command, QueueKey, Replicas, SignedIdentifier};
 use crate::time::parse_iso8601_ms;
 
 use super::router::{self, Route};
-use super::{cors, validate, ListingEcho, Plan, ResponsePlan, Service, Step};
+use super::{cors, validate, Echo, Plan, ResponsePlan, Service, Step};
 
 /// What an operation's planning reads: the request, where it goes, its decoded query, this
 /// shard's copy of the replicated settings and the shard count.
@@ -28,6 +28,10 @@ pub(super) struct Planning<'a> {
     pub shards: usize,
     /// `host:port` the client addressed (its `Host` header, else the listener's address).
     pub authority: &'a str,
+    /// Now, in ms since the Unix epoch, from the shard's clock.
+    pub now_ms: u64,
+    /// The accounts and their keys (Get User Delegation Key derives from them).
+    pub accounts: &'a Accounts,
 }
 
 impl Planning<'_> {
@@ -62,8 +66,8 @@ pub(super) struct Authorized<'a> {
 }
 
 impl Authorized<'_> {
-    /// The plan, once the operation planned its step (and, for List Queues, its echo).
-    pub fn plan(self, planned: Result<(Step, Option<ListingEcho>), StorageError>) -> Plan {
+    /// The plan, once the operation planned its step (and what its answer echoes).
+    pub fn plan(self, planned: Result<(Step, Echo), StorageError>) -> Plan {
         let mut response = self.response;
         let step = match planned {
             // The owner confirms that the policy used is still the queue's.
@@ -77,17 +81,13 @@ impl Authorized<'_> {
                 },
                 None => Step::Shard { shard, command },
             },
-            Ok((step, listing)) => {
-                response.listing = listing;
+            Ok((step, echo)) => {
+                response.echo = echo;
                 step
             }
             Err(error) => Step::Fail(error),
         };
-        Plan {
-            step,
-            response,
-            auth_failure: None,
-        }
+        Plan { step, response }
     }
 }
 
@@ -138,8 +138,10 @@ impl Service {
         {
             return Err(Box::new(Plan {
                 step: Step::Fail(StorageError::from(failure.clone())),
-                response,
-                auth_failure: Some(failure),
+                response: ResponsePlan {
+                    auth_failure: Some(failure),
+                    ..response
+                },
             }));
         }
         let common = if route.secondary && !operation.is_read_only() {
@@ -151,7 +153,6 @@ impl Service {
             return Err(Box::new(Plan {
                 step: Step::Fail(error),
                 response,
-                auth_failure: None,
             }));
         }
         Ok(Authorized {
@@ -164,6 +165,8 @@ impl Service {
                 authority: request
                     .header_str("host")
                     .unwrap_or(&self.default_authority),
+                now_ms,
+                accounts: &self.accounts,
             },
             response,
             acl_version: acl_version.get(),
@@ -188,6 +191,7 @@ impl Service {
             Operation::GetServiceProperties => Access::GET_SERVICE_PROPERTIES,
             Operation::SetServiceProperties => Access::SET_SERVICE_PROPERTIES,
             Operation::GetServiceStats => Access::GET_SERVICE_STATS,
+            Operation::GetUserDelegationKey => Access::GET_USER_DELEGATION_KEY,
             Operation::ListQueues => Access::LIST_QUEUES,
             Operation::CreateQueue => Access::CREATE_QUEUE,
             Operation::DeleteQueue => Access::DELETE_QUEUE,
@@ -235,7 +239,6 @@ pub(super) fn fail(operation: Option<Operation>, error: StorageError) -> Plan {
             operation,
             ..ResponsePlan::default()
         },
-        auth_failure: None,
     }
 }
 

@@ -93,7 +93,6 @@ impl Service {
                 json_errors: surface == Surface::Table,
                 ..ResponsePlan::default()
             },
-            auth_failure: None,
         };
         let Some(query) = Query::parse(request.query()) else {
             return fail(StorageError::InvalidQueryParameterValue);
@@ -139,7 +138,7 @@ impl Service {
         );
         if let Err(failure) = authenticated {
             let mut plan = fail(StorageError::from(failure.clone()));
-            plan.auth_failure = Some(failure);
+            plan.response.auth_failure = Some(failure);
             return plan;
         }
         let answer = match probe {
@@ -160,7 +159,6 @@ impl Service {
         Plan {
             step: Step::Admin(AdminStep::Answer(answer)),
             response: ResponsePlan::default(),
-            auth_failure: None,
         }
     }
 

@@ -7,8 +7,9 @@
 
 use bytes::BytesMut;
 
-use crate::error::StorageError;
-use crate::http::{Method, Request, ResponseWriter};
+use crate::auth::{bearer, bearer_token, AuthFailure};
+use crate::error::{authentication_error_detail, StorageError};
+use crate::http::{reason_phrase, Method, Request, ResponseWriter};
 use crate::queue::Reply;
 use crate::time;
 
@@ -20,10 +21,13 @@ use super::{ids, xml, CorsHeaders};
 /// The `Server` header value.
 const SERVER: &str = concat!("azq/", env!("CARGO_PKG_VERSION"));
 
-/// The `WWW-Authenticate` challenge of a refused bearer token, in Azure's form: where to get a
-/// token (the multi-tenant authority, as an emulator belongs to no tenant) and for which
-/// resource.
-const BEARER_CHALLENGE: &str = "Bearer authorization_uri=https://login.microsoftonline.com/common/oauth2/authorize resource_id=https://storage.azure.com";
+/// Where a refused bearer token's challenge sends the client for a new one, before the tenant.
+const CHALLENGE_AUTHORITY: &str = "Bearer authorization_uri=https://login.microsoftonline.com/";
+/// The rest of the challenge after the tenant: the path and the resource to ask a token for.
+const CHALLENGE_RESOURCE: &str = "/oauth2/authorize resource_id=https://storage.azure.com";
+/// The tenant a challenge names when the refused token names none (it is not a JWT, or has
+/// neither a `tid` nor an Azure AD issuer): a GUID, as clients follow only those.
+const CHALLENGE_TENANT_UNKNOWN: &str = "00000000-0000-0000-0000-000000000000";
 
 /// What an operation's response writer gives back: `Err` with the reply when the reply is not
 /// one the operation can answer with (a bug; the client gets 500 `InternalError`).
@@ -32,7 +36,7 @@ pub(super) type Written = Result<(), Reply>;
 /// Answers a request the HTTP layer could not parse (there is no `Request` to echo from).
 pub(super) fn respond_unparsed(error: StorageError, now_ms: u64, out: &mut BytesMut) {
     let request_id = ids::hyphenated(ids::request_id());
-    let mut writer = ResponseWriter::start(out, error.status(), false);
+    let mut writer = ResponseWriter::start_with_reason(out, error.status(), error.message(), false);
     writer.header("Server", SERVER.as_bytes());
     writer.header("x-ms-request-id", &request_id);
     writer.header("x-ms-version", API_VERSION_LATEST.as_bytes());
@@ -40,8 +44,23 @@ pub(super) fn respond_unparsed(error: StorageError, now_ms: u64, out: &mut Bytes
     writer.header("Date", &time::rfc1123_cached(now_ms));
     writer.header("Connection", b"close");
     writer.header("Content-Type", b"application/xml");
-    xml::error(writer.body(), error, &request_id, now_ms);
+    xml::error(writer.body(), error, &request_id, now_ms, None);
     writer.finish();
+}
+
+/// The `WWW-Authenticate` challenge of a refused bearer token, in Azure's form: where to get a
+/// token and for which resource. Azure names the account's tenant; an emulator's accounts have
+/// none, so the challenge names the refused token's own tenant (a client re-asking there gets a
+/// token it can use), else an all-zero GUID. The JavaScript SDK follows a challenge only when
+/// it names a tenant GUID (`common`, which azq named before, is ignored).
+fn bearer_challenge(authorization: Option<&[u8]>) -> String {
+    let tenant = authorization
+        .and_then(bearer_token)
+        .and_then(bearer::identity)
+        .and_then(|identity| identity.tenant_id)
+        .filter(|tenant| bearer::is_guid(tenant))
+        .unwrap_or_else(|| CHALLENGE_TENANT_UNKNOWN.to_string());
+    format!("{CHALLENGE_AUTHORITY}{tenant}{CHALLENGE_RESOURCE}")
 }
 
 /// What every response to one request shares.
@@ -71,8 +90,19 @@ impl<'a> Responder<'a> {
     /// Writes the status line and the headers every response carries; the CORS ones follow
     /// when the head closes.
     pub fn start<'o>(&self, status: u16, out: &'o mut BytesMut) -> Response<'o, 'a> {
+        self.start_with_reason(status, reason_phrase(status), out)
+    }
+
+    /// `start` with `reason` as the status line's reason phrase (an error's message).
+    fn start_with_reason<'o>(
+        &self,
+        status: u16,
+        reason: &str,
+        out: &'o mut BytesMut,
+    ) -> Response<'o, 'a> {
         let request = self.request;
-        let mut writer = ResponseWriter::start(out, status, request.method == Method::Head);
+        let mut writer =
+            ResponseWriter::start_with_reason(out, status, reason, request.method == Method::Head);
         writer.header("Server", SERVER.as_bytes());
         writer.header("x-ms-request-id", &self.request_id);
         writer.header(
@@ -120,16 +150,45 @@ impl<'a> Responder<'a> {
         response.finish();
     }
 
-    /// Azure's error response: status, `x-ms-error-code` and the XML error body; a refused
-    /// bearer token also gets Azure's challenge, which the SDKs read to ask for a new token.
+    /// Azure's error response: status with the error's message as its reason phrase (as the
+    /// service writes it, and the legacy SDKs' exception texts start with it),
+    /// `x-ms-error-code` and the XML error body; a refused bearer token also gets Azure's
+    /// challenge, which the SDKs read to ask for a new token.
     pub fn error(&self, error: StorageError, out: &mut BytesMut) {
-        let mut response = self.start(error.status(), out);
+        self.error_with_detail(error, None, out);
+    }
+
+    /// `error`, with Azure's `AuthenticationErrorDetail` for `failure` in the body when `error`
+    /// is one of the codes that carry it (`AuthenticationFailed`, `InvalidAuthenticationInfo`);
+    /// a fault injected in its place carries none.
+    pub fn error_with_detail(
+        &self,
+        error: StorageError,
+        failure: Option<&AuthFailure>,
+        out: &mut BytesMut,
+    ) {
+        let detail = failure
+            .filter(|_| {
+                matches!(
+                    error,
+                    StorageError::AuthenticationFailed | StorageError::InvalidAuthenticationInfo
+                )
+            })
+            .and_then(authentication_error_detail);
+        let mut response = self.start_with_reason(error.status(), error.message(), out);
         response.header("x-ms-error-code", error.code().as_bytes());
         if error == StorageError::InvalidAuthenticationInfo {
-            response.header("WWW-Authenticate", BEARER_CHALLENGE.as_bytes());
+            let challenge = bearer_challenge(self.request.header("authorization"));
+            response.header("WWW-Authenticate", challenge.as_bytes());
         }
         response.header("Content-Type", b"application/xml");
-        xml::error(response.body(), error, &self.request_id, self.now_ms);
+        xml::error(
+            response.body(),
+            error,
+            &self.request_id,
+            self.now_ms,
+            detail.as_deref(),
+        );
         response.finish();
     }
 }

@@ -162,6 +162,9 @@ fn service_operation(method: Method, query: &Query<'_>) -> Result<Operation, Sto
         (Method::Get, Some("service"), Some("properties")) => Ok(Operation::GetServiceProperties),
         (Method::Put, Some("service"), Some("properties")) => Ok(Operation::SetServiceProperties),
         (Method::Get, Some("service"), Some("stats")) => Ok(Operation::GetServiceStats),
+        (Method::Post, Some("service"), Some("userdelegationkey")) => {
+            Ok(Operation::GetUserDelegationKey)
+        }
         (Method::Get | Method::Put, _, None) => Err(StorageError::MissingRequiredQueryParameter),
         (Method::Get | Method::Put, _, Some(_)) => Err(StorageError::InvalidQueryParameterValue),
         _ => Err(StorageError::UnsupportedHttpVerb),
@@ -259,6 +262,16 @@ mod tests {
                 Get,
                 "/devstoreaccount1-secondary/?restype=service&comp=stats",
                 Ok(GetServiceStats),
+            ),
+            (
+                Post,
+                "/devstoreaccount1/?restype=service&comp=userdelegationkey",
+                Ok(GetUserDelegationKey),
+            ),
+            (
+                Get,
+                "/devstoreaccount1/?restype=service&comp=userdelegationkey",
+                Err(StorageError::InvalidQueryParameterValue),
             ),
             (Put, "/devstoreaccount1/q1", Ok(CreateQueue)),
             (Delete, "/devstoreaccount1/q1", Ok(DeleteQueue)),

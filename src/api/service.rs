@@ -23,6 +23,9 @@ pub struct Service {
     /// Per-shard and only borrowed inside `plan`, which never waits, so the borrow never spans
     /// another request.
     pub(super) authenticator: RefCell<Authenticator>,
+    /// The accounts, as the authenticator has them: Get User Delegation Key derives its keys
+    /// from theirs.
+    pub(super) accounts: Accounts,
     pub(super) shards: usize,
     pub(super) host_style_enabled: bool,
     /// `host:port` used in List Queues' ServiceEndpoint when a request has no Host header.
@@ -49,7 +52,8 @@ impl Service {
     ) -> Self {
         assert!(shards > 0);
         Service {
-            authenticator: RefCell::new(Authenticator::new(accounts)),
+            authenticator: RefCell::new(Authenticator::new(accounts.clone())),
+            accounts,
             shards,
             host_style_enabled,
             default_authority,
@@ -60,11 +64,16 @@ impl Service {
         }
     }
 
-    /// The same service for a server that serves HTTPS with the certificate `certificate_pem`,
-    /// accepting bearer tokens when `oauth` says so.
-    pub fn with_https(mut self, certificate_pem: Arc<str>, oauth: Option<OAuthLevel>) -> Self {
+    /// The same service for a server that serves HTTPS with the certificate `certificate_pem`.
+    pub fn with_https(mut self, certificate_pem: Arc<str>) -> Self {
         self.secure_transport = true;
         self.certificate_pem = Some(certificate_pem);
+        self
+    }
+
+    /// The same service accepting bearer tokens when `oauth` says so (`--oauth basic`). Over
+    /// plain HTTP every bearer token is still refused, per request, as Azure refuses them.
+    pub fn with_oauth(mut self, oauth: Option<OAuthLevel>) -> Self {
         match oauth {
             Some(OAuthLevel::Basic) => self.authenticator.get_mut().enable_bearer(),
             None => {}
@@ -99,6 +108,6 @@ impl Service {
 
     /// Whether `name` is one of the accounts this service serves.
     pub(super) fn is_account(&self, name: &str) -> bool {
-        self.authenticator.borrow().accounts().get(name).is_some()
+        self.accounts.get(name).is_some()
     }
 }

@@ -1,9 +1,10 @@
 //! XML of the settings operations: `SignedIdentifiers` (Get/Set Queue ACL),
 //! `StorageServiceProperties` (Get/Set Service Properties) and `StorageServiceStats`.
 //!
-//! Bodies are read with quick-xml's streaming reader through `walk`, which reports each element
-//! as it opens and closes with its path from the root; the parsers keep only the fields they
-//! know and ignore unknown elements, as Azure's deserialiser does. Values are validated here, so
+//! Bodies are read with quick-xml's streaming reader through `walk` (`delegation_xml` uses it
+//! too), which reports each element as it opens and closes with its path from the root; the
+//! parsers keep only the fields they know and ignore unknown elements, as Azure's deserialiser
+//! does. Values are validated here, so
 //! a bad body is a 400 before any state changes. Encoding writes straight into the output buffer
 //! in the order the service answers in, which its recorded answers show (`Logging`: Version,
 //! Read, Write, Delete; `CorsRule`: AllowedMethods before AllowedOrigins) and which differs from
@@ -34,7 +35,7 @@ const CORS_METHODS: [&str; 8] = [
 ];
 
 /// One step of a walk through a document.
-enum Visit<'a> {
+pub(super) enum Visit<'a> {
     /// An element opened; `path` holds its name and its ancestors', root first.
     Open {
         path: &'a [String],
@@ -55,7 +56,7 @@ enum Visit<'a> {
 /// well formed, has no root or a second one, nests deeper than `XML_DEPTH_MAX`, mixes text
 /// and child elements, or holds a character XML 1.0 forbids (quick-xml passes those through;
 /// an accepted value is echoed by the Get operations, so it must be one a client can read).
-fn walk(
+pub(super) fn walk(
     body: &[u8],
     mut visit: impl FnMut(Visit<'_>) -> Result<(), StorageError>,
 ) -> Result<(), StorageError> {
@@ -158,7 +159,7 @@ fn is_container(elements: &[&str], containers: &[&str]) -> bool {
 
 /// Elements that hold a value hold text only: one with child elements (`<Id><b>x</b></Id>`)
 /// is `InvalidXmlDocument`, as Azure's reader refuses markup where it expects text.
-fn text_only(has_children: bool) -> Result<(), StorageError> {
+pub(super) fn text_only(has_children: bool) -> Result<(), StorageError> {
     if has_children {
         Err(StorageError::InvalidXmlDocument)
     } else {
@@ -175,12 +176,12 @@ fn no_text(text: &str) -> Result<(), StorageError> {
     }
 }
 
-fn names(path: &[String]) -> Vec<&str> {
+pub(super) fn names(path: &[String]) -> Vec<&str> {
     path.iter().map(String::as_str).collect()
 }
 
 /// Stores `value` in a field that must appear once.
-fn set_once<T>(field: &mut Option<T>, value: T) -> Result<(), StorageError> {
+pub(super) fn set_once<T>(field: &mut Option<T>, value: T) -> Result<(), StorageError> {
     if field.replace(value).is_some() {
         return Err(StorageError::InvalidXmlDocument);
     }
@@ -583,10 +584,14 @@ pub fn service_properties_update(body: &[u8]) -> Result<ServicePropertiesUpdate,
 }
 
 /// An `xs:boolean`: `true`, `false`, `1` or `0`.
+/// A boolean as the service reads it: `true`/`false` in any case (the legacy SDKs write `True`
+/// and `False`, which the service's recorded answers accept), or `1`/`0`.
 fn boolean(text: &str) -> Result<bool, StorageError> {
     match text.trim() {
-        "true" | "1" => Ok(true),
-        "false" | "0" => Ok(false),
+        "1" => Ok(true),
+        "0" => Ok(false),
+        text if text.eq_ignore_ascii_case("true") => Ok(true),
+        text if text.eq_ignore_ascii_case("false") => Ok(false),
         _ => Err(StorageError::InvalidXmlNodeValue),
     }
 }

@@ -3,6 +3,7 @@
 //! azq's own endpoints' steps and answers (`AdminStep`, `AdminAnswer`). Plain data, below every
 //! file of `api/` that plans or answers, so none of them needs another's to name them.
 
+use crate::auth::delegation::UserDelegationKey;
 use crate::auth::AuthFailure;
 use crate::error::StorageError;
 use crate::governor::faults::Rule;
@@ -183,9 +184,6 @@ pub struct Plan {
     pub step: Step,
     /// What the response needs from planning, kept so that answering never re-routes.
     pub response: ResponsePlan,
-    /// Why authentication failed, for the log; the client only sees `AuthenticationFailed`
-    /// (or the authorization code).
-    pub auth_failure: Option<AuthFailure>,
 }
 
 /// Everything the response to a request needs besides the request itself and the outcome:
@@ -196,10 +194,28 @@ pub struct ResponsePlan {
     pub operation: Option<Operation>,
     /// The CORS headers the response carries, whatever its outcome.
     pub cors: Option<CorsHeaders>,
-    /// List Queues' parameters and endpoint, echoed in its body.
-    pub listing: Option<ListingEcho>,
+    /// What the answer repeats of its planning beyond the outcome (List Queues' parameters,
+    /// the user delegation key made for the request).
+    pub echo: Echo,
+    /// Why authentication failed: the log gets it, and the client Azure's
+    /// `AuthenticationErrorDetail` for it with the error's code.
+    pub auth_failure: Option<AuthFailure>,
     /// Errors are the table service's OData JSON rather than XML (the table port's probes).
     pub json_errors: bool,
+}
+
+/// What an answer repeats of its planning, for the operations whose body is not the outcome
+/// of a step alone.
+#[derive(Debug, Default)]
+pub enum Echo {
+    /// Nothing: the step's outcome is the whole answer.
+    #[default]
+    None,
+    /// List Queues' parameters and endpoint, echoed in its body.
+    Listing(ListingEcho),
+    /// The user delegation key Get User Delegation Key answers with; planning made it (boxed:
+    /// rare, and it would make every plan larger).
+    DelegationKey(Box<UserDelegationKey>),
 }
 
 /// What List Queues' response repeats of its request: the parameters as sent and the endpoint

@@ -446,7 +446,7 @@ fn replies_become_responses() {
             Err(StorageError::QueueAlreadyExists),
             format!(
                 "{}x-ms-error-code: QueueAlreadyExists\r\n{xml}{}",
-                common_head("409 Conflict"),
+                common_head("409 The specified queue already exists."),
                 length(&format!(
                     "{declaration}<Error><Code>QueueAlreadyExists</Code><Message>The specified \
                      queue already exists.\nRequestId:ID\nTime:2026-11-22T00:00:00.0000000Z\
@@ -475,7 +475,7 @@ fn replies_become_responses() {
             format!(
                 "{}x-ms-error-code: QueueNotFound\r\n{xml}Content-Length:        \
                  {}\r\n\r\n",
-                common_head("404 Not Found"),
+                common_head("404 The specified queue does not exist."),
                 declaration.len()
                     + 34
                     + "<Error><Code>QueueNotFound</Code><Message>The specified queue does not \
@@ -880,8 +880,9 @@ fn probe_ports_answer_readiness_checks_and_nothing_else() {
     assert!(bare.ends_with("\r\n\r\n{\"value\":[]}"), "{bare}");
     // Anything else: 501, in each port's error format.
     let blob_write = probe_response(Blob, &signed("PUT", "/devstoreaccount1/pictures", &[], ""));
+    // The blob port's error writes its message as the reason phrase, as every Azure error does.
     assert!(
-        blob_write.starts_with("HTTP/1.1 501 Not Implemented\r\n"),
+        blob_write.starts_with("HTTP/1.1 501 azq serves queues only: "),
         "{blob_write}"
     );
     assert!(blob_write.contains("x-ms-error-code: NotImplemented\r\n"));

@@ -43,6 +43,29 @@ pub fn escape_into(out: &mut BytesMut, text: &[u8]) {
     out.put_slice(&text[plain_from..]);
 }
 
+/// Escapes element text that may hold characters XML 1.0 cannot (a string-to-sign quoting a
+/// percent-decoded `%00`): each of those is written as U+FFFD, so the document stays
+/// well-formed. Quotes are left as they are, as the service leaves them in its error details
+/// (they need no escaping in element text). Error details only, so it may go character by
+/// character.
+pub fn escape_text_into(out: &mut BytesMut, text: &str) {
+    let mut encoded = [0u8; 4];
+    for character in text.chars() {
+        let replacement: &[u8] = match character {
+            '&' => b"&amp;",
+            '<' => b"&lt;",
+            '>' => b"&gt;",
+            '\r' => b"&#xD;",
+            '\t' | '\n' => character.encode_utf8(&mut encoded).as_bytes(),
+            character if character < ' ' || matches!(character, '\u{FFFE}' | '\u{FFFF}') => {
+                '\u{FFFD}'.encode_utf8(&mut encoded).as_bytes()
+            }
+            character => character.encode_utf8(&mut encoded).as_bytes(),
+        };
+        out.put_slice(replacement);
+    }
+}
+
 /// Whether `text` holds a byte `escape_into` replaces. Most message text holds none, and is then
 /// copied in one piece. Written as a branch-free byte loop with a `u8` accumulator, which LLVM
 /// turns into vector compares (a `bool` fold with `matches!` was measurably slower).
@@ -314,7 +337,13 @@ pub fn queue_list(out: &mut BytesMut, list: &QueueList<'_>) {
 /// Encodes Azure's error body:
 /// `<Error><Code/><Message>text\nRequestId:…\nTime:…</Message></Error>`. `RequestBodyTooLarge`
 /// also names the limit, `<MaxLimit>65536</MaxLimit>`, as the service's recorded answers do.
-pub fn error(out: &mut BytesMut, error: StorageError, request_id: &[u8], now_ms: u64) {
+pub fn error(
+    out: &mut BytesMut,
+    error: StorageError,
+    request_id: &[u8],
+    now_ms: u64,
+    authentication_error_detail: Option<&str>,
+) {
     out.put_slice(DECLARATION);
     out.put_slice(b"<Error><Code>");
     out.put_slice(error.code().as_bytes());
@@ -325,6 +354,11 @@ pub fn error(out: &mut BytesMut, error: StorageError, request_id: &[u8], now_ms:
     out.put_slice(b"\nTime:");
     out.put_slice(&format_iso8601_7(now_ms));
     out.put_slice(b"</Message>");
+    if let Some(detail) = authentication_error_detail {
+        out.put_slice(b"<AuthenticationErrorDetail>");
+        escape_text_into(out, detail);
+        out.put_slice(b"</AuthenticationErrorDetail>");
+    }
     if error == StorageError::RequestBodyTooLarge {
         out.put_slice(b"<MaxLimit>");
         put_decimal(out, MESSAGE_TEXT_BYTES_MAX as u64);
@@ -546,6 +580,7 @@ mod tests {
             StorageError::QueueNotFound,
             b"req-1",
             1_795_305_600_123,
+            None,
         );
         let text = std::str::from_utf8(&out).unwrap();
         assert_eq!(
@@ -558,10 +593,30 @@ mod tests {
             StorageError::RequestBodyTooLarge,
             b"req-2",
             1_795_305_600_000,
+            None,
         );
         assert!(
             out.ends_with(
                 b"\nTime:2026-11-22T00:00:00.0000000Z</Message><MaxLimit>65536</MaxLimit></Error>"
+            ),
+            "{}",
+            String::from_utf8_lossy(&out)
+        );
+        // Azure's AuthenticationErrorDetail follows the message; what XML 1.0 cannot hold is
+        // replaced, the rest escaped.
+        let mut out = BytesMut::new();
+        error(
+            &mut out,
+            StorageError::AuthenticationFailed,
+            b"req-3",
+            1_795_305_600_000,
+            Some("Signature did not match. String to sign used was r\n\n<x>&\u{0}\r"),
+        );
+        assert!(
+            out.ends_with(
+                "</Message><AuthenticationErrorDetail>Signature did not match. String to sign \
+                 used was r\n\n&lt;x&gt;&amp;\u{FFFD}&#xD;</AuthenticationErrorDetail></Error>"
+                    .as_bytes()
             ),
             "{}",
             String::from_utf8_lossy(&out)

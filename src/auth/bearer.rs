@@ -78,17 +78,65 @@ pub enum TokenProblem {
 }
 
 impl TokenProblem {
-    /// The reason, for the log (Azure's `AuthenticationErrorDetail` words where it has them).
+    /// The reason, in the words of Azure's `AuthenticationErrorDetail` for it (the audience,
+    /// issuer and lifetime texts are the service's; a token that is not a JWT gets azq's).
     pub fn reason(self) -> &'static str {
         match self {
-            TokenProblem::Malformed => "the bearer token is not a JWT",
-            TokenProblem::Audience => "invalid token audience",
-            TokenProblem::Issuer => "invalid token issuer",
-            TokenProblem::NoLifetime => "the bearer token has no nbf or exp",
-            TokenProblem::NotYetValid => "Lifetime validation failed: the token is not yet valid",
-            TokenProblem::Expired => "Lifetime validation failed: the token is expired",
+            TokenProblem::Malformed => "The token is not a well-formed JWT.",
+            TokenProblem::Audience => "Audience validation failed. Audience did not match.",
+            TokenProblem::Issuer => "Issuer validation failed. Issuer did not match.",
+            TokenProblem::NoLifetime => {
+                "Lifetime validation failed. The token is missing an Expiration Time."
+            }
+            TokenProblem::NotYetValid => "Lifetime validation failed. The token is not yet valid.",
+            TokenProblem::Expired => "Lifetime validation failed. The token is expired.",
         }
     }
+}
+
+/// Who a token says its bearer is: the Entra ID object and tenant (claims `oid` and `tid`, the
+/// tenant also read from a v1 or v2 issuer), as a user delegation key records them.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Identity {
+    /// `oid`: the user's or service principal's object ID.
+    pub object_id: Option<String>,
+    /// `tid`, else the tenant segment of `iss`.
+    pub tenant_id: Option<String>,
+}
+
+/// The identity a token's claims name; `None` when it is not a JWT. Claims are read as they
+/// are, whether or not the token is valid (`verify` decides that).
+pub fn identity(token: &str) -> Option<Identity> {
+    let claims = claims(token).ok()?;
+    let text = |name: &str| {
+        claims
+            .get(name)
+            .and_then(Value::as_str)
+            .filter(|value| !value.is_empty())
+            .map(str::to_string)
+    };
+    let issuer_tenant = || {
+        let issuer = text("iss")?;
+        let after = ISSUER_PREFIXES
+            .iter()
+            .find_map(|prefix| issuer.strip_prefix(prefix))?;
+        let tenant = after.split('/').next()?;
+        (!tenant.is_empty()).then(|| tenant.to_string())
+    };
+    Some(Identity {
+        object_id: text("oid"),
+        tenant_id: text("tid").or_else(issuer_tenant),
+    })
+}
+
+/// Whether `text` is a GUID in its usual form (`8-4-4-4-12` hex digits), as Entra ID tenant
+/// and object IDs are.
+pub fn is_guid(text: &str) -> bool {
+    let groups: Vec<&str> = text.split('-').collect();
+    groups.len() == 5
+        && groups.iter().zip([8, 4, 4, 4, 12]).all(|(group, length)| {
+            group.len() == length && group.bytes().all(|byte| byte.is_ascii_hexdigit())
+        })
 }
 
 /// Checks the claims of `token` (the text after `Bearer `) for a request to `account`, whose
@@ -330,6 +378,60 @@ mod tests {
         ];
         for (claims, expected) in cases {
             assert_eq!(check(claims), *expected, "{claims}");
+        }
+    }
+
+    #[test]
+    fn identity_from_claims_or_issuer() {
+        let tenant = "72f988bf-86f1-41af-91ab-2d7cd011db47";
+        let cases = [
+            (
+                format!(r#"{{"oid":"o","tid":"{tenant}","iss":"https://sts.windows.net/x/"}}"#),
+                Some("o"),
+                Some(tenant),
+            ),
+            (
+                format!(r#"{{"iss":"https://login.microsoftonline.com/{tenant}/v2.0"}}"#),
+                None,
+                Some(tenant),
+            ),
+            (
+                format!(r#"{{"iss":"https://sts.windows.net/{tenant}/"}}"#),
+                None,
+                Some(tenant),
+            ),
+            (
+                r#"{"iss":"https://evil.example/t/","oid":""}"#.to_string(),
+                None,
+                None,
+            ),
+        ];
+        for (claims, object_id, tenant_id) in cases {
+            assert_eq!(
+                identity(&token(&claims)),
+                Some(Identity {
+                    object_id: object_id.map(str::to_string),
+                    tenant_id: tenant_id.map(str::to_string),
+                }),
+                "{claims}"
+            );
+        }
+        assert_eq!(identity("not a jwt"), None);
+    }
+
+    #[test]
+    fn guid_table() {
+        assert!(is_guid("72f988bf-86f1-41af-91ab-2d7cd011db47"));
+        assert!(is_guid("00000000-0000-0000-0000-000000000000"));
+        for text in [
+            "",
+            "common",
+            "72f988bf86f141af91ab2d7cd011db47",
+            "72f988bf-86f1-41af-91ab-2d7cd011db4",
+            "72f988bf-86f1-41af-91ab-2d7cd011db47-",
+            "72f988bg-86f1-41af-91ab-2d7cd011db47",
+        ] {
+            assert!(!is_guid(text), "{text}");
         }
     }
 

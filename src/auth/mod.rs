@@ -1,24 +1,29 @@
-//! Authentication and authorisation of requests: SharedKey and SharedKeyLite signatures, account
-//! and service shared access signatures (SAS), and the accounts whose keys sign them. Pure and
-//! synchronous: time, the client's address and stored access policies are passed in.
+//! Authentication and authorisation of requests: SharedKey and SharedKeyLite signatures, account,
+//! service and user delegation shared access signatures (SAS), bearer tokens, and the accounts
+//! whose keys sign them. Pure and synchronous: time, the client's address and stored access
+//! policies are passed in.
 //!
 //! - `accounts`: accounts and keys (HMAC state prepared once), `AZURITE_ACCOUNTS` parsing.
 //! - `collation`: the header order of SharedKey canonicalisation (not byte order).
 //! - `shared_key`: string-to-sign for SharedKey/SharedKeyLite, verification, client signing.
 //! - `sas`: SAS parsing, strings-to-sign, validation, and a cache of verified signatures.
+//! - `delegation`: user delegation keys, derived from the account key (Get User Delegation Key,
+//!   and the key a user delegation SAS is signed with).
 //! - `bearer`: the claims of an OAuth bearer token (`--oauth basic`); signatures unchecked.
 //! - `outcome`: what every scheme shares: who sent a request (`Principal`) or why it is
-//!   refused (`AuthFailure`), what is known of it besides its bytes (`RequestContext`), and
-//!   signature decoding. This file re-exports them and holds the `Authenticator`, which tries
-//!   the schemes in turn; the files below it never import it.
+//!   refused (`AuthFailure`, with a SAS's `TimeFrame`), what is known of it besides its bytes
+//!   (`RequestContext`), and signature decoding. This file re-exports them and holds the
+//!   `Authenticator`, which tries the schemes in turn; the files below it never import it.
 //!
 //! The api layer owns one `Authenticator` per shard and calls `Authenticator::authenticate`
 //! once per request (CORS preflight excepted) with the operation's `Access`. A failure carries
-//! its reason for the log; the client sees only the `StorageError` it maps to.
+//! its reason for the log; the client sees the `StorageError` it maps to, with Azure's
+//! `AuthenticationErrorDetail` for it (`error::authentication_error_detail`).
 
 pub mod accounts;
 pub mod bearer;
 pub mod collation;
+pub mod delegation;
 mod outcome;
 pub mod sas;
 pub mod shared_key;
@@ -31,7 +36,9 @@ pub use accounts::{
     Account, Accounts, SigningKey, DEVELOPMENT_ACCOUNT_KEY, DEVELOPMENT_ACCOUNT_NAME,
 };
 pub use bearer::OAuthLevel;
-pub use outcome::{AuthFailure, AuthScheme, Principal, RequestContext, SECONDARY_ACCOUNT_SUFFIX};
+pub use outcome::{
+    AuthFailure, AuthScheme, Principal, RequestContext, TimeFrame, SECONDARY_ACCOUNT_SUFFIX,
+};
 pub use sas::{Access, PermissionSet, ResourceType, SasCache, StoredPolicy};
 pub use shared_key::sign_shared_key;
 
@@ -79,8 +86,11 @@ impl Authenticator {
     }
 
     /// Decides whether `request` may perform an operation needing `access`. Tries, in order, a
-    /// SharedKey/SharedKeyLite `Authorization` header (full access), an account SAS (query has
-    /// `ss` or `srt`), then a service SAS (query has `sig`). No credentials is a failure.
+    /// bearer token (which a user delegation SAS bound to its user, `sduoid`, comes with: the
+    /// SAS then decides), a SharedKey/SharedKeyLite `Authorization` header (full access), then
+    /// a SAS in the query: account (`ss` or `srt`), user delegation (`skoid`…) or service. An
+    /// operation that takes a bearer token only (`Access::bearer_only`) takes nothing else. No
+    /// credentials is a failure.
     ///
     /// `stored_policy` returns the stored access policy of `context.queue_name` with the given
     /// identifier; it is called at most once, and only for a service SAS with `si`. The queue's
@@ -98,9 +108,34 @@ impl Authenticator {
             .accounts
             .get(context.account_name)
             .ok_or(AuthFailure::UnknownAccount)?;
-        if let Some(authorization) = request.header("authorization") {
-            if let Some(token) = bearer_token(authorization) {
-                return self.authenticate_bearer(token, request, context, access);
+        let authorization = request.header("authorization");
+        let bearer = authorization.and_then(bearer_token);
+        if access.bearer_only && bearer.is_none() {
+            return Err(AuthFailure::BearerRequired);
+        }
+        if let Some(authorization) = authorization {
+            if let Some(token) = bearer {
+                // A user delegation SAS bound to a user (`sduoid`) comes with that user's token;
+                // then the SAS decides what the request may do.
+                if let Ok(Some(sas)) = sas::parse(query) {
+                    if sas.fields.signed_delegated_user_object_id.is_some() && !access.bearer_only {
+                        let principal = self.verify_sas(&sas, context, access, stored_policy)?;
+                        self.authenticate_bearer(token, request, context)?;
+                        check_delegated_user(&sas, token)?;
+                        return Ok(principal);
+                    }
+                }
+                self.authenticate_bearer(token, request, context)?;
+                if access.bearer_only {
+                    let identity = bearer::identity(token).unwrap_or_default();
+                    if identity.object_id.is_none() || identity.tenant_id.is_none() {
+                        return Err(AuthFailure::BearerWithoutIdentity);
+                    }
+                }
+                return Ok(Principal {
+                    scheme: AuthScheme::Bearer,
+                    key_index: 0,
+                });
             }
             if self.request_date_checked {
                 shared_key::check_request_date(request, context.now_ms)?;
@@ -122,8 +157,25 @@ impl Authenticator {
             );
         }
         let token = sas::parse(query)?.ok_or(AuthFailure::NoCredentials)?;
+        if token.fields.signed_delegated_user_object_id.is_some() {
+            return Err(AuthFailure::DelegatedUserMismatch);
+        }
+        self.verify_sas(&token, context, access, stored_policy)
+    }
+
+    fn verify_sas(
+        &mut self,
+        token: &sas::SasToken<'_>,
+        context: &RequestContext<'_>,
+        access: Access,
+        stored_policy: &dyn Fn(&str) -> Option<StoredPolicy>,
+    ) -> Result<Principal, AuthFailure> {
+        let account = self
+            .accounts
+            .get(context.account_name)
+            .ok_or(AuthFailure::UnknownAccount)?;
         sas::verify(
-            &token,
+            token,
             account,
             context,
             access,
@@ -134,24 +186,38 @@ impl Authenticator {
     }
 }
 
+/// Whether the bearer `token` was issued to the user a SAS is bound to: the object `sduoid`, in
+/// the tenant `skdutid` (a user of another tenant) or else the key's own tenant `sktid`.
+fn check_delegated_user(sas: &sas::SasToken<'_>, token: &str) -> Result<(), AuthFailure> {
+    let fields = &sas.fields;
+    let tenant = fields
+        .signed_key_delegated_user_tenant_id
+        .or(fields.signed_key_tenant_id);
+    let identity = bearer::identity(token).unwrap_or_default();
+    if identity.object_id.as_deref() == fields.signed_delegated_user_object_id
+        && identity.tenant_id.as_deref() == tenant
+    {
+        Ok(())
+    } else {
+        Err(AuthFailure::DelegatedUserMismatch)
+    }
+}
+
 impl Authenticator {
-    /// Checks a bearer token, as Azurite's `--oauth basic`: only over HTTPS, never for a queue
-    /// ACL, and with claims that hold (`bearer::verify`).
+    /// Checks a bearer token, as Azurite's `--oauth basic`: only over HTTPS, and with claims
+    /// that hold (`bearer::verify`). Every operation takes one, Get and Set Queue ACL included:
+    /// Azure's RBAC table lists data actions for both (Azurite refuses them).
     fn authenticate_bearer(
         &self,
         token: &str,
         request: &Request,
         context: &RequestContext<'_>,
-        access: Access,
-    ) -> Result<Principal, AuthFailure> {
+    ) -> Result<(), AuthFailure> {
         if !context.secure_transport {
             return Err(AuthFailure::BearerOverHttp);
         }
         if !self.bearer_enabled {
             return Err(AuthFailure::BearerDisabled);
-        }
-        if access == Access::GET_QUEUE_ACL || access == Access::SET_QUEUE_ACL {
-            return Err(AuthFailure::BearerNotForOperation);
         }
         bearer::verify(
             token,
@@ -159,16 +225,12 @@ impl Authenticator {
             request.header_str("host"),
             context.now_ms,
         )
-        .map_err(AuthFailure::InvalidBearerToken)?;
-        Ok(Principal {
-            scheme: AuthScheme::Bearer,
-            key_index: 0,
-        })
+        .map_err(AuthFailure::InvalidBearerToken)
     }
 }
 
 /// The token of an `Authorization: Bearer <token>` header (the scheme in any case), if it is one.
-fn bearer_token(authorization: &[u8]) -> Option<&str> {
+pub fn bearer_token(authorization: &[u8]) -> Option<&str> {
     let prefix = bearer::BEARER_PREFIX.as_bytes();
     if authorization.len() < prefix.len()
         || !authorization[..prefix.len()].eq_ignore_ascii_case(prefix)
@@ -332,12 +394,13 @@ mod tests {
                 Access::PEEK_MESSAGES,
                 Err(AuthFailure::BearerDisabled),
             ),
+            // Queue ACLs too, as Azure's RBAC allows (Azurite refuses them).
             (
                 true,
                 &valid,
                 true,
                 Access::GET_QUEUE_ACL,
-                Err(AuthFailure::BearerNotForOperation),
+                Ok(AuthScheme::Bearer),
             ),
             (
                 true,
@@ -373,6 +436,155 @@ mod tests {
                 outcome, expected,
                 "{authorization} https={https} {access:?}"
             );
+        }
+    }
+
+    /// An unsigned JWT for the storage audience with `extra` claims, valid around `now_s`.
+    fn bearer(now_s: u64, extra: &str) -> String {
+        use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+        use base64::Engine;
+        format!(
+            "Bearer {}.{}.",
+            URL_SAFE_NO_PAD.encode(r#"{"alg":"none"}"#),
+            URL_SAFE_NO_PAD.encode(format!(
+                r#"{{"aud":"https://storage.azure.com","iss":"https://sts.windows.net/t/","nbf":{},"exp":{}{extra}}}"#,
+                now_s - 60,
+                now_s + 3600
+            ))
+        )
+    }
+
+    #[test]
+    fn a_user_delegation_key_takes_a_bearer_token_with_an_identity() {
+        let now_s = (NOVEMBER_22_MS + 3_600_000) / 1000;
+        let mut authenticator = development_authenticator();
+        authenticator.enable_bearer();
+        let mut secure = context(None);
+        secure.secure_transport = true;
+        let target = "/devstoreaccount1/?restype=service&comp=userdelegationkey";
+        let shared_key = sign_shared_key(
+            "POST",
+            target,
+            PEEK_HEADERS,
+            0,
+            "devstoreaccount1",
+            &SigningKey::from_base64(DEVELOPMENT_ACCOUNT_KEY).unwrap(),
+        )
+        .unwrap();
+        let with_identity = bearer(now_s, r#","oid":"o","tid":"t""#);
+        let without_oid = bearer(now_s, r#","tid":"t""#);
+        let cases = [
+            (
+                Some(format!("SharedKey devstoreaccount1:{shared_key}")),
+                Err(AuthFailure::BearerRequired),
+            ),
+            (None, Err(AuthFailure::BearerRequired)),
+            (Some(with_identity), Ok(AuthScheme::Bearer)),
+            (Some(without_oid), Err(AuthFailure::BearerWithoutIdentity)),
+        ];
+        for (authorization, expected) in cases {
+            let mut headers = PEEK_HEADERS.to_vec();
+            if let Some(value) = &authorization {
+                headers.push(("Authorization", value));
+            }
+            let request = request("POST", target, &headers);
+            let outcome = authenticator
+                .authenticate(
+                    &request,
+                    &query_of(&request),
+                    &secure,
+                    Access::GET_USER_DELEGATION_KEY,
+                    &no_policy,
+                )
+                .map(|principal| principal.scheme);
+            assert_eq!(outcome, expected, "{authorization:?}");
+        }
+    }
+
+    #[test]
+    fn a_sas_bound_to_a_user_takes_that_users_token() {
+        let now_s = (NOVEMBER_22_MS + 3_600_000) / 1000;
+        let mut authenticator = development_authenticator();
+        authenticator.enable_bearer();
+        let key = "skoid=owner&sktid=home&skt=2026-11-22T00:00:00Z&ske=2026-11-23T00:00:00Z\
+            &sks=q&skv=2026-04-06";
+        let bound = sas::tests::sign_delegated(
+            &format!("sv=2026-10-06&sp=r&se=2026-11-22T12:00:00Z&{key}&sduoid=user"),
+            "myqueue",
+        );
+        let across = sas::tests::sign_delegated(
+            &format!("sv=2026-10-06&sp=r&se=2026-11-22T12:00:00Z&{key}&skdutid=away&sduoid=user"),
+            "myqueue",
+        );
+        let user_at_home = bearer(now_s, r#","oid":"user","tid":"home""#);
+        let user_away = bearer(now_s, r#","oid":"user","tid":"away""#);
+        let someone_else = bearer(now_s, r#","oid":"owner","tid":"home""#);
+        let mut secure = context(Some("myqueue"));
+        secure.secure_transport = true;
+        let cases = [
+            (&bound, None, true, Err(AuthFailure::DelegatedUserMismatch)),
+            (
+                &bound,
+                Some(&user_at_home),
+                true,
+                Ok(AuthScheme::UserDelegationSas),
+            ),
+            (
+                &bound,
+                Some(&user_away),
+                true,
+                Err(AuthFailure::DelegatedUserMismatch),
+            ),
+            (
+                &bound,
+                Some(&someone_else),
+                true,
+                Err(AuthFailure::DelegatedUserMismatch),
+            ),
+            (
+                &bound,
+                Some(&user_at_home),
+                false,
+                Err(AuthFailure::BearerOverHttp),
+            ),
+            (
+                &across,
+                Some(&user_away),
+                true,
+                Ok(AuthScheme::UserDelegationSas),
+            ),
+            (
+                &across,
+                Some(&user_at_home),
+                true,
+                Err(AuthFailure::DelegatedUserMismatch),
+            ),
+        ];
+        for (sas, authorization, https, expected) in cases {
+            let mut headers = PEEK_HEADERS.to_vec();
+            if let Some(value) = authorization {
+                headers.push(("Authorization", value.as_str()));
+            }
+            let request = request(
+                "GET",
+                &format!("/devstoreaccount1/myqueue/messages?peekonly=true&{sas}"),
+                &headers,
+            );
+            let at = if https {
+                secure
+            } else {
+                context(Some("myqueue"))
+            };
+            let outcome = authenticator
+                .authenticate(
+                    &request,
+                    &query_of(&request),
+                    &at,
+                    Access::PEEK_MESSAGES,
+                    &no_policy,
+                )
+                .map(|principal| principal.scheme);
+            assert_eq!(outcome, expected, "{sas} {authorization:?} https={https}");
         }
     }
 

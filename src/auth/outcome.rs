@@ -1,7 +1,8 @@
 //! What every authentication scheme shares, below them all: how a request proved who sent it
-//! (`AuthScheme`, `Principal`) or why it is refused (`AuthFailure`), what the api layer knows
-//! of a request besides its bytes (`RequestContext`), the secondary endpoint's account suffix,
-//! and the decoding of a base64 HMAC-SHA256 signature.
+//! (`AuthScheme`, `Principal`) or why it is refused (`AuthFailure`, with the `TimeFrame` a
+//! SAS's times were checked in), what the api layer knows of a request besides its bytes
+//! (`RequestContext`), the secondary endpoint's account suffix, and the decoding of a base64
+//! HMAC-SHA256 signature.
 
 use std::fmt;
 use std::net::IpAddr;
@@ -23,6 +24,8 @@ pub enum AuthScheme {
     AccountSas,
     /// A SAS in the query without `ss`/`srt`, for one queue, possibly via a stored policy.
     ServiceSas,
+    /// A queue SAS signed with a user delegation key (`skoid`…), possibly bound to a user.
+    UserDelegationSas,
     /// `Authorization: Bearer <JWT>` (`--oauth basic`).
     Bearer,
 }
@@ -37,8 +40,9 @@ pub struct Principal {
     pub key_index: usize,
 }
 
-/// Why a request was refused. The log gets the reason; the client gets only the mapped
-/// `StorageError`, so that a failure never tells an attacker which part of a forgery was wrong.
+/// Why a request was refused. The log gets the reason; the client gets the mapped
+/// `StorageError` and, as Azure gives it, an `AuthenticationErrorDetail` (`error.rs` words it):
+/// what azq signed and the times it compared, never a key nor which key came closest.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum AuthFailure {
     /// No `Authorization` header and no SAS in the query: azq allows no anonymous access.
@@ -54,25 +58,49 @@ pub enum AuthFailure {
     /// A query parameter has a broken percent-escape or is not UTF-8.
     MalformedQuery,
     /// The signature does not match under any of the account's keys. Carries what azq signed,
-    /// which is what a client author needs to find the difference.
+    /// which is what a client author needs to find the difference (Azure shows it too).
     SignatureMismatch {
-        /// azq's string-to-sign, newlines included; logged, never sent to the client.
+        /// azq's string-to-sign, newlines included.
         string_to_sign: String,
+        /// The signature of a SharedKey `Authorization` header, base64, which Azure's detail
+        /// quotes; `None` for a SAS, whose detail does not.
+        request_signature: Option<String>,
     },
-    /// A SAS field is missing or unreadable; names the field.
+    /// A SAS field is unreadable; names the field.
     MalformedSas(&'static str),
+    /// A SAS field the SAS needs is missing or empty; names the field.
+    MissingSasField(&'static str),
     /// The SAS `sv` predates every string-to-sign layout azq knows.
     UnsupportedSasVersion,
+    /// A user delegation SAS whose `sv` predates user delegation for queues (2026-02-06).
+    UserDelegationSasVersion,
+    /// A user delegation SAS whose key was issued for another service (`sks` is not `q`).
+    UserDelegationKeyService,
+    /// A user delegation SAS naming a stored access policy (`si`), which it cannot.
+    UserDelegationWithPolicy,
+    /// A user delegation SAS whose key is not valid now (`skt`..`ske`).
+    UserDelegationKeyNotValid(TimeFrame),
+    /// A user delegation SAS bound to a user (`sduoid`) without that user's bearer token:
+    /// none, or one for another object or tenant.
+    DelegatedUserMismatch,
+    /// An operation that takes a bearer token only (Get User Delegation Key), sent with the
+    /// account key or a SAS.
+    BearerRequired,
+    /// Get User Delegation Key with a token that names no object (`oid`) or tenant: there is
+    /// no identity to issue the key to.
+    BearerWithoutIdentity,
     /// A service SAS was used on a URL that names no queue.
     ServiceSasWithoutQueue,
     /// The SAS `si` names no stored access policy on the queue.
     StoredPolicyNotFound,
     /// A field is set both in the SAS and in its stored access policy; names the field.
     StoredPolicyConflict(&'static str),
+    /// The SAS expiry is not after its start.
+    SasTimesInverted(TimeFrame),
     /// The SAS start time is still in the future.
-    SasNotYetValid,
+    SasNotYetValid(TimeFrame),
     /// The SAS expiry time has passed.
-    SasExpired,
+    SasExpired(TimeFrame),
     /// The SAS does not allow the request's protocol (`spr`).
     ProtocolMismatch,
     /// The SAS does not allow the client's address (`sip`).
@@ -92,12 +120,13 @@ pub enum AuthFailure {
     RequestDateTooOld,
     /// A SharedKey request dated more than `REQUEST_DATE_SKEW_MS_MAX` ahead.
     RequestDateInFuture,
+    /// No permission of this kind of SAS covers the operation (a queue ACL through any SAS,
+    /// queue management through a service SAS).
+    OperationNotAllowed,
     /// A bearer token over plain HTTP, which Azure never accepts.
     BearerOverHttp,
     /// A bearer token while `--oauth` is off.
     BearerDisabled,
-    /// A bearer token on Get or Set Queue ACL, which take only the account key (as Azurite).
-    BearerNotForOperation,
     /// A bearer token whose claims do not hold.
     InvalidBearerToken(bearer::TokenProblem),
 }
@@ -108,12 +137,16 @@ impl fmt::Display for AuthFailure {
             AuthFailure::MalformedAuthorization(why) => {
                 return write!(formatter, "malformed Authorization header: {why}");
             }
-            AuthFailure::SignatureMismatch { string_to_sign } => {
+            AuthFailure::SignatureMismatch { string_to_sign, .. } => {
                 return write!(formatter, "signature mismatch; signed {string_to_sign:?}");
             }
             AuthFailure::MalformedSas(field) => {
-                return write!(formatter, "SAS field {field} is missing or invalid");
+                return write!(formatter, "SAS field {field} is invalid");
             }
+            AuthFailure::MissingSasField(field) => {
+                return write!(formatter, "SAS field {field} is missing");
+            }
+            AuthFailure::SasTimesInverted(_) => "SAS expiry is not after its start",
             AuthFailure::StoredPolicyConflict(field) => {
                 return write!(formatter, "SAS field {field} is also in the stored policy");
             }
@@ -126,10 +159,21 @@ impl fmt::Display for AuthFailure {
             AuthFailure::AccountMismatch => "Authorization names another account than the URL",
             AuthFailure::MalformedQuery => "query string cannot be decoded",
             AuthFailure::UnsupportedSasVersion => "SAS version predates every known layout",
+            AuthFailure::UserDelegationSasVersion => {
+                "user delegation SAS version predates user delegation for queues"
+            }
+            AuthFailure::UserDelegationKeyService => "user delegation key is for another service",
+            AuthFailure::UserDelegationWithPolicy => "user delegation SAS names a stored policy",
+            AuthFailure::UserDelegationKeyNotValid(_) => "user delegation key is not valid now",
+            AuthFailure::DelegatedUserMismatch => {
+                "user delegation SAS without the delegated user's token"
+            }
+            AuthFailure::BearerRequired => "the operation takes a bearer token only",
+            AuthFailure::BearerWithoutIdentity => "the bearer token names no oid or tenant",
             AuthFailure::ServiceSasWithoutQueue => "service SAS used on a URL without a queue",
             AuthFailure::StoredPolicyNotFound => "SAS names an unknown stored access policy",
-            AuthFailure::SasNotYetValid => "SAS start time is in the future",
-            AuthFailure::SasExpired => "SAS has expired",
+            AuthFailure::SasNotYetValid(_) => "SAS start time is in the future",
+            AuthFailure::SasExpired(_) => "SAS has expired",
             AuthFailure::ProtocolMismatch => "SAS forbids this protocol",
             AuthFailure::SourceIpMismatch => "SAS forbids this client address",
             AuthFailure::ServiceMismatch => "account SAS excludes the service asked",
@@ -139,12 +183,25 @@ impl fmt::Display for AuthFailure {
             AuthFailure::RequestDateInvalid => "the request date is not an RFC 1123 date",
             AuthFailure::RequestDateTooOld => "request date header too old",
             AuthFailure::RequestDateInFuture => "request date header too far in the future",
+            AuthFailure::OperationNotAllowed => "no SAS of this kind may perform this operation",
             AuthFailure::BearerOverHttp => "bearer tokens are not allowed over HTTP",
             AuthFailure::BearerDisabled => "bearer token while --oauth is off",
-            AuthFailure::BearerNotForOperation => "bearer tokens cannot get or set a queue ACL",
         };
         formatter.write_str(text)
     }
+}
+
+/// The instants a SAS's time window was checked with, which Azure's
+/// `AuthenticationErrorDetail` names: start (`st`, or now when the SAS has none), expiry and
+/// now, in ms since the Unix epoch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TimeFrame {
+    /// `st`, or the time of the request when the SAS has no start.
+    pub start_ms: u64,
+    /// `se`, from the SAS or its stored access policy.
+    pub expiry_ms: u64,
+    /// The time of the request.
+    pub now_ms: u64,
 }
 
 /// What the api layer knows about a request besides its bytes.

@@ -1,12 +1,18 @@
 //! Shared access signatures: reading the SAS fields of a query string, the strings-to-sign of an
-//! account SAS (both layouts) and a queue service SAS, the checks that follow a valid signature
-//! (time window, protocol, source address, service, resource type, permission, stored access
-//! policy), the `Access` each operation needs, and a bounded cache of verified signatures.
+//! account SAS (both layouts), a queue service SAS and a queue user delegation SAS, the checks
+//! that follow a valid signature (time window, protocol, source address, service, resource type,
+//! permission, stored access policy, the delegation key's life), the `Access` each operation
+//! needs, and a bounded cache of verified signatures.
 //!
-//! Layouts, from "Create an account SAS" and "Create a service SAS":
+//! Layouts, from "Create an account SAS", "Create a service SAS" and, for the user delegation
+//! SAS, the SDKs that sign it (azure-storage-queue `_shared_access_signature.py`,
+//! @azure/storage-queue `QueueSASSignatureValues.ts`, which agree):
 //! - account SAS, `sv` >= 2020-12-06: `account\nsp\nss\nsrt\nst\nse\nsip\nspr\nsv\nses\n`;
 //! - account SAS, `sv` 2015-04-05 up to 2020-12-06: the same without `ses` (still ending `\n`);
-//! - queue service SAS, `sv` >= 2015-04-05: `sp\nst\nse\n/queue/account/queue\nsi\nsip\nspr\nsv`.
+//! - queue service SAS, `sv` >= 2015-04-05: `sp\nst\nse\n/queue/account/queue\nsi\nsip\nspr\nsv`;
+//! - queue user delegation SAS, `sv` >= 2026-02-06 (the first with one for queues):
+//!   `sp\nst\nse\n/queue/account/queue\nskoid\nsktid\nskt\nske\nsks\nskv\nskdutid\nsduoid\n`
+//!   `sip\nspr\nsv`, signed with the delegation key (`delegation.rs`), not the account key.
 //!
 //! A field the token does not carry signs as an empty line, exactly as one sent empty; azq
 //! therefore treats an empty field as absent throughout.
@@ -16,7 +22,12 @@ use std::net::IpAddr;
 use ahash::AHashMap;
 
 use super::accounts::Account;
-use super::outcome::{decode_signature, AuthFailure, AuthScheme, Principal, RequestContext};
+use super::delegation::{
+    self, KeyFields, SIGNED_SERVICE_QUEUE, USER_DELEGATION_SAS_VERSION_OLDEST,
+};
+use super::outcome::{
+    decode_signature, AuthFailure, AuthScheme, Principal, RequestContext, TimeFrame,
+};
 use crate::http::Query;
 use crate::limits::SAS_CACHE_KEY_BYTES_MAX;
 use crate::time::parse_iso8601_ms;
@@ -108,6 +119,9 @@ pub struct Access {
     /// The `sp` letter a queue service SAS must carry; `None` when no service SAS may perform
     /// the operation (queue management, account-level operations).
     pub service_permission: Option<char>,
+    /// Only a bearer token may perform the operation: neither the account key nor any SAS
+    /// (Get User Delegation Key: "Only authorization with Microsoft Entra ID is supported").
+    pub bearer_only: bool,
     /// The service whose letter an account SAS's `ss` must carry: `q` for every queue
     /// operation, `b` and `t` for the probes the blob and table ports answer. It also picks the
     /// SharedKey layout: the table service signs its own.
@@ -124,6 +138,7 @@ impl Access {
             resource_type,
             account_permissions: PermissionSet::from_letters(account_permissions),
             service_permission,
+            bearer_only: false,
             service: 'q',
         }
     }
@@ -136,6 +151,11 @@ impl Access {
     pub const GET_SERVICE_PROPERTIES: Access = Access::new(ResourceType::Service, "r", None);
     /// Set Service Properties: account SAS `s` + `w`.
     pub const SET_SERVICE_PROPERTIES: Access = Access::new(ResourceType::Service, "w", None);
+    /// Get User Delegation Key: a bearer token only.
+    pub const GET_USER_DELEGATION_KEY: Access = Access {
+        bearer_only: true,
+        ..Access::new(ResourceType::Service, "", None)
+    };
     /// Get Service Stats: account SAS `s` + `r`.
     pub const GET_SERVICE_STATS: Access = Access::new(ResourceType::Service, "r", None);
     /// List Queues: account SAS `s` + `l`.
@@ -150,7 +170,9 @@ impl Access {
     pub const SET_QUEUE_METADATA: Access = Access::new(ResourceType::Container, "w", None);
     /// Get Queue ACL: no SAS of any kind. "Only the account owner may call this operation"
     /// (REST reference, Get Queue ACL), and the account SAS permission table ("Create an account
-    /// SAS") lists no ACL operation: every `sp` is `AuthorizationPermissionMismatch`.
+    /// SAS") lists no ACL operation: every SAS is `AuthorizationFailure`, the service's code for
+    /// an operation no permission covers ("SAS error codes": "attempting to modify an access
+    /// control list").
     pub const GET_QUEUE_ACL: Access = Access::new(ResourceType::Container, "", None);
     /// Set Queue ACL: no SAS of any kind, as Get Queue ACL.
     pub const SET_QUEUE_ACL: Access = Access::new(ResourceType::Container, "", None);
@@ -214,8 +236,42 @@ pub struct SasFields<'q> {
     pub signed_encryption_scope: Option<&'q str>,
     /// `si`
     pub signed_identifier: Option<&'q str>,
+    /// `skoid`: the object a user delegation key was issued to.
+    pub signed_key_object_id: Option<&'q str>,
+    /// `sktid`: that object's tenant.
+    pub signed_key_tenant_id: Option<&'q str>,
+    /// `skt`: the key's start.
+    pub signed_key_start: Option<&'q str>,
+    /// `ske`: the key's expiry.
+    pub signed_key_expiry: Option<&'q str>,
+    /// `sks`: the service the key was issued for.
+    pub signed_key_service: Option<&'q str>,
+    /// `skv`: the service version the key was issued with.
+    pub signed_key_version: Option<&'q str>,
+    /// `skdutid`: the tenant of the user the key delegates to.
+    pub signed_key_delegated_user_tenant_id: Option<&'q str>,
+    /// `sduoid`: the user who alone may use the SAS, with a token of their own.
+    pub signed_delegated_user_object_id: Option<&'q str>,
     /// `sig`
     pub signature: Option<&'q str>,
+}
+
+impl SasFields<'_> {
+    /// Whether any field of a user delegation SAS is present.
+    fn has_delegation_field(&self) -> bool {
+        [
+            self.signed_key_object_id,
+            self.signed_key_tenant_id,
+            self.signed_key_start,
+            self.signed_key_expiry,
+            self.signed_key_service,
+            self.signed_key_version,
+            self.signed_key_delegated_user_tenant_id,
+            self.signed_delegated_user_object_id,
+        ]
+        .iter()
+        .any(Option::is_some)
+    }
 }
 
 /// Which kind of SAS a query carries.
@@ -230,6 +286,14 @@ pub enum SasKind {
     },
     /// Queue service SAS (the query has `sig` but neither `ss` nor `srt`).
     Service,
+    /// Queue user delegation SAS (a service SAS with the `sk…` fields of a user delegation key),
+    /// with the key's validity.
+    UserDelegation {
+        /// `skt`, in ms since the Unix epoch.
+        key_start_ms: u64,
+        /// `ske`, in ms since the Unix epoch.
+        key_expiry_ms: u64,
+    },
 }
 
 /// An inclusive range of client addresses (`sip`: one address or `first-last`).
@@ -342,6 +406,14 @@ pub fn parse<'q>(query: &'q Query<'_>) -> Result<Option<SasToken<'q>>, AuthFailu
             "ses" => ("ses", &mut fields.signed_encryption_scope),
             "si" => ("si", &mut fields.signed_identifier),
             "sig" => ("sig", &mut fields.signature),
+            "skoid" => ("skoid", &mut fields.signed_key_object_id),
+            "sktid" => ("sktid", &mut fields.signed_key_tenant_id),
+            "skt" => ("skt", &mut fields.signed_key_start),
+            "ske" => ("ske", &mut fields.signed_key_expiry),
+            "sks" => ("sks", &mut fields.signed_key_service),
+            "skv" => ("skv", &mut fields.signed_key_version),
+            "skdutid" => ("skdutid", &mut fields.signed_key_delegated_user_tenant_id),
+            "sduoid" => ("sduoid", &mut fields.signed_delegated_user_object_id),
             _ => continue,
         };
         if value.is_empty() {
@@ -359,7 +431,9 @@ pub fn parse<'q>(query: &'q Query<'_>) -> Result<Option<SasToken<'q>>, AuthFailu
 
     // Some clients leave `+` unescaped in `sig`, which query decoding turns into a space; a
     // space is never base64, so reading it back as `+` is safe.
-    let signature_text = fields.signature.ok_or(AuthFailure::MalformedSas("sig"))?;
+    let signature_text = fields
+        .signature
+        .ok_or(AuthFailure::MissingSasField("sig"))?;
     let signature = if signature_text.contains(' ') {
         decode_signature(&signature_text.replace(' ', "+"))
     } else {
@@ -369,7 +443,7 @@ pub fn parse<'q>(query: &'q Query<'_>) -> Result<Option<SasToken<'q>>, AuthFailu
 
     let version = fields
         .signed_version
-        .ok_or(AuthFailure::MalformedSas("sv"))?;
+        .ok_or(AuthFailure::MissingSasField("sv"))?;
     if !is_version(version) {
         return Err(AuthFailure::MalformedSas("sv"));
     }
@@ -387,6 +461,8 @@ pub fn parse<'q>(query: &'q Query<'_>) -> Result<Option<SasToken<'q>>, AuthFailu
             services: letters(fields.signed_services, "ss")?,
             resource_types: letters(fields.signed_resource_types, "srt")?,
         }
+    } else if fields.has_delegation_field() {
+        user_delegation_kind(&fields, version)?
     } else {
         SasKind::Service
     };
@@ -424,6 +500,37 @@ pub fn parse<'q>(query: &'q Query<'_>) -> Result<Option<SasToken<'q>>, AuthFailu
     }))
 }
 
+/// The kind of a SAS with user delegation fields: every field naming the key present and
+/// readable, a version that has the queue user delegation SAS.
+fn user_delegation_kind(fields: &SasFields<'_>, version: &str) -> Result<SasKind, AuthFailure> {
+    for (field, field_name) in [
+        (fields.signed_key_object_id, "skoid"),
+        (fields.signed_key_tenant_id, "sktid"),
+        (fields.signed_key_start, "skt"),
+        (fields.signed_key_expiry, "ske"),
+        (fields.signed_key_service, "sks"),
+        (fields.signed_key_version, "skv"),
+    ] {
+        if field.is_none() {
+            return Err(AuthFailure::MissingSasField(field_name));
+        }
+    }
+    let key_time = |field: Option<&str>, field_name| {
+        field
+            .and_then(parse_iso8601_ms)
+            .ok_or(AuthFailure::MalformedSas(field_name))
+    };
+    let key_start_ms = key_time(fields.signed_key_start, "skt")?;
+    let key_expiry_ms = key_time(fields.signed_key_expiry, "ske")?;
+    if version < USER_DELEGATION_SAS_VERSION_OLDEST {
+        return Err(AuthFailure::UserDelegationSasVersion);
+    }
+    Ok(SasKind::UserDelegation {
+        key_start_ms,
+        key_expiry_ms,
+    })
+}
+
 /// Appends the string-to-sign of `token` to `out`. `account_name` is the primary account;
 /// `queue_name` the URL's queue, which a service SAS signs.
 pub fn write_string_to_sign(
@@ -453,7 +560,7 @@ pub fn write_string_to_sign(
                 line(out, fields.signed_encryption_scope);
             }
         }
-        SasKind::Service => {
+        SasKind::Service | SasKind::UserDelegation { .. } => {
             let queue_name = queue_name.ok_or(AuthFailure::ServiceSasWithoutQueue)?;
             line(out, fields.signed_permissions);
             line(out, fields.signed_start);
@@ -462,10 +569,26 @@ pub fn write_string_to_sign(
             out.extend_from_slice(account_name.as_bytes());
             out.push(b'/');
             line(out, Some(queue_name));
-            line(out, fields.signed_identifier);
+            if let SasKind::UserDelegation { .. } = token.kind {
+                // In place of `si`: the key's fields, then the delegated user's.
+                for field in [
+                    fields.signed_key_object_id,
+                    fields.signed_key_tenant_id,
+                    fields.signed_key_start,
+                    fields.signed_key_expiry,
+                    fields.signed_key_service,
+                    fields.signed_key_version,
+                    fields.signed_key_delegated_user_tenant_id,
+                    fields.signed_delegated_user_object_id,
+                ] {
+                    line(out, field);
+                }
+            } else {
+                line(out, fields.signed_identifier);
+            }
             line(out, fields.signed_ip);
             line(out, fields.signed_protocol);
-            // The service layout is the one without a trailing line break.
+            // The service layouts are the ones without a trailing line break.
             out.extend_from_slice(fields.signed_version.unwrap_or_default().as_bytes());
         }
     }
@@ -491,6 +614,7 @@ pub(super) fn verify(
     let scheme = match token.kind {
         SasKind::Account { .. } => AuthScheme::AccountSas,
         SasKind::Service => AuthScheme::ServiceSas,
+        SasKind::UserDelegation { .. } => AuthScheme::UserDelegationSas,
     };
     Ok(Principal { scheme, key_index })
 }
@@ -512,13 +636,18 @@ fn verify_signature(
         return Ok(key_index);
     }
     let signed = &cache_key[..string_to_sign_length];
-    match account.matching_key_index(signed, &token.signature) {
+    let key_index = match token.delegation_key() {
+        Some(key) => delegation::matching_key_index(account, &key, signed, &token.signature),
+        None => account.matching_key_index(signed, &token.signature),
+    };
+    match key_index {
         Some(key_index) => {
             cache.insert(cache_key, key_index);
             Ok(key_index)
         }
         None => Err(AuthFailure::SignatureMismatch {
             string_to_sign: String::from_utf8_lossy(signed).into_owned(),
+            request_signature: None,
         }),
     }
 }
@@ -533,18 +662,33 @@ fn authorize(
     let terms = match token.kind {
         SasKind::Account { .. } => token.terms(),
         SasKind::Service => apply_stored_policy(token, stored_policy)?,
+        SasKind::UserDelegation {
+            key_start_ms,
+            key_expiry_ms,
+        } => {
+            check_delegation_key(token, key_start_ms, key_expiry_ms, context.now_ms)?;
+            token.terms()
+        }
     };
-    let expiry_ms = terms.expiry_ms.ok_or(AuthFailure::MalformedSas("se"))?;
-    let permissions = terms.permissions.ok_or(AuthFailure::MalformedSas("sp"))?;
+    let expiry_ms = terms.expiry_ms.ok_or(AuthFailure::MissingSasField("se"))?;
+    let permissions = terms
+        .permissions
+        .ok_or(AuthFailure::MissingSasField("sp"))?;
 
-    if terms
-        .start_ms
-        .is_some_and(|start_ms| context.now_ms < start_ms)
-    {
-        return Err(AuthFailure::SasNotYetValid);
+    // Without `st` the token is valid from any past instant; Azure reports it as starting now.
+    let time_frame = TimeFrame {
+        start_ms: terms.start_ms.unwrap_or(context.now_ms),
+        expiry_ms,
+        now_ms: context.now_ms,
+    };
+    if terms.start_ms.is_some_and(|start_ms| start_ms >= expiry_ms) {
+        return Err(AuthFailure::SasTimesInverted(time_frame));
+    }
+    if context.now_ms < time_frame.start_ms {
+        return Err(AuthFailure::SasNotYetValid(time_frame));
     }
     if context.now_ms >= expiry_ms {
-        return Err(AuthFailure::SasExpired);
+        return Err(AuthFailure::SasExpired(time_frame));
     }
     if !token.protocols.allows(context.secure_transport) {
         return Err(AuthFailure::ProtocolMismatch);
@@ -566,18 +710,20 @@ fn authorize(
             if !resource_types.contains(access.resource_type.letter()) {
                 return Err(AuthFailure::ResourceTypeMismatch);
             }
+            if access.account_permissions == PermissionSet::default() {
+                return Err(AuthFailure::OperationNotAllowed);
+            }
             if !permissions.intersects(access.account_permissions) {
                 return Err(AuthFailure::PermissionMismatch);
             }
         }
-        SasKind::Service => {
-            let granted = access
-                .service_permission
-                .is_some_and(|permission| permissions.contains(permission));
-            if !granted {
+        SasKind::Service | SasKind::UserDelegation { .. } => match access.service_permission {
+            None => return Err(AuthFailure::OperationNotAllowed),
+            Some(permission) if !permissions.contains(permission) => {
                 return Err(AuthFailure::PermissionMismatch);
             }
-        }
+            Some(_) => {}
+        },
     }
     Ok(())
 }
@@ -590,6 +736,28 @@ struct Terms {
 }
 
 impl SasToken<'_> {
+    /// The fields of the user delegation key a user delegation SAS is signed with, which
+    /// derive it; `None` for the other kinds. `parse` made sure every required one is there.
+    pub fn delegation_key(&self) -> Option<KeyFields<'_>> {
+        let SasKind::UserDelegation {
+            key_start_ms,
+            key_expiry_ms,
+        } = self.kind
+        else {
+            return None;
+        };
+        let fields = &self.fields;
+        Some(KeyFields {
+            signed_oid: fields.signed_key_object_id.unwrap_or_default(),
+            signed_tid: fields.signed_key_tenant_id.unwrap_or_default(),
+            signed_start_ms: key_start_ms,
+            signed_expiry_ms: key_expiry_ms,
+            signed_service: fields.signed_key_service.unwrap_or_default(),
+            signed_version: fields.signed_key_version.unwrap_or_default(),
+            signed_delegated_user_tid: fields.signed_key_delegated_user_tenant_id,
+        })
+    }
+
     /// The terms the token itself carries.
     fn terms(&self) -> Terms {
         Terms {
@@ -598,6 +766,31 @@ impl SasToken<'_> {
             permissions: self.permissions,
         }
     }
+}
+
+/// The checks a user delegation SAS adds: a key issued for the queue service, no stored
+/// access policy (a user delegation SAS cannot name one), and a key valid now. A SAS can live
+/// no longer than its key: past `ske` it fails whatever its own `se` says.
+fn check_delegation_key(
+    token: &SasToken<'_>,
+    key_start_ms: u64,
+    key_expiry_ms: u64,
+    now_ms: u64,
+) -> Result<(), AuthFailure> {
+    if token.fields.signed_key_service != Some(SIGNED_SERVICE_QUEUE) {
+        return Err(AuthFailure::UserDelegationKeyService);
+    }
+    if token.fields.signed_identifier.is_some() {
+        return Err(AuthFailure::UserDelegationWithPolicy);
+    }
+    if now_ms < key_start_ms || now_ms >= key_expiry_ms {
+        return Err(AuthFailure::UserDelegationKeyNotValid(TimeFrame {
+            start_ms: key_start_ms,
+            expiry_ms: key_expiry_ms,
+            now_ms,
+        }));
+    }
+    Ok(())
 }
 
 /// A service SAS's terms, completed from its stored access policy when it names one (`si`).
@@ -697,4 +890,4 @@ impl SasCache {
 }
 
 #[cfg(test)]
-mod tests;
+pub(super) mod tests;

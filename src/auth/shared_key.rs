@@ -12,6 +12,9 @@
 
 use std::borrow::Cow;
 
+use base64::engine::general_purpose::STANDARD as BASE64;
+use base64::Engine;
+
 use super::accounts::{Account, SigningKey};
 use super::collation::compare_header_names;
 use super::outcome::{
@@ -126,7 +129,11 @@ pub(super) fn verify(
         authorization.account_name,
         string_to_sign,
     )?;
-    match account.matching_key_index(string_to_sign, &authorization.signature) {
+    let mut key_index = account.matching_key_index(string_to_sign, &authorization.signature);
+    if key_index.is_none() && secondary {
+        key_index = verify_secondary_as_primary(request, &authorization, account)?;
+    }
+    match key_index {
         Some(key_index) => Ok(Principal {
             scheme: match authorization.scheme {
                 SharedKeyScheme::SharedKey => AuthScheme::SharedKey,
@@ -136,6 +143,7 @@ pub(super) fn verify(
         }),
         None => Err(AuthFailure::SignatureMismatch {
             string_to_sign: String::from_utf8_lossy(string_to_sign).into_owned(),
+            request_signature: Some(BASE64.encode(authorization.signature)),
         }),
     }
 }
@@ -157,6 +165,38 @@ pub(super) fn check_request_date(request: &Request, now_ms: u64) -> Result<(), A
         return Err(AuthFailure::RequestDateInFuture);
     }
     Ok(())
+}
+
+/// The key that signed a path-style request to the secondary endpoint
+/// (`/account-secondary/...`) as if it went to the primary (`/account/...`): how
+/// azure-storage-queue 2.x signs for the emulator, and what Azurite accepts. Tried only once
+/// the request's own path failed, so it costs nothing on the way of any other request.
+fn verify_secondary_as_primary(
+    request: &Request,
+    authorization: &Authorization<'_>,
+    account: &Account,
+) -> Result<Option<usize>, AuthFailure> {
+    let secondary_prefix = format!("/{}{SECONDARY_ACCOUNT_SUFFIX}", account.name());
+    let Some(rest) = request.target().strip_prefix(secondary_prefix.as_bytes()) else {
+        return Ok(None);
+    };
+    if !matches!(rest.first(), None | Some(b'/' | b'?')) {
+        return Ok(None);
+    }
+    let mut primary_target = Vec::with_capacity(request.target().len());
+    primary_target.push(b'/');
+    primary_target.extend_from_slice(account.name().as_bytes());
+    primary_target.extend_from_slice(rest);
+    let mut string_to_sign = Vec::with_capacity(512);
+    write_string_to_sign(
+        authorization.scheme,
+        request.method.as_str(),
+        &primary_target,
+        request.headers(),
+        authorization.account_name,
+        &mut string_to_sign,
+    )?;
+    Ok(account.matching_key_index(&string_to_sign, &authorization.signature))
 }
 
 /// Verifies the SharedKey or SharedKeyLite `authorization` header of a request to the table
@@ -190,6 +230,7 @@ pub(super) fn verify_table(
         }),
         None => Err(AuthFailure::SignatureMismatch {
             string_to_sign: String::from_utf8_lossy(string_to_sign).into_owned(),
+            request_signature: Some(BASE64.encode(authorization.signature)),
         }),
     }
 }
@@ -822,7 +863,7 @@ mod tests {
             );
         }
         match verify_with(&request, wrong_signature, false) {
-            Err(AuthFailure::SignatureMismatch { string_to_sign }) => {
+            Err(AuthFailure::SignatureMismatch { string_to_sign, .. }) => {
                 assert!(string_to_sign.starts_with("GET\n"));
                 assert!(string_to_sign.ends_with("\npeekonly:true"));
             }
@@ -913,6 +954,60 @@ mod tests {
             verify_with(&request, &tertiary, true),
             Err(AuthFailure::AccountMismatch)
         );
+    }
+
+    /// azure-storage-queue 2.x signs a request to the emulator's secondary as if it went to the
+    /// primary: `-secondary` is missing from the signed path. Accepted on the secondary
+    /// endpoint only, and only for that path.
+    #[test]
+    fn secondary_endpoint_signed_as_the_primary_path() {
+        let headers = [
+            ("x-ms-version", "2018-03-28"),
+            ("x-ms-date", "Sun, 22 Nov 2026 00:00:00 GMT"),
+        ];
+        let sign = |signed_target: &str| {
+            let signature = sign_shared_key(
+                "GET",
+                signed_target,
+                &headers,
+                0,
+                DEVELOPMENT_ACCOUNT_NAME,
+                &development_key(),
+            )
+            .unwrap();
+            format!("SharedKey devstoreaccount1:{signature}")
+        };
+        let sent = "/devstoreaccount1-secondary/?restype=service&comp=stats";
+        let request = request("GET", sent, &headers);
+        let signed_as_primary = sign("/devstoreaccount1/?restype=service&comp=stats");
+        assert!(verify_with(&request, &signed_as_primary, true).is_ok());
+        // Another path is still a mismatch, reported with the string the request's own path
+        // makes.
+        let other = sign("/devstoreaccount1/?restype=service&comp=properties");
+        match verify_with(&request, &other, true) {
+            Err(AuthFailure::SignatureMismatch { string_to_sign, .. }) => assert!(
+                string_to_sign.ends_with(
+                    "/devstoreaccount1/devstoreaccount1-secondary/\ncomp:stats\nrestype:service"
+                ),
+                "{string_to_sign:?}"
+            ),
+            outcome => panic!("{outcome:?}"),
+        }
+        // A primary request signed for the secondary path does not pass the other way round.
+        let primary = request_primary(&headers);
+        let signed_as_secondary = sign(sent);
+        assert!(matches!(
+            verify_with(&primary, &signed_as_secondary, false),
+            Err(AuthFailure::SignatureMismatch { .. })
+        ));
+    }
+
+    fn request_primary(headers: &[(&str, &str)]) -> Request {
+        request(
+            "GET",
+            "/devstoreaccount1/?restype=service&comp=stats",
+            headers,
+        )
     }
 
     #[test]

@@ -10,4 +10,4 @@ pub mod response;
 pub use parse::{ParseError, Parser, Progress};
 pub use query::Query;
 pub use request::{Method, Request};
-pub use response::ResponseWriter;
+pub use response::{reason_phrase, ResponseWriter};

@@ -66,13 +66,30 @@ pub struct ResponseWriter<'out> {
 }
 
 impl<'out> ResponseWriter<'out> {
-    /// Starts a response with `status`; `head_only` drops the body (answers to HEAD).
+    /// Starts a response with `status` and its standard reason phrase; `head_only` drops the
+    /// body (answers to HEAD).
     pub fn start(out: &'out mut BytesMut, status: u16, head_only: bool) -> Self {
+        ResponseWriter::start_with_reason(out, status, reason_phrase(status), head_only)
+    }
+
+    /// Starts a response with `status` and `reason` as the status line's reason phrase, as Azure
+    /// writes an error's message there. `reason` is azq's own text: printable ASCII, never a
+    /// line break (debug-asserted), so it cannot end the status line early.
+    pub fn start_with_reason(
+        out: &'out mut BytesMut,
+        status: u16,
+        reason: &str,
+        head_only: bool,
+    ) -> Self {
+        debug_assert!(
+            reason.bytes().all(|byte| (b' '..=b'~').contains(&byte)),
+            "a reason phrase is printable ASCII: {reason:?}"
+        );
         let response_at = out.len();
         out.put_slice(b"HTTP/1.1 ");
         put_decimal(out, u64::from(status));
         out.put_u8(b' ');
-        out.put_slice(reason_phrase(status).as_bytes());
+        out.put_slice(reason.as_bytes());
         out.put_slice(b"\r\n");
         ResponseWriter {
             out,
@@ -217,6 +234,24 @@ mod tests {
             text,
             "HTTP/1.1 200 OK\r\nx-ms-version: 2026-10-06\r\nContent-Length:          5\r\n\r\nhello"
         );
+    }
+
+    #[test]
+    fn a_reason_phrase_of_the_callers_choosing() {
+        let mut out = BytesMut::new();
+        let writer = ResponseWriter::start_with_reason(
+            &mut out,
+            404,
+            "The specified queue does not exist.",
+            false,
+        );
+        writer.finish();
+        let text = String::from_utf8(out.to_vec()).unwrap();
+        assert!(
+            text.starts_with("HTTP/1.1 404 The specified queue does not exist.\r\n"),
+            "{text}"
+        );
+        assert_eq!(status_at(text.as_bytes()), 404);
     }
 
     #[test]

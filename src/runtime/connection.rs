@@ -152,7 +152,7 @@ async fn serve_requests<B: Backend, T: Transport>(
                         peer,
                         &shard.engine.replicas(),
                     );
-                    if let Some(failure) = &plan.auth_failure {
+                    if let Some(failure) = &plan.response.auth_failure {
                         shard.log_line(&format!("authentication failed for {peer}: {failure}"));
                     }
                     let operation = plan.response.operation;

@@ -265,9 +265,10 @@ fn start_shards<B: Backend>(
                     },
                 )
                 .with_admin(config.governor.admin)
-                .with_request_date_check_skipped(config.request_date_check_skipped);
+                .with_request_date_check_skipped(config.request_date_check_skipped)
+                .with_oauth(config.oauth);
                 match &https {
-                    Some(https) => service.with_https(https.certificate_pem.clone(), config.oauth),
+                    Some(https) => service.with_https(https.certificate_pem.clone()),
                     None => service,
                 }
             },

@@ -281,6 +281,8 @@ pub fn parse_ready_line(line: &str) -> Option<(u16, String)> {
 #[derive(Debug)]
 pub struct Response {
     pub status: u16,
+    /// The status line's reason phrase.
+    pub reason: String,
     pub headers: Vec<(String, String)>,
     pub body: Vec<u8>,
 }
@@ -313,11 +315,15 @@ pub fn read_response(reader: &mut impl BufRead, head_only: bool) -> Option<Respo
     if reader.read_line(&mut status_line).ok()? == 0 {
         return None;
     }
-    let status: u16 = status_line
-        .split_whitespace()
-        .nth(1)
+    let mut status_parts = status_line
+        .trim_end_matches(['\r', '\n'])
+        .splitn(3, ' ')
+        .skip(1);
+    let status: u16 = status_parts
+        .next()
         .and_then(|status| status.parse().ok())
         .unwrap_or_else(|| panic!("bad status line {status_line:?}"));
+    let reason = status_parts.next().unwrap_or_default().to_string();
     let mut headers = Vec::new();
     loop {
         let mut line = String::new();
@@ -348,6 +354,7 @@ pub fn read_response(reader: &mut impl BufRead, head_only: bool) -> Option<Respo
         .expect("the whole body arrives");
     Some(Response {
         status,
+        reason,
         headers,
         body,
     })

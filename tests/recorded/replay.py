@@ -4,8 +4,9 @@
 The official SDKs record their test suites against the real service: each request and the
 service's exact status, headers and body. This tool takes the essence of every recorded request
 (method, path, query, the headers that matter, body), sends it to azq, and compares what matters
-of the answer: the status, `x-ms-error-code` and the shape of the XML body (element and
-attribute names in order, not values such as ids, receipts and dates).
+of the answer: the status, `x-ms-error-code`, an error's reason phrase (the service writes the
+error's message there) and the shape of the XML body (element and attribute names in order, not
+values such as ids, receipts and dates).
 
     tests/recorded/replay.py                      # the recordings PyPI ships (see below)
     tests/recorded/replay.py --recordings DIR     # recordings of any supported format in DIR
@@ -42,7 +43,8 @@ How a recording is replayed:
 Interactions that cannot be replayed meaningfully are counted as skipped, with the reason, and
 never as agreement: a request that reads messages after a lease, delay or time to live set earlier
 in the recording ended in between (the recording waited; a replay does not), OAuth and user
-delegation SAS (azq has no token authentication), and requests to hosts other than a queue
+delegation SAS (the replay runs over plain HTTP without tokens, and a user delegation SAS
+cannot be signed again without the service's key), and requests to hosts other than a queue
 endpoint.
 
 The run ends with "N of M replayed interactions agree", the skipped ones by reason, and each
@@ -136,6 +138,8 @@ class Interaction:
     response_headers: dict[str, str]  # lowercased names
     response_body: str
     headers_recorded: bool = True
+    # The status line's reason phrase, where the format records it (vcrpy cassettes do).
+    reason: str | None = None
 
 
 @dataclasses.dataclass
@@ -189,6 +193,7 @@ def load_vcr_yaml(path: str) -> Recording:
                 status=int(response["status"]["code"]),
                 response_headers=lowered(response.get("headers")),
                 response_body=first_value(body.get("string")) if isinstance(body, dict) else "",
+                reason=response["status"].get("message"),
             )
         )
     return Recording(os.path.basename(path), interactions)
@@ -410,6 +415,8 @@ def operation_name(method: str, path_parts: list[str], query: dict[str, str]) ->
             return "Set Service Properties" if method == "PUT" else "Get Service Properties"
         if restype == "service" and comp == "stats":
             return "Get Service Stats"
+        if restype == "service" and comp == "userdelegationkey":
+            return "Get User Delegation Key"
         return f"{method} account"
     if len(path_parts) == 1:
         if comp == "metadata":
@@ -433,7 +440,7 @@ class Outcome:
     index: int
     operation: str
     verdict: str  # "agree", "differ", "skip"
-    kind: str = ""  # for differ: "status", "code", "shape", "body"; for skip: the reason
+    kind: str = ""  # for differ: "status", "code", "reason", "shape", "body"; for skip: the reason
     detail: str = ""
 
 
@@ -483,7 +490,10 @@ class Azq:
             connection.endheaders(body or None)
             response = connection.getresponse()
             data = response.read()
-            return response.status, {k.lower(): v for k, v in response.getheaders()}, data
+            headers = {k.lower(): v for k, v in response.getheaders()}
+            # The reason phrase travels with the headers, under a name no header can have.
+            headers[":reason"] = response.reason
+            return response.status, headers, data
         finally:
             connection.close()
 
@@ -582,7 +592,8 @@ class RecordingReplay:
         if ".queue." not in host:
             return outcome("skip", "not a queue endpoint", host)
         if "skoid" in query or "oauth" in self.recording.name.lower():
-            return outcome("skip", "OAuth or user delegation SAS (azq has no token authentication)")
+            return outcome("skip", "OAuth or user delegation SAS (the replay runs over HTTP "
+                           "without tokens, and cannot sign again with the service's key)")
         secondary = host.split(".")[0].endswith("-secondary")
         queue = urllib.parse.unquote(path_parts[0]) if path_parts else None
         waited = self.waited_for_time(queue, operation, service_time(interaction))
@@ -765,6 +776,11 @@ def compare(interaction, status, live_headers, live_text):
                 + f", azq {status} {live_code or ''}".rstrip())
     if recorded_code != live_code:
         return ("code", f"recorded {recorded_code}, azq {live_code}")
+    # The service writes an error's message as the reason phrase; the legacy SDKs' exception
+    # texts start with it. Successes carry the standard phrases, which are not compared.
+    live_reason = live_headers.get(":reason")
+    if interaction.status >= 400 and interaction.reason and live_reason != interaction.reason:
+        return ("reason", f"recorded {interaction.reason!r}, azq {live_reason!r}")
     if interaction.method == "HEAD":
         return None
     try:

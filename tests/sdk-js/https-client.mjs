@@ -2,13 +2,16 @@
 // NODE_EXTRA_CA_CERTS (the certificate azq made, trusted exactly as README tells Node users)
 // only at start. With a token credential handing out a well-formed, unsigned JWT for the
 // storage audience, as `--oauth basic` accepts: create a queue, send, receive, update, delete;
-// then an expired token must be refused with 401. Prints what failed and exits 1, else exits 0.
+// then an expired token must be refused with 401, and a token for another audience must be
+// refused with a challenge the SDK follows; then a user delegation SAS made with the SDK's own
+// getUserDelegationKey and generateUserDelegationSasUrl, used and abused. Prints what failed and
+// exits 1, else exits 0.
 //
 //   AZQ_HTTPS_ENDPOINT=https://127.0.0.1:PORT/devstoreaccount1 \
 //     NODE_EXTRA_CA_CERTS=cert.pem node tests/sdk-js/https-client.mjs
 
 import assert from "node:assert/strict";
-import { QueueServiceClient } from "@azure/storage-queue";
+import { QueueClient, QueueSASPermissions, QueueServiceClient } from "@azure/storage-queue";
 
 const endpoint = process.env.AZQ_HTTPS_ENDPOINT;
 const CLIENT_OPTIONS = { retryOptions: { maxTries: 1, tryTimeoutInMs: 10_000 } };
@@ -18,19 +21,24 @@ function part(value) {
   return Buffer.from(JSON.stringify(value)).toString("base64url");
 }
 
-/** A TokenCredential whose tokens expire `lifetimeS` seconds from now (negative: expired). */
-function credential(lifetimeS) {
+const TENANT = "ab1f708d-50f6-404c-a006-d71b2ac7a606";
+
+/**
+ * A TokenCredential whose tokens expire `lifetimeS` seconds from now (negative: expired), for
+ * the audience `audienceFor(options)` names (the storage resource unless told otherwise).
+ */
+function credential(lifetimeS, audienceFor = () => "https://storage.azure.com") {
   return {
-    async getToken() {
+    async getToken(scopes, options) {
       const now = Math.floor(Date.now() / 1000);
       const claims = {
-        aud: "https://storage.azure.com",
+        aud: audienceFor(options),
         iss: "https://sts.windows.net/ab1f708d-50f6-404c-a006-d71b2ac7a606/",
         nbf: now - 600,
         iat: now - 600,
         exp: now + lifetimeS,
         oid: "23657296-5cd5-45b0-a809-d972a7f4dfe1",
-        tid: "ab1f708d-50f6-404c-a006-d71b2ac7a606",
+        tid: TENANT,
       };
       const token = `${part({ alg: "RS256", typ: "JWT" })}.${part(claims)}.c2lnbmF0dXJl`;
       return { token, expiresOnTimestamp: (now + Math.max(lifetimeS, 1)) * 1000 };
@@ -65,7 +73,112 @@ async function main() {
     );
   assert.equal(refused.statusCode, 401, String(refused));
   assert.equal(refused.details?.errorCode, "InvalidAuthenticationInfo", String(refused));
+
+  // The bearer challenge: a token for the wrong audience is refused with 401 and a challenge
+  // naming a tenant GUID (the token's); the SDK follows it, asking its credential again for
+  // that tenant, and the request succeeds with the token it gets. With `common` in the
+  // challenge (azq before issue 30) the SDK did not follow, and the request failed.
+  const tenantsAsked = [];
+  const challenged = new QueueServiceClient(
+    endpoint,
+    credential(3600, (options) => {
+      tenantsAsked.push(options?.tenantId);
+      return options?.tenantId ? "https://storage.azure.com" : "https://vault.azure.net";
+    }),
+    CLIENT_OPTIONS,
+  );
+  const followed = await challenged.getQueueClient(queue.name).getProperties();
+  assert.equal(followed.approximateMessagesCount, 0);
+  assert.deepEqual(tenantsAsked, [undefined, TENANT]);
   await queue.delete();
+  await userDelegation(service);
+}
+
+/** The status and error code a refused call ends with. */
+async function refusal(call) {
+  return call.then(
+    () => assert.fail("accepted"),
+    (error) => [error.statusCode, error.details?.errorCode],
+  );
+}
+
+/**
+ * User delegation SAS through the SDK's own paths: `getUserDelegationKey`, then
+ * `generateUserDelegationSasUrl`, used by a client with no credential of its own; tampered,
+ * expired and wrongly scoped URLs are refused with Azure's codes.
+ */
+async function userDelegation(service) {
+  const startsOn = new Date(Date.now() - 60_000);
+  const expiresOn = new Date(Date.now() + 7_200_000);
+  const key = await service.getUserDelegationKey(startsOn, expiresOn);
+  assert.equal(key.signedObjectId, "23657296-5cd5-45b0-a809-d972a7f4dfe1");
+  assert.equal(key.signedTenantId, TENANT);
+  assert.equal(key.signedService, "q");
+  assert.equal(key.signedExpiresOn.getTime(), Math.floor(expiresOn.getTime() / 1000) * 1000);
+  const queue = service.getQueueClient(`js-delegated-${process.pid}`);
+  const other = service.getQueueClient(`js-other-${process.pid}`);
+  await queue.create();
+  await other.create();
+  const sasUrl = (permissions, options = {}) =>
+    queue.generateUserDelegationSasUrl(
+      {
+        permissions: QueueSASPermissions.parse(permissions),
+        expiresOn: new Date(Date.now() + 3_600_000),
+        ...options,
+      },
+      key,
+    );
+  const anonymous = (url) => new QueueClient(url, undefined, CLIENT_OPTIONS);
+
+  const url = sasUrl("raup");
+  assert.match(url, /skoid=.*sks=q/);
+  const delegated = anonymous(url);
+  await delegated.sendMessage("delegated by a key");
+  const received = await delegated.receiveMessages({ numberOfMessages: 1 });
+  const [message] = received.receivedMessageItems;
+  assert.equal(message.messageText, "delegated by a key");
+  await delegated.deleteMessage(message.messageId, message.popReceipt);
+  assert.equal((await delegated.peekMessages()).peekedMessageItems.length, 0);
+
+  // Tampered after signing: another object, a wider grant.
+  for (const [name, value] of [
+    ["skoid", "someone-else"],
+    ["sp", "raup"],
+  ]) {
+    const tampered = new URL(sasUrl("r"));
+    tampered.searchParams.set(name, value);
+    assert.deepEqual(await refusal(anonymous(tampered.toString()).peekMessages()), [
+      403,
+      "AuthenticationFailed",
+    ]);
+  }
+  // Expired.
+  const expired = sasUrl("raup", {
+    startsOn: new Date(Date.now() - 7_200_000),
+    expiresOn: new Date(Date.now() - 3_600_000),
+  });
+  assert.deepEqual(await refusal(anonymous(expired).peekMessages()), [
+    403,
+    "AuthenticationFailed",
+  ]);
+  // Wrongly scoped: another queue, an operation not granted, one no SAS may do.
+  const reader = new URL(sasUrl("r"));
+  const elsewhere = new URL(reader);
+  elsewhere.pathname = elsewhere.pathname.replace(queue.name, other.name);
+  assert.deepEqual(await refusal(anonymous(elsewhere.toString()).peekMessages()), [
+    403,
+    "AuthenticationFailed",
+  ]);
+  assert.deepEqual(await refusal(anonymous(reader.toString()).sendMessage("no")), [
+    403,
+    "AuthorizationPermissionMismatch",
+  ]);
+  assert.deepEqual(await refusal(anonymous(reader.toString()).delete()), [
+    403,
+    "AuthorizationFailure",
+  ]);
+  await queue.delete();
+  await other.delete();
 }
 
 main().then(

@@ -1,7 +1,9 @@
 // The official JavaScript SDK over HTTPS against `azq --cert auto --oauth basic` (issue 16): the
 // certificate azq makes is fetched from /_azq/cert.pem, checked against the fingerprint azq
 // printed, and trusted the way README tells Node users (NODE_EXTRA_CA_CERTS); the SDK then runs
-// a queue's life with a bearer token (tests/sdk-js/https-client.mjs, in a process of its own).
+// a queue's life with a bearer token, follows a bearer challenge, and gets a user delegation key
+// to make and use user delegation SAS URLs (tests/sdk-js/https-client.mjs, in a process of its
+// own).
 // Without the certificate trusted, the same client must fail: the TLS check is real.
 //
 // Starts `AZQ_BIN` (default target/release/azq) on 127.0.0.1, in memory, with azq-process.mjs
@@ -77,7 +79,7 @@ test("the served certificate is the one whose fingerprint azq printed", async ()
   writeFileSync(path.join(scratch, "azq.pem"), body);
 });
 
-test("the SDK with a bearer token over HTTPS, the certificate trusted by NODE_EXTRA_CA_CERTS", () => {
+test("the SDK with a bearer token and a user delegation SAS over HTTPS, the certificate trusted by NODE_EXTRA_CA_CERTS", () => {
   const { status, output } = runClient({ NODE_EXTRA_CA_CERTS: path.join(scratch, "azq.pem") });
   assert.equal(status, 0, output);
 });

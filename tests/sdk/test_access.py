@@ -125,6 +125,11 @@ def test_account_sas_not_yet_valid_is_authentication_failed(server, queue):
     with pytest.raises(ClientAuthenticationError) as raised:
         sas_queue(server, queue.queue_name, token).peek_messages()
     assert_refused(raised, 403, "AuthenticationFailed")
+    # The SDK shows Azure's AuthenticationErrorDetail with the error: what was wrong, in the
+    # service's words.
+    assert "authenticationerrordetail:Signature not valid in the specified time frame: Start [" in str(
+        raised.value
+    ), str(raised.value)
 
 
 def test_account_sas_without_the_permission_is_permission_mismatch(server, queue):
@@ -219,6 +224,16 @@ def test_service_sas_without_a_policy_grants_its_permissions(server, queue):
     with pytest.raises(ClientAuthenticationError) as raised:
         sas_queue(server, queue.queue_name + "x", reader).peek_messages()
     assert_refused(raised, 403, "AuthenticationFailed")
+
+
+def test_service_sas_creating_its_queue_is_an_authorization_failure(server, queue_name):
+    # Azure/Azurite#662: the service answers AuthorizationFailure (no service SAS permission
+    # covers creating a queue); Azurite answers AuthorizationPermissionMismatch.
+    everything = QueueSasPermissions(read=True, add=True, update=True, process=True)
+    token = generate_queue_sas(DEV_ACCOUNT, queue_name, DEV_KEY, permission=everything, expiry=in_hours(1))
+    with pytest.raises(HttpResponseError) as raised:
+        sas_queue(server, queue_name, token).create_queue()
+    assert_refused(raised, 403, "AuthorizationFailure")
 
 
 def test_service_sas_with_a_policy_takes_missing_fields_from_it(server, queue):

@@ -5,8 +5,9 @@
 //! is a total order on the sampled names (reflexive, antisymmetric, transitive) whose `Equal`
 //! means "the same name ignoring ASCII case" for names made of header-name bytes; a request
 //! signed with `sign_shared_key` (or a SharedKeyLite string-to-sign) verifies, and a SAS signed
-//! over its own string-to-sign never fails on its signature; asking twice gives the same answer
-//! (the SAS cache must not change an outcome).
+//! over its own string-to-sign (with the account key, or a user delegation SAS with the key its
+//! `sk…` fields name) never fails on its signature; asking twice gives the same answer (the SAS
+//! cache must not change an outcome).
 //!
 //! Input: a method byte, a flags byte, an access byte, eight bytes of clock, then NUL-separated
 //! fields: target, headers (`name:value` lines), an `Authorization` value, three header names
@@ -18,8 +19,8 @@ use std::net::IpAddr;
 use azq::auth::collation::compare_header_names;
 use azq::auth::shared_key::{parse_authorization, write_string_to_sign, SharedKeyScheme};
 use azq::auth::{
-    sas, sign_shared_key, Access, Accounts, AuthFailure, AuthScheme, Authenticator, PermissionSet,
-    Principal, RequestContext, SigningKey, StoredPolicy,
+    delegation, sas, sign_shared_key, Access, Accounts, AuthFailure, AuthScheme, Authenticator,
+    PermissionSet, Principal, RequestContext, SigningKey, StoredPolicy,
 };
 use azq::auth::{DEVELOPMENT_ACCOUNT_KEY, DEVELOPMENT_ACCOUNT_NAME};
 use azq::http::{Method, Query, Request};
@@ -405,7 +406,12 @@ fn check_sas_round_trip(
     }
     let key =
         SigningKey::from_base64(DEVELOPMENT_ACCOUNT_KEY).expect("the development key is valid");
-    let signed_query = with_signature(&key.sign_base64(&string_to_sign));
+    // A user delegation SAS is signed with the key its `sk…` fields name, as a client signs it.
+    let signature = match token.delegation_key() {
+        Some(fields) => delegation::client_signature_base64(&key, &fields, &string_to_sign),
+        None => key.sign_base64(&string_to_sign),
+    };
+    let signed_query = with_signature(&signature);
     let mut signed_target = path.to_vec();
     signed_target.push(b'?');
     signed_target.extend_from_slice(signed_query.as_bytes());

@@ -212,11 +212,11 @@ fn check_plan(
     if authorization.is_some() {
         assert!(
             !matches!(
-                plan.auth_failure,
+                plan.response.auth_failure,
                 Some(AuthFailure::SignatureMismatch { .. })
             ),
             "a signed request failed verification: {:?}",
-            plan.auth_failure
+            plan.response.auth_failure
         );
     }
     let operation = plan.response.operation;

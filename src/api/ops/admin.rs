@@ -37,7 +37,6 @@ fn admin(step: AdminStep) -> Plan {
     Plan {
         step: Step::Admin(step),
         response: ResponsePlan::default(),
-        auth_failure: None,
     }
 }
 
@@ -89,7 +88,6 @@ pub fn plan(request: &Request, service: &Service) -> Plan {
                 operation: Some(Operation::Health),
                 ..ResponsePlan::default()
             },
-            auth_failure: None,
         },
         (_, b"/_azq/health") => fail(Some(Operation::Health), StorageError::UnsupportedHttpVerb),
         (Method::Get | Method::Head, b"/_azq/cert.pem") => Plan {
@@ -98,7 +96,6 @@ pub fn plan(request: &Request, service: &Service) -> Plan {
                 operation: Some(Operation::Certificate),
                 ..ResponsePlan::default()
             },
-            auth_failure: None,
         },
         (_, b"/_azq/cert.pem") => fail(
             Some(Operation::Certificate),

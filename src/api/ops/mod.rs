@@ -16,10 +16,10 @@ use crate::queue::Reply;
 
 use super::plan::Planning;
 use super::response::{Responder, Written};
-use super::{ListingEcho, Operation, Step};
+use super::{Echo, Operation, Step};
 
-/// The step of an authorized request's operation, and List Queues' echo.
-pub(super) fn step(planning: &Planning<'_>) -> Result<(Step, Option<ListingEcho>), StorageError> {
+/// The step of an authorized request's operation, and what its answer echoes.
+pub(super) fn step(planning: &Planning<'_>) -> Result<(Step, Echo), StorageError> {
     let step = match planning.route.operation {
         // Answered before authentication: from the CORS rules alone, or by azq itself.
         Operation::Preflight | Operation::Health | Operation::Certificate => {
@@ -28,8 +28,9 @@ pub(super) fn step(planning: &Planning<'_>) -> Result<(Step, Option<ListingEcho>
         Operation::GetServiceProperties => Ok(service::get_service_properties(planning)),
         Operation::SetServiceProperties => service::set_service_properties(planning),
         Operation::GetServiceStats => service::get_service_stats(planning),
+        Operation::GetUserDelegationKey => return service::get_user_delegation_key(planning),
         Operation::ListQueues => {
-            return service::list_queues(planning).map(|(step, echo)| (step, Some(echo)))
+            return service::list_queues(planning).map(|(step, echo)| (step, Echo::Listing(echo)))
         }
         Operation::CreateQueue => queue::create_queue(planning),
         Operation::DeleteQueue => queue::delete_queue(planning),
@@ -44,7 +45,7 @@ pub(super) fn step(planning: &Planning<'_>) -> Result<(Step, Option<ListingEcho>
         Operation::UpdateMessage => messages::update_message(planning),
         Operation::DeleteMessage => messages::delete_message(planning),
     };
-    step.map(|step| (step, None))
+    step.map(|step| (step, Echo::None))
 }
 
 /// The successful response of `operation` to `reply`.
@@ -64,8 +65,12 @@ pub(super) fn response(
         }
         Operation::GetServiceStats => service::get_service_stats_response(responder, reply, out),
         // List Queues answers with every shard's part (`Outcome::Parts`), never one reply;
-        // health from the server's state, not a reply (`Service::respond`).
-        Operation::ListQueues | Operation::Health | Operation::Certificate => Err(reply),
+        // health from the server's state, not a reply, and a user delegation key from what
+        // planning made (`Service::respond`).
+        Operation::ListQueues
+        | Operation::Health
+        | Operation::Certificate
+        | Operation::GetUserDelegationKey => Err(reply),
         Operation::CreateQueue => queue::create_queue_response(responder, reply, out),
         Operation::DeleteQueue => queue::delete_queue_response(responder, reply, out),
         Operation::GetQueueMetadata => queue::get_queue_metadata_response(responder, reply, out),

@@ -1,17 +1,20 @@
 //! The account-level operations: List Queues, Get/Set Service Properties, Get Service Stats,
-//! and the CORS preflight (which any path can receive).
+//! Get User Delegation Key, and the CORS preflight (which any path can receive).
 
 use bytes::BytesMut;
 
+use crate::auth::delegation::UserDelegationKey;
+use crate::auth::{bearer, bearer_token};
 use crate::error::StorageError;
 use crate::http::Request;
-use crate::limits::LIST_QUEUES_RESULTS_MAX;
+use crate::limits::{LIST_QUEUES_RESULTS_MAX, USER_DELEGATION_KEY_LIFETIME_MS_MAX};
 use crate::queue::{self, Command, Replicas, Reply};
 
 use super::super::plan::{fail, Planning};
-use super::super::response::{Responder, Written};
+use super::super::response::{Responder, Written, API_VERSION_LATEST};
 use super::super::{
-    cors, settings_xml, validate, xml, ListingEcho, Operation, Plan, ResponsePlan, Route, Step,
+    cors, delegation_xml, settings_xml, validate, xml, Echo, ListingEcho, Operation, Plan,
+    ResponsePlan, Route, Step,
 };
 
 /// The CORS preflight, answered from the account's rules alone, without authentication, as
@@ -30,7 +33,6 @@ pub fn preflight(request: &Request, route: &Route<'_>, replicas: &Replicas) -> P
                 cors: Some(headers),
                 ..ResponsePlan::default()
             },
-            auth_failure: None,
         },
         Err(error) => fail(Some(Operation::Preflight), error),
     }
@@ -109,6 +111,70 @@ pub fn get_service_stats_response(
     };
     responder.xml(200, out, |body| {
         settings_xml::service_stats_into(body, responder.now_ms())
+    });
+    Ok(())
+}
+
+/// Issues a user delegation key for the identity of the request's bearer token (authentication
+/// made sure there is one, with an object and a tenant), valid from `Start` (now when absent)
+/// to `Expiry`, both cut to whole seconds. The expiry must come after the start and after now,
+/// and at most `USER_DELEGATION_KEY_LIFETIME_MS_MAX` from now: otherwise 400
+/// `InvalidXmlNodeValue`, as the service answers a key of more than seven days. Nothing is
+/// stored: the key is derived from the account key (`auth::delegation`).
+pub fn get_user_delegation_key(planning: &Planning<'_>) -> Result<(Step, Echo), StorageError> {
+    let key_info = delegation_xml::key_info(&planning.request.body)?;
+    let now_ms = planning.now_ms;
+    let start_ms = key_info.start_ms.unwrap_or(now_ms) / 1000 * 1000;
+    let expiry_ms = key_info.expiry_ms / 1000 * 1000;
+    if expiry_ms <= start_ms
+        || expiry_ms <= now_ms
+        || expiry_ms > now_ms.saturating_add(USER_DELEGATION_KEY_LIFETIME_MS_MAX)
+    {
+        return Err(StorageError::InvalidXmlNodeValue);
+    }
+    let identity = planning
+        .request
+        .header("authorization")
+        .and_then(bearer_token)
+        .and_then(bearer::identity)
+        .unwrap_or_default();
+    let (Some(object_id), Some(tenant_id)) = (identity.object_id, identity.tenant_id) else {
+        return Err(StorageError::AuthenticationFailed);
+    };
+    let account = planning
+        .accounts
+        .get(planning.route.account)
+        .ok_or(StorageError::ResourceNotFound)?;
+    let version = planning
+        .request
+        .header_str("x-ms-version")
+        .unwrap_or(API_VERSION_LATEST);
+    let key = UserDelegationKey::issue(
+        account,
+        object_id,
+        tenant_id,
+        (start_ms, expiry_ms),
+        version.to_string(),
+        key_info.delegated_user_tid,
+    );
+    Ok((
+        Step::Answer(Reply::Done),
+        Echo::DelegationKey(Box::new(key)),
+    ))
+}
+
+/// 200 with the `UserDelegationKey` planning made.
+pub fn get_user_delegation_key_response(
+    responder: &Responder<'_>,
+    echo: &Echo,
+    reply: Reply,
+    out: &mut BytesMut,
+) -> Written {
+    let (Reply::Done, Echo::DelegationKey(key)) = (&reply, echo) else {
+        return Err(reply);
+    };
+    responder.xml(200, out, |body| {
+        delegation_xml::user_delegation_key_into(body, key)
     });
     Ok(())
 }
