@@ -259,10 +259,12 @@ impl RunSummary {
     /// and no errors or retries (throttling and faults are outside the model). `None` for any
     /// other run, and when the measured load is unstable (a ≥ c) or nothing was delivered.
     ///
-    /// A worker is a server from its Get to its Delete, so the service time S is the measured
-    /// mean Get and Delete round trips plus the measured mean work. The measured wait is the
-    /// mean end-to-end time (the put's send to the delete's answer) less those three: the time
-    /// a message spent stored before a worker's Get took it, plus the put's way in.
+    /// A worker is a server from its Get to its Delete, so the service time S is the mean
+    /// Get and Delete latencies plus the mean work drawn. Those latencies count from when the
+    /// worker meant to send (its last answer, or the end of its work), so the client's own lag
+    /// in sending is a worker's time too, as a real worker's would be. The measured wait is the
+    /// mean end-to-end time (the put's send to the delete's answer) less S: the time a message
+    /// spent stored before a worker's Get took it, plus the put's way in.
     pub fn theory_check(&self) -> Option<TheoryCheck> {
         let plan = self.workers.as_ref()?;
         let covered = matches!(
@@ -281,13 +283,7 @@ impl RunSummary {
         if !covered || workers.processed == 0 || self.total.end_to_end_us.is_empty() {
             return None;
         }
-        let mean_s = |operation: Operation| {
-            self.total
-                .operation(operation)
-                .latency_uncorrected_us
-                .mean()
-                / 1e6
-        };
+        let mean_s = |operation: Operation| self.total.operation(operation).latency_us.mean() / 1e6;
         let work_mean_s = workers.busy_ns as f64 / workers.processed as f64 / 1e9;
         let get_mean_s = mean_s(Operation::Get);
         let delete_mean_s = mean_s(Operation::Delete);
