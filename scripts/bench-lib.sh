@@ -1,8 +1,8 @@
 # shellcheck shell=bash
 # Helpers shared by the benchmark scripts, scripts/cluster-demo.sh, soak.sh and
-# instructions-per-request.sh (sourced, not run): the server a script started, a free loopback
-# port, azq's ready line, waiting until something listens on a port, and the node part of an
-# HAProxy configuration for loopback nodes.
+# instructions-per-request.sh, powerloss.sh and test.sh (sourced, not run): the server a script
+# started, a free loopback port, azq's ready line, waiting until something listens on a port,
+# the node part of an HAProxy configuration for loopback nodes, and FUSE's fusermount3.
 
 server_pid=
 # Stops the server started last (its pid in server_pid), if any.
@@ -67,4 +67,27 @@ haproxy_nodes_config() {
     echo "    bind abns@$socket_prefix-node$node"
     echo "    server azq 127.0.0.1:${ports[node - 1]} check"
   done
+}
+
+# Succeeds when FUSE can be mounted here (/dev/fuse and fusermount3), installing fuse3 with
+# apt-get when fusermount3 is missing and this runs as root; otherwise prints why not (for the
+# caller's SKIPPED line) and fails.
+ensure_fuse3() {
+  if [[ ! -e /dev/fuse ]]; then
+    echo "no /dev/fuse"
+    return 1
+  fi
+  if command -v fusermount3 >/dev/null; then
+    return 0
+  fi
+  if [[ $(id -u) != 0 ]] || ! command -v apt-get >/dev/null; then
+    echo "fusermount3 is missing (needs root and apt-get to install fuse3)"
+    return 1
+  fi
+  echo "installing fuse3 (fusermount3) from apt"
+  if ! { DEBIAN_FRONTEND=noninteractive timeout 300 apt-get update -qq &&
+         DEBIAN_FRONTEND=noninteractive timeout 300 apt-get install -y -qq fuse3; }; then
+    echo "installing fuse3 with apt-get failed (see above)"
+    return 1
+  fi
 }

@@ -4,8 +4,10 @@
 # on the io_uring backend (with its data on disk, restarted between tests) and once where io_uring
 # is denied as Docker's default seccomp profile denies it (the no-io-uring helper), which must
 # fall back to the portable backend; the real service's recorded answers replayed against it
-# (tests/recorded); the Python SDK against three nodes behind HAProxy (tests/cluster); and the
-# container image under rootful podman (scripts/container-test.sh).
+# (tests/recorded); the Python SDK against three nodes behind HAProxy (tests/cluster); the
+# console in chromium and the dashboards against Prometheus (tests/observability); the
+# container image under rootful podman (scripts/container-test.sh); a soak; and power cuts on
+# the project's FUSE file system (scripts/powerloss.sh, tests/faultfs).
 #
 #   scripts/test.sh             everything
 #   scripts/test.sh --sdk-only  only the SDK suites and the recorded answers (still builds the
@@ -41,6 +43,14 @@ if ! $sdk_only; then
   cargo clippy --workspace --all-targets -- -D warnings
 
   section "cargo test"
+  # tests/faultfs mounts its FUSE file system (as does the power-loss test below): fusermount3
+  # from fuse3, installed here when missing if this runs as root; else those tests say SKIPPED.
+  source scripts/bench-lib.sh
+  if ! why=$(ensure_fuse3); then
+    echo "FUSE unavailable, tests/faultfs's mounts and the power-loss test will be SKIPPED: $why"
+  elif [[ -n $why ]]; then
+    echo "$why"
+  fi
   # The tests run binaries of other packages (the no-io-uring helper has no tests of its own,
   # so `cargo test` alone would not build it).
   cargo build --workspace --bins
@@ -139,6 +149,36 @@ if [[ -z "${AZQ_TARGET_URL:-}" ]]; then
   fi
 fi
 
+# The console in a real browser and the Grafana dashboard's queries against a real Prometheus
+# (tests/observability). They start their own servers, so they run only without
+# AZQ_TARGET_URL. chromium, chromium-driver and prometheus come from apt when missing and this
+# runs as root with apt-get; what cannot be installed is skipped with one line.
+if [[ -z "${AZQ_TARGET_URL:-}" ]]; then
+  section "console and dashboards (tests/observability: chromium, prometheus)"
+  wanted_packages=()
+  command -v chromium >/dev/null || wanted_packages+=(chromium)
+  command -v chromedriver >/dev/null || wanted_packages+=(chromium-driver)
+  command -v prometheus >/dev/null || wanted_packages+=(prometheus)
+  if (( ${#wanted_packages[@]} )); then
+    if [[ $(id -u) == 0 ]] && command -v apt-get >/dev/null; then
+      echo "installing ${wanted_packages[*]} from apt"
+      { DEBIAN_FRONTEND=noninteractive timeout 300 apt-get update -qq &&
+        DEBIAN_FRONTEND=noninteractive timeout 600 apt-get install -y -qq --no-install-recommends \
+          "${wanted_packages[@]}" >/dev/null; } ||
+        echo "installing ${wanted_packages[*]} with apt-get failed (see above)"
+    fi
+  fi
+  missing=()
+  for program in chromium chromedriver prometheus; do
+    command -v "$program" >/dev/null || missing+=("$program")
+  done
+  if (( ${#missing[@]} )); then
+    echo "SKIPPED what needs ${missing[*]}: not installed (needs root and apt-get to install)"
+  fi
+  # The tests skip themselves (one line each) when their program is missing.
+  timeout --kill-after=10 600 .venv/bin/python -m pytest -q -rs tests/observability
+fi
+
 # The container image with a real runtime (rootful podman): Azurite's commands, the Testcontainers
 # modules, limits, volumes (scripts/container-test.sh). It installs podman, runc and mmdebstrap
 # from apt when missing and possible, and skips with one line saying why where podman cannot
@@ -156,6 +196,12 @@ if ! $sdk_only; then
   # duplicated (scripts/soak.sh; run it with 600 for the full ten-minute soak).
   section "soak (60 s)"
   timeout --kill-after=10 300 scripts/soak.sh 60
+
+  # Power cuts on faultfs (tests/faultfs): 4 cycles of load, kill -9, cut and check per backend,
+  # and 2 of the --durability write control, which must show loss (scripts/powerloss.sh; run it
+  # with no argument for 200 cycles per backend).
+  section "power loss (scripts/powerloss.sh 4 2)"
+  timeout --kill-after=10 600 scripts/powerloss.sh 4 2
 fi
 
 # Nothing a test started may have written data where it ran.

@@ -29,7 +29,11 @@
 //!   configuration; the sessions run in `runtime::tls_stream`.
 //! - `limits`: every limit as a named constant (the ground floor: it imports nothing of the
 //!   crate); `error`: the `StorageError` → (status, code) mapping.
-//! - `settings`: one run's `Config` and the Azurite-compatible command line that builds it.
+//! - `settings`: one run's `Config` and the Azurite-compatible command line that builds it;
+//!   `init`: an `--init` file (JSON or YAML), checked and applied to the shards' states before
+//!   they serve; `client_env`: what `azq env` prints for a client of such a run.
+//! - `console/`: the web console's files (`/_azq/ui`), the JSON of `/_azq/inspect` and the
+//!   history behind `/_azq/stats`; pure, the runtime gathers what it shows.
 //! - `azurite`: Azurite's command line (program names, its flags, environment defaults) and its
 //!   start-up lines, around azq's own.
 //! - `cgroup`: the memory limit and CPU quota a container puts on the process (cgroup v1, v2),
@@ -47,10 +51,13 @@ pub mod api;
 pub mod auth;
 pub mod azurite;
 pub mod cgroup;
+pub mod client_env;
+pub mod console;
 pub mod discovery;
 pub mod error;
 pub mod governor;
 pub mod http;
+pub mod init;
 pub mod lifecycle;
 pub mod limits;
 pub mod operation;

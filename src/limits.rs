@@ -102,6 +102,22 @@ pub const FAULT_DELAY_MS_MAX: u64 = 60_000;
 pub const LATENCY_US_MAX: u64 = 60_000_000;
 /// Queues `/_azq/metrics` reports the depth of: the deepest ones.
 pub const METRICS_DEEPEST_QUEUES: usize = 10;
+/// Largest `--init` file, bytes: it is read whole and held while it is applied.
+pub const INIT_FILE_BYTES_MAX: usize = 16 << 20;
+/// Most messages an `--init` file puts (`count` repetitions included).
+pub const INIT_MESSAGES_MAX: u64 = 1_000_000;
+/// Messages one page of `/_azq/inspect/{account}/{queue}` lists at most (`limit`).
+pub const INSPECT_PAGE_MESSAGES_MAX: usize = 100;
+/// Bytes of message text one inspection page carries at most (one message always fits).
+pub const INSPECT_PAGE_TEXT_BYTES_MAX: usize = 1 << 20;
+/// Queues one page of `/_azq/inspect` lists at most (`limit`).
+pub const INSPECT_QUEUES_PAGE_MAX: usize = 1000;
+/// Messages one console "generate" action puts at most.
+pub const ADMIN_GENERATE_MESSAGES_MAX: u64 = 10_000;
+/// One-second samples the console's history keeps (ten minutes).
+pub const HISTORY_SECOND_SAMPLES: usize = 600;
+/// Ten-second samples the console's history keeps (one hour).
+pub const HISTORY_TEN_SECOND_SAMPLES: usize = 360;
 /// Time `azq healthcheck` waits to connect, send and hear back, ms each.
 pub const HEALTHCHECK_TIMEOUT_MS: u64 = 2_000;
 /// Time a stopping server waits for in-flight requests before it exits anyway, ms.

@@ -17,6 +17,7 @@ use azq::azurite::{self, Invocation};
 use azq::discovery;
 use azq::lifecycle::Lifecycle;
 use azq::limits::HEALTHCHECK_TIMEOUT_MS;
+use azq::queue::ShardState;
 use azq::runtime;
 use azq::settings::{parse_arguments, Config, Persistence};
 use azq::storage::files::{data_directory, lock_data_directory, StdFiles};
@@ -36,6 +37,19 @@ fn main() {
     let mut arguments = std::env::args();
     let program = arguments.next().unwrap_or_default();
     let mut arguments = arguments.peekable();
+    if arguments.peek().map(String::as_str) == Some("env") {
+        arguments.next();
+        match environment(&program, arguments) {
+            Ok(text) => {
+                print!("{text}");
+                std::process::exit(0);
+            }
+            Err(why) => {
+                eprintln!("azq env: {why}");
+                std::process::exit(2);
+            }
+        }
+    }
     if arguments.peek().map(String::as_str) == Some("healthcheck") {
         arguments.next();
         std::process::exit(match healthcheck(arguments) {
@@ -73,7 +87,12 @@ fn run(invocation: Invocation) -> Result<(), String> {
     let _ = runtime::raise_open_files_limit();
     let lifecycle = Arc::new(Lifecycle::new(azq::time::unix_ms()));
     runtime::handle_signals(lifecycle.clone())?;
-    let storage = open_storage(&config)?;
+    let mut storage = open_storage(&config)?;
+    let memory_states = match &config.init_path {
+        Some(path) => Some(apply_init(path, &config, &accounts, &mut storage)?),
+        None => None,
+    }
+    .flatten();
     let certificate = match &config.certificate {
         Some(source) => {
             let kept_in = match &config.persistence {
@@ -102,6 +121,7 @@ fn run(invocation: Invocation) -> Result<(), String> {
         accounts,
         lifecycle,
         storage.stores,
+        memory_states,
         https,
         &invocation.probes,
     )?;
@@ -165,6 +185,99 @@ fn run(invocation: Invocation) -> Result<(), String> {
         println!("{line}");
     }
     joined
+}
+
+/// Reads the `--init` file at `path` and applies it to every shard's state before any shard
+/// starts: the recovered states on disk, or new ones in memory (returned, for the runtime).
+fn apply_init(
+    path: &str,
+    config: &Config,
+    accounts: &Accounts,
+    storage: &mut Storage,
+) -> Result<Option<Vec<ShardState>>, String> {
+    let names = accounts.names();
+    let names: Vec<&str> = names.iter().map(String::as_str).collect();
+    let plan = azq::init::read(path, &names).map_err(|why| format!("--init {why}"))?;
+    let shards = config.cpus.len();
+    let now_ms = azq::time::unix_ms();
+    let per_shard_bytes_max = config.message_bytes_max / shards as u64;
+    let (applied, memory_states) = match &mut storage.stores {
+        Some(stores) => {
+            let mut states: Vec<&mut ShardState> =
+                stores.iter_mut().map(|start| &mut start.state).collect();
+            for state in states.iter_mut() {
+                state.set_message_bytes_max(per_shard_bytes_max);
+            }
+            (azq::init::apply(&plan, &mut states, now_ms), None)
+        }
+        None => {
+            let mut states: Vec<ShardState> = (0..shards)
+                .map(|index| {
+                    let mut state = ShardState::new(index, runtime::shard::shard_seed(index));
+                    state.set_message_bytes_max(per_shard_bytes_max);
+                    state
+                })
+                .collect();
+            let applied = azq::init::apply(&plan, &mut states, now_ms);
+            (applied, Some(states))
+        }
+    };
+    let applied = applied.map_err(|why| format!("--init {path}: {why}"))?;
+    if !config.silent {
+        println!("azq: --init {path}: {applied}");
+    }
+    Ok(memory_states)
+}
+
+/// `azq env`: the environment for a client of a server started as `program` with `arguments`
+/// (the environment's defaults applied as the server applies them).
+fn environment(program: &str, arguments: impl Iterator<Item = String>) -> Result<String, String> {
+    let mut shell = azq::client_env::Shell::Posix;
+    let mut account: Option<String> = None;
+    let mut server_arguments = Vec::new();
+    let mut arguments = arguments.peekable();
+    while let Some(argument) = arguments.next() {
+        let (flag, inline) = match argument.split_once('=') {
+            Some((flag, value)) if flag.starts_with("--") => {
+                (flag.to_string(), Some(value.to_string()))
+            }
+            _ => (argument.clone(), None),
+        };
+        match flag.as_str() {
+            "--format" | "--shell" => {
+                let value = inline.or_else(|| arguments.next()).unwrap_or_default();
+                shell = azq::client_env::Shell::parse(&value)
+                    .ok_or_else(|| format!("--format {value}: sh, powershell or dotenv"))?;
+            }
+            "--account" => account = inline.or_else(|| arguments.next()),
+            _ => server_arguments.push(argument),
+        }
+    }
+    let invocation = azurite::interpret(program, server_arguments, |variable| {
+        std::env::var(variable).ok()
+    })?;
+    let Some(config) = parse_arguments(invocation.arguments.into_iter())? else {
+        return Err("env takes server options, not help or version".to_string());
+    };
+    let accounts = match std::env::var("AZURITE_ACCOUNTS") {
+        Ok(value) if !value.trim().is_empty() => azq::auth::accounts::parse_env_value(&value)?,
+        _ => config.accounts.clone(),
+    };
+    let (name, keys) = match &account {
+        Some(wanted) => accounts
+            .iter()
+            .find(|(name, _)| name == wanted)
+            .ok_or_else(|| format!("no account {wanted}"))?,
+        None => accounts.first().ok_or("no account")?,
+    };
+    let endpoint = azq::client_env::Endpoint {
+        https: config.certificate.is_some(),
+        host: azq::client_env::client_host(&config.host.to_string()),
+        port: config.port,
+        account: name.clone(),
+        key: keys.first().cloned().unwrap_or_default(),
+    };
+    Ok(endpoint.render(shell))
 }
 
 /// The storage a server starts with.

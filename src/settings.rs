@@ -66,14 +66,27 @@ Usage: azq [options]
                              (default 1s; 1ms to 60s, e.g. 100ms for a stricter limit)
   --latency SPEC             service time added to every answer: 20ms, 5ms-50ms (uniform) or
                              p50=20ms,p99=200ms (log-normal)
-  --faults-api               answer POST/GET/DELETE /_azq/faults (fault injection rules)
+  --admin                    enable the admin endpoints: fault rules (/_azq/faults), reset
+                             (POST /_azq/reset) and the console's actions (send, receive,
+                             delete, clear, generate); without it they answer 403. No
+                             credentials: only where the port is yours
+  --faults-api               the same as --admin (its former name)
   --faults FILE              fault rules in force from the start (a JSON array)
   --seed N                   make every random choice (faults, latency) repeatable
+  --init FILE                queues (metadata, ACLs, messages) and CORS to start with, JSON or
+                             YAML; applied before /_azq/health answers 200. On a restart a
+                             queue that exists is left as it is (messages go only into queues
+                             this start creates); a bad file exits 2 with its line
   -L, --loose, --skipApiVersionCheck, --disableTelemetry, --blobKeepAliveTimeout N,
   --queueKeepAliveTimeout N, --tableKeepAliveTimeout N
                              accepted for compatibility (azq is always lenient about versions)
   -h, --help, help           this text
   -v, -V, --version, version the version
+
+Usage: azq env [--format sh|powershell|dotenv] [--account NAME] [server options]
+
+  Prints the environment a client needs for a server started with the same options
+  (AZURE_STORAGE_CONNECTION_STRING, _ACCOUNT, _KEY, _QUEUE_ENDPOINT): eval \"$(azq env)\".
 
 Usage: azq healthcheck [--queueHost HOST] [--queuePort PORT]
 
@@ -81,6 +94,8 @@ Usage: azq healthcheck [--queueHost HOST] [--queuePort PORT]
   serves), 1 otherwise. HTTP or HTTPS (any certificate), as it serves. The default is the
   queue address of the azq running beside it (its command line in /proc: a container's
   server), else 127.0.0.1:10001.
+
+Console: http://HOST:PORT/_azq/ui (read-only without --admin); inspection: /_azq/inspect.
 
 Environment: AZURITE_ACCOUNTS=\"acct1:key1[:key2];acct2:key\" replaces the development account;
 AZQ_QUEUE_HOST, AZQ_BLOB_HOST, AZQ_TABLE_HOST and AZQ_LOCATION give --queueHost, --blobHost,
@@ -141,6 +156,8 @@ pub struct Config {
     pub oauth: Option<OAuthLevel>,
     /// Rate limits, added latency, fault injection (`governor`).
     pub governor: GovernorConfig,
+    /// `--init FILE`: queues, settings and messages applied before the shards serve.
+    pub init_path: Option<String>,
 }
 
 /// Half of the memory this process may have, the smaller of the machine's and its cgroup's
@@ -187,6 +204,7 @@ impl Default for Config {
             certificate: None,
             oauth: None,
             governor: Default::default(),
+            init_path: None,
         }
     }
 }
@@ -289,6 +307,7 @@ pub fn parse_arguments(arguments: impl Iterator<Item = String>) -> Result<Option
                     .ok_or_else(|| "--durability must be fsync or write".to_string())?
             }
             "--truncateCorruptLog" => truncate_corrupt = true,
+            "--init" => config.init_path = Some(value(&flag)?),
             flag if crate::governor::FLAGS.contains(&flag) => {
                 config.governor.parse_flag(flag, || value(flag))?
             }
@@ -481,7 +500,7 @@ mod tests {
         .governor;
         assert_eq!(governed.queue_rate(), Some(10));
         assert_eq!(governed.account_rate(), Some(20_000));
-        assert!(governed.faults_api);
+        assert!(governed.admin);
         for command in ["help", "version", "-v", "-h"] {
             assert!(parse(&[command]).unwrap().is_none(), "{command}");
         }

@@ -3,10 +3,13 @@
 //! damage before the tail refuses to start, naming the file, unless `--truncateCorruptLog`; a
 //! change of `--shards` keeps every queue, message and pop receipt; TTLs and leases run on
 //! absolute time across a restart; restarts that pile up log segments end in a snapshot; a
-//! second server cannot open the same data; `--durability write` survives a crash of azq.
+//! second server cannot open the same data; `--durability write` survives a crash of azq; the
+//! io_uring backend runs on a file system (faultfs, `tests/faultfs`) that refuses direct I/O and
+//! fallocate, and keeps an acknowledged put through a power cut there.
 //!
-//! The simulated-disk tests (src/storage/tests.rs) cover power cuts and bit flips exhaustively;
-//! these drive the whole server over TCP.
+//! The simulated-disk tests (src/storage/tests.rs) cover power cuts and bit flips exhaustively,
+//! scripts/powerloss.sh cuts the power under load on faultfs; these drive the whole server over
+//! TCP.
 
 mod common;
 
@@ -652,4 +655,166 @@ fn pipelined_changes_are_answered_in_order_and_all_survive() {
     let expected: Vec<String> = (0..50).map(|n| format!("p{n}")).collect();
     assert_eq!(texts, expected);
     assert!(server.stop().success());
+}
+
+/// A relative `--location` on both backends: regression for the io_uring backend's directory
+/// sync, which glommio opens relative to descriptor -1 (EBADF for a relative path), so the
+/// first segment's rename stopped the shard.
+#[test]
+fn a_relative_location_is_written_and_recovered_on_both_backends() {
+    for backend in backends() {
+        let data = TempDir::new(&format!("relative-{backend}"));
+        let start_here = |port: u16| {
+            let mut command = std::process::Command::new(common::azq_binary());
+            command.current_dir(data.path());
+            Server::start_command(
+                command,
+                &[
+                    "--location",
+                    "data",
+                    "--queuePort",
+                    &port.to_string(),
+                    "--runtime",
+                    backend,
+                    "--shards",
+                    "1",
+                ],
+            )
+        };
+        let server = start_here(0);
+        create_queue(&server, "relative");
+        let (id, _) = put(&server, "relative", "kept");
+        let port = server.port;
+        server.kill();
+        let server = start_here(port);
+        assert!(
+            drain(&server, "relative").contains_key(&id),
+            "{backend}: {}",
+            server.stderr()
+        );
+        assert!(server.stop().success());
+        assert!(data.path().join("data").join("__azq__").is_dir());
+    }
+}
+
+/// faultfs (`tests/faultfs`) mounted at `base`/mount over `base`/store, its control socket
+/// beside them; unmounted when dropped.
+struct Faultfs {
+    process: std::process::Child,
+    base: PathBuf,
+}
+
+impl Faultfs {
+    /// Mounts with `flags`; `None` (after printing why) where FUSE is unavailable.
+    fn mount(base: &Path, flags: &[&str]) -> Option<Faultfs> {
+        let fusermount = std::env::var_os("PATH").is_some_and(|path| {
+            std::env::split_paths(&path).any(|directory| directory.join("fusermount3").exists())
+        });
+        if !fusermount || !Path::new("/dev/fuse").exists() {
+            eprintln!("SKIPPED: faultfs needs /dev/fuse and fusermount3 (apt-get install fuse3)");
+            return None;
+        }
+        for directory in ["store", "mount"] {
+            std::fs::create_dir_all(base.join(directory)).unwrap();
+        }
+        let mut process = std::process::Command::new(common::workspace_binary("faultfs"))
+            .arg("mount")
+            .args(flags)
+            .args([base.join("store"), base.join("mount"), base.join("control")])
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        let stdout = process.stdout.take().unwrap();
+        std::io::BufRead::read_line(&mut BufReader::new(stdout), &mut line).unwrap();
+        assert!(line.contains("mounted at"), "faultfs: {line:?}");
+        Some(Faultfs {
+            process,
+            base: base.to_path_buf(),
+        })
+    }
+
+    /// A control command's answer.
+    fn control(&self, command: &str) -> String {
+        let socket = self.base.join("control");
+        let mut connection = std::os::unix::net::UnixStream::connect(socket).unwrap();
+        connection
+            .write_all(format!("{command}\n").as_bytes())
+            .unwrap();
+        let mut answer = String::new();
+        std::io::Read::read_to_string(&mut connection, &mut answer).unwrap();
+        assert!(!answer.starts_with("error"), "{command}: {answer}");
+        answer
+    }
+
+    /// Sends `command` (a cut, or unmount), after which faultfs unmounts and ends.
+    fn end(mut self, command: &str) {
+        self.control(command);
+        assert!(self.process.wait().unwrap().success());
+    }
+}
+
+impl Drop for Faultfs {
+    fn drop(&mut self) {
+        if self.process.try_wait().ok().flatten().is_none() {
+            let _ = std::process::Command::new("fusermount3")
+                .args(["-u", "-z"])
+                .arg(self.base.join("mount"))
+                .status();
+            let _ = self.process.kill();
+            let _ = self.process.wait();
+        }
+    }
+}
+
+/// Found with faultfs: the kernel lets any FUSE file take O_DIRECT by fcntl, as glommio sets
+/// it, without asking the server, so on a FUSE file system that cannot do direct I/O the open
+/// succeeded and the first direct write failed with EINVAL, which stopped the io_uring backend.
+/// It now falls back to buffered files there (and does without fallocate), and a power cut
+/// right after an acknowledged put keeps the put.
+#[test]
+fn io_uring_runs_where_direct_io_and_fallocate_are_refused() {
+    if !backends().contains(&"io_uring") {
+        eprintln!("SKIPPED: io_uring is unavailable here");
+        return;
+    }
+    let base = TempDir::new("refusing-file-system");
+    let flags = ["--decline-direct", "--decline-fallocate"];
+    let Some(faultfs) = Faultfs::mount(base.path(), &flags) else {
+        return;
+    };
+    let location = base.path().join("mount");
+    let location = location.to_str().unwrap();
+    let arguments = [
+        "--location",
+        location,
+        "--runtime",
+        "io_uring",
+        "--shards",
+        "1",
+        "--queuePort",
+        "0",
+    ];
+    let server = Server::start(&arguments);
+    create_queue(&server, "refused");
+    let (id, _) = put(&server, "refused", "kept");
+    let stderr = server.kill();
+    let status = faultfs.control("status");
+    assert!(
+        status.contains("\"writes_direct\":0,"),
+        "{status}\n{stderr}"
+    );
+    assert!(!status.contains("\"direct_declined\":0,"), "{status}");
+    assert!(!status.contains("\"fallocates_declined\":0,"), "{status}");
+    faultfs.end("cut drop");
+
+    let faultfs = Faultfs::mount(base.path(), &flags).unwrap();
+    let server = Server::start(&arguments);
+    assert!(
+        drain(&server, "refused").contains_key(&id),
+        "{}",
+        server.stderr()
+    );
+    assert!(server.stop().success());
+    faultfs.end("unmount");
 }

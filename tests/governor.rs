@@ -369,12 +369,14 @@ fn bad_rules_are_refused_and_the_api_is_off_by_default() {
         "{\"rules\":[]}"
     );
 
+    // Without --admin (or its alias --faults-api) the rules answer 403 with the reason.
     let off = Server::start(&[]);
     for method in ["GET", "POST", "DELETE"] {
         let answer = admin(&off, method, "/_azq/faults", "{}");
-        assert_status(&answer, 400, Some("InvalidUri"));
+        assert_eq!(answer.status, 403, "{method}");
+        assert!(answer.text().contains("--admin"), "{method}");
     }
-    assert_eq!(admin(&off, "GET", "/_azq/faults/1", "").status, 400);
+    assert_eq!(admin(&off, "GET", "/_azq/faults/1", "").status, 403);
 }
 
 #[test]
@@ -402,8 +404,8 @@ fn rules_from_a_file_are_in_force_from_the_start() {
             200,
             None,
         );
-        // Without --faults-api the rules cannot be changed.
-        assert_eq!(admin(&server, "GET", "/_azq/faults", "").status, 400);
+        // Without --admin the rules cannot be changed.
+        assert_eq!(admin(&server, "GET", "/_azq/faults", "").status, 403);
         let text = metrics(&server);
         assert_eq!(
             sample(&text, "azq_faults_fired_total{action=\"InternalError\"}"),
@@ -482,14 +484,16 @@ fn metrics_move_with_traffic() {
         assert_eq!(
             sample(
                 &text,
-                "azq_requests_total{operation=\"PutMessage\",status=\"201\"}"
+                "azq_requests_total{operation=\"PutMessage\",status=\"201\",\
+                 response_type=\"Success\"}"
             ),
             6
         );
         assert_eq!(
             sample(
                 &text,
-                "azq_requests_total{operation=\"GetQueueMetadata\",status=\"404\"}"
+                "azq_requests_total{operation=\"GetQueueMetadata\",status=\"404\",\
+                 response_type=\"ClientOtherError\"}"
             ),
             1
         );

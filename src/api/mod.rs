@@ -53,7 +53,9 @@ pub use cors::CorsHeaders;
 pub use probe::Surface;
 pub use router::Route;
 pub use service::{Health, Service};
-pub use step::{AdminAnswer, AdminStep, ListingEcho, Outcome, Plan, ResponsePlan, Step};
+pub use step::{
+    AdminAnswer, AdminStep, ConsoleAction, ListingEcho, Outcome, Plan, ResponsePlan, Step,
+};
 
 impl Service {
     /// The plan of a request that arrived on `surface`'s port: the queue API, or the blob and
@@ -77,7 +79,7 @@ impl Service {
     /// copy of the replicated settings.
     pub fn plan(&self, request: &Request, now_ms: u64, peer: IpAddr, replicas: &Replicas) -> Plan {
         if request.path().starts_with(ops::admin::ADMIN_PATH_PREFIX) {
-            return ops::admin::plan(request, self.faults_api);
+            return ops::admin::plan(request, self);
         }
         let Some(query) = Query::parse(request.query()) else {
             return plan::fail(None, StorageError::InvalidQueryParameterValue);

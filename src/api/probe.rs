@@ -147,11 +147,13 @@ impl Service {
                 status: 200,
                 content_type: "application/xml",
                 body: self.empty_container_list(request, &query, &target),
+                headers: Vec::new(),
             },
             Probe::GetBlobServiceProperties => AdminAnswer {
                 status: 200,
                 content_type: "application/xml",
                 body: BLOB_SERVICE_PROPERTIES.to_string(),
+                headers: Vec::new(),
             },
             Probe::QueryTables => self.empty_table_list(request, &target),
         };
@@ -227,6 +229,7 @@ impl Service {
                 "application/json;odata=minimalmetadata;streaming=true;charset=utf-8"
             },
             body,
+            headers: Vec::new(),
         }
     }
 }

@@ -33,8 +33,9 @@ pub struct Service {
     pub(super) secure_transport: bool,
     /// The server's certificate chain in PEM, served at `GET /_azq/cert.pem` (HTTPS only).
     pub(super) certificate_pem: Option<Arc<str>>,
-    /// `--faults-api`: `/_azq/faults` answers (else it is an unknown path).
-    pub(super) faults_api: bool,
+    /// `--admin` (or `--faults-api`): `/_azq/faults`, `/_azq/reset` and the console's actions
+    /// answer (else 403 with the reason).
+    pub(super) admin: bool,
 }
 
 impl Service {
@@ -55,7 +56,7 @@ impl Service {
             health,
             secure_transport: false,
             certificate_pem: None,
-            faults_api: false,
+            admin: false,
         }
     }
 
@@ -71,10 +72,20 @@ impl Service {
         self
     }
 
-    /// The same service with `/_azq/faults` answering when `faults_api` (`--faults-api`).
-    pub fn with_faults_api(mut self, faults_api: bool) -> Self {
-        self.faults_api = faults_api;
+    /// The same service with the admin endpoints answering when `admin` (`--admin`).
+    pub fn with_admin(mut self, admin: bool) -> Self {
+        self.admin = admin;
         self
+    }
+
+    /// Whether the admin endpoints answer (`--admin`).
+    pub fn admin(&self) -> bool {
+        self.admin
+    }
+
+    /// The server's accounts, by name.
+    pub fn account_names(&self) -> Vec<String> {
+        self.authenticator.borrow().accounts().names()
     }
 
     /// Whether `name` is one of the accounts this service serves.

@@ -7,7 +7,7 @@ use crate::auth::AuthFailure;
 use crate::error::StorageError;
 use crate::governor::faults::Rule;
 use crate::operation::Operation;
-use crate::queue::{Command, Reply};
+use crate::queue::{Command, MessageId, QueueKey, Reply};
 
 use super::cors::CorsHeaders;
 
@@ -53,6 +53,75 @@ pub enum AdminStep {
     AddRule(Box<Rule>),
     /// Remove this rule, or every rule, on every shard.
     RemoveRules(Option<String>),
+    /// `GET /_azq/inspect`: the queues with their counts, from every shard, in order.
+    InspectQueues {
+        /// Only this account's, when given.
+        account: Option<String>,
+        /// Only queues after this one (the previous page's `next`).
+        after: Option<QueueKey>,
+        /// At most this many, up to `INSPECT_QUEUES_PAGE_MAX`.
+        limit: usize,
+    },
+    /// `GET /_azq/inspect/{account}/{queue}`: a page of one queue's messages, from its owner.
+    InspectQueue {
+        /// The queue.
+        queue: QueueKey,
+        /// Messages to skip.
+        offset: u64,
+        /// At most this many, up to `INSPECT_PAGE_MESSAGES_MAX`.
+        limit: usize,
+    },
+    /// `GET /_azq/stats`: the console's history.
+    Stats {
+        /// The last this many seconds (60, 600, 3600).
+        range_s: u64,
+        /// Only points after this time, ms.
+        since_ms: u64,
+    },
+    /// `POST /_azq/reset` (admin): delete queues, with their messages and ACLs, on every
+    /// shard; with no glob, also the accounts' service properties.
+    Reset {
+        /// Only this account, when given.
+        account: Option<String>,
+        /// Only queues whose names match this glob, when given.
+        glob: Option<String>,
+    },
+    /// `/_azq/admin/{account}/{queue}…` (admin): one of the console's actions.
+    Console {
+        /// The queue acted on.
+        queue: QueueKey,
+        /// What to do.
+        action: ConsoleAction,
+    },
+}
+
+/// What the console asks of a queue (with `--admin`).
+#[derive(Debug)]
+pub enum ConsoleAction {
+    /// Create the queue (no metadata).
+    Create,
+    /// Put `count` messages with this text (the console's Send and Generate).
+    Send {
+        /// The text, stored as given.
+        text: bytes::Bytes,
+        /// Seconds before they become visible.
+        visibility_delay_s: u64,
+        /// Seconds they live; `None`: forever.
+        ttl_s: Option<u64>,
+        /// How many, up to `ADMIN_GENERATE_MESSAGES_MAX`.
+        count: u64,
+    },
+    /// Get Messages, as a consumer would (the dequeue counts rise).
+    Receive {
+        /// 1 to 32.
+        count: u32,
+        /// Seconds the received messages stay leased.
+        visibility_timeout_s: u64,
+    },
+    /// Delete one message whatever its lease.
+    Delete(MessageId),
+    /// Clear Messages.
+    Clear,
 }
 
 /// An azq endpoint's answer: a status and a body that is not Azure's XML.
@@ -64,6 +133,8 @@ pub struct AdminAnswer {
     pub content_type: &'static str,
     /// The body.
     pub body: String,
+    /// Further headers (the console's Content-Security-Policy).
+    pub headers: Vec<(&'static str, &'static str)>,
 }
 
 impl AdminAnswer {
@@ -73,6 +144,7 @@ impl AdminAnswer {
             status,
             content_type: "application/json",
             body,
+            headers: Vec::new(),
         }
     }
 
@@ -88,6 +160,7 @@ impl AdminAnswer {
             status: 200,
             content_type: "text/plain; version=0.0.4; charset=utf-8",
             body,
+            headers: Vec::new(),
         }
     }
 }

@@ -26,18 +26,29 @@ pub fn queue_name(name: &str) -> Result<(), StorageError> {
     Ok(())
 }
 
-/// The `x-ms-meta-*` headers of a request as metadata, validated: names are C# identifiers
-/// (ASCII), unique when compared case-insensitively, and names plus values total at most
-/// `METADATA_BYTES_MAX`. The bare `x-ms-meta` header some SDKs send is not metadata.
+/// The `x-ms-meta-*` headers of a request as metadata, validated (`metadata_pairs`). The bare
+/// `x-ms-meta` header some SDKs send is not metadata.
 pub fn metadata(request: &Request) -> Result<Metadata, StorageError> {
     const PREFIX: &[u8] = b"x-ms-meta-";
+    metadata_pairs(
+        request
+            .headers()
+            .filter(|(name, _)| {
+                name.len() >= PREFIX.len() && name[..PREFIX.len()].eq_ignore_ascii_case(PREFIX)
+            })
+            .map(|(name, value)| (&name[PREFIX.len()..], value)),
+    )
+}
+
+/// Metadata from `(name, value)` pairs (header names without `x-ms-meta-`, or an `--init`
+/// file's), validated: names are C# identifiers (ASCII), unique when compared
+/// case-insensitively, and names plus values total at most `METADATA_BYTES_MAX`.
+pub fn metadata_pairs<'a>(
+    pairs: impl Iterator<Item = (&'a [u8], &'a [u8])>,
+) -> Result<Metadata, StorageError> {
     let mut metadata = Metadata::new();
     let mut total_bytes = 0usize;
-    for (name, value) in request.headers() {
-        if name.len() < PREFIX.len() || !name[..PREFIX.len()].eq_ignore_ascii_case(PREFIX) {
-            continue;
-        }
-        let key = &name[PREFIX.len()..];
+    for (key, value) in pairs {
         if key.is_empty() {
             return Err(StorageError::EmptyMetadataKey);
         }

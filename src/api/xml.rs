@@ -155,7 +155,7 @@ pub fn message_text(body: &[u8]) -> Result<Bytes, StorageError> {
 /// response that carries it unreadable to the client's XML parser. Such characters are rare, so a
 /// branch-free pass that the compiler vectorises looks for any byte below 0x20 or any 0xEF (the
 /// lead byte of U+F000..U+FFFF) first, and only a hit pays for the exact check.
-pub(super) fn has_non_xml_char(text: &[u8]) -> bool {
+pub fn has_non_xml_char(text: &[u8]) -> bool {
     let suspect = text
         .iter()
         .fold(false, |found, &byte| found | (byte < 0x20) | (byte == 0xEF));

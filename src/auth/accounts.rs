@@ -161,6 +161,14 @@ impl Accounts {
         Accounts::new(&parse_env_value(value)?)
     }
 
+    /// Every account's name, in the order given.
+    pub fn names(&self) -> Vec<String> {
+        self.accounts
+            .iter()
+            .map(|account| account.name().to_string())
+            .collect()
+    }
+
     /// The account named `name` (exact, case-sensitive: account names are lowercase).
     pub fn get(&self, name: &str) -> Option<&Account> {
         self.accounts.iter().find(|account| account.name == name)

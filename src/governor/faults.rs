@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 use crate::error::StorageError;
 use crate::limits::{FAULT_DELAY_MS_MAX, FAULT_RULES_MAX, FAULT_RULE_TEXT_BYTES_MAX};
 use crate::operation::Operation;
+use crate::queue::key::glob;
 use crate::random::SplitMix64;
 
 /// A rule as clients write it (`POST /_azq/faults`, `--faults FILE`); omitted matchers match
@@ -224,30 +225,6 @@ impl Rule {
     }
 }
 
-/// Whether `text` matches `pattern`, where `*` is any run of characters and `?` one character.
-/// Iterative with one backtrack point, so linear-ish and never recursive.
-pub fn glob(pattern: &str, text: &str) -> bool {
-    let (pattern, text) = (pattern.as_bytes(), text.as_bytes());
-    let (mut p, mut t) = (0, 0);
-    let mut star: Option<(usize, usize)> = None;
-    while t < text.len() {
-        if p < pattern.len() && (pattern[p] == b'?' || pattern[p] == text[t]) {
-            p += 1;
-            t += 1;
-        } else if p < pattern.len() && pattern[p] == b'*' {
-            star = Some((p, t));
-            p += 1;
-        } else if let Some((star_p, star_t)) = star {
-            p = star_p + 1;
-            t = star_t + 1;
-            star = Some((star_p, star_t + 1));
-        } else {
-            return false;
-        }
-    }
-    pattern[p..].iter().all(|&byte| byte == b'*')
-}
-
 /// One shard's rules; on shard 0 also how often each fired and the generator that decides.
 #[derive(Debug)]
 pub struct Faults {
@@ -450,26 +427,6 @@ mod tests {
         for (json, expected) in cases {
             let error = rule(json).unwrap_err();
             assert!(error.contains(expected), "{json}: {error}");
-        }
-    }
-
-    #[test]
-    fn glob_table() {
-        let cases = [
-            ("*", "", true),
-            ("orders-*", "orders-1", true),
-            ("orders-*", "orders-", true),
-            ("orders-*", "order-1", false),
-            ("*-dlq", "a-b-dlq", true),
-            ("a?c", "abc", true),
-            ("a?c", "ac", false),
-            ("a*b*c", "axxbyyc", true),
-            ("a*b*c", "axxbyy", false),
-            ("exact", "exact", true),
-            ("exact", "exactly", false),
-        ];
-        for (pattern, text, expected) in cases {
-            assert_eq!(glob(pattern, text), expected, "{pattern} {text}");
         }
     }
 

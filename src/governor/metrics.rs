@@ -1,29 +1,34 @@
 //! What `GET /_azq/metrics` reports, in Prometheus' text format (version 0.0.4).
 //!
 //! Each shard counts its own requests in plain `Cell`s (no atomics, nothing shared): requests by
-//! operation and status, request latency by operation (a histogram of power-of-two buckets),
-//! throttled requests by scope and injected faults by action. A scrape asks every shard over the
-//! mesh for a `Snapshot` (these counters plus its connections, mesh traffic, queues, messages and
-//! its deepest queues) and `render` merges them. Series are bounded: 19 operations × 15 statuses
-//! of requests (only those seen), 19 × 18 histogram lines (only operations seen), a few per
-//! shard, and `METRICS_DEEPEST_QUEUES` queue depths.
+//! operation and status (rendered with Azure's `ResponseType` beside the status), request
+//! latency by operation (histograms of power-of-two buckets: every answer's server time, then
+//! successful answers' server time and end-to-end time, Azure's `SuccessServerLatency` and
+//! `SuccessE2ELatency`), throttled requests by scope and injected faults by action. A scrape
+//! asks every shard over the mesh for a `Snapshot` (these counters plus its connections, mesh
+//! traffic, queues, messages, message events, its log's flushes and its deepest queues) and
+//! `render` merges them. Series are bounded: 20 operation slots × 16 statuses of requests (only
+//! those seen), 3 × 20 × 19 histogram lines (only operations seen), seven message events, the
+//! log's four, a few per shard, and `METRICS_DEEPEST_QUEUES` queue depths.
 
 use std::cell::Cell;
 use std::fmt::Write;
 
+use crate::console::history::ACTIVITY_NAMES;
 use crate::limits::METRICS_DEEPEST_QUEUES;
 use crate::operation::Operation;
+use crate::queue::Activity;
+use crate::storage::log::FlushStats;
+use crate::time::{latency_bucket, LATENCY_BUCKETS};
 
 /// The statuses counted by their own label; anything else is `other`.
-const STATUSES: [u16; 14] = [
-    200, 201, 204, 206, 304, 400, 403, 404, 405, 409, 413, 431, 500, 503,
+const STATUSES: [u16; 15] = [
+    200, 201, 204, 206, 304, 400, 401, 403, 404, 405, 409, 413, 431, 500, 503,
 ];
 /// `STATUSES` and `other`.
 const STATUS_SLOTS: usize = STATUSES.len() + 1;
 /// `Operation::ALL` and requests that were never routed to an operation (`none`).
 const OPERATION_SLOTS: usize = Operation::ALL.len() + 1;
-/// Latency buckets: `le` = 32 µs × 2^k for k in 0..16 (32 µs to about 1 s), then +Inf.
-const LATENCY_BUCKETS: usize = 17;
 /// Labels of the faults-fired counter, in slot order.
 const FAULT_ACTIONS: [&str; 5] = [
     "ServerBusy",
@@ -50,6 +55,12 @@ pub struct ShardMetrics {
     requests: Box<[Cell<u64>]>,
     latency_buckets: Box<[Cell<u64>]>,
     latency_sum_us: Box<[Cell<u64>]>,
+    /// The same for successful answers (below 400) only: Azure's SuccessServerLatency.
+    success_buckets: Box<[Cell<u64>]>,
+    success_sum_us: Box<[Cell<u64>]>,
+    /// Successful answers from arrival to written (the log's wait included): SuccessE2ELatency.
+    e2e_buckets: Box<[Cell<u64>]>,
+    e2e_sum_us: Box<[Cell<u64>]>,
     throttled: [Cell<u64>; 2],
     faults_fired: [Cell<u64>; 5],
     /// Open connections on this shard.
@@ -63,6 +74,10 @@ impl Default for ShardMetrics {
             requests: cells(OPERATION_SLOTS * STATUS_SLOTS),
             latency_buckets: cells(OPERATION_SLOTS * LATENCY_BUCKETS),
             latency_sum_us: cells(OPERATION_SLOTS),
+            success_buckets: cells(OPERATION_SLOTS * LATENCY_BUCKETS),
+            success_sum_us: cells(OPERATION_SLOTS),
+            e2e_buckets: cells(OPERATION_SLOTS * LATENCY_BUCKETS),
+            e2e_sum_us: cells(OPERATION_SLOTS),
             throttled: Default::default(),
             faults_fired: Default::default(),
             connections: Cell::new(0),
@@ -74,29 +89,51 @@ fn bump(cell: &Cell<u64>, by: u64) {
     cell.set(cell.get().wrapping_add(by));
 }
 
-/// The latency bucket of a request that took `us` µs.
-fn latency_bucket(us: u64) -> usize {
-    if us <= 32 {
-        0
-    } else {
-        ((64 - ((us - 1) >> 5).leading_zeros()) as usize).min(LATENCY_BUCKETS - 1)
+/// The operation's counter slot (`none`: never routed).
+pub fn operation_slot(operation: Option<Operation>) -> usize {
+    operation.map_or(Operation::ALL.len(), Operation::index)
+}
+
+/// Azure's `ResponseType` of an answer with the status of slot `status` (derived from the
+/// status alone: a 500 is `ServerOtherError` whether or not it was a timeout).
+fn response_type(status: Option<u16>) -> &'static str {
+    match status {
+        Some(200..=399) => "Success",
+        Some(503) => "ServerBusyError",
+        Some(500..=599) => "ServerOtherError",
+        Some(401) => "AuthenticationError",
+        Some(403) => "AuthorizationError",
+        Some(400..=499) => "ClientOtherError",
+        _ => "Other",
     }
 }
 
 impl ShardMetrics {
     /// Counts one answered request.
     pub fn request(&self, operation: Option<Operation>, status: u16, latency_us: u64) {
-        let operation = operation.map_or(Operation::ALL.len(), Operation::index);
-        let status = STATUSES
+        let operation = operation_slot(operation);
+        let slot = STATUSES
             .iter()
             .position(|&known| known == status)
             .unwrap_or(STATUSES.len());
-        bump(&self.requests[operation * STATUS_SLOTS + status], 1);
+        bump(&self.requests[operation * STATUS_SLOTS + slot], 1);
+        let bucket = operation * LATENCY_BUCKETS + latency_bucket(latency_us);
+        bump(&self.latency_buckets[bucket], 1);
+        bump(&self.latency_sum_us[operation], latency_us);
+        if status < 400 {
+            bump(&self.success_buckets[bucket], 1);
+            bump(&self.success_sum_us[operation], latency_us);
+        }
+    }
+
+    /// Counts one successful answer of operation slot `operation` (`operation_slot`) written
+    /// `latency_us` after its request arrived.
+    pub fn end_to_end(&self, operation: usize, latency_us: u64) {
         bump(
-            &self.latency_buckets[operation * LATENCY_BUCKETS + latency_bucket(latency_us)],
+            &self.e2e_buckets[operation * LATENCY_BUCKETS + latency_bucket(latency_us)],
             1,
         );
-        bump(&self.latency_sum_us[operation], latency_us);
+        bump(&self.e2e_sum_us[operation], latency_us);
     }
 
     /// Counts one throttled request.
@@ -118,6 +155,10 @@ impl ShardMetrics {
             requests: read(&self.requests),
             latency_buckets: read(&self.latency_buckets),
             latency_sum_us: read(&self.latency_sum_us),
+            success_buckets: read(&self.success_buckets),
+            success_sum_us: read(&self.success_sum_us),
+            e2e_buckets: read(&self.e2e_buckets),
+            e2e_sum_us: read(&self.e2e_sum_us),
             throttled: read(&self.throttled),
             faults_fired: read(&self.faults_fired),
             connections: self.connections.get() as u64,
@@ -131,9 +172,51 @@ pub struct Counters {
     requests: Vec<u64>,
     latency_buckets: Vec<u64>,
     latency_sum_us: Vec<u64>,
+    success_buckets: Vec<u64>,
+    success_sum_us: Vec<u64>,
+    e2e_buckets: Vec<u64>,
+    e2e_sum_us: Vec<u64>,
     throttled: Vec<u64>,
     faults_fired: Vec<u64>,
     connections: u64,
+}
+
+impl Counters {
+    /// Requests answered per operation slot, and of those the ones answered 400 or above.
+    pub fn requests_and_errors(&self) -> (Vec<u64>, Vec<u64>) {
+        let mut requests = vec![0; OPERATION_SLOTS];
+        let mut errors = vec![0; OPERATION_SLOTS];
+        for (index, &count) in self.requests.iter().enumerate() {
+            let (operation, slot) = (index / STATUS_SLOTS, index % STATUS_SLOTS);
+            requests[operation] += count;
+            if STATUSES.get(slot).is_none_or(|&status| status >= 400) {
+                errors[operation] += count;
+            }
+        }
+        (requests, errors)
+    }
+
+    /// Every answer's latency histogram, `LATENCY_BUCKETS` per operation slot.
+    pub fn latency_buckets(&self) -> &[u64] {
+        &self.latency_buckets
+    }
+
+    /// Requests throttled, any scope, and faults injected, any action.
+    pub fn throttled_and_faults(&self) -> (u64, u64) {
+        (self.throttled.iter().sum(), self.faults_fired.iter().sum())
+    }
+
+    /// Open connections.
+    pub fn connections(&self) -> u64 {
+        self.connections
+    }
+}
+
+/// The names of the operation slots, as the console's history names them.
+pub fn operation_names() -> Vec<&'static str> {
+    (0..OPERATION_SLOTS)
+        .map(|slot| Operation::ALL.get(slot).map_or("none", |op| op.name()))
+        .collect()
 }
 
 /// Everything one shard reports to a scrape.
@@ -158,6 +241,10 @@ pub struct Snapshot {
     pub deepest: Vec<(String, String, u64)>,
     /// Fault rules it holds.
     pub fault_rules: u64,
+    /// What clients did with its queues since it started.
+    pub activity: Activity,
+    /// What its log wrote, when it keeps its data on disk.
+    pub wal: Option<FlushStats>,
 }
 
 /// Server-wide settings shown as gauges.
@@ -176,6 +263,43 @@ type PerShardSeries = (
     &'static str,
     fn(&Snapshot) -> u64,
 );
+
+/// A histogram series: name, help, and its buckets and sums in the counters.
+type HistogramSeries = (
+    &'static str,
+    &'static str,
+    fn(&Counters) -> &Vec<u64>,
+    fn(&Counters) -> &Vec<u64>,
+);
+
+/// Writes one histogram's buckets (cumulative, `le` in seconds), sum and count, labelled
+/// `labels` (each followed by a comma); nothing for an operation never counted, a `labels`
+/// that is not empty, and no count.
+fn histogram(out: &mut String, metric: &str, labels: &str, counts: &[u64], sum_us: u64) {
+    let total: u64 = counts.iter().sum();
+    if total == 0 && !labels.is_empty() {
+        return;
+    }
+    let mut cumulative = 0;
+    for (bucket, count) in counts.iter().enumerate() {
+        cumulative += count;
+        let le = if bucket + 1 == LATENCY_BUCKETS {
+            "+Inf".to_string()
+        } else {
+            format!("{}", (32u64 << bucket) as f64 / 1e6)
+        };
+        let _ = writeln!(out, "{metric}_bucket{{{labels}le=\"{le}\"}} {cumulative}");
+    }
+    let labels = labels.trim_end_matches(',');
+    let labels = if labels.is_empty() {
+        String::new()
+    } else {
+        format!("{{{labels}}}")
+    };
+    let sum_s = sum_us as f64 / 1e6;
+    let _ = writeln!(out, "{metric}_sum{labels} {sum_s}");
+    let _ = writeln!(out, "{metric}_count{labels} {total}");
+}
 
 /// Escapes a label value (`\`, `"` and newlines).
 fn label(value: &str) -> String {
@@ -196,65 +320,65 @@ pub fn render(snapshots: &[Snapshot], settings: Settings) -> String {
     };
     let operation_name = |slot: usize| Operation::ALL.get(slot).map_or("none", |op| op.name());
 
-    out.push_str("# HELP azq_requests_total Requests answered, by REST operation and status.\n");
+    out.push_str(
+        "# HELP azq_requests_total Requests answered, by REST operation (Azure's ApiName), \
+         status and Azure's ResponseType (derived from the status).\n",
+    );
     out.push_str("# TYPE azq_requests_total counter\n");
     for operation in 0..OPERATION_SLOTS {
         for status in 0..STATUS_SLOTS {
             let count = sum(&|c| &c.requests, operation * STATUS_SLOTS + status);
             if count > 0 {
-                let status = STATUSES
-                    .get(status)
-                    .map_or("other".to_string(), u16::to_string);
+                let known = STATUSES.get(status).copied();
+                let status = known.map_or("other".to_string(), |status| status.to_string());
                 let _ = writeln!(
                     out,
-                    "azq_requests_total{{operation=\"{}\",status=\"{status}\"}} {count}",
-                    operation_name(operation)
+                    "azq_requests_total{{operation=\"{}\",status=\"{status}\",\
+                     response_type=\"{}\"}} {count}",
+                    operation_name(operation),
+                    response_type(known)
                 );
             }
         }
     }
 
-    out.push_str(
-        "# HELP azq_request_duration_seconds Time from a request's arrival to its answer \
-         being encoded, by operation.\n",
-    );
-    out.push_str("# TYPE azq_request_duration_seconds histogram\n");
-    for operation in 0..OPERATION_SLOTS {
-        let counts: Vec<u64> = (0..LATENCY_BUCKETS)
-            .map(|bucket| {
-                sum(
-                    &|c| &c.latency_buckets,
-                    operation * LATENCY_BUCKETS + bucket,
-                )
-            })
-            .collect();
-        let total: u64 = counts.iter().sum();
-        if total == 0 {
-            continue;
-        }
-        let name = operation_name(operation);
-        let mut cumulative = 0;
-        for (bucket, count) in counts.iter().enumerate() {
-            cumulative += count;
-            let le = if bucket + 1 == LATENCY_BUCKETS {
-                "+Inf".to_string()
-            } else {
-                format!("{}", (32u64 << bucket) as f64 / 1e6)
-            };
-            let _ = writeln!(
-                out,
-                "azq_request_duration_seconds_bucket{{operation=\"{name}\",le=\"{le}\"}} {cumulative}"
+    let histograms: [HistogramSeries; 3] = [
+        (
+            "azq_request_duration_seconds",
+            "Time from a request's arrival to its answer being encoded, every answer",
+            |c| &c.latency_buckets,
+            |c| &c.latency_sum_us,
+        ),
+        (
+            "azq_success_server_latency_seconds",
+            "Azure's SuccessServerLatency: arrival to answer encoded, successful answers",
+            |c| &c.success_buckets,
+            |c| &c.success_sum_us,
+        ),
+        (
+            "azq_success_e2e_latency_seconds",
+            "Azure's SuccessE2ELatency: arrival to answer written, the wait for the log \
+             included, successful answers",
+            |c| &c.e2e_buckets,
+            |c| &c.e2e_sum_us,
+        ),
+    ];
+    for (metric, help, buckets, sums) in histograms {
+        let _ = writeln!(out, "# HELP {metric} {help}, by operation.");
+        let _ = writeln!(out, "# TYPE {metric} histogram");
+        for operation in 0..OPERATION_SLOTS {
+            let counts: Vec<u64> = (0..LATENCY_BUCKETS)
+                .map(|bucket| sum(&buckets, operation * LATENCY_BUCKETS + bucket))
+                .collect();
+            let sum_us = sum(&sums, operation);
+            histogram(
+                &mut out,
+                metric,
+                &format!("operation=\"{}\",", operation_name(operation)),
+                &counts,
+                sum_us,
             );
         }
-        let sum_s = sum(&|c| &c.latency_sum_us, operation) as f64 / 1e6;
-        let _ = writeln!(
-            out,
-            "azq_request_duration_seconds_sum{{operation=\"{name}\"}} {sum_s}"
-        );
-        let _ = writeln!(
-            out,
-            "azq_request_duration_seconds_count{{operation=\"{name}\"}} {total}"
-        );
     }
 
     out.push_str(
@@ -293,6 +417,56 @@ pub fn render(snapshots: &[Snapshot], settings: Settings) -> String {
     out.push_str("# HELP azq_fault_rules Fault injection rules in force.\n");
     out.push_str("# TYPE azq_fault_rules gauge\n");
     let _ = writeln!(out, "azq_fault_rules {fault_rules}");
+
+    out.push_str(
+        "# HELP azq_message_events_total What clients did with messages: puts, deliveries, \
+         redeliveries (dequeue count above 1), Gets that found nothing, deletes, updates, \
+         expiries.\n",
+    );
+    out.push_str("# TYPE azq_message_events_total counter\n");
+    for (index, event) in ACTIVITY_NAMES.iter().enumerate() {
+        let total: u64 = snapshots
+            .iter()
+            .map(|snapshot| snapshot.activity.counts()[index])
+            .sum();
+        let _ = writeln!(out, "azq_message_events_total{{event=\"{event}\"}} {total}");
+    }
+    let wal: Vec<&FlushStats> = snapshots.iter().filter_map(|s| s.wal.as_ref()).collect();
+    let wal_sum =
+        |pick: fn(&FlushStats) -> u64| -> u64 { wal.iter().map(|stats| pick(stats)).sum() };
+    for (name, help, value) in [
+        (
+            "azq_wal_flushes_total",
+            "Log flushes (one write and, with --durability fsync, one fdatasync each).",
+            wal_sum(|stats| stats.flushes),
+        ),
+        (
+            "azq_wal_records_total",
+            "Records the log flushes wrote.",
+            wal_sum(|stats| stats.records),
+        ),
+        (
+            "azq_wal_bytes_total",
+            "Bytes of records the log flushes wrote.",
+            wal_sum(|stats| stats.bytes),
+        ),
+    ] {
+        let _ = writeln!(out, "# HELP {name} {help} 0 in memory.");
+        let _ = writeln!(out, "# TYPE {name} counter");
+        let _ = writeln!(out, "{name} {value}");
+    }
+    out.push_str("# HELP azq_wal_flush_duration_seconds Time of one log flush's write and sync.\n");
+    out.push_str("# TYPE azq_wal_flush_duration_seconds histogram\n");
+    let flush_counts: Vec<u64> = (0..LATENCY_BUCKETS)
+        .map(|bucket| wal.iter().map(|stats| stats.duration_buckets[bucket]).sum())
+        .collect();
+    histogram(
+        &mut out,
+        "azq_wal_flush_duration_seconds",
+        "",
+        &flush_counts,
+        wal_sum(|stats| stats.duration_sum_us),
+    );
 
     let per_shard: [PerShardSeries; 6] = [
         (
@@ -393,9 +567,20 @@ mod tests {
                 metrics.request(None, 400, 10);
                 metrics.throttled(Scope::Queue);
                 metrics.fault_fired("reset");
+                metrics.end_to_end(operation_slot(Some(Operation::PutMessage)), 150);
+                let mut wal = FlushStats {
+                    flushes: 1 + shard as u64,
+                    ..FlushStats::default()
+                };
+                wal.duration_buckets[3] = wal.flushes;
                 Snapshot {
                     shard,
                     counters: metrics.counters(),
+                    activity: Activity {
+                        puts: 3,
+                        ..Activity::default()
+                    },
+                    wal: Some(wal),
                     deepest: (0..METRICS_DEEPEST_QUEUES as u64)
                         .map(|depth| ("a".into(), format!("q{shard}-{depth}"), depth))
                         .collect(),
@@ -404,8 +589,25 @@ mod tests {
             })
             .collect();
         let text = render(&shards, Settings::default());
-        assert!(text.contains("azq_requests_total{operation=\"PutMessage\",status=\"201\"} 2\n"));
-        assert!(text.contains("azq_requests_total{operation=\"none\",status=\"400\"} 2\n"));
+        assert!(text.contains(
+            "azq_requests_total{operation=\"PutMessage\",status=\"201\",response_type=\"Success\"} 2\n"
+        ));
+        assert!(text.contains(
+            "azq_requests_total{operation=\"none\",status=\"400\",\
+             response_type=\"ClientOtherError\"} 2\n"
+        ));
+        // Only the successful put is in the success histograms.
+        assert!(
+            text.contains("azq_success_server_latency_seconds_count{operation=\"PutMessage\"} 2\n")
+        );
+        assert!(!text.contains("azq_success_server_latency_seconds_count{operation=\"none\"}"));
+        assert!(
+            text.contains("azq_success_e2e_latency_seconds_count{operation=\"PutMessage\"} 2\n")
+        );
+        assert!(text.contains("azq_message_events_total{event=\"puts\"} 6\n"));
+        assert!(text.contains("azq_wal_flushes_total 3\n"));
+        assert!(text.contains("azq_wal_flush_duration_seconds_bucket{le=\"+Inf\"} 3\n"));
+        assert!(text.contains("azq_wal_flush_duration_seconds_count 3\n"));
         assert!(text.contains(
             "azq_request_duration_seconds_bucket{operation=\"PutMessage\",le=\"0.000128\"} 2\n"
         ));

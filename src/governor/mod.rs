@@ -19,6 +19,7 @@ pub mod throttle;
 
 use std::cell::{Cell, RefCell};
 
+use crate::console::history::History;
 use crate::limits::{
     AZURE_ACCOUNT_REQUESTS_PER_S, AZURE_QUEUE_MESSAGES_PER_S, RATE_BURST_MS_MAX,
     TOKEN_BUCKET_BURST_MS,
@@ -43,8 +44,9 @@ pub struct GovernorConfig {
     pub rate_burst_ms: Option<u64>,
     /// `--latency SPEC`.
     pub latency: Option<Latency>,
-    /// `--faults-api`: the `/_azq/faults` endpoints answer.
-    pub faults_api: bool,
+    /// `--admin` (or its alias `--faults-api`): the `/_azq/faults` and `/_azq/reset`
+    /// endpoints and the console's actions answer.
+    pub admin: bool,
     /// `--faults FILE`: rules in force from the start.
     pub faults: Vec<Rule>,
     /// `--seed N`: every random choice (fault rolls, latency draws) is repeatable.
@@ -52,7 +54,8 @@ pub struct GovernorConfig {
 }
 
 /// The flags `GovernorConfig::parse_flag` takes, for the command line's dispatch.
-pub const FLAGS: [&str; 8] = [
+pub const FLAGS: [&str; 9] = [
+    "--admin",
     "--profile",
     "--queue-rate-limit",
     "--account-rate-limit",
@@ -100,7 +103,7 @@ impl GovernorConfig {
                 self.latency =
                     Some(Latency::parse(&value()?).map_err(|why| format!("--latency: {why}"))?)
             }
-            "--faults-api" => self.faults_api = true,
+            "--admin" | "--faults-api" => self.admin = true,
             "--faults" => {
                 let path = value()?;
                 let text = std::fs::read(&path)
@@ -164,6 +167,8 @@ pub struct Governor {
     idle: Cell<bool>,
     /// Limits shown in the metrics.
     pub settings: Settings,
+    /// On shard 0: the console's history of server-wide samples.
+    pub history: Option<RefCell<History>>,
 }
 
 impl Governor {
@@ -172,7 +177,7 @@ impl Governor {
         let seed = config
             .seed
             .unwrap_or_else(|| uuid::Uuid::new_v4().as_u64_pair().0);
-        let faults = (config.faults_api || !config.faults.is_empty())
+        let faults = (config.admin || !config.faults.is_empty())
             .then(|| RefCell::new(Faults::new(config.faults.clone(), mix64(seed))));
         let governor = Governor {
             index,
@@ -196,6 +201,7 @@ impl Governor {
                 queue_rate_limit: config.queue_rate().unwrap_or(0),
                 account_rate_limit: config.account_rate().unwrap_or(0),
             },
+            history: (index == 0).then(|| RefCell::new(History::default())),
         };
         governor.update_idle();
         governor
@@ -280,6 +286,7 @@ mod tests {
         let queue_only = parse(&[("--queue-rate-limit", "5")]).unwrap();
         assert!(Governor::new(&queue_only, 0, 2).is_idle());
         let api = parse(&[("--faults-api", "")]).unwrap();
+        assert!(api.admin && parse(&[("--admin", "")]).unwrap().admin);
         let governor = Governor::new(&api, 1, 2);
         assert!(governor.is_idle() && governor.faults.is_some());
         let account = parse(&[("--account-rate-limit", "5")]).unwrap();

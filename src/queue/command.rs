@@ -135,6 +135,23 @@ pub enum Command {
     },
     /// Stores a change another shard made to a replicated setting.
     ApplyReplica(Replica),
+    /// Deletes one message whatever its lease (the console's Delete; admin only).
+    DeleteMessageById {
+        /// The queue's account and validated name; the owner shard is `shard_for` of it.
+        queue: QueueKey,
+        /// The message to delete.
+        message_id: MessageId,
+    },
+    /// `/_azq/reset`, sent to every shard: deletes this shard's queues of `account` (every
+    /// account: `None`) whose names match `glob` (every name: `None`), and drops its copies of
+    /// those queues' ACLs (each shard drops its own, so nothing is replicated). Answers
+    /// `Reply::Count` with the queues it deleted.
+    DeleteQueues {
+        /// Only this account's queues, when given.
+        account: Option<String>,
+        /// Only names matching this glob (`*`, `?`), when given.
+        glob: Option<String>,
+    },
     /// `command`, authorized by a service SAS whose terms came from the queue's ACL of version
     /// `acl_version` (in the copy of the shard that authorized it). Refused with
     /// `AuthenticationFailed` unless that is still the queue's ACL on its owner.
@@ -162,10 +179,12 @@ impl Command {
             | Command::ClearMessages { queue }
             | Command::SetQueueAcl { queue, .. }
             | Command::GetQueueAcl { queue } => Some(queue),
+            Command::DeleteMessageById { queue, .. } => Some(queue),
             Command::WithStoredPolicy { command, .. } => command.queue(),
             Command::ListQueues { .. }
             | Command::SetServiceProperties { .. }
-            | Command::ApplyReplica(_) => None,
+            | Command::ApplyReplica(_)
+            | Command::DeleteQueues { .. } => None,
         }
     }
 }
@@ -190,6 +209,8 @@ pub enum Reply {
     Queues(Vec<QueueListing>),
     /// Put Message (one message, with its receipt), Get Messages, Peek Messages (no receipts).
     Messages(Vec<MessageView>),
+    /// How many things a command changed (`DeleteQueues`: queues deleted).
+    Count(u64),
     /// Update Message.
     Updated {
         /// The receipt of the new lease; the one sent is stale from now on.

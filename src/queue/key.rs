@@ -155,6 +155,31 @@ pub fn shard_for(queue: &QueueKey, shards: usize) -> usize {
     (hash % shards as u64) as usize
 }
 
+/// Whether `text` (a queue name) matches `pattern`, as fault rules and `/_azq/reset` match
+/// queues, where `*` is any run of characters and `?` one character.
+/// Iterative with one backtrack point, so linear-ish and never recursive.
+pub fn glob(pattern: &str, text: &str) -> bool {
+    let (pattern, text) = (pattern.as_bytes(), text.as_bytes());
+    let (mut p, mut t) = (0, 0);
+    let mut star: Option<(usize, usize)> = None;
+    while t < text.len() {
+        if p < pattern.len() && (pattern[p] == b'?' || pattern[p] == text[t]) {
+            p += 1;
+            t += 1;
+        } else if p < pattern.len() && pattern[p] == b'*' {
+            star = Some((p, t));
+            p += 1;
+        } else if let Some((star_p, star_t)) = star {
+            p = star_p + 1;
+            t = star_t + 1;
+            star = Some((star_p, star_t + 1));
+        } else {
+            return false;
+        }
+    }
+    pattern[p..].iter().all(|&byte| byte == b'*')
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -335,6 +360,26 @@ mod tests {
             let text = encoded(receipt);
             assert_eq!(text.len(), PopReceipt::ENCODED_BYTES);
             assert_eq!(PopReceipt::decode(&text), Some(receipt));
+        }
+    }
+
+    #[test]
+    fn glob_table() {
+        let cases = [
+            ("*", "", true),
+            ("orders-*", "orders-1", true),
+            ("orders-*", "orders-", true),
+            ("orders-*", "order-1", false),
+            ("*-dlq", "a-b-dlq", true),
+            ("a?c", "abc", true),
+            ("a?c", "ac", false),
+            ("a*b*c", "axxbyyc", true),
+            ("a*b*c", "axxbyy", false),
+            ("exact", "exact", true),
+            ("exact", "exactly", false),
+        ];
+        for (pattern, text, expected) in cases {
+            assert_eq!(glob(pattern, text), expected, "{pattern} {text}");
         }
     }
 }

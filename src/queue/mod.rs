@@ -25,4 +25,6 @@ pub use replicas::{
     home_shard, AccessPolicy, CorsRule, Logging, Metrics, Replica, Replicas, RetentionPolicy,
     ServiceProperties, ServicePropertiesUpdate, SignedIdentifier, SignedIdentifiers,
 };
-pub use state::{Census, ShardState};
+pub use state::{
+    Activity, Census, InspectedMessage, MessagePage, QueueSummary, ShardState, Visibility,
+};

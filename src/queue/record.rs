@@ -94,6 +94,10 @@ pub enum Record<T = Bytes> {
         queue: u32,
         /// The empty record the queue is in now.
         moved_to: u32,
+        /// Its account and name, so that replaying the record over a fuzzy snapshot, which may
+        /// already hold another queue in either record, moves only this queue (`None` in
+        /// records written before it was kept).
+        key: Option<QueueKey>,
     },
     /// Put Message stored a message.
     MessagePut(MessageState<T>),
@@ -160,6 +164,8 @@ const MESSAGE_UPDATED: u8 = 7;
 const MESSAGE_DELETED: u8 = 8;
 const ACL_SET: u8 = 9;
 const PROPERTIES_SET: u8 = 10;
+/// `QueueCleared` with the queue's key (kind 4 is the same without it).
+const QUEUE_CLEARED_KEYED: u8 = 11;
 
 /// CRC-32C (Castagnoli), hardware accelerated where the CPU has it, of `parts` in order.
 pub fn crc32c(parts: &[&[u8]]) -> u32 {
@@ -203,10 +209,21 @@ fn encode_body<T: AsRef<[u8]>>(record: &Record<T>, out: &mut BytesMut) {
             out.put_u32_le(*queue);
             put_key(out, key);
         }
-        Record::QueueCleared { queue, moved_to } => {
-            out.put_u8(QUEUE_CLEARED);
+        Record::QueueCleared {
+            queue,
+            moved_to,
+            key,
+        } => {
+            out.put_u8(if key.is_some() {
+                QUEUE_CLEARED_KEYED
+            } else {
+                QUEUE_CLEARED
+            });
             out.put_u32_le(*queue);
             out.put_u32_le(*moved_to);
+            if let Some(key) = key {
+                put_key(out, key);
+            }
         }
         Record::MessagePut(message) => {
             out.put_u8(MESSAGE_PUT);
@@ -532,6 +549,12 @@ fn decode_body(body: &mut Cursor) -> Option<Record> {
         QUEUE_CLEARED => Record::QueueCleared {
             queue: body.u32()?,
             moved_to: body.u32()?,
+            key: None,
+        },
+        QUEUE_CLEARED_KEYED => Record::QueueCleared {
+            queue: body.u32()?,
+            moved_to: body.u32()?,
+            key: Some(body.key()?),
         },
         MESSAGE_PUT => Record::MessagePut(MessageState {
             queue: body.u32()?,
@@ -691,6 +714,12 @@ mod tests {
             Record::QueueCleared {
                 queue: 3,
                 moved_to: 9,
+                key: None,
+            },
+            Record::QueueCleared {
+                queue: 3,
+                moved_to: 9,
+                key: Some(key()),
             },
             Record::MessagePut(MessageState {
                 queue: 3,

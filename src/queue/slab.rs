@@ -307,8 +307,8 @@ impl MessageSlab {
         }
     }
 
-    /// Every occupied slot's message, for invariant checks in tests.
-    #[cfg(test)]
+    /// Every occupied slot's message: O(slots), for inspection while the wheel is behind and
+    /// for invariant checks in tests.
     pub fn occupied_messages(&self) -> impl Iterator<Item = &Message> {
         self.slots
             .iter()

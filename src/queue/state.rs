@@ -38,9 +38,11 @@
 //! in an out-of-order map. Measured at a million messages: 124.7 bytes (`benches/queue.rs`).
 //!
 //! Files: `layout` (what the state holds), `queues` and `messages` (the operations),
-//! `persistence` (the journal, snapshots and restore); this file applies a command with them
-//! and runs the timers.
+//! `persistence` (the journal, snapshots and restore), `inspect` (read-only views for
+//! `/_azq/inspect`, and the console's delete by ID); this file applies a command with them and
+//! runs the timers.
 
+mod inspect;
 mod layout;
 mod messages;
 mod persistence;
@@ -51,13 +53,15 @@ mod tests;
 use crate::error::StorageError;
 use crate::limits;
 use crate::queue::command::{Command, Metadata, Reply};
+use crate::queue::key::{self, QueueKey};
 use crate::queue::record::Record;
 use crate::queue::replicas::Replica;
 use crate::queue::slab::NONE;
 
 use layout::{metadata_is_canonical, queue_at};
 
-pub use layout::{message_id, Census, Journal, ShardState};
+pub use inspect::{InspectedMessage, MessagePage, QueueSummary, Visibility};
+pub use layout::{message_id, Activity, Census, Journal, ShardState};
 #[cfg(test)]
 pub use persistence::{Described, DescribedMessage};
 pub use persistence::{Identity, Restorer};
@@ -143,11 +147,7 @@ impl ShardState {
             } => {
                 let index = self.queue_index(&queue)?;
                 let slot = self.resolve_receipt(index, message_id, pop_receipt, now_ms)?;
-                self.log(&Record::<&[u8]>::MessageDeleted {
-                    slot,
-                    generation: self.messages.generation(slot),
-                });
-                self.free_message(slot);
+                self.delete_message(index, slot);
                 Ok(Reply::Done)
             }
             Command::ClearMessages { queue } => {
@@ -159,9 +159,14 @@ impl ShardState {
                     self.log(&Record::<&[u8]>::QueueCleared {
                         queue: index,
                         moved_to: fresh,
+                        key: Some(queue.clone()),
                     });
-                    let metadata = std::mem::take(&mut queue_at(&mut self.queues, index).metadata);
-                    queue_at(&mut self.queues, fresh).metadata = metadata;
+                    let old = queue_at(&mut self.queues, index);
+                    let metadata = std::mem::take(&mut old.metadata);
+                    let activity = old.activity;
+                    let fresh_queue = queue_at(&mut self.queues, fresh);
+                    fresh_queue.metadata = metadata;
+                    fresh_queue.activity = activity;
                     assert_eq!(self.queue_indices.insert(queue.clone(), fresh), Some(index));
                     assert_eq!(self.queue_names.insert(queue, fresh), Some(index));
                     self.retire_queue_record(index);
@@ -216,6 +221,39 @@ impl ShardState {
             Command::ApplyReplica(replica) => {
                 self.replicas.apply(replica, false);
                 Ok(Reply::Done)
+            }
+            Command::DeleteMessageById { queue, message_id } => {
+                self.delete_message_by_id(&queue, message_id)
+            }
+            Command::DeleteQueues { account, glob } => {
+                let matches = |key: &QueueKey| {
+                    account
+                        .as_ref()
+                        .is_none_or(|account| key.account == *account)
+                        && glob.as_ref().is_none_or(|glob| key::glob(glob, &key.name))
+                };
+                let doomed: Vec<QueueKey> = self
+                    .queue_names
+                    .keys()
+                    .filter(|key| matches(key))
+                    .cloned()
+                    .collect();
+                for key in &doomed {
+                    // The ACL's removal goes to no other shard: each drops its own copies below.
+                    self.delete_queue(key)?;
+                }
+                let copies: Vec<QueueKey> = self
+                    .replicas
+                    .entries(false)
+                    .filter_map(|replica| match replica {
+                        Replica::QueueAcl { queue, .. } if matches(&queue) => Some(queue),
+                        _ => None,
+                    })
+                    .collect();
+                for key in &copies {
+                    self.replicas.remove_queue_acl(key);
+                }
+                Ok(Reply::Count(doomed.len() as u64))
             }
             Command::WithStoredPolicy {
                 acl_version,

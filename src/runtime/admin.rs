@@ -1,17 +1,20 @@
 //! azq's own endpoints that need the shards, executed: `/_azq/metrics` (every shard's snapshot,
 //! asked in turn and rendered merged) and `/_azq/faults` (a rule added or removed on every
-//! shard, the rules listed by shard 0, which counts how often each fired). Planning decided
-//! which (`api::AdminStep`); this is the control plane's side of answering it.
+//! shard, the rules listed by shard 0, which counts how often each fired), and the console's
+//! endpoints, which `console` answers: `/_azq/inspect`, `/_azq/stats`, `/_azq/reset` and the
+//! console's actions. Planning decided which (`api::AdminStep`); this is the control plane's
+//! side of answering it.
 
 use crate::api::{AdminAnswer, AdminStep};
 use crate::governor::metrics;
 use crate::limits::FAULT_RULES_MAX;
 
 use super::backend::Backend;
+use super::console;
 use super::context::ShardContext;
 use super::control::{Control, ControlReply};
 
-/// Executes an admin step (`/_azq/metrics`, `/_azq/faults`).
+/// Executes an admin step (`/_azq/metrics`, `/_azq/faults`, the console's endpoints).
 pub async fn execute_admin<B: Backend>(shard: &ShardContext<B>, step: AdminStep) -> AdminAnswer {
     match step {
         AdminStep::Answer(answer) => answer,
@@ -31,7 +34,7 @@ pub async fn execute_admin<B: Backend>(shard: &ShardContext<B>, step: AdminStep)
         },
         AdminStep::AddRule(mut rule) => {
             let Some(faults) = &shard.engine.governor.faults else {
-                return AdminAnswer::error(404, "fault injection is off (--faults-api)");
+                return AdminAnswer::error(404, "fault injection is off (--admin)");
             };
             rule.id = faults.borrow_mut().next_id(shard.index);
             let id = rule.id.clone();
@@ -53,6 +56,24 @@ pub async fn execute_admin<B: Backend>(shard: &ShardContext<B>, step: AdminStep)
             shard.log_line(&format!("fault rule {id} added: {described}"));
             AdminAnswer::json(201, format!("{{\"id\":{}}}", json_string(&id)))
         }
+        AdminStep::InspectQueues {
+            account,
+            after,
+            limit,
+        } => console::inspect_queues(shard, account, after, limit).await,
+        AdminStep::InspectQueue {
+            queue,
+            offset,
+            limit,
+        } => console::inspect_queue(shard, queue, offset, limit).await,
+        AdminStep::Stats { range_s, since_ms } => {
+            match shard.control(0, Control::Stats { range_s, since_ms }).await {
+                Ok(ControlReply::Stats(json)) => AdminAnswer::json(200, json),
+                _ => AdminAnswer::error(503, "shard 0 did not answer"),
+            }
+        }
+        AdminStep::Reset { account, glob } => console::reset(shard, account, glob).await,
+        AdminStep::Console { queue, action } => console::act(shard, queue, action).await,
         AdminStep::RemoveRules(id) => {
             let mut removed = 0;
             for index in 0..shard.shards() {

@@ -4,10 +4,11 @@
 //! Timeouts bound slow heads (slowloris) and idle keep-alive connections. Each request goes
 //! one way: parse → plan (`api::Service::plan_on`: the queue API, or on the blob and table ports
 //! of `azurite` mode their readiness probes) → execute → respond (`api::Service::respond`).
-//! The control plane meets it at two fixed points, both in `governance`: around the execution
+//! The control plane meets it at fixed points, all in `governance`: around the execution
 //! (`is_idle`, one `Cell` check; when it is not, `govern` runs the step through the account
-//! limit, fault rules and `--latency`), and `answered`, which counts the answer in the metrics.
-//! The loop is generic over its `Transport`: the backend's TCP stream as is (`Plain`), or a TLS
+//! limit, fault rules and `--latency`), `answered`, which counts the answer in the metrics, and
+//! `written`, which counts the end-to-end latency of the successful answers a write sent. The
+//! loop is generic over its `Transport`: the backend's TCP stream as is (`Plain`), or a TLS
 //! session over it.
 
 use std::future::Future;
@@ -133,6 +134,8 @@ async fn serve_requests<B: Backend, T: Transport>(
     let mut request_deadline: Option<Instant> = None;
     // The log sequence the buffered answers wait for (a durable shard's changes).
     let mut durable_at: Option<u64> = None;
+    // The buffered successful answers, for their end-to-end latency once written.
+    let mut unwritten = governance::Unwritten::default();
     loop {
         let mut close = false;
         loop {
@@ -164,7 +167,14 @@ async fn serve_requests<B: Backend, T: Transport>(
                             // connection is aborted without this one's.
                             None => {
                                 if !output.is_empty() {
-                                    write(stream, &mut output, &mut durable_at, shard).await;
+                                    write(
+                                        stream,
+                                        &mut output,
+                                        &mut durable_at,
+                                        &mut unwritten,
+                                        shard,
+                                    )
+                                    .await;
                                 }
                                 return Ending::Reset;
                             }
@@ -185,14 +195,15 @@ async fn serve_requests<B: Backend, T: Transport>(
                         shard,
                         operation,
                         response::status_at(&output[response_at..]),
-                        started.elapsed().as_micros() as u64,
+                        started,
+                        &mut unwritten,
                     );
                     if !request.keep_alive || shard.stopping() {
                         close = true;
                         break;
                     }
                     if output.len() >= RESPONSE_BATCH_BYTES_MAX
-                        && !write(stream, &mut output, &mut durable_at, shard).await
+                        && !write(stream, &mut output, &mut durable_at, &mut unwritten, shard).await
                     {
                         return Ending::Close;
                     }
@@ -213,7 +224,9 @@ async fn serve_requests<B: Backend, T: Transport>(
                 }
             }
         }
-        if !output.is_empty() && !write(stream, &mut output, &mut durable_at, shard).await {
+        if !output.is_empty()
+            && !write(stream, &mut output, &mut durable_at, &mut unwritten, shard).await
+        {
             return Ending::Close;
         }
         if close {
@@ -240,11 +253,13 @@ async fn serve_requests<B: Backend, T: Transport>(
 }
 
 /// Writes the buffered answers once the log sequence they wait for is written (counted as in
-/// flight meanwhile, so a stopping server waits for them); `false` when the connection broke.
+/// flight meanwhile, so a stopping server waits for them), then counts the successful ones'
+/// end-to-end latency; `false` when the connection broke.
 async fn write<B: Backend, T: Transport>(
     stream: &mut T,
     output: &mut BytesMut,
     durable_at: &mut Option<u64>,
+    unwritten: &mut governance::Unwritten,
     shard: &ShardContext<B>,
 ) -> bool {
     if let Some(sequence) = durable_at.take() {
@@ -253,5 +268,6 @@ async fn write<B: Backend, T: Transport>(
     }
     let written = stream.write_all(output).await.is_ok();
     output.clear();
+    governance::written(shard, unwritten, written);
     written
 }

@@ -174,6 +174,35 @@ impl<B: Backend> ShardContext<B> {
         Ok(Reply::Done)
     }
 
+    /// Applies `command` on `shard` and waits until its changes are written (an admin action,
+    /// which writes its answer at once rather than with a batch).
+    pub(super) async fn apply_durably(
+        &self,
+        shard: usize,
+        command: Command,
+    ) -> Result<Reply, StorageError> {
+        let durable_at = Cell::new(None);
+        let reply = self.apply_on(shard, command, &durable_at).await;
+        if let Some(sequence) = durable_at.get() {
+            self.engine.durable(sequence).await;
+        }
+        reply
+    }
+
+    /// Applies `command` on every shard (sent to all before waiting for any) and waits until
+    /// the changes are written; the first error, else every reply in shard order.
+    pub(super) async fn on_every_shard(
+        &self,
+        command: Command,
+    ) -> Result<Vec<Reply>, StorageError> {
+        let durable_at = Cell::new(None);
+        let replies = self.every_shard(command, &durable_at).await;
+        if let Some(sequence) = durable_at.get() {
+            self.engine.durable(sequence).await;
+        }
+        replies.into_iter().collect()
+    }
+
     /// Applies `command` on `shard`: directly when it is this one (raising `durable_at`), else
     /// over the mesh.
     pub async fn apply_on(

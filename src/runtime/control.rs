@@ -1,12 +1,19 @@
 //! Control messages between shards, the runtime half of `governor` that the mesh carries beside
 //! queue commands, and how a shard answers them: its metrics for a scrape, a fault rule added
 //! or removed, whether a rule fires (shard 0 decides), the account shares (shard 0 computes
-//! them). Who sends them is above: `admin` (the `/_azq/` endpoints) and `governance` (fault
-//! rules on the request path, the account-share task).
+//! them), and the console's reads: a page of queues or of one queue's messages (answered from
+//! `&ShardState`, running no timer and writing nothing), the shard's part of a history sample,
+//! the history itself (shard 0 keeps it). Who sends them is above: `admin` and `console` (the
+//! `/_azq/` endpoints) and `governance` (fault rules on the request path, the account-share
+//! task).
 
+use crate::console::history::Sample;
+use crate::error::StorageError;
 use crate::governor::faults::{Action, Rule};
-use crate::governor::metrics::Snapshot;
-use crate::limits::METRICS_DEEPEST_QUEUES;
+use crate::governor::metrics::{operation_names, Snapshot};
+use crate::limits::{INSPECT_PAGE_TEXT_BYTES_MAX, METRICS_DEEPEST_QUEUES};
+use crate::queue::{MessagePage, QueueKey, QueueSummary};
+use crate::time::LATENCY_BUCKETS;
 
 use super::backend::Backend;
 use super::engine::Engine;
@@ -26,6 +33,33 @@ pub enum Control {
     ListRules,
     /// (To shard 0.) What the sender was asked for per account since its last report.
     Demand(Vec<(String, u64)>),
+    /// This shard's queues with their counts (read only).
+    InspectQueues {
+        /// Only this account's.
+        account: Option<String>,
+        /// Only those after this one.
+        after: Option<QueueKey>,
+        /// At most this many.
+        limit: usize,
+    },
+    /// A page of this shard's queue (read only).
+    InspectQueue {
+        /// The queue, which this shard owns.
+        queue: QueueKey,
+        /// Messages to skip.
+        offset: u64,
+        /// At most this many.
+        limit: usize,
+    },
+    /// This shard's part of the console's history sample.
+    Sample,
+    /// (To shard 0.) The console's history as JSON.
+    Stats {
+        /// The last this many seconds.
+        range_s: u64,
+        /// Points after this time only.
+        since_ms: u64,
+    },
 }
 
 /// The answer to a `Control`.
@@ -43,6 +77,14 @@ pub enum ControlReply {
     Rules(String),
     /// The sender's new share of each account it reported.
     Shares(Vec<(String, u64)>),
+    /// The shard's queues after the asked one, and whether more follow.
+    Queues(Vec<QueueSummary>, bool),
+    /// A page of a queue, or `QueueNotFound`.
+    Page(Result<MessagePage, StorageError>),
+    /// The shard's part of a history sample.
+    Sample(Box<Sample>),
+    /// The history as JSON.
+    Stats(String),
     /// The shard has no such facility (fault injection off): a bug in the sender.
     Unavailable,
 }
@@ -77,6 +119,8 @@ pub fn answer<B: Backend>(
                     .faults
                     .as_ref()
                     .map_or(0, |faults| faults.borrow().len() as u64),
+                activity: engine.state().activity(),
+                wal: engine.log_stats(),
             }))
         }
         Control::AddRule(rule) => {
@@ -107,5 +151,62 @@ pub fn answer<B: Backend>(
             Some(table) => ControlReply::Shares(table.borrow_mut().shares_for(from, report)),
             None => ControlReply::Unavailable,
         },
+        Control::InspectQueues {
+            account,
+            after,
+            limit,
+        } => {
+            let (queues, more) = engine.state().inspect_queues(
+                account.as_deref(),
+                after.as_ref(),
+                limit,
+                engine.now_ms(),
+            );
+            ControlReply::Queues(queues, more)
+        }
+        Control::InspectQueue {
+            queue,
+            offset,
+            limit,
+        } => ControlReply::Page(engine.state().inspect_messages(
+            &queue,
+            offset,
+            limit,
+            INSPECT_PAGE_TEXT_BYTES_MAX,
+            engine.now_ms(),
+        )),
+        Control::Sample => ControlReply::Sample(Box::new(sample(engine))),
+        Control::Stats { range_s, since_ms } => ControlReply::Stats(match &governor.history {
+            Some(history) => {
+                history
+                    .borrow()
+                    .points_json(range_s, since_ms, &operation_names(), LATENCY_BUCKETS)
+            }
+            None => "{\"step_s\":1,\"points\":[]}".to_string(),
+        }),
+    }
+}
+
+/// This shard's part of a history sample.
+fn sample<B: Backend>(engine: &Engine<B>) -> Sample {
+    let counters = engine.governor.metrics.counters();
+    let (requests, errors) = counters.requests_and_errors();
+    let (throttled, faults) = counters.throttled_and_faults();
+    let state = engine.state();
+    let (queues, messages) = state.totals();
+    let wal = engine.log_stats().unwrap_or_default();
+    Sample {
+        time_ms: engine.now_ms(),
+        requests,
+        errors,
+        latency_buckets: counters.latency_buckets().to_vec(),
+        throttled,
+        faults,
+        activity: state.activity().counts(),
+        wal_flushes: wal.flushes,
+        wal_bytes: wal.bytes,
+        messages,
+        queues,
+        connections: counters.connections(),
     }
 }

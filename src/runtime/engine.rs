@@ -24,7 +24,7 @@ use crate::governor::throttle::is_message_operation;
 use crate::governor::Governor;
 use crate::limits::{TIMER_ENTRIES_PER_STEP_MAX, TIMER_STEP_PAUSE_US, WRITE_MODE_SYNC_INTERVAL_MS};
 use crate::queue::{Census, Command, Replicas, Reply, ShardState};
-use crate::storage::log::{Durability, Log};
+use crate::storage::log::{Durability, FlushStats, Log};
 use crate::time::{Clock, SystemClock};
 
 /// Longest the timer task sleeps without a deadline, so a clock step is noticed eventually.
@@ -119,6 +119,12 @@ impl<B: Backend> Engine<B> {
             {
                 engine.snapshot_wake.notify();
             }
+            if engine.state.borrow().journal_untaken_sequence()
+                < engine.state.borrow().journal_next_sequence()
+            {
+                // Changes made before the shard started (an `--init` file's) are written first.
+                engine.log_wake.notify();
+            }
             B::spawn(run_log::<B>(engine.clone()));
             B::spawn(run_snapshots::<B>(engine.clone()));
             if durability == Durability::Write {
@@ -163,6 +169,17 @@ impl<B: Backend> Engine<B> {
     /// The shard's queues, messages and deepest queues, for a metrics scrape.
     pub fn census(&self, deepest_max: usize) -> Census {
         self.state.borrow().census(deepest_max)
+    }
+
+    /// The shard's state, read only (inspection, the console's samples). Never held across a
+    /// wait.
+    pub fn state(&self) -> Ref<'_, ShardState> {
+        self.state.borrow()
+    }
+
+    /// What the shard's log has written, when it has one.
+    pub fn log_stats(&self) -> Option<FlushStats> {
+        self.log.as_ref().map(Log::stats)
     }
 
     /// Applies `command` now, unless its queue is over `--queue-rate-limit`.

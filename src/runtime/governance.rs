@@ -1,21 +1,23 @@
-//! The control plane beside the request path. The connection loop calls it at two fixed
-//! points and nowhere else: around a step's execution, and once the answer is encoded. When
-//! the shard's governor is idle (no account limit, no `--latency`, no fault rule: `is_idle`,
-//! one `Cell<bool>` check) the step goes straight to `execute`; otherwise `govern` runs it
-//! through the account limit, the fault rules (shard 0 says whether a matching rule fires) and,
-//! after it, `--latency` on the backend's timer, so the shard serves other connections
-//! meanwhile.
-//! `answered` counts the answer in the shard's metrics. `start` runs the task that rebalances
-//! the shard's share of each account's limit. The per-queue limit is not here: it is decided
-//! by the queue's owner, in `Engine::apply`.
+//! The control plane beside the request path. The connection loop calls it at fixed points and
+//! nowhere else: around a step's execution, once the answer is encoded, and once a batch of
+//! answers is written. When the shard's governor is idle (no account limit, no `--latency`, no
+//! fault rule: `is_idle`, one `Cell<bool>` check) the step goes straight to `execute`;
+//! otherwise `govern` runs it through the account limit, the fault rules (shard 0 says whether
+//! a matching rule fires) and, after it, `--latency` on the backend's timer, so the shard serves
+//! other connections meanwhile.
+//! `answered` counts the answer in the shard's metrics and keeps a successful one in the
+//! connection's `Unwritten`, which `written` turns into end-to-end latencies (arrival to answer
+//! written, the log's wait included) once the batch is written. `start` runs the task that
+//! rebalances the shard's share of each account's limit. The per-queue limit is not here: it
+//! is decided by the queue's owner, in `Engine::apply`.
 
 use std::rc::Rc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::api::{Outcome, Step};
 use crate::error::StorageError;
 use crate::governor::faults::Action;
-use crate::governor::metrics::Scope;
+use crate::governor::metrics::{operation_slot, Scope};
 use crate::limits::ACCOUNT_SHARE_INTERVAL_MS;
 use crate::operation::Operation;
 use crate::queue::Command;
@@ -31,19 +33,42 @@ pub fn is_idle<B: Backend>(shard: &ShardContext<B>) -> bool {
     shard.engine.governor.is_idle()
 }
 
+/// A connection's successful answers encoded but not yet written: each one's operation slot
+/// (`operation_slot`) and arrival, for its end-to-end latency once written.
+#[derive(Default)]
+pub struct Unwritten(Vec<(usize, Instant)>);
+
 /// Counts an answered request in the shard's metrics: its operation (`None`: not routed), the
-/// status it was answered with, and its time from parse to encoded answer.
+/// status it was answered with, and its time from `started` (parsed) to encoded answer. A
+/// successful one waits in `unwritten` until `written`.
 pub fn answered<B: Backend>(
     shard: &ShardContext<B>,
     operation: Option<Operation>,
     status: u16,
-    elapsed_us: u64,
+    started: Instant,
+    unwritten: &mut Unwritten,
 ) {
     shard
         .engine
         .governor
         .metrics
-        .request(operation, status, elapsed_us);
+        .request(operation, status, started.elapsed().as_micros() as u64);
+    if status < 400 {
+        unwritten.0.push((operation_slot(operation), started));
+    }
+}
+
+/// Counts the end-to-end latency of the answers in `unwritten` when the write that carried
+/// them `delivered` them (else they are forgotten: the client never heard them).
+pub fn written<B: Backend>(shard: &ShardContext<B>, unwritten: &mut Unwritten, delivered: bool) {
+    if delivered && !unwritten.0.is_empty() {
+        let now = Instant::now();
+        let metrics = &shard.engine.governor.metrics;
+        for &(operation, started) in &unwritten.0 {
+            metrics.end_to_end(operation, (now - started).as_micros() as u64);
+        }
+    }
+    unwritten.0.clear();
 }
 
 /// The account a planned step acts for, if it reaches a shard's queue state.

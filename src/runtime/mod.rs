@@ -15,8 +15,9 @@
 //! - the control plane beside it (`governor`'s runtime half): `governance`, which the
 //!   connection loop calls at two fixed points (around execution: account limit, fault rules,
 //!   latency; after answering: metrics) and which runs the account-share task; `admin`, the
-//!   `/_azq/metrics` and `/_azq/faults` endpoints; `control`, the messages shards exchange for
-//!   them and how a shard answers one;
+//!   `/_azq/metrics` and `/_azq/faults` endpoints; `console`, the console's endpoints behind
+//!   `admin` (inspection, history, reset, the console's actions); `control`, the messages
+//!   shards exchange for them and how a shard answers one;
 //! - `tls_stream`: a TLS session over either backend's stream (HTTPS, and azq-loadgen's client).
 //!
 //! Everything but `uring` and `portable` is written once, generic over `Backend`.
@@ -24,6 +25,7 @@
 pub mod admin;
 pub mod backend;
 pub mod connection;
+pub mod console;
 pub mod context;
 pub mod control;
 pub mod engine;
@@ -47,8 +49,8 @@ use crate::api::{Health, Service, Surface};
 use crate::auth::Accounts;
 use crate::lifecycle::Lifecycle;
 use crate::limits::{MESH_CHANNEL_CAPACITY, TLS_SESSION_CACHE_ENTRIES_PER_SHARD};
+use crate::queue::ShardState;
 use crate::settings::{Config, Persistence};
-use crate::storage::log::Durability;
 use crate::storage::recovery::ShardStart;
 
 use backend::Backend;
@@ -56,7 +58,7 @@ use select::{OnBackend, Selected};
 
 // The paths main.rs and azq-loadgen have always used.
 pub use os::{allowed_cpus, raise_open_files_limit};
-use shard::{ShardEvent, ShardSetup};
+use shard::{ShardEvent, ShardSetup, ShardStore};
 
 /// A started server: its address, its backend, and the events of its shards.
 pub struct Server {
@@ -108,30 +110,37 @@ pub struct Https {
 
 /// Starts every shard on the backend `config.runtime` selects, and returns once all serve.
 /// `stores` holds each shard's recovered state when `config.persistence` keeps data on disk
-/// (`None`: memory only). `https` makes every shard serve TLS (`None`: plain HTTP). `probes`
-/// are the blob and table ports to answer readiness probes on (`azurite` mode; empty
-/// otherwise). `lifecycle` stops them. An error names why a shard could not start; shards that
-/// did start are then still running, so the caller should end the process.
+/// (`None`: memory only); `memory_states`, in memory only, each shard's state made before it
+/// starts (an `--init` file applied to it; `None`: each shard starts empty). `https` makes
+/// every shard serve TLS (`None`: plain HTTP). `probes` are the blob and table ports to answer
+/// readiness probes on (`azurite` mode; empty otherwise). `lifecycle` stops them. An error
+/// names why a shard could not start; shards that did start are then still running, so the
+/// caller should end the process.
 pub fn start(
     config: &Config,
     accounts: Accounts,
     lifecycle: Arc<Lifecycle>,
     stores: Option<Vec<ShardStart>>,
+    memory_states: Option<Vec<ShardState>>,
     https: Option<Https>,
     probes: &[(Surface, SocketAddr)],
 ) -> Result<Server, String> {
     let shards = config.cpus.len();
     assert!(shards > 0);
-    let stores: Vec<Option<(ShardStart, Durability)>> = match (stores, &config.persistence) {
-        (None, _) => (0..shards).map(|_| None).collect(),
-        (Some(stores), Persistence::Disk { durability, .. }) => {
+    let stores: Vec<ShardStore> = match (stores, memory_states, &config.persistence) {
+        (None, None, _) => (0..shards).map(|_| ShardStore::Fresh).collect(),
+        (None, Some(states), Persistence::Memory) => {
+            assert_eq!(states.len(), shards, "a state for every shard");
+            states.into_iter().map(ShardStore::Memory).collect()
+        }
+        (Some(stores), None, Persistence::Disk { durability, .. }) => {
             assert_eq!(stores.len(), shards, "recovery restores every shard");
             stores
                 .into_iter()
-                .map(|start| Some((start, *durability)))
+                .map(|start| ShardStore::Disk(start, *durability))
                 .collect()
         }
-        (Some(_), Persistence::Memory) => unreachable!("memory-only mode recovers nothing"),
+        _ => unreachable!("memory-only mode recovers nothing; a disk shard's state is its store"),
     };
     let (backend, fallback_reason) = select::select(config.runtime)?;
     let address = reserve_address(SocketAddr::new(config.host, config.port))?;
@@ -178,7 +187,7 @@ struct StartShards<'a> {
     address: SocketAddr,
     probe_addresses: Vec<(Surface, SocketAddr)>,
     lifecycle: &'a Arc<Lifecycle>,
-    stores: Vec<Option<(ShardStart, Durability)>>,
+    stores: Vec<ShardStore>,
     https: Option<Https>,
 }
 
@@ -214,7 +223,7 @@ fn start_shards<B: Backend>(
     address: SocketAddr,
     probe_addresses: Vec<(Surface, SocketAddr)>,
     lifecycle: &Arc<Lifecycle>,
-    stores: Vec<Option<(ShardStart, Durability)>>,
+    stores: Vec<ShardStore>,
     https: Option<Https>,
 ) -> Result<Receiver<ShardEvent>, String> {
     let shards = config.cpus.len();
@@ -255,7 +264,7 @@ fn start_shards<B: Backend>(
                         backend: B::NAME,
                     },
                 )
-                .with_faults_api(config.governor.faults_api);
+                .with_admin(config.governor.admin);
                 match &https {
                     Some(https) => service.with_https(https.certificate_pem.clone(), config.oauth),
                     None => service,

@@ -16,7 +16,7 @@ use tokio::sync::mpsc;
 
 use super::backend::{Backend, Idle, JoinedMesh};
 use crate::limits::LISTEN_BACKLOG;
-use crate::storage::files::Disk;
+use crate::storage::files::{sync_directory, Disk};
 
 /// Room made in the read buffer before each read, so a read takes what a segment brings.
 const READ_RESERVE_BYTES: usize = 16 * 1024;
@@ -263,8 +263,7 @@ impl Disk for BlockingDisk {
         let (from, to) = (from.to_path_buf(), to.to_path_buf());
         blocking(move || {
             std::fs::rename(&from, &to)?;
-            let directory = to.parent().unwrap_or(std::path::Path::new("."));
-            std::fs::File::open(directory)?.sync_all()
+            sync_directory(to.parent().unwrap_or(std::path::Path::new(".")))
         })
         .await
     }
@@ -273,18 +272,28 @@ impl Disk for BlockingDisk {
         let path = path.to_path_buf();
         blocking(move || std::fs::remove_file(&path)).await
     }
+
+    async fn sync_directory(&self, path: &std::path::Path) -> io::Result<()> {
+        let path = path.to_path_buf();
+        blocking(move || sync_directory(&path)).await
+    }
 }
 
 /// Reserves `bytes` for `file` and sizes it, so a sync never has to update its length: real
-/// blocks on Linux (posix_fallocate), a sized file elsewhere.
+/// blocks on Linux (fallocate), a sized file elsewhere or where the file system has no
+/// fallocate (not glibc's posix_fallocate, which then writes a byte into every block: 16,384
+/// writes for a segment, each a round trip on a FUSE file system).
 fn preallocate(file: &std::fs::File, bytes: u64) -> io::Result<()> {
     #[cfg(target_os = "linux")]
     {
         use std::os::unix::io::AsRawFd;
-        // SAFETY: posix_fallocate reads the descriptor and two integers.
-        let status = unsafe { libc::posix_fallocate(file.as_raw_fd(), 0, bytes as libc::off_t) };
-        if status == 0 {
+        // SAFETY: fallocate reads the descriptor and three integers.
+        if unsafe { libc::fallocate(file.as_raw_fd(), 0, 0, bytes as libc::off_t) } == 0 {
             return Ok(());
+        }
+        let error = io::Error::last_os_error();
+        if error.raw_os_error() != Some(libc::EOPNOTSUPP) {
+            return Err(error);
         }
     }
     file.set_len(bytes)

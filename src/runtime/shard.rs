@@ -27,6 +27,7 @@ use crate::storage::recovery::ShardStart;
 
 use super::backend::{Backend, Idle};
 use super::connection::{self, Plain};
+use super::console;
 use super::context::ShardContext;
 use super::engine::Engine;
 use super::governance;
@@ -66,9 +67,8 @@ pub struct ShardSetup<B: Backend> {
     pub connections_max: usize,
     /// This shard's part of `--max-memory`, bytes of stored messages.
     pub message_bytes_max: u64,
-    /// The shard's recovered state and files, and when its changes count as written; `None`
-    /// in memory-only mode.
-    pub store: Option<(ShardStart, Durability)>,
+    /// Where the shard's state comes from.
+    pub store: ShardStore,
     /// The shard's API.
     pub service: Service,
     /// The shard's own TLS configuration when the server serves HTTPS.
@@ -88,6 +88,16 @@ pub struct ShardSetup<B: Backend> {
     /// Shards that finished draining; a shard exits when all have, so none leaves a peer's
     /// cross-shard request unanswered.
     pub drained: Arc<AtomicUsize>,
+}
+
+/// Where a shard's state comes from.
+pub enum ShardStore {
+    /// Memory only, empty.
+    Fresh,
+    /// Memory only, made before the shard started (an `--init` file applied to it).
+    Memory(ShardState),
+    /// The recovered state and files, and when its changes count as written.
+    Disk(ShardStart, Durability),
 }
 
 /// Sends `Stopped` when the shard's thread ends, however it ends.
@@ -134,8 +144,9 @@ async fn run<B: Backend>(setup: ShardSetup<B>) {
         }
     }
     let (mut state, log) = match setup.store {
-        None => (ShardState::new(setup.index, shard_seed(setup.index)), None),
-        Some((start, durability)) => {
+        ShardStore::Fresh => (ShardState::new(setup.index, shard_seed(setup.index)), None),
+        ShardStore::Memory(state) => (state, None),
+        ShardStore::Disk(start, durability) => {
             let log = Log::new(B::disk(), &start, setup.index as u32, durability);
             (start.state, Some(log))
         }
@@ -158,6 +169,7 @@ async fn run<B: Backend>(setup: ShardSetup<B>) {
         setup.debug_log,
     ));
     governance::start(&shard);
+    console::start_sampler(&shard);
     let _ = setup.events.send(ShardEvent::Serving(setup.index));
 
     // The probe ports share the shard's connection cap with the queue port; each accepts on

@@ -20,7 +20,9 @@ use glommio::net::{Preallocated, TcpListener, TcpStream};
 use glommio::{LocalExecutorBuilder, Placement};
 
 use super::backend::{Backend, Idle, JoinedMesh};
-use crate::limits::{IO_MEMORY_BYTES_PER_SHARD, LISTEN_BACKLOG, LOG_ZERO_FILL_AHEAD_BYTES};
+use crate::limits::{
+    IO_MEMORY_BYTES_PER_SHARD, LISTEN_BACKLOG, LOG_ZERO_FILL_AHEAD_BYTES, STORAGE_BLOCK_BYTES,
+};
 use crate::storage::files::Disk;
 
 /// Bytes of glommio's receive buffer per connection: each read copies only what arrived from it.
@@ -260,16 +262,30 @@ impl Disk for DmaDisk {
     async fn create(&self, path: &std::path::Path, bytes: u64) -> io::Result<UringFile> {
         let mut options = glommio::io::OpenOptions::new();
         options.read(true).write(true).create(true).truncate(true);
-        let mut file = match options.dma_open(path).await.map_err(io::Error::from) {
-            Ok(file) => UringFile::Direct {
+        // The OS error codes are read on glommio's own error: converted to `io::Error`, an
+        // error glommio enriched with the operation and path keeps only its kind and text.
+        let direct = match options.dma_open(path).await {
+            Ok(file) => match probe_direct_write(&file).await {
+                Ok(()) => Some(file),
+                Err(error) if error.raw_os_error() == Some(libc::EINVAL) => {
+                    file.close().await.map_err(io::Error::from)?;
+                    None
+                }
+                Err(error) => return Err(error.into()),
+            },
+            Err(error) if error.raw_os_error() == Some(libc::EINVAL) => None,
+            Err(error) => return Err(error.into()),
+        };
+        let mut file = match direct {
+            Some(file) => UringFile::Direct {
                 file,
                 preallocated: 0,
-                zeroed_until: Cell::new(0),
+                zeroed_until: Cell::new(STORAGE_BLOCK_BYTES as u64),
             },
-            Err(error) if error.raw_os_error() == Some(libc::EINVAL) => {
+            // Truncated again: the probe's block goes.
+            None => {
                 UringFile::Buffered(options.buffered_open(path).await.map_err(io::Error::from)?)
             }
-            Err(error) => return Err(error),
         };
         if bytes > 0 {
             // Preallocated and sized, so a sync never has to update the file's length; a file
@@ -283,8 +299,10 @@ impl Disk for DmaDisk {
                 }
                 UringFile::Buffered(file) => file.pre_allocate(bytes, false).await,
             };
-            match allocated.map_err(io::Error::from) {
-                Err(error) if error.raw_os_error() != Some(libc::EOPNOTSUPP) => return Err(error),
+            match allocated {
+                Err(error) if error.raw_os_error() != Some(libc::EOPNOTSUPP) => {
+                    return Err(error.into())
+                }
                 _ => {}
             }
         }
@@ -342,17 +360,41 @@ impl Disk for DmaDisk {
         glommio::io::rename(from, to)
             .await
             .map_err(io::Error::from)?;
-        let directory = to.parent().unwrap_or(std::path::Path::new("."));
-        glommio::io::Directory::open(directory)
+        self.sync_directory(to.parent().unwrap_or(std::path::Path::new(".")))
+            .await
+    }
+
+    async fn remove(&self, path: &std::path::Path) -> io::Result<()> {
+        glommio::io::remove(path).await.map_err(io::Error::from)
+    }
+
+    async fn sync_directory(&self, path: &std::path::Path) -> io::Result<()> {
+        // glommio opens a directory relative to descriptor -1, not the working directory: a
+        // relative path (`--location data`) would fail with EBADF.
+        let path = std::path::absolute(path)?;
+        glommio::io::Directory::open(&path)
             .await
             .map_err(io::Error::from)?
             .sync()
             .await
             .map_err(io::Error::from)
     }
+}
 
-    async fn remove(&self, path: &std::path::Path) -> io::Result<()> {
-        glommio::io::remove(path).await.map_err(io::Error::from)
+/// Writes one block of zeros at the start of a file just opened for direct I/O, the first
+/// place a refusal can show: a file system that cannot do O_DIRECT refuses it at open (or at
+/// glommio's `fcntl(F_SETFL, O_DIRECT)` after the open) with EINVAL, but the kernel lets every
+/// FUSE file take O_DIRECT without asking its server, which can refuse only the I/O itself.
+/// The file is new and empty, so the block is one its writer overwrites or zero-fills anyway.
+async fn probe_direct_write(file: &glommio::io::DmaFile) -> glommio::Result<(), ()> {
+    let mut block = file.alloc_dma_buffer(STORAGE_BLOCK_BYTES);
+    block.as_bytes_mut().fill(0);
+    match file.write_at(block, 0).await? {
+        STORAGE_BLOCK_BYTES => Ok(()),
+        written => Err(glommio::GlommioError::IoError(io::Error::new(
+            io::ErrorKind::WriteZero,
+            format!("wrote {written} of {STORAGE_BLOCK_BYTES} bytes"),
+        ))),
     }
 }
 

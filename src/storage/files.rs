@@ -11,6 +11,13 @@
 //! A generation is one shard count's files. Restarting with the same shard count continues it;
 //! another count writes the re-homed state as a new generation, then switches `CURRENT` by an
 //! atomic rename, then removes the old one.
+//!
+//! **Order of durability.** A name is durable only once its directory is synced, and a power
+//! cut may keep any of the unsynced changes to a directory. So every file is written and synced
+//! before the name that makes it count is created (a temporary name renamed, then the
+//! directory synced), every new directory's entry is synced in its parent, and removals are
+//! followed by a sync of their directory. What a power cut can leave is then only a temporary
+//! file or a file no name points to, never a name without its data.
 
 use std::future::Future;
 use std::io;
@@ -25,6 +32,8 @@ use crate::limits::MAPPED_READ_BYTES_MIN;
 pub const DATA_DIRECTORY_NAME: &str = "__azq__";
 /// The file naming the current generation.
 pub const CURRENT_FILE_NAME: &str = "CURRENT";
+/// The name `CURRENT` is written under before it is renamed into place.
+pub const CURRENT_TEMPORARY_NAME: &str = "CURRENT.tmp";
 
 /// The directory of generation `generation`.
 pub fn generation_name(generation: u64) -> String {
@@ -50,17 +59,22 @@ pub trait Files {
     fn list(&self, directory: &Path) -> io::Result<Vec<String>>;
     /// The whole content of `path`.
     fn read(&self, path: &Path) -> io::Result<Bytes>;
-    /// Writes `bytes` as the whole content of `path` and syncs it.
+    /// Writes `bytes` as the whole content of `path` and syncs it (not its directory entry:
+    /// the caller syncs the directory).
     fn write_synced(&self, path: &Path, bytes: &[u8]) -> io::Result<()>;
     /// Cuts `path` to `length` bytes and syncs it.
     fn truncate(&self, path: &Path, length: u64) -> io::Result<()>;
-    /// Creates `directory` and its parents.
+    /// Creates `directory` and its missing parents, and makes each one created durable in its
+    /// parent (the parent synced); `directory` itself too when it existed already, since a run
+    /// killed between creating it and syncing its parent left a name (and everything under it)
+    /// that a power cut can still take away.
     fn create_directories(&self, directory: &Path) -> io::Result<()>;
-    /// Renames `from` to `to`, replacing `to`.
+    /// Renames `from` to `to`, replacing `to` (not durable until the directory is synced).
     fn rename(&self, from: &Path, to: &Path) -> io::Result<()>;
-    /// Removes the file `path`.
+    /// Removes the file `path` (not durable until the directory is synced).
     fn remove_file(&self, path: &Path) -> io::Result<()>;
-    /// Removes the directory `path` and everything in it.
+    /// Removes the directory `path` and everything in it (not durable until its parent is
+    /// synced).
     fn remove_directory(&self, path: &Path) -> io::Result<()>;
     /// Syncs the directory `path`, so the names created, renamed or removed in it last.
     fn sync_directory(&self, path: &Path) -> io::Result<()>;
@@ -122,7 +136,28 @@ impl Files for StdFiles {
     }
 
     fn create_directories(&self, directory: &Path) -> io::Result<()> {
-        std::fs::create_dir_all(directory)
+        let missing: Vec<&Path> = directory
+            .ancestors()
+            .take_while(|ancestor| !ancestor.as_os_str().is_empty() && !ancestor.is_dir())
+            .collect();
+        let parent_of = |path: &'_ Path| {
+            path.parent()
+                .filter(|parent| !parent.as_os_str().is_empty())
+                .unwrap_or(Path::new("."))
+                .to_path_buf()
+        };
+        if missing.is_empty() {
+            return self.sync_directory(&parent_of(directory));
+        }
+        for created in missing.into_iter().rev() {
+            match std::fs::create_dir(created) {
+                Err(error) if error.kind() == io::ErrorKind::AlreadyExists => {}
+                Err(error) => return Err(error),
+                Ok(()) => {}
+            }
+            self.sync_directory(&parent_of(created))?;
+        }
+        Ok(())
     }
 
     fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
@@ -138,8 +173,17 @@ impl Files for StdFiles {
     }
 
     fn sync_directory(&self, path: &Path) -> io::Result<()> {
-        std::fs::File::open(path)?.sync_all()
+        sync_directory(path)
     }
+}
+
+/// Syncs the directory `path` with `std::fs` (fsync on its descriptor). Elsewhere than Unix a
+/// directory cannot be opened for that, and its file system journals names itself: nothing.
+pub fn sync_directory(path: &Path) -> io::Result<()> {
+    if cfg!(unix) {
+        std::fs::File::open(path)?.sync_all()?;
+    }
+    Ok(())
 }
 
 /// Asynchronous file operations, for the log writer and snapshots of a running shard. Writes
@@ -148,7 +192,8 @@ pub trait Disk: 'static {
     /// An open file.
     type File;
 
-    /// Creates (or empties) `path` for writing, preallocated to `bytes` where the file system can.
+    /// Creates (or empties) `path` for writing, preallocated to `bytes` where the file system can
+    /// (its name is not durable until the directory is synced, or it is renamed).
     fn create(&self, path: &Path, bytes: u64) -> impl Future<Output = io::Result<Self::File>>;
 
     /// Writes `blocks` (a whole number of blocks) at `offset` (a block boundary).
@@ -165,8 +210,11 @@ pub trait Disk: 'static {
     /// Renames `from` to `to` and syncs their directory.
     fn rename(&self, from: &Path, to: &Path) -> impl Future<Output = io::Result<()>>;
 
-    /// Removes `path`.
+    /// Removes `path` (not durable until the directory is synced).
     fn remove(&self, path: &Path) -> impl Future<Output = io::Result<()>>;
+
+    /// Syncs the directory `path`: the names created, renamed or removed in it are durable.
+    fn sync_directory(&self, path: &Path) -> impl Future<Output = io::Result<()>>;
 }
 
 /// Where a server's files are: `DIR/__azq__`.
@@ -180,7 +228,11 @@ pub const LOCK_FILE_NAME: &str = "LOCK";
 /// Creates the data directory `root` and locks it for this process (an advisory `flock`, freed
 /// when the process ends however it ends); an error when another process holds it.
 pub fn lock_data_directory(root: &Path) -> Result<std::fs::File, String> {
-    std::fs::create_dir_all(root).map_err(|error| unwritable(root, &error))?;
+    // Durably: the first start must not leave a name a power cut can take away with all the
+    // data synced under it.
+    StdFiles
+        .create_directories(root)
+        .map_err(|error| unwritable(root, &error))?;
     let path = root.join(LOCK_FILE_NAME);
     let file = std::fs::OpenOptions::new()
         .create(true)

@@ -3,8 +3,12 @@
 //! A **log segment** (`wal-<first sequence>.log`) is a 4 KiB header block (magic, format, shard,
 //! ID prefix, first sequence, CRC) and then records (`queue::record`) back to back, as the
 //! group commit wrote them; the rest of the preallocated file is zeros. Writes are whole blocks:
-//! each flush rewrites the block it ends in, so a flush is one aligned write (O_DIRECT on
-//! io_uring).
+//! each flush starts on a fresh block and pads its last one with zeros, so a flush is one
+//! aligned write (O_DIRECT on io_uring) that never touches a block an earlier flush wrote. A
+//! zero length with only zeros after it to the end of its block is that padding when the next
+//! block starts with the record due. (Format 1, before padding, rewrote the last partial block;
+//! its segments read the same way.) A segment is created as `segment.tmp` and renamed once its
+//! header is synced.
 //!
 //! A **snapshot** (`snapshot-<replay sequence>.snap`) is a header (magic, format, shard, the
 //! shard's identity, the log sequence replay starts from), the shard's queues, settings and
@@ -23,8 +27,11 @@ use crate::limits::{LOG_FLUSH_BYTES_MAX, STORAGE_BLOCK_BYTES};
 use crate::queue::record::{crc32c, read, Read, Record};
 use crate::queue::state::Identity;
 
-/// The version of both file formats.
+/// The version of the snapshot format.
 pub const FORMAT_VERSION: u32 = 1;
+/// The version of the segment format: 2 pads each flush to whole blocks. A server that knows
+/// only format 1 refuses these segments rather than reading the padding as damage.
+pub const SEGMENT_FORMAT_VERSION: u32 = 2;
 const SEGMENT_MAGIC: &[u8; 8] = b"AZQWAL\0\x01";
 const SNAPSHOT_MAGIC: &[u8; 8] = b"AZQSNP\0\x01";
 const TRAILER_MAGIC: &[u8; 8] = b"AZQEND\0\x01";
@@ -45,6 +52,9 @@ pub fn snapshot_name(sequence: u64) -> String {
 
 /// The name a snapshot is written under until it is whole.
 pub const SNAPSHOT_TEMPORARY_NAME: &str = "snapshot.tmp";
+
+/// The name a segment is created under until its header is synced.
+pub const SEGMENT_TEMPORARY_NAME: &str = "segment.tmp";
 
 /// The sequence in a segment's or snapshot's name, and which kind it is.
 pub fn parse_name(name: &str) -> Option<(FileKind, u64)> {
@@ -74,7 +84,7 @@ pub enum FileKind {
 pub fn segment_header(shard: u32, id_prefix: u64, first_sequence: u64) -> BytesMut {
     let mut block = BytesMut::with_capacity(STORAGE_BLOCK_BYTES);
     block.put_slice(SEGMENT_MAGIC);
-    block.put_u32_le(FORMAT_VERSION);
+    block.put_u32_le(SEGMENT_FORMAT_VERSION);
     block.put_u32_le(shard);
     block.put_u64_le(id_prefix);
     block.put_u64_le(first_sequence);
@@ -107,7 +117,7 @@ fn read_segment_header(data: &[u8]) -> Result<SegmentHeader, &'static str> {
     if crc32c(&[&data[0..32]]) != word(32) {
         return Err("a segment header whose CRC does not match");
     }
-    if word(8) != FORMAT_VERSION {
+    if !(1..=SEGMENT_FORMAT_VERSION).contains(&word(8)) {
         return Err("a segment of another format version");
     }
     Ok(SegmentHeader {
@@ -162,6 +172,11 @@ pub fn read_segment(data: &Bytes) -> Result<Segment, &'static str> {
     let mut expected = header.first_sequence;
     let ending = loop {
         match read(&data.slice(at..)) {
+            // A flush's padding: zeros to the end of the block, and the next block starts with
+            // the record due.
+            Read::End if is_padding(data, at, expected) => {
+                at = at.next_multiple_of(STORAGE_BLOCK_BYTES);
+            }
             // Past the end of what was written, a segment is zeros (preallocated, and a torn
             // tail is cut off at recovery): a zero length with bytes after it is damage too.
             Read::End if data[at..].iter().all(|&byte| byte == 0) => break Ending::Clean,
@@ -189,6 +204,19 @@ pub fn read_segment(data: &Bytes) -> Result<Segment, &'static str> {
     })
 }
 
+/// Whether a zero length at `at` is a flush's padding: not on a block boundary, only zeros to
+/// the end of its block, and the next block starts with record `expected`.
+fn is_padding(data: &Bytes, at: usize, expected: u64) -> bool {
+    let block_end = at.next_multiple_of(STORAGE_BLOCK_BYTES);
+    block_end != at
+        && block_end < data.len()
+        && data[at..block_end].iter().all(|&byte| byte == 0)
+        && matches!(
+            read(&data.slice(block_end..)),
+            Read::Record { sequence, .. } if sequence == expected
+        )
+}
+
 /// How many sequences after a damaged record a search for intact later records looks for: more
 /// damaged records in a row than this read as a torn tail.
 const SEQUENCES_PROBED: u64 = 64;
@@ -208,9 +236,21 @@ fn classify(data: &Bytes, at: usize, expected: u64, reason: &'static str) -> End
         let sequence = u64::from_le_bytes(data[offset + 8..offset + 16].try_into().expect("8"));
         if next.contains(&sequence) {
             if let Read::Record { .. } = read(&data.slice(offset..)) {
-                let mut end = offset;
-                while let Read::Record { bytes, .. } = read(&data.slice(end..)) {
-                    end += bytes;
+                // The run of records in sequence from here, across flushes' padding.
+                let (mut end, mut due) = (offset, sequence);
+                loop {
+                    match read(&data.slice(end..)) {
+                        Read::Record {
+                            sequence, bytes, ..
+                        } if sequence == due => {
+                            end += bytes;
+                            due += 1;
+                        }
+                        Read::End if is_padding(data, end, due) => {
+                            end = end.next_multiple_of(STORAGE_BLOCK_BYTES);
+                        }
+                        _ => break,
+                    }
                 }
                 if end > limit {
                     return Ending::Corrupt { offset: at, reason };

@@ -3,12 +3,25 @@
 //!
 //! **Group commit.** The state appends records to its journal as it applies commands; `flush`
 //! takes what has accumulated (at most `LOG_FLUSH_BYTES_MAX`), writes it at the end of the
-//! current segment in one aligned write (rewriting the block the previous flush ended in) and
-//! syncs it (fdatasync). While a flush is in flight the shard keeps serving and the next batch
-//! accumulates, so one sync covers every change made during the previous one. A reply whose
-//! command emitted records waits for `durable(sequence)`. With `Durability::Write` a flush only
-//! writes, and `sync_in_background` syncs on a timer: that survives a crash of azq, not of the
-//! machine.
+//! current segment in one aligned write starting on a fresh block (the rest of its last block
+//! is zeros), and syncs it (fdatasync). While a flush is in flight the shard keeps serving and
+//! the next batch accumulates, so one sync covers every change made during the previous one. A
+//! reply whose command emitted records waits for `durable(sequence)`. With `Durability::Write`
+//! a flush only writes, and `sync_in_background` syncs on a timer (and a flush first syncs when
+//! `LOG_FLUSH_BYTES_MAX` would be written and not synced): that survives a crash of azq, not of
+//! the machine.
+//!
+//! **Nothing acknowledged is written twice.** A flush never rewrites a block that holds synced
+//! records: a write torn by a power cut, at whatever granularity and with whatever garbage, can
+//! only damage bytes that no reply has waited for. (Rewriting the last partial block with more
+//! records after it, as before, was safe only on a device that writes each sector whole.)
+//!
+//! **Files appear whole.** A new segment is created as `segment.tmp`, preallocated, given its
+//! header, synced, and only then renamed to its name (and the directory synced) before any
+//! record is written into it; a snapshot is written to `snapshot.tmp`, synced, renamed, and the
+//! directory synced before the files it replaces are removed (and the directory synced again).
+//! So a file under a segment's or snapshot's name always has its header, and a power cut can
+//! leave behind only temporary files and unsynced tails, which recovery cleans up.
 //!
 //! **Snapshots.** Once the log since the last snapshot outgrows the live data (and
 //! `SNAPSHOT_ALLOWANCE_BYTES`), a `SnapshotJob` writes the state to `snapshot.tmp` a bounded step
@@ -21,7 +34,9 @@
 //! messages restored at start-up still hold: `files::StdFiles::read`).
 //!
 //! An I/O error is not answered to a client: the caller ends the process (fail-stop), and the
-//! next start recovers what was durable.
+//! next start recovers what was durable. The log itself refuses every later flush, sync and
+//! snapshot step once one failed, so nothing written after a failed sync (whose data the kernel
+//! may have dropped while reporting success to a later sync) is ever acknowledged.
 
 use std::cell::{Cell, RefCell};
 use std::future::{poll_fn, Future};
@@ -29,13 +44,14 @@ use std::io;
 use std::path::PathBuf;
 use std::rc::Rc;
 use std::task::{Poll, Waker};
+use std::time::Instant;
 
 use bytes::{BufMut, BytesMut};
 
 use super::files::Disk;
 use super::format::{
     segment_header, segment_name, snapshot_header, snapshot_name, snapshot_trailer,
-    SNAPSHOT_TEMPORARY_NAME,
+    SEGMENT_TEMPORARY_NAME, SNAPSHOT_TEMPORARY_NAME,
 };
 use super::recovery::{SegmentFile, ShardStart};
 use crate::limits::{
@@ -43,6 +59,7 @@ use crate::limits::{
     SNAPSHOT_STEP_SLOTS, STORAGE_BLOCK_BYTES,
 };
 use crate::queue::{QueueKey, ShardState};
+use crate::time::{latency_bucket, LATENCY_BUCKETS};
 
 /// When a change counts as written, as `--durability` names it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -70,11 +87,11 @@ struct OpenSegment<F> {
     file: Rc<F>,
     path: PathBuf,
     first_sequence: u64,
-    /// Bytes of the segment in use: header block and records.
+    /// Bytes of the segment in use: header block and records, each flush's padded to whole
+    /// blocks (the next flush starts here).
     length: u64,
-    /// The records in the last, partial block: rewritten, with more after them, by the next
-    /// flush.
-    tail: BytesMut,
+    /// Bytes from the start known synced (`Durability::Write` bounds what lies beyond).
+    synced_length: u64,
 }
 
 struct LogState<F> {
@@ -91,6 +108,8 @@ struct LogState<F> {
     snapshotting: bool,
     /// Written and not synced yet (`Durability::Write`).
     unsynced: bool,
+    /// A write or sync failed: nothing more is written, synced or acknowledged.
+    failed: bool,
 }
 
 /// What a log's flushes have written since the shard started.
@@ -104,6 +123,10 @@ pub struct FlushStats {
     pub records_max: u64,
     /// Bytes of records written.
     pub bytes: u64,
+    /// How long each flush's write and sync took: `time::latency_bucket` counts.
+    pub duration_buckets: [u64; LATENCY_BUCKETS],
+    /// The sum of those durations, µs.
+    pub duration_sum_us: u64,
 }
 
 /// One shard's log.
@@ -127,9 +150,10 @@ pub struct Log<D: Disk> {
 impl<D: Disk> Log<D> {
     /// The log of `start`'s shard, continuing after what recovery found.
     pub fn new(disk: D, start: &ShardStart, shard: u32, durability: Durability) -> Log<D> {
+        // Records the state holds already (an `--init` file's) are the first flush's.
         let next_sequence = start
             .state
-            .journal_next_sequence()
+            .journal_untaken_sequence()
             .expect("a durable shard journals");
         let log_bytes = start.segments.iter().map(|segment| segment.bytes).sum();
         Log {
@@ -147,6 +171,7 @@ impl<D: Disk> Log<D> {
                 next_sequence,
                 snapshotting: false,
                 unsynced: false,
+                failed: false,
             }),
             durable: Cell::new(next_sequence.checked_sub(1)),
             stats: Cell::new(FlushStats::default()),
@@ -198,44 +223,63 @@ impl<D: Disk> Log<D> {
     /// Writes (and, for `Fsync`, syncs) the records `state` has accumulated, one batch of at
     /// most `LOG_FLUSH_BYTES_MAX`. `Ok(false)` when there was nothing to write.
     pub async fn flush(&self, state: &RefCell<ShardState>) -> io::Result<bool> {
+        self.check_failed()?;
         let Some((records, last_sequence)) = state.borrow_mut().take_journal(LOG_FLUSH_BYTES_MAX)
         else {
             return Ok(false);
         };
+        let written = self.write_records(records, last_sequence).await;
+        self.failed_on_error(written)
+    }
+
+    /// The body of `flush`: `records` (ending with record `last_sequence`) written at the end of
+    /// the segment, and synced.
+    async fn write_records(&self, records: BytesMut, last_sequence: u64) -> io::Result<bool> {
         let first_sequence = self.state.borrow().next_sequence;
+        // The new records from a fresh block, padded with zeros to whole blocks: the blocks
+        // before them, which hold synced records, are never written again.
+        let records_bytes = records.len();
+        let padded = records_bytes.next_multiple_of(STORAGE_BLOCK_BYTES);
         // A new segment when this one is full; a batch larger than a whole segment fills one
         // of its own, past its preallocated size.
         let rotate = self.state.borrow().segment.as_ref().is_none_or(|segment| {
             segment.length > STORAGE_BLOCK_BYTES as u64
-                && segment.length + records.len() as u64 + STORAGE_BLOCK_BYTES as u64
-                    > self.segment_bytes
+                && segment.length + padded as u64 > self.segment_bytes
         });
         if rotate {
             self.open_segment(first_sequence).await?;
         }
-        // The partial block the last flush ended in, then the new records, padded to blocks.
-        let (file, offset, blocks, tail) = {
-            let mut log = self.state.borrow_mut();
-            let segment = log.segment.as_mut().expect("a segment is open");
-            let offset = segment.length - segment.tail.len() as u64;
-            let mut blocks = BytesMut::with_capacity(segment.tail.len() + records.len() + 4096);
-            blocks.put_slice(&segment.tail);
-            blocks.put_slice(&records);
-            let whole = blocks.len() / STORAGE_BLOCK_BYTES * STORAGE_BLOCK_BYTES;
-            let tail = BytesMut::from(&blocks[whole..]);
-            blocks.resize(blocks.len().next_multiple_of(STORAGE_BLOCK_BYTES), 0);
-            segment.length += records.len() as u64;
-            (segment.file.clone(), offset, blocks, tail)
+        let started = Instant::now();
+        let (file, offset, synced_length) = {
+            let log = self.state.borrow();
+            let segment = log.segment.as_ref().expect("a segment is open");
+            (segment.file.clone(), segment.length, segment.synced_length)
         };
+        // With `Durability::Write`, what lies beyond the last sync stays within one flush's
+        // reach, which recovery takes for a torn last write: sync first when this write would
+        // take it further.
+        if self.durability == Durability::Write
+            && offset + padded as u64 - synced_length > LOG_FLUSH_BYTES_MAX as u64
+            && offset > synced_length
+        {
+            self.state.borrow_mut().unsynced = false;
+            self.disk.sync(&file).await?;
+            self.mark_synced(&file, offset);
+        }
+        let mut blocks = records;
+        blocks.resize(padded, 0);
         self.disk.write_at(&file, offset, &blocks).await?;
         match self.durability {
-            Durability::Fsync => self.disk.sync(&file).await?,
+            Durability::Fsync => {
+                self.disk.sync(&file).await?;
+                self.mark_synced(&file, offset + padded as u64);
+            }
             Durability::Write => self.state.borrow_mut().unsynced = true,
         }
         {
             let mut log = self.state.borrow_mut();
-            log.segment.as_mut().expect("a segment is open").tail = tail;
-            log.log_bytes += records.len() as u64;
+            log.segment.as_mut().expect("a segment is open").length += padded as u64;
+            log.log_bytes += padded as u64;
             log.next_sequence = last_sequence + 1;
         }
         let mut stats = self.stats.get();
@@ -243,25 +287,83 @@ impl<D: Disk> Log<D> {
         stats.flushes += 1;
         stats.records += records_written;
         stats.records_max = stats.records_max.max(records_written);
-        stats.bytes += records.len() as u64;
+        stats.bytes += records_bytes as u64;
+        let duration_us = started.elapsed().as_micros() as u64;
+        stats.duration_buckets[latency_bucket(duration_us)] += 1;
+        stats.duration_sum_us += duration_us;
         self.stats.set(stats);
+        // Another task's write or sync failed while this one was in flight: fail-stop.
+        self.check_failed()?;
         self.made_durable(last_sequence);
         Ok(true)
     }
 
     /// Syncs what `Durability::Write` has written since the last sync.
     pub async fn sync_in_background(&self) -> io::Result<()> {
-        let file = {
+        self.check_failed()?;
+        let segment = {
             let mut log = self.state.borrow_mut();
             if !std::mem::take(&mut log.unsynced) {
                 return Ok(());
             }
-            log.segment.as_ref().map(|segment| segment.file.clone())
+            log.segment
+                .as_ref()
+                .map(|segment| (segment.file.clone(), segment.length))
         };
-        if let Some(file) = file {
-            self.disk.sync(&file).await?;
+        if let Some((file, length)) = segment {
+            let synced = self.disk.sync(&file).await;
+            self.failed_on_error(synced)?;
+            self.mark_synced(&file, length);
         }
         Ok(())
+    }
+
+    /// Syncs the open segment whatever the background sync is doing (it may have taken the
+    /// `unsynced` flag for a sync still in flight), for `Durability::Write` before a segment is
+    /// closed or a snapshot replaces the last one.
+    async fn sync_current(&self) -> io::Result<()> {
+        let segment = {
+            let mut log = self.state.borrow_mut();
+            log.unsynced = false;
+            log.segment
+                .as_ref()
+                .map(|segment| (segment.file.clone(), segment.length))
+        };
+        if let Some((file, length)) = segment {
+            self.disk.sync(&file).await?;
+            self.mark_synced(&file, length);
+        }
+        Ok(())
+    }
+
+    /// Records that `file`'s first `length` bytes are synced, if it is still the open segment.
+    fn mark_synced(&self, file: &Rc<D::File>, length: u64) {
+        let mut log = self.state.borrow_mut();
+        if let Some(segment) = log
+            .segment
+            .as_mut()
+            .filter(|segment| Rc::ptr_eq(&segment.file, file))
+        {
+            segment.synced_length = segment.synced_length.max(length);
+        }
+    }
+
+    /// An error once a write or sync has failed: fail-stop, nothing later is acknowledged.
+    fn check_failed(&self) -> io::Result<()> {
+        if self.state.borrow().failed {
+            return Err(io::Error::other(
+                "an earlier write or sync of this log failed",
+            ));
+        }
+        Ok(())
+    }
+
+    /// Passes `result` on, marking the log failed when it is an error.
+    fn failed_on_error<T>(&self, result: io::Result<T>) -> io::Result<T> {
+        if result.is_err() {
+            self.state.borrow_mut().failed = true;
+        }
+        result
     }
 
     fn made_durable(&self, sequence: u64) {
@@ -281,22 +383,19 @@ impl<D: Disk> Log<D> {
     /// the background sync has not reached yet is synced here, so that after a power cut no
     /// segment but the last can end in a torn write (which recovery would take for damage).
     async fn open_segment(&self, first_sequence: u64) -> io::Result<()> {
-        let unsynced = {
-            let mut log = self.state.borrow_mut();
-            let unsynced = std::mem::take(&mut log.unsynced);
-            log.segment
-                .as_ref()
-                .filter(|_| unsynced)
-                .map(|segment| segment.file.clone())
-        };
-        if let Some(file) = unsynced {
-            self.disk.sync(&file).await?;
+        if self.durability == Durability::Write {
+            self.sync_current().await?;
         }
+        // Whole under a temporary name (preallocated, its header synced), then renamed, the
+        // directory synced: a segment under its name always has its header, and its name is
+        // durable before any record in it is acknowledged.
+        let temporary = self.directory.join(SEGMENT_TEMPORARY_NAME);
         let path = self.directory.join(segment_name(first_sequence));
-        let file = self.disk.create(&path, self.segment_bytes).await?;
+        let file = self.disk.create(&temporary, self.segment_bytes).await?;
         let header = segment_header(self.shard, self.id_prefix, first_sequence);
         self.disk.write_at(&file, 0, &header).await?;
         self.disk.sync(&file).await?;
+        self.disk.rename(&temporary, &path).await?;
         let mut log = self.state.borrow_mut();
         if let Some(old) = log.segment.take() {
             log.segments.push(SegmentFile {
@@ -310,7 +409,7 @@ impl<D: Disk> Log<D> {
             path,
             first_sequence,
             length: STORAGE_BLOCK_BYTES as u64,
-            tail: BytesMut::new(),
+            synced_length: STORAGE_BLOCK_BYTES as u64,
         });
         log.log_bytes += STORAGE_BLOCK_BYTES as u64;
         Ok(())
@@ -328,6 +427,7 @@ impl<D: Disk> Log<D> {
 
     /// Starts a snapshot of `state` as it is now.
     pub async fn start_snapshot(&self, state: &RefCell<ShardState>) -> io::Result<SnapshotJob<D>> {
+        self.check_failed()?;
         let (identity, replay_from) = {
             let state = state.borrow();
             let replay_from = state
@@ -337,7 +437,7 @@ impl<D: Disk> Log<D> {
         };
         self.state.borrow_mut().snapshotting = true;
         let path = self.directory.join(SNAPSHOT_TEMPORARY_NAME);
-        let file = self.disk.create(&path, 0).await?;
+        let file = self.failed_on_error(self.disk.create(&path, 0).await)?;
         let mut pending = BytesMut::with_capacity(1 << 20);
         pending.put_slice(&snapshot_header(self.shard, &identity, replay_from));
         Ok(SnapshotJob {
@@ -346,6 +446,7 @@ impl<D: Disk> Log<D> {
             written: 0,
             entries: 0,
             replay_from,
+            reflects_until: None,
             phase: Phase::Queues(None),
         })
     }
@@ -382,13 +483,20 @@ impl<D: Disk> Log<D> {
                 + log.segment.as_ref().map_or(0, |segment| segment.length);
             (old, removable)
         };
+        let old_snapshot = old_snapshot.filter(|old| {
+            old.file_name().and_then(|name| name.to_str()) != Some(&snapshot_name(replay_from))
+        });
+        let removed = old_snapshot.is_some() || !removable.is_empty();
         if let Some(old) = old_snapshot {
-            if old.file_name().and_then(|name| name.to_str()) != Some(&snapshot_name(replay_from)) {
-                self.disk.remove(&old).await?;
-            }
+            self.disk.remove(&old).await?;
         }
         for segment in removable {
             self.disk.remove(&segment.path).await?;
+        }
+        // The removals durable too, so a power cut never brings back files whose blocks the
+        // log already counts as free.
+        if removed {
+            self.disk.sync_directory(&self.directory).await?;
         }
         Ok(())
     }
@@ -413,6 +521,8 @@ pub struct SnapshotJob<D: Disk> {
     written: u64,
     entries: u64,
     replay_from: u64,
+    /// The journal's next sequence when the last step encoded the state.
+    reflects_until: Option<u64>,
     phase: Phase,
 }
 
@@ -420,6 +530,17 @@ impl<D: Disk> SnapshotJob<D> {
     /// Encodes and writes one bounded step; `Ok(true)` once the snapshot is whole, synced and in
     /// place.
     pub async fn step(&mut self, log: &Log<D>, state: &RefCell<ShardState>) -> io::Result<bool> {
+        log.check_failed()?;
+        let stepped = self.encode_and_write(log, state).await;
+        log.failed_on_error(stepped)
+    }
+
+    /// The body of `step`.
+    async fn encode_and_write(
+        &mut self,
+        log: &Log<D>,
+        state: &RefCell<ShardState>,
+    ) -> io::Result<bool> {
         {
             let state = state.borrow();
             match &self.phase {
@@ -443,6 +564,7 @@ impl<D: Disk> SnapshotJob<D> {
                     state.snapshot_messages(*from..end, &mut self.pending, &mut self.entries);
                     self.phase = if end >= state.slab_slots() {
                         self.pending.put_slice(&snapshot_trailer(self.entries));
+                        self.reflects_until = state.journal_next_sequence();
                         Phase::Done
                     } else {
                         Phase::Messages(end)
@@ -466,6 +588,17 @@ impl<D: Disk> SnapshotJob<D> {
         }
         if done {
             log.disk.sync(&self.file).await?;
+            // The snapshot is fuzzy: it may show changes up to the last record emitted before
+            // its last step, which replay from `replay_from` corrects only if the log holds
+            // them. So they are synced before the snapshot replaces the last one: else a power
+            // cut could leave a state that never was (some of those changes without earlier
+            // ones), not a prefix of the log.
+            if let Some(last) = self.reflects_until.and_then(|next| next.checked_sub(1)) {
+                log.durable(last).await;
+                if log.durability == Durability::Write {
+                    log.sync_current().await?;
+                }
+            }
             log.finish_snapshot(self.replay_from, self.written).await?;
         }
         Ok(done)

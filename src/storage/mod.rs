@@ -16,4 +16,6 @@ pub mod format;
 pub mod log;
 pub mod recovery;
 #[cfg(test)]
+mod sim;
+#[cfg(test)]
 mod tests;

@@ -9,6 +9,14 @@
 //! with intact records after it stops recovery with the file and offset, unless
 //! `truncate_corrupt` (`--truncateCorruptLog`) cuts the log there instead.
 //!
+//! Whatever else a power cut can leave without anything acknowledged in it is cleaned up, each
+//! with one note: a segment or snapshot still under its temporary name, a last segment whose
+//! header never reached the disk (written by a server that created segments under their final
+//! name) or that holds no record, older snapshots and the segments a snapshot covers that the
+//! server had no time to remove, a generation or `CURRENT.tmp` of an interrupted change of
+//! shard count. Every removal is made durable (its directory synced) before anything is
+//! written after it.
+//!
 //! With the shard count of the files, every shard's image goes back into the same shard, every
 //! queue and message into its old record and slot: pop receipts handed out before the restart
 //! still work. With another count, queues go to the shards that own them now, messages keep
@@ -24,12 +32,14 @@ use bytes::{BufMut, Bytes, BytesMut};
 
 use super::files::{
     generation_name, parse_generation, shard_directory_name, Files, CURRENT_FILE_NAME,
+    CURRENT_TEMPORARY_NAME,
 };
 use super::format::{
     parse_name, read_segment, read_snapshot, snapshot_header, snapshot_name, snapshot_trailer,
-    Ending, FileKind, SNAPSHOT_TEMPORARY_NAME,
+    Ending, FileKind, SEGMENT_TEMPORARY_NAME, SNAPSHOT_TEMPORARY_NAME,
 };
-use crate::queue::record::{MessageState, Record};
+use crate::limits::STORAGE_BLOCK_BYTES;
+use crate::queue::record::{read, MessageState, Read, Record};
 use crate::queue::state::{message_id, Identity};
 use crate::queue::SignedIdentifier;
 use crate::queue::{
@@ -158,14 +168,38 @@ impl Image {
                     queue.metadata = metadata;
                 }
             }
+            // Replayed over a fuzzy snapshot, a record may find its queue's record index
+            // already reused by a queue created later (the snapshot shows that later state):
+            // a deletion or a clear acts only on the queue it names, and later records bring
+            // the rest up to date.
             Record::QueueDeleted { queue, key } => {
-                self.queues.remove(&queue);
+                if self
+                    .queues
+                    .get(&queue)
+                    .is_some_and(|found| found.key == key)
+                {
+                    self.queues.remove(&queue);
+                }
                 self.acls.remove(&key);
             }
-            Record::QueueCleared { queue, moved_to } => {
-                if let Some(mut moved) = self.queues.remove(&queue) {
+            Record::QueueCleared {
+                queue,
+                moved_to,
+                key,
+            } => {
+                let named = |found: &ImageQueue| key.as_ref().is_none_or(|key| found.key == *key);
+                if self.queues.get(&queue).is_some_and(named) {
+                    let mut moved = self.queues.remove(&queue).expect("found");
                     moved.incarnation = self.new_incarnation();
                     self.queues.insert(moved_to, moved);
+                } else if key.is_some() && self.queues.get(&moved_to).is_some_and(named) {
+                    // The snapshot shows the queue moved already, maybe with messages put
+                    // after the clear (the log puts them back): only the clear's own effect,
+                    // a new incarnation without the older messages, remains to be done.
+                    let incarnation = self.new_incarnation();
+                    if let Some(moved) = self.queues.get_mut(&moved_to) {
+                        moved.incarnation = incarnation;
+                    }
                 }
             }
             Record::MessagePut(message) => {
@@ -320,16 +354,30 @@ fn read_shard(
     let mut image = Image::empty();
     let mut snapshots = Vec::new();
     let mut segments = Vec::new();
+    // Names removed: the directory is synced once they all are.
+    let mut removed = false;
+    let mut remove = |path: &Path, note: String, notes: &mut Vec<String>| {
+        notes.push(note);
+        removed = true;
+        files.remove_file(path).map_err(|error| failed(path, error))
+    };
     for name in names {
         let path = directory.join(&name);
         match parse_name(&name) {
             Some((FileKind::Snapshot, sequence)) => snapshots.push((sequence, path)),
             Some((FileKind::Segment, sequence)) => segments.push((sequence, path)),
-            // A snapshot that was being written when the server stopped.
-            None if name == SNAPSHOT_TEMPORARY_NAME => {
-                files
-                    .remove_file(&path)
-                    .map_err(|error| failed(&path, error))?;
+            // A snapshot or segment that was being written when the server stopped.
+            None if name == SNAPSHOT_TEMPORARY_NAME || name == SEGMENT_TEMPORARY_NAME => {
+                let note = format!(
+                    "{}: a {} being written when the server stopped; removed",
+                    path.display(),
+                    if name == SEGMENT_TEMPORARY_NAME {
+                        "log segment"
+                    } else {
+                        "snapshot"
+                    }
+                );
+                remove(&path, note, notes)?;
             }
             None => {}
         }
@@ -356,12 +404,37 @@ fn read_shard(
         for record in snapshot.records {
             image.apply(record);
         }
-        image.snapshot = Some((path, data.len() as u64));
         // Older snapshots the server had no time to remove.
         for (_, older) in snapshots {
-            files
-                .remove_file(&older)
-                .map_err(|error| failed(&older, error))?;
+            let note = format!(
+                "{}: an older snapshot, replaced by {}; removed",
+                older.display(),
+                path.display()
+            );
+            remove(&older, note, notes)?;
+        }
+        image.snapshot = Some((path, data.len() as u64));
+        // Segments the snapshot covers (the next one starts at or before its replay point)
+        // that the server had no time to remove, or whose removal a power cut undid.
+        let needed = segments
+            .iter()
+            .rposition(|(first_sequence, _)| *first_sequence <= replay_from)
+            .unwrap_or(0);
+        for (_, covered) in segments.drain(..needed) {
+            let note = format!(
+                "{}: a log segment the snapshot covers; removed",
+                covered.display()
+            );
+            remove(&covered, note, notes)?;
+        }
+        if let Some((first_sequence, path)) = segments.first() {
+            if *first_sequence > replay_from {
+                return Err(format!(
+                    "{}: the log skips from the snapshot's record {replay_from} to \
+                     {first_sequence}",
+                    path.display()
+                ));
+            }
         }
     }
     let last = segments.len().saturating_sub(1);
@@ -369,8 +442,39 @@ fn read_shard(
     for (index, (first_sequence, path)) in segments.iter().enumerate() {
         let data = files.read(path).map_err(|error| failed(path, error))?;
         image.buffers.push(data.clone());
-        let segment = read_segment(&data)
-            .map_err(|why| format!("{}: not a log segment: {why}", path.display()))?;
+        let segment = match read_segment(&data) {
+            Ok(segment) => segment,
+            // The last segment, created under its name by an earlier server, and its header
+            // never synced: nothing in it was acknowledged, unless intact records follow the
+            // header block (then the header is damage).
+            Err(why)
+                if index == last
+                    && data.len() >= STORAGE_BLOCK_BYTES
+                    && !matches!(
+                        read(&data.slice(STORAGE_BLOCK_BYTES..)),
+                        Read::Record { sequence, .. } if sequence == *first_sequence
+                    ) =>
+            {
+                let note = format!(
+                    "{}: a log segment whose header never reached the disk ({why}), holding no \
+                     record; removed",
+                    path.display()
+                );
+                remove(path, note, notes)?;
+                image.next_sequence = image.next_sequence.max(*first_sequence);
+                break;
+            }
+            Err(why) if data.len() < STORAGE_BLOCK_BYTES && index == last => {
+                let note = format!(
+                    "{}: a log segment whose header never reached the disk ({why}); removed",
+                    path.display()
+                );
+                remove(path, note, notes)?;
+                image.next_sequence = image.next_sequence.max(*first_sequence);
+                break;
+            }
+            Err(why) => return Err(format!("{}: not a log segment: {why}", path.display())),
+        };
         if segment.header.shard != shard || segment.header.first_sequence != *first_sequence {
             return Err(format!(
                 "{}: a segment of another shard or name",
@@ -401,16 +505,19 @@ fn read_shard(
             && segment.records.is_empty()
             && matches!(segment.ending, Ending::Clean | Ending::Torn { .. })
         {
-            if let Ending::Torn { offset, reason } = &segment.ending {
-                notes.push(format!(
+            let note = match &segment.ending {
+                Ending::Torn { offset, reason } => format!(
                     "{}: the last write was cut short ({reason} at offset {offset}) before any \
                      record; the segment is removed",
                     path.display()
-                ));
-            }
-            files
-                .remove_file(path)
-                .map_err(|error| failed(path, error))?;
+                ),
+                _ => format!(
+                    "{}: a log segment created before the server stopped, holding no record; \
+                     removed",
+                    path.display()
+                ),
+            };
+            remove(path, note, notes)?;
             image.next_sequence = image.next_sequence.max(*first_sequence);
             break;
         }
@@ -475,12 +582,19 @@ fn read_shard(
         });
         if stop {
             for (_, later) in &segments[index + 1..] {
-                files
-                    .remove_file(later)
-                    .map_err(|error| failed(later, error))?;
+                let note = format!(
+                    "{}: after the cut (--truncateCorruptLog); removed",
+                    later.display()
+                );
+                remove(later, note, notes)?;
             }
             break;
         }
+    }
+    if removed {
+        files
+            .sync_directory(directory)
+            .map_err(|error| failed(directory, error))?;
     }
     Ok(image)
 }
@@ -513,16 +627,37 @@ pub fn recover(
         Err(error) => return Err(failed(&current_path, error)),
     };
     // Generations other than the current one are leftovers of an interrupted change of
-    // shard count (the new one, never made current) or of its clean-up (the old one).
+    // shard count (the new one, never made current) or of its clean-up (the old one); so is
+    // a `CURRENT.tmp` that was never renamed.
+    let mut notes = Vec::new();
+    let mut removed = false;
     for name in files.list(root).map_err(|error| failed(root, error))? {
+        let path = root.join(&name);
         if parse_generation(&name).is_some_and(|generation| Some(generation) != current) {
-            let path = root.join(&name);
+            notes.push(format!(
+                "{}: a generation of an interrupted change of shard count; removed",
+                path.display()
+            ));
             files
                 .remove_directory(&path)
                 .map_err(|error| failed(&path, error))?;
+            removed = true;
+        } else if name == CURRENT_TEMPORARY_NAME {
+            notes.push(format!(
+                "{}: a change of shard count interrupted before it switched; removed",
+                path.display()
+            ));
+            files
+                .remove_file(&path)
+                .map_err(|error| failed(&path, error))?;
+            removed = true;
         }
     }
-    let mut notes = Vec::new();
+    if removed {
+        files
+            .sync_directory(root)
+            .map_err(|error| failed(root, error))?;
+    }
     let mut images = Vec::new();
     if let Some(generation) = current {
         let directory = root.join(generation_name(generation));
@@ -701,7 +836,7 @@ pub fn recover(
         files
             .sync_directory(&generation_directory)
             .map_err(|error| failed(&generation_directory, error))?;
-        let temporary = root.join(format!("{CURRENT_FILE_NAME}.tmp"));
+        let temporary = root.join(CURRENT_TEMPORARY_NAME);
         files
             .write_synced(
                 &temporary,
@@ -724,6 +859,9 @@ pub fn recover(
             files
                 .remove_directory(&old_directory)
                 .map_err(|error| failed(&old_directory, error))?;
+            files
+                .sync_directory(root)
+                .map_err(|error| failed(root, error))?;
         }
     }
     let summary = format!(

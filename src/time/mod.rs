@@ -19,6 +19,19 @@ pub use rfc1123::{rfc1123, rfc1123_cached, RFC1123_BYTES};
 use std::cell::Cell;
 use std::time::{SystemTime, UNIX_EPOCH};
 
+/// Buckets of every latency histogram azq keeps (requests, log flushes): bucket `k` counts
+/// durations of at most `32 µs × 2^k` for `k` below 16 (32 µs to about 1 s), the last any longer.
+pub const LATENCY_BUCKETS: usize = 17;
+
+/// The latency bucket of a duration of `us` µs.
+pub fn latency_bucket(us: u64) -> usize {
+    if us <= 32 {
+        0
+    } else {
+        ((64 - ((us - 1) >> 5).leading_zeros()) as usize).min(LATENCY_BUCKETS - 1)
+    }
+}
+
 /// A source of the current time in milliseconds since the Unix epoch.
 pub trait Clock {
     /// The current time, ms since the epoch.

@@ -142,9 +142,13 @@ def test_metrics_parse_and_move_with_traffic(spawn_server):
         key = (name, tuple(sorted(labels.items())))
         return after.get(key, 0) - before.get(key, 0)
 
-    assert moved("azq_requests_total", operation="PutMessage", status="201") == 7
-    assert moved("azq_requests_total", operation="CreateQueue", status="201") == 1
-    assert moved("azq_requests_total", operation="GetMessages", status="200") == 1
+    success = {"response_type": "Success"}
+    assert moved("azq_requests_total", operation="PutMessage", status="201", **success) == 7
+    assert moved("azq_requests_total", operation="CreateQueue", status="201", **success) == 1
+    assert moved("azq_requests_total", operation="GetMessages", status="200", **success) == 1
+    assert moved("azq_success_e2e_latency_seconds_count", operation="PutMessage") == 7
+    assert moved("azq_message_events_total", event="puts") == 7
+    assert moved("azq_message_events_total", event="delivered") == 1
     assert moved("azq_request_duration_seconds_count", operation="PutMessage") == 7
     assert moved("azq_request_duration_seconds_bucket", operation="PutMessage", le="+Inf") == 7
     assert after[("azq_request_duration_seconds_sum", (("operation", "PutMessage"),))] > 0

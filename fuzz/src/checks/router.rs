@@ -389,6 +389,8 @@ pub fn assert_command_preconditions(command: &Command) {
         | Command::SetQueueAcl { .. }
         | Command::GetQueueAcl { .. }
         | Command::SetServiceProperties { .. }
-        | Command::ApplyReplica(_) => {}
+        | Command::ApplyReplica(_)
+        | Command::DeleteMessageById { .. }
+        | Command::DeleteQueues { .. } => {}
     }
 }

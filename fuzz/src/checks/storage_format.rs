@@ -10,7 +10,8 @@
 //!   sequence, is byte for byte the file's (the encoding is canonical, so nothing is read that
 //!   the writer could not have written). The same for a snapshot's entries and `read` itself.
 //! - **1, segment**: records of every kind (big Puts repeated, so a small input can fill more
-//!   than a flush) are written as the log writes them, padded with zeros, then maybe damaged:
+//!   than a flush) are written as the log writes them (in flushes, each padded with zeros to
+//!   whole blocks, the boundaries drawn from the input), then maybe damaged:
 //!   - none: read back `Clean`, every record;
 //!   - cut at an offset, the rest zeros (the tail a crash did not sync): every record that ends
 //!     before the cut is read, anything read is what was written, and the ending is never
@@ -18,7 +19,8 @@
 //!   - one byte of a record changed (a bad sector): the records before it are read, that one is
 //!     not (CRC-32C catches every error within 32 bits), and the ending is `Corrupt` exactly when
 //!     intact records follow it further than one flush away (acknowledged data behind the damage:
-//!     recovery must stop, never truncate it), `Torn` otherwise, at the damaged record's offset;
+//!     recovery must stop, never truncate it), `Torn` otherwise, at the damaged record's offset
+//!     (or where the padding before it begins);
 //!   - one byte of the header's first 36 changed: not a segment.
 //! - **2, snapshot**: the same records as a snapshot, then maybe one byte changed or a cut: an
 //!   intact snapshot reads back whole; a change within header, entries or trailer, or a cut
@@ -72,6 +74,12 @@ fn raw(data: &[u8]) {
         let mut at = STORAGE_BLOCK_BYTES;
         for (index, (sequence, record)) in segment.records.iter().enumerate() {
             assert_eq!(*sequence, segment.header.first_sequence + index as u64);
+            // A flush's padding before it: a zero length, and zeros to the end of the block.
+            if data[at..].starts_with(&[0; 4]) {
+                let block_end = at.next_multiple_of(STORAGE_BLOCK_BYTES);
+                assert!(data[at..block_end].iter().all(|&byte| byte == 0), "padding");
+                at = block_end;
+            }
             let mut encoded = BytesMut::new();
             encode(record, *sequence, &mut encoded);
             assert_eq!(
@@ -122,12 +130,16 @@ fn segment(input: &mut Input) {
     let records = records(input);
 
     let mut file = segment_header(7, 0x0a0b_0c0d, first_sequence);
-    // Where each record starts and ends in the file.
+    // Where each record starts and ends in the file. A flush ends after record `index` when
+    // bit `index % 32` of `position` is set, and the next one starts on a fresh block.
     let mut spans = Vec::with_capacity(records.len());
     for (index, record) in records.iter().enumerate() {
         let start = file.len();
         encode(record, first_sequence + index as u64, &mut file);
         spans.push((start, file.len()));
+        if (position >> (index % 32)) & 1 == 1 && index + 1 < records.len() {
+            file.resize(file.len().next_multiple_of(STORAGE_BLOCK_BYTES), 0);
+        }
     }
     let written_end = file.len();
     file.resize(written_end + padding, 0);
@@ -174,17 +186,25 @@ fn segment(input: &mut Input) {
             expect_written(&read.records);
             let beyond_a_flush = written_end > start + LOG_FLUSH_BYTES_MAX + STORAGE_BLOCK_BYTES
                 && damaged + 1 < spans.len();
+            // The damage is named at the record, or where the padding before it begins (the
+            // record that starts a flush).
+            let at_damage = |offset: usize| {
+                offset == start
+                    || (damaged > 0
+                        && start % STORAGE_BLOCK_BYTES == 0
+                        && offset == spans[damaged - 1].1)
+            };
             match read.ending {
                 Ending::Corrupt { offset, .. } => {
                     assert!(
                         beyond_a_flush,
                         "damage with nothing after it called corrupt"
                     );
-                    assert_eq!(offset, start);
+                    assert!(at_damage(offset), "corruption named at {offset}");
                 }
                 Ending::Torn { offset, .. } => {
                     assert!(!beyond_a_flush, "acknowledged records after damage dropped");
-                    assert_eq!(offset, start);
+                    assert!(at_damage(offset), "a torn tail named at {offset}");
                 }
                 Ending::Clean => panic!("a damaged record read as a clean end"),
             }
@@ -267,6 +287,7 @@ fn records(input: &mut Input) -> Vec<Record> {
             3 => records.push(Record::QueueCleared {
                 queue: input.u32(),
                 moved_to: input.u32(),
+                key: input.bool().then(|| key(input)),
             }),
             4 => records.push(Record::MessagePut(message(input, None))),
             // A big Put, repeated: a few input bytes become megabytes of log.

@@ -4,12 +4,15 @@
 //!   200 once every shard serves, 503 while starting or draining, with a small JSON body;
 //! - `GET /_azq/cert.pem`, over HTTPS: the server's certificate chain, so that a client or a CI
 //!   step can trust a `--cert auto` certificate in one command (404 over plain HTTP);
-//! - `GET /_azq/metrics` (Prometheus text, always on) and, only with `--faults-api`, the fault
-//!   rules: `POST /_azq/faults` adds one (JSON, `governor::faults`), `GET /_azq/faults` lists
-//!   them with how often each fired, `DELETE /_azq/faults/{id}` and `DELETE /_azq/faults` remove
-//!   them. Without `--faults-api` those paths are unknown (400 `InvalidUri`, as any other
-//!   unknown `/_azq/` path). Their answers are JSON; a bad rule is 400 `{"error": "..."}` saying
-//!   what is wrong.
+//! - `GET /_azq/metrics` (Prometheus text, always on) and, only with `--admin` (or its alias
+//!   `--faults-api`), the fault rules: `POST /_azq/faults` adds one (JSON, `governor::faults`),
+//!   `GET /_azq/faults` lists them with how often each fired, `DELETE /_azq/faults/{id}` and
+//!   `DELETE /_azq/faults` remove them. Without `--admin` they answer 403 with the reason. Their
+//!   answers are JSON; a bad rule is 400 `{"error": "..."}` saying what is wrong;
+//! - the console, inspection, its history, reset and the console's actions (`console.rs`).
+//!
+//! Every admin call (rules, reset, the console's actions) is logged on stderr and in the
+//! request log.
 
 use bytes::{BufMut, BytesMut};
 
@@ -19,7 +22,8 @@ use crate::queue::Reply;
 
 use super::super::plan::fail;
 use super::super::response::Responder;
-use super::super::{AdminAnswer, AdminStep, Health, Operation, Plan, ResponsePlan, Step};
+use super::super::{AdminAnswer, AdminStep, Health, Operation, Plan, ResponsePlan, Service, Step};
+use super::console;
 use crate::governor::faults;
 
 /// The prefix of every azq endpoint.
@@ -37,10 +41,19 @@ fn admin(step: AdminStep) -> Plan {
     }
 }
 
-/// The plan of a request to `/_azq/...`; `faults_api`: `--faults-api`.
-pub fn plan(request: &Request, faults_api: bool) -> Plan {
+/// The plan of a request to `/_azq/...`.
+pub fn plan(request: &Request, service: &Service) -> Plan {
     let path = request.path();
-    if faults_api && path.starts_with(FAULTS_PATH) {
+    if let Some(step) = console::plan(request, service) {
+        return admin(step);
+    }
+    if path.starts_with(FAULTS_PATH) && !service.admin() {
+        return admin(AdminStep::Answer(AdminAnswer::error(
+            403,
+            console::ADMIN_OFF,
+        )));
+    }
+    if path.starts_with(FAULTS_PATH) {
         let rest = &path[FAULTS_PATH.len()..];
         return match (request.method, rest) {
             (Method::Get, b"" | b"/") => admin(AdminStep::ListRules),
@@ -99,6 +112,9 @@ pub fn plan(request: &Request, faults_api: bool) -> Plan {
 pub fn admin_response(responder: &Responder<'_>, answer: AdminAnswer, out: &mut BytesMut) {
     let mut response = responder.start(answer.status, out);
     response.header("Content-Type", answer.content_type.as_bytes());
+    for (name, value) in &answer.headers {
+        response.header(name, value.as_bytes());
+    }
     response.body().put_slice(answer.body.as_bytes());
     response.finish();
 }

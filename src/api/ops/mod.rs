@@ -4,6 +4,7 @@
 //! `plan.rs` and `response.rs` have done what every operation shares.
 
 pub(super) mod admin;
+pub(super) mod console;
 pub(super) mod messages;
 pub(super) mod queue;
 pub(super) mod service;

@@ -44,6 +44,80 @@ pub(super) struct Queue {
     /// The record is a graveyard (its queue was cleared or deleted): no name leads to it, and its
     /// messages are being freed; a snapshot leaves them out.
     pub(super) retired: bool,
+    /// Messages in `invisible`, for inspection without a walk.
+    pub(super) invisible_count: u64,
+    /// Of those, the ones never delivered (a put's visibility delay, or an Update before any
+    /// Get): "delayed" rather than "leased".
+    pub(super) delayed_count: u64,
+    /// Bytes of the stored messages' texts.
+    pub(super) text_bytes: u64,
+    /// What clients did with the queue since it was created (or the server started); moves
+    /// with the queue when Clear Messages gives it a new record.
+    pub(super) activity: Activity,
+}
+
+impl Queue {
+    /// An empty queue with `metadata`.
+    pub(super) fn new(metadata: Metadata) -> Queue {
+        Queue {
+            metadata,
+            messages_count: 0,
+            in_order: MessageList::EMPTY,
+            out_of_order: BTreeMap::new(),
+            invisible: MessageList::EMPTY,
+            retired: false,
+            invisible_count: 0,
+            delayed_count: 0,
+            text_bytes: 0,
+            activity: Activity::default(),
+        }
+    }
+}
+
+/// Counts of what clients did with a queue (or with every queue of a shard), for the console's
+/// rates and the metrics. Plain fields, bumped where `apply` already holds the queue.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Activity {
+    /// Messages put.
+    pub puts: u64,
+    /// Messages delivered by Get Messages.
+    pub delivered: u64,
+    /// Of those, deliveries of a message delivered before (dequeue count above 1).
+    pub redelivered: u64,
+    /// Get Messages requests that found no visible message.
+    pub empty_gets: u64,
+    /// Messages deleted by Delete Message.
+    pub deletes: u64,
+    /// Update Message requests.
+    pub updates: u64,
+    /// Messages whose time to live ran out.
+    pub expired: u64,
+}
+
+impl Activity {
+    /// The counters' names, in `counts` order (as the metrics and the console name them).
+    pub const NAMES: [&'static str; 7] = [
+        "puts",
+        "delivered",
+        "redelivered",
+        "empty_gets",
+        "deletes",
+        "updates",
+        "expired",
+    ];
+
+    /// The counters in `NAMES` order.
+    pub fn counts(&self) -> [u64; 7] {
+        [
+            self.puts,
+            self.delivered,
+            self.redelivered,
+            self.empty_gets,
+            self.deletes,
+            self.updates,
+            self.expired,
+        ]
+    }
 }
 
 /// What one stored message counts against `--max-memory`: its text plus the fixed cost of its
@@ -108,6 +182,9 @@ pub struct ShardState {
     pub(super) replicas: Replicas,
     /// Version of the last replicated change this shard wrote; the next one gets one more.
     pub(super) replica_version_last: u64,
+    /// What clients did with every queue of the shard since it started (queues deleted since
+    /// included, so each count only grows).
+    pub(super) activity: Activity,
     /// The records of changes the runtime has not taken yet, when the shard is durable
     /// (`storage::record`); `None` in memory-only mode, which then pays nothing for it.
     pub(super) journal: Option<Journal>,
@@ -166,6 +243,7 @@ impl ShardState {
             timers: TimerWheel::new(),
             replicas: Replicas::default(),
             replica_version_last: 0,
+            activity: Activity::default(),
             journal: None,
             foreign_ids: HashMap::new(),
             foreign_slots: HashMap::new(),
@@ -214,6 +292,12 @@ impl ShardState {
             .map(|(depth, key)| (key.clone(), depth))
             .collect();
         census
+    }
+
+    /// Live queues and stored messages (those of cleared queues still being freed included):
+    /// O(1), for the console's samples.
+    pub fn totals(&self) -> (u64, u64) {
+        (self.queue_indices.len() as u64, self.messages.len() as u64)
     }
 
     /// This shard's copy of the replicated settings, for authorization and CORS.

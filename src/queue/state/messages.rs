@@ -47,7 +47,11 @@ impl ShardState {
         self.message_bytes += charge;
         self.sequence_next += 1;
         assert!(self.sequence_next <= SEQUENCE_MASK);
-        queue_at(&mut self.queues, index).messages_count += 1;
+        let queue = queue_at(&mut self.queues, index);
+        queue.messages_count += 1;
+        queue.text_bytes += self.messages.get(slot).text.len() as u64;
+        queue.activity.puts += 1;
+        self.activity.puts += 1;
         let time_next_visible_ms = now_ms + visibility_timeout_s * 1000;
         if visibility_timeout_s == 0 {
             self.make_visible(slot);
@@ -89,7 +93,7 @@ impl ShardState {
                 break;
             };
             if self.messages.get(slot).expiration_ms() <= now_ms {
-                self.free_message(slot);
+                self.expire_message(slot);
                 continue;
             }
             self.detach(slot);
@@ -112,6 +116,17 @@ impl ShardState {
                 visible_ms: time_next_visible_ms,
             });
             views.push(self.view(slot, Some(receipt), time_next_visible_ms, Text::Shared));
+        }
+        let redelivered = views.iter().filter(|view| view.dequeue_count > 1).count() as u64;
+        let delivered = views.len() as u64;
+        let empty = u64::from(views.is_empty());
+        for activity in [
+            &mut queue_at(&mut self.queues, index).activity,
+            &mut self.activity,
+        ] {
+            activity.delivered += delivered;
+            activity.redelivered += redelivered;
+            activity.empty_gets += empty;
         }
         Ok(Reply::Messages(views))
     }
@@ -157,7 +172,7 @@ impl ShardState {
             }
             // Both cursors have moved past `slot`, so freeing it leaves them valid.
             if self.messages.get(slot).expiration_ms() <= now_ms {
-                self.free_message(slot);
+                self.expire_message(slot);
                 continue;
             }
             views.push(self.view(slot, None, now_ms, Text::Shared));
@@ -187,7 +202,12 @@ impl ShardState {
                 return Err(StorageError::ServerBusy);
             }
             self.message_bytes = charge_after;
+            let queue = queue_at(&mut self.queues, index);
+            queue.text_bytes =
+                queue.text_bytes - self.messages.get(slot).text.len() as u64 + text.len() as u64;
         }
+        queue_at(&mut self.queues, index).activity.updates += 1;
+        self.activity.updates += 1;
         let message = self.messages.get_mut(slot);
         let was_invisible = message.place() == Place::Invisible;
         message.lease = message.lease.wrapping_add(1);
@@ -251,7 +271,7 @@ impl ShardState {
         };
         let message = self.messages.get(slot);
         if message.expiration_ms() <= now_ms {
-            self.free_message(slot);
+            self.expire_message(slot);
             return Err(StorageError::MessageNotFound);
         }
         if message.lease != receipt.lease {
@@ -264,7 +284,7 @@ impl ShardState {
     pub(super) fn on_timer(&mut self, slot: u32, now_ms: u64) {
         let message = self.messages.get(slot);
         if message.expiration_ms() <= now_ms {
-            self.free_message(slot);
+            self.expire_message(slot);
             return;
         }
         assert_eq!(
@@ -318,7 +338,10 @@ impl ShardState {
     pub(super) fn make_invisible(&mut self, slot: u32, time_next_visible_ms: u64) {
         let message = self.messages.get(slot);
         let deadline_ms = time_next_visible_ms.min(message.expiration_ms());
-        queue_at(&mut self.queues, message.queue())
+        let queue = queue_at(&mut self.queues, message.queue());
+        queue.invisible_count += 1;
+        queue.delayed_count += u64::from(message.dequeue_count == 0);
+        queue
             .invisible
             .push_back(&mut self.messages, slot, Place::Invisible);
         self.timers.schedule(slot, deadline_ms);
@@ -330,11 +353,16 @@ impl ShardState {
         let message = self.messages.get(slot);
         let key = message.order_key();
         let place = message.place();
+        let never_delivered = message.dequeue_count == 0;
         let queue = queue_at(&mut self.queues, message.queue());
         match place {
             Place::VisibleInOrder => queue.in_order.unlink(&mut self.messages, slot),
             Place::VisibleOutOfOrder => assert_eq!(queue.out_of_order.remove(&key), Some(slot)),
-            Place::Invisible => queue.invisible.unlink(&mut self.messages, slot),
+            Place::Invisible => {
+                queue.invisible_count -= 1;
+                queue.delayed_count -= u64::from(never_delivered);
+                queue.invisible.unlink(&mut self.messages, slot)
+            }
             Place::Free => unreachable!("the slab never hands out free slots"),
         }
         if self.timers.is_scheduled(slot) {
@@ -351,9 +379,31 @@ impl ShardState {
         }
         self.detach(slot);
         let queue_index = self.messages.get(slot).queue();
-        queue_at(&mut self.queues, queue_index).messages_count -= 1;
         let message = self.messages.remove(slot);
+        let queue = queue_at(&mut self.queues, queue_index);
+        queue.messages_count -= 1;
+        queue.text_bytes -= message.text.len() as u64;
         self.message_bytes -= message_charge(&message.text);
+    }
+
+    /// Deletes the message in `slot` of queue record `index` for a client: logged, freed,
+    /// counted.
+    pub(super) fn delete_message(&mut self, index: u32, slot: u32) {
+        self.log(&Record::<&[u8]>::MessageDeleted {
+            slot,
+            generation: self.messages.generation(slot),
+        });
+        self.free_message(slot);
+        queue_at(&mut self.queues, index).activity.deletes += 1;
+        self.activity.deletes += 1;
+    }
+
+    /// Frees a message whose time to live ran out, counting it.
+    pub(super) fn expire_message(&mut self, slot: u32) {
+        let queue_index = self.messages.get(slot).queue();
+        self.free_message(slot);
+        queue_at(&mut self.queues, queue_index).activity.expired += 1;
+        self.activity.expired += 1;
     }
 
     pub(super) fn view(

@@ -42,6 +42,15 @@ impl ShardState {
         self.journal.as_ref().map(|journal| journal.next_sequence)
     }
 
+    /// The sequence of the oldest record not taken yet (the next one's when all were taken);
+    /// `None` when the state is not durable. Records appended before the log starts (an
+    /// `--init` file's) are written by its first flush.
+    pub fn journal_untaken_sequence(&self) -> Option<u64> {
+        self.journal
+            .as_ref()
+            .map(|journal| journal.next_sequence - count_records(&journal.records))
+    }
+
     /// The oldest records not taken yet, at most `bytes_max` of them (at least one record,
     /// however long), and the sequence number of the last one taken; `None` when there are none.
     pub fn take_journal(&mut self, bytes_max: usize) -> Option<(BytesMut, u64)> {
@@ -257,14 +266,7 @@ impl Restorer<'_> {
             state.queues[index as usize].is_none(),
             "queue record {index} twice"
         );
-        state.queues[index as usize] = Some(Queue {
-            metadata,
-            messages_count: 0,
-            in_order: crate::queue::slab::MessageList::EMPTY,
-            out_of_order: std::collections::BTreeMap::new(),
-            invisible: crate::queue::slab::MessageList::EMPTY,
-            retired: false,
-        });
+        state.queues[index as usize] = Some(Queue::new(metadata));
         assert!(state.queue_indices.insert(key.clone(), index).is_none());
         assert!(state.queue_names.insert(key, index).is_none());
     }
@@ -374,7 +376,10 @@ impl Restorer<'_> {
                 "a restored message of no restored queue"
             );
             state.message_bytes += message_charge(&message.text);
-            queue_at(&mut state.queues, queue).messages_count += 1;
+            let text_bytes = message.text.len() as u64;
+            let restored_queue = queue_at(&mut state.queues, queue);
+            restored_queue.messages_count += 1;
+            restored_queue.text_bytes += text_bytes;
             if visible_ms > now_ms {
                 state.make_invisible(slot, visible_ms);
             } else {

@@ -2,15 +2,12 @@
 //! new and retired), Delete Queue and List Queues. Queue metadata, ACLs and Clear Messages are
 //! applied in `state.rs`, where they take a few lines each.
 
-use std::collections::BTreeMap;
-
 use crate::error::StorageError;
 use crate::limits;
 use crate::queue::command::{Metadata, QueueListing, Reply};
 use crate::queue::key::QueueKey;
 use crate::queue::record::Record;
 use crate::queue::replicas::Replica;
-use crate::queue::slab::MessageList;
 
 use super::layout::{metadata_is_canonical, queue_at, Queue, ShardState};
 
@@ -49,14 +46,7 @@ impl ShardState {
         if self.queues_free.is_empty() && self.queues.len() >= self.queue_records_max {
             return Err(StorageError::ServerBusy);
         }
-        let queue = Queue {
-            metadata,
-            messages_count: 0,
-            in_order: MessageList::EMPTY,
-            out_of_order: BTreeMap::new(),
-            invisible: MessageList::EMPTY,
-            retired: false,
-        };
+        let queue = Queue::new(metadata);
         Ok(match self.queues_free.pop() {
             Some(index) => {
                 assert!(self.queues[index as usize].is_none());

@@ -11,6 +11,7 @@ use crate::queue::command::{MessageView, QueueListing, EXPIRATION_NEVER_MS};
 use crate::queue::key::{MessageId, PopReceipt, QueueKey};
 use crate::queue::slab::{Place, NONE};
 
+mod inspect;
 mod simulation;
 
 /// A realistic "now": 2023-11-14.
@@ -251,8 +252,11 @@ impl ShardState {
             }
             previous = NONE;
             slot = queue.invisible.head;
+            let (mut invisible, mut delayed) = (0, 0);
             while slot != NONE {
                 let message = self.messages.get(slot);
+                invisible += 1;
+                delayed += u64::from(message.dequeue_count == 0);
                 assert_eq!(message.place(), Place::Invisible);
                 assert_eq!(message.queue() as usize, index);
                 assert_eq!(message.previous, previous);
@@ -268,6 +272,18 @@ impl ShardState {
             }
             assert_eq!(queue.invisible.tail, previous);
             assert_eq!(in_queue, queue.messages_count);
+            assert_eq!(
+                (invisible, delayed),
+                (queue.invisible_count, queue.delayed_count),
+                "invisible counts out of step with the list"
+            );
+            let text_bytes: u64 = self
+                .messages
+                .occupied_messages()
+                .filter(|message| message.queue() as usize == index)
+                .map(|message| message.text.len() as u64)
+                .sum();
+            assert_eq!(text_bytes, queue.text_bytes, "text bytes out of step");
             stored += in_queue;
         }
         assert_eq!(

@@ -1,0 +1,910 @@
+#!/usr/bin/env python3
+"""Power-loss cycles for scripts/powerloss.sh (standard library only, loopback only).
+
+  powerloss.py --azq BIN --faultfs BIN --backend io_uring|portable --cycles N [options]
+
+Each cycle: mount faultfs (tests/faultfs) over the data, start azq on it, check what it
+recovered against every acknowledged change, then run mixed load from several clients and, in
+the middle of it, kill -9 azq and cut the power (faultfs drops, keeps or tears what was not
+synced), in either order: the power first (while azq runs, so a sync in flight is lost) or the
+kill first. azq must start every time, with no flag.
+
+The checker. Each client thread owns its queues, so every queue's history is a sequence: each
+request either got an answer (acknowledged, or refused with a 4xx) or not (unknown: azq was
+killed first, or answered 5xx). A thread stops at its first unknown request, so each queue has
+at most one unknown change, the last, and the checker allows either outcome for it (per
+message, whole: a put is there or not, a clear took every message or none). Everything
+acknowledged must be there after the restart: every put exactly once with its last
+acknowledged text unless deleted, no acknowledged delete back, queues, metadata and ACLs as
+last set. Messages are found by draining each queue (Get, long lease) once the workload's
+leases ran out; they are then made visible again (Update, visibility 0) so they live on into
+later cycles, through log segments, snapshots and their clean-up.
+
+--durability write is the control: it must show loss (acknowledged puts missing, deleted
+messages back); the run then counts the losses instead of failing and exits 0 only if it saw
+some (--expect-loss).
+"""
+
+import argparse
+import base64
+import email.utils
+import hashlib
+import hmac
+import http.client
+import json
+import os
+import random
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import traceback
+import urllib.parse
+import xml.etree.ElementTree as ElementTree
+
+ACCOUNT = "devstoreaccount1"
+KEY = base64.b64decode(
+    "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
+)
+VERSION = "2026-04-06"
+# Every request is bounded; a server that stops answering makes the request unknown (during
+# the load) or fails the run (during the check). Generous: on a shared machine under load, a
+# synced request through FUSE has been seen to take over 15 s.
+REQUEST_TIMEOUT_S = 60.0
+# The workload's leases (Get and Update visibility timeouts) last at most this long, so the
+# checker can wait until every message is visible again before draining.
+LEASE_S_MAX = 2
+# The checker's own lease while it drains a queue (released right after with an Update).
+DRAIN_LEASE_S = 300
+# Live messages per queue above which the workload favours deleting over putting.
+MESSAGES_PER_QUEUE_TARGET = 120
+QUEUE_PREFIX = "pl"
+
+
+class Unknown(Exception):
+    """A request with no answer (or a 5xx): its outcome is unknown."""
+
+
+class Anomaly(Exception):
+    """The server answered what no acknowledged history allows."""
+
+
+class Client:
+    """One keep-alive HTTP/1.1 connection signing requests with SharedKey."""
+
+    def __init__(self, port):
+        self.port = port
+        self.connection = None
+
+    def request(self, method, path, query=None, body=b"", headers=None):
+        query = dict(query or {})
+        headers = dict(headers or {})
+        headers["x-ms-date"] = email.utils.formatdate(usegmt=True)
+        headers["x-ms-version"] = VERSION
+        if body:
+            headers["Content-Type"] = "application/xml"
+        canonical_headers = "".join(
+            f"{name}:{headers[name]}\n" for name in sorted(h for h in headers if h.startswith("x-ms-"))
+        )
+        resource = f"/{ACCOUNT}/{ACCOUNT}{path}" + "".join(
+            f"\n{name.lower()}:{query[name]}" for name in sorted(query, key=str.lower)
+        )
+        string_to_sign = (
+            f"{method}\n\n\n{len(body) if body else ''}\n\n{headers.get('Content-Type', '')}\n"
+            f"\n\n\n\n\n\n{canonical_headers}{resource}"
+        )
+        signature = base64.b64encode(
+            hmac.new(KEY, string_to_sign.encode(), hashlib.sha256).digest()
+        ).decode()
+        headers["Authorization"] = f"SharedKey {ACCOUNT}:{signature}"
+        url = f"/{ACCOUNT}{path}"
+        if query:
+            url += "?" + urllib.parse.urlencode(query)
+        try:
+            if self.connection is None:
+                self.connection = http.client.HTTPConnection(
+                    "127.0.0.1", self.port, timeout=REQUEST_TIMEOUT_S
+                )
+            self.connection.request(method, url, body=body, headers=headers)
+            response = self.connection.getresponse()
+            data = response.read()
+        except (OSError, http.client.HTTPException) as error:
+            self.close()
+            raise Unknown(f"{method} {path}: {error!r}") from None
+        if response.status >= 500:
+            self.close()
+            raise Unknown(f"{method} {path}: {response.status} {data[:200]!r}")
+        return response.status, {k.lower(): v for k, v in response.getheaders()}, data
+
+    def close(self):
+        if self.connection is not None:
+            self.connection.close()
+            self.connection = None
+
+
+def message_text(token, version, pad):
+    return f"{token}.v{version}:" + "x" * pad
+
+
+def parse_text(text):
+    match = re.fullmatch(r"(c\d+n\d+)\.v(\d+):x*", text or "")
+    return (match.group(1), int(match.group(2))) if match else (None, None)
+
+
+def message_list(data):
+    """(id, text, pop receipt) of each message of a QueueMessagesList."""
+    messages = []
+    for element in ElementTree.fromstring(data).iter("QueueMessage"):
+        messages.append(
+            (
+                element.findtext("MessageId"),
+                element.findtext("MessageText"),
+                element.findtext("PopReceipt"),
+            )
+        )
+    return messages
+
+
+def acl_body(identifiers):
+    parts = ["<?xml version='1.0' encoding='utf-8'?><SignedIdentifiers>"]
+    for identifier, permission in identifiers:
+        parts.append(
+            f"<SignedIdentifier><Id>{identifier}</Id><AccessPolicy>"
+            "<Start>2026-01-01T00:00:00Z</Start><Expiry>2027-01-01T00:00:00Z</Expiry>"
+            f"<Permission>{permission}</Permission></AccessPolicy></SignedIdentifier>"
+        )
+    parts.append("</SignedIdentifiers>")
+    return "".join(parts).encode()
+
+
+def parse_acl(data):
+    return sorted(
+        (element.findtext("Id"), element.findtext("AccessPolicy/Permission"))
+        for element in ElementTree.fromstring(data).iter("SignedIdentifier")
+    )
+
+
+class Queue:
+    """What the acknowledged history says about one queue."""
+
+    def __init__(self, name):
+        self.name = name
+        self.exists = False
+        self.metadata = {}
+        self.acl = []
+        # token -> [message id, version, pop receipt]
+        self.messages = {}
+        # Tokens whose delete (or clear, or queue delete) was acknowledged.
+        self.deleted = set()
+        # The unknown last change, if any: (kind, details).
+        self.pending = None
+
+
+class Totals:
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.acknowledged = {}
+        self.unknown = 0
+        self.lost = 0
+        self.deleted_back = 0
+        self.other_mismatches = 0
+        self.restarts = 0
+        self.cleanup_notes = 0
+        self.faultfs = {}
+        self.cuts = {}
+
+    def count(self, kind, number=1):
+        with self.lock:
+            self.acknowledged[kind] = self.acknowledged.get(kind, 0) + number
+
+
+class Worker(threading.Thread):
+    """A client: mixed load on the queues it owns until azq stops answering or it is told to."""
+
+    def __init__(self, index, port, slots, totals, stop, seed, counter):
+        super().__init__(daemon=True)
+        self.index = index
+        self.client = Client(port)
+        self.slots = slots  # list of [Queue] (the slot's current queue is the last)
+        self.totals = totals
+        self.stop = stop
+        self.random = random.Random(seed)
+        self.counter = counter  # [next token number]
+        self.anomaly = None
+        self.lease_until = 0.0
+
+    def run(self):
+        try:
+            while not self.stop.is_set():
+                self.step()
+        except Unknown:
+            with self.totals.lock:
+                self.totals.unknown += 1
+        except Anomaly as anomaly:
+            self.anomaly = str(anomaly)
+        except Exception:  # a bug of the checker itself must fail the run, not end a thread
+            self.anomaly = traceback.format_exc()
+        finally:
+            self.client.close()
+
+    def new_token(self):
+        self.counter[0] += 1
+        return f"c{self.index}n{self.counter[0]}"
+
+    def step(self):
+        slot = self.random.choice(self.slots)
+        queue = slot[-1]
+        if not queue.exists:
+            self.create_queue(slot)
+            return
+        live = len(queue.messages)
+        roll = self.random.random()
+        put_share = 0.55 if live < MESSAGES_PER_QUEUE_TARGET else 0.2
+        # Clears and queue deletes are rare: a queue lives through a few cycles on average.
+        if roll < put_share:
+            self.put(queue)
+        elif roll < 0.93:
+            self.get_and_settle(queue)
+        elif roll < 0.96:
+            self.set_metadata(queue)
+        elif roll < 0.996:
+            self.set_acl(queue)
+        elif roll < 0.998:
+            self.clear(queue)
+        else:
+            self.recreate(slot)
+
+    def attempt(self, queue, pending, expected, method, path, query=None, body=b"", headers=None):
+        """One request that must answer `expected`. Without an answer it raises Unknown (which
+        ends the thread) and leaves `pending` as the queue's unknown change."""
+        queue.pending = pending
+        status, response_headers, data = self.client.request(method, path, query, body, headers)
+        queue.pending = None
+        if status != expected:
+            raise Anomaly(f"{method} {path} {query or ''}: {status} {data[:200]!r}")
+        return response_headers, data
+
+    def put(self, queue):
+        token = self.new_token()
+        text = message_text(token, 0, self.random.choice([0, 10, 300, 3000]))
+        body = f"<QueueMessage><MessageText>{text}</MessageText></QueueMessage>".encode()
+        _, data = self.attempt(
+            queue, ("put", token), 201, "POST", f"/{queue.name}/messages", {"messagettl": "-1"}, body
+        )
+        [(message_id, _, receipt)] = message_list(data)
+        queue.messages[token] = [message_id, 0, receipt]
+        self.totals.count("put")
+
+    def get_and_settle(self, queue):
+        lease = self.random.randint(1, LEASE_S_MAX)
+        self.lease_until = time.monotonic() + lease + 1
+        count = str(self.random.randint(1, 4))
+        # A Get changes leases only, which the checker does not compare: no pending change.
+        _, data = self.attempt(
+            queue, None, 200, "GET", f"/{queue.name}/messages",
+            {"numofmessages": count, "visibilitytimeout": str(lease)},
+        )
+        for message_id, text, receipt in message_list(data):
+            token, version = parse_text(text)
+            known = queue.messages.get(token)
+            if token in queue.deleted:
+                raise Anomaly(f"{queue.name}: Get returned {token}, whose delete was acknowledged")
+            if known is None or known[0] != message_id or known[1] != version:
+                raise Anomaly(f"{queue.name}: Get returned {text[:40]!r} ({message_id}), "
+                              f"acknowledged as {known}")
+            known[2] = receipt
+            # Fewer deletes than puts until the queue holds its target: messages that live
+            # through many cycles (and snapshots) are the ones a bug would lose.
+            roll = self.random.random()
+            if roll < 0.5:
+                self.delete(queue, token)
+            elif roll < 0.8:
+                self.update(queue, token)
+
+    def delete(self, queue, token):
+        message_id, _, receipt = queue.messages[token]
+        self.attempt(
+            queue, ("delete", token), 204, "DELETE", f"/{queue.name}/messages/{message_id}",
+            {"popreceipt": receipt},
+        )
+        del queue.messages[token]
+        queue.deleted.add(token)
+        self.totals.count("delete")
+
+    def update(self, queue, token):
+        message_id, version, receipt = queue.messages[token]
+        visibility = self.random.randint(0, LEASE_S_MAX)
+        self.lease_until = max(self.lease_until, time.monotonic() + visibility + 1)
+        text = message_text(token, version + 1, self.random.choice([0, 50, 2000]))
+        body = f"<QueueMessage><MessageText>{text}</MessageText></QueueMessage>".encode()
+        headers, _ = self.attempt(
+            queue, ("update", token), 204, "PUT", f"/{queue.name}/messages/{message_id}",
+            {"popreceipt": receipt, "visibilitytimeout": str(visibility)}, body,
+        )
+        queue.messages[token] = [message_id, version + 1, headers["x-ms-popreceipt"]]
+        self.totals.count("update")
+
+    def set_metadata(self, queue):
+        metadata = {f"k{n}": f"v{self.random.randint(0, 999)}" for n in range(self.random.randint(0, 3))}
+        self.attempt(
+            queue, ("metadata", metadata), 204, "PUT", f"/{queue.name}", {"comp": "metadata"},
+            headers={f"x-ms-meta-{k}": v for k, v in metadata.items()},
+        )
+        queue.metadata = metadata
+        self.totals.count("metadata")
+
+    def set_acl(self, queue):
+        identifiers = sorted(
+            (f"policy{n}", self.random.choice(["r", "ra", "raup", "p"]))
+            for n in range(self.random.randint(0, 3))
+        )
+        self.attempt(
+            queue, ("acl", identifiers), 204, "PUT", f"/{queue.name}", {"comp": "acl"},
+            acl_body(identifiers),
+        )
+        queue.acl = identifiers
+        self.totals.count("acl")
+
+    def clear(self, queue):
+        self.attempt(queue, ("clear",), 204, "DELETE", f"/{queue.name}/messages")
+        queue.deleted.update(queue.messages)
+        queue.messages.clear()
+        self.totals.count("clear")
+
+    def recreate(self, slot):
+        queue = slot[-1]
+        self.attempt(queue, ("delete queue",), 204, "DELETE", f"/{queue.name}")
+        queue.exists = False
+        queue.deleted.update(queue.messages)
+        queue.messages.clear()
+        queue.metadata, queue.acl = {}, []
+        self.totals.count("queue delete")
+        stem, generation = queue.name.rsplit("g", 1)
+        slot.append(Queue(f"{stem}g{int(generation) + 1}"))
+        self.create_queue(slot)
+
+    def create_queue(self, slot):
+        queue = slot[-1]
+        self.attempt(queue, ("create queue",), 201, "PUT", f"/{queue.name}")
+        queue.exists = True
+        self.totals.count("queue create")
+
+
+def list_queues(client):
+    """name -> metadata of every queue whose name starts with QUEUE_PREFIX."""
+    queues, marker = {}, None
+    while True:
+        query = {"comp": "list", "prefix": QUEUE_PREFIX, "include": "metadata"}
+        if marker:
+            query["marker"] = marker
+        status, _, data = client.request("GET", "/", query)
+        if status != 200:
+            raise Anomaly(f"list queues: {status} {data[:200]!r}")
+        root = ElementTree.fromstring(data)
+        for element in root.iter("Queue"):
+            found = element.find("Metadata")
+            metadata = {} if found is None else {child.tag: child.text or "" for child in found}
+            queues[element.findtext("Name")] = metadata
+        marker = root.findtext("NextMarker")
+        if not marker:
+            return queues
+
+
+class Checker:
+    """Compares what azq recovered with the model, adopts what the unknown changes did, and
+    counts what is missing or back."""
+
+    def __init__(self, port, totals):
+        self.port = port
+        self.totals = totals
+        self.problems = []
+
+    def problem(self, kind, text):
+        with self.totals.lock:
+            if kind == "lost":
+                self.totals.lost += 1
+            elif kind == "deleted back":
+                self.totals.deleted_back += 1
+            else:
+                self.totals.other_mismatches += 1
+            self.problems.append(f"{kind}: {text}")
+
+    def check(self, slots):
+        """Checks every client's queues, a thread (and a connection) per client."""
+        client = Client(self.port)
+        listed = list_queues(client)
+        client.close()
+        known_names = {queue.name for per_client in slots for slot in per_client for queue in slot}
+        for name in sorted(set(listed) - known_names):
+            self.problem("invented", f"queue {name} was never created")
+        per_client_checks = [
+            lambda per_client=per_client: self.check_client(per_client, listed) for per_client in slots
+        ]
+        in_threads(per_client_checks)
+
+    def check_client(self, per_client, listed):
+        client = Client(self.port)
+        try:
+            for slot in per_client:
+                for queue in slot:
+                    self.check_queue(client, queue, listed)
+        finally:
+            client.close()
+
+    def check_queue(self, client, queue, listed):
+        pending = queue.pending or (None,)
+        kind = pending[0]
+        present = queue.name in listed
+        if present != queue.exists:
+            if kind in ("create queue", "delete queue"):
+                queue.exists = present
+                if not present:
+                    queue.deleted.update(queue.messages)
+                    queue.messages.clear()
+                    queue.metadata, queue.acl = {}, []
+            elif present:
+                self.problem("deleted back", f"queue {queue.name}, whose delete was acknowledged")
+                queue.exists = True
+            else:
+                self.problem("lost", f"queue {queue.name} ({len(queue.messages)} messages)")
+                for token in queue.messages:
+                    self.problem("lost", f"{token} (with its queue {queue.name})")
+                queue.exists = False
+                queue.messages.clear()
+        if not queue.exists:
+            queue.pending = None
+            return
+        metadata = listed[queue.name]
+        if metadata != queue.metadata:
+            if kind == "metadata" and metadata == pending[1]:
+                queue.metadata = metadata
+            else:
+                self.problem("metadata", f"{queue.name}: {metadata}, acknowledged {queue.metadata}")
+                queue.metadata = metadata
+        status, _, data = client.request("GET", f"/{queue.name}", {"comp": "acl"})
+        if status != 200:
+            raise Anomaly(f"get ACL of {queue.name}: {status}")
+        acl = parse_acl(data)
+        if acl != sorted(queue.acl):
+            if kind == "acl" and acl == sorted(pending[1]):
+                queue.acl = acl
+            else:
+                self.problem("ACL", f"{queue.name}: {acl}, acknowledged {queue.acl}")
+                queue.acl = acl
+        self.check_messages(client, queue, kind, pending)
+        queue.pending = None
+
+    def drain(self, client, queue):
+        """Every message of the queue (all visible by now), leased to the checker."""
+        found = {}
+        while True:
+            status, _, data = client.request(
+                "GET",
+                f"/{queue.name}/messages",
+                {"numofmessages": "32", "visibilitytimeout": str(DRAIN_LEASE_S)},
+            )
+            if status != 200:
+                raise Anomaly(f"drain {queue.name}: {status} {data[:200]!r}")
+            batch = message_list(data)
+            if not batch:
+                return found
+            for message_id, text, receipt in batch:
+                found[message_id] = (text, receipt)
+
+    def check_messages(self, client, queue, kind, pending):
+        found = {}  # token -> list of (id, version, receipt)
+        for message_id, (text, receipt) in self.drain(client, queue).items():
+            token, version = parse_text(text)
+            if token is None:
+                self.problem("invented", f"{queue.name}: message {text[:60]!r}")
+                continue
+            found.setdefault(token, []).append([message_id, version, receipt])
+        if kind == "clear":
+            before = set(queue.messages)
+            kept = before & set(found)
+            if kept and kept != before:
+                self.problem("clear", f"{queue.name}: an unknown clear kept {len(kept)} of "
+                             f"{len(before)} messages")
+            if not kept:
+                queue.deleted.update(queue.messages)
+                queue.messages.clear()
+        for token, copies in sorted(found.items()):
+            if len(copies) > 1:
+                self.problem("duplicate", f"{queue.name}: {token} {len(copies)} times")
+            message_id, version, receipt = copies[0]
+            known = queue.messages.get(token)
+            if token in queue.deleted:
+                self.problem("deleted back", f"{queue.name}: {token}")
+                queue.deleted.discard(token)
+            elif known is None:
+                if kind == "put" and pending[1] == token and version == 0:
+                    pass  # the unknown put reached the disk
+                else:
+                    self.problem("invented", f"{queue.name}: {token} v{version}")
+            elif known[0] != message_id:
+                self.problem("identity", f"{queue.name}: {token} as {message_id}, "
+                             f"acknowledged as {known[0]}")
+            elif version != known[1]:
+                if not (kind == "update" and pending[1] == token and version == known[1] + 1):
+                    self.problem("lost" if version < known[1] else "invented",
+                                 f"{queue.name}: {token} v{version}, acknowledged v{known[1]}")
+            queue.messages[token] = [message_id, version, receipt]
+        for token in list(queue.messages):
+            if token in found:
+                continue
+            if kind == "delete" and pending[1] == token:
+                queue.deleted.add(token)
+            else:
+                self.problem("lost", f"{queue.name}: {token} (acknowledged v{queue.messages[token][1]})")
+            del queue.messages[token]
+
+
+def in_threads(calls):
+    """Runs each call in a thread of its own; the first exception of any is raised here."""
+    errors = []
+
+    def run(call):
+        try:
+            call()
+        except Exception:  # carried to the caller's thread
+            errors.append(traceback.format_exc())
+
+    threads = [threading.Thread(target=run, args=(call,)) for call in calls]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    if errors:
+        raise Anomaly(errors[0])
+
+
+def release(port, slots, totals, seed):
+    """Makes every drained message visible again (most) or deletes it (some), acknowledged."""
+    client = Client(port)
+    rng = random.Random(seed)
+    try:
+        release_queues(client, slots, totals, rng)
+    finally:
+        client.close()
+
+
+def release_queues(client, slots, totals, rng):
+    for slot in slots:
+        queue = slot[-1]
+        if not queue.exists:
+            continue
+        for token in list(queue.messages):
+            message_id, version, receipt = queue.messages[token]
+            if rng.random() < 0.05 or len(queue.messages) > 2 * MESSAGES_PER_QUEUE_TARGET:
+                status, _, data = client.request(
+                    "DELETE", f"/{queue.name}/messages/{message_id}", {"popreceipt": receipt}
+                )
+                if status != 204:
+                    raise Anomaly(f"release: delete {token}: {status} {data[:200]!r}")
+                del queue.messages[token]
+                queue.deleted.add(token)
+                totals.count("delete")
+                continue
+            status, headers, data = client.request(
+                "PUT",
+                f"/{queue.name}/messages/{message_id}",
+                {"popreceipt": receipt, "visibilitytimeout": "0"},
+            )
+            if status != 204:
+                raise Anomaly(f"release: update {token}: {status} {data[:200]!r}")
+            queue.messages[token][2] = headers["x-ms-popreceipt"]
+            totals.count("update (release)")
+
+
+class Run:
+    def __init__(self, arguments):
+        self.arguments = arguments
+        self.work = arguments.work
+        self.store = os.path.join(self.work, "store")
+        self.mountpoint = os.path.join(self.work, "mount")
+        self.socket = os.path.join(self.work, "faultfs.sock")
+        os.makedirs(self.store, exist_ok=True)
+        os.makedirs(self.mountpoint, exist_ok=True)
+        self.faultfs = None
+        self.azq = None
+        self.totals = Totals()
+        self.rng = random.Random(arguments.seed)
+        # Unbuffered: lines from several threads, all there even if the run dies.
+        self.azq_log = open(os.path.join(self.work, "azq.log"), "ab", buffering=0)
+
+    def log(self, text):
+        mode = " write" if self.arguments.durability == "write" else ""
+        now = time.strftime("%H:%M:%S")
+        print(f"{now} powerloss[{self.arguments.backend}{mode}]: {text}", flush=True)
+
+    def threads_waiting(self):
+        """Where each thread of azq and faultfs waits in the kernel (for a run that hangs)."""
+        lines = []
+        for name, process in (("azq", self.azq), ("faultfs", self.faultfs)):
+            if process is None or process.poll() is not None:
+                continue
+            for task in sorted(os.listdir(f"/proc/{process.pid}/task")):
+                try:
+                    with open(f"/proc/{process.pid}/task/{task}/comm") as comm, \
+                            open(f"/proc/{process.pid}/task/{task}/wchan") as wchan:
+                        lines.append(f"{name} {task} {comm.read().strip()}: {wchan.read().strip()}")
+                except OSError:
+                    pass
+        return "\n".join(lines)
+
+    def faultfs_flags(self, cycle):
+        """Odd cycles decline what the backend has fallbacks for."""
+        if cycle % 2 == 0:
+            return []
+        if self.arguments.backend == "io_uring":
+            return ["--decline-direct", "--decline-fallocate"]
+        return ["--decline-fallocate"]
+
+    def mount(self, cycle):
+        flags = self.faultfs_flags(cycle)
+        self.faultfs = subprocess.Popen(
+            [
+                self.arguments.faultfs, "mount", *flags, "--sync-delay-ms",
+                str(self.arguments.sync_delay_ms), self.store, self.mountpoint, self.socket,
+            ],
+            stdout=subprocess.PIPE,
+            stderr=open(os.path.join(self.work, "faultfs.log"), "ab"),
+        )
+        line = self.faultfs.stdout.readline().decode()
+        if "mounted at" not in line:
+            raise SystemExit(f"faultfs did not mount: {line!r} (see {self.work}/faultfs.log)")
+        return flags
+
+    def control(self, command):
+        with socket.socket(socket.AF_UNIX) as connection:
+            connection.settimeout(60)
+            connection.connect(self.socket)
+            connection.sendall(command.encode() + b"\n")
+            answer = b""
+            while chunk := connection.recv(65536):
+                answer += chunk
+        answer = answer.decode().strip()
+        if answer.startswith("error"):
+            raise SystemExit(f"faultfs {command}: {answer}")
+        return answer
+
+    def start_azq(self, cycle):
+        self.azq_log.write(f"\n=== cycle {cycle} ===\n".encode())
+        command = [
+            self.arguments.azq, "--runtime", self.arguments.backend, "--queuePort", "0",
+            "--shards", str(self.arguments.shards), "--location", self.mountpoint,
+            "--durability", self.arguments.durability,
+        ]
+        self.azq = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        stderr_lines = []
+        threading.Thread(target=self.pump_stderr, args=(self.azq, stderr_lines), daemon=True).start()
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            line = self.azq.stdout.readline().decode()
+            if not line:
+                self.azq.wait()
+                time.sleep(0.1)
+                raise SystemExit(
+                    f"azq did not start (exit {self.azq.returncode}) in cycle {cycle}:\n"
+                    + "".join(stderr_lines)
+                    + f"\nthe data is kept in {self.store}"
+                )
+            self.azq_log.write(line.encode())
+            match = re.search(r"listening on http://127\.0\.0\.1:(\d+)", line)
+            if match:
+                threading.Thread(target=self.pump_stdout, args=(self.azq,), daemon=True).start()
+                # What recovery cleaned up, one line each (see ARCHITECTURE.md, Durability).
+                self.totals.cleanup_notes += sum(1 for note in stderr_lines if "__azq__" in note)
+                return int(match.group(1))
+        raise SystemExit("azq did not start within 120 s")
+
+    def pump_stderr(self, process, lines):
+        for line in process.stderr:
+            text = line.decode(errors="replace")
+            lines.append(text)
+            self.azq_log.write(line)
+
+    def pump_stdout(self, process):
+        for line in process.stdout:
+            self.azq_log.write(line)
+
+    def cycle(self, cycle, slots, counters):
+        flags = self.mount(cycle)
+        port = self.start_azq(cycle)
+        self.totals.restarts += 1
+        checker = Checker(port, self.totals)
+        try:
+            checker.check(slots)
+        except (Anomaly, Unknown) as error:
+            # A request of the check's own thread raises Unknown; one of its per-client threads,
+            # an Anomaly naming it.
+            if isinstance(error, Anomaly) and "Unknown:" not in str(error):
+                raise
+            # Time for the pumps to copy what azq printed last into azq.log.
+            time.sleep(1)
+            exited = self.azq.poll()
+            how = "still running" if exited is None else f"exited with status {exited}"
+            status = self.control("status")
+            raise SystemExit(
+                f"FAILED in cycle {cycle}: azq stopped answering while recovered data was checked "
+                f"({str(error).strip().splitlines()[-1]}); azq {how}; faultfs: {status}; "
+                f"threads:\n{self.threads_waiting()}\nazq's output in {self.work}/azq.log"
+            ) from None
+        if checker.problems:
+            for problem in checker.problems[:30]:
+                self.log(f"cycle {cycle}: {problem}")
+            if len(checker.problems) > 30:
+                self.log(f"cycle {cycle}: ... {len(checker.problems) - 30} more")
+            if not self.arguments.expect_loss:
+                self.azq.kill()
+                self.azq.wait()
+                self.control("unmount")
+                raise SystemExit(
+                    f"FAILED in cycle {cycle}: acknowledged changes lost or deleted messages "
+                    f"back; azq's output in {self.work}/azq.log, the data in {self.store}"
+                )
+        in_threads([
+            lambda per_client=per_client, seed=self.rng.random(): release(port, per_client, self.totals, seed)
+            for per_client in slots
+        ])
+        if cycle == self.arguments.cycles:
+            return flags, None
+        stop = threading.Event()
+        workers = [
+            Worker(index, port, slots[index], self.totals, stop, self.rng.random(), counters[index])
+            for index in range(self.arguments.clients)
+        ]
+        for worker in workers:
+            worker.start()
+        time.sleep(self.rng.uniform(*self.arguments.load_seconds))
+        if self.azq.poll() is not None:
+            raise SystemExit(f"azq exited by itself ({self.azq.returncode}) in cycle {cycle}: see {self.work}/azq.log")
+        # Half the cycles cut the power while azq runs (its next write or sync fails, nothing
+        # more becomes durable, and an fsync in flight may be lost), then kill it; the others
+        # kill it first (its last I/O ends), then cut.
+        power_first = (cycle // 2) % 2 == 1
+        if power_first:
+            self.control("power-off")
+            time.sleep(self.rng.uniform(0, 0.3))
+        self.azq.kill()
+        killed_at = time.monotonic()
+        self.azq.wait()
+        stop.set()
+        for worker in workers:
+            worker.join()
+        anomalies = [worker.anomaly for worker in workers if worker.anomaly]
+        if anomalies:
+            raise SystemExit(f"FAILED in cycle {cycle}: {anomalies}")
+        lease_until = max([killed_at + LEASE_S_MAX + 1] + [worker.lease_until for worker in workers])
+        status = json.loads(self.control("status"))
+        key = "declining" if flags else "plain"
+        summary = self.totals.faultfs.setdefault(key, {})
+        for name, value in status.items():
+            summary[name] = summary.get(name, 0) + value
+        how = "drop" if self.arguments.durability == "write" or cycle % 3 == 0 else f"random {self.rng.randrange(1 << 62)}"
+        cut = json.loads(self.control(f"cut {how}"))
+        self.faultfs.wait()
+        for name, value in cut.items():
+            self.totals.cuts[name] = self.totals.cuts.get(name, 0) + value
+        self.log(
+            f"cycle {cycle}{' (' + ' '.join(flags) + ')' if flags else ''}: "
+            f"{'power off, kill -9' if power_first else 'kill -9, power off'}, cut {how.split()[0]}: "
+            f"writes kept/lost/torn {cut['writes_kept']}/{cut['writes_lost']}/{cut['writes_torn']}, "
+            f"names kept/lost {cut['names_kept']}/{cut['names_lost']}; "
+            f"direct writes {status['writes_direct']}, O_DIRECT refused {status['direct_declined']}, "
+            f"fallocate {status['fallocates']} (refused {status['fallocates_declined']})"
+        )
+        return flags, lease_until
+
+    def run(self):
+        slots = [
+            [[Queue(f"{QUEUE_PREFIX}c{index}q{number}g0")] for number in range(self.arguments.queues_per_client)]
+            for index in range(self.arguments.clients)
+        ]
+        counters = [[0] for _ in range(self.arguments.clients)]
+        lease_until = 0.0
+        for cycle in range(self.arguments.cycles + 1):
+            # Every lease the workload took must have run out before the checker drains.
+            wait = lease_until - time.monotonic()
+            if wait > 0:
+                time.sleep(wait)
+            _, lease_until = self.cycle(cycle, slots, counters)
+        self.azq.send_signal(signal.SIGTERM)
+        self.azq.wait()
+        self.control("unmount")
+        self.faultfs.wait()
+        return self.report()
+
+    def report(self):
+        totals = self.totals
+        acknowledged = sum(totals.acknowledged.values())
+        details = ", ".join(f"{count} {kind}" for kind, count in sorted(totals.acknowledged.items()))
+        self.log(
+            f"{self.arguments.cycles} cycles, {totals.restarts} restarts (each without a flag): "
+            f"{acknowledged} acknowledged changes checked ({details}), {totals.unknown} unknown; "
+            f"lost {totals.lost}, deleted back {totals.deleted_back}, other mismatches "
+            f"{totals.other_mismatches}; recovery clean-up lines {totals.cleanup_notes}"
+        )
+        cuts = totals.cuts
+        self.log(
+            f"power cuts: unsynced writes kept {cuts.get('writes_kept', 0)}, lost "
+            f"{cuts.get('writes_lost', 0)}, torn {cuts.get('writes_torn', 0)}; size changes kept "
+            f"{cuts.get('resizes_kept', 0)}, lost {cuts.get('resizes_lost', 0)}; names kept "
+            f"{cuts.get('names_kept', 0)}, lost {cuts.get('names_lost', 0)}"
+        )
+        for key, summary in sorted(totals.faultfs.items()):
+            self.log(
+                f"faultfs ({key} cycles): {summary.get('writes_direct', 0)} direct writes, "
+                f"{summary.get('writes_buffered', 0)} buffered, {summary.get('direct_declined', 0)} "
+                f"O_DIRECT refused, {summary.get('fallocates', 0)} fallocate served, "
+                f"{summary.get('fallocates_declined', 0)} refused, {summary.get('file_syncs', 0)} "
+                f"file syncs, {summary.get('directory_syncs', 0)} directory syncs"
+            )
+        problems = []
+        plain = totals.faultfs.get("plain", {})
+        declining = totals.faultfs.get("declining", {})
+        if self.arguments.backend == "io_uring":
+            if plain and plain.get("writes_direct", 0) == 0:
+                problems.append("no O_DIRECT write reached faultfs in the plain cycles")
+            if declining and (declining.get("direct_declined", 0) == 0 or declining.get("writes_direct", 0) != 0):
+                problems.append("the buffered fallback was not exercised in the declining cycles")
+        elif plain.get("writes_direct", 0) or declining.get("writes_direct", 0):
+            problems.append("the portable backend wrote with O_DIRECT")
+        if declining and declining.get("fallocates_declined", 0) == 0:
+            problems.append("no fallocate was refused in the declining cycles")
+        if acknowledged == 0:
+            problems.append("the load did not run")
+        if self.arguments.expect_loss:
+            if totals.lost + totals.deleted_back == 0:
+                problems.append("the control run lost nothing: the checker cannot see loss")
+            else:
+                self.log(f"control: the checker saw {totals.lost} lost and {totals.deleted_back} "
+                         "deleted back, as --durability write allows")
+        elif totals.lost or totals.deleted_back or totals.other_mismatches:
+            problems.append("acknowledged changes were lost")
+        for problem in problems:
+            self.log(f"FAILED: {problem}")
+        return 1 if problems else 0
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--azq", required=True)
+    parser.add_argument("--faultfs", required=True)
+    parser.add_argument("--backend", choices=["io_uring", "portable"], required=True)
+    parser.add_argument("--durability", choices=["fsync", "write"], default="fsync")
+    parser.add_argument("--expect-loss", action="store_true")
+    parser.add_argument("--cycles", type=int, required=True)
+    parser.add_argument("--clients", type=int, default=4)
+    parser.add_argument("--queues-per-client", type=int, default=2)
+    parser.add_argument("--shards", type=int, default=2)
+    parser.add_argument("--load-seconds", type=float, nargs=2, default=[0.5, 2.5])
+    parser.add_argument("--sync-delay-ms", type=int, default=2,
+                        help="how long each fsync takes on faultfs (a power-off meanwhile fails it)")
+    parser.add_argument("--seed", type=int, default=None)
+    parser.add_argument("--work", required=True, help="an empty directory for the data and logs")
+    arguments = parser.parse_args()
+    if arguments.seed is None:
+        arguments.seed = random.randrange(1 << 32)
+    # SIGTERM (and SIGINT, which a background job ignores) ends the run through the clean-up
+    # below: azq killed, faultfs unmounted.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    run = Run(arguments)
+    run.log(f"seed {arguments.seed}, {arguments.cycles} cycles, data in {arguments.work}")
+    try:
+        status = run.run()
+    finally:
+        if run.azq is not None and run.azq.poll() is None:
+            run.azq.kill()
+        if run.faultfs is not None and run.faultfs.poll() is None:
+            subprocess.run(["fusermount3", "-u", "-z", run.mountpoint], check=False)
+            run.faultfs.kill()
+    sys.exit(status)
+
+
+if __name__ == "__main__":
+    main()

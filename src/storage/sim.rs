@@ -1,0 +1,722 @@
+//! A simulated file system for crash tests, behind both disk traits (`Files` for recovery,
+//! `Disk` for a running shard's log): files are inodes, directories map names to them, and
+//! nothing is durable until it is synced, as on a real disk with a volatile cache:
+//!
+//! - a file's writes and size changes reach the device only with a sync of that file; a sync
+//!   covers what had completed when it was issued, not what completes while it runs;
+//! - a directory's names (created, renamed, removed) are durable only once the directory is
+//!   synced (a new directory's own name, in its parent);
+//! - `Disk` operations stay in flight until the test completes them, in whatever order it picks
+//!   (io_uring completes out of order), or they complete at once (`immediate`);
+//! - a **power cut** (`crash`) keeps what was synced; of each unsynced (or in-flight) write,
+//!   every sector or page (the granularity drawn per cut) is kept, dropped, torn within, or
+//!   filled with garbage; unsynced size changes happen or not; each directory keeps a prefix of
+//!   its unsynced changes (an ordered metadata journal), each directory on its own;
+//! - **faults**: a chosen operation fails with EIO or ENOSPC (a failed sync leaves the data it
+//!   covered in any state, and forgets it, as Linux marks such pages clean), and recovery can be
+//!   cut off after a number of changes (`cut_files_after`).
+
+use std::cell::RefCell;
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::io;
+use std::path::{Component, Path};
+use std::rc::Rc;
+use std::task::Poll;
+
+use bytes::Bytes;
+
+use super::files::{Disk, Files};
+use crate::random::SplitMix64;
+
+/// The sector size of the simulated device; a power cut tears at this or at `PAGE_BYTES`.
+const SECTOR_BYTES: usize = 512;
+/// The page size: the unit the page cache writes back.
+const PAGE_BYTES: usize = 4096;
+
+/// A change to a file since its last sync.
+#[derive(Clone, Debug)]
+enum Change {
+    Write { offset: u64, bytes: Vec<u8> },
+    Resize(u64),
+}
+
+#[derive(Clone, Debug, Default)]
+struct Inode {
+    /// What the device holds.
+    durable: Vec<u8>,
+    /// What a read sees (the page cache).
+    current: Vec<u8>,
+    /// Changes completed since the last sync, in order, each with its number (`Inner::changes`).
+    unsynced: Vec<(u64, Change)>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Node {
+    File(usize),
+    Directory(usize),
+}
+
+/// A change to a directory since its last sync.
+#[derive(Clone, Debug)]
+enum Entry {
+    Insert(String, Node),
+    Remove(String),
+    Rename(String, String),
+}
+
+#[derive(Clone, Debug, Default)]
+struct Directory {
+    durable: BTreeMap<String, Node>,
+    current: BTreeMap<String, Node>,
+    unsynced: Vec<Entry>,
+}
+
+fn apply_entry(entries: &mut BTreeMap<String, Node>, change: &Entry) {
+    match change {
+        Entry::Insert(name, node) => {
+            entries.insert(name.clone(), *node);
+        }
+        Entry::Remove(name) => {
+            entries.remove(name);
+        }
+        Entry::Rename(from, to) => {
+            if let Some(node) = entries.remove(from) {
+                entries.insert(to.clone(), node);
+            }
+        }
+    }
+}
+
+fn apply_change(data: &mut Vec<u8>, change: &Change) {
+    match change {
+        Change::Write { offset, bytes } => write_into(data, *offset, bytes),
+        Change::Resize(length) => data.resize(*length as usize, 0),
+    }
+}
+
+fn write_into(data: &mut Vec<u8>, offset: u64, bytes: &[u8]) {
+    let end = offset as usize + bytes.len();
+    if data.len() < end {
+        data.resize(end, 0);
+    }
+    data[offset as usize..end].copy_from_slice(bytes);
+}
+
+/// A `Disk` operation in flight.
+#[derive(Clone, Debug)]
+enum Operation {
+    Create {
+        path: String,
+        bytes: u64,
+    },
+    Write {
+        inode: usize,
+        offset: u64,
+        bytes: Vec<u8>,
+    },
+    /// A sync of `inode` covering its changes numbered below `before` (those completed when it
+    /// was issued).
+    Sync {
+        inode: usize,
+        before: u64,
+    },
+    Rename {
+        from: String,
+        to: String,
+    },
+    Remove {
+        path: String,
+    },
+    SyncDirectory {
+        path: String,
+    },
+}
+
+/// What the simulated disk did, for a test to see that its runs reach what they mean to.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct SimStats {
+    /// Operations completed in another order than issued.
+    pub reordered: u64,
+    /// Sectors or pages of unsynced writes that a power cut filled with garbage.
+    pub garbage: u64,
+    /// Sectors or pages of unsynced writes that a power cut tore within.
+    pub torn: u64,
+    /// Faults injected.
+    pub faults: u64,
+}
+
+struct Inner {
+    random: SplitMix64,
+    inodes: Vec<Inode>,
+    /// Directory 0 is the root.
+    directories: Vec<Directory>,
+    /// Operations in flight: (number, operation, result once completed).
+    in_flight: Vec<(u64, Operation)>,
+    completed: BTreeMap<u64, io::Result<usize>>,
+    next_operation: u64,
+    /// The number the next change to a file gets.
+    changes: u64,
+    immediate: bool,
+    /// The operation (by number among `Disk` operations) that fails, and with what.
+    fault: Option<(u64, i32)>,
+    /// Changes recovery may still make before the power goes (`cut_files_after`).
+    files_budget: Option<usize>,
+    stats: SimStats,
+}
+
+/// The simulated file system; clones share it.
+#[derive(Clone)]
+pub struct SimDisk(Rc<RefCell<Inner>>);
+
+impl SimDisk {
+    /// An empty file system whose power cuts and faults draw from `seed`; with `immediate`,
+    /// `Disk` operations complete as soon as they are polled.
+    pub fn new(seed: u64, immediate: bool) -> SimDisk {
+        SimDisk(Rc::new(RefCell::new(Inner {
+            random: SplitMix64::new(seed),
+            inodes: Vec::new(),
+            directories: vec![Directory::default()],
+            in_flight: Vec::new(),
+            completed: BTreeMap::new(),
+            next_operation: 0,
+            changes: 0,
+            immediate,
+            fault: None,
+            files_budget: None,
+            stats: SimStats::default(),
+        })))
+    }
+
+    /// What the disk did so far.
+    pub fn stats(&self) -> SimStats {
+        self.0.borrow().stats
+    }
+
+    /// Makes `Disk` operation number `operation` (counted from the disk's creation) fail with
+    /// the OS error `code` (EIO, ENOSPC).
+    pub fn fail_operation(&self, operation: u64, code: i32) {
+        self.0.borrow_mut().fault = Some((operation, code));
+    }
+
+    /// The number the next `Disk` operation gets.
+    pub fn operations_issued(&self) -> u64 {
+        self.0.borrow().next_operation
+    }
+
+    /// Lets `Files` make `changes` more changes, then fails every later one as if the power had
+    /// gone (the test then calls `crash`).
+    pub fn cut_files_after(&self, changes: usize) {
+        self.0.borrow_mut().files_budget = Some(changes);
+    }
+
+    /// `Disk` operations in flight.
+    pub fn in_flight(&self) -> usize {
+        self.0.borrow().in_flight.len()
+    }
+
+    /// Completes the in-flight operation at `index` (of `in_flight()`), out of order when it is
+    /// not the oldest.
+    pub fn complete(&self, index: usize) {
+        let mut inner = self.0.borrow_mut();
+        if index > 0 {
+            inner.stats.reordered += 1;
+        }
+        let (number, operation) = inner.in_flight.remove(index);
+        let result = inner.execute(number, operation);
+        inner.completed.insert(number, result);
+    }
+
+    /// A power cut: see the module's comment.
+    pub fn crash(&self) {
+        let mut inner = self.0.borrow_mut();
+        let inner = &mut *inner;
+        // Writes in flight may have reached the device in part; nothing else did.
+        for (_, operation) in std::mem::take(&mut inner.in_flight) {
+            if let Operation::Write {
+                inode,
+                offset,
+                bytes,
+            } = operation
+            {
+                inner.inodes[inode]
+                    .unsynced
+                    .push((u64::MAX, Change::Write { offset, bytes }));
+            }
+        }
+        inner.completed.clear();
+        inner.files_budget = None;
+        let granularity = if inner.random.next_u64() % 2 == 0 {
+            SECTOR_BYTES
+        } else {
+            PAGE_BYTES
+        };
+        for index in 0..inner.inodes.len() {
+            let changes: Vec<Change> = std::mem::take(&mut inner.inodes[index].unsynced)
+                .into_iter()
+                .map(|(_, change)| change)
+                .collect();
+            let mut durable = std::mem::take(&mut inner.inodes[index].durable);
+            inner.settle(&mut durable, &changes, granularity);
+            inner.inodes[index].current = durable.clone();
+            inner.inodes[index].durable = durable;
+        }
+        for directory in &mut inner.directories {
+            let changes = std::mem::take(&mut directory.unsynced);
+            let kept = (inner.random.next_u64() % (changes.len() as u64 + 1)) as usize;
+            for change in &changes[..kept] {
+                apply_entry(&mut directory.durable, change);
+            }
+            directory.current = directory.durable.clone();
+        }
+    }
+
+    /// Creates the directory `path` (its parent exists) without syncing the parent: what a run
+    /// killed between the two leaves behind.
+    pub fn create_directory_unsynced(&self, path: &Path) {
+        let mut inner = self.0.borrow_mut();
+        let parent = path.parent().expect("a parent");
+        let Some(Node::Directory(parent)) = inner.resolve(parent) else {
+            panic!("{} is not a directory", parent.display());
+        };
+        inner.directories.push(Directory::default());
+        let child = inner.directories.len() - 1;
+        let name = path.file_name().expect("a name").to_str().expect("UTF-8");
+        inner.change_directory(
+            parent,
+            Entry::Insert(name.to_string(), Node::Directory(child)),
+        );
+    }
+
+    /// Flips bits of the durable bytes of `path` at `offset` (a bad sector).
+    pub fn flip(&self, path: &Path, offset: usize) {
+        let mut inner = self.0.borrow_mut();
+        let Some(Node::File(inode)) = inner.resolve(path) else {
+            panic!("{} is not a file", path.display());
+        };
+        let inode = &mut inner.inodes[inode];
+        inode.durable[offset] ^= 0x10;
+        inode.current = inode.durable.clone();
+    }
+
+    /// The paths of every file reachable now, sorted.
+    pub fn file_paths(&self) -> Vec<std::path::PathBuf> {
+        let inner = self.0.borrow();
+        let mut paths = Vec::new();
+        let mut stack = vec![(0usize, std::path::PathBuf::from("/"))];
+        while let Some((directory, path)) = stack.pop() {
+            for (name, node) in &inner.directories[directory].current {
+                match node {
+                    Node::File(_) => paths.push(path.join(name)),
+                    Node::Directory(child) => stack.push((*child, path.join(name))),
+                }
+            }
+        }
+        paths.sort();
+        paths
+    }
+
+    /// Issues `operation` and waits for it to complete.
+    fn submit(&self, operation: Operation) -> impl Future<Output = io::Result<usize>> + '_ {
+        let number = {
+            let mut inner = self.0.borrow_mut();
+            let number = inner.next_operation;
+            inner.next_operation += 1;
+            inner.in_flight.push((number, operation));
+            number
+        };
+        std::future::poll_fn(move |_| {
+            let mut inner = self.0.borrow_mut();
+            if inner.immediate {
+                if let Some(index) = inner.in_flight.iter().position(|(n, _)| *n == number) {
+                    let (_, operation) = inner.in_flight.remove(index);
+                    let result = inner.execute(number, operation);
+                    inner.completed.insert(number, result);
+                }
+            }
+            match inner.completed.remove(&number) {
+                Some(result) => Poll::Ready(result),
+                // Still in flight, or lost in a power cut (never completes).
+                None => Poll::Pending,
+            }
+        })
+    }
+}
+
+impl Inner {
+    /// Applies unsynced `changes` to `durable` as a power cut leaves them.
+    fn settle(&mut self, durable: &mut Vec<u8>, changes: &[Change], granularity: usize) {
+        for change in changes {
+            match change {
+                Change::Resize(_) => {
+                    if self.random.next_u64() % 2 == 0 {
+                        apply_change(durable, change);
+                    }
+                }
+                Change::Write { offset, bytes } => {
+                    let mut at = 0;
+                    while at < bytes.len() {
+                        // Chunks follow the device's boundaries, not the write's.
+                        let position = *offset as usize + at;
+                        let end = ((position / granularity + 1) * granularity - *offset as usize)
+                            .min(bytes.len());
+                        let chunk = &bytes[at..end];
+                        match self.random.next_u64() % 10 {
+                            0..=3 => write_into(durable, position as u64, chunk),
+                            4..=7 => {}
+                            8 => {
+                                self.stats.torn += 1;
+                                let part = (self.random.next_u64() % chunk.len() as u64) as usize;
+                                write_into(durable, position as u64, &chunk[..part]);
+                            }
+                            _ => {
+                                self.stats.garbage += 1;
+                                let garbage: Vec<u8> =
+                                    chunk.iter().map(|_| self.random.next_u64() as u8).collect();
+                                write_into(durable, position as u64, &garbage);
+                            }
+                        }
+                        at = end;
+                    }
+                }
+            }
+        }
+    }
+
+    /// The node at `path` now.
+    fn resolve(&self, path: &Path) -> Option<Node> {
+        let mut node = Node::Directory(0);
+        for component in path.components() {
+            match component {
+                Component::RootDir => {}
+                Component::Normal(name) => {
+                    let Node::Directory(directory) = node else {
+                        return None;
+                    };
+                    node = *self.directories[directory]
+                        .current
+                        .get(name.to_str().expect("UTF-8 paths"))?;
+                }
+                other => panic!("unexpected path component {other:?}"),
+            }
+        }
+        Some(node)
+    }
+
+    /// The directory holding `path` and `path`'s name in it.
+    fn parent(&self, path: &Path) -> io::Result<(usize, String)> {
+        let name = path
+            .file_name()
+            .and_then(|name| name.to_str())
+            .ok_or(io::ErrorKind::InvalidInput)?
+            .to_string();
+        match path.parent().and_then(|parent| self.resolve(parent)) {
+            Some(Node::Directory(directory)) => Ok((directory, name)),
+            _ => Err(io::ErrorKind::NotFound.into()),
+        }
+    }
+
+    fn file(&self, path: &Path) -> io::Result<usize> {
+        match self.resolve(path) {
+            Some(Node::File(inode)) => Ok(inode),
+            _ => Err(io::ErrorKind::NotFound.into()),
+        }
+    }
+
+    fn change_directory(&mut self, directory: usize, change: Entry) {
+        let directory = &mut self.directories[directory];
+        apply_entry(&mut directory.current, &change);
+        directory.unsynced.push(change);
+    }
+
+    fn sync_directory(&mut self, directory: usize) {
+        let directory = &mut self.directories[directory];
+        directory.durable = directory.current.clone();
+        directory.unsynced.clear();
+    }
+
+    fn change_file(&mut self, inode: usize, change: Change) {
+        let number = self.changes;
+        self.changes += 1;
+        let inode = &mut self.inodes[inode];
+        apply_change(&mut inode.current, &change);
+        inode.unsynced.push((number, change));
+    }
+
+    /// How many of `inode`'s unsynced changes are numbered below `before`.
+    fn covered(&self, inode: usize, before: u64) -> usize {
+        self.inodes[inode]
+            .unsynced
+            .iter()
+            .take_while(|(number, _)| *number < before)
+            .count()
+    }
+
+    /// Makes `inode`'s unsynced changes numbered below `before` durable.
+    fn sync_file(&mut self, inode: usize, before: u64) {
+        let covered = self.covered(inode, before);
+        let inode = &mut self.inodes[inode];
+        for (_, change) in inode.unsynced.drain(..covered) {
+            apply_change(&mut inode.durable, &change);
+        }
+    }
+
+    /// Creates or empties the file at `path`, sized to `bytes`.
+    fn create_file(&mut self, path: &Path, bytes: u64) -> io::Result<usize> {
+        let (directory, name) = self.parent(path)?;
+        let inode = match self.directories[directory].current.get(&name) {
+            Some(Node::File(inode)) => *inode,
+            Some(Node::Directory(_)) => return Err(io::ErrorKind::IsADirectory.into()),
+            None => {
+                self.inodes.push(Inode::default());
+                let inode = self.inodes.len() - 1;
+                self.change_directory(directory, Entry::Insert(name, Node::File(inode)));
+                inode
+            }
+        };
+        self.change_file(inode, Change::Resize(0));
+        if bytes > 0 {
+            self.change_file(inode, Change::Resize(bytes));
+        }
+        Ok(inode)
+    }
+
+    /// Runs `operation` now: its effect, or the fault it was chosen for.
+    fn execute(&mut self, number: u64, operation: Operation) -> io::Result<usize> {
+        if let Some((_, code)) = self.fault.filter(|(at, _)| *at == number) {
+            self.stats.faults += 1;
+            // A failed sync leaves what it covered in any state, and forgets it.
+            if let Operation::Sync { inode, before } = operation {
+                let covered = self.covered(inode, before);
+                let changes: Vec<Change> = self.inodes[inode]
+                    .unsynced
+                    .drain(..covered)
+                    .map(|(_, change)| change)
+                    .collect();
+                let mut durable = std::mem::take(&mut self.inodes[inode].durable);
+                self.settle(&mut durable, &changes, SECTOR_BYTES);
+                self.inodes[inode].durable = durable;
+            }
+            return Err(io::Error::from_raw_os_error(code));
+        }
+        match operation {
+            Operation::Create { path, bytes } => self.create_file(Path::new(&path), bytes),
+            Operation::Write {
+                inode,
+                offset,
+                bytes,
+            } => {
+                self.change_file(inode, Change::Write { offset, bytes });
+                Ok(0)
+            }
+            Operation::Sync { inode, before } => {
+                self.sync_file(inode, before);
+                Ok(0)
+            }
+            Operation::Rename { from, to } => {
+                let (directory, from_name) = self.parent(Path::new(&from))?;
+                let (to_directory, to_name) = self.parent(Path::new(&to))?;
+                assert_eq!(directory, to_directory, "renames stay in their directory");
+                self.file(Path::new(&from))?;
+                self.change_directory(directory, Entry::Rename(from_name, to_name));
+                self.sync_directory(directory);
+                Ok(0)
+            }
+            Operation::Remove { path } => {
+                let (directory, name) = self.parent(Path::new(&path))?;
+                self.file(Path::new(&path))?;
+                self.change_directory(directory, Entry::Remove(name));
+                Ok(0)
+            }
+            Operation::SyncDirectory { path } => match self.resolve(Path::new(&path)) {
+                Some(Node::Directory(directory)) => {
+                    self.sync_directory(directory);
+                    Ok(0)
+                }
+                _ => Err(io::ErrorKind::NotFound.into()),
+            },
+        }
+    }
+
+    /// Counts one change `Files` makes; an error once the power is to go.
+    fn spend(&mut self) -> io::Result<()> {
+        match &mut self.files_budget {
+            Some(0) => Err(io::Error::other("simulated power cut")),
+            Some(left) => {
+                *left -= 1;
+                Ok(())
+            }
+            None => Ok(()),
+        }
+    }
+}
+
+fn text(path: &Path) -> String {
+    path.to_str().expect("UTF-8 paths").to_string()
+}
+
+impl Files for SimDisk {
+    fn list(&self, directory: &Path) -> io::Result<Vec<String>> {
+        let inner = self.0.borrow();
+        match inner.resolve(directory) {
+            Some(Node::Directory(directory)) => Ok(inner.directories[directory]
+                .current
+                .keys()
+                .cloned()
+                .collect()),
+            _ => Ok(Vec::new()),
+        }
+    }
+
+    fn read(&self, path: &Path) -> io::Result<Bytes> {
+        let inner = self.0.borrow();
+        let inode = inner.file(path)?;
+        Ok(Bytes::from(inner.inodes[inode].current.clone()))
+    }
+
+    fn write_synced(&self, path: &Path, bytes: &[u8]) -> io::Result<()> {
+        let mut inner = self.0.borrow_mut();
+        inner.spend()?;
+        let inode = inner.create_file(path, 0)?;
+        inner.change_file(
+            inode,
+            Change::Write {
+                offset: 0,
+                bytes: bytes.to_vec(),
+            },
+        );
+        inner.sync_file(inode, u64::MAX);
+        Ok(())
+    }
+
+    fn truncate(&self, path: &Path, length: u64) -> io::Result<()> {
+        let mut inner = self.0.borrow_mut();
+        inner.spend()?;
+        let inode = inner.file(path)?;
+        inner.change_file(inode, Change::Resize(length));
+        inner.sync_file(inode, u64::MAX);
+        Ok(())
+    }
+
+    fn create_directories(&self, directory: &Path) -> io::Result<()> {
+        let mut inner = self.0.borrow_mut();
+        let mut at = std::path::PathBuf::from("/");
+        for component in directory.components().skip(1) {
+            let parent = at.clone();
+            at.push(component);
+            let Some(Node::Directory(parent)) = inner.resolve(&parent) else {
+                return Err(io::ErrorKind::NotFound.into());
+            };
+            if inner.resolve(&at).is_none() {
+                inner.spend()?;
+                inner.directories.push(Directory::default());
+                let child = inner.directories.len() - 1;
+                let name = component.as_os_str().to_str().expect("UTF-8").to_string();
+                inner.change_directory(parent, Entry::Insert(name, Node::Directory(child)));
+                inner.sync_directory(parent);
+            } else if at == directory {
+                // Made by an earlier run that may have died before syncing its parent.
+                inner.sync_directory(parent);
+            }
+        }
+        Ok(())
+    }
+
+    fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
+        let mut inner = self.0.borrow_mut();
+        inner.spend()?;
+        let (directory, from_name) = inner.parent(from)?;
+        let (_, to_name) = inner.parent(to)?;
+        inner.file(from)?;
+        inner.change_directory(directory, Entry::Rename(from_name, to_name));
+        Ok(())
+    }
+
+    fn remove_file(&self, path: &Path) -> io::Result<()> {
+        let mut inner = self.0.borrow_mut();
+        inner.spend()?;
+        let (directory, name) = inner.parent(path)?;
+        inner.file(path)?;
+        inner.change_directory(directory, Entry::Remove(name));
+        Ok(())
+    }
+
+    fn remove_directory(&self, path: &Path) -> io::Result<()> {
+        let mut inner = self.0.borrow_mut();
+        inner.spend()?;
+        let (directory, name) = inner.parent(path)?;
+        inner.change_directory(directory, Entry::Remove(name));
+        Ok(())
+    }
+
+    fn sync_directory(&self, path: &Path) -> io::Result<()> {
+        let mut inner = self.0.borrow_mut();
+        inner.spend()?;
+        match inner.resolve(path) {
+            Some(Node::Directory(directory)) => {
+                inner.sync_directory(directory);
+                Ok(())
+            }
+            _ => Err(io::ErrorKind::NotFound.into()),
+        }
+    }
+}
+
+/// An open file of the simulated disk: its inode.
+#[derive(Clone, Copy, Debug)]
+pub struct SimFile(usize);
+
+impl Disk for SimDisk {
+    type File = SimFile;
+
+    async fn create(&self, path: &Path, bytes: u64) -> io::Result<SimFile> {
+        let inode = self
+            .submit(Operation::Create {
+                path: text(path),
+                bytes,
+            })
+            .await?;
+        Ok(SimFile(inode))
+    }
+
+    async fn write_at(&self, file: &SimFile, offset: u64, blocks: &[u8]) -> io::Result<()> {
+        self.submit(Operation::Write {
+            inode: file.0,
+            offset,
+            bytes: blocks.to_vec(),
+        })
+        .await
+        .map(drop)
+    }
+
+    async fn sync(&self, file: &SimFile) -> io::Result<()> {
+        let before = self.0.borrow().changes;
+        self.submit(Operation::Sync {
+            inode: file.0,
+            before,
+        })
+        .await
+        .map(drop)
+    }
+
+    async fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
+        self.submit(Operation::Rename {
+            from: text(from),
+            to: text(to),
+        })
+        .await
+        .map(drop)
+    }
+
+    async fn remove(&self, path: &Path) -> io::Result<()> {
+        self.submit(Operation::Remove { path: text(path) })
+            .await
+            .map(drop)
+    }
+
+    async fn sync_directory(&self, path: &Path) -> io::Result<()> {
+        self.submit(Operation::SyncDirectory { path: text(path) })
+            .await
+            .map(drop)
+    }
+}

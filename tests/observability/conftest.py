@@ -1,0 +1,87 @@
+"""Fixtures of the observability suite: a real azq (AZQ_BIN, the release build) and, for the
+dashboard tests, a real Prometheus (Debian's `prometheus`) scraping it with the scrape
+configuration of deploy/prometheus/prometheus.yml, and a real Chromium (Debian's `chromium`
+through Debian's `chromedriver`) for the console.
+
+scripts/test.sh installs chromium, chromium-driver and prometheus from apt where it can; a test
+whose program is missing is skipped with the reason (the script prints one SKIP line then).
+"""
+
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "sdk"))
+
+REPO = Path(__file__).resolve().parents[2]
+READY = re.compile(r"azq listening on (https?)://([^ ]+) ")
+START_TIMEOUT_S = 30
+
+
+class Azq:
+    """One azq process on 127.0.0.1 with a free port; stopped with SIGTERM."""
+
+    def __init__(self, arguments, directory):
+        self.directory = Path(directory)
+        binary = os.environ.get("AZQ_BIN", str(REPO / "target" / "release" / "azq"))
+        self.process = subprocess.Popen(
+            [binary, "--queueHost", "127.0.0.1", "--queuePort", "0", "--shards", "2", *arguments],
+            cwd=directory,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        deadline = time.monotonic() + START_TIMEOUT_S
+        self.lines = []
+        while time.monotonic() < deadline:
+            line = self.process.stdout.readline()
+            if not line:
+                raise AssertionError(f"azq exited: {self.process.stderr.read()}")
+            self.lines.append(line)
+            match = READY.search(line)
+            if match:
+                self.scheme, self.address = match.group(1), match.group(2)
+                break
+        else:
+            raise AssertionError("azq did not print its ready line")
+        self.url = f"{self.scheme}://{self.address}"
+        self.account_url = f"{self.url}/devstoreaccount1"
+
+    def stop(self):
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+
+
+@pytest.fixture
+def start_azq(tmp_path):
+    """Factory: `start_azq(*arguments)` starts an azq that the test's end stops."""
+    started = []
+
+    def start(*arguments):
+        server = Azq(list(arguments), tmp_path)
+        started.append(server)
+        return server
+
+    yield start
+    for server in started:
+        server.stop()
+
+
+def require(program):
+    """The path of `program`, or a skip naming it."""
+    path = shutil.which(program)
+    if path is None:
+        pytest.skip(f"{program} is not installed (scripts/test.sh installs it from apt as root)")
+    return path

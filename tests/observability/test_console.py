@@ -1,0 +1,207 @@
+"""The console (`/_azq/ui`) in a real browser: Debian's chromium, headless, driven through
+Debian's chromedriver by Selenium. It loads, shows queues and their counts move as the test puts
+and receives through the official SDK, opens a queue and lists its messages (a leased one with
+its dequeue count), and, with --admin, sends, receives, deletes and clears from the page. Over
+HTTPS (--cert auto) it loads and refreshes too. Screenshots go to the test's directory, or to
+docs/ (the ones README shows) when AZQ_UPDATE_SCREENSHOTS=1.
+"""
+
+import os
+import shutil
+import ssl
+import time
+from pathlib import Path
+
+import pytest
+from azure.storage.queue import QueueServiceClient
+from selenium import webdriver
+from selenium.common.exceptions import StaleElementReferenceException, WebDriverException
+from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.common.by import By
+
+from conftest import REPO, require
+from support import CLIENT_KWARGS, DEV_ACCOUNT, DEV_KEY, wait_until
+
+WINDOW = (1280, 900)
+
+
+@pytest.fixture
+def browser(tmp_path):
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    if chromium is None:
+        pytest.skip("chromium is not installed (scripts/test.sh installs it from apt as root)")
+    driver_path = require("chromedriver")
+    options = webdriver.ChromeOptions()
+    options.binary_location = chromium
+    # Headless and with nothing that would reach the network (no registry but ours exists):
+    # without these, chromium's background requests make page loads hang here.
+    for argument in ["--headless=new", "--no-sandbox", "--disable-gpu",
+                     "--disable-background-networking", "--disable-component-update",
+                     "--disable-sync", "--no-first-run", "--disable-dev-shm-usage",
+                     "--ignore-certificate-errors", f"--user-data-dir={tmp_path / 'chromium'}",
+                     f"--window-size={WINDOW[0]},{WINDOW[1]}"]:
+        options.add_argument(argument)
+    driver = webdriver.Chrome(service=Service(executable_path=driver_path), options=options)
+    driver.set_page_load_timeout(30)
+    yield driver
+    driver.quit()
+
+
+def screenshot(driver, tmp_path, name):
+    path = tmp_path / name
+    driver.save_screenshot(str(path))
+    if os.environ.get("AZQ_UPDATE_SCREENSHOTS") == "1":
+        shutil.copy(path, REPO / "docs" / name)
+    return path
+
+
+def cell_texts(driver, row_selector):
+    """The texts of each row's cells, read in one script: the page rebuilds its tables every
+    second, so reading cell by cell over WebDriver would race with it."""
+    return driver.execute_script(
+        "return [...document.querySelectorAll(arguments[0])]"
+        ".map((row) => [...row.cells].map((cell) => cell.innerText.trim()));",
+        row_selector)
+
+
+def queue_row(driver, name):
+    for cells in cell_texts(driver, "#queues tbody tr"):
+        if len(cells) > 6 and cells[1] == name:
+            # account, queue, messages, visible, leased, delayed, expired
+            return dict(zip(["messages", "visible", "leased", "delayed", "expired"],
+                            map(int, cells[2:7])))
+    return None
+
+
+def click(driver, selector):
+    """Clicks what `selector` finds, again when the page replaced it as it was clicked (its
+    tables are rebuilt every second)."""
+
+    def attempt():
+        try:
+            driver.find_element(By.CSS_SELECTOR, selector).click()
+            return True
+        except StaleElementReferenceException:
+            return False
+
+    wait_until(attempt, f"a click on {selector}")
+
+
+def open_queue(driver, name):
+    """Clicks the queue's row (again, if the page replaced the row as it was clicked) until the
+    queue's page shows."""
+
+    def click():
+        try:
+            for row in driver.find_elements(By.CSS_SELECTOR, "#queues tbody tr"):
+                if row.get_attribute("data-queue") == name:
+                    row.click()
+        except (StaleElementReferenceException, WebDriverException):
+            pass
+        return driver.find_element(By.ID, "queue-page").is_displayed()
+
+    wait_until(click, f"the page of {name}")
+
+
+def service_client(server):
+    """An SDK client of `server`; over HTTPS it trusts the --cert auto certificate the server
+    presents (the test started that server), as README tells users to."""
+    verify = True
+    if server.scheme == "https":
+        host, port = server.address.rsplit(":", 1)
+        verify = str(server.directory / "azq.pem")
+        Path(verify).write_text(ssl.get_server_certificate((host, int(port))))
+    return QueueServiceClient(server.account_url, credential={
+        "account_name": DEV_ACCOUNT, "account_key": DEV_KEY},
+        connection_verify=verify, **CLIENT_KWARGS)
+
+
+def test_the_console_shows_queues_move_and_opens_one(start_azq, browser, tmp_path):
+    server = start_azq("--inMemoryPersistence", "--admin")
+    queue = service_client(server).create_queue("orders")
+    for index in range(3):
+        queue.send_message(f"order {index}")
+    browser.get(f"{server.url}/_azq/ui")
+    assert browser.title == "azq console"
+    wait_until(lambda: queue_row(browser, "orders") == {
+        "messages": 3, "visible": 3, "leased": 0, "delayed": 0, "expired": 0}, "3 visible")
+    leased = next(iter(queue.receive_messages(max_messages=1, visibility_timeout=300)))
+    queue.send_message("later", visibility_timeout=600)
+    queue.send_message("order 3")
+    wait_until(lambda: queue_row(browser, "orders") == {
+        "messages": 5, "visible": 3, "leased": 1, "delayed": 1, "expired": 0},
+        "the lease and the delayed put on the page")
+    assert "admin actions on" in browser.find_element(By.ID, "admin-state").text
+    # Charts and tiles come from /_azq/stats: a few seconds of a producer and a consumer on
+    # another queue (leases that run out, polls of an empty queue) give them lines.
+    service = service_client(server)
+    payments = service.create_queue("payments")
+    idle = service.create_queue("payments-dlq")
+    deadline = time.monotonic() + 6
+    while time.monotonic() < deadline:
+        for index in range(4):
+            payments.send_message(f"payment {index}")
+        for message in payments.receive_messages(max_messages=3, visibility_timeout=1):
+            payments.delete_message(message)
+        list(idle.receive_messages(max_messages=1))
+        time.sleep(0.2)
+    wait_until(lambda: browser.find_element(By.ID, "tile-messages").text != "5", "the tile")
+    wait_until(lambda: browser.find_elements(By.CSS_SELECTOR, "#chart-requests polyline"),
+               "a line in the requests chart")
+
+    wait_until(lambda: queue_row(browser, "payments-dlq"), "the other queues listed")
+    screenshot(browser, tmp_path, "console-overview.png")
+    open_queue(browser, "orders")
+    wait_until(lambda: len(cell_texts(browser, "#messages tbody tr")) == 5, "five messages listed")
+    rows = cell_texts(browser, "#messages tbody tr")
+    by_id = {cells[1]: cells for cells in rows}
+    assert leased.id in by_id, rows
+    # The leased message is there, invisible, with its dequeue count.
+    assert by_id[leased.id][2] == "leased" and by_id[leased.id][3] == "1", by_id[leased.id]
+    assert sorted(cells[2] for cells in rows) == ["delayed", "leased", "visible", "visible",
+                                                  "visible"]
+    screenshot(browser, tmp_path, "console-queue.png")
+
+    # The page's own actions.
+    browser.find_element(By.ID, "send-text").send_keys("from the console")
+    browser.find_element(By.ID, "send-count").clear()
+    browser.find_element(By.ID, "send-count").send_keys("3")
+    browser.find_element(By.CSS_SELECTOR, "#send-form button").click()
+    wait_until(lambda: browser.find_element(By.ID, "action-result").text, "the send's answer")
+    assert browser.find_element(By.ID, "action-result").text == "sent 3"
+    wait_until(lambda: len(cell_texts(browser, "#messages tbody tr")) == 8, "eight after sending")
+    assert queue.get_queue_properties().approximate_message_count == 8
+    browser.find_element(By.CSS_SELECTOR, "#receive-form button").click()
+    wait_until(lambda: "received 1" in browser.find_element(By.ID, "action-result").text,
+               "a receive")
+    wait_until(lambda: sum(cells[2] == "leased" for cells in
+                           cell_texts(browser, "#messages tbody tr")) == 2, "two leased")
+    # Delete the message the test leased, whatever its lease.
+    click(browser, f'#messages tr[data-id="{leased.id}"] button')
+    wait_until(lambda: len(cell_texts(browser, "#messages tbody tr")) == 7, "seven after a delete")
+    browser.find_element(By.ID, "clear-button").click()
+    browser.switch_to.alert.accept()
+    wait_until(lambda: browser.find_element(By.ID, "page-info").text == "no messages", "cleared")
+    assert queue.get_queue_properties().approximate_message_count == 0
+
+
+def test_without_admin_the_console_is_read_only(start_azq, browser):
+    server = start_azq("--inMemoryPersistence")
+    service_client(server).create_queue("quiet")
+    browser.get(f"{server.url}/_azq/ui#/queue/devstoreaccount1/quiet")
+    wait_until(lambda: "read-only" in browser.find_element(By.ID, "admin-state").text, "read-only")
+    assert not browser.find_element(By.ID, "send-form").is_displayed()
+    assert browser.find_element(By.ID, "admin-note").is_displayed()
+
+
+def test_the_console_works_over_https(start_azq, browser):
+    server = start_azq("--inMemoryPersistence", "--cert", "auto")
+    assert server.url.startswith("https://")
+    service_client(server).create_queue("secure")
+    browser.get(f"{server.url}/_azq/ui")
+    wait_until(lambda: queue_row(browser, "secure") is not None, "the queue over HTTPS")
+    first = browser.find_element(By.TAG_NAME, "body").get_attribute("data-refreshed")
+    wait_until(lambda: browser.find_element(By.TAG_NAME, "body").get_attribute("data-refreshed")
+               != first, "a refresh a second later")
+    errors = [entry for entry in browser.get_log("browser") if entry["level"] == "SEVERE"]
+    assert not errors, errors
