@@ -16,6 +16,7 @@ mod common;
 
 use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
+use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
 use azq::auth::DEVELOPMENT_ACCOUNT_NAME;
@@ -26,6 +27,18 @@ use common::{
 
 /// How long a run that cannot start may take to exit: at once, with room for a loaded machine.
 const EXIT_WAIT: Duration = Duration::from_secs(10);
+
+/// Held by the tests whose checks depend on the client keeping time (exact lease expiries, the
+/// knee of a rate limit, Erlang C's waits), so that they do not run at once and load the same
+/// two cores against each other; the other tests still run beside them.
+static TIMED: Mutex<()> = Mutex::new(());
+
+/// The `TIMED` lock, whether or not another timed test failed while holding it.
+fn timed() -> MutexGuard<'static, ()> {
+    TIMED
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
 
 /// A one-shard server: the load generator's counts are checked against it.
 fn start_server() -> Server {
@@ -487,6 +500,7 @@ fn an_unreachable_endpoint_fails_fast_with_a_message() {
 /// 1 s leases, no work, 2.9 s: deliveries at 0, ~1 and ~2, all abandoned.
 #[test]
 fn workers_report_duplicates_from_expired_leases_and_crashes_exactly() {
+    let _timed = timed();
     let server = start_server();
     let endpoint = endpoint(&server);
     let crashing = {
@@ -871,6 +885,7 @@ fn merged_logs_of_two_concurrent_runs_add_up_exactly() {
 /// lowers the knee it finds, never raises it.
 #[test]
 fn find_max_finds_the_knee_of_azq_with_a_queue_rate_limit() {
+    let _timed = timed();
     const LIMIT_PER_S: u64 = 300;
     let limit = LIMIT_PER_S.to_string();
     let server = Server::start(&[
@@ -953,6 +968,7 @@ const THEORY_ATTEMPTS: usize = 3;
 /// run on a quiet machine.
 #[test]
 fn workers_agree_with_erlang_c() {
+    let _timed = timed();
     let server = start_server();
     let mut reports = Vec::new();
     for attempt in 0..THEORY_ATTEMPTS {
