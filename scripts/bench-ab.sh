@@ -9,6 +9,8 @@
 #   scripts/bench-ab.sh OLD_AZQ NEW_AZQ [EXTRA AZQ ARGS...]
 #   ROUNDS [5]  DURATION [5s]  WARMUP [2s]  CONNECTIONS [32]  RUNTIME [io_uring]
 #   SCENARIO [put]: any azq-loadgen --scenario; get-delete preloads 1,000,000 messages
+#   PERSISTENCE [memory]: disk keeps each run's data in a fresh directory (--durability fsync,
+#   the default: group commit's cost included)
 #
 # Loopback only; every run is bounded by DURATION (plus preloading).
 set -euo pipefail
@@ -24,6 +26,8 @@ warmup=${WARMUP:-2s}
 connections=${CONNECTIONS:-32}
 runtime=${RUNTIME:-io_uring}
 scenario=${SCENARIO:-put}
+persistence=${PERSISTENCE:-memory}
+[[ $persistence == memory || $persistence == disk ]] || { echo "PERSISTENCE must be memory or disk" >&2; exit 2; }
 cargo build --release --quiet -p azq-loadgen
 work=$(mktemp -d)
 azq_pid=""
@@ -34,7 +38,13 @@ loadgen_args=(--scenario "$scenario")
 
 # measure BINARY: one run's requests/s (every operation of the scenario) on stdout.
 measure() {
-  taskset -c 0 "$1" --queuePort 0 --shards 1 --cpus 0 --silent --inMemoryPersistence \
+  local storage=(--inMemoryPersistence)
+  if [[ $persistence == disk ]]; then
+    rm -rf "$work/data"
+    mkdir "$work/data"
+    storage=(--location "$work/data")
+  fi
+  taskset -c 0 "$1" --queuePort 0 --shards 1 --cpus 0 --silent "${storage[@]}" \
     --runtime "$runtime" "${extra_args[@]}" > "$work/azq.out" &
   azq_pid=$!
   local port

@@ -26,10 +26,10 @@ use common::{
     Server, TempDir,
 };
 
-/// Starts azq with its data in `data`, on `port` (0: a free one).
-fn start(data: &TempDir, port: u16, extra: &[&str]) -> Server {
-    let port = port.to_string();
-    let mut arguments = vec!["--location", data.arg(), "--queuePort", &port];
+/// Starts azq with its data in `data`, on a free port: a new one at every restart, as the old
+/// one may have become a client's port meanwhile.
+fn start(data: &TempDir, extra: &[&str]) -> Server {
+    let mut arguments = vec!["--location", data.arg(), "--queuePort", "0"];
     arguments.extend_from_slice(extra);
     Server::start(&arguments)
 }
@@ -286,7 +286,7 @@ fn kill_9_under_concurrent_load_loses_nothing_acknowledged() {
     const ACKNOWLEDGED_BEFORE_KILL: usize = 600;
     for backend in backends() {
         let data = TempDir::new(&format!("kill-{backend}"));
-        let server = start(&data, 0, &["--shards", "2", "--runtime", backend]);
+        let server = start(&data, &["--shards", "2", "--runtime", backend]);
         let queues: Vec<String> = (0..WORKERS).map(|n| format!("load-{n}")).collect();
         for queue in &queues {
             create_queue(&server, queue);
@@ -304,14 +304,13 @@ fn kill_9_under_concurrent_load_loses_nothing_acknowledged() {
         while acknowledged.load(Ordering::Relaxed) < ACKNOWLEDGED_BEFORE_KILL {
             std::thread::sleep(Duration::from_millis(5));
         }
-        let port = server.port;
         server.kill();
         let ledgers: Vec<Ledger> = workers
             .into_iter()
             .map(|worker| worker.join().expect("a worker"))
             .collect();
 
-        let server = start(&data, port, &["--shards", "2", "--runtime", backend]);
+        let server = start(&data, &["--shards", "2", "--runtime", backend]);
         // Every lease the workers took was one second long.
         std::thread::sleep(Duration::from_millis(1_100));
         for (queue, ledger) in queues.iter().zip(&ledgers) {
@@ -378,19 +377,18 @@ fn write_at(path: &Path, offset: usize, bytes: &[u8]) {
 #[test]
 fn a_torn_tail_is_cut_at_the_last_intact_record_with_a_note() {
     let data = TempDir::new("torn");
-    let server = start(&data, 0, &["--shards", "1"]);
+    let server = start(&data, &["--shards", "1"]);
     create_queue(&server, "torn");
     let ids: Vec<String> = (0..20)
         .map(|n| put(&server, "torn", &format!("kept {n}")).0)
         .collect();
-    let port = server.port;
     server.kill();
     // The last write cut short: half a record's worth of garbage after the last intact one.
     let (segment, end) = last_written_segment(data.path());
     let garbage: Vec<u8> = (0..300u32).map(|n| (n * 37 % 251) as u8 + 1).collect();
     write_at(&segment, end, &garbage);
 
-    let server = start(&data, port, &["--shards", "1"]);
+    let server = start(&data, &["--shards", "1"]);
     let stderr = server.stderr();
     assert!(
         stderr.contains("the last write was cut short") && stderr.contains("truncated there"),
@@ -405,7 +403,7 @@ fn a_torn_tail_is_cut_at_the_last_intact_record_with_a_note() {
     );
     assert!(server.stop().success());
     // Cut means cut: the next start finds nothing to repair.
-    let server = start(&data, port, &["--shards", "1"]);
+    let server = start(&data, &["--shards", "1"]);
     assert!(
         !server.stderr().contains("cut short"),
         "{}",
@@ -417,7 +415,7 @@ fn a_torn_tail_is_cut_at_the_last_intact_record_with_a_note() {
 #[test]
 fn damage_before_the_tail_refuses_to_start_unless_asked_to_cut() {
     let data = TempDir::new("corrupt");
-    let server = start(&data, 0, &["--shards", "1"]);
+    let server = start(&data, &["--shards", "1"]);
     create_queue(&server, "first");
     // More than one flush's reach (LOG_FLUSH_BYTES_MAX, 4 MiB) of acknowledged records after
     // the damage, so it cannot be a torn last write.
@@ -425,7 +423,6 @@ fn damage_before_the_tail_refuses_to_start_unless_asked_to_cut() {
     for _ in 0..80 {
         put(&server, "first", &text);
     }
-    let port = server.port;
     server.kill();
     let segment = segments(data.path())[0][0].clone();
     // A flipped bit in the first record (the queue's creation), right after the header block.
@@ -455,7 +452,7 @@ fn damage_before_the_tail_refuses_to_start_unless_asked_to_cut() {
         "{stderr}"
     );
     // Refusing changed nothing: asked to cut, the server starts without the damaged part.
-    let server = start(&data, port, &["--shards", "1", "--truncateCorruptLog"]);
+    let server = start(&data, &["--shards", "1", "--truncateCorruptLog"]);
     let stderr = server.stderr();
     assert!(
         stderr.contains("damaged log at offset 4096") && stderr.contains("losing the records"),
@@ -471,7 +468,7 @@ fn damage_before_the_tail_refuses_to_start_unless_asked_to_cut() {
 #[test]
 fn a_change_of_shard_count_keeps_queues_messages_and_receipts() {
     let data = TempDir::new("reshard");
-    let server = start(&data, 0, &["--shards", "2"]);
+    let server = start(&data, &["--shards", "2"]);
     let queues: Vec<String> = (0..6).map(|n| format!("moving-{n}")).collect();
     let mut ids = BTreeMap::new();
     let mut leased = Vec::new();
@@ -488,11 +485,10 @@ fn a_change_of_shard_count_keeps_queues_messages_and_receipts() {
             parse_messages(&got).pop().expect("a message"),
         ));
     }
-    let port = server.port;
     assert!(server.stop().success());
 
     for (shards, cpus) in [("1", "0"), ("3", "0,1,0"), ("2", "0,1")] {
-        let server = start(&data, port, &["--shards", shards, "--cpus", cpus]);
+        let server = start(&data, &["--shards", shards, "--cpus", cpus]);
         let mut seen = BTreeMap::new();
         for queue in &queues {
             seen.extend(peek(&server, queue));
@@ -506,7 +502,7 @@ fn a_change_of_shard_count_keeps_queues_messages_and_receipts() {
         assert!(server.stop().success());
     }
 
-    let server = start(&data, port, &["--shards", "1"]);
+    let server = start(&data, &["--shards", "1"]);
     for (queue, got) in &leased {
         let response = send(&server, delete_request(queue, &got.id, &got.receipt));
         assert_status(&response, 204, None);
@@ -517,7 +513,7 @@ fn a_change_of_shard_count_keeps_queues_messages_and_receipts() {
 #[test]
 fn ttl_and_leases_run_on_absolute_time_across_a_restart() {
     let data = TempDir::new("ttl");
-    let server = start(&data, 0, &["--shards", "1"]);
+    let server = start(&data, &["--shards", "1"]);
     create_queue(&server, "clock");
     let response = send(&server, put_request("clock", "short-lived", "messagettl=2"));
     assert_status(&response, 201, None);
@@ -527,11 +523,10 @@ fn ttl_and_leases_run_on_absolute_time_across_a_restart() {
         assert_eq!(leased.len(), 1);
         assert_eq!(leased[0].text, expected);
     }
-    let port = server.port;
     assert!(server.stop().success());
     // Down for longer than the TTL and the leases.
     std::thread::sleep(Duration::from_millis(2_500));
-    let server = start(&data, port, &["--shards", "1"]);
+    let server = start(&data, &["--shards", "1"]);
     let found = drain(&server, "clock");
     let texts: Vec<(&str, u32)> = found
         .values()
@@ -548,12 +543,10 @@ fn ttl_and_leases_run_on_absolute_time_across_a_restart() {
 #[test]
 fn restarts_that_pile_up_segments_end_in_a_snapshot() {
     let data = TempDir::new("snapshot");
-    let mut port = 0;
     // Each start that writes opens a new segment; past LOG_CLOSED_SEGMENTS_MAX (8) closed ones
     // a snapshot is written and the segments it covers go.
     for round in 0..12 {
-        let server = start(&data, port, &["--shards", "1"]);
-        port = server.port;
+        let server = start(&data, &["--shards", "1"]);
         if round == 0 {
             create_queue(&server, "kept");
         }
@@ -588,7 +581,7 @@ fn restarts_that_pile_up_segments_end_in_a_snapshot() {
 #[test]
 fn a_second_server_cannot_open_the_same_data() {
     let data = TempDir::new("lock");
-    let server = start(&data, 0, &["--shards", "1"]);
+    let server = start(&data, &["--shards", "1"]);
     let output = std::process::Command::new(common::azq_binary())
         .args([
             "--queuePort",
@@ -609,14 +602,13 @@ fn a_second_server_cannot_open_the_same_data() {
 #[test]
 fn write_durability_survives_a_crash_of_the_process() {
     let data = TempDir::new("write-mode");
-    let server = start(&data, 0, &["--shards", "2", "--durability", "write"]);
+    let server = start(&data, &["--shards", "2", "--durability", "write"]);
     create_queue(&server, "fast");
     let ids: Vec<String> = (0..50)
         .map(|n| put(&server, "fast", &format!("m{n}")).0)
         .collect();
-    let port = server.port;
     server.kill();
-    let server = start(&data, port, &["--shards", "2"]);
+    let server = start(&data, &["--shards", "2"]);
     let found = drain(&server, "fast");
     for id in &ids {
         assert!(found.contains_key(id), "{id} lost");
@@ -628,7 +620,7 @@ fn write_durability_survives_a_crash_of_the_process() {
 #[test]
 fn pipelined_changes_are_answered_in_order_and_all_survive() {
     let data = TempDir::new("pipelined");
-    let server = start(&data, 0, &["--shards", "1"]);
+    let server = start(&data, &["--shards", "1"]);
     create_queue(&server, "piped");
     // Fifty puts in one write: the shard applies them as they are parsed and answers them
     // once the log holds them, in order.
@@ -647,9 +639,8 @@ fn pipelined_changes_are_answered_in_order_and_all_survive() {
         })
         .collect();
     assert_eq!(ids.iter().collect::<BTreeSet<_>>().len(), 50);
-    let port = server.port;
     server.kill();
-    let server = start(&data, port, &["--shards", "1"]);
+    let server = start(&data, &["--shards", "1"]);
     let found = drain(&server, "piped");
     let texts: Vec<&str> = ids.iter().map(|id| found[id].text.as_str()).collect();
     let expected: Vec<String> = (0..50).map(|n| format!("p{n}")).collect();
@@ -664,7 +655,7 @@ fn pipelined_changes_are_answered_in_order_and_all_survive() {
 fn a_relative_location_is_written_and_recovered_on_both_backends() {
     for backend in backends() {
         let data = TempDir::new(&format!("relative-{backend}"));
-        let start_here = |port: u16| {
+        let start_here = || {
             let mut command = std::process::Command::new(common::azq_binary());
             command.current_dir(data.path());
             Server::start_command(
@@ -673,7 +664,7 @@ fn a_relative_location_is_written_and_recovered_on_both_backends() {
                     "--location",
                     "data",
                     "--queuePort",
-                    &port.to_string(),
+                    "0",
                     "--runtime",
                     backend,
                     "--shards",
@@ -681,12 +672,11 @@ fn a_relative_location_is_written_and_recovered_on_both_backends() {
                 ],
             )
         };
-        let server = start_here(0);
+        let server = start_here();
         create_queue(&server, "relative");
         let (id, _) = put(&server, "relative", "kept");
-        let port = server.port;
         server.kill();
-        let server = start_here(port);
+        let server = start_here();
         assert!(
             drain(&server, "relative").contains_key(&id),
             "{backend}: {}",

@@ -10,7 +10,8 @@
 //!   `scenario`: what a run does (the scenario, its operations, the lanes' roles). `schedule`:
 //!   open/closed loop pacing and coordinated-omission-corrected timing. `retry`: SDK-like
 //!   retries. `workers`: the worker-fleet model (work times, crashes, poll back-off). `steps`:
-//!   stepped load and the knee search.
+//!   stepped load and the knee search. `theory`: M/M/c's predictions (Erlang C), which the
+//!   report sets beside a workers run of that shape.
 //! - `cli`: the usage text and the parser into validated `Options`.
 //! - `wire`: requests encoded and signed (azq's SharedKey code), responses and Get answers
 //!   parsed, without I/O. `metrics`: counts, errors and HdrHistograms per operation.
@@ -44,6 +45,7 @@ mod saved_reports;
 mod scenario;
 mod schedule;
 mod steps;
+mod theory;
 mod tls;
 mod units;
 mod wire;

@@ -16,6 +16,7 @@ mod common;
 
 use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
+use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
 use azq::auth::DEVELOPMENT_ACCOUNT_NAME;
@@ -26,6 +27,18 @@ use common::{
 
 /// How long a run that cannot start may take to exit: at once, with room for a loaded machine.
 const EXIT_WAIT: Duration = Duration::from_secs(10);
+
+/// Held by the tests whose checks depend on the client keeping time (exact lease expiries, the
+/// knee of a rate limit, Erlang C's waits), so that they do not run at once and load the same
+/// two cores against each other; the other tests still run beside them.
+static TIMED: Mutex<()> = Mutex::new(());
+
+/// The `TIMED` lock, whether or not another timed test failed while holding it.
+fn timed() -> MutexGuard<'static, ()> {
+    TIMED
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
 
 /// A one-shard server: the load generator's counts are checked against it.
 fn start_server() -> Server {
@@ -487,6 +500,7 @@ fn an_unreachable_endpoint_fails_fast_with_a_message() {
 /// 1 s leases, no work, 2.9 s: deliveries at 0, ~1 and ~2, all abandoned.
 #[test]
 fn workers_report_duplicates_from_expired_leases_and_crashes_exactly() {
+    let _timed = timed();
     let server = start_server();
     let endpoint = endpoint(&server);
     let crashing = {
@@ -872,6 +886,7 @@ fn merged_logs_of_two_concurrent_runs_add_up_exactly() {
 /// lowers the knee it finds, never raises it.
 #[test]
 fn find_max_finds_the_knee_of_azq_with_a_queue_rate_limit() {
+    let _timed = timed();
     const LIMIT_PER_S: u64 = 300;
     let limit = LIMIT_PER_S.to_string();
     let server = Server::start(&[
@@ -925,4 +940,96 @@ fn find_max_finds_the_knee_of_azq_with_a_queue_rate_limit() {
     assert!(steps.len() >= 4, "{steps:?}");
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert!(stdout.contains("knee: "), "{stdout}");
+}
+
+/// The longest pause of an idle worker in the theory check (`--poll-backoff 1ms..2ms`).
+const THEORY_POLL_BACKOFF_MAX_S: f64 = 0.002;
+/// Runs of the theory check before it gives up on a quiet one (see the test).
+const THEORY_ATTEMPTS: usize = 3;
+
+/// Queueing theory's ground truth for the worker model: 4 workers, Poisson arrivals at 110/s,
+/// exponential work of mean 20 ms (with the Get and Delete, S ≈ 22-25 ms, ρ ≈ 0.6-0.7). The
+/// report's theory section must hold:
+///
+/// - utilisation: the measured share of time working within 10% of λ·work/c (flow balance:
+///   the workers processed the messages the producers put);
+/// - mean wait: measured within `[Wq − margin, Wq + margin + polling]`. The margin, 50% of Wq
+///   plus 1 ms, is three standard errors of a mean over ~850 waits whose spread is about twice
+///   their mean and which are correlated within busy periods (~15% of Wq each at this load),
+///   plus the 1 ms the report's rounding and the put's share of S leave. `polling` is what the
+///   model leaves out and only ever adds: M/M/c's idle server takes an arrival at once, ours
+///   finds it on its next Get, at most one backoff (`THEORY_POLL_BACKOFF_MAX_S`) plus one Get
+///   that just missed it later; and the end-to-end time starts at the put's send, so it holds the
+///   put's way in too. Both trips are taken as one mean Get latency each.
+///
+/// A client starved of CPU by other processes sends and reads late: mostly that adds to the
+/// wait, but it also lengthens the idle workers' Gets, which count in S and so raise Wq. Either
+/// way it is the machine, not the model, so a run outside the bounds is retried, up to
+/// `THEORY_ATTEMPTS` in all: one run must meet them. The utilisation is not retried. ~10 s a
+/// run on a quiet machine.
+#[test]
+fn workers_agree_with_erlang_c() {
+    let _timed = timed();
+    let server = start_server();
+    let mut reports = Vec::new();
+    for attempt in 0..THEORY_ATTEMPTS {
+        let queue_prefix = format!("erlang-{attempt}");
+        let (output, report) = run_loadgen(
+            &server,
+            &queue_prefix,
+            &[
+                "--scenario",
+                "workers",
+                "--producers",
+                "1",
+                "--consumers",
+                "4",
+                "--rate",
+                "110",
+                "--arrival",
+                "poisson",
+                "--work-time",
+                "exp:mean=20ms",
+                "--poll-backoff",
+                "1ms..2ms",
+                "--queues",
+                "1",
+                "--warmup",
+                "1s",
+                "--duration",
+                "8s",
+                "--queue-prefix",
+                &queue_prefix,
+            ],
+        );
+        assert!(output.status.success(), "{output:?}");
+        let theory = &report["workers"]["theory"];
+        let number = |field: &str| {
+            theory[field]
+                .as_f64()
+                .unwrap_or_else(|| panic!("workers.theory.{field} in {report}"))
+        };
+        let (work_predicted, work_measured) = (
+            number("work_utilisation_predicted"),
+            number("work_utilisation_measured"),
+        );
+        assert!(
+            (work_measured - work_predicted).abs() <= 0.1 * work_predicted,
+            "utilisation {work_measured} against {work_predicted}: {theory}"
+        );
+        let wait_predicted = number("wait_mean_s_predicted");
+        let wait_measured = number("wait_mean_s_measured");
+        let margin = 0.5 * wait_predicted + 0.001;
+        let polling = THEORY_POLL_BACKOFF_MAX_S + 2.0 * number("get_mean_s");
+        let bounds = (wait_predicted - margin, wait_predicted + margin + polling);
+        if (bounds.0..=bounds.1).contains(&wait_measured) {
+            return;
+        }
+        reports.push(format!(
+            "mean wait {wait_measured} s outside [{}, {}] around Erlang C's {wait_predicted} s: \
+             {theory}",
+            bounds.0, bounds.1
+        ));
+    }
+    panic!("no run within the bound:\n{}", reports.join("\n"));
 }

@@ -9,7 +9,7 @@ use crate::scenario::Operation;
 use crate::schedule::{Arrival, LoadModel, NANOSECONDS_PER_SECOND};
 use crate::workers::WorkerPlan;
 
-use crate::report::summary::{latency_of, RunSummary, StepResult};
+use crate::report::summary::{latency_of, RunSummary, StepResult, TheoryCheck};
 use crate::report::table::saturation_warnings;
 
 /// `value` rounded to three decimals (what a report needs of a rate or a ratio); `None`, written
@@ -101,6 +101,52 @@ struct JsonWorkers {
     verdict: Option<&'static str>,
     /// The sides that fell behind: `producers`, `consumers`; null with `verdict`.
     falling_behind: Option<Vec<&'static str>>,
+    /// M/M/c beside the measurement; only in a run theory covers (`RunSummary::theory_check`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    theory: Option<JsonTheory>,
+}
+
+/// `RunSummary::theory_check` in the JSON; times in seconds.
+#[derive(Serialize)]
+struct JsonTheory {
+    model: &'static str,
+    servers: u32,
+    arrival_rate_per_s: Option<f64>,
+    get_mean_s: Option<f64>,
+    work_mean_s: Option<f64>,
+    delete_mean_s: Option<f64>,
+    service_mean_s: Option<f64>,
+    utilisation_predicted: Option<f64>,
+    work_utilisation_predicted: Option<f64>,
+    work_utilisation_measured: Option<f64>,
+    wait_probability_predicted: Option<f64>,
+    wait_mean_s_predicted: Option<f64>,
+    wait_mean_s_measured: Option<f64>,
+    end_to_end_mean_s: Option<f64>,
+}
+
+impl JsonTheory {
+    fn of(check: &TheoryCheck) -> JsonTheory {
+        // Seconds to the microsecond: `rounded` keeps three decimals, too few for these. An
+        // integer divided by 1e6 is the double nearest the decimal, so it prints as one.
+        let seconds = |value: f64| value.is_finite().then(|| (value * 1e6).round() / 1e6);
+        JsonTheory {
+            model: "M/M/c",
+            servers: check.servers,
+            arrival_rate_per_s: rounded(check.arrival_rate_per_s),
+            get_mean_s: seconds(check.get_mean_s),
+            work_mean_s: seconds(check.work_mean_s),
+            delete_mean_s: seconds(check.delete_mean_s),
+            service_mean_s: seconds(check.service_mean_s()),
+            utilisation_predicted: rounded(check.prediction.utilisation),
+            work_utilisation_predicted: rounded(check.work_utilisation_predicted),
+            work_utilisation_measured: rounded(check.work_utilisation_measured),
+            wait_probability_predicted: rounded(check.prediction.wait_probability),
+            wait_mean_s_predicted: seconds(check.prediction.wait_mean_s),
+            wait_mean_s_measured: seconds(check.wait_mean_s_measured()),
+            end_to_end_mean_s: seconds(check.end_to_end_mean_s),
+        }
+    }
 }
 
 #[derive(Serialize)]
@@ -182,6 +228,7 @@ fn json_workers(summary: &RunSummary, plan: &WorkerPlan) -> JsonWorkers {
         puts_answered_in_window_per_s: put_rates.and_then(|rates| rounded(rates.answered_per_s)),
         verdict: verdict.map(|verdict| verdict.name()),
         falling_behind: verdict.map(|verdict| verdict.sides_behind()),
+        theory: summary.theory_check().as_ref().map(JsonTheory::of),
     }
 }
 

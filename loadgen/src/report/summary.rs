@@ -8,9 +8,10 @@ use serde::Serialize;
 use crate::metrics::{CoreUsage, LatencySummary, Measurements, OperationStats};
 use crate::retry::RetryPolicy;
 use crate::scenario::{Operation, Scenario};
-use crate::schedule::{LoadModel, NANOSECONDS_PER_SECOND};
+use crate::schedule::{Arrival, LoadModel, NANOSECONDS_PER_SECOND};
 use crate::steps::LatencyBound;
-use crate::workers::WorkerPlan;
+use crate::theory::{self, Prediction};
+use crate::workers::{WorkTime, WorkerPlan};
 
 /// What one interval of the run measured.
 #[derive(Clone, Debug, PartialEq)]
@@ -251,6 +252,89 @@ impl RunSummary {
             producers_behind: producers,
             consumers_behind_per_s: consumers,
         })
+    }
+
+    /// M/M/c's prediction beside the measurement, for a run theory covers exactly: a workers
+    /// run on one queue, Poisson arrivals, exponential work, one message per Get, no crashes,
+    /// and no errors or retries (throttling and faults are outside the model). `None` for any
+    /// other run, and when the measured load is unstable (a ≥ c) or nothing was delivered.
+    ///
+    /// A worker is a server from its Get to its Delete, so the service time S is the mean
+    /// Get and Delete latencies plus the mean work drawn. Those latencies count from when the
+    /// worker meant to send (its last answer, or the end of its work), so the client's own lag
+    /// in sending is a worker's time too, as a real worker's would be. The measured wait is the
+    /// mean end-to-end time (the put's send to the delete's answer) less S: the time a message
+    /// spent stored before a worker's Get took it, plus the put's way in.
+    pub fn theory_check(&self) -> Option<TheoryCheck> {
+        let plan = self.workers.as_ref()?;
+        let covered = matches!(
+            self.load,
+            LoadModel::Open {
+                arrival: Arrival::Poisson,
+                ..
+            }
+        ) && matches!(plan.work_time, WorkTime::Exponential { .. })
+            && plan.crash_ratio == 0.0
+            && self.batch == 1
+            && self.queues == 1
+            && self.total.errors() == 0
+            && self.total.operations.iter().all(|stats| stats.retries == 0);
+        let workers = &self.total.workers;
+        if !covered || workers.processed == 0 || self.total.end_to_end_us.is_empty() {
+            return None;
+        }
+        let mean_s = |operation: Operation| self.total.operation(operation).latency_us.mean() / 1e6;
+        let work_mean_s = workers.busy_ns as f64 / workers.processed as f64 / 1e9;
+        let get_mean_s = mean_s(Operation::Get);
+        let delete_mean_s = mean_s(Operation::Delete);
+        let service_mean_s = get_mean_s + work_mean_s + delete_mean_s;
+        let arrival_rate_per_s = self.throughput_per_s(self.total.operation(Operation::Put));
+        let servers = u32::try_from(self.worker_lanes).ok()?;
+        let prediction = theory::predict(servers, arrival_rate_per_s, service_mean_s)?;
+        Some(TheoryCheck {
+            servers,
+            arrival_rate_per_s,
+            get_mean_s,
+            work_mean_s,
+            delete_mean_s,
+            prediction,
+            work_utilisation_predicted: arrival_rate_per_s * work_mean_s / f64::from(servers),
+            work_utilisation_measured: self.worker_utilisation()?,
+            end_to_end_mean_s: self.total.end_to_end_us.mean() / 1e6,
+        })
+    }
+}
+
+/// A workers run set beside M/M/c (see `RunSummary::theory_check`). Times in seconds.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct TheoryCheck {
+    /// c: the workers.
+    pub servers: u32,
+    /// λ: the producers' puts per second in the measured window.
+    pub arrival_rate_per_s: f64,
+    /// The measured mean round trips of a Get and a Delete, and the mean work time.
+    pub get_mean_s: f64,
+    pub work_mean_s: f64,
+    pub delete_mean_s: f64,
+    /// What M/M/c predicts with S = get + work + delete.
+    pub prediction: Prediction,
+    /// λ·work / c: the share of the workers' time spent working (what `worker_utilisation`
+    /// measures), predicted and measured.
+    pub work_utilisation_predicted: f64,
+    pub work_utilisation_measured: f64,
+    /// The measured mean end-to-end time (put sent to delete answered).
+    pub end_to_end_mean_s: f64,
+}
+
+impl TheoryCheck {
+    /// S: a worker's time per message, from its Get to its Delete's answer.
+    pub fn service_mean_s(&self) -> f64 {
+        self.get_mean_s + self.work_mean_s + self.delete_mean_s
+    }
+
+    /// The measured counterpart of Wq: the mean end-to-end time less S.
+    pub fn wait_mean_s_measured(&self) -> f64 {
+        self.end_to_end_mean_s - self.service_mean_s()
     }
 }
 

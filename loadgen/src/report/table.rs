@@ -10,7 +10,9 @@ use crate::scenario::Operation;
 use crate::schedule::{Arrival, LoadModel, NANOSECONDS_PER_SECOND};
 use crate::wire::mark::{PUT_MARK_DIGITS, TIMESTAMP_DIGITS};
 
-use crate::report::summary::{latency_of, PutRates, RunSummary, ACHIEVED_RATE_SHARE_WARNING};
+use crate::report::summary::{
+    latency_of, PutRates, RunSummary, TheoryCheck, ACHIEVED_RATE_SHARE_WARNING,
+};
 
 /// `1234567` as `1,234,567`.
 pub(super) fn grouped(value: u64) -> String {
@@ -305,7 +307,43 @@ fn workers_section(summary: &RunSummary, out: &mut String) {
             100.0 * utilisation
         );
     }
+    if let Some(check) = summary.theory_check() {
+        theory_lines(out, &check);
+    }
     let _ = writeln!(out, "  verdict: {}", verdict_text(summary));
+}
+
+/// The lines setting a run beside M/M/c (`RunSummary::theory_check`).
+fn theory_lines(out: &mut String, check: &TheoryCheck) {
+    let ms = |seconds: f64| 1e3 * seconds;
+    let _ = writeln!(
+        out,
+        "  theory (M/M/c, Erlang C): c = {}, λ = {:.1}/s, S = {:.2} ms (get {:.2} + work {:.2} + \
+         delete {:.2})",
+        check.servers,
+        check.arrival_rate_per_s,
+        ms(check.service_mean_s()),
+        ms(check.get_mean_s),
+        ms(check.work_mean_s),
+        ms(check.delete_mean_s)
+    );
+    let _ = writeln!(
+        out,
+        "    utilisation: predicted {:.1}% working ({:.1}% from get to delete), measured {:.1}% \
+         working",
+        100.0 * check.work_utilisation_predicted,
+        100.0 * check.prediction.utilisation,
+        100.0 * check.work_utilisation_measured
+    );
+    let _ = writeln!(
+        out,
+        "    mean wait: predicted {:.2} ms (P(wait) {:.1}%), measured {:.2} ms (end-to-end {:.2} \
+         ms less S)",
+        ms(check.prediction.wait_mean_s),
+        100.0 * check.prediction.wait_probability,
+        ms(check.wait_mean_s_measured()),
+        ms(check.end_to_end_mean_s)
+    );
 }
 
 /// The verdict line's text: which side fell behind and by how much, or why not.

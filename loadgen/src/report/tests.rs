@@ -582,3 +582,122 @@ fn progress_line_shows_rate_p99_and_errors() {
     assert!(line.contains("p99"));
     assert!(line.contains("errors 1"));
 }
+
+/// An M/M/c workers run with numbers worked by hand: c = 2 workers, λ = 50 puts/s for 10 s,
+/// Get and Delete 1 ms each, work 8 ms: S = 10 ms, a = 0.5, ρ = 0.25, B(2, 0.5) = 1/13, Erlang
+/// C = (1/13) / (1 − 0.25 × 12/13) = 0.1, Wq = 0.1 × 10 ms / 1.5 = 0.667 ms. Every message
+/// took 12 ms end to end: a measured wait of 2 ms.
+fn erlang_workers_summary() -> RunSummary {
+    let mut summary = workers_summary();
+    summary.load = LoadModel::Open {
+        rate_per_s: 50.0,
+        arrival: Arrival::Poisson,
+    };
+    summary.workers.as_mut().unwrap().work_time = WorkTime::Exponential { mean_ns: 8_000_000 };
+    summary.queues = 1;
+    summary.warmup_s = 1.0;
+    summary.duration_s = 10.0;
+    summary.last_answer_s = 11.0;
+    let mut total = Measurements::default();
+    for operation in [Operation::Put, Operation::Get, Operation::Delete] {
+        for _ in 0..500 {
+            total.operation_mut(operation).record_success(1_000, 1_000);
+        }
+    }
+    for _ in 0..500 {
+        total.record_end_to_end(12_000);
+    }
+    total.workers = WorkerStats {
+        received: 500,
+        processed: 500,
+        deleted: 500,
+        busy_ns: 500 * 8_000_000,
+        ..WorkerStats::default()
+    };
+    summary.total = total;
+    summary
+}
+
+#[test]
+fn an_mmc_run_is_reported_beside_erlang_c() {
+    let summary = erlang_workers_summary();
+    let check = summary.theory_check().unwrap();
+    let near = |actual: f64, expected: f64| (actual - expected).abs() < 1e-3 * expected;
+    assert_eq!(check.servers, 2);
+    assert!(near(check.arrival_rate_per_s, 50.0));
+    assert!(near(check.service_mean_s(), 0.010), "{check:?}");
+    assert!(near(check.prediction.utilisation, 0.25));
+    assert!(near(check.prediction.wait_probability, 0.1));
+    assert!(near(check.prediction.wait_mean_s, 0.010 / 15.0));
+    // 500 × 8 ms of work over 2 workers × 10 s.
+    assert!(near(check.work_utilisation_predicted, 0.2));
+    assert!(near(check.work_utilisation_measured, 0.2));
+    assert!(
+        (check.wait_mean_s_measured() - 0.002).abs() < 1e-4,
+        "{check:?}"
+    );
+    let text = table(&summary);
+    assert!(
+        text.contains(
+            "theory (M/M/c, Erlang C): c = 2, λ = 50.0/s, S = 10.00 ms (get 1.00 + work 8.00 + \
+             delete 1.00)"
+        ),
+        "{text}"
+    );
+    assert!(text.contains(
+        "utilisation: predicted 20.0% working (25.0% from get to delete), measured 20.0% working"
+    ));
+    assert!(text.contains("mean wait: predicted 0.67 ms (P(wait) 10.0%), measured 2.0"));
+    let value: serde_json::Value = serde_json::from_str(&json(&summary)).unwrap();
+    let theory = &value["workers"]["theory"];
+    assert_eq!(theory["model"], "M/M/c");
+    assert_eq!(theory["servers"], 2);
+    assert_eq!(theory["wait_mean_s_predicted"], 0.000667);
+    assert_eq!(theory["wait_probability_predicted"], 0.1);
+    assert_eq!(theory["utilisation_predicted"], 0.25);
+}
+
+#[test]
+fn runs_theory_does_not_cover_get_no_theory_section() {
+    let uncovered: [fn(&mut RunSummary); 7] = [
+        |summary| summary.load = LoadModel::Closed,
+        |summary| {
+            summary.load = LoadModel::Open {
+                rate_per_s: 50.0,
+                arrival: Arrival::Constant,
+            }
+        },
+        |summary| summary.workers.as_mut().unwrap().work_time = WorkTime::Fixed { ns: 8_000_000 },
+        |summary| summary.workers.as_mut().unwrap().crash_ratio = 0.01,
+        |summary| summary.batch = 16,
+        |summary| {
+            summary
+                .total
+                .operation_mut(Operation::Get)
+                .record_error(503, Some(b"ServerBusy"))
+        },
+        // 200 puts/s into S = 10 ms: a = 2 = c, a queue without a steady state.
+        |summary| {
+            for _ in 0..1_500 {
+                summary
+                    .total
+                    .operation_mut(Operation::Put)
+                    .record_success(1_000, 1_000);
+            }
+        },
+    ];
+    for (index, change) in uncovered.iter().enumerate() {
+        let mut summary = erlang_workers_summary();
+        change(&mut summary);
+        assert_eq!(summary.theory_check(), None, "case {index}");
+        assert!(!table(&summary).contains("theory"), "case {index}");
+        let value: serde_json::Value = serde_json::from_str(&json(&summary)).unwrap();
+        assert!(value["workers"].get("theory").is_none(), "case {index}");
+    }
+    let mut retried = erlang_workers_summary();
+    retried
+        .total
+        .operation_mut(Operation::Put)
+        .record_retry(Some(503));
+    assert_eq!(retried.theory_check(), None);
+}
