@@ -63,12 +63,60 @@ pub fn svg(summary: &RunSummary) -> String {
             end_to_end_panel(summary, top, out)
         }));
     }
+    if !summary.scale.is_empty() {
+        panels.push(Box::new(|top, out: &mut String| {
+            replicas_panel(summary, top, out)
+        }));
+    }
     if !summary.steps.is_empty() {
         panels.push(Box::new(|top, out: &mut String| {
             steps_panel(summary, top, out)
         }));
     }
     document(&panels)
+}
+
+/// An autoscaled run's replicas over run time, asked for and ready, as steps (each count holds
+/// until the next change).
+fn replicas_panel(summary: &RunSummary, top: f64, out: &mut String) {
+    let end_s = summary
+        .last_answer_s
+        .max(summary.warmup_s + summary.duration_s);
+    let steps = |count: &dyn Fn(&crate::report::ScalePoint) -> usize| {
+        let mut points: Vec<(f64, f64)> = Vec::with_capacity(2 * summary.scale.len() + 1);
+        for point in &summary.scale {
+            let value = count(point) as f64;
+            if let Some(&(_, last)) = points.last() {
+                points.push((point.at_s, last));
+            }
+            points.push((point.at_s, value));
+        }
+        if let Some(&(at_s, last)) = points.last() {
+            points.push((end_s.max(at_s), last));
+        }
+        points
+    };
+    let series = [
+        Series {
+            label: "replicas asked for".to_string(),
+            colour: COLOURS[0],
+            dashed: false,
+            points: steps(&|point| point.desired),
+        },
+        Series {
+            label: "replicas ready".to_string(),
+            colour: COLOURS[2],
+            dashed: true,
+            points: steps(&|point| point.ready),
+        },
+    ];
+    time_chart(
+        "workers: replicas over time (autoscaled)",
+        "replicas",
+        &series,
+        top,
+        out,
+    );
 }
 
 /// The SVG of `azq-loadgen merge`.

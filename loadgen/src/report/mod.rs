@@ -16,5 +16,5 @@ pub(crate) mod tests;
 
 pub use csv::csv;
 pub use json::{json, Entries};
-pub use summary::{DepthPoint, RunSummary, SearchOutcome, StepResult, TimelinePoint};
+pub use summary::{DepthPoint, RunSummary, ScalePoint, SearchOutcome, StepResult, TimelinePoint};
 pub use table::{progress_line, table};
