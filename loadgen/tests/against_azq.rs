@@ -494,8 +494,11 @@ fn autoscaled_workers_follow_the_policy_for_the_lengths_they_read() {
         );
         evaluations.push((point["t_s"].as_f64().expect("a time"), desired));
     }
-    // One evaluation a second from run time 0 to the run's end.
+    // One evaluation a second, on the loops' nominal grid from run time 0 to the run's end.
     assert!(evaluations.len() >= 9, "{evaluations:?}");
+    for (index, &(at_s, _)) in evaluations.iter().enumerate() {
+        assert_eq!(at_s, index as f64, "{evaluations:?}");
+    }
     // The step made the fleet grow, the end brought it back.
     assert!(
         evaluations.iter().any(|&(_, desired)| desired >= 3),

@@ -58,38 +58,44 @@ pub(super) async fn control_replicas<B: Backend>(core: Rc<Core>, report: impl Fn
         .store(autoscaler.replicas(), Ordering::Release);
     let mut connection: Option<Connection<B>> = None;
     let mut observed = 0;
+    // The last instant reported: every replica turning ready after it is reported in turn.
+    let mut reported_ns = 0;
     core.clock.wait_for_start::<B>().await;
     loop {
+        // Both loops run on their nominal grid (KEDA's polls, the HPA's syncs), and a decision
+        // is stamped with its nominal time: however late the core wakes, the schedule is the
+        // policy's own, and a replica is never published ready before its time.
         let evaluation_ns = autoscaler.next_evaluation_ns();
-        let next_ready_ns = ready.next_ready_ns(core.clock.now_ns());
-        let wake_ns = next_ready_ns.map_or(evaluation_ns, |at| at.min(evaluation_ns));
-        core.clock.sleep_until::<B>(wake_ns).await;
-        let now_ns = core.clock.now_ns();
-        if now_ns >= evaluation_ns {
+        let at_ns = ready
+            .next_ready_ns(reported_ns)
+            .map_or(evaluation_ns, |ready_ns| ready_ns.min(evaluation_ns));
+        core.clock.sleep_until::<B>(at_ns).await;
+        if at_ns == evaluation_ns {
             // A failed read keeps the last length, as KEDA keeps its last metric.
             if let Some(length) = read_length(&mut connection, &mut encoder, count, plan).await {
                 observed = length;
             } else {
                 B::sleep(READ_RETRY_DELAY).await;
             }
-            let decision = autoscaler.evaluate(now_ns, observed);
-            ready.ask(now_ns, decision.desired, cold_start_ns);
+            let decision = autoscaler.evaluate(at_ns, observed);
+            ready.ask(at_ns, decision.desired, cold_start_ns);
             report(ScaleReport {
-                at_ns: now_ns,
+                at_ns,
                 observed: Some(observed),
                 desired: decision.desired,
-                ready: ready.ready(now_ns),
+                ready: ready.ready(at_ns),
             });
         } else {
             report(ScaleReport {
-                at_ns: now_ns,
+                at_ns,
                 observed: None,
                 desired: autoscaler.replicas(),
-                ready: ready.ready(now_ns),
+                ready: ready.ready(at_ns),
             });
         }
+        reported_ns = at_ns;
         plan.replicas_ready
-            .store(ready.ready(now_ns), Ordering::Release);
+            .store(ready.ready(at_ns), Ordering::Release);
     }
 }
 
