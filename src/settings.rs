@@ -74,6 +74,9 @@ Usage: azq [options]
   --faults-api               the same as --admin (its former name)
   --faults FILE              fault rules in force from the start (a JSON array)
   --seed N                   make every random choice (faults, latency) repeatable
+  --metrics off|on|queues    GET /_azq/metrics (no credentials): off answers 404; on (the
+                             default) counts without naming queues; queues adds the depth
+                             of the 10 deepest queues by account and name
   --skipRequestDateCheck     accept SharedKey requests whatever their x-ms-date/Date (default:
                              403 AuthenticationFailed beyond 15 minutes of the server's
                              clock, or without a date, as Azure; for clients with wrong
@@ -508,6 +511,16 @@ mod tests {
         assert_eq!(governed.queue_rate(), Some(10));
         assert_eq!(governed.account_rate(), Some(20_000));
         assert!(governed.admin);
+        use crate::governor::metrics::Exposure;
+        assert_eq!(Config::default().governor.metrics, Exposure::Counts);
+        for (value, exposure) in [
+            ("off", Exposure::Off),
+            ("on", Exposure::Counts),
+            ("queues", Exposure::Queues),
+        ] {
+            let config = parse(&["--metrics", value]).unwrap().unwrap();
+            assert_eq!(config.governor.metrics, exposure, "{value}");
+        }
         let lenient = parse(&["--skipRequestDateCheck"]).unwrap().unwrap();
         assert!(lenient.request_date_check_skipped);
         assert!(!Config::default().request_date_check_skipped);
@@ -527,6 +540,7 @@ mod tests {
             &["--runtime", "epoll"],
             &["--profile", "aws"],
             &["--latency", "soon"],
+            &["--metrics", "all"],
         ] {
             assert!(parse(refused).is_err(), "{refused:?}");
         }

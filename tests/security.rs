@@ -1,12 +1,15 @@
 //! The attacks of issue 25, each tried against the real server over TCP on both backends, as a
 //! hostile client holding only the public development key or a narrow SAS would try them:
-//! guessed and altered pop receipts, message IDs that tell how they were made. Each test fails
+//! guessed and altered pop receipts, message IDs that tell how they were made, replayed
+//! requests, metadata past the memory limit, metrics that name queues. Each test fails
 //! on a server without the defence (its attack succeeds or gets feedback).
 
 mod common;
 
 use base64::Engine as _;
-use common::{assert_status, create_queue, elements, put_body, send, signed_request, Server};
+use common::{
+    assert_status, create_queue, elements, exchange, put_body, send, signed_request, Server,
+};
 
 /// Both backends: the native one (io_uring where the kernel allows it) and the portable one.
 const BACKENDS: [&[&str]; 2] = [&[], &["--runtime", "portable"]];
@@ -297,5 +300,61 @@ fn queue_metadata_fills_the_memory_limit_with_server_busy() {
         assert_status(&deleted, 204, None);
         assert_status(&create("meta-again"), 201, None);
         server.stop();
+    }
+}
+
+/// `/_azq/metrics` needs no credentials: by default it counts but names no queue, `--metrics
+/// queues` adds the deepest queues' depths by name, and `--metrics off` answers 404. Before,
+/// it always named the ten deepest queues of every account.
+#[test]
+fn metrics_name_queues_only_when_asked_and_can_be_turned_off() {
+    let scrape = |server: &Server| {
+        exchange(
+            server,
+            b"GET /_azq/metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 0\r\n\r\n",
+        )
+    };
+    for backend in BACKENDS {
+        for (mode, named) in [(None, false), (Some("on"), false), (Some("queues"), true)] {
+            let mut arguments = backend.to_vec();
+            arguments.extend(mode.map(|mode| ["--metrics", mode]).iter().flatten());
+            let server = Server::start(&arguments);
+            create_queue(&server, "payroll-secret");
+            put(&server, "payroll-secret", "x");
+            let response = scrape(&server);
+            assert_status(&response, 200, None);
+            let text = response.text();
+            assert!(
+                text.contains("azq_messages{shard=\"0\"}"),
+                "{mode:?}: {text}"
+            );
+            assert!(text.contains("PutMessage"), "{mode:?}: {text}");
+            assert_eq!(text.contains("payroll-secret"), named, "{mode:?}: {text}");
+            assert_eq!(
+                text.contains(
+                    "azq_queue_depth{account=\"devstoreaccount1\",\
+                               queue=\"payroll-secret\"} 1\n"
+                ),
+                named,
+                "{mode:?}: {text}"
+            );
+            server.stop();
+        }
+        let off = Server::start(&[backend, &["--metrics", "off"]].concat());
+        create_queue(&off, "payroll-secret");
+        let response = scrape(&off);
+        assert_eq!(response.status, 404);
+        assert!(
+            response.text().contains("--metrics off"),
+            "{}",
+            response.text()
+        );
+        // The rest of azq's endpoints and the REST API still answer.
+        let health = exchange(
+            &off,
+            b"GET /_azq/health HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 0\r\n\r\n",
+        );
+        assert_eq!(health.status, 200);
+        off.stop();
     }
 }
