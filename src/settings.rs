@@ -40,7 +40,8 @@ Usage: azq [options]
                              the event loop: io_uring (glommio) where the kernel allows it,
                              else the portable one (tokio/epoll); default auto
   -s, --silent               no start-up banner beyond the ready line
-  -d, --debug FILE           write a request log to FILE
+  -d, --debug FILE           write a request log to FILE (created 0600; signatures and
+                             tokens written as REDACTED)
   --disableProductStyleUrl   only path-style URLs (account in the path)
   -l, --location DIR         keep the queues in DIR/__azq__ (default: the current directory)
   --inMemoryPersistence      keep nothing on disk: a restart starts empty
