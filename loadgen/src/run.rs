@@ -243,6 +243,7 @@ impl StepRunner<'_, '_, '_> {
             total: collected.total,
             timeline: collected.timeline,
             depth: collected.depth,
+            series: Vec::new(),
             client_cores: collected.client_cores,
             max_error_ratio: options.max_error_ratio,
             retry: plan.retry,
