@@ -149,6 +149,8 @@ Output
                             latency by rate) as SVG (default with --json: beside the JSON
                             file, with the extension .svg)
   --csv FILE                write the per-second timeline as CSV
+  --html FILE               write one self-contained HTML report to share: settings, verdicts,
+                            tables and every chart inline (opens without a network)
   --max-error-rate R        exit 1 when errors/requests exceed R, e.g. 1% or 0.01 (default 1%)
   --quiet                   no progress line
   -h, --help                this text
@@ -193,6 +195,7 @@ pub struct Options {
     pub hdr_log_path: Option<PathBuf>,
     pub plot_path: Option<PathBuf>,
     pub csv_path: Option<PathBuf>,
+    pub html_path: Option<PathBuf>,
     pub max_error_ratio: f64,
     pub quiet: bool,
     pub retry: Option<RetryPolicy>,
@@ -262,6 +265,7 @@ pub fn parse(arguments: impl IntoIterator<Item = String>) -> Result<Command, Str
     let mut hdr_log_path = None;
     let mut plot_path = None;
     let mut csv_path = None;
+    let mut html_path = None;
     let mut max_error_ratio = 0.01;
     let mut quiet = false;
     let mut retry = None;
@@ -353,6 +357,7 @@ pub fn parse(arguments: impl IntoIterator<Item = String>) -> Result<Command, Str
             "--hdr-log" => hdr_log_path = Some(PathBuf::from(value()?)),
             "--plot" => plot_path = Some(PathBuf::from(value()?)),
             "--csv" => csv_path = Some(PathBuf::from(value()?)),
+            "--html" => html_path = Some(PathBuf::from(value()?)),
             "--max-error-rate" => max_error_ratio = parse_ratio(&flag, &value()?)?,
             "--retry" => retry = RetryPolicy::parse(&value()?)?,
             "--work-time" => work_time = Some(WorkTime::parse(&value()?)?),
@@ -579,6 +584,7 @@ pub fn parse(arguments: impl IntoIterator<Item = String>) -> Result<Command, Str
         hdr_log_path,
         plot_path,
         csv_path,
+        html_path,
         max_error_ratio,
         quiet,
         retry,
@@ -884,6 +890,8 @@ mod tests {
             "exponential:max=4,base=100ms",
             "--csv",
             "timeline.csv",
+            "--html",
+            "report.html",
             "--start-at",
             "1795305600.5",
         ])
@@ -897,6 +905,7 @@ mod tests {
         );
         assert_eq!(options.retry.unwrap().retries_max, 4);
         assert_eq!(options.csv_path, Some(PathBuf::from("timeline.csv")));
+        assert_eq!(options.html_path, Some(PathBuf::from("report.html")));
         assert_eq!(
             options.start_at,
             Some(SystemTime::UNIX_EPOCH + Duration::from_millis(1_795_305_600_500))

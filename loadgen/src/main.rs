@@ -23,8 +23,9 @@
 //! - `engine`: the cores' tasks, generic over the backend: setup and preload, one driver per
 //!   connection, lanes and their accounting, depth sampling.
 //! - `report`: a run's summary and its table, JSON and CSV.
-//! - `merge`: `azq-loadgen merge`, the exact union of interval logs. `plot`: the SVG. `run`:
-//!   one run on the main thread: start, gather reports, progress line, interval log, summary.
+//! - `merge`: `azq-loadgen merge`, the exact union of interval logs. `plot`: the SVG. `html`:
+//!   the self-contained HTML report (tables, verdicts, `plot`'s charts inline). `run`: one run
+//!   on the main thread: start, gather reports, progress line, interval log, summary.
 //! - Here: `main`; and under test, `saved_reports`, every report's bytes against
 //!   `loadgen/tests/reports/`.
 
@@ -36,6 +37,7 @@ mod cli;
 mod connection;
 mod endpoint;
 mod engine;
+mod html;
 mod merge;
 mod metrics;
 mod plot;
@@ -99,6 +101,10 @@ fn main() -> ExitCode {
         (
             options.csv_path.as_deref(),
             Some(report::csv(summary).into_bytes()),
+        ),
+        (
+            options.html_path.as_deref(),
+            Some(html::html(summary).into_bytes()),
         ),
     ];
     if let Err(error) = write_files(&writes) {

@@ -17,7 +17,8 @@ use crate::endpoint;
 use crate::engine::{self, CoreReport, RunPlan, INTERVAL_NS};
 use crate::metrics::{CoreUsage, Measurements, PutCopyTally};
 use crate::report::{
-    progress_line, DepthPoint, RunSummary, ScalePoint, SearchOutcome, StepResult, TimelinePoint,
+    progress_line, replica_series, DepthPoint, RunSummary, ScalePoint, SearchOutcome, StepResult,
+    TimelinePoint,
 };
 use crate::runtime;
 use crate::scenario::Operation;
@@ -252,6 +253,11 @@ impl StepRunner<'_, '_, '_> {
             total: collected.total,
             timeline: collected.timeline,
             depth: collected.depth,
+            // The autoscaler's replicas, drawn and written as the reports' generic series.
+            series: replica_series(
+                &collected.scale,
+                seconds(collected.last_answer_ns.max(plan.warmup_ns + duration_ns)),
+            ),
             client_cores: collected.client_cores,
             max_error_ratio: options.max_error_ratio,
             retry: plan.retry,

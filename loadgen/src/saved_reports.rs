@@ -230,6 +230,7 @@ fn autoscaled_spike() -> RunSummary {
         point(7.0, None, 8, 8),
         point(8.0, Some(700), 8, 8),
     ];
+    summary.series = crate::report::replica_series(&summary.scale, 12.0);
     summary
 }
 

@@ -71,6 +71,16 @@ struct JsonReport<'a> {
     knee: Option<JsonKnee>,
     timeline: Vec<JsonTimelinePoint>,
     depth: Vec<JsonDepthPoint>,
+    /// `RunSummary::series`: each a name, a unit and `[t_s, value]` points.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    series: Vec<JsonSeries<'a>>,
+}
+
+#[derive(Serialize)]
+struct JsonSeries<'a> {
+    name: &'a str,
+    unit: &'a str,
+    points: Vec<(Option<f64>, Option<f64>)>,
 }
 
 #[derive(Serialize)]
@@ -469,6 +479,19 @@ pub fn json(summary: &RunSummary) -> String {
             .map(|point| JsonDepthPoint {
                 t_s: rounded(point.at_s),
                 messages: point.messages,
+            })
+            .collect(),
+        series: summary
+            .series
+            .iter()
+            .map(|series| JsonSeries {
+                name: &series.name,
+                unit: &series.unit,
+                points: series
+                    .points
+                    .iter()
+                    .map(|&(t_s, value)| (rounded(t_s), rounded(value)))
+                    .collect(),
             })
             .collect(),
     };

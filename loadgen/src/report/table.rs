@@ -446,7 +446,7 @@ fn theory_lines(out: &mut String, check: &TheoryCheck) {
 }
 
 /// The verdict line's text: which side fell behind and by how much, or why not.
-fn verdict_text(summary: &RunSummary) -> String {
+pub fn verdict_text(summary: &RunSummary) -> String {
     let Some(verdict) = summary.verdict() else {
         return "too few depth samples to tell".to_string();
     };

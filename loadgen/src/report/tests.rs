@@ -88,6 +88,7 @@ pub fn sample_summary() -> RunSummary {
                 messages: 12,
             },
         ],
+        series: Vec::new(),
         client_cores: vec![CoreUsage {
             cpu: 1,
             elapsed_ns: 6_000_000_000,
