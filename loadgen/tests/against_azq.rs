@@ -369,6 +369,58 @@ fn a_light_open_loop_parks_between_sends_and_sends_every_put() {
     }
 }
 
+/// `--shape` steps the open loop's rate: 50 puts/s for the first two seconds of the measured
+/// window, 200/s for the next two. Every put is sent, and each one-second interval of the time
+/// series answers the rate its step asked for (the step's target is in the series beside it).
+#[test]
+fn a_shaped_open_loop_follows_its_step() {
+    let server = start_server();
+    let (output, report) = run_loadgen(
+        &server,
+        "shape-step",
+        &[
+            "--shape",
+            "step:50/s,200/s@2s",
+            "--duration",
+            "4s",
+            "--warmup",
+            "1s",
+            "--connections",
+            "2",
+            "--queue-prefix",
+            "shape-step",
+        ],
+    );
+    assert!(output.status.success(), "{output:?}");
+    assert_eq!(report["shape"], "step:50/s,200/s@2s");
+    // 2 s at 50/s and 2 s at 200/s: 500 puts, give or take the one on the window's edge.
+    let puts = count(&report, "put", "count");
+    assert!((499..=501).contains(&puts), "{puts}");
+    assert_eq!(count(&report, "put", "errors"), 0);
+    let timeline = report["timeline"].as_array().expect("a timeline");
+    let points: Vec<(f64, f64)> = timeline
+        .iter()
+        .map(|point| {
+            (
+                point["step_rate_per_s"]
+                    .as_f64()
+                    .expect("a target per interval"),
+                point["ops_per_s"]["put"].as_f64().expect("puts per second"),
+            )
+        })
+        .collect();
+    let targets: Vec<f64> = points.iter().map(|&(target, _)| target).collect();
+    assert_eq!(targets, vec![50.0, 50.0, 200.0, 200.0], "{timeline:?}");
+    for (target, achieved) in points {
+        // An interval's puts are those answered in it: one on either edge may move across.
+        assert!(
+            (achieved - target).abs() <= 2.0 + target * 0.05,
+            "{achieved}/s against {target}/s: {timeline:?}"
+        );
+    }
+    assert_eq!(depth(&server, "shape-step-0"), puts + 50);
+}
+
 /// HTTPS with a bearer token: azq with `--cert auto --oauth basic`, its kept certificate given
 /// as `--ca`, on either client backend; every Put is counted and stored (the get-delete run that
 /// follows gets and deletes exactly the messages put, none missing). Then `--insecure` without a
@@ -1032,4 +1084,118 @@ fn workers_agree_with_erlang_c() {
         ));
     }
     panic!("no run within the bound:\n{}", reports.join("\n"));
+}
+
+/// `--html` after a workers run against azq: the file is written; it is well-formed; every
+/// table cell that names a JSON value (`data-json`, a JSON pointer) shows exactly what the
+/// `--json` file of the same run holds there; every chart is there (latency by percentile,
+/// throughput and depth, and one per time series: the errors, retries and p99 of each second
+/// and every entry of the JSON's `series`); and nothing in it refers to another resource (no
+/// `src`, `href`, `url(` or `@import`; `http` only in the SVG namespace). That it renders in a
+/// browser without console errors is tests/observability/test_loadgen_html.py's.
+#[test]
+fn the_html_report_shows_the_json_numbers_and_every_chart() {
+    let server = start_server();
+    let html_path = scratch_path("report.html");
+    let (output, report) = run_loadgen(
+        &server,
+        "html",
+        &[
+            "--scenario",
+            "workers",
+            "--producers",
+            "1",
+            "--consumers",
+            "2",
+            "--rate",
+            "50",
+            "--work-time",
+            "1ms",
+            "--duration",
+            "2s",
+            "--warmup",
+            "0.5s",
+            "--queue-prefix",
+            "html",
+            "--html",
+            html_path.to_str().expect("a UTF-8 path"),
+        ],
+    );
+    let document = std::fs::read_to_string(&html_path);
+    let _ = std::fs::remove_file(&html_path);
+    let document = document.unwrap_or_else(|error| panic!("no HTML ({error}): {output:?}"));
+    assert!(output.status.success(), "{output:?}");
+    let mut reader = quick_xml::Reader::from_str(&document);
+    let (mut cells, mut charts, mut pending) = (0, Vec::new(), None);
+    loop {
+        match reader.read_event().expect("well-formed") {
+            quick_xml::events::Event::Start(element) | quick_xml::events::Event::Empty(element) => {
+                let name = element.name().as_ref().to_vec();
+                for attribute in element.attributes() {
+                    let attribute = attribute.expect("an attribute");
+                    let key = attribute.key.as_ref();
+                    let value = attribute.unescape_value().expect("text").to_string();
+                    assert!(
+                        !matches!(key, b"src" | b"href" | b"xlink:href"),
+                        "a reference: {value}"
+                    );
+                    assert!(
+                        !value.contains("http") || key == b"xmlns",
+                        "{}={value}",
+                        String::from_utf8_lossy(key)
+                    );
+                    match key {
+                        b"data-json" => pending = Some(value),
+                        b"id" if name == b"figure" => charts.push(value),
+                        _ => {}
+                    }
+                }
+            }
+            quick_xml::events::Event::Text(text) => {
+                let text = text.unescape().expect("text").to_string();
+                assert!(
+                    !text.contains("url(") && !text.contains("@import"),
+                    "{text}"
+                );
+                assert!(!text.contains("http://") && !text.contains("https://"));
+                if let Some(pointer) = pending.take() {
+                    let expected = match report.pointer(&pointer) {
+                        None | Some(serde_json::Value::Null) => "n/a".to_string(),
+                        Some(serde_json::Value::String(text)) => text.clone(),
+                        Some(value) => value.to_string(),
+                    };
+                    assert_eq!(text, expected, "{pointer}");
+                    cells += 1;
+                }
+            }
+            quick_xml::events::Event::Eof => break,
+            _ => {}
+        }
+    }
+    // The settings, and for each of put, get and delete: count, errors, retries, rate and six
+    // percentiles; the workers' counts.
+    for pointer in [
+        "/requests",
+        "/ops/put/count",
+        "/ops/get/latency_us/p99",
+        "/workers/deleted",
+    ] {
+        assert!(
+            document.contains(&format!("data-json=\"{pointer}\"")),
+            "{pointer}"
+        );
+    }
+    assert!(cells >= 60, "{cells} cells");
+    let extra_series = report["series"].as_array().map_or(0, Vec::len);
+    let mut expected = vec!["latency".to_string(), "throughput-depth".to_string()];
+    if report["timeline"].as_array().is_some_and(|points| {
+        points
+            .iter()
+            .any(|point| !point["end_to_end_p99_us"].is_null())
+    }) {
+        expected.push("end-to-end".to_string());
+    }
+    expected.extend((0..3 + extra_series).map(|index| format!("series-{index}")));
+    assert_eq!(charts, expected);
+    assert_eq!(document.matches("<svg ").count(), expected.len());
 }

@@ -35,6 +35,9 @@ struct JsonReport<'a> {
     target_rate_per_s: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     arrival: Option<&'static str>,
+    /// `--shape` as given; the target rate is then its mean over the window.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    shape: Option<&'a str>,
     achieved_rate_per_s: Option<f64>,
     duration_s: Option<f64>,
     warmup_s: Option<f64>,
@@ -67,6 +70,16 @@ struct JsonReport<'a> {
     knee: Option<JsonKnee>,
     timeline: Vec<JsonTimelinePoint>,
     depth: Vec<JsonDepthPoint>,
+    /// `RunSummary::series`: each a name, a unit and `[t_s, value]` points.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    series: Vec<JsonSeries<'a>>,
+}
+
+#[derive(Serialize)]
+struct JsonSeries<'a> {
+    name: &'a str,
+    unit: &'a str,
+    points: Vec<(Option<f64>, Option<f64>)>,
 }
 
 #[derive(Serialize)]
@@ -299,6 +312,7 @@ pub fn json(summary: &RunSummary) -> String {
         },
         target_rate_per_s,
         arrival,
+        shape: summary.shape.as_deref(),
         achieved_rate_per_s: rounded(summary.achieved_rate_per_s()),
         duration_s: rounded(summary.duration_s),
         warmup_s: rounded(summary.warmup_s),
@@ -370,6 +384,19 @@ pub fn json(summary: &RunSummary) -> String {
             .map(|point| JsonDepthPoint {
                 t_s: rounded(point.at_s),
                 messages: point.messages,
+            })
+            .collect(),
+        series: summary
+            .series
+            .iter()
+            .map(|series| JsonSeries {
+                name: &series.name,
+                unit: &series.unit,
+                points: series
+                    .points
+                    .iter()
+                    .map(|&(t_s, value)| (rounded(t_s), rounded(value)))
+                    .collect(),
             })
             .collect(),
     };

@@ -30,7 +30,8 @@ pub struct TimelinePoint {
     pub latency_p99_us: Option<u64>,
     /// The 99th percentile of end-to-end message latency in the interval.
     pub end_to_end_p99_us: Option<u64>,
-    /// The target rate of the step the interval belongs to, in a stepped run.
+    /// The target rate of the step the interval belongs to, in a stepped run; in a shaped run
+    /// (`--shape`), the shape's mean rate over the interval.
     pub step_rate_per_s: Option<f64>,
 }
 
@@ -80,11 +81,27 @@ pub struct DepthPoint {
     pub messages: u64,
 }
 
+/// A time series beyond the fixed ones of `timeline` and `depth` (the autoscaler's replicas, for
+/// one): what every report carries generically, so a new one needs no new drawing or writing
+/// code. The JSON writes it under `series`; the SVG and the HTML report draw it over run time.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TimeSeries {
+    /// What is measured, e.g. `replicas`; unique within a run.
+    pub name: String,
+    /// The values' unit, e.g. `workers`, `ms`, `per s`.
+    pub unit: String,
+    /// (run time in seconds, warm-up included; value), in time order.
+    pub points: Vec<(f64, f64)>,
+}
+
 /// Everything a run produced, with the settings needed to read it.
 #[derive(Clone, Debug)]
 pub struct RunSummary {
     pub scenario: Scenario,
+    /// In a shaped run, the mean rate over the measured window.
     pub load: LoadModel,
+    /// `--shape` as given.
+    pub shape: Option<String>,
     pub connections: usize,
     pub pipeline: usize,
     pub cpus: Vec<usize>,
@@ -107,6 +124,8 @@ pub struct RunSummary {
     /// In a stepped run, every step's intervals, on the first step's clock.
     pub timeline: Vec<TimelinePoint>,
     pub depth: Vec<DepthPoint>,
+    /// The run's other time series (`TimeSeries`), in the order they are drawn.
+    pub series: Vec<TimeSeries>,
     /// Per client core, when the kernel reports it.
     pub client_cores: Vec<CoreUsage>,
     pub max_error_ratio: f64,
@@ -156,6 +175,31 @@ impl RunSummary {
             .iter()
             .map(|&operation| self.throughput_per_s(self.total.operation(operation)))
             .sum()
+    }
+
+    /// Every time series of the run as `TimeSeries`, beyond what the fixed charts draw (latency
+    /// by percentile, answers per second with the depth, end-to-end p99): the errors, retries
+    /// and latency p99 of each second, then `series`. What the HTML report draws one by one.
+    pub fn time_series(&self) -> Vec<TimeSeries> {
+        let from_timeline =
+            |name: &str, unit: &str, value: &dyn Fn(&TimelinePoint) -> Option<f64>| TimeSeries {
+                name: name.to_string(),
+                unit: unit.to_string(),
+                points: self
+                    .timeline
+                    .iter()
+                    .filter_map(|point| Some((point.end_s, value(point)?)))
+                    .collect(),
+            };
+        let mut all = vec![
+            from_timeline("errors", "per s", &|point| Some(point.errors_per_s)),
+            from_timeline("retries", "per s", &|point| Some(point.retries_per_s)),
+            from_timeline("latency p99, every operation", "us", &|point| {
+                point.latency_p99_us.map(|p99| p99 as f64)
+            }),
+        ];
+        all.extend(self.series.iter().cloned());
+        all
     }
 
     /// Whether the error ratio is within `--max-error-rate`.
