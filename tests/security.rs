@@ -524,6 +524,12 @@ fn the_proxy_protocol_header_is_required_and_names_the_client() {
         let health = b"GET /_azq/health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n";
         assert!(through_proxy_header(&server, b"", health).is_none());
         assert!(through_proxy_header(&server, b"PROXY TCP4 nonsense\r\n", health).is_none());
+        // A v2 header announcing 60,000 bytes of TLVs: closed once PROXY_HEADER_BYTES_MAX
+        // have arrived without a whole header, not held until they all do.
+        let mut oversized = b"\r\n\r\n\0\r\nQUIT\n\x21\x11".to_vec();
+        oversized.extend_from_slice(&60_000u16.to_be_bytes());
+        oversized.resize(azq::limits::PROXY_HEADER_BYTES_MAX + 16, 0);
+        assert!(through_proxy_header(&server, &oversized, health).is_none());
         // With a header, requests are served.
         let create = signed_request("PUT", "/devstoreaccount1/proxied", &[], b"");
         let v1 = b"PROXY TCP4 203.0.113.9 127.0.0.1 40000 10001\r\n";
@@ -564,5 +570,6 @@ fn the_proxy_protocol_header_is_required_and_names_the_client() {
             "{text}"
         );
         assert!(text.contains("closed: not a PROXY header"), "{text}");
+        assert!(text.contains("no whole header in 4096 bytes"), "{text}");
     }
 }
