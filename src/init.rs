@@ -25,7 +25,8 @@
 //! not exist is created with its metadata and ACL and gets its messages. So messages are put
 //! only into queues this start created, and a restart never duplicates them. CORS rules are set
 //! only on an account that has none. A crash before the first log flush after start loses what
-//! init did, and the next start does it again, by the same rule.
+//! init did, and the next start does it again, by the same rule; a graceful stop waits for that
+//! flush (the drain waits for the log).
 //!
 //! Everything is validated while the file is read (the same checks as the REST API: queue
 //! names, metadata, stored access policies and CORS through the API's own XML readers), so a

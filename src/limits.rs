@@ -125,7 +125,8 @@ pub const HISTORY_SECOND_SAMPLES: usize = 600;
 pub const HISTORY_TEN_SECOND_SAMPLES: usize = 360;
 /// Time `azq healthcheck` waits to connect, send and hear back, ms each.
 pub const HEALTHCHECK_TIMEOUT_MS: u64 = 2_000;
-/// Time a stopping server waits for in-flight requests before it exits anyway, ms.
+/// Time a stopping server waits for in-flight requests, and then for its log to write every
+/// change, before it exits anyway, ms.
 pub const SHUTDOWN_GRACE_MS: u64 = 10_000;
 /// Bytes of responses buffered per connection before they are written even if more requests are
 /// waiting in the read buffer (pipelined responses are otherwise written in one batch).

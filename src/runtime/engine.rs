@@ -141,6 +141,26 @@ impl<B: Backend> Engine<B> {
         }
     }
 
+    /// Completes once every record the state has emitted so far counts as written (at once in
+    /// memory). The drain waits for it before the shard stops: a reply waits only for the
+    /// records up to its own, so without it a graceful stop could drop changes no reply waited
+    /// for, such as an `--init` file's, which the first flush writes after the shard serves.
+    pub async fn written(&self) {
+        let Some(log) = &self.log else {
+            return;
+        };
+        let last = self
+            .state
+            .borrow()
+            .journal_next_sequence()
+            .and_then(|next| next.checked_sub(1));
+        if let Some(last) = last.filter(|&last| log.durable_sequence() < Some(last)) {
+            // The log task flushes whatever is left, whoever emitted it.
+            self.log_wake.notify();
+            log.durable(last).await;
+        }
+    }
+
     /// One line on what the shard's log wrote, for the end of the run; `None` in memory.
     pub fn log_summary(&self) -> Option<String> {
         let stats = self.log.as_ref()?.stats();

@@ -1,6 +1,7 @@
 //! One shard: its thread and its executor's main task. Binds the shard's SO_REUSEPORT listener,
 //! joins the mesh, owns the queue engine, accepts connections (up to the per-shard cap) and, on
-//! shutdown, stops accepting and waits for in-flight requests before returning. The thread tells
+//! shutdown, stops accepting and waits for in-flight requests, and then for its log to write
+//! every change the state holds, before returning. The thread tells
 //! the supervisor (`runtime::Server`) when the shard serves, why it could not start, and when it
 //! has stopped, so a shard that fails never leaves the process half alive.
 
@@ -215,6 +216,28 @@ async fn run<B: Backend>(setup: ShardSetup<B>) {
     let grace_ends = Instant::now() + Duration::from_millis(SHUTDOWN_GRACE_MS);
     while shard.in_flight() > 0 && Instant::now() < grace_ends {
         B::sleep(Duration::from_millis(STOP_POLL_MS / 5)).await;
+    }
+    // Then the log, within the same grace: every record the state has emitted is written,
+    // including those no reply waited for (an `--init` file's, which the first flush writes
+    // after the shard serves), so a graceful stop keeps every change.
+    let remaining = grace_ends.saturating_duration_since(Instant::now());
+    let written = futures_lite::future::or(
+        async {
+            shard.engine.written().await;
+            true
+        },
+        async {
+            B::sleep(remaining).await;
+            false
+        },
+    )
+    .await;
+    if !written {
+        eprintln!(
+            "azq: shard {}: stopping before its log wrote every change (the shutdown grace of \
+             {SHUTDOWN_GRACE_MS} ms ran out); the next start recovers what was written",
+            setup.index
+        );
     }
     if let Some(summary) = shard.engine.log_summary() {
         eprintln!("azq: {summary}");
