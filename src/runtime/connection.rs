@@ -5,9 +5,10 @@
 //! deadline bound a client that does not read its answers. Unsent answers are bounded per
 //! connection (past `CONNECTION_PENDING_OUTPUT_BYTES_MAX` the connection writes before it
 //! parses or reads more) and per shard (past `SHARD_PENDING_OUTPUT_BYTES_MAX`, counted in the
-//! metrics, requests that reach the queues answer 503 `ServerBusy`). Each request goes
-//! one way: parse → plan (`api::Service::plan_on`: the queue API, or on the blob and table ports
-//! of `azurite` mode their readiness probes) → execute → respond (`api::Service::respond`).
+//! metrics, the requests whose answers can run to megabytes answer 503 `ServerBusy`). Each
+//! request goes one way: parse → plan (`api::Service::plan_on`: the queue API, or on the blob
+//! and table ports of `azurite` mode their readiness probes) → execute → respond
+//! (`api::Service::respond`).
 //! The control plane meets it at fixed points, all in `governance`: around the execution
 //! (`is_idle`, one `Cell` check; when it is not, `govern` runs the step through the account
 //! limit, fault rules and `--latency`), `answered`, which counts the answer in the metrics, and
