@@ -56,16 +56,8 @@ pub async fn execute_admin<B: Backend>(shard: &ShardContext<B>, step: AdminStep)
             shard.log_line(&format!("fault rule {id} added: {described}"));
             AdminAnswer::json(201, format!("{{\"id\":{}}}", json_string(&id)))
         }
-        AdminStep::InspectQueues {
-            account,
-            after,
-            limit,
-        } => console::inspect_queues(shard, account, after, limit).await,
-        AdminStep::InspectQueue {
-            queue,
-            offset,
-            limit,
-        } => console::inspect_queue(shard, queue, offset, limit).await,
+        AdminStep::InspectQueues(query) => console::inspect_queues(shard, query).await,
+        AdminStep::InspectQueue(query) => console::inspect_queue(shard, query).await,
         AdminStep::Stats { range_s, since_ms } => {
             match shard.control(0, Control::Stats { range_s, since_ms }).await {
                 Ok(ControlReply::Stats(json)) => AdminAnswer::json(200, json),
