@@ -149,12 +149,12 @@ if [[ -z "${AZQ_TARGET_URL:-}" ]]; then
   fi
 fi
 
-# The console in a real browser and the Grafana dashboard's queries against a real Prometheus
-# (tests/observability). They start their own servers, so they run only without
+# The console and azq-loadgen's --html report in a real browser, and the Grafana dashboard's
+# queries against a real Prometheus (tests/observability). They start their own servers, so they run only without
 # AZQ_TARGET_URL. chromium, chromium-driver and prometheus come from apt when missing and this
 # runs as root with apt-get; what cannot be installed is skipped with one line.
 if [[ -z "${AZQ_TARGET_URL:-}" ]]; then
-  section "console and dashboards (tests/observability: chromium, prometheus)"
+  section "console, loadgen report and dashboards (tests/observability: chromium, prometheus)"
   wanted_packages=()
   command -v chromium >/dev/null || wanted_packages+=(chromium)
   command -v chromedriver >/dev/null || wanted_packages+=(chromium-driver)

@@ -10,7 +10,8 @@
 //!   `scenario`: what a run does (the scenario, its operations, the lanes' roles). `schedule`:
 //!   open/closed loop pacing and coordinated-omission-corrected timing. `shape`: `--shape`,
 //!   open-loop rates over time (step, ramp, spike, sine, trace). `retry`: SDK-like
-//!   retries. `workers`: the worker-fleet model (work times, crashes, poll back-off). `steps`:
+//!   retries. `workers`: the worker-fleet model (work times, crashes, poll back-off).
+//!   `autoscale`: KEDA's azure-queue scaler and the HPA as a pure policy (`--autoscale`). `steps`:
 //!   stepped load and the knee search. `theory`: M/M/c's predictions (Erlang C), which the
 //!   report sets beside a workers run of that shape.
 //! - `cli`: the usage text and the parser into validated `Options`.
@@ -22,18 +23,21 @@
 //! - `engine`: the cores' tasks, generic over the backend: setup and preload, one driver per
 //!   connection, lanes and their accounting, depth sampling.
 //! - `report`: a run's summary and its table, JSON and CSV.
-//! - `merge`: `azq-loadgen merge`, the exact union of interval logs. `plot`: the SVG. `run`:
-//!   one run on the main thread: start, gather reports, progress line, interval log, summary.
+//! - `merge`: `azq-loadgen merge`, the exact union of interval logs. `plot`: the SVG. `html`:
+//!   the self-contained HTML report (tables, verdicts, `plot`'s charts inline). `run`: one run
+//!   on the main thread: start, gather reports, progress line, interval log, summary.
 //! - Here: `main`; and under test, `saved_reports`, every report's bytes against
 //!   `loadgen/tests/reports/`.
 
 #![warn(missing_docs)]
 #![deny(clippy::undocumented_unsafe_blocks)]
 
+mod autoscale;
 mod cli;
 mod connection;
 mod endpoint;
 mod engine;
+mod html;
 mod merge;
 mod metrics;
 mod plot;
@@ -97,6 +101,10 @@ fn main() -> ExitCode {
         (
             options.csv_path.as_deref(),
             Some(report::csv(summary).into_bytes()),
+        ),
+        (
+            options.html_path.as_deref(),
+            Some(html::html(summary).into_bytes()),
         ),
     ];
     if let Err(error) = write_files(&writes) {

@@ -2,13 +2,15 @@
 //! operation with the percentile axis on a log scale of 1/(1-p), as HdrHistogram's plotter draws
 //! it, so the tail gets as much room as the median; for consuming runs, charts of throughput
 //! per operation and queue depth over time and of end-to-end latency over time; for stepped
-//! runs, latency by rate with the knee's bound. `merge` gets the percentile chart per tag and
-//! answers per second per tag.
+//! runs, latency by rate with the knee's bound; and any other time series of the run
+//! (`TimeSeries`, e.g. replicas), one chart each. `merge` gets the percentile chart per tag and
+//! answers per second per tag. `figures` gives each chart as its own document, for the HTML
+//! report.
 
 use std::fmt::Write;
 
 use crate::merge::Merged;
-use crate::report::RunSummary;
+use crate::report::{RunSummary, TimeSeries};
 
 const WIDTH: f64 = 960.0;
 const PANEL_HEIGHT: f64 = 420.0;
@@ -33,25 +35,91 @@ struct Series {
 /// Draws one chart whose frame starts `top` pixels down.
 type Panel<'a> = Box<dyn Fn(f64, &mut String) + 'a>;
 
-/// The whole SVG document.
+/// One chart of a run's, drawn on its own or stacked with the others.
+struct Chart<'a> {
+    /// A name for the chart, unique in the run: the HTML report's element id.
+    id: String,
+    draw: Panel<'a>,
+}
+
+/// A run's chart as an SVG document of its own, for the HTML report.
+pub struct Figure {
+    /// Unique in the run: `latency`, `throughput-depth`, `end-to-end`, `steps`, or
+    /// `series-N` for the run's N-th `RunSummary::time_series` (from 0).
+    pub id: String,
+    pub svg: String,
+}
+
+/// The whole SVG document: every chart of `charts`, with the run's extra `series` (the
+/// errors, retries and p99 of each second are in the CSV and JSON, and drawn by the HTML
+/// report).
 pub fn svg(summary: &RunSummary) -> String {
-    let mut panels: Vec<Panel<'_>> = vec![Box::new(|top, out: &mut String| {
-        let title = format!(
-            "{} latency by percentile ({}, {} connections)",
-            summary.scenario.name(),
-            if summary.is_open_loop() {
-                "open loop, corrected for coordinated omission"
-            } else {
-                "closed loop"
-            },
-            summary.connections
+    let panels: Vec<Panel<'_>> = charts(summary)
+        .into_iter()
+        .map(|chart| chart.draw)
+        .chain(summary.series.iter().map(series_panel))
+        .collect();
+    document(&panels)
+}
+
+/// Every chart of the run, each its own SVG document: the charts of `svg`, and one per
+/// `RunSummary::time_series`, in that order.
+pub fn figures(summary: &RunSummary) -> Vec<Figure> {
+    let fixed = charts(summary).into_iter().map(|chart| Figure {
+        id: chart.id,
+        svg: document(&[chart.draw]),
+    });
+    let series = summary.time_series();
+    let generic = series.iter().enumerate().map(|(index, series)| Figure {
+        id: format!("series-{index}"),
+        svg: document(&[series_panel(series)]),
+    });
+    fixed.chain(generic).collect()
+}
+
+/// A time series drawn over run time, its unit on the vertical axis.
+fn series_panel(series: &TimeSeries) -> Panel<'_> {
+    Box::new(move |top, out: &mut String| {
+        let line = [Series {
+            label: format!("{} ({})", series.name, series.unit),
+            colour: COLOURS[0],
+            dashed: false,
+            points: series.points.clone(),
+        }];
+        time_chart(
+            &format!("{} over time", series.name),
+            &series.unit,
+            &line,
+            top,
+            out,
         );
-        latency_chart(&title, &latency_series(summary), top, out);
-    })];
+    })
+}
+
+/// The run's fixed charts: latency by percentile; for consuming runs, throughput and depth
+/// over time and end-to-end latency over time; for stepped runs, latency by rate.
+fn charts(summary: &RunSummary) -> Vec<Chart<'_>> {
+    let mut charts: Vec<Chart<'_>> = vec![Chart {
+        id: "latency".to_string(),
+        draw: Box::new(|top, out: &mut String| {
+            let title = format!(
+                "{} latency by percentile ({}, {} connections)",
+                summary.scenario.name(),
+                if summary.is_open_loop() {
+                    "open loop, corrected for coordinated omission"
+                } else {
+                    "closed loop"
+                },
+                summary.connections
+            );
+            latency_chart(&title, &latency_series(summary), top, out);
+        }),
+    }];
     if summary.scenario.consumes() && (!summary.timeline.is_empty() || !summary.depth.is_empty()) {
-        panels.push(Box::new(|top, out: &mut String| {
-            timeline_panel(summary, top, out)
-        }));
+        charts.push(Chart {
+            id: "throughput-depth".to_string(),
+            draw: Box::new(|top, out: &mut String| timeline_panel(summary, top, out)),
+        });
     }
     if summary.scenario.consumes()
         && summary
@@ -59,16 +127,18 @@ pub fn svg(summary: &RunSummary) -> String {
             .iter()
             .any(|point| point.end_to_end_p99_us.is_some())
     {
-        panels.push(Box::new(|top, out: &mut String| {
-            end_to_end_panel(summary, top, out)
-        }));
+        charts.push(Chart {
+            id: "end-to-end".to_string(),
+            draw: Box::new(|top, out: &mut String| end_to_end_panel(summary, top, out)),
+        });
     }
     if !summary.steps.is_empty() {
-        panels.push(Box::new(|top, out: &mut String| {
-            steps_panel(summary, top, out)
-        }));
+        charts.push(Chart {
+            id: "steps".to_string(),
+            draw: Box::new(|top, out: &mut String| steps_panel(summary, top, out)),
+        });
     }
-    document(&panels)
+    charts
 }
 
 /// The SVG of `azq-loadgen merge`.
@@ -646,11 +716,13 @@ impl Frame {
     }
 }
 
-/// Escapes text for SVG.
-fn escape(text: &str) -> String {
+/// Escapes text for SVG and HTML, in text and in quoted attribute values.
+pub fn escape(text: &str) -> String {
     text.replace('&', "&amp;")
         .replace('<', "&lt;")
         .replace('>', "&gt;")
+        .replace('"', "&quot;")
+        .replace('\'', "&#39;")
 }
 
 #[cfg(test)]

@@ -19,6 +19,9 @@ pub async fn execute_admin<B: Backend>(shard: &ShardContext<B>, step: AdminStep)
     match step {
         AdminStep::Answer(answer) => answer,
         AdminStep::Metrics => {
+            if shard.engine.governor.settings.exposure == metrics::Exposure::Off {
+                return AdminAnswer::error(404, "metrics are off (--metrics off)");
+            }
             let mut snapshots = Vec::with_capacity(shard.shards());
             for index in 0..shard.shards() {
                 match shard.control(index, Control::Metrics).await {

@@ -10,7 +10,7 @@
 use crate::console::history::Sample;
 use crate::error::StorageError;
 use crate::governor::faults::{Action, Rule};
-use crate::governor::metrics::{operation_names, Snapshot};
+use crate::governor::metrics::{operation_names, Exposure, Snapshot};
 use crate::limits::{INSPECT_PAGE_TEXT_BYTES_MAX, METRICS_DEEPEST_QUEUES};
 use crate::queue::{MessagePage, PageQuery, QueueSummary, QueuesQuery};
 use crate::time::LATENCY_BUCKETS;
@@ -86,7 +86,12 @@ pub fn answer<B: Backend>(
     let governor = &engine.governor;
     match message {
         Control::Metrics => {
-            let census = engine.census(METRICS_DEEPEST_QUEUES);
+            // Queue names leave the shard only when the endpoint may show them.
+            let deepest_max = match governor.settings.exposure {
+                Exposure::Queues => METRICS_DEEPEST_QUEUES,
+                Exposure::Off | Exposure::Counts => 0,
+            };
+            let census = engine.census(deepest_max);
             let (mesh_sent, mesh_received) = mesh_traffic;
             ControlReply::Metrics(Box::new(Snapshot {
                 shard: governor.index,

@@ -1,7 +1,8 @@
 """Fixtures of the observability suite: a real azq (AZQ_BIN, the release build) and, for the
 dashboard tests, a real Prometheus (Debian's `prometheus`) scraping it with the scrape
 configuration of deploy/prometheus/prometheus.yml, and a real Chromium (Debian's `chromium`
-through Debian's `chromedriver`) for the console.
+through Debian's `chromedriver`, the `browser` fixture) for the console and azq-loadgen's HTML
+report.
 
 scripts/test.sh installs chromium, chromium-driver and prometheus from apt where it can; a test
 whose program is missing is skipped with the reason (the script prints one SKIP line then).
@@ -85,3 +86,32 @@ def require(program):
     if path is None:
         pytest.skip(f"{program} is not installed (scripts/test.sh installs it from apt as root)")
     return path
+
+
+WINDOW = (1280, 900)
+
+
+@pytest.fixture
+def browser(tmp_path):
+    """Headless Chromium through chromedriver (Selenium), or a skip naming what is missing."""
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    if chromium is None:
+        pytest.skip("chromium is not installed (scripts/test.sh installs it from apt as root)")
+    driver_path = require("chromedriver")
+    options = webdriver.ChromeOptions()
+    options.binary_location = chromium
+    # Headless and with nothing that would reach the network (no registry but ours exists):
+    # without these, chromium's background requests make page loads hang here.
+    for argument in ["--headless=new", "--no-sandbox", "--disable-gpu",
+                     "--disable-background-networking", "--disable-component-update",
+                     "--disable-sync", "--no-first-run", "--disable-dev-shm-usage",
+                     "--ignore-certificate-errors", f"--user-data-dir={tmp_path / 'chromium'}",
+                     f"--window-size={WINDOW[0]},{WINDOW[1]}"]:
+        options.add_argument(argument)
+    driver = webdriver.Chrome(service=Service(executable_path=driver_path), options=options)
+    driver.set_page_load_timeout(30)
+    yield driver
+    driver.quit()

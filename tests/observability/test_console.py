@@ -14,38 +14,11 @@ from pathlib import Path
 
 import pytest
 from azure.storage.queue import QueueServiceClient
-from selenium import webdriver
 from selenium.common.exceptions import StaleElementReferenceException, WebDriverException
-from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 
 from conftest import REPO, require
 from support import CLIENT_KWARGS, DEV_ACCOUNT, DEV_KEY, wait_until
-
-WINDOW = (1280, 900)
-
-
-@pytest.fixture
-def browser(tmp_path):
-    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
-    if chromium is None:
-        pytest.skip("chromium is not installed (scripts/test.sh installs it from apt as root)")
-    driver_path = require("chromedriver")
-    options = webdriver.ChromeOptions()
-    options.binary_location = chromium
-    # Headless and with nothing that would reach the network (no registry but ours exists):
-    # without these, chromium's background requests make page loads hang here.
-    for argument in ["--headless=new", "--no-sandbox", "--disable-gpu",
-                     "--disable-background-networking", "--disable-component-update",
-                     "--disable-sync", "--no-first-run", "--disable-dev-shm-usage",
-                     "--ignore-certificate-errors", f"--user-data-dir={tmp_path / 'chromium'}",
-                     f"--window-size={WINDOW[0]},{WINDOW[1]}"]:
-        options.add_argument(argument)
-    driver = webdriver.Chrome(service=Service(executable_path=driver_path), options=options)
-    driver.set_page_load_timeout(30)
-    yield driver
-    driver.quit()
-
 
 def screenshot(driver, tmp_path, name):
     path = tmp_path / name

@@ -37,6 +37,9 @@ pub fn sample_summary() -> RunSummary {
         .record_error(404, Some(b"MessageNotFound"));
     RunSummary {
         shape: None,
+        autoscale: None,
+        scale: Vec::new(),
+        slo: None,
         scenario: Scenario::Mixed,
         load: LoadModel::Open {
             rate_per_s: 400.0,
@@ -85,6 +88,7 @@ pub fn sample_summary() -> RunSummary {
                 messages: 12,
             },
         ],
+        series: Vec::new(),
         client_cores: vec![CoreUsage {
             cpu: 1,
             elapsed_ns: 6_000_000_000,
