@@ -14,7 +14,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpSocket, TcpStream};
 use tokio::sync::mpsc;
 
-use super::backend::{Backend, Idle, JoinedMesh};
+use super::backend::{Backend, Idle, JoinedMesh, WriteTimeout};
 use crate::limits::LISTEN_BACKLOG;
 use crate::storage::files::{sync_directory, Disk};
 
@@ -172,8 +172,26 @@ impl Backend for Portable {
         }
     }
 
-    async fn write_all(stream: &mut Self::Stream, bytes: &[u8]) -> io::Result<()> {
-        AsyncWriteExt::write_all(stream, bytes).await
+    async fn write_all(
+        stream: &mut Self::Stream,
+        mut bytes: &[u8],
+        timeout: WriteTimeout,
+    ) -> io::Result<()> {
+        while !bytes.is_empty() {
+            let write = stream.write(bytes);
+            let written = match timeout.next_wait()? {
+                None => write.await?,
+                Some(wait) => match tokio::time::timeout(wait, write).await {
+                    Ok(outcome) => outcome?,
+                    Err(_elapsed) => return Err(io::ErrorKind::TimedOut.into()),
+                },
+            };
+            if written == 0 {
+                return Err(io::ErrorKind::WriteZero.into());
+            }
+            bytes = &bytes[written..];
+        }
+        Ok(())
     }
 
     async fn close(mut stream: Self::Stream) {
