@@ -40,7 +40,8 @@ Usage: azq [options]
                              the event loop: io_uring (glommio) where the kernel allows it,
                              else the portable one (tokio/epoll); default auto
   -s, --silent               no start-up banner beyond the ready line
-  -d, --debug FILE           write a request log to FILE
+  -d, --debug FILE           write a request log to FILE (created 0600; signatures and
+                             tokens written as REDACTED)
   --disableProductStyleUrl   only path-style URLs (account in the path)
   -l, --location DIR         keep the queues in DIR/__azq__ (default: the current directory)
   --inMemoryPersistence      keep nothing on disk: a restart starts empty
@@ -74,6 +75,9 @@ Usage: azq [options]
   --faults-api               the same as --admin (its former name)
   --faults FILE              fault rules in force from the start (a JSON array)
   --seed N                   make every random choice (faults, latency) repeatable
+  --metrics off|on|queues    GET /_azq/metrics (no credentials): off answers 404; on (the
+                             default) counts without naming queues; queues adds the depth
+                             of the 10 deepest queues by account and name
   --skipRequestDateCheck     accept SharedKey requests whatever their x-ms-date/Date (default:
                              403 AuthenticationFailed beyond 15 minutes of the server's
                              clock, or without a date, as Azure; for clients with wrong
@@ -508,6 +512,16 @@ mod tests {
         assert_eq!(governed.queue_rate(), Some(10));
         assert_eq!(governed.account_rate(), Some(20_000));
         assert!(governed.admin);
+        use crate::governor::metrics::Exposure;
+        assert_eq!(Config::default().governor.metrics, Exposure::Counts);
+        for (value, exposure) in [
+            ("off", Exposure::Off),
+            ("on", Exposure::Counts),
+            ("queues", Exposure::Queues),
+        ] {
+            let config = parse(&["--metrics", value]).unwrap().unwrap();
+            assert_eq!(config.governor.metrics, exposure, "{value}");
+        }
         let lenient = parse(&["--skipRequestDateCheck"]).unwrap().unwrap();
         assert!(lenient.request_date_check_skipped);
         assert!(!Config::default().request_date_check_skipped);
@@ -527,6 +541,7 @@ mod tests {
             &["--runtime", "epoll"],
             &["--profile", "aws"],
             &["--latency", "soon"],
+            &["--metrics", "all"],
         ] {
             assert!(parse(refused).is_err(), "{refused:?}");
         }

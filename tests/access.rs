@@ -5,69 +5,15 @@
 
 mod common;
 
-use azq::auth::{sas, SigningKey};
-use azq::auth::{DEVELOPMENT_ACCOUNT_KEY, DEVELOPMENT_ACCOUNT_NAME};
-use azq::http::Query;
 use common::{
-    assert_status, create_queue, elements, exchange, put_body, send, signed_request, Server, Signer,
+    assert_status, create_queue, elements, exchange, put_body, send, service_sas, signed_request,
+    unsigned_request, Server, Signer,
 };
 
 use azq::auth::shared_key::SharedKeyScheme;
 
 /// A CORS setting: one rule for one origin and one for every origin.
 const CORS_PROPERTIES: &str = "<?xml version=\"1.0\" encoding=\"utf-8\"?><StorageServiceProperties><Cors><CorsRule><AllowedOrigins>https://app.example</AllowedOrigins><AllowedMethods>GET,PUT</AllowedMethods><AllowedHeaders>x-ms-meta-*,content-type</AllowedHeaders><ExposedHeaders>x-ms-request-id,x-ms-meta-*,X-MS-APPROXIMATE-*,x-custom</ExposedHeaders><MaxAgeInSeconds>600</MaxAgeInSeconds></CorsRule><CorsRule><AllowedOrigins>*</AllowedOrigins><AllowedMethods>DELETE</AllowedMethods><AllowedHeaders /><ExposedHeaders /><MaxAgeInSeconds>5</MaxAgeInSeconds></CorsRule></Cors></StorageServiceProperties>";
-
-/// Percent-encodes a query value (everything but unreserved characters).
-fn encode(value: &str) -> String {
-    value
-        .bytes()
-        .map(|byte| match byte {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => {
-                (byte as char).to_string()
-            }
-            _ => format!("%{byte:02X}"),
-        })
-        .collect()
-}
-
-/// A service SAS for `queue` of the development account with `fields` (name, value), signed with
-/// the account key through the server's own string-to-sign.
-fn service_sas(queue: &str, fields: &[(&str, &str)]) -> String {
-    let unsigned = fields
-        .iter()
-        .map(|(name, value)| format!("{name}={}", encode(value)))
-        .collect::<Vec<_>>()
-        .join("&");
-    // Parsing needs some well-formed signature; the real one replaces it.
-    let placeholder = format!("{unsigned}&sig={}=", "A".repeat(43));
-    let query = Query::parse(placeholder.as_bytes()).expect("a well-formed query");
-    let token = sas::parse(&query)
-        .expect("well-formed SAS fields")
-        .expect("a SAS");
-    let mut string_to_sign = Vec::new();
-    sas::write_string_to_sign(
-        &token,
-        DEVELOPMENT_ACCOUNT_NAME,
-        Some(queue),
-        &mut string_to_sign,
-    )
-    .expect("a service SAS signs its queue");
-    let signature = SigningKey::from_base64(DEVELOPMENT_ACCOUNT_KEY)
-        .expect("the development key")
-        .sign_base64(&string_to_sign);
-    format!("{unsigned}&sig={}", encode(&signature))
-}
-
-/// A request with no `Authorization`, authorized only by the SAS in `target`.
-fn unsigned_request(method: &str, target: &str, body: &[u8]) -> Vec<u8> {
-    let mut raw = format!(
-        "{method} {target} HTTP/1.1\r\nHost: 127.0.0.1\r\nx-ms-version: 2026-10-06\r\nContent-Length: {}\r\n\r\n",
-        body.len()
-    )
-    .into_bytes();
-    raw.extend_from_slice(body);
-    raw
-}
 
 #[test]
 fn shared_key_lite_signs_requests() {

@@ -468,7 +468,7 @@ fn latency_is_added_to_every_answer() {
 #[test]
 fn metrics_move_with_traffic() {
     for backend in BACKENDS {
-        let server = start(backend, &["--shards", "2"]);
+        let server = start(backend, &["--shards", "2", "--metrics", "queues"]);
         let before = metrics(&server);
         assert!(!before.contains("operation=\"PutMessage\""));
         for name in ["deep", "shallow"] {

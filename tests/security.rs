@@ -1,12 +1,16 @@
 //! The attacks of issue 25, each tried against the real server over TCP on both backends, as a
 //! hostile client holding only the public development key or a narrow SAS would try them:
-//! guessed and altered pop receipts, message IDs that tell how they were made. Each test fails
+//! guessed and altered pop receipts, message IDs that tell how they were made, replayed
+//! requests, metadata past the memory limit, metrics that name queues. Each test fails
 //! on a server without the defence (its attack succeeds or gets feedback).
 
 mod common;
 
 use base64::Engine as _;
-use common::{assert_status, create_queue, elements, put_body, send, signed_request, Server};
+use common::{
+    assert_status, create_queue, elements, exchange, put_body, send, service_sas, signed_request,
+    unsigned_request, Server, TempDir,
+};
 
 /// Both backends: the native one (io_uring where the kernel allows it) and the portable one.
 const BACKENDS: [&[&str]; 2] = [&[], &["--runtime", "portable"]];
@@ -297,5 +301,170 @@ fn queue_metadata_fills_the_memory_limit_with_server_busy() {
         assert_status(&deleted, 204, None);
         assert_status(&create("meta-again"), 201, None);
         server.stop();
+    }
+}
+
+/// `/_azq/metrics` needs no credentials: by default it counts but names no queue, `--metrics
+/// queues` adds the deepest queues' depths by name, and `--metrics off` answers 404. Before,
+/// it always named the ten deepest queues of every account.
+#[test]
+fn metrics_name_queues_only_when_asked_and_can_be_turned_off() {
+    let scrape = |server: &Server| {
+        exchange(
+            server,
+            b"GET /_azq/metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 0\r\n\r\n",
+        )
+    };
+    for backend in BACKENDS {
+        for (mode, named) in [(None, false), (Some("on"), false), (Some("queues"), true)] {
+            let mut arguments = backend.to_vec();
+            arguments.extend(mode.map(|mode| ["--metrics", mode]).iter().flatten());
+            let server = Server::start(&arguments);
+            create_queue(&server, "payroll-secret");
+            put(&server, "payroll-secret", "x");
+            let response = scrape(&server);
+            assert_status(&response, 200, None);
+            let text = response.text();
+            assert!(
+                text.contains("azq_messages{shard=\"0\"}"),
+                "{mode:?}: {text}"
+            );
+            assert!(text.contains("PutMessage"), "{mode:?}: {text}");
+            assert_eq!(text.contains("payroll-secret"), named, "{mode:?}: {text}");
+            assert_eq!(
+                text.contains(
+                    "azq_queue_depth{account=\"devstoreaccount1\",\
+                               queue=\"payroll-secret\"} 1\n"
+                ),
+                named,
+                "{mode:?}: {text}"
+            );
+            server.stop();
+        }
+        let off = Server::start(&[backend, &["--metrics", "off"]].concat());
+        create_queue(&off, "payroll-secret");
+        let response = scrape(&off);
+        assert_eq!(response.status, 404);
+        assert!(
+            response.text().contains("--metrics off"),
+            "{}",
+            response.text()
+        );
+        // The rest of azq's endpoints and the REST API still answer.
+        let health = exchange(
+            &off,
+            b"GET /_azq/health HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 0\r\n\r\n",
+        );
+        assert_eq!(health.status, 200);
+        off.stop();
+    }
+}
+
+/// The SharedKey signature of a request `common::signed_request` made.
+fn shared_key_signature(raw: &[u8]) -> String {
+    let text = String::from_utf8_lossy(raw);
+    text.split("SharedKey devstoreaccount1:")
+        .nth(1)
+        .and_then(|rest| rest.split("\r\n").next())
+        .expect("a SharedKey request")
+        .to_string()
+}
+
+/// `signature` (base64, maybe percent-encoded) with its first character changed: as long,
+/// and wrong.
+fn forged(signature: &str) -> String {
+    let rest = match signature.strip_prefix('%') {
+        Some(_) => &signature[3..],
+        None => &signature[1..],
+    };
+    let first = if signature.starts_with('A') { 'B' } else { 'A' };
+    format!("{first}{rest}")
+}
+
+/// The request log (`-d FILE`) holds no credential that works: neither a SAS's `sig` (in the
+/// URL it logs) nor a SharedKey signature (in the string-to-sign of a refused request), and it
+/// is created readable by its owner only; an existing log keeps its mode. Before, it held
+/// working SAS signatures and was created with the umask's mode (usually world-readable).
+#[test]
+fn the_request_log_holds_no_signature_and_is_private() {
+    use std::os::unix::fs::PermissionsExt;
+    for backend in BACKENDS {
+        let directory = TempDir::new("request-log");
+        let log = directory.path().join("requests.log");
+        let log_arg = log.to_str().expect("a UTF-8 path");
+        let server = Server::start(&[backend, &["-d", log_arg]].concat());
+        create_queue(&server, "logged");
+        put(&server, "logged", "x");
+        // A SharedKey request that works, and one whose signature is wrong with a `sig` in
+        // its query (which then appears in the string-to-sign azq logs).
+        let shared_key = signed_request("GET", "/devstoreaccount1/logged?comp=metadata", &[], b"");
+        let shared_key_sig = shared_key_signature(&shared_key);
+        assert_status(&send(&server, shared_key), 200, None);
+        let target = "/devstoreaccount1/logged?comp=metadata&sig=c2hhcmVka2V5cXVlcnlzaWc%3D";
+        let refused = signed_request("GET", target, &[], b"");
+        let refused_sig = shared_key_signature(&refused);
+        let refused = String::from_utf8(refused)
+            .unwrap()
+            .replace(&refused_sig, &forged(&refused_sig));
+        assert_status(
+            &send(&server, refused.into_bytes()),
+            403,
+            Some("AuthenticationFailed"),
+        );
+        // A SAS that works, and one whose signature is wrong.
+        let token = service_sas(
+            "logged",
+            &[
+                ("sv", "2026-10-06"),
+                ("sp", "r"),
+                ("se", "2099-01-01T00:00:00Z"),
+            ],
+        );
+        let sas_sig = token.rsplit("sig=").next().unwrap().to_string();
+        let peek = format!("/devstoreaccount1/logged/messages?peekonly=true&{token}");
+        assert_status(
+            &send(&server, unsigned_request("GET", &peek, b"")),
+            200,
+            None,
+        );
+        let wrong = peek.replace(&sas_sig, &forged(&sas_sig));
+        assert_status(
+            &send(&server, unsigned_request("GET", &wrong, b"")),
+            403,
+            Some("AuthenticationFailed"),
+        );
+        server.stop();
+
+        let text = std::fs::read_to_string(&log).expect("the request log");
+        assert!(
+            text.contains("/devstoreaccount1/logged/messages?peekonly=true"),
+            "{text}"
+        );
+        assert!(text.contains("signature mismatch; signed"), "{text}");
+        assert!(text.contains("\\nsig:REDACTED"), "{text}");
+        assert!(text.contains("sig=REDACTED"), "{text}");
+        let decoded_sas_sig = sas_sig
+            .replace("%2B", "+")
+            .replace("%2F", "/")
+            .replace("%3D", "=");
+        for secret in [
+            &sas_sig[..20],
+            &decoded_sas_sig[..20],
+            &shared_key_sig[..20],
+            "c2hhcmVka2V5cXVlcnlzaWc",
+        ] {
+            assert!(!text.contains(secret), "{secret} in\n{text}");
+        }
+        let mode = std::fs::metadata(&log).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600);
+        // An existing log is appended to, its mode as its owner set it.
+        std::fs::set_permissions(&log, std::fs::Permissions::from_mode(0o640)).unwrap();
+        let again = Server::start(&[backend, &["-d", log_arg]].concat());
+        create_queue(&again, "again");
+        again.stop();
+        let text = std::fs::read_to_string(&log).unwrap();
+        assert!(text.contains("/devstoreaccount1/again"), "{text}");
+        let mode = std::fs::metadata(&log).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o640);
     }
 }

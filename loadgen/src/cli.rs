@@ -12,6 +12,7 @@ use crate::endpoint::TargetArguments;
 use crate::retry::RetryPolicy;
 use crate::scenario::Scenario;
 use crate::schedule::{Arrival, LoadModel, NANOSECONDS_PER_SECOND};
+use crate::shape::Shape;
 use crate::steps::{parse_rate_steps, FindMax, LatencyBound, StepPlan};
 use crate::units::{number, parse_duration_ns, parse_rate, parse_ratio};
 use crate::wire::mark::TIMESTAMP_DIGITS;
@@ -99,6 +100,15 @@ Load
   --warmup TIME             unmeasured time before measuring (default 2s)
   --rate R                  open loop: R operations/s in total (default: closed loop)
   --arrival KIND            open loop gaps: constant | poisson (default constant)
+  --shape SPEC              open loop whose rate changes over time (instead of --rate; time 0
+                            is the measured window's start, the warm-up runs at the first rate):
+                              step:100/s@0s,2000/s@10s,100/s@40s   rates from each time on
+                              ramp:100/s..2000/s@30s (or @10s..40s) linear, then held
+                              spike:base=100/s,peak=2000/s,at=10s,for=20s
+                              sine:min=100/s,max=2000/s,period=60s  a day compressed, from min
+                              trace:FILE   CSV of arrival timestamps (s), or of second,rate rows
+                            rates N, N/s, N/m or N/h; without --duration the run lasts the
+                            shape's last change plus 10s (a sine: a period; a trace: its length)
   --seed N                  seed of the poisson schedule, retry jitter, work times and
                             crashes (default 1)
                             (an open loop above 1,000/s per core polls rather than sleeps
@@ -185,6 +195,9 @@ pub struct Options {
     pub steps: Option<StepPlan>,
     /// When the measured run starts, by the wall clock.
     pub start_at: Option<SystemTime>,
+    /// `--shape`: the open loop's rate over time (`load` then holds its mean over the measured
+    /// window), with its text as given.
+    pub shape: Option<(String, Shape)>,
 }
 
 /// `azq-loadgen merge`'s command line.
@@ -251,6 +264,7 @@ pub fn parse(arguments: impl IntoIterator<Item = String>) -> Result<Command, Str
     let mut find_max_precision = None;
     let mut step_duration_ns = None;
     let mut start_at = None;
+    let mut shape = None;
 
     let mut flags = Flags {
         arguments,
@@ -339,6 +353,10 @@ pub fn parse(arguments: impl IntoIterator<Item = String>) -> Result<Command, Str
             "--find-max-precision" => find_max_precision = Some(parse_ratio(&flag, &value()?)?),
             "--step-duration" => step_duration_ns = Some(parse_duration_ns(&flag, &value()?)?),
             "--start-at" => start_at = Some(parse_start_at(&value()?)?),
+            "--shape" => {
+                let text = value()?;
+                shape = Some((text.clone(), Shape::parse(&text)?));
+            }
             other => return Err(format!("unknown option {other} (see --help)")),
         }
     }
@@ -373,12 +391,39 @@ pub fn parse(arguments: impl IntoIterator<Item = String>) -> Result<Command, Str
             "--step-duration and --find-max-* apply to --rate-steps and --find-max".to_string(),
         );
     }
+    if let Some((_, parsed)) = &shape {
+        if steps.is_some() || rate_per_s.is_some() || requests.is_some() {
+            return Err(
+                "--shape sets the rate over time: give it without --rate, --rate-steps, \
+                 --find-max or --requests"
+                    .to_string(),
+            );
+        }
+        if matches!(parsed, Shape::Arrivals { .. }) && arrival == Arrival::Poisson {
+            return Err(
+                "--shape trace: a trace of timestamps replays its instants; leave out \
+                 --arrival poisson"
+                    .to_string(),
+            );
+        }
+        duration_ns = Some(duration_ns.unwrap_or_else(|| parsed.default_duration_ns()));
+    }
     if requests.is_none() && duration_ns.is_none() {
         duration_ns = Some(10 * NANOSECONDS_PER_SECOND);
     }
     if duration_ns == Some(0) {
         return Err("--duration must be positive".to_string());
     }
+    let shape = match shape {
+        Some((text, parsed)) => {
+            let duration_s = duration_ns.unwrap_or(0) as f64 / NANOSECONDS_PER_SECOND as f64;
+            let parsed = parsed.extended(duration_s)?;
+            // The target rate a shaped run reports: the shape's mean over the measured window.
+            rate_per_s = Some(parsed.mean_rate_per_s(duration_s));
+            Some((text, parsed))
+        }
+        None => None,
+    };
     let (connections, producers) = match scenario {
         Scenario::Workers => {
             let producers = producers.unwrap_or(1);
@@ -392,6 +437,9 @@ pub fn parse(arguments: impl IntoIterator<Item = String>) -> Result<Command, Str
             }
             if producers == 0 && preload == 0 {
                 return Err("workers without producers needs --preload".to_string());
+            }
+            if producers == 0 && shape.is_some() {
+                return Err("--shape paces the producers: give workers at least one".to_string());
             }
             if producers + consumers > CONNECTIONS_MAX {
                 return Err(format!("at most {CONNECTIONS_MAX} connections"));
@@ -495,6 +543,7 @@ pub fn parse(arguments: impl IntoIterator<Item = String>) -> Result<Command, Str
         workers,
         steps,
         start_at,
+        shape,
     })))
 }
 
@@ -739,6 +788,21 @@ mod tests {
             &["--find-max-start", "10"],
             &["--start-at", "yesterday"],
             &["--runtime", "epoll"],
+            &["--shape", "step:1,2@1s", "--rate", "5"],
+            &["--shape", "step:1,2@1s", "--rate-steps", "5"],
+            &["--shape", "step:1,2@1s", "--requests", "5"],
+            &["--shape", "wave:1"],
+            &["--shape", "spike:base=1,peak=2,at=1s"],
+            &[
+                "--scenario",
+                "workers",
+                "--producers",
+                "0",
+                "--preload",
+                "5",
+                "--shape",
+                "step:1",
+            ],
         ] {
             assert!(run(arguments).is_err(), "{arguments:?} should be refused");
         }
@@ -810,6 +874,36 @@ mod tests {
         assert_eq!(search.start_rate_per_s, 1000.0);
         assert_eq!(search.precision, FIND_MAX_PRECISION_DEFAULT);
         assert_eq!(options.duration_ns, Some(10 * NANOSECONDS_PER_SECOND));
+    }
+
+    #[test]
+    fn shaped_command_lines() {
+        let options = run(&["--shape", "step:100/s,300/s@5s", "--arrival", "poisson"]).unwrap();
+        // 5 s at 100/s and 10 s at 300/s: the run lasts the last change plus 10 s.
+        assert_eq!(options.duration_ns, Some(15 * NANOSECONDS_PER_SECOND));
+        let LoadModel::Open {
+            rate_per_s,
+            arrival,
+        } = options.load
+        else {
+            panic!("{:?}", options.load)
+        };
+        assert!((rate_per_s - 3500.0 / 15.0).abs() < 1e-9);
+        assert_eq!(arrival, Arrival::Poisson);
+        assert_eq!(options.shape.unwrap().0, "step:100/s,300/s@5s");
+        let options = run(&[
+            "--scenario",
+            "workers",
+            "--shape",
+            "sine:min=1,max=3,period=2s",
+            "--duration",
+            "5s",
+        ])
+        .unwrap();
+        assert_eq!(options.duration_ns, Some(5 * NANOSECONDS_PER_SECOND));
+        let (_, shape) = options.shape.unwrap();
+        // The sine was repeated to cover the run: at 5 s it is a period and a half in, at max.
+        assert!((shape.target_rate_per_s(4.99, 5.01) - 3.0).abs() < 0.01);
     }
 
     #[test]

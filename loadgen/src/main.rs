@@ -8,7 +8,8 @@
 //! - The plan: what the command line means, one part per module, each with its pure arithmetic.
 //!   `tls`, `endpoint`: the target (URL, connection string, key, SAS or bearer token, CA).
 //!   `scenario`: what a run does (the scenario, its operations, the lanes' roles). `schedule`:
-//!   open/closed loop pacing and coordinated-omission-corrected timing. `retry`: SDK-like
+//!   open/closed loop pacing and coordinated-omission-corrected timing. `shape`: `--shape`,
+//!   open-loop rates over time (step, ramp, spike, sine, trace). `retry`: SDK-like
 //!   retries. `workers`: the worker-fleet model (work times, crashes, poll back-off). `steps`:
 //!   stepped load and the knee search. `theory`: M/M/c's predictions (Erlang C), which the
 //!   report sets beside a workers run of that shape.
@@ -46,6 +47,7 @@ mod runtime;
 mod saved_reports;
 mod scenario;
 mod schedule;
+mod shape;
 mod steps;
 mod theory;
 mod tls;

@@ -21,7 +21,7 @@ use crate::report::{
 };
 use crate::runtime;
 use crate::scenario::Operation;
-use crate::schedule::{Arrival, LoadModel, NANOSECONDS_PER_SECOND};
+use crate::schedule::{Arrival, LoadModel, RunShape, NANOSECONDS_PER_SECOND};
 use crate::steps::{KneeSearch, StepPlan};
 use crate::wire::mark::{PUT_MARK_DIGITS, TIMESTAMP_DIGITS};
 use crate::wire::request::RequestSettings;
@@ -65,6 +65,10 @@ pub fn run(options: &Options) -> Result<RunOutcome, String> {
         pipeline: options.pipeline,
         producers: options.producers,
         load: options.load,
+        shape: options
+            .shape
+            .as_ref()
+            .map(|(_, shape)| Arc::new(RunShape::new(shape, options.warmup_ns))),
         warmup_ns: options.warmup_ns,
         duration_ns: options.duration_ns,
         requests: options.requests,
@@ -196,6 +200,17 @@ impl StepRunner<'_, '_, '_> {
             LoadModel::Open { rate_per_s, .. } if options.steps.is_some() => Some(rate_per_s),
             _ => None,
         };
+        // A shaped run's target is the shape's mean rate over each interval (shape time is
+        // run time less the warm-up).
+        let mut collected = collected;
+        if let Some((_, shape)) = &options.shape {
+            let warmup_s = seconds(plan.warmup_ns);
+            for point in &mut collected.timeline {
+                let end_s = point.end_s - warmup_s;
+                point.step_rate_per_s =
+                    Some(shape.target_rate_per_s(end_s - point.interval_s, end_s));
+            }
+        }
         self.timeline
             .extend(collected.timeline.iter().map(|point| TimelinePoint {
                 end_s: point.end_s + offset_s,
@@ -210,6 +225,7 @@ impl StepRunner<'_, '_, '_> {
         Ok(RunSummary {
             scenario: plan.scenario,
             load: plan.load,
+            shape: options.shape.as_ref().map(|(text, _)| text.clone()),
             connections: plan.connections,
             pipeline: plan.pipeline,
             cpus: plan.cpus.clone(),

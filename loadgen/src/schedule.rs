@@ -10,7 +10,11 @@
 //! Everything here is pure arithmetic on nanosecond instants, so the bookkeeping is tested
 //! against hand-computed schedules without a clock or a network.
 
+use std::sync::Arc;
+
 use azq::random::{mix64, SplitMix64};
+
+use crate::shape::{RateProfile, Shape};
 
 /// Nanoseconds in one second.
 pub const NANOSECONDS_PER_SECOND: u64 = 1_000_000_000;
@@ -34,6 +38,58 @@ pub enum LoadModel {
     Open { rate_per_s: f64, arrival: Arrival },
 }
 
+/// A shaped open loop (`--shape`) in run time, shared by its lanes: the shape's rates with the
+/// warm-up run at its first rate, or a trace's instants (in nanoseconds of run time, the
+/// warm-up empty).
+#[derive(Clone, Debug, PartialEq)]
+pub enum RunShape {
+    Rates(RateProfile),
+    Instants(Vec<u64>),
+}
+
+impl RunShape {
+    /// `shape` after `warmup_ns` of warm-up.
+    pub fn new(shape: &Shape, warmup_ns: u64) -> RunShape {
+        let warmup_s = warmup_ns as f64 / NANOSECONDS_PER_SECOND as f64;
+        match shape {
+            Shape::Rates { profile, .. } => RunShape::Rates(profile.delayed(warmup_s)),
+            Shape::Arrivals { times_s } => RunShape::Instants(
+                times_s
+                    .iter()
+                    .map(|&time| warmup_ns + (time * NANOSECONDS_PER_SECOND as f64) as u64)
+                    .collect(),
+            ),
+        }
+    }
+
+    /// The highest rate: for a trace of instants, the most starts in any one second.
+    pub fn peak_rate_per_s(&self) -> f64 {
+        match self {
+            RunShape::Rates(profile) => profile.peak_rate_per_s(),
+            RunShape::Instants(instants) => {
+                let mut peak = 0;
+                let mut first = 0;
+                for (last, &instant) in instants.iter().enumerate() {
+                    while instants[first] + NANOSECONDS_PER_SECOND <= instant {
+                        first += 1;
+                    }
+                    peak = peak.max(last + 1 - first);
+                }
+                peak as f64
+            }
+        }
+    }
+}
+
+/// Where a shaped lane is in its shape: how many arrivals the shape expects before the lane's
+/// next start (for a rate), or the index of its next instant.
+#[derive(Clone, Debug)]
+struct ShapedPosition {
+    shape: Arc<RunShape>,
+    /// Expected arrivals over all lanes, or the index of the next instant.
+    arrivals: f64,
+}
+
 /// The intended start times of one lane's requests in an open loop.
 ///
 /// The total rate is split evenly over the lanes; constant arrivals are staggered so that the
@@ -47,6 +103,10 @@ pub struct Pacer {
     next_ns: f64,
     /// Randomness for Poisson gaps: seeded per lane, so runs are repeatable.
     random: SplitMix64,
+    /// Lanes sharing the rate.
+    lanes: usize,
+    /// In a shaped run, the shape and the lane's place in it (`next_ns` follows from them).
+    shaped: Option<ShapedPosition>,
 }
 
 impl Pacer {
@@ -67,6 +127,8 @@ impl Pacer {
             gap_ns,
             next_ns: start_ns as f64,
             random: lane_random(seed, lane_index),
+            lanes,
+            shaped: None,
         };
         match arrival {
             // Lane k starts k overall gaps after lane 0.
@@ -76,17 +138,84 @@ impl Pacer {
         pacer
     }
 
-    /// The intended send time of the next request.
+    /// The pacer of lane `lane_index` out of `lanes` following `shape` (in run time): the
+    /// shape's rate is split evenly over the lanes as a constant rate is. Constant arrivals
+    /// start when the shape expects the lane's turn among all arrivals (the lanes interleave);
+    /// Poisson ones are a Poisson process of the shape's rate (exponential gaps in expected
+    /// arrivals, mapped to time through the shape); a trace's instants go to the lanes in turn.
+    pub fn shaped(
+        shape: Arc<RunShape>,
+        arrival: Arrival,
+        lanes: usize,
+        lane_index: usize,
+        seed: u64,
+    ) -> Pacer {
+        assert!(lanes > 0 && lane_index < lanes);
+        let mut pacer = Pacer {
+            arrival,
+            gap_ns: 0.0,
+            next_ns: 0.0,
+            random: lane_random(seed, lane_index),
+            lanes,
+            shaped: None,
+        };
+        let arrivals = match (&*shape, arrival) {
+            (RunShape::Rates(_), Arrival::Poisson) => pacer.poisson_arrivals(),
+            _ => lane_index as f64,
+        };
+        pacer.shaped = Some(ShapedPosition { shape, arrivals });
+        pacer.place();
+        pacer
+    }
+
+    /// The intended send time of the next request (`u64::MAX`: the shape has no more).
     pub fn intended_ns(&self) -> u64 {
         self.next_ns as u64
     }
 
     /// Moves to the following intended time, once the current one has been used.
     pub fn advance(&mut self) {
+        if self.shaped.is_some() {
+            let step = match (
+                self.shaped.as_ref().map(|position| &*position.shape),
+                self.arrival,
+            ) {
+                (Some(RunShape::Rates(_)), Arrival::Poisson) => self.poisson_arrivals(),
+                _ => self.lanes as f64,
+            };
+            if let Some(position) = self.shaped.as_mut() {
+                position.arrivals += step;
+            }
+            self.place();
+            return;
+        }
         self.next_ns += match self.arrival {
             Arrival::Constant => self.gap_ns,
             Arrival::Poisson => self.poisson_gap_ns(),
         };
+    }
+
+    /// Sets `next_ns` from a shaped lane's position.
+    fn place(&mut self) {
+        let Some(position) = &self.shaped else {
+            return;
+        };
+        self.next_ns = match &*position.shape {
+            RunShape::Rates(profile) => profile
+                .time_of(position.arrivals)
+                .map_or(u64::MAX as f64, |time_s| {
+                    (time_s * NANOSECONDS_PER_SECOND as f64).min(u64::MAX as f64)
+                }),
+            RunShape::Instants(instants) => instants
+                .get(position.arrivals as usize)
+                .map_or(u64::MAX as f64, |&instant| instant as f64),
+        };
+    }
+
+    /// An exponential gap of mean `lanes` in expected arrivals: this lane's share of a Poisson
+    /// process.
+    fn poisson_arrivals(&mut self) -> f64 {
+        -(1.0 - unit(&mut self.random)).ln() * self.lanes as f64
     }
 
     fn poisson_gap_ns(&mut self) -> f64 {
@@ -281,5 +410,71 @@ mod tests {
         // An exponential distribution has as many gaps below 69.3% of the mean as above.
         let below_median = gaps.iter().filter(|&&gap| gap < 69_315).count();
         assert!((9_500..10_500).contains(&below_median), "{below_median}");
+    }
+
+    fn starts(pacer: &mut Pacer, until_ns: u64) -> Vec<u64> {
+        let mut starts = Vec::new();
+        while pacer.intended_ns() < until_ns {
+            starts.push(pacer.intended_ns());
+            pacer.advance();
+        }
+        starts
+    }
+
+    /// A step from 10/s to 40/s at 1 s of shape time, after 1 s of warm-up, over two lanes:
+    /// by hand, the lanes together start every 100 ms until 2 s of run time, then every 25 ms.
+    #[test]
+    fn shaped_constant_lanes_follow_a_step_and_interleave() {
+        let shape = Shape::parse("step:10/s,40/s@1s").unwrap();
+        let shape = Arc::new(RunShape::new(&shape, NANOSECONDS_PER_SECOND));
+        let mut all: Vec<u64> = (0..2)
+            .flat_map(|lane| {
+                let mut pacer = Pacer::shaped(shape.clone(), Arrival::Constant, 2, lane, 1);
+                starts(&mut pacer, 3 * NANOSECONDS_PER_SECOND)
+            })
+            .collect();
+        all.sort_unstable();
+        let expected: Vec<u64> = (0..20)
+            .map(|index| index * 100_000_000)
+            .chain((0..40).map(|index| 2 * NANOSECONDS_PER_SECOND + index * 25_000_000))
+            .collect();
+        assert_eq!(all.len(), expected.len());
+        for (actual, expected) in all.iter().zip(&expected) {
+            assert!(actual.abs_diff(*expected) <= 1, "{actual} vs {expected}");
+        }
+    }
+
+    #[test]
+    fn shaped_poisson_arrivals_follow_the_rate_and_a_trace_is_replayed() {
+        let shape = Shape::parse("step:1000/s,4000/s@5s").unwrap();
+        let shape = Arc::new(RunShape::new(&shape, 0));
+        let mut pacer = Pacer::shaped(shape, Arrival::Poisson, 1, 0, 9);
+        let all = starts(&mut pacer, 10 * NANOSECONDS_PER_SECOND);
+        let before = all
+            .iter()
+            .filter(|&&start| start < 5 * NANOSECONDS_PER_SECOND)
+            .count();
+        let after = all.len() - before;
+        // Poisson counts of mean 5,000 and 20,000: within four standard deviations.
+        assert!((4_717..5_283).contains(&before), "{before}");
+        assert!((19_434..20_566).contains(&after), "{after}");
+
+        let trace = Shape::Arrivals {
+            times_s: vec![0.0, 0.5, 0.5, 2.0, 3.0],
+        };
+        let trace = Arc::new(RunShape::new(&trace, NANOSECONDS_PER_SECOND));
+        let mut lane_1 = Pacer::shaped(trace, Arrival::Constant, 2, 1, 1);
+        assert_eq!(
+            starts(&mut lane_1, u64::MAX),
+            vec![1_500_000_000, 3_000_000_000]
+        );
+        assert_eq!(lane_1.intended_ns(), u64::MAX);
+        let trace = RunShape::new(
+            &Shape::Arrivals {
+                times_s: vec![0.0, 0.25, 0.25, 1.5],
+            },
+            0,
+        );
+        assert_eq!(trace.peak_rate_per_s(), 3.0);
     }
 }

@@ -369,6 +369,58 @@ fn a_light_open_loop_parks_between_sends_and_sends_every_put() {
     }
 }
 
+/// `--shape` steps the open loop's rate: 50 puts/s for the first two seconds of the measured
+/// window, 200/s for the next two. Every put is sent, and each one-second interval of the time
+/// series answers the rate its step asked for (the step's target is in the series beside it).
+#[test]
+fn a_shaped_open_loop_follows_its_step() {
+    let server = start_server();
+    let (output, report) = run_loadgen(
+        &server,
+        "shape-step",
+        &[
+            "--shape",
+            "step:50/s,200/s@2s",
+            "--duration",
+            "4s",
+            "--warmup",
+            "1s",
+            "--connections",
+            "2",
+            "--queue-prefix",
+            "shape-step",
+        ],
+    );
+    assert!(output.status.success(), "{output:?}");
+    assert_eq!(report["shape"], "step:50/s,200/s@2s");
+    // 2 s at 50/s and 2 s at 200/s: 500 puts, give or take the one on the window's edge.
+    let puts = count(&report, "put", "count");
+    assert!((499..=501).contains(&puts), "{puts}");
+    assert_eq!(count(&report, "put", "errors"), 0);
+    let timeline = report["timeline"].as_array().expect("a timeline");
+    let points: Vec<(f64, f64)> = timeline
+        .iter()
+        .map(|point| {
+            (
+                point["step_rate_per_s"]
+                    .as_f64()
+                    .expect("a target per interval"),
+                point["ops_per_s"]["put"].as_f64().expect("puts per second"),
+            )
+        })
+        .collect();
+    let targets: Vec<f64> = points.iter().map(|&(target, _)| target).collect();
+    assert_eq!(targets, vec![50.0, 50.0, 200.0, 200.0], "{timeline:?}");
+    for (target, achieved) in points {
+        // An interval's puts are those answered in it: one on either edge may move across.
+        assert!(
+            (achieved - target).abs() <= 2.0 + target * 0.05,
+            "{achieved}/s against {target}/s: {timeline:?}"
+        );
+    }
+    assert_eq!(depth(&server, "shape-step-0"), puts + 50);
+}
+
 /// HTTPS with a bearer token: azq with `--cert auto --oauth basic`, its kept certificate given
 /// as `--ca`, on either client backend; every Put is counted and stored (the get-delete run that
 /// follows gets and deletes exactly the messages put, none missing). Then `--insecure` without a

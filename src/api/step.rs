@@ -8,7 +8,7 @@ use crate::auth::AuthFailure;
 use crate::error::StorageError;
 use crate::governor::faults::Rule;
 use crate::operation::Operation;
-use crate::queue::{Command, MessageId, QueueKey, Reply};
+use crate::queue::{Command, MessageId, PageQuery, QueueKey, QueuesQuery, Reply};
 
 use super::cors::CorsHeaders;
 
@@ -55,23 +55,9 @@ pub enum AdminStep {
     /// Remove this rule, or every rule, on every shard.
     RemoveRules(Option<String>),
     /// `GET /_azq/inspect`: the queues with their counts, from every shard, in order.
-    InspectQueues {
-        /// Only this account's, when given.
-        account: Option<String>,
-        /// Only queues after this one (the previous page's `next`).
-        after: Option<QueueKey>,
-        /// At most this many, up to `INSPECT_QUEUES_PAGE_MAX`.
-        limit: usize,
-    },
+    InspectQueues(QueuesQuery),
     /// `GET /_azq/inspect/{account}/{queue}`: a page of one queue's messages, from its owner.
-    InspectQueue {
-        /// The queue.
-        queue: QueueKey,
-        /// Messages to skip.
-        offset: u64,
-        /// At most this many, up to `INSPECT_PAGE_MESSAGES_MAX`.
-        limit: usize,
-    },
+    InspectQueue(PageQuery),
     /// `GET /_azq/stats`: the console's history.
     Stats {
         /// The last this many seconds (60, 600, 3600).

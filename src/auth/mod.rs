@@ -10,6 +10,8 @@
 //! - `delegation`: user delegation keys, derived from the account key (Get User Delegation Key,
 //!   and the key a user delegation SAS is signed with).
 //! - `bearer`: the claims of an OAuth bearer token (`--oauth basic`); signatures unchecked.
+//! - `redact`: a log line with its working credentials (SAS `sig`, SharedKey signatures,
+//!   bearer tokens) replaced, for the request log.
 //! - `outcome`: what every scheme shares: who sent a request (`Principal`) or why it is
 //!   refused (`AuthFailure`, with a SAS's `TimeFrame`), what is known of it besides its bytes
 //!   (`RequestContext`), and signature decoding. This file re-exports them and holds the
@@ -25,6 +27,7 @@ pub mod bearer;
 pub mod collation;
 pub mod delegation;
 mod outcome;
+pub mod redact;
 pub mod sas;
 pub mod shared_key;
 #[cfg(test)]

@@ -9,7 +9,8 @@
 //! traffic, queues, messages, message events, its log's flushes and its deepest queues) and
 //! `render` merges them. Series are bounded: 20 operation slots × 16 statuses of requests (only
 //! those seen), 3 × 20 × 19 histogram lines (only operations seen), seven message events, the
-//! log's four, a few per shard, and `METRICS_DEEPEST_QUEUES` queue depths.
+//! log's four, a few per shard, and `METRICS_DEEPEST_QUEUES` queue depths (only with
+//! `--metrics queues`: the endpoint needs no credentials, so by default it names no queue).
 
 use std::cell::Cell;
 use std::fmt::Write;
@@ -247,9 +248,38 @@ pub struct Snapshot {
     pub wal: Option<FlushStats>,
 }
 
-/// Server-wide settings shown as gauges.
+/// What `/_azq/metrics` shows (`--metrics`): it needs no credentials, so by default it names no
+/// queue (queue names can say what a business does, and whoever reaches the port may not be
+/// the account's owner).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Exposure {
+    /// `--metrics off`: the endpoint answers 404, for servers that others can reach.
+    Off,
+    /// `--metrics on` (the default): every series but the deepest queues' depths.
+    #[default]
+    Counts,
+    /// `--metrics queues`: also `azq_queue_depth` of the `METRICS_DEEPEST_QUEUES` deepest
+    /// queues, by account and queue name (what the Grafana dashboard's depth panel shows).
+    Queues,
+}
+
+impl Exposure {
+    /// Parses `--metrics`' value.
+    pub fn parse(text: &str) -> Option<Exposure> {
+        match text {
+            "off" => Some(Exposure::Off),
+            "on" => Some(Exposure::Counts),
+            "queues" => Some(Exposure::Queues),
+            _ => None,
+        }
+    }
+}
+
+/// Server-wide settings shown as gauges, and what the endpoint shows.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Settings {
+    /// `--metrics`.
+    pub exposure: Exposure,
     /// `--queue-rate-limit`, message operations per second per queue (0: none).
     pub queue_rate_limit: u64,
     /// `--account-rate-limit`, requests per second per account (0: none).
@@ -514,6 +544,9 @@ pub fn render(snapshots: &[Snapshot], settings: Settings) -> String {
         }
     }
 
+    if settings.exposure != Exposure::Queues {
+        return out;
+    }
     let mut deepest: Vec<&(String, String, u64)> = snapshots
         .iter()
         .flat_map(|snapshot| snapshot.deepest.iter())
@@ -588,7 +621,13 @@ mod tests {
                 }
             })
             .collect();
-        let text = render(&shards, Settings::default());
+        let text = render(
+            &shards,
+            Settings {
+                exposure: Exposure::Queues,
+                ..Settings::default()
+            },
+        );
         assert!(text.contains(
             "azq_requests_total{operation=\"PutMessage\",status=\"201\",response_type=\"Success\"} 2\n"
         ));
@@ -619,6 +658,10 @@ mod tests {
             METRICS_DEEPEST_QUEUES
         );
         assert!(!text.contains("GetMessages"));
+        // By default no queue is named.
+        let counts = render(&shards, Settings::default());
+        assert!(!counts.contains("azq_queue_depth") && !counts.contains("q0-"));
+        assert!(counts.contains("azq_throttled_total{scope=\"queue\"} 2\n"));
         assert_eq!(label("a\"b\\c\n"), "a\\\"b\\\\c\\n");
     }
 }

@@ -28,7 +28,7 @@ use crate::random::{mix64, SplitMix64};
 
 use faults::{Faults, Rule};
 use latency::Latency;
-use metrics::{Settings, ShardMetrics};
+use metrics::{Exposure, Settings, ShardMetrics};
 use throttle::{AccountThrottle, QueueThrottle, ShareTable};
 
 /// The command-line options of this module, checked at start-up.
@@ -51,10 +51,12 @@ pub struct GovernorConfig {
     pub faults: Vec<Rule>,
     /// `--seed N`: every random choice (fault rolls, latency draws) is repeatable.
     pub seed: Option<u64>,
+    /// `--metrics off|on|queues`: what `/_azq/metrics` shows.
+    pub metrics: Exposure,
 }
 
 /// The flags `GovernorConfig::parse_flag` takes, for the command line's dispatch.
-pub const FLAGS: [&str; 9] = [
+pub const FLAGS: [&str; 10] = [
     "--admin",
     "--profile",
     "--queue-rate-limit",
@@ -64,6 +66,7 @@ pub const FLAGS: [&str; 9] = [
     "--faults-api",
     "--faults",
     "--seed",
+    "--metrics",
 ];
 
 impl GovernorConfig {
@@ -110,6 +113,10 @@ impl GovernorConfig {
                     .map_err(|error| format!("--faults: cannot read {path}: {error}"))?;
                 self.faults = faults::parse_rules_file(&text)
                     .map_err(|why| format!("--faults {path}: {why}"))?;
+            }
+            "--metrics" => {
+                self.metrics = Exposure::parse(value()?.trim())
+                    .ok_or_else(|| "--metrics must be off, on or queues".to_string())?
             }
             "--seed" => {
                 self.seed = Some(
@@ -198,6 +205,7 @@ impl Governor {
             random: RefCell::new(SplitMix64::new(mix64(seed ^ (index as u64 + 1)))),
             idle: Cell::new(true),
             settings: Settings {
+                exposure: config.metrics,
                 queue_rate_limit: config.queue_rate().unwrap_or(0),
                 account_rate_limit: config.account_rate().unwrap_or(0),
             },

@@ -29,5 +29,6 @@ pub use replicas::{
 };
 pub use secret::Secret;
 pub use state::{
-    Activity, Census, InspectedMessage, MessagePage, QueueSummary, ShardState, Visibility,
+    Activity, Census, InspectedMessage, MessagePage, PageQuery, QueueSummary, QueuesQuery,
+    ShardState, Visibility,
 };

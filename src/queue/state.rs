@@ -60,7 +60,9 @@ use crate::queue::slab::NONE;
 
 use layout::{metadata_is_canonical, queue_at, queue_charge};
 
-pub use inspect::{InspectedMessage, MessagePage, QueueSummary, Visibility};
+pub use inspect::{
+    InspectedMessage, MessagePage, PageQuery, QueueSummary, QueuesQuery, Visibility,
+};
 pub use layout::{Activity, Census, Journal, ShardState};
 #[cfg(test)]
 pub use persistence::{Described, DescribedMessage};

@@ -19,6 +19,9 @@ pub async fn execute_admin<B: Backend>(shard: &ShardContext<B>, step: AdminStep)
     match step {
         AdminStep::Answer(answer) => answer,
         AdminStep::Metrics => {
+            if shard.engine.governor.settings.exposure == metrics::Exposure::Off {
+                return AdminAnswer::error(404, "metrics are off (--metrics off)");
+            }
             let mut snapshots = Vec::with_capacity(shard.shards());
             for index in 0..shard.shards() {
                 match shard.control(index, Control::Metrics).await {
@@ -56,16 +59,8 @@ pub async fn execute_admin<B: Backend>(shard: &ShardContext<B>, step: AdminStep)
             shard.log_line(&format!("fault rule {id} added: {described}"));
             AdminAnswer::json(201, format!("{{\"id\":{}}}", json_string(&id)))
         }
-        AdminStep::InspectQueues {
-            account,
-            after,
-            limit,
-        } => console::inspect_queues(shard, account, after, limit).await,
-        AdminStep::InspectQueue {
-            queue,
-            offset,
-            limit,
-        } => console::inspect_queue(shard, queue, offset, limit).await,
+        AdminStep::InspectQueues(query) => console::inspect_queues(shard, query).await,
+        AdminStep::InspectQueue(query) => console::inspect_queue(shard, query).await,
         AdminStep::Stats { range_s, since_ms } => {
             match shard.control(0, Control::Stats { range_s, since_ms }).await {
                 Ok(ControlReply::Stats(json)) => AdminAnswer::json(200, json),

@@ -13,8 +13,8 @@ use crate::console::{page_json, queues_json, received_json};
 use crate::error::StorageError;
 use crate::limits::INSPECT_QUEUES_PAGE_MAX;
 use crate::queue::{
-    home_shard, shard_for, Command, QueueKey, QueueSummary, Reply, ServiceProperties,
-    ServicePropertiesUpdate,
+    home_shard, shard_for, Command, PageQuery, QueueKey, QueueSummary, QueuesQuery, Reply,
+    ServiceProperties, ServicePropertiesUpdate,
 };
 
 use super::backend::Backend;
@@ -74,20 +74,17 @@ pub fn start_sampler<B: Backend>(shard: &std::rc::Rc<ShardContext<B>>) {
 /// `GET /_azq/inspect`: every shard's queues after `after`, merged in order.
 pub async fn inspect_queues<B: Backend>(
     shard: &ShardContext<B>,
-    account: Option<String>,
-    after: Option<QueueKey>,
-    limit: usize,
+    mut query: QueuesQuery,
 ) -> AdminAnswer {
-    let limit = limit.min(INSPECT_QUEUES_PAGE_MAX);
+    query.limit = query.limit.min(INSPECT_QUEUES_PAGE_MAX);
+    let limit = query.limit;
     let mut queues: Vec<QueueSummary> = Vec::new();
     let mut more = false;
     for index in 0..shard.shards() {
-        let message = Control::InspectQueues {
-            account: account.clone(),
-            after: after.clone(),
-            limit,
-        };
-        match shard.control(index, message).await {
+        match shard
+            .control(index, Control::InspectQueues(query.clone()))
+            .await
+        {
             Ok(ControlReply::Queues(part, part_more)) => {
                 queues.extend(part);
                 more |= part_more;
@@ -115,19 +112,10 @@ pub async fn inspect_queues<B: Backend>(
 }
 
 /// `GET /_azq/inspect/{account}/{queue}`: a page of the queue's messages, from its owner.
-pub async fn inspect_queue<B: Backend>(
-    shard: &ShardContext<B>,
-    queue: QueueKey,
-    offset: u64,
-    limit: usize,
-) -> AdminAnswer {
+pub async fn inspect_queue<B: Backend>(shard: &ShardContext<B>, query: PageQuery) -> AdminAnswer {
+    let queue = query.queue.clone();
     let owner = shard_for(&queue, shard.shards());
-    let message = Control::InspectQueue {
-        queue: queue.clone(),
-        offset,
-        limit,
-    };
-    match shard.control(owner, message).await {
+    match shard.control(owner, Control::InspectQueue(query)).await {
         Ok(ControlReply::Page(Ok(page))) => {
             AdminAnswer::json(200, page_json(&page, shard.engine.now_ms()))
         }

@@ -10,6 +10,7 @@ use std::rc::Rc;
 use std::sync::Arc;
 
 use crate::api::{Outcome, Service};
+use crate::auth::redact::redact_credentials;
 use crate::error::StorageError;
 use crate::http::Request;
 use crate::queue::{Command, Reply};
@@ -248,9 +249,12 @@ impl<B: Backend> ShardContext<B> {
         ));
     }
 
-    /// Writes `line` to the debug log, if enabled.
+    /// Writes `line` to the debug log, if enabled, with its credentials redacted (a SAS `sig`,
+    /// a SharedKey signature, a bearer token: `auth::redact`), so the log never holds one that
+    /// works.
     pub fn log_line(&self, line: &str) {
         if let Some(log) = &self.debug_log {
+            let line = redact_credentials(line);
             let _ = writeln!(log.borrow_mut(), "{} {line}", self.engine.now_ms());
         }
     }

@@ -10,9 +10,9 @@
 use crate::console::history::Sample;
 use crate::error::StorageError;
 use crate::governor::faults::{Action, Rule};
-use crate::governor::metrics::{operation_names, Snapshot};
+use crate::governor::metrics::{operation_names, Exposure, Snapshot};
 use crate::limits::{INSPECT_PAGE_TEXT_BYTES_MAX, METRICS_DEEPEST_QUEUES};
-use crate::queue::{MessagePage, QueueKey, QueueSummary};
+use crate::queue::{MessagePage, PageQuery, QueueSummary, QueuesQuery};
 use crate::time::LATENCY_BUCKETS;
 
 use super::backend::Backend;
@@ -34,23 +34,9 @@ pub enum Control {
     /// (To shard 0.) What the sender was asked for per account since its last report.
     Demand(Vec<(String, u64)>),
     /// This shard's queues with their counts (read only).
-    InspectQueues {
-        /// Only this account's.
-        account: Option<String>,
-        /// Only those after this one.
-        after: Option<QueueKey>,
-        /// At most this many.
-        limit: usize,
-    },
-    /// A page of this shard's queue (read only).
-    InspectQueue {
-        /// The queue, which this shard owns.
-        queue: QueueKey,
-        /// Messages to skip.
-        offset: u64,
-        /// At most this many.
-        limit: usize,
-    },
+    InspectQueues(QueuesQuery),
+    /// A page of a queue this shard owns (read only).
+    InspectQueue(PageQuery),
     /// This shard's part of the console's history sample.
     Sample,
     /// (To shard 0.) The console's history as JSON.
@@ -100,7 +86,12 @@ pub fn answer<B: Backend>(
     let governor = &engine.governor;
     match message {
         Control::Metrics => {
-            let census = engine.census(METRICS_DEEPEST_QUEUES);
+            // Queue names leave the shard only when the endpoint may show them.
+            let deepest_max = match governor.settings.exposure {
+                Exposure::Queues => METRICS_DEEPEST_QUEUES,
+                Exposure::Off | Exposure::Counts => 0,
+            };
+            let census = engine.census(deepest_max);
             let (mesh_sent, mesh_received) = mesh_traffic;
             ControlReply::Metrics(Box::new(Snapshot {
                 shard: governor.index,
@@ -151,27 +142,19 @@ pub fn answer<B: Backend>(
             Some(table) => ControlReply::Shares(table.borrow_mut().shares_for(from, report)),
             None => ControlReply::Unavailable,
         },
-        Control::InspectQueues {
-            account,
-            after,
-            limit,
-        } => {
+        Control::InspectQueues(query) => {
             let (queues, more) = engine.state().inspect_queues(
-                account.as_deref(),
-                after.as_ref(),
-                limit,
+                query.account.as_deref(),
+                query.after.as_ref(),
+                query.limit,
                 engine.now_ms(),
             );
             ControlReply::Queues(queues, more)
         }
-        Control::InspectQueue {
-            queue,
-            offset,
-            limit,
-        } => ControlReply::Page(engine.state().inspect_messages(
-            &queue,
-            offset,
-            limit,
+        Control::InspectQueue(query) => ControlReply::Page(engine.state().inspect_messages(
+            &query.queue,
+            query.offset,
+            query.limit,
             INSPECT_PAGE_TEXT_BYTES_MAX,
             engine.now_ms(),
         )),

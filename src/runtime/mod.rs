@@ -41,6 +41,7 @@ pub mod tls_stream;
 pub mod uring;
 
 use std::net::SocketAddr;
+use std::os::unix::fs::OpenOptionsExt;
 use std::sync::atomic::AtomicUsize;
 use std::sync::mpsc::{self, Receiver};
 use std::sync::Arc;
@@ -231,10 +232,13 @@ fn start_shards<B: Backend>(
     let replies = B::mesh(shards, MESH_CHANNEL_CAPACITY);
     let drained = Arc::new(AtomicUsize::new(0));
     let debug_log = match &config.debug_log_path {
+        // Owner only when created (it names queues, clients and why requests were refused); an
+        // existing file keeps the mode its owner gave it.
         Some(path) => Some(
             std::fs::OpenOptions::new()
                 .create(true)
                 .append(true)
+                .mode(0o600)
                 .open(path)
                 .map_err(|error| format!("cannot open debug log {}: {error}", path.display()))?,
         ),

@@ -187,8 +187,9 @@ def scraped(tmp_path_factory):
                                   "probability": 0.5, "action": {"error": "ServerBusy"}}]))
     data = tmp_path / "azq-data"
     data.mkdir()
-    server = Azq(["--location", str(data), "--queue-rate-limit", "50", "--rate-burst", "100ms",
-                  "--faults", str(rules), "--seed", "7"], tmp_path)
+    # --metrics queues: the dashboard's depth panel and the depth alert need the queues' names.
+    server = Azq(["--location", str(data), "--metrics", "queues", "--queue-rate-limit", "50",
+                  "--rate-burst", "100ms", "--faults", str(rules), "--seed", "7"], tmp_path)
     prometheus = Prometheus(tmp_path, server.address)
     traffic = Traffic(server.account_url)
     traffic.start()

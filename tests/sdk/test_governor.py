@@ -128,7 +128,7 @@ def test_an_applied_put_answered_timed_out_is_retried_into_a_duplicate(spawn_ser
 
 
 def test_metrics_parse_and_move_with_traffic(spawn_server):
-    server = spawn_server()
+    server = spawn_server(["--metrics", "queues"])
     name = unique_queue_name("metered")
     client = plain_client(server, name)
     before = scrape(server)

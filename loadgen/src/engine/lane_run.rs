@@ -75,6 +75,10 @@ impl LaneRun {
             _ => (lanes, lane_index),
         };
         let pacer = match plan.load {
+            LoadModel::Open { arrival, .. } if paced_lanes > 0 && plan.shape.is_some() => plan
+                .shape
+                .clone()
+                .map(|shape| Pacer::shaped(shape, arrival, paced_lanes, paced_index, plan.seed)),
             LoadModel::Open {
                 rate_per_s,
                 arrival,

@@ -2,12 +2,14 @@
 //! load, the lanes, retries and the workers; built by `run.rs` from the command line, shared by
 //! every core.
 
+use std::sync::Arc;
+
 use azq::runtime::select::Selected;
 
 use crate::endpoint::{Credentials, Endpoint};
 use crate::retry::RetryPolicy;
 use crate::scenario::Scenario;
-use crate::schedule::{LoadModel, NANOSECONDS_PER_SECOND};
+use crate::schedule::{LoadModel, RunShape, NANOSECONDS_PER_SECOND};
 use crate::wire::request::RequestSettings;
 use crate::workers::WorkerPlan;
 
@@ -38,6 +40,9 @@ pub struct RunPlan {
     /// For `mixed`: connections that produce; the rest consume.
     pub producers: usize,
     pub load: LoadModel,
+    /// `--shape`: the open loop's rate over run time, which the pacers follow instead of
+    /// `load`'s constant rate.
+    pub shape: Option<Arc<RunShape>>,
     pub warmup_ns: u64,
     /// Measured time; `None` when the run is bounded by `requests`.
     pub duration_ns: Option<u64>,
@@ -70,7 +75,12 @@ impl RunPlan {
         match self.load {
             LoadModel::Open { rate_per_s, .. } => {
                 let cores_used = self.cpus.len().min(self.connections).max(1);
-                rate_per_s / cores_used as f64 > PARKED_RATE_PER_CORE_MAX
+                // A shaped loop polls when its peak would.
+                let peak_rate_per_s = self
+                    .shape
+                    .as_deref()
+                    .map_or(rate_per_s, RunShape::peak_rate_per_s);
+                peak_rate_per_s / cores_used as f64 > PARKED_RATE_PER_CORE_MAX
             }
             LoadModel::Closed => self.cpus_pinned,
         }
@@ -123,6 +133,7 @@ pub(crate) mod tests {
             pipeline: 1,
             producers: 0,
             load,
+            shape: None,
             warmup_ns: NANOSECONDS_PER_SECOND,
             duration_ns: Some(2 * NANOSECONDS_PER_SECOND),
             requests: None,

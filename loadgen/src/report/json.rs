@@ -35,6 +35,9 @@ struct JsonReport<'a> {
     target_rate_per_s: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     arrival: Option<&'static str>,
+    /// `--shape` as given; the target rate is then its mean over the window.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    shape: Option<&'a str>,
     achieved_rate_per_s: Option<f64>,
     duration_s: Option<f64>,
     warmup_s: Option<f64>,
@@ -309,6 +312,7 @@ pub fn json(summary: &RunSummary) -> String {
         },
         target_rate_per_s,
         arrival,
+        shape: summary.shape.as_deref(),
         achieved_rate_per_s: rounded(summary.achieved_rate_per_s()),
         duration_s: rounded(summary.duration_s),
         warmup_s: rounded(summary.warmup_s),

@@ -30,7 +30,8 @@ pub struct TimelinePoint {
     pub latency_p99_us: Option<u64>,
     /// The 99th percentile of end-to-end message latency in the interval.
     pub end_to_end_p99_us: Option<u64>,
-    /// The target rate of the step the interval belongs to, in a stepped run.
+    /// The target rate of the step the interval belongs to, in a stepped run; in a shaped run
+    /// (`--shape`), the shape's mean rate over the interval.
     pub step_rate_per_s: Option<f64>,
 }
 
@@ -97,7 +98,10 @@ pub struct TimeSeries {
 #[derive(Clone, Debug)]
 pub struct RunSummary {
     pub scenario: Scenario,
+    /// In a shaped run, the mean rate over the measured window.
     pub load: LoadModel,
+    /// `--shape` as given.
+    pub shape: Option<String>,
     pub connections: usize,
     pub pipeline: usize,
     pub cpus: Vec<usize>,

@@ -27,7 +27,20 @@ pub(super) fn grouped(value: u64) -> String {
     out
 }
 
-fn load_description(load: LoadModel) -> String {
+fn load_description(load: LoadModel, shape: Option<&str>) -> String {
+    if let (Some(shape), LoadModel::Open { rate_per_s, .. }) = (shape, load) {
+        return format!(
+            "open loop shaped {shape} (mean {} ops/s, {})",
+            grouped(rate_per_s.round() as u64),
+            match load {
+                LoadModel::Open {
+                    arrival: Arrival::Poisson,
+                    ..
+                } => "poisson arrivals",
+                _ => "constant gaps",
+            }
+        );
+    }
     match load {
         LoadModel::Closed => "closed loop".to_string(),
         LoadModel::Open {
@@ -53,7 +66,7 @@ pub fn table(summary: &RunSummary) -> String {
         "azq-loadgen: {}, {}, {} connections x pipeline {} on CPUs {:?} ({}), {} queue(s), \
          {}-byte messages, batch {}{}",
         summary.scenario.name(),
-        load_description(summary.load),
+        load_description(summary.load, summary.shape.as_deref()),
         summary.connections,
         summary.pipeline,
         summary.cpus,

@@ -36,6 +36,7 @@ pub fn sample_summary() -> RunSummary {
         .operation_mut(Operation::Delete)
         .record_error(404, Some(b"MessageNotFound"));
     RunSummary {
+        shape: None,
         scenario: Scenario::Mixed,
         load: LoadModel::Open {
             rate_per_s: 400.0,

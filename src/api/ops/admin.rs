@@ -4,11 +4,12 @@
 //!   200 once every shard serves, 503 while starting or draining, with a small JSON body;
 //! - `GET /_azq/cert.pem`, over HTTPS: the server's certificate chain, so that a client or a CI
 //!   step can trust a `--cert auto` certificate in one command (404 over plain HTTP);
-//! - `GET /_azq/metrics` (Prometheus text, always on) and, only with `--admin` (or its alias
-//!   `--faults-api`), the fault rules: `POST /_azq/faults` adds one (JSON, `governor::faults`),
-//!   `GET /_azq/faults` lists them with how often each fired, `DELETE /_azq/faults/{id}` and
-//!   `DELETE /_azq/faults` remove them. Without `--admin` they answer 403 with the reason. Their
-//!   answers are JSON; a bad rule is 400 `{"error": "..."}` saying what is wrong;
+//! - `GET /_azq/metrics` (Prometheus text; `--metrics off` makes it 404, the runtime's
+//!   `admin` answers it) and, only with `--admin` (or its alias `--faults-api`), the fault
+//!   rules: `POST /_azq/faults` adds one (JSON, `governor::faults`), `GET /_azq/faults` lists
+//!   them with how often each fired, `DELETE /_azq/faults/{id}` and `DELETE /_azq/faults`
+//!   remove them. Without `--admin` they answer 403 with the reason. Their answers are JSON; a
+//!   bad rule is 400 `{"error": "..."}` saying what is wrong;
 //! - the console, inspection, its history, reset and the console's actions (`console.rs`).
 //!
 //! Every admin call (rules, reset, the console's actions) is logged on stderr and in the

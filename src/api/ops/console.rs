@@ -21,7 +21,7 @@ use crate::limits::{
     ADMIN_GENERATE_MESSAGES_MAX, INSPECT_PAGE_MESSAGES_MAX, INSPECT_QUEUES_PAGE_MAX,
     MESSAGES_PER_GET_MAX, MESSAGE_TEXT_BYTES_MAX, MESSAGE_TTL_S_DEFAULT, VISIBILITY_TIMEOUT_S_MAX,
 };
-use crate::queue::{MessageId, QueueKey};
+use crate::queue::{MessageId, PageQuery, QueueKey, QueuesQuery};
 
 use super::super::validate;
 use super::super::xml::has_non_xml_char;
@@ -81,11 +81,11 @@ pub fn plan(request: &Request, service: &Service) -> Option<AdminStep> {
             Ok(limit) => (limit as usize).clamp(1, INSPECT_QUEUES_PAGE_MAX),
             Err(why) => return answer(400, &why),
         };
-        return Some(AdminStep::InspectQueues {
+        return Some(AdminStep::InspectQueues(QueuesQuery {
             account: parameter("account").map(str::to_string),
             after,
             limit,
-        });
+        }));
     }
     if let Some(rest) = path.strip_prefix(b"/_azq/inspect/") {
         if !matches!(method, Method::Get | Method::Head) {
@@ -104,11 +104,11 @@ pub fn plan(request: &Request, service: &Service) -> Option<AdminStep> {
             }
             (Err(why), _) | (_, Err(why)) => return answer(400, &why),
         };
-        return Some(AdminStep::InspectQueue {
+        return Some(AdminStep::InspectQueue(PageQuery {
             queue,
             offset,
             limit,
-        });
+        }));
     }
     if path == b"/_azq/stats" {
         if !matches!(method, Method::Get | Method::Head) {

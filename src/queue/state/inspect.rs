@@ -23,6 +23,29 @@ use crate::queue::slab::{OrderKey, Place, NONE};
 
 use super::layout::{Activity, Queue, ShardState, Text};
 
+/// Which queues an inspection lists (`GET /_azq/inspect`), asked of every shard.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct QueuesQuery {
+    /// Only this account's, when given.
+    pub account: Option<String>,
+    /// Only queues after this one (the previous page's `next`).
+    pub after: Option<QueueKey>,
+    /// At most this many, up to `INSPECT_QUEUES_PAGE_MAX`.
+    pub limit: usize,
+}
+
+/// Which page of one queue's messages an inspection shows (`GET /_azq/inspect/{account}/{queue}`),
+/// asked of the queue's owner.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PageQuery {
+    /// The queue.
+    pub queue: QueueKey,
+    /// Messages to skip.
+    pub offset: u64,
+    /// At most this many, up to `INSPECT_PAGE_MESSAGES_MAX`.
+    pub limit: usize,
+}
+
 /// One queue's counts.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct QueueSummary {
