@@ -53,6 +53,14 @@ wait_for_port() {
 # never health-checked) and one health-checked `listen` per node. $1 prefixes the abstract
 # socket names, which must be unique on the machine (e.g. include the caller's pid).
 haproxy_nodes_config() {
+  # The client's address goes to the nodes in a PROXY v2 header (their --proxyProtocol), as
+  # deploy/haproxy/nodes.cfg sends it, unless the first argument is --no-proxy-protocol (for
+  # nodes that clients also reach directly).
+  local accept_proxy=" accept-proxy" send_proxy=" send-proxy-v2"
+  if [[ $1 == --no-proxy-protocol ]]; then
+    accept_proxy= send_proxy=
+    shift
+  fi
   local socket_prefix=$1
   shift
   local ports=("$@") node
@@ -60,12 +68,12 @@ haproxy_nodes_config() {
   echo "    balance hash var(txn.account)"
   echo "    hash-type consistent"
   for ((node = 1; node <= ${#ports[@]}; node++)); do
-    echo "    server node$node abns@$socket_prefix-node$node id $node"
+    echo "    server node$node abns@$socket_prefix-node$node id $node$send_proxy"
   done
   for ((node = 1; node <= ${#ports[@]}; node++)); do
     echo "listen node$node"
-    echo "    bind abns@$socket_prefix-node$node"
-    echo "    server azq 127.0.0.1:${ports[node - 1]} check"
+    echo "    bind abns@$socket_prefix-node$node$accept_proxy"
+    echo "    server azq 127.0.0.1:${ports[node - 1]} check$send_proxy"
   done
 }
 

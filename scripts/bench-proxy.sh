@@ -85,7 +85,9 @@ if [[ $tiers == 1 ]]; then
     >"$out_dir/nodes.cfg"
   printf '    server node1 127.0.0.1:%s id 1\n' "$server_port" >>"$out_dir/nodes.cfg"
 else
-  haproxy_nodes_config "azq-bench-$$" "$server_port" >"$out_dir/nodes.cfg"
+  # No PROXY header: the same node is measured directly too (its cost is one small parse
+  # per connection, and the runs keep their connections).
+  haproxy_nodes_config --no-proxy-protocol "azq-bench-$$" "$server_port" >"$out_dir/nodes.cfg"
 fi
 # start_proxy THREADS [WRAPPER...]: HAProxy with deploy/haproxy/haproxy.cfg in front of the
 # node, pinned to the proxy CPUs, on a new port (proxy_port), optionally under a wrapper.

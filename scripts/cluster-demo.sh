@@ -110,8 +110,10 @@ for ((node = 1; node <= node_count; node++)); do
   for ((shard = 0; shard < shards; shard++)); do
     cpus+=${cpus:+,}$(( ((node - 1) * shards + shard) % cpu_count ))
   done
+  # --proxyProtocol: HAProxy passes each client's address in a PROXY v2 header
+  # (haproxy_nodes_config), which a SAS `sip` and the request log see.
   launch "$log" "$azq_bin" --queueHost 127.0.0.1 --queuePort 0 --shards "$shards" \
-    --cpus "$cpus" --inMemoryPersistence "${extra_args[@]}"
+    --cpus "$cpus" --inMemoryPersistence --proxyProtocol "${extra_args[@]}"
   port=
   deadline=$((SECONDS + start_timeout_s))
   while [[ -z $port ]]; do

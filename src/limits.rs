@@ -160,6 +160,13 @@ pub const SAS_CACHE_KEY_BYTES_MAX: usize = 512;
 /// Time a TLS client has to complete its handshake once connected, ms; then the connection is
 /// closed (a client that connects and sends nothing, or plain HTTP that never becomes TLS).
 pub const TLS_HANDSHAKE_TIMEOUT_MS: u64 = 10_000;
+/// Time a connection has to send its PROXY protocol header once accepted (`--proxyProtocol`),
+/// ms; then it is closed. The proxy sends it at once: only a client that is not the proxy waits.
+pub const PROXY_HEADER_TIMEOUT_MS: u64 = 5_000;
+/// Largest PROXY protocol header read, bytes: a v1 line is at most 107, a v2 header 16 plus its
+/// addresses (216 for UNIX sockets) and TLVs; HAProxy's send-proxy-v2 options stay far below.
+/// A longer one closes the connection.
+pub const PROXY_HEADER_BYTES_MAX: usize = 4096;
 /// TLS handshakes one shard runs at once; a connection beyond them is closed at once (there is
 /// no session yet to answer 503 over), so a flood of idle connections cannot hold the shard's
 /// connection slots for the whole handshake timeout.

@@ -349,8 +349,16 @@ fn open_storage(config: &Config) -> Result<Storage, String> {
 /// plain HTTP or, when the port answers with a TLS alert, over TLS: its status line when it
 /// answers 200, else why not.
 fn healthcheck(mut arguments: impl Iterator<Item = String>) -> Result<String, String> {
-    let (mut host, mut port) = server_address();
+    let (mut host, mut port, discovered_proxy_protocol) = server_address();
+    // The server beside this check says whether it wants a PROXY header, unless another
+    // server is named (then only the flag does).
+    let (mut proxy_protocol, mut address_given) = (false, false);
     while let Some(argument) = arguments.next() {
+        if argument == "--proxyProtocol" {
+            proxy_protocol = true;
+            continue;
+        }
+        address_given = true;
         let (flag, inline_value) = match argument.split_once('=') {
             Some((flag, value)) => (flag.to_string(), Some(value.to_string())),
             None => (argument, None),
@@ -372,6 +380,7 @@ fn healthcheck(mut arguments: impl Iterator<Item = String>) -> Result<String, St
             other => return Err(format!("unknown option {other}")),
         }
     }
+    proxy_protocol |= discovered_proxy_protocol && !address_given;
     // A server listening on every address is asked on loopback.
     if host.is_unspecified() {
         host = match host {
@@ -382,7 +391,7 @@ fn healthcheck(mut arguments: impl Iterator<Item = String>) -> Result<String, St
     let address = SocketAddr::new(host, port);
     // One deadline for both attempts, so a container's health check timeout holds.
     let deadline = Instant::now() + Duration::from_millis(HEALTHCHECK_TIMEOUT_MS);
-    let mut answer = ask_health(address, None, deadline)?;
+    let mut answer = ask_health(address, None, deadline, proxy_protocol)?;
     if answer.first() == Some(&TLS_ALERT_RECORD) {
         // Plain HTTP to an HTTPS port: azq answered with a TLS alert. Ask again over TLS,
         // trusting whatever certificate it serves: this asks whether it serves, not who it is.
@@ -393,7 +402,7 @@ fn healthcheck(mut arguments: impl Iterator<Item = String>) -> Result<String, St
             .dangerous()
             .with_custom_certificate_verifier(Arc::new(AnyCertificate(provider)))
             .with_no_client_auth();
-        answer = ask_health(address, Some(Arc::new(config)), deadline)?;
+        answer = ask_health(address, Some(Arc::new(config)), deadline, proxy_protocol)?;
     }
     let answer = String::from_utf8_lossy(&answer);
     let status_line = answer.lines().next().unwrap_or("");
@@ -408,11 +417,12 @@ fn healthcheck(mut arguments: impl Iterator<Item = String>) -> Result<String, St
 }
 
 /// The queue address of the azq server running beside this health check (its container's
-/// entrypoint), from its command line and environment as `azq` would read them; azq's default
-/// (127.0.0.1:10001) when there is none or it cannot be read.
-fn server_address() -> (IpAddr, u16) {
+/// entrypoint), from its command line and environment as `azq` would read them, and whether
+/// it wants a PROXY protocol header (`--proxyProtocol`); azq's default (127.0.0.1:10001, no
+/// header) when there is none or it cannot be read.
+fn server_address() -> (IpAddr, u16, bool) {
     let defaults = Config::default();
-    let fallback = (defaults.host, defaults.port);
+    let fallback = (defaults.host, defaults.port, defaults.proxy_protocol);
     let Some(server) = discovery::server_process(Path::new("/"), std::process::id()) else {
         return fallback;
     };
@@ -427,7 +437,7 @@ fn server_address() -> (IpAddr, u16) {
         return fallback;
     };
     match parse_arguments(invocation.arguments.into_iter()) {
-        Ok(Some(config)) => (config.host, config.port),
+        Ok(Some(config)) => (config.host, config.port, config.proxy_protocol),
         _ => fallback,
     }
 }
@@ -435,12 +445,18 @@ fn server_address() -> (IpAddr, u16) {
 /// The first byte of a TLS alert record.
 const TLS_ALERT_RECORD: u8 = 0x15;
 
-/// Sends `GET /_azq/health` to `address`, over TLS with `tls`, and returns what came back
-/// (at most 64 KiB) until the server closed or `deadline` passed.
+/// A PROXY protocol v2 header for a LOCAL connection (no client behind it: the server keeps
+/// the connection's own peer address), as HAProxy's health checks send.
+const PROXY_V2_LOCAL_HEADER: &[u8; 16] = b"\r\n\r\n\0\r\nQUIT\n\x20\x00\x00\x00";
+
+/// Sends `GET /_azq/health` to `address`, over TLS with `tls`, after a PROXY protocol header
+/// with `proxy_header`, and returns what came back (at most 64 KiB) until the server closed
+/// or `deadline` passed.
 fn ask_health(
     address: SocketAddr,
     tls: Option<Arc<rustls::ClientConfig>>,
     deadline: Instant,
+    proxy_header: bool,
 ) -> Result<Vec<u8>, String> {
     let left = || {
         deadline
@@ -451,6 +467,11 @@ fn ask_health(
         .map_err(|error| format!("cannot connect to {address}: {error}"))?;
     let _ = stream.set_read_timeout(Some(left()));
     let _ = stream.set_write_timeout(Some(left()));
+    if proxy_header {
+        (&stream)
+            .write_all(PROXY_V2_LOCAL_HEADER)
+            .map_err(|error| format!("cannot ask {address}: {error}"))?;
+    }
     let request =
         format!("GET /_azq/health HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\n\r\n");
     let mut stream: Box<dyn ReadWrite> = match tls {

@@ -78,6 +78,10 @@ Usage: azq [options]
   --metrics off|on|queues    GET /_azq/metrics (no credentials): off answers 404; on (the
                              default) counts without naming queues; queues adds the depth
                              of the 10 deepest queues by account and name
+  --proxyProtocol            every connection to the queue port must begin with a PROXY
+                             protocol header (v1 or v2: HAProxy's send-proxy-v2), else it is
+                             closed; its client address is what a SAS sip and the request log
+                             see. Only behind such a proxy: a client could claim any address
   --skipRequestDateCheck     accept SharedKey requests whatever their x-ms-date/Date (default:
                              403 AuthenticationFailed beyond 15 minutes of the server's
                              clock, or without a date, as Azure; for clients with wrong
@@ -97,12 +101,13 @@ Usage: azq env [--format sh|powershell|dotenv] [--account NAME] [server options]
   Prints the environment a client needs for a server started with the same options
   (AZURE_STORAGE_CONNECTION_STRING, _ACCOUNT, _KEY, _QUEUE_ENDPOINT): eval \"$(azq env)\".
 
-Usage: azq healthcheck [--queueHost HOST] [--queuePort PORT]
+Usage: azq healthcheck [--queueHost HOST] [--queuePort PORT] [--proxyProtocol]
 
   Exits 0 when the server on HOST:PORT answers GET /_azq/health with 200 (every shard
   serves), 1 otherwise. HTTP or HTTPS (any certificate), as it serves. The default is the
   queue address of the azq running beside it (its command line in /proc: a container's
-  server), else 127.0.0.1:10001.
+  server), else 127.0.0.1:10001; it sends a PROXY protocol header (LOCAL) first when that
+  server runs with --proxyProtocol, or when given the flag.
 
 Console: http://HOST:PORT/_azq/ui (read-only without --admin); inspection: /_azq/inspect.
 
@@ -165,6 +170,9 @@ pub struct Config {
     pub oauth: Option<OAuthLevel>,
     /// SharedKey requests accepted whatever their date (`--skipRequestDateCheck`).
     pub request_date_check_skipped: bool,
+    /// Every connection to the queue port begins with a PROXY protocol header (v1 or v2), whose
+    /// client address a SAS `sip` and the request log see (`--proxyProtocol`).
+    pub proxy_protocol: bool,
     /// Rate limits, added latency, fault injection (`governor`).
     pub governor: GovernorConfig,
     /// `--init FILE`: queues, settings and messages applied before the shards serve.
@@ -215,6 +223,7 @@ impl Default for Config {
             certificate: None,
             oauth: None,
             request_date_check_skipped: false,
+            proxy_protocol: false,
             governor: Default::default(),
             init_path: None,
         }
@@ -325,6 +334,7 @@ pub fn parse_arguments(arguments: impl Iterator<Item = String>) -> Result<Option
             }
             "-L" | "--loose" | "--skipApiVersionCheck" | "--disableTelemetry" => {}
             "--skipRequestDateCheck" => config.request_date_check_skipped = true,
+            "--proxyProtocol" => config.proxy_protocol = true,
             "--cert" => certificate = Some(value(&flag)?),
             "--key" => key = Some(value(&flag)?),
             "--pwd" => password = Some(value(&flag)?),
@@ -522,6 +532,8 @@ mod tests {
             let config = parse(&["--metrics", value]).unwrap().unwrap();
             assert_eq!(config.governor.metrics, exposure, "{value}");
         }
+        assert!(parse(&["--proxyProtocol"]).unwrap().unwrap().proxy_protocol);
+        assert!(!Config::default().proxy_protocol);
         let lenient = parse(&["--skipRequestDateCheck"]).unwrap().unwrap();
         assert!(lenient.request_date_check_skipped);
         assert!(!Config::default().request_date_check_skipped);

@@ -468,3 +468,108 @@ fn the_request_log_holds_no_signature_and_is_private() {
         assert_eq!(mode & 0o777, 0o640);
     }
 }
+
+/// A v2 PROXY header (PROXY command, TCP over IPv4) for a client at `client`, to 127.0.0.1.
+fn proxy_v2(client: [u8; 4]) -> Vec<u8> {
+    let mut header = b"\r\n\r\n\0\r\nQUIT\n\x21\x11\x00\x0c".to_vec();
+    header.extend_from_slice(&client);
+    header.extend_from_slice(&[127, 0, 0, 1]);
+    header.extend_from_slice(&40000u16.to_be_bytes());
+    header.extend_from_slice(&10001u16.to_be_bytes());
+    header
+}
+
+/// Sends `header` and then `request` on a new connection; the answer, or `None` when the
+/// server closed the connection without one.
+fn through_proxy_header(
+    server: &Server,
+    header: &[u8],
+    request: &[u8],
+) -> Option<common::Response> {
+    use std::io::Write;
+    let mut stream = server.connect();
+    stream.write_all(header).unwrap();
+    stream.write_all(request).unwrap();
+    let mut reader = std::io::BufReader::new(stream);
+    common::read_response(&mut reader, false)
+}
+
+/// With `--proxyProtocol` a connection must begin with a PROXY header (else it is closed
+/// unanswered), and the client address of a v1 or v2 header is the one a SAS `sip` is checked
+/// against and the request log names. Before, behind a proxy `sip` saw the proxy's address.
+#[test]
+fn the_proxy_protocol_header_is_required_and_names_the_client() {
+    for backend in BACKENDS {
+        let directory = TempDir::new("proxy-protocol");
+        let log = directory.path().join("requests.log");
+        let log_arg = log.to_str().expect("a UTF-8 path");
+        let server = Server::start(&[backend, &["--proxyProtocol", "-d", log_arg]].concat());
+        let sas_peek = |sip: &str| {
+            let token = service_sas(
+                "proxied",
+                &[
+                    ("sv", "2026-10-06"),
+                    ("sp", "r"),
+                    ("se", "2099-01-01T00:00:00Z"),
+                    ("sip", sip),
+                ],
+            );
+            unsigned_request(
+                "GET",
+                &format!("/devstoreaccount1/proxied/messages?peekonly=true&{token}"),
+                b"",
+            )
+        };
+        // No header: closed without an answer, whatever was sent.
+        let health = b"GET /_azq/health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n";
+        assert!(through_proxy_header(&server, b"", health).is_none());
+        assert!(through_proxy_header(&server, b"PROXY TCP4 nonsense\r\n", health).is_none());
+        // A v2 header announcing 60,000 bytes of TLVs: closed once PROXY_HEADER_BYTES_MAX
+        // have arrived without a whole header, not held until they all do.
+        let mut oversized = b"\r\n\r\n\0\r\nQUIT\n\x21\x11".to_vec();
+        oversized.extend_from_slice(&60_000u16.to_be_bytes());
+        oversized.resize(azq::limits::PROXY_HEADER_BYTES_MAX + 16, 0);
+        assert!(through_proxy_header(&server, &oversized, health).is_none());
+        // With a header, requests are served.
+        let create = signed_request("PUT", "/devstoreaccount1/proxied", &[], b"");
+        let v1 = b"PROXY TCP4 203.0.113.9 127.0.0.1 40000 10001\r\n";
+        let created = through_proxy_header(&server, v1, &create).expect("an answer");
+        assert_status(&created, 201, None);
+        // v1: the SAS for the header's client works, one for the real peer does not.
+        let allowed = through_proxy_header(&server, v1, &sas_peek("203.0.113.9")).unwrap();
+        assert_status(&allowed, 200, None);
+        let refused = through_proxy_header(&server, v1, &sas_peek("127.0.0.1")).unwrap();
+        assert_status(&refused, 403, Some("AuthorizationSourceIPMismatch"));
+        // v2 likewise, with a range.
+        let v2 = proxy_v2([198, 51, 100, 4]);
+        let allowed = through_proxy_header(&server, &v2, &sas_peek("198.51.100.0-198.51.100.9"));
+        assert_status(&allowed.unwrap(), 200, None);
+        let refused = through_proxy_header(&server, &v2, &sas_peek("203.0.113.9")).unwrap();
+        assert_status(&refused, 403, Some("AuthorizationSourceIPMismatch"));
+        // `azq healthcheck` sends a LOCAL header when told to (or when the server beside it
+        // runs with the flag), and gets no answer without one.
+        let healthcheck = |extra: &[&str]| {
+            std::process::Command::new(common::azq_binary())
+                .args(["healthcheck", "--queuePort", &server.port.to_string()])
+                .args(extra)
+                .output()
+                .expect("azq healthcheck runs")
+                .status
+                .code()
+        };
+        assert_eq!(healthcheck(&["--proxyProtocol"]), Some(0));
+        assert_eq!(healthcheck(&[]), Some(1));
+        server.stop();
+        let text = std::fs::read_to_string(&log).expect("the request log");
+        assert!(
+            text.contains("authentication failed for 203.0.113.9"),
+            "{text}"
+        );
+        assert!(
+            text.contains("authentication failed for 198.51.100.4"),
+            "{text}"
+        );
+        assert!(text.contains("closed: not a PROXY header"), "{text}");
+        assert!(text.contains("no whole header in 4096 bytes"), "{text}");
+    }
+}

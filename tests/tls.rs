@@ -238,3 +238,100 @@ fn a_v1_certificate_is_served() {
         "{stderr}"
     );
 }
+
+/// A TCP stream whose first write is preceded, in the same write, by `prefix`: a PROXY header
+/// that arrives together with the ClientHello, as a proxy's first segment may carry both.
+struct Prefixed {
+    stream: TcpStream,
+    prefix: Option<Vec<u8>>,
+}
+
+impl Read for Prefixed {
+    fn read(&mut self, buffer: &mut [u8]) -> std::io::Result<usize> {
+        self.stream.read(buffer)
+    }
+}
+
+impl Write for Prefixed {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        match self.prefix.take() {
+            Some(mut prefix) => {
+                prefix.extend_from_slice(bytes);
+                self.stream.write_all(&prefix)?;
+                Ok(bytes.len())
+            }
+            None => self.stream.write(bytes),
+        }
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.stream.flush()
+    }
+}
+
+/// With `--proxyProtocol` over HTTPS the PROXY header comes first, in the clear, and the TLS
+/// session follows, even in the same segment: the client address of the header is what a SAS
+/// `sip` sees.
+#[test]
+fn a_proxy_header_precedes_the_tls_session() {
+    for runtime in runtimes() {
+        let data = TempDir::new(&format!("tls-proxy-{runtime}"));
+        let server = Server::start(&[
+            "--shards",
+            "1",
+            "--cert",
+            "auto",
+            "--location",
+            data.arg(),
+            "--runtime",
+            runtime,
+            "--proxyProtocol",
+        ]);
+        let config = client_config(&data);
+        let exchange = |request: Vec<u8>| {
+            let name = rustls::pki_types::ServerName::try_from("127.0.0.1").unwrap();
+            let connection = rustls::ClientConnection::new(config.clone(), name).unwrap();
+            let stream = Prefixed {
+                stream: server.connect(),
+                prefix: Some(b"PROXY TCP4 203.0.113.9 127.0.0.1 40000 10001\r\n".to_vec()),
+            };
+            let mut session = rustls::StreamOwned::new(connection, stream);
+            session.write_all(&request).unwrap();
+            read_response(&mut BufReader::new(session), false).expect("an answer")
+        };
+        let created = exchange(signed_request("PUT", "/devstoreaccount1/proxied", &[], b""));
+        assert_eq!(created.status, 201, "{runtime}");
+        let peek = |sip: &str| {
+            let token = common::service_sas(
+                "proxied",
+                &[
+                    ("sv", "2026-10-06"),
+                    ("sp", "r"),
+                    ("se", "2099-01-01T00:00:00Z"),
+                    ("sip", sip),
+                    ("spr", "https"),
+                ],
+            );
+            common::unsigned_request(
+                "GET",
+                &format!("/devstoreaccount1/proxied/messages?peekonly=true&{token}"),
+                b"",
+            )
+        };
+        assert_eq!(exchange(peek("203.0.113.9")).status, 200, "{runtime}");
+        let refused = exchange(peek("127.0.0.1"));
+        assert_eq!(
+            refused.error_code(),
+            Some("AuthorizationSourceIPMismatch"),
+            "{runtime}"
+        );
+        // Without a header, the connection is closed before any TLS.
+        let mut plain = session(&server, &config);
+        assert!(
+            plain
+                .write_all(b"GET /_azq/health HTTP/1.1\r\n\r\n")
+                .is_err()
+                || read_response(&mut BufReader::new(plain), false).is_none()
+        );
+    }
+}

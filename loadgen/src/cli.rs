@@ -8,6 +8,7 @@ use std::time::{Duration, SystemTime};
 use azq::limits::{MESSAGES_PER_GET_MAX, MESSAGE_TEXT_BYTES_MAX, VISIBILITY_TIMEOUT_S_MAX};
 use azq::runtime::select::RuntimeChoice;
 
+use crate::autoscale::AutoscalePolicy;
 use crate::endpoint::TargetArguments;
 use crate::retry::RetryPolicy;
 use crate::scenario::Scenario;
@@ -93,6 +94,15 @@ Workers (--scenario workers: get up to --batch messages, work on each, then dele
   --crash-rate P            share of deliveries abandoned undeleted after the work, e.g. 1%
                             (default 0); they come back after the visibility timeout
   --poll-backoff MIN..MAX   pause after an empty get, doubling up to MAX (default 100ms..1s)
+  --autoscale SPEC          scale the workers as KEDA's azure-queue scaler and the Kubernetes
+                            HPA would (one queue): keda (their defaults), or key=value pairs
+                            over them: queue-length=5 (target per replica), activation=0,
+                            min=0, max=(--consumers), polling=30s, cooldown=300s (to zero),
+                            sync=15s (the HPA's), tolerance=10%, up-window=0s,
+                            down-window=300s, up=100%/15s+4/15s, down=100%/15s (policies,
+                            +-joined, :min to take the smaller change), count=all|visible,
+                            cold-start=0s (a new replica's start-up)
+  --slo BOUND               judge the end-to-end latency, e.g. e2e-p99=60s (p50 .. p99.99, max)
 
 Load
   --duration TIME           measured time, e.g. 10s, 500ms, 2m (default 10s)
@@ -198,6 +208,10 @@ pub struct Options {
     /// `--shape`: the open loop's rate over time (`load` then holds its mean over the measured
     /// window), with its text as given.
     pub shape: Option<(String, Shape)>,
+    /// `--autoscale`, for `workers`: the policy; the workers are its most replicas.
+    pub autoscale: Option<AutoscalePolicy>,
+    /// `--slo`: a bound on end-to-end latency the report judges.
+    pub slo: Option<LatencyBound>,
 }
 
 /// `azq-loadgen merge`'s command line.
@@ -265,6 +279,8 @@ pub fn parse(arguments: impl IntoIterator<Item = String>) -> Result<Command, Str
     let mut step_duration_ns = None;
     let mut start_at = None;
     let mut shape = None;
+    let mut autoscale_text: Option<String> = None;
+    let mut slo = None;
 
     let mut flags = Flags {
         arguments,
@@ -353,6 +369,17 @@ pub fn parse(arguments: impl IntoIterator<Item = String>) -> Result<Command, Str
             "--find-max-precision" => find_max_precision = Some(parse_ratio(&flag, &value()?)?),
             "--step-duration" => step_duration_ns = Some(parse_duration_ns(&flag, &value()?)?),
             "--start-at" => start_at = Some(parse_start_at(&value()?)?),
+            "--autoscale" => autoscale_text = Some(value()?),
+            "--slo" => {
+                let text = value()?;
+                let bound = text
+                    .strip_prefix("e2e-")
+                    .ok_or_else(|| format!("--slo {text}: expected e.g. e2e-p99=60s"))?;
+                slo = Some(
+                    LatencyBound::parse(bound)
+                        .map_err(|_| format!("--slo {text}: expected e.g. e2e-p99=60s"))?,
+                );
+            }
             "--shape" => {
                 let text = value()?;
                 shape = Some((text.clone(), Shape::parse(&text)?));
@@ -424,14 +451,32 @@ pub fn parse(arguments: impl IntoIterator<Item = String>) -> Result<Command, Str
         }
         None => None,
     };
+    let mut autoscale = None;
     let (connections, producers) = match scenario {
         Scenario::Workers => {
             let producers = producers.unwrap_or(1);
-            let consumers = consumers.unwrap_or_else(|| {
+            let mut consumers = consumers.unwrap_or_else(|| {
                 connections.map_or(WORKERS_DEFAULT, |connections: usize| {
                     connections.saturating_sub(producers)
                 })
             });
+            if let Some(text) = &autoscale_text {
+                let policy = AutoscalePolicy::parse(text, consumers.max(1))?;
+                if queues != 1 {
+                    return Err(
+                        "--autoscale reads one queue, as one KEDA trigger: --queues 1".to_string(),
+                    );
+                }
+                if steps.is_some() {
+                    return Err(
+                        "--autoscale runs one fleet: not with --rate-steps or --find-max"
+                            .to_string(),
+                    );
+                }
+                // The fleet's ceiling is its connections: one per replica.
+                consumers = policy.max_replicas;
+                autoscale = Some(policy);
+            }
             if consumers == 0 {
                 return Err("workers needs at least one worker (--consumers)".to_string());
             }
@@ -463,6 +508,9 @@ pub fn parse(arguments: impl IntoIterator<Item = String>) -> Result<Command, Str
             (connections, producers)
         }
         _ => {
+            if autoscale_text.is_some() || slo.is_some() {
+                return Err("--autoscale and --slo apply to --scenario workers".to_string());
+            }
             if producers.is_some() || consumers.is_some() {
                 return Err(
                     "--producers and --consumers apply to --scenario mixed and workers".to_string(),
@@ -544,6 +592,8 @@ pub fn parse(arguments: impl IntoIterator<Item = String>) -> Result<Command, Str
         steps,
         start_at,
         shape,
+        autoscale,
+        slo,
     })))
 }
 
@@ -792,6 +842,18 @@ mod tests {
             &["--shape", "step:1,2@1s", "--rate-steps", "5"],
             &["--shape", "step:1,2@1s", "--requests", "5"],
             &["--shape", "wave:1"],
+            &["--autoscale", "keda"],
+            &["--slo", "e2e-p99=60s"],
+            &["--scenario", "workers", "--autoscale", "speed=1"],
+            &[
+                "--scenario",
+                "workers",
+                "--autoscale",
+                "keda",
+                "--queues",
+                "2",
+            ],
+            &["--scenario", "workers", "--slo", "p99=60s"],
             &["--shape", "spike:base=1,peak=2,at=1s"],
             &[
                 "--scenario",
@@ -904,6 +966,35 @@ mod tests {
         let (_, shape) = options.shape.unwrap();
         // The sine was repeated to cover the run: at 5 s it is a period and a half in, at max.
         assert!((shape.target_rate_per_s(4.99, 5.01) - 3.0).abs() < 0.01);
+    }
+
+    #[test]
+    fn autoscaled_command_lines() {
+        let options = run(&[
+            "--scenario",
+            "workers",
+            "--autoscale",
+            "max=40,polling=5s",
+            "--slo",
+            "e2e-p99=60s",
+        ])
+        .unwrap();
+        // One producer and 40 workers, the most the policy may ask for.
+        assert_eq!((options.connections, options.producers), (41, 1));
+        let policy = options.autoscale.unwrap();
+        assert_eq!(policy.max_replicas, 40);
+        assert_eq!(policy.polling_interval_ns, 5 * NANOSECONDS_PER_SECOND);
+        assert_eq!(options.slo.unwrap().bound_us, 60_000_000);
+        let options = run(&[
+            "--scenario",
+            "workers",
+            "--consumers",
+            "8",
+            "--autoscale",
+            "keda",
+        ])
+        .unwrap();
+        assert_eq!(options.autoscale.unwrap().max_replicas, 8);
     }
 
     #[test]

@@ -65,6 +65,14 @@ pub fn html(summary: &RunSummary) -> String {
             out.push_str("<h3>Against queueing theory (M/M/c, Erlang C)</h3>\n");
             scalar_table("theory", theory, "/workers/theory", &mut out);
         }
+        if let Some(autoscale) = workers.get("autoscale") {
+            out.push_str("<h3>Autoscaling (KEDA's azure-queue scaler and the HPA)</h3>\n");
+            scalar_table("autoscale", autoscale, "/workers/autoscale", &mut out);
+        }
+        if let Some(slo) = workers.get("slo") {
+            out.push_str("<h3>End-to-end SLO</h3>\n");
+            scalar_table("slo", slo, "/workers/slo", &mut out);
+        }
     }
     steps(&data, &mut out);
     client_cores(&data, &mut out);
@@ -129,6 +137,20 @@ fn verdicts(summary: &RunSummary, data: &Value, out: &mut String) {
                 None => "unknown",
             },
             escape(&report::verdict_text(summary))
+        );
+    }
+    if let Some(slo) = summary.slo_verdict() {
+        let _ = writeln!(
+            out,
+            "<li class=\"{}\">end-to-end {} within {} us (--slo): {}</li>",
+            if slo.met() { "pass" } else { "fail" },
+            slo.bound.percentile,
+            slo.bound.bound_us,
+            match slo.measured_us {
+                Some(measured) if slo.met() => format!("met, {measured} us"),
+                Some(measured) => format!("missed, {measured} us"),
+                None => "missed, no message went end to end".to_string(),
+            }
         );
     }
     if let Some(search) = summary.search {
@@ -429,6 +451,43 @@ mod tests {
         assert!(document.contains("replicas &lt;&amp;&gt; &quot;x&quot; over time"));
         assert!(!document.contains("replicas <&>"));
         assert!(document.contains("workers: keeping up") || document.contains("workers: falling"));
+    }
+
+    /// An autoscaled run: the autoscaler's numbers are tables of their own, the SLO a verdict,
+    /// the replicas over time charts.
+    #[test]
+    fn an_autoscaled_run_shows_its_fleet_and_its_slo() {
+        use crate::autoscale::AutoscalePolicy;
+        use crate::report::{replica_series, ScalePoint};
+        use crate::steps::LatencyBound;
+
+        let mut summary = workers_summary();
+        summary.autoscale = Some(AutoscalePolicy::defaults(8));
+        summary.slo = Some(LatencyBound::parse("p99=60s").unwrap());
+        summary.scale = vec![
+            ScalePoint {
+                at_s: 0.0,
+                observed: Some(40),
+                desired: 1,
+                ready: 0,
+            },
+            ScalePoint {
+                at_s: 1.0,
+                observed: None,
+                desired: 1,
+                ready: 1,
+            },
+        ];
+        summary.series = replica_series(&summary.scale, 4.0);
+        let document = html(&summary);
+        let (cells, charts) = check(&document);
+        assert!(cells > 40, "{cells} cells");
+        assert!(document.contains("data-json=\"/workers/autoscale/worker_seconds\""));
+        assert!(document.contains("data-json=\"/workers/slo/met\""));
+        assert!(document.contains("end-to-end p99 within 60000000 us (--slo): met"));
+        assert!(document.contains("replicas asked for over time"));
+        assert!(document.contains("replicas ready over time"));
+        assert!(charts.len() >= 5, "{charts:?}");
     }
 
     #[test]

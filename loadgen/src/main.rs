@@ -10,7 +10,8 @@
 //!   `scenario`: what a run does (the scenario, its operations, the lanes' roles). `schedule`:
 //!   open/closed loop pacing and coordinated-omission-corrected timing. `shape`: `--shape`,
 //!   open-loop rates over time (step, ramp, spike, sine, trace). `retry`: SDK-like
-//!   retries. `workers`: the worker-fleet model (work times, crashes, poll back-off). `steps`:
+//!   retries. `workers`: the worker-fleet model (work times, crashes, poll back-off).
+//!   `autoscale`: KEDA's azure-queue scaler and the HPA as a pure policy (`--autoscale`). `steps`:
 //!   stepped load and the knee search. `theory`: M/M/c's predictions (Erlang C), which the
 //!   report sets beside a workers run of that shape.
 //! - `cli`: the usage text and the parser into validated `Options`.
@@ -31,6 +32,7 @@
 #![warn(missing_docs)]
 #![deny(clippy::undocumented_unsafe_blocks)]
 
+mod autoscale;
 mod cli;
 mod connection;
 mod endpoint;

@@ -17,7 +17,8 @@ use crate::endpoint;
 use crate::engine::{self, CoreReport, RunPlan, INTERVAL_NS};
 use crate::metrics::{CoreUsage, Measurements, PutCopyTally};
 use crate::report::{
-    progress_line, DepthPoint, RunSummary, SearchOutcome, StepResult, TimelinePoint,
+    progress_line, replica_series, DepthPoint, RunSummary, ScalePoint, SearchOutcome, StepResult,
+    TimelinePoint,
 };
 use crate::runtime;
 use crate::scenario::Operation;
@@ -77,6 +78,14 @@ pub fn run(options: &Options) -> Result<RunOutcome, String> {
         seed: options.seed,
         retry: options.retry,
         workers: options.workers,
+        autoscale: options.autoscale.clone(),
+        // The fleet starts at its minimum; the controller moves it.
+        replicas_ready: Arc::new(std::sync::atomic::AtomicUsize::new(
+            options
+                .autoscale
+                .as_ref()
+                .map_or(0, |policy| policy.min_replicas),
+        )),
     };
     let depths = engine::set_up(&plan)?;
     if !options.quiet {
@@ -207,8 +216,9 @@ impl StepRunner<'_, '_, '_> {
             let warmup_s = seconds(plan.warmup_ns);
             for point in &mut collected.timeline {
                 let end_s = point.end_s - warmup_s;
-                point.step_rate_per_s =
-                    Some(shape.target_rate_per_s(end_s - point.interval_s, end_s));
+                // To the thousandth of a message a second, as the reports round rates.
+                let target = shape.target_rate_per_s(end_s - point.interval_s, end_s);
+                point.step_rate_per_s = Some((target * 1000.0).round() / 1000.0);
             }
         }
         self.timeline
@@ -243,7 +253,11 @@ impl StepRunner<'_, '_, '_> {
             total: collected.total,
             timeline: collected.timeline,
             depth: collected.depth,
-            series: Vec::new(),
+            // The autoscaler's replicas, drawn and written as the reports' generic series.
+            series: replica_series(
+                &collected.scale,
+                seconds(collected.last_answer_ns.max(plan.warmup_ns + duration_ns)),
+            ),
             client_cores: collected.client_cores,
             max_error_ratio: options.max_error_ratio,
             retry: plan.retry,
@@ -259,6 +273,9 @@ impl StepRunner<'_, '_, '_> {
                 .then(|| collected.put_copies.duplicates()),
             steps: Vec::new(),
             search: None,
+            autoscale: plan.autoscale.clone(),
+            scale: collected.scale,
+            slo: options.slo,
         })
     }
 }
@@ -365,6 +382,7 @@ struct Collected {
     put_copies: PutCopyTally,
     timeline: Vec<TimelinePoint>,
     depth: Vec<DepthPoint>,
+    scale: Vec<ScalePoint>,
     last_answer_ns: u64,
     client_cores: Vec<CoreUsage>,
 }
@@ -387,6 +405,7 @@ fn collect(
         put_copies: PutCopyTally::default(),
         timeline: Vec::new(),
         depth: Vec::new(),
+        scale: Vec::new(),
         last_answer_ns: 0,
         client_cores: Vec::new(),
     };
@@ -406,6 +425,17 @@ fn collect(
             CoreReport::Depth { at_ns, messages } => collected.depth.push(DepthPoint {
                 at_s: seconds(at_ns),
                 messages,
+            }),
+            CoreReport::Scale(engine::ScaleReport {
+                at_ns,
+                observed,
+                desired,
+                ready,
+            }) => collected.scale.push(ScalePoint {
+                at_s: seconds(at_ns),
+                observed,
+                desired,
+                ready,
             }),
             CoreReport::Finished {
                 core,

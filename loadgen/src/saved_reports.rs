@@ -1,6 +1,7 @@
 //! Every text the load generator writes, byte for byte: the table, the JSON, the CSV and the
 //! SVG of fixed run summaries (an open mixed run, a closed and an open workers run, a knee
-//! search, plain rate steps, a refilled update run with errors and retries, an empty run), the
+//! search, plain rate steps, a refilled update run with errors and retries, an empty run, a
+//! shaped and autoscaled workers run), the
 //! progress line, and the table, JSON, CSV, SVG and interval log of a fixed merge, compared with
 //! the files saved under `loadgen/tests/reports/`.
 //!
@@ -199,6 +200,43 @@ fn a_closed_workers_run() {
 #[test]
 fn an_open_workers_run_falling_behind_on_both_sides() {
     assert_run_saved("workers-open-behind", &open_workers_falling_behind());
+}
+
+/// The falling-behind run, shaped as a spike and autoscaled: KEDA's defaults scaled down to a
+/// 2 s poll with a 1 s cold start, at most 8 replicas, judged against an SLO of 60 s.
+fn autoscaled_spike() -> RunSummary {
+    use crate::autoscale::AutoscalePolicy;
+    use crate::report::ScalePoint;
+
+    let mut summary = open_workers_falling_behind();
+    summary.shape = Some("spike:base=200/s,peak=1400/s,at=2s,for=4s".to_string());
+    summary.autoscale = Some(
+        AutoscalePolicy::parse("max=8,polling=2s,sync=2s,cooldown=6s,cold-start=1s", 8).unwrap(),
+    );
+    summary.slo = Some(LatencyBound::parse("p99=60s").unwrap());
+    let point = |at_s: f64, observed: Option<u64>, desired: usize, ready: usize| ScalePoint {
+        at_s,
+        observed,
+        desired,
+        ready,
+    };
+    summary.scale = vec![
+        point(0.0, Some(0), 0, 0),
+        point(2.0, Some(40), 1, 0),
+        point(3.0, None, 1, 1),
+        point(4.0, Some(300), 5, 1),
+        point(5.0, None, 5, 5),
+        point(6.0, Some(900), 8, 5),
+        point(7.0, None, 8, 8),
+        point(8.0, Some(700), 8, 8),
+    ];
+    summary.series = crate::report::replica_series(&summary.scale, 12.0);
+    summary
+}
+
+#[test]
+fn a_shaped_autoscaled_workers_run() {
+    assert_run_saved("workers-autoscaled", &autoscaled_spike());
 }
 
 #[test]

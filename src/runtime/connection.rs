@@ -96,13 +96,15 @@ impl<B: Backend> Transport for TlsStream<B> {
 
 /// Serves one accepted connection from `peer` on `surface`'s port until the client closes it, a
 /// timeout expires, the request stream is broken, or the server shuts down; then closes it.
+/// `received`: what arrived before the loop (after a PROXY protocol header), its first bytes.
 pub async fn serve<B: Backend, T: Transport>(
     mut transport: T,
     peer: IpAddr,
     surface: Surface,
     shard: Rc<ShardContext<B>>,
+    received: BytesMut,
 ) {
-    match serve_requests(&mut transport, peer, surface, &shard).await {
+    match serve_requests(&mut transport, peer, surface, &shard, received).await {
         Ending::Close => transport.close().await,
         Ending::Reset => transport.reset(),
     }
@@ -122,8 +124,10 @@ async fn serve_requests<B: Backend, T: Transport>(
     peer: IpAddr,
     surface: Surface,
     shard: &Rc<ShardContext<B>>,
+    received: BytesMut,
 ) -> Ending {
-    let mut input = BytesMut::with_capacity(BUFFER_BYTES);
+    let mut input = BytesMut::with_capacity(BUFFER_BYTES.max(received.len()));
+    input.extend_from_slice(&received);
     let mut output = BytesMut::with_capacity(BUFFER_BYTES);
     let mut parser = Parser::new(
         REQUEST_HEAD_BYTES_MAX,

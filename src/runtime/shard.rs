@@ -5,20 +5,22 @@
 //! has stopped, so a shard that fails never leaves the process half alive.
 
 use std::cell::Cell;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::rc::Rc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::Sender;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use bytes::BytesMut;
+use bytes::{Buf, BytesMut};
 
 use crate::api::{Service, Surface};
 use crate::error::StorageError;
 use crate::governor::{Governor, GovernorConfig};
+use crate::http::proxy::{self, ProxyHeader};
 use crate::limits::{
-    SHUTDOWN_GRACE_MS, TLS_HANDSHAKES_IN_FLIGHT_PER_SHARD_MAX, TLS_HANDSHAKE_TIMEOUT_MS,
+    PROXY_HEADER_BYTES_MAX, PROXY_HEADER_TIMEOUT_MS, SHUTDOWN_GRACE_MS,
+    TLS_HANDSHAKES_IN_FLIGHT_PER_SHARD_MAX, TLS_HANDSHAKE_TIMEOUT_MS,
 };
 use crate::queue::ShardState;
 use crate::storage::log::Durability;
@@ -65,6 +67,9 @@ pub struct ShardSetup<B: Backend> {
     pub probe_addresses: Vec<(Surface, SocketAddr)>,
     /// Open connections the shard serves at once (`--max-connections`).
     pub connections_max: usize,
+    /// Every connection of the queue port begins with a PROXY protocol header
+    /// (`--proxyProtocol`).
+    pub proxy_protocol: bool,
     /// This shard's part of `--max-memory`, bytes of stored messages.
     pub message_bytes_max: u64,
     /// Where the shard's state comes from.
@@ -187,7 +192,8 @@ async fn run<B: Backend>(setup: ShardSetup<B>) {
             let (shard, tls) = (shard.clone(), setup.tls.clone());
             let connections_max = setup.connections_max;
             B::spawn_task(async move {
-                accept(&listener, surface, &shard, connections_max, tls).await;
+                // Probes come from the orchestrator, not through the proxy.
+                accept(&listener, surface, &shard, connections_max, tls, false).await;
             })
         })
         .collect();
@@ -197,6 +203,7 @@ async fn run<B: Backend>(setup: ShardSetup<B>) {
         &shard,
         setup.connections_max,
         setup.tls,
+        setup.proxy_protocol,
     )
     .await;
     drop(listener);
@@ -218,13 +225,15 @@ async fn run<B: Backend>(setup: ShardSetup<B>) {
     }
 }
 
-/// Accepts `surface`'s connections on `listener` until the server stops.
+/// Accepts `surface`'s connections on `listener` until the server stops. With `proxy_protocol`
+/// each must begin with a PROXY protocol header, whose client address is then the peer's.
 async fn accept<B: Backend>(
     listener: &B::Listener,
     surface: Surface,
     shard: &Rc<ShardContext<B>>,
     connections_max: usize,
     tls: Option<Arc<rustls::ServerConfig>>,
+    proxy_protocol: bool,
 ) {
     // TLS handshakes under way on this shard.
     let handshakes = Rc::new(Cell::new(0usize));
@@ -236,7 +245,7 @@ async fn accept<B: Backend>(
             None
         })
         .await;
-        let (stream, peer) = match accepted {
+        let (mut stream, peer) = match accepted {
             None => return,
             Some(Ok(accepted)) => accepted,
             // Out of descriptors or a connection reset before accept: keep serving the others.
@@ -253,7 +262,12 @@ async fn accept<B: Backend>(
             shard.connections().set(shard.connections().get() + 1);
             let shard = shard.clone();
             B::spawn(async move {
-                connection::serve(Plain::<B>(stream), peer.ip(), surface, shard.clone()).await;
+                if let Some((client, received)) =
+                    proxied::<B>(&mut stream, peer, proxy_protocol, &shard).await
+                {
+                    connection::serve(Plain::<B>(stream), client, surface, shard.clone(), received)
+                        .await;
+                }
                 shard.connections().set(shard.connections().get() - 1);
             });
             continue;
@@ -269,16 +283,70 @@ async fn accept<B: Backend>(
         handshakes.set(handshakes.get() + 1);
         let (shard, tls, handshakes) = (shard.clone(), tls.clone(), handshakes.clone());
         B::spawn(async move {
-            let timeout = Duration::from_millis(TLS_HANDSHAKE_TIMEOUT_MS);
-            let session = TlsStream::<B>::accept(stream, tls, timeout).await;
-            handshakes.set(handshakes.get() - 1);
-            match session {
-                Ok(session) => connection::serve(session, peer.ip(), surface, shard.clone()).await,
-                Err(error) => shard.log_line(&format!("TLS handshake with {peer} failed: {error}")),
+            // The PROXY header comes before the TLS session, in the clear.
+            if let Some((client, received)) =
+                proxied::<B>(&mut stream, peer, proxy_protocol, &shard).await
+            {
+                let timeout = Duration::from_millis(TLS_HANDSHAKE_TIMEOUT_MS);
+                let session = TlsStream::<B>::accept(stream, tls, timeout, received).await;
+                handshakes.set(handshakes.get() - 1);
+                match session {
+                    Ok(session) => {
+                        connection::serve(session, client, surface, shard.clone(), BytesMut::new())
+                            .await
+                    }
+                    Err(error) => {
+                        shard.log_line(&format!("TLS handshake with {client} failed: {error}"))
+                    }
+                }
+            } else {
+                handshakes.set(handshakes.get() - 1);
             }
             shard.connections().set(shard.connections().get() - 1);
         });
     }
+}
+
+/// The client a connection from `peer` serves, and the bytes that followed: without
+/// `proxy_protocol`, `peer` and nothing; with it, the address of the PROXY protocol header the
+/// connection must begin with (`peer` where the header names none: the proxy's own health
+/// check), read within `PROXY_HEADER_TIMEOUT_MS` and `PROXY_HEADER_BYTES_MAX`. `None` when there
+/// is no such header: the connection is then dropped (closed), logged.
+async fn proxied<B: Backend>(
+    stream: &mut B::Stream,
+    peer: SocketAddr,
+    proxy_protocol: bool,
+    shard: &ShardContext<B>,
+) -> Option<(IpAddr, BytesMut)> {
+    if !proxy_protocol {
+        return Some((peer.ip(), BytesMut::new()));
+    }
+    let deadline = Instant::now() + Duration::from_millis(PROXY_HEADER_TIMEOUT_MS);
+    let mut input = BytesMut::with_capacity(PROXY_HEADER_BYTES_MAX);
+    let refused = loop {
+        let remaining = deadline.saturating_duration_since(Instant::now());
+        if remaining.is_zero() {
+            break format!("no PROXY header within {PROXY_HEADER_TIMEOUT_MS} ms");
+        }
+        match B::read(stream, &mut input, remaining).await {
+            Ok(0) => break "closed before its PROXY header".to_string(),
+            Ok(_) => {}
+            Err(error) => break format!("no PROXY header: {error}"),
+        }
+        match proxy::parse(&input, PROXY_HEADER_BYTES_MAX) {
+            ProxyHeader::Complete {
+                client,
+                header_bytes,
+            } => {
+                input.advance(header_bytes);
+                return Some((client.unwrap_or(peer.ip()), input));
+            }
+            ProxyHeader::Partial => {}
+            ProxyHeader::Refused(why) => break format!("not a PROXY header: {why}"),
+        }
+    };
+    shard.log_line(&format!("connection from {peer} closed: {refused}"));
+    None
 }
 
 /// Answers a connection over the cap with 503 `ServerBusy` and closes it.

@@ -36,14 +36,17 @@ pub struct TlsStream<B: Backend> {
 impl<B: Backend> TlsStream<B> {
     /// The server side of a session on an accepted `stream`, once its handshake completed
     /// within `timeout`. Fails on a handshake that takes longer, a peer that closes, or one
-    /// that speaks anything but TLS (after sending it rustls's alert).
+    /// that speaks anything but TLS (after sending it rustls's alert). `received`: ciphertext
+    /// that arrived before (after a PROXY protocol header).
     pub async fn accept(
         stream: B::Stream,
         config: Arc<rustls::ServerConfig>,
         timeout: Duration,
+        received: BytesMut,
     ) -> io::Result<TlsStream<B>> {
         let connection = rustls::ServerConnection::new(config).map_err(io::Error::other)?;
         let mut session = TlsStream::new(stream, connection.into());
+        session.incoming = received;
         session.handshake(Instant::now() + timeout).await?;
         Ok(session)
     }
@@ -77,6 +80,14 @@ impl<B: Backend> TlsStream<B> {
     /// Exchanges handshake flights until the session is established or `deadline` passes.
     async fn handshake(&mut self, deadline: Instant) -> io::Result<()> {
         let mut early = BytesMut::new();
+        // Ciphertext that arrived before the session began (behind a PROXY protocol header)
+        // goes to rustls before anything is awaited: the client waits for the answer to it.
+        if !self.incoming.is_empty() {
+            if let Err(error) = self.absorb(&mut early) {
+                let _ = self.flush().await;
+                return Err(error);
+            }
+        }
         while self.connection.is_handshaking() {
             self.flush().await?;
             if !self.connection.is_handshaking() {

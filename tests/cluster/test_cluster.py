@@ -12,6 +12,7 @@ Where an account's queues live is checked by asking every node directly, bypassi
 import os
 import signal
 import socket
+from datetime import datetime, timedelta, timezone
 from typing import Dict, List
 from urllib.parse import urlsplit, urlunsplit
 
@@ -19,8 +20,10 @@ import pytest
 import requests
 from azure.core.exceptions import HttpResponseError
 from azure.core.pipeline.transport import RequestsTransport
-from azure.storage.queue import QueueServiceClient
+from azure.storage.queue import QueueSasPermissions, QueueServiceClient, generate_queue_sas
 from requests.adapters import HTTPAdapter
+from urllib3.connection import HTTPConnection
+from urllib3.connectionpool import HTTPConnectionPool
 
 from cluster_demo import ACCOUNTS, Cluster, Node, leftover_processes, process_gone, stop_demo
 from support import (
@@ -60,12 +63,50 @@ class LoopbackAdapter(HTTPAdapter):
         return super().send(request, **kwargs)
 
 
+# A PROXY protocol v2 header for a LOCAL connection (no client behind it), as HAProxy's health
+# checks send: the nodes run with --proxyProtocol and close a connection that has none.
+PROXY_V2_LOCAL = b"\r\n\r\n\x00\r\nQUIT\n\x20\x00\x00\x00"
+
+
+class ProxyHeaderConnection(HTTPConnection):
+    """A connection that begins with `PROXY_V2_LOCAL`, to reach a node directly."""
+
+    def connect(self):
+        super().connect()
+        self.sock.sendall(PROXY_V2_LOCAL)
+
+
+class ProxyHeaderPool(HTTPConnectionPool):
+    ConnectionCls = ProxyHeaderConnection
+
+
+class ProxyHeaderAdapter(HTTPAdapter):
+    """Plain HTTP over `ProxyHeaderConnection`s."""
+
+    def init_poolmanager(self, *args, **kwargs):
+        super().init_poolmanager(*args, **kwargs)
+        self.poolmanager.pool_classes_by_scheme = {"http": ProxyHeaderPool}
+
+
 def client(base_url: str, account: str, key: str, url_account: str = None) -> QueueServiceClient:
-    """An SDK client for `account` at `base_url` (a proxy or a node), path style; `url_account`
+    """An SDK client for `account` through the proxy at `base_url`, path style; `url_account`
     puts another name in the URL (the -secondary endpoint)."""
     return QueueServiceClient(
         f"{base_url}/{url_account or account}",
         credential={"account_name": account, "account_key": key},
+        **CLIENT_KWARGS,
+    )
+
+
+def node_client(node: Node, account: str, key: str) -> QueueServiceClient:
+    """An SDK client for `account` on `node` directly, bypassing the proxy: its connections
+    begin with a PROXY header, as the node requires."""
+    session = requests.Session()
+    session.mount("http://", ProxyHeaderAdapter())
+    return QueueServiceClient(
+        f"{node.url}/{account}",
+        credential={"account_name": account, "account_key": key},
+        transport=RequestsTransport(session=session, session_owner=True),
         **CLIENT_KWARGS,
     )
 
@@ -101,7 +142,7 @@ def names(service: QueueServiceClient, prefix: str) -> List[str]:
 def holders(cluster: Cluster, account: str, prefix: str) -> List[Node]:
     """The nodes that hold a queue of `account` under `prefix`, asked directly."""
     key = cluster.accounts[account]
-    return [node for node in cluster.nodes if names(client(node.url, account, key), prefix)]
+    return [node for node in cluster.nodes if names(node_client(node, account, key), prefix)]
 
 
 def create_queues(cluster: Cluster, prefix: str, per_style: int) -> Dict[str, List[str]]:
@@ -122,7 +163,7 @@ def test_every_node_serves_every_account(cluster):
     # AZURITE_ACCOUNTS reached every node: each one authenticates each account.
     for node in cluster.nodes:
         for account in ACCOUNTS:
-            assert names(client(node.url, account, cluster.accounts[account]), "none-") == []
+            assert names(node_client(node, account, cluster.accounts[account]), "none-") == []
 
 
 @pytest.mark.parametrize("style", URL_STYLES)
@@ -177,7 +218,7 @@ def test_each_account_lives_on_exactly_one_node(cluster):
         assert len(found) == 1, f"{account}'s queues are on nodes {[n.index for n in found]}"
         (holder,) = found
         key = cluster.accounts[account]
-        assert names(client(holder.url, account, key), prefix) == sorted(created[account])
+        assert names(node_client(holder, account, key), prefix) == sorted(created[account])
         placement[account] = holder.index
     # Ten accounts on one node would mean the proxy does not spread them at all.
     assert len(set(placement.values())) >= 2, placement
@@ -193,6 +234,48 @@ def test_list_queues_through_the_proxy_is_complete(cluster):
             for secondary in (False, True):
                 listed = names(proxy_client(cluster, account, style, secondary), prefix)
                 assert listed == expected, (account, style, secondary)
+
+
+def peek_from(source_address: str, port: int, target: str):
+    """Sends `GET target` to the proxy at 127.0.0.1:`port` from `source_address` (another
+    loopback address than the proxy's own, 127.0.0.1); the status and x-ms-error-code."""
+    with socket.create_connection(("127.0.0.1", port), timeout=10,
+                                  source_address=(source_address, 0)) as connection:
+        connection.sendall(
+            f"GET {target} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nx-ms-version: 2026-10-06\r\n"
+            "Connection: close\r\n\r\n".encode()
+        )
+        answer = b""
+        while chunk := connection.recv(65536):
+            answer += chunk
+    head = answer.split(b"\r\n\r\n", 1)[0].decode("latin-1").split("\r\n")
+    headers = dict(line.split(": ", 1) for line in head[1:] if ": " in line)
+    codes = [value for name, value in headers.items() if name.lower() == "x-ms-error-code"]
+    return int(head[0].split(" ")[1]), (codes or [None])[0]
+
+
+def test_a_sas_ip_range_sees_the_client_behind_the_proxy(cluster):
+    # HAProxy passes the client's address on in a PROXY v2 header (send-proxy-v2, through both
+    # tiers) and the nodes run with --proxyProtocol: a SAS bound to the client's address works
+    # through the proxy, and one bound to the proxy's own address (127.0.0.1, which is what
+    # the node's socket sees) does not. The client connects from 127.0.0.2.
+    account = ACCOUNTS[0]
+    name = unique_queue_name("sip")
+    queue = proxy_client(cluster, account, "path").get_queue_client(name)
+    queue.create_queue()
+    queue.send_message("for the client only")
+
+    def target(sip):
+        token = generate_queue_sas(
+            account, name, cluster.accounts[account], permission=QueueSasPermissions(read=True),
+            expiry=datetime.now(timezone.utc) + timedelta(hours=1), ip=sip,
+        )
+        return f"/{account}/{name}/messages?peekonly=true&{token}"
+
+    assert peek_from("127.0.0.2", cluster.port, target("127.0.0.2")) == (200, None)
+    assert peek_from("127.0.0.2", cluster.port, target("127.0.0.1")) == (
+        403, "AuthorizationSourceIPMismatch")
+    assert peek_from("127.0.0.2", cluster.port, target("127.0.0.1-127.0.0.9")) == (200, None)
 
 
 def assert_outage(cluster: Cluster, victim_accounts, other_accounts, queue_name: str):
@@ -250,7 +333,7 @@ def test_stopping_a_node_fails_only_its_accounts(start_cluster):
         key = cluster.accounts[account]
         for node in cluster.nodes:
             if node is not victim:
-                assert names(client(node.url, account, key), "") == []
+                assert names(node_client(node, account, key), "") == []
     assert cluster.process.poll() is None, (
         "the demo stopped with one node down\n" + cluster.output()
     )

@@ -40,14 +40,18 @@ def test_haproxy_accepts_the_deploy_configuration():
 
 def test_nodes_cfg_has_a_ring_member_and_a_checked_listen_section_per_node():
     text = (DEPLOY / "haproxy/nodes.cfg").read_text()
-    members = re.findall(r"^    server node(\d+) abns@azq-node(\d+) id (\d+)$", text, re.M)
+    members = re.findall(
+        r"^    server node(\d+) abns@azq-node(\d+) id (\d+) send-proxy-v2$", text, re.M
+    )
     assert members == [(str(n), str(n), str(n)) for n in range(1, NODE_COUNT + 1)]
     for node in range(1, NODE_COUNT + 1):
         section = re.search(rf"^listen node{node}\n((?:    .*\n)+)", text, re.M)
         assert section, f"no listen node{node}"
-        assert f"bind abns@azq-node{node}\n" in section.group(1)
+        # The client's address goes on in a PROXY v2 header, through both tiers.
+        assert f"bind abns@azq-node{node} accept-proxy\n" in section.group(1)
         assert re.search(
-            rf'server azq "\$\{{AZQ_NODE{node}-azq-{node}:10001\}}" check', section.group(1)
+            rf'server azq "\$\{{AZQ_NODE{node}-azq-{node}:10001\}}" check send-proxy-v2 ',
+            section.group(1),
         )
     # The ring itself is never health-checked (a down node must not move its accounts).
     ring = re.search(r"^backend accounts\n((?:    .*\n)+)", text, re.M).group(1)
@@ -68,6 +72,7 @@ def test_compose_runs_one_node_per_ring_member_each_with_its_volume():
         assert command[0].startswith("--"), "the image's entrypoint is azq: arguments only"
         assert command[command.index("--location") + 1] == "/data"
         assert command[command.index("--queuePort") + 1] == "10001"
+        assert "--proxyProtocol" in command
         (volume,) = service["volumes"]
         assert volume.endswith(":/data")
         volumes.add(volume.split(":")[0])
@@ -95,7 +100,9 @@ def test_kubernetes_pods_match_the_ring_members_in_order():
     assert container["volumeMounts"] == [{"name": claim["metadata"]["name"], "mountPath": "/data"}]
     assert "command" not in container, "the image's entrypoint is azq: arguments only"
     assert container["args"][container["args"].index("--location") + 1] == "/data"
-    assert container["readinessProbe"]["httpGet"]["path"] == "/_azq/health"
+    # The nodes take the proxy's PROXY v2 header; their probe sends one (azq healthcheck).
+    assert "--proxyProtocol" in container["args"]
+    assert container["readinessProbe"]["exec"]["command"] == ["/usr/local/bin/azq", "healthcheck"]
     assert [env["name"] for env in container["env"]] == ["AZURITE_ACCOUNTS"]
     service = documents[("Service", statefulset["spec"]["serviceName"])]
     assert service["spec"]["clusterIP"] == "None"
@@ -193,8 +200,12 @@ def test_the_real_binary_accepts_each_deployments_arguments(deployment, tmp_path
         assert ready, process.stderr.read()
         port = re.search(r"http://127\.0\.0\.1:(\d+) ", ready).group(1)
         assert f"data {tmp_path / 'data'}" in ready
+        # Named by port, the server is not the one beside the check: the PROXY header it
+        # needs is asked for explicitly (a container's `azq healthcheck` finds the flag itself).
+        proxy_header = ["--proxyProtocol"] if "--proxyProtocol" in arguments else []
         healthy = subprocess.run(
-            [binary, "healthcheck", "--queuePort", port], capture_output=True, text=True, timeout=30
+            [binary, "healthcheck", "--queuePort", port, *proxy_header],
+            capture_output=True, text=True, timeout=30,
         )
         assert healthy.returncode == 0, healthy.stderr
     finally:

@@ -13,6 +13,7 @@ use azq::runtime::backend::{Backend, Idle};
 use azq::runtime::select::OnBackend;
 
 use crate::connection::Connection;
+use crate::engine::controller::{control_replicas, ScaleReport};
 use crate::engine::core::{Core, RunClock};
 use crate::engine::driver::drive_connection;
 use crate::engine::lane_run::LaneRun;
@@ -60,6 +61,8 @@ pub enum CoreReport {
     },
     /// The summed approximate message count of the run's queues at run time `at_ns`.
     Depth { at_ns: u64, messages: u64 },
+    /// The autoscaler's controller read the queue and decided, or a replica turned ready.
+    Scale(ScaleReport),
     /// `core` has finished: the measurements of its last, partial interval `index`, and the run
     /// time of its last answer.
     Finished {
@@ -205,14 +208,21 @@ async fn run_core<B: Backend>(
     ));
     let sampler = (core_index == 0 && plan.scenario.consumes())
         .then(|| B::spawn_task(sample_depth::<B>(core.clone(), reports.clone())));
+    let controller = (core_index == 0 && plan.autoscale.is_some()).then(|| {
+        let reports = reports.clone();
+        B::spawn_task(control_replicas::<B>(core.clone(), move |scale| {
+            let _ = reports.send(CoreReport::Scale(scale));
+        }))
+    });
 
     let mut last_answer_ns = 0;
     for task in tasks {
         last_answer_ns = last_answer_ns.max(task.await);
     }
-    // Dropping a task cancels it: both only sleep and report.
+    // Dropping a task cancels it: they only sleep, read the queue and report.
     drop(reporter);
     drop(sampler);
+    drop(controller);
     let measurements = core.measurements.replace(Measurements::default());
     let usage = match (scheduler_at_start, read_scheduler_statistics()) {
         (Some(start), Some(end)) => Some(CoreUsage {

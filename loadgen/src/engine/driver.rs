@@ -66,6 +66,10 @@ pub(super) async fn drive_connection<B: Backend>(core: Rc<Core>, mut lanes: Vec<
                 wake_ns = wake_ns.min(due_ns);
                 continue;
             }
+            if lane.holds_off(&plan, now) {
+                wake_ns = wake_ns.min(lane.ready_ns);
+                continue;
+            }
             let step = lane.lane.next_step();
             let mark = matches!(step, Step::Put | Step::Refill).then(|| lane.next_put_mark(&plan));
             let encoded = encode_step(&core, &lane.lane, step, mark, &mut output);

@@ -12,6 +12,10 @@ use crate::scenario::{Role, Scenario};
 use crate::schedule::{lane_random, LoadModel, Pacer};
 use crate::wire::mark::PutMark;
 
+/// How often a worker that an autoscaled fleet does not have ready looks whether it is: the
+/// precision of its start after a scale-up (and the cost of its waiting, 40 wake-ups a second).
+pub const REPLICA_CHECK_NS: u64 = 25_000_000;
+
 /// A request that failed and goes out again.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct PendingRetry {
@@ -49,6 +53,9 @@ pub struct LaneRun {
     /// When the lease of the messages a worker holds runs out, at the earliest (the Get's send
     /// time plus the visibility timeout).
     pub lease_end_ns: u64,
+    /// For a worker: its index among the workers, which decides when an autoscaled fleet has it
+    /// ready (see `RunPlan::worker_is_ready`).
+    worker_index: Option<usize>,
     /// The lane's run-wide index in the high bits of its put tokens.
     put_token_lane: u64,
     /// Puts the lane has started (retries not counted): the low bits of its put tokens.
@@ -108,6 +115,7 @@ impl LaneRun {
             random: lane_random(plan.seed, lane_index),
             backoff_ns: 0,
             lease_end_ns: 0,
+            worker_index: (role == Role::Worker).then(|| lane_index - producers),
             put_token_lane: (lane_index as u64) << PUT_TOKEN_SEQUENCE_BITS,
             puts_started: 0,
         }
@@ -153,6 +161,24 @@ impl LaneRun {
             return None;
         }
         Some(intended)
+    }
+
+    /// Whether the lane is a worker of an autoscaled fleet that is not ready at `now_ns` (not
+    /// yet started, or scaled away) and would start a chain: it then looks again after
+    /// `REPLICA_CHECK_NS`. A worker scaled away in the middle of a chain finishes it first, as
+    /// a pod finishes its message in its termination grace period.
+    pub fn holds_off(&mut self, plan: &RunPlan, now_ns: u64) -> bool {
+        let Some(worker_index) = self.worker_index else {
+            return false;
+        };
+        if !self.lane.is_between_chains() || self.retry.is_some() {
+            return false;
+        }
+        if plan.worker_is_ready(worker_index) {
+            return false;
+        }
+        self.ready_ns = now_ns + REPLICA_CHECK_NS;
+        true
     }
 
     /// Uses up the chain start intended at `intended_ns`: the schedule moves on, and a start in

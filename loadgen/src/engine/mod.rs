@@ -7,6 +7,8 @@
 //! - `plan`: what a run fixes before it starts (`RunPlan`).
 //! - `setup`: before the run, a setup core creates the queues and preloads them.
 //! - `cores`: starts the cores, and runs their side tasks (the report, the depth sampler).
+//! - `controller`: the autoscaler's side task (`--autoscale`): reads the queue, asks the
+//!   policy, publishes the replicas ready.
 //! - `core`: what the connections of one core share, and the run clock.
 //! - `driver`: the task that drives one connection and its lanes.
 //! - `lane`: the scenarios' per-lane state machines (pure, unit-tested).
@@ -15,6 +17,7 @@
 //! - `work`: a worker's side of the accounting: the work between a Get and each Delete.
 
 mod accounting;
+mod controller;
 mod core;
 mod cores;
 mod driver;
@@ -24,6 +27,7 @@ mod plan;
 mod setup;
 mod work;
 
+pub use controller::ScaleReport;
 pub use cores::{start, CoreReport, Started};
 pub use plan::{RunPlan, INTERVAL_NS};
 pub use setup::set_up;

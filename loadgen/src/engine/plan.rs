@@ -2,10 +2,12 @@
 //! load, the lanes, retries and the workers; built by `run.rs` from the command line, shared by
 //! every core.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use azq::runtime::select::Selected;
 
+use crate::autoscale::AutoscalePolicy;
 use crate::endpoint::{Credentials, Endpoint};
 use crate::retry::RetryPolicy;
 use crate::scenario::Scenario;
@@ -58,6 +60,11 @@ pub struct RunPlan {
     pub retry: Option<RetryPolicy>,
     /// For `workers`: what a worker does with a message.
     pub workers: Option<WorkerPlan>,
+    /// For `workers` with `--autoscale`: the policy core 0's controller follows, and the
+    /// replicas ready now, which it sets and every worker reads (worker `i` takes messages
+    /// while `i` is below it). Without autoscaling every worker is always ready.
+    pub autoscale: Option<AutoscalePolicy>,
+    pub replicas_ready: Arc<AtomicUsize>,
 }
 
 impl RunPlan {
@@ -84,6 +91,11 @@ impl RunPlan {
             }
             LoadModel::Closed => self.cpus_pinned,
         }
+    }
+
+    /// Whether worker `worker_index` (0 for the first worker lane) takes messages now.
+    pub(super) fn worker_is_ready(&self, worker_index: usize) -> bool {
+        self.autoscale.is_none() || worker_index < self.replicas_ready.load(Ordering::Acquire)
     }
 
     /// Lanes that put in `mixed` and `workers` (the first ones).
@@ -142,6 +154,8 @@ pub(crate) mod tests {
             seed: 1,
             retry: None,
             workers: None,
+            autoscale: None,
+            replicas_ready: Arc::default(),
         }
     }
 

@@ -4,6 +4,7 @@
 
 use serde::Serialize;
 
+use crate::autoscale::QueueCount;
 use crate::metrics::LatencySummary;
 use crate::scenario::Operation;
 use crate::schedule::{Arrival, LoadModel, NANOSECONDS_PER_SECOND};
@@ -117,6 +118,93 @@ struct JsonWorkers {
     /// M/M/c beside the measurement; only in a run theory covers (`RunSummary::theory_check`).
     #[serde(skip_serializing_if = "Option::is_none")]
     theory: Option<JsonTheory>,
+    /// `--autoscale`: the policy, the replicas over time, the cost and the backlog.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    autoscale: Option<JsonAutoscale>,
+    /// `--slo`: the end-to-end bound and whether the run met it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    slo: Option<JsonSlo>,
+}
+
+/// The autoscaler in the JSON; times in seconds of run time.
+#[derive(Serialize)]
+struct JsonAutoscale {
+    queue_length: Option<f64>,
+    activation_queue_length: Option<f64>,
+    min_replicas: usize,
+    max_replicas: usize,
+    polling_interval_s: Option<f64>,
+    cooldown_period_s: Option<f64>,
+    sync_period_s: Option<f64>,
+    tolerance: Option<f64>,
+    scale_up_window_s: Option<f64>,
+    scale_down_window_s: Option<f64>,
+    count: &'static str,
+    cold_start_s: Option<f64>,
+    /// Every evaluation (with the length read) and every replica turning ready.
+    replicas: Vec<JsonScalePoint>,
+    worker_seconds: Option<f64>,
+    replicas_max: usize,
+    ready_max: usize,
+    backlog_peak: u64,
+    backlog_peak_t_s: Option<f64>,
+    /// From the peak until the depth was back at or below `queue_length`; null if never.
+    drain_s: Option<f64>,
+}
+
+#[derive(Serialize)]
+struct JsonScalePoint {
+    t_s: Option<f64>,
+    observed: Option<u64>,
+    desired: usize,
+    ready: usize,
+}
+
+#[derive(Serialize)]
+struct JsonSlo {
+    percentile: &'static str,
+    bound_us: u64,
+    measured_us: Option<u64>,
+    met: bool,
+}
+
+fn json_autoscale(summary: &RunSummary) -> Option<JsonAutoscale> {
+    let policy = summary.autoscale.as_ref()?;
+    let outcome = summary.autoscale_outcome()?;
+    let seconds = |ns: u64| rounded(ns as f64 / NANOSECONDS_PER_SECOND as f64);
+    Some(JsonAutoscale {
+        queue_length: rounded(policy.queue_length),
+        activation_queue_length: rounded(policy.activation_queue_length),
+        min_replicas: policy.min_replicas,
+        max_replicas: policy.max_replicas,
+        polling_interval_s: seconds(policy.polling_interval_ns),
+        cooldown_period_s: seconds(policy.cooldown_period_ns),
+        sync_period_s: seconds(policy.sync_period_ns),
+        tolerance: rounded(policy.tolerance),
+        scale_up_window_s: seconds(policy.scale_up.stabilization_window_ns),
+        scale_down_window_s: seconds(policy.scale_down.stabilization_window_ns),
+        count: match policy.count {
+            QueueCount::All => "all",
+            QueueCount::VisibleOnly => "visibleonly",
+        },
+        cold_start_s: seconds(policy.cold_start_ns),
+        replicas: summary
+            .scale
+            .iter()
+            .map(|point| JsonScalePoint {
+                t_s: rounded(point.at_s),
+                observed: point.observed,
+                desired: point.desired,
+                ready: point.ready,
+            })
+            .collect(),
+        worker_seconds: rounded(outcome.worker_seconds),
+        replicas_max: outcome.replicas_max,
+        ready_max: outcome.ready_max,
+        backlog_peak: outcome.backlog_peak,
+        backlog_peak_t_s: rounded(outcome.backlog_peak_at_s),
+        drain_s: outcome.drain_s.and_then(rounded),
+    })
 }
 
 /// `RunSummary::theory_check` in the JSON; times in seconds.
@@ -242,6 +330,13 @@ fn json_workers(summary: &RunSummary, plan: &WorkerPlan) -> JsonWorkers {
         verdict: verdict.map(|verdict| verdict.name()),
         falling_behind: verdict.map(|verdict| verdict.sides_behind()),
         theory: summary.theory_check().as_ref().map(JsonTheory::of),
+        autoscale: json_autoscale(summary),
+        slo: summary.slo_verdict().map(|slo| JsonSlo {
+            percentile: slo.bound.percentile,
+            bound_us: slo.bound.bound_us,
+            measured_us: slo.measured_us,
+            met: slo.met(),
+        }),
     }
 }
 

@@ -16,5 +16,8 @@ pub(crate) mod tests;
 
 pub use csv::csv;
 pub use json::{json, Entries};
-pub use summary::{DepthPoint, RunSummary, SearchOutcome, StepResult, TimeSeries, TimelinePoint};
+pub use summary::{
+    replica_series, DepthPoint, RunSummary, ScalePoint, SearchOutcome, StepResult, TimeSeries,
+    TimelinePoint,
+};
 pub use table::{progress_line, saturation_warnings, table, verdict_text};

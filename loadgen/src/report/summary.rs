@@ -5,6 +5,7 @@
 
 use serde::Serialize;
 
+use crate::autoscale::{worker_seconds, AutoscalePolicy, Decision};
 use crate::metrics::{CoreUsage, LatencySummary, Measurements, OperationStats};
 use crate::retry::RetryPolicy;
 use crate::scenario::{Operation, Scenario};
@@ -81,6 +82,51 @@ pub struct DepthPoint {
     pub messages: u64,
 }
 
+/// The autoscaler at one moment of the run.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ScalePoint {
+    /// Seconds since the run started.
+    pub at_s: f64,
+    /// The queue length read at an evaluation; `None` where a replica turned ready.
+    pub observed: Option<u64>,
+    /// Replicas asked for (and paid for) after it.
+    pub desired: usize,
+    /// Replicas taking messages.
+    pub ready: usize,
+}
+
+/// What an autoscaled run cost and how its backlog went.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct AutoscaleOutcome {
+    /// Replica-seconds asked for over the measured window: the fleet's cost, cold starts
+    /// included.
+    pub worker_seconds: f64,
+    /// The most replicas asked for, and ready, at once.
+    pub replicas_max: usize,
+    pub ready_max: usize,
+    /// The highest depth sampled in the measured window, and when.
+    pub backlog_peak: u64,
+    pub backlog_peak_at_s: f64,
+    /// From the peak until the depth was first back at or below one replica's target
+    /// (`queueLength`); `None` when it was not by the window's end.
+    pub drain_s: Option<f64>,
+}
+
+/// The end-to-end latency against `--slo`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct SloVerdict {
+    pub bound: LatencyBound,
+    /// The measured percentile; `None` when no message went end to end.
+    pub measured_us: Option<u64>,
+}
+
+impl SloVerdict {
+    pub fn met(&self) -> bool {
+        self.measured_us
+            .is_some_and(|measured| measured <= self.bound.bound_us)
+    }
+}
+
 /// A time series beyond the fixed ones of `timeline` and `depth` (the autoscaler's replicas, for
 /// one): what every report carries generically, so a new one needs no new drawing or writing
 /// code. The JSON writes it under `series`; the SVG and the HTML report draw it over run time.
@@ -92,6 +138,39 @@ pub struct TimeSeries {
     pub unit: String,
     /// (run time in seconds, warm-up included; value), in time order.
     pub points: Vec<(f64, f64)>,
+}
+
+/// An autoscaled run's replicas over time as time series, asked for and ready, each drawn as
+/// steps (a count holds from one point to the next, until `end_s`).
+pub fn replica_series(scale: &[ScalePoint], end_s: f64) -> Vec<TimeSeries> {
+    let steps = |count: &dyn Fn(&ScalePoint) -> usize| {
+        let mut points: Vec<(f64, f64)> = Vec::with_capacity(2 * scale.len() + 1);
+        for point in scale {
+            if let Some(&(_, last)) = points.last() {
+                points.push((point.at_s, last));
+            }
+            points.push((point.at_s, count(point) as f64));
+        }
+        if let Some(&(at_s, last)) = points.last() {
+            points.push((end_s.max(at_s), last));
+        }
+        points
+    };
+    if scale.is_empty() {
+        return Vec::new();
+    }
+    vec![
+        TimeSeries {
+            name: "replicas asked for".to_string(),
+            unit: "workers".to_string(),
+            points: steps(&|point| point.desired),
+        },
+        TimeSeries {
+            name: "replicas ready".to_string(),
+            unit: "workers".to_string(),
+            points: steps(&|point| point.ready),
+        },
+    ]
 }
 
 /// Everything a run produced, with the settings needed to read it.
@@ -141,9 +220,82 @@ pub struct RunSummary {
     /// the step that answers the run's question (the knee, or the last step).
     pub steps: Vec<StepResult>,
     pub search: Option<SearchOutcome>,
+    /// `--autoscale`: the policy and what the autoscaler did, in time order.
+    pub autoscale: Option<AutoscalePolicy>,
+    pub scale: Vec<ScalePoint>,
+    /// `--slo`.
+    pub slo: Option<LatencyBound>,
 }
 
 impl RunSummary {
+    /// The autoscaled fleet's cost, peak and drain.
+    pub fn autoscale_outcome(&self) -> Option<AutoscaleOutcome> {
+        let policy = self.autoscale.as_ref()?;
+        let second_ns = NANOSECONDS_PER_SECOND as f64;
+        let decisions: Vec<Decision> = self
+            .scale
+            .iter()
+            .filter_map(|point| {
+                point.observed.map(|observed| Decision {
+                    at_ns: (point.at_s * second_ns).round() as u64,
+                    observed,
+                    desired: point.desired,
+                })
+            })
+            .collect();
+        let from_ns = (self.warmup_s * second_ns).round() as u64;
+        let to_ns = ((self.warmup_s + self.duration_s) * second_ns).round() as u64;
+        let end_s = self.warmup_s + self.duration_s;
+        let window: Vec<&DepthPoint> = self
+            .depth
+            .iter()
+            .filter(|point| point.at_s >= self.warmup_s && point.at_s <= end_s)
+            .collect();
+        let peak = window
+            .iter()
+            .copied()
+            .fold(None::<&DepthPoint>, |best, point| match best {
+                Some(best) if best.messages >= point.messages => Some(best),
+                _ => Some(point),
+            });
+        let (backlog_peak, backlog_peak_at_s) =
+            peak.map_or((0, self.warmup_s), |point| (point.messages, point.at_s));
+        let drain_s = window
+            .iter()
+            .find(|point| {
+                point.at_s >= backlog_peak_at_s && point.messages as f64 <= policy.queue_length
+            })
+            .map(|point| point.at_s - backlog_peak_at_s);
+        Some(AutoscaleOutcome {
+            worker_seconds: worker_seconds(&decisions, policy.min_replicas, from_ns, to_ns),
+            replicas_max: self
+                .scale
+                .iter()
+                .map(|point| point.desired)
+                .max()
+                .unwrap_or(policy.min_replicas),
+            ready_max: self
+                .scale
+                .iter()
+                .map(|point| point.ready)
+                .max()
+                .unwrap_or(0),
+            backlog_peak,
+            backlog_peak_at_s,
+            drain_s,
+        })
+    }
+
+    /// The end-to-end latency judged against `--slo`.
+    pub fn slo_verdict(&self) -> Option<SloVerdict> {
+        let bound = self.slo?;
+        Some(SloVerdict {
+            bound,
+            measured_us: latency_of(&self.total.end_to_end_us)
+                .and_then(|latency| latency.percentile(bound.percentile)),
+        })
+    }
+
     /// The operations the run sent, in report order.
     pub fn operations(&self) -> &'static [Operation] {
         self.scenario.operations(self.refill)
@@ -209,9 +361,13 @@ impl RunSummary {
 
     /// Share of the workers' time spent working, from the start of the measured window until
     /// the last answer (work started in the window is finished after it).
+    /// An autoscaled fleet's time is the replica-seconds it asked for.
     pub fn worker_utilisation(&self) -> Option<f64> {
         let active_s = self.duration_s.max(self.last_answer_s - self.warmup_s);
-        let available_s = self.worker_lanes as f64 * active_s;
+        let available_s = match self.autoscale_outcome() {
+            Some(outcome) => outcome.worker_seconds,
+            None => self.worker_lanes as f64 * active_s,
+        };
         (self.workers.is_some() && available_s > 0.0).then(|| {
             self.total.workers.busy_ns as f64 / NANOSECONDS_PER_SECOND as f64 / available_s
         })
@@ -318,6 +474,8 @@ impl RunSummary {
                 ..
             }
         ) && matches!(plan.work_time, WorkTime::Exponential { .. })
+            && self.autoscale.is_none()
+            && self.shape.is_none()
             && plan.crash_ratio == 0.0
             && self.batch == 1
             && self.queues == 1

@@ -323,7 +323,93 @@ fn workers_section(summary: &RunSummary, out: &mut String) {
     if let Some(check) = summary.theory_check() {
         theory_lines(out, &check);
     }
+    autoscale_lines(summary, out);
     let _ = writeln!(out, "  verdict: {}", verdict_text(summary));
+    if let Some(slo) = summary.slo_verdict() {
+        let _ = writeln!(
+            out,
+            "  SLO end-to-end {} <= {}: {} ({})",
+            slo.bound.percentile,
+            milliseconds(slo.bound.bound_us),
+            if slo.met() { "met" } else { "missed" },
+            slo.measured_us
+                .map_or("no message went end to end".to_string(), |measured| {
+                    format!("measured {}", milliseconds(measured))
+                })
+        );
+    }
+}
+
+/// `microseconds` as milliseconds, or seconds from 10 s up.
+fn milliseconds(microseconds: u64) -> String {
+    if microseconds >= 10_000_000 {
+        format!("{:.1} s", microseconds as f64 / 1e6)
+    } else {
+        format!("{:.1} ms", microseconds as f64 / 1e3)
+    }
+}
+
+/// The autoscaler's lines: its policy, the replicas over time (each change), the fleet's cost,
+/// the backlog's peak and drain.
+fn autoscale_lines(summary: &RunSummary, out: &mut String) {
+    let (Some(policy), Some(outcome)) = (&summary.autoscale, summary.autoscale_outcome()) else {
+        return;
+    };
+    let seconds = |ns: u64| ns as f64 / 1e9;
+    let _ = writeln!(
+        out,
+        "  autoscaling: queueLength {}, activation {}, replicas {}..{}, polling {} s, cooldown \
+         {} s, HPA sync {} s, windows up {} s / down {} s, count {}, cold start {} s",
+        policy.queue_length,
+        policy.activation_queue_length,
+        policy.min_replicas,
+        policy.max_replicas,
+        seconds(policy.polling_interval_ns),
+        seconds(policy.cooldown_period_ns),
+        seconds(policy.sync_period_ns),
+        seconds(policy.scale_up.stabilization_window_ns),
+        seconds(policy.scale_down.stabilization_window_ns),
+        match policy.count {
+            crate::autoscale::QueueCount::All => "all",
+            crate::autoscale::QueueCount::VisibleOnly => "visible",
+        },
+        seconds(policy.cold_start_ns)
+    );
+    let mut changes = Vec::new();
+    let mut last = None;
+    for point in &summary.scale {
+        if last != Some((point.desired, point.ready)) {
+            changes.push(format!(
+                "{:.1}s {}/{}{}",
+                point.at_s,
+                point.ready,
+                point.desired,
+                point
+                    .observed
+                    .map_or(String::new(), |observed| format!(" (length {observed})"))
+            ));
+            last = Some((point.desired, point.ready));
+        }
+    }
+    let _ = writeln!(
+        out,
+        "  replicas (ready/asked for) over time: {}",
+        changes.join(", ")
+    );
+    let _ = writeln!(
+        out,
+        "  fleet: {:.1} worker-seconds in the measured window, at most {} replicas asked for, {} \
+         ready; backlog peak {} messages at {:.1}s, {}",
+        outcome.worker_seconds,
+        outcome.replicas_max,
+        outcome.ready_max,
+        grouped(outcome.backlog_peak),
+        outcome.backlog_peak_at_s,
+        match outcome.drain_s {
+            Some(drain_s) => format!("drained to one replica's target in {drain_s:.1} s"),
+            None => "not drained by the window's end".to_string(),
+        }
+    );
 }
 
 /// The lines setting a run beside M/M/c (`RunSummary::theory_check`).

@@ -37,6 +37,9 @@ pub fn sample_summary() -> RunSummary {
         .record_error(404, Some(b"MessageNotFound"));
     RunSummary {
         shape: None,
+        autoscale: None,
+        scale: Vec::new(),
+        slo: None,
         scenario: Scenario::Mixed,
         load: LoadModel::Open {
             rate_per_s: 400.0,

@@ -704,3 +704,43 @@ fn an_idle_worker_backs_off_exponentially_and_resets_on_messages() {
     );
     assert_eq!(lane.backoff_ns, 0);
 }
+
+/// An autoscaled fleet with one replica ready: the first worker gets messages, the second holds
+/// off and looks again after `REPLICA_CHECK_NS`; a worker scaled away in the middle of a chain
+/// finishes it (its Delete goes out) before it holds off.
+#[test]
+fn workers_beyond_the_ready_replicas_hold_off() {
+    use std::sync::atomic::Ordering;
+
+    use crate::engine::lane_run::REPLICA_CHECK_NS;
+
+    let mut plan = workers_plan(0, 0.0);
+    plan.autoscale = Some(crate::autoscale::AutoscalePolicy::defaults(2));
+    plan.replicas_ready.store(1, Ordering::Release);
+    let mut first = LaneRun::new(&plan, 0, Role::Worker);
+    let mut second = LaneRun::new(&plan, 1, Role::Worker);
+    assert!(!first.holds_off(&plan, SECOND));
+    assert!(second.holds_off(&plan, SECOND));
+    assert_eq!(second.ready_ns, SECOND + REPLICA_CHECK_NS);
+    // The first worker gets two messages, then is scaled away: it still deletes them.
+    let mut measurements = Measurements::default();
+    let get = send(&plan, &mut first, SECOND);
+    answer_with(
+        &plan,
+        &mut measurements,
+        &mut first,
+        get,
+        SECOND + MS,
+        &answer(200, TWO_MESSAGES),
+    );
+    plan.replicas_ready.store(0, Ordering::Release);
+    assert_eq!(first.lane.next_step(), Step::Delete(0));
+    assert!(!first.holds_off(&plan, SECOND + 2 * MS));
+    // Once both replicas are ready, the second worker takes messages too.
+    plan.replicas_ready.store(2, Ordering::Release);
+    assert!(!second.holds_off(&plan, SECOND + REPLICA_CHECK_NS));
+    // Without autoscaling every worker is ready, whatever the count says.
+    plan.autoscale = None;
+    plan.replicas_ready.store(0, Ordering::Release);
+    assert!(!second.holds_off(&plan, 2 * SECOND));
+}
