@@ -80,6 +80,17 @@ pub trait Backend: Sized + 'static {
     /// before its deadline and polls for the rest.
     const SLEEP_GRANULARITY: Duration;
 
+    /// Completes after `duration`, to the kernel's precision rather than the timer wheel's: for
+    /// waiters that must wake on time without polling long (azq-loadgen's parked cores). Costs
+    /// a few system calls more than `sleep`, so the server's timers use `sleep`.
+    fn sleep_precise(duration: Duration) -> impl Future<Output = ()> {
+        Self::sleep(duration)
+    }
+
+    /// How late `sleep_precise` may complete by design (`SLEEP_GRANULARITY` where it cannot do
+    /// better than `sleep`).
+    const SLEEP_PRECISE_GRANULARITY: Duration;
+
     /// A full mesh of `shards` ends (one per shard) whose channels hold `capacity` values.
     fn mesh<T: Send + 'static>(shards: usize, capacity: usize) -> Vec<Self::MeshEnd<T>>;
 

@@ -87,6 +87,8 @@ impl Backend for IoUring {
 
     /// glommio's timers are io_uring timeouts, to the nanosecond.
     const SLEEP_GRANULARITY: Duration = Duration::ZERO;
+    /// glommio's timers are io_uring timeouts, exact to the nanosecond: `sleep` is precise.
+    const SLEEP_PRECISE_GRANULARITY: Duration = Duration::ZERO;
 
     fn mesh<T: Send + 'static>(shards: usize, capacity: usize) -> Vec<Self::MeshEnd<T>> {
         let mut ends: Vec<MeshEnd<T>> = (0..shards)
