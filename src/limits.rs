@@ -46,6 +46,12 @@ pub const MESSAGE_OVERHEAD_BYTES: usize = 128;
 pub const QUEUE_OVERHEAD_BYTES: usize = 512;
 /// What each metadata pair costs beyond its name's and value's bytes: two `String`s.
 pub const METADATA_PAIR_OVERHEAD_BYTES: usize = 64;
+/// What each shard's copy of a queue's stored access policies (ACL) costs in `--max-memory`
+/// accounting beyond its text: the map entry, the queue's name, the version and the shared list.
+pub const QUEUE_ACL_OVERHEAD_BYTES: usize = 256;
+/// What each signed identifier of an ACL copy costs beyond its id's, times' and permission's
+/// bytes: its `String`s and `Option`s.
+pub const SIGNED_IDENTIFIER_OVERHEAD_BYTES: usize = 128;
 /// `--max-memory` when the machine's memory cannot be read (the default is half of it), bytes.
 pub const MESSAGE_BYTES_MAX_FALLBACK: u64 = 4 << 30;
 /// Connections each shard's listener queues before the shard accepts them.

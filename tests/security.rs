@@ -315,6 +315,82 @@ fn queue_metadata_fills_the_memory_limit_with_server_busy() {
     }
 }
 
+#[test]
+fn queue_acls_fill_the_memory_limit_with_server_busy() {
+    // Five identifiers of 64 characters with both times: about 1.4 KiB counted per copy.
+    let identifiers: String = (0..5)
+        .map(|index| {
+            format!(
+                "<SignedIdentifier><Id>{index}{}</Id><AccessPolicy>\
+                 <Start>2026-01-01T00:00:00.0000000Z</Start>\
+                 <Expiry>2027-01-01T00:00:00.0000000Z</Expiry>\
+                 <Permission>raup</Permission></AccessPolicy></SignedIdentifier>",
+                "i".repeat(63)
+            )
+        })
+        .collect();
+    let acl = format!(
+        "<?xml version=\"1.0\" encoding=\"utf-8\"?><SignedIdentifiers>{identifiers}\
+         </SignedIdentifiers>"
+    );
+    const QUEUES: usize = 40;
+    for backend in BACKENDS {
+        // 40 queue records take about 21 KiB of the 64 KiB, their ACLs would take 56 KiB more.
+        let server = Server::start(&[backend, &["--shards", "1", "--max-memory", "64K"]].concat());
+        let set_acl = |name: &str| {
+            send(
+                &server,
+                signed_request(
+                    "PUT",
+                    &format!("/devstoreaccount1/{name}?comp=acl"),
+                    &[],
+                    acl.as_bytes(),
+                ),
+            )
+        };
+        for index in 0..QUEUES {
+            let path = format!("/devstoreaccount1/acl-{index}");
+            let created = send(&server, signed_request("PUT", &path, &[], b""));
+            assert_status(&created, 201, None);
+        }
+        let mut set = 0;
+        let busy = loop {
+            assert!(set < QUEUES, "every ACL fitted: ACLs are not counted");
+            let response = set_acl(&format!("acl-{set}"));
+            if response.status != 204 {
+                break response;
+            }
+            set += 1;
+        };
+        assert_status(&busy, 503, Some("ServerBusy"));
+        assert!(set >= 10, "only {set} ACLs fitted");
+        // The refused queue's ACL is as it was: none.
+        let refused = send(
+            &server,
+            signed_request(
+                "GET",
+                &format!("/devstoreaccount1/acl-{set}?comp=acl"),
+                &[],
+                b"",
+            ),
+        );
+        assert_status(&refused, 200, None);
+        assert!(
+            !refused.text().contains("<SignedIdentifier>"),
+            "{}",
+            refused.text()
+        );
+        // Deleting a queue with an ACL frees its copy's charge.
+        let deleted = send(
+            &server,
+            signed_request("DELETE", "/devstoreaccount1/acl-0", &[], b""),
+        );
+        assert_status(&deleted, 204, None);
+        assert_status(&set_acl(&format!("acl-{set}")), 204, None);
+        server.stop();
+    }
+}
+
 /// The server's resident memory (`VmRSS` of `/proc/PID/status`), bytes.
 fn resident_bytes(server: &Server) -> u64 {
     let status = std::fs::read_to_string(format!("/proc/{}/status", server.pid()))
