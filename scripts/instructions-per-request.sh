@@ -5,6 +5,8 @@
 # two totals divided by N cancels start-up and shutdown.
 #
 #   scripts/instructions-per-request.sh [N]     default N=4000; SCENARIOS="put peek" picks some
+#   AZQ_BIN=path/to/azq scripts/instructions-per-request.sh   counts that server binary instead of
+#                                                  this tree's (an A/B against an older build)
 #
 # One keep-alive connection (CONNECTIONS), no pipelining: every response is written on its own
 # (the worst case; pipelined responses share writes). One shard only: under valgrind, which runs
@@ -13,7 +15,8 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 source scripts/bench-lib.sh
 count=${1:-4000}
-cargo build --release --quiet --bin azq
+azq_bin=${AZQ_BIN:-target/release/azq}
+[[ -n "${AZQ_BIN:-}" ]] || cargo build --release --quiet --bin azq
 cargo build --release --quiet -p azq-loadgen
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -22,7 +25,7 @@ trap 'rm -rf "$work"' EXIT
 total_instructions() {
   local scenario=$1 requests=$2 preload_count=$3
   valgrind --tool=callgrind --callgrind-out-file="$work/callgrind.out" \
-    target/release/azq --queuePort 0 --shards 1 --silent --inMemoryPersistence > "$work/azq.out" 2> "$work/valgrind.err" &
+    "$azq_bin" --queuePort 0 --shards 1 --silent --inMemoryPersistence > "$work/azq.out" 2> "$work/valgrind.err" &
   local azq_pid=$! port
   port=$(azq_ready_port "$work/azq.out" 60) || { cat "$work/valgrind.err" >&2; exit 1; }
   local preload=()

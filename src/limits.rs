@@ -46,6 +46,12 @@ pub const MESSAGE_OVERHEAD_BYTES: usize = 128;
 pub const QUEUE_OVERHEAD_BYTES: usize = 512;
 /// What each metadata pair costs beyond its name's and value's bytes: two `String`s.
 pub const METADATA_PAIR_OVERHEAD_BYTES: usize = 64;
+/// What each shard's copy of a queue's stored access policies (ACL) costs in `--max-memory`
+/// accounting beyond its text: the map entry, the queue's name, the version and the shared list.
+pub const QUEUE_ACL_OVERHEAD_BYTES: usize = 256;
+/// What each signed identifier of an ACL copy costs beyond its id's, times' and permission's
+/// bytes: its `String`s and `Option`s.
+pub const SIGNED_IDENTIFIER_OVERHEAD_BYTES: usize = 128;
 /// `--max-memory` when the machine's memory cannot be read (the default is half of it), bytes.
 pub const MESSAGE_BYTES_MAX_FALLBACK: u64 = 4 << 30;
 /// Connections each shard's listener queues before the shard accepts them.
@@ -128,9 +134,21 @@ pub const HEALTHCHECK_TIMEOUT_MS: u64 = 2_000;
 /// Time a stopping server waits for in-flight requests, and then for its log to write every
 /// change, before it exits anyway, ms.
 pub const SHUTDOWN_GRACE_MS: u64 = 10_000;
-/// Bytes of responses buffered per connection before they are written even if more requests are
-/// waiting in the read buffer (pipelined responses are otherwise written in one batch).
-pub const RESPONSE_BATCH_BYTES_MAX: usize = 256 * 1024;
+/// Unsent answers one connection holds before it stops parsing (and reading) requests: past
+/// it, the connection writes them all before it serves the next pipelined request (pipelined
+/// answers are otherwise written in one batch). One answer may exceed it (a Peek of 32 large
+/// messages is about 2 MiB, a List Queues with metadata tens of MiB): the shard's bound below
+/// covers what all its connections hold.
+pub const CONNECTION_PENDING_OUTPUT_BYTES_MAX: usize = 256 * 1024;
+/// Unsent answers all the connections of one shard hold (counted from the start of each write
+/// until it completes or fails); past it, requests that reach the queues answer 503
+/// `ServerBusy`, unexecuted, until the writes drain or their connections time out.
+pub const SHARD_PENDING_OUTPUT_BYTES_MAX: usize = 64 << 20;
+/// Time a write to a client may make no progress before the connection is closed
+/// (`--write-timeout`; nginx's `send_timeout` is the same idea, also 60 s by default), ms.
+pub const WRITE_TIMEOUT_MS_DEFAULT: u64 = 60_000;
+/// Shortest `--write-timeout`, ms (the default is also the longest it may be set to).
+pub const WRITE_TIMEOUT_MS_MIN: u64 = 100;
 /// Timer-wheel entries one shard processes per step before it yields to requests; what is left
 /// of the budget frees messages of cleared and deleted queues.
 pub const TIMER_ENTRIES_PER_STEP_MAX: usize = 4096;
@@ -193,3 +211,5 @@ const _: () = assert!(SAS_CACHE_ENTRIES_MAX >= 2);
 const _: () =
     assert!(LOG_FLUSH_BYTES_MAX as u64 + 2 * STORAGE_BLOCK_BYTES as u64 <= LOG_SEGMENT_BYTES);
 const _: () = assert!(LOG_FLUSH_BYTES_MAX >= 2 * REQUEST_BODY_BYTES_MAX);
+const _: () = assert!(SHARD_PENDING_OUTPUT_BYTES_MAX >= 8 * CONNECTION_PENDING_OUTPUT_BYTES_MAX);
+const _: () = assert!(WRITE_TIMEOUT_MS_DEFAULT <= IDLE_CONNECTION_TIMEOUT_MS);

@@ -120,4 +120,18 @@ impl Operation {
             | PutMessage | GetMessages | ClearMessages | UpdateMessage | DeleteMessage => false,
         }
     }
+
+    /// Whether the operation's answer can run to megabytes (32 messages of 64 KiB, a page of
+    /// 5,000 queues with their metadata) rather than a few KiB at most: what a shard whose
+    /// clients leave too many answers unread refuses with 503 `ServerBusy`.
+    pub fn answers_in_bulk(self) -> bool {
+        use Operation::*;
+        match self {
+            ListQueues | GetMessages | PeekMessages => true,
+            GetServiceProperties | SetServiceProperties | GetServiceStats
+            | GetUserDelegationKey | CreateQueue | DeleteQueue | GetQueueMetadata
+            | SetQueueMetadata | GetQueueAcl | SetQueueAcl | PutMessage | ClearMessages
+            | UpdateMessage | DeleteMessage | Preflight | Health | Certificate => false,
+        }
+    }
 }

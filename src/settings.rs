@@ -7,8 +7,12 @@ use std::net::IpAddr;
 
 use crate::auth::{OAuthLevel, DEVELOPMENT_ACCOUNT_KEY, DEVELOPMENT_ACCOUNT_NAME};
 use crate::cgroup;
+use crate::governor::latency::duration_us;
 use crate::governor::GovernorConfig;
-use crate::limits::{CONNECTIONS_PER_SHARD_MAX_DEFAULT, MESSAGE_BYTES_MAX_FALLBACK, SHARDS_MAX};
+use crate::limits::{
+    CONNECTIONS_PER_SHARD_MAX_DEFAULT, MESSAGE_BYTES_MAX_FALLBACK, SHARDS_MAX,
+    WRITE_TIMEOUT_MS_DEFAULT, WRITE_TIMEOUT_MS_MIN,
+};
 use crate::runtime::os::allowed_cpus;
 use crate::runtime::select::RuntimeChoice;
 use crate::storage::log::Durability;
@@ -32,6 +36,8 @@ Usage: azq [options]
                              the cgroup's CPU quota rounded up)
   --cpus LIST                CPUs to pin shards to, e.g. 0,1 (default: the first N allowed)
   --max-connections N        open connections per shard before new ones get 503
+  --write-timeout TIME       close a connection whose client takes no byte of its answers for
+                             this long (default 60s; 100ms to 60s)
   --max-memory SIZE          bytes of stored messages and queues (e.g. 512M, 4G; default: half
                              the RAM or of the cgroup's memory limit, the smaller) before Put,
                              Create Queue and Set Queue Metadata answer 503 ServerBusy
@@ -143,6 +149,9 @@ pub struct Config {
     pub cpus: Vec<usize>,
     /// Open connections one shard accepts before it answers 503 (`--max-connections`).
     pub connections_per_shard_max: usize,
+    /// How long a write to a client may make no progress before the connection is closed
+    /// (`--write-timeout`), ms.
+    pub write_timeout_ms: u64,
     /// Bytes of stored messages (text plus `MESSAGE_OVERHEAD_BYTES` each) across all shards,
     /// split evenly between them (`--max-memory`); beyond it Put answers 503 `ServerBusy`.
     pub message_bytes_max: u64,
@@ -204,6 +213,7 @@ impl Default for Config {
             port: 10001,
             cpus: vec![0],
             connections_per_shard_max: CONNECTIONS_PER_SHARD_MAX_DEFAULT,
+            write_timeout_ms: WRITE_TIMEOUT_MS_DEFAULT,
             message_bytes_max,
             message_bytes_max_origin,
             shards_origin: "one CPU".to_string(),
@@ -292,6 +302,15 @@ pub fn parse_arguments(arguments: impl Iterator<Item = String>) -> Result<Option
                     .ok()
                     .filter(|&count: &usize| count > 0)
                     .ok_or_else(|| "--max-connections must be a positive number".to_string())?
+            }
+            "--write-timeout" => {
+                config.write_timeout_ms = duration_us(&value(&flag)?)
+                    .ok()
+                    .map(|us| us / 1000)
+                    .filter(|ms| (WRITE_TIMEOUT_MS_MIN..=WRITE_TIMEOUT_MS_DEFAULT).contains(ms))
+                    .ok_or_else(|| {
+                        "--write-timeout must be a time from 100ms to 60s, e.g. 30s".to_string()
+                    })?
             }
             "--max-memory" => {
                 config.message_bytes_max = parse_size(&value(&flag)?)
@@ -537,6 +556,9 @@ mod tests {
         let lenient = parse(&["--skipRequestDateCheck"]).unwrap().unwrap();
         assert!(lenient.request_date_check_skipped);
         assert!(!Config::default().request_date_check_skipped);
+        assert_eq!(Config::default().write_timeout_ms, 60_000);
+        let hasty = parse(&["--write-timeout", "2s"]).unwrap().unwrap();
+        assert_eq!(hasty.write_timeout_ms, 2_000);
         for command in ["help", "version", "-v", "-h"] {
             assert!(parse(&[command]).unwrap().is_none(), "{command}");
         }
@@ -553,6 +575,9 @@ mod tests {
             &["--runtime", "epoll"],
             &["--profile", "aws"],
             &["--latency", "soon"],
+            &["--write-timeout", "50ms"],
+            &["--write-timeout", "61s"],
+            &["--write-timeout", "30"],
             &["--metrics", "all"],
         ] {
             assert!(parse(refused).is_err(), "{refused:?}");

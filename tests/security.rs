@@ -2,10 +2,21 @@
 //! hostile client holding only the public development key or a narrow SAS would try them:
 //! guessed and altered pop receipts, message IDs that tell how they were made, replayed
 //! requests, metadata past the memory limit, metrics that name queues. Each test fails
-//! on a server without the defence (its attack succeeds or gets feedback).
+//! on a server without the defence (its attack succeeds or gets feedback). Slow readers
+//! (clients that pipeline large reads and never read the answers) must leave the server's
+//! memory within a bound derived from `src/limits.rs`, other clients served, and be closed
+//! after the write timeout.
 
 mod common;
 
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::time::{Duration, Instant};
+
+use azq::limits::{
+    CONNECTION_PENDING_OUTPUT_BYTES_MAX, MESSAGES_PER_GET_MAX, MESSAGE_TEXT_BYTES_MAX,
+    SHARD_PENDING_OUTPUT_BYTES_MAX,
+};
 use base64::Engine as _;
 use common::{
     assert_status, create_queue, elements, exchange, put_body, send, service_sas, signed_request,
@@ -300,6 +311,291 @@ fn queue_metadata_fills_the_memory_limit_with_server_busy() {
         );
         assert_status(&deleted, 204, None);
         assert_status(&create("meta-again"), 201, None);
+        server.stop();
+    }
+}
+
+#[test]
+fn queue_acls_fill_the_memory_limit_with_server_busy() {
+    // Five identifiers of 64 characters with both times: about 1.4 KiB counted per copy.
+    let identifiers: String = (0..5)
+        .map(|index| {
+            format!(
+                "<SignedIdentifier><Id>{index}{}</Id><AccessPolicy>\
+                 <Start>2026-01-01T00:00:00.0000000Z</Start>\
+                 <Expiry>2027-01-01T00:00:00.0000000Z</Expiry>\
+                 <Permission>raup</Permission></AccessPolicy></SignedIdentifier>",
+                "i".repeat(63)
+            )
+        })
+        .collect();
+    let acl = format!(
+        "<?xml version=\"1.0\" encoding=\"utf-8\"?><SignedIdentifiers>{identifiers}\
+         </SignedIdentifiers>"
+    );
+    const QUEUES: usize = 40;
+    for backend in BACKENDS {
+        // 40 queue records take about 21 KiB of the 64 KiB, their ACLs would take 56 KiB more.
+        let server = Server::start(&[backend, &["--shards", "1", "--max-memory", "64K"]].concat());
+        let set_acl = |name: &str| {
+            send(
+                &server,
+                signed_request(
+                    "PUT",
+                    &format!("/devstoreaccount1/{name}?comp=acl"),
+                    &[],
+                    acl.as_bytes(),
+                ),
+            )
+        };
+        for index in 0..QUEUES {
+            let path = format!("/devstoreaccount1/acl-{index}");
+            let created = send(&server, signed_request("PUT", &path, &[], b""));
+            assert_status(&created, 201, None);
+        }
+        let mut set = 0;
+        let busy = loop {
+            assert!(set < QUEUES, "every ACL fitted: ACLs are not counted");
+            let response = set_acl(&format!("acl-{set}"));
+            if response.status != 204 {
+                break response;
+            }
+            set += 1;
+        };
+        assert_status(&busy, 503, Some("ServerBusy"));
+        assert!(set >= 10, "only {set} ACLs fitted");
+        // The refused queue's ACL is as it was: none.
+        let refused = send(
+            &server,
+            signed_request(
+                "GET",
+                &format!("/devstoreaccount1/acl-{set}?comp=acl"),
+                &[],
+                b"",
+            ),
+        );
+        assert_status(&refused, 200, None);
+        assert!(
+            !refused.text().contains("<SignedIdentifier>"),
+            "{}",
+            refused.text()
+        );
+        // Deleting a queue with an ACL frees its copy's charge.
+        let deleted = send(
+            &server,
+            signed_request("DELETE", "/devstoreaccount1/acl-0", &[], b""),
+        );
+        assert_status(&deleted, 204, None);
+        assert_status(&set_acl(&format!("acl-{set}")), 204, None);
+        server.stop();
+    }
+}
+
+/// The server's resident memory (`VmRSS` of `/proc/PID/status`), bytes.
+fn resident_bytes(server: &Server) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{}/status", server.pid()))
+        .expect("the server's /proc status");
+    let kib: u64 = status
+        .lines()
+        .find_map(|line| line.strip_prefix("VmRSS:"))
+        .and_then(|value| value.trim().trim_end_matches("kB").trim().parse().ok())
+        .expect("a VmRSS line");
+    kib * 1024
+}
+
+/// The sum of the `/_azq/metrics` samples whose line starts with `prefix` (a per-shard
+/// series, `name{shard=`, summed over the shards).
+fn metric(server: &Server, prefix: &str) -> u64 {
+    let response = exchange(server, b"GET /_azq/metrics HTTP/1.1\r\nHost: azq\r\n\r\n");
+    assert_status(&response, 200, None);
+    response
+        .text()
+        .lines()
+        .filter(|line| line.starts_with(prefix))
+        .map(|line| line.rsplit(' ').next().unwrap().parse::<u64>().unwrap())
+        .sum()
+}
+
+/// The gauge of the bytes a shard's connections are writing.
+const PENDING: &str = "azq_pending_output_bytes{";
+/// Per-connection memory beyond its answers, for the bound: two 16 KiB buffers (read and
+/// write), the task and the socket's bookkeeping, rounded up generously.
+const CONNECTION_OVERHEAD_BYTES: u64 = 64 * 1024;
+/// Room for the allocator's own slack around freed large buffers.
+const ALLOCATOR_SLACK_BYTES: u64 = 16 << 20;
+
+/// `connections` clients, each with a 4 KiB receive buffer, send `request` `pipelined` times
+/// and never read (`answer_bytes_max`: the largest answer one request gets). Checks that:
+/// - the server's RSS stays within its resident memory before the flood plus what the limits
+///   let it hold: `SHARD_PENDING_OUTPUT_BYTES_MAX` (one shard), plus what one connection may
+///   add after the bound is crossed (`CONNECTION_PENDING_OUTPUT_BYTES_MAX` and one answer, twice
+///   over), plus `CONNECTION_OVERHEAD_BYTES` per connection and `ALLOCATOR_SLACK_BYTES`;
+/// - the shard's output fills (`azq_pending_output_bytes` past the bound) and requests that
+///   could answer in bulk (`operation`) are then refused with 503 `ServerBusy`, while a normal
+///   client's Put is served;
+/// - once the write timeout has passed, no answer is pending, the stalled connections are
+///   closed (their clients read what the kernel held, then the end of the stream), and the
+///   normal client's `check` read is served again.
+fn slow_readers_are_bounded(
+    server: &Server,
+    operation: &str,
+    request: &[u8],
+    pipelined: usize,
+    connections: usize,
+    answer_bytes_max: u64,
+    check: &[u8],
+) {
+    let baseline = resident_bytes(server);
+    let bound = baseline
+        + SHARD_PENDING_OUTPUT_BYTES_MAX as u64
+        + 2 * (CONNECTION_PENDING_OUTPUT_BYTES_MAX as u64 + answer_bytes_max)
+        + connections as u64 * CONNECTION_OVERHEAD_BYTES
+        + ALLOCATOR_SLACK_BYTES;
+    let address = std::net::SocketAddr::from(([127, 0, 0, 1], server.port));
+    let readers: Vec<TcpStream> = (0..connections)
+        .map(|_| {
+            let socket = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None)
+                .expect("a socket");
+            socket.set_recv_buffer_size(4096).expect("SO_RCVBUF");
+            socket.connect(&address.into()).expect("connects");
+            let mut stream = TcpStream::from(socket);
+            stream.write_all(&request.repeat(pipelined)).expect("sent");
+            stream
+        })
+        .collect();
+
+    // Watch the server while the slow readers hold it: its memory never passes the bound, and
+    // its output fills past the shard's limit (without the limit it never would, and its
+    // memory grows with every connection).
+    let (mut peak, mut full, watched) = (0, false, Instant::now());
+    while watched.elapsed() < Duration::from_secs(10) && !(full && peak > 0) {
+        peak = peak.max(resident_bytes(server));
+        full = metric(server, PENDING) > SHARD_PENDING_OUTPUT_BYTES_MAX as u64;
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    for _ in 0..5 {
+        peak = peak.max(resident_bytes(server));
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(
+        peak <= bound,
+        "{connections} slow readers took the server from {baseline} to {peak} bytes resident \
+         (bound {bound})"
+    );
+    assert!(full, "the shard's pending output never reached its bound");
+    // A normal client's small write is served meanwhile.
+    let put = send(
+        server,
+        signed_request(
+            "POST",
+            "/devstoreaccount1/normal/messages",
+            &[],
+            &put_body("still served"),
+        ),
+    );
+    assert_status(&put, 201, None);
+    // Slow readers that came once the shard's output was full had their reads refused.
+    let refused = format!("azq_requests_total{{operation=\"{operation}\",status=\"503\"");
+    assert!(metric(server, &refused) > 0, "no {operation} was refused");
+
+    // The stalled writes end with the write timeout: nothing pending, their connections closed.
+    let stalled_min = SHARD_PENDING_OUTPUT_BYTES_MAX as u64
+        / (CONNECTION_PENDING_OUTPUT_BYTES_MAX as u64 + answer_bytes_max);
+    let waited = Instant::now();
+    loop {
+        let pending = metric(server, PENDING);
+        let open = metric(server, "azq_open_connections{");
+        // Every slow reader but the stalled ones, and this metrics request.
+        if pending == 0 && open <= connections as u64 + 1 - stalled_min {
+            break;
+        }
+        assert!(
+            waited.elapsed() < Duration::from_secs(60),
+            "60 s on, {pending} bytes still pending and {open} connections open"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let mut first = readers.first().unwrap().try_clone().unwrap();
+    first
+        .set_read_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
+    let mut rest = Vec::new();
+    match first.read_to_end(&mut rest) {
+        Ok(_) => {}
+        Err(error) => assert_eq!(error.kind(), std::io::ErrorKind::ConnectionReset),
+    }
+    let served = send(server, check.to_vec());
+    assert_status(&served, 200, None);
+    drop(readers);
+}
+
+/// The issue's slow-reader flood: 200 connections each pipeline 8 Peeks of 32 messages of 64
+/// KiB (about 2 MiB an answer) and never read. Before the output bounds the server held every
+/// answer (the issue measured 600 such connections at over 1 GB, still held past the idle
+/// timeout).
+#[test]
+fn slow_readers_of_large_peeks_are_bounded_and_closed() {
+    let text = "a".repeat(MESSAGE_TEXT_BYTES_MAX);
+    let peek = format!(
+        "{}?peekonly=true&numofmessages={MESSAGES_PER_GET_MAX}",
+        messages_path("flood")
+    );
+    // 32 messages of 64 KiB, with their XML envelopes.
+    let answer_bytes_max = MESSAGES_PER_GET_MAX as u64 * (MESSAGE_TEXT_BYTES_MAX as u64 + 1024);
+    for backend in BACKENDS {
+        let server =
+            Server::start(&[backend, &["--shards", "1", "--write-timeout", "5s"]].concat());
+        create_queue(&server, "flood");
+        create_queue(&server, "normal");
+        for _ in 0..MESSAGES_PER_GET_MAX {
+            put(&server, "flood", &text);
+        }
+        slow_readers_are_bounded(
+            &server,
+            "PeekMessages",
+            &signed_request("GET", &peek, &[], b""),
+            8,
+            200,
+            answer_bytes_max,
+            &signed_request("GET", &peek, &[], b""),
+        );
+        server.stop();
+    }
+}
+
+/// The same with List Queues over 256 queues of 8 KB metadata (`include=metadata`, about 2
+/// MiB an answer), 100 connections pipelining 4 each.
+#[test]
+fn slow_readers_of_large_listings_are_bounded_and_closed() {
+    let metadata = "m".repeat(8000);
+    let list = "/devstoreaccount1?comp=list&include=metadata";
+    let queues = 256;
+    let answer_bytes_max = queues * (8000 + 1024);
+    for backend in BACKENDS {
+        let server =
+            Server::start(&[backend, &["--shards", "1", "--write-timeout", "5s"]].concat());
+        create_queue(&server, "normal");
+        for index in 0..queues {
+            let created = send(
+                &server,
+                signed_request(
+                    "PUT",
+                    &format!("/devstoreaccount1/listed-{index}"),
+                    &[("x-ms-meta-big", &metadata)],
+                    b"",
+                ),
+            );
+            assert_status(&created, 201, None);
+        }
+        slow_readers_are_bounded(
+            &server,
+            "ListQueues",
+            &signed_request("GET", list, &[], b""),
+            4,
+            100,
+            answer_bytes_max,
+            &signed_request("GET", list, &[], b""),
+        );
         server.stop();
     }
 }

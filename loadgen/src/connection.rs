@@ -9,7 +9,7 @@
 use std::io;
 use std::time::Duration;
 
-use azq::runtime::backend::Backend;
+use azq::runtime::backend::{Backend, WriteTimeout};
 use azq::runtime::tls_stream::TlsStream;
 
 use crate::endpoint::Endpoint;
@@ -138,8 +138,9 @@ impl<B: Backend> Connection<B> {
     /// Writes `bytes` (one or more encoded requests).
     pub async fn send(&mut self, bytes: &[u8]) -> Result<(), ConnectionError> {
         match &mut self.stream {
-            Stream::Plain(stream) => B::write_all(stream, bytes).await,
-            Stream::Tls(session) => session.write_all(bytes).await,
+            // The client waits for the server as long as it takes, as it always has.
+            Stream::Plain(stream) => B::write_all(stream, bytes, WriteTimeout::unbounded()).await,
+            Stream::Tls(session) => session.write_all(bytes, WriteTimeout::unbounded()).await,
         }
         .map_err(ConnectionError::Io)
     }

@@ -72,7 +72,7 @@ impl Latency {
 }
 
 /// `20ms`, `500us`, `1s` (also `1.5s`) in µs, at most `LATENCY_US_MAX`.
-pub(super) fn duration_us(text: &str) -> Result<u64, String> {
+pub fn duration_us(text: &str) -> Result<u64, String> {
     let text = text.trim();
     let (number, unit_us) = if let Some(number) = text.strip_suffix("us") {
         (number, 1.0)

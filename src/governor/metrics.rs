@@ -66,6 +66,8 @@ pub struct ShardMetrics {
     faults_fired: [Cell<u64>; 5],
     /// Open connections on this shard.
     pub connections: Cell<usize>,
+    /// Bytes of answers this shard's connections are writing (queued for clients).
+    pub pending_output_bytes: Cell<usize>,
 }
 
 impl Default for ShardMetrics {
@@ -82,6 +84,7 @@ impl Default for ShardMetrics {
             throttled: Default::default(),
             faults_fired: Default::default(),
             connections: Cell::new(0),
+            pending_output_bytes: Cell::new(0),
         }
     }
 }
@@ -163,6 +166,7 @@ impl ShardMetrics {
             throttled: read(&self.throttled),
             faults_fired: read(&self.faults_fired),
             connections: self.connections.get() as u64,
+            pending_output_bytes: self.pending_output_bytes.get() as u64,
         }
     }
 }
@@ -180,6 +184,7 @@ pub struct Counters {
     throttled: Vec<u64>,
     faults_fired: Vec<u64>,
     connections: u64,
+    pending_output_bytes: u64,
 }
 
 impl Counters {
@@ -498,12 +503,18 @@ pub fn render(snapshots: &[Snapshot], settings: Settings) -> String {
         wal_sum(|stats| stats.duration_sum_us),
     );
 
-    let per_shard: [PerShardSeries; 6] = [
+    let per_shard: [PerShardSeries; 7] = [
         (
             "azq_open_connections",
             "gauge",
             "Open client connections.",
             |s| s.counters.connections,
+        ),
+        (
+            "azq_pending_output_bytes",
+            "gauge",
+            "Bytes of answers being written to clients (queued, not yet taken by the socket).",
+            |s| s.counters.pending_output_bytes,
         ),
         ("azq_queues", "gauge", "Live queues owned.", |s| s.queues),
         (

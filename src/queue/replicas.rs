@@ -19,6 +19,8 @@ use std::collections::hash_map::Entry;
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use crate::limits::{QUEUE_ACL_OVERHEAD_BYTES, SIGNED_IDENTIFIER_OVERHEAD_BYTES};
+
 use super::key::{shard_for, QueueKey};
 
 /// One stored access policy of a queue, exactly as the client sent it: Get Queue ACL gives the
@@ -210,6 +212,8 @@ pub struct Replicas {
     service_properties: HashMap<String, Versioned<Arc<ServiceProperties>>>,
     /// Only queues whose ACL was set; a queue without an entry has no stored policies.
     queue_acls: HashMap<QueueKey, Versioned<SignedIdentifiers>>,
+    /// What the ACL copies in `queue_acls` count against `--max-memory` (`acl_charge` each).
+    acl_bytes: u64,
 }
 
 impl Default for Replicas {
@@ -218,8 +222,29 @@ impl Default for Replicas {
             default_service_properties: Arc::new(ServiceProperties::default()),
             service_properties: HashMap::new(),
             queue_acls: HashMap::new(),
+            acl_bytes: 0,
         }
     }
+}
+
+/// What one shard's copy of `queue`'s ACL counts against `--max-memory`: every shard keeps one,
+/// so each counts its own. Service properties are one per account, not counted.
+pub fn acl_charge(queue: &QueueKey, identifiers: &[SignedIdentifier]) -> u64 {
+    let policies: usize = identifiers
+        .iter()
+        .map(|identifier| {
+            let policy = identifier.access_policy.as_ref();
+            let text = |field: Option<&Option<String>>| {
+                field.and_then(Option::as_ref).map_or(0, String::len)
+            };
+            identifier.id.len()
+                + text(policy.map(|policy| &policy.start))
+                + text(policy.map(|policy| &policy.expiry))
+                + text(policy.map(|policy| &policy.permission))
+                + SIGNED_IDENTIFIER_OVERHEAD_BYTES
+        })
+        .sum();
+    (QUEUE_ACL_OVERHEAD_BYTES + queue.account.len() + queue.name.len() + policies) as u64
 }
 
 impl Replicas {
@@ -237,6 +262,11 @@ impl Replicas {
             .map(|entry| (entry.version, &entry.value))
     }
 
+    /// What this shard's ACL copies count against `--max-memory`.
+    pub fn acl_bytes(&self) -> u64 {
+        self.acl_bytes
+    }
+
     /// Stores `replica` unless this shard already has the same or a newer version of its
     /// setting. The writer applies its own replicas through here too, `written_here`.
     pub(super) fn apply(&mut self, replica: Replica, written_here: bool) {
@@ -245,28 +275,40 @@ impl Replicas {
                 account,
                 version,
                 properties,
-            } => store_newer(
-                &mut self.service_properties,
-                account,
-                Versioned {
-                    version,
-                    value: properties,
-                    written_here,
-                },
-            ),
+            } => {
+                store_newer(
+                    &mut self.service_properties,
+                    account,
+                    Versioned {
+                        version,
+                        value: properties,
+                        written_here,
+                    },
+                );
+            }
             Replica::QueueAcl {
                 queue,
                 version,
                 identifiers: Some(identifiers),
-            } => store_newer(
-                &mut self.queue_acls,
-                queue,
-                Versioned {
-                    version,
-                    value: identifiers,
-                    written_here,
-                },
-            ),
+            } => {
+                let charge = acl_charge(&queue, &identifiers);
+                let replaced = self
+                    .queue_acls
+                    .get(&queue)
+                    .map(|entry| acl_charge(&queue, &entry.value));
+                let stored = store_newer(
+                    &mut self.queue_acls,
+                    queue,
+                    Versioned {
+                        version,
+                        value: identifiers,
+                        written_here,
+                    },
+                );
+                if stored {
+                    self.acl_bytes = self.acl_bytes - replaced.unwrap_or(0) + charge;
+                }
+            }
             Replica::QueueAcl {
                 queue,
                 version,
@@ -274,6 +316,7 @@ impl Replicas {
             } => {
                 if let Entry::Occupied(entry) = self.queue_acls.entry(queue) {
                     if entry.get().version < version {
+                        self.acl_bytes -= acl_charge(entry.key(), &entry.get().value);
                         entry.remove();
                     }
                 }
@@ -308,23 +351,34 @@ impl Replicas {
     /// Removes the ACL of a queue this shard owns and has just deleted; `true` if it had one,
     /// which the other shards must then forget too.
     pub(super) fn remove_queue_acl(&mut self, queue: &QueueKey) -> bool {
-        self.queue_acls.remove(queue).is_some()
+        match self.queue_acls.remove(queue) {
+            Some(entry) => {
+                self.acl_bytes -= acl_charge(queue, &entry.value);
+                true
+            }
+            None => false,
+        }
     }
 }
 
+/// Stores `versioned` under `key` unless the map has the same or a newer version; `true` if
+/// stored.
 fn store_newer<K: std::hash::Hash + Eq, T>(
     map: &mut HashMap<K, Versioned<T>>,
     key: K,
     versioned: Versioned<T>,
-) {
+) -> bool {
     match map.entry(key) {
         Entry::Occupied(mut entry) => {
-            if entry.get().version < versioned.version {
+            let newer = entry.get().version < versioned.version;
+            if newer {
                 entry.insert(versioned);
             }
+            newer
         }
         Entry::Vacant(entry) => {
             entry.insert(versioned);
+            true
         }
     }
 }

@@ -55,7 +55,7 @@ use crate::limits;
 use crate::queue::command::{Command, Metadata, Reply};
 use crate::queue::key::{self, QueueKey};
 use crate::queue::record::Record;
-use crate::queue::replicas::Replica;
+use crate::queue::replicas::{acl_charge, Replica};
 use crate::queue::slab::NONE;
 
 use layout::{metadata_is_canonical, queue_at, queue_charge};
@@ -186,6 +186,16 @@ impl ShardState {
             Command::SetQueueAcl { queue, identifiers } => {
                 assert!(identifiers.len() <= limits::SIGNED_IDENTIFIERS_MAX);
                 self.queue_index(&queue)?;
+                // Every shard keeps a copy and counts it; the owner refuses one its own budget
+                // cannot take (the shards hold the same copies, so theirs is alike).
+                let charge_now = self
+                    .replicas
+                    .queue_acl(&queue)
+                    .map_or(0, |(_, current)| acl_charge(&queue, current));
+                let charge_new = acl_charge(&queue, &identifiers);
+                if charge_new > charge_now && !self.fits(charge_new - charge_now) {
+                    return Err(StorageError::ServerBusy);
+                }
                 let version = self.next_replica_version();
                 if self.journal.is_some() {
                     self.log(&Record::<&[u8]>::AclSet {

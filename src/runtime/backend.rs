@@ -22,7 +22,7 @@
 use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use bytes::BytesMut;
 
@@ -80,6 +80,17 @@ pub trait Backend: Sized + 'static {
     /// before its deadline and polls for the rest.
     const SLEEP_GRANULARITY: Duration;
 
+    /// Completes after `duration`, to the kernel's precision rather than the timer wheel's: for
+    /// waiters that must wake on time without polling long (azq-loadgen's parked cores). Costs
+    /// a few system calls more than `sleep`, so the server's timers use `sleep`.
+    fn sleep_precise(duration: Duration) -> impl Future<Output = ()> {
+        Self::sleep(duration)
+    }
+
+    /// How late `sleep_precise` may complete by design (`SLEEP_GRANULARITY` where it cannot do
+    /// better than `sleep`).
+    const SLEEP_PRECISE_GRANULARITY: Duration;
+
     /// A full mesh of `shards` ends (one per shard) whose channels hold `capacity` values.
     fn mesh<T: Send + 'static>(shards: usize, capacity: usize) -> Vec<Self::MeshEnd<T>>;
 
@@ -134,8 +145,14 @@ pub trait Backend: Sized + 'static {
         timeout: Duration,
     ) -> impl Future<Output = io::Result<usize>>;
 
-    /// Writes all of `bytes`.
-    fn write_all(stream: &mut Self::Stream, bytes: &[u8]) -> impl Future<Output = io::Result<()>>;
+    /// Writes all of `bytes`, or fails with `TimedOut` when a write makes no progress for as
+    /// long as `timeout` allows, or all of them have not finished by its deadline (a client
+    /// that does not read its answers).
+    fn write_all(
+        stream: &mut Self::Stream,
+        bytes: &[u8],
+        timeout: WriteTimeout,
+    ) -> impl Future<Output = io::Result<()>>;
 
     /// Closes the connection after what was written.
     fn close(stream: Self::Stream) -> impl Future<Output = ()>;
@@ -156,4 +173,52 @@ pub enum Idle {
     /// last task ran before it sleeps; the portable backend polls for as long as the loop runs
     /// (tokio cannot tell when it last had work).
     Poll(Duration),
+}
+
+/// How long writing one batch of bytes may take: each write may wait `stalled` for the peer to
+/// take a byte (a write timeout, as nginx's `send_timeout`), and the whole batch must be
+/// written by `deadline`. `None` waits as long as it takes.
+#[derive(Clone, Copy, Debug)]
+pub struct WriteTimeout {
+    stalled: Option<Duration>,
+    deadline: Option<Instant>,
+}
+
+impl WriteTimeout {
+    /// Each write may wait `stalled` for progress, and all of them together `total` from now.
+    pub fn new(stalled: Duration, total: Duration) -> WriteTimeout {
+        WriteTimeout {
+            stalled: Some(stalled),
+            deadline: Instant::now().checked_add(total),
+        }
+    }
+
+    /// Every write must be done by `deadline` (a handshake or a read's deadline).
+    pub fn until(deadline: Instant) -> WriteTimeout {
+        WriteTimeout {
+            stalled: None,
+            deadline: Some(deadline),
+        }
+    }
+
+    /// No bound: a client (azq-loadgen) that waits for the server as long as it takes.
+    pub fn unbounded() -> WriteTimeout {
+        WriteTimeout {
+            stalled: None,
+            deadline: None,
+        }
+    }
+
+    /// How long the next write may wait for the peer (`None`: as long as it takes);
+    /// `TimedOut` once the deadline has passed.
+    pub fn next_wait(&self) -> io::Result<Option<Duration>> {
+        let Some(deadline) = self.deadline else {
+            return Ok(self.stalled);
+        };
+        let left = deadline
+            .checked_duration_since(Instant::now())
+            .filter(|left| !left.is_zero())
+            .ok_or(io::ErrorKind::TimedOut)?;
+        Ok(Some(self.stalled.map_or(left, |stalled| stalled.min(left))))
+    }
 }

@@ -1,9 +1,14 @@
 //! The connection loop: read into a per-connection buffer, parse every complete (pipelined)
 //! request, execute each in order, encode all responses into one output buffer, and write them in
 //! one batch once the log has written what they answer (so pipelined changes share one sync).
-//! Timeouts bound slow heads (slowloris) and idle keep-alive connections. Each request goes
-//! one way: parse → plan (`api::Service::plan_on`: the queue API, or on the blob and table ports
-//! of `azurite` mode their readiness probes) → execute → respond (`api::Service::respond`).
+//! Timeouts bound slow heads (slowloris) and idle keep-alive connections; a write timeout and a
+//! deadline bound a client that does not read its answers. Unsent answers are bounded per
+//! connection (past `CONNECTION_PENDING_OUTPUT_BYTES_MAX` the connection writes before it
+//! parses or reads more) and per shard (past `SHARD_PENDING_OUTPUT_BYTES_MAX`, counted in the
+//! metrics, the requests whose answers can run to megabytes answer 503 `ServerBusy`). Each
+//! request goes one way: parse → plan (`api::Service::plan_on`: the queue API, or on the blob
+//! and table ports of `azurite` mode their readiness probes) → execute → respond
+//! (`api::Service::respond`).
 //! The control plane meets it at fixed points, all in `governance`: around the execution
 //! (`is_idle`, one `Cell` check; when it is not, `govern` runs the step through the account
 //! limit, fault rules and `--latency`), `answered`, which counts the answer in the metrics, and
@@ -11,6 +16,7 @@
 //! loop is generic over its `Transport`: the backend's TCP stream as is (`Plain`), or a TLS
 //! session over it.
 
+use std::cell::Cell;
 use std::future::Future;
 use std::io;
 use std::net::IpAddr;
@@ -19,14 +25,17 @@ use std::time::{Duration, Instant};
 
 use bytes::BytesMut;
 
-use crate::api::{Service, Surface};
+use crate::api::{Service, Step, Surface};
+use crate::error::StorageError;
 use crate::http::{response, ParseError, Parser, Progress};
 use crate::limits::{
-    IDLE_CONNECTION_TIMEOUT_MS, REQUEST_BODY_BYTES_MAX, REQUEST_HEADERS_MAX,
-    REQUEST_HEAD_BYTES_MAX, REQUEST_HEAD_TIMEOUT_MS, RESPONSE_BATCH_BYTES_MAX,
+    CONNECTION_PENDING_OUTPUT_BYTES_MAX, IDLE_CONNECTION_TIMEOUT_MS, REQUEST_BODY_BYTES_MAX,
+    REQUEST_HEADERS_MAX, REQUEST_HEAD_BYTES_MAX, REQUEST_HEAD_TIMEOUT_MS,
+    SHARD_PENDING_OUTPUT_BYTES_MAX,
 };
+use crate::operation::Operation;
 
-use super::backend::Backend;
+use super::backend::{Backend, WriteTimeout};
 use super::context::ShardContext;
 use super::execute::execute;
 use super::governance;
@@ -45,8 +54,12 @@ pub trait Transport {
         timeout: Duration,
     ) -> impl Future<Output = io::Result<usize>>;
 
-    /// Writes all of `bytes`.
-    fn write_all(&mut self, bytes: &[u8]) -> impl Future<Output = io::Result<()>>;
+    /// Writes all of `bytes` within `timeout` (`Backend::write_all`).
+    fn write_all(
+        &mut self,
+        bytes: &[u8],
+        timeout: WriteTimeout,
+    ) -> impl Future<Output = io::Result<()>>;
 
     /// Ends the connection once the loop is done with it.
     fn close(self) -> impl Future<Output = ()>;
@@ -63,8 +76,8 @@ impl<B: Backend> Transport for Plain<B> {
         B::read(&mut self.0, input, timeout).await
     }
 
-    async fn write_all(&mut self, bytes: &[u8]) -> io::Result<()> {
-        B::write_all(&mut self.0, bytes).await
+    async fn write_all(&mut self, bytes: &[u8], timeout: WriteTimeout) -> io::Result<()> {
+        B::write_all(&mut self.0, bytes, timeout).await
     }
 
     /// Dropping the stream closes it; nothing is owed to the client.
@@ -81,8 +94,8 @@ impl<B: Backend> Transport for TlsStream<B> {
         TlsStream::read(self, input, timeout).await
     }
 
-    async fn write_all(&mut self, bytes: &[u8]) -> io::Result<()> {
-        TlsStream::write_all(self, bytes).await
+    async fn write_all(&mut self, bytes: &[u8], timeout: WriteTimeout) -> io::Result<()> {
+        TlsStream::write_all(self, bytes, timeout).await
     }
 
     async fn close(self) {
@@ -160,12 +173,27 @@ async fn serve_requests<B: Backend, T: Transport>(
                         shard.log_line(&format!("authentication failed for {peer}: {failure}"));
                     }
                     let operation = plan.response.operation;
+                    // While the shard's clients leave too many answers unread, a request that
+                    // could add megabytes more is refused, unexecuted, and every answer is
+                    // written before the next request is parsed (so a connection that does not
+                    // read holds one small answer, not a batch).
+                    let shard_output_full =
+                        shard.pending_output_bytes().get() > SHARD_PENDING_OUTPUT_BYTES_MAX;
+                    let step = match plan.step {
+                        Step::Fail(_) => plan.step,
+                        _ if shard_output_full
+                            && operation.is_some_and(Operation::answers_in_bulk) =>
+                        {
+                            Step::Fail(StorageError::ServerBusy)
+                        }
+                        step => step,
+                    };
                     // Straight to `execute` when the governor is idle: no second future
                     // wrapped around the step on the common path.
                     let executed = if governance::is_idle(shard) {
-                        execute(shard, plan.step).await
+                        execute(shard, step).await
                     } else {
-                        match governance::govern(shard, plan.step, operation, now_ms).await {
+                        match governance::govern(shard, step, operation, now_ms).await {
                             Some(executed) => executed,
                             // A reset fault: the answers before it go out, then the
                             // connection is aborted without this one's.
@@ -206,7 +234,9 @@ async fn serve_requests<B: Backend, T: Transport>(
                         close = true;
                         break;
                     }
-                    if output.len() >= RESPONSE_BATCH_BYTES_MAX
+                    // Past its bound, the connection writes what it owes before it parses the
+                    // next request (a client that does not read stalls here, not in memory).
+                    if (shard_output_full || output.len() >= CONNECTION_PENDING_OUTPUT_BYTES_MAX)
                         && !write(stream, &mut output, &mut durable_at, &mut unwritten, shard).await
                     {
                         return Ending::Close;
@@ -239,6 +269,10 @@ async fn serve_requests<B: Backend, T: Transport>(
         // Wait for more bytes: a partial request has until its deadline, an idle connection
         // until the idle timeout.
         let timeout = if parser.is_idle(&input) {
+            // An idle connection does not keep the room a large answer took.
+            if output.capacity() > CONNECTION_PENDING_OUTPUT_BYTES_MAX {
+                output = BytesMut::with_capacity(BUFFER_BYTES);
+            }
             Duration::from_millis(IDLE_CONNECTION_TIMEOUT_MS)
         } else {
             let deadline = *request_deadline.get_or_insert_with(|| {
@@ -258,7 +292,9 @@ async fn serve_requests<B: Backend, T: Transport>(
 
 /// Writes the buffered answers once the log sequence they wait for is written (counted as in
 /// flight meanwhile, so a stopping server waits for them), then counts the successful ones'
-/// end-to-end latency; `false` when the connection broke.
+/// end-to-end latency; `false` when the connection broke, or its client took no byte for the
+/// write timeout, or not all of them within the idle timeout. The answers count in the shard's
+/// pending output until then.
 async fn write<B: Backend, T: Transport>(
     stream: &mut T,
     output: &mut BytesMut,
@@ -266,12 +302,38 @@ async fn write<B: Backend, T: Transport>(
     unwritten: &mut governance::Unwritten,
     shard: &ShardContext<B>,
 ) -> bool {
+    let _pending = PendingOutput::count(shard.pending_output_bytes(), output.len());
     if let Some(sequence) = durable_at.take() {
         let _busy = shard.busy();
         shard.engine.durable(sequence).await;
     }
-    let written = stream.write_all(output).await.is_ok();
+    let timeout = WriteTimeout::new(
+        shard.write_timeout(),
+        Duration::from_millis(IDLE_CONNECTION_TIMEOUT_MS),
+    );
+    let written = stream.write_all(output, timeout).await.is_ok();
     output.clear();
     governance::written(shard, unwritten, written);
     written
+}
+
+/// Bytes of one connection's answers counted in its shard's pending output while they are
+/// written; uncounted when dropped, however the write ends (its task may be dropped mid-write
+/// when the server stops).
+struct PendingOutput<'shard> {
+    pending: &'shard Cell<usize>,
+    bytes: usize,
+}
+
+impl<'shard> PendingOutput<'shard> {
+    fn count(pending: &'shard Cell<usize>, bytes: usize) -> PendingOutput<'shard> {
+        pending.set(pending.get() + bytes);
+        PendingOutput { pending, bytes }
+    }
+}
+
+impl Drop for PendingOutput<'_> {
+    fn drop(&mut self) {
+        self.pending.set(self.pending.get() - self.bytes);
+    }
 }

@@ -8,11 +8,13 @@ use std::cell::{Cell, RefCell};
 use std::io::Write;
 use std::rc::Rc;
 use std::sync::Arc;
+use std::time::Duration;
 
 use crate::api::{Outcome, Service};
 use crate::auth::redact::redact_credentials;
 use crate::error::StorageError;
 use crate::http::Request;
+use crate::limits::WRITE_TIMEOUT_MS_DEFAULT;
 use crate::queue::{Command, Reply};
 
 use super::backend::Backend;
@@ -35,6 +37,8 @@ pub struct ShardContext<B: Backend> {
     /// Requests being executed or answered right now.
     in_flight: Cell<usize>,
     debug_log: Option<RefCell<std::fs::File>>,
+    /// How long a write to a client may make no progress (`--write-timeout`).
+    write_timeout: Duration,
 }
 
 /// Decrements `in_flight` when a request is done.
@@ -89,7 +93,14 @@ impl<B: Backend> ShardContext<B> {
             lifecycle,
             in_flight: Cell::new(0),
             debug_log: debug_log.map(RefCell::new),
+            write_timeout: Duration::from_millis(WRITE_TIMEOUT_MS_DEFAULT),
         }
+    }
+
+    /// The context with `--write-timeout` set to `write_timeout_ms`.
+    pub fn with_write_timeout(mut self, write_timeout_ms: u64) -> ShardContext<B> {
+        self.write_timeout = Duration::from_millis(write_timeout_ms);
+        self
     }
 
     /// Marks a request as in flight until the guard drops.
@@ -106,6 +117,16 @@ impl<B: Backend> ShardContext<B> {
     /// Open connections (counted in the metrics).
     pub fn connections(&self) -> &Cell<usize> {
         &self.engine.governor.metrics.connections
+    }
+
+    /// How long a write to a client may make no progress (`--write-timeout`).
+    pub fn write_timeout(&self) -> Duration {
+        self.write_timeout
+    }
+
+    /// Bytes of answers the shard's connections are writing (counted in the metrics).
+    pub fn pending_output_bytes(&self) -> &Cell<usize> {
+        &self.engine.governor.metrics.pending_output_bytes
     }
 
     /// How many shards the server runs.

@@ -255,6 +255,7 @@ fn start_shards<B: Backend>(
             probe_addresses: probe_addresses.clone(),
             connections_max: config.connections_per_shard_max,
             proxy_protocol: config.proxy_protocol,
+            write_timeout_ms: config.write_timeout_ms,
             // Each shard gets an equal part, so no shard ever has to ask another what it holds.
             message_bytes_max: config.message_bytes_max / shards as u64,
             store,

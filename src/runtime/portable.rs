@@ -14,7 +14,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpSocket, TcpStream};
 use tokio::sync::mpsc;
 
-use super::backend::{Backend, Idle, JoinedMesh};
+use super::backend::{Backend, Idle, JoinedMesh, WriteTimeout};
 use crate::limits::LISTEN_BACKLOG;
 use crate::storage::files::{sync_directory, Disk};
 
@@ -85,6 +85,25 @@ impl Backend for Portable {
 
     /// tokio's timer wheel fires on whole milliseconds, rounding every deadline up.
     const SLEEP_GRANULARITY: Duration = Duration::from_millis(1);
+
+    /// On Linux a timerfd of its own, which the loop's epoll wakes on to the kernel's precision
+    /// (tokio's wheel would round the deadline up to the next millisecond); elsewhere, or when
+    /// no timerfd can be made, tokio's `sleep`.
+    async fn sleep_precise(duration: Duration) {
+        #[cfg(target_os = "linux")]
+        if let Ok(timer) = precise::Timer::armed(duration) {
+            timer.expired().await;
+            return;
+        }
+        tokio::time::sleep(duration).await;
+    }
+
+    /// On Linux the timerfd's precision; elsewhere tokio's millisecond.
+    const SLEEP_PRECISE_GRANULARITY: Duration = if cfg!(target_os = "linux") {
+        Duration::ZERO
+    } else {
+        Duration::from_millis(1)
+    };
 
     fn mesh<T: Send + 'static>(shards: usize, capacity: usize) -> Vec<Self::MeshEnd<T>> {
         let mut ends: Vec<MeshEnd<T>> = (0..shards)
@@ -172,8 +191,26 @@ impl Backend for Portable {
         }
     }
 
-    async fn write_all(stream: &mut Self::Stream, bytes: &[u8]) -> io::Result<()> {
-        AsyncWriteExt::write_all(stream, bytes).await
+    async fn write_all(
+        stream: &mut Self::Stream,
+        mut bytes: &[u8],
+        timeout: WriteTimeout,
+    ) -> io::Result<()> {
+        while !bytes.is_empty() {
+            let write = stream.write(bytes);
+            let written = match timeout.next_wait()? {
+                None => write.await?,
+                Some(wait) => match tokio::time::timeout(wait, write).await {
+                    Ok(outcome) => outcome?,
+                    Err(_elapsed) => return Err(io::ErrorKind::TimedOut.into()),
+                },
+            };
+            if written == 0 {
+                return Err(io::ErrorKind::WriteZero.into());
+            }
+            bytes = &bytes[written..];
+        }
+        Ok(())
     }
 
     async fn close(mut stream: Self::Stream) {
@@ -314,4 +351,123 @@ fn write_all_at(file: &std::fs::File, mut bytes: &[u8], mut offset: u64) -> io::
         offset += written as u64;
     }
     Ok(())
+}
+
+/// `Portable::sleep_precise` on Linux: a one-shot timerfd, registered with the loop's epoll
+/// through tokio's `AsyncFd`, so the wake-up comes when the kernel's high-resolution timer
+/// fires rather than on the timer wheel's next millisecond.
+#[cfg(target_os = "linux")]
+mod precise {
+    use std::io;
+    use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+    use std::time::Duration;
+
+    use tokio::io::unix::AsyncFd;
+    use tokio::io::Interest;
+
+    /// An armed one-shot timer; dropping it closes the descriptor (and deregisters it).
+    pub(super) struct Timer(AsyncFd<OwnedFd>);
+
+    impl Timer {
+        /// A timer that expires `duration` from now (at once for a zero duration).
+        pub(super) fn armed(duration: Duration) -> io::Result<Timer> {
+            // SAFETY: timerfd_create takes two integers and returns a new descriptor or -1.
+            let fd = unsafe {
+                libc::timerfd_create(
+                    libc::CLOCK_MONOTONIC,
+                    libc::TFD_NONBLOCK | libc::TFD_CLOEXEC,
+                )
+            };
+            if fd < 0 {
+                return Err(io::Error::last_os_error());
+            }
+            // SAFETY: `fd` was just created and is owned by nothing else.
+            let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+            // An all-zero it_value disarms the timer: the shortest wait is a nanosecond.
+            let nanoseconds = duration.as_nanos().max(1);
+            let value = libc::itimerspec {
+                it_interval: libc::timespec {
+                    tv_sec: 0,
+                    tv_nsec: 0,
+                },
+                it_value: libc::timespec {
+                    tv_sec: (nanoseconds / 1_000_000_000) as libc::time_t,
+                    tv_nsec: (nanoseconds % 1_000_000_000) as libc::c_long,
+                },
+            };
+            // SAFETY: `fd` is a timerfd; `value` is a valid itimerspec, the old value unwanted.
+            let armed =
+                unsafe { libc::timerfd_settime(fd.as_raw_fd(), 0, &value, std::ptr::null_mut()) };
+            if armed != 0 {
+                return Err(io::Error::last_os_error());
+            }
+            // SAFETY: an `OwnedFd` is a valid, open descriptor that stays open and the same
+            // until it is dropped, which only the `AsyncFd` that owns it can do.
+            let registered = unsafe { AsyncFd::register_with_interest(fd, Interest::READABLE) };
+            registered.map(Timer).map_err(|error| error.into_parts().1)
+        }
+
+        /// Completes when the timer has expired, or early if the descriptor fails (never
+        /// seen; the waiters poll until their deadline anyway).
+        pub(super) async fn expired(self) {
+            loop {
+                let Ok(mut ready) = self.0.readable().await else {
+                    return;
+                };
+                let mut expirations = [0u8; 8];
+                // SAFETY: reads at most 8 bytes into the 8-byte buffer from the timerfd.
+                let read = unsafe {
+                    libc::read(
+                        self.0.get_ref().as_raw_fd(),
+                        expirations.as_mut_ptr().cast(),
+                        expirations.len(),
+                    )
+                };
+                if read == 8 {
+                    return;
+                }
+                let error = io::Error::last_os_error();
+                if error.kind() != io::ErrorKind::WouldBlock {
+                    return;
+                }
+                ready.clear_ready();
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::cell::Cell;
+    use std::rc::Rc;
+    use std::time::Instant;
+
+    use super::*;
+
+    /// `sleep_precise` never completes before its duration, a zero duration completes, and
+    /// two timers at once each complete (each its own descriptor), the shorter first.
+    #[test]
+    fn a_precise_sleep_completes_after_its_duration_and_not_before() {
+        let finished = Rc::new(Cell::new(false));
+        let done = finished.clone();
+        Portable::run(0, Idle::Park, async move {
+            Portable::sleep_precise(Duration::ZERO).await;
+            let start = Instant::now();
+            let order = Rc::new(std::cell::RefCell::new(Vec::new()));
+            let (first, second) = (order.clone(), order.clone());
+            let long = Portable::spawn_task(async move {
+                Portable::sleep_precise(Duration::from_millis(6)).await;
+                first.borrow_mut().push(6);
+            });
+            Portable::sleep_precise(Duration::from_millis(2)).await;
+            second.borrow_mut().push(2);
+            assert!(start.elapsed() >= Duration::from_millis(2));
+            long.await;
+            assert!(start.elapsed() >= Duration::from_millis(6));
+            assert_eq!(*order.borrow(), [2, 6]);
+            done.set(true);
+        })
+        .expect("a portable loop");
+        assert!(finished.get());
+    }
 }

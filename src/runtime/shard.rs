@@ -21,14 +21,14 @@ use crate::governor::{Governor, GovernorConfig};
 use crate::http::proxy::{self, ProxyHeader};
 use crate::limits::{
     PROXY_HEADER_BYTES_MAX, PROXY_HEADER_TIMEOUT_MS, SHUTDOWN_GRACE_MS,
-    TLS_HANDSHAKES_IN_FLIGHT_PER_SHARD_MAX, TLS_HANDSHAKE_TIMEOUT_MS,
+    TLS_HANDSHAKES_IN_FLIGHT_PER_SHARD_MAX, TLS_HANDSHAKE_TIMEOUT_MS, WRITE_TIMEOUT_MS_DEFAULT,
 };
 use crate::queue::ShardState;
 use crate::storage::log::Durability;
 use crate::storage::log::Log;
 use crate::storage::recovery::ShardStart;
 
-use super::backend::{Backend, Idle};
+use super::backend::{Backend, Idle, WriteTimeout};
 use super::connection::{self, Plain};
 use super::console;
 use super::context::ShardContext;
@@ -71,6 +71,8 @@ pub struct ShardSetup<B: Backend> {
     /// Every connection of the queue port begins with a PROXY protocol header
     /// (`--proxyProtocol`).
     pub proxy_protocol: bool,
+    /// How long a write to a client may make no progress (`--write-timeout`), ms.
+    pub write_timeout_ms: u64,
     /// This shard's part of `--max-memory`, bytes of stored messages.
     pub message_bytes_max: u64,
     /// Where the shard's state comes from.
@@ -172,15 +174,18 @@ async fn run<B: Backend>(setup: ShardSetup<B>) {
             Ok(mesh) => mesh,
             Err(error) => return failed(error),
         };
-    let shard = Rc::new(ShardContext::new(
-        setup.index,
-        setup.shards,
-        setup.service,
-        engine,
-        mesh,
-        setup.lifecycle,
-        setup.debug_log,
-    ));
+    let shard = Rc::new(
+        ShardContext::new(
+            setup.index,
+            setup.shards,
+            setup.service,
+            engine,
+            mesh,
+            setup.lifecycle,
+            setup.debug_log,
+        )
+        .with_write_timeout(setup.write_timeout_ms),
+    );
     governance::start(&shard);
     console::start_sampler(&shard);
     let _ = setup.events.send(ShardEvent::Serving(setup.index));
@@ -376,7 +381,8 @@ async fn proxied<B: Backend>(
 async fn refuse<B: Backend>(mut stream: B::Stream, now_ms: u64) {
     let mut output = BytesMut::new();
     Service::respond_unparsed(StorageError::ServerBusy, now_ms, &mut output);
-    let _ = B::write_all(&mut stream, &output).await;
+    let stalled = Duration::from_millis(WRITE_TIMEOUT_MS_DEFAULT);
+    let _ = B::write_all(&mut stream, &output, WriteTimeout::new(stalled, stalled)).await;
     B::close(stream).await;
 }
 

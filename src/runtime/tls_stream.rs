@@ -13,7 +13,8 @@ use std::time::{Duration, Instant};
 
 use bytes::{Buf, BytesMut};
 
-use super::backend::Backend;
+use super::backend::{Backend, WriteTimeout};
+use crate::limits::WRITE_TIMEOUT_MS_DEFAULT;
 
 /// Room kept for ciphertext before each read from the socket.
 const CIPHERTEXT_BUFFER_BYTES: usize = 16 * 1024;
@@ -84,12 +85,12 @@ impl<B: Backend> TlsStream<B> {
         // goes to rustls before anything is awaited: the client waits for the answer to it.
         if !self.incoming.is_empty() {
             if let Err(error) = self.absorb(&mut early) {
-                let _ = self.flush().await;
+                let _ = self.flush(WriteTimeout::until(deadline)).await;
                 return Err(error);
             }
         }
         while self.connection.is_handshaking() {
-            self.flush().await?;
+            self.flush(WriteTimeout::until(deadline)).await?;
             if !self.connection.is_handshaking() {
                 break;
             }
@@ -99,12 +100,12 @@ impl<B: Backend> TlsStream<B> {
             }
             if let Err(error) = self.absorb(&mut early) {
                 // rustls has queued an alert saying why; the peer may as well hear it.
-                let _ = self.flush().await;
+                let _ = self.flush(WriteTimeout::until(deadline)).await;
                 return Err(error);
             }
         }
         // The server's last flight (TLS 1.3 session tickets), or the client's `Finished`.
-        self.flush().await?;
+        self.flush(WriteTimeout::until(deadline)).await?;
         self.early = early;
         Ok(())
     }
@@ -123,7 +124,7 @@ impl<B: Backend> TlsStream<B> {
             let produced = match self.absorb(input) {
                 Ok(produced) => produced,
                 Err(error) => {
-                    let _ = self.flush().await;
+                    let _ = self.flush(WriteTimeout::until(deadline)).await;
                     return Err(error);
                 }
             };
@@ -134,7 +135,7 @@ impl<B: Backend> TlsStream<B> {
                 return Ok(0);
             }
             // Whatever rustls owes the peer (a key update's answer) goes before waiting.
-            self.flush().await?;
+            self.flush(WriteTimeout::until(deadline)).await?;
             let remaining = remaining(deadline)?;
             if B::read(&mut self.stream, &mut self.incoming, remaining).await? == 0 {
                 return Ok(0);
@@ -168,7 +169,7 @@ impl<B: Backend> TlsStream<B> {
                     .map_err(io::Error::other)?;
                 continue;
             }
-            self.flush().await?;
+            self.flush(WriteTimeout::until(deadline)).await?;
             let remaining = remaining(deadline)?;
             if B::read(&mut self.stream, &mut self.incoming, remaining).await? == 0 {
                 return Ok(0);
@@ -176,23 +177,25 @@ impl<B: Backend> TlsStream<B> {
         }
     }
 
-    /// Encrypts and writes all of `bytes`.
-    pub async fn write_all(&mut self, mut bytes: &[u8]) -> io::Result<()> {
+    /// Encrypts and writes all of `bytes`, within `timeout` (see `Backend::write_all`).
+    pub async fn write_all(&mut self, mut bytes: &[u8], timeout: WriteTimeout) -> io::Result<()> {
         while !bytes.is_empty() {
             let accepted = self.connection.writer().write(bytes)?;
             if accepted == 0 && !self.connection.wants_write() {
                 return Err(io::ErrorKind::WriteZero.into());
             }
             bytes = &bytes[accepted..];
-            self.flush().await?;
+            self.flush(timeout).await?;
         }
         Ok(())
     }
 
-    /// Sends `close_notify` and closes the stream.
+    /// Sends `close_notify` and closes the stream; a peer that does not take it within the
+    /// default write timeout is not waited for longer.
     pub async fn close(mut self) {
         self.connection.send_close_notify();
-        let _ = self.flush().await;
+        let stalled = Duration::from_millis(WRITE_TIMEOUT_MS_DEFAULT);
+        let _ = self.flush(WriteTimeout::new(stalled, stalled)).await;
         B::close(self.stream).await;
     }
 
@@ -231,12 +234,12 @@ impl<B: Backend> TlsStream<B> {
         }
     }
 
-    /// Writes the ciphertext rustls has ready.
-    async fn flush(&mut self) -> io::Result<()> {
+    /// Writes the ciphertext rustls has ready, within `timeout`.
+    async fn flush(&mut self, timeout: WriteTimeout) -> io::Result<()> {
         while self.connection.wants_write() {
             self.outgoing.clear();
             self.connection.write_tls(&mut self.outgoing)?;
-            B::write_all(&mut self.stream, &self.outgoing).await?;
+            B::write_all(&mut self.stream, &self.outgoing, timeout).await?;
         }
         Ok(())
     }

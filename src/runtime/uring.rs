@@ -19,7 +19,7 @@ use glommio::channels::shared_channel::{SharedReceiver, SharedSender};
 use glommio::net::{Preallocated, TcpListener, TcpStream};
 use glommio::{LocalExecutorBuilder, Placement};
 
-use super::backend::{Backend, Idle, JoinedMesh};
+use super::backend::{Backend, Idle, JoinedMesh, WriteTimeout};
 use crate::limits::{
     IO_MEMORY_BYTES_PER_SHARD, LISTEN_BACKLOG, LOG_ZERO_FILL_AHEAD_BYTES, STORAGE_BLOCK_BYTES,
 };
@@ -87,6 +87,8 @@ impl Backend for IoUring {
 
     /// glommio's timers are io_uring timeouts, to the nanosecond.
     const SLEEP_GRANULARITY: Duration = Duration::ZERO;
+    /// glommio's timers are io_uring timeouts, exact to the nanosecond: `sleep` is precise.
+    const SLEEP_PRECISE_GRANULARITY: Duration = Duration::ZERO;
 
     fn mesh<T: Send + 'static>(shards: usize, capacity: usize) -> Vec<Self::MeshEnd<T>> {
         let mut ends: Vec<MeshEnd<T>> = (0..shards)
@@ -218,8 +220,22 @@ impl Backend for IoUring {
         futures_lite::AsyncReadExt::read(stream, buffer).await
     }
 
-    async fn write_all(stream: &mut Self::Stream, bytes: &[u8]) -> io::Result<()> {
-        AsyncWriteExt::write_all(stream, bytes).await
+    async fn write_all(
+        stream: &mut Self::Stream,
+        mut bytes: &[u8],
+        timeout: WriteTimeout,
+    ) -> io::Result<()> {
+        while !bytes.is_empty() {
+            // glommio fails a write that waits longer than this for the socket with `TimedOut`.
+            stream
+                .set_write_timeout(timeout.next_wait()?)
+                .map_err(io::Error::from)?;
+            match AsyncWriteExt::write(stream, bytes).await? {
+                0 => return Err(io::ErrorKind::WriteZero.into()),
+                written => bytes = &bytes[written..],
+            }
+        }
+        Ok(())
     }
 
     async fn close(mut stream: Self::Stream) {

@@ -223,6 +223,11 @@ impl Server {
         stream
     }
 
+    /// The process's ID (for its `/proc/PID/status`).
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// Sends SIGTERM and waits for the exit status.
     pub fn stop(mut self) -> std::process::ExitStatus {
         self.terminate();

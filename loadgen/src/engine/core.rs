@@ -46,16 +46,30 @@ impl RunClock {
     }
 
     /// Waits until run time `at_ns`. The timer only brings the wait to within `spin_ns` of the
-    /// deadline, and on a backend whose timer ticks coarsely (tokio: whole milliseconds) to
-    /// within a tick and a half more; the task polls for the rest: a late wake-up would be the
-    /// client's own lateness, counted in every open-loop latency.
+    /// deadline, and on a backend whose timer ticks coarsely (tokio's wheel: whole
+    /// milliseconds) to within a tick and a half more; the task polls for the rest: a late
+    /// wake-up would be the client's own lateness, counted in every open-loop latency. A parked
+    /// core uses the backend's precise timer (a timerfd on the portable backend), so it polls
+    /// only `spin_ns` rather than a millisecond or two before each send; a polling core is
+    /// awake anyway and uses the plain one.
     pub(super) async fn sleep_until<B: Backend>(self, at_ns: u64) {
-        let granularity_ns = B::SLEEP_GRANULARITY.as_nanos() as u64;
+        let parked = self.spin_ns > 0;
+        let granularity = if parked {
+            B::SLEEP_PRECISE_GRANULARITY
+        } else {
+            B::SLEEP_GRANULARITY
+        };
+        let granularity_ns = granularity.as_nanos() as u64;
         let timer_until_ns =
             at_ns.saturating_sub(granularity_ns + granularity_ns / 2 + self.spin_ns);
         let now = self.now_ns();
         if timer_until_ns > now {
-            B::sleep(Duration::from_nanos(timer_until_ns - now)).await;
+            let wait = Duration::from_nanos(timer_until_ns - now);
+            if parked {
+                B::sleep_precise(wait).await;
+            } else {
+                B::sleep(wait).await;
+            }
         }
         self.poll_until(at_ns).await;
     }

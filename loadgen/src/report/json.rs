@@ -470,7 +470,7 @@ pub fn json(summary: &RunSummary) -> String {
                 retries_per_s: rounded(point.retries_per_s),
                 latency_p99_us: point.latency_p99_us,
                 end_to_end_p99_us: point.end_to_end_p99_us,
-                step_rate_per_s: point.step_rate_per_s,
+                step_rate_per_s: point.step_rate_per_s.and_then(rounded),
             })
             .collect(),
         depth: summary

@@ -185,9 +185,10 @@ pub struct ShardState {
     pub(super) message_bytes: u64,
     /// Bytes charged for queue records and their metadata (`queue_charge` each).
     pub(super) queue_bytes: u64,
-    /// Most bytes `message_bytes` and `queue_bytes` together may reach: this shard's part of
-    /// `--max-memory`. A Put, Update, Create Queue or Set Queue Metadata that would pass it
-    /// answers 503 `ServerBusy` and changes nothing.
+    /// Most bytes `message_bytes`, `queue_bytes` and the ACL copies (`Replicas::acl_bytes`)
+    /// together may reach: this shard's part of `--max-memory`. A Put, Update, Create Queue, Set
+    /// Queue Metadata or Set Queue ACL that would pass it answers 503 `ServerBusy` and changes
+    /// nothing.
     pub(super) message_bytes_max: u64,
     pub(super) messages: MessageSlab,
     pub(super) timers: TimerWheel,
@@ -283,7 +284,8 @@ impl ShardState {
 
     /// Whether `more` bytes still fit `message_bytes_max` beside what is stored now.
     pub(super) fn fits(&self, more: u64) -> bool {
-        self.message_bytes + self.queue_bytes + more <= self.message_bytes_max
+        self.message_bytes + self.queue_bytes + self.replicas.acl_bytes() + more
+            <= self.message_bytes_max
     }
 
     /// The shard's live queues, their messages, the bytes charged for messages, and the

@@ -193,6 +193,23 @@ impl ShardState {
             self.queue_bytes, queue_charged,
             "queue bytes out of step with the records"
         );
+        let acl_charged: u64 = self
+            .replicas
+            .entries(false)
+            .map(|replica| match replica {
+                Replica::QueueAcl {
+                    queue,
+                    identifiers: Some(identifiers),
+                    ..
+                } => crate::queue::replicas::acl_charge(&queue, &identifiers),
+                _ => 0,
+            })
+            .sum();
+        assert_eq!(
+            self.replicas.acl_bytes(),
+            acl_charged,
+            "ACL bytes out of step with the copies"
+        );
         let mut stored = 0;
         let mut timed = 0;
         let mut live_queues = 0;
@@ -1665,6 +1682,49 @@ fn replica(reply: Result<Reply, StorageError>) -> Replica {
         Ok(Reply::Replicate(replica)) => *replica,
         other => panic!("expected a replica, got {other:?}"),
     }
+}
+
+#[test]
+fn queue_acls_count_toward_the_memory_limit() {
+    let mut state = ShardState::new(0, 5);
+    let five = ["a1", "a2", "a3", "a4", "a5"];
+    let one_acl = crate::queue::replicas::acl_charge(&key("q0"), &identifiers(&five));
+    let per_queue = queue_charge(&Vec::new());
+    // Room for four queues and two ACLs of five identifiers, not three.
+    state.set_message_bytes_max(4 * per_queue + 2 * one_acl + one_acl / 2);
+    for index in 0..4 {
+        create(&mut state, &format!("q{index}"), Vec::new()).unwrap();
+    }
+    replica(set_acl(&mut state, "q0", &five));
+    replica(set_acl(&mut state, "q1", &five));
+    assert_eq!(
+        set_acl(&mut state, "q2", &five).unwrap_err(),
+        StorageError::ServerBusy
+    );
+    // Refused, nothing stored.
+    assert_eq!(acl_ids(&mut state, "q2").unwrap(), Vec::<String>::new());
+    // A smaller ACL fits, replacing one always shrinks or keeps what is counted.
+    replica(set_acl(&mut state, "q2", &["b1"]));
+    replica(set_acl(&mut state, "q0", &["c1"]));
+    replica(set_acl(&mut state, "q2", &five));
+    state.verify();
+    // Deleting a queue frees its ACL's charge with its record's.
+    state
+        .apply(Command::DeleteQueue { queue: key("q1") }, NOW)
+        .unwrap();
+    replica(set_acl(&mut state, "q3", &five));
+    state.verify();
+    // Another shard's copy is counted though it is never refused (its owner decided): past the
+    // limit, this shard's own writes are refused.
+    let mut peer = ShardState::new(1, 5);
+    create(&mut peer, "elsewhere", Vec::new()).unwrap();
+    let copy = replica(set_acl(&mut peer, "elsewhere", &five));
+    state.apply(Command::ApplyReplica(copy), NOW).unwrap();
+    assert_eq!(
+        set_acl(&mut state, "q3", &["a1", "a2", "a3", "a4", "a5-longer"]).unwrap_err(),
+        StorageError::ServerBusy
+    );
+    state.verify();
 }
 
 fn acl_ids(state: &mut ShardState, name: &str) -> Result<Vec<String>, StorageError> {
