@@ -18,7 +18,12 @@ use common::{azq_binary, read_response, signed_request, Server, TempDir};
 
 /// A server with `--cert auto` kept in `data`, on `runtime`.
 fn start(data: &TempDir, runtime: &str) -> Server {
-    Server::start(&[
+    start_with(data, runtime, &[])
+}
+
+/// `start`'s server with `extra` flags as well.
+fn start_with(data: &TempDir, runtime: &str, extra: &[&str]) -> Server {
+    let base = [
         "--shards",
         "1",
         "--cert",
@@ -27,7 +32,8 @@ fn start(data: &TempDir, runtime: &str) -> Server {
         data.arg(),
         "--runtime",
         runtime,
-    ])
+    ];
+    Server::start(&[&base[..], extra].concat())
 }
 
 /// The backends this machine can run.
@@ -276,17 +282,7 @@ impl Write for Prefixed {
 fn a_proxy_header_precedes_the_tls_session() {
     for runtime in runtimes() {
         let data = TempDir::new(&format!("tls-proxy-{runtime}"));
-        let server = Server::start(&[
-            "--shards",
-            "1",
-            "--cert",
-            "auto",
-            "--location",
-            data.arg(),
-            "--runtime",
-            runtime,
-            "--proxyProtocol",
-        ]);
+        let server = start_with(&data, runtime, &["--proxyProtocol"]);
         let config = client_config(&data);
         let exchange = |request: Vec<u8>| {
             let name = rustls::pki_types::ServerName::try_from("127.0.0.1").unwrap();
