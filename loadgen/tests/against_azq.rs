@@ -382,8 +382,7 @@ const SHAPE_ATTEMPTS: usize = 3;
 fn a_shaped_open_loop_follows_its_step() {
     let _timed = timed();
     let server = start_server();
-    let mut failures = Vec::new();
-    for attempt in 0..SHAPE_ATTEMPTS {
+    until_one_passes(SHAPE_ATTEMPTS, "no run followed the step", |attempt| {
         let queue_prefix = format!("shape-step-{attempt}");
         let (output, report) = run_loadgen(
             &server,
@@ -429,11 +428,28 @@ fn a_shaped_open_loop_follows_its_step() {
         let followed = (answered(&points[..2]) - 100.0).abs() <= 2.0 + 100.0 * 0.05
             && (answered(&points[2..]) - 400.0).abs() <= 2.0 + 400.0 * 0.05;
         if followed {
-            return;
+            return Ok(());
         }
-        failures.push(format!("attempt {attempt}: {points:?} (target, achieved)"));
+        Err(format!("attempt {attempt}: {points:?} (target, achieved)"))
+    });
+}
+
+/// Runs `attempt` (given its number) up to `attempts` times until one returns `Ok`; panics with
+/// `what` and every failed run's account when none does. For the checks a machine starved of CPU
+/// can fail though the code is right; what does not depend on the machine is asserted inside.
+fn until_one_passes(
+    attempts: usize,
+    what: &str,
+    mut attempt: impl FnMut(usize) -> Result<(), String>,
+) {
+    let mut failures = Vec::new();
+    for number in 0..attempts {
+        match attempt(number) {
+            Ok(()) => return,
+            Err(failure) => failures.push(failure),
+        }
     }
-    panic!("no run followed the step:\n{}", failures.join("\n"));
+    panic!("{what}:\n{}", failures.join("\n"));
 }
 
 /// `--autoscale` against a real azq with a step from 20 to 150 puts/s and back: KEDA polls and
@@ -1156,8 +1172,7 @@ const THEORY_ATTEMPTS: usize = 3;
 fn workers_agree_with_erlang_c() {
     let _timed = timed();
     let server = start_server();
-    let mut reports = Vec::new();
-    for attempt in 0..THEORY_ATTEMPTS {
+    until_one_passes(THEORY_ATTEMPTS, "no run within the bound", |attempt| {
         let queue_prefix = format!("erlang-{attempt}");
         let (output, report) = run_loadgen(
             &server,
@@ -1208,15 +1223,14 @@ fn workers_agree_with_erlang_c() {
         let polling = THEORY_POLL_BACKOFF_MAX_S + 2.0 * number("get_mean_s");
         let bounds = (wait_predicted - margin, wait_predicted + margin + polling);
         if (bounds.0..=bounds.1).contains(&wait_measured) {
-            return;
+            return Ok(());
         }
-        reports.push(format!(
+        Err(format!(
             "mean wait {wait_measured} s outside [{}, {}] around Erlang C's {wait_predicted} s: \
              {theory}",
             bounds.0, bounds.1
-        ));
-    }
-    panic!("no run within the bound:\n{}", reports.join("\n"));
+        ))
+    });
 }
 
 /// `--html` after a workers run against azq: the file is written; it is well-formed; every
