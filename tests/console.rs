@@ -10,17 +10,8 @@ use std::process::{Command, Stdio};
 
 use common::{
     assert_status, azq_binary, create_queue, elements, put_body, send, signed_request, Response,
-    Server, TempDir,
+    Server, TempDir, BACKENDS,
 };
-
-/// Both backends: the native one (io_uring where the kernel allows it) and the portable one.
-const BACKENDS: [&[&str]; 2] = [&[], &["--runtime", "portable"]];
-
-fn start(backend: &[&str], arguments: &[&str]) -> Server {
-    let mut all = backend.to_vec();
-    all.extend_from_slice(arguments);
-    Server::start(&all)
-}
 
 fn get(server: &Server, path: &str) -> Response {
     send(
@@ -124,7 +115,7 @@ fn peek_texts(server: &Server, queue: &str) -> Vec<String> {
 #[test]
 fn inspection_lists_every_message_and_changes_nothing() {
     for backend in BACKENDS {
-        let server = start(backend, &["--shards", "2"]);
+        let server = Server::start_on(backend, &["--shards", "2"]);
         create_queue(&server, "watched");
         for text in ["one", "two", "three"] {
             put(&server, "watched", text, "");
@@ -256,7 +247,7 @@ fn admin_endpoints_answer_403_without_admin() {
 fn reset_deletes_by_glob_by_account_and_everything() {
     for backend in BACKENDS {
         let data = TempDir::new("console-reset");
-        let server = start(
+        let server = Server::start_on(
             backend,
             &["--admin", "--shards", "2", "--location", data.arg()],
         );
@@ -289,7 +280,7 @@ fn reset_deletes_by_glob_by_account_and_everything() {
         assert!(server.stderr().contains("azq: admin: reset"));
         // A reset is written like any deletion: the restart finds nothing.
         server.stop();
-        let server = start(backend, &["--shards", "2", "--location", data.arg()]);
+        let server = Server::start_on(backend, &["--shards", "2", "--location", data.arg()]);
         assert!(names(&server).is_empty());
         server.stop();
     }
@@ -403,7 +394,7 @@ fn init_files_start_the_server_with_their_queues() {
     for backend in BACKENDS {
         let files = TempDir::new("console-init");
         let path = init_file(&files, "init.yaml", INIT);
-        let server = start(backend, &["--shards", "2", "--init", &path]);
+        let server = Server::start_on(backend, &["--shards", "2", "--init", &path]);
         assert_eq!(depth(&server, "orders"), Some(5));
         let page = json(&get(&server, "/_azq/inspect/devstoreaccount1/orders"));
         assert_eq!(page["queue"]["delayed"], 1);
@@ -467,7 +458,7 @@ fn a_restart_with_the_same_init_file_duplicates_nothing() {
         let data = TempDir::new("console-init-restart");
         let path = init_file(&data, "init.yaml", INIT);
         let arguments = ["--shards", "2", "--location", data.arg(), "--init", &path];
-        let server = start(backend, &arguments);
+        let server = Server::start_on(backend, &arguments);
         assert_eq!(depth(&server, "orders"), Some(5));
         // The application consumes a message.
         let (id, receipt, _, _) = get_messages(&server, "orders", "").remove(0);
@@ -480,12 +471,12 @@ fn a_restart_with_the_same_init_file_duplicates_nothing() {
             &format!("{INIT}  added:\n    messages: [{{text: new}}]\n"),
         );
         let arguments = ["--shards", "2", "--location", data.arg(), "--init", &path];
-        let server = start(backend, &arguments);
+        let server = Server::start_on(backend, &arguments);
         assert_eq!(depth(&server, "orders"), Some(4));
         assert_eq!(depth(&server, "added"), Some(1));
         server.stop();
         // And a restart right after init (its changes written by the first flush) keeps them.
-        let server = start(backend, &["--shards", "2", "--location", data.arg()]);
+        let server = Server::start_on(backend, &["--shards", "2", "--location", data.arg()]);
         assert_eq!(depth(&server, "added"), Some(1));
         server.stop();
     }

@@ -12,17 +12,8 @@ use std::time::Instant;
 
 use common::{
     assert_status, create_queue, exchange, put_body, read_response, send, signed_request, Response,
-    Server, TempDir,
+    Server, TempDir, BACKENDS,
 };
-
-/// Both backends: the native one (io_uring where the kernel allows it) and the portable one.
-const BACKENDS: [&[&str]; 2] = [&[], &["--runtime", "portable"]];
-
-fn start(backend: &[&str], arguments: &[&str]) -> Server {
-    let mut all = backend.to_vec();
-    all.extend_from_slice(arguments);
-    Server::start(&all)
-}
 
 fn put_request(queue: &str, text: &str) -> Vec<u8> {
     signed_request(
@@ -109,7 +100,7 @@ fn a_queue_over_its_rate_gets_server_busy_and_keeps_what_was_accepted() {
         for (burst_flags, burst) in BURSTS {
             let mut arguments = vec!["--shards", "2", "--queue-rate-limit", "50"];
             arguments.extend_from_slice(burst_flags);
-            let server = start(backend, &arguments);
+            let server = Server::start_on(backend, &arguments);
             create_queue(&server, "limited");
             create_queue(&server, "other");
             let began = Instant::now();
@@ -153,7 +144,7 @@ fn an_account_over_its_rate_gets_server_busy_with_the_account_message() {
         for (burst_flags, burst) in BURSTS {
             let mut arguments = vec!["--shards", "2", "--account-rate-limit", "40"];
             arguments.extend_from_slice(burst_flags);
-            let server = start(backend, &arguments);
+            let server = Server::start_on(backend, &arguments);
             let began = Instant::now();
             // Create Queue counts against the account (not the queue): spread over both shards.
             let answers = pipelined(
@@ -200,7 +191,7 @@ fn the_azure_profile_sets_the_published_targets() {
 #[test]
 fn an_applied_put_answered_operation_timed_out_is_stored_until_the_rule_goes() {
     for backend in BACKENDS {
-        let server = start(backend, &["--shards", "2", "--faults-api"]);
+        let server = Server::start_on(backend, &["--shards", "2", "--faults-api"]);
         create_queue(&server, "orders-1");
         create_queue(&server, "billing");
         let added = admin(
@@ -273,7 +264,7 @@ fn an_applied_put_answered_operation_timed_out_is_stored_until_the_rule_goes() {
 #[test]
 fn a_reset_closes_without_an_answer_applied_or_not() {
     for backend in BACKENDS {
-        let server = start(backend, &["--shards", "2", "--faults-api"]);
+        let server = Server::start_on(backend, &["--shards", "2", "--faults-api"]);
         create_queue(&server, "resets");
         create_queue(&server, "before-reset");
         for (apply, stored) in [(false, 0), (true, 1)] {
@@ -318,7 +309,7 @@ fn a_reset_closes_without_an_answer_applied_or_not() {
 #[test]
 fn probability_and_count_are_repeatable_with_a_seed() {
     let run = |backend: &[&str], seed: &str| {
-        let server = start(backend, &["--shards", "2", "--faults-api", "--seed", seed]);
+        let server = Server::start_on(backend, &["--shards", "2", "--faults-api", "--seed", seed]);
         create_queue(&server, "coin");
         let rule = r#"{"queue": "coin", "probability": 0.5, "count": 8,
                        "action": {"error": "ServerBusy"}}"#;
@@ -390,7 +381,7 @@ fn rules_from_a_file_are_in_force_from_the_start() {
     )
     .unwrap();
     for backend in BACKENDS {
-        let server = start(backend, &["--faults", path.to_str().unwrap()]);
+        let server = Server::start_on(backend, &["--faults", path.to_str().unwrap()]);
         let refused = send(
             &server,
             signed_request("PUT", "/devstoreaccount1/never", &[], b""),
@@ -426,7 +417,7 @@ fn rules_from_a_file_are_in_force_from_the_start() {
 fn latency_is_added_to_every_answer() {
     for backend in BACKENDS {
         // One shard serving four connections at once: the wait is a timer, not a stall.
-        let server = start(backend, &["--shards", "1", "--latency", "5ms"]);
+        let server = Server::start_on(backend, &["--shards", "1", "--latency", "5ms"]);
         create_queue(&server, "slow");
         let threads: Vec<_> = (0..4)
             .map(|_| {
@@ -468,7 +459,7 @@ fn latency_is_added_to_every_answer() {
 #[test]
 fn metrics_move_with_traffic() {
     for backend in BACKENDS {
-        let server = start(backend, &["--shards", "2", "--metrics", "queues"]);
+        let server = Server::start_on(backend, &["--shards", "2", "--metrics", "queues"]);
         let before = metrics(&server);
         assert!(!before.contains("operation=\"PutMessage\""));
         for name in ["deep", "shallow"] {

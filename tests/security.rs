@@ -20,11 +20,8 @@ use azq::limits::{
 use base64::Engine as _;
 use common::{
     assert_status, create_queue, elements, exchange, put_body, send, service_sas, signed_request,
-    unsigned_request, Server, TempDir,
+    unsigned_request, Server, TempDir, BACKENDS,
 };
-
-/// Both backends: the native one (io_uring where the kernel allows it) and the portable one.
-const BACKENDS: [&[&str]; 2] = [&[], &["--runtime", "portable"]];
 
 fn messages_path(queue: &str) -> String {
     format!("/devstoreaccount1/{queue}/messages")
@@ -259,7 +256,7 @@ fn replayed_future_and_undated_requests_are_refused() {
         );
         assert_status(&response, 403, Some("AuthenticationFailed"));
         server.stop();
-        let lenient = Server::start(&[backend, &["--skipRequestDateCheck"]].concat());
+        let lenient = Server::start_on(backend, &["--skipRequestDateCheck"]);
         for dated in refused.iter() {
             assert_status(&send(&lenient, dated_list(dated)), 200, None);
         }
@@ -274,7 +271,7 @@ fn replayed_future_and_undated_requests_are_refused() {
 fn queue_metadata_fills_the_memory_limit_with_server_busy() {
     let metadata = "x".repeat(8000);
     for backend in BACKENDS {
-        let server = Server::start(&[backend, &["--shards", "1", "--max-memory", "256K"]].concat());
+        let server = Server::start_on(backend, &["--shards", "1", "--max-memory", "256K"]);
         let create = |name: &str| {
             send(
                 &server,
@@ -336,7 +333,7 @@ fn queue_acls_fill_the_memory_limit_with_server_busy() {
     const QUEUES: usize = 40;
     for backend in BACKENDS {
         // 40 queue records take about 21 KiB of the 64 KiB, their ACLs would take 56 KiB more.
-        let server = Server::start(&[backend, &["--shards", "1", "--max-memory", "64K"]].concat());
+        let server = Server::start_on(backend, &["--shards", "1", "--max-memory", "64K"]);
         let set_acl = |name: &str| {
             send(
                 &server,
@@ -543,8 +540,7 @@ fn slow_readers_of_large_peeks_are_bounded_and_closed() {
     // 32 messages of 64 KiB, with their XML envelopes.
     let answer_bytes_max = MESSAGES_PER_GET_MAX as u64 * (MESSAGE_TEXT_BYTES_MAX as u64 + 1024);
     for backend in BACKENDS {
-        let server =
-            Server::start(&[backend, &["--shards", "1", "--write-timeout", "5s"]].concat());
+        let server = Server::start_on(backend, &["--shards", "1", "--write-timeout", "5s"]);
         create_queue(&server, "flood");
         create_queue(&server, "normal");
         for _ in 0..MESSAGES_PER_GET_MAX {
@@ -572,8 +568,7 @@ fn slow_readers_of_large_listings_are_bounded_and_closed() {
     let queues = 256;
     let answer_bytes_max = queues * (8000 + 1024);
     for backend in BACKENDS {
-        let server =
-            Server::start(&[backend, &["--shards", "1", "--write-timeout", "5s"]].concat());
+        let server = Server::start_on(backend, &["--shards", "1", "--write-timeout", "5s"]);
         create_queue(&server, "normal");
         for index in 0..queues {
             let created = send(
@@ -637,7 +632,7 @@ fn metrics_name_queues_only_when_asked_and_can_be_turned_off() {
             );
             server.stop();
         }
-        let off = Server::start(&[backend, &["--metrics", "off"]].concat());
+        let off = Server::start_on(backend, &["--metrics", "off"]);
         create_queue(&off, "payroll-secret");
         let response = scrape(&off);
         assert_eq!(response.status, 404);
@@ -688,7 +683,7 @@ fn the_request_log_holds_no_signature_and_is_private() {
         let directory = TempDir::new("request-log");
         let log = directory.path().join("requests.log");
         let log_arg = log.to_str().expect("a UTF-8 path");
-        let server = Server::start(&[backend, &["-d", log_arg]].concat());
+        let server = Server::start_on(backend, &["-d", log_arg]);
         create_queue(&server, "logged");
         put(&server, "logged", "x");
         // A SharedKey request that works, and one whose signature is wrong with a `sig` in
@@ -755,7 +750,7 @@ fn the_request_log_holds_no_signature_and_is_private() {
         assert_eq!(mode & 0o777, 0o600);
         // An existing log is appended to, its mode as its owner set it.
         std::fs::set_permissions(&log, std::fs::Permissions::from_mode(0o640)).unwrap();
-        let again = Server::start(&[backend, &["-d", log_arg]].concat());
+        let again = Server::start_on(backend, &["-d", log_arg]);
         create_queue(&again, "again");
         again.stop();
         let text = std::fs::read_to_string(&log).unwrap();
@@ -799,7 +794,7 @@ fn the_proxy_protocol_header_is_required_and_names_the_client() {
         let directory = TempDir::new("proxy-protocol");
         let log = directory.path().join("requests.log");
         let log_arg = log.to_str().expect("a UTF-8 path");
-        let server = Server::start(&[backend, &["--proxyProtocol", "-d", log_arg]].concat());
+        let server = Server::start_on(backend, &["--proxyProtocol", "-d", log_arg]);
         let sas_peek = |sip: &str| {
             let token = service_sas(
                 "proxied",

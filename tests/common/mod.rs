@@ -134,7 +134,16 @@ pub struct Server {
     stderr_reader: Option<std::thread::JoinHandle<()>>,
 }
 
+/// Both backends: the native one (io_uring where the kernel allows it) and the portable one,
+/// as the flags that choose them.
+pub const BACKENDS: [&[&str]; 2] = [&[], &["--runtime", "portable"]];
+
 impl Server {
+    /// `start` on `backend` (one of `BACKENDS`) with `arguments`.
+    pub fn start_on(backend: &[&str], arguments: &[&str]) -> Server {
+        Server::start(&[backend, arguments].concat())
+    }
+
     /// Starts `azq --queuePort 0` plus `arguments` and waits for its ready line.
     pub fn start(arguments: &[&str]) -> Server {
         Server::start_with_env(arguments, &[])
