@@ -11,7 +11,8 @@
 # Columns: all of azq's user-space instructions, which include glommio's reactor (its polling and
 # timer work per request depends on timing under valgrind, so this column moves by thousands
 # between repeats of one binary); azq's own request path (the inclusive cost of parsing, planning
-# with authentication, executing and answering: deterministic, the measure of a change to it);
+# with authentication, executing and answering: repeats of one binary agree within a few
+# instructions, but see docs/BENCHMARKS.md, Issue 27, for a gap against other launches);
 # and the SHA-256 compression within it, which valgrind runs in software (it hides SHA-NI from
 # CPUID), so the real machine pays far less of it.
 #
