@@ -12,7 +12,7 @@
 # timer work per request depends on timing under valgrind, so this column moves by thousands
 # between repeats of one binary); azq's own request path (the inclusive cost of parsing, planning
 # with authentication, executing and answering: repeats of one binary agree within a few
-# instructions, but see docs/BENCHMARKS.md, Issue 27, for a gap against other launches);
+# instructions, so this is the column to compare builds by);
 # and the SHA-256 compression within it, which valgrind runs in software (it hides SHA-NI from
 # CPUID), so the real machine pays far less of it.
 #
@@ -46,8 +46,10 @@ total_instructions() {
   local total
   total=$(grep -o 'Collected : [0-9]*' "$work/valgrind.err" | grep -o '[0-9]*$')
   # Inclusive counts: a function's own line is the largest naming it (the others are its
-  # inlined parts, and calls into it).
-  callgrind_annotate --inclusive=yes "$work/callgrind.out" 2>/dev/null | awk -v total="$total" '
+  # inlined parts, and calls into it). Run from the work directory: in the repository
+  # callgrind_annotate shortens the source paths and lists some functions differently.
+  (cd "$work" && callgrind_annotate --inclusive=yes callgrind.out 2>/dev/null) |
+    awk -v total="$total" '
     / => / { next }
     { count = $1; gsub(",", "", count); key = "" }
     /Parser::parse \[/ { key = "parse" }
