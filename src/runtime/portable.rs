@@ -292,6 +292,17 @@ impl Disk for BlockingDisk {
         blocking(move || file.sync_data()).await
     }
 
+    /// pwrite and fdatasync in one trip to the blocking pool, not one each: each trip wakes a
+    /// worker thread and then this loop (futexes, an eventfd write, an epoll wake-up).
+    async fn write_synced(&self, file: &Self::File, offset: u64, blocks: &[u8]) -> io::Result<()> {
+        let (file, blocks) = (file.clone(), blocks.to_vec());
+        blocking(move || {
+            write_all_at(&file, &blocks, offset)?;
+            file.sync_data()
+        })
+        .await
+    }
+
     async fn rename(&self, from: &std::path::Path, to: &std::path::Path) -> io::Result<()> {
         let (from, to) = (from.to_path_buf(), to.to_path_buf());
         blocking(move || {

@@ -207,6 +207,21 @@ pub trait Disk: 'static {
     /// Makes what was written to `file` durable (fdatasync).
     fn sync(&self, file: &Self::File) -> impl Future<Output = io::Result<()>>;
 
+    /// Writes `blocks` (a whole number of blocks) at `offset` (a block boundary) and makes
+    /// them durable, as `write_at` then `sync`: completes only once they are. A backend does both
+    /// in one step where that costs less (the portable one: one trip to a worker thread).
+    fn write_synced(
+        &self,
+        file: &Self::File,
+        offset: u64,
+        blocks: &[u8],
+    ) -> impl Future<Output = io::Result<()>> {
+        async move {
+            self.write_at(file, offset, blocks).await?;
+            self.sync(file).await
+        }
+    }
+
     /// Renames `from` to `to` and syncs their directory.
     fn rename(&self, from: &Path, to: &Path) -> impl Future<Output = io::Result<()>>;
 

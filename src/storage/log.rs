@@ -268,13 +268,15 @@ impl<D: Disk> Log<D> {
         }
         let mut blocks = records;
         blocks.resize(padded, 0);
-        self.disk.write_at(&file, offset, &blocks).await?;
         match self.durability {
             Durability::Fsync => {
-                self.disk.sync(&file).await?;
+                self.disk.write_synced(&file, offset, &blocks).await?;
                 self.mark_synced(&file, offset + padded as u64);
             }
-            Durability::Write => self.state.borrow_mut().unsynced = true,
+            Durability::Write => {
+                self.disk.write_at(&file, offset, &blocks).await?;
+                self.state.borrow_mut().unsynced = true;
+            }
         }
         {
             let mut log = self.state.borrow_mut();
