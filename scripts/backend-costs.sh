@@ -27,15 +27,19 @@ azq_bin=${AZQ_BIN:-target/release/azq}
 [[ -n "${AZQ_BIN:-}" ]] || cargo build --release --quiet --bin azq
 cargo build --release --quiet -p azq-loadgen
 work=$(mktemp -d)
-trap 'stop_server; rm -rf "$work"' EXIT
+added_probe=
+trap 'stop_server; rm -rf "$work"; [[ -z $added_probe ]] || perf probe -q -d probe_libc:malloc' EXIT
 
 libc=$(ldconfig -p | awk '/libc\.so\.6 .*x86-64/ {print $NF; exit}')
 events=raw_syscalls:sys_enter
 for call in sendto recvfrom io_uring_enter epoll_wait mprotect; do
   events+=",syscalls:sys_enter_$call"
 done
-if perf probe -l 2>/dev/null | grep -q 'probe_libc:malloc ' ||
-  perf probe -q -x "$libc" --add malloc 2>/dev/null; then
+if perf probe -l 2>/dev/null | grep -q 'probe_libc:malloc '; then
+  events+=",probe_libc:malloc"
+elif perf probe -q -x "$libc" --add malloc 2>/dev/null; then
+  # Removed again on exit: a uprobe left behind would slow every malloc counted by others.
+  added_probe=1
   events+=",probe_libc:malloc"
 else
   echo "(no malloc uprobe: run as root for malloc counts)" >&2
