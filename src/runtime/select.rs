@@ -13,8 +13,8 @@
 //! docs/BENCHMARKS.md "Issue 27"), and the same order over fixed counts after the read timeouts
 //! stopped arming a timer per read (`ROUNDS=3 scripts/backend-costs.sh`: io_uring 10.6-12.4 µs,
 //! portable 8.7-10.2 µs, busy machine); on the AMD EPYC VM of 2026-11-23
-//! (`scripts/bench-targets.sh`) it was even on Put and ahead on the read-heavy rows (17.3 against
-//! 19.1 µs per Get(1) and Delete). Why: glommio tries each socket directly before it uses its ring,
+//! (`scripts/bench-targets.sh`) the portable backend was even on Put and ahead on the read-heavy
+//! rows (17.3 against 19.1 µs per Get(1) and Delete). Why: glommio tries each socket directly before it uses its ring,
 //! so both backends make the same `recvfrom` and `sendto` per request; io_uring then adds a poll
 //! request per waiting read (a `Source` allocated, submitted with `io_uring_enter`, 5% of the
 //! server's CPU in a Get + Delete profile) completed through task work that interrupts the shard's
