@@ -7,6 +7,7 @@
 #   scripts/instructions-per-request.sh [N]     default N=4000; SCENARIOS="put peek" picks some
 #   AZQ_BIN=path/to/azq scripts/instructions-per-request.sh   counts that server binary instead of
 #                                                  this tree's (an A/B against an older build)
+#   RUNTIME=portable scripts/instructions-per-request.sh      the server's backend (default: auto)
 #
 # Columns: all of azq's user-space instructions, which include glommio's reactor (its polling and
 # timer work per request depends on timing under valgrind, so this column moves by thousands
@@ -33,7 +34,8 @@ trap 'rm -rf "$work"' EXIT
 total_instructions() {
   local scenario=$1 requests=$2 preload_count=$3
   valgrind --tool=callgrind --callgrind-out-file="$work/callgrind.out" \
-    "$azq_bin" --queuePort 0 --shards 1 --silent --inMemoryPersistence > "$work/azq.out" 2> "$work/valgrind.err" &
+    "$azq_bin" --queuePort 0 --shards 1 --silent --inMemoryPersistence \
+    --runtime "${RUNTIME:-auto}" > "$work/azq.out" 2> "$work/valgrind.err" &
   local azq_pid=$! port
   port=$(azq_ready_port "$work/azq.out" 60) || { cat "$work/valgrind.err" >&2; exit 1; }
   local preload=()

@@ -62,6 +62,9 @@ pub const MESH_CHANNEL_CAPACITY: usize = 1024;
 pub const REQUEST_HEAD_TIMEOUT_MS: u64 = 10_000;
 /// Time an idle keep-alive connection is kept open, ms.
 pub const IDLE_CONNECTION_TIMEOUT_MS: u64 = 120_000;
+/// How often a shard checks the deadlines of its waiting reads (`runtime::deadline`): a read
+/// timeout (the two above, a TLS handshake's, a PROXY header's) fires up to this late, ms.
+pub const READ_DEADLINE_SWEEP_MS: u64 = 100;
 /// The unit of every write to a log segment or snapshot (O_DIRECT on io_uring needs writes
 /// aligned to the device's blocks), bytes; also the size of a segment's header block.
 pub const STORAGE_BLOCK_BYTES: usize = 4096;
@@ -213,3 +216,4 @@ const _: () =
 const _: () = assert!(LOG_FLUSH_BYTES_MAX >= 2 * REQUEST_BODY_BYTES_MAX);
 const _: () = assert!(SHARD_PENDING_OUTPUT_BYTES_MAX >= 8 * CONNECTION_PENDING_OUTPUT_BYTES_MAX);
 const _: () = assert!(WRITE_TIMEOUT_MS_DEFAULT <= IDLE_CONNECTION_TIMEOUT_MS);
+const _: () = assert!(READ_DEADLINE_SWEEP_MS * 10 <= REQUEST_HEAD_TIMEOUT_MS);

@@ -43,8 +43,9 @@ Usage: azq [options]
                              Create Queue and Set Queue Metadata answer 503 ServerBusy
   --extentMemoryLimit MB     Azurite's name for the same limit, in megabytes (-1: default)
   --runtime auto|io_uring|portable
-                             the event loop: io_uring (glommio) where the kernel allows it,
-                             else the portable one (tokio/epoll); default auto
+                             the event loop: auto (the default) is the portable one
+                             (tokio/epoll), measured faster; io_uring (glommio) where the
+                             kernel allows it
   -s, --silent               no start-up banner beyond the ready line
   -d, --debug FILE           write a request log to FILE (created 0600; signatures and
                              tokens written as REDACTED)

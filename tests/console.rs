@@ -9,8 +9,8 @@ mod common;
 use std::process::{Command, Stdio};
 
 use common::{
-    assert_status, azq_binary, create_queue, elements, put_body, send, signed_request, Response,
-    Server, TempDir, BACKENDS,
+    assert_status, azq_binary, backends, create_queue, elements, put_body, send, signed_request,
+    Response, Server, TempDir,
 };
 
 fn get(server: &Server, path: &str) -> Response {
@@ -114,7 +114,7 @@ fn peek_texts(server: &Server, queue: &str) -> Vec<String> {
 
 #[test]
 fn inspection_lists_every_message_and_changes_nothing() {
-    for backend in BACKENDS {
+    for backend in backends() {
         let server = Server::start_on(backend, &["--shards", "2"]);
         create_queue(&server, "watched");
         for text in ["one", "two", "three"] {
@@ -245,7 +245,7 @@ fn admin_endpoints_answer_403_without_admin() {
 
 #[test]
 fn reset_deletes_by_glob_by_account_and_everything() {
-    for backend in BACKENDS {
+    for backend in backends() {
         let data = TempDir::new("console-reset");
         let server = Server::start_on(
             backend,
@@ -391,7 +391,7 @@ fn depth(server: &Server, name: &str) -> Option<u64> {
 
 #[test]
 fn init_files_start_the_server_with_their_queues() {
-    for backend in BACKENDS {
+    for backend in backends() {
         let files = TempDir::new("console-init");
         let path = init_file(&files, "init.yaml", INIT);
         let server = Server::start_on(backend, &["--shards", "2", "--init", &path]);
@@ -420,7 +420,7 @@ fn bad_init_files_exit_2_naming_the_file_and_line() {
         ),
         ("bad-syntax.yaml", "queues:\n\tq: {}\n", ":2:"),
     ];
-    for backend in BACKENDS {
+    for backend in backends() {
         for (name, text, line) in cases {
             let path = init_file(&files, name, text);
             let output = Command::new(azq_binary())
@@ -454,7 +454,7 @@ fn bad_init_files_exit_2_naming_the_file_and_line() {
 
 #[test]
 fn a_restart_with_the_same_init_file_duplicates_nothing() {
-    for backend in BACKENDS {
+    for backend in backends() {
         let data = TempDir::new("console-init-restart");
         let path = init_file(&data, "init.yaml", INIT);
         let arguments = ["--shards", "2", "--location", data.arg(), "--init", &path];

@@ -11,8 +11,8 @@ use std::io::{BufReader, Read, Write};
 use std::time::Instant;
 
 use common::{
-    assert_status, create_queue, exchange, put_body, read_response, send, signed_request, Response,
-    Server, TempDir, BACKENDS,
+    assert_status, backends, create_queue, exchange, put_body, read_response, send, signed_request,
+    Response, Server, TempDir,
 };
 
 fn put_request(queue: &str, text: &str) -> Vec<u8> {
@@ -96,7 +96,7 @@ fn a_queue_over_its_rate_gets_server_busy_and_keeps_what_was_accepted() {
     const PUTS: usize = 400;
     // The default burst (a second of the rate), and `--rate-burst 100ms`: a tenth of it.
     const BURSTS: [(&[&str], u64); 2] = [(&[], RATE), (&["--rate-burst", "100ms"], RATE / 10)];
-    for backend in BACKENDS {
+    for backend in backends() {
         for (burst_flags, burst) in BURSTS {
             let mut arguments = vec!["--shards", "2", "--queue-rate-limit", "50"];
             arguments.extend_from_slice(burst_flags);
@@ -140,7 +140,7 @@ fn an_account_over_its_rate_gets_server_busy_with_the_account_message() {
     // The receiving shard starts with half the limit: a burst of half the default second's
     // worth, or of a tenth of that with `--rate-burst 100ms`.
     const BURSTS: [(&[&str], u64); 2] = [(&[], RATE / 2), (&["--rate-burst", "100ms"], RATE / 20)];
-    for backend in BACKENDS {
+    for backend in backends() {
         for (burst_flags, burst) in BURSTS {
             let mut arguments = vec!["--shards", "2", "--account-rate-limit", "40"];
             arguments.extend_from_slice(burst_flags);
@@ -190,7 +190,7 @@ fn the_azure_profile_sets_the_published_targets() {
 
 #[test]
 fn an_applied_put_answered_operation_timed_out_is_stored_until_the_rule_goes() {
-    for backend in BACKENDS {
+    for backend in backends() {
         let server = Server::start_on(backend, &["--shards", "2", "--faults-api"]);
         create_queue(&server, "orders-1");
         create_queue(&server, "billing");
@@ -263,7 +263,7 @@ fn an_applied_put_answered_operation_timed_out_is_stored_until_the_rule_goes() {
 
 #[test]
 fn a_reset_closes_without_an_answer_applied_or_not() {
-    for backend in BACKENDS {
+    for backend in backends() {
         let server = Server::start_on(backend, &["--shards", "2", "--faults-api"]);
         create_queue(&server, "resets");
         create_queue(&server, "before-reset");
@@ -324,9 +324,9 @@ fn probability_and_count_are_repeatable_with_a_seed() {
         );
         statuses
     };
-    let first = run(BACKENDS[0], "42");
-    assert_eq!(first, run(BACKENDS[1], "42"));
-    assert_ne!(first, run(BACKENDS[0], "43"));
+    let first = run(backends()[0], "42");
+    assert_eq!(first, run(backends()[1], "42"));
+    assert_ne!(first, run(backends()[0], "43"));
 }
 
 #[test]
@@ -380,7 +380,7 @@ fn rules_from_a_file_are_in_force_from_the_start() {
             {"operation": "ListQueues", "action": {"delay_ms": 1}}]"#,
     )
     .unwrap();
-    for backend in BACKENDS {
+    for backend in backends() {
         let server = Server::start_on(backend, &["--faults", path.to_str().unwrap()]);
         let refused = send(
             &server,
@@ -415,7 +415,7 @@ fn rules_from_a_file_are_in_force_from_the_start() {
 
 #[test]
 fn latency_is_added_to_every_answer() {
-    for backend in BACKENDS {
+    for backend in backends() {
         // One shard serving four connections at once: the wait is a timer, not a stall.
         let server = Server::start_on(backend, &["--shards", "1", "--latency", "5ms"]);
         create_queue(&server, "slow");
@@ -458,7 +458,7 @@ fn latency_is_added_to_every_answer() {
 
 #[test]
 fn metrics_move_with_traffic() {
-    for backend in BACKENDS {
+    for backend in backends() {
         let server = Server::start_on(backend, &["--shards", "2", "--metrics", "queues"]);
         let before = metrics(&server);
         assert!(!before.contains("operation=\"PutMessage\""));

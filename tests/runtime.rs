@@ -13,7 +13,7 @@ use std::process::{Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
 use common::{
-    assert_seccomp_fallback_line, azq_binary, exchange as send, native_backend, put_body,
+    assert_seccomp_fallback_line, azq_binary, exchange as send, io_uring_where_allowed, put_body,
     signed_request, wait_for_exit, workspace_binary, Server, TempDir,
 };
 
@@ -101,7 +101,12 @@ fn failed_start(mut command: Command, arguments: &[&str]) -> (ExitStatus, String
 
 #[test]
 fn both_backends_serve() {
-    for (runtime, expected) in [("portable", "portable"), ("auto", native_backend())] {
+    let io_uring = io_uring_where_allowed();
+    for (runtime, expected) in [
+        ("portable", "portable"),
+        ("auto", "portable"),
+        (io_uring, io_uring),
+    ] {
         let server = Server::start(&["--shards", "2", "--runtime", runtime]);
         assert_eq!(server.backend, expected, "--runtime {runtime}");
         serves_a_message(&server);

@@ -19,8 +19,8 @@ use azq::limits::{
 };
 use base64::Engine as _;
 use common::{
-    assert_status, create_queue, elements, exchange, put_body, send, service_sas, signed_request,
-    unsigned_request, Server, TempDir, BACKENDS,
+    assert_status, backends, create_queue, elements, exchange, put_body, send, service_sas,
+    signed_request, unsigned_request, Server, TempDir,
 };
 
 fn messages_path(queue: &str) -> String {
@@ -110,7 +110,7 @@ fn peek_texts(server: &Server, queue: &str) -> Vec<String> {
 /// holder's own receipt still works, and the message is untouched until then.
 #[test]
 fn a_guessed_receipt_neither_deletes_nor_rewrites_a_held_message() {
-    for backend in BACKENDS {
+    for backend in backends() {
         let server = Server::start(backend);
         create_queue(&server, "held");
         let id = put(&server, "held", "the holder-s");
@@ -150,7 +150,7 @@ fn a_guessed_receipt_neither_deletes_nor_rewrites_a_held_message() {
 /// a wrong one 404).
 #[test]
 fn a_made_up_receipt_gets_one_answer_wherever_it_points() {
-    for backend in BACKENDS {
+    for backend in backends() {
         let server = Server::start(backend);
         create_queue(&server, "oracle");
         for index in 0..3 {
@@ -176,7 +176,7 @@ fn a_made_up_receipt_gets_one_answer_wherever_it_points() {
 /// per-shard prefix and a scrambled counter), and receipts are 28 characters, as Azure's.
 #[test]
 fn message_ids_are_random_uuids_and_receipts_are_opaque() {
-    for backend in BACKENDS {
+    for backend in backends() {
         let server = Server::start(backend);
         create_queue(&server, "ids");
         let ids: Vec<u128> = (0..8)
@@ -235,7 +235,7 @@ fn replayed_future_and_undated_requests_are_refused() {
             1,
         ),
     ];
-    for backend in BACKENDS {
+    for backend in backends() {
         let server = Server::start(backend);
         for dated in refused.iter() {
             let response = send(&server, dated_list(dated));
@@ -270,7 +270,7 @@ fn replayed_future_and_undated_requests_are_refused() {
 #[test]
 fn queue_metadata_fills_the_memory_limit_with_server_busy() {
     let metadata = "x".repeat(8000);
-    for backend in BACKENDS {
+    for backend in backends() {
         let server = Server::start_on(backend, &["--shards", "1", "--max-memory", "256K"]);
         let create = |name: &str| {
             send(
@@ -331,7 +331,7 @@ fn queue_acls_fill_the_memory_limit_with_server_busy() {
          </SignedIdentifiers>"
     );
     const QUEUES: usize = 40;
-    for backend in BACKENDS {
+    for backend in backends() {
         // 40 queue records take about 21 KiB of the 64 KiB, their ACLs would take 56 KiB more.
         let server = Server::start_on(backend, &["--shards", "1", "--max-memory", "64K"]);
         let set_acl = |name: &str| {
@@ -539,7 +539,7 @@ fn slow_readers_of_large_peeks_are_bounded_and_closed() {
     );
     // 32 messages of 64 KiB, with their XML envelopes.
     let answer_bytes_max = MESSAGES_PER_GET_MAX as u64 * (MESSAGE_TEXT_BYTES_MAX as u64 + 1024);
-    for backend in BACKENDS {
+    for backend in backends() {
         let server = Server::start_on(backend, &["--shards", "1", "--write-timeout", "5s"]);
         create_queue(&server, "flood");
         create_queue(&server, "normal");
@@ -567,7 +567,7 @@ fn slow_readers_of_large_listings_are_bounded_and_closed() {
     let list = "/devstoreaccount1?comp=list&include=metadata";
     let queues = 256;
     let answer_bytes_max = queues * (8000 + 1024);
-    for backend in BACKENDS {
+    for backend in backends() {
         let server = Server::start_on(backend, &["--shards", "1", "--write-timeout", "5s"]);
         create_queue(&server, "normal");
         for index in 0..queues {
@@ -606,7 +606,7 @@ fn metrics_name_queues_only_when_asked_and_can_be_turned_off() {
             b"GET /_azq/metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 0\r\n\r\n",
         )
     };
-    for backend in BACKENDS {
+    for backend in backends() {
         for (mode, named) in [(None, false), (Some("on"), false), (Some("queues"), true)] {
             let mut arguments = backend.to_vec();
             arguments.extend(mode.map(|mode| ["--metrics", mode]).iter().flatten());
@@ -679,7 +679,7 @@ fn forged(signature: &str) -> String {
 #[test]
 fn the_request_log_holds_no_signature_and_is_private() {
     use std::os::unix::fs::PermissionsExt;
-    for backend in BACKENDS {
+    for backend in backends() {
         let directory = TempDir::new("request-log");
         let log = directory.path().join("requests.log");
         let log_arg = log.to_str().expect("a UTF-8 path");
@@ -790,7 +790,7 @@ fn through_proxy_header(
 /// against and the request log names. Before, behind a proxy `sip` saw the proxy's address.
 #[test]
 fn the_proxy_protocol_header_is_required_and_names_the_client() {
-    for backend in BACKENDS {
+    for backend in backends() {
         let directory = TempDir::new("proxy-protocol");
         let log = directory.path().join("requests.log");
         let log_arg = log.to_str().expect("a UTF-8 path");

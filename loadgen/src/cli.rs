@@ -67,8 +67,8 @@ Engine
   --pipeline N              requests in flight per connection (default 1)
   --runtime KIND            portable | auto | io_uring: the client's event loop, one of
                             azq's backends (default portable: the faster client, even with
-                            wrk; auto: io_uring where the kernel allows it, else portable,
-                            with one line on stderr saying why)
+                            wrk; auto: portable, as azq's, with one line on stderr when
+                            io_uring is refused here saying why)
 
 Scenario
   --scenario NAME           put | get-delete | get | peek | update | mixed | workers

@@ -72,7 +72,7 @@ where
 }
 
 /// Decides the client's backend for `choice` as azq decides its own, and says on stderr, in one
-/// line, why `auto` fell back to the portable backend.
+/// line, why io_uring is refused here when `auto` asked (it picks the portable backend).
 pub fn select(choice: RuntimeChoice) -> Result<Selected, String> {
     let (selected, fallback_reason) = select::select(choice)?;
     if let Some(reason) = fallback_reason {

@@ -21,7 +21,7 @@ use std::time::Duration;
 
 use azq::auth::DEVELOPMENT_ACCOUNT_NAME;
 use common::{
-    assert_seccomp_fallback_line, exchange, native_backend, signed_request, wait_for_exit,
+    assert_seccomp_fallback_line, exchange, io_uring_where_allowed, signed_request, wait_for_exit,
     workspace_binary, Server,
 };
 
@@ -300,13 +300,19 @@ fn forced_io_uring_where_it_is_denied_ends_the_run() {
     assert!(!stderr.contains("using the portable backend"), "{stderr}");
 }
 
-/// Without a filter `auto` uses what azq would use here (io_uring where the kernel allows it),
-/// silently; `--runtime portable` is taken at its word.
+/// Without a filter `auto` uses what azq would use (the portable backend), silently;
+/// `--runtime io_uring` (where the kernel allows it) and `portable` are taken at their word.
 #[test]
 fn the_runtime_flag_picks_the_client_backend() {
     let server = start_server();
-    for (runtime, expected) in [("auto", native_backend()), ("portable", "portable")] {
-        let queue_prefix = format!("runtime-{runtime}");
+    let io_uring = io_uring_where_allowed();
+    for (runtime, expected) in [
+        (io_uring, io_uring),
+        ("auto", "portable"),
+        ("portable", "portable"),
+    ] {
+        // A queue name has no `_`.
+        let queue_prefix = format!("runtime-{}", runtime.replace('_', "-"));
         let (output, report) = run_loadgen(
             &server,
             &queue_prefix,
@@ -593,8 +599,14 @@ fn https_with_a_bearer_token_on_either_client_backend() {
         "https://127.0.0.1:{}/{DEVELOPMENT_ACCOUNT_NAME}",
         server.port
     );
-    for (runtime, expected) in [("auto", native_backend()), ("portable", "portable")] {
-        let queue_prefix = format!("https-{runtime}");
+    let io_uring = io_uring_where_allowed();
+    for (runtime, expected) in [
+        (io_uring, io_uring),
+        ("auto", "portable"),
+        ("portable", "portable"),
+    ] {
+        // A queue name has no `_`.
+        let queue_prefix = format!("https-{}", runtime.replace('_', "-"));
         let common_arguments = [
             "--runtime",
             runtime,

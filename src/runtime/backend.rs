@@ -3,11 +3,11 @@
 //! over `Backend`; each backend provides a single-threaded executor on the current thread,
 //! timers, TCP sockets and bounded cross-thread channels:
 //!
-//! - `uring::IoUring`: glommio on io_uring, the default wherever the kernel allows io_uring
-//!   (Linux only);
+//! - `uring::IoUring`: glommio on io_uring (Linux only), with `--runtime io_uring`;
 //! - `portable::Portable`: a tokio current-thread runtime per shard thread (epoll, kqueue or
-//!   IOCP), for machines and containers where io_uring is blocked (Docker's and containerd's
-//!   default seccomp profiles, gVisor, hardened kernels) and for systems other than Linux.
+//!   IOCP), the default (`auto`: measured faster, `select`'s doc), and the one that serves
+//!   where io_uring is blocked (Docker's and containerd's default seccomp profiles, gVisor,
+//!   hardened kernels) and on systems other than Linux.
 //!
 //! Both keep the design: one thread per shard, pinned to its CPU where the system can pin, whose
 //! tasks share nothing with other shards' but bounded channels.

@@ -28,6 +28,7 @@ pub mod connection;
 pub mod console;
 pub mod context;
 pub mod control;
+pub mod deadline;
 pub mod engine;
 pub mod execute;
 pub mod governance;

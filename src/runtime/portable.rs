@@ -15,6 +15,7 @@ use tokio::net::{TcpListener, TcpSocket, TcpStream};
 use tokio::sync::mpsc;
 
 use super::backend::{Backend, Idle, JoinedMesh, WriteTimeout};
+use super::deadline;
 use crate::limits::LISTEN_BACKLOG;
 use crate::storage::files::{sync_directory, Disk};
 
@@ -173,11 +174,9 @@ impl Backend for Portable {
         timeout: Duration,
     ) -> io::Result<usize> {
         input.reserve(READ_RESERVE_BYTES);
-        // tokio reads into the buffer's spare capacity directly: no intermediate copy.
-        match tokio::time::timeout(timeout, stream.read_buf(input)).await {
-            Ok(outcome) => outcome,
-            Err(_elapsed) => Err(io::ErrorKind::TimedOut.into()),
-        }
+        // tokio reads into the buffer's spare capacity directly: no intermediate copy. Bounded
+        // by the shard's sweep rather than a tokio timer per waiting read (`runtime::deadline`).
+        deadline::within::<Self, _>(timeout, stream.read_buf(input)).await
     }
 
     async fn read_into(
@@ -185,10 +184,7 @@ impl Backend for Portable {
         buffer: &mut [u8],
         timeout: Duration,
     ) -> io::Result<usize> {
-        match tokio::time::timeout(timeout, stream.read(buffer)).await {
-            Ok(outcome) => outcome,
-            Err(_elapsed) => Err(io::ErrorKind::TimedOut.into()),
-        }
+        deadline::within::<Self, _>(timeout, stream.read(buffer)).await
     }
 
     async fn write_all(
@@ -480,5 +476,33 @@ mod tests {
         })
         .expect("a portable loop");
         assert!(finished.get());
+    }
+
+    /// `deadline::within`: a read that never completes fails with `TimedOut` after its timeout
+    /// (not before), one that completes gives its outcome, and every slot is free again
+    /// afterwards, with the sweep stopped once nothing waits.
+    #[test]
+    fn a_waiting_read_times_out_and_frees_its_slot() {
+        Portable::run(0, Idle::Park, async {
+            let started = Instant::now();
+            let outcome = deadline::within::<Portable, ()>(
+                Duration::from_millis(150),
+                std::future::pending::<io::Result<()>>(),
+            )
+            .await;
+            assert_eq!(outcome.unwrap_err().kind(), io::ErrorKind::TimedOut);
+            assert!(started.elapsed() >= Duration::from_millis(150));
+            let answered = deadline::within::<Portable, u8>(Duration::from_secs(60), async {
+                Portable::sleep(Duration::from_millis(20)).await;
+                Ok(7)
+            })
+            .await;
+            assert_eq!(answered.unwrap(), 7);
+            assert_eq!(deadline::watched().0, 0);
+            let sweep_ms = crate::limits::READ_DEADLINE_SWEEP_MS;
+            Portable::sleep(Duration::from_millis(3 * sweep_ms)).await;
+            assert_eq!(deadline::watched(), (0, false));
+        })
+        .expect("a portable loop");
     }
 }

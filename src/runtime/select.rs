@@ -2,13 +2,35 @@
 //! what glommio needs from the kernel (`uring::probe`), and `Selected::dispatch`, the one place a
 //! choice made at run time becomes a `Backend` type. Both the server and azq-loadgen choose
 //! here, so `--runtime` means the same to both.
+//!
+//! **`auto` picks the portable backend, because it was measured the faster one.** The design card's
+//! backend is io_uring, and `--runtime io_uring` selects it wherever the kernel allows; but on
+//! every machine azq was measured on, the portable backend (tokio, epoll) serves each request with
+//! less CPU, so it is the default. On the Intel Xeon 2-vCPU VM, one shard on CPU 0 and azq-loadgen
+//! on CPU 1, 32 connections, 1 KiB messages: server CPU per request, io_uring against portable,
+//! 9.6-9.8 against 8.8-9.2 µs for Put, 9.1-9.3 against 8.2-8.4 µs for Get(1) and Delete, 26-28.5
+//! against 16.5-17.9 µs for Put on disk (`ROUNDS=3 scripts/bench-ceiling.sh`, quiet, 2026-11-26;
+//! docs/BENCHMARKS.md "Issue 27"), and the same order over fixed counts after the read timeouts
+//! stopped arming a timer per read (`ROUNDS=3 scripts/backend-costs.sh`: io_uring 10.6-12.4 µs,
+//! portable 8.7-10.2 µs, busy machine); on the AMD EPYC VM of 2026-11-23
+//! (`scripts/bench-targets.sh`) the portable backend was even on Put and ahead on the read-heavy
+//! rows (17.3 against 19.1 µs per Get(1) and Delete). Why: glommio tries each socket directly before it uses its ring,
+//! so both backends make the same `recvfrom` and `sendto` per request; io_uring then adds a poll
+//! request per waiting read (a `Source` allocated, submitted with `io_uring_enter`, 5% of the
+//! server's CPU in a Get + Delete profile) completed through task work that interrupts the shard's
+//! thread (reschedule IPIs, dear on a VM), where epoll registers each connection once. glommio 0.9
+//! has no multishot poll or receive, where io_uring could win. `auto` still probes io_uring, only
+//! to say in one line, where it is refused (a container's seccomp profile), why `--runtime
+//! io_uring` would fail. On a machine where `scripts/backend-costs.sh` shows io_uring ahead, pass
+//! `--runtime io_uring`; the rule changes here if io_uring comes out ahead where azq is measured.
 
 use super::backend::Backend;
 
 /// Which backend to run, as `--runtime` names it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum RuntimeChoice {
-    /// io_uring where the kernel allows it, else the portable backend.
+    /// The backend measured faster (the portable one: the module's doc); io_uring is probed
+    /// only to say why it could not serve here.
     Auto,
     /// io_uring or nothing.
     IoUring,
@@ -69,20 +91,21 @@ impl Selected {
 }
 
 /// Decides the backend for `choice`, probing io_uring unless `Portable`. Returns the backend
-/// and, when `Auto` fell back to the portable one, why (one line for the log). `IoUring` where
-/// the probe refuses is an error naming the refusal: glommio would fail the same way, inside a
-/// shard thread, with a panic whose text blames the kernel's age even under a seccomp filter.
+/// and, for `Auto` where io_uring is refused, why (one line for the log: `--runtime io_uring`
+/// would fail here). `IoUring` where the probe refuses is an error naming the refusal: glommio
+/// would fail the same way, inside a shard thread, with a panic whose text blames the kernel's
+/// age even under a seccomp filter.
 pub fn select(choice: RuntimeChoice) -> Result<(Selected, Option<String>), String> {
-    if choice == RuntimeChoice::Portable {
-        return Ok((Selected::Portable, None));
-    }
-    match (choice, io_uring_refusal()) {
-        (_, None) => Ok((Selected::IoUring, None)),
-        (RuntimeChoice::IoUring, Some(reason)) => Err(format!(
-            "--runtime io_uring: io_uring cannot serve here: {reason} (--runtime auto would \
-             use the portable backend)"
-        )),
-        (_, Some(reason)) => Ok((Selected::Portable, Some(reason))),
+    match choice {
+        RuntimeChoice::Portable => Ok((Selected::Portable, None)),
+        RuntimeChoice::Auto => Ok((Selected::Portable, io_uring_refusal())),
+        RuntimeChoice::IoUring => match io_uring_refusal() {
+            None => Ok((Selected::IoUring, None)),
+            Some(reason) => Err(format!(
+                "--runtime io_uring: io_uring cannot serve here: {reason} (--runtime auto would \
+                 use the portable backend)"
+            )),
+        },
     }
 }
 
@@ -124,5 +147,19 @@ mod tests {
             select(RuntimeChoice::Portable),
             Ok((Selected::Portable, None))
         );
+    }
+
+    /// `auto` is the portable backend, the one measured faster, also where io_uring serves; and
+    /// `io_uring` is io_uring wherever the probe allows it.
+    #[test]
+    fn auto_picks_the_backend_measured_faster() {
+        let (auto, _) = select(RuntimeChoice::Auto).expect("auto always selects");
+        assert_eq!(auto, Selected::Portable);
+        if io_uring_refusal().is_none() {
+            assert_eq!(
+                select(RuntimeChoice::IoUring),
+                Ok((Selected::IoUring, None))
+            );
+        }
     }
 }

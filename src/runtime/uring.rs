@@ -20,6 +20,7 @@ use glommio::net::{Preallocated, TcpListener, TcpStream};
 use glommio::{LocalExecutorBuilder, Placement};
 
 use super::backend::{Backend, Idle, JoinedMesh, WriteTimeout};
+use super::deadline;
 use crate::limits::{
     IO_MEMORY_BYTES_PER_SHARD, LISTEN_BACKLOG, LOG_ZERO_FILL_AHEAD_BYTES, STORAGE_BLOCK_BYTES,
 };
@@ -197,14 +198,17 @@ impl Backend for IoUring {
         input: &mut BytesMut,
         timeout: Duration,
     ) -> io::Result<usize> {
-        stream
-            .set_read_timeout(Some(timeout))
-            .map_err(io::Error::from)?;
-        let received = stream.fill_buf().await?;
-        let count = received.len();
-        input.extend_from_slice(received);
-        stream.consume(count);
-        Ok(count)
+        // Bounded by the shard's sweep, not glommio's read timeout: that one inserts a timer
+        // into glommio's reactor every time a read waits, which in a closed loop is every
+        // request (`runtime::deadline`).
+        deadline::within::<Self, _>(timeout, async {
+            let received = stream.fill_buf().await?;
+            let count = received.len();
+            input.extend_from_slice(received);
+            stream.consume(count);
+            Ok(count)
+        })
+        .await
     }
 
     async fn read_into(
@@ -212,12 +216,9 @@ impl Backend for IoUring {
         buffer: &mut [u8],
         timeout: Duration,
     ) -> io::Result<usize> {
-        stream
-            .set_read_timeout(Some(timeout))
-            .map_err(io::Error::from)?;
         // With glommio's own buffer empty and `buffer` at least as large, the bytes go straight
         // from the socket into `buffer`.
-        futures_lite::AsyncReadExt::read(stream, buffer).await
+        deadline::within::<Self, _>(timeout, futures_lite::AsyncReadExt::read(stream, buffer)).await
     }
 
     async fn write_all(
@@ -762,6 +763,27 @@ mod tests {
             ),
             ""
         );
+    }
+
+    /// `deadline::within` on glommio: a read that never completes fails with `TimedOut` after
+    /// its timeout, not before, and leaves no slot taken (where io_uring serves here).
+    #[test]
+    fn a_waiting_read_times_out_on_glommio() {
+        if probe().is_err() {
+            return;
+        }
+        IoUring::run(0, Idle::Park, async {
+            let started = std::time::Instant::now();
+            let outcome = deadline::within::<IoUring, ()>(
+                Duration::from_millis(150),
+                std::future::pending::<io::Result<()>>(),
+            )
+            .await;
+            assert_eq!(outcome.unwrap_err().kind(), io::ErrorKind::TimedOut);
+            assert!(started.elapsed() >= Duration::from_millis(150));
+            assert_eq!(deadline::watched().0, 0);
+        })
+        .expect("a glommio loop");
     }
 
     /// /proc answers, and agrees with the probe: where io_uring serves, the kernel has it.

@@ -47,8 +47,10 @@ pub fn workspace_binary(name: &str) -> PathBuf {
     binary
 }
 
-/// The backend `--runtime auto` picks on this machine without any filter.
-pub fn native_backend() -> &'static str {
+/// The io_uring backend where the kernel allows it here, else the portable one: as a
+/// `--runtime` value, and as the name a ready line gives it (`--runtime auto` is the portable
+/// backend everywhere: `runtime::select`'s rule).
+pub fn io_uring_where_allowed() -> &'static str {
     if azq::runtime::select::io_uring_refusal().is_none() {
         "io_uring"
     } else {
@@ -134,12 +136,18 @@ pub struct Server {
     stderr_reader: Option<std::thread::JoinHandle<()>>,
 }
 
-/// Both backends: the native one (io_uring where the kernel allows it) and the portable one,
-/// as the flags that choose them.
-pub const BACKENDS: [&[&str]; 2] = [&[], &["--runtime", "portable"]];
+/// Both backends, as the flags that choose them: io_uring (where the kernel allows it; else the
+/// portable one twice) and the portable one.
+pub fn backends() -> [&'static [&'static str]; 2] {
+    let io_uring: &'static [&'static str] = match io_uring_where_allowed() {
+        "io_uring" => &["--runtime", "io_uring"],
+        _ => &["--runtime", "portable"],
+    };
+    [io_uring, &["--runtime", "portable"]]
+}
 
 impl Server {
-    /// `start` on `backend` (one of `BACKENDS`) with `arguments`.
+    /// `start` on `backend` (one of `backends()`) with `arguments`.
     pub fn start_on(backend: &[&str], arguments: &[&str]) -> Server {
         Server::start(&[backend, arguments].concat())
     }
