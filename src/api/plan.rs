@@ -20,10 +20,11 @@ use super::{cors, validate, Echo, Plan, ResponsePlan, Service, Step};
 
 /// What an operation's planning reads: the request, where it goes, its decoded query, this
 /// shard's copy of the replicated settings and the shard count.
-pub(super) struct Planning<'a> {
+pub(super) struct Planning<'a, 'q> {
     pub request: &'a Request,
     pub route: &'a Route<'a>,
-    pub query: &'a Query<'a>,
+    /// Its own lifetime: a query's pairs are kept inline, which makes `Query` invariant.
+    pub query: &'a Query<'q>,
     pub replicas: &'a Replicas,
     pub shards: usize,
     /// `host:port` the client addressed (its `Host` header, else the listener's address).
@@ -34,7 +35,7 @@ pub(super) struct Planning<'a> {
     pub accounts: &'a Accounts,
 }
 
-impl Planning<'_> {
+impl Planning<'_, '_> {
     /// The queue the URL names, validated.
     pub fn queue_key(&self) -> Result<QueueKey, StorageError> {
         let name = self.route.queue.ok_or(StorageError::InvalidUri)?;
@@ -58,14 +59,14 @@ impl Planning<'_> {
 }
 
 /// A request that passed authentication and the common checks, ready for its operation.
-pub(super) struct Authorized<'a> {
-    pub planning: Planning<'a>,
+pub(super) struct Authorized<'a, 'q> {
+    pub planning: Planning<'a, 'q>,
     response: ResponsePlan,
     /// The version of the queue ACL whose stored policy authorized the request, if one did.
     acl_version: Option<u64>,
 }
 
-impl Authorized<'_> {
+impl Authorized<'_, '_> {
     /// The plan, once the operation planned its step (and what its answer echoes).
     pub fn plan(self, planned: Result<(Step, Echo), StorageError>) -> Plan {
         let mut response = self.response;
@@ -113,15 +114,15 @@ impl Service {
     /// `peer` the client's address for SAS IP ranges, `replicas` this shard's copy of the
     /// replicated settings.
     #[allow(clippy::too_many_arguments)]
-    pub(super) fn authorize<'a>(
+    pub(super) fn authorize<'a, 'q>(
         &'a self,
         request: &'a Request,
-        query: &'a Query<'a>,
+        query: &'a Query<'q>,
         route: &'a Route<'a>,
         now_ms: u64,
         peer: IpAddr,
         replicas: &'a Replicas,
-    ) -> Result<Authorized<'a>, Box<Plan>> {
+    ) -> Result<Authorized<'a, 'q>, Box<Plan>> {
         let operation = route.operation;
         let response = ResponsePlan {
             operation: Some(operation),

@@ -6,6 +6,11 @@ use crate::auth::SECONDARY_ACCOUNT_SUFFIX;
 use crate::error::StorageError;
 use crate::http::{Method, Query};
 use crate::operation::Operation;
+use smallvec::SmallVec;
+
+/// A request path's segments after the account, inline up to four (`queue/messages/{id}` is
+/// three): splitting a path costs no allocation.
+pub type Segments<'r> = SmallVec<[&'r str; 4]>;
 
 /// Where a request goes.
 #[derive(Debug, PartialEq, Eq)]
@@ -79,7 +84,7 @@ pub struct Addressed<'r> {
     /// Whether the account came from the host name rather than the first path segment.
     pub host_style: bool,
     /// The path segments after the account (a single trailing slash dropped), none empty.
-    pub resource: Vec<&'r str>,
+    pub resource: Segments<'r>,
 }
 
 /// The account of a request (its host's first label when host-style URLs are enabled and that
@@ -93,8 +98,8 @@ pub fn addressed<'r>(
 ) -> Result<Addressed<'r>, StorageError> {
     let path = std::str::from_utf8(path).map_err(|_| StorageError::InvalidUri)?;
     let path = path.strip_prefix('/').ok_or(StorageError::InvalidUri)?;
-    let mut segments: Vec<&str> = if path.is_empty() {
-        Vec::new()
+    let mut segments: Segments<'_> = if path.is_empty() {
+        Segments::new()
     } else {
         path.split('/').collect()
     };

@@ -14,6 +14,7 @@ use std::borrow::Cow;
 
 use base64::engine::general_purpose::STANDARD as BASE64;
 use base64::Engine;
+use smallvec::SmallVec;
 
 use super::accounts::{Account, SigningKey};
 use super::collation::compare_header_names;
@@ -327,7 +328,8 @@ pub fn write_string_to_sign<'h>(
     // storage headers to canonicalise.
     let mut standard: [&[u8]; STANDARD_HEADERS.len()] = [b""; STANDARD_HEADERS.len()];
     let mut standard_seen = [false; STANDARD_HEADERS.len()];
-    let mut storage_headers: Vec<(&[u8], &[u8])> = Vec::with_capacity(8);
+    // Inline: the SDKs sign three to six `x-ms-` headers, so a signature costs no allocation.
+    let mut storage_headers: SmallVec<[(&[u8], &[u8]); 16]> = SmallVec::new();
     for (name, value) in headers {
         let value = value.trim_ascii();
         if name.len() >= STORAGE_HEADER_PREFIX.len()
@@ -410,7 +412,8 @@ fn write_canonicalized_headers(sorted_headers: &[(&[u8], &[u8])], out: &mut Vec<
 /// SharedKey's query part of CanonicalizedResource: for each parameter name, lowercased, in byte
 /// order, `\nname:` and its decoded values sorted and joined with `,`.
 fn write_canonicalized_query(raw_query: &[u8], out: &mut Vec<u8>) -> Result<(), AuthFailure> {
-    let mut parameters: Vec<(Cow<'_, str>, Cow<'_, str>)> = Vec::new();
+    // Inline: requests carry a handful of parameters (`popreceipt`, `visibilitytimeout`, …).
+    let mut parameters: SmallVec<[(Cow<'_, str>, Cow<'_, str>); 8]> = SmallVec::new();
     for pair in query::pairs(raw_query) {
         let (name, value) = pair.ok_or(AuthFailure::MalformedQuery)?;
         parameters.push((lowercase(name), value));

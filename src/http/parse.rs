@@ -30,8 +30,10 @@ pub enum ParseError {
     Malformed(&'static str),
 }
 
-/// What one call to `Parser::parse` achieved.
+/// What one call to `Parser::parse` achieved. Not boxed although `Request` (with its header
+/// spans inline) is large: a box would be an allocation per request, to save a copy.
 #[derive(Debug)]
+#[allow(clippy::large_enum_variant)]
 pub enum Progress {
     /// One whole request, split off the front of the buffer.
     Complete(Request),

@@ -4,16 +4,19 @@
 
 use std::borrow::Cow;
 
-/// The decoded query parameters of one request, in the order sent.
+use smallvec::SmallVec;
+
+/// The decoded query parameters of one request, in the order sent; inline up to four (Azure's
+/// requests carry at most three, and most none), so a query costs no allocation.
 #[derive(Debug, Default)]
 pub struct Query<'r> {
-    pairs: Vec<(Cow<'r, str>, Cow<'r, str>)>,
+    pairs: SmallVec<[(Cow<'r, str>, Cow<'r, str>); 4]>,
 }
 
 impl<'r> Query<'r> {
     /// Decodes a raw query string; `None` when a pair has a broken `%` escape or is not UTF-8.
     pub fn parse(raw: &'r [u8]) -> Option<Query<'r>> {
-        let pairs = pairs(raw).collect::<Option<Vec<_>>>()?;
+        let pairs = pairs(raw).collect::<Option<SmallVec<_>>>()?;
         Some(Query { pairs })
     }
 

@@ -2,6 +2,14 @@
 //! connection's read buffer, with headers kept as offsets into the head (no per-header allocation).
 
 use bytes::Bytes;
+use smallvec::SmallVec;
+
+/// Header spans kept inside `Request` before they spill to the heap: the SDKs send 8 to 14
+/// headers, so a request's spans cost no allocation.
+pub const HEADERS_INLINE: usize = 16;
+
+/// The `(name, value)` spans of a request's headers.
+pub type HeaderSpans = SmallVec<[(Span, Span); HEADERS_INLINE]>;
 
 /// The request methods azq distinguishes; anything else is `Other` (answered 405 by the router).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -78,7 +86,7 @@ pub struct Request {
     /// 0 for HTTP/1.0, 1 for HTTP/1.1.
     pub version_minor: u8,
     /// `(name, value)` spans in `head`, in the order received.
-    pub headers: Vec<(Span, Span)>,
+    pub headers: HeaderSpans,
     /// The body, de-chunked if it was sent chunked; empty when there is none.
     pub body: Bytes,
     /// Whether the connection stays open after this request (HTTP/1.1 default, `Connection`
@@ -109,7 +117,7 @@ impl Request {
         head.push(b' ');
         let target_span = append(&mut head, target)?;
         head.extend_from_slice(b" HTTP/1.1\r\n");
-        let mut header_spans = Vec::with_capacity(headers.len());
+        let mut header_spans = HeaderSpans::with_capacity(headers.len());
         for (name, value) in headers {
             let name_span = append(&mut head, name)?;
             head.extend_from_slice(b": ");

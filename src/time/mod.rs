@@ -14,7 +14,7 @@ pub mod iso8601;
 pub mod rfc1123;
 
 pub use iso8601::{format_iso8601_7, parse_iso8601_ms};
-pub use rfc1123::{parse_rfc1123_ms, rfc1123, rfc1123_cached, RFC1123_BYTES};
+pub use rfc1123::{parse_rfc1123_ms, rfc1123, rfc1123_cached, rfc1123_memoized, RFC1123_BYTES};
 
 use std::cell::Cell;
 use std::time::{SystemTime, UNIX_EPOCH};

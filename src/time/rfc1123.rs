@@ -50,6 +50,18 @@ pub fn rfc1123_cached(now_ms: u64) -> [u8; RFC1123_BYTES] {
     })
 }
 
+/// `rfc1123(unix_ms)`, copied from this thread's `Date` cache when `unix_ms` falls in its second
+/// (a new message's insertion time, a request's next-visible time), else formatted; the cache
+/// keeps the current second either way.
+pub fn rfc1123_memoized(unix_ms: u64) -> [u8; RFC1123_BYTES] {
+    let (cached_s, cached) = DATE_CACHE.with(Cell::get);
+    if cached_s == unix_ms / 1000 {
+        cached
+    } else {
+        rfc1123(unix_ms)
+    }
+}
+
 /// Parses an RFC 1123 date as HTTP sends it (`Sun, 06 Nov 1994 08:49:37 GMT`) into ms since the
 /// Unix epoch. Strict: exactly that form, a weekday that is the date's, no date before 1970.
 /// What `rfc1123` writes is what it reads, so a date is parsed by formatting the value it names
@@ -57,6 +69,12 @@ pub fn rfc1123_cached(now_ms: u64) -> [u8; RFC1123_BYTES] {
 pub fn parse_rfc1123_ms(text: &[u8]) -> Option<u64> {
     if text.len() != RFC1123_BYTES {
         return None;
+    }
+    // A client's date is mostly the second of the last response's `Date`: the cache holds what
+    // the comparison below would format.
+    let (cached_s, cached) = DATE_CACHE.with(Cell::get);
+    if cached_s != u64::MAX && cached[..] == *text {
+        return Some(cached_s * 1000);
     }
     let number = |range: std::ops::Range<usize>| -> Option<u32> {
         let digits = &text[range];
@@ -109,6 +127,30 @@ mod tests {
         let next_second = rfc1123_cached(1_795_305_601_000);
         assert_eq!(first, same_second);
         assert_eq!(&next_second[..], b"Sun, 22 Nov 2026 00:00:01 GMT");
+    }
+
+    #[test]
+    fn memoized_and_cached_parse_agree_with_the_plain_ones() {
+        // Each test runs on its own thread, so this one's cache is its own.
+        let now_ms = 1_795_305_600_250;
+        rfc1123_cached(now_ms);
+        for unix_ms in [
+            now_ms,
+            1_795_305_600_999,
+            1_795_305_601_000,
+            0,
+            253_402_300_799_000,
+        ] {
+            assert_eq!(rfc1123_memoized(unix_ms), rfc1123(unix_ms), "{unix_ms}");
+            assert_eq!(
+                parse_rfc1123_ms(&rfc1123(unix_ms)),
+                Some(unix_ms / 1000 * 1000),
+                "{unix_ms}"
+            );
+        }
+        // The cached second is read, not replaced, by either.
+        assert_eq!(DATE_CACHE.with(Cell::get).0, now_ms / 1000);
+        assert_eq!(parse_rfc1123_ms(b"Sun, 22 Nov 2026 00:00:00 GMX"), None);
     }
 
     #[test]

@@ -182,8 +182,9 @@ fn check_arbitrary(
             &mut out,
         );
     }
-    if let Some(query) = Query::parse(request.query()) {
-        if let Ok(Some(token)) = sas::parse(&query) {
+    let query = Query::parse(request.query());
+    if let Some(query) = &query {
+        if let Ok(Some(token)) = sas::parse(query) {
             let mut out = Vec::new();
             let _ = sas::write_string_to_sign(
                 &token,

@@ -18,7 +18,7 @@ use super::super::{validate, xml, Step};
 
 /// `visibilitytimeout` 0..7 days (default 0) below the TTL; `messagettl` positive or -1
 /// (never; so is a TTL past year 9999), default 7 days.
-pub fn put_message(planning: &Planning<'_>) -> Result<Step, StorageError> {
+pub fn put_message(planning: &Planning<'_, '_>) -> Result<Step, StorageError> {
     let queue = planning.queue_key()?;
     let query = planning.query;
     let visibility_timeout_s = validate::integer_parameter(
@@ -58,7 +58,7 @@ pub fn put_message_response(
 }
 
 /// `numofmessages` 1..32 (default 1), `visibilitytimeout` 1..7 days (default 30 s).
-pub fn get_messages(planning: &Planning<'_>) -> Result<Step, StorageError> {
+pub fn get_messages(planning: &Planning<'_, '_>) -> Result<Step, StorageError> {
     Ok(planning.on_owner(Command::GetMessages {
         queue: planning.queue_key()?,
         count: message_count(planning)?,
@@ -81,7 +81,7 @@ pub fn get_messages_response(
 }
 
 /// `numofmessages` 1..32 (default 1).
-pub fn peek_messages(planning: &Planning<'_>) -> Result<Step, StorageError> {
+pub fn peek_messages(planning: &Planning<'_, '_>) -> Result<Step, StorageError> {
     Ok(planning.on_owner(Command::PeekMessages {
         queue: planning.queue_key()?,
         count: message_count(planning)?,
@@ -98,7 +98,7 @@ pub fn peek_messages_response(
 }
 
 /// Every message of the queue goes.
-pub fn clear_messages(planning: &Planning<'_>) -> Result<Step, StorageError> {
+pub fn clear_messages(planning: &Planning<'_, '_>) -> Result<Step, StorageError> {
     Ok(planning.on_owner(Command::ClearMessages {
         queue: planning.queue_key()?,
     }))
@@ -114,7 +114,7 @@ pub fn clear_messages_response(
 }
 
 /// `popreceipt` and `visibilitytimeout` (0..7 days) are required; a body replaces the text.
-pub fn update_message(planning: &Planning<'_>) -> Result<Step, StorageError> {
+pub fn update_message(planning: &Planning<'_, '_>) -> Result<Step, StorageError> {
     let queue = planning.queue_key()?;
     let message_id = message_id(planning)?;
     let pop_receipt = pop_receipt(planning)?;
@@ -165,7 +165,7 @@ pub fn update_message_response(
 }
 
 /// `popreceipt` is required and must be the message's current one.
-pub fn delete_message(planning: &Planning<'_>) -> Result<Step, StorageError> {
+pub fn delete_message(planning: &Planning<'_, '_>) -> Result<Step, StorageError> {
     Ok(planning.on_owner(Command::DeleteMessage {
         queue: planning.queue_key()?,
         message_id: message_id(planning)?,
@@ -197,7 +197,7 @@ fn message_list(
     Ok(())
 }
 
-fn message_count(planning: &Planning<'_>) -> Result<u32, StorageError> {
+fn message_count(planning: &Planning<'_, '_>) -> Result<u32, StorageError> {
     Ok(validate::integer_parameter(
         planning.query,
         "numofmessages",
@@ -207,14 +207,14 @@ fn message_count(planning: &Planning<'_>) -> Result<u32, StorageError> {
 }
 
 /// The message ID of the URL; one that is not a UUID names no message.
-fn message_id(planning: &Planning<'_>) -> Result<MessageId, StorageError> {
+fn message_id(planning: &Planning<'_, '_>) -> Result<MessageId, StorageError> {
     let raw = planning.route.message_id.ok_or(StorageError::InvalidUri)?;
     uuid::Uuid::try_parse(raw)
         .map(|id| MessageId(id.as_u128()))
         .map_err(|_| StorageError::MessageNotFound)
 }
 
-fn pop_receipt(planning: &Planning<'_>) -> Result<PopReceipt, StorageError> {
+fn pop_receipt(planning: &Planning<'_, '_>) -> Result<PopReceipt, StorageError> {
     let raw = planning
         .query
         .get("popreceipt")

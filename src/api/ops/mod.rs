@@ -19,7 +19,7 @@ use super::response::{Responder, Written};
 use super::{Echo, Operation, Step};
 
 /// The step of an authorized request's operation, and what its answer echoes.
-pub(super) fn step(planning: &Planning<'_>) -> Result<(Step, Echo), StorageError> {
+pub(super) fn step(planning: &Planning<'_, '_>) -> Result<(Step, Echo), StorageError> {
     let step = match planning.route.operation {
         // Answered before authentication: from the CORS rules alone, or by azq itself.
         Operation::Preflight | Operation::Health | Operation::Certificate => {

@@ -12,7 +12,7 @@ use super::super::response::{Responder, Written};
 use super::super::{settings_xml, validate, Step};
 
 /// The queue's owner creates it with the request's metadata.
-pub fn create_queue(planning: &Planning<'_>) -> Result<Step, StorageError> {
+pub fn create_queue(planning: &Planning<'_, '_>) -> Result<Step, StorageError> {
     Ok(planning.on_owner(Command::CreateQueue {
         queue: planning.queue_key()?,
         metadata: validate::metadata(planning.request)?,
@@ -34,7 +34,7 @@ pub fn create_queue_response(
 }
 
 /// Replicated: the owner also drops the queue's ACL on every shard, if it has one.
-pub fn delete_queue(planning: &Planning<'_>) -> Result<Step, StorageError> {
+pub fn delete_queue(planning: &Planning<'_, '_>) -> Result<Step, StorageError> {
     let queue = planning.queue_key()?;
     Ok(Step::Replicated {
         shard: planning.owner(&queue),
@@ -52,7 +52,7 @@ pub fn delete_queue_response(
 }
 
 /// Read on the owner, with the approximate message count.
-pub fn get_queue_metadata(planning: &Planning<'_>) -> Result<Step, StorageError> {
+pub fn get_queue_metadata(planning: &Planning<'_, '_>) -> Result<Step, StorageError> {
     Ok(planning.on_owner(Command::GetQueueMetadata {
         queue: planning.queue_key()?,
     }))
@@ -84,7 +84,7 @@ pub fn get_queue_metadata_response(
 }
 
 /// Replaces all of the queue's metadata on its owner.
-pub fn set_queue_metadata(planning: &Planning<'_>) -> Result<Step, StorageError> {
+pub fn set_queue_metadata(planning: &Planning<'_, '_>) -> Result<Step, StorageError> {
     Ok(planning.on_owner(Command::SetQueueMetadata {
         queue: planning.queue_key()?,
         metadata: validate::metadata(planning.request)?,
@@ -101,7 +101,7 @@ pub fn set_queue_metadata_response(
 }
 
 /// Read on the owner, whose copy is the queue's current ACL.
-pub fn get_queue_acl(planning: &Planning<'_>) -> Result<Step, StorageError> {
+pub fn get_queue_acl(planning: &Planning<'_, '_>) -> Result<Step, StorageError> {
     Ok(planning.on_owner(Command::GetQueueAcl {
         queue: planning.queue_key()?,
     }))
@@ -123,7 +123,7 @@ pub fn get_queue_acl_response(
 }
 
 /// The owner replaces the ACL and replicates it to every shard.
-pub fn set_queue_acl(planning: &Planning<'_>) -> Result<Step, StorageError> {
+pub fn set_queue_acl(planning: &Planning<'_, '_>) -> Result<Step, StorageError> {
     let queue = planning.queue_key()?;
     let identifiers = settings_xml::signed_identifiers(&planning.request.body)?;
     Ok(Step::Replicated {

@@ -44,7 +44,7 @@ pub fn preflight_response(responder: &Responder<'_>, reply: Reply, out: &mut Byt
 }
 
 /// Answered from this shard's copy of the account's properties.
-pub fn get_service_properties(planning: &Planning<'_>) -> Step {
+pub fn get_service_properties(planning: &Planning<'_, '_>) -> Step {
     Step::Answer(Reply::ServiceProperties(
         planning
             .replicas
@@ -69,7 +69,7 @@ pub fn get_service_properties_response(
 }
 
 /// The account's home shard merges the update and replicates the result.
-pub fn set_service_properties(planning: &Planning<'_>) -> Result<Step, StorageError> {
+pub fn set_service_properties(planning: &Planning<'_, '_>) -> Result<Step, StorageError> {
     let account = planning.route.account;
     Ok(Step::Replicated {
         shard: queue::home_shard(account, planning.shards),
@@ -92,7 +92,7 @@ pub fn set_service_properties_response(
 }
 
 /// Azure serves statistics only on the secondary endpoint.
-pub fn get_service_stats(planning: &Planning<'_>) -> Result<Step, StorageError> {
+pub fn get_service_stats(planning: &Planning<'_, '_>) -> Result<Step, StorageError> {
     if planning.route.secondary {
         Ok(Step::Answer(Reply::Done))
     } else {
@@ -121,7 +121,7 @@ pub fn get_service_stats_response(
 /// and at most `USER_DELEGATION_KEY_LIFETIME_MS_MAX` from now: otherwise 400
 /// `InvalidXmlNodeValue`, as the service answers a key of more than seven days. Nothing is
 /// stored: the key is derived from the account key (`auth::delegation`).
-pub fn get_user_delegation_key(planning: &Planning<'_>) -> Result<(Step, Echo), StorageError> {
+pub fn get_user_delegation_key(planning: &Planning<'_, '_>) -> Result<(Step, Echo), StorageError> {
     let key_info = delegation_xml::key_info(&planning.request.body)?;
     let now_ms = planning.now_ms;
     let start_ms = key_info.start_ms.unwrap_or(now_ms) / 1000 * 1000;
@@ -180,7 +180,7 @@ pub fn get_user_delegation_key_response(
 }
 
 /// Every shard lists its part; the response merges them.
-pub fn list_queues(planning: &Planning<'_>) -> Result<(Step, ListingEcho), StorageError> {
+pub fn list_queues(planning: &Planning<'_, '_>) -> Result<(Step, ListingEcho), StorageError> {
     let query = planning.query;
     // At least 1; larger than the page limit serves the limit, as Azure does.
     let results_max = validate::integer_parameter(query, "maxresults", 1..=i64::MAX)?
