@@ -14,14 +14,14 @@
 //! stopped arming a timer per read (`ROUNDS=3 scripts/backend-costs.sh`: io_uring 10.6-12.4 µs,
 //! portable 8.7-10.2 µs, busy machine); on the AMD EPYC VM of 2026-11-23
 //! (`scripts/bench-targets.sh`) the portable backend was even on Put and ahead on the read-heavy
-//! rows (17.3 against 19.1 µs per Get(1) and Delete). Why: glommio tries each socket directly before it uses its ring,
-//! so both backends make the same `recvfrom` and `sendto` per request; io_uring then adds a poll
-//! request per waiting read (a `Source` allocated, submitted with `io_uring_enter`, 5% of the
-//! server's CPU in a Get + Delete profile) completed through task work that interrupts the shard's
-//! thread (reschedule IPIs, dear on a VM), where epoll registers each connection once. glommio 0.9
-//! has no multishot poll or receive, where io_uring could win. `auto` still probes io_uring, only
-//! to say in one line, where it is refused (a container's seccomp profile), why `--runtime
-//! io_uring` would fail. On a machine where `scripts/backend-costs.sh` shows io_uring ahead, pass
+//! rows (17.3 against 19.1 µs per Get(1) and Delete). Why: glommio tries each socket directly
+//! before it uses its ring, so both backends make the same `recvfrom` and `sendto` per request;
+//! io_uring then adds a poll request per waiting read (a `Source` allocated, submitted with
+//! `io_uring_enter`, 5% of the server's CPU in a Get + Delete profile) completed through task work
+//! that interrupts the shard's thread (reschedule IPIs, dear on a VM), where epoll registers each
+//! connection once. glommio 0.9 has no multishot poll or receive, where io_uring could win.
+//! `auto` still probes io_uring, only to say in one line, where it is refused (a container's
+//! seccomp profile), why `--runtime io_uring` would fail. On a machine where `scripts/backend-costs.sh` shows io_uring ahead, pass
 //! `--runtime io_uring`; the rule changes here if io_uring comes out ahead where azq is measured.
 
 use super::backend::Backend;
