@@ -21,8 +21,9 @@
 //! that interrupts the shard's thread (reschedule IPIs, dear on a VM), where epoll registers each
 //! connection once. glommio 0.9 has no multishot poll or receive, where io_uring could win.
 //! `auto` still probes io_uring, only to say in one line, where it is refused (a container's
-//! seccomp profile), why `--runtime io_uring` would fail. On a machine where `scripts/backend-costs.sh` shows io_uring ahead, pass
-//! `--runtime io_uring`; the rule changes here if io_uring comes out ahead where azq is measured.
+//! seccomp profile), why `--runtime io_uring` would fail. On a machine where
+//! `scripts/backend-costs.sh` shows io_uring ahead, pass `--runtime io_uring`; the rule changes
+//! here if io_uring comes out ahead where azq is measured.
 
 use super::backend::Backend;
 
