@@ -8,11 +8,12 @@
 //! every machine azq was measured on, the portable backend (tokio, epoll) serves each request with
 //! less CPU, so it is the default. On the Intel Xeon 2-vCPU VM, one shard on CPU 0 and azq-loadgen
 //! on CPU 1, 32 connections, 1 KiB messages: server CPU per request, io_uring against portable,
-//! 9.6-9.8 against 8.8-9.2 µs for Put, 9.1-9.3 against 8.2-8.4 µs for Get(1) and Delete, 26-28.5
-//! against 16.5-17.9 µs for Put on disk (`ROUNDS=3 scripts/bench-ceiling.sh`, quiet, 2026-11-26;
-//! docs/BENCHMARKS.md "Issue 27"), and the same order over fixed counts after the read timeouts
-//! stopped arming a timer per read (`ROUNDS=3 scripts/backend-costs.sh`: io_uring 10.6-12.4 µs,
-//! portable 8.7-10.2 µs, busy machine); on the AMD EPYC VM of 2026-11-23
+//! 9.4-10.9 against 8.7-9.0 µs for Put, 8.9-9.4 against 8.0-8.2 µs for Get(1) and Delete,
+//! 27.7-28.5 against 16.7-19.3 µs for Put on disk, and 0.80-0.95 of portable's Put rate
+//! (`ROUNDS=3 scripts/bench-ceiling.sh`, quiet, 2026-11-26, with this rule's build; the build
+//! before it: 9.6-9.8 against 8.8-9.2 µs for Put; docs/BENCHMARKS.md "Issue 27"), and the same
+//! order over fixed counts (`ROUNDS=3 scripts/backend-costs.sh`: io_uring 10.6-12.4 µs, portable
+//! 8.7-10.2 µs, busy machine); on the AMD EPYC VM of 2026-11-23
 //! (`scripts/bench-targets.sh`) the portable backend was even on Put and ahead on the read-heavy
 //! rows (17.3 against 19.1 µs per Get(1) and Delete). Why: glommio tries each socket directly
 //! before it uses its ring, so both backends make the same `recvfrom` and `sendto` per request;
