@@ -6,7 +6,7 @@ mod common;
 use std::io::{BufReader, Read, Write};
 use std::time::Duration;
 
-use common::{exchange, read_response, signed_request, Server};
+use common::{backends, exchange, read_response, signed_request, Server};
 
 /// A well-formed request still gets a proper answer.
 fn assert_serving(server: &Server) {
@@ -441,24 +441,32 @@ fn list_queues_page_size_is_capped_not_refused() {
 
 /// Regression (found by the soak's chaos client): a connection that sent only the empty lines HTTP
 /// allows before a request line got the 120 s idle timeout, so a client could hold it open by
-/// sending one now and then. Once any byte has arrived the request deadline (10 s) applies.
+/// sending one now and then. Once any byte has arrived the request deadline (10 s) applies. On
+/// both backends at once: this is the socket-level check of `runtime::deadline`'s sweep, which
+/// fails a waiting read on each backend's own socket type.
 #[test]
 fn empty_lines_alone_meet_the_request_deadline() {
-    let server = Server::start(&[]);
-    let mut stream = server.connect();
-    stream.write_all(b"\n\r\n\r\n").unwrap();
-    let started = std::time::Instant::now();
-    let mut rest = Vec::new();
-    // The server closes without an answer: nothing was requested.
-    assert_eq!(stream.read_to_end(&mut rest).unwrap(), 0);
-    let waited = started.elapsed();
-    let deadline = Duration::from_millis(azq::limits::REQUEST_HEAD_TIMEOUT_MS);
-    assert!(
-        waited >= deadline - Duration::from_millis(500),
-        "closed after {waited:?}"
-    );
-    assert!(
-        waited < deadline + Duration::from_secs(5),
-        "closed after {waited:?}"
-    );
+    std::thread::scope(|scope| {
+        for backend in backends() {
+            scope.spawn(move || {
+                let server = Server::start_on(backend, &[]);
+                let mut stream = server.connect();
+                stream.write_all(b"\n\r\n\r\n").unwrap();
+                let started = std::time::Instant::now();
+                let mut rest = Vec::new();
+                // The server closes without an answer: nothing was requested.
+                assert_eq!(stream.read_to_end(&mut rest).unwrap(), 0, "{backend:?}");
+                let waited = started.elapsed();
+                let deadline = Duration::from_millis(azq::limits::REQUEST_HEAD_TIMEOUT_MS);
+                assert!(
+                    waited >= deadline - Duration::from_millis(500),
+                    "{backend:?}: closed after {waited:?}"
+                );
+                assert!(
+                    waited < deadline + Duration::from_secs(5),
+                    "{backend:?}: closed after {waited:?}"
+                );
+            });
+        }
+    });
 }

@@ -6,8 +6,9 @@ use std::borrow::Cow;
 
 use smallvec::SmallVec;
 
-/// The decoded query parameters of one request, in the order sent; inline up to four (Azure's
-/// requests carry at most three, and most none), so a query costs no allocation.
+/// The decoded query parameters of one request, in the order sent; inline up to four (an
+/// operation's own parameters are at most three, and most requests have none), so only a query
+/// that also carries a SAS (eight or more parameters) allocates.
 #[derive(Debug, Default)]
 pub struct Query<'r> {
     pairs: SmallVec<[(Cow<'r, str>, Cow<'r, str>); 4]>,

@@ -126,7 +126,8 @@ pub trait Backend: Sized + 'static {
     fn connect(address: SocketAddr) -> impl Future<Output = io::Result<Self::Stream>>;
 
     /// Appends what arrives next to `input`: the byte count, 0 at end of stream, or an error
-    /// (`TimedOut` when nothing arrived within `timeout`).
+    /// (`TimedOut` when nothing arrived within `timeout` of the read's first wait, found by
+    /// `deadline`'s sweep: up to `READ_DEADLINE_SWEEP_MS` late).
     fn read(
         stream: &mut Self::Stream,
         input: &mut BytesMut,
@@ -134,7 +135,7 @@ pub trait Backend: Sized + 'static {
     ) -> impl Future<Output = io::Result<usize>>;
 
     /// Reads what arrives next into `buffer`, which the caller owns and reuses: the byte count,
-    /// 0 at end of stream, or an error (`TimedOut` when nothing arrived within `timeout`).
+    /// 0 at end of stream, or an error (`TimedOut` as `read`'s).
     /// Safe to cancel: a read that loses a race loses no byte. Where `read` appends to a
     /// growing `BytesMut` (on glommio, a copy out of glommio's own buffer), this fills a
     /// fixed, zeroed-once buffer in place, straight from the socket: azq-loadgen's connections

@@ -112,7 +112,7 @@ impl Watch {
             (index, start_sweep)
         });
         if start_sweep {
-            B::spawn(sweep::<B>());
+            B::spawn(sweep::<B>(Sweeping));
         }
         Watch { index }
     }
@@ -151,17 +151,19 @@ impl Drop for Watch {
     }
 }
 
+/// Marks the thread's sweep stopped however it ends: returned, or dropped with its event loop,
+/// even before its first poll (the sweep's future owns it from its creation).
+struct Sweeping;
+
+impl Drop for Sweeping {
+    fn drop(&mut self) {
+        let _ = WATCHES.try_with(|watches| watches.borrow_mut().sweeping = false);
+    }
+}
+
 /// The thread's sweep: every `READ_DEADLINE_SWEEP_MS`, wakes the reads whose deadline has
 /// passed; ends when no read waits (the next one to wait starts it again).
-async fn sweep<B: Backend>() {
-    // Marks the sweep stopped however it ends, returned or dropped with its event loop.
-    struct Sweeping;
-    impl Drop for Sweeping {
-        fn drop(&mut self) {
-            let _ = WATCHES.try_with(|watches| watches.borrow_mut().sweeping = false);
-        }
-    }
-    let _sweeping = Sweeping;
+async fn sweep<B: Backend>(_sweeping: Sweeping) {
     loop {
         B::sleep(Duration::from_millis(READ_DEADLINE_SWEEP_MS)).await;
         let mut expired = Vec::new();

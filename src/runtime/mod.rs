@@ -5,6 +5,7 @@
 //!
 //! - `backend`: the seam, `Backend`; `select`: the choice between the two event loops (and the
 //!   io_uring probe behind it); `os`: pinning threads, the CPUs allowed, the open-files limit;
+//!   `deadline`: read timeouts for both backends, by one sweep per thread;
 //! - `uring` (Linux): glommio on io_uring; `portable`: tokio's current-thread runtime;
 //! - `shard`: a shard's thread and main task (its listener, accepting, draining);
 //! - the request path, one way: `connection` (the loop: parse, plan, execute, respond) →

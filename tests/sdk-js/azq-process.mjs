@@ -3,8 +3,10 @@
 // to the test's own, so nothing azq says is lost.
 //
 // Environment: `AZQ_BIN` (default target/release/azq); `AZQ_WRAPPER`, a command that runs azq
-// (its command line follows), e.g. the no-io-uring helper, words split on spaces; and
-// `AZQ_EXPECT_BACKEND`, the backend the ready line must name (io_uring or portable).
+// (its command line follows), e.g. the no-io-uring helper, words split on spaces; `AZQ_ARGS`,
+// extra arguments appended to every server's command line (words split on spaces), as the
+// Python suite's; and `AZQ_EXPECT_BACKEND`, the backend the ready line must name (io_uring or
+// portable).
 
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
@@ -14,6 +16,7 @@ import path from "node:path";
 const REPO_ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..", "..");
 const AZQ_BIN = process.env.AZQ_BIN ?? path.join(REPO_ROOT, "target", "release", "azq");
 const AZQ_WRAPPER = (process.env.AZQ_WRAPPER ?? "").split(" ").filter((word) => word !== "");
+const AZQ_ARGS = (process.env.AZQ_ARGS ?? "").split(" ").filter((word) => word !== "");
 const AZQ_EXPECT_BACKEND = process.env.AZQ_EXPECT_BACKEND;
 const STARTUP_TIMEOUT_MS = 30_000;
 const STOP_TIMEOUT_MS = 15_000;
@@ -21,15 +24,18 @@ const READY_LINE = /azq listening on (https?:\/\/\S+:\d+) \(\d+ shards?, (\w+), 
 const FINGERPRINT_LINE = /SHA-256 ([0-9A-F:]{95})/;
 
 /**
- * Starts azq with `args` and resolves once its ready line is out (and, with `fingerprint`,
- * the line naming its certificate's SHA-256 fingerprint): `{ child, origin, fingerprint }`,
- * `origin` being the scheme, host and port it serves. Rejects when azq exits first, prints no
- * ready line within STARTUP_TIMEOUT_MS, or runs on another backend than AZQ_EXPECT_BACKEND.
+ * Starts azq with `args` (then AZQ_ARGS) and resolves once its ready line is out (and, with
+ * `fingerprint`, the line naming its certificate's SHA-256 fingerprint): `{ child, origin,
+ * fingerprint }`, `origin` being the scheme, host and port it serves. Rejects when azq exits
+ * first, prints no ready line within STARTUP_TIMEOUT_MS, or runs on another backend than
+ * AZQ_EXPECT_BACKEND.
  */
 export function startAzq(args, { fingerprint: wantFingerprint = false } = {}) {
   return new Promise((resolve, reject) => {
     const [command, ...prefix] = [...AZQ_WRAPPER, AZQ_BIN];
-    const child = spawn(command, [...prefix, ...args], { stdio: ["ignore", "pipe", "pipe"] });
+    const child = spawn(command, [...prefix, ...args, ...AZQ_ARGS], {
+      stdio: ["ignore", "pipe", "pipe"],
+    });
     const timer = setTimeout(
       () => reject(new Error("azq printed no ready line")),
       STARTUP_TIMEOUT_MS,

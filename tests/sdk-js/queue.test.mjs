@@ -34,8 +34,6 @@ import { startAzq, stopAzq } from "./azq-process.mjs";
 const ACCOUNT = "devstoreaccount1";
 const KEY =
   "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw==";
-// Extra arguments for azq (words split on spaces), as the Python suite's AZQ_ARGS.
-const AZQ_ARGS = (process.env.AZQ_ARGS ?? "").split(" ").filter((word) => word !== "");
 // Bounded retries: a failure shows at once instead of after the SDK's default backoff.
 const CLIENT_OPTIONS = { retryOptions: { maxTries: 1, tryTimeoutInMs: 10_000 } };
 
@@ -60,7 +58,7 @@ async function startServer({ port = 0, location = null } = {}) {
   const storage = location === null ? ["--inMemoryPersistence"] : ["--location", location];
   const { child, origin } = await startAzq([
     "--queueHost", "127.0.0.1", "--queuePort", String(port), "--shards", "2",
-    ...storage, ...AZQ_ARGS,
+    ...storage,
   ]);
   return { child, endpoint: `${origin}/${ACCOUNT}` };
 }

@@ -46,10 +46,12 @@ FINGERPRINT_LINE = re.compile(r"SHA-256 (?P<fingerprint>[0-9A-F:]{95})")
 
 @pytest.fixture(params=[[], ["--runtime", "portable"]], ids=["default-backend", "portable"])
 def runtime(request, monkeypatch):
-    """The backend arguments of a test's servers: the suite's default (io_uring where the machine
-    allows it), then the portable one, whatever backend the suite's run expects of its own."""
+    """The backend arguments of a test's servers: the suite run's own (its AZQ_ARGS, e.g.
+    `--runtime io_uring`, and the backend it expects), then the portable one, whatever the run
+    asks of its servers."""
     if request.param:
         monkeypatch.delenv("AZQ_EXPECT_BACKEND", raising=False)
+        monkeypatch.delenv("AZQ_ARGS", raising=False)
     return request.param
 
 
