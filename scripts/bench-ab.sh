@@ -7,7 +7,9 @@
 # there) and pass both binaries.
 #
 #   scripts/bench-ab.sh OLD_AZQ NEW_AZQ [EXTRA AZQ ARGS...]
-#   ROUNDS [5]  DURATION [5s]  WARMUP [2s]  CONNECTIONS [32]  RUNTIME [io_uring]
+#   ROUNDS [5]  DURATION [5s]  WARMUP [2s]  CONNECTIONS [32]
+#   RUNTIME [portable]: the backend both binaries run on, named (not `auto`, which was io_uring
+#   before issue 27 and is the portable backend since: an old and a new build would differ)
 #   SCENARIO [put]: any azq-loadgen --scenario; get-delete preloads 1,000,000 messages
 #   PERSISTENCE [memory]: disk keeps each run's data in a fresh directory (--durability fsync,
 #   the default: group commit's cost included)
@@ -24,7 +26,7 @@ rounds=${ROUNDS:-5}
 duration=${DURATION:-5s}
 warmup=${WARMUP:-2s}
 connections=${CONNECTIONS:-32}
-runtime=${RUNTIME:-io_uring}
+runtime=${RUNTIME:-portable}
 scenario=${SCENARIO:-put}
 persistence=${PERSISTENCE:-memory}
 [[ $persistence == memory || $persistence == disk ]] || { echo "PERSISTENCE must be memory or disk" >&2; exit 2; }
