@@ -123,8 +123,8 @@ fn both_backends_serve() {
 }
 
 #[test]
-fn auto_falls_back_where_seccomp_denies_io_uring() {
-    // The helper's stderr would hold the fallback line; `Server` passes it through, so check it
+fn auto_says_why_io_uring_is_refused_and_serves_where_seccomp_denies_it() {
+    // The helper's stderr would hold the refusal line; `Server` passes it through, so check it
     // on a run of its own below, and here that the server serves on the portable backend.
     let server = Server::start_command(without_io_uring(), &["--shards", "2"]);
     assert_eq!(server.backend, "portable");
