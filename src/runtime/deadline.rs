@@ -190,12 +190,36 @@ async fn sweep<B: Backend>(_sweeping: Sweeping) {
     }
 }
 
-/// Reads waiting on this thread, and whether its sweep runs (for the tests beside the backends,
-/// which sit above this file).
+/// Reads waiting on this thread, and whether its sweep runs.
 #[cfg(test)]
-pub(crate) fn watched() -> (usize, bool) {
+fn watched() -> (usize, bool) {
     WATCHES.with(|watches| {
         let watches = watches.borrow();
         (watches.taken(), watches.sweeping)
     })
+}
+
+/// The check each backend's tests (which sit above this file) run on their own event loop: a
+/// read that never completes fails with `TimedOut` after its timeout (not before), one that
+/// completes gives its outcome, and every slot is free again afterwards, with the sweep stopped
+/// once nothing waits.
+#[cfg(test)]
+pub(crate) async fn check_on<B: Backend>() {
+    let started = Instant::now();
+    let outcome = within::<B, ()>(
+        Duration::from_millis(150),
+        std::future::pending::<io::Result<()>>(),
+    )
+    .await;
+    assert_eq!(outcome.unwrap_err().kind(), io::ErrorKind::TimedOut);
+    assert!(started.elapsed() >= Duration::from_millis(150));
+    let answered = within::<B, u8>(Duration::from_secs(60), async {
+        B::sleep(Duration::from_millis(20)).await;
+        Ok(7)
+    })
+    .await;
+    assert_eq!(answered.unwrap(), 7);
+    assert_eq!(watched().0, 0);
+    B::sleep(Duration::from_millis(3 * READ_DEADLINE_SWEEP_MS)).await;
+    assert_eq!(watched(), (0, false));
 }

@@ -478,31 +478,9 @@ mod tests {
         assert!(finished.get());
     }
 
-    /// `deadline::within`: a read that never completes fails with `TimedOut` after its timeout
-    /// (not before), one that completes gives its outcome, and every slot is free again
-    /// afterwards, with the sweep stopped once nothing waits.
+    /// `deadline::check_on` on the portable backend.
     #[test]
     fn a_waiting_read_times_out_and_frees_its_slot() {
-        Portable::run(0, Idle::Park, async {
-            let started = Instant::now();
-            let outcome = deadline::within::<Portable, ()>(
-                Duration::from_millis(150),
-                std::future::pending::<io::Result<()>>(),
-            )
-            .await;
-            assert_eq!(outcome.unwrap_err().kind(), io::ErrorKind::TimedOut);
-            assert!(started.elapsed() >= Duration::from_millis(150));
-            let answered = deadline::within::<Portable, u8>(Duration::from_secs(60), async {
-                Portable::sleep(Duration::from_millis(20)).await;
-                Ok(7)
-            })
-            .await;
-            assert_eq!(answered.unwrap(), 7);
-            assert_eq!(deadline::watched().0, 0);
-            let sweep_ms = crate::limits::READ_DEADLINE_SWEEP_MS;
-            Portable::sleep(Duration::from_millis(3 * sweep_ms)).await;
-            assert_eq!(deadline::watched(), (0, false));
-        })
-        .expect("a portable loop");
+        Portable::run(0, Idle::Park, deadline::check_on::<Portable>()).expect("a portable loop");
     }
 }
