@@ -166,11 +166,13 @@ impl<B: Backend> Engine<B> {
         let stats = self.log.as_ref()?.stats();
         let per_flush = stats.records as f64 / stats.flushes.max(1) as f64;
         Some(format!(
-            "shard {}: {} records in {} flushes ({per_flush:.1} per flush, at most {}), {:.1} MiB",
+            "shard {}: {} records in {} flushes ({per_flush:.1} per flush, at most {}), {} µs a \
+             flush on average, {:.1} MiB",
             self.index,
             stats.records,
             stats.flushes,
             stats.records_max,
+            stats.duration_sum_us / stats.flushes.max(1),
             stats.bytes as f64 / (1 << 20) as f64
         ))
     }
