@@ -41,6 +41,19 @@ pub enum Step {
     Admin(AdminStep),
 }
 
+impl Step {
+    /// Whether executing this step on shard `here` completes without waiting for anything:
+    /// a command for this shard's own queue, or an answer planned already (nothing crosses the
+    /// mesh, no admin step gathers from other shards).
+    pub fn runs_at_once(&self, here: usize) -> bool {
+        match self {
+            Step::Fail(_) | Step::Answer(_) => true,
+            Step::Shard { shard, .. } => *shard == here,
+            Step::EveryShard(_) | Step::Replicated { .. } | Step::Admin(_) => false,
+        }
+    }
+}
+
 /// What an azq endpoint asks of the runtime (`runtime::admin::execute_admin`).
 #[derive(Debug)]
 pub enum AdminStep {
@@ -218,4 +231,41 @@ pub struct ListingEcho {
     pub results_max_text: Option<String>,
     /// The page size: `maxresults` capped at `LIST_QUEUES_RESULTS_MAX`.
     pub results_max: usize,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::queue::QueueKey;
+
+    #[test]
+    fn runs_at_once_only_without_the_mesh_or_admin() {
+        let queue = QueueKey {
+            account: "devstoreaccount1".to_string(),
+            name: "q".to_string(),
+        };
+        let command = || Command::ClearMessages {
+            queue: queue.clone(),
+        };
+        let here = 1;
+        assert!(Step::Fail(StorageError::InvalidUri).runs_at_once(here));
+        assert!(Step::Answer(Reply::Done).runs_at_once(here));
+        let local = Step::Shard {
+            shard: here,
+            command: command(),
+        };
+        assert!(local.runs_at_once(here));
+        let remote = Step::Shard {
+            shard: 0,
+            command: command(),
+        };
+        assert!(!remote.runs_at_once(here));
+        assert!(!Step::EveryShard(command()).runs_at_once(here));
+        let replicated = Step::Replicated {
+            shard: here,
+            command: command(),
+        };
+        assert!(!replicated.runs_at_once(here));
+        assert!(!Step::Admin(AdminStep::Metrics).runs_at_once(here));
+    }
 }

@@ -153,6 +153,7 @@ impl Authenticator {
             }
             return shared_key::verify(
                 request,
+                query,
                 authorization,
                 context.secondary,
                 account,

@@ -21,7 +21,7 @@ use super::collation::compare_header_names;
 use super::outcome::{
     decode_signature, AuthFailure, AuthScheme, Principal, SECONDARY_ACCOUNT_SUFFIX,
 };
-use crate::http::query;
+use crate::http::query::{self, Query};
 use crate::http::Request;
 use crate::limits::REQUEST_DATE_SKEW_MS_MAX;
 
@@ -106,6 +106,7 @@ pub fn parse_authorization(value: &[u8]) -> Result<Authorization<'_>, AuthFailur
 /// `string_to_sign` is scratch space.
 pub(super) fn verify(
     request: &Request,
+    query: &Query<'_>,
     authorization: &[u8],
     secondary: bool,
     account: &Account,
@@ -122,10 +123,14 @@ pub(super) fn verify(
         return Err(AuthFailure::AccountMismatch);
     }
     string_to_sign.clear();
-    write_string_to_sign(
+    // The query as planning decoded it: a pop receipt's escapes are decoded once per request.
+    write_string_to_sign_decoded(
         authorization.scheme,
         request.method.as_str(),
-        request.target(),
+        request.path(),
+        query
+            .pairs()
+            .map(|(name, value)| Some((Cow::Borrowed(name), Cow::Borrowed(value)))),
         request.headers(),
         authorization.account_name,
         string_to_sign,
@@ -278,7 +283,7 @@ pub fn write_table_string_to_sign<'h>(
     out.push(b'/');
     out.extend_from_slice(account_name.as_bytes());
     out.extend_from_slice(path);
-    write_comp_parameter(raw_query, out)
+    write_comp_parameter(query::pairs(raw_query), out)
 }
 
 /// The SharedKey signature a client puts in `Authorization: SharedKey account:<signature>`.
@@ -320,6 +325,29 @@ pub fn write_string_to_sign<'h>(
     scheme: SharedKeyScheme,
     method: &str,
     target: &[u8],
+    headers: impl Iterator<Item = (&'h [u8], &'h [u8])>,
+    account_name: &str,
+    out: &mut Vec<u8>,
+) -> Result<(), AuthFailure> {
+    let (path, raw_query) = split_target(target);
+    write_string_to_sign_decoded(
+        scheme,
+        method,
+        path,
+        query::pairs(raw_query),
+        headers,
+        account_name,
+        out,
+    )
+}
+
+/// `write_string_to_sign` of a request whose target is given as its raw `path` and its query's
+/// decoded `(name, value)` pairs, in the order sent (`None`: a pair that did not decode).
+fn write_string_to_sign_decoded<'h, 'q>(
+    scheme: SharedKeyScheme,
+    method: &str,
+    path: &[u8],
+    query_pairs: impl Iterator<Item = Option<(Cow<'q, str>, Cow<'q, str>)>>,
     headers: impl Iterator<Item = (&'h [u8], &'h [u8])>,
     account_name: &str,
     out: &mut Vec<u8>,
@@ -379,13 +407,12 @@ pub fn write_string_to_sign<'h>(
     }
     write_canonicalized_headers(&storage_headers, out);
 
-    let (path, raw_query) = split_target(target);
     out.push(b'/');
     out.extend_from_slice(account_name.as_bytes());
     out.extend_from_slice(path);
     match scheme {
-        SharedKeyScheme::SharedKey => write_canonicalized_query(raw_query, out),
-        SharedKeyScheme::SharedKeyLite => write_comp_parameter(raw_query, out),
+        SharedKeyScheme::SharedKey => write_canonicalized_query(query_pairs, out),
+        SharedKeyScheme::SharedKeyLite => write_comp_parameter(query_pairs, out),
     }
 }
 
@@ -411,10 +438,13 @@ fn write_canonicalized_headers(sorted_headers: &[(&[u8], &[u8])], out: &mut Vec<
 
 /// SharedKey's query part of CanonicalizedResource: for each parameter name, lowercased, in byte
 /// order, `\nname:` and its decoded values sorted and joined with `,`.
-fn write_canonicalized_query(raw_query: &[u8], out: &mut Vec<u8>) -> Result<(), AuthFailure> {
+fn write_canonicalized_query<'q>(
+    query_pairs: impl Iterator<Item = Option<(Cow<'q, str>, Cow<'q, str>)>>,
+    out: &mut Vec<u8>,
+) -> Result<(), AuthFailure> {
     // Inline: requests carry a handful of parameters (`popreceipt`, `visibilitytimeout`, …).
-    let mut parameters: SmallVec<[(Cow<'_, str>, Cow<'_, str>); 8]> = SmallVec::new();
-    for pair in query::pairs(raw_query) {
+    let mut parameters: SmallVec<[(Cow<'q, str>, Cow<'q, str>); 8]> = SmallVec::new();
+    for pair in query_pairs {
         let (name, value) = pair.ok_or(AuthFailure::MalformedQuery)?;
         parameters.push((lowercase(name), value));
     }
@@ -435,8 +465,11 @@ fn write_canonicalized_query(raw_query: &[u8], out: &mut Vec<u8>) -> Result<(), 
 }
 
 /// SharedKeyLite's query part of CanonicalizedResource: `?comp=value` when the query has `comp`.
-fn write_comp_parameter(raw_query: &[u8], out: &mut Vec<u8>) -> Result<(), AuthFailure> {
-    for pair in query::pairs(raw_query) {
+fn write_comp_parameter<'q>(
+    query_pairs: impl Iterator<Item = Option<(Cow<'q, str>, Cow<'q, str>)>>,
+    out: &mut Vec<u8>,
+) -> Result<(), AuthFailure> {
+    for pair in query_pairs {
         let (name, value) = pair.ok_or(AuthFailure::MalformedQuery)?;
         if name.eq_ignore_ascii_case("comp") {
             out.extend_from_slice(b"?comp=");

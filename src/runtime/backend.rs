@@ -178,19 +178,33 @@ pub enum Idle {
 
 /// How long writing one batch of bytes may take: each write may wait `stalled` for the peer to
 /// take a byte (a write timeout, as nginx's `send_timeout`), and the whole batch must be
-/// written by `deadline`. `None` waits as long as it takes.
+/// written by its deadline. `None` waits as long as it takes.
 #[derive(Clone, Copy, Debug)]
 pub struct WriteTimeout {
     stalled: Option<Duration>,
-    deadline: Option<Instant>,
+    deadline: Deadline,
+}
+
+/// When a batch of writes must be done.
+#[derive(Clone, Copy, Debug)]
+enum Deadline {
+    /// No bound.
+    Never,
+    /// By this instant.
+    At(Instant),
+    /// This long after the first write that asks (`next_wait`): a batch the socket takes at
+    /// once, without asking, costs no clock read.
+    After(Duration),
 }
 
 impl WriteTimeout {
-    /// Each write may wait `stalled` for progress, and all of them together `total` from now.
+    /// Each write may wait `stalled` for progress, and all of them together `total` from the
+    /// first one that asks how long it may wait (a write the socket takes at once need not ask:
+    /// the bound starts, microseconds later than the call, when a write first may have to wait).
     pub fn new(stalled: Duration, total: Duration) -> WriteTimeout {
         WriteTimeout {
             stalled: Some(stalled),
-            deadline: Instant::now().checked_add(total),
+            deadline: Deadline::After(total),
         }
     }
 
@@ -198,7 +212,7 @@ impl WriteTimeout {
     pub fn until(deadline: Instant) -> WriteTimeout {
         WriteTimeout {
             stalled: None,
-            deadline: Some(deadline),
+            deadline: Deadline::At(deadline),
         }
     }
 
@@ -206,20 +220,72 @@ impl WriteTimeout {
     pub fn unbounded() -> WriteTimeout {
         WriteTimeout {
             stalled: None,
-            deadline: None,
+            deadline: Deadline::Never,
         }
     }
 
+    /// This bound with its deadline fixed now, for a batch written in several calls of
+    /// `Backend::write_all` (each call gets a copy: a deadline still to be fixed would start
+    /// afresh in each).
+    pub fn fixed(mut self) -> WriteTimeout {
+        if let Deadline::After(total) = self.deadline {
+            self.deadline = Instant::now()
+                .checked_add(total)
+                .map_or(Deadline::Never, Deadline::At);
+        }
+        self
+    }
+
     /// How long the next write may wait for the peer (`None`: as long as it takes);
-    /// `TimedOut` once the deadline has passed.
-    pub fn next_wait(&self) -> io::Result<Option<Duration>> {
-        let Some(deadline) = self.deadline else {
-            return Ok(self.stalled);
+    /// `TimedOut` once the deadline has passed. The first call fixes a deadline given as a
+    /// duration.
+    pub fn next_wait(&mut self) -> io::Result<Option<Duration>> {
+        let now = Instant::now();
+        let deadline = match self.deadline {
+            Deadline::Never => return Ok(self.stalled),
+            Deadline::At(deadline) => deadline,
+            Deadline::After(total) => {
+                let Some(deadline) = now.checked_add(total) else {
+                    self.deadline = Deadline::Never;
+                    return Ok(self.stalled);
+                };
+                self.deadline = Deadline::At(deadline);
+                deadline
+            }
         };
         let left = deadline
-            .checked_duration_since(Instant::now())
+            .checked_duration_since(now)
             .filter(|left| !left.is_zero())
             .ok_or(io::ErrorKind::TimedOut)?;
         Ok(Some(self.stalled.map_or(left, |stalled| stalled.min(left))))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A total given as a duration starts when a write first asks (so a batch the socket takes
+    /// at once reads no clock), and a fixed one is shared by every copy.
+    #[test]
+    fn write_timeout_fixes_its_deadline_when_first_asked() {
+        let stalled = Duration::from_secs(10);
+        let total = Duration::from_secs(1);
+        let mut timeout = WriteTimeout::new(stalled, total);
+        assert!(matches!(timeout.deadline, Deadline::After(_)));
+        let wait = timeout.next_wait().unwrap().unwrap();
+        assert!(wait <= total && !wait.is_zero());
+        assert!(matches!(timeout.deadline, Deadline::At(_)));
+
+        let fixed = WriteTimeout::new(stalled, total).fixed();
+        assert!(matches!(fixed.deadline, Deadline::At(_)));
+        let mut passed = WriteTimeout::new(stalled, Duration::ZERO).fixed();
+        assert_eq!(
+            passed.next_wait().unwrap_err().kind(),
+            io::ErrorKind::TimedOut
+        );
+        assert_eq!(WriteTimeout::unbounded().next_wait().unwrap(), None);
+        let mut endless = WriteTimeout::new(stalled, Duration::MAX);
+        assert_eq!(endless.next_wait().unwrap(), Some(stalled));
     }
 }

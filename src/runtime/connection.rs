@@ -189,9 +189,14 @@ async fn serve_requests<B: Backend, T: Transport>(
                         step => step,
                     };
                     // Straight to `execute` when the governor is idle: no second future
-                    // wrapped around the step on the common path.
-                    let executed = if governance::is_idle(shard) {
-                        execute(shard, step).await
+                    // wrapped around the step on the common path. Such a step, when it runs
+                    // at once, is applied and answered at the time the request was planned at
+                    // (nothing runs between: one clock read serves planning, the state and the
+                    // answer's `Date`); one that waits (the mesh, the governor) reads it again.
+                    let governed = !governance::is_idle(shard);
+                    let at_once = !governed && step.runs_at_once(shard.index);
+                    let executed = if !governed {
+                        execute(shard, step, now_ms).await
                     } else {
                         match governance::govern(shard, step, operation, now_ms).await {
                             Some(executed) => executed,
@@ -216,11 +221,16 @@ async fn serve_requests<B: Backend, T: Transport>(
                     let outcome = executed.outcome;
                     shard.log_request(&request, &outcome);
                     let response_at = output.len();
+                    let answered_ms = if at_once {
+                        now_ms
+                    } else {
+                        shard.engine.now_ms()
+                    };
                     shard.service.respond(
                         &request,
                         &plan.response,
                         outcome,
-                        shard.engine.now_ms(),
+                        answered_ms,
                         &mut output,
                     );
                     governance::answered(

@@ -162,7 +162,7 @@ impl<B: Backend> ShardContext<B> {
     ) -> Vec<Result<Reply, StorageError>> {
         let mut pending = Vec::with_capacity(self.shards);
         for shard in 0..self.shards {
-            pending.push(self.start_on(shard, command.clone()).await);
+            pending.push(self.start_on(shard, command.clone(), None).await);
         }
         let mut parts = Vec::with_capacity(self.shards);
         for part in pending {
@@ -187,7 +187,7 @@ impl<B: Backend> ShardContext<B> {
         let mut pending = Vec::with_capacity(self.shards);
         for other in (0..self.shards).filter(|&other| other != shard) {
             let command = Command::ApplyReplica((*replica).clone());
-            pending.push(self.start_on(other, command).await);
+            pending.push(self.start_on(other, command, None).await);
         }
         for stored in pending {
             // Storing a copy writes nothing to the log (recovery rebuilds copies).
@@ -233,13 +233,39 @@ impl<B: Backend> ShardContext<B> {
         command: Command,
         durable_at: &Cell<Option<u64>>,
     ) -> Result<Reply, StorageError> {
-        self.start_on(shard, command).await.reply(durable_at).await
+        self.start_on(shard, command, None)
+            .await
+            .reply(durable_at)
+            .await
     }
 
-    /// Starts `command` on `shard`: applied at once when it is this one, else sent.
-    async fn start_on(&self, shard: usize, command: Command) -> Pending<'_, B> {
+    /// `apply_on`, for a caller that has just read the clock (`Engine::now_ms`): applied at
+    /// `now_ms` when `shard` is this one, so the request's one reading serves it too; the owner
+    /// reads its own clock when the command crosses the mesh.
+    pub async fn apply_on_at(
+        &self,
+        shard: usize,
+        command: Command,
+        now_ms: u64,
+        durable_at: &Cell<Option<u64>>,
+    ) -> Result<Reply, StorageError> {
+        self.start_on(shard, command, Some(now_ms))
+            .await
+            .reply(durable_at)
+            .await
+    }
+
+    /// Starts `command` on `shard`: applied at once when it is this one (at `now_ms` when the
+    /// caller read the clock for it, else at the clock's reading now), else sent.
+    async fn start_on(
+        &self,
+        shard: usize,
+        command: Command,
+        now_ms: Option<u64>,
+    ) -> Pending<'_, B> {
         if shard == self.index {
-            Pending::Here(self.engine.apply(command))
+            let now_ms = now_ms.unwrap_or_else(|| self.engine.now_ms());
+            Pending::Here(self.engine.apply(command, now_ms))
         } else {
             match self.mesh.send(shard, command).await {
                 Ok(pending) => Pending::There(pending),

@@ -5,24 +5,28 @@
 //! read was a timer per request: on glommio an entry in its reactor's `BTreeMap` (inserted,
 //! removed, and the map split at every turn of the loop), on tokio a registration in its timer
 //! wheel under the driver's lock. Here a read that completes at once costs nothing, and one that
-//! waits takes a reused slot of a per-thread table: no allocation, no timer, one clock read.
-//! The price is precision: a read times out up to one sweep late (10 s and 120 s timeouts, a
-//! 100 ms sweep). The sweep runs only while some read waits.
+//! waits takes a reused slot of a per-thread table: no allocation, no timer, no clock read. A
+//! deadline is a count of sweeps, not an instant: the sweep counts its turns, each of them at
+//! least `READ_DEADLINE_SWEEP_MS` after the one before (a sleep never ends early), so a read
+//! given `timeout` fails at the first turn that leaves at least `timeout` since it began to wait,
+//! counting only whole sweeps: never early, and up to one sweep late past the timeout rounded up
+//! to whole sweeps (10 s and 120 s timeouts, a 100 ms sweep: up to 100 ms late). The sweep runs
+//! only while some read waits.
 
 use std::cell::RefCell;
 use std::future::Future;
 use std::io;
 use std::pin::pin;
 use std::task::{Poll, Waker};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use super::backend::Backend;
 use crate::limits::READ_DEADLINE_SWEEP_MS;
 
 /// One waiting read's deadline.
 struct Slot {
-    /// When the read fails with `TimedOut`.
-    deadline: Instant,
+    /// The sweep turn (`Watches::sweeps`) at which the read fails with `TimedOut`.
+    deadline_sweep: u64,
     /// The task to wake when the deadline passes (`None` while the slot is free).
     waker: Option<Waker>,
     /// The sweep found the deadline passed.
@@ -38,6 +42,8 @@ struct Watches {
     free: Vec<usize>,
     /// A sweep task is running on this thread.
     sweeping: bool,
+    /// Turns of this thread's sweeps so far: the clock deadlines are counted in.
+    sweeps: u64,
 }
 
 impl Watches {
@@ -84,16 +90,20 @@ struct Watch {
 
 impl Watch {
     /// Takes a slot for a read that waits from now for at most `timeout`, starting the
-    /// thread's sweep if none runs.
+    /// thread's sweep if none runs. The read is now somewhere between two turns of the sweep:
+    /// the turns after the next one are each a full sweep apart, so failing it `whole sweeps`
+    /// past the next turn is `timeout` or later, never earlier.
     fn start<B: Backend>(timeout: Duration, waker: &Waker) -> Watch {
-        let now = Instant::now();
-        let deadline = now
-            .checked_add(timeout)
-            .unwrap_or(now + Duration::from_secs(1 << 32));
+        let sweep_period = Duration::from_millis(READ_DEADLINE_SWEEP_MS);
+        let whole_sweeps =
+            u64::try_from(timeout.as_nanos().div_ceil(sweep_period.as_nanos())).unwrap_or(u64::MAX);
         let (index, start_sweep) = WATCHES.with(|watches| {
             let mut watches = watches.borrow_mut();
             let slot = Slot {
-                deadline,
+                deadline_sweep: watches
+                    .sweeps
+                    .saturating_add(1)
+                    .saturating_add(whole_sweeps),
                 waker: Some(waker.clone()),
                 expired: false,
             };
@@ -161,17 +171,19 @@ impl Drop for Sweeping {
     }
 }
 
-/// The thread's sweep: every `READ_DEADLINE_SWEEP_MS`, wakes the reads whose deadline has
-/// passed; ends when no read waits (the next one to wait starts it again).
+/// The thread's sweep: every `READ_DEADLINE_SWEEP_MS` (or later, when the thread is busy),
+/// counts a turn and wakes the reads whose deadline turn has come; ends when no read waits
+/// (the next one to wait starts it again, and the count goes on).
 async fn sweep<B: Backend>(_sweeping: Sweeping) {
     loop {
         B::sleep(Duration::from_millis(READ_DEADLINE_SWEEP_MS)).await;
         let mut expired = Vec::new();
         let idle = WATCHES.with(|watches| {
             let mut watches = watches.borrow_mut();
-            let now = Instant::now();
+            watches.sweeps += 1;
+            let turn = watches.sweeps;
             for slot in &mut watches.slots {
-                if !slot.expired && slot.deadline <= now {
+                if !slot.expired && slot.deadline_sweep <= turn {
                     if let Some(waker) = slot.waker.take() {
                         slot.expired = true;
                         expired.push(waker);
@@ -205,7 +217,7 @@ fn watched() -> (usize, bool) {
 /// once nothing waits.
 #[cfg(test)]
 pub(crate) async fn check_on<B: Backend>() {
-    let started = Instant::now();
+    let started = std::time::Instant::now();
     let outcome = within::<B, ()>(
         Duration::from_millis(150),
         std::future::pending::<io::Result<()>>(),

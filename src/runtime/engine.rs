@@ -215,9 +215,10 @@ impl<B: Backend> Engine<B> {
         self.log.as_ref().map(Log::stats)
     }
 
-    /// Applies `command` now, unless its queue is over `--queue-rate-limit`.
-    pub fn apply(&self, command: Command) -> Applied {
-        let now_ms = self.clock.now_ms();
+    /// Applies `command` at `now_ms` (the caller's reading of `now_ms()`, taken just before: the
+    /// connection loop reads the clock once per request and passes it to planning, here and to
+    /// the answer), unless its queue is over `--queue-rate-limit`.
+    pub fn apply(&self, command: Command, now_ms: u64) -> Applied {
         if let Some(throttle) = &self.governor.queue_throttle {
             if let Some(queue) = command.queue().filter(|_| is_message_operation(&command)) {
                 if !throttle.borrow_mut().take(queue, now_ms) {

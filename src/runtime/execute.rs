@@ -24,8 +24,11 @@ pub struct Executed {
 }
 
 /// Runs a plan's step: locally when this shard owns the queue, else over the mesh. Steps that
-/// reach several shards send to all of them before waiting for any.
-pub async fn execute<B: Backend>(shard: &ShardContext<B>, step: Step) -> Executed {
+/// reach several shards send to all of them before waiting for any. `now_ms`: the caller's
+/// reading of `Engine::now_ms` just before, the time a queue command applied here runs at (one
+/// clock read per request; a command applied on another shard, or on several, runs at the
+/// clock that shard reads when it applies it).
+pub async fn execute<B: Backend>(shard: &ShardContext<B>, step: Step, now_ms: u64) -> Executed {
     let durable_at = Cell::new(None);
     let outcome = match step {
         Step::Fail(error) => Outcome::Reply(Err(error)),
@@ -33,7 +36,7 @@ pub async fn execute<B: Backend>(shard: &ShardContext<B>, step: Step) -> Execute
         Step::Shard {
             shard: owner,
             command,
-        } => Outcome::Reply(shard.apply_on(owner, command, &durable_at).await),
+        } => Outcome::Reply(shard.apply_on_at(owner, command, now_ms, &durable_at).await),
         Step::EveryShard(command) => Outcome::Parts(shard.every_shard(command, &durable_at).await),
         Step::Replicated {
             shard: writer,

@@ -127,16 +127,16 @@ pub async fn govern<B: Backend>(
     let executed = match executed {
         Some(executed) => executed,
         None => match fault_for(shard, &step, operation).await {
-            None => execute(shard, step).await,
+            None => execute(shard, step, shard.engine.now_ms()).await,
             Some(Action::Delay { delay_ms }) => {
                 B::sleep(Duration::from_millis(delay_ms)).await;
-                execute(shard, step).await
+                execute(shard, step, shard.engine.now_ms()).await
             }
             Some(Action::Error { error, apply }) => {
                 // Applied or not, the client hears only the error; an applied change is
                 // answered once it is written, like any other.
                 let durable_at = if apply {
-                    execute(shard, step).await.durable_at
+                    execute(shard, step, shard.engine.now_ms()).await.durable_at
                 } else {
                     None
                 };
@@ -147,7 +147,9 @@ pub async fn govern<B: Backend>(
             }
             Some(Action::Reset { apply }) => {
                 if apply {
-                    if let Some(sequence) = execute(shard, step).await.durable_at {
+                    if let Some(sequence) =
+                        execute(shard, step, shard.engine.now_ms()).await.durable_at
+                    {
                         shard.engine.durable(sequence).await;
                     }
                 }

@@ -135,7 +135,7 @@ impl<B: Backend> Mesh<B> {
                             continue;
                         }
                     };
-                    let applied = engine.apply(command);
+                    let applied = engine.apply(command, engine.now_ms());
                     let reply = ReplyEnvelope {
                         ticket: envelope.ticket,
                         answer: Answer::Queue(applied.outcome),

@@ -190,16 +190,23 @@ impl Backend for Portable {
     async fn write_all(
         stream: &mut Self::Stream,
         mut bytes: &[u8],
-        timeout: WriteTimeout,
+        mut timeout: WriteTimeout,
     ) -> io::Result<()> {
         while !bytes.is_empty() {
-            let write = stream.write(bytes);
-            let written = match timeout.next_wait()? {
-                None => write.await?,
-                Some(wait) => match tokio::time::timeout(wait, write).await {
-                    Ok(outcome) => outcome?,
-                    Err(_elapsed) => return Err(io::ErrorKind::TimedOut.into()),
-                },
+            // A write the socket takes at once (the common case: an answer fits its send
+            // buffer) needs no timer, nor the clock reads that arming one costs.
+            let written = match stream.try_write(bytes) {
+                Err(error) if error.kind() == io::ErrorKind::WouldBlock => {
+                    let write = stream.write(bytes);
+                    match timeout.next_wait()? {
+                        None => write.await?,
+                        Some(wait) => match tokio::time::timeout(wait, write).await {
+                            Ok(outcome) => outcome?,
+                            Err(_elapsed) => return Err(io::ErrorKind::TimedOut.into()),
+                        },
+                    }
+                }
+                outcome => outcome?,
             };
             if written == 0 {
                 return Err(io::ErrorKind::WriteZero.into());

@@ -179,6 +179,8 @@ impl<B: Backend> TlsStream<B> {
 
     /// Encrypts and writes all of `bytes`, within `timeout` (see `Backend::write_all`).
     pub async fn write_all(&mut self, mut bytes: &[u8], timeout: WriteTimeout) -> io::Result<()> {
+        // One deadline for every flush of the batch.
+        let timeout = timeout.fixed();
         while !bytes.is_empty() {
             let accepted = self.connection.writer().write(bytes)?;
             if accepted == 0 && !self.connection.wants_write() {
@@ -195,7 +197,9 @@ impl<B: Backend> TlsStream<B> {
     pub async fn close(mut self) {
         self.connection.send_close_notify();
         let stalled = Duration::from_millis(WRITE_TIMEOUT_MS_DEFAULT);
-        let _ = self.flush(WriteTimeout::new(stalled, stalled)).await;
+        let _ = self
+            .flush(WriteTimeout::new(stalled, stalled).fixed())
+            .await;
         B::close(self.stream).await;
     }
 

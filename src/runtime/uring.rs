@@ -224,7 +224,7 @@ impl Backend for IoUring {
     async fn write_all(
         stream: &mut Self::Stream,
         mut bytes: &[u8],
-        timeout: WriteTimeout,
+        mut timeout: WriteTimeout,
     ) -> io::Result<()> {
         while !bytes.is_empty() {
             // glommio fails a write that waits longer than this for the socket with `TimedOut`.
