@@ -10,7 +10,7 @@ use std::net::IpAddr;
 
 use crate::auth::{Access, Accounts, AuthFailure, PermissionSet, RequestContext, StoredPolicy};
 use crate::error::StorageError;
-use crate::http::{Query, Request};
+use crate::http::{KnownHeader, Query, Request};
 use crate::operation::Operation;
 use crate::queue::{self, Command, QueueKey, Replicas, SignedIdentifier};
 use crate::time::parse_iso8601_ms;
@@ -101,7 +101,7 @@ impl Service {
     ) -> Result<Route<'r>, StorageError> {
         router::route(
             request.method,
-            request.header_str("host"),
+            request.known_str(KnownHeader::Host),
             request.path(),
             query,
             |name| self.is_account(name),
@@ -127,7 +127,7 @@ impl Service {
         let response = ResponsePlan {
             operation: Some(operation),
             cors: cors::actual_request(
-                request.header_str("origin"),
+                request.known_str(KnownHeader::Origin),
                 request.method.as_str(),
                 &replicas.service_properties(route.account).cors,
             ),
@@ -164,7 +164,7 @@ impl Service {
                 replicas,
                 shards: self.shards,
                 authority: request
-                    .header_str("host")
+                    .known_str(KnownHeader::Host)
                     .unwrap_or(&self.default_authority),
                 now_ms,
                 accounts: &self.accounts,

@@ -9,7 +9,7 @@ use bytes::BytesMut;
 
 use crate::auth::{bearer, bearer_token, AuthFailure};
 use crate::error::{authentication_error_detail, StorageError};
-use crate::http::{reason_phrase, Method, Request, ResponseWriter};
+use crate::http::{reason_phrase, KnownHeader, Method, Request, ResponseWriter};
 use crate::queue::Reply;
 use crate::time;
 
@@ -108,10 +108,10 @@ impl<'a> Responder<'a> {
         writer.header(
             "x-ms-version",
             request
-                .header("x-ms-version")
+                .known(KnownHeader::XMsVersion)
                 .unwrap_or(API_VERSION_LATEST.as_bytes()),
         );
-        if let Some(client_request_id) = request.header("x-ms-client-request-id") {
+        if let Some(client_request_id) = request.known(KnownHeader::XMsClientRequestId) {
             writer.header("x-ms-client-request-id", client_request_id);
         }
         writer.header("Date", &time::rfc1123_cached(self.now_ms));
@@ -178,7 +178,7 @@ impl<'a> Responder<'a> {
         let mut response = self.start_with_reason(error.status(), error.message(), out);
         response.header("x-ms-error-code", error.code().as_bytes());
         if error == StorageError::InvalidAuthenticationInfo {
-            let challenge = bearer_challenge(self.request.header("authorization"));
+            let challenge = bearer_challenge(self.request.known(KnownHeader::Authorization));
             response.header("WWW-Authenticate", challenge.as_bytes());
         }
         response.header("Content-Type", b"application/xml");

@@ -33,7 +33,7 @@ pub mod shared_key;
 #[cfg(test)]
 mod test_support;
 
-use crate::http::{Query, Request};
+use crate::http::{KnownHeader, Query, Request};
 
 pub use accounts::{
     Account, Accounts, SigningKey, DEVELOPMENT_ACCOUNT_KEY, DEVELOPMENT_ACCOUNT_NAME,
@@ -111,7 +111,7 @@ impl Authenticator {
             .accounts
             .get(context.account_name)
             .ok_or(AuthFailure::UnknownAccount)?;
-        let authorization = request.header("authorization");
+        let authorization = request.known(KnownHeader::Authorization);
         let bearer = authorization.and_then(bearer_token);
         if access.bearer_only && bearer.is_none() {
             return Err(AuthFailure::BearerRequired);
@@ -226,7 +226,7 @@ impl Authenticator {
         bearer::verify(
             token,
             context.account_name,
-            request.header_str("host"),
+            request.known_str(KnownHeader::Host),
             context.now_ms,
         )
         .map_err(AuthFailure::InvalidBearerToken)

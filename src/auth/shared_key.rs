@@ -22,7 +22,7 @@ use super::outcome::{
     decode_signature, AuthFailure, AuthScheme, Principal, SECONDARY_ACCOUNT_SUFFIX,
 };
 use crate::http::query::{self, Query};
-use crate::http::Request;
+use crate::http::{KnownHeader, Request};
 use crate::limits::REQUEST_DATE_SKEW_MS_MAX;
 
 /// The two header-signature schemes.
@@ -160,8 +160,8 @@ pub(super) fn verify(
 /// replayed request costs no HMAC.
 pub(super) fn check_request_date(request: &Request, now_ms: u64) -> Result<(), AuthFailure> {
     let date = request
-        .header("x-ms-date")
-        .or_else(|| request.header("date"))
+        .known(KnownHeader::XMsDate)
+        .or_else(|| request.known(KnownHeader::Date))
         .ok_or(AuthFailure::RequestDateMissing)?;
     let date_ms = crate::time::parse_rfc1123_ms(date).ok_or(AuthFailure::RequestDateInvalid)?;
     if date_ms.saturating_add(REQUEST_DATE_SKEW_MS_MAX) < now_ms {

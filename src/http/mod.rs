@@ -12,5 +12,5 @@ pub mod response;
 
 pub use parse::{ParseError, Parser, Progress};
 pub use query::Query;
-pub use request::{Method, Request};
+pub use request::{KnownHeader, Method, Request};
 pub use response::{reason_phrase, ResponseWriter};

@@ -8,7 +8,7 @@
 //! early, when the buffer has doubled), a parsed head is never parsed again while its body
 //! arrives, and a chunked body is decoded as it comes in.
 
-use super::request::Span;
+use super::request::{KnownHeaders, Span};
 use super::{Method, Request};
 use bytes::{Buf, Bytes, BytesMut};
 
@@ -279,6 +279,7 @@ impl Parser {
             .map(|header| (span(header.name.as_bytes()), span(header.value)))
             .collect();
         let facts = read_head_facts(parsed.headers, version_minor, self.body_bytes_max)?;
+        let known = KnownHeaders::find(parsed.headers.iter().map(|header| header.name.as_bytes()));
         let request = Request {
             method: Method::from_token(method.as_bytes()),
             target: span(target.as_bytes()),
@@ -287,6 +288,7 @@ impl Parser {
             head: Bytes::new(),
             body: Bytes::new(),
             keep_alive: facts.keep_alive,
+            known,
         };
         Ok(PendingRequest {
             request,

@@ -11,6 +11,92 @@ pub const HEADERS_INLINE: usize = 16;
 /// The `(name, value)` spans of a request's headers.
 pub type HeaderSpans = SmallVec<[(Span, Span); HEADERS_INLINE]>;
 
+/// The request headers azq reads on every request, found in one pass over the headers when the
+/// request is made (`Request::known`), rather than by a scan of every header per lookup.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum KnownHeader {
+    /// `Authorization`: SharedKey, SharedKeyLite or a bearer token.
+    Authorization,
+    /// `x-ms-date`: the request's time for SharedKey.
+    XMsDate,
+    /// `Date`: the request's time when `x-ms-date` is absent.
+    Date,
+    /// `Host`: routing (host-style accounts) and the authority of answers' URLs.
+    Host,
+    /// `Origin`: CORS.
+    Origin,
+    /// `x-ms-version`: echoed in the answer.
+    XMsVersion,
+    /// `x-ms-client-request-id`: echoed in the answer.
+    XMsClientRequestId,
+}
+
+impl KnownHeader {
+    /// Every known header, in slot order.
+    const ALL: [KnownHeader; 7] = [
+        KnownHeader::Authorization,
+        KnownHeader::XMsDate,
+        KnownHeader::Date,
+        KnownHeader::Host,
+        KnownHeader::Origin,
+        KnownHeader::XMsVersion,
+        KnownHeader::XMsClientRequestId,
+    ];
+
+    /// The header's name, lowercase.
+    pub fn name(self) -> &'static str {
+        match self {
+            KnownHeader::Authorization => "authorization",
+            KnownHeader::XMsDate => "x-ms-date",
+            KnownHeader::Date => "date",
+            KnownHeader::Host => "host",
+            KnownHeader::Origin => "origin",
+            KnownHeader::XMsVersion => "x-ms-version",
+            KnownHeader::XMsClientRequestId => "x-ms-client-request-id",
+        }
+    }
+
+    /// The known header called `name` (ASCII case-insensitive), if it is one.
+    fn of(name: &[u8]) -> Option<KnownHeader> {
+        // The length first: most headers are told apart without comparing a byte.
+        let candidates: &[KnownHeader] = match name.len() {
+            4 => &[KnownHeader::Date, KnownHeader::Host],
+            6 => &[KnownHeader::Origin],
+            9 => &[KnownHeader::XMsDate],
+            12 => &[KnownHeader::XMsVersion],
+            13 => &[KnownHeader::Authorization],
+            22 => &[KnownHeader::XMsClientRequestId],
+            _ => return None,
+        };
+        candidates
+            .iter()
+            .copied()
+            .find(|known| name.eq_ignore_ascii_case(known.name().as_bytes()))
+    }
+}
+
+/// Where each known header is among a request's headers: its index plus one, 0 when absent
+/// (the first of repeated headers, as `Request::header` finds).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct KnownHeaders([u8; KnownHeader::ALL.len()]);
+
+impl KnownHeaders {
+    /// Finds the known headers among `names`, in the order received. Headers past the 255th are
+    /// not indexed (`REQUEST_HEADERS_MAX` is far below), and are then looked up by a scan.
+    pub fn find<'n>(names: impl Iterator<Item = &'n [u8]>) -> KnownHeaders {
+        let mut known = KnownHeaders::default();
+        for (index, name) in names.enumerate().take(usize::from(u8::MAX)) {
+            if let Some(header) = KnownHeader::of(name) {
+                let slot = &mut known.0[header as usize];
+                if *slot == 0 {
+                    *slot = index as u8 + 1;
+                }
+            }
+        }
+        known
+    }
+}
+
 /// The request methods azq distinguishes; anything else is `Other` (answered 405 by the router).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Method {
@@ -92,6 +178,8 @@ pub struct Request {
     /// Whether the connection stays open after this request (HTTP/1.1 default, `Connection`
     /// header, HTTP/1.0 `keep-alive`).
     pub keep_alive: bool,
+    /// Where the headers azq reads on every request are in `headers`.
+    pub known: KnownHeaders,
 }
 
 impl Request {
@@ -127,6 +215,7 @@ impl Request {
         }
         head.extend_from_slice(b"\r\n");
         u16::try_from(head.len()).ok()?;
+        let known = KnownHeaders::find(headers.iter().map(|(name, _)| *name));
         Some(Request {
             head: Bytes::from(head),
             method: Method::from_token(method),
@@ -135,6 +224,7 @@ impl Request {
             headers: header_spans,
             body: Bytes::copy_from_slice(body),
             keep_alive: true,
+            known,
         })
     }
 
@@ -193,9 +283,79 @@ impl Request {
             .map(|(_, value)| value)
     }
 
+    /// The first header `header` (found when the request was made: no scan of the headers).
+    pub fn known(&self, header: KnownHeader) -> Option<&[u8]> {
+        match self.known.0[header as usize] {
+            0 if self.headers.len() > usize::from(u8::MAX) => self.header(header.name()),
+            0 => None,
+            slot => {
+                let (_, value) = self.headers[usize::from(slot) - 1];
+                Some(value.slice(&self.head))
+            }
+        }
+    }
+
+    /// `known`, if the value is valid UTF-8.
+    pub fn known_str(&self, header: KnownHeader) -> Option<&str> {
+        self.known(header)
+            .and_then(|value| std::str::from_utf8(value).ok())
+    }
+
     /// The first header named `name`, if present and valid UTF-8.
     pub fn header_str(&self, name: &str) -> Option<&str> {
         self.header(name)
             .and_then(|value| std::str::from_utf8(value).ok())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `known` finds what the scan of every header (`header`) finds, the naive oracle: any
+    /// case, repeats (the first wins), absent headers, names that share a known one's length.
+    #[test]
+    fn known_headers_agree_with_the_scan() {
+        let header_lists: &[&[(&str, &str)]] = &[
+            &[],
+            &[("Host", "h"), ("hosT", "second"), ("X-MS-DATE", "d")],
+            &[
+                ("Authorization", "SharedKey a:b"),
+                ("x-ms-version", "2026-04-06"),
+                ("Date", "old"),
+                ("x-ms-date", "new"),
+                ("X-Ms-Client-Request-Id", "id"),
+                ("Origin", "https://example.com"),
+                ("Content-Length", "0"),
+            ],
+            &[
+                ("Hosts", "no"),
+                ("dats", "no"),
+                ("x-ms-datf", "no"),
+                ("orig", "no"),
+            ],
+        ];
+        for headers in header_lists {
+            let request = Request::from_parts("GET", "/a/q", headers, Bytes::new());
+            for header in KnownHeader::ALL {
+                assert_eq!(
+                    request.known(header),
+                    request.header(header.name()),
+                    "{header:?} in {headers:?}"
+                );
+            }
+        }
+        // Past the 255 headers the index holds, a known header is still found, by a scan.
+        let mut many: Vec<(String, String)> = (0..300)
+            .map(|index| (format!("x-{index}"), String::new()))
+            .collect();
+        many.push(("Host".to_string(), "late".to_string()));
+        let many: Vec<(&str, &str)> = many
+            .iter()
+            .map(|(name, value)| (name.as_str(), value.as_str()))
+            .collect();
+        let request = Request::from_parts("GET", "/a/q", &many, Bytes::new());
+        assert_eq!(request.known(KnownHeader::Host), Some(&b"late"[..]));
+        assert_eq!(request.known(KnownHeader::Origin), None);
     }
 }
