@@ -73,6 +73,23 @@ pub const STORAGE_BLOCK_BYTES: usize = 4096;
 /// reach of a torn write: an invalid record followed by valid ones further than this is
 /// corruption, not a cut-short last write.
 pub const LOG_FLUSH_BYTES_MAX: usize = 4 << 20;
+/// Longest group commit holds its next flush for the clients the last one acknowledged once one
+/// has come back and no other has since (`storage::hold`): returning clients come back to back,
+/// an open loop's requests are spaced by its rate, µs.
+pub const LOG_FLUSH_HOLD_GAP_US: u64 = 50;
+/// How long group commit waits for the first client a flush acknowledged to come back, per
+/// record that flush acknowledged, beyond `LOG_FLUSH_HOLD_GAP_US`: the shard answers the whole
+/// batch before it reads the next requests, µs.
+pub const LOG_FLUSH_HOLD_FIRST_US_PER_RECORD: u64 = 20;
+/// Longest group commit holds a flush in all, from the end of the one before (the shard answers
+/// the whole batch before the first client is back), µs.
+pub const LOG_FLUSH_HOLD_US_MAX: u64 = 1_000;
+/// How long group commit stops holding flushes after a hold ended by time rather than by the
+/// records it expected (clients that do not come back at once), ms; doubled at each such miss
+/// in a row, up to the maximum below.
+pub const LOG_FLUSH_HOLD_BACKOFF_MS_MIN: u64 = 10;
+/// The longest such pause, ms.
+pub const LOG_FLUSH_HOLD_BACKOFF_MS_MAX: u64 = 1_000;
 /// Size a log segment is preallocated to; a new segment starts when a flush does not fit.
 pub const LOG_SEGMENT_BYTES: u64 = 64 << 20;
 /// How far ahead of the writes an O_DIRECT segment is filled with zeros (io_uring backend).
@@ -218,3 +235,5 @@ const _: () = assert!(LOG_FLUSH_BYTES_MAX >= 2 * REQUEST_BODY_BYTES_MAX);
 const _: () = assert!(SHARD_PENDING_OUTPUT_BYTES_MAX >= 8 * CONNECTION_PENDING_OUTPUT_BYTES_MAX);
 const _: () = assert!(WRITE_TIMEOUT_MS_DEFAULT <= IDLE_CONNECTION_TIMEOUT_MS);
 const _: () = assert!(READ_DEADLINE_SWEEP_MS * 10 <= REQUEST_HEAD_TIMEOUT_MS);
+const _: () = assert!(LOG_FLUSH_HOLD_GAP_US <= LOG_FLUSH_HOLD_US_MAX);
+const _: () = assert!(LOG_FLUSH_HOLD_BACKOFF_MS_MIN <= LOG_FLUSH_HOLD_BACKOFF_MS_MAX);

@@ -14,7 +14,7 @@ use std::cell::{Cell, Ref, RefCell};
 use std::future::{poll_fn, Future};
 use std::rc::Rc;
 use std::task::{Poll, Waker};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use super::backend::Backend;
 
@@ -24,6 +24,7 @@ use crate::governor::throttle::is_message_operation;
 use crate::governor::Governor;
 use crate::limits::{TIMER_ENTRIES_PER_STEP_MAX, TIMER_STEP_PAUSE_US, WRITE_MODE_SYNC_INTERVAL_MS};
 use crate::queue::{Census, Command, Replicas, Reply, ShardState};
+use crate::storage::hold::{Decision, FlushHold};
 use crate::storage::log::{Durability, FlushStats, Log};
 use crate::time::{Clock, SystemClock};
 
@@ -42,6 +43,10 @@ pub struct Engine<B: Backend> {
     log: Option<Log<B::Disk>>,
     /// Wakes the log task when the state has emitted records.
     log_wake: Wake,
+    /// When the log task's next flush starts (`storage::hold`).
+    hold: RefCell<FlushHold>,
+    /// A stop's drain is waiting: flush without holding.
+    draining: Cell<bool>,
     /// Wakes the snapshot task when the log has outgrown the live data.
     snapshot_wake: Wake,
     /// The shard's index, for messages.
@@ -106,6 +111,8 @@ impl<B: Backend> Engine<B> {
             wake: Wake::default(),
             log,
             log_wake: Wake::default(),
+            hold: RefCell::new(FlushHold::new()),
+            draining: Cell::new(false),
             snapshot_wake: Wake::default(),
             index,
             governor,
@@ -155,7 +162,8 @@ impl<B: Backend> Engine<B> {
             .journal_next_sequence()
             .and_then(|next| next.checked_sub(1));
         if let Some(last) = last.filter(|&last| log.durable_sequence() < Some(last)) {
-            // The log task flushes whatever is left, whoever emitted it.
+            // The log task flushes whatever is left, whoever emitted it, without a hold.
+            self.draining.set(true);
             self.log_wake.notify();
             log.durable(last).await;
         }
@@ -164,14 +172,19 @@ impl<B: Backend> Engine<B> {
     /// One line on what the shard's log wrote, for the end of the run; `None` in memory.
     pub fn log_summary(&self) -> Option<String> {
         let stats = self.log.as_ref()?.stats();
+        let holds = self.hold.borrow().stats();
         let per_flush = stats.records as f64 / stats.flushes.max(1) as f64;
         Some(format!(
-            "shard {}: {} records in {} flushes ({per_flush:.1} per flush, at most {}), {:.1} MiB",
+            "shard {}: {} records in {} flushes ({per_flush:.1} per flush, at most {}), {} µs a \
+             flush on average, {:.1} MiB; holds: {} met, {} missed",
             self.index,
             stats.records,
             stats.flushes,
             stats.records_max,
-            stats.bytes as f64 / (1 << 20) as f64
+            stats.duration_sum_us / stats.flushes.max(1),
+            stats.bytes as f64 / (1 << 20) as f64,
+            holds.met,
+            holds.missed
         ))
     }
 
@@ -243,6 +256,11 @@ impl<B: Backend> Engine<B> {
         }
     }
 
+    /// Records the state has emitted and the log has not taken yet, and their bytes.
+    fn journal_pending(&self) -> (u64, usize) {
+        self.state.borrow().journal_pending().unwrap_or_default()
+    }
+
     /// Ends the process after a log error: what is on disk is no longer what the shard holds.
     fn storage_failed(&self, what: &str, error: std::io::Error) -> ! {
         eprintln!(
@@ -255,14 +273,21 @@ impl<B: Backend> Engine<B> {
 }
 
 /// Group commit: writes (and syncs) whatever the state has emitted, batch after batch, while the
-/// shard keeps applying commands.
+/// shard keeps applying commands; each flush may first be held for the clients the last one
+/// acknowledged (`storage::hold`).
 async fn run_log<B: Backend>(engine: Rc<Engine<B>>) {
     let log = engine.log.as_ref().expect("a durable shard has a log");
     loop {
         engine.log_wake.woken().await;
         loop {
+            hold_flush::<B>(&engine).await;
+            let written_before = log.stats().records;
             match log.flush(&engine.state).await {
                 Ok(true) => {
+                    let acknowledged = log.stats().records - written_before;
+                    let (pending, _) = engine.journal_pending();
+                    let now = Instant::now();
+                    engine.hold.borrow_mut().flushed(acknowledged, pending, now);
                     if log.wants_snapshot(&engine.state) {
                         engine.snapshot_wake.notify();
                     }
@@ -270,6 +295,40 @@ async fn run_log<B: Backend>(engine: Rc<Engine<B>>) {
                 Ok(false) => break,
                 Err(error) => engine.storage_failed("writing the log", error),
             }
+        }
+    }
+}
+
+/// Waits while the hold policy holds the next flush: until a new record arrives (`log_wake`) or
+/// the hold's deadline passes, then asks again. One timer serves a hold while records arrive (a
+/// hold's deadline only moves later); a precise one, since holds are shorter than tokio's tick.
+async fn hold_flush<B: Backend>(engine: &Engine<B>) {
+    let mut timer = None;
+    loop {
+        let (pending, pending_bytes) = engine.journal_pending();
+        let now = Instant::now();
+        let urgent = engine.draining.get();
+        let decision = engine
+            .hold
+            .borrow_mut()
+            .decide(pending, pending_bytes, now, urgent);
+        let Decision::Hold(deadline) = decision else {
+            return;
+        };
+        let sleep = timer.get_or_insert_with(|| Box::pin(B::sleep_precise(deadline - now)));
+        let fired = futures_lite::future::or(
+            async {
+                sleep.as_mut().await;
+                true
+            },
+            async {
+                engine.log_wake.woken().await;
+                false
+            },
+        )
+        .await;
+        if fired {
+            timer = None;
         }
     }
 }

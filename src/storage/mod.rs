@@ -6,6 +6,8 @@
 //!   (`Disk`) the shards run.
 //! - `format`: log segments and snapshots on disk, and reading them back (torn tail or
 //!   corruption).
+//! - `hold`: when group commit's next flush starts: at once, or after a short hold for the
+//!   clients the last flush acknowledged (a pure policy).
 //! - `log`: a running shard's log: group commit, the wait of replies for durability, and
 //!   snapshots written a step at a time.
 //! - `recovery`: the data directory back into shard states at start-up, re-homed when the
@@ -14,6 +16,7 @@
 
 pub mod files;
 pub mod format;
+pub mod hold;
 pub mod log;
 pub mod recovery;
 pub mod secret;

@@ -51,6 +51,13 @@ impl ShardState {
             .map(|journal| journal.next_sequence - count_records(&journal.records))
     }
 
+    /// Records not taken yet, and their bytes; `None` when the state is not durable.
+    pub fn journal_pending(&self) -> Option<(u64, usize)> {
+        self.journal
+            .as_ref()
+            .map(|journal| (count_records(&journal.records), journal.records.len()))
+    }
+
     /// The oldest records not taken yet, at most `bytes_max` of them (at least one record,
     /// however long), and the sequence number of the last one taken; `None` when there are none.
     pub fn take_journal(&mut self, bytes_max: usize) -> Option<(BytesMut, u64)> {
