@@ -241,6 +241,7 @@ impl<B: Backend> Engine<B> {
         let durable_at = match (&self.log, state.journal_next_sequence()) {
             (Some(log), Some(next)) if next > 0 => {
                 if Some(next) > before {
+                    self.hold.borrow_mut().arrived(Instant::now());
                     self.log_wake.notify();
                 }
                 // Wait for the last record emitted so far, not only this command's: a read
