@@ -63,8 +63,8 @@ pub const REQUEST_HEAD_TIMEOUT_MS: u64 = 10_000;
 /// Time an idle keep-alive connection is kept open, ms.
 pub const IDLE_CONNECTION_TIMEOUT_MS: u64 = 120_000;
 /// How often a shard checks the deadlines of its waiting reads (`runtime::deadline`): a read
-/// timeout (the two above, a TLS handshake's, a PROXY header's) fires up to this late, past the
-/// timeout rounded up to a whole number of sweeps (deadlines are counted in sweeps), ms.
+/// timeout (the two above, a TLS handshake's, a PROXY header's) fires up to this late (plus
+/// however late a busy shard runs that one check), never early, ms.
 pub const READ_DEADLINE_SWEEP_MS: u64 = 100;
 /// The unit of every write to a log segment or snapshot (O_DIRECT on io_uring needs writes
 /// aligned to the device's blocks), bytes; also the size of a segment's header block.

@@ -5,28 +5,29 @@
 //! read was a timer per request: on glommio an entry in its reactor's `BTreeMap` (inserted,
 //! removed, and the map split at every turn of the loop), on tokio a registration in its timer
 //! wheel under the driver's lock. Here a read that completes at once costs nothing, and one that
-//! waits takes a reused slot of a per-thread table: no allocation, no timer, no clock read. A
-//! deadline is a count of sweeps, not an instant: the sweep counts its turns, each of them at
-//! least `READ_DEADLINE_SWEEP_MS` after the one before (a sleep never ends early), so a read
-//! given `timeout` fails at the first turn that leaves at least `timeout` since it began to wait,
-//! counting only whole sweeps: never early, and up to one sweep late past the timeout rounded up
-//! to whole sweeps (10 s and 120 s timeouts, a 100 ms sweep: up to 100 ms late). The sweep runs
-//! only while some read waits.
+//! waits takes a reused slot of a per-thread table: no allocation, no timer, no clock read. The
+//! sweep reads the clock once per turn: a slot's first turn notes that instant (the read began
+//! to wait before it), and the read fails at the first turn at least `timeout` after it. So a
+//! read never fails early, and fails at most one sweep late, plus however late a busy thread
+//! runs that one turn (the lateness of turns does not add up over a long timeout). The sweep
+//! runs only while some read waits.
 
 use std::cell::RefCell;
 use std::future::Future;
 use std::io;
 use std::pin::pin;
 use std::task::{Poll, Waker};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use super::backend::Backend;
 use crate::limits::READ_DEADLINE_SWEEP_MS;
 
 /// One waiting read's deadline.
 struct Slot {
-    /// The sweep turn (`Watches::sweeps`) at which the read fails with `TimedOut`.
-    deadline_sweep: u64,
+    /// How long the read may wait.
+    timeout: Duration,
+    /// The first sweep turn since the read began to wait: the timeout counts from it.
+    first_turn_at: Option<Instant>,
     /// The task to wake when the deadline passes (`None` while the slot is free).
     waker: Option<Waker>,
     /// The sweep found the deadline passed.
@@ -42,8 +43,6 @@ struct Watches {
     free: Vec<usize>,
     /// A sweep task is running on this thread.
     sweeping: bool,
-    /// Turns of this thread's sweeps so far: the clock deadlines are counted in.
-    sweeps: u64,
 }
 
 impl Watches {
@@ -90,20 +89,13 @@ struct Watch {
 
 impl Watch {
     /// Takes a slot for a read that waits from now for at most `timeout`, starting the
-    /// thread's sweep if none runs. The read is now somewhere between two turns of the sweep:
-    /// the turns after the next one are each a full sweep apart, so failing it `whole sweeps`
-    /// past the next turn is `timeout` or later, never earlier.
+    /// thread's sweep if none runs.
     fn start<B: Backend>(timeout: Duration, waker: &Waker) -> Watch {
-        let sweep_period = Duration::from_millis(READ_DEADLINE_SWEEP_MS);
-        let whole_sweeps =
-            u64::try_from(timeout.as_nanos().div_ceil(sweep_period.as_nanos())).unwrap_or(u64::MAX);
         let (index, start_sweep) = WATCHES.with(|watches| {
             let mut watches = watches.borrow_mut();
             let slot = Slot {
-                deadline_sweep: watches
-                    .sweeps
-                    .saturating_add(1)
-                    .saturating_add(whole_sweeps),
+                timeout,
+                first_turn_at: None,
                 waker: Some(waker.clone()),
                 expired: false,
             };
@@ -172,22 +164,23 @@ impl Drop for Sweeping {
 }
 
 /// The thread's sweep: every `READ_DEADLINE_SWEEP_MS` (or later, when the thread is busy),
-/// counts a turn and wakes the reads whose deadline turn has come; ends when no read waits
-/// (the next one to wait starts it again, and the count goes on).
+/// notes the first turn of each new waiting read and wakes the reads whose timeout has passed
+/// since theirs; ends when no read waits (the next one to wait starts it again).
 async fn sweep<B: Backend>(_sweeping: Sweeping) {
     loop {
         B::sleep(Duration::from_millis(READ_DEADLINE_SWEEP_MS)).await;
         let mut expired = Vec::new();
         let idle = WATCHES.with(|watches| {
             let mut watches = watches.borrow_mut();
-            watches.sweeps += 1;
-            let turn = watches.sweeps;
+            let now = Instant::now();
             for slot in &mut watches.slots {
-                if !slot.expired && slot.deadline_sweep <= turn {
-                    if let Some(waker) = slot.waker.take() {
-                        slot.expired = true;
-                        expired.push(waker);
-                    }
+                if slot.expired || slot.waker.is_none() {
+                    continue;
+                }
+                let first_turn_at = *slot.first_turn_at.get_or_insert(now);
+                if now.duration_since(first_turn_at) >= slot.timeout {
+                    slot.expired = true;
+                    expired.extend(slot.waker.take());
                 }
             }
             watches.taken() == 0
@@ -217,14 +210,35 @@ fn watched() -> (usize, bool) {
 /// once nothing waits.
 #[cfg(test)]
 pub(crate) async fn check_on<B: Backend>() {
-    let started = std::time::Instant::now();
-    let outcome = within::<B, ()>(
-        Duration::from_millis(150),
-        std::future::pending::<io::Result<()>>(),
-    )
-    .await;
+    // The checked read starts between two turns of a sweep already running (for a long read
+    // beside it): a deadline counted from the wrong turn would fail it early.
+    let long_read = async {
+        let outcome = within::<B, ()>(
+            Duration::from_secs(60),
+            std::future::pending::<io::Result<()>>(),
+        )
+        .await;
+        (
+            outcome.and(Err(io::ErrorKind::Other.into())),
+            Duration::ZERO,
+        )
+    };
+    let checked_read = async {
+        B::sleep(Duration::from_millis(READ_DEADLINE_SWEEP_MS * 6 / 10)).await;
+        let started = Instant::now();
+        let outcome = within::<B, ()>(
+            Duration::from_millis(150),
+            std::future::pending::<io::Result<()>>(),
+        )
+        .await;
+        (outcome, started.elapsed())
+    };
+    let (outcome, waited) = futures_lite::future::or(checked_read, long_read).await;
     assert_eq!(outcome.unwrap_err().kind(), io::ErrorKind::TimedOut);
-    assert!(started.elapsed() >= Duration::from_millis(150));
+    assert!(
+        waited >= Duration::from_millis(150),
+        "failed early: {waited:?}"
+    );
     let answered = within::<B, u8>(Duration::from_secs(60), async {
         B::sleep(Duration::from_millis(20)).await;
         Ok(7)
