@@ -81,8 +81,9 @@ pub trait Backend: Sized + 'static {
     const SLEEP_GRANULARITY: Duration;
 
     /// Completes after `duration`, to the kernel's precision rather than the timer wheel's: for
-    /// waiters that must wake on time without polling long (azq-loadgen's parked cores). Costs
-    /// a few system calls more than `sleep`, so the server's timers use `sleep`.
+    /// waiters that must wake on time without polling long (azq-loadgen's parked cores, group
+    /// commit's holds of well under a millisecond). Costs a few system calls more than `sleep`,
+    /// so the server's other timers use `sleep`.
     fn sleep_precise(duration: Duration) -> impl Future<Output = ()> {
         Self::sleep(duration)
     }

@@ -48,7 +48,8 @@ pub struct HoldStats {
     /// Holds that ended with the expected records pending, or by time with three quarters of
     /// them pending or half the acknowledged clients back in time.
     pub met: u64,
-    /// Holds that ended by time (each starts or doubles a backoff).
+    /// Holds that ended by time, and flushes whose expected records came too late to be held
+    /// for (after an idle spell too); each starts or doubles a backoff.
     pub missed: u64,
 }
 
@@ -125,7 +126,8 @@ impl FlushHold {
         let gap = Duration::from_micros(LOG_FLUSH_HOLD_GAP_US);
         let first_us = self
             .acknowledged
-            .saturating_mul(LOG_FLUSH_HOLD_FIRST_US_PER_RECORD);
+            .saturating_mul(LOG_FLUSH_HOLD_FIRST_US_PER_RECORD)
+            .min(LOG_FLUSH_HOLD_US_MAX);
         let deadline = match self.last_arrival {
             Some(at) => at + gap,
             None => flushed_at + gap + Duration::from_micros(first_us),
