@@ -48,8 +48,7 @@ pub struct HoldStats {
     /// Holds that ended with the expected records pending, or by time with three quarters of
     /// them pending or half the acknowledged clients back in time.
     pub met: u64,
-    /// Holds that ended by time, and flushes whose expected records came too late to be held
-    /// for (after an idle spell too); each starts or doubles a backoff.
+    /// Holds that ended by time without their records (each starts or doubles a backoff).
     pub missed: u64,
 }
 
@@ -176,9 +175,14 @@ impl FlushHold {
             self.backoff_until = None;
             return self.flush();
         }
+        if now >= deadline && !self.holding && self.returned == 0 {
+            // No hold began and none came back in time: the first record after an idle spell
+            // (or a slow client's). Nothing was held, so nothing is missed: flush it.
+            return self.flush();
+        }
         if now >= deadline {
-            // The expected records did not come in time (whether or not a hold waited for
-            // them): back off, and flush these at once.
+            // The hold waited and the expected records did not come in time: back off, and
+            // flush these at once.
             self.stats.missed += 1;
             self.misses = self.misses.saturating_add(1);
             let backoff_ms = LOG_FLUSH_HOLD_BACKOFF_MS_MIN
@@ -349,7 +353,8 @@ mod tests {
         let late = us(now, 3 * LOG_FLUSH_HOLD_GAP_US);
         assert_eq!(decide(&mut hold, 20, late), Decision::Flush);
         assert_eq!(hold.stats(), HoldStats { met: 1, missed: 0 });
-        // One that arrives after the deadline is late, whenever the task looks.
+        // One that arrives after the deadline is late, whenever the task looks: it is not
+        // counted back (counted, it would make this a missed hold), and nothing was held.
         hold.flushed(20, 0, late);
         let after = us(
             late,
@@ -357,7 +362,7 @@ mod tests {
         );
         hold.arrived(after);
         assert_eq!(decide(&mut hold, 1, after), Decision::Flush);
-        assert_eq!(hold.stats(), HoldStats { met: 1, missed: 1 });
+        assert_eq!(hold.stats(), HoldStats { met: 1, missed: 0 });
     }
 
     #[test]
@@ -370,7 +375,25 @@ mod tests {
             LOG_FLUSH_HOLD_GAP_US + 2 * LOG_FLUSH_HOLD_FIRST_US_PER_RECORD,
         );
         assert_eq!(decide(&mut hold, 1, late), Decision::Flush);
-        assert_eq!(hold.stats(), HoldStats { met: 0, missed: 1 });
+        assert_eq!(hold.stats(), HoldStats::default());
+    }
+
+    #[test]
+    fn the_first_record_after_idle_time_is_no_miss() {
+        // A burst's first record, long after the last flush: nothing was held, so no backoff
+        // keeps the burst's clients from sharing flushes.
+        let start = Instant::now();
+        let mut hold = FlushHold::new();
+        hold.flushed(32, 0, start);
+        let burst = start + Duration::from_secs(1);
+        hold.arrived(burst);
+        assert_eq!(decide(&mut hold, 1, burst), Decision::Flush);
+        assert_eq!(hold.stats(), HoldStats::default());
+        hold.flushed(16, 16, us(burst, 300));
+        assert!(matches!(
+            decide(&mut hold, 16, us(burst, 301)),
+            Decision::Hold(_)
+        ));
     }
 
     #[test]
