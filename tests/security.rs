@@ -785,6 +785,54 @@ fn through_proxy_header(
     common::read_response(&mut reader, false)
 }
 
+/// With `--proxyProtocol` a connection that starts a PROXY header and never finishes it (or
+/// sends nothing) is closed once `PROXY_HEADER_TIMEOUT_MS` have passed, not held open: a slow
+/// or silent client cannot keep a connection slot. The server serves the next connection.
+#[test]
+fn a_proxy_header_never_finished_is_closed_after_its_timeout() {
+    let servers: Vec<Server> = backends()
+        .into_iter()
+        .map(|backend| Server::start_on(backend, &["--proxyProtocol"]))
+        .collect();
+    let stalled: Vec<(TcpStream, TcpStream)> = servers
+        .iter()
+        .map(|server| {
+            let mut partial = server.connect();
+            partial.write_all(b"PROXY TCP4 203.0.113.9").unwrap();
+            (partial, server.connect())
+        })
+        .collect();
+    for (mut partial, mut silent) in stalled {
+        for stream in [&mut partial, &mut silent] {
+            // `connect` sets a 20 s read timeout, four times the header's: an error here is
+            // that timeout, a connection still held.
+            let mut byte = [0u8; 1];
+            let read = loop {
+                match stream.read(&mut byte) {
+                    Err(error) if error.kind() == std::io::ErrorKind::Interrupted => continue,
+                    read => break read,
+                }
+            };
+            match read {
+                Ok(0) => {}
+                Ok(_) => panic!("an answer to no request"),
+                Err(error) => assert_eq!(
+                    error.kind(),
+                    std::io::ErrorKind::ConnectionReset,
+                    "still open: {error}"
+                ),
+            }
+        }
+    }
+    for server in servers {
+        let health = b"GET /_azq/health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n";
+        let header = b"PROXY TCP4 203.0.113.9 127.0.0.1 40000 10001\r\n";
+        let answered = through_proxy_header(&server, header, health).expect("an answer");
+        assert_status(&answered, 200, None);
+        server.stop();
+    }
+}
+
 /// With `--proxyProtocol` a connection must begin with a PROXY header (else it is closed
 /// unanswered), and the client address of a v1 or v2 header is the one a SAS `sip` is checked
 /// against and the request log names. Before, behind a proxy `sip` saw the proxy's address.

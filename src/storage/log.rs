@@ -82,6 +82,17 @@ impl Durability {
     }
 }
 
+/// Whether a shard whose log since its last snapshot holds `log_bytes`, with `live_bytes` of
+/// live data and `closed_segments` closed segments, is due a snapshot: the log holds more than
+/// the live data and `SNAPSHOT_ALLOWANCE_BYTES` (so disk use stays within the live data twice
+/// plus the allowance), or closed segments have piled up (each restart closes one, however
+/// little it holds). A log that only grows the live data (Puts) is never more than a little
+/// over it, so it is not written out again each time it doubles.
+fn snapshot_due(log_bytes: u64, live_bytes: u64, closed_segments: usize) -> bool {
+    log_bytes > live_bytes.saturating_add(SNAPSHOT_ALLOWANCE_BYTES)
+        || closed_segments > LOG_CLOSED_SEGMENTS_MAX
+}
+
 /// The segment being written.
 struct OpenSegment<F> {
     file: Rc<F>,
@@ -417,14 +428,15 @@ impl<D: Disk> Log<D> {
         Ok(())
     }
 
-    /// Whether a snapshot is due and none is running: the log has outgrown the live data, or
-    /// closed segments have piled up (each restart closes one, however little it holds).
+    /// Whether a snapshot is due and none is running (`snapshot_due`).
     pub fn wants_snapshot(&self, state: &RefCell<ShardState>) -> bool {
         let log = self.state.borrow();
-        let live_bytes = state.borrow().message_bytes();
         !log.snapshotting
-            && (log.log_bytes > live_bytes.max(SNAPSHOT_ALLOWANCE_BYTES)
-                || log.segments.len() > LOG_CLOSED_SEGMENTS_MAX)
+            && snapshot_due(
+                log.log_bytes,
+                state.borrow().message_bytes(),
+                log.segments.len(),
+            )
     }
 
     /// Starts a snapshot of `state` as it is now.
@@ -604,5 +616,31 @@ impl<D: Disk> SnapshotJob<D> {
             log.finish_snapshot(self.replay_from, self.written).await?;
         }
         Ok(done)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MIB: u64 = 1 << 20;
+
+    #[test]
+    fn a_snapshot_is_due_past_the_live_data_and_the_allowance_together() {
+        let allowance = SNAPSHOT_ALLOWANCE_BYTES;
+        // Live data larger than the allowance: a log past the live data alone is not enough.
+        assert!(!snapshot_due(500 * MIB + allowance / 2, 500 * MIB, 0));
+        assert!(!snapshot_due(500 * MIB + allowance, 500 * MIB, 0));
+        assert!(snapshot_due(500 * MIB + allowance + 1, 500 * MIB, 0));
+        // Little live data: the allowance.
+        assert!(!snapshot_due(allowance, 0, 0));
+        assert!(snapshot_due(allowance + 1, 0, 0));
+        assert!(!snapshot_due(u64::MAX, u64::MAX, 0));
+    }
+
+    #[test]
+    fn a_snapshot_is_due_once_closed_segments_pile_up_however_small() {
+        assert!(!snapshot_due(MIB, 0, LOG_CLOSED_SEGMENTS_MAX));
+        assert!(snapshot_due(MIB, 0, LOG_CLOSED_SEGMENTS_MAX + 1));
     }
 }
