@@ -9,7 +9,8 @@ use bytes::BytesMut;
 
 use crate::auth::{bearer, bearer_token, AuthFailure};
 use crate::error::{authentication_error_detail, StorageError};
-use crate::http::{reason_phrase, KnownHeader, Method, Request, ResponseWriter};
+use crate::http::response::Assembled;
+use crate::http::{KnownHeader, Method, Request, ResponseWriter};
 use crate::queue::Reply;
 use crate::time;
 
@@ -20,6 +21,17 @@ use super::{ids, xml, CorsHeaders};
 
 /// The `Server` header value.
 const SERVER: &str = concat!("azq/", env!("CARGO_PKG_VERSION"));
+/// The head of every answer to a request starts with these headers; `x-ms-request-id`'s value,
+/// its end of line and the `Date` line follow (`SERVER_AND_REQUEST_ID_BYTES`, `DATE_LINE_BYTES`).
+const SERVER_AND_REQUEST_ID: &str = concat!(
+    "Server: azq/",
+    env!("CARGO_PKG_VERSION"),
+    "\r\nx-ms-request-id: "
+);
+/// `SERVER_AND_REQUEST_ID`, the request ID and CRLF.
+const SERVER_AND_REQUEST_ID_BYTES: usize = SERVER_AND_REQUEST_ID.len() + 36 + 2;
+/// `Date: <RFC 1123 date>` and CRLF.
+const DATE_LINE_BYTES: usize = "Date: ".len() + time::RFC1123_BYTES + 2;
 
 /// Where a refused bearer token's challenge sends the client for a new one, before the tenant.
 const CHALLENGE_AUTHORITY: &str = "Bearer authorization_uri=https://login.microsoftonline.com/";
@@ -90,7 +102,8 @@ impl<'a> Responder<'a> {
     /// Writes the status line and the headers every response carries; the CORS ones follow
     /// when the head closes.
     pub fn start<'o>(&self, status: u16, out: &'o mut BytesMut) -> Response<'o, 'a> {
-        self.start_with_reason(status, reason_phrase(status), out)
+        let writer = ResponseWriter::start(out, status, self.request.method == Method::Head);
+        self.common_headers(writer)
     }
 
     /// `start` with `reason` as the status line's reason phrase (an error's message).
@@ -101,10 +114,22 @@ impl<'a> Responder<'a> {
         out: &'o mut BytesMut,
     ) -> Response<'o, 'a> {
         let request = self.request;
-        let mut writer =
+        let writer =
             ResponseWriter::start_with_reason(out, status, reason, request.method == Method::Head);
-        writer.header("Server", SERVER.as_bytes());
-        writer.header("x-ms-request-id", &self.request_id);
+        self.common_headers(writer)
+    }
+
+    /// Adds the headers every response carries after its status line. azq's own values (the
+    /// server, the request ID, the date) are assembled into two lines copied in one piece each;
+    /// the echoed ones are checked by `ResponseWriter::header`.
+    fn common_headers<'o>(&self, mut writer: ResponseWriter<'o>) -> Response<'o, 'a> {
+        let request = self.request;
+        let mut server_and_request_id = Assembled::<SERVER_AND_REQUEST_ID_BYTES>::new();
+        server_and_request_id
+            .push(SERVER_AND_REQUEST_ID.as_bytes())
+            .push(&self.request_id)
+            .push(b"\r\n");
+        writer.lines(server_and_request_id.bytes());
         writer.header(
             "x-ms-version",
             request
@@ -114,11 +139,15 @@ impl<'a> Responder<'a> {
         if let Some(client_request_id) = request.known(KnownHeader::XMsClientRequestId) {
             writer.header("x-ms-client-request-id", client_request_id);
         }
-        writer.header("Date", &time::rfc1123_cached(self.now_ms));
+        let mut date = Assembled::<DATE_LINE_BYTES>::new();
+        date.push(b"Date: ")
+            .push(&time::rfc1123_cached(self.now_ms))
+            .push(b"\r\n");
+        writer.lines(date.bytes());
         if !request.keep_alive {
-            writer.header("Connection", b"close");
+            writer.lines(b"Connection: close\r\n");
         } else if request.version_minor == 0 {
-            writer.header("Connection", b"keep-alive");
+            writer.lines(b"Connection: keep-alive\r\n");
         }
         Response {
             writer,
@@ -145,7 +174,7 @@ impl<'a> Responder<'a> {
     /// A response with `status` and an XML body that `body` encodes.
     pub fn xml(&self, status: u16, out: &mut BytesMut, body: impl FnOnce(&mut BytesMut)) {
         let mut response = self.start(status, out);
-        response.header("Content-Type", b"application/xml");
+        response.lines(b"Content-Type: application/xml\r\n");
         body(response.body());
         response.finish();
     }
@@ -227,6 +256,11 @@ impl Response<'_, '_> {
     /// Adds a header with a decimal value.
     pub fn header_decimal(&mut self, name: &str, value: u64) {
         self.writer.header_decimal(name, value);
+    }
+
+    /// Adds whole header lines of azq's own (`ResponseWriter::lines`).
+    pub fn lines(&mut self, lines: &[u8]) {
+        self.writer.lines(lines);
     }
 
     fn close_head(&mut self) {

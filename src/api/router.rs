@@ -101,7 +101,7 @@ pub fn addressed<'r>(
     let mut segments: Segments<'_> = if path.is_empty() {
         Segments::new()
     } else {
-        path.split('/').collect()
+        split_segments(path)
     };
     // A single trailing slash addresses the same resource (`/devstoreaccount1/?comp=list`).
     if segments.last() == Some(&"") {
@@ -135,6 +135,22 @@ pub fn addressed<'r>(
         host_style: host_account.is_some(),
         resource,
     })
+}
+
+/// `path.split('/')`, found by a byte scan: `str::split` with a `char` pattern runs a searcher
+/// (with `memchr`) per segment, about 150 instructions each on the request path. `/` is ASCII,
+/// so every cut is at a character boundary.
+fn split_segments(path: &str) -> Segments<'_> {
+    let mut segments = Segments::new();
+    let mut start = 0;
+    for (at, &byte) in path.as_bytes().iter().enumerate() {
+        if byte == b'/' {
+            segments.push(&path[start..at]);
+            start = at + 1;
+        }
+    }
+    segments.push(&path[start..]);
+    segments
 }
 
 /// The first DNS label of a host name with a dot (`acct.queue.localhost:10001` → `acct`);
@@ -217,6 +233,28 @@ fn message_operation(method: Method) -> Result<Operation, StorageError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `split_segments` cuts where `str::split('/')` does (the naive oracle), empty segments
+    /// and multi-byte characters included.
+    #[test]
+    fn segments_split_as_str_split_does() {
+        for path in [
+            "",
+            "/",
+            "a",
+            "a/",
+            "/a",
+            "a/b/c",
+            "a//b",
+            "//",
+            "é/ü/€",
+            "acct/queue/messages",
+            "a/b/c/d/e/f",
+        ] {
+            let expected: Vec<&str> = path.split('/').collect();
+            assert_eq!(split_segments(path).to_vec(), expected, "{path:?}");
+        }
+    }
 
     #[test]
     fn every_operation_is_listed_at_its_index_with_a_distinct_name() {

@@ -91,6 +91,11 @@ impl PopReceipt {
     /// Appends the receipt's base64 form (standard alphabet, 28 characters) to `out` without
     /// building an intermediate `String`.
     pub fn encode_into(&self, out: &mut impl bytes::BufMut) {
+        out.put_slice(&self.encoded());
+    }
+
+    /// The receipt's base64 form (standard alphabet, 28 characters).
+    pub fn encoded(&self) -> [u8; Self::ENCODED_BYTES] {
         use base64::Engine as _;
         let raw = self.to_raw();
         let mut encoded = [0u8; Self::ENCODED_BYTES];
@@ -99,7 +104,7 @@ impl PopReceipt {
             .unwrap_or(0);
         // 20 bytes always encode to exactly 28 characters; anything else is a bug in this function.
         assert_eq!(written, Self::ENCODED_BYTES);
-        out.put_slice(&encoded);
+        encoded
     }
 
     /// Decodes a receipt as sent by a client (after URL decoding). `None` for anything that is

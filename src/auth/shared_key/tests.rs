@@ -654,3 +654,56 @@ fn verify_signs_the_decoded_query_as_the_raw_target_would() {
     let authorization = format!("SharedKey devstoreaccount1:{wrong}");
     assert!(verify_with(&request, &authorization, false).is_err());
 }
+
+/// `split_at_byte` cuts where `str::split_once` does (the naive oracle), and
+/// `parse_authorization` keeps its answers on headers that stress the separators.
+#[test]
+fn separators_are_found_as_split_once_finds_them() {
+    for text in [
+        "", " ", "a b", "a  b", " a", "a ", "é b", "a:b:c", "::", "é:ü", "x",
+    ] {
+        for separator in [b' ', b':'] {
+            assert_eq!(
+                split_at_byte(text, separator),
+                text.split_once(char::from(separator)),
+                "{text:?} {separator}"
+            );
+        }
+    }
+    let signature = "qX9x0hi6+PD7oWVjsAb/mxxh3vk9QUq5pC/dlKvC3U0=";
+    fn parsed(value: &str) -> Result<Authorization<'_>, AuthFailure> {
+        parse_authorization(value.as_bytes())
+    }
+    let header = format!("  SharedKey  acct:{signature} ");
+    let valid = parsed(&header).expect("valid");
+    assert_eq!(valid.scheme, SharedKeyScheme::SharedKey);
+    assert_eq!(valid.account_name, "acct");
+    let header = format!("SharedKeyLite acct:{signature}");
+    let lite = parsed(&header).expect("valid");
+    assert_eq!(lite.scheme, SharedKeyScheme::SharedKeyLite);
+    assert_eq!(
+        parsed(&format!("SharedKey\u{3000}acct:{signature}")),
+        Err(AuthFailure::MalformedAuthorization(
+            "no space after the scheme"
+        ))
+    );
+    assert_eq!(
+        parsed(&format!("SharedKey acct{signature}")),
+        Err(AuthFailure::MalformedAuthorization(
+            "no `:` between account and signature"
+        ))
+    );
+    assert_eq!(
+        parsed(&format!("Sharedkey acct:{signature}")),
+        Err(AuthFailure::UnsupportedScheme)
+    );
+    assert_eq!(
+        parse_authorization(b"SharedKey \xff:x"),
+        Err(AuthFailure::MalformedAuthorization("not UTF-8"))
+    );
+    // The account may hold a multi-byte character: the cut stays at the colon.
+    assert_eq!(
+        parsed(&format!("SharedKey é:{signature}")).map(|parsed| parsed.account_name),
+        Ok("é")
+    );
+}
