@@ -56,7 +56,7 @@ use super::format::{
 use super::recovery::{SegmentFile, ShardStart};
 use crate::limits::{
     LOG_CLOSED_SEGMENTS_MAX, LOG_FLUSH_BYTES_MAX, LOG_SEGMENT_BYTES, SNAPSHOT_ALLOWANCE_BYTES,
-    SNAPSHOT_STEP_SLOTS, STORAGE_BLOCK_BYTES,
+    SNAPSHOT_STEP_SLOTS, SNAPSHOT_SYNC_BYTES, STORAGE_BLOCK_BYTES,
 };
 use crate::queue::{QueueKey, ShardState};
 use crate::time::{latency_bucket, LATENCY_BUCKETS};
@@ -595,13 +595,17 @@ impl<D: Disk> SnapshotJob<D> {
         } else {
             self.pending.len() / STORAGE_BLOCK_BYTES * STORAGE_BLOCK_BYTES
         };
-        if whole > 0 {
-            let blocks = self.pending.split_to(whole);
-            log.disk.write_at(&self.file, self.written, &blocks).await?;
-            self.written += whole as u64;
+        // Written and synced `SNAPSHOT_SYNC_BYTES` at a time, so the device takes the snapshot
+        // a little at a time: a log flush, whose sync waits for the writes the device has in
+        // hand, then waits for one chunk, not for the whole snapshot at its end.
+        let mut blocks = self.pending.split_to(whole);
+        while !blocks.is_empty() {
+            let chunk = blocks.split_to(blocks.len().min(SNAPSHOT_SYNC_BYTES));
+            log.disk.write_at(&self.file, self.written, &chunk).await?;
+            self.written += chunk.len() as u64;
+            log.disk.sync(&self.file).await?;
         }
         if done {
-            log.disk.sync(&self.file).await?;
             // The snapshot is fuzzy: it may show changes up to the last record emitted before
             // its last step, which replay from `replay_from` corrects only if the log holds
             // them. So they are synced before the snapshot replaces the last one: else a power

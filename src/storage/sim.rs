@@ -144,6 +144,8 @@ pub struct SimStats {
     pub torn: u64,
     /// Faults injected.
     pub faults: u64,
+    /// The most bytes of writes one file held unsynced at once.
+    pub unsynced_write_bytes_max: u64,
 }
 
 struct Inner {
@@ -441,6 +443,16 @@ impl Inner {
         let inode = &mut self.inodes[inode];
         apply_change(&mut inode.current, &change);
         inode.unsynced.push((number, change));
+        let unsynced: usize = inode
+            .unsynced
+            .iter()
+            .map(|(_, change)| match change {
+                Change::Write { bytes, .. } => bytes.len(),
+                _ => 0,
+            })
+            .sum();
+        let most = &mut self.stats.unsynced_write_bytes_max;
+        *most = (*most).max(unsynced as u64);
     }
 
     /// How many of `inode`'s unsynced changes are numbered below `before`.

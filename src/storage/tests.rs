@@ -510,6 +510,74 @@ fn seeds() -> std::ops::Range<u64> {
     0..SIMULATION_SEEDS
 }
 
+/// A snapshot reaches the disk `SNAPSHOT_SYNC_BYTES` at a time: no more of it is ever
+/// unsynced, so a log flush's sync, which waits for what the device holds, waits for one chunk
+/// and not for the whole snapshot at its end.
+#[test]
+fn a_snapshot_is_synced_a_chunk_at_a_time() {
+    use crate::limits::SNAPSHOT_SYNC_BYTES;
+    let disk = SimDisk::new(1, true);
+    let mut seeds = SplitMix64::new(2);
+    let recovered = recover(
+        &disk,
+        &data_directory(Path::new("/data")),
+        1,
+        NOW_MS,
+        &mut new_seed(&mut seeds),
+        test_secret(),
+        RecoveryOptions::default(),
+    )
+    .expect("an empty directory recovers");
+    let start = recovered.shards.into_iter().next().expect("one shard");
+    let log = Log::new(disk.clone(), &start, 0, Durability::Fsync);
+    let state = RefCell::new(start.state);
+    let apply = |command| {
+        let reply = state.borrow_mut().apply(command, NOW_MS);
+        assert!(reply.is_ok(), "{reply:?}");
+        // Each command's records flushed (and synced) on their own: small log writes.
+        while run(log.flush(&state)).expect("flushed") {}
+    };
+    apply(Command::CreateQueue {
+        queue: key(0),
+        metadata: Vec::new(),
+    });
+    let text = "x".repeat(60_000);
+    // About four chunks of messages.
+    let puts = 4 * SNAPSHOT_SYNC_BYTES / text.len() + 1;
+    for _ in 0..puts {
+        apply(Command::PutMessage {
+            queue: key(0),
+            text: Bytes::from(text.clone()),
+            visibility_timeout_s: 0,
+            ttl_s: Some(86_400),
+        });
+    }
+    let before = disk.stats().unsynced_write_bytes_max;
+    assert!(before < SNAPSHOT_SYNC_BYTES as u64 / 2, "{before}");
+    run(async {
+        let mut job = log.start_snapshot(&state).await.expect("started");
+        while !job.step(&log, &state).await.expect("a step") {}
+    });
+    let most = disk.stats().unsynced_write_bytes_max;
+    assert!(most > before, "the snapshot wrote: {most}");
+    assert!(
+        most <= SNAPSHOT_SYNC_BYTES as u64,
+        "{most} bytes unsynced at once"
+    );
+    let snapshots = disk
+        .file_paths()
+        .into_iter()
+        .filter(|path| path.to_string_lossy().contains("snapshot-"))
+        .map(|path| disk.read(&path).expect("a file").len())
+        .collect::<Vec<_>>();
+    assert!(
+        snapshots
+            .iter()
+            .any(|&bytes| bytes > 4 * SNAPSHOT_SYNC_BYTES),
+        "{snapshots:?}"
+    );
+}
+
 #[test]
 fn every_acknowledged_change_survives_every_crash() {
     let seeds = seeds();
