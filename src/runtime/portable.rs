@@ -7,6 +7,8 @@
 use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::BytesMut;
@@ -16,7 +18,7 @@ use tokio::sync::mpsc;
 
 use super::backend::{Backend, Idle, JoinedMesh, WriteTimeout};
 use super::deadline;
-use crate::limits::LISTEN_BACKLOG;
+use crate::limits::{LISTEN_BACKLOG, LOG_ZERO_FILL_BUFFERED_BYTES};
 use crate::storage::files::{sync_directory, Disk};
 
 /// Room made in the read buffer before each read, so a read takes what a segment brings.
@@ -260,6 +262,37 @@ impl<T> Drop for AbortOnDrop<T> {
 /// thread, so the shard's loop never waits for the device.
 pub struct BlockingDisk;
 
+/// A file of the log or a snapshot on the portable backend.
+pub struct BlockingFile {
+    file: std::fs::File,
+    /// How far it is preallocated (0: not preallocated).
+    preallocated: u64,
+    /// How far its preallocated blocks hold written zeros or data
+    /// (`LOG_ZERO_FILL_BUFFERED_BYTES`). Only the one write in flight moves it.
+    zeroed_until: AtomicU64,
+}
+
+impl BlockingFile {
+    /// Writes `blocks` at `offset` and, when they reach past the zeroed blocks, zeros after
+    /// them up to `LOG_ZERO_FILL_BUFFERED_BYTES` further (within the preallocated size), in the
+    /// same trip to the worker thread: preallocated blocks are "unwritten" extents, and the
+    /// sync after a write into them has to commit their conversion (a journal commit on ext4),
+    /// while the sync after an overwrite of written blocks does not.
+    fn write_at(&self, blocks: &[u8], offset: u64) -> io::Result<()> {
+        write_all_at(&self.file, blocks, offset)?;
+        let end = offset + blocks.len() as u64;
+        let zeroed = self.zeroed_until.load(Ordering::Relaxed);
+        if end > zeroed {
+            let until = (end + LOG_ZERO_FILL_BUFFERED_BYTES).min(self.preallocated);
+            if until > end {
+                write_all_at(&self.file, &vec![0; (until - end) as usize], end)?;
+            }
+            self.zeroed_until.store(until.max(end), Ordering::Relaxed);
+        }
+        Ok(())
+    }
+}
+
 /// Runs `work` on tokio's blocking pool.
 async fn blocking<T: Send + 'static>(
     work: impl FnOnce() -> std::io::Result<T> + Send + 'static,
@@ -270,7 +303,7 @@ async fn blocking<T: Send + 'static>(
 }
 
 impl Disk for BlockingDisk {
-    type File = std::sync::Arc<std::fs::File>;
+    type File = Arc<BlockingFile>;
 
     async fn create(&self, path: &std::path::Path, bytes: u64) -> io::Result<Self::File> {
         let path = path.to_path_buf();
@@ -284,19 +317,23 @@ impl Disk for BlockingDisk {
             if bytes > 0 {
                 preallocate(&file, bytes)?;
             }
-            Ok(std::sync::Arc::new(file))
+            Ok(Arc::new(BlockingFile {
+                file,
+                preallocated: bytes,
+                zeroed_until: AtomicU64::new(0),
+            }))
         })
         .await
     }
 
     async fn write_at(&self, file: &Self::File, offset: u64, blocks: &[u8]) -> io::Result<()> {
         let (file, blocks) = (file.clone(), blocks.to_vec());
-        blocking(move || write_all_at(&file, &blocks, offset)).await
+        blocking(move || file.write_at(&blocks, offset)).await
     }
 
     async fn sync(&self, file: &Self::File) -> io::Result<()> {
         let file = file.clone();
-        blocking(move || file.sync_data()).await
+        blocking(move || file.file.sync_data()).await
     }
 
     /// pwrite and fdatasync in one trip to the blocking pool, not one each: each trip wakes a
@@ -304,8 +341,8 @@ impl Disk for BlockingDisk {
     async fn write_synced(&self, file: &Self::File, offset: u64, blocks: &[u8]) -> io::Result<()> {
         let (file, blocks) = (file.clone(), blocks.to_vec());
         blocking(move || {
-            write_all_at(&file, &blocks, offset)?;
-            file.sync_data()
+            file.write_at(&blocks, offset)?;
+            file.file.sync_data()
         })
         .await
     }
@@ -483,6 +520,60 @@ mod tests {
         })
         .expect("a portable loop");
         assert!(finished.get());
+    }
+
+    /// A segment's write leaves `LOG_ZERO_FILL_BUFFERED_BYTES` of written zeros after it (data
+    /// to SEEK_HOLE: in the page cache or written, not preallocated blocks nobody wrote), and
+    /// the zeros stop at the preallocated size.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_write_zeros_the_preallocated_blocks_ahead_of_it() {
+        use std::os::unix::io::AsRawFd;
+        let directory = std::env::temp_dir().join(format!("azq-zero-fill-{}", std::process::id()));
+        std::fs::create_dir_all(&directory).expect("a temporary directory");
+        let path = directory.join("segment");
+        let block = crate::limits::STORAGE_BLOCK_BYTES as u64;
+        let preallocated = 2 * LOG_ZERO_FILL_BUFFERED_BYTES;
+        let hole_after = |file: &BlockingFile| {
+            // SAFETY: lseek reads the descriptor and two integers.
+            unsafe { libc::lseek(file.file.as_raw_fd(), 0, libc::SEEK_HOLE) as u64 }
+        };
+        Portable::run(0, Idle::Park, async move {
+            let disk = BlockingDisk;
+            let file = disk.create(&path, preallocated).await.expect("created");
+            disk.write_synced(&file, 0, &vec![7; block as usize])
+                .await
+                .expect("written");
+            assert_eq!(hole_after(&file), block + LOG_ZERO_FILL_BUFFERED_BYTES);
+            // Within the zeros: nothing more is zeroed.
+            disk.write_at(&file, block, &vec![7; block as usize])
+                .await
+                .expect("written");
+            assert_eq!(hole_after(&file), block + LOG_ZERO_FILL_BUFFERED_BYTES);
+            // Past them: zeros again, up to the preallocated size and no further.
+            let offset = LOG_ZERO_FILL_BUFFERED_BYTES;
+            disk.write_at(&file, offset, &vec![7; 2 * block as usize])
+                .await
+                .expect("written");
+            assert_eq!(hole_after(&file), preallocated);
+            assert_eq!(
+                std::fs::metadata(&path).expect("metadata").len(),
+                preallocated
+            );
+            let contents = std::fs::read(&path).expect("read");
+            assert!(contents[..2 * block as usize].iter().all(|&byte| byte == 7));
+            assert!(contents[2 * block as usize..offset as usize]
+                .iter()
+                .all(|&byte| byte == 0));
+            assert!(contents[offset as usize..][..2 * block as usize]
+                .iter()
+                .all(|&byte| byte == 7));
+            assert!(contents[(offset + 2 * block) as usize..]
+                .iter()
+                .all(|&byte| byte == 0));
+        })
+        .expect("a portable loop");
+        std::fs::remove_dir_all(&directory).expect("removed");
     }
 
     /// `deadline::check_on` on the portable backend.
