@@ -188,14 +188,16 @@ pub struct Request {
     /// 0 for HTTP/1.0, 1 for HTTP/1.1.
     pub version_minor: u8,
     /// `(name, value)` spans in `head`, in the order received.
-    pub headers: HeaderSpans,
+    pub(super) headers: HeaderSpans,
     /// The body, de-chunked if it was sent chunked; empty when there is none.
     pub body: Bytes,
     /// Whether the connection stays open after this request (HTTP/1.1 default, `Connection`
     /// header, HTTP/1.0 `keep-alive`).
     pub keep_alive: bool,
-    /// Where the headers azq reads on every request are in `headers`.
-    pub known: KnownHeaders,
+    /// Where the headers azq reads on every request are in `headers`. Both are made together
+    /// (by the parser, or `Request::build`) and read through `headers()` and `known()`, so
+    /// the slots always describe the headers.
+    pub(super) known: KnownHeaders,
 }
 
 impl Request {

@@ -132,7 +132,7 @@ fn check_request(limits: Limits, request: &Request) {
         request.head.len(),
         limits.head_bytes_max
     );
-    assert!(request.headers.len() <= limits.headers_max);
+    assert!(request.headers().count() <= limits.headers_max);
     assert!(
         request.body.len() <= limits.body_bytes_max,
         "body of {} bytes over the limit of {}",
