@@ -321,8 +321,22 @@ def spawn_server(tmp_path):
         return started[-1]
 
     yield spawn
+    # A server that died during the test (not stopped by it: SIGTERM's clean exit, or a kill)
+    # shows up there as a bare "connection refused": say so, with its output.
+    stopped_by_tests = (0, -signal.SIGTERM, -signal.SIGKILL)
+    died_early = [
+        running
+        for running in started
+        if running.process.poll() is not None and running.process.returncode not in stopped_by_tests
+    ]
     for running in started:
         stop_server(running)
+    for running in died_early:
+        pytest.fail(
+            f"a server this test started exited during it with code {running.process.returncode}\n"
+            + running.log_tail(),
+            pytrace=False,
+        )
 
 
 @pytest.fixture(scope="session")
