@@ -86,8 +86,9 @@ impl Durability {
 /// live data and `closed_segments` closed segments, is due a snapshot: the log holds more than
 /// the live data and `SNAPSHOT_ALLOWANCE_BYTES` (so disk use stays within the live data twice
 /// plus the allowance), or closed segments have piled up (each restart closes one, however
-/// little it holds). A log that only grows the live data (Puts) is never more than a little
-/// over it, so it is not written out again each time it doubles.
+/// little it holds). A log that only grows the live data (Puts) is over it only by its
+/// records' framing and padding, so the live data is not written out again each time the log
+/// passes it.
 fn snapshot_due(log_bytes: u64, live_bytes: u64, closed_segments: usize) -> bool {
     log_bytes > live_bytes.saturating_add(SNAPSHOT_ALLOWANCE_BYTES)
         || closed_segments > LOG_CLOSED_SEGMENTS_MAX
