@@ -105,15 +105,10 @@ def main():
         except OSError as error:
             print(f"direct      skipped: {error}")
         else:
+            # O_DIRECT wants an aligned buffer: an anonymous mapping is page-aligned.
             aligned = mmap.mmap(-1, size)
             aligned.write(data)
-            times = []
-            for index in range(count):
-                began = time.perf_counter()
-                os.pwritev(direct, [aligned], index * size)
-                os.fdatasync(direct)
-                times.append(time.perf_counter() - began)
-            report("direct", times)
+            report("direct", flushes(direct, aligned, count))
             os.close(direct)
         os.close(fd)
         os.unlink(path)
