@@ -5,7 +5,8 @@
 # same azq-loadgen settings: the server alone on CPU 0, azq-loadgen on CPU 1, 1 KiB messages,
 # SharedKey, CONNECTIONS keep-alive connections, closed loop, DURATION after WARMUP. Prints one
 # table: requests/s and the server's CPU per request (utime + stime of the server process from
-# /proc/PID/stat over the measured window, divided by the requests answered in it).
+# /proc/PID/stat over the measured window, divided by the requests answered in it), and of that
+# the user and system parts.
 #
 #   scripts/bench-ceiling.sh
 #   ROUNDS [3]  DURATION [5s]  WARMUP [1s]  CONNECTIONS [32]  DEPTH [1000]
@@ -85,7 +86,7 @@ start_server portable
 python3 scripts/put-response.py "$port" "$work/put-201.http"
 stop_server
 
-# One sample of process $1's CPU time (utime + stime, clock ticks) with the wall-clock time,
+# One sample of process $1's CPU time (utime and stime, clock ticks) with the wall-clock time,
 # into $2; nothing once the process has gone. Shell builtins only, no process per sample: a
 # sampler that ran `date` and `awk` 20 times a second took about a tenth of azq's Put rate from
 # the cores it measured.
@@ -93,7 +94,7 @@ cpu_sample() {
   local stat fields
   read -r stat 2>/dev/null < "/proc/$1/stat" || return 1
   read -r -a fields <<< "${stat##*) }"
-  echo "${EPOCHREALTIME/,/.} $((fields[11] + fields[12]))" >> "$2"
+  echo "${EPOCHREALTIME/,/.} ${fields[11]} ${fields[12]}" >> "$2"
 }
 
 # Samples the server's CPU time 20 times a second while it runs (waiting on a FIFO nobody
@@ -178,10 +179,12 @@ titles = {"put": "Put", "get-delete": "Get(1) + Delete, fixed depth (+ refill Pu
           "disk-get-delete": "Get(1) + Delete, on disk (fsync), fixed depth (+ refill Put)"}
 
 def ticks_at(samples, when):
-    """The server's CPU ticks at wall-clock time `when`, interpolated between samples."""
-    for (t0, c0), (t1, c1) in zip(samples, samples[1:]):
+    """The server's CPU ticks (user, system) at wall-clock time `when`, interpolated between
+    samples."""
+    for (t0, *c0), (t1, *c1) in zip(samples, samples[1:]):
         if t0 <= when <= t1:
-            return c0 + (c1 - c0) * (when - t0) / (t1 - t0) if t1 > t0 else c0
+            share = (when - t0) / (t1 - t0) if t1 > t0 else 0
+            return [a + (b - a) * share for a, b in zip(c0, c1)]
     return None
 
 def run(row, server, round_):
@@ -191,8 +194,8 @@ def run(row, server, round_):
         samples = []
         for line in open(f"{name}.cpu"):
             parts = line.split()
-            if len(parts) == 2:
-                samples.append((float(parts[0]), int(parts[1])))
+            if len(parts) == 3:
+                samples.append((float(parts[0]), int(parts[1]), int(parts[2])))
     except (OSError, ValueError):
         return None
     requests_per_s = sum(op["throughput_per_s"] for op in report["ops"].values())
@@ -202,10 +205,16 @@ def run(row, server, round_):
     first, last = ticks_at(samples, start), ticks_at(samples, end)
     cpu_us = None
     if first is not None and last is not None and requests_per_s:
-        cpu_us = (last - first) / ticks_per_s / (requests_per_s * report["duration_s"]) * 1e6
+        requests = requests_per_s * report["duration_s"]
+        cpu_us = [(b - a) / ticks_per_s / requests * 1e6 for a, b in zip(first, last)]
     return requests_per_s, consumed_per_s, cpu_us, report["errors"]
 
-print("| row | server | requests/s | messages consumed/s | server CPU per request | errors |")
+def cpu_cell(user_system):
+    user, system = user_system
+    return f"{user + system:.1f} µs ({user:.1f} + {system:.1f})"
+
+print("| row | server | requests/s | messages consumed/s | server CPU per request (user + system) "
+      "| errors |")
 print("|---|---|---:|---:|---:|---:|")
 for row in rows:
     for server in ["ceiling", "io_uring", "portable", "azurite"]:
@@ -217,7 +226,7 @@ for row in rows:
                               for r in runs)
         print(f"| {titles[row]} | {names[server]} | {cells(0, lambda v: f'{v:,.0f}')} "
               f"| {cells(1, lambda v: f'{v:,.0f}') if row.endswith('get-delete') else '-'} "
-              f"| {cells(2, lambda v: f'{v:.1f} µs')} | {cells(3, str)} |")
+              f"| {cells(2, cpu_cell)} | {cells(3, str)} |")
 PY
 } > "$out/table.md"
 cat "$out/table.md"
