@@ -13,4 +13,4 @@ pub mod response;
 pub use parse::{ParseError, Parser, Progress};
 pub use query::Query;
 pub use request::{KnownHeader, Method, Request};
-pub use response::{reason_phrase, ResponseWriter};
+pub use response::ResponseWriter;

@@ -17,7 +17,7 @@ const CONTENT_LENGTH_BLANK: &[u8] = b"Content-Length:           \r\n\r\n";
 macro_rules! statuses {
     ($($status:literal $reason:literal,)*) => {
         /// The standard reason phrase for the statuses azq answers with.
-        pub fn reason_phrase(status: u16) -> &'static str {
+        fn reason_phrase(status: u16) -> &'static str {
             match status {
                 $($status => $reason,)*
                 _ => "Unknown",
