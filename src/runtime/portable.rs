@@ -8,7 +8,7 @@ use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use bytes::BytesMut;
@@ -272,6 +272,11 @@ pub struct BlockingFile {
     zeroed_until: AtomicU64,
 }
 
+/// The zeros `BlockingFile::write_at` writes, allocated once, not for each fill (a fresh
+/// mapping and its page faults each time). Not a `static` array: that would add its MiB to the
+/// binary.
+static ZEROS: OnceLock<Box<[u8]>> = OnceLock::new();
+
 impl BlockingFile {
     /// Writes `blocks` at `offset` and, when they reach past the zeroed blocks, zeros after
     /// them up to `LOG_ZERO_FILL_BUFFERED_BYTES` further (within the preallocated size), in the
@@ -285,7 +290,9 @@ impl BlockingFile {
         if end > zeroed {
             let until = (end + LOG_ZERO_FILL_BUFFERED_BYTES).min(self.preallocated);
             if until > end {
-                write_all_at(&self.file, &vec![0; (until - end) as usize], end)?;
+                let zeros =
+                    ZEROS.get_or_init(|| vec![0; LOG_ZERO_FILL_BUFFERED_BYTES as usize].into());
+                write_all_at(&self.file, &zeros[..(until - end) as usize], end)?;
             }
             self.zeroed_until.store(until.max(end), Ordering::Relaxed);
         }
