@@ -14,7 +14,8 @@
 //!
 //! Framing: `length: u32` (of type and payload), `crc32c: u32` (of sequence, type and payload),
 //! `sequence: u64` (consecutive within a shard's log), then the type byte and the payload, all
-//! little-endian. A zero length ends the written part of a segment.
+//! little-endian. A zero length is never a record: it is a flush's padding or the unwritten rest of
+//! a segment, which `storage::format` tells apart.
 
 use bytes::{BufMut, Bytes, BytesMut};
 

@@ -4,11 +4,13 @@
 //! ID prefix, first sequence, CRC) and then records (`queue::record`) back to back, as the
 //! group commit wrote them; the rest of the preallocated file is zeros. Writes are whole blocks:
 //! each flush starts on a fresh block and pads its last one with zeros, so a flush is one
-//! aligned write (O_DIRECT on io_uring) that never touches a block an earlier flush wrote. A
-//! zero length with only zeros after it to the end of its block is that padding when the next
-//! block starts with the record due. (Format 1, before padding, rewrote the last partial block;
-//! its segments read the same way.) A segment is created as `segment.tmp` and renamed once its
-//! header is synced.
+//! aligned write (O_DIRECT on io_uring) that never touches a block an earlier flush wrote.
+//! Where the record due is not found, zeros to the end of the block are that padding when the
+//! next block starts with the record due: the padding can be shorter than a record's length
+//! field (a flush that ends 1 to 3 bytes before a block boundary), so it is never told by the
+//! length at the read position, which then mixes padding with the next flush's first bytes.
+//! (Format 1, before padding, rewrote the last partial block; its segments read the same way.)
+//! A segment is created as `segment.tmp` and renamed once its header is synced.
 //!
 //! A **snapshot** (`snapshot-<replay sequence>.snap`) is a header (magic, format, shard, the
 //! shard's identity, the log sequence replay starts from), the shard's queues, settings and
@@ -130,8 +132,7 @@ fn read_segment_header(data: &[u8]) -> Result<SegmentHeader, &'static str> {
 /// How a segment's records end.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Ending {
-    /// At the end of the file, or a zero length with only zeros after it: everything written
-    /// is intact.
+    /// Only zeros after the last record, to the end of the file: everything written is intact.
     Clean,
     /// An invalid record at `offset` with nothing valid after it within one flush: the last
     /// write was cut short. Recovery truncates the segment there.
@@ -171,29 +172,15 @@ pub fn read_segment(data: &Bytes) -> Result<Segment, &'static str> {
     let mut at = STORAGE_BLOCK_BYTES;
     let mut expected = header.first_sequence;
     let ending = loop {
-        match read(&data.slice(at..)) {
-            // A flush's padding: zeros to the end of the block, and the next block starts with
-            // the record due.
-            Read::End if is_padding(data, at, expected) => {
-                at = at.next_multiple_of(STORAGE_BLOCK_BYTES);
-            }
-            // Past the end of what was written, a segment is zeros (preallocated, and a torn
-            // tail is cut off at recovery): a zero length with bytes after it is damage too.
-            Read::End if data[at..].iter().all(|&byte| byte == 0) => break Ending::Clean,
-            Read::End => break classify(data, at, expected, "a zero length before written bytes"),
-            Read::Record {
-                sequence,
-                record,
-                bytes,
-            } if sequence == expected => {
-                records.push((sequence, record));
+        match next(data, at, expected) {
+            Next::Record { record, bytes } => {
+                records.push((expected, record));
                 at += bytes;
                 expected += 1;
             }
-            Read::Record { .. } => {
-                break classify(data, at, expected, "a record out of sequence");
-            }
-            Read::Invalid(reason) => break classify(data, at, expected, reason),
+            Next::Padding { block_end } => at = block_end,
+            Next::End => break Ending::Clean,
+            Next::Invalid(reason) => break classify(data, at, expected, reason),
         }
     };
     Ok(Segment {
@@ -204,17 +191,66 @@ pub fn read_segment(data: &Bytes) -> Result<Segment, &'static str> {
     })
 }
 
-/// Whether a zero length at `at` is a flush's padding: not on a block boundary, only zeros to
-/// the end of its block, and the next block starts with record `expected`.
-fn is_padding(data: &Bytes, at: usize, expected: u64) -> bool {
+/// What a segment holds at an offset where a given record is due.
+enum Next {
+    /// That record, and the bytes it takes.
+    Record {
+        /// The record.
+        record: Record,
+        /// Bytes from its first header byte to the next record.
+        bytes: usize,
+    },
+    /// A flush's padding: zeros to `block_end`, where that record starts the next flush.
+    Padding {
+        /// The end of the padded block.
+        block_end: usize,
+    },
+    /// Only zeros from here to the end of the file: the end of what was written.
+    End,
+    /// Neither: a torn write or damage.
+    Invalid(&'static str),
+}
+
+/// What lies at `at` in `data`, where record `expected` is due. The record is tried first, then
+/// a flush's padding. The padding is never decided by the bytes at `at` alone: a flush that ends
+/// 1 to 3 bytes before a block boundary leaves less than a record length of zeros, and the
+/// 4 bytes at `at` then mix the padding with the next flush's first record; and a record whose
+/// length has zero low bytes may start with the same zeros, its header split across the
+/// boundary.
+fn next(data: &Bytes, at: usize, expected: u64) -> Next {
+    let reason = match read(&data.slice(at..)) {
+        Read::Record {
+            sequence,
+            record,
+            bytes,
+        } if sequence == expected => return Next::Record { record, bytes },
+        Read::Record { .. } => "a record out of sequence",
+        Read::End => "a zero length before written bytes",
+        Read::Invalid(reason) => reason,
+    };
+    if let Some(padding) = padding(data, at, expected) {
+        padding
+    } else if data[at..].iter().all(|&byte| byte == 0) {
+        // Past the end of what was written, a segment is zeros (preallocated, and a torn tail
+        // is cut off at recovery): zeros with written bytes after them are damage.
+        Next::End
+    } else {
+        Next::Invalid(reason)
+    }
+}
+
+/// `Next::Padding` when `at` is inside a block, only zeros follow it to the block's end, and
+/// the next block starts with record `expected`.
+fn padding(data: &Bytes, at: usize, expected: u64) -> Option<Next> {
     let block_end = at.next_multiple_of(STORAGE_BLOCK_BYTES);
-    block_end != at
+    let is_padding = block_end != at
         && block_end < data.len()
         && data[at..block_end].iter().all(|&byte| byte == 0)
         && matches!(
             read(&data.slice(block_end..)),
             Read::Record { sequence, .. } if sequence == expected
-        )
+        );
+    is_padding.then_some(Next::Padding { block_end })
 }
 
 /// How many sequences after a damaged record a search for intact later records looks for: more
@@ -230,26 +266,22 @@ const SEQUENCES_PROBED: u64 = 64;
 fn classify(data: &Bytes, at: usize, expected: u64, reason: &'static str) -> Ending {
     let limit = at.saturating_add(LOG_FLUSH_BYTES_MAX + STORAGE_BLOCK_BYTES);
     // A record header puts its sequence 8 bytes in: look for one of the next few sequences.
-    let next = expected + 1..expected + 1 + SEQUENCES_PROBED;
+    let probed = expected + 1..expected + 1 + SEQUENCES_PROBED;
     let mut offset = at + 1;
     while offset + 16 <= data.len() {
         let sequence = u64::from_le_bytes(data[offset + 8..offset + 16].try_into().expect("8"));
-        if next.contains(&sequence) {
+        if probed.contains(&sequence) {
             if let Read::Record { .. } = read(&data.slice(offset..)) {
                 // The run of records in sequence from here, across flushes' padding.
                 let (mut end, mut due) = (offset, sequence);
                 loop {
-                    match read(&data.slice(end..)) {
-                        Read::Record {
-                            sequence, bytes, ..
-                        } if sequence == due => {
+                    match next(data, end, due) {
+                        Next::Record { bytes, .. } => {
                             end += bytes;
                             due += 1;
                         }
-                        Read::End if is_padding(data, end, due) => {
-                            end = end.next_multiple_of(STORAGE_BLOCK_BYTES);
-                        }
-                        _ => break,
+                        Next::Padding { block_end } => end = block_end,
+                        Next::End | Next::Invalid(_) => break,
                     }
                 }
                 if end > limit {

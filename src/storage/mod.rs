@@ -19,6 +19,8 @@ pub mod format;
 pub mod hold;
 pub mod log;
 pub mod recovery;
+#[cfg(test)]
+mod round_trip;
 pub mod secret;
 #[cfg(test)]
 mod sim;

@@ -48,11 +48,11 @@ use crate::random::SplitMix64;
 use crate::storage::log::Durability;
 
 /// 2026-11-22T00:00:00Z.
-const NOW_MS: u64 = 1_795_305_600_000;
+pub(super) const NOW_MS: u64 = 1_795_305_600_000;
 
 /// The server secret of every recovery here: one secret across restarts, as the data
 /// directory's `SECRET` file gives a server.
-fn test_secret() -> crate::queue::Secret {
+pub(super) fn test_secret() -> crate::queue::Secret {
     crate::queue::Secret::from_seed(0x5ec2e7)
 }
 
@@ -148,7 +148,7 @@ struct Issued {
 
 const QUEUES: [&str; 3] = ["orders", "audit-log", "q-3"];
 
-fn key(queue: usize) -> QueueKey {
+pub(super) fn key(queue: usize) -> QueueKey {
     QueueKey {
         account: "devstoreaccount1".to_string(),
         name: QUEUES[queue].to_string(),
@@ -252,12 +252,12 @@ fn receipts(command: &Command, reply: &Result<Reply, StorageError>) -> Vec<Issue
     }
 }
 
-fn new_seed(random: &mut SplitMix64) -> impl FnMut(usize) -> u64 + '_ {
+pub(super) fn new_seed(random: &mut SplitMix64) -> impl FnMut(usize) -> u64 + '_ {
     move |_| random.next_u64()
 }
 
 /// Runs `future`, whose simulated I/O is always ready, to completion.
-fn run<T>(future: impl std::future::Future<Output = T>) -> T {
+pub(super) fn run<T>(future: impl std::future::Future<Output = T>) -> T {
     futures_lite::future::block_on(future)
 }
 

@@ -58,6 +58,15 @@ impl ShardState {
             .map(|journal| (count_records(&journal.records), journal.records.len()))
     }
 
+    /// The encoded records not taken yet, in order: what the log's next flushes will write, for
+    /// tests that compare what a reader finds with what the writer was given.
+    #[cfg(test)]
+    pub fn journal_bytes(&self) -> &[u8] {
+        self.journal
+            .as_ref()
+            .map_or(&[][..], |journal| &journal.records[..])
+    }
+
     /// The oldest records not taken yet, at most `bytes_max` of them (at least one record,
     /// however long), and the sequence number of the last one taken; `None` when there are none.
     pub fn take_journal(&mut self, bytes_max: usize) -> Option<(BytesMut, u64)> {
