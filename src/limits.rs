@@ -113,6 +113,10 @@ pub const SNAPSHOT_ALLOWANCE_BYTES: u64 = 64 << 20;
 /// Closed log segments a shard keeps before it writes a snapshot regardless of their size (each
 /// restart closes one).
 pub const LOG_CLOSED_SEGMENTS_MAX: usize = 8;
+/// Disk that files recovery kept aside on earlier starts may take (`DIR/__azq__/kept/`: what it
+/// cut off a log or removed, copied first so that a reader's mistake never deletes data); the
+/// oldest go first beyond it. What the current start keeps is never removed by it.
+pub const RECOVERY_KEPT_BYTES_MAX: u64 = 4 * LOG_SEGMENT_BYTES;
 /// Message slots one snapshot step encodes before the shard serves requests again.
 pub const SNAPSHOT_STEP_SLOTS: u32 = 4096;
 /// Bytes a snapshot writes between syncs of its file: the device takes a snapshot a chunk at
@@ -245,6 +249,7 @@ const _: () =
     assert!(LOG_FLUSH_BYTES_MAX as u64 + 2 * STORAGE_BLOCK_BYTES as u64 <= LOG_SEGMENT_BYTES);
 const _: () = assert!(LOG_FLUSH_BYTES_MAX >= 2 * REQUEST_BODY_BYTES_MAX);
 const _: () = assert!(SNAPSHOT_SYNC_BYTES % STORAGE_BLOCK_BYTES == 0);
+const _: () = assert!(RECOVERY_KEPT_BYTES_MAX >= LOG_SEGMENT_BYTES);
 const _: () = assert!(SHARD_PENDING_OUTPUT_BYTES_MAX >= 8 * CONNECTION_PENDING_OUTPUT_BYTES_MAX);
 const _: () = assert!(WRITE_TIMEOUT_MS_DEFAULT <= IDLE_CONNECTION_TIMEOUT_MS);
 const _: () = assert!(READ_DEADLINE_SWEEP_MS * 10 <= REQUEST_HEAD_TIMEOUT_MS);

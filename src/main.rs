@@ -1,7 +1,8 @@
 //! The `azq` binary: parses the Azurite-compatible command line, starts the shards, prints the
 //! ready line, and waits for SIGINT/SIGTERM; any panic, or a shard that stops on its own, ends
 //! the process with a non-zero status. `azq healthcheck` asks a running server whether it
-//! serves, for container images without curl.
+//! serves, for container images without curl; `azq inspect-segment FILE` describes a log
+//! segment record by record (the copies recovery keeps of what it cuts).
 
 #![warn(missing_docs)]
 #![deny(clippy::undocumented_unsafe_blocks)]
@@ -50,6 +51,19 @@ fn main() {
             }
         }
     }
+    if arguments.peek().map(String::as_str) == Some("inspect-segment") {
+        arguments.next();
+        std::process::exit(match inspect_segment(arguments) {
+            Ok(text) => {
+                print!("{text}");
+                0
+            }
+            Err(why) => {
+                eprintln!("azq inspect-segment: {why}");
+                2
+            }
+        });
+    }
     if arguments.peek().map(String::as_str) == Some("healthcheck") {
         arguments.next();
         std::process::exit(match healthcheck(arguments) {
@@ -71,6 +85,21 @@ fn main() {
         eprintln!("azq: {error}");
         std::process::exit(2);
     }
+}
+
+/// `azq inspect-segment FILE…`: each log segment (or a copy recovery kept aside) described
+/// record by record (`storage::inspect`).
+fn inspect_segment(files: impl Iterator<Item = String>) -> Result<String, String> {
+    let mut text = String::new();
+    for file in files {
+        let data = azq::storage::files::Files::read(&StdFiles, Path::new(&file))
+            .map_err(|why| format!("{file}: {why}"))?;
+        text.push_str(&azq::storage::inspect::describe_segment(&file, &data)?);
+    }
+    if text.is_empty() {
+        return Err("usage: azq inspect-segment FILE…".to_string());
+    }
+    Ok(text)
 }
 
 fn run(invocation: Invocation) -> Result<(), String> {

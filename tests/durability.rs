@@ -417,6 +417,15 @@ fn last_written_segment(data: &Path) -> (PathBuf, usize) {
     written.pop().expect("a segment with records")
 }
 
+/// The file a recovery line says it kept a segment in (`… kept in PATH`).
+fn kept_file(stderr: &str) -> PathBuf {
+    let line = stderr
+        .lines()
+        .find(|line| line.contains(" kept in "))
+        .unwrap_or_else(|| panic!("no kept file named: {stderr}"));
+    PathBuf::from(line.rsplit_once(" kept in ").unwrap().1)
+}
+
 fn write_at(path: &Path, offset: usize, bytes: &[u8]) {
     let mut file = std::fs::OpenOptions::new().write(true).open(path).unwrap();
     std::io::Seek::seek(&mut file, std::io::SeekFrom::Start(offset as u64)).unwrap();
@@ -438,11 +447,35 @@ fn a_torn_tail_is_cut_at_the_last_intact_record_with_a_note() {
     let garbage: Vec<u8> = (0..300u32).map(|n| (n * 37 % 251) as u8 + 1).collect();
     write_at(&segment, end, &garbage);
 
+    let before = std::fs::read(&segment).unwrap();
     let server = start(&data, &["--shards", "1"]);
     let stderr = server.stderr();
     assert!(
         stderr.contains("the last write was cut short") && stderr.contains("truncated there"),
         "{stderr}"
+    );
+    // What was cut off is kept aside first: the segment as it was, named in the line.
+    let kept = kept_file(&stderr);
+    assert!(
+        kept.starts_with(data.path().join("__azq__").join("kept")),
+        "{kept:?}"
+    );
+    let kept_bytes = std::fs::read(&kept).unwrap();
+    assert_eq!(kept_bytes[..], before[..kept_bytes.len()]);
+    assert_eq!(kept_bytes[end..end + garbage.len()], garbage[..]);
+    assert_eq!(std::fs::metadata(&segment).unwrap().len(), end as u64);
+    // `azq inspect-segment` lists the kept copy's records and says where its reading stops.
+    let inspected = std::process::Command::new(common::azq_binary())
+        .arg("inspect-segment")
+        .arg(&kept)
+        .output()
+        .expect("azq runs");
+    let listing = String::from_utf8_lossy(&inspected.stdout);
+    assert!(inspected.status.success(), "{listing}");
+    assert_eq!(listing.matches("message put").count(), 20, "{listing}");
+    assert!(
+        listing.contains(&format!("the reading stops at offset {end}")),
+        "{listing}"
     );
     let found = drain(&server, "torn");
     let found_ids: Vec<&String> = ids.iter().filter(|id| found.contains_key(*id)).collect();
@@ -508,6 +541,10 @@ fn damage_before_the_tail_refuses_to_start_unless_asked_to_cut() {
         stderr.contains("damaged log at offset 4096") && stderr.contains("losing the records"),
         "{stderr}"
     );
+    // The records cut off are kept aside: the whole segment, the flipped byte with them.
+    let kept = std::fs::read(kept_file(&stderr)).unwrap();
+    assert!(kept.len() > 80 * 60 * 1024, "{}", kept.len());
+    assert_eq!(kept[4096 + 20], byte[0]);
     let response = send(&server, get_request("first", 1, 1));
     assert_status(&response, 404, Some("QueueNotFound"));
     create_queue(&server, "after");

@@ -30,6 +30,9 @@ use crate::limits::MAPPED_READ_BYTES_MIN;
 /// The directory azq keeps its files in, inside `--location`: its own, so Azurite's files in the
 /// same location never mix with azq's.
 pub const DATA_DIRECTORY_NAME: &str = "__azq__";
+/// The directory, inside the data directory, where recovery keeps a copy of every log segment
+/// it cuts or removes (`storage::recovery`).
+pub const KEPT_DIRECTORY_NAME: &str = "kept";
 /// The file naming the current generation.
 pub const CURRENT_FILE_NAME: &str = "CURRENT";
 /// The name `CURRENT` is written under before it is renamed into place.

@@ -159,6 +159,8 @@ pub struct Segment {
     pub header: SegmentHeader,
     /// `(sequence, record)` of every intact record before the ending.
     pub records: Vec<(u64, Record)>,
+    /// Where each of those records starts in the file.
+    pub starts: Vec<usize>,
     /// Where the intact records end (the first byte after the last one).
     pub end: usize,
     /// How they end.
@@ -169,12 +171,14 @@ pub struct Segment {
 pub fn read_segment(data: &Bytes) -> Result<Segment, &'static str> {
     let header = read_segment_header(data)?;
     let mut records = Vec::new();
+    let mut starts = Vec::new();
     let mut at = STORAGE_BLOCK_BYTES;
     let mut expected = header.first_sequence;
     let ending = loop {
         match next(data, at, expected) {
             Next::Record { record, bytes } => {
                 records.push((expected, record));
+                starts.push(at);
                 at += bytes;
                 expected += 1;
             }
@@ -186,6 +190,7 @@ pub fn read_segment(data: &Bytes) -> Result<Segment, &'static str> {
     Ok(Segment {
         header,
         records,
+        starts,
         end: at,
         ending,
     })

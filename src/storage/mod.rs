@@ -8,6 +8,8 @@
 //!   corruption).
 //! - `hold`: when group commit's next flush starts: at once, or after a short hold for the
 //!   clients the last flush acknowledged (a pure policy).
+//! - `inspect`: a log segment described record by record (`azq inspect-segment`), for the
+//!   copies recovery keeps of what it cuts.
 //! - `log`: a running shard's log: group commit, the wait of replies for durability, and
 //!   snapshots written a step at a time.
 //! - `recovery`: the data directory back into shard states at start-up, re-homed when the
@@ -17,6 +19,7 @@
 pub mod files;
 pub mod format;
 pub mod hold;
+pub mod inspect;
 pub mod log;
 pub mod recovery;
 #[cfg(test)]

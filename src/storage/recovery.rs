@@ -9,6 +9,13 @@
 //! with intact records after it stops recovery with the file and offset, unless
 //! `truncate_corrupt` (`--truncateCorruptLog`) cuts the log there instead.
 //!
+//! **Nothing is cut that is not kept.** Before recovery truncates a segment with anything but
+//! zeros after the cut, or removes a segment that holds more than its header, it copies the
+//! segment as it was to `DIR/__azq__/kept/` (synced, its name durable) and names the copy in its
+//! note: a reader that misreads a segment (as one did: a flush's padding of 1 to 3 bytes taken
+//! for a record length) then costs a restart's availability of those records, never the bytes.
+//! The copies of earlier starts take at most `RECOVERY_KEPT_BYTES_MAX`, the oldest going first.
+//!
 //! Whatever else a power cut can leave without anything acknowledged in it is cleaned up, each
 //! with one note: a segment or snapshot still under its temporary name, a last segment whose
 //! header never reached the disk (written by a server that created segments under their final
@@ -32,13 +39,13 @@ use bytes::{BufMut, Bytes, BytesMut};
 
 use super::files::{
     generation_name, parse_generation, shard_directory_name, Files, CURRENT_FILE_NAME,
-    CURRENT_TEMPORARY_NAME,
+    CURRENT_TEMPORARY_NAME, KEPT_DIRECTORY_NAME,
 };
 use super::format::{
     parse_name, read_segment, read_snapshot, snapshot_header, snapshot_name, snapshot_trailer,
     Ending, FileKind, SEGMENT_TEMPORARY_NAME, SNAPSHOT_TEMPORARY_NAME,
 };
-use crate::limits::STORAGE_BLOCK_BYTES;
+use crate::limits::{RECOVERY_KEPT_BYTES_MAX, STORAGE_BLOCK_BYTES};
 use crate::queue::record::{read, MessageState, Read, Record};
 use crate::queue::state::Identity;
 use crate::queue::Secret;
@@ -340,12 +347,146 @@ fn share_or_copy_texts(by_queue: &mut HashMap<u32, Vec<MessageState>>, buffers: 
     }
 }
 
+/// Where recovery keeps a copy of every log segment before it cuts it or removes it
+/// (`DIR/__azq__/kept/`), so that a reader that misreads a segment can never turn into deleted
+/// data: what was cut off can be inspected and brought back.
+///
+/// A kept file is the segment as it was (its written part: trailing zeros, the preallocated
+/// rest, are dropped), named `NNNNNN-gen-GGGGGG-shard-SSS-wal-….log-at-OFFSET`: a number that
+/// orders the kept files, the shard, the segment and where recovery cut it (`-at-0` for a
+/// segment removed whole). Each is at most one segment. Files kept by earlier starts take at
+/// most `RECOVERY_KEPT_BYTES_MAX` of disk: the oldest are removed first (each with a note);
+/// what this start keeps is never removed by it.
+struct KeptAside<'a, F: Files> {
+    files: &'a F,
+    directory: PathBuf,
+    /// What the files earlier starts kept may take (`RECOVERY_KEPT_BYTES_MAX`; less in tests).
+    older_bytes_max: u64,
+    /// Files earlier starts kept, oldest first, with their sizes.
+    older: std::collections::VecDeque<(PathBuf, u64)>,
+    /// The number the next kept file gets.
+    next_number: u64,
+}
+
+impl<'a, F: Files> KeptAside<'a, F> {
+    /// The kept files under `root` (none yet when the directory does not exist); those of
+    /// earlier starts take at most `older_bytes_max`.
+    fn open(files: &'a F, root: &Path, older_bytes_max: u64) -> Result<KeptAside<'a, F>, String> {
+        let directory = root.join(KEPT_DIRECTORY_NAME);
+        let failed = |what: &Path, why: std::io::Error| format!("{}: {why}", what.display());
+        let mut older = Vec::new();
+        for name in files
+            .list(&directory)
+            .map_err(|error| failed(&directory, error))?
+        {
+            // Only the files recovery kept: anything else a user put there is theirs.
+            let Some(number) = name
+                .split_once('-')
+                .and_then(|(digits, _)| digits.parse::<u64>().ok())
+            else {
+                continue;
+            };
+            let path = directory.join(&name);
+            let bytes = files
+                .read(&path)
+                .map_err(|error| failed(&path, error))?
+                .len() as u64;
+            older.push((number, path, bytes));
+        }
+        older.sort();
+        let next_number = older.last().map_or(1, |(number, _, _)| number + 1);
+        Ok(KeptAside {
+            files,
+            directory,
+            older_bytes_max,
+            older: older
+                .into_iter()
+                .map(|(_, path, bytes)| (path, bytes))
+                .collect(),
+            next_number,
+        })
+    }
+
+    /// Keeps a copy of `data`, the segment at `path`, before recovery cuts it at `offset` (0: it
+    /// is removed whole), and returns the copy's path; `None` when nothing but zeros lies from
+    /// `offset` on, so the cut loses nothing. The copy is synced and its name made durable before
+    /// this returns, so the cut can follow.
+    fn keep(
+        &mut self,
+        path: &Path,
+        data: &[u8],
+        offset: usize,
+        notes: &mut Vec<String>,
+    ) -> Result<Option<PathBuf>, String> {
+        let failed = |what: &Path, why: std::io::Error| format!("{}: {why}", what.display());
+        let written = data
+            .iter()
+            .rposition(|&byte| byte != 0)
+            .map_or(0, |last| last + 1);
+        if written <= offset {
+            return Ok(None);
+        }
+        let kept_bytes = written
+            .next_multiple_of(STORAGE_BLOCK_BYTES)
+            .min(data.len());
+        // The oldest go first while they and this copy would take more than the bound.
+        let mut older_bytes: u64 = self.older.iter().map(|(_, bytes)| bytes).sum();
+        while older_bytes + kept_bytes as u64 > self.older_bytes_max {
+            let Some((oldest, bytes)) = self.older.pop_front() else {
+                break;
+            };
+            self.files
+                .remove_file(&oldest)
+                .map_err(|error| failed(&oldest, error))?;
+            older_bytes -= bytes;
+            notes.push(format!(
+                "{}: removed, the oldest file kept aside, beyond {} MiB of them",
+                oldest.display(),
+                self.older_bytes_max >> 20
+            ));
+        }
+        // `…/gen-000001/shard-000/wal-….log` names its generation and shard.
+        let component = |path: Option<&Path>| {
+            path.and_then(Path::file_name)
+                .map_or_else(String::new, |name| name.to_string_lossy().into_owned())
+        };
+        let shard_directory = path.parent();
+        let name = format!(
+            "{:06}-{}-{}-{}-at-{offset}",
+            self.next_number,
+            component(shard_directory.and_then(Path::parent)),
+            component(shard_directory),
+            component(Some(path)),
+        );
+        self.next_number += 1;
+        let kept = self.directory.join(name);
+        self.files
+            .create_directories(&self.directory)
+            .map_err(|error| failed(&self.directory, error))?;
+        self.files
+            .write_synced(&kept, &data[..kept_bytes])
+            .map_err(|error| failed(&kept, error))?;
+        self.files
+            .sync_directory(&self.directory)
+            .map_err(|error| failed(&self.directory, error))?;
+        Ok(Some(kept))
+    }
+}
+
+/// `; the segment as it was is kept in PATH` for a note, or nothing when nothing was kept.
+fn kept_in(kept: Option<PathBuf>) -> String {
+    kept.map_or_else(String::new, |kept| {
+        format!("; the segment as it was is kept in {}", kept.display())
+    })
+}
+
 /// Reads shard `shard`'s directory into its image, truncating a torn tail.
-fn read_shard(
-    files: &impl Files,
+fn read_shard<F: Files>(
+    files: &F,
     directory: &Path,
     shard: u32,
     options: RecoveryOptions,
+    kept: &mut KeptAside<'_, F>,
     notes: &mut Vec<String>,
 ) -> Result<Image, String> {
     let failed = |what: &Path, why: std::io::Error| format!("{}: {why}", what.display());
@@ -456,9 +597,10 @@ fn read_shard(
                         Read::Record { sequence, .. } if sequence == *first_sequence
                     ) =>
             {
+                let kept = kept_in(kept.keep(path, &data, 0, notes)?);
                 let note = format!(
                     "{}: a log segment whose header never reached the disk ({why}), holding no \
-                     record; removed",
+                     record; removed{kept}",
                     path.display()
                 );
                 remove(path, note, notes)?;
@@ -466,8 +608,9 @@ fn read_shard(
                 break;
             }
             Err(why) if data.len() < STORAGE_BLOCK_BYTES && index == last => {
+                let kept = kept_in(kept.keep(path, &data, 0, notes)?);
                 let note = format!(
-                    "{}: a log segment whose header never reached the disk ({why}); removed",
+                    "{}: a log segment whose header never reached the disk ({why}); removed{kept}",
                     path.display()
                 );
                 remove(path, note, notes)?;
@@ -506,15 +649,17 @@ fn read_shard(
             && segment.records.is_empty()
             && matches!(segment.ending, Ending::Clean | Ending::Torn { .. })
         {
+            // Its header is intact, so only what follows it could be lost.
+            let kept = kept_in(kept.keep(path, &data, STORAGE_BLOCK_BYTES, notes)?);
             let note = match &segment.ending {
                 Ending::Torn { offset, reason } => format!(
                     "{}: the last write was cut short ({reason} at offset {offset}) before any \
-                     record; the segment is removed",
+                     record; the segment is removed{kept}",
                     path.display()
                 ),
                 _ => format!(
                     "{}: a log segment created before the server stopped, holding no record; \
-                     removed",
+                     removed{kept}",
                     path.display()
                 ),
             };
@@ -537,15 +682,27 @@ fn read_shard(
         let mut stop = false;
         match segment.ending {
             // The running log preallocated it; the server that continues starts a new segment,
-            // so the room after the records is given back.
-            Ending::Clean if (data.len() as u64) > bytes => files
-                .truncate(path, bytes)
-                .map_err(|error| failed(path, error))?,
+            // so the room after the records (zeros, which `keep` checks) is given back.
+            Ending::Clean if (data.len() as u64) > bytes => {
+                let kept = kept.keep(path, &data, segment.end, notes)?;
+                if let Some(kept) = kept {
+                    notes.push(format!(
+                        "{}: bytes after the end of the records at offset {}; truncated there{}",
+                        path.display(),
+                        segment.end,
+                        kept_in(Some(kept))
+                    ));
+                }
+                files
+                    .truncate(path, bytes)
+                    .map_err(|error| failed(path, error))?
+            }
             Ending::Clean => {}
             Ending::Torn { offset, reason } if index == last => {
+                let kept = kept_in(kept.keep(path, &data, offset, notes)?);
                 notes.push(format!(
                     "{}: the last write was cut short ({reason} at offset {offset}); \
-                     truncated there, after record {}",
+                     truncated there, after record {}{kept}",
                     path.display(),
                     next.saturating_sub(1)
                 ));
@@ -563,9 +720,10 @@ fn read_shard(
                         path.display()
                     ));
                 }
+                let kept = kept_in(kept.keep(path, &data, offset, notes)?);
                 notes.push(format!(
                     "{}: damaged log at offset {offset} ({reason}); cut there \
-                     (--truncateCorruptLog), losing the records after record {}",
+                     (--truncateCorruptLog), losing the records after record {}{kept}",
                     path.display(),
                     next.saturating_sub(1)
                 ));
@@ -583,8 +741,10 @@ fn read_shard(
         });
         if stop {
             for (_, later) in &segments[index + 1..] {
+                let data = files.read(later).map_err(|error| failed(later, error))?;
+                let kept = kept_in(kept.keep(later, &data, 0, notes)?);
                 let note = format!(
-                    "{}: after the cut (--truncateCorruptLog); removed",
+                    "{}: after the cut (--truncateCorruptLog); removed{kept}",
                     later.display()
                 );
                 remove(later, note, notes)?;
@@ -661,6 +821,7 @@ pub fn recover(
             .sync_directory(root)
             .map_err(|error| failed(root, error))?;
     }
+    let mut kept = KeptAside::open(files, root, RECOVERY_KEPT_BYTES_MAX)?;
     let mut images = Vec::new();
     if let Some(generation) = current {
         let directory = root.join(generation_name(generation));
@@ -682,6 +843,7 @@ pub fn recover(
                 &directory.join(name),
                 shard as u32,
                 options,
+                &mut kept,
                 &mut notes,
             )?);
         }
@@ -879,4 +1041,204 @@ pub fn recover(
         summary,
         notes,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::cell::RefCell;
+
+    use super::*;
+    use crate::queue::Command;
+    use crate::random::SplitMix64;
+    use crate::storage::files::data_directory;
+    use crate::storage::log::{Durability, Log};
+    use crate::storage::sim::SimDisk;
+    use crate::storage::tests::{key, new_seed, run, test_secret, NOW_MS};
+
+    fn recover_with(disk: &SimDisk, options: RecoveryOptions) -> Result<Recovered, String> {
+        let mut seeds = SplitMix64::new(3);
+        let recovered = recover(
+            disk,
+            &data_directory(Path::new("/data")),
+            1,
+            NOW_MS,
+            &mut new_seed(&mut seeds),
+            test_secret(),
+            options,
+        );
+        recovered
+    }
+
+    /// A data directory holding a queue and `puts` messages of `text_bytes`, each flushed on
+    /// its own, in segments of `segment_bytes`; the segments, oldest first.
+    fn written(disk: &SimDisk, puts: usize, text_bytes: usize, segment_bytes: u64) -> Vec<PathBuf> {
+        let start = recover_with(disk, RecoveryOptions::default())
+            .expect("an empty directory recovers")
+            .shards
+            .remove(0);
+        let log =
+            Log::new(disk.clone(), &start, 0, Durability::Fsync).with_segment_bytes(segment_bytes);
+        let state = RefCell::new(start.state);
+        let apply = |command| {
+            let reply = state.borrow_mut().apply(command, NOW_MS);
+            assert!(reply.is_ok(), "{reply:?}");
+            while run(log.flush(&state)).expect("flushed") {}
+        };
+        apply(Command::CreateQueue {
+            queue: key(0),
+            metadata: Vec::new(),
+        });
+        for _ in 0..puts {
+            apply(Command::PutMessage {
+                queue: key(0),
+                text: Bytes::from(vec![b'k'; text_bytes]),
+                visibility_timeout_s: 0,
+                ttl_s: None,
+            });
+        }
+        disk.file_paths()
+            .into_iter()
+            .filter(|path| path.extension().is_some_and(|extension| extension == "log"))
+            .collect()
+    }
+
+    /// The files kept aside, by name.
+    fn kept_files(disk: &SimDisk) -> Vec<PathBuf> {
+        disk.file_paths()
+            .into_iter()
+            .filter(|path| path.parent().and_then(Path::file_name) == Some("kept".as_ref()))
+            .collect()
+    }
+
+    /// The written part of `data` as a kept copy holds it: up to its last non-zero block.
+    fn written_part(data: &[u8]) -> &[u8] {
+        let end = data
+            .iter()
+            .rposition(|&byte| byte != 0)
+            .map_or(0, |at| at + 1);
+        &data[..end.next_multiple_of(STORAGE_BLOCK_BYTES).min(data.len())]
+    }
+
+    #[test]
+    fn a_torn_tail_is_kept_before_the_log_is_cut() {
+        let disk = SimDisk::new(0, true);
+        let segment = written(&disk, 5, 100, 1 << 20).remove(0);
+        let end = read_segment(&disk.read(&segment).unwrap()).unwrap().end;
+        // A last write cut short: garbage after the last intact record.
+        for offset in end..end + 300 {
+            disk.flip(&segment, offset);
+        }
+        let before = disk.read(&segment).unwrap();
+        let recovered = recover_with(&disk, RecoveryOptions::default()).unwrap();
+        let kept = kept_files(&disk);
+        assert_eq!(kept.len(), 1, "{kept:?}");
+        let name = format!("000001-gen-000001-shard-000-wal-00000000000000000000.log-at-{end}");
+        assert_eq!(kept[0].file_name().unwrap().to_str(), Some(name.as_str()));
+        let note = &recovered.notes[0];
+        assert!(
+            note.contains(&format!("at offset {end}); truncated there"))
+                && note.ends_with(&format!("kept in {}", kept[0].display())),
+            "{note}"
+        );
+        assert_eq!(&disk.read(&kept[0]).unwrap()[..], written_part(&before));
+        assert_eq!(disk.read(&segment).unwrap().len(), end);
+        // The next start has nothing to cut, and keeps what the last one kept.
+        let again = recover_with(&disk, RecoveryOptions::default()).unwrap();
+        assert!(again.notes.is_empty(), "{:?}", again.notes);
+        assert_eq!(kept_files(&disk), kept);
+    }
+
+    #[test]
+    fn a_log_cut_at_damage_is_kept_whole() {
+        let disk = SimDisk::new(0, true);
+        // Several segments, and more than one flush's reach after the damage.
+        let segments = written(&disk, 1200, 4000, 1 << 20);
+        assert!(segments.len() > 2, "{segments:?}");
+        let originals: Vec<Bytes> = segments
+            .iter()
+            .map(|path| disk.read(path).unwrap())
+            .collect();
+        disk.flip(&segments[0], STORAGE_BLOCK_BYTES + 5000);
+        let refused = recover_with(&disk, RecoveryOptions::default())
+            .map(|recovered| recovered.notes)
+            .expect_err("damage before the tail refuses to start");
+        assert!(refused.contains("refusing to start"), "{refused}");
+        assert!(kept_files(&disk).is_empty(), "refusing changed nothing");
+        let cut = recover_with(
+            &disk,
+            RecoveryOptions {
+                truncate_corrupt: true,
+            },
+        )
+        .unwrap();
+        let kept = kept_files(&disk);
+        assert_eq!(kept.len(), segments.len(), "{:?}", cut.notes);
+        for (index, (kept, original)) in kept.iter().zip(&originals).enumerate() {
+            let mut expected = original.to_vec();
+            if index == 0 {
+                expected[STORAGE_BLOCK_BYTES + 5000] ^= 0x10;
+            }
+            assert_eq!(&disk.read(kept).unwrap()[..], written_part(&expected));
+            assert!(
+                cut.notes
+                    .iter()
+                    .any(|note| note.ends_with(&format!("kept in {}", kept.display()))),
+                "{kept:?}: {:?}",
+                cut.notes
+            );
+        }
+        let remaining: Vec<PathBuf> = disk
+            .file_paths()
+            .into_iter()
+            .filter(|path| path.extension().is_some_and(|extension| extension == "log"))
+            .collect();
+        assert_eq!(remaining, segments[..1]);
+    }
+
+    #[test]
+    fn only_zeros_are_cut_without_a_copy() {
+        let disk = SimDisk::new(0, true);
+        written(&disk, 3, 100, 1 << 20);
+        let recovered = recover_with(&disk, RecoveryOptions::default()).unwrap();
+        assert!(recovered.notes.is_empty(), "{:?}", recovered.notes);
+        assert!(kept_files(&disk).is_empty());
+    }
+
+    #[test]
+    fn files_kept_by_earlier_starts_stay_within_their_bound() {
+        let disk = SimDisk::new(0, true);
+        let root = data_directory(Path::new("/data"));
+        let directory = root.join(KEPT_DIRECTORY_NAME);
+        disk.create_directories(&directory).unwrap();
+        for (name, bytes) in [("000001-a", 3000), ("000002-b", 3000), ("notes.txt", 9000)] {
+            disk.write_synced(&directory.join(name), &vec![1; bytes])
+                .unwrap();
+        }
+        let segment = root.join("gen-000001/shard-000/wal-00000000000000000000.log");
+        let data = vec![7u8; 2 * STORAGE_BLOCK_BYTES];
+        let mut notes = Vec::new();
+        let mut kept = KeptAside::open(&disk, &root, 8000).unwrap();
+        // Only zeros after the cut: nothing to keep.
+        let zeros = [&data[..100], &[0; 5000][..]].concat();
+        assert_eq!(kept.keep(&segment, &zeros, 100, &mut notes).unwrap(), None);
+        // 6,000 bytes kept earlier and 8,192 more: the oldest goes, the next fits.
+        let first = kept.keep(&segment, &data, 10, &mut notes).unwrap().unwrap();
+        assert_eq!(
+            first,
+            directory.join("000003-gen-000001-shard-000-wal-00000000000000000000.log-at-10")
+        );
+        assert_eq!(disk.read(&first).unwrap().len(), data.len());
+        assert_eq!(notes.len(), 2, "{notes:?}");
+        assert!(notes[0].starts_with(&directory.join("000001-a").display().to_string()));
+        // What this start kept is never removed by it, whatever the bound.
+        kept.keep(&segment, &data, 0, &mut notes).unwrap().unwrap();
+        let names: Vec<String> = disk
+            .list(&directory)
+            .unwrap()
+            .into_iter()
+            .filter(|name| !name.starts_with("000003") && !name.starts_with("000004"))
+            .collect();
+        assert_eq!(names, ["notes.txt"]);
+        assert_eq!(disk.list(&directory).unwrap().len(), 3);
+    }
 }
