@@ -32,6 +32,12 @@ def count(container, name: str) -> int:
     return queue_client(container, name).get_queue_properties().approximate_message_count
 
 
+def contents(container, name: str) -> dict:
+    """Every message of the queue, ID to text, read without leasing it (at most 32)."""
+    return {message.id: message.content
+            for message in queue_client(container, name).peek_messages(max_messages=32)}
+
+
 def test_stop_kill_and_restart_keep_every_message(run, volume):
     data = volume()
     container = run("-v", f"{data}:/data", command=["azurite-queue"], ports=(10001,))
@@ -39,8 +45,11 @@ def test_stop_kill_and_restart_keep_every_message(run, volume):
     name = unique("kept")
     queue = queue_client(container, name)
     queue.create_queue()
+    # Texts of a few bytes to more than a block: the log's flushes end at various offsets.
+    acknowledged = {}
     for number in range(5):
-        queue.send_message(f"message {number}")
+        sent = queue.send_message(f"message {number} " + "x" * (number * 1500))
+        acknowledged[sent.id] = sent.content
     # SIGTERM: a graceful stop, exit status 0.
     podman("stop", "-t", "10", container.name)
     assert container.wait_for_exit() == 0
@@ -49,18 +58,22 @@ def test_stop_kill_and_restart_keep_every_message(run, volume):
     podman("start", container.name)
     ready(container, run=2)
     assert count(container, name) == 5
+    assert contents(container, name) == acknowledged
     # SIGKILL: nothing acknowledged is lost.
-    queue_client(container, name).send_message("acknowledged just before the kill")
+    sent = queue_client(container, name).send_message("acknowledged just before the kill")
+    acknowledged[sent.id] = sent.content
     podman("kill", "-s", "KILL", container.name)
     container.wait_for_exit()
     podman("start", container.name)
     ready(container, run=3)
     assert count(container, name) == 6
+    assert contents(container, name) == acknowledged
     # A new container on the same volume finds the queue too.
     podman("rm", "-f", container.name)
     again = run("-v", f"{data}:/data", command=["azurite-queue"], ports=(10001,))
     ready(again)
     assert count(again, name) == 6
+    assert contents(again, name) == acknowledged
 
 
 def test_read_only_root_file_system(run):

@@ -9,9 +9,16 @@ from azure.storage.queue import QueueClient
 
 from conftest import CLIENT_KWARGS, DEV_ACCOUNT, DEV_KEY, podman, unique
 
-# Messages of 60,000 characters: about 2,200 fill the 128 MiB that half of 256 MiB allows.
-MESSAGE_TEXT = "m" * 60_000
+# Messages of 60,000 characters and up: about 2,200 fill the 128 MiB that half of 256 MiB
+# allows. One byte longer each time, so that the log's flushes (one put each) end at every
+# offset of a 4 KiB block in turn: a flush that ended 1 to 3 bytes short of a block once made
+# the next start lose every message after it.
+MESSAGE_BYTES_MIN = 60_000
 PUTS_MAX = 4_000
+
+
+def message_text(count: int) -> str:
+    return f"{count:06}" + "m" * (MESSAGE_BYTES_MIN - 6 + count)
 
 
 def ready_line(container, run: int = 1) -> str:
@@ -27,16 +34,17 @@ def queue_client(container, name: str) -> QueueClient:
     )
 
 
-def fill_until_busy(queue: QueueClient) -> int:
-    """Puts messages until azq answers 503 ServerBusy; how many it took."""
+def fill_until_busy(queue: QueueClient, first: int = 0) -> int:
+    """Puts messages (`message_text(first)` on) until azq answers 503 ServerBusy; how many it
+    took."""
     for count in range(PUTS_MAX):
         try:
-            queue.send_message(MESSAGE_TEXT)
+            queue.send_message(message_text(first + count))
         except HttpResponseError as error:
             assert error.status_code == 503, error
             assert error.error_code == "ServerBusy", error
             return count
-    raise AssertionError(f"{PUTS_MAX} puts of {len(MESSAGE_TEXT)} bytes and still no 503")
+    raise AssertionError(f"{PUTS_MAX} puts of {MESSAGE_BYTES_MIN} bytes and up and still no 503")
 
 
 def assert_alive(container) -> None:
@@ -63,10 +71,14 @@ def test_memory_limit_answers_503_and_is_never_killed(run, volume):
     assert "half the cgroup" in line, line
     queue = queue_client(container, name)
     assert queue.get_queue_properties().approximate_message_count == stored
-    assert fill_until_busy(queue) == 0
+    assert fill_until_busy(queue, stored) == 0
     assert_alive(container)
+    # Every acknowledged put is back with its text, exactly once (each leased as it is read).
+    messages = list(queue.receive_messages(messages_per_page=32, visibility_timeout=600))
+    texts = sorted(message.content for message in messages)
+    assert texts == [message_text(count) for count in range(stored)], (len(texts), stored)
     # Reading and deleting makes room again.
-    for message in queue.receive_messages(messages_per_page=32, max_messages=32):
+    for message in messages[:32]:
         queue.delete_message(message)
     queue.send_message("room again")
     assert_alive(container)
