@@ -20,24 +20,49 @@ last set. Messages are found by draining each queue (Get, long lease) once the w
 leases ran out; they are then made visible again (Update, visibility 0) so they live on into
 later cycles, through log segments, snapshots and their clean-up.
 
+Message sizes. Every flush of the log starts on a fresh 4 KiB block and pads its last one
+with zeros, so where flushes end depends on the sizes of the records in them. A reader once
+lost every acknowledged record after a flush that ended 1 to 3 bytes before a block boundary
+(padding shorter than a record's length field), at an ordinary restart (fixed in 631e836).
+This test hardly ever got there: its texts were a few fixed sizes up to ~3 KB, and a flush
+rarely passed a block. Now the texts of puts and updates (`c<client>n<n>.v<version>:` then
+x's, up to 64 KiB) are drawn for the records they make (text_length): 3 in 10 end 1 to 15
+bytes before a block boundary (1 to 3 in most of those; a record's size beyond its text is
+fixed), which alone in a flush leaves that much padding and followed by another record splits
+its header across the boundary; the others are short or spread over every offset within a
+block.
+
+The log walk. After each power cut, before azq starts on what it left, LogWalk reads every log
+segment in faultfs's directory with its own rules, written from the format (not azq's reader),
+and counts what the restart will have to read across: the padding crossed to reach a later
+record, by length (1, 2 and 3 bytes each, and a summary of the rest), and record headers split
+across a block boundary. A run that left no padding of 1, 2 or 3 bytes, or no split header,
+fails: it could not have caught that bug.
+
 --durability write is the control: it must show loss (acknowledged puts missing, deleted
 messages back); the run then counts the losses instead of failing and exits 0 only if it saw
-some (--expect-loss).
+some (--expect-loss). It must leave the same boundaries behind: its background sync makes
+what was written a moment before the cut durable, and its restart reads it.
 """
 
 import argparse
 import base64
 import email.utils
+import functools
+import glob
 import hashlib
 import hmac
 import http.client
 import json
+import mmap
+import operator
 import os
 import random
 import re
 import shutil
 import signal
 import socket
+import struct
 import subprocess
 import sys
 import threading
@@ -63,6 +88,27 @@ DRAIN_LEASE_S = 300
 # Live messages per queue above which the workload favours deleting over putting.
 MESSAGES_PER_QUEUE_TARGET = 120
 QUEUE_PREFIX = "pl"
+
+# The log's format (src/storage/format.rs, src/queue/record.rs), for the walk of the segments
+# a power cut left (LogWalk) and for drawing message sizes that put flushes' ends where the
+# reader has to step across padding.
+BLOCK_BYTES = 4096
+SEGMENT_MAGIC = b"AZQWAL\0\x01"
+# A record: length (of the body), CRC-32C (of sequence and body), sequence, then the body.
+RECORD_HEADER_BYTES = 16
+RECORD_BODY_BYTES_MAX = 1 << 20
+RECORD_MESSAGE_PUT = 5
+# The longest message text azq accepts (src/limits.rs).
+MESSAGE_TEXT_BYTES_MAX = 64 * 1024
+# Bytes a record takes beyond its message text (record.rs, `encode_body`). A Put: the header;
+# the type byte; queue, slot, generation (4 each); sequence, insertion time (8 each); TTL,
+# delay, dequeue count, lease (4 each); visibility time (8); no foreign ID (1); the text's
+# length (4). An Update with a text: the header; the type byte; slot, generation, lease (4
+# each); visibility time (8); the text flag (1); its length (4). LogWalk checks the Put's on
+# every Put it reads: were it wrong, the sizes drawn would miss the block boundaries.
+PUT_BODY_BYTES = 1 + 3 * 4 + 2 * 8 + 4 * 4 + 8 + 1 + 4
+PUT_RECORD_BYTES = RECORD_HEADER_BYTES + PUT_BODY_BYTES
+UPDATE_RECORD_BYTES = RECORD_HEADER_BYTES + 1 + 3 * 4 + 8 + 1 + 4
 
 
 class Unknown(Exception):
@@ -126,8 +172,33 @@ class Client:
             self.connection = None
 
 
-def message_text(token, version, pad):
-    return f"{token}.v{version}:" + "x" * pad
+def message_text(token, version, length):
+    """The text of `token` at `version`, `length` bytes long (longer only when the token and
+    version alone are)."""
+    head = f"{token}.v{version}:"
+    return head + "x" * (length - len(head))
+
+
+def text_length(rng, record_bytes):
+    """A message text's length for a record that takes `record_bytes` beyond its text.
+
+    Written after a reader that lost the log after a flush ending 1 to 3 bytes before a block
+    boundary: every flush starts on a fresh block, so a flush ends there only if its records
+    add up to within 3 bytes of a multiple of 4 KiB, which the old sizes (a few fixed ones up to
+    3 KB) made rare. Here 3 records in 10 end 1 to 15 bytes before a block boundary if they
+    start one (1 to 3 most often): alone in their flush (common: a client waits for its sync
+    before it sends more), they leave that much padding, and followed by another record in the
+    same flush, they split its header across the boundary. The others are short, or spread
+    over every offset within a block."""
+    roll = rng.random()
+    if roll < 0.3:
+        short = rng.randint(1, 3) if rng.random() < 0.75 else rng.randint(4, 15)
+        # Mostly one block (cheap to send and to check); sometimes up to the largest text.
+        blocks = 1 if rng.random() < 0.95 else rng.randint(2, MESSAGE_TEXT_BYTES_MAX // BLOCK_BYTES)
+        return blocks * BLOCK_BYTES - short - record_bytes
+    if roll < 0.5:
+        return rng.randint(0, 300)
+    return rng.randint(0, BLOCK_BYTES - 1)
 
 
 def parse_text(text):
@@ -270,7 +341,7 @@ class Worker(threading.Thread):
 
     def put(self, queue):
         token = self.new_token()
-        text = message_text(token, 0, self.random.choice([0, 10, 300, 3000]))
+        text = message_text(token, 0, text_length(self.random, PUT_RECORD_BYTES))
         body = f"<QueueMessage><MessageText>{text}</MessageText></QueueMessage>".encode()
         _, data = self.attempt(
             queue, ("put", token), 201, "POST", f"/{queue.name}/messages", {"messagettl": "-1"}, body
@@ -319,7 +390,7 @@ class Worker(threading.Thread):
         message_id, version, receipt = queue.messages[token]
         visibility = self.random.randint(0, LEASE_S_MAX)
         self.lease_until = max(self.lease_until, time.monotonic() + visibility + 1)
-        text = message_text(token, version + 1, self.random.choice([0, 50, 2000]))
+        text = message_text(token, version + 1, text_length(self.random, UPDATE_RECORD_BYTES))
         body = f"<QueueMessage><MessageText>{text}</MessageText></QueueMessage>".encode()
         headers, _ = self.attempt(
             queue, ("update", token), 204, "PUT", f"/{queue.name}/messages/{message_id}",
@@ -543,6 +614,279 @@ class Checker:
             del queue.messages[token]
 
 
+def crc32c_table():
+    """The byte-at-a-time table of CRC-32C (Castagnoli, reflected polynomial 0x82F63B78)."""
+    table = []
+    for byte in range(256):
+        crc = byte
+        for _ in range(8):
+            crc = (crc >> 1) ^ 0x82F63B78 if crc & 1 else crc >> 1
+        table.append(crc)
+    return table
+
+
+CRC32C_TABLE = crc32c_table()
+
+
+def crc32c(data):
+    crc = 0xFFFFFFFF
+    table = CRC32C_TABLE
+    for byte in data:
+        crc = table[(crc ^ byte) & 0xFF] ^ (crc >> 8)
+    return crc ^ 0xFFFFFFFF
+
+
+# crc32c_many works in chunks of this many bytes.
+CRC32C_CHUNK_BYTES = 256
+# Byte k of each table entry, for bytes.translate.
+CRC32C_TABLE_BYTES = [
+    bytes((entry >> shift) & 0xFF for entry in CRC32C_TABLE) for shift in (0, 8, 16, 24)
+]
+
+
+def crc32c_through_zeros(count):
+    """Tables (one per register byte) of what a register becomes through `count` zero bytes:
+    a linear map, so each entry is the XOR of what its bits become alone."""
+    bits = []
+    for bit in range(32):
+        register = 1 << bit
+        for _ in range(count):
+            register = CRC32C_TABLE[register & 0xFF] ^ (register >> 8)
+        bits.append(register)
+
+    def entry(shift, byte):
+        return functools.reduce(
+            operator.xor, (bits[shift + bit] for bit in range(8) if byte >> bit & 1), 0
+        )
+
+    return [[entry(shift, byte) for byte in range(256)] for shift in (0, 8, 16, 24)]
+
+
+CRC32C_THROUGH_CHUNK = crc32c_through_zeros(CRC32C_CHUNK_BYTES)
+
+
+def crc32c_many(messages):
+    """crc32c of each of `messages` (4 bytes or more each), about 7 times faster: byte by byte,
+    Python takes seconds for the few MB of records a cycle writes, on a busy machine more than
+    the lease wait between a cut and the restart, which the walk of the log fills.
+
+    Each message is cut into chunks of CRC32C_CHUNK_BYTES, and every chunk of every message
+    is taken a byte at a time together: the table lookup is bytes.translate on one byte of the
+    32-bit register of every chunk at once (the four bytes kept as four integers), and the XORs
+    are on those integers. A CRC is linear, so each chunk starts from a register of 0, and
+    chaining them is the register of the chunks before, carried through a chunk of zeros
+    (crc32c_through_zeros), XORed with the chunk's own. A message is led by zeros to whole
+    chunks (which leave a register of 0 as it is), and its first 4 bytes are inverted: the same
+    as starting from all ones, as CRC-32C does."""
+    chunk = CRC32C_CHUNK_BYTES
+    led = [
+        bytes(-len(message) % chunk)
+        + (int.from_bytes(message[:4], "little") ^ 0xFFFFFFFF).to_bytes(4, "little")
+        + message[4:]
+        for message in messages
+    ]
+    rows = b"".join(led)
+    tables = CRC32C_TABLE_BYTES
+    # Each chunk's register, a batch of chunks at a time (big integers of a few KB are cheap).
+    registers = []
+    batch = 4096
+    for batch_start in range(0, len(rows), batch * chunk):
+        part = rows[batch_start:batch_start + batch * chunk]
+        lanes = len(part) // chunk
+        byte0 = byte1 = byte2 = byte3 = 0
+        for column in range(chunk):
+            lookup = byte0 ^ int.from_bytes(part[column::chunk], "little")
+            lookup = lookup.to_bytes(lanes, "little")
+            byte0 = int.from_bytes(lookup.translate(tables[0]), "little") ^ byte1
+            byte1 = int.from_bytes(lookup.translate(tables[1]), "little") ^ byte2
+            byte2 = int.from_bytes(lookup.translate(tables[2]), "little") ^ byte3
+            byte3 = int.from_bytes(lookup.translate(tables[3]), "little")
+        parts = [value.to_bytes(lanes, "little") for value in (byte0, byte1, byte2, byte3)]
+        registers += [a | b << 8 | c << 16 | d << 24 for a, b, c, d in zip(*parts)]
+    through0, through1, through2, through3 = CRC32C_THROUGH_CHUNK
+    crcs = []
+    lane = 0
+    for message in led:
+        register = 0
+        for _ in range(len(message) // chunk):
+            register = (
+                through0[register & 0xFF] ^ through1[(register >> 8) & 0xFF]
+                ^ through2[(register >> 16) & 0xFF] ^ through3[register >> 24] ^ registers[lane]
+            )
+            lane += 1
+        crcs.append(register ^ 0xFFFFFFFF)
+    return crcs
+
+
+# The standard check value, and the fast way against the plain one.
+assert crc32c(b"123456789") == 0xE3069283
+assert crc32c_many([b"123456789", bytes(range(256)) * 3, b"\xff" * 4]) == [
+    0xE3069283, crc32c(bytes(range(256)) * 3), crc32c(b"\xff" * 4)
+]
+
+
+class LogWalk:
+    """Walks every log segment a power cut left in faultfs's directory, before azq reads it,
+    with rules of its own written from the format (none of azq's reader's): from the first block
+    on, the record due is there when its length is in range, it fits in the file, its sequence
+    is the one due and its CRC matches; when it is not, zeros to the end of the block followed
+    by the record due at the next block's start are a flush's padding of that length; anything
+    else ends the walk (the written end, or a torn tail).
+
+    It counts what the restart's reader then has to step across: padding of each length
+    followed by a later record, above all 1 to 3 bytes (shorter than a length field: the case a
+    reader lost the rest of the log at, which the load hardly ever produced before its sizes
+    were drawn for it), and record headers split across a block boundary within a flush. Each
+    padding and split header is counted once however many cycles its segment lives through.
+    The part of a segment walked in an earlier cycle is not walked again (its CRCs are costly
+    in Python) while its bytes are unchanged, which a digest tells."""
+
+    def __init__(self, store):
+        self.store = store
+        # padding length -> how many distinct ones were crossed
+        self.paddings = {}
+        self.split_headers = 0
+        self.seen = set()  # each padding and split header counted: kind, segment, offset
+        # segment path -> (offset walked to, sequence due there, records before it, digest)
+        self.walked = {}
+        self.records = 0  # found over all cycles, a segment counted again each cycle it is there
+        self.checked_bytes = 0  # bytes whose CRC the last walk computed
+        self.put_sizes_wrong = 0
+        self.bad_headers = 0
+
+    def walk(self):
+        """Walks every segment; returns (segments, records found, records new, seconds)."""
+        started = time.monotonic()
+        self.checked_bytes = 0
+        segments, found, new = 0, 0, 0
+        paths = set()
+        # The shards' segments only: not the copies recovery keeps of what it cut (in kept/).
+        pattern = os.path.join(self.store, "__azq__", "gen-*", "shard-*", "wal-*.log")
+        for path in sorted(glob.glob(pattern)):
+            if re.fullmatch(r"wal-\d{20}\.log", os.path.basename(path)):
+                paths.add(path)
+                total, fresh = self.walk_segment(path)
+                segments += 1
+                found += total
+                new += fresh
+        # Segments removed (after a snapshot) are not walked again.
+        for path in set(self.walked) - paths:
+            del self.walked[path]
+        self.records += found
+        return segments, found, new, time.monotonic() - started
+
+    def walk_segment(self, path):
+        with open(path, "rb") as file:
+            size = os.fstat(file.fileno()).st_size
+            if size < BLOCK_BYTES:
+                self.bad_headers += 1
+                return 0, 0
+            with mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ) as data:
+                return self.walk_records(path, data, size)
+
+    def walk_records(self, path, data, size):
+        """(records found, records not walked before) in one segment."""
+        header = data[:BLOCK_BYTES]
+        header_crc = struct.unpack_from("<I", header, 32)[0]
+        if header[:8] != SEGMENT_MAGIC or crc32c(header[:32]) != header_crc:
+            self.bad_headers += 1
+            return 0, 0
+        at, due, records = BLOCK_BYTES, struct.unpack_from("<Q", header, 24)[0], 0
+        previous = self.walked.get(path)
+        if previous is not None and previous[0] <= size:
+            if hashlib.blake2b(data[:previous[0]]).digest() == previous[3]:
+                at, due, records = previous[:3]
+        walked_before = records
+        # Where the records are by their headers, then their CRCs all at once (crc32c_many); a
+        # record whose CRC does not match is not there, and the walk goes on from it as the
+        # rules say (padding, or the end).
+        record_first = True
+        while True:
+            spans = self.locate(data, size, at, due, record_first)
+            messages = [data[start + 8:end] for start, end, _ in spans]
+            self.checked_bytes += sum(map(len, messages))
+            for (start, end, padding_from), crc in zip(spans, crc32c_many(messages)):
+                if crc != struct.unpack_from("<I", data, start + 4)[0]:
+                    break
+                self.count(path, data, start, end, padding_from)
+                at, due, records = end, due + 1, records + 1
+            else:
+                break
+            if padding_from is not None:
+                break
+            record_first = False
+        self.walked[path] = (at, due, records, hashlib.blake2b(data[:at]).digest())
+        return records, records - walked_before
+
+    def locate(self, data, size, at, due, record_first):
+        """Where the records due from `at` on are, by their headers alone, as (start, end,
+        where the padding before it starts or None): up to where neither the record due nor
+        padding and then the record due is. With `record_first` false, the record due is
+        known not to be at `at`."""
+        spans = []
+        while True:
+            end = self.header(data, size, at, due) if record_first else None
+            record_first = True
+            padding_from = None
+            if end is None:
+                # Padding: zeros to the end of the block, and the record due starts the next.
+                block_end = -(-at // BLOCK_BYTES) * BLOCK_BYTES
+                if block_end == at or data[at:block_end].count(0) != block_end - at:
+                    return spans
+                end = self.header(data, size, block_end, due)
+                if end is None:
+                    return spans
+                padding_from, at = at, block_end
+            spans.append((at, end, padding_from))
+            at, due = end, due + 1
+
+    @staticmethod
+    def header(data, size, at, due):
+        """The end of the record due at `at` if its header is right (length in range, within
+        the file, sequence due), else None."""
+        if at + RECORD_HEADER_BYTES > size:
+            return None
+        length, _, sequence = struct.unpack_from("<IIQ", data, at)
+        end = at + RECORD_HEADER_BYTES + length
+        if 1 <= length <= RECORD_BODY_BYTES_MAX and end <= size and sequence == due:
+            return end
+        return None
+
+    def count(self, path, data, start, end, padding_from):
+        """Counts a valid record: the padding before it, its header split, its size."""
+        if padding_from is not None:
+            key = ("padding", path, padding_from, start)
+            if key not in self.seen:
+                self.seen.add(key)
+                self.paddings[start - padding_from] = self.paddings.get(start - padding_from, 0) + 1
+        elif 0 < -start % BLOCK_BYTES < RECORD_HEADER_BYTES:
+            key = ("split", path, start)
+            if key not in self.seen:
+                self.seen.add(key)
+                self.split_headers += 1
+        # A Put without a foreign ID (every Put here: the shard count never changes).
+        body = start + RECORD_HEADER_BYTES
+        length = end - body
+        if (data[body] == RECORD_MESSAGE_PUT and length >= PUT_BODY_BYTES
+                and data[body + PUT_BODY_BYTES - 5] == 0):
+            text_bytes = struct.unpack_from("<I", data, body + PUT_BODY_BYTES - 4)[0]
+            if length != PUT_BODY_BYTES + text_bytes:
+                self.put_sizes_wrong += 1
+
+    def summary(self):
+        """Padding lengths crossed: 1, 2 and 3 bytes each, then in ranges."""
+        counts = self.paddings
+        ranges = ((4, 15), (16, 255), (256, 4095))
+        parts = [f"1 byte {counts.get(1, 0)}"]
+        parts += [f"{length} bytes {counts.get(length, 0)}" for length in (2, 3)]
+        parts += [
+            f"{low}-{high} bytes {sum(n for length, n in counts.items() if low <= length <= high)}"
+            for low, high in ranges
+        ]
+        return (f"padding crossed {', '.join(parts)} ({len(counts)} of 4095 lengths); "
+                f"split headers {self.split_headers}")
+
+
 def in_threads(calls):
     """Runs each call in a thread of its own; the first exception of any is raised here."""
     errors = []
@@ -612,6 +956,7 @@ class Run:
         self.faultfs = None
         self.azq = None
         self.totals = Totals()
+        self.log_walk = LogWalk(self.store)
         self.rng = random.Random(arguments.seed)
         # Unbuffered: lines from several threads, all there even if the run dies.
         self.azq_log = open(os.path.join(self.work, "azq.log"), "ab", buffering=0)
@@ -790,13 +1135,19 @@ class Run:
         self.faultfs.wait()
         for name, value in cut.items():
             self.totals.cuts[name] = self.totals.cuts.get(name, 0) + value
+        # What the next start will read, before it reads (and maybe truncates) it. It costs no
+        # time while it takes less than what is left of the workload's leases, which the next
+        # cycle waits for anyway.
+        segments, records, new_records, seconds = self.log_walk.walk()
         self.log(
             f"cycle {cycle}{' (' + ' '.join(flags) + ')' if flags else ''}: "
             f"{'power off, kill -9' if power_first else 'kill -9, power off'}, cut {how.split()[0]}: "
             f"writes kept/lost/torn {cut['writes_kept']}/{cut['writes_lost']}/{cut['writes_torn']}, "
             f"names kept/lost {cut['names_kept']}/{cut['names_lost']}; "
             f"direct writes {status['writes_direct']}, O_DIRECT refused {status['direct_declined']}, "
-            f"fallocate {status['fallocates']} (refused {status['fallocates_declined']})"
+            f"fallocate {status['fallocates']} (refused {status['fallocates_declined']}); "
+            f"log walk: {records} records ({new_records} new, "
+            f"{self.log_walk.checked_bytes / 1e6:.1f} MB) in {segments} segments, {seconds:.1f} s"
         )
         return flags, lease_until
 
@@ -844,7 +1195,23 @@ class Run:
                 f"{summary.get('fallocates_declined', 0)} refused, {summary.get('file_syncs', 0)} "
                 f"file syncs, {summary.get('directory_syncs', 0)} directory syncs"
             )
+        walk = self.log_walk
+        self.log(f"log walks after the cuts: {walk.records} records found (a segment's counted "
+                 f"at each cut it is there); {walk.summary()}")
         problems = []
+        missing = [f"padding of {length} byte{'s' if length > 1 else ''}"
+                   for length in (1, 2, 3) if not walk.paddings.get(length)]
+        if not walk.split_headers:
+            missing.append("record header split across a block boundary")
+        if missing:
+            problems.append(
+                f"the cuts left no {', no '.join(missing)} for a restart to read across"
+            )
+        if walk.put_sizes_wrong:
+            problems.append(f"{walk.put_sizes_wrong} Put records are not PUT_RECORD_BYTES plus "
+                            "their text: the sizes drawn miss the block boundaries")
+        if walk.bad_headers:
+            problems.append(f"{walk.bad_headers} segments without a valid header after a cut")
         plain = totals.faultfs.get("plain", {})
         declining = totals.faultfs.get("declining", {})
         if self.arguments.backend == "io_uring":
@@ -897,6 +1264,11 @@ def main():
     run.log(f"seed {arguments.seed}, {arguments.cycles} cycles, data in {arguments.work}")
     try:
         status = run.run()
+    except SystemExit:
+        # A failed cycle: what the cuts had left for the restarts until then.
+        if run.log_walk.records:
+            run.log(f"log walks after the cuts so far: {run.log_walk.summary()}")
+        raise
     finally:
         if run.azq is not None and run.azq.poll() is None:
             run.azq.kill()
