@@ -113,6 +113,11 @@ pub const SNAPSHOT_ALLOWANCE_BYTES: u64 = 64 << 20;
 /// Closed log segments a shard keeps before it writes a snapshot regardless of their size (each
 /// restart closes one).
 pub const LOG_CLOSED_SEGMENTS_MAX: usize = 8;
+/// Largest record body the log and snapshot readers accept: a longer length is garbage, not a
+/// record. Far above the largest record a request can make (a Put of the largest text, about
+/// 64 KiB; a queue's metadata; the service properties, every field bounded), which
+/// `record::encode` asserts: a record the reader would refuse is never written.
+pub const RECORD_BODY_BYTES_MAX: usize = 1 << 20;
 /// Disk that files recovery kept aside on earlier starts may take (`DIR/__azq__/kept/`: what it
 /// cut off a log or removed, copied first so that a reader's mistake never deletes data); the
 /// oldest go first beyond it. What the current start keeps is never removed by it.
@@ -200,6 +205,11 @@ pub const SIGNED_IDENTIFIER_ID_CHARS_MAX: usize = 64;
 pub const CORS_RULES_MAX: usize = 5;
 /// Total text of an account's CORS rules (origins, methods, headers), bytes, as Azure's 2 KiB.
 pub const CORS_RULES_TEXT_BYTES_MAX: usize = 2 * 1024;
+/// Longest `Version` of Set Service Properties' `Logging`, `HourMetrics` and `MinuteMetrics`
+/// (Azure's analytics version is `1.0`), bytes: beyond it 400 `InvalidXmlNodeValue`. Unbounded,
+/// three versions merged from separate requests made a settings record longer than the log's
+/// reader accepts (`RECORD_BODY_BYTES_MAX`).
+pub const ANALYTICS_VERSION_BYTES_MAX: usize = 64;
 /// Deepest element nesting accepted in a settings body (ACL, service properties need four).
 pub const XML_DEPTH_MAX: usize = 8;
 /// Longest analytics retention, days, as Azure.
@@ -250,6 +260,8 @@ const _: () =
 const _: () = assert!(LOG_FLUSH_BYTES_MAX >= 2 * REQUEST_BODY_BYTES_MAX);
 const _: () = assert!(SNAPSHOT_SYNC_BYTES % STORAGE_BLOCK_BYTES == 0);
 const _: () = assert!(RECOVERY_KEPT_BYTES_MAX >= LOG_SEGMENT_BYTES);
+const _: () = assert!(RECORD_BODY_BYTES_MAX >= 8 * (MESSAGE_TEXT_BYTES_MAX + METADATA_BYTES_MAX));
+const _: () = assert!(RECORD_BODY_BYTES_MAX <= LOG_FLUSH_BYTES_MAX);
 const _: () = assert!(SHARD_PENDING_OUTPUT_BYTES_MAX >= 8 * CONNECTION_PENDING_OUTPUT_BYTES_MAX);
 const _: () = assert!(WRITE_TIMEOUT_MS_DEFAULT <= IDLE_CONNECTION_TIMEOUT_MS);
 const _: () = assert!(READ_DEADLINE_SWEEP_MS * 10 <= REQUEST_HEAD_TIMEOUT_MS);

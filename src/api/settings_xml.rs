@@ -16,8 +16,8 @@ use quick_xml::Reader;
 
 use crate::error::StorageError;
 use crate::limits::{
-    CORS_RULES_MAX, CORS_RULES_TEXT_BYTES_MAX, RETENTION_DAYS_MAX, SIGNED_IDENTIFIERS_MAX,
-    SIGNED_IDENTIFIER_ID_CHARS_MAX, XML_DEPTH_MAX,
+    ANALYTICS_VERSION_BYTES_MAX, CORS_RULES_MAX, CORS_RULES_TEXT_BYTES_MAX, RETENTION_DAYS_MAX,
+    SIGNED_IDENTIFIERS_MAX, SIGNED_IDENTIFIER_ID_CHARS_MAX, XML_DEPTH_MAX,
 };
 use crate::queue::{
     AccessPolicy, CorsRule, Logging, Metrics, RetentionPolicy, ServiceProperties,
@@ -478,7 +478,7 @@ pub fn service_properties_update(body: &[u8]) -> Result<ServicePropertiesUpdate,
                         }
                         match *field {
                             "Version" => {
-                                if text.is_empty() {
+                                if text.is_empty() || text.len() > ANALYTICS_VERSION_BYTES_MAX {
                                     return Err(StorageError::InvalidXmlNodeValue);
                                 }
                                 set_once(&mut draft.version, text.to_string())?;

@@ -19,6 +19,8 @@
 
 use bytes::{BufMut, Bytes, BytesMut};
 
+use crate::limits::RECORD_BODY_BYTES_MAX;
+
 use super::command::Metadata;
 use super::key::{MessageId, QueueKey};
 use super::replicas::{
@@ -27,9 +29,6 @@ use super::replicas::{
 
 /// Bytes before a record's type byte: length, CRC, sequence.
 pub const RECORD_HEADER_BYTES: usize = 16;
-/// Largest record body accepted when reading (a Put of the largest message plus its queue's
-/// metadata is far below it); a longer length is garbage, not a record.
-pub const RECORD_BODY_BYTES_MAX: usize = 1 << 20;
 
 /// A message's whole state, as a Put record or a snapshot entry carries it. `T` holds the text:
 /// `Bytes` when read, a borrowed slice when the shard writes a record of a message it stores.
@@ -181,6 +180,12 @@ pub fn encode<T: AsRef<[u8]>>(record: &Record<T>, sequence: u64, out: &mut Bytes
     out.put_bytes(0, RECORD_HEADER_BYTES);
     encode_body(record, out);
     let body_bytes = out.len() - start - RECORD_HEADER_BYTES;
+    // The readers refuse a longer record as garbage: written, it would take every record after
+    // it at the next start. Every request's fields are bounded far below this.
+    assert!(
+        body_bytes <= RECORD_BODY_BYTES_MAX,
+        "a record of {body_bytes} bytes, longer than the readers accept"
+    );
     let sequence_bytes = sequence.to_le_bytes();
     let crc = crc32c(&[&sequence_bytes, &out[start + RECORD_HEADER_BYTES..]]);
     out[start..start + 4].copy_from_slice(&(body_bytes as u32).to_le_bytes());
@@ -804,6 +809,104 @@ mod tests {
                 properties,
             },
         ]
+    }
+
+    /// The largest record of each kind a request can make, with every bounded field at its
+    /// limit and more (metadata of one-byte names, the densest encoding of its 8 KiB), is far
+    /// below what the readers accept, and reads back.
+    #[test]
+    fn the_largest_records_fit_what_the_readers_accept() {
+        use crate::limits::{
+            ANALYTICS_VERSION_BYTES_MAX, CORS_RULES_MAX, CORS_RULES_TEXT_BYTES_MAX,
+            MESSAGE_TEXT_BYTES_MAX, METADATA_BYTES_MAX, SIGNED_IDENTIFIERS_MAX,
+            SIGNED_IDENTIFIER_ID_CHARS_MAX,
+        };
+        let long_key = QueueKey {
+            account: "a".repeat(64),
+            name: "q".repeat(63),
+        };
+        let metadata: Vec<(String, String)> = (0..METADATA_BYTES_MAX)
+            .map(|pair| (((pair % 26) as u8 + b'a').to_string(), String::new()))
+            .collect();
+        let mut properties = ServiceProperties::default();
+        for metrics in [&mut properties.hour_metrics, &mut properties.minute_metrics] {
+            metrics.version = "v".repeat(ANALYTICS_VERSION_BYTES_MAX);
+        }
+        properties.logging.version = "v".repeat(ANALYTICS_VERSION_BYTES_MAX);
+        properties.cors = (0..CORS_RULES_MAX)
+            .map(|_| CorsRule {
+                allowed_origins: "o".repeat(CORS_RULES_TEXT_BYTES_MAX),
+                allowed_methods: "GET".to_string(),
+                allowed_headers: "h".repeat(CORS_RULES_TEXT_BYTES_MAX),
+                exposed_headers: "e".repeat(CORS_RULES_TEXT_BYTES_MAX),
+                max_age_s: u64::MAX,
+            })
+            .collect();
+        let policy = AccessPolicy {
+            start: Some("2026-01-01T00:00:00.0000000Z".to_string()),
+            expiry: Some("2027-01-01T00:00:00.0000000Z".to_string()),
+            permission: Some("raup".to_string()),
+        };
+        let largest = [
+            Record::MessagePut(MessageState {
+                queue: u32::MAX,
+                slot: u32::MAX,
+                generation: u32::MAX,
+                sequence: u64::MAX,
+                insertion_ms: u64::MAX,
+                ttl_s: u32::MAX,
+                delay_s: u32::MAX,
+                dequeue_count: u32::MAX,
+                lease: u32::MAX,
+                visible_ms: u64::MAX,
+                foreign_id: Some(MessageId(u128::MAX)),
+                text: Bytes::from(vec![b'x'; MESSAGE_TEXT_BYTES_MAX]),
+            }),
+            Record::MessageUpdated {
+                slot: u32::MAX,
+                generation: u32::MAX,
+                lease: u32::MAX,
+                visible_ms: u64::MAX,
+                text: Some(Bytes::from(vec![b'x'; MESSAGE_TEXT_BYTES_MAX])),
+            },
+            Record::QueueCreated {
+                queue: u32::MAX,
+                key: long_key.clone(),
+                metadata: metadata.clone(),
+            },
+            Record::QueueMetadataSet {
+                queue: u32::MAX,
+                metadata,
+            },
+            Record::AclSet {
+                key: long_key,
+                version: u64::MAX,
+                identifiers: (0..SIGNED_IDENTIFIERS_MAX)
+                    .map(|_| SignedIdentifier {
+                        id: "i".repeat(SIGNED_IDENTIFIER_ID_CHARS_MAX),
+                        access_policy: Some(policy.clone()),
+                    })
+                    .collect(),
+            },
+            Record::PropertiesSet {
+                account: "a".repeat(64),
+                version: u64::MAX,
+                properties,
+            },
+        ];
+        for record in largest {
+            let mut data = BytesMut::new();
+            encode(&record, 7, &mut data);
+            let body_bytes = data.len() - RECORD_HEADER_BYTES;
+            assert!(
+                body_bytes * 8 <= RECORD_BODY_BYTES_MAX,
+                "{body_bytes} bytes: {:?}",
+                &format!("{record:?}")[..40]
+            );
+            assert!(
+                matches!(read(&data.freeze()), Read::Record { record: read_back, .. } if read_back == record)
+            );
+        }
     }
 
     #[test]

@@ -26,7 +26,7 @@
 use bytes::{BufMut, Bytes, BytesMut};
 
 use crate::limits::{LOG_FLUSH_BYTES_MAX, STORAGE_BLOCK_BYTES};
-use crate::queue::record::{crc32c, read, Read, Record};
+use crate::queue::record::{crc32c, read, Read, Record, RECORD_HEADER_BYTES};
 use crate::queue::state::Identity;
 
 /// The version of the snapshot format.
@@ -180,7 +180,19 @@ pub fn read_segment(data: &Bytes) -> Result<Segment, &'static str> {
                 records.push((expected, record));
                 starts.push(at);
                 at += bytes;
-                expected += 1;
+                // A segment's header can name any first sequence: after the largest one there
+                // can be only zeros.
+                let Some(due) = expected.checked_add(1) else {
+                    break if data[at..].iter().all(|&byte| byte == 0) {
+                        Ending::Clean
+                    } else {
+                        Ending::Torn {
+                            offset: at,
+                            reason: "bytes after the record of the largest sequence",
+                        }
+                    };
+                };
+                expected = due;
             }
             Next::Padding { block_end } => at = block_end,
             Next::End => break Ending::Clean,
@@ -258,46 +270,110 @@ fn padding(data: &Bytes, at: usize, expected: u64) -> Option<Next> {
     is_padding.then_some(Next::Padding { block_end })
 }
 
-/// How many sequences after a damaged record a search for intact later records looks for: more
-/// damaged records in a row than this read as a torn tail.
-const SEQUENCES_PROBED: u64 = 64;
+/// The fewest bytes a record takes: its header and its type byte. Records are numbered one after
+/// another, so a record that starts `n` bytes after another is at most `n / RECORD_BYTES_MIN`
+/// sequences later.
+const RECORD_BYTES_MIN: usize = RECORD_HEADER_BYTES + 1;
 
-/// An invalid record at `at` where `expected` was due. The next few sequences are looked for
-/// after it; from each one found, the records that follow are read, and if they reach further
-/// than one flush from `at`, acknowledged records lie beyond the damage: corruption. A short
-/// run does not settle it (a message text may hold the bytes of a record), so the search goes
-/// on after it. Without a long run, the damage is where the last flush was cut short: a torn
-/// tail.
-fn classify(data: &Bytes, at: usize, expected: u64, reason: &'static str) -> Ending {
-    let limit = at.saturating_add(LOG_FLUSH_BYTES_MAX + STORAGE_BLOCK_BYTES);
-    // A record header puts its sequence 8 bytes in: look for one of the next few sequences.
-    let probed = expected + 1..expected + 1 + SEQUENCES_PROBED;
-    let mut offset = at + 1;
-    while offset + 16 <= data.len() {
-        let sequence = u64::from_le_bytes(data[offset + 8..offset + 16].try_into().expect("8"));
-        if probed.contains(&sequence) {
-            if let Read::Record { .. } = read(&data.slice(offset..)) {
-                // The run of records in sequence from here, across flushes' padding.
-                let (mut end, mut due) = (offset, sequence);
-                loop {
-                    match next(data, end, due) {
-                        Next::Record { bytes, .. } => {
-                            end += bytes;
-                            due += 1;
-                        }
-                        Next::Padding { block_end } => end = block_end,
-                        Next::End | Next::Invalid(_) => break,
-                    }
-                }
-                if end > limit {
-                    return Ending::Corrupt { offset: at, reason };
-                }
-                // Every record start in the run leads to the same end.
-                offset = end;
+/// Sequences beyond what `RECORD_BYTES_MIN` allows that a search for intact records still
+/// accepts: slack for the bound's rounding.
+const SEQUENCES_SLACK: u64 = 64;
+
+/// The intact records that start at or after an offset and are numbered from a given sequence
+/// on, found by trying as a record every byte offset whose sequence field could be one of them
+/// (at most as many sequences later than the first as records could fit in between), not by the
+/// reader's rules: what lies beyond damage, or beyond whatever a reader stopped at.
+pub struct IntactRecords<'a> {
+    data: &'a Bytes,
+    /// Where the search began: the bound on sequences grows with the distance from it.
+    from: usize,
+    /// The first sequence looked for.
+    first: u64,
+    /// Where the search goes on.
+    offset: usize,
+}
+
+/// `IntactRecords` in `data` from offset `from`, numbered `first` or later.
+pub fn intact_records(data: &Bytes, from: usize, first: u64) -> IntactRecords<'_> {
+    IntactRecords {
+        data,
+        from,
+        first,
+        offset: from,
+    }
+}
+
+impl IntactRecords<'_> {
+    /// Goes on searching from `offset` (after a run of records the caller read itself).
+    pub fn resume_at(&mut self, offset: usize) {
+        self.offset = offset;
+    }
+}
+
+impl Iterator for IntactRecords<'_> {
+    /// Where the record starts, its sequence, the record, and the bytes it takes.
+    type Item = (usize, u64, Record, usize);
+
+    fn next(&mut self) -> Option<Self::Item> {
+        let data = self.data;
+        while self.offset.saturating_add(RECORD_HEADER_BYTES) <= data.len() {
+            let offset = self.offset;
+            self.offset += 1;
+            let sequence = u64::from_le_bytes(data[offset + 8..offset + 16].try_into().expect("8"));
+            // The cheap test first: most offsets (zeros, text) fail it.
+            if sequence < self.first {
                 continue;
             }
+            let last = self
+                .first
+                .saturating_add(SEQUENCES_SLACK)
+                .saturating_add(((offset - self.from) / RECORD_BYTES_MIN) as u64);
+            if sequence > last {
+                continue;
+            }
+            if let Read::Record {
+                sequence,
+                record,
+                bytes,
+            } = read(&data.slice(offset..))
+            {
+                self.offset = offset + bytes;
+                return Some((offset, sequence, record, bytes));
+            }
         }
-        offset += 1;
+        None
+    }
+}
+
+/// An invalid record at `at` where `expected` was due. Intact records numbered after it are
+/// looked for beyond it (`IntactRecords`: as many sequences later as records could fit in
+/// between, so that several damaged spots, or a whole lost block of records, do not hide the
+/// records after them); from each one found, the records that follow are read, and if they
+/// reach further than one flush from `at`, acknowledged records lie beyond the damage:
+/// corruption. A short run does not settle it (a message text may hold the bytes of a record),
+/// so the search goes on after it. Without a long run, the damage is where the last flush was
+/// cut short: a torn tail.
+fn classify(data: &Bytes, at: usize, expected: u64, reason: &'static str) -> Ending {
+    let limit = at.saturating_add(LOG_FLUSH_BYTES_MAX + STORAGE_BLOCK_BYTES);
+    let mut found = intact_records(data, at + 1, expected.saturating_add(1));
+    while let Some((offset, sequence, _, _)) = found.next() {
+        // The run of records in sequence from here, across flushes' padding.
+        let (mut end, mut due) = (offset, sequence);
+        loop {
+            match next(data, end, due) {
+                Next::Record { bytes, .. } => {
+                    end += bytes;
+                    due = due.saturating_add(1);
+                }
+                Next::Padding { block_end } => end = block_end,
+                Next::End | Next::Invalid(_) => break,
+            }
+        }
+        if end > limit {
+            return Ending::Corrupt { offset: at, reason };
+        }
+        // Every record start in the run leads to the same end.
+        found.resume_at(end.max(offset + 1));
     }
     Ending::Torn { offset: at, reason }
 }
@@ -565,6 +641,65 @@ mod tests {
             "{:?}",
             read.ending
         );
+    }
+
+    /// Found by review: the search for intact records after damage looked only 64 sequences
+    /// ahead, so a second damaged record 65 records on, or a lost block of small records, hid
+    /// every later record and the damage read as a torn tail, which recovery cuts off.
+    #[test]
+    fn damage_in_two_places_or_a_lost_block_is_still_corruption() {
+        let deleted = |slot: u64| Record::<Bytes>::MessageDeleted {
+            slot: slot as u32,
+            generation: 1,
+        };
+        let mut data = segment_header(2, 0xabcd, 0);
+        let mut starts = Vec::new();
+        let count = 2 * LOG_FLUSH_BYTES_MAX as u64 / 25;
+        for sequence in 0..count {
+            starts.push(data.len());
+            encode(&deleted(sequence), sequence, &mut data);
+        }
+        let mut twice = data.clone();
+        for record in [1000, 1065, 5000] {
+            twice[starts[record] + 20] ^= 0x10;
+        }
+        let read = read_segment(&twice.freeze()).unwrap();
+        assert_eq!(read.records.len(), 1000);
+        assert!(
+            matches!(read.ending, Ending::Corrupt { offset, .. } if offset == starts[1000]),
+            "{:?}",
+            read.ending
+        );
+        let mut lost = data.clone();
+        lost[10 * STORAGE_BLOCK_BYTES..11 * STORAGE_BLOCK_BYTES].fill(0);
+        let read = read_segment(&lost.freeze()).unwrap();
+        assert!(
+            matches!(read.ending, Ending::Corrupt { .. }),
+            "{:?}",
+            read.ending
+        );
+    }
+
+    /// A header naming the last sequences there are: the reader neither overflows nor reads on.
+    #[test]
+    fn a_segment_ending_at_the_largest_sequence_reads_without_overflow() {
+        for first in [u64::MAX - 1, u64::MAX] {
+            let mut data = segment_header(2, 0xabcd, first);
+            for sequence in first..=u64::MAX {
+                encode(&record(1), sequence, &mut data);
+            }
+            let clean = data.clone();
+            let read = read_segment(&clean.freeze()).unwrap();
+            assert_eq!(read.records.len() as u64, u64::MAX - first + 1);
+            assert_eq!(read.ending, Ending::Clean);
+            data.put_slice(&[0xA5; 40]);
+            let read = read_segment(&data.freeze()).unwrap();
+            assert!(
+                matches!(read.ending, Ending::Torn { .. }),
+                "{:?}",
+                read.ending
+            );
+        }
     }
 
     #[test]

@@ -1,16 +1,16 @@
 //! `azq inspect-segment FILE`: a log segment in words, for a person deciding what a segment
 //! recovery kept aside (`__azq__/kept/`) holds. Every record the reader accepts, one line each
 //! with its offset and sequence; where and why the reading stops; and any intact records found
-//! beyond that point by a search that asks nothing of the reader's rules (each byte offset whose
-//! sequence field is at least the one due, tried as a record), so that records a reader missed
-//! are shown, not hidden by the same mistake.
+//! beyond that point by a search that asks nothing of the reader's rules
+//! (`format::intact_records`: each byte offset whose sequence field could be one of them, tried
+//! as a record), so that records a reader missed are shown, not hidden by the same mistake.
 
 use std::fmt::Write;
 
 use bytes::Bytes;
 
-use super::format::{read_segment, Ending};
-use crate::queue::record::{read, Read, Record, RECORD_HEADER_BYTES};
+use super::format::{intact_records, read_segment, Ending};
+use crate::queue::record::Record;
 
 /// The description of `data`, the segment at `name`; an error when it is not a segment.
 pub fn describe_segment(name: &str, data: &Bytes) -> Result<String, String> {
@@ -54,40 +54,16 @@ pub fn describe_segment(name: &str, data: &Bytes) -> Result<String, String> {
             );
         }
     }
-    let later = records_after(data, segment.end, due);
+    let later: Vec<_> = intact_records(data, segment.end + 1, due).collect();
     if later.is_empty() {
         let _ = writeln!(out, "no intact record after it");
     } else {
         let _ = writeln!(out, "intact records after it (sequence {due} was due):");
-        for (start, sequence, record) in later {
+        for (start, sequence, record, _) in later {
             let _ = writeln!(out, "{start:>10} {sequence:>20}  {}", summary(&record));
         }
     }
     Ok(out)
-}
-
-/// Every intact record that starts after `from` and is numbered `due` or later, found by trying
-/// each byte offset whose sequence field qualifies.
-fn records_after(data: &Bytes, from: usize, due: u64) -> Vec<(usize, u64, Record)> {
-    let mut found = Vec::new();
-    let mut offset = from + 1;
-    while offset + RECORD_HEADER_BYTES <= data.len() {
-        let sequence = u64::from_le_bytes(data[offset + 8..offset + 16].try_into().expect("8"));
-        if sequence >= due {
-            if let Read::Record {
-                sequence,
-                record,
-                bytes,
-            } = read(&data.slice(offset..))
-            {
-                found.push((offset, sequence, record));
-                offset += bytes;
-                continue;
-            }
-        }
-        offset += 1;
-    }
-    found
 }
 
 /// One record in a few words: what changed, and where.

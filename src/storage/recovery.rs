@@ -42,11 +42,11 @@ use super::files::{
     CURRENT_TEMPORARY_NAME, KEPT_DIRECTORY_NAME,
 };
 use super::format::{
-    parse_name, read_segment, read_snapshot, snapshot_header, snapshot_name, snapshot_trailer,
-    Ending, FileKind, SEGMENT_TEMPORARY_NAME, SNAPSHOT_TEMPORARY_NAME,
+    intact_records, parse_name, read_segment, read_snapshot, snapshot_header, snapshot_name,
+    snapshot_trailer, Ending, FileKind, SEGMENT_TEMPORARY_NAME, SNAPSHOT_TEMPORARY_NAME,
 };
 use crate::limits::{RECOVERY_KEPT_BYTES_MAX, STORAGE_BLOCK_BYTES};
-use crate::queue::record::{read, MessageState, Read, Record};
+use crate::queue::record::{MessageState, Record};
 use crate::queue::state::Identity;
 use crate::queue::Secret;
 use crate::queue::SignedIdentifier;
@@ -587,15 +587,15 @@ fn read_shard<F: Files>(
         let segment = match read_segment(&data) {
             Ok(segment) => segment,
             // The last segment, created under its name by an earlier server, and its header
-            // never synced: nothing in it was acknowledged, unless intact records follow the
-            // header block (then the header is damage).
+            // never synced: nothing in it was acknowledged, unless intact records of its
+            // sequences lie anywhere after the header block (then the header is damage, and
+            // whatever damage its first records have too does not hide the rest).
             Err(why)
                 if index == last
                     && data.len() >= STORAGE_BLOCK_BYTES
-                    && !matches!(
-                        read(&data.slice(STORAGE_BLOCK_BYTES..)),
-                        Read::Record { sequence, .. } if sequence == *first_sequence
-                    ) =>
+                    && intact_records(&data, STORAGE_BLOCK_BYTES, *first_sequence)
+                        .next()
+                        .is_none() =>
             {
                 let kept = kept_in(kept.keep(path, &data, 0, notes)?);
                 let note = format!(
@@ -1193,6 +1193,23 @@ mod tests {
             .filter(|path| path.extension().is_some_and(|extension| extension == "log"))
             .collect();
         assert_eq!(remaining, segments[..1]);
+    }
+
+    /// Found by review: a last segment whose header and first record were both damaged was
+    /// taken for one whose header never reached the disk (only the record right after the
+    /// header was looked at) and removed, with every acknowledged record after them.
+    #[test]
+    fn a_damaged_header_with_intact_records_after_it_refuses_to_start() {
+        let disk = SimDisk::new(0, true);
+        let segment = written(&disk, 200, 100, 1 << 20).remove(0);
+        let first_record = STORAGE_BLOCK_BYTES;
+        disk.flip(&segment, 20);
+        disk.flip(&segment, first_record + 20);
+        let refused = recover_with(&disk, RecoveryOptions::default())
+            .map(|recovered| recovered.notes)
+            .expect_err("a damaged header with records after it is damage");
+        assert!(refused.contains("not a log segment"), "{refused}");
+        assert!(kept_files(&disk).is_empty());
     }
 
     #[test]
