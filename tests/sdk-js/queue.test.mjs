@@ -6,7 +6,9 @@
 // Starts `AZQ_BIN` (default target/release/azq) on 127.0.0.1 with `--queuePort 0 --shards 2`
 // (in memory, or with `AZQ_PERSISTENCE=disk` in a temporary directory), reads the port from its
 // ready line and stops it with SIGTERM at the end; one test runs its own persistent server
-// through a kill -9 and a restart. `AZQ_WRAPPER` runs
+// through a kill -9 and a SIGTERM, each restart compared with what was acknowledged before it
+// (its queue's metadata, ACL, messages and receipts, and a witness queue whose puts end log
+// flushes next to 4 KiB block boundaries: restart-witness.mjs). `AZQ_WRAPPER` runs
 // azq through a command (the no-io-uring helper: io_uring denied as by Docker's default seccomp
 // profile), and `AZQ_EXPECT_BACKEND` insists on the backend the ready line names (both read by
 // azq-process.mjs, which starts and stops the server for both suites). Run with
@@ -30,6 +32,7 @@ import {
 } from "@azure/storage-queue";
 
 import { startAzq, stopAzq } from "./azq-process.mjs";
+import { RestartWitness } from "./restart-witness.mjs";
 
 const ACCOUNT = "devstoreaccount1";
 const KEY =
@@ -274,6 +277,8 @@ test("a persistent server keeps queues, messages, receipts and policies across r
   try {
     const credential = new StorageSharedKeyCredential(ACCOUNT, KEY);
     const durable = new QueueServiceClient(running.endpoint, credential, CLIENT_OPTIONS);
+    // Every restart below is also checked against a witness (restart-witness.mjs).
+    const witness = await RestartWitness.create(durable, "js-witness");
     const queue = durable.getQueueClient("js-durable");
     await queue.create({ metadata: { owner: "js" } });
     const policy = {
@@ -295,8 +300,10 @@ test("a persistent server keeps queues, messages, receipts and policies across r
     assert.equal(leased.messageText, "kept 1");
 
     // kill -9: everything acknowledged above was on disk before its answer.
+    await witness.beforeRestart();
     await stopAzq(running.child, "SIGKILL");
     running = await startServer({ port, location });
+    await witness.checkAfterRestart("kill -9 and a restart");
     const properties = await queue.getProperties();
     assert.deepEqual(properties.metadata, { owner: "js" });
     assert.equal(properties.approximateMessagesCount, 4);
@@ -310,8 +317,10 @@ test("a persistent server keeps queues, messages, receipts and policies across r
     // The receipt handed out before the crash still works after it.
     const updated = await queue.updateMessage(leased.messageId, leased.popReceipt, "moved", 0);
 
+    await witness.beforeRestart();
     await stopAzq(running.child, "SIGTERM");
     running = await startServer({ port, location });
+    await witness.checkAfterRestart("SIGTERM and a restart");
     const received = await queue.receiveMessages({ numberOfMessages: 32 });
     const texts = received.receivedMessageItems.map((message) => message.messageText);
     assert.deepEqual(texts.sort(), ["kept 2", "kept 3", "kept 4", "moved"]);

@@ -16,14 +16,29 @@ Environment:
                   keeps its data under its own log directory (--location LOG_DIR/data)
   AZQ_RESTART=1   with AZQ_PERSISTENCE=disk: the `queue` fixture restarts the session server on the
                   same port after creating the queue, by SIGKILL and SIGTERM in turn, so every test
-                  runs against state that crossed a restart
+                  runs against state that crossed a restart, and checks every restart (below)
   AZQ_TARGET_URL  run against an already running server instead, e.g. Azurite:
                   http://127.0.0.1:10001 (the /devstoreaccount1 suffix is optional)
   AZQ_AZURITE=1   the target is Azurite: tests marked azurite_deviation count as xfail
 
 Fixtures: `server` (session; `.endpoint` account URL, `.host`, `.port`), `connection_str`,
 `service_client` (QueueServiceClient), `queue` (a fresh QueueClient per test), `spawn_server` (extra
-servers with their own arguments and environment, for tests that need a particular configuration).
+servers with their own arguments and environment, for tests that need a particular configuration),
+`restart_witness` (session; what the session server's restarts are checked against).
+
+Every restart of a server with its data on disk compares what the server holds after it with what
+it acknowledged before it, and fails the test at once on any difference, with the server's output
+(issue 39: a log reader that truncated the log at a flush ending 1-3 bytes before a 4 KiB block
+boundary lost acknowledged messages at an ordinary restart, and these restarts, comparing nothing
+with messages too small to end a flush there, never saw it). Before each restart, a session-wide
+witness queue (`restart_witness` fixture, restart_witness.py) receives a round of acknowledged
+writes: a put whose record ends 1-3 bytes (later 0 or 4) before a block boundary, then a put and
+an update whose records end at offsets walking through the whole block (each a flush of its own),
+then deletes with receipts handed out before earlier restarts and a metadata change. After the
+restart, the witness's messages (ids, texts, insertion and expiry times, dequeue counts) and every
+queue of the account with its metadata (the witness's included) must be exactly what was
+acknowledged. The tests that restart servers of their own on disk (test_https.py,
+test_user_delegation.py) do the same.
 
 The server's stdout and stderr go to files under pytest's temporary directory; their paths are
 printed when the server fails to start or dies during the session.
@@ -42,9 +57,10 @@ from pathlib import Path
 from typing import Optional
 
 import pytest
-from azure.core.exceptions import ResourceNotFoundError
+from azure.core.exceptions import AzureError, ResourceNotFoundError
 from azure.storage.queue import QueueServiceClient
 
+from restart_witness import RestartWitness
 from support import CLIENT_KWARGS, DEV_ACCOUNT, connection_string, unique_queue_name
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -229,19 +245,22 @@ def start_server(binary: Path, log_dir: Path, extra_args=(), env=None, port=0) -
     return server
 
 
-def restart_server(server: Server) -> None:
+def restart_server(server: Server) -> str:
     """Stops `server` (SIGKILL and SIGTERM in turn) and starts it again on the same port with the
-    same data directory, updating `server` in place."""
+    same data directory, updating `server` in place. Returns how it was stopped."""
     if server.restarts % 2 == 0:
+        how = "kill -9"
         server.process.kill()
         server.process.wait()
     else:
+        how = "SIGTERM"
         stop_server(server)
     server.restarts += 1
     again = start_server(server.binary, server.log_dir, server.extra_args, server.env, server.port)
     if (again.host, again.port) != (server.host, server.port):
         raise RuntimeError(f"azq came back on {again.host}:{again.port}, not {server.port}")
     server.process = again.process
+    return how
 
 
 def stop_server(server: Server) -> Optional[int]:
@@ -352,16 +371,40 @@ def service_client(connection_str):
         yield client
 
 
+@pytest.fixture(scope="session")
+def restart_witness(service_client):
+    """The session server's witness (restart_witness.py), created at its first restart."""
+    witness = RestartWitness(service_client)
+    yield witness
+    try:
+        witness.queue.delete_queue()
+    except AzureError:
+        pass  # gone, or the server with it: the server fixture says so
+
+
 @pytest.fixture
 def queue(service_client, server, request):
     """A freshly created queue named after the test, deleted afterwards. With AZQ_RESTART=1 the
-    server restarts after creating it, so the test runs on a queue that crossed a restart."""
+    server restarts after creating it, so the test runs on a queue that crossed a restart, and
+    the restart is checked: the test fails at set-up unless the server holds after it exactly what
+    it acknowledged before it (the witness queue's messages, the account's queues and metadata)."""
     client = service_client.get_queue_client(unique_queue_name(request.node.name))
     client.create_queue()
     if os.environ.get("AZQ_RESTART") == "1" and server.process is not None:
         if not persistent():
             raise RuntimeError("AZQ_RESTART=1 needs AZQ_PERSISTENCE=disk")
-        restart_server(server)
+        witness = request.getfixturevalue("restart_witness")
+        witness.before_restart()
+        how = restart_server(server)
+        try:
+            witness.check_after_restart(f"restart {server.restarts} ({how}) of the session server", server.log_tail)
+            failure = None
+        except AssertionError as raised:
+            failure = str(raised)
+        if failure is not None:
+            # Later restarts are judged on their own, not on this one's loss again.
+            witness.start_over()
+            pytest.fail(failure, pytrace=False)
     yield client
     try:
         client.delete_queue()

@@ -7,8 +7,10 @@ TokenCredential that hands out a well-formed, unsigned JWT (azq checks claims, n
 Azurite does). Also over raw sockets: an expired or foreign token gets 401 with Azure's challenge
 (naming the token's tenant) and detail, plain HTTP to the TLS port and a client that never starts
 its handshake are closed, a bearer token over plain HTTP is refused (and `--oauth` without `--cert`
-starts, refusing them). A token gets and sets queue ACLs; an X.509 v1 certificate serves. Servers
-run on the default backend and, where it matters, on the portable one too.
+starts, refusing them). A token gets and sets queue ACLs; an X.509 v1 certificate serves. `--cert
+auto` keeps its certificate in the data directory across a restart, and that restart keeps every
+queue and message acknowledged before it (restart_witness.py compares them). Servers run on the
+default backend and, where it matters, on the portable one too.
 """
 
 import base64
@@ -33,6 +35,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.hazmat.primitives.serialization import pkcs12
 from cryptography.x509.oid import NameOID
 
+from restart_witness import RestartWitness
 from support import CLIENT_KWARGS, DEV_ACCOUNT, connection_string, error_code, status_code, unique_queue_name
 
 
@@ -288,6 +291,10 @@ def test_an_automatic_certificate_is_kept_across_restarts(spawn_server, tmp_path
     fingerprint = printed_fingerprint(first)
     # The kept file is what the server serves: trusting it is enough.
     assert raw_request_to(first, "127.0.0.1", trusting(kept)) == 200
+    # The restart must keep everything acknowledged before it too (restart_witness.py).
+    with shared_key_service(first, kept) as service:
+        witness = RestartWitness(service)
+        witness.before_restart()
     first.process.terminate()
     first.process.wait(timeout=SOCKET_TIMEOUT_S)
     # Same data directory, so the same certificate.
@@ -297,9 +304,21 @@ def test_an_automatic_certificate_is_kept_across_restarts(spawn_server, tmp_path
     try:
         assert printed_fingerprint_after(again, first) == fingerprint
         assert raw_request_to(again, "127.0.0.1", trusting(kept)) == 200
+        with shared_key_service(again, kept) as service:
+            witness.moved_to(service)
+            witness.check_after_restart("SIGTERM of a server with its data on disk", again.log_tail)
     finally:
         again.process.terminate()
         again.process.wait(timeout=SOCKET_TIMEOUT_S)
+
+
+def shared_key_service(server, cert_path):
+    """A QueueServiceClient of `server` over HTTPS with the account key, trusting `cert_path`."""
+    return QueueServiceClient.from_connection_string(
+        connection_string(server.endpoint).replace("DefaultEndpointsProtocol=http;", "DefaultEndpointsProtocol=https;"),
+        connection_verify=str(cert_path),
+        **CLIENT_KWARGS,
+    )
 
 
 def printed_fingerprint_after(again, first):

@@ -5,7 +5,9 @@ that holds nothing else. Then what must be refused, with Azure's codes: a tamper
 one, one whose key is not valid yet, one used on another queue or for an operation it does not
 grant, a key asked for beyond seven days or with the account key; a SAS bound to a user
 (`user_delegation_oid`, `sduoid`) works only with that user's token, across tenants too
-(`delegated_user_tid`). Keys survive a restart: azq derives them, it stores nothing.
+(`delegated_user_tid`). Keys survive a restart: azq derives them, it stores nothing. With its data
+on disk (AZQ_PERSISTENCE=disk), that restart must also keep every queue, message and metadata it
+acknowledged before it (restart_witness.py compares them).
 """
 
 import base64
@@ -14,7 +16,7 @@ import json
 import urllib.parse
 
 import pytest
-from azure.core.exceptions import HttpResponseError, ResourceExistsError
+from azure.core.exceptions import HttpResponseError
 from azure.storage.queue import (
     QueueClient,
     QueueSasPermissions,
@@ -22,6 +24,7 @@ from azure.storage.queue import (
     generate_queue_sas,
 )
 
+from restart_witness import RestartWitness
 from support import CLIENT_KWARGS, DEV_ACCOUNT, error_code, status_code, unique_queue_name
 from test_https import TENANT, UnsignedTokenCredential, make_certificate, raw_request, trusting
 
@@ -252,7 +255,7 @@ def test_a_sas_bound_to_a_user_works_only_with_that_users_token(https_server):
 
 
 def test_a_delegation_sas_survives_a_restart(https_server):
-    from conftest import start_server, stop_server
+    from conftest import persistent, start_server, stop_server
 
     with token_service(https_server) as service:
         key = service.get_user_delegation_key(start=now(), expiry=in_hours(2))
@@ -262,6 +265,10 @@ def test_a_delegation_sas_survives_a_restart(https_server):
         )
         with sas_client(https_server, queue.queue_name, token) as delegated:
             delegated.send_message("before the restart")
+        # On disk, the restart must keep everything acknowledged before it (restart_witness.py).
+        witness = RestartWitness(service) if persistent() else None
+        if witness:
+            witness.before_restart()
     stop_server(https_server)
     again = start_server(
         https_server.binary, https_server.log_dir, https_server.extra_args, https_server.env, port=https_server.port
@@ -269,10 +276,15 @@ def test_a_delegation_sas_survives_a_restart(https_server):
     try:
         again.cert_path, again.account_url = https_server.cert_path, https_server.account_url
         with token_service(again) as service:
-            try:
+            if witness:
+                witness.moved_to(service)
+                witness.check_after_restart("SIGTERM of a server with its data on disk", again.log_tail)
+                queue_again = service.get_queue_client(queue.queue_name)
+                assert [message.content for message in queue_again.peek_messages(max_messages=32)] == [
+                    "before the restart"
+                ]
+            else:
                 service.get_queue_client(queue.queue_name).create_queue()  # in memory: gone
-            except ResourceExistsError:
-                pass  # on disk: kept
         with sas_client(again, queue.queue_name, token) as delegated:
             delegated.send_message("after the restart")
             assert "after the restart" in [message.content for message in delegated.peek_messages(max_messages=2)]
