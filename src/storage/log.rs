@@ -280,6 +280,10 @@ impl<D: Disk> Log<D> {
         }
         let mut blocks = records;
         blocks.resize(padded, 0);
+        // Another task's write or sync may have failed while this one waited (a failed sync can
+        // drop what it covered): nothing is written after that, or records beyond the lost ones
+        // could later read as acknowledged data behind damage.
+        self.check_failed()?;
         match self.durability {
             Durability::Fsync => {
                 self.disk.write_synced(&file, offset, &blocks).await?;
@@ -335,7 +339,13 @@ impl<D: Disk> Log<D> {
     /// Syncs the open segment whatever the background sync is doing (it may have taken the
     /// `unsynced` flag for a sync still in flight), for `Durability::Write` before a segment is
     /// closed or a snapshot replaces the last one.
+    ///
+    /// It fails once any write or sync of the log has failed, before and after its own sync: a
+    /// sync that failed elsewhere may have dropped the data it covered (Linux marks such pages
+    /// clean), so this sync can succeed with nothing left to write, and the segment rotation or
+    /// snapshot that asked for it would then make a damaged log look whole.
     async fn sync_current(&self) -> io::Result<()> {
+        self.check_failed()?;
         let segment = {
             let mut log = self.state.borrow_mut();
             log.unsynced = false;
@@ -345,6 +355,7 @@ impl<D: Disk> Log<D> {
         };
         if let Some((file, length)) = segment {
             self.disk.sync(&file).await?;
+            self.check_failed()?;
             self.mark_synced(&file, length);
         }
         Ok(())
