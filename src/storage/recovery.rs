@@ -109,6 +109,12 @@ struct ImageQueue {
 struct Image {
     identity: Option<Identity>,
     queues: HashMap<u32, ImageQueue>,
+    /// Queues a replayed record put another queue in the place of. A fuzzy snapshot can show a
+    /// record index already taken by a queue that arrived there after records still to be
+    /// replayed (which create, delete and clear the index's earlier queues): such a queue waits
+    /// here, by name, for the record that brought it there (a clear: see `apply`), instead of
+    /// being lost.
+    displaced: HashMap<QueueKey, ImageQueue>,
     /// Messages by slot (slab slots are dense: a vector, not a map, which a large recovery
     /// would spend its time rehashing), with the incarnation of their queue when put.
     messages: Vec<Option<(MessageState, u64)>>,
@@ -130,6 +136,7 @@ impl Image {
         Image {
             identity: None,
             queues: HashMap::new(),
+            displaced: HashMap::new(),
             messages: Vec::new(),
             acls: HashMap::new(),
             properties: HashMap::new(),
@@ -139,6 +146,17 @@ impl Image {
             snapshot: None,
             bytes_read: 0,
             buffers: Vec::new(),
+        }
+    }
+
+    /// Puts `queue` in record `index`; a different queue there is displaced (`displaced`).
+    fn place(&mut self, index: u32, queue: ImageQueue) {
+        self.displaced.remove(&queue.key);
+        let key = queue.key.clone();
+        if let Some(previous) = self.queues.insert(index, queue) {
+            if previous.key != key {
+                self.displaced.insert(previous.key.clone(), previous);
+            }
         }
     }
 
@@ -162,7 +180,7 @@ impl Image {
                 metadata,
             } => {
                 let incarnation = self.new_incarnation();
-                self.queues.insert(
+                self.place(
                     queue,
                     ImageQueue {
                         key,
@@ -188,6 +206,7 @@ impl Image {
                 {
                     self.queues.remove(&queue);
                 }
+                self.displaced.remove(&key);
                 self.acls.remove(&key);
             }
             Record::QueueCleared {
@@ -199,7 +218,7 @@ impl Image {
                 if self.queues.get(&queue).is_some_and(named) {
                     let mut moved = self.queues.remove(&queue).expect("found");
                     moved.incarnation = self.new_incarnation();
-                    self.queues.insert(moved_to, moved);
+                    self.place(moved_to, moved);
                 } else if key.is_some() && self.queues.get(&moved_to).is_some_and(named) {
                     // The snapshot shows the queue moved already, maybe with messages put
                     // after the clear (the log puts them back): only the clear's own effect,
@@ -208,6 +227,13 @@ impl Image {
                     if let Some(moved) = self.queues.get_mut(&moved_to) {
                         moved.incarnation = incarnation;
                     }
+                } else if let Some(mut moved) =
+                    key.as_ref().and_then(|key| self.displaced.remove(key))
+                {
+                    // The snapshot showed the queue in `moved_to` already, and an earlier
+                    // queue's creation there, replayed, displaced it: back it goes, cleared.
+                    moved.incarnation = self.new_incarnation();
+                    self.place(moved_to, moved);
                 }
             }
             Record::MessagePut(message) => {
