@@ -62,6 +62,8 @@ pub trait Files {
     fn list(&self, directory: &Path) -> io::Result<Vec<String>>;
     /// The whole content of `path`.
     fn read(&self, path: &Path) -> io::Result<Bytes>;
+    /// The size of the file `path`, bytes; an error for anything but a file (a directory).
+    fn size(&self, path: &Path) -> io::Result<u64>;
     /// Writes `bytes` as the whole content of `path` and syncs it (not its directory entry:
     /// the caller syncs the directory).
     fn write_synced(&self, path: &Path, bytes: &[u8]) -> io::Result<()>;
@@ -123,6 +125,14 @@ impl Files for StdFiles {
         // file past its last record, where no message text points.
         let mapped = unsafe { memmap2::MmapOptions::new().populate().map(&file)? };
         Ok(Bytes::from_owner(mapped))
+    }
+
+    fn size(&self, path: &Path) -> io::Result<u64> {
+        let metadata = std::fs::metadata(path)?;
+        if !metadata.is_file() {
+            return Err(io::Error::other("not a regular file"));
+        }
+        Ok(metadata.len())
     }
 
     fn write_synced(&self, path: &Path, bytes: &[u8]) -> io::Result<()> {

@@ -25,7 +25,7 @@
 
 use bytes::{BufMut, Bytes, BytesMut};
 
-use crate::limits::{LOG_FLUSH_BYTES_MAX, STORAGE_BLOCK_BYTES};
+use crate::limits::{LOG_FLUSH_BYTES_MAX, RECORD_BODY_BYTES_MAX, STORAGE_BLOCK_BYTES};
 use crate::queue::record::{crc32c, read, Read, Record, RECORD_HEADER_BYTES};
 use crate::queue::state::Identity;
 
@@ -329,6 +329,15 @@ impl Iterator for IntactRecords<'_> {
                 .saturating_add(SEQUENCES_SLACK)
                 .saturating_add(((offset - self.from) / RECORD_BYTES_MIN) as u64);
             if sequence > last {
+                continue;
+            }
+            // A length no record has, read here without taking a slice of the file.
+            let length =
+                u32::from_le_bytes(data[offset..offset + 4].try_into().expect("4")) as usize;
+            if length == 0
+                || length > RECORD_BODY_BYTES_MAX
+                || offset + RECORD_HEADER_BYTES + length > data.len()
+            {
                 continue;
             }
             if let Read::Record {

@@ -29,7 +29,9 @@ pub fn describe_segment(name: &str, data: &Bytes) -> Result<String, String> {
     for ((sequence, record), start) in segment.records.iter().zip(&segment.starts) {
         let _ = writeln!(out, "{start:>10} {sequence:>20}  {}", summary(record));
     }
-    let due = header.first_sequence + segment.records.len() as u64;
+    let due = header
+        .first_sequence
+        .saturating_add(segment.records.len() as u64);
     match &segment.ending {
         Ending::Clean => {
             let _ = writeln!(
@@ -210,5 +212,18 @@ mod tests {
             "{text}"
         );
         assert!(describe_segment("x", &Bytes::from_static(b"not a segment")).is_err());
+    }
+
+    /// Found by review: a header naming the largest sequence overflowed the sequence due.
+    #[test]
+    fn a_segment_at_the_largest_sequence_is_described() {
+        let mut data: BytesMut = segment_header(0, 1, u64::MAX);
+        encode(&created(1), u64::MAX, &mut data);
+        data.resize(3 * STORAGE_BLOCK_BYTES, 0);
+        let text = describe_segment("wal", &data.freeze()).unwrap();
+        assert!(
+            text.contains(&format!("{}  queue created", u64::MAX)),
+            "{text}"
+        );
     }
 }

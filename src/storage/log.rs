@@ -120,6 +120,8 @@ struct LogState<F> {
     snapshotting: bool,
     /// Written and not synced yet (`Durability::Write`).
     unsynced: bool,
+    /// A sync of the open segment is in flight (`Log::segment_sync`).
+    syncing: bool,
     /// A write or sync failed: nothing more is written, synced or acknowledged.
     failed: bool,
 }
@@ -157,6 +159,23 @@ pub struct Log<D: Disk> {
     stats: Cell<FlushStats>,
     /// Replies waiting for a sequence to count as written.
     waiters: RefCell<Vec<(u64, Waker)>>,
+    /// Tasks waiting for their turn to sync the open segment.
+    sync_waiters: RefCell<Vec<Waker>>,
+}
+
+/// A task's turn to sync the open segment; passed on when dropped, however the sync ended
+/// (a task dropped mid-sync included).
+struct SyncTurn<'a, D: Disk> {
+    log: &'a Log<D>,
+}
+
+impl<D: Disk> Drop for SyncTurn<'_, D> {
+    fn drop(&mut self) {
+        self.log.state.borrow_mut().syncing = false;
+        for waker in self.log.sync_waiters.take() {
+            waker.wake();
+        }
+    }
 }
 
 impl<D: Disk> Log<D> {
@@ -183,11 +202,13 @@ impl<D: Disk> Log<D> {
                 next_sequence,
                 snapshotting: false,
                 unsynced: false,
+                syncing: false,
                 failed: false,
             }),
             durable: Cell::new(next_sequence.checked_sub(1)),
             stats: Cell::new(FlushStats::default()),
             waiters: RefCell::new(Vec::new()),
+            sync_waiters: RefCell::new(Vec::new()),
         }
     }
 
@@ -275,7 +296,7 @@ impl<D: Disk> Log<D> {
             && offset > synced_length
         {
             self.state.borrow_mut().unsynced = false;
-            self.disk.sync(&file).await?;
+            self.segment_sync(&file).await?;
             self.mark_synced(&file, offset);
         }
         let mut blocks = records;
@@ -329,8 +350,7 @@ impl<D: Disk> Log<D> {
                 .map(|segment| (segment.file.clone(), segment.length))
         };
         if let Some((file, length)) = segment {
-            let synced = self.disk.sync(&file).await;
-            self.failed_on_error(synced)?;
+            self.segment_sync(&file).await?;
             self.mark_synced(&file, length);
         }
         Ok(())
@@ -354,11 +374,36 @@ impl<D: Disk> Log<D> {
                 .map(|segment| (segment.file.clone(), segment.length))
         };
         if let Some((file, length)) = segment {
-            self.disk.sync(&file).await?;
-            self.check_failed()?;
+            self.segment_sync(&file).await?;
             self.mark_synced(&file, length);
         }
         Ok(())
+    }
+
+    /// Syncs the open segment's `file`, one such sync at a time, and marks the log failed before
+    /// the next may start if it failed. With `Durability::Write` three tasks sync the segment
+    /// (the background sync, a flush's sync before a long write, a rotation's or snapshot's
+    /// `sync_current`): were two in flight, the later could succeed over what the earlier's
+    /// failure dropped and its task run on before the failure was seen (completion order is not
+    /// the order tasks are polled in), making a damaged log look whole.
+    async fn segment_sync(&self, file: &Rc<D::File>) -> io::Result<()> {
+        poll_fn(|context| {
+            let mut log = self.state.borrow_mut();
+            if log.syncing {
+                self.sync_waiters.borrow_mut().push(context.waker().clone());
+                Poll::Pending
+            } else {
+                log.syncing = true;
+                Poll::Ready(())
+            }
+        })
+        .await;
+        let _turn = SyncTurn { log: self };
+        self.check_failed()?;
+        let synced = self.disk.sync(file).await;
+        self.failed_on_error(synced)?;
+        // A write that failed meanwhile counts as much.
+        self.check_failed()
     }
 
     /// Records that `file`'s first `length` bytes are synced, if it is still the open segment.

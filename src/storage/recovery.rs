@@ -406,21 +406,21 @@ impl<'a, F: Files> KeptAside<'a, F> {
             .map_err(|error| failed(&directory, error))?
         {
             // Only the files recovery kept: anything else a user put there is theirs.
-            let Some(number) = name
-                .split_once('-')
-                .and_then(|(digits, _)| digits.parse::<u64>().ok())
-            else {
+            let Some(number) = kept_number(&name) else {
                 continue;
             };
             let path = directory.join(&name);
-            let bytes = files
-                .read(&path)
-                .map_err(|error| failed(&path, error))?
-                .len() as u64;
+            // A directory of that name is not one either.
+            let Ok(bytes) = files.size(&path) else {
+                continue;
+            };
             older.push((number, path, bytes));
         }
         older.sort();
-        let next_number = older.last().map_or(1, |(number, _, _)| number + 1);
+        // Past the largest number, `keep` refuses to replace the copy that has it.
+        let next_number = older
+            .last()
+            .map_or(1, |(number, _, _)| number.saturating_add(1));
         Ok(KeptAside {
             files,
             directory,
@@ -484,19 +484,81 @@ impl<'a, F: Files> KeptAside<'a, F> {
             component(shard_directory),
             component(Some(path)),
         );
-        self.next_number += 1;
+        self.next_number = self.next_number.saturating_add(1);
         let kept = self.directory.join(name);
+        if self.files.size(&kept).is_ok() {
+            return Err(format!(
+                "{}: a kept copy of that name exists already; move the kept copies away",
+                kept.display()
+            ));
+        }
+        // Whole under a temporary name, then renamed: a copy under its name is never partial.
+        let temporary = self.directory.join(KEPT_TEMPORARY_NAME);
         self.files
             .create_directories(&self.directory)
             .map_err(|error| failed(&self.directory, error))?;
         self.files
-            .write_synced(&kept, &data[..kept_bytes])
+            .write_synced(&temporary, &data[..kept_bytes])
+            .map_err(|error| failed(&temporary, error))?;
+        self.files
+            .rename(&temporary, &kept)
             .map_err(|error| failed(&kept, error))?;
         self.files
             .sync_directory(&self.directory)
             .map_err(|error| failed(&self.directory, error))?;
         Ok(Some(kept))
     }
+}
+
+/// Keeps and removes `segments`, the ones a `--truncateCorruptLog` cut leaves behind it, one
+/// note each, and syncs `directory` so that their removal is durable before the cut itself.
+fn remove_after_cut<F: Files>(
+    files: &F,
+    kept: &mut KeptAside<'_, F>,
+    segments: &[(u64, PathBuf)],
+    directory: &Path,
+    notes: &mut Vec<String>,
+) -> Result<(), String> {
+    let failed = |what: &Path, why: std::io::Error| format!("{}: {why}", what.display());
+    for (_, later) in segments {
+        let data = files.read(later).map_err(|error| failed(later, error))?;
+        let kept_copy = kept_in(kept.keep(later, &data, 0, notes)?);
+        notes.push(format!(
+            "{}: at or after the cut (--truncateCorruptLog); removed{kept_copy}",
+            later.display()
+        ));
+        files
+            .remove_file(later)
+            .map_err(|error| failed(later, error))?;
+    }
+    if !segments.is_empty() {
+        files
+            .sync_directory(directory)
+            .map_err(|error| failed(directory, error))?;
+    }
+    Ok(())
+}
+
+/// The name a kept copy is written under until it is whole.
+const KEPT_TEMPORARY_NAME: &str = "copy.tmp";
+
+/// The number of a kept copy's name (`NNNNNN-gen-GGGGGG-shard-SSS-wal-….log-at-OFFSET`), or
+/// `None` for any other name.
+fn kept_number(name: &str) -> Option<u64> {
+    let digits = |text: &str| !text.is_empty() && text.bytes().all(|byte| byte.is_ascii_digit());
+    let (number, rest) = name.split_once('-')?;
+    let (generation, rest) = rest.strip_prefix("gen-")?.split_once("-shard-")?;
+    let (shard, rest) = rest.split_once('-')?;
+    let (segment, offset) = rest.rsplit_once("-at-")?;
+    let well_formed = number.len() >= 6
+        && digits(number)
+        && generation.len() == 6
+        && digits(generation)
+        && shard.len() == 3
+        && digits(shard)
+        && digits(offset)
+        && matches!(parse_name(segment), Some((FileKind::Segment, _)));
+    well_formed.then(|| number.parse().ok())?
 }
 
 /// `; the segment as it was is kept in PATH` for a note, or nothing when nothing was kept.
@@ -643,7 +705,26 @@ fn read_shard<F: Files>(
                 image.next_sequence = image.next_sequence.max(*first_sequence);
                 break;
             }
-            Err(why) => return Err(format!("{}: not a log segment: {why}", path.display())),
+            Err(why) if options.truncate_corrupt => {
+                // Damage to the header of a segment with records after it: cut the log there,
+                // as any other damage.
+                notes.push(format!(
+                    "{}: not a log segment ({why}); the log is cut before it \
+                     (--truncateCorruptLog), losing its records and every later one",
+                    path.display()
+                ));
+                remove_after_cut(files, kept, &segments[index..], directory, notes)?;
+                image.next_sequence = image.next_sequence.max(*first_sequence);
+                break;
+            }
+            Err(why) => {
+                return Err(format!(
+                    "{}: not a log segment ({why}), with records after its header; refusing to \
+                     start. --truncateCorruptLog cuts the log before it, losing its records and \
+                     every later one",
+                    path.display()
+                ))
+            }
         };
         if segment.header.shard != shard || segment.header.first_sequence != *first_sequence {
             return Err(format!(
@@ -746,13 +827,16 @@ fn read_shard<F: Files>(
                         path.display()
                     ));
                 }
-                let kept = kept_in(kept.keep(path, &data, offset, notes)?);
+                let kept_copy = kept_in(kept.keep(path, &data, offset, notes)?);
                 notes.push(format!(
                     "{}: damaged log at offset {offset} ({reason}); cut there \
-                     (--truncateCorruptLog), losing the records after record {}{kept}",
+                     (--truncateCorruptLog), losing the records after record {}{kept_copy}",
                     path.display(),
                     next.saturating_sub(1)
                 ));
+                // The later segments go first, durably: a power cut between the cut and their
+                // removal would leave a log that skips records, which no start gets past.
+                remove_after_cut(files, kept, &segments[index + 1..], directory, notes)?;
                 files
                     .truncate(path, offset as u64)
                     .map_err(|error| failed(path, error))?;
@@ -766,15 +850,6 @@ fn read_shard<F: Files>(
             bytes,
         });
         if stop {
-            for (_, later) in &segments[index + 1..] {
-                let data = files.read(later).map_err(|error| failed(later, error))?;
-                let kept = kept_in(kept.keep(later, &data, 0, notes)?);
-                let note = format!(
-                    "{}: after the cut (--truncateCorruptLog); removed{kept}",
-                    later.display()
-                );
-                remove(later, note, notes)?;
-            }
             break;
         }
     }
@@ -784,6 +859,32 @@ fn read_shard<F: Files>(
             .map_err(|error| failed(directory, error))?;
     }
     Ok(image)
+}
+
+/// Whether the generation directory `path` holds anything a server wrote after its first start:
+/// a log segment, or a snapshot with entries (or one that cannot be read, which is not removed
+/// unread).
+fn generation_holds_data(files: &impl Files, path: &Path) -> Result<bool, String> {
+    let failed = |what: &Path, why: std::io::Error| format!("{}: {why}", what.display());
+    let shards = files.list(path).map_err(|error| failed(path, error))?;
+    for shard in shards.iter().filter(|name| name.starts_with("shard-")) {
+        let shard = path.join(shard);
+        for name in files.list(&shard).map_err(|error| failed(&shard, error))? {
+            match parse_name(&name) {
+                Some((FileKind::Segment, _)) => return Ok(true),
+                Some((FileKind::Snapshot, _)) => {
+                    let file = shard.join(&name);
+                    let data = files.read(&file).map_err(|error| failed(&file, error))?;
+                    if read_snapshot(&data).is_ok_and(|snapshot| snapshot.records.is_empty()) {
+                        continue;
+                    }
+                    return Ok(true);
+                }
+                None => {}
+            }
+        }
+    }
+    Ok(false)
 }
 
 /// Opens (or creates) the data directory `root` for `shards` shards and restores every shard.
@@ -820,9 +921,31 @@ pub fn recover(
     // a `CURRENT.tmp` that was never renamed.
     let mut notes = Vec::new();
     let mut removed = false;
-    for name in files.list(root).map_err(|error| failed(root, error))? {
+    let names = files.list(root).map_err(|error| failed(root, error))?;
+    let current_exists =
+        current.is_some_and(|generation| names.contains(&generation_name(generation)));
+    for name in names {
         let path = root.join(&name);
         if parse_generation(&name).is_some_and(|generation| Some(generation) != current) {
+            // Without the current generation (`CURRENT` missing, or naming no directory: a
+            // user's clean-up, a lost name), another one may be the data itself: only one a
+            // first start left before it wrote `CURRENT` (empty snapshots) is removed.
+            if !current_exists && generation_holds_data(files, &path)? {
+                let why = match current {
+                    None => format!("{} is missing", current_path.display()),
+                    Some(generation) => format!(
+                        "{} names {}, which does not exist",
+                        current_path.display(),
+                        generation_name(generation)
+                    ),
+                };
+                return Err(format!(
+                    "{why}, but {} holds queue data; refusing to start rather than remove it. If \
+                     it is the data to keep, write its name into CURRENT (`echo {name} > {}`)",
+                    path.display(),
+                    current_path.display()
+                ));
+            }
             notes.push(format!(
                 "{}: a generation of an interrupted change of shard count; removed",
                 path.display()
@@ -1247,41 +1370,242 @@ mod tests {
         assert!(kept_files(&disk).is_empty());
     }
 
+    /// A copy's name, as `KeptAside::keep` makes them.
+    fn copy_name(number: u64, offset: usize) -> String {
+        format!("{number:06}-gen-000001-shard-000-wal-00000000000000000000.log-at-{offset}")
+    }
+
     #[test]
     fn files_kept_by_earlier_starts_stay_within_their_bound() {
         let disk = SimDisk::new(0, true);
         let root = data_directory(Path::new("/data"));
         let directory = root.join(KEPT_DIRECTORY_NAME);
         disk.create_directories(&directory).unwrap();
-        for (name, bytes) in [("000001-a", 3000), ("000002-b", 3000), ("notes.txt", 9000)] {
+        // Copies of earlier starts, and files of the user's, some named much like copies.
+        let user_files = [
+            "2024-12-01-notes.txt",
+            "000009-gen-000001-shard-000-notes.txt",
+            "+00009-gen-000001-shard-000-wal-00000000000000000000.log-at-1",
+        ];
+        for (name, bytes) in [
+            (copy_name(1, 4096), 3000),
+            (copy_name(2, 4096), 3000),
+            (copy_name(3, 4096), 1000),
+        ]
+        .into_iter()
+        .chain(user_files.iter().map(|name| (name.to_string(), 9000)))
+        {
             disk.write_synced(&directory.join(name), &vec![1; bytes])
                 .unwrap();
         }
+        // A directory named like a copy is not one.
+        disk.create_directories(&directory.join(copy_name(8, 0)))
+            .unwrap();
         let segment = root.join("gen-000001/shard-000/wal-00000000000000000000.log");
         let data = vec![7u8; 2 * STORAGE_BLOCK_BYTES];
         let mut notes = Vec::new();
-        let mut kept = KeptAside::open(&disk, &root, 8000).unwrap();
+        let mut kept = KeptAside::open(&disk, &root, 10_000).unwrap();
         // Only zeros after the cut: nothing to keep.
         let zeros = [&data[..100], &[0; 5000][..]].concat();
         assert_eq!(kept.keep(&segment, &zeros, 100, &mut notes).unwrap(), None);
-        // 6,000 bytes kept earlier and 8,192 more: the oldest goes, the next fits.
+        // 7,000 bytes kept earlier and 8,192 more: the two oldest go, the third stays.
         let first = kept.keep(&segment, &data, 10, &mut notes).unwrap().unwrap();
-        assert_eq!(
-            first,
-            directory.join("000003-gen-000001-shard-000-wal-00000000000000000000.log-at-10")
-        );
+        assert_eq!(first, directory.join(copy_name(4, 10)));
         assert_eq!(disk.read(&first).unwrap().len(), data.len());
         assert_eq!(notes.len(), 2, "{notes:?}");
-        assert!(notes[0].starts_with(&directory.join("000001-a").display().to_string()));
+        assert!(notes[0].starts_with(&directory.join(copy_name(1, 4096)).display().to_string()));
         // What this start kept is never removed by it, whatever the bound.
         kept.keep(&segment, &data, 0, &mut notes).unwrap().unwrap();
-        let names: Vec<String> = disk
-            .list(&directory)
-            .unwrap()
+        let mut expected: Vec<String> = [copy_name(3, 4096), copy_name(4, 10), copy_name(5, 0)]
             .into_iter()
-            .filter(|name| !name.starts_with("000003") && !name.starts_with("000004"))
+            .chain([copy_name(8, 0)])
+            .chain(user_files.iter().map(|name| name.to_string()))
             .collect();
-        assert_eq!(names, ["notes.txt"]);
-        assert_eq!(disk.list(&directory).unwrap().len(), 3);
+        expected.sort();
+        assert_eq!(disk.list(&directory).unwrap(), expected);
+    }
+
+    /// Found by review: a copy number at the largest a `u64` holds overflowed the next number.
+    #[test]
+    fn a_copy_numbered_at_the_largest_number_is_never_replaced() {
+        let disk = SimDisk::new(0, true);
+        let root = data_directory(Path::new("/data"));
+        let directory = root.join(KEPT_DIRECTORY_NAME);
+        disk.create_directories(&directory).unwrap();
+        disk.write_synced(&directory.join(copy_name(u64::MAX, 0)), b"kept")
+            .unwrap();
+        let segment = root.join("gen-000001/shard-000/wal-00000000000000000000.log");
+        let mut kept = KeptAside::open(&disk, &root, 1 << 20).unwrap();
+        let refused = kept
+            .keep(&segment, &[7; 4096], 0, &mut Vec::new())
+            .unwrap_err();
+        assert!(refused.contains("exists already"), "{refused}");
+        assert_eq!(
+            &disk.read(&directory.join(copy_name(u64::MAX, 0))).unwrap()[..],
+            b"kept"
+        );
+    }
+
+    /// Found by review: without `CURRENT`, every generation was taken for a leftover of an
+    /// interrupted change of shard count and removed, with all the data.
+    #[test]
+    fn a_missing_current_file_refuses_to_start_rather_than_remove_the_data() {
+        let root = data_directory(Path::new("/data"));
+        for current in [None, Some("gen-000007\n")] {
+            let disk = SimDisk::new(0, true);
+            let segments = written(&disk, 5, 100, 1 << 20);
+            match current {
+                None => disk.remove_file(&root.join("CURRENT")).unwrap(),
+                Some(text) => disk
+                    .write_synced(&root.join("CURRENT"), text.as_bytes())
+                    .unwrap(),
+            }
+            disk.sync_directory(&root).unwrap();
+            let refused = recover_with(&disk, RecoveryOptions::default())
+                .map(|recovered| recovered.notes)
+                .expect_err("the data is not removed");
+            assert!(
+                refused.contains("holds queue data; refusing to start"),
+                "{refused}"
+            );
+            assert!(disk.read(&segments[0]).is_ok());
+        }
+        // What a first start leaves before it writes `CURRENT` (empty snapshots) still goes.
+        let disk = SimDisk::new(0, true);
+        recover_with(&disk, RecoveryOptions::default()).unwrap();
+        disk.remove_file(&root.join("CURRENT")).unwrap();
+        let recovered = recover_with(&disk, RecoveryOptions::default()).unwrap();
+        assert!(
+            recovered.notes[0].contains("a generation of an interrupted change"),
+            "{:?}",
+            recovered.notes
+        );
+    }
+
+    /// Found by review: `--truncateCorruptLog` could not get past a damaged segment header
+    /// (in the last segment or before it), whatever the records after it.
+    #[test]
+    fn a_damaged_header_is_cut_with_truncate_corrupt_log() {
+        for damaged in [0, 1] {
+            let disk = SimDisk::new(0, true);
+            let segments = written(&disk, 1200, 4000, 1 << 20);
+            disk.flip(&segments[damaged], 20);
+            let refused = recover_with(&disk, RecoveryOptions::default())
+                .map(|recovered| recovered.notes)
+                .expect_err("damage refuses to start");
+            assert!(refused.contains("--truncateCorruptLog"), "{refused}");
+            let cut = recover_with(
+                &disk,
+                RecoveryOptions {
+                    truncate_corrupt: true,
+                },
+            )
+            .unwrap();
+            assert_eq!(kept_files(&disk).len(), segments.len() - damaged);
+            let remaining: Vec<PathBuf> = disk
+                .file_paths()
+                .into_iter()
+                .filter(|path| path.extension().is_some_and(|extension| extension == "log"))
+                .collect();
+            assert_eq!(remaining, segments[..damaged], "{:?}", cut.notes);
+            // The next start, with no flag, has nothing to repair.
+            let again = recover_with(&disk, RecoveryOptions::default()).unwrap();
+            assert!(again.notes.is_empty(), "{:?}", again.notes);
+        }
+    }
+
+    /// Found by review: a power cut after a `--truncateCorruptLog` cut and before the removal of
+    /// the segments after it was durable left a log that skipped records, and no start got past
+    /// it. The later segments now go, durably, before the cut.
+    #[test]
+    fn a_power_cut_during_a_cut_never_leaves_a_log_that_skips_records() {
+        for budget in 0..16 {
+            let disk = SimDisk::new(budget as u64, true);
+            let segments = written(&disk, 1200, 4000, 1 << 20);
+            disk.flip(&segments[0], STORAGE_BLOCK_BYTES + 5000);
+            disk.cut_files_after(budget);
+            let options = RecoveryOptions {
+                truncate_corrupt: true,
+            };
+            let _ = recover_with(&disk, options);
+            disk.crash();
+            recover_with(&disk, options)
+                .unwrap_or_else(|why| panic!("power cut after {budget} changes: {why}"));
+        }
+    }
+
+    /// Found by review: with `--durability write`, a background sync failed (and dropped what
+    /// it covered) while a rotating flush's sync succeeded over nothing; the flush's task ran
+    /// first, made a new segment durable and acknowledged a record in it, and after a power cut
+    /// the log could not be read. Syncs of the open segment now take turns, each failure seen
+    /// before the next begins.
+    #[test]
+    fn a_sync_after_a_failed_one_never_lets_a_damaged_log_grow() {
+        use std::pin::pin;
+        use std::task::{Context, Poll, Waker};
+        let poll = |future: std::pin::Pin<
+            &mut dyn std::future::Future<Output = std::io::Result<bool>>,
+        >| match future.poll(&mut Context::from_waker(Waker::noop())) {
+            Poll::Ready(result) => Some(result),
+            Poll::Pending => None,
+        };
+        for seed in 0..40 {
+            let disk = SimDisk::new(seed, false);
+            let start = recover_with(&disk, RecoveryOptions::default())
+                .unwrap()
+                .shards
+                .remove(0);
+            let log = Log::new(disk.clone(), &start, 0, Durability::Write)
+                .with_segment_bytes(3 * STORAGE_BLOCK_BYTES as u64);
+            let state = RefCell::new(start.state);
+            let apply = |command| assert!(state.borrow_mut().apply(command, NOW_MS).is_ok());
+            apply(Command::CreateQueue {
+                queue: key(0),
+                metadata: Vec::new(),
+            });
+            let mut first = pin!(log.flush(&state));
+            while poll(first.as_mut()).is_none() {
+                disk.complete(0);
+            }
+            let mut background = pin!(async { log.sync_in_background().await.map(|()| true) });
+            assert!(poll(background.as_mut()).is_none());
+            disk.fail_operation(disk.operations_issued() - 1, libc::EIO);
+            // A put too long for the segment: its flush rotates, syncing first.
+            apply(Command::PutMessage {
+                queue: key(0),
+                text: Bytes::from(vec![b'x'; 5000]),
+                visibility_timeout_s: 0,
+                ttl_s: None,
+            });
+            let mut flush = pin!(log.flush(&state));
+            // The flush runs until it waits; then every operation in flight completes (the
+            // background sync's failing first), and the flush's task runs before the
+            // background sync's, as a scheduler may order them.
+            let mut flushed = poll(flush.as_mut());
+            while disk.in_flight() > 0 {
+                disk.complete(0);
+            }
+            let mut synced = None;
+            for _ in 0..100 {
+                if flushed.is_some() {
+                    break;
+                }
+                flushed = poll(flush.as_mut());
+                if disk.in_flight() > 0 {
+                    disk.complete(0);
+                } else if flushed.is_none() && synced.is_none() {
+                    // Waiting for its turn: the background sync's task must run.
+                    synced = poll(background.as_mut());
+                }
+            }
+            if synced.is_none() {
+                synced = poll(background.as_mut());
+            }
+            assert!(synced.is_some_and(|result| result.is_err()), "seed {seed}");
+            assert!(flushed.is_some_and(|result| result.is_err()), "seed {seed}");
+            disk.crash();
+            recover_with(&disk, RecoveryOptions::default())
+                .unwrap_or_else(|why| panic!("seed {seed}: {why}"));
+        }
     }
 }

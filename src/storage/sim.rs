@@ -656,6 +656,12 @@ impl Files for SimDisk {
         Ok(Bytes::from(inner.inodes[inode].current.clone()))
     }
 
+    fn size(&self, path: &Path) -> io::Result<u64> {
+        let inner = self.0.borrow();
+        let inode = inner.file(path)?;
+        Ok(inner.inodes[inode].current.len() as u64)
+    }
+
     fn write_synced(&self, path: &Path, bytes: &[u8]) -> io::Result<()> {
         let mut inner = self.0.borrow_mut();
         inner.spend()?;
