@@ -2,13 +2,15 @@
 //! property breaks. The fuzz targets call them; so does the root crate's tests/fuzz_replay.rs,
 //! over the committed regressions and seeds, so a regression fails `cargo test` on stable Rust.
 //!
-//! Only std, azq and azq's own dependency `bytes` may be used here: the replay test includes
-//! this directory by `#[path]`, and the root crate's dev-dependencies must not grow for it.
-//! Fuzzer bytes are therefore decoded by hand (`input`), not with `arbitrary`.
+//! Only std, azq and azq's own dependencies `bytes` and `futures-lite` (which drives the log
+//! writer's async calls) may be used here: the replay test includes this directory by `#[path]`,
+//! and the root crate's dev-dependencies must not grow for it. Fuzzer bytes are therefore
+//! decoded by hand (`input`), not with `arbitrary`.
 
 pub mod auth;
 pub mod http_parser;
 pub mod input;
+pub mod memory_disk;
 pub mod request;
 pub mod router;
 pub mod settings_xml;
