@@ -149,6 +149,41 @@ impl Image {
         }
     }
 
+    /// Applies the log's records from the snapshot's replay point. The snapshot is fuzzy: it
+    /// shows each queue in the record index it had when its part was written, which may be
+    /// after records still to replay moved it there (a clear moves a queue to a free index, and
+    /// indexes are reused). Those earlier records name the index's earlier queues (metadata set,
+    /// creation, deletion) and would act on the snapshot's queue instead; so a snapshot queue
+    /// whose arrival in its index (its creation there, or a clear into it) is among the records
+    /// waits in `displaced` until that record brings it back.
+    fn replay(&mut self, records: Vec<Record>) {
+        for record in &records {
+            let arrival = match record {
+                Record::QueueCreated { queue, key, .. } => Some((*queue, key)),
+                Record::QueueCleared {
+                    moved_to,
+                    key: Some(key),
+                    ..
+                } => Some((*moved_to, key)),
+                _ => None,
+            };
+            if let Some((index, key)) = arrival {
+                if self
+                    .queues
+                    .get(&index)
+                    .is_some_and(|queue| queue.key == *key)
+                    && !self.displaced.contains_key(key)
+                {
+                    let waiting = self.queues.remove(&index).expect("found");
+                    self.displaced.insert(key.clone(), waiting);
+                }
+            }
+        }
+        for record in records {
+            self.apply(record);
+        }
+    }
+
     /// Puts `queue` in record `index`; a different queue there is displaced (`displaced`).
     fn place(&mut self, index: u32, queue: ImageQueue) {
         self.displaced.remove(&queue.key);
@@ -668,6 +703,9 @@ fn read_shard<F: Files>(
         }
     }
     let last = segments.len().saturating_sub(1);
+    // The log's records from the replay point, applied once every segment is read: what a
+    // queue of the snapshot is shown doing depends on records further on (`Image::replay`).
+    let mut replayed = Vec::new();
     let mut expected: Option<u64> = None;
     for (index, (first_sequence, path)) in segments.iter().enumerate() {
         let data = files.read(path).map_err(|error| failed(path, error))?;
@@ -778,7 +816,7 @@ fn read_shard<F: Files>(
         for (sequence, record) in segment.records {
             next = sequence + 1;
             if sequence >= replay_from {
-                image.apply(record);
+                replayed.push(record);
             }
         }
         image.next_sequence = image.next_sequence.max(next);
@@ -858,6 +896,7 @@ fn read_shard<F: Files>(
             .sync_directory(directory)
             .map_err(|error| failed(directory, error))?;
     }
+    image.replay(replayed);
     Ok(image)
 }
 

@@ -811,6 +811,16 @@ fn a_queue_cleared_into_a_reused_record_survives_replay_over_a_snapshot() {
     simulate(61_207, &mut Boundaries::new());
 }
 
+/// Found by a long run of the simulator (seed 591791): q-3 was created in record index 0 and its
+/// metadata set, then deleted, and orders cleared into index 0; a fuzzy snapshot showed orders at
+/// 0, and replaying q-3's metadata record (which names only the index) gave orders q-3's
+/// metadata. A snapshot queue whose arrival in its index is among the replayed records now waits
+/// for that record.
+#[test]
+fn metadata_of_a_reused_record_stays_with_its_queue_through_replay() {
+    simulate(591_791, &mut Boundaries::new());
+}
+
 #[test]
 fn every_acknowledged_change_survives_every_crash() {
     let seeds = seeds();
