@@ -23,6 +23,8 @@ pub mod inspect;
 pub mod log;
 pub mod recovery;
 #[cfg(test)]
+mod recovery_tests;
+#[cfg(test)]
 mod round_trip;
 pub mod secret;
 #[cfg(test)]
