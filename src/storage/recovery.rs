@@ -151,36 +151,25 @@ impl Image {
 
     /// Applies the log's records from the snapshot's replay point. The snapshot is fuzzy: it
     /// shows each queue in the record index it had when its part was written, which may be
-    /// after records still to replay moved it there (a clear moves a queue to a free index, and
-    /// indexes are reused). Those earlier records name the index's earlier queues (metadata set,
-    /// creation, deletion) and would act on the snapshot's queue instead; so a snapshot queue
-    /// whose arrival in its index (its creation there, or a clear into it) is among the records
-    /// waits in `displaced` until that record brings it back.
+    /// after records still to replay moved it there or away (a clear moves a queue to a free
+    /// index, and indexes are reused). Every queue record but one names its queue; a metadata
+    /// set names only the index, so it is given the name of the queue the neighbouring records
+    /// show in that index at its point in the log (`metadata_owners`) and sets only that queue's.
     fn replay(&mut self, records: Vec<Record>) {
-        for record in &records {
-            let arrival = match record {
-                Record::QueueCreated { queue, key, .. } => Some((*queue, key)),
-                Record::QueueCleared {
-                    moved_to,
-                    key: Some(key),
-                    ..
-                } => Some((*moved_to, key)),
-                _ => None,
-            };
-            if let Some((index, key)) = arrival {
-                if self
-                    .queues
-                    .get(&index)
-                    .is_some_and(|queue| queue.key == *key)
-                    && !self.displaced.contains_key(key)
-                {
-                    let waiting = self.queues.remove(&index).expect("found");
-                    self.displaced.insert(key.clone(), waiting);
+        let owners = metadata_owners(&records);
+        for (record, owner) in records.into_iter().zip(owners) {
+            match (record, owner) {
+                (Record::QueueMetadataSet { queue, metadata }, Some(owner)) => {
+                    if let Some(queue) = self
+                        .queues
+                        .get_mut(&queue)
+                        .filter(|found| found.key == owner)
+                    {
+                        queue.metadata = metadata;
+                    }
                 }
+                (record, _) => self.apply(record),
             }
-        }
-        for record in records {
-            self.apply(record);
         }
     }
 
@@ -376,6 +365,68 @@ impl Image {
         share_or_copy_texts(&mut by_queue, std::mem::take(&mut self.buffers));
         by_queue
     }
+}
+
+/// For each of `records` that sets a queue's metadata, the name of the queue in its index at that
+/// point, as the records that name the index's queues tell: the last one placed there before it
+/// (created there, or cleared into it), else the next one to leave (deleted, or cleared out of
+/// it). `None` for other records, and where no record tells (the index's queue was the same
+/// throughout, as the snapshot shows, or only old records without a name moved it).
+fn metadata_owners(records: &[Record]) -> Vec<Option<QueueKey>> {
+    let mut owners: Vec<Option<QueueKey>> = vec![None; records.len()];
+    // Forward: the queue last placed in each index (`None` once one left it).
+    let mut placed: HashMap<u32, Option<&QueueKey>> = HashMap::new();
+    for (position, record) in records.iter().enumerate() {
+        match record {
+            Record::QueueCreated { queue, key, .. } => {
+                placed.insert(*queue, Some(key));
+            }
+            Record::QueueCleared {
+                queue,
+                moved_to,
+                key,
+            } => {
+                placed.insert(*queue, None);
+                placed.insert(*moved_to, key.as_ref());
+            }
+            Record::QueueDeleted { queue, .. } => {
+                placed.insert(*queue, None);
+            }
+            Record::QueueMetadataSet { queue, .. } => {
+                if let Some(Some(key)) = placed.get(queue) {
+                    owners[position] = Some((*key).clone());
+                }
+            }
+            _ => {}
+        }
+    }
+    // Backward: the queue that next leaves each index (`None` where one is placed there next).
+    let mut leaving: HashMap<u32, Option<&QueueKey>> = HashMap::new();
+    for (position, record) in records.iter().enumerate().rev() {
+        match record {
+            Record::QueueDeleted { queue, key } => {
+                leaving.insert(*queue, Some(key));
+            }
+            Record::QueueCleared {
+                queue,
+                moved_to,
+                key,
+            } => {
+                leaving.insert(*moved_to, None);
+                leaving.insert(*queue, key.as_ref());
+            }
+            Record::QueueCreated { queue, .. } => {
+                leaving.insert(*queue, None);
+            }
+            Record::QueueMetadataSet { queue, .. } if owners[position].is_none() => {
+                if let Some(Some(key)) = leaving.get(queue) {
+                    owners[position] = Some((*key).clone());
+                }
+            }
+            _ => {}
+        }
+    }
+    owners
 }
 
 /// Decides, file by file, whether the live messages keep their texts as slices of the file as it
