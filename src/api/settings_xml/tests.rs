@@ -309,8 +309,14 @@ fn service_properties_table() {
         (metrics(&format!("<Version>{}</Version><Enabled>false</Enabled><RetentionPolicy><Enabled>false</Enabled></RetentionPolicy>", "v".repeat(ANALYTICS_VERSION_BYTES_MAX))), Ok(())),
         // Found by review: three unbounded versions, set by separate requests, made a settings
         // record longer than the log's reader accepts.
-        (metrics(&format!("<Version>{}</Version><Enabled>false</Enabled><RetentionPolicy><Enabled>false</Enabled></RetentionPolicy>", "v".repeat(ANALYTICS_VERSION_BYTES_MAX + 1))), Err(StorageError::InvalidXmlNodeValue)),
-        (properties(&format!("<Logging><Version>{}</Version><Delete>false</Delete><Read>false</Read><Write>false</Write><RetentionPolicy><Enabled>false</Enabled></RetentionPolicy></Logging>", "v".repeat(360_000))), Err(StorageError::InvalidXmlNodeValue)),
+        (
+            metrics(&format!("<Version>{}</Version><Enabled>false</Enabled><RetentionPolicy><Enabled>false</Enabled></RetentionPolicy>", "v".repeat(ANALYTICS_VERSION_BYTES_MAX + 1))),
+            Err(StorageError::InvalidXmlNodeValue),
+        ),
+        (
+            properties(&format!("<Logging><Version>{}</Version><Delete>false</Delete><Read>false</Read><Write>false</Write><RetentionPolicy><Enabled>false</Enabled></RetentionPolicy></Logging>", "v".repeat(360_000))),
+            Err(StorageError::InvalidXmlNodeValue),
+        ),
         (properties("<Logging>text</Logging>"), Err(StorageError::InvalidXmlDocument)),
         (properties("text"), Err(StorageError::InvalidXmlDocument)),
         (cors("<CorsRule>text</CorsRule>"), Err(StorageError::InvalidXmlDocument)),
