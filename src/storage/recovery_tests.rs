@@ -10,33 +10,18 @@ use bytes::Bytes;
 
 use super::files::Files;
 use super::format::read_segment;
-use super::recovery::{recover, Recovered, RecoveryOptions};
+use super::recovery::RecoveryOptions;
 use crate::limits::STORAGE_BLOCK_BYTES;
 use crate::queue::Command;
-use crate::random::SplitMix64;
 use crate::storage::files::data_directory;
 use crate::storage::log::{Durability, Log};
 use crate::storage::sim::SimDisk;
-use crate::storage::tests::{key, new_seed, run, test_secret, NOW_MS};
-
-fn recover_with(disk: &SimDisk, options: RecoveryOptions) -> Result<Recovered, String> {
-    let mut seeds = SplitMix64::new(3);
-    let recovered = recover(
-        disk,
-        &data_directory(Path::new("/data")),
-        1,
-        NOW_MS,
-        &mut new_seed(&mut seeds),
-        test_secret(),
-        options,
-    );
-    recovered
-}
+use crate::storage::tests::{key, recover_one_shard, run, NOW_MS};
 
 /// A data directory holding a queue and `puts` messages of `text_bytes`, each flushed on
 /// its own, in segments of `segment_bytes`; the segments, oldest first.
 fn written(disk: &SimDisk, puts: usize, text_bytes: usize, segment_bytes: u64) -> Vec<PathBuf> {
-    let start = recover_with(disk, RecoveryOptions::default())
+    let start = recover_one_shard(disk, RecoveryOptions::default())
         .expect("an empty directory recovers")
         .shards
         .remove(0);
@@ -93,7 +78,7 @@ fn a_torn_tail_is_kept_before_the_log_is_cut() {
         disk.flip(&segment, offset);
     }
     let before = disk.read(&segment).unwrap();
-    let recovered = recover_with(&disk, RecoveryOptions::default()).unwrap();
+    let recovered = recover_one_shard(&disk, RecoveryOptions::default()).unwrap();
     let kept = kept_files(&disk);
     assert_eq!(kept.len(), 1, "{kept:?}");
     let name = format!("000001-gen-000001-shard-000-wal-00000000000000000000.log-at-{end}");
@@ -107,7 +92,7 @@ fn a_torn_tail_is_kept_before_the_log_is_cut() {
     assert_eq!(&disk.read(&kept[0]).unwrap()[..], written_part(&before));
     assert_eq!(disk.read(&segment).unwrap().len(), end);
     // The next start has nothing to cut, and keeps what the last one kept.
-    let again = recover_with(&disk, RecoveryOptions::default()).unwrap();
+    let again = recover_one_shard(&disk, RecoveryOptions::default()).unwrap();
     assert!(again.notes.is_empty(), "{:?}", again.notes);
     assert_eq!(kept_files(&disk), kept);
 }
@@ -123,12 +108,12 @@ fn a_log_cut_at_damage_is_kept_whole() {
         .map(|path| disk.read(path).unwrap())
         .collect();
     disk.flip(&segments[0], STORAGE_BLOCK_BYTES + 5000);
-    let refused = recover_with(&disk, RecoveryOptions::default())
+    let refused = recover_one_shard(&disk, RecoveryOptions::default())
         .map(|recovered| recovered.notes)
         .expect_err("damage before the tail refuses to start");
     assert!(refused.contains("refusing to start"), "{refused}");
     assert!(kept_files(&disk).is_empty(), "refusing changed nothing");
-    let cut = recover_with(
+    let cut = recover_one_shard(
         &disk,
         RecoveryOptions {
             truncate_corrupt: true,
@@ -169,7 +154,7 @@ fn a_damaged_header_with_intact_records_after_it_refuses_to_start() {
     let first_record = STORAGE_BLOCK_BYTES;
     disk.flip(&segment, 20);
     disk.flip(&segment, first_record + 20);
-    let refused = recover_with(&disk, RecoveryOptions::default())
+    let refused = recover_one_shard(&disk, RecoveryOptions::default())
         .map(|recovered| recovered.notes)
         .expect_err("a damaged header with records after it is damage");
     assert!(refused.contains("not a log segment"), "{refused}");
@@ -180,7 +165,7 @@ fn a_damaged_header_with_intact_records_after_it_refuses_to_start() {
 fn only_zeros_are_cut_without_a_copy() {
     let disk = SimDisk::new(0, true);
     written(&disk, 3, 100, 1 << 20);
-    let recovered = recover_with(&disk, RecoveryOptions::default()).unwrap();
+    let recovered = recover_one_shard(&disk, RecoveryOptions::default()).unwrap();
     assert!(recovered.notes.is_empty(), "{:?}", recovered.notes);
     assert!(kept_files(&disk).is_empty());
 }
@@ -200,7 +185,7 @@ fn a_missing_current_file_refuses_to_start_rather_than_remove_the_data() {
                 .unwrap(),
         }
         disk.sync_directory(&root).unwrap();
-        let refused = recover_with(&disk, RecoveryOptions::default())
+        let refused = recover_one_shard(&disk, RecoveryOptions::default())
             .map(|recovered| recovered.notes)
             .expect_err("the data is not removed");
         assert!(
@@ -211,9 +196,9 @@ fn a_missing_current_file_refuses_to_start_rather_than_remove_the_data() {
     }
     // What a first start leaves before it writes `CURRENT` (empty snapshots) still goes.
     let disk = SimDisk::new(0, true);
-    recover_with(&disk, RecoveryOptions::default()).unwrap();
+    recover_one_shard(&disk, RecoveryOptions::default()).unwrap();
     disk.remove_file(&root.join("CURRENT")).unwrap();
-    let recovered = recover_with(&disk, RecoveryOptions::default()).unwrap();
+    let recovered = recover_one_shard(&disk, RecoveryOptions::default()).unwrap();
     assert!(
         recovered.notes[0].contains("a generation of an interrupted change"),
         "{:?}",
@@ -229,11 +214,11 @@ fn a_damaged_header_is_cut_with_truncate_corrupt_log() {
         let disk = SimDisk::new(0, true);
         let segments = written(&disk, 1200, 4000, 1 << 20);
         disk.flip(&segments[damaged], 20);
-        let refused = recover_with(&disk, RecoveryOptions::default())
+        let refused = recover_one_shard(&disk, RecoveryOptions::default())
             .map(|recovered| recovered.notes)
             .expect_err("damage refuses to start");
         assert!(refused.contains("--truncateCorruptLog"), "{refused}");
-        let cut = recover_with(
+        let cut = recover_one_shard(
             &disk,
             RecoveryOptions {
                 truncate_corrupt: true,
@@ -248,7 +233,7 @@ fn a_damaged_header_is_cut_with_truncate_corrupt_log() {
             .collect();
         assert_eq!(remaining, segments[..damaged], "{:?}", cut.notes);
         // The next start, with no flag, has nothing to repair.
-        let again = recover_with(&disk, RecoveryOptions::default()).unwrap();
+        let again = recover_one_shard(&disk, RecoveryOptions::default()).unwrap();
         assert!(again.notes.is_empty(), "{:?}", again.notes);
     }
 }
@@ -266,9 +251,9 @@ fn a_power_cut_during_a_cut_never_leaves_a_log_that_skips_records() {
         let options = RecoveryOptions {
             truncate_corrupt: true,
         };
-        let _ = recover_with(&disk, options);
+        let _ = recover_one_shard(&disk, options);
         disk.crash();
-        recover_with(&disk, options)
+        recover_one_shard(&disk, options)
             .unwrap_or_else(|why| panic!("power cut after {budget} changes: {why}"));
     }
 }
@@ -290,7 +275,7 @@ fn a_sync_after_a_failed_one_never_lets_a_damaged_log_grow() {
     };
     for seed in 0..40 {
         let disk = SimDisk::new(seed, false);
-        let start = recover_with(&disk, RecoveryOptions::default())
+        let start = recover_one_shard(&disk, RecoveryOptions::default())
             .unwrap()
             .shards
             .remove(0);
@@ -343,7 +328,7 @@ fn a_sync_after_a_failed_one_never_lets_a_damaged_log_grow() {
         assert!(synced.is_some_and(|result| result.is_err()), "seed {seed}");
         assert!(flushed.is_some_and(|result| result.is_err()), "seed {seed}");
         disk.crash();
-        recover_with(&disk, RecoveryOptions::default())
+        recover_one_shard(&disk, RecoveryOptions::default())
             .unwrap_or_else(|why| panic!("seed {seed}: {why}"));
     }
 }

@@ -21,16 +21,16 @@
 //! recovered from the files must equal the writer's, object by object.
 
 use std::cell::RefCell;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use bytes::{Bytes, BytesMut};
 
-use super::files::{data_directory, Files};
+use super::files::Files;
 use super::format::{read_segment, read_snapshot, Ending};
 use super::log::{Durability, Log};
-use super::recovery::{recover, RecoveryOptions, ShardStart};
+use super::recovery::{RecoveryOptions, ShardStart};
 use super::sim::SimDisk;
-use super::tests::{key, new_seed, run, test_secret, NOW_MS};
+use super::tests::{key, recover_one_shard, run, NOW_MS};
 use crate::limits::{
     LOG_FLUSH_BYTES_MAX, MESSAGE_TEXT_BYTES_MAX, SNAPSHOT_STEP_SLOTS, SNAPSHOT_SYNC_BYTES,
     STORAGE_BLOCK_BYTES,
@@ -43,17 +43,8 @@ const BLOCK: usize = STORAGE_BLOCK_BYTES;
 
 /// Recovers the simulated disk's data directory for one shard, with no notes expected.
 fn recover_shard(disk: &SimDisk) -> ShardStart {
-    let mut seeds = SplitMix64::new(7);
-    let recovered = recover(
-        disk,
-        &data_directory(Path::new("/data")),
-        1,
-        NOW_MS,
-        &mut new_seed(&mut seeds),
-        test_secret(),
-        RecoveryOptions::default(),
-    )
-    .unwrap_or_else(|why| panic!("recovery failed: {why}"));
+    let recovered = recover_one_shard(disk, RecoveryOptions::default())
+        .unwrap_or_else(|why| panic!("recovery failed: {why}"));
     assert!(recovered.notes.is_empty(), "{:?}", recovered.notes);
     recovered.shards.into_iter().next().expect("one shard")
 }

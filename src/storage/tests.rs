@@ -342,6 +342,25 @@ pub(super) fn new_seed(random: &mut SplitMix64) -> impl FnMut(usize) -> u64 + '_
     move |_| random.next_u64()
 }
 
+/// Recovers the simulated disk's data directory (`/data`) for one shard, as a start with
+/// `options` would.
+pub(super) fn recover_one_shard(
+    disk: &SimDisk,
+    options: RecoveryOptions,
+) -> Result<super::recovery::Recovered, String> {
+    let mut seeds = SplitMix64::new(3);
+    let recovered = recover(
+        disk,
+        &data_directory(Path::new("/data")),
+        1,
+        NOW_MS,
+        &mut new_seed(&mut seeds),
+        test_secret(),
+        options,
+    );
+    recovered
+}
+
 /// Runs `future`, whose simulated I/O is always ready, to completion.
 pub(super) fn run<T>(future: impl std::future::Future<Output = T>) -> T {
     futures_lite::future::block_on(future)
@@ -739,17 +758,8 @@ fn seeds() -> std::ops::Range<u64> {
 fn a_snapshot_is_synced_a_chunk_at_a_time() {
     use crate::limits::SNAPSHOT_SYNC_BYTES;
     let disk = SimDisk::new(1, true);
-    let mut seeds = SplitMix64::new(2);
-    let recovered = recover(
-        &disk,
-        &data_directory(Path::new("/data")),
-        1,
-        NOW_MS,
-        &mut new_seed(&mut seeds),
-        test_secret(),
-        RecoveryOptions::default(),
-    )
-    .expect("an empty directory recovers");
+    let recovered =
+        recover_one_shard(&disk, RecoveryOptions::default()).expect("an empty directory recovers");
     let start = recovered.shards.into_iter().next().expect("one shard");
     let log = Log::new(disk.clone(), &start, 0, Durability::Fsync);
     let state = RefCell::new(start.state);
