@@ -154,17 +154,20 @@ impl Image {
     /// after records still to replay moved it there or away (a clear moves a queue to a free
     /// index, and indexes are reused). Every queue record but one names its queue; a metadata
     /// set names only the index, so it is given the name of the queue the neighbouring records
-    /// show in that index at its point in the log (`metadata_owners`) and sets only that queue's.
+    /// show in that index at its point in the log (`metadata_owners`) and sets only that queue's,
+    /// in its index or, where the snapshot put a later queue there, in `displaced` (the snapshot's
+    /// queue section is written a step at a time, so it can show two queues in one index: one
+    /// written before a step and cleared away, and the one created there after it).
     fn replay(&mut self, records: Vec<Record>) {
         let owners = metadata_owners(&records);
         for (record, owner) in records.into_iter().zip(owners) {
             match (record, owner) {
                 (Record::QueueMetadataSet { queue, metadata }, Some(owner)) => {
-                    if let Some(queue) = self
+                    let in_place = self
                         .queues
                         .get_mut(&queue)
-                        .filter(|found| found.key == owner)
-                    {
+                        .filter(|found| found.key == owner);
+                    if let Some(queue) = in_place.or_else(|| self.displaced.get_mut(&owner)) {
                         queue.metadata = metadata;
                     }
                 }
@@ -261,10 +264,12 @@ impl Image {
                 }
             }
             Record::MessagePut(message) => {
+                // Even for a put whose queue is gone by the snapshot: its message ID was handed
+                // out, and a sequence raised only with the queue was handed out again.
+                if let Some(identity) = &mut self.identity {
+                    identity.sequence_next = identity.sequence_next.max(message.sequence + 1);
+                }
                 if let Some(queue) = self.queues.get(&message.queue) {
-                    if let Some(identity) = &mut self.identity {
-                        identity.sequence_next = identity.sequence_next.max(message.sequence + 1);
-                    }
                     let slot = message.slot as usize;
                     if self.messages.len() <= slot {
                         self.messages.resize_with(slot + 1, || None);
