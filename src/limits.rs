@@ -165,6 +165,14 @@ pub const INSPECT_PAGE_MESSAGES_MAX: usize = 100;
 pub const INSPECT_PAGE_TEXT_BYTES_MAX: usize = 1 << 20;
 /// Queues one page of `/_azq/inspect` lists at most (`limit`).
 pub const INSPECT_QUEUES_PAGE_MAX: usize = 1000;
+/// How long a console sign-in's session lasts by default (`--session-lifetime`), ms.
+pub const CONSOLE_SESSION_LIFETIME_MS_DEFAULT: u64 = 3_600_000;
+/// Shortest `--session-lifetime`, ms.
+pub const CONSOLE_SESSION_LIFETIME_MS_MIN: u64 = 1_000;
+/// Longest `--session-lifetime`, ms: a day.
+pub const CONSOLE_SESSION_LIFETIME_MS_MAX: u64 = 86_400_000;
+/// Host names `--control-hosts` (with `AZQ_CONTROL_HOSTS`) may add at most.
+pub const CONTROL_HOST_NAMES_MAX: usize = 64;
 /// Messages one console "generate" action puts at most.
 pub const ADMIN_GENERATE_MESSAGES_MAX: u64 = 10_000;
 /// One-second samples the console's history keeps (ten minutes).

@@ -13,11 +13,12 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use azq::api::control_access::ControlHosts;
 use azq::auth::Accounts;
 use azq::azurite::{self, Invocation};
 use azq::discovery;
 use azq::lifecycle::Lifecycle;
-use azq::limits::HEALTHCHECK_TIMEOUT_MS;
+use azq::limits::{CONTROL_HOST_NAMES_MAX, HEALTHCHECK_TIMEOUT_MS};
 use azq::queue::ShardState;
 use azq::runtime;
 use azq::settings::{parse_arguments, Config, Persistence};
@@ -102,10 +103,46 @@ fn inspect_segment(files: impl Iterator<Item = String>) -> Result<String, String
     Ok(text)
 }
 
+/// Who the console and inspection (`/_azq/`) are open to, said once at start.
+fn control_plane_line(accounts: &Accounts) -> String {
+    let (open, private): (Vec<String>, Vec<String>) =
+        accounts.names().into_iter().partition(|name| {
+            accounts
+                .get(name)
+                .is_some_and(|account| account.has_public_key())
+        });
+    if private.is_empty() {
+        return "console (/_azq/ui) and inspection open without sign-in: every account's key \
+                is the public development key"
+            .to_string();
+    }
+    let open = if open.is_empty() {
+        String::new()
+    } else {
+        format!("; open to all: {}", open.join(", "))
+    };
+    format!(
+        "console (/_azq/ui) and inspection show {} only to a caller with its key (sign in, \
+         SharedKey or an account SAS){open}",
+        private.join(", ")
+    )
+}
+
 fn run(invocation: Invocation) -> Result<(), String> {
-    let Some(config) = parse_arguments(invocation.arguments.into_iter())? else {
+    let Some(mut config) = parse_arguments(invocation.arguments.into_iter())? else {
         return Ok(());
     };
+    // Names a container image gives `/_azq/` (deploy/docker/Dockerfile), added to the flag's.
+    if let Ok(names) = std::env::var("AZQ_CONTROL_HOSTS") {
+        let names =
+            ControlHosts::parse(&names).map_err(|why| format!("AZQ_CONTROL_HOSTS: {why}"))?;
+        config.control_hosts = config.control_hosts.merged(names);
+        if config.control_hosts.len() > CONTROL_HOST_NAMES_MAX {
+            return Err(format!(
+                "--control-hosts and AZQ_CONTROL_HOSTS: at most {CONTROL_HOST_NAMES_MAX} names"
+            ));
+        }
+    }
     let accounts = match std::env::var("AZURITE_ACCOUNTS") {
         Ok(value) if !value.trim().is_empty() => Accounts::from_env_value(&value)?,
         _ => Accounts::new(&config.accounts)?,
@@ -153,6 +190,7 @@ fn run(invocation: Invocation) -> Result<(), String> {
     {
         println!("{line}");
     }
+    let control_plane = control_plane_line(&accounts);
     let server = runtime::start(
         &config,
         accounts,
@@ -171,6 +209,7 @@ fn run(invocation: Invocation) -> Result<(), String> {
             env!("CARGO_PKG_VERSION"),
             config.cpus
         );
+        println!("azq: {control_plane}");
     }
     for line in azurite::listening_lines(
         invocation.mode,

@@ -5,13 +5,15 @@
 
 use std::net::IpAddr;
 
+use crate::api::control_access::ControlHosts;
 use crate::auth::{OAuthLevel, DEVELOPMENT_ACCOUNT_KEY, DEVELOPMENT_ACCOUNT_NAME};
 use crate::cgroup;
 use crate::governor::latency::duration_us;
 use crate::governor::GovernorConfig;
 use crate::limits::{
-    CONNECTIONS_PER_SHARD_MAX_DEFAULT, MESSAGE_BYTES_MAX_FALLBACK, SHARDS_MAX,
-    WRITE_TIMEOUT_MS_DEFAULT, WRITE_TIMEOUT_MS_MIN,
+    CONNECTIONS_PER_SHARD_MAX_DEFAULT, CONSOLE_SESSION_LIFETIME_MS_DEFAULT,
+    CONSOLE_SESSION_LIFETIME_MS_MAX, CONSOLE_SESSION_LIFETIME_MS_MIN, CONTROL_HOST_NAMES_MAX,
+    MESSAGE_BYTES_MAX_FALLBACK, SHARDS_MAX, WRITE_TIMEOUT_MS_DEFAULT, WRITE_TIMEOUT_MS_MIN,
 };
 use crate::runtime::os::allowed_cpus;
 use crate::runtime::select::RuntimeChoice;
@@ -77,12 +79,17 @@ Usage: azq [options]
                              p50=20ms,p99=200ms (log-normal)
   --admin                    enable the admin endpoints: fault rules (/_azq/faults), reset
                              (POST /_azq/reset) and the console's actions (send, receive,
-                             delete, clear, generate); without it they answer 403. No
-                             credentials: only where the port is yours
+                             delete, clear, generate); without it they answer 403. On an
+                             account with a private key they need its key, as inspection does
+  --control-hosts LIST       host names /_azq/ (console, inspection, admin) answers to besides
+                             IP addresses and localhost, comma-separated, e.g. azurite,azq
+                             (also from AZQ_CONTROL_HOSTS); '*': any name (DNS rebinding
+                             then undefended). Other names get 403
+  --session-lifetime TIME    how long a console sign-in lasts (default 1h; 1s to 24h)
   --faults-api               the same as --admin (its former name)
   --faults FILE              fault rules in force from the start (a JSON array)
   --seed N                   make every random choice (faults, latency) repeatable
-  --metrics off|on|queues    GET /_azq/metrics (no credentials): off answers 404; on (the
+  --metrics off|on|queues    GET /_azq/metrics (no credentials, any Host): off: 404; on (the
                              default) counts without naming queues; queues adds the depth
                              of the 10 deepest queues by account and name
   --proxyProtocol            every connection to the queue port must begin with a PROXY
@@ -187,6 +194,10 @@ pub struct Config {
     pub governor: GovernorConfig,
     /// `--init FILE`: queues, settings and messages applied before the shards serve.
     pub init_path: Option<String>,
+    /// The names `/_azq/` answers to besides IP literals and loopback (`--control-hosts`).
+    pub control_hosts: ControlHosts,
+    /// How long a console session lasts, ms (`--session-lifetime`).
+    pub session_lifetime_ms: u64,
 }
 
 /// Half of the memory this process may have, the smaller of the machine's and its cgroup's
@@ -237,8 +248,26 @@ impl Default for Config {
             proxy_protocol: false,
             governor: Default::default(),
             init_path: None,
+            control_hosts: ControlHosts::Names(Vec::new()),
+            session_lifetime_ms: CONSOLE_SESSION_LIFETIME_MS_DEFAULT,
         }
     }
+}
+
+/// A whole number of seconds, minutes or hours (`90s`, `30m`, `1h`) in ms.
+fn lifetime_ms(text: &str) -> Option<u64> {
+    let text = text.trim();
+    let unit_ms = match text.bytes().last()? {
+        b's' => 1_000,
+        b'm' => 60_000,
+        b'h' => 3_600_000,
+        _ => return None,
+    };
+    let number = &text[..text.len() - 1];
+    if number.is_empty() || !number.bytes().all(|byte| byte.is_ascii_digit()) {
+        return None;
+    }
+    number.parse::<u64>().ok()?.checked_mul(unit_ms)
 }
 
 /// Parses the command line (without the program name); `None` when it asked for help or the
@@ -311,6 +340,26 @@ pub fn parse_arguments(arguments: impl Iterator<Item = String>) -> Result<Option
                     .filter(|ms| (WRITE_TIMEOUT_MS_MIN..=WRITE_TIMEOUT_MS_DEFAULT).contains(ms))
                     .ok_or_else(|| {
                         "--write-timeout must be a time from 100ms to 60s, e.g. 30s".to_string()
+                    })?
+            }
+            "--control-hosts" => {
+                let hosts = ControlHosts::parse(&value(&flag)?)
+                    .map_err(|why| format!("--control-hosts: {why}"))?;
+                config.control_hosts = config.control_hosts.clone().merged(hosts);
+                if config.control_hosts.len() > CONTROL_HOST_NAMES_MAX {
+                    return Err(format!(
+                        "--control-hosts: at most {CONTROL_HOST_NAMES_MAX} names"
+                    ));
+                }
+            }
+            "--session-lifetime" => {
+                config.session_lifetime_ms = lifetime_ms(&value(&flag)?)
+                    .filter(|ms| {
+                        (CONSOLE_SESSION_LIFETIME_MS_MIN..=CONSOLE_SESSION_LIFETIME_MS_MAX)
+                            .contains(ms)
+                    })
+                    .ok_or_else(|| {
+                        "--session-lifetime must be a time from 1s to 24h, e.g. 30m".to_string()
                     })?
             }
             "--max-memory" => {
@@ -436,7 +485,7 @@ fn parse_size(text: &str) -> Option<u64> {
 
 #[cfg(test)]
 mod tests {
-    use super::{parse_arguments, parse_size, Config, Persistence};
+    use super::{parse_arguments, parse_size, Config, ControlHosts, Persistence};
     use crate::runtime::select::RuntimeChoice;
     use crate::storage::log::Durability;
 
@@ -558,6 +607,21 @@ mod tests {
         assert!(lenient.request_date_check_skipped);
         assert!(!Config::default().request_date_check_skipped);
         assert_eq!(Config::default().write_timeout_ms, 60_000);
+        let signed = parse(&[
+            "--session-lifetime",
+            "30m",
+            "--control-hosts",
+            "azurite,Azq",
+        ]);
+        let signed = signed.unwrap().unwrap();
+        assert_eq!(signed.session_lifetime_ms, 1_800_000);
+        assert_eq!(
+            signed.control_hosts,
+            ControlHosts::Names(vec!["azurite".into(), "azq".into()])
+        );
+        assert_eq!(Config::default().session_lifetime_ms, 3_600_000);
+        let any = parse(&["--control-hosts=*"]).unwrap().unwrap();
+        assert_eq!(any.control_hosts, ControlHosts::Any);
         let hasty = parse(&["--write-timeout", "2s"]).unwrap().unwrap();
         assert_eq!(hasty.write_timeout_ms, 2_000);
         for command in ["help", "version", "-v", "-h"] {
@@ -565,6 +629,12 @@ mod tests {
         }
         for refused in [
             &["--extentMemoryLimit", "0"][..],
+            &["--session-lifetime", "0s"],
+            &["--session-lifetime", "25h"],
+            &["--session-lifetime", "1d"],
+            &["--session-lifetime", "-1h"],
+            &["--session-lifetime", "h"],
+            &["--control-hosts", "evil example"],
             &["--extentMemoryLimit", "-2"],
             &["--extentMemoryLimit", "lots"],
             &["--location"],

@@ -217,8 +217,11 @@ fn admin_endpoints_answer_403_without_admin() {
     ] {
         let response = send(
             &server,
-            format!("{method} {path} HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n")
-                .into_bytes(),
+            format!(
+                "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n\
+                 Content-Length: 0\r\n\r\n"
+            )
+            .into_bytes(),
         );
         assert_eq!(response.status, 403, "{method} {path}");
         assert!(
@@ -307,7 +310,7 @@ fn the_console_actions_act_as_a_client_would() {
     let deleted = send(
         &server,
         format!(
-            "DELETE /_azq/admin/devstoreaccount1/made-here/messages/{id} HTTP/1.1\r\nHost: x\r\n\r\n"
+            "DELETE /_azq/admin/devstoreaccount1/made-here/messages/{id} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
         )
         .into_bytes(),
     );

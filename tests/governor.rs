@@ -58,7 +58,8 @@ fn admin(server: &Server, method: &str, path: &str, body: &str) -> Response {
     exchange(
         server,
         format!(
-            "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: {}\r\n\r\n{body}",
+            "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n\
+             Content-Length: {}\r\n\r\n{body}",
             body.len()
         )
         .as_bytes(),

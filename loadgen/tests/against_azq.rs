@@ -896,7 +896,8 @@ fn workers_count_the_copies_retried_puts_stored() {
     let added = exchange(
         &server,
         format!(
-            "POST /_azq/faults HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: {}\r\n\r\n{rule}",
+            "POST /_azq/faults HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n\
+             Content-Length: {}\r\n\r\n{rule}",
             rule.len()
         )
         .as_bytes(),

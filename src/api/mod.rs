@@ -27,6 +27,7 @@
 //! (`Step::Replicated`), which decides (a missing queue is 404) and hands back the change the
 //! runtime then applies on every other shard.
 
+pub mod control_access;
 pub mod cors;
 pub mod delegation_xml;
 pub mod ids;
@@ -82,7 +83,7 @@ impl Service {
     /// copy of the replicated settings.
     pub fn plan(&self, request: &Request, now_ms: u64, peer: IpAddr, replicas: &Replicas) -> Plan {
         if request.path().starts_with(ops::admin::ADMIN_PATH_PREFIX) {
-            return ops::admin::plan(request, self);
+            return ops::admin::plan(request, self, now_ms, peer);
         }
         let Some(query) = Query::parse(request.query()) else {
             return plan::fail(None, StorageError::InvalidQueryParameterValue);

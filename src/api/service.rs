@@ -8,6 +8,9 @@ use std::sync::Arc;
 
 use crate::auth::{Accounts, Authenticator, OAuthLevel};
 use crate::lifecycle::Lifecycle;
+use crate::limits::CONSOLE_SESSION_LIFETIME_MS_DEFAULT;
+
+use super::control_access::{ControlAccess, ControlHosts};
 
 /// What `GET /_azq/health` reports besides the shard count.
 #[derive(Clone, Debug)]
@@ -39,6 +42,8 @@ pub struct Service {
     /// `--admin` (or `--faults-api`): `/_azq/faults`, `/_azq/reset` and the console's actions
     /// answer (else 403 with the reason).
     pub(super) admin: bool,
+    /// Who may use `/_azq/`: the open accounts, the session key, the `Host` names.
+    pub(super) control: ControlAccess,
 }
 
 impl Service {
@@ -51,8 +56,18 @@ impl Service {
         health: Health,
     ) -> Self {
         assert!(shards > 0);
+        let authenticator = Authenticator::new(accounts.clone());
+        // A fixed session key until `with_control` gives the server's: a service that is never
+        // given one (the api layer's tests) signs sessions nobody else can check anyway.
+        let control = ControlAccess::new(
+            &authenticator,
+            [0; 32],
+            CONSOLE_SESSION_LIFETIME_MS_DEFAULT,
+            ControlHosts::Names(Vec::new()),
+        );
         Service {
-            authenticator: RefCell::new(Authenticator::new(accounts.clone())),
+            authenticator: RefCell::new(authenticator),
+            control,
             accounts,
             shards,
             host_style_enabled,
@@ -94,6 +109,32 @@ impl Service {
     pub fn with_admin(mut self, admin: bool) -> Self {
         self.admin = admin;
         self
+    }
+
+    /// The same service with the control plane's session key (random, the same on every shard),
+    /// session lifetime and `Host` names (`--session-lifetime`, `--control-hosts`).
+    pub fn with_control(
+        mut self,
+        session_key: [u8; 32],
+        session_lifetime_ms: u64,
+        hosts: ControlHosts,
+    ) -> Self {
+        self.control = ControlAccess::new(
+            self.authenticator.get_mut(),
+            session_key,
+            session_lifetime_ms,
+            hosts,
+        );
+        self
+    }
+
+    /// The accounts `/_azq/` shows without credentials, and those it shows only to a caller
+    /// with their key.
+    pub fn control_accounts(&self) -> (Vec<String>, Vec<String>) {
+        (
+            self.control.open_accounts().to_vec(),
+            self.control.private_accounts(),
+        )
     }
 
     /// Whether the admin endpoints answer (`--admin`).

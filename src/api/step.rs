@@ -61,12 +61,14 @@ pub enum AdminStep {
     Answer(AdminAnswer),
     /// Gather every shard's metrics and render them.
     Metrics,
-    /// List the fault rules with how often each fired.
-    ListRules,
+    /// List the fault rules with how often each fired: those of these accounts (and those of
+    /// no account), or every rule for `None`.
+    ListRules(Option<Vec<String>>),
     /// Add this rule on every shard (the ID is given on execution).
     AddRule(Box<Rule>),
-    /// Remove this rule, or every rule, on every shard.
-    RemoveRules(Option<String>),
+    /// Remove this rule, or every rule, on every shard: only rules of these accounts, or any
+    /// rule for `None`.
+    RemoveRules(Option<String>, Option<Vec<String>>),
     /// `GET /_azq/inspect`: the queues with their counts, from every shard, in order.
     InspectQueues(QueuesQuery),
     /// `GET /_azq/inspect/{account}/{queue}`: a page of one queue's messages, from its owner.
@@ -81,8 +83,8 @@ pub enum AdminStep {
     /// `POST /_azq/reset` (admin): delete queues, with their messages and ACLs, on every
     /// shard; with no glob, also the accounts' service properties.
     Reset {
-        /// Only this account, when given.
-        account: Option<String>,
+        /// Only these accounts, when given.
+        accounts: Option<Vec<String>>,
         /// Only queues whose names match this glob, when given.
         glob: Option<String>,
     },
@@ -133,8 +135,8 @@ pub struct AdminAnswer {
     pub content_type: &'static str,
     /// The body.
     pub body: String,
-    /// Further headers (the console's Content-Security-Policy).
-    pub headers: Vec<(&'static str, &'static str)>,
+    /// Further headers (the console's Content-Security-Policy, a session's cookie).
+    pub headers: Vec<(&'static str, String)>,
 }
 
 impl AdminAnswer {

@@ -98,6 +98,20 @@ impl Account {
         }
         matched
     }
+
+    /// Whether `key` is one of the account's keys (compared by what each signs, in constant
+    /// time): a console sign-in's proof, and how the server tells an account whose key is the
+    /// public development key.
+    pub fn has_key(&self, key: &SigningKey) -> bool {
+        const PROBE: &[u8] = b"azq: is this one of the account's keys?";
+        self.matching_key_index(PROBE, &key.sign(PROBE)).is_some()
+    }
+
+    /// Whether one of its keys is the public development key (Azurite's, in every SDK's
+    /// documentation): anyone can then act as the account.
+    pub fn has_public_key(&self) -> bool {
+        SigningKey::from_base64(DEVELOPMENT_ACCOUNT_KEY).is_ok_and(|key| self.has_key(&key))
+    }
 }
 
 /// Compares two MACs without an early exit: the time taken does not depend on where they

@@ -293,18 +293,24 @@ impl Faults {
         true
     }
 
-    /// Removes rule `id`, or every rule with `None`; how many went.
-    pub fn remove(&mut self, id: Option<&str>) -> usize {
+    /// Removes rule `id`, or every rule with `None`; how many went. With `accounts`, only rules
+    /// of one of those accounts go (a rule of every account stays): a caller who may act on
+    /// some accounts removes no other account's rule.
+    pub fn remove(&mut self, id: Option<&str>, accounts: Option<&[String]>) -> usize {
         let before = self.rules.len();
-        match id {
-            Some(id) => self.rules.retain(|(rule, _)| rule.id != id),
-            None => self.rules.clear(),
-        }
+        let owned = |rule: &Rule| match (accounts, &rule.spec.account) {
+            (None, _) => true,
+            (Some(accounts), Some(account)) => accounts.contains(account),
+            (Some(_), None) => false,
+        };
+        self.rules
+            .retain(|(rule, _)| !(owned(rule) && id.is_none_or(|id| rule.id == id)));
         before - self.rules.len()
     }
 
-    /// The rules as JSON, each with its ID and how often it fired (meaningful on shard 0).
-    pub fn list_json(&self) -> String {
+    /// The rules as JSON, each with its ID and how often it fired (meaningful on shard 0): with
+    /// `accounts`, only the rules of those accounts and those of every account.
+    pub fn list_json(&self, accounts: Option<&[String]>) -> String {
         #[derive(Serialize)]
         struct Listed<'a> {
             id: &'a str,
@@ -320,6 +326,10 @@ impl Faults {
             rules: self
                 .rules
                 .iter()
+                .filter(|(rule, _)| match (accounts, &rule.spec.account) {
+                    (Some(accounts), Some(account)) => accounts.contains(account),
+                    _ => true,
+                })
                 .map(|(rule, fired)| Listed {
                     id: &rule.id,
                     spec: &rule.spec,
@@ -465,12 +475,27 @@ mod tests {
             Some("3-1")
         );
         assert_eq!(faults.fire("3-1"), Some(Action::Reset { apply: true }));
-        assert_eq!(
-            faults.list_json(),
-            r#"{"rules":[{"id":"3-1","queue":"q","action":{"reset":true,"apply":true},"fired":1}]}"#
+        let listed = r#"{"rules":[{"id":"3-1","queue":"q","action":{"reset":true,"apply":true},"fired":1}]}"#;
+        assert_eq!(faults.list_json(None), listed);
+        // A rule of every account is listed to a caller of some accounts, not removed by one.
+        let some = ["a".to_string()];
+        assert_eq!(faults.list_json(Some(&some)), listed);
+        assert_eq!(faults.remove(None, Some(&some)), 0);
+        let own = parse_rule(
+            "3-2".into(),
+            br#"{"account": "a", "action": {"reset": true}}"#,
         );
-        assert_eq!(faults.remove(Some("nope")), 0);
-        assert_eq!(faults.remove(None), 1);
+        let other = parse_rule(
+            "3-3".into(),
+            br#"{"account": "b", "action": {"reset": true}}"#,
+        );
+        assert!(faults.add(own.unwrap()) && faults.add(other.unwrap()));
+        assert!(!faults.list_json(Some(&some)).contains("3-3"));
+        assert!(faults.list_json(Some(&some)).contains("3-2"));
+        assert_eq!(faults.remove(Some("3-3"), Some(&some)), 0);
+        assert_eq!(faults.remove(None, Some(&some)), 1);
+        assert_eq!(faults.remove(Some("nope"), None), 0);
+        assert_eq!(faults.remove(None, None), 2);
         assert_eq!(faults.fire("3-1"), None);
         assert_eq!(faults.len(), 0);
     }

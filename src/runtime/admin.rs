@@ -31,10 +31,12 @@ pub async fn execute_admin<B: Backend>(shard: &ShardContext<B>, step: AdminStep)
             }
             AdminAnswer::metrics(metrics::render(&snapshots, shard.engine.governor.settings))
         }
-        AdminStep::ListRules => match shard.control(0, Control::ListRules).await {
-            Ok(ControlReply::Rules(json)) => AdminAnswer::json(200, json),
-            _ => AdminAnswer::error(503, "shard 0 did not answer"),
-        },
+        AdminStep::ListRules(accounts) => {
+            match shard.control(0, Control::ListRules(accounts)).await {
+                Ok(ControlReply::Rules(json)) => AdminAnswer::json(200, json),
+                _ => AdminAnswer::error(503, "shard 0 did not answer"),
+            }
+        }
         AdminStep::AddRule(mut rule) => {
             let Some(faults) = &shard.engine.governor.faults else {
                 return AdminAnswer::error(404, "fault injection is off (--admin)");
@@ -67,12 +69,13 @@ pub async fn execute_admin<B: Backend>(shard: &ShardContext<B>, step: AdminStep)
                 _ => AdminAnswer::error(503, "shard 0 did not answer"),
             }
         }
-        AdminStep::Reset { account, glob } => console::reset(shard, account, glob).await,
+        AdminStep::Reset { accounts, glob } => console::reset(shard, accounts, glob).await,
         AdminStep::Console { queue, action } => console::act(shard, queue, action).await,
-        AdminStep::RemoveRules(id) => {
+        AdminStep::RemoveRules(id, accounts) => {
             let mut removed = 0;
             for index in 0..shard.shards() {
-                match shard.control(index, Control::RemoveRules(id.clone())).await {
+                let control = Control::RemoveRules(id.clone(), accounts.clone());
+                match shard.control(index, control).await {
                     Ok(ControlReply::Removed(count)) => removed = removed.max(count),
                     _ => return AdminAnswer::error(503, "a shard did not answer"),
                 }

@@ -133,31 +133,40 @@ fn log_admin<B: Backend>(shard: &ShardContext<B>, what: &str) {
 }
 
 /// `POST /_azq/reset`: deletes the matching queues on every shard and, without a glob, resets
-/// the accounts' service properties (CORS, logging and metrics settings) to a new account's.
+/// the accounts' service properties (CORS, logging and metrics settings) to a new account's;
+/// only `accounts`' when given (the caller's), else every account's.
 pub async fn reset<B: Backend>(
     shard: &ShardContext<B>,
-    account: Option<String>,
+    accounts: Option<Vec<String>>,
     glob: Option<String>,
 ) -> AdminAnswer {
     let mut deleted = 0;
-    let command = Command::DeleteQueues {
-        account: account.clone(),
-        glob: glob.clone(),
+    let scopes: Vec<Option<String>> = match &accounts {
+        Some(accounts) => accounts.iter().cloned().map(Some).collect(),
+        None => vec![None],
     };
-    match shard.on_every_shard(command).await {
-        Ok(replies) => {
-            for reply in replies {
-                if let Reply::Count(count) = reply {
-                    deleted += count;
+    for account in scopes {
+        let command = Command::DeleteQueues {
+            account,
+            glob: glob.clone(),
+        };
+        match shard.on_every_shard(command).await {
+            Ok(replies) => {
+                for reply in replies {
+                    if let Reply::Count(count) = reply {
+                        deleted += count;
+                    }
                 }
             }
+            Err(error) => {
+                return AdminAnswer::error(503, &format!("reset failed: {}", error.code()))
+            }
         }
-        Err(error) => return AdminAnswer::error(503, &format!("reset failed: {}", error.code())),
     }
     let mut properties_reset = 0;
     if glob.is_none() {
-        let accounts = match &account {
-            Some(account) => vec![account.clone()],
+        let accounts = match &accounts {
+            Some(accounts) => accounts.clone(),
             None => shard.service.account_names(),
         };
         for account in accounts {
@@ -182,9 +191,11 @@ pub async fn reset<B: Backend>(
     log_admin(
         shard,
         &format!(
-            "reset (account {}, queues {}): {deleted} queues deleted, properties of \
+            "reset (accounts {}, queues {}): {deleted} queues deleted, properties of \
              {properties_reset} accounts reset",
-            account.as_deref().unwrap_or("*"),
+            accounts
+                .as_ref()
+                .map_or("*".to_string(), |accounts| accounts.join(",")),
             glob.as_deref().unwrap_or("*")
         ),
     );

@@ -25,12 +25,13 @@ pub enum Control {
     Metrics,
     /// Store this rule.
     AddRule(Box<Rule>),
-    /// Remove this rule, or every rule.
-    RemoveRules(Option<String>),
+    /// Remove this rule, or every rule (of these accounts, when given).
+    RemoveRules(Option<String>, Option<Vec<String>>),
     /// (To shard 0.) Does this rule fire now?
     FireRule(String),
-    /// (To shard 0.) The rules with how often each fired.
-    ListRules,
+    /// (To shard 0.) The rules with how often each fired (of these accounts and of every
+    /// account, when given).
+    ListRules(Option<Vec<String>>),
     /// (To shard 0.) What the sender was asked for per account since its last report.
     Demand(Vec<(String, u64)>),
     /// This shard's queues with their counts (read only).
@@ -122,11 +123,13 @@ pub fn answer<B: Backend>(
             governor.update_idle();
             ControlReply::Added(added)
         }
-        Control::RemoveRules(id) => {
+        Control::RemoveRules(id, accounts) => {
             let Some(faults) = &governor.faults else {
                 return ControlReply::Unavailable;
             };
-            let removed = faults.borrow_mut().remove(id.as_deref());
+            let removed = faults
+                .borrow_mut()
+                .remove(id.as_deref(), accounts.as_deref());
             governor.update_idle();
             ControlReply::Removed(removed)
         }
@@ -134,8 +137,8 @@ pub fn answer<B: Backend>(
             Some(faults) => ControlReply::Fired(faults.borrow_mut().fire(&id)),
             None => ControlReply::Unavailable,
         },
-        Control::ListRules => match &governor.faults {
-            Some(faults) => ControlReply::Rules(faults.borrow().list_json()),
+        Control::ListRules(accounts) => match &governor.faults {
+            Some(faults) => ControlReply::Rules(faults.borrow().list_json(accounts.as_deref())),
             None => ControlReply::Unavailable,
         },
         Control::Demand(report) => match &governor.share_table {
@@ -144,7 +147,7 @@ pub fn answer<B: Backend>(
         },
         Control::InspectQueues(query) => {
             let (queues, more) = engine.state().inspect_queues(
-                query.account.as_deref(),
+                query.accounts.as_deref(),
                 query.after.as_ref(),
                 query.limit,
                 engine.now_ms(),

@@ -246,6 +246,11 @@ fn start_shards<B: Backend>(
         ),
         None => None,
     };
+    // The console's sessions are signed with a key every shard shares and no one else has:
+    // made here, once, and gone with the process.
+    let mut session_key = [0u8; 32];
+    getrandom::fill(&mut session_key)
+        .map_err(|error| format!("cannot make the console's session key: {error}"))?;
     let (events, received) = mpsc::channel();
     let ends = requests.into_iter().zip(replies).zip(stores);
     for ((index, &cpu), ((requests, replies), store)) in config.cpus.iter().enumerate().zip(ends) {
@@ -273,6 +278,11 @@ fn start_shards<B: Backend>(
                     },
                 )
                 .with_admin(config.governor.admin)
+                .with_control(
+                    session_key,
+                    config.session_lifetime_ms,
+                    config.control_hosts.clone(),
+                )
                 .with_request_date_check_skipped(config.request_date_check_skipped)
                 .with_oauth(config.oauth);
                 match &https {

@@ -60,6 +60,7 @@ def admin(server, method, path, body=None):
         f"http://{server.host}:{server.port}{path}",
         data=body.encode() if body is not None else None,
         method=method,
+        headers={"Content-Type": "application/json"},
     )
     try:
         with urllib.request.urlopen(request, timeout=10) as response:

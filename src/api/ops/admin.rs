@@ -1,5 +1,7 @@
 //! azq's own endpoints under `/_azq/` (no account name can start with `_`, so they never shadow
-//! an account), unauthenticated:
+//! an account). Health, metrics and the certificate are open to every caller under any `Host`
+//! (machines reach them by any name); the others follow `control_access`'s rules (`Host`,
+//! cross-site writes, an account's key for an account with a private one):
 //! - `GET /_azq/health`, for container health checks, load balancers and `azq healthcheck`:
 //!   200 once every shard serves, 503 while starting or draining, with a small JSON body;
 //! - `GET /_azq/cert.pem`, over HTTPS: the server's certificate chain, so that a client or a CI
@@ -9,18 +11,24 @@
 //!   rules: `POST /_azq/faults` adds one (JSON, `governor::faults`), `GET /_azq/faults` lists
 //!   them with how often each fired, `DELETE /_azq/faults/{id}` and `DELETE /_azq/faults`
 //!   remove them. Without `--admin` they answer 403 with the reason. Their answers are JSON; a
-//!   bad rule is 400 `{"error": "..."}` saying what is wrong;
+//!   bad rule is 400 `{"error": "..."}` saying what is wrong. A caller who may act on some
+//!   accounts only (`control_access::Scope`) adds rules that name one of them, sees those and
+//!   the rules of every account, and removes only its own;
 //! - the console, inspection, its history, reset and the console's actions (`console.rs`).
 //!
 //! Every admin call (rules, reset, the console's actions) is logged on stderr and in the
 //! request log.
 
+use std::net::IpAddr;
+
 use bytes::{BufMut, BytesMut};
 
+use crate::auth::Access;
 use crate::error::StorageError;
 use crate::http::{Method, Request};
 use crate::queue::Reply;
 
+use super::super::control_access::is_machine_endpoint;
 use super::super::plan::fail;
 use super::super::response::Responder;
 use super::super::{AdminAnswer, AdminStep, Health, Operation, Plan, ResponsePlan, Service, Step};
@@ -41,10 +49,15 @@ fn admin(step: AdminStep) -> Plan {
     }
 }
 
-/// The plan of a request to `/_azq/...`.
-pub fn plan(request: &Request, service: &Service) -> Plan {
+/// The plan of a request to `/_azq/...`; `now_ms` and `peer` check its credentials.
+pub fn plan(request: &Request, service: &Service, now_ms: u64, peer: IpAddr) -> Plan {
     let path = request.path();
-    if let Some(step) = console::plan(request, service) {
+    if !is_machine_endpoint(path) {
+        if let Err(answer) = service.check_browser_rules(request) {
+            return admin(AdminStep::Answer(answer));
+        }
+    }
+    if let Some(step) = console::plan(request, service, now_ms, peer) {
         return admin(step);
     }
     if path.starts_with(FAULTS_PATH) && !service.admin() {
@@ -54,13 +67,37 @@ pub fn plan(request: &Request, service: &Service) -> Plan {
         )));
     }
     if path.starts_with(FAULTS_PATH) {
+        let query = crate::http::Query::parse(request.query());
+        let account = query.as_ref().and_then(|query| query.get("account"));
+        let access = match request.method {
+            Method::Get | Method::Head => Access::GET_SERVICE_PROPERTIES,
+            _ => Access::SET_SERVICE_PROPERTIES,
+        };
+        let caller = match service.control_caller(request, account, access, now_ms, peer) {
+            Ok(caller) => caller,
+            Err(answer) => return admin(AdminStep::Answer(answer)),
+        };
+        let accounts = caller.scope.accounts().map(<[String]>::to_vec);
         let rest = &path[FAULTS_PATH.len()..];
         return match (request.method, rest) {
-            (Method::Get, b"" | b"/") => admin(AdminStep::ListRules),
-            (Method::Delete, b"" | b"/") => admin(AdminStep::RemoveRules(None)),
+            (Method::Get, b"" | b"/") => admin(AdminStep::ListRules(accounts)),
+            (Method::Delete, b"" | b"/") => admin(AdminStep::RemoveRules(None, accounts)),
             (Method::Post, b"" | b"/") => {
                 admin(match faults::parse_rule(String::new(), &request.body) {
-                    Ok(rule) => AdminStep::AddRule(Box::new(rule)),
+                    Ok(rule) => match &rule.spec.account {
+                        Some(account) if !caller.scope.allows(account) => {
+                            AdminStep::Answer(AdminAnswer::error(
+                                403,
+                                &format!("{account} has a private key: sign in with it first"),
+                            ))
+                        }
+                        None if accounts.is_some() => AdminStep::Answer(AdminAnswer::error(
+                            403,
+                            "a rule without \"account\" reaches accounts with private keys: \
+                             name the account",
+                        )),
+                        _ => AdminStep::AddRule(Box::new(rule)),
+                    },
                     Err(why) => AdminStep::Answer(AdminAnswer::error(
                         400,
                         &format!("bad fault rule: {why}"),
@@ -69,6 +106,7 @@ pub fn plan(request: &Request, service: &Service) -> Plan {
             }
             (Method::Delete, id) if id.len() > 1 && id[0] == b'/' => admin(AdminStep::RemoveRules(
                 Some(String::from_utf8_lossy(&id[1..]).into_owned()),
+                accounts,
             )),
             (_, b"" | b"/") => admin(AdminStep::Answer(AdminAnswer::error(
                 405,

@@ -1,20 +1,28 @@
-//! The console's endpoints, planned (`/_azq/…`, no credentials, like the metrics):
+//! The console's endpoints, planned (`/_azq/…`; who may use them is `control_access`'s rule:
+//! an account with a private key only for a caller with its key):
 //! - `GET /_azq/ui` and its files: the web console, built into the binary (`crate::console`);
-//! - `GET /_azq/inspect[?account=&after=ACCOUNT/QUEUE&limit=]`: every queue with its counts and
-//!   activity, paged (`INSPECT_QUEUES_PAGE_MAX`); read only;
+//!   the files hold no data, so they need no credentials;
+//! - `GET|POST|DELETE /_azq/session`: who the caller is, sign-in with an account's name and key
+//!   (a session cookie), sign-out;
+//! - `GET /_azq/inspect[?account=&after=ACCOUNT/QUEUE&limit=]`: every queue the caller may see
+//!   with its counts and activity, paged (`INSPECT_QUEUES_PAGE_MAX`); read only;
 //! - `GET /_azq/inspect/{account}/{queue}[?offset=&limit=]`: a page of the queue's messages,
 //!   invisible ones included (`INSPECT_PAGE_MESSAGES_MAX`, `INSPECT_PAGE_TEXT_BYTES_MAX`);
 //!   read only: no dequeue count, visibility, receipt or order changes;
-//! - `GET /_azq/stats?range=60|600|3600[&since=MS]`: the console's history;
-//! - admin only (`--admin`, else 403 with a JSON reason): `POST /_azq/reset[?account=&queues=
-//!   GLOB]`, and under `/_azq/admin/{account}/{queue}`: `POST` (create), `POST …/messages`
-//!   (`{"text", "visibility_delay_s", "ttl_s", "count"}`: send, or generate N), `POST
-//!   …/receive` (`{"count", "visibility_timeout_s"}`), `DELETE …/messages/{id}` (whatever its
-//!   lease), `POST …/clear`.
+//! - `GET /_azq/stats?range=60|600|3600[&since=MS]`: the console's history (totals of the
+//!   whole server, as `/_azq/metrics` shows them: no queue names);
+//! - admin only (`--admin`, else 403 with a JSON reason), on the accounts the caller may act
+//!   on: `POST /_azq/reset[?account=&queues=GLOB]`, and under `/_azq/admin/{account}/{queue}`:
+//!   `POST` (create), `POST …/messages` (`{"text", "visibility_delay_s", "ttl_s", "count"}`:
+//!   send, or generate N), `POST …/receive` (`{"count", "visibility_timeout_s"}`), `DELETE
+//!   …/messages/{id}` (whatever its lease), `POST …/clear`.
 
 use bytes::Bytes;
 use serde::Deserialize;
 
+use std::net::IpAddr;
+
+use crate::auth::Access;
 use crate::console;
 use crate::http::{Method, Query, Request};
 use crate::limits::{
@@ -23,6 +31,7 @@ use crate::limits::{
 };
 use crate::queue::{MessageId, PageQuery, QueueKey, QueuesQuery};
 
+use super::super::control_access::Caller;
 use super::super::validate;
 use super::super::xml::has_non_xml_char;
 use super::super::{AdminAnswer, AdminStep, ConsoleAction, Service};
@@ -31,8 +40,9 @@ use super::super::{AdminAnswer, AdminStep, ConsoleAction, Service};
 pub const ADMIN_OFF: &str =
     "admin actions are off: start azq with --admin (or --faults-api) to enable them";
 
-/// The step of a console request, or `None` when `path` is none of the console's.
-pub fn plan(request: &Request, service: &Service) -> Option<AdminStep> {
+/// The step of a console request, or `None` when `path` is none of the console's. `now_ms` and
+/// `peer` check the caller's credentials.
+pub fn plan(request: &Request, service: &Service, now_ms: u64, peer: IpAddr) -> Option<AdminStep> {
     let path = request.path();
     let query = Query::parse(request.query());
     let parameter = |name: &str| query.as_ref().and_then(|query| query.get(name));
@@ -47,11 +57,34 @@ pub fn plan(request: &Request, service: &Service) -> Option<AdminStep> {
             content_type,
             body: body.to_string(),
             headers: vec![
-                ("Content-Security-Policy", console::CONTENT_SECURITY_POLICY),
-                ("Cache-Control", "no-cache"),
-                ("X-Content-Type-Options", "nosniff"),
+                (
+                    "Content-Security-Policy",
+                    console::CONTENT_SECURITY_POLICY.to_string(),
+                ),
+                ("Cache-Control", "no-cache".to_string()),
+                ("X-Content-Type-Options", "nosniff".to_string()),
             ],
         }));
+    }
+    let caller = |account: Option<&str>, access: Access| -> Result<Caller, AdminStep> {
+        service
+            .control_caller(request, account, access, now_ms, peer)
+            .map_err(AdminStep::Answer)
+    };
+    let refused = |account: &str| {
+        Some(AdminStep::Answer(AdminAnswer::error(
+            403,
+            &format!(
+                "{account} has a private key: sign in with it, or sign the request \
+                 (SharedKey or an account SAS)"
+            ),
+        )))
+    };
+    if path == b"/_azq/session" {
+        return Some(match caller(None, Access::LIST_QUEUES) {
+            Ok(caller) => AdminStep::Answer(service.session(request, &caller, now_ms)),
+            Err(step) => step,
+        });
     }
     let number = |name: &str, default: u64, max: u64| -> Result<u64, String> {
         match parameter(name) {
@@ -81,8 +114,18 @@ pub fn plan(request: &Request, service: &Service) -> Option<AdminStep> {
             Ok(limit) => (limit as usize).clamp(1, INSPECT_QUEUES_PAGE_MAX),
             Err(why) => return answer(400, &why),
         };
+        let asked = parameter("account");
+        let caller = match caller(asked, Access::LIST_QUEUES) {
+            Ok(caller) => caller,
+            Err(step) => return Some(step),
+        };
+        let accounts = match asked {
+            Some(account) if !caller.scope.allows(account) => return refused(account),
+            Some(account) => Some(vec![account.to_string()]),
+            None => caller.scope.accounts().map(<[String]>::to_vec),
+        };
         return Some(AdminStep::InspectQueues(QueuesQuery {
-            account: parameter("account").map(str::to_string),
+            accounts,
             after,
             limit,
         }));
@@ -104,6 +147,11 @@ pub fn plan(request: &Request, service: &Service) -> Option<AdminStep> {
             }
             (Err(why), _) | (_, Err(why)) => return answer(400, &why),
         };
+        match caller(Some(&queue.account), Access::PEEK_MESSAGES) {
+            Ok(caller) if caller.scope.allows(&queue.account) => {}
+            Ok(_) => return refused(&queue.account),
+            Err(step) => return Some(step),
+        }
         return Some(AdminStep::InspectQueue(PageQuery {
             queue,
             offset,
@@ -133,14 +181,23 @@ pub fn plan(request: &Request, service: &Service) -> Option<AdminStep> {
         if method != Method::Post {
             return answer(405, "POST");
         }
-        let account = parameter("account").map(str::to_string);
-        if let Some(account) = &account {
+        let asked = parameter("account");
+        if let Some(account) = asked {
             if !service.is_account(account) {
                 return answer(404, &format!("no account {account}"));
             }
         }
+        let caller = match caller(asked, Access::DELETE_QUEUE) {
+            Ok(caller) => caller,
+            Err(step) => return Some(step),
+        };
+        let accounts = match asked {
+            Some(account) if !caller.scope.allows(account) => return refused(account),
+            Some(account) => Some(vec![account.to_string()]),
+            None => caller.scope.accounts().map(<[String]>::to_vec),
+        };
         return Some(AdminStep::Reset {
-            account,
+            accounts,
             glob: parameter("queues").map(str::to_string),
         });
     }
@@ -178,6 +235,18 @@ pub fn plan(request: &Request, service: &Service) -> Option<AdminStep> {
                 .to_string(),
         )),
     };
+    let access = match &action {
+        Ok(ConsoleAction::Create) => Access::CREATE_QUEUE,
+        Ok(ConsoleAction::Send { .. }) => Access::PUT_MESSAGE,
+        Ok(ConsoleAction::Receive { .. }) => Access::GET_MESSAGES,
+        Ok(ConsoleAction::Delete(_)) => Access::DELETE_MESSAGE,
+        Ok(ConsoleAction::Clear) | Err(_) => Access::CLEAR_MESSAGES,
+    };
+    match caller(Some(&queue.account), access) {
+        Ok(caller) if caller.scope.allows(&queue.account) => {}
+        Ok(_) => return refused(&queue.account),
+        Err(step) => return Some(step),
+    }
     Some(match action {
         Ok(action) => AdminStep::Console { queue, action },
         Err((status, why)) => AdminStep::Answer(AdminAnswer::error(status, &why)),

@@ -26,8 +26,8 @@ use super::layout::{Activity, Queue, ShardState, Text};
 /// Which queues an inspection lists (`GET /_azq/inspect`), asked of every shard.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct QueuesQuery {
-    /// Only this account's, when given.
-    pub account: Option<String>,
+    /// Only these accounts', when given.
+    pub accounts: Option<Vec<String>>,
     /// Only queues after this one (the previous page's `next`).
     pub after: Option<QueueKey>,
     /// At most this many, up to `INSPECT_QUEUES_PAGE_MAX`.
@@ -126,11 +126,11 @@ pub struct MessagePage {
 }
 
 impl ShardState {
-    /// This shard's live queues (of `account`, when given) after `after` in (account, name)
+    /// This shard's live queues (of `accounts`, when given) after `after` in (account, name)
     /// order: at most `limit`, plus whether more follow.
     pub fn inspect_queues(
         &self,
-        account: Option<&str>,
+        accounts: Option<&[String]>,
         after: Option<&QueueKey>,
         limit: usize,
         now_ms: u64,
@@ -142,7 +142,8 @@ impl ShardState {
                 .range((Bound::Excluded(after), Bound::Unbounded)),
             None => self.queue_names.range::<QueueKey, _>(..),
         };
-        let mut matching = range.filter(|(key, _)| account.is_none_or(|name| key.account == name));
+        let mut matching =
+            range.filter(|(key, _)| accounts.is_none_or(|names| names.contains(&key.account)));
         let summaries: Vec<QueueSummary> = matching
             .by_ref()
             .take(limit)

@@ -32,7 +32,7 @@ fn busy_queue() -> (ShardState, Vec<MessageView>) {
 const AT: u64 = NOW + 3_000;
 
 fn summary(state: &ShardState, now_ms: u64) -> QueueSummary {
-    let (queues, more) = state.inspect_queues(Some(ACCOUNT), None, 10, now_ms);
+    let (queues, more) = state.inspect_queues(Some(&[ACCOUNT.to_string()]), None, 10, now_ms);
     assert!(!more);
     queues
         .into_iter()
@@ -92,7 +92,7 @@ fn counts_split_visible_leased_delayed_and_expired() {
     assert_eq!(page.next_offset, None);
     let (all, _) = state.inspect_queues(None, None, 10, at);
     assert_eq!(all.len(), 2);
-    let (none, _) = state.inspect_queues(Some("nobody"), None, 10, at);
+    let (none, _) = state.inspect_queues(Some(&["nobody".to_string()]), None, 10, at);
     assert!(none.is_empty());
 }
 
