@@ -29,12 +29,13 @@ START_TIMEOUT_S = 30
 class Azq:
     """One azq process on 127.0.0.1 with a free port; stopped with SIGTERM."""
 
-    def __init__(self, arguments, directory):
+    def __init__(self, arguments, directory, env=None):
         self.directory = Path(directory)
         binary = os.environ.get("AZQ_BIN", str(REPO / "target" / "release" / "azq"))
         self.process = subprocess.Popen(
             [binary, "--queueHost", "127.0.0.1", "--queuePort", "0", "--shards", "2", *arguments],
             cwd=directory,
+            env={**os.environ, **(env or {})},
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
@@ -67,11 +68,12 @@ class Azq:
 
 @pytest.fixture
 def start_azq(tmp_path):
-    """Factory: `start_azq(*arguments)` starts an azq that the test's end stops."""
+    """Factory: `start_azq(*arguments, env=None)` starts an azq (with `env` added to the
+    environment) that the test's end stops."""
     started = []
 
-    def start(*arguments):
-        server = Azq(list(arguments), tmp_path)
+    def start(*arguments, env=None):
+        server = Azq(list(arguments), tmp_path, env)
         started.append(server)
         return server
 
@@ -109,6 +111,8 @@ def browser(tmp_path):
                      "--disable-background-networking", "--disable-component-update",
                      "--disable-sync", "--no-first-run", "--disable-dev-shm-usage",
                      "--ignore-certificate-errors", f"--user-data-dir={tmp_path / 'chromium'}",
+                     # A name that resolves to loopback, as a DNS-rebinding page's would.
+                     "--host-resolver-rules=MAP rebind.test 127.0.0.1",
                      f"--window-size={WINDOW[0]},{WINDOW[1]}"]:
         options.add_argument(argument)
     driver = webdriver.Chrome(service=Service(executable_path=driver_path), options=options)

@@ -178,3 +178,125 @@ def test_the_console_works_over_https(start_azq, browser):
                != first, "a refresh a second later")
     errors = [entry for entry in browser.get_log("browser") if entry["level"] == "SEVERE"]
     assert not errors, errors
+
+
+SECRET_ACCOUNT = "secretacct"
+SECRET_KEY = "c2VjcmV0IGtleSBvZiB0aGUgcGF5cm9sbCBhY2NvdW50LCBub3QgcHVibGlj"
+PAYROLL = "the payroll file is at s3://x"
+
+
+def account_client(server, account, key):
+    return QueueServiceClient(f"{server.url}/{account}", credential={
+        "account_name": account, "account_key": key}, **CLIENT_KWARGS)
+
+
+def body_text(driver):
+    return driver.find_element(By.TAG_NAME, "body").text
+
+
+def test_a_private_account_shows_only_after_signing_in(start_azq, browser):
+    """Issue 41: an account with a private key is not in the console until the user signs in
+    with its key; a wrong key shows nothing more; signing out hides it again. The session is an
+    HttpOnly, SameSite=Strict cookie."""
+    server = start_azq("--inMemoryPersistence", "--admin", env={
+        "AZURITE_ACCOUNTS": f"{SECRET_ACCOUNT}:{SECRET_KEY};{DEV_ACCOUNT}:{DEV_KEY}"})
+    account_client(server, SECRET_ACCOUNT, SECRET_KEY).create_queue("ledger").send_message(PAYROLL)
+    service_client(server).create_queue("open-q")
+    browser.get(f"{server.url}/_azq/ui")
+    wait_until(lambda: queue_row(browser, "open-q") is not None, "the open account's queue")
+    assert queue_row(browser, "ledger") is None
+    assert browser.find_element(By.ID, "sign-in-form").is_displayed()
+
+    def sign_in(key):
+        browser.find_element(By.ID, "sign-in-account").clear()
+        browser.find_element(By.ID, "sign-in-account").send_keys(SECRET_ACCOUNT)
+        browser.find_element(By.ID, "sign-in-key").send_keys(key)
+        browser.find_element(By.CSS_SELECTOR, "#sign-in-form button").click()
+
+    sign_in(DEV_KEY)
+    alert = wait_until(lambda: _alert(browser), "the refusal")
+    assert "wrong account name or key" in alert.text
+    alert.accept()
+    time.sleep(1.5)
+    assert queue_row(browser, "ledger") is None
+
+    sign_in(SECRET_KEY)
+    wait_until(lambda: queue_row(browser, "ledger") == {
+        "messages": 1, "visible": 1, "leased": 0, "delayed": 0, "expired": 0}, "the ledger")
+    assert "signed in as secretacct" in browser.find_element(By.ID, "who").text
+    cookie = browser.get_cookie("azq_session")
+    assert cookie["httpOnly"] and cookie["sameSite"] == "Strict", cookie
+    assert browser.execute_script("return document.cookie") == ""
+    open_queue(browser, "ledger")
+    wait_until(lambda: PAYROLL in body_text(browser), "the message on the queue's page")
+
+    browser.get(f"{server.url}/_azq/ui")
+    wait_until(lambda: queue_row(browser, "ledger") is not None, "the ledger again")
+    click(browser, "#sign-out")
+    wait_until(lambda: queue_row(browser, "ledger") is None and queue_row(browser, "open-q"),
+               "the ledger hidden after signing out")
+    assert browser.get_cookie("azq_session") is None
+
+
+def _alert(driver):
+    try:
+        return driver.switch_to.alert
+    except Exception:  # noqa: BLE001 (NoAlertPresentException until it shows)
+        return None
+
+
+ATTACK_PAGE = """<!doctype html>
+<html><body>
+<iframe name="sink"></iframe>
+<form id="form" method="POST" action="{target}/_azq/reset" target="sink" enctype="text/plain">
+<input name='{{"a":"' value='"}}'></form>
+<script>
+fetch("{target}/_azq/admin/devstoreaccount1/kept/clear", {{
+  method: "POST", mode: "no-cors", credentials: "include",
+  headers: {{"Content-Type": "text/plain"}}, body: "{{}}"}})
+  .catch(() => null)
+  .then(() => {{
+    document.body.dataset.fetched = "1";
+    document.querySelector("iframe").onload = () => {{ document.body.dataset.posted = "1"; }};
+    document.getElementById("form").submit();
+  }});
+</script>
+</body></html>
+"""
+
+
+def test_a_cross_site_page_and_a_rebinding_name_reach_nothing(start_azq, browser, tmp_path):
+    """Issue 41: a page on another site (localhost vs 127.0.0.1) fires a form POST to
+    /_azq/reset and a no-cors fetch to clear a queue, in a browser where the console is open;
+    both are refused and the queue keeps its message. A DNS-rebinding name (rebind.test, mapped
+    to 127.0.0.1 as the attacker's DNS would) reads no queue."""
+    import http.server
+    import threading
+
+    server = start_azq("--inMemoryPersistence", "--admin")
+    queue = service_client(server).create_queue("kept")
+    queue.send_message("kept text")
+    browser.get(f"{server.url}/_azq/ui")
+    wait_until(lambda: queue_row(browser, "kept") is not None, "the console")
+
+    site = tmp_path / "attacker"
+    site.mkdir()
+    (site / "attack.html").write_text(ATTACK_PAGE.format(target=server.url))
+    handler = lambda *args: http.server.SimpleHTTPRequestHandler(  # noqa: E731
+        *args, directory=str(site))
+    attacker = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=attacker.serve_forever, daemon=True).start()
+    try:
+        browser.get(f"http://localhost:{attacker.server_address[1]}/attack.html")
+        wait_until(lambda: browser.execute_script(
+            "return document.body.dataset.posted === '1' && document.body.dataset.fetched === '1'"),
+            "the attack page's form and fetch")
+    finally:
+        attacker.shutdown()
+    assert [message.content for message in queue.peek_messages()] == ["kept text"]
+    assert [q.name for q in service_client(server).list_queues()] == ["kept"]
+
+    port = server.address.rsplit(":", 1)[1]
+    browser.get(f"http://rebind.test:{port}/_azq/inspect")
+    text = body_text(browser)
+    assert "kept" not in text.replace("rebind", "") and "DNS" in text, text

@@ -2,7 +2,8 @@
 // /_azq/stats (server-wide history), /_azq/inspect (queues and their counts) and, on a queue's
 // page, /_azq/inspect/{account}/{queue} (its messages). Per-queue rates are differences of the
 // queues' activity counters between two reads. Mutations go to /_azq/admin/... and answer 403
-// unless azq runs with --admin.
+// unless azq runs with --admin. Accounts with a private key show only after a sign-in
+// (/_azq/session: the key is sent once, answered with an HttpOnly session cookie).
 "use strict";
 
 const REFRESH_MS = 1000;
@@ -344,6 +345,47 @@ function route() {
   refresh();
 }
 
+// ---- Sign-in ----
+
+async function refreshSession() {
+  const session = await getJson("/_azq/session");
+  const who = $("#who");
+  if (session.account) {
+    const until = new Date(session.expires_ms).toISOString().slice(11, 16);
+    text(who, `signed in as ${session.account} (until ${until} UTC)`);
+  } else {
+    text(who, `not signed in: showing ${session.open_accounts.join(", ") || "no account"}`);
+  }
+  who.hidden = !session.sign_in_required && !session.account;
+  $("#sign-in-form").hidden = !session.sign_in_required || Boolean(session.account);
+  $("#sign-out").hidden = !session.account;
+  document.body.dataset.account = session.account || "";
+}
+
+async function signIn(event) {
+  event.preventDefault();
+  const key = $("#sign-in-key");
+  const response = await fetch("/_azq/session", {
+    method: "POST",
+    headers: { "Content-Type": "application/json" },
+    body: JSON.stringify({ account: $("#sign-in-account").value, key: key.value }),
+  });
+  key.value = "";
+  if (!response.ok) {
+    const answer = await response.json().catch(() => ({}));
+    alert(answer.error || `sign-in failed: ${response.status}`);
+  }
+  state.previousQueues = null;
+  refresh();
+}
+
+async function signOut() {
+  await fetch("/_azq/session", { method: "DELETE" });
+  state.previousQueues = null;
+  location.hash = "#/";
+  refresh();
+}
+
 async function refreshHealth() {
   const health = await getJson("/_azq/health");
   text($("#server"), `${health.status} · ${health.shards} shards · ${health.backend} · up ${health.uptime_s}s`);
@@ -353,6 +395,7 @@ async function refresh() {
   if (state.busy) return;
   state.busy = true;
   try {
+    await refreshSession();
     await Promise.all([refreshHealth(), refreshStats(), refreshQueues(), refreshQueue()]);
     document.body.dataset.refreshed = String(Date.now());
   } catch (error) {
@@ -411,6 +454,8 @@ function setup() {
     if (state.nextOffset !== null) state.offset = state.nextOffset;
     refresh();
   });
+  $("#sign-in-form").addEventListener("submit", signIn);
+  $("#sign-out").addEventListener("click", signOut);
   window.addEventListener("hashchange", route);
   route();
   setInterval(refresh, REFRESH_MS);
