@@ -27,6 +27,7 @@ use hmac::{Hmac, Mac};
 use serde::Deserialize;
 use sha2::Sha256;
 
+use std::cell::RefCell;
 use std::net::IpAddr;
 
 use crate::auth::accounts::constant_time_equal;
@@ -34,7 +35,6 @@ use crate::auth::{Access, AuthScheme, Authenticator, RequestContext, SigningKey}
 use crate::http::{KnownHeader, Method, Query, Request};
 
 use super::step::AdminAnswer;
-use super::Service;
 
 /// The cookie that carries a console session.
 pub const SESSION_COOKIE: &str = "azq_session";
@@ -312,11 +312,11 @@ pub fn is_machine_endpoint(path: &[u8]) -> bool {
     matches!(path, b"/_azq/health" | b"/_azq/metrics" | b"/_azq/cert.pem")
 }
 
-impl Service {
-    /// The `Host` and cross-site rules for a request to `/_azq/` (not a machine endpoint):
-    /// `Err` is the 403 to answer.
-    pub(super) fn check_browser_rules(&self, request: &Request) -> Result<(), AdminAnswer> {
-        let control = &self.control;
+impl ControlAccess {
+    /// The `Host` and cross-site rules for a request to `/_azq/` (not a machine endpoint) on a
+    /// server that serves HTTPS when `secure`: `Err` is the 403 to answer.
+    pub fn check_browser_rules(&self, request: &Request, secure: bool) -> Result<(), AdminAnswer> {
+        let control = self;
         if let Some(host) = request.known_str(KnownHeader::Host) {
             if !control.hosts.allow(host) {
                 return Err(forbidden(&format!(
@@ -336,7 +336,7 @@ impl Service {
             }
         }
         if let Some(origin) = request.known(KnownHeader::Origin) {
-            if !self.same_origin(origin, request.known_str(KnownHeader::Host)) {
+            if !same_origin(origin, request.known_str(KnownHeader::Host), secure) {
                 return Err(forbidden(&format!(
                     "cross-site request refused: Origin {:?} is not this server",
                     String::from_utf8_lossy(origin)
@@ -358,42 +358,22 @@ impl Service {
         Ok(())
     }
 
-    /// Whether `origin` is this server as the client addressed it (`Host`).
-    fn same_origin(&self, origin: &[u8], host: Option<&str>) -> bool {
-        let (Ok(origin), Some(host)) = (std::str::from_utf8(origin), host) else {
-            return false;
-        };
-        let scheme = if self.secure_transport {
-            "https://"
-        } else {
-            "http://"
-        };
-        let Some(authority) = origin.strip_prefix(scheme) else {
-            return false;
-        };
-        let default_port = if self.secure_transport { ":443" } else { ":80" };
-        let normal = |authority: &str| {
-            let authority = authority.to_ascii_lowercase();
-            match authority.strip_suffix(default_port) {
-                Some(bare) => bare.to_string(),
-                None => authority,
-            }
-        };
-        normal(authority) == normal(host.trim())
-    }
-
     /// Who sent a control-plane request: a session cookie, a SharedKey or SharedKeyLite
-    /// signature, or an account SAS for `sas_account` (the account the URL names) with `access`.
-    /// A credential that does not hold is 403, never ignored; none at all is an anonymous caller.
-    pub(super) fn control_caller(
+    /// signature, or an account SAS for `sas_account` (the account the URL names) with `access`,
+    /// checked by the shard's `authenticator` on a server that serves HTTPS when `secure`. A
+    /// credential that does not hold is 403, never ignored; none at all is an anonymous caller.
+    #[allow(clippy::too_many_arguments)]
+    pub fn caller(
         &self,
+        authenticator: &RefCell<Authenticator>,
+        secure: bool,
         request: &Request,
         sas_account: Option<&str>,
         access: Access,
         now_ms: u64,
         peer: IpAddr,
     ) -> Result<Caller, AdminAnswer> {
-        let control = &self.control;
+        let control = self;
         let Some(query) = Query::parse(request.query()) else {
             return Err(AdminAnswer::error(
                 400,
@@ -406,7 +386,7 @@ impl Service {
             queue_name: None,
             now_ms,
             client_ip: peer,
-            secure_transport: self.secure_transport,
+            secure_transport: secure,
         };
         let proved = |account: String, session_expiry_ms| Caller {
             scope: control.scope(Some(&account)),
@@ -424,7 +404,7 @@ impl Service {
                 ));
             }
             let account = rest.split(':').next().unwrap_or_default().trim();
-            let verified = self.authenticator.borrow_mut().authenticate(
+            let verified = authenticator.borrow_mut().authenticate(
                 request,
                 &query,
                 &context(account),
@@ -443,7 +423,7 @@ impl Service {
                     "a SAS on /_azq/ needs the account named: ?account=NAME, or in the path",
                 ));
             };
-            let verified = self.authenticator.borrow_mut().authenticate(
+            let verified = authenticator.borrow_mut().authenticate(
                 request,
                 &query,
                 &context(account),
@@ -473,11 +453,18 @@ impl Service {
     }
 
     /// The answer to `/_azq/session`: `GET` says who the caller is and which accounts need a
-    /// sign-in; `POST` signs in (JSON `{"account", "key"}`) and sets the session cookie;
-    /// `DELETE` signs out (removes the cookie).
-    pub(super) fn session(&self, request: &Request, caller: &Caller, now_ms: u64) -> AdminAnswer {
-        let control = &self.control;
-        let secure = self.secure_transport;
+    /// sign-in (and whether `admin` actions are on); `POST` signs in (JSON `{"account",
+    /// "key"}`, checked against `authenticator`'s accounts) and sets the session cookie
+    /// (`Secure` when `secure`); `DELETE` signs out (removes the cookie).
+    pub fn session(
+        &self,
+        authenticator: &Authenticator,
+        (secure, admin): (bool, bool),
+        request: &Request,
+        caller: &Caller,
+        now_ms: u64,
+    ) -> AdminAnswer {
+        let control = self;
         match request.method {
             Method::Get | Method::Head => {
                 let json = serde_json::json!({
@@ -485,7 +472,7 @@ impl Service {
                     "expires_ms": caller.session_expiry_ms,
                     "open_accounts": control.open,
                     "sign_in_required": control.open.len() < control.all.len(),
-                    "admin": self.admin,
+                    "admin": admin,
                 });
                 AdminAnswer::json(200, json.to_string())
             }
@@ -493,7 +480,6 @@ impl Service {
                 let Ok(sign_in) = serde_json::from_slice::<SignIn>(&request.body) else {
                     return AdminAnswer::error(400, "expected {\"account\": ..., \"key\": ...}");
                 };
-                let authenticator = self.authenticator.borrow();
                 let proved = SigningKey::from_base64(&sign_in.key)
                     .ok()
                     .zip(authenticator.accounts().get(&sign_in.account))
@@ -524,6 +510,27 @@ impl Service {
             _ => AdminAnswer::error(405, "GET, POST or DELETE"),
         }
     }
+}
+
+/// Whether `origin` is this server as the client addressed it (`Host`), over HTTPS when
+/// `secure`.
+fn same_origin(origin: &[u8], host: Option<&str>, secure: bool) -> bool {
+    let (Ok(origin), Some(host)) = (std::str::from_utf8(origin), host) else {
+        return false;
+    };
+    let scheme = if secure { "https://" } else { "http://" };
+    let Some(authority) = origin.strip_prefix(scheme) else {
+        return false;
+    };
+    let default_port = if secure { ":443" } else { ":80" };
+    let normal = |authority: &str| {
+        let authority = authority.to_ascii_lowercase();
+        match authority.strip_suffix(default_port) {
+            Some(bare) => bare.to_string(),
+            None => authority,
+        }
+    };
+    normal(authority) == normal(host.trim())
 }
 
 /// The session cookie's value in `request`, if it carries one.

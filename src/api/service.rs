@@ -10,7 +10,13 @@ use crate::auth::{Accounts, Authenticator, OAuthLevel};
 use crate::lifecycle::Lifecycle;
 use crate::limits::CONSOLE_SESSION_LIFETIME_MS_DEFAULT;
 
-use super::control_access::{ControlAccess, ControlHosts};
+use std::net::IpAddr;
+
+use crate::auth::Access;
+use crate::http::Request;
+
+use super::control_access::{Caller, ControlAccess, ControlHosts};
+use super::step::AdminAnswer;
 
 /// What `GET /_azq/health` reports besides the shard count.
 #[derive(Clone, Debug)]
@@ -134,6 +140,43 @@ impl Service {
         (
             self.control.open_accounts().to_vec(),
             self.control.private_accounts(),
+        )
+    }
+
+    /// The `Host` and cross-site rules of `/_azq/` (`ControlAccess::check_browser_rules`).
+    pub(super) fn check_browser_rules(&self, request: &Request) -> Result<(), AdminAnswer> {
+        self.control
+            .check_browser_rules(request, self.secure_transport)
+    }
+
+    /// Who sent a control-plane request (`ControlAccess::caller`).
+    pub(super) fn control_caller(
+        &self,
+        request: &Request,
+        sas_account: Option<&str>,
+        access: Access,
+        now_ms: u64,
+        peer: IpAddr,
+    ) -> Result<Caller, AdminAnswer> {
+        self.control.caller(
+            &self.authenticator,
+            self.secure_transport,
+            request,
+            sas_account,
+            access,
+            now_ms,
+            peer,
+        )
+    }
+
+    /// The answer to `/_azq/session` (`ControlAccess::session`).
+    pub(super) fn session(&self, request: &Request, caller: &Caller, now_ms: u64) -> AdminAnswer {
+        self.control.session(
+            &self.authenticator.borrow(),
+            (self.secure_transport, self.admin),
+            request,
+            caller,
+            now_ms,
         )
     }
 
