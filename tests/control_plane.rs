@@ -7,7 +7,8 @@
 //! same rule and leave other accounts' state untouched. Then the browser attacks: a
 //! DNS-rebinding `Host`, a cross-site form POST and `fetch`, a same-site page on another port,
 //! a blind POST without a JSON type, and a preflight, each 403 (or no CORS grant) with nothing
-//! changed. The development account alone stays open as before.
+//! changed. The development account alone stays open as before, and the start-up line says
+//! who the console is open to.
 
 mod common;
 
@@ -220,7 +221,7 @@ fn a_private_accounts_queues_need_its_key() {
         assert_hidden(&bearer, "bearer");
 
         // An account SAS with the permission the endpoint needs, and without it.
-        let read = account_sas(SECRET, SECRET_KEY, "rl");
+        let read = account_sas(SECRET, SECRET_KEY, "rlp");
         let by_sas = get(
             &server,
             &format!("/_azq/inspect/secretacct/ledger?{read}"),
@@ -228,13 +229,19 @@ fn a_private_accounts_queues_need_its_key() {
         );
         assert_status(&by_sas, 200, None);
         assert!(by_sas.text().contains(PAYROLL));
-        let list_only = account_sas(SECRET, SECRET_KEY, "l");
-        let narrow = get(
-            &server,
-            &format!("/_azq/inspect/secretacct/ledger?{list_only}"),
-            &[],
-        );
-        assert_hidden(&narrow, "SAS without r");
+        // Inspection shows leased messages too: Peek's `r` alone is not enough, nor `l`.
+        for narrow in ["l", "rl"] {
+            let narrow = account_sas(SECRET, SECRET_KEY, narrow);
+            let target = format!("/_azq/inspect/secretacct/ledger?{narrow}");
+            assert_hidden(&get(&server, &target, &[]), "SAS without r and p");
+        }
+        // SharedKeyLite does not sign the query (what an endpoint does): refused.
+        let lite = Signer {
+            scheme: azq::auth::shared_key::SharedKeyScheme::SharedKeyLite,
+            ..signer(SECRET, SECRET_KEY)
+        };
+        let lite = lite.request("GET", "/_azq/inspect/secretacct/ledger", &[], b"");
+        assert_hidden(&send(&server, lite), "SharedKeyLite");
         let foreign = account_sas(SECRET, OTHER_KEY, "rl");
         let foreign = get(
             &server,
@@ -355,6 +362,22 @@ fn a_private_accounts_queues_need_its_key() {
             b"",
         );
         assert!(send(&server, peek).text().contains(PAYROLL));
+        // A SAS that may delete queues but not set service properties cannot reset them (a
+        // reset without a glob resets the account's properties too), nor delete a leased
+        // message without its receipt (Clear's permission); nor does a rule of every account.
+        let delete_only = account_sas(SECRET, SECRET_KEY, "d");
+        let target = format!("/_azq/reset?account=secretacct&{delete_only}");
+        assert_hidden(&post_json(&target, &[], ""), "reset with sp=d");
+        assert_eq!(listed(&server, SECRET, SECRET_KEY), ["ledger"]);
+        let target = format!("/_azq/reset?account=secretacct&queues=nothing-*&{delete_only}");
+        assert_status(&post_json(&target, &[], ""), 200, None);
+        let process_only = account_sas(SECRET, SECRET_KEY, "p");
+        let id = "00000000-0000-4000-8000-000000000000";
+        let target = format!("/_azq/admin/secretacct/ledger/messages/{id}?{process_only}");
+        assert_hidden(
+            &send(&server, raw("DELETE", &target, &[], "")),
+            "delete with sp=p",
+        );
         // With the key, the actions work.
         let as_secret = [("Cookie", cookie.as_str())];
         let sent = post_json(
@@ -451,6 +474,19 @@ fn browser_attacks_on_the_control_plane_are_refused() {
             );
             assert_eq!(rebound.status, 403, "{path}");
             assert!(!rebound.text().contains("kept text"));
+        }
+        // Without a Host (HTTP/1.0), or with one that is not a name, nothing either.
+        let hostless = send(&server, b"GET /_azq/inspect HTTP/1.0\r\n\r\n".to_vec());
+        assert_eq!(hostless.status, 403);
+        let health = send(&server, b"GET /_azq/health HTTP/1.0\r\n\r\n".to_vec());
+        assert_status(&health, 200, None);
+        for host in [
+            "[::1]evil.example",
+            "evil.example:.localhost",
+            "localhost:x",
+        ] {
+            let odd = send(&server, raw_to(host, "GET", "/_azq/inspect", &[], ""));
+            assert_eq!(odd.status, 403, "{host}");
         }
         let reset = send(
             &server,
@@ -580,4 +616,48 @@ fn browser_attacks_on_the_control_plane_are_refused() {
         let session = get(&server, "/_azq/session", &[]).text();
         assert!(session.contains("\"sign_in_required\":false"), "{session}");
     }
+}
+
+/// The line azq prints at start says who the console is open to.
+fn control_plane_line(accounts: Option<&str>) -> String {
+    use std::io::BufRead;
+    let mut command = std::process::Command::new(common::azq_binary());
+    command.env_remove("AZURITE_ACCOUNTS");
+    if let Some(accounts) = accounts {
+        command.env("AZURITE_ACCOUNTS", accounts);
+    }
+    let mut child = command
+        .args([
+            "--inMemoryPersistence",
+            "--queueHost",
+            "127.0.0.1",
+            "--queuePort",
+            "0",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("azq starts");
+    let stdout = std::io::BufReader::new(child.stdout.take().unwrap());
+    let line = stdout
+        .lines()
+        .map_while(Result::ok)
+        .take_while(|line| !line.starts_with("azq listening"))
+        .find(|line| line.contains("/_azq/ui"))
+        .unwrap_or_default();
+    child.kill().unwrap();
+    child.wait().unwrap();
+    line
+}
+
+#[test]
+fn the_start_up_line_says_who_the_console_is_open_to() {
+    let open = control_plane_line(None);
+    assert!(open.contains("open without sign-in"), "{open}");
+    let private = control_plane_line(Some(&accounts_env()));
+    assert!(
+        private.contains("show secretacct, otheracct only to a caller with its key")
+            && private.contains("open to all: devstoreaccount1"),
+        "{private}"
+    );
 }

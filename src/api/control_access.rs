@@ -103,14 +103,31 @@ impl ControlHosts {
         self.len() == 0 && *self != ControlHosts::Any
     }
 
-    /// Whether a request with `Host: host` may reach the control plane.
+    /// Whether a request with `Host: host` may reach the control plane: a well-formed
+    /// `name[:port]` or `[IPv6][:port]` whose name is an IP literal, a loopback name or listed.
     fn allow(&self, host: &str) -> bool {
-        let name = host_name(host).to_ascii_lowercase();
-        let name = name.trim_end_matches('.');
+        let Some(name) = host_name(host) else {
+            return false;
+        };
+        if name.starts_with('[') {
+            return true;
+        }
+        let name = name.to_ascii_lowercase();
+        let name = name.strip_suffix('.').unwrap_or(&name);
+        let well_formed = !name.is_empty()
+            && name.split('.').all(|label| {
+                !label.is_empty()
+                    && label
+                        .bytes()
+                        .all(|byte| byte.is_ascii_alphanumeric() || byte == b'-')
+            });
+        if !well_formed {
+            return false;
+        }
         if name == "localhost" || name.ends_with(".localhost") {
             return true;
         }
-        if name.parse::<IpAddr>().is_ok() {
+        if name.parse::<std::net::Ipv4Addr>().is_ok() {
             return true;
         }
         match self {
@@ -120,17 +137,29 @@ impl ControlHosts {
     }
 }
 
-/// The name in a `Host` value without its port (`[::1]:10001` → `::1`).
-fn host_name(host: &str) -> &str {
-    let host = host.trim();
-    if let Some(rest) = host.strip_prefix('[') {
-        return rest.split(']').next().unwrap_or_default();
+/// The name in a `Host` value without its port (`localhost:10001` → `localhost`), or the
+/// bracketed IPv6 literal (`[::1]:10001` → `[::1]`); `None` when the value is neither (a
+/// port that is not digits, anything after `]` but a port, brackets around no IPv6 address).
+fn host_name(host: &str) -> Option<&str> {
+    let port_ok = |port: &str| !port.is_empty() && port.bytes().all(|b| b.is_ascii_digit());
+    if host.starts_with('[') {
+        let end = host.find(']')?;
+        let (literal, rest) = host.split_at(end + 1);
+        literal[1..literal.len() - 1]
+            .parse::<std::net::Ipv6Addr>()
+            .ok()?;
+        return match rest {
+            "" => Some(literal),
+            _ => rest
+                .strip_prefix(':')
+                .filter(|port| port_ok(port))
+                .map(|_| literal),
+        };
     }
-    match host.rsplit_once(':') {
-        Some((name, port)) if !name.contains(':') && port.bytes().all(|b| b.is_ascii_digit()) => {
-            name
-        }
-        _ => host,
+    match host.split_once(':') {
+        None => Some(host),
+        Some((name, port)) if port_ok(port) => Some(name),
+        Some(_) => None,
     }
 }
 
@@ -282,8 +311,11 @@ impl ControlAccess {
         if parts.next().is_some() || !self.all.iter().any(|name| name == account) {
             return None;
         }
+        if expiry.starts_with('0') || !expiry.bytes().all(|byte| byte.is_ascii_digit()) {
+            return None;
+        }
         let expiry_ms: u64 = expiry.parse().ok()?;
-        if expiry.starts_with('0') || expiry_ms <= now_ms {
+        if expiry_ms <= now_ms {
             return None;
         }
         let given: [u8; 32] = BASE64_URL.decode(mac).ok()?.try_into().ok()?;
@@ -317,15 +349,17 @@ impl ControlAccess {
     /// server that serves HTTPS when `secure`: `Err` is the 403 to answer.
     pub fn check_browser_rules(&self, request: &Request, secure: bool) -> Result<(), AdminAnswer> {
         let control = self;
-        if let Some(host) = request.known_str(KnownHeader::Host) {
-            if !control.hosts.allow(host) {
-                return Err(forbidden(&format!(
-                    "Host {host:?} is not a name this server answers to on /_azq/ (DNS \
-                     rebinding?): use localhost or an IP address, or start azq with \
-                     --control-hosts {}",
-                    host_name(host)
-                )));
-            }
+        let Some(host) = request.known_str(KnownHeader::Host) else {
+            return Err(forbidden(
+                "/_azq/ needs a Host header (UTF-8): the name the server answers to",
+            ));
+        };
+        if !control.hosts.allow(host) {
+            return Err(forbidden(&format!(
+                "Host {host:?} is not a name this server answers to on /_azq/ (DNS \
+                 rebinding?): use localhost or an IP address, or start azq with \
+                 --control-hosts NAME"
+            )));
         }
         if matches!(request.method, Method::Get | Method::Head) {
             return Ok(());
@@ -358,10 +392,13 @@ impl ControlAccess {
         Ok(())
     }
 
-    /// Who sent a control-plane request: a session cookie, a SharedKey or SharedKeyLite
-    /// signature, or an account SAS for `sas_account` (the account the URL names) with `access`,
-    /// checked by the shard's `authenticator` on a server that serves HTTPS when `secure`. A
-    /// credential that does not hold is 403, never ignored; none at all is an anonymous caller.
+    /// Who sent a control-plane request: a session cookie, a SharedKey signature, or an
+    /// account SAS for `sas_account` (the account the URL names) that allows every one of
+    /// `accesses` (an endpoint that shows or does more than one queue operation needs each
+    /// one's permission), checked by the shard's `authenticator` on a server that serves HTTPS
+    /// when `secure`. SharedKeyLite is refused: it does not sign the query, which says what an
+    /// endpoint does. A credential that does not hold is 403, never ignored; none at all is an
+    /// anonymous caller.
     #[allow(clippy::too_many_arguments)]
     pub fn caller(
         &self,
@@ -369,7 +406,7 @@ impl ControlAccess {
         secure: bool,
         request: &Request,
         sas_account: Option<&str>,
-        access: Access,
+        accesses: &[Access],
         now_ms: u64,
         peer: IpAddr,
     ) -> Result<Caller, AdminAnswer> {
@@ -395,12 +432,11 @@ impl ControlAccess {
         };
         if let Some(authorization) = request.known_str(KnownHeader::Authorization) {
             let (scheme, rest) = authorization.trim().split_once(' ').unwrap_or_default();
-            if !scheme.eq_ignore_ascii_case("SharedKey")
-                && !scheme.eq_ignore_ascii_case("SharedKeyLite")
-            {
+            if scheme != "SharedKey" {
                 return Err(forbidden(
-                    "/_azq/ takes SharedKey, SharedKeyLite, an account SAS or a console \
-                     session (bearer tokens are not checked for a signature, so not here)",
+                    "/_azq/ takes SharedKey, an account SAS or a console session (not \
+                     SharedKeyLite, which does not sign the query, nor bearer tokens, whose \
+                     signatures are not checked)",
                 ));
             }
             let account = rest.split(':').next().unwrap_or_default().trim();
@@ -408,7 +444,7 @@ impl ControlAccess {
                 request,
                 &query,
                 &context(account),
-                access,
+                Access::LIST_QUEUES,
                 &|_| None,
             );
             return match verified {
@@ -423,22 +459,25 @@ impl ControlAccess {
                     "a SAS on /_azq/ needs the account named: ?account=NAME, or in the path",
                 ));
             };
-            let verified = authenticator.borrow_mut().authenticate(
-                request,
-                &query,
-                &context(account),
-                access,
-                &|_| None,
-            );
-            return match verified {
-                Ok(principal) if principal.scheme == AuthScheme::AccountSas => {
-                    Ok(proved(account.to_string(), None))
+            for &access in accesses {
+                let verified = authenticator.borrow_mut().authenticate(
+                    request,
+                    &query,
+                    &context(account),
+                    access,
+                    &|_| None,
+                );
+                match verified {
+                    Ok(principal) if principal.scheme == AuthScheme::AccountSas => {}
+                    Ok(_) => {
+                        return Err(forbidden(
+                            "only an account SAS (ss, srt) is accepted on /_azq/",
+                        ))
+                    }
+                    Err(failure) => return Err(forbidden(&format!("{account}: {failure}"))),
                 }
-                Ok(_) => Err(forbidden(
-                    "only an account SAS (ss, srt) is accepted on /_azq/",
-                )),
-                Err(failure) => Err(forbidden(&format!("{account}: {failure}"))),
-            };
+            }
+            return Ok(proved(account.to_string(), None));
         }
         if let Some(token) = session_cookie(request) {
             if let Some((account, expiry_ms)) = control.verify_session(token, now_ms) {
@@ -606,6 +645,7 @@ mod tests {
             format!("other.61000.{mac}"),
             format!("secretacct.99999999.{mac}"),
             format!("secretacct.061000.{mac}"),
+            format!("secretacct.+61000.{mac}"),
             format!("nobody.61000.{mac}"),
             format!("secretacct.61000.{}", &mac[1..]),
             format!("secretacct.61000.{mac}A"),
@@ -654,6 +694,18 @@ mod tests {
             "127.0.0.1.nip.io:10001",
             "azurite.evil.example",
             "",
+            "[::1]evil.example",
+            "evil.example:.localhost",
+            "evil.example/.localhost",
+            "evil.example#.localhost",
+            "evil.example\\.localhost",
+            "localhost..",
+            " localhost",
+            "localhost:",
+            "localhost:80x",
+            "[evil.example]:80",
+            "2130706433",
+            "127.1",
         ] {
             assert!(!names.allow(refused), "{refused}");
         }

@@ -154,7 +154,7 @@ impl Service {
         &self,
         request: &Request,
         sas_account: Option<&str>,
-        access: Access,
+        accesses: &[Access],
         now_ms: u64,
         peer: IpAddr,
     ) -> Result<Caller, AdminAnswer> {
@@ -163,7 +163,7 @@ impl Service {
             self.secure_transport,
             request,
             sas_account,
-            access,
+            accesses,
             now_ms,
             peer,
         )

@@ -309,7 +309,8 @@ impl Faults {
     }
 
     /// The rules as JSON, each with its ID and how often it fired (meaningful on shard 0): with
-    /// `accounts`, only the rules of those accounts and those of every account.
+    /// `accounts`, only the rules that name one of those accounts (a rule of every account may
+    /// name queues of others, and how often it fired tells of their traffic).
     pub fn list_json(&self, accounts: Option<&[String]>) -> String {
         #[derive(Serialize)]
         struct Listed<'a> {
@@ -328,7 +329,8 @@ impl Faults {
                 .iter()
                 .filter(|(rule, _)| match (accounts, &rule.spec.account) {
                     (Some(accounts), Some(account)) => accounts.contains(account),
-                    _ => true,
+                    (Some(_), None) => false,
+                    (None, _) => true,
                 })
                 .map(|(rule, fired)| Listed {
                     id: &rule.id,
@@ -477,9 +479,10 @@ mod tests {
         assert_eq!(faults.fire("3-1"), Some(Action::Reset { apply: true }));
         let listed = r#"{"rules":[{"id":"3-1","queue":"q","action":{"reset":true,"apply":true},"fired":1}]}"#;
         assert_eq!(faults.list_json(None), listed);
-        // A rule of every account is listed to a caller of some accounts, not removed by one.
+        // A rule of every account is neither listed to a caller of some accounts nor removed
+        // by one.
         let some = ["a".to_string()];
-        assert_eq!(faults.list_json(Some(&some)), listed);
+        assert_eq!(faults.list_json(Some(&some)), r#"{"rules":[]}"#);
         assert_eq!(faults.remove(None, Some(&some)), 0);
         let own = parse_rule(
             "3-2".into(),

@@ -73,7 +73,7 @@ pub fn plan(request: &Request, service: &Service, now_ms: u64, peer: IpAddr) -> 
             Method::Get | Method::Head => Access::GET_SERVICE_PROPERTIES,
             _ => Access::SET_SERVICE_PROPERTIES,
         };
-        let caller = match service.control_caller(request, account, access, now_ms, peer) {
+        let caller = match service.control_caller(request, account, &[access], now_ms, peer) {
             Ok(caller) => caller,
             Err(answer) => return admin(AdminStep::Answer(answer)),
         };

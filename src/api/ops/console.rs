@@ -66,9 +66,9 @@ pub fn plan(request: &Request, service: &Service, now_ms: u64, peer: IpAddr) -> 
             ],
         }));
     }
-    let caller = |account: Option<&str>, access: Access| -> Result<Caller, AdminStep> {
+    let caller = |account: Option<&str>, accesses: &[Access]| -> Result<Caller, AdminStep> {
         service
-            .control_caller(request, account, access, now_ms, peer)
+            .control_caller(request, account, accesses, now_ms, peer)
             .map_err(AdminStep::Answer)
     };
     let refused = |account: &str| {
@@ -81,7 +81,7 @@ pub fn plan(request: &Request, service: &Service, now_ms: u64, peer: IpAddr) -> 
         )))
     };
     if path == b"/_azq/session" {
-        return Some(match caller(None, Access::LIST_QUEUES) {
+        return Some(match caller(None, &[]) {
             Ok(caller) => AdminStep::Answer(service.session(request, &caller, now_ms)),
             Err(step) => step,
         });
@@ -115,7 +115,8 @@ pub fn plan(request: &Request, service: &Service, now_ms: u64, peer: IpAddr) -> 
             Err(why) => return answer(400, &why),
         };
         let asked = parameter("account");
-        let caller = match caller(asked, Access::LIST_QUEUES) {
+        // Names and per-queue counts: List Queues and Get Queue Metadata's permissions.
+        let caller = match caller(asked, &[Access::LIST_QUEUES, Access::GET_QUEUE_METADATA]) {
             Ok(caller) => caller,
             Err(step) => return Some(step),
         };
@@ -147,7 +148,9 @@ pub fn plan(request: &Request, service: &Service, now_ms: u64, peer: IpAddr) -> 
             }
             (Err(why), _) | (_, Err(why)) => return answer(400, &why),
         };
-        match caller(Some(&queue.account), Access::PEEK_MESSAGES) {
+        // Leased and delayed messages too: Peek's and Get's permissions.
+        let accesses = [Access::PEEK_MESSAGES, Access::GET_MESSAGES];
+        match caller(Some(&queue.account), &accesses) {
             Ok(caller) if caller.scope.allows(&queue.account) => {}
             Ok(_) => return refused(&queue.account),
             Err(step) => return Some(step),
@@ -187,7 +190,12 @@ pub fn plan(request: &Request, service: &Service, now_ms: u64, peer: IpAddr) -> 
                 return answer(404, &format!("no account {account}"));
             }
         }
-        let caller = match caller(asked, Access::DELETE_QUEUE) {
+        // Without a glob, reset also resets the service properties.
+        let accesses: &[Access] = match parameter("queues") {
+            Some(_) => &[Access::DELETE_QUEUE],
+            None => &[Access::DELETE_QUEUE, Access::SET_SERVICE_PROPERTIES],
+        };
+        let caller = match caller(asked, accesses) {
             Ok(caller) => caller,
             Err(step) => return Some(step),
         };
@@ -235,14 +243,15 @@ pub fn plan(request: &Request, service: &Service, now_ms: u64, peer: IpAddr) -> 
                 .to_string(),
         )),
     };
-    let access = match &action {
-        Ok(ConsoleAction::Create) => Access::CREATE_QUEUE,
-        Ok(ConsoleAction::Send { .. }) => Access::PUT_MESSAGE,
-        Ok(ConsoleAction::Receive { .. }) => Access::GET_MESSAGES,
-        Ok(ConsoleAction::Delete(_)) => Access::DELETE_MESSAGE,
-        Ok(ConsoleAction::Clear) | Err(_) => Access::CLEAR_MESSAGES,
+    let accesses: &[Access] = match &action {
+        Ok(ConsoleAction::Create) => &[Access::CREATE_QUEUE],
+        Ok(ConsoleAction::Send { .. }) => &[Access::PUT_MESSAGE],
+        Ok(ConsoleAction::Receive { .. }) => &[Access::GET_MESSAGES],
+        // Whatever its lease, without a receipt: as Clear Messages could.
+        Ok(ConsoleAction::Delete(_)) => &[Access::DELETE_MESSAGE, Access::CLEAR_MESSAGES],
+        Ok(ConsoleAction::Clear) | Err(_) => &[Access::CLEAR_MESSAGES],
     };
-    match caller(Some(&queue.account), access) {
+    match caller(Some(&queue.account), accesses) {
         Ok(caller) if caller.scope.allows(&queue.account) => {}
         Ok(_) => return refused(&queue.account),
         Err(step) => return Some(step),
