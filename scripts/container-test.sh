@@ -4,7 +4,9 @@
 # distroless base that mmdebstrap makes from Debian's packages (no registry is needed). Then:
 #   - tests/containers (pytest): Azurite's commands and start-up lines, the official Python SDK
 #     (queues; blob and table probes as .NET Aspire's health checks make them), the waits of the
-#     Java, .NET and Go Testcontainers modules checked directly, testcontainers-python's Azurite
+#     Java, .NET and Go Testcontainers modules checked directly, the Node and Java modules' HTTPS
+#     set-ups (commands, certificate paths, files put in with their owners and modes; the SDK
+#     over HTTPS), testcontainers-python's Azurite
 #     module with only the image name changed, memory and CPU limits, stop/kill/restart with a
 #     named volume, --read-only, bind mounts, an arbitrary uid in group 0, seccomp;
 #   - tests/containers/node: @testcontainers/azurite (11.7, for Node 20) unchanged but the image;

@@ -4,7 +4,10 @@
 //! commands); the flags only Azurite has (the blob and table ports, keep-alive timeouts); the
 //! environment defaults a container image sets (`AZQ_*_HOST`, `AZQ_LOCATION`), which hold
 //! whatever the command line is unless it says otherwise; and Azurite's start-up and shut-down
-//! lines, byte for byte, which Testcontainers modules wait for.
+//! lines, byte for byte, which Testcontainers modules wait for. The ports come from the
+//! environment too (`AZQ_QUEUE_PORT`, `AZQ_BLOB_PORT`, `AZQ_TABLE_PORT`): .NET Aspire, running
+//! `azq azurite` as an executable resource, hands each endpoint's port to the process in the
+//! variable an endpoint names (`WithHttpEndpoint(env: …)`).
 //!
 //! `interpret` turns a command line into the mode, the arguments azq's own parser reads and the
 //! probe ports (blob 10000 and table 10002, `api::probe`), which only `azurite` opens.
@@ -33,12 +36,16 @@ pub const BLOB_PORT_DEFAULT: u16 = 10000;
 pub const TABLE_PORT_DEFAULT: u16 = 10002;
 
 /// Environment variables that give a flag its default when the command line lacks it, as a
-/// container image sets them (deploy/docker/Dockerfile): (variable, flag).
-pub const ENVIRONMENT_DEFAULTS: [(&str, &str); 4] = [
+/// container image sets them (deploy/docker/Dockerfile), and .NET Aspire the ports of an
+/// executable resource: (variable, flag).
+pub const ENVIRONMENT_DEFAULTS: [(&str, &str); 7] = [
     ("AZQ_QUEUE_HOST", "--queueHost"),
     ("AZQ_BLOB_HOST", "--blobHost"),
     ("AZQ_TABLE_HOST", "--tableHost"),
     ("AZQ_LOCATION", "--location"),
+    ("AZQ_QUEUE_PORT", "--queuePort"),
+    ("AZQ_BLOB_PORT", "--blobPort"),
+    ("AZQ_TABLE_PORT", "--tablePort"),
 ];
 
 /// A command line, interpreted.
@@ -152,8 +159,13 @@ pub fn interpret(
             "--tableHost" if table_host.is_none() => {
                 table_host = Some(parse_host(variable, &value)?);
             }
-            "--queueHost" if !spelled(flag) => {
-                arguments.extend([flag.to_string(), value]);
+            "--blobPort" if !spelled(flag) => blob_port = parse_port(variable, &value)?,
+            "--tablePort" if !spelled(flag) => table_port = parse_port(variable, &value)?,
+            "--queueHost" | "--queuePort" if !spelled(flag) => {
+                if flag == "--queuePort" {
+                    parse_port(variable, &value)?;
+                }
+                arguments.extend([flag.to_string(), value.trim().to_string()]);
             }
             "--location" if !spelled(flag) && !spelled("-l") => {
                 arguments.extend([flag.to_string(), value]);
@@ -482,6 +494,66 @@ mod tests {
         );
         let bad = |variable: &str| (variable == "AZQ_BLOB_HOST").then(|| "nowhere".to_string());
         assert!(interpret("azurite", Vec::new(), bad).is_err());
+    }
+
+    #[test]
+    fn ports_from_the_environment_as_aspire_passes_them() {
+        // An executable resource's endpoints declared `WithHttpEndpoint(env: "AZQ_…_PORT")`:
+        // Aspire puts each endpoint's port in its variable and starts `azq azurite …`.
+        let aspire = |variable: &str| match variable {
+            "AZQ_BLOB_PORT" => Some("41000".to_string()),
+            "AZQ_QUEUE_PORT" => Some("41001".to_string()),
+            "AZQ_TABLE_PORT" => Some(" 41002".to_string()),
+            _ => None,
+        };
+        let invocation = interpret(
+            "azq",
+            strings(&["azurite", "--inMemoryPersistence"]),
+            aspire,
+        )
+        .unwrap();
+        assert_eq!(
+            invocation.arguments,
+            strings(&["--queuePort", "41001", "--inMemoryPersistence"])
+        );
+        let loopback = IpAddr::from([127, 0, 0, 1]);
+        assert_eq!(
+            invocation.probes,
+            vec![
+                (Surface::Blob, SocketAddr::new(loopback, 41000)),
+                (Surface::Table, SocketAddr::new(loopback, 41002)),
+            ]
+        );
+        // The command line wins, flag by flag.
+        let invocation = interpret(
+            "azurite",
+            strings(&["--queuePort", "10001", "--blobPort=10000"]),
+            aspire,
+        )
+        .unwrap();
+        assert_eq!(invocation.arguments, strings(&["--queuePort", "10001"]));
+        assert_eq!(
+            invocation.probes,
+            vec![
+                (Surface::Blob, SocketAddr::new(loopback, 10000)),
+                (Surface::Table, SocketAddr::new(loopback, 41002)),
+            ]
+        );
+        // An empty variable is no value; a bad one names itself.
+        let empty = |variable: &str| (variable == "AZQ_QUEUE_PORT").then(String::new);
+        assert!(interpret("azurite-queue", Vec::new(), empty)
+            .unwrap()
+            .arguments
+            .is_empty());
+        for (name, value) in [
+            ("AZQ_QUEUE_PORT", "http"),
+            ("AZQ_BLOB_PORT", "70000"),
+            ("AZQ_TABLE_PORT", "-1"),
+        ] {
+            let bad = |variable: &str| (variable == name).then(|| value.to_string());
+            let error = interpret("azurite", Vec::new(), bad).unwrap_err();
+            assert!(error.contains(name), "{error}");
+        }
     }
 
     #[test]

@@ -40,6 +40,8 @@
 //! - `cgroup`: the memory limit and CPU quota a container puts on the process (cgroup v1, v2),
 //!   which azq's defaults fit.
 //! - `discovery`: finds the server beside `azq healthcheck` (its port) in /proc.
+//! - `privileges`: the user a server started as root becomes (`AZQ_RUN_AS`, set by the image)
+//!   once it has read its certificate files.
 //! - `lifecycle`: the serving and stop flags every thread shares.
 //!
 //! Which module may import which is the `## Layers` list of docs/ARCHITECTURE.md, from `limits`
@@ -62,6 +64,7 @@ pub mod init;
 pub mod lifecycle;
 pub mod limits;
 pub mod operation;
+pub mod privileges;
 pub mod queue;
 pub mod random;
 pub mod runtime;

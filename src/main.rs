@@ -143,6 +143,16 @@ fn run(invocation: Invocation) -> Result<(), String> {
             ));
         }
     }
+    // Certificate files given on the command line are read first, as whoever started azq: in
+    // the image that is root, which alone may read what Testcontainers copies in. Then root is
+    // given up (AZQ_RUN_AS) before anything is opened or written, and before any thread starts.
+    let given_certificate = match &config.certificate {
+        Some(CertificateSource::Auto) | None => None,
+        Some(source) => Some(ServerCertificate::load(source, None)?),
+    };
+    azq::privileges::leave_root(azq::privileges::parse(
+        std::env::var("AZQ_RUN_AS").ok().as_deref(),
+    )?)?;
     let accounts = match std::env::var("AZURITE_ACCOUNTS") {
         Ok(value) if !value.trim().is_empty() => Accounts::from_env_value(&value)?,
         _ => Accounts::new(&config.accounts)?,
@@ -159,15 +169,16 @@ fn run(invocation: Invocation) -> Result<(), String> {
         None => None,
     }
     .flatten();
-    let certificate = match &config.certificate {
-        Some(source) => {
+    let certificate = match (given_certificate, &config.certificate) {
+        (Some(given), _) => Some(given),
+        (None, Some(source)) => {
             let kept_in = match &config.persistence {
                 Persistence::Disk { location, .. } => Some(data_directory(location)),
                 Persistence::Memory => None,
             };
             Some(ServerCertificate::load(source, kept_in.as_deref())?)
         }
-        None => None,
+        (None, None) => None,
     };
     let https = match &certificate {
         Some(certificate) => Some(runtime::Https {

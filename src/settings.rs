@@ -127,7 +127,10 @@ Console: http://HOST:PORT/_azq/ui (read-only without --admin); inspection: /_azq
 
 Environment: AZURITE_ACCOUNTS=\"acct1:key1[:key2];acct2:key\" replaces the development account;
 AZQ_QUEUE_HOST, AZQ_BLOB_HOST, AZQ_TABLE_HOST and AZQ_LOCATION give --queueHost, --blobHost,
---tableHost and --location when the command line does not (the container image sets them).
+--tableHost and --location when the command line does not (the container image sets them), and
+AZQ_QUEUE_PORT, AZQ_BLOB_PORT and AZQ_TABLE_PORT the ports (as .NET Aspire passes an executable
+its endpoints' ports); AZQ_RUN_AS=UID:GID: started as root, azq reads its --cert, --key files
+and then runs as that user (the image sets 65532:65532).
 ";
 
 /// Where the server keeps its queues.

@@ -311,8 +311,9 @@ fn unwritable(path: &Path, error: &io::Error) -> String {
             format!(
                 "{first}. azq runs as uid {uid} gid {gid}{owner}. Let it write there: on the \
                  host, `chown {uid} DIR` (or `chgrp {gid} DIR && chmod g+w DIR`); or mount the \
-                 directory with podman's `:U` option (`-v DIR:/data:U`), which gives it to the \
-                 container's user; or run the container as the directory's owner (`--user`)"
+                 directory with podman's `:U` option and this user (`-v DIR:/data:U --user \
+                 {uid}:{gid}`), which gives it to the container's user; or run the container as \
+                 the directory's owner (`--user`)"
             )
         }
         #[cfg(unix)]

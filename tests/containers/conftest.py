@@ -78,15 +78,15 @@ class Container:
         answer = podman("port", self.name, f"{container_port}/tcp").stdout.strip().splitlines()
         return int(answer[0].rsplit(":", 1)[1])
 
-    def url(self, container_port: int = 10001) -> str:
-        return f"http://127.0.0.1:{self.host_port(container_port)}/{DEV_ACCOUNT}"
+    def url(self, container_port: int = 10001, scheme: str = "http") -> str:
+        return f"{scheme}://127.0.0.1:{self.host_port(container_port)}/{DEV_ACCOUNT}"
 
-    def connection_string(self) -> str:
+    def connection_string(self, scheme: str = "http") -> str:
         """The development account on the three ports, as Testcontainers modules build it."""
         return (
-            f"DefaultEndpointsProtocol=http;AccountName={DEV_ACCOUNT};AccountKey={DEV_KEY};"
-            f"BlobEndpoint={self.url(10000)};QueueEndpoint={self.url(10001)};"
-            f"TableEndpoint={self.url(10002)};"
+            f"DefaultEndpointsProtocol={scheme};AccountName={DEV_ACCOUNT};AccountKey={DEV_KEY};"
+            f"BlobEndpoint={self.url(10000, scheme)};QueueEndpoint={self.url(10001, scheme)};"
+            f"TableEndpoint={self.url(10002, scheme)};"
         )
 
     def wait_for_log(self, text: str, timeout_s: float = READY_TIMEOUT_S, times: int = 1) -> str:
@@ -117,17 +117,24 @@ class Container:
 @pytest.fixture
 def run():
     """`run(*podman_run_options, command=[...], ports=(10001,))` starts a detached container of
-    the image with the given ports published on random loopback host ports; removed at the end."""
+    the image with the given ports published on random loopback host ports; removed at the end.
+    With `before_start`, the container is created, handed to `before_start(name)` (to copy files
+    in, as Testcontainers does between create and start), then started."""
     started = []
 
-    def start(*options, command=(), ports=(10000, 10001, 10002), name=None, image=None):
+    def start(*options, command=(), ports=(10000, 10001, 10002), name=None, image=None,
+              before_start=None):
         name = name or unique("azq-test")
         publish = [argument for port in ports for argument in ("-p", f"127.0.0.1::{port}")]
-        podman(
-            "run", "-d", "--name", name, "--label", LABEL, *publish, *options,
-            image or IMAGE, *command,
-        )
-        started.append(name)
+        arguments = ["--name", name, "--label", LABEL, *publish, *options, image or IMAGE, *command]
+        if before_start is None:
+            podman("run", "-d", *arguments)
+            started.append(name)
+        else:
+            podman("create", *arguments)
+            started.append(name)
+            before_start(name)
+            podman("start", name)
         return Container(name)
 
     yield start

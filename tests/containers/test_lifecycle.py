@@ -95,8 +95,10 @@ def test_root_owned_bind_mount_is_refused_clearly(run):
         logs = container.logs()
         for words in ("uid 65532", "gid 0", "chown 65532", ":U"):
             assert words in logs, logs
-        # The fix it names works: podman's :U gives the directory to the container's user.
-        fixed = run("-v", f"{directory}:/data:U", command=["azurite-queue"], ports=(10001,))
+        # The fix it names works: podman's :U gives the directory to the container's user
+        # (the image starts as root and becomes 65532, so the user is named).
+        fixed = run("-v", f"{directory}:/data:U", "--user", "65532:65532",
+                    command=["azurite-queue"], ports=(10001,))
         ready(fixed)
         queue_client(fixed, unique("fixed")).create_queue()
 

@@ -1,0 +1,138 @@
+//! The user a server started as root becomes: `AZQ_RUN_AS=UID:GID`, which the container image
+//! sets. Azurite's image runs as root, and the Testcontainers libraries copy the certificate
+//! files they are given into the container so that only root may read them (Node's
+//! `@testcontainers/azurite` writes the key as uid 0, mode 0600; Java's keeps the host file's
+//! owner and mode). So the image starts azq as root; azq reads those files first, then gives
+//! root up for good before it opens its data directory, its request log or a socket, and
+//! everything it writes belongs to that user.
+//!
+//! `parse` is pure; `leave_root` makes the system calls, once, before any other thread exists.
+
+/// A user and group to run as, by number (the image has no user database to look names up in).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RunAs {
+    /// The user id.
+    pub uid: u32,
+    /// The group id; the supplementary groups are dropped.
+    pub gid: u32,
+}
+
+/// Reads `AZQ_RUN_AS`: `UID:GID` in numbers; `None` when unset or empty (stay as started).
+pub fn parse(value: Option<&str>) -> Result<Option<RunAs>, String> {
+    let Some(value) = value.map(str::trim).filter(|value| !value.is_empty()) else {
+        return Ok(None);
+    };
+    let wrong =
+        || format!("AZQ_RUN_AS must be UID:GID in numbers, e.g. 65532:65532, not {value:?}");
+    let (uid, gid) = value.split_once(':').ok_or_else(wrong)?;
+    // -1 (u32::MAX) means "leave unchanged" to the set*id calls: never a user to become.
+    let id = |text: &str| {
+        text.parse::<u32>()
+            .ok()
+            .filter(|&id| id != u32::MAX)
+            .ok_or_else(wrong)
+    };
+    Ok(Some(RunAs {
+        uid: id(uid)?,
+        gid: id(gid)?,
+    }))
+}
+
+/// When this process runs as root (effective uid 0) and `run_as` names another user: drops the
+/// supplementary groups, sets the real, effective and saved group and user ids, and checks that
+/// root cannot be had back. Returns the user it became; `None` when nothing was to be done (not
+/// root, nothing asked, or root asked). Must run before any other thread is started.
+pub fn leave_root(run_as: Option<RunAs>) -> Result<Option<RunAs>, String> {
+    // SAFETY: geteuid cannot fail and touches no memory.
+    let root = unsafe { libc::geteuid() } == 0;
+    let Some(run_as) = run_as.filter(|run_as| root && run_as.uid != 0) else {
+        return Ok(None);
+    };
+    let RunAs { uid, gid } = run_as;
+    let failed = |call: &str| {
+        format!(
+            "started as root, azq could not become uid {uid} gid {gid} (AZQ_RUN_AS): {call}: {}. \
+             Keep the capabilities SETUID and SETGID, start it as that user (`--user \
+             {uid}:{gid}`), or set AZQ_RUN_AS empty to stay root",
+            std::io::Error::last_os_error()
+        )
+    };
+    // SAFETY: an empty list (length 0, null pointer) is what setgroups takes to clear them.
+    if unsafe { libc::setgroups(0, std::ptr::null()) } != 0 {
+        return Err(failed("setgroups"));
+    }
+    // Group first: once the user is not root, it may no longer change its group. Called by
+    // root, setgid and setuid set the real, effective and saved ids alike (POSIX).
+    // SAFETY: setgid and setuid take plain ids and touch no memory.
+    if unsafe { libc::setgid(gid) } != 0 {
+        return Err(failed("setgid"));
+    }
+    // SAFETY: as above.
+    if unsafe { libc::setuid(uid) } != 0 {
+        return Err(failed("setuid"));
+    }
+    // SAFETY: as above; a success here would mean root was kept, which is checked below.
+    let regained = unsafe { libc::setuid(0) } == 0;
+    // SAFETY: these getters cannot fail and touch no memory.
+    let (real, effective) = unsafe { (libc::getuid(), libc::geteuid()) };
+    // SAFETY: as above.
+    let (group, effective_group) = unsafe { (libc::getgid(), libc::getegid()) };
+    if regained || (real, effective, group, effective_group) != (uid, uid, gid, gid) {
+        return Err(format!(
+            "started as root, azq asked to become uid {uid} gid {gid} (AZQ_RUN_AS) but runs as \
+             uid {real}/{effective} gid {group}/{effective_group}{}",
+            if regained {
+                ", and could become root again"
+            } else {
+                ""
+            }
+        ));
+    }
+    Ok(Some(run_as))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn run_as_table() {
+        let run_as = |uid, gid| Some(RunAs { uid, gid });
+        let cases: [(Option<&str>, Option<RunAs>); 6] = [
+            (None, None),
+            (Some(""), None),
+            (Some("  "), None),
+            (Some("65532:65532"), run_as(65532, 65532)),
+            (Some(" 1000650000:0 "), run_as(1_000_650_000, 0)),
+            (Some("0:0"), run_as(0, 0)),
+        ];
+        for (value, expected) in cases {
+            assert_eq!(parse(value).unwrap(), expected, "{value:?}");
+        }
+        for refused in [
+            "65532",
+            "nonroot:nonroot",
+            "65532:",
+            ":0",
+            "1:2:3",
+            "-1:0",
+            "4294967295:0",
+            "0:4294967295",
+            "65532 :0",
+        ] {
+            let error = parse(Some(refused)).unwrap_err();
+            assert!(error.contains("UID:GID"), "{refused}: {error}");
+        }
+    }
+
+    #[test]
+    fn nothing_to_leave_changes_nothing() {
+        // Whoever runs the tests (root in CI) stays who they are: nothing asked, or root asked.
+        // SAFETY: getuid cannot fail.
+        let before = unsafe { libc::getuid() };
+        assert_eq!(leave_root(None), Ok(None));
+        assert_eq!(leave_root(Some(RunAs { uid: 0, gid: 0 })), Ok(None));
+        // SAFETY: as above.
+        assert_eq!(unsafe { libc::getuid() }, before);
+    }
+}
