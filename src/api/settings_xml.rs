@@ -308,7 +308,12 @@ pub fn signed_identifiers_into(out: &mut BytesMut, identifiers: &[SignedIdentifi
     for identifier in identifiers {
         out.put_slice(b"<SignedIdentifier>");
         element(out, b"Id", identifier.id.as_bytes());
-        if let Some(policy) = &identifier.access_policy {
+        // The service keeps a policy's fields, not the element: an `AccessPolicy` sent with
+        // none of them comes back as no `AccessPolicy` at all (the JavaScript SDK's recorded
+        // "setAccessPolicy should work when permissions, expiry and start undefined"), and the
+        // SDK reads an empty one as a policy whose permissions are undefined.
+        let policy = identifier.access_policy.as_ref();
+        if let Some(policy) = policy.filter(|policy| !policy.is_empty()) {
             out.put_slice(b"<AccessPolicy>");
             for (name, value) in [
                 (&b"Start"[..], &policy.start),
