@@ -675,13 +675,20 @@ fn authorize(
         .permissions
         .ok_or(AuthFailure::MissingSasField("sp"))?;
 
-    // Without `st` the token is valid from any past instant; Azure reports it as starting now.
+    // Without `st` the token is valid from any past instant; Azure takes it as starting now.
     let time_frame = TimeFrame {
         start_ms: terms.start_ms.unwrap_or(context.now_ms),
         expiry_ms,
         now_ms: context.now_ms,
     };
-    if terms.start_ms.is_some_and(|start_ms| start_ms >= expiry_ms) {
+    // The service first checks that a SAS's own window is not empty, taking now for a missing
+    // `st`: so an expired SAS without `st` fails as "Signed expiry time [se] must be after
+    // signed start time [now]" (the Storage Emulator's `ValidateNonRevocableAccessWindow`, and
+    // the service's answers to expired GitHub attachment links). A SAS that names a stored
+    // policy (`si`) is revocable and skips that check: its window fails as any other.
+    let start_given = terms.start_ms.is_some();
+    let revocable = token.fields.signed_identifier.is_some();
+    if (start_given || !revocable) && time_frame.start_ms >= expiry_ms {
         return Err(AuthFailure::SasTimesInverted(time_frame));
     }
     if context.now_ms < time_frame.start_ms {
