@@ -72,7 +72,7 @@ pub enum AuthFailure {
     MissingSasField(&'static str),
     /// The SAS `sv` predates every string-to-sign layout azq knows.
     UnsupportedSasVersion,
-    /// A user delegation SAS whose `sv` predates user delegation for queues (2026-02-06).
+    /// A user delegation SAS whose `sv` predates its layout (2025-07-05).
     UserDelegationSasVersion,
     /// A user delegation SAS whose key was issued for another service (`sks` is not `q`).
     UserDelegationKeyService,

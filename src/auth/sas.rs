@@ -10,7 +10,7 @@
 //! - account SAS, `sv` >= 2020-12-06: `account\nsp\nss\nsrt\nst\nse\nsip\nspr\nsv\nses\n`;
 //! - account SAS, `sv` 2015-04-05 up to 2020-12-06: the same without `ses` (still ending `\n`);
 //! - queue service SAS, `sv` >= 2015-04-05: `sp\nst\nse\n/queue/account/queue\nsi\nsip\nspr\nsv`;
-//! - queue user delegation SAS, `sv` >= 2026-02-06 (the first with one for queues):
+//! - queue user delegation SAS, `sv` >= 2025-07-05 (the layout with `skdutid` and `sduoid`):
 //!   `sp\nst\nse\n/queue/account/queue\nskoid\nsktid\nskt\nske\nsks\nskv\nskdutid\nsduoid\n`
 //!   `sip\nspr\nsv`, signed with the delegation key (`delegation.rs`), not the account key.
 //!

@@ -138,6 +138,18 @@ fn user_delegation_sas_table() {
         .map(|principal| principal.scheme),
         Ok(AuthScheme::UserDelegationSas)
     );
+    // The oldest `sv` with this layout, as the JavaScript SDK's live tests sign it.
+    let oldest = sign_delegated(&good.replace("sv=2026-10-06", "sv=2025-07-05"), "q");
+    assert_eq!(
+        check(
+            &oldest,
+            &context(Some("q")),
+            Access::PEEK_MESSAGES,
+            &no_policy
+        )
+        .map(|principal| principal.scheme),
+        Ok(AuthScheme::UserDelegationSas)
+    );
     let mismatch = |outcome: Result<Principal, AuthFailure>| {
         matches!(outcome, Err(AuthFailure::SignatureMismatch { .. }))
     };
@@ -224,7 +236,7 @@ fn user_delegation_sas_table() {
             AuthFailure::UserDelegationWithPolicy,
         ),
         (
-            good.replace("sv=2026-10-06", "sv=2025-11-05") + "&sig=SIG",
+            good.replace("sv=2026-10-06", "sv=2025-05-05") + "&sig=SIG",
             AuthFailure::UserDelegationSasVersion,
         ),
         (
