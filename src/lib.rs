@@ -41,6 +41,8 @@
 //!   which azq's defaults fit.
 //! - `discovery`: finds the server beside `azq healthcheck` (its port) in /proc.
 //! - `lifecycle`: the serving and stop flags every thread shares.
+//! - `machine`: the CPUs this process may use and the backend `--runtime` asks for, which
+//!   `settings` reads before any runtime exists.
 //!
 //! Which module may import which is the `## Layers` list of docs/ARCHITECTURE.md, from `limits`
 //! up to `main`; `tests/layers.rs` holds every file to it.
@@ -61,6 +63,7 @@ pub mod http;
 pub mod init;
 pub mod lifecycle;
 pub mod limits;
+pub mod machine;
 pub mod operation;
 pub mod queue;
 pub mod random;
