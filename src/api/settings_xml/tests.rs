@@ -221,13 +221,24 @@ fn an_empty_access_policy_is_answered_as_none_as_the_service_does() {
         <Start></Start><Expiry/><Permission></Permission></AccessPolicy></SignedIdentifier>\
         </SignedIdentifiers>";
     for sent in [empty, with_empty_fields] {
+        let read = signed_identifiers(sent.as_bytes()).unwrap();
+        assert_eq!(read[0].access_policy, None, "{sent}");
         assert_eq!(
-            encoded_acl(&signed_identifiers(sent.as_bytes()).unwrap()),
+            encoded_acl(&read),
             "<SignedIdentifiers><SignedIdentifier><Id>MTIz</Id></SignedIdentifier>\
              </SignedIdentifiers>",
             "{sent}"
         );
     }
+    // One from a log written before the reader dropped empty policies is answered alike.
+    let logged = [SignedIdentifier {
+        id: "MTIz".to_string(),
+        access_policy: Some(AccessPolicy::default()),
+    }];
+    assert_eq!(
+        encoded_acl(&logged),
+        "<SignedIdentifiers><SignedIdentifier><Id>MTIz</Id></SignedIdentifier></SignedIdentifiers>"
+    );
     let partial = "<SignedIdentifiers><SignedIdentifier><Id>MTIz</Id><AccessPolicy>\
         <Permission>raup</Permission></AccessPolicy></SignedIdentifier></SignedIdentifiers>";
     assert_eq!(
