@@ -43,6 +43,8 @@
 //! - `privileges`: the user a server started as root becomes (`AZQ_RUN_AS`, set by the image)
 //!   once it has read its certificate files.
 //! - `lifecycle`: the serving and stop flags every thread shares.
+//! - `machine`: the CPUs this process may use and the backend `--runtime` asks for, which
+//!   `settings` reads before any runtime exists.
 //!
 //! Which module may import which is the `## Layers` list of docs/ARCHITECTURE.md, from `limits`
 //! up to `main`; `tests/layers.rs` holds every file to it.
@@ -63,6 +65,7 @@ pub mod http;
 pub mod init;
 pub mod lifecycle;
 pub mod limits;
+pub mod machine;
 pub mod operation;
 pub mod privileges;
 pub mod queue;

@@ -15,8 +15,7 @@ use crate::limits::{
     CONSOLE_SESSION_LIFETIME_MS_MAX, CONSOLE_SESSION_LIFETIME_MS_MIN, CONTROL_HOST_NAMES_MAX,
     MESSAGE_BYTES_MAX_FALLBACK, SHARDS_MAX, WRITE_TIMEOUT_MS_DEFAULT, WRITE_TIMEOUT_MS_MIN,
 };
-use crate::runtime::os::allowed_cpus;
-use crate::runtime::select::RuntimeChoice;
+use crate::machine::{allowed_cpus, RuntimeChoice};
 use crate::storage::log::Durability;
 use crate::tls::CertificateSource;
 
@@ -489,7 +488,7 @@ fn parse_size(text: &str) -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::{parse_arguments, parse_size, Config, ControlHosts, Persistence};
-    use crate::runtime::select::RuntimeChoice;
+    use crate::machine::RuntimeChoice;
     use crate::storage::log::Durability;
 
     fn parse(arguments: &[&str]) -> Result<Option<Config>, String> {

@@ -3,7 +3,13 @@
 //! line per layer, lowest first, each line naming modules (`runtime::backend`, `main`). A file
 //! belongs to the longest entry that is a prefix of its module path. Rule 1: a file imports only
 //! modules of its own line or an earlier one. Rule 2: no two files import each other, directly
-//! or around a circle. Reading the rules out of the document keeps the two from drifting apart.
+//! or around a circle. Rule 3: a module split over several entries (`runtime::backend`, …,
+//! `runtime`) reads the same seen as one room: nothing outside it both imports it and is
+//! imported by it, directly or around a circle, and some one line could hold the whole room
+//! (the highest layer it imports from outside is not above the lowest layer that imports it).
+//! Without rule 3 a file could sit between two entries of a module and import the lower one
+//! while the higher one imports it: each arrow points down, yet the module and the file depend
+//! on each other. Reading the rules out of the document keeps the two from drifting apart.
 //!
 //! An import is any path into the crate, in a `use` (groups, `self`, `pub use` and globs
 //! included) or inline in code: `crate::…`, `super::…`, `self::…`, a child module's name, and
@@ -597,6 +603,12 @@ fn check(repository: &Path, block: &Block) -> Vec<String> {
             edges.entry(from).or_default().entry(to).or_insert(written);
         }
     }
+    problems.extend(split_modules_read_as_one_room(
+        &krate,
+        block,
+        &entry_of_file,
+        &edges,
+    ));
     // Rule 2: every strongly connected component of more than one file is a cycle.
     for component in cycles(krate.files.len(), &edges) {
         let mut lines = vec![format!(
@@ -615,6 +627,102 @@ fn check(repository: &Path, block: &Block) -> Vec<String> {
             }
         }
         problems.push(lines.join("\n"));
+    }
+    problems
+}
+
+/// Rule 3: every module with more than one entry in `block` (its first path segment names it)
+/// seen as one room. Its files become one node: a cycle through that node is a file outside the
+/// module that imports it and is imported by it; and the room needs a line no lower than every
+/// layer it imports from outside and no higher than every layer that imports it.
+fn split_modules_read_as_one_room(
+    krate: &Crate,
+    block: &Block,
+    entry_of_file: &[Option<(Vec<String>, usize)>],
+    edges: &BTreeMap<usize, BTreeMap<usize, String>>,
+) -> Vec<String> {
+    let mut entries_of_module: BTreeMap<&str, usize> = BTreeMap::new();
+    for entry in block.layers.iter().flatten() {
+        let module = entry.split("::").next().unwrap_or_default();
+        *entries_of_module.entry(module).or_default() += 1;
+    }
+    let mut problems = Vec::new();
+    for (&room, _) in entries_of_module.iter().filter(|(_, &count)| count > 1) {
+        let inside = |file: usize| {
+            entry_of_file[file]
+                .as_ref()
+                .is_some_and(|(entry, _)| entry[0] == room)
+        };
+        let layer = |file: usize| entry_of_file[file].as_ref().map(|(_, layer)| *layer);
+        // The room's node is one past the files; every edge in or out of it is kept once.
+        let room_node = krate.files.len();
+        let node = |file: usize| if inside(file) { room_node } else { file };
+        let mut collapsed: BTreeMap<usize, BTreeMap<usize, String>> = BTreeMap::new();
+        let mut highest_import: Option<(usize, String)> = None;
+        let mut lowest_importer: Option<(usize, String)> = None;
+        for (&from, targets) in edges {
+            for (&to, written) in targets {
+                let arrow = format!(
+                    "{} -> {} (`{written}`)",
+                    krate.files[from].path.display(),
+                    krate.files[to].path.display()
+                );
+                if inside(from) && !inside(to) {
+                    if let Some(to_layer) = layer(to) {
+                        if highest_import.as_ref().is_none_or(|(at, _)| to_layer > *at) {
+                            highest_import = Some((to_layer, arrow.clone()));
+                        }
+                    }
+                }
+                if !inside(from) && inside(to) {
+                    if let Some(from_layer) = layer(from) {
+                        if lowest_importer
+                            .as_ref()
+                            .is_none_or(|(at, _)| from_layer < *at)
+                        {
+                            lowest_importer = Some((from_layer, arrow.clone()));
+                        }
+                    }
+                }
+                if node(from) != node(to) {
+                    collapsed
+                        .entry(node(from))
+                        .or_default()
+                        .entry(node(to))
+                        .or_insert(arrow);
+                }
+            }
+        }
+        if let (Some((highest, import)), Some((lowest, importer))) =
+            (&highest_import, &lowest_importer)
+        {
+            if highest > lowest {
+                problems.push(format!(
+                    "{}: `{room}` seen as one room fits no line: it imports layer {} ({import}) \
+                     and layer {} imports it ({importer})",
+                    block.root,
+                    highest + 1,
+                    lowest + 1,
+                ));
+            }
+        }
+        for component in cycles(room_node + 1, &collapsed) {
+            if !component.contains(&room_node) {
+                continue; // a loop of files, which rule 2 reports
+            }
+            let mut lines = vec![format!(
+                "{}: seen as one room, `{room}` and files outside it import each other:",
+                block.root
+            )];
+            for &from in &component {
+                for (to, arrow) in collapsed.get(&from).into_iter().flatten() {
+                    if component.contains(to) {
+                        lines.push(format!("    {arrow}"));
+                    }
+                }
+            }
+            problems.push(lines.join("\n"));
+        }
     }
     problems
 }
@@ -977,6 +1085,58 @@ fn the_check_finds_upward_imports_loops_and_files_outside_every_layer() {
          src/ring/b.rs -> src/ring/mod.rs (`super::super::Z`)\n    \
          src/ring/mod.rs -> src/ring/a.rs (`a::A`)",
         "src: layer entry `gone` names no file",
+    ];
+    assert_eq!(problems, expected);
+}
+
+/// The arrow issue 41 found: `settings` sat between `runtime`'s entries, importing the lower
+/// ones (`runtime::select`) while the higher ones imported it. Every arrow pointed down, so
+/// rules 1 and 2 passed; seen as one room, `runtime` and `settings` depend on each other.
+#[test]
+fn a_split_module_must_read_the_same_as_one_room() {
+    let repository = std::env::temp_dir().join(format!("azq-layers-room-{}", std::process::id()));
+    let write = |path: &str, text: &str| {
+        let path = repository.join(path);
+        std::fs::create_dir_all(path.parent().expect("a parent")).expect("a directory");
+        std::fs::write(path, text).expect("a written file");
+    };
+    write("Cargo.toml", "[package]\nname = \"demo-crate\"\n");
+    write(
+        "src/lib.rs",
+        "pub mod room; pub mod between; pub mod side; pub mod under;",
+    );
+    // room/mod.rs (layer 5) imports `between` (layer 2), which imports room::low (layer 1).
+    write(
+        "src/room/mod.rs",
+        "pub mod low; pub mod top; use crate::between::B;",
+    );
+    write("src/room/low.rs", "pub struct L;");
+    // room::top (layer 4) imports `under` (layer 3), and `side` (layer 2) imports room::low:
+    // the room would have to sit at layer 3 or above and at layer 2 or below.
+    write("src/room/top.rs", "use crate::under::U;");
+    write("src/between.rs", "pub struct B; use crate::room::low::L;");
+    write("src/side.rs", "use crate::room::low::L;");
+    write("src/under.rs", "pub struct U;");
+    let block = Block {
+        root: "src".to_string(),
+        layers: vec![
+            vec!["room::low".to_string()],
+            vec!["between".to_string(), "side".to_string()],
+            vec!["under".to_string()],
+            vec!["room::top".to_string()],
+            vec!["room".to_string()],
+        ],
+    };
+    let mut problems = check(&repository, &block);
+    std::fs::remove_dir_all(&repository).expect("the temporary crate removed");
+    problems.sort();
+    let expected = [
+        "src: `room` seen as one room fits no line: it imports layer 3 \
+         (src/room/top.rs -> src/under.rs (`crate::under::U`)) and layer 2 imports it \
+         (src/between.rs -> src/room/low.rs (`crate::room::low::L`))",
+        "src: seen as one room, `room` and files outside it import each other:\n    \
+         src/between.rs -> src/room/low.rs (`crate::room::low::L`)\n    \
+         src/room/mod.rs -> src/between.rs (`crate::between::B`)",
     ];
     assert_eq!(problems, expected);
 }

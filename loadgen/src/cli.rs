@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::time::{Duration, SystemTime};
 
 use azq::limits::{MESSAGES_PER_GET_MAX, MESSAGE_TEXT_BYTES_MAX, VISIBILITY_TIMEOUT_S_MAX};
-use azq::runtime::select::RuntimeChoice;
+use azq::machine::RuntimeChoice;
 
 use crate::autoscale::AutoscalePolicy;
 use crate::endpoint::TargetArguments;

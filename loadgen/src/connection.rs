@@ -255,7 +255,7 @@ mod tests {
         test: impl FnOnce() -> Fut + Send + 'static,
     ) -> T {
         let options = CoreOptions {
-            cpu: azq::runtime::allowed_cpus()[0],
+            cpu: azq::machine::allowed_cpus()[0],
             name: "connection-test".to_string(),
             idle: Idle::Park,
         };

@@ -46,7 +46,7 @@ pub fn run(options: &Options) -> Result<RunOutcome, String> {
     let cpus = options
         .cpus
         .clone()
-        .unwrap_or_else(azq::runtime::allowed_cpus);
+        .unwrap_or_else(azq::machine::allowed_cpus);
     let plan = RunPlan {
         backend: runtime::select(options.runtime)?,
         endpoint,

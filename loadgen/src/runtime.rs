@@ -18,8 +18,9 @@ use std::future::Future;
 use std::rc::Rc;
 use std::thread::JoinHandle;
 
+use azq::machine::RuntimeChoice;
 use azq::runtime::backend::{Backend, Idle};
-use azq::runtime::select::{self, RuntimeChoice, Selected};
+use azq::runtime::select::{self, Selected};
 
 /// How to start one core.
 #[derive(Clone, Debug)]

@@ -276,9 +276,11 @@ pub fn signed_identifiers(body: &[u8]) -> Result<Vec<SignedIdentifier>, StorageE
                         if identifiers.iter().any(|existing| existing.id == id) {
                             return Err(StorageError::InvalidXmlDocument);
                         }
+                        // The service keeps no policy without fields (Get Queue ACL answers
+                        // none): neither does azq, so what it reads is what it answers.
                         identifiers.push(SignedIdentifier {
                             id,
-                            access_policy: policy.take(),
+                            access_policy: policy.take().filter(|policy| !policy.is_empty()),
                         });
                     }
                     _ => {}
@@ -308,7 +310,13 @@ pub fn signed_identifiers_into(out: &mut BytesMut, identifiers: &[SignedIdentifi
     for identifier in identifiers {
         out.put_slice(b"<SignedIdentifier>");
         element(out, b"Id", identifier.id.as_bytes());
-        if let Some(policy) = &identifier.access_policy {
+        // The service keeps a policy's fields, not the element: an `AccessPolicy` sent with
+        // none of them comes back as no `AccessPolicy` at all (the JavaScript SDK's recorded
+        // "setAccessPolicy should work when permissions, expiry and start undefined"), and the
+        // SDK reads an empty one as a policy whose permissions are undefined. The reader keeps
+        // none; an empty one can still come from a log written before it.
+        let policy = identifier.access_policy.as_ref();
+        if let Some(policy) = policy.filter(|policy| !policy.is_empty()) {
             out.put_slice(b"<AccessPolicy>");
             for (name, value) in [
                 (&b"Start"[..], &policy.start),

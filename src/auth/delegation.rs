@@ -1,5 +1,5 @@
 //! User delegation keys (Get User Delegation Key, on the queue endpoint since service version
-//! 2026-02-06) and the signatures made with them (a user delegation SAS).
+//! 2026-02-06) and the signatures made with them (a user delegation SAS, `sv` 2025-07-05 on).
 //!
 //! Azure issues a key to an Entra ID identity for a window of at most seven days and keeps it;
 //! a SAS signed with it names the key by its fields (`skoid`, `sktid`, `skt`, `ske`, `sks`,
@@ -22,10 +22,14 @@ use sha2::Sha256;
 
 use super::accounts::{constant_time_equal, Account, SigningKey};
 
-/// The first service version with a user delegation SAS for queues: the version the Python
-/// (azure-storage-queue 12.15.0) and JavaScript (@azure/storage-queue 12.29.0) SDKs brought
-/// queue user delegation with. Both sign the one layout `sas::write_string_to_sign` writes.
-pub const USER_DELEGATION_SAS_VERSION_OLDEST: &str = "2026-02-06";
+/// The oldest `sv` a queue user delegation SAS may carry: 2025-07-05, the version whose layout
+/// (with `skdutid` and `sduoid`) the SDKs sign. @azure/storage-queue 12.30.0 signs a user
+/// delegation SAS for any `sv` from 2025-07-05 on and refuses older ones, and its two live
+/// user delegation tests sign with `sv=2025-07-05` against the service and succeed; the key
+/// itself comes from Get User Delegation Key, on the queue endpoint since 2026-02-06 (the
+/// version the Python and JavaScript SDKs brought it with). Both SDKs sign the one layout
+/// `sas::write_string_to_sign` writes.
+pub const USER_DELEGATION_SAS_VERSION_OLDEST: &str = "2025-07-05";
 
 /// `SignedService` of the keys azq issues, and the `sks` a queue SAS must name: the queue
 /// service (a key from the blob endpoint says `b`).

@@ -89,8 +89,9 @@ impl Authenticator {
     }
 
     /// Decides whether `request` may perform an operation needing `access`. Tries, in order, a
-    /// bearer token (which a user delegation SAS bound to its user, `sduoid`, comes with: the
-    /// SAS then decides), a SharedKey/SharedKeyLite `Authorization` header (full access), then
+    /// bearer token (with any SAS beside it checked too, and then deciding: a user delegation
+    /// SAS bound to its user, `sduoid`, comes so), a SharedKey/SharedKeyLite `Authorization`
+    /// header (full access), then
     /// a SAS in the query: account (`ss` or `srt`), user delegation (`skoid`…) or service. An
     /// operation that takes a bearer token only (`Access::bearer_only`) takes nothing else. No
     /// credentials is a failure.
@@ -118,27 +119,14 @@ impl Authenticator {
         }
         if let Some(authorization) = authorization {
             if let Some(token) = bearer {
-                // A user delegation SAS bound to a user (`sduoid`) comes with that user's token;
-                // then the SAS decides what the request may do.
-                if let Ok(Some(sas)) = sas::parse(query) {
-                    if sas.fields.signed_delegated_user_object_id.is_some() && !access.bearer_only {
-                        let principal = self.verify_sas(&sas, context, access, stored_policy)?;
-                        self.authenticate_bearer(token, request, context)?;
-                        check_delegated_user(&sas, token)?;
-                        return Ok(principal);
-                    }
-                }
-                self.authenticate_bearer(token, request, context)?;
-                if access.bearer_only {
-                    let identity = bearer::identity(token).unwrap_or_default();
-                    if identity.object_id.is_none() || identity.tenant_id.is_none() {
-                        return Err(AuthFailure::BearerWithoutIdentity);
-                    }
-                }
-                return Ok(Principal {
-                    scheme: AuthScheme::Bearer,
-                    key_index: 0,
-                });
+                return self.authenticate_token_and_sas(
+                    token,
+                    request,
+                    query,
+                    context,
+                    access,
+                    stored_policy,
+                );
             }
             if self.request_date_checked {
                 shared_key::check_request_date(request, context.now_ms)?;
@@ -165,6 +153,45 @@ impl Authenticator {
             return Err(AuthFailure::DelegatedUserMismatch);
         }
         self.verify_sas(&token, context, access, stored_policy)
+    }
+
+    /// A request with a bearer token, and perhaps a SAS beside it. A SAS in the query is never
+    /// passed over: one that does not read is refused as it would be alone, and one that reads
+    /// is verified and decides what the request may do, the token checked as well. So a user
+    /// delegation SAS bound to a user (`sduoid`) works with that user's token only, and a
+    /// token cannot carry a tampered SAS, or another user's, through. Only an operation that
+    /// takes a token alone (Get User Delegation Key) leaves a readable SAS unused: no SAS can
+    /// perform it, so the token decides.
+    fn authenticate_token_and_sas(
+        &mut self,
+        token: &str,
+        request: &Request,
+        query: &Query<'_>,
+        context: &RequestContext<'_>,
+        access: Access,
+        stored_policy: &dyn Fn(&str) -> Option<StoredPolicy>,
+    ) -> Result<Principal, AuthFailure> {
+        let sas = sas::parse(query)?.filter(|_| !access.bearer_only);
+        let principal = match &sas {
+            Some(sas) => Some(self.verify_sas(sas, context, access, stored_policy)?),
+            None => None,
+        };
+        self.authenticate_bearer(token, request, context)?;
+        if let Some(sas) = &sas {
+            if sas.fields.signed_delegated_user_object_id.is_some() {
+                check_delegated_user(sas, token)?;
+            }
+        }
+        if access.bearer_only {
+            let identity = bearer::identity(token).unwrap_or_default();
+            if identity.object_id.is_none() || identity.tenant_id.is_none() {
+                return Err(AuthFailure::BearerWithoutIdentity);
+            }
+        }
+        Ok(principal.unwrap_or(Principal {
+            scheme: AuthScheme::Bearer,
+            key_index: 0,
+        }))
     }
 
     fn verify_sas(
@@ -589,6 +616,129 @@ mod tests {
                 )
                 .map(|principal| principal.scheme);
             assert_eq!(outcome, expected, "{sas} {authorization:?} https={https}");
+        }
+    }
+
+    /// Issue 41: a SAS beside a bearer token was read, and when it did not read (a `sig` that
+    /// is not base64, a broken field) the token alone served the request. Every SAS beside a
+    /// token is now checked and decides; the token must hold as well.
+    #[test]
+    fn a_bearer_token_never_carries_an_unchecked_sas() {
+        let now_s = (NOVEMBER_22_MS + 600_000) / 1000;
+        let mut authenticator = development_authenticator();
+        authenticator.enable_bearer();
+        let key = "skoid=owner&sktid=home&skt=2026-11-22T00:00:00Z&ske=2026-11-23T00:00:00Z\
+            &sks=q&skv=2026-04-06";
+        let grant = "sv=2025-07-05&sp=r&se=2026-11-22T12:00:00Z";
+        let bound = sas::tests::sign_delegated(&format!("{grant}&{key}&sduoid=user"), "myqueue");
+        let unbound = sas::tests::sign_delegated(&format!("{grant}&{key}"), "myqueue");
+        let forged_sig = |sas: &str| {
+            let (fields, _) = sas.split_once("&sig=").unwrap();
+            format!("{fields}&sig={}%3D", "A".repeat(43))
+        };
+        let service_sas = "sv=2026-10-06&sp=raup&st=2026-11-22T00%3A00%3A00Z\
+            &se=2026-11-23T00%3A00%3A00Z&spr=https%2Chttp\
+            &sig=OxCNGzjOaDzj0ZT0SPbgS3%2BJKWc3Wl%2FKaXKcKzCQvTo%3D";
+        let user = bearer(now_s, r#","oid":"user","tid":"home""#);
+        let mut secure = context(Some("myqueue"));
+        secure.secure_transport = true;
+        let signature_mismatch = |outcome: &Result<AuthScheme, AuthFailure>| {
+            matches!(outcome, Err(AuthFailure::SignatureMismatch { .. }))
+        };
+        type Expected = fn(&Result<AuthScheme, AuthFailure>) -> bool;
+        let cases: [(String, Access, Expected); 11] = [
+            // Unreadable: refused as it would be without the token.
+            (
+                bound.replace("&sig=", "&sig=!"),
+                Access::PEEK_MESSAGES,
+                |outcome| *outcome == Err(AuthFailure::MalformedSas("sig")),
+            ),
+            (
+                format!("{grant}&{key}&sduoid=someone-else&sig=!").replace("skt=2026", "skt=x"),
+                Access::PEEK_MESSAGES,
+                |outcome| *outcome == Err(AuthFailure::MalformedSas("sig")),
+            ),
+            (
+                bound.replace("skt=2026-11-22T00:00:00Z", "skt=yesterday"),
+                Access::PEEK_MESSAGES,
+                |outcome| *outcome == Err(AuthFailure::MalformedSas("skt")),
+            ),
+            (
+                bound.replace("sv=2025-07-05&", ""),
+                Access::PEEK_MESSAGES,
+                |outcome| *outcome == Err(AuthFailure::MissingSasField("sv")),
+            ),
+            // Readable but forged, or another user's: the signature or the user fails.
+            (
+                forged_sig(&bound),
+                Access::PEEK_MESSAGES,
+                signature_mismatch,
+            ),
+            (
+                forged_sig(&unbound),
+                Access::PEEK_MESSAGES,
+                signature_mismatch,
+            ),
+            (
+                sas::tests::sign_delegated(
+                    &format!("{grant}&{key}&sduoid=someone-else"),
+                    "myqueue",
+                ),
+                Access::PEEK_MESSAGES,
+                |outcome| *outcome == Err(AuthFailure::DelegatedUserMismatch),
+            ),
+            // Good: the SAS decides, and the token does not widen it.
+            (bound.clone(), Access::PEEK_MESSAGES, |outcome| {
+                *outcome == Ok(AuthScheme::UserDelegationSas)
+            }),
+            (unbound.clone(), Access::PUT_MESSAGE, |outcome| {
+                *outcome == Err(AuthFailure::PermissionMismatch)
+            }),
+            (service_sas.to_string(), Access::PEEK_MESSAGES, |outcome| {
+                *outcome == Ok(AuthScheme::ServiceSas)
+            }),
+            (service_sas.to_string(), Access::GET_QUEUE_ACL, |outcome| {
+                *outcome == Err(AuthFailure::OperationNotAllowed)
+            }),
+        ];
+        for (sas, access, expected) in cases {
+            let mut headers = PEEK_HEADERS.to_vec();
+            headers.push(("Authorization", user.as_str()));
+            let request = request(
+                "GET",
+                &format!("/devstoreaccount1/myqueue/messages?peekonly=true&{sas}"),
+                &headers,
+            );
+            let outcome = authenticator
+                .authenticate(&request, &query_of(&request), &secure, access, &no_policy)
+                .map(|principal| principal.scheme);
+            assert!(expected(&outcome), "{sas} {access:?}: {outcome:?}");
+        }
+        // Get User Delegation Key takes the token alone: a readable SAS beside it grants
+        // nothing and is left unused, an unreadable one is refused.
+        let target = "/devstoreaccount1/?restype=service&comp=userdelegationkey";
+        let mut at_account = context(None);
+        at_account.secure_transport = true;
+        for (sas, expected) in [
+            (service_sas.to_string(), Ok(AuthScheme::Bearer)),
+            (
+                service_sas.replace("&sig=", "&sig=!"),
+                Err(AuthFailure::MalformedSas("sig")),
+            ),
+        ] {
+            let mut headers = PEEK_HEADERS.to_vec();
+            headers.push(("Authorization", user.as_str()));
+            let request = request("POST", &format!("{target}&{sas}"), &headers);
+            let outcome = authenticator
+                .authenticate(
+                    &request,
+                    &query_of(&request),
+                    &at_account,
+                    Access::GET_USER_DELEGATION_KEY,
+                    &no_policy,
+                )
+                .map(|principal| principal.scheme);
+            assert_eq!(outcome, expected, "{sas}");
         }
     }
 

@@ -72,7 +72,7 @@ pub enum AuthFailure {
     MissingSasField(&'static str),
     /// The SAS `sv` predates every string-to-sign layout azq knows.
     UnsupportedSasVersion,
-    /// A user delegation SAS whose `sv` predates user delegation for queues (2026-02-06).
+    /// A user delegation SAS whose `sv` predates its layout (2025-07-05).
     UserDelegationSasVersion,
     /// A user delegation SAS whose key was issued for another service (`sks` is not `q`).
     UserDelegationKeyService,
@@ -95,7 +95,8 @@ pub enum AuthFailure {
     StoredPolicyNotFound,
     /// A field is set both in the SAS and in its stored access policy; names the field.
     StoredPolicyConflict(&'static str),
-    /// The SAS expiry is not after its start.
+    /// The SAS expiry is not after its start: its `st`, or now when it has none and names no
+    /// stored policy (so an expired SAS without `st` fails here, as the service reports it).
     SasTimesInverted(TimeFrame),
     /// The SAS start time is still in the future.
     SasNotYetValid(TimeFrame),
@@ -146,7 +147,7 @@ impl fmt::Display for AuthFailure {
             AuthFailure::MissingSasField(field) => {
                 return write!(formatter, "SAS field {field} is missing");
             }
-            AuthFailure::SasTimesInverted(_) => "SAS expiry is not after its start",
+            AuthFailure::SasTimesInverted(_) => "SAS expiry is not after its start (or now)",
             AuthFailure::StoredPolicyConflict(field) => {
                 return write!(formatter, "SAS field {field} is also in the stored policy");
             }

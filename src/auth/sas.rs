@@ -10,7 +10,7 @@
 //! - account SAS, `sv` >= 2020-12-06: `account\nsp\nss\nsrt\nst\nse\nsip\nspr\nsv\nses\n`;
 //! - account SAS, `sv` 2015-04-05 up to 2020-12-06: the same without `ses` (still ending `\n`);
 //! - queue service SAS, `sv` >= 2015-04-05: `sp\nst\nse\n/queue/account/queue\nsi\nsip\nspr\nsv`;
-//! - queue user delegation SAS, `sv` >= 2026-02-06 (the first with one for queues):
+//! - queue user delegation SAS, `sv` >= 2025-07-05 (the layout with `skdutid` and `sduoid`):
 //!   `sp\nst\nse\n/queue/account/queue\nskoid\nsktid\nskt\nske\nsks\nskv\nskdutid\nsduoid\n`
 //!   `sip\nspr\nsv`, signed with the delegation key (`delegation.rs`), not the account key.
 //!
@@ -675,13 +675,20 @@ fn authorize(
         .permissions
         .ok_or(AuthFailure::MissingSasField("sp"))?;
 
-    // Without `st` the token is valid from any past instant; Azure reports it as starting now.
+    // Without `st` the token is valid from any past instant; Azure takes it as starting now.
     let time_frame = TimeFrame {
         start_ms: terms.start_ms.unwrap_or(context.now_ms),
         expiry_ms,
         now_ms: context.now_ms,
     };
-    if terms.start_ms.is_some_and(|start_ms| start_ms >= expiry_ms) {
+    // The service first checks that a SAS's own window is not empty, taking now for a missing
+    // `st`: so an expired SAS without `st` fails as "Signed expiry time [se] must be after
+    // signed start time [now]" (the Storage Emulator's `ValidateNonRevocableAccessWindow`, and
+    // the service's answers to expired GitHub attachment links). A SAS that names a stored
+    // policy (`si`) is revocable and skips that check: its window fails as any other.
+    let start_given = terms.start_ms.is_some();
+    let revocable = token.fields.signed_identifier.is_some();
+    if (start_given || !revocable) && time_frame.start_ms >= expiry_ms {
         return Err(AuthFailure::SasTimesInverted(time_frame));
     }
     if context.now_ms < time_frame.start_ms {

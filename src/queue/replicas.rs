@@ -44,6 +44,14 @@ pub struct AccessPolicy {
     pub permission: Option<String>,
 }
 
+impl AccessPolicy {
+    /// Whether the policy sets none of its fields: Get Queue ACL answers no `AccessPolicy`
+    /// element for it, as the service does.
+    pub fn is_empty(&self) -> bool {
+        self.start.is_none() && self.expiry.is_none() && self.permission.is_none()
+    }
+}
+
 /// A queue's stored access policies, shared between the shard's copy and replies.
 pub type SignedIdentifiers = Arc<[SignedIdentifier]>;
 

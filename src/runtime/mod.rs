@@ -60,7 +60,7 @@ use backend::Backend;
 use select::{OnBackend, Selected};
 
 // The paths main.rs and azq-loadgen have always used.
-pub use os::{allowed_cpus, raise_open_files_limit};
+pub use os::raise_open_files_limit;
 use shard::{ShardEvent, ShardSetup, ShardStore};
 
 /// A started server: its address, its backend, and the events of its shards.

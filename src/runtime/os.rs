@@ -1,6 +1,6 @@
 //! What the runtime asks of the operating system outside any event loop: pinning a thread to a
-//! CPU, the CPUs this process may use, and the open-files limit. Both backends pin their
-//! threads here, and azq-loadgen its client cores.
+//! CPU and raising the open-files limit. Both backends pin their threads here, and azq-loadgen
+//! its client cores; which CPUs may be used is `machine::allowed_cpus`, below `settings`.
 
 /// Pins the calling thread to `cpu`; where the system cannot pin (or refuses), the thread runs
 /// wherever the scheduler puts it.
@@ -16,35 +16,6 @@ pub fn pin_current_thread(cpu: usize) {
     }
     #[cfg(not(target_os = "linux"))]
     let _ = cpu;
-}
-
-/// The CPUs this process may run on, in order (its affinity mask); `[0]` if it cannot be read.
-/// Shards (and azq-loadgen's client cores) are pinned to the first of them by default.
-#[cfg(target_os = "linux")]
-pub fn allowed_cpus() -> Vec<usize> {
-    // SAFETY: cpu_set_t is plain data; sched_getaffinity fills it for the calling thread.
-    unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) != 0 {
-            return vec![0];
-        }
-        let allowed: Vec<usize> = (0..libc::CPU_SETSIZE as usize)
-            .filter(|&cpu| libc::CPU_ISSET(cpu, &set))
-            .collect();
-        if allowed.is_empty() {
-            vec![0]
-        } else {
-            allowed
-        }
-    }
-}
-
-/// The CPUs to spread shards over where the affinity mask cannot be read: one per hardware
-/// thread the standard library reports.
-#[cfg(not(target_os = "linux"))]
-pub fn allowed_cpus() -> Vec<usize> {
-    let count = std::thread::available_parallelism().map_or(1, |count| count.get());
-    (0..count).collect()
 }
 
 /// Raises this process's soft limit on open files to its hard limit and returns the new soft

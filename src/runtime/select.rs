@@ -1,6 +1,7 @@
-//! Which backend a run uses: `--runtime auto|io_uring|portable` (`RuntimeChoice`), the probe of
-//! what glommio needs from the kernel (`uring::probe`), and `Selected::dispatch`, the one place a
-//! choice made at run time becomes a `Backend` type. Both the server and azq-loadgen choose
+//! Which backend a run uses: `--runtime auto|io_uring|portable` (`machine::RuntimeChoice`, read
+//! below `settings`) made into a `Selected` backend, the probe of what glommio needs from the
+//! kernel (`uring::probe`), and `Selected::dispatch`, the one place a choice made at run time
+//! becomes a `Backend` type. Both the server and azq-loadgen choose
 //! here, so `--runtime` means the same to both.
 //!
 //! **`auto` picks the portable backend, because it was measured the faster one.** The design card's
@@ -27,30 +28,7 @@
 //! here if io_uring comes out ahead where azq is measured.
 
 use super::backend::Backend;
-
-/// Which backend to run, as `--runtime` names it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum RuntimeChoice {
-    /// The backend measured faster (the portable one: the module's doc); io_uring is probed
-    /// only to say why it could not serve here.
-    Auto,
-    /// io_uring or nothing.
-    IoUring,
-    /// The portable backend, even where io_uring works.
-    Portable,
-}
-
-impl RuntimeChoice {
-    /// Reads `auto`, `io_uring` or `portable`.
-    pub fn parse(text: &str) -> Option<RuntimeChoice> {
-        match text {
-            "auto" => Some(RuntimeChoice::Auto),
-            "io_uring" | "io-uring" | "uring" => Some(RuntimeChoice::IoUring),
-            "portable" | "tokio" => Some(RuntimeChoice::Portable),
-            _ => None,
-        }
-    }
-}
+use crate::machine::RuntimeChoice;
 
 /// Work to run on whichever backend was selected, written once for any `B: Backend`
 /// (`Selected::dispatch` picks the type).
@@ -133,18 +111,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn runtime_names() {
-        assert_eq!(RuntimeChoice::parse("auto"), Some(RuntimeChoice::Auto));
-        assert_eq!(
-            RuntimeChoice::parse("io_uring"),
-            Some(RuntimeChoice::IoUring)
-        );
-        assert_eq!(
-            RuntimeChoice::parse("portable"),
-            Some(RuntimeChoice::Portable)
-        );
-        assert_eq!(RuntimeChoice::parse("epoll"), None);
-        assert_eq!(RuntimeChoice::parse(""), None);
+    fn portable_is_portable() {
         assert_eq!(
             select(RuntimeChoice::Portable),
             Ok((Selected::Portable, None))

@@ -4,14 +4,22 @@
 // storage audience, as `--oauth basic` accepts: create a queue, send, receive, update, delete;
 // then an expired token must be refused with 401, and a token for another audience must be
 // refused with a challenge the SDK follows; then a user delegation SAS made with the SDK's own
-// getUserDelegationKey and generateUserDelegationSasUrl, used and abused. Prints what failed and
+// getUserDelegationKey and generateUserDelegationSasUrl, used and abused; the SDK's two live user
+// delegation tests, which sign with `sv=2025-07-05`; and a bearer token beside a SAS that is
+// broken, forged or another user's, which must not carry it through. Prints what failed and
 // exits 1, else exits 0.
 //
 //   AZQ_HTTPS_ENDPOINT=https://127.0.0.1:PORT/devstoreaccount1 \
 //     NODE_EXTRA_CA_CERTS=cert.pem node tests/sdk-js/https-client.mjs
 
 import assert from "node:assert/strict";
-import { QueueClient, QueueSASPermissions, QueueServiceClient } from "@azure/storage-queue";
+import {
+  QueueClient,
+  QueueSASPermissions,
+  QueueServiceClient,
+  SASProtocol,
+  generateQueueSASQueryParameters,
+} from "@azure/storage-queue";
 
 const endpoint = process.env.AZQ_HTTPS_ENDPOINT;
 const CLIENT_OPTIONS = { retryOptions: { maxTries: 1, tryTimeoutInMs: 10_000 } };
@@ -92,6 +100,112 @@ async function main() {
   assert.deepEqual(tenantsAsked, [undefined, TENANT]);
   await queue.delete();
   await userDelegation(service);
+  await liveUserDelegationTests(service);
+  await tokenBesideSas(service);
+}
+
+const ACCOUNT = "devstoreaccount1";
+const OID = "23657296-5cd5-45b0-a809-d972a7f4dfe1";
+
+/**
+ * The SDK's live tests "GenerateUserDelegationSAS with skuoid should work" and
+ * "QueueClient.generateUserDelegationSasUrl should work" (sas.spec.ts), as they are written:
+ * both sign with `version: "2025-07-05"` and expect success from the service.
+ */
+async function liveUserDelegationTests(service) {
+  const now = new Date(Date.now() - 3_600_000);
+  const tmr = new Date(Date.now() + 86_400_000);
+  const key = await service.getUserDelegationKey(now, tmr);
+
+  const bound = service.getQueueClient(`js-skuoid-${process.pid}`);
+  await bound.create();
+  const queueSAS = generateQueueSASQueryParameters(
+    {
+      queueName: bound.name,
+      expiresOn: tmr,
+      permissions: QueueSASPermissions.parse("raup"),
+      protocol: SASProtocol.HttpsAndHttp,
+      startsOn: now,
+      delegatedUserObjectId: OID,
+      version: "2025-07-05",
+    },
+    key,
+    ACCOUNT,
+  ).toString();
+  assert.match(queueSAS, /sv=2025-07-05/);
+  assert.match(queueSAS, new RegExp(`sduoid=${OID}`));
+  const withToken = new QueueClient(`${bound.url}?${queueSAS}`, credential(3600), CLIENT_OPTIONS);
+  await withToken.getProperties();
+  await bound.delete();
+
+  const queue = service.getQueueClient(`js-udsasurl-${process.pid}`);
+  await queue.create();
+  const queueSASUrl = queue.generateUserDelegationSasUrl(
+    {
+      expiresOn: tmr,
+      permissions: QueueSASPermissions.parse("raup"),
+      protocol: SASProtocol.HttpsAndHttp,
+      startsOn: now,
+      version: "2025-07-05",
+    },
+    key,
+  );
+  await new QueueClient(queueSASUrl, undefined, CLIENT_OPTIONS).getProperties();
+  await queue.delete();
+}
+
+/**
+ * A bearer token beside a SAS (issue 41): the SAS is checked and decides, so a token cannot
+ * carry a SAS whose `sig` does not even read, a forged one, or another user's; nor widen what
+ * a SAS grants.
+ */
+async function tokenBesideSas(service) {
+  const key = await service.getUserDelegationKey(
+    new Date(Date.now() - 60_000),
+    new Date(Date.now() + 7_200_000),
+  );
+  const queue = service.getQueueClient(`js-token-sas-${process.pid}`);
+  await queue.create();
+  await queue.sendMessage("kept");
+  const sas = (permissions, delegatedUserObjectId) =>
+    new URL(
+      queue.generateUserDelegationSasUrl(
+        {
+          permissions: QueueSASPermissions.parse(permissions),
+          expiresOn: new Date(Date.now() + 3_600_000),
+          delegatedUserObjectId,
+        },
+        key,
+      ),
+    );
+  const withToken = (url) => new QueueClient(url.toString(), credential(3600), CLIENT_OPTIONS);
+
+  const mine = sas("raup", OID);
+  assert.equal((await withToken(mine).peekMessages()).peekedMessageItems.length, 1);
+  const unreadable = new URL(mine);
+  unreadable.searchParams.set("sig", `!${mine.searchParams.get("sig")}`);
+  const forged = new URL(mine);
+  forged.searchParams.set("sig", Buffer.alloc(32).toString("base64"));
+  const brokenAndSomeoneElses = sas("raup", "someone-else");
+  brokenAndSomeoneElses.searchParams.set("sig", "not base64!");
+  for (const url of [unreadable, forged, sas("raup", "someone-else"), brokenAndSomeoneElses]) {
+    assert.deepEqual(
+      await refusal(withToken(url).sendMessage("carried by the token")),
+      [403, "AuthenticationFailed"],
+      url.search,
+    );
+  }
+  // Readable and good, but read-only: the token does not widen it.
+  assert.deepEqual(await refusal(withToken(sas("r")).sendMessage("no")), [
+    403,
+    "AuthorizationPermissionMismatch",
+  ]);
+  const left = await queue.peekMessages({ numberOfMessages: 32 });
+  assert.deepEqual(
+    left.peekedMessageItems.map((message) => message.messageText),
+    ["kept"],
+  );
+  await queue.delete();
 }
 
 /** The status and error code a refused call ends with. */

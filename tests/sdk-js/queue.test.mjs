@@ -26,6 +26,7 @@ import {
   AccountSASServices,
   QueueClient,
   QueueServiceClient,
+  SASProtocol,
   StorageSharedKeyCredential,
   generateAccountSASQueryParameters,
   generateQueueSASQueryParameters,
@@ -215,6 +216,53 @@ test("stored access policies and a service SAS that uses one", async () => {
   // Dropping the policy revokes the SAS.
   await queue.setAccessPolicy([]);
   assert.deepEqual(await refusal(viaPolicy.peekMessages()), [403, "AuthenticationFailed"]);
+});
+
+// The SDK's own live test of that name (queueclient.spec.ts): a policy with only a permission
+// comes back as it went; one with no field comes back with no accessPolicy at all, as the
+// service answers it (no AccessPolicy element; azq answered an empty one, read as
+// {permissions: undefined}).
+test("setAccessPolicy should work when permissions, expiry and start undefined", async () => {
+  const queue = await newQueue();
+  const id = "6D97528B-8412-48AE-9DB1-6BF69C9F83A6";
+  const permissionOnly = [{ accessPolicy: { permissions: "raup" }, id }];
+  await queue.setAccessPolicy(permissionOnly);
+  assert.deepEqual((await queue.getAccessPolicy()).signedIdentifiers, permissionOnly);
+  await queue.setAccessPolicy([{ accessPolicy: {}, id }]);
+  const empty = await queue.getAccessPolicy();
+  assert.deepEqual(empty.signedIdentifiers, [{ accessPolicy: undefined, id }]);
+});
+
+// The SDK's own live test of that name (sas.spec.ts): an account SAS that expired a day ago and
+// carries no start. The service takes now as its start and says the window is empty; the test
+// expects that detail ("Signed expiry time …"), not "Signature not valid in the specified time
+// frame".
+test("create queue with invalid SAS should fail", async () => {
+  const yesterday = new Date(Date.now() - 86_400_000);
+  const sas = generateAccountSASQueryParameters(
+    {
+      expiresOn: yesterday,
+      permissions: AccountSASPermissions.parse("rwdlacup"),
+      protocol: SASProtocol.HttpsAndHttp,
+      resourceTypes: AccountSASResourceTypes.parse("sco").toString(),
+      services: AccountSASServices.parse("btqf").toString(),
+    },
+    new StorageSharedKeyCredential(ACCOUNT, KEY),
+  ).toString();
+  assert.doesNotMatch(sas, /(^|&)st=/);
+  const withSas = new QueueServiceClient(`${endpoint}?${sas}`, undefined, CLIENT_OPTIONS);
+  const error = await withSas
+    .getQueueClient(`js-${process.pid}-invalid-sas`)
+    .create()
+    .then(
+      () => assert.fail("an expired SAS created a queue"),
+      (refused) => refused,
+    );
+  assert.equal(error.statusCode, 403);
+  assert.equal(error.details?.errorCode, "AuthenticationFailed");
+  const detail = error.details?.authenticationErrorDetail ?? "";
+  assert.ok(detail.startsWith("Signed expiry time ["), detail);
+  assert.match(detail, /\] must be after signed start time \[/);
 });
 
 test("an account SAS authorises what it grants and nothing more", async () => {

@@ -120,6 +120,29 @@ def test_expired_account_sas_is_authentication_failed(server, queue):
     assert_refused(raised, 403, "AuthenticationFailed")
 
 
+def test_expired_sas_without_a_start_says_its_expiry_is_not_after_now(server, queue):
+    # The JavaScript SDK's live test "create queue with invalid SAS should fail" signs no `st`;
+    # the service then takes now as the start and reports the window as empty, in these words
+    # (its answers to expired links that carry no `st`), not as a time frame.
+    expiry = in_hours(-24).replace(microsecond=0)
+    token = account_sas(expiry=expiry)
+    assert "st=" not in token
+    with pytest.raises(ClientAuthenticationError) as raised:
+        sas_queue(server, queue.queue_name, token).peek_messages()
+    assert_refused(raised, 403, "AuthenticationFailed")
+    text = str(raised.value)
+    expected = f"authenticationerrordetail:Signed expiry time [{expiry:%a, %d %b %Y %H:%M:%S} GMT] must be after signed start time ["
+    assert expected in text, text
+    start = text.split(expected, 1)[1].split("]", 1)[0]
+    started = datetime.datetime.strptime(start, "%a, %d %b %Y %H:%M:%S GMT").replace(tzinfo=datetime.timezone.utc)
+    assert started > expiry, text
+    # With a start, an expired SAS is still outside its time frame.
+    token = account_sas(start=in_hours(-48), expiry=expiry)
+    with pytest.raises(ClientAuthenticationError) as raised:
+        sas_queue(server, queue.queue_name, token).peek_messages()
+    assert "authenticationerrordetail:Signature not valid in the specified time frame: Start [" in str(raised.value)
+
+
 def test_account_sas_not_yet_valid_is_authentication_failed(server, queue):
     token = account_sas(start=in_hours(1), expiry=in_hours(2))
     with pytest.raises(ClientAuthenticationError) as raised:

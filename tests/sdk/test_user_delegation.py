@@ -1,13 +1,14 @@
-"""User delegation SAS for queues (service version 2026-02-06 and later), through the official
+"""User delegation SAS for queues (keys since service version 2026-02-06), through the official
 Python SDK's own paths: `QueueServiceClient.get_user_delegation_key` with a token credential over
 HTTPS (`--oauth basic`), then `generate_queue_sas(user_delegation_key=…)`, the SAS used by a client
 that holds nothing else. Then what must be refused, with Azure's codes: a tampered SAS, an expired
 one, one whose key is not valid yet, one used on another queue or for an operation it does not
 grant, a key asked for beyond seven days or with the account key; a SAS bound to a user
 (`user_delegation_oid`, `sduoid`) works only with that user's token, across tenants too
-(`delegated_user_tid`). Keys survive a restart: azq derives them, it stores nothing. With its data
-on disk (AZQ_PERSISTENCE=disk), that restart must also keep every queue, message and metadata it
-acknowledged before it (restart_witness.py compares them).
+(`delegated_user_tid`), and a token never carries a SAS beside it unchecked (a broken, forged or
+another user's SAS is refused, a narrow one is not widened). Keys survive a restart: azq derives
+them, it stores nothing. With its data on disk (AZQ_PERSISTENCE=disk), that restart must also keep
+every queue, message and metadata it acknowledged before it (restart_witness.py compares them).
 """
 
 import base64
@@ -251,6 +252,60 @@ def test_a_sas_bound_to_a_user_works_only_with_that_users_token(https_server):
             lambda: sas_client(https_server, queue.queue_name, token, FixedIdentityCredential(user)).peek_messages()
         )
         assert (status, code) == (403, "AuthenticationFailed")
+        queue.delete_queue()
+
+
+def test_a_bearer_token_never_carries_an_unchecked_sas(https_server):
+    """Issue 41: with a bearer token, a SAS that did not read (a `sig` that is not base64, a
+    broken field) was passed over and the token alone served the request. The SAS beside a
+    token is now always checked and decides; the token must hold as well."""
+    user = "7d7b4b55-4c3f-4e50-9a55-3c1f2d6f9a10"
+    with token_service(https_server) as service:
+        key = service.get_user_delegation_key(start=now(), expiry=in_hours(2))
+        queue = new_queue(service)
+        queue.send_message("kept")
+
+        def sas(permission=ALL, oid=user):
+            return generate_queue_sas(
+                DEV_ACCOUNT,
+                queue.queue_name,
+                None,
+                permission=permission,
+                expiry=in_hours(1),
+                user_delegation_key=key,
+                user_delegation_oid=oid,
+            )
+
+        def altered(token, **fields):
+            values = dict(urllib.parse.parse_qsl(token))
+            values.update(fields)
+            return urllib.parse.urlencode(values)
+
+        mine = sas()
+        with sas_client(https_server, queue.queue_name, mine, FixedIdentityCredential(user)) as bound:
+            assert [message.content for message in bound.peek_messages()] == ["kept"]
+        signature = dict(urllib.parse.parse_qsl(mine))["sig"]
+        refused = [
+            altered(mine, sig="!" + signature),  # does not read
+            altered(mine, sig=base64.b64encode(bytes(32)).decode()),  # reads, forged
+            sas(oid="someone-else"),  # another user's
+            altered(sas(oid="someone-else"), sig="not base64!", skt="yesterday"),  # both
+            altered(mine, sv=""),  # no version
+        ]
+        for token in refused:
+            status, code, _ = refusal(
+                lambda: sas_client(https_server, queue.queue_name, token, FixedIdentityCredential(user)).send_message(
+                    "carried by the token"
+                )
+            )
+            assert (status, code) == (403, "AuthenticationFailed"), token
+        # A good SAS that only reads: the token does not widen it.
+        reader = sas(permission=QueueSasPermissions(read=True))
+        status, code, _ = refusal(
+            lambda: sas_client(https_server, queue.queue_name, reader, FixedIdentityCredential(user)).send_message("no")
+        )
+        assert (status, code) == (403, "AuthorizationPermissionMismatch")
+        assert [message.content for message in queue.peek_messages(max_messages=32)] == ["kept"]
         queue.delete_queue()
 
 

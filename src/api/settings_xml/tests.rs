@@ -210,6 +210,43 @@ fn acl_escapes_and_omits_absent_fields() {
     assert_eq!(encoded_acl(&[]), "<SignedIdentifiers />");
 }
 
+/// The JavaScript SDK's recorded "setAccessPolicy should work when permissions, expiry and start
+/// undefined": set with `<AccessPolicy/>`, the service answers the identifier alone; set with a
+/// permission only, it answers that field alone.
+#[test]
+fn an_empty_access_policy_is_answered_as_none_as_the_service_does() {
+    let empty = "<SignedIdentifiers><SignedIdentifier><Id>MTIz</Id><AccessPolicy/>\
+        </SignedIdentifier></SignedIdentifiers>";
+    let with_empty_fields = "<SignedIdentifiers><SignedIdentifier><Id>MTIz</Id><AccessPolicy>\
+        <Start></Start><Expiry/><Permission></Permission></AccessPolicy></SignedIdentifier>\
+        </SignedIdentifiers>";
+    for sent in [empty, with_empty_fields] {
+        let read = signed_identifiers(sent.as_bytes()).unwrap();
+        assert_eq!(read[0].access_policy, None, "{sent}");
+        assert_eq!(
+            encoded_acl(&read),
+            "<SignedIdentifiers><SignedIdentifier><Id>MTIz</Id></SignedIdentifier>\
+             </SignedIdentifiers>",
+            "{sent}"
+        );
+    }
+    // One from a log written before the reader dropped empty policies is answered alike.
+    let logged = [SignedIdentifier {
+        id: "MTIz".to_string(),
+        access_policy: Some(AccessPolicy::default()),
+    }];
+    assert_eq!(
+        encoded_acl(&logged),
+        "<SignedIdentifiers><SignedIdentifier><Id>MTIz</Id></SignedIdentifier></SignedIdentifiers>"
+    );
+    let partial = "<SignedIdentifiers><SignedIdentifier><Id>MTIz</Id><AccessPolicy>\
+        <Permission>raup</Permission></AccessPolicy></SignedIdentifier></SignedIdentifiers>";
+    assert_eq!(
+        encoded_acl(&signed_identifiers(partial.as_bytes()).unwrap()),
+        partial
+    );
+}
+
 /// `SDK_PROPERTIES` as the service answers it: the same values, `Logging` and `CorsRule`
 /// children in the service's order (recorded answers of Get Queue Service Properties).
 const SERVICE_PROPERTIES_ANSWER: &str = "<StorageServiceProperties><Logging><Version>1.0</Version><Read>true</Read><Write>true</Write><Delete>false</Delete><RetentionPolicy><Enabled>true</Enabled><Days>5</Days></RetentionPolicy></Logging><HourMetrics><Version>1.0</Version><Enabled>true</Enabled><IncludeAPIs>true</IncludeAPIs><RetentionPolicy><Enabled>true</Enabled><Days>7</Days></RetentionPolicy></HourMetrics><MinuteMetrics><Version>1.0</Version><Enabled>false</Enabled><RetentionPolicy><Enabled>false</Enabled></RetentionPolicy></MinuteMetrics><Cors><CorsRule><AllowedMethods>GET,PUT</AllowedMethods><AllowedOrigins>https://a.example,https://b.example</AllowedOrigins><AllowedHeaders>x-ms-meta-*</AllowedHeaders><ExposedHeaders>x-ms-*</ExposedHeaders><MaxAgeInSeconds>500</MaxAgeInSeconds></CorsRule><CorsRule><AllowedMethods>GET</AllowedMethods><AllowedOrigins>*</AllowedOrigins><AllowedHeaders /><ExposedHeaders /><MaxAgeInSeconds>0</MaxAgeInSeconds></CorsRule></Cors></StorageServiceProperties>";

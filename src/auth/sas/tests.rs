@@ -138,6 +138,18 @@ fn user_delegation_sas_table() {
         .map(|principal| principal.scheme),
         Ok(AuthScheme::UserDelegationSas)
     );
+    // The oldest `sv` with this layout, as the JavaScript SDK's live tests sign it.
+    let oldest = sign_delegated(&good.replace("sv=2026-10-06", "sv=2025-07-05"), "q");
+    assert_eq!(
+        check(
+            &oldest,
+            &context(Some("q")),
+            Access::PEEK_MESSAGES,
+            &no_policy
+        )
+        .map(|principal| principal.scheme),
+        Ok(AuthScheme::UserDelegationSas)
+    );
     let mismatch = |outcome: Result<Principal, AuthFailure>| {
         matches!(outcome, Err(AuthFailure::SignatureMismatch { .. }))
     };
@@ -168,12 +180,12 @@ fn user_delegation_sas_table() {
         Access::PEEK_MESSAGES,
         &no_policy
     )));
-    // Signed validly, refused for what it says.
+    // Signed validly, refused for what it says: expired (without `st`, as an empty window).
     let mut late = context(Some("q"));
     late.now_ms = NOVEMBER_22_MS + 13 * HOUR_MS;
     assert!(matches!(
         check(&signed, &late, Access::PEEK_MESSAGES, &no_policy),
-        Err(AuthFailure::SasExpired(_))
+        Err(AuthFailure::SasTimesInverted(_))
     ));
     // A SAS outliving its key ends with the key.
     let long = sign_delegated(
@@ -224,7 +236,7 @@ fn user_delegation_sas_table() {
             AuthFailure::UserDelegationWithPolicy,
         ),
         (
-            good.replace("sv=2026-10-06", "sv=2025-11-05") + "&sig=SIG",
+            good.replace("sv=2026-10-06", "sv=2025-05-05") + "&sig=SIG",
             AuthFailure::UserDelegationSasVersion,
         ),
         (
@@ -513,6 +525,20 @@ fn time_window_table() {
     let mut early = context(Some("q"));
     early.now_ms = 0;
     assert!(check(&open_start, &early, Access::PEEK_MESSAGES, &no_policy).is_ok());
+    // Expired without `st`: the service says the expiry is not after the start, now ("create
+    // queue with invalid SAS should fail" in the JavaScript SDK's live tests).
+    for now_ms in [NOVEMBER_22_MS + DAY_MS, NOVEMBER_22_MS + 2 * DAY_MS] {
+        let mut late = context(Some("q"));
+        late.now_ms = now_ms;
+        assert_eq!(
+            check(&open_start, &late, Access::PEEK_MESSAGES, &no_policy),
+            Err(AuthFailure::SasTimesInverted(TimeFrame {
+                start_ms: now_ms,
+                expiry_ms: NOVEMBER_22_MS + DAY_MS,
+                now_ms,
+            }))
+        );
+    }
     // An expiry that is not after the start is refused whatever the time.
     let inverted = sign(
         "sv=2026-10-06&ss=q&srt=o&sp=r&st=2026-11-23&se=2026-11-22",
@@ -725,6 +751,13 @@ fn stored_policy_table() {
             expiry_ms: NOVEMBER_22_MS,
             now_ms: NOVEMBER_22_MS + HOUR_MS,
         }))),
+        // Revocable (`si`) and without a start: an expired window is only expired.
+        ("si=pol", Some(StoredPolicy { start_ms: None, ..expired }),
+            Err(AuthFailure::SasExpired(TimeFrame {
+                start_ms: NOVEMBER_22_MS + HOUR_MS,
+                expiry_ms: NOVEMBER_22_MS,
+                now_ms: NOVEMBER_22_MS + HOUR_MS,
+            }))),
         ("si=other", None, Err(AuthFailure::StoredPolicyNotFound)),
     ];
     for (fields, policy, expected) in cases {
