@@ -13,7 +13,7 @@
 pub struct RunAs {
     /// The user id.
     pub uid: u32,
-    /// The group id; the supplementary groups are dropped.
+    /// The group id; of the supplementary groups it started with, only root's is dropped.
     pub gid: u32,
 }
 
@@ -57,8 +57,11 @@ pub fn leave_root(run_as: Option<RunAs>) -> Result<Option<RunAs>, String> {
             std::io::Error::last_os_error()
         )
     };
-    // SAFETY: an empty list (length 0, null pointer) is what setgroups takes to clear them.
-    if unsafe { libc::setgroups(0, std::ptr::null()) } != 0 {
+    // The supplementary groups it was started with stay, but root's group: a Kubernetes
+    // `fsGroup` or Docker's `--group-add` is how a volume is made writable.
+    let kept = supplementary_groups_but_root().ok_or_else(|| failed("getgroups"))?;
+    // SAFETY: `kept` holds `kept.len()` group ids for the call to read.
+    if unsafe { libc::setgroups(kept.len(), kept.as_ptr()) } != 0 {
         return Err(failed("setgroups"));
     }
     // Group first: once the user is not root, it may no longer change its group. Called by
@@ -88,7 +91,29 @@ pub fn leave_root(run_as: Option<RunAs>) -> Result<Option<RunAs>, String> {
             }
         ));
     }
+    // Not dumpable whatever the host's `fs.suid_dumpable` (which a container shares): no other
+    // process of the same user may trace it for the private key it read as root.
+    // SAFETY: prctl with PR_SET_DUMPABLE and PR_GET_DUMPABLE takes plain integers.
+    let dumpable = unsafe {
+        libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0);
+        libc::prctl(libc::PR_GET_DUMPABLE, 0, 0, 0, 0)
+    };
+    if dumpable != 0 {
+        return Err(failed("prctl(PR_SET_DUMPABLE, 0)"));
+    }
     Ok(Some(run_as))
+}
+
+/// The process's supplementary groups without gid 0, or `None` when they cannot be read.
+fn supplementary_groups_but_root() -> Option<Vec<libc::gid_t>> {
+    // SAFETY: a count of 0 asks only how many there are; nothing is written.
+    let count = unsafe { libc::getgroups(0, std::ptr::null_mut()) };
+    let mut groups = vec![0 as libc::gid_t; usize::try_from(count).ok()?];
+    // SAFETY: `groups` has room for `count` ids.
+    let read = unsafe { libc::getgroups(count, groups.as_mut_ptr()) };
+    groups.truncate(usize::try_from(read).ok()?);
+    groups.retain(|&group| group != 0);
+    Some(groups)
 }
 
 #[cfg(test)]
