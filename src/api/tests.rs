@@ -739,7 +739,8 @@ fn health_follows_the_lifecycle_without_credentials() {
     let lifecycle = Arc::new(Lifecycle::new(NOW_MS - 61_000));
     let service = service_in(lifecycle.clone());
     let answer = |method: &str, target: &str| {
-        let request = Request::from_parts(method, target, &[], Bytes::new());
+        // A Host the control plane answers to, as every HTTP/1.1 client sends one.
+        let request = Request::from_parts(method, target, &[("Host", "127.0.0.1")], Bytes::new());
         let plan = service.plan(
             &request,
             NOW_MS,
