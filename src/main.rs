@@ -137,7 +137,7 @@ fn run(invocation: Invocation) -> Result<(), String> {
         let names =
             ControlHosts::parse(&names).map_err(|why| format!("AZQ_CONTROL_HOSTS: {why}"))?;
         config.control_hosts = config.control_hosts.merged(names);
-        if config.control_hosts.len() > CONTROL_HOST_NAMES_MAX {
+        if config.control_hosts.name_count() > CONTROL_HOST_NAMES_MAX {
             return Err(format!(
                 "--control-hosts and AZQ_CONTROL_HOSTS: at most {CONTROL_HOST_NAMES_MAX} names"
             ));

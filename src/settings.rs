@@ -348,7 +348,7 @@ pub fn parse_arguments(arguments: impl Iterator<Item = String>) -> Result<Option
                 let hosts = ControlHosts::parse(&value(&flag)?)
                     .map_err(|why| format!("--control-hosts: {why}"))?;
                 config.control_hosts = config.control_hosts.clone().merged(hosts);
-                if config.control_hosts.len() > CONTROL_HOST_NAMES_MAX {
+                if config.control_hosts.name_count() > CONTROL_HOST_NAMES_MAX {
                     return Err(format!(
                         "--control-hosts: at most {CONTROL_HOST_NAMES_MAX} names"
                     ));

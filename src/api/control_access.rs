@@ -1,9 +1,10 @@
 //! Who may use azq's control plane (`/_azq/`), decided before any of its endpoints is planned:
 //!
-//! - **Host**: every `/_azq/` endpoint but health, metrics and the certificate answers only a
-//!   `Host` the server answers to: an IP literal, `localhost` or a name under `.localhost`, or a
-//!   name given by `--control-hosts` (and `AZQ_CONTROL_HOSTS`). A DNS-rebinding page reaches
-//!   the server under its own name, so it gets 403.
+//! - **Host**: every `/_azq/` endpoint but health, metrics and the certificate needs a
+//!   well-formed `Host` and answers only one the server answers to: an IP literal, `localhost`
+//!   or a name under `.localhost`, or a name given by `--control-hosts` (and
+//!   `AZQ_CONTROL_HOSTS`). A DNS-rebinding page reaches the server under its own name, so it
+//!   gets 403.
 //! - **Cross-site writes**: a request that changes something (any method but GET and HEAD)
 //!   with an `Origin` other than the server's own, or `Sec-Fetch-Site` other than
 //!   `same-origin` or `none`, is 403; a POST must also be a request no page can send blind: a
@@ -11,11 +12,12 @@
 //!   `/_azq/` never grants).
 //! - **Credentials**: an account whose keys include the public development key is open to
 //!   everyone, as before; an account with only private keys is shown and acted on only for a
-//!   caller who proves its key: a SharedKey or SharedKeyLite signature, an account SAS, or the
-//!   console's session (`POST /_azq/session` with the account and key, answered with an
-//!   `HttpOnly`, `SameSite=Strict` cookie bound to that account, which expires). One account's
-//!   proof shows that account and the open ones, never another private one. Bearer tokens are
-//!   refused here: `--oauth basic` checks no signature, so anyone can make one.
+//!   caller who proves its key: a SharedKey signature (not SharedKeyLite, which leaves the
+//!   query unsigned), an account SAS with every permission the endpoint's queue operations
+//!   need, or the console's session (`POST /_azq/session` with the account and key, answered
+//!   with an `HttpOnly`, `SameSite=Strict` cookie bound to that account, which expires). One
+//!   account's proof shows that account and the open ones, never another private one. Bearer
+//!   tokens are refused here: `--oauth basic` checks no signature, so anyone can make one.
 //!
 //! A session is `ACCOUNT.EXPIRY_MS.MAC`, the MAC an HMAC-SHA256 of the account and expiry under
 //! a key every shard shares, made at start: it holds on any shard, dies with the process, and
@@ -90,17 +92,12 @@ impl ControlHosts {
         }
     }
 
-    /// How many names it lists (`Any`: none).
-    pub fn len(&self) -> usize {
+    /// How many names it lists (`Any`: none), for `CONTROL_HOST_NAMES_MAX`.
+    pub fn name_count(&self) -> usize {
         match self {
             ControlHosts::Any => 0,
             ControlHosts::Names(names) => names.len(),
         }
-    }
-
-    /// Whether it lists no name and allows only IP literals and loopback names.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0 && *self != ControlHosts::Any
     }
 
     /// Whether a request with `Host: host` may reach the control plane: a well-formed
