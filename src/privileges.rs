@@ -38,10 +38,11 @@ pub fn parse(value: Option<&str>) -> Result<Option<RunAs>, String> {
     }))
 }
 
-/// When this process runs as root (effective uid 0) and `run_as` names another user: drops the
-/// supplementary groups, sets the real, effective and saved group and user ids, and checks that
-/// root cannot be had back. Returns the user it became; `None` when nothing was to be done (not
-/// root, nothing asked, or root asked). Must run before any other thread is started.
+/// When this process runs as root (effective uid 0) and `run_as` names another user: drops gid
+/// 0 from the supplementary groups (keeping the others), sets the real, effective and saved
+/// group and user ids, checks that root cannot be had back, and makes the process
+/// non-dumpable. Returns the user it became; `None` when nothing was to be done (not root,
+/// nothing asked, or root asked). Must run before any other thread is started.
 pub fn leave_root(run_as: Option<RunAs>) -> Result<Option<RunAs>, String> {
     // SAFETY: geteuid cannot fail and touches no memory.
     let root = unsafe { libc::geteuid() } == 0;
