@@ -62,6 +62,13 @@ if [[ -z "${AZQ_TARGET_URL:-}" ]]; then
   # the whole bound on a busy machine.
   section "cargo build --release (azq, no-io-uring, azq-loadgen)"
   cargo build --release -p azq -p no-io-uring -p azq-loadgen --bins
+
+  # A simulated fleet against a real one (loadgen/tests/simulate.rs's ignored tests): the real
+  # runs need release builds and a machine no other test loads.
+  section "azq-loadgen --simulate against real runs (release builds)"
+  AZQ_BIN="$repo_root/target/release/azq" \
+    AZQ_LOADGEN_BIN="$repo_root/target/release/azq-loadgen" \
+    cargo test -p azq-loadgen --test simulate -- --ignored
 fi
 
 section "Python environment (.venv)"

@@ -14,7 +14,9 @@ use crate::retry::RetryPolicy;
 use crate::scenario::Scenario;
 use crate::schedule::{Arrival, LoadModel, NANOSECONDS_PER_SECOND};
 use crate::shape::Shape;
+use crate::simulation::SimulationPlan;
 use crate::steps::{parse_rate_steps, FindMax, LatencyBound, StepPlan};
+use crate::sweep::SweepOptions;
 use crate::units::{number, parse_duration_ns, parse_rate, parse_ratio};
 use crate::wire::mark::TIMESTAMP_DIGITS;
 use crate::workers::{parse_poll_backoff, WorkTime, WorkerPlan};
@@ -141,6 +143,23 @@ Steps (open loop; each step runs --warmup then --step-duration and is reported o
   --find-max-precision P    stop when failing and passing rates are within P (default 10%)
   --step-duration TIME      measured time of each step (default 10s)
 
+Simulation (virtual time: no server; hours of traffic in seconds, repeatable under --seed)
+  --simulate                run the same command line against a model of the service: azq's
+                            own queue semantics in-process (visibility, leases, redelivery,
+                            TTLs), the lanes, workers and autoscaler as in a real run, and a
+                            round trip per request drawn from --sim-latency; the report is a
+                            real run's, marked simulated (the target flags are not used)
+  --sim-latency SPEC|FILE   round trip of every request: 200us | 100us-300us |
+                            p50=100us,p99=400us (default), or FILE.json, a real run's --json
+                            report, to fit each operation's own (its p50 and p99)
+  --sim-profile azure       the service refuses beyond Azure's targets (2,000 messages/s per
+                            queue, 20,000 requests/s per account) with 503 ServerBusy
+  --sweep NAME=V1,V2,...    simulate once per value (several --sweep: every combination) and
+                            report each point's SLO verdict, worker-seconds, backlog peak and
+                            drain time, marking the cheapest point that meets --slo. NAME is a
+                            flag without its dashes (consumers, rate, work-time, ...) or an
+                            --autoscale key (queue-length, max, cooldown, ...)
+
 Output
   --json FILE               write the results as JSON
   --hdr-log FILE            write an HdrHistogram interval log (one tag per operation)
@@ -212,6 +231,8 @@ pub struct Options {
     pub autoscale: Option<AutoscalePolicy>,
     /// `--slo`: a bound on end-to-end latency the report judges.
     pub slo: Option<LatencyBound>,
+    /// `--simulate`: the run in virtual time, with these assumptions about the service.
+    pub simulation: Option<SimulationPlan>,
 }
 
 /// `azq-loadgen merge`'s command line.
@@ -228,17 +249,39 @@ pub struct MergeOptions {
 #[derive(Clone, Debug, PartialEq)]
 pub enum Command {
     Run(Box<Options>),
+    /// `--sweep`: a simulated run per point (every point's command line parses).
+    Sweep(Box<SweepOptions>),
     Merge(MergeOptions),
     Help,
 }
 
 /// Parses the arguments after the program name.
 pub fn parse(arguments: impl IntoIterator<Item = String>) -> Result<Command, String> {
-    let mut arguments = arguments.into_iter().peekable();
-    if arguments.peek().map(String::as_str) == Some("merge") {
-        arguments.next();
-        return parse_merge(arguments);
+    let arguments: Vec<String> = arguments.into_iter().collect();
+    if arguments.first().map(String::as_str) == Some("merge") {
+        return parse_merge(arguments.into_iter().skip(1));
     }
+    if let Some(sweep) = SweepOptions::parse(&arguments)? {
+        for point in sweep.points() {
+            match parse_run(sweep.point_arguments(&point)?.into_iter()) {
+                Ok(Command::Help) => return Ok(Command::Help),
+                Ok(_) => {}
+                Err(error) => {
+                    let settings: Vec<String> = point
+                        .iter()
+                        .map(|(name, value)| format!("{name}={value}"))
+                        .collect();
+                    return Err(format!("--sweep at {}: {error}", settings.join(" ")));
+                }
+            }
+        }
+        return Ok(Command::Sweep(Box::new(sweep)));
+    }
+    parse_run(arguments.into_iter())
+}
+
+/// Parses the arguments of one run.
+fn parse_run(arguments: impl Iterator<Item = String>) -> Result<Command, String> {
     let mut target = TargetArguments::default();
     let mut api_version = API_VERSION_DEFAULT.to_string();
     let mut cpus = None;
@@ -281,6 +324,9 @@ pub fn parse(arguments: impl IntoIterator<Item = String>) -> Result<Command, Str
     let mut shape = None;
     let mut autoscale_text: Option<String> = None;
     let mut slo = None;
+    let mut simulate = false;
+    let mut sim_latency: Option<SimulationPlan> = None;
+    let mut sim_profile_azure = None;
 
     let mut flags = Flags {
         arguments,
@@ -384,6 +430,12 @@ pub fn parse(arguments: impl IntoIterator<Item = String>) -> Result<Command, Str
                 let text = value()?;
                 shape = Some((text.clone(), Shape::parse(&text)?));
             }
+            "--simulate" => simulate = true,
+            "--sim-latency" => sim_latency = Some(SimulationPlan::parse_latency(&value()?)?),
+            "--sim-profile" => match value()?.as_str() {
+                "azure" => sim_profile_azure = Some(true),
+                other => return Err(format!("--sim-profile {other}: expected azure")),
+            },
             other => return Err(format!("unknown option {other} (see --help)")),
         }
     }
@@ -552,6 +604,21 @@ pub fn parse(arguments: impl IntoIterator<Item = String>) -> Result<Command, Str
             .as_ref()
             .map(|path: &PathBuf| path.with_extension("svg"));
     }
+    let simulation = match (simulate, sim_latency, sim_profile_azure) {
+        (false, None, None) => None,
+        (false, _, _) => {
+            return Err("--sim-latency and --sim-profile apply to --simulate".to_string())
+        }
+        (true, latency, profile_azure) => {
+            if start_at.is_some() {
+                return Err("--start-at: a simulated run has no wall-clock start".to_string());
+            }
+            Some(SimulationPlan {
+                profile_azure: profile_azure.unwrap_or(false),
+                ..latency.unwrap_or_default()
+            })
+        }
+    };
     let load = match rate_per_s {
         Some(rate_per_s) => LoadModel::Open {
             rate_per_s,
@@ -594,6 +661,7 @@ pub fn parse(arguments: impl IntoIterator<Item = String>) -> Result<Command, Str
         shape,
         autoscale,
         slo,
+        simulation,
     })))
 }
 
@@ -717,8 +785,46 @@ mod tests {
         match parse(arguments.iter().map(|argument| argument.to_string()))? {
             Command::Run(options) => Ok(*options),
             Command::Merge(_) => Err("merge".to_string()),
+            Command::Sweep(_) => Err("sweep".to_string()),
             Command::Help => Err("help".to_string()),
         }
+    }
+
+    #[test]
+    fn simulation_flags() {
+        let options = run(&[
+            "--simulate",
+            "--sim-latency",
+            "1ms",
+            "--sim-profile",
+            "azure",
+        ])
+        .unwrap();
+        let simulation = options.simulation.unwrap();
+        assert!(simulation.profile_azure);
+        assert_eq!(simulation.latency_source, "1ms");
+        assert_eq!(
+            run(&["--simulate"]).unwrap().simulation,
+            Some(Default::default())
+        );
+        assert_eq!(run(&[]).unwrap().simulation, None);
+        for bad in [
+            &["--sim-latency", "1ms"][..],
+            &["--sim-profile", "azure"],
+            &["--simulate", "--sim-profile", "aws"],
+            &["--simulate", "--sim-latency", "fast"],
+            &["--simulate", "--start-at", "2000000000"],
+        ] {
+            assert!(run(bad).is_err(), "{bad:?}");
+        }
+        // A sweep is a command of its own, whose every point must parse.
+        let sweep = |arguments: &[&str]| parse(arguments.iter().map(|a| a.to_string()));
+        assert!(matches!(
+            sweep(&["--sweep", "consumers=1,2", "--scenario", "workers"]),
+            Ok(Command::Sweep(_))
+        ));
+        let error = sweep(&["--sweep", "consumers=1,x", "--scenario", "workers"]).unwrap_err();
+        assert!(error.starts_with("--sweep at consumers=x: "), "{error}");
     }
 
     #[test]

@@ -59,10 +59,30 @@ pub struct Response<'a> {
     pub close: bool,
 }
 
-impl Response<'_> {
+impl<'a> Response<'a> {
     /// Whether the status is 2xx.
     pub fn is_success(&self) -> bool {
         (200..300).contains(&self.status)
+    }
+
+    /// The one whole answer in `bytes`, its body framed by `Content-Length` as azq frames it:
+    /// how the simulator (`engine::simulate`) reads the answers of its in-process service.
+    pub fn parse_whole(bytes: &'a [u8]) -> Result<Response<'a>, ResponseError> {
+        let head = parse_response_head(bytes)?.ok_or(ResponseError::Malformed("truncated"))?;
+        let Framing::Length(length) = head.framing else {
+            return Err(ResponseError::Malformed("not framed by Content-Length"));
+        };
+        let body = bytes
+            .get(head.head_bytes..head.head_bytes + length)
+            .ok_or(ResponseError::Malformed("truncated body"))?;
+        Ok(Response {
+            status: head.status,
+            error_code: head.error_code.map(|range| &bytes[range]),
+            pop_receipt: head.pop_receipt.map(|range| &bytes[range]),
+            approximate_messages_count: head.approximate_messages_count,
+            body,
+            close: head.close,
+        })
     }
 }
 

@@ -13,7 +13,8 @@
 //!   retries. `workers`: the worker-fleet model (work times, crashes, poll back-off).
 //!   `autoscale`: KEDA's azure-queue scaler and the HPA as a pure policy (`--autoscale`). `steps`:
 //!   stepped load and the knee search. `theory`: M/M/c's predictions (Erlang C), which the
-//!   report sets beside a workers run of that shape.
+//!   report sets beside a workers run of that shape. `simulation`: what `--simulate` assumes
+//!   of the service (round trips, limits). `sweep`: `--sweep`'s points and their command lines.
 //! - `cli`: the usage text and the parser into validated `Options`.
 //! - `wire`: requests encoded and signed (azq's SharedKey code), responses and Get answers
 //!   parsed, without I/O. `metrics`: counts, errors and HdrHistograms per operation.
@@ -21,11 +22,13 @@
 //!   thread per core on the backend `--runtime` selects, as azq selects its own. `connection`:
 //!   one keep-alive connection on a client core.
 //! - `engine`: the cores' tasks, generic over the backend: setup and preload, one driver per
-//!   connection, lanes and their accounting, depth sampling.
+//!   connection, lanes and their accounting, depth sampling; and `--simulate`'s virtual-time
+//!   loop over the same lanes against azq's request path in-process.
 //! - `report`: a run's summary and its table, JSON and CSV.
 //! - `merge`: `azq-loadgen merge`, the exact union of interval logs. `plot`: the SVG. `html`:
 //!   the self-contained HTML report (tables, verdicts, `plot`'s charts inline). `run`: one run
 //!   on the main thread: start, gather reports, progress line, interval log, summary.
+//!   `sweep_run`: a sweep's simulated runs and its table, JSON and HTML.
 //! - Here: `main`; and under test, `saved_reports`, every report's bytes against
 //!   `loadgen/tests/reports/`.
 
@@ -50,7 +53,10 @@ mod saved_reports;
 mod scenario;
 mod schedule;
 mod shape;
+mod simulation;
 mod steps;
+mod sweep;
+mod sweep_run;
 mod theory;
 mod tls;
 mod units;
@@ -69,6 +75,7 @@ const EXIT_FAILURE: u8 = 2;
 fn main() -> ExitCode {
     let options = match cli::parse(std::env::args().skip(1)) {
         Ok(cli::Command::Run(options)) => options,
+        Ok(cli::Command::Sweep(sweep)) => return sweep_points(&sweep),
         Ok(cli::Command::Merge(merge)) => return merge_logs(&merge),
         Ok(cli::Command::Help) => {
             print!("{}", cli::USAGE);
@@ -122,6 +129,35 @@ fn main() -> ExitCode {
         ExitCode::from(EXIT_TOO_MANY_ERRORS)
     } else {
         ExitCode::SUCCESS
+    }
+}
+
+/// `--sweep`: runs every point, prints the table, writes what was asked.
+fn sweep_points(sweep: &sweep::SweepOptions) -> ExitCode {
+    let outcome = match sweep_run::run(sweep) {
+        Ok(outcome) => outcome,
+        Err(error) => {
+            eprintln!("azq-loadgen: {error}");
+            return ExitCode::from(EXIT_FAILURE);
+        }
+    };
+    print!("{}", sweep_run::table(&outcome));
+    let writes = [
+        (
+            sweep.json_path.as_deref(),
+            Some(sweep_run::json(&outcome).into_bytes()),
+        ),
+        (
+            sweep.html_path.as_deref(),
+            Some(sweep_run::html(&outcome).into_bytes()),
+        ),
+    ];
+    match write_files(&writes) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("azq-loadgen: {error}");
+            ExitCode::from(EXIT_FAILURE)
+        }
     }
 }
 

@@ -716,6 +716,73 @@ impl Frame {
     }
 }
 
+/// A bar chart of one measure across `labels` (a sweep's points), as an SVG document: a bar
+/// per value (`None`: no bar, "none" written), the bar at `highlight` in another colour, and a
+/// dashed horizontal line at `line` (a bound) when given.
+pub fn bar_chart(
+    title: &str,
+    labels: &[String],
+    values: &[Option<f64>],
+    highlight: Option<usize>,
+    line: Option<f64>,
+) -> String {
+    let highest = values
+        .iter()
+        .flatten()
+        .copied()
+        .chain(line)
+        .fold(1.0, f64::max);
+    let panel: Panel<'_> = Box::new(move |top, out: &mut String| {
+        let frame = Frame {
+            top,
+            x_range: (0.0, labels.len().max(1) as f64),
+            y_range: (0.0, nice_ceiling(highest)),
+        };
+        frame.draw_box(title, out);
+        for fifth in 0..=5 {
+            let value = frame.y_range.1 * f64::from(fifth) / 5.0;
+            frame.y_tick(value, &compact(value), out);
+        }
+        for (index, label) in labels.iter().enumerate() {
+            let middle = index as f64 + 0.5;
+            frame.x_tick(middle, label, out);
+            let colour = if highlight == Some(index) {
+                COLOURS[2]
+            } else {
+                COLOURS[0]
+            };
+            match values.get(index).copied().flatten() {
+                Some(value) => {
+                    let (left, top_y) = frame.at(index as f64 + 0.15, value);
+                    let (right, bottom_y) = frame.at(index as f64 + 0.85, 0.0);
+                    let _ = writeln!(
+                        out,
+                        r#"<rect x="{left:.1}" y="{top_y:.1}" width="{:.1}" height="{:.1}" fill="{colour}"><title>{}: {}</title></rect>"#,
+                        right - left,
+                        bottom_y - top_y,
+                        escape(label),
+                        compact(value)
+                    );
+                }
+                None => {
+                    let (x, y) = frame.at(middle, 0.0);
+                    let _ = writeln!(
+                        out,
+                        r#"<text x="{x:.1}" y="{:.1}" text-anchor="middle">none</text>"#,
+                        y - 6.0
+                    );
+                }
+            }
+        }
+        if let Some(bound) = line {
+            let points = [(0.0, bound), (labels.len().max(1) as f64, bound)];
+            frame.polyline(&points, COLOURS[4], true, out);
+            frame.legend(0, "SLO bound", COLOURS[4], true, out);
+        }
+    });
+    document(&[panel])
+}
+
 /// Escapes text for SVG and HTML, in text and in quoted attribute values.
 pub fn escape(text: &str) -> String {
     text.replace('&', "&amp;")

@@ -13,8 +13,11 @@ use hdrhistogram::serialization::interval_log::{IntervalLogWriter, IntervalLogWr
 use hdrhistogram::serialization::V2DeflateSerializer;
 
 use crate::cli::{queue_names, Options};
-use crate::endpoint;
-use crate::engine::{self, CoreReport, RunPlan, INTERVAL_NS};
+use azq::auth::{DEVELOPMENT_ACCOUNT_KEY, DEVELOPMENT_ACCOUNT_NAME};
+use azq::runtime::select::Selected;
+
+use crate::endpoint::{self, TargetArguments};
+use crate::engine::{self, CoreReport, RunPlan, ServiceModel, Simulated, INTERVAL_NS};
 use crate::metrics::{CoreUsage, Measurements, PutCopyTally};
 use crate::report::{
     progress_line, replica_series, DepthPoint, RunSummary, ScalePoint, SearchOutcome, StepResult,
@@ -42,13 +45,38 @@ pub struct RunOutcome {
 
 /// Runs `options` to the end.
 pub fn run(options: &Options) -> Result<RunOutcome, String> {
-    let (endpoint, credentials) = endpoint::resolve(&options.target)?;
-    let cpus = options
-        .cpus
-        .clone()
-        .unwrap_or_else(azq::machine::allowed_cpus);
+    // A simulated run talks to its own service, with the development account's key.
+    let (endpoint, credentials) = match options.simulation {
+        Some(_) => endpoint::resolve(&TargetArguments::default())?,
+        None => endpoint::resolve(&options.target)?,
+    };
+    let simulation = match &options.simulation {
+        Some(assumptions) => {
+            let service = ServiceModel::new(
+                DEVELOPMENT_ACCOUNT_NAME,
+                DEVELOPMENT_ACCOUNT_KEY,
+                options.seed,
+                engine::VIRTUAL_EPOCH_US / 1000,
+                assumptions.profile_azure,
+            )?;
+            Some(Arc::new(Simulated::new(assumptions.clone(), service)))
+        }
+        None => None,
+    };
+    let cpus = match simulation {
+        // Virtual time runs on no client core.
+        Some(_) => Vec::new(),
+        None => options
+            .cpus
+            .clone()
+            .unwrap_or_else(azq::machine::allowed_cpus),
+    };
     let plan = RunPlan {
-        backend: runtime::select(options.runtime)?,
+        backend: match simulation {
+            // No event loop runs: the portable backend, unprobed, stands for none.
+            Some(_) => Selected::Portable,
+            None => runtime::select(options.runtime)?,
+        },
         endpoint,
         credentials,
         settings: RequestSettings {
@@ -86,8 +114,12 @@ pub fn run(options: &Options) -> Result<RunOutcome, String> {
                 .as_ref()
                 .map_or(0, |policy| policy.min_replicas),
         )),
+        simulation,
     };
-    let depths = engine::set_up(&plan)?;
+    let depths = match &plan.simulation {
+        Some(simulated) => engine::set_up_simulated(&plan, simulated)?,
+        None => engine::set_up(&plan)?,
+    };
     if !options.quiet {
         eprintln!(
             "azq-loadgen: {} queue(s) ready at {} ({} messages in total)",
@@ -166,7 +198,10 @@ impl StepRunner<'_, '_, '_> {
             reports,
             executors,
             start_wall_clock,
-        } = engine::start(plan.clone(), self.start_at.take())?;
+        } = match plan.simulation {
+            Some(_) => engine::start_simulated(plan.clone())?,
+            None => engine::start(plan.clone(), self.start_at.take())?,
+        };
         if self.log.wanted && self.log.writer.is_none() {
             let (Some(output), Some(serializer)) = (self.log_output.take(), self.serializer.take())
             else {
@@ -239,7 +274,14 @@ impl StepRunner<'_, '_, '_> {
             connections: plan.connections,
             pipeline: plan.pipeline,
             cpus: plan.cpus.clone(),
-            runtime: plan.backend.name(),
+            runtime: match plan.simulation {
+                Some(_) => "simulated",
+                None => plan.backend.name(),
+            },
+            simulation: plan
+                .simulation
+                .as_ref()
+                .map(|simulated| simulated.plan.describe()),
             queues: plan.settings.queue_names.len(),
             message_bytes: plan.settings.message_bytes,
             batch: plan.settings.batch,
@@ -396,7 +438,11 @@ fn collect(
     quiet: bool,
     mut log: Option<(&mut LogWriter<'_>, Duration)>,
 ) -> Result<Collected, String> {
-    let cores = plan.cpus.len();
+    // A simulation reports as one core.
+    let cores = match plan.simulation {
+        Some(_) => 1,
+        None => plan.cpus.len(),
+    };
     let mut reported_through: Vec<Option<u64>> = vec![None; cores];
     let mut finished = vec![false; cores];
     let mut pending: BTreeMap<u64, Measurements> = BTreeMap::new();

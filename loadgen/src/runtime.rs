@@ -44,6 +44,19 @@ impl<T: Send + 'static> CoreHandle<T> {
             .join()
             .map_err(|_| "its thread panicked".to_string())?
     }
+
+    /// Runs `work` on a new thread of its own, not pinned and without an event loop (the
+    /// simulator's, which waits for nothing).
+    pub fn spawn(
+        name: &str,
+        work: impl FnOnce() -> Result<T, String> + Send + 'static,
+    ) -> Result<CoreHandle<T>, String> {
+        std::thread::Builder::new()
+            .name(name.to_string())
+            .spawn(work)
+            .map(CoreHandle)
+            .map_err(|error| format!("cannot start a thread: {error}"))
+    }
 }
 
 /// Starts a thread pinned to `options.cpu` that runs the future `make` returns on `B`'s loop.

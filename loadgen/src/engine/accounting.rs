@@ -98,7 +98,7 @@ pub fn take_answer(
     flight: InFlight,
     received_ns: u64,
     response: &Response<'_>,
-    wall_clock_us: fn() -> u64,
+    wall_clock_us: &dyn Fn() -> u64,
 ) {
     let measured = flight.is_measured(plan);
     let operation = flight.step.operation();
@@ -220,7 +220,7 @@ pub fn take_answer(
 fn count_received(
     measurements: &mut Measurements,
     response: &Response<'_>,
-    wall_clock_us: Option<fn() -> u64>,
+    wall_clock_us: Option<&dyn Fn() -> u64>,
 ) {
     let mut now_us = None;
     let mut messages = 0;

@@ -12,7 +12,7 @@ use std::time::Duration;
 use azq::runtime::backend::Backend;
 use azq::time::unix_ms;
 
-use crate::autoscale::{Autoscaler, QueueCount, ReadyReplicas};
+use crate::autoscale::{AutoscalePolicy, Autoscaler, QueueCount, ReadyReplicas};
 use crate::connection::Connection;
 use crate::engine::core::Core;
 use crate::engine::setup::queue_depths;
@@ -21,7 +21,7 @@ use crate::wire::request::{RequestEncoder, RequestKind};
 
 /// Messages KEDA's scaler peeks for `visibleonly` (the service's most per Peek); at this many
 /// it falls back to the approximate count.
-const VISIBLE_PEEK_MESSAGES: u32 = 32;
+pub(super) const VISIBLE_PEEK_MESSAGES: u32 = 32;
 /// Pause before reading again after a failed read.
 const READ_RETRY_DELAY: Duration = Duration::from_millis(100);
 
@@ -33,6 +33,83 @@ pub struct ScaleReport {
     pub observed: Option<u64>,
     pub desired: usize,
     pub ready: usize,
+}
+
+/// The controller's schedule and decisions, without I/O or clocks: when it next acts, and what
+/// a queue reading (or a replica turning ready) makes of the fleet. The task below and the
+/// simulator (`simulate.rs`) both run it; only how they read the queue and wait differs.
+pub(super) struct Controller {
+    autoscaler: Autoscaler,
+    ready: ReadyReplicas,
+    cold_start_ns: u64,
+    /// The last queue length read: a failed read keeps it, as KEDA keeps its last metric.
+    observed: u64,
+    /// The last instant reported: every replica turning ready after it is reported in turn.
+    reported_ns: u64,
+}
+
+impl Controller {
+    /// The controller of `policy`; the fleet starts at its minimum, already running.
+    pub(super) fn new(policy: AutoscalePolicy) -> Controller {
+        let cold_start_ns = policy.cold_start_ns;
+        let autoscaler = Autoscaler::new(policy);
+        let mut ready = ReadyReplicas::default();
+        ready.ask(0, autoscaler.replicas(), 0);
+        Controller {
+            autoscaler,
+            ready,
+            cold_start_ns,
+            observed: 0,
+            reported_ns: 0,
+        }
+    }
+
+    /// The replicas ready at run time zero.
+    pub(super) fn initial_replicas(&self) -> usize {
+        self.autoscaler.replicas()
+    }
+
+    /// When the controller acts next, and whether it reads the queue then (an evaluation) or
+    /// only reports a replica turning ready. Both loops run on their nominal grid (KEDA's
+    /// polls, the HPA's syncs), and a decision is stamped with its nominal time: however late
+    /// the waiting ends, the schedule is the policy's own, and a replica is never published
+    /// ready before its time.
+    pub(super) fn next_ns(&self) -> (u64, bool) {
+        let evaluation_ns = self.autoscaler.next_evaluation_ns();
+        let at_ns = self
+            .ready
+            .next_ready_ns(self.reported_ns)
+            .map_or(evaluation_ns, |ready_ns| ready_ns.min(evaluation_ns));
+        (at_ns, at_ns == evaluation_ns)
+    }
+
+    /// Acts at `at_ns` (from `next_ns`): an evaluation with the queue length read (`None`: the
+    /// read failed, the last one stands), or a readiness report. Returns what to report; its
+    /// `ready` is what the workers must see from now on.
+    pub(super) fn act(&mut self, at_ns: u64, evaluation: bool, read: Option<u64>) -> ScaleReport {
+        let report = if evaluation {
+            if let Some(length) = read {
+                self.observed = length;
+            }
+            let decision = self.autoscaler.evaluate(at_ns, self.observed);
+            self.ready.ask(at_ns, decision.desired, self.cold_start_ns);
+            ScaleReport {
+                at_ns,
+                observed: Some(self.observed),
+                desired: decision.desired,
+                ready: self.ready.ready(at_ns),
+            }
+        } else {
+            ScaleReport {
+                at_ns,
+                observed: None,
+                desired: self.autoscaler.replicas(),
+                ready: self.ready.ready(at_ns),
+            }
+        };
+        self.reported_ns = at_ns;
+        report
+    }
 }
 
 /// Runs the controller until cancelled, handing each decision and readiness to `report`.
@@ -49,53 +126,26 @@ pub(super) async fn control_replicas<B: Backend>(core: Rc<Core>, report: impl Fn
         return;
     };
     let count = policy.count;
-    let cold_start_ns = policy.cold_start_ns;
-    let mut autoscaler = Autoscaler::new(policy);
-    let mut ready = ReadyReplicas::default();
-    // The fleet starts at its minimum, already running.
-    ready.ask(0, autoscaler.replicas(), 0);
+    let mut controller = Controller::new(policy);
     plan.replicas_ready
-        .store(autoscaler.replicas(), Ordering::Release);
+        .store(controller.initial_replicas(), Ordering::Release);
     let mut connection: Option<Connection<B>> = None;
-    let mut observed = 0;
-    // The last instant reported: every replica turning ready after it is reported in turn.
-    let mut reported_ns = 0;
     core.clock.wait_for_start::<B>().await;
     loop {
-        // Both loops run on their nominal grid (KEDA's polls, the HPA's syncs), and a decision
-        // is stamped with its nominal time: however late the core wakes, the schedule is the
-        // policy's own, and a replica is never published ready before its time.
-        let evaluation_ns = autoscaler.next_evaluation_ns();
-        let at_ns = ready
-            .next_ready_ns(reported_ns)
-            .map_or(evaluation_ns, |ready_ns| ready_ns.min(evaluation_ns));
+        let (at_ns, evaluation) = controller.next_ns();
         core.clock.sleep_until::<B>(at_ns).await;
-        if at_ns == evaluation_ns {
-            // A failed read keeps the last length, as KEDA keeps its last metric.
-            if let Some(length) = read_length(&mut connection, &mut encoder, count, plan).await {
-                observed = length;
-            } else {
+        let read = if evaluation {
+            let read = read_length(&mut connection, &mut encoder, count, plan).await;
+            if read.is_none() {
                 B::sleep(READ_RETRY_DELAY).await;
             }
-            let decision = autoscaler.evaluate(at_ns, observed);
-            ready.ask(at_ns, decision.desired, cold_start_ns);
-            report(ScaleReport {
-                at_ns,
-                observed: Some(observed),
-                desired: decision.desired,
-                ready: ready.ready(at_ns),
-            });
+            read
         } else {
-            report(ScaleReport {
-                at_ns,
-                observed: None,
-                desired: autoscaler.replicas(),
-                ready: ready.ready(at_ns),
-            });
-        }
-        reported_ns = at_ns;
-        plan.replicas_ready
-            .store(ready.ready(at_ns), Ordering::Release);
+            None
+        };
+        let scale = controller.act(at_ns, evaluation, read);
+        report(scale);
+        plan.replicas_ready.store(scale.ready, Ordering::Release);
     }
 }
 

@@ -43,7 +43,7 @@ const START_DELAY: Duration = Duration::from_millis(200);
 const START_AT_WAIT_MAX: Duration = Duration::from_secs(86_400);
 /// Reports a core may have queued for the main thread before it waits (the main thread drains
 /// them continuously, so this is never reached in practice; it only has to be bounded).
-const REPORTS_QUEUED_MAX: usize = 1024;
+pub(super) const REPORTS_QUEUED_MAX: usize = 1024;
 
 /// The sending end of the channel from the cores to the main thread (a plain bounded channel of
 /// the standard library: a send that finds it full blocks the core's thread, which the main
@@ -258,7 +258,7 @@ fn parse_scheduler_statistics(text: &str) -> Option<(u64, u64)> {
 /// Roles of all lanes: for `mixed`, the lanes of the first `producers` connections produce.
 /// Queues are assigned separately among producers and among the others, so that every queue
 /// has both when there are enough lanes.
-fn lane_roles(plan: &RunPlan) -> Vec<Role> {
+pub(super) fn lane_roles(plan: &RunPlan) -> Vec<Role> {
     roles(plan.scenario, plan.lanes(), plan.producer_lanes())
 }
 

@@ -13,7 +13,7 @@ use futures_lite::future;
 
 use crate::connection::Connection;
 use crate::wire::mark::PutMark;
-use crate::wire::request::{EncodeError, RequestKind};
+use crate::wire::request::{EncodeError, RequestEncoder, RequestKind};
 
 use crate::engine::accounting::{lose_connection, lose_due_requests, take_answer};
 use crate::engine::core::Core;
@@ -72,7 +72,14 @@ pub(super) async fn drive_connection<B: Backend>(core: Rc<Core>, mut lanes: Vec<
             }
             let step = lane.lane.next_step();
             let mark = matches!(step, Step::Put | Step::Refill).then(|| lane.next_put_mark(&plan));
-            let encoded = encode_step(&core, &lane.lane, step, mark, &mut output);
+            let encoded = encode_step(
+                &mut core.encoder.borrow_mut(),
+                &lane.lane,
+                step,
+                mark,
+                unix_us(),
+                &mut output,
+            );
             if encoded.is_err() {
                 // A request azq-loadgen cannot sign is a bug or a bad key: stop this lane.
                 core.measurements.borrow_mut().protocol_errors += 1;
@@ -134,7 +141,7 @@ pub(super) async fn drive_connection<B: Backend>(core: Rc<Core>, mut lanes: Vec<
                     flight,
                     received_ns,
                     &response,
-                    unix_us,
+                    &unix_us,
                 );
                 !close
             }
@@ -149,15 +156,16 @@ pub(super) async fn drive_connection<B: Backend>(core: Rc<Core>, mut lanes: Vec<
     }
 }
 
-/// Encodes `step` of `lane` into `output`; a Put carries `mark`.
-fn encode_step(
-    core: &Core,
+/// Encodes `step` of `lane` into `output` with `encoder` at `now_us` (µs since the Unix epoch:
+/// a Put's timestamp and the request's date); a Put carries `mark`.
+pub(super) fn encode_step(
+    encoder: &mut RequestEncoder,
     lane: &Lane,
     step: Step,
     mark: Option<PutMark>,
+    now_us: u64,
     output: &mut Vec<u8>,
 ) -> Result<(), EncodeError> {
-    let now_us = unix_us();
     let kind = match step {
         Step::Put | Step::Refill => RequestKind::Put {
             sent_unix_us: now_us,
@@ -174,7 +182,5 @@ fn encode_step(
             pop_receipt: lane.held(index).pop_receipt(),
         },
     };
-    core.encoder
-        .borrow_mut()
-        .encode(lane.queue, kind, now_us / 1000, output)
+    encoder.encode(lane.queue, kind, now_us / 1000, output)
 }

@@ -15,6 +15,8 @@
 //! - `lane_run`: a lane's pacing, budget and retries, and the requests in flight.
 //! - `accounting`: what each answer or lost request counts as (pure, unit-tested).
 //! - `work`: a worker's side of the accounting: the work between a Get and each Delete.
+//! - `simulate`: `--simulate`, every lane, the sampler and the controller on one thread in
+//!   virtual time, against `service_model`: azq's request path in-process.
 
 mod accounting;
 mod controller;
@@ -24,13 +26,17 @@ mod driver;
 mod lane;
 mod lane_run;
 mod plan;
+mod service_model;
 mod setup;
+mod simulate;
 mod work;
 
 pub use controller::ScaleReport;
 pub use cores::{start, CoreReport, Started};
-pub use plan::{RunPlan, INTERVAL_NS};
+pub use plan::{RunPlan, Simulated, INTERVAL_NS, VIRTUAL_EPOCH_US};
+pub use service_model::ServiceModel;
 pub use setup::set_up;
+pub use simulate::{set_up as set_up_simulated, start as start_simulated};
 
 /// The test plan `run.rs`'s tests share with the engine's.
 #[cfg(test)]

@@ -2,16 +2,19 @@
 //! load, the lanes, retries and the workers; built by `run.rs` from the command line, shared by
 //! every core.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, SystemTime};
 
 use azq::runtime::select::Selected;
 
 use crate::autoscale::AutoscalePolicy;
 use crate::endpoint::{Credentials, Endpoint};
+use crate::engine::service_model::ServiceModel;
 use crate::retry::RetryPolicy;
 use crate::scenario::Scenario;
 use crate::schedule::{LoadModel, RunShape, NANOSECONDS_PER_SECOND};
+use crate::simulation::SimulationPlan;
 use crate::wire::request::RequestSettings;
 use crate::workers::WorkerPlan;
 
@@ -65,6 +68,60 @@ pub struct RunPlan {
     /// while `i` is below it). Without autoscaling every worker is always ready.
     pub autoscale: Option<AutoscalePolicy>,
     pub replicas_ready: Arc<AtomicUsize>,
+    /// `--simulate`: the run happens in virtual time against this service, not over the
+    /// network (`engine::simulate`).
+    pub simulation: Option<Arc<Simulated>>,
+}
+
+/// Where a simulation's virtual clock starts, in µs since the Unix epoch (2026-01-01 00:00 UTC):
+/// a fixed instant, so that what the service derives from its clock (message IDs, pop receipts,
+/// and through them which deliveries crash) is the same in every run of the same seed.
+pub const VIRTUAL_EPOCH_US: u64 = 1_767_225_600_000_000;
+
+/// A simulated run's service and assumptions, shared by its steps: a stepped run's steps follow
+/// each other against the same service, as a real one's do against the same server.
+#[derive(Debug)]
+pub struct Simulated {
+    pub plan: SimulationPlan,
+    service: Mutex<ServiceModel>,
+    /// Where the next step's run time zero lies on the virtual clock, µs since the Unix epoch.
+    epoch_us: AtomicU64,
+    /// When the simulation started, by the wall clock: the report's start for the virtual epoch.
+    started: SystemTime,
+}
+
+impl Simulated {
+    /// A simulation of `plan` against `service`, its clock at `VIRTUAL_EPOCH_US`.
+    pub fn new(plan: SimulationPlan, service: ServiceModel) -> Simulated {
+        Simulated {
+            plan,
+            service: Mutex::new(service),
+            epoch_us: AtomicU64::new(VIRTUAL_EPOCH_US),
+            started: SystemTime::now(),
+        }
+    }
+
+    /// The wall-clock instant reports give for the virtual instant `epoch_us`.
+    pub(super) fn wall_clock(&self, epoch_us: u64) -> SystemTime {
+        self.started + Duration::from_micros(epoch_us.saturating_sub(VIRTUAL_EPOCH_US))
+    }
+
+    /// The service, for one thread at a time (the setup, then each step's simulation).
+    pub(super) fn lock(&self) -> MutexGuard<'_, ServiceModel> {
+        // A panic in a step's simulation is reported by its thread; the service is then not
+        // used again.
+        self.service
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    pub(super) fn epoch_us(&self) -> u64 {
+        self.epoch_us.load(Ordering::Acquire)
+    }
+
+    pub(super) fn set_epoch_us(&self, epoch_us: u64) {
+        self.epoch_us.store(epoch_us, Ordering::Release);
+    }
 }
 
 impl RunPlan {
@@ -156,6 +213,7 @@ pub(crate) mod tests {
             workers: None,
             autoscale: None,
             replicas_ready: Arc::default(),
+            simulation: None,
         }
     }
 

@@ -55,6 +55,8 @@ struct JsonReport<'a> {
     refill: bool,
     cpus: &'a [usize],
     runtime: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    simulation: Option<&'a str>,
     client_cores: Vec<JsonCoreUsage>,
     error_ratio: Option<f64>,
     max_error_ratio: Option<f64>,
@@ -62,6 +64,10 @@ struct JsonReport<'a> {
     retry: Option<JsonRetry>,
     ops: Entries<&'static str, JsonOperation<'a>>,
     end_to_end_us: Option<LatencySummary>,
+    /// The mean end-to-end latency, µs: what queueing theory predicts and `--simulate` is
+    /// compared by.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    end_to_end_mean_us: Option<f64>,
     client_send_lag_us: Option<LatencySummary>,
     #[serde(skip_serializing_if = "Option::is_none")]
     workers: Option<JsonWorkers>,
@@ -424,6 +430,7 @@ pub fn json(summary: &RunSummary) -> String {
         refill: summary.refill,
         cpus: &summary.cpus,
         runtime: summary.runtime,
+        simulation: summary.simulation.as_deref(),
         client_cores: summary
             .client_cores
             .iter()
@@ -442,6 +449,8 @@ pub fn json(summary: &RunSummary) -> String {
         }),
         ops: Entries(ops),
         end_to_end_us: latency_of(&total.end_to_end_us),
+        end_to_end_mean_us: (!total.end_to_end_us.is_empty())
+            .then(|| (total.end_to_end_us.mean() * 10.0).round() / 10.0),
         client_send_lag_us: latency_of(&total.send_lag_us),
         workers: summary.workers.map(|plan| json_workers(summary, &plan)),
         steps: &summary.steps,

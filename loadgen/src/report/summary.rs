@@ -112,6 +112,21 @@ pub struct AutoscaleOutcome {
     pub drain_s: Option<f64>,
 }
 
+/// The answer a planner reads first.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Headline {
+    pub slo: Option<SloVerdict>,
+    pub end_to_end_p99_us: Option<u64>,
+    /// Autoscaled: the replica-seconds asked for; a fixed fleet: workers × measured time.
+    pub worker_seconds: Option<f64>,
+    /// The highest depth sampled in the measured window, and when.
+    pub backlog_peak: Option<u64>,
+    pub backlog_peak_at_s: Option<f64>,
+    /// From the peak until the depth was first back at or below its level at the window's
+    /// start (an autoscaled run: one replica's target); `None` when it never was.
+    pub drain_time_s: Option<f64>,
+}
+
 /// The end-to-end latency against `--slo`.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct SloVerdict {
@@ -184,8 +199,10 @@ pub struct RunSummary {
     pub connections: usize,
     pub pipeline: usize,
     pub cpus: Vec<usize>,
-    /// The client cores' backend: `io_uring` or `portable`.
+    /// The client cores' backend: `io_uring` or `portable`; `simulated` under `--simulate`.
     pub runtime: &'static str,
+    /// `--simulate`: what the simulated service assumed (`SimulationPlan::describe`).
+    pub simulation: Option<String>,
     pub queues: usize,
     pub message_bytes: usize,
     pub batch: u32,
@@ -284,6 +301,53 @@ impl RunSummary {
             backlog_peak_at_s,
             drain_s,
         })
+    }
+
+    /// The answer a planner reads first (`Headline`).
+    pub fn headline(&self) -> Headline {
+        let end_to_end_p99_us =
+            latency_of(&self.total.end_to_end_us).and_then(|latency| latency.percentile("p99"));
+        let mut headline = Headline {
+            slo: self.slo_verdict(),
+            end_to_end_p99_us,
+            worker_seconds: None,
+            backlog_peak: None,
+            backlog_peak_at_s: None,
+            drain_time_s: None,
+        };
+        if let Some(outcome) = self.autoscale_outcome() {
+            headline.worker_seconds = Some(outcome.worker_seconds);
+            headline.backlog_peak = Some(outcome.backlog_peak);
+            headline.backlog_peak_at_s = Some(outcome.backlog_peak_at_s);
+            headline.drain_time_s = outcome.drain_s;
+            return headline;
+        }
+        if self.workers.is_some() {
+            headline.worker_seconds = Some(self.worker_lanes as f64 * self.duration_s);
+        }
+        let end_s = self.warmup_s + self.duration_s;
+        let window: Vec<&DepthPoint> = self
+            .depth
+            .iter()
+            .filter(|point| point.at_s >= self.warmup_s && point.at_s <= end_s)
+            .collect();
+        let Some(first) = window.first() else {
+            return headline;
+        };
+        let peak = window.iter().fold(*first, |best, point| {
+            if point.messages > best.messages {
+                point
+            } else {
+                best
+            }
+        });
+        headline.backlog_peak = Some(peak.messages);
+        headline.backlog_peak_at_s = Some(peak.at_s);
+        headline.drain_time_s = window
+            .iter()
+            .find(|point| point.at_s >= peak.at_s && point.messages <= first.messages)
+            .map(|point| point.at_s - peak.at_s);
+        headline
     }
 
     /// The end-to-end latency judged against `--slo`.

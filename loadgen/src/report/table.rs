@@ -61,16 +61,18 @@ fn load_description(load: LoadModel, shape: Option<&str>) -> String {
 pub fn table(summary: &RunSummary) -> String {
     let mut out = String::new();
     let total = &summary.total;
+    let engine = match &summary.simulation {
+        Some(assumptions) => format!("simulated in virtual time ({assumptions})"),
+        None => format!("on CPUs {:?} ({})", summary.cpus, summary.runtime),
+    };
     let _ = writeln!(
         out,
-        "azq-loadgen: {}, {}, {} connections x pipeline {} on CPUs {:?} ({}), {} queue(s), \
+        "azq-loadgen: {}, {}, {} connections x pipeline {} {engine}, {} queue(s), \
          {}-byte messages, batch {}{}",
         summary.scenario.name(),
         load_description(summary.load, summary.shape.as_deref()),
         summary.connections,
         summary.pipeline,
-        summary.cpus,
-        summary.runtime,
         summary.queues,
         summary.message_bytes,
         summary.batch,

@@ -49,6 +49,7 @@ pub fn sample_summary() -> RunSummary {
         pipeline: 1,
         cpus: vec![1],
         runtime: "io_uring",
+        simulation: None,
         queues: 2,
         message_bytes: 1024,
         batch: 1,

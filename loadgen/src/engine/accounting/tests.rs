@@ -33,7 +33,7 @@ fn answer_with(
         flight,
         received_ns,
         response,
-        wall_clock_us,
+        &wall_clock_us,
     );
 }
 

@@ -1,0 +1,289 @@
+//! `--simulate` and `--sweep` end to end, with the real `azq-loadgen` binary: a simulated run is
+//! repeatable under its seed; a sweep reports every point and marks the cheapest one that meets
+//! the SLO; and a simulated fleet agrees with a real one, against the real `azq` server on a
+//! loopback port, on the numbers a planner reads (mean and p99 end-to-end latency,
+//! worker-seconds), with and without the autoscaler. The simulation's latency model is fitted
+//! from the real run's JSON, as a planner would fit it.
+//!
+//! The server is started with the root crate's test helpers (`tests/common`, included by path),
+//! found as `against_azq.rs` finds it. The comparisons with real runs are `#[ignore]`d by
+//! `cargo test` and run by scripts/test.sh against the release builds.
+
+#[path = "../../tests/common/mod.rs"]
+mod common;
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+use std::sync::Mutex;
+
+use common::Server;
+
+/// A file path in the system temporary directory, unique to this process and `name`.
+fn scratch_path(name: &str) -> PathBuf {
+    std::env::temp_dir().join(format!(
+        "azq-loadgen-simulate-{}-{name}",
+        std::process::id()
+    ))
+}
+
+/// The load generator: `AZQ_LOADGEN_BIN` (scripts/test.sh gives the release build to the
+/// ignored tests, which compare with real runs), else this package's fresh build.
+fn loadgen() -> Command {
+    Command::new(
+        std::env::var_os("AZQ_LOADGEN_BIN")
+            .unwrap_or_else(|| env!("CARGO_BIN_EXE_azq-loadgen").into()),
+    )
+}
+
+/// Runs azq-loadgen with `arguments` and `--json`; returns its output and report.
+fn run(name: &str, arguments: &[&str]) -> (Output, serde_json::Value) {
+    let json_path = scratch_path(&format!("{name}.json"));
+    let output = loadgen()
+        .args(arguments)
+        .args(["--quiet", "--json"])
+        .arg(&json_path)
+        .output()
+        .expect("azq-loadgen runs");
+    assert!(output.status.success(), "{name}: {output:?}");
+    let text = std::fs::read_to_string(&json_path).expect("a JSON report");
+    let _ = std::fs::remove_file(&json_path);
+    let _ = std::fs::remove_file(json_path.with_extension("svg"));
+    (output, serde_json::from_str(&text).expect("valid JSON"))
+}
+
+/// A workers run of a few simulated minutes, with crashes (redelivery after the lease) and
+/// Azure's limits, so that every part of the model is in the numbers compared.
+const REPEATABLE: [&str; 22] = [
+    "--simulate",
+    "--sim-profile",
+    "azure",
+    "--scenario",
+    "workers",
+    "--consumers",
+    "3",
+    "--rate",
+    "40",
+    "--arrival",
+    "poisson",
+    "--work-time",
+    "exp:mean=50ms",
+    "--crash-rate",
+    "5%",
+    "--visibility-timeout",
+    "2",
+    "--duration",
+    "120s",
+    "--warmup",
+    "5s",
+    "--seed",
+];
+
+#[test]
+fn a_simulated_run_is_repeatable_under_its_seed() {
+    let with_seed = |seed: &str| {
+        let mut arguments = REPEATABLE.to_vec();
+        arguments.push(seed);
+        let (output, mut report) = run(&format!("repeatable-{seed}"), &arguments);
+        let table = String::from_utf8_lossy(&output.stdout).to_string();
+        assert!(table.contains("simulated in virtual time"), "{table}");
+        // The wall clock's start is the only thing allowed to differ.
+        report["start_unix_s"] = serde_json::Value::Null;
+        report
+    };
+    let first = with_seed("7");
+    assert_eq!(first["runtime"], "simulated");
+    assert!(first["simulation"]
+        .as_str()
+        .is_some_and(|text| text.contains("Azure's targets")));
+    let workers = &first["workers"];
+    // Crashed deliveries came back after their lease and were worked on again.
+    assert!(workers["crashed"].as_u64().unwrap() > 0, "{workers}");
+    assert!(
+        workers["redelivered_after_crash"].as_u64().unwrap() > 0,
+        "{workers}"
+    );
+    assert_eq!(first, with_seed("7"));
+    assert_ne!(first, with_seed("8"));
+}
+
+#[test]
+fn a_sweep_marks_the_cheapest_point_that_meets_the_slo() {
+    let json_path = scratch_path("sweep.json");
+    let html_path = scratch_path("sweep.html");
+    let output = loadgen()
+        .args([
+            "--scenario",
+            "workers",
+            "--rate",
+            "60",
+            "--arrival",
+            "poisson",
+            "--work-time",
+            "exp:mean=40ms",
+            "--duration",
+            "60s",
+            "--warmup",
+            "5s",
+            "--slo",
+            "e2e-p99=400ms",
+            "--sweep",
+            "consumers=2,3,4,6",
+            "--sweep",
+            "poll-backoff=50ms..50ms;100ms..1s",
+            "--json",
+        ])
+        .arg(&json_path)
+        .arg("--html")
+        .arg(&html_path)
+        .output()
+        .expect("azq-loadgen runs");
+    assert!(output.status.success(), "{output:?}");
+    let sweep: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json_path).unwrap()).unwrap();
+    let html = std::fs::read_to_string(&html_path).unwrap();
+    let _ = std::fs::remove_file(&json_path);
+    let _ = std::fs::remove_file(&html_path);
+    let points = sweep["points"].as_array().unwrap();
+    assert_eq!(points.len(), 8);
+    assert_eq!(points[1]["settings"]["consumers"], "2");
+    assert_eq!(points[1]["settings"]["poll-backoff"], "100ms..1s");
+    // Two workers at 60/s of 40 ms are 120% busy: the queue grows and the SLO is missed.
+    assert_eq!(points[0]["slo_met"], false, "{}", points[0]);
+    // The cheapest point is one that met the SLO, and none that met it costs less.
+    let cheapest = sweep["cheapest"].as_u64().expect("a point met the SLO") as usize;
+    let cost = |point: &serde_json::Value| point["worker_seconds"].as_f64().unwrap();
+    assert_eq!(points[cheapest]["slo_met"], true);
+    for point in points.iter().filter(|point| point["slo_met"] == true) {
+        assert!(cost(point) >= cost(&points[cheapest]), "{point}");
+    }
+    let answer = sweep["answer"].as_str().unwrap();
+    assert!(
+        answer.starts_with("cheapest point meeting end-to-end p99 <= 400ms"),
+        "{answer}"
+    );
+    // The page leads with the answer and the table, then a chart per measure.
+    let answer_at = html.find("id=\"answer\"").expect("the answer");
+    let table_at = html.find("id=\"points\"").expect("the table");
+    assert!(answer_at < table_at && html.contains("class=\"cheapest\""));
+    for chart in ["end-to-end", "worker-seconds", "backlog-peak", "drain-time"] {
+        let at = html.find(&format!("id=\"{chart}\"")).expect(chart);
+        assert!(at > table_at, "{chart}");
+    }
+    let table = String::from_utf8_lossy(&output.stdout);
+    assert!(table.contains(answer), "{table}");
+}
+
+/// The settings of the real-versus-simulated comparison: a fleet well below the server's
+/// limits, so that the server is not the bottleneck, met by a step in the arrivals that builds
+/// a backlog, so that the tail is the backlog's (the same arrivals in both runs) rather than a
+/// few unlucky draws.
+const FLEET: [&str; 18] = [
+    "--scenario",
+    "workers",
+    "--producers",
+    "1",
+    "--arrival",
+    "poisson",
+    "--work-time",
+    "lognormal:p50=20ms,p99=80ms",
+    "--poll-backoff",
+    "5ms..20ms",
+    "--message-bytes",
+    "256",
+    "--duration",
+    "40s",
+    "--warmup",
+    "2s",
+    "--seed",
+    "3",
+];
+
+/// The real runs take the machine's two cores' time: one at a time.
+static REAL_RUNS: Mutex<()> = Mutex::new(());
+
+/// Runs the fleet (with `extra` settings) against a real azq, then simulated with the latency
+/// fitted from the real run, and checks the two agree within 10%.
+fn real_and_simulated_agree(name: &str, extra: &[&str]) {
+    let _one_at_a_time = REAL_RUNS
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    let server = Server::start(&["--shards", "1", "--inMemoryPersistence"]);
+    let endpoint = format!("http://127.0.0.1:{}/devstoreaccount1", server.port);
+    let mut real_arguments = vec!["--endpoint", &endpoint, "--queue-prefix", name];
+    real_arguments.extend(FLEET);
+    real_arguments.extend(extra);
+    let real_json = scratch_path(&format!("{name}-real.json"));
+    let output = loadgen()
+        .args(&real_arguments)
+        .args(["--quiet", "--json"])
+        .arg(&real_json)
+        .output()
+        .expect("azq-loadgen runs");
+    assert!(output.status.success(), "{output:?}");
+    let real: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&real_json).unwrap()).unwrap();
+    let fitted = real_json.to_string_lossy().to_string();
+    let mut simulated_arguments = vec!["--simulate", "--sim-latency", &fitted];
+    simulated_arguments.extend(FLEET);
+    simulated_arguments.extend(extra);
+    let (_, simulated) = run(&format!("{name}-simulated"), &simulated_arguments);
+    let _ = std::fs::remove_file(&real_json);
+    let _ = std::fs::remove_file(real_json.with_extension("svg"));
+    assert_eq!(real["errors"], 0, "{real}");
+    let number = |report: &serde_json::Value, pointer: &str| {
+        report
+            .pointer(pointer)
+            .and_then(serde_json::Value::as_f64)
+            .unwrap_or_else(|| panic!("{pointer} in {report}"))
+    };
+    for pointer in ["/end_to_end_mean_us", "/end_to_end_us/p99"] {
+        let (real, simulated) = (number(&real, pointer), number(&simulated, pointer));
+        assert!(
+            (simulated - real).abs() <= 0.1 * real,
+            "{name}: {pointer}: simulated {simulated} against real {real}"
+        );
+    }
+    if extra.contains(&"--autoscale") {
+        let pointer = "/workers/autoscale/worker_seconds";
+        let (real, simulated) = (number(&real, pointer), number(&simulated, pointer));
+        assert!(
+            (simulated - real).abs() <= 0.1 * real,
+            "{name}: {pointer}: simulated {simulated} against real {real}"
+        );
+    }
+}
+
+/// Ignored by `cargo test`: the real run must not be slowed by a debug build or by the other
+/// tests. scripts/test.sh runs it with the release builds (`AZQ_BIN`, `AZQ_LOADGEN_BIN`) on a
+/// quiet machine, after `cargo test`.
+#[test]
+#[ignore]
+fn a_simulated_fleet_agrees_with_a_real_one() {
+    real_and_simulated_agree(
+        "fleet",
+        &[
+            "--consumers",
+            "5",
+            "--shape",
+            "step:30/s@0s,260/s@10s,30/s@20s",
+        ],
+    );
+}
+
+/// Ignored by `cargo test`, as the one above.
+#[test]
+#[ignore]
+fn a_simulated_autoscaled_fleet_agrees_with_a_real_one() {
+    real_and_simulated_agree(
+        "autoscaled",
+        &[
+            "--consumers",
+            "10",
+            "--shape",
+            "step:30/s@0s,150/s@10s,30/s@25s",
+            "--autoscale",
+            "min=1,max=10,queue-length=10,polling=1s,sync=1s,cooldown=10s,down-window=5s,\
+             up=100%/1s+4/1s,down=100%/1s,cold-start=1s",
+        ],
+    );
+}
