@@ -16,7 +16,7 @@ use crate::schedule::{Arrival, LoadModel, NANOSECONDS_PER_SECOND};
 use crate::shape::Shape;
 use crate::simulation::SimulationPlan;
 use crate::steps::{parse_rate_steps, FindMax, LatencyBound, StepPlan};
-use crate::sweep::SweepOptions;
+use crate::sweep::{describe, SweepOptions};
 use crate::units::{number, parse_duration_ns, parse_rate, parse_ratio};
 use crate::wire::mark::TIMESTAMP_DIGITS;
 use crate::workers::{parse_poll_backoff, WorkTime, WorkerPlan};
@@ -266,13 +266,7 @@ pub fn parse(arguments: impl IntoIterator<Item = String>) -> Result<Command, Str
             match parse_run(sweep.point_arguments(&point)?.into_iter()) {
                 Ok(Command::Help) => return Ok(Command::Help),
                 Ok(_) => {}
-                Err(error) => {
-                    let settings: Vec<String> = point
-                        .iter()
-                        .map(|(name, value)| format!("{name}={value}"))
-                        .collect();
-                    return Err(format!("--sweep at {}: {error}", settings.join(" ")));
-                }
+                Err(error) => return Err(format!("--sweep at {}: {error}", describe(&point))),
             }
         }
         return Ok(Command::Sweep(Box::new(sweep)));

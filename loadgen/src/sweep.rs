@@ -64,6 +64,15 @@ pub struct SweepOptions {
 /// A point: one value per axis, in the axes' order.
 pub type Point = Vec<(String, String)>;
 
+/// `point`'s settings as `name=value` words, as reports name a point.
+pub fn describe(point: &Point) -> String {
+    let words: Vec<String> = point
+        .iter()
+        .map(|(name, value)| format!("{name}={value}"))
+        .collect();
+    words.join(" ")
+}
+
 impl SweepOptions {
     /// Takes a command line apart if it holds a `--sweep`; `Ok(None)` when it does not.
     pub fn parse(arguments: &[String]) -> Result<Option<SweepOptions>, String> {

@@ -15,7 +15,7 @@ use crate::plot;
 use crate::report::RunSummary;
 use crate::run;
 use crate::steps::LatencyBound;
-use crate::sweep::{Point, SweepOptions};
+use crate::sweep::{describe, Point, SweepOptions};
 
 /// What one point's run answered.
 #[derive(Clone, Debug, PartialEq)]
@@ -64,12 +64,7 @@ impl PointResult {
 
     /// The point's settings as `name=value` words.
     fn settings(&self) -> String {
-        let words: Vec<String> = self
-            .point
-            .iter()
-            .map(|(name, value)| format!("{name}={value}"))
-            .collect();
-        words.join(" ")
+        describe(&self.point)
     }
 }
 
@@ -100,11 +95,7 @@ pub fn run(sweep: &SweepOptions) -> Result<SweepOutcome, String> {
                         Ok((result, _)) => verdict_word(result),
                         Err(error) => error.clone(),
                     };
-                    let words: Vec<String> = point
-                        .iter()
-                        .map(|(name, value)| format!("{name}={value}"))
-                        .collect();
-                    eprintln!("azq-loadgen: sweep point {}: {status}", words.join(" "));
+                    eprintln!("azq-loadgen: sweep point {}: {status}", describe(point));
                 }
                 results.lock().unwrap_or_else(|error| error.into_inner())[index] = Some(result);
             });

@@ -180,7 +180,7 @@ impl Ord for Scheduled {
 struct Simulation<'a> {
     plan: &'a RunPlan,
     service: &'a mut ServiceModel,
-    latency: &'a Simulated,
+    simulated: &'a Simulated,
     encoder: RequestEncoder,
     lanes: Vec<LaneRun>,
     events: BinaryHeap<Scheduled>,
@@ -205,7 +205,7 @@ impl<'a> Simulation<'a> {
         epoch_us: u64,
         reports: SyncSender<CoreReport>,
     ) -> Result<Simulation<'a>, String> {
-        let Some(latency) = plan.simulation.as_deref() else {
+        let Some(simulated) = plan.simulation.as_deref() else {
             return Err("not a simulated run".to_string());
         };
         let roles = lane_roles(plan);
@@ -220,7 +220,7 @@ impl<'a> Simulation<'a> {
         Ok(Simulation {
             plan,
             service,
-            latency,
+            simulated,
             encoder: encoder(plan)?,
             lanes,
             events: BinaryHeap::new(),
@@ -268,7 +268,7 @@ impl<'a> Simulation<'a> {
                 break;
             };
             self.now_ns = at_ns;
-            let sent = match event {
+            let going = match event {
                 Event::Wake { lane } => {
                     self.wake(lane);
                     true
@@ -291,7 +291,8 @@ impl<'a> Simulation<'a> {
                 Event::Depth => self.sample_depth(),
                 Event::Control => self.control(),
             };
-            if !sent {
+            // The main thread stopped listening: nobody wants the rest.
+            if !going {
                 break;
             }
         }
@@ -347,8 +348,9 @@ impl<'a> Simulation<'a> {
             return;
         }
         let flight = lane.take_request(self.plan, index, due_ns, now_ns);
-        let round_trip_ns =
-            self.latency.plan.latency[step.operation().index()].sample_us(&mut self.random) * 1000;
+        let round_trip_ns = self.simulated.plan.latency[step.operation().index()]
+            .sample_us(&mut self.random)
+            * 1000;
         self.in_flight += 1;
         self.schedule(
             now_ns + round_trip_ns / 2,
