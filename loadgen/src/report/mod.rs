@@ -2,7 +2,8 @@
 //! line, the JSON file and the CSV time series. Pure functions of a `RunSummary`, so their
 //! shape is unit-tested.
 //!
-//! - `summary`: `RunSummary` and the judgements made of it (rates, utilisation, the verdict).
+//! - `summary`: `RunSummary` and the judgements made of it (rates, utilisation, the verdict,
+//!   the `Headline` a planner reads first).
 //! - `table`: the table, the saturation warnings and the progress line.
 //! - `json`: the JSON file (and `Entries`, an ordered JSON object, which `merge` shares).
 //! - `csv`: the CSV time series.
