@@ -18,7 +18,10 @@ pub(crate) mod tests;
 pub use csv::csv;
 pub use json::{json, Entries};
 pub use summary::{
-    replica_series, DepthPoint, RunSummary, ScalePoint, SearchOutcome, StepResult, TimeSeries,
-    TimelinePoint,
+    replica_series, DepthPoint, Headline, RunSummary, ScalePoint, SearchOutcome, StepResult,
+    TimeSeries, TimelinePoint,
 };
-pub use table::{progress_line, saturation_warnings, table, verdict_text};
+pub use table::{
+    grouped, latency_words, load_description, progress_line, saturation_warnings, slo_words, table,
+    verdict_text,
+};

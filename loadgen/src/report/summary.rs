@@ -144,16 +144,18 @@ pub struct Headline {
     /// measured window, or until the last answer when later, as `worker_utilisation` counts).
     /// `None` for a run without workers.
     pub worker_seconds: Option<f64>,
-    /// The highest depth sampled in the measured window…
+    /// The highest depth sampled in the measured window (in a stepped run, over every step:
+    /// the steps' series share the first step's clock, while the summary's window is one
+    /// step's own)…
     pub backlog_peak: Option<u64>,
     /// …and when: the first sample at that depth, in seconds of run time (warm-up included).
     /// Both `None` without a depth sample in the window.
     pub backlog_peak_at_s: Option<f64>,
     /// How long the backlog took to drain, in seconds: from the peak until the first sample
-    /// in the measured window at or after it whose depth is back within `DRAIN_RISE_SHARE` of
-    /// the rise above the level before the backlog, that level being the lowest depth sampled
-    /// from the run's start (warm-up included) up to the peak. Zero when the depth never rose
-    /// above that level; `None` when it was not back by the window's end, or without a peak.
+    /// of the window at or after it whose depth is back within `DRAIN_RISE_SHARE` of the rise
+    /// above the level before the backlog, that level being the lowest depth sampled from the
+    /// run's start (warm-up included) up to the peak. Zero when the depth never rose above
+    /// that level; `None` when it was not back by the window's end, or without a peak.
     pub drain_time_s: Option<f64>,
 }
 
@@ -316,7 +318,7 @@ impl RunSummary {
                 .min()
                 .unwrap_or(peak.messages);
             let drained_at_most = level as f64 + DRAIN_RISE_SHARE * (peak.messages - level) as f64;
-            self.window_depth()
+            self.backlog_depth()
                 .find(|point| point.at_s >= peak.at_s && point.messages as f64 <= drained_at_most)
                 .map(|point| point.at_s - peak.at_s)
         });
@@ -338,9 +340,22 @@ impl RunSummary {
             .filter(move |point| point.at_s >= self.warmup_s && point.at_s <= end_s)
     }
 
-    /// The first of the measured window's deepest samples.
+    /// The depth samples the backlog is judged on, in time order: the measured window's; in a
+    /// stepped run, every step's (see `Headline::backlog_peak`).
+    fn backlog_depth(&self) -> impl Iterator<Item = &DepthPoint> {
+        let (from_s, to_s) = if self.steps.is_empty() {
+            (self.warmup_s, self.warmup_s + self.duration_s)
+        } else {
+            (f64::NEG_INFINITY, f64::INFINITY)
+        };
+        self.depth
+            .iter()
+            .filter(move |point| point.at_s >= from_s && point.at_s <= to_s)
+    }
+
+    /// The first of the backlog's deepest samples.
     fn backlog_peak(&self) -> Option<&DepthPoint> {
-        self.window_depth()
+        self.backlog_depth()
             .fold(None, |best: Option<&DepthPoint>, point| match best {
                 Some(best) if best.messages >= point.messages => Some(best),
                 _ => Some(point),

@@ -810,3 +810,26 @@ fn the_headline_has_the_slo_and_the_fleets_cost() {
     assert_eq!(json["headline"]["backlog_peak_t_s"], 0.0);
     assert_eq!(json["headline"]["drain_time_s"], 0.0);
 }
+
+/// A stepped run's backlog is judged over every step: their depth samples share the first
+/// step's clock, while the summary's window is the reported step's own (its first seconds).
+#[test]
+fn a_stepped_runs_headline_backlog_spans_every_step() {
+    let mut summary = sample_summary();
+    summary.warmup_s = 0.5;
+    summary.duration_s = 2.0;
+    summary.depth = [0, 0, 0, 0, 40, 80, 20, 4]
+        .iter()
+        .enumerate()
+        .map(|(second, &messages)| DepthPoint {
+            at_s: second as f64,
+            messages,
+        })
+        .collect();
+    assert_eq!(summary.headline().backlog_peak, Some(0));
+    summary.steps = vec![StepResult::of(100.0, 100.0, &summary.total, None)];
+    let headline = summary.headline();
+    assert_eq!(headline.backlog_peak, Some(80));
+    assert_eq!(headline.backlog_peak_at_s, Some(5.0));
+    assert_eq!(headline.drain_time_s, Some(2.0));
+}
