@@ -1175,6 +1175,19 @@ fn find_max_finds_the_knee_of_azq_with_a_queue_rate_limit() {
     assert!(steps.len() >= 4, "{steps:?}");
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert!(stdout.contains("knee: "), "{stdout}");
+    // Every step's series is on the first step's clock, without --hdr-log too (they were on
+    // the epoch's: the time axis of the HTML report's overview ran for 56 years).
+    let timeline = report["timeline"].as_array().expect("the timeline");
+    let last_s = timeline
+        .iter()
+        .filter_map(|point| point["t_s"].as_f64())
+        .fold(0.0, f64::max);
+    let steps_s = steps.len() as f64 * 2.5;
+    assert!(
+        (steps_s * 0.8..steps_s * 3.0).contains(&last_s),
+        "last interval at {last_s} s for {} steps",
+        steps.len()
+    );
 }
 
 /// The longest pause of an idle worker in the theory check (`--poll-backoff 1ms..2ms`).
