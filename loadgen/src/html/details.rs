@@ -231,8 +231,8 @@ pub(super) fn details(summary: &RunSummary, data: &Value, out: &mut String) {
         seconds_words(summary.warmup_s)
     );
     worded_table("run", data, "", RUN_ROWS, out);
-    operations(data, out);
-    other_latencies(data, out);
+    operations(summary, data, out);
+    other_latencies(summary, data, out);
     if let Some(workers) = data.get("workers") {
         out.push_str("<h3 id=\"workers-section\">Workers</h3>\n");
         worded_table("workers-table", workers, "/workers", WORKER_ROWS, out);
@@ -312,8 +312,9 @@ fn worded_table(id: &str, value: &Value, pointer: &str, rows: &[Row], out: &mut 
     out.push_str("</table>\n");
 }
 
-/// Per operation: counts, errors, retries, rate and corrected latency percentiles.
-fn operations(data: &Value, out: &mut String) {
+/// Per operation, in the run's order (the parsed JSON's keys are sorted): counts, errors,
+/// retries, rate and corrected latency percentiles.
+fn operations(summary: &RunSummary, data: &Value, out: &mut String) {
     let Some(Value::Object(ops)) = data.get("ops") else {
         return;
     };
@@ -327,7 +328,11 @@ fn operations(data: &Value, out: &mut String) {
         let _ = write!(out, "<th>{heading}</th>");
     }
     out.push_str("<th>Errors by status and code</th></tr>\n");
-    for (name, operation) in ops {
+    let in_order = summary
+        .operations()
+        .iter()
+        .filter_map(|operation| ops.get_key_value(operation.name()));
+    for (name, operation) in in_order {
         let pointer = format!("/ops/{}", pointer_token(name));
         let _ = write!(out, "<tr><th>{}</th>", escape(name));
         for key in ["count", "errors", "retries", "throughput_per_s"] {
@@ -352,8 +357,9 @@ fn operations(data: &Value, out: &mut String) {
     out.push_str("</table>\n");
 }
 
-/// End-to-end latency, the client's send lag and each operation's uncorrected latency.
-fn other_latencies(data: &Value, out: &mut String) {
+/// End-to-end latency, the client's send lag and each operation's uncorrected latency (in the
+/// run's order).
+fn other_latencies(summary: &RunSummary, data: &Value, out: &mut String) {
     let mut rows: Vec<(String, String)> = [
         ("End to end (put to receipt or delete)", "end_to_end_us"),
         ("The client's lag in sending", "client_send_lag_us"),
@@ -363,7 +369,11 @@ fn other_latencies(data: &Value, out: &mut String) {
     .map(|(label, key)| (label.to_string(), format!("/{key}")))
     .collect();
     if let Some(Value::Object(ops)) = data.get("ops") {
-        for (name, operation) in ops {
+        let in_order = summary
+            .operations()
+            .iter()
+            .filter_map(|operation| ops.get_key_value(operation.name()));
+        for (name, operation) in in_order {
             if operation
                 .get("latency_uncorrected_us")
                 .is_some_and(Value::is_object)

@@ -358,4 +358,21 @@ mod tests {
             Some("headline")
         );
     }
+
+    /// A run with nothing over time (an empty peek run) has no overview: the answer is
+    /// followed by the latency section, and the page is still whole.
+    #[test]
+    fn a_run_without_a_timeline_has_no_overview() {
+        let mut summary = sample_summary();
+        summary.scenario = crate::scenario::Scenario::Peek;
+        summary.load = crate::schedule::LoadModel::Closed;
+        summary.total = crate::metrics::Measurements::default();
+        summary.timeline.clear();
+        summary.depth.clear();
+        let document = html(&summary);
+        let found = check(&document);
+        assert_eq!(leading(&found), ["headline"]);
+        assert!(!found.charts.contains(&"overview".to_string()));
+        assert!(document.contains("no operation succeeded"));
+    }
 }
