@@ -807,7 +807,7 @@ fn draw_strip(
             x1 - x0,
             y1 - y0,
             x0 + 4.0,
-            y1 - 6.0
+            y0 + 14.0
         );
     }
     let mut legend_x = frame.left();
