@@ -168,8 +168,9 @@ Output
                             latency by rate) as SVG (default with --json: beside the JSON
                             file, with the extension .svg)
   --csv FILE                write the per-second timeline as CSV
-  --html FILE               write one self-contained HTML report to share: settings, verdicts,
-                            tables and every chart inline (opens without a network)
+  --html FILE               write one self-contained HTML report to share (opens without a
+                            network): the answer first (SLO, worker-seconds, backlog), then
+                            arrivals, depth and replicas over time, latency, the details
   --max-error-rate R        exit 1 when errors/requests exceed R, e.g. 1% or 0.01 (default 1%)
   --quiet                   no progress line
   -h, --help                this text

@@ -26,7 +26,8 @@
 //!   loop over the same lanes against azq's request path in-process.
 //! - `report`: a run's summary and its table, JSON and CSV.
 //! - `merge`: `azq-loadgen merge`, the exact union of interval logs. `plot`: the SVG. `html`:
-//!   the self-contained HTML report (tables, verdicts, `plot`'s charts inline). `run`: one run
+//!   the self-contained HTML report (the answer first, `plot`'s charts inline, the details in
+//!   words). `run`: one run
 //!   on the main thread: start, gather reports, progress line, interval log, summary.
 //!   `sweep_run`: a sweep's simulated runs and its table, JSON and HTML.
 //! - Here: `main`; and under test, `saved_reports`, every report's bytes against

@@ -10,7 +10,8 @@
 use std::fmt::Write;
 
 use crate::merge::Merged;
-use crate::report::{RunSummary, TimeSeries};
+use crate::report::{replica_series, RunSummary, TimeSeries};
+use crate::scenario::Operation;
 
 const WIDTH: f64 = 960.0;
 const PANEL_HEIGHT: f64 = 420.0;
@@ -23,6 +24,8 @@ const NINES_MAX: f64 = 6.0;
 /// One colour per operation, by `Operation::index`, plus one for end-to-end latency and depth.
 const COLOURS: [&str; 5] = ["#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#d62728"];
 const EXTRA_COLOUR: &str = "#7f7f7f";
+/// The overview's queue depth: apart from every operation's colour.
+const DEPTH_COLOUR: &str = "#8c564b";
 
 /// A line to draw: points in data coordinates.
 struct Series {
@@ -39,13 +42,16 @@ type Panel<'a> = Box<dyn Fn(f64, &mut String) + 'a>;
 struct Chart<'a> {
     /// A name for the chart, unique in the run: the HTML report's element id.
     id: String,
+    /// Whether it draws latency (the HTML report's latency charts); the one that does not,
+    /// throughput and depth, is the overview's in the HTML report.
+    latency: bool,
     draw: Panel<'a>,
 }
 
 /// A run's chart as an SVG document of its own, for the HTML report.
 pub struct Figure {
-    /// Unique in the run: `latency`, `throughput-depth`, `end-to-end`, `steps`, or
-    /// `series-N` for the run's N-th `RunSummary::time_series` (from 0).
+    /// Unique in the run: `overview`, `latency`, `end-to-end`, `steps`, or `series-N` for the
+    /// run's N-th `RunSummary::time_series` (from 0).
     pub id: String,
     pub svg: String,
 }
@@ -62,19 +68,30 @@ pub fn svg(summary: &RunSummary) -> String {
     document(&panels)
 }
 
-/// Every chart of the run, each its own SVG document: the charts of `svg`, and one per
-/// `RunSummary::time_series`, in that order.
-pub fn figures(summary: &RunSummary) -> Vec<Figure> {
-    let fixed = charts(summary).into_iter().map(|chart| Figure {
-        id: chart.id,
-        svg: document(&[chart.draw]),
-    });
+/// The latency charts of `svg`, each its own SVG document: latency by percentile, end-to-end
+/// latency over time, latency by rate.
+pub fn latency_figures(summary: &RunSummary) -> Vec<Figure> {
+    charts(summary)
+        .into_iter()
+        .filter(|chart| chart.latency)
+        .map(|chart| Figure {
+            id: chart.id,
+            svg: document(&[chart.draw]),
+        })
+        .collect()
+}
+
+/// One chart per `RunSummary::time_series`, in that order.
+pub fn series_figures(summary: &RunSummary) -> Vec<Figure> {
     let series = summary.time_series();
-    let generic = series.iter().enumerate().map(|(index, series)| Figure {
-        id: format!("series-{index}"),
-        svg: document(&[series_panel(series)]),
-    });
-    fixed.chain(generic).collect()
+    series
+        .iter()
+        .enumerate()
+        .map(|(index, series)| Figure {
+            id: format!("series-{index}"),
+            svg: document(&[series_panel(series)]),
+        })
+        .collect()
 }
 
 /// A time series drawn over run time, its unit on the vertical axis.
@@ -101,6 +118,7 @@ fn series_panel(series: &TimeSeries) -> Panel<'_> {
 fn charts(summary: &RunSummary) -> Vec<Chart<'_>> {
     let mut charts: Vec<Chart<'_>> = vec![Chart {
         id: "latency".to_string(),
+        latency: true,
         draw: Box::new(|top, out: &mut String| {
             let title = format!(
                 "{} latency by percentile ({}, {} connections)",
@@ -118,6 +136,7 @@ fn charts(summary: &RunSummary) -> Vec<Chart<'_>> {
     if summary.scenario.consumes() && (!summary.timeline.is_empty() || !summary.depth.is_empty()) {
         charts.push(Chart {
             id: "throughput-depth".to_string(),
+            latency: false,
             draw: Box::new(|top, out: &mut String| timeline_panel(summary, top, out)),
         });
     }
@@ -129,12 +148,14 @@ fn charts(summary: &RunSummary) -> Vec<Chart<'_>> {
     {
         charts.push(Chart {
             id: "end-to-end".to_string(),
+            latency: true,
             draw: Box::new(|top, out: &mut String| end_to_end_panel(summary, top, out)),
         });
     }
     if !summary.steps.is_empty() {
         charts.push(Chart {
             id: "steps".to_string(),
+            latency: true,
             draw: Box::new(|top, out: &mut String| steps_panel(summary, top, out)),
         });
     }
@@ -277,11 +298,7 @@ fn latency_chart(title: &str, series: &[Series], top: f64, out: &mut String) {
         .iter()
         .flat_map(|line| line.points.iter().map(|&(_, value)| value));
     let (low, high) = decades(values);
-    let frame = Frame {
-        top,
-        x_range: (0.0, NINES_MAX),
-        y_range: (low.log10(), high.log10()),
-    };
+    let frame = Frame::panel(top, (0.0, NINES_MAX), (low.log10(), high.log10()));
     frame.draw_box(title, out);
     for nine in 0..=NINES_MAX as u32 {
         let label = match nine {
@@ -317,11 +334,7 @@ fn time_chart(title: &str, y_label: &str, series: &[Series], top: f64, out: &mut
             .flat_map(|line| line.points.iter().map(|&(_, y)| y))
             .fold(1.0, f64::max),
     );
-    let frame = Frame {
-        top,
-        x_range: (0.0, end_s.ceil()),
-        y_range: (0.0, y_top),
-    };
+    let frame = Frame::panel(top, (0.0, end_s.ceil()), (0.0, y_top));
     frame.draw_box(title, out);
     frame.time_ticks(end_s, out);
     for fifth in 0..=5 {
@@ -385,11 +398,7 @@ fn steps_panel(summary: &RunSummary, top: f64, out: &mut String) {
     let bound_us = summary.search.map(|search| search.bound.bound_us as f64);
     let (low, high) = decades(steps.iter().map(|&(_, value, _)| value).chain(bound_us));
     let rate_top = nice_ceiling(steps.iter().map(|&(rate, _, _)| rate).fold(1.0, f64::max));
-    let frame = Frame {
-        top,
-        x_range: (0.0, rate_top),
-        y_range: (low.log10(), high.log10()),
-    };
+    let frame = Frame::panel(top, (0.0, rate_top), (low.log10(), high.log10()));
     frame.draw_box(
         &format!(
             "{}: {percentile} latency by offered rate (worst operation)",
@@ -466,11 +475,7 @@ fn timeline_panel(summary: &RunSummary, top: f64, out: &mut String) {
         .fold(1.0, f64::max);
     let rate_top = nice_ceiling(rate_max);
     let depth_top = nice_ceiling(depth_max);
-    let frame = Frame {
-        top,
-        x_range: (0.0, end_s.ceil()),
-        y_range: (0.0, rate_top),
-    };
+    let frame = Frame::panel(top, (0.0, end_s.ceil()), (0.0, rate_top));
     frame.draw_box(
         &format!(
             "{}: throughput per operation and queue depth over time",
@@ -539,6 +544,317 @@ fn timeline_panel(summary: &RunSummary, top: f64, out: &mut String) {
     }
 }
 
+/// The overview's layout, in pixels: room for the title, each strip's legend row above its
+/// plot, each plot's height, and room below the last plot for the time axis.
+const OVERVIEW_TITLE_PX: f64 = 40.0;
+const OVERVIEW_LEGEND_PX: f64 = 30.0;
+const OVERVIEW_PLOT_PX: f64 = 150.0;
+const OVERVIEW_AXIS_PX: f64 = 50.0;
+/// Roughly how wide a character of the 12-pixel legend text is, to lay legends out in a row.
+const LEGEND_CHARACTER_PX: f64 = 6.5;
+
+/// One strip of the overview: lines on a linear scale from zero, and points to mark.
+struct Strip {
+    /// What the strip shows, for the chart's title.
+    name: &'static str,
+    /// The vertical axis: what is counted.
+    y_label: &'static str,
+    lines: Vec<Series>,
+    /// (run time, value, what it is), drawn as a dot with its text.
+    marks: Vec<(f64, f64, String)>,
+}
+
+/// The HTML report's first chart: what arrived, what the queues held and what the fleet was,
+/// stacked on one time axis (warm-up shaded). The arrivals strip has the puts (and deletes) per
+/// second, with the target rate of a shaped or stepped run; the depth strip has the queues'
+/// depth with the backlog's peak and the end of its drain (`RunSummary::headline`); an
+/// autoscaled run adds the replicas asked for and ready. `None` without a timeline, depth or
+/// replicas (a run that is not over time).
+pub fn overview(summary: &RunSummary) -> Option<Figure> {
+    let end_s = summary
+        .timeline
+        .iter()
+        .map(|point| point.end_s)
+        .chain(summary.depth.iter().map(|point| point.at_s))
+        .chain(summary.scale.iter().map(|point| point.at_s))
+        .fold(1.0, f64::max)
+        .ceil();
+    let strips: Vec<Strip> = [
+        arrivals_strip(summary),
+        depth_strip(summary),
+        replicas_strip(summary, end_s),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    if strips.is_empty() {
+        return None;
+    }
+    let strip_px = OVERVIEW_LEGEND_PX + OVERVIEW_PLOT_PX;
+    let height = OVERVIEW_TITLE_PX + strip_px * strips.len() as f64 + OVERVIEW_AXIS_PX;
+    let mut out = String::with_capacity(32 * 1024);
+    let _ = writeln!(
+        out,
+        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{height}" viewBox="0 0 {WIDTH} {height}" font-family="sans-serif" font-size="12">"#
+    );
+    let _ = writeln!(out, r#"<rect width="100%" height="100%" fill="white"/>"#);
+    let names: Vec<&str> = strips.iter().map(|strip| strip.name).collect();
+    let _ = writeln!(
+        out,
+        r#"<text x="{MARGIN_LEFT}" y="24" font-size="14" font-weight="bold">{}</text>"#,
+        escape(&format!(
+            "{} over run time: {}",
+            summary.scenario.name(),
+            names.join(", ")
+        ))
+    );
+    for (index, strip) in strips.iter().enumerate() {
+        let top_px = OVERVIEW_TITLE_PX + strip_px * index as f64 + OVERVIEW_LEGEND_PX;
+        let last = index + 1 == strips.len();
+        draw_strip(summary, strip, top_px, end_s, last, &mut out);
+    }
+    out.push_str("</svg>\n");
+    Some(Figure {
+        id: "overview".to_string(),
+        svg: out,
+    })
+}
+
+/// Puts and deletes per second (every operation's, for a run with neither), and the target.
+fn arrivals_strip(summary: &RunSummary) -> Option<Strip> {
+    if summary.timeline.is_empty() {
+        return None;
+    }
+    let operations = summary.operations();
+    let shown: Vec<Operation> = if operations
+        .iter()
+        .any(|&operation| matches!(operation, Operation::Put | Operation::Delete))
+    {
+        operations
+            .iter()
+            .copied()
+            .filter(|&operation| matches!(operation, Operation::Put | Operation::Delete))
+            .collect()
+    } else {
+        operations.to_vec()
+    };
+    let mut lines: Vec<Series> = shown
+        .into_iter()
+        .map(|operation| Series {
+            label: match operation {
+                Operation::Put => "puts per s (arrivals)".to_string(),
+                Operation::Delete => "deletes per s (messages done)".to_string(),
+                other => format!("{} per s", other.name()),
+            },
+            colour: COLOURS[operation.index()],
+            dashed: false,
+            points: summary
+                .timeline
+                .iter()
+                .map(|point| (point.end_s, point.operations_per_s[operation.index()]))
+                .collect(),
+        })
+        .collect();
+    let target: Vec<(f64, f64)> = summary
+        .timeline
+        .iter()
+        .filter_map(|point| Some((point.end_s, point.step_rate_per_s?)))
+        .collect();
+    if !target.is_empty() {
+        // What the target paces: a workers run's puts, or every put, get and peek together.
+        let paced: Vec<String> = operations
+            .iter()
+            .filter(|&&operation| match operation {
+                Operation::Put => true,
+                Operation::Get | Operation::Peek => summary.workers.is_none(),
+                _ => false,
+            })
+            .map(|operation| format!("{}s", operation.name()))
+            .collect();
+        lines.push(Series {
+            label: format!(
+                "target per s ({}, {})",
+                paced.join(" + "),
+                if summary.shape.is_some() {
+                    "--shape"
+                } else {
+                    "the step's"
+                }
+            ),
+            colour: EXTRA_COLOUR,
+            dashed: true,
+            points: target,
+        });
+    }
+    Some(Strip {
+        name: "arrivals",
+        y_label: "per second",
+        lines,
+        marks: Vec::new(),
+    })
+}
+
+/// The queues' depth, with the backlog's peak and the end of its drain marked.
+fn depth_strip(summary: &RunSummary) -> Option<Strip> {
+    if summary.depth.is_empty() {
+        return None;
+    }
+    let headline = summary.headline();
+    let mut marks = Vec::new();
+    // A peak no higher than the level before it (a drain time of zero) is no backlog to mark.
+    let backlog = headline.drain_time_s != Some(0.0);
+    if let (Some(peak), Some(peak_at_s), true) =
+        (headline.backlog_peak, headline.backlog_peak_at_s, backlog)
+    {
+        marks.push((
+            peak_at_s,
+            peak as f64,
+            format!("peak {} at {peak_at_s:.1}s", compact(peak as f64)),
+        ));
+        if let Some(drain_s) = headline.drain_time_s.filter(|&drain_s| drain_s > 0.0) {
+            let drained_at_s = peak_at_s + drain_s;
+            let depth = summary
+                .depth
+                .iter()
+                .find(|point| point.at_s >= drained_at_s)
+                .map_or(0.0, |point| point.messages as f64);
+            marks.push((drained_at_s, depth, format!("drained {drain_s:.1}s later")));
+        }
+    }
+    Some(Strip {
+        name: "queue depth",
+        y_label: "messages",
+        lines: vec![Series {
+            label: "messages in the queues".to_string(),
+            colour: DEPTH_COLOUR,
+            dashed: false,
+            points: summary
+                .depth
+                .iter()
+                .map(|point| (point.at_s, point.messages as f64))
+                .collect(),
+        }],
+        marks,
+    })
+}
+
+/// An autoscaled run's replicas, asked for (dashed) and ready.
+fn replicas_strip(summary: &RunSummary, end_s: f64) -> Option<Strip> {
+    let lines: Vec<Series> = replica_series(&summary.scale, end_s)
+        .into_iter()
+        .zip([(COLOURS[3], true), (COLOURS[2], false)])
+        .map(|(series, (colour, dashed))| Series {
+            label: series.name,
+            colour,
+            dashed,
+            points: series.points,
+        })
+        .collect();
+    (!lines.is_empty()).then_some(Strip {
+        name: "replicas",
+        y_label: "replicas",
+        lines,
+        marks: Vec::new(),
+    })
+}
+
+/// One strip of the overview, its plot's top `top_px` down; the last gets the time labels.
+fn draw_strip(
+    summary: &RunSummary,
+    strip: &Strip,
+    top_px: f64,
+    end_s: f64,
+    last: bool,
+    out: &mut String,
+) {
+    let y_top = nice_ceiling(
+        strip
+            .lines
+            .iter()
+            .flat_map(|line| line.points.iter().map(|&(_, y)| y))
+            .fold(1.0, f64::max),
+    );
+    let frame = Frame {
+        top_px,
+        bottom_px: top_px + OVERVIEW_PLOT_PX,
+        x_range: (0.0, end_s),
+        y_range: (0.0, y_top),
+    };
+    let _ = writeln!(
+        out,
+        r##"<rect x="{:.1}" y="{:.1}" width="{:.1}" height="{OVERVIEW_PLOT_PX}" fill="none" stroke="#333"/>"##,
+        frame.left(),
+        frame.plot_top(),
+        frame.right() - frame.left()
+    );
+    frame.time_grid(end_s, last, out);
+    for fifth in 0..=5 {
+        let value = y_top * f64::from(fifth) / 5.0;
+        frame.y_tick(value, &compact(value), out);
+    }
+    let middle_y = frame.plot_top() + OVERVIEW_PLOT_PX / 2.0;
+    let _ = writeln!(
+        out,
+        r#"<text x="16" y="{middle_y:.1}" text-anchor="middle" transform="rotate(-90 16 {middle_y:.1})">{}</text>"#,
+        escape(strip.y_label)
+    );
+    if summary.warmup_s > 0.0 {
+        let (x0, y0) = frame.at(0.0, y_top);
+        let (x1, y1) = frame.at(summary.warmup_s.min(end_s), 0.0);
+        let _ = writeln!(
+            out,
+            r##"<rect x="{x0:.1}" y="{y0:.1}" width="{:.1}" height="{:.1}" fill="#000" fill-opacity="0.06"/><text x="{:.1}" y="{:.1}" fill="#555">warm-up</text>"##,
+            x1 - x0,
+            y1 - y0,
+            x0 + 4.0,
+            y0 + 14.0
+        );
+    }
+    let mut legend_x = frame.left();
+    let legend_y = frame.plot_top() - 10.0;
+    for line in &strip.lines {
+        frame.polyline(&line.points, line.colour, line.dashed, out);
+        let dash = if line.dashed {
+            r#" stroke-dasharray="6 4""#
+        } else {
+            ""
+        };
+        let _ = writeln!(
+            out,
+            r#"<line x1="{legend_x:.1}" y1="{legend_y:.1}" x2="{:.1}" y2="{legend_y:.1}" stroke="{}" stroke-width="2"{dash}/><text x="{:.1}" y="{:.1}">{}</text>"#,
+            legend_x + 24.0,
+            line.colour,
+            legend_x + 30.0,
+            legend_y + 4.0,
+            escape(&line.label)
+        );
+        legend_x += 30.0 + LEGEND_CHARACTER_PX * line.label.chars().count() as f64 + 24.0;
+    }
+    for (at_s, value, label) in &strip.marks {
+        let (x, y) = frame.at(*at_s, *value);
+        // Text on the left of a mark in the right half, so it stays inside the plot.
+        let (text_x, anchor) = if x > (frame.left() + frame.right()) / 2.0 {
+            (x - 8.0, "end")
+        } else {
+            (x + 8.0, "start")
+        };
+        let _ = writeln!(
+            out,
+            r##"<circle cx="{x:.1}" cy="{y:.1}" r="4" fill="#333"/><text x="{text_x:.1}" y="{:.1}" text-anchor="{anchor}" fill="#333">{}</text>"##,
+            (y - 6.0).max(frame.plot_top() + 12.0),
+            escape(label)
+        );
+    }
+    if last {
+        let middle_x = (frame.left() + frame.right()) / 2.0;
+        let _ = writeln!(
+            out,
+            r#"<text x="{middle_x:.1}" y="{:.1}" text-anchor="middle">run time (warm-up included)</text>"#,
+            frame.bottom() + 36.0
+        );
+    }
+}
+
 /// Powers of ten enclosing every value (at least one decade).
 fn decades(values: impl Iterator<Item = f64>) -> (f64, f64) {
     let (minimum, maximum) = values.fold((f64::MAX, 1.0f64), |(low, high), value| {
@@ -575,12 +891,23 @@ fn compact(value: f64) -> String {
 
 /// A chart area and its data ranges.
 struct Frame {
-    top: f64,
+    /// The plot area's top and bottom edges, in pixels from the document's top.
+    top_px: f64,
+    bottom_px: f64,
     x_range: (f64, f64),
     y_range: (f64, f64),
 }
 
 impl Frame {
+    /// The plot area of a chart drawn `top` pixels down, with the usual margins.
+    fn panel(top: f64, x_range: (f64, f64), y_range: (f64, f64)) -> Frame {
+        Frame {
+            top_px: top + MARGIN_TOP,
+            bottom_px: top + PANEL_HEIGHT - MARGIN_BOTTOM,
+            x_range,
+            y_range,
+        }
+    }
     fn left(&self) -> f64 {
         MARGIN_LEFT
     }
@@ -588,10 +915,10 @@ impl Frame {
         WIDTH - MARGIN_RIGHT
     }
     fn plot_top(&self) -> f64 {
-        self.top + MARGIN_TOP
+        self.top_px
     }
     fn bottom(&self) -> f64 {
-        self.top + PANEL_HEIGHT - MARGIN_BOTTOM
+        self.bottom_px
     }
 
     /// Pixel position of a data point.
@@ -617,21 +944,29 @@ impl Frame {
             out,
             r#"<text x="{:.1}" y="{:.1}" font-size="14" font-weight="bold">{}</text>"#,
             self.left(),
-            self.top + 24.0,
+            self.plot_top() - 16.0,
             escape(title)
         );
     }
 
+    /// A grid line at `x`, labelled below the plot unless `label` is empty.
     fn x_tick(&self, x: f64, label: &str, out: &mut String) {
         let (pixel_x, _) = self.at(x, self.y_range.0);
-        let _ = writeln!(
+        let _ = write!(
             out,
-            r##"<line x1="{pixel_x:.1}" y1="{:.1}" x2="{pixel_x:.1}" y2="{:.1}" stroke="#ddd"/><text x="{pixel_x:.1}" y="{:.1}" text-anchor="middle">{}</text>"##,
+            r##"<line x1="{pixel_x:.1}" y1="{:.1}" x2="{pixel_x:.1}" y2="{:.1}" stroke="#ddd"/>"##,
             self.plot_top(),
             self.bottom(),
-            self.bottom() + 16.0,
-            escape(label)
         );
+        if !label.is_empty() {
+            let _ = write!(
+                out,
+                r#"<text x="{pixel_x:.1}" y="{:.1}" text-anchor="middle">{}</text>"#,
+                self.bottom() + 16.0,
+                escape(label)
+            );
+        }
+        out.push('\n');
     }
 
     fn y_tick(&self, y: f64, label: &str, out: &mut String) {
@@ -649,10 +984,20 @@ impl Frame {
 
     /// Ticks every few seconds up to `end_s`.
     fn time_ticks(&self, end_s: f64, out: &mut String) {
+        self.time_grid(end_s, true, out);
+    }
+
+    /// Grid lines every few seconds up to `end_s`, labelled when `labelled`.
+    fn time_grid(&self, end_s: f64, labelled: bool, out: &mut String) {
         let step_s = (end_s / 10.0).ceil().max(1.0);
         let mut second = 0.0;
         while second <= end_s.ceil() {
-            self.x_tick(second, &format!("{second}s"), out);
+            let label = if labelled {
+                format!("{second}s")
+            } else {
+                String::new()
+            };
+            self.x_tick(second, &label, out);
             second += step_s;
         }
     }
@@ -733,11 +1078,11 @@ pub fn bar_chart(
         .chain(line)
         .fold(1.0, f64::max);
     let panel: Panel<'_> = Box::new(move |top, out: &mut String| {
-        let frame = Frame {
+        let frame = Frame::panel(
             top,
-            x_range: (0.0, labels.len().max(1) as f64),
-            y_range: (0.0, nice_ceiling(highest)),
-        };
+            (0.0, labels.len().max(1) as f64),
+            (0.0, nice_ceiling(highest)),
+        );
         frame.draw_box(title, out);
         for fifth in 0..=5 {
             let value = frame.y_range.1 * f64::from(fifth) / 5.0;

@@ -171,6 +171,8 @@ fn put_mark_nonce() -> u32 {
 struct Log<'a> {
     wanted: bool,
     writer: Option<LogWriter<'a>>,
+    /// The first step's start: run time zero of every step's series, log or not (the epoch
+    /// until the first step starts).
     base: SystemTime,
 }
 
@@ -202,6 +204,9 @@ impl StepRunner<'_, '_, '_> {
             Some(_) => engine::start_simulated(plan.clone())?,
             None => engine::start(plan.clone(), self.start_at.take())?,
         };
+        if self.log.base == SystemTime::UNIX_EPOCH {
+            self.log.base = start_wall_clock;
+        }
         if self.log.wanted && self.log.writer.is_none() {
             let (Some(output), Some(serializer)) = (self.log_output.take(), self.serializer.take())
             else {
@@ -218,7 +223,6 @@ impl StepRunner<'_, '_, '_> {
                 .begin_log_with(output, serializer)
                 .map_err(|error| error.to_string())?;
             self.log.writer = Some(writer);
-            self.log.base = start_wall_clock;
         }
         let offset = start_wall_clock
             .duration_since(self.log.base)

@@ -508,6 +508,27 @@ fn autoscaled_workers_follow_the_policy_for_the_lengths_they_read() {
         document.contains("replicas ready over time"),
         "no readiness chart"
     );
+    // The overview draws them beside the arrivals and the depth, on one time axis.
+    let overview = document
+        .find("<figure id=\"overview\"")
+        .map(|start| &document[start..])
+        .and_then(|rest| Some(&rest[..rest.find("</figure>")?]))
+        .expect("the overview");
+    for strip in [
+        "puts per s",
+        "queue depth",
+        "replicas asked for",
+        "replicas ready",
+    ] {
+        assert!(overview.contains(strip), "no {strip} in the overview");
+    }
+    // The headline: the SLO's verdict, and the fleet's cost as the autoscaler counted it.
+    let headline = &report["headline"];
+    assert_eq!(headline["slo"]["met"].as_bool(), Some(true), "{headline}");
+    assert_eq!(
+        headline["worker_seconds"], report["workers"]["autoscale"]["worker_seconds"],
+        "{headline}"
+    );
     let series: Vec<&str> = report["series"]
         .as_array()
         .expect("series")
@@ -1154,6 +1175,19 @@ fn find_max_finds_the_knee_of_azq_with_a_queue_rate_limit() {
     assert!(steps.len() >= 4, "{steps:?}");
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert!(stdout.contains("knee: "), "{stdout}");
+    // Every step's series is on the first step's clock, without --hdr-log too (they were on
+    // the epoch's: the time axis of the HTML report's overview ran for 56 years).
+    let timeline = report["timeline"].as_array().expect("the timeline");
+    let last_s = timeline
+        .iter()
+        .filter_map(|point| point["t_s"].as_f64())
+        .fold(0.0, f64::max);
+    let steps_s = steps.len() as f64 * 2.5;
+    assert!(
+        (steps_s * 0.8..steps_s * 3.0).contains(&last_s),
+        "last interval at {last_s} s for {} steps",
+        steps.len()
+    );
 }
 
 /// The longest pause of an idle worker in the theory check (`--poll-backoff 1ms..2ms`).
@@ -1248,11 +1282,13 @@ fn workers_agree_with_erlang_c() {
 
 /// `--html` after a workers run against azq: the file is written; it is well-formed; every
 /// table cell that names a JSON value (`data-json`, a JSON pointer) shows exactly what the
-/// `--json` file of the same run holds there; every chart is there (latency by percentile,
-/// throughput and depth, and one per time series: the errors, retries and p99 of each second
-/// and every entry of the JSON's `series`); and nothing in it refers to another resource (no
-/// `src`, `href`, `url(` or `@import`; `http` only in the SVG namespace). That it renders in a
-/// browser without console errors is tests/observability/test_loadgen_html.py's.
+/// `--json` file of the same run holds there; the JSON has the headline and the page says it
+/// first (the end-to-end p99 in words, the worker-seconds); every chart is there in order (the
+/// overview, latency by percentile, end-to-end latency, and one per time series: the errors,
+/// retries and p99 of each second and every entry of the JSON's `series`); and nothing in it
+/// refers to another resource (no `src`, `href`, `url(` or `@import`; `http` only in the SVG
+/// namespace). That it renders in a browser without console errors, with the answer first,
+/// is tests/observability/test_loadgen_html.py's.
 #[test]
 fn the_html_report_shows_the_json_numbers_and_every_chart() {
     let server = start_server();
@@ -1346,8 +1382,23 @@ fn the_html_report_shows_the_json_numbers_and_every_chart() {
         );
     }
     assert!(cells >= 60, "{cells} cells");
+    let headline = &report["headline"];
+    assert!(headline["slo"].is_null(), "{headline}");
+    let worker_seconds = headline["worker_seconds"].as_f64().expect("worker-seconds");
+    assert!(worker_seconds >= 2.0 * 2.0, "{headline}");
+    assert!(headline["backlog_peak"].is_u64(), "{headline}");
+    assert!(
+        document.contains(&format!(">{worker_seconds:.1}</span>")),
+        "no worker-seconds in the headline"
+    );
+    let answer = document.find("id=\"answer\"").expect("the answer");
+    assert!(
+        document[answer..].starts_with("id=\"answer\" class=\"verdict none\">No SLO was given"),
+        "{}",
+        &document[answer..answer + 200]
+    );
     let extra_series = report["series"].as_array().map_or(0, Vec::len);
-    let mut expected = vec!["latency".to_string(), "throughput-depth".to_string()];
+    let mut expected = vec!["overview".to_string(), "latency".to_string()];
     if report["timeline"].as_array().is_some_and(|points| {
         points
             .iter()

@@ -1,12 +1,17 @@
-"""azq-loadgen's `--html` report in a real browser: a short workers run against a real azq
-writes the report and its JSON; headless Chromium opens the file with the network unused and
-logs no error, every chart (an inline SVG) is drawn with a size, and the tables' cells show the
-JSON report's numbers. loadgen/tests/against_azq.rs parses the same kind of file without a
-browser.
+"""azq-loadgen's `--html` report in a real browser: a short shaped, autoscaled workers run
+against a real azq writes the report and its JSON; headless Chromium opens the file with the
+network unused and logs no error; the page leads with the answer (the headline block first in
+<main>, the SLO's verdict in it, then the one chart with arrivals, queue depth and replicas on a
+shared time axis, then the latency charts) and keeps the raw tables in closed <details>; every
+chart (an inline SVG) is drawn with a size, and the tables' cells show the JSON report's
+numbers. A screenshot of the top of the page is saved beside the report (AZQ_SCREENSHOT_DIR
+keeps a copy) for a person to look at. loadgen/tests/against_azq.rs parses the same kind of
+file without a browser.
 """
 
 import json
 import os
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -25,13 +30,27 @@ def loadgen_binary():
     return str(server.with_name("azq-loadgen"))
 
 
-def test_the_html_report_renders_without_errors(start_azq, browser, tmp_path):
+def json_at(report, pointer):
+    """The value at a JSON pointer (RFC 6901), or None."""
+    value = report
+    for token in pointer.split("/")[1:]:
+        token = token.replace("~1", "/").replace("~0", "~")
+        value = value[int(token)] if isinstance(value, list) else value.get(token)
+        if value is None:
+            break
+    return value
+
+
+def test_the_html_report_leads_with_the_answer_and_renders_without_errors(
+        start_azq, browser, tmp_path):
     server = start_azq("--inMemoryPersistence")
     report_json, report_html = tmp_path / "run.json", tmp_path / "run.html"
     subprocess.run(
         [loadgen_binary(), "--endpoint", server.account_url, "--quiet",
-         "--scenario", "workers", "--producers", "1", "--consumers", "2", "--rate", "50",
-         "--work-time", "1ms", "--duration", "2s", "--warmup", "0.5s",
+         "--scenario", "workers", "--producers", "1", "--work-time", "20ms",
+         "--shape", "step:20/s,80/s@1s,20/s@2s", "--duration", "4s", "--warmup", "0.5s",
+         "--autoscale", "min=1,max=4,polling=1s,sync=1s,tolerance=0,cold-start=200ms",
+         "--slo", "e2e-p99=60s",
          "--json", str(report_json), "--html", str(report_html)],
         check=True, timeout=RUN_TIMEOUT_S, capture_output=True)
     report = json.loads(report_json.read_text())
@@ -39,29 +58,69 @@ def test_the_html_report_renders_without_errors(start_azq, browser, tmp_path):
     assert browser.title == "azq-loadgen report: workers"
     errors = [entry for entry in browser.get_log("browser") if entry["level"] == "SEVERE"]
     assert not errors, errors
+
+    # The answer first: <main> opens with the headline, then the overview, then latency.
+    children = browser.execute_script(
+        "return Array.from(document.querySelector('main').children)"
+        ".map(element => element.id || element.tagName.toLowerCase());")
+    assert children[:3] == ["headline", "overview", "latency-section"], children
+    assert browser.execute_script(
+        "return document.querySelector('h1').parentElement.nextElementSibling.tagName") == "MAIN"
+    headline = browser.find_element(By.ID, "headline")
+    assert headline.location["y"] < 300, headline.location
+    answer = browser.find_element(By.ID, "answer")
+    assert "SLO end-to-end p99 <= 60.0 s met" in answer.text, answer.text
+    assert "pass" in answer.get_attribute("class").split()
+    numbers = browser.find_element(By.ID, "numbers").text
+    for label in ["Worker-seconds", "Backlog peak", "Drain time", "Errors", "Workers"]:
+        assert label in numbers, numbers
+    assert report["headline"]["slo"]["met"] is True, report["headline"]
+    assert f"{report['headline']['worker_seconds']:.1f}" in numbers, numbers
+
+    # The overview: arrivals with the shape's target, depth, and the replicas, one time axis.
+    overview = browser.find_element(By.CSS_SELECTOR, "figure#overview svg")
+    overview_text = overview.text
+    for strip in ["puts per s (arrivals)", "target per s (puts, --shape)", 
+                  "messages in the queues", "replicas asked for", "replicas ready"]:
+        assert strip in overview_text, overview_text
+    assert len(overview.find_elements(By.TAG_NAME, "polyline")) >= 5
+    assert overview.size["height"] > 400, overview.size
+
+    # The raw tables and the printed table are folded: inside <details> left closed.
+    folded = browser.execute_script(
+        "return Array.from(document.querySelectorAll('table[id^=raw-], #text-table'))"
+        ".map(element => { const details = element.closest('details');"
+        " return [element.id, details !== null && !details.open]; });")
+    assert len(folded) >= 4, folded
+    assert all(closed for _, closed in folded), folded
+    assert browser.find_element(By.ID, "run").is_displayed()
+    assert not browser.find_element(By.ID, "raw-settings").is_displayed()
+
+    # Evidence for a person: the top of the page as Chromium draws it.
+    screenshot = tmp_path / "report-top.png"
+    browser.save_screenshot(str(screenshot))
+    if "AZQ_SCREENSHOT_DIR" in os.environ:
+        shutil.copy(screenshot, Path(os.environ["AZQ_SCREENSHOT_DIR"]) / "loadgen-report.png")
+
+    # Every chart, the folded ones opened, is drawn with a size.
+    browser.execute_script("document.querySelectorAll('details').forEach(d => d.open = true);")
     charts = browser.find_elements(By.CSS_SELECTOR, "figure.chart")
     ids = [chart.get_attribute("id") for chart in charts]
-    assert ids[:2] == ["latency", "throughput-depth"], ids
+    assert ids[:2] == ["overview", "latency"], ids
     assert len([i for i in ids if i.startswith("series-")]) == 3 + len(report.get("series", []))
     for chart in charts:
         svg = chart.find_element(By.TAG_NAME, "svg")
         size = svg.size
         assert size["width"] > 100 and size["height"] > 100, (chart.get_attribute("id"), size)
         assert svg.find_elements(By.TAG_NAME, "polyline"), chart.get_attribute("id")
+
     # Read in one script: every cell that names a JSON value, with its text.
     cells = browser.execute_script(
         "return Array.from(document.querySelectorAll('[data-json]'))"
         ".map(cell => [cell.dataset.json, cell.textContent]);")
     assert len(cells) >= 60, len(cells)
     for pointer, text in cells:
-        value = report
-        for token in pointer.split("/")[1:]:
-            token = token.replace("~1", "/").replace("~0", "~")
-            value = value[int(token)] if isinstance(value, list) else value.get(token)
-            if value is None:
-                break
+        value = json_at(report, pointer)
         expected = ("n/a" if value is None else value if isinstance(value, str)
                     else json.dumps(value))
         assert text == expected or float(text) == float(expected), (pointer, text, expected)
-    verdicts = browser.find_element(By.ID, "verdicts").text
-    assert "errors:" in verdicts and "workers:" in verdicts, verdicts

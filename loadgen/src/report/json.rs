@@ -1,6 +1,7 @@
-//! The `--json` file: run settings, per-operation counts, errors and latency percentiles,
-//! end-to-end latency, the workers' counts and verdict, the steps and the knee, and the time
-//! series; and `Entries`, a JSON object in a given order, which `merge.rs` shares.
+//! The `--json` file: the headline (the answer first), run settings, per-operation counts,
+//! errors and latency percentiles, end-to-end latency, the workers' counts and verdict, the
+//! steps and the knee, and the time series; and `Entries`, a JSON object in a given order,
+//! which `merge.rs` shares.
 
 use serde::Serialize;
 
@@ -10,7 +11,9 @@ use crate::scenario::Operation;
 use crate::schedule::{Arrival, LoadModel, NANOSECONDS_PER_SECOND};
 use crate::workers::WorkerPlan;
 
-use crate::report::summary::{latency_of, RunSummary, StepResult, TheoryCheck};
+use crate::report::summary::{
+    latency_of, Headline, RunSummary, SloVerdict, StepResult, TheoryCheck,
+};
 use crate::report::table::saturation_warnings;
 
 /// `value` rounded to three decimals (what a report needs of a rate or a ratio); `None`, written
@@ -32,6 +35,8 @@ impl<K: Serialize, V: Serialize> Serialize for Entries<K, V> {
 #[derive(Serialize)]
 struct JsonReport<'a> {
     scenario: &'static str,
+    /// `RunSummary::headline`: the answer first.
+    headline: JsonHeadline,
     load_model: &'static str,
     target_rate_per_s: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -166,12 +171,49 @@ struct JsonScalePoint {
     ready: usize,
 }
 
+/// `Headline` in the JSON; times in seconds of run time, null where the run has no such number.
+#[derive(Serialize)]
+struct JsonHeadline {
+    /// `--slo` and whether the run met it; null without one.
+    slo: Option<JsonSlo>,
+    end_to_end_p99_us: Option<u64>,
+    worker_seconds: Option<f64>,
+    backlog_peak: Option<u64>,
+    backlog_peak_t_s: Option<f64>,
+    /// From the peak until the depth was back near its level before the backlog; null if never.
+    drain_time_s: Option<f64>,
+}
+
+impl JsonHeadline {
+    fn of(headline: &Headline) -> JsonHeadline {
+        JsonHeadline {
+            slo: headline.slo.as_ref().map(JsonSlo::of),
+            end_to_end_p99_us: headline.end_to_end_p99_us,
+            worker_seconds: headline.worker_seconds.and_then(rounded),
+            backlog_peak: headline.backlog_peak,
+            backlog_peak_t_s: headline.backlog_peak_at_s.and_then(rounded),
+            drain_time_s: headline.drain_time_s.and_then(rounded),
+        }
+    }
+}
+
 #[derive(Serialize)]
 struct JsonSlo {
     percentile: &'static str,
     bound_us: u64,
     measured_us: Option<u64>,
     met: bool,
+}
+
+impl JsonSlo {
+    fn of(slo: &SloVerdict) -> JsonSlo {
+        JsonSlo {
+            percentile: slo.bound.percentile,
+            bound_us: slo.bound.bound_us,
+            measured_us: slo.measured_us,
+            met: slo.met(),
+        }
+    }
 }
 
 fn json_autoscale(summary: &RunSummary) -> Option<JsonAutoscale> {
@@ -337,12 +379,7 @@ fn json_workers(summary: &RunSummary, plan: &WorkerPlan) -> JsonWorkers {
         falling_behind: verdict.map(|verdict| verdict.sides_behind()),
         theory: summary.theory_check().as_ref().map(JsonTheory::of),
         autoscale: json_autoscale(summary),
-        slo: summary.slo_verdict().map(|slo| JsonSlo {
-            percentile: slo.bound.percentile,
-            bound_us: slo.bound.bound_us,
-            measured_us: slo.measured_us,
-            met: slo.met(),
-        }),
+        slo: summary.slo_verdict().as_ref().map(JsonSlo::of),
     }
 }
 
@@ -406,6 +443,7 @@ pub fn json(summary: &RunSummary) -> String {
         .collect();
     let report = JsonReport {
         scenario: summary.scenario.name(),
+        headline: JsonHeadline::of(&summary.headline()),
         load_model: if summary.is_open_loop() {
             "open"
         } else {

@@ -2,7 +2,8 @@
 //! line, the JSON file and the CSV time series. Pure functions of a `RunSummary`, so their
 //! shape is unit-tested.
 //!
-//! - `summary`: `RunSummary` and the judgements made of it (rates, utilisation, the verdict).
+//! - `summary`: `RunSummary` and the judgements made of it (rates, utilisation, the verdict,
+//!   the `Headline` a planner reads first).
 //! - `table`: the table, the saturation warnings and the progress line.
 //! - `json`: the JSON file (and `Entries`, an ordered JSON object, which `merge` shares).
 //! - `csv`: the CSV time series.
@@ -17,7 +18,10 @@ pub(crate) mod tests;
 pub use csv::csv;
 pub use json::{json, Entries};
 pub use summary::{
-    replica_series, DepthPoint, RunSummary, ScalePoint, SearchOutcome, StepResult, TimeSeries,
-    TimelinePoint,
+    replica_series, DepthPoint, Headline, RunSummary, ScalePoint, SearchOutcome, StepResult,
+    TimeSeries, TimelinePoint,
 };
-pub use table::{progress_line, saturation_warnings, table, verdict_text};
+pub use table::{
+    grouped, latency_words, load_description, progress_line, saturation_warnings, slo_words, table,
+    verdict_text,
+};

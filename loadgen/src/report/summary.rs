@@ -112,21 +112,6 @@ pub struct AutoscaleOutcome {
     pub drain_s: Option<f64>,
 }
 
-/// The answer a planner reads first.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct Headline {
-    pub slo: Option<SloVerdict>,
-    pub end_to_end_p99_us: Option<u64>,
-    /// Autoscaled: the replica-seconds asked for; a fixed fleet: workers × measured time.
-    pub worker_seconds: Option<f64>,
-    /// The highest depth sampled in the measured window, and when.
-    pub backlog_peak: Option<u64>,
-    pub backlog_peak_at_s: Option<f64>,
-    /// From the peak until the depth was first back at or below its level at the window's
-    /// start (an autoscaled run: one replica's target); `None` when it never was.
-    pub drain_time_s: Option<f64>,
-}
-
 /// The end-to-end latency against `--slo`.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct SloVerdict {
@@ -140,6 +125,38 @@ impl SloVerdict {
         self.measured_us
             .is_some_and(|measured| measured <= self.bound.bound_us)
     }
+}
+
+/// The answer a planner reads first: whether the run met its end-to-end SLO (or, without one,
+/// the end-to-end p99), what the worker fleet cost, and how high the backlog rose and how long
+/// it took to drain. `RunSummary::headline` makes it; the JSON's `headline`, the table's first
+/// lines and the HTML report's first block show it.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Headline {
+    /// The end-to-end latency against `--slo`; `None` when no SLO was given.
+    pub slo: Option<SloVerdict>,
+    /// The 99th percentile of end-to-end latency (a put's send to the message's receipt, or to
+    /// its delete's answer in a workers run); `None` when no message went end to end.
+    pub end_to_end_p99_us: Option<u64>,
+    /// What the worker fleet cost, in worker-seconds: an autoscaled fleet's replica-seconds
+    /// asked for over the measured window (cold starts included, as
+    /// `AutoscaleOutcome::worker_seconds`); a fixed fleet's workers times its active time (the
+    /// measured window, or until the last answer when later, as `worker_utilisation` counts).
+    /// `None` for a run without workers.
+    pub worker_seconds: Option<f64>,
+    /// The highest depth sampled in the measured window (in a stepped run, over every step:
+    /// the steps' series share the first step's clock, while the summary's window is one
+    /// step's own)…
+    pub backlog_peak: Option<u64>,
+    /// …and when: the first sample at that depth, in seconds of run time (warm-up included).
+    /// Both `None` without a depth sample in the window.
+    pub backlog_peak_at_s: Option<f64>,
+    /// How long the backlog took to drain, in seconds: from the peak until the first sample
+    /// of the window at or after it whose depth is back within `DRAIN_RISE_SHARE` of the rise
+    /// above the level before the backlog, that level being the lowest depth sampled from the
+    /// run's start (warm-up included) up to the peak. Zero when the depth never rose above
+    /// that level; `None` when it was not back by the window's end, or without a peak.
+    pub drain_time_s: Option<f64>,
 }
 
 /// A time series beyond the fixed ones of `timeline` and `depth` (the autoscaler's replicas, for
@@ -262,23 +279,11 @@ impl RunSummary {
             .collect();
         let from_ns = (self.warmup_s * second_ns).round() as u64;
         let to_ns = ((self.warmup_s + self.duration_s) * second_ns).round() as u64;
-        let end_s = self.warmup_s + self.duration_s;
-        let window: Vec<&DepthPoint> = self
-            .depth
-            .iter()
-            .filter(|point| point.at_s >= self.warmup_s && point.at_s <= end_s)
-            .collect();
-        let peak = window
-            .iter()
-            .copied()
-            .fold(None::<&DepthPoint>, |best, point| match best {
-                Some(best) if best.messages >= point.messages => Some(best),
-                _ => Some(point),
-            });
-        let (backlog_peak, backlog_peak_at_s) =
-            peak.map_or((0, self.warmup_s), |point| (point.messages, point.at_s));
-        let drain_s = window
-            .iter()
+        let (backlog_peak, backlog_peak_at_s) = self
+            .backlog_peak()
+            .map_or((0, self.warmup_s), |point| (point.messages, point.at_s));
+        let drain_s = self
+            .window_depth()
             .find(|point| {
                 point.at_s >= backlog_peak_at_s && point.messages as f64 <= policy.queue_length
             })
@@ -303,51 +308,72 @@ impl RunSummary {
         })
     }
 
-    /// The answer a planner reads first (`Headline`).
+    /// The answer a planner reads first (see `Headline` for what each number means).
     pub fn headline(&self) -> Headline {
-        let end_to_end_p99_us =
-            latency_of(&self.total.end_to_end_us).and_then(|latency| latency.percentile("p99"));
-        let mut headline = Headline {
-            slo: self.slo_verdict(),
-            end_to_end_p99_us,
-            worker_seconds: None,
-            backlog_peak: None,
-            backlog_peak_at_s: None,
-            drain_time_s: None,
-        };
-        if let Some(outcome) = self.autoscale_outcome() {
-            headline.worker_seconds = Some(outcome.worker_seconds);
-            headline.backlog_peak = Some(outcome.backlog_peak);
-            headline.backlog_peak_at_s = Some(outcome.backlog_peak_at_s);
-            headline.drain_time_s = outcome.drain_s;
-            return headline;
-        }
-        if self.workers.is_some() {
-            headline.worker_seconds = Some(self.worker_lanes as f64 * self.duration_s);
-        }
-        let end_s = self.warmup_s + self.duration_s;
-        let window: Vec<&DepthPoint> = self
-            .depth
-            .iter()
-            .filter(|point| point.at_s >= self.warmup_s && point.at_s <= end_s)
-            .collect();
-        let Some(first) = window.first() else {
-            return headline;
-        };
-        let peak = window.iter().fold(*first, |best, point| {
-            if point.messages > best.messages {
-                point
-            } else {
-                best
-            }
+        let peak = self.backlog_peak();
+        let drain_time_s = peak.and_then(|peak| {
+            let level = self
+                .depth
+                .iter()
+                .filter(|point| point.at_s <= peak.at_s)
+                .map(|point| point.messages)
+                .min()
+                .unwrap_or(peak.messages);
+            let drained_at_most = level as f64 + DRAIN_RISE_SHARE * (peak.messages - level) as f64;
+            self.backlog_depth()
+                .find(|point| point.at_s >= peak.at_s && point.messages as f64 <= drained_at_most)
+                .map(|point| point.at_s - peak.at_s)
         });
-        headline.backlog_peak = Some(peak.messages);
-        headline.backlog_peak_at_s = Some(peak.at_s);
-        headline.drain_time_s = window
+        Headline {
+            slo: self.slo_verdict(),
+            end_to_end_p99_us: latency_of(&self.total.end_to_end_us).map(|latency| latency.p99),
+            worker_seconds: self.worker_seconds(),
+            backlog_peak: peak.map(|point| point.messages),
+            backlog_peak_at_s: peak.map(|point| point.at_s),
+            drain_time_s,
+        }
+    }
+
+    /// The depth samples of the measured window, in time order.
+    fn window_depth(&self) -> impl Iterator<Item = &DepthPoint> {
+        let end_s = self.warmup_s + self.duration_s;
+        self.depth
             .iter()
-            .find(|point| point.at_s >= peak.at_s && point.messages <= first.messages)
-            .map(|point| point.at_s - peak.at_s);
-        headline
+            .filter(move |point| point.at_s >= self.warmup_s && point.at_s <= end_s)
+    }
+
+    /// The depth samples the backlog is judged on, in time order: the measured window's; in a
+    /// stepped run, every step's (see `Headline::backlog_peak`).
+    fn backlog_depth(&self) -> impl Iterator<Item = &DepthPoint> {
+        let (from_s, to_s) = if self.steps.is_empty() {
+            (self.warmup_s, self.warmup_s + self.duration_s)
+        } else {
+            (f64::NEG_INFINITY, f64::INFINITY)
+        };
+        self.depth
+            .iter()
+            .filter(move |point| point.at_s >= from_s && point.at_s <= to_s)
+    }
+
+    /// The first of the backlog's deepest samples.
+    fn backlog_peak(&self) -> Option<&DepthPoint> {
+        self.backlog_depth()
+            .fold(None, |best: Option<&DepthPoint>, point| match best {
+                Some(best) if best.messages >= point.messages => Some(best),
+                _ => Some(point),
+            })
+    }
+
+    /// The worker fleet's cost (see `Headline::worker_seconds`); `None` without workers.
+    fn worker_seconds(&self) -> Option<f64> {
+        self.workers?;
+        Some(match self.autoscale_outcome() {
+            Some(outcome) => outcome.worker_seconds,
+            None => {
+                let active_s = self.duration_s.max(self.last_answer_s - self.warmup_s);
+                self.worker_lanes as f64 * active_s
+            }
+        })
     }
 
     /// The end-to-end latency judged against `--slo`.
@@ -427,12 +453,8 @@ impl RunSummary {
     /// the last answer (work started in the window is finished after it).
     /// An autoscaled fleet's time is the replica-seconds it asked for.
     pub fn worker_utilisation(&self) -> Option<f64> {
-        let active_s = self.duration_s.max(self.last_answer_s - self.warmup_s);
-        let available_s = match self.autoscale_outcome() {
-            Some(outcome) => outcome.worker_seconds,
-            None => self.worker_lanes as f64 * active_s,
-        };
-        (self.workers.is_some() && available_s > 0.0).then(|| {
+        let available_s = self.worker_seconds()?;
+        (available_s > 0.0).then(|| {
             self.total.workers.busy_ns as f64 / NANOSECONDS_PER_SECOND as f64 / available_s
         })
     }
@@ -440,11 +462,8 @@ impl RunSummary {
     /// How the queues' depth moved over the measured window, in messages per second (a least
     /// squares fit of the samples); `None` with fewer than three samples.
     pub fn depth_growth_per_s(&self) -> Option<f64> {
-        let end_s = self.warmup_s + self.duration_s;
         let samples: Vec<(f64, f64)> = self
-            .depth
-            .iter()
-            .filter(|point| point.at_s >= self.warmup_s && point.at_s <= end_s)
+            .window_depth()
             .map(|point| (point.at_s, point.messages as f64))
             .collect();
         if samples.len() < DEPTH_SAMPLES_FOR_TREND_MIN {
@@ -606,6 +625,10 @@ impl TheoryCheck {
 
 /// An open loop achieving less than this share of its target rate did not apply the load asked.
 pub(super) const ACHIEVED_RATE_SHARE_WARNING: f64 = 0.95;
+/// The backlog has drained when the depth is back within this share of its rise above the
+/// level before it (`Headline::drain_time_s`): a tenth, so that a queue that keeps a little
+/// of its backlog still counts as drained, and one that is still half full does not.
+const DRAIN_RISE_SHARE: f64 = 0.1;
 /// Depth samples a trend needs.
 const DEPTH_SAMPLES_FOR_TREND_MIN: usize = 3;
 /// Depth growth below this (messages per second) is noise, not falling behind…

@@ -1,6 +1,7 @@
-//! The texts printed to the terminal: the table at the end of a run (settings, per-operation
-//! counts and latency percentiles, errors, retries, the workers' lines and verdict, the steps
-//! and the knee, depth and client cores), the warnings that the load generator itself limited
+//! The texts printed to the terminal: the table at the end of a run (settings, the answer in a
+//! line (`RunSummary::headline`: the SLO, worker-seconds, the backlog), per-operation counts and
+//! latency percentiles, errors, retries, the workers' lines and verdict, the steps and the
+//! knee, depth and client cores), the warnings that the load generator itself limited
 //! the run (the JSON lists them too), and the live progress line.
 
 use std::fmt::Write;
@@ -11,11 +12,11 @@ use crate::schedule::{Arrival, LoadModel, NANOSECONDS_PER_SECOND};
 use crate::wire::mark::{PUT_MARK_DIGITS, TIMESTAMP_DIGITS};
 
 use crate::report::summary::{
-    latency_of, PutRates, RunSummary, TheoryCheck, ACHIEVED_RATE_SHARE_WARNING,
+    latency_of, PutRates, RunSummary, SloVerdict, TheoryCheck, ACHIEVED_RATE_SHARE_WARNING,
 };
 
 /// `1234567` as `1,234,567`.
-pub(super) fn grouped(value: u64) -> String {
+pub fn grouped(value: u64) -> String {
     let digits = value.to_string();
     let mut out = String::with_capacity(digits.len() + digits.len() / 3);
     for (index, digit) in digits.chars().enumerate() {
@@ -27,7 +28,8 @@ pub(super) fn grouped(value: u64) -> String {
     out
 }
 
-fn load_description(load: LoadModel, shape: Option<&str>) -> String {
+/// How the load was applied, in words: `open loop at 400 ops/s (poisson arrivals)`.
+pub fn load_description(load: LoadModel, shape: Option<&str>) -> String {
     if let (Some(shape), LoadModel::Open { rate_per_s, .. }) = (shape, load) {
         return format!(
             "open loop shaped {shape} (mean {} ops/s, {})",
@@ -80,7 +82,7 @@ pub fn table(summary: &RunSummary) -> String {
     );
     let _ = writeln!(
         out,
-        "measured {:.2} s after {:.2} s of warm-up; latency in microseconds{}\n",
+        "measured {:.2} s after {:.2} s of warm-up; latency in microseconds{}",
         summary.duration_s,
         summary.warmup_s,
         if summary.is_open_loop() {
@@ -89,6 +91,10 @@ pub fn table(summary: &RunSummary) -> String {
             ""
         }
     );
+    if let Some(answer) = headline_line(summary) {
+        let _ = writeln!(out, "answer: {answer}");
+    }
+    out.push('\n');
     let _ = writeln!(
         out,
         "{:<22} {:>11} {:>8} {:>10} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8}",
@@ -326,28 +332,81 @@ fn workers_section(summary: &RunSummary, out: &mut String) {
         theory_lines(out, &check);
     }
     autoscale_lines(summary, out);
+    // The SLO's verdict is the table's `answer:` line.
     let _ = writeln!(out, "  verdict: {}", verdict_text(summary));
-    if let Some(slo) = summary.slo_verdict() {
-        let _ = writeln!(
-            out,
-            "  SLO end-to-end {} <= {}: {} ({})",
-            slo.bound.percentile,
-            milliseconds(slo.bound.bound_us),
-            if slo.met() { "met" } else { "missed" },
-            slo.measured_us
-                .map_or("no message went end to end".to_string(), |measured| {
-                    format!("measured {}", milliseconds(measured))
-                })
+}
+
+/// `RunSummary::headline` in one line: the SLO's verdict (or the end-to-end p99), the fleet's
+/// worker-seconds, the backlog's peak and drain; `None` when the run has none of them (a run
+/// that consumes nothing).
+fn headline_line(summary: &RunSummary) -> Option<String> {
+    let headline = summary.headline();
+    let mut parts = Vec::new();
+    match (headline.slo, headline.end_to_end_p99_us) {
+        (Some(slo), _) => parts.push(slo_words(&slo)),
+        (None, Some(p99_us)) => parts.push(format!(
+            "end-to-end p99 {} (no SLO given: --slo)",
+            latency_words(p99_us)
+        )),
+        (None, None) => {}
+    }
+    if let Some(worker_seconds) = headline.worker_seconds {
+        parts.push(format!("{worker_seconds:.1} worker-seconds"));
+    }
+    if let (Some(peak), Some(at_s)) = (headline.backlog_peak, headline.backlog_peak_at_s) {
+        let messages = format!(
+            "{} message{}",
+            grouped(peak),
+            if peak == 1 { "" } else { "s" }
         );
+        parts.push(match headline.drain_time_s {
+            // The depth never rose above its level before the peak.
+            Some(0.0) => format!("no backlog (depth at most {messages})"),
+            Some(drain_s) => {
+                format!("backlog peak {messages} at {at_s:.1} s, drained in {drain_s:.1} s")
+            }
+            None => {
+                format!("backlog peak {messages} at {at_s:.1} s, not drained by the window's end")
+            }
+        });
+    }
+    (!parts.is_empty()).then(|| parts.join("; "))
+}
+
+/// An SLO's verdict with its margin: `SLO e2e p99 <= 1.0 s met with 0.9 s to spare (measured
+/// 100.0 ms)`, `... MISSED by 2.0 s (measured 3.0 s)`.
+pub fn slo_words(slo: &SloVerdict) -> String {
+    let bound = format!(
+        "SLO end-to-end {} <= {}",
+        slo.bound.percentile,
+        latency_words(slo.bound.bound_us)
+    );
+    match slo.measured_us {
+        Some(measured) if slo.met() => format!(
+            "{bound} met with {} to spare (measured {})",
+            latency_words(slo.bound.bound_us - measured),
+            latency_words(measured)
+        ),
+        Some(measured) => format!(
+            "{bound} MISSED by {} (measured {})",
+            latency_words(measured - slo.bound.bound_us),
+            latency_words(measured)
+        ),
+        None => format!("{bound} MISSED: no message went end to end"),
     }
 }
 
-/// `microseconds` as milliseconds, or seconds from 10 s up.
-fn milliseconds(microseconds: u64) -> String {
+/// A latency in the unit a reader takes in at a glance: `850 us` below a millisecond,
+/// `12.3 ms` below a second, `1.95 s` below 10 s, `42.0 s` from there.
+pub fn latency_words(microseconds: u64) -> String {
     if microseconds >= 10_000_000 {
         format!("{:.1} s", microseconds as f64 / 1e6)
-    } else {
+    } else if microseconds >= 1_000_000 {
+        format!("{:.2} s", microseconds as f64 / 1e6)
+    } else if microseconds >= 1_000 {
         format!("{:.1} ms", microseconds as f64 / 1e3)
+    } else {
+        format!("{microseconds} us")
     }
 }
 

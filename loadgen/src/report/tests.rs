@@ -707,3 +707,130 @@ fn runs_theory_does_not_cover_get_no_theory_section() {
         .record_retry(Some(503));
     assert_eq!(retried.theory_check(), None);
 }
+
+/// `RunSummary::headline`'s backlog, table-driven over depth samples (one a second from run
+/// time 0; the measured window is 1 s to 8 s): the peak is the first of the window's deepest,
+/// the level before it the lowest sample from the start up to it, and the backlog has drained
+/// at the first sample within a tenth of the rise above that level.
+#[test]
+fn the_headline_backlog_peaks_and_drains_as_documented() {
+    // (depth each second, (peak, at), drain time)
+    type Case = (&'static [u64], Option<(u64, f64)>, Option<f64>);
+    let cases: [Case; 7] = [
+        // Up from 0 to 100 at 3 s, back to 10 (a tenth) at 5 s.
+        (
+            &[0, 0, 50, 100, 40, 10, 0, 0, 0],
+            Some((100, 3.0)),
+            Some(2.0),
+        ),
+        // Eleven is not within a tenth of the rise yet; nine is.
+        (
+            &[0, 0, 100, 11, 11, 9, 0, 0, 0],
+            Some((100, 2.0)),
+            Some(3.0),
+        ),
+        // Never back near the level before: not drained by the window's end.
+        (
+            &[0, 10, 50, 100, 90, 80, 70, 60, 50],
+            Some((100, 3.0)),
+            None,
+        ),
+        // A queue that started at 20 drains back to 20 + 8.
+        (
+            &[20, 20, 100, 28, 20, 20, 20, 20, 20],
+            Some((100, 2.0)),
+            Some(1.0),
+        ),
+        // Flat: no rise, so drained at the peak itself.
+        (&[5, 5, 5, 5, 5, 5, 5, 5, 5], Some((5, 1.0)), Some(0.0)),
+        // Two equal peaks: the first counts, and the drain is from it.
+        (
+            &[0, 0, 100, 0, 100, 0, 0, 0, 0],
+            Some((100, 2.0)),
+            Some(1.0),
+        ),
+        // Samples only after the window: no peak, no drain.
+        (&[], None, None),
+    ];
+    for (depths, peak, drain_s) in cases {
+        let mut summary = workers_summary();
+        summary.warmup_s = 1.0;
+        summary.duration_s = 7.0;
+        summary.depth = depths
+            .iter()
+            .enumerate()
+            .map(|(second, &messages)| DepthPoint {
+                at_s: second as f64,
+                messages,
+            })
+            .collect();
+        if depths.is_empty() {
+            summary.depth.push(DepthPoint {
+                at_s: 9.0,
+                messages: 100,
+            });
+        }
+        let headline = summary.headline();
+        assert_eq!(
+            headline.backlog_peak.zip(headline.backlog_peak_at_s),
+            peak,
+            "{depths:?}"
+        );
+        assert_eq!(headline.drain_time_s, drain_s, "{depths:?}");
+    }
+}
+
+/// The headline's other numbers: the end-to-end p99 and the SLO, and worker-seconds for a
+/// fixed fleet (workers × active time, until the last answer), an autoscaled one (the
+/// autoscaler's replica-seconds) and a run without workers (none).
+#[test]
+fn the_headline_has_the_slo_and_the_fleets_cost() {
+    let mut summary = workers_summary();
+    let headline = summary.headline();
+    assert_eq!(headline.slo, None);
+    assert_eq!(headline.end_to_end_p99_us, Some(1_090));
+    // Two workers from the window's start (0 s) to the last answer (7.5 s).
+    assert_eq!(headline.worker_seconds, Some(15.0));
+    summary.slo = Some(LatencyBound::parse("p99=1ms").unwrap());
+    let slo = summary.headline().slo.expect("an SLO");
+    assert_eq!(slo.measured_us, Some(1_090));
+    assert!(!slo.met());
+    summary.autoscale = Some(crate::autoscale::AutoscalePolicy::defaults(8));
+    assert_eq!(
+        summary.headline().worker_seconds,
+        summary
+            .autoscale_outcome()
+            .map(|outcome| outcome.worker_seconds)
+    );
+    let plain = sample_summary();
+    assert_eq!(plain.headline().worker_seconds, None);
+    let json: serde_json::Value = serde_json::from_str(&json(&summary)).unwrap();
+    assert_eq!(json["headline"]["slo"]["met"], false);
+    assert_eq!(json["headline"]["end_to_end_p99_us"], 1_090);
+    assert_eq!(json["headline"]["backlog_peak"], 1);
+    assert_eq!(json["headline"]["backlog_peak_t_s"], 0.0);
+    assert_eq!(json["headline"]["drain_time_s"], 0.0);
+}
+
+/// A stepped run's backlog is judged over every step: their depth samples share the first
+/// step's clock, while the summary's window is the reported step's own (its first seconds).
+#[test]
+fn a_stepped_runs_headline_backlog_spans_every_step() {
+    let mut summary = sample_summary();
+    summary.warmup_s = 0.5;
+    summary.duration_s = 2.0;
+    summary.depth = [0, 0, 0, 0, 40, 80, 20, 4]
+        .iter()
+        .enumerate()
+        .map(|(second, &messages)| DepthPoint {
+            at_s: second as f64,
+            messages,
+        })
+        .collect();
+    assert_eq!(summary.headline().backlog_peak, Some(0));
+    summary.steps = vec![StepResult::of(100.0, 100.0, &summary.total, None)];
+    let headline = summary.headline();
+    assert_eq!(headline.backlog_peak, Some(80));
+    assert_eq!(headline.backlog_peak_at_s, Some(5.0));
+    assert_eq!(headline.drain_time_s, Some(2.0));
+}
