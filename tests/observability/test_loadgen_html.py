@@ -124,3 +124,70 @@ def test_the_html_report_leads_with_the_answer_and_renders_without_errors(
         expected = ("n/a" if value is None else value if isinstance(value, str)
                     else json.dumps(value))
         assert text == expected or float(text) == float(expected), (pointer, text, expected)
+
+
+def test_a_simulated_report_and_a_sweep_lead_with_the_answer(browser, tmp_path):
+    """`--simulate` (no server): the same report, marked simulated in its header, leading with
+    the headline and the shared-axis chart; `--sweep`: the answer (the cheapest point meeting
+    the SLO) first, then the table with that row marked, then one chart per measure."""
+    simulated_json, simulated_html = tmp_path / "simulated.json", tmp_path / "simulated.html"
+    subprocess.run(
+        [loadgen_binary(), "--simulate", "--quiet", "--scenario", "workers",
+         "--work-time", "lognormal:p50=80ms,p99=300ms",
+         "--shape", "spike:base=20/s,peak=120/s,at=10s,for=10s", "--duration", "40s",
+         "--warmup", "5s", "--autoscale", "max=20,polling=1s,sync=1s,cooldown=10s,cold-start=1s",
+         "--slo", "e2e-p99=10s", "--json", str(simulated_json), "--html", str(simulated_html)],
+        check=True, timeout=RUN_TIMEOUT_S, capture_output=True)
+    report = json.loads(simulated_json.read_text())
+    assert report["runtime"] == "simulated", report["runtime"]
+    browser.get(simulated_html.as_uri())
+    errors = [entry for entry in browser.get_log("browser") if entry["level"] == "SEVERE"]
+    assert not errors, errors
+    children = browser.execute_script(
+        "return Array.from(document.querySelector('main').children)"
+        ".map(element => element.id || element.tagName.toLowerCase());")
+    assert children[:3] == ["headline", "overview", "latency-section"], children
+    marked = browser.find_element(By.ID, "simulated")
+    assert marked.is_displayed() and "Simulated in virtual time" in marked.text, marked.text
+    assert report["simulation"] in marked.text, (report["simulation"], marked.text)
+    overview_text = browser.find_element(By.CSS_SELECTOR, "figure#overview svg").text
+    for strip in ["messages in the queues", "replicas asked for", "replicas ready"]:
+        assert strip in overview_text, overview_text
+
+    sweep_json, sweep_html = tmp_path / "sweep.json", tmp_path / "sweep.html"
+    subprocess.run(
+        [loadgen_binary(), "--quiet", "--scenario", "workers", "--rate", "50",
+         "--arrival", "poisson", "--work-time", "exp:mean=30ms", "--duration", "60s",
+         "--warmup", "5s", "--slo", "e2e-p99=300ms", "--sweep", "consumers=1,2,3,5",
+         "--json", str(sweep_json), "--html", str(sweep_html)],
+        check=True, timeout=RUN_TIMEOUT_S, capture_output=True)
+    sweep = json.loads(sweep_json.read_text())
+    cheapest = sweep["cheapest"]
+    assert cheapest is not None and sweep["points"][cheapest]["slo_met"] is True, sweep
+    browser.get(sweep_html.as_uri())
+    errors = [entry for entry in browser.get_log("browser") if entry["level"] == "SEVERE"]
+    assert not errors, errors
+    answer = browser.find_element(By.ID, "answer")
+    assert answer.text == sweep["answer"], (answer.text, sweep["answer"])
+    table = browser.find_element(By.ID, "points")
+    assert answer.location["y"] < table.location["y"] < 400, (answer.location, table.location)
+    rows = table.find_elements(By.CSS_SELECTOR, "tbody tr")
+    assert len(rows) == len(sweep["points"]) == 4
+    marked = [index for index, row in enumerate(rows)
+              if "cheapest" in (row.get_attribute("class") or "")]
+    assert marked == [cheapest], marked
+    assert rows[cheapest].text.startswith(sweep["points"][cheapest]["settings"]["consumers"])
+    charts = browser.find_elements(By.CSS_SELECTOR, "figure.chart")
+    assert [chart.get_attribute("id") for chart in charts] == [
+        "end-to-end", "worker-seconds", "backlog-peak", "drain-time"]
+    for chart in charts:
+        svg = chart.find_element(By.TAG_NAME, "svg")
+        assert svg.size["width"] > 100 and svg.size["height"] > 100, chart.get_attribute("id")
+        assert chart.location["y"] > table.location["y"], chart.get_attribute("id")
+    # A bar per point that has a value (a missing one is written "none").
+    bars = charts[1].find_elements(By.CSS_SELECTOR, "rect[fill]")
+    assert len(bars) >= len(sweep["points"]), len(bars)
+    screenshot = tmp_path / "sweep.png"
+    browser.save_screenshot(str(screenshot))
+    if "AZQ_SCREENSHOT_DIR" in os.environ:
+        shutil.copy(screenshot, Path(os.environ["AZQ_SCREENSHOT_DIR"]) / "loadgen-sweep.png")

@@ -67,7 +67,7 @@ pub fn html(summary: &RunSummary) -> String {
         out,
         "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\"/>\n\
          <title>{}</title>\n<style>{STYLE}</style>\n</head>\n<body>\n<header>\n<h1>{}</h1>\n\
-         <p>{}, {}; started at {}, measured for {} after {} of warm-up.</p>\n</header>\n<main>\n",
+         <p>{}, {}; started at {}, measured for {} after {} of warm-up.</p>\n",
         escape(&title),
         escape(&title),
         escape(summary.scenario.name()),
@@ -79,6 +79,15 @@ pub fn html(summary: &RunSummary) -> String {
         seconds_words(summary.duration_s),
         seconds_words(summary.warmup_s),
     );
+    if let Some(assumptions) = &summary.simulation {
+        let _ = writeln!(
+            out,
+            "<p id=\"simulated\">Simulated in virtual time against azq's queue semantics \
+             in-process, not measured against a server: {}.</p>",
+            escape(assumptions)
+        );
+    }
+    out.push_str("</header>\n<main>\n");
     headline::headline(summary, &mut out);
     if let Some(overview) = plot::overview(summary) {
         figure(&overview, &mut out);
