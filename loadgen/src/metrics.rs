@@ -9,6 +9,7 @@ use std::collections::HashMap;
 use hdrhistogram::Histogram;
 
 use crate::scenario::Operation;
+use crate::theory::Moments;
 use crate::wire::mark::PutMark;
 
 /// Significant decimal digits the histograms keep: values are exact to 0.1%.
@@ -208,6 +209,44 @@ impl WorkerStats {
     }
 }
 
+/// The fleet as it really was, for the theory check (`RunSummary::theory_check`): the
+/// distributions a queueing model takes as given, as drawn and as observed, each as the exact
+/// `Moments` of its samples in nanoseconds. Measured chains only.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FleetStats {
+    /// Gaps between the intended starts of a producer lane's puts: the arrivals as drawn.
+    pub arrival_gap_drawn_ns: Moments,
+    /// Gaps between the actual sends of a producer lane's puts: the arrivals as the server saw
+    /// them begin.
+    pub arrival_gap_sent_ns: Moments,
+    /// Work times as drawn (`--work-time`).
+    pub work_drawn_ns: Moments,
+    /// Work times as done: from the Get's answer (or the last Delete's) to the Delete's send,
+    /// the client's lateness in sending included.
+    pub work_done_ns: Moments,
+    /// A worker's time per message: from when it meant to send the Get that took it to its
+    /// Delete's answer (with `--batch 1`; a later message of a batch from the Delete before).
+    pub service_ns: Moments,
+    /// An idle worker's gaps between looks: from an empty Get's send to its next Get's send.
+    pub poll_gap_ns: Moments,
+    /// Each delivered message's wait: from its put's send to when the worker that took it
+    /// meant to send its Get (by the wall clock, to the microsecond).
+    pub wait_ns: Moments,
+}
+
+impl FleetStats {
+    /// Adds `other` into `self`.
+    pub fn merge(&mut self, other: &FleetStats) {
+        self.arrival_gap_drawn_ns.merge(&other.arrival_gap_drawn_ns);
+        self.arrival_gap_sent_ns.merge(&other.arrival_gap_sent_ns);
+        self.work_drawn_ns.merge(&other.work_drawn_ns);
+        self.work_done_ns.merge(&other.work_done_ns);
+        self.service_ns.merge(&other.service_ns);
+        self.poll_gap_ns.merge(&other.poll_gap_ns);
+        self.wait_ns.merge(&other.wait_ns);
+    }
+}
+
 /// Which copies of which puts the workers received, over a whole run, to count the messages a
 /// retried put stored twice: a put that failed (an error answer, a lost connection) may have
 /// been stored anyway, and its retry then stores another copy with the same token. A copy
@@ -281,6 +320,8 @@ pub struct Measurements {
     pub warmup_requests: u64,
     /// The workers' side of a `workers` run.
     pub workers: WorkerStats,
+    /// The arrivals, work, services, polls and waits of a `workers` run, for the theory.
+    pub fleet: FleetStats,
     /// The put marks of this run's messages the workers received, warm-up included (a copy
     /// redelivered is listed again). The main thread moves them into the run's `PutCopyTally`
     /// as each interval closes, so the totals never hold them.
@@ -297,6 +338,7 @@ impl Default for Measurements {
             protocol_errors: 0,
             warmup_requests: 0,
             workers: WorkerStats::default(),
+            fleet: FleetStats::default(),
             deliveries: Vec::new(),
         }
     }
@@ -334,6 +376,7 @@ impl Measurements {
         self.protocol_errors += other.protocol_errors;
         self.warmup_requests += other.warmup_requests;
         self.workers.merge(&other.workers);
+        self.fleet.merge(&other.fleet);
         self.deliveries.extend_from_slice(&other.deliveries);
     }
 

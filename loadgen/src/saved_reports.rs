@@ -123,6 +123,7 @@ fn open_workers_falling_behind() -> RunSummary {
             latency_p99_us: Some(12_000 + 100 * second as u64),
             end_to_end_p99_us: (second > 2).then_some(250_000),
             step_rate_per_s: None,
+            wait_ns: Default::default(),
         })
         .collect();
     summary.depth = (2..=12)

@@ -1190,94 +1190,204 @@ fn find_max_finds_the_knee_of_azq_with_a_queue_rate_limit() {
     );
 }
 
-/// The longest pause of an idle worker in the theory check (`--poll-backoff 1ms..2ms`).
-const THEORY_POLL_BACKOFF_MAX_S: f64 = 0.002;
-/// Runs of the theory check before it gives up on a quiet one (see the test).
-const THEORY_ATTEMPTS: usize = 3;
-
-/// Queueing theory's ground truth for the worker model: 4 workers, Poisson arrivals at 110/s,
-/// exponential work of mean 20 ms (with the Get and Delete, S ≈ 22-25 ms, ρ ≈ 0.6-0.7). The
-/// report's theory section must hold:
+/// A worker fleet set beside queueing theory (`workers.theory` in the JSON): the measured
+/// mean wait, with its 95% interval from batch means, against the prediction for the fleet as
+/// it was (its measured service time and SCVs, plus polling). Two things must hold:
 ///
-/// - utilisation: the measured share of time working within 10% of λ·work/c (flow balance:
-///   the workers processed the messages the producers put);
-/// - mean wait: measured within `[Wq − margin, Wq + margin + polling]`. The margin, 50% of Wq
-///   plus 1 ms, is three standard errors of a mean over ~850 waits whose spread is about twice
-///   their mean and which are correlated within busy periods (~15% of Wq each at this load),
-///   plus the 1 ms the report's rounding and the put's share of S leave. `polling` is what the
-///   model leaves out and only ever adds: M/M/c's idle server takes an arrival at once, ours
-///   finds it on its next Get, at most one backoff (`THEORY_POLL_BACKOFF_MAX_S`) plus one Get
-///   that just missed it later; and the end-to-end time starts at the put's send, so it holds the
-///   put's way in too. Both trips are taken as one mean Get latency each.
+/// - the interval is within ±`THEORY_HALF_WIDTH_MAX` of the mean: the run was long enough to
+///   tell (a shorter one would pass a biased fleet by chance);
+/// - the mean is within `THEORY_ERROR_MAX` of the prediction. With the interval at ±7% (a
+///   standard error of 3.6%), a fleet 15% off the theory fails nine runs in ten, and a right
+///   one fails one run in a few hundred by chance.
 ///
-/// A client starved of CPU by other processes sends and reads late: mostly that adds to the
-/// wait, but it also lengthens the idle workers' Gets, which count in S and so raise Wq. Either
-/// way it is the machine, not the model, so a run outside the bounds is retried, up to
-/// `THEORY_ATTEMPTS` in all: one run must meet them. The utilisation is not retried. ~10 s a
-/// run on a quiet machine.
-#[test]
-fn workers_agree_with_erlang_c() {
+/// No retries: a run that fails is the evidence. Each run draws its own `--seed` (printed on
+/// failure), so that runs are independent samples rather than one sample path replayed; a
+/// failure is re-run with that seed to tell the code from the machine. Also the utilisation:
+/// the measured share of time working within 10% of λ·work/c (flow balance).
+fn check_theory(name: &str, workers: &str, rate: &str, work_time: &str, duration: &str) {
     let _timed = timed();
     let server = start_server();
-    until_one_passes(THEORY_ATTEMPTS, "no run within the bound", |attempt| {
-        let queue_prefix = format!("erlang-{attempt}");
-        let (output, report) = run_loadgen(
-            &server,
-            &queue_prefix,
-            &[
-                "--scenario",
-                "workers",
-                "--producers",
-                "1",
-                "--consumers",
-                "4",
-                "--rate",
-                "110",
-                "--arrival",
-                "poisson",
-                "--work-time",
-                "exp:mean=20ms",
-                "--poll-backoff",
-                "1ms..2ms",
-                "--queues",
-                "1",
-                "--warmup",
-                "1s",
-                "--duration",
-                "8s",
-                "--queue-prefix",
-                &queue_prefix,
-            ],
-        );
-        assert!(output.status.success(), "{output:?}");
-        let theory = &report["workers"]["theory"];
-        let number = |field: &str| {
-            theory[field]
-                .as_f64()
-                .unwrap_or_else(|| panic!("workers.theory.{field} in {report}"))
-        };
-        let (work_predicted, work_measured) = (
-            number("work_utilisation_predicted"),
-            number("work_utilisation_measured"),
-        );
+    let seed = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(1, |elapsed| elapsed.subsec_nanos())
+        .to_string();
+    let (output, report) = run_loadgen(
+        &server,
+        name,
+        &[
+            "--scenario",
+            "workers",
+            "--producers",
+            "1",
+            "--consumers",
+            workers,
+            "--rate",
+            rate,
+            "--arrival",
+            "poisson",
+            "--work-time",
+            work_time,
+            "--poll-backoff",
+            THEORY_POLL_BACKOFF,
+            "--queues",
+            "1",
+            "--warmup",
+            "2s",
+            "--duration",
+            duration,
+            "--seed",
+            &seed,
+            "--queue-prefix",
+            name,
+        ],
+    );
+    assert!(output.status.success(), "{output:?}");
+    let theory = &report["workers"]["theory"];
+    let number = |field: &str| {
+        theory[field]
+            .as_f64()
+            .unwrap_or_else(|| panic!("workers.theory.{field} in {report}"))
+    };
+    let (work_predicted, work_measured) = (
+        number("work_utilisation_predicted"),
+        number("work_utilisation_measured"),
+    );
+    assert!(
+        (work_measured - work_predicted).abs() <= 0.1 * work_predicted,
+        "seed {seed}: utilisation {work_measured} against {work_predicted}: {theory}"
+    );
+    let predicted = number("wait_mean_s_predicted");
+    let measured = number("wait_mean_s_measured");
+    let half_width = number("wait_mean_s_half_width_95");
+    assert!(
+        half_width <= THEORY_HALF_WIDTH_MAX * measured,
+        "seed {seed}: the interval ±{half_width} s is too wide to judge {measured} s: {theory}"
+    );
+    assert!(
+        (measured - predicted).abs() <= THEORY_ERROR_MAX * predicted,
+        "seed {seed}: mean wait {measured} ± {half_width} s against {predicted} s predicted: \
+         {theory}"
+    );
+}
+
+/// Idle workers' pause between Gets in a theory check: short beside the waits, so that the
+/// polling term, an approximation, is a small part of the prediction; long enough that idle
+/// workers' empty Gets do not load a debug build of the server.
+const THEORY_POLL_BACKOFF: &str = "500us..500us";
+/// The widest 95% interval of a theory check's mean wait, as a share of the mean.
+const THEORY_HALF_WIDTH_MAX: f64 = 0.07;
+/// How far a theory check's mean wait may be from the prediction, as a share of it.
+const THEORY_ERROR_MAX: f64 = 0.10;
+
+/// A workers run's theory section states the fleet as it was: every SCV, the poll gaps, the
+/// server's round trips, and the measured wait with its interval. Not a check of the theory
+/// (a debug build's round trips of ~2 ms leave no room for one in the gate): that is
+/// `workers_agree_with_queueing_theory` and the checks after it.
+#[test]
+fn the_theory_section_states_the_fleet() {
+    let server = start_server();
+    let (output, report) = run_loadgen(
+        &server,
+        "theory-fields",
+        &[
+            "--scenario",
+            "workers",
+            "--producers",
+            "1",
+            "--consumers",
+            "2",
+            "--rate",
+            "40",
+            "--arrival",
+            "poisson",
+            "--work-time",
+            "exp:mean=5ms",
+            "--poll-backoff",
+            "1ms..1ms",
+            "--queues",
+            "1",
+            "--warmup",
+            "1s",
+            "--duration",
+            "4s",
+            "--queue-prefix",
+            "theory-fields",
+        ],
+    );
+    assert!(output.status.success(), "{output:?}");
+    let theory = &report["workers"]["theory"];
+    assert_eq!(theory["model"], "M/M/c", "{report}");
+    for field in [
+        "arrival_scv_drawn",
+        "arrival_scv_sent",
+        "work_scv_drawn",
+        "work_scv_done",
+        "service_mean_s",
+        "service_scv",
+        "poll_gap_mean_s",
+        "put_round_trip_mean_s",
+        "get_round_trip_mean_s",
+        "wait_mean_s_queue",
+        "wait_mean_s_polling",
+        "wait_mean_s_predicted",
+        "wait_mean_s_measured",
+        "wait_mean_s_half_width_95",
+    ] {
+        let value = theory[field].as_f64();
         assert!(
-            (work_measured - work_predicted).abs() <= 0.1 * work_predicted,
-            "utilisation {work_measured} against {work_predicted}: {theory}"
+            value.is_some_and(|value| value.is_finite() && value >= 0.0),
+            "{field}: {theory}"
         );
-        let wait_predicted = number("wait_mean_s_predicted");
-        let wait_measured = number("wait_mean_s_measured");
-        let margin = 0.5 * wait_predicted + 0.001;
-        let polling = THEORY_POLL_BACKOFF_MAX_S + 2.0 * number("get_mean_s");
-        let bounds = (wait_predicted - margin, wait_predicted + margin + polling);
-        if (bounds.0..=bounds.1).contains(&wait_measured) {
-            return Ok(());
-        }
-        Err(format!(
-            "mean wait {wait_measured} s outside [{}, {}] around Erlang C's {wait_predicted} s: \
-             {theory}",
-            bounds.0, bounds.1
-        ))
-    });
+    }
+    assert_eq!(theory["wait_batches"], 4, "{theory}");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(stdout.contains("theory (M/M/c): c = 2"), "{stdout}");
+}
+
+/// M/D/2 at ρ ≈ 0.7 against Cosmetatos: constant work of 2 ms (S ≈ 2.7 ms with the Get and
+/// Delete in a release build). Constant work makes the mean wait the least noisy of the checks,
+/// so 60 s reach the ±7% interval on a quiet 2-core machine. A debug build's round trips
+/// (~2 ms) leave two workers unable to keep up with this rate, and a check that tolerated them
+/// would need minutes: so this too runs with `scripts/theory-check.sh`, in release.
+#[test]
+#[ignore = "release build: scripts/theory-check.sh"]
+fn workers_agree_with_queueing_theory() {
+    check_theory("theory-md2", "2", "450", "2ms", "60s");
+}
+
+/// M/M/2 at ρ ≈ 0.7: exponential work of mean 2 ms (`scripts/theory-check.sh`).
+#[test]
+#[ignore = "long: scripts/theory-check.sh"]
+fn theory_mm2_at_0_7() {
+    check_theory("theory-mm2", "2", "520", "exp:mean=2ms", "120s");
+}
+
+/// M/M/2 at ρ ≈ 0.3, where polling is a large part of the wait (`scripts/theory-check.sh`).
+#[test]
+#[ignore = "long: scripts/theory-check.sh"]
+fn theory_mm2_at_0_3() {
+    check_theory("theory-mm2-low", "2", "220", "exp:mean=2ms", "180s");
+}
+
+/// M/M/2 at ρ ≈ 0.85 (`scripts/theory-check.sh`).
+#[test]
+#[ignore = "long: scripts/theory-check.sh"]
+fn theory_mm2_at_0_85() {
+    check_theory("theory-mm2-high", "2", "630", "exp:mean=2ms", "400s");
+}
+
+/// M/G/2 with log-normal work (p99 = 5 × p50, mean ≈ 2 ms) at ρ ≈ 0.7 against Allen–Cunneen
+/// (`scripts/theory-check.sh`).
+#[test]
+#[ignore = "long: scripts/theory-check.sh"]
+fn theory_lognormal_mg2() {
+    check_theory(
+        "theory-lognormal",
+        "2",
+        "520",
+        "lognormal:p50=1.6ms,p99=8ms",
+        "120s",
+    );
 }
 
 /// `--html` after a workers run against azq: the file is written; it is well-formed; every

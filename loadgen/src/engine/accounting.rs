@@ -10,7 +10,7 @@ use crate::connection::Response;
 use crate::engine::lane::Step;
 use crate::engine::lane_run::{InFlight, LaneRun};
 use crate::engine::plan::RunPlan;
-use crate::engine::work::{start_work, take_worker_get};
+use crate::engine::work::{signed, start_work, take_worker_get};
 use crate::metrics::Measurements;
 use crate::retry::is_retriable;
 use crate::scenario::{Operation, Role};
@@ -162,6 +162,7 @@ pub fn take_answer(
                 &flight,
                 response,
                 measured,
+                wall_clock_us,
             );
         }
         (Step::Delete(index), Some(worker)) => {
@@ -175,12 +176,24 @@ pub fn take_answer(
                     if let Some(sent_us) = lane.lane.held(index).sent_unix_us {
                         measurements.record_end_to_end(wall_clock_us().saturating_sub(sent_us));
                     }
+                    // Done: the work drawn and the Delete's lateness in going out.
+                    let late_ns = flight.sent_ns.saturating_sub(flight.intended_ns);
+                    let fleet = &mut measurements.fleet;
+                    fleet.work_done_ns.add(signed(lane.work_drawn_ns + late_ns));
+                    let service_ns = received_ns.saturating_sub(lane.service_from_ns);
+                    fleet.service_ns.add(signed(service_ns));
                 }
             }
+            lane.service_from_ns = received_ns;
             lane.lane.on_delete(response.is_success());
             start_work(plan, &worker, measurements, lane, received_ns, measured);
         }
-        (Step::Put, _) => lane.lane.on_chain_end(),
+        (Step::Put, _) => {
+            if plan.workers.is_some() {
+                record_arrival(measurements, lane, &flight, measured);
+            }
+            lane.lane.on_chain_end();
+        }
         (Step::Peek, _) => {
             if measured && response.is_success() {
                 let messages = listed_messages(response.body).count() as u64;
@@ -213,6 +226,25 @@ pub fn take_answer(
         (Step::Delete(_), None) => lane.lane.on_delete(response.is_success()),
         (Step::Refill, _) => lane.lane.on_refill(),
     }
+}
+
+/// Records a producer's put for the arrivals' gaps (as drawn: intended starts; as sent).
+fn record_arrival(
+    measurements: &mut Measurements,
+    lane: &mut LaneRun,
+    flight: &InFlight,
+    measured: bool,
+) {
+    let put_ns = (flight.operation_intended_ns, flight.operation_sent_ns);
+    if let (true, Some((intended_ns, sent_ns))) = (measured, lane.last_put_ns) {
+        let fleet = &mut measurements.fleet;
+        let drawn_ns = put_ns.0.saturating_sub(intended_ns);
+        fleet.arrival_gap_drawn_ns.add(signed(drawn_ns));
+        fleet
+            .arrival_gap_sent_ns
+            .add(signed(put_ns.1.saturating_sub(sent_ns)));
+    }
+    lane.last_put_ns = Some(put_ns);
 }
 
 /// Counts the messages of a successful, measured Get, and with `wall_clock_us` the end-to-end

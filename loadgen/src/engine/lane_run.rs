@@ -60,6 +60,14 @@ pub struct LaneRun {
     put_token_lane: u64,
     /// Puts the lane has started (retries not counted): the low bits of its put tokens.
     puts_started: u64,
+    /// A producer's last answered put: when it was intended and sent (the arrivals' gaps).
+    pub last_put_ns: Option<(u64, u64)>,
+    /// A worker's last Get, when it found the queue empty: when it was sent (the poll gaps).
+    pub empty_get_sent_ns: Option<u64>,
+    /// When a worker's service of its current message began (see `FleetStats::service_ns`).
+    pub service_from_ns: u64,
+    /// The work time a worker drew for its current message.
+    pub work_drawn_ns: u64,
 }
 
 impl LaneRun {
@@ -118,6 +126,10 @@ impl LaneRun {
             worker_index: (role == Role::Worker).then(|| lane_index - producers),
             put_token_lane: (lane_index as u64) << PUT_TOKEN_SEQUENCE_BITS,
             puts_started: 0,
+            last_put_ns: None,
+            empty_get_sent_ns: None,
+            service_from_ns: 0,
+            work_drawn_ns: 0,
         }
     }
 

@@ -12,7 +12,9 @@ use crate::wire::listing::listed_messages;
 use crate::workers::{crashes, WorkerPlan};
 
 /// A worker's Get answer: messages to work on, or an empty queue (or an error) to back off from.
-/// `take_answer` has counted the answer's messages, as it does a plain Get's.
+/// `take_answer` has counted the answer's messages, as it does a plain Get's; `wall_clock_us`
+/// reads the wall clock for the messages' waits.
+#[allow(clippy::too_many_arguments)]
 pub(super) fn take_worker_get(
     plan: &RunPlan,
     worker: &WorkerPlan,
@@ -21,6 +23,7 @@ pub(super) fn take_worker_get(
     flight: &InFlight,
     response: &Response<'_>,
     measured: bool,
+    wall_clock_us: fn() -> u64,
 ) {
     // `take_answer` has just set the lane free at the answer's arrival.
     let received_ns = lane.ready_ns;
@@ -31,7 +34,13 @@ pub(super) fn take_worker_get(
     } else {
         lane.lane.on_chain_end();
     }
-    if lane.lane.held_messages().is_empty() {
+    if let (true, Some(empty_sent_ns)) = (measured, lane.empty_get_sent_ns) {
+        let gap_ns = flight.sent_ns.saturating_sub(empty_sent_ns);
+        measurements.fleet.poll_gap_ns.add(signed(gap_ns));
+    }
+    let empty = lane.lane.held_messages().is_empty();
+    lane.empty_get_sent_ns = empty.then_some(flight.sent_ns);
+    if empty {
         lane.backoff_ns = worker.next_backoff_ns(lane.backoff_ns);
         lane.ready_ns = received_ns + lane.backoff_ns;
         return;
@@ -50,7 +59,24 @@ pub(super) fn take_worker_get(
             measurements.deliveries.push(mark);
         }
     }
+    // The service of the first message begins when the worker meant to send this Get.
+    lane.service_from_ns = flight.operation_intended_ns;
     if measured {
+        // The Get's intended send by the wall clock: now, less the time since then.
+        let since_intended_ns = received_ns.saturating_sub(flight.operation_intended_ns);
+        let intended_unix_ns = i128::from(wall_clock_us()) * 1000 - i128::from(since_intended_ns);
+        for sent_us in lane
+            .lane
+            .held_messages()
+            .iter()
+            .filter_map(|held| held.sent_unix_us)
+        {
+            let wait_ns = intended_unix_ns - i128::from(sent_us) * 1000;
+            measurements
+                .fleet
+                .wait_ns
+                .add(i64::try_from(wait_ns).unwrap_or(i64::MAX));
+        }
         let stats = &mut measurements.workers;
         for held in lane.lane.held_messages() {
             stats.received += 1;
@@ -83,6 +109,7 @@ pub(super) fn start_work(
     while let Step::Delete(index) = lane.lane.next_step() {
         let work_ns = worker.work_time.sample_ns(&mut lane.random);
         from_ns += work_ns;
+        lane.work_drawn_ns = work_ns;
         let held = lane.lane.held(index);
         let crashed = crashes(
             held.message_id(),
@@ -95,6 +122,7 @@ pub(super) fn start_work(
             stats.processed += 1;
             stats.busy_ns += work_ns;
             stats.crashed += u64::from(crashed);
+            measurements.fleet.work_drawn_ns.add(signed(work_ns));
         }
         if !crashed {
             break;
@@ -102,4 +130,9 @@ pub(super) fn start_work(
         lane.lane.abandon();
     }
     lane.ready_ns = from_ns;
+}
+
+/// A duration in nanoseconds as a `Moments` sample (at most 292 years).
+pub(super) fn signed(nanoseconds: u64) -> i64 {
+    i64::try_from(nanoseconds).unwrap_or(i64::MAX)
 }

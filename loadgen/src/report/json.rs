@@ -255,22 +255,42 @@ fn json_autoscale(summary: &RunSummary) -> Option<JsonAutoscale> {
     })
 }
 
-/// `RunSummary::theory_check` in the JSON; times in seconds.
+/// `RunSummary::theory_check` in the JSON; times in seconds, SCVs (squared coefficients of
+/// variation) as they are.
 #[derive(Serialize)]
 struct JsonTheory {
     model: &'static str,
     servers: u32,
     arrival_rate_per_s: Option<f64>,
-    get_mean_s: Option<f64>,
+    arrival_scv_drawn: Option<f64>,
+    arrival_scv_sent: Option<f64>,
     work_mean_s: Option<f64>,
+    work_scv_drawn: Option<f64>,
+    work_done_mean_s: Option<f64>,
+    work_scv_done: Option<f64>,
+    get_mean_s: Option<f64>,
     delete_mean_s: Option<f64>,
+    put_round_trip_mean_s: Option<f64>,
+    get_round_trip_mean_s: Option<f64>,
     service_mean_s: Option<f64>,
+    service_scv: Option<f64>,
+    poll_gap_mean_s: Option<f64>,
+    poll_gap_scv: Option<f64>,
     utilisation_predicted: Option<f64>,
     work_utilisation_predicted: Option<f64>,
     work_utilisation_measured: Option<f64>,
     wait_probability_predicted: Option<f64>,
+    /// Plain Erlang C for λ and S.
+    wait_mean_s_erlang_c: Option<f64>,
+    /// The queue's wait for the measured SCVs, and what polling adds to it.
+    wait_mean_s_queue: Option<f64>,
+    wait_mean_s_polling: Option<f64>,
     wait_mean_s_predicted: Option<f64>,
     wait_mean_s_measured: Option<f64>,
+    /// The measured mean's 95% interval is `± wait_mean_s_half_width_95`, from `wait_batches`
+    /// batch means (null, 0 with fewer than two seconds measured).
+    wait_mean_s_half_width_95: Option<f64>,
+    wait_batches: usize,
     end_to_end_mean_s: Option<f64>,
 }
 
@@ -280,19 +300,34 @@ impl JsonTheory {
         // integer divided by 1e6 is the double nearest the decimal, so it prints as one.
         let seconds = |value: f64| value.is_finite().then(|| (value * 1e6).round() / 1e6);
         JsonTheory {
-            model: "M/M/c",
+            model: check.model,
             servers: check.servers,
             arrival_rate_per_s: rounded(check.arrival_rate_per_s),
-            get_mean_s: seconds(check.get_mean_s),
+            arrival_scv_drawn: rounded(check.arrival_scv_drawn),
+            arrival_scv_sent: rounded(check.arrival_scv),
             work_mean_s: seconds(check.work_mean_s),
+            work_scv_drawn: rounded(check.work_scv_drawn),
+            work_done_mean_s: seconds(check.work_done_mean_s),
+            work_scv_done: rounded(check.work_scv_done),
+            get_mean_s: seconds(check.get_mean_s),
             delete_mean_s: seconds(check.delete_mean_s),
-            service_mean_s: seconds(check.service_mean_s()),
+            put_round_trip_mean_s: seconds(check.put_round_trip_mean_s),
+            get_round_trip_mean_s: seconds(check.get_round_trip_mean_s),
+            service_mean_s: seconds(check.service_mean_s),
+            service_scv: rounded(check.service_scv),
+            poll_gap_mean_s: seconds(check.poll_gap_mean_s),
+            poll_gap_scv: rounded(check.poll_gap_scv),
             utilisation_predicted: rounded(check.prediction.utilisation),
             work_utilisation_predicted: rounded(check.work_utilisation_predicted),
             work_utilisation_measured: rounded(check.work_utilisation_measured),
             wait_probability_predicted: rounded(check.prediction.wait_probability),
-            wait_mean_s_predicted: seconds(check.prediction.wait_mean_s),
-            wait_mean_s_measured: seconds(check.wait_mean_s_measured()),
+            wait_mean_s_erlang_c: seconds(check.erlang_c.wait_mean_s),
+            wait_mean_s_queue: seconds(check.prediction.wait_mean_s),
+            wait_mean_s_polling: seconds(check.polling_s),
+            wait_mean_s_predicted: seconds(check.wait_mean_s_predicted()),
+            wait_mean_s_measured: seconds(check.wait_measured.mean),
+            wait_mean_s_half_width_95: seconds(check.wait_measured.half_width_95),
+            wait_batches: check.wait_measured.batches,
             end_to_end_mean_s: seconds(check.end_to_end_mean_s),
         }
     }

@@ -11,7 +11,7 @@ use crate::retry::RetryPolicy;
 use crate::scenario::{Operation, Scenario};
 use crate::schedule::{Arrival, LoadModel, NANOSECONDS_PER_SECOND};
 use crate::steps::LatencyBound;
-use crate::theory::{self, Prediction};
+use crate::theory::{self, MeanEstimate, Moments, Prediction};
 use crate::workers::{WorkTime, WorkerPlan};
 
 /// What one interval of the run measured.
@@ -34,6 +34,9 @@ pub struct TimelinePoint {
     /// The target rate of the step the interval belongs to, in a stepped run; in a shaped run
     /// (`--shape`), the shape's mean rate over the interval.
     pub step_rate_per_s: Option<f64>,
+    /// The waits of the messages workers took in the interval (`FleetStats::wait_ns`): the
+    /// batches of the theory check's confidence interval.
+    pub wait_ns: Moments,
 }
 
 impl TimelinePoint {
@@ -61,6 +64,7 @@ impl TimelinePoint {
             latency_p99_us: p99(&all),
             end_to_end_p99_us: p99(&measurements.end_to_end_us),
             step_rate_per_s: None,
+            wait_ns: measurements.fleet.wait_ns,
         }
     }
 }
@@ -537,17 +541,20 @@ impl RunSummary {
         })
     }
 
-    /// M/M/c's prediction beside the measurement, for a run theory covers exactly: a workers
-    /// run on one queue, Poisson arrivals, exponential work, one message per Get, no crashes,
-    /// and no errors or retries (throttling and faults are outside the model). `None` for any
-    /// other run, and when the measured load is unstable (a ≥ c) or nothing was delivered.
+    /// Queueing theory's prediction beside the measurement, for a run it covers: a workers run
+    /// on one queue, Poisson arrivals, one message per Get, no crashes, and no errors or
+    /// retries (throttling and faults are outside the model). `None` for any other run, and
+    /// when the measured load is unstable (a ≥ c) or nothing was delivered.
     ///
-    /// A worker is a server from its Get to its Delete, so the service time S is the mean
-    /// Get and Delete latencies plus the mean work drawn. Those latencies count from when the
-    /// worker meant to send (its last answer, or the end of its work), so the client's own lag
-    /// in sending is a worker's time too, as a real worker's would be. The measured wait is the
-    /// mean end-to-end time (the put's send to the delete's answer) less S: the time a message
-    /// spent stored before a worker's Get took it, plus the put's way in.
+    /// The fleet is taken as it was, not as asked for: a worker is a server from when it meant
+    /// to send the Get that took a message to its Delete's answer, so S and its SCV are those
+    /// services' (`FleetStats::service_ns`: the client's own lateness is a worker's time too, as
+    /// a real worker's would be), and the arrivals' SCV is that of the gaps between the puts'
+    /// sends. The queue's wait is `theory::predict_general`'s for them (Erlang C when both SCVs
+    /// are 1), plus what polling adds (`theory::polling_wait_s`, from the idle workers' gaps
+    /// between Gets). The measured wait is each message's own, from its put's send to when the
+    /// worker that took it meant to send that Get, with a 95% interval from batch means over
+    /// the measured window's seconds (`WAIT_BATCHES`).
     pub fn theory_check(&self) -> Option<TheoryCheck> {
         let plan = self.workers.as_ref()?;
         let covered = matches!(
@@ -556,73 +563,150 @@ impl RunSummary {
                 arrival: Arrival::Poisson,
                 ..
             }
-        ) && matches!(plan.work_time, WorkTime::Exponential { .. })
-            && self.autoscale.is_none()
+        ) && self.autoscale.is_none()
             && self.shape.is_none()
             && plan.crash_ratio == 0.0
             && self.batch == 1
             && self.queues == 1
             && self.total.errors() == 0
             && self.total.operations.iter().all(|stats| stats.retries == 0);
-        let workers = &self.total.workers;
-        if !covered || workers.processed == 0 || self.total.end_to_end_us.is_empty() {
+        let fleet = &self.total.fleet;
+        if !covered || fleet.service_ns.count < 2 || fleet.wait_ns.count == 0 {
             return None;
         }
+        let seconds = |moments: &Moments| moments.mean().map(|mean| mean / 1e9);
         let mean_s = |operation: Operation| self.total.operation(operation).latency_us.mean() / 1e6;
-        let work_mean_s = workers.busy_ns as f64 / workers.processed as f64 / 1e9;
-        let get_mean_s = mean_s(Operation::Get);
-        let delete_mean_s = mean_s(Operation::Delete);
-        let service_mean_s = get_mean_s + work_mean_s + delete_mean_s;
+        let uncorrected_mean_s = |operation: Operation| {
+            self.total
+                .operation(operation)
+                .latency_uncorrected_us
+                .mean()
+                / 1e6
+        };
+        let service_mean_s = seconds(&fleet.service_ns)?;
+        let service_scv = fleet.service_ns.scv()?;
+        let arrival_scv = fleet.arrival_gap_sent_ns.scv()?;
         let arrival_rate_per_s = self.throughput_per_s(self.total.operation(Operation::Put));
         let servers = u32::try_from(self.worker_lanes).ok()?;
-        let prediction = theory::predict(servers, arrival_rate_per_s, service_mean_s)?;
-        Some(TheoryCheck {
+        let prediction = theory::predict_general(
             servers,
             arrival_rate_per_s,
-            get_mean_s,
+            service_mean_s,
+            arrival_scv,
+            service_scv,
+        )?;
+        let (poll_gap_mean_s, poll_gap_scv) = match seconds(&fleet.poll_gap_ns) {
+            Some(mean_s) => (mean_s, fleet.poll_gap_ns.scv().unwrap_or(0.0)),
+            None => (0.0, 0.0),
+        };
+        let work_mean_s =
+            self.total.workers.busy_ns as f64 / self.total.workers.processed.max(1) as f64 / 1e9;
+        let end_s = self.warmup_s + self.duration_s;
+        let intervals: Vec<(f64, u64)> = self
+            .timeline
+            .iter()
+            .filter(|point| point.end_s > self.warmup_s + INTERVAL_EDGE_SLACK_S)
+            .filter(|point| point.end_s - point.interval_s < end_s - INTERVAL_EDGE_SLACK_S)
+            .map(|point| (point.wait_ns.sum as f64 / 1e9, point.wait_ns.count))
+            .collect();
+        let wait_measured =
+            theory::batch_means_of_sums(&intervals, intervals.len().min(WAIT_BATCHES)).unwrap_or(
+                MeanEstimate {
+                    mean: seconds(&fleet.wait_ns)?,
+                    half_width_95: f64::NAN,
+                    batches: 0,
+                },
+            );
+        Some(TheoryCheck {
+            model: match plan.work_time {
+                WorkTime::Exponential { .. } => "M/M/c",
+                WorkTime::Fixed { .. } => "M/D/c",
+                _ => "M/G/c",
+            },
+            servers,
+            arrival_rate_per_s,
+            arrival_scv_drawn: fleet.arrival_gap_drawn_ns.scv()?,
+            arrival_scv,
             work_mean_s,
-            delete_mean_s,
+            work_scv_drawn: fleet.work_drawn_ns.scv()?,
+            work_done_mean_s: seconds(&fleet.work_done_ns)?,
+            work_scv_done: fleet.work_done_ns.scv()?,
+            get_mean_s: mean_s(Operation::Get),
+            delete_mean_s: mean_s(Operation::Delete),
+            put_round_trip_mean_s: uncorrected_mean_s(Operation::Put),
+            get_round_trip_mean_s: uncorrected_mean_s(Operation::Get),
+            service_mean_s,
+            service_scv,
+            poll_gap_mean_s,
+            poll_gap_scv,
             prediction,
+            erlang_c: theory::predict(servers, arrival_rate_per_s, service_mean_s)?,
+            polling_s: theory::polling_wait_s(servers, poll_gap_mean_s, poll_gap_scv),
             work_utilisation_predicted: arrival_rate_per_s * work_mean_s / f64::from(servers),
             work_utilisation_measured: self.worker_utilisation()?,
+            wait_measured,
             end_to_end_mean_s: self.total.end_to_end_us.mean() / 1e6,
         })
     }
 }
 
-/// A workers run set beside M/M/c (see `RunSummary::theory_check`). Times in seconds.
+/// A workers run set beside queueing theory (see `RunSummary::theory_check`). Times in
+/// seconds; SCV: squared coefficient of variation (variance over mean squared).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct TheoryCheck {
+    /// The fleet asked for: M/M/c (exponential work), M/D/c (fixed) or M/G/c.
+    pub model: &'static str,
     /// c: the workers.
     pub servers: u32,
     /// λ: the producers' puts per second in the measured window.
     pub arrival_rate_per_s: f64,
-    /// The measured mean round trips of a Get and a Delete, and the mean work time.
-    pub get_mean_s: f64,
+    /// The SCV of the gaps between a producer lane's puts, as drawn and as sent.
+    pub arrival_scv_drawn: f64,
+    pub arrival_scv: f64,
+    /// The work times as drawn (mean, SCV), and as done (the Delete's lateness included).
     pub work_mean_s: f64,
+    pub work_scv_drawn: f64,
+    pub work_done_mean_s: f64,
+    pub work_scv_done: f64,
+    /// The mean corrected latencies of every Get (empty ones included) and every Delete.
+    pub get_mean_s: f64,
     pub delete_mean_s: f64,
-    /// What M/M/c predicts with S = get + work + delete.
+    /// The server's share: the mean round trips of a Put and a Get from their sends.
+    pub put_round_trip_mean_s: f64,
+    pub get_round_trip_mean_s: f64,
+    /// S: a worker's time per message, from its Get's intended send to its Delete's answer.
+    pub service_mean_s: f64,
+    pub service_scv: f64,
+    /// An idle worker's gaps between Gets (0 when no worker was ever idle).
+    pub poll_gap_mean_s: f64,
+    pub poll_gap_scv: f64,
+    /// The queue's prediction for these arrivals and services, without polling.
     pub prediction: Prediction,
+    /// Plain M/M/c for λ and S (Erlang C): what the textbook says.
+    pub erlang_c: Prediction,
+    /// What polling adds to the wait.
+    pub polling_s: f64,
     /// λ·work / c: the share of the workers' time spent working (what `worker_utilisation`
     /// measures), predicted and measured.
     pub work_utilisation_predicted: f64,
     pub work_utilisation_measured: f64,
+    /// The measured mean wait with its 95% interval (`half_width_95` NaN, `batches` 0, when
+    /// the window had fewer than two seconds).
+    pub wait_measured: MeanEstimate,
     /// The measured mean end-to-end time (put sent to delete answered).
     pub end_to_end_mean_s: f64,
 }
 
 impl TheoryCheck {
-    /// S: a worker's time per message, from its Get to its Delete's answer.
-    pub fn service_mean_s(&self) -> f64 {
-        self.get_mean_s + self.work_mean_s + self.delete_mean_s
-    }
-
-    /// The measured counterpart of Wq: the mean end-to-end time less S.
-    pub fn wait_mean_s_measured(&self) -> f64 {
-        self.end_to_end_mean_s - self.service_mean_s()
+    /// The predicted mean wait: the queue's plus polling's.
+    pub fn wait_mean_s_predicted(&self) -> f64 {
+        self.prediction.wait_mean_s + self.polling_s
     }
 }
 
+/// Batches of the measured wait's confidence interval: between 10 and 30 is the usual advice;
+/// a run of fewer seconds has one batch a second.
+pub const WAIT_BATCHES: usize = 20;
 /// An open loop achieving less than this share of its target rate did not apply the load asked.
 pub(super) const ACHIEVED_RATE_SHARE_WARNING: f64 = 0.95;
 /// The backlog has drained when the depth is back within this share of its rise above the

@@ -473,19 +473,37 @@ fn autoscale_lines(summary: &RunSummary, out: &mut String) {
     );
 }
 
-/// The lines setting a run beside M/M/c (`RunSummary::theory_check`).
+/// The lines setting a run beside queueing theory (`RunSummary::theory_check`).
 fn theory_lines(out: &mut String, check: &TheoryCheck) {
     let ms = |seconds: f64| 1e3 * seconds;
     let _ = writeln!(
         out,
-        "  theory (M/M/c, Erlang C): c = {}, λ = {:.1}/s, S = {:.2} ms (get {:.2} + work {:.2} + \
-         delete {:.2})",
+        "  theory ({}): c = {}, λ = {:.1}/s, S = {:.2} ms from get to delete (SCV {:.2})",
+        check.model,
         check.servers,
         check.arrival_rate_per_s,
-        ms(check.service_mean_s()),
-        ms(check.get_mean_s),
+        ms(check.service_mean_s),
+        check.service_scv
+    );
+    let _ = writeln!(
+        out,
+        "    fleet: arrival gaps SCV {:.2} drawn, {:.2} sent; work {:.2} ms SCV {:.2} drawn, \
+         {:.2} ms SCV {:.2} done",
+        check.arrival_scv_drawn,
+        check.arrival_scv,
         ms(check.work_mean_s),
-        ms(check.delete_mean_s)
+        check.work_scv_drawn,
+        ms(check.work_done_mean_s),
+        check.work_scv_done
+    );
+    let _ = writeln!(
+        out,
+        "    server: put {:.2} ms, get {:.2} ms round trip; idle workers poll every {:.2} ms \
+         (SCV {:.2})",
+        ms(check.put_round_trip_mean_s),
+        ms(check.get_round_trip_mean_s),
+        ms(check.poll_gap_mean_s),
+        check.poll_gap_scv
     );
     let _ = writeln!(
         out,
@@ -495,14 +513,25 @@ fn theory_lines(out: &mut String, check: &TheoryCheck) {
         100.0 * check.prediction.utilisation,
         100.0 * check.work_utilisation_measured
     );
+    let interval = if check.wait_measured.batches > 0 {
+        format!(
+            " ± {:.2} (95%, {} batches)",
+            ms(check.wait_measured.half_width_95),
+            check.wait_measured.batches
+        )
+    } else {
+        String::new()
+    };
     let _ = writeln!(
         out,
-        "    mean wait: predicted {:.2} ms (P(wait) {:.1}%), measured {:.2} ms (end-to-end {:.2} \
-         ms less S)",
+        "    mean wait: predicted {:.2} ms (queue {:.2} + polling {:.2}; Erlang C {:.2}, P(wait) \
+         {:.1}%), measured {:.2}{interval} ms",
+        ms(check.wait_mean_s_predicted()),
         ms(check.prediction.wait_mean_s),
+        ms(check.polling_s),
+        ms(check.erlang_c.wait_mean_s),
         100.0 * check.prediction.wait_probability,
-        ms(check.wait_mean_s_measured()),
-        ms(check.end_to_end_mean_s)
+        ms(check.wait_measured.mean),
     );
 }
 

@@ -2,7 +2,9 @@
 //! saved reports draw the same ones).
 
 use super::*;
-use crate::metrics::{CoreUsage, LatencySummary, Measurements, OperationStats, WorkerStats};
+use crate::metrics::{
+    CoreUsage, FleetStats, LatencySummary, Measurements, OperationStats, WorkerStats,
+};
 use crate::report::json::rounded;
 use crate::report::summary::PutRates;
 use crate::report::table::saturation_warnings;
@@ -10,6 +12,7 @@ use crate::retry::RetryPolicy;
 use crate::scenario::{Operation, Scenario};
 use crate::schedule::{Arrival, LoadModel};
 use crate::steps::LatencyBound;
+use crate::theory::Moments;
 use crate::workers::{WorkTime, WorkerPlan};
 
 /// A mixed open-loop run with known numbers.
@@ -67,6 +70,7 @@ pub fn sample_summary() -> RunSummary {
                 latency_p99_us: Some(990),
                 end_to_end_p99_us: Some(1_090),
                 step_rate_per_s: None,
+                wait_ns: Default::default(),
             },
             TimelinePoint {
                 end_s: 3.0,
@@ -77,6 +81,7 @@ pub fn sample_summary() -> RunSummary {
                 latency_p99_us: Some(995),
                 end_to_end_p99_us: None,
                 step_rate_per_s: None,
+                wait_ns: Default::default(),
             },
         ],
         depth: vec![
@@ -359,6 +364,7 @@ fn open_workers_summary(answered_per_s: f64) -> RunSummary {
             latency_p99_us: None,
             end_to_end_p99_us: None,
             step_rate_per_s: None,
+            wait_ns: Default::default(),
         })
         .collect();
     summary.depth = (2..=12)
@@ -589,10 +595,22 @@ fn progress_line_shows_rate_p99_and_errors() {
     assert!(line.contains("errors 1"));
 }
 
+/// `count` samples of mean `mean` whose variance is `scv` × mean² (0 or 1), exactly.
+fn moments(count: u64, mean: i128, scv: u128) -> Moments {
+    let mean_squared = (mean * mean) as u128;
+    Moments {
+        count,
+        sum: i128::from(count) * mean,
+        sum_squares: u128::from(count) * mean_squared + scv * u128::from(count - 1) * mean_squared,
+    }
+}
+
 /// An M/M/c workers run with numbers worked by hand: c = 2 workers, λ = 50 puts/s for 10 s,
-/// Get and Delete 1 ms each, work 8 ms: S = 10 ms, a = 0.5, ρ = 0.25, B(2, 0.5) = 1/13, Erlang
-/// C = (1/13) / (1 − 0.25 × 12/13) = 0.1, Wq = 0.1 × 10 ms / 1.5 = 0.667 ms. Every message
-/// took 12 ms end to end: a measured wait of 2 ms.
+/// each message served (Get to Delete) in 10 ms on average with SCV 1, arrival gaps of SCV 1:
+/// a = 0.5, ρ = 0.25, B(2, 0.5) = 1/13, Erlang C = (1/13) / (1 − 0.25 × 12/13) = 0.1,
+/// Wq = 0.1 × 10 ms / 1.5 = 0.667 ms. Idle workers looked every 1.1 ms exactly: polling adds
+/// 0.55 ms × 3/4 = 0.4125 ms. The waits averaged 1.9 ms and 2.1 ms in alternate seconds: a mean
+/// of 2 ms, ± t(9) × 0.1054 / √10 = 0.0754 ms over ten one-second batches.
 fn erlang_workers_summary() -> RunSummary {
     let mut summary = workers_summary();
     summary.load = LoadModel::Open {
@@ -620,6 +638,36 @@ fn erlang_workers_summary() -> RunSummary {
         busy_ns: 500 * 8_000_000,
         ..WorkerStats::default()
     };
+    summary.timeline = (2..=11)
+        .map(|second| TimelinePoint {
+            end_s: f64::from(second),
+            interval_s: 1.0,
+            operations_per_s: [50.0, 50.0, 0.0, 0.0, 50.0],
+            errors_per_s: 0.0,
+            retries_per_s: 0.0,
+            latency_p99_us: None,
+            end_to_end_p99_us: None,
+            step_rate_per_s: None,
+            wait_ns: moments(
+                50,
+                if second % 2 == 0 {
+                    1_900_000
+                } else {
+                    2_100_000
+                },
+                0,
+            ),
+        })
+        .collect();
+    total.fleet = FleetStats {
+        arrival_gap_drawn_ns: moments(499, 20_000_000, 1),
+        arrival_gap_sent_ns: moments(499, 20_000_000, 1),
+        work_drawn_ns: moments(500, 8_000_000, 1),
+        work_done_ns: moments(500, 8_000_000, 1),
+        service_ns: moments(500, 10_000_000, 1),
+        poll_gap_ns: moments(1_000, 1_100_000, 0),
+        wait_ns: moments(500, 2_000_000, 0),
+    };
     summary.total = total;
     summary
 }
@@ -631,41 +679,53 @@ fn an_mmc_run_is_reported_beside_erlang_c() {
     let near = |actual: f64, expected: f64| (actual - expected).abs() < 1e-3 * expected;
     assert_eq!(check.servers, 2);
     assert!(near(check.arrival_rate_per_s, 50.0));
-    assert!(near(check.service_mean_s(), 0.010), "{check:?}");
+    assert!(near(check.service_mean_s, 0.010), "{check:?}");
+    assert!(near(check.service_scv, 1.0));
     assert!(near(check.prediction.utilisation, 0.25));
     assert!(near(check.prediction.wait_probability, 0.1));
     assert!(near(check.prediction.wait_mean_s, 0.010 / 15.0));
+    assert_eq!(check.erlang_c, check.prediction);
+    assert!(near(check.polling_s, 0.000_412_5));
+    assert!(near(
+        check.wait_mean_s_predicted(),
+        0.010 / 15.0 + 0.000_412_5
+    ));
     // 500 × 8 ms of work over 2 workers × 10 s.
     assert!(near(check.work_utilisation_predicted, 0.2));
     assert!(near(check.work_utilisation_measured, 0.2));
-    assert!(
-        (check.wait_mean_s_measured() - 0.002).abs() < 1e-4,
-        "{check:?}"
-    );
+    assert!(near(check.wait_measured.mean, 0.002), "{check:?}");
+    assert_eq!(check.wait_measured.batches, 10);
+    assert!((check.wait_measured.half_width_95 - 0.000_075_4).abs() < 1e-7);
     let text = table(&summary);
-    assert!(
-        text.contains(
-            "theory (M/M/c, Erlang C): c = 2, λ = 50.0/s, S = 10.00 ms (get 1.00 + work 8.00 + \
-             delete 1.00)"
-        ),
-        "{text}"
-    );
-    assert!(text.contains(
-        "utilisation: predicted 20.0% working (25.0% from get to delete), measured 20.0% working"
-    ));
-    assert!(text.contains("mean wait: predicted 0.67 ms (P(wait) 10.0%), measured 2.0"));
+    for line in [
+        "theory (M/M/c): c = 2, λ = 50.0/s, S = 10.00 ms from get to delete (SCV 1.00)",
+        "fleet: arrival gaps SCV 1.00 drawn, 1.00 sent; work 8.00 ms SCV 1.00 drawn, 8.00 ms \
+         SCV 1.00 done",
+        "server: put 1.00 ms, get 1.00 ms round trip; idle workers poll every 1.10 ms (SCV 0.00)",
+        "utilisation: predicted 20.0% working (25.0% from get to delete), measured 20.0% working",
+        "mean wait: predicted 1.08 ms (queue 0.67 + polling 0.41; Erlang C 0.67, P(wait) 10.0%), \
+         measured 2.00 ± 0.08 (95%, 10 batches) ms",
+    ] {
+        assert!(text.contains(line), "{line} in\n{text}");
+    }
     let value: serde_json::Value = serde_json::from_str(&json(&summary)).unwrap();
     let theory = &value["workers"]["theory"];
     assert_eq!(theory["model"], "M/M/c");
     assert_eq!(theory["servers"], 2);
-    assert_eq!(theory["wait_mean_s_predicted"], 0.000667);
+    assert_eq!(theory["wait_mean_s_queue"], 0.000667);
+    assert_eq!(theory["wait_mean_s_polling"], 0.000413);
+    assert_eq!(theory["wait_mean_s_predicted"], 0.001079);
+    assert_eq!(theory["wait_mean_s_measured"], 0.002);
+    assert_eq!(theory["wait_mean_s_half_width_95"], 0.000075);
+    assert_eq!(theory["wait_batches"], 10);
     assert_eq!(theory["wait_probability_predicted"], 0.1);
     assert_eq!(theory["utilisation_predicted"], 0.25);
+    assert_eq!(theory["service_scv"], 1.0);
 }
 
 #[test]
 fn runs_theory_does_not_cover_get_no_theory_section() {
-    let uncovered: [fn(&mut RunSummary); 7] = [
+    let uncovered: [fn(&mut RunSummary); 6] = [
         |summary| summary.load = LoadModel::Closed,
         |summary| {
             summary.load = LoadModel::Open {
@@ -673,7 +733,6 @@ fn runs_theory_does_not_cover_get_no_theory_section() {
                 arrival: Arrival::Constant,
             }
         },
-        |summary| summary.workers.as_mut().unwrap().work_time = WorkTime::Fixed { ns: 8_000_000 },
         |summary| summary.workers.as_mut().unwrap().crash_ratio = 0.01,
         |summary| summary.batch = 16,
         |summary| {
