@@ -23,7 +23,7 @@ pub(super) fn take_worker_get(
     flight: &InFlight,
     response: &Response<'_>,
     measured: bool,
-    wall_clock_us: fn() -> u64,
+    wall_clock_us: &dyn Fn() -> u64,
 ) {
     // `take_answer` has just set the lane free at the answer's arrival.
     let received_ns = lane.ready_ns;
