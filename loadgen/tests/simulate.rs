@@ -287,3 +287,68 @@ fn a_simulated_autoscaled_fleet_agrees_with_a_real_one() {
         ],
     );
 }
+
+/// Simulates a fleet of two workers, Poisson arrivals at `rate` and the work time `work`, and
+/// checks the report's theory: the measured mean wait's 95% interval is within ±7% of it
+/// (the run is long enough to tell) and the mean is within 10% of the prediction (Erlang C for
+/// exponential work, Cosmetatos for fixed, Allen–Cunneen otherwise, with the polling term).
+/// No retry: one deterministic run per case, which a 15% bias would fail.
+fn agrees_with_theory(name: &str, rate: &str, work: &str, duration: &str) {
+    let (_, report) = run(
+        name,
+        &[
+            "--simulate",
+            "--scenario",
+            "workers",
+            "--producers",
+            "1",
+            "--consumers",
+            "2",
+            "--rate",
+            rate,
+            "--arrival",
+            "poisson",
+            "--work-time",
+            work,
+            "--batch",
+            "1",
+            "--poll-backoff",
+            "1ms..1ms",
+            "--message-bytes",
+            "64",
+            "--duration",
+            duration,
+            "--warmup",
+            "30s",
+        ],
+    );
+    let theory = &report["workers"]["theory"];
+    let number = |field: &str| {
+        theory[field]
+            .as_f64()
+            .unwrap_or_else(|| panic!("{name}: workers.theory.{field} in {theory}"))
+    };
+    let (predicted, measured) = (number("wait_mean_s_predicted"), number("wait_mean_s_measured"));
+    let half_width = number("wait_mean_s_half_width_95");
+    assert!(
+        half_width <= 0.07 * measured,
+        "{name}: the interval ±{half_width} s is wider than 7% of {measured} s: {theory}"
+    );
+    assert!(
+        (measured - predicted).abs() <= 0.1 * predicted,
+        "{name}: measured {measured} s against predicted {predicted} s: {theory}"
+    );
+}
+
+/// M/M/2 at utilisations 0.3, 0.7 and 0.85, M/D/2 and a log-normal M/G/2, simulated. Ignored
+/// by `cargo test` (hours of simulated traffic want the release build); scripts/test.sh runs
+/// it with `AZQ_LOADGEN_BIN`.
+#[test]
+#[ignore]
+fn simulated_fleets_agree_with_queueing_theory() {
+    agrees_with_theory("mm2-0.3", "30", "exp:mean=20ms", "1800s");
+    agrees_with_theory("mm2-0.7", "70", "exp:mean=20ms", "1800s");
+    agrees_with_theory("mm2-0.85", "85", "exp:mean=20ms", "3600s");
+    agrees_with_theory("md2-0.7", "70", "20ms", "1800s");
+    agrees_with_theory("mg2-0.7", "70", "lognormal:p50=15ms,p99=60ms", "1800s");
+}
