@@ -328,7 +328,10 @@ fn agrees_with_theory(name: &str, rate: &str, work: &str, duration: &str) {
             .as_f64()
             .unwrap_or_else(|| panic!("{name}: workers.theory.{field} in {theory}"))
     };
-    let (predicted, measured) = (number("wait_mean_s_predicted"), number("wait_mean_s_measured"));
+    let (predicted, measured) = (
+        number("wait_mean_s_predicted"),
+        number("wait_mean_s_measured"),
+    );
     let half_width = number("wait_mean_s_half_width_95");
     assert!(
         half_width <= 0.07 * measured,

@@ -271,7 +271,7 @@ fn raw_tables(data: &Value, out: &mut String) {
         ("/workers", "Workers", "raw-workers"),
         (
             "/workers/theory",
-            "Against queueing theory (M/M/c, Erlang C)",
+            "Against queueing theory (Erlang C, Cosmetatos or Allen–Cunneen, with polling)",
             "raw-theory",
         ),
         (
