@@ -69,6 +69,12 @@ pub fn set_up(plan: &RunPlan, simulated: &Simulated) -> Result<Vec<u64>, String>
                 .encode(queue, put, now_ms, &mut request)
                 .map_err(|error| error.0)?;
             service.serve(&request, now_ms, &mut answer);
+            // As a real preload: a refused put (Azure's targets, with `--sim-profile azure`)
+            // stops the run rather than leaving the queue short.
+            let status = Response::parse_whole(&answer).map_or(0, |response| response.status);
+            if !(200..300).contains(&status) {
+                return Err(format!("simulated service: preload failed ({status})"));
+            }
         }
         depths.push(read_depth(&mut encoder, &mut service, queue, now_ms)?);
     }
