@@ -154,9 +154,12 @@ Simulation (virtual time: no server; hours of traffic in seconds, repeatable und
                             report, to fit each operation's own (its p50 and p99)
   --sim-profile azure       the service refuses beyond Azure's targets (2,000 messages/s per
                             queue, 20,000 requests/s per account) with 503 ServerBusy
+  --sim-server-rate R       requests/s the simulated shard serves (default 50000): requests
+                            arriving faster wait for it in turn, as on a saturated server
   --sweep NAME=V1,V2,...    simulate once per value (several --sweep: every combination) and
                             report each point's SLO verdict, worker-seconds, backlog peak and
-                            drain time, marking the cheapest point that meets --slo. NAME is a
+                            drain time, marking the cheapest point that meets --slo within
+                            --max-error-rate. NAME is a
                             flag without its dashes (consumers, rate, work-time, ...) or an
                             --autoscale key (queue-length, max, cooldown, ...)
 
@@ -322,6 +325,7 @@ fn parse_run(arguments: impl Iterator<Item = String>) -> Result<Command, String>
     let mut simulate = false;
     let mut sim_latency: Option<SimulationPlan> = None;
     let mut sim_profile_azure = None;
+    let mut sim_server_rate = None;
 
     let mut flags = Flags {
         arguments,
@@ -427,6 +431,7 @@ fn parse_run(arguments: impl Iterator<Item = String>) -> Result<Command, String>
             }
             "--simulate" => simulate = true,
             "--sim-latency" => sim_latency = Some(SimulationPlan::parse_latency(&value()?)?),
+            "--sim-server-rate" => sim_server_rate = Some(parse_rate(&flag, &value()?)?),
             "--sim-profile" => match value()?.as_str() {
                 "azure" => sim_profile_azure = Some(true),
                 other => return Err(format!("--sim-profile {other}: expected azure")),
@@ -599,18 +604,23 @@ fn parse_run(arguments: impl Iterator<Item = String>) -> Result<Command, String>
             .as_ref()
             .map(|path: &PathBuf| path.with_extension("svg"));
     }
-    let simulation = match (simulate, sim_latency, sim_profile_azure) {
-        (false, None, None) => None,
-        (false, _, _) => {
-            return Err("--sim-latency and --sim-profile apply to --simulate".to_string())
+    let simulation = match (simulate, sim_latency, sim_profile_azure, sim_server_rate) {
+        (false, None, None, None) => None,
+        (false, _, _, _) => {
+            return Err(
+                "--sim-latency, --sim-profile and --sim-server-rate apply to --simulate"
+                    .to_string(),
+            )
         }
-        (true, latency, profile_azure) => {
+        (true, latency, profile_azure, server_rate) => {
             if start_at.is_some() {
                 return Err("--start-at: a simulated run has no wall-clock start".to_string());
             }
+            let latency = latency.unwrap_or_default();
             Some(SimulationPlan {
                 profile_azure: profile_azure.unwrap_or(false),
-                ..latency.unwrap_or_default()
+                server_rate_per_s: server_rate.unwrap_or(latency.server_rate_per_s),
+                ..latency
             })
         }
     };

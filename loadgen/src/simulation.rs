@@ -1,8 +1,9 @@
 //! `--simulate`: what a run in virtual time assumes about the service it replaces. The queue
 //! semantics are azq's own (the engine runs azq's request path in-process, see
 //! `engine::service_model`); what is modelled here is only what a real run measures instead:
-//! each request's round trip (`--sim-latency`: one distribution for every operation, or one per
-//! operation fitted from a real run's JSON report) and the limits the service enforces
+//! each request's round trip at no load (`--sim-latency`: one distribution for every operation,
+//! or one per operation fitted from a real run's JSON report), the shard's capacity
+//! (`--sim-server-rate`: requests arriving faster wait for it), and the limits the service enforces
 //! (`--sim-profile azure`: Azure's scalability targets, answered with 503 as azq's
 //! `--profile azure` answers them). Pure.
 
@@ -14,6 +15,10 @@ use crate::scenario::Operation;
 /// docs/BENCHMARKS.md measures a light load (a median of about 100 us, a p99 a few times it).
 pub const SIM_LATENCY_DEFAULT: &str = "p50=100us,p99=400us";
 
+/// The requests a second the simulated shard serves when `--sim-server-rate` is not given:
+/// about what one azq shard serves on one core of the machines of docs/BENCHMARKS.md.
+pub const SIM_SERVER_RATE_DEFAULT: f64 = 50_000.0;
+
 /// What a simulated run assumes about the service.
 #[derive(Clone, Debug, PartialEq)]
 pub struct SimulationPlan {
@@ -23,6 +28,9 @@ pub struct SimulationPlan {
     pub latency_source: String,
     /// `--sim-profile azure`: Azure's per-queue and per-account targets, with 503s beyond.
     pub profile_azure: bool,
+    /// `--sim-server-rate`: the requests a second the one simulated shard serves; requests
+    /// arriving faster wait for it, in order.
+    pub server_rate_per_s: f64,
 }
 
 impl Default for SimulationPlan {
@@ -40,6 +48,7 @@ impl SimulationPlan {
             latency: [latency; Operation::ALL.len()],
             latency_source: spec.to_string(),
             profile_azure: false,
+            server_rate_per_s: SIM_SERVER_RATE_DEFAULT,
         })
     }
 
@@ -99,7 +108,10 @@ impl SimulationPlan {
         } else {
             "no rate limit"
         };
-        format!("round trips {}; {limits}", self.latency_source)
+        format!(
+            "round trips {}; one shard serving {}/s; {limits}",
+            self.latency_source, self.server_rate_per_s
+        )
     }
 }
 
@@ -114,7 +126,10 @@ mod tests {
             .latency
             .iter()
             .all(|&latency| latency == Latency::Fixed(250)));
-        assert_eq!(plan.describe(), "round trips 250us; no rate limit");
+        assert_eq!(
+            plan.describe(),
+            "round trips 250us; one shard serving 50000/s; no rate limit"
+        );
         assert!(SimulationPlan::uniform("fast").is_err());
         assert!(SimulationPlan::parse_latency("/nonexistent/run.json").is_err());
         let default = SimulationPlan::default();

@@ -36,9 +36,33 @@ const REFUSED_FLAGS: [&str; 8] = [
     "--endpoint",
     "--connection-string",
 ];
-/// Flags without a value, and the sweep's own: nothing to sweep.
-const UNSWEPT_FLAGS: [&str; 7] = [
-    "sweep", "simulate", "refill", "quiet", "insecure", "help", "json",
+/// Flags without a value, the sweep's own outputs, the stepped runs' and the target's: nothing
+/// a point may set (the target is not used by a simulation).
+const UNSWEPT_FLAGS: [&str; 24] = [
+    "sweep",
+    "simulate",
+    "refill",
+    "quiet",
+    "insecure",
+    "help",
+    "json",
+    "html",
+    "plot",
+    "csv",
+    "hdr-log",
+    "rate-steps",
+    "find-max",
+    "find-max-start",
+    "find-max-precision",
+    "step-duration",
+    "start-at",
+    "endpoint",
+    "connection-string",
+    "account",
+    "key",
+    "sas",
+    "bearer",
+    "ca",
 ];
 /// The most points one sweep may run.
 pub const SWEEP_POINTS_MAX: usize = 1_000;
@@ -330,6 +354,10 @@ mod tests {
             "--sweep rate=1 --plot x.svg",
             "--sweep rate=1 --rate-steps 1,2",
             "--sweep rate=1 --endpoint=http://127.0.0.1:10001/devstoreaccount1",
+            "--sweep plot=a.svg,b.svg",
+            "--sweep rate-steps=100,200;300",
+            "--sweep find-max=p99=1ms",
+            "--sweep hdr-log=a,b",
             "--sweep",
         ] {
             assert!(SweepOptions::parse(&arguments(bad)).is_err(), "{bad}");

@@ -192,6 +192,19 @@ fn milliseconds(value: Option<u64>) -> String {
 pub fn answer(outcome: &SweepOutcome) -> String {
     match (outcome.slo, outcome.cheapest) {
         (None, _) => "no --slo was given: no point can be judged; compare the measures".to_string(),
+        (Some(bound), None)
+            if outcome
+                .points
+                .iter()
+                .any(|point| point.slo_met == Some(true)) =>
+        {
+            format!(
+                "no point met the SLO within --max-error-rate: points kept the end-to-end {} \
+                 within {} but with more errors than the budget allows",
+                bound.percentile,
+                duration_text(bound.bound_us)
+            )
+        }
         (Some(bound), None) => format!(
             "no point kept the end-to-end {} within {}",
             bound.percentile,
@@ -421,4 +434,70 @@ pub fn html(outcome: &SweepOutcome) -> String {
     }
     out.push_str("</main></body></html>\n");
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn point(consumers: &str, slo_met: bool, within_budget: bool, cost: f64) -> PointResult {
+        PointResult {
+            point: vec![("consumers".to_string(), consumers.to_string())],
+            slo_met: Some(slo_met),
+            end_to_end_us: Some(1_000),
+            worker_seconds: Some(cost),
+            backlog_peak: Some(0),
+            drain_s: Some(0.0),
+            within_error_budget: within_budget,
+        }
+    }
+
+    fn outcome(points: Vec<PointResult>) -> SweepOutcome {
+        let cheapest = cheapest(&points);
+        SweepOutcome {
+            names: vec!["consumers".to_string()],
+            slo: Some(LatencyBound::parse("p99=60s").unwrap()),
+            points,
+            cheapest,
+        }
+    }
+
+    #[test]
+    fn the_cheapest_point_meets_the_slo_within_the_error_budget() {
+        let sweep = outcome(vec![
+            point("1", false, true, 10.0),
+            point("2", true, false, 20.0),
+            point("3", true, true, 30.0),
+            point("4", true, true, 30.0),
+            point("5", true, true, 50.0),
+        ]);
+        // The first of equals; a point over the error budget does not count, however cheap.
+        assert_eq!(sweep.cheapest, Some(2));
+        assert_eq!(
+            answer(&sweep),
+            "cheapest point meeting end-to-end p99 <= 60s: consumers=3 (30.0 worker-seconds, \
+             p99 at 1.0 ms)"
+        );
+        let table = table(&sweep);
+        assert!(table.contains("SLO met *"), "{table}");
+        assert!(
+            table.contains("SLO met, errors over --max-error-rate"),
+            "{table}"
+        );
+    }
+
+    #[test]
+    fn without_a_point_meeting_both_the_answer_says_which_failed() {
+        let over_budget = outcome(vec![point("1", true, false, 10.0)]);
+        assert_eq!(over_budget.cheapest, None);
+        assert!(answer(&over_budget).starts_with("no point met the SLO within --max-error-rate"));
+        let too_slow = outcome(vec![point("1", false, true, 10.0)]);
+        assert_eq!(
+            answer(&too_slow),
+            "no point kept the end-to-end p99 within 60s"
+        );
+        let mut unjudged = outcome(vec![point("1", true, true, 10.0)]);
+        unjudged.slo = None;
+        assert!(answer(&unjudged).starts_with("no --slo was given"));
+    }
 }

@@ -106,6 +106,36 @@ fn a_simulated_run_is_repeatable_under_its_seed() {
     assert_ne!(first, with_seed("8"));
 }
 
+/// The simulated shard serves `--sim-server-rate` requests a second: a closed loop with no
+/// round trip at all runs at that rate, its latency that of the queue at the shard, rather
+/// than spinning at one virtual instant.
+#[test]
+fn a_closed_loop_runs_at_the_simulated_shards_rate() {
+    let (_, report) = run(
+        "closed-loop",
+        &[
+            "--simulate",
+            "--sim-latency",
+            "0us",
+            "--sim-server-rate",
+            "5000",
+            "--scenario",
+            "put",
+            "--connections",
+            "8",
+            "--duration",
+            "2s",
+            "--warmup",
+            "0s",
+        ],
+    );
+    let rate = report["ops"]["put"]["throughput_per_s"].as_f64().unwrap();
+    assert!((4_900.0..=5_050.0).contains(&rate), "{rate} puts/s");
+    // Eight requests always waiting: each waits for the seven before it, 1.4 ms.
+    let p50 = report["ops"]["put"]["latency_us"]["p50"].as_u64().unwrap();
+    assert!((1_350..=1_650).contains(&p50), "p50 {p50} us");
+}
+
 #[test]
 fn a_sweep_marks_the_cheapest_point_that_meets_the_slo() {
     let json_path = scratch_path("sweep.json");

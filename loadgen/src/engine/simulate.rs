@@ -7,10 +7,15 @@
 //! second at a time, and reports the run as any other. Deterministic: the same plan and seed
 //! give the same events.
 //!
-//! A request's round trip is drawn from the plan's latency model for its operation; the
-//! service applies it halfway through (the request's way in) and the answer arrives at its end.
-//! Every lane is its own connection: with `--pipeline`, lanes of a connection do not wait for
-//! each other's answers as they do on a real one.
+//! A request's round trip at no load is drawn from the plan's latency model for its operation:
+//! it reaches the service halfway through, waits there while the one shard is busy with the
+//! requests before it (each takes the shard `1 / --sim-server-rate`), is applied, and its
+//! answer takes the other half back. So a closed loop runs at the shard's rate at most, with
+//! the latency of a saturated server, rather than as fast as the latency model allows. Every
+//! lane is its own connection: with `--pipeline`, lanes of a connection do not wait for each
+//! other's answers as they do on a real one. A run bounded by `--requests` rather than a
+//! duration stops at `REQUESTS_RUN_NS_MAX` of virtual time, with a line on stderr, if its
+//! lanes have not finished by then (workers an autoscaler never starts, for one).
 
 use std::collections::BinaryHeap;
 use std::sync::atomic::Ordering;
@@ -36,6 +41,8 @@ use crate::wire::request::{RequestEncoder, RequestKind};
 
 /// Virtual time between the end of one step and the start of the next (a real run's setup).
 const STEP_GAP_NS: u64 = INTERVAL_NS;
+/// The most virtual time a run bounded by `--requests` may take: a day.
+const REQUESTS_RUN_NS_MAX: u64 = 86_400 * INTERVAL_NS;
 
 /// Creates the run's queues in the simulated service and preloads them, as `setup` does on a
 /// real one; returns each queue's depth.
@@ -137,11 +144,11 @@ fn read_depth(
 enum Event {
     /// Lane `lane` may send its next request.
     Wake { lane: usize },
-    /// A request reaches the service, which answers at `answer_ns`.
+    /// A request reaches the service; its answer takes `return_ns` back.
     Arrive {
         flight: InFlight,
         request: Vec<u8>,
-        answer_ns: u64,
+        return_ns: u64,
     },
     /// An answer reaches its lane.
     Answer { flight: InFlight, answer: Vec<u8> },
@@ -200,6 +207,10 @@ struct Simulation<'a> {
     interval_index: u64,
     in_flight: usize,
     last_answer_ns: u64,
+    /// When the shard has served every request that reached it so far.
+    shard_free_ns: u64,
+    /// What one request takes of the shard (`1 / --sim-server-rate`).
+    request_cost_ns: u64,
     controller: Option<Controller>,
     reports: SyncSender<CoreReport>,
 }
@@ -238,6 +249,8 @@ impl<'a> Simulation<'a> {
             interval_index: 0,
             in_flight: 0,
             last_answer_ns: 0,
+            shard_free_ns: 0,
+            request_cost_ns: (1e9 / simulated.plan.server_rate_per_s).min(u64::MAX as f64) as u64,
             controller,
             reports,
         })
@@ -269,10 +282,22 @@ impl<'a> Simulation<'a> {
             let (at_ns, _) = controller.next_ns();
             self.schedule(at_ns, Event::Control);
         }
+        let end_ns = match self.plan.duration_ns {
+            Some(_) => u64::MAX,
+            None => self.plan.warmup_ns.saturating_add(REQUESTS_RUN_NS_MAX),
+        };
         while !self.finished() {
             let Some(Scheduled { at_ns, event, .. }) = self.events.pop() else {
                 break;
             };
+            if at_ns > end_ns {
+                eprintln!(
+                    "azq-loadgen: the simulation stopped after {} s of virtual time with its \
+                     --requests not all sent (workers that never start?)",
+                    REQUESTS_RUN_NS_MAX / INTERVAL_NS
+                );
+                break;
+            }
             self.now_ns = at_ns;
             let going = match event {
                 Event::Wake { lane } => {
@@ -282,11 +307,15 @@ impl<'a> Simulation<'a> {
                 Event::Arrive {
                     flight,
                     request,
-                    answer_ns,
+                    return_ns,
                 } => {
+                    // The shard takes requests in their order of arrival.
+                    let served_ns = self.now_ns.max(self.shard_free_ns);
+                    self.shard_free_ns = served_ns.saturating_add(self.request_cost_ns);
+                    let served_ms = (self.epoch_us + served_ns / 1000) / 1000;
                     let mut answer = Vec::with_capacity(1024);
-                    self.service.serve(&request, self.now_ms(), &mut answer);
-                    self.schedule(answer_ns, Event::Answer { flight, answer });
+                    self.service.serve(&request, served_ms, &mut answer);
+                    self.schedule(served_ns + return_ns, Event::Answer { flight, answer });
                     true
                 }
                 Event::Answer { flight, answer } => {
@@ -358,12 +387,13 @@ impl<'a> Simulation<'a> {
             .sample_us(&mut self.random)
             * 1000;
         self.in_flight += 1;
+        let way_in_ns = round_trip_ns / 2;
         self.schedule(
-            now_ns + round_trip_ns / 2,
+            now_ns + way_in_ns,
             Event::Arrive {
                 flight,
                 request,
-                answer_ns: now_ns + round_trip_ns,
+                return_ns: round_trip_ns - way_in_ns,
             },
         );
     }
@@ -410,11 +440,15 @@ impl<'a> Simulation<'a> {
     /// The summed depth of the run's queues, as the real sampler reads it once a second.
     fn sample_depth(&mut self) -> bool {
         let now_ms = self.now_ms();
+        self.schedule(self.now_ns + INTERVAL_NS, Event::Depth);
         let mut messages = 0;
         for queue in 0..self.plan.settings.queue_names.len() {
-            messages += read_depth(&mut self.encoder, self.service, queue, now_ms).unwrap_or(0);
+            // As the real sampler: a failed read (a 503 of Azure's targets) is no sample.
+            match read_depth(&mut self.encoder, self.service, queue, now_ms) {
+                Ok(depth) => messages += depth,
+                Err(_) => return true,
+            }
         }
-        self.schedule(self.now_ns + INTERVAL_NS, Event::Depth);
         let report = CoreReport::Depth {
             at_ns: self.now_ns,
             messages,
