@@ -212,6 +212,8 @@ struct Simulation<'a> {
     /// What one request takes of the shard (`1 / --sim-server-rate`).
     request_cost_ns: u64,
     controller: Option<Controller>,
+    /// `count=visible`: the controller's Peek of `VISIBLE_PEEK_MESSAGES`, as KEDA's scaler's.
+    peeker: Option<RequestEncoder>,
     reports: SyncSender<CoreReport>,
 }
 
@@ -230,6 +232,16 @@ impl<'a> Simulation<'a> {
             .map(|lane| LaneRun::new(plan, lane, roles[lane]))
             .collect();
         let controller = plan.autoscale.clone().map(Controller::new);
+        let peeker = match &plan.autoscale {
+            Some(policy) if policy.count == QueueCount::VisibleOnly => {
+                let mut settings = plan.settings.clone();
+                settings.batch = VISIBLE_PEEK_MESSAGES;
+                let peeker =
+                    RequestEncoder::new(plan.endpoint.clone(), plan.credentials.clone(), settings);
+                Some(peeker.map_err(|error| error.0)?)
+            }
+            _ => None,
+        };
         if let Some(controller) = &controller {
             plan.replicas_ready
                 .store(controller.initial_replicas(), Ordering::Release);
@@ -252,6 +264,7 @@ impl<'a> Simulation<'a> {
             shard_free_ns: 0,
             request_cost_ns: (1e9 / simulated.plan.server_rate_per_s).min(u64::MAX as f64) as u64,
             controller,
+            peeker,
             reports,
         })
     }
@@ -477,15 +490,7 @@ impl<'a> Simulation<'a> {
     /// KEDA's scaler does).
     fn queue_length(&mut self) -> Option<u64> {
         let now_ms = self.now_ms();
-        if self.plan.autoscale.as_ref()?.count == QueueCount::VisibleOnly {
-            let mut settings = self.plan.settings.clone();
-            settings.batch = VISIBLE_PEEK_MESSAGES;
-            let mut peeker = RequestEncoder::new(
-                self.plan.endpoint.clone(),
-                self.plan.credentials.clone(),
-                settings,
-            )
-            .ok()?;
+        if let Some(peeker) = self.peeker.as_mut() {
             let (mut request, mut answer) = (Vec::new(), Vec::new());
             peeker
                 .encode(0, RequestKind::Peek, now_ms, &mut request)
