@@ -104,11 +104,10 @@ impl Files for StdFiles {
         Ok(names)
     }
 
-    /// Reads `path`, or on Unix maps it when it holds `MAPPED_READ_BYTES_MIN` or more. A
-    /// restored message text keeps the mapping of its file alive, and with it the file's blocks
-    /// on disk once the file is removed, until the last such message is deleted
-    /// (`share_or_copy_texts` copies the texts of a file that is mostly dead records, so that
-    /// is at most about twice the live texts).
+    /// Reads `path`, or on Unix maps it when it holds `MAPPED_READ_BYTES_MIN` or more (no copy
+    /// into fresh heap pages, and pages the kernel may drop while recovery reads on). Only
+    /// recovery reads files, and it copies the live message texts out before the shards start
+    /// (`Image::messages_by_queue`), so no mapping outlives it.
     fn read(&self, path: &Path) -> io::Result<Bytes> {
         let mut file = std::fs::File::open(path)?;
         // Elsewhere a mapped file cannot be shortened or removed (Windows), and the data

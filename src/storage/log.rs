@@ -30,8 +30,7 @@
 //! records are blind writes, whatever the snapshot already reflects is harmless to replay. When
 //! it is whole it is synced and renamed, and every segment and snapshot it makes unnecessary is
 //! removed: disk use stays within the live data twice plus the allowance per shard, and while a
-//! snapshot is being written, one more copy of the live data (plus removed files whose mapping
-//! messages restored at start-up still hold: `files::StdFiles::read`).
+//! snapshot is being written, one more copy of the live data.
 //!
 //! An I/O error is not answered to a client: the caller ends the process (fail-stop), and the
 //! next start recovers what was durable. The log itself refuses every later flush, sync and

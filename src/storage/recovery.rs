@@ -127,8 +127,6 @@ struct Image {
     snapshot: Option<(PathBuf, u64)>,
     /// Bytes read, for the summary.
     bytes_read: u64,
-    /// The files read: message texts are slices of them until `share_or_copy_texts`.
-    buffers: Vec<Bytes>,
 }
 
 impl Image {
@@ -145,7 +143,6 @@ impl Image {
             segments: Vec::new(),
             snapshot: None,
             bytes_read: 0,
-            buffers: Vec::new(),
         }
     }
 
@@ -367,7 +364,14 @@ impl Image {
                 by_queue.entry(message.queue).or_default().push(message);
             }
         }
-        share_or_copy_texts(&mut by_queue, std::mem::take(&mut self.buffers));
+        // Every live text gets an allocation of its own, so that nothing the shards keep points
+        // into a file recovery read: on Unix those are mapped (`StdFiles::read`), and a text
+        // left there would page-fault on the shard's thread once the kernel dropped its page,
+        // and would keep a removed file's blocks on disk where `azq_disk_bytes` cannot see them.
+        // The files, and their mappings, go when the image does.
+        for message in by_queue.values_mut().flatten() {
+            message.text = Bytes::copy_from_slice(&message.text);
+        }
         by_queue
     }
 }
@@ -432,36 +436,6 @@ fn metadata_owners(records: &[Record]) -> Vec<Option<QueueKey>> {
         }
     }
     owners
-}
-
-/// Decides, file by file, whether the live messages keep their texts as slices of the file as it
-/// was read (no copy, no allocation: most of a large recovery's time otherwise) or get copies of
-/// their own. A file at least half of which is live texts is kept; one that is mostly dead
-/// records (messages deleted later in the log) is let go, so memory stays within twice the
-/// live texts.
-fn share_or_copy_texts(by_queue: &mut HashMap<u32, Vec<MessageState>>, buffers: Vec<Bytes>) {
-    let mut spans: Vec<(usize, usize, usize)> = buffers
-        .iter()
-        .map(|buffer| (buffer.as_ptr() as usize, buffer.len(), 0))
-        .collect();
-    spans.sort_unstable();
-    let span_of = |text: &Bytes, spans: &[(usize, usize, usize)]| {
-        let address = text.as_ptr() as usize;
-        let at = spans.partition_point(|&(start, _, _)| start <= address);
-        at.checked_sub(1)
-            .filter(|&at| address + text.len() <= spans[at].0 + spans[at].1)
-    };
-    for message in by_queue.values().flatten() {
-        if let Some(at) = span_of(&message.text, &spans) {
-            spans[at].2 += message.text.len();
-        }
-    }
-    for message in by_queue.values_mut().flatten() {
-        let keep = span_of(&message.text, &spans).is_some_and(|at| spans[at].2 * 2 >= spans[at].1);
-        if !keep {
-            message.text = Bytes::copy_from_slice(&message.text);
-        }
-    }
 }
 
 /// Where recovery keeps a copy of every log segment before it cuts it or removes it
@@ -709,7 +683,6 @@ fn read_shard<F: Files>(
     if let Some((_, path)) = snapshots.pop() {
         let data = files.read(&path).map_err(|error| failed(&path, error))?;
         image.bytes_read += data.len() as u64;
-        image.buffers.push(data.clone());
         let snapshot = read_snapshot(&data)
             .map_err(|why| format!("{}: a damaged snapshot: {why}", path.display()))?;
         if snapshot.shard != shard {
@@ -765,7 +738,6 @@ fn read_shard<F: Files>(
     let mut expected: Option<u64> = None;
     for (index, (first_sequence, path)) in segments.iter().enumerate() {
         let data = files.read(path).map_err(|error| failed(path, error))?;
-        image.buffers.push(data.clone());
         let segment = match read_segment(&data) {
             Ok(segment) => segment,
             // The last segment, created under its name by an earlier server, and its header

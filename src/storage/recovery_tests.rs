@@ -465,3 +465,92 @@ fn a_message_id_is_never_handed_out_again_after_its_queue_is_deleted_mid_snapsho
         "{next:?} was handed out before"
     );
 }
+
+/// Recovery maps the files it reads (`StdFiles::read`), and restored texts once pointed into
+/// those mappings: a text whose page the kernel had dropped made a Get wait on the disk on the
+/// shard's thread, and a removed file's blocks stayed allocated for as long as one of its
+/// messages lived. Here the files are shortened to nothing and removed after recovery, so a text
+/// still in a mapping would end the test with SIGBUS when read; every text must read whole.
+#[test]
+fn restored_texts_point_into_no_file_recovery_read() {
+    use crate::limits::MAPPED_READ_BYTES_MIN;
+    use crate::random::SplitMix64;
+    use crate::storage::files::StdFiles;
+    use crate::storage::recovery::recover;
+    use crate::storage::tests::{new_seed, test_secret};
+
+    let disk = SimDisk::new(0, true);
+    // Large enough to be mapped, each text in a different page.
+    let puts = 300;
+    let text_bytes = 8 * 1024;
+    written(&disk, puts, text_bytes, 4 << 20);
+    let root = std::env::temp_dir().join(format!("azq-unmapped-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&root);
+    for path in disk.file_paths() {
+        let real = root.join(path.strip_prefix("/").expect("absolute"));
+        std::fs::create_dir_all(real.parent().expect("in a directory")).unwrap();
+        std::fs::write(&real, &disk.read(&path).unwrap()[..]).unwrap();
+    }
+    let segments: Vec<PathBuf> = walk(&root)
+        .into_iter()
+        .filter(|path| path.extension().is_some_and(|extension| extension == "log"))
+        .collect();
+    assert!(segments
+        .iter()
+        .any(|path| std::fs::metadata(path).unwrap().len() >= MAPPED_READ_BYTES_MIN));
+    let mut seeds = SplitMix64::new(3);
+    let mut start = recover(
+        &StdFiles,
+        &data_directory(&root.join("data")),
+        1,
+        NOW_MS,
+        &mut new_seed(&mut seeds),
+        test_secret(),
+        RecoveryOptions::default(),
+    )
+    .expect("recovers")
+    .shards
+    .remove(0);
+    for path in walk(&root) {
+        StdFiles.truncate(&path, 0).unwrap();
+        StdFiles.remove_file(&path).unwrap();
+    }
+    std::fs::remove_dir_all(&root).unwrap();
+    let mut read = 0;
+    loop {
+        let reply = start.state.apply(
+            Command::GetMessages {
+                queue: key(0),
+                count: 32,
+                visibility_timeout_s: 30,
+            },
+            NOW_MS,
+        );
+        let Ok(Reply::Messages(views)) = reply else {
+            panic!("{reply:?}")
+        };
+        if views.is_empty() {
+            break;
+        }
+        for view in views {
+            assert!(view.text.iter().all(|&byte| byte == b'k'));
+            assert_eq!(view.text.len(), text_bytes);
+            read += 1;
+        }
+    }
+    assert_eq!(read, puts);
+}
+
+/// Every file under `directory`.
+fn walk(directory: &Path) -> Vec<PathBuf> {
+    let mut files = Vec::new();
+    for entry in std::fs::read_dir(directory).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            files.extend(walk(&path));
+        } else {
+            files.push(path);
+        }
+    }
+    files
+}

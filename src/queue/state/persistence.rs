@@ -514,8 +514,8 @@ impl ShardState {
     }
 }
 
-/// A message of a log or snapshot as the slab holds it, in queue record `queue` (its text as
-/// recovery left it: a slice of the file read, or a copy; see `recovery::share_or_copy_texts`).
+/// A message of a log or snapshot as the slab holds it, in queue record `queue` (its text a
+/// copy recovery made, pointing into no file).
 fn restored(queue: u32, message: &MessageState) -> Message {
     let mut stored = Message::new(
         queue,
