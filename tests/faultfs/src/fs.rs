@@ -355,8 +355,21 @@ impl Filesystem for FaultFs {
     }
 
     fn statfs(&self, _request: &Request, _node: INodeNo, reply: ReplyStatfs) {
-        // Room enough, as a real disk would report it; nothing reads these but `df`.
-        reply.statfs(1 << 24, 1 << 23, 1 << 23, 1 << 20, 1 << 19, 4096, 255, 4096);
+        // In 4 KiB blocks; azq reads the free ones (`--min-free-disk`), `df` all of them.
+        const BLOCK_BYTES: u64 = 4096;
+        match self.state().space() {
+            Ok((size_bytes, free_bytes)) => reply.statfs(
+                size_bytes / BLOCK_BYTES,
+                free_bytes / BLOCK_BYTES,
+                free_bytes / BLOCK_BYTES,
+                1 << 20,
+                1 << 19,
+                BLOCK_BYTES as u32,
+                255,
+                BLOCK_BYTES as u32,
+            ),
+            Err(error) => reply.error(Errno::from(error)),
+        }
     }
 
     fn create(

@@ -5,7 +5,7 @@
 //!
 //! ```text
 //! faultfs mount [--decline-fallocate] [--decline-direct] [--sync-delay-ms MS]
-//!               DIRECTORY MOUNTPOINT SOCKET
+//!               [--capacity BYTES] DIRECTORY MOUNTPOINT SOCKET
 //! faultfs control SOCKET COMMAND…
 //! ```
 //!
@@ -29,7 +29,9 @@
 //! EINVAL to O_DIRECT I/O. The kernel never asks a FUSE server about `fcntl(F_SETFL,
 //! O_DIRECT)` (it allows it on every FUSE file, whose page cache has a direct-I/O path), so a
 //! program that sets O_DIRECT after opening (glommio does) learns of the refusal at its first
-//! read or write.
+//! read or write. `--capacity` makes the file system that small: a write or `fallocate` that
+//! would allocate past it fails with ENOSPC (counted in `status` as `no_space`), and `statfs`
+//! reports the room left, so a program's own limit can be seen to act before the disk fills.
 
 #![warn(missing_docs)]
 #![deny(clippy::undocumented_unsafe_blocks)]
@@ -53,7 +55,7 @@ const CUT_WAIT_FOR_CLOSE: Duration = Duration::from_secs(30);
 const REQUEST_THREADS: usize = 4;
 
 const USAGE: &str = "usage: faultfs mount [--decline-fallocate] [--decline-direct] \
-                     [--sync-delay-ms MS] DIRECTORY MOUNTPOINT SOCKET\n       \
+                     [--sync-delay-ms MS] [--capacity BYTES] DIRECTORY MOUNTPOINT SOCKET\n       \
                      faultfs control SOCKET COMMAND...";
 
 fn main() {
@@ -83,6 +85,10 @@ fn mount(arguments: &[String]) -> Result<(), String> {
                 let milliseconds = arguments.next().and_then(|value| value.parse().ok());
                 let milliseconds = milliseconds.ok_or(format!("--sync-delay-ms MS\n{USAGE}"))?;
                 sync_delay = Duration::from_millis(milliseconds);
+            }
+            "--capacity" => {
+                let bytes = arguments.next().and_then(|value| value.parse().ok());
+                options.capacity_bytes = Some(bytes.ok_or(format!("--capacity BYTES\n{USAGE}"))?);
             }
             flag if flag.starts_with("--") => return Err(format!("unknown flag {flag}\n{USAGE}")),
             path => paths.push(PathBuf::from(path)),
@@ -185,7 +191,7 @@ fn status(state: &State) -> String {
         "{{\"open_handles\":{},\"pending_writes\":{writes},\"pending_resizes\":{resizes},\
          \"pending_names\":{names},\"writes_direct\":{},\"writes_buffered\":{},\
          \"direct_declined\":{},\"fallocates\":{},\"fallocates_declined\":{},\
-         \"file_syncs\":{},\"directory_syncs\":{}}}",
+         \"file_syncs\":{},\"directory_syncs\":{},\"no_space\":{}}}",
         state.open_handles(),
         stats.writes_direct,
         stats.writes_buffered,
@@ -193,7 +199,8 @@ fn status(state: &State) -> String {
         stats.fallocates,
         stats.fallocates_declined,
         stats.file_syncs,
-        stats.directory_syncs
+        stats.directory_syncs,
+        stats.no_space
     )
 }
 

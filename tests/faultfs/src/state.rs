@@ -25,7 +25,7 @@ use std::collections::HashMap;
 use std::ffi::{OsStr, OsString};
 use std::fs::{File, Metadata, OpenOptions};
 use std::io;
-use std::os::unix::fs::{FileExt, OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::{FileExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -40,6 +40,8 @@ const GRAVEYARD: NodeId = 2;
 pub const GRAVEYARD_NAME: &str = ".faultfs-removed";
 /// The unit a cut keeps or loses of a write: a disk's logical sector.
 pub const SECTOR_BYTES: u64 = 512;
+/// The size `statfs` reports without `--capacity` (half of it free): room enough.
+const ROOMY_DISK_BYTES: u64 = 64 << 30;
 /// The unit of a cut that tears by pages (a page cache's writeback).
 const PAGE_BYTES: u64 = 4096;
 
@@ -52,6 +54,10 @@ pub struct Options {
     /// that O_DIRECT was set on later with fcntl (the kernel does not ask a FUSE server about
     /// fcntl, so the write is the first place it can refuse).
     pub decline_direct: bool,
+    /// The file system holds this many bytes (`--capacity`): a write or `fallocate` that would
+    /// allocate past it fails with ENOSPC, and `statfs` reports the room left. `None`: room
+    /// enough, as a large disk would report it.
+    pub capacity_bytes: Option<u64>,
 }
 
 /// Counts of what reached the file system, for tests to check which paths their programs took.
@@ -71,6 +77,8 @@ pub struct Stats {
     pub file_syncs: u64,
     /// fsync of directories.
     pub directory_syncs: u64,
+    /// Writes and `fallocate` calls refused with ENOSPC (`capacity_bytes`).
+    pub no_space: u64,
 }
 
 /// How a power cut treats what was not synced.
@@ -682,6 +690,7 @@ impl State {
         let file = self.file(node)?;
         let size_before = file.metadata()?.len();
         let end = offset + data.len() as u64;
+        self.check_room(&file, end)?;
         if end > size_before {
             self.record(
                 Change::Resize {
@@ -745,8 +754,9 @@ impl State {
             self.stats.fallocates_declined += 1;
             return Err(errno(libc::EOPNOTSUPP));
         }
-        self.stats.fallocates += 1;
         let file = self.file(node)?;
+        self.check_room(&file, offset + length)?;
+        self.stats.fallocates += 1;
         let size_before = file.metadata()?.len();
         if mode == 0 && offset + length > size_before {
             self.record(
@@ -773,6 +783,56 @@ impl State {
             return Err(io::Error::last_os_error());
         }
         Ok(())
+    }
+
+    /// Refuses with ENOSPC a write or allocation of `file` up to `end` that would take the
+    /// file system past its capacity. What it would allocate is counted as the range past the
+    /// blocks the file already has (a write into preallocated blocks needs none).
+    fn check_room(&mut self, file: &File, end: u64) -> io::Result<()> {
+        let Some(capacity_bytes) = self.options.capacity_bytes else {
+            return Ok(());
+        };
+        let allocated = file.metadata()?.blocks() * SECTOR_BYTES;
+        let more = end.saturating_sub(allocated);
+        if more > 0 && self.used_bytes()? + more > capacity_bytes {
+            self.stats.no_space += 1;
+            return Err(errno(libc::ENOSPC));
+        }
+        Ok(())
+    }
+
+    /// Bytes the files hold (their allocated blocks, as a disk counts them), the graveyard's
+    /// excepted: a removed file's blocks are free on a disk once it is unlinked.
+    pub fn used_bytes(&self) -> io::Result<u64> {
+        fn walk(directory: &Path, skip: &Path) -> io::Result<u64> {
+            let mut bytes = 0;
+            for entry in std::fs::read_dir(directory)? {
+                let entry = entry?;
+                let path = entry.path();
+                let metadata = entry.metadata()?;
+                if metadata.is_dir() {
+                    if path != skip {
+                        bytes += walk(&path, skip)?;
+                    }
+                } else {
+                    bytes += metadata.blocks() * SECTOR_BYTES;
+                }
+            }
+            Ok(bytes)
+        }
+        walk(&self.root, &self.root.join(GRAVEYARD_NAME))
+    }
+
+    /// The file system's size and the bytes free in it, for `statfs`: the capacity and what the
+    /// files leave of it, or, without one, room enough.
+    pub fn space(&self) -> io::Result<(u64, u64)> {
+        match self.options.capacity_bytes {
+            Some(capacity_bytes) => Ok((
+                capacity_bytes,
+                capacity_bytes.saturating_sub(self.used_bytes()?),
+            )),
+            None => Ok((ROOMY_DISK_BYTES, ROOMY_DISK_BYTES / 2)),
+        }
     }
 
     /// The entries of the directory `node`: node, name, and whether each is a directory.
@@ -1441,6 +1501,7 @@ mod tests {
         let options = Options {
             decline_fallocate: true,
             decline_direct: true,
+            capacity_bytes: None,
         };
         let mut state = State::new(&scratch.0, options).unwrap();
         let file = new_file(&mut state, ROOT, "file");

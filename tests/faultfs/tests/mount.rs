@@ -4,7 +4,7 @@
 
 use std::fs::OpenOptions;
 use std::io::{BufRead, BufReader, Write};
-use std::os::unix::fs::OpenOptionsExt;
+use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -211,6 +211,52 @@ fn fallocate_is_served_or_declined() {
         let size = file.metadata().unwrap().len();
         assert_eq!(size, if expected == 0 { 1 << 20 } else { 0 });
     }
+}
+
+/// Free bytes of the file system holding `path`, as statvfs reports them to an unprivileged
+/// program.
+fn free_bytes(path: &Path) -> u64 {
+    let name = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).unwrap();
+    // SAFETY: statvfs reads the NUL-terminated name and fills the zeroed struct it is given.
+    let mut stats: libc::statvfs = unsafe { std::mem::zeroed() };
+    assert_eq!(unsafe { libc::statvfs(name.as_ptr(), &mut stats) }, 0);
+    stats.f_bavail * stats.f_frsize
+}
+
+/// With `--capacity`, statfs reports the room the files leave, and a write or `fallocate` past
+/// it fails with ENOSPC and changes nothing; room comes back when a file goes.
+#[test]
+fn a_small_file_system_fills_and_refuses_with_enospc() {
+    let capacity: u64 = 8 << 20;
+    let Some(mounted) = Mounted::new("capacity", &["--capacity", &capacity.to_string()]) else {
+        return;
+    };
+    assert_eq!(free_bytes(&mounted.mount()), capacity);
+    let first = mounted.mount().join("first");
+    std::fs::write(&first, vec![7u8; 5 << 20]).unwrap();
+    assert_eq!(free_bytes(&mounted.mount()), capacity - (5 << 20));
+    // Past the capacity: refused (after the writes that fitted, as on a disk).
+    let second = mounted.mount().join("second");
+    let error = std::fs::write(&second, vec![8u8; 4 << 20]).unwrap_err();
+    assert_eq!(error.raw_os_error(), Some(libc::ENOSPC), "{error}");
+    let file = OpenOptions::new().write(true).open(&first).unwrap();
+    // SAFETY: fallocate reads the descriptor and integers.
+    let result = unsafe { libc::fallocate(file.as_raw_fd(), 0, 0, 9 << 20) };
+    assert_eq!(result, -1);
+    assert_eq!(
+        std::io::Error::last_os_error().raw_os_error(),
+        Some(libc::ENOSPC)
+    );
+    assert_eq!(std::fs::read(&first).unwrap(), vec![7u8; 5 << 20]);
+    assert!(mounted.stat("no_space") >= 2);
+    assert!(free_bytes(&mounted.mount()) < 1 << 20);
+    // Writing over blocks the file already has needs no room.
+    file.write_all_at(&[9u8; 4096], 0).unwrap();
+    drop(file);
+    std::fs::remove_file(&first).unwrap();
+    std::fs::remove_file(&second).unwrap();
+    assert_eq!(free_bytes(&mounted.mount()), capacity);
+    std::fs::write(mounted.mount().join("third"), vec![1u8; 6 << 20]).unwrap();
 }
 
 /// Through the kernel: reads see unsynced writes; a cut leaves exactly what fsync and the
