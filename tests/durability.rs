@@ -954,3 +954,79 @@ fn a_graceful_stop_right_after_init_keeps_the_init_files_changes() {
         faultfs.end("unmount");
     }
 }
+
+/// A disk that fills (faultfs `--capacity`, smaller than two log segments): the log's next
+/// segment or write fails with ENOSPC, and the server ends (status 2) rather than answer a
+/// change it could not make durable; on a bigger disk every acknowledged put comes back, once.
+#[test]
+fn a_full_disk_ends_the_server_and_loses_nothing_acknowledged() {
+    const CAPACITY: &str = "104857600";
+    for backend in backends() {
+        let base = TempDir::new("full-disk");
+        let Some(faultfs) = Faultfs::mount(base.path(), &["--capacity", CAPACITY]) else {
+            return;
+        };
+        let location = base.path().join("mount");
+        let location = location.to_str().unwrap();
+        let arguments = [
+            "--location",
+            location,
+            "--runtime",
+            backend,
+            "--shards",
+            "1",
+            "--queuePort",
+            "0",
+        ];
+        let server = Server::start(&arguments);
+        create_queue(&server, "full");
+        let mut client = Client {
+            reader: BufReader::new(server.connect()),
+        };
+        let filler = "x".repeat(60_000);
+        let mut acknowledged = BTreeMap::new();
+        let mut died = false;
+        for n in 0..4_000 {
+            let text = format!("{n:05}{filler}");
+            let Some(response) = client.call(&put_request("full", &text, "messagettl=-1")) else {
+                died = true;
+                break;
+            };
+            assert_status(&response, 201, None);
+            let id = elements(&response.text(), "MessageId")[0].to_string();
+            acknowledged.insert(id, n);
+        }
+        assert!(
+            died,
+            "{backend}: 4,000 puts of 60 KB fitted in {CAPACITY} bytes"
+        );
+        let stderr = server.stderr();
+        assert_eq!(server.stop().code(), Some(2), "{backend}: {stderr}");
+        assert!(
+            stderr.contains("No space left on device"),
+            "{backend}: {stderr}"
+        );
+        let status = faultfs.control("status");
+        assert!(!status.contains("\"no_space\":0}"), "{backend}: {status}");
+        faultfs.end("unmount");
+
+        let faultfs = Faultfs::mount(base.path(), &[]).unwrap();
+        let server = Server::start(&arguments);
+        let found = drain(&server, "full");
+        for (id, n) in &acknowledged {
+            let got = found.get(id).unwrap_or_else(|| {
+                panic!("{backend}: acknowledged put {n} lost\n{}", server.stderr())
+            });
+            assert_eq!(got.text, format!("{n:05}{filler}"), "{backend}");
+        }
+        // At most the put whose answer never came is there besides.
+        assert!(
+            found.len() <= acknowledged.len() + 1,
+            "{backend}: {} found, {} acknowledged",
+            found.len(),
+            acknowledged.len()
+        );
+        assert!(server.stop().success());
+        faultfs.end("unmount");
+    }
+}
