@@ -5,7 +5,8 @@
 //! absolute time across a restart; restarts that pile up log segments end in a snapshot; a
 //! second server cannot open the same data; `--durability write` survives a crash of azq; the
 //! io_uring backend runs on a file system (faultfs, `tests/faultfs`) that refuses direct I/O and
-//! fallocate, and keeps an acknowledged put through a power cut there.
+//! fallocate, and keeps an acknowledged put through a power cut there; a disk that fills ends
+//! the server without losing an acknowledged put.
 //!
 //! The simulated-disk tests (src/storage/tests.rs) cover power cuts and bit flips exhaustively,
 //! scripts/powerloss.sh cuts the power under load on faultfs; these drive the whole server over
