@@ -1,0 +1,185 @@
+#!/usr/bin/env bash
+# Issue 40's targets for a deep backlog, measured on one durable azq shard (the default,
+# --durability fsync) at a scale this machine holds: fill one queue with MESSAGES texts of
+# MESSAGE_BYTES, and report, side by side with the issue's targets,
+#   - server memory (RSS) per backlogged message once filled, and disk against the live texts;
+#   - Put into the deep queue against Put into an empty one (same server, same run);
+#   - the restart with the backlog (launch to ready line);
+#   - Get(32)+Delete draining the backlog, and Put p99 on another queue while it drains
+#     against its p99 with nothing draining;
+#   - disk at its peak during the drain, and after it against before the fill.
+# The server runs pinned to SERVER_CPU, azq-loadgen to CLIENT_CPU; every run is bounded in time
+# and count, loopback only; the data directory is removed at the end.
+#
+#   scripts/bench-backlog.sh
+#
+# Environment (defaults in brackets):
+#   SERVER_CPU [0], CLIENT_CPU [1]
+#   MESSAGES [2000000]          messages filled into the deep queue
+#   MESSAGE_BYTES [256]         their text size
+#   DURATION [10s], WARMUP [2s] measured time and warm-up of the rate runs
+#   OPEN_RATE [1000]            puts/s on the other queue, with and without the drain
+#   DRAIN_TIME [300s]           bound of the final drain
+#   OUT_DIR [target/bench-backlog]
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+server_cpu=${SERVER_CPU:-0}
+client_cpu=${CLIENT_CPU:-1}
+messages=${MESSAGES:-2000000}
+message_bytes=${MESSAGE_BYTES:-256}
+duration=${DURATION:-10s}
+warmup=${WARMUP:-2s}
+open_rate=${OPEN_RATE:-1000}
+drain_time=${DRAIN_TIME:-300s}
+out_dir=${OUT_DIR:-target/bench-backlog}
+run_timeout_s=900
+mkdir -p "$out_dir"
+out_dir=$(cd "$out_dir" && pwd)
+data="$out_dir/data"
+
+section() {
+  printf '\n==> %s\n' "$*" >&2
+}
+
+section "cargo build --release (azq, azq-loadgen)"
+cargo build --release -p azq -p azq-loadgen --bins >&2
+
+# shellcheck source=scripts/bench-lib.sh
+source scripts/bench-lib.sh
+cleanup() {
+  stop_server
+  rm -rf "$data"
+  true
+}
+trap cleanup EXIT
+
+# start: azq on the data directory (kept across restarts); sets server_port, server_pid and
+# ready_s, the seconds from launch to the ready line.
+start() {
+  server_port=$(free_port)
+  local started
+  started=$(date +%s.%N)
+  taskset -c "$server_cpu" target/release/azq --queueHost 127.0.0.1 --queuePort "$server_port" \
+    --shards 1 --cpus "$server_cpu" --silent --location "$data" \
+    >"$out_dir/azq.out" 2>>"$out_dir/azq.err" &
+  server_pid=$!
+  until grep -q "listening" "$out_dir/azq.out" 2>/dev/null; do
+    kill -0 "$server_pid" || { cat "$out_dir/azq.err" >&2; exit 1; }
+    sleep 0.02
+  done
+  ready_s=$(echo "$(date +%s.%N) - $started" | bc)
+}
+
+# load NAME LOADGEN-ARGS...: one azq-loadgen run, its JSON in OUT_DIR/NAME.json.
+load() {
+  local name=$1
+  shift
+  timeout --kill-after=10 "$run_timeout_s" target/release/azq-loadgen \
+    --endpoint "http://127.0.0.1:$server_port/devstoreaccount1" --cpus "$client_cpu" \
+    --message-bytes "$message_bytes" --quiet --json "$out_dir/$name.json" "$@" \
+    >"$out_dir/$name.txt"
+}
+
+# json NAME EXPRESSION: a figure of OUT_DIR/NAME.json (EXPRESSION in Python over `d`).
+json() {
+  python3 -c "import json, sys; d = json.load(open(sys.argv[1])); print($2)" "$out_dir/$1.json"
+}
+
+rss_bytes() {
+  echo $(($(awk '/VmRSS/ { print $2 }' "/proc/$server_pid/status") * 1024))
+}
+
+disk_bytes() {
+  du -sb "$data" | cut -f1
+}
+
+rm -rf "$data"
+mkdir -p "$data"
+: >"$out_dir/azq.err"
+start
+rss_empty=$(rss_bytes)
+
+section "put into an empty queue"
+load put-empty --scenario put --connections 16 --pipeline 8 --queue-prefix empty \
+  --duration "$duration" --warmup "$warmup"
+disk_empty=$(disk_bytes)
+
+section "fill one queue with $messages messages of $message_bytes bytes"
+load fill --scenario put --connections 16 --pipeline 8 --queue-prefix deep \
+  --requests "$messages" --warmup 0s
+# The fill's warm-up-free count is exact; the empty queue's puts are in memory too.
+stored=$(($(json fill "d['requests']") + $(json put-empty "d['requests']")))
+rss_filled=$(rss_bytes)
+disk_filled=$(disk_bytes)
+
+section "put into the deep queue"
+load put-deep --scenario put --connections 16 --pipeline 8 --queue-prefix deep \
+  --duration "$duration" --warmup "$warmup"
+
+section "restart with the backlog"
+stop_server
+start
+restart_s=$ready_s
+
+section "put p99 on another queue at $open_rate/s, nothing draining"
+load put-quiet --scenario put --connections 16 --rate "$open_rate" --queue-prefix other \
+  --duration "$duration" --warmup "$warmup"
+
+section "Get(32)+Delete on the deep queue, closed loop"
+load drain-rate --scenario get-delete --connections 16 --batch 32 --queue-prefix deep \
+  --duration "$duration" --warmup "$warmup"
+# Half the shard's drain rate, so that the drain does not saturate the shard by itself.
+drain_rate=$(json drain-rate "max(1, round(d['ops']['get']['throughput_per_s'] / 2))")
+
+section "put p99 on another queue at $open_rate/s while the deep queue drains at $drain_rate gets/s"
+load drain-half --scenario get-delete --connections 16 --batch 32 --queue-prefix deep \
+  --rate "$drain_rate" --duration "$duration" --warmup "$warmup" &
+drain_pid=$!
+load put-during --scenario put --connections 16 --rate "$open_rate" --queue-prefix other \
+  --duration "$duration" --warmup "$warmup"
+wait "$drain_pid"
+
+section "drain the rest of the deep queue, disk sampled every second"
+peak_disk=$(disk_bytes)
+load drain --scenario get-delete --connections 16 --batch 32 --queue-prefix deep \
+  --duration "$drain_time" --warmup 0s &
+drain_pid=$!
+while kill -0 "$drain_pid" 2>/dev/null; do
+  disk=$(disk_bytes)
+  ((disk > peak_disk)) && peak_disk=$disk
+  sleep 1
+done
+wait "$drain_pid"
+depth=$(curl -s "http://127.0.0.1:$server_port/_azq/metrics" | awk '/^azq_messages\{/ { n += $2 } END { print n }')
+sleep 2
+disk_drained=$(disk_bytes)
+live_texts=$((stored * message_bytes))
+
+mib() {
+  echo "scale=1; $1 / 1048576" | bc
+}
+
+cat <<EOF
+
+Issue 40's targets, measured on one durable shard ($(date -u +%F), $(git rev-parse --short HEAD))
+$messages messages of $message_bytes bytes in one queue ($stored stored in all)
+
+server RSS: empty $(mib "$rss_empty") MiB, filled $(mib "$rss_filled") MiB:
+  $(((rss_filled - rss_empty) / stored)) bytes per message (target: <= 1 GiB for 100 M, about 10)
+disk filled: $(mib "$disk_filled") MiB for $(mib "$live_texts") MiB of live texts \
+($(echo "scale=2; $disk_filled / $live_texts" | bc)x)
+put, empty queue: $(json put-empty "round(d['ops']['put']['throughput_per_s'])")/s
+put, deep queue:  $(json put-deep "round(d['ops']['put']['throughput_per_s'])")/s \
+(target >= 0.9x the empty queue's)
+restart: ready after ${restart_s} s (target <= 10 s for 100 M)
+drain, Get(32)+Delete, closed loop: $(json drain-rate "round(d['ops']['delete']['throughput_per_s'])") \
+messages/s deleted ($(json drain-rate "round(d['ops']['get']['throughput_per_s'])") gets/s)
+put p99 on another queue at $open_rate/s: $(json put-quiet "d['ops']['put']['latency_us']['p99']") us \
+quiet, $(json put-during "d['ops']['put']['latency_us']['p99']") us while the deep queue drains at \
+$drain_rate gets/s (target <= 2x)
+disk at its peak during the final drain: $(mib "$peak_disk") MiB \
+($(echo "scale=2; $peak_disk / $live_texts" | bc)x the filled texts; target <= 1.5x)
+disk after the drain ($depth messages left): $(mib "$disk_drained") MiB, before the fill \
+$(mib "$disk_empty") MiB (target: within 64 MiB)
+EOF
