@@ -513,8 +513,9 @@ pub fn parse_arguments(arguments: impl Iterator<Item = String>) -> Result<Option
         let shards = config.cpus.len() as u64;
         if bytes / shards < DISK_BYTES_PER_SHARD_MIN {
             return Err(format!(
-                "--max-disk must leave each of the {shards} shards at least {} MiB",
-                DISK_BYTES_PER_SHARD_MIN >> 20
+                "--max-disk must leave each shard at least {} MiB ({shards} shard{})",
+                DISK_BYTES_PER_SHARD_MIN >> 20,
+                if shards == 1 { "" } else { "s" }
             ));
         }
     }
