@@ -9,9 +9,13 @@
 //! that copy (`live_bytes`, the `--max-memory` charge, which is more than a snapshot's encoding
 //! of the same data) plus one more segment (`LOG_SEGMENT_BYTES`: the records of what it still
 //! serves while the snapshot runs, Get, Delete and Clear, and what was accepted between two
-//! measurements) would pass its share of `--max-disk`; and while the file system's free space
+//! measurements; a flush takes whole blocks, so 16,384 lone Gets or Deletes, many more records
+//! when they batch) would pass its share of `--max-disk`; and while the file system's free space
 //! minus the same headroom for every shard would fall below `--min-free-disk`. Refusals stop by
-//! themselves once deletes shrink the live data or a snapshot removes segments.
+//! themselves once deletes shrink the live data or a snapshot removes segments. Records written
+//! while a snapshot runs beyond that segment pass the share by as much (the free-space reserve
+//! absorbs it); a log write's ENOSPC stays the last resort (the process exits, nothing
+//! acknowledged is lost).
 
 use std::io;
 use std::path::Path;
