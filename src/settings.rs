@@ -13,10 +13,12 @@ use crate::governor::GovernorConfig;
 use crate::limits::{
     CONNECTIONS_PER_SHARD_MAX_DEFAULT, CONSOLE_SESSION_LIFETIME_MS_DEFAULT,
     CONSOLE_SESSION_LIFETIME_MS_MAX, CONSOLE_SESSION_LIFETIME_MS_MIN, CONTROL_HOST_NAMES_MAX,
-    MESSAGE_BYTES_MAX_FALLBACK, SHARDS_MAX, WRITE_TIMEOUT_MS_DEFAULT, WRITE_TIMEOUT_MS_MIN,
+    DISK_BYTES_PER_SHARD_MIN, MESSAGE_BYTES_MAX_FALLBACK, MIN_FREE_DISK_PERCENT_DEFAULT,
+    SHARDS_MAX, WRITE_TIMEOUT_MS_DEFAULT, WRITE_TIMEOUT_MS_MIN,
 };
 use crate::machine::{allowed_cpus, RuntimeChoice};
 use crate::storage::log::Durability;
+use crate::storage::space::FreeDiskMin;
 use crate::tls::CertificateSource;
 
 /// The command line's help text (`azq --help`).
@@ -53,6 +55,14 @@ Usage: azq [options]
   --disableProductStyleUrl   only path-style URLs (account in the path)
   -l, --location DIR         keep the queues in DIR/__azq__ (default: the current directory)
   --inMemoryPersistence      keep nothing on disk: a restart starts empty
+  --max-disk SIZE            bytes of azq's own files under DIR/__azq__ (log segments and
+                             snapshots, split evenly per shard; at least 192M a shard; default:
+                             none) before Put, Update with a text, Create Queue, Set Queue
+                             Metadata or ACL and Set Service Properties answer 503 ServerBusy,
+                             keeping room for a snapshot (which gives space back) to complete
+  --min-free-disk SIZE|N%    free space to keep on the file system holding DIR, as a size or
+                             a share of it (default 5%); the same operations answer 503 before
+                             it would be used (not with --inMemoryPersistence)
   --durability fsync|write   acknowledge a change once synced to the device (fsync, the
                              default) or once written to the OS, synced every 200 ms (write:
                              survives a crash of azq, not a power cut)
@@ -168,6 +178,11 @@ pub struct Config {
     /// Where `message_bytes_max` came from, in words for the ready line (`--max-memory`, half
     /// the RAM, half the cgroup's memory limit).
     pub message_bytes_max_origin: String,
+    /// Bytes of azq's own files (log segments, snapshots) across all shards, split evenly
+    /// between them (`--max-disk`); `None`: no limit.
+    pub disk_bytes_max: Option<u64>,
+    /// Free space kept on the file system holding the data (`--min-free-disk`).
+    pub free_disk_min: FreeDiskMin,
     /// Where the shard count came from, in words for the ready line (`--shards`, `--cpus`,
     /// every CPU this process may use, the cgroup's CPU quota).
     pub shards_origin: String,
@@ -230,6 +245,8 @@ impl Default for Config {
             write_timeout_ms: WRITE_TIMEOUT_MS_DEFAULT,
             message_bytes_max,
             message_bytes_max_origin,
+            disk_bytes_max: None,
+            free_disk_min: FreeDiskMin::Percent(MIN_FREE_DISK_PERCENT_DEFAULT),
             shards_origin: "one CPU".to_string(),
             silent: false,
             debug_log_path: None,
@@ -279,6 +296,8 @@ pub fn parse_arguments(arguments: impl Iterator<Item = String>) -> Result<Option
     let mut shards: Option<usize> = None;
     let mut cpus: Option<Vec<usize>> = None;
     let (mut location, mut in_memory) = (None, false);
+    // `--max-disk` or `--min-free-disk` given: they need files, so not in memory.
+    let mut disk_flag: Option<String> = None;
     let (mut durability, mut truncate_corrupt) = (Durability::Fsync, false);
     let (mut certificate, mut key, mut password) = (None, None, None);
     let mut arguments = arguments.peekable();
@@ -394,6 +413,19 @@ pub fn parse_arguments(arguments: impl Iterator<Item = String>) -> Result<Option
             "--disableProductStyleUrl" => config.product_style_url_disabled = true,
             "-l" | "--location" => location = Some(std::path::PathBuf::from(value(&flag)?)),
             "--inMemoryPersistence" => in_memory = true,
+            "--max-disk" => {
+                let bytes = parse_size(&value(&flag)?)
+                    .filter(|&bytes| bytes > 0)
+                    .ok_or_else(|| "--max-disk must be a size such as 512M or 4G".to_string())?;
+                config.disk_bytes_max = Some(bytes);
+                disk_flag = Some(flag.clone());
+            }
+            "--min-free-disk" => {
+                config.free_disk_min = parse_free_disk_min(&value(&flag)?).ok_or_else(|| {
+                    "--min-free-disk must be a size such as 2G or a share such as 5%".to_string()
+                })?;
+                disk_flag = Some(flag.clone());
+            }
             "--durability" => {
                 durability = Durability::parse(&value(&flag)?)
                     .ok_or_else(|| "--durability must be fsync or write".to_string())?
@@ -429,6 +461,13 @@ pub fn parse_arguments(arguments: impl Iterator<Item = String>) -> Result<Option
     }
     config.certificate = CertificateSource::from_flags(certificate, key, password)?;
     config.persistence = if in_memory {
+        // Unlike --location (ignored, as Azurite does), a disk limit without files would be a
+        // limit that silently does nothing: refused.
+        if let Some(flag) = disk_flag {
+            return Err(format!(
+                "{flag} limits files, and --inMemoryPersistence keeps none"
+            ));
+        }
         // As with Azurite, --inMemoryPersistence wins over --location.
         Persistence::Memory
     } else {
@@ -469,7 +508,30 @@ pub fn parse_arguments(arguments: impl Iterator<Item = String>) -> Result<Option
             allowed[..count].to_vec()
         }
     };
+    // Below it, a shard would refuse every Put from the start (`storage::space`).
+    if let Some(bytes) = config.disk_bytes_max {
+        let shards = config.cpus.len() as u64;
+        if bytes / shards < DISK_BYTES_PER_SHARD_MIN {
+            return Err(format!(
+                "--max-disk must leave each shard at least {} MiB ({shards} shard{})",
+                DISK_BYTES_PER_SHARD_MIN >> 20,
+                if shards == 1 { "" } else { "s" }
+            ));
+        }
+    }
     Ok(Some(config))
+}
+
+/// Parses `--min-free-disk`: a size (`parse_size`) or a whole percentage up to 100 (`5%`).
+fn parse_free_disk_min(text: &str) -> Option<FreeDiskMin> {
+    match text.trim().strip_suffix('%') {
+        Some(percent) => percent
+            .parse()
+            .ok()
+            .filter(|&percent| percent <= 100)
+            .map(FreeDiskMin::Percent),
+        None => parse_size(text).map(FreeDiskMin::Bytes),
+    }
 }
 
 /// Parses a byte count with an optional binary suffix: `1048576`, `512K`, `64M`, `4G`.
@@ -487,7 +549,10 @@ fn parse_size(text: &str) -> Option<u64> {
 
 #[cfg(test)]
 mod tests {
-    use super::{parse_arguments, parse_size, Config, ControlHosts, Persistence};
+    use super::{
+        parse_arguments, parse_free_disk_min, parse_size, Config, ControlHosts, FreeDiskMin,
+        Persistence,
+    };
     use crate::machine::RuntimeChoice;
     use crate::storage::log::Durability;
 
@@ -652,8 +717,45 @@ mod tests {
             &["--write-timeout", "61s"],
             &["--write-timeout", "30"],
             &["--metrics", "all"],
+            &["--max-disk", "0"],
+            &["--max-disk", "lots"],
+            &["--max-disk"],
+            // Less than three segments a shard.
+            &["--max-disk", "191M", "--shards", "1"],
+            &["--min-free-disk", "101%"],
+            &["--min-free-disk", "-1%"],
+            &["--min-free-disk", "five"],
+            // No files to limit.
+            &["--inMemoryPersistence", "--max-disk", "1G"],
+            &["--min-free-disk", "1G", "--inMemoryPersistence"],
         ] {
             assert!(parse(refused).is_err(), "{refused:?}");
+        }
+    }
+
+    #[test]
+    fn disk_limits() {
+        let default = parse(&[]).unwrap().unwrap();
+        assert_eq!(default.disk_bytes_max, None);
+        assert_eq!(default.free_disk_min, FreeDiskMin::Percent(5));
+        let limited = parse(&["--max-disk", "384M", "--shards", "1", "--min-free-disk=2G"]);
+        let limited = limited.unwrap().unwrap();
+        assert_eq!(limited.disk_bytes_max, Some(384 << 20));
+        assert_eq!(limited.free_disk_min, FreeDiskMin::Bytes(2 << 30));
+        let cases = [
+            ("0%", Some(FreeDiskMin::Percent(0))),
+            ("100%", Some(FreeDiskMin::Percent(100))),
+            (" 7% ", Some(FreeDiskMin::Percent(7))),
+            ("0", Some(FreeDiskMin::Bytes(0))),
+            ("512K", Some(FreeDiskMin::Bytes(512 << 10))),
+            ("101%", None),
+            ("1.5%", None),
+            ("%", None),
+            ("5 %", None),
+            ("", None),
+        ];
+        for (text, expected) in cases {
+            assert_eq!(parse_free_disk_min(text), expected, "{text:?}");
         }
     }
 

@@ -55,6 +55,20 @@ fn puts_beyond_max_memory_get_503_and_stored_messages_survive() {
         accepted,
         64 * 1024 / (1024 + azq::limits::MESSAGE_OVERHEAD_BYTES)
     );
+    // The refusal is counted as the memory limit's, not the disk's.
+    let metrics = exchange(
+        &server,
+        b"GET /_azq/metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 0\r\n\r\n",
+    )
+    .text();
+    assert!(
+        metrics.contains("\nazq_memory_refusals_total 1\n"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("\nazq_disk_refusals_total 0\n"),
+        "{metrics}"
+    );
     // Everything accepted is still there, intact.
     assert_eq!(approximate_count(&server), accepted);
     let peeked = exchange(

@@ -11,6 +11,13 @@
 //! those seen), 3 × 20 × 19 histogram lines (only operations seen), seven message events, the
 //! log's four, a few per shard, and `METRICS_DEEPEST_QUEUES` queue depths (only with
 //! `--metrics queues`: the endpoint needs no credentials, so by default it names no queue).
+//!
+//! Memory against disk: each shard's `--max-memory` charge and share (`azq_message_bytes`,
+//! `azq_message_bytes_limit`), its files and share of `--max-disk` (`azq_disk_bytes`,
+//! `azq_disk_limit_bytes`), the file system's free space (`azq_filesystem_free_bytes`, absent
+//! in memory), the 503s each limit answered (`azq_memory_refusals_total`,
+//! `azq_disk_refusals_total`) and the process's resident memory
+//! (`process_resident_memory_bytes`, Prometheus' standard name, on Linux).
 
 use std::cell::Cell;
 use std::fmt::Write;
@@ -18,7 +25,7 @@ use std::fmt::Write;
 use crate::console::history::ACTIVITY_NAMES;
 use crate::limits::METRICS_DEEPEST_QUEUES;
 use crate::operation::Operation;
-use crate::queue::Activity;
+use crate::queue::{Activity, Refusals};
 use crate::storage::log::FlushStats;
 use crate::time::{latency_bucket, LATENCY_BUCKETS};
 
@@ -251,6 +258,16 @@ pub struct Snapshot {
     pub activity: Activity,
     /// What its log wrote, when it keeps its data on disk.
     pub wal: Option<FlushStats>,
+    /// Its share of `--max-memory`, bytes.
+    pub message_bytes_max: u64,
+    /// Requests it refused with 503 `ServerBusy` for memory and for disk.
+    pub refusals: Refusals,
+    /// Bytes of its files on disk (segments as allocated, snapshots); 0 in memory.
+    pub disk_bytes: u64,
+    /// Its share of `--max-disk`, bytes (0: none).
+    pub disk_bytes_max: u64,
+    /// Free bytes of the file system holding its files, as last measured (`None` in memory).
+    pub filesystem_free_bytes: Option<u64>,
 }
 
 /// What `/_azq/metrics` shows (`--metrics`): it needs no credentials, so by default it names no
@@ -344,8 +361,13 @@ fn label(value: &str) -> String {
         .replace('\n', "\\n")
 }
 
-/// Renders every shard's snapshot as one Prometheus text exposition.
-pub fn render(snapshots: &[Snapshot], settings: Settings) -> String {
+/// Renders every shard's snapshot, and the process's resident memory where it is known, as one
+/// Prometheus text exposition.
+pub fn render(
+    snapshots: &[Snapshot],
+    settings: Settings,
+    resident_memory_bytes: Option<u64>,
+) -> String {
     let mut out = String::new();
     let sum = |pick: &dyn Fn(&Counters) -> &Vec<u64>, index: usize| -> u64 {
         snapshots
@@ -503,7 +525,45 @@ pub fn render(snapshots: &[Snapshot], settings: Settings) -> String {
         wal_sum(|stats| stats.duration_sum_us),
     );
 
-    let per_shard: [PerShardSeries; 7] = [
+    for (name, help, pick) in [
+        (
+            "azq_memory_refusals_total",
+            "Requests answered 503 ServerBusy because stored data reached --max-memory.",
+            (|refusals| refusals.memory) as fn(&Refusals) -> u64,
+        ),
+        (
+            "azq_disk_refusals_total",
+            "Requests answered 503 ServerBusy because a shard's files reached its share of \
+             --max-disk, or the file system's free space --min-free-disk, with room kept for a \
+             snapshot.",
+            |refusals| refusals.disk,
+        ),
+    ] {
+        let total: u64 = snapshots.iter().map(|s| pick(&s.refusals)).sum();
+        let _ = writeln!(out, "# HELP {name} {help}");
+        let _ = writeln!(out, "# TYPE {name} counter");
+        let _ = writeln!(out, "{name} {total}");
+    }
+    // Every shard measures the same file system: the lowest reading is the latest shortage.
+    let free = snapshots
+        .iter()
+        .filter_map(|s| s.filesystem_free_bytes)
+        .min();
+    if let Some(free) = free {
+        out.push_str(
+            "# HELP azq_filesystem_free_bytes Free bytes (for unprivileged use) of the file \
+             system holding the data, as last measured.\n",
+        );
+        out.push_str("# TYPE azq_filesystem_free_bytes gauge\n");
+        let _ = writeln!(out, "azq_filesystem_free_bytes {free}");
+    }
+    if let Some(resident) = resident_memory_bytes {
+        out.push_str("# HELP process_resident_memory_bytes Resident memory size in bytes.\n");
+        out.push_str("# TYPE process_resident_memory_bytes gauge\n");
+        let _ = writeln!(out, "process_resident_memory_bytes {resident}");
+    }
+
+    let per_shard: [PerShardSeries; 10] = [
         (
             "azq_open_connections",
             "gauge",
@@ -528,6 +588,25 @@ pub fn render(snapshots: &[Snapshot], settings: Settings) -> String {
             "gauge",
             "Bytes charged for stored messages (text plus overhead).",
             |s| s.message_bytes,
+        ),
+        (
+            "azq_message_bytes_limit",
+            "gauge",
+            "The shard's share of --max-memory, bytes.",
+            |s| s.message_bytes_max,
+        ),
+        (
+            "azq_disk_bytes",
+            "gauge",
+            "Bytes of the shard's files on disk: log segments as allocated, snapshots (0 in \
+             memory).",
+            |s| s.disk_bytes,
+        ),
+        (
+            "azq_disk_limit_bytes",
+            "gauge",
+            "The shard's share of --max-disk, bytes (0: none).",
+            |s| s.disk_bytes_max,
         ),
         (
             "azq_mesh_sent_total",
@@ -620,6 +699,14 @@ mod tests {
                 Snapshot {
                     shard,
                     counters: metrics.counters(),
+                    refusals: Refusals {
+                        memory: 1,
+                        disk: 2 + shard as u64,
+                    },
+                    disk_bytes: 64 << 20,
+                    disk_bytes_max: 256 << 20,
+                    message_bytes_max: 1 << 30,
+                    filesystem_free_bytes: Some(1000 - shard as u64),
                     activity: Activity {
                         puts: 3,
                         ..Activity::default()
@@ -638,6 +725,7 @@ mod tests {
                 exposure: Exposure::Queues,
                 ..Settings::default()
             },
+            Some(4096),
         );
         assert!(text.contains(
             "azq_requests_total{operation=\"PutMessage\",status=\"201\",response_type=\"Success\"} 2\n"
@@ -664,14 +752,29 @@ mod tests {
         assert!(text.contains("azq_throttled_total{scope=\"queue\"} 2\n"));
         assert!(text.contains("azq_faults_fired_total{action=\"reset\"} 2\n"));
         assert!(text.contains("azq_open_connections{shard=\"1\"} 0\n"));
+        // Memory against disk.
+        assert!(text.contains("azq_memory_refusals_total 2\n"));
+        assert!(text.contains("azq_disk_refusals_total 5\n"));
+        assert!(text.contains("azq_disk_bytes{shard=\"1\"} 67108864\n"));
+        assert!(text.contains("azq_disk_limit_bytes{shard=\"0\"} 268435456\n"));
+        assert!(text.contains("azq_message_bytes_limit{shard=\"0\"} 1073741824\n"));
+        assert!(text.contains("azq_filesystem_free_bytes 999\n"));
+        assert!(text.contains("# TYPE process_resident_memory_bytes gauge\n"));
+        assert!(text.contains("process_resident_memory_bytes 4096\n"));
         assert_eq!(
             text.matches("azq_queue_depth{").count(),
             METRICS_DEEPEST_QUEUES
         );
         assert!(!text.contains("GetMessages"));
         // By default no queue is named.
-        let counts = render(&shards, Settings::default());
+        let counts = render(&shards, Settings::default(), None);
         assert!(!counts.contains("azq_queue_depth") && !counts.contains("q0-"));
+        assert!(!counts.contains("process_resident_memory_bytes"));
+        // In memory there is no file system to measure: its gauge is absent.
+        let memory: Vec<Snapshot> = vec![Snapshot::default()];
+        let memory = render(&memory, Settings::default(), None);
+        assert!(!memory.contains("azq_filesystem_free_bytes"));
+        assert!(memory.contains("azq_disk_bytes{shard=\"0\"} 0\n"));
         assert!(counts.contains("azq_throttled_total{scope=\"queue\"} 2\n"));
         assert_eq!(label("a\"b\\c\n"), "a\\\"b\\\\c\\n");
     }

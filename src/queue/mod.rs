@@ -30,5 +30,5 @@ pub use replicas::{
 pub use secret::Secret;
 pub use state::{
     Activity, Census, InspectedMessage, MessagePage, PageQuery, QueueSummary, QueuesQuery,
-    ShardState, Visibility,
+    Refusals, ShardState, Visibility,
 };

@@ -63,7 +63,7 @@ use layout::{metadata_is_canonical, queue_at, queue_charge};
 pub use inspect::{
     InspectedMessage, MessagePage, PageQuery, QueueSummary, QueuesQuery, Visibility,
 };
-pub use layout::{Activity, Census, Journal, ShardState};
+pub use layout::{Activity, Census, Journal, Refusals, ShardState};
 #[cfg(test)]
 pub use persistence::{Described, DescribedMessage};
 pub use persistence::{Identity, Restorer};
@@ -100,12 +100,13 @@ impl ShardState {
             Command::SetQueueMetadata { queue, metadata } => {
                 debug_assert!(metadata_is_canonical(&metadata));
                 let index = self.queue_index(&queue)?;
+                self.admit_disk()?;
                 let (charge_now, charge_new) = (
                     queue_charge(&self.queue(index).metadata),
                     queue_charge(&metadata),
                 );
-                if charge_new > charge_now && !self.fits(charge_new - charge_now) {
-                    return Err(StorageError::ServerBusy);
+                if charge_new > charge_now {
+                    self.admit_memory(charge_new - charge_now)?;
                 }
                 self.queue_bytes = self.queue_bytes - charge_now + charge_new;
                 if self.journal.is_some() {
@@ -186,6 +187,7 @@ impl ShardState {
             Command::SetQueueAcl { queue, identifiers } => {
                 assert!(identifiers.len() <= limits::SIGNED_IDENTIFIERS_MAX);
                 self.queue_index(&queue)?;
+                self.admit_disk()?;
                 // Every shard keeps a copy and counts it; the owner refuses one its own budget
                 // cannot take (the shards hold the same copies, so theirs is alike).
                 let charge_now = self
@@ -193,8 +195,8 @@ impl ShardState {
                     .queue_acl(&queue)
                     .map_or(0, |(_, current)| acl_charge(&queue, current));
                 let charge_new = acl_charge(&queue, &identifiers);
-                if charge_new > charge_now && !self.fits(charge_new - charge_now) {
-                    return Err(StorageError::ServerBusy);
+                if charge_new > charge_now {
+                    self.admit_memory(charge_new - charge_now)?;
                 }
                 let version = self.next_replica_version();
                 if self.journal.is_some() {
@@ -221,6 +223,7 @@ impl ShardState {
                 ))
             }
             Command::SetServiceProperties { account, update } => {
+                self.admit_disk()?;
                 let properties = update.applied_to(self.replicas.service_properties(&account));
                 let version = self.next_replica_version();
                 if self.journal.is_some() {

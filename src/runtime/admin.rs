@@ -29,7 +29,9 @@ pub async fn execute_admin<B: Backend>(shard: &ShardContext<B>, step: AdminStep)
                     _ => return AdminAnswer::error(503, "a shard did not answer"),
                 }
             }
-            AdminAnswer::metrics(metrics::render(&snapshots, shard.engine.governor.settings))
+            let resident_memory_bytes = super::os::resident_memory_bytes();
+            let settings = shard.engine.governor.settings;
+            AdminAnswer::metrics(metrics::render(&snapshots, settings, resident_memory_bytes))
         }
         AdminStep::ListRules(accounts) => {
             match shard.control(0, Control::ListRules(accounts)).await {

@@ -113,6 +113,11 @@ pub fn answer<B: Backend>(
                     .map_or(0, |faults| faults.borrow().len() as u64),
                 activity: engine.state().activity(),
                 wal: engine.log_stats(),
+                message_bytes_max: engine.state().message_bytes_max(),
+                refusals: engine.state().refusals(),
+                disk_bytes: engine.disk_bytes(),
+                disk_bytes_max: engine.disk_bytes_max(),
+                filesystem_free_bytes: engine.filesystem_free_bytes(),
             }))
         }
         Control::AddRule(rule) => {

@@ -9,6 +9,12 @@
 //! task that syncs in the background. A command that emitted records is answered only once they
 //! count as written (`Applied::durable_at`). A log that cannot be written ends the process: the
 //! shard has changed its state in memory and can no longer say what is on disk.
+//!
+//! A durable shard also watches its disk (`--max-disk`, `--min-free-disk`): after every flush
+//! and snapshot, and every `DISK_SAMPLE_INTERVAL_MS` (when the file system's free space is
+//! measured), it tells the state whether it may still grow (`storage::space`). A full file
+//! system is then met by 503 `ServerBusy` answers, not by a failed write: that stays the last
+//! resort (the process exits, nothing acknowledged is lost).
 
 use std::cell::{Cell, Ref, RefCell};
 use std::future::{poll_fn, Future};
@@ -23,10 +29,14 @@ use crate::error::StorageError;
 use crate::governor::metrics::Scope;
 use crate::governor::throttle::is_message_operation;
 use crate::governor::Governor;
-use crate::limits::{TIMER_ENTRIES_PER_STEP_MAX, TIMER_STEP_PAUSE_US, WRITE_MODE_SYNC_INTERVAL_MS};
+use crate::limits::{
+    DISK_SAMPLE_INTERVAL_MS, TIMER_ENTRIES_PER_STEP_MAX, TIMER_STEP_PAUSE_US,
+    WRITE_MODE_SYNC_INTERVAL_MS,
+};
 use crate::queue::{Census, Command, Replicas, Reply, ShardState};
 use crate::storage::hold::{Decision, FlushHold};
 use crate::storage::log::{Durability, FlushStats, Log};
+use crate::storage::space::{self, DiskLimits, Space};
 use crate::time::{Clock, SystemClock};
 
 /// Longest the timer task sleeps without a deadline, so a clock step is noticed eventually.
@@ -42,6 +52,11 @@ pub struct Engine<B: Backend> {
     wake: Wake,
     /// The shard's log; `None` in memory-only mode.
     log: Option<Log<B::Disk>>,
+    /// The shard's disk limits, with its log.
+    disk_limits: Option<DiskLimits>,
+    /// The file system holding the shard's files as last measured (`None`: in memory, or it
+    /// could not be measured, and then only `--max-disk` applies).
+    space: Cell<Option<Space>>,
     /// Wakes the log task when the state has emitted records.
     log_wake: Wake,
     /// When the log task's next flush starts (`storage::hold`).
@@ -96,14 +111,15 @@ impl Wake {
 }
 
 impl<B: Backend> Engine<B> {
-    /// Creates the engine of shard `index` and starts its timer task, and with a `log` its log
-    /// tasks, on the current executor.
+    /// Creates the engine of shard `index` and starts its timer task, and with a `log` (and its
+    /// disk limits) its log tasks and disk watch, on the current executor.
     pub fn start(
         index: usize,
         state: ShardState,
-        log: Option<Log<B::Disk>>,
+        log: Option<(Log<B::Disk>, DiskLimits)>,
         governor: Governor,
     ) -> Rc<Engine<B>> {
+        let (log, disk_limits) = log.unzip();
         let durability = log.as_ref().map(Log::durability);
         let engine = Rc::new(Engine {
             state: RefCell::new(state),
@@ -111,6 +127,8 @@ impl<B: Backend> Engine<B> {
             armed_deadline_ms: Cell::new(u64::MAX),
             wake: Wake::default(),
             log,
+            disk_limits,
+            space: Cell::new(None),
             log_wake: Wake::default(),
             hold: RefCell::new(FlushHold::new()),
             draining: Cell::new(false),
@@ -133,8 +151,10 @@ impl<B: Backend> Engine<B> {
                 // Changes made before the shard started (an `--init` file's) are written first.
                 engine.log_wake.notify();
             }
+            engine.watch_disk(true);
             B::spawn(run_log::<B>(engine.clone()));
             B::spawn(run_snapshots::<B>(engine.clone()));
+            B::spawn(run_disk_watch::<B>(engine.clone()));
             if durability == Durability::Write {
                 B::spawn(run_background_sync::<B>(engine.clone()));
             }
@@ -209,6 +229,42 @@ impl<B: Backend> Engine<B> {
     /// wait.
     pub fn state(&self) -> Ref<'_, ShardState> {
         self.state.borrow()
+    }
+
+    /// Bytes of the shard's files on disk (0 in memory): `Log::disk_bytes`.
+    pub fn disk_bytes(&self) -> u64 {
+        self.log.as_ref().map_or(0, Log::disk_bytes)
+    }
+
+    /// The shard's share of `--max-disk`, bytes (0: none, or in memory).
+    pub fn disk_bytes_max(&self) -> u64 {
+        self.disk_limits
+            .and_then(|limits| limits.shard_bytes_max)
+            .unwrap_or(0)
+    }
+
+    /// Free bytes of the file system holding the shard's files, as last measured (`None` in
+    /// memory, or when it could not be measured).
+    pub fn filesystem_free_bytes(&self) -> Option<u64> {
+        self.space.get().map(|space| space.free_bytes)
+    }
+
+    /// Measures the shard's files (and with `filesystem` the file system's free space) and
+    /// tells the state whether it may still grow (`storage::space::refuses`). Cheap without
+    /// `filesystem` (the log's own bookkeeping), so it runs after every flush.
+    fn watch_disk(&self, filesystem: bool) {
+        let (Some(log), Some(limits)) = (&self.log, &self.disk_limits) else {
+            return;
+        };
+        if filesystem {
+            // A file system that cannot be measured leaves `--max-disk` alone in force.
+            self.space
+                .set(space::filesystem_space(log.directory()).ok());
+        }
+        let disk_bytes = log.disk_bytes();
+        let mut state = self.state.borrow_mut();
+        let full = space::refuses(limits, disk_bytes, state.stored_bytes(), self.space.get());
+        state.set_disk_full(full);
     }
 
     /// What the shard's log has written, when it has one.
@@ -301,6 +357,7 @@ async fn run_log<B: Backend>(engine: Rc<Engine<B>>) {
                     if log.wants_snapshot(&engine.state) {
                         engine.snapshot_wake.notify();
                     }
+                    engine.watch_disk(false);
                 }
                 Ok(false) => break,
                 Err(error) => engine.storage_failed("writing the log", error),
@@ -360,11 +417,24 @@ async fn run_snapshots<B: Backend>(engine: Rc<Engine<B>>) {
         };
         loop {
             match job.step(log, &engine.state).await {
-                Ok(true) => break,
+                Ok(true) => {
+                    // Segments went: refusals for space stop at once if they can.
+                    engine.watch_disk(true);
+                    break;
+                }
                 Ok(false) => B::sleep(Duration::from_micros(TIMER_STEP_PAUSE_US)).await,
                 Err(error) => engine.storage_failed("writing a snapshot", error),
             }
         }
+    }
+}
+
+/// Measures the file system's free space every `DISK_SAMPLE_INTERVAL_MS` (space others free,
+/// or take, changes nothing the log sees) and tells the state.
+async fn run_disk_watch<B: Backend>(engine: Rc<Engine<B>>) {
+    loop {
+        B::sleep(Duration::from_millis(DISK_SAMPLE_INTERVAL_MS)).await;
+        engine.watch_disk(true);
     }
 }
 

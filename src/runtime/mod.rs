@@ -55,6 +55,7 @@ use crate::limits::{MESH_CHANNEL_CAPACITY, TLS_SESSION_CACHE_ENTRIES_PER_SHARD};
 use crate::queue::ShardState;
 use crate::settings::{Config, Persistence};
 use crate::storage::recovery::ShardStart;
+use crate::storage::space::DiskLimits;
 
 use backend::Backend;
 use select::{OnBackend, Selected};
@@ -140,7 +141,15 @@ pub fn start(
             assert_eq!(stores.len(), shards, "recovery restores every shard");
             stores
                 .into_iter()
-                .map(|start| ShardStore::Disk(start, *durability))
+                .map(|start| {
+                    // Each shard gets an equal part of `--max-disk`, as of `--max-memory`.
+                    let limits = DiskLimits {
+                        shard_bytes_max: config.disk_bytes_max.map(|bytes| bytes / shards as u64),
+                        free_min: config.free_disk_min,
+                        shards: shards as u64,
+                    };
+                    ShardStore::Disk(start, *durability, limits)
+                })
                 .collect()
         }
         _ => unreachable!("memory-only mode recovers nothing; a disk shard's state is its store"),

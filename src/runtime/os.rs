@@ -1,6 +1,7 @@
 //! What the runtime asks of the operating system outside any event loop: pinning a thread to a
-//! CPU and raising the open-files limit. Both backends pin their threads here, and azq-loadgen
-//! its client cores; which CPUs may be used is `machine::allowed_cpus`, below `settings`.
+//! CPU, raising the open-files limit, reading the process's resident memory. Both backends pin
+//! their threads here, and azq-loadgen its client cores; which CPUs may be used is
+//! `machine::allowed_cpus`, below `settings`.
 
 /// Pins the calling thread to `cpu`; where the system cannot pin (or refuses), the thread runs
 /// wherever the scheduler puts it.
@@ -35,5 +36,26 @@ pub fn raise_open_files_limit() -> Option<u64> {
             }
         }
         Some(limit.rlim_cur)
+    }
+}
+
+/// The process's resident memory, bytes (`/proc/self/statm`'s second field, in pages), for the
+/// metrics' `process_resident_memory_bytes`; `None` where there is no such file.
+pub fn resident_memory_bytes() -> Option<u64> {
+    let statm = std::fs::read_to_string("/proc/self/statm").ok()?;
+    let pages: u64 = statm.split_whitespace().nth(1)?.parse().ok()?;
+    // SAFETY: sysconf only reads system configuration.
+    let page_bytes = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    u64::try_from(page_bytes)
+        .ok()
+        .map(|page_bytes| pages * page_bytes)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    #[cfg(target_os = "linux")]
+    fn resident_memory_is_read_on_linux() {
+        assert!(super::resident_memory_bytes().is_some_and(|bytes| bytes > 0));
     }
 }

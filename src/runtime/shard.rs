@@ -27,6 +27,7 @@ use crate::queue::ShardState;
 use crate::storage::log::Durability;
 use crate::storage::log::Log;
 use crate::storage::recovery::ShardStart;
+use crate::storage::space::DiskLimits;
 
 use super::backend::{Backend, Idle, WriteTimeout};
 use super::connection::{self, Plain};
@@ -104,8 +105,8 @@ pub enum ShardStore {
     Fresh,
     /// Memory only, made before the shard started (an `--init` file applied to it).
     Memory(ShardState),
-    /// The recovered state and files, and when its changes count as written.
-    Disk(ShardStart, Durability),
+    /// The recovered state and files, when its changes count as written, and its disk limits.
+    Disk(ShardStart, Durability, DiskLimits),
 }
 
 /// Sends `Stopped` when the shard's thread ends, however it ends.
@@ -161,9 +162,9 @@ async fn run<B: Backend>(setup: ShardSetup<B>) {
             Err(error) => return failed(error),
         },
         ShardStore::Memory(state) => (state, None),
-        ShardStore::Disk(start, durability) => {
+        ShardStore::Disk(start, durability, limits) => {
             let log = Log::new(B::disk(), &start, setup.index as u32, durability);
-            (start.state, Some(log))
+            (start.state, Some((log, limits)))
         }
     };
     state.set_message_bytes_max(setup.message_bytes_max);

@@ -117,6 +117,8 @@ struct LogState<F> {
     next_sequence: u64,
     /// A snapshot is being written.
     snapshotting: bool,
+    /// Bytes of `snapshot.tmp` written so far (0 when no snapshot is being written).
+    snapshot_temporary_bytes: u64,
     /// Written and not synced yet (`Durability::Write`).
     unsynced: bool,
     /// A sync of the open segment is in flight (`Log::segment_sync`).
@@ -200,6 +202,7 @@ impl<D: Disk> Log<D> {
                 log_bytes,
                 next_sequence,
                 snapshotting: false,
+                snapshot_temporary_bytes: 0,
                 unsynced: false,
                 syncing: false,
                 failed: false,
@@ -235,6 +238,11 @@ impl<D: Disk> Log<D> {
                 Poll::Pending
             }
         })
+    }
+
+    /// The shard's directory, where its segments and snapshots are.
+    pub fn directory(&self) -> &std::path::Path {
+        &self.directory
     }
 
     /// When a change counts as written.
@@ -484,6 +492,26 @@ impl<D: Disk> Log<D> {
         Ok(())
     }
 
+    /// Bytes the shard's files take on disk (`--max-disk`, `azq_disk_bytes`): every segment as
+    /// allocated (preallocated to the segment size, or longer when a batch overran it), the
+    /// snapshot, and what a snapshot being written has written so far. Known from the log's
+    /// own bookkeeping, without a system call.
+    pub fn disk_bytes(&self) -> u64 {
+        let log = self.state.borrow();
+        let allocated = |length: u64| length.max(self.segment_bytes);
+        let closed: u64 = log
+            .segments
+            .iter()
+            .map(|segment| allocated(segment.bytes))
+            .sum();
+        let open = log
+            .segment
+            .as_ref()
+            .map_or(0, |segment| allocated(segment.length));
+        let snapshot = log.snapshot.as_ref().map_or(0, |(_, bytes)| *bytes);
+        closed + open + snapshot + log.snapshot_temporary_bytes
+    }
+
     /// Whether a snapshot is due and none is running (`snapshot_due`).
     pub fn wants_snapshot(&self, state: &RefCell<ShardState>) -> bool {
         let log = self.state.borrow();
@@ -530,6 +558,7 @@ impl<D: Disk> Log<D> {
         let (old_snapshot, removable) = {
             let mut log = self.state.borrow_mut();
             log.snapshotting = false;
+            log.snapshot_temporary_bytes = 0;
             let old = log.snapshot.replace((path, bytes)).map(|(path, _)| path);
             // A closed segment can go when the next one starts at or before the replay point.
             let mut removable = Vec::new();
@@ -659,6 +688,7 @@ impl<D: Disk> SnapshotJob<D> {
             let chunk = blocks.split_to(blocks.len().min(SNAPSHOT_SYNC_BYTES));
             log.disk.write_at(&self.file, self.written, &chunk).await?;
             self.written += chunk.len() as u64;
+            log.state.borrow_mut().snapshot_temporary_bytes = self.written;
             log.disk.sync(&self.file).await?;
         }
         if done {

@@ -15,6 +15,8 @@
 //! - `recovery`: the data directory back into shard states at start-up, re-homed when the
 //!   shard count changed.
 //! - `secret`: the server's secret (message IDs, pop receipts), kept in the data directory.
+//! - `space`: `--max-disk` and `--min-free-disk`: when a shard refuses growth, and the file
+//!   system's free space.
 
 pub mod files;
 pub mod format;
@@ -29,5 +31,6 @@ mod round_trip;
 pub mod secret;
 #[cfg(test)]
 mod sim;
+pub mod space;
 #[cfg(test)]
 mod tests;

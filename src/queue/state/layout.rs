@@ -134,6 +134,15 @@ pub(super) fn queue_charge(metadata: &Metadata) -> u64 {
     (limits::QUEUE_OVERHEAD_BYTES + pairs) as u64
 }
 
+/// Requests a shard answered 503 `ServerBusy` because a limit of stored data was reached.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Refusals {
+    /// By `--max-memory`.
+    pub memory: u64,
+    /// By `--max-disk` or `--min-free-disk` (`ShardState::set_disk_full`).
+    pub disk: u64,
+}
+
 /// Whether a `MessageView` shares the message's text or leaves it empty.
 #[derive(Clone, Copy)]
 pub(super) enum Text {
@@ -190,6 +199,13 @@ pub struct ShardState {
     /// Queue Metadata or Set Queue ACL that would pass it answers 503 `ServerBusy` and changes
     /// nothing.
     pub(super) message_bytes_max: u64,
+    /// The shard's files or the file system's free space leave no room for more stored data
+    /// (`storage::space`, measured by the runtime and passed in): Put, Update with a text,
+    /// Create Queue, Set Queue Metadata, Set Queue ACL and Set Service Properties answer 503
+    /// `ServerBusy` and change nothing; what frees space (Delete, Clear) and reads still run.
+    pub(super) disk_full: bool,
+    /// Requests refused by the limits above, for the metrics.
+    pub(super) refusals: Refusals,
     pub(super) messages: MessageSlab,
     pub(super) timers: TimerWheel,
     /// This shard's copy of the settings every shard keeps (service properties, queue ACLs).
@@ -260,6 +276,8 @@ impl ShardState {
             message_bytes: 0,
             queue_bytes: 0,
             message_bytes_max: u64::MAX,
+            disk_full: false,
+            refusals: Refusals::default(),
             messages: MessageSlab::new(),
             timers: TimerWheel::new(),
             replicas: Replicas::default(),
@@ -282,10 +300,53 @@ impl ShardState {
         self.message_bytes
     }
 
+    /// This shard's part of `--max-memory` (`u64::MAX`: none set).
+    pub fn message_bytes_max(&self) -> u64 {
+        self.message_bytes_max
+    }
+
     /// Whether `more` bytes still fit `message_bytes_max` beside what is stored now.
     pub(super) fn fits(&self, more: u64) -> bool {
-        self.message_bytes + self.queue_bytes + self.replicas.acl_bytes() + more
-            <= self.message_bytes_max
+        self.stored_bytes() + more <= self.message_bytes_max
+    }
+
+    /// Bytes charged against `--max-memory` now: messages, queue records and ACL copies. Also
+    /// what a snapshot writes at most (its encoding of the same data is smaller), which the
+    /// disk limit keeps room for (`storage::space`).
+    pub fn stored_bytes(&self) -> u64 {
+        self.message_bytes + self.queue_bytes + self.replicas.acl_bytes()
+    }
+
+    /// `Ok` when `more` bytes fit `--max-memory`; else counts a memory refusal: 503
+    /// `ServerBusy`.
+    pub(super) fn admit_memory(&mut self, more: u64) -> Result<(), StorageError> {
+        if self.fits(more) {
+            return Ok(());
+        }
+        self.refusals.memory += 1;
+        Err(StorageError::ServerBusy)
+    }
+
+    /// `Ok` unless the disk is full (`disk_full`); else counts a disk refusal: 503
+    /// `ServerBusy`. Asked by every operation that grows stored data, before it changes
+    /// anything.
+    pub(super) fn admit_disk(&mut self) -> Result<(), StorageError> {
+        if !self.disk_full {
+            return Ok(());
+        }
+        self.refusals.disk += 1;
+        Err(StorageError::ServerBusy)
+    }
+
+    /// Tells the shard whether its disk limits leave room for more stored data (the runtime
+    /// measures; `storage::space` decides). Takes effect at the next command.
+    pub fn set_disk_full(&mut self, disk_full: bool) {
+        self.disk_full = disk_full;
+    }
+
+    /// Requests refused by `--max-memory` and by the disk limits since the shard started.
+    pub fn refusals(&self) -> Refusals {
+        self.refusals
     }
 
     /// The shard's live queues, their messages, the bytes charged for messages, and the

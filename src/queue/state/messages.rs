@@ -29,9 +29,8 @@ impl ShardState {
         assert!(visibility_timeout_s <= limits::VISIBILITY_TIMEOUT_S_MAX);
         assert!(ttl_s.is_none_or(|ttl_s| ttl_s > visibility_timeout_s));
         let charge = message_charge(&text);
-        if !self.fits(charge) {
-            return Err(StorageError::ServerBusy);
-        }
+        self.admit_disk()?;
+        self.admit_memory(charge)?;
         let message = Message::new(
             index,
             text,
@@ -191,10 +190,12 @@ impl ShardState {
         // re-homed it names its old slot), so the new receipt's tag is made from it.
         let message_id = self.message_id_of(slot);
         if let Some(text) = &text {
+            // A new text is written whole to the log, whatever its size against the old one.
+            self.admit_disk()?;
             let charge_now = message_charge(&self.messages.get(slot).text);
             let charge_new = message_charge(text);
-            if charge_new > charge_now && !self.fits(charge_new - charge_now) {
-                return Err(StorageError::ServerBusy);
+            if charge_new > charge_now {
+                self.admit_memory(charge_new - charge_now)?;
             }
             self.message_bytes = self.message_bytes - charge_now + charge_new;
             let queue = queue_at(&mut self.queues, index);

@@ -25,9 +25,11 @@ impl ShardState {
                 Err(StorageError::QueueAlreadyExists)
             };
         }
-        if self.queue_indices.len() >= self.queues_max || !self.fits(queue_charge(&metadata)) {
+        if self.queue_indices.len() >= self.queues_max {
             return Err(StorageError::ServerBusy);
         }
+        self.admit_disk()?;
+        self.admit_memory(queue_charge(&metadata))?;
         let index = self.new_queue_record(metadata)?;
         if self.journal.is_some() {
             self.log(&Record::<&[u8]>::QueueCreated {

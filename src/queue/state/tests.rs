@@ -1248,6 +1248,96 @@ fn queues_and_metadata_fill_the_memory_limit() {
         .apply(Command::DeleteQueue { queue: key("q1") }, NOW)
         .unwrap();
     create(&mut state, "one-more", big(0)).unwrap();
+    // The three refusals above were the memory limit's, none the disk's.
+    assert_eq!(state.refusals(), Refusals { memory: 3, disk: 0 });
+    state.verify();
+}
+
+/// With the disk full (`set_disk_full`, the runtime's verdict from `storage::space`), every
+/// operation that grows stored data answers 503 `ServerBusy`, writes no record and changes
+/// nothing, whatever the memory limit says; reads and the operations that free space run; and
+/// once the flag is cleared the same operations succeed again.
+#[test]
+fn a_full_disk_refuses_growth_and_serves_the_rest() {
+    let mut state = state_with(&["q"]);
+    state.start_journal(0);
+    put(&mut state, "q", "kept", 0, None, NOW);
+    let leased = get(&mut state, "q", 1, 30, NOW).remove(0);
+    let leased_receipt = receipt(&leased);
+    let freed = put(&mut state, "q", "freed", 0, None, NOW);
+    state.set_disk_full(true);
+    let journal_before = state.journal_next_sequence();
+    let stored_before = state.stored_bytes();
+    let refused: Vec<(&str, Result<Reply, StorageError>)> = vec![
+        (
+            "put",
+            state.apply(
+                Command::PutMessage {
+                    queue: key("q"),
+                    text: text("more"),
+                    visibility_timeout_s: 0,
+                    ttl_s: None,
+                },
+                NOW,
+            ),
+        ),
+        ("create", create(&mut state, "new", vec![])),
+        (
+            "metadata (even shrinking)",
+            state.apply(
+                Command::SetQueueMetadata {
+                    queue: key("q"),
+                    metadata: vec![],
+                },
+                NOW,
+            ),
+        ),
+        ("acl", set_acl(&mut state, "q", &[])),
+        (
+            "service properties",
+            state.apply(
+                Command::SetServiceProperties {
+                    account: ACCOUNT.to_string(),
+                    update: Box::default(),
+                },
+                NOW,
+            ),
+        ),
+    ];
+    for (what, outcome) in refused {
+        assert!(matches!(outcome, Err(StorageError::ServerBusy)), "{what}");
+    }
+    // An Update with a text is refused (even a shorter one); without a text it runs.
+    assert_eq!(
+        update(&mut state, "q", &leased, leased_receipt, 0, Some("k"), NOW),
+        Err(StorageError::ServerBusy)
+    );
+    assert_eq!(state.refusals(), Refusals { memory: 0, disk: 6 });
+    assert_eq!(state.journal_next_sequence(), journal_before);
+    assert_eq!(state.stored_bytes(), stored_before);
+    let (leased_receipt, _) =
+        update(&mut state, "q", &leased, leased_receipt, 30, None, NOW).unwrap();
+    // Reads, a create of a queue that exists alike, deletes and clears run.
+    assert_eq!(texts(&peek(&mut state, "q", 32, NOW)), vec!["freed"]);
+    assert!(matches!(
+        create(&mut state, "q", vec![]),
+        Ok(Reply::QueueExists)
+    ));
+    let got = get(&mut state, "q", 1, 30, NOW).remove(0);
+    assert_eq!(got.message_id, freed.message_id);
+    delete(&mut state, "q", got.message_id, receipt(&got), NOW).unwrap();
+    delete(&mut state, "q", leased.message_id, leased_receipt, NOW).unwrap();
+    state
+        .apply(Command::ClearMessages { queue: key("q") }, NOW)
+        .unwrap();
+    state
+        .apply(Command::DeleteQueue { queue: key("q") }, NOW)
+        .unwrap();
+    // Space came back: the same operations succeed.
+    state.set_disk_full(false);
+    create(&mut state, "q", vec![]).unwrap();
+    put(&mut state, "q", "more", 0, None, NOW);
+    assert_eq!(state.refusals().disk, 6);
     state.verify();
 }
 

@@ -1,0 +1,210 @@
+//! How much disk a durable shard may take: its share of `--max-disk` (azq's own files) and the
+//! free space `--min-free-disk` keeps on the file system, the pure rule that turns what the log
+//! and the file system measure into "refuse the operations that grow stored data", and the
+//! `statvfs` that measures the file system (written once for both backends: a metadata call of
+//! a few µs that each shard makes every `DISK_SAMPLE_INTERVAL_MS`, never per request).
+//!
+//! **The rule.** Space comes back only through a snapshot: it writes a copy of the live data
+//! before the segments it covers are removed. So a shard refuses growth while its files plus
+//! that copy (`live_bytes`, the `--max-memory` charge, which is more than a snapshot's encoding
+//! of the same data) plus one more segment (`LOG_SEGMENT_BYTES`: the records of what it still
+//! serves while the snapshot runs, Get, Delete and Clear, and what was accepted between two
+//! measurements; a flush takes whole blocks, so 16,384 lone Gets or Deletes, many more records
+//! when they batch) would pass its share of `--max-disk`; and while the file system's free space
+//! minus the same headroom for every shard would fall below `--min-free-disk`. Refusals stop by
+//! themselves once deletes shrink the live data or a snapshot removes segments. Records written
+//! while a snapshot runs beyond that segment pass the share by as much (the free-space reserve
+//! absorbs it); a log write's ENOSPC stays the last resort (the process exits, nothing
+//! acknowledged is lost).
+
+use std::io;
+use std::path::Path;
+
+use crate::limits::LOG_SEGMENT_BYTES;
+
+/// What `--min-free-disk` keeps free on the file system holding `--location`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FreeDiskMin {
+    /// A number of bytes.
+    Bytes(u64),
+    /// A share of the file system's size, percent (0 to 100).
+    Percent(u64),
+}
+
+impl FreeDiskMin {
+    /// The bytes kept free on a file system of `total_bytes`.
+    pub fn bytes(self, total_bytes: u64) -> u64 {
+        match self {
+            FreeDiskMin::Bytes(bytes) => bytes,
+            FreeDiskMin::Percent(percent) => {
+                assert!(percent <= 100);
+                (total_bytes as u128 * percent as u128 / 100) as u64
+            }
+        }
+    }
+}
+
+/// One durable shard's disk limits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DiskLimits {
+    /// This shard's share of `--max-disk`, bytes; `None`: no limit.
+    pub shard_bytes_max: Option<u64>,
+    /// `--min-free-disk`.
+    pub free_min: FreeDiskMin,
+    /// Shards sharing the file system, each of which may need its headroom at once.
+    pub shards: u64,
+}
+
+/// A file system's size and the space an unprivileged writer may still take.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Space {
+    /// Bytes free for unprivileged use (`f_bavail`: the root reserve excluded).
+    pub free_bytes: u64,
+    /// The file system's size, bytes.
+    pub total_bytes: u64,
+}
+
+/// What a shard must keep in hand beyond its files so that a snapshot can still complete: a copy
+/// of the live data and one segment.
+pub fn headroom_bytes(live_bytes: u64) -> u64 {
+    live_bytes.saturating_add(LOG_SEGMENT_BYTES)
+}
+
+/// Whether a shard whose files take `disk_bytes`, holding `live_bytes` of live data, on a file
+/// system last measured as `space` (`None`: not measured), refuses the operations that grow
+/// stored data (the rule in this file's doc).
+pub fn refuses(
+    limits: &DiskLimits,
+    disk_bytes: u64,
+    live_bytes: u64,
+    space: Option<Space>,
+) -> bool {
+    let headroom = headroom_bytes(live_bytes);
+    let over_share = limits
+        .shard_bytes_max
+        .is_some_and(|max| disk_bytes.saturating_add(headroom) > max);
+    let short_of_free = space.is_some_and(|space| {
+        let needed = headroom.saturating_mul(limits.shards);
+        space.free_bytes
+            < limits
+                .free_min
+                .bytes(space.total_bytes)
+                .saturating_add(needed)
+    });
+    over_share || short_of_free
+}
+
+/// The size and free space of the file system holding `path`.
+#[cfg(unix)]
+pub fn filesystem_space(path: &Path) -> io::Result<Space> {
+    use std::os::unix::ffi::OsStrExt;
+    let path = std::ffi::CString::new(path.as_os_str().as_bytes())
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "a path with a NUL byte"))?;
+    // SAFETY: statvfs fills a plain struct owned by this frame from a NUL-terminated path.
+    let stats = unsafe {
+        let mut stats: libc::statvfs = std::mem::zeroed();
+        if libc::statvfs(path.as_ptr(), &mut stats) != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        stats
+    };
+    let fragment_bytes = stats.f_frsize as u64;
+    Ok(Space {
+        free_bytes: (stats.f_bavail as u64).saturating_mul(fragment_bytes),
+        total_bytes: (stats.f_blocks as u64).saturating_mul(fragment_bytes),
+    })
+}
+
+/// Elsewhere the free space is not measured (`--max-disk` still applies).
+#[cfg(not(unix))]
+pub fn filesystem_space(_path: &Path) -> io::Result<Space> {
+    Err(io::Error::new(
+        io::ErrorKind::Unsupported,
+        "free space is measured on Unix only",
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MIB: u64 = 1 << 20;
+    const SEGMENT: u64 = LOG_SEGMENT_BYTES;
+
+    fn limits(shard_bytes_max: Option<u64>, free_min: FreeDiskMin, shards: u64) -> DiskLimits {
+        DiskLimits {
+            shard_bytes_max,
+            free_min,
+            shards,
+        }
+    }
+
+    #[test]
+    fn the_share_keeps_room_for_a_snapshot_and_a_segment() {
+        let share = limits(Some(384 * MIB), FreeDiskMin::Bytes(0), 1);
+        // Files, a copy of the live data and a segment: exactly the share still fits.
+        assert!(!refuses(
+            &share,
+            192 * MIB,
+            384 * MIB - 192 * MIB - SEGMENT,
+            None
+        ));
+        assert!(refuses(
+            &share,
+            192 * MIB,
+            384 * MIB - 192 * MIB - SEGMENT + 1,
+            None
+        ));
+        // Deletes shrink the live data: refusals stop without a file removed.
+        assert!(!refuses(&share, 192 * MIB, 0, None));
+        // Files alone past the share minus a segment refuse.
+        assert!(refuses(&share, 384 * MIB - SEGMENT + 1, 0, None));
+        // No share: only the free space counts.
+        let none = limits(None, FreeDiskMin::Bytes(0), 1);
+        assert!(!refuses(&none, u64::MAX, u64::MAX, None));
+    }
+
+    #[test]
+    fn the_free_space_keeps_the_reserve_and_every_shards_headroom() {
+        let space = |free_bytes| {
+            Some(Space {
+                free_bytes,
+                total_bytes: 1000 * MIB,
+            })
+        };
+        let two = limits(None, FreeDiskMin::Percent(10), 2);
+        // Reserve 100 MiB, and two shards' headroom (a segment each, no live data).
+        assert!(!refuses(&two, 0, 0, space(100 * MIB + 2 * SEGMENT)));
+        assert!(refuses(&two, 0, 0, space(100 * MIB + 2 * SEGMENT - 1)));
+        // Live data raises the headroom, for every shard.
+        assert!(refuses(&two, 0, MIB, space(100 * MIB + 2 * SEGMENT + MIB)));
+        assert!(!refuses(
+            &two,
+            0,
+            MIB,
+            space(100 * MIB + 2 * SEGMENT + 2 * MIB)
+        ));
+        // Not measured: nothing refused for it.
+        assert!(!refuses(&two, 0, 0, None));
+        // 100% keeps the whole file system: always refused.
+        let all = limits(None, FreeDiskMin::Percent(100), 1);
+        assert!(refuses(&all, 0, 0, space(1000 * MIB)));
+        let bytes = limits(None, FreeDiskMin::Bytes(u64::MAX), 1);
+        assert!(refuses(&bytes, 0, 0, space(1000 * MIB)));
+    }
+
+    #[test]
+    fn percentages_are_of_the_file_systems_size() {
+        assert_eq!(FreeDiskMin::Percent(5).bytes(1000), 50);
+        assert_eq!(FreeDiskMin::Percent(100).bytes(u64::MAX), u64::MAX);
+        assert_eq!(FreeDiskMin::Percent(0).bytes(u64::MAX), 0);
+        assert_eq!(FreeDiskMin::Bytes(7).bytes(0), 7);
+    }
+
+    #[test]
+    fn the_file_system_of_a_directory_is_measured() {
+        let space = filesystem_space(Path::new(".")).unwrap();
+        assert!(space.total_bytes > 0 && space.free_bytes <= space.total_bytes);
+        assert!(filesystem_space(Path::new("/no/such/directory")).is_err());
+    }
+}

@@ -1,0 +1,336 @@
+//! The disk limits over real TCP, on both backends, with the data in a temporary directory:
+//! `--max-disk` (a shard's files, kept with room for a snapshot) answers 503 `ServerBusy` with
+//! Azure's XML body to the operations that grow stored data, storing nothing, while Get, Peek
+//! and Delete keep working; deleting brings the puts back, and the snapshot that follows
+//! removes segments (`azq_disk_bytes` falls); `kill -9` loses nothing acknowledged, full or not.
+//! `--min-free-disk 100%` refuses growth from the start and serves the rest; the metrics of
+//! memory and disk move with it; disk flags without files are refused at start-up.
+
+mod common;
+
+use std::io::{BufReader, Write};
+use std::net::TcpStream;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{
+    assert_status, azq_binary, backends, elements, encode, exchange, put_body, read_response,
+    signed_request, Response, Server, TempDir,
+};
+
+const QUEUE: &str = "/devstoreaccount1/disk-bound";
+const MIB: u64 = 1 << 20;
+/// The share `--max-disk` gives the one shard: six 64 MiB segments.
+const MAX_DISK: &str = "384M";
+
+/// One keep-alive connection, so thousands of requests do not each open one.
+struct Client {
+    reader: BufReader<TcpStream>,
+}
+
+impl Client {
+    fn new(server: &Server) -> Client {
+        Client {
+            reader: BufReader::new(server.connect()),
+        }
+    }
+
+    fn call(&mut self, raw: &[u8]) -> Response {
+        self.reader.get_mut().write_all(raw).expect("request sent");
+        read_response(&mut self.reader, false).expect("an answer")
+    }
+
+    fn put(&mut self, text: &str) -> Response {
+        let path = format!("{QUEUE}/messages");
+        self.call(&signed_request("POST", &path, &[], &put_body(text)))
+    }
+
+    fn approximate_count(&mut self) -> u64 {
+        let metadata = self.call(&signed_request(
+            "GET",
+            &format!("{QUEUE}?comp=metadata"),
+            &[],
+            b"",
+        ));
+        assert_status(&metadata, 200, None);
+        metadata
+            .header("x-ms-approximate-messages-count")
+            .and_then(|count| count.parse().ok())
+            .expect("a count")
+    }
+
+    /// Texts of up to 32 visible messages, in order.
+    fn peek(&mut self) -> Vec<String> {
+        let path = format!("{QUEUE}/messages?peekonly=true&numofmessages=32");
+        let response = self.call(&signed_request("GET", &path, &[], b""));
+        assert_status(&response, 200, None);
+        let text = response.text();
+        elements(&text, "MessageText")
+            .into_iter()
+            .map(str::to_string)
+            .collect()
+    }
+
+    /// Gets up to 32 messages and deletes them; how many there were.
+    fn get_and_delete(&mut self) -> usize {
+        let path = format!("{QUEUE}/messages?numofmessages=32&visibilitytimeout=300");
+        let response = self.call(&signed_request("GET", &path, &[], b""));
+        assert_status(&response, 200, None);
+        let text = response.text();
+        let ids = elements(&text, "MessageId");
+        let receipts = elements(&text, "PopReceipt");
+        assert_eq!(ids.len(), receipts.len());
+        for (id, receipt) in ids.iter().zip(&receipts) {
+            let path = format!("{QUEUE}/messages/{id}?popreceipt={}", encode(receipt));
+            let deleted = self.call(&signed_request("DELETE", &path, &[], b""));
+            assert_status(&deleted, 204, None);
+        }
+        ids.len()
+    }
+}
+
+/// A 64 KiB message text (the largest there is) that starts with its number.
+fn big_text(number: usize) -> String {
+    let head = format!("{number:08}-");
+    head.clone() + &"d".repeat(64 * 1024 - head.len())
+}
+
+fn metrics(server: &Server) -> String {
+    let response = exchange(
+        server,
+        b"GET /_azq/metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 0\r\n\r\n",
+    );
+    assert_eq!(response.status, 200);
+    response.text()
+}
+
+/// The value of the sample `series` (name and labels exactly as rendered).
+fn sample(text: &str, series: &str) -> u64 {
+    text.lines()
+        .find_map(|line| line.strip_prefix(series)?.strip_prefix(' '))
+        .unwrap_or_else(|| panic!("no {series} in\n{text}"))
+        .parse()
+        .expect("an integer sample")
+}
+
+/// Asserts a 503 `ServerBusy` answer with Azure's XML error body.
+fn assert_server_busy(response: &Response) {
+    assert_status(response, 503, Some("ServerBusy"));
+    let body = response.text();
+    assert!(body.starts_with("<?xml"), "{body}");
+    assert_eq!(elements(&body, "Code"), ["ServerBusy"], "{body}");
+}
+
+fn start(backend: &[&str], data: &TempDir, extra: &[&str]) -> Server {
+    let arguments = [&["--location", data.arg(), "--shards", "1"][..], extra].concat();
+    Server::start_on(backend, &arguments)
+}
+
+#[test]
+fn max_disk_refuses_growth_keeps_reads_and_comes_back_after_deletes() {
+    for backend in backends() {
+        let data = TempDir::new("disk-limit");
+        // No free-space reserve: the share alone decides, whatever else fills this disk.
+        let limits = ["--max-disk", MAX_DISK, "--min-free-disk", "0"];
+        let server = start(backend, &data, &limits);
+        let before = metrics(&server);
+        assert_eq!(
+            sample(&before, "azq_disk_limit_bytes{shard=\"0\"}"),
+            384 * MIB
+        );
+        assert!(sample(&before, "azq_filesystem_free_bytes") > 0);
+        let mut client = Client::new(&server);
+        assert_status(
+            &client.call(&signed_request("PUT", QUEUE, &[], b"")),
+            201,
+            None,
+        );
+        // Fill: 64 KiB puts until the share, less a snapshot's room, is reached.
+        let mut accepted = 0;
+        let refused = loop {
+            let response = client.put(&big_text(accepted));
+            if response.status != 201 {
+                break response;
+            }
+            accepted += 1;
+            assert!(accepted < 6 * 1024, "the disk limit was never enforced");
+        };
+        assert_server_busy(&refused);
+        // The room kept for a snapshot: more than a segment's worth went in, less than the share.
+        let accepted_bytes = accepted as u64 * 64 * 1024;
+        assert!(
+            (64 * MIB..384 * MIB).contains(&accepted_bytes),
+            "{accepted}"
+        );
+        // Other growth is refused too, and nothing of it stored.
+        let grown = client.call(&signed_request(
+            "PUT",
+            "/devstoreaccount1/another",
+            &[],
+            b"",
+        ));
+        assert_server_busy(&grown);
+        let metadata_path = format!("{QUEUE}?comp=metadata");
+        let tagged = [("x-ms-meta-tag", "full")];
+        assert_server_busy(&client.call(&signed_request("PUT", &metadata_path, &tagged, b"")));
+        let list = client.call(&signed_request(
+            "GET",
+            "/devstoreaccount1?comp=list",
+            &[],
+            b"",
+        ));
+        assert_status(&list, 200, None);
+        assert_eq!(elements(&list.text(), "Name"), ["disk-bound"]);
+        assert_eq!(client.approximate_count(), accepted as u64);
+        assert_eq!(client.peek()[..2], [big_text(0), big_text(1)]);
+        let full = metrics(&server);
+        assert_eq!(sample(&full, "azq_disk_refusals_total"), 3);
+        assert_eq!(sample(&full, "azq_memory_refusals_total"), 0);
+        let full_disk_bytes = sample(&full, "azq_disk_bytes{shard=\"0\"}");
+        assert!(full_disk_bytes >= 2 * 64 * MIB, "{full_disk_bytes}");
+        assert!(full_disk_bytes <= 384 * MIB, "{full_disk_bytes}");
+
+        // kill -9 while full: every acknowledged put is back.
+        drop(client);
+        server.kill();
+        let server = start(backend, &data, &limits);
+        let mut client = Client::new(&server);
+        assert_eq!(client.approximate_count(), accepted as u64);
+        assert_eq!(client.peek()[..2], [big_text(0), big_text(1)]);
+
+        // Get and Delete keep working; emptying the queue brings the puts back, and the
+        // snapshot that follows removes the segments it covers.
+        let mut deleted = 0;
+        while deleted < accepted {
+            let got = client.get_and_delete();
+            assert!(
+                got > 0,
+                "{deleted} of {accepted} deleted, then none visible"
+            );
+            deleted += got;
+        }
+        assert_eq!(client.approximate_count(), 0);
+        let deadline = Instant::now() + Duration::from_secs(60);
+        // The restart opened a segment beside the full ones: below what they took, a
+        // snapshot has removed some.
+        loop {
+            let disk_bytes = sample(&metrics(&server), "azq_disk_bytes{shard=\"0\"}");
+            if disk_bytes < full_disk_bytes {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "no snapshot removed a segment: {disk_bytes} bytes"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let kept: Vec<String> = (0..3).map(|number| big_text(100_000 + number)).collect();
+        for text in &kept {
+            assert_status(&client.put(text), 201, None);
+        }
+        let after = metrics(&server);
+        // The restart started the counter afresh; nothing was refused since.
+        assert_eq!(sample(&after, "azq_disk_refusals_total"), 0);
+
+        // kill -9 again: the acknowledged puts are there, nothing deleted comes back.
+        drop(client);
+        server.kill();
+        let server = start(backend, &data, &limits);
+        let mut client = Client::new(&server);
+        assert_eq!(client.approximate_count(), kept.len() as u64);
+        assert_eq!(client.peek(), kept);
+        drop(client);
+        assert!(server.stop().success());
+    }
+}
+
+#[test]
+fn min_free_disk_of_everything_refuses_growth_at_once_and_serves_the_rest() {
+    for backend in backends() {
+        let data = TempDir::new("disk-free");
+        let server = start(backend, &data, &[]);
+        let mut client = Client::new(&server);
+        assert_status(
+            &client.call(&signed_request("PUT", QUEUE, &[], b"")),
+            201,
+            None,
+        );
+        assert_status(&client.put("kept"), 201, None);
+        drop(client);
+        assert!(server.stop().success());
+
+        let server = start(backend, &data, &["--min-free-disk", "100%"]);
+        let mut client = Client::new(&server);
+        assert_server_busy(&client.put("refused"));
+        assert_server_busy(&client.call(&signed_request(
+            "PUT",
+            "/devstoreaccount1/another",
+            &[],
+            b"",
+        )));
+        assert_server_busy(&client.call(&signed_request(
+            "PUT",
+            "/devstoreaccount1?restype=service&comp=properties",
+            &[],
+            b"<?xml version=\"1.0\" encoding=\"utf-8\"?><StorageServiceProperties>\
+              </StorageServiceProperties>",
+        )));
+        assert_eq!(client.peek(), ["kept"]);
+        assert_eq!(client.get_and_delete(), 1);
+        assert_eq!(client.approximate_count(), 0);
+        let properties = client.call(&signed_request(
+            "GET",
+            "/devstoreaccount1?restype=service&comp=properties",
+            &[],
+            b"",
+        ));
+        assert_status(&properties, 200, None);
+        let text = metrics(&server);
+        assert_eq!(sample(&text, "azq_disk_refusals_total"), 3);
+        assert!(sample(&text, "azq_filesystem_free_bytes") > 0);
+        assert_eq!(sample(&text, "azq_disk_limit_bytes{shard=\"0\"}"), 0);
+        drop(client);
+        assert!(server.stop().success());
+    }
+}
+
+#[test]
+fn memory_only_has_no_file_system_gauge_and_refuses_disk_flags() {
+    let server = Server::start(&["--shards", "1"]);
+    let text = metrics(&server);
+    assert!(!text.contains("azq_filesystem_free_bytes"), "{text}");
+    assert_eq!(sample(&text, "azq_disk_bytes{shard=\"0\"}"), 0);
+    assert!(sample(&text, "azq_message_bytes_limit{shard=\"0\"}") > 0);
+    #[cfg(target_os = "linux")]
+    assert!(sample(&text, "process_resident_memory_bytes") > 0);
+    drop(server);
+    let data = TempDir::new("disk-flags");
+    for (arguments, complaint) in [
+        (
+            &["--inMemoryPersistence", "--max-disk", "1G"][..],
+            "--max-disk",
+        ),
+        (
+            &["--inMemoryPersistence", "--min-free-disk", "5%"],
+            "--min-free-disk",
+        ),
+        (
+            &["--location", data.arg(), "--max-disk", "100M"],
+            "--max-disk",
+        ),
+        (
+            &["--location", data.arg(), "--min-free-disk", "150%"],
+            "--min-free-disk",
+        ),
+    ] {
+        let output = Command::new(azq_binary())
+            .args(["--queuePort", "0", "--shards", "1"])
+            .args(arguments)
+            .stdin(Stdio::null())
+            .output()
+            .expect("azq runs");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(2), "{arguments:?}: {stderr}");
+        assert!(stderr.contains(complaint), "{arguments:?}: {stderr}");
+    }
+}
