@@ -263,8 +263,21 @@ impl<B: Backend> Engine<B> {
         }
         let disk_bytes = log.disk_bytes();
         let mut state = self.state.borrow_mut();
-        let full = space::refuses(limits, disk_bytes, state.stored_bytes(), self.space.get());
-        state.set_disk_full(full);
+        let refusal = space::refusal(limits, disk_bytes, state.stored_bytes(), self.space.get());
+        // One line when refusals start and one when they stop: a client sees only 503s.
+        match (&refusal, state.disk_full()) {
+            (Some(why), false) => eprintln!(
+                "azq: shard {}: refusing puts, updates with a text and new queues (503 \
+                 ServerBusy) until deletes or a snapshot make room: {why}",
+                self.index
+            ),
+            (None, true) => eprintln!(
+                "azq: shard {}: room on disk again; accepting puts",
+                self.index
+            ),
+            _ => {}
+        }
+        state.set_disk_full(refusal.is_some());
     }
 
     /// What the shard's log has written, when it has one.

@@ -70,28 +70,94 @@ pub fn headroom_bytes(live_bytes: u64) -> u64 {
     live_bytes.saturating_add(LOG_SEGMENT_BYTES)
 }
 
-/// Whether a shard whose files take `disk_bytes`, holding `live_bytes` of live data, on a file
+/// Why a shard refuses the operations that grow stored data, with the figures, for the line it
+/// prints when it starts refusing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Refusal {
+    /// Its files plus the headroom would pass its share of `--max-disk`.
+    OverShare {
+        /// The shard's files.
+        disk_bytes: u64,
+        /// What a snapshot needs: the live data and a segment (`headroom_bytes`).
+        headroom_bytes: u64,
+        /// The shard's share of `--max-disk`.
+        shard_bytes_max: u64,
+    },
+    /// The file system's free space is under `--min-free-disk` plus every shard's headroom.
+    ShortOfFree {
+        /// The file system's free bytes, as last measured.
+        free_bytes: u64,
+        /// What `--min-free-disk` keeps free.
+        reserve_bytes: u64,
+        /// What a snapshot of this shard needs (`headroom_bytes`).
+        headroom_bytes: u64,
+        /// Shards that may need it at once.
+        shards: u64,
+    },
+}
+
+impl std::fmt::Display for Refusal {
+    fn fmt(&self, out: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mib = |bytes: u64| bytes as f64 / (1 << 20) as f64;
+        match *self {
+            Refusal::OverShare {
+                disk_bytes,
+                headroom_bytes,
+                shard_bytes_max,
+            } => write!(
+                out,
+                "its files ({:.1} MiB) and the room a snapshot needs ({:.1} MiB: the live data \
+                 and a segment) would pass its share of --max-disk ({:.1} MiB)",
+                mib(disk_bytes),
+                mib(headroom_bytes),
+                mib(shard_bytes_max)
+            ),
+            Refusal::ShortOfFree {
+                free_bytes,
+                reserve_bytes,
+                headroom_bytes,
+                shards,
+            } => write!(
+                out,
+                "the file system has {:.1} MiB free, under --min-free-disk ({:.1} MiB) and the \
+                 room {shards} shard(s) may need for a snapshot ({:.1} MiB each: the live data \
+                 and a segment)",
+                mib(free_bytes),
+                mib(reserve_bytes),
+                mib(headroom_bytes)
+            ),
+        }
+    }
+}
+
+/// Why a shard whose files take `disk_bytes`, holding `live_bytes` of live data, on a file
 /// system last measured as `space` (`None`: not measured), refuses the operations that grow
-/// stored data (the rule in this file's doc).
-pub fn refuses(
+/// stored data (the rule in this file's doc); `None` while it may grow.
+pub fn refusal(
     limits: &DiskLimits,
     disk_bytes: u64,
     live_bytes: u64,
     space: Option<Space>,
-) -> bool {
+) -> Option<Refusal> {
     let headroom = headroom_bytes(live_bytes);
-    let over_share = limits
-        .shard_bytes_max
-        .is_some_and(|max| disk_bytes.saturating_add(headroom) > max);
-    let short_of_free = space.is_some_and(|space| {
-        let needed = headroom.saturating_mul(limits.shards);
-        space.free_bytes
-            < limits
-                .free_min
-                .bytes(space.total_bytes)
-                .saturating_add(needed)
-    });
-    over_share || short_of_free
+    if let Some(max) = limits.shard_bytes_max {
+        if disk_bytes.saturating_add(headroom) > max {
+            return Some(Refusal::OverShare {
+                disk_bytes,
+                headroom_bytes: headroom,
+                shard_bytes_max: max,
+            });
+        }
+    }
+    let space = space?;
+    let reserve = limits.free_min.bytes(space.total_bytes);
+    let needed = headroom.saturating_mul(limits.shards);
+    (space.free_bytes < reserve.saturating_add(needed)).then_some(Refusal::ShortOfFree {
+        free_bytes: space.free_bytes,
+        reserve_bytes: reserve,
+        headroom_bytes: headroom,
+        shards: limits.shards,
+    })
 }
 
 /// The size and free space of the file system holding `path`.
@@ -130,6 +196,39 @@ mod tests {
 
     const MIB: u64 = 1 << 20;
     const SEGMENT: u64 = LOG_SEGMENT_BYTES;
+
+    fn refuses(
+        limits: &DiskLimits,
+        disk_bytes: u64,
+        live_bytes: u64,
+        space: Option<Space>,
+    ) -> bool {
+        refusal(limits, disk_bytes, live_bytes, space).is_some()
+    }
+
+    /// The line a shard prints when it starts refusing names the measure that decided, with
+    /// its figures.
+    #[test]
+    fn a_refusal_says_why_in_figures() {
+        let share = limits(Some(384 * MIB), FreeDiskMin::Bytes(0), 1);
+        let over = refusal(&share, 320 * MIB + 1, 0, None).expect("refused");
+        assert_eq!(
+            over.to_string(),
+            "its files (320.0 MiB) and the room a snapshot needs (64.0 MiB: the live data and a \
+             segment) would pass its share of --max-disk (384.0 MiB)"
+        );
+        let two = limits(None, FreeDiskMin::Percent(10), 2);
+        let space = Space {
+            free_bytes: 200 * MIB,
+            total_bytes: 1000 * MIB,
+        };
+        let short = refusal(&two, 0, MIB, Some(space)).expect("refused");
+        assert_eq!(
+            short.to_string(),
+            "the file system has 200.0 MiB free, under --min-free-disk (100.0 MiB) and the room 2 \
+             shard(s) may need for a snapshot (65.0 MiB each: the live data and a segment)"
+        );
+    }
 
     fn limits(shard_bytes_max: Option<u64>, free_min: FreeDiskMin, shards: u64) -> DiskLimits {
         DiskLimits {

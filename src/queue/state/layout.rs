@@ -344,6 +344,11 @@ impl ShardState {
         self.disk_full = disk_full;
     }
 
+    /// Whether the engine last said the disk is full (`set_disk_full`).
+    pub fn disk_full(&self) -> bool {
+        self.disk_full
+    }
+
     /// Requests refused by `--max-memory` and by the disk limits since the shard started.
     pub fn refusals(&self) -> Refusals {
         self.refusals
