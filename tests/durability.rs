@@ -5,8 +5,9 @@
 //! absolute time across a restart; restarts that pile up log segments end in a snapshot; a
 //! second server cannot open the same data; `--durability write` survives a crash of azq; the
 //! io_uring backend runs on a file system (faultfs, `tests/faultfs`) that refuses direct I/O and
-//! fallocate, and keeps an acknowledged put through a power cut there; a disk that fills ends
-//! the server without losing an acknowledged put.
+//! fallocate, and keeps an acknowledged put through a power cut there; a disk that fills in
+//! sight gets 503 before ENOSPC, and one that fills without warning ends the server without
+//! losing an acknowledged put.
 //!
 //! The simulated-disk tests (src/storage/tests.rs) cover power cuts and bit flips exhaustively,
 //! scripts/powerloss.sh cuts the power under load on faultfs; these drive the whole server over
@@ -956,15 +957,18 @@ fn a_graceful_stop_right_after_init_keeps_the_init_files_changes() {
     }
 }
 
-/// A disk that fills (faultfs `--capacity`, smaller than two log segments): the log's next
-/// segment or write fails with ENOSPC, and the server ends (status 2) rather than answer a
-/// change it could not make durable; on a bigger disk every acknowledged put comes back, once.
+/// A disk that fills without warning (faultfs `--capacity`, smaller than two log segments,
+/// with `--hide-capacity`: its free space as reported never shrinks, so `--min-free-disk`
+/// cannot see it coming, as on a thin-provisioned volume): the log's next segment or write
+/// fails with ENOSPC, and the server ends (status 2) rather than answer a change it could not
+/// make durable; on a bigger disk every acknowledged put comes back, once.
 #[test]
 fn a_full_disk_ends_the_server_and_loses_nothing_acknowledged() {
     const CAPACITY: &str = "104857600";
     for backend in backends() {
         let base = TempDir::new("full-disk");
-        let Some(faultfs) = Faultfs::mount(base.path(), &["--capacity", CAPACITY]) else {
+        let flags = ["--capacity", CAPACITY, "--hide-capacity"];
+        let Some(faultfs) = Faultfs::mount(base.path(), &flags) else {
             return;
         };
         let location = base.path().join("mount");
@@ -1027,6 +1031,84 @@ fn a_full_disk_ends_the_server_and_loses_nothing_acknowledged() {
             found.len(),
             acknowledged.len()
         );
+        assert!(server.stop().success());
+        faultfs.end("unmount");
+    }
+}
+
+/// The same disk, its free space reported (faultfs `--capacity`): with the default
+/// `--min-free-disk`, puts are refused with 503 `ServerBusy` before anything fails with ENOSPC,
+/// the server keeps serving reads, and every acknowledged put survives `kill -9`.
+#[test]
+fn a_disk_that_fills_in_sight_gets_503_before_enospc() {
+    const CAPACITY: &str = "419430400";
+    for backend in backends() {
+        let base = TempDir::new("filling-disk");
+        let Some(faultfs) = Faultfs::mount(base.path(), &["--capacity", CAPACITY]) else {
+            return;
+        };
+        let location = base.path().join("mount");
+        let location = location.to_str().unwrap();
+        let arguments = [
+            "--location",
+            location,
+            "--runtime",
+            backend,
+            "--shards",
+            "1",
+            "--queuePort",
+            "0",
+        ];
+        let server = Server::start(&arguments);
+        create_queue(&server, "filling");
+        let mut client = Client {
+            reader: BufReader::new(server.connect()),
+        };
+        let filler = "x".repeat(60_000);
+        let mut acknowledged = BTreeMap::new();
+        let mut refused = false;
+        for n in 0..8_000 {
+            let text = format!("{n:05}{filler}");
+            let response = client
+                .call(&put_request("filling", &text, "messagettl=-1"))
+                .unwrap_or_else(|| panic!("{backend}: the server died\n{}", server.stderr()));
+            if response.status == 503 {
+                assert_status(&response, 503, Some("ServerBusy"));
+                refused = true;
+                break;
+            }
+            assert_status(&response, 201, None);
+            let id = elements(&response.text(), "MessageId")[0].to_string();
+            acknowledged.insert(id, n);
+        }
+        assert!(
+            refused,
+            "{backend}: 8,000 puts of 60 KB fitted in {CAPACITY} bytes"
+        );
+        assert!(
+            !acknowledged.is_empty(),
+            "{backend}: refused from the start"
+        );
+        let status = faultfs.control("status");
+        assert!(status.contains("\"no_space\":0}"), "{backend}: {status}");
+        let stderr = server.stderr();
+        assert!(
+            stderr.contains("under --min-free-disk"),
+            "{backend}: {stderr}"
+        );
+        // Reads go on.
+        assert_eq!(peek(&server, "filling").len(), 32, "{backend}");
+        server.kill();
+
+        let server = Server::start(&arguments);
+        let found = drain(&server, "filling");
+        assert_eq!(found.len(), acknowledged.len(), "{backend}");
+        for (id, n) in &acknowledged {
+            let got = found
+                .get(id)
+                .unwrap_or_else(|| panic!("{backend}: acknowledged put {n} lost"));
+            assert_eq!(got.text, format!("{n:05}{filler}"), "{backend}");
+        }
         assert!(server.stop().success());
         faultfs.end("unmount");
     }

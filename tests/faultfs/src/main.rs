@@ -5,7 +5,7 @@
 //!
 //! ```text
 //! faultfs mount [--decline-fallocate] [--decline-direct] [--sync-delay-ms MS]
-//!               [--capacity BYTES] DIRECTORY MOUNTPOINT SOCKET
+//!               [--capacity BYTES [--hide-capacity]] DIRECTORY MOUNTPOINT SOCKET
 //! faultfs control SOCKET COMMAND…
 //! ```
 //!
@@ -31,7 +31,9 @@
 //! program that sets O_DIRECT after opening (glommio does) learns of the refusal at its first
 //! read or write. `--capacity` makes the file system that small: a write or `fallocate` that
 //! would allocate past it fails with ENOSPC (counted in `status` as `no_space`), and `statfs`
-//! reports the room left, so a program's own limit can be seen to act before the disk fills.
+//! reports the room left, so a program's own limit can be seen to act before the disk fills;
+//! with `--hide-capacity` it reports room enough, so the disk fills without warning (a
+//! thin-provisioned volume, a quota), and the program's last resort can be seen.
 
 #![warn(missing_docs)]
 #![deny(clippy::undocumented_unsafe_blocks)]
@@ -55,7 +57,8 @@ const CUT_WAIT_FOR_CLOSE: Duration = Duration::from_secs(30);
 const REQUEST_THREADS: usize = 4;
 
 const USAGE: &str = "usage: faultfs mount [--decline-fallocate] [--decline-direct] \
-                     [--sync-delay-ms MS] [--capacity BYTES] DIRECTORY MOUNTPOINT SOCKET\n       \
+                     [--sync-delay-ms MS] [--capacity BYTES [--hide-capacity]] DIRECTORY \
+                     MOUNTPOINT SOCKET\n       \
                      faultfs control SOCKET COMMAND...";
 
 fn main() {
@@ -86,6 +89,7 @@ fn mount(arguments: &[String]) -> Result<(), String> {
                 let milliseconds = milliseconds.ok_or(format!("--sync-delay-ms MS\n{USAGE}"))?;
                 sync_delay = Duration::from_millis(milliseconds);
             }
+            "--hide-capacity" => options.capacity_hidden = true,
             "--capacity" => {
                 let bytes = arguments.next().and_then(|value| value.parse().ok());
                 options.capacity_bytes = Some(bytes.ok_or(format!("--capacity BYTES\n{USAGE}"))?);

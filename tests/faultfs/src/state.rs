@@ -58,6 +58,10 @@ pub struct Options {
     /// allocate past it fails with ENOSPC, and `statfs` reports the room left. `None`: room
     /// enough, as a large disk would report it.
     pub capacity_bytes: Option<u64>,
+    /// `statfs` reports room enough whatever the capacity (`--hide-capacity`), as a
+    /// thin-provisioned volume or a quota the file system does not report can: the disk fills
+    /// without warning.
+    pub capacity_hidden: bool,
 }
 
 /// Counts of what reached the file system, for tests to check which paths their programs took.
@@ -826,7 +830,11 @@ impl State {
     /// The file system's size and the bytes free in it, for `statfs`: the capacity and what the
     /// files leave of it, or, without one, room enough.
     pub fn space(&self) -> io::Result<(u64, u64)> {
-        match self.options.capacity_bytes {
+        match self
+            .options
+            .capacity_bytes
+            .filter(|_| !self.options.capacity_hidden)
+        {
             Some(capacity_bytes) => Ok((
                 capacity_bytes,
                 capacity_bytes.saturating_sub(self.used_bytes()?),
@@ -1502,6 +1510,7 @@ mod tests {
             decline_fallocate: true,
             decline_direct: true,
             capacity_bytes: None,
+            capacity_hidden: false,
         };
         let mut state = State::new(&scratch.0, options).unwrap();
         let file = new_file(&mut state, ROOT, "file");

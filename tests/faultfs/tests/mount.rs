@@ -259,6 +259,21 @@ fn a_small_file_system_fills_and_refuses_with_enospc() {
     std::fs::write(mounted.mount().join("third"), vec![1u8; 6 << 20]).unwrap();
 }
 
+/// With `--hide-capacity`, statfs reports room enough while writes past the capacity fail: a
+/// disk that fills without warning.
+#[test]
+fn a_hidden_capacity_fills_without_warning() {
+    let flags = ["--capacity", "4194304", "--hide-capacity"];
+    let Some(mounted) = Mounted::new("hidden-capacity", &flags) else {
+        return;
+    };
+    let free = free_bytes(&mounted.mount());
+    assert!(free > 1 << 30, "{free}");
+    let error = std::fs::write(mounted.mount().join("big"), vec![1u8; 5 << 20]).unwrap_err();
+    assert_eq!(error.raw_os_error(), Some(libc::ENOSPC), "{error}");
+    assert_eq!(free_bytes(&mounted.mount()), free);
+}
+
 /// Through the kernel: reads see unsynced writes; a cut leaves exactly what fsync and the
 /// directory syncs made durable, and what was not synced is gone (data and names).
 #[test]
