@@ -93,8 +93,10 @@ fn main() {
 fn inspect_segment(files: impl Iterator<Item = String>) -> Result<String, String> {
     let mut text = String::new();
     for file in files {
-        let data = azq::storage::files::Files::read(&StdFiles, Path::new(&file))
-            .map_err(|why| format!("{file}: {why}"))?;
+        // Read, not mapped (as recovery's `StdFiles::read` would): a server starting on the
+        // same data may cut the file meanwhile, and a mapping past the cut is SIGBUS.
+        let data =
+            bytes::Bytes::from(std::fs::read(&file).map_err(|why| format!("{file}: {why}"))?);
         text.push_str(&azq::storage::inspect::describe_segment(&file, &data)?);
     }
     if text.is_empty() {

@@ -327,7 +327,7 @@ impl Disk for DmaDisk {
     }
 
     async fn write_at(&self, file: &UringFile, offset: u64, blocks: &[u8]) -> io::Result<()> {
-        let written = match file {
+        match file {
             UringFile::Direct {
                 file,
                 preallocated,
@@ -337,32 +337,16 @@ impl Disk for DmaDisk {
                 if end > zeroed_until.get() && zeroed_until.get() < *preallocated {
                     let from = zeroed_until.get();
                     let until = end.max(from + LOG_ZERO_FILL_AHEAD_BYTES).min(*preallocated);
-                    let length = (until - from) as usize;
-                    let mut zeros = file.alloc_dma_buffer(length);
-                    zeros.as_bytes_mut().fill(0);
-                    let zeroed = file.write_at(zeros, from).await.map_err(io::Error::from)?;
-                    if zeroed != length {
-                        return Err(io::Error::new(
-                            io::ErrorKind::WriteZero,
-                            format!("zeroed {zeroed} of {length} bytes"),
-                        ));
-                    }
+                    let zeros = vec![0; (until - from) as usize];
+                    write_all_at(UringWriter::Direct(file), from, &zeros).await?;
                     zeroed_until.set(until);
                 }
-                let mut buffer = file.alloc_dma_buffer(blocks.len());
-                buffer.as_bytes_mut().copy_from_slice(blocks);
-                file.write_at(buffer, offset).await
+                write_all_at(UringWriter::Direct(file), offset, blocks).await
             }
-            UringFile::Buffered(file) => file.write_at(blocks.to_vec(), offset).await,
+            UringFile::Buffered(file) => {
+                write_all_at(UringWriter::Buffered(file), offset, blocks).await
+            }
         }
-        .map_err(io::Error::from)?;
-        if written != blocks.len() {
-            return Err(io::Error::new(
-                io::ErrorKind::WriteZero,
-                format!("wrote {written} of {} bytes", blocks.len()),
-            ));
-        }
-        Ok(())
     }
 
     async fn sync(&self, file: &UringFile) -> io::Result<()> {
@@ -396,6 +380,39 @@ impl Disk for DmaDisk {
             .await
             .map_err(io::Error::from)
     }
+}
+
+/// A file `write_all_at` writes through the ring.
+#[derive(Clone, Copy)]
+enum UringWriter<'a> {
+    Direct(&'a glommio::io::DmaFile),
+    Buffered(&'a glommio::io::BufferedFile),
+}
+
+/// Writes all of `bytes` at `offset`, writing the rest again after a short write: a file system
+/// that fills writes what fits and says nothing more, and only the next write fails with the
+/// error that says why (ENOSPC), which the process's last line then names.
+async fn write_all_at(file: UringWriter<'_>, mut offset: u64, mut bytes: &[u8]) -> io::Result<()> {
+    while !bytes.is_empty() {
+        let written = match file {
+            UringWriter::Direct(file) => {
+                let mut buffer = file.alloc_dma_buffer(bytes.len());
+                buffer.as_bytes_mut().copy_from_slice(bytes);
+                file.write_at(buffer, offset).await
+            }
+            UringWriter::Buffered(file) => file.write_at(bytes.to_vec(), offset).await,
+        }
+        .map_err(io::Error::from)?;
+        if written == 0 {
+            return Err(io::Error::new(
+                io::ErrorKind::WriteZero,
+                format!("wrote nothing of {} bytes at {offset}", bytes.len()),
+            ));
+        }
+        offset += written as u64;
+        bytes = &bytes[written..];
+    }
+    Ok(())
 }
 
 /// Writes one block of zeros at the start of a file just opened for direct I/O, the first

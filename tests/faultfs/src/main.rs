@@ -33,7 +33,11 @@
 //! would allocate past it fails with ENOSPC (counted in `status` as `no_space`), and `statfs`
 //! reports the room left, so a program's own limit can be seen to act before the disk fills;
 //! with `--hide-capacity` it reports room enough, so the disk fills without warning (a
-//! thin-provisioned volume, a quota), and the program's last resort can be seen.
+//! thin-provisioned volume, a quota), and the program's last resort can be seen. The capacity
+//! counts the allocated blocks of the files as named: a file removed while still open or mapped
+//! counts as free at once (a disk keeps its blocks until the last close), a write past a file's
+//! end is taken to allocate everything before it (as files written from their start, or
+//! preallocated, are), and no fsync fails with ENOSPC (delayed allocation is not modelled).
 
 #![warn(missing_docs)]
 #![deny(clippy::undocumented_unsafe_blocks)]
