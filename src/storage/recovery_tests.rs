@@ -13,7 +13,7 @@ use super::format::read_segment;
 use super::recovery::RecoveryOptions;
 use crate::limits::STORAGE_BLOCK_BYTES;
 use crate::queue::{Command, QueueKey, Reply, ShardState};
-use crate::storage::files::data_directory;
+use crate::storage::files::{data_directory, StdFiles};
 use crate::storage::log::{Durability, Log};
 use crate::storage::sim::SimDisk;
 use crate::storage::tests::{key, recover_one_shard, run, NOW_MS};
@@ -469,76 +469,108 @@ fn a_message_id_is_never_handed_out_again_after_its_queue_is_deleted_mid_snapsho
 /// Recovery maps the files it reads (`StdFiles::read`), and restored texts once pointed into
 /// those mappings: a text whose page the kernel had dropped made a Get wait on the disk on the
 /// shard's thread, and a removed file's blocks stayed allocated for as long as one of its
-/// messages lived. Here the files are shortened to nothing and removed after recovery, so a text
-/// still in a mapping would end the test with SIGBUS when read; every text must read whole.
+/// messages lived. After recovery no mapping of the data directory is left, and the files are
+/// shortened to nothing and removed, so a text still in a mapping would end the test with SIGBUS
+/// when read; every text must read whole. For a log alone, for a change of shard count (which
+/// once left a removed segment mapped) and for a generation of snapshots only.
 #[test]
 fn restored_texts_point_into_no_file_recovery_read() {
     use crate::limits::MAPPED_READ_BYTES_MIN;
+
+    let puts = 300;
+    let text_bytes = 8 * 1024;
+    // (case, shards at the start that reads the files, shards at a start before it).
+    for (case, shards, first_shards) in [
+        ("log", 1, None),
+        ("rehome", 3, None),
+        ("snapshots", 2, Some(2)),
+    ] {
+        let disk = SimDisk::new(0, true);
+        // Large enough to be mapped, each text in a different page.
+        written(&disk, puts, text_bytes, 4 << 20);
+        let root = std::env::temp_dir().join(format!("azq-unmapped-{case}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        for path in disk.file_paths() {
+            let real = root.join(path.strip_prefix("/").expect("absolute"));
+            std::fs::create_dir_all(real.parent().expect("in a directory")).unwrap();
+            std::fs::write(&real, &disk.read(&path).unwrap()[..]).unwrap();
+        }
+        if let Some(first_shards) = first_shards {
+            // A change of shard count writes every queue into a new generation of snapshots.
+            drop(recover_real(&root, first_shards));
+            assert!(!walk(&root)
+                .iter()
+                .any(|path| path.extension().is_some_and(|e| e == "log")));
+        }
+        assert!(
+            walk(&root)
+                .iter()
+                .any(|path| std::fs::metadata(path).unwrap().len() >= MAPPED_READ_BYTES_MIN),
+            "{case}: no file large enough to be mapped"
+        );
+        let mut recovered = recover_real(&root, shards);
+        let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
+        let root_name = root.display().to_string();
+        let left: Vec<&str> = maps
+            .lines()
+            .filter(|line| line.contains(&root_name))
+            .collect();
+        assert!(
+            left.is_empty(),
+            "{case}: mappings left after recovery: {left:#?}"
+        );
+        for path in walk(&root) {
+            StdFiles.truncate(&path, 0).unwrap();
+            StdFiles.remove_file(&path).unwrap();
+        }
+        std::fs::remove_dir_all(&root).unwrap();
+        let mut read = 0;
+        for start in &mut recovered.shards {
+            loop {
+                let reply = start.state.apply(
+                    Command::GetMessages {
+                        queue: key(0),
+                        count: 32,
+                        visibility_timeout_s: 30,
+                    },
+                    NOW_MS,
+                );
+                let Ok(Reply::Messages(views)) = reply else {
+                    // A shard that does not own the queue.
+                    break;
+                };
+                if views.is_empty() {
+                    break;
+                }
+                for view in views {
+                    assert!(view.text.iter().all(|&byte| byte == b'k'), "{case}");
+                    assert_eq!(view.text.len(), text_bytes, "{case}");
+                    read += 1;
+                }
+            }
+        }
+        assert_eq!(read, puts, "{case}");
+    }
+}
+
+/// Recovers the real data directory under `root` for `shards` shards, reading it as the server
+/// does (`StdFiles`).
+fn recover_real(root: &Path, shards: usize) -> super::recovery::Recovered {
     use crate::random::SplitMix64;
-    use crate::storage::files::StdFiles;
     use crate::storage::recovery::recover;
     use crate::storage::tests::{new_seed, test_secret};
 
-    let disk = SimDisk::new(0, true);
-    // Large enough to be mapped, each text in a different page.
-    let puts = 300;
-    let text_bytes = 8 * 1024;
-    written(&disk, puts, text_bytes, 4 << 20);
-    let root = std::env::temp_dir().join(format!("azq-unmapped-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&root);
-    for path in disk.file_paths() {
-        let real = root.join(path.strip_prefix("/").expect("absolute"));
-        std::fs::create_dir_all(real.parent().expect("in a directory")).unwrap();
-        std::fs::write(&real, &disk.read(&path).unwrap()[..]).unwrap();
-    }
-    let segments: Vec<PathBuf> = walk(&root)
-        .into_iter()
-        .filter(|path| path.extension().is_some_and(|extension| extension == "log"))
-        .collect();
-    assert!(segments
-        .iter()
-        .any(|path| std::fs::metadata(path).unwrap().len() >= MAPPED_READ_BYTES_MIN));
     let mut seeds = SplitMix64::new(3);
-    let mut start = recover(
+    let recovered = recover(
         &StdFiles,
         &data_directory(&root.join("data")),
-        1,
+        shards,
         NOW_MS,
         &mut new_seed(&mut seeds),
         test_secret(),
         RecoveryOptions::default(),
-    )
-    .expect("recovers")
-    .shards
-    .remove(0);
-    for path in walk(&root) {
-        StdFiles.truncate(&path, 0).unwrap();
-        StdFiles.remove_file(&path).unwrap();
-    }
-    std::fs::remove_dir_all(&root).unwrap();
-    let mut read = 0;
-    loop {
-        let reply = start.state.apply(
-            Command::GetMessages {
-                queue: key(0),
-                count: 32,
-                visibility_timeout_s: 30,
-            },
-            NOW_MS,
-        );
-        let Ok(Reply::Messages(views)) = reply else {
-            panic!("{reply:?}")
-        };
-        if views.is_empty() {
-            break;
-        }
-        for view in views {
-            assert!(view.text.iter().all(|&byte| byte == b'k'));
-            assert_eq!(view.text.len(), text_bytes);
-            read += 1;
-        }
-    }
-    assert_eq!(read, puts);
+    );
+    recovered.expect("recovers")
 }
 
 /// Every file under `directory`.
