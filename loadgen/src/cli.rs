@@ -867,6 +867,29 @@ mod tests {
     }
 
     #[test]
+    fn backlog_flags() {
+        let options = run(&["--preload", "20000", "--preload-timeout", "90s"]).unwrap();
+        assert_eq!(options.preload, 20_000);
+        assert_eq!(options.preload_timeout_ns, 90 * NANOSECONDS_PER_SECOND);
+        assert!(options.server_metrics);
+        let defaults = run(&[]).unwrap();
+        assert_eq!(defaults.preload_timeout_ns, PRELOAD_TIMEOUT_NS_DEFAULT);
+        assert!(!run(&["--server-metrics", "off"]).unwrap().server_metrics);
+        assert!(run(&["--server-metrics=auto"]).unwrap().server_metrics);
+        // A simulation has no server to scrape.
+        assert!(!run(&["--simulate"]).unwrap().server_metrics);
+        for bad in [
+            &["--preload", "10000001"][..],
+            &["--preload-timeout", "0s"],
+            &["--preload-timeout", "25h"],
+            &["--preload-timeout", "soon"],
+            &["--server-metrics", "on"],
+        ] {
+            assert!(run(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
     fn defaults() {
         let options = run(&[]).unwrap();
         assert_eq!(options.scenario, Scenario::Put);
