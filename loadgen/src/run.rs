@@ -120,7 +120,7 @@ pub fn run(options: &Options) -> Result<RunOutcome, String> {
     };
     let setup = match &plan.simulation {
         Some(simulated) => engine::set_up_simulated(&plan, simulated)?,
-        None => engine::set_up(&plan)?,
+        None => engine::set_up(&plan, !options.quiet)?,
     };
     let preload = (plan.preload > 0).then(|| PreloadOutcome {
         target_per_queue: plan.preload,

@@ -2,9 +2,11 @@
 //! The preload is resumable: it reads each queue's approximate message count first and puts only
 //! what is missing, spread over up to `PRELOAD_CONNECTIONS_MAX` connections that each keep
 //! `PRELOAD_WINDOW` puts in flight, until done or until `--preload-timeout` runs out (then it
-//! stops, and a second run resumes). Also the Get Queue Metadata sweep that both setup and the
-//! depth sampler use.
+//! stops, and a second run resumes), saying how far it got every few seconds. Also the Get
+//! Queue Metadata sweep that both setup and the depth sampler use.
 
+use std::cell::Cell;
+use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 use azq::runtime::backend::{Backend, Idle};
@@ -21,6 +23,8 @@ use crate::engine::plan::RunPlan;
 const PRELOAD_WINDOW: usize = 64;
 /// Connections a preload opens at most (fewer when the run has fewer).
 pub const PRELOAD_CONNECTIONS_MAX: usize = 64;
+/// Time between the preload's progress lines: a fill of millions takes minutes.
+const PRELOAD_PROGRESS_INTERVAL: Duration = Duration::from_secs(5);
 
 /// What setup found and did.
 #[derive(Clone, Debug, PartialEq)]
@@ -61,28 +65,28 @@ fn preload_shares(found: &[u64], target: u64, connections: usize) -> Vec<Vec<(us
 }
 
 /// Creates the queues and preloads them on an event loop of the plan's backend, pinned to the
-/// first CPU.
-pub fn set_up(plan: &RunPlan) -> Result<SetUp, String> {
+/// first CPU; with `progress`, a line on stderr every `PRELOAD_PROGRESS_INTERVAL` of the fill.
+pub fn set_up(plan: &RunPlan, progress: bool) -> Result<SetUp, String> {
     /// The setup, run on the plan's backend.
-    struct SetUpOnBackend(RunPlan);
+    struct SetUpOnBackend(RunPlan, bool);
     impl OnBackend for SetUpOnBackend {
         type Output = Result<SetUp, String>;
         fn run<B: Backend>(self) -> Self::Output {
-            let plan = self.0;
+            let (plan, progress) = (self.0, self.1);
             let options = CoreOptions {
                 cpu: plan.cpus[0],
                 name: "azq-loadgen-setup".to_string(),
                 idle: Idle::Park,
             };
-            start_core::<B, _, _, _>(
-                options,
-                move || async move { set_up_queues::<B>(&plan).await },
-            )?
+            start_core::<B, _, _, _>(options, move || async move {
+                set_up_queues::<B>(&plan, progress).await
+            })?
             .join()
             .map_err(|error| format!("setup failed: {error}"))?
         }
     }
-    plan.backend.dispatch(SetUpOnBackend(plan.clone()))
+    plan.backend
+        .dispatch(SetUpOnBackend(plan.clone(), progress))
 }
 
 fn encoder(plan: &RunPlan) -> Result<RequestEncoder, String> {
@@ -101,7 +105,7 @@ async fn connect<B: Backend>(plan: &RunPlan) -> Result<Connection<B>, String> {
         .map_err(|error| format!("cannot connect to {address}: {error}"))
 }
 
-async fn set_up_queues<B: Backend>(plan: &RunPlan) -> Result<SetUp, String> {
+async fn set_up_queues<B: Backend>(plan: &RunPlan, progress: bool) -> Result<SetUp, String> {
     let mut encoder = encoder(plan)?;
     let mut connection = connect::<B>(plan).await?;
     let queues = plan.settings.queue_names.len();
@@ -124,15 +128,26 @@ async fn set_up_queues<B: Backend>(plan: &RunPlan) -> Result<SetUp, String> {
         }
     }
     let found = queue_depths(&mut encoder, &mut connection).await?;
+    let missing: u64 = found
+        .iter()
+        .map(|&count| plan.preload.saturating_sub(count))
+        .sum();
     let connections = plan.connections.clamp(1, PRELOAD_CONNECTIONS_MAX);
     let shares = preload_shares(&found, plan.preload, connections);
     let started = Instant::now();
     let deadline = started + Duration::from_nanos(plan.preload_timeout_ns);
+    let answered = Rc::new(Cell::new(0));
     let tasks: Vec<_> = shares
         .into_iter()
         .filter(|share| !share.is_empty())
-        .map(|share| B::spawn_task(preload_share::<B>(plan.clone(), share, deadline)))
+        .map(|share| {
+            let answered = answered.clone();
+            B::spawn_task(preload_share::<B>(plan.clone(), share, deadline, answered))
+        })
         .collect();
+    // Dropped (so cancelled) once the shares are done.
+    let _reporter = (progress && missing > 0)
+        .then(|| B::spawn_task(report_preload::<B>(answered, missing, started)));
     let mut depths = found.clone();
     let mut failure = None;
     let mut stopped = false;
@@ -155,11 +170,6 @@ async fn set_up_queues<B: Backend>(plan: &RunPlan) -> Result<SetUp, String> {
             Duration::ZERO
         },
     };
-    let missing: u64 = setup
-        .found
-        .iter()
-        .map(|&count| plan.preload.saturating_sub(count))
-        .sum();
     let progress = format!(
         "put {} of the {missing} messages missing ({} were there)",
         setup.put(),
@@ -188,12 +198,28 @@ struct ShareOutcome {
     error: Option<String>,
 }
 
+/// Prints how far the preload got every `PRELOAD_PROGRESS_INTERVAL`, until cancelled.
+async fn report_preload<B: Backend>(answered: Rc<Cell<u64>>, missing: u64, started: Instant) {
+    loop {
+        B::sleep(PRELOAD_PROGRESS_INTERVAL).await;
+        let put = answered.get();
+        let elapsed_s = started.elapsed().as_secs_f64();
+        eprintln!(
+            "azq-loadgen: preload {put} of {missing} messages put in {elapsed_s:.0} s \
+             ({:.0}/s)",
+            put as f64 / elapsed_s
+        );
+    }
+}
+
 /// Puts `share`'s messages on a connection of its own, `PRELOAD_WINDOW` at a time, checking the
-/// deadline after each window's answers: each connection answers at least one window.
+/// deadline after each window's answers: each connection answers at least one window. Counts
+/// every put answered into `answered_total`, which the connections share for the progress line.
 async fn preload_share<B: Backend>(
     plan: RunPlan,
     share: Vec<(usize, u64)>,
     deadline: Instant,
+    answered_total: Rc<Cell<u64>>,
 ) -> ShareOutcome {
     let mut outcome = ShareOutcome {
         put: Vec::with_capacity(share.len()),
@@ -240,7 +266,10 @@ async fn preload_share<B: Backend>(
             }
             while outcome.error.is_none() && answered < sent {
                 match connection.read_response().await {
-                    Ok(response) if response.is_success() => answered += 1,
+                    Ok(response) if response.is_success() => {
+                        answered += 1;
+                        answered_total.set(answered_total.get() + 1);
+                    }
                     Ok(response) => outcome.error = Some(describe_response(&response)),
                     Err(error) => outcome.error = Some(describe(error)),
                 }
