@@ -92,8 +92,8 @@ Scenario
   --preload N               fill each queue to N messages before measuring (default 0), at
                             most 10,000,000: resumable (puts only what each queue's count
                             lacks), pipelined over up to 64 of the run's connections
-  --preload-timeout TIME    stop the preload after TIME, saying how far it got, so a run
-                            again resumes it (default 1h)
+  --preload-timeout TIME    stop the preload after TIME, saying how far it got; the same
+                            command run again resumes it (default 1h)
   --refill                  consumers put a new message for each one they delete, so the
                             queues keep their preloaded depth (get-delete at a fixed depth)
 
