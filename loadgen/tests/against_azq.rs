@@ -1606,14 +1606,13 @@ fn a_backlog_fills_resumes_and_drains_with_the_servers_memory_over_time() {
     );
     let last = bytes.last().expect("a sample").1;
     assert!(last < peak, "{bytes:?}");
-    // The series this azq does not expose yet are left out, not drawn at zero.
-    for name in ["server resident memory", "server disk bytes"] {
-        if let Some(points) = series_points(&report, name) {
-            assert!(
-                points.iter().all(|&(_, value)| value > 0.0),
-                "{name}: {points:?}"
-            );
-        }
+    // The series an azq without them leaves out (main's, when this was written): a process
+    // has resident memory; a server in memory has no files (0 bytes on disk).
+    if let Some(points) = series_points(&report, "server resident memory") {
+        assert!(points.iter().all(|&(_, value)| value > 0.0), "{points:?}");
+    }
+    if let Some(points) = series_points(&report, "server disk bytes") {
+        assert!(points.iter().all(|&(_, value)| value >= 0.0), "{points:?}");
     }
     let table = String::from_utf8_lossy(&output.stdout);
     assert!(table.contains("server message bytes: "), "{table}");
