@@ -32,6 +32,10 @@ pub const CONNECTIONS_MAX: usize = 65_536;
 pub const QUEUES_MAX: usize = 100_000;
 /// Messages one preload may put into one queue.
 pub const PRELOAD_MESSAGES_MAX: u64 = 10_000_000;
+/// How long a preload may take without `--preload-timeout`.
+pub const PRELOAD_TIMEOUT_NS_DEFAULT: u64 = 3600 * NANOSECONDS_PER_SECOND;
+/// The longest `--preload-timeout`.
+pub const PRELOAD_TIMEOUT_NS_MAX: u64 = 86_400 * NANOSECONDS_PER_SECOND;
 /// Workers of a `workers` run without `--consumers`.
 pub const WORKERS_DEFAULT: usize = 16;
 /// A worker's pause after an empty Get, doubling from the first to the second.
@@ -85,7 +89,11 @@ Scenario
   --message-bytes N         message text size, 16..65536 (default 1024)
   --batch N                 numofmessages of gets and peeks, 1..32 (default 1)
   --visibility-timeout S    visibilitytimeout of gets and updates (default 30)
-  --preload N               fill each queue to N messages before measuring (default 0)
+  --preload N               fill each queue to N messages before measuring (default 0), at
+                            most 10,000,000: resumable (puts only what each queue's count
+                            lacks), pipelined over up to 64 of the run's connections
+  --preload-timeout TIME    stop the preload after TIME, saying how far it got; the same
+                            command run again resumes it (default 1h)
   --refill                  consumers put a new message for each one they delete, so the
                             queues keep their preloaded depth (get-delete at a fixed depth)
 
@@ -171,6 +179,10 @@ Output
                             latency by rate) as SVG (default with --json: beside the JSON
                             file, with the extension .svg)
   --csv FILE                write the per-second timeline as CSV
+  --server-metrics auto|off scrape the server's /_azq/metrics once a second: its resident
+                            memory, message bytes, messages and disk bytes, summed over shards,
+                            in every report (default auto: each series a server exposes; none
+                            from Azurite or Azure, which the run does not ask again)
   --html FILE               write one self-contained HTML report to share (opens without a
                             network): the answer first (SLO, worker-seconds, backlog), then
                             arrivals, depth and replicas over time, latency, the details
@@ -208,6 +220,10 @@ pub struct Options {
     pub batch: u32,
     pub visibility_timeout_s: u64,
     pub preload: u64,
+    /// `--preload-timeout`: how long the preload may take.
+    pub preload_timeout_ns: u64,
+    /// `--server-metrics`: scrape the server's metrics (not in a simulated run).
+    pub server_metrics: bool,
     pub refill: bool,
     pub duration_ns: Option<u64>,
     pub requests: Option<u64>,
@@ -295,6 +311,8 @@ fn parse_run(arguments: impl Iterator<Item = String>) -> Result<Command, String>
     let mut batch = 1;
     let mut visibility_timeout_s = 30;
     let mut preload = 0;
+    let mut preload_timeout_ns = PRELOAD_TIMEOUT_NS_DEFAULT;
+    let mut server_metrics = true;
     let mut refill = false;
     let mut duration_ns = None;
     let mut requests = None;
@@ -378,6 +396,19 @@ fn parse_run(arguments: impl Iterator<Item = String>) -> Result<Command, String>
             }
             "--preload" => {
                 preload = number(&flag, &value()?, 0, PRELOAD_MESSAGES_MAX as usize)? as u64
+            }
+            "--preload-timeout" => {
+                preload_timeout_ns = parse_duration_ns(&flag, &value()?)?;
+                if preload_timeout_ns == 0 || preload_timeout_ns > PRELOAD_TIMEOUT_NS_MAX {
+                    return Err(format!("{flag} must be more than 0 and at most a day"));
+                }
+            }
+            "--server-metrics" => {
+                server_metrics = match value()?.as_str() {
+                    "auto" => true,
+                    "off" => false,
+                    other => return Err(format!("{flag}: auto or off, not {other}")),
+                }
             }
             "--duration" => duration_ns = Some(parse_duration_ns(&flag, &value()?)?),
             "--requests" => requests = Some(number(&flag, &value()?, 1, usize::MAX)? as u64),
@@ -646,6 +677,9 @@ fn parse_run(arguments: impl Iterator<Item = String>) -> Result<Command, String>
         batch,
         visibility_timeout_s,
         preload,
+        preload_timeout_ns,
+        // A simulated run has no server to scrape.
+        server_metrics: server_metrics && simulation.is_none(),
         refill,
         duration_ns,
         requests,
@@ -830,6 +864,29 @@ mod tests {
         ));
         let error = sweep(&["--sweep", "consumers=1,x", "--scenario", "workers"]).unwrap_err();
         assert!(error.starts_with("--sweep at consumers=x: "), "{error}");
+    }
+
+    #[test]
+    fn backlog_flags() {
+        let options = run(&["--preload", "20000", "--preload-timeout", "90s"]).unwrap();
+        assert_eq!(options.preload, 20_000);
+        assert_eq!(options.preload_timeout_ns, 90 * NANOSECONDS_PER_SECOND);
+        assert!(options.server_metrics);
+        let defaults = run(&[]).unwrap();
+        assert_eq!(defaults.preload_timeout_ns, PRELOAD_TIMEOUT_NS_DEFAULT);
+        assert!(!run(&["--server-metrics", "off"]).unwrap().server_metrics);
+        assert!(run(&["--server-metrics=auto"]).unwrap().server_metrics);
+        // A simulation has no server to scrape.
+        assert!(!run(&["--simulate"]).unwrap().server_metrics);
+        for bad in [
+            &["--preload", "10000001"][..],
+            &["--preload-timeout", "0s"],
+            &["--preload-timeout", "25h"],
+            &["--preload-timeout", "soon"],
+            &["--server-metrics", "on"],
+        ] {
+            assert!(run(bad).is_err(), "{bad:?}");
+        }
     }
 
     #[test]

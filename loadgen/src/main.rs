@@ -17,13 +17,15 @@
 //!   of the service (round trips, limits). `sweep`: `--sweep`'s points and their command lines.
 //! - `cli`: the usage text and the parser into validated `Options`.
 //! - `wire`: requests encoded and signed (azq's SharedKey code), responses and Get answers
-//!   parsed, without I/O. `metrics`: counts, errors and HdrHistograms per operation.
+//!   parsed, the server's `/_azq/metrics` read, without I/O. `metrics`: counts, errors and
+//!   HdrHistograms per operation.
 //! - `runtime`: the client cores on azq's runtime seam (`azq::runtime::backend`): a pinned
 //!   thread per core on the backend `--runtime` selects, as azq selects its own. `connection`:
 //!   one keep-alive connection on a client core.
 //! - `engine`: the cores' tasks, generic over the backend: setup and preload, one driver per
-//!   connection, lanes and their accounting, depth sampling; and `--simulate`'s virtual-time
-//!   loop over the same lanes against azq's request path in-process.
+//!   connection, lanes and their accounting, depth sampling and the server's metrics scraped;
+//!   and `--simulate`'s virtual-time loop over the same lanes against azq's request path
+//!   in-process.
 //! - `report`: a run's summary and its table, JSON and CSV.
 //! - `merge`: `azq-loadgen merge`, the exact union of interval logs. `plot`: the SVG. `html`:
 //!   the self-contained HTML report (the answer first, `plot`'s charts inline, the details in

@@ -10,7 +10,10 @@
 use std::fmt::Write;
 
 use crate::merge::Merged;
-use crate::report::{replica_series, RunSummary, TimeSeries};
+use crate::report::{
+    replica_series, RunSummary, TimeSeries, SERVER_DISK_BYTES_SERIES, SERVER_MESSAGE_BYTES_SERIES,
+    SERVER_RESIDENT_MEMORY_SERIES,
+};
 use crate::scenario::Operation;
 
 const WIDTH: f64 = 960.0;
@@ -567,8 +570,10 @@ struct Strip {
 /// The HTML report's first chart: what arrived, what the queues held and what the fleet was,
 /// stacked on one time axis (warm-up shaded). The arrivals strip has the puts (and deletes) per
 /// second, with the target rate of a shaped or stepped run; the depth strip has the queues'
-/// depth with the backlog's peak and the end of its drain (`RunSummary::headline`); an
-/// autoscaled run adds the replicas asked for and ready. `None` without a timeline, depth or
+/// depth with the backlog's peak and the end of its drain (`RunSummary::headline`); with the
+/// server's metrics, its memory and disk strip follows (resident memory, message bytes, disk
+/// bytes: what the backlog costs the server); an autoscaled run adds the replicas asked for
+/// and ready. `None` without a timeline, depth or
 /// replicas (a run that is not over time).
 pub fn overview(summary: &RunSummary) -> Option<Figure> {
     let end_s = summary
@@ -582,6 +587,7 @@ pub fn overview(summary: &RunSummary) -> Option<Figure> {
     let strips: Vec<Strip> = [
         arrivals_strip(summary),
         depth_strip(summary),
+        server_strip(summary),
         replicas_strip(summary, end_s),
     ]
     .into_iter()
@@ -738,6 +744,33 @@ fn depth_strip(summary: &RunSummary) -> Option<Strip> {
     })
 }
 
+/// The server's resident memory, the bytes charged for its messages and its bytes on disk, each
+/// that the server exposed (`--server-metrics`).
+fn server_strip(summary: &RunSummary) -> Option<Strip> {
+    let lines: Vec<Series> = [
+        (SERVER_RESIDENT_MEMORY_SERIES, COLOURS[0], false),
+        (SERVER_MESSAGE_BYTES_SERIES, DEPTH_COLOUR, false),
+        (SERVER_DISK_BYTES_SERIES, COLOURS[2], true),
+    ]
+    .into_iter()
+    .filter_map(|(name, colour, dashed)| {
+        let series = summary.series.iter().find(|series| series.name == name)?;
+        Some(Series {
+            label: series.name.clone(),
+            colour,
+            dashed,
+            points: series.points.clone(),
+        })
+    })
+    .collect();
+    (!lines.is_empty()).then_some(Strip {
+        name: "server memory and disk",
+        y_label: "bytes",
+        lines,
+        marks: Vec::new(),
+    })
+}
+
 /// An autoscaled run's replicas, asked for (dashed) and ready.
 fn replicas_strip(summary: &RunSummary, end_s: f64) -> Option<Strip> {
     let lines: Vec<Series> = replica_series(&summary.scale, end_s)
@@ -876,9 +909,11 @@ fn nice_ceiling(value: f64) -> f64 {
         .unwrap_or(10.0 * decade)
 }
 
-/// `1500` as `1.5k`, `2000000` as `2M`.
+/// `1500` as `1.5k`, `2000000` as `2M`, `3000000000` as `3G`.
 fn compact(value: f64) -> String {
-    let (scaled, suffix) = if value >= 1e6 {
+    let (scaled, suffix) = if value >= 1e9 {
+        (value / 1e9, "G")
+    } else if value >= 1e6 {
         (value / 1e6, "M")
     } else if value >= 1e3 {
         (value / 1e3, "k")
@@ -1140,7 +1175,18 @@ pub fn escape(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::tests::sample_summary;
+    use crate::report::tests::{sample_summary, summary_with_server_metrics};
+
+    #[test]
+    fn the_overview_draws_the_servers_memory_and_disk_when_it_has_them() {
+        let strip = "server memory and disk";
+        let svg = overview(&summary_with_server_metrics()).unwrap().svg;
+        assert!(svg.contains(strip));
+        assert!(svg.contains("server message bytes"));
+        // The series the server did not expose are not drawn.
+        assert!(!svg.contains("server resident memory"));
+        assert!(!overview(&sample_summary()).unwrap().svg.contains(strip));
+    }
 
     #[test]
     fn percentile_axis_positions() {

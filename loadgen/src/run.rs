@@ -20,8 +20,8 @@ use crate::endpoint::{self, TargetArguments};
 use crate::engine::{self, CoreReport, RunPlan, ServiceModel, Simulated, INTERVAL_NS};
 use crate::metrics::{CoreUsage, Measurements, PutCopyTally};
 use crate::report::{
-    progress_line, replica_series, DepthPoint, RunSummary, ScalePoint, SearchOutcome, StepResult,
-    TimelinePoint,
+    progress_line, replica_series, server_series, DepthPoint, PreloadOutcome, RunSummary,
+    ScalePoint, SearchOutcome, ServerPoint, StepResult, TimelinePoint,
 };
 use crate::runtime;
 use crate::scenario::Operation;
@@ -102,6 +102,8 @@ pub fn run(options: &Options) -> Result<RunOutcome, String> {
         duration_ns: options.duration_ns,
         requests: options.requests,
         preload: options.preload,
+        preload_timeout_ns: options.preload_timeout_ns,
+        server_metrics: options.server_metrics,
         refill: options.refill,
         seed: options.seed,
         retry: options.retry,
@@ -116,17 +118,29 @@ pub fn run(options: &Options) -> Result<RunOutcome, String> {
         )),
         simulation,
     };
-    let depths = match &plan.simulation {
+    let setup = match &plan.simulation {
         Some(simulated) => engine::set_up_simulated(&plan, simulated)?,
-        None => engine::set_up(&plan)?,
+        None => engine::set_up(&plan, !options.quiet)?,
     };
+    let preload = (plan.preload > 0).then(|| PreloadOutcome {
+        target_per_queue: plan.preload,
+        found: setup.found.iter().sum(),
+        put: setup.put(),
+        elapsed_s: setup.preload_elapsed.as_secs_f64(),
+    });
     if !options.quiet {
         eprintln!(
             "azq-loadgen: {} queue(s) ready at {} ({} messages in total)",
-            depths.len(),
+            setup.depths.len(),
             plan.endpoint.address,
-            depths.iter().sum::<u64>()
+            setup.depths.iter().sum::<u64>()
         );
+        if let Some(preload) = &preload {
+            eprintln!(
+                "azq-loadgen: preload put {} messages in {:.1} s ({} were there)",
+                preload.put, preload.elapsed_s, preload.found
+            );
+        }
     }
     let mut log_output = Vec::new();
     let mut serializer = V2DeflateSerializer::new();
@@ -143,11 +157,13 @@ pub fn run(options: &Options) -> Result<RunOutcome, String> {
         start_at: options.start_at,
         timeline: Vec::new(),
         depth: Vec::new(),
+        server: Vec::new(),
     };
-    let summary = match &options.steps {
+    let mut summary = match &options.steps {
         None => runner.run_step(&plan)?,
         Some(steps) => run_steps(&mut runner, &plan, steps)?,
     };
+    summary.preload = preload;
     drop(runner);
     let wanted = log.wanted;
     drop(log);
@@ -188,6 +204,7 @@ struct StepRunner<'o, 'l, 'a> {
     /// Every step's time series, on the first step's clock.
     timeline: Vec<TimelinePoint>,
     depth: Vec<DepthPoint>,
+    server: Vec<ServerPoint>,
 }
 
 impl StepRunner<'_, '_, '_> {
@@ -271,6 +288,16 @@ impl StepRunner<'_, '_, '_> {
                 at_s: point.at_s + offset_s,
                 ..*point
             }));
+        self.server
+            .extend(collected.server.iter().map(|point| ServerPoint {
+                at_s: point.at_s + offset_s,
+                ..*point
+            }));
+        let mut series = replica_series(
+            &collected.scale,
+            seconds(collected.last_answer_ns.max(plan.warmup_ns + duration_ns)),
+        );
+        series.extend(server_series(&collected.server));
         Ok(RunSummary {
             scenario: plan.scenario,
             load: plan.load,
@@ -299,11 +326,10 @@ impl StepRunner<'_, '_, '_> {
             total: collected.total,
             timeline: collected.timeline,
             depth: collected.depth,
-            // The autoscaler's replicas, drawn and written as the reports' generic series.
-            series: replica_series(
-                &collected.scale,
-                seconds(collected.last_answer_ns.max(plan.warmup_ns + duration_ns)),
-            ),
+            preload: None,
+            // The autoscaler's replicas and the server's metrics, drawn and written as the
+            // reports' generic series.
+            series,
             client_cores: collected.client_cores,
             max_error_ratio: options.max_error_ratio,
             retry: plan.retry,
@@ -414,6 +440,12 @@ fn run_steps(
     summary.search = search;
     summary.timeline = std::mem::take(&mut runner.timeline);
     summary.depth = std::mem::take(&mut runner.depth);
+    // The server's series over every step, as the depth, in place of the step's own.
+    let server = server_series(&runner.server);
+    summary
+        .series
+        .retain(|series| !server.iter().any(|own| own.name == series.name));
+    summary.series.extend(server);
     Ok(summary)
 }
 
@@ -428,6 +460,7 @@ struct Collected {
     put_copies: PutCopyTally,
     timeline: Vec<TimelinePoint>,
     depth: Vec<DepthPoint>,
+    server: Vec<ServerPoint>,
     scale: Vec<ScalePoint>,
     last_answer_ns: u64,
     client_cores: Vec<CoreUsage>,
@@ -455,6 +488,7 @@ fn collect(
         put_copies: PutCopyTally::default(),
         timeline: Vec::new(),
         depth: Vec::new(),
+        server: Vec::new(),
         scale: Vec::new(),
         last_answer_ns: 0,
         client_cores: Vec::new(),
@@ -475,6 +509,10 @@ fn collect(
             CoreReport::Depth { at_ns, messages } => collected.depth.push(DepthPoint {
                 at_s: seconds(at_ns),
                 messages,
+            }),
+            CoreReport::Server { at_ns, metrics } => collected.server.push(ServerPoint {
+                at_s: seconds(at_ns),
+                metrics,
             }),
             CoreReport::Scale(engine::ScaleReport {
                 at_ns,

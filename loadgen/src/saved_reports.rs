@@ -1,7 +1,8 @@
 //! Every text the load generator writes, byte for byte: the table, the JSON, the CSV and the
 //! SVG of fixed run summaries (an open mixed run, a closed and an open workers run, a knee
 //! search, plain rate steps, a refilled update run with errors and retries, an empty run, a
-//! shaped and autoscaled workers run), the
+//! shaped and autoscaled workers run, a preloaded backlog with the server's memory and disk),
+//! the
 //! progress line, and the table, JSON, CSV, SVG and interval log of a fixed merge, compared with
 //! the files saved under `loadgen/tests/reports/`.
 //!
@@ -15,7 +16,10 @@ use crate::merge::{self, Interval, Merged};
 use crate::metrics::{new_histogram, CoreUsage, LatencySummary, Measurements, OperationStats};
 use crate::plot;
 use crate::report::tests::{sample_summary, workers_summary};
-use crate::report::{self, DepthPoint, RunSummary, SearchOutcome, StepResult, TimelinePoint};
+use crate::report::{
+    self, server_series, DepthPoint, PreloadOutcome, RunSummary, SearchOutcome, ServerPoint,
+    StepResult, TimelinePoint,
+};
 use crate::retry::RetryPolicy;
 use crate::scenario::{Operation, Scenario};
 use crate::schedule::{Arrival, LoadModel};
@@ -201,6 +205,36 @@ fn a_closed_workers_run() {
 #[test]
 fn an_open_workers_run_falling_behind_on_both_sides() {
     assert_run_saved("workers-open-behind", &open_workers_falling_behind());
+}
+
+/// The closed workers run after a preload of 20,000 messages (6,663 of them put, the rest
+/// found from an interrupted fill), with every series of the server's metrics: memory and
+/// disk falling as the backlog drains.
+fn preloaded_backlog() -> RunSummary {
+    use crate::wire::exposition::ServerMetrics;
+    let mut summary = workers_summary();
+    summary.preload = Some(PreloadOutcome {
+        target_per_queue: 20_000,
+        found: 13_337,
+        put: 6_663,
+        elapsed_s: 0.25,
+    });
+    let point = |at_s, messages: f64| ServerPoint {
+        at_s,
+        metrics: ServerMetrics {
+            resident_memory_bytes: Some(40_000_000.0 + messages * 1_400.0),
+            message_bytes: Some(messages * 1_152.0),
+            messages: Some(messages),
+            disk_bytes: Some(1_048_576.0 + messages * 1_200.0),
+        },
+    };
+    summary.series = server_series(&[point(0.0, 20_000.0), point(1.0, 9_000.0), point(2.0, 120.0)]);
+    summary
+}
+
+#[test]
+fn a_preloaded_backlog_with_the_servers_memory_and_disk() {
+    assert_run_saved("workers-backlog", &preloaded_backlog());
 }
 
 /// The falling-behind run, shaped as a spike and autoscaled: KEDA's defaults scaled down to a

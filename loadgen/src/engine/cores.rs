@@ -1,7 +1,8 @@
 //! Starting the cores: one event loop pinned per `--cpus` entry on the plan's backend, each
 //! driving its share of the connections (connection `c` runs on core `c % cores`); and the side
-//! tasks of a core: the once-a-second report to the main thread and, during a consuming run, on
-//! core 0, a depth sample with Get Metadata on a connection of its own.
+//! tasks of a core: the once-a-second report to the main thread and, on core 0, during a
+//! consuming run a depth sample with Get Metadata, and with `--server-metrics` a scrape of the
+//! server's `/_azq/metrics`, each on a connection of its own.
 
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
@@ -22,6 +23,7 @@ use crate::engine::setup::queue_depths;
 use crate::metrics::{CoreUsage, Measurements};
 use crate::runtime::{start_core, CoreHandle, CoreOptions};
 use crate::scenario::{roles, Role};
+use crate::wire::exposition::{encode_scrape, ServerMetrics};
 use crate::wire::request::RequestEncoder;
 
 /// How long an idle core keeps polling before it sleeps in the kernel (see `RunPlan::polls`;
@@ -61,6 +63,8 @@ pub enum CoreReport {
     },
     /// The summed approximate message count of the run's queues at run time `at_ns`.
     Depth { at_ns: u64, messages: u64 },
+    /// What the server held at run time `at_ns`, from its metrics.
+    Server { at_ns: u64, metrics: ServerMetrics },
     /// The autoscaler's controller read the queue and decided, or a replica turned ready.
     Scale(ScaleReport),
     /// `core` has finished: the measurements of its last, partial interval `index`, and the run
@@ -208,6 +212,8 @@ async fn run_core<B: Backend>(
     ));
     let sampler = (core_index == 0 && plan.scenario.consumes())
         .then(|| B::spawn_task(sample_depth::<B>(core.clone(), reports.clone())));
+    let scraper = (core_index == 0 && plan.server_metrics)
+        .then(|| B::spawn_task(scrape_server::<B>(core.clone(), reports.clone())));
     let controller = (core_index == 0 && plan.autoscale.is_some()).then(|| {
         let reports = reports.clone();
         B::spawn_task(control_replicas::<B>(core.clone(), move |scale| {
@@ -222,6 +228,7 @@ async fn run_core<B: Backend>(
     // Dropping a task cancels it: they only sleep, read the queue and report.
     drop(reporter);
     drop(sampler);
+    drop(scraper);
     drop(controller);
     let measurements = core.measurements.replace(Measurements::default());
     let usage = match (scheduler_at_start, read_scheduler_statistics()) {
@@ -314,6 +321,47 @@ async fn sample_depth<B: Backend>(core: Rc<Core>, reports: ReportSender) {
             }
             Err(_) => connection = None,
         }
+    }
+}
+
+/// Scrapes the server's metrics once a second, until cancelled. A server that answers anything
+/// but a 200 with at least one of `ServerMetrics`' series (Azurite, Azure, an older azq, azq
+/// with `--metrics off`) is not asked again: the run goes on without the series. A lost
+/// connection is made again at the next second, as the depth sampler's.
+async fn scrape_server<B: Backend>(core: Rc<Core>, reports: ReportSender) {
+    let mut request = Vec::with_capacity(256);
+    encode_scrape(&core.plan.endpoint.host_header, &mut request);
+    let mut connection: Option<Connection<B>> = None;
+    let mut sample = 0;
+    core.clock.wait_for_start::<B>().await;
+    loop {
+        core.clock.sleep_until::<B>(sample * INTERVAL_NS).await;
+        sample += 1;
+        if connection.is_none() {
+            connection = Connection::connect(&core.plan.endpoint).await.ok();
+        }
+        let Some(open) = connection.as_mut() else {
+            continue;
+        };
+        let at_ns = core.clock.now_ns();
+        if open.send(&request).await.is_err() {
+            connection = None;
+            continue;
+        }
+        let metrics = match open.read_response().await {
+            Ok(response) if response.status == 200 => {
+                ServerMetrics::from_exposition(&String::from_utf8_lossy(response.body))
+            }
+            Ok(_) => return,
+            Err(_) => {
+                connection = None;
+                continue;
+            }
+        };
+        if metrics.is_empty() {
+            return;
+        }
+        let _ = reports.send(CoreReport::Server { at_ns, metrics });
     }
 }
 

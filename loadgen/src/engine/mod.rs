@@ -5,7 +5,8 @@
 //! `Backend`; `set_up` and `start` run it on the plan's backend.
 //!
 //! - `plan`: what a run fixes before it starts (`RunPlan`).
-//! - `setup`: before the run, a setup core creates the queues and preloads them.
+//! - `setup`: before the run, a setup core creates the queues and preloads them (resumable,
+//!   over many connections, bounded in time).
 //! - `cores`: starts the cores, and runs their side tasks (the report, the depth sampler).
 //! - `controller`: the autoscaler's side task (`--autoscale`): reads the queue, asks the
 //!   policy, publishes the replicas ready.

@@ -55,6 +55,10 @@ pub struct RunPlan {
     pub requests: Option<u64>,
     /// Fill each queue to this many messages before the run.
     pub preload: u64,
+    /// How long the preload may take before the run stops (it resumes when run again).
+    pub preload_timeout_ns: u64,
+    /// Scrape the server's `/_azq/metrics` once a second beside the depth (`--server-metrics`).
+    pub server_metrics: bool,
     /// Consumers put a new message for each one they delete.
     pub refill: bool,
     /// Seed of the Poisson schedules, retry jitter, work times and crash decisions.
@@ -207,6 +211,8 @@ pub(crate) mod tests {
             duration_ns: Some(2 * NANOSECONDS_PER_SECOND),
             requests: None,
             preload: 0,
+            preload_timeout_ns: 60 * NANOSECONDS_PER_SECOND,
+            server_metrics: false,
             refill: false,
             seed: 1,
             retry: None,

@@ -34,6 +34,7 @@ use crate::engine::lane::Step;
 use crate::engine::lane_run::{InFlight, LaneRun};
 use crate::engine::plan::{RunPlan, Simulated, INTERVAL_NS};
 use crate::engine::service_model::ServiceModel;
+use crate::engine::setup::SetUp;
 use crate::metrics::Measurements;
 use crate::runtime::CoreHandle;
 use crate::wire::listing::listed_messages;
@@ -45,13 +46,14 @@ const STEP_GAP_NS: u64 = INTERVAL_NS;
 const REQUESTS_RUN_NS_MAX: u64 = 86_400 * INTERVAL_NS;
 
 /// Creates the run's queues in the simulated service and preloads them, as `setup` does on a
-/// real one; returns each queue's depth.
-pub fn set_up(plan: &RunPlan, simulated: &Simulated) -> Result<Vec<u64>, String> {
+/// real one (in no time: virtual time starts with the run).
+pub fn set_up(plan: &RunPlan, simulated: &Simulated) -> Result<SetUp, String> {
     let mut encoder = encoder(plan)?;
     let mut service = simulated.lock();
     let now_ms = simulated.epoch_us() / 1000;
     let mut request = Vec::with_capacity(4096);
     let mut answer = Vec::with_capacity(4096);
+    let mut found = Vec::new();
     let mut depths = Vec::new();
     for queue in 0..plan.settings.queue_names.len() {
         request.clear();
@@ -66,6 +68,7 @@ pub fn set_up(plan: &RunPlan, simulated: &Simulated) -> Result<Vec<u64>, String>
             ));
         }
         let depth = read_depth(&mut encoder, &mut service, queue, now_ms)?;
+        found.push(depth);
         for _ in depth..plan.preload {
             request.clear();
             let put = RequestKind::Put {
@@ -85,7 +88,11 @@ pub fn set_up(plan: &RunPlan, simulated: &Simulated) -> Result<Vec<u64>, String>
         }
         depths.push(read_depth(&mut encoder, &mut service, queue, now_ms)?);
     }
-    Ok(depths)
+    Ok(SetUp {
+        found,
+        depths,
+        preload_elapsed: std::time::Duration::ZERO,
+    })
 }
 
 /// Starts the simulation of `plan` on a thread of its own; its reports arrive as a real run's.

@@ -5,7 +5,8 @@
 //! 1. the headline (`headline.rs`): the SLO's verdict and margin, or the end-to-end p99; the
 //!    knee of a search; worker-seconds, the backlog's peak and drain (`RunSummary::headline`);
 //!    the error budget, the workers' verdict, the achieved rate and the warnings;
-//! 2. the overview (`plot::overview`): arrivals, queue depth and replicas on one time axis;
+//! 2. the overview (`plot::overview`): arrivals, queue depth, the server's memory and disk
+//!    (`--server-metrics`) and replicas on one time axis;
 //! 3. the latency charts (by percentile, end to end over time, by rate), and folded, one chart
 //!    per `TimeSeries` of the run, such as replicas, without more code;
 //! 4. the details (`details.rs`), in a planner's words, then folded the raw tables by the

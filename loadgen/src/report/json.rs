@@ -82,9 +82,20 @@ struct JsonReport<'a> {
     knee: Option<JsonKnee>,
     timeline: Vec<JsonTimelinePoint>,
     depth: Vec<JsonDepthPoint>,
+    /// `--preload`: the messages each queue was filled to, what was there, what was put.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    preload: Option<JsonPreload>,
     /// `RunSummary::series`: each a name, a unit and `[t_s, value]` points.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     series: Vec<JsonSeries<'a>>,
+}
+
+#[derive(Serialize)]
+struct JsonPreload {
+    target_per_queue: u64,
+    found: u64,
+    put: u64,
+    elapsed_s: Option<f64>,
 }
 
 #[derive(Serialize)]
@@ -563,6 +574,12 @@ pub fn json(summary: &RunSummary) -> String {
                 messages: point.messages,
             })
             .collect(),
+        preload: summary.preload.map(|preload| JsonPreload {
+            target_per_queue: preload.target_per_queue,
+            found: preload.found,
+            put: preload.put,
+            elapsed_s: rounded(preload.elapsed_s),
+        }),
         series: summary
             .series
             .iter()

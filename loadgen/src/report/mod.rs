@@ -18,8 +18,9 @@ pub(crate) mod tests;
 pub use csv::csv;
 pub use json::{json, Entries};
 pub use summary::{
-    replica_series, DepthPoint, Headline, RunSummary, ScalePoint, SearchOutcome, StepResult,
-    TimeSeries, TimelinePoint,
+    replica_series, server_series, DepthPoint, Headline, PreloadOutcome, RunSummary, ScalePoint,
+    SearchOutcome, ServerPoint, StepResult, TimeSeries, TimelinePoint, SERVER_DISK_BYTES_SERIES,
+    SERVER_MESSAGE_BYTES_SERIES, SERVER_RESIDENT_MEMORY_SERIES,
 };
 pub use table::{
     grouped, latency_words, load_description, progress_line, saturation_warnings, slo_words, table,

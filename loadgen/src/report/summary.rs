@@ -12,6 +12,7 @@ use crate::scenario::{Operation, Scenario};
 use crate::schedule::{Arrival, LoadModel, NANOSECONDS_PER_SECOND};
 use crate::steps::LatencyBound;
 use crate::theory::{self, MeanEstimate, Moments, Prediction};
+use crate::wire::exposition::ServerMetrics;
 use crate::workers::{WorkTime, WorkerPlan};
 
 /// What one interval of the run measured.
@@ -158,7 +159,8 @@ pub struct Headline {
     /// How long the backlog took to drain, in seconds: from the peak until the first sample
     /// of the window at or after it whose depth is back within `DRAIN_RISE_SHARE` of the rise
     /// above the level before the backlog, that level being the lowest depth sampled from the
-    /// run's start (warm-up included) up to the peak. Zero when the depth never rose above
+    /// run's start (warm-up included) up to the peak, or with `--preload` zero (the backlog was
+    /// put into empty queues before the run). Zero when the depth never rose above
     /// that level; `None` when it was not back by the window's end, or without a peak.
     pub drain_time_s: Option<f64>,
 }
@@ -209,6 +211,84 @@ pub fn replica_series(scale: &[ScalePoint], end_s: f64) -> Vec<TimeSeries> {
     ]
 }
 
+/// What `--preload` found in the queues and put before the run.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct PreloadOutcome {
+    /// `--preload`: the messages each queue was filled to.
+    pub target_per_queue: u64,
+    /// Messages the queues held before (a resumed preload's earlier puts, or what was left).
+    pub found: u64,
+    /// Messages put: only what the queues lacked.
+    pub put: u64,
+    /// How long the puts took, in seconds.
+    pub elapsed_s: f64,
+}
+
+/// What the server held at one moment of the run, scraped from its `/_azq/metrics`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ServerPoint {
+    /// Seconds since the run started.
+    pub at_s: f64,
+    pub metrics: ServerMetrics,
+}
+
+/// The server's series (`server_series`), by name: memory and disk in bytes, messages counted.
+pub const SERVER_RESIDENT_MEMORY_SERIES: &str = "server resident memory";
+pub const SERVER_MESSAGE_BYTES_SERIES: &str = "server message bytes";
+pub const SERVER_DISK_BYTES_SERIES: &str = "server disk bytes";
+pub const SERVER_MESSAGES_SERIES: &str = "server messages";
+/// The unit of the server's memory and disk series.
+pub const BYTES_UNIT: &str = "bytes";
+
+/// The server's memory, disk and messages over time as time series, each left out when no
+/// sample had it (a server without that metric).
+pub fn server_series(points: &[ServerPoint]) -> Vec<TimeSeries> {
+    /// One of `ServerMetrics`' fields.
+    type Field = fn(&ServerMetrics) -> Option<f64>;
+    let fields: [(&str, &str, Field); 4] = [
+        (SERVER_RESIDENT_MEMORY_SERIES, BYTES_UNIT, |metrics| {
+            metrics.resident_memory_bytes
+        }),
+        (SERVER_MESSAGE_BYTES_SERIES, BYTES_UNIT, |metrics| {
+            metrics.message_bytes
+        }),
+        (SERVER_DISK_BYTES_SERIES, BYTES_UNIT, |metrics| {
+            metrics.disk_bytes
+        }),
+        (SERVER_MESSAGES_SERIES, "messages", |metrics| {
+            metrics.messages
+        }),
+    ];
+    fields
+        .into_iter()
+        .map(|(name, unit, value)| TimeSeries {
+            name: name.to_string(),
+            unit: unit.to_string(),
+            points: points
+                .iter()
+                .filter_map(|point| Some((point.at_s, value(&point.metrics)?)))
+                .collect(),
+        })
+        .filter(|series| !series.points.is_empty())
+        .collect()
+}
+
+impl TimeSeries {
+    /// The highest value and the first time it was reached, and the last value; `None` for an
+    /// empty series.
+    pub fn peak_and_final(&self) -> Option<((f64, f64), f64)> {
+        let peak = self
+            .points
+            .iter()
+            .copied()
+            .fold(None, |best: Option<(f64, f64)>, point| match best {
+                Some(best) if best.1 >= point.1 => Some(best),
+                _ => Some(point),
+            })?;
+        Some((peak, self.points.last()?.1))
+    }
+}
+
 /// Everything a run produced, with the settings needed to read it.
 #[derive(Clone, Debug)]
 pub struct RunSummary {
@@ -241,7 +321,10 @@ pub struct RunSummary {
     /// In a stepped run, every step's intervals, on the first step's clock.
     pub timeline: Vec<TimelinePoint>,
     pub depth: Vec<DepthPoint>,
-    /// The run's other time series (`TimeSeries`), in the order they are drawn.
+    /// `--preload`: what it found and put; `None` without one.
+    pub preload: Option<PreloadOutcome>,
+    /// The run's other time series (`TimeSeries`), in the order they are drawn: the
+    /// autoscaler's replicas, the server's memory and disk (`server_series`).
     pub series: Vec<TimeSeries>,
     /// Per client core, when the kernel reports it.
     pub client_cores: Vec<CoreUsage>,
@@ -316,13 +399,17 @@ impl RunSummary {
     pub fn headline(&self) -> Headline {
         let peak = self.backlog_peak();
         let drain_time_s = peak.and_then(|peak| {
-            let level = self
-                .depth
-                .iter()
-                .filter(|point| point.at_s <= peak.at_s)
-                .map(|point| point.messages)
-                .min()
-                .unwrap_or(peak.messages);
+            // A preloaded backlog was made before the first sample: it rose from empty queues.
+            let level = match self.preload {
+                Some(_) => 0,
+                None => self
+                    .depth
+                    .iter()
+                    .filter(|point| point.at_s <= peak.at_s)
+                    .map(|point| point.messages)
+                    .min()
+                    .unwrap_or(peak.messages),
+            };
             let drained_at_most = level as f64 + DRAIN_RISE_SHARE * (peak.messages - level) as f64;
             self.backlog_depth()
                 .find(|point| point.at_s >= peak.at_s && point.messages as f64 <= drained_at_most)

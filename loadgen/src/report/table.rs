@@ -1,8 +1,9 @@
 //! The texts printed to the terminal: the table at the end of a run (settings, the answer in a
 //! line (`RunSummary::headline`: the SLO, worker-seconds, the backlog), per-operation counts and
 //! latency percentiles, errors, retries, the workers' lines and verdict, the steps and the
-//! knee, depth and client cores), the warnings that the load generator itself limited
-//! the run (the JSON lists them too), and the live progress line.
+//! knee, depth, the preload, the server's memory and disk (peak and last) and client cores),
+//! the warnings that the load generator itself limited the run (the JSON lists them too), and
+//! the live progress line.
 
 use std::fmt::Write;
 
@@ -13,6 +14,8 @@ use crate::wire::mark::{PUT_MARK_DIGITS, TIMESTAMP_DIGITS};
 
 use crate::report::summary::{
     latency_of, PutRates, RunSummary, SloVerdict, TheoryCheck, ACHIEVED_RATE_SHARE_WARNING,
+    BYTES_UNIT, SERVER_DISK_BYTES_SERIES, SERVER_MESSAGES_SERIES, SERVER_MESSAGE_BYTES_SERIES,
+    SERVER_RESIDENT_MEMORY_SERIES,
 };
 
 /// `1234567` as `1,234,567`.
@@ -246,6 +249,7 @@ pub fn table(summary: &RunSummary) -> String {
             grouped(deepest)
         );
     }
+    server_lines(summary, &mut out);
     for core in &summary.client_cores {
         let _ = writeln!(
             out,
@@ -274,6 +278,62 @@ pub fn table(summary: &RunSummary) -> String {
         }
     );
     out
+}
+
+/// The preload's line, and one per server series (`--server-metrics`): its peak and when,
+/// and its last value.
+fn server_lines(summary: &RunSummary, out: &mut String) {
+    if let Some(preload) = &summary.preload {
+        let _ = writeln!(
+            out,
+            "preload: {} messages put in {:.1} s to fill {} queue(s) to {} each ({} were there)",
+            grouped(preload.put),
+            preload.elapsed_s,
+            summary.queues,
+            grouped(preload.target_per_queue),
+            grouped(preload.found)
+        );
+    }
+    for series in &summary.series {
+        let is_server = [
+            SERVER_RESIDENT_MEMORY_SERIES,
+            SERVER_MESSAGE_BYTES_SERIES,
+            SERVER_DISK_BYTES_SERIES,
+            SERVER_MESSAGES_SERIES,
+        ]
+        .contains(&series.name.as_str());
+        let Some(((peak_at_s, peak), last)) = series.peak_and_final().filter(|_| is_server) else {
+            continue;
+        };
+        let value = |value: f64| {
+            if series.unit == BYTES_UNIT {
+                bytes_words(value)
+            } else {
+                grouped(value.round() as u64)
+            }
+        };
+        let _ = writeln!(
+            out,
+            "{}: {} at most (at {peak_at_s:.1} s), {} at the end",
+            series.name,
+            value(peak),
+            value(last)
+        );
+    }
+}
+
+/// `bytes` in binary units: `512 B`, `1.5 KiB`, `123.4 MiB`, `2.00 GiB`.
+fn bytes_words(bytes: f64) -> String {
+    const KIB: f64 = 1024.0;
+    if bytes < KIB {
+        format!("{bytes:.0} B")
+    } else if bytes < KIB * KIB {
+        format!("{:.1} KiB", bytes / KIB)
+    } else if bytes < KIB * KIB * KIB {
+        format!("{:.1} MiB", bytes / (KIB * KIB))
+    } else {
+        format!("{:.2} GiB", bytes / (KIB * KIB * KIB))
+    }
 }
 
 /// The worker fleet's lines of the table.

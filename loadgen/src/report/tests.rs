@@ -94,6 +94,7 @@ pub fn sample_summary() -> RunSummary {
                 messages: 12,
             },
         ],
+        preload: None,
         series: Vec::new(),
         client_cores: vec![CoreUsage {
             cpu: 1,
@@ -837,6 +838,33 @@ fn the_headline_backlog_peaks_and_drains_as_documented() {
         );
         assert_eq!(headline.drain_time_s, drain_s, "{depths:?}");
     }
+    // A preloaded backlog is there from the first sample: the level before it is an empty
+    // queue, so it drains at the first sample within a tenth of the peak (the producers keep
+    // a few messages queued), where without the preload the run would have no backlog.
+    let mut summary = workers_summary();
+    summary.warmup_s = 0.0;
+    summary.duration_s = 8.0;
+    summary.depth = [20_000, 15_000, 9_000, 2_500, 1_900, 30, 25, 31]
+        .iter()
+        .enumerate()
+        .map(|(second, &messages)| DepthPoint {
+            at_s: second as f64,
+            messages,
+        })
+        .collect();
+    assert_eq!(summary.headline().drain_time_s, Some(0.0));
+    summary.preload = Some(PreloadOutcome {
+        target_per_queue: 20_000,
+        found: 0,
+        put: 20_000,
+        elapsed_s: 1.0,
+    });
+    let headline = summary.headline();
+    assert_eq!(
+        headline.backlog_peak.zip(headline.backlog_peak_at_s),
+        Some((20_000, 0.0))
+    );
+    assert_eq!(headline.drain_time_s, Some(4.0));
 }
 
 /// The headline's other numbers: the end-to-end p99 and the SLO, and worker-seconds for a
@@ -892,4 +920,60 @@ fn a_stepped_runs_headline_backlog_spans_every_step() {
     assert_eq!(headline.backlog_peak, Some(80));
     assert_eq!(headline.backlog_peak_at_s, Some(5.0));
     assert_eq!(headline.drain_time_s, Some(2.0));
+}
+
+/// `sample_summary` with a preload and the server's metrics of an azq without
+/// `process_resident_memory_bytes` and `azq_disk_bytes`: the two series today's azq has.
+pub fn summary_with_server_metrics() -> RunSummary {
+    use crate::wire::exposition::ServerMetrics;
+    let mut summary = sample_summary();
+    summary.preload = Some(PreloadOutcome {
+        target_per_queue: 20_000,
+        found: 13_337,
+        put: 6_663,
+        elapsed_s: 0.4,
+    });
+    let point = |at_s, messages: f64| ServerPoint {
+        at_s,
+        metrics: ServerMetrics {
+            messages: Some(messages),
+            message_bytes: Some(messages * 1_300.0),
+            ..ServerMetrics::default()
+        },
+    };
+    summary.series = server_series(&[point(0.0, 20_000.0), point(1.0, 12.0)]);
+    summary
+}
+
+#[test]
+fn the_server_series_are_those_it_exposed_with_their_peak_and_last_value() {
+    let summary = summary_with_server_metrics();
+    let names: Vec<&str> = summary
+        .series
+        .iter()
+        .map(|series| series.name.as_str())
+        .collect();
+    // No resident memory nor disk bytes: those series are left out, not drawn at zero.
+    assert_eq!(names, ["server message bytes", "server messages"]);
+    let table = table(&summary);
+    assert!(table.contains(
+        "preload: 6,663 messages put in 0.4 s to fill 2 queue(s) to 20,000 each \
+         (13,337 were there)\n"
+    ));
+    assert!(
+        table.contains("server message bytes: 24.8 MiB at most (at 0.0 s), 15.2 KiB at the end\n")
+    );
+    assert!(table.contains("server messages: 20,000 at most (at 0.0 s), 12 at the end\n"));
+    let json: serde_json::Value = serde_json::from_str(&json(&summary)).unwrap();
+    assert_eq!(
+        json["preload"],
+        serde_json::json!({"target_per_queue": 20000, "found": 13337, "put": 6663,
+            "elapsed_s": 0.4})
+    );
+    assert_eq!(json["series"][0]["name"], "server message bytes");
+    assert_eq!(json["series"][0]["unit"], "bytes");
+    assert_eq!(
+        json["series"][0]["points"],
+        serde_json::json!([[0.0, 26_000_000.0], [1.0, 15_600.0]])
+    );
 }

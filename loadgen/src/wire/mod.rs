@@ -7,7 +7,9 @@
 //! - `request`: requests encoded and signed; the hot path does not allocate.
 //! - `response`: response heads and chunked bodies.
 //! - `listing`: the messages of a Get or Peek answer.
+//! - `exposition`: the server's `/_azq/metrics` (Prometheus text) and the series a run draws.
 
+pub mod exposition;
 pub mod listing;
 pub mod mark;
 pub mod request;
