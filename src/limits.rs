@@ -108,12 +108,15 @@ pub const LOG_ZERO_FILL_BUFFERED_BYTES: u64 = 1 << 20;
 /// of its size: Elasticsearch's flood-stage watermark (95% used) blocks writes at the same point,
 /// and it is room for the system's own logs and for a snapshot on a disk others also fill.
 pub const MIN_FREE_DISK_PERCENT_DEFAULT: u64 = 5;
-/// Smallest share of `--max-disk` one shard may have, bytes: the open segment, a segment of
-/// records still served while space is short (Get, Delete, Clear) and one for the data itself.
-pub const DISK_BYTES_PER_SHARD_MIN: u64 = 3 * LOG_SEGMENT_BYTES;
+/// Smallest share of `--max-disk` one shard may have, bytes: the open segment, the two segments
+/// of headroom (`storage::space::headroom_bytes`) and one for the data itself.
+pub const DISK_BYTES_PER_SHARD_MIN: u64 = 4 * LOG_SEGMENT_BYTES;
 /// How often each durable shard measures the file system's free space (`statvfs`), ms; its own
 /// files' size it knows at every flush.
 pub const DISK_SAMPLE_INTERVAL_MS: u64 = 100;
+/// Room beyond the disk rule a shard refusing growth for space waits for before it accepts
+/// again, so that clients working at the limit do not flip it at every message.
+pub const DISK_RESUME_MARGIN_BYTES: u64 = 16 << 20;
 /// Recovery maps log and snapshot files of at least this size rather than reading them (on
 /// Unix; a smaller file is cheaper to copy than to map and unmap).
 pub const MAPPED_READ_BYTES_MIN: u64 = 1 << 20;

@@ -56,7 +56,7 @@ Usage: azq [options]
   -l, --location DIR         keep the queues in DIR/__azq__ (default: the current directory)
   --inMemoryPersistence      keep nothing on disk: a restart starts empty
   --max-disk SIZE            bytes of azq's own files under DIR/__azq__ (log segments and
-                             snapshots, split evenly per shard; at least 192M a shard; default:
+                             snapshots, split evenly per shard; at least 256M a shard; default:
                              none) before Put, Update with a text, Create Queue, Set Queue
                              Metadata or ACL and Set Service Properties answer 503 ServerBusy,
                              keeping room for a snapshot (which gives space back) to complete
@@ -720,8 +720,8 @@ mod tests {
             &["--max-disk", "0"],
             &["--max-disk", "lots"],
             &["--max-disk"],
-            // Less than three segments a shard.
-            &["--max-disk", "191M", "--shards", "1"],
+            // Less than four segments a shard.
+            &["--max-disk", "255M", "--shards", "1"],
             &["--min-free-disk", "101%"],
             &["--min-free-disk", "-1%"],
             &["--min-free-disk", "five"],

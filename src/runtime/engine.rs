@@ -57,6 +57,9 @@ pub struct Engine<B: Backend> {
     /// The file system holding the shard's files as last measured (`None`: in memory, or it
     /// could not be measured, and then only `--max-disk` applies).
     space: Cell<Option<Space>>,
+    /// Whether the last snapshot wanted fitted in the free space (`snapshot_wanted`), so that
+    /// a change is said once.
+    snapshot_fits: Cell<bool>,
     /// Wakes the log task when the state has emitted records.
     log_wake: Wake,
     /// When the log task's next flush starts (`storage::hold`).
@@ -129,6 +132,7 @@ impl<B: Backend> Engine<B> {
             log,
             disk_limits,
             space: Cell::new(None),
+            snapshot_fits: Cell::new(true),
             log_wake: Wake::default(),
             hold: RefCell::new(FlushHold::new()),
             draining: Cell::new(false),
@@ -138,11 +142,7 @@ impl<B: Backend> Engine<B> {
         });
         B::spawn(run_timer::<B>(engine.clone()));
         if let Some(durability) = durability {
-            if engine
-                .log
-                .as_ref()
-                .is_some_and(|log| log.wants_snapshot(&engine.state))
-            {
+            if engine.snapshot_wanted() {
                 engine.snapshot_wake.notify();
             }
             if engine.state.borrow().journal_untaken_sequence()
@@ -263,9 +263,16 @@ impl<B: Backend> Engine<B> {
         }
         let disk_bytes = log.disk_bytes();
         let mut state = self.state.borrow_mut();
-        let refusal = space::refusal(limits, disk_bytes, state.stored_bytes(), self.space.get());
+        let refusing = state.disk_full();
+        let refusal = space::refusal(
+            limits,
+            disk_bytes,
+            state.stored_bytes(),
+            self.space.get(),
+            refusing,
+        );
         // One line when refusals start and one when they stop: a client sees only 503s.
-        match (&refusal, state.disk_full()) {
+        match (&refusal, refusing) {
             (Some(why), false) => eprintln!(
                 "azq: shard {}: refusing puts, updates with a text and new queues (503 \
                  ServerBusy) until deletes or a snapshot make room: {why}",
@@ -278,6 +285,41 @@ impl<B: Backend> Engine<B> {
             _ => {}
         }
         state.set_disk_full(refusal.is_some());
+    }
+
+    /// Whether to start a snapshot: the log wants one (`Log::wants_snapshot`) and the file
+    /// system, as last measured, can hold its copy of the live data. A snapshot that cannot fit
+    /// would end the process with ENOSPC, and at every restart again (recovery leaves the log
+    /// that made it due): it waits instead, said once on stderr, for deletes to shrink the live
+    /// data or for free space.
+    fn snapshot_wanted(&self) -> bool {
+        let Some(log) = &self.log else {
+            return false;
+        };
+        if !log.wants_snapshot(&self.state) {
+            return false;
+        }
+        let needed_bytes = self.state.borrow().stored_bytes();
+        let fits = self
+            .space
+            .get()
+            .is_none_or(|space| space.free_bytes >= needed_bytes);
+        if fits != self.snapshot_fits.replace(fits) {
+            if fits {
+                eprintln!("azq: shard {}: room for the snapshot again", self.index);
+            } else {
+                let free_bytes = self.space.get().map_or(0, |space| space.free_bytes);
+                eprintln!(
+                    "azq: shard {}: a snapshot is due but the file system's {:.1} MiB free \
+                     cannot hold its copy of the live data ({:.1} MiB); waiting for deletes or \
+                     free space",
+                    self.index,
+                    free_bytes as f64 / (1 << 20) as f64,
+                    needed_bytes as f64 / (1 << 20) as f64
+                );
+            }
+        }
+        fits
     }
 
     /// What the shard's log has written, when it has one.
@@ -367,10 +409,10 @@ async fn run_log<B: Backend>(engine: Rc<Engine<B>>) {
                         let now = Instant::now();
                         engine.hold.borrow_mut().flushed(acknowledged, pending, now);
                     }
-                    if log.wants_snapshot(&engine.state) {
+                    engine.watch_disk(false);
+                    if engine.snapshot_wanted() {
                         engine.snapshot_wake.notify();
                     }
-                    engine.watch_disk(false);
                 }
                 Ok(false) => break,
                 Err(error) => engine.storage_failed("writing the log", error),

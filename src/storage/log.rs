@@ -87,10 +87,20 @@ impl Durability {
 /// plus the allowance), or closed segments have piled up (each restart closes one, however
 /// little it holds). A log that only grows the live data (Puts) is over it only by its
 /// records' framing and padding, so the live data is not written out again each time the log
-/// passes it.
-fn snapshot_due(log_bytes: u64, live_bytes: u64, closed_segments: usize) -> bool {
+/// passes it. While the shard refuses growth for space (`refusing`), a log past one segment is
+/// enough: the operations still served (Get, Update without a text, Delete) write records too,
+/// and waiting for the log to pass the live data again let them fill the disk past the headroom
+/// the disk limits keep (a snapshot's copy and one segment) to ENOSPC.
+fn snapshot_due(
+    log_bytes: u64,
+    live_bytes: u64,
+    closed_segments: usize,
+    refusing: bool,
+    segment_bytes: u64,
+) -> bool {
     log_bytes > live_bytes.saturating_add(SNAPSHOT_ALLOWANCE_BYTES)
         || closed_segments > LOG_CLOSED_SEGMENTS_MAX
+        || (refusing && log_bytes > segment_bytes)
 }
 
 /// The segment being written.
@@ -479,6 +489,7 @@ impl<D: Disk> Log<D> {
                 first_sequence: old.first_sequence,
                 path: old.path,
                 bytes: old.length,
+                allocated_bytes: old.length.max(self.segment_bytes),
             });
         }
         log.segment = Some(OpenSegment {
@@ -498,16 +509,18 @@ impl<D: Disk> Log<D> {
     /// own bookkeeping, without a system call.
     pub fn disk_bytes(&self) -> u64 {
         let log = self.state.borrow();
-        let allocated = |length: u64| length.max(self.segment_bytes);
+        // Segments recovery read were cut to their records; the ones this log created are
+        // preallocated (`allocated_bytes`). Counting every closed segment as preallocated once
+        // made restarts, each closing a small segment, add up to a share no delete could free.
         let closed: u64 = log
             .segments
             .iter()
-            .map(|segment| allocated(segment.bytes))
+            .map(|segment| segment.allocated_bytes)
             .sum();
         let open = log
             .segment
             .as_ref()
-            .map_or(0, |segment| allocated(segment.length));
+            .map_or(0, |segment| segment.length.max(self.segment_bytes));
         let snapshot = log.snapshot.as_ref().map_or(0, |(_, bytes)| *bytes);
         closed + open + snapshot + log.snapshot_temporary_bytes
     }
@@ -515,11 +528,14 @@ impl<D: Disk> Log<D> {
     /// Whether a snapshot is due and none is running (`snapshot_due`).
     pub fn wants_snapshot(&self, state: &RefCell<ShardState>) -> bool {
         let log = self.state.borrow();
+        let state = state.borrow();
         !log.snapshotting
             && snapshot_due(
                 log.log_bytes,
-                state.borrow().message_bytes(),
+                state.message_bytes(),
                 log.segments.len(),
+                state.disk_full(),
+                self.segment_bytes,
             )
     }
 
@@ -719,18 +735,64 @@ mod tests {
     fn a_snapshot_is_due_past_the_live_data_and_the_allowance_together() {
         let allowance = SNAPSHOT_ALLOWANCE_BYTES;
         // Live data larger than the allowance: a log past the live data alone is not enough.
-        assert!(!snapshot_due(500 * MIB + allowance / 2, 500 * MIB, 0));
-        assert!(!snapshot_due(500 * MIB + allowance, 500 * MIB, 0));
-        assert!(snapshot_due(500 * MIB + allowance + 1, 500 * MIB, 0));
+        assert!(!snapshot_due(
+            500 * MIB + allowance / 2,
+            500 * MIB,
+            0,
+            false,
+            LOG_SEGMENT_BYTES
+        ));
+        assert!(!snapshot_due(
+            500 * MIB + allowance,
+            500 * MIB,
+            0,
+            false,
+            LOG_SEGMENT_BYTES
+        ));
+        assert!(snapshot_due(
+            500 * MIB + allowance + 1,
+            500 * MIB,
+            0,
+            false,
+            LOG_SEGMENT_BYTES
+        ));
         // Little live data: the allowance.
-        assert!(!snapshot_due(allowance, 0, 0));
-        assert!(snapshot_due(allowance + 1, 0, 0));
-        assert!(!snapshot_due(u64::MAX, u64::MAX, 0));
+        assert!(!snapshot_due(allowance, 0, 0, false, LOG_SEGMENT_BYTES));
+        assert!(snapshot_due(allowance + 1, 0, 0, false, LOG_SEGMENT_BYTES));
+        assert!(!snapshot_due(
+            u64::MAX,
+            u64::MAX,
+            0,
+            false,
+            LOG_SEGMENT_BYTES
+        ));
+    }
+
+    /// Found by the break-it review of the disk limits: Updates without a text, never refused,
+    /// filled a disk to ENOSPC while the log waited to pass the live data.
+    #[test]
+    fn a_shard_refusing_for_space_snapshots_once_its_log_passes_a_segment() {
+        let segment = LOG_SEGMENT_BYTES;
+        assert!(!snapshot_due(segment + 1, 500 * MIB, 0, false, segment));
+        assert!(!snapshot_due(segment, 500 * MIB, 0, true, segment));
+        assert!(snapshot_due(segment + 1, 500 * MIB, 0, true, segment));
     }
 
     #[test]
     fn a_snapshot_is_due_once_closed_segments_pile_up_however_small() {
-        assert!(!snapshot_due(MIB, 0, LOG_CLOSED_SEGMENTS_MAX));
-        assert!(snapshot_due(MIB, 0, LOG_CLOSED_SEGMENTS_MAX + 1));
+        assert!(!snapshot_due(
+            MIB,
+            0,
+            LOG_CLOSED_SEGMENTS_MAX,
+            false,
+            LOG_SEGMENT_BYTES
+        ));
+        assert!(snapshot_due(
+            MIB,
+            0,
+            LOG_CLOSED_SEGMENTS_MAX + 1,
+            false,
+            LOG_SEGMENT_BYTES
+        ));
     }
 }

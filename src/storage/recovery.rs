@@ -69,8 +69,11 @@ pub struct SegmentFile {
     pub first_sequence: u64,
     /// Where it is.
     pub path: PathBuf,
-    /// Its size on disk, bytes.
+    /// Bytes of records (from its header to the end of its last record, padded to a block).
     pub bytes: u64,
+    /// Bytes allocated on disk: `bytes` for a segment recovery read (it cut the preallocated
+    /// room after the records), the segment size for one the running log closed.
+    pub allocated_bytes: u64,
 }
 
 /// One shard, ready to serve: its state (durable from the next record on) and its files.
@@ -914,6 +917,7 @@ fn read_shard<F: Files>(
             first_sequence: *first_sequence,
             path: path.clone(),
             bytes,
+            allocated_bytes: bytes,
         });
         if stop {
             break;

@@ -7,20 +7,24 @@
 //! **The rule.** Space comes back only through a snapshot: it writes a copy of the live data
 //! before the segments it covers are removed. So a shard refuses growth while its files plus
 //! that copy (`live_bytes`, the `--max-memory` charge, which is more than a snapshot's encoding
-//! of the same data) plus one more segment (`LOG_SEGMENT_BYTES`: the records of what it still
-//! serves while the snapshot runs, Get, Delete and Clear, and what was accepted between two
-//! measurements; a flush takes whole blocks, so 16,384 lone Gets or Deletes, many more records
-//! when they batch) would pass its share of `--max-disk`; and while the file system's free space
-//! minus the same headroom for every shard would fall below `--min-free-disk`. Refusals stop by
-//! themselves once deletes shrink the live data or a snapshot removes segments. Records written
-//! while a snapshot runs beyond that segment pass the share by as much (the free-space reserve
-//! absorbs it); a log write's ENOSPC stays the last resort (the process exits, nothing
-//! acknowledged is lost).
+//! of the same data) plus two segments (`LOG_SEGMENT_BYTES`: one for the records of what it
+//! still serves while the snapshot runs, Get, Delete and Clear, and what was accepted between
+//! two measurements, a flush taking whole blocks, so 16,384 lone Gets or Deletes, many more
+//! records when they batch; one because segments are allocated whole, so a rotation just before
+//! a measurement takes a segment at once) would pass its share of `--max-disk`; and while the
+//! file system's free space minus the same headroom for every shard would fall below
+//! `--min-free-disk`. Refusals stop by themselves once deletes shrink the live data or a
+//! snapshot removes segments (with `DISK_RESUME_MARGIN_BYTES` to spare). While it refuses, a
+//! shard snapshots as soon as its log passes a segment (`log::snapshot_due`), and a snapshot
+//! the free space cannot hold waits (`Engine::snapshot_wanted`). Records written while a
+//! snapshot runs beyond that segment pass the share by as much (the free-space reserve absorbs
+//! it); a log write's ENOSPC stays the last resort (the process exits, nothing acknowledged is
+//! lost).
 
 use std::io;
 use std::path::Path;
 
-use crate::limits::LOG_SEGMENT_BYTES;
+use crate::limits::{DISK_RESUME_MARGIN_BYTES, LOG_SEGMENT_BYTES};
 
 /// What `--min-free-disk` keeps free on the file system holding `--location`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -65,9 +69,12 @@ pub struct Space {
 }
 
 /// What a shard must keep in hand beyond its files so that a snapshot can still complete: a copy
-/// of the live data and one segment.
+/// of the live data and two segments. One for the records still served while it runs; one
+/// because segments are allocated whole: a rotation just before the measurement takes a
+/// segment at once, and with one segment of headroom a shard once started refusing with none
+/// left (found by the break-it review: the next rotation met ENOSPC during the snapshot).
 pub fn headroom_bytes(live_bytes: u64) -> u64 {
-    live_bytes.saturating_add(LOG_SEGMENT_BYTES)
+    live_bytes.saturating_add(2 * LOG_SEGMENT_BYTES)
 }
 
 /// Why a shard refuses the operations that grow stored data, with the figures, for the line it
@@ -107,7 +114,7 @@ impl std::fmt::Display for Refusal {
             } => write!(
                 out,
                 "its files ({:.1} MiB) and the room a snapshot needs ({:.1} MiB: the live data \
-                 and a segment) would pass its share of --max-disk ({:.1} MiB)",
+                 and two segments) would pass its share of --max-disk ({:.1} MiB)",
                 mib(disk_bytes),
                 mib(headroom_bytes),
                 mib(shard_bytes_max)
@@ -121,7 +128,7 @@ impl std::fmt::Display for Refusal {
                 out,
                 "the file system has {:.1} MiB free, under --min-free-disk ({:.1} MiB) and the \
                  room {shards} shard(s) may need for a snapshot ({:.1} MiB each: the live data \
-                 and a segment)",
+                 and two segments)",
                 mib(free_bytes),
                 mib(reserve_bytes),
                 mib(headroom_bytes)
@@ -133,13 +140,21 @@ impl std::fmt::Display for Refusal {
 /// Why a shard whose files take `disk_bytes`, holding `live_bytes` of live data, on a file
 /// system last measured as `space` (`None`: not measured), refuses the operations that grow
 /// stored data (the rule in this file's doc); `None` while it may grow.
+/// A shard already `refusing` stops only once the rule holds with `DISK_RESUME_MARGIN_BYTES`
+/// to spare, so a client working at the limit does not flip it at every message.
 pub fn refusal(
     limits: &DiskLimits,
     disk_bytes: u64,
     live_bytes: u64,
     space: Option<Space>,
+    refusing: bool,
 ) -> Option<Refusal> {
-    let headroom = headroom_bytes(live_bytes);
+    let margin = if refusing {
+        DISK_RESUME_MARGIN_BYTES
+    } else {
+        0
+    };
+    let headroom = headroom_bytes(live_bytes).saturating_add(margin);
     if let Some(max) = limits.shard_bytes_max {
         if disk_bytes.saturating_add(headroom) > max {
             return Some(Refusal::OverShare {
@@ -195,7 +210,8 @@ mod tests {
     use super::*;
 
     const MIB: u64 = 1 << 20;
-    const SEGMENT: u64 = LOG_SEGMENT_BYTES;
+    /// A shard's headroom without live data: two segments.
+    const HEADROOM: u64 = 2 * LOG_SEGMENT_BYTES;
 
     fn refuses(
         limits: &DiskLimits,
@@ -203,7 +219,19 @@ mod tests {
         live_bytes: u64,
         space: Option<Space>,
     ) -> bool {
-        refusal(limits, disk_bytes, live_bytes, space).is_some()
+        refusal(limits, disk_bytes, live_bytes, space, false).is_some()
+    }
+
+    /// Found by the break-it review: at the limit, each delete let one put in and the next put
+    /// was refused, two lines on stderr a message. Refusals now stop with a margin to spare.
+    #[test]
+    fn refusals_stop_only_with_a_margin_to_spare() {
+        let share = limits(Some(384 * MIB), FreeDiskMin::Bytes(0), 1);
+        let files = 256 * MIB;
+        assert!(refusal(&share, files, 0, None, false).is_none());
+        assert!(refusal(&share, files, 0, None, true).is_some());
+        let spared = files - DISK_RESUME_MARGIN_BYTES;
+        assert!(refusal(&share, spared, 0, None, true).is_none());
     }
 
     /// The line a shard prints when it starts refusing names the measure that decided, with
@@ -211,22 +239,22 @@ mod tests {
     #[test]
     fn a_refusal_says_why_in_figures() {
         let share = limits(Some(384 * MIB), FreeDiskMin::Bytes(0), 1);
-        let over = refusal(&share, 320 * MIB + 1, 0, None).expect("refused");
+        let over = refusal(&share, 256 * MIB + 1, 0, None, false).expect("refused");
         assert_eq!(
             over.to_string(),
-            "its files (320.0 MiB) and the room a snapshot needs (64.0 MiB: the live data and a \
-             segment) would pass its share of --max-disk (384.0 MiB)"
+            "its files (256.0 MiB) and the room a snapshot needs (128.0 MiB: the live data and \
+             two segments) would pass its share of --max-disk (384.0 MiB)"
         );
         let two = limits(None, FreeDiskMin::Percent(10), 2);
         let space = Space {
             free_bytes: 200 * MIB,
             total_bytes: 1000 * MIB,
         };
-        let short = refusal(&two, 0, MIB, Some(space)).expect("refused");
+        let short = refusal(&two, 0, MIB, Some(space), false).expect("refused");
         assert_eq!(
             short.to_string(),
             "the file system has 200.0 MiB free, under --min-free-disk (100.0 MiB) and the room 2 \
-             shard(s) may need for a snapshot (65.0 MiB each: the live data and a segment)"
+             shard(s) may need for a snapshot (129.0 MiB each: the live data and two segments)"
         );
     }
 
@@ -239,25 +267,25 @@ mod tests {
     }
 
     #[test]
-    fn the_share_keeps_room_for_a_snapshot_and_a_segment() {
+    fn the_share_keeps_room_for_a_snapshot_and_two_segments() {
         let share = limits(Some(384 * MIB), FreeDiskMin::Bytes(0), 1);
-        // Files, a copy of the live data and a segment: exactly the share still fits.
+        // Files, a copy of the live data and two segments: exactly the share still fits.
         assert!(!refuses(
             &share,
             192 * MIB,
-            384 * MIB - 192 * MIB - SEGMENT,
+            384 * MIB - 192 * MIB - HEADROOM,
             None
         ));
         assert!(refuses(
             &share,
             192 * MIB,
-            384 * MIB - 192 * MIB - SEGMENT + 1,
+            384 * MIB - 192 * MIB - HEADROOM + 1,
             None
         ));
         // Deletes shrink the live data: refusals stop without a file removed.
         assert!(!refuses(&share, 192 * MIB, 0, None));
-        // Files alone past the share minus a segment refuse.
-        assert!(refuses(&share, 384 * MIB - SEGMENT + 1, 0, None));
+        // Files alone past the share minus the headroom refuse.
+        assert!(refuses(&share, 384 * MIB - HEADROOM + 1, 0, None));
         // No share: only the free space counts.
         let none = limits(None, FreeDiskMin::Bytes(0), 1);
         assert!(!refuses(&none, u64::MAX, u64::MAX, None));
@@ -272,16 +300,16 @@ mod tests {
             })
         };
         let two = limits(None, FreeDiskMin::Percent(10), 2);
-        // Reserve 100 MiB, and two shards' headroom (a segment each, no live data).
-        assert!(!refuses(&two, 0, 0, space(100 * MIB + 2 * SEGMENT)));
-        assert!(refuses(&two, 0, 0, space(100 * MIB + 2 * SEGMENT - 1)));
+        // Reserve 100 MiB, and two shards' headroom (two segments each, no live data).
+        assert!(!refuses(&two, 0, 0, space(100 * MIB + 2 * HEADROOM)));
+        assert!(refuses(&two, 0, 0, space(100 * MIB + 2 * HEADROOM - 1)));
         // Live data raises the headroom, for every shard.
-        assert!(refuses(&two, 0, MIB, space(100 * MIB + 2 * SEGMENT + MIB)));
+        assert!(refuses(&two, 0, MIB, space(100 * MIB + 2 * HEADROOM + MIB)));
         assert!(!refuses(
             &two,
             0,
             MIB,
-            space(100 * MIB + 2 * SEGMENT + 2 * MIB)
+            space(100 * MIB + 2 * HEADROOM + 2 * MIB)
         ));
         // Not measured: nothing refused for it.
         assert!(!refuses(&two, 0, 0, None));
