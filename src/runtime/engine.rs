@@ -142,6 +142,9 @@ impl<B: Backend> Engine<B> {
         });
         B::spawn(run_timer::<B>(engine.clone()));
         if let Some(durability) = durability {
+            // Measured first: a snapshot recovery left due must fit in the free space (else
+            // it would end the process with ENOSPC at every start).
+            engine.watch_disk(true);
             if engine.snapshot_wanted() {
                 engine.snapshot_wake.notify();
             }
@@ -151,7 +154,6 @@ impl<B: Backend> Engine<B> {
                 // Changes made before the shard started (an `--init` file's) are written first.
                 engine.log_wake.notify();
             }
-            engine.watch_disk(true);
             B::spawn(run_log::<B>(engine.clone()));
             B::spawn(run_snapshots::<B>(engine.clone()));
             B::spawn(run_disk_watch::<B>(engine.clone()));
