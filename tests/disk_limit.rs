@@ -14,8 +14,8 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::{
-    assert_status, azq_binary, backends, elements, encode, exchange, put_body, read_response,
-    signed_request, Response, Server, TempDir,
+    assert_status, azq_binary, backends, elements, encode, exchange, metric_sample, put_body,
+    read_response, signed_request, Response, Server, TempDir,
 };
 
 const QUEUE: &str = "/devstoreaccount1/disk-bound";
@@ -104,15 +104,6 @@ fn metrics(server: &Server) -> String {
     response.text()
 }
 
-/// The value of the sample `series` (name and labels exactly as rendered).
-fn sample(text: &str, series: &str) -> u64 {
-    text.lines()
-        .find_map(|line| line.strip_prefix(series)?.strip_prefix(' '))
-        .unwrap_or_else(|| panic!("no {series} in\n{text}"))
-        .parse()
-        .expect("an integer sample")
-}
-
 /// Asserts a 503 `ServerBusy` answer with Azure's XML error body.
 fn assert_server_busy(response: &Response) {
     assert_status(response, 503, Some("ServerBusy"));
@@ -135,10 +126,10 @@ fn max_disk_refuses_growth_keeps_reads_and_comes_back_after_deletes() {
         let server = start(backend, &data, &limits);
         let before = metrics(&server);
         assert_eq!(
-            sample(&before, "azq_disk_limit_bytes{shard=\"0\"}"),
+            metric_sample(&before, "azq_disk_limit_bytes{shard=\"0\"}"),
             384 * MIB
         );
-        assert!(sample(&before, "azq_filesystem_free_bytes") > 0);
+        assert!(metric_sample(&before, "azq_filesystem_free_bytes") > 0);
         let mut client = Client::new(&server);
         assert_status(
             &client.call(&signed_request("PUT", QUEUE, &[], b"")),
@@ -184,9 +175,9 @@ fn max_disk_refuses_growth_keeps_reads_and_comes_back_after_deletes() {
         assert_eq!(client.approximate_count(), accepted as u64);
         assert_eq!(client.peek()[..2], [big_text(0), big_text(1)]);
         let full = metrics(&server);
-        assert_eq!(sample(&full, "azq_disk_refusals_total"), 3);
-        assert_eq!(sample(&full, "azq_memory_refusals_total"), 0);
-        let full_disk_bytes = sample(&full, "azq_disk_bytes{shard=\"0\"}");
+        assert_eq!(metric_sample(&full, "azq_disk_refusals_total"), 3);
+        assert_eq!(metric_sample(&full, "azq_memory_refusals_total"), 0);
+        let full_disk_bytes = metric_sample(&full, "azq_disk_bytes{shard=\"0\"}");
         assert!(full_disk_bytes >= 2 * 64 * MIB, "{full_disk_bytes}");
         assert!(full_disk_bytes <= 384 * MIB, "{full_disk_bytes}");
         // The server says why, once, where its operator looks.
@@ -221,7 +212,7 @@ fn max_disk_refuses_growth_keeps_reads_and_comes_back_after_deletes() {
         // The restart opened a segment beside the full ones: below what they took, a
         // snapshot has removed some.
         loop {
-            let disk_bytes = sample(&metrics(&server), "azq_disk_bytes{shard=\"0\"}");
+            let disk_bytes = metric_sample(&metrics(&server), "azq_disk_bytes{shard=\"0\"}");
             if disk_bytes < full_disk_bytes {
                 break;
             }
@@ -242,7 +233,7 @@ fn max_disk_refuses_growth_keeps_reads_and_comes_back_after_deletes() {
         );
         let after = metrics(&server);
         // The restart started the counter afresh; nothing was refused since.
-        assert_eq!(sample(&after, "azq_disk_refusals_total"), 0);
+        assert_eq!(metric_sample(&after, "azq_disk_refusals_total"), 0);
 
         // kill -9 again: the acknowledged puts are there, nothing deleted comes back.
         drop(client);
@@ -298,9 +289,9 @@ fn min_free_disk_of_everything_refuses_growth_at_once_and_serves_the_rest() {
         ));
         assert_status(&properties, 200, None);
         let text = metrics(&server);
-        assert_eq!(sample(&text, "azq_disk_refusals_total"), 3);
-        assert!(sample(&text, "azq_filesystem_free_bytes") > 0);
-        assert_eq!(sample(&text, "azq_disk_limit_bytes{shard=\"0\"}"), 0);
+        assert_eq!(metric_sample(&text, "azq_disk_refusals_total"), 3);
+        assert!(metric_sample(&text, "azq_filesystem_free_bytes") > 0);
+        assert_eq!(metric_sample(&text, "azq_disk_limit_bytes{shard=\"0\"}"), 0);
         drop(client);
         assert!(server.stop().success());
     }
@@ -311,10 +302,10 @@ fn memory_only_has_no_file_system_gauge_and_refuses_disk_flags() {
     let server = Server::start(&["--shards", "1"]);
     let text = metrics(&server);
     assert!(!text.contains("azq_filesystem_free_bytes"), "{text}");
-    assert_eq!(sample(&text, "azq_disk_bytes{shard=\"0\"}"), 0);
-    assert!(sample(&text, "azq_message_bytes_limit{shard=\"0\"}") > 0);
+    assert_eq!(metric_sample(&text, "azq_disk_bytes{shard=\"0\"}"), 0);
+    assert!(metric_sample(&text, "azq_message_bytes_limit{shard=\"0\"}") > 0);
     #[cfg(target_os = "linux")]
-    assert!(sample(&text, "process_resident_memory_bytes") > 0);
+    assert!(metric_sample(&text, "process_resident_memory_bytes") > 0);
     drop(server);
     let data = TempDir::new("disk-flags");
     for (arguments, complaint) in [

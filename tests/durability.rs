@@ -957,6 +957,69 @@ fn a_graceful_stop_right_after_init_keeps_the_init_files_changes() {
     }
 }
 
+/// The 60 KB text of the `n`th put of the full-disk tests.
+fn full_disk_text(n: usize) -> String {
+    format!("{n:05}{}", "x".repeat(60_000))
+}
+
+/// azq on `location` (a faultfs mount) with one shard on `backend`.
+fn one_shard_on<'a>(location: &'a str, backend: &'a str) -> [&'a str; 8] {
+    [
+        "--location",
+        location,
+        "--runtime",
+        backend,
+        "--shards",
+        "1",
+        "--queuePort",
+        "0",
+    ]
+}
+
+/// Puts `full_disk_text`s into `queue` over one connection, at most `puts_max`, until an answer
+/// other than 201: the acknowledged puts (message ID to number) and that answer, `None` when
+/// the server died instead.
+fn fill(
+    server: &Server,
+    queue: &str,
+    puts_max: usize,
+) -> (BTreeMap<String, usize>, Option<Response>) {
+    let mut client = Client {
+        reader: BufReader::new(server.connect()),
+    };
+    let mut acknowledged = BTreeMap::new();
+    for n in 0..puts_max {
+        let text = full_disk_text(n);
+        let Some(response) = client.call(&put_request(queue, &text, "messagettl=-1")) else {
+            return (acknowledged, None);
+        };
+        if response.status != 201 {
+            return (acknowledged, Some(response));
+        }
+        let id = elements(&response.text(), "MessageId")[0].to_string();
+        acknowledged.insert(id, n);
+    }
+    panic!("{puts_max} puts of 60 KB fitted: the disk never filled");
+}
+
+/// Drains `queue`, checks that every `acknowledged` put is there with its text, and returns how
+/// many messages were found.
+fn assert_acknowledged_back(
+    server: &Server,
+    queue: &str,
+    acknowledged: &BTreeMap<String, usize>,
+    case: &str,
+) -> usize {
+    let found = drain(server, queue);
+    for (id, n) in acknowledged {
+        let got = found
+            .get(id)
+            .unwrap_or_else(|| panic!("{case}: acknowledged put {n} lost\n{}", server.stderr()));
+        assert_eq!(got.text, full_disk_text(*n), "{case}");
+    }
+    found.len()
+}
+
 /// A disk that fills without warning (faultfs `--capacity`, smaller than two log segments,
 /// with `--hide-capacity`: its free space as reported never shrinks, so `--min-free-disk`
 /// cannot see it coming, as on a thin-provisioned volume): the log's next segment or write
@@ -977,76 +1040,31 @@ fn a_full_disk_ends_the_server_and_loses_nothing_acknowledged() {
         if fallocate_declined {
             flags.push("--decline-fallocate");
         }
-        let backend_named = format!("{backend}, fallocate declined: {fallocate_declined}");
+        let case = format!("{backend}, fallocate declined: {fallocate_declined}");
         let Some(faultfs) = Faultfs::mount(base.path(), &flags) else {
             return;
         };
         let location = base.path().join("mount");
-        let location = location.to_str().unwrap();
-        let arguments = [
-            "--location",
-            location,
-            "--runtime",
-            backend,
-            "--shards",
-            "1",
-            "--queuePort",
-            "0",
-        ];
+        let arguments = one_shard_on(location.to_str().unwrap(), backend);
         let server = Server::start(&arguments);
         create_queue(&server, "full");
-        let mut client = Client {
-            reader: BufReader::new(server.connect()),
-        };
-        let filler = "x".repeat(60_000);
-        let mut acknowledged = BTreeMap::new();
-        let mut died = false;
-        for n in 0..4_000 {
-            let text = format!("{n:05}{filler}");
-            let Some(response) = client.call(&put_request("full", &text, "messagettl=-1")) else {
-                died = true;
-                break;
-            };
-            assert_status(&response, 201, None);
-            let id = elements(&response.text(), "MessageId")[0].to_string();
-            acknowledged.insert(id, n);
-        }
-        assert!(
-            died,
-            "{backend_named}: 4,000 puts of 60 KB fitted in {CAPACITY} bytes"
-        );
+        let (acknowledged, answer) = fill(&server, "full", 4_000);
+        assert!(answer.is_none(), "{case}: {answer:?}");
         let stderr = server.stderr();
-        assert_eq!(server.stop().code(), Some(2), "{backend_named}: {stderr}");
+        assert_eq!(server.stop().code(), Some(2), "{case}: {stderr}");
         assert!(
             stderr.contains("No space left on device"),
-            "{backend_named}: {stderr}"
+            "{case}: {stderr}"
         );
         let status = faultfs.control("status");
-        assert!(
-            !status.contains("\"no_space\":0}"),
-            "{backend_named}: {status}"
-        );
+        assert!(!status.contains("\"no_space\":0}"), "{case}: {status}");
         faultfs.end("unmount");
 
         let faultfs = Faultfs::mount(base.path(), &[]).unwrap();
         let server = Server::start(&arguments);
-        let found = drain(&server, "full");
-        for (id, n) in &acknowledged {
-            let got = found.get(id).unwrap_or_else(|| {
-                panic!(
-                    "{backend_named}: acknowledged put {n} lost\n{}",
-                    server.stderr()
-                )
-            });
-            assert_eq!(got.text, format!("{n:05}{filler}"), "{backend_named}");
-        }
+        let found = assert_acknowledged_back(&server, "full", &acknowledged, &case);
         // At most the put whose answer never came is there besides.
-        assert!(
-            found.len() <= acknowledged.len() + 1,
-            "{backend_named}: {} found, {} acknowledged",
-            found.len(),
-            acknowledged.len()
-        );
+        assert!(found <= acknowledged.len() + 1, "{case}: {found} found");
         assert!(server.stop().success());
         faultfs.end("unmount");
     }
@@ -1064,43 +1082,12 @@ fn a_disk_that_fills_in_sight_gets_503_before_enospc() {
             return;
         };
         let location = base.path().join("mount");
-        let location = location.to_str().unwrap();
-        let arguments = [
-            "--location",
-            location,
-            "--runtime",
-            backend,
-            "--shards",
-            "1",
-            "--queuePort",
-            "0",
-        ];
+        let arguments = one_shard_on(location.to_str().unwrap(), backend);
         let server = Server::start(&arguments);
         create_queue(&server, "filling");
-        let mut client = Client {
-            reader: BufReader::new(server.connect()),
-        };
-        let filler = "x".repeat(60_000);
-        let mut acknowledged = BTreeMap::new();
-        let mut refused = false;
-        for n in 0..8_000 {
-            let text = format!("{n:05}{filler}");
-            let response = client
-                .call(&put_request("filling", &text, "messagettl=-1"))
-                .unwrap_or_else(|| panic!("{backend}: the server died\n{}", server.stderr()));
-            if response.status == 503 {
-                assert_status(&response, 503, Some("ServerBusy"));
-                refused = true;
-                break;
-            }
-            assert_status(&response, 201, None);
-            let id = elements(&response.text(), "MessageId")[0].to_string();
-            acknowledged.insert(id, n);
-        }
-        assert!(
-            refused,
-            "{backend}: 8,000 puts of 60 KB fitted in {CAPACITY} bytes"
-        );
+        let (acknowledged, answer) = fill(&server, "filling", 8_000);
+        let answer = answer.unwrap_or_else(|| panic!("{backend}: died\n{}", server.stderr()));
+        assert_status(&answer, 503, Some("ServerBusy"));
         assert!(
             !acknowledged.is_empty(),
             "{backend}: refused from the start"
@@ -1117,14 +1104,8 @@ fn a_disk_that_fills_in_sight_gets_503_before_enospc() {
         server.kill();
 
         let server = Server::start(&arguments);
-        let found = drain(&server, "filling");
-        assert_eq!(found.len(), acknowledged.len(), "{backend}");
-        for (id, n) in &acknowledged {
-            let got = found
-                .get(id)
-                .unwrap_or_else(|| panic!("{backend}: acknowledged put {n} lost"));
-            assert_eq!(got.text, format!("{n:05}{filler}"), "{backend}");
-        }
+        let found = assert_acknowledged_back(&server, "filling", &acknowledged, backend);
+        assert_eq!(found, acknowledged.len(), "{backend}");
         assert!(server.stop().success());
         faultfs.end("unmount");
     }

@@ -11,8 +11,8 @@ use std::io::{BufReader, Read, Write};
 use std::time::Instant;
 
 use common::{
-    assert_status, backends, create_queue, exchange, put_body, read_response, send, signed_request,
-    Response, Server, TempDir,
+    assert_status, backends, create_queue, exchange, metric_sample, put_body, read_response, send,
+    signed_request, Response, Server, TempDir,
 };
 
 fn put_request(queue: &str, text: &str) -> Vec<u8> {
@@ -75,15 +75,6 @@ fn metrics(server: &Server) -> String {
     response.text()
 }
 
-/// The value of the sample `series` (name and labels exactly as rendered).
-fn sample(text: &str, series: &str) -> u64 {
-    text.lines()
-        .find_map(|line| line.strip_prefix(series)?.strip_prefix(' '))
-        .unwrap_or_else(|| panic!("no {series} in\n{text}"))
-        .parse()
-        .expect("an integer sample")
-}
-
 fn assert_server_busy(response: &Response, message: &str) {
     assert_status(response, 503, Some("ServerBusy"));
     let body = response.text();
@@ -123,11 +114,11 @@ fn a_queue_over_its_rate_gets_server_busy_and_keeps_what_was_accepted() {
             assert_eq!(approximate_count(&server, "limited"), accepted);
             let text = metrics(&server);
             assert_eq!(
-                sample(&text, "azq_throttled_total{scope=\"queue\"}"),
+                metric_sample(&text, "azq_throttled_total{scope=\"queue\"}"),
                 PUTS as u64 - accepted
             );
             assert_eq!(
-                sample(&text, "azq_rate_limit_per_second{scope=\"queue\"}"),
+                metric_sample(&text, "azq_rate_limit_per_second{scope=\"queue\"}"),
                 RATE
             );
         }
@@ -168,7 +159,7 @@ fn an_account_over_its_rate_gets_server_busy_with_the_account_message() {
             );
             let text = metrics(&server);
             assert_eq!(
-                sample(&text, "azq_throttled_total{scope=\"account\"}"),
+                metric_sample(&text, "azq_throttled_total{scope=\"account\"}"),
                 REQUESTS as u64 - accepted
             );
         }
@@ -180,11 +171,11 @@ fn the_azure_profile_sets_the_published_targets() {
     let server = Server::start(&["--profile", "azure", "--account-rate-limit", "30000"]);
     let text = metrics(&server);
     assert_eq!(
-        sample(&text, "azq_rate_limit_per_second{scope=\"queue\"}"),
+        metric_sample(&text, "azq_rate_limit_per_second{scope=\"queue\"}"),
         2000
     );
     assert_eq!(
-        sample(&text, "azq_rate_limit_per_second{scope=\"account\"}"),
+        metric_sample(&text, "azq_rate_limit_per_second{scope=\"account\"}"),
         30000
     );
 }
@@ -240,13 +231,13 @@ fn an_applied_put_answered_operation_timed_out_is_stored_until_the_rule_goes() {
         assert!(listed.text().contains("\"fired\":1"), "{}", listed.text());
         let text = metrics(&server);
         assert_eq!(
-            sample(
+            metric_sample(
                 &text,
                 "azq_faults_fired_total{action=\"OperationTimedOut\"}"
             ),
             1
         );
-        assert_eq!(sample(&text, "azq_fault_rules"), 1);
+        assert_eq!(metric_sample(&text, "azq_fault_rules"), 1);
 
         let removed = admin(&server, "DELETE", &format!("/_azq/faults/{id}"), "");
         assert_eq!(
@@ -298,7 +289,7 @@ fn a_reset_closes_without_an_answer_applied_or_not() {
         // Spent and removed: puts are answered again.
         assert_status(&send(&server, put_request("resets", "r")), 201, None);
         assert_eq!(
-            sample(
+            metric_sample(
                 &metrics(&server),
                 "azq_faults_fired_total{action=\"reset\"}"
             ),
@@ -400,10 +391,13 @@ fn rules_from_a_file_are_in_force_from_the_start() {
         assert_eq!(admin(&server, "GET", "/_azq/faults", "").status, 403);
         let text = metrics(&server);
         assert_eq!(
-            sample(&text, "azq_faults_fired_total{action=\"InternalError\"}"),
+            metric_sample(&text, "azq_faults_fired_total{action=\"InternalError\"}"),
             1
         );
-        assert_eq!(sample(&text, "azq_faults_fired_total{action=\"delay\"}"), 1);
+        assert_eq!(
+            metric_sample(&text, "azq_faults_fired_total{action=\"delay\"}"),
+            1
+        );
     }
     std::fs::write(&path, "[{\"action\": {}}]").unwrap();
     let refused = std::process::Command::new(common::azq_binary())
@@ -446,7 +440,7 @@ fn latency_is_added_to_every_answer() {
         // Every put took at least the 5 ms added: none in a bucket below 4.096 ms.
         let text = metrics(&server);
         let bucket = |le: &str| {
-            sample(
+            metric_sample(
                 &text,
                 &format!(
                     "azq_request_duration_seconds_bucket{{operation=\"PutMessage\",le=\"{le}\"}}"
@@ -474,7 +468,7 @@ fn metrics_move_with_traffic() {
         );
         let text = metrics(&server);
         assert_eq!(
-            sample(
+            metric_sample(
                 &text,
                 "azq_requests_total{operation=\"PutMessage\",status=\"201\",\
                  response_type=\"Success\"}"
@@ -482,7 +476,7 @@ fn metrics_move_with_traffic() {
             6
         );
         assert_eq!(
-            sample(
+            metric_sample(
                 &text,
                 "azq_requests_total{operation=\"GetQueueMetadata\",status=\"404\",\
                  response_type=\"ClientOtherError\"}"
@@ -490,21 +484,21 @@ fn metrics_move_with_traffic() {
             1
         );
         assert_eq!(
-            sample(
+            metric_sample(
                 &text,
                 "azq_request_duration_seconds_count{operation=\"PutMessage\"}"
             ),
             6
         );
         assert_eq!(
-            sample(
+            metric_sample(
                 &text,
                 "azq_request_duration_seconds_bucket{operation=\"PutMessage\",le=\"+Inf\"}"
             ),
             6
         );
         assert_eq!(
-            sample(
+            metric_sample(
                 &text,
                 "azq_queue_depth{account=\"devstoreaccount1\",queue=\"deep\"}"
             ),
@@ -512,7 +506,7 @@ fn metrics_move_with_traffic() {
         );
         let per_shard = |name: &str| -> u64 {
             (0..2)
-                .map(|shard| sample(&text, &format!("{name}{{shard=\"{shard}\"}}")))
+                .map(|shard| metric_sample(&text, &format!("{name}{{shard=\"{shard}\"}}")))
                 .sum()
         };
         assert_eq!(per_shard("azq_queues"), 2);

@@ -621,3 +621,13 @@ pub fn unsigned_request(method: &str, target: &str, body: &[u8]) -> Vec<u8> {
     raw.extend_from_slice(body);
     raw
 }
+
+/// The value of the sample `series` in a Prometheus exposition (`/_azq/metrics`), its name and
+/// labels exactly as rendered.
+pub fn metric_sample(text: &str, series: &str) -> u64 {
+    text.lines()
+        .find_map(|line| line.strip_prefix(series)?.strip_prefix(' '))
+        .unwrap_or_else(|| panic!("no {series} in\n{text}"))
+        .parse()
+        .expect("an integer sample")
+}
