@@ -111,8 +111,9 @@ pub const MIN_FREE_DISK_PERCENT_DEFAULT: u64 = 5;
 /// Smallest share of `--max-disk` one shard may have, bytes: the open segment, the two segments
 /// of headroom (`storage::space::headroom_bytes`) and one for the data itself.
 pub const DISK_BYTES_PER_SHARD_MIN: u64 = 4 * LOG_SEGMENT_BYTES;
-/// How often each durable shard measures the file system's free space (`statvfs`), ms; its own
-/// files' size it knows at every flush.
+/// How often each durable shard's measuring thread (`storage::space::SpaceGauge`) takes the file
+/// system's free space (`statvfs`), and the shard reads it, ms; its own files' size the shard
+/// knows at every flush.
 pub const DISK_SAMPLE_INTERVAL_MS: u64 = 100;
 /// Room beyond the disk rule a shard refusing growth for space waits for before it accepts
 /// again, so that clients working at the limit do not flip it at every message.

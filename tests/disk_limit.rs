@@ -297,6 +297,36 @@ fn min_free_disk_of_everything_refuses_growth_at_once_and_serves_the_rest() {
     }
 }
 
+/// Found by the break-it review: with the data directory removed under a running server, the
+/// failed `statvfs` lifted `--min-free-disk`, said "room on disk again" and let puts in. A
+/// measurement that fails now keeps the last one, said once on stderr.
+#[test]
+fn a_file_system_that_cannot_be_measured_keeps_the_last_measurement() {
+    for backend in backends() {
+        let data = TempDir::new("disk-unmeasured");
+        let server = start(backend, &data, &["--min-free-disk", "100%"]);
+        let mut client = Client::new(&server);
+        assert_server_busy(&client.call(&signed_request("PUT", QUEUE, &[], b"")));
+        std::fs::remove_dir_all(data.path()).unwrap();
+        let said = "cannot measure the file system holding";
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !server.stderr().contains(said) {
+            assert!(
+                Instant::now() < deadline,
+                "{backend:?}: {}",
+                server.stderr()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        assert_server_busy(&client.call(&signed_request("PUT", QUEUE, &[], b"")));
+        let stderr = server.stderr();
+        assert!(stderr.contains("keeps its last measurement"), "{stderr}");
+        assert!(!stderr.contains("room on disk again"), "{stderr}");
+        drop(client);
+        server.kill();
+    }
+}
+
 #[test]
 fn memory_only_has_no_file_system_gauge_and_refuses_disk_flags() {
     let server = Server::start(&["--shards", "1"]);

@@ -1070,6 +1070,51 @@ fn a_full_disk_ends_the_server_and_loses_nothing_acknowledged() {
     }
 }
 
+/// Found by the break-it review: the shard measured the file system's free space (`statvfs`)
+/// on its own thread, so a file system that stopped answering (here faultfs stopped with
+/// SIGSTOP; a hung network mount does the same) stalled every request of an idle shard, reads
+/// too, until it answered again. A thread of the shard's own measures it now: Peek answers
+/// while the file system is stopped, and everything goes on once it answers again.
+#[test]
+fn a_file_system_that_stops_answering_stalls_no_read() {
+    for backend in backends() {
+        let base = TempDir::new("stopped-fs");
+        let Some(faultfs) = Faultfs::mount(base.path(), &[]) else {
+            return;
+        };
+        let location = base.path().join("mount");
+        let arguments = one_shard_on(location.to_str().unwrap(), backend);
+        let server = Server::start(&arguments);
+        create_queue(&server, "stopped");
+        let (id, _) = put(&server, "stopped", "before the stop");
+        let signal = |name: &str| {
+            let pid = faultfs.process.id().to_string();
+            let status = std::process::Command::new("kill")
+                .args([name, &pid])
+                .status()
+                .unwrap();
+            assert!(status.success());
+        };
+        signal("-STOP");
+        // Several of the shard's measurements come due while the file system is stopped.
+        std::thread::sleep(Duration::from_millis(500));
+        // Resumed before anything is asserted, so a failure fails rather than hangs.
+        let seen =
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| peek(&server, "stopped")));
+        signal("-CONT");
+        let seen = seen.unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+        assert_eq!(
+            seen.get(&id).map(String::as_str),
+            Some("before the stop"),
+            "{backend}"
+        );
+        put(&server, "stopped", "after the stop");
+        assert_eq!(peek(&server, "stopped").len(), 2, "{backend}");
+        assert!(server.stop().success(), "{backend}");
+        faultfs.end("unmount");
+    }
+}
+
 /// The same disk, its free space reported (faultfs `--capacity`): with the default
 /// `--min-free-disk`, puts are refused with 503 `ServerBusy` before anything fails with ENOSPC,
 /// the server keeps serving reads, and every acknowledged put survives `kill -9`.

@@ -11,8 +11,9 @@
 //! shard has changed its state in memory and can no longer say what is on disk.
 //!
 //! A durable shard also watches its disk (`--max-disk`, `--min-free-disk`): after every flush
-//! and snapshot, and every `DISK_SAMPLE_INTERVAL_MS` (when the file system's free space is
-//! measured), it tells the state whether it may still grow (`storage::space`). A full file
+//! and snapshot, and every `DISK_SAMPLE_INTERVAL_MS` (reading the file system's free space as
+//! its `SpaceGauge` thread last measured it, so a file system that hangs never stalls the
+//! shard's thread), it tells the state whether it may still grow (`storage::space`). A full file
 //! system is then met by 503 `ServerBusy` answers, not by a failed write: that stays the last
 //! resort (the process exits, nothing acknowledged is lost).
 
@@ -36,7 +37,7 @@ use crate::limits::{
 use crate::queue::{Census, Command, Replicas, Reply, ShardState};
 use crate::storage::hold::{Decision, FlushHold};
 use crate::storage::log::{Durability, FlushStats, Log};
-use crate::storage::space::{self, DiskLimits, Space};
+use crate::storage::space::{self, DiskLimits, Space, SpaceGauge};
 use crate::time::{Clock, SystemClock};
 
 /// Longest the timer task sleeps without a deadline, so a clock step is noticed eventually.
@@ -54,9 +55,10 @@ pub struct Engine<B: Backend> {
     log: Option<Log<B::Disk>>,
     /// The shard's disk limits, with its log.
     disk_limits: Option<DiskLimits>,
-    /// The file system holding the shard's files as last measured (`None`: in memory, or it
-    /// could not be measured, and then only `--max-disk` applies).
-    space: Cell<Option<Space>>,
+    /// The file system holding the shard's files, measured on a thread of its own (`None`: in
+    /// memory, or no thread could be started; without a measurement only `--max-disk`
+    /// applies).
+    gauge: Option<SpaceGauge>,
     /// Whether the last snapshot wanted fitted in the free space (`snapshot_wanted`), so that
     /// a change is said once.
     snapshot_fits: Cell<bool>,
@@ -124,6 +126,16 @@ impl<B: Backend> Engine<B> {
     ) -> Rc<Engine<B>> {
         let (log, disk_limits) = log.unzip();
         let durability = log.as_ref().map(Log::durability);
+        let gauge = log.as_ref().and_then(|log| {
+            SpaceGauge::start(log.directory(), index)
+                .inspect_err(|error| {
+                    eprintln!(
+                        "azq: shard {index}: no thread to measure the file system ({error}); \
+                         only --max-disk applies"
+                    )
+                })
+                .ok()
+        });
         let engine = Rc::new(Engine {
             state: RefCell::new(state),
             clock: SystemClock,
@@ -131,7 +143,7 @@ impl<B: Backend> Engine<B> {
             wake: Wake::default(),
             log,
             disk_limits,
-            space: Cell::new(None),
+            gauge,
             snapshot_fits: Cell::new(true),
             log_wake: Wake::default(),
             hold: RefCell::new(FlushHold::new()),
@@ -144,7 +156,7 @@ impl<B: Backend> Engine<B> {
         if let Some(durability) = durability {
             // Measured first: a snapshot recovery left due must fit in the free space (else
             // it would end the process with ENOSPC at every start).
-            engine.watch_disk(true);
+            engine.watch_disk();
             if engine.snapshot_wanted() {
                 engine.snapshot_wake.notify();
             }
@@ -248,21 +260,21 @@ impl<B: Backend> Engine<B> {
     /// Free bytes of the file system holding the shard's files, as last measured (`None` in
     /// memory, or when it could not be measured).
     pub fn filesystem_free_bytes(&self) -> Option<u64> {
-        self.space.get().map(|space| space.free_bytes)
+        self.space().map(|space| space.free_bytes)
     }
 
-    /// Measures the shard's files (and with `filesystem` the file system's free space) and
-    /// tells the state whether it may still grow (`storage::space::refuses`). Cheap without
-    /// `filesystem` (the log's own bookkeeping), so it runs after every flush.
-    fn watch_disk(&self, filesystem: bool) {
+    /// The file system holding the shard's files as last measured.
+    fn space(&self) -> Option<Space> {
+        self.gauge.as_ref().and_then(SpaceGauge::space)
+    }
+
+    /// Measures the shard's files, reads the file system's free space as last measured, and
+    /// tells the state whether it may still grow (`storage::space::refusal`). Cheap (the log's
+    /// own bookkeeping and two atomics), so it runs after every flush.
+    fn watch_disk(&self) {
         let (Some(log), Some(limits)) = (&self.log, &self.disk_limits) else {
             return;
         };
-        if filesystem {
-            // A file system that cannot be measured leaves `--max-disk` alone in force.
-            self.space
-                .set(space::filesystem_space(log.directory()).ok());
-        }
         let disk_bytes = log.disk_bytes();
         let mut state = self.state.borrow_mut();
         let refusing = state.disk_full();
@@ -270,7 +282,7 @@ impl<B: Backend> Engine<B> {
             limits,
             disk_bytes,
             state.stored_bytes(),
-            self.space.get(),
+            self.space(),
             refusing,
         );
         // One line when refusals start and one when they stop: a client sees only 503s.
@@ -303,14 +315,13 @@ impl<B: Backend> Engine<B> {
         }
         let needed_bytes = self.state.borrow().stored_bytes();
         let fits = self
-            .space
-            .get()
+            .space()
             .is_none_or(|space| space.free_bytes >= needed_bytes);
         if fits != self.snapshot_fits.replace(fits) {
             if fits {
                 eprintln!("azq: shard {}: room for the snapshot again", self.index);
             } else {
-                let free_bytes = self.space.get().map_or(0, |space| space.free_bytes);
+                let free_bytes = self.space().map_or(0, |space| space.free_bytes);
                 eprintln!(
                     "azq: shard {}: a snapshot is due but the file system's {:.1} MiB free \
                      cannot hold its copy of the live data ({:.1} MiB); waiting for deletes or \
@@ -411,7 +422,7 @@ async fn run_log<B: Backend>(engine: Rc<Engine<B>>) {
                         let now = Instant::now();
                         engine.hold.borrow_mut().flushed(acknowledged, pending, now);
                     }
-                    engine.watch_disk(false);
+                    engine.watch_disk();
                     if engine.snapshot_wanted() {
                         engine.snapshot_wake.notify();
                     }
@@ -475,8 +486,12 @@ async fn run_snapshots<B: Backend>(engine: Rc<Engine<B>>) {
         loop {
             match job.step(log, &engine.state).await {
                 Ok(true) => {
-                    // Segments went: refusals for space stop at once if they can.
-                    engine.watch_disk(true);
+                    // Segments went: refusals for the share stop at once if they can, and
+                    // the file system is measured again for the free-space rule.
+                    engine.watch_disk();
+                    if let Some(gauge) = &engine.gauge {
+                        gauge.refresh();
+                    }
                     break;
                 }
                 Ok(false) => B::sleep(Duration::from_micros(TIMER_STEP_PAUSE_US)).await,
@@ -486,12 +501,12 @@ async fn run_snapshots<B: Backend>(engine: Rc<Engine<B>>) {
     }
 }
 
-/// Measures the file system's free space every `DISK_SAMPLE_INTERVAL_MS` (space others free,
-/// or take, changes nothing the log sees) and tells the state.
+/// Reads the file system's free space every `DISK_SAMPLE_INTERVAL_MS` as the gauge's thread
+/// measures it (space others free, or take, changes nothing the log sees) and tells the state.
 async fn run_disk_watch<B: Backend>(engine: Rc<Engine<B>>) {
     loop {
         B::sleep(Duration::from_millis(DISK_SAMPLE_INTERVAL_MS)).await;
-        engine.watch_disk(true);
+        engine.watch_disk();
     }
 }
 

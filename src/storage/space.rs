@@ -2,7 +2,10 @@
 //! free space `--min-free-disk` keeps on the file system, the pure rule that turns what the log
 //! and the file system measure into "refuse the operations that grow stored data", and the
 //! `statvfs` that measures the file system (written once for both backends: a metadata call of
-//! a few µs that each shard makes every `DISK_SAMPLE_INTERVAL_MS`, never per request).
+//! a few µs, made every `DISK_SAMPLE_INTERVAL_MS` by a thread of each durable shard's own, the
+//! [`SpaceGauge`], never per request and never on the shard's thread: a file system that stops
+//! answering, as a hung network mount or a stopped FUSE server does, stalls that thread alone,
+//! and the shard goes on serving what needs no write with the last figures).
 //!
 //! **The rule.** Space comes back only through a snapshot: it writes a copy of the live data
 //! before the segments it covers are removed. So a shard refuses growth while its files plus
@@ -22,9 +25,13 @@
 //! lost).
 
 use std::io;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Weak};
+use std::thread::{self, Thread};
+use std::time::Duration;
 
-use crate::limits::{DISK_RESUME_MARGIN_BYTES, LOG_SEGMENT_BYTES};
+use crate::limits::{DISK_RESUME_MARGIN_BYTES, DISK_SAMPLE_INTERVAL_MS, LOG_SEGMENT_BYTES};
 
 /// What `--min-free-disk` keeps free on the file system holding `--location`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -196,6 +203,122 @@ pub fn filesystem_space(path: &Path) -> io::Result<Space> {
     })
 }
 
+/// The file system holding a shard's files as its measuring thread last saw it. The thread
+/// measures every `DISK_SAMPLE_INTERVAL_MS`, and at once when asked (`refresh`); it ends once
+/// the gauge is dropped. A measurement that fails (the directory removed, `statvfs` refused)
+/// keeps the last figures rather than lifting `--min-free-disk`: the thread says so once on
+/// stderr, and once when it measures again. Shared through atomics, no lock: a reader may see
+/// the free space of one measurement with the size of the one before, which moves only when a
+/// file system is resized.
+pub struct SpaceGauge {
+    shared: Arc<Gauge>,
+    thread: Thread,
+}
+
+/// What the measuring thread publishes.
+#[derive(Default)]
+struct Gauge {
+    /// Whether any measurement succeeded yet (else the two figures mean nothing).
+    measured: AtomicBool,
+    free_bytes: AtomicU64,
+    total_bytes: AtomicU64,
+}
+
+impl Gauge {
+    fn store(&self, space: Space) {
+        self.free_bytes.store(space.free_bytes, Ordering::Relaxed);
+        self.total_bytes.store(space.total_bytes, Ordering::Relaxed);
+        self.measured.store(true, Ordering::Release);
+    }
+}
+
+impl SpaceGauge {
+    /// Measures the file system holding `directory` once on the calling thread (so a shard
+    /// starts with figures), then starts the thread that measures it from then on, for shard
+    /// `shard` (which names it, and its lines on stderr).
+    pub fn start(directory: &Path, shard: usize) -> io::Result<SpaceGauge> {
+        let shared = Arc::new(Gauge::default());
+        let first = filesystem_space(directory);
+        if let Ok(space) = first {
+            shared.store(space);
+        }
+        let weak = Arc::downgrade(&shared);
+        let directory = directory.to_path_buf();
+        let handle = thread::Builder::new()
+            .name(format!("azq-space-{shard}"))
+            .spawn(move || measure(weak, directory, shard, first.err()))?;
+        Ok(SpaceGauge {
+            shared,
+            thread: handle.thread().clone(),
+        })
+    }
+
+    /// The last measurement; `None` until one succeeded.
+    pub fn space(&self) -> Option<Space> {
+        self.shared.measured.load(Ordering::Acquire).then(|| Space {
+            free_bytes: self.shared.free_bytes.load(Ordering::Relaxed),
+            total_bytes: self.shared.total_bytes.load(Ordering::Relaxed),
+        })
+    }
+
+    /// Asks for a measurement now (after a snapshot removed files); its figures arrive a
+    /// moment later, for the next reading.
+    pub fn refresh(&self) {
+        self.thread.unpark();
+    }
+}
+
+impl Drop for SpaceGauge {
+    fn drop(&mut self) {
+        // The thread finds the gauge gone at its next wake-up, and ends.
+        self.thread.unpark();
+    }
+}
+
+/// The measuring thread's loop (`SpaceGauge`); `failing`: why the first measurement failed.
+fn measure(gauge: Weak<Gauge>, directory: PathBuf, shard: usize, mut failing: Option<io::Error>) {
+    if let Some(error) = &failing {
+        say_failing(&directory, shard, error, false);
+    }
+    loop {
+        thread::park_timeout(Duration::from_millis(DISK_SAMPLE_INTERVAL_MS));
+        let Some(gauge) = gauge.upgrade() else {
+            return;
+        };
+        match filesystem_space(&directory) {
+            Ok(space) => {
+                gauge.store(space);
+                if failing.take().is_some() {
+                    eprintln!(
+                        "azq: shard {shard}: measuring the file system holding {} again",
+                        directory.display()
+                    );
+                }
+            }
+            Err(error) => {
+                if failing.is_none() {
+                    let measured = gauge.measured.load(Ordering::Acquire);
+                    say_failing(&directory, shard, &error, measured);
+                }
+                failing = Some(error);
+            }
+        }
+    }
+}
+
+/// The line said when measurements start failing: what the free-space limit does meanwhile.
+fn say_failing(directory: &Path, shard: usize, error: &io::Error, measured: bool) {
+    let meanwhile = if measured {
+        "--min-free-disk keeps its last measurement"
+    } else {
+        "--min-free-disk applies once it can be"
+    };
+    eprintln!(
+        "azq: shard {shard}: cannot measure the file system holding {} ({error}); {meanwhile}",
+        directory.display()
+    );
+}
+
 /// Elsewhere the free space is not measured (`--max-disk` still applies).
 #[cfg(not(unix))]
 pub fn filesystem_space(_path: &Path) -> io::Result<Space> {
@@ -326,6 +449,53 @@ mod tests {
         assert_eq!(FreeDiskMin::Percent(100).bytes(u64::MAX), u64::MAX);
         assert_eq!(FreeDiskMin::Percent(0).bytes(u64::MAX), 0);
         assert_eq!(FreeDiskMin::Bytes(7).bytes(0), 7);
+    }
+
+    /// Whether a thread of this process is named `name`.
+    fn thread_named(name: &str) -> bool {
+        std::fs::read_dir("/proc/self/task").unwrap().any(|task| {
+            let comm = task.unwrap().path().join("comm");
+            std::fs::read_to_string(comm).is_ok_and(|comm| comm.trim_end() == name)
+        })
+    }
+
+    /// Waits up to 2 s for `done`, else fails with `failure`.
+    fn wait_for(done: impl Fn() -> bool, failure: &str) {
+        for _ in 0..200 {
+            if done() {
+                return;
+            }
+            thread::sleep(Duration::from_millis(10));
+        }
+        panic!("{failure}");
+    }
+
+    /// The gauge starts with a figure, keeps its last one when the directory goes, and its
+    /// thread ends with it.
+    #[test]
+    fn a_gauge_keeps_its_last_measurement_and_its_thread_ends_with_it() {
+        let directory = std::env::temp_dir().join(format!("azq-gauge-{}", std::process::id()));
+        std::fs::create_dir_all(&directory).unwrap();
+        let gauge = SpaceGauge::start(&directory, 9101).unwrap();
+        let first = gauge.space().expect("measured at start");
+        assert!(first.total_bytes > 0);
+        // The thread names itself once it runs.
+        wait_for(|| thread_named("azq-space-9101"), "no measuring thread");
+        std::fs::remove_dir(&directory).unwrap();
+        for _ in 0..5 {
+            gauge.refresh();
+            thread::sleep(Duration::from_millis(DISK_SAMPLE_INTERVAL_MS));
+            assert!(gauge
+                .space()
+                .is_some_and(|space| space.total_bytes == first.total_bytes));
+        }
+        drop(gauge);
+        wait_for(
+            || !thread_named("azq-space-9101"),
+            "the measuring thread outlived its gauge",
+        );
+        let unmeasured = SpaceGauge::start(Path::new("/no/such/directory"), 9102).unwrap();
+        assert_eq!(unmeasured.space(), None);
     }
 
     #[test]
