@@ -288,6 +288,44 @@ async fn report_intervals<B: Backend>(core: Rc<Core>, core_index: usize, reports
     }
 }
 
+/// What one of the once-a-second samplers made of a second (`every_second`).
+enum Sampled {
+    /// Done for this second.
+    Next,
+    /// The connection was lost: made again at the next second.
+    Lost,
+    /// Nothing more to sample: the sampler ends.
+    End,
+}
+
+/// Calls `sample` with a connection to the server and the time once a second from the run's
+/// start, until cancelled or `sample` says `End`. A connection that could not be made, or was
+/// lost, is made again at the next second.
+async fn every_second<B: Backend>(
+    core: &Core,
+    mut sample: impl AsyncFnMut(&mut Connection<B>, u64) -> Sampled,
+) {
+    let mut connection: Option<Connection<B>> = None;
+    let mut second = 0;
+    core.clock.wait_for_start::<B>().await;
+    loop {
+        core.clock.sleep_until::<B>(second * INTERVAL_NS).await;
+        second += 1;
+        if connection.is_none() {
+            connection = Connection::connect(&core.plan.endpoint).await.ok();
+        }
+        let Some(open) = connection.as_mut() else {
+            continue;
+        };
+        let at_ns = core.clock.now_ns();
+        match sample(open, at_ns).await {
+            Sampled::Next => {}
+            Sampled::Lost => connection = None,
+            Sampled::End => return,
+        }
+    }
+}
+
 /// Samples the total depth of the run's queues once a second, until cancelled. It has its own
 /// encoder: the core's is shared by the connections and must not stay borrowed across an await.
 async fn sample_depth<B: Backend>(core: Rc<Core>, reports: ReportSender) {
@@ -299,70 +337,45 @@ async fn sample_depth<B: Backend>(core: Rc<Core>, reports: ReportSender) {
     ) else {
         return;
     };
-    let mut connection: Option<Connection<B>> = None;
-    let mut sample = 0;
-    core.clock.wait_for_start::<B>().await;
-    loop {
-        core.clock.sleep_until::<B>(sample * INTERVAL_NS).await;
-        sample += 1;
-        if connection.is_none() {
-            connection = Connection::connect(&core.plan.endpoint).await.ok();
-        }
-        let Some(open) = connection.as_mut() else {
-            continue;
-        };
-        let at_ns = core.clock.now_ns();
+    every_second::<B>(&core, async |open, at_ns| {
         match queue_depths(&mut encoder, open).await {
             Ok(depths) => {
                 let _ = reports.send(CoreReport::Depth {
                     at_ns,
                     messages: depths.iter().sum(),
                 });
+                Sampled::Next
             }
-            Err(_) => connection = None,
+            Err(_) => Sampled::Lost,
         }
-    }
+    })
+    .await;
 }
 
 /// Scrapes the server's metrics once a second, until cancelled. A server that answers anything
 /// but a 200 with at least one of `ServerMetrics`' series (Azurite, Azure, an older azq, azq
-/// with `--metrics off`) is not asked again: the run goes on without the series. A lost
-/// connection is made again at the next second, as the depth sampler's.
+/// with `--metrics off`) is not asked again: the run goes on without the series.
 async fn scrape_server<B: Backend>(core: Rc<Core>, reports: ReportSender) {
     let mut request = Vec::with_capacity(256);
     encode_scrape(&core.plan.endpoint.host_header, &mut request);
-    let mut connection: Option<Connection<B>> = None;
-    let mut sample = 0;
-    core.clock.wait_for_start::<B>().await;
-    loop {
-        core.clock.sleep_until::<B>(sample * INTERVAL_NS).await;
-        sample += 1;
-        if connection.is_none() {
-            connection = Connection::connect(&core.plan.endpoint).await.ok();
-        }
-        let Some(open) = connection.as_mut() else {
-            continue;
-        };
-        let at_ns = core.clock.now_ns();
+    every_second::<B>(&core, async |open, at_ns| {
         if open.send(&request).await.is_err() {
-            connection = None;
-            continue;
+            return Sampled::Lost;
         }
         let metrics = match open.read_response().await {
             Ok(response) if response.status == 200 => {
                 ServerMetrics::from_exposition(&String::from_utf8_lossy(response.body))
             }
-            Ok(_) => return,
-            Err(_) => {
-                connection = None;
-                continue;
-            }
+            Ok(_) => return Sampled::End,
+            Err(_) => return Sampled::Lost,
         };
         if metrics.is_empty() {
-            return;
+            return Sampled::End;
         }
         let _ = reports.send(CoreReport::Server { at_ns, metrics });
-    }
+        Sampled::Next
+    })
+    .await;
 }
 
 #[cfg(test)]
