@@ -25,14 +25,15 @@ use std::task::{Poll, Waker};
 use std::time::{Duration, Instant};
 
 use super::backend::Backend;
+use super::os;
 
 use crate::error::StorageError;
 use crate::governor::metrics::Scope;
 use crate::governor::throttle::is_message_operation;
 use crate::governor::Governor;
 use crate::limits::{
-    DISK_SAMPLE_INTERVAL_MS, TIMER_ENTRIES_PER_STEP_MAX, TIMER_STEP_PAUSE_US,
-    WRITE_MODE_SYNC_INTERVAL_MS,
+    DISK_SAMPLE_INTERVAL_MS, MEMORY_GIVE_BACK_BYTES_MIN, MEMORY_GIVE_BACK_INTERVAL_MS,
+    TIMER_ENTRIES_PER_STEP_MAX, TIMER_STEP_PAUSE_US, WRITE_MODE_SYNC_INTERVAL_MS,
 };
 use crate::queue::{Census, Command, Replicas, Reply, ShardState};
 use crate::storage::hold::{Decision, FlushHold};
@@ -153,6 +154,7 @@ impl<B: Backend> Engine<B> {
             governor,
         });
         B::spawn(run_timer::<B>(engine.clone()));
+        B::spawn(run_memory_give_back::<B>(engine.clone()));
         if let Some(durability) = durability {
             // Measured first: a snapshot recovery left due must fit in the free space (else
             // it would end the process with ENOSPC at every start).
@@ -507,6 +509,21 @@ async fn run_disk_watch<B: Backend>(engine: Rc<Engine<B>>) {
     loop {
         B::sleep(Duration::from_millis(DISK_SAMPLE_INTERVAL_MS)).await;
         engine.watch_disk();
+    }
+}
+
+/// Gives the allocator's free memory back to the system once the shard has freed
+/// `MEMORY_GIVE_BACK_BYTES_MIN` of messages since the last time (a drained or cleared backlog),
+/// so the process's resident memory follows its data down, not only up.
+async fn run_memory_give_back<B: Backend>(engine: Rc<Engine<B>>) {
+    let mut given_back_at = 0;
+    loop {
+        B::sleep(Duration::from_millis(MEMORY_GIVE_BACK_INTERVAL_MS)).await;
+        let freed_bytes = engine.state.borrow().freed_message_bytes();
+        if freed_bytes - given_back_at >= MEMORY_GIVE_BACK_BYTES_MIN {
+            os::give_back_free_memory();
+            given_back_at = freed_bytes;
+        }
     }
 }
 

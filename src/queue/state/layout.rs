@@ -192,6 +192,9 @@ pub struct ShardState {
     pub(super) queue_records_max: usize,
     /// Bytes charged for the messages stored now: text plus `MESSAGE_OVERHEAD_BYTES` each.
     pub(super) message_bytes: u64,
+    /// Bytes charged for the messages freed since the shard started (only grows): the runtime
+    /// gives the allocator's free memory back to the system after enough of it.
+    pub(super) freed_message_bytes: u64,
     /// Bytes charged for queue records and their metadata (`queue_charge` each).
     pub(super) queue_bytes: u64,
     /// Most bytes `message_bytes`, `queue_bytes` and the ACL copies (`Replicas::acl_bytes`)
@@ -274,6 +277,7 @@ impl ShardState {
             queues_max: limits::QUEUES_PER_SHARD_MAX,
             queue_records_max: QUEUE_INDEX_MAX + 1,
             message_bytes: 0,
+            freed_message_bytes: 0,
             queue_bytes: 0,
             message_bytes_max: u64::MAX,
             disk_full: false,
@@ -315,6 +319,12 @@ impl ShardState {
     /// disk limit keeps room for (`storage::space`).
     pub fn stored_bytes(&self) -> u64 {
         self.message_bytes + self.queue_bytes + self.replicas.acl_bytes()
+    }
+
+    /// Bytes charged for the messages freed since the shard started: deleted, expired,
+    /// cleared, their queue deleted.
+    pub fn freed_message_bytes(&self) -> u64 {
+        self.freed_message_bytes
     }
 
     /// `Ok` when `more` bytes fit `--max-memory`; else counts a memory refusal: 503

@@ -401,7 +401,9 @@ impl ShardState {
         let queue = queue_at(&mut self.queues, queue_index);
         queue.messages_count -= 1;
         queue.text_bytes -= message.text.len() as u64;
-        self.message_bytes -= message_charge(&message.text);
+        let charge = message_charge(&message.text);
+        self.message_bytes -= charge;
+        self.freed_message_bytes += charge;
     }
 
     /// Deletes the message in `slot` of queue record `index` for a client: logged, freed,
