@@ -19,7 +19,7 @@ use tokio::sync::mpsc;
 use super::backend::{Backend, Idle, JoinedMesh, WriteTimeout};
 use super::deadline;
 use crate::limits::{LISTEN_BACKLOG, LOG_ZERO_FILL_BUFFERED_BYTES};
-use crate::storage::files::{sync_directory, Disk};
+use crate::storage::files::{shrink_file, sync_directory, Disk};
 
 /// Room made in the read buffer before each read, so a read takes what a segment brings.
 const READ_RESERVE_BYTES: usize = 16 * 1024;
@@ -361,6 +361,11 @@ impl Disk for BlockingDisk {
             sync_directory(to.parent().unwrap_or(std::path::Path::new(".")))
         })
         .await
+    }
+
+    async fn shrink(&self, path: &std::path::Path, bytes: u64) -> io::Result<u64> {
+        let path = path.to_path_buf();
+        blocking(move || shrink_file(&path, bytes)).await
     }
 
     async fn remove(&self, path: &std::path::Path) -> io::Result<()> {

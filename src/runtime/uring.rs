@@ -24,7 +24,7 @@ use super::deadline;
 use crate::limits::{
     IO_MEMORY_BYTES_PER_SHARD, LISTEN_BACKLOG, LOG_ZERO_FILL_AHEAD_BYTES, STORAGE_BLOCK_BYTES,
 };
-use crate::storage::files::Disk;
+use crate::storage::files::{shrink_file, Disk};
 
 /// Bytes of glommio's receive buffer per connection: each read copies only what arrived from it.
 const READ_BUFFER_BYTES: usize = 16 * 1024;
@@ -362,6 +362,15 @@ impl Disk for DmaDisk {
             .await
             .map_err(io::Error::from)?;
         self.sync_directory(to.parent().unwrap_or(std::path::Path::new(".")))
+            .await
+    }
+
+    /// On glommio's blocking pool (`std::fs`): the file is not open here, and its truncate and
+    /// sync, waiting for the device's discards, must not hold the shard's thread.
+    async fn shrink(&self, path: &std::path::Path, bytes: u64) -> io::Result<u64> {
+        let path = path.to_path_buf();
+        glommio::executor()
+            .spawn_blocking(move || shrink_file(&path, bytes))
             .await
     }
 

@@ -237,11 +237,27 @@ pub trait Disk: 'static {
     /// Renames `from` to `to` and syncs their directory.
     fn rename(&self, from: &Path, to: &Path) -> impl Future<Output = io::Result<()>>;
 
+    /// Shortens the file at `path` by `bytes` (to empty at most) and syncs it; returns its new
+    /// length. A file about to be removed gives its blocks back a little at a time
+    /// (`SNAPSHOT_REMOVAL_STEP_BYTES`).
+    fn shrink(&self, path: &Path, bytes: u64) -> impl Future<Output = io::Result<u64>>;
+
     /// Removes `path` (not durable until the directory is synced).
     fn remove(&self, path: &Path) -> impl Future<Output = io::Result<()>>;
 
     /// Syncs the directory `path`: the names created, renamed or removed in it are durable.
     fn sync_directory(&self, path: &Path) -> impl Future<Output = io::Result<()>>;
+}
+
+/// `Disk::shrink` with `std::fs`, for both backends (each runs it off the shard's thread):
+/// shortens the file at `path` by `bytes` (to empty at most), syncs it (fdatasync persists a new
+/// size) and returns its new length.
+pub fn shrink_file(path: &Path, bytes: u64) -> io::Result<u64> {
+    let file = std::fs::OpenOptions::new().write(true).open(path)?;
+    let length = file.metadata()?.len().saturating_sub(bytes);
+    file.set_len(length)?;
+    file.sync_data()?;
+    Ok(length)
 }
 
 /// Where a server's files are: `DIR/__azq__`.

@@ -29,8 +29,9 @@
 //! It records the sequence the state had reached when it started; replay starts there, and since
 //! records are blind writes, whatever the snapshot already reflects is harmless to replay. When
 //! it is whole it is synced and renamed, and every segment and snapshot it makes unnecessary is
-//! removed: disk use stays within the live data twice plus the allowance per shard, and while a
-//! snapshot is being written, one more copy of the live data.
+//! removed, `SNAPSHOT_REMOVAL_STEP_BYTES` freed per step (`remove_step`): disk use stays within
+//! the live data twice plus the allowance per shard, and while a snapshot is being written, one
+//! more copy of the live data.
 //!
 //! An I/O error is not answered to a client: the caller ends the process (fail-stop), and the
 //! next start recovers what was durable. The log itself refuses every later flush, sync and
@@ -55,7 +56,7 @@ use super::format::{
 use super::recovery::{SegmentFile, ShardStart};
 use crate::limits::{
     LOG_CLOSED_SEGMENTS_MAX, LOG_FLUSH_BYTES_MAX, LOG_SEGMENT_BYTES, SNAPSHOT_ALLOWANCE_BYTES,
-    SNAPSHOT_STEP_SLOTS, SNAPSHOT_SYNC_BYTES, STORAGE_BLOCK_BYTES,
+    SNAPSHOT_REMOVAL_STEP_BYTES, SNAPSHOT_STEP_SLOTS, SNAPSHOT_SYNC_BYTES, STORAGE_BLOCK_BYTES,
 };
 use crate::queue::{QueueKey, ShardState};
 use crate::time::{latency_bucket, LATENCY_BUCKETS};
@@ -129,6 +130,8 @@ struct LogState<F> {
     snapshotting: bool,
     /// Bytes of `snapshot.tmp` written so far (0 when no snapshot is being written).
     snapshot_temporary_bytes: u64,
+    /// Bytes of the files a snapshot replaced that are not freed yet (`remove_step`).
+    removing_bytes: u64,
     /// Written and not synced yet (`Durability::Write`).
     unsynced: bool,
     /// A sync of the open segment is in flight (`Log::segment_sync`).
@@ -213,6 +216,7 @@ impl<D: Disk> Log<D> {
                 next_sequence,
                 snapshotting: false,
                 snapshot_temporary_bytes: 0,
+                removing_bytes: 0,
                 unsynced: false,
                 syncing: false,
                 failed: false,
@@ -505,8 +509,8 @@ impl<D: Disk> Log<D> {
 
     /// Bytes the shard's files take on disk (`--max-disk`, `azq_disk_bytes`): every segment as
     /// allocated (preallocated to the segment size, or longer when a batch overran it), the
-    /// snapshot, and what a snapshot being written has written so far. Known from the log's
-    /// own bookkeeping, without a system call.
+    /// snapshot, what a snapshot being written has written so far, and what remains of the files
+    /// the last one replaced. Known from the log's own bookkeeping, without a system call.
     pub fn disk_bytes(&self) -> u64 {
         let log = self.state.borrow();
         // Segments recovery read were cut to their records; the ones this log created are
@@ -522,7 +526,7 @@ impl<D: Disk> Log<D> {
             .as_ref()
             .map_or(0, |segment| segment.length.max(self.segment_bytes));
         let snapshot = log.snapshot.as_ref().map_or(0, |(_, bytes)| *bytes);
-        closed + open + snapshot + log.snapshot_temporary_bytes
+        closed + open + snapshot + log.snapshot_temporary_bytes + log.removing_bytes
     }
 
     /// Whether a snapshot is due and none is running (`snapshot_due`).
@@ -565,55 +569,48 @@ impl<D: Disk> Log<D> {
         })
     }
 
-    /// A snapshot is whole and synced: it replaces the last one, and every segment it makes
-    /// unnecessary goes.
-    async fn finish_snapshot(&self, replay_from: u64, bytes: u64) -> io::Result<()> {
+    /// A snapshot is whole and synced: it replaces the last one. Returns the files it makes
+    /// unnecessary (the older snapshot, the segments it covers) with their sizes, for
+    /// `remove_step` to free.
+    async fn replace_snapshot(
+        &self,
+        replay_from: u64,
+        bytes: u64,
+    ) -> io::Result<Vec<(PathBuf, u64)>> {
         let temporary = self.directory.join(SNAPSHOT_TEMPORARY_NAME);
         let path = self.directory.join(snapshot_name(replay_from));
         self.disk.rename(&temporary, &path).await?;
-        let (old_snapshot, removable) = {
-            let mut log = self.state.borrow_mut();
-            log.snapshotting = false;
-            log.snapshot_temporary_bytes = 0;
-            let old = log.snapshot.replace((path, bytes)).map(|(path, _)| path);
-            // A closed segment can go when the next one starts at or before the replay point.
-            let mut removable = Vec::new();
-            let current_first = log.segment.as_ref().map(|segment| segment.first_sequence);
-            while log.segments.first().is_some_and(|first| {
-                let next_first = log
-                    .segments
-                    .get(1)
-                    .map(|next| next.first_sequence)
-                    .or(current_first);
-                next_first.is_some_and(|next| next <= replay_from)
-                    && first.first_sequence < replay_from
-            }) {
-                removable.push(log.segments.remove(0));
+        let mut log = self.state.borrow_mut();
+        log.snapshot_temporary_bytes = 0;
+        let mut removable = Vec::new();
+        if let Some(old) = log.snapshot.replace((path, bytes)) {
+            // A snapshot of the same replay point has the same name: it was just replaced.
+            if old.0.file_name().and_then(|name| name.to_str()) != Some(&snapshot_name(replay_from))
+            {
+                removable.push(old);
             }
-            log.log_bytes = log
+        }
+        // A closed segment can go when the next one starts at or before the replay point.
+        let current_first = log.segment.as_ref().map(|segment| segment.first_sequence);
+        while log.segments.first().is_some_and(|first| {
+            let next_first = log
                 .segments
-                .iter()
-                .map(|segment| segment.bytes)
-                .sum::<u64>()
-                + log.segment.as_ref().map_or(0, |segment| segment.length);
-            (old, removable)
-        };
-        let old_snapshot = old_snapshot.filter(|old| {
-            old.file_name().and_then(|name| name.to_str()) != Some(&snapshot_name(replay_from))
-        });
-        let removed = old_snapshot.is_some() || !removable.is_empty();
-        if let Some(old) = old_snapshot {
-            self.disk.remove(&old).await?;
+                .get(1)
+                .map(|next| next.first_sequence)
+                .or(current_first);
+            next_first.is_some_and(|next| next <= replay_from) && first.first_sequence < replay_from
+        }) {
+            let segment = log.segments.remove(0);
+            removable.push((segment.path, segment.allocated_bytes));
         }
-        for segment in removable {
-            self.disk.remove(&segment.path).await?;
-        }
-        // The removals durable too, so a power cut never brings back files whose blocks the
-        // log already counts as free.
-        if removed {
-            self.disk.sync_directory(&self.directory).await?;
-        }
-        Ok(())
+        log.log_bytes = log
+            .segments
+            .iter()
+            .map(|segment| segment.bytes)
+            .sum::<u64>()
+            + log.segment.as_ref().map_or(0, |segment| segment.length);
+        log.removing_bytes = removable.iter().map(|(_, bytes)| bytes).sum();
+        Ok(removable)
     }
 }
 
@@ -623,8 +620,9 @@ enum Phase {
     Queues(Option<QueueKey>),
     /// Encoding message slots from the given one.
     Messages(u32),
-    /// Everything is encoded.
-    Done,
+    /// Everything is encoded, the snapshot in place: freeing the files it replaced, the next
+    /// first (their paths, and their sizes as the log counts them).
+    Removing(Vec<(PathBuf, u64)>),
 }
 
 /// A snapshot being written, a step at a time.
@@ -642,20 +640,24 @@ pub struct SnapshotJob<D: Disk> {
 }
 
 impl<D: Disk> SnapshotJob<D> {
-    /// Encodes and writes one bounded step; `Ok(true)` once the snapshot is whole, synced and in
-    /// place.
+    /// Encodes and writes one bounded step, or frees one step of the files the snapshot
+    /// replaced; `Ok(true)` once the snapshot is whole, synced and in place, and those files are
+    /// gone.
     pub async fn step(&mut self, log: &Log<D>, state: &RefCell<ShardState>) -> io::Result<bool> {
         log.check_failed()?;
-        let stepped = self.encode_and_write(log, state).await;
+        let stepped = match &mut self.phase {
+            Phase::Removing(files) => remove_step(files, log).await,
+            _ => self.encode_and_write(log, state).await.map(|()| false),
+        };
         log.failed_on_error(stepped)
     }
 
-    /// The body of `step`.
+    /// The body of `step` until the snapshot is in place.
     async fn encode_and_write(
         &mut self,
         log: &Log<D>,
         state: &RefCell<ShardState>,
-    ) -> io::Result<bool> {
+    ) -> io::Result<()> {
         {
             let state = state.borrow();
             match &self.phase {
@@ -680,15 +682,15 @@ impl<D: Disk> SnapshotJob<D> {
                     self.phase = if end >= state.slab_slots() {
                         self.pending.put_slice(&snapshot_trailer(self.entries));
                         self.reflects_until = state.journal_next_sequence();
-                        Phase::Done
+                        Phase::Removing(Vec::new())
                     } else {
                         Phase::Messages(end)
                     };
                 }
-                Phase::Done => {}
+                Phase::Removing(_) => unreachable!("`step` frees the files"),
             }
         }
-        let done = matches!(self.phase, Phase::Done);
+        let done = matches!(self.phase, Phase::Removing(_));
         let whole = if done {
             let padded = self.pending.len().next_multiple_of(STORAGE_BLOCK_BYTES);
             self.pending.resize(padded, 0);
@@ -719,10 +721,44 @@ impl<D: Disk> SnapshotJob<D> {
                     log.sync_current().await?;
                 }
             }
-            log.finish_snapshot(self.replay_from, self.written).await?;
+            let removable = log.replace_snapshot(self.replay_from, self.written).await?;
+            self.phase = Phase::Removing(removable);
         }
-        Ok(done)
+        Ok(())
     }
+}
+
+/// One step of freeing `files`, the files a snapshot replaced: the first is shortened by
+/// `SNAPSHOT_REMOVAL_STEP_BYTES` and synced, and removed once empty; once the last is gone the
+/// directory is synced, so a power cut never brings back files whose blocks the log already
+/// counts as free. `Ok(true)` when none is left. A step frees a bounded amount because a file
+/// system that discards freed blocks holds its next journal commit, and with it the log's
+/// syncs, until the device has discarded all a step freed (ARCHITECTURE, Snapshots). A power
+/// cut between steps leaves shortened files that recovery removes: the new snapshot's name was
+/// durable before the first step, and recovery reads neither an older snapshot nor a segment
+/// that one covers.
+async fn remove_step<D: Disk>(files: &mut Vec<(PathBuf, u64)>, log: &Log<D>) -> io::Result<bool> {
+    let Some((path, bytes)) = files.first_mut() else {
+        log.state.borrow_mut().snapshotting = false;
+        return Ok(true);
+    };
+    let length = log.disk.shrink(path, SNAPSHOT_REMOVAL_STEP_BYTES).await?;
+    let freed = bytes.saturating_sub(length);
+    *bytes -= freed;
+    if length == 0 {
+        log.disk.remove(path).await?;
+        files.remove(0);
+        if files.is_empty() {
+            log.disk.sync_directory(&log.directory).await?;
+        }
+    }
+    let mut state = log.state.borrow_mut();
+    state.removing_bytes = if files.is_empty() {
+        0
+    } else {
+        state.removing_bytes.saturating_sub(freed)
+    };
+    Ok(false)
 }
 
 #[cfg(test)]

@@ -142,6 +142,11 @@ enum Operation {
         from: String,
         to: String,
     },
+    /// A shrink and a sync of the file at `path` (`Disk::shrink`).
+    Shrink {
+        path: String,
+        bytes: u64,
+    },
     Remove {
         path: String,
     },
@@ -604,6 +609,13 @@ impl Inner {
                 self.sync_directory(directory);
                 Ok(0)
             }
+            Operation::Shrink { path, bytes } => {
+                let inode = self.file(Path::new(&path))?;
+                let length = (self.inodes[inode].current.len() as u64).saturating_sub(bytes);
+                self.change_file(inode, Change::Resize(length));
+                self.sync_file(inode, u64::MAX);
+                Ok(length as usize)
+            }
             Operation::Remove { path } => {
                 let (directory, name) = self.parent(Path::new(&path))?;
                 self.file(Path::new(&path))?;
@@ -794,6 +806,16 @@ impl Disk for SimDisk {
         })
         .await
         .map(drop)
+    }
+
+    async fn shrink(&self, path: &Path, bytes: u64) -> io::Result<u64> {
+        let length = self
+            .submit(Operation::Shrink {
+                path: text(path),
+                bytes,
+            })
+            .await?;
+        Ok(length as u64)
     }
 
     async fn remove(&self, path: &Path) -> io::Result<()> {

@@ -48,7 +48,7 @@
 use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
@@ -807,6 +807,141 @@ fn a_snapshot_is_synced_a_chunk_at_a_time() {
             .iter()
             .any(|&bytes| bytes > 4 * SNAPSHOT_SYNC_BYTES),
         "{snapshots:?}"
+    );
+}
+
+/// A shard whose first snapshot (of more than two `SNAPSHOT_REMOVAL_STEP_BYTES` steps) is
+/// followed by as much log again, in segments of 1 MiB: the next snapshot replaces it and
+/// covers those segments. Returns the disk, the log, the state and the first snapshot's path
+/// and size.
+fn a_snapshot_to_replace() -> (SimDisk, Log<SimDisk>, RefCell<ShardState>, PathBuf, u64) {
+    use crate::limits::SNAPSHOT_REMOVAL_STEP_BYTES;
+    let disk = SimDisk::new(1, true);
+    let recovered =
+        recover_one_shard(&disk, RecoveryOptions::default()).expect("an empty directory recovers");
+    let start = recovered.shards.into_iter().next().expect("one shard");
+    let log = Log::new(disk.clone(), &start, 0, Durability::Fsync).with_segment_bytes(1 << 20);
+    let state = RefCell::new(start.state);
+    let apply = |command| {
+        let reply = state.borrow_mut().apply(command, NOW_MS);
+        assert!(reply.is_ok(), "{reply:?}");
+        while run(log.flush(&state)).expect("flushed") {}
+    };
+    let text = Bytes::from("x".repeat(60_000));
+    let put = || {
+        apply(Command::PutMessage {
+            queue: key(0),
+            text: text.clone(),
+            visibility_timeout_s: 0,
+            ttl_s: Some(86_400),
+        })
+    };
+    apply(Command::CreateQueue {
+        queue: key(0),
+        metadata: Vec::new(),
+    });
+    let puts = 2 * SNAPSHOT_REMOVAL_STEP_BYTES as usize / text.len() + 4;
+    (0..puts).for_each(|_| put());
+    run(async {
+        let mut job = log.start_snapshot(&state).await.expect("started");
+        while !job.step(&log, &state).await.expect("a step") {}
+    });
+    (0..puts).for_each(|_| put());
+    let older = disk
+        .file_paths()
+        .into_iter()
+        .find(|path| path.to_string_lossy().contains("snapshot-"))
+        .expect("the first snapshot");
+    let older_bytes = disk.read(&older).expect("a file").len() as u64;
+    assert!(
+        older_bytes > 2 * SNAPSHOT_REMOVAL_STEP_BYTES,
+        "{older_bytes}"
+    );
+    (disk, log, state, older, older_bytes)
+}
+
+/// Bytes of every file on `disk`, as a read sees them.
+fn files_bytes(disk: &SimDisk) -> u64 {
+    disk.file_paths()
+        .iter()
+        .map(|path| disk.read(path).expect("a file").len() as u64)
+        .sum()
+}
+
+/// The files a snapshot replaces go `SNAPSHOT_REMOVAL_STEP_BYTES` at a time: no step frees
+/// more, and the older snapshot is shortened over several steps before it goes. On a file
+/// system that discards freed blocks the log's syncs wait for what one journal commit freed:
+/// seven 64 MiB segments removed at once held Puts for 0.1-0.3 s (issue 40).
+#[test]
+fn a_replaced_snapshots_files_are_freed_a_step_at_a_time() {
+    use crate::limits::SNAPSHOT_REMOVAL_STEP_BYTES;
+    let (disk, log, state, older, older_bytes) = a_snapshot_to_replace();
+    let segments_before = disk
+        .file_paths()
+        .iter()
+        .filter(|path| path.to_string_lossy().contains("wal-"))
+        .count();
+    let mut freeing_steps = 0;
+    run(async {
+        let mut job = log.start_snapshot(&state).await.expect("started");
+        let mut before = files_bytes(&disk);
+        while !job.step(&log, &state).await.expect("a step") {
+            let after = files_bytes(&disk);
+            let freed = before.saturating_sub(after);
+            assert!(
+                freed <= SNAPSHOT_REMOVAL_STEP_BYTES,
+                "{freed} bytes freed in one step"
+            );
+            freeing_steps += u64::from(freed > 0);
+            before = after;
+        }
+    });
+    assert!(
+        freeing_steps >= older_bytes.div_ceil(SNAPSHOT_REMOVAL_STEP_BYTES),
+        "{freeing_steps} steps freed bytes"
+    );
+    assert!(disk.read(&older).is_err(), "the older snapshot is gone");
+    let segments_after = disk
+        .file_paths()
+        .iter()
+        .filter(|path| path.to_string_lossy().contains("wal-"))
+        .count();
+    assert!(
+        segments_after < segments_before,
+        "{segments_after} segments left"
+    );
+    assert!(!log.wants_snapshot(&state), "the snapshot is over");
+}
+
+/// A power cut between two of those steps (the older snapshot half shortened, covered segments
+/// removed or shortened) leaves a directory that recovers every message without a flag: the
+/// new snapshot's name was durable before the first step, and recovery reads neither an older
+/// snapshot nor a segment that the newest covers.
+#[test]
+fn a_power_cut_while_replaced_files_are_freed_loses_nothing() {
+    let (disk, log, state, older, older_bytes) = a_snapshot_to_replace();
+    let message_bytes = state.borrow().message_bytes();
+    run(async {
+        let mut job = log.start_snapshot(&state).await.expect("started");
+        loop {
+            assert!(
+                !job.step(&log, &state).await.expect("a step"),
+                "never half freed"
+            );
+            let left = disk.read(&older).map_or(0, |bytes| bytes.len() as u64);
+            if left > 0 && left < older_bytes {
+                break;
+            }
+        }
+    });
+    disk.crash();
+    let recovered =
+        recover_one_shard(&disk, RecoveryOptions::default()).expect("recovers without a flag");
+    let start = recovered.shards.into_iter().next().expect("one shard");
+    assert_eq!(start.state.message_bytes(), message_bytes);
+    assert!(
+        disk.read(&older).is_err(),
+        "recovery removed the older snapshot"
     );
 }
 

@@ -137,6 +137,18 @@ impl Disk for MemoryDisk {
         Ok(())
     }
 
+    async fn shrink(&self, path: &Path, bytes: u64) -> io::Result<u64> {
+        let mut memory = self.0.borrow_mut();
+        let file = *memory
+            .names
+            .get(path)
+            .ok_or_else(|| io::Error::from(io::ErrorKind::NotFound))?;
+        let content = &mut memory.contents[file];
+        let length = content.len().saturating_sub(bytes as usize);
+        content.truncate(length);
+        Ok(length as u64)
+    }
+
     async fn remove(&self, path: &Path) -> io::Result<()> {
         self.0
             .borrow_mut()
