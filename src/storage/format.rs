@@ -235,7 +235,7 @@ enum Next {
 /// length has zero low bytes may start with the same zeros, its header split across the
 /// boundary.
 fn next(data: &Bytes, at: usize, expected: u64) -> Next {
-    let reason = match read(&data.slice(at..)) {
+    let reason = match read(data, at) {
         Read::Record {
             sequence,
             record,
@@ -264,7 +264,7 @@ fn padding(data: &Bytes, at: usize, expected: u64) -> Option<Next> {
         && block_end < data.len()
         && data[at..block_end].iter().all(|&byte| byte == 0)
         && matches!(
-            read(&data.slice(block_end..)),
+            read(data, block_end),
             Read::Record { sequence, .. } if sequence == expected
         );
     is_padding.then_some(Next::Padding { block_end })
@@ -344,7 +344,7 @@ impl Iterator for IntactRecords<'_> {
                 sequence,
                 record,
                 bytes,
-            } = read(&data.slice(offset..))
+            } = read(self.data, offset)
             {
                 self.offset = offset + bytes;
                 return Some((offset, sequence, record, bytes));
@@ -463,7 +463,7 @@ pub fn read_snapshot(data: &Bytes) -> Result<Snapshot, String> {
                 records,
             });
         }
-        match read(&data.slice(at..)) {
+        match read(data, at) {
             Read::Record {
                 sequence,
                 record,

@@ -55,7 +55,7 @@ fn records_in(bytes: &[u8]) -> Vec<(u64, Record)> {
     let mut records = Vec::new();
     let mut at = 0;
     while at < bytes.len() {
-        match read(&bytes.slice(at..)) {
+        match read(&bytes, at) {
             Read::Record {
                 sequence,
                 record,

@@ -124,7 +124,7 @@ fn raw(data: &[u8]) {
         sequence,
         record,
         bytes,
-    } = read(&data)
+    } = read(&data, 0)
     {
         assert_encodes_to(&record, sequence, &data[..bytes]);
     }
@@ -688,7 +688,7 @@ fn placed(flush: &Flush, content: &[u8], name: &str) -> Vec<Placed> {
     let mut placed = Vec::new();
     let mut at = 0;
     while at < flush.records.len() {
-        match read(&flush.records.slice(at..)) {
+        match read(&flush.records, at) {
             Read::Record {
                 sequence,
                 record,
@@ -779,7 +779,7 @@ pub fn writer_boundaries(data: &[u8]) -> Option<WriterBoundaries> {
     }
     for flush in &writer.flushes {
         let mut at = 0;
-        while let Read::Record { bytes, .. } = read(&flush.records.slice(at..)) {
+        while let Read::Record { bytes, .. } = read(&flush.records, at) {
             // Flushes start on a block boundary: offsets within one are offsets within blocks.
             let before_boundary = at.next_multiple_of(STORAGE_BLOCK_BYTES) - at;
             if (1..RECORD_HEADER_BYTES).contains(&before_boundary) {
