@@ -42,8 +42,9 @@ use super::files::{
     CURRENT_TEMPORARY_NAME, KEPT_DIRECTORY_NAME,
 };
 use super::format::{
-    intact_records, parse_name, read_segment, read_snapshot, snapshot_header, snapshot_name,
-    snapshot_trailer, Ending, FileKind, SEGMENT_TEMPORARY_NAME, SNAPSHOT_TEMPORARY_NAME,
+    intact_records, parse_name, read_segment_with, read_snapshot, read_snapshot_header,
+    snapshot_header, snapshot_name, snapshot_trailer, Ending, FileKind, SEGMENT_TEMPORARY_NAME,
+    SNAPSHOT_TEMPORARY_NAME,
 };
 use crate::limits::{RECOVERY_KEPT_BYTES_MAX, STORAGE_BLOCK_BYTES};
 use crate::queue::record::{MessageState, Record};
@@ -686,8 +687,8 @@ fn read_shard<F: Files>(
     if let Some((_, path)) = snapshots.pop() {
         let data = files.read(&path).map_err(|error| failed(&path, error))?;
         image.bytes_read += data.len() as u64;
-        let snapshot = read_snapshot(&data)
-            .map_err(|why| format!("{}: a damaged snapshot: {why}", path.display()))?;
+        let damaged = |why| format!("{}: a damaged snapshot: {why}", path.display());
+        let snapshot = read_snapshot_header(&data).map_err(damaged)?;
         if snapshot.shard != shard {
             return Err(format!(
                 "{}: a snapshot of shard {}",
@@ -695,12 +696,11 @@ fn read_shard<F: Files>(
                 snapshot.shard
             ));
         }
+        // The identity first: every message put raises the sequence it holds.
         image.identity = Some(snapshot.identity);
         replay_from = snapshot.replay_from;
         image.next_sequence = replay_from;
-        for record in snapshot.records {
-            image.apply(record);
-        }
+        read_snapshot(&data, |record| image.apply(record)).map_err(damaged)?;
         // Older snapshots the server had no time to remove.
         for (_, older) in snapshots {
             let note = format!(
@@ -741,7 +741,13 @@ fn read_shard<F: Files>(
     let mut expected: Option<u64> = None;
     for (index, (first_sequence, path)) in segments.iter().enumerate() {
         let data = files.read(path).map_err(|error| failed(path, error))?;
-        let segment = match read_segment(&data) {
+        // Records from the replay point on go straight into `replayed` as they are read.
+        let gather = |sequence, _, record| {
+            if sequence >= replay_from {
+                replayed.push(record);
+            }
+        };
+        let segment = match read_segment_with(&data, gather) {
             Ok(segment) => segment,
             // The last segment, created under its name by an earlier server, and its header
             // never synced: nothing in it was acknowledged, unless intact records of its
@@ -822,7 +828,7 @@ fn read_shard<F: Files>(
         // of the same name, which the old listing would otherwise later delete as covered by a
         // snapshot, with the records written into it since.
         if index == last
-            && segment.records.is_empty()
+            && segment.records == 0
             && matches!(segment.ending, Ending::Clean | Ending::Torn { .. })
         {
             // Its header is intact, so only what follows it could be lost.
@@ -843,13 +849,7 @@ fn read_shard<F: Files>(
             image.next_sequence = image.next_sequence.max(*first_sequence);
             break;
         }
-        let mut next = *first_sequence;
-        for (sequence, record) in segment.records {
-            next = sequence + 1;
-            if sequence >= replay_from {
-                replayed.push(record);
-            }
-        }
+        let next = *first_sequence + segment.records;
         image.next_sequence = image.next_sequence.max(next);
         expected = Some(next);
         // The records, not the file: the running log preallocates its segments.
@@ -946,7 +946,8 @@ fn generation_holds_data(files: &impl Files, path: &Path) -> Result<bool, String
                 Some((FileKind::Snapshot, _)) => {
                     let file = shard.join(&name);
                     let data = files.read(&file).map_err(|error| failed(&file, error))?;
-                    if read_snapshot(&data).is_ok_and(|snapshot| snapshot.records.is_empty()) {
+                    let mut entries = 0u64;
+                    if read_snapshot(&data, |_| entries += 1).is_ok() && entries == 0 {
                         continue;
                     }
                     return Ok(true);
