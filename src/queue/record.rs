@@ -411,16 +411,19 @@ pub enum Read {
     Invalid(&'static str),
 }
 
-/// Reads the record at the start of `data`. Text and other byte fields share `data`'s memory.
-pub fn read(data: &Bytes) -> Read {
-    if data.len() < RECORD_HEADER_BYTES {
-        return if data.iter().all(|&byte| byte == 0) {
+/// Reads the record at offset `at` of `data` (`at` at most its length). Text and other byte
+/// fields share `data`'s memory; the fixed-size fields are read in place, without touching
+/// `data`'s reference count (a mapped file's is atomic, and recovery reads millions of fields).
+pub fn read(data: &Bytes, at: usize) -> Read {
+    let rest = &data[at..];
+    if rest.len() < RECORD_HEADER_BYTES {
+        return if rest.iter().all(|&byte| byte == 0) {
             Read::End
         } else {
             Read::Invalid("a record header cut short")
         };
     }
-    let length = u32::from_le_bytes(data[0..4].try_into().expect("4 bytes")) as usize;
+    let length = u32::from_le_bytes(rest[0..4].try_into().expect("4 bytes")) as usize;
     if length == 0 {
         return Read::End;
     }
@@ -428,20 +431,21 @@ pub fn read(data: &Bytes) -> Read {
         return Read::Invalid("a record length beyond any record");
     }
     let end = RECORD_HEADER_BYTES + length;
-    if data.len() < end {
+    if rest.len() < end {
         return Read::Invalid("a record cut short");
     }
-    let crc = u32::from_le_bytes(data[4..8].try_into().expect("4 bytes"));
-    if crc32c(&[&data[8..end]]) != crc {
+    let crc = u32::from_le_bytes(rest[4..8].try_into().expect("4 bytes"));
+    if crc32c(&[&rest[8..end]]) != crc {
         return Read::Invalid("a record whose CRC does not match");
     }
-    let sequence = u64::from_le_bytes(data[8..16].try_into().expect("8 bytes"));
+    let sequence = u64::from_le_bytes(rest[8..16].try_into().expect("8 bytes"));
     let mut body = Cursor {
-        data: data.slice(RECORD_HEADER_BYTES..end),
-        at: 0,
+        data,
+        at: at + RECORD_HEADER_BYTES,
+        end: at + end,
     };
     match decode_body(&mut body) {
-        Some(record) if body.at == body.data.len() => Read::Record {
+        Some(record) if body.at == body.end => Read::Record {
             sequence,
             record,
             bytes: end,
@@ -450,19 +454,20 @@ pub fn read(data: &Bytes) -> Read {
     }
 }
 
-/// A read position in a record body; every read is checked against its end.
-struct Cursor {
-    data: Bytes,
+/// A read position in a record body (`data[at..end]`); every read is checked against its end.
+struct Cursor<'a> {
+    data: &'a Bytes,
     at: usize,
+    end: usize,
 }
 
-impl Cursor {
-    fn take(&mut self, count: usize) -> Option<Bytes> {
+impl<'a> Cursor<'a> {
+    fn take(&mut self, count: usize) -> Option<&'a [u8]> {
         let end = self.at.checked_add(count)?;
-        if end > self.data.len() {
+        if end > self.end {
             return None;
         }
-        let taken = self.data.slice(self.at..end);
+        let taken = &self.data[self.at..end];
         self.at = end;
         Some(taken)
     }
@@ -487,13 +492,20 @@ impl Cursor {
         }
     }
 
-    fn bytes(&mut self) -> Option<Bytes> {
+    /// A length-prefixed field, borrowed.
+    fn field(&mut self) -> Option<&'a [u8]> {
         let length = self.u32()? as usize;
         self.take(length)
     }
 
+    /// A length-prefixed field sharing `data`'s memory (a text).
+    fn bytes(&mut self) -> Option<Bytes> {
+        let field = self.field()?;
+        Some(self.data.slice_ref(field))
+    }
+
     fn string(&mut self) -> Option<String> {
-        String::from_utf8(self.bytes()?.to_vec()).ok()
+        String::from_utf8(self.field()?.to_vec()).ok()
     }
 
     fn optional_string(&mut self) -> Option<Option<String>> {
@@ -514,7 +526,7 @@ impl Cursor {
     /// garbage (and must not size an allocation).
     fn count(&mut self, item_bytes_min: usize) -> Option<usize> {
         let count = self.u32()? as usize;
-        (count.saturating_mul(item_bytes_min) <= self.data.len() - self.at).then_some(count)
+        (count.saturating_mul(item_bytes_min) <= self.end - self.at).then_some(count)
     }
 
     fn metadata(&mut self) -> Option<Metadata> {
@@ -903,7 +915,7 @@ mod tests {
                 "{body_bytes} bytes: {:?}",
                 &format!("{record:?}")[..40]
             );
-            let found = match read(&data.freeze()) {
+            let found = match read(&data.freeze(), 0) {
                 Read::Record { record, .. } => Some(record),
                 _ => None,
             };
@@ -919,7 +931,7 @@ mod tests {
         }
         let mut data = log.freeze();
         for (sequence, expected) in every_kind().into_iter().enumerate() {
-            match read(&data) {
+            match read(&data, 0) {
                 Read::Record {
                     sequence: read_sequence,
                     record,
@@ -932,7 +944,7 @@ mod tests {
                 other => panic!("{other:?} for {expected:?}"),
             }
         }
-        assert_eq!(read(&data), Read::End);
+        assert_eq!(read(&data, 0), Read::End);
     }
 
     #[test]
@@ -942,7 +954,7 @@ mod tests {
         let whole = log.freeze();
         // Every cut and every single-bit flip of a record is refused.
         for cut in 1..whole.len() {
-            let read_back = read(&whole.slice(..cut));
+            let read_back = read(&whole.slice(..cut), 0);
             assert!(
                 matches!(read_back, Read::Invalid(_)),
                 "cut at {cut}: {read_back:?}"
@@ -951,14 +963,14 @@ mod tests {
         for bit in 0..whole.len() * 8 {
             let mut flipped = whole.to_vec();
             flipped[bit / 8] ^= 1 << (bit % 8);
-            let read_back = read(&Bytes::from(flipped));
+            let read_back = read(&Bytes::from(flipped), 0);
             // A flip in the length may make it zero (end) or point past the data; never a record.
             assert!(
                 !matches!(read_back, Read::Record { .. }),
                 "bit {bit}: {read_back:?}"
             );
         }
-        assert_eq!(read(&Bytes::from_static(&[0; 40])), Read::End);
-        assert_eq!(read(&Bytes::new()), Read::End);
+        assert_eq!(read(&Bytes::from_static(&[0; 40]), 0), Read::End);
+        assert_eq!(read(&Bytes::new(), 0), Read::End);
     }
 }

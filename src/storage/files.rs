@@ -107,7 +107,7 @@ impl Files for StdFiles {
     /// Reads `path`, or on Unix maps it when it holds `MAPPED_READ_BYTES_MIN` or more (no copy
     /// into fresh heap pages, and pages the kernel may drop while recovery reads on). Only
     /// recovery reads files, and it copies the live message texts out before the shards start
-    /// (`Image::messages_by_queue`), so no mapping outlives it.
+    /// (`Image::restore`), so no mapping outlives it.
     fn read(&self, path: &Path) -> io::Result<Bytes> {
         let mut file = std::fs::File::open(path)?;
         // Elsewhere a mapped file cannot be shortened or removed (Windows), and the data

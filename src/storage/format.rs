@@ -167,18 +167,55 @@ pub struct Segment {
     pub ending: Ending,
 }
 
+/// A segment read back by `read_segment_with`: all but its records, which went to the caller.
+#[derive(Debug)]
+pub struct SegmentEnd {
+    /// The header.
+    pub header: SegmentHeader,
+    /// How many intact records it holds before the ending.
+    pub records: u64,
+    /// Where the intact records end (the first byte after the last one).
+    pub end: usize,
+    /// How they end.
+    pub ending: Ending,
+}
+
 /// Reads a segment. An error is a file that is not a segment at all (its header is bad).
 pub fn read_segment(data: &Bytes) -> Result<Segment, &'static str> {
-    let header = read_segment_header(data)?;
     let mut records = Vec::new();
     let mut starts = Vec::new();
+    let read = read_segment_with(data, |sequence, start, record| {
+        records.push((sequence, record));
+        starts.push(start);
+    })?;
+    Ok(Segment {
+        header: read.header,
+        records,
+        starts,
+        end: read.end,
+        ending: read.ending,
+    })
+}
+
+/// Reads a segment as `read_segment` does, handing each intact record to `record` with its
+/// sequence and where it starts, as it is read: recovery gathers the records of every segment
+/// in one vector, not in one per segment first.
+pub fn read_segment_with(
+    data: &Bytes,
+    mut record: impl FnMut(u64, usize, Record),
+) -> Result<SegmentEnd, &'static str> {
+    let header = read_segment_header(data)?;
+    let mut records = 0;
     let mut at = STORAGE_BLOCK_BYTES;
     let mut expected = header.first_sequence;
     let ending = loop {
         match next(data, at, expected) {
-            Next::Record { record, bytes } => {
-                records.push((expected, record));
-                starts.push(at);
+            Next::Record {
+                record: read,
+                bytes,
+            } => {
+                record(expected, at, read);
+                records += 1;
                 at += bytes;
                 // A segment's header can name any first sequence: after the largest one there
                 // can be only zeros.
@@ -199,10 +236,9 @@ pub fn read_segment(data: &Bytes) -> Result<Segment, &'static str> {
             Next::Invalid(reason) => break classify(data, at, expected, reason),
         }
     };
-    Ok(Segment {
+    Ok(SegmentEnd {
         header,
         records,
-        starts,
         end: at,
         ending,
     })
@@ -235,7 +271,7 @@ enum Next {
 /// length has zero low bytes may start with the same zeros, its header split across the
 /// boundary.
 fn next(data: &Bytes, at: usize, expected: u64) -> Next {
-    let reason = match read(&data.slice(at..)) {
+    let reason = match read(data, at) {
         Read::Record {
             sequence,
             record,
@@ -264,7 +300,7 @@ fn padding(data: &Bytes, at: usize, expected: u64) -> Option<Next> {
         && block_end < data.len()
         && data[at..block_end].iter().all(|&byte| byte == 0)
         && matches!(
-            read(&data.slice(block_end..)),
+            read(data, block_end),
             Read::Record { sequence, .. } if sequence == expected
         );
     is_padding.then_some(Next::Padding { block_end })
@@ -344,7 +380,7 @@ impl Iterator for IntactRecords<'_> {
                 sequence,
                 record,
                 bytes,
-            } = read(&data.slice(offset..))
+            } = read(self.data, offset)
             {
                 self.offset = offset + bytes;
                 return Some((offset, sequence, record, bytes));
@@ -412,7 +448,7 @@ pub fn snapshot_trailer(entries: u64) -> BytesMut {
     trailer
 }
 
-/// A snapshot read back.
+/// A snapshot's header, read back (its entries go to `read_snapshot`'s caller one by one).
 #[derive(Debug)]
 pub struct Snapshot {
     /// The shard that wrote it.
@@ -421,13 +457,10 @@ pub struct Snapshot {
     pub identity: Identity,
     /// The log sequence replay starts from.
     pub replay_from: u64,
-    /// Its entries: queues and settings first, then messages.
-    pub records: Vec<Record>,
 }
 
-/// Reads a whole snapshot; an error names what is wrong (a snapshot under its final name is
-/// complete, so any damage is corruption).
-pub fn read_snapshot(data: &Bytes) -> Result<Snapshot, String> {
+/// Reads a snapshot's header; an error names what is wrong.
+pub fn read_snapshot_header(data: &Bytes) -> Result<Snapshot, String> {
     if data.len() < SNAPSHOT_HEADER_BYTES || &data[0..8] != SNAPSHOT_MAGIC {
         return Err("not a snapshot (bad magic or too short)".to_string());
     }
@@ -439,37 +472,46 @@ pub fn read_snapshot(data: &Bytes) -> Result<Snapshot, String> {
     if word(8) != FORMAT_VERSION {
         return Err("a snapshot of another format version".to_string());
     }
-    let identity = Identity {
-        id_prefix: long(16),
-        sequence_next: long(24),
-        replica_version_last: long(32),
-    };
-    let mut records = Vec::new();
+    Ok(Snapshot {
+        shard: word(12),
+        identity: Identity {
+            id_prefix: long(16),
+            sequence_next: long(24),
+            replica_version_last: long(32),
+        },
+        replay_from: long(40),
+    })
+}
+
+/// Reads a whole snapshot and returns its header, handing each entry to `entry` in order
+/// (queues and settings first, then messages) as it is read, not gathered first: a snapshot of
+/// millions of messages would otherwise take as much memory again in records. An error names
+/// what is wrong (a snapshot under its final name is complete, so any damage is corruption);
+/// the entries handed over before it are then of no use.
+pub fn read_snapshot(data: &Bytes, mut entry: impl FnMut(Record)) -> Result<Snapshot, String> {
+    let snapshot = read_snapshot_header(data)?;
+    let mut entries_read = 0u64;
     let mut at = SNAPSHOT_HEADER_BYTES;
     loop {
         if data.len() >= at + SNAPSHOT_TRAILER_BYTES && &data[at..at + 8] == TRAILER_MAGIC {
             let trailer = &data[at..at + SNAPSHOT_TRAILER_BYTES];
             let entries = u64::from_le_bytes(trailer[8..16].try_into().expect("8 bytes"));
             let crc = u32::from_le_bytes(trailer[16..20].try_into().expect("4 bytes"));
-            if crc32c(&[&trailer[..16]]) != crc || entries != records.len() as u64 {
+            if crc32c(&[&trailer[..16]]) != crc || entries != entries_read {
                 return Err(format!(
                     "a snapshot trailer that does not match at offset {at}"
                 ));
             }
-            return Ok(Snapshot {
-                shard: word(12),
-                identity,
-                replay_from: long(40),
-                records,
-            });
+            return Ok(snapshot);
         }
-        match read(&data.slice(at..)) {
+        match read(data, at) {
             Read::Record {
                 sequence,
                 record,
                 bytes,
-            } if sequence == records.len() as u64 => {
-                records.push(record);
+            } if sequence == entries_read => {
+                entry(record);
+                entries_read += 1;
                 at += bytes;
             }
             Read::Record { .. } => {
@@ -733,20 +775,21 @@ mod tests {
         data.put_slice(&snapshot_trailer(3));
         data.resize(data.len() + 100, 0);
         let whole = data.freeze();
-        let snapshot = read_snapshot(&whole).unwrap();
+        let mut records = Vec::new();
+        let snapshot = read_snapshot(&whole, |record| records.push(record)).unwrap();
         assert_eq!(snapshot.shard, 1);
         assert_eq!(snapshot.identity, identity);
         assert_eq!(snapshot.replay_from, 500);
-        assert_eq!(snapshot.records, vec![record(0), record(1), record(2)]);
+        assert_eq!(records, vec![record(0), record(1), record(2)]);
         for at in [3, SNAPSHOT_HEADER_BYTES + 30, whole.len() - 110] {
             let mut damaged = whole.to_vec();
             damaged[at] ^= 0x10;
             assert!(
-                read_snapshot(&Bytes::from(damaged)).is_err(),
+                read_snapshot(&Bytes::from(damaged), drop).is_err(),
                 "flip at {at}"
             );
         }
         let cut = whole.slice(..whole.len() - 130);
-        assert!(read_snapshot(&cut).is_err());
+        assert!(read_snapshot(&cut, drop).is_err());
     }
 }

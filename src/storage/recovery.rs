@@ -42,12 +42,13 @@ use super::files::{
     CURRENT_TEMPORARY_NAME, KEPT_DIRECTORY_NAME,
 };
 use super::format::{
-    intact_records, parse_name, read_segment, read_snapshot, snapshot_header, snapshot_name,
-    snapshot_trailer, Ending, FileKind, SEGMENT_TEMPORARY_NAME, SNAPSHOT_TEMPORARY_NAME,
+    intact_records, parse_name, read_segment_with, read_snapshot, read_snapshot_header,
+    snapshot_header, snapshot_name, snapshot_trailer, Ending, FileKind, SEGMENT_TEMPORARY_NAME,
+    SNAPSHOT_TEMPORARY_NAME,
 };
 use crate::limits::{RECOVERY_KEPT_BYTES_MAX, STORAGE_BLOCK_BYTES};
 use crate::queue::record::{MessageState, Record};
-use crate::queue::state::Identity;
+use crate::queue::state::{Identity, Restorer};
 use crate::queue::Secret;
 use crate::queue::SignedIdentifier;
 use crate::queue::{
@@ -111,7 +112,9 @@ struct ImageQueue {
 /// One shard's directory, replayed: the logical state it held at its last durable record.
 struct Image {
     identity: Option<Identity>,
-    queues: HashMap<u32, ImageQueue>,
+    /// Queues by record index. Hashed with ahash, not SipHash: every replayed put looks its
+    /// queue up, and the index is no secret.
+    queues: HashMap<u32, ImageQueue, ahash::RandomState>,
     /// Queues a replayed record put another queue in the place of. A fuzzy snapshot can show a
     /// record index already taken by a queue that arrived there after records still to be
     /// replayed (which create, delete and clear the index's earlier queues): such a queue waits
@@ -136,7 +139,7 @@ impl Image {
     fn empty() -> Image {
         Image {
             identity: None,
-            queues: HashMap::new(),
+            queues: HashMap::default(),
             displaced: HashMap::new(),
             messages: Vec::new(),
             acls: HashMap::new(),
@@ -159,10 +162,14 @@ impl Image {
     /// queue section is written a step at a time, so it can show two queues in one index: one
     /// written before a step and cleared away, and the one created there after it).
     fn replay(&mut self, records: Vec<Record>) {
-        let owners = metadata_owners(&records);
-        for (record, owner) in records.into_iter().zip(owners) {
-            match (record, owner) {
-                (Record::QueueMetadataSet { queue, metadata }, Some(owner)) => {
+        let mut owners = metadata_owners(&records).into_iter();
+        for record in records {
+            match record {
+                Record::QueueMetadataSet { queue, metadata } => {
+                    let Some(owner) = owners.next().expect("an owner per metadata set") else {
+                        self.apply(Record::QueueMetadataSet { queue, metadata });
+                        continue;
+                    };
                     let in_place = self
                         .queues
                         .get_mut(&queue)
@@ -171,9 +178,10 @@ impl Image {
                         queue.metadata = metadata;
                     }
                 }
-                (record, _) => self.apply(record),
+                record => self.apply(record),
             }
         }
+        assert!(owners.next().is_none(), "an owner per metadata set");
     }
 
     /// Puts `queue` in record `index`; a different queue there is displaced (`displaced`).
@@ -355,40 +363,75 @@ impl Image {
         self.messages.get_mut(slot as usize)?.as_mut()
     }
 
-    /// The live messages of each queue record, with those of deleted or cleared queues gone.
-    fn messages_by_queue(&mut self) -> HashMap<u32, Vec<MessageState>> {
-        let mut by_queue: HashMap<u32, Vec<MessageState>> = HashMap::new();
-        for (message, incarnation) in std::mem::take(&mut self.messages).into_iter().flatten() {
-            if self
-                .queues
-                .get(&message.queue)
-                .is_some_and(|queue| queue.incarnation == incarnation)
-            {
-                by_queue.entry(message.queue).or_default().push(message);
+    /// Hands this image's live queues and messages (not those of deleted or cleared queues) to
+    /// the shards that own them now (`restorers`, by shard); `old_shard` is the image's. Returns
+    /// how many queues and messages it handed over.
+    fn restore(
+        &mut self,
+        old_shard: usize,
+        restorers: &mut [Restorer<'_>],
+        secret: Secret,
+        now_ms: u64,
+    ) -> (usize, usize) {
+        let shards = restorers.len();
+        // Each live queue's shard and incarnation, by record index (indices are dense, as in
+        // the shard state): one look-up per message without hashing.
+        let indices = self.queues.keys().map(|&index| index as usize + 1).max();
+        let mut homes: Vec<Option<(usize, u64)>> = vec![None; indices.unwrap_or(0)];
+        let queues_restored = self.queues.len();
+        for (index, queue) in self.queues.drain() {
+            let owner = shard_for(&queue.key, shards);
+            homes[index as usize] = Some((owner, queue.incarnation));
+            if owner == old_shard {
+                restorers[owner].queue(index, queue.key, queue.metadata);
+            } else {
+                restorers[owner].moved_queue(origin(old_shard, index), queue.key, queue.metadata);
             }
         }
-        // Every live text gets an allocation of its own, so that nothing the shards keep points
-        // into a file recovery read: on Unix those are mapped (`StdFiles::read`), and a text
-        // left there would page-fault on the shard's thread once the kernel dropped its page,
-        // and would keep a removed file's blocks on disk where `azq_disk_bytes` cannot see them.
-        // The files, and their mappings, go when the image does.
-        for message in by_queue.values_mut().flatten() {
+        let prefix = self.identity.map_or(0, |identity| identity.id_prefix);
+        let mut messages_restored = 0;
+        for (mut message, incarnation) in std::mem::take(&mut self.messages).into_iter().flatten() {
+            let home = homes.get(message.queue as usize).copied().flatten();
+            let Some((owner, _)) = home.filter(|&(_, live)| live == incarnation) else {
+                continue;
+            };
+            messages_restored += 1;
+            // Every live text gets an allocation of its own, so that nothing the shards keep
+            // points into a file recovery read: on Unix those are mapped (`StdFiles::read`), and
+            // a text left there would page-fault on the shard's thread once the kernel dropped
+            // its page, and would keep a removed file's blocks on disk where `azq_disk_bytes`
+            // cannot see them. The files, and their mappings, go when the image does.
             message.text = Bytes::copy_from_slice(&message.text);
+            if owner == old_shard {
+                restorers[owner].message(message, now_ms);
+            } else {
+                let id = message
+                    .foreign_id
+                    .unwrap_or_else(|| secret.message_id(prefix, message.sequence));
+                let queue = origin(old_shard, message.queue);
+                restorers[owner].moved_message(queue, message, id, now_ms);
+            }
         }
-        by_queue
+        (queues_restored, messages_restored)
     }
 }
 
-/// For each of `records` that sets a queue's metadata, the name of the queue in its index at that
-/// point, as the records that name the index's queues tell: the last one placed there before it
-/// (created there, or cleared into it), else the next one to leave (deleted, or cleared out of
-/// it). `None` for other records, and where no record tells (the index's queue was the same
-/// throughout, as the snapshot shows, or only old records without a name moved it).
+/// Names a queue among every queue moved to another shard: its old shard and record index.
+fn origin(old_shard: usize, index: u32) -> u64 {
+    ((old_shard as u64) << 32) | u64::from(index)
+}
+
+/// For each of `records` that sets a queue's metadata, in order, the name of the queue in its
+/// index at that point, as the records that name the index's queues tell: the last one placed
+/// there before it (created there, or cleared into it), else the next one to leave (deleted, or
+/// cleared out of it). `None` where no record tells (the index's queue was the same throughout,
+/// as the snapshot shows, or only old records without a name moved it). One entry per metadata
+/// set, not per record: a log of millions of puts holds few of them.
 fn metadata_owners(records: &[Record]) -> Vec<Option<QueueKey>> {
-    let mut owners: Vec<Option<QueueKey>> = vec![None; records.len()];
+    let mut owners: Vec<Option<QueueKey>> = Vec::new();
     // Forward: the queue last placed in each index (`None` once one left it).
     let mut placed: HashMap<u32, Option<&QueueKey>> = HashMap::new();
-    for (position, record) in records.iter().enumerate() {
+    for record in records {
         match record {
             Record::QueueCreated { queue, key, .. } => {
                 placed.insert(*queue, Some(key));
@@ -405,16 +448,15 @@ fn metadata_owners(records: &[Record]) -> Vec<Option<QueueKey>> {
                 placed.insert(*queue, None);
             }
             Record::QueueMetadataSet { queue, .. } => {
-                if let Some(Some(key)) = placed.get(queue) {
-                    owners[position] = Some((*key).clone());
-                }
+                owners.push(placed.get(queue).copied().flatten().cloned());
             }
             _ => {}
         }
     }
     // Backward: the queue that next leaves each index (`None` where one is placed there next).
     let mut leaving: HashMap<u32, Option<&QueueKey>> = HashMap::new();
-    for (position, record) in records.iter().enumerate().rev() {
+    let mut position = owners.len();
+    for record in records.iter().rev() {
         match record {
             Record::QueueDeleted { queue, key } => {
                 leaving.insert(*queue, Some(key));
@@ -430,9 +472,10 @@ fn metadata_owners(records: &[Record]) -> Vec<Option<QueueKey>> {
             Record::QueueCreated { queue, .. } => {
                 leaving.insert(*queue, None);
             }
-            Record::QueueMetadataSet { queue, .. } if owners[position].is_none() => {
-                if let Some(Some(key)) = leaving.get(queue) {
-                    owners[position] = Some((*key).clone());
+            Record::QueueMetadataSet { queue, .. } => {
+                position -= 1;
+                if owners[position].is_none() {
+                    owners[position] = leaving.get(queue).copied().flatten().cloned();
                 }
             }
             _ => {}
@@ -686,8 +729,8 @@ fn read_shard<F: Files>(
     if let Some((_, path)) = snapshots.pop() {
         let data = files.read(&path).map_err(|error| failed(&path, error))?;
         image.bytes_read += data.len() as u64;
-        let snapshot = read_snapshot(&data)
-            .map_err(|why| format!("{}: a damaged snapshot: {why}", path.display()))?;
+        let damaged = |why| format!("{}: a damaged snapshot: {why}", path.display());
+        let snapshot = read_snapshot_header(&data).map_err(damaged)?;
         if snapshot.shard != shard {
             return Err(format!(
                 "{}: a snapshot of shard {}",
@@ -695,12 +738,11 @@ fn read_shard<F: Files>(
                 snapshot.shard
             ));
         }
+        // The identity first: every message put raises the sequence it holds.
         image.identity = Some(snapshot.identity);
         replay_from = snapshot.replay_from;
         image.next_sequence = replay_from;
-        for record in snapshot.records {
-            image.apply(record);
-        }
+        read_snapshot(&data, |record| image.apply(record)).map_err(damaged)?;
         // Older snapshots the server had no time to remove.
         for (_, older) in snapshots {
             let note = format!(
@@ -741,7 +783,13 @@ fn read_shard<F: Files>(
     let mut expected: Option<u64> = None;
     for (index, (first_sequence, path)) in segments.iter().enumerate() {
         let data = files.read(path).map_err(|error| failed(path, error))?;
-        let segment = match read_segment(&data) {
+        // Records from the replay point on go straight into `replayed` as they are read.
+        let gather = |sequence, _, record| {
+            if sequence >= replay_from {
+                replayed.push(record);
+            }
+        };
+        let segment = match read_segment_with(&data, gather) {
             Ok(segment) => segment,
             // The last segment, created under its name by an earlier server, and its header
             // never synced: nothing in it was acknowledged, unless intact records of its
@@ -822,7 +870,7 @@ fn read_shard<F: Files>(
         // of the same name, which the old listing would otherwise later delete as covered by a
         // snapshot, with the records written into it since.
         if index == last
-            && segment.records.is_empty()
+            && segment.records == 0
             && matches!(segment.ending, Ending::Clean | Ending::Torn { .. })
         {
             // Its header is intact, so only what follows it could be lost.
@@ -843,13 +891,7 @@ fn read_shard<F: Files>(
             image.next_sequence = image.next_sequence.max(*first_sequence);
             break;
         }
-        let mut next = *first_sequence;
-        for (sequence, record) in segment.records {
-            next = sequence + 1;
-            if sequence >= replay_from {
-                replayed.push(record);
-            }
-        }
+        let next = *first_sequence + segment.records;
         image.next_sequence = image.next_sequence.max(next);
         expected = Some(next);
         // The records, not the file: the running log preallocates its segments.
@@ -946,7 +988,8 @@ fn generation_holds_data(files: &impl Files, path: &Path) -> Result<bool, String
                 Some((FileKind::Snapshot, _)) => {
                     let file = shard.join(&name);
                     let data = files.read(&file).map_err(|error| failed(&file, error))?;
-                    if read_snapshot(&data).is_ok_and(|snapshot| snapshot.records.is_empty()) {
+                    let mut entries = 0u64;
+                    if read_snapshot(&data, |_| entries += 1).is_ok() && entries == 0 {
                         continue;
                     }
                     return Ok(true);
@@ -1130,30 +1173,9 @@ pub fn recover(
         .collect();
     let (mut queues_restored, mut messages_restored) = (0usize, 0usize);
     for (old_shard, image) in images.iter_mut().enumerate() {
-        let mut by_queue = image.messages_by_queue();
-        let prefix = image.identity.map_or(0, |identity| identity.id_prefix);
-        for (index, queue) in image.queues.drain() {
-            let owner = shard_for(&queue.key, shards);
-            let messages = by_queue.remove(&index).unwrap_or_default();
-            queues_restored += 1;
-            messages_restored += messages.len();
-            let restorer = &mut restorers[owner];
-            if owner == old_shard {
-                restorer.queue(index, queue.key, queue.metadata);
-                for message in messages {
-                    restorer.message(message, now_ms);
-                }
-            } else {
-                let origin = ((old_shard as u64) << 32) | u64::from(index);
-                restorer.moved_queue(origin, queue.key, queue.metadata);
-                for message in messages {
-                    let id = message
-                        .foreign_id
-                        .unwrap_or_else(|| secret.message_id(prefix, message.sequence));
-                    restorer.moved_message(origin, message, id, now_ms);
-                }
-            }
-        }
+        let (queues, messages) = image.restore(old_shard, &mut restorers, secret, now_ms);
+        queues_restored += queues;
+        messages_restored += messages;
     }
     for (shard, restorer) in restorers.iter_mut().enumerate() {
         for (key, (version, identifiers)) in &acls {

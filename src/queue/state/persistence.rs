@@ -300,19 +300,21 @@ impl Restorer<'_> {
             return;
         }
         let state = &mut *self.state;
-        let stored = restored(message.queue, &message);
-        state
-            .messages
-            .insert_at(message.slot, message.generation, stored);
-        if let Some(id) = message.foreign_id {
-            state.foreign_ids.insert(message.slot, id);
-            state.foreign_slots.insert(id, message.slot);
+        let (slot, generation, sequence, visible_ms, foreign_id) = (
+            message.slot,
+            message.generation,
+            message.sequence,
+            message.visible_ms,
+            message.foreign_id,
+        );
+        let stored = restored(message.queue, message);
+        state.messages.insert_at(slot, generation, stored);
+        if let Some(id) = foreign_id {
+            state.foreign_ids.insert(slot, id);
+            state.foreign_slots.insert(id, slot);
         }
-        state.sequence_next = state
-            .sequence_next
-            .max(message.sequence + 1)
-            .min(SEQUENCE_MASK);
-        self.placed.push((message.slot, message.visible_ms));
+        state.sequence_next = state.sequence_next.max(sequence + 1).min(SEQUENCE_MASK);
+        self.placed.push((slot, visible_ms));
     }
 
     /// A message from another shard's log, in the queue `moved_queue` named `origin`, with the
@@ -368,17 +370,15 @@ impl Restorer<'_> {
             let Some(&queue) = moved_indices.get(&origin) else {
                 continue;
             };
+            let (sequence, visible_ms) = (message.sequence, message.visible_ms);
             let (slot, _) = state
                 .messages
-                .insert(restored(queue, &message))
+                .insert(restored(queue, message))
                 .expect("room for every restored message");
             state.foreign_ids.insert(slot, id);
             state.foreign_slots.insert(id, slot);
-            state.sequence_next = state
-                .sequence_next
-                .max(message.sequence + 1)
-                .min(SEQUENCE_MASK);
-            placed.push((slot, message.visible_ms));
+            state.sequence_next = state.sequence_next.max(sequence + 1).min(SEQUENCE_MASK);
+            placed.push((slot, visible_ms));
         }
         // Visible messages join their queue in order, invisible ones wait for their timer.
         placed.sort_by_key(|&(slot, _)| state.messages.get(slot).order_key());
@@ -514,12 +514,12 @@ impl ShardState {
     }
 }
 
-/// A message of a log or snapshot as the slab holds it, in queue record `queue` (its text a
-/// copy recovery made, pointing into no file).
-fn restored(queue: u32, message: &MessageState) -> Message {
+/// A message of a log or snapshot as the slab holds it, in queue record `queue` (its text moved
+/// in, not shared: a copy recovery made, pointing into no file).
+fn restored(queue: u32, message: MessageState) -> Message {
     let mut stored = Message::new(
         queue,
-        message.text.clone(),
+        message.text,
         message.sequence,
         message.insertion_ms,
         message.delay_s,
