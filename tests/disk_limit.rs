@@ -14,7 +14,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::{
-    assert_status, azq_binary, backends, elements, encode, exchange, metric_sample, put_body,
+    assert_status, azq_binary, backends, elements, encode, metric_sample, metrics, put_body,
     read_response, signed_request, Response, Server, TempDir,
 };
 
@@ -93,15 +93,6 @@ impl Client {
 fn big_text(number: usize) -> String {
     let head = format!("{number:08}-");
     head.clone() + &"d".repeat(64 * 1024 - head.len())
-}
-
-fn metrics(server: &Server) -> String {
-    let response = exchange(
-        server,
-        b"GET /_azq/metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 0\r\n\r\n",
-    );
-    assert_eq!(response.status, 200);
-    response.text()
 }
 
 /// Asserts a 503 `ServerBusy` answer with Azure's XML error body.

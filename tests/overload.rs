@@ -56,11 +56,7 @@ fn puts_beyond_max_memory_get_503_and_stored_messages_survive() {
         64 * 1024 / (1024 + azq::limits::MESSAGE_OVERHEAD_BYTES)
     );
     // The refusal is counted as the memory limit's, not the disk's.
-    let metrics = exchange(
-        &server,
-        b"GET /_azq/metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 0\r\n\r\n",
-    )
-    .text();
+    let metrics = common::metrics(&server);
     assert!(
         metrics.contains("\nazq_memory_refusals_total 1\n"),
         "{metrics}"
@@ -191,12 +187,7 @@ fn cleared_and_deleted_queues_give_all_their_memory_back() {
 
 /// The process's resident memory, from its metrics.
 fn resident_bytes(server: &Server) -> u64 {
-    let metrics = exchange(
-        server,
-        b"GET /_azq/metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 0\r\n\r\n",
-    );
-    assert_eq!(metrics.status, 200);
-    common::metric_sample(&metrics.text(), "process_resident_memory_bytes")
+    common::metric_sample(&common::metrics(server), "process_resident_memory_bytes")
 }
 
 /// A drained backlog gives its memory back to the system, not only to the `--max-memory`

@@ -622,6 +622,16 @@ pub fn unsigned_request(method: &str, target: &str, body: &[u8]) -> Vec<u8> {
     raw
 }
 
+/// The server's metrics (`/_azq/metrics`), which must be served.
+pub fn metrics(server: &Server) -> String {
+    let response = exchange(
+        server,
+        b"GET /_azq/metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 0\r\n\r\n",
+    );
+    assert_eq!(response.status, 200);
+    response.text()
+}
+
 /// The value of the sample `series` in a Prometheus exposition (`/_azq/metrics`), its name and
 /// labels exactly as rendered.
 pub fn metric_sample(text: &str, series: &str) -> u64 {
