@@ -24,14 +24,16 @@
 //! leave behind only temporary files and unsynced tails, which recovery cleans up.
 //!
 //! **Snapshots.** Once the log since the last snapshot outgrows the live data (and
-//! `SNAPSHOT_ALLOWANCE_BYTES`), a `SnapshotJob` writes the state to `snapshot.tmp` a bounded step
-//! at a time (queues, then `SNAPSHOT_STEP_SLOTS` message slots per step) while the shard serves.
-//! It records the sequence the state had reached when it started; replay starts there, and since
-//! records are blind writes, whatever the snapshot already reflects is harmless to replay. When
-//! it is whole it is synced and renamed, and every segment and snapshot it makes unnecessary is
-//! removed, `SNAPSHOT_REMOVAL_STEP_BYTES` freed per step (`remove_step`): disk use stays within
-//! the live data twice plus the allowance per shard, and while a snapshot is being written, one
-//! more copy of the live data.
+//! `SNAPSHOT_ALLOWANCE_BYTES`), or the snapshot and the log together outgrow twice the stored
+//! data (and the allowance: a drained queue's snapshot is mostly dead), a `SnapshotJob` writes
+//! the state to `snapshot.tmp` a bounded step at a time (queues, then `SNAPSHOT_STEP_SLOTS`
+//! message slots per step) while the shard serves. It records the sequence the state had
+//! reached when it started; replay starts there, and since records are blind writes, whatever
+//! the snapshot already reflects is harmless to replay. When it is whole it is synced and
+//! renamed, and every segment and snapshot it makes unnecessary is removed,
+//! `SNAPSHOT_REMOVAL_STEP_BYTES` freed per step (`remove_step`): disk use stays within the
+//! stored data twice plus the allowance per shard, and while a snapshot is being written, one
+//! more copy of it.
 //!
 //! An I/O error is not answered to a client: the caller ends the process (fail-stop), and the
 //! next start recovers what was durable. The log itself refuses every later flush, sync and
@@ -82,26 +84,52 @@ impl Durability {
     }
 }
 
-/// Whether a shard whose log since its last snapshot holds `log_bytes`, with `live_bytes` of
-/// live data and `closed_segments` closed segments, is due a snapshot: the log holds more than
-/// the live data and `SNAPSHOT_ALLOWANCE_BYTES` (so disk use stays within the live data twice
-/// plus the allowance), or closed segments have piled up (each restart closes one, however
-/// little it holds). A log that only grows the live data (Puts) is over it only by its
-/// records' framing and padding, so the live data is not written out again each time the log
-/// passes it. While the shard refuses growth for space (`refusing`), a log past one segment is
-/// enough: the operations still served (Get, Update without a text, Delete) write records too,
-/// and waiting for the log to pass the live data again let them fill the disk past the headroom
-/// the disk limits keep (a snapshot's copy and one segment) to ENOSPC.
-fn snapshot_due(
+/// What `snapshot_due` weighs: a shard's files and the data it holds now.
+#[derive(Clone, Copy)]
+struct Sizes {
+    /// Bytes of log since the snapshot that replay starts from.
     log_bytes: u64,
-    live_bytes: u64,
+    /// Bytes of that snapshot (0: none yet).
+    snapshot_bytes: u64,
+    /// Closed log segments.
     closed_segments: usize,
+    /// Bytes charged for the messages stored now (`ShardState::message_bytes`).
+    message_bytes: u64,
+    /// Bytes charged for everything stored now (`ShardState::stored_bytes`): at least what a
+    /// snapshot of it would write.
+    stored_bytes: u64,
+    /// The shard refuses growth for space.
     refusing: bool,
-    segment_bytes: u64,
-) -> bool {
-    log_bytes > live_bytes.saturating_add(SNAPSHOT_ALLOWANCE_BYTES)
-        || closed_segments > LOG_CLOSED_SEGMENTS_MAX
-        || (refusing && log_bytes > segment_bytes)
+}
+
+/// Whether a shard of these `sizes`, whose segments hold `segment_bytes`, is due a snapshot:
+/// - the log holds more than the live messages and `SNAPSHOT_ALLOWANCE_BYTES`. A log that only
+///   grows the live data (Puts) is over it only by its records' framing and padding, so the
+///   live data is not written out again each time the log passes it;
+/// - or the snapshot and the log together hold more than twice what is stored now and the
+///   allowance: a new snapshot (at most what is stored) would free more than it writes. This is
+///   the drain: Deletes add little log, so by the first rule alone a snapshot of a queue since
+///   drained stayed on disk until its dead bytes' worth of Deletes had been logged, in practice
+///   for good. Right after a snapshot it holds at most what is stored, so this never asks for
+///   snapshot after snapshot;
+/// - or closed segments have piled up (each restart closes one, however little it holds);
+/// - or the shard refuses growth for space (`refusing`) and the log passed one segment: the
+///   operations still served (Get, Update without a text, Delete) write records too, and waiting
+///   for the log to pass the live data again let them fill the disk past the headroom the disk
+///   limits keep (a snapshot's copy and one segment) to ENOSPC.
+///
+/// So outside a snapshot a shard's snapshot and log stay within twice what it stores plus the
+/// allowance (and a flush).
+fn snapshot_due(sizes: Sizes, segment_bytes: u64) -> bool {
+    let allowance = SNAPSHOT_ALLOWANCE_BYTES;
+    sizes.log_bytes > sizes.message_bytes.saturating_add(allowance)
+        || sizes.snapshot_bytes.saturating_add(sizes.log_bytes)
+            > sizes
+                .stored_bytes
+                .saturating_mul(2)
+                .saturating_add(allowance)
+        || sizes.closed_segments > LOG_CLOSED_SEGMENTS_MAX
+        || (sizes.refusing && sizes.log_bytes > segment_bytes)
 }
 
 /// The segment being written.
@@ -533,14 +561,15 @@ impl<D: Disk> Log<D> {
     pub fn wants_snapshot(&self, state: &RefCell<ShardState>) -> bool {
         let log = self.state.borrow();
         let state = state.borrow();
-        !log.snapshotting
-            && snapshot_due(
-                log.log_bytes,
-                state.message_bytes(),
-                log.segments.len(),
-                state.disk_full(),
-                self.segment_bytes,
-            )
+        let sizes = Sizes {
+            log_bytes: log.log_bytes,
+            snapshot_bytes: log.snapshot.as_ref().map_or(0, |(_, bytes)| *bytes),
+            closed_segments: log.segments.len(),
+            message_bytes: state.message_bytes(),
+            stored_bytes: state.stored_bytes(),
+            refusing: state.disk_full(),
+        };
+        !log.snapshotting && snapshot_due(sizes, self.segment_bytes)
     }
 
     /// Starts a snapshot of `state` as it is now.
@@ -767,41 +796,96 @@ mod tests {
 
     const MIB: u64 = 1 << 20;
 
+    /// Sizes of a shard with `log_bytes` of log since its snapshot of `snapshot_bytes`, storing
+    /// `message_bytes` of messages and nothing else.
+    fn sizes(log_bytes: u64, snapshot_bytes: u64, message_bytes: u64) -> Sizes {
+        Sizes {
+            log_bytes,
+            snapshot_bytes,
+            closed_segments: 0,
+            message_bytes,
+            stored_bytes: message_bytes,
+            refusing: false,
+        }
+    }
+
+    fn due(sizes: Sizes) -> bool {
+        snapshot_due(sizes, LOG_SEGMENT_BYTES)
+    }
+
     #[test]
     fn a_snapshot_is_due_past_the_live_data_and_the_allowance_together() {
         let allowance = SNAPSHOT_ALLOWANCE_BYTES;
         // Live data larger than the allowance: a log past the live data alone is not enough.
-        assert!(!snapshot_due(
-            500 * MIB + allowance / 2,
-            500 * MIB,
-            0,
-            false,
-            LOG_SEGMENT_BYTES
-        ));
-        assert!(!snapshot_due(
-            500 * MIB + allowance,
-            500 * MIB,
-            0,
-            false,
-            LOG_SEGMENT_BYTES
-        ));
-        assert!(snapshot_due(
-            500 * MIB + allowance + 1,
-            500 * MIB,
-            0,
-            false,
-            LOG_SEGMENT_BYTES
-        ));
+        assert!(!due(sizes(500 * MIB + allowance / 2, 0, 500 * MIB)));
+        assert!(!due(sizes(500 * MIB + allowance, 0, 500 * MIB)));
+        assert!(due(sizes(500 * MIB + allowance + 1, 0, 500 * MIB)));
+        // The same with a snapshot of the live data beside the log.
+        assert!(!due(sizes(500 * MIB + allowance, 500 * MIB, 500 * MIB)));
+        assert!(due(sizes(500 * MIB + allowance + 1, 500 * MIB, 500 * MIB)));
         // Little live data: the allowance.
-        assert!(!snapshot_due(allowance, 0, 0, false, LOG_SEGMENT_BYTES));
-        assert!(snapshot_due(allowance + 1, 0, 0, false, LOG_SEGMENT_BYTES));
-        assert!(!snapshot_due(
-            u64::MAX,
-            u64::MAX,
-            0,
-            false,
-            LOG_SEGMENT_BYTES
-        ));
+        assert!(!due(sizes(allowance, 0, 0)));
+        assert!(due(sizes(allowance + 1, 0, 0)));
+        assert!(!due(sizes(u64::MAX, 0, u64::MAX)));
+        assert!(!due(sizes(u64::MAX, u64::MAX, u64::MAX)));
+    }
+
+    /// A fill logs each message once, in a record no larger than its charge (the record's
+    /// framing is less than `MESSAGE_OVERHEAD_BYTES`): it is not written out again.
+    #[test]
+    fn a_fill_is_not_written_out_again() {
+        for stored in [0, MIB, 500 * MIB, 50_000 * MIB] {
+            assert!(!due(sizes(stored, 0, stored)), "{stored}");
+            // Beside the snapshot of an earlier fill.
+            assert!(!due(sizes(stored / 2, stored / 2, stored)), "{stored}");
+        }
+    }
+
+    /// A drain leaves the last snapshot on disk, mostly dead, and adds little log: a snapshot is
+    /// due once the two outweigh twice what is still stored and the allowance.
+    #[test]
+    fn a_snapshot_mostly_drained_is_replaced() {
+        let allowance = SNAPSHOT_ALLOWANCE_BYTES;
+        let snapshot = 1_000 * MIB;
+        let log = 20 * MIB;
+        // Half drained: not yet (a new snapshot would free less than it writes).
+        assert!(!due(sizes(log, snapshot, 500 * MIB)));
+        let stored = (snapshot + log - allowance) / 2;
+        assert!(!due(sizes(log, snapshot, stored)));
+        assert!(due(sizes(log, snapshot, stored - 1)));
+        // Drained: the allowance is all the dead data kept.
+        assert!(due(sizes(0, allowance + 1, 0)));
+        assert!(!due(sizes(0, allowance, 0)));
+        // Stored data counts beyond the messages (queues, ACLs).
+        let mut queues = sizes(log, snapshot, 0);
+        queues.stored_bytes = 500 * MIB;
+        assert!(!due(queues));
+    }
+
+    /// Right after a snapshot, which writes at most what is stored (and a header and trailer),
+    /// no rule asks for another.
+    #[test]
+    fn a_snapshot_is_never_due_right_after_one() {
+        let mut random = crate::random::SplitMix64::new(40);
+        for _ in 0..100_000 {
+            let message_bytes = random.next_u64() % (1 << 40);
+            let stored_bytes = message_bytes + random.next_u64() % (1 << 40);
+            // Its header and trailer blocks beside the entries.
+            let blocks = 2 * STORAGE_BLOCK_BYTES as u64;
+            let snapshot_bytes = random.next_u64() % (stored_bytes + blocks + 1);
+            let sizes = Sizes {
+                log_bytes: 0,
+                snapshot_bytes,
+                closed_segments: random.next_u64() as usize % (LOG_CLOSED_SEGMENTS_MAX + 1),
+                message_bytes,
+                stored_bytes,
+                refusing: random.next_u64() % 2 == 0,
+            };
+            assert!(
+                !due(sizes),
+                "{message_bytes} {stored_bytes} {snapshot_bytes}"
+            );
+        }
     }
 
     /// Found by the break-it review of the disk limits: Updates without a text, never refused,
@@ -809,26 +893,20 @@ mod tests {
     #[test]
     fn a_shard_refusing_for_space_snapshots_once_its_log_passes_a_segment() {
         let segment = LOG_SEGMENT_BYTES;
-        assert!(!snapshot_due(segment + 1, 500 * MIB, 0, false, segment));
-        assert!(!snapshot_due(segment, 500 * MIB, 0, true, segment));
-        assert!(snapshot_due(segment + 1, 500 * MIB, 0, true, segment));
+        let mut refusing = sizes(segment + 1, 500 * MIB, 500 * MIB);
+        assert!(!due(refusing));
+        refusing.refusing = true;
+        assert!(due(refusing));
+        refusing.log_bytes = segment;
+        assert!(!due(refusing));
     }
 
     #[test]
     fn a_snapshot_is_due_once_closed_segments_pile_up_however_small() {
-        assert!(!snapshot_due(
-            MIB,
-            0,
-            LOG_CLOSED_SEGMENTS_MAX,
-            false,
-            LOG_SEGMENT_BYTES
-        ));
-        assert!(snapshot_due(
-            MIB,
-            0,
-            LOG_CLOSED_SEGMENTS_MAX + 1,
-            false,
-            LOG_SEGMENT_BYTES
-        ));
+        let mut piled = sizes(MIB, 0, 0);
+        piled.closed_segments = LOG_CLOSED_SEGMENTS_MAX;
+        assert!(!due(piled));
+        piled.closed_segments = LOG_CLOSED_SEGMENTS_MAX + 1;
+        assert!(due(piled));
     }
 }

@@ -945,6 +945,92 @@ fn a_power_cut_while_replaced_files_are_freed_loses_nothing() {
     );
 }
 
+/// A drained queue gives its disk back (issue 40). The snapshot written while the queue was
+/// full stays on disk through the drain, and a drain's Deletes add little log: by the log's
+/// size alone no snapshot was ever due again, and the shard kept the full queue's snapshot.
+/// Now a snapshot is due once the snapshot and log outweigh twice what is still stored (and
+/// the allowance), and it frees the rest.
+#[test]
+fn a_drained_shard_snapshots_again_and_gives_its_disk_back() {
+    use crate::limits::SNAPSHOT_ALLOWANCE_BYTES;
+    let disk = SimDisk::new(1, true);
+    let recovered =
+        recover_one_shard(&disk, RecoveryOptions::default()).expect("an empty directory recovers");
+    let start = recovered.shards.into_iter().next().expect("one shard");
+    let log = Log::new(disk.clone(), &start, 0, Durability::Fsync).with_segment_bytes(32 << 20);
+    let state = RefCell::new(start.state);
+    let apply = |command| {
+        let reply = state.borrow_mut().apply(command, NOW_MS);
+        while run(log.flush(&state)).expect("flushed") {}
+        reply.expect("applied")
+    };
+    let snapshot = || {
+        run(async {
+            let mut job = log.start_snapshot(&state).await.expect("started");
+            while !job.step(&log, &state).await.expect("a step") {}
+        })
+    };
+    apply(Command::CreateQueue {
+        queue: key(0),
+        metadata: Vec::new(),
+    });
+    let text = Bytes::from("x".repeat(60_000));
+    // Enough that the snapshot alone outweighs the allowance.
+    let puts = SNAPSHOT_ALLOWANCE_BYTES as usize / text.len() * 5 / 4;
+    for _ in 0..puts {
+        apply(Command::PutMessage {
+            queue: key(0),
+            text: text.clone(),
+            visibility_timeout_s: 0,
+            ttl_s: Some(86_400),
+        });
+    }
+    assert!(
+        !log.wants_snapshot(&state),
+        "a fill is not written out again"
+    );
+    snapshot();
+    assert!(!log.wants_snapshot(&state), "nor right after a snapshot");
+    let full_bytes = files_bytes(&disk);
+    let mut deleted = 0;
+    loop {
+        let Reply::Messages(views) = apply(Command::GetMessages {
+            queue: key(0),
+            count: 32,
+            visibility_timeout_s: 30,
+        }) else {
+            panic!("messages")
+        };
+        if views.is_empty() {
+            break;
+        }
+        for view in views {
+            apply(Command::DeleteMessage {
+                queue: key(0),
+                message_id: view.message_id,
+                pop_receipt: view.pop_receipt.expect("a receipt"),
+            });
+            deleted += 1;
+        }
+        if deleted <= puts / 2 {
+            assert!(!log.wants_snapshot(&state), "{deleted} of {puts} deleted");
+        }
+    }
+    assert_eq!(deleted, puts);
+    assert!(
+        log.wants_snapshot(&state),
+        "the drained queue's snapshot is dead"
+    );
+    snapshot();
+    assert!(!log.wants_snapshot(&state), "one snapshot was enough");
+    let drained_bytes = files_bytes(&disk);
+    // The open segment and the new snapshot.
+    assert!(
+        drained_bytes < 34 << 20,
+        "{drained_bytes} bytes left of {full_bytes}"
+    );
+}
+
 /// Found by a long run of the simulator (`scripts/crash-sim.sh`, seed 61207): queue q-3 was
 /// created in record index 1, deleted, and audit-log cleared into index 1; a fuzzy snapshot
 /// showed audit-log at 1, and replaying q-3's creation there put it in audit-log's place, its
