@@ -59,6 +59,9 @@ trap cleanup EXIT
 start() {
   server_port=$(free_port)
   local started
+  # Emptied here, not only by the redirection below: that runs in the child, and a wait that
+  # began before it could read the last server's ready line.
+  : >"$out_dir/azq.out"
   started=$(date +%s.%N)
   taskset -c "$server_cpu" target/release/azq --queueHost 127.0.0.1 --queuePort "$server_port" \
     --shards 1 --cpus "$server_cpu" --silent --location "$data" \
