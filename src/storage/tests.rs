@@ -60,7 +60,7 @@ use super::log::Log;
 use super::recovery::{recover, RecoveryOptions};
 use super::sim::{SimDisk, SimStats, Written};
 use crate::error::StorageError;
-use crate::limits::{MESSAGE_TEXT_BYTES_MAX, STORAGE_BLOCK_BYTES};
+use crate::limits::{LOG_SEGMENT_BYTES, MESSAGE_TEXT_BYTES_MAX, STORAGE_BLOCK_BYTES};
 use crate::queue::record::{self, MessageState, Record, RECORD_HEADER_BYTES};
 use crate::queue::replicas::home_shard;
 use crate::queue::state::Described;
@@ -751,23 +751,39 @@ fn seeds() -> std::ops::Range<u64> {
     0..SIMULATION_SEEDS
 }
 
+/// A durable shard on an empty simulated disk, its log's segments of `segment_bytes`.
+fn fresh_shard(segment_bytes: u64) -> (SimDisk, Log<SimDisk>, RefCell<ShardState>) {
+    let disk = SimDisk::new(1, true);
+    let recovered =
+        recover_one_shard(&disk, RecoveryOptions::default()).expect("an empty directory recovers");
+    let start = recovered.shards.into_iter().next().expect("one shard");
+    let log =
+        Log::new(disk.clone(), &start, 0, Durability::Fsync).with_segment_bytes(segment_bytes);
+    (disk, log, RefCell::new(start.state))
+}
+
+/// `command` applied to `state` and its records flushed (and synced): its reply.
+fn apply_flushed(
+    log: &Log<SimDisk>,
+    state: &RefCell<ShardState>,
+    command: Command,
+) -> Result<Reply, StorageError> {
+    let reply = state.borrow_mut().apply(command, NOW_MS);
+    while run(log.flush(state)).expect("flushed") {}
+    reply
+}
+
 /// A snapshot reaches the disk `SNAPSHOT_SYNC_BYTES` at a time: no more of it is ever
 /// unsynced, so a log flush's sync, which waits for what the device holds, waits for one chunk
 /// and not for the whole snapshot at its end.
 #[test]
 fn a_snapshot_is_synced_a_chunk_at_a_time() {
     use crate::limits::SNAPSHOT_SYNC_BYTES;
-    let disk = SimDisk::new(1, true);
-    let recovered =
-        recover_one_shard(&disk, RecoveryOptions::default()).expect("an empty directory recovers");
-    let start = recovered.shards.into_iter().next().expect("one shard");
-    let log = Log::new(disk.clone(), &start, 0, Durability::Fsync);
-    let state = RefCell::new(start.state);
+    let (disk, log, state) = fresh_shard(LOG_SEGMENT_BYTES);
+    // Each command's records flushed (and synced) on their own: small log writes.
     let apply = |command| {
-        let reply = state.borrow_mut().apply(command, NOW_MS);
+        let reply = apply_flushed(&log, &state, command);
         assert!(reply.is_ok(), "{reply:?}");
-        // Each command's records flushed (and synced) on their own: small log writes.
-        while run(log.flush(&state)).expect("flushed") {}
     };
     apply(Command::CreateQueue {
         queue: key(0),
@@ -816,16 +832,10 @@ fn a_snapshot_is_synced_a_chunk_at_a_time() {
 /// and size.
 fn a_snapshot_to_replace() -> (SimDisk, Log<SimDisk>, RefCell<ShardState>, PathBuf, u64) {
     use crate::limits::SNAPSHOT_REMOVAL_STEP_BYTES;
-    let disk = SimDisk::new(1, true);
-    let recovered =
-        recover_one_shard(&disk, RecoveryOptions::default()).expect("an empty directory recovers");
-    let start = recovered.shards.into_iter().next().expect("one shard");
-    let log = Log::new(disk.clone(), &start, 0, Durability::Fsync).with_segment_bytes(1 << 20);
-    let state = RefCell::new(start.state);
+    let (disk, log, state) = fresh_shard(1 << 20);
     let apply = |command| {
-        let reply = state.borrow_mut().apply(command, NOW_MS);
+        let reply = apply_flushed(&log, &state, command);
         assert!(reply.is_ok(), "{reply:?}");
-        while run(log.flush(&state)).expect("flushed") {}
     };
     let text = Bytes::from("x".repeat(60_000));
     let put = || {
@@ -953,17 +963,8 @@ fn a_power_cut_while_replaced_files_are_freed_loses_nothing() {
 #[test]
 fn a_drained_shard_snapshots_again_and_gives_its_disk_back() {
     use crate::limits::SNAPSHOT_ALLOWANCE_BYTES;
-    let disk = SimDisk::new(1, true);
-    let recovered =
-        recover_one_shard(&disk, RecoveryOptions::default()).expect("an empty directory recovers");
-    let start = recovered.shards.into_iter().next().expect("one shard");
-    let log = Log::new(disk.clone(), &start, 0, Durability::Fsync).with_segment_bytes(32 << 20);
-    let state = RefCell::new(start.state);
-    let apply = |command| {
-        let reply = state.borrow_mut().apply(command, NOW_MS);
-        while run(log.flush(&state)).expect("flushed") {}
-        reply.expect("applied")
-    };
+    let (disk, log, state) = fresh_shard(32 << 20);
+    let apply = |command| apply_flushed(&log, &state, command).expect("applied");
     let snapshot = || {
         run(async {
             let mut job = log.start_snapshot(&state).await.expect("started");
