@@ -129,7 +129,7 @@ pub const DISK_RESUME_MARGIN_BYTES: u64 = 16 << 20;
 pub const MAPPED_READ_BYTES_MIN: u64 = 1 << 20;
 /// Disk each shard may use beyond its live data before a snapshot lets old segments go: a
 /// snapshot starts once the log since the last one holds more than the live data and this, or
-/// the snapshot and that log more than twice the stored data and this.
+/// the snapshot and the closed segments more than twice the stored data and this.
 pub const SNAPSHOT_ALLOWANCE_BYTES: u64 = 64 << 20;
 /// Closed log segments a shard keeps before it writes a snapshot regardless of their size (each
 /// restart closes one).

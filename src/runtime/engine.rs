@@ -522,11 +522,17 @@ async fn run_snapshots<B: Backend>(engine: Rc<Engine<B>>) {
 }
 
 /// Reads the file system's free space every `DISK_SAMPLE_INTERVAL_MS` as the gauge's thread
-/// measures it (space others free, or take, changes nothing the log sees) and tells the state.
+/// measures it (space others free, or take, changes nothing the log sees) and tells the state;
+/// and asks whether a snapshot is due. The log's flushes ask too, but only a write flushes and
+/// none asks while a snapshot runs: a drain by expiry (which writes nothing), or one that ended
+/// while a snapshot was written, would keep the dead snapshot on an idle shard for good.
 async fn run_disk_watch<B: Backend>(engine: Rc<Engine<B>>) {
     loop {
         B::sleep(Duration::from_millis(DISK_SAMPLE_INTERVAL_MS)).await;
         engine.watch_disk();
+        if engine.snapshot_wanted() {
+            engine.snapshot_wake.notify();
+        }
     }
 }
 
