@@ -29,6 +29,6 @@ pub use replicas::{
 };
 pub use secret::Secret;
 pub use state::{
-    Activity, Census, InspectedMessage, MessagePage, PageQuery, QueueSummary, QueuesQuery,
+    Activity, Census, Encoded, InspectedMessage, MessagePage, PageQuery, QueueSummary, QueuesQuery,
     Refusals, ShardState, Visibility,
 };

@@ -66,7 +66,7 @@ pub use inspect::{
 pub use layout::{Activity, Census, Journal, Refusals, ShardState};
 #[cfg(test)]
 pub use persistence::{Described, DescribedMessage};
-pub use persistence::{Identity, Restorer};
+pub use persistence::{Encoded, Identity, Restorer};
 
 impl ShardState {
     /// Applies `command` at `now_ms` (ms since the Unix epoch), after running due timers (at

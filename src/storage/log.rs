@@ -60,7 +60,7 @@ use crate::limits::{
     LOG_CLOSED_SEGMENTS_MAX, LOG_FLUSH_BYTES_MAX, LOG_SEGMENT_BYTES, SNAPSHOT_ALLOWANCE_BYTES,
     SNAPSHOT_REMOVAL_STEP_BYTES, SNAPSHOT_STEP_SLOTS, SNAPSHOT_SYNC_BYTES, STORAGE_BLOCK_BYTES,
 };
-use crate::queue::{QueueKey, ShardState};
+use crate::queue::{Encoded, QueueKey, ShardState};
 use crate::time::{latency_bucket, LATENCY_BUCKETS};
 
 /// When a change counts as written, as `--durability` names it.
@@ -94,9 +94,9 @@ struct Sizes {
     closed_log_bytes: u64,
     /// Bytes of that snapshot (0: none yet).
     snapshot_bytes: u64,
-    /// What that snapshot held beyond what was stored when it started: what `stored_bytes`
-    /// does not charge (its header and trailer, every account's service properties). 0 when
-    /// not known (a snapshot recovery found).
+    /// What that snapshot holds beyond what its records charge (`Encoded`): what no delete
+    /// frees (its header and trailer, every account's service properties). 0 when not known
+    /// (a snapshot recovery found).
     snapshot_uncharged_bytes: u64,
     /// Closed log segments.
     closed_segments: usize,
@@ -118,9 +118,12 @@ struct Sizes {
 ///   log, so by the first rule alone a snapshot of a queue since drained stayed on disk until
 ///   its dead bytes' worth of Deletes had been logged, in practice for good. Right after a
 ///   snapshot there is no closed segment (unless the log rotated while it was written) and the
-///   snapshot holds at most what was stored when it began plus what it held uncharged, so this
-///   holds again only when the stored data fell by more than half (and the allowance) while
-///   it was written: each such snapshot is smaller, never snapshot after snapshot;
+///   snapshot holds what its records charge and what it holds uncharged, so this holds again
+///   only when what it recorded is over twice what is stored now (and the allowance): the
+///   stored data fell by more than half while it was written, and each such snapshot is
+///   smaller, never snapshot after snapshot. Charged by what it recorded, not by what was
+///   stored when it began: messages Put while it was written and recorded in it are charged,
+///   not uncharged, and a drain frees them too;
 /// - or closed segments have piled up (each restart closes one, however little it holds);
 /// - or the shard refuses growth for space (`refusing`) and the log passed one segment: the
 ///   operations still served (Get, Update without a text, Delete) write records too, and waiting
@@ -160,8 +163,8 @@ struct LogState<F> {
     segments: Vec<SegmentFile>,
     /// The current snapshot and its size.
     snapshot: Option<(PathBuf, u64)>,
-    /// What that snapshot held beyond what was stored when it began (`Sizes`; 0 for one
-    /// recovery found).
+    /// What that snapshot holds beyond what its records charge (`Sizes`; 0 for one recovery
+    /// found).
     snapshot_uncharged_bytes: u64,
     /// Bytes of log since the snapshot that replay starts from.
     log_bytes: u64,
@@ -591,12 +594,12 @@ impl<D: Disk> Log<D> {
     /// Starts a snapshot of `state` as it is now.
     pub async fn start_snapshot(&self, state: &RefCell<ShardState>) -> io::Result<SnapshotJob<D>> {
         self.check_failed()?;
-        let (identity, replay_from, stored_bytes) = {
+        let (identity, replay_from) = {
             let state = state.borrow();
             let replay_from = state
                 .journal_next_sequence()
                 .expect("a durable shard journals");
-            (state.identity(), replay_from, state.stored_bytes())
+            (state.identity(), replay_from)
         };
         self.state.borrow_mut().snapshotting = true;
         let path = self.directory.join(SNAPSHOT_TEMPORARY_NAME);
@@ -607,29 +610,28 @@ impl<D: Disk> Log<D> {
             file,
             pending,
             written: 0,
-            entries: 0,
+            encoded: Encoded::default(),
             replay_from,
-            stored_bytes,
             reflects_until: None,
             phase: Phase::Queues(None),
         })
     }
 
-    /// A snapshot of `bytes`, begun when the state stored `stored_bytes`, is whole and synced:
-    /// it replaces the last one. Returns the files it makes unnecessary (the older snapshot,
+    /// A snapshot of `bytes`, whose records hold `charged` bytes of what is stored
+    /// (`Encoded`), is whole and synced: it replaces the last one. Returns the files it makes unnecessary (the older snapshot,
     /// the segments it covers) with their sizes, for `remove_step` to free.
     async fn replace_snapshot(
         &self,
         replay_from: u64,
         bytes: u64,
-        stored_bytes: u64,
+        charged: u64,
     ) -> io::Result<Vec<(PathBuf, u64)>> {
         let temporary = self.directory.join(SNAPSHOT_TEMPORARY_NAME);
         let path = self.directory.join(snapshot_name(replay_from));
         self.disk.rename(&temporary, &path).await?;
         let mut log = self.state.borrow_mut();
         log.snapshot_temporary_bytes = 0;
-        log.snapshot_uncharged_bytes = bytes.saturating_sub(stored_bytes);
+        log.snapshot_uncharged_bytes = bytes.saturating_sub(charged);
         let mut removable = Vec::new();
         if let Some(old) = log.snapshot.replace((path, bytes)) {
             // A snapshot of the same replay point has the same name: it was just replaced.
@@ -680,10 +682,9 @@ pub struct SnapshotJob<D: Disk> {
     pending: BytesMut,
     /// Bytes of the file written.
     written: u64,
-    entries: u64,
+    /// The records encoded so far.
+    encoded: Encoded,
     replay_from: u64,
-    /// What the state stored when the snapshot began (`ShardState::stored_bytes`).
-    stored_bytes: u64,
     /// The journal's next sequence when the last step encoded the state.
     reflects_until: Option<u64>,
     phase: Phase,
@@ -716,21 +717,22 @@ impl<D: Disk> SnapshotJob<D> {
                         after.as_ref(),
                         SNAPSHOT_STEP_SLOTS as usize,
                         &mut self.pending,
-                        &mut self.entries,
+                        &mut self.encoded,
                     );
                     self.phase = match last {
                         Some(last) => Phase::Queues(Some(last)),
                         None => {
-                            state.snapshot_settings(&mut self.pending, &mut self.entries);
+                            state.snapshot_settings(&mut self.pending, &mut self.encoded);
                             Phase::Messages(0)
                         }
                     };
                 }
                 Phase::Messages(from) => {
                     let end = from.saturating_add(SNAPSHOT_STEP_SLOTS);
-                    state.snapshot_messages(*from..end, &mut self.pending, &mut self.entries);
+                    state.snapshot_messages(*from..end, &mut self.pending, &mut self.encoded);
                     self.phase = if end >= state.slab_slots() {
-                        self.pending.put_slice(&snapshot_trailer(self.entries));
+                        self.pending
+                            .put_slice(&snapshot_trailer(self.encoded.entries));
                         self.reflects_until = state.journal_next_sequence();
                         Phase::Removing(Vec::new())
                     } else {
@@ -772,7 +774,7 @@ impl<D: Disk> SnapshotJob<D> {
                 }
             }
             let removable = log
-                .replace_snapshot(self.replay_from, self.written, self.stored_bytes)
+                .replace_snapshot(self.replay_from, self.written, self.encoded.charged)
                 .await?;
             self.phase = Phase::Removing(removable);
         }
@@ -906,21 +908,23 @@ mod tests {
         assert!(due(open));
     }
 
-    /// Right after a snapshot, which holds what was stored and what it held uncharged, with the
-    /// open segment's log beside it (up to a segment), no rule asks for another.
+    /// Right after a snapshot, which holds what its records charge and what it holds
+    /// uncharged, with the open segment's log beside it (up to a segment), no rule asks for
+    /// another unless what it recorded is more than twice what is stored now: while the stored
+    /// data is at least half of that, none does.
     #[test]
     fn a_snapshot_is_never_due_right_after_one() {
         let mut random = crate::random::SplitMix64::new(40);
         for _ in 0..100_000 {
-            let message_bytes = random.next_u64() % (1 << 40);
-            let stored_bytes = message_bytes + random.next_u64() % (1 << 40);
+            let charged = random.next_u64() % (1 << 40);
             let uncharged = random.next_u64() % (1 << 40);
-            let snapshot_bytes = random.next_u64() % (stored_bytes + uncharged + 1);
+            let message_bytes = random.next_u64() % (1 << 40);
+            let stored_bytes = (message_bytes + random.next_u64() % (1 << 40)).max(charged / 2);
             let sizes = Sizes {
                 log_bytes: random.next_u64() % (LOG_SEGMENT_BYTES + 1),
                 closed_log_bytes: 0,
-                snapshot_bytes,
-                snapshot_uncharged_bytes: snapshot_bytes.saturating_sub(stored_bytes),
+                snapshot_bytes: charged + uncharged,
+                snapshot_uncharged_bytes: uncharged,
                 closed_segments: random.next_u64() as usize % (LOG_CLOSED_SEGMENTS_MAX + 1),
                 message_bytes,
                 stored_bytes,
@@ -928,7 +932,7 @@ mod tests {
             };
             assert!(
                 !due(sizes),
-                "{message_bytes} {stored_bytes} {snapshot_bytes}"
+                "{message_bytes} {stored_bytes} {charged} {uncharged}"
             );
         }
     }

@@ -1220,11 +1220,8 @@ pub fn recover(
                 .map_err(|error| failed(&directory, error))?;
             let mut snapshot = BytesMut::new();
             snapshot.put_slice(&snapshot_header(shard as u32, &state.identity(), 0));
-            let mut entry = 0;
-            state.snapshot_queues(None, usize::MAX, &mut snapshot, &mut entry);
-            state.snapshot_settings(&mut snapshot, &mut entry);
-            state.snapshot_messages(0..state.slab_slots(), &mut snapshot, &mut entry);
-            snapshot.put_slice(&snapshot_trailer(entry));
+            let encoded = state.snapshot_all(&mut snapshot);
+            snapshot.put_slice(&snapshot_trailer(encoded.entries));
             let path = directory.join(snapshot_name(0));
             files
                 .write_synced(&path, &snapshot)

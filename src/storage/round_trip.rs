@@ -359,10 +359,7 @@ fn snapshot_round_trip(writer: Writer) {
     let expected = {
         let state = writer.state.borrow();
         let mut entries = BytesMut::new();
-        let mut entry = 0;
-        state.snapshot_queues(None, usize::MAX, &mut entries, &mut entry);
-        state.snapshot_settings(&mut entries, &mut entry);
-        state.snapshot_messages(0..state.slab_slots(), &mut entries, &mut entry);
+        state.snapshot_all(&mut entries);
         records_in(&entries)
     };
     run(async {
@@ -402,10 +399,7 @@ fn snapshot_bytes(writer: &Writer) -> usize {
     use super::format::{SNAPSHOT_HEADER_BYTES, SNAPSHOT_TRAILER_BYTES};
     let state = writer.state.borrow();
     let mut entries = BytesMut::new();
-    let mut entry = 0;
-    state.snapshot_queues(None, usize::MAX, &mut entries, &mut entry);
-    state.snapshot_settings(&mut entries, &mut entry);
-    state.snapshot_messages(0..state.slab_slots(), &mut entries, &mut entry);
+    state.snapshot_all(&mut entries);
     SNAPSHOT_HEADER_BYTES + entries.len() + SNAPSHOT_TRAILER_BYTES
 }
 

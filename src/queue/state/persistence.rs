@@ -8,12 +8,25 @@ use std::ops::Range;
 
 use bytes::BytesMut;
 
-use super::layout::{message_charge, queue_at, Journal, Queue, ShardState, SEQUENCE_MASK};
+use super::layout::{
+    message_charge, queue_at, queue_charge, Journal, Queue, ShardState, SEQUENCE_MASK,
+};
 use crate::queue::command::{Metadata, EXPIRATION_NEVER_MS};
 use crate::queue::key::{MessageId, QueueKey};
 use crate::queue::record::{encode, MessageState, Record, RECORD_HEADER_BYTES};
-use crate::queue::replicas::Replica;
+use crate::queue::replicas::{acl_charge, Replica};
 use crate::queue::slab::{Message, Place};
+
+/// What a snapshot's records so far hold. A snapshot's size less `charged` is what no delete
+/// frees: the log's measure of how much of a snapshot is dead (`storage::log`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Encoded {
+    /// Records encoded (they are numbered from 0).
+    pub entries: u64,
+    /// Bytes `ShardState::stored_bytes` charges for what they record: queues, this shard's
+    /// ACLs, messages (service properties are not charged).
+    pub charged: u64,
+}
 
 /// What a snapshot records about the shard itself, besides its queues, settings and messages.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -124,14 +137,14 @@ impl ShardState {
     }
 
     /// Encodes up to `count` live queues in name order after `after` (from the first when
-    /// `None`) as records numbered from `*entry`; the last one encoded, or `None` once none is
+    /// `None`) as the records after `encoded`'s; the last one encoded, or `None` once none is
     /// left.
     pub fn snapshot_queues(
         &self,
         after: Option<&QueueKey>,
         count: usize,
         out: &mut BytesMut,
-        entry: &mut u64,
+        encoded: &mut Encoded,
     ) -> Option<QueueKey> {
         let range = match after {
             Some(after) => self
@@ -141,34 +154,39 @@ impl ShardState {
         };
         let mut last = None;
         for (key, &index) in range.take(count) {
+            let metadata = &self.queue(index).metadata;
             let record = Record::<&[u8]>::QueueCreated {
                 queue: index,
                 key: key.clone(),
-                metadata: self.queue(index).metadata.clone(),
+                metadata: metadata.clone(),
             };
-            encode(&record, *entry, out);
-            *entry += 1;
+            encode(&record, encoded.entries, out);
+            encoded.entries += 1;
+            encoded.charged += queue_charge(metadata);
             last = Some(key);
         }
         last.cloned()
     }
 
-    /// Encodes every setting this shard writes as records numbered from `*entry`. Its copies of
+    /// Encodes every setting this shard writes as the records after `encoded`'s. Its copies of
     /// other shards' settings are left out: recovery rebuilds them from the writers' records,
     /// and a copy on disk would bring back a setting its writer has since removed (a deleted
     /// queue's ACL), since removing a copy writes nothing.
-    pub fn snapshot_settings(&self, out: &mut BytesMut, entry: &mut u64) {
+    pub fn snapshot_settings(&self, out: &mut BytesMut, encoded: &mut Encoded) {
         for replica in self.replicas.entries(true) {
             let record = match replica {
                 Replica::QueueAcl {
                     queue,
                     version,
                     identifiers: Some(identifiers),
-                } => Record::<&[u8]>::AclSet {
-                    key: queue,
-                    version,
-                    identifiers: identifiers.to_vec(),
-                },
+                } => {
+                    encoded.charged += acl_charge(&queue, &identifiers);
+                    Record::<&[u8]>::AclSet {
+                        key: queue,
+                        version,
+                        identifiers: identifiers.to_vec(),
+                    }
+                }
                 Replica::QueueAcl {
                     identifiers: None, ..
                 } => continue,
@@ -182,15 +200,15 @@ impl ShardState {
                     properties: (*properties).clone(),
                 },
             };
-            encode(&record, *entry, out);
-            *entry += 1;
+            encode(&record, encoded.entries, out);
+            encoded.entries += 1;
         }
     }
 
     /// Encodes the messages of live queues in `slots` (cleared and deleted queues' messages,
-    /// which wait to be freed, are gone for good) as Put records numbered from `*entry`, with
+    /// which wait to be freed, are gone for good) as the Put records after `encoded`'s, with
     /// their current lease and visibility.
-    pub fn snapshot_messages(&self, slots: Range<u32>, out: &mut BytesMut, entry: &mut u64) {
+    pub fn snapshot_messages(&self, slots: Range<u32>, out: &mut BytesMut, encoded: &mut Encoded) {
         for slot in slots {
             let Some(message) = self.messages.occupant(slot) else {
                 continue;
@@ -205,9 +223,20 @@ impl ShardState {
                 Place::VisibleInOrder | Place::VisibleOutOfOrder | Place::Free => 0,
             };
             let state = message_state(&self.messages, &self.foreign_ids, slot, visible_ms);
-            encode(&Record::MessagePut(state), *entry, out);
-            *entry += 1;
+            encode(&Record::MessagePut(state), encoded.entries, out);
+            encoded.entries += 1;
+            encoded.charged += message_charge(&message.text);
         }
+    }
+
+    /// Encodes the whole state, as a snapshot written in one go (`snapshot_queues`,
+    /// `snapshot_settings`, `snapshot_messages`).
+    pub fn snapshot_all(&self, out: &mut BytesMut) -> Encoded {
+        let mut encoded = Encoded::default();
+        self.snapshot_queues(None, usize::MAX, out, &mut encoded);
+        self.snapshot_settings(out, &mut encoded);
+        self.snapshot_messages(0..self.slab_slots(), out, &mut encoded);
+        encoded
     }
 
     /// Starts restoring a state (a fresh one, from `ShardState::new`) from what recovery read.
@@ -282,7 +311,7 @@ impl Restorer<'_> {
             state.queues[index as usize].is_none(),
             "queue record {index} twice"
         );
-        state.queue_bytes += super::layout::queue_charge(&metadata);
+        state.queue_bytes += queue_charge(&metadata);
         state.queues[index as usize] = Some(Queue::new(metadata));
         assert!(state.queue_indices.insert(key.clone(), index).is_none());
         assert!(state.queue_names.insert(key, index).is_none());
