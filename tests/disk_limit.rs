@@ -122,6 +122,27 @@ impl Client {
     }
 }
 
+/// Waits up to a minute for the shard's `azq_disk_bytes` to hold still for two seconds (no
+/// snapshot being written or its replaced files freed); what it is then.
+fn await_disk_still(server: &Server) -> u64 {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut last = Client::disk_bytes(server);
+    let mut since = Instant::now();
+    while since.elapsed() < Duration::from_secs(2) {
+        assert!(
+            Instant::now() < deadline,
+            "the disk never held still: {last}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+        let now = Client::disk_bytes(server);
+        if now != last {
+            last = now;
+            since = Instant::now();
+        }
+    }
+    last
+}
+
 /// Waits up to a minute for the shard's `azq_disk_bytes` to be at most `bytes`; what it was.
 fn await_disk_bytes_at_most(server: &Server, bytes: u64) -> u64 {
     let deadline = Instant::now() + Duration::from_secs(60);
@@ -333,12 +354,10 @@ fn min_free_disk_of_everything_refuses_growth_at_once_and_serves_the_rest() {
     }
 }
 
-/// The queue of `a_drained_queue_gives_its_disk_back`: 100 MiB of texts (their snapshot alone
-/// more than the 64 MiB allowance), put with `ttl`, then each text written again by an Update
-/// (and the message leased for an hour), so that the log passes the live data and the
-/// allowance and a snapshot of the full queue follows. Returns the messages' IDs and receipts,
-/// and when the last was put.
-fn fill_and_rewrite(client: &mut Client, ttl: &str) -> (Vec<(String, String)>, Instant) {
+/// The queue of the drain tests: 100 MiB of texts (their snapshot alone more than the 64 MiB
+/// allowance), put with `ttl`, then each message leased for an hour. Returns the messages' IDs
+/// and receipts, and when the last was put.
+fn fill_and_lease(client: &mut Client, ttl: &str) -> (Vec<(String, String)>, Instant) {
     const MESSAGES: usize = 1_600;
     assert_status(
         &client.call(&signed_request("PUT", QUEUE, &[], b"")),
@@ -360,20 +379,61 @@ fn fill_and_rewrite(client: &mut Client, ttl: &str) -> (Vec<(String, String)>, I
     while leased.len() < MESSAGES {
         let batch = client.lease(3600);
         assert!(!batch.is_empty(), "{} of {MESSAGES} leased", leased.len());
-        for (id, receipt) in batch {
-            let receipt = client.update(&id, &receipt, &big_text(MESSAGES + leased.len()));
-            leased.push((id, receipt));
-        }
+        leased.extend(batch);
     }
     (leased, last_put)
 }
 
-/// A drained queue gives its disk back (issue 40). The snapshot written while the queue was
-/// full stayed on disk after the drain: a snapshot was due only once the log since it passed
-/// the live data, and a drain's Deletes add little log. Now one is also due once the snapshot
-/// and the closed segments pass twice what is stored and the 64 MiB allowance: after the
-/// drain the shard holds its open segment and at most the allowance of dead data. `kill -9`
-/// after it loses nothing.
+/// Writes the `leased` messages' texts again by Updates, in order, their receipts replaced, so
+/// that the log passes the live data and the allowance and a snapshot of the full queue
+/// follows; stops once `enough()` after an Update. How many were written.
+fn rewrite(
+    client: &mut Client,
+    leased: &mut [(String, String)],
+    mut enough: impl FnMut() -> bool,
+) -> usize {
+    for (written, (id, receipt)) in leased.iter_mut().enumerate() {
+        *receipt = client.update(id, receipt, &big_text(written));
+        if enough() {
+            return written + 1;
+        }
+    }
+    leased.len()
+}
+
+/// The names of the files in the one shard's directory, sorted.
+fn shard_files(data: &TempDir) -> Vec<String> {
+    let root = data.path().join("__azq__");
+    let current = std::fs::read_to_string(root.join("CURRENT")).expect("a CURRENT file");
+    let shards: Vec<_> = std::fs::read_dir(root.join(current.trim()))
+        .expect("the generation")
+        .map(|entry| entry.expect("an entry").path())
+        .filter(|path| path.is_dir())
+        .collect();
+    assert_eq!(shards.len(), 1, "{shards:?}");
+    let mut names: Vec<String> = std::fs::read_dir(&shards[0])
+        .expect("the shard")
+        .map(|entry| entry.expect("an entry").file_name().into_string().unwrap())
+        .collect();
+    names.sort();
+    names
+}
+
+/// The snapshot files among `files`: `*.snap`, and `snapshot.tmp` while one is written.
+fn snapshots(files: &[String]) -> Vec<&String> {
+    files
+        .iter()
+        .filter(|name| name.starts_with("snapshot"))
+        .collect()
+}
+
+/// A drained queue gives its disk back (issue 40). The queue is full, its snapshot in place and
+/// the log since it shorter than the allowance: the log alone never asks for another, and
+/// before the drain rule the full queue's snapshot stayed on disk after the drain (the
+/// Deletes add about a block each, and after them the log was still short of the allowance).
+/// Now a snapshot is also due once the snapshot and the closed segments pass twice what is
+/// stored and the 64 MiB allowance: after the drain the shard holds its open segment and at
+/// most the allowance of dead data. `kill -9` after it loses nothing.
 #[test]
 fn a_drained_queue_gives_its_disk_back() {
     const SEGMENT: u64 = 64 * MIB;
@@ -382,10 +442,24 @@ fn a_drained_queue_gives_its_disk_back() {
         let data = TempDir::new("disk-drained");
         let server = start(backend, &data, &[]);
         let mut client = Client::new(&server);
-        let (leased, _) = fill_and_rewrite(&mut client, "3600");
-        // The full queue: its texts twice in the log, or once in a snapshot beside the segment
-        // left open.
-        let full_bytes = Client::disk_bytes(&server);
+        let (mut leased, _) = fill_and_lease(&mut client, "3600");
+        // Rewritten until the log passes the live data and the allowance and a snapshot
+        // starts; then nothing more is written.
+        let before: Vec<String> = snapshots(&shard_files(&data))
+            .into_iter()
+            .cloned()
+            .collect();
+        let written = rewrite(&mut client, &mut leased, || {
+            snapshots(&shard_files(&data)) != before.iter().collect::<Vec<_>>()
+        });
+        assert!(written < leased.len(), "{backend:?}: no snapshot started");
+        let full_bytes = await_disk_still(&server);
+        let files = shard_files(&data);
+        let segments = files.iter().filter(|name| name.ends_with(".log")).count();
+        // The snapshot of the full queue beside the open segment, and no closed one: the log
+        // since the snapshot is within that segment, less than the allowance.
+        assert_eq!(segments, 1, "{backend:?}: {files:?}");
+        assert_eq!(snapshots(&files).len(), 1, "{backend:?}: {files:?}");
         assert!(
             full_bytes > 100 * MIB + SEGMENT,
             "{backend:?}: {full_bytes}"
@@ -423,16 +497,17 @@ fn a_queue_drained_by_expiry_gives_its_disk_back_while_idle() {
         let server = start(backend, &data, &[]);
         let mut client = Client::new(&server);
         let started = Instant::now();
-        // Time enough to put and rewrite them all on a busy machine (about 20 s in a debug
-        // build there).
-        let ttl = Duration::from_secs(40);
-        let (_, last_put) = fill_and_rewrite(&mut client, &ttl.as_secs().to_string());
+        // Time enough to put, rewrite and snapshot them all on a busy machine (20-40 s in a
+        // debug build there).
+        let ttl = Duration::from_secs(60);
+        let (mut leased, last_put) = fill_and_lease(&mut client, &ttl.as_secs().to_string());
+        rewrite(&mut client, &mut leased, || false);
+        let full_bytes = await_disk_still(&server);
         assert!(
             started.elapsed() < ttl,
             "expired before the test could look"
         );
-        let full_bytes = Client::disk_bytes(&server);
-        assert!(full_bytes > 100 * MIB, "{backend:?}: {full_bytes}");
+        assert!(full_bytes > 164 * MIB, "{backend:?}: {full_bytes}");
         // Nothing more is sent until every message has expired and the disk came back.
         std::thread::sleep(ttl.saturating_sub(last_put.elapsed()));
         let drained = await_disk_bytes_at_most(&server, 128 * MIB);
