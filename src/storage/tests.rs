@@ -773,6 +773,29 @@ fn apply_flushed(
     reply
 }
 
+/// The text of `put_filler`'s messages: 60,000 bytes, 15 blocks of log each.
+const FILLER_BYTES: usize = 60_000;
+
+/// A Put of `FILLER_BYTES` into queue 0, kept a day, applied and flushed.
+fn put_filler(log: &Log<SimDisk>, state: &RefCell<ShardState>) {
+    let command = Command::PutMessage {
+        queue: key(0),
+        text: Bytes::from(vec![b'x'; FILLER_BYTES]),
+        visibility_timeout_s: 0,
+        ttl_s: Some(86_400),
+    };
+    let reply = apply_flushed(log, state, command);
+    assert!(reply.is_ok(), "{reply:?}");
+}
+
+/// A whole snapshot of `state`, its steps run one after the other with nothing in between.
+fn snapshot_whole(log: &Log<SimDisk>, state: &RefCell<ShardState>) {
+    run(async {
+        let mut job = log.start_snapshot(state).await.expect("started");
+        while !job.step(log, state).await.expect("a step") {}
+    });
+}
+
 /// A snapshot reaches the disk `SNAPSHOT_SYNC_BYTES` at a time: no more of it is ever
 /// unsynced, so a log flush's sync, which waits for what the device holds, waits for one chunk
 /// and not for the whole snapshot at its end.
@@ -789,23 +812,14 @@ fn a_snapshot_is_synced_a_chunk_at_a_time() {
         queue: key(0),
         metadata: Vec::new(),
     });
-    let text = "x".repeat(60_000);
     // About four chunks of messages.
-    let puts = 4 * SNAPSHOT_SYNC_BYTES / text.len() + 1;
+    let puts = 4 * SNAPSHOT_SYNC_BYTES / FILLER_BYTES + 1;
     for _ in 0..puts {
-        apply(Command::PutMessage {
-            queue: key(0),
-            text: Bytes::from(text.clone()),
-            visibility_timeout_s: 0,
-            ttl_s: Some(86_400),
-        });
+        put_filler(&log, &state);
     }
     let before = disk.stats().unsynced_write_bytes_max;
     assert!(before < SNAPSHOT_SYNC_BYTES as u64 / 2, "{before}");
-    run(async {
-        let mut job = log.start_snapshot(&state).await.expect("started");
-        while !job.step(&log, &state).await.expect("a step") {}
-    });
+    snapshot_whole(&log, &state);
     let most = disk.stats().unsynced_write_bytes_max;
     assert!(most > before, "the snapshot wrote: {most}");
     assert!(
@@ -837,25 +851,14 @@ fn a_snapshot_to_replace() -> (SimDisk, Log<SimDisk>, RefCell<ShardState>, PathB
         let reply = apply_flushed(&log, &state, command);
         assert!(reply.is_ok(), "{reply:?}");
     };
-    let text = Bytes::from("x".repeat(60_000));
-    let put = || {
-        apply(Command::PutMessage {
-            queue: key(0),
-            text: text.clone(),
-            visibility_timeout_s: 0,
-            ttl_s: Some(86_400),
-        })
-    };
+    let put = || put_filler(&log, &state);
     apply(Command::CreateQueue {
         queue: key(0),
         metadata: Vec::new(),
     });
-    let puts = 2 * SNAPSHOT_REMOVAL_STEP_BYTES as usize / text.len() + 4;
+    let puts = 2 * SNAPSHOT_REMOVAL_STEP_BYTES as usize / FILLER_BYTES + 4;
     (0..puts).for_each(|_| put());
-    run(async {
-        let mut job = log.start_snapshot(&state).await.expect("started");
-        while !job.step(&log, &state).await.expect("a step") {}
-    });
+    snapshot_whole(&log, &state);
     (0..puts).for_each(|_| put());
     let older = disk
         .file_paths()
@@ -965,26 +968,15 @@ fn a_drained_shard_snapshots_again_and_gives_its_disk_back() {
     use crate::limits::SNAPSHOT_ALLOWANCE_BYTES;
     let (disk, log, state) = fresh_shard(32 << 20);
     let apply = |command| apply_flushed(&log, &state, command).expect("applied");
-    let snapshot = || {
-        run(async {
-            let mut job = log.start_snapshot(&state).await.expect("started");
-            while !job.step(&log, &state).await.expect("a step") {}
-        })
-    };
+    let snapshot = || snapshot_whole(&log, &state);
     apply(Command::CreateQueue {
         queue: key(0),
         metadata: Vec::new(),
     });
-    let text = Bytes::from("x".repeat(60_000));
     // Enough that the snapshot alone outweighs the allowance.
-    let puts = SNAPSHOT_ALLOWANCE_BYTES as usize / text.len() * 5 / 4;
+    let puts = SNAPSHOT_ALLOWANCE_BYTES as usize / FILLER_BYTES * 5 / 4;
     for _ in 0..puts {
-        apply(Command::PutMessage {
-            queue: key(0),
-            text: text.clone(),
-            visibility_timeout_s: 0,
-            ttl_s: Some(86_400),
-        });
+        put_filler(&log, &state);
     }
     assert!(
         !log.wants_snapshot(&state),
@@ -1053,10 +1045,7 @@ fn a_snapshot_is_not_due_right_after_one_at_the_end_of_a_segment() {
         };
         apply_flushed(&log, &state, command).expect("applied");
         if log.wants_snapshot(&state) {
-            run(async {
-                let mut job = log.start_snapshot(&state).await.expect("started");
-                while !job.step(&log, &state).await.expect("a step") {}
-            });
+            snapshot_whole(&log, &state);
             snapshots += 1;
             assert!(
                 !log.wants_snapshot(&state),
@@ -1081,15 +1070,7 @@ fn messages_put_while_a_snapshot_is_written_are_freed_by_a_drain() {
         queue: key(0),
         metadata: Vec::new(),
     });
-    let text = Bytes::from("x".repeat(60_000));
-    let put = || {
-        apply(Command::PutMessage {
-            queue: key(0),
-            text: text.clone(),
-            visibility_timeout_s: 0,
-            ttl_s: Some(86_400),
-        });
-    };
+    let put = || put_filler(&log, &state);
     // Past one segment: the log rotates, and the snapshot covers the closed one.
     for _ in 0..1_100 {
         put();
@@ -1142,10 +1123,7 @@ fn messages_put_while_a_snapshot_is_written_are_freed_by_a_drain() {
         "the drained queue's snapshot is dead: {} MiB on disk",
         files_bytes(&disk) >> 20
     );
-    run(async {
-        let mut job = log.start_snapshot(&state).await.expect("started");
-        while !job.step(&log, &state).await.expect("a step") {}
-    });
+    snapshot_whole(&log, &state);
     let drained_bytes = files_bytes(&disk);
     // The open segment, the Deletes' log since it began, and an empty queue's snapshot.
     assert!(
