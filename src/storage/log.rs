@@ -618,8 +618,9 @@ impl<D: Disk> Log<D> {
     }
 
     /// A snapshot of `bytes`, whose records hold `charged` bytes of what is stored
-    /// (`Encoded`), is whole and synced: it replaces the last one. Returns the files it makes unnecessary (the older snapshot,
-    /// the segments it covers) with their sizes, for `remove_step` to free.
+    /// (`Encoded`), is whole and synced: it replaces the last one. Returns the files it makes
+    /// unnecessary (the older snapshot, the segments it covers) with their sizes, for
+    /// `remove_step` to free.
     async fn replace_snapshot(
         &self,
         replay_from: u64,
