@@ -131,8 +131,8 @@ pub const MAPPED_READ_BYTES_MIN: u64 = 1 << 20;
 /// snapshot starts once the log since the last one holds more than the live data and this, or
 /// the snapshot and the closed segments more than twice the stored data and this.
 pub const SNAPSHOT_ALLOWANCE_BYTES: u64 = 64 << 20;
-/// Closed log segments a shard keeps before it writes a snapshot regardless of their size (each
-/// restart closes one).
+/// Closed log segments less than half full a shard keeps before it writes a snapshot (each
+/// restart closes one, however little it holds); full ones do not count.
 pub const LOG_CLOSED_SEGMENTS_MAX: usize = 8;
 /// Largest record body the log and snapshot readers accept: a longer length is garbage, not a
 /// record. Far above the largest record a request can make (a Put of the largest text, about

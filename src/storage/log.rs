@@ -57,8 +57,9 @@ use super::format::{
 };
 use super::recovery::{SegmentFile, ShardStart};
 use crate::limits::{
-    LOG_CLOSED_SEGMENTS_MAX, LOG_FLUSH_BYTES_MAX, LOG_SEGMENT_BYTES, SNAPSHOT_ALLOWANCE_BYTES,
-    SNAPSHOT_REMOVAL_STEP_BYTES, SNAPSHOT_STEP_SLOTS, SNAPSHOT_SYNC_BYTES, STORAGE_BLOCK_BYTES,
+    DISK_RESUME_MARGIN_BYTES, LOG_CLOSED_SEGMENTS_MAX, LOG_FLUSH_BYTES_MAX, LOG_SEGMENT_BYTES,
+    SNAPSHOT_ALLOWANCE_BYTES, SNAPSHOT_REMOVAL_STEP_BYTES, SNAPSHOT_STEP_SLOTS,
+    SNAPSHOT_SYNC_BYTES, STORAGE_BLOCK_BYTES,
 };
 use crate::queue::{Encoded, QueueKey, ShardState};
 use crate::time::{latency_bucket, LATENCY_BUCKETS};
@@ -98,8 +99,8 @@ struct Sizes {
     /// frees (its header and trailer, every account's service properties). 0 when not known
     /// (a snapshot recovery found).
     snapshot_uncharged_bytes: u64,
-    /// Closed log segments.
-    closed_segments: usize,
+    /// Closed log segments less than half full (`LOG_CLOSED_SEGMENTS_MAX`).
+    small_closed_segments: usize,
     /// Bytes charged for the messages stored now (`ShardState::message_bytes`).
     message_bytes: u64,
     /// Bytes charged for everything stored now (`ShardState::stored_bytes`).
@@ -124,11 +125,19 @@ struct Sizes {
 ///   smaller, never snapshot after snapshot. Charged by what it recorded, not by what was
 ///   stored when it began: messages Put while it was written and recorded in it are charged,
 ///   not uncharged, and a drain frees them too;
-/// - or closed segments have piled up (each restart closes one, however little it holds);
+/// - or small closed segments have piled up: each restart closes one, however little it holds.
+///   Full ones do not count: a fill of Puts closes one every segment, and counting them wrote
+///   the whole fill out again every nine segments (the break-it review of the drain rule);
 /// - or the shard refuses growth for space (`refusing`) and the log passed one segment: the
 ///   operations still served (Get, Update without a text, Delete) write records too, and waiting
 ///   for the log to pass the live data again let them fill the disk past the headroom the disk
-///   limits keep (a snapshot's copy and one segment) to ENOSPC.
+///   limits keep (a snapshot's copy and one segment) to ENOSPC;
+/// - or it refuses and a snapshot would free more than `DISK_RESUME_MARGIN_BYTES`, the room
+///   that lifts the refusal: the snapshot and closed segments hold more than what is stored and
+///   what the snapshot holds uncharged. Found by the same review: at the smallest `--max-disk`
+///   share a drained shard's dead snapshot, within the allowance, kept it refusing for good,
+///   and a drain writes too little log for the rule above. Right after a snapshot this holds
+///   only if more than the margin was deleted while it was written.
 ///
 /// So outside a snapshot a shard's snapshot and closed segments stay within twice what it
 /// stores, what its snapshot holds uncharged and the allowance, beside the open segment.
@@ -141,8 +150,14 @@ fn snapshot_due(sizes: Sizes, segment_bytes: u64) -> bool {
                 .saturating_mul(2)
                 .saturating_add(sizes.snapshot_uncharged_bytes)
                 .saturating_add(allowance)
-        || sizes.closed_segments > LOG_CLOSED_SEGMENTS_MAX
-        || (sizes.refusing && sizes.log_bytes > segment_bytes)
+        || sizes.small_closed_segments > LOG_CLOSED_SEGMENTS_MAX
+        || (sizes.refusing
+            && (sizes.log_bytes > segment_bytes
+                || sizes.snapshot_bytes.saturating_add(sizes.closed_log_bytes)
+                    > sizes
+                        .stored_bytes
+                        .saturating_add(sizes.snapshot_uncharged_bytes)
+                        .saturating_add(DISK_RESUME_MARGIN_BYTES)))
 }
 
 /// The segment being written.
@@ -583,7 +598,11 @@ impl<D: Disk> Log<D> {
             closed_log_bytes: log.segments.iter().map(|segment| segment.bytes).sum(),
             snapshot_bytes: log.snapshot.as_ref().map_or(0, |(_, bytes)| *bytes),
             snapshot_uncharged_bytes: log.snapshot_uncharged_bytes,
-            closed_segments: log.segments.len(),
+            small_closed_segments: log
+                .segments
+                .iter()
+                .filter(|segment| segment.bytes < self.segment_bytes / 2)
+                .count(),
             message_bytes: state.message_bytes(),
             stored_bytes: state.stored_bytes(),
             refusing: state.disk_full(),
@@ -830,7 +849,7 @@ mod tests {
             closed_log_bytes: log_bytes,
             snapshot_bytes,
             snapshot_uncharged_bytes: 0,
-            closed_segments: 0,
+            small_closed_segments: 0,
             message_bytes,
             stored_bytes: message_bytes,
             refusing: false,
@@ -920,20 +939,24 @@ mod tests {
             let charged = random.next_u64() % (1 << 40);
             let uncharged = random.next_u64() % (1 << 40);
             let message_bytes = random.next_u64() % (1 << 40);
-            let stored_bytes = (message_bytes + random.next_u64() % (1 << 40)).max(charged / 2);
+            // A shard refusing for space snapshots again once the margin was deleted, not half.
+            let refusing = random.next_u64() % 2 == 0;
+            let stored_least = if refusing { charged } else { charged / 2 };
+            let stored_bytes = (message_bytes + random.next_u64() % (1 << 40)).max(stored_least);
+            let small_closed_segments = random.next_u64() as usize % (LOG_CLOSED_SEGMENTS_MAX + 1);
             let sizes = Sizes {
                 log_bytes: random.next_u64() % (LOG_SEGMENT_BYTES + 1),
                 closed_log_bytes: 0,
                 snapshot_bytes: charged + uncharged,
                 snapshot_uncharged_bytes: uncharged,
-                closed_segments: random.next_u64() as usize % (LOG_CLOSED_SEGMENTS_MAX + 1),
+                small_closed_segments,
                 message_bytes,
                 stored_bytes,
-                refusing: false,
+                refusing,
             };
             assert!(
                 !due(sizes),
-                "{message_bytes} {stored_bytes} {charged} {uncharged}"
+                "{message_bytes} {stored_bytes} {charged} {uncharged} {refusing}"
             );
         }
     }
@@ -947,16 +970,42 @@ mod tests {
         assert!(!due(refusing));
         refusing.refusing = true;
         assert!(due(refusing));
+        // The log in the open segment, which a snapshot would keep.
         refusing.log_bytes = segment;
+        refusing.closed_log_bytes = 0;
         assert!(!due(refusing));
     }
 
+    /// Found by the break-it review of the drain rule: at the smallest `--max-disk` share, a
+    /// drained shard's snapshot, dead but within the allowance, kept it refusing for good. While
+    /// it refuses, a snapshot is due once it would free more than the margin that lifts the
+    /// refusal.
     #[test]
-    fn a_snapshot_is_due_once_closed_segments_pile_up_however_small() {
+    fn a_shard_refusing_for_space_snapshots_once_that_frees_the_margin() {
+        let margin = DISK_RESUME_MARGIN_BYTES;
+        let mut drained = sizes(0, margin + 1, 0);
+        assert!(!due(drained), "within the allowance");
+        drained.refusing = true;
+        assert!(due(drained));
+        drained.snapshot_bytes = margin;
+        assert!(!due(drained), "frees no more than the margin");
+        // What is stored, and what the snapshot holds uncharged, stays.
+        let mut kept = sizes(0, 100 * MIB + margin + 1, 100 * MIB);
+        kept.refusing = true;
+        assert!(due(kept));
+        kept.snapshot_uncharged_bytes = 1;
+        assert!(!due(kept));
+        // Closed segments count as freed too.
+        kept.closed_log_bytes = 1;
+        assert!(due(kept));
+    }
+
+    #[test]
+    fn a_snapshot_is_due_once_small_closed_segments_pile_up() {
         let mut piled = sizes(MIB, 0, 0);
-        piled.closed_segments = LOG_CLOSED_SEGMENTS_MAX;
+        piled.small_closed_segments = LOG_CLOSED_SEGMENTS_MAX;
         assert!(!due(piled));
-        piled.closed_segments = LOG_CLOSED_SEGMENTS_MAX + 1;
+        piled.small_closed_segments = LOG_CLOSED_SEGMENTS_MAX + 1;
         assert!(due(piled));
     }
 }

@@ -18,7 +18,8 @@
 //! file system's free space minus the same headroom for every shard would fall below
 //! `--min-free-disk`. Refusals stop by themselves once deletes shrink the live data or a
 //! snapshot removes segments (with `DISK_RESUME_MARGIN_BYTES` to spare). While it refuses, a
-//! shard snapshots as soon as its log passes a segment (`log::snapshot_due`), and a snapshot
+//! shard snapshots as soon as its log passes a segment or a snapshot would free more than that
+//! margin (`log::snapshot_due`), and a snapshot
 //! the free space cannot hold waits (`Engine::snapshot_wanted`). Records written while a
 //! snapshot runs beyond that segment pass the share by as much (the free-space reserve absorbs
 //! it); a log write's ENOSPC stays the last resort (the process exits, nothing acknowledged is

@@ -1133,6 +1133,132 @@ fn messages_put_while_a_snapshot_is_written_are_freed_by_a_drain() {
     );
 }
 
+/// Found by the break-it review of the drain rule: a fill of Puts closes a full segment every
+/// segment, and a snapshot was due once more than `LOG_CLOSED_SEGMENTS_MAX` closed segments
+/// piled up, meant for the small ones restarts close: the fill was written out again every nine
+/// segments, its snapshots' bytes growing with the square of the fill. Full segments no longer
+/// count. (Segments of 1 MiB; flushes of 16 Puts, as a busy server's group commit makes.)
+#[test]
+fn a_fill_is_not_written_out_again_however_many_segments_it_fills() {
+    let (disk, log, state) = fresh_shard(1 << 20);
+    apply_flushed(
+        &log,
+        &state,
+        Command::CreateQueue {
+            queue: key(0),
+            metadata: Vec::new(),
+        },
+    )
+    .expect("created");
+    let text = Bytes::from(vec![b'x'; 4_000]);
+    for put in 1..=8_000 {
+        let reply = state.borrow_mut().apply(
+            Command::PutMessage {
+                queue: key(0),
+                text: text.clone(),
+                visibility_timeout_s: 0,
+                ttl_s: Some(86_400),
+            },
+            NOW_MS,
+        );
+        assert!(reply.is_ok(), "{reply:?}");
+        if put % 16 == 0 {
+            while run(log.flush(&state)).expect("flushed") {}
+            assert!(!log.wants_snapshot(&state), "due after {put} Puts");
+        }
+    }
+    let segments = disk
+        .file_paths()
+        .iter()
+        .filter(|path| path.to_string_lossy().contains("wal-"))
+        .count();
+    assert!(segments > 20, "{segments} segments");
+}
+
+/// Found by the break-it review of the drain rule: at the smallest `--max-disk` share (256 MiB)
+/// a shard filled until it refused, then drained, kept refusing for good: its dead snapshot was
+/// within the allowance, and a drain writes too little log for a refusing shard's other rule.
+/// The disk watch (`Engine::watch_disk`, after every flush) is played here by
+/// `space::refusal`; the shard must accept growth again once drained.
+#[test]
+fn a_shard_refusing_at_the_smallest_share_accepts_again_once_drained() {
+    use crate::limits::DISK_BYTES_PER_SHARD_MIN;
+    use crate::storage::space::{refusal, DiskLimits, FreeDiskMin};
+    let limits = DiskLimits {
+        shard_bytes_max: Some(DISK_BYTES_PER_SHARD_MIN),
+        free_min: FreeDiskMin::Bytes(0),
+        shards: 1,
+    };
+    let (_disk, log, state) = fresh_shard(LOG_SEGMENT_BYTES);
+    // After every flush: the refusal decided again, and the snapshots due written.
+    let watch = || {
+        let refusing = state.borrow().disk_full();
+        let stored = state.borrow().stored_bytes();
+        let refused = refusal(&limits, log.disk_bytes(), stored, None, refusing).is_some();
+        state.borrow_mut().set_disk_full(refused);
+        let mut snapshots = 0;
+        while log.wants_snapshot(&state) {
+            snapshot_whole(&log, &state);
+            snapshots += 1;
+            assert!(snapshots < 10, "snapshot after snapshot");
+        }
+        refused
+    };
+    apply_flushed(
+        &log,
+        &state,
+        Command::CreateQueue {
+            queue: key(0),
+            metadata: Vec::new(),
+        },
+    )
+    .expect("created");
+    let mut puts = 0;
+    while !watch() {
+        put_filler(&log, &state);
+        puts += 1;
+    }
+    let mut deleted = 0;
+    loop {
+        let batch = state.borrow_mut().apply(
+            Command::GetMessages {
+                queue: key(0),
+                count: 32,
+                visibility_timeout_s: 30,
+            },
+            NOW_MS,
+        );
+        let Ok(Reply::Messages(views)) = batch else {
+            panic!("{batch:?}")
+        };
+        if views.is_empty() {
+            break;
+        }
+        for view in views {
+            let reply = state.borrow_mut().apply(
+                Command::DeleteMessage {
+                    queue: key(0),
+                    message_id: view.message_id,
+                    pop_receipt: view.pop_receipt.expect("a receipt"),
+                },
+                NOW_MS,
+            );
+            assert!(reply.is_ok(), "{reply:?}");
+            deleted += 1;
+        }
+        while run(log.flush(&state)).expect("flushed") {}
+        watch();
+    }
+    assert_eq!(deleted, puts);
+    // The watch runs again after the snapshot it asked for, as the engine's every 100 ms.
+    watch();
+    assert!(
+        !watch(),
+        "an empty shard refuses: {} MiB on disk",
+        log.disk_bytes() >> 20
+    );
+}
+
 /// Found by a long run of the simulator (`scripts/crash-sim.sh`, seed 61207): queue q-3 was
 /// created in record index 1, deleted, and audit-log cleared into index 1; a fuzzy snapshot
 /// showed audit-log at 1, and replaying q-3's creation there put it in audit-log's place, its
