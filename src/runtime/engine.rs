@@ -38,7 +38,7 @@ use crate::limits::{
 use crate::queue::{Census, Command, Replicas, Reply, ShardState};
 use crate::storage::hold::{Decision, FlushHold};
 use crate::storage::log::{Durability, FlushStats, Log};
-use crate::storage::space::{self, DiskLimits, Space, SpaceGauge};
+use crate::storage::space::{self, DiskLimits, Refusal, Space, SpaceGauge};
 use crate::time::{Clock, SystemClock};
 
 /// Longest the timer task sleeps without a deadline, so a clock step is noticed eventually.
@@ -304,6 +304,7 @@ impl<B: Backend> Engine<B> {
             _ => {}
         }
         state.set_disk_full(refusal.is_some());
+        log.set_short_bytes(refusal.as_ref().map_or(0, Refusal::short_bytes));
     }
 
     /// Whether to start a snapshot: the log wants one (`Log::wants_snapshot`) and the file

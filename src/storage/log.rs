@@ -57,9 +57,8 @@ use super::format::{
 };
 use super::recovery::{SegmentFile, ShardStart};
 use crate::limits::{
-    DISK_RESUME_MARGIN_BYTES, LOG_CLOSED_SEGMENTS_MAX, LOG_FLUSH_BYTES_MAX, LOG_SEGMENT_BYTES,
-    SNAPSHOT_ALLOWANCE_BYTES, SNAPSHOT_REMOVAL_STEP_BYTES, SNAPSHOT_STEP_SLOTS,
-    SNAPSHOT_SYNC_BYTES, STORAGE_BLOCK_BYTES,
+    LOG_CLOSED_SEGMENTS_MAX, LOG_FLUSH_BYTES_MAX, LOG_SEGMENT_BYTES, SNAPSHOT_ALLOWANCE_BYTES,
+    SNAPSHOT_REMOVAL_STEP_BYTES, SNAPSHOT_STEP_SLOTS, SNAPSHOT_SYNC_BYTES, STORAGE_BLOCK_BYTES,
 };
 use crate::queue::{Encoded, QueueKey, ShardState};
 use crate::time::{latency_bucket, LATENCY_BUCKETS};
@@ -107,6 +106,8 @@ struct Sizes {
     stored_bytes: u64,
     /// The shard refuses growth for space.
     refusing: bool,
+    /// While it refuses, what its files must shrink by for that to end (`Refusal::short_bytes`).
+    short_bytes: u64,
 }
 
 /// Whether a shard of these `sizes`, whose segments hold `segment_bytes`, is due a snapshot:
@@ -132,12 +133,15 @@ struct Sizes {
 ///   operations still served (Get, Update without a text, Delete) write records too, and waiting
 ///   for the log to pass the live data again let them fill the disk past the headroom the disk
 ///   limits keep (a snapshot's copy and one segment) to ENOSPC;
-/// - or it refuses and a snapshot would free more than `DISK_RESUME_MARGIN_BYTES`, the room
-///   that lifts the refusal: the snapshot and closed segments hold more than what is stored and
-///   what the snapshot holds uncharged. Found by the same review: at the smallest `--max-disk`
-///   share a drained shard's dead snapshot, within the allowance, kept it refusing for good,
-///   and a drain writes too little log for the rule above. Right after a snapshot this holds
-///   only if more than the margin was deleted while it was written.
+/// - or it refuses and a snapshot would free what the shard is short of (`short_bytes`, at
+///   least a block): the snapshot and closed segments hold that much more than what is stored
+///   and what the snapshot holds uncharged. The charge is at least what a snapshot encodes, so
+///   this is at least what the snapshot would free, and every snapshot that would end the
+///   refusal is due. Found by the break-it reviews of the drain rule: a drained shard's dead
+///   snapshot, within the allowance, kept it refusing for good (a drain writes too little log
+///   for the rule above), and then, with a fixed 16 MiB in place of `short_bytes`, so did one
+///   drained in part, short of less than that. Right after a snapshot this holds only if more
+///   than a block was deleted while it was written (or the log rotated).
 ///
 /// So outside a snapshot a shard's snapshot and closed segments stay within twice what it
 /// stores, what its snapshot holds uncharged and the allowance, beside the open segment.
@@ -153,11 +157,15 @@ fn snapshot_due(sizes: Sizes, segment_bytes: u64) -> bool {
         || sizes.small_closed_segments > LOG_CLOSED_SEGMENTS_MAX
         || (sizes.refusing
             && (sizes.log_bytes > segment_bytes
-                || sizes.snapshot_bytes.saturating_add(sizes.closed_log_bytes)
-                    > sizes
-                        .stored_bytes
-                        .saturating_add(sizes.snapshot_uncharged_bytes)
-                        .saturating_add(DISK_RESUME_MARGIN_BYTES)))
+                || sizes
+                    .snapshot_bytes
+                    .saturating_add(sizes.closed_log_bytes)
+                    .saturating_sub(
+                        sizes
+                            .stored_bytes
+                            .saturating_add(sizes.snapshot_uncharged_bytes),
+                    )
+                    >= sizes.short_bytes.max(STORAGE_BLOCK_BYTES as u64)))
 }
 
 /// The segment being written.
@@ -228,6 +236,8 @@ pub struct Log<D: Disk> {
     state: RefCell<LogState<D::File>>,
     /// The highest sequence that counts as written (`None`: none yet).
     durable: Cell<Option<u64>>,
+    /// What the shard's files must shrink by for its refusal to end (`set_short_bytes`).
+    short_bytes: Cell<u64>,
     /// What the flushes so far have written.
     stats: Cell<FlushStats>,
     /// Replies waiting for a sequence to count as written.
@@ -282,6 +292,7 @@ impl<D: Disk> Log<D> {
                 failed: false,
             }),
             durable: Cell::new(next_sequence.checked_sub(1)),
+            short_bytes: Cell::new(0),
             stats: Cell::new(FlushStats::default()),
             waiters: RefCell::new(Vec::new()),
             sync_waiters: RefCell::new(Vec::new()),
@@ -589,6 +600,13 @@ impl<D: Disk> Log<D> {
         closed + open + snapshot + log.snapshot_temporary_bytes + log.removing_bytes
     }
 
+    /// While the shard refuses growth for space, what its files must shrink by for that to end
+    /// (`Refusal::short_bytes`; the engine's disk watch says, with the refusal itself); 0
+    /// otherwise. A snapshot that frees that much is due (`snapshot_due`).
+    pub fn set_short_bytes(&self, short_bytes: u64) {
+        self.short_bytes.set(short_bytes);
+    }
+
     /// Whether a snapshot is due and none is running (`snapshot_due`).
     pub fn wants_snapshot(&self, state: &RefCell<ShardState>) -> bool {
         let log = self.state.borrow();
@@ -606,6 +624,7 @@ impl<D: Disk> Log<D> {
             message_bytes: state.message_bytes(),
             stored_bytes: state.stored_bytes(),
             refusing: state.disk_full(),
+            short_bytes: self.short_bytes.get(),
         };
         !log.snapshotting && snapshot_due(sizes, self.segment_bytes)
     }
@@ -853,6 +872,7 @@ mod tests {
             message_bytes,
             stored_bytes: message_bytes,
             refusing: false,
+            short_bytes: 0,
         }
     }
 
@@ -953,6 +973,7 @@ mod tests {
                 message_bytes,
                 stored_bytes,
                 refusing,
+                short_bytes: random.next_u64() % (1 << 40),
             };
             assert!(
                 !due(sizes),
@@ -976,22 +997,30 @@ mod tests {
         assert!(!due(refusing));
     }
 
-    /// Found by the break-it review of the drain rule: at the smallest `--max-disk` share, a
-    /// drained shard's snapshot, dead but within the allowance, kept it refusing for good. While
-    /// it refuses, a snapshot is due once it would free more than the margin that lifts the
-    /// refusal.
+    /// Found by the break-it reviews of the drain rule: at the smallest `--max-disk` share, a
+    /// drained shard's snapshot, dead but within the allowance, kept it refusing for good, and
+    /// with a fixed 16 MiB threshold so did one drained in part, short of less. While it
+    /// refuses, a snapshot is due once it frees what the shard is short of, at least a block.
     #[test]
-    fn a_shard_refusing_for_space_snapshots_once_that_frees_the_margin() {
-        let margin = DISK_RESUME_MARGIN_BYTES;
-        let mut drained = sizes(0, margin + 1, 0);
+    fn a_shard_refusing_for_space_snapshots_once_that_frees_what_it_is_short_of() {
+        let block = STORAGE_BLOCK_BYTES as u64;
+        let mut drained = sizes(0, 10 * MIB, 0);
         assert!(!due(drained), "within the allowance");
         drained.refusing = true;
+        drained.short_bytes = 10 * MIB;
         assert!(due(drained));
-        drained.snapshot_bytes = margin;
-        assert!(!due(drained), "frees no more than the margin");
+        drained.short_bytes = 10 * MIB + 1;
+        assert!(!due(drained), "frees less than it is short of");
+        // Short of nothing (not measured yet): a block at least, not a snapshot per byte.
+        drained.short_bytes = 0;
+        drained.snapshot_bytes = block;
+        assert!(due(drained));
+        drained.snapshot_bytes = block - 1;
+        assert!(!due(drained));
         // What is stored, and what the snapshot holds uncharged, stays.
-        let mut kept = sizes(0, 100 * MIB + margin + 1, 100 * MIB);
+        let mut kept = sizes(0, 100 * MIB + 5 * MIB, 100 * MIB);
         kept.refusing = true;
+        kept.short_bytes = 5 * MIB;
         assert!(due(kept));
         kept.snapshot_uncharged_bytes = 1;
         assert!(!due(kept));

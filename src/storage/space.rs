@@ -18,8 +18,8 @@
 //! file system's free space minus the same headroom for every shard would fall below
 //! `--min-free-disk`. Refusals stop by themselves once deletes shrink the live data or a
 //! snapshot removes segments (with `DISK_RESUME_MARGIN_BYTES` to spare). While it refuses, a
-//! shard snapshots as soon as its log passes a segment or a snapshot would free more than that
-//! margin (`log::snapshot_due`), and a snapshot
+//! shard snapshots as soon as its log passes a segment or a snapshot would free what it is
+//! short of (`Refusal::short_bytes`, `log::snapshot_due`), and a snapshot
 //! the free space cannot hold waits (`Engine::snapshot_wanted`). Records written while a
 //! snapshot runs beyond that segment pass the share by as much (the free-space reserve absorbs
 //! it); a log write's ENOSPC stays the last resort (the process exits, nothing acknowledged is
@@ -109,6 +109,33 @@ pub enum Refusal {
         /// Shards that may need it at once.
         shards: u64,
     },
+}
+
+impl Refusal {
+    /// What this shard's files must shrink by for the refusal to end: past its share, the
+    /// overshoot; short of free space, its part of the shortfall (every shard that may need
+    /// the headroom shares it). A snapshot that frees at least this much is due while the
+    /// shard refuses (`log::snapshot_due`).
+    pub fn short_bytes(&self) -> u64 {
+        match *self {
+            Refusal::OverShare {
+                disk_bytes,
+                headroom_bytes,
+                shard_bytes_max,
+            } => disk_bytes
+                .saturating_add(headroom_bytes)
+                .saturating_sub(shard_bytes_max),
+            Refusal::ShortOfFree {
+                free_bytes,
+                reserve_bytes,
+                headroom_bytes,
+                shards,
+            } => reserve_bytes
+                .saturating_add(headroom_bytes.saturating_mul(shards))
+                .saturating_sub(free_bytes)
+                .div_ceil(shards.max(1)),
+        }
+    }
 }
 
 impl std::fmt::Display for Refusal {
@@ -380,6 +407,35 @@ mod tests {
             "the file system has 200.0 MiB free, under --min-free-disk (100.0 MiB) and the room 2 \
              shard(s) may need for a snapshot (129.0 MiB each: the live data and two segments)"
         );
+    }
+
+    /// What a refusing shard is short of is exactly what its files must shrink by for the
+    /// refusal to end: past its share, the overshoot; short of free space, its part of the
+    /// shortfall, rounded up.
+    #[test]
+    fn a_refusal_says_what_the_shard_is_short_of() {
+        let share = limits(Some(384 * MIB), FreeDiskMin::Bytes(0), 1);
+        let files = 300 * MIB;
+        let over = refusal(&share, files, 0, None, true).expect("refused");
+        let short = over.short_bytes();
+        assert_eq!(
+            short,
+            files + HEADROOM + DISK_RESUME_MARGIN_BYTES - 384 * MIB
+        );
+        assert!(refusal(&share, files - short + 1, 0, None, true).is_some());
+        assert!(refusal(&share, files - short, 0, None, true).is_none());
+        let three = limits(None, FreeDiskMin::Bytes(100 * MIB), 3);
+        let space = |free_bytes| Space {
+            free_bytes,
+            total_bytes: 10_000 * MIB,
+        };
+        let free = 400 * MIB + 1;
+        let refused = refusal(&three, 0, MIB, Some(space(free)), false).expect("refused");
+        // Each of the three frees its part: together, the shortfall.
+        let part = refused.short_bytes();
+        assert_eq!(part, (100 * MIB + 3 * (HEADROOM + MIB) - free).div_ceil(3));
+        assert!(refusal(&three, 0, MIB, Some(space(free + 3 * part)), false).is_none());
+        assert!(refusal(&three, 0, MIB, Some(space(free + 3 * part - 3)), false).is_some());
     }
 
     fn limits(shard_bytes_max: Option<u64>, free_min: FreeDiskMin, shards: u64) -> DiskLimits {
