@@ -92,12 +92,12 @@ struct Sizes {
     /// The part of `log_bytes` in closed segments: what a snapshot now would let go (the open
     /// segment stays, however dead).
     closed_log_bytes: u64,
-    /// Bytes of that snapshot (0: none yet).
-    snapshot_bytes: u64,
-    /// What that snapshot holds beyond what its records charge (`Encoded`): what no delete
-    /// frees (its header and trailer, every account's service properties). 0 when not known
-    /// (a snapshot recovery found).
-    snapshot_uncharged_bytes: u64,
+    /// What those closed segments take on disk (`SegmentFile::allocated_bytes`).
+    closed_allocated_bytes: u64,
+    /// What the records of that snapshot are charged (`Encoded::charged`): what a snapshot
+    /// now would not write again of it is what has left the store since. For a snapshot
+    /// recovery found, not known: its size.
+    snapshot_charged_bytes: u64,
     /// Closed log segments less than half full (`LOG_CLOSED_SEGMENTS_MAX`).
     small_closed_segments: usize,
     /// Bytes charged for the messages stored now (`ShardState::message_bytes`).
@@ -114,18 +114,18 @@ struct Sizes {
 /// - the log holds more than the live messages and `SNAPSHOT_ALLOWANCE_BYTES`. A log that only
 ///   grows the live data (Puts) is over it only by its records' framing and padding, so the
 ///   live data is not written out again each time the log passes it;
-/// - or the snapshot and the closed segments, which a snapshot now would let go, hold more than
-///   twice what is stored and the allowance: the new snapshot (what is stored, and what the
-///   last one held uncharged) frees more than it writes. This is the drain: Deletes add little
+/// - or what the snapshot recorded (its charge) and the closed segments, which a snapshot now
+///   would let go, hold more than twice what is stored and the allowance: the new snapshot
+///   frees more than it writes (what a snapshot holds beyond its records' charge, its header
+///   and the accounts' service properties, is in both). This is the drain: Deletes add little
 ///   log, so by the first rule alone a snapshot of a queue since drained stayed on disk until
 ///   its dead bytes' worth of Deletes had been logged, in practice for good. Right after a
-///   snapshot there is no closed segment (unless the log rotated while it was written) and the
-///   snapshot holds what its records charge and what it holds uncharged, so this holds again
-///   only when what it recorded is over twice what is stored now (and the allowance): the
-///   stored data fell by more than half while it was written, and each such snapshot is
-///   smaller, never snapshot after snapshot. Charged by what it recorded, not by what was
-///   stored when it began: messages Put while it was written and recorded in it are charged,
-///   not uncharged, and a drain frees them too;
+///   snapshot there is no closed segment (unless the log rotated while it was written), so
+///   this holds again only when what it recorded is over twice what is stored now (and the
+///   allowance): the stored data fell by more than half while it was written, and each such
+///   snapshot is smaller, never snapshot after snapshot. Charged by what it recorded, not by
+///   what was stored when it began: messages Put while it was written and recorded in it are
+///   charged, and a drain frees them too;
 /// - or small closed segments have piled up: each restart closes one, however little it holds.
 ///   Full ones do not count: a fill of Puts closes one every segment, and counting them wrote
 ///   the whole fill out again every nine segments (the break-it review of the drain rule);
@@ -133,38 +133,39 @@ struct Sizes {
 ///   operations still served (Get, Update without a text, Delete) write records too, and waiting
 ///   for the log to pass the live data again let them fill the disk past the headroom the disk
 ///   limits keep (a snapshot's copy and one segment) to ENOSPC;
-/// - or it refuses and a snapshot would free what the shard is short of (`short_bytes`, at
-///   least a block): the snapshot and closed segments hold that much more than what is stored
-///   and what the snapshot holds uncharged. The charge is at least what a snapshot encodes, so
-///   this is at least what the snapshot would free, and every snapshot that would end the
-///   refusal is due. Found by the break-it reviews of the drain rule: a drained shard's dead
-///   snapshot, within the allowance, kept it refusing for good (a drain writes too little log
-///   for the rule above), and then, with a fixed 16 MiB in place of `short_bytes`, so did one
-///   drained in part, short of less than that. Right after a snapshot this holds only if more
-///   than a block was deleted while it was written (or the log rotated).
+/// - or it refuses and a snapshot may free what the shard is short of (`short_bytes`, at least
+///   a block): what the snapshot recorded and the closed segments as allocated hold that much
+///   more than what is stored. While it refuses nothing grows, so that is the charge of what
+///   has left the store since the snapshot, and the closed segments: at least what a snapshot
+///   frees, as an item's charge is at least its encoding. So every snapshot that would end the
+///   refusal is due, and at worst one that frees less. Found by the break-it reviews of the
+///   drain rule: a drained shard's dead snapshot, within the allowance, kept it refusing for
+///   good (a drain writes too little log for the rule above); with a fixed 16 MiB in place of
+///   `short_bytes`, so did one drained in part, short of less; and with the snapshot's size
+///   less what it held beyond its charge (floored at 0, while a small message's charge is
+///   above its encoding), so did one of small messages. Right after a snapshot this holds
+///   only if more than a block left the store while it was written (or the log rotated).
 ///
 /// So outside a snapshot a shard's snapshot and closed segments stay within twice what it
-/// stores, what its snapshot holds uncharged and the allowance, beside the open segment.
+/// stores, what its snapshot holds beyond its charge and the allowance, beside the open
+/// segment.
 fn snapshot_due(sizes: Sizes, segment_bytes: u64) -> bool {
     let allowance = SNAPSHOT_ALLOWANCE_BYTES;
     sizes.log_bytes > sizes.message_bytes.saturating_add(allowance)
-        || sizes.snapshot_bytes.saturating_add(sizes.closed_log_bytes)
+        || sizes
+            .snapshot_charged_bytes
+            .saturating_add(sizes.closed_log_bytes)
             > sizes
                 .stored_bytes
                 .saturating_mul(2)
-                .saturating_add(sizes.snapshot_uncharged_bytes)
                 .saturating_add(allowance)
         || sizes.small_closed_segments > LOG_CLOSED_SEGMENTS_MAX
         || (sizes.refusing
             && (sizes.log_bytes > segment_bytes
                 || sizes
-                    .snapshot_bytes
-                    .saturating_add(sizes.closed_log_bytes)
-                    .saturating_sub(
-                        sizes
-                            .stored_bytes
-                            .saturating_add(sizes.snapshot_uncharged_bytes),
-                    )
+                    .snapshot_charged_bytes
+                    .saturating_add(sizes.closed_allocated_bytes)
+                    .saturating_sub(sizes.stored_bytes)
                     >= sizes.short_bytes.max(STORAGE_BLOCK_BYTES as u64)))
 }
 
@@ -186,9 +187,8 @@ struct LogState<F> {
     segments: Vec<SegmentFile>,
     /// The current snapshot and its size.
     snapshot: Option<(PathBuf, u64)>,
-    /// What that snapshot holds beyond what its records charge (`Sizes`; 0 for one recovery
-    /// found).
-    snapshot_uncharged_bytes: u64,
+    /// What that snapshot's records are charged (`Sizes`; its size for one recovery found).
+    snapshot_charged_bytes: u64,
     /// Bytes of log since the snapshot that replay starts from.
     log_bytes: u64,
     /// The sequence of the next record to write.
@@ -281,7 +281,7 @@ impl<D: Disk> Log<D> {
                 segment: None,
                 segments: start.segments.clone(),
                 snapshot: start.snapshot.clone(),
-                snapshot_uncharged_bytes: 0,
+                snapshot_charged_bytes: start.snapshot.as_ref().map_or(0, |(_, bytes)| *bytes),
                 log_bytes,
                 next_sequence,
                 snapshotting: false,
@@ -614,8 +614,12 @@ impl<D: Disk> Log<D> {
         let sizes = Sizes {
             log_bytes: log.log_bytes,
             closed_log_bytes: log.segments.iter().map(|segment| segment.bytes).sum(),
-            snapshot_bytes: log.snapshot.as_ref().map_or(0, |(_, bytes)| *bytes),
-            snapshot_uncharged_bytes: log.snapshot_uncharged_bytes,
+            closed_allocated_bytes: log
+                .segments
+                .iter()
+                .map(|segment| segment.allocated_bytes)
+                .sum(),
+            snapshot_charged_bytes: log.snapshot_charged_bytes,
             small_closed_segments: log
                 .segments
                 .iter()
@@ -670,7 +674,7 @@ impl<D: Disk> Log<D> {
         self.disk.rename(&temporary, &path).await?;
         let mut log = self.state.borrow_mut();
         log.snapshot_temporary_bytes = 0;
-        log.snapshot_uncharged_bytes = bytes.saturating_sub(charged);
+        log.snapshot_charged_bytes = charged;
         let mut removable = Vec::new();
         if let Some(old) = log.snapshot.replace((path, bytes)) {
             // A snapshot of the same replay point has the same name: it was just replaced.
@@ -860,14 +864,15 @@ mod tests {
 
     const MIB: u64 = 1 << 20;
 
-    /// Sizes of a shard with `log_bytes` of log, all in closed segments, since its snapshot of
-    /// `snapshot_bytes`, storing `message_bytes` of messages and nothing else.
-    fn sizes(log_bytes: u64, snapshot_bytes: u64, message_bytes: u64) -> Sizes {
+    /// Sizes of a shard with `log_bytes` of log, all in closed segments (as allocated too),
+    /// since its snapshot of records charged `snapshot_charged_bytes`, storing `message_bytes`
+    /// of messages and nothing else.
+    fn sizes(log_bytes: u64, snapshot_charged_bytes: u64, message_bytes: u64) -> Sizes {
         Sizes {
             log_bytes,
             closed_log_bytes: log_bytes,
-            snapshot_bytes,
-            snapshot_uncharged_bytes: 0,
+            closed_allocated_bytes: log_bytes,
+            snapshot_charged_bytes,
             small_closed_segments: 0,
             message_bytes,
             stored_bytes: message_bytes,
@@ -927,12 +932,6 @@ mod tests {
         let mut queues = sizes(log, snapshot, 0);
         queues.stored_bytes = 500 * MIB;
         assert!(!due(queues));
-        // So does what the snapshot held uncharged (service properties).
-        let mut properties = sizes(0, allowance + 1, 0);
-        properties.snapshot_uncharged_bytes = 1;
-        assert!(!due(properties));
-        properties.snapshot_bytes += 1;
-        assert!(due(properties));
     }
 
     /// Found by the break-it review of this rule: the open segment stays after a snapshot,
@@ -948,18 +947,17 @@ mod tests {
         assert!(due(open));
     }
 
-    /// Right after a snapshot, which holds what its records charge and what it holds
-    /// uncharged, with the open segment's log beside it (up to a segment), no rule asks for
-    /// another unless what it recorded is more than twice what is stored now: while the stored
-    /// data is at least half of that, none does.
+    /// Right after a snapshot, with the open segment's log beside it (up to a segment), no
+    /// rule asks for another unless what it recorded is more than twice what is stored now:
+    /// while the stored data is at least half of that, none does (while refusing, at least all
+    /// of it).
     #[test]
     fn a_snapshot_is_never_due_right_after_one() {
         let mut random = crate::random::SplitMix64::new(40);
         for _ in 0..100_000 {
             let charged = random.next_u64() % (1 << 40);
-            let uncharged = random.next_u64() % (1 << 40);
             let message_bytes = random.next_u64() % (1 << 40);
-            // A shard refusing for space snapshots again once the margin was deleted, not half.
+            // A refusing shard snapshots again once a block left the store, not half of it.
             let refusing = random.next_u64() % 2 == 0;
             let stored_least = if refusing { charged } else { charged / 2 };
             let stored_bytes = (message_bytes + random.next_u64() % (1 << 40)).max(stored_least);
@@ -967,8 +965,8 @@ mod tests {
             let sizes = Sizes {
                 log_bytes: random.next_u64() % (LOG_SEGMENT_BYTES + 1),
                 closed_log_bytes: 0,
-                snapshot_bytes: charged + uncharged,
-                snapshot_uncharged_bytes: uncharged,
+                closed_allocated_bytes: 0,
+                snapshot_charged_bytes: charged,
                 small_closed_segments,
                 message_bytes,
                 stored_bytes,
@@ -977,7 +975,7 @@ mod tests {
             };
             assert!(
                 !due(sizes),
-                "{message_bytes} {stored_bytes} {charged} {uncharged} {refusing}"
+                "{message_bytes} {stored_bytes} {charged} {refusing}"
             );
         }
     }
@@ -994,13 +992,15 @@ mod tests {
         // The log in the open segment, which a snapshot would keep.
         refusing.log_bytes = segment;
         refusing.closed_log_bytes = 0;
+        refusing.closed_allocated_bytes = 0;
         assert!(!due(refusing));
     }
 
     /// Found by the break-it reviews of the drain rule: at the smallest `--max-disk` share, a
     /// drained shard's snapshot, dead but within the allowance, kept it refusing for good, and
-    /// with a fixed 16 MiB threshold so did one drained in part, short of less. While it
-    /// refuses, a snapshot is due once it frees what the shard is short of, at least a block.
+    /// so, with a fixed 16 MiB threshold, did one drained in part, short of less. While it
+    /// refuses, a snapshot is due once what left the store since the last one and the closed
+    /// segments as allocated reach what it is short of, at least a block.
     #[test]
     fn a_shard_refusing_for_space_snapshots_once_that_frees_what_it_is_short_of() {
         let block = STORAGE_BLOCK_BYTES as u64;
@@ -1013,19 +1013,19 @@ mod tests {
         assert!(!due(drained), "frees less than it is short of");
         // Short of nothing (not measured yet): a block at least, not a snapshot per byte.
         drained.short_bytes = 0;
-        drained.snapshot_bytes = block;
+        drained.snapshot_charged_bytes = block;
         assert!(due(drained));
-        drained.snapshot_bytes = block - 1;
+        drained.snapshot_charged_bytes = block - 1;
         assert!(!due(drained));
-        // What is stored, and what the snapshot holds uncharged, stays.
+        // What is still stored stays.
         let mut kept = sizes(0, 100 * MIB + 5 * MIB, 100 * MIB);
         kept.refusing = true;
         kept.short_bytes = 5 * MIB;
         assert!(due(kept));
-        kept.snapshot_uncharged_bytes = 1;
+        kept.stored_bytes += 1;
         assert!(!due(kept));
-        // Closed segments count as freed too.
-        kept.closed_log_bytes = 1;
+        // Closed segments count as freed too, as allocated.
+        kept.closed_allocated_bytes = 1;
         assert!(due(kept));
     }
 

@@ -1175,13 +1175,14 @@ fn a_fill_is_not_written_out_again_however_many_segments_it_fills() {
     assert!(segments > 20, "{segments} segments");
 }
 
-/// A shard at the smallest `--max-disk` share (256 MiB) filled with `put_filler` until it
-/// refuses, then drained by Get and Delete, a flush each, until at most `kept_bytes` are
-/// stored. The disk watch (`Engine::watch_disk`, after every flush and every 100 ms) is played
-/// by `space::refusal` after each flush, with the snapshots it makes due written at once.
+/// A shard at the smallest `--max-disk` share (256 MiB) filled with texts of `text_bytes`
+/// (about 1 MiB of them a flush) until it refuses, then drained by Get and Delete (32 a flush)
+/// until at most `kept_bytes` are stored. The disk watch (`Engine::watch_disk`, after every
+/// flush and every 100 ms) is played by `space::refusal` after each flush, with the snapshots
+/// it makes due written at once.
 /// Answers whether the shard refuses once drained, and whether it would after one more
 /// snapshot.
-fn refuse_at_the_smallest_share_and_drain(kept_bytes: u64) -> (bool, bool) {
+fn refuse_at_the_smallest_share_and_drain(kept_bytes: u64, text_bytes: usize) -> (bool, bool) {
     use crate::limits::DISK_BYTES_PER_SHARD_MIN;
     use crate::storage::space::{refusal, DiskLimits, FreeDiskMin, Refusal};
     let limits = DiskLimits {
@@ -1213,14 +1214,27 @@ fn refuse_at_the_smallest_share_and_drain(kept_bytes: u64) -> (bool, bool) {
         },
     )
     .expect("created");
+    let text = Bytes::from(vec![b'x'; text_bytes]);
     while !watch() {
-        put_filler(&log, &state);
+        for _ in 0..(1 << 20) / (text_bytes + 128) + 1 {
+            let reply = state.borrow_mut().apply(
+                Command::PutMessage {
+                    queue: key(0),
+                    text: text.clone(),
+                    visibility_timeout_s: 0,
+                    ttl_s: Some(86_400),
+                },
+                NOW_MS,
+            );
+            assert!(reply.is_ok(), "{reply:?}");
+        }
+        while run(log.flush(&state)).expect("flushed") {}
     }
     while state.borrow().message_bytes() > kept_bytes {
         let batch = state.borrow_mut().apply(
             Command::GetMessages {
                 queue: key(0),
-                count: 1,
+                count: 32,
                 visibility_timeout_s: 30,
             },
             NOW_MS,
@@ -1252,22 +1266,29 @@ fn refuse_at_the_smallest_share_and_drain(kept_bytes: u64) -> (bool, bool) {
 
 /// Found by the break-it reviews of the drain rule: at the smallest `--max-disk` share a shard
 /// filled until it refused, then drained, kept refusing for good (until a restart), though one
-/// snapshot would have ended it: drained whole, its dead snapshot was within the allowance and
-/// a drain writes too little log for a refusing shard's other rule; drained in part (18-24 MiB
-/// kept), with a fixed 16 MiB threshold the snapshot freed less than that yet enough. Now no
+/// snapshot would have ended it. Drained whole, its dead snapshot was within the allowance and
+/// a drain writes too little log for a refusing shard's other rule. Drained in part (18-24 MiB
+/// of 60,000-byte texts kept), with a fixed 16 MiB threshold the snapshot freed less than that
+/// yet enough; and (26-30 MiB of 1-byte texts kept) with the snapshot's size less what it held
+/// beyond its charge, floored at 0, while a small text's charge is above its encoding. Now no
 /// drain leaves it refusing when one more snapshot would not.
 #[test]
 fn a_shard_refusing_at_the_smallest_share_is_not_kept_refusing_by_a_snapshot_it_skips() {
-    let (refusing, _) = refuse_at_the_smallest_share_and_drain(0);
+    let (refusing, _) = refuse_at_the_smallest_share_and_drain(0, 60_000);
     assert!(!refusing, "an empty shard refuses");
     let mut stuck = Vec::new();
-    for kept_mib in (10..=30).step_by(2) {
-        let (refusing, after_a_snapshot) = refuse_at_the_smallest_share_and_drain(kept_mib << 20);
+    let kept = (10..=30).step_by(2).map(|mib| (mib, 60_000));
+    for (kept_mib, text_bytes) in kept.chain([(26, 1), (28, 1), (30, 1)]) {
+        let (refusing, after_a_snapshot) =
+            refuse_at_the_smallest_share_and_drain(kept_mib << 20, text_bytes);
         if refusing && !after_a_snapshot {
-            stuck.push(kept_mib);
+            stuck.push((kept_mib, text_bytes));
         }
     }
-    assert!(stuck.is_empty(), "refusing with {stuck:?} MiB kept");
+    assert!(
+        stuck.is_empty(),
+        "refusing with (MiB kept, text bytes) {stuck:?}"
+    );
 }
 
 /// Found by a long run of the simulator (`scripts/crash-sim.sh`, seed 61207): queue q-3 was
