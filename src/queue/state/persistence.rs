@@ -17,8 +17,9 @@ use crate::queue::record::{encode, MessageState, Record, RECORD_HEADER_BYTES};
 use crate::queue::replicas::{acl_charge, Replica};
 use crate::queue::slab::{Message, Place};
 
-/// What a snapshot's records so far hold. A snapshot's size less `charged` is what no delete
-/// frees: the log's measure of how much of a snapshot is dead (`storage::log`).
+/// What a snapshot's records so far hold. `charged` is the log's measure of a snapshot: of
+/// that, what a new snapshot would not write again is the charge of what has left the store
+/// since (`storage::log`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Encoded {
     /// Records encoded (they are numbered from 0).
