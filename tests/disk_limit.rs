@@ -87,6 +87,22 @@ impl Client {
             .collect()
     }
 
+    /// Puts 64 KiB texts until one is answered 503 `ServerBusy` (Azure's body checked), at
+    /// most `most` of them: how many were accepted.
+    fn fill_until_refused(&mut self, most: usize) -> usize {
+        let mut accepted = 0;
+        let refused = loop {
+            let response = self.put(&big_text(accepted));
+            if response.status != 201 {
+                break response;
+            }
+            accepted += 1;
+            assert!(accepted < most, "the disk limit was never enforced");
+        };
+        assert_server_busy(&refused);
+        accepted
+    }
+
     /// Replaces a leased message's text, keeping it invisible for an hour: its new receipt.
     fn update(&mut self, id: &str, receipt: &str, text: &str) -> String {
         let path = format!(
@@ -194,16 +210,7 @@ fn max_disk_refuses_growth_keeps_reads_and_comes_back_after_deletes() {
             None,
         );
         // Fill: 64 KiB puts until the share, less a snapshot's room, is reached.
-        let mut accepted = 0;
-        let refused = loop {
-            let response = client.put(&big_text(accepted));
-            if response.status != 201 {
-                break response;
-            }
-            accepted += 1;
-            assert!(accepted < 6 * 1024, "the disk limit was never enforced");
-        };
-        assert_server_busy(&refused);
+        let accepted = client.fill_until_refused(6 * 1024);
         // The room kept for a snapshot: more than a segment's worth went in, less than the share.
         let accepted_bytes = accepted as u64 * 64 * 1024;
         assert!(
@@ -508,16 +515,7 @@ fn a_shard_at_the_smallest_share_accepts_puts_again_once_drained() {
                 201,
                 None,
             );
-            let mut accepted = 0;
-            let refused = loop {
-                let response = client.put(&big_text(accepted));
-                if response.status != 201 {
-                    break response;
-                }
-                accepted += 1;
-                assert!(accepted < 4 * 1024, "the disk limit was never enforced");
-            };
-            assert_server_busy(&refused);
+            client.fill_until_refused(4 * 1024);
             // The snapshot a refusing shard writes once its log passes a segment, in place:
             // still refused (its snapshot holds the live data).
             await_disk_still(&server);

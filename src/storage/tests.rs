@@ -788,6 +788,48 @@ fn put_filler(log: &Log<SimDisk>, state: &RefCell<ShardState>) {
     assert!(reply.is_ok(), "{reply:?}");
 }
 
+/// A Put of `text` into queue 0, kept a day, applied and not flushed (a flush takes many).
+fn put_unflushed(state: &RefCell<ShardState>, text: &Bytes) {
+    let command = Command::PutMessage {
+        queue: key(0),
+        text: text.clone(),
+        visibility_timeout_s: 0,
+        ttl_s: Some(86_400),
+    };
+    let reply = state.borrow_mut().apply(command, NOW_MS);
+    assert!(reply.is_ok(), "{reply:?}");
+}
+
+/// One batch of a drain of queue 0, as a server's group commit makes it: Get 32, Delete each,
+/// one flush. How many were deleted (0: the queue is empty).
+fn drain_batch(log: &Log<SimDisk>, state: &RefCell<ShardState>) -> usize {
+    let batch = state.borrow_mut().apply(
+        Command::GetMessages {
+            queue: key(0),
+            count: 32,
+            visibility_timeout_s: 30,
+        },
+        NOW_MS,
+    );
+    let Ok(Reply::Messages(views)) = batch else {
+        panic!("{batch:?}")
+    };
+    let deleted = views.len();
+    for view in views {
+        let reply = state.borrow_mut().apply(
+            Command::DeleteMessage {
+                queue: key(0),
+                message_id: view.message_id,
+                pop_receipt: view.pop_receipt.expect("a receipt"),
+            },
+            NOW_MS,
+        );
+        assert!(reply.is_ok(), "{reply:?}");
+    }
+    while run(log.flush(state)).expect("flushed") {}
+    deleted
+}
+
 /// A whole snapshot of `state`, its steps run one after the other with nothing in between.
 fn snapshot_whole(log: &Log<SimDisk>, state: &RefCell<ShardState>) {
     run(async {
@@ -1086,36 +1128,13 @@ fn messages_put_while_a_snapshot_is_written_are_freed_by_a_drain() {
         while !job.step(&log, &state).await.expect("a step") {}
     });
     assert!(!log.wants_snapshot(&state), "due right after one");
-    // The drain: Get 32, Delete each, one flush per batch as a server's group commit makes.
     let mut deleted = 0;
     loop {
-        let batch = state.borrow_mut().apply(
-            Command::GetMessages {
-                queue: key(0),
-                count: 32,
-                visibility_timeout_s: 30,
-            },
-            NOW_MS,
-        );
-        let Ok(Reply::Messages(views)) = batch else {
-            panic!("{batch:?}")
-        };
-        if views.is_empty() {
+        let batch = drain_batch(&log, &state);
+        if batch == 0 {
             break;
         }
-        for view in views {
-            let reply = state.borrow_mut().apply(
-                Command::DeleteMessage {
-                    queue: key(0),
-                    message_id: view.message_id,
-                    pop_receipt: view.pop_receipt.expect("a receipt"),
-                },
-                NOW_MS,
-            );
-            assert!(reply.is_ok(), "{reply:?}");
-            deleted += 1;
-        }
-        while run(log.flush(&state)).expect("flushed") {}
+        deleted += batch;
     }
     assert_eq!(deleted, 2_000);
     assert!(
@@ -1152,16 +1171,7 @@ fn a_fill_is_not_written_out_again_however_many_segments_it_fills() {
     .expect("created");
     let text = Bytes::from(vec![b'x'; 4_000]);
     for put in 1..=8_000 {
-        let reply = state.borrow_mut().apply(
-            Command::PutMessage {
-                queue: key(0),
-                text: text.clone(),
-                visibility_timeout_s: 0,
-                ttl_s: Some(86_400),
-            },
-            NOW_MS,
-        );
-        assert!(reply.is_ok(), "{reply:?}");
+        put_unflushed(&state, &text);
         if put % 16 == 0 {
             while run(log.flush(&state)).expect("flushed") {}
             assert!(!log.wants_snapshot(&state), "due after {put} Puts");
@@ -1217,43 +1227,12 @@ fn refuse_at_the_smallest_share_and_drain(kept_bytes: u64, text_bytes: usize) ->
     let text = Bytes::from(vec![b'x'; text_bytes]);
     while !watch() {
         for _ in 0..(1 << 20) / (text_bytes + 128) + 1 {
-            let reply = state.borrow_mut().apply(
-                Command::PutMessage {
-                    queue: key(0),
-                    text: text.clone(),
-                    visibility_timeout_s: 0,
-                    ttl_s: Some(86_400),
-                },
-                NOW_MS,
-            );
-            assert!(reply.is_ok(), "{reply:?}");
+            put_unflushed(&state, &text);
         }
         while run(log.flush(&state)).expect("flushed") {}
     }
     while state.borrow().message_bytes() > kept_bytes {
-        let batch = state.borrow_mut().apply(
-            Command::GetMessages {
-                queue: key(0),
-                count: 32,
-                visibility_timeout_s: 30,
-            },
-            NOW_MS,
-        );
-        let Ok(Reply::Messages(views)) = batch else {
-            panic!("{batch:?}")
-        };
-        for view in views {
-            let reply = state.borrow_mut().apply(
-                Command::DeleteMessage {
-                    queue: key(0),
-                    message_id: view.message_id,
-                    pop_receipt: view.pop_receipt.expect("a receipt"),
-                },
-                NOW_MS,
-            );
-            assert!(reply.is_ok(), "{reply:?}");
-        }
-        while run(log.flush(&state)).expect("flushed") {}
+        drain_batch(&log, &state);
         watch();
     }
     // The watch runs again after the snapshots it asked for, as the engine's every 100 ms.
