@@ -127,6 +127,12 @@ pub const DISK_RESUME_MARGIN_BYTES: u64 = 16 << 20;
 /// Recovery maps log and snapshot files of at least this size rather than reading them (on
 /// Unix; a smaller file is cheaper to copy than to map and unmap).
 pub const MAPPED_READ_BYTES_MIN: u64 = 1 << 20;
+/// The most bytes one `Disk::read_many` batch reads, its ranges together (a caller splits
+/// larger work): as much as one log flush writes, four times the largest record.
+pub const DISK_READ_BYTES_MAX: usize = LOG_FLUSH_BYTES_MAX;
+/// The most ranges one `Disk::read_many` batch reads: a batch of the smallest records still
+/// fits one bounded allocation of answers.
+pub const DISK_READ_RANGES_MAX: usize = 4096;
 /// Disk each shard may use beyond its live data before a snapshot lets old segments go: a
 /// snapshot starts once the log since the last one holds more than the live data and this, or
 /// the snapshot and the closed segments more than twice the stored data and this.

@@ -377,6 +377,107 @@ impl Disk for BlockingDisk {
         let path = path.to_path_buf();
         blocking(move || sync_directory(&path)).await
     }
+
+    #[cfg(test)]
+    type ReadFile = Arc<std::fs::File>;
+
+    #[cfg(test)]
+    async fn open_read(&self, path: &std::path::Path) -> io::Result<Arc<std::fs::File>> {
+        let path = path.to_path_buf();
+        blocking(move || std::fs::File::open(&path).map(Arc::new)).await
+    }
+
+    /// Every range of the batch in one trip to the blocking pool (pread each), then the span
+    /// read dropped from the page cache: the texts are copied out, and a container's page cache
+    /// counts against its memory limit.
+    #[cfg(test)]
+    async fn read_many(
+        &self,
+        file: &Arc<std::fs::File>,
+        ranges: &[(u64, u32)],
+    ) -> io::Result<Vec<bytes::Bytes>> {
+        crate::storage::files::read_batch_bytes(ranges);
+        if ranges.is_empty() {
+            return Ok(Vec::new());
+        }
+        let (file, ranges) = (file.clone(), ranges.to_vec());
+        blocking(move || {
+            let read = read_ranges(&file, &ranges)?;
+            drop_cached(&file, &ranges);
+            Ok(read)
+        })
+        .await
+    }
+}
+
+/// Reads each range of `ranges` from `file` whole (pread), or fails.
+#[cfg(test)]
+fn read_ranges(file: &std::fs::File, ranges: &[(u64, u32)]) -> io::Result<Vec<bytes::Bytes>> {
+    let file_bytes = file.metadata()?.len();
+    let mut read = Vec::with_capacity(ranges.len());
+    for &(offset, length) in ranges {
+        if offset
+            .checked_add(u64::from(length))
+            .is_none_or(|end| end > file_bytes)
+        {
+            return Err(crate::storage::files::read_past_end(
+                offset, length, file_bytes,
+            ));
+        }
+        let mut bytes = vec![0; length as usize];
+        read_exact_at(file, &mut bytes, offset)?;
+        read.push(bytes::Bytes::from(bytes));
+    }
+    Ok(read)
+}
+
+/// Asks the kernel to drop the cached pages of the span `ranges` covers (posix_fadvise
+/// DONTNEED: clean pages only, so it never costs a write); a hint, whose failure changes
+/// nothing.
+#[cfg(test)]
+fn drop_cached(file: &std::fs::File, ranges: &[(u64, u32)]) {
+    #[cfg(target_os = "linux")]
+    {
+        use std::os::unix::io::AsRawFd;
+        let start = ranges.iter().map(|&(offset, _)| offset).min().unwrap_or(0);
+        let end = ranges
+            .iter()
+            .map(|&(offset, length)| offset + u64::from(length))
+            .max()
+            .unwrap_or(0);
+        // SAFETY: posix_fadvise reads the descriptor and three integers.
+        unsafe {
+            libc::posix_fadvise(
+                file.as_raw_fd(),
+                start as libc::off_t,
+                (end - start) as libc::off_t,
+                libc::POSIX_FADV_DONTNEED,
+            );
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = (file, ranges);
+}
+
+/// Fills `bytes` from `file` at `offset` (pread until whole).
+#[cfg(all(test, unix))]
+fn read_exact_at(file: &std::fs::File, bytes: &mut [u8], offset: u64) -> io::Result<()> {
+    std::os::unix::fs::FileExt::read_exact_at(file, bytes, offset)
+}
+
+/// Fills `bytes` from `file` at `offset`.
+#[cfg(all(test, windows))]
+fn read_exact_at(file: &std::fs::File, mut bytes: &mut [u8], mut offset: u64) -> io::Result<()> {
+    while !bytes.is_empty() {
+        match std::os::windows::fs::FileExt::seek_read(file, bytes, offset)? {
+            0 => return Err(io::ErrorKind::UnexpectedEof.into()),
+            read => {
+                bytes = &mut bytes[read..];
+                offset += read as u64;
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Reserves `bytes` for `file` and sizes it, so a sync never has to update its length: real
@@ -583,6 +684,28 @@ mod tests {
             assert!(contents[(offset + 2 * block) as usize..]
                 .iter()
                 .all(|&byte| byte == 0));
+        })
+        .expect("a portable loop");
+        std::fs::remove_dir_all(&directory).expect("removed");
+    }
+
+    /// Reads on the portable backend (pread on the blocking pool) pass
+    /// `storage::read_checks`; a missing file is NotFound.
+    #[test]
+    fn reads_pass_the_read_checks() {
+        use crate::storage::read_checks;
+        let directory =
+            std::env::temp_dir().join(format!("azq-portable-reads-{}", std::process::id()));
+        std::fs::create_dir_all(&directory).expect("a temporary directory");
+        let path = directory.join("file");
+        std::fs::write(&path, read_checks::content()).expect("written");
+        let missing = directory.join("missing");
+        Portable::run(0, Idle::Park, async move {
+            let disk = BlockingDisk;
+            read_checks::check_boundaries(&disk, &path).await;
+            read_checks::check_random_batches(&disk, &path).await;
+            let error = disk.open_read(&missing).await.expect_err("no such file");
+            assert_eq!(error.kind(), io::ErrorKind::NotFound);
         })
         .expect("a portable loop");
         std::fs::remove_dir_all(&directory).expect("removed");

@@ -389,6 +389,115 @@ impl Disk for DmaDisk {
             .await
             .map_err(io::Error::from)
     }
+
+    #[cfg(test)]
+    type ReadFile = UringReadFile;
+
+    /// `DmaFile` (O_DIRECT: no copy in the page cache, so memory stays what `--max-memory`
+    /// counts), or a `BufferedFile` where the file system refuses direct reads, which shows at
+    /// the open (EINVAL) or only at the first read (FUSE), so one block is read to find out.
+    #[cfg(test)]
+    async fn open_read(&self, path: &std::path::Path) -> io::Result<UringReadFile> {
+        match glommio::io::DmaFile::open(path).await {
+            Ok(file) => match file.read_at_aligned(0, file.alignment() as usize).await {
+                Ok(_) => return Ok(UringReadFile::Direct(std::rc::Rc::new(file))),
+                Err(error) if error.raw_os_error() == Some(libc::EINVAL) => {
+                    file.close().await.map_err(io::Error::from)?;
+                }
+                Err(error) => return Err(error.into()),
+            },
+            Err(error) if error.raw_os_error() == Some(libc::EINVAL) => {}
+            Err(error) => return Err(error.into()),
+        }
+        open_buffered(path).await
+    }
+
+    /// Direct: glommio's `read_many`, which aligns each range and merges those less than a
+    /// block apart into one read of the ring; each answer is copied out of its DMA buffer at
+    /// once, so the buffers go back to the pool. Buffered (file systems without O_DIRECT, a
+    /// fallback): one `read_at` through the ring a range, in turn.
+    #[cfg(test)]
+    async fn read_many(
+        &self,
+        file: &UringReadFile,
+        ranges: &[(u64, u32)],
+    ) -> io::Result<Vec<bytes::Bytes>> {
+        use futures_lite::StreamExt;
+        crate::storage::files::read_batch_bytes(ranges);
+        if ranges.is_empty() {
+            return Ok(Vec::new());
+        }
+        let file_bytes = match file {
+            UringReadFile::Direct(file) => file.file_size().await,
+            UringReadFile::Buffered(file) => file.file_size().await,
+        }
+        .map_err(io::Error::from)?;
+        for &(offset, length) in ranges {
+            if offset
+                .checked_add(u64::from(length))
+                .is_none_or(|end| end > file_bytes)
+            {
+                return Err(crate::storage::files::read_past_end(
+                    offset, length, file_bytes,
+                ));
+            }
+        }
+        let wanted = ranges
+            .iter()
+            .filter(|&&(_, length)| length > 0)
+            .map(|&(offset, length)| (offset, length as usize));
+        let mut read = std::collections::HashMap::with_capacity(ranges.len());
+        match file {
+            UringReadFile::Direct(file) => {
+                let mut answers = file.read_many(
+                    futures_lite::stream::iter(wanted),
+                    glommio::io::MergedBufferLimit::DeviceMaxSingleRequest,
+                    glommio::io::ReadAmplificationLimit::Custom(STORAGE_BLOCK_BYTES),
+                );
+                while let Some(answer) = answers.next().await {
+                    let (range, bytes) = answer.map_err(io::Error::from)?;
+                    read.insert(range, bytes::Bytes::copy_from_slice(&bytes));
+                }
+            }
+            UringReadFile::Buffered(file) => {
+                for (offset, length) in wanted {
+                    let bytes = file.read_at(offset, length).await;
+                    let bytes = bytes.map_err(io::Error::from)?;
+                    read.insert((offset, length), bytes::Bytes::copy_from_slice(&bytes));
+                }
+            }
+        }
+        ranges
+            .iter()
+            .map(
+                |&(offset, length)| match read.get(&(offset, length as usize)) {
+                    Some(bytes) if bytes.len() == length as usize => Ok(bytes.clone()),
+                    None if length == 0 => Ok(bytes::Bytes::new()),
+                    // The file shrank under the read: past its end after all.
+                    _ => Err(crate::storage::files::read_past_end(
+                        offset, length, file_bytes,
+                    )),
+                },
+            )
+            .collect()
+    }
+}
+
+/// Opens the file at `path` for reading through the page cache: `Disk::open_read`'s fallback.
+#[cfg(test)]
+async fn open_buffered(path: &std::path::Path) -> io::Result<UringReadFile> {
+    let file = glommio::io::BufferedFile::open(path).await;
+    Ok(UringReadFile::Buffered(file.map_err(io::Error::from)?))
+}
+
+/// A file open for reading (`Disk::open_read`): direct where the file system allows it.
+#[cfg(test)]
+pub enum UringReadFile {
+    /// Opened with O_DIRECT; in an `Rc` because glommio's `read_many` holds the file while its
+    /// reads are in flight.
+    Direct(std::rc::Rc<glommio::io::DmaFile>),
+    /// Opened through the page cache.
+    Buffered(glommio::io::BufferedFile),
 }
 
 /// A file `write_all_at` writes through the ring.
@@ -789,6 +898,51 @@ mod tests {
             ),
             ""
         );
+    }
+
+    /// Reads on io_uring pass `storage::read_checks`, direct (O_DIRECT, glommio's merged
+    /// `read_many`) and through the page cache (the fallback), where io_uring serves here.
+    #[test]
+    fn reads_pass_the_read_checks() {
+        use crate::storage::read_checks;
+        if probe().is_err() {
+            return;
+        }
+        let directory =
+            std::env::temp_dir().join(format!("azq-uring-reads-{}", std::process::id()));
+        std::fs::create_dir_all(&directory).expect("a temporary directory");
+        let path = directory.join("file");
+        std::fs::write(&path, read_checks::content()).expect("written");
+        let missing = directory.join("missing");
+        IoUring::run(0, Idle::Park, async move {
+            let disk = DmaDisk;
+            let file = disk.open_read(&path).await.expect("opened");
+            assert!(
+                matches!(file, UringReadFile::Direct(_)),
+                "ext4 and tmpfs read direct"
+            );
+            read_checks::check_boundaries(&disk, &path).await;
+            read_checks::check_random_batches(&disk, &path).await;
+            let buffered = open_buffered(&path).await.expect("opened");
+            let content = read_checks::content();
+            let read = disk
+                .read_many(&buffered, &[(4095, 2), (7, 0), (1, 9000)])
+                .await;
+            let read = read.expect("read");
+            assert!(read[0] == content[4095..4097] && read[1].is_empty());
+            assert!(read[2] == content[1..9001]);
+            let past = disk
+                .read_many(&buffered, &[(content.len() as u64, 1)])
+                .await;
+            assert_eq!(
+                past.expect_err("past the end").kind(),
+                io::ErrorKind::UnexpectedEof
+            );
+            let error = disk.open_read(&missing).await.err().expect("no such file");
+            assert_eq!(error.kind(), io::ErrorKind::NotFound);
+        })
+        .expect("a glommio loop");
+        std::fs::remove_dir_all(&directory).expect("removed");
     }
 
     /// `deadline::check_on` on glommio (where io_uring serves here).

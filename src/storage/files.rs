@@ -247,6 +247,56 @@ pub trait Disk: 'static {
 
     /// Syncs the directory `path`: the names created, renamed or removed in it are durable.
     fn sync_directory(&self, path: &Path) -> impl Future<Output = io::Result<()>>;
+
+    /// A file open for `read_many`. Test-only until its first caller lands (tiered storage,
+    /// docs/TIERED-STORAGE.md §11 step 2: texts read back from the log).
+    #[cfg(test)]
+    type ReadFile;
+
+    /// Opens the file at `path` for reading. Only blocks the log has synced are ever read (a
+    /// text is evicted only once its record is durable), so a read never meets a block a write
+    /// is still changing, and O_DIRECT (io_uring) needs no care about the page cache.
+    #[cfg(test)]
+    fn open_read(&self, path: &Path) -> impl Future<Output = io::Result<Self::ReadFile>>;
+
+    /// Reads each `(offset, length)` of `ranges` from `file`, at any alignment, and answers
+    /// their bytes in the same order: one batch, which a backend may merge into fewer reads.
+    /// A range that reaches past the end of the file fails the whole batch (UnexpectedEof):
+    /// nothing is answered in part. At most `DISK_READ_RANGES_MAX` ranges and
+    /// `DISK_READ_BYTES_MAX` bytes a batch (asserted: the caller splits larger work).
+    #[cfg(test)]
+    fn read_many(
+        &self,
+        file: &Self::ReadFile,
+        ranges: &[(u64, u32)],
+    ) -> impl Future<Output = io::Result<Vec<Bytes>>>;
+}
+
+/// Asserts that `ranges` is a batch `Disk::read_many` takes (`DISK_READ_RANGES_MAX`,
+/// `DISK_READ_BYTES_MAX`); answers its bytes.
+#[cfg(test)]
+pub fn read_batch_bytes(ranges: &[(u64, u32)]) -> usize {
+    use crate::limits::{DISK_READ_BYTES_MAX, DISK_READ_RANGES_MAX};
+    assert!(
+        ranges.len() <= DISK_READ_RANGES_MAX,
+        "{} ranges",
+        ranges.len()
+    );
+    let bytes: usize = ranges.iter().map(|&(_, length)| length as usize).sum();
+    assert!(
+        bytes <= DISK_READ_BYTES_MAX,
+        "{bytes} bytes in one read batch"
+    );
+    bytes
+}
+
+/// The error of a read that reaches past the end of its file (`Disk::read_many`).
+#[cfg(test)]
+pub fn read_past_end(offset: u64, length: u32, file_bytes: u64) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::UnexpectedEof,
+        format!("a read of {length} bytes at {offset} passes the end of a file of {file_bytes}"),
+    )
 }
 
 /// `Disk::shrink` with `std::fs`, for both backends (each runs it off the shard's thread):

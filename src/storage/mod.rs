@@ -12,6 +12,7 @@
 //!   copies recovery keeps of what it cuts.
 //! - `log`: a running shard's log: group commit, the wait of replies for durability, and
 //!   snapshots written a step at a time.
+//! - `read_checks` (tests): what every `Disk` backend's reads must pass, run on each.
 //! - `recovery`: the data directory back into shard states at start-up, re-homed when the
 //!   shard count changed.
 //! - `secret`: the server's secret (message IDs, pop receipts), kept in the data directory.
@@ -23,6 +24,8 @@ pub mod format;
 pub mod hold;
 pub mod inspect;
 pub mod log;
+#[cfg(test)]
+pub mod read_checks;
 pub mod recovery;
 #[cfg(test)]
 mod recovery_tests;

@@ -12,6 +12,10 @@
 //!   every sector or page (the granularity drawn per cut) is kept, dropped, torn within, or
 //!   filled with garbage; unsynced size changes happen or not; each directory keeps a prefix of
 //!   its unsynced changes (an ordered metadata journal), each directory on its own;
+//! - **reads** (`Disk::open_read`, `Disk::read_many`) are operations like the others: in
+//!   flight until completed, in any order with the writes, and they see the file as a read of
+//!   the page cache would when they complete (`current`, synced or not). A power cut loses
+//!   those in flight; an open of a name that does not exist is counted (`opens_missing`);
 //! - **faults**: a chosen operation fails with EIO or ENOSPC (a failed sync leaves the data it
 //!   covered in any state, and forgets it, as Linux marks such pages clean), and recovery can be
 //!   cut off after a number of changes (`cut_files_after`).
@@ -153,6 +157,16 @@ enum Operation {
     SyncDirectory {
         path: String,
     },
+    /// An open of the file at `path` for reading (`Disk::open_read`).
+    OpenRead {
+        path: String,
+    },
+    /// A read of `ranges` of `inode`, from what a read sees when it completes (the page
+    /// cache), not when it was issued (`Disk::read_many`).
+    Read {
+        inode: usize,
+        ranges: Vec<(u64, u32)>,
+    },
 }
 
 /// What the simulated disk did, for a test to see that its runs reach what they mean to.
@@ -168,6 +182,13 @@ pub struct SimStats {
     pub faults: u64,
     /// The most bytes of writes one file held unsynced at once.
     pub unsynced_write_bytes_max: u64,
+    /// Read batches answered (`Disk::read_many`), and their bytes.
+    pub reads: u64,
+    /// Bytes those batches answered.
+    pub read_bytes: u64,
+    /// Opens for reading of a name that does not exist (`Disk::open_read`). A test of the log
+    /// fails on any: it would mean a file was removed while something still read from it.
+    pub opens_missing: u64,
 }
 
 /// A `Disk` write the disk made, as `record_writes` keeps it.
@@ -191,6 +212,8 @@ struct Inner {
     /// Operations in flight: (number, operation, result once completed).
     in_flight: Vec<(u64, Operation)>,
     completed: BTreeMap<u64, io::Result<usize>>,
+    /// The bytes of completed reads, by operation number, until their caller takes them.
+    read_answers: BTreeMap<u64, Vec<Bytes>>,
     next_operation: u64,
     /// The number the next change to a file gets.
     changes: u64,
@@ -218,6 +241,7 @@ impl SimDisk {
             directories: vec![Directory::default()],
             in_flight: Vec::new(),
             completed: BTreeMap::new(),
+            read_answers: BTreeMap::new(),
             next_operation: 0,
             changes: 0,
             immediate,
@@ -302,6 +326,7 @@ impl SimDisk {
             }
         }
         inner.completed.clear();
+        inner.read_answers.clear();
         inner.files_budget = None;
         let granularity = if inner.random.next_u64() % 2 == 0 {
             SECTOR_BYTES
@@ -375,6 +400,14 @@ impl SimDisk {
 
     /// Issues `operation` and waits for it to complete.
     fn submit(&self, operation: Operation) -> impl Future<Output = io::Result<usize>> + '_ {
+        self.submit_numbered(operation).0
+    }
+
+    /// Issues `operation`; answers the wait for it to complete, and its number.
+    fn submit_numbered(
+        &self,
+        operation: Operation,
+    ) -> (impl Future<Output = io::Result<usize>> + '_, u64) {
         let number = {
             let mut inner = self.0.borrow_mut();
             let number = inner.next_operation;
@@ -382,7 +415,7 @@ impl SimDisk {
             inner.in_flight.push((number, operation));
             number
         };
-        std::future::poll_fn(move |_| {
+        let wait = std::future::poll_fn(move |_| {
             let mut inner = self.0.borrow_mut();
             if inner.immediate {
                 if let Some(index) = inner.in_flight.iter().position(|(n, _)| *n == number) {
@@ -396,7 +429,8 @@ impl SimDisk {
                 // Still in flight, or lost in a power cut (never completes).
                 None => Poll::Pending,
             }
-        })
+        });
+        (wait, number)
     }
 }
 
@@ -629,6 +663,32 @@ impl Inner {
                 }
                 _ => Err(io::ErrorKind::NotFound.into()),
             },
+            Operation::OpenRead { path } => {
+                let inode = self.file(Path::new(&path));
+                if inode.is_err() {
+                    self.stats.opens_missing += 1;
+                }
+                inode
+            }
+            Operation::Read { inode, ranges } => {
+                let data = &self.inodes[inode].current;
+                let mut read = Vec::with_capacity(ranges.len());
+                for (offset, length) in ranges {
+                    let end = offset.saturating_add(u64::from(length));
+                    if end > data.len() as u64 {
+                        return Err(super::files::read_past_end(
+                            offset,
+                            length,
+                            data.len() as u64,
+                        ));
+                    }
+                    read.push(Bytes::copy_from_slice(&data[offset as usize..end as usize]));
+                }
+                self.stats.reads += 1;
+                self.stats.read_bytes += read.iter().map(|bytes| bytes.len() as u64).sum::<u64>();
+                self.read_answers.insert(number, read);
+                Ok(0)
+            }
         }
     }
 
@@ -828,5 +888,140 @@ impl Disk for SimDisk {
         self.submit(Operation::SyncDirectory { path: text(path) })
             .await
             .map(drop)
+    }
+
+    type ReadFile = SimFile;
+
+    async fn open_read(&self, path: &Path) -> io::Result<SimFile> {
+        let inode = self
+            .submit(Operation::OpenRead { path: text(path) })
+            .await?;
+        Ok(SimFile(inode))
+    }
+
+    async fn read_many(&self, file: &SimFile, ranges: &[(u64, u32)]) -> io::Result<Vec<Bytes>> {
+        super::files::read_batch_bytes(ranges);
+        let (wait, number) = self.submit_numbered(Operation::Read {
+            inode: file.0,
+            ranges: ranges.to_vec(),
+        });
+        wait.await?;
+        let answer = self.0.borrow_mut().read_answers.remove(&number);
+        Ok(answer.expect("a completed read's bytes"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::future::Future;
+    use std::pin::pin;
+    use std::task::{Context, Poll};
+
+    use super::*;
+    use crate::storage::read_checks;
+
+    /// Polls `future` once with a waker that does nothing.
+    fn poll_once<F: Future>(future: std::pin::Pin<&mut F>) -> Poll<F::Output> {
+        future.poll(&mut Context::from_waker(std::task::Waker::noop()))
+    }
+
+    /// A disk holding `read_checks::content()` at /file, durable.
+    fn disk_with_content(immediate: bool) -> SimDisk {
+        let disk = SimDisk::new(7, immediate);
+        Files::write_synced(&disk, Path::new("/file"), &read_checks::content()).expect("written");
+        Files::sync_directory(&disk, Path::new("/")).expect("synced");
+        disk
+    }
+
+    /// The simulated disk's reads pass the checks every backend's do.
+    #[test]
+    fn reads_pass_the_read_checks() {
+        let disk = disk_with_content(true);
+        futures_lite::future::block_on(async {
+            read_checks::check_boundaries(&disk, Path::new("/file")).await;
+            read_checks::check_random_batches(&disk, Path::new("/file")).await;
+        });
+        assert!(disk.stats().reads > 0 && disk.stats().read_bytes > 0);
+        assert_eq!(disk.stats().opens_missing, 0);
+    }
+
+    /// A read sees the file as it is when the read completes: a write that completes first is
+    /// seen even if issued after the read (io_uring completes out of order), and so is data not
+    /// synced yet (the page cache).
+    #[test]
+    fn a_read_sees_the_writes_completed_before_it_completes() {
+        let disk = disk_with_content(false);
+        let content = read_checks::content();
+        let path = Path::new("/file");
+        let mut open = pin!(disk.open_read(path));
+        assert!(poll_once(open.as_mut()).is_pending());
+        disk.complete(0);
+        let Poll::Ready(Ok(file)) = poll_once(open.as_mut()) else {
+            panic!("opened");
+        };
+        let mut read = pin!(disk.read_many(&file, &[(4090, 12)]));
+        assert!(poll_once(read.as_mut()).is_pending());
+        let block = vec![0xA5; crate::limits::STORAGE_BLOCK_BYTES];
+        let mut write = pin!(Disk::write_at(&disk, &file, 4096, &block));
+        assert!(poll_once(write.as_mut()).is_pending());
+        assert_eq!(disk.in_flight(), 2);
+        // The write, issued second, completes first.
+        disk.complete(1);
+        assert!(matches!(poll_once(write.as_mut()), Poll::Ready(Ok(()))));
+        disk.complete(0);
+        let Poll::Ready(Ok(bytes)) = poll_once(read.as_mut()) else {
+            panic!("read");
+        };
+        assert_eq!(bytes[0][..6], content[4090..4096]);
+        assert_eq!(bytes[0][6..], [0xA5; 6]);
+        assert_eq!(disk.stats().reordered, 1);
+    }
+
+    /// A read chosen to fail answers the error and nothing else; the next read works. An open
+    /// of a missing name fails and is counted. A power cut loses the reads in flight and leaves
+    /// the files as they were.
+    #[test]
+    fn read_faults_missing_names_and_power_cuts() {
+        let disk = disk_with_content(true);
+        let content = read_checks::content();
+        futures_lite::future::block_on(async {
+            let file = disk.open_read(Path::new("/file")).await.expect("opened");
+            disk.fail_operation(disk.operations_issued(), libc::EIO);
+            let error = disk
+                .read_many(&file, &[(0, 10)])
+                .await
+                .expect_err("a fault");
+            assert_eq!(error.raw_os_error(), Some(libc::EIO));
+            let read = disk.read_many(&file, &[(0, 10)]).await.expect("read");
+            assert_eq!(read[0], content[..10]);
+            disk.fail_operation(disk.operations_issued(), libc::EIO);
+            let error = disk
+                .open_read(Path::new("/file"))
+                .await
+                .expect_err("a fault");
+            assert_eq!(error.raw_os_error(), Some(libc::EIO));
+            let error = disk
+                .open_read(Path::new("/gone"))
+                .await
+                .expect_err("missing");
+            assert_eq!(error.kind(), io::ErrorKind::NotFound);
+        });
+        assert_eq!(disk.stats().faults, 2);
+        assert_eq!(disk.stats().opens_missing, 1);
+
+        let disk = disk_with_content(false);
+        let file = SimFile(0);
+        let mut read = pin!(disk.read_many(&file, &[(1, 100)]));
+        assert!(poll_once(read.as_mut()).is_pending());
+        disk.crash();
+        assert_eq!(disk.in_flight(), 0);
+        assert!(
+            poll_once(read.as_mut()).is_pending(),
+            "lost in the power cut"
+        );
+        assert_eq!(
+            Files::read(&disk, Path::new("/file")).expect("read"),
+            content
+        );
     }
 }
