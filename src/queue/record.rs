@@ -167,6 +167,100 @@ const PROPERTIES_SET: u8 = 10;
 /// `QueueCleared` with the queue's key (kind 4 is the same without it).
 const QUEUE_CLEARED_KEYED: u8 = 11;
 
+/// Where a message's text lives on disk: the record that last wrote it (a `MessagePut`, or a
+/// `MessageUpdated` with a text), by the log segment that holds it (the sequence of the
+/// segment's first record, which names its file) and the record's place in it. 16 bytes: the
+/// record is read whole, so its CRC and sequence are checked before its text is trusted.
+#[cfg(test)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct TextLocator {
+    /// The segment's first sequence (`storage::format::segment_name`).
+    pub segment: u64,
+    /// Where the record starts, bytes from the start of the segment.
+    pub offset: u32,
+    /// The record's bytes, header included.
+    pub record_bytes: u32,
+}
+
+/// A record that carries a message's text, as `text_records` finds it in a batch.
+#[cfg(test)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TextRecord {
+    /// Where the record starts in the batch.
+    pub at: usize,
+    /// The record's bytes, header included.
+    pub bytes: usize,
+    /// Its sequence.
+    pub sequence: u64,
+    /// The message's slot and generation.
+    pub slot: u32,
+    /// The slot's generation while the message lives in it.
+    pub generation: u32,
+}
+
+/// The records of `records` (whole records back to back, as the journal hands them to the log:
+/// no padding) that carry a message's text, in order: every `MessagePut`, and every
+/// `MessageUpdated` with a text. Reads the framing and the fixed fields in place; the CRC is
+/// not checked (the batch was just encoded, and a reader of the record checks it).
+#[cfg(test)]
+pub fn text_records(records: &[u8]) -> Vec<TextRecord> {
+    let u32_at = |at: usize| u32::from_le_bytes(records[at..at + 4].try_into().expect("4 bytes"));
+    let mut found = Vec::new();
+    let mut at = 0;
+    while at < records.len() {
+        let length = u32_at(at) as usize;
+        assert!(
+            length > 0,
+            "a journal batch holds whole records, no padding"
+        );
+        let end = at + RECORD_HEADER_BYTES + length;
+        assert!(end <= records.len(), "a record runs past its batch");
+        let sequence = u64::from_le_bytes(records[at + 8..at + 16].try_into().expect("8 bytes"));
+        let body = at + RECORD_HEADER_BYTES;
+        // After the type byte: MessagePut's queue, slot, generation; MessageUpdated's slot,
+        // generation, lease, visible_ms, then 1 when a text follows.
+        let named = match records[body] {
+            MESSAGE_PUT => Some((u32_at(body + 5), u32_at(body + 9))),
+            MESSAGE_UPDATED if records[body + 21] == 1 => {
+                Some((u32_at(body + 1), u32_at(body + 5)))
+            }
+            _ => None,
+        };
+        if let Some((slot, generation)) = named {
+            found.push(TextRecord {
+                at,
+                bytes: end - at,
+                sequence,
+                slot,
+                generation,
+            });
+        }
+        at = end;
+    }
+    found
+}
+
+/// The text the record `record` (read whole from where a `TextLocator` points) carries, when
+/// it is a whole, intact text record of sequence `sequence`; `None` for anything else (damage,
+/// another record: the locator is stale).
+#[cfg(test)]
+pub fn record_text(record: &Bytes, sequence: u64) -> Option<Bytes> {
+    match read(record, 0) {
+        Read::Record {
+            sequence: read_sequence,
+            record: found,
+            bytes,
+        } if read_sequence == sequence && bytes == record.len() => match found {
+            Record::MessagePut(message) => Some(message.text),
+            Record::MessageUpdated {
+                text: Some(text), ..
+            } => Some(text),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
 /// CRC-32C (Castagnoli), hardware accelerated where the CPU has it, of `parts` in order.
 pub fn crc32c(parts: &[&[u8]]) -> u32 {
     parts
@@ -691,6 +785,136 @@ fn decode_body(body: &mut Cursor) -> Option<Record> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::limits::MESSAGE_TEXT_BYTES_MAX;
+
+    /// A message record of `text_bytes` bytes of text: a Put, or an Update with or without one.
+    fn message_record(kind: u64, slot: u32, text_bytes: usize) -> Record {
+        let text = Bytes::from(vec![b'a' + (slot % 26) as u8; text_bytes]);
+        match kind % 3 {
+            0 => Record::MessagePut(MessageState {
+                queue: 1,
+                slot,
+                generation: slot / 3,
+                sequence: 40 + u64::from(slot),
+                insertion_ms: 1_700_000_000_000,
+                ttl_s: 60,
+                delay_s: 0,
+                dequeue_count: 0,
+                lease: 0,
+                visible_ms: 0,
+                foreign_id: (slot % 2 == 0).then_some(MessageId(u128::from(slot) << 64)),
+                text,
+            }),
+            1 => Record::MessageUpdated {
+                slot,
+                generation: slot / 3,
+                lease: 2,
+                visible_ms: 5,
+                text: Some(text),
+            },
+            _ => Record::MessageUpdated {
+                slot,
+                generation: slot / 3,
+                lease: 2,
+                visible_ms: 5,
+                text: None,
+            },
+        }
+    }
+
+    /// Checks `text_records` on `records`, encoded back to back from sequence 100: it finds
+    /// exactly the records with a text, where they are, and each slice it names reads back
+    /// (`record_text`) as that record's text, and as nothing under another sequence.
+    fn check_text_records(records: &[Record]) {
+        let mut batch = BytesMut::new();
+        let mut starts = Vec::new();
+        for (index, record) in records.iter().enumerate() {
+            starts.push(batch.len());
+            encode(record, 100 + index as u64, &mut batch);
+        }
+        let batch = batch.freeze();
+        let expected: Vec<(usize, Bytes)> = records
+            .iter()
+            .enumerate()
+            .filter_map(|(index, record)| match record {
+                Record::MessagePut(message) => Some((index, message.text.clone())),
+                Record::MessageUpdated {
+                    text: Some(text), ..
+                } => Some((index, text.clone())),
+                _ => None,
+            })
+            .collect();
+        let found = text_records(&batch);
+        assert_eq!(found.len(), expected.len());
+        for (text_record, (index, text)) in found.iter().zip(&expected) {
+            assert_eq!(text_record.at, starts[*index]);
+            assert_eq!(text_record.sequence, 100 + *index as u64);
+            let end = starts.get(index + 1).copied().unwrap_or(batch.len());
+            assert_eq!(text_record.bytes, end - starts[*index]);
+            let (slot, generation) = match &records[*index] {
+                Record::MessagePut(message) => (message.slot, message.generation),
+                Record::MessageUpdated {
+                    slot, generation, ..
+                } => (*slot, *generation),
+                other => panic!("{other:?}"),
+            };
+            assert_eq!(
+                (text_record.slot, text_record.generation),
+                (slot, generation)
+            );
+            let slice = batch.slice(text_record.at..text_record.at + text_record.bytes);
+            assert_eq!(
+                record_text(&slice, text_record.sequence).as_ref(),
+                Some(text)
+            );
+            assert_eq!(record_text(&slice, text_record.sequence + 1), None);
+            // Cut short or longer than the record: not a text.
+            let short = slice.slice(..slice.len() - 1);
+            assert_eq!(record_text(&short, text_record.sequence), None);
+        }
+    }
+
+    /// Every kind of record around text records of every length from 0 to past a block, and of
+    /// the largest text: the walk finds the text records and only those, at every alignment of
+    /// their fields in the batch.
+    #[test]
+    fn text_records_are_found_at_every_length_and_alignment() {
+        let others = every_kind();
+        for text_bytes in (0..=4200).chain([MESSAGE_TEXT_BYTES_MAX - 1, MESSAGE_TEXT_BYTES_MAX]) {
+            let kind = text_bytes as u64;
+            let mut records = vec![message_record(kind, 7, text_bytes)];
+            records.push(others[text_bytes % others.len()].clone());
+            records.push(message_record(kind + 1, 8, text_bytes));
+            records.push(message_record(kind + 2, 9, text_bytes));
+            check_text_records(&records);
+        }
+        check_text_records(&others);
+        check_text_records(&[]);
+    }
+
+    /// Random batches of every kind of record, message records of random text lengths among
+    /// them (fixed seeds): the walk agrees with the records encoded.
+    #[test]
+    fn text_records_round_trip_random_batches() {
+        let others = every_kind();
+        for seed in 0..200 {
+            let mut random = crate::random::SplitMix64::new(seed);
+            let count = random.next_u64() % 40;
+            let records: Vec<Record> = (0..count)
+                .map(|index| match random.next_u64() % 3 {
+                    0 => others[(random.next_u64() % others.len() as u64) as usize].clone(),
+                    _ => {
+                        let text_bytes = match random.next_u64() % 8 {
+                            0 => MESSAGE_TEXT_BYTES_MAX,
+                            _ => (random.next_u64() % 5000) as usize,
+                        };
+                        message_record(random.next_u64(), index as u32, text_bytes)
+                    }
+                })
+                .collect();
+            check_text_records(&records);
+        }
+    }
 
     fn key() -> QueueKey {
         QueueKey {

@@ -247,6 +247,26 @@ pub struct Log<D: Disk> {
     waiters: RefCell<Vec<(u64, Waker)>>,
     /// Tasks waiting for their turn to sync the open segment.
     sync_waiters: RefCell<Vec<Waker>>,
+    /// Where each text record the flushes wrote landed, until taken (`take_written_texts`).
+    #[cfg(test)]
+    written_texts: RefCell<Vec<WrittenText>>,
+}
+
+/// A text record a flush wrote, and where (tiered storage, §11 step 2: the state will keep the
+/// locator of each message's text so that the text can leave memory once it is durable).
+#[cfg(test)]
+#[derive(Clone, Debug)]
+pub struct WrittenText {
+    /// The message's slot and generation.
+    pub slot: u32,
+    /// The slot's generation.
+    pub generation: u32,
+    /// The record's sequence.
+    pub sequence: u64,
+    /// Where the record is.
+    pub locator: crate::queue::record::TextLocator,
+    /// The record's bytes as written, for a test to compare with what a read finds there.
+    pub record: bytes::Bytes,
 }
 
 /// A task's turn to sync the open segment; passed on when dropped, however the sync ended
@@ -299,6 +319,8 @@ impl<D: Disk> Log<D> {
             stats: Cell::new(FlushStats::default()),
             waiters: RefCell::new(Vec::new()),
             sync_waiters: RefCell::new(Vec::new()),
+            #[cfg(test)]
+            written_texts: RefCell::new(Vec::new()),
         }
     }
 
@@ -383,6 +405,13 @@ impl<D: Disk> Log<D> {
             let segment = log.segment.as_ref().expect("a segment is open");
             (segment.file.clone(), segment.length, segment.synced_length)
         };
+        #[cfg(test)]
+        let segment_first = self
+            .state
+            .borrow()
+            .segment
+            .as_ref()
+            .map(|open| open.first_sequence);
         // With `Durability::Write`, what lies beyond the last sync stays within one flush's
         // reach, which recovery takes for a torn last write: sync first when this write would
         // take it further.
@@ -416,6 +445,12 @@ impl<D: Disk> Log<D> {
             log.log_bytes += padded as u64;
             log.next_sequence = last_sequence + 1;
         }
+        #[cfg(test)]
+        self.note_texts(
+            segment_first.expect("a segment is open"),
+            offset,
+            &blocks[..records_bytes],
+        );
         let mut stats = self.stats.get();
         let records_written = last_sequence + 1 - first_sequence;
         stats.flushes += 1;
@@ -430,6 +465,48 @@ impl<D: Disk> Log<D> {
         self.check_failed()?;
         self.made_durable(last_sequence);
         Ok(true)
+    }
+
+    /// Notes where the text records of a flush of `records` at `offset` of the segment that
+    /// starts at sequence `segment` landed.
+    #[cfg(test)]
+    fn note_texts(&self, segment: u64, offset: u64, records: &[u8]) {
+        use crate::queue::record::{text_records, TextLocator};
+        let mut written = self.written_texts.borrow_mut();
+        for text in text_records(records) {
+            let record_offset = offset + text.at as u64;
+            written.push(WrittenText {
+                slot: text.slot,
+                generation: text.generation,
+                sequence: text.sequence,
+                locator: TextLocator {
+                    segment,
+                    offset: u32::try_from(record_offset).expect("segments stay under 4 GiB"),
+                    record_bytes: text.bytes as u32,
+                },
+                record: bytes::Bytes::copy_from_slice(&records[text.at..][..text.bytes]),
+            });
+        }
+    }
+
+    /// Where the text records written since the last call landed, in the order written.
+    #[cfg(test)]
+    pub fn take_written_texts(&self) -> Vec<WrittenText> {
+        self.written_texts.take()
+    }
+
+    /// Whether the segment that starts at sequence `first_sequence` is still the log's (open,
+    /// or closed and not yet given up to a snapshot): a locator into any other is stale.
+    #[cfg(test)]
+    pub fn holds_segment(&self, first_sequence: u64) -> bool {
+        let log = self.state.borrow();
+        log.segment
+            .as_ref()
+            .is_some_and(|segment| segment.first_sequence == first_sequence)
+            || log
+                .segments
+                .iter()
+                .any(|segment| segment.first_sequence == first_sequence)
     }
 
     /// Syncs what `Durability::Write` has written since the last sync.
