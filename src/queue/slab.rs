@@ -3,7 +3,8 @@
 //!
 //! A message is identified inside the shard by `(slot, generation)`: the generation changes when a
 //! slot is freed, so a pop receipt naming a freed or reused slot is recognised as stale. The text
-//! is stored once, as the `Bytes` the request brought, and replies share it.
+//! is stored once, as the `Bytes` the request brought, and replies share it (a `TextSlot`,
+//! which tiered storage will let hold a locator on disk instead).
 //!
 //! The slot is the bulk of the per-message memory, so it is compact: `u32` indices and counters,
 //! times in ms, the TTL and the put delay as `u32` seconds, and the links of the intrusive lists
@@ -55,8 +56,9 @@ pub enum Place {
 /// pad the 76 bytes of message to 80 and then add 8).
 #[derive(Clone, Debug)]
 pub struct Message {
-    /// The text exactly as put, shared with every reply that returns it.
-    pub text: Bytes,
+    /// The text exactly as put, shared with every reply that returns it; or, once evicted,
+    /// where it is on disk (tiered storage).
+    pub text: TextSlot,
     /// The shard-wide insertion sequence: the low half of the message ID, and the order key's
     /// tie-break.
     pub sequence: u64,
@@ -81,6 +83,58 @@ pub struct Message {
     generation: u32,
 }
 
+/// A message's text where the message keeps it: in memory, or (docs/TIERED-STORAGE.md §11
+/// step 2) only on disk, in the log record its locator names. 32 bytes either way (the
+/// variant hides in `Bytes`'s non-null pointer), so the slot stays 80 bytes.
+#[derive(Clone, Debug)]
+pub enum TextSlot {
+    /// In memory: the `Bytes` the request brought, shared with every reply.
+    Resident(Bytes),
+    /// Evicted once its record was durable: read back through the record's locator. Only
+    /// tests evict yet: the engine's path that reads a text back (`Reply::Wait`) is next.
+    #[cfg(test)]
+    OnDisk {
+        /// The record that last wrote the text.
+        locator: super::record::TextLocator,
+        /// The text's length, for the counts (`text_bytes`, `--max-memory`).
+        text_bytes: u32,
+    },
+}
+const _: () = assert!(std::mem::size_of::<TextSlot>() == std::mem::size_of::<Bytes>());
+
+impl TextSlot {
+    /// The text's length, bytes, resident or not.
+    pub fn len(&self) -> usize {
+        match self {
+            TextSlot::Resident(text) => text.len(),
+            #[cfg(test)]
+            TextSlot::OnDisk { text_bytes, .. } => *text_bytes as usize,
+        }
+    }
+
+    /// Whether the text is empty.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The text, when it is in memory.
+    pub fn resident(&self) -> Option<&Bytes> {
+        match self {
+            TextSlot::Resident(text) => Some(text),
+            #[cfg(test)]
+            TextSlot::OnDisk { .. } => None,
+        }
+    }
+
+    /// The text, which must be in memory: every path that needs a text finds it resident until
+    /// the engine can read one back (`Reply::Wait`, the next piece of step 2), and a text is
+    /// evicted only in tests until then.
+    pub fn expect_resident(&self) -> &Bytes {
+        self.resident()
+            .expect("a text is evicted only once its reader exists (tiered storage step 2)")
+    }
+}
+
 /// A message's position in its queue's visible order: (time it first became visible, sequence).
 pub type OrderKey = (u64, u64);
 
@@ -97,7 +151,7 @@ impl Message {
     ) -> Message {
         assert!(queue as usize <= QUEUE_INDEX_MAX);
         Message {
-            text,
+            text: TextSlot::Resident(text),
             sequence,
             insertion_ms,
             ttl_s,
@@ -113,7 +167,7 @@ impl Message {
 
     fn free(next: u32, generation: u32) -> Message {
         Message {
-            text: Bytes::new(),
+            text: TextSlot::Resident(Bytes::new()),
             sequence: 0,
             insertion_ms: 0,
             ttl_s: 0,

@@ -5,7 +5,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use bytes::{Bytes, BytesMut};
+use bytes::BytesMut;
 
 use crate::error::StorageError;
 use crate::limits;
@@ -118,8 +118,8 @@ impl Activity {
 
 /// What one stored message counts against `--max-memory`: its text plus the fixed cost of its
 /// slot, timer node and text allocation (`MESSAGE_OVERHEAD_BYTES`).
-pub(super) fn message_charge(text: &Bytes) -> u64 {
-    (text.len() + limits::MESSAGE_OVERHEAD_BYTES) as u64
+pub(super) fn message_charge(text_bytes: usize) -> u64 {
+    (text_bytes + limits::MESSAGE_OVERHEAD_BYTES) as u64
 }
 
 /// What one queue record counts against `--max-memory`: `QUEUE_OVERHEAD_BYTES` plus its

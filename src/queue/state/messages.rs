@@ -11,7 +11,7 @@ use crate::limits;
 use crate::queue::command::{MessageView, Reply, EXPIRATION_NEVER_MS};
 use crate::queue::key::{MessageId, PopReceipt, QueueKey};
 use crate::queue::record::Record;
-use crate::queue::slab::{Message, OrderKey, Place, NONE, TTL_S_NEVER};
+use crate::queue::slab::{Message, OrderKey, Place, TextSlot, NONE, TTL_S_NEVER};
 
 use super::layout::{message_charge, queue_at, ShardState, Text, SEQUENCE_MASK};
 
@@ -28,7 +28,7 @@ impl ShardState {
         assert!(text.len() <= limits::MESSAGE_TEXT_BYTES_MAX);
         assert!(visibility_timeout_s <= limits::VISIBILITY_TIMEOUT_S_MAX);
         assert!(ttl_s.is_none_or(|ttl_s| ttl_s > visibility_timeout_s));
-        let charge = message_charge(&text);
+        let charge = message_charge(text.len());
         self.admit_disk()?;
         self.admit_memory(charge)?;
         let message = Message::new(
@@ -192,8 +192,8 @@ impl ShardState {
         if let Some(text) = &text {
             // A new text is written whole to the log, whatever its size against the old one.
             self.admit_disk()?;
-            let charge_now = message_charge(&self.messages.get(slot).text);
-            let charge_new = message_charge(text);
+            let charge_now = message_charge(self.messages.get(slot).text.len());
+            let charge_new = message_charge(text.len());
             if charge_new > charge_now {
                 self.admit_memory(charge_new - charge_now)?;
             }
@@ -210,7 +210,7 @@ impl ShardState {
         let lease = message.lease;
         let text_changed = text.is_some();
         if let Some(text) = text {
-            message.text = text;
+            message.text = TextSlot::Resident(text);
         }
         let time_next_visible_ms = now_ms + visibility_timeout_s * 1000;
         if visibility_timeout_s > 0 {
@@ -229,7 +229,7 @@ impl ShardState {
                 generation,
                 lease,
                 visible_ms: time_next_visible_ms,
-                text: text_changed.then_some(&message.text[..]),
+                text: text_changed.then(|| &message.text.expect_resident()[..]),
             });
         }
         Ok(Reply::Updated {
@@ -401,7 +401,7 @@ impl ShardState {
         let queue = queue_at(&mut self.queues, queue_index);
         queue.messages_count -= 1;
         queue.text_bytes -= message.text.len() as u64;
-        let charge = message_charge(&message.text);
+        let charge = message_charge(message.text.len());
         self.message_bytes -= charge;
         self.freed_message_bytes += charge;
     }
@@ -437,7 +437,7 @@ impl ShardState {
     ) -> MessageView {
         let message = self.messages.get(slot);
         let text = match text {
-            Text::Shared => message.text.clone(),
+            Text::Shared => message.text.expect_resident().clone(),
             Text::Omitted => Bytes::new(),
         };
         let message_id = self.message_id_of(slot);

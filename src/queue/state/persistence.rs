@@ -226,7 +226,7 @@ impl ShardState {
             let state = message_state(&self.messages, &self.foreign_ids, slot, visible_ms);
             encode(&Record::MessagePut(state), encoded.entries, out);
             encoded.entries += 1;
-            encoded.charged += message_charge(&message.text);
+            encoded.charged += message_charge(message.text.len());
         }
     }
 
@@ -284,7 +284,7 @@ fn message_state<'a>(
         } else {
             foreign_ids.get(&slot).copied()
         },
-        text: &message.text[..],
+        text: &message.text.expect_resident()[..],
     }
 }
 
@@ -422,7 +422,7 @@ impl Restorer<'_> {
                     .is_some_and(|queue| queue.is_some()),
                 "a restored message of no restored queue"
             );
-            state.message_bytes += message_charge(&message.text);
+            state.message_bytes += message_charge(message.text.len());
             let text_bytes = message.text.len() as u64;
             let restored_queue = queue_at(&mut state.queues, queue);
             restored_queue.messages_count += 1;
@@ -511,7 +511,7 @@ impl ShardState {
                 self.message_id_of(slot),
                 (
                     (*key).clone(),
-                    message.text.clone(),
+                    message.text.expect_resident().clone(),
                     message.insertion_ms,
                     message.ttl_s,
                     message.delay_s,
