@@ -49,6 +49,8 @@ mod persistence;
 mod queues;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod texts;
 
 use crate::error::StorageError;
 use crate::limits;

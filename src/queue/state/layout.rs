@@ -228,6 +228,22 @@ pub struct ShardState {
     /// The same messages by ID, for the pop receipts handed out before the restart, which name
     /// the slot they had on the old shard.
     pub(super) foreign_slots: HashMap<MessageId, u32>,
+    /// Where the texts of resident messages are on disk, by the sequence of the record that
+    /// wrote each (`texts::note_written`): the texts `evict` may drop.
+    #[cfg(test)]
+    pub(super) text_homes: std::collections::BTreeMap<u64, TextHome>,
+}
+
+/// Where a resident message's text is on disk: the record that wrote it.
+#[cfg(test)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TextHome {
+    /// The message's slot.
+    pub slot: u32,
+    /// The slot's generation while the message lives in it.
+    pub generation: u32,
+    /// The record.
+    pub locator: crate::queue::record::TextLocator,
 }
 
 /// The records of changes not yet taken by the runtime.
@@ -236,11 +252,32 @@ pub struct Journal {
     pub(super) records: BytesMut,
     /// The sequence number the next record gets.
     pub(super) next_sequence: u64,
+    /// The sequence of the record that last wrote each message's text, by (slot, generation):
+    /// a locator names a message's text only when it names that record.
+    #[cfg(test)]
+    pub(super) text_sequences: HashMap<(u32, u32), u64>,
 }
 
 impl Journal {
     /// Appends `record` with the next sequence number.
     pub(super) fn append<T: AsRef<[u8]>>(&mut self, record: &Record<T>) {
+        #[cfg(test)]
+        match record {
+            Record::MessagePut(message) => {
+                let named = (message.slot, message.generation);
+                self.text_sequences.insert(named, self.next_sequence);
+            }
+            Record::MessageUpdated {
+                slot,
+                generation,
+                text: Some(_),
+                ..
+            } => {
+                self.text_sequences
+                    .insert((*slot, *generation), self.next_sequence);
+            }
+            _ => {}
+        }
         encode(record, self.next_sequence, &mut self.records);
         self.next_sequence += 1;
     }
@@ -288,6 +325,8 @@ impl ShardState {
             replica_version_last: 0,
             activity: Activity::default(),
             journal: None,
+            #[cfg(test)]
+            text_homes: std::collections::BTreeMap::new(),
             foreign_ids: HashMap::new(),
             foreign_slots: HashMap::new(),
         }

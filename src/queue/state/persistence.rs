@@ -47,6 +47,8 @@ impl ShardState {
         self.journal = Some(Journal {
             records: BytesMut::with_capacity(64 * 1024),
             next_sequence,
+            #[cfg(test)]
+            text_sequences: HashMap::new(),
         });
     }
 

@@ -1,0 +1,390 @@
+//! Texts that leave memory (tiered storage, docs/TIERED-STORAGE.md §11 step 2), sans I/O: the
+//! log says where each text record landed (`note_written`), `evict` drops durable texts and
+//! keeps their locators (`TextSlot::OnDisk`), and `deliver_text` puts a text read back into
+//! its slot. Test-only until the engine can read a text back for a Get (`Reply::Wait` and
+//! `apply_serving`, the next piece): until then no server evicts.
+//!
+//! A locator names a message's text only while it names the record that last wrote it. The
+//! journal keeps that record's sequence per message (`Journal::text_sequences`), so a note for
+//! a Put whose message an Update has re-texted since (the Update's record still in the journal,
+//! or in the flush in flight) is ignored, and so is the home of a message that died.
+
+use bytes::Bytes;
+
+use super::layout::{ShardState, TextHome};
+use crate::queue::record::TextLocator;
+use crate::queue::slab::TextSlot;
+
+/// A text record the log wrote: which message's text, by which record, and where.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TextWritten {
+    /// The message's slot.
+    pub slot: u32,
+    /// The slot's generation.
+    pub generation: u32,
+    /// The record's sequence.
+    pub sequence: u64,
+    /// Where the record is.
+    pub locator: TextLocator,
+}
+
+impl ShardState {
+    /// Whether `sequence` is the record that last wrote the text of the live message
+    /// (`slot`, `generation`).
+    fn names_current_text(&self, slot: u32, generation: u32, sequence: u64) -> bool {
+        let journal = self
+            .journal
+            .as_ref()
+            .expect("texts leave memory only when durable");
+        journal.text_sequences.get(&(slot, generation)) == Some(&sequence)
+            && self.messages.lookup(slot, generation).is_some()
+    }
+
+    /// Notes where text records the log wrote landed, in the order written.
+    pub fn note_written(&mut self, written: &[TextWritten]) {
+        for text in written {
+            if self.names_current_text(text.slot, text.generation, text.sequence) {
+                let home = TextHome {
+                    slot: text.slot,
+                    generation: text.generation,
+                    locator: text.locator,
+                };
+                self.text_homes.insert(text.sequence, home);
+            }
+        }
+    }
+
+    /// Drops resident texts whose records are durable (sequence at most `durable_sequence`),
+    /// oldest record first, until `bytes_max` bytes of text are dropped; each message keeps its
+    /// locator. Homes gone stale (the message died, or was re-texted) are forgotten on the way.
+    /// Answers the bytes dropped.
+    pub fn evict(&mut self, bytes_max: u64, durable_sequence: u64) -> u64 {
+        let mut dropped = 0;
+        while dropped < bytes_max {
+            let Some(entry) = self.text_homes.first_entry() else {
+                break;
+            };
+            if *entry.key() > durable_sequence {
+                break;
+            }
+            let (sequence, home) = entry.remove_entry();
+            if !self.names_current_text(home.slot, home.generation, sequence) {
+                continue;
+            }
+            let message = self.messages.get_mut(home.slot);
+            let text_bytes = u32::try_from(message.text.len()).expect("texts are small");
+            assert!(
+                message.text.resident().is_some(),
+                "a home is noted for resident texts"
+            );
+            message.text = TextSlot::OnDisk {
+                locator: home.locator,
+                text_bytes,
+            };
+            dropped += u64::from(text_bytes);
+        }
+        dropped
+    }
+
+    /// The messages whose texts are on disk only: (slot, generation, locator, sequence of the
+    /// record), for a reader to fetch.
+    pub fn texts_on_disk(&self) -> Vec<(u32, u32, TextLocator, u64)> {
+        let journal = self
+            .journal
+            .as_ref()
+            .expect("texts leave memory only when durable");
+        (0..self.messages.slots() as u32)
+            .filter_map(|slot| match self.messages.occupant(slot)?.text {
+                TextSlot::OnDisk { locator, .. } => {
+                    let generation = self.messages.generation(slot);
+                    let sequence = journal.text_sequences[&(slot, generation)];
+                    Some((slot, generation, locator, sequence))
+                }
+                TextSlot::Resident(_) => None,
+            })
+            .collect()
+    }
+
+    /// Puts `text`, read back from `locator`, into the slot of the message (`slot`,
+    /// `generation`) when the message still lives and its text is still that record's; answers
+    /// whether it did. A delivery that comes too late (the message died, or was re-texted and
+    /// so is resident) changes nothing.
+    pub fn deliver_text(
+        &mut self,
+        slot: u32,
+        generation: u32,
+        locator: TextLocator,
+        text: Bytes,
+    ) -> bool {
+        if self.messages.lookup(slot, generation).is_none() {
+            return false;
+        }
+        let message = self.messages.get_mut(slot);
+        match message.text {
+            TextSlot::OnDisk {
+                locator: wanted,
+                text_bytes,
+            } if wanted == locator => {
+                assert_eq!(text.len(), text_bytes as usize, "a text read back whole");
+                message.text = TextSlot::Resident(text);
+                true
+            }
+            _ => false,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use bytes::BytesMut;
+
+    use super::*;
+    use crate::queue::command::{Command, Reply};
+    use crate::queue::key::{MessageId, PopReceipt, QueueKey};
+    use crate::queue::record::{record_text, text_records};
+    use crate::random::SplitMix64;
+
+    const NOW_MS: u64 = 1_795_305_600_000;
+
+    fn key(name: &str) -> QueueKey {
+        QueueKey {
+            account: "devstoreaccount1".to_string(),
+            name: name.to_string(),
+        }
+    }
+
+    /// A log in memory: each flush of the journal lands at the next offset of one segment,
+    /// and a read finds the record's bytes there.
+    #[derive(Default)]
+    struct MemoryLog {
+        segment: Vec<u8>,
+    }
+
+    impl MemoryLog {
+        /// Takes what `state` journaled, "writes" it and tells the state where its text
+        /// records landed; answers the last sequence written (all of it durable).
+        fn flush(&mut self, state: &mut ShardState) -> Option<u64> {
+            let (records, last): (BytesMut, u64) = state.take_journal(usize::MAX)?;
+            let offset = self.segment.len();
+            self.segment.extend_from_slice(&records);
+            let written: Vec<TextWritten> = text_records(&records)
+                .into_iter()
+                .map(|text| TextWritten {
+                    slot: text.slot,
+                    generation: text.generation,
+                    sequence: text.sequence,
+                    locator: TextLocator {
+                        segment: 1,
+                        offset: (offset + text.at) as u32,
+                        record_bytes: text.bytes as u32,
+                    },
+                })
+                .collect();
+            state.note_written(&written);
+            Some(last)
+        }
+
+        /// Reads back every text `state` holds on disk only, and delivers it.
+        fn deliver_all(&self, state: &mut ShardState) {
+            for (slot, generation, locator, sequence) in state.texts_on_disk() {
+                let start = locator.offset as usize;
+                let record = &self.segment[start..start + locator.record_bytes as usize];
+                let text = record_text(&Bytes::copy_from_slice(record), sequence)
+                    .expect("a locator names the record that wrote the text");
+                assert!(state.deliver_text(slot, generation, locator, text));
+            }
+        }
+    }
+
+    /// A random command over two queues, from the receipts handed out so far.
+    fn command(random: &mut SplitMix64, receipts: &[(QueueKey, MessageId, PopReceipt)]) -> Command {
+        let queue = key(["a", "b"][(random.next_u64() % 2) as usize]);
+        let text = |random: &mut SplitMix64| {
+            let length = (random.next_u64() % 300) as usize;
+            Bytes::from(vec![b'a' + (random.next_u64() % 26) as u8; length])
+        };
+        let receipt = (!receipts.is_empty())
+            .then(|| receipts[(random.next_u64() % receipts.len() as u64) as usize].clone());
+        match (random.next_u64() % 8, receipt) {
+            (0..=2, _) | (_, None) => Command::PutMessage {
+                queue,
+                text: text(random),
+                visibility_timeout_s: random.next_u64() % 2,
+                ttl_s: Some(3600),
+            },
+            (3, _) => Command::GetMessages {
+                queue,
+                count: 1 + (random.next_u64() % 4) as u32,
+                visibility_timeout_s: 1 + random.next_u64() % 2,
+            },
+            (4, _) => Command::PeekMessages {
+                queue,
+                count: 1 + (random.next_u64() % 4) as u32,
+            },
+            (5..=6, Some((queue, message_id, pop_receipt))) => Command::UpdateMessage {
+                queue,
+                message_id,
+                pop_receipt,
+                visibility_timeout_s: random.next_u64() % 2,
+                text: (random.next_u64() % 2 == 0).then(|| text(random)),
+            },
+            (_, Some((queue, message_id, pop_receipt))) => Command::DeleteMessage {
+                queue,
+                message_id,
+                pop_receipt,
+            },
+        }
+    }
+
+    /// The receipts a reply hands out.
+    fn receipts_of(
+        command: &Command,
+        reply: &Result<Reply, crate::error::StorageError>,
+    ) -> Vec<(QueueKey, MessageId, PopReceipt)> {
+        let queue = match command {
+            Command::PutMessage { queue, .. }
+            | Command::GetMessages { queue, .. }
+            | Command::UpdateMessage { queue, .. } => queue.clone(),
+            _ => return Vec::new(),
+        };
+        match (command, reply) {
+            (_, Ok(Reply::Messages(views))) => views
+                .iter()
+                .filter_map(|view| Some((queue.clone(), view.message_id, view.pop_receipt?)))
+                .collect(),
+            (Command::UpdateMessage { message_id, .. }, Ok(Reply::Updated { pop_receipt, .. })) => {
+                vec![(queue, *message_id, *pop_receipt)]
+            }
+            _ => Vec::new(),
+        }
+    }
+
+    /// The same commands, at the same times, on a state whose texts stay in memory and on one
+    /// whose durable texts are evicted at random (and read back from the records their locators
+    /// name before each command): the replies are the same, and so is every message, text
+    /// included. Residency never shows in an answer (fixed seeds).
+    #[test]
+    fn evicted_texts_read_back_give_the_same_answers() {
+        let mut evicted_total = 0;
+        for seed in 0..60 {
+            let mut random = SplitMix64::new(seed);
+            let mut resident = ShardState::new(0, 9);
+            let mut tiered = ShardState::new(0, 9);
+            resident.start_journal(1);
+            tiered.start_journal(1);
+            let mut log = MemoryLog::default();
+            let mut durable = 0;
+            let mut receipts = Vec::new();
+            for name in ["a", "b"] {
+                let create = Command::CreateQueue {
+                    queue: key(name),
+                    metadata: Vec::new(),
+                };
+                resident.apply(create.clone(), NOW_MS).expect("created");
+                tiered.apply(create, NOW_MS).expect("created");
+            }
+            for step in 0..300u64 {
+                let now_ms = NOW_MS + step * 700;
+                // Flushes lag: a command's records are not always written before the next.
+                if random.next_u64() % 3 == 0 {
+                    durable = log.flush(&mut tiered).unwrap_or(durable);
+                }
+                if random.next_u64() % 2 == 0 {
+                    let bytes_max = random.next_u64() % 2000;
+                    evicted_total += tiered.evict(bytes_max, durable);
+                }
+                log.deliver_all(&mut tiered);
+                let command = command(&mut random, &receipts);
+                let expected = resident.apply(command.clone(), now_ms);
+                let reply = tiered.apply(command.clone(), now_ms);
+                assert_eq!(
+                    format!("{reply:?}"),
+                    format!("{expected:?}"),
+                    "seed {seed} step {step}"
+                );
+                receipts.extend(receipts_of(&command, &reply));
+                if receipts.len() > 32 {
+                    receipts.remove(0);
+                }
+                resident.take_journal(usize::MAX);
+            }
+            log.deliver_all(&mut tiered);
+            let messages = |state: &ShardState| format!("{:?}", state.describe(NOW_MS).messages);
+            assert_eq!(messages(&tiered), messages(&resident), "seed {seed}");
+        }
+        assert!(evicted_total > 0, "texts were evicted");
+    }
+
+    /// Eviction drops only texts whose records are durable; a note for a record that no longer
+    /// holds the message's text (an Update re-texted it before the note came) is ignored; a
+    /// late delivery for a message that died changes nothing.
+    #[test]
+    fn eviction_takes_only_durable_current_texts() {
+        let mut state = ShardState::new(0, 9);
+        state.start_journal(1);
+        let mut log = MemoryLog::default();
+        let queue = key("q");
+        let create = Command::CreateQueue {
+            queue: queue.clone(),
+            metadata: Vec::new(),
+        };
+        state.apply(create, NOW_MS).expect("created");
+        let put = Command::PutMessage {
+            queue: queue.clone(),
+            text: Bytes::from_static(b"first text"),
+            visibility_timeout_s: 0,
+            ttl_s: Some(3600),
+        };
+        state.apply(put, NOW_MS).expect("put");
+        // Written, but not yet durable: nothing to evict.
+        let (records, last) = state.take_journal(usize::MAX).expect("records");
+        log.segment.extend_from_slice(&records);
+        let texts = text_records(&records);
+        let put_text = TextWritten {
+            slot: texts[0].slot,
+            generation: texts[0].generation,
+            sequence: texts[0].sequence,
+            locator: TextLocator {
+                segment: 1,
+                offset: texts[0].at as u32,
+                record_bytes: texts[0].bytes as u32,
+            },
+        };
+        state.note_written(&[put_text]);
+        assert_eq!(state.evict(u64::MAX, last - 1), 0, "not durable yet");
+        // Leased and re-texted before the note of the put could be used: the put's record no
+        // longer holds the text.
+        let get = Command::GetMessages {
+            queue: queue.clone(),
+            count: 1,
+            visibility_timeout_s: 30,
+        };
+        let Ok(Reply::Messages(views)) = state.apply(get, NOW_MS) else {
+            panic!("a message");
+        };
+        let update = Command::UpdateMessage {
+            queue: queue.clone(),
+            message_id: views[0].message_id,
+            pop_receipt: views[0].pop_receipt.expect("a receipt"),
+            visibility_timeout_s: 0,
+            text: Some(Bytes::from_static(b"second")),
+        };
+        state.apply(update, NOW_MS).expect("updated");
+        assert_eq!(
+            state.evict(u64::MAX, u64::MAX),
+            0,
+            "the put's record is stale"
+        );
+        let durable = log.flush(&mut state).expect("the update's records");
+        assert_eq!(state.evict(u64::MAX, durable), 6, "the update's text");
+        let on_disk = state.texts_on_disk();
+        assert_eq!(on_disk.len(), 1);
+        let (slot, generation, locator, _) = on_disk[0];
+        // Delivered to a message that died meanwhile: nothing happens.
+        let delete = Command::ClearMessages { queue };
+        state.apply(delete, NOW_MS).expect("cleared");
+        while state.advance(NOW_MS, 1024) {}
+        let text = Bytes::from_static(b"second");
+        assert!(!state.deliver_text(slot, generation, locator, text));
+    }
+}
