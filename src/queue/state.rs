@@ -50,7 +50,7 @@ mod queues;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
-mod texts;
+pub mod texts;
 
 use crate::error::StorageError;
 use crate::limits;

@@ -250,6 +250,9 @@ pub struct Log<D: Disk> {
     /// Where each text record the flushes wrote landed, until taken (`take_written_texts`).
     #[cfg(test)]
     written_texts: RefCell<Vec<WrittenText>>,
+    /// The same, until the flush that wrote them tells the state (`ShardState::note_written`).
+    #[cfg(test)]
+    unnoted_texts: RefCell<Vec<crate::queue::state::texts::TextWritten>>,
 }
 
 /// A text record a flush wrote, and where (tiered storage, §11 step 2: the state will keep the
@@ -321,6 +324,8 @@ impl<D: Disk> Log<D> {
             sync_waiters: RefCell::new(Vec::new()),
             #[cfg(test)]
             written_texts: RefCell::new(Vec::new()),
+            #[cfg(test)]
+            unnoted_texts: RefCell::new(Vec::new()),
         }
     }
 
@@ -379,6 +384,10 @@ impl<D: Disk> Log<D> {
             return Ok(false);
         };
         let written = self.write_records(records, last_sequence).await;
+        #[cfg(test)]
+        if written.is_ok() {
+            state.borrow_mut().note_written(&self.unnoted_texts.take());
+        }
         self.failed_on_error(written)
     }
 
@@ -475,17 +484,25 @@ impl<D: Disk> Log<D> {
         let mut written = self.written_texts.borrow_mut();
         for text in text_records(records) {
             let record_offset = offset + text.at as u64;
+            let locator = TextLocator {
+                segment,
+                offset: u32::try_from(record_offset).expect("segments stay under 4 GiB"),
+                record_bytes: text.bytes as u32,
+            };
             written.push(WrittenText {
                 slot: text.slot,
                 generation: text.generation,
                 sequence: text.sequence,
-                locator: TextLocator {
-                    segment,
-                    offset: u32::try_from(record_offset).expect("segments stay under 4 GiB"),
-                    record_bytes: text.bytes as u32,
-                },
+                locator,
                 record: bytes::Bytes::copy_from_slice(&records[text.at..][..text.bytes]),
             });
+            let noted = crate::queue::state::texts::TextWritten {
+                slot: text.slot,
+                generation: text.generation,
+                sequence: text.sequence,
+                locator,
+            };
+            self.unnoted_texts.borrow_mut().push(noted);
         }
     }
 

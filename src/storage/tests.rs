@@ -19,7 +19,9 @@
 //!   (`Log::take_written_texts`, tiered storage's read seam `Disk::read_many`), its reads in
 //!   flight among the log's writes and completed in any order, sometimes failing (the injected
 //!   EIO or ENOSPC can fall on a read): each finds the bytes written there, a whole record whose
-//!   text decodes, unless the log had given the segment up to a snapshot (`TextReads`).
+//!   text decodes, unless the log had given the segment up to a snapshot (`TextReads`); and it
+//!   reads where the state's home for a message's text says (`ShardState::note_written`, fed
+//!   by each flush), finding the text the message holds.
 //!
 //! The workload's message texts run from empty to two blocks, and now and then to the 64 KiB
 //! maximum; over half are sized from the bytes already pending for the next flush, so that the
@@ -67,7 +69,7 @@ use super::recovery::{recover, RecoveryOptions};
 use super::sim::{SimDisk, SimStats, Written};
 use crate::error::StorageError;
 use crate::limits::{LOG_SEGMENT_BYTES, MESSAGE_TEXT_BYTES_MAX, STORAGE_BLOCK_BYTES};
-use crate::queue::record::{self, MessageState, Record, RECORD_HEADER_BYTES};
+use crate::queue::record::{self, MessageState, Record, TextLocator, RECORD_HEADER_BYTES};
 use crate::queue::replicas::home_shard;
 use crate::queue::state::Described;
 use crate::queue::{
@@ -521,6 +523,9 @@ struct TextReads {
     /// Reads that found the record in a segment the log had given up to a snapshot but not
     /// freed yet.
     after_give_up: u64,
+    /// Reads, where the state's home for a message's text says (`note_written`), that found
+    /// a record holding the text the message had when the read was issued.
+    homes_verified: u64,
 }
 
 impl TextReads {
@@ -549,19 +554,47 @@ impl TextReads {
                 );
                 self.verified += 1;
             }
-            Err(error) if matches!(error.raw_os_error(), Some(libc::EIO | libc::ENOSPC)) => {
-                self.faults += 1;
+            Err(error) => self.check_failed(seed, text.locator, error, held),
+        }
+    }
+
+    /// Checks the answer `read` to a read where the state's home for a text says it is:
+    /// the record of `sequence` there holds `text`.
+    fn check_home(
+        &mut self,
+        seed: u64,
+        (sequence, locator, text): (u64, TextLocator, &Bytes),
+        read: std::io::Result<Vec<Bytes>>,
+        held: bool,
+    ) {
+        match read {
+            Ok(read) => {
+                self.after_give_up += u64::from(!held);
+                let found = record::record_text(&read[0], sequence);
+                assert_eq!(
+                    found.as_ref(),
+                    Some(text),
+                    "seed {seed}: the home {locator:?} of a text holds another"
+                );
+                self.homes_verified += 1;
             }
-            Err(error)
-                if !held
-                    && matches!(
-                        error.kind(),
-                        std::io::ErrorKind::NotFound | std::io::ErrorKind::UnexpectedEof
-                    ) =>
-            {
-                self.stale += 1;
-            }
-            Err(error) => panic!("seed {seed}: reading {:?} failed: {error}", text.locator),
+            Err(error) => self.check_failed(seed, locator, error, held),
+        }
+    }
+
+    /// Checks a read of `locator` that failed with `error`: an injected fault, or a segment
+    /// the log no longer held (`held`).
+    fn check_failed(&mut self, seed: u64, locator: TextLocator, error: std::io::Error, held: bool) {
+        let gone = matches!(
+            error.kind(),
+            std::io::ErrorKind::NotFound | std::io::ErrorKind::UnexpectedEof
+        );
+        if matches!(error.raw_os_error(), Some(libc::EIO | libc::ENOSPC)) {
+            self.faults += 1;
+        } else if gone && !held {
+            self.stale += 1;
+        } else {
+            panic!("seed {seed}: reading {locator:?} failed: {error}");
         }
     }
 }
@@ -737,6 +770,21 @@ fn simulate(seed: u64, boundaries: &mut Boundaries, text_reads: &mut TextReads) 
                 written.extend(log.take_written_texts());
                 if written.len() > TEXT_READS_KEPT {
                     written.drain(..written.len() - TEXT_READS_KEPT);
+                }
+                // Now and then a text where the state's home for it says it is.
+                let homes = state.borrow().current_text_homes();
+                if !homes.is_empty() && picks.next_u64() % 6 == 0 {
+                    let pick = (picks.next_u64() % homes.len() as u64) as usize;
+                    let (_, _, sequence, locator, text) = &homes[pick];
+                    let path = log.directory().join(segment_name(locator.segment));
+                    let range = [(u64::from(locator.offset), locator.record_bytes)];
+                    let read = match super::files::Disk::open_read(&disk, &path).await {
+                        Ok(file) => super::files::Disk::read_many(&disk, &file, &range).await,
+                        Err(error) => Err(error),
+                    };
+                    let held = log.holds_segment(locator.segment);
+                    let home = (*sequence, *locator, text);
+                    reads.borrow_mut().check_home(seed, home, read, held);
                 }
                 if !written.is_empty() && picks.next_u64() % 3 == 0 {
                     let index = (picks.next_u64() % written.len() as u64) as usize;
@@ -1466,7 +1514,7 @@ fn every_acknowledged_change_survives_every_crash() {
         // of its own segments: `a_text_record_reads_back_until_a_snapshot_takes_its_segment`
         // holds that case.)
         assert!(
-            text_reads.verified > 0 && text_reads.faults > 0,
+            text_reads.verified > 0 && text_reads.homes_verified > 0 && text_reads.faults > 0,
             "{text_reads:?}"
         );
     }

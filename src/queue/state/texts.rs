@@ -86,6 +86,21 @@ impl ShardState {
         dropped
     }
 
+    /// The homes that name the current text of a live message: (slot, generation, record
+    /// sequence, locator, the text), for a test to read back and compare.
+    pub fn current_text_homes(&self) -> Vec<(u32, u32, u64, TextLocator, Bytes)> {
+        self.text_homes
+            .iter()
+            .filter(|(&sequence, home)| {
+                self.names_current_text(home.slot, home.generation, sequence)
+            })
+            .map(|(&sequence, home)| {
+                let text = self.messages.get(home.slot).text.expect_resident().clone();
+                (home.slot, home.generation, sequence, home.locator, text)
+            })
+            .collect()
+    }
+
     /// The messages whose texts are on disk only: (slot, generation, locator, sequence of the
     /// record), for a reader to fetch.
     pub fn texts_on_disk(&self) -> Vec<(u32, u32, TextLocator, u64)> {
