@@ -227,6 +227,21 @@ pub enum Reply {
     /// shard, then the request succeeds. Boxed: rare and large, it would otherwise make every
     /// reply bigger.
     Replicate(Box<Replica>),
+    /// Get or Peek Messages needs texts that are on disk only (tiered storage): the command
+    /// changed nothing but the due timers `apply` runs first. The engine reads the texts,
+    /// delivers them (`ShardState::deliver_text`) and applies the command again. Test builds
+    /// only, until the engine's path for it (`apply_serving`) lands.
+    #[cfg(test)]
+    Wait(TextWait),
+}
+
+/// The texts a command waits for: each message's (slot, generation), the locator of the
+/// record that holds its text, and that record's sequence (checked when it is read).
+#[cfg(test)]
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TextWait {
+    /// The texts, in the order the command would return their messages.
+    pub texts: Vec<(u32, u32, super::key::TextLocator, u64)>,
 }
 
 /// One queue in a List Queues result.

@@ -1,8 +1,9 @@
 //! The names queue commands carry: `QueueKey` (account and queue name), `MessageId` (a UUID in
 //! its hyphenated form) and `PopReceipt` (where a message lives, which lease of it the holder
 //! owns and a tag only the server can make, 28 base64 characters), and `shard_for`, the plain
-//! function that says which shard owns a queue. Everything else in `queue/` builds on these;
-//! they depend on nothing in it.
+//! function that says which shard owns a queue; in tests, `TextLocator` (where a message's
+//! text is on disk, tiered storage). Everything else in `queue/` builds on these; they depend
+//! on nothing in it.
 
 /// Identifies a queue: the account it belongs to and its name.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -193,6 +194,21 @@ pub fn glob(pattern: &str, text: &str) -> bool {
         }
     }
     pattern[p..].iter().all(|&byte| byte == b'*')
+}
+
+/// Where a message's text lives on disk: the record that last wrote it (a `MessagePut`, or a
+/// `MessageUpdated` with a text), by the log segment that holds it (the sequence of the
+/// segment's first record, which names its file) and the record's place in it. 16 bytes: the
+/// record is read whole, so its CRC and sequence are checked before its text is trusted.
+#[cfg(test)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct TextLocator {
+    /// The segment's first sequence (`storage::format::segment_name`).
+    pub segment: u64,
+    /// Where the record starts, bytes from the start of the segment.
+    pub offset: u32,
+    /// The record's bytes, header included.
+    pub record_bytes: u32,
 }
 
 #[cfg(test)]

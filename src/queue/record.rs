@@ -167,21 +167,6 @@ const PROPERTIES_SET: u8 = 10;
 /// `QueueCleared` with the queue's key (kind 4 is the same without it).
 const QUEUE_CLEARED_KEYED: u8 = 11;
 
-/// Where a message's text lives on disk: the record that last wrote it (a `MessagePut`, or a
-/// `MessageUpdated` with a text), by the log segment that holds it (the sequence of the
-/// segment's first record, which names its file) and the record's place in it. 16 bytes: the
-/// record is read whole, so its CRC and sequence are checked before its text is trusted.
-#[cfg(test)]
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct TextLocator {
-    /// The segment's first sequence (`storage::format::segment_name`).
-    pub segment: u64,
-    /// Where the record starts, bytes from the start of the segment.
-    pub offset: u32,
-    /// The record's bytes, header included.
-    pub record_bytes: u32,
-}
-
 /// A record that carries a message's text, as `text_records` finds it in a batch.
 #[cfg(test)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

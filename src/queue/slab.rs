@@ -95,7 +95,7 @@ pub enum TextSlot {
     #[cfg(test)]
     OnDisk {
         /// The record that last wrote the text.
-        locator: super::record::TextLocator,
+        locator: super::key::TextLocator,
         /// The text's length, for the counts (`text_bytes`, `--max-memory`).
         text_bytes: u32,
     },

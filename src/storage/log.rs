@@ -267,7 +267,7 @@ pub struct WrittenText {
     /// The record's sequence.
     pub sequence: u64,
     /// Where the record is.
-    pub locator: crate::queue::record::TextLocator,
+    pub locator: crate::queue::key::TextLocator,
     /// The record's bytes as written, for a test to compare with what a read finds there.
     pub record: bytes::Bytes,
 }
@@ -480,7 +480,8 @@ impl<D: Disk> Log<D> {
     /// starts at sequence `segment` landed.
     #[cfg(test)]
     fn note_texts(&self, segment: u64, offset: u64, records: &[u8]) {
-        use crate::queue::record::{text_records, TextLocator};
+        use crate::queue::key::TextLocator;
+        use crate::queue::record::text_records;
         let mut written = self.written_texts.borrow_mut();
         for text in text_records(records) {
             let record_offset = offset + text.at as u64;

@@ -69,7 +69,8 @@ use super::recovery::{recover, RecoveryOptions};
 use super::sim::{SimDisk, SimStats, Written};
 use crate::error::StorageError;
 use crate::limits::{LOG_SEGMENT_BYTES, MESSAGE_TEXT_BYTES_MAX, STORAGE_BLOCK_BYTES};
-use crate::queue::record::{self, MessageState, Record, TextLocator, RECORD_HEADER_BYTES};
+use crate::queue::key::TextLocator;
+use crate::queue::record::{self, MessageState, Record, RECORD_HEADER_BYTES};
 use crate::queue::replicas::home_shard;
 use crate::queue::state::Described;
 use crate::queue::{

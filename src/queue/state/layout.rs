@@ -243,7 +243,7 @@ pub struct TextHome {
     /// The slot's generation while the message lives in it.
     pub generation: u32,
     /// The record.
-    pub locator: crate::queue::record::TextLocator,
+    pub locator: crate::queue::key::TextLocator,
 }
 
 /// The records of changes not yet taken by the runtime.

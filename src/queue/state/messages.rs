@@ -81,6 +81,10 @@ impl ShardState {
         let index = self.queue_index(key)?;
         assert!((1..=limits::MESSAGES_PER_GET_MAX).contains(&count));
         assert!((1..=limits::VISIBILITY_TIMEOUT_S_MAX).contains(&visibility_timeout_s));
+        #[cfg(test)]
+        if let Some(wait) = self.texts_wanted(index, count, now_ms) {
+            return Ok(Reply::Wait(wait));
+        }
         let time_next_visible_ms = now_ms + visibility_timeout_s * 1000;
         let mut views = Vec::with_capacity(count as usize);
         while views.len() < count as usize {
@@ -132,6 +136,10 @@ impl ShardState {
     ) -> Result<Reply, StorageError> {
         let index = self.queue_index(key)?;
         assert!((1..=limits::MESSAGES_PER_GET_MAX).contains(&count));
+        #[cfg(test)]
+        if let Some(wait) = self.texts_wanted(index, count, now_ms) {
+            return Ok(Reply::Wait(wait));
+        }
         let mut views = Vec::with_capacity(count as usize);
         // Merge the in-order list and the out-of-order map, each from its own cursor.
         let mut in_order_next = self.queue(index).in_order.head;
