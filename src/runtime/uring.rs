@@ -921,23 +921,11 @@ mod tests {
                 matches!(file, UringReadFile::Direct(_)),
                 "ext4 and tmpfs read direct"
             );
-            read_checks::check_boundaries(&disk, &path).await;
-            read_checks::check_random_batches(&disk, &path).await;
+            read_checks::check_boundaries(&disk, &file).await;
+            read_checks::check_random_batches(&disk, &file).await;
             let buffered = open_buffered(&path).await.expect("opened");
-            let content = read_checks::content();
-            let read = disk
-                .read_many(&buffered, &[(4095, 2), (7, 0), (1, 9000)])
-                .await;
-            let read = read.expect("read");
-            assert!(read[0] == content[4095..4097] && read[1].is_empty());
-            assert!(read[2] == content[1..9001]);
-            let past = disk
-                .read_many(&buffered, &[(content.len() as u64, 1)])
-                .await;
-            assert_eq!(
-                past.expect_err("past the end").kind(),
-                io::ErrorKind::UnexpectedEof
-            );
+            read_checks::check_boundaries(&disk, &buffered).await;
+            read_checks::check_random_batches(&disk, &buffered).await;
             let error = disk.open_read(&missing).await.err().expect("no such file");
             assert_eq!(error.kind(), io::ErrorKind::NotFound);
         })

@@ -6,7 +6,6 @@
 //! round trip of random batches against the file's bytes, the naive oracle, with fixed seeds.
 
 use std::io;
-use std::path::Path;
 
 use bytes::Bytes;
 
@@ -85,31 +84,30 @@ fn boundary_ranges(offset: u64, file_bytes: u64) -> impl Iterator<Item = (u64, u
     .map(move |length| (offset, length as u32))
 }
 
-/// The boundary walk over the file at `path`, whose bytes are `content()`: every offset of
+/// The boundary walk over `file`, whose bytes are `content()`: every offset of
 /// the first two blocks and of the last two and a bit, with `boundary_ranges`; the smallest
 /// ranges in the largest batch; the largest range at every alignment that matters; a batch
 /// with duplicates and out of order; and reads that pass the end, which fail whole.
-pub async fn check_boundaries<D: Disk>(disk: &D, path: &Path) {
+pub async fn check_boundaries<D: Disk>(disk: &D, file: &D::ReadFile) {
     let content = content();
     let file_bytes = content.len() as u64;
     let block = STORAGE_BLOCK_BYTES as u64;
-    let file = disk.open_read(path).await.expect("opened for reading");
     let mut ranges = Vec::new();
     let tail = file_bytes - 2 * block - 7;
     for offset in (0..=2 * block + 1).chain(tail..=file_bytes) {
         ranges.extend(boundary_ranges(offset, file_bytes));
     }
-    read_and_compare(disk, &file, &content, &ranges).await;
+    read_and_compare(disk, file, &content, &ranges).await;
     // The most ranges a batch takes, each one byte, across block boundaries.
     let smallest: Vec<(u64, u32)> = (0..DISK_READ_RANGES_MAX as u64)
         .map(|index| (block - 1 + index * 3, 1))
         .collect();
-    let read = disk.read_many(&file, &smallest).await.expect("read");
+    let read = disk.read_many(file, &smallest).await.expect("read");
     assert_eq!(read.len(), DISK_READ_RANGES_MAX);
     // The largest range, aligned or not, alone and ending on the file's last byte.
     let largest = DISK_READ_BYTES_MAX as u64;
     for offset in [0, 1, block - 1, block, block + 1, file_bytes - largest] {
-        read_and_compare(disk, &file, &content, &[(offset, largest as u32)]).await;
+        read_and_compare(disk, file, &content, &[(offset, largest as u32)]).await;
     }
     // Duplicates, overlaps and any order, answered in the order asked.
     let mixed = [
@@ -120,8 +118,8 @@ pub async fn check_boundaries<D: Disk>(disk: &D, path: &Path) {
         (0, 0),
         (4100, 1),
     ];
-    read_and_compare(disk, &file, &content, &mixed).await;
-    assert!(disk.read_many(&file, &[]).await.expect("read").is_empty());
+    read_and_compare(disk, file, &content, &mixed).await;
+    assert!(disk.read_many(file, &[]).await.expect("read").is_empty());
     // Past the end: the whole batch fails, even with good ranges in it.
     for bad in [
         (file_bytes, 1),
@@ -130,7 +128,7 @@ pub async fn check_boundaries<D: Disk>(disk: &D, path: &Path) {
         (u64::MAX - 1, 5),
     ] {
         let error = disk
-            .read_many(&file, &[(0, 10), bad])
+            .read_many(file, &[(0, 10), bad])
             .await
             .expect_err("a read past the end");
         assert_eq!(
@@ -140,18 +138,17 @@ pub async fn check_boundaries<D: Disk>(disk: &D, path: &Path) {
         );
     }
     let read = disk
-        .read_many(&file, &[(file_bytes, 0)])
+        .read_many(file, &[(file_bytes, 0)])
         .await
         .expect("read");
     assert_eq!(read, [Bytes::new()]);
 }
 
-/// The round trip over the file at `path`, whose bytes are `content()`: random batches (1 to
+/// The round trip over `file`, whose bytes are `content()`: random batches (1 to
 /// 64 ranges, any offset, lengths from 0 to a few blocks and now and then up to the largest,
 /// duplicates and disorder) answer exactly the file's bytes, for each of a few fixed seeds.
-pub async fn check_random_batches<D: Disk>(disk: &D, path: &Path) {
+pub async fn check_random_batches<D: Disk>(disk: &D, file: &D::ReadFile) {
     let content = content();
-    let file = disk.open_read(path).await.expect("opened for reading");
     for seed in 0..4 {
         let mut random = SplitMix64::new(seed);
         for _ in 0..100 {
@@ -176,7 +173,7 @@ pub async fn check_random_batches<D: Disk>(disk: &D, path: &Path) {
                     bytes += length;
                 }
             }
-            read_and_compare(disk, &file, &content, &ranges).await;
+            read_and_compare(disk, file, &content, &ranges).await;
         }
     }
 }

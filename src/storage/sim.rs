@@ -938,8 +938,9 @@ mod tests {
     fn reads_pass_the_read_checks() {
         let disk = disk_with_content(true);
         futures_lite::future::block_on(async {
-            read_checks::check_boundaries(&disk, Path::new("/file")).await;
-            read_checks::check_random_batches(&disk, Path::new("/file")).await;
+            let file = disk.open_read(Path::new("/file")).await.expect("opened");
+            read_checks::check_boundaries(&disk, &file).await;
+            read_checks::check_random_batches(&disk, &file).await;
         });
         assert!(disk.stats().reads > 0 && disk.stats().read_bytes > 0);
         assert_eq!(disk.stats().opens_missing, 0);
