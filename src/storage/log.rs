@@ -253,6 +253,9 @@ pub struct Log<D: Disk> {
     /// The same, until the flush that wrote them tells the state (`ShardState::note_written`).
     #[cfg(test)]
     unnoted_texts: RefCell<Vec<crate::queue::state::texts::TextWritten>>,
+    /// The replay point of the last snapshot begun (0: none this run): `text_floor`.
+    #[cfg(test)]
+    text_floor: Cell<u64>,
 }
 
 /// A text record a flush wrote, and where (tiered storage, §11 step 2: the state will keep the
@@ -326,6 +329,8 @@ impl<D: Disk> Log<D> {
             written_texts: RefCell::new(Vec::new()),
             #[cfg(test)]
             unnoted_texts: RefCell::new(Vec::new()),
+            #[cfg(test)]
+            text_floor: Cell::new(0),
         }
     }
 
@@ -505,6 +510,17 @@ impl<D: Disk> Log<D> {
             };
             self.unnoted_texts.borrow_mut().push(noted);
         }
+    }
+
+    /// The first record whose text may be evicted (`ShardState::evict`): the replay point of
+    /// the last snapshot begun this run. A snapshot reads back every text it records that is on
+    /// disk only (`SnapshotJob::step`), and once in place gives up the segments before its
+    /// replay point; a text evicted to a record before that point after the job recorded it
+    /// would be lost with them. Records at or after it are in segments the snapshot keeps. The
+    /// interim of docs/TIERED-STORAGE.md §13: texts read back stay in memory.
+    #[cfg(test)]
+    pub fn text_floor(&self) -> u64 {
+        self.text_floor.get()
     }
 
     /// Where the text records written since the last call landed, in the order written.
@@ -742,6 +758,8 @@ impl<D: Disk> Log<D> {
             (state.identity(), replay_from)
         };
         self.state.borrow_mut().snapshotting = true;
+        #[cfg(test)]
+        self.text_floor.set(replay_from);
         let path = self.directory.join(SNAPSHOT_TEMPORARY_NAME);
         let file = self.failed_on_error(self.disk.create(&path, 0).await)?;
         let mut pending = BytesMut::with_capacity(1 << 20);
@@ -850,6 +868,12 @@ impl<D: Disk> SnapshotJob<D> {
         log: &Log<D>,
         state: &RefCell<ShardState>,
     ) -> io::Result<()> {
+        #[cfg(test)]
+        if let Phase::Messages(from) = self.phase {
+            read_back(log, state, from..from.saturating_add(SNAPSHOT_STEP_SLOTS)).await?;
+        }
+        // Nothing awaited from here until the step is encoded: the texts `read_back` brought
+        // are all there.
         {
             let state = state.borrow();
             match &self.phase {
@@ -920,6 +944,67 @@ impl<D: Disk> SnapshotJob<D> {
             self.phase = Phase::Removing(removable);
         }
         Ok(())
+    }
+}
+
+/// Reads back the texts, on disk only, of the messages in `slots` and puts them in their slots,
+/// until none is left (a text evicted while others were read is read too): the snapshot
+/// records every text, and once in place it gives up the segments before its replay point,
+/// where their records may be (`Log::text_floor`). Grouped by segment, in batches
+/// `Disk::read_many` takes. A text that cannot be read, or a record that is not the one its
+/// locator names, fails the snapshot and with it the process (fail-stop, as a failed write).
+#[cfg(test)]
+async fn read_back<D: Disk>(
+    log: &Log<D>,
+    state: &RefCell<ShardState>,
+    slots: std::ops::Range<u32>,
+) -> io::Result<()> {
+    use crate::limits::{DISK_READ_BYTES_MAX, DISK_READ_RANGES_MAX};
+    loop {
+        let mut wanted = state.borrow().texts_on_disk(slots.clone());
+        if wanted.is_empty() {
+            return Ok(());
+        }
+        wanted.sort_by_key(|&(_, _, locator, _)| (locator.segment, locator.offset));
+        let mut rest = &wanted[..];
+        while let Some(&(_, _, first, _)) = rest.first() {
+            // One segment's texts, as many as one batch takes.
+            let (mut count, mut bytes) = (0, 0);
+            while let Some(&(_, _, locator, _)) = rest.get(count) {
+                let more = locator.record_bytes as usize;
+                if locator.segment != first.segment
+                    || count == DISK_READ_RANGES_MAX
+                    || (count > 0 && bytes + more > DISK_READ_BYTES_MAX)
+                {
+                    break;
+                }
+                (count, bytes) = (count + 1, bytes + more);
+            }
+            let (batch, after) = rest.split_at(count);
+            rest = after;
+            let path = log.directory.join(segment_name(first.segment));
+            let ranges: Vec<(u64, u32)> = batch
+                .iter()
+                .map(|&(_, _, locator, _)| (u64::from(locator.offset), locator.record_bytes))
+                .collect();
+            let file = log.disk.open_read(&path).await?;
+            let read = log.disk.read_many(&file, &ranges).await?;
+            let mut state = state.borrow_mut();
+            for (&(slot, generation, locator, sequence), record) in batch.iter().zip(read) {
+                let text =
+                    crate::queue::record::record_text(&record, sequence).ok_or_else(|| {
+                        io::Error::new(
+                            io::ErrorKind::InvalidData,
+                            format!(
+                                "{}: no text of record {sequence} at {}",
+                                path.display(),
+                                locator.offset
+                            ),
+                        )
+                    })?;
+                state.deliver_text(slot, generation, locator, text);
+            }
+        }
     }
 }
 

@@ -9,6 +9,8 @@
 //! a Put whose message an Update has re-texted since (the Update's record still in the journal,
 //! or in the flush in flight) is ignored, and so is the home of a message that died.
 
+use std::ops::Range;
+
 use bytes::Bytes;
 
 use super::layout::{ShardState, TextHome};
@@ -55,11 +57,21 @@ impl ShardState {
         }
     }
 
-    /// Drops resident texts whose records are durable (sequence at most `durable_sequence`),
-    /// oldest record first, until `bytes_max` bytes of text are dropped; each message keeps its
-    /// locator. Homes gone stale (the message died, or was re-texted) are forgotten on the way.
-    /// Answers the bytes dropped.
-    pub fn evict(&mut self, bytes_max: u64, durable_sequence: u64) -> u64 {
+    /// Drops resident texts whose records are durable (sequence at most `durable_sequence`)
+    /// and at or after `floor`, oldest record first, until `bytes_max` bytes of text are
+    /// dropped; each message keeps its locator. Homes gone stale (the message died, or was
+    /// re-texted) are forgotten on the way, and so are homes before `floor`: the log's
+    /// `text_floor`, the replay point of the last snapshot begun, before which a record's
+    /// segment may be given up to that snapshot once it has read back the texts it records
+    /// (`storage::log`, the interim of docs/TIERED-STORAGE.md §13). Answers the bytes dropped.
+    pub fn evict(&mut self, bytes_max: u64, durable_sequence: u64, floor: u64) -> u64 {
+        if self
+            .text_homes
+            .first_key_value()
+            .is_some_and(|(&first, _)| first < floor)
+        {
+            self.text_homes = self.text_homes.split_off(&floor);
+        }
         let mut dropped = 0;
         while dropped < bytes_max {
             let Some(entry) = self.text_homes.first_entry() else {
@@ -142,14 +154,15 @@ impl ShardState {
         (!texts.is_empty()).then_some(TextWait { texts })
     }
 
-    /// The messages whose texts are on disk only: (slot, generation, locator, sequence of the
-    /// record), for a reader to fetch.
-    pub fn texts_on_disk(&self) -> Vec<(u32, u32, TextLocator, u64)> {
+    /// The messages in `slots` whose texts are on disk only: (slot, generation, locator,
+    /// sequence of the record), for a reader to fetch.
+    pub fn texts_on_disk(&self, slots: Range<u32>) -> Vec<(u32, u32, TextLocator, u64)> {
         let journal = self
             .journal
             .as_ref()
             .expect("texts leave memory only when durable");
-        (0..self.messages.slots() as u32)
+        let end = slots.end.min(self.messages.slots() as u32);
+        (slots.start.min(end)..end)
             .filter_map(|slot| match self.messages.occupant(slot)?.text {
                 TextSlot::OnDisk { locator, .. } => {
                     let generation = self.messages.generation(slot);
@@ -242,7 +255,7 @@ mod tests {
 
         /// Reads back every text `state` holds on disk only, and delivers it.
         fn deliver_all(&self, state: &mut ShardState) {
-            let texts = state.texts_on_disk();
+            let texts = state.texts_on_disk(0..u32::MAX);
             self.deliver(state, &TextWait { texts });
         }
 
@@ -355,7 +368,7 @@ mod tests {
                 }
                 if random.next_u64() % 2 == 0 {
                     let bytes_max = random.next_u64() % 2000;
-                    evicted_total += tiered.evict(bytes_max, durable);
+                    evicted_total += tiered.evict(bytes_max, durable, 0);
                 }
                 let command = command(&mut random, &receipts);
                 let expected = resident.apply(command.clone(), now_ms);
@@ -425,7 +438,7 @@ mod tests {
             },
         };
         state.note_written(&[put_text]);
-        assert_eq!(state.evict(u64::MAX, last - 1), 0, "not durable yet");
+        assert_eq!(state.evict(u64::MAX, last - 1, 0), 0, "not durable yet");
         // Leased and re-texted before the note of the put could be used: the put's record no
         // longer holds the text.
         let get = Command::GetMessages {
@@ -445,13 +458,13 @@ mod tests {
         };
         state.apply(update, NOW_MS).expect("updated");
         assert_eq!(
-            state.evict(u64::MAX, u64::MAX),
+            state.evict(u64::MAX, u64::MAX, 0),
             0,
             "the put's record is stale"
         );
         let durable = log.flush(&mut state).expect("the update's records");
-        assert_eq!(state.evict(u64::MAX, durable), 6, "the update's text");
-        let on_disk = state.texts_on_disk();
+        assert_eq!(state.evict(u64::MAX, durable, 0), 6, "the update's text");
+        let on_disk = state.texts_on_disk(0..u32::MAX);
         assert_eq!(on_disk.len(), 1);
         let (slot, generation, locator, _) = on_disk[0];
         // Delivered to a message that died meanwhile: nothing happens.
