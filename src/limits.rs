@@ -133,6 +133,10 @@ pub const DISK_READ_BYTES_MAX: usize = LOG_FLUSH_BYTES_MAX;
 /// The most ranges one `Disk::read_many` batch reads: a batch of the smallest records still
 /// fits one bounded allocation of answers.
 pub const DISK_READ_RANGES_MAX: usize = 4096;
+/// The most rounds of reads a Get or Peek makes for texts on disk only (`--text-memory`)
+/// before it answers 500 `InternalError`: a round that fails is tried again, and messages that
+/// became visible meanwhile may need texts of their own.
+pub const TEXT_READ_ROUNDS_MAX: usize = 8;
 /// Disk each shard may use beyond its live data before a snapshot lets old segments go: a
 /// snapshot starts once the log since the last one holds more than the live data and this, or
 /// the snapshot and the closed segments more than twice the stored data and this.

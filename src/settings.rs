@@ -60,6 +60,10 @@ Usage: azq [options]
                              none) before Put, Update with a text, Create Queue, Set Queue
                              Metadata or ACL and Set Service Properties answer 503 ServerBusy,
                              keeping room for a snapshot (which gives space back) to complete
+  --text-memory SIZE         bytes of message text kept in memory once written to the log
+                             (split evenly per shard; default: every text); older texts are
+                             read back from disk when a Get or Peek returns them (not with
+                             --inMemoryPersistence)
   --min-free-disk SIZE|N%    free space to keep on the file system holding DIR, as a size or
                              a share of it (default 5%); the same operations answer 503 before
                              it would be used (not with --inMemoryPersistence)
@@ -183,6 +187,9 @@ pub struct Config {
     pub disk_bytes_max: Option<u64>,
     /// Free space kept on the file system holding the data (`--min-free-disk`).
     pub free_disk_min: FreeDiskMin,
+    /// Bytes of message text kept in memory once written to the log, across all shards, split
+    /// evenly between them (`--text-memory`); `None`: every text.
+    pub text_bytes_max: Option<u64>,
     /// Where the shard count came from, in words for the ready line (`--shards`, `--cpus`,
     /// every CPU this process may use, the cgroup's CPU quota).
     pub shards_origin: String,
@@ -247,6 +254,7 @@ impl Default for Config {
             message_bytes_max_origin,
             disk_bytes_max: None,
             free_disk_min: FreeDiskMin::Percent(MIN_FREE_DISK_PERCENT_DEFAULT),
+            text_bytes_max: None,
             shards_origin: "one CPU".to_string(),
             silent: false,
             debug_log_path: None,
@@ -420,6 +428,12 @@ pub fn parse_arguments(arguments: impl Iterator<Item = String>) -> Result<Option
                 config.disk_bytes_max = Some(bytes);
                 disk_flag = Some(flag.clone());
             }
+            "--text-memory" => {
+                let bytes = parse_size(&value(&flag)?)
+                    .ok_or_else(|| "--text-memory must be a size such as 64M or 1G".to_string())?;
+                config.text_bytes_max = Some(bytes);
+                disk_flag = Some(flag.clone());
+            }
             "--min-free-disk" => {
                 config.free_disk_min = parse_free_disk_min(&value(&flag)?).ok_or_else(|| {
                     "--min-free-disk must be a size such as 2G or a share such as 5%".to_string()
@@ -461,11 +475,11 @@ pub fn parse_arguments(arguments: impl Iterator<Item = String>) -> Result<Option
     }
     config.certificate = CertificateSource::from_flags(certificate, key, password)?;
     config.persistence = if in_memory {
-        // Unlike --location (ignored, as Azurite does), a disk limit without files would be a
-        // limit that silently does nothing: refused.
+        // Unlike --location (ignored, as Azurite does), a disk limit without files, or texts
+        // read back from a log that is not written, would silently do nothing: refused.
         if let Some(flag) = disk_flag {
             return Err(format!(
-                "{flag} limits files, and --inMemoryPersistence keeps none"
+                "{flag} needs azq's files, and --inMemoryPersistence keeps none"
             ));
         }
         // As with Azurite, --inMemoryPersistence wins over --location.
@@ -728,6 +742,9 @@ mod tests {
             // No files to limit.
             &["--inMemoryPersistence", "--max-disk", "1G"],
             &["--min-free-disk", "1G", "--inMemoryPersistence"],
+            &["--text-memory", "64M", "--inMemoryPersistence"],
+            &["--text-memory", "some"],
+            &["--text-memory"],
         ] {
             assert!(parse(refused).is_err(), "{refused:?}");
         }
@@ -742,6 +759,11 @@ mod tests {
         let limited = limited.unwrap().unwrap();
         assert_eq!(limited.disk_bytes_max, Some(384 << 20));
         assert_eq!(limited.free_disk_min, FreeDiskMin::Bytes(2 << 30));
+        assert_eq!(default.text_bytes_max, None);
+        let texts = parse(&["--text-memory", "0"]).unwrap().unwrap();
+        assert_eq!(texts.text_bytes_max, Some(0));
+        let texts = parse(&["--text-memory=64M"]).unwrap().unwrap();
+        assert_eq!(texts.text_bytes_max, Some(64 << 20));
         let cases = [
             ("0%", Some(FreeDiskMin::Percent(0))),
             ("100%", Some(FreeDiskMin::Percent(100))),

@@ -292,9 +292,18 @@ fn check_ledger(queue: &str, ledger: &Ledger, found: &BTreeMap<String, Got>) {
 fn kill_9_under_concurrent_load_loses_nothing_acknowledged() {
     const WORKERS: usize = 4;
     const ACKNOWLEDGED_BEFORE_KILL: usize = 600;
-    for backend in backends() {
-        let data = TempDir::new(&format!("kill-{backend}"));
-        let server = start(&data, &["--shards", "2", "--runtime", backend]);
+    // Every text in memory (the default), and none once written (`--text-memory 0`: each Get
+    // reads its texts back from the log, on the queue's shard or across the mesh).
+    let runs = backends()
+        .into_iter()
+        .flat_map(|backend| [(backend, "none"), (backend, "0")]);
+    for (backend, text_memory) in runs {
+        let data = TempDir::new(&format!("kill-{backend}-{text_memory}"));
+        let mut flags = vec!["--shards", "2", "--runtime", backend];
+        if text_memory != "none" {
+            flags.extend(["--text-memory", text_memory]);
+        }
+        let server = start(&data, &flags);
         let queues: Vec<String> = (0..WORKERS).map(|n| format!("load-{n}")).collect();
         for queue in &queues {
             create_queue(&server, queue);
@@ -312,13 +321,17 @@ fn kill_9_under_concurrent_load_loses_nothing_acknowledged() {
         while acknowledged.load(Ordering::Relaxed) < ACKNOWLEDGED_BEFORE_KILL {
             std::thread::sleep(Duration::from_millis(5));
         }
+        if text_memory == "0" {
+            let read = metric_total(&server, "azq_text_reads_total");
+            assert!(read > 0, "{backend}: Gets read texts back");
+        }
         server.kill();
         let ledgers: Vec<Ledger> = workers
             .into_iter()
             .map(|worker| worker.join().expect("a worker"))
             .collect();
 
-        let server = start(&data, &["--shards", "2", "--runtime", backend]);
+        let server = start(&data, &flags);
         // Every lease the workers took was one second long.
         std::thread::sleep(Duration::from_millis(1_100));
         for (queue, ledger) in queues.iter().zip(&ledgers) {
@@ -327,9 +340,210 @@ fn kill_9_under_concurrent_load_loses_nothing_acknowledged() {
         }
         let total: usize = ledgers.iter().map(|ledger| ledger.put.len()).sum();
         assert!(total > 0);
-        eprintln!("{backend}: {total} acknowledged puts checked after kill -9");
+        eprintln!(
+            "{backend}, --text-memory {text_memory}: {total} acknowledged puts checked after \
+             kill -9"
+        );
         assert!(server.stop().success());
     }
+}
+
+/// The samples of `series` (one per shard) in `server`'s metrics, added up.
+fn metric_total(server: &Server, series: &str) -> u64 {
+    (0..2)
+        .map(|shard| {
+            common::metric_sample(
+                &common::metrics(server),
+                &format!("{series}{{shard=\"{shard}\"}}"),
+            )
+        })
+        .sum()
+}
+
+/// Waits (at most 10 s) until `server`'s shards hold `count` texts on disk only.
+fn await_texts_on_disk(server: &Server, count: u64) {
+    for _ in 0..500 {
+        if metric_total(server, "azq_texts_on_disk") == count {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    panic!(
+        "{} texts on disk only, not {count}",
+        metric_total(server, "azq_texts_on_disk")
+    );
+}
+
+/// `--text-memory 0`: once written, every text leaves memory. Peeks and Gets read texts back
+/// from the log, on the queue's own shard and across the mesh (two shards, four queues), and
+/// answer each message's own text; Updates give messages new texts, which leave memory in turn;
+/// after kill -9 and a restart every text is back (recovery keeps texts in memory), and new
+/// Puts leave memory again. On both backends.
+#[test]
+fn texts_kept_on_disk_only_are_read_back_for_peeks_and_gets() {
+    const PER_QUEUE: usize = 40;
+    for backend in backends() {
+        let data = TempDir::new(&format!("texts-{backend}"));
+        let flags = [
+            "--shards",
+            "2",
+            "--runtime",
+            backend,
+            "--text-memory",
+            "0",
+            "--metrics",
+            "on",
+        ];
+        let server = start(&data, &flags);
+        let queues: Vec<String> = (0..4).map(|n| format!("cold-{n}")).collect();
+        // ID → text, and each queue's IDs in order.
+        let mut texts = BTreeMap::new();
+        let mut order: BTreeMap<&str, Vec<String>> = BTreeMap::new();
+        for queue in &queues {
+            create_queue(&server, queue);
+            for n in 0..PER_QUEUE {
+                let text = format!("{queue} {n} {}", "x".repeat(n * 97 % 3000));
+                let (id, _) = put(&server, queue, &text);
+                texts.insert(id.clone(), text);
+                order.entry(queue).or_default().push(id);
+            }
+        }
+        await_texts_on_disk(&server, (queues.len() * PER_QUEUE) as u64);
+        for queue in &queues {
+            let expected: BTreeMap<String, String> = order[queue.as_str()][..32]
+                .iter()
+                .map(|id| (id.clone(), texts[id].clone()))
+                .collect();
+            assert_eq!(peek(&server, queue), expected, "{backend}: peek {queue}");
+        }
+        // Five of each queue leased and given new texts, visible again at once.
+        for queue in &queues {
+            let leased = parse_messages(&send(&server, get_request(queue, 5, 30)));
+            assert_eq!(leased.len(), 5);
+            for got in leased {
+                assert_eq!(got.text, texts[&got.id], "{backend}: get {queue}");
+                let text = format!("updated {}", got.text);
+                let request = update_request(queue, &got.id, &got.receipt, &text, 0);
+                assert_status(&send(&server, request), 204, None);
+                texts.insert(got.id, text);
+            }
+        }
+        // Every peeked text was read back (a Get may find some still in memory: the peek
+        // brought them, and only a flush on their shard evicts again).
+        let read = metric_total(&server, "azq_text_reads_total");
+        assert!(
+            read >= (queues.len() * 32) as u64,
+            "{backend}: {read} texts read"
+        );
+        assert_eq!(metric_total(&server, "azq_text_read_failures_total"), 0);
+        await_texts_on_disk(&server, (queues.len() * PER_QUEUE) as u64);
+        server.kill();
+
+        let server = start(&data, &flags);
+        // Recovered texts stay in memory; new ones leave it.
+        assert_eq!(metric_total(&server, "azq_texts_on_disk"), 0);
+        for queue in &queues {
+            let text = format!("{queue} after the restart");
+            let (id, _) = put(&server, queue, &text);
+            texts.insert(id, text);
+        }
+        await_texts_on_disk(&server, queues.len() as u64);
+        let mut found = BTreeMap::new();
+        for queue in &queues {
+            found.extend(
+                drain(&server, queue)
+                    .into_values()
+                    .map(|got| (got.id, got.text)),
+            );
+        }
+        assert_eq!(found, texts, "{backend}: every text after kill -9");
+        assert!(server.stop().success());
+    }
+}
+
+/// `--text-memory 0` with a snapshot due: Gets and Updates churn 60 messages of 50,000 bytes
+/// (each Update a new text, which leaves memory once written) until the log outgrows the live
+/// data and a snapshot is written. The snapshot reads back every text it records that is on
+/// disk only before it gives up the segments that hold them; after it, every text reads back,
+/// and after kill -9 every text is recovered. On both backends.
+#[test]
+fn a_snapshot_records_texts_kept_on_disk_only() {
+    const MESSAGES: usize = 60;
+    const TEXT_BYTES: usize = 50_000;
+    for backend in backends() {
+        let data = TempDir::new(&format!("texts-snapshot-{backend}"));
+        let flags = ["--shards", "1", "--runtime", backend, "--text-memory", "0"];
+        let server = start(&data, &flags);
+        create_queue(&server, "churn");
+        let text = |round: usize, n: usize| format!("{round:04} {n:03} ").repeat(TEXT_BYTES / 9);
+        let mut texts = BTreeMap::new();
+        for n in 0..MESSAGES {
+            let (id, _) = put(&server, "churn", &text(0, n));
+            texts.insert(id, text(0, n));
+        }
+        let snapshots_before = snapshot_files(&data);
+        let mut round = 0;
+        while snapshot_files(&data) == snapshots_before {
+            round += 1;
+            assert!(
+                round < 100,
+                "{backend}: no snapshot after {round} rounds of updates"
+            );
+            for got in get(&server, "churn", 30) {
+                assert_eq!(got.text, texts[&got.id], "{backend}: round {round}");
+                let n: usize = got.text[5..8].parse().unwrap();
+                let request = update_request("churn", &got.id, &got.receipt, &text(round, n), 0);
+                assert_status(&send(&server, request), 204, None);
+                texts.insert(got.id, text(round, n));
+            }
+        }
+        // Until the snapshot is in place and its clean-up done (its files settle).
+        let mut settled = snapshot_files(&data);
+        loop {
+            std::thread::sleep(Duration::from_millis(300));
+            let now = snapshot_files(&data);
+            if now == settled && !now.iter().any(|name| name.ends_with(".tmp")) {
+                break;
+            }
+            settled = now;
+        }
+        let found = lease_all(&server, "churn");
+        assert_eq!(found, texts, "{backend}: every text after the snapshot");
+        server.kill();
+        let server = start(&data, &flags);
+        // The last leases end.
+        std::thread::sleep(Duration::from_millis(1_100));
+        assert_eq!(
+            lease_all(&server, "churn"),
+            texts,
+            "{backend}: after kill -9"
+        );
+        assert!(server.stop().success());
+    }
+}
+
+/// Every visible message of `queue`, ID → text, each leased for a second (so visible again
+/// after it): a peek sees only the first 32.
+fn lease_all(server: &Server, queue: &str) -> BTreeMap<String, String> {
+    let mut found = BTreeMap::new();
+    loop {
+        let batch = get(server, queue, 1);
+        if batch.is_empty() {
+            return found;
+        }
+        found.extend(batch.into_iter().map(|got| (got.id, got.text)));
+    }
+}
+
+/// The names of the snapshot files (`*.snap`, `snapshot.tmp`) of one shard's data in `data`.
+fn snapshot_files(data: &TempDir) -> BTreeSet<String> {
+    let shard = segments(data.path()).pop().expect("one shard");
+    let directory = shard[0].parent().unwrap().to_path_buf();
+    std::fs::read_dir(directory)
+        .unwrap()
+        .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|name| name.ends_with(".snap") || name.starts_with("snapshot"))
+        .collect()
 }
 
 /// Regression for a reader that took a record length from the 1 to 3 bytes of zeros a flush

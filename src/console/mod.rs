@@ -130,7 +130,8 @@ fn decoded_text(text: &[u8]) -> Option<String> {
 
 /// One message as an object; `receipt` only in a receive's answer (the admin received it).
 fn message_json(out: &mut String, message: &InspectedMessage) {
-    let text = String::from_utf8_lossy(&message.text);
+    let text = message.text.as_deref().unwrap_or_default();
+    let shown = String::from_utf8_lossy(text);
     let _ = write!(
         out,
         "{{\"id\":\"{}\",\"state\":\"{}\",\"expired\":{},\"dequeue_count\":{},\
@@ -143,10 +144,14 @@ fn message_json(out: &mut String, message: &InspectedMessage) {
         json_time(message.insertion_ms),
         json_time(message.expiration_ms),
         json_time(message.time_next_visible_ms),
-        message.text.len(),
-        json_string(&text),
+        message.text_bytes,
+        json_string(&shown),
     );
-    if let Some(decoded) = decoded_text(&message.text) {
+    if message.text.is_none() {
+        // On disk only (`--text-memory`): inspection does not read it back.
+        out.push_str(",\"text_on_disk\":true");
+    }
+    if let Some(decoded) = decoded_text(text) {
         let _ = write!(out, ",\"text_decoded\":{}", json_string(&decoded));
     }
     out.push('}');

@@ -78,7 +78,8 @@ fn inspection_json_carries_what_the_console_reads() {
         visibility: Visibility::Leased,
         expired: false,
         dequeue_count: 2,
-        text: Bytes::from(text.to_string()),
+        text: Some(Bytes::from(text.to_string())),
+        text_bytes: text.len(),
     };
     let page = MessagePage {
         summary: summary(),

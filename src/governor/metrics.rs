@@ -15,7 +15,8 @@
 //! Memory against disk: each shard's `--max-memory` charge and share (`azq_message_bytes`,
 //! `azq_message_bytes_limit`), its files and share of `--max-disk` (`azq_disk_bytes`,
 //! `azq_disk_limit_bytes`), the file system's free space (`azq_filesystem_free_bytes`, absent
-//! in memory), the 503s each limit answered (`azq_memory_refusals_total`,
+//! in memory), texts on disk only and those read back (`azq_texts_on_disk`,
+//! `azq_text_reads_total`, …; `--text-memory`), the 503s each limit answered (`azq_memory_refusals_total`,
 //! `azq_disk_refusals_total`) and the process's resident memory
 //! (`process_resident_memory_bytes`, Prometheus' standard name, on Linux).
 
@@ -268,6 +269,10 @@ pub struct Snapshot {
     pub disk_bytes_max: u64,
     /// Free bytes of the file system holding its files, as last measured (`None` in memory).
     pub filesystem_free_bytes: Option<u64>,
+    /// Messages whose texts are on disk only (`--text-memory`), and those texts' bytes.
+    pub texts_on_disk: (u64, u64),
+    /// Texts read back from disk for Gets and Peeks, their bytes, and the reads that failed.
+    pub texts_read: (u64, u64, u64),
 }
 
 /// What `/_azq/metrics` shows (`--metrics`): it needs no credentials, so by default it names no
@@ -563,7 +568,7 @@ pub fn render(
         let _ = writeln!(out, "process_resident_memory_bytes {resident}");
     }
 
-    let per_shard: [PerShardSeries; 10] = [
+    let per_shard: [PerShardSeries; 15] = [
         (
             "azq_open_connections",
             "gauge",
@@ -607,6 +612,36 @@ pub fn render(
             "gauge",
             "The shard's share of --max-disk, bytes (0: none).",
             |s| s.disk_bytes_max,
+        ),
+        (
+            "azq_texts_on_disk",
+            "gauge",
+            "Messages whose texts are on disk only (--text-memory).",
+            |s| s.texts_on_disk.0,
+        ),
+        (
+            "azq_text_bytes_on_disk",
+            "gauge",
+            "Bytes of message text on disk only (--text-memory).",
+            |s| s.texts_on_disk.1,
+        ),
+        (
+            "azq_text_reads_total",
+            "counter",
+            "Texts read back from disk for Get and Peek Messages.",
+            |s| s.texts_read.0,
+        ),
+        (
+            "azq_text_read_bytes_total",
+            "counter",
+            "Bytes of text read back from disk for Get and Peek Messages.",
+            |s| s.texts_read.1,
+        ),
+        (
+            "azq_text_read_failures_total",
+            "counter",
+            "Reads of texts from disk that failed (the request tried again or answered 500).",
+            |s| s.texts_read.2,
         ),
         (
             "azq_mesh_sent_total",
@@ -707,6 +742,8 @@ mod tests {
                     disk_bytes_max: 256 << 20,
                     message_bytes_max: 1 << 30,
                     filesystem_free_bytes: Some(1000 - shard as u64),
+                    texts_on_disk: (5, 500 + shard as u64),
+                    texts_read: (7, 700, shard as u64),
                     activity: Activity {
                         puts: 3,
                         ..Activity::default()
@@ -756,6 +793,8 @@ mod tests {
         assert!(text.contains("azq_memory_refusals_total 2\n"));
         assert!(text.contains("azq_disk_refusals_total 5\n"));
         assert!(text.contains("azq_disk_bytes{shard=\"1\"} 67108864\n"));
+        assert!(text.contains("azq_text_bytes_on_disk{shard=\"1\"} 501\n"));
+        assert!(text.contains("azq_text_read_failures_total{shard=\"1\"} 1\n"));
         assert!(text.contains("azq_disk_limit_bytes{shard=\"0\"} 268435456\n"));
         assert!(text.contains("azq_message_bytes_limit{shard=\"0\"} 1073741824\n"));
         assert!(text.contains("azq_filesystem_free_bytes 999\n"));

@@ -164,6 +164,15 @@ pub enum Command {
 }
 
 impl Command {
+    /// Whether the command returns message texts (Get and Peek Messages), which may have to be
+    /// read back from disk first (`Reply::Wait`).
+    pub fn reads_texts(&self) -> bool {
+        matches!(
+            self,
+            Command::GetMessages { .. } | Command::PeekMessages { .. }
+        )
+    }
+
     /// The queue the command acts on; `None` for commands about an account or every shard.
     pub fn queue(&self) -> Option<&QueueKey> {
         match self {
@@ -231,13 +240,11 @@ pub enum Reply {
     /// changed nothing but the due timers `apply` runs first. The engine reads the texts,
     /// delivers them (`ShardState::deliver_text`) and applies the command again. Test builds
     /// only, until the engine's path for it (`apply_serving`) lands.
-    #[cfg(test)]
     Wait(TextWait),
 }
 
 /// The texts a command waits for: each message's (slot, generation), the locator of the
 /// record that holds its text, and that record's sequence (checked when it is read).
-#[cfg(test)]
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TextWait {
     /// The texts, in the order the command would return their messages.

@@ -200,7 +200,6 @@ pub fn glob(pattern: &str, text: &str) -> bool {
 /// `MessageUpdated` with a text), by the log segment that holds it (the sequence of the
 /// segment's first record, which names its file) and the record's place in it. 16 bytes: the
 /// record is read whole, so its CRC and sequence are checked before its text is trusted.
-#[cfg(test)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct TextLocator {
     /// The segment's first sequence (`storage::format::segment_name`).

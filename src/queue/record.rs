@@ -168,7 +168,6 @@ const PROPERTIES_SET: u8 = 10;
 const QUEUE_CLEARED_KEYED: u8 = 11;
 
 /// A record that carries a message's text, as `text_records` finds it in a batch.
-#[cfg(test)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct TextRecord {
     /// Where the record starts in the batch.
@@ -187,7 +186,6 @@ pub struct TextRecord {
 /// no padding) that carry a message's text, in order: every `MessagePut`, and every
 /// `MessageUpdated` with a text. Reads the framing and the fixed fields in place; the CRC is
 /// not checked (the batch was just encoded, and a reader of the record checks it).
-#[cfg(test)]
 pub fn text_records(records: &[u8]) -> Vec<TextRecord> {
     let u32_at = |at: usize| u32::from_le_bytes(records[at..at + 4].try_into().expect("4 bytes"));
     let mut found = Vec::new();
@@ -228,7 +226,6 @@ pub fn text_records(records: &[u8]) -> Vec<TextRecord> {
 /// The text the record `record` (read whole from where a `TextLocator` points) carries, when
 /// it is a whole, intact text record of sequence `sequence`; `None` for anything else (damage,
 /// another record: the locator is stale).
-#[cfg(test)]
 pub fn record_text(record: &Bytes, sequence: u64) -> Option<Bytes> {
     match read(record, 0) {
         Read::Record {

@@ -92,7 +92,6 @@ pub enum TextSlot {
     Resident(Bytes),
     /// Evicted once its record was durable: read back through the record's locator. Only
     /// tests evict yet: the engine's path that reads a text back (`Reply::Wait`) is next.
-    #[cfg(test)]
     OnDisk {
         /// The record that last wrote the text.
         locator: super::key::TextLocator,
@@ -107,7 +106,6 @@ impl TextSlot {
     pub fn len(&self) -> usize {
         match self {
             TextSlot::Resident(text) => text.len(),
-            #[cfg(test)]
             TextSlot::OnDisk { text_bytes, .. } => *text_bytes as usize,
         }
     }
@@ -121,7 +119,6 @@ impl TextSlot {
     pub fn resident(&self) -> Option<&Bytes> {
         match self {
             TextSlot::Resident(text) => Some(text),
-            #[cfg(test)]
             TextSlot::OnDisk { .. } => None,
         }
     }

@@ -49,7 +49,6 @@ mod persistence;
 mod queues;
 #[cfg(test)]
 mod tests;
-#[cfg(test)]
 pub mod texts;
 
 use crate::error::StorageError;

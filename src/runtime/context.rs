@@ -265,7 +265,7 @@ impl<B: Backend> ShardContext<B> {
     ) -> Pending<'_, B> {
         if shard == self.index {
             let now_ms = now_ms.unwrap_or_else(|| self.engine.now_ms());
-            Pending::Here(self.engine.apply(command, now_ms))
+            Pending::Here(self.engine.apply_serving(command, now_ms).await)
         } else {
             match self.mesh.send(shard, command).await {
                 Ok(pending) => Pending::There(pending),

@@ -118,6 +118,11 @@ pub fn answer<B: Backend>(
                 disk_bytes: engine.disk_bytes(),
                 disk_bytes_max: engine.disk_bytes_max(),
                 filesystem_free_bytes: engine.filesystem_free_bytes(),
+                texts_on_disk: engine.state().texts_evicted(),
+                texts_read: {
+                    let read = engine.texts_read();
+                    (read.texts, read.bytes, read.failures)
+                },
             }))
         }
         Control::AddRule(rule) => {

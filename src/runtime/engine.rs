@@ -32,9 +32,10 @@ use crate::governor::metrics::Scope;
 use crate::governor::throttle::is_message_operation;
 use crate::governor::Governor;
 use crate::limits::{
-    DISK_SAMPLE_INTERVAL_MS, MEMORY_GIVE_BACK_BYTES_MIN, TIMER_ENTRIES_PER_STEP_MAX,
-    TIMER_STEP_PAUSE_US, WRITE_MODE_SYNC_INTERVAL_MS,
+    DISK_SAMPLE_INTERVAL_MS, MEMORY_GIVE_BACK_BYTES_MIN, TEXT_READ_ROUNDS_MAX,
+    TIMER_ENTRIES_PER_STEP_MAX, TIMER_STEP_PAUSE_US, WRITE_MODE_SYNC_INTERVAL_MS,
 };
+use crate::queue::command::TextWait;
 use crate::queue::{Census, Command, Replicas, Reply, ShardState};
 use crate::storage::hold::{Decision, FlushHold};
 use crate::storage::log::{Durability, FlushStats, Log};
@@ -56,6 +57,12 @@ pub struct Engine<B: Backend> {
     log: Option<Log<B::Disk>>,
     /// The shard's disk limits, with its log.
     disk_limits: Option<DiskLimits>,
+    /// Bytes of message text the shard keeps in memory once written to its log
+    /// (`--text-memory`); `None`: every text.
+    text_bytes_max: Option<u64>,
+    /// Texts read back from the log for a Get or Peek (`apply_serving`): texts and their bytes,
+    /// and the reads that failed.
+    texts_read: Cell<TextsRead>,
     /// The file system holding the shard's files, measured on a thread of its own (`None`: in
     /// memory, or no thread could be started; without a measurement only `--max-disk`
     /// applies).
@@ -91,6 +98,17 @@ pub struct Applied {
     pub durable_at: Option<u64>,
 }
 
+/// What the shard read back from its log for Gets and Peeks.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct TextsRead {
+    /// Texts read.
+    pub texts: u64,
+    /// Their bytes.
+    pub bytes: u64,
+    /// Reads that failed (the request was tried again, or answered 500 `InternalError`).
+    pub failures: u64,
+}
+
 /// A wake-up for one task on the same thread: set by `notify`, taken by `woken`.
 #[derive(Default)]
 struct Wake {
@@ -120,15 +138,22 @@ impl Wake {
 }
 
 impl<B: Backend> Engine<B> {
-    /// Creates the engine of shard `index` and starts its timer task, and with a `log` (and its
-    /// disk limits) its log tasks and disk watch, on the current executor.
+    /// Creates the engine of shard `index` and starts its timer task, and with a `log` (its
+    /// disk limits, and the text it keeps in memory) its log tasks and disk watch, on the
+    /// current executor.
     pub fn start(
         index: usize,
-        state: ShardState,
-        log: Option<(Log<B::Disk>, DiskLimits)>,
+        mut state: ShardState,
+        log: Option<(Log<B::Disk>, DiskLimits, Option<u64>)>,
         governor: Governor,
     ) -> Rc<Engine<B>> {
-        let (log, disk_limits) = log.unzip();
+        let (log, (disk_limits, text_bytes_max)) = match log {
+            Some((log, limits, text_bytes_max)) => (Some(log), (Some(limits), text_bytes_max)),
+            None => (None, (None, None)),
+        };
+        if text_bytes_max.is_some() {
+            state.track_texts();
+        }
         let durability = log.as_ref().map(Log::durability);
         let gauge = log.as_ref().and_then(|log| {
             SpaceGauge::start(log.directory(), index)
@@ -147,6 +172,8 @@ impl<B: Backend> Engine<B> {
             wake: Wake::default(),
             log,
             disk_limits,
+            text_bytes_max,
+            texts_read: Cell::new(TextsRead::default()),
             gauge,
             snapshot_fits: Cell::new(true),
             log_wake: Wake::default(),
@@ -348,7 +375,83 @@ impl<B: Backend> Engine<B> {
 
     /// Applies `command` at `now_ms` (the caller's reading of `now_ms()`, taken just before: the
     /// connection loop reads the clock once per request and passes it to planning, here and to
-    /// the answer), unless its queue is over `--queue-rate-limit`.
+    /// the answer), unless its queue is over `--queue-rate-limit`; a Get or Peek that needs
+    /// texts on disk only is answered once they are read back (`serve_wait`).
+    pub async fn apply_serving(&self, command: Command, now_ms: u64) -> Applied {
+        let again = self.may_wait(&command).then(|| command.clone());
+        let applied = self.apply(command, now_ms);
+        match applied.outcome {
+            Ok(Reply::Wait(wait)) => {
+                let command = again.expect("only a command that may wait does");
+                self.serve_wait(command, wait).await
+            }
+            _ => applied,
+        }
+    }
+
+    /// Whether `command` may answer `Reply::Wait`: a Get or Peek while texts are on disk only.
+    /// A caller keeps a copy of such a command, to apply it again once the texts are read.
+    pub fn may_wait(&self, command: &Command) -> bool {
+        command.reads_texts() && self.state.borrow().texts_evicted().0 > 0
+    }
+
+    /// Reads the texts `wait` names, gives them to their messages and applies `command` again
+    /// (at the time then), until it no longer waits. A read that fails is tried again once the
+    /// command has been applied again (the text may be in memory by then: a snapshot reads
+    /// back what it records before it gives up a segment); after `TEXT_READ_ROUNDS_MAX`
+    /// rounds the answer is 500 `InternalError`, with nothing changed, and one line on stderr.
+    pub async fn serve_wait(&self, command: Command, mut wait: TextWait) -> Applied {
+        let log = self
+            .log
+            .as_ref()
+            .expect("only a durable shard has texts on disk");
+        for _ in 0..TEXT_READ_ROUNDS_MAX {
+            let mut read = self.texts_read.get();
+            match log.read_texts(wait.texts).await {
+                Ok(texts) => {
+                    let mut state = self.state.borrow_mut();
+                    for (slot, generation, locator, text) in texts {
+                        read.texts += 1;
+                        read.bytes += text.len() as u64;
+                        state.deliver_text(slot, generation, locator, text);
+                    }
+                }
+                Err(error) => {
+                    read.failures += 1;
+                    eprintln!(
+                        "azq: shard {}: reading texts back from the log failed ({error}); \
+                         trying the request again",
+                        self.index
+                    );
+                }
+            }
+            self.texts_read.set(read);
+            // Nothing awaited since the texts were delivered: applied now, it finds them.
+            let applied = self.apply_admitted(command.clone(), self.now_ms());
+            match applied.outcome {
+                Ok(Reply::Wait(next)) => wait = next,
+                _ => return applied,
+            }
+        }
+        eprintln!(
+            "azq: shard {}: a request still wanted texts on disk after {TEXT_READ_ROUNDS_MAX} \
+             reads; answered 500 InternalError",
+            self.index
+        );
+        Applied {
+            outcome: Err(StorageError::InternalError),
+            durable_at: None,
+        }
+    }
+
+    /// What the shard read back from its log for Gets and Peeks.
+    pub fn texts_read(&self) -> TextsRead {
+        self.texts_read.get()
+    }
+
+    /// Applies `command` at `now_ms` (see `apply_serving`), unless its queue is over
+    /// `--queue-rate-limit`. A Get or Peek may answer `Reply::Wait`, having changed nothing
+    /// (`may_wait`): the caller then hands it to `serve_wait`.
     pub fn apply(&self, command: Command, now_ms: u64) -> Applied {
         if let Some(throttle) = &self.governor.queue_throttle {
             if let Some(queue) = command.queue().filter(|_| is_message_operation(&command)) {
@@ -361,6 +464,11 @@ impl<B: Backend> Engine<B> {
                 }
             }
         }
+        self.apply_admitted(command, now_ms)
+    }
+
+    /// `apply`, past the queue's rate limit.
+    fn apply_admitted(&self, command: Command, now_ms: u64) -> Applied {
         let mut state = self.state.borrow_mut();
         let before = state.journal_next_sequence();
         let outcome = state.apply(command, now_ms);
@@ -405,6 +513,18 @@ impl<B: Backend> Engine<B> {
         }
     }
 
+    /// With `--text-memory`, drops the oldest durable texts held in memory beyond it
+    /// (`ShardState::evict`, above the log's `text_floor`); asked after every flush.
+    fn evict_texts(&self) {
+        let (Some(log), Some(text_bytes_max)) = (&self.log, self.text_bytes_max) else {
+            return;
+        };
+        if let Some(durable) = log.durable_sequence() {
+            let mut state = self.state.borrow_mut();
+            state.evict_beyond(text_bytes_max, durable, log.text_floor());
+        }
+    }
+
     /// Records the state has emitted and the log has not taken yet, and their bytes.
     fn journal_pending(&self) -> (u64, usize) {
         self.state.borrow().journal_pending().unwrap_or_default()
@@ -443,6 +563,7 @@ async fn run_log<B: Backend>(engine: Rc<Engine<B>>) {
                         let now = Instant::now();
                         engine.hold.borrow_mut().flushed(acknowledged, pending, now);
                     }
+                    engine.evict_texts();
                     engine.watch_disk();
                     if engine.snapshot_wanted() {
                         engine.snapshot_wake.notify();

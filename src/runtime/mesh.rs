@@ -135,7 +135,26 @@ impl<B: Backend> Mesh<B> {
                             continue;
                         }
                     };
+                    let again = engine.may_wait(&command).then(|| command.clone());
                     let applied = engine.apply(command, engine.now_ms());
+                    if let Ok(Reply::Wait(wait)) = applied.outcome {
+                        // Texts on disk only: read them and answer from a task of its own,
+                        // while later commands go on (the wait changed nothing).
+                        let command = again.expect("only a command that may wait does");
+                        let (mesh, engine) = (mesh.clone(), engine.clone());
+                        B::spawn(async move {
+                            let applied = engine.serve_wait(command, wait).await;
+                            if let Some(sequence) = applied.durable_at {
+                                engine.durable(sequence).await;
+                            }
+                            let reply = ReplyEnvelope {
+                                ticket: envelope.ticket,
+                                answer: Answer::Queue(applied.outcome),
+                            };
+                            B::send_to(&mesh.replies, envelope.from, reply).await;
+                        });
+                        continue;
+                    }
                     let reply = ReplyEnvelope {
                         ticket: envelope.ticket,
                         answer: Answer::Queue(applied.outcome),

@@ -274,6 +274,7 @@ fn start_shards<B: Backend>(
             write_timeout_ms: config.write_timeout_ms,
             // Each shard gets an equal part, so no shard ever has to ask another what it holds.
             message_bytes_max: config.message_bytes_max / shards as u64,
+            text_bytes_max: config.text_bytes_max.map(|bytes| bytes / shards as u64),
             store,
             service: {
                 let service = Service::new(

@@ -378,10 +378,8 @@ impl Disk for BlockingDisk {
         blocking(move || sync_directory(&path)).await
     }
 
-    #[cfg(test)]
     type ReadFile = Arc<std::fs::File>;
 
-    #[cfg(test)]
     async fn open_read(&self, path: &std::path::Path) -> io::Result<Arc<std::fs::File>> {
         let path = path.to_path_buf();
         blocking(move || std::fs::File::open(&path).map(Arc::new)).await
@@ -390,7 +388,6 @@ impl Disk for BlockingDisk {
     /// Every range of the batch in one trip to the blocking pool (pread each), then the span
     /// read dropped from the page cache: the texts are copied out, and a container's page cache
     /// counts against its memory limit.
-    #[cfg(test)]
     async fn read_many(
         &self,
         file: &Arc<std::fs::File>,
@@ -411,7 +408,6 @@ impl Disk for BlockingDisk {
 }
 
 /// Reads each range of `ranges` from `file` whole (pread), or fails.
-#[cfg(test)]
 fn read_ranges(file: &std::fs::File, ranges: &[(u64, u32)]) -> io::Result<Vec<bytes::Bytes>> {
     let file_bytes = file.metadata()?.len();
     let mut read = Vec::with_capacity(ranges.len());
@@ -434,7 +430,6 @@ fn read_ranges(file: &std::fs::File, ranges: &[(u64, u32)]) -> io::Result<Vec<by
 /// Asks the kernel to drop the cached pages of the span `ranges` covers (posix_fadvise
 /// DONTNEED: clean pages only, so it never costs a write); a hint, whose failure changes
 /// nothing.
-#[cfg(test)]
 fn drop_cached(file: &std::fs::File, ranges: &[(u64, u32)]) {
     #[cfg(target_os = "linux")]
     {
@@ -464,13 +459,13 @@ fn drop_cached(file: &std::fs::File, ranges: &[(u64, u32)]) {
 }
 
 /// Fills `bytes` from `file` at `offset` (pread until whole).
-#[cfg(all(test, unix))]
+#[cfg(unix)]
 fn read_exact_at(file: &std::fs::File, bytes: &mut [u8], offset: u64) -> io::Result<()> {
     std::os::unix::fs::FileExt::read_exact_at(file, bytes, offset)
 }
 
 /// Fills `bytes` from `file` at `offset`.
-#[cfg(all(test, windows))]
+#[cfg(windows)]
 fn read_exact_at(file: &std::fs::File, mut bytes: &mut [u8], mut offset: u64) -> io::Result<()> {
     while !bytes.is_empty() {
         match std::os::windows::fs::FileExt::seek_read(file, bytes, offset)? {

@@ -76,6 +76,9 @@ pub struct ShardSetup<B: Backend> {
     pub write_timeout_ms: u64,
     /// This shard's part of `--max-memory`, bytes of stored messages.
     pub message_bytes_max: u64,
+    /// This shard's part of `--text-memory`: bytes of text kept in memory once written to the
+    /// log (`None`: every text).
+    pub text_bytes_max: Option<u64>,
     /// Where the shard's state comes from.
     pub store: ShardStore,
     /// The shard's API.
@@ -169,6 +172,7 @@ async fn run<B: Backend>(setup: ShardSetup<B>) {
     };
     state.set_message_bytes_max(setup.message_bytes_max);
     let governor = Governor::new(&setup.governor, setup.index, setup.shards);
+    let log = log.map(|(log, limits)| (log, limits, setup.text_bytes_max));
     let engine = Engine::<B>::start(setup.index, state, log, governor);
     let mesh =
         match Mesh::<B>::start(setup.index, setup.requests, setup.replies, engine.clone()).await {

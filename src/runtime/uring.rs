@@ -390,18 +390,22 @@ impl Disk for DmaDisk {
             .map_err(io::Error::from)
     }
 
-    #[cfg(test)]
     type ReadFile = UringReadFile;
 
     /// `DmaFile` (O_DIRECT: no copy in the page cache, so memory stays what `--max-memory`
-    /// counts), or a `BufferedFile` where the file system refuses direct reads, which shows at
-    /// the open (EINVAL) or only at the first read (FUSE), so one block is read to find out.
-    #[cfg(test)]
+    /// counts), or a `BufferedFile` where direct reads fail, which shows at the open (EINVAL)
+    /// or only at the first read, so one block is read to find out: EINVAL on FUSE, and
+    /// EOPNOTSUPP where glommio sends the reads to its polled ring for a device that cannot be
+    /// polled. (glommio decides that once per device, with a read of the first block of the
+    /// first file it opens there; when that file is empty, as a new log segment is, the read
+    /// succeeds without reaching the device and every later direct read fails.)
     async fn open_read(&self, path: &std::path::Path) -> io::Result<UringReadFile> {
         match glommio::io::DmaFile::open(path).await {
             Ok(file) => match file.read_at_aligned(0, file.alignment() as usize).await {
                 Ok(_) => return Ok(UringReadFile::Direct(std::rc::Rc::new(file))),
-                Err(error) if error.raw_os_error() == Some(libc::EINVAL) => {
+                Err(error)
+                    if matches!(error.raw_os_error(), Some(libc::EINVAL | libc::EOPNOTSUPP)) =>
+                {
                     file.close().await.map_err(io::Error::from)?;
                 }
                 Err(error) => return Err(error.into()),
@@ -416,7 +420,6 @@ impl Disk for DmaDisk {
     /// block apart into one read of the ring; each answer is copied out of its DMA buffer at
     /// once, so the buffers go back to the pool. Buffered (file systems without O_DIRECT, a
     /// fallback): one `read_at` through the ring a range, in turn.
-    #[cfg(test)]
     async fn read_many(
         &self,
         file: &UringReadFile,
@@ -484,14 +487,12 @@ impl Disk for DmaDisk {
 }
 
 /// Opens the file at `path` for reading through the page cache: `Disk::open_read`'s fallback.
-#[cfg(test)]
 async fn open_buffered(path: &std::path::Path) -> io::Result<UringReadFile> {
     let file = glommio::io::BufferedFile::open(path).await;
     Ok(UringReadFile::Buffered(file.map_err(io::Error::from)?))
 }
 
 /// A file open for reading (`Disk::open_read`): direct where the file system allows it.
-#[cfg(test)]
 pub enum UringReadFile {
     /// Opened with O_DIRECT; in an `Rc` because glommio's `read_many` holds the file while its
     /// reads are in flight.

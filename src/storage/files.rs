@@ -250,13 +250,11 @@ pub trait Disk: 'static {
 
     /// A file open for `read_many`. Test-only until its first caller lands (tiered storage,
     /// docs/TIERED-STORAGE.md §11 step 2: texts read back from the log).
-    #[cfg(test)]
     type ReadFile;
 
     /// Opens the file at `path` for reading. Only blocks the log has synced are ever read (a
     /// text is evicted only once its record is durable), so a read never meets a block a write
     /// is still changing, and O_DIRECT (io_uring) needs no care about the page cache.
-    #[cfg(test)]
     fn open_read(&self, path: &Path) -> impl Future<Output = io::Result<Self::ReadFile>>;
 
     /// Reads each `(offset, length)` of `ranges` from `file`, at any alignment, and answers
@@ -264,7 +262,6 @@ pub trait Disk: 'static {
     /// A range that reaches past the end of the file fails the whole batch (UnexpectedEof):
     /// nothing is answered in part. At most `DISK_READ_RANGES_MAX` ranges and
     /// `DISK_READ_BYTES_MAX` bytes a batch (asserted: the caller splits larger work).
-    #[cfg(test)]
     fn read_many(
         &self,
         file: &Self::ReadFile,
@@ -274,7 +271,6 @@ pub trait Disk: 'static {
 
 /// Asserts that `ranges` is a batch `Disk::read_many` takes (`DISK_READ_RANGES_MAX`,
 /// `DISK_READ_BYTES_MAX`); answers its bytes.
-#[cfg(test)]
 pub fn read_batch_bytes(ranges: &[(u64, u32)]) -> usize {
     use crate::limits::{DISK_READ_BYTES_MAX, DISK_READ_RANGES_MAX};
     assert!(
@@ -291,7 +287,6 @@ pub fn read_batch_bytes(ranges: &[(u64, u32)]) -> usize {
 }
 
 /// The error of a read that reaches past the end of its file (`Disk::read_many`).
-#[cfg(test)]
 pub fn read_past_end(offset: u64, length: u32, file_bytes: u64) -> io::Error {
     io::Error::new(
         io::ErrorKind::UnexpectedEof,

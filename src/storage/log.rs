@@ -48,7 +48,7 @@ use std::rc::Rc;
 use std::task::{Poll, Waker};
 use std::time::Instant;
 
-use bytes::{BufMut, BytesMut};
+use bytes::{BufMut, Bytes, BytesMut};
 
 use super::files::Disk;
 use super::format::{
@@ -60,6 +60,7 @@ use crate::limits::{
     LOG_CLOSED_SEGMENTS_MAX, LOG_FLUSH_BYTES_MAX, LOG_SEGMENT_BYTES, SNAPSHOT_ALLOWANCE_BYTES,
     SNAPSHOT_REMOVAL_STEP_BYTES, SNAPSHOT_STEP_SLOTS, SNAPSHOT_SYNC_BYTES, STORAGE_BLOCK_BYTES,
 };
+use crate::queue::key::TextLocator;
 use crate::queue::{Encoded, QueueKey, ShardState};
 use crate::time::{latency_bucket, LATENCY_BUCKETS};
 
@@ -250,11 +251,10 @@ pub struct Log<D: Disk> {
     /// Where each text record the flushes wrote landed, until taken (`take_written_texts`).
     #[cfg(test)]
     written_texts: RefCell<Vec<WrittenText>>,
-    /// The same, until the flush that wrote them tells the state (`ShardState::note_written`).
-    #[cfg(test)]
+    /// Where each text record a flush wrote landed, until the flush tells the state
+    /// (`ShardState::note_written`); only while the state tracks texts.
     unnoted_texts: RefCell<Vec<crate::queue::state::texts::TextWritten>>,
     /// The replay point of the last snapshot begun (0: none this run): `text_floor`.
-    #[cfg(test)]
     text_floor: Cell<u64>,
 }
 
@@ -327,9 +327,7 @@ impl<D: Disk> Log<D> {
             sync_waiters: RefCell::new(Vec::new()),
             #[cfg(test)]
             written_texts: RefCell::new(Vec::new()),
-            #[cfg(test)]
             unnoted_texts: RefCell::new(Vec::new()),
-            #[cfg(test)]
             text_floor: Cell::new(0),
         }
     }
@@ -388,17 +386,28 @@ impl<D: Disk> Log<D> {
         else {
             return Ok(false);
         };
-        let written = self.write_records(records, last_sequence).await;
-        #[cfg(test)]
+        let tracks_texts = state.borrow().tracks_texts();
+        let written = self
+            .write_records(records, last_sequence, tracks_texts)
+            .await;
         if written.is_ok() {
-            state.borrow_mut().note_written(&self.unnoted_texts.take());
+            let unnoted = self.unnoted_texts.take();
+            if !unnoted.is_empty() {
+                state.borrow_mut().note_written(&unnoted);
+            }
         }
         self.failed_on_error(written)
     }
 
     /// The body of `flush`: `records` (ending with record `last_sequence`) written at the end of
-    /// the segment, and synced.
-    async fn write_records(&self, records: BytesMut, last_sequence: u64) -> io::Result<bool> {
+    /// the segment, and synced; where their texts landed is noted when the state
+    /// `tracks_texts`.
+    async fn write_records(
+        &self,
+        records: BytesMut,
+        last_sequence: u64,
+        tracks_texts: bool,
+    ) -> io::Result<bool> {
         let first_sequence = self.state.borrow().next_sequence;
         // The new records from a fresh block, padded with zeros to whole blocks: the blocks
         // before them, which hold synced records, are never written again.
@@ -419,7 +428,6 @@ impl<D: Disk> Log<D> {
             let segment = log.segment.as_ref().expect("a segment is open");
             (segment.file.clone(), segment.length, segment.synced_length)
         };
-        #[cfg(test)]
         let segment_first = self
             .state
             .borrow()
@@ -459,11 +467,11 @@ impl<D: Disk> Log<D> {
             log.log_bytes += padded as u64;
             log.next_sequence = last_sequence + 1;
         }
-        #[cfg(test)]
         self.note_texts(
             segment_first.expect("a segment is open"),
             offset,
             &blocks[..records_bytes],
+            tracks_texts,
         );
         let mut stats = self.stats.get();
         let records_written = last_sequence + 1 - first_sequence;
@@ -482,12 +490,13 @@ impl<D: Disk> Log<D> {
     }
 
     /// Notes where the text records of a flush of `records` at `offset` of the segment that
-    /// starts at sequence `segment` landed.
-    #[cfg(test)]
-    fn note_texts(&self, segment: u64, offset: u64, records: &[u8]) {
-        use crate::queue::key::TextLocator;
+    /// starts at sequence `segment` landed, for the state when it `tracks_texts` (and, in
+    /// tests, for `take_written_texts` whatever it tracks).
+    fn note_texts(&self, segment: u64, offset: u64, records: &[u8], tracks_texts: bool) {
         use crate::queue::record::text_records;
-        let mut written = self.written_texts.borrow_mut();
+        if !tracks_texts && !cfg!(test) {
+            return;
+        }
         for text in text_records(records) {
             let record_offset = offset + text.at as u64;
             let locator = TextLocator {
@@ -495,13 +504,17 @@ impl<D: Disk> Log<D> {
                 offset: u32::try_from(record_offset).expect("segments stay under 4 GiB"),
                 record_bytes: text.bytes as u32,
             };
-            written.push(WrittenText {
+            #[cfg(test)]
+            self.written_texts.borrow_mut().push(WrittenText {
                 slot: text.slot,
                 generation: text.generation,
                 sequence: text.sequence,
                 locator,
                 record: bytes::Bytes::copy_from_slice(&records[text.at..][..text.bytes]),
             });
+            if !tracks_texts {
+                continue;
+            }
             let noted = crate::queue::state::texts::TextWritten {
                 slot: text.slot,
                 generation: text.generation,
@@ -518,7 +531,6 @@ impl<D: Disk> Log<D> {
     /// replay point; a text evicted to a record before that point after the job recorded it
     /// would be lost with them. Records at or after it are in segments the snapshot keeps. The
     /// interim of docs/TIERED-STORAGE.md §13: texts read back stay in memory.
-    #[cfg(test)]
     pub fn text_floor(&self) -> u64 {
         self.text_floor.get()
     }
@@ -758,7 +770,6 @@ impl<D: Disk> Log<D> {
             (state.identity(), replay_from)
         };
         self.state.borrow_mut().snapshotting = true;
-        #[cfg(test)]
         self.text_floor.set(replay_from);
         let path = self.directory.join(SNAPSHOT_TEMPORARY_NAME);
         let file = self.failed_on_error(self.disk.create(&path, 0).await)?;
@@ -868,7 +879,6 @@ impl<D: Disk> SnapshotJob<D> {
         log: &Log<D>,
         state: &RefCell<ShardState>,
     ) -> io::Result<()> {
-        #[cfg(test)]
         if let Phase::Messages(from) = self.phase {
             read_back(log, state, from..from.saturating_add(SNAPSHOT_STEP_SLOTS)).await?;
         }
@@ -950,22 +960,39 @@ impl<D: Disk> SnapshotJob<D> {
 /// Reads back the texts, on disk only, of the messages in `slots` and puts them in their slots,
 /// until none is left (a text evicted while others were read is read too): the snapshot
 /// records every text, and once in place it gives up the segments before its replay point,
-/// where their records may be (`Log::text_floor`). Grouped by segment, in batches
-/// `Disk::read_many` takes. A text that cannot be read, or a record that is not the one its
-/// locator names, fails the snapshot and with it the process (fail-stop, as a failed write).
-#[cfg(test)]
+/// where their records may be (`Log::text_floor`). A text that cannot be read, or a record that
+/// is not the one its locator names, fails the snapshot and with it the process (fail-stop, as
+/// a failed write).
 async fn read_back<D: Disk>(
     log: &Log<D>,
     state: &RefCell<ShardState>,
     slots: std::ops::Range<u32>,
 ) -> io::Result<()> {
-    use crate::limits::{DISK_READ_BYTES_MAX, DISK_READ_RANGES_MAX};
     loop {
-        let mut wanted = state.borrow().texts_on_disk(slots.clone());
+        let wanted = state.borrow().texts_on_disk(slots.clone());
         if wanted.is_empty() {
             return Ok(());
         }
+        let texts = log.read_texts(wanted).await?;
+        let mut state = state.borrow_mut();
+        for (slot, generation, locator, text) in texts {
+            state.deliver_text(slot, generation, locator, text);
+        }
+    }
+}
+
+impl<D: Disk> Log<D> {
+    /// Reads the texts `wanted` names (slot, generation, locator, record sequence): each
+    /// message's (slot, generation, locator, text), for `ShardState::deliver_text`, in the
+    /// order of their records. Grouped by segment, in batches `Disk::read_many` takes. Fails
+    /// when a read does, or a record read is not the one its locator names.
+    pub async fn read_texts(
+        &self,
+        mut wanted: Vec<(u32, u32, TextLocator, u64)>,
+    ) -> io::Result<Vec<(u32, u32, TextLocator, Bytes)>> {
+        use crate::limits::{DISK_READ_BYTES_MAX, DISK_READ_RANGES_MAX};
         wanted.sort_by_key(|&(_, _, locator, _)| (locator.segment, locator.offset));
+        let mut texts = Vec::with_capacity(wanted.len());
         let mut rest = &wanted[..];
         while let Some(&(_, _, first, _)) = rest.first() {
             // One segment's texts, as many as one batch takes.
@@ -982,14 +1009,13 @@ async fn read_back<D: Disk>(
             }
             let (batch, after) = rest.split_at(count);
             rest = after;
-            let path = log.directory.join(segment_name(first.segment));
+            let path = self.directory.join(segment_name(first.segment));
             let ranges: Vec<(u64, u32)> = batch
                 .iter()
                 .map(|&(_, _, locator, _)| (u64::from(locator.offset), locator.record_bytes))
                 .collect();
-            let file = log.disk.open_read(&path).await?;
-            let read = log.disk.read_many(&file, &ranges).await?;
-            let mut state = state.borrow_mut();
+            let file = self.disk.open_read(&path).await?;
+            let read = self.disk.read_many(&file, &ranges).await?;
             for (&(slot, generation, locator, sequence), record) in batch.iter().zip(read) {
                 let text =
                     crate::queue::record::record_text(&record, sequence).ok_or_else(|| {
@@ -1002,9 +1028,10 @@ async fn read_back<D: Disk>(
                             ),
                         )
                     })?;
-                state.deliver_text(slot, generation, locator, text);
+                texts.push((slot, generation, locator, text));
             }
         }
+        Ok(texts)
     }
 }
 

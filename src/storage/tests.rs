@@ -54,7 +54,7 @@
 //! to start, or cuts the log there when asked to.
 
 use std::cell::{Cell, RefCell};
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::pin::Pin;
@@ -68,7 +68,9 @@ use super::log::{Log, WrittenText};
 use super::recovery::{recover, RecoveryOptions};
 use super::sim::{SimDisk, SimStats, Written};
 use crate::error::StorageError;
-use crate::limits::{LOG_SEGMENT_BYTES, MESSAGE_TEXT_BYTES_MAX, STORAGE_BLOCK_BYTES};
+use crate::limits::{
+    LOG_SEGMENT_BYTES, MESSAGE_TEXT_BYTES_MAX, STORAGE_BLOCK_BYTES, TEXT_READ_ROUNDS_MAX,
+};
 use crate::queue::key::TextLocator;
 use crate::queue::record::{self, MessageState, Record, RECORD_HEADER_BYTES};
 use crate::queue::replicas::home_shard;
@@ -527,6 +529,16 @@ struct TextReads {
     /// Reads, where the state's home for a message's text says (`note_written`), that found
     /// a record holding the text the message had when the read was issued.
     homes_verified: u64,
+    /// Texts evicted (`--text-memory`: rounds with a budget of 0 or 2 KiB).
+    evicted: u64,
+    /// Gets that waited for texts on disk only (`Reply::Wait`), and those then answered.
+    waits: u64,
+    /// Gets answered after a wait.
+    served_after_wait: u64,
+    /// Reads for a wait that failed (an injected fault): the Get was applied again.
+    wait_read_failures: u64,
+    /// Texts Gets returned, each found equal to the text its message was put or updated with.
+    texts_checked: u64,
 }
 
 impl TextReads {
@@ -600,6 +612,49 @@ impl TextReads {
     }
 }
 
+/// A read of texts a Get waits for (`Log::read_texts`).
+type TextRead<'a> =
+    Pin<Box<dyn Future<Output = std::io::Result<Vec<(u32, u32, TextLocator, Bytes)>>> + 'a>>;
+
+/// Keeps `texts` (each message's text by ID) up to date with what `command` did, and checks
+/// every text a Get returned against it; answers how many it checked.
+fn check_texts(
+    seed: u64,
+    texts: &mut HashMap<MessageId, Bytes>,
+    command: &Command,
+    reply: &Result<Reply, StorageError>,
+) -> u64 {
+    match (command, reply) {
+        (Command::PutMessage { text, .. }, Ok(Reply::Messages(views))) => {
+            texts.insert(views[0].message_id, text.clone());
+            0
+        }
+        (
+            Command::UpdateMessage {
+                message_id,
+                text: Some(text),
+                ..
+            },
+            Ok(Reply::Updated { .. }),
+        ) => {
+            texts.insert(*message_id, text.clone());
+            0
+        }
+        (Command::GetMessages { .. }, Ok(Reply::Messages(views))) => {
+            for view in views {
+                assert_eq!(
+                    Some(&view.text),
+                    texts.get(&view.message_id),
+                    "seed {seed}: Get returned another text for {}",
+                    view.message_id
+                );
+            }
+            views.len() as u64
+        }
+        _ => 0,
+    }
+}
+
 /// Text records the reader keeps to read back later (the newest).
 const TEXT_READS_KEPT: usize = 256;
 
@@ -668,9 +723,22 @@ fn simulate(seed: u64, boundaries: &mut Boundaries, text_reads: &mut TextReads) 
                 eprintln!("file {} ({} bytes): {ending:?}", path.display(), data.len());
             }
         }
-        let start = recovered.shards.into_iter().next().expect("one shard");
+        let mut start = recovered.shards.into_iter().next().expect("one shard");
         let next = start.state.journal_next_sequence().expect("durable");
         let described = start.state.describe(NOW_MS);
+        // What each message's text is, for every text a Get returns.
+        let mut texts: HashMap<MessageId, Bytes> = described
+            .messages
+            .iter()
+            .map(|(&id, message)| (id, message.1.clone()))
+            .collect();
+        // Most rounds keep little text in memory (`--text-memory` 0 or 2 KiB): Gets then wait
+        // for texts read back, their reads in flight among the log's writes. Its own draws.
+        let mut budgets = SplitMix64::new(seed ^ round ^ 0x7E47_B0D6);
+        let text_bytes_max = [None, Some(0), Some(2048)][(budgets.next_u64() % 3) as usize];
+        if text_bytes_max.is_some() {
+            start.state.track_texts();
+        }
         if trace {
             eprintln!("recovered to {next}: ACLs {:?}", described.acls);
         }
@@ -723,15 +791,36 @@ fn simulate(seed: u64, boundaries: &mut Boundaries, text_reads: &mut TextReads) 
 
         let snapshot_wanted = Cell::new(false);
         let sync_wanted = Cell::new(false);
+        let evicted = Cell::new(0);
         let flusher: Task = Box::pin(async {
             loop {
                 if !log.flush(&state).await? {
                     yield_once().await;
-                } else if trace {
+                    continue;
+                }
+                if trace {
                     eprintln!("flushed to {:?}", log.durable_sequence());
+                }
+                if let (Some(bytes_max), Some(durable)) = (text_bytes_max, log.durable_sequence()) {
+                    let mut state = state.borrow_mut();
+                    let bytes = state.evict_beyond(bytes_max, durable, log.text_floor());
+                    evicted.set(evicted.get() + u64::from(bytes > 0));
                 }
             }
         });
+        // Every text on disk only is read where its locator says, and must be there: a
+        // segment that holds one is never given up.
+        let text_of = |locator: TextLocator, sequence: u64| {
+            let path = log.directory().join(segment_name(locator.segment));
+            let segment = Files::read(&disk, &path)
+                .unwrap_or_else(|error| panic!("seed {seed}: {locator:?}: {error}"));
+            let start = locator.offset as usize;
+            let record = segment.slice(start..start + locator.record_bytes as usize);
+            record::record_text(&record, sequence)
+                .unwrap_or_else(|| panic!("seed {seed}: {locator:?} holds another record"))
+        };
+        // Gets waiting for texts: the command, its rounds so far, and its read in flight.
+        let mut waits: Vec<(Command, usize, TextRead<'_>)> = Vec::new();
         let snapshots: Task = Box::pin(async {
             loop {
                 if snapshot_wanted.replace(false) || log.wants_snapshot(&state) {
@@ -827,6 +916,13 @@ fn simulate(seed: u64, boundaries: &mut Boundaries, text_reads: &mut TextReads) 
                         let before = state.borrow().journal_next_sequence().expect("durable");
                         let reply = state.borrow_mut().apply(command.clone(), NOW_MS);
                         let after = state.borrow().journal_next_sequence().expect("durable");
+                        if let Ok(Reply::Wait(wait)) = &reply {
+                            assert_eq!(after, before, "seed {seed}: a wait changed something");
+                            text_reads.waits += 1;
+                            waits.push((command, 1, Box::pin(log.read_texts(wait.texts.clone()))));
+                            continue;
+                        }
+                        text_reads.texts_checked += check_texts(seed, &mut texts, &command, &reply);
                         if trace {
                             let text = format!("{command:?}");
                             eprintln!(
@@ -840,7 +936,7 @@ fn simulate(seed: u64, boundaries: &mut Boundaries, text_reads: &mut TextReads) 
                             issued.remove(0);
                         }
                         if after > before {
-                            states.push((after, state.borrow().describe(NOW_MS)));
+                            states.push((after, state.borrow().describe_with(NOW_MS, text_of)));
                         }
                     }
                 }
@@ -854,6 +950,20 @@ fn simulate(seed: u64, boundaries: &mut Boundaries, text_reads: &mut TextReads) 
                 8 => snapshot_wanted.set(true),
                 _ => sync_wanted.set(true),
             }
+            // While Gets wait, their reads (and the log's I/O) complete more often, and now
+            // and then one fails (its own draws).
+            if !waits.is_empty() && budgets.next_u64() % 2 == 0 {
+                let in_flight = disk.in_flight();
+                if in_flight > 0 {
+                    disk.complete((budgets.next_u64() % in_flight as u64) as usize);
+                }
+                if budgets.next_u64() % 8 == 0 {
+                    disk.fail_operation(
+                        disk.operations_issued() + budgets.next_u64() % 3,
+                        libc::EIO,
+                    );
+                }
+            }
             let mut context = Context::from_waker(std::task::Waker::noop());
             for task in &mut tasks {
                 if let Some(running) = task {
@@ -864,6 +974,50 @@ fn simulate(seed: u64, boundaries: &mut Boundaries, text_reads: &mut TextReads) 
                         }
                         failed_at.get_or_insert(log.durable_sequence());
                         *task = None;
+                    }
+                }
+            }
+            // Waits whose reads completed: texts delivered, the Get applied again.
+            let mut index = 0;
+            while index < waits.len() {
+                let Poll::Ready(read) = waits[index].2.as_mut().poll(&mut context) else {
+                    index += 1;
+                    continue;
+                };
+                let (command, rounds, _) = waits.remove(index);
+                match read {
+                    Ok(read) => {
+                        let mut state = state.borrow_mut();
+                        for (slot, generation, locator, text) in read {
+                            state.deliver_text(slot, generation, locator, text);
+                        }
+                    }
+                    Err(error) => {
+                        assert!(
+                            matches!(error.raw_os_error(), Some(libc::EIO | libc::ENOSPC)),
+                            "seed {seed}: a read for a wait failed: {error}"
+                        );
+                        text_reads.wait_read_failures += 1;
+                    }
+                }
+                let before = state.borrow().journal_next_sequence().expect("durable");
+                let reply = state.borrow_mut().apply(command.clone(), NOW_MS);
+                let after = state.borrow().journal_next_sequence().expect("durable");
+                match reply {
+                    Ok(Reply::Wait(wait)) => {
+                        assert_eq!(after, before, "seed {seed}: a wait changed something");
+                        if rounds < TEXT_READ_ROUNDS_MAX {
+                            let read = Box::pin(log.read_texts(wait.texts));
+                            waits.push((command, rounds + 1, read));
+                        }
+                    }
+                    reply => {
+                        text_reads.served_after_wait += 1;
+                        text_reads.texts_checked += check_texts(seed, &mut texts, &command, &reply);
+                        issued.extend(receipts(&command, &reply));
+                        if after > before {
+                            states.push((after, state.borrow().describe_with(NOW_MS, text_of)));
+                        }
                     }
                 }
             }
@@ -881,7 +1035,17 @@ fn simulate(seed: u64, boundaries: &mut Boundaries, text_reads: &mut TextReads) 
             eprintln!("power cut; acknowledged up to {acknowledged:?}");
         }
         drop(tasks);
-        *text_reads = reads.into_inner();
+        drop(waits);
+        text_reads.evicted += evicted.get();
+        let counted = *text_reads;
+        *text_reads = TextReads {
+            evicted: counted.evicted,
+            waits: counted.waits,
+            served_after_wait: counted.served_after_wait,
+            wait_read_failures: counted.wait_read_failures,
+            texts_checked: counted.texts_checked,
+            ..reads.into_inner()
+        };
         // Counted round by round: a file the next round creates under a name this one used
         // starts its flushes at the same offsets again.
         boundaries.count(&disk.take_writes());
@@ -1171,6 +1335,7 @@ fn a_snapshot_reads_back_the_texts_it_records_that_are_on_disk_only() {
     let text = |number: usize| Bytes::from(format!("{number:05}").repeat(TEXT_BYTES / 5));
     for segment_bytes in [1 << 20, LOG_SEGMENT_BYTES] {
         let (disk, log, state) = fresh_shard(segment_bytes);
+        state.borrow_mut().track_texts();
         let apply = |command| apply_flushed(&log, &state, command).expect("applied");
         let put = |number: usize| {
             apply(Command::PutMessage {
@@ -1213,14 +1378,16 @@ fn a_snapshot_reads_back_the_texts_it_records_that_are_on_disk_only() {
             // The messages' step reads every one back.
             assert!(!job.step(&log, &state).await.expect("a step"));
             assert_eq!(on_disk(), 0);
-            // While the replaced files go: more Puts, evicted; the rest stays resident.
+            // While the replaced files go: more Puts, evicted, and so again are the texts
+            // read back whose records are after the replay point (their homes noted again on
+            // delivery); those before it stay resident.
             (number..number + REMOVING).for_each(put);
             number += REMOVING;
-            assert_eq!(evict(), REMOVING);
+            assert_eq!(evict(), DURING + REMOVING);
             while !job.step(&log, &state).await.expect("a step") {}
         });
         let texts = state.borrow().texts_on_disk(0..u32::MAX);
-        assert_eq!(texts.len(), REMOVING);
+        assert_eq!(texts.len(), DURING + REMOVING);
         for (_, _, locator, _) in texts {
             assert!(log.holds_segment(locator.segment), "{locator:?}");
         }
@@ -1609,6 +1776,16 @@ fn every_acknowledged_change_survives_every_crash() {
         // holds that case.)
         assert!(
             text_reads.verified > 0 && text_reads.homes_verified > 0 && text_reads.faults > 0,
+            "{text_reads:?}"
+        );
+        // Texts left memory, Gets waited for them, read them back (some reads failed) and
+        // returned them.
+        assert!(
+            text_reads.evicted > 0
+                && text_reads.waits > 0
+                && text_reads.served_after_wait > 0
+                && text_reads.wait_read_failures > 0
+                && text_reads.texts_checked > 0,
             "{text_reads:?}"
         );
     }

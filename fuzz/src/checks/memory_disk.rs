@@ -17,6 +17,7 @@ use std::rc::Rc;
 
 use azq::limits::STORAGE_BLOCK_BYTES;
 use azq::storage::files::Disk;
+use bytes::Bytes;
 
 /// One write: which file, where, how many bytes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -160,5 +161,34 @@ impl Disk for MemoryDisk {
 
     async fn sync_directory(&self, _path: &Path) -> io::Result<()> {
         Ok(())
+    }
+
+    type ReadFile = usize;
+
+    async fn open_read(&self, path: &Path) -> io::Result<usize> {
+        self.0
+            .borrow()
+            .names
+            .get(path)
+            .copied()
+            .ok_or_else(|| io::Error::from(io::ErrorKind::NotFound))
+    }
+
+    async fn read_many(&self, file: &usize, ranges: &[(u64, u32)]) -> io::Result<Vec<Bytes>> {
+        azq::storage::files::read_batch_bytes(ranges);
+        let memory = self.0.borrow();
+        let content = &memory.contents[*file];
+        ranges
+            .iter()
+            .map(|&(offset, length)| {
+                let start = offset as usize;
+                content
+                    .get(start..start + length as usize)
+                    .map(Bytes::copy_from_slice)
+                    .ok_or_else(|| {
+                        azq::storage::files::read_past_end(offset, length, content.len() as u64)
+                    })
+            })
+            .collect()
     }
 }

@@ -292,7 +292,7 @@ async function refreshQueue() {
     cell(row, time(message.time_next_visible));
     cell(row, time(message.expiration_time));
     cell(row, bytes(message.bytes), "num");
-    const textCell = cell(row, message.text, "text");
+    const textCell = cell(row, message.text_on_disk ? "(on disk)" : message.text, "text");
     if (message.text_decoded !== undefined) {
       const decoded = document.createElement("span");
       decoded.className = "decoded";

@@ -109,8 +109,11 @@ pub struct InspectedMessage {
     pub expired: bool,
     /// Times Get Messages delivered it.
     pub dequeue_count: u32,
-    /// Its text, shared with the store.
-    pub text: Bytes,
+    /// Its text, shared with the store; `None` while it is on disk only (`--text-memory`):
+    /// inspection never waits for a read.
+    pub text: Option<Bytes>,
+    /// The text's length, bytes, in memory or not.
+    pub text_bytes: usize,
 }
 
 /// A page of a queue's messages.
@@ -237,7 +240,13 @@ impl ShardState {
         } else {
             (Visibility::Visible, message.order_key().0)
         };
-        let view = self.view(slot, None, time_next_visible_ms, Text::Shared);
+        let resident = message.text.resident().is_some();
+        let text = if resident {
+            Text::Shared
+        } else {
+            Text::Omitted
+        };
+        let view = self.view(slot, None, time_next_visible_ms, text);
         InspectedMessage {
             message_id: view.message_id,
             insertion_ms: view.insertion_ms,
@@ -246,7 +255,8 @@ impl ShardState {
             visibility,
             expired: view.expiration_ms <= now_ms,
             dequeue_count: view.dequeue_count,
-            text: view.text,
+            text: resident.then_some(view.text),
+            text_bytes: message.text.len(),
         }
     }
 

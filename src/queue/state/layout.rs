@@ -229,13 +229,14 @@ pub struct ShardState {
     /// the slot they had on the old shard.
     pub(super) foreign_slots: HashMap<MessageId, u32>,
     /// Where the texts of resident messages are on disk, by the sequence of the record that
-    /// wrote each (`texts::note_written`): the texts `evict` may drop.
-    #[cfg(test)]
-    pub(super) text_homes: std::collections::BTreeMap<u64, TextHome>,
+    /// wrote each (`texts::note_written`): the texts `evict` may drop. Empty unless the
+    /// journal tracks texts (`ShardState::track_texts`).
+    pub(super) text_homes: BTreeMap<u64, TextHome>,
+    /// Messages whose texts are on disk only, and those texts' bytes.
+    pub(super) texts_evicted: (u64, u64),
 }
 
 /// Where a resident message's text is on disk: the record that wrote it.
-#[cfg(test)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct TextHome {
     /// The message's slot.
@@ -252,31 +253,31 @@ pub struct Journal {
     pub(super) records: BytesMut,
     /// The sequence number the next record gets.
     pub(super) next_sequence: u64,
-    /// The sequence of the record that last wrote each message's text, by (slot, generation):
-    /// a locator names a message's text only when it names that record.
-    #[cfg(test)]
-    pub(super) text_sequences: HashMap<(u32, u32), u64>,
+    /// The sequence of the record that last wrote each live message's text, by (slot,
+    /// generation), when texts may leave memory (`None`: they never do, and nothing is kept): a
+    /// locator names a message's text only when it names that record.
+    pub(super) text_sequences: Option<HashMap<(u32, u32), u64>>,
 }
 
 impl Journal {
     /// Appends `record` with the next sequence number.
     pub(super) fn append<T: AsRef<[u8]>>(&mut self, record: &Record<T>) {
-        #[cfg(test)]
-        match record {
-            Record::MessagePut(message) => {
-                let named = (message.slot, message.generation);
-                self.text_sequences.insert(named, self.next_sequence);
+        if let Some(text_sequences) = &mut self.text_sequences {
+            match record {
+                Record::MessagePut(message) => {
+                    let named = (message.slot, message.generation);
+                    text_sequences.insert(named, self.next_sequence);
+                }
+                Record::MessageUpdated {
+                    slot,
+                    generation,
+                    text: Some(_),
+                    ..
+                } => {
+                    text_sequences.insert((*slot, *generation), self.next_sequence);
+                }
+                _ => {}
             }
-            Record::MessageUpdated {
-                slot,
-                generation,
-                text: Some(_),
-                ..
-            } => {
-                self.text_sequences
-                    .insert((*slot, *generation), self.next_sequence);
-            }
-            _ => {}
         }
         encode(record, self.next_sequence, &mut self.records);
         self.next_sequence += 1;
@@ -325,8 +326,8 @@ impl ShardState {
             replica_version_last: 0,
             activity: Activity::default(),
             journal: None,
-            #[cfg(test)]
-            text_homes: std::collections::BTreeMap::new(),
+            text_homes: BTreeMap::new(),
+            texts_evicted: (0, 0),
             foreign_ids: HashMap::new(),
             foreign_slots: HashMap::new(),
         }

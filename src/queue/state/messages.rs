@@ -81,7 +81,6 @@ impl ShardState {
         let index = self.queue_index(key)?;
         assert!((1..=limits::MESSAGES_PER_GET_MAX).contains(&count));
         assert!((1..=limits::VISIBILITY_TIMEOUT_S_MAX).contains(&visibility_timeout_s));
-        #[cfg(test)]
         if let Some(wait) = self.texts_wanted(index, count, now_ms) {
             return Ok(Reply::Wait(wait));
         }
@@ -136,7 +135,6 @@ impl ShardState {
     ) -> Result<Reply, StorageError> {
         let index = self.queue_index(key)?;
         assert!((1..=limits::MESSAGES_PER_GET_MAX).contains(&count));
-        #[cfg(test)]
         if let Some(wait) = self.texts_wanted(index, count, now_ms) {
             return Ok(Reply::Wait(wait));
         }
@@ -218,7 +216,8 @@ impl ShardState {
         let lease = message.lease;
         let text_changed = text.is_some();
         if let Some(text) = text {
-            message.text = TextSlot::Resident(text);
+            self.forget_text(slot);
+            self.messages.get_mut(slot).text = TextSlot::Resident(text);
         }
         let time_next_visible_ms = now_ms + visibility_timeout_s * 1000;
         if visibility_timeout_s > 0 {
@@ -404,6 +403,7 @@ impl ShardState {
             }
         }
         self.detach(slot);
+        self.forget_text(slot);
         let queue_index = self.messages.get(slot).queue();
         let message = self.messages.remove(slot);
         let queue = queue_at(&mut self.queues, queue_index);

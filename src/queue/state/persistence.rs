@@ -47,8 +47,7 @@ impl ShardState {
         self.journal = Some(Journal {
             records: BytesMut::with_capacity(64 * 1024),
             next_sequence,
-            #[cfg(test)]
-            text_sequences: HashMap::new(),
+            text_sequences: None,
         });
     }
 
@@ -479,8 +478,20 @@ pub type DescribedMessage = (QueueKey, bytes::Bytes, u64, u32, u32, u32, u32, Op
 
 #[cfg(test)]
 impl ShardState {
-    /// What the state holds at `now_ms`.
+    /// What the state holds at `now_ms`; every text must be in memory.
     pub fn describe(&self, now_ms: u64) -> Described {
+        self.describe_with(now_ms, |locator, _| {
+            panic!("a text on disk only ({locator:?}): describe with a reader")
+        })
+    }
+
+    /// What the state holds at `now_ms`, each text on disk only read by `text_of` from the
+    /// record its locator names (with that record's sequence).
+    pub fn describe_with(
+        &self,
+        now_ms: u64,
+        text_of: impl Fn(crate::queue::key::TextLocator, u64) -> bytes::Bytes,
+    ) -> Described {
         let mut described = Described::default();
         for (key, &index) in &self.queue_names {
             described
@@ -513,7 +524,15 @@ impl ShardState {
                 self.message_id_of(slot),
                 (
                     (*key).clone(),
-                    message.text.expect_resident().clone(),
+                    match &message.text {
+                        crate::queue::slab::TextSlot::Resident(text) => text.clone(),
+                        crate::queue::slab::TextSlot::OnDisk { locator, .. } => {
+                            let sequence = self
+                                .text_sequence(slot, self.messages.generation(slot))
+                                .expect("an evicted text's record is kept");
+                            text_of(*locator, sequence)
+                        }
+                    },
                     message.insertion_ms,
                     message.ttl_s,
                     message.delay_s,

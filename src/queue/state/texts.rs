@@ -1,14 +1,16 @@
 //! Texts that leave memory (tiered storage, docs/TIERED-STORAGE.md §11 step 2), sans I/O: the
 //! log says where each text record landed (`note_written`), `evict` drops durable texts and
-//! keeps their locators (`TextSlot::OnDisk`), and `deliver_text` puts a text read back into
-//! its slot. Test-only until the engine can read a text back for a Get (`Reply::Wait` and
-//! `apply_serving`, the next piece): until then no server evicts.
+//! keeps their locators (`TextSlot::OnDisk`), a Get or Peek that needs one answers
+//! `Reply::Wait` having changed nothing, and `deliver_text` puts a text read back into its
+//! slot. Nothing is kept for it until the runtime asks (`track_texts`, with `--text-memory`).
 //!
 //! A locator names a message's text only while it names the record that last wrote it. The
-//! journal keeps that record's sequence per message (`Journal::text_sequences`), so a note for
-//! a Put whose message an Update has re-texted since (the Update's record still in the journal,
-//! or in the flush in flight) is ignored, and so is the home of a message that died.
+//! journal keeps that record's sequence per live message (`Journal::text_sequences`), so a note
+//! for a Put whose message an Update has re-texted since (the Update's record still in the
+//! journal, or in the flush in flight) is ignored; a message's entry and home go when it dies
+//! or is re-texted (`forget_text`).
 
+use std::collections::HashMap;
 use std::ops::Range;
 
 use bytes::Bytes;
@@ -32,15 +34,80 @@ pub struct TextWritten {
 }
 
 impl ShardState {
+    /// Keeps, from now on, what texts need to leave memory: the record that last wrote each
+    /// message's text, and where the log wrote it. Texts journaled before stay resident.
+    pub fn track_texts(&mut self) {
+        let journal = self
+            .journal
+            .as_mut()
+            .expect("texts leave memory only when durable");
+        journal.text_sequences.get_or_insert_with(HashMap::new);
+    }
+
+    /// Whether texts are tracked (`track_texts`).
+    pub fn tracks_texts(&self) -> bool {
+        self.journal
+            .as_ref()
+            .is_some_and(|journal| journal.text_sequences.is_some())
+    }
+
+    /// The sequence of the record that last wrote the text of live message (`slot`,
+    /// `generation`), when tracked.
+    pub(super) fn text_sequence(&self, slot: u32, generation: u32) -> Option<u64> {
+        let journal = self.journal.as_ref()?;
+        journal
+            .text_sequences
+            .as_ref()?
+            .get(&(slot, generation))
+            .copied()
+    }
+
     /// Whether `sequence` is the record that last wrote the text of the live message
     /// (`slot`, `generation`).
     fn names_current_text(&self, slot: u32, generation: u32, sequence: u64) -> bool {
-        let journal = self
-            .journal
-            .as_ref()
-            .expect("texts leave memory only when durable");
-        journal.text_sequences.get(&(slot, generation)) == Some(&sequence)
+        self.text_sequence(slot, generation) == Some(sequence)
             && self.messages.lookup(slot, generation).is_some()
+    }
+
+    /// Forgets what was kept for the text of the message in `slot`, which is about to die or
+    /// take a new text: its record's sequence and home, and its count as evicted.
+    pub(super) fn forget_text(&mut self, slot: u32) {
+        let generation = self.messages.generation(slot);
+        let Some(text_sequences) = self
+            .journal
+            .as_mut()
+            .and_then(|journal| journal.text_sequences.as_mut())
+        else {
+            return;
+        };
+        if let Some(sequence) = text_sequences.remove(&(slot, generation)) {
+            self.text_homes.remove(&sequence);
+        }
+        if let TextSlot::OnDisk { text_bytes, .. } = self.messages.get(slot).text {
+            self.texts_evicted.0 -= 1;
+            self.texts_evicted.1 -= u64::from(text_bytes);
+        }
+    }
+
+    /// Messages whose texts are on disk only, and those texts' bytes.
+    pub fn texts_evicted(&self) -> (u64, u64) {
+        self.texts_evicted
+    }
+
+    /// Bytes of message text held in memory.
+    pub fn resident_text_bytes(&self) -> u64 {
+        let overheads = (self.messages.len() * crate::limits::MESSAGE_OVERHEAD_BYTES) as u64;
+        self.message_bytes - overheads - self.texts_evicted.1
+    }
+
+    /// Drops the oldest durable texts (`evict`) held in memory beyond `text_bytes_max`
+    /// (`--text-memory`): the runtime asks after every flush. Answers the bytes dropped.
+    pub fn evict_beyond(&mut self, text_bytes_max: u64, durable_sequence: u64, floor: u64) -> u64 {
+        let resident_bytes = self.resident_text_bytes();
+        if resident_bytes <= text_bytes_max {
+            return 0;
+        }
+        self.evict(resident_bytes - text_bytes_max, durable_sequence, floor)
     }
 
     /// Notes where text records the log wrote landed, in the order written.
@@ -59,11 +126,11 @@ impl ShardState {
 
     /// Drops resident texts whose records are durable (sequence at most `durable_sequence`)
     /// and at or after `floor`, oldest record first, until `bytes_max` bytes of text are
-    /// dropped; each message keeps its locator. Homes gone stale (the message died, or was
-    /// re-texted) are forgotten on the way, and so are homes before `floor`: the log's
-    /// `text_floor`, the replay point of the last snapshot begun, before which a record's
-    /// segment may be given up to that snapshot once it has read back the texts it records
-    /// (`storage::log`, the interim of docs/TIERED-STORAGE.md §13). Answers the bytes dropped.
+    /// dropped; each message keeps its locator. Homes before `floor` are forgotten on the way:
+    /// the log's `text_floor`, the replay point of the last snapshot begun, before which a
+    /// record's segment may be given up to that snapshot once it has read back the texts it
+    /// records (`storage::log`, the interim of docs/TIERED-STORAGE.md §13). Answers the bytes
+    /// dropped.
     pub fn evict(&mut self, bytes_max: u64, durable_sequence: u64, floor: u64) -> u64 {
         if self
             .text_homes
@@ -81,9 +148,10 @@ impl ShardState {
                 break;
             }
             let (sequence, home) = entry.remove_entry();
-            if !self.names_current_text(home.slot, home.generation, sequence) {
-                continue;
-            }
+            assert!(
+                self.names_current_text(home.slot, home.generation, sequence),
+                "a home goes when its message dies or is re-texted"
+            );
             let message = self.messages.get_mut(home.slot);
             let text_bytes = u32::try_from(message.text.len()).expect("texts are small");
             assert!(
@@ -94,6 +162,8 @@ impl ShardState {
                 locator: home.locator,
                 text_bytes,
             };
+            self.texts_evicted.0 += 1;
+            self.texts_evicted.1 += u64::from(text_bytes);
             dropped += u64::from(text_bytes);
         }
         dropped
@@ -101,6 +171,7 @@ impl ShardState {
 
     /// The homes that name the current text of a live message: (slot, generation, record
     /// sequence, locator, the text), for a test to read back and compare.
+    #[cfg(test)]
     pub fn current_text_homes(&self) -> Vec<(u32, u32, u64, TextLocator, Bytes)> {
         self.text_homes
             .iter()
@@ -119,7 +190,9 @@ impl ShardState {
     /// changing anything (expired messages are passed over, not freed). `None` when every one
     /// is resident.
     pub(super) fn texts_wanted(&self, index: u32, count: u32, now_ms: u64) -> Option<TextWait> {
-        let journal = self.journal.as_ref()?;
+        if self.texts_evicted.0 == 0 {
+            return None;
+        }
         let queue = self.queue(index);
         let mut in_order = queue.in_order.head;
         let mut out_of_order = queue.out_of_order.iter().peekable();
@@ -146,9 +219,7 @@ impl ShardState {
             }
             found += 1;
             if let TextSlot::OnDisk { locator, .. } = message.text {
-                let generation = self.messages.generation(slot);
-                let sequence = journal.text_sequences[&(slot, generation)];
-                texts.push((slot, generation, locator, sequence));
+                texts.push(self.text_on_disk(slot, locator));
             }
         }
         (!texts.is_empty()).then_some(TextWait { texts })
@@ -157,27 +228,33 @@ impl ShardState {
     /// The messages in `slots` whose texts are on disk only: (slot, generation, locator,
     /// sequence of the record), for a reader to fetch.
     pub fn texts_on_disk(&self, slots: Range<u32>) -> Vec<(u32, u32, TextLocator, u64)> {
-        let journal = self
-            .journal
-            .as_ref()
-            .expect("texts leave memory only when durable");
+        if self.texts_evicted.0 == 0 {
+            return Vec::new();
+        }
         let end = slots.end.min(self.messages.slots() as u32);
         (slots.start.min(end)..end)
             .filter_map(|slot| match self.messages.occupant(slot)?.text {
-                TextSlot::OnDisk { locator, .. } => {
-                    let generation = self.messages.generation(slot);
-                    let sequence = journal.text_sequences[&(slot, generation)];
-                    Some((slot, generation, locator, sequence))
-                }
+                TextSlot::OnDisk { locator, .. } => Some(self.text_on_disk(slot, locator)),
                 TextSlot::Resident(_) => None,
             })
             .collect()
     }
 
+    /// (slot, generation, locator, record sequence) of the live message in `slot`, whose text
+    /// is on disk only at `locator`.
+    fn text_on_disk(&self, slot: u32, locator: TextLocator) -> (u32, u32, TextLocator, u64) {
+        let generation = self.messages.generation(slot);
+        let sequence = self
+            .text_sequence(slot, generation)
+            .expect("an evicted text's record is kept");
+        (slot, generation, locator, sequence)
+    }
+
     /// Puts `text`, read back from `locator`, into the slot of the message (`slot`,
     /// `generation`) when the message still lives and its text is still that record's; answers
     /// whether it did. A delivery that comes too late (the message died, or was re-texted and
-    /// so is resident) changes nothing.
+    /// so is resident) changes nothing. The text's home is noted again, so that it may be
+    /// evicted again (unless a snapshot has begun since: `evict`'s floor).
     pub fn deliver_text(
         &mut self,
         slot: u32,
@@ -196,6 +273,17 @@ impl ShardState {
             } if wanted == locator => {
                 assert_eq!(text.len(), text_bytes as usize, "a text read back whole");
                 message.text = TextSlot::Resident(text);
+                self.texts_evicted.0 -= 1;
+                self.texts_evicted.1 -= u64::from(text_bytes);
+                let sequence = self
+                    .text_sequence(slot, generation)
+                    .expect("an evicted text's record is kept");
+                let home = TextHome {
+                    slot,
+                    generation,
+                    locator,
+                };
+                self.text_homes.insert(sequence, home);
                 true
             }
             _ => false,
@@ -349,6 +437,7 @@ mod tests {
             let mut tiered = ShardState::new(0, 9);
             resident.start_journal(1);
             tiered.start_journal(1);
+            tiered.track_texts();
             let mut log = MemoryLog::default();
             let mut durable = 0;
             let mut receipts = Vec::new();
@@ -409,6 +498,7 @@ mod tests {
     fn eviction_takes_only_durable_current_texts() {
         let mut state = ShardState::new(0, 9);
         state.start_journal(1);
+        state.track_texts();
         let mut log = MemoryLog::default();
         let queue = key("q");
         let create = Command::CreateQueue {

@@ -71,7 +71,7 @@ fn counts_split_visible_leased_delayed_and_expired() {
         .iter()
         .map(|message| {
             (
-                String::from_utf8(message.text.to_vec()).unwrap(),
+                String::from_utf8(message.text.clone().expect("resident").to_vec()).unwrap(),
                 message.visibility,
                 message.dequeue_count,
                 message.expired,
