@@ -16,8 +16,8 @@
 //! `azq_message_bytes_limit`), its files and share of `--max-disk` (`azq_disk_bytes`,
 //! `azq_disk_limit_bytes`), the file system's free space (`azq_filesystem_free_bytes`, absent
 //! in memory), texts on disk only and those read back (`azq_texts_on_disk`,
-//! `azq_text_reads_total`, …; `--text-memory`), the 503s each limit answered (`azq_memory_refusals_total`,
-//! `azq_disk_refusals_total`) and the process's resident memory
+//! `azq_text_reads_total`, …; `--text-memory`), the 503s each limit answered
+//! (`azq_memory_refusals_total`, `azq_disk_refusals_total`) and the process's resident memory
 //! (`process_resident_memory_bytes`, Prometheus' standard name, on Linux).
 
 use std::cell::Cell;

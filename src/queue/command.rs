@@ -238,8 +238,8 @@ pub enum Reply {
     Replicate(Box<Replica>),
     /// Get or Peek Messages needs texts that are on disk only (tiered storage): the command
     /// changed nothing but the due timers `apply` runs first. The engine reads the texts,
-    /// delivers them (`ShardState::deliver_text`) and applies the command again. Test builds
-    /// only, until the engine's path for it (`apply_serving`) lands.
+    /// delivers them (`ShardState::deliver_text`) and applies the command again
+    /// (`Engine::apply_serving`).
     Wait(TextWait),
 }
 

@@ -3,8 +3,8 @@
 //!
 //! A message is identified inside the shard by `(slot, generation)`: the generation changes when a
 //! slot is freed, so a pop receipt naming a freed or reused slot is recognised as stale. The text
-//! is stored once, as the `Bytes` the request brought, and replies share it (a `TextSlot`,
-//! which tiered storage will let hold a locator on disk instead).
+//! is stored once, as the `Bytes` the request brought, and replies share it (a `TextSlot`;
+//! with `--text-memory`, once written, a locator of its record on disk instead).
 //!
 //! The slot is the bulk of the per-message memory, so it is compact: `u32` indices and counters,
 //! times in ms, the TTL and the put delay as `u32` seconds, and the links of the intrusive lists
@@ -90,8 +90,8 @@ pub struct Message {
 pub enum TextSlot {
     /// In memory: the `Bytes` the request brought, shared with every reply.
     Resident(Bytes),
-    /// Evicted once its record was durable: read back through the record's locator. Only
-    /// tests evict yet: the engine's path that reads a text back (`Reply::Wait`) is next.
+    /// Evicted once its record was durable (`--text-memory`): read back through the record's
+    /// locator when a Get or Peek needs it (`Reply::Wait`).
     OnDisk {
         /// The record that last wrote the text.
         locator: super::key::TextLocator,
@@ -123,12 +123,12 @@ impl TextSlot {
         }
     }
 
-    /// The text, which must be in memory: every path that needs a text finds it resident until
-    /// the engine can read one back (`Reply::Wait`, the next piece of step 2), and a text is
-    /// evicted only in tests until then.
+    /// The text, which must be in memory: Get and Peek wait for texts on disk only before
+    /// they return them (`Reply::Wait`), a snapshot reads back those it records, and Update
+    /// journals the text it has just set.
     pub fn expect_resident(&self) -> &Bytes {
         self.resident()
-            .expect("a text is evicted only once its reader exists (tiered storage step 2)")
+            .expect("a text on disk only is read back before it is used")
     }
 }
 

@@ -248,13 +248,13 @@ pub trait Disk: 'static {
     /// Syncs the directory `path`: the names created, renamed or removed in it are durable.
     fn sync_directory(&self, path: &Path) -> impl Future<Output = io::Result<()>>;
 
-    /// A file open for `read_many`. Test-only until its first caller lands (tiered storage,
-    /// docs/TIERED-STORAGE.md §11 step 2: texts read back from the log).
+    /// A file open for `read_many` (texts read back from the log: `--text-memory`,
+    /// docs/TIERED-STORAGE.md).
     type ReadFile;
 
-    /// Opens the file at `path` for reading. Only blocks the log has synced are ever read (a
-    /// text is evicted only once its record is durable), so a read never meets a block a write
-    /// is still changing, and O_DIRECT (io_uring) needs no care about the page cache.
+    /// Opens the file at `path` for reading. Only blocks whose writes have completed are ever
+    /// read (a text is evicted only once its record counts as written: synced, or with
+    /// `--durability write` written), so a read never meets a block a write is still changing.
     fn open_read(&self, path: &Path) -> impl Future<Output = io::Result<Self::ReadFile>>;
 
     /// Reads each `(offset, length)` of `ranges` from `file`, at any alignment, and answers

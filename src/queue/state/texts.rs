@@ -97,7 +97,12 @@ impl ShardState {
     /// Bytes of message text held in memory.
     pub fn resident_text_bytes(&self) -> u64 {
         let overheads = (self.messages.len() * crate::limits::MESSAGE_OVERHEAD_BYTES) as u64;
-        self.message_bytes - overheads - self.texts_evicted.1
+        let held = overheads + self.texts_evicted.1;
+        debug_assert!(
+            self.message_bytes >= held,
+            "every message is charged its text"
+        );
+        self.message_bytes.saturating_sub(held)
     }
 
     /// Drops the oldest durable texts (`evict`) held in memory beyond `text_bytes_max`
