@@ -20,6 +20,9 @@
 #   DURATION [10s], WARMUP [2s] measured time and warm-up of the rate runs
 #   OPEN_RATE [1000]            puts/s on the other queue, with and without the drain
 #   DRAIN_TIME [300s]           bound of the final drain
+#   SERVER_FLAGS []             more flags for azq, e.g. "--text-memory 0"
+#   RESTART [1]                 0: no restart after the fill (a restart brings every text back
+#                               into memory, so a cold backlog is drained only without one)
 #   OUT_DIR [target/bench-backlog]
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -32,6 +35,8 @@ duration=${DURATION:-10s}
 warmup=${WARMUP:-2s}
 open_rate=${OPEN_RATE:-1000}
 drain_time=${DRAIN_TIME:-300s}
+read -r -a server_flags <<<"${SERVER_FLAGS:-}"
+restart=${RESTART:-1}
 out_dir=${OUT_DIR:-target/bench-backlog}
 run_timeout_s=900
 mkdir -p "$out_dir"
@@ -64,7 +69,7 @@ start() {
   : >"$out_dir/azq.out"
   started=$(date +%s.%N)
   taskset -c "$server_cpu" target/release/azq --queueHost 127.0.0.1 --queuePort "$server_port" \
-    --shards 1 --cpus "$server_cpu" --silent --location "$data" \
+    --shards 1 --cpus "$server_cpu" --silent --location "$data" "${server_flags[@]}" \
     >"$out_dir/azq.out" 2>>"$out_dir/azq.err" &
   server_pid=$!
   until grep -q "listening" "$out_dir/azq.out" 2>/dev/null; do
@@ -120,10 +125,13 @@ section "put into the deep queue"
 load put-deep --scenario put --connections 16 --pipeline 8 --queue-prefix deep \
   --duration "$duration" --warmup "$warmup"
 
-section "restart with the backlog"
-stop_server
-start
-restart_s=$ready_s
+restart_s=skipped
+if [[ $restart == 1 ]]; then
+  section "restart with the backlog"
+  stop_server
+  start
+  restart_s=$ready_s
+fi
 
 section "put p99 on another queue at $open_rate/s, nothing draining"
 load put-quiet --scenario put --connections 16 --rate "$open_rate" --queue-prefix other \
@@ -183,6 +191,7 @@ cat <<EOF
 
 Issue 40's targets, measured on one durable shard ($(date -u +%F), $(git rev-parse --short HEAD))
 $messages messages of $message_bytes bytes in one queue ($stored stored in all)
+server flags: ${SERVER_FLAGS:-none}; restart after the fill: $restart_s
 
 server RSS: empty $(mib "$rss_empty") MiB, filled $(mib "$rss_filled") MiB:
   $(((rss_filled - rss_empty) / stored)) bytes per message (target: <= 1 GiB for 100 M, about 10)

@@ -350,14 +350,14 @@ fn kill_9_under_concurrent_load_loses_nothing_acknowledged() {
 
 /// The samples of `series` (one per shard) in `server`'s metrics, added up.
 fn metric_total(server: &Server, series: &str) -> u64 {
-    (0..2)
-        .map(|shard| {
-            common::metric_sample(
-                &common::metrics(server),
-                &format!("{series}{{shard=\"{shard}\"}}"),
-            )
-        })
-        .sum()
+    let metrics = common::metrics(server);
+    let samples: Vec<u64> = metrics
+        .lines()
+        .filter_map(|line| line.strip_prefix(series)?.strip_prefix("{shard=\""))
+        .map(|rest| rest.split_once(' ').expect("a sample").1.parse().unwrap())
+        .collect();
+    assert!(!samples.is_empty(), "no {series} in\n{metrics}");
+    samples.iter().sum()
 }
 
 /// Waits (at most 10 s) until `server`'s shards hold `count` texts on disk only.
@@ -520,6 +520,56 @@ fn a_snapshot_records_texts_kept_on_disk_only() {
         );
         assert!(server.stop().success());
     }
+}
+
+/// A text on disk only that cannot be read back (the device fails every request: faultfs'
+/// `power-off`) answers 500 `InternalError` after `TEXT_READ_ROUNDS_MAX` rounds of reads, with
+/// Azure's XML body, and the Get changed nothing: the message is still visible to a Peek made
+/// once the reads work again. io_uring only: its direct reads reach the file system, where the
+/// portable backend's would be answered from the page cache.
+#[test]
+fn a_text_that_cannot_be_read_back_answers_500_and_changes_nothing() {
+    if !backends().contains(&"io_uring") {
+        eprintln!("SKIPPED: io_uring is unavailable here");
+        return;
+    }
+    let base = TempDir::new("unreadable-texts");
+    let Some(faultfs) = Faultfs::mount(base.path(), &[]) else {
+        return;
+    };
+    let location = base.path().join("mount");
+    let arguments = [
+        "--location",
+        location.to_str().unwrap(),
+        "--runtime",
+        "io_uring",
+        "--shards",
+        "1",
+        "--queuePort",
+        "0",
+        "--text-memory",
+        "0",
+    ];
+    let server = Server::start(&arguments);
+    create_queue(&server, "unreadable");
+    put(&server, "unreadable", "on disk only");
+    await_texts_on_disk(&server, 1);
+    faultfs.control("power-off");
+    let response = send(&server, get_request("unreadable", 1, 30));
+    assert_status(&response, 500, Some("InternalError"));
+    let failures = metric_total(&server, "azq_text_read_failures_total");
+    assert_eq!(failures, azq::limits::TEXT_READ_ROUNDS_MAX as u64);
+    let stderr = server.kill();
+    assert!(stderr.contains("answered 500 InternalError"), "{stderr}");
+    faultfs.end("cut drop");
+
+    // Nothing was leased: after a restart (texts in memory again) the message is visible.
+    let faultfs = Faultfs::mount(base.path(), &[]).unwrap();
+    let server = Server::start(&arguments);
+    let found: Vec<String> = peek(&server, "unreadable").into_values().collect();
+    assert_eq!(found, ["on disk only"]);
+    assert!(server.stop().success());
+    faultfs.end("unmount");
 }
 
 /// Every visible message of `queue`, ID → text, each leased for a second (so visible again

@@ -405,7 +405,7 @@ impl<B: Backend> Engine<B> {
             .log
             .as_ref()
             .expect("only a durable shard has texts on disk");
-        for _ in 0..TEXT_READ_ROUNDS_MAX {
+        for round in 0..TEXT_READ_ROUNDS_MAX {
             let mut read = self.texts_read.get();
             match log.read_texts(wait.texts).await {
                 Ok(texts) => {
@@ -418,11 +418,14 @@ impl<B: Backend> Engine<B> {
                 }
                 Err(error) => {
                     read.failures += 1;
-                    eprintln!(
-                        "azq: shard {}: reading texts back from the log failed ({error}); \
-                         trying the request again",
-                        self.index
-                    );
+                    // One line a request: its later rounds count in the metrics only.
+                    if round == 0 {
+                        eprintln!(
+                            "azq: shard {}: reading texts back from the log failed ({error}); \
+                             trying the request again",
+                            self.index
+                        );
+                    }
                 }
             }
             self.texts_read.set(read);
