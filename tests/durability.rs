@@ -7,7 +7,10 @@
 //! io_uring backend runs on a file system (faultfs, `tests/faultfs`) that refuses direct I/O and
 //! fallocate, and keeps an acknowledged put through a power cut there; a disk that fills in
 //! sight gets 503 before ENOSPC, and one that fills without warning ends the server without
-//! losing an acknowledged put.
+//! losing an acknowledged put. With `--text-memory 0` (every written text leaves memory): Peeks
+//! and Gets read texts back on both backends and across shards, kill -9 under load loses
+//! nothing, a snapshot records texts kept on disk only, and a text that cannot be read back
+//! answers 500 having changed nothing.
 //!
 //! The simulated-disk tests (src/storage/tests.rs) cover power cuts and bit flips exhaustively,
 //! scripts/powerloss.sh cuts the power under load on faultfs; these drive the whole server over
