@@ -182,6 +182,7 @@ for _ in $(seq 60); do
   fi
 done
 live_texts=$((stored * message_bytes))
+rss_drained=$(rss_bytes)
 
 mib() {
   echo "scale=1; $1 / 1048576" | bc
@@ -195,6 +196,7 @@ server flags: ${SERVER_FLAGS:-none}; restart after the fill: $restart_s
 
 server RSS: empty $(mib "$rss_empty") MiB, filled $(mib "$rss_filled") MiB:
   $(((rss_filled - rss_empty) / stored)) bytes per message (target: <= 1 GiB for 100 M, about 10)
+server RSS after the drain: $(mib "$rss_drained") MiB
 disk filled: $(mib "$disk_filled") MiB for $(mib "$live_texts") MiB of live texts \
 ($(echo "scale=2; $disk_filled / $live_texts" | bc)x)
 put, empty queue: $(json put-empty "round(d['ops']['put']['throughput_per_s'])")/s
