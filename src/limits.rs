@@ -133,10 +133,15 @@ pub const DISK_READ_BYTES_MAX: usize = LOG_FLUSH_BYTES_MAX;
 /// The most ranges one `Disk::read_many` batch reads: a batch of the smallest records still
 /// fits one bounded allocation of answers.
 pub const DISK_READ_RANGES_MAX: usize = 4096;
-/// The most rounds of reads a Get or Peek makes for texts on disk only (`--text-memory`)
-/// before it answers 500 `InternalError`: a round that fails is tried again, and messages that
-/// became visible meanwhile may need texts of their own.
-pub const TEXT_READ_ROUNDS_MAX: usize = 8;
+/// The most reads of texts on disk only (`--text-memory`) that may fail for one Get or Peek
+/// before it answers 500 `InternalError`: a failed read is tried again (the text may be in
+/// memory by then).
+pub const TEXT_READ_FAILURES_MAX: usize = 8;
+/// The most rounds of reads one Get or Peek makes for texts on disk only before it answers 503
+/// `ServerBusy`: each round reads the texts of the messages it would return now, and competing
+/// consumers may take those meanwhile (each round then served others), so a round count is a
+/// bound against a queue contended without end, not an error.
+pub const TEXT_WAIT_ROUNDS_MAX: usize = 1024;
 /// Disk each shard may use beyond its live data before a snapshot lets old segments go: a
 /// snapshot starts once the log since the last one holds more than the live data and this, or
 /// the snapshot and the closed segments more than twice the stored data and this.

@@ -60,10 +60,10 @@ Usage: azq [options]
                              none) before Put, Update with a text, Create Queue, Set Queue
                              Metadata or ACL and Set Service Properties answer 503 ServerBusy,
                              keeping room for a snapshot (which gives space back) to complete
-  --text-memory SIZE         bytes of message text kept in memory once written to the log
-                             (split evenly per shard; default: every text); older texts are
-                             read back from disk when a Get or Peek returns them (not with
-                             --inMemoryPersistence)
+  --text-memory SIZE         experimental: bytes of message text kept in memory once written
+                             to the log (split evenly per shard; default: every text); newer
+                             texts beyond it are read back from disk when a Get or Peek
+                             returns them (not with --inMemoryPersistence)
   --min-free-disk SIZE|N%    free space to keep on the file system holding DIR, as a size or
                              a share of it (default 5%); the same operations answer 503 before
                              it would be used (not with --inMemoryPersistence)

@@ -32,8 +32,9 @@ use crate::governor::metrics::Scope;
 use crate::governor::throttle::is_message_operation;
 use crate::governor::Governor;
 use crate::limits::{
-    DISK_SAMPLE_INTERVAL_MS, MEMORY_GIVE_BACK_BYTES_MIN, TEXT_READ_ROUNDS_MAX,
-    TIMER_ENTRIES_PER_STEP_MAX, TIMER_STEP_PAUSE_US, WRITE_MODE_SYNC_INTERVAL_MS,
+    DISK_SAMPLE_INTERVAL_MS, MEMORY_GIVE_BACK_BYTES_MIN, TEXT_READ_FAILURES_MAX,
+    TEXT_WAIT_ROUNDS_MAX, TIMER_ENTRIES_PER_STEP_MAX, TIMER_STEP_PAUSE_US,
+    WRITE_MODE_SYNC_INTERVAL_MS,
 };
 use crate::queue::command::TextWait;
 use crate::queue::{Census, Command, Replicas, Reply, ShardState};
@@ -396,16 +397,20 @@ impl<B: Backend> Engine<B> {
     }
 
     /// Reads the texts `wait` names, gives them to their messages and applies `command` again
-    /// (at the time then), until it no longer waits. A read that fails is tried again once the
-    /// command has been applied again (the text may be in memory by then: a snapshot reads
-    /// back what it records before it gives up a segment); after `TEXT_READ_ROUNDS_MAX`
-    /// rounds the answer is 500 `InternalError`, with nothing changed, and one line on stderr.
+    /// (at the time then), until it no longer waits. Other Gets may take the messages meanwhile
+    /// (their texts were in memory, or read for them): the command then waits for the texts of
+    /// the messages it would return now, round after round, each round having served others.
+    /// A read that fails is tried again (the text may be in memory by then: a snapshot reads
+    /// back what it records before it gives up a segment); after `TEXT_READ_FAILURES_MAX`
+    /// failures the answer is 500 `InternalError`, and after `TEXT_WAIT_ROUNDS_MAX` rounds 503
+    /// `ServerBusy`, with nothing changed and one line on stderr.
     pub async fn serve_wait(&self, command: Command, mut wait: TextWait) -> Applied {
         let log = self
             .log
             .as_ref()
             .expect("only a durable shard has texts on disk");
-        for round in 0..TEXT_READ_ROUNDS_MAX {
+        let mut failures = 0;
+        for _ in 0..TEXT_WAIT_ROUNDS_MAX {
             let mut read = self.texts_read.get();
             match log.read_texts(wait.texts).await {
                 Ok(texts) => {
@@ -413,13 +418,14 @@ impl<B: Backend> Engine<B> {
                     for (slot, generation, locator, text) in texts {
                         read.texts += 1;
                         read.bytes += text.len() as u64;
-                        state.deliver_text(slot, generation, locator, text);
+                        state.deliver_text(slot, generation, locator, text, true);
                     }
                 }
                 Err(error) => {
                     read.failures += 1;
-                    // One line a request: its later rounds count in the metrics only.
-                    if round == 0 {
+                    failures += 1;
+                    // One line a request: its later failures count in the metrics only.
+                    if failures == 1 {
                         eprintln!(
                             "azq: shard {}: reading texts back from the log failed ({error}); \
                              trying the request again",
@@ -429,6 +435,17 @@ impl<B: Backend> Engine<B> {
                 }
             }
             self.texts_read.set(read);
+            if failures == TEXT_READ_FAILURES_MAX {
+                eprintln!(
+                    "azq: shard {}: {TEXT_READ_FAILURES_MAX} reads of texts on disk failed for \
+                     one request; answered 500 InternalError",
+                    self.index
+                );
+                return Applied {
+                    outcome: Err(StorageError::InternalError),
+                    durable_at: None,
+                };
+            }
             // Nothing awaited since the texts were delivered: applied now, it finds them.
             let applied = self.apply_admitted(command.clone(), self.now_ms());
             match applied.outcome {
@@ -437,12 +454,12 @@ impl<B: Backend> Engine<B> {
             }
         }
         eprintln!(
-            "azq: shard {}: a request still wanted texts on disk after {TEXT_READ_ROUNDS_MAX} \
-             reads; answered 500 InternalError",
+            "azq: shard {}: a request still wanted texts on disk after {TEXT_WAIT_ROUNDS_MAX} \
+             rounds of reads, each taken by other requests; answered 503 ServerBusy",
             self.index
         );
         Applied {
-            outcome: Err(StorageError::InternalError),
+            outcome: Err(StorageError::ServerBusy),
             durable_at: None,
         }
     }
@@ -516,7 +533,7 @@ impl<B: Backend> Engine<B> {
         }
     }
 
-    /// With `--text-memory`, drops the oldest durable texts held in memory beyond it
+    /// With `--text-memory`, drops the newest durable texts held in memory beyond it
     /// (`ShardState::evict`, above the log's `text_floor`); asked after every flush.
     fn evict_texts(&self) {
         let (Some(log), Some(text_bytes_max)) = (&self.log, self.text_bytes_max) else {

@@ -879,9 +879,12 @@ impl<D: Disk> SnapshotJob<D> {
         log: &Log<D>,
         state: &RefCell<ShardState>,
     ) -> io::Result<()> {
-        if let Phase::Messages(from) = self.phase {
-            read_back(log, state, from..from.saturating_add(SNAPSHOT_STEP_SLOTS)).await?;
-        }
+        let read = match self.phase {
+            Phase::Messages(from) => {
+                read_back(log, state, from..from.saturating_add(SNAPSHOT_STEP_SLOTS)).await?
+            }
+            _ => Vec::new(),
+        };
         // Nothing awaited from here until the step is encoded: the texts `read_back` brought
         // are all there.
         {
@@ -915,6 +918,15 @@ impl<D: Disk> SnapshotJob<D> {
                     };
                 }
                 Phase::Removing(_) => unreachable!("`step` frees the files"),
+            }
+        }
+        {
+            // Encoded: the texts read back may leave memory again (`note_home`; those whose
+            // records come before the snapshot's replay point are forgotten by the next
+            // eviction).
+            let mut state = state.borrow_mut();
+            for &(slot, generation, locator, sequence) in &read {
+                state.note_home(slot, generation, locator, sequence);
             }
         }
         let done = matches!(self.phase, Phase::Removing(_));
@@ -960,23 +972,33 @@ impl<D: Disk> SnapshotJob<D> {
 /// Reads back the texts, on disk only, of the messages in `slots` and puts them in their slots,
 /// until none is left (a text evicted while others were read is read too): the snapshot
 /// records every text, and once in place it gives up the segments before its replay point,
-/// where their records may be (`Log::text_floor`). A text that cannot be read, or a record that
-/// is not the one its locator names, fails the snapshot and with it the process (fail-stop, as
-/// a failed write).
+/// where their records may be (`Log::text_floor`). A text delivered here is not evictable
+/// again until the step has encoded it (else each flush during the reads could evict the texts
+/// just read, and the loop would not end): answers (slot, generation, locator, record sequence)
+/// of each, for `ShardState::note_home` then. A text that cannot be read, or a record that is
+/// not the one its locator names, fails the snapshot and with it the process (fail-stop, as a
+/// failed write).
 async fn read_back<D: Disk>(
     log: &Log<D>,
     state: &RefCell<ShardState>,
     slots: std::ops::Range<u32>,
-) -> io::Result<()> {
+) -> io::Result<Vec<(u32, u32, TextLocator, u64)>> {
+    let mut read = Vec::new();
     loop {
         let wanted = state.borrow().texts_on_disk(slots.clone());
         if wanted.is_empty() {
-            return Ok(());
+            return Ok(read);
         }
+        let sequences: std::collections::HashMap<(u32, u32), u64> = wanted
+            .iter()
+            .map(|&(slot, generation, _, sequence)| ((slot, generation), sequence))
+            .collect();
         let texts = log.read_texts(wanted).await?;
         let mut state = state.borrow_mut();
         for (slot, generation, locator, text) in texts {
-            state.deliver_text(slot, generation, locator, text);
+            if state.deliver_text(slot, generation, locator, text, false) {
+                read.push((slot, generation, locator, sequences[&(slot, generation)]));
+            }
         }
     }
 }

@@ -69,7 +69,7 @@ use super::recovery::{recover, RecoveryOptions};
 use super::sim::{SimDisk, SimStats, Written};
 use crate::error::StorageError;
 use crate::limits::{
-    LOG_SEGMENT_BYTES, MESSAGE_TEXT_BYTES_MAX, STORAGE_BLOCK_BYTES, TEXT_READ_ROUNDS_MAX,
+    LOG_SEGMENT_BYTES, MESSAGE_TEXT_BYTES_MAX, STORAGE_BLOCK_BYTES, TEXT_WAIT_ROUNDS_MAX,
 };
 use crate::queue::key::TextLocator;
 use crate::queue::record::{self, MessageState, Record, RECORD_HEADER_BYTES};
@@ -989,7 +989,7 @@ fn simulate(seed: u64, boundaries: &mut Boundaries, text_reads: &mut TextReads) 
                     Ok(read) => {
                         let mut state = state.borrow_mut();
                         for (slot, generation, locator, text) in read {
-                            state.deliver_text(slot, generation, locator, text);
+                            state.deliver_text(slot, generation, locator, text, true);
                         }
                     }
                     Err(error) => {
@@ -1006,7 +1006,7 @@ fn simulate(seed: u64, boundaries: &mut Boundaries, text_reads: &mut TextReads) 
                 match reply {
                     Ok(Reply::Wait(wait)) => {
                         assert_eq!(after, before, "seed {seed}: a wait changed something");
-                        if rounds < TEXT_READ_ROUNDS_MAX {
+                        if rounds < TEXT_WAIT_ROUNDS_MAX {
                             let read = Box::pin(log.read_texts(wait.texts));
                             waits.push((command, rounds + 1, read));
                         }

@@ -130,12 +130,14 @@ impl ShardState {
     }
 
     /// Drops resident texts whose records are durable (sequence at most `durable_sequence`)
-    /// and at or after `floor`, oldest record first, until `bytes_max` bytes of text are
-    /// dropped; each message keeps its locator. Homes before `floor` are forgotten on the way:
-    /// the log's `text_floor`, the replay point of the last snapshot begun, before which a
-    /// record's segment may be given up to that snapshot once it has read back the texts it
-    /// records (`storage::log`, the interim of docs/TIERED-STORAGE.md §13). Answers the bytes
-    /// dropped.
+    /// and at or after `floor`, newest record first, until `bytes_max` bytes of text are
+    /// dropped; each message keeps its locator. Newest first: a queue is consumed from its
+    /// head, its oldest messages, so those stay in memory longest (oldest first evicted exactly
+    /// the texts competing consumers were about to read, each Get then waiting for the next).
+    /// Homes before `floor` are forgotten on the way: the log's `text_floor`, the replay point
+    /// of the last snapshot begun, before which a record's segment may be given up to that
+    /// snapshot once it has read back the texts it records (`storage::log`, the interim of
+    /// docs/TIERED-STORAGE.md §13). Answers the bytes dropped.
     pub fn evict(&mut self, bytes_max: u64, durable_sequence: u64, floor: u64) -> u64 {
         if self
             .text_homes
@@ -146,13 +148,11 @@ impl ShardState {
         }
         let mut dropped = 0;
         while dropped < bytes_max {
-            let Some(entry) = self.text_homes.first_entry() else {
+            let Some((&sequence, &home)) = self.text_homes.range(..=durable_sequence).next_back()
+            else {
                 break;
             };
-            if *entry.key() > durable_sequence {
-                break;
-            }
-            let (sequence, home) = entry.remove_entry();
+            self.text_homes.remove(&sequence);
             assert!(
                 self.names_current_text(home.slot, home.generation, sequence),
                 "a home goes when its message dies or is re-texted"
@@ -258,14 +258,16 @@ impl ShardState {
     /// Puts `text`, read back from `locator`, into the slot of the message (`slot`,
     /// `generation`) when the message still lives and its text is still that record's; answers
     /// whether it did. A delivery that comes too late (the message died, or was re-texted and
-    /// so is resident) changes nothing. The text's home is noted again, so that it may be
-    /// evicted again (unless a snapshot has begun since: `evict`'s floor).
+    /// so is resident) changes nothing. With `evictable`, the text's home is noted again, so
+    /// that it may leave memory again (unless a snapshot has begun since: `evict`'s floor); a
+    /// snapshot notes it only once it has encoded the text (`note_home`).
     pub fn deliver_text(
         &mut self,
         slot: u32,
         generation: u32,
         locator: TextLocator,
         text: Bytes,
+        evictable: bool,
     ) -> bool {
         if self.messages.lookup(slot, generation).is_none() {
             return false;
@@ -280,18 +282,32 @@ impl ShardState {
                 message.text = TextSlot::Resident(text);
                 self.texts_evicted.0 -= 1;
                 self.texts_evicted.1 -= u64::from(text_bytes);
-                let sequence = self
-                    .text_sequence(slot, generation)
-                    .expect("an evicted text's record is kept");
-                let home = TextHome {
-                    slot,
-                    generation,
-                    locator,
-                };
-                self.text_homes.insert(sequence, home);
+                if evictable {
+                    let sequence = self
+                        .text_sequence(slot, generation)
+                        .expect("an evicted text's record is kept");
+                    self.note_home(slot, generation, locator, sequence);
+                }
                 true
             }
             _ => false,
+        }
+    }
+
+    /// Notes that the resident text of the message (`slot`, `generation`) is also in record
+    /// `sequence` at `locator`, so that it may leave memory again: when the message still lives
+    /// and that record still wrote its text (it may have died or been re-texted since its text
+    /// was read back).
+    pub fn note_home(&mut self, slot: u32, generation: u32, locator: TextLocator, sequence: u64) {
+        if self.names_current_text(slot, generation, sequence)
+            && self.messages.get(slot).text.resident().is_some()
+        {
+            let home = TextHome {
+                slot,
+                generation,
+                locator,
+            };
+            self.text_homes.insert(sequence, home);
         }
     }
 }
@@ -359,7 +375,7 @@ mod tests {
                 let record = &self.segment[start..start + locator.record_bytes as usize];
                 let text = record_text(&Bytes::copy_from_slice(record), sequence)
                     .expect("a locator names the record that wrote the text");
-                assert!(state.deliver_text(slot, generation, locator, text));
+                assert!(state.deliver_text(slot, generation, locator, text, true));
             }
         }
     }
@@ -496,6 +512,152 @@ mod tests {
         );
     }
 
+    /// The same property with expiry, Clear Messages, Delete Queue and re-create, graveyards
+    /// emptied, and the counts of texts on disk checked against the slots at every step; once
+    /// every queue is deleted and freed nothing tracked is left (no home, no record sequence).
+    /// Written by the break-it review of 00c7843 (helper-29); more seeds with
+    /// `AZQ_TEXTS_SEEDS=from..to`.
+    #[test]
+    fn evicted_texts_survive_expiry_clear_and_delete_queue_and_leave_nothing_tracked() {
+        let range = std::env::var("AZQ_TEXTS_SEEDS").unwrap_or_else(|_| "0..200".into());
+        let (from, to) = range.split_once("..").unwrap();
+        let (from, to): (u64, u64) = (from.parse().unwrap(), to.parse().unwrap());
+        let (mut evicted_total, mut waits) = (0, 0);
+        for seed in from..to {
+            let mut random = SplitMix64::new(seed ^ 0xABCD);
+            let mut resident = ShardState::new(0, 9);
+            let mut tiered = ShardState::new(0, 9);
+            resident.start_journal(1);
+            tiered.start_journal(1);
+            tiered.track_texts();
+            let mut log = MemoryLog::default();
+            let mut durable = 0;
+            let mut receipts = Vec::new();
+            for name in ["a", "b"] {
+                let create = Command::CreateQueue {
+                    queue: key(name),
+                    metadata: Vec::new(),
+                };
+                resident.apply(create.clone(), NOW_MS).expect("created");
+                tiered.apply(create, NOW_MS).expect("created");
+            }
+            for step in 0..400u64 {
+                let now_ms = NOW_MS + step * 400;
+                if random.next_u64() % 3 == 0 {
+                    durable = log.flush(&mut tiered).unwrap_or(durable);
+                }
+                if random.next_u64() % 2 == 0 {
+                    let bytes_max = random.next_u64() % 2000;
+                    evicted_total += tiered.evict(bytes_max, durable, 0);
+                }
+                let mut command = command(&mut random, &receipts);
+                match random.next_u64() % 40 {
+                    0 => {
+                        command = Command::ClearMessages {
+                            queue: key(["a", "b"][(random.next_u64() % 2) as usize]),
+                        }
+                    }
+                    1 => {
+                        command = Command::DeleteQueue {
+                            queue: key(["a", "b"][(random.next_u64() % 2) as usize]),
+                        }
+                    }
+                    2..=3 => {
+                        command = Command::CreateQueue {
+                            queue: key(["a", "b"][(random.next_u64() % 2) as usize]),
+                            metadata: Vec::new(),
+                        }
+                    }
+                    _ => {}
+                }
+                if let Command::PutMessage {
+                    ttl_s,
+                    visibility_timeout_s,
+                    ..
+                } = &mut command
+                {
+                    if random.next_u64() % 3 == 0 {
+                        *ttl_s = Some(*visibility_timeout_s + 1 + random.next_u64() % 3);
+                    }
+                }
+                let expected = resident.apply(command.clone(), now_ms);
+                let before = tiered.journal_next_sequence();
+                let mut reply = tiered.apply(command.clone(), now_ms);
+                let mut rounds = 0;
+                while let Ok(Reply::Wait(wait)) = &reply {
+                    assert_eq!(tiered.journal_next_sequence(), before, "seed {seed}");
+                    let wait = wait.clone();
+                    log.deliver(&mut tiered, &wait);
+                    waits += 1;
+                    rounds += 1;
+                    assert!(
+                        rounds < 3,
+                        "seed {seed} step {step}: waits again after delivery"
+                    );
+                    reply = tiered.apply(command.clone(), now_ms);
+                }
+                assert_eq!(
+                    format!("{reply:?}"),
+                    format!("{expected:?}"),
+                    "seed {seed} step {step} {command:?}"
+                );
+                receipts.extend(receipts_of(&command, &reply));
+                if receipts.len() > 32 {
+                    receipts.remove(0);
+                }
+                if random.next_u64() % 4 == 0 {
+                    resident.advance(now_ms, 7);
+                    tiered.advance(now_ms, 7);
+                }
+                resident.take_journal(usize::MAX);
+                // Counters agree with the slots.
+                let on_disk = tiered.texts_on_disk(0..u32::MAX);
+                assert_eq!(
+                    on_disk.len() as u64,
+                    tiered.texts_evicted().0,
+                    "seed {seed} step {step}"
+                );
+                let _ = tiered.resident_text_bytes();
+            }
+            // Everything freed: nothing tracked is left.
+            for name in ["a", "b"] {
+                resident
+                    .apply(
+                        Command::DeleteQueue { queue: key(name) },
+                        NOW_MS + 10_000_000,
+                    )
+                    .ok();
+                tiered
+                    .apply(
+                        Command::DeleteQueue { queue: key(name) },
+                        NOW_MS + 10_000_000,
+                    )
+                    .ok();
+            }
+            while tiered.advance(NOW_MS + 10_000_000, 1024) {}
+            assert_eq!(tiered.texts_evicted(), (0, 0), "seed {seed}");
+            assert!(
+                tiered.text_homes.is_empty(),
+                "seed {seed}: {} homes left",
+                tiered.text_homes.len()
+            );
+            let left = tiered
+                .journal
+                .as_ref()
+                .unwrap()
+                .text_sequences
+                .as_ref()
+                .unwrap()
+                .len();
+            assert_eq!(left, 0, "seed {seed}: {left} text_sequences left");
+        }
+        eprintln!("evicted {evicted_total} bytes, {waits} waits");
+        assert!(
+            evicted_total > 0 && waits > 0,
+            "{evicted_total} bytes evicted, {waits} waits"
+        );
+    }
+
     /// Eviction drops only texts whose records are durable; a note for a record that no longer
     /// holds the message's text (an Update re-texted it before the note came) is ignored; a
     /// late delivery for a message that died changes nothing.
@@ -567,6 +729,6 @@ mod tests {
         state.apply(delete, NOW_MS).expect("cleared");
         while state.advance(NOW_MS, 1024) {}
         let text = Bytes::from_static(b"second");
-        assert!(!state.deliver_text(slot, generation, locator, text));
+        assert!(!state.deliver_text(slot, generation, locator, text, true));
     }
 }
