@@ -693,12 +693,7 @@ mod tests {
     #[test]
     fn reads_pass_the_read_checks() {
         use crate::storage::read_checks;
-        let directory =
-            std::env::temp_dir().join(format!("azq-portable-reads-{}", std::process::id()));
-        std::fs::create_dir_all(&directory).expect("a temporary directory");
-        let path = directory.join("file");
-        std::fs::write(&path, read_checks::content()).expect("written");
-        let missing = directory.join("missing");
+        let (directory, path, missing) = read_checks::scratch_file("portable");
         Portable::run(0, Idle::Park, async move {
             let disk = BlockingDisk;
             let file = disk.open_read(&path).await.expect("opened");

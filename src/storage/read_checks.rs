@@ -26,6 +26,18 @@ pub fn content() -> Vec<u8> {
         .collect()
 }
 
+/// A fresh directory under the system's temporary one, named for `backend`, holding `file`
+/// with `content()`: (the directory, the file, a name in it that does not exist).
+pub fn scratch_file(backend: &str) -> (std::path::PathBuf, std::path::PathBuf, std::path::PathBuf) {
+    let directory =
+        std::env::temp_dir().join(format!("azq-{backend}-reads-{}", std::process::id()));
+    std::fs::create_dir_all(&directory).expect("a temporary directory");
+    let path = directory.join("file");
+    std::fs::write(&path, content()).expect("written");
+    let missing = directory.join("missing");
+    (directory, path, missing)
+}
+
 /// Reads `ranges` of `file` and checks each answer against `content`, in the batches
 /// `read_many` takes.
 async fn read_and_compare<D: Disk>(

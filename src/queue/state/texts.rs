@@ -368,6 +368,24 @@ mod tests {
             self.deliver(state, &TextWait { texts });
         }
 
+        /// Now and then a flush (flushes lag: a command's records are not always written
+        /// before the next) and an eviction of up to 2,000 bytes; answers the bytes evicted.
+        fn lag_and_evict(
+            &mut self,
+            random: &mut SplitMix64,
+            state: &mut ShardState,
+            durable: &mut u64,
+        ) -> u64 {
+            if random.next_u64() % 3 == 0 {
+                *durable = self.flush(state).unwrap_or(*durable);
+            }
+            if random.next_u64() % 2 == 0 {
+                let bytes_max = random.next_u64() % 2000;
+                return state.evict(bytes_max, *durable, 0);
+            }
+            0
+        }
+
         /// Reads back the texts `wait` names, and delivers them.
         fn deliver(&self, state: &mut ShardState, wait: &TextWait) {
             for &(slot, generation, locator, sequence) in &wait.texts {
@@ -378,6 +396,25 @@ mod tests {
                 assert!(state.deliver_text(slot, generation, locator, text, true));
             }
         }
+    }
+
+    /// Two durable states with queues "a" and "b": one that keeps every text, one that
+    /// tracks texts so that they may leave memory.
+    fn twin_states() -> (ShardState, ShardState) {
+        let mut resident = ShardState::new(0, 9);
+        let mut tiered = ShardState::new(0, 9);
+        resident.start_journal(1);
+        tiered.start_journal(1);
+        tiered.track_texts();
+        for name in ["a", "b"] {
+            let create = Command::CreateQueue {
+                queue: key(name),
+                metadata: Vec::new(),
+            };
+            resident.apply(create.clone(), NOW_MS).expect("created");
+            tiered.apply(create, NOW_MS).expect("created");
+        }
+        (resident, tiered)
     }
 
     /// A random command over two queues, from the receipts handed out so far.
@@ -454,32 +491,13 @@ mod tests {
         let (mut evicted_total, mut waits) = (0, 0);
         for seed in 0..60 {
             let mut random = SplitMix64::new(seed);
-            let mut resident = ShardState::new(0, 9);
-            let mut tiered = ShardState::new(0, 9);
-            resident.start_journal(1);
-            tiered.start_journal(1);
-            tiered.track_texts();
+            let (mut resident, mut tiered) = twin_states();
             let mut log = MemoryLog::default();
             let mut durable = 0;
             let mut receipts = Vec::new();
-            for name in ["a", "b"] {
-                let create = Command::CreateQueue {
-                    queue: key(name),
-                    metadata: Vec::new(),
-                };
-                resident.apply(create.clone(), NOW_MS).expect("created");
-                tiered.apply(create, NOW_MS).expect("created");
-            }
             for step in 0..300u64 {
                 let now_ms = NOW_MS + step * 700;
-                // Flushes lag: a command's records are not always written before the next.
-                if random.next_u64() % 3 == 0 {
-                    durable = log.flush(&mut tiered).unwrap_or(durable);
-                }
-                if random.next_u64() % 2 == 0 {
-                    let bytes_max = random.next_u64() % 2000;
-                    evicted_total += tiered.evict(bytes_max, durable, 0);
-                }
+                evicted_total += log.lag_and_evict(&mut random, &mut tiered, &mut durable);
                 let command = command(&mut random, &receipts);
                 let expected = resident.apply(command.clone(), now_ms);
                 let before = tiered.journal_next_sequence();
@@ -525,31 +543,13 @@ mod tests {
         let (mut evicted_total, mut waits) = (0, 0);
         for seed in from..to {
             let mut random = SplitMix64::new(seed ^ 0xABCD);
-            let mut resident = ShardState::new(0, 9);
-            let mut tiered = ShardState::new(0, 9);
-            resident.start_journal(1);
-            tiered.start_journal(1);
-            tiered.track_texts();
+            let (mut resident, mut tiered) = twin_states();
             let mut log = MemoryLog::default();
             let mut durable = 0;
             let mut receipts = Vec::new();
-            for name in ["a", "b"] {
-                let create = Command::CreateQueue {
-                    queue: key(name),
-                    metadata: Vec::new(),
-                };
-                resident.apply(create.clone(), NOW_MS).expect("created");
-                tiered.apply(create, NOW_MS).expect("created");
-            }
             for step in 0..400u64 {
                 let now_ms = NOW_MS + step * 400;
-                if random.next_u64() % 3 == 0 {
-                    durable = log.flush(&mut tiered).unwrap_or(durable);
-                }
-                if random.next_u64() % 2 == 0 {
-                    let bytes_max = random.next_u64() % 2000;
-                    evicted_total += tiered.evict(bytes_max, durable, 0);
-                }
+                evicted_total += log.lag_and_evict(&mut random, &mut tiered, &mut durable);
                 let mut command = command(&mut random, &receipts);
                 match random.next_u64() % 40 {
                     0 => {
