@@ -530,7 +530,8 @@ impl<D: Disk> Log<D> {
     /// disk only (`SnapshotJob::step`), and once in place gives up the segments before its
     /// replay point; a text evicted to a record before that point after the job recorded it
     /// would be lost with them. Records at or after it are in segments the snapshot keeps. The
-    /// interim of docs/TIERED-STORAGE.md §13: texts read back stay in memory.
+    /// interim of docs/TIERED-STORAGE.md §13: texts read back whose records come before it stay
+    /// in memory.
     pub fn text_floor(&self) -> u64 {
         self.text_floor.get()
     }

@@ -105,7 +105,7 @@ impl ShardState {
         self.message_bytes.saturating_sub(held)
     }
 
-    /// Drops the oldest durable texts (`evict`) held in memory beyond `text_bytes_max`
+    /// Drops the newest durable texts (`evict`) held in memory beyond `text_bytes_max`
     /// (`--text-memory`): the runtime asks after every flush. Answers the bytes dropped.
     pub fn evict_beyond(&mut self, text_bytes_max: u64, durable_sequence: u64, floor: u64) -> u64 {
         let resident_bytes = self.resident_text_bytes();
