@@ -409,17 +409,9 @@ impl Disk for BlockingDisk {
 
 /// Reads each range of `ranges` from `file` whole (pread), or fails.
 fn read_ranges(file: &std::fs::File, ranges: &[(u64, u32)]) -> io::Result<Vec<bytes::Bytes>> {
-    let file_bytes = file.metadata()?.len();
+    crate::storage::files::ranges_within(ranges, file.metadata()?.len())?;
     let mut read = Vec::with_capacity(ranges.len());
     for &(offset, length) in ranges {
-        if offset
-            .checked_add(u64::from(length))
-            .is_none_or(|end| end > file_bytes)
-        {
-            return Err(crate::storage::files::read_past_end(
-                offset, length, file_bytes,
-            ));
-        }
         let mut bytes = vec![0; length as usize];
         read_exact_at(file, &mut bytes, offset)?;
         read.push(bytes::Bytes::from(bytes));

@@ -435,16 +435,7 @@ impl Disk for DmaDisk {
             UringReadFile::Buffered(file) => file.file_size().await,
         }
         .map_err(io::Error::from)?;
-        for &(offset, length) in ranges {
-            if offset
-                .checked_add(u64::from(length))
-                .is_none_or(|end| end > file_bytes)
-            {
-                return Err(crate::storage::files::read_past_end(
-                    offset, length, file_bytes,
-                ));
-            }
-        }
+        crate::storage::files::ranges_within(ranges, file_bytes)?;
         let wanted = ranges
             .iter()
             .filter(|&&(_, length)| length > 0)

@@ -286,6 +286,20 @@ pub fn read_batch_bytes(ranges: &[(u64, u32)]) -> usize {
     bytes
 }
 
+/// Fails (UnexpectedEof, `read_past_end`) when a range of `ranges` reaches past a file of
+/// `file_bytes` (`Disk::read_many` answers nothing in part).
+pub fn ranges_within(ranges: &[(u64, u32)], file_bytes: u64) -> io::Result<()> {
+    for &(offset, length) in ranges {
+        if offset
+            .checked_add(u64::from(length))
+            .is_none_or(|end| end > file_bytes)
+        {
+            return Err(read_past_end(offset, length, file_bytes));
+        }
+    }
+    Ok(())
+}
+
 /// The error of a read that reaches past the end of its file (`Disk::read_many`).
 pub fn read_past_end(offset: u64, length: u32, file_bytes: u64) -> io::Error {
     io::Error::new(
