@@ -546,8 +546,10 @@ fn competing_consumers_of_texts_on_disk_only_are_all_answered() {
 /// data and a snapshot is written, while a client puts to another queue without pause. The
 /// snapshot reads back every text it records that is on disk only before it gives up the
 /// segments that hold them, and ends while the puts go on (the break-it review found one that
-/// read the same texts again after every flush, and ended only when the puts stopped); after
-/// it, every text reads back, and after kill -9 every text is recovered. On both backends.
+/// read the same texts again after every flush, and ended only when the puts stopped). Once it
+/// is in place the texts it recorded leave memory again, to its entries: every text is on disk
+/// only, and every text reads back (most from the snapshot); after kill -9 every text is
+/// recovered. On both backends.
 #[test]
 fn a_snapshot_records_texts_kept_on_disk_only() {
     const MESSAGES: usize = 60;
@@ -609,6 +611,8 @@ fn a_snapshot_records_texts_kept_on_disk_only() {
         }
         stop.store(1, Ordering::Relaxed);
         putter.join().expect("the putter");
+        // The flushes after the snapshot evicted every text, those it recorded included.
+        await_texts_on_disk(&server, metric_total(&server, "azq_messages"));
         let found = lease_all(&server, "churn");
         assert_eq!(found, texts, "{backend}: every text after the snapshot");
         server.kill();

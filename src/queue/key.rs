@@ -1,8 +1,8 @@
 //! The names queue commands carry: `QueueKey` (account and queue name), `MessageId` (a UUID in
 //! its hyphenated form) and `PopReceipt` (where a message lives, which lease of it the holder
 //! owns and a tag only the server can make, 28 base64 characters), and `shard_for`, the plain
-//! function that says which shard owns a queue; in tests, `TextLocator` (where a message's
-//! text is on disk, tiered storage). Everything else in `queue/` builds on these; they depend
+//! function that says which shard owns a queue; `TextLocator` (where a message's text is on
+//! disk, tiered storage). Everything else in `queue/` builds on these; they depend
 //! on nothing in it.
 
 /// Identifies a queue: the account it belongs to and its name.
@@ -196,18 +196,81 @@ pub fn glob(pattern: &str, text: &str) -> bool {
     pattern[p..].iter().all(|&byte| byte == b'*')
 }
 
+/// Which file holds a text record.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum TextFile {
+    /// The log segment whose first record has this sequence (`storage::format::segment_name`).
+    Segment(u64),
+    /// The snapshot whose replay starts at this sequence (`storage::format::snapshot_name`).
+    Snapshot(u64),
+}
+
 /// Where a message's text lives on disk: the record that last wrote it (a `MessagePut`, or a
-/// `MessageUpdated` with a text), by the log segment that holds it (the sequence of the
-/// segment's first record, which names its file) and the record's place in it. 16 bytes: the
-/// record is read whole, so its CRC and sequence are checked before its text is trusted.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+/// `MessageUpdated` with a text, in a log segment; a snapshot's `MessagePut` entry), by the file
+/// that holds it and the record's place in it. The record is read whole, so its CRC, the message
+/// it names and (in a segment) its sequence are checked before its text is trusted.
+///
+/// 20 bytes, packed to 4-byte alignment so that `slab::TextSlot` stays the size of `Bytes`: the
+/// offset's top bit says which kind of file (files are far smaller than 2^63 bytes), and a
+/// snapshot can be larger than 4 GiB.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+#[repr(C, packed(4))]
 pub struct TextLocator {
-    /// The segment's first sequence (`storage::format::segment_name`).
-    pub segment: u64,
-    /// Where the record starts, bytes from the start of the segment.
-    pub offset: u32,
+    /// The segment's first sequence or the snapshot's replay point.
+    file: u64,
+    /// Bytes from the start of the file to the record, with `SNAPSHOT_BIT` set in a snapshot.
+    place: u64,
     /// The record's bytes, header included.
-    pub record_bytes: u32,
+    record_bytes: u32,
+}
+
+/// The bit of `TextLocator::place` set for a record in a snapshot.
+const SNAPSHOT_BIT: u64 = 1 << 63;
+
+impl TextLocator {
+    /// The record of `record_bytes` at `offset` in `file`.
+    pub fn new(file: TextFile, offset: u64, record_bytes: u32) -> TextLocator {
+        assert!(offset < SNAPSHOT_BIT, "a file of 2^63 bytes");
+        let (file, place) = match file {
+            TextFile::Segment(sequence) => (sequence, offset),
+            TextFile::Snapshot(sequence) => (sequence, offset | SNAPSHOT_BIT),
+        };
+        TextLocator {
+            file,
+            place,
+            record_bytes,
+        }
+    }
+
+    /// The file that holds the record.
+    pub fn file(&self) -> TextFile {
+        let file = self.file;
+        match self.place & SNAPSHOT_BIT {
+            0 => TextFile::Segment(file),
+            _ => TextFile::Snapshot(file),
+        }
+    }
+
+    /// Bytes from the start of the file to the record.
+    pub fn offset(&self) -> u64 {
+        self.place & !SNAPSHOT_BIT
+    }
+
+    /// The record's bytes, header included.
+    pub fn record_bytes(&self) -> u32 {
+        self.record_bytes
+    }
+}
+
+impl std::fmt::Debug for TextLocator {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter
+            .debug_struct("TextLocator")
+            .field("file", &self.file())
+            .field("offset", &self.offset())
+            .field("record_bytes", &self.record_bytes())
+            .finish()
+    }
 }
 
 #[cfg(test)]
@@ -219,6 +282,36 @@ mod tests {
             account: account.to_string(),
             name: name.to_string(),
         }
+    }
+
+    /// Every kind of file, at the smallest and largest sequences, offsets and lengths (and
+    /// around 2^32, past which a `u32` offset would wrap), reads back as made.
+    #[test]
+    fn text_locators_round_trip_at_their_boundaries() {
+        assert_eq!(std::mem::size_of::<TextLocator>(), 20);
+        let sequences = [0, 1, u64::from(u32::MAX) + 1, u64::MAX - 1, u64::MAX];
+        let offsets = [0, 1, 4095, 4096, 1 << 32, (1 << 32) + 1, SNAPSHOT_BIT - 1];
+        let lengths = [0, 1, u32::MAX - 1, u32::MAX];
+        let mut seen = std::collections::HashSet::new();
+        for sequence in sequences {
+            for file in [TextFile::Segment(sequence), TextFile::Snapshot(sequence)] {
+                for offset in offsets {
+                    for record_bytes in lengths {
+                        let locator = TextLocator::new(file, offset, record_bytes);
+                        assert_eq!(locator.file(), file);
+                        assert_eq!(locator.offset(), offset);
+                        assert_eq!(locator.record_bytes(), record_bytes);
+                        assert!(seen.insert(locator), "{locator:?} made twice");
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    #[should_panic(expected = "2^63")]
+    fn a_text_locator_past_2_63_bytes_is_a_bug() {
+        TextLocator::new(TextFile::Segment(0), SNAPSHOT_BIT, 1);
     }
 
     #[test]

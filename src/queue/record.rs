@@ -22,7 +22,7 @@ use bytes::{BufMut, Bytes, BytesMut};
 use crate::limits::RECORD_BODY_BYTES_MAX;
 
 use super::command::Metadata;
-use super::key::{MessageId, QueueKey};
+use super::key::{MessageId, QueueKey, TextFile, TextLocator};
 use super::replicas::{
     AccessPolicy, CorsRule, Logging, Metrics, RetentionPolicy, ServiceProperties, SignedIdentifier,
 };
@@ -223,24 +223,43 @@ pub fn text_records(records: &[u8]) -> Vec<TextRecord> {
     found
 }
 
-/// The text the record `record` (read whole from where a `TextLocator` points) carries, when
-/// it is a whole, intact text record of sequence `sequence`; `None` for anything else (damage,
-/// another record: the locator is stale).
-pub fn record_text(record: &Bytes, sequence: u64) -> Option<Bytes> {
-    match read(record, 0) {
-        Read::Record {
-            sequence: read_sequence,
-            record: found,
-            bytes,
-        } if read_sequence == sequence && bytes == record.len() => match found {
-            Record::MessagePut(message) => Some(message.text),
-            Record::MessageUpdated {
-                text: Some(text), ..
-            } => Some(text),
-            _ => None,
-        },
-        _ => None,
+/// The text the record `record`, read whole from `locator`, carries, when it is a whole,
+/// intact text record of the message (`slot`, `generation`), and in a log segment the record
+/// numbered `sequence` (a snapshot numbers its entries apart from the log); `None` for anything
+/// else (damage, another record: the locator is stale).
+pub fn record_text(
+    record: &Bytes,
+    locator: TextLocator,
+    sequence: u64,
+    slot: u32,
+    generation: u32,
+) -> Option<Bytes> {
+    let Read::Record {
+        sequence: read_sequence,
+        record: found,
+        bytes,
+    } = read(record, 0)
+    else {
+        return None;
+    };
+    let numbered = match locator.file() {
+        TextFile::Segment(_) => read_sequence == sequence,
+        TextFile::Snapshot(_) => true,
+    };
+    if !numbered || bytes != record.len() || bytes != locator.record_bytes() as usize {
+        return None;
     }
+    let (named, text) = match found {
+        Record::MessagePut(message) => ((message.slot, message.generation), message.text),
+        Record::MessageUpdated {
+            slot,
+            generation,
+            text: Some(text),
+            ..
+        } => ((slot, generation), text),
+        _ => return None,
+    };
+    (named == (slot, generation)).then_some(text)
 }
 
 /// CRC-32C (Castagnoli), hardware accelerated where the CPU has it, of `parts` in order.
@@ -845,14 +864,34 @@ mod tests {
                 (slot, generation)
             );
             let slice = batch.slice(text_record.at..text_record.at + text_record.bytes);
-            assert_eq!(
-                record_text(&slice, text_record.sequence).as_ref(),
-                Some(text)
-            );
-            assert_eq!(record_text(&slice, text_record.sequence + 1), None);
-            // Cut short or longer than the record: not a text.
-            let short = slice.slice(..slice.len() - 1);
-            assert_eq!(record_text(&short, text_record.sequence), None);
+            let bytes = text_record.bytes as u32;
+            let (sequence, named) = (text_record.sequence, (slot, generation));
+            let text_at = |locator: TextLocator, sequence: u64, (slot, generation): (u32, u32)| {
+                record_text(&slice, locator, sequence, slot, generation)
+            };
+            for file in [TextFile::Segment(3), TextFile::Snapshot(3)] {
+                let locator = TextLocator::new(file, text_record.at as u64, bytes);
+                assert_eq!(text_at(locator, sequence, named).as_ref(), Some(text));
+                // Another message's slot or generation: not its text.
+                assert_eq!(text_at(locator, sequence, (slot + 1, generation)), None);
+                assert_eq!(text_at(locator, sequence, (slot, generation + 1)), None);
+                // A locator of another length: stale.
+                for other in [bytes - 1, bytes + 1] {
+                    let locator = TextLocator::new(file, text_record.at as u64, other);
+                    assert_eq!(text_at(locator, sequence, named), None);
+                }
+                // Cut short: not a text.
+                let short = slice.slice(..slice.len() - 1);
+                assert_eq!(
+                    record_text(&short, locator, sequence, slot, generation),
+                    None
+                );
+            }
+            // In a segment the sequence must be the record's; a snapshot numbers apart.
+            let segment = TextLocator::new(TextFile::Segment(3), text_record.at as u64, bytes);
+            assert_eq!(text_at(segment, sequence + 1, named), None);
+            let snapshot = TextLocator::new(TextFile::Snapshot(3), text_record.at as u64, bytes);
+            assert_eq!(text_at(snapshot, sequence + 1, named).as_ref(), Some(text));
         }
     }
 

@@ -534,14 +534,14 @@ impl<B: Backend> Engine<B> {
     }
 
     /// With `--text-memory`, drops the newest durable texts held in memory beyond it
-    /// (`ShardState::evict`, above the log's `text_floor`); asked after every flush.
+    /// (`ShardState::evict`, to files the log keeps); asked after every flush.
     fn evict_texts(&self) {
         let (Some(log), Some(text_bytes_max)) = (&self.log, self.text_bytes_max) else {
             return;
         };
         if let Some(durable) = log.durable_sequence() {
             let mut state = self.state.borrow_mut();
-            state.evict_beyond(text_bytes_max, durable, log.text_floor());
+            state.evict_beyond(text_bytes_max, durable);
         }
     }
 

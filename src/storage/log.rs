@@ -60,7 +60,9 @@ use crate::limits::{
     LOG_CLOSED_SEGMENTS_MAX, LOG_FLUSH_BYTES_MAX, LOG_SEGMENT_BYTES, SNAPSHOT_ALLOWANCE_BYTES,
     SNAPSHOT_REMOVAL_STEP_BYTES, SNAPSHOT_STEP_SLOTS, SNAPSHOT_SYNC_BYTES, STORAGE_BLOCK_BYTES,
 };
-use crate::queue::key::TextLocator;
+use crate::queue::key::{TextFile, TextLocator};
+use crate::queue::record::{record_text, text_records};
+use crate::queue::state::texts::TextWritten;
 use crate::queue::{Encoded, QueueKey, ShardState};
 use crate::time::{latency_bucket, LATENCY_BUCKETS};
 
@@ -253,9 +255,7 @@ pub struct Log<D: Disk> {
     written_texts: RefCell<Vec<WrittenText>>,
     /// Where each text record a flush wrote landed, until the flush tells the state
     /// (`ShardState::note_written`); only while the state tracks texts.
-    unnoted_texts: RefCell<Vec<crate::queue::state::texts::TextWritten>>,
-    /// The replay point of the last snapshot begun (0: none this run): `text_floor`.
-    text_floor: Cell<u64>,
+    unnoted_texts: RefCell<Vec<TextWritten>>,
 }
 
 /// A text record a flush wrote, and where (tiered storage, §11 step 2: the state will keep the
@@ -328,7 +328,6 @@ impl<D: Disk> Log<D> {
             #[cfg(test)]
             written_texts: RefCell::new(Vec::new()),
             unnoted_texts: RefCell::new(Vec::new()),
-            text_floor: Cell::new(0),
         }
     }
 
@@ -493,17 +492,13 @@ impl<D: Disk> Log<D> {
     /// starts at sequence `segment` landed, for the state when it `tracks_texts` (and, in
     /// tests, for `take_written_texts` whatever it tracks).
     fn note_texts(&self, segment: u64, offset: u64, records: &[u8], tracks_texts: bool) {
-        use crate::queue::record::text_records;
         if !tracks_texts && !cfg!(test) {
             return;
         }
         for text in text_records(records) {
             let record_offset = offset + text.at as u64;
-            let locator = TextLocator {
-                segment,
-                offset: u32::try_from(record_offset).expect("segments stay under 4 GiB"),
-                record_bytes: text.bytes as u32,
-            };
+            let locator =
+                TextLocator::new(TextFile::Segment(segment), record_offset, text.bytes as u32);
             #[cfg(test)]
             self.written_texts.borrow_mut().push(WrittenText {
                 slot: text.slot,
@@ -515,7 +510,7 @@ impl<D: Disk> Log<D> {
             if !tracks_texts {
                 continue;
             }
-            let noted = crate::queue::state::texts::TextWritten {
+            let noted = TextWritten {
                 slot: text.slot,
                 generation: text.generation,
                 sequence: text.sequence,
@@ -525,15 +520,12 @@ impl<D: Disk> Log<D> {
         }
     }
 
-    /// The first record whose text may be evicted (`ShardState::evict`): the replay point of
-    /// the last snapshot begun this run. A snapshot reads back every text it records that is on
-    /// disk only (`SnapshotJob::step`), and once in place gives up the segments before its
-    /// replay point; a text evicted to a record before that point after the job recorded it
-    /// would be lost with them. Records at or after it are in segments the snapshot keeps. The
-    /// interim of docs/TIERED-STORAGE.md §13: texts read back whose records come before it stay
-    /// in memory.
-    pub fn text_floor(&self) -> u64 {
-        self.text_floor.get()
+    /// The path of `file`, a segment or a snapshot of this log's.
+    pub fn text_path(&self, file: TextFile) -> PathBuf {
+        self.directory.join(match file {
+            TextFile::Segment(first_sequence) => segment_name(first_sequence),
+            TextFile::Snapshot(replay_from) => snapshot_name(replay_from),
+        })
     }
 
     /// Where the text records written since the last call landed, in the order written.
@@ -542,18 +534,26 @@ impl<D: Disk> Log<D> {
         self.written_texts.take()
     }
 
-    /// Whether the segment that starts at sequence `first_sequence` is still the log's (open,
-    /// or closed and not yet given up to a snapshot): a locator into any other is stale.
+    /// Whether `file` is still the log's (a segment open, or closed and not yet given up to a
+    /// snapshot; the snapshot in place): a locator into any other is stale.
     #[cfg(test)]
-    pub fn holds_segment(&self, first_sequence: u64) -> bool {
+    pub fn holds_file(&self, file: TextFile) -> bool {
         let log = self.state.borrow();
-        log.segment
-            .as_ref()
-            .is_some_and(|segment| segment.first_sequence == first_sequence)
-            || log
-                .segments
-                .iter()
-                .any(|segment| segment.first_sequence == first_sequence)
+        match file {
+            TextFile::Segment(first_sequence) => {
+                log.segment
+                    .as_ref()
+                    .is_some_and(|segment| segment.first_sequence == first_sequence)
+                    || log
+                        .segments
+                        .iter()
+                        .any(|segment| segment.first_sequence == first_sequence)
+            }
+            TextFile::Snapshot(replay_from) => log
+                .snapshot
+                .as_ref()
+                .is_some_and(|(path, _)| *path == self.text_path(file) && replay_from > 0),
+        }
     }
 
     /// Syncs what `Durability::Write` has written since the last sync.
@@ -771,7 +771,7 @@ impl<D: Disk> Log<D> {
             (state.identity(), replay_from)
         };
         self.state.borrow_mut().snapshotting = true;
-        self.text_floor.set(replay_from);
+        state.borrow_mut().begin_snapshot(replay_from);
         let path = self.directory.join(SNAPSHOT_TEMPORARY_NAME);
         let file = self.failed_on_error(self.disk.create(&path, 0).await)?;
         let mut pending = BytesMut::with_capacity(1 << 20);
@@ -784,6 +784,7 @@ impl<D: Disk> Log<D> {
             replay_from,
             reflects_until: None,
             phase: Phase::Queues(None),
+            recorded: Vec::new(),
         })
     }
 
@@ -859,6 +860,9 @@ pub struct SnapshotJob<D: Disk> {
     /// The journal's next sequence when the last step encoded the state.
     reflects_until: Option<u64>,
     phase: Phase,
+    /// The texts encoded, where in the file, and which records wrote them, when the state
+    /// tracks texts: their homes once the snapshot is in place (`ShardState::note_snapshot`).
+    recorded: Vec<TextWritten>,
 }
 
 impl<D: Disk> SnapshotJob<D> {
@@ -908,7 +912,25 @@ impl<D: Disk> SnapshotJob<D> {
                 }
                 Phase::Messages(from) => {
                     let end = from.saturating_add(SNAPSHOT_STEP_SLOTS);
+                    let before = self.pending.len();
                     state.snapshot_messages(*from..end, &mut self.pending, &mut self.encoded);
+                    if state.tracks_texts() {
+                        let file = TextFile::Snapshot(self.replay_from);
+                        let at = self.written + before as u64;
+                        for text in text_records(&self.pending[before..]) {
+                            let Some(sequence) = state.text_sequence(text.slot, text.generation)
+                            else {
+                                continue;
+                            };
+                            let offset = at + text.at as u64;
+                            self.recorded.push(TextWritten {
+                                slot: text.slot,
+                                generation: text.generation,
+                                sequence,
+                                locator: TextLocator::new(file, offset, text.bytes as u32),
+                            });
+                        }
+                    }
                     self.phase = if end >= state.slab_slots() {
                         self.pending
                             .put_slice(&snapshot_trailer(self.encoded.entries));
@@ -964,6 +986,10 @@ impl<D: Disk> SnapshotJob<D> {
             let removable = log
                 .replace_snapshot(self.replay_from, self.written, self.encoded.charged)
                 .await?;
+            let recorded = std::mem::take(&mut self.recorded);
+            state
+                .borrow_mut()
+                .note_snapshot(self.replay_from, &recorded);
             self.phase = Phase::Removing(removable);
         }
         Ok(())
@@ -972,8 +998,8 @@ impl<D: Disk> SnapshotJob<D> {
 
 /// Reads back the texts, on disk only, of the messages in `slots` and puts them in their slots,
 /// until none is left (a text evicted while others were read is read too): the snapshot
-/// records every text, and once in place it gives up the segments before its replay point,
-/// where their records may be (`Log::text_floor`). A text delivered here is not evictable
+/// records every text, and once in place it gives up the files before it, where their records
+/// may be (`ShardState::begin_snapshot`). A text delivered here is not evictable
 /// again until the step has encoded it (else each flush during the reads could evict the texts
 /// just read, and the loop would not end): answers (slot, generation, locator, record sequence)
 /// of each, for `ShardState::note_home` then. A text that cannot be read, or a record that is
@@ -1014,15 +1040,15 @@ impl<D: Disk> Log<D> {
         mut wanted: Vec<(u32, u32, TextLocator, u64)>,
     ) -> io::Result<Vec<(u32, u32, TextLocator, Bytes)>> {
         use crate::limits::{DISK_READ_BYTES_MAX, DISK_READ_RANGES_MAX};
-        wanted.sort_by_key(|&(_, _, locator, _)| (locator.segment, locator.offset));
+        wanted.sort_by_key(|&(_, _, locator, _)| (locator.file(), locator.offset()));
         let mut texts = Vec::with_capacity(wanted.len());
         let mut rest = &wanted[..];
         while let Some(&(_, _, first, _)) = rest.first() {
-            // One segment's texts, as many as one batch takes.
+            // One file's texts, as many as one batch takes.
             let (mut count, mut bytes) = (0, 0);
             while let Some(&(_, _, locator, _)) = rest.get(count) {
-                let more = locator.record_bytes as usize;
-                if locator.segment != first.segment
+                let more = locator.record_bytes() as usize;
+                if locator.file() != first.file()
                     || count == DISK_READ_RANGES_MAX
                     || (count > 0 && bytes + more > DISK_READ_BYTES_MAX)
                 {
@@ -1032,22 +1058,23 @@ impl<D: Disk> Log<D> {
             }
             let (batch, after) = rest.split_at(count);
             rest = after;
-            let path = self.directory.join(segment_name(first.segment));
+            let path = self.text_path(first.file());
             let ranges: Vec<(u64, u32)> = batch
                 .iter()
-                .map(|&(_, _, locator, _)| (u64::from(locator.offset), locator.record_bytes))
+                .map(|&(_, _, locator, _)| (locator.offset(), locator.record_bytes()))
                 .collect();
             let file = self.disk.open_read(&path).await?;
             let read = self.disk.read_many(&file, &ranges).await?;
             for (&(slot, generation, locator, sequence), record) in batch.iter().zip(read) {
                 let text =
-                    crate::queue::record::record_text(&record, sequence).ok_or_else(|| {
+                    record_text(&record, locator, sequence, slot, generation).ok_or_else(|| {
                         io::Error::new(
                             io::ErrorKind::InvalidData,
                             format!(
-                                "{}: no text of record {sequence} at {}",
+                                "{}: no text of message {slot}.{generation} (record {sequence}) \
+                                 at {}",
                                 path.display(),
-                                locator.offset
+                                locator.offset()
                             ),
                         )
                     })?;

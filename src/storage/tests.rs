@@ -63,7 +63,7 @@ use std::task::{Context, Poll};
 use bytes::{Bytes, BytesMut};
 
 use super::files::{data_directory, Files};
-use super::format::{segment_name, SEGMENT_TEMPORARY_NAME};
+use super::format::SEGMENT_TEMPORARY_NAME;
 use super::log::{Log, WrittenText};
 use super::recovery::{recover, RecoveryOptions};
 use super::sim::{SimDisk, SimStats, Written};
@@ -71,7 +71,7 @@ use crate::error::StorageError;
 use crate::limits::{
     LOG_SEGMENT_BYTES, MESSAGE_TEXT_BYTES_MAX, STORAGE_BLOCK_BYTES, TEXT_WAIT_ROUNDS_MAX,
 };
-use crate::queue::key::TextLocator;
+use crate::queue::key::{TextFile, TextLocator};
 use crate::queue::record::{self, MessageState, Record, RECORD_HEADER_BYTES};
 use crate::queue::replicas::home_shard;
 use crate::queue::state::Described;
@@ -529,12 +529,16 @@ struct TextReads {
     /// Reads, where the state's home for a message's text says (`note_written`), that found
     /// a record holding the text the message had when the read was issued.
     homes_verified: u64,
+    /// Of those, homes in a snapshot (the texts it recorded, re-homed once it was in place).
+    snapshot_homes_verified: u64,
     /// Texts evicted (`--text-memory`: rounds with a budget of 0 or 2 KiB).
     evicted: u64,
     /// Gets that waited for texts on disk only (`Reply::Wait`), and those then answered.
     waits: u64,
     /// Gets answered after a wait.
     served_after_wait: u64,
+    /// Texts read for waits from a snapshot's entries.
+    read_from_snapshots: u64,
     /// Reads for a wait that failed (an injected fault): the Get was applied again.
     wait_read_failures: u64,
     /// Texts Gets returned, each found equal to the text its message was put or updated with.
@@ -559,7 +563,9 @@ impl TextReads {
                     "seed {seed}: the bytes at {:?} are not the record written there",
                     text.locator
                 );
-                let found = record::record_text(&read[0], text.sequence);
+                let (slot, generation) = (text.slot, text.generation);
+                let found =
+                    record::record_text(&read[0], text.locator, text.sequence, slot, generation);
                 assert!(
                     found.is_some(),
                     "seed {seed}: {:?} is no text",
@@ -572,24 +578,33 @@ impl TextReads {
     }
 
     /// Checks the answer `read` to a read where the state's home for a text says it is:
-    /// the record of `sequence` there holds `text`.
+    /// the record there (of `sequence`, in a segment) holds `text`, unless the home was gone
+    /// when the read completed (`held`: a snapshot has begun since, and may have replaced the
+    /// one there with another of the same name).
     fn check_home(
         &mut self,
         seed: u64,
-        (sequence, locator, text): (u64, TextLocator, &Bytes),
+        home: &(u32, u32, u64, TextLocator, Bytes),
         read: std::io::Result<Vec<Bytes>>,
         held: bool,
     ) {
+        let &(slot, generation, sequence, locator, ref text) = home;
         match read {
             Ok(read) => {
-                self.after_give_up += u64::from(!held);
-                let found = record::record_text(&read[0], sequence);
+                let found = record::record_text(&read[0], locator, sequence, slot, generation);
+                if !held {
+                    self.stale += 1;
+                    return;
+                }
                 assert_eq!(
                     found.as_ref(),
                     Some(text),
                     "seed {seed}: the home {locator:?} of a text holds another"
                 );
                 self.homes_verified += 1;
+                if let TextFile::Snapshot(_) = locator.file() {
+                    self.snapshot_homes_verified += 1;
+                }
             }
             Err(error) => self.check_failed(seed, locator, error, held),
         }
@@ -610,6 +625,18 @@ impl TextReads {
             panic!("seed {seed}: reading {locator:?} failed: {error}");
         }
     }
+}
+
+/// Reads the record `locator` names through the read seam.
+async fn read_record(
+    disk: &SimDisk,
+    log: &Log<SimDisk>,
+    locator: TextLocator,
+) -> std::io::Result<Vec<Bytes>> {
+    use super::files::Disk;
+    let file = disk.open_read(&log.text_path(locator.file())).await?;
+    disk.read_many(&file, &[(locator.offset(), locator.record_bytes())])
+        .await
 }
 
 /// A read of texts a Get waits for (`Log::read_texts`).
@@ -803,20 +830,23 @@ fn simulate(seed: u64, boundaries: &mut Boundaries, text_reads: &mut TextReads) 
                 }
                 if let (Some(bytes_max), Some(durable)) = (text_bytes_max, log.durable_sequence()) {
                     let mut state = state.borrow_mut();
-                    let bytes = state.evict_beyond(bytes_max, durable, log.text_floor());
+                    let bytes = state.evict_beyond(bytes_max, durable);
                     evicted.set(evicted.get() + u64::from(bytes > 0));
                 }
             }
         });
         // Every text on disk only is read where its locator says, and must be there: a
-        // segment that holds one is never given up.
-        let text_of = |locator: TextLocator, sequence: u64| {
-            let path = log.directory().join(segment_name(locator.segment));
-            let segment = Files::read(&disk, &path)
+        // segment or snapshot that holds one is never given up.
+        let text_of = |(slot, generation, locator, sequence): (u32, u32, TextLocator, u64)| {
+            assert!(
+                log.holds_file(locator.file()),
+                "seed {seed}: {locator:?} is in a file given up"
+            );
+            let file = Files::read(&disk, &log.text_path(locator.file()))
                 .unwrap_or_else(|error| panic!("seed {seed}: {locator:?}: {error}"));
-            let start = locator.offset as usize;
-            let record = segment.slice(start..start + locator.record_bytes as usize);
-            record::record_text(&record, sequence)
+            let start = locator.offset() as usize;
+            let record = file.slice(start..start + locator.record_bytes() as usize);
+            record::record_text(&record, locator, sequence, slot, generation)
                 .unwrap_or_else(|| panic!("seed {seed}: {locator:?} holds another record"))
         };
         // Gets waiting for texts: the command, its rounds so far, and its read in flight.
@@ -861,32 +891,21 @@ fn simulate(seed: u64, boundaries: &mut Boundaries, text_reads: &mut TextReads) 
                 if written.len() > TEXT_READS_KEPT {
                     written.drain(..written.len() - TEXT_READS_KEPT);
                 }
-                // Now and then a text where the state's home for it says it is.
+                // Now and then a text where the state's home for it says it is; the home may
+                // have gone by the time the read completes (a snapshot begun since).
                 let homes = state.borrow().current_text_homes();
                 if !homes.is_empty() && picks.next_u64() % 6 == 0 {
-                    let pick = (picks.next_u64() % homes.len() as u64) as usize;
-                    let (_, _, sequence, locator, text) = &homes[pick];
-                    let path = log.directory().join(segment_name(locator.segment));
-                    let range = [(u64::from(locator.offset), locator.record_bytes)];
-                    let read = match super::files::Disk::open_read(&disk, &path).await {
-                        Ok(file) => super::files::Disk::read_many(&disk, &file, &range).await,
-                        Err(error) => Err(error),
-                    };
-                    let held = log.holds_segment(locator.segment);
-                    let home = (*sequence, *locator, text);
+                    let home = &homes[(picks.next_u64() % homes.len() as u64) as usize];
+                    let read = read_record(&disk, &log, home.3).await;
+                    let held = state.borrow().current_text_homes().contains(home);
                     reads.borrow_mut().check_home(seed, home, read, held);
                 }
                 if !written.is_empty() && picks.next_u64() % 3 == 0 {
                     let index = (picks.next_u64() % written.len() as u64) as usize;
                     // Kept after it is read: read again later, it may be stale by then.
                     let text = written[index].clone();
-                    let path = log.directory().join(segment_name(text.locator.segment));
-                    let range = [(u64::from(text.locator.offset), text.locator.record_bytes)];
-                    let read = match super::files::Disk::open_read(&disk, &path).await {
-                        Ok(file) => super::files::Disk::read_many(&disk, &file, &range).await,
-                        Err(error) => Err(error),
-                    };
-                    let held = log.holds_segment(text.locator.segment);
+                    let read = read_record(&disk, &log, text.locator).await;
+                    let held = log.holds_file(text.locator.file());
                     reads.borrow_mut().check(seed, &text, read, held);
                 }
                 yield_once().await;
@@ -950,6 +969,20 @@ fn simulate(seed: u64, boundaries: &mut Boundaries, text_reads: &mut TextReads) 
                 8 => snapshot_wanted.set(true),
                 _ => sync_wanted.set(true),
             }
+            // Where texts leave memory, snapshots are asked for more often and I/O completes
+            // faster, so that snapshots are put in place, texts leave memory to their entries
+            // and Gets read them there (its own draws).
+            if text_bytes_max.is_some() {
+                if budgets.next_u64() % 6 == 0 {
+                    snapshot_wanted.set(true);
+                }
+                for _ in 0..budgets.next_u64() % 4 {
+                    let in_flight = disk.in_flight();
+                    if in_flight > 0 {
+                        disk.complete((budgets.next_u64() % in_flight as u64) as usize);
+                    }
+                }
+            }
             // While Gets wait, their reads (and the log's I/O) complete more often, and now
             // and then one fails (its own draws).
             if !waits.is_empty() && budgets.next_u64() % 2 == 0 {
@@ -989,6 +1022,8 @@ fn simulate(seed: u64, boundaries: &mut Boundaries, text_reads: &mut TextReads) 
                     Ok(read) => {
                         let mut state = state.borrow_mut();
                         for (slot, generation, locator, text) in read {
+                            let in_snapshot = matches!(locator.file(), TextFile::Snapshot(_));
+                            text_reads.read_from_snapshots += u64::from(in_snapshot);
                             state.deliver_text(slot, generation, locator, text, true);
                         }
                     }
@@ -1043,6 +1078,7 @@ fn simulate(seed: u64, boundaries: &mut Boundaries, text_reads: &mut TextReads) 
             waits: counted.waits,
             served_after_wait: counted.served_after_wait,
             wait_read_failures: counted.wait_read_failures,
+            read_from_snapshots: counted.read_from_snapshots,
             texts_checked: counted.texts_checked,
             ..reads.into_inner()
         };
@@ -1294,13 +1330,8 @@ fn a_text_record_reads_back_until_a_snapshot_takes_its_segment() {
     let check = |written: &[WrittenText]| {
         let mut reads = TextReads::default();
         for text in written {
-            let path = log.directory().join(segment_name(text.locator.segment));
-            let range = [(u64::from(text.locator.offset), text.locator.record_bytes)];
-            let read = run(async {
-                let file = super::files::Disk::open_read(&disk, &path).await?;
-                super::files::Disk::read_many(&disk, &file, &range).await
-            });
-            reads.check(0, text, read, log.holds_segment(text.locator.segment));
+            let read = run(read_record(&disk, &log, text.locator));
+            reads.check(0, text, read, log.holds_file(text.locator.file()));
         }
         reads
     };
@@ -1317,13 +1348,15 @@ fn a_text_record_reads_back_until_a_snapshot_takes_its_segment() {
     assert_eq!(second.verified + second.stale, written.len() as u64);
 }
 
-/// Tiered storage's interim (docs/TIERED-STORAGE.md §13): a snapshot reads back every text it
-/// records that is on disk only, so the segments it gives up take no text with them. Texts
-/// evicted before it began and between its steps are read back; once it has begun, a text
-/// whose record lies before its replay point is not evicted (`Log::text_floor`), while one
-/// written after it is. After the snapshot every text on disk only is in a segment the log
-/// still holds, and a power cut recovers every text. With segments of 1 MiB the snapshot gives
-/// up several; with one of 64 MiB, its texts take two read batches (`DISK_READ_BYTES_MAX`).
+/// A snapshot reads back every text it records that is on disk only, so the files it gives up
+/// take no text with them, and once in place it is where those texts live (docs/TIERED-STORAGE.md
+/// §13). Texts evicted before it began and between its steps are read back; once it has begun,
+/// a text whose record lies before its replay point is not evicted (`ShardState::note_home`),
+/// while one written after it is; once it is in place every text it recorded may leave memory
+/// again, to its entry. After it every text is on disk only, each in a file the log still holds,
+/// all read back whole through the read seam, and a power cut recovers every text. With
+/// segments of 1 MiB the snapshot gives up several; with one of 64 MiB, its texts take two read
+/// batches (`DISK_READ_BYTES_MAX`).
 #[test]
 fn a_snapshot_reads_back_the_texts_it_records_that_are_on_disk_only() {
     // Evicted before the snapshot; then resident; then evicted during it, twice.
@@ -1347,9 +1380,7 @@ fn a_snapshot_reads_back_the_texts_it_records_that_are_on_disk_only() {
         };
         let evict = || {
             let durable = log.durable_sequence().expect("durable");
-            let evicted = state
-                .borrow_mut()
-                .evict(u64::MAX, durable, log.text_floor());
+            let evicted = state.borrow_mut().evict(u64::MAX, durable);
             evicted as usize / TEXT_BYTES
         };
         let on_disk = || state.borrow().texts_on_disk(0..u32::MAX).len();
@@ -1359,8 +1390,8 @@ fn a_snapshot_reads_back_the_texts_it_records_that_are_on_disk_only() {
         });
         (0..BEFORE).for_each(put);
         assert_eq!(evict(), BEFORE);
-        let first_segment = state.borrow().texts_on_disk(0..1)[0].2.segment;
-        assert!(log.holds_segment(first_segment));
+        let first_file = state.borrow().texts_on_disk(0..1)[0].2.file();
+        assert!(log.holds_file(first_file));
         // Resident, their homes noted, their records before the replay point.
         (BEFORE..BEFORE + RESIDENT).for_each(put);
         let mut number = BEFORE + RESIDENT;
@@ -1375,25 +1406,38 @@ fn a_snapshot_reads_back_the_texts_it_records_that_are_on_disk_only() {
             (number..number + DURING).for_each(put);
             number += DURING;
             assert_eq!(evict(), DURING, "only those after the replay point");
-            // The messages' step reads every one back.
+            // The messages' step reads every one back, and puts the snapshot in place.
             assert!(!job.step(&log, &state).await.expect("a step"));
             assert_eq!(on_disk(), 0);
-            // While the replaced files go: more Puts, evicted, and so again are the texts
-            // read back whose records are after the replay point (their homes noted again on
-            // delivery); those before it stay resident.
+            // While the replaced files go: more Puts, evicted, and so are all the texts the
+            // snapshot recorded.
             (number..number + REMOVING).for_each(put);
             number += REMOVING;
-            assert_eq!(evict(), DURING + REMOVING);
+            assert_eq!(evict(), number);
             while !job.step(&log, &state).await.expect("a step") {}
         });
         let texts = state.borrow().texts_on_disk(0..u32::MAX);
-        assert_eq!(texts.len(), DURING + REMOVING);
-        for (_, _, locator, _) in texts {
-            assert!(log.holds_segment(locator.segment), "{locator:?}");
+        assert_eq!(texts.len(), number);
+        let in_snapshot = texts
+            .iter()
+            .filter(|(_, _, locator, _)| matches!(locator.file(), TextFile::Snapshot(_)))
+            .count();
+        assert_eq!(in_snapshot, BEFORE + RESIDENT + DURING);
+        for (_, _, locator, _) in &texts {
+            assert!(log.holds_file(locator.file()), "{locator:?}");
         }
+        let read: BTreeSet<Bytes> = run(log.read_texts(texts))
+            .expect("read back")
+            .into_iter()
+            .map(|(_, _, _, text)| text)
+            .collect();
+        assert!(
+            read == (0..number).map(text).collect(),
+            "every text read back"
+        );
         if segment_bytes < LOG_SEGMENT_BYTES {
             assert!(
-                !log.holds_segment(first_segment),
+                !log.holds_file(first_file),
                 "the snapshot gave up the first segment"
             );
         }
@@ -1786,6 +1830,12 @@ fn every_acknowledged_change_survives_every_crash() {
                 && text_reads.served_after_wait > 0
                 && text_reads.wait_read_failures > 0
                 && text_reads.texts_checked > 0,
+            "{text_reads:?}"
+        );
+        // Snapshots put in place re-homed texts to their entries, read there by the reader
+        // and by Gets.
+        assert!(
+            text_reads.snapshot_homes_verified > 0 && text_reads.read_from_snapshots > 0,
             "{text_reads:?}"
         );
     }

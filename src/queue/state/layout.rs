@@ -232,11 +232,16 @@ pub struct ShardState {
     /// wrote each (`texts::note_written`): the texts `evict` may drop. Empty unless the
     /// journal tracks texts (`ShardState::track_texts`).
     pub(super) text_homes: BTreeMap<u64, TextHome>,
+    /// Which homes stay valid: records of the log from this sequence on (the replay point of
+    /// the last snapshot begun, whose segments before it may be given up), and entries of this
+    /// snapshot (the one in place while no other is being written). `texts::begin_snapshot`.
+    pub(super) text_files: (u64, Option<u64>),
     /// Messages whose texts are on disk only, and those texts' bytes.
     pub(super) texts_evicted: (u64, u64),
 }
 
-/// Where a resident message's text is on disk: the record that wrote it.
+/// Where a resident message's text is on disk: the record that wrote it, or the snapshot entry
+/// that recorded it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct TextHome {
     /// The message's slot.
@@ -327,6 +332,7 @@ impl ShardState {
             activity: Activity::default(),
             journal: None,
             text_homes: BTreeMap::new(),
+            text_files: (0, None),
             texts_evicted: (0, 0),
             foreign_ids: HashMap::new(),
             foreign_slots: HashMap::new(),

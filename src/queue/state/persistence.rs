@@ -480,17 +480,18 @@ pub type DescribedMessage = (QueueKey, bytes::Bytes, u64, u32, u32, u32, u32, Op
 impl ShardState {
     /// What the state holds at `now_ms`; every text must be in memory.
     pub fn describe(&self, now_ms: u64) -> Described {
-        self.describe_with(now_ms, |locator, _| {
+        self.describe_with(now_ms, |(_, _, locator, _)| {
             panic!("a text on disk only ({locator:?}): describe with a reader")
         })
     }
 
     /// What the state holds at `now_ms`, each text on disk only read by `text_of` from the
-    /// record its locator names (with that record's sequence).
+    /// record its locator names: (slot, generation, locator, sequence of the record that wrote
+    /// the text), as a `TextWait` names it.
     pub fn describe_with(
         &self,
         now_ms: u64,
-        text_of: impl Fn(crate::queue::key::TextLocator, u64) -> bytes::Bytes,
+        text_of: impl Fn((u32, u32, crate::queue::key::TextLocator, u64)) -> bytes::Bytes,
     ) -> Described {
         let mut described = Described::default();
         for (key, &index) in &self.queue_names {
@@ -527,10 +528,7 @@ impl ShardState {
                     match &message.text {
                         crate::queue::slab::TextSlot::Resident(text) => text.clone(),
                         crate::queue::slab::TextSlot::OnDisk { locator, .. } => {
-                            let sequence = self
-                                .text_sequence(slot, self.messages.generation(slot))
-                                .expect("an evicted text's record is kept");
-                            text_of(*locator, sequence)
+                            text_of(self.text_on_disk(slot, *locator))
                         }
                     },
                     message.insertion_ms,

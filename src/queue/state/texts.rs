@@ -9,6 +9,13 @@
 //! for a Put whose message an Update has re-texted since (the Update's record still in the
 //! journal, or in the flush in flight) is ignored; a message's entry and home go when it dies
 //! or is re-texted (`forget_text`).
+//!
+//! A home names a log record, or the entry of the snapshot in place that recorded the text. A
+//! snapshot gives up the segments before its replay point and the snapshot before it once it is
+//! in place, so when one begins (`begin_snapshot`) the homes in those files go, and no new one
+//! is noted there: the snapshot reads back every text on disk only that it records, and once in
+//! place re-homes the texts it recorded to its entries (`note_snapshot`). So a text leaves
+//! memory whatever the age of its record, and a locator into a file given up is never made.
 
 use std::collections::HashMap;
 use std::ops::Range;
@@ -17,7 +24,7 @@ use bytes::Bytes;
 
 use super::layout::{ShardState, TextHome};
 use crate::queue::command::TextWait;
-use crate::queue::key::TextLocator;
+use crate::queue::key::{TextFile, TextLocator};
 use crate::queue::slab::{TextSlot, NONE};
 
 /// A text record the log wrote: which message's text, by which record, and where.
@@ -53,7 +60,7 @@ impl ShardState {
 
     /// The sequence of the record that last wrote the text of live message (`slot`,
     /// `generation`), when tracked.
-    pub(super) fn text_sequence(&self, slot: u32, generation: u32) -> Option<u64> {
+    pub fn text_sequence(&self, slot: u32, generation: u32) -> Option<u64> {
         let journal = self.journal.as_ref()?;
         journal
             .text_sequences
@@ -107,45 +114,67 @@ impl ShardState {
 
     /// Drops the newest durable texts (`evict`) held in memory beyond `text_bytes_max`
     /// (`--text-memory`): the runtime asks after every flush. Answers the bytes dropped.
-    pub fn evict_beyond(&mut self, text_bytes_max: u64, durable_sequence: u64, floor: u64) -> u64 {
+    pub fn evict_beyond(&mut self, text_bytes_max: u64, durable_sequence: u64) -> u64 {
         let resident_bytes = self.resident_text_bytes();
         if resident_bytes <= text_bytes_max {
             return 0;
         }
-        self.evict(resident_bytes - text_bytes_max, durable_sequence, floor)
+        self.evict(resident_bytes - text_bytes_max, durable_sequence)
     }
 
     /// Notes where text records the log wrote landed, in the order written.
     pub fn note_written(&mut self, written: &[TextWritten]) {
         for text in written {
-            if self.names_current_text(text.slot, text.generation, text.sequence) {
-                let home = TextHome {
-                    slot: text.slot,
-                    generation: text.generation,
-                    locator: text.locator,
-                };
-                self.text_homes.insert(text.sequence, home);
-            }
+            self.note_home(text.slot, text.generation, text.locator, text.sequence);
         }
     }
 
-    /// Drops resident texts whose records are durable (sequence at most `durable_sequence`)
-    /// and at or after `floor`, newest record first, until `bytes_max` bytes of text are
-    /// dropped; each message keeps its locator. Newest first: a queue is consumed from its
-    /// head, its oldest messages, so those stay in memory longest (oldest first evicted exactly
-    /// the texts competing consumers were about to read, each Get then waiting for the next).
-    /// Homes before `floor` are forgotten on the way: the log's `text_floor`, the replay point
-    /// of the last snapshot begun, before which a record's segment may be given up to that
-    /// snapshot once it has read back the texts it records (`storage::log`, the interim of
-    /// docs/TIERED-STORAGE.md §13). Answers the bytes dropped.
-    pub fn evict(&mut self, bytes_max: u64, durable_sequence: u64, floor: u64) -> u64 {
-        if self
-            .text_homes
-            .first_key_value()
-            .is_some_and(|(&first, _)| first < floor)
-        {
-            self.text_homes = self.text_homes.split_off(&floor);
+    /// A snapshot whose replay starts at `replay_from` begins: from now on only records from
+    /// that point are homes (the snapshot gives up the segments before it, once in place), and
+    /// no snapshot's entry is until it is in place (it replaces the one in place). The homes
+    /// that no longer are go; the texts on disk only there stay so until the snapshot reads
+    /// them back, which it does before it is in place.
+    pub fn begin_snapshot(&mut self, replay_from: u64) {
+        if !self.tracks_texts() {
+            return;
         }
+        self.text_files = (replay_from, None);
+        self.text_homes
+            .retain(|&sequence, home| match home.locator.file() {
+                TextFile::Segment(_) => sequence >= replay_from,
+                TextFile::Snapshot(_) => false,
+            });
+    }
+
+    /// The snapshot whose replay starts at `replay_from` is in place, and recorded the texts
+    /// `recorded` names (their locators in it, the sequences of the records that wrote them):
+    /// its entries are homes until the next snapshot begins, for the texts still resident and
+    /// still those it recorded.
+    pub fn note_snapshot(&mut self, replay_from: u64, recorded: &[TextWritten]) {
+        if !self.tracks_texts() {
+            return;
+        }
+        self.text_files.1 = Some(replay_from);
+        for text in recorded {
+            self.note_home(text.slot, text.generation, text.locator, text.sequence);
+        }
+    }
+
+    /// Whether a text at `locator`, written by record `sequence`, may be evicted to it: a
+    /// record the log keeps, or an entry of the snapshot in place (`begin_snapshot`).
+    fn stays_readable(&self, locator: TextLocator, sequence: u64) -> bool {
+        match locator.file() {
+            TextFile::Segment(_) => sequence >= self.text_files.0,
+            TextFile::Snapshot(replay_from) => self.text_files.1 == Some(replay_from),
+        }
+    }
+
+    /// Drops resident texts whose records are durable (sequence at most `durable_sequence`),
+    /// newest record first, until `bytes_max` bytes of text are dropped; each message keeps its
+    /// locator. Newest first: a queue is consumed from its head, its oldest messages, so those
+    /// stay in memory longest (oldest first evicted exactly the texts competing consumers were
+    /// about to read, each Get then waiting for the next). Answers the bytes dropped.
+    pub fn evict(&mut self, bytes_max: u64, durable_sequence: u64) -> u64 {
         let mut dropped = 0;
         while dropped < bytes_max {
             let Some((&sequence, &home)) = self.text_homes.range(..=durable_sequence).next_back()
@@ -247,7 +276,11 @@ impl ShardState {
 
     /// (slot, generation, locator, record sequence) of the live message in `slot`, whose text
     /// is on disk only at `locator`.
-    fn text_on_disk(&self, slot: u32, locator: TextLocator) -> (u32, u32, TextLocator, u64) {
+    pub(super) fn text_on_disk(
+        &self,
+        slot: u32,
+        locator: TextLocator,
+    ) -> (u32, u32, TextLocator, u64) {
         let generation = self.messages.generation(slot);
         let sequence = self
             .text_sequence(slot, generation)
@@ -259,8 +292,8 @@ impl ShardState {
     /// `generation`) when the message still lives and its text is still that record's; answers
     /// whether it did. A delivery that comes too late (the message died, or was re-texted and
     /// so is resident) changes nothing. With `evictable`, the text's home is noted again, so
-    /// that it may leave memory again (unless a snapshot has begun since: `evict`'s floor); a
-    /// snapshot notes it only once it has encoded the text (`note_home`).
+    /// that it may leave memory again (unless a snapshot has begun since and will give that
+    /// file up: `note_home`); a snapshot notes it only once it has encoded the text.
     pub fn deliver_text(
         &mut self,
         slot: u32,
@@ -294,13 +327,14 @@ impl ShardState {
         }
     }
 
-    /// Notes that the resident text of the message (`slot`, `generation`) is also in record
-    /// `sequence` at `locator`, so that it may leave memory again: when the message still lives
-    /// and that record still wrote its text (it may have died or been re-texted since its text
-    /// was read back).
+    /// Notes that the resident text of the message (`slot`, `generation`), written by record
+    /// `sequence`, is also at `locator`, so that it may leave memory again: when the message
+    /// still lives, that record still wrote its text (it may have died or been re-texted since
+    /// its text was read back or recorded), and the file there is kept (`stays_readable`).
     pub fn note_home(&mut self, slot: u32, generation: u32, locator: TextLocator, sequence: u64) {
         if self.names_current_text(slot, generation, sequence)
             && self.messages.get(slot).text.resident().is_some()
+            && self.stays_readable(locator, sequence)
         {
             let home = TextHome {
                 slot,
@@ -331,11 +365,25 @@ mod tests {
         }
     }
 
-    /// A log in memory: each flush of the journal lands at the next offset of one segment,
-    /// and a read finds the record's bytes there.
+    /// A snapshot's entries, and the texts they record.
+    type Encoded = (Vec<u8>, Vec<TextWritten>);
+
+    /// A log in memory: each flush of the journal lands at the end of the open segment, a
+    /// snapshot (`begin_snapshot`, `encode_snapshot`, `place_snapshot`, with commands and
+    /// evictions between) gives up the segments and the snapshot before it as the real log
+    /// does, and a read finds the record's bytes in its file (or panics: a locator into a file
+    /// given up, or one replaced by a snapshot of the same name).
     #[derive(Default)]
     struct MemoryLog {
-        segment: Vec<u8>,
+        /// The files kept, by name.
+        files: HashMap<TextFile, Vec<u8>>,
+        /// The open segment's first sequence.
+        open: u64,
+        /// A snapshot begun and not yet in place: its replay point, and once encoded its
+        /// entries and the texts they record.
+        snapshot: Option<(u64, Option<Encoded>)>,
+        /// Texts read back from snapshots.
+        snapshot_reads: u64,
     }
 
     impl MemoryLog {
@@ -343,33 +391,85 @@ mod tests {
         /// records landed; answers the last sequence written (all of it durable).
         fn flush(&mut self, state: &mut ShardState) -> Option<u64> {
             let (records, last): (BytesMut, u64) = state.take_journal(usize::MAX)?;
-            let offset = self.segment.len();
-            self.segment.extend_from_slice(&records);
+            let file = TextFile::Segment(self.open);
+            let segment = self.files.entry(file).or_default();
+            let offset = segment.len() as u64;
+            segment.extend_from_slice(&records);
             let written: Vec<TextWritten> = text_records(&records)
                 .into_iter()
                 .map(|text| TextWritten {
                     slot: text.slot,
                     generation: text.generation,
                     sequence: text.sequence,
-                    locator: TextLocator {
-                        segment: 1,
-                        offset: (offset + text.at) as u32,
-                        record_bytes: text.bytes as u32,
-                    },
+                    locator: TextLocator::new(file, offset + text.at as u64, text.bytes as u32),
                 })
                 .collect();
             state.note_written(&written);
             Some(last)
         }
 
+        /// Begins a snapshot: the log rotates to a segment named by its replay point.
+        fn begin_snapshot(&mut self, state: &mut ShardState) {
+            let replay_from = state.journal_next_sequence().expect("durable");
+            state.begin_snapshot(replay_from);
+            (self.open, self.snapshot) = (replay_from, Some((replay_from, None)));
+        }
+
+        /// Reads back every text on disk only and encodes the state (the real job does it a
+        /// step at a time; the texts evicted between its steps are in segments it keeps).
+        fn encode_snapshot(&mut self, state: &mut ShardState) {
+            let Some((replay_from, None)) = self.snapshot else {
+                panic!("a snapshot begun, not encoded");
+            };
+            loop {
+                let texts = state.texts_on_disk(0..u32::MAX);
+                if texts.is_empty() {
+                    break;
+                }
+                for (slot, generation, locator, text) in self.read(&TextWait { texts }) {
+                    state.deliver_text(slot, generation, locator, text, false);
+                }
+            }
+            let mut entries = BytesMut::new();
+            state.snapshot_all(&mut entries);
+            let file = TextFile::Snapshot(replay_from);
+            let recorded: Vec<TextWritten> = text_records(&entries)
+                .into_iter()
+                .filter_map(|text| {
+                    Some(TextWritten {
+                        slot: text.slot,
+                        generation: text.generation,
+                        sequence: state.text_sequence(text.slot, text.generation)?,
+                        locator: TextLocator::new(file, text.at as u64, text.bytes as u32),
+                    })
+                })
+                .collect();
+            self.snapshot = Some((replay_from, Some((entries.to_vec(), recorded))));
+        }
+
+        /// Puts the snapshot encoded in place: gives up the files before it, then tells the
+        /// state what it recorded.
+        fn place_snapshot(&mut self, state: &mut ShardState) {
+            let Some((replay_from, Some((entries, recorded)))) = self.snapshot.take() else {
+                panic!("a snapshot encoded");
+            };
+            self.files.retain(|&kept, _| match kept {
+                TextFile::Segment(first) => first >= replay_from,
+                TextFile::Snapshot(_) => false,
+            });
+            self.files.insert(TextFile::Snapshot(replay_from), entries);
+            state.note_snapshot(replay_from, &recorded);
+        }
+
         /// Reads back every text `state` holds on disk only, and delivers it.
-        fn deliver_all(&self, state: &mut ShardState) {
+        fn deliver_all(&mut self, state: &mut ShardState) {
             let texts = state.texts_on_disk(0..u32::MAX);
             self.deliver(state, &TextWait { texts });
         }
 
         /// Now and then a flush (flushes lag: a command's records are not always written
-        /// before the next) and an eviction of up to 2,000 bytes; answers the bytes evicted.
+        /// before the next), an eviction of up to 2,000 bytes, and a snapshot begun or put in
+        /// place; answers the bytes evicted.
         fn lag_and_evict(
             &mut self,
             random: &mut SplitMix64,
@@ -379,20 +479,40 @@ mod tests {
             if random.next_u64() % 3 == 0 {
                 *durable = self.flush(state).unwrap_or(*durable);
             }
+            match (random.next_u64() % 30, &self.snapshot) {
+                (0, None) => self.begin_snapshot(state),
+                (1..=3, Some((_, None))) => self.encode_snapshot(state),
+                (1..=3, Some((_, Some(_)))) => self.place_snapshot(state),
+                _ => {}
+            }
             if random.next_u64() % 2 == 0 {
                 let bytes_max = random.next_u64() % 2000;
-                return state.evict(bytes_max, *durable, 0);
+                return state.evict(bytes_max, *durable);
             }
             0
         }
 
-        /// Reads back the texts `wait` names, and delivers them.
-        fn deliver(&self, state: &mut ShardState, wait: &TextWait) {
+        /// The texts `wait` names, read from the records their locators name.
+        fn read(&mut self, wait: &TextWait) -> Vec<(u32, u32, TextLocator, Bytes)> {
+            let mut texts = Vec::new();
             for &(slot, generation, locator, sequence) in &wait.texts {
-                let start = locator.offset as usize;
-                let record = &self.segment[start..start + locator.record_bytes as usize];
-                let text = record_text(&Bytes::copy_from_slice(record), sequence)
+                let file = &self.files[&locator.file()];
+                let start = locator.offset() as usize;
+                let record = &file[start..start + locator.record_bytes() as usize];
+                let record = Bytes::copy_from_slice(record);
+                let text = record_text(&record, locator, sequence, slot, generation)
                     .expect("a locator names the record that wrote the text");
+                if let TextFile::Snapshot(_) = locator.file() {
+                    self.snapshot_reads += 1;
+                }
+                texts.push((slot, generation, locator, text));
+            }
+            texts
+        }
+
+        /// Reads back the texts `wait` names, and delivers them.
+        fn deliver(&mut self, state: &mut ShardState, wait: &TextWait) {
+            for (slot, generation, locator, text) in self.read(wait) {
                 assert!(state.deliver_text(slot, generation, locator, text, true));
             }
         }
@@ -481,14 +601,15 @@ mod tests {
     }
 
     /// The same commands, at the same times, on a state whose texts stay in memory and on one
-    /// whose durable texts are evicted at random: a Get or Peek that needs an evicted text
-    /// waits (`Reply::Wait`) having changed nothing, the texts are read back from the records
-    /// their locators name, and the command applied again gives the reply the first state gave;
-    /// at the end every message, text included, is the same. Residency never shows in an
-    /// answer (fixed seeds).
+    /// whose durable texts are evicted at random, with snapshots that give up files and re-home
+    /// texts to their entries: a Get or Peek that needs an evicted text waits (`Reply::Wait`)
+    /// having changed nothing, the texts are read back from the records their locators name
+    /// (never in a file given up), and the command applied again gives the reply the first
+    /// state gave; at the end every message, text included, is the same. Residency never shows
+    /// in an answer (fixed seeds).
     #[test]
     fn evicted_texts_read_back_give_the_same_answers() {
-        let (mut evicted_total, mut waits) = (0, 0);
+        let (mut evicted_total, mut waits, mut snapshot_reads) = (0, 0, 0);
         for seed in 0..60 {
             let mut random = SplitMix64::new(seed);
             let (mut resident, mut tiered) = twin_states();
@@ -521,12 +642,13 @@ mod tests {
                 resident.take_journal(usize::MAX);
             }
             log.deliver_all(&mut tiered);
+            snapshot_reads += log.snapshot_reads;
             let messages = |state: &ShardState| format!("{:?}", state.describe(NOW_MS).messages);
             assert_eq!(messages(&tiered), messages(&resident), "seed {seed}");
         }
         assert!(
-            evicted_total > 0 && waits > 0,
-            "{evicted_total} bytes evicted, {waits} waits"
+            evicted_total > 0 && waits > 0 && snapshot_reads > 0,
+            "{evicted_total} bytes evicted, {waits} waits, {snapshot_reads} from snapshots"
         );
     }
 
@@ -540,7 +662,7 @@ mod tests {
         let range = std::env::var("AZQ_TEXTS_SEEDS").unwrap_or_else(|_| "0..200".into());
         let (from, to) = range.split_once("..").unwrap();
         let (from, to): (u64, u64) = (from.parse().unwrap(), to.parse().unwrap());
-        let (mut evicted_total, mut waits) = (0, 0);
+        let (mut evicted_total, mut waits, mut snapshot_reads) = (0, 0, 0);
         for seed in from..to {
             let mut random = SplitMix64::new(seed ^ 0xABCD);
             let (mut resident, mut tiered) = twin_states();
@@ -619,6 +741,7 @@ mod tests {
                 );
                 let _ = tiered.resident_text_bytes();
             }
+            snapshot_reads += log.snapshot_reads;
             // Everything freed: nothing tracked is left.
             for name in ["a", "b"] {
                 resident
@@ -651,10 +774,10 @@ mod tests {
                 .len();
             assert_eq!(left, 0, "seed {seed}: {left} text_sequences left");
         }
-        eprintln!("evicted {evicted_total} bytes, {waits} waits");
+        eprintln!("evicted {evicted_total} bytes, {waits} waits, {snapshot_reads} from snapshots");
         assert!(
-            evicted_total > 0 && waits > 0,
-            "{evicted_total} bytes evicted, {waits} waits"
+            evicted_total > 0 && waits > 0 && snapshot_reads > 0,
+            "{evicted_total} bytes evicted, {waits} waits, {snapshot_reads} from snapshots"
         );
     }
 
@@ -682,20 +805,20 @@ mod tests {
         state.apply(put, NOW_MS).expect("put");
         // Written, but not yet durable: nothing to evict.
         let (records, last) = state.take_journal(usize::MAX).expect("records");
-        log.segment.extend_from_slice(&records);
+        log.files.insert(TextFile::Segment(0), records.to_vec());
         let texts = text_records(&records);
         let put_text = TextWritten {
             slot: texts[0].slot,
             generation: texts[0].generation,
             sequence: texts[0].sequence,
-            locator: TextLocator {
-                segment: 1,
-                offset: texts[0].at as u32,
-                record_bytes: texts[0].bytes as u32,
-            },
+            locator: TextLocator::new(
+                TextFile::Segment(0),
+                texts[0].at as u64,
+                texts[0].bytes as u32,
+            ),
         };
         state.note_written(&[put_text]);
-        assert_eq!(state.evict(u64::MAX, last - 1, 0), 0, "not durable yet");
+        assert_eq!(state.evict(u64::MAX, last - 1), 0, "not durable yet");
         // Leased and re-texted before the note of the put could be used: the put's record no
         // longer holds the text.
         let get = Command::GetMessages {
@@ -715,12 +838,12 @@ mod tests {
         };
         state.apply(update, NOW_MS).expect("updated");
         assert_eq!(
-            state.evict(u64::MAX, u64::MAX, 0),
+            state.evict(u64::MAX, u64::MAX),
             0,
             "the put's record is stale"
         );
         let durable = log.flush(&mut state).expect("the update's records");
-        assert_eq!(state.evict(u64::MAX, durable, 0), 6, "the update's text");
+        assert_eq!(state.evict(u64::MAX, durable), 6, "the update's text");
         let on_disk = state.texts_on_disk(0..u32::MAX);
         assert_eq!(on_disk.len(), 1);
         let (slot, generation, locator, _) = on_disk[0];
