@@ -204,6 +204,63 @@ fn inspection_lists_every_message_and_changes_nothing() {
     }
 }
 
+/// With `--text-memory 0` every written text leaves memory: inspection lists those messages
+/// with `text_on_disk` and their size but no text, and reads nothing back (the console shows
+/// "(on disk)" from that field); a Peek still answers every text. On both backends.
+#[test]
+fn inspection_shows_texts_on_disk_only_without_reading_them() {
+    for backend in backends() {
+        let data = TempDir::new("console-texts-on-disk");
+        let flags = [
+            "--shards",
+            "2",
+            "--location",
+            data.arg(),
+            "--text-memory",
+            "0",
+        ];
+        let server = Server::start_on(backend, &flags);
+        create_queue(&server, "cold");
+        for text in ["one", "two", "three"] {
+            put(&server, "cold", text, "");
+        }
+        // Evicted after the flush that wrote them.
+        for wait in 0.. {
+            assert!(wait < 500, "never on disk only");
+            if common::metric_total(&server, "azq_texts_on_disk") == 3 {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        let page = json(&get(&server, "/_azq/inspect/devstoreaccount1/cold"));
+        let shown: Vec<(bool, &str, u64)> = page["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|message| {
+                (
+                    message["text_on_disk"].as_bool().unwrap_or(false),
+                    message["text"].as_str().unwrap(),
+                    message["bytes"].as_u64().unwrap(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            shown,
+            [(true, "", 3), (true, "", 3), (true, "", 5)],
+            "{page}"
+        );
+        assert_eq!(
+            common::metric_total(&server, "azq_text_reads_total"),
+            0,
+            "inspection read"
+        );
+        assert_eq!(peek_texts(&server, "cold"), ["one", "two", "three"]);
+        assert!(common::metric_total(&server, "azq_text_reads_total") > 0);
+        server.stop();
+    }
+}
+
 #[test]
 fn admin_endpoints_answer_403_without_admin() {
     let server = Server::start(&[]);

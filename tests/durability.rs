@@ -330,7 +330,7 @@ fn kill_9_under_concurrent_load_loses_nothing_acknowledged() {
             std::thread::sleep(Duration::from_millis(5));
         }
         if text_memory == "0" {
-            let read = metric_total(&server, "azq_text_reads_total");
+            let read = common::metric_total(&server, "azq_text_reads_total");
             assert!(read > 0, "{backend}: Gets read texts back");
         }
         server.kill();
@@ -356,29 +356,17 @@ fn kill_9_under_concurrent_load_loses_nothing_acknowledged() {
     }
 }
 
-/// The samples of `series` (one per shard) in `server`'s metrics, added up.
-fn metric_total(server: &Server, series: &str) -> u64 {
-    let metrics = common::metrics(server);
-    let samples: Vec<u64> = metrics
-        .lines()
-        .filter_map(|line| line.strip_prefix(series)?.strip_prefix("{shard=\""))
-        .map(|rest| rest.split_once(' ').expect("a sample").1.parse().unwrap())
-        .collect();
-    assert!(!samples.is_empty(), "no {series} in\n{metrics}");
-    samples.iter().sum()
-}
-
 /// Waits (at most 10 s) until `server`'s shards hold `count` texts on disk only.
 fn await_texts_on_disk(server: &Server, count: u64) {
     for _ in 0..500 {
-        if metric_total(server, "azq_texts_on_disk") == count {
+        if common::metric_total(server, "azq_texts_on_disk") == count {
             return;
         }
         std::thread::sleep(Duration::from_millis(20));
     }
     panic!(
         "{} texts on disk only, not {count}",
-        metric_total(server, "azq_texts_on_disk")
+        common::metric_total(server, "azq_texts_on_disk")
     );
 }
 
@@ -438,18 +426,21 @@ fn texts_kept_on_disk_only_are_read_back_for_peeks_and_gets() {
         }
         // Every peeked text was read back (a Get may find some still in memory: the peek
         // brought them, and only a flush on their shard evicts again).
-        let read = metric_total(&server, "azq_text_reads_total");
+        let read = common::metric_total(&server, "azq_text_reads_total");
         assert!(
             read >= (queues.len() * 32) as u64,
             "{backend}: {read} texts read"
         );
-        assert_eq!(metric_total(&server, "azq_text_read_failures_total"), 0);
+        assert_eq!(
+            common::metric_total(&server, "azq_text_read_failures_total"),
+            0
+        );
         await_texts_on_disk(&server, (queues.len() * PER_QUEUE) as u64);
         server.kill();
 
         let server = start(&data, &flags);
         // Recovered texts stay in memory; new ones leave it.
-        assert_eq!(metric_total(&server, "azq_texts_on_disk"), 0);
+        assert_eq!(common::metric_total(&server, "azq_texts_on_disk"), 0);
         for queue in &queues {
             let text = format!("{queue} after the restart");
             let (id, _) = put(&server, queue, &text);
@@ -612,7 +603,7 @@ fn a_snapshot_records_texts_kept_on_disk_only() {
         stop.store(1, Ordering::Relaxed);
         putter.join().expect("the putter");
         // The flushes after the snapshot evicted every text, those it recorded included.
-        await_texts_on_disk(&server, metric_total(&server, "azq_messages"));
+        await_texts_on_disk(&server, common::metric_total(&server, "azq_messages"));
         let found = lease_all(&server, "churn");
         assert_eq!(found, texts, "{backend}: every text after the snapshot");
         server.kill();
@@ -663,7 +654,7 @@ fn a_text_that_cannot_be_read_back_answers_500_and_changes_nothing() {
     faultfs.control("power-off");
     let response = send(&server, get_request("unreadable", 1, 30));
     assert_status(&response, 500, Some("InternalError"));
-    let failures = metric_total(&server, "azq_text_read_failures_total");
+    let failures = common::metric_total(&server, "azq_text_read_failures_total");
     assert_eq!(failures, azq::limits::TEXT_READ_FAILURES_MAX as u64);
     let stderr = server.kill();
     assert!(

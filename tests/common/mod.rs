@@ -632,6 +632,18 @@ pub fn metrics(server: &Server) -> String {
     response.text()
 }
 
+/// The samples of `series` (one per shard) in `server`'s metrics, added up.
+pub fn metric_total(server: &Server, series: &str) -> u64 {
+    let metrics = metrics(server);
+    let samples: Vec<u64> = metrics
+        .lines()
+        .filter_map(|line| line.strip_prefix(series)?.strip_prefix("{shard=\""))
+        .map(|rest| rest.split_once(' ').expect("a sample").1.parse().unwrap())
+        .collect();
+    assert!(!samples.is_empty(), "no {series} in\n{metrics}");
+    samples.iter().sum()
+}
+
 /// The value of the sample `series` in a Prometheus exposition (`/_azq/metrics`), its name and
 /// labels exactly as rendered.
 pub fn metric_sample(text: &str, series: &str) -> u64 {

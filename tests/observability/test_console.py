@@ -167,6 +167,19 @@ def test_without_admin_the_console_is_read_only(start_azq, browser):
     assert browser.find_element(By.ID, "admin-note").is_displayed()
 
 
+def test_a_text_on_disk_only_shows_as_such(start_azq, browser, tmp_path):
+    """With --text-memory 0 a written text leaves memory: the queue's page says "(on disk)" in
+    its text column rather than read it back, and a client still gets the text."""
+    server = start_azq("--location", str(tmp_path / "data"), "--text-memory", "0")
+    queue = service_client(server).create_queue("cold")
+    queue.send_message("kept on disk")
+    browser.get(f"{server.url}/_azq/ui#/queue/devstoreaccount1/cold")
+    # Columns: number, ID, state, dequeue count, three times, bytes, text.
+    wait_until(lambda: [cells[7:9] for cells in cell_texts(browser, "#messages tbody tr")]
+               == [["12 B", "(on disk)"]], "the text shown on disk only")
+    assert [message.content for message in queue.peek_messages()] == ["kept on disk"]
+
+
 def test_the_console_works_over_https(start_azq, browser):
     server = start_azq("--inMemoryPersistence", "--cert", "auto")
     assert server.url.startswith("https://")
