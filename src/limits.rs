@@ -142,6 +142,13 @@ pub const TEXT_READ_FAILURES_MAX: usize = 8;
 /// consumers may take those meanwhile (each round then served others), so a round count is a
 /// bound against a queue contended without end, not an error.
 pub const TEXT_WAIT_ROUNDS_MAX: usize = 1024;
+/// The most texts one eviction step drops from memory (`--text-memory`) before the shard
+/// serves requests again: a snapshot in place makes every text it recorded evictable at once,
+/// and dropping a million in one go held the shard for about a second.
+pub const TEXT_EVICTIONS_PER_STEP_MAX: usize = 4096;
+/// The most texts one step of a snapshot's clean-up makes evictable to the snapshot's entries
+/// (`ShardState::note_snapshot`) before the shard serves requests again.
+pub const SNAPSHOT_REHOME_STEP_TEXTS: usize = 4096;
 /// Disk each shard may use beyond its live data before a snapshot lets old segments go: a
 /// snapshot starts once the log since the last one holds more than the live data and this, or
 /// the snapshot and the closed segments more than twice the stored data and this.

@@ -79,6 +79,8 @@ pub struct Engine<B: Backend> {
     draining: Cell<bool>,
     /// Wakes the snapshot task when the log has outgrown the live data.
     snapshot_wake: Wake,
+    /// Wakes the eviction task when a step of evictions left texts beyond `--text-memory`.
+    evict_wake: Wake,
     /// `ShardState::freed_message_bytes` when the shard last gave free memory back
     /// (`give_back_memory`).
     given_back_at: Cell<u64>,
@@ -181,6 +183,7 @@ impl<B: Backend> Engine<B> {
             hold: RefCell::new(FlushHold::new()),
             draining: Cell::new(false),
             snapshot_wake: Wake::default(),
+            evict_wake: Wake::default(),
             given_back_at: Cell::new(0),
             index,
             governor,
@@ -202,6 +205,9 @@ impl<B: Backend> Engine<B> {
             B::spawn(run_log::<B>(engine.clone()));
             B::spawn(run_snapshots::<B>(engine.clone()));
             B::spawn(run_disk_watch::<B>(engine.clone()));
+            if engine.text_bytes_max.is_some() {
+                B::spawn(run_evictions::<B>(engine.clone()));
+            }
             if durability == Durability::Write {
                 B::spawn(run_background_sync::<B>(engine.clone()));
             }
@@ -533,16 +539,21 @@ impl<B: Backend> Engine<B> {
         }
     }
 
-    /// With `--text-memory`, drops the newest durable texts held in memory beyond it
-    /// (`ShardState::evict`, to files the log keeps); asked after every flush.
-    fn evict_texts(&self) {
+    /// With `--text-memory`, drops a step of the newest durable texts held in memory beyond it
+    /// (`ShardState::evict`, to files the log keeps), and gives the memory back; asked after
+    /// every flush and snapshot step. Answers whether more may be due (texts dropped, and
+    /// memory still beyond it): `run_evictions` goes on.
+    fn evict_texts(&self) -> bool {
         let (Some(log), Some(text_bytes_max)) = (&self.log, self.text_bytes_max) else {
-            return;
+            return false;
         };
-        if let Some(durable) = log.durable_sequence() {
-            let mut state = self.state.borrow_mut();
-            state.evict_beyond(text_bytes_max, durable);
-        }
+        let Some(durable) = log.durable_sequence() else {
+            return false;
+        };
+        let mut state = self.state.borrow_mut();
+        let dropped = state.evict_beyond(text_bytes_max, durable);
+        self.give_back_memory(&state);
+        dropped > 0 && state.resident_text_bytes() > text_bytes_max
     }
 
     /// Records the state has emitted and the log has not taken yet, and their bytes.
@@ -583,7 +594,9 @@ async fn run_log<B: Backend>(engine: Rc<Engine<B>>) {
                         let now = Instant::now();
                         engine.hold.borrow_mut().flushed(acknowledged, pending, now);
                     }
-                    engine.evict_texts();
+                    if engine.evict_texts() {
+                        engine.evict_wake.notify();
+                    }
                     engine.watch_disk();
                     if engine.snapshot_wanted() {
                         engine.snapshot_wake.notify();
@@ -646,7 +659,10 @@ async fn run_snapshots<B: Backend>(engine: Rc<Engine<B>>) {
             Err(error) => engine.storage_failed("starting a snapshot", error),
         };
         loop {
-            match job.step(log, &engine.state).await {
+            let stepped = job.step(log, &engine.state).await;
+            // A snapshot's clean-up makes the texts it recorded evictable.
+            engine.evict_wake.notify();
+            match stepped {
                 Ok(true) => {
                     // Segments went: refusals for the share stop at once if they can, and
                     // the file system is measured again for the free-space rule.
@@ -658,6 +674,21 @@ async fn run_snapshots<B: Backend>(engine: Rc<Engine<B>>) {
                 }
                 Ok(false) => B::sleep(Duration::from_micros(TIMER_STEP_PAUSE_US)).await,
                 Err(error) => engine.storage_failed("writing a snapshot", error),
+            }
+        }
+    }
+}
+
+/// With `--text-memory`: drops texts beyond it a step at a time (`Engine::evict_texts`), with a
+/// pause between steps so requests are served, while steps leave more (a snapshot in place
+/// makes every text it recorded evictable at once).
+async fn run_evictions<B: Backend>(engine: Rc<Engine<B>>) {
+    loop {
+        engine.evict_wake.woken().await;
+        loop {
+            B::sleep(Duration::from_micros(TIMER_STEP_PAUSE_US)).await;
+            if !engine.evict_texts() {
+                break;
             }
         }
     }

@@ -58,7 +58,8 @@ use super::format::{
 use super::recovery::{SegmentFile, ShardStart};
 use crate::limits::{
     LOG_CLOSED_SEGMENTS_MAX, LOG_FLUSH_BYTES_MAX, LOG_SEGMENT_BYTES, SNAPSHOT_ALLOWANCE_BYTES,
-    SNAPSHOT_REMOVAL_STEP_BYTES, SNAPSHOT_STEP_SLOTS, SNAPSHOT_SYNC_BYTES, STORAGE_BLOCK_BYTES,
+    SNAPSHOT_REHOME_STEP_TEXTS, SNAPSHOT_REMOVAL_STEP_BYTES, SNAPSHOT_STEP_SLOTS,
+    SNAPSHOT_SYNC_BYTES, STORAGE_BLOCK_BYTES,
 };
 use crate::queue::key::{TextFile, TextLocator};
 use crate::queue::record::{record_text, text_records};
@@ -861,7 +862,8 @@ pub struct SnapshotJob<D: Disk> {
     reflects_until: Option<u64>,
     phase: Phase,
     /// The texts encoded, where in the file, and which records wrote them, when the state
-    /// tracks texts: their homes once the snapshot is in place (`ShardState::note_snapshot`).
+    /// tracks texts: their homes once the snapshot is in place (`ShardState::note_snapshot`, a
+    /// step of `SNAPSHOT_REHOME_STEP_TEXTS` at a time).
     recorded: Vec<TextWritten>,
 }
 
@@ -871,6 +873,20 @@ impl<D: Disk> SnapshotJob<D> {
     /// gone.
     pub async fn step(&mut self, log: &Log<D>, state: &RefCell<ShardState>) -> io::Result<bool> {
         log.check_failed()?;
+        if matches!(self.phase, Phase::Removing(_)) && !self.recorded.is_empty() {
+            // In place: the texts it recorded may leave memory to its entries, a bounded step
+            // at a time, before any file it replaced is freed.
+            let from = self
+                .recorded
+                .len()
+                .saturating_sub(SNAPSHOT_REHOME_STEP_TEXTS);
+            let step = self.recorded.split_off(from);
+            state.borrow_mut().note_snapshot(self.replay_from, &step);
+            if self.recorded.is_empty() {
+                self.recorded = Vec::new();
+            }
+            return Ok(false);
+        }
         let stepped = match &mut self.phase {
             Phase::Removing(files) => remove_step(files, log).await,
             _ => self.encode_and_write(log, state).await.map(|()| false),
@@ -986,10 +1002,8 @@ impl<D: Disk> SnapshotJob<D> {
             let removable = log
                 .replace_snapshot(self.replay_from, self.written, self.encoded.charged)
                 .await?;
-            let recorded = std::mem::take(&mut self.recorded);
-            state
-                .borrow_mut()
-                .note_snapshot(self.replay_from, &recorded);
+            // Its entries are homes from now on; the next steps note the texts it recorded.
+            state.borrow_mut().note_snapshot(self.replay_from, &[]);
             self.phase = Phase::Removing(removable);
         }
         Ok(())

@@ -192,8 +192,9 @@ pub struct ShardState {
     pub(super) queue_records_max: usize,
     /// Bytes charged for the messages stored now: text plus `MESSAGE_OVERHEAD_BYTES` each.
     pub(super) message_bytes: u64,
-    /// Bytes charged for the messages freed since the shard started (only grows): the runtime
-    /// gives the allocator's free memory back to the system after enough of it.
+    /// Bytes charged for the messages freed since the shard started, and of texts dropped from
+    /// memory (`texts::evict`; only grows): the runtime gives the allocator's free memory back
+    /// to the system after enough of it.
     pub(super) freed_message_bytes: u64,
     /// Bytes charged for queue records and their metadata (`queue_charge` each).
     pub(super) queue_bytes: u64,
@@ -367,8 +368,8 @@ impl ShardState {
         self.message_bytes + self.queue_bytes + self.replicas.acl_bytes()
     }
 
-    /// Bytes charged for the messages freed since the shard started: deleted, expired,
-    /// cleared, their queue deleted.
+    /// Bytes charged for the messages freed since the shard started (deleted, expired, cleared,
+    /// their queue deleted), and of texts dropped from memory (`--text-memory`).
     pub fn freed_message_bytes(&self) -> u64 {
         self.freed_message_bytes
     }

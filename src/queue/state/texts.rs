@@ -170,13 +170,18 @@ impl ShardState {
     }
 
     /// Drops resident texts whose records are durable (sequence at most `durable_sequence`),
-    /// newest record first, until `bytes_max` bytes of text are dropped; each message keeps its
-    /// locator. Newest first: a queue is consumed from its head, its oldest messages, so those
-    /// stay in memory longest (oldest first evicted exactly the texts competing consumers were
-    /// about to read, each Get then waiting for the next). Answers the bytes dropped.
+    /// newest record first, until `bytes_max` bytes of text are dropped or
+    /// `TEXT_EVICTIONS_PER_STEP_MAX` texts (the caller asks again for more); each message keeps
+    /// its locator. Newest first: a queue is consumed from its head, its oldest messages, so
+    /// those stay in memory longest (oldest first evicted exactly the texts competing consumers
+    /// were about to read, each Get then waiting for the next). The bytes dropped count as
+    /// freed (`freed_message_bytes`), so the runtime gives them back to the system. Answers the
+    /// bytes dropped.
     pub fn evict(&mut self, bytes_max: u64, durable_sequence: u64) -> u64 {
         let mut dropped = 0;
-        while dropped < bytes_max {
+        let mut texts = 0;
+        while dropped < bytes_max && texts < crate::limits::TEXT_EVICTIONS_PER_STEP_MAX {
+            texts += 1;
             let Some((&sequence, &home)) = self.text_homes.range(..=durable_sequence).next_back()
             else {
                 break;
@@ -200,6 +205,7 @@ impl ShardState {
             self.texts_evicted.1 += u64::from(text_bytes);
             dropped += u64::from(text_bytes);
         }
+        self.freed_message_bytes += dropped;
         dropped
     }
 
@@ -448,9 +454,10 @@ mod tests {
         }
 
         /// Puts the snapshot encoded in place: gives up the files before it, then tells the
-        /// state what it recorded.
-        fn place_snapshot(&mut self, state: &mut ShardState) {
-            let Some((replay_from, Some((entries, recorded)))) = self.snapshot.take() else {
+        /// state what it recorded, in chunks with evictions between (the job's clean-up steps,
+        /// with flushes between).
+        fn place_snapshot(&mut self, random: &mut SplitMix64, state: &mut ShardState) {
+            let Some((replay_from, Some((entries, mut recorded)))) = self.snapshot.take() else {
                 panic!("a snapshot encoded");
             };
             self.files.retain(|&kept, _| match kept {
@@ -458,7 +465,12 @@ mod tests {
                 TextFile::Snapshot(_) => false,
             });
             self.files.insert(TextFile::Snapshot(replay_from), entries);
-            state.note_snapshot(replay_from, &recorded);
+            state.note_snapshot(replay_from, &[]);
+            while !recorded.is_empty() {
+                let from = recorded.len().saturating_sub(1 + (random.next_u64() % 8) as usize);
+                state.note_snapshot(replay_from, &recorded.split_off(from));
+                state.evict(random.next_u64() % 2000, u64::MAX);
+            }
         }
 
         /// Reads back every text `state` holds on disk only, and delivers it.
@@ -482,7 +494,7 @@ mod tests {
             match (random.next_u64() % 30, &self.snapshot) {
                 (0, None) => self.begin_snapshot(state),
                 (1..=3, Some((_, None))) => self.encode_snapshot(state),
-                (1..=3, Some((_, Some(_)))) => self.place_snapshot(state),
+                (1..=3, Some((_, Some(_)))) => self.place_snapshot(random, state),
                 _ => {}
             }
             if random.next_u64() % 2 == 0 {
