@@ -569,37 +569,9 @@ fn a_snapshot_records_texts_kept_on_disk_only() {
                 }
             })
         };
-        let snapshots_before = snapshot_files(&data);
-        let mut round = 0;
-        while snapshot_files(&data) == snapshots_before {
-            round += 1;
-            assert!(
-                round < 100,
-                "{backend}: no snapshot after {round} rounds of updates"
-            );
-            for got in get(&server, "churn", 30) {
-                assert_eq!(got.text, texts[&got.id], "{backend}: round {round}");
-                let n: usize = got.text[5..8].parse().unwrap();
-                let request = update_request("churn", &got.id, &got.receipt, &text(round, n), 0);
-                assert_status(&send(&server, request), 204, None);
-                texts.insert(got.id, text(round, n));
-            }
-        }
-        // Until the snapshot is in place and its clean-up done (its files settle), the puts
-        // going on: at most a minute.
-        let mut settled = snapshot_files(&data);
-        for wait in 0.. {
-            assert!(
-                wait < 200,
-                "{backend}: the snapshot never ended: {settled:?}"
-            );
-            std::thread::sleep(Duration::from_millis(300));
-            let now = snapshot_files(&data);
-            if now == settled && !now.iter().any(|name| name.ends_with(".tmp")) {
-                break;
-            }
-            settled = now;
-        }
+        churn_until_a_snapshot(&server, &data, &mut texts, text);
+        // Until the snapshot is in place and its clean-up done, the puts going on.
+        await_snapshot_settled(&data);
         stop.store(1, Ordering::Relaxed);
         putter.join().expect("the putter");
         // The flushes after the snapshot evicted every text, those it recorded included.
@@ -615,6 +587,107 @@ fn a_snapshot_records_texts_kept_on_disk_only() {
             texts,
             "{backend}: after kill -9"
         );
+        assert!(server.stop().success());
+    }
+}
+
+/// Gets and Updates the messages of queue "churn" (`texts`, ID → text; each new text
+/// `text(round, n)`, n read from the old one's characters 5..8) until a snapshot starts.
+fn churn_until_a_snapshot(
+    server: &Server,
+    data: &TempDir,
+    texts: &mut BTreeMap<String, String>,
+    text: impl Fn(usize, usize) -> String,
+) {
+    let snapshots_before = snapshot_files(data);
+    let mut round = 0;
+    while snapshot_files(data) == snapshots_before {
+        round += 1;
+        assert!(round < 100, "no snapshot after {round} rounds of updates");
+        for got in get(server, "churn", 30) {
+            assert_eq!(got.text, texts[&got.id], "round {round}");
+            let n: usize = got.text[5..8].parse().unwrap();
+            let request = update_request("churn", &got.id, &got.receipt, &text(round, n), 0);
+            assert_status(&send(server, request), 204, None);
+            texts.insert(got.id, text(round, n));
+        }
+    }
+}
+
+/// Waits (at most a minute) until the snapshot files in `data` settle with none being written:
+/// the snapshot is in place and its clean-up done.
+fn await_snapshot_settled(data: &TempDir) {
+    let mut settled = snapshot_files(data);
+    for wait in 0.. {
+        assert!(wait < 200, "the snapshot never ended: {settled:?}");
+        std::thread::sleep(Duration::from_millis(300));
+        let now = snapshot_files(data);
+        if now == settled && !now.iter().any(|name| name.ends_with(".tmp")) {
+            return;
+        }
+        settled = now;
+    }
+}
+
+/// `--text-memory 0` on a shard that writes nothing more: texts leave memory without a flush to
+/// ask. 400 texts of 64,000 bytes that stay and 2,400 that expire after 5 s (no record is
+/// written for an expiry): the drain rule then makes a snapshot due with nothing written, and
+/// once it is in place every text it recorded is on disk only; after a Peek reads 32 back, they
+/// are on disk only again. The break-it review of 9609dca found both kept in memory until the
+/// next write, on an idle shard for good. On both backends.
+#[test]
+fn texts_leave_memory_on_a_shard_that_writes_nothing_more() {
+    const STAYING: usize = 400;
+    const EXPIRING: usize = 2_400;
+    const TEXT_BYTES: usize = 64_000;
+    for backend in backends() {
+        let data = TempDir::new(&format!("texts-idle-{backend}"));
+        let flags = ["--shards", "1", "--runtime", backend, "--text-memory", "0"];
+        let server = start(&data, &flags);
+        create_queue(&server, "idle");
+        let text = |n: usize| format!("{n:08}").repeat(TEXT_BYTES / 8);
+        let mut texts = BTreeMap::new();
+        let mut client = Client::connect(server.port);
+        for n in 0..STAYING + EXPIRING {
+            let ttl = if n < STAYING {
+                "messagettl=-1"
+            } else {
+                "messagettl=5"
+            };
+            let response = client
+                .call(&put_request("idle", &text(n), ttl))
+                .expect("answered");
+            assert_eq!(response.status, 201, "{backend}");
+            if n < STAYING {
+                texts.insert(
+                    elements(&response.text(), "MessageId")[0].to_string(),
+                    text(n),
+                );
+            }
+        }
+        let snapshots_before = snapshot_files(&data);
+        for wait in 0.. {
+            assert!(wait < 600, "{backend}: the texts never expired");
+            std::thread::sleep(Duration::from_millis(100));
+            if common::metric_total(&server, "azq_messages") == STAYING as u64 {
+                break;
+            }
+        }
+        await_snapshot_settled(&data);
+        assert_ne!(
+            snapshot_files(&data),
+            snapshots_before,
+            "{backend}: no snapshot"
+        );
+        await_texts_on_disk(&server, STAYING as u64);
+        let peeked = peek(&server, "idle");
+        assert_eq!(peeked.len(), 32, "{backend}");
+        assert!(
+            peeked.iter().all(|(id, text)| texts[id] == *text),
+            "{backend}"
+        );
+        await_texts_on_disk(&server, STAYING as u64);
+        assert_eq!(lease_all(&server, "idle"), texts, "{backend}");
         assert!(server.stop().success());
     }
 }

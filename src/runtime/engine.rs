@@ -426,6 +426,8 @@ impl<B: Backend> Engine<B> {
                         read.bytes += text.len() as u64;
                         state.deliver_text(slot, generation, locator, text, true);
                     }
+                    // They may leave memory again: no flush may come to ask (Peeks alone).
+                    self.evict_wake.notify();
                 }
                 Err(error) => {
                     read.failures += 1;

@@ -467,7 +467,9 @@ mod tests {
             self.files.insert(TextFile::Snapshot(replay_from), entries);
             state.note_snapshot(replay_from, &[]);
             while !recorded.is_empty() {
-                let from = recorded.len().saturating_sub(1 + (random.next_u64() % 8) as usize);
+                let from = recorded
+                    .len()
+                    .saturating_sub(1 + (random.next_u64() % 8) as usize);
                 state.note_snapshot(replay_from, &recorded.split_off(from));
                 state.evict(random.next_u64() % 2000, u64::MAX);
             }
