@@ -37,6 +37,7 @@ use crate::limits::{
     WRITE_MODE_SYNC_INTERVAL_MS,
 };
 use crate::queue::command::TextWait;
+use crate::queue::state::texts::TextOnDisk;
 use crate::queue::{Census, Command, Replicas, Reply, ShardState};
 use crate::storage::hold::{Decision, FlushHold};
 use crate::storage::log::{Durability, FlushStats, Log};
@@ -409,8 +410,31 @@ impl<B: Backend> Engine<B> {
     /// A read that fails is tried again (the text may be in memory by then: a snapshot reads
     /// back what it records before it gives up a segment); after `TEXT_READ_FAILURES_MAX`
     /// failures the answer is 500 `InternalError`, and after `TEXT_WAIT_ROUNDS_MAX` rounds 503
-    /// `ServerBusy`, with nothing changed and one line on stderr.
-    pub async fn serve_wait(&self, command: Command, mut wait: TextWait) -> Applied {
+    /// `ServerBusy`, with nothing changed and one line on stderr. Once it is answered, the texts
+    /// read for it may leave memory again; not between its rounds: evicted while it waited for
+    /// others, they were wanted again, round after round (the break-it review of 767dc0d: Gets
+    /// of messages others Updated answered 503 after 1024 rounds).
+    pub async fn serve_wait(&self, command: Command, wait: TextWait) -> Applied {
+        let mut delivered = Vec::new();
+        let applied = self.serve_rounds(command, wait, &mut delivered).await;
+        let mut state = self.state.borrow_mut();
+        for &(slot, generation, locator, sequence) in &delivered {
+            state.note_home(slot, generation, locator, sequence);
+        }
+        if !delivered.is_empty() {
+            // No flush may come to ask (Peeks alone).
+            self.evict_wake.notify();
+        }
+        applied
+    }
+
+    /// The rounds of `serve_wait`; notes in `delivered` each text it put into its slot.
+    async fn serve_rounds(
+        &self,
+        command: Command,
+        mut wait: TextWait,
+        delivered: &mut Vec<TextOnDisk>,
+    ) -> Applied {
         let log = self
             .log
             .as_ref()
@@ -421,13 +445,14 @@ impl<B: Backend> Engine<B> {
             match log.read_texts(wait.texts).await {
                 Ok(texts) => {
                     let mut state = self.state.borrow_mut();
-                    for (slot, generation, locator, text) in texts {
+                    for (named, text) in texts {
+                        let (slot, generation, locator, _) = named;
                         read.texts += 1;
                         read.bytes += text.len() as u64;
-                        state.deliver_text(slot, generation, locator, text, true);
+                        if state.deliver_text(slot, generation, locator, text, false) {
+                            delivered.push(named);
+                        }
                     }
-                    // They may leave memory again: no flush may come to ask (Peeks alone).
-                    self.evict_wake.notify();
                 }
                 Err(error) => {
                     read.failures += 1;
@@ -543,7 +568,7 @@ impl<B: Backend> Engine<B> {
 
     /// With `--text-memory`, drops a step of the newest durable texts held in memory beyond it
     /// (`ShardState::evict`, to files the log keeps), and gives the memory back; asked after
-    /// every flush and snapshot step. Answers whether more may be due (texts dropped, and
+    /// every flush and snapshot step. Answers whether more may be due (a whole step taken, and
     /// memory still beyond it): `run_evictions` goes on.
     fn evict_texts(&self) -> bool {
         let (Some(log), Some(text_bytes_max)) = (&self.log, self.text_bytes_max) else {
@@ -553,9 +578,9 @@ impl<B: Backend> Engine<B> {
             return false;
         };
         let mut state = self.state.borrow_mut();
-        let dropped = state.evict_beyond(text_bytes_max, durable);
+        let (_, whole_step) = state.evict_beyond(text_bytes_max, durable);
         self.give_back_memory(&state);
-        dropped > 0 && state.resident_text_bytes() > text_bytes_max
+        whole_step && state.resident_text_bytes() > text_bytes_max
     }
 
     /// Records the state has emitted and the log has not taken yet, and their bytes.

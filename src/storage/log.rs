@@ -63,7 +63,7 @@ use crate::limits::{
 };
 use crate::queue::key::{TextFile, TextLocator};
 use crate::queue::record::{record_text, text_records};
-use crate::queue::state::texts::TextWritten;
+use crate::queue::state::texts::{TextOnDisk, TextWritten};
 use crate::queue::{Encoded, QueueKey, ShardState};
 use crate::time::{latency_bucket, LATENCY_BUCKETS};
 
@@ -1023,36 +1023,33 @@ async fn read_back<D: Disk>(
     log: &Log<D>,
     state: &RefCell<ShardState>,
     slots: std::ops::Range<u32>,
-) -> io::Result<Vec<(u32, u32, TextLocator, u64)>> {
+) -> io::Result<Vec<TextOnDisk>> {
     let mut read = Vec::new();
     loop {
         let wanted = state.borrow().texts_on_disk(slots.clone());
         if wanted.is_empty() {
             return Ok(read);
         }
-        let sequences: std::collections::HashMap<(u32, u32), u64> = wanted
-            .iter()
-            .map(|&(slot, generation, _, sequence)| ((slot, generation), sequence))
-            .collect();
         let texts = log.read_texts(wanted).await?;
         let mut state = state.borrow_mut();
-        for (slot, generation, locator, text) in texts {
+        for (named, text) in texts {
+            let (slot, generation, locator, _) = named;
             if state.deliver_text(slot, generation, locator, text, false) {
-                read.push((slot, generation, locator, sequences[&(slot, generation)]));
+                read.push(named);
             }
         }
     }
 }
 
 impl<D: Disk> Log<D> {
-    /// Reads the texts `wanted` names (slot, generation, locator, record sequence): each
-    /// message's (slot, generation, locator, text), for `ShardState::deliver_text`, in the
-    /// order of their records. Grouped by segment, in batches `Disk::read_many` takes. Fails
-    /// when a read does, or a record read is not the one its locator names.
+    /// Reads the texts `wanted` names (slot, generation, locator, record sequence): each text
+    /// with what named it, for `ShardState::deliver_text`, in the order of their records.
+    /// Grouped by file, in batches `Disk::read_many` takes. Fails when a read does, or a record
+    /// read is not the one its locator names.
     pub async fn read_texts(
         &self,
-        mut wanted: Vec<(u32, u32, TextLocator, u64)>,
-    ) -> io::Result<Vec<(u32, u32, TextLocator, Bytes)>> {
+        mut wanted: Vec<TextOnDisk>,
+    ) -> io::Result<Vec<(TextOnDisk, Bytes)>> {
         use crate::limits::{DISK_READ_BYTES_MAX, DISK_READ_RANGES_MAX};
         wanted.sort_by_key(|&(_, _, locator, _)| (locator.file(), locator.offset()));
         let mut texts = Vec::with_capacity(wanted.len());
@@ -1092,7 +1089,7 @@ impl<D: Disk> Log<D> {
                             ),
                         )
                     })?;
-                texts.push((slot, generation, locator, text));
+                texts.push(((slot, generation, locator, sequence), text));
             }
         }
         Ok(texts)

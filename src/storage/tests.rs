@@ -74,6 +74,7 @@ use crate::limits::{
 use crate::queue::key::{TextFile, TextLocator};
 use crate::queue::record::{self, MessageState, Record, RECORD_HEADER_BYTES};
 use crate::queue::replicas::home_shard;
+use crate::queue::state::texts::TextOnDisk;
 use crate::queue::state::Described;
 use crate::queue::{
     shard_for, Command, MessageId, PopReceipt, QueueKey, Reply, ServicePropertiesUpdate,
@@ -640,8 +641,7 @@ async fn read_record(
 }
 
 /// A read of texts a Get waits for (`Log::read_texts`).
-type TextRead<'a> =
-    Pin<Box<dyn Future<Output = std::io::Result<Vec<(u32, u32, TextLocator, Bytes)>>> + 'a>>;
+type TextRead<'a> = Pin<Box<dyn Future<Output = std::io::Result<Vec<(TextOnDisk, Bytes)>>> + 'a>>;
 
 /// Keeps `texts` (each message's text by ID) up to date with what `command` did, and checks
 /// every text a Get returned against it; answers how many it checked.
@@ -830,7 +830,7 @@ fn simulate(seed: u64, boundaries: &mut Boundaries, text_reads: &mut TextReads) 
                 }
                 if let (Some(bytes_max), Some(durable)) = (text_bytes_max, log.durable_sequence()) {
                     let mut state = state.borrow_mut();
-                    let bytes = state.evict_beyond(bytes_max, durable);
+                    let (bytes, _) = state.evict_beyond(bytes_max, durable);
                     evicted.set(evicted.get() + u64::from(bytes > 0));
                 }
             }
@@ -1021,7 +1021,7 @@ fn simulate(seed: u64, boundaries: &mut Boundaries, text_reads: &mut TextReads) 
                 match read {
                     Ok(read) => {
                         let mut state = state.borrow_mut();
-                        for (slot, generation, locator, text) in read {
+                        for ((slot, generation, locator, _), text) in read {
                             let in_snapshot = matches!(locator.file(), TextFile::Snapshot(_));
                             text_reads.read_from_snapshots += u64::from(in_snapshot);
                             state.deliver_text(slot, generation, locator, text, true);
@@ -1432,7 +1432,7 @@ fn a_snapshot_reads_back_the_texts_it_records_that_are_on_disk_only() {
         let read: BTreeSet<Bytes> = run(log.read_texts(texts))
             .expect("read back")
             .into_iter()
-            .map(|(_, _, _, text)| text)
+            .map(|(_, text)| text)
             .collect();
         assert!(
             read == (0..number).map(text).collect(),

@@ -27,6 +27,10 @@ use crate::queue::command::TextWait;
 use crate::queue::key::{TextFile, TextLocator};
 use crate::queue::slab::{TextSlot, NONE};
 
+/// A text on disk only as a reader is asked for it: the message's slot and generation, where
+/// the text is, and the sequence of the record that wrote it (`TextWait`, `texts_on_disk`).
+pub type TextOnDisk = (u32, u32, TextLocator, u64);
+
 /// A text record the log wrote: which message's text, by which record, and where.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct TextWritten {
@@ -112,14 +116,17 @@ impl ShardState {
         self.message_bytes.saturating_sub(held)
     }
 
-    /// Drops the newest durable texts (`evict`) held in memory beyond `text_bytes_max`
-    /// (`--text-memory`): the runtime asks after every flush. Answers the bytes dropped.
-    pub fn evict_beyond(&mut self, text_bytes_max: u64, durable_sequence: u64) -> u64 {
+    /// Drops a step of the newest durable texts (`evict`) held in memory beyond
+    /// `text_bytes_max` (`--text-memory`): the runtime asks after every flush. Answers the bytes
+    /// dropped, and whether the step took its most texts (more may be due: empty texts, which
+    /// are not evicted, take their place in a step too).
+    pub fn evict_beyond(&mut self, text_bytes_max: u64, durable_sequence: u64) -> (u64, bool) {
         let resident_bytes = self.resident_text_bytes();
         if resident_bytes <= text_bytes_max {
-            return 0;
+            return (0, false);
         }
-        self.evict(resident_bytes - text_bytes_max, durable_sequence)
+        let (bytes, texts) = self.evict_counted(resident_bytes - text_bytes_max, durable_sequence);
+        (bytes, texts == crate::limits::TEXT_EVICTIONS_PER_STEP_MAX)
     }
 
     /// Notes where text records the log wrote landed, in the order written.
@@ -176,16 +183,23 @@ impl ShardState {
     /// those stay in memory longest (oldest first evicted exactly the texts competing consumers
     /// were about to read, each Get then waiting for the next). The bytes dropped count as
     /// freed (`freed_message_bytes`), so the runtime gives them back to the system. Answers the
-    /// bytes dropped.
+    /// bytes dropped. An empty text is not evicted (nothing to save, a read to pay): its home
+    /// is forgotten.
     pub fn evict(&mut self, bytes_max: u64, durable_sequence: u64) -> u64 {
+        self.evict_counted(bytes_max, durable_sequence).0
+    }
+
+    /// `evict`, answering the bytes dropped and the homes taken (texts dropped, and empty
+    /// texts whose homes were forgotten).
+    fn evict_counted(&mut self, bytes_max: u64, durable_sequence: u64) -> (u64, usize) {
         let mut dropped = 0;
         let mut texts = 0;
         while dropped < bytes_max && texts < crate::limits::TEXT_EVICTIONS_PER_STEP_MAX {
-            texts += 1;
             let Some((&sequence, &home)) = self.text_homes.range(..=durable_sequence).next_back()
             else {
                 break;
             };
+            texts += 1;
             self.text_homes.remove(&sequence);
             assert!(
                 self.names_current_text(home.slot, home.generation, sequence),
@@ -197,6 +211,9 @@ impl ShardState {
                 message.text.resident().is_some(),
                 "a home is noted for resident texts"
             );
+            if text_bytes == 0 {
+                continue;
+            }
             message.text = TextSlot::OnDisk {
                 locator: home.locator,
                 text_bytes,
@@ -206,7 +223,7 @@ impl ShardState {
             dropped += u64::from(text_bytes);
         }
         self.freed_message_bytes += dropped;
-        dropped
+        (dropped, texts)
     }
 
     /// The homes that name the current text of a live message: (slot, generation, record
