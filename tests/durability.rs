@@ -591,6 +591,60 @@ fn a_snapshot_records_texts_kept_on_disk_only() {
     }
 }
 
+/// `--text-memory 0` across a restart: texts recovered at a start are in memory (recovery
+/// reads them), and leave it once a snapshot records them. 200 texts of 20,000 bytes in a queue
+/// nobody touches after the restart, and 60 that Gets and Updates churn until the log outgrows
+/// the live data and a snapshot is written: once it is in place every text is on disk only, the
+/// recovered ones included, and each reads back (from the snapshot) as it was put; after
+/// another kill -9 every text is recovered. Before, recovered texts were never tracked, so they
+/// stayed in memory until their messages went (helper-33's review of 9564eb9). On both backends.
+#[test]
+fn texts_recovered_at_a_start_leave_memory_once_a_snapshot_records_them() {
+    const KEPT: usize = 200;
+    const CHURNED: usize = 60;
+    for backend in backends() {
+        let data = TempDir::new(&format!("texts-recovered-{backend}"));
+        let flags = ["--shards", "1", "--runtime", backend, "--text-memory", "0"];
+        let server = start(&data, &flags);
+        create_queue(&server, "kept");
+        create_queue(&server, "churn");
+        let mut kept = BTreeMap::new();
+        let mut client = Client::connect(server.port);
+        for n in 0..KEPT {
+            let text = format!("kept {n:05} ").repeat(20_000 / 11);
+            let response = client
+                .call(&put_request("kept", &text, "messagettl=-1"))
+                .expect("answered");
+            assert_eq!(response.status, 201, "{backend}");
+            kept.insert(elements(&response.text(), "MessageId")[0].to_string(), text);
+        }
+        let churned = |round: usize, n: usize| format!("{round:04} {n:03} ").repeat(50_000 / 9);
+        let mut texts = BTreeMap::new();
+        for n in 0..CHURNED {
+            let (id, _) = put(&server, "churn", &churned(0, n));
+            texts.insert(id, churned(0, n));
+        }
+        server.kill();
+        let server = start(&data, &flags);
+        churn_until_a_snapshot(&server, &data, &mut texts, churned);
+        await_snapshot_settled(&data);
+        await_texts_on_disk(&server, (KEPT + CHURNED) as u64);
+        assert_eq!(lease_all(&server, "kept"), kept, "{backend}: read back");
+        assert_eq!(lease_all(&server, "churn"), texts, "{backend}: read back");
+        server.kill();
+        let server = start(&data, &flags);
+        // The leases end.
+        std::thread::sleep(Duration::from_millis(1_100));
+        assert_eq!(lease_all(&server, "kept"), kept, "{backend}: after kill -9");
+        assert_eq!(
+            lease_all(&server, "churn"),
+            texts,
+            "{backend}: after kill -9"
+        );
+        assert!(server.stop().success());
+    }
+}
+
 /// Gets and Updates the messages of queue "churn" (`texts`, ID → text; each new text
 /// `text(round, n)`, n read from the old one's characters 5..8) until a snapshot starts.
 fn churn_until_a_snapshot(

@@ -230,9 +230,10 @@ pub struct ShardState {
     /// the slot they had on the old shard.
     pub(super) foreign_slots: HashMap<MessageId, u32>,
     /// Where the texts of resident messages are on disk, by the sequence of the record that
-    /// wrote each (`texts::note_written`): the texts `evict` may drop. Empty unless the
-    /// journal tracks texts (`ShardState::track_texts`).
-    pub(super) text_homes: BTreeMap<u64, TextHome>,
+    /// wrote each (`texts::note_written`) and the slot (texts recovered at a start share one
+    /// sequence, `texts::RECOVERED_TEXT_SEQUENCE`): the texts `evict` may drop. Empty unless
+    /// the journal tracks texts (`ShardState::track_texts`).
+    pub(super) text_homes: BTreeMap<(u64, u32), TextHome>,
     /// Which homes stay valid: records of the log from this sequence on (the replay point of
     /// the last snapshot begun, whose segments before it may be given up), and entries of this
     /// snapshot (the one in place while no other is being written). `texts::begin_snapshot`.

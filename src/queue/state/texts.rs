@@ -16,8 +16,11 @@
 //! is noted there: the snapshot reads back every text on disk only that it records, and once in
 //! place re-homes the texts it recorded to its entries (`note_snapshot`). So a text leaves
 //! memory whatever the age of its record, and a locator into a file given up is never made.
+//!
+//! A text recovered at a start has no record the state knows of (a snapshot does not keep which
+//! record wrote a text): `track_texts` notes it as written by `RECOVERED_TEXT_SEQUENCE`, and
+//! its first home is the entry of the first snapshot that records it.
 
-use std::collections::HashMap;
 use std::ops::Range;
 
 use bytes::Bytes;
@@ -30,6 +33,13 @@ use crate::queue::slab::{TextSlot, NONE};
 /// A text on disk only as a reader is asked for it: the message's slot and generation, where
 /// the text is, and the sequence of the record that wrote it (`TextWait`, `texts_on_disk`).
 pub type TextOnDisk = (u32, u32, TextLocator, u64);
+
+/// The sequence noted for the text of a message recovered at a start (`track_texts`), for
+/// want of the record's: one no record has (a log's first may well write a recovered message's
+/// text: after a change of `--shards` each log starts again at 0). Homes are keyed by sequence
+/// and slot, so these texts share it; their homes are snapshot entries, durable, and eviction
+/// takes them after every other (a queue's oldest messages, its head).
+pub const RECOVERED_TEXT_SEQUENCE: u64 = u64::MAX;
 
 /// A text record the log wrote: which message's text, by which record, and where.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -46,13 +56,24 @@ pub struct TextWritten {
 
 impl ShardState {
     /// Keeps, from now on, what texts need to leave memory: the record that last wrote each
-    /// message's text, and where the log wrote it. Texts journaled before stay resident.
+    /// message's text, and where the log wrote it. The texts of the messages already here (the
+    /// runtime asks at the start, once the shard is recovered) are noted as written by
+    /// `RECOVERED_TEXT_SEQUENCE`: they stay resident until a snapshot records them.
     pub fn track_texts(&mut self) {
         let journal = self
             .journal
             .as_mut()
             .expect("texts leave memory only when durable");
-        journal.text_sequences.get_or_insert_with(HashMap::new);
+        if journal.text_sequences.is_some() {
+            return;
+        }
+        let recovered = (0..self.messages.slots() as u32)
+            .filter(|&slot| self.messages.occupant(slot).is_some())
+            .map(|slot| {
+                let named = (slot, self.messages.generation(slot));
+                (named, RECOVERED_TEXT_SEQUENCE)
+            });
+        journal.text_sequences = Some(recovered.collect());
     }
 
     /// Whether texts are tracked (`track_texts`).
@@ -92,7 +113,7 @@ impl ShardState {
             return;
         };
         if let Some(sequence) = text_sequences.remove(&(slot, generation)) {
-            self.text_homes.remove(&sequence);
+            self.text_homes.remove(&(sequence, slot));
         }
         if let TextSlot::OnDisk { text_bytes, .. } = self.messages.get(slot).text {
             self.texts_evicted.0 -= 1;
@@ -147,7 +168,7 @@ impl ShardState {
         }
         self.text_files = (replay_from, None);
         self.text_homes
-            .retain(|&sequence, home| match home.locator.file() {
+            .retain(|&(sequence, _), home| match home.locator.file() {
                 TextFile::Segment(_) => sequence >= replay_from,
                 TextFile::Snapshot(_) => false,
             });
@@ -177,14 +198,14 @@ impl ShardState {
     }
 
     /// Drops resident texts whose records are durable (sequence at most `durable_sequence`),
-    /// newest record first, until `bytes_max` bytes of text are dropped or
-    /// `TEXT_EVICTIONS_PER_STEP_MAX` texts (the caller asks again for more); each message keeps
-    /// its locator. Newest first: a queue is consumed from its head, its oldest messages, so
-    /// those stay in memory longest (oldest first evicted exactly the texts competing consumers
-    /// were about to read, each Get then waiting for the next). The bytes dropped count as
-    /// freed (`freed_message_bytes`), so the runtime gives them back to the system. Answers the
-    /// bytes dropped. An empty text is not evicted (nothing to save, a read to pay): its home
-    /// is forgotten.
+    /// newest record first, then recovered texts a snapshot recorded, until `bytes_max` bytes
+    /// of text are dropped or `TEXT_EVICTIONS_PER_STEP_MAX` texts (the caller asks again for
+    /// more); each message keeps its locator. Newest first: a queue is consumed from its head,
+    /// its oldest messages, so those stay in memory longest (oldest first evicted exactly the
+    /// texts competing consumers were about to read, each Get then waiting for the next). The
+    /// bytes dropped count as freed (`freed_message_bytes`), so the runtime gives them back to
+    /// the system. Answers the bytes dropped. An empty text is not evicted (nothing to save, a
+    /// read to pay): its home is forgotten.
     pub fn evict(&mut self, bytes_max: u64, durable_sequence: u64) -> u64 {
         self.evict_counted(bytes_max, durable_sequence).0
     }
@@ -195,12 +216,16 @@ impl ShardState {
         let mut dropped = 0;
         let mut texts = 0;
         while dropped < bytes_max && texts < crate::limits::TEXT_EVICTIONS_PER_STEP_MAX {
-            let Some((&sequence, &home)) = self.text_homes.range(..=durable_sequence).next_back()
+            let durable = ..=(durable_sequence, u32::MAX);
+            let recovered = (RECOVERED_TEXT_SEQUENCE, 0)..;
+            let evictable = self.text_homes.range(durable).next_back();
+            let Some((&(sequence, slot), &home)) =
+                evictable.or_else(|| self.text_homes.range(recovered).next_back())
             else {
                 break;
             };
             texts += 1;
-            self.text_homes.remove(&sequence);
+            self.text_homes.remove(&(sequence, slot));
             assert!(
                 self.names_current_text(home.slot, home.generation, sequence),
                 "a home goes when its message dies or is re-texted"
@@ -232,10 +257,10 @@ impl ShardState {
     pub fn current_text_homes(&self) -> Vec<(u32, u32, u64, TextLocator, Bytes)> {
         self.text_homes
             .iter()
-            .filter(|(&sequence, home)| {
+            .filter(|(&(sequence, _), home)| {
                 self.names_current_text(home.slot, home.generation, sequence)
             })
-            .map(|(&sequence, home)| {
+            .map(|(&(sequence, _), home)| {
                 let text = self.messages.get(home.slot).text.expect_resident().clone();
                 (home.slot, home.generation, sequence, home.locator, text)
             })
@@ -364,13 +389,15 @@ impl ShardState {
                 generation,
                 locator,
             };
-            self.text_homes.insert(sequence, home);
+            self.text_homes.insert((sequence, slot), home);
         }
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use std::collections::HashMap;
+
     use bytes::BytesMut;
 
     use super::*;
@@ -549,23 +576,48 @@ mod tests {
         }
     }
 
-    /// Two durable states with queues "a" and "b": one that keeps every text, one that
-    /// tracks texts so that they may leave memory.
+    /// Two durable states with queues "a" and "b" holding the same `RECOVERED` messages: one
+    /// that keeps every text, one that tracks texts so that they may leave memory, from after
+    /// those messages came (as at a start, recovered: their records are not noted, and a
+    /// snapshot must record them before they can leave).
     fn twin_states() -> (ShardState, ShardState) {
+        const RECOVERED: u64 = 12;
         let mut resident = ShardState::new(0, 9);
         let mut tiered = ShardState::new(0, 9);
         resident.start_journal(1);
         tiered.start_journal(1);
-        tiered.track_texts();
+        let mut both = |command: Command| {
+            resident.apply(command.clone(), NOW_MS).expect("applied");
+            tiered.apply(command, NOW_MS).expect("applied");
+        };
         for name in ["a", "b"] {
-            let create = Command::CreateQueue {
+            both(Command::CreateQueue {
                 queue: key(name),
                 metadata: Vec::new(),
-            };
-            resident.apply(create.clone(), NOW_MS).expect("created");
-            tiered.apply(create, NOW_MS).expect("created");
+            });
         }
+        for number in 0..RECOVERED {
+            both(Command::PutMessage {
+                queue: key(["a", "b"][(number % 2) as usize]),
+                text: Bytes::from(vec![b'A' + number as u8; (number * 25) as usize]),
+                visibility_timeout_s: 0,
+                // Some expire during the runs.
+                ttl_s: Some([3600, 20, 90][(number % 3) as usize]),
+            });
+        }
+        resident.take_journal(usize::MAX);
+        tiered.take_journal(usize::MAX);
+        tiered.track_texts();
         (resident, tiered)
+    }
+
+    /// How many of `state`'s texts on disk only were recovered ones (`twin_states`).
+    fn recovered_on_disk(state: &ShardState) -> u64 {
+        let on_disk = state.texts_on_disk(0..u32::MAX);
+        let recovered = on_disk
+            .iter()
+            .filter(|text| text.3 == RECOVERED_TEXT_SEQUENCE);
+        recovered.count() as u64
     }
 
     /// A random command over two queues, from the receipts handed out so far.
@@ -637,10 +689,12 @@ mod tests {
     /// having changed nothing, the texts are read back from the records their locators name
     /// (never in a file given up), and the command applied again gives the reply the first
     /// state gave; at the end every message, text included, is the same. Residency never shows
-    /// in an answer (fixed seeds).
+    /// in an answer (fixed seeds). Texts recovered at the start leave memory too, once a
+    /// snapshot records them.
     #[test]
     fn evicted_texts_read_back_give_the_same_answers() {
         let (mut evicted_total, mut waits, mut snapshot_reads) = (0, 0, 0);
+        let mut recovered_evicted = 0;
         for seed in 0..60 {
             let mut random = SplitMix64::new(seed);
             let (mut resident, mut tiered) = twin_states();
@@ -650,6 +704,7 @@ mod tests {
             for step in 0..300u64 {
                 let now_ms = NOW_MS + step * 700;
                 evicted_total += log.lag_and_evict(&mut random, &mut tiered, &mut durable);
+                recovered_evicted += recovered_on_disk(&tiered);
                 let command = command(&mut random, &receipts);
                 let expected = resident.apply(command.clone(), now_ms);
                 let before = tiered.journal_next_sequence();
@@ -678,8 +733,9 @@ mod tests {
             assert_eq!(messages(&tiered), messages(&resident), "seed {seed}");
         }
         assert!(
-            evicted_total > 0 && waits > 0 && snapshot_reads > 0,
-            "{evicted_total} bytes evicted, {waits} waits, {snapshot_reads} from snapshots"
+            evicted_total > 0 && waits > 0 && snapshot_reads > 0 && recovered_evicted > 0,
+            "{evicted_total} bytes evicted, {waits} waits, {snapshot_reads} from snapshots, \
+             {recovered_evicted} recovered texts seen on disk only"
         );
     }
 
@@ -810,6 +866,69 @@ mod tests {
             evicted_total > 0 && waits > 0 && snapshot_reads > 0,
             "{evicted_total} bytes evicted, {waits} waits, {snapshot_reads} from snapshots"
         );
+    }
+
+    /// After a change of `--shards` each shard's log starts again at record 0 with messages
+    /// recovered, so a log's first record can re-text a recovered message while a snapshot that
+    /// recorded its old text is being written: that entry must not become the home of the new
+    /// text (with `RECOVERED_TEXT_SEQUENCE` 0 it did, and a Peek read the old text back).
+    #[test]
+    fn a_recovered_text_re_texted_by_a_log_s_first_record_is_not_homed_to_its_old_entry() {
+        let mut state = ShardState::new(0, 9);
+        state.start_journal(40);
+        let queue = key("q");
+        let create = Command::CreateQueue {
+            queue: queue.clone(),
+            metadata: Vec::new(),
+        };
+        state.apply(create, NOW_MS).expect("created");
+        let put = Command::PutMessage {
+            queue: queue.clone(),
+            text: Bytes::from_static(b"recovered text"),
+            visibility_timeout_s: 0,
+            ttl_s: Some(3600),
+        };
+        state.apply(put, NOW_MS).expect("put");
+        let get = Command::GetMessages {
+            queue: queue.clone(),
+            count: 1,
+            visibility_timeout_s: 30,
+        };
+        let Ok(Reply::Messages(views)) = state.apply(get, NOW_MS) else {
+            panic!("a message");
+        };
+        // Recovered into a new generation: its log starts at 0.
+        state.take_journal(usize::MAX);
+        state.start_journal(0);
+        state.track_texts();
+        let mut log = MemoryLog::default();
+        log.begin_snapshot(&mut state);
+        log.encode_snapshot(&mut state);
+        let update = Command::UpdateMessage {
+            queue: queue.clone(),
+            message_id: views[0].message_id,
+            pop_receipt: views[0].pop_receipt.expect("a receipt"),
+            visibility_timeout_s: 0,
+            text: Some(Bytes::from_static(b"new text")),
+        };
+        state.apply(update, NOW_MS).expect("updated");
+        assert_eq!(
+            state.text_sequence(0, state.messages.generation(0)),
+            Some(0)
+        );
+        log.place_snapshot(&mut SplitMix64::new(7), &mut state);
+        let durable = log.flush(&mut state).expect("the update's records");
+        state.evict(u64::MAX, durable);
+        let peek = Command::PeekMessages { queue, count: 1 };
+        let mut reply = state.apply(peek.clone(), NOW_MS);
+        if let Ok(Reply::Wait(wait)) = &reply {
+            log.deliver(&mut state, wait);
+            reply = state.apply(peek, NOW_MS);
+        }
+        let Ok(Reply::Messages(views)) = reply else {
+            panic!("a message: {reply:?}");
+        };
+        assert_eq!(views[0].text, Bytes::from_static(b"new text"));
     }
 
     /// Eviction drops only texts whose records are durable; a note for a record that no longer
