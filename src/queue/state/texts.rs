@@ -868,35 +868,72 @@ mod tests {
         );
     }
 
+    /// A durable state whose journal starts at `first_sequence`, tracking texts from the start
+    /// if `tracked`, with the empty queue "q".
+    fn one_queue(first_sequence: u64, tracked: bool) -> (ShardState, QueueKey) {
+        let mut state = ShardState::new(0, 9);
+        state.start_journal(first_sequence);
+        if tracked {
+            state.track_texts();
+        }
+        let create = Command::CreateQueue {
+            queue: key("q"),
+            metadata: Vec::new(),
+        };
+        state.apply(create, NOW_MS).expect("created");
+        (state, key("q"))
+    }
+
+    /// Puts a message of `text`, visible at once, into `queue`.
+    fn put_one(state: &mut ShardState, queue: &QueueKey, text: &'static [u8]) {
+        let put = Command::PutMessage {
+            queue: queue.clone(),
+            text: Bytes::from_static(text),
+            visibility_timeout_s: 0,
+            ttl_s: Some(3600),
+        };
+        state.apply(put, NOW_MS).expect("put");
+    }
+
+    /// Leases the first message of `queue` (resident) for 30 s.
+    fn lease_one(state: &mut ShardState, queue: &QueueKey) -> crate::queue::command::MessageView {
+        let get = Command::GetMessages {
+            queue: queue.clone(),
+            count: 1,
+            visibility_timeout_s: 30,
+        };
+        let Ok(Reply::Messages(mut views)) = state.apply(get, NOW_MS) else {
+            panic!("a message");
+        };
+        views.remove(0)
+    }
+
+    /// Gives the `leased` message of `queue` the new `text`, visible at once.
+    fn re_text(
+        state: &mut ShardState,
+        queue: &QueueKey,
+        leased: &crate::queue::command::MessageView,
+        text: &'static [u8],
+    ) {
+        let update = Command::UpdateMessage {
+            queue: queue.clone(),
+            message_id: leased.message_id,
+            pop_receipt: leased.pop_receipt.expect("a receipt"),
+            visibility_timeout_s: 0,
+            text: Some(Bytes::from_static(text)),
+        };
+        state.apply(update, NOW_MS).expect("updated");
+    }
+
     /// After a change of `--shards` each shard's log starts again at record 0 with messages
     /// recovered, so a log's first record can re-text a recovered message while a snapshot that
     /// recorded its old text is being written: that entry must not become the home of the new
     /// text (with `RECOVERED_TEXT_SEQUENCE` 0 it did, and a Peek read the old text back).
     #[test]
     fn a_recovered_text_re_texted_by_a_log_s_first_record_is_not_homed_to_its_old_entry() {
-        let mut state = ShardState::new(0, 9);
-        state.start_journal(40);
-        let queue = key("q");
-        let create = Command::CreateQueue {
-            queue: queue.clone(),
-            metadata: Vec::new(),
-        };
-        state.apply(create, NOW_MS).expect("created");
-        let put = Command::PutMessage {
-            queue: queue.clone(),
-            text: Bytes::from_static(b"recovered text"),
-            visibility_timeout_s: 0,
-            ttl_s: Some(3600),
-        };
-        state.apply(put, NOW_MS).expect("put");
-        let get = Command::GetMessages {
-            queue: queue.clone(),
-            count: 1,
-            visibility_timeout_s: 30,
-        };
-        let Ok(Reply::Messages(views)) = state.apply(get, NOW_MS) else {
-            panic!("a message");
-        };
+        let (mut state, queue) = one_queue(40, false);
+        put_one(&mut state, &queue, b"recovered text");
+        let leased = lease_one(&mut state, &queue);
         // Recovered into a new generation: its log starts at 0.
         state.take_journal(usize::MAX);
         state.start_journal(0);
@@ -904,14 +941,7 @@ mod tests {
         let mut log = MemoryLog::default();
         log.begin_snapshot(&mut state);
         log.encode_snapshot(&mut state);
-        let update = Command::UpdateMessage {
-            queue: queue.clone(),
-            message_id: views[0].message_id,
-            pop_receipt: views[0].pop_receipt.expect("a receipt"),
-            visibility_timeout_s: 0,
-            text: Some(Bytes::from_static(b"new text")),
-        };
-        state.apply(update, NOW_MS).expect("updated");
+        re_text(&mut state, &queue, &leased, b"new text");
         assert_eq!(
             state.text_sequence(0, state.messages.generation(0)),
             Some(0)
@@ -936,23 +966,9 @@ mod tests {
     /// late delivery for a message that died changes nothing.
     #[test]
     fn eviction_takes_only_durable_current_texts() {
-        let mut state = ShardState::new(0, 9);
-        state.start_journal(1);
-        state.track_texts();
+        let (mut state, queue) = one_queue(1, true);
         let mut log = MemoryLog::default();
-        let queue = key("q");
-        let create = Command::CreateQueue {
-            queue: queue.clone(),
-            metadata: Vec::new(),
-        };
-        state.apply(create, NOW_MS).expect("created");
-        let put = Command::PutMessage {
-            queue: queue.clone(),
-            text: Bytes::from_static(b"first text"),
-            visibility_timeout_s: 0,
-            ttl_s: Some(3600),
-        };
-        state.apply(put, NOW_MS).expect("put");
+        put_one(&mut state, &queue, b"first text");
         // Written, but not yet durable: nothing to evict.
         let (records, last) = state.take_journal(usize::MAX).expect("records");
         log.files.insert(TextFile::Segment(0), records.to_vec());
@@ -971,22 +987,8 @@ mod tests {
         assert_eq!(state.evict(u64::MAX, last - 1), 0, "not durable yet");
         // Leased and re-texted before the note of the put could be used: the put's record no
         // longer holds the text.
-        let get = Command::GetMessages {
-            queue: queue.clone(),
-            count: 1,
-            visibility_timeout_s: 30,
-        };
-        let Ok(Reply::Messages(views)) = state.apply(get, NOW_MS) else {
-            panic!("a message");
-        };
-        let update = Command::UpdateMessage {
-            queue: queue.clone(),
-            message_id: views[0].message_id,
-            pop_receipt: views[0].pop_receipt.expect("a receipt"),
-            visibility_timeout_s: 0,
-            text: Some(Bytes::from_static(b"second")),
-        };
-        state.apply(update, NOW_MS).expect("updated");
+        let leased = lease_one(&mut state, &queue);
+        re_text(&mut state, &queue, &leased, b"second");
         assert_eq!(
             state.evict(u64::MAX, u64::MAX),
             0,
