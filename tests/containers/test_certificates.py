@@ -103,7 +103,11 @@ def certificate():
 
 def archive(entries) -> bytes:
     """A tar of `entries` (name, content, mode, uid, gid, owner name), ustar as both libraries
-    write it."""
+    write it, ending with the two zero blocks that end an archive, as Node's tar-stream writes
+    it. Python's tarfile then pads to a 10 KiB record; podman's copier stops reading after the
+    two zero blocks and closes its pipe, so a PUT with that padding can fail with a 500 "passing
+    bulk input to subprocess: write |1: broken pipe" (containers/buildah#6573; Testcontainers
+    for .NET trims it the same way)."""
     buffer = io.BytesIO()
     with tarfile.open(fileobj=buffer, mode="w", format=tarfile.USTAR_FORMAT) as tar:
         for name, content, mode, uid, gid, owner in entries:
@@ -112,7 +116,10 @@ def archive(entries) -> bytes:
             info.uname = info.gname = owner
             info.mtime = int(time.time())
             tar.addfile(info, io.BytesIO(content))
-    return buffer.getvalue()
+        end = tar.offset + 2 * tarfile.BLOCKSIZE
+    written = buffer.getvalue()
+    assert len(written) >= end and not written[tar.offset:].strip(b"\0"), "not zeros past the end"
+    return written[:end]
 
 
 def put_archive(entries):
