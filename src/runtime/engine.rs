@@ -574,11 +574,8 @@ impl<B: Backend> Engine<B> {
         let (Some(log), Some(text_bytes_max)) = (&self.log, self.text_bytes_max) else {
             return false;
         };
-        let Some(durable) = log.durable_sequence() else {
-            return false;
-        };
         let mut state = self.state.borrow_mut();
-        let (_, whole_step) = state.evict_beyond(text_bytes_max, durable);
+        let (_, whole_step) = state.evict_beyond(text_bytes_max, log.durable_sequence());
         self.give_back_memory(&state);
         whole_step && state.resident_text_bytes() > text_bytes_max
     }

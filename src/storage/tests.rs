@@ -833,9 +833,9 @@ fn simulate(seed: u64, boundaries: &mut Boundaries, text_reads: &mut TextReads) 
                 if trace {
                     eprintln!("flushed to {:?}", log.durable_sequence());
                 }
-                if let (Some(bytes_max), Some(durable)) = (text_bytes_max, log.durable_sequence()) {
+                if let Some(bytes_max) = text_bytes_max {
                     let mut state = state.borrow_mut();
-                    let (bytes, _) = state.evict_beyond(bytes_max, durable);
+                    let (bytes, _) = state.evict_beyond(bytes_max, log.durable_sequence());
                     evicted.set(evicted.get() + u64::from(bytes > 0));
                 }
             }
@@ -1387,8 +1387,7 @@ fn a_snapshot_reads_back_the_texts_it_records_that_are_on_disk_only() {
             });
         };
         let evict = || {
-            let durable = log.durable_sequence().expect("durable");
-            let evicted = state.borrow_mut().evict(u64::MAX, durable);
+            let evicted = state.borrow_mut().evict(u64::MAX, log.durable_sequence());
             evicted as usize / TEXT_BYTES
         };
         let on_disk = || state.borrow().texts_on_disk(0..u32::MAX).len();

@@ -141,7 +141,11 @@ impl ShardState {
     /// `text_bytes_max` (`--text-memory`): the runtime asks after every flush. Answers the bytes
     /// dropped, and whether the step took its most texts (more may be due: empty texts, which
     /// are not evicted, take their place in a step too).
-    pub fn evict_beyond(&mut self, text_bytes_max: u64, durable_sequence: u64) -> (u64, bool) {
+    pub fn evict_beyond(
+        &mut self,
+        text_bytes_max: u64,
+        durable_sequence: Option<u64>,
+    ) -> (u64, bool) {
         let resident_bytes = self.resident_text_bytes();
         if resident_bytes <= text_bytes_max {
             return (0, false);
@@ -197,8 +201,10 @@ impl ShardState {
         }
     }
 
-    /// Drops resident texts whose records are durable (sequence at most `durable_sequence`),
-    /// newest record first, then recovered texts a snapshot recorded, until `bytes_max` bytes
+    /// Drops resident texts whose records are durable (sequence at most `durable_sequence`;
+    /// `None`: no record is yet, as in a log that starts again at record 0 after a change of
+    /// `--shards`), newest record first, then recovered texts a snapshot recorded (a snapshot
+    /// in place is durable whatever the log has written), until `bytes_max` bytes
     /// of text are dropped or `TEXT_EVICTIONS_PER_STEP_MAX` texts (the caller asks again for
     /// more); each message keeps its locator. Newest first: a queue is consumed from its head,
     /// its oldest messages, so those stay in memory longest (oldest first evicted exactly the
@@ -206,19 +212,21 @@ impl ShardState {
     /// bytes dropped count as freed (`freed_message_bytes`), so the runtime gives them back to
     /// the system. Answers the bytes dropped. An empty text is not evicted (nothing to save, a
     /// read to pay): its home is forgotten.
-    pub fn evict(&mut self, bytes_max: u64, durable_sequence: u64) -> u64 {
+    pub fn evict(&mut self, bytes_max: u64, durable_sequence: Option<u64>) -> u64 {
         self.evict_counted(bytes_max, durable_sequence).0
     }
 
     /// `evict`, answering the bytes dropped and the homes taken (texts dropped, and empty
     /// texts whose homes were forgotten).
-    fn evict_counted(&mut self, bytes_max: u64, durable_sequence: u64) -> (u64, usize) {
+    fn evict_counted(&mut self, bytes_max: u64, durable_sequence: Option<u64>) -> (u64, usize) {
         let mut dropped = 0;
         let mut texts = 0;
         while dropped < bytes_max && texts < crate::limits::TEXT_EVICTIONS_PER_STEP_MAX {
-            let durable = ..=(durable_sequence, u32::MAX);
             let recovered = (RECOVERED_TEXT_SEQUENCE, 0)..;
-            let evictable = self.text_homes.range(durable).next_back();
+            let evictable = durable_sequence.and_then(|durable| {
+                let durable = ..=(durable, u32::MAX);
+                self.text_homes.range(durable).next_back()
+            });
             let Some((&(sequence, slot), &home)) =
                 evictable.or_else(|| self.text_homes.range(recovered).next_back())
             else {
@@ -499,8 +507,13 @@ mod tests {
 
         /// Puts the snapshot encoded in place: gives up the files before it, then tells the
         /// state what it recorded, in chunks with evictions between (the job's clean-up steps,
-        /// with flushes between).
-        fn place_snapshot(&mut self, random: &mut SplitMix64, state: &mut ShardState) {
+        /// with flushes between) of texts whose records are `durable`.
+        fn place_snapshot(
+            &mut self,
+            random: &mut SplitMix64,
+            state: &mut ShardState,
+            durable: Option<u64>,
+        ) {
             let Some((replay_from, Some((entries, mut recorded)))) = self.snapshot.take() else {
                 panic!("a snapshot encoded");
             };
@@ -515,7 +528,7 @@ mod tests {
                     .len()
                     .saturating_sub(1 + (random.next_u64() % 8) as usize);
                 state.note_snapshot(replay_from, &recorded.split_off(from));
-                state.evict(random.next_u64() % 2000, u64::MAX);
+                state.evict(random.next_u64() % 2000, durable);
             }
         }
 
@@ -532,15 +545,15 @@ mod tests {
             &mut self,
             random: &mut SplitMix64,
             state: &mut ShardState,
-            durable: &mut u64,
+            durable: &mut Option<u64>,
         ) -> u64 {
             if random.next_u64() % 3 == 0 {
-                *durable = self.flush(state).unwrap_or(*durable);
+                *durable = self.flush(state).or(*durable);
             }
             match (random.next_u64() % 30, &self.snapshot) {
                 (0, None) => self.begin_snapshot(state),
                 (1..=3, Some((_, None))) => self.encode_snapshot(state),
-                (1..=3, Some((_, Some(_)))) => self.place_snapshot(random, state),
+                (1..=3, Some((_, Some(_)))) => self.place_snapshot(random, state, *durable),
                 _ => {}
             }
             if random.next_u64() % 2 == 0 {
@@ -699,7 +712,7 @@ mod tests {
             let mut random = SplitMix64::new(seed);
             let (mut resident, mut tiered) = twin_states();
             let mut log = MemoryLog::default();
-            let mut durable = 0;
+            let mut durable = None;
             let mut receipts = Vec::new();
             for step in 0..300u64 {
                 let now_ms = NOW_MS + step * 700;
@@ -754,7 +767,7 @@ mod tests {
             let mut random = SplitMix64::new(seed ^ 0xABCD);
             let (mut resident, mut tiered) = twin_states();
             let mut log = MemoryLog::default();
-            let mut durable = 0;
+            let mut durable = None;
             let mut receipts = Vec::new();
             for step in 0..400u64 {
                 let now_ms = NOW_MS + step * 400;
@@ -946,9 +959,9 @@ mod tests {
             state.text_sequence(0, state.messages.generation(0)),
             Some(0)
         );
-        log.place_snapshot(&mut SplitMix64::new(7), &mut state);
+        log.place_snapshot(&mut SplitMix64::new(7), &mut state, None);
         let durable = log.flush(&mut state).expect("the update's records");
-        state.evict(u64::MAX, durable);
+        state.evict(u64::MAX, Some(durable));
         let peek = Command::PeekMessages { queue, count: 1 };
         let mut reply = state.apply(peek.clone(), NOW_MS);
         if let Ok(Reply::Wait(wait)) = &reply {
@@ -959,6 +972,36 @@ mod tests {
             panic!("a message: {reply:?}");
         };
         assert_eq!(views[0].text, Bytes::from_static(b"new text"));
+    }
+
+    /// The same new generation with nothing written since the start: no record is durable
+    /// (`None`), and the recovered texts a snapshot recorded leave memory all the same, read
+    /// back right (before, eviction waited for the log's first write).
+    #[test]
+    fn recovered_texts_a_snapshot_recorded_leave_memory_with_no_record_durable() {
+        let (mut state, queue) = one_queue(40, false);
+        put_one(&mut state, &queue, b"first recovered");
+        put_one(&mut state, &queue, b"second recovered");
+        state.take_journal(usize::MAX);
+        state.start_journal(0);
+        state.track_texts();
+        let mut log = MemoryLog::default();
+        log.begin_snapshot(&mut state);
+        log.encode_snapshot(&mut state);
+        log.place_snapshot(&mut SplitMix64::new(7), &mut state, None);
+        state.evict(u64::MAX, None);
+        assert_eq!(
+            state.texts_on_disk(0..u32::MAX).len(),
+            2,
+            "both texts on disk only"
+        );
+        log.deliver_all(&mut state);
+        let peek = Command::PeekMessages { queue, count: 2 };
+        let Ok(Reply::Messages(views)) = state.apply(peek, NOW_MS) else {
+            panic!("messages");
+        };
+        let texts: Vec<&[u8]> = views.iter().map(|view| &view.text[..]).collect();
+        assert_eq!(texts, [&b"first recovered"[..], b"second recovered"]);
     }
 
     /// Eviction drops only texts whose records are durable; a note for a record that no longer
@@ -984,18 +1027,18 @@ mod tests {
             ),
         };
         state.note_written(&[put_text]);
-        assert_eq!(state.evict(u64::MAX, last - 1), 0, "not durable yet");
+        assert_eq!(state.evict(u64::MAX, Some(last - 1)), 0, "not durable yet");
         // Leased and re-texted before the note of the put could be used: the put's record no
         // longer holds the text.
         let leased = lease_one(&mut state, &queue);
         re_text(&mut state, &queue, &leased, b"second");
         assert_eq!(
-            state.evict(u64::MAX, u64::MAX),
+            state.evict(u64::MAX, Some(u64::MAX)),
             0,
             "the put's record is stale"
         );
         let durable = log.flush(&mut state).expect("the update's records");
-        assert_eq!(state.evict(u64::MAX, durable), 6, "the update's text");
+        assert_eq!(state.evict(u64::MAX, Some(durable)), 6, "the update's text");
         let on_disk = state.texts_on_disk(0..u32::MAX);
         assert_eq!(on_disk.len(), 1);
         let (slot, generation, locator, _) = on_disk[0];
