@@ -56,6 +56,11 @@ pub const SIGNED_IDENTIFIER_OVERHEAD_BYTES: usize = 128;
 pub const MESSAGE_BYTES_MAX_FALLBACK: u64 = 4 << 30;
 /// Connections each shard's listener queues before the shard accepts them.
 pub const LISTEN_BACKLOG: u32 = 1024;
+/// How long a start waits for a port another socket listens on (EADDRINUSE) before it gives
+/// up, ms: a server killed a moment ago on the io_uring backend keeps its listening socket
+/// until the kernel has torn its rings down (5 to 16 ms measured here), so a restart right
+/// after `kill -9` found its port taken.
+pub const LISTEN_ADDRESS_WAIT_MS: u64 = 1000;
 /// Capacity of each cross-shard request and reply channel; a full channel makes the sender wait.
 pub const MESH_CHANNEL_CAPACITY: usize = 1024;
 /// Time allowed for a request head to arrive once its first byte has (slow-header defence), ms.

@@ -51,7 +51,9 @@ use std::sync::Arc;
 use crate::api::{Health, Service, Surface};
 use crate::auth::Accounts;
 use crate::lifecycle::Lifecycle;
-use crate::limits::{MESH_CHANNEL_CAPACITY, TLS_SESSION_CACHE_ENTRIES_PER_SHARD};
+use crate::limits::{
+    LISTEN_ADDRESS_WAIT_MS, MESH_CHANNEL_CAPACITY, TLS_SESSION_CACHE_ENTRIES_PER_SHARD,
+};
 use crate::queue::ShardState;
 use crate::settings::{Config, Persistence};
 use crate::storage::recovery::ShardStart;
@@ -327,11 +329,23 @@ fn start_shards<B: Backend>(
 }
 
 /// Checks that `address` is free and, for port 0, picks a free port, by binding a plain socket
-/// (without SO_REUSEPORT) once. Without this check a second server on the same port would
-/// silently share its connections with the first.
+/// (without SO_REUSEPORT). Without this check a second server on the same port would silently
+/// share its connections with the first. A port another socket listens on is tried again for
+/// `LISTEN_ADDRESS_WAIT_MS`: a server just killed may hold it for a moment.
 fn reserve_address(address: SocketAddr) -> Result<SocketAddr, String> {
-    let probe = std::net::TcpListener::bind(address)
-        .map_err(|error| format!("cannot listen on {address}: {error}"))?;
+    let waited = std::time::Instant::now();
+    let probe = loop {
+        match std::net::TcpListener::bind(address) {
+            Err(error)
+                if error.kind() == std::io::ErrorKind::AddrInUse
+                    && waited.elapsed().as_millis() < u128::from(LISTEN_ADDRESS_WAIT_MS) =>
+            {
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+            bound => break bound,
+        }
+    };
+    let probe = probe.map_err(|error| format!("cannot listen on {address}: {error}"))?;
     probe.local_addr().map_err(|error| error.to_string())
 }
 
