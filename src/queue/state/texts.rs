@@ -938,6 +938,18 @@ mod tests {
         state.apply(update, NOW_MS).expect("updated");
     }
 
+    /// `state` as recovered into a new generation (a change of `--shards`): its log starts at
+    /// record 0 and it tracks the texts it holds; then a snapshot begins and is encoded.
+    fn recovered_into_a_new_generation(state: &mut ShardState) -> MemoryLog {
+        state.take_journal(usize::MAX);
+        state.start_journal(0);
+        state.track_texts();
+        let mut log = MemoryLog::default();
+        log.begin_snapshot(state);
+        log.encode_snapshot(state);
+        log
+    }
+
     /// After a change of `--shards` each shard's log starts again at record 0 with messages
     /// recovered, so a log's first record can re-text a recovered message while a snapshot that
     /// recorded its old text is being written: that entry must not become the home of the new
@@ -947,13 +959,7 @@ mod tests {
         let (mut state, queue) = one_queue(40, false);
         put_one(&mut state, &queue, b"recovered text");
         let leased = lease_one(&mut state, &queue);
-        // Recovered into a new generation: its log starts at 0.
-        state.take_journal(usize::MAX);
-        state.start_journal(0);
-        state.track_texts();
-        let mut log = MemoryLog::default();
-        log.begin_snapshot(&mut state);
-        log.encode_snapshot(&mut state);
+        let mut log = recovered_into_a_new_generation(&mut state);
         re_text(&mut state, &queue, &leased, b"new text");
         assert_eq!(
             state.text_sequence(0, state.messages.generation(0)),
@@ -982,12 +988,7 @@ mod tests {
         let (mut state, queue) = one_queue(40, false);
         put_one(&mut state, &queue, b"first recovered");
         put_one(&mut state, &queue, b"second recovered");
-        state.take_journal(usize::MAX);
-        state.start_journal(0);
-        state.track_texts();
-        let mut log = MemoryLog::default();
-        log.begin_snapshot(&mut state);
-        log.encode_snapshot(&mut state);
+        let mut log = recovered_into_a_new_generation(&mut state);
         log.place_snapshot(&mut SplitMix64::new(7), &mut state, None);
         state.evict(u64::MAX, None);
         assert_eq!(
