@@ -116,9 +116,10 @@ def archive(entries) -> bytes:
             info.uname = info.gname = owner
             info.mtime = int(time.time())
             tar.addfile(info, io.BytesIO(content))
-        end = tar.offset + 2 * tarfile.BLOCKSIZE
+        members_end = tar.offset
     written = buffer.getvalue()
-    assert len(written) >= end and not written[tar.offset:].strip(b"\0"), "not zeros past the end"
+    end = members_end + 2 * tarfile.BLOCKSIZE
+    assert len(written) >= end and not written[members_end:].strip(b"\0"), "not zeros at the end"
     return written[:end]
 
 
