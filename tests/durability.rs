@@ -804,6 +804,25 @@ fn await_expiry(server: &Server) {
     }
 }
 
+/// Every text that stays (`texts`) comes to be on disk only; a Peek reads 32 back right, after
+/// which they are on disk only again; then each is leased once and read back right.
+fn assert_staying_texts_on_disk_read_back(
+    server: &Server,
+    queue: &str,
+    texts: &BTreeMap<String, String>,
+    backend: &str,
+) {
+    await_texts_on_disk(server, STAYING_TEXTS as u64);
+    let peeked = peek(server, queue);
+    assert_eq!(peeked.len(), 32, "{backend}");
+    assert!(
+        peeked.iter().all(|(id, text)| texts[id] == *text),
+        "{backend}"
+    );
+    await_texts_on_disk(server, STAYING_TEXTS as u64);
+    assert_eq!(lease_all(server, queue), *texts, "{backend}");
+}
+
 /// `--text-memory 0` on a shard that writes nothing more: texts leave memory without a flush to
 /// ask. 400 texts that stay and 2,400 that expire after 5 s (`put_staying_and_expiring`): once
 /// they go, a snapshot comes due, and once it is in place every text it recorded is on disk
@@ -826,15 +845,7 @@ fn texts_leave_memory_on_a_shard_that_writes_nothing_more() {
             snapshots_before,
             "{backend}: no snapshot"
         );
-        await_texts_on_disk(&server, STAYING_TEXTS as u64);
-        let peeked = peek(&server, "idle");
-        assert_eq!(peeked.len(), 32, "{backend}");
-        assert!(
-            peeked.iter().all(|(id, text)| texts[id] == *text),
-            "{backend}"
-        );
-        await_texts_on_disk(&server, STAYING_TEXTS as u64);
-        assert_eq!(lease_all(&server, "idle"), texts, "{backend}");
+        assert_staying_texts_on_disk_read_back(&server, "idle", &texts, backend);
         assert!(server.stop().success());
     }
 }
@@ -862,14 +873,7 @@ fn recovered_texts_leave_memory_after_a_change_of_shards_with_nothing_written() 
         );
         assert_eq!(common::metric_total(&server, "azq_texts_on_disk"), 0);
         await_expiry(&server);
-        await_texts_on_disk(&server, STAYING_TEXTS as u64);
-        let peeked = peek(&server, "resharded");
-        assert!(
-            peeked.iter().all(|(id, text)| texts[id] == *text),
-            "{backend}"
-        );
-        await_texts_on_disk(&server, STAYING_TEXTS as u64);
-        assert_eq!(lease_all(&server, "resharded"), texts, "{backend}");
+        assert_staying_texts_on_disk_read_back(&server, "resharded", &texts, backend);
         assert!(server.stop().success());
     }
 }
