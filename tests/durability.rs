@@ -551,11 +551,7 @@ fn a_snapshot_records_texts_kept_on_disk_only() {
         let server = start(&data, &flags);
         create_queue(&server, "churn");
         let text = |round: usize, n: usize| format!("{round:04} {n:03} ").repeat(TEXT_BYTES / 9);
-        let mut texts = BTreeMap::new();
-        for n in 0..MESSAGES {
-            let (id, _) = put(&server, "churn", &text(0, n));
-            texts.insert(id, text(0, n));
-        }
+        let mut texts = put_churned(&server, MESSAGES, text);
         create_queue(&server, "steady");
         let stop = Arc::new(AtomicUsize::new(0));
         let putter = {
@@ -578,10 +574,7 @@ fn a_snapshot_records_texts_kept_on_disk_only() {
         await_texts_on_disk(&server, common::metric_total(&server, "azq_messages"));
         let found = lease_all(&server, "churn");
         assert_eq!(found, texts, "{backend}: every text after the snapshot");
-        server.kill();
-        let server = start(&data, &flags);
-        // The last leases end.
-        std::thread::sleep(Duration::from_millis(1_100));
+        let server = restart_after_kill_9(server, &data, &flags);
         assert_eq!(
             lease_all(&server, "churn"),
             texts,
@@ -619,11 +612,7 @@ fn texts_recovered_at_a_start_leave_memory_once_a_snapshot_records_them() {
             kept.insert(elements(&response.text(), "MessageId")[0].to_string(), text);
         }
         let churned = |round: usize, n: usize| format!("{round:04} {n:03} ").repeat(50_000 / 9);
-        let mut texts = BTreeMap::new();
-        for n in 0..CHURNED {
-            let (id, _) = put(&server, "churn", &churned(0, n));
-            texts.insert(id, churned(0, n));
-        }
+        let mut texts = put_churned(&server, CHURNED, churned);
         server.kill();
         let server = start(&data, &flags);
         churn_until_a_snapshot(&server, &data, &mut texts, churned);
@@ -631,10 +620,7 @@ fn texts_recovered_at_a_start_leave_memory_once_a_snapshot_records_them() {
         await_texts_on_disk(&server, (KEPT + CHURNED) as u64);
         assert_eq!(lease_all(&server, "kept"), kept, "{backend}: read back");
         assert_eq!(lease_all(&server, "churn"), texts, "{backend}: read back");
-        server.kill();
-        let server = start(&data, &flags);
-        // The leases end.
-        std::thread::sleep(Duration::from_millis(1_100));
+        let server = restart_after_kill_9(server, &data, &flags);
         assert_eq!(lease_all(&server, "kept"), kept, "{backend}: after kill -9");
         assert_eq!(
             lease_all(&server, "churn"),
@@ -643,6 +629,29 @@ fn texts_recovered_at_a_start_leave_memory_once_a_snapshot_records_them() {
         );
         assert!(server.stop().success());
     }
+}
+
+/// Puts `count` messages of `text(0, n)` into queue "churn": ID → text.
+fn put_churned(
+    server: &Server,
+    count: usize,
+    text: impl Fn(usize, usize) -> String,
+) -> BTreeMap<String, String> {
+    let mut texts = BTreeMap::new();
+    for n in 0..count {
+        let (id, _) = put(server, "churn", &text(0, n));
+        texts.insert(id, text(0, n));
+    }
+    texts
+}
+
+/// Kills `server` (kill -9), starts it again on `data` with `flags`, and waits out the
+/// leases (a second) of the Gets before the kill.
+fn restart_after_kill_9(server: Server, data: &TempDir, flags: &[&str]) -> Server {
+    server.kill();
+    let server = start(data, flags);
+    std::thread::sleep(Duration::from_millis(1_100));
+    server
 }
 
 /// Gets and Updates the messages of queue "churn" (`texts`, ID → text; each new text
