@@ -409,6 +409,7 @@ fn open_storage(config: &Config) -> Result<Storage, String> {
         secret,
         RecoveryOptions {
             truncate_corrupt: *truncate_corrupt,
+            locate_texts: config.text_bytes_max.is_some(),
         },
     )
     .map_err(|why| format!("cannot recover the data in {}: {why}", root.display()))?;

@@ -373,8 +373,8 @@ fn await_texts_on_disk(server: &Server, count: u64) {
 /// `--text-memory 0`: once written, every text leaves memory. Peeks and Gets read texts back
 /// from the log, on the queue's own shard and across the mesh (two shards, four queues), and
 /// answer each message's own text; Updates give messages new texts, which leave memory in turn;
-/// after kill -9 and a restart every text is back (recovery keeps texts in memory), and new
-/// Puts leave memory again. On both backends.
+/// after kill -9 and a restart every text is back and leaves memory again, and so do new
+/// Puts. On both backends.
 #[test]
 fn texts_kept_on_disk_only_are_read_back_for_peeks_and_gets() {
     const PER_QUEUE: usize = 40;
@@ -439,14 +439,15 @@ fn texts_kept_on_disk_only_are_read_back_for_peeks_and_gets() {
         server.kill();
 
         let server = start(&data, &flags);
-        // Recovered texts stay in memory; new ones leave it.
-        assert_eq!(common::metric_total(&server, "azq_texts_on_disk"), 0);
+        // Recovered texts leave memory, to where recovery read them; new ones too.
+        let recovered = (queues.len() * PER_QUEUE) as u64;
+        await_texts_on_disk(&server, recovered);
         for queue in &queues {
             let text = format!("{queue} after the restart");
             let (id, _) = put(&server, queue, &text);
             texts.insert(id, text);
         }
-        await_texts_on_disk(&server, queues.len() as u64);
+        await_texts_on_disk(&server, recovered + queues.len() as u64);
         let mut found = BTreeMap::new();
         for queue in &queues {
             found.extend(
@@ -584,13 +585,15 @@ fn a_snapshot_records_texts_kept_on_disk_only() {
     }
 }
 
-/// `--text-memory 0` across a restart: texts recovered at a start are in memory (recovery
-/// reads them), and leave it once a snapshot records them. 200 texts of 20,000 bytes in a queue
-/// nobody touches after the restart, and 60 that Gets and Updates churn until the log outgrows
-/// the live data and a snapshot is written: once it is in place every text is on disk only, the
-/// recovered ones included, and each reads back (from the snapshot) as it was put; after
-/// another kill -9 every text is recovered. Before, recovered texts were never tracked, so they
-/// stayed in memory until their messages went (helper-33's review of 9564eb9). On both backends.
+/// `--text-memory 0` across a restart: texts recovered at a start leave memory (to where
+/// recovery read them: `texts_recovered_at_a_start_leave_memory_where_recovery_read_them`), and
+/// the first snapshot after the start, which gives those files up, reads them back and records
+/// them. 200 texts of 20,000 bytes in a queue nobody touches after the restart, and 60 that
+/// Gets and Updates churn until the log outgrows the live data and a snapshot is written: once
+/// it is in place every text is on disk only, the recovered ones included, and each reads back
+/// (from the snapshot) as it was put; after another kill -9 every text is recovered. Before
+/// c66e924, recovered texts were never tracked, so they stayed in memory until their messages
+/// went (helper-33's review of 9564eb9). On both backends.
 #[test]
 fn texts_recovered_at_a_start_leave_memory_once_a_snapshot_records_them() {
     const KEPT: usize = 200;
@@ -627,6 +630,72 @@ fn texts_recovered_at_a_start_leave_memory_once_a_snapshot_records_them() {
             texts,
             "{backend}: after kill -9"
         );
+        assert!(server.stop().success());
+    }
+}
+
+/// `--text-memory 0` across a restart with nothing written since: recovery says where it read
+/// each text (the entry of the snapshot it started from, or the record it replayed that last
+/// wrote the text), those files stay until the next snapshot, so every text leaves memory at
+/// once, with no snapshot written. 100 texts put before a snapshot (in it), 100 put after it
+/// and 32 that Updates gave after it (in their records): after kill -9 and a restart, all on
+/// disk only, none yet read, each read back as it was, and again after another kill -9. Before,
+/// recovered texts stayed in memory until a snapshot recorded them: on a shard that writes
+/// nothing, for good. On both backends.
+#[test]
+fn texts_recovered_at_a_start_leave_memory_where_recovery_read_them() {
+    const CHURNED: usize = 60;
+    for backend in backends() {
+        let data = TempDir::new(&format!("texts-found-{backend}"));
+        let flags = ["--shards", "1", "--runtime", backend, "--text-memory", "0"];
+        let server = start(&data, &flags);
+        for queue in ["before", "churn", "after"] {
+            create_queue(&server, queue);
+        }
+        let put_all = |queue: &str| -> BTreeMap<String, String> {
+            (0..100)
+                .map(|n| {
+                    let text = format!("{queue} {n:05} ").repeat(13_000 / (queue.len() + 7));
+                    (put(&server, queue, &text).0, text)
+                })
+                .collect()
+        };
+        let before = put_all("before");
+        let churned = |round: usize, n: usize| format!("{round:04} {n:03} ").repeat(50_000 / 9);
+        let mut texts = put_churned(&server, CHURNED, churned);
+        churn_until_a_snapshot(&server, &data, &mut texts, churned);
+        await_snapshot_settled(&data);
+        let after = put_all("after");
+        let updated = get(&server, "churn", 30);
+        assert_eq!(updated.len(), 32, "{backend}");
+        for got in updated {
+            let n: usize = got.text[5..8].parse().unwrap();
+            let text = churned(1000, n);
+            let request = update_request("churn", &got.id, &got.receipt, &text, 0);
+            assert_status(&send(&server, request), 204, None);
+            texts.insert(got.id, text);
+        }
+        let snapshots = snapshot_files(&data);
+        server.kill();
+        let server = start(&data, &flags);
+        await_texts_on_disk(&server, (200 + CHURNED) as u64);
+        assert_eq!(
+            snapshot_files(&data),
+            snapshots,
+            "{backend}: no snapshot since the restart"
+        );
+        assert_eq!(
+            common::metric_total(&server, "azq_text_reads_total"),
+            0,
+            "{backend}: nothing read back yet"
+        );
+        assert_eq!(lease_all(&server, "before"), before, "{backend}: read back");
+        assert_eq!(lease_all(&server, "churn"), texts, "{backend}: read back");
+        assert_eq!(lease_all(&server, "after"), after, "{backend}: read back");
+        let server = restart_after_kill_9(server, &data, &flags);
+        assert_eq!(lease_all(&server, "before"), before, "{backend}: kill -9");
+        assert_eq!(lease_all(&server, "churn"), texts, "{backend}: kill -9");
+        assert_eq!(lease_all(&server, "after"), after, "{backend}: kill -9");
         assert!(server.stop().success());
     }
 }

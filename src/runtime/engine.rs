@@ -147,7 +147,7 @@ impl<B: Backend> Engine<B> {
     /// current executor.
     pub fn start(
         index: usize,
-        mut state: ShardState,
+        state: ShardState,
         log: Option<(Log<B::Disk>, DiskLimits, Option<u64>)>,
         governor: Governor,
     ) -> Rc<Engine<B>> {
@@ -155,9 +155,11 @@ impl<B: Backend> Engine<B> {
             Some((log, limits, text_bytes_max)) => (Some(log), (Some(limits), text_bytes_max)),
             None => (None, (None, None)),
         };
-        if text_bytes_max.is_some() {
-            state.track_texts();
-        }
+        assert_eq!(
+            text_bytes_max.is_some(),
+            state.tracks_texts(),
+            "texts are tracked (from the start, `ShardState::track_texts`) when they leave memory"
+        );
         let durability = log.as_ref().map(Log::durability);
         let gauge = log.as_ref().and_then(|log| {
             SpaceGauge::start(log.directory(), index)
@@ -208,6 +210,8 @@ impl<B: Backend> Engine<B> {
             B::spawn(run_disk_watch::<B>(engine.clone()));
             if engine.text_bytes_max.is_some() {
                 B::spawn(run_evictions::<B>(engine.clone()));
+                // Texts recovery found on disk may leave memory at once.
+                engine.evict_wake.notify();
             }
             if durability == Durability::Write {
                 B::spawn(run_background_sync::<B>(engine.clone()));

@@ -23,6 +23,8 @@
 //! valid ones more than one flush later, or in a segment that is not the last: acknowledged
 //! records are damaged, so recovery stops and names the file and offset).
 
+use std::ops::Range;
+
 use bytes::{BufMut, Bytes, BytesMut};
 
 use crate::limits::{LOG_FLUSH_BYTES_MAX, RECORD_BODY_BYTES_MAX, STORAGE_BLOCK_BYTES};
@@ -184,9 +186,9 @@ pub struct SegmentEnd {
 pub fn read_segment(data: &Bytes) -> Result<Segment, &'static str> {
     let mut records = Vec::new();
     let mut starts = Vec::new();
-    let read = read_segment_with(data, |sequence, start, record| {
+    let read = read_segment_with(data, |sequence, place, record| {
         records.push((sequence, record));
-        starts.push(start);
+        starts.push(place.start);
     })?;
     Ok(Segment {
         header: read.header,
@@ -198,11 +200,11 @@ pub fn read_segment(data: &Bytes) -> Result<Segment, &'static str> {
 }
 
 /// Reads a segment as `read_segment` does, handing each intact record to `record` with its
-/// sequence and where it starts, as it is read: recovery gathers the records of every segment
-/// in one vector, not in one per segment first.
+/// sequence and where it is (from its header to its end), as it is read: recovery gathers the
+/// records of every segment in one vector, not in one per segment first.
 pub fn read_segment_with(
     data: &Bytes,
-    mut record: impl FnMut(u64, usize, Record),
+    mut record: impl FnMut(u64, Range<usize>, Record),
 ) -> Result<SegmentEnd, &'static str> {
     let header = read_segment_header(data)?;
     let mut records = 0;
@@ -214,7 +216,7 @@ pub fn read_segment_with(
                 record: read,
                 bytes,
             } => {
-                record(expected, at, read);
+                record(expected, at..at + bytes, read);
                 records += 1;
                 at += bytes;
                 // A segment's header can name any first sequence: after the largest one there
@@ -489,6 +491,15 @@ pub fn read_snapshot_header(data: &Bytes) -> Result<Snapshot, String> {
 /// what is wrong (a snapshot under its final name is complete, so any damage is corruption);
 /// the entries handed over before it are then of no use.
 pub fn read_snapshot(data: &Bytes, mut entry: impl FnMut(Record)) -> Result<Snapshot, String> {
+    read_snapshot_with(data, |_, record| entry(record))
+}
+
+/// Reads a snapshot as `read_snapshot` does, handing each entry to `entry` with where it is in
+/// the file (recovery notes where each text is).
+pub fn read_snapshot_with(
+    data: &Bytes,
+    mut entry: impl FnMut(Range<usize>, Record),
+) -> Result<Snapshot, String> {
     let snapshot = read_snapshot_header(data)?;
     let mut entries_read = 0u64;
     let mut at = SNAPSHOT_HEADER_BYTES;
@@ -510,7 +521,7 @@ pub fn read_snapshot(data: &Bytes, mut entry: impl FnMut(Record)) -> Result<Snap
                 record,
                 bytes,
             } if sequence == entries_read => {
-                entry(record);
+                entry(at..at + bytes, record);
                 entries_read += 1;
                 at += bytes;
             }

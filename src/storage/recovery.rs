@@ -43,11 +43,13 @@ use super::files::{
 };
 use super::format::{
     intact_records, parse_name, read_segment_with, read_snapshot, read_snapshot_header,
-    snapshot_header, snapshot_name, snapshot_trailer, Ending, FileKind, SEGMENT_TEMPORARY_NAME,
-    SNAPSHOT_TEMPORARY_NAME,
+    read_snapshot_with, snapshot_header, snapshot_name, snapshot_trailer, Ending, FileKind,
+    SEGMENT_TEMPORARY_NAME, SNAPSHOT_TEMPORARY_NAME,
 };
 use crate::limits::{RECOVERY_KEPT_BYTES_MAX, STORAGE_BLOCK_BYTES};
+use crate::queue::key::{TextFile, TextLocator};
 use crate::queue::record::{MessageState, Record};
+use crate::queue::state::texts::{RecoveredTexts, TextWritten, RECOVERED_TEXT_SEQUENCE};
 use crate::queue::state::{Identity, Restorer};
 use crate::queue::Secret;
 use crate::queue::SignedIdentifier;
@@ -61,6 +63,10 @@ pub struct RecoveryOptions {
     /// Cut a log at damage that has intact records after it, losing them, instead of refusing
     /// to start (`--truncateCorruptLog`).
     pub truncate_corrupt: bool,
+    /// Say where each restored text is (`ShardStart::texts`), for texts to leave memory
+    /// (`--text-memory`): with the shard count of the files, whose snapshot and segments the
+    /// shards keep.
+    pub locate_texts: bool,
 }
 
 /// A log segment of a shard, as the running shard's writer takes them over.
@@ -87,6 +93,9 @@ pub struct ShardStart {
     pub segments: Vec<SegmentFile>,
     /// Its current snapshot, if it has one, with its size.
     pub snapshot: Option<(PathBuf, u64)>,
+    /// Where its restored texts are, in that snapshot and those segments, when asked
+    /// (`RecoveryOptions::locate_texts`).
+    pub texts: RecoveredTexts,
 }
 
 /// What recovery brought back.
@@ -124,6 +133,12 @@ struct Image {
     /// Messages by slot (slab slots are dense: a vector, not a map, which a large recovery
     /// would spend its time rehashing), with the incarnation of their queue when put.
     messages: Vec<Option<(MessageState, u64)>>,
+    /// Where the text of the message in each slot was read, and the sequence of the record
+    /// that wrote it (`RECOVERED_TEXT_SEQUENCE` in the snapshot), when texts are located
+    /// (`TextPlace`); else empty.
+    text_places: Vec<Option<TextPlace>>,
+    /// Where the restored messages' texts are (`restore` fills it when texts are located).
+    texts: RecoveredTexts,
     acls: HashMap<QueueKey, (u64, Vec<SignedIdentifier>)>,
     properties: HashMap<String, (u64, ServiceProperties)>,
     incarnations: u64,
@@ -142,6 +157,8 @@ impl Image {
             queues: HashMap::default(),
             displaced: HashMap::new(),
             messages: Vec::new(),
+            text_places: Vec::new(),
+            texts: RecoveredTexts::default(),
             acls: HashMap::new(),
             properties: HashMap::new(),
             incarnations: 0,
@@ -161,13 +178,17 @@ impl Image {
     /// in its index or, where the snapshot put a later queue there, in `displaced` (the snapshot's
     /// queue section is written a step at a time, so it can show two queues in one index: one
     /// written before a step and cleared away, and the one created there after it).
-    fn replay(&mut self, records: Vec<Record>) {
+    ///
+    /// `text_places` says where the text of each record that writes one is, in order, when
+    /// texts are located (`writes_text`); else it is empty.
+    fn replay(&mut self, records: Vec<Record>, text_places: Vec<TextPlace>) {
         let mut owners = metadata_owners(&records).into_iter();
+        let mut text_places = text_places.into_iter();
         for record in records {
             match record {
                 Record::QueueMetadataSet { queue, metadata } => {
                     let Some(owner) = owners.next().expect("an owner per metadata set") else {
-                        self.apply(Record::QueueMetadataSet { queue, metadata });
+                        self.apply(Record::QueueMetadataSet { queue, metadata }, None);
                         continue;
                     };
                     let in_place = self
@@ -178,10 +199,14 @@ impl Image {
                         queue.metadata = metadata;
                     }
                 }
-                record => self.apply(record),
+                record => {
+                    let text_place = writes_text(&record).then(|| text_places.next()).flatten();
+                    self.apply(record, text_place);
+                }
             }
         }
         assert!(owners.next().is_none(), "an owner per metadata set");
+        assert!(text_places.next().is_none(), "a place per text");
     }
 
     /// Puts `queue` in record `index`; a different queue there is displaced (`displaced`).
@@ -206,8 +231,9 @@ impl Image {
         }
     }
 
-    /// Applies one record, a blind write.
-    fn apply(&mut self, record: Record) {
+    /// Applies one record, a blind write; `text_place`: where the text it writes is, when texts
+    /// are located.
+    fn apply(&mut self, record: Record, text_place: Option<TextPlace>) {
         match record {
             Record::QueueCreated {
                 queue,
@@ -283,6 +309,7 @@ impl Image {
                         self.messages.resize_with(slot + 1, || None);
                     }
                     self.messages[slot] = Some((message, queue.incarnation));
+                    self.place_text(slot, text_place);
                 }
             }
             Record::MessageLeased {
@@ -313,6 +340,7 @@ impl Image {
                         message.visible_ms = visible_ms;
                         if let Some(text) = text {
                             message.text = text;
+                            self.place_text(slot as usize, text_place);
                         }
                     }
                 }
@@ -358,6 +386,17 @@ impl Image {
         }
     }
 
+    /// Notes that the text of the message in `slot` is at `text_place` (texts located).
+    fn place_text(&mut self, slot: usize, text_place: Option<TextPlace>) {
+        let Some(text_place) = text_place else {
+            return;
+        };
+        if self.text_places.len() <= slot {
+            self.text_places.resize(slot + 1, None);
+        }
+        self.text_places[slot] = Some(text_place);
+    }
+
     /// The message in `slot`, if any.
     fn message_mut(&mut self, slot: u32) -> Option<&mut (MessageState, u64)> {
         self.messages.get_mut(slot as usize)?.as_mut()
@@ -396,6 +435,19 @@ impl Image {
                 continue;
             };
             messages_restored += 1;
+            let text_place = self
+                .text_places
+                .get(message.slot as usize)
+                .copied()
+                .flatten();
+            if let Some((locator, sequence)) = text_place.filter(|_| owner == old_shard) {
+                self.texts.homes.push(TextWritten {
+                    slot: message.slot,
+                    generation: message.generation,
+                    sequence,
+                    locator,
+                });
+            }
             // Every live text gets an allocation of its own, so that nothing the shards keep
             // points into a file recovery read: on Unix those are mapped (`StdFiles::read`), and
             // a text left there would page-fault on the shard's thread once the kernel dropped
@@ -414,6 +466,18 @@ impl Image {
         }
         (queues_restored, messages_restored)
     }
+}
+
+/// Where recovery read a text: the record (in a segment, or the entry in the snapshot) and the
+/// sequence of the record that wrote the text (`RECOVERED_TEXT_SEQUENCE` for a snapshot's).
+type TextPlace = (TextLocator, u64);
+
+/// Whether `record` writes a message's text (its place is noted when texts are located).
+fn writes_text(record: &Record) -> bool {
+    matches!(
+        record,
+        Record::MessagePut(_) | Record::MessageUpdated { text: Some(_), .. }
+    )
 }
 
 /// Names a queue among every queue moved to another shard: its old shard and record index.
@@ -685,6 +749,7 @@ fn read_shard<F: Files>(
     directory: &Path,
     shard: u32,
     options: RecoveryOptions,
+    locate_texts: bool,
     kept: &mut KeptAside<'_, F>,
     notes: &mut Vec<String>,
 ) -> Result<Image, String> {
@@ -726,7 +791,7 @@ fn read_shard<F: Files>(
     snapshots.sort();
     segments.sort();
     let mut replay_from = 0;
-    if let Some((_, path)) = snapshots.pop() {
+    if let Some((named_from, path)) = snapshots.pop() {
         let data = files.read(&path).map_err(|error| failed(&path, error))?;
         image.bytes_read += data.len() as u64;
         let damaged = |why| format!("{}: a damaged snapshot: {why}", path.display());
@@ -742,7 +807,22 @@ fn read_shard<F: Files>(
         image.identity = Some(snapshot.identity);
         replay_from = snapshot.replay_from;
         image.next_sequence = replay_from;
-        read_snapshot(&data, |record| image.apply(record)).map_err(damaged)?;
+        // Its entries are homes only where the log would look for them, under the name of
+        // its replay point.
+        let locate_texts = locate_texts && named_from == replay_from;
+        let file = TextFile::Snapshot(replay_from);
+        read_snapshot_with(&data, |place, record| {
+            let text_place = locate_texts.then(|| {
+                let bytes = place.len() as u32;
+                let locator = TextLocator::new(file, place.start as u64, bytes);
+                (locator, RECOVERED_TEXT_SEQUENCE)
+            });
+            image.apply(record, text_place)
+        })
+        .map_err(damaged)?;
+        if locate_texts {
+            image.texts.snapshot = Some(replay_from);
+        }
         // Older snapshots the server had no time to remove.
         for (_, older) in snapshots {
             let note = format!(
@@ -780,14 +860,21 @@ fn read_shard<F: Files>(
     // The log's records from the replay point, applied once every segment is read: what a
     // queue of the snapshot is shown doing depends on records further on (`Image::replay`).
     let mut replayed = Vec::new();
+    let mut text_places = Vec::new();
     let mut expected: Option<u64> = None;
     for (index, (first_sequence, path)) in segments.iter().enumerate() {
         let data = files.read(path).map_err(|error| failed(path, error))?;
         // Records from the replay point on go straight into `replayed` as they are read.
-        let gather = |sequence, _, record| {
-            if sequence >= replay_from {
-                replayed.push(record);
+        let file = TextFile::Segment(*first_sequence);
+        let gather = |sequence, place: std::ops::Range<usize>, record| {
+            if sequence < replay_from {
+                return;
             }
+            if locate_texts && writes_text(&record) {
+                let locator = TextLocator::new(file, place.start as u64, place.len() as u32);
+                text_places.push((locator, sequence));
+            }
+            replayed.push(record);
         };
         let segment = match read_segment_with(&data, gather) {
             Ok(segment) => segment,
@@ -970,7 +1057,7 @@ fn read_shard<F: Files>(
             .sync_directory(directory)
             .map_err(|error| failed(directory, error))?;
     }
-    image.replay(replayed);
+    image.replay(replayed, text_places);
     Ok(image)
 }
 
@@ -1106,6 +1193,7 @@ pub fn recover(
                 &directory.join(name),
                 shard as u32,
                 options,
+                options.locate_texts && shard_directories.len() == shards,
                 &mut kept,
                 &mut notes,
             )?);
@@ -1209,6 +1297,7 @@ pub fn recover(
                 directory: generation_directory.join(shard_directory_name(starts.len())),
                 segments: image.segments,
                 snapshot: image.snapshot,
+                texts: image.texts,
             });
         }
     } else {
@@ -1235,6 +1324,7 @@ pub fn recover(
                 directory,
                 segments: Vec::new(),
                 snapshot: Some((path, snapshot.len() as u64)),
+                texts: RecoveredTexts::default(),
             });
         }
         files

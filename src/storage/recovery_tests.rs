@@ -117,6 +117,7 @@ fn a_log_cut_at_damage_is_kept_whole() {
         &disk,
         RecoveryOptions {
             truncate_corrupt: true,
+            ..RecoveryOptions::default()
         },
     )
     .unwrap();
@@ -222,6 +223,7 @@ fn a_damaged_header_is_cut_with_truncate_corrupt_log() {
             &disk,
             RecoveryOptions {
                 truncate_corrupt: true,
+                ..RecoveryOptions::default()
             },
         )
         .unwrap();
@@ -250,6 +252,7 @@ fn a_power_cut_during_a_cut_never_leaves_a_log_that_skips_records() {
         disk.cut_files_after(budget);
         let options = RecoveryOptions {
             truncate_corrupt: true,
+            ..RecoveryOptions::default()
         };
         let _ = recover_one_shard(&disk, options);
         disk.crash();

@@ -54,7 +54,7 @@
 //! to start, or cuts the log there when asked to.
 
 use std::cell::{Cell, RefCell};
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::pin::Pin;
@@ -74,7 +74,7 @@ use crate::limits::{
 use crate::queue::key::{TextFile, TextLocator};
 use crate::queue::record::{self, MessageState, Record, RECORD_HEADER_BYTES};
 use crate::queue::replicas::home_shard;
-use crate::queue::state::texts::{TextOnDisk, RECOVERED_TEXT_SEQUENCE};
+use crate::queue::state::texts::{RecoveredTexts, TextOnDisk, RECOVERED_TEXT_SEQUENCE};
 use crate::queue::state::Described;
 use crate::queue::{
     shard_for, Command, MessageId, PopReceipt, QueueKey, Reply, ServicePropertiesUpdate,
@@ -534,6 +534,9 @@ struct TextReads {
     snapshot_homes_verified: u64,
     /// Of those, homes of texts recovered at the round's start (a snapshot recorded them).
     recovered_homes_verified: u64,
+    /// Of those, homes where recovery found the texts (the snapshot it started from, the
+    /// records it replayed), noted at the round's start (`RecoveredTexts`).
+    homes_found_by_recovery_verified: u64,
     /// Texts evicted (`--text-memory`: rounds with a budget of 0 or 2 KiB).
     evicted: u64,
     /// Gets that waited for texts on disk only (`Reply::Wait`), and those then answered.
@@ -584,14 +587,14 @@ impl TextReads {
     /// the record there (of `sequence`, in a segment) holds `text`, unless the home was gone
     /// when the read completed (`held`: a snapshot has begun since, and may have replaced the
     /// one there with another of the same name). `recovered`: the text was recovered at the
-    /// round's start.
+    /// round's start; `found_by_recovery`: and the home is where recovery found it.
     fn check_home(
         &mut self,
         seed: u64,
         home: &(u32, u32, u64, TextLocator, Bytes),
         read: std::io::Result<Vec<Bytes>>,
         held: bool,
-        recovered: bool,
+        (recovered, found_by_recovery): (bool, bool),
     ) {
         let &(slot, generation, sequence, locator, ref text) = home;
         match read {
@@ -611,6 +614,7 @@ impl TextReads {
                     self.snapshot_homes_verified += 1;
                 }
                 self.recovered_homes_verified += u64::from(recovered);
+                self.homes_found_by_recovery_verified += u64::from(found_by_recovery);
             }
             Err(error) => self.check_failed(seed, locator, error, held),
         }
@@ -733,6 +737,11 @@ fn simulate(seed: u64, boundaries: &mut Boundaries, text_reads: &mut TextReads) 
             }
             disk.crash();
         }
+        // Most rounds keep little text in memory (`--text-memory` 0 or 2 KiB): Gets then wait
+        // for texts read back, their reads in flight among the log's writes, some where
+        // recovery found them. Its own draws.
+        let mut budgets = SplitMix64::new(seed ^ round ^ 0x7E47_B0D6);
+        let text_bytes_max = [None, Some(0), Some(2048)][(budgets.next_u64() % 3) as usize];
         let mut seeds = SplitMix64::new(random.next_u64());
         let recovered = recover(
             &disk,
@@ -741,7 +750,10 @@ fn simulate(seed: u64, boundaries: &mut Boundaries, text_reads: &mut TextReads) 
             NOW_MS,
             &mut new_seed(&mut seeds),
             test_secret(),
-            RecoveryOptions::default(),
+            RecoveryOptions {
+                locate_texts: text_bytes_max.is_some(),
+                ..RecoveryOptions::default()
+            },
         )
         .unwrap_or_else(|why| panic!("seed {seed} round {round}: recovery failed: {why}"));
         if trace {
@@ -764,12 +776,11 @@ fn simulate(seed: u64, boundaries: &mut Boundaries, text_reads: &mut TextReads) 
             .iter()
             .map(|(&id, message)| (id, message.1.clone()))
             .collect();
-        // Most rounds keep little text in memory (`--text-memory` 0 or 2 KiB): Gets then wait
-        // for texts read back, their reads in flight among the log's writes. Its own draws.
-        let mut budgets = SplitMix64::new(seed ^ round ^ 0x7E47_B0D6);
-        let text_bytes_max = [None, Some(0), Some(2048)][(budgets.next_u64() % 3) as usize];
+        // Where recovery found the texts, kept to tell its homes from the log's later.
+        let found_by_recovery: HashSet<TextLocator> =
+            start.texts.homes.iter().map(|text| text.locator).collect();
         if text_bytes_max.is_some() {
-            start.state.track_texts();
+            start.state.track_texts(std::mem::take(&mut start.texts));
         }
         if trace {
             eprintln!("recovered to {next}: ACLs {:?}", described.acls);
@@ -904,9 +915,14 @@ fn simulate(seed: u64, boundaries: &mut Boundaries, text_reads: &mut TextReads) 
                     let read = read_record(&disk, &log, home.3).await;
                     let held = state.borrow().current_text_homes().contains(home);
                     let recovered = home.2 == RECOVERED_TEXT_SEQUENCE;
-                    reads
-                        .borrow_mut()
-                        .check_home(seed, home, read, held, recovered);
+                    let found_by_recovery = found_by_recovery.contains(&home.3);
+                    reads.borrow_mut().check_home(
+                        seed,
+                        home,
+                        read,
+                        held,
+                        (recovered, found_by_recovery),
+                    );
                 }
                 if !written.is_empty() && picks.next_u64() % 3 == 0 {
                     let index = (picks.next_u64() % written.len() as u64) as usize;
@@ -1376,7 +1392,7 @@ fn a_snapshot_reads_back_the_texts_it_records_that_are_on_disk_only() {
     let text = |number: usize| Bytes::from(format!("{number:05}").repeat(TEXT_BYTES / 5));
     for segment_bytes in [1 << 20, LOG_SEGMENT_BYTES] {
         let (disk, log, state) = fresh_shard(segment_bytes);
-        state.borrow_mut().track_texts();
+        state.borrow_mut().track_texts(RecoveredTexts::default());
         let apply = |command| apply_flushed(&log, &state, command).expect("applied");
         let put = |number: usize| {
             apply(Command::PutMessage {
@@ -1852,6 +1868,12 @@ fn every_acknowledged_change_survives_every_crash() {
                 && text_reads.recovered_homes_verified > 0,
             "{text_reads:?}"
         );
+        // Texts recovery found where they were (the snapshot it started from, records it
+        // replayed) were read back there.
+        assert!(
+            text_reads.homes_found_by_recovery_verified > 0,
+            "{text_reads:?}"
+        );
     }
 }
 
@@ -1934,6 +1956,7 @@ fn damage_before_the_tail_is_named_and_can_be_cut() {
         test_secret(),
         RecoveryOptions {
             truncate_corrupt: true,
+            ..RecoveryOptions::default()
         },
     )
     .expect("--truncateCorruptLog cuts the log at the damage");

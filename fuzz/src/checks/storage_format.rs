@@ -65,6 +65,7 @@ use azq::limits::{
 };
 use azq::queue::record::{encode, read, MessageState, Read, Record, RECORD_HEADER_BYTES};
 use azq::queue::replicas::{AccessPolicy, CorsRule, ServiceProperties, SignedIdentifier};
+use azq::queue::state::texts::RecoveredTexts;
 use azq::queue::state::Identity;
 use azq::queue::{Command, MessageId, PopReceipt, QueueKey, Reply, ShardState};
 use azq::storage::format::{
@@ -515,6 +516,7 @@ impl Writer {
             directory: PathBuf::from(WRITER_DIRECTORY),
             segments: Vec::new(),
             snapshot: None,
+            texts: RecoveredTexts::default(),
         };
         let disk = MemoryDisk::new();
         let log =

@@ -17,10 +17,16 @@
 //! place re-homes the texts it recorded to its entries (`note_snapshot`). So a text leaves
 //! memory whatever the age of its record, and a locator into a file given up is never made.
 //!
-//! A text recovered at a start has no record the state knows of (a snapshot does not keep which
-//! record wrote a text): `track_texts` notes it as written by `RECOVERED_TEXT_SEQUENCE`, and
-//! its first home is the entry of the first snapshot that records it.
+//! A text recovered at a start is where recovery read it (`RecoveredTexts`): the entry of the
+//! snapshot it started from, or the record of the log it replayed that last wrote it; both
+//! files stay until the next snapshot is in place, so `track_texts` notes them as homes and the
+//! texts may leave memory at once. A snapshot does not keep which record wrote a text, so a
+//! text of the snapshot is noted as written by `RECOVERED_TEXT_SEQUENCE` (a replayed one, by its
+//! record); so is a text whose place recovery does not give (after a change of `--shards`: the
+//! new generation's snapshot was written whole), whose first home is then the entry of the
+//! first snapshot that records it.
 
+use std::collections::HashMap;
 use std::ops::Range;
 
 use bytes::Bytes;
@@ -41,6 +47,17 @@ pub type TextOnDisk = (u32, u32, TextLocator, u64);
 /// takes them after every other (a queue's oldest messages, its head).
 pub const RECOVERED_TEXT_SEQUENCE: u64 = u64::MAX;
 
+/// Where recovery read the texts of the messages it restored into a shard, which stay there
+/// until the shard's next snapshot is in place: their homes from the start (`track_texts`).
+#[derive(Debug, Default)]
+pub struct RecoveredTexts {
+    /// The replay point of the snapshot recovery started from, when a home is an entry of it.
+    pub snapshot: Option<u64>,
+    /// Each restored message's text: in the snapshot (written by `RECOVERED_TEXT_SEQUENCE`) or
+    /// in the replayed record that last wrote it. Messages recovery dropped may be named.
+    pub homes: Vec<TextWritten>,
+}
+
 /// A text record the log wrote: which message's text, by which record, and where.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct TextWritten {
@@ -56,10 +73,11 @@ pub struct TextWritten {
 
 impl ShardState {
     /// Keeps, from now on, what texts need to leave memory: the record that last wrote each
-    /// message's text, and where the log wrote it. The texts of the messages already here (the
-    /// runtime asks at the start, once the shard is recovered) are noted as written by
-    /// `RECOVERED_TEXT_SEQUENCE`: they stay resident until a snapshot records them.
-    pub fn track_texts(&mut self) {
+    /// message's text, and where the log wrote it. The runtime asks at the start, once the
+    /// shard is recovered: the texts of the messages already here are where `recovered` says
+    /// (their homes from now on), or, where it says nothing, noted as written by
+    /// `RECOVERED_TEXT_SEQUENCE` and resident until a snapshot records them.
+    pub fn track_texts(&mut self, recovered: RecoveredTexts) {
         let journal = self
             .journal
             .as_mut()
@@ -67,13 +85,21 @@ impl ShardState {
         if journal.text_sequences.is_some() {
             return;
         }
-        let recovered = (0..self.messages.slots() as u32)
+        let here = (0..self.messages.slots() as u32)
             .filter(|&slot| self.messages.occupant(slot).is_some())
             .map(|slot| {
                 let named = (slot, self.messages.generation(slot));
                 (named, RECOVERED_TEXT_SEQUENCE)
             });
-        journal.text_sequences = Some(recovered.collect());
+        let mut text_sequences: HashMap<(u32, u32), u64> = here.collect();
+        for home in &recovered.homes {
+            if let Some(sequence) = text_sequences.get_mut(&(home.slot, home.generation)) {
+                *sequence = home.sequence;
+            }
+        }
+        journal.text_sequences = Some(text_sequences);
+        self.text_files.1 = recovered.snapshot;
+        self.note_written(&recovered.homes);
     }
 
     /// Whether texts are tracked (`track_texts`).
@@ -620,7 +646,7 @@ mod tests {
         }
         resident.take_journal(usize::MAX);
         tiered.take_journal(usize::MAX);
-        tiered.track_texts();
+        tiered.track_texts(RecoveredTexts::default());
         (resident, tiered)
     }
 
@@ -887,7 +913,7 @@ mod tests {
         let mut state = ShardState::new(0, 9);
         state.start_journal(first_sequence);
         if tracked {
-            state.track_texts();
+            state.track_texts(RecoveredTexts::default());
         }
         let create = Command::CreateQueue {
             queue: key("q"),
@@ -943,7 +969,7 @@ mod tests {
     fn recovered_into_a_new_generation(state: &mut ShardState) -> MemoryLog {
         state.take_journal(usize::MAX);
         state.start_journal(0);
-        state.track_texts();
+        state.track_texts(RecoveredTexts::default());
         let mut log = MemoryLog::default();
         log.begin_snapshot(state);
         log.encode_snapshot(state);
