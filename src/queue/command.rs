@@ -249,6 +249,9 @@ pub enum Reply {
 pub struct TextWait {
     /// The texts, in the order the command would return their messages.
     pub texts: Vec<(u32, u32, super::key::TextLocator, u64)>,
+    /// Snapshots the shard had begun when it named them (`ShardState::snapshots_begun`): the
+    /// homes of texts read are noted again only if no other has begun since.
+    pub snapshots_begun: u64,
 }
 
 /// One queue in a List Queues result.

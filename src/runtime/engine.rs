@@ -420,11 +420,10 @@ impl<B: Backend> Engine<B> {
     /// of messages others Updated answered 503 after 1024 rounds).
     pub async fn serve_wait(&self, command: Command, wait: TextWait) -> Applied {
         let mut delivered = Vec::new();
+        let begun = wait.snapshots_begun;
         let applied = self.serve_rounds(command, wait, &mut delivered).await;
         let mut state = self.state.borrow_mut();
-        for &(slot, generation, locator, sequence) in &delivered {
-            state.note_home(slot, generation, locator, sequence);
-        }
+        state.note_read_homes(&delivered, begun);
         if !delivered.is_empty() {
             // No flush may come to ask (Peeks alone).
             self.evict_wake.notify();

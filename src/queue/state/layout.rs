@@ -238,6 +238,9 @@ pub struct ShardState {
     /// the last snapshot begun, whose segments before it may be given up), and entries of this
     /// snapshot (the one in place while no other is being written). `texts::begin_snapshot`.
     pub(super) text_files: (u64, Option<u64>),
+    /// Snapshots begun (`texts::begin_snapshot`): a text read back for a request is noted
+    /// again only if none has begun since its read was asked for (`note_read_homes`).
+    pub(super) snapshots_begun: u64,
     /// Messages whose texts are on disk only, and those texts' bytes.
     pub(super) texts_evicted: (u64, u64),
 }
@@ -335,6 +338,7 @@ impl ShardState {
             journal: None,
             text_homes: BTreeMap::new(),
             text_files: (0, None),
+            snapshots_begun: 0,
             texts_evicted: (0, 0),
             foreign_ids: HashMap::new(),
             foreign_slots: HashMap::new(),

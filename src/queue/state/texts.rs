@@ -193,6 +193,7 @@ impl ShardState {
     /// that no longer are go; the texts on disk only there stay so until the snapshot reads
     /// them back, which it does before it is in place.
     pub fn begin_snapshot(&mut self, replay_from: u64) {
+        self.snapshots_begun += 1;
         if !self.tracks_texts() {
             return;
         }
@@ -338,7 +339,10 @@ impl ShardState {
                 texts.push(self.text_on_disk(slot, locator));
             }
         }
-        (!texts.is_empty()).then_some(TextWait { texts })
+        (!texts.is_empty()).then_some(TextWait {
+            texts,
+            snapshots_begun: self.snapshots_begun,
+        })
     }
 
     /// The messages in `slots` whose texts are on disk only: (slot, generation, locator,
@@ -406,6 +410,27 @@ impl ShardState {
                 true
             }
             _ => false,
+        }
+    }
+
+    /// Snapshots begun so far (`TextWait::snapshots_begun`, `note_read_homes`).
+    pub fn snapshots_begun(&self) -> u64 {
+        self.snapshots_begun
+    }
+
+    /// Notes again the homes of the texts `read` for a request and delivered (`deliver_text`,
+    /// not `evictable`), once it is answered, unless a snapshot has begun since its first wait
+    /// named texts (`begun`: `TextWait::snapshots_begun`). Such a snapshot may have replaced
+    /// the one a locator names under the same name (a snapshot of the same replay point:
+    /// nothing written in between, expiries only), and `stays_readable` cannot tell the two
+    /// files apart; the texts then stay resident until that snapshot, which recorded them,
+    /// re-homes them.
+    pub fn note_read_homes(&mut self, read: &[TextOnDisk], begun: u64) {
+        if self.snapshots_begun != begun {
+            return;
+        }
+        for &(slot, generation, locator, sequence) in read {
+            self.note_home(slot, generation, locator, sequence);
         }
     }
 
@@ -510,7 +535,12 @@ mod tests {
                 if texts.is_empty() {
                     break;
                 }
-                for (slot, generation, locator, text) in self.read(&TextWait { texts }) {
+                let snapshots_begun = state.snapshots_begun();
+                let wait = TextWait {
+                    texts,
+                    snapshots_begun,
+                };
+                for (slot, generation, locator, text) in self.read(&wait) {
                     state.deliver_text(slot, generation, locator, text, false);
                 }
             }
@@ -561,7 +591,12 @@ mod tests {
         /// Reads back every text `state` holds on disk only, and delivers it.
         fn deliver_all(&mut self, state: &mut ShardState) {
             let texts = state.texts_on_disk(0..u32::MAX);
-            self.deliver(state, &TextWait { texts });
+            let snapshots_begun = state.snapshots_begun();
+            let wait = TextWait {
+                texts,
+                snapshots_begun,
+            };
+            self.deliver(state, &wait);
         }
 
         /// Now and then a flush (flushes lag: a command's records are not always written
@@ -1004,6 +1039,71 @@ mod tests {
             panic!("a message: {reply:?}");
         };
         assert_eq!(views[0].text, Bytes::from_static(b"new text"));
+    }
+
+    /// Texts read back for a request from a snapshot's entries are not homed there again once
+    /// a snapshot of the same replay point (an expiry alone in between) has replaced that
+    /// file: the old entries' offsets hold other entries in the new one (helper-36's review of
+    /// 02a442c). Before, `stays_readable` took them, and a text evicted to one could not be read
+    /// back: Gets failed, and a snapshot reading it back stopped the process.
+    #[test]
+    fn texts_read_before_a_snapshot_of_the_same_name_are_not_homed_in_it() {
+        let mut state = ShardState::new(0, 9);
+        state.start_journal(0);
+        state.track_texts(RecoveredTexts::default());
+        let mut log = MemoryLog::default();
+        let mut random = SplitMix64::new(1);
+        let queue = key("a");
+        let create = Command::CreateQueue {
+            queue: queue.clone(),
+            metadata: Vec::new(),
+        };
+        state.apply(create, NOW_MS).expect("created");
+        for (n, ttl_s) in [(0u8, 10), (1, 3600), (2, 3600)] {
+            let put = Command::PutMessage {
+                queue: queue.clone(),
+                text: Bytes::from(vec![b'a' + n; 100 + 10 * n as usize]),
+                visibility_timeout_s: 0,
+                ttl_s: Some(ttl_s),
+            };
+            state.apply(put, NOW_MS).expect("put");
+        }
+        let durable = log.flush(&mut state);
+        let replay_from = state.journal_next_sequence();
+        log.begin_snapshot(&mut state);
+        log.encode_snapshot(&mut state);
+        log.place_snapshot(&mut random, &mut state, durable);
+        state.evict(u64::MAX, durable);
+        assert_eq!(state.texts_evicted().0, 3);
+        let peek = Command::PeekMessages { queue, count: 32 };
+        let Ok(Reply::Wait(wait)) = state.apply(peek, NOW_MS) else {
+            panic!("a wait");
+        };
+        // Delivered as a request's rounds deliver them: noted once it is answered.
+        let mut delivered = Vec::new();
+        for (slot, generation, locator, text) in log.read(&wait) {
+            assert!(state.deliver_text(slot, generation, locator, text, false));
+            let sequence = state.text_sequence(slot, generation).expect("tracked");
+            delivered.push((slot, generation, locator, sequence));
+        }
+        // The first message expires, and a snapshot of the same replay point replaces the
+        // one the texts were read from.
+        state.advance(NOW_MS + 11_000, usize::MAX);
+        assert_eq!(
+            state.journal_next_sequence(),
+            replay_from,
+            "nothing written"
+        );
+        log.begin_snapshot(&mut state);
+        log.encode_snapshot(&mut state);
+        log.place_snapshot(&mut random, &mut state, durable);
+        state.note_read_homes(&delivered, wait.snapshots_begun);
+        // Every text leaves memory to its home, and reads back from there (the log panics on
+        // a locator that names another entry).
+        state.evict(u64::MAX, durable);
+        assert_eq!(state.texts_evicted().0, 2);
+        log.deliver_all(&mut state);
+        assert_eq!(state.texts_evicted().0, 0);
     }
 
     /// The same new generation with nothing written since the start: no record is durable
