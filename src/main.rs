@@ -416,12 +416,21 @@ fn open_storage(config: &Config) -> Result<Storage, String> {
     for note in &recovered.notes {
         eprintln!("azq: {note}");
     }
+    let mut shards = recovered.shards;
+    if config.text_bytes_max.is_some() {
+        // Before anything applies to the states (`--init`'s puts): a put that took the slot
+        // and generation of a message that expired while the server was down would otherwise
+        // meet that message's home.
+        for start in &mut shards {
+            start.state.track_texts(std::mem::take(&mut start.texts));
+        }
+    }
     if !config.silent {
         println!("azq: {}", recovered.summary);
     }
     let shown = std::fs::canonicalize(&root).unwrap_or(root);
     Ok(Storage {
-        stores: Some(recovered.shards),
+        stores: Some(shards),
         _lock: Some(lock),
         shown: format!("data {}", shown.display()),
     })

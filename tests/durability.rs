@@ -700,6 +700,53 @@ fn texts_recovered_at_a_start_leave_memory_where_recovery_read_them() {
     }
 }
 
+/// `--text-memory 0` and `--init` after messages expired while the server was down (helper-36's
+/// review of 02a442c): recovery noted homes for the expired messages too, and `--init`'s puts,
+/// which take the slots those messages left with the generation they had, met those homes: a
+/// Peek answered the expired texts (or, the lengths differing, the shard panicked). Now recovery
+/// notes homes only for the messages it keeps, and the states track texts before `--init`
+/// applies. Three messages with a TTL of a second, kill -9, a start after they expired with an
+/// `--init` that puts three others (of the same lengths, then of others): the Peeks answer the
+/// init texts once those are on disk only, and after another kill -9. On both backends.
+#[test]
+fn init_puts_into_slots_of_messages_expired_while_down_keep_their_texts() {
+    for backend in backends() {
+        for old in ["OLD-INIT-TEXT", "OLD-EXPIRED-TEXT"] {
+            let data = TempDir::new(&format!("init-expired-{backend}"));
+            let flags = ["--shards", "1", "--runtime", backend, "--text-memory", "0"];
+            let server = start(&data, &flags);
+            create_queue(&server, "old");
+            for n in 0..3 {
+                let request = put_request("old", &format!("{old}-{n}"), "messagettl=1");
+                assert_status(&send(&server, request), 201, None);
+            }
+            server.kill();
+            std::thread::sleep(Duration::from_millis(1_500));
+            let init_directory = TempDir::new(&format!("init-expired-file-{backend}"));
+            let init = init_directory.path().join("init.yaml");
+            let fresh: Vec<String> = (0..3).map(|n| format!("NEW-INIT-TEXT-{n}")).collect();
+            let mut text = String::from("queues:\n  fresh:\n    messages:\n");
+            for message in &fresh {
+                text.push_str(&format!("      - text: {message}\n"));
+            }
+            std::fs::write(&init, text).unwrap();
+            let with_init = [&flags[..], &["--init", init.to_str().unwrap()]].concat();
+            let server = start(&data, &with_init);
+            await_texts_on_disk(&server, 3);
+            let texts = |server: &Server| -> Vec<String> {
+                let mut texts: Vec<String> = peek(server, "fresh").into_values().collect();
+                texts.sort();
+                texts
+            };
+            assert_eq!(texts(&server), fresh, "{backend} {old}");
+            assert!(peek(&server, "old").is_empty(), "{backend} {old}");
+            let server = restart_after_kill_9(server, &data, &flags);
+            assert_eq!(texts(&server), fresh, "{backend} {old}: after kill -9");
+            assert!(server.stop().success());
+        }
+    }
+}
+
 /// Puts `count` messages of `text(0, n)` into queue "churn": ID → text.
 fn put_churned(
     server: &Server,

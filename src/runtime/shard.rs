@@ -167,11 +167,7 @@ async fn run<B: Backend>(setup: ShardSetup<B>) {
         ShardStore::Memory(state) => (state, None),
         ShardStore::Disk(start, durability, limits) => {
             let log = Log::new(B::disk(), &start, setup.index as u32, durability);
-            let mut state = start.state;
-            if setup.text_bytes_max.is_some() {
-                state.track_texts(start.texts);
-            }
-            (state, Some((log, limits)))
+            (start.state, Some((log, limits)))
         }
     };
     state.set_message_bytes_max(setup.message_bytes_max);

@@ -440,14 +440,6 @@ impl Image {
                 .get(message.slot as usize)
                 .copied()
                 .flatten();
-            if let Some((locator, sequence)) = text_place.filter(|_| owner == old_shard) {
-                self.texts.homes.push(TextWritten {
-                    slot: message.slot,
-                    generation: message.generation,
-                    sequence,
-                    locator,
-                });
-            }
             // Every live text gets an allocation of its own, so that nothing the shards keep
             // points into a file recovery read: on Unix those are mapped (`StdFiles::read`), and
             // a text left there would page-fault on the shard's thread once the kernel dropped
@@ -455,7 +447,18 @@ impl Image {
             // cannot see them. The files, and their mappings, go when the image does.
             message.text = Bytes::copy_from_slice(&message.text);
             if owner == old_shard {
-                restorers[owner].message(message, now_ms);
+                let (slot, generation) = (message.slot, message.generation);
+                // Homes only for messages kept: a message that expired while the server was
+                // down leaves its slot free, for a message of the same slot and generation.
+                let kept = restorers[owner].message(message, now_ms);
+                if let Some((locator, sequence)) = text_place.filter(|_| kept) {
+                    self.texts.homes.push(TextWritten {
+                        slot,
+                        generation,
+                        sequence,
+                        locator,
+                    });
+                }
             } else {
                 let id = message
                     .foreign_id

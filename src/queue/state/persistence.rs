@@ -325,10 +325,11 @@ impl Restorer<'_> {
         self.moved_queues.push((origin, key, metadata));
     }
 
-    /// A message of this shard's own log. One that has expired by `now_ms` is left out.
-    pub fn message(&mut self, message: MessageState, now_ms: u64) {
+    /// A message of this shard's own log. One that has expired by `now_ms` is left out: answers
+    /// whether it was kept.
+    pub fn message(&mut self, message: MessageState, now_ms: u64) -> bool {
         if expiration_ms(&message) <= now_ms {
-            return;
+            return false;
         }
         let state = &mut *self.state;
         let (slot, generation, sequence, visible_ms, foreign_id) = (
@@ -346,6 +347,7 @@ impl Restorer<'_> {
         }
         state.sequence_next = state.sequence_next.max(sequence + 1).min(SEQUENCE_MASK);
         self.placed.push((slot, visible_ms));
+        true
     }
 
     /// A message from another shard's log, in the queue `moved_queue` named `origin`, with the

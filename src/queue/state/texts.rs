@@ -54,7 +54,8 @@ pub struct RecoveredTexts {
     /// The replay point of the snapshot recovery started from, when a home is an entry of it.
     pub snapshot: Option<u64>,
     /// Each restored message's text: in the snapshot (written by `RECOVERED_TEXT_SEQUENCE`) or
-    /// in the replayed record that last wrote it. Messages recovery dropped may be named.
+    /// in the replayed record that last wrote it. Only messages restored: one recovery left out
+    /// (expired while the server was down) leaves its slot and generation to the next put.
     pub homes: Vec<TextWritten>,
 }
 
@@ -73,10 +74,11 @@ pub struct TextWritten {
 
 impl ShardState {
     /// Keeps, from now on, what texts need to leave memory: the record that last wrote each
-    /// message's text, and where the log wrote it. The runtime asks at the start, once the
-    /// shard is recovered: the texts of the messages already here are where `recovered` says
-    /// (their homes from now on), or, where it says nothing, noted as written by
-    /// `RECOVERED_TEXT_SEQUENCE` and resident until a snapshot records them.
+    /// message's text, and where the log wrote it. The server asks once the shard is recovered,
+    /// before anything applies to it (`--init`'s puts may take the slot and generation of a
+    /// message recovery left out, expired): the texts of the messages already here are where
+    /// `recovered` says (their homes from now on), or, where it says nothing, noted as written
+    /// by `RECOVERED_TEXT_SEQUENCE` and resident until a snapshot records them.
     pub fn track_texts(&mut self, recovered: RecoveredTexts) {
         let journal = self
             .journal
