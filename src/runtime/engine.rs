@@ -160,6 +160,10 @@ impl<B: Backend> Engine<B> {
             state.tracks_texts(),
             "texts are tracked (from the start, `ShardState::track_texts`) when they leave memory"
         );
+        assert!(
+            state.texts_evicted().0 == 0 || state.tracks_texts(),
+            "texts recovery left on disk are tracked"
+        );
         let durability = log.as_ref().map(Log::durability);
         let gauge = log.as_ref().and_then(|log| {
             SpaceGauge::start(log.directory(), index)

@@ -440,17 +440,26 @@ impl Image {
                 .get(message.slot as usize)
                 .copied()
                 .flatten();
-            // Every live text gets an allocation of its own, so that nothing the shards keep
-            // points into a file recovery read: on Unix those are mapped (`StdFiles::read`), and
-            // a text left there would page-fault on the shard's thread once the kernel dropped
-            // its page, and would keep a removed file's blocks on disk where `azq_disk_bytes`
-            // cannot see them. The files, and their mappings, go when the image does.
-            message.text = Bytes::copy_from_slice(&message.text);
+            let text_place = text_place.filter(|_| owner == old_shard);
+            // A text found in a file the shard keeps (`--text-memory`) stays there, on disk
+            // only: nothing of it is copied (an empty text has nothing to save, and a read to
+            // pay). Every other live text gets an allocation of its own, so that nothing the
+            // shards keep points into a file recovery read: on Unix those are mapped
+            // (`StdFiles::read`), and a text left there would page-fault on the shard's thread
+            // once the kernel dropped its page, and would keep a removed file's blocks on disk
+            // where `azq_disk_bytes` cannot see them. The files, and their mappings, go when
+            // the image does.
+            let on_disk = text_place
+                .filter(|_| !message.text.is_empty())
+                .map(|(locator, _)| locator);
+            if on_disk.is_none() {
+                message.text = Bytes::copy_from_slice(&message.text);
+            }
             if owner == old_shard {
                 let (slot, generation) = (message.slot, message.generation);
                 // Homes only for messages kept: a message that expired while the server was
                 // down leaves its slot free, for a message of the same slot and generation.
-                let kept = restorers[owner].message(message, now_ms);
+                let kept = restorers[owner].message(message, on_disk, now_ms);
                 if let Some((locator, sequence)) = text_place.filter(|_| kept) {
                     self.texts.homes.push(TextWritten {
                         slot,

@@ -12,6 +12,8 @@ use super::files::Files;
 use super::format::read_segment;
 use super::recovery::RecoveryOptions;
 use crate::limits::STORAGE_BLOCK_BYTES;
+use crate::queue::record::record_text;
+use crate::queue::state::texts::TextOnDisk;
 use crate::queue::{Command, QueueKey, Reply, ShardState};
 use crate::storage::files::{data_directory, StdFiles};
 use crate::storage::log::{Durability, Log};
@@ -588,4 +590,103 @@ fn walk(directory: &Path) -> Vec<PathBuf> {
         }
     }
     files
+}
+
+/// With `locate_texts`, recovery leaves each text it restores on disk only, where it read it:
+/// the snapshot's entry or the replayed record that last wrote it. Texts of every length from
+/// 0 to 4,200 bytes (each put its own flush, so their records end at every offset of a block,
+/// headers split across blocks), the first half recorded by a snapshot, the rest after it, and
+/// 64 re-texted by Updates after it: every text but the empty ones is on disk only after the
+/// start, each read at its locator is the text it had, and the state is otherwise the one
+/// before; without `locate_texts` every text is in memory.
+#[test]
+fn recovery_leaves_texts_on_disk_only_where_it_read_them() {
+    const LONGEST: usize = 4200;
+    let disk = SimDisk::new(0, true);
+    let start = recover_one_shard(&disk, RecoveryOptions::default())
+        .expect("an empty directory recovers")
+        .shards
+        .remove(0);
+    let log = Log::new(disk.clone(), &start, 0, Durability::Fsync).with_segment_bytes(1 << 20);
+    let state = RefCell::new(start.state);
+    let apply = |command| {
+        let reply = state.borrow_mut().apply(command, NOW_MS);
+        while run(log.flush(&state)).expect("flushed") {}
+        reply.expect("applied")
+    };
+    let text = |length: usize, round: usize| {
+        Bytes::from_iter((0..length).map(|at| b'a' + ((at + length + round) % 26) as u8))
+    };
+    apply(Command::CreateQueue {
+        queue: key(0),
+        metadata: Vec::new(),
+    });
+    for length in 0..=LONGEST {
+        if length == LONGEST / 2 {
+            run(async {
+                let mut job = log.start_snapshot(&state).await.expect("started");
+                while !job.step(&log, &state).await.expect("a step") {}
+            });
+        }
+        apply(Command::PutMessage {
+            queue: key(0),
+            text: text(length, 0),
+            visibility_timeout_s: 0,
+            ttl_s: None,
+        });
+    }
+    for _ in 0..2 {
+        let Reply::Messages(leased) = apply(Command::GetMessages {
+            queue: key(0),
+            count: 32,
+            visibility_timeout_s: 30,
+        }) else {
+            panic!("messages")
+        };
+        for (index, message) in leased.into_iter().enumerate() {
+            apply(Command::UpdateMessage {
+                queue: key(0),
+                message_id: message.message_id,
+                pop_receipt: message.pop_receipt.expect("leased"),
+                visibility_timeout_s: 0,
+                text: Some(text(4000 + index, 1)),
+            });
+        }
+    }
+    let before = state.borrow().describe(NOW_MS);
+    let nonempty = before
+        .messages
+        .values()
+        .filter(|message| !message.1.is_empty());
+    let nonempty = nonempty.count() as u64;
+    assert_eq!(before.messages.len(), LONGEST + 1);
+    drop(log);
+
+    let in_memory = recover_one_shard(&disk, RecoveryOptions::default()).expect("recovers");
+    let in_memory = in_memory.shards.into_iter().next().expect("one shard");
+    assert_eq!(in_memory.state.texts_evicted().0, 0);
+    assert_eq!(in_memory.state.describe(NOW_MS), before);
+
+    let options = RecoveryOptions {
+        locate_texts: true,
+        ..RecoveryOptions::default()
+    };
+    let recovered = recover_one_shard(&disk, options).expect("recovers");
+    let mut start = recovered.shards.into_iter().next().expect("one shard");
+    assert_eq!(start.texts.homes.len(), LONGEST + 1, "a home per text");
+    start.state.track_texts(std::mem::take(&mut start.texts));
+    assert_eq!(start.state.texts_evicted().0, nonempty, "on disk only");
+    let log = Log::new(disk.clone(), &start, 0, Durability::Fsync);
+    let files = RefCell::new(std::collections::HashMap::new());
+    let text_of = |(slot, generation, locator, sequence): TextOnDisk| {
+        let path = log.text_path(locator.file());
+        let mut files = files.borrow_mut();
+        let file = files
+            .entry(path)
+            .or_insert_with_key(|path| Files::read(&disk, path).expect("a file"));
+        let at = locator.offset() as usize;
+        let record = file.slice(at..at + locator.record_bytes() as usize);
+        record_text(&record, locator, sequence, slot, generation).expect("the record named")
+    };
+    assert_eq!(start.state.describe_with(NOW_MS, text_of), before);
 }

@@ -545,6 +545,10 @@ struct TextReads {
     served_after_wait: u64,
     /// Texts read for waits from a snapshot's entries.
     read_from_snapshots: u64,
+    /// Texts recovery left on disk only (where it found them), at the rounds' starts.
+    left_on_disk_by_recovery: u64,
+    /// Texts read for waits where recovery found them.
+    read_where_recovery_found: u64,
     /// Reads for a wait that failed (an injected fault): the Get was applied again.
     wait_read_failures: u64,
     /// Texts Gets returned, each found equal to the text its message was put or updated with.
@@ -769,19 +773,40 @@ fn simulate(seed: u64, boundaries: &mut Boundaries, text_reads: &mut TextReads) 
         }
         let mut start = recovered.shards.into_iter().next().expect("one shard");
         let next = start.state.journal_next_sequence().expect("durable");
-        let described = start.state.describe(NOW_MS);
-        // What each message's text is, for every text a Get returns.
-        let mut texts: HashMap<MessageId, Bytes> = described
-            .messages
-            .iter()
-            .map(|(&id, message)| (id, message.1.clone()))
-            .collect();
         // Where recovery found the texts, kept to tell its homes from the log's later.
         let found_by_recovery: HashSet<TextLocator> =
             start.texts.homes.iter().map(|text| text.locator).collect();
         if text_bytes_max.is_some() {
             start.state.track_texts(std::mem::take(&mut start.texts));
         }
+        text_reads.left_on_disk_by_recovery += start.state.texts_evicted().0;
+        // Small segments, so that they fill, rotate and go within a few commands; not so small
+        // that a flush ending just short of a block boundary is seldom followed by another in
+        // the same segment (at 16 KiB, a third as often; at 32 KiB, half again as often, but
+        // recovery, which reads and scans whole segments, made the run an eighth slower).
+        let log = Log::new(disk.clone(), &start, 0, durability).with_segment_bytes(24 << 10);
+        // Every text on disk only is read where its locator says, and must be there: a
+        // segment or snapshot that holds one is never given up.
+        let text_of = |(slot, generation, locator, sequence): (u32, u32, TextLocator, u64)| {
+            assert!(
+                log.holds_file(locator.file()),
+                "seed {seed}: {locator:?} is in a file given up"
+            );
+            let file = Files::read(&disk, &log.text_path(locator.file()))
+                .unwrap_or_else(|error| panic!("seed {seed}: {locator:?}: {error}"));
+            let start = locator.offset() as usize;
+            let record = file.slice(start..start + locator.record_bytes() as usize);
+            record::record_text(&record, locator, sequence, slot, generation)
+                .unwrap_or_else(|| panic!("seed {seed}: {locator:?} holds another record"))
+        };
+        // Texts recovery found stay on disk only: read there.
+        let described = start.state.describe_with(NOW_MS, text_of);
+        // What each message's text is, for every text a Get returns.
+        let mut texts: HashMap<MessageId, Bytes> = described
+            .messages
+            .iter()
+            .map(|(&id, message)| (id, message.1.clone()))
+            .collect();
         if trace {
             eprintln!("recovered to {next}: ACLs {:?}", described.acls);
         }
@@ -792,11 +817,6 @@ fn simulate(seed: u64, boundaries: &mut Boundaries, text_reads: &mut TextReads) 
         acknowledged = next.checked_sub(1);
         states = vec![(next, described.clone())];
 
-        // Small segments, so that they fill, rotate and go within a few commands; not so small
-        // that a flush ending just short of a block boundary is seldom followed by another in
-        // the same segment (at 16 KiB, a third as often; at 32 KiB, half again as often, but
-        // recovery, which reads and scans whole segments, made the run an eighth slower).
-        let log = Log::new(disk.clone(), &start, 0, durability).with_segment_bytes(24 << 10);
         let state = RefCell::new(start.state);
         // A receipt handed out before the cut still works on the message it names, when the
         // recovered message is in the lease that receipt belongs to.
@@ -820,7 +840,7 @@ fn simulate(seed: u64, boundaries: &mut Boundaries, text_reads: &mut TextReads) 
                 "seed {seed}: {deleted:?}"
             );
             let next = state.borrow().journal_next_sequence().expect("durable");
-            states.push((next, state.borrow().describe(NOW_MS)));
+            states.push((next, state.borrow().describe_with(NOW_MS, text_of)));
         }
         // Sometimes an operation of this round fails (EIO or ENOSPC).
         if random.next_u64() % 6 == 0 {
@@ -851,20 +871,6 @@ fn simulate(seed: u64, boundaries: &mut Boundaries, text_reads: &mut TextReads) 
                 }
             }
         });
-        // Every text on disk only is read where its locator says, and must be there: a
-        // segment or snapshot that holds one is never given up.
-        let text_of = |(slot, generation, locator, sequence): (u32, u32, TextLocator, u64)| {
-            assert!(
-                log.holds_file(locator.file()),
-                "seed {seed}: {locator:?} is in a file given up"
-            );
-            let file = Files::read(&disk, &log.text_path(locator.file()))
-                .unwrap_or_else(|error| panic!("seed {seed}: {locator:?}: {error}"));
-            let start = locator.offset() as usize;
-            let record = file.slice(start..start + locator.record_bytes() as usize);
-            record::record_text(&record, locator, sequence, slot, generation)
-                .unwrap_or_else(|| panic!("seed {seed}: {locator:?} holds another record"))
-        };
         // Gets waiting for texts: the command, its rounds so far, and its read in flight.
         let mut waits: Vec<(Command, usize, TextRead<'_>)> = Vec::new();
         let snapshots: Task = Box::pin(async {
@@ -1048,6 +1054,8 @@ fn simulate(seed: u64, boundaries: &mut Boundaries, text_reads: &mut TextReads) 
                         for ((slot, generation, locator, _), text) in read {
                             let in_snapshot = matches!(locator.file(), TextFile::Snapshot(_));
                             text_reads.read_from_snapshots += u64::from(in_snapshot);
+                            text_reads.read_where_recovery_found +=
+                                u64::from(found_by_recovery.contains(&locator));
                             state.deliver_text(slot, generation, locator, text, true);
                         }
                     }
@@ -1103,6 +1111,8 @@ fn simulate(seed: u64, boundaries: &mut Boundaries, text_reads: &mut TextReads) 
             served_after_wait: counted.served_after_wait,
             wait_read_failures: counted.wait_read_failures,
             read_from_snapshots: counted.read_from_snapshots,
+            left_on_disk_by_recovery: counted.left_on_disk_by_recovery,
+            read_where_recovery_found: counted.read_where_recovery_found,
             texts_checked: counted.texts_checked,
             ..reads.into_inner()
         };
@@ -1868,10 +1878,13 @@ fn every_acknowledged_change_survives_every_crash() {
                 && text_reads.recovered_homes_verified > 0,
             "{text_reads:?}"
         );
-        // Texts recovery found where they were (the snapshot it started from, records it
-        // replayed) were read back there.
+        // Recovery left texts on disk only where it found them (the snapshot it started from,
+        // records it replayed), and Gets read them there; the homes it noted for the texts it
+        // kept in memory (empty ones, and those read back since) were read there too.
         assert!(
-            text_reads.homes_found_by_recovery_verified > 0,
+            text_reads.left_on_disk_by_recovery > 0
+                && text_reads.read_where_recovery_found > 0
+                && text_reads.homes_found_by_recovery_verified > 0,
             "{text_reads:?}"
         );
     }

@@ -12,10 +12,10 @@ use super::layout::{
     message_charge, queue_at, queue_charge, Journal, Queue, ShardState, SEQUENCE_MASK,
 };
 use crate::queue::command::{Metadata, EXPIRATION_NEVER_MS};
-use crate::queue::key::{MessageId, QueueKey};
+use crate::queue::key::{MessageId, QueueKey, TextLocator};
 use crate::queue::record::{encode, MessageState, Record, RECORD_HEADER_BYTES};
 use crate::queue::replicas::{acl_charge, Replica};
-use crate::queue::slab::{Message, Place};
+use crate::queue::slab::{Message, Place, TextSlot};
 
 /// What a snapshot's records so far hold. `charged` is the log's measure of a snapshot: of
 /// that, what a new snapshot would not write again is the charge of what has left the store
@@ -326,8 +326,15 @@ impl Restorer<'_> {
     }
 
     /// A message of this shard's own log. One that has expired by `now_ms` is left out: answers
-    /// whether it was kept.
-    pub fn message(&mut self, message: MessageState, now_ms: u64) -> bool {
+    /// whether it was kept. With `text_on_disk`, its text (whose length `message` has) is kept
+    /// there only, and its `message.text` is not kept (texts leave memory:
+    /// `ShardState::track_texts` must follow before anything applies to the state).
+    pub fn message(
+        &mut self,
+        message: MessageState,
+        text_on_disk: Option<TextLocator>,
+        now_ms: u64,
+    ) -> bool {
         if expiration_ms(&message) <= now_ms {
             return false;
         }
@@ -339,7 +346,16 @@ impl Restorer<'_> {
             message.visible_ms,
             message.foreign_id,
         );
-        let stored = restored(message.queue, message);
+        let mut stored = restored(message.queue, message);
+        if let Some(locator) = text_on_disk {
+            let text_bytes = u32::try_from(stored.text.len()).expect("texts are small");
+            stored.text = TextSlot::OnDisk {
+                locator,
+                text_bytes,
+            };
+            state.texts_evicted.0 += 1;
+            state.texts_evicted.1 += u64::from(text_bytes);
+        }
         state.messages.insert_at(slot, generation, stored);
         if let Some(id) = foreign_id {
             state.foreign_ids.insert(slot, id);
