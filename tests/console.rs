@@ -337,7 +337,7 @@ fn reset_deletes_by_glob_by_account_and_everything() {
             (&reset["queues_deleted"], &reset["accounts_reset"]),
             (&serde_json::json!(1), &serde_json::json!(1))
         );
-        assert!(server.stderr().contains("azq: admin: reset"));
+        server.await_stderr("azq: admin: reset");
         // A reset is written like any deletion: the restart finds nothing.
         server.stop();
         let server = Server::start_on(backend, &["--shards", "2", "--location", data.arg()]);

@@ -602,16 +602,7 @@ fn a_file_system_that_cannot_be_measured_keeps_the_last_measurement() {
         let mut client = Client::new(&server);
         assert_server_busy(&client.call(&signed_request("PUT", QUEUE, &[], b"")));
         std::fs::remove_dir_all(data.path()).unwrap();
-        let said = "cannot measure the file system holding";
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while !server.stderr().contains(said) {
-            assert!(
-                Instant::now() < deadline,
-                "{backend:?}: {}",
-                server.stderr()
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
+        server.await_stderr("cannot measure the file system holding");
         assert_server_busy(&client.call(&signed_request("PUT", QUEUE, &[], b"")));
         let stderr = server.stderr();
         assert!(stderr.contains("keeps its last measurement"), "{stderr}");

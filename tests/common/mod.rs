@@ -229,6 +229,23 @@ impl Server {
         self.stderr.lock().unwrap().clone()
     }
 
+    /// Waits (at most 20 s) until the server's stderr holds `said`, and answers it: a thread
+    /// reads the pipe, so a line the server wrote before an answer may reach `stderr` after it.
+    pub fn await_stderr(&self, said: &str) -> String {
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        loop {
+            let stderr = self.stderr();
+            if stderr.contains(said) {
+                return stderr;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "no {said:?} on stderr: {stderr}"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
     /// A new connection with a read timeout, so a broken server fails the test instead of hanging
     /// it.
     pub fn connect(&self) -> TcpStream {
