@@ -550,10 +550,10 @@ impl<D: Disk> Log<D> {
                         .iter()
                         .any(|segment| segment.first_sequence == first_sequence)
             }
-            TextFile::Snapshot(replay_from) => log
+            TextFile::Snapshot(_) => log
                 .snapshot
                 .as_ref()
-                .is_some_and(|(path, _)| *path == self.text_path(file) && replay_from > 0),
+                .is_some_and(|(path, _)| *path == self.text_path(file)),
         }
     }
 

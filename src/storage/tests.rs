@@ -551,6 +551,9 @@ struct TextReads {
     read_where_recovery_found: u64,
     /// Reads for a wait that failed (an injected fault): the Get was applied again.
     wait_read_failures: u64,
+    /// Reads for a wait that failed as a snapshot gave up a file they named (its texts read
+    /// back first): the Get was applied again.
+    wait_reads_of_files_given_up: u64,
     /// Texts Gets returned, each found equal to the text its message was put or updated with.
     texts_checked: u64,
 }
@@ -853,6 +856,10 @@ fn simulate(seed: u64, boundaries: &mut Boundaries, text_reads: &mut TextReads) 
         }
 
         let snapshot_wanted = Cell::new(false);
+        // Snapshots begun this round, and whether one is running: a snapshot gives up files a
+        // wait's read in flight may name (it reads their texts back first).
+        let snapshots_begun = Cell::new(0u64);
+        let snapshot_running = Cell::new(false);
         let sync_wanted = Cell::new(false);
         let evicted = Cell::new(0);
         let flusher: Task = Box::pin(async {
@@ -872,17 +879,22 @@ fn simulate(seed: u64, boundaries: &mut Boundaries, text_reads: &mut TextReads) 
             }
         });
         // Gets waiting for texts: the command, its rounds so far, and its read in flight.
-        let mut waits: Vec<(Command, usize, TextRead<'_>)> = Vec::new();
+        // Gets waiting for texts: the command, its rounds so far, the snapshots begun when its
+        // read was issued and whether one was running, and its read in flight.
+        let mut waits: Vec<(Command, usize, (u64, bool), TextRead<'_>)> = Vec::new();
         let snapshots: Task = Box::pin(async {
             loop {
                 if snapshot_wanted.replace(false) || log.wants_snapshot(&state) {
                     let mut job = log.start_snapshot(&state).await?;
+                    snapshots_begun.set(snapshots_begun.get() + 1);
+                    snapshot_running.set(true);
                     if trace {
                         eprintln!("snapshot started");
                     }
                     while !job.step(&log, &state).await? {
                         yield_once().await;
                     }
+                    snapshot_running.set(false);
                     if trace {
                         eprintln!("snapshot in place");
                     }
@@ -968,7 +980,9 @@ fn simulate(seed: u64, boundaries: &mut Boundaries, text_reads: &mut TextReads) 
                         if let Ok(Reply::Wait(wait)) = &reply {
                             assert_eq!(after, before, "seed {seed}: a wait changed something");
                             text_reads.waits += 1;
-                            waits.push((command, 1, Box::pin(log.read_texts(wait.texts.clone()))));
+                            let issued_at = (snapshots_begun.get(), snapshot_running.get());
+                            let read = Box::pin(log.read_texts(wait.texts.clone()));
+                            waits.push((command, 1, issued_at, read));
                             continue;
                         }
                         text_reads.texts_checked += check_texts(seed, &mut texts, &command, &reply);
@@ -1043,11 +1057,11 @@ fn simulate(seed: u64, boundaries: &mut Boundaries, text_reads: &mut TextReads) 
             // Waits whose reads completed: texts delivered, the Get applied again.
             let mut index = 0;
             while index < waits.len() {
-                let Poll::Ready(read) = waits[index].2.as_mut().poll(&mut context) else {
+                let Poll::Ready(read) = waits[index].3.as_mut().poll(&mut context) else {
                     index += 1;
                     continue;
                 };
-                let (command, rounds, _) = waits.remove(index);
+                let (command, rounds, (begun_at_issue, running_at_issue), _) = waits.remove(index);
                 match read {
                     Ok(read) => {
                         let mut state = state.borrow_mut();
@@ -1059,13 +1073,18 @@ fn simulate(seed: u64, boundaries: &mut Boundaries, text_reads: &mut TextReads) 
                             state.deliver_text(slot, generation, locator, text, true);
                         }
                     }
-                    Err(error) => {
-                        assert!(
-                            matches!(error.raw_os_error(), Some(libc::EIO | libc::ENOSPC)),
-                            "seed {seed}: a read for a wait failed: {error}"
-                        );
+                    Err(error)
+                        if matches!(error.raw_os_error(), Some(libc::EIO | libc::ENOSPC)) =>
+                    {
                         text_reads.wait_read_failures += 1;
                     }
+                    // A snapshot running or begun since the read was issued gave up a file it
+                    // named, once it had read the texts there back: the Get applies again and
+                    // finds them in memory (as `Engine::serve_rounds` does).
+                    Err(_) if running_at_issue || snapshots_begun.get() != begun_at_issue => {
+                        text_reads.wait_reads_of_files_given_up += 1;
+                    }
+                    Err(error) => panic!("seed {seed}: a read for a wait failed: {error}"),
                 }
                 let before = state.borrow().journal_next_sequence().expect("durable");
                 let reply = state.borrow_mut().apply(command.clone(), NOW_MS);
@@ -1074,8 +1093,9 @@ fn simulate(seed: u64, boundaries: &mut Boundaries, text_reads: &mut TextReads) 
                     Ok(Reply::Wait(wait)) => {
                         assert_eq!(after, before, "seed {seed}: a wait changed something");
                         if rounds < TEXT_WAIT_ROUNDS_MAX {
+                            let issued_at = (snapshots_begun.get(), snapshot_running.get());
                             let read = Box::pin(log.read_texts(wait.texts));
-                            waits.push((command, rounds + 1, read));
+                            waits.push((command, rounds + 1, issued_at, read));
                         }
                     }
                     reply => {
@@ -1110,6 +1130,7 @@ fn simulate(seed: u64, boundaries: &mut Boundaries, text_reads: &mut TextReads) 
             waits: counted.waits,
             served_after_wait: counted.served_after_wait,
             wait_read_failures: counted.wait_read_failures,
+            wait_reads_of_files_given_up: counted.wait_reads_of_files_given_up,
             read_from_snapshots: counted.read_from_snapshots,
             left_on_disk_by_recovery: counted.left_on_disk_by_recovery,
             read_where_recovery_found: counted.read_where_recovery_found,
