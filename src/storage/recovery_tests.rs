@@ -18,7 +18,7 @@ use crate::queue::{Command, QueueKey, Reply, ShardState};
 use crate::storage::files::{data_directory, StdFiles};
 use crate::storage::log::{Durability, Log};
 use crate::storage::sim::SimDisk;
-use crate::storage::tests::{key, recover_one_shard, run, NOW_MS};
+use crate::storage::tests::{key, recover_one_shard, run, snapshot_whole, NOW_MS};
 
 /// A data directory holding a queue and `puts` messages of `text_bytes`, each flushed on
 /// its own, in segments of `segment_bytes`; the segments, oldest first.
@@ -623,10 +623,7 @@ fn recovery_leaves_texts_on_disk_only_where_it_read_them() {
     });
     for length in 0..=LONGEST {
         if length == LONGEST / 2 {
-            run(async {
-                let mut job = log.start_snapshot(&state).await.expect("started");
-                while !job.step(&log, &state).await.expect("a step") {}
-            });
+            snapshot_whole(&log, &state);
         }
         apply(Command::PutMessage {
             queue: key(0),

@@ -1238,7 +1238,7 @@ fn drain_batch(log: &Log<SimDisk>, state: &RefCell<ShardState>) -> usize {
 }
 
 /// A whole snapshot of `state`, its steps run one after the other with nothing in between.
-fn snapshot_whole(log: &Log<SimDisk>, state: &RefCell<ShardState>) {
+pub(super) fn snapshot_whole(log: &Log<SimDisk>, state: &RefCell<ShardState>) {
     run(async {
         let mut job = log.start_snapshot(state).await.expect("started");
         while !job.step(log, state).await.expect("a step") {}
