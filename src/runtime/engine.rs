@@ -214,8 +214,6 @@ impl<B: Backend> Engine<B> {
             B::spawn(run_disk_watch::<B>(engine.clone()));
             if engine.text_bytes_max.is_some() {
                 B::spawn(run_evictions::<B>(engine.clone()));
-                // Texts recovery found on disk may leave memory at once.
-                engine.evict_wake.notify();
             }
             if durability == Durability::Write {
                 B::spawn(run_background_sync::<B>(engine.clone()));
