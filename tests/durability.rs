@@ -536,12 +536,12 @@ fn competing_consumers_of_texts_on_disk_only_are_all_answered() {
 /// `--text-memory 0` with a snapshot due: Gets and Updates churn 60 messages of 50,000 bytes
 /// (each Update a new text, which leaves memory once written) until the log outgrows the live
 /// data and a snapshot is written, while a client puts to another queue without pause. The
-/// snapshot reads back every text it records that is on disk only before it gives up the
-/// segments that hold them, and ends while the puts go on (the break-it review found one that
-/// read the same texts again after every flush, and ended only when the puts stopped). Once it
-/// is in place the texts it recorded leave memory again, to its entries: every text is on disk
-/// only, and every text reads back (most from the snapshot); after kill -9 every text is
-/// recovered. On both backends.
+/// snapshot reads every text it records that is on disk only, leaves it there, and gives up the
+/// segments that hold them only once it has pointed those texts at its entries; it ends while
+/// the puts go on (a break-it review found one that read the same texts again after every
+/// flush, and ended only when the puts stopped). Once it is in place the texts it recorded
+/// leave memory, to its entries: every text is on disk only, and every text reads back (most
+/// from the snapshot); after kill -9 every text is recovered. On both backends.
 #[test]
 fn a_snapshot_records_texts_kept_on_disk_only() {
     const MESSAGES: usize = 60;
@@ -587,13 +587,13 @@ fn a_snapshot_records_texts_kept_on_disk_only() {
 
 /// `--text-memory 0` across a restart: texts recovered at a start leave memory (to where
 /// recovery read them: `texts_recovered_at_a_start_leave_memory_where_recovery_read_them`), and
-/// the first snapshot after the start, which gives those files up, reads them back and records
-/// them. 200 texts of 20,000 bytes in a queue nobody touches after the restart, and 60 that
-/// Gets and Updates churn until the log outgrows the live data and a snapshot is written: once
-/// it is in place every text is on disk only, the recovered ones included, and each reads back
-/// (from the snapshot) as it was put; after another kill -9 every text is recovered. Before
-/// c66e924, recovered texts were never tracked, so they stayed in memory until their messages
-/// went (helper-33's review of 9564eb9). On both backends.
+/// the first snapshot after the start, which gives those files up, reads and records them and
+/// points them at its entries. 200 texts of 20,000 bytes in a queue nobody touches after the
+/// restart, and 60 that Gets and Updates churn until the log outgrows the live data and a
+/// snapshot is written: once it is in place every text is on disk only, the recovered ones
+/// included, and each reads back (from the snapshot) as it was put; after another kill -9 every
+/// text is recovered. Before c66e924, recovered texts were never tracked, so they stayed in
+/// memory until their messages went (helper-33's review of 9564eb9). On both backends.
 #[test]
 fn texts_recovered_at_a_start_leave_memory_once_a_snapshot_records_them() {
     const KEPT: usize = 200;

@@ -124,8 +124,8 @@ impl TextSlot {
     }
 
     /// The text, which must be in memory: Get and Peek wait for texts on disk only before
-    /// they return them (`Reply::Wait`), a snapshot reads back those it records, and Update
-    /// journals the text it has just set.
+    /// they return them (`Reply::Wait`), a snapshot takes those it records from what it read
+    /// (`ShardState::snapshot_messages`), and Update journals the text it has just set.
     pub fn expect_resident(&self) -> &Bytes {
         self.resident()
             .expect("a text on disk only is read back before it is used")

@@ -63,7 +63,7 @@ use crate::limits::{
 };
 use crate::queue::key::{TextFile, TextLocator};
 use crate::queue::record::{record_text, text_records};
-use crate::queue::state::texts::{TextOnDisk, TextWritten};
+use crate::queue::state::texts::{TextOnDisk, TextWritten, TextsRead};
 use crate::queue::{Encoded, QueueKey, ShardState};
 use crate::time::{latency_bucket, LATENCY_BUCKETS};
 
@@ -772,7 +772,7 @@ impl<D: Disk> Log<D> {
             (state.identity(), replay_from)
         };
         self.state.borrow_mut().snapshotting = true;
-        state.borrow_mut().begin_snapshot(replay_from);
+        let delivers = state.borrow_mut().begin_snapshot(replay_from);
         let path = self.directory.join(SNAPSHOT_TEMPORARY_NAME);
         let file = self.failed_on_error(self.disk.create(&path, 0).await)?;
         let mut pending = BytesMut::with_capacity(1 << 20);
@@ -786,6 +786,7 @@ impl<D: Disk> Log<D> {
             reflects_until: None,
             phase: Phase::Queues(None),
             recorded: Vec::new(),
+            delivers,
         })
     }
 
@@ -865,6 +866,11 @@ pub struct SnapshotJob<D: Disk> {
     /// tracks texts: their homes once the snapshot is in place (`ShardState::note_snapshot`, a
     /// step of `SNAPSHOT_REHOME_STEP_TEXTS` at a time).
     recorded: Vec<TextWritten>,
+    /// Whether the texts on disk only that it records come back into memory (`read_back`), as
+    /// they must when it replaces the snapshot in place under the same name
+    /// (`ShardState::begin_snapshot`); else it reads them only to encode them
+    /// (`read_to_encode`).
+    delivers: bool,
 }
 
 impl<D: Disk> SnapshotJob<D> {
@@ -894,20 +900,38 @@ impl<D: Disk> SnapshotJob<D> {
         log.failed_on_error(stepped)
     }
 
+    /// The files the snapshot replaced that it still keeps whole because texts on disk only may
+    /// be there, until it has pointed every text it recorded at its entries (`step`): their
+    /// paths, none before it is in place nor once it frees them.
+    #[cfg(test)]
+    pub fn replaced_files_kept(&self) -> Vec<PathBuf> {
+        match &self.phase {
+            Phase::Removing(files) if !self.recorded.is_empty() => {
+                files.iter().map(|(path, _)| path.clone()).collect()
+            }
+            _ => Vec::new(),
+        }
+    }
+
     /// The body of `step` until the snapshot is in place.
     async fn encode_and_write(
         &mut self,
         log: &Log<D>,
         state: &RefCell<ShardState>,
     ) -> io::Result<()> {
-        let read = match self.phase {
+        let (read, delivered) = match self.phase {
             Phase::Messages(from) => {
-                read_back(log, state, from..from.saturating_add(SNAPSHOT_STEP_SLOTS)).await?
+                let slots = from..from.saturating_add(SNAPSHOT_STEP_SLOTS);
+                if self.delivers {
+                    (TextsRead::new(), read_back(log, state, slots).await?)
+                } else {
+                    (read_to_encode(log, state, slots).await?, Vec::new())
+                }
             }
-            _ => Vec::new(),
+            _ => Default::default(),
         };
-        // Nothing awaited from here until the step is encoded: the texts `read_back` brought
-        // are all there.
+        // Nothing awaited from here until the step is encoded: the texts read are those of the
+        // slots' texts on disk only.
         {
             let state = state.borrow();
             match &self.phase {
@@ -929,7 +953,8 @@ impl<D: Disk> SnapshotJob<D> {
                 Phase::Messages(from) => {
                     let end = from.saturating_add(SNAPSHOT_STEP_SLOTS);
                     let before = self.pending.len();
-                    state.snapshot_messages(*from..end, &mut self.pending, &mut self.encoded);
+                    let (pending, encoded) = (&mut self.pending, &mut self.encoded);
+                    state.snapshot_messages(*from..end, &read, pending, encoded);
                     if state.tracks_texts() {
                         let file = TextFile::Snapshot(self.replay_from);
                         let at = self.written + before as u64;
@@ -964,7 +989,7 @@ impl<D: Disk> SnapshotJob<D> {
             // records come before the snapshot's replay point are forgotten by the next
             // eviction).
             let mut state = state.borrow_mut();
-            for &(slot, generation, locator, sequence) in &read {
+            for &(slot, generation, locator, sequence) in &delivered {
                 state.note_home(slot, generation, locator, sequence);
             }
         }
@@ -1002,18 +1027,45 @@ impl<D: Disk> SnapshotJob<D> {
             let removable = log
                 .replace_snapshot(self.replay_from, self.written, self.encoded.charged)
                 .await?;
-            // Its entries are homes from now on; the next steps note the texts it recorded.
-            state.borrow_mut().note_snapshot(self.replay_from, &[]);
+            // Its entries are homes from now on; the next steps point the texts it recorded at
+            // them, before the files it replaced are freed.
+            state.borrow_mut().place_snapshot(self.replay_from);
             self.phase = Phase::Removing(removable);
         }
         Ok(())
     }
 }
 
-/// Reads back the texts, on disk only, of the messages in `slots` and puts them in their slots,
-/// until none is left (a text evicted while others were read is read too): the snapshot
-/// records every text, and once in place it gives up the files before it, where their records
-/// may be (`ShardState::begin_snapshot`). A text delivered here is not evictable
+/// Reads the texts, on disk only, of the live messages in `slots`, until every one is read
+/// where its slot says it is (a text evicted while others were read is read too), for the
+/// snapshot to encode (`ShardState::snapshot_messages`): they stay on disk only, in files the
+/// log keeps until the snapshot, in place, has pointed them at its entries
+/// (`ShardState::note_snapshot`). A text that cannot be read, or a record that is not the one
+/// its locator names, fails the snapshot and with it the process (fail-stop, as a failed
+/// write).
+async fn read_to_encode<D: Disk>(
+    log: &Log<D>,
+    state: &RefCell<ShardState>,
+    slots: std::ops::Range<u32>,
+) -> io::Result<TextsRead> {
+    let mut read = TextsRead::new();
+    loop {
+        let mut wanted = state.borrow().texts_on_disk(slots.clone());
+        wanted.retain(|(slot, _, locator, _)| read.get(slot).is_none_or(|(at, _)| at != locator));
+        if wanted.is_empty() {
+            return Ok(read);
+        }
+        for ((slot, _, locator, _), text) in log.read_texts(wanted).await? {
+            read.insert(slot, (locator, text));
+        }
+    }
+}
+
+/// Reads back the texts, on disk only, of the live messages in `slots` and puts them in their
+/// slots, until none is left (a text evicted while others were read is read too), for a
+/// snapshot that replaces the one in place under the same name: once renamed, it takes the
+/// place of the file where their records may be (`ShardState::begin_snapshot`). A text
+/// delivered here is not evictable
 /// again until the step has encoded it (else each flush during the reads could evict the texts
 /// just read, and the loop would not end): answers (slot, generation, locator, record sequence)
 /// of each, for `ShardState::note_home` then. A text that cannot be read, or a record that is

@@ -545,6 +545,9 @@ struct TextReads {
     served_after_wait: u64,
     /// Texts read for waits from a snapshot's entries.
     read_from_snapshots: u64,
+    /// Texts read for waits in files a snapshot in place replaced and still kept: it had not
+    /// yet pointed them at its entries.
+    read_from_replaced_files: u64,
     /// Texts recovery left on disk only (where it found them), at the rounds' starts.
     left_on_disk_by_recovery: u64,
     /// Texts read for waits where recovery found them.
@@ -788,11 +791,16 @@ fn simulate(seed: u64, boundaries: &mut Boundaries, text_reads: &mut TextReads) 
         // the same segment (at 16 KiB, a third as often; at 32 KiB, half again as often, but
         // recovery, which reads and scans whole segments, made the run an eighth slower).
         let log = Log::new(disk.clone(), &start, 0, durability).with_segment_bytes(24 << 10);
+        // The files a snapshot in place replaced, kept until it has pointed the texts it
+        // recorded at its entries (`SnapshotJob::replaced_files_kept`).
+        let replaced_kept: RefCell<Vec<PathBuf>> = RefCell::new(Vec::new());
         // Every text on disk only is read where its locator says, and must be there: a
-        // segment or snapshot that holds one is never given up.
+        // segment or snapshot that holds one is never given up, nor freed by a snapshot before
+        // it has pointed that text at its entry.
         let text_of = |(slot, generation, locator, sequence): (u32, u32, TextLocator, u64)| {
+            let path = log.text_path(locator.file());
             assert!(
-                log.holds_file(locator.file()),
+                log.holds_file(locator.file()) || replaced_kept.borrow().contains(&path),
                 "seed {seed}: {locator:?} is in a file given up"
             );
             let file = Files::read(&disk, &log.text_path(locator.file()))
@@ -892,8 +900,10 @@ fn simulate(seed: u64, boundaries: &mut Boundaries, text_reads: &mut TextReads) 
                         eprintln!("snapshot started");
                     }
                     while !job.step(&log, &state).await? {
+                        replaced_kept.replace(job.replaced_files_kept());
                         yield_once().await;
                     }
+                    replaced_kept.replace(Vec::new());
                     snapshot_running.set(false);
                     if trace {
                         eprintln!("snapshot in place");
@@ -1068,6 +1078,9 @@ fn simulate(seed: u64, boundaries: &mut Boundaries, text_reads: &mut TextReads) 
                         for ((slot, generation, locator, _), text) in read {
                             let in_snapshot = matches!(locator.file(), TextFile::Snapshot(_));
                             text_reads.read_from_snapshots += u64::from(in_snapshot);
+                            let path = log.text_path(locator.file());
+                            text_reads.read_from_replaced_files +=
+                                u64::from(replaced_kept.borrow().contains(&path));
                             text_reads.read_where_recovery_found +=
                                 u64::from(found_by_recovery.contains(&locator));
                             state.deliver_text(slot, generation, locator, text, true);
@@ -1079,8 +1092,9 @@ fn simulate(seed: u64, boundaries: &mut Boundaries, text_reads: &mut TextReads) 
                         text_reads.wait_read_failures += 1;
                     }
                     // A snapshot running or begun since the read was issued gave up a file it
-                    // named, once it had read the texts there back: the Get applies again and
-                    // finds them in memory (as `Engine::serve_rounds` does).
+                    // named, once it had pointed the texts there at its entries (or, replacing
+                    // one of the same name, read them back): the Get applies again and finds
+                    // them there (as `Engine::serve_rounds` does).
                     Err(_) if running_at_issue || snapshots_begun.get() != begun_at_issue => {
                         text_reads.wait_reads_of_files_given_up += 1;
                     }
@@ -1132,6 +1146,7 @@ fn simulate(seed: u64, boundaries: &mut Boundaries, text_reads: &mut TextReads) 
             wait_read_failures: counted.wait_read_failures,
             wait_reads_of_files_given_up: counted.wait_reads_of_files_given_up,
             read_from_snapshots: counted.read_from_snapshots,
+            read_from_replaced_files: counted.read_from_replaced_files,
             left_on_disk_by_recovery: counted.left_on_disk_by_recovery,
             read_where_recovery_found: counted.read_where_recovery_found,
             texts_checked: counted.texts_checked,
@@ -1403,18 +1418,17 @@ fn a_text_record_reads_back_until_a_snapshot_takes_its_segment() {
     assert_eq!(second.verified + second.stale, written.len() as u64);
 }
 
-/// A snapshot reads back every text it records that is on disk only, so the files it gives up
-/// take no text with them, and once in place it is where those texts live (docs/TIERED-STORAGE.md
-/// §13). Texts evicted before it began and between its steps are read back; once it has begun,
-/// a text whose record lies before its replay point is not evicted (`ShardState::note_home`),
-/// while one written after it is; once it is in place every text it recorded may leave memory
-/// again, to its entry. After it every text is on disk only, each in a file the log still holds,
-/// all read back whole through the read seam, and a power cut recovers every text. With
-/// segments of 1 MiB the snapshot gives up several; with one of 64 MiB, its texts take two read
-/// batches (`DISK_READ_BYTES_MAX`).
+/// A snapshot records every text, those on disk only too, without bringing those back into
+/// memory, and once in place it is where the texts it recorded live (docs/TIERED-STORAGE.md
+/// §13). The files it replaces stay until it has pointed every text it recorded at its entry,
+/// so texts stay on disk only there, and resident ones whose records are there may still leave
+/// memory to them, while it runs. After it every text is on disk only, each in a file the log
+/// still holds, all read back whole through the read seam, and a power cut recovers every
+/// text. With segments of 1 MiB the snapshot gives up several; with one of 64 MiB, its texts
+/// take two read batches (`DISK_READ_BYTES_MAX`).
 #[test]
-fn a_snapshot_reads_back_the_texts_it_records_that_are_on_disk_only() {
-    // Evicted before the snapshot; then resident; then evicted during it, twice.
+fn a_snapshot_records_the_texts_on_disk_only_and_leaves_them_there() {
+    // Evicted before the snapshot; then resident; then put and evicted during it, twice.
     const BEFORE: usize = 80;
     const RESIDENT: usize = 3;
     const DURING: usize = 7;
@@ -1438,6 +1452,7 @@ fn a_snapshot_reads_back_the_texts_it_records_that_are_on_disk_only() {
             evicted as usize / TEXT_BYTES
         };
         let on_disk = || state.borrow().texts_on_disk(0..u32::MAX).len();
+        let resident = || state.borrow().resident_text_bytes();
         apply(Command::CreateQueue {
             queue: key(0),
             metadata: Vec::new(),
@@ -1452,34 +1467,39 @@ fn a_snapshot_reads_back_the_texts_it_records_that_are_on_disk_only() {
         run(async {
             let mut job = log.start_snapshot(&state).await.expect("started");
             // The queues' steps (the queue, then none left and the settings); then Puts after
-            // the replay point, evicted before the messages' step.
+            // the replay point. All leave memory, those whose records are before it too.
             for _ in 0..2 {
                 assert!(!job.step(&log, &state).await.expect("a step"));
             }
             assert_eq!(on_disk(), BEFORE);
             (number..number + DURING).for_each(put);
             number += DURING;
-            assert_eq!(evict(), DURING, "only those after the replay point");
-            // The messages' step reads every one back, and puts the snapshot in place.
+            assert_eq!(evict(), RESIDENT + DURING);
+            // The messages' step reads every text to encode it, leaves it on disk only, and
+            // puts the snapshot in place; the files it replaced are still there.
             assert!(!job.step(&log, &state).await.expect("a step"));
-            assert_eq!(on_disk(), 0);
-            // Before its clean-up: more Puts, evicted, and so again are the texts read back
-            // whose records are after the replay point (their homes noted again once encoded);
-            // those before it wait for the clean-up to re-home them.
+            assert_eq!((on_disk(), resident()), (number, 0));
+            if segment_bytes < LOG_SEGMENT_BYTES {
+                assert!(!log.holds_file(first_file));
+                let kept = job.replaced_files_kept();
+                assert!(kept.contains(&log.text_path(first_file)), "{kept:?}");
+            }
+            // Before its clean-up: more Puts, evicted.
             (number..number + REMOVING).for_each(put);
             number += REMOVING;
-            assert_eq!(evict(), DURING + REMOVING);
-            while !job.step(&log, &state).await.expect("a step") {}
+            assert_eq!(evict(), REMOVING);
+            while !job.step(&log, &state).await.expect("a step") {
+                assert_eq!((on_disk(), resident()), (number, 0));
+            }
         });
-        // Re-homed to the snapshot's entries, the others leave memory too.
-        assert_eq!(evict(), BEFORE + RESIDENT);
+        assert_eq!(evict(), 0, "nothing came back into memory");
         let texts = state.borrow().texts_on_disk(0..u32::MAX);
         assert_eq!(texts.len(), number);
         let in_snapshot = texts
             .iter()
             .filter(|(_, _, locator, _)| matches!(locator.file(), TextFile::Snapshot(_)))
             .count();
-        assert_eq!(in_snapshot, BEFORE + RESIDENT);
+        assert_eq!(in_snapshot, BEFORE + RESIDENT + DURING);
         for (_, _, locator, _) in &texts {
             assert!(log.holds_file(locator.file()), "{locator:?}");
         }
@@ -1892,11 +1912,14 @@ fn every_acknowledged_change_survives_every_crash() {
         // Snapshots put in place re-homed texts to their entries, read there by the reader
         // and by Gets, among them texts recovered at the round's start (Gets seldom meet
         // those: a round's first Gets lease its recovered messages while still resident, and
-        // time stands still; the state's property tests and `describe_with` read them).
+        // time stands still; the state's property tests and `describe_with` read them). Gets
+        // read texts in files a snapshot in place replaced, before it pointed them at its
+        // entries.
         assert!(
             text_reads.snapshot_homes_verified > 0
                 && text_reads.read_from_snapshots > 0
-                && text_reads.recovered_homes_verified > 0,
+                && text_reads.recovered_homes_verified > 0
+                && text_reads.read_from_replaced_files > 0,
             "{text_reads:?}"
         );
         // Recovery left texts on disk only where it found them (the snapshot it started from,

@@ -11,6 +11,7 @@ use bytes::BytesMut;
 use super::layout::{
     message_charge, queue_at, queue_charge, Journal, Queue, ShardState, SEQUENCE_MASK,
 };
+use super::texts::TextsRead;
 use crate::queue::command::{Metadata, EXPIRATION_NEVER_MS};
 use crate::queue::key::{MessageId, QueueKey, TextLocator};
 use crate::queue::record::{encode, MessageState, Record, RECORD_HEADER_BYTES};
@@ -119,7 +120,8 @@ impl ShardState {
     /// Appends the whole state of the message in `slot` (a Put) to the journal.
     pub(super) fn log_message_state(&mut self, slot: u32, visible_ms: u64) {
         if let Some(journal) = &mut self.journal {
-            let state = message_state(&self.messages, &self.foreign_ids, slot, visible_ms);
+            let text = self.messages.get(slot).text.expect_resident();
+            let state = message_state(&self.messages, &self.foreign_ids, slot, visible_ms, text);
             journal.append(&Record::MessagePut(state));
         }
     }
@@ -209,8 +211,15 @@ impl ShardState {
 
     /// Encodes the messages of live queues in `slots` (cleared and deleted queues' messages,
     /// which wait to be freed, are gone for good) as the Put records after `encoded`'s, with
-    /// their current lease and visibility.
-    pub fn snapshot_messages(&self, slots: Range<u32>, out: &mut BytesMut, encoded: &mut Encoded) {
+    /// their current lease and visibility. A text on disk only is taken from `read`, which must
+    /// hold it as read where the slot says it is (`texts_on_disk`).
+    pub fn snapshot_messages(
+        &self,
+        slots: Range<u32>,
+        read: &TextsRead,
+        out: &mut BytesMut,
+        encoded: &mut Encoded,
+    ) {
         for slot in slots {
             let Some(message) = self.messages.occupant(slot) else {
                 continue;
@@ -224,7 +233,14 @@ impl ShardState {
                 Place::Invisible => self.timers.deadline_ms(slot).unwrap_or(0),
                 Place::VisibleInOrder | Place::VisibleOutOfOrder | Place::Free => 0,
             };
-            let state = message_state(&self.messages, &self.foreign_ids, slot, visible_ms);
+            let text = match &message.text {
+                TextSlot::Resident(text) => text,
+                &TextSlot::OnDisk { locator, .. } => match read.get(&slot) {
+                    Some((read_at, text)) if *read_at == locator => text,
+                    _ => panic!("the text of slot {slot}, on disk only, read for the snapshot"),
+                },
+            };
+            let state = message_state(&self.messages, &self.foreign_ids, slot, visible_ms, text);
             encode(&Record::MessagePut(state), encoded.entries, out);
             encoded.entries += 1;
             encoded.charged += message_charge(message.text.len());
@@ -232,12 +248,17 @@ impl ShardState {
     }
 
     /// Encodes the whole state, as a snapshot written in one go (`snapshot_queues`,
-    /// `snapshot_settings`, `snapshot_messages`).
+    /// `snapshot_settings`, `snapshot_messages`), every text in memory.
     pub fn snapshot_all(&self, out: &mut BytesMut) -> Encoded {
+        self.snapshot_all_with(&TextsRead::new(), out)
+    }
+
+    /// `snapshot_all`, the texts on disk only taken from `read` (`snapshot_messages`).
+    pub fn snapshot_all_with(&self, read: &TextsRead, out: &mut BytesMut) -> Encoded {
         let mut encoded = Encoded::default();
         self.snapshot_queues(None, usize::MAX, out, &mut encoded);
         self.snapshot_settings(out, &mut encoded);
-        self.snapshot_messages(0..self.slab_slots(), out, &mut encoded);
+        self.snapshot_messages(0..self.slab_slots(), read, out, &mut encoded);
         encoded
     }
 
@@ -261,12 +282,13 @@ impl ShardState {
     }
 }
 
-/// The state of the message in `slot`, its text borrowed.
+/// The state of the message in `slot`, its text (`text`) borrowed.
 fn message_state<'a>(
-    messages: &'a crate::queue::slab::MessageSlab,
+    messages: &crate::queue::slab::MessageSlab,
     foreign_ids: &HashMap<u32, MessageId>,
     slot: u32,
     visible_ms: u64,
+    text: &'a [u8],
 ) -> MessageState<&'a [u8]> {
     let message = messages.get(slot);
     MessageState {
@@ -285,7 +307,7 @@ fn message_state<'a>(
         } else {
             foreign_ids.get(&slot).copied()
         },
-        text: &message.text.expect_resident()[..],
+        text,
     }
 }
 

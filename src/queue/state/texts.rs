@@ -11,11 +11,14 @@
 //! or is re-texted (`forget_text`).
 //!
 //! A home names a log record, or the entry of the snapshot in place that recorded the text. A
-//! snapshot gives up the segments before its replay point and the snapshot before it once it is
-//! in place, so when one begins (`begin_snapshot`) the homes in those files go, and no new one
-//! is noted there: the snapshot reads back every text on disk only that it records, and once in
-//! place re-homes the texts it recorded to its entries (`note_snapshot`). So a text leaves
-//! memory whatever the age of its record, and a locator into a file given up is never made.
+//! snapshot gives up the segments before its replay point and the snapshot before it, but only
+//! once it is in place (`place_snapshot`, when the homes there go) and has pointed every text it
+//! recorded at its entry (`note_snapshot`): a text on disk only is read there from then on, a
+//! resident one's home is the entry. Until then those files stay, texts stay on disk only in
+//! them, and the snapshot reads the texts it records without bringing them back into memory
+//! (`TextsRead`). So a text leaves memory whatever the age of its record, a snapshot brings
+//! none back, and no locator into a file given up is used. The exception is a snapshot of the
+//! same replay point, which replaces the one in place under the same name (`begin_snapshot`).
 //!
 //! A text recovered at a start is where recovery read it (`RecoveredTexts`): the entry of the
 //! snapshot it started from, or the record of the log it replayed that last wrote it; both
@@ -39,6 +42,11 @@ use crate::queue::slab::{TextSlot, NONE};
 /// A text on disk only as a reader is asked for it: the message's slot and generation, where
 /// the text is, and the sequence of the record that wrote it (`TextWait`, `texts_on_disk`).
 pub type TextOnDisk = (u32, u32, TextLocator, u64);
+
+/// Texts on disk only read for a snapshot, which encodes them without bringing them back into
+/// memory: by slot, where each was read and the text (`ShardState::snapshot_messages` takes
+/// one only while the slot's text is still on disk only there).
+pub type TextsRead = HashMap<u32, (TextLocator, Bytes)>;
 
 /// The sequence noted for the text of a message recovered at a start (`track_texts`), for
 /// want of the record's: one no record has (a log's first may well write a recovered message's
@@ -189,45 +197,80 @@ impl ShardState {
         }
     }
 
-    /// A snapshot whose replay starts at `replay_from` begins: from now on only records from
-    /// that point are homes (the snapshot gives up the segments before it, once in place), and
-    /// no snapshot's entry is until it is in place (it replaces the one in place). The homes
-    /// that no longer are go; the texts on disk only there stay so until the snapshot reads
-    /// them back, which it does before it is in place.
-    pub fn begin_snapshot(&mut self, replay_from: u64) {
+    /// A snapshot whose replay starts at `replay_from` begins. Answers whether the texts on
+    /// disk only that it reads must come back into memory (`deliver_text`): when it will
+    /// replace the snapshot in place under the same name (the same replay point: nothing
+    /// written since that one began, expiries only). Then, as the renamed file takes the old
+    /// one's place, every locator into the old file would name a place in the new one: so from
+    /// now on no record before `replay_from` and no snapshot entry is a home, the homes there
+    /// go, and the snapshot brings the texts on disk only there back into memory before it is
+    /// in place. Otherwise nothing changes: the files it will give up stay until it has
+    /// re-homed every text it recorded (`place_snapshot`, `note_snapshot`), so texts stay on
+    /// disk only there and may still leave memory to them, and the snapshot reads the texts it
+    /// records without bringing them back (`TextsRead`).
+    pub fn begin_snapshot(&mut self, replay_from: u64) -> bool {
         self.snapshots_begun += 1;
+        if !self.tracks_texts() || self.text_files.1 != Some(replay_from) {
+            return false;
+        }
+        self.text_files = (replay_from, None);
+        self.forget_homes_given_up();
+        true
+    }
+
+    /// The snapshot whose replay starts at `replay_from` is in place (renamed, the files before
+    /// it still there): from now on only its entries and the records from `replay_from` on are
+    /// homes, and the homes elsewhere go. Texts on disk only in the files it replaced stay so
+    /// until `note_snapshot` points them at its entries; only then are those files freed.
+    pub fn place_snapshot(&mut self, replay_from: u64) {
         if !self.tracks_texts() {
             return;
         }
-        self.text_files = (replay_from, None);
-        self.text_homes
-            .retain(|&(sequence, _), home| match home.locator.file() {
-                TextFile::Segment(_) => sequence >= replay_from,
-                TextFile::Snapshot(_) => false,
-            });
+        self.text_files = (replay_from, Some(replay_from));
+        self.forget_homes_given_up();
     }
 
-    /// The snapshot whose replay starts at `replay_from` is in place, and recorded the texts
-    /// `recorded` names (their locators in it, the sequences of the records that wrote them):
-    /// its entries are homes until the next snapshot begins, for the texts still resident and
-    /// still those it recorded.
+    /// Forgets the homes that `stays_readable` no longer accepts.
+    fn forget_homes_given_up(&mut self) {
+        let text_files = self.text_files;
+        self.text_homes
+            .retain(|&(sequence, _), home| readable(text_files, home.locator, sequence));
+    }
+
+    /// The snapshot in place, whose replay starts at `replay_from` (`place_snapshot`), recorded
+    /// the texts `recorded` names (their locators in it, the sequences of the records that
+    /// wrote them): for each message still alive with that text, a resident text's home is its
+    /// entry from now on, and a text on disk only is read there from now on (wherever it was:
+    /// the files the snapshot replaced are freed after this).
     pub fn note_snapshot(&mut self, replay_from: u64, recorded: &[TextWritten]) {
         if !self.tracks_texts() {
             return;
         }
-        self.text_files.1 = Some(replay_from);
+        debug_assert_eq!(self.text_files.1, Some(replay_from), "placed first");
         for text in recorded {
-            self.note_home(text.slot, text.generation, text.locator, text.sequence);
+            if !self.names_current_text(text.slot, text.generation, text.sequence) {
+                continue;
+            }
+            let message = self.messages.get_mut(text.slot);
+            match message.text {
+                TextSlot::OnDisk { text_bytes, .. } => {
+                    message.text = TextSlot::OnDisk {
+                        locator: text.locator,
+                        text_bytes,
+                    };
+                }
+                TextSlot::Resident(_) => {
+                    self.note_home(text.slot, text.generation, text.locator, text.sequence);
+                }
+            }
         }
     }
 
     /// Whether a text at `locator`, written by record `sequence`, may be evicted to it: a
-    /// record the log keeps, or an entry of the snapshot in place (`begin_snapshot`).
+    /// record the log keeps, or an entry of the snapshot in place (`begin_snapshot`,
+    /// `place_snapshot`).
     fn stays_readable(&self, locator: TextLocator, sequence: u64) -> bool {
-        match locator.file() {
-            TextFile::Segment(_) => sequence >= self.text_files.0,
-            TextFile::Snapshot(replay_from) => self.text_files.1 == Some(replay_from),
-        }
+        readable(self.text_files, locator, sequence)
     }
 
     /// Drops resident texts whose records are durable (sequence at most `durable_sequence`;
@@ -347,17 +390,24 @@ impl ShardState {
         })
     }
 
-    /// The messages in `slots` whose texts are on disk only: (slot, generation, locator,
-    /// sequence of the record), for a reader to fetch.
+    /// The messages of live queues in `slots` whose texts are on disk only: (slot, generation,
+    /// locator, sequence of the record), for a reader to fetch. The messages of cleared and
+    /// deleted queues, which wait to be freed, are left out: no snapshot records them, so their
+    /// locators may name files given up since, and nothing reads them.
     pub fn texts_on_disk(&self, slots: Range<u32>) -> Vec<(u32, u32, TextLocator, u64)> {
         if self.texts_evicted.0 == 0 {
             return Vec::new();
         }
         let end = slots.end.min(self.messages.slots() as u32);
         (slots.start.min(end)..end)
-            .filter_map(|slot| match self.messages.occupant(slot)?.text {
-                TextSlot::OnDisk { locator, .. } => Some(self.text_on_disk(slot, locator)),
-                TextSlot::Resident(_) => None,
+            .filter_map(|slot| {
+                let message = self.messages.occupant(slot)?;
+                match message.text {
+                    TextSlot::OnDisk { locator, .. } if !self.queue(message.queue()).retired => {
+                        Some(self.text_on_disk(slot, locator))
+                    }
+                    _ => None,
+                }
             })
             .collect()
     }
@@ -455,6 +505,15 @@ impl ShardState {
     }
 }
 
+/// Whether `text_files` (`ShardState::text_files`) keeps the text at `locator`, written by
+/// record `sequence`, readable.
+fn readable(text_files: (u64, Option<u64>), locator: TextLocator, sequence: u64) -> bool {
+    match locator.file() {
+        TextFile::Segment(_) => sequence >= text_files.0,
+        TextFile::Snapshot(replay_from) => text_files.1 == Some(replay_from),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::collections::HashMap;
@@ -490,9 +549,10 @@ mod tests {
         files: HashMap<TextFile, Vec<u8>>,
         /// The open segment's first sequence.
         open: u64,
-        /// A snapshot begun and not yet in place: its replay point, and once encoded its
-        /// entries and the texts they record.
-        snapshot: Option<(u64, Option<Encoded>)>,
+        /// A snapshot begun and not yet in place: its replay point, whether it brings the
+        /// texts on disk only back into memory (`ShardState::begin_snapshot`), and once encoded
+        /// its entries and the texts they record.
+        snapshot: Option<(u64, bool, Option<Encoded>)>,
         /// Texts read back from snapshots.
         snapshot_reads: u64,
     }
@@ -522,18 +582,24 @@ mod tests {
         /// Begins a snapshot: the log rotates to a segment named by its replay point.
         fn begin_snapshot(&mut self, state: &mut ShardState) {
             let replay_from = state.journal_next_sequence().expect("durable");
-            state.begin_snapshot(replay_from);
-            (self.open, self.snapshot) = (replay_from, Some((replay_from, None)));
+            let delivers = state.begin_snapshot(replay_from);
+            (self.open, self.snapshot) = (replay_from, Some((replay_from, delivers, None)));
         }
 
-        /// Reads back every text on disk only and encodes the state (the real job does it a
-        /// step at a time; the texts evicted between its steps are in segments it keeps).
+        /// Reads every text on disk only and encodes the state (the real job does it a step at
+        /// a time; the texts evicted between its steps are in files it keeps). The texts read
+        /// stay on disk only, unless the snapshot replaces the one in place under its name:
+        /// then they come back into memory first.
         fn encode_snapshot(&mut self, state: &mut ShardState) {
-            let Some((replay_from, None)) = self.snapshot else {
+            let Some((replay_from, delivers, None)) = self.snapshot else {
                 panic!("a snapshot begun, not encoded");
             };
+            let mut read = TextsRead::new();
             loop {
-                let texts = state.texts_on_disk(0..u32::MAX);
+                let mut texts = state.texts_on_disk(0..u32::MAX);
+                texts.retain(|(slot, _, locator, _)| {
+                    read.get(slot).is_none_or(|(at, _)| at != locator)
+                });
                 if texts.is_empty() {
                     break;
                 }
@@ -543,11 +609,15 @@ mod tests {
                     snapshots_begun,
                 };
                 for (slot, generation, locator, text) in self.read(&wait) {
-                    state.deliver_text(slot, generation, locator, text, false);
+                    if delivers {
+                        state.deliver_text(slot, generation, locator, text, false);
+                    } else {
+                        read.insert(slot, (locator, text));
+                    }
                 }
             }
             let mut entries = BytesMut::new();
-            state.snapshot_all(&mut entries);
+            state.snapshot_all_with(&read, &mut entries);
             let file = TextFile::Snapshot(replay_from);
             let recorded: Vec<TextWritten> = text_records(&entries)
                 .into_iter()
@@ -560,34 +630,44 @@ mod tests {
                     })
                 })
                 .collect();
-            self.snapshot = Some((replay_from, Some((entries.to_vec(), recorded))));
+            self.snapshot = Some((replay_from, delivers, Some((entries.to_vec(), recorded))));
         }
 
-        /// Puts the snapshot encoded in place: gives up the files before it, then tells the
-        /// state what it recorded, in chunks with evictions between (the job's clean-up steps,
-        /// with flushes between) of texts whose records are `durable`.
+        /// Puts the snapshot encoded in place (under its name, replacing one of the same
+        /// name), tells the state what it recorded, in chunks with evictions between (the
+        /// job's clean-up steps, with flushes between) of texts whose records are `durable`
+        /// and reads of every text on disk only, and then gives up the files before it, as the
+        /// real log does.
         fn place_snapshot(
             &mut self,
             random: &mut SplitMix64,
             state: &mut ShardState,
             durable: Option<u64>,
         ) {
-            let Some((replay_from, Some((entries, mut recorded)))) = self.snapshot.take() else {
+            let Some((replay_from, _, Some((entries, mut recorded)))) = self.snapshot.take() else {
                 panic!("a snapshot encoded");
             };
-            self.files.retain(|&kept, _| match kept {
-                TextFile::Segment(first) => first >= replay_from,
-                TextFile::Snapshot(_) => false,
-            });
             self.files.insert(TextFile::Snapshot(replay_from), entries);
-            state.note_snapshot(replay_from, &[]);
+            state.place_snapshot(replay_from);
             while !recorded.is_empty() {
                 let from = recorded
                     .len()
                     .saturating_sub(1 + (random.next_u64() % 8) as usize);
                 state.note_snapshot(replay_from, &recorded.split_off(from));
                 state.evict(random.next_u64() % 2000, durable);
+                // A Get between the steps reads the texts on disk only where they are now
+                // (`read` panics on a record not the one named).
+                let texts = state.texts_on_disk(0..u32::MAX);
+                let snapshots_begun = state.snapshots_begun();
+                self.read(&TextWait {
+                    texts,
+                    snapshots_begun,
+                });
             }
+            self.files.retain(|&kept, _| match kept {
+                TextFile::Segment(first) => first >= replay_from,
+                TextFile::Snapshot(placed) => placed == replay_from,
+            });
         }
 
         /// Reads back every text `state` holds on disk only, and delivers it.
@@ -615,8 +695,8 @@ mod tests {
             }
             match (random.next_u64() % 30, &self.snapshot) {
                 (0, None) => self.begin_snapshot(state),
-                (1..=3, Some((_, None))) => self.encode_snapshot(state),
-                (1..=3, Some((_, Some(_)))) => self.place_snapshot(random, state, *durable),
+                (1..=3, Some((_, _, None))) => self.encode_snapshot(state),
+                (1..=3, Some((_, _, Some(_)))) => self.place_snapshot(random, state, *durable),
                 _ => {}
             }
             if random.next_u64() % 2 == 0 {
@@ -895,10 +975,14 @@ mod tests {
                     tiered.advance(now_ms, 7);
                 }
                 resident.take_journal(usize::MAX);
-                // Counters agree with the slots.
-                let on_disk = tiered.texts_on_disk(0..u32::MAX);
+                // Counters agree with the slots (those of cleared and deleted queues too,
+                // which `texts_on_disk` leaves out).
+                let on_disk = (0..tiered.messages.slots() as u32).filter(|&slot| {
+                    let occupant = tiered.messages.occupant(slot);
+                    occupant.is_some_and(|message| message.text.resident().is_none())
+                });
                 assert_eq!(
-                    on_disk.len() as u64,
+                    on_disk.count() as u64,
                     tiered.texts_evicted().0,
                     "seed {seed} step {step}"
                 );
@@ -1104,6 +1188,62 @@ mod tests {
         // a locator that names another entry).
         state.evict(u64::MAX, durable);
         assert_eq!(state.texts_evicted().0, 2);
+        log.deliver_all(&mut state);
+        assert_eq!(state.texts_evicted().0, 0);
+    }
+
+    /// A snapshot leaves the texts on disk only that it records where they are, and points
+    /// them at its entries once in place, before the files it replaced go; but one of the same
+    /// replay point (an expiry alone in between) replaces the snapshot in place under its name,
+    /// so the texts on disk only there come back into memory before it is renamed: else, until
+    /// it had pointed each at its entry, a Get would read the old entry's offset in the new
+    /// file (the log panics on a record not the one named).
+    #[test]
+    fn a_snapshot_of_the_same_name_brings_the_texts_there_back_before_it_replaces_them() {
+        const MESSAGES: usize = 40;
+        let mut state = ShardState::new(0, 9);
+        state.start_journal(0);
+        state.track_texts(RecoveredTexts::default());
+        let mut log = MemoryLog::default();
+        let mut random = SplitMix64::new(3);
+        let queue = key("a");
+        let create = Command::CreateQueue {
+            queue: queue.clone(),
+            metadata: Vec::new(),
+        };
+        state.apply(create, NOW_MS).expect("created");
+        for n in 0..MESSAGES {
+            let put = Command::PutMessage {
+                queue: queue.clone(),
+                text: Bytes::from(vec![b'a' + (n % 26) as u8; 50 + n]),
+                visibility_timeout_s: 0,
+                ttl_s: Some(if n == 0 { 10 } else { 3600 }),
+            };
+            state.apply(put, NOW_MS).expect("put");
+        }
+        let durable = log.flush(&mut state);
+        state.evict(u64::MAX, durable);
+        assert_eq!(state.texts_evicted().0, MESSAGES as u64);
+        // Another name: the texts stay on disk only, in the segment, then in the snapshot.
+        log.begin_snapshot(&mut state);
+        assert!(!log.snapshot.as_ref().expect("begun").1);
+        log.encode_snapshot(&mut state);
+        assert_eq!(state.texts_evicted().0, MESSAGES as u64);
+        log.place_snapshot(&mut random, &mut state, durable);
+        let on_disk = state.texts_on_disk(0..u32::MAX);
+        assert_eq!(on_disk.len(), MESSAGES);
+        assert!(on_disk
+            .iter()
+            .all(|text| matches!(text.2.file(), TextFile::Snapshot(_))));
+        // The same name: they come back, and every read between its steps finds its record.
+        state.advance(NOW_MS + 11_000, usize::MAX);
+        log.begin_snapshot(&mut state);
+        assert!(log.snapshot.as_ref().expect("begun").1);
+        log.encode_snapshot(&mut state);
+        assert_eq!(state.texts_evicted().0, 0);
+        log.place_snapshot(&mut random, &mut state, durable);
+        state.evict(u64::MAX, durable);
+        assert_eq!(state.texts_evicted().0, MESSAGES as u64 - 1);
         log.deliver_all(&mut state);
         assert_eq!(state.texts_evicted().0, 0);
     }
