@@ -43,7 +43,9 @@ Usage: azq [options]
                              this long (default 60s; 100ms to 60s)
   --max-memory SIZE          bytes of stored messages and queues (e.g. 512M, 4G; default: half
                              the RAM or of the cgroup's memory limit, the smaller) before Put,
-                             Create Queue and Set Queue Metadata answer 503 ServerBusy
+                             Create Queue and Set Queue Metadata answer 503 ServerBusy; a
+                             message whose text is on disk only (--text-memory) counts its
+                             slot alone
   --extentMemoryLimit MB     Azurite's name for the same limit, in megabytes (-1: default)
   --runtime auto|io_uring|portable
                              the event loop: auto (the default) is the portable one
@@ -63,7 +65,8 @@ Usage: azq [options]
   --text-memory SIZE         experimental: bytes of message text kept in memory once written
                              to the log (split evenly per shard; default: every text); newer
                              texts beyond it are read back from disk when a Get or Peek
-                             returns them (not with --inMemoryPersistence)
+                             returns them, and no longer count in --max-memory (not with
+                             --inMemoryPersistence)
   --min-free-disk SIZE|N%    free space to keep on the file system holding DIR, as a size or
                              a share of it (default 5%); the same operations answer 503 before
                              it would be used (not with --inMemoryPersistence)
@@ -176,8 +179,9 @@ pub struct Config {
     /// How long a write to a client may make no progress before the connection is closed
     /// (`--write-timeout`), ms.
     pub write_timeout_ms: u64,
-    /// Bytes of stored messages (text plus `MESSAGE_OVERHEAD_BYTES` each) across all shards,
-    /// split evenly between them (`--max-memory`); beyond it Put answers 503 `ServerBusy`.
+    /// Bytes of stored messages (text plus `MESSAGE_OVERHEAD_BYTES` each; the overhead alone
+    /// while a text is on disk only) across all shards, split evenly between them
+    /// (`--max-memory`); beyond it Put answers 503 `ServerBusy`.
     pub message_bytes_max: u64,
     /// Where `message_bytes_max` came from, in words for the ready line (`--max-memory`, half
     /// the RAM, half the cgroup's memory limit).

@@ -533,6 +533,73 @@ fn competing_consumers_of_texts_on_disk_only_are_all_answered() {
     }
 }
 
+/// `--text-memory 0` lets a backlog outgrow `--max-memory`: a message whose text is on disk only
+/// counts its slot alone. With a share of 256 KiB, 30 texts of 60,000 bytes (1.8 MB) are each
+/// accepted, one after another (each leaves memory once written), the metrics charge what is
+/// in memory, within the limit, and after kill -9 and a restart (the texts recovered on disk
+/// only) one more fits, and every text reads back. Without the flag the same share refuses
+/// the fifth text with 503 `ServerBusy`. On both backends.
+#[test]
+fn texts_on_disk_only_let_a_backlog_outgrow_max_memory() {
+    const MESSAGES: usize = 30;
+    const TEXT_BYTES: usize = 60_000;
+    let text = |n: usize| format!("{n:03} ").repeat(TEXT_BYTES / 4);
+    for backend in backends() {
+        let data = TempDir::new(&format!("texts-max-memory-{backend}"));
+        let flags = [
+            "--shards",
+            "1",
+            "--runtime",
+            backend,
+            "--max-memory",
+            "256K",
+            "--text-memory",
+            "0",
+        ];
+        let server = start(&data, &flags);
+        create_queue(&server, "backlog");
+        let mut texts = BTreeMap::new();
+        for n in 0..MESSAGES {
+            let (id, _) = put(&server, "backlog", &text(n));
+            texts.insert(id, text(n));
+        }
+        await_texts_on_disk(&server, MESSAGES as u64);
+        let charged = common::metric_total(&server, "azq_message_bytes");
+        let limit = common::metric_total(&server, "azq_message_bytes_limit");
+        assert_eq!(limit, 256 << 10);
+        assert!(charged < limit, "{backend}: {charged} charged");
+        assert_eq!(
+            common::metric_total(&server, "azq_text_bytes_on_disk"),
+            (MESSAGES * TEXT_BYTES) as u64
+        );
+        let server = restart_after_kill_9(server, &data, &flags);
+        let (id, _) = put(&server, "backlog", &text(MESSAGES));
+        texts.insert(id, text(MESSAGES));
+        assert_eq!(lease_all(&server, "backlog"), texts, "{backend}");
+        assert!(server.stop().success());
+
+        let data = TempDir::new(&format!("texts-max-memory-resident-{backend}"));
+        let server = start(
+            &data,
+            &[
+                "--shards",
+                "1",
+                "--runtime",
+                backend,
+                "--max-memory",
+                "256K",
+            ],
+        );
+        create_queue(&server, "backlog");
+        for n in 0..4 {
+            put(&server, "backlog", &text(n));
+        }
+        let response = send(&server, put_request("backlog", &text(4), "messagettl=-1"));
+        assert_status(&response, 503, Some("ServerBusy"));
+        assert!(server.stop().success());
+    }
+}
+
 /// `--text-memory 0` with a snapshot due: Gets and Updates churn 60 messages of 50,000 bytes
 /// (each Update a new text, which leaves memory once written) until the log outgrows the live
 /// data and a snapshot is written, while a client puts to another queue without pause. The

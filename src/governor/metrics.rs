@@ -591,7 +591,8 @@ pub fn render(
         (
             "azq_message_bytes",
             "gauge",
-            "Bytes charged for stored messages (text plus overhead).",
+            "Bytes charged against --max-memory for stored messages (text in memory plus \
+             overhead).",
             |s| s.message_bytes,
         ),
         (

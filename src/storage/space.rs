@@ -9,11 +9,12 @@
 //!
 //! **The rule.** Space comes back only through a snapshot: it writes a copy of the live data
 //! before the segments it covers are removed. So a shard refuses growth while its files plus
-//! that copy (`live_bytes`, the `--max-memory` charge, which is more than a snapshot's encoding
-//! of the same data) plus two segments (`LOG_SEGMENT_BYTES`: one for the records of what it
-//! still serves while the snapshot runs, Get, Delete and Clear, and what was accepted between
-//! two measurements, a flush taking whole blocks, so 16,384 lone Gets or Deletes, many more
-//! records when they batch; one because segments are allocated whole, so a rotation just before
+//! that copy (`live_bytes`, `ShardState::stored_bytes`: the `--max-memory` charge with the texts
+//! on disk only counted whole, more than a snapshot's encoding of the same data) plus two
+//! segments (`LOG_SEGMENT_BYTES`: one for the records of what it still serves while the
+//! snapshot runs, Get, Delete and Clear, and what was accepted between two measurements, a
+//! flush taking whole blocks, so 16,384 lone Gets or Deletes, many more records when they
+//! batch; one because segments are allocated whole, so a rotation just before
 //! a measurement takes a segment at once) would pass its share of `--max-disk`; and while the
 //! file system's free space minus the same headroom for every shard would fall below
 //! `--min-free-disk`. Refusals stop by themselves once deletes shrink the live data or a

@@ -157,7 +157,8 @@ pub struct Census {
     pub queues: u64,
     /// Messages in them (their approximate counts).
     pub messages: u64,
-    /// Bytes charged for stored messages, those of cleared queues still being freed included.
+    /// Bytes charged against `--max-memory` for stored messages (a text on disk only counts
+    /// its slot alone), those of cleared queues still being freed included.
     pub message_bytes: u64,
     /// The deepest queues with their message counts, deepest first.
     pub deepest: Vec<(QueueKey, u64)>,
@@ -198,10 +199,10 @@ pub struct ShardState {
     pub(super) freed_message_bytes: u64,
     /// Bytes charged for queue records and their metadata (`queue_charge` each).
     pub(super) queue_bytes: u64,
-    /// Most bytes `message_bytes`, `queue_bytes` and the ACL copies (`Replicas::acl_bytes`)
-    /// together may reach: this shard's part of `--max-memory`. A Put, Update, Create Queue, Set
-    /// Queue Metadata or Set Queue ACL that would pass it answers 503 `ServerBusy` and changes
-    /// nothing.
+    /// Most bytes `message_bytes` (but the texts on disk only: `texts_evicted`), `queue_bytes`
+    /// and the ACL copies (`Replicas::acl_bytes`) together may reach: this shard's part of
+    /// `--max-memory` (`memory_bytes`). A Put, Update, Create Queue, Set Queue Metadata or Set
+    /// Queue ACL that would pass it answers 503 `ServerBusy` and changes nothing.
     pub(super) message_bytes_max: u64,
     /// The shard's files or the file system's free space leave no room for more stored data
     /// (`storage::space`, measured by the runtime and passed in): Put, Update with a text,
@@ -361,14 +362,22 @@ impl ShardState {
         self.message_bytes_max
     }
 
-    /// Whether `more` bytes still fit `message_bytes_max` beside what is stored now.
+    /// Whether `more` bytes still fit `message_bytes_max` beside what is in memory now.
     pub(super) fn fits(&self, more: u64) -> bool {
-        self.stored_bytes() + more <= self.message_bytes_max
+        self.memory_bytes() + more <= self.message_bytes_max
     }
 
-    /// Bytes charged against `--max-memory` now: messages, queue records and ACL copies. Also
-    /// what a snapshot writes at most (its encoding of the same data is smaller), which the
-    /// disk limit keeps room for (`storage::space`).
+    /// Bytes charged against `--max-memory` now: `stored_bytes` but the texts on disk only
+    /// (`--text-memory`), whose messages count their slot alone (`MESSAGE_OVERHEAD_BYTES`).
+    pub fn memory_bytes(&self) -> u64 {
+        self.stored_bytes() - self.texts_evicted.1
+    }
+
+    /// Bytes of stored data: messages (text plus `MESSAGE_OVERHEAD_BYTES` each, the texts on
+    /// disk only included), queue records and ACL copies. What a snapshot writes at most (its
+    /// encoding of the same data is smaller), which the disk limit keeps room for
+    /// (`storage::space`); `--max-memory` charges it but the texts on disk only
+    /// (`memory_bytes`).
     pub fn stored_bytes(&self) -> u64 {
         self.message_bytes + self.queue_bytes + self.replicas.acl_bytes()
     }
@@ -379,7 +388,7 @@ impl ShardState {
         self.freed_message_bytes
     }
 
-    /// `Ok` when `more` bytes fit `--max-memory`; else counts a memory refusal: 503
+    /// `Ok` when `more` bytes fit `--max-memory` (`fits`); else counts a memory refusal: 503
     /// `ServerBusy`.
     pub(super) fn admit_memory(&mut self, more: u64) -> Result<(), StorageError> {
         if self.fits(more) {
@@ -422,7 +431,7 @@ impl ShardState {
     pub fn census(&self, deepest_max: usize) -> Census {
         let mut census = Census {
             queues: self.queue_indices.len() as u64,
-            message_bytes: self.message_bytes,
+            message_bytes: self.message_bytes - self.texts_evicted.1,
             ..Census::default()
         };
         let mut deepest: Vec<(u64, &QueueKey)> = Vec::with_capacity(deepest_max + 1);

@@ -200,8 +200,13 @@ impl ShardState {
             self.admit_disk()?;
             let charge_now = message_charge(self.messages.get(slot).text.len());
             let charge_new = message_charge(text.len());
-            if charge_new > charge_now {
-                self.admit_memory(charge_new - charge_now)?;
+            // In memory, the text now counts its slot alone when on disk only.
+            let memory_now = match self.messages.get(slot).text.resident() {
+                Some(_) => charge_now,
+                None => message_charge(0),
+            };
+            if charge_new > memory_now {
+                self.admit_memory(charge_new - memory_now)?;
             }
             self.message_bytes = self.message_bytes - charge_now + charge_new;
             let queue = queue_at(&mut self.queues, index);

@@ -1248,6 +1248,91 @@ mod tests {
         assert_eq!(state.texts_evicted().0, 0);
     }
 
+    /// `--max-memory` charges a message whose text is on disk only its slot alone
+    /// (`memory_bytes`): texts that left memory make room for more Puts, and an Update that
+    /// gives such a message a new text is charged the whole new text, which it holds in memory.
+    #[test]
+    fn max_memory_charges_a_text_on_disk_only_its_slot_alone() {
+        use crate::error::StorageError;
+        use crate::limits::{MESSAGE_OVERHEAD_BYTES, QUEUE_OVERHEAD_BYTES};
+        const TEXT: usize = 1000;
+        let charge = (TEXT + MESSAGE_OVERHEAD_BYTES) as u64;
+        let slot = MESSAGE_OVERHEAD_BYTES as u64;
+        let mut state = ShardState::new(0, 9);
+        state.start_journal(0);
+        state.track_texts(RecoveredTexts::default());
+        let mut log = MemoryLog::default();
+        let queue = key("a");
+        let create = Command::CreateQueue {
+            queue: queue.clone(),
+            metadata: Vec::new(),
+        };
+        state.apply(create, NOW_MS).expect("created");
+        let limit = QUEUE_OVERHEAD_BYTES as u64 + 3 * charge + 100;
+        state.set_message_bytes_max(limit);
+        let put = Command::PutMessage {
+            queue: queue.clone(),
+            text: Bytes::from(vec![b'p'; TEXT]),
+            visibility_timeout_s: 0,
+            ttl_s: Some(3600),
+        };
+        let put_one = |state: &mut ShardState| {
+            let reply = state.apply(put.clone(), NOW_MS);
+            receipts_of(&put, &reply).pop().ok_or(reply)
+        };
+        let first = put_one(&mut state).expect("fits");
+        for _ in 0..2 {
+            put_one(&mut state).expect("fits");
+        }
+        let refused = put_one(&mut state).expect_err("a fourth text does not fit");
+        assert!(
+            matches!(refused, Err(StorageError::ServerBusy)),
+            "{refused:?}"
+        );
+        // On disk only, the three count their slots alone: two more texts fit, not three.
+        let durable = log.flush(&mut state);
+        state.evict(u64::MAX, durable);
+        assert_eq!(state.texts_evicted(), (3, 3 * TEXT as u64));
+        assert_eq!(state.memory_bytes(), QUEUE_OVERHEAD_BYTES as u64 + 3 * slot);
+        assert_eq!(state.census(0).message_bytes, 3 * slot);
+        assert_eq!(
+            state.stored_bytes(),
+            QUEUE_OVERHEAD_BYTES as u64 + 3 * charge
+        );
+        let second = put_one(&mut state).expect("fits");
+        put_one(&mut state).expect("fits");
+        let refused = put_one(&mut state).expect_err("a third does not");
+        assert!(
+            matches!(refused, Err(StorageError::ServerBusy)),
+            "{refused:?}"
+        );
+        // A new text for the first message (on disk only) is charged whole: it does not fit
+        // until a text in memory goes.
+        let update = Command::UpdateMessage {
+            queue: queue.clone(),
+            message_id: first.1,
+            pop_receipt: first.2,
+            visibility_timeout_s: 0,
+            text: Some(Bytes::from(vec![b'u'; TEXT])),
+        };
+        let refused = state.apply(update.clone(), NOW_MS);
+        assert_eq!(refused.unwrap_err(), StorageError::ServerBusy);
+        let delete = Command::DeleteMessage {
+            queue: queue.clone(),
+            message_id: second.1,
+            pop_receipt: second.2,
+        };
+        state.apply(delete, NOW_MS).expect("deleted");
+        assert!(matches!(
+            state.apply(update, NOW_MS),
+            Ok(Reply::Updated { .. })
+        ));
+        assert_eq!(state.texts_evicted(), (2, 2 * TEXT as u64));
+        let in_memory = QUEUE_OVERHEAD_BYTES as u64 + 2 * slot + 2 * charge;
+        assert_eq!(state.memory_bytes(), in_memory);
+        assert!(state.memory_bytes() <= limit);
+    }
+
     /// The same new generation with nothing written since the start: no record is durable
     /// (`None`), and the recovered texts a snapshot recorded leave memory all the same, read
     /// back right (before, eviction waited for the log's first write).
