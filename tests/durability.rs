@@ -529,6 +529,11 @@ fn competing_consumers_of_texts_on_disk_only_are_all_answered() {
             .map(|n| format!("message {n:05} {}", "x".repeat(200)))
             .collect();
         assert_eq!(texts, expected, "{backend}: every message once");
+        // Every text was read from disk at least once, and each read counted (the counters
+        // were once copied before a read and written back after it, so concurrent requests
+        // overwrote each other's counts: 1,184 of at least 3,000).
+        let reads = common::metric_total(&server, "azq_text_reads_total");
+        assert!(reads >= MESSAGES as u64, "{backend}: {reads} reads counted");
         assert!(server.stop().success());
     }
 }

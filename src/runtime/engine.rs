@@ -446,8 +446,10 @@ impl<B: Backend> Engine<B> {
             .expect("only a durable shard has texts on disk");
         let mut failures = 0;
         for _ in 0..TEXT_WAIT_ROUNDS_MAX {
+            let outcome = log.read_texts(wait.texts).await;
+            // Taken after the read: other requests count theirs while it is in flight.
             let mut read = self.texts_read.get();
-            match log.read_texts(wait.texts).await {
+            match outcome {
                 Ok(texts) => {
                     let mut state = self.state.borrow_mut();
                     for (named, text) in texts {
