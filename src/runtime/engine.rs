@@ -214,6 +214,9 @@ impl<B: Backend> Engine<B> {
             B::spawn(run_disk_watch::<B>(engine.clone()));
             if engine.text_bytes_max.is_some() {
                 B::spawn(run_evictions::<B>(engine.clone()));
+                // After a change of `--shards` the texts recovery copied into the new
+                // generation's snapshot may leave memory at once, to its entries.
+                engine.evict_wake.notify();
             }
             if durability == Durability::Write {
                 B::spawn(run_background_sync::<B>(engine.clone()));

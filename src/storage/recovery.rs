@@ -48,7 +48,7 @@ use super::format::{
 };
 use crate::limits::{RECOVERY_KEPT_BYTES_MAX, STORAGE_BLOCK_BYTES};
 use crate::queue::key::{TextFile, TextLocator};
-use crate::queue::record::{MessageState, Record};
+use crate::queue::record::{text_records, MessageState, Record};
 use crate::queue::state::texts::{RecoveredTexts, TextWritten, RECOVERED_TEXT_SEQUENCE};
 use crate::queue::state::{Identity, Restorer};
 use crate::queue::Secret;
@@ -1321,7 +1321,32 @@ pub fn recover(
                 .map_err(|error| failed(&directory, error))?;
             let mut snapshot = BytesMut::new();
             snapshot.put_slice(&snapshot_header(shard as u32, &state.identity(), 0));
+            let header_bytes = snapshot.len();
             let encoded = state.snapshot_all(&mut snapshot);
+            // Its entries are where the texts are from now on: the shard's homes for them, so
+            // they may leave memory at the start (each was copied out of the old generation).
+            let texts = if options.locate_texts {
+                let file = TextFile::Snapshot(0);
+                let homes = text_records(&snapshot[header_bytes..])
+                    .into_iter()
+                    .map(|text| TextWritten {
+                        slot: text.slot,
+                        generation: text.generation,
+                        sequence: RECOVERED_TEXT_SEQUENCE,
+                        locator: TextLocator::new(
+                            file,
+                            (header_bytes + text.at) as u64,
+                            text.bytes as u32,
+                        ),
+                    })
+                    .collect();
+                RecoveredTexts {
+                    snapshot: Some(0),
+                    homes,
+                }
+            } else {
+                RecoveredTexts::default()
+            };
             snapshot.put_slice(&snapshot_trailer(encoded.entries));
             let path = directory.join(snapshot_name(0));
             files
@@ -1336,7 +1361,7 @@ pub fn recover(
                 directory,
                 segments: Vec::new(),
                 snapshot: Some((path, snapshot.len() as u64)),
-                texts: RecoveredTexts::default(),
+                texts,
             });
         }
         files

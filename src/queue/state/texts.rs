@@ -25,9 +25,10 @@
 //! files stay until the next snapshot is in place, so `track_texts` notes them as homes and the
 //! texts may leave memory at once. A snapshot does not keep which record wrote a text, so a
 //! text of the snapshot is noted as written by `RECOVERED_TEXT_SEQUENCE` (a replayed one, by its
-//! record); so is a text whose place recovery does not give (after a change of `--shards`: the
-//! new generation's snapshot was written whole), whose first home is then the entry of the
-//! first snapshot that records it.
+//! record); so is a text of the snapshot a change of `--shards` writes whole (recovery says
+//! where each entry lands), and a text whose place recovery does not give (without
+//! `--text-memory` at the last start), whose first home is then the entry of the first
+//! snapshot that records it.
 
 use std::collections::HashMap;
 use std::ops::Range;
