@@ -59,7 +59,7 @@ use super::recovery::{SegmentFile, ShardStart};
 use crate::limits::{
     LOG_CLOSED_SEGMENTS_MAX, LOG_FLUSH_BYTES_MAX, LOG_SEGMENT_BYTES, SNAPSHOT_ALLOWANCE_BYTES,
     SNAPSHOT_REHOME_STEP_TEXTS, SNAPSHOT_REMOVAL_STEP_BYTES, SNAPSHOT_STEP_SLOTS,
-    SNAPSHOT_SYNC_BYTES, STORAGE_BLOCK_BYTES,
+    SNAPSHOT_STEP_TEXT_BYTES, SNAPSHOT_SYNC_BYTES, STORAGE_BLOCK_BYTES,
 };
 use crate::queue::key::{TextFile, TextLocator};
 use crate::queue::record::{record_text, text_records};
@@ -787,6 +787,7 @@ impl<D: Disk> Log<D> {
             phase: Phase::Queues(None),
             recorded: Vec::new(),
             delivers,
+            step_end: 0,
         })
     }
 
@@ -871,6 +872,9 @@ pub struct SnapshotJob<D: Disk> {
     /// (`ShardState::begin_snapshot`); else it reads them only to encode them
     /// (`read_to_encode`).
     delivers: bool,
+    /// Where the messages' step under way ends (`ShardState::snapshot_step_end`): its texts are
+    /// read, then encoded, over the same slots.
+    step_end: u32,
 }
 
 impl<D: Disk> SnapshotJob<D> {
@@ -921,7 +925,13 @@ impl<D: Disk> SnapshotJob<D> {
     ) -> io::Result<()> {
         let (read, delivered) = match self.phase {
             Phase::Messages(from) => {
-                let slots = from..from.saturating_add(SNAPSHOT_STEP_SLOTS);
+                let end = state.borrow().snapshot_step_end(
+                    from,
+                    SNAPSHOT_STEP_SLOTS,
+                    SNAPSHOT_STEP_TEXT_BYTES,
+                );
+                self.step_end = end;
+                let slots = from..end;
                 if self.delivers {
                     (TextsRead::new(), read_back(log, state, slots).await?)
                 } else {
@@ -951,7 +961,7 @@ impl<D: Disk> SnapshotJob<D> {
                     };
                 }
                 Phase::Messages(from) => {
-                    let end = from.saturating_add(SNAPSHOT_STEP_SLOTS);
+                    let end = self.step_end;
                     let before = self.pending.len();
                     let (pending, encoded) = (&mut self.pending, &mut self.encoded);
                     state.snapshot_messages(*from..end, &read, pending, encoded);

@@ -140,6 +140,27 @@ impl ShardState {
         self.messages.slots() as u32
     }
 
+    /// Where a snapshot step from slot `from` ends: after at most `slots_max` slots, and before
+    /// the slot whose text would take the texts of live queues' messages in the step past
+    /// `text_bytes_max` (a step takes at least one slot). Within `slab_slots`.
+    pub fn snapshot_step_end(&self, from: u32, slots_max: u32, text_bytes_max: u64) -> u32 {
+        let end = from.saturating_add(slots_max).min(self.slab_slots());
+        let mut text_bytes = 0;
+        for slot in from..end {
+            let Some(message) = self.messages.occupant(slot) else {
+                continue;
+            };
+            if self.queue(message.queue()).retired {
+                continue;
+            }
+            text_bytes += message.text.len() as u64;
+            if text_bytes > text_bytes_max && slot > from {
+                return slot;
+            }
+        }
+        end
+    }
+
     /// Encodes up to `count` live queues in name order after `after` (from the first when
     /// `None`) as the records after `encoded`'s; the last one encoded, or `None` once none is
     /// left.

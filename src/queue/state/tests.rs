@@ -2031,6 +2031,31 @@ fn update_beyond_the_memory_budget_is_refused_and_keeps_the_lease() {
     state.verify();
 }
 
+/// A snapshot step ends before the slot whose text would take its texts past the bound, takes
+/// at least one slot, stays within its slots and the slab, and leaves out the messages of
+/// cleared queues (no snapshot records them).
+#[test]
+fn a_snapshot_step_ends_where_its_texts_pass_their_bound() {
+    let mut state = state_with(&["q", "gone"]);
+    put(&mut state, "gone", &"g".repeat(100), 0, None, NOW);
+    for text in ["aaaa", "bbbb", "cccc"] {
+        put(&mut state, "q", text, 0, None, NOW);
+    }
+    let slots = state.slab_slots();
+    assert_eq!(slots, 4);
+    // Slot 0 is the cleared queue's: counted before the clear, not after.
+    assert_eq!(state.snapshot_step_end(0, 4096, 8), 1);
+    state
+        .apply(Command::ClearMessages { queue: key("gone") }, NOW)
+        .expect("cleared");
+    assert_eq!(state.snapshot_step_end(0, 4096, 8), 3);
+    assert_eq!(state.snapshot_step_end(0, 4096, 3), 1);
+    assert_eq!(state.snapshot_step_end(1, 4096, 3), 2);
+    assert_eq!(state.snapshot_step_end(0, 2, 100), 2);
+    assert_eq!(state.snapshot_step_end(1, 4096, 100), slots);
+    assert_eq!(state.snapshot_step_end(slots, 4096, 100), slots);
+}
+
 #[test]
 fn census_counts_queues_messages_and_the_deepest() {
     let mut state = state_with(&["a", "b", "c", "d"]);
