@@ -1195,6 +1195,15 @@ fn apply_flushed(
     reply
 }
 
+/// Creates queue 0, applied and flushed.
+fn create_queue_0(log: &Log<SimDisk>, state: &RefCell<ShardState>) {
+    let command = Command::CreateQueue {
+        queue: key(0),
+        metadata: Vec::new(),
+    };
+    apply_flushed(log, state, command).expect("created");
+}
+
 /// The text of `put_filler`'s messages: 60,000 bytes, 15 blocks of log each.
 const FILLER_BYTES: usize = 60_000;
 
@@ -1545,15 +1554,7 @@ fn a_snapshot_step_copies_a_bounded_number_of_text_bytes() {
     const TEXTS: usize = 300;
     let (disk, log, state) = fresh_shard(LOG_SEGMENT_BYTES);
     state.borrow_mut().track_texts(RecoveredTexts::default());
-    apply_flushed(
-        &log,
-        &state,
-        Command::CreateQueue {
-            queue: key(0),
-            metadata: Vec::new(),
-        },
-    )
-    .expect("created");
+    create_queue_0(&log, &state);
     (0..TEXTS).for_each(|_| put_filler(&log, &state));
     let evicted = state.borrow_mut().evict(u64::MAX, log.durable_sequence());
     assert_eq!(evicted, (TEXTS * FILLER_BYTES) as u64);
@@ -1781,15 +1782,7 @@ fn messages_put_while_a_snapshot_is_written_are_freed_by_a_drain() {
 #[test]
 fn a_fill_is_not_written_out_again_however_many_segments_it_fills() {
     let (disk, log, state) = fresh_shard(1 << 20);
-    apply_flushed(
-        &log,
-        &state,
-        Command::CreateQueue {
-            queue: key(0),
-            metadata: Vec::new(),
-        },
-    )
-    .expect("created");
+    create_queue_0(&log, &state);
     let text = Bytes::from(vec![b'x'; 4_000]);
     for put in 1..=8_000 {
         put_unflushed(&state, &text);
@@ -1836,15 +1829,7 @@ fn refuse_at_the_smallest_share_and_drain(kept_bytes: u64, text_bytes: usize) ->
         }
         refused.is_some()
     };
-    apply_flushed(
-        &log,
-        &state,
-        Command::CreateQueue {
-            queue: key(0),
-            metadata: Vec::new(),
-        },
-    )
-    .expect("created");
+    create_queue_0(&log, &state);
     let text = Bytes::from(vec![b'x'; text_bytes]);
     while !watch() {
         for _ in 0..(1 << 20) / (text_bytes + 128) + 1 {
