@@ -768,6 +768,21 @@ mod tests {
         (resident, tiered)
     }
 
+    /// A durable state that tracks texts, with queue "a" (its key answered) created, and an
+    /// empty log in memory.
+    fn tracked_with_queue_a() -> (ShardState, MemoryLog, QueueKey) {
+        let mut state = ShardState::new(0, 9);
+        state.start_journal(0);
+        state.track_texts(RecoveredTexts::default());
+        let queue = key("a");
+        let create = Command::CreateQueue {
+            queue: queue.clone(),
+            metadata: Vec::new(),
+        };
+        state.apply(create, NOW_MS).expect("created");
+        (state, MemoryLog::default(), queue)
+    }
+
     /// How many of `state`'s texts on disk only were recovered ones (`twin_states`).
     fn recovered_on_disk(state: &ShardState) -> u64 {
         let on_disk = state.texts_on_disk(0..u32::MAX);
@@ -1135,17 +1150,8 @@ mod tests {
     /// back: Gets failed, and a snapshot reading it back stopped the process.
     #[test]
     fn texts_read_before_a_snapshot_of_the_same_name_are_not_homed_in_it() {
-        let mut state = ShardState::new(0, 9);
-        state.start_journal(0);
-        state.track_texts(RecoveredTexts::default());
-        let mut log = MemoryLog::default();
+        let (mut state, mut log, queue) = tracked_with_queue_a();
         let mut random = SplitMix64::new(1);
-        let queue = key("a");
-        let create = Command::CreateQueue {
-            queue: queue.clone(),
-            metadata: Vec::new(),
-        };
-        state.apply(create, NOW_MS).expect("created");
         for (n, ttl_s) in [(0u8, 10), (1, 3600), (2, 3600)] {
             let put = Command::PutMessage {
                 queue: queue.clone(),
@@ -1202,17 +1208,8 @@ mod tests {
     #[test]
     fn a_snapshot_of_the_same_name_brings_the_texts_there_back_before_it_replaces_them() {
         const MESSAGES: usize = 40;
-        let mut state = ShardState::new(0, 9);
-        state.start_journal(0);
-        state.track_texts(RecoveredTexts::default());
-        let mut log = MemoryLog::default();
+        let (mut state, mut log, queue) = tracked_with_queue_a();
         let mut random = SplitMix64::new(3);
-        let queue = key("a");
-        let create = Command::CreateQueue {
-            queue: queue.clone(),
-            metadata: Vec::new(),
-        };
-        state.apply(create, NOW_MS).expect("created");
         for n in 0..MESSAGES {
             let put = Command::PutMessage {
                 queue: queue.clone(),
@@ -1259,16 +1256,7 @@ mod tests {
         const TEXT: usize = 1000;
         let charge = (TEXT + MESSAGE_OVERHEAD_BYTES) as u64;
         let slot = MESSAGE_OVERHEAD_BYTES as u64;
-        let mut state = ShardState::new(0, 9);
-        state.start_journal(0);
-        state.track_texts(RecoveredTexts::default());
-        let mut log = MemoryLog::default();
-        let queue = key("a");
-        let create = Command::CreateQueue {
-            queue: queue.clone(),
-            metadata: Vec::new(),
-        };
-        state.apply(create, NOW_MS).expect("created");
+        let (mut state, mut log, queue) = tracked_with_queue_a();
         let limit = QUEUE_OVERHEAD_BYTES as u64 + 3 * charge + 100;
         state.set_message_bytes_max(limit);
         let put = Command::PutMessage {
