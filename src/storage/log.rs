@@ -932,11 +932,21 @@ impl<D: Disk> SnapshotJob<D> {
                 );
                 self.step_end = end;
                 let slots = from..end;
-                if self.delivers {
-                    (TextsRead::new(), read_back(log, state, slots).await?)
+                // Held until encoded, so that the reads end (`ShardState::hold_texts`).
+                state.borrow_mut().hold_texts(slots.clone());
+                let read = if self.delivers {
+                    read_back(log, state, slots)
+                        .await
+                        .map(|delivered| (TextsRead::new(), delivered))
                 } else {
-                    (read_to_encode(log, state, slots).await?, Vec::new())
+                    read_to_encode(log, state, slots)
+                        .await
+                        .map(|read| (read, Vec::new()))
+                };
+                if read.is_err() {
+                    state.borrow_mut().release_texts();
                 }
+                read?
             }
             _ => Default::default(),
         };
@@ -999,6 +1009,7 @@ impl<D: Disk> SnapshotJob<D> {
             // records come before the snapshot's replay point are forgotten by the next
             // eviction).
             let mut state = state.borrow_mut();
+            state.release_texts();
             for &(slot, generation, locator, sequence) in &delivered {
                 state.note_home(slot, generation, locator, sequence);
             }
@@ -1046,61 +1057,50 @@ impl<D: Disk> SnapshotJob<D> {
     }
 }
 
-/// Reads the texts, on disk only, of the live messages in `slots`, until every one is read
-/// where its slot says it is (a text evicted while others were read is read too), for the
-/// snapshot to encode (`ShardState::snapshot_messages`): they stay on disk only, in files the
-/// log keeps until the snapshot, in place, has pointed them at its entries
-/// (`ShardState::note_snapshot`). A text that cannot be read, or a record that is not the one
-/// its locator names, fails the snapshot and with it the process (fail-stop, as a failed
-/// write).
+/// Reads the texts, on disk only, of the live messages in `slots`, for the snapshot to encode
+/// (`ShardState::snapshot_messages`): they stay on disk only, in files the log keeps until the
+/// snapshot, in place, has pointed them at its entries (`ShardState::note_snapshot`). The step
+/// holds those slots' texts in memory (`ShardState::hold_texts`), so none leaves memory while
+/// it reads, and one read finds every text to encode. A text that cannot be read, or a record
+/// that is not the one its locator names, fails the snapshot and with it the process
+/// (fail-stop, as a failed write).
 async fn read_to_encode<D: Disk>(
     log: &Log<D>,
     state: &RefCell<ShardState>,
     slots: std::ops::Range<u32>,
 ) -> io::Result<TextsRead> {
-    let mut read = TextsRead::new();
-    loop {
-        let mut wanted = state.borrow().texts_on_disk(slots.clone());
-        wanted.retain(|(slot, _, locator, _)| read.get(slot).is_none_or(|(at, _)| at != locator));
-        if wanted.is_empty() {
-            return Ok(read);
-        }
-        for ((slot, _, locator, _), text) in log.read_texts(wanted).await? {
-            read.insert(slot, (locator, text));
-        }
-    }
+    let wanted = state.borrow().texts_on_disk(slots);
+    let texts = log.read_texts(wanted).await?;
+    Ok(texts
+        .into_iter()
+        .map(|((slot, _, locator, _), text)| (slot, (locator, text)))
+        .collect())
 }
 
 /// Reads back the texts, on disk only, of the live messages in `slots` and puts them in their
-/// slots, until none is left (a text evicted while others were read is read too), for a
-/// snapshot that replaces the one in place under the same name: once renamed, it takes the
-/// place of the file where their records may be (`ShardState::begin_snapshot`). A text
-/// delivered here is not evictable
-/// again until the step has encoded it (else each flush during the reads could evict the texts
-/// just read, and the loop would not end): answers (slot, generation, locator, record sequence)
-/// of each, for `ShardState::note_home` then. A text that cannot be read, or a record that is
-/// not the one its locator names, fails the snapshot and with it the process (fail-stop, as a
-/// failed write).
+/// slots, for a snapshot that replaces the one in place under the same name: once renamed, it
+/// takes the place of the file where their records may be (`ShardState::begin_snapshot`). As
+/// in `read_to_encode`, the step holds those slots' texts in memory, so one read finds them
+/// all. A text delivered here is not evictable again until the step has encoded it: answers
+/// (slot, generation, locator, record sequence) of each, for `ShardState::note_home` then. A
+/// text that cannot be read, or a record that is not the one its locator names, fails the
+/// snapshot and with it the process (fail-stop, as a failed write).
 async fn read_back<D: Disk>(
     log: &Log<D>,
     state: &RefCell<ShardState>,
     slots: std::ops::Range<u32>,
 ) -> io::Result<Vec<TextOnDisk>> {
+    let wanted = state.borrow().texts_on_disk(slots);
+    let texts = log.read_texts(wanted).await?;
+    let mut state = state.borrow_mut();
     let mut read = Vec::new();
-    loop {
-        let wanted = state.borrow().texts_on_disk(slots.clone());
-        if wanted.is_empty() {
-            return Ok(read);
-        }
-        let texts = log.read_texts(wanted).await?;
-        let mut state = state.borrow_mut();
-        for (named, text) in texts {
-            let (slot, generation, locator, _) = named;
-            if state.deliver_text(slot, generation, locator, text, false) {
-                read.push(named);
-            }
+    for (named, text) in texts {
+        let (slot, generation, locator, _) = named;
+        if state.deliver_text(slot, generation, locator, text, false) {
+            read.push(named);
         }
     }
+    Ok(read)
 }
 
 impl<D: Disk> Log<D> {

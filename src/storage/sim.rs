@@ -252,6 +252,12 @@ impl SimDisk {
         })))
     }
 
+    /// From now on `Disk` operations complete as soon as they are polled (`immediate`, those
+    /// already in flight too), or stay in flight until the test completes them.
+    pub fn set_immediate(&self, immediate: bool) {
+        self.0.borrow_mut().immediate = immediate;
+    }
+
     /// Keeps a copy of every `Disk` write made from now on (those that complete without a
     /// fault), for `take_writes`.
     pub fn record_writes(&self) {

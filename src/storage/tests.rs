@@ -57,8 +57,9 @@ use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::future::Future;
 use std::path::{Path, PathBuf};
+use std::pin::pin;
 use std::pin::Pin;
-use std::task::{Context, Poll};
+use std::task::{Context, Poll, Waker};
 
 use bytes::{Bytes, BytesMut};
 
@@ -1588,6 +1589,83 @@ fn a_snapshot_step_copies_a_bounded_number_of_text_bytes() {
     assert!(texts
         .iter()
         .all(|(_, _, locator, _)| matches!(locator.file(), TextFile::Snapshot(_))));
+}
+
+/// A snapshot's reads end however fast texts leave memory: a text put into a step's slots and
+/// evicted while the step reads stays in memory until the step has encoded it
+/// (`ShardState::hold_texts`). Before, a step read again every text of its slots evicted
+/// meanwhile, so a Delete, a Put into the freed slot and an eviction between each two of its
+/// reads kept it reading for good.
+#[test]
+fn a_snapshot_step_reads_once_however_fast_texts_leave_memory() {
+    const TEXTS: usize = 8;
+    const POLLS_MAX: usize = 200;
+    let (disk, log, state) = fresh_shard(LOG_SEGMENT_BYTES);
+    state.borrow_mut().track_texts(RecoveredTexts::default());
+    create_queue_0(&log, &state);
+    let put = |text: Bytes| {
+        let command = Command::PutMessage {
+            queue: key(0),
+            text,
+            visibility_timeout_s: 0,
+            ttl_s: Some(86_400),
+        };
+        let Ok(Reply::Messages(views)) = apply_flushed(&log, &state, command) else {
+            panic!("put")
+        };
+        let view = views.into_iter().next().expect("one message");
+        (view.message_id, view.pop_receipt.expect("a receipt"))
+    };
+    let mut last = put(Bytes::from(vec![b'x'; FILLER_BYTES]));
+    for _ in 1..TEXTS {
+        last = put(Bytes::from(vec![b'x'; FILLER_BYTES]));
+    }
+    state.borrow_mut().evict(u64::MAX, log.durable_sequence());
+    let mut job = run(log.start_snapshot(&state)).expect("started");
+    let mut polls = 0;
+    'job: loop {
+        disk.set_immediate(false);
+        let mut step = pin!(job.step(&log, &state));
+        loop {
+            let polled = step.as_mut().poll(&mut Context::from_waker(Waker::noop()));
+            if let Poll::Ready(done) = polled {
+                if done.expect("a step") {
+                    break 'job;
+                }
+                continue 'job;
+            }
+            polls += 1;
+            assert!(
+                polls < POLLS_MAX,
+                "the snapshot still reads after {polls} polls"
+            );
+            // While its I/O is in flight: the newest message goes, another takes its slot, and
+            // its text leaves memory once flushed.
+            disk.set_immediate(true);
+            let (message_id, pop_receipt) = last;
+            let deleted = apply_flushed(
+                &log,
+                &state,
+                Command::DeleteMessage {
+                    queue: key(0),
+                    message_id,
+                    pop_receipt,
+                },
+            );
+            assert!(deleted.is_ok(), "{deleted:?}");
+            last = put(Bytes::from(format!("text {polls}")));
+            state.borrow_mut().evict(u64::MAX, log.durable_sequence());
+            disk.set_immediate(false);
+            while disk.in_flight() > 0 {
+                disk.complete(0);
+            }
+        }
+    }
+    // Every text on disk only reads back where its slot says.
+    let on_disk = state.borrow().texts_on_disk(0..u32::MAX);
+    assert_eq!(on_disk.len(), TEXTS);
+    disk.set_immediate(true);
+    assert_eq!(run(log.read_texts(on_disk)).expect("read").len(), TEXTS);
 }
 
 /// A power cut between two of those steps (the older snapshot half shortened, covered segments

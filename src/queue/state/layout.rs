@@ -244,6 +244,9 @@ pub struct ShardState {
     pub(super) snapshots_begun: u64,
     /// Messages whose texts are on disk only, and those texts' bytes.
     pub(super) texts_evicted: (u64, u64),
+    /// The slots whose texts a snapshot step is reading to encode (`texts::hold_texts`): none
+    /// of them leaves memory until it has encoded them.
+    pub(super) texts_held: std::ops::Range<u32>,
 }
 
 /// Where a resident message's text is on disk: the record that wrote it, or the snapshot entry
@@ -341,6 +344,7 @@ impl ShardState {
             text_files: (0, None),
             snapshots_begun: 0,
             texts_evicted: (0, 0),
+            texts_held: 0..0,
             foreign_ids: HashMap::new(),
             foreign_slots: HashMap::new(),
         }

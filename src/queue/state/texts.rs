@@ -191,6 +191,19 @@ impl ShardState {
         (bytes, texts == crate::limits::TEXT_EVICTIONS_PER_STEP_MAX)
     }
 
+    /// A snapshot step reads the texts on disk only of `slots` to encode them: until
+    /// `release_texts`, none of those slots' texts leaves memory (`evict`). Else texts put or
+    /// re-texted there and evicted while it reads would each need another read, and under a
+    /// steady stream of them the step would never end.
+    pub fn hold_texts(&mut self, slots: std::ops::Range<u32>) {
+        self.texts_held = slots;
+    }
+
+    /// The snapshot step has encoded the texts `hold_texts` held: they may leave memory again.
+    pub fn release_texts(&mut self) {
+        self.texts_held = 0..0;
+    }
+
     /// Notes where text records the log wrote landed, in the order written.
     pub fn note_written(&mut self, written: &[TextWritten]) {
         for text in written {
@@ -284,7 +297,8 @@ impl ShardState {
     /// texts competing consumers were about to read, each Get then waiting for the next). The
     /// bytes dropped count as freed (`freed_message_bytes`), so the runtime gives them back to
     /// the system. Answers the bytes dropped. An empty text is not evicted (nothing to save, a
-    /// read to pay): its home is forgotten.
+    /// read to pay): its home is forgotten. The texts of slots a snapshot step holds
+    /// (`hold_texts`) stay.
     pub fn evict(&mut self, bytes_max: u64, durable_sequence: Option<u64>) -> u64 {
         self.evict_counted(bytes_max, durable_sequence).0
     }
@@ -292,20 +306,25 @@ impl ShardState {
     /// `evict`, answering the bytes dropped and the homes taken (texts dropped, and empty
     /// texts whose homes were forgotten).
     fn evict_counted(&mut self, bytes_max: u64, durable_sequence: Option<u64>) -> (u64, usize) {
-        let mut dropped = 0;
-        let mut texts = 0;
-        while dropped < bytes_max && texts < crate::limits::TEXT_EVICTIONS_PER_STEP_MAX {
-            let recovered = (RECOVERED_TEXT_SEQUENCE, 0)..;
-            let evictable = durable_sequence.and_then(|durable| {
-                let durable = ..=(durable, u32::MAX);
-                self.text_homes.range(durable).next_back()
-            });
-            let Some((&(sequence, slot), &home)) =
-                evictable.or_else(|| self.text_homes.range(recovered).next_back())
-            else {
+        // Recovered texts come after every other, once each.
+        let durable =
+            durable_sequence.map(|durable| ..=(durable.min(RECOVERED_TEXT_SEQUENCE - 1), u32::MAX));
+        let candidates = durable
+            .map(|durable| self.text_homes.range(durable).rev())
+            .into_iter()
+            .flatten()
+            .chain(self.text_homes.range((RECOVERED_TEXT_SEQUENCE, 0)..).rev())
+            .filter(|(&(_, slot), _)| !self.texts_held.contains(&slot));
+        let (mut taken, mut bytes) = (Vec::new(), 0);
+        for (&key, &home) in candidates {
+            if bytes >= bytes_max || taken.len() == crate::limits::TEXT_EVICTIONS_PER_STEP_MAX {
                 break;
-            };
-            texts += 1;
+            }
+            bytes += self.messages.get(home.slot).text.len() as u64;
+            taken.push((key, home));
+        }
+        let (mut dropped, texts) = (0, taken.len());
+        for ((sequence, slot), home) in taken {
             self.text_homes.remove(&(sequence, slot));
             assert!(
                 self.names_current_text(home.slot, home.generation, sequence),
