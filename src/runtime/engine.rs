@@ -456,10 +456,9 @@ impl<B: Backend> Engine<B> {
                 Ok(texts) => {
                     let mut state = self.state.borrow_mut();
                     for (named, text) in texts {
-                        let (slot, generation, locator, _) = named;
                         read.texts += 1;
                         read.bytes += text.len() as u64;
-                        if state.deliver_text(slot, generation, locator, text, false) {
+                        if state.deliver_text(named, text, false) {
                             delivered.push(named);
                         }
                     }

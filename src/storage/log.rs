@@ -1095,8 +1095,7 @@ async fn read_back<D: Disk>(
     let mut state = state.borrow_mut();
     let mut read = Vec::new();
     for (named, text) in texts {
-        let (slot, generation, locator, _) = named;
-        if state.deliver_text(slot, generation, locator, text, false) {
+        if state.deliver_text(named, text, false) {
             read.push(named);
         }
     }

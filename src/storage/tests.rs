@@ -1076,7 +1076,8 @@ fn simulate(seed: u64, boundaries: &mut Boundaries, text_reads: &mut TextReads) 
                 match read {
                     Ok(read) => {
                         let mut state = state.borrow_mut();
-                        for ((slot, generation, locator, _), text) in read {
+                        for (named, text) in read {
+                            let locator = named.2;
                             let in_snapshot = matches!(locator.file(), TextFile::Snapshot(_));
                             text_reads.read_from_snapshots += u64::from(in_snapshot);
                             let path = log.text_path(locator.file());
@@ -1084,7 +1085,7 @@ fn simulate(seed: u64, boundaries: &mut Boundaries, text_reads: &mut TextReads) 
                                 u64::from(replaced_kept.borrow().contains(&path));
                             text_reads.read_where_recovery_found +=
                                 u64::from(found_by_recovery.contains(&locator));
-                            state.deliver_text(slot, generation, locator, text, true);
+                            state.deliver_text(named, text, true);
                         }
                     }
                     Err(error)

@@ -446,21 +446,21 @@ impl ShardState {
         (slot, generation, locator, sequence)
     }
 
-    /// Puts `text`, read back from `locator`, into the slot of the message (`slot`,
-    /// `generation`) when the message still lives and its text is still that record's; answers
-    /// whether it did. A delivery that comes too late (the message died, or was re-texted and
-    /// so is resident) changes nothing. With `evictable`, the text's home is noted again, so
-    /// that it may leave memory again (unless a snapshot has begun since and will give that
-    /// file up: `note_home`); a snapshot notes it only once it has encoded the text.
-    pub fn deliver_text(
-        &mut self,
-        slot: u32,
-        generation: u32,
-        locator: TextLocator,
-        text: Bytes,
-        evictable: bool,
-    ) -> bool {
-        if self.messages.lookup(slot, generation).is_none() {
+    /// Puts `text`, read back for the message (`slot`, `generation`) from `locator`, where
+    /// record `sequence` wrote it, into the message's slot when the message still lives and its
+    /// text is on disk only, still there and still that record's; answers whether it did. A
+    /// delivery that comes too late (the message died, or was re-texted and so is resident, or
+    /// since evicted again) changes nothing. The sequence matters where the place alone does
+    /// not tell: a snapshot of the same replay point replaces the file under its name, and may
+    /// hold the entry of a newer text of the same message at the offset read. With
+    /// `evictable`, the text's home is noted again, so that it may leave memory again (unless a
+    /// snapshot has begun since and will give that file up: `note_home`); a snapshot notes it
+    /// only once it has encoded the text.
+    pub fn deliver_text(&mut self, named: TextOnDisk, text: Bytes, evictable: bool) -> bool {
+        let (slot, generation, locator, sequence) = named;
+        if self.messages.lookup(slot, generation).is_none()
+            || self.text_sequence(slot, generation) != Some(sequence)
+        {
             return false;
         }
         let message = self.messages.get_mut(slot);
@@ -474,9 +474,6 @@ impl ShardState {
                 self.texts_evicted.0 -= 1;
                 self.texts_evicted.1 -= u64::from(text_bytes);
                 if evictable {
-                    let sequence = self
-                        .text_sequence(slot, generation)
-                        .expect("an evicted text's record is kept");
                     self.note_home(slot, generation, locator, sequence);
                 }
                 true
@@ -628,11 +625,11 @@ mod tests {
                     texts,
                     snapshots_begun,
                 };
-                for (slot, generation, locator, text) in self.read(&wait) {
+                for (named, text) in self.read(&wait) {
                     if delivers {
-                        state.deliver_text(slot, generation, locator, text, false);
+                        state.deliver_text(named, text, false);
                     } else {
-                        read.insert(slot, (locator, text));
+                        read.insert(named.0, (named.2, text));
                     }
                 }
             }
@@ -727,7 +724,7 @@ mod tests {
         }
 
         /// The texts `wait` names, read from the records their locators name.
-        fn read(&mut self, wait: &TextWait) -> Vec<(u32, u32, TextLocator, Bytes)> {
+        fn read(&mut self, wait: &TextWait) -> Vec<(TextOnDisk, Bytes)> {
             let mut texts = Vec::new();
             for &(slot, generation, locator, sequence) in &wait.texts {
                 let file = &self.files[&locator.file()];
@@ -739,15 +736,15 @@ mod tests {
                 if let TextFile::Snapshot(_) = locator.file() {
                     self.snapshot_reads += 1;
                 }
-                texts.push((slot, generation, locator, text));
+                texts.push(((slot, generation, locator, sequence), text));
             }
             texts
         }
 
         /// Reads back the texts `wait` names, and delivers them.
         fn deliver(&mut self, state: &mut ShardState, wait: &TextWait) {
-            for (slot, generation, locator, text) in self.read(wait) {
-                assert!(state.deliver_text(slot, generation, locator, text, true));
+            for (named, text) in self.read(wait) {
+                assert!(state.deliver_text(named, text, true));
             }
         }
     }
@@ -1193,10 +1190,9 @@ mod tests {
         };
         // Delivered as a request's rounds deliver them: noted once it is answered.
         let mut delivered = Vec::new();
-        for (slot, generation, locator, text) in log.read(&wait) {
-            assert!(state.deliver_text(slot, generation, locator, text, false));
-            let sequence = state.text_sequence(slot, generation).expect("tracked");
-            delivered.push((slot, generation, locator, sequence));
+        for (named, text) in log.read(&wait) {
+            assert!(state.deliver_text(named, text, false));
+            delivered.push(named);
         }
         // The first message expires, and a snapshot of the same replay point replaces the
         // one the texts were read from.
@@ -1263,6 +1259,82 @@ mod tests {
         assert_eq!(state.texts_evicted().0, MESSAGES as u64 - 1);
         log.deliver_all(&mut state);
         assert_eq!(state.texts_evicted().0, 0);
+    }
+
+    /// A text read for a request from a snapshot's entry is not delivered over the text an
+    /// Update gave the message meanwhile, even where a snapshot of the same replay point has
+    /// since replaced that file under its name with the new text's entry at the same offset,
+    /// of the same length (a snapshot entry's record check has no sequence): the delivery must
+    /// name the record that wrote the message's text now.
+    #[test]
+    fn a_read_from_a_file_replaced_under_its_name_is_not_delivered_over_a_newer_text() {
+        let (mut state, mut log, queue) = tracked_with_queue_a();
+        let mut random = SplitMix64::new(5);
+        let mut receipts = Vec::new();
+        for (text, ttl_s) in [(&b"old text"[..], 3600), (&b"expiring"[..], 10)] {
+            let put = Command::PutMessage {
+                queue: queue.clone(),
+                text: Bytes::from_static(text),
+                visibility_timeout_s: 0,
+                ttl_s: Some(ttl_s),
+            };
+            let Ok(Reply::Messages(views)) = state.apply(put, NOW_MS) else {
+                panic!("put");
+            };
+            let view = views.into_iter().next().expect("one message");
+            receipts.push((view.message_id, view.pop_receipt.expect("a receipt")));
+        }
+        let durable = log.flush(&mut state);
+        log.begin_snapshot(&mut state);
+        log.encode_snapshot(&mut state);
+        log.place_snapshot(&mut random, &mut state, durable);
+        state.evict(u64::MAX, durable);
+        // A Peek's read of both texts from the snapshot, in flight through what follows.
+        let peek = Command::PeekMessages {
+            queue: queue.clone(),
+            count: 32,
+        };
+        let Ok(Reply::Wait(wait)) = state.apply(peek.clone(), NOW_MS) else {
+            panic!("a wait");
+        };
+        let read = log.read(&wait);
+        // The second message expires; a snapshot of the same replay point begins, the first
+        // message gets a new text of the same length, and the snapshot records it, in place
+        // under the old one's name, and lets it leave memory to its entry.
+        state.advance(NOW_MS + 11_000, usize::MAX);
+        log.begin_snapshot(&mut state);
+        let (message_id, pop_receipt) = receipts[0];
+        let update = Command::UpdateMessage {
+            queue: queue.clone(),
+            message_id,
+            pop_receipt,
+            visibility_timeout_s: 0,
+            text: Some(Bytes::from_static(b"new text")),
+        };
+        state.apply(update, NOW_MS + 11_000).expect("updated");
+        let durable = log.flush(&mut state);
+        log.encode_snapshot(&mut state);
+        log.place_snapshot(&mut random, &mut state, durable);
+        state.evict(u64::MAX, durable);
+        let on_disk = state.texts_on_disk(0..u32::MAX);
+        let (named, text) = read[0].clone();
+        assert_eq!(on_disk.len(), 1);
+        assert_eq!(
+            (on_disk[0].0, on_disk[0].2),
+            (named.0, named.2),
+            "the same place"
+        );
+        assert_eq!(text, Bytes::from_static(b"old text"));
+        assert!(!state.deliver_text(named, text, false));
+        let mut reply = state.apply(peek.clone(), NOW_MS + 11_000);
+        if let Ok(Reply::Wait(wait)) = &reply {
+            log.deliver(&mut state, wait);
+            reply = state.apply(peek, NOW_MS + 11_000);
+        }
+        let Ok(Reply::Messages(views)) = reply else {
+            panic!("a message: {reply:?}");
+        };
+        assert_eq!(views[0].text, Bytes::from_static(b"new text"));
     }
 
     /// `--max-memory` charges a message whose text is on disk only its slot alone
@@ -1403,12 +1475,11 @@ mod tests {
         assert_eq!(state.evict(u64::MAX, Some(durable)), 6, "the update's text");
         let on_disk = state.texts_on_disk(0..u32::MAX);
         assert_eq!(on_disk.len(), 1);
-        let (slot, generation, locator, _) = on_disk[0];
         // Delivered to a message that died meanwhile: nothing happens.
         let delete = Command::ClearMessages { queue };
         state.apply(delete, NOW_MS).expect("cleared");
         while state.advance(NOW_MS, 1024) {}
         let text = Bytes::from_static(b"second");
-        assert!(!state.deliver_text(slot, generation, locator, text, true));
+        assert!(!state.deliver_text(on_disk[0], text, true));
     }
 }
