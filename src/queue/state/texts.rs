@@ -1005,7 +1005,7 @@ mod tests {
                     let (named, begun, opened, evictable) = in_flight.swap_remove(at);
                     let texts: Vec<Option<Bytes>> = opened
                         .unwrap_or_else(|| named.iter().map(|&n| read_one(&log, n)).collect());
-                    // A read that fails its record check is asked again, as a request does.
+                    // A read that fails its record check is dropped (a request would ask again).
                     if let Some(texts) = texts.into_iter().collect::<Option<Vec<_>>>() {
                         let mut delivered = Vec::new();
                         for (&n, text) in named.iter().zip(texts) {
