@@ -849,6 +849,37 @@ mod tests {
     }
 
     /// The receipts a reply hands out.
+    /// The end of a step of two twins given `command` at `now_ms`: their replies (the resident
+    /// one's first) agree, the receipts handed out are kept (the last 32), both clocks now and
+    /// then advance, and the resident twin's journal goes.
+    fn end_twin_step(
+        random: &mut SplitMix64,
+        (resident, tiered): (&mut ShardState, &mut ShardState),
+        receipts: &mut Vec<(QueueKey, MessageId, PopReceipt)>,
+        command: &Command,
+        (expected, reply): (
+            &Result<Reply, crate::error::StorageError>,
+            &Result<Reply, crate::error::StorageError>,
+        ),
+        now_ms: u64,
+        label: &str,
+    ) {
+        assert_eq!(
+            format!("{reply:?}"),
+            format!("{expected:?}"),
+            "{label}: {command:?}"
+        );
+        receipts.extend(receipts_of(command, reply));
+        if receipts.len() > 32 {
+            receipts.remove(0);
+        }
+        if random.next_u64() % 4 == 0 {
+            resident.advance(now_ms, 7);
+            tiered.advance(now_ms, 7);
+        }
+        resident.take_journal(usize::MAX);
+    }
+
     fn receipts_of(
         command: &Command,
         reply: &Result<Reply, crate::error::StorageError>,
@@ -1049,20 +1080,17 @@ mod tests {
                     log.deliver(&mut tiered, &wait.clone());
                     reply = tiered.apply(command.clone(), now_ms);
                 }
-                assert_eq!(
-                    format!("{reply:?}"),
-                    format!("{expected:?}"),
-                    "seed {seed} step {step}: {command:?}"
+                let twins = (&mut resident, &mut tiered);
+                let label = format!("seed {seed} step {step}");
+                end_twin_step(
+                    &mut random,
+                    twins,
+                    &mut receipts,
+                    &command,
+                    (&expected, &reply),
+                    now_ms,
+                    &label,
                 );
-                receipts.extend(receipts_of(&command, &reply));
-                if receipts.len() > 32 {
-                    receipts.remove(0);
-                }
-                if random.next_u64() % 4 == 0 {
-                    resident.advance(now_ms, 7);
-                    tiered.advance(now_ms, 7);
-                }
-                resident.take_journal(usize::MAX);
                 let read_back = tiered.describe_with(now_ms, |n| {
                     read_one(&log, n).expect("a text on disk only reads where its slot says")
                 });
@@ -1143,20 +1171,17 @@ mod tests {
                     );
                     reply = tiered.apply(command.clone(), now_ms);
                 }
-                assert_eq!(
-                    format!("{reply:?}"),
-                    format!("{expected:?}"),
-                    "seed {seed} step {step} {command:?}"
+                let twins = (&mut resident, &mut tiered);
+                let label = format!("seed {seed} step {step}");
+                end_twin_step(
+                    &mut random,
+                    twins,
+                    &mut receipts,
+                    &command,
+                    (&expected, &reply),
+                    now_ms,
+                    &label,
                 );
-                receipts.extend(receipts_of(&command, &reply));
-                if receipts.len() > 32 {
-                    receipts.remove(0);
-                }
-                if random.next_u64() % 4 == 0 {
-                    resident.advance(now_ms, 7);
-                    tiered.advance(now_ms, 7);
-                }
-                resident.take_journal(usize::MAX);
                 // Counters agree with the slots (those of cleared and deleted queues too,
                 // which `texts_on_disk` leaves out).
                 let on_disk = (0..tiered.messages.slots() as u32).filter(|&slot| {
