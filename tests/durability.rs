@@ -465,8 +465,10 @@ fn texts_kept_on_disk_only_are_read_back_for_peeks_and_gets() {
 /// whose texts are all on disk only until it is empty. While one Get reads texts back, the
 /// others take those messages, and it then needs the texts of the next ones; every Get is
 /// answered 200, and every message is returned once. (The break-it review found half the Gets
-/// answered 500: a bound of 8 rounds of reads treated such contention as failure.) On both
-/// backends.
+/// answered 500: a bound of 8 rounds of reads treated such contention as failure.) One Get at
+/// a time reads for the queue, and reads ahead every text after its own (660 KB, within
+/// `TEXT_READ_AHEAD_BYTES`): so each text is read once, and only the Gets that came while it
+/// read wait. On both backends.
 #[test]
 fn competing_consumers_of_texts_on_disk_only_are_all_answered() {
     const MESSAGES: usize = 3000;
@@ -529,11 +531,20 @@ fn competing_consumers_of_texts_on_disk_only_are_all_answered() {
             .map(|n| format!("message {n:05} {}", "x".repeat(200)))
             .collect();
         assert_eq!(texts, expected, "{backend}: every message once");
-        // Every text was read from disk at least once, and each read counted (the counters
-        // were once copied before a read and written back after it, so concurrent requests
-        // overwrote each other's counts: 1,184 of at least 3,000).
+        // Every text was read from disk once, and each read counted (the counters were once
+        // copied before a read and written back after it, so concurrent requests overwrote
+        // each other's counts: 1,184 of at least 3,000). Without reading ahead, nearly every
+        // Get waited (98 did, as measured with it taken out), and before one Get at a time read
+        // for a queue, racing consumers read the same texts (16x with read-ahead alone).
         let reads = common::metric_total(&server, "azq_text_reads_total");
-        assert!(reads >= MESSAGES as u64, "{backend}: {reads} reads counted");
+        assert_eq!(reads, MESSAGES as u64, "{backend}: texts read");
+        let ahead = common::metric_total(&server, "azq_text_read_ahead_total");
+        assert_eq!(ahead, (MESSAGES - 32) as u64, "{backend}: texts read ahead");
+        let waits = common::metric_total(&server, "azq_text_waits_total");
+        assert!(
+            (1..=CONSUMERS as u64).contains(&waits),
+            "{backend}: {waits} Gets waited"
+        );
         assert!(server.stop().success());
     }
 }

@@ -16,9 +16,9 @@
 //! `azq_message_bytes_limit`), its files and share of `--max-disk` (`azq_disk_bytes`,
 //! `azq_disk_limit_bytes`), the file system's free space (`azq_filesystem_free_bytes`, absent
 //! in memory), texts on disk only and those read back (`azq_texts_on_disk`,
-//! `azq_text_reads_total`, …; `--text-memory`), the 503s each limit answered
-//! (`azq_memory_refusals_total`, `azq_disk_refusals_total`) and the process's resident memory
-//! (`process_resident_memory_bytes`, Prometheus' standard name, on Linux).
+//! `azq_text_reads_total`, `azq_text_read_ahead_total`, …; `--text-memory`), the 503s each
+//! limit answered (`azq_memory_refusals_total`, `azq_disk_refusals_total`) and the process's
+//! resident memory (`process_resident_memory_bytes`, Prometheus' standard name, on Linux).
 
 use std::cell::Cell;
 use std::fmt::Write;
@@ -271,8 +271,9 @@ pub struct Snapshot {
     pub filesystem_free_bytes: Option<u64>,
     /// Messages whose texts are on disk only (`--text-memory`), and those texts' bytes.
     pub texts_on_disk: (u64, u64),
-    /// Texts read back from disk for Gets and Peeks, their bytes, and the reads that failed.
-    pub texts_read: (u64, u64, u64),
+    /// Texts read back from disk for Gets and Peeks, their bytes, the reads that failed, the
+    /// requests that waited for texts, and the texts among them read ahead of such a request.
+    pub texts_read: (u64, u64, u64, u64, u64),
 }
 
 /// What `/_azq/metrics` shows (`--metrics`): it needs no credentials, so by default it names no
@@ -568,7 +569,7 @@ pub fn render(
         let _ = writeln!(out, "process_resident_memory_bytes {resident}");
     }
 
-    let per_shard: [PerShardSeries; 15] = [
+    let per_shard: [PerShardSeries; 17] = [
         (
             "azq_open_connections",
             "gauge",
@@ -643,6 +644,18 @@ pub fn render(
             "counter",
             "Reads of texts from disk that failed (the request tried again or answered 500).",
             |s| s.texts_read.2,
+        ),
+        (
+            "azq_text_waits_total",
+            "counter",
+            "Get and Peek Messages that waited for texts on disk only (cold reads).",
+            |s| s.texts_read.3,
+        ),
+        (
+            "azq_text_read_ahead_total",
+            "counter",
+            "Texts read back ahead of the Gets and Peeks that waited (in azq_text_reads_total).",
+            |s| s.texts_read.4,
         ),
         (
             "azq_mesh_sent_total",
@@ -744,7 +757,7 @@ mod tests {
                     message_bytes_max: 1 << 30,
                     filesystem_free_bytes: Some(1000 - shard as u64),
                     texts_on_disk: (5, 500 + shard as u64),
-                    texts_read: (7, 700, shard as u64),
+                    texts_read: (7, 700, shard as u64, 3, 5),
                     activity: Activity {
                         puts: 3,
                         ..Activity::default()
@@ -796,6 +809,8 @@ mod tests {
         assert!(text.contains("azq_disk_bytes{shard=\"1\"} 67108864\n"));
         assert!(text.contains("azq_text_bytes_on_disk{shard=\"1\"} 501\n"));
         assert!(text.contains("azq_text_read_failures_total{shard=\"1\"} 1\n"));
+        assert!(text.contains("azq_text_waits_total{shard=\"1\"} 3\n"));
+        assert!(text.contains("azq_text_read_ahead_total{shard=\"1\"} 5\n"));
         assert!(text.contains("azq_disk_limit_bytes{shard=\"0\"} 268435456\n"));
         assert!(text.contains("azq_message_bytes_limit{shard=\"0\"} 1073741824\n"));
         assert!(text.contains("azq_filesystem_free_bytes 999\n"));

@@ -244,11 +244,17 @@ pub enum Reply {
 }
 
 /// The texts a command waits for: each message's (slot, generation), the locator of the
-/// record that holds its text, and that record's sequence (checked when it is read).
+/// record that holds its text, and that record's sequence (checked when it is read); and those
+/// worth reading with them, ahead of the queue's head.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TextWait {
+    /// The queue's record (its index in the shard): one read at a time per queue.
+    pub queue: u32,
     /// The texts, in the order the command would return their messages.
     pub texts: Vec<(u32, u32, super::key::TextLocator, u64)>,
+    /// Texts on disk only of the visible messages after those, in order, up to
+    /// `TEXT_READ_AHEAD_BYTES` (`ShardState::deliver_ahead`): the next Gets find them in memory.
+    pub ahead: Vec<(u32, u32, super::key::TextLocator, u64)>,
     /// Snapshots the shard had begun when it named them (`ShardState::snapshots_begun`): the
     /// homes of texts read are noted again only if no other has begun since.
     pub snapshots_begun: u64,

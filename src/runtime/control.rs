@@ -121,7 +121,13 @@ pub fn answer<B: Backend>(
                 texts_on_disk: engine.state().texts_evicted(),
                 texts_read: {
                     let read = engine.texts_read();
-                    (read.texts, read.bytes, read.failures)
+                    (
+                        read.texts,
+                        read.bytes,
+                        read.failures,
+                        read.waits,
+                        read.ahead,
+                    )
                 },
             }))
         }

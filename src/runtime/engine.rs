@@ -65,6 +65,12 @@ pub struct Engine<B: Backend> {
     /// Texts read back from the log for a Get or Peek (`apply_serving`): texts and their bytes,
     /// and the reads that failed.
     texts_read: Cell<TextsRead>,
+    /// The queues (records' indices) a Get or Peek is reading texts for (`serve_rounds`): one
+    /// read at a time per queue, so that competing consumers wait for the texts the first one
+    /// reads (and reads ahead) rather than each read the same.
+    reading: RefCell<Vec<u32>>,
+    /// The requests waiting for another's read of their queue's texts to end.
+    read_waiters: RefCell<Vec<Waker>>,
     /// The file system holding the shard's files, measured on a thread of its own (`None`: in
     /// memory, or no thread could be started; without a measurement only `--max-disk`
     /// applies).
@@ -109,8 +115,32 @@ pub struct TextsRead {
     pub texts: u64,
     /// Their bytes.
     pub bytes: u64,
-    /// Reads that failed (the request was tried again, or answered 500 `InternalError`).
+    /// Reads that failed (the request was tried again, or answered 500 `InternalError`; a
+    /// failed read ahead changes nothing).
     pub failures: u64,
+    /// Gets and Peeks that waited for texts on disk only.
+    pub waits: u64,
+    /// Texts read ahead of such a request (`TextWait::ahead`), among `texts`.
+    pub ahead: u64,
+}
+
+/// A queue's read of texts for a Get or Peek in flight (`Engine::serve_rounds`): once it ends,
+/// or its request is dropped, others may read for that queue, and those waiting apply again.
+struct Reading<'a> {
+    reading: &'a RefCell<Vec<u32>>,
+    waiters: &'a RefCell<Vec<Waker>>,
+    queue: u32,
+}
+
+impl Drop for Reading<'_> {
+    fn drop(&mut self) {
+        self.reading
+            .borrow_mut()
+            .retain(|&queue| queue != self.queue);
+        for waiter in self.waiters.take() {
+            waiter.wake();
+        }
+    }
 }
 
 /// A wake-up for one task on the same thread: set by `notify`, taken by `woken`.
@@ -184,6 +214,8 @@ impl<B: Backend> Engine<B> {
             disk_limits,
             text_bytes_max,
             texts_read: Cell::new(TextsRead::default()),
+            reading: RefCell::new(Vec::new()),
+            read_waiters: RefCell::new(Vec::new()),
             gauge,
             snapshot_fits: Cell::new(true),
             log_wake: Wake::default(),
@@ -413,19 +445,26 @@ impl<B: Backend> Engine<B> {
     }
 
     /// Reads the texts `wait` names, gives them to their messages and applies `command` again
-    /// (at the time then), until it no longer waits. Other Gets may take the messages meanwhile
-    /// (their texts were in memory, or read for them): the command then waits for the texts of
-    /// the messages it would return now, round after round, each round having served others.
-    /// A read that fails is tried again (the text may be in memory by then: a snapshot reads
-    /// back what it records before it gives up a segment); after `TEXT_READ_FAILURES_MAX`
-    /// failures the answer is 500 `InternalError`, and after `TEXT_WAIT_ROUNDS_MAX` rounds 503
-    /// `ServerBusy`, with nothing changed and one line on stderr. Once it is answered, the texts
-    /// read for it may leave memory again; not between its rounds: evicted while it waited for
-    /// others, they were wanted again, round after round (the break-it review of 767dc0d: Gets
-    /// of messages others Updated answered 503 after 1024 rounds).
+    /// (at the time then), until it no longer waits. One request at a time reads for a queue,
+    /// and with its texts those `wait` names ahead (`ShardState::deliver_ahead`); others
+    /// waiting for that queue apply again once its read ends, and most then find their texts
+    /// in memory. Other Gets may take the messages meanwhile (their texts were in memory, or
+    /// read for them): the command then waits for the texts of the messages it would return
+    /// now, round after round, each round having served others. A read that fails is tried
+    /// again (the text may be in memory by then: a snapshot reads back what it records before
+    /// it gives up a segment); after `TEXT_READ_FAILURES_MAX` failures the answer is 500
+    /// `InternalError`, and after `TEXT_WAIT_ROUNDS_MAX` rounds 503 `ServerBusy`, with nothing
+    /// changed and one line on stderr. A read ahead that fails changes nothing but the
+    /// metrics. Once it is answered, the texts read for it may leave memory again; not between
+    /// its rounds: evicted while it waited for others, they were wanted again, round after
+    /// round (the break-it review of 767dc0d: Gets of messages others Updated answered 503
+    /// after 1024 rounds).
     pub async fn serve_wait(&self, command: Command, wait: TextWait) -> Applied {
         let mut delivered = Vec::new();
         let begun = wait.snapshots_begun;
+        let mut read = self.texts_read.get();
+        read.waits += 1;
+        self.texts_read.set(read);
         let applied = self.serve_rounds(command, wait, &mut delivered).await;
         let mut state = self.state.borrow_mut();
         state.note_read_homes(&delivered, begun);
@@ -443,50 +482,31 @@ impl<B: Backend> Engine<B> {
         mut wait: TextWait,
         delivered: &mut Vec<TextOnDisk>,
     ) -> Applied {
-        let log = self
-            .log
-            .as_ref()
-            .expect("only a durable shard has texts on disk");
         let mut failures = 0;
         for _ in 0..TEXT_WAIT_ROUNDS_MAX {
-            let outcome = log.read_texts(wait.texts).await;
-            // Taken after the read: other requests count theirs while it is in flight.
-            let mut read = self.texts_read.get();
-            match outcome {
-                Ok(texts) => {
-                    let mut state = self.state.borrow_mut();
-                    for (named, text) in texts {
-                        read.texts += 1;
-                        read.bytes += text.len() as u64;
-                        if state.deliver_text(named, text, false) {
-                            delivered.push(named);
-                        }
-                    }
+            if self.reading.borrow().contains(&wait.queue) {
+                self.read_ended(wait.queue).await;
+            } else if let Err(error) = self.read_round(&mut wait, delivered).await {
+                failures += 1;
+                // One line a request: its later failures count in the metrics only.
+                if failures == 1 {
+                    eprintln!(
+                        "azq: shard {}: reading texts back from the log failed ({error}); \
+                         trying the request again",
+                        self.index
+                    );
                 }
-                Err(error) => {
-                    read.failures += 1;
-                    failures += 1;
-                    // One line a request: its later failures count in the metrics only.
-                    if failures == 1 {
-                        eprintln!(
-                            "azq: shard {}: reading texts back from the log failed ({error}); \
-                             trying the request again",
-                            self.index
-                        );
-                    }
+                if failures == TEXT_READ_FAILURES_MAX {
+                    eprintln!(
+                        "azq: shard {}: {TEXT_READ_FAILURES_MAX} reads of texts on disk failed \
+                         for one request; answered 500 InternalError",
+                        self.index
+                    );
+                    return Applied {
+                        outcome: Err(StorageError::InternalError),
+                        durable_at: None,
+                    };
                 }
-            }
-            self.texts_read.set(read);
-            if failures == TEXT_READ_FAILURES_MAX {
-                eprintln!(
-                    "azq: shard {}: {TEXT_READ_FAILURES_MAX} reads of texts on disk failed for \
-                     one request; answered 500 InternalError",
-                    self.index
-                );
-                return Applied {
-                    outcome: Err(StorageError::InternalError),
-                    durable_at: None,
-                };
             }
             // Nothing awaited since the texts were delivered: applied now, it finds them.
             let applied = self.apply_admitted(command.clone(), self.now_ms());
@@ -504,6 +524,78 @@ impl<B: Backend> Engine<B> {
             outcome: Err(StorageError::ServerBusy),
             durable_at: None,
         }
+    }
+
+    /// Completes once no request reads texts for `queue`.
+    fn read_ended(&self, queue: u32) -> impl Future<Output = ()> + '_ {
+        poll_fn(move |context| {
+            if self.reading.borrow().contains(&queue) {
+                self.read_waiters.borrow_mut().push(context.waker().clone());
+                Poll::Pending
+            } else {
+                Poll::Ready(())
+            }
+        })
+    }
+
+    /// One round's reads for a request, no other reading for its queue: the texts `wait` names,
+    /// delivered to their messages (noted in `delivered`), then those it names ahead. Fails when
+    /// the first read does.
+    async fn read_round(
+        &self,
+        wait: &mut TextWait,
+        delivered: &mut Vec<TextOnDisk>,
+    ) -> std::io::Result<()> {
+        let log = self
+            .log
+            .as_ref()
+            .expect("only a durable shard has texts on disk");
+        self.reading.borrow_mut().push(wait.queue);
+        let _reading = Reading {
+            reading: &self.reading,
+            waiters: &self.read_waiters,
+            queue: wait.queue,
+        };
+        let outcome = log.read_texts(std::mem::take(&mut wait.texts)).await;
+        // Taken after the read: other requests count theirs while it is in flight.
+        let mut read = self.texts_read.get();
+        match outcome {
+            Ok(texts) => {
+                let mut state = self.state.borrow_mut();
+                for (named, text) in texts {
+                    read.texts += 1;
+                    read.bytes += text.len() as u64;
+                    if state.deliver_text(named, text, false) {
+                        delivered.push(named);
+                    }
+                }
+                self.texts_read.set(read);
+            }
+            Err(error) => {
+                read.failures += 1;
+                self.texts_read.set(read);
+                return Err(error);
+            }
+        }
+        if wait.ahead.is_empty() {
+            return Ok(());
+        }
+        let outcome = log.read_texts(std::mem::take(&mut wait.ahead)).await;
+        let mut read = self.texts_read.get();
+        match outcome {
+            Ok(texts) => {
+                let mut state = self.state.borrow_mut();
+                for (named, text) in texts {
+                    read.texts += 1;
+                    read.ahead += 1;
+                    read.bytes += text.len() as u64;
+                    state.deliver_ahead(named, text, wait.snapshots_begun);
+                }
+            }
+            Err(_) => read.failures += 1,
+        }
+        self.texts_read.set(read);
+        Ok(())
     }
 
     /// What the shard read back from its log for Gets and Peeks.

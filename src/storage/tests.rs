@@ -78,8 +78,8 @@ use crate::queue::replicas::home_shard;
 use crate::queue::state::texts::{RecoveredTexts, TextOnDisk, RECOVERED_TEXT_SEQUENCE};
 use crate::queue::state::Described;
 use crate::queue::{
-    shard_for, Command, MessageId, PopReceipt, QueueKey, Reply, ServicePropertiesUpdate,
-    ShardState, SignedIdentifier,
+    command::TextWait, shard_for, Command, MessageId, PopReceipt, QueueKey, Reply,
+    ServicePropertiesUpdate, ShardState, SignedIdentifier,
 };
 use crate::random::SplitMix64;
 use crate::storage::log::Durability;
@@ -553,6 +553,8 @@ struct TextReads {
     left_on_disk_by_recovery: u64,
     /// Texts read for waits where recovery found them.
     read_where_recovery_found: u64,
+    /// Texts read ahead of a wait's Get and delivered (`ShardState::deliver_ahead`).
+    delivered_ahead: u64,
     /// Reads for a wait that failed (an injected fault): the Get was applied again.
     wait_read_failures: u64,
     /// Reads for a wait that failed as a snapshot gave up a file they named (its texts read
@@ -662,6 +664,22 @@ async fn read_record(
 
 /// A read of texts a Get waits for (`Log::read_texts`).
 type TextRead<'a> = Pin<Box<dyn Future<Output = std::io::Result<Vec<(TextOnDisk, Bytes)>>> + 'a>>;
+
+/// The texts a wait names ahead, and the state's count of snapshots begun when it named them.
+type Ahead = (Vec<TextOnDisk>, u64);
+
+/// A Get waiting for texts: the command, its rounds so far, the snapshots begun when its read
+/// was issued and whether one was running, the texts it reads ahead, and its read in flight.
+type Waiting<'a> = (Command, usize, (u64, bool), Ahead, TextRead<'a>);
+
+/// One read of the texts `wait` names and of those it names ahead (the engine makes two; one
+/// read that fails for either case is a harder case for the Get, which applies again).
+fn read_with_ahead(log: &Log<SimDisk>, wait: TextWait) -> (Ahead, TextRead<'_>) {
+    let mut wanted = wait.texts;
+    wanted.extend_from_slice(&wait.ahead);
+    let read = Box::pin(log.read_texts(wanted));
+    ((wait.ahead, wait.snapshots_begun), read)
+}
 
 /// Keeps `texts` (each message's text by ID) up to date with what `command` did, and checks
 /// every text a Get returned against it; answers how many it checked.
@@ -785,6 +803,11 @@ fn simulate(seed: u64, boundaries: &mut Boundaries, text_reads: &mut TextReads) 
             start.texts.homes.iter().map(|text| text.locator).collect();
         if text_bytes_max.is_some() {
             start.state.track_texts(std::mem::take(&mut start.texts));
+            // Texts read ahead stay in memory a while, then may leave it again.
+            let held_texts = (random.next_u64() % 24) as usize;
+            start
+                .state
+                .hold_read_ahead_at_most(random.next_u64() % 3000, held_texts);
         }
         text_reads.left_on_disk_by_recovery += start.state.texts_evicted().0;
         // Small segments, so that they fill, rotate and go within a few commands; not so small
@@ -887,10 +910,7 @@ fn simulate(seed: u64, boundaries: &mut Boundaries, text_reads: &mut TextReads) 
                 }
             }
         });
-        // Gets waiting for texts: the command, its rounds so far, and its read in flight.
-        // Gets waiting for texts: the command, its rounds so far, the snapshots begun when its
-        // read was issued and whether one was running, and its read in flight.
-        let mut waits: Vec<(Command, usize, (u64, bool), TextRead<'_>)> = Vec::new();
+        let mut waits: Vec<Waiting<'_>> = Vec::new();
         let snapshots: Task = Box::pin(async {
             loop {
                 if snapshot_wanted.replace(false) || log.wants_snapshot(&state) {
@@ -992,8 +1012,8 @@ fn simulate(seed: u64, boundaries: &mut Boundaries, text_reads: &mut TextReads) 
                             assert_eq!(after, before, "seed {seed}: a wait changed something");
                             text_reads.waits += 1;
                             let issued_at = (snapshots_begun.get(), snapshot_running.get());
-                            let read = Box::pin(log.read_texts(wait.texts.clone()));
-                            waits.push((command, 1, issued_at, read));
+                            let (ahead, read) = read_with_ahead(&log, wait.clone());
+                            waits.push((command, 1, issued_at, ahead, read));
                             continue;
                         }
                         text_reads.texts_checked += check_texts(seed, &mut texts, &command, &reply);
@@ -1068,11 +1088,12 @@ fn simulate(seed: u64, boundaries: &mut Boundaries, text_reads: &mut TextReads) 
             // Waits whose reads completed: texts delivered, the Get applied again.
             let mut index = 0;
             while index < waits.len() {
-                let Poll::Ready(read) = waits[index].3.as_mut().poll(&mut context) else {
+                let Poll::Ready(read) = waits[index].4.as_mut().poll(&mut context) else {
                     index += 1;
                     continue;
                 };
-                let (command, rounds, (begun_at_issue, running_at_issue), _) = waits.remove(index);
+                let (command, rounds, (begun_at_issue, running_at_issue), (ahead, begun), _) =
+                    waits.remove(index);
                 match read {
                     Ok(read) => {
                         let mut state = state.borrow_mut();
@@ -1085,7 +1106,12 @@ fn simulate(seed: u64, boundaries: &mut Boundaries, text_reads: &mut TextReads) 
                                 u64::from(replaced_kept.borrow().contains(&path));
                             text_reads.read_where_recovery_found +=
                                 u64::from(found_by_recovery.contains(&locator));
-                            state.deliver_text(named, text, true);
+                            if ahead.contains(&named) {
+                                text_reads.delivered_ahead +=
+                                    u64::from(state.deliver_ahead(named, text, begun));
+                            } else {
+                                state.deliver_text(named, text, true);
+                            }
                         }
                     }
                     Err(error)
@@ -1110,8 +1136,8 @@ fn simulate(seed: u64, boundaries: &mut Boundaries, text_reads: &mut TextReads) 
                         assert_eq!(after, before, "seed {seed}: a wait changed something");
                         if rounds < TEXT_WAIT_ROUNDS_MAX {
                             let issued_at = (snapshots_begun.get(), snapshot_running.get());
-                            let read = Box::pin(log.read_texts(wait.texts));
-                            waits.push((command, rounds + 1, issued_at, read));
+                            let (ahead, read) = read_with_ahead(&log, wait);
+                            waits.push((command, rounds + 1, issued_at, ahead, read));
                         }
                     }
                     reply => {
@@ -1151,6 +1177,7 @@ fn simulate(seed: u64, boundaries: &mut Boundaries, text_reads: &mut TextReads) 
             read_from_replaced_files: counted.read_from_replaced_files,
             left_on_disk_by_recovery: counted.left_on_disk_by_recovery,
             read_where_recovery_found: counted.read_where_recovery_found,
+            delivered_ahead: counted.delivered_ahead,
             texts_checked: counted.texts_checked,
             ..reads.into_inner()
         };
@@ -2018,12 +2045,13 @@ fn every_acknowledged_change_survives_every_crash() {
             text_reads.verified > 0 && text_reads.homes_verified > 0 && text_reads.faults > 0,
             "{text_reads:?}"
         );
-        // Texts left memory, Gets waited for them, read them back (some reads failed) and
-        // returned them.
+        // Texts left memory, Gets waited for them, read them back (some reads failed), with
+        // texts ahead of them, and returned them.
         assert!(
             text_reads.evicted > 0
                 && text_reads.waits > 0
                 && text_reads.served_after_wait > 0
+                && text_reads.delivered_ahead > 0
                 && text_reads.wait_read_failures > 0
                 && text_reads.texts_checked > 0,
             "{text_reads:?}"

@@ -247,7 +247,21 @@ pub struct ShardState {
     /// The slots whose texts a snapshot step is reading to encode (`texts::hold_texts`): none
     /// of them leaves memory until it has encoded them.
     pub(super) texts_held: std::ops::Range<u32>,
+    /// Texts read ahead of a Get or Peek (`texts::deliver_ahead`), oldest first, each with the
+    /// snapshots begun when its read was asked for and its bytes: resident, with no home (so
+    /// not evictable) while their bytes together stay within `TEXT_READ_AHEAD_HELD_BYTES`.
+    pub(super) read_ahead: std::collections::VecDeque<ReadAhead>,
+    /// The bytes of `read_ahead`'s texts.
+    pub(super) read_ahead_bytes: u64,
+    /// The most bytes and texts `read_ahead` keeps: `TEXT_READ_AHEAD_HELD_BYTES` and
+    /// `TEXT_READ_AHEAD_HELD_TEXTS` (smaller in tests, so that they are reached).
+    pub(super) read_ahead_held_max: (u64, usize),
 }
+
+/// A text read ahead (`ShardState::read_ahead`): the message's slot and generation, where the
+/// text is on disk and the record that wrote it (`texts::TextOnDisk`); the snapshots begun when
+/// its read was asked for; its bytes.
+pub type ReadAhead = ((u32, u32, crate::queue::key::TextLocator, u64), u64, u32);
 
 /// Where a resident message's text is on disk: the record that wrote it, or the snapshot entry
 /// that recorded it.
@@ -345,6 +359,12 @@ impl ShardState {
             snapshots_begun: 0,
             texts_evicted: (0, 0),
             texts_held: 0..0,
+            read_ahead: std::collections::VecDeque::new(),
+            read_ahead_bytes: 0,
+            read_ahead_held_max: (
+                crate::limits::TEXT_READ_AHEAD_HELD_BYTES,
+                crate::limits::TEXT_READ_AHEAD_HELD_TEXTS,
+            ),
             foreign_ids: HashMap::new(),
             foreign_slots: HashMap::new(),
         }

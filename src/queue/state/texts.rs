@@ -370,16 +370,21 @@ impl ShardState {
     /// The texts, on disk only, of the first `count` visible messages of queue record `index`
     /// that have not expired at `now_ms`: what a Get or Peek would return, found without
     /// changing anything (expired messages are passed over, not freed). `None` when every one
-    /// is resident.
+    /// is resident. Else also those of the next `TEXT_READ_AHEAD_MESSAGES` such messages, up to
+    /// `TEXT_READ_AHEAD_BYTES` of text, to read ahead (`TextWait::ahead`).
     pub(super) fn texts_wanted(&self, index: u32, count: u32, now_ms: u64) -> Option<TextWait> {
+        use crate::limits::{TEXT_READ_AHEAD_BYTES, TEXT_READ_AHEAD_MESSAGES};
         if self.texts_evicted.0 == 0 {
             return None;
         }
         let queue = self.queue(index);
         let mut in_order = queue.in_order.head;
         let mut out_of_order = queue.out_of_order.iter().peekable();
-        let (mut found, mut texts) = (0, Vec::new());
-        while found < count {
+        let (mut found, mut texts, mut ahead, mut ahead_bytes) = (0, Vec::new(), Vec::new(), 0);
+        while found < count + TEXT_READ_AHEAD_MESSAGES && ahead_bytes < TEXT_READ_AHEAD_BYTES {
+            if found == count && texts.is_empty() {
+                return None;
+            }
             let from_out_of_order = out_of_order.peek().map(|(&key, &slot)| (key, slot));
             let slot = match from_out_of_order {
                 Some((key, slot))
@@ -399,13 +404,24 @@ impl ShardState {
             if message.expiration_ms() <= now_ms {
                 continue;
             }
-            found += 1;
-            if let TextSlot::OnDisk { locator, .. } = message.text {
-                texts.push(self.text_on_disk(slot, locator));
+            if let TextSlot::OnDisk {
+                locator,
+                text_bytes,
+            } = message.text
+            {
+                if found < count {
+                    texts.push(self.text_on_disk(slot, locator));
+                } else {
+                    ahead.push(self.text_on_disk(slot, locator));
+                    ahead_bytes += u64::from(text_bytes);
+                }
             }
+            found += 1;
         }
         (!texts.is_empty()).then_some(TextWait {
+            queue: index,
             texts,
+            ahead,
             snapshots_begun: self.snapshots_begun,
         })
     }
@@ -480,6 +496,35 @@ impl ShardState {
             }
             _ => false,
         }
+    }
+
+    /// Puts `text`, read ahead of a Get or Peek (`TextWait::ahead`), into its message's slot as
+    /// `deliver_text` does (answers whether it did), and keeps it there with no home, so that
+    /// the next Gets find it whatever `--text-memory` is, while the texts read ahead since come
+    /// to at most `TEXT_READ_AHEAD_HELD_BYTES` and `TEXT_READ_AHEAD_HELD_TEXTS`. Past that the
+    /// oldest read ahead get their homes again (`note_read_homes`, with the snapshots `begun`
+    /// when their read was asked for) and may leave memory; most have been taken by then.
+    pub fn deliver_ahead(&mut self, named: TextOnDisk, text: Bytes, begun: u64) -> bool {
+        let bytes = u32::try_from(text.len()).expect("texts are small");
+        if !self.deliver_text(named, text, false) {
+            return false;
+        }
+        self.read_ahead.push_back((named, begun, bytes));
+        self.read_ahead_bytes += u64::from(bytes);
+        let (bytes_max, texts_max) = self.read_ahead_held_max;
+        while self.read_ahead_bytes > bytes_max || self.read_ahead.len() > texts_max {
+            let (named, begun, bytes) = self.read_ahead.pop_front().expect("bytes held");
+            self.read_ahead_bytes -= u64::from(bytes);
+            self.note_read_homes(&[named], begun);
+        }
+        true
+    }
+
+    /// Keeps at most `bytes` and `texts` read ahead in memory (`deliver_ahead`), not the
+    /// limits' millions, so that a test reaches them.
+    #[cfg(test)]
+    pub fn hold_read_ahead_at_most(&mut self, bytes: u64, texts: usize) {
+        self.read_ahead_held_max = (bytes, texts);
     }
 
     /// Snapshots begun so far (`TextWait::snapshots_begun`, `note_read_homes`).
@@ -572,6 +617,8 @@ mod tests {
         snapshot: Option<(u64, bool, Option<Encoded>)>,
         /// Texts read back from snapshots.
         snapshot_reads: u64,
+        /// Texts read ahead of a wait and delivered.
+        delivered_ahead: u64,
     }
 
     impl MemoryLog {
@@ -620,12 +667,7 @@ mod tests {
                 if texts.is_empty() {
                     break;
                 }
-                let snapshots_begun = state.snapshots_begun();
-                let wait = TextWait {
-                    texts,
-                    snapshots_begun,
-                };
-                for (named, text) in self.read(&wait) {
+                for (named, text) in self.read_each(&texts) {
                     if delivers {
                         state.deliver_text(named, text, false);
                     } else {
@@ -674,12 +716,7 @@ mod tests {
                 state.evict(random.next_u64() % 2000, durable);
                 // A Get between the steps reads the texts on disk only where they are now
                 // (`read` panics on a record not the one named).
-                let texts = state.texts_on_disk(0..u32::MAX);
-                let snapshots_begun = state.snapshots_begun();
-                self.read(&TextWait {
-                    texts,
-                    snapshots_begun,
-                });
+                self.read_each(&state.texts_on_disk(0..u32::MAX));
             }
             self.files.retain(|&kept, _| match kept {
                 TextFile::Segment(first) => first >= replay_from,
@@ -689,13 +726,9 @@ mod tests {
 
         /// Reads back every text `state` holds on disk only, and delivers it.
         fn deliver_all(&mut self, state: &mut ShardState) {
-            let texts = state.texts_on_disk(0..u32::MAX);
-            let snapshots_begun = state.snapshots_begun();
-            let wait = TextWait {
-                texts,
-                snapshots_begun,
-            };
-            self.deliver(state, &wait);
+            for (named, text) in self.read_each(&state.texts_on_disk(0..u32::MAX)) {
+                assert!(state.deliver_text(named, text, true));
+            }
         }
 
         /// Now and then a flush (flushes lag: a command's records are not always written
@@ -725,8 +758,13 @@ mod tests {
 
         /// The texts `wait` names, read from the records their locators name.
         fn read(&mut self, wait: &TextWait) -> Vec<(TextOnDisk, Bytes)> {
+            self.read_each(&wait.texts)
+        }
+
+        /// Reads back the texts `wanted` names.
+        fn read_each(&mut self, wanted: &[TextOnDisk]) -> Vec<(TextOnDisk, Bytes)> {
             let mut texts = Vec::new();
-            for &(slot, generation, locator, sequence) in &wait.texts {
+            for &(slot, generation, locator, sequence) in wanted {
                 let file = &self.files[&locator.file()];
                 let start = locator.offset() as usize;
                 let record = &file[start..start + locator.record_bytes() as usize];
@@ -741,10 +779,14 @@ mod tests {
             texts
         }
 
-        /// Reads back the texts `wait` names, and delivers them.
+        /// Reads back the texts `wait` names, and delivers them; then those it names ahead.
         fn deliver(&mut self, state: &mut ShardState, wait: &TextWait) {
             for (named, text) in self.read(wait) {
                 assert!(state.deliver_text(named, text, true));
+            }
+            for (named, text) in self.read_each(&wait.ahead) {
+                assert!(state.deliver_ahead(named, text, wait.snapshots_begun));
+                self.delivered_ahead += 1;
             }
         }
     }
@@ -781,6 +823,9 @@ mod tests {
         resident.take_journal(usize::MAX);
         tiered.take_journal(usize::MAX);
         tiered.track_texts(RecoveredTexts::default());
+        // Texts read ahead stay in memory a while (a few of these small texts), then may
+        // leave it again.
+        tiered.hold_read_ahead_at_most(400, 5);
         (resident, tiered)
     }
 
@@ -913,7 +958,7 @@ mod tests {
     #[test]
     fn evicted_texts_read_back_give_the_same_answers() {
         let (mut evicted_total, mut waits, mut snapshot_reads) = (0, 0, 0);
-        let mut recovered_evicted = 0;
+        let (mut recovered_evicted, mut delivered_ahead) = (0, 0);
         for seed in 0..60 {
             let mut random = SplitMix64::new(seed);
             let (mut resident, mut tiered) = twin_states();
@@ -948,13 +993,18 @@ mod tests {
             }
             log.deliver_all(&mut tiered);
             snapshot_reads += log.snapshot_reads;
+            delivered_ahead += log.delivered_ahead;
             let messages = |state: &ShardState| format!("{:?}", state.describe(NOW_MS).messages);
             assert_eq!(messages(&tiered), messages(&resident), "seed {seed}");
         }
         assert!(
-            evicted_total > 0 && waits > 0 && snapshot_reads > 0 && recovered_evicted > 0,
+            evicted_total > 0
+                && waits > 0
+                && snapshot_reads > 0
+                && recovered_evicted > 0
+                && delivered_ahead > 0,
             "{evicted_total} bytes evicted, {waits} waits, {snapshot_reads} from snapshots, \
-             {recovered_evicted} recovered texts seen on disk only"
+             {recovered_evicted} recovered texts seen on disk only, {delivered_ahead} read ahead"
         );
     }
 
@@ -1656,5 +1706,79 @@ mod tests {
         while state.advance(NOW_MS, 1024) {}
         let text = Bytes::from_static(b"second");
         assert!(!state.deliver_text(on_disk[0], text, true));
+    }
+
+    /// A wait names the texts on disk only after those its Get returns (`TextWait::ahead`):
+    /// delivered (`deliver_ahead`), they stay in memory, whatever the eviction asks, so the next
+    /// Gets do not wait; past the bound held, the oldest read ahead may leave memory again.
+    #[test]
+    fn texts_read_ahead_stay_in_memory_for_the_next_gets_within_a_bound() {
+        let (mut state, mut log, queue) = tracked_with_queue_a();
+        state.hold_read_ahead_at_most(400, 100);
+        let get_two = Command::GetMessages {
+            queue: queue.clone(),
+            count: 2,
+            visibility_timeout_s: 30,
+        };
+        let mut durable = None;
+        let mut evict_all = |state: &mut ShardState, log: &mut MemoryLog| {
+            durable = log.flush(state).or(durable);
+            state.evict(u64::MAX, durable);
+        };
+        for round in 0..2 {
+            for _ in 0..40 {
+                put_one(&mut state, &queue, b"ten bytes!");
+            }
+            evict_all(&mut state, &mut log);
+            assert_eq!(state.texts_evicted(), (40, 400), "round {round}");
+            let Ok(Reply::Wait(wait)) = state.apply(get_two.clone(), NOW_MS) else {
+                panic!("round {round}: every text is on disk only");
+            };
+            assert_eq!(
+                (wait.texts.len(), wait.ahead.len()),
+                (2, 38),
+                "round {round}"
+            );
+            log.deliver(&mut state, &wait);
+            assert!(
+                state.read_ahead_bytes <= 400,
+                "round {round}: held within the bound"
+            );
+            // The Get applies again at once; the texts read ahead stay for the next, however
+            // much eviction asks for between them.
+            for get in 0..20 {
+                let reply = state.apply(get_two.clone(), NOW_MS);
+                let Ok(Reply::Messages(views)) = &reply else {
+                    panic!("round {round} get {get}: {reply:?}");
+                };
+                assert_eq!(views.len(), 2);
+                for (queue, message_id, pop_receipt) in receipts_of(&get_two, &reply) {
+                    let delete = Command::DeleteMessage {
+                        queue,
+                        message_id,
+                        pop_receipt,
+                    };
+                    state.apply(delete, NOW_MS).expect("deleted");
+                }
+                evict_all(&mut state, &mut log);
+            }
+        }
+        // Texts read ahead and not taken leave memory once more are read ahead past the bound
+        // (those of messages taken since go first, changing nothing).
+        for _ in 0..60 {
+            put_one(&mut state, &queue, b"ten bytes!");
+        }
+        evict_all(&mut state, &mut log);
+        let peek_two = Command::PeekMessages { queue, count: 2 };
+        let Ok(Reply::Wait(wait)) = state.apply(peek_two, NOW_MS) else {
+            panic!("every text is on disk only");
+        };
+        assert_eq!((wait.texts.len(), wait.ahead.len()), (2, 58));
+        log.deliver(&mut state, &wait);
+        assert_eq!((state.read_ahead.len(), state.read_ahead_bytes), (40, 400));
+        evict_all(&mut state, &mut log);
+        // 58 read ahead, 40 held: 18 back on disk, and the Peek's own two (delivered here as
+        // once its request is answered: `note_read_homes`).
+        assert_eq!(state.texts_evicted(), (20, 200));
     }
 }
