@@ -252,7 +252,7 @@ pub struct TextWait {
     pub queue: u32,
     /// The texts, in the order the command would return their messages.
     pub texts: Vec<(u32, u32, super::key::TextLocator, u64)>,
-    /// Texts on disk only of the visible messages after those, in order, up to
+    /// For a Get, texts on disk only of the visible messages after those, in order, up to
     /// `TEXT_READ_AHEAD_BYTES` (`ShardState::deliver_ahead`): the next Gets find them in memory.
     pub ahead: Vec<(u32, u32, super::key::TextLocator, u64)>,
     /// Snapshots the shard had begun when it named them (`ShardState::snapshots_begun`): the

@@ -247,7 +247,7 @@ pub struct ShardState {
     /// The slots whose texts a snapshot step is reading to encode (`texts::hold_texts`): none
     /// of them leaves memory until it has encoded them.
     pub(super) texts_held: std::ops::Range<u32>,
-    /// Texts read ahead of a Get or Peek (`texts::deliver_ahead`), oldest first, each with the
+    /// Texts read ahead of a Get (`texts::deliver_ahead`), oldest first, each with the
     /// snapshots begun when its read was asked for and its bytes: resident, with no home (so
     /// not evictable) while their bytes together stay within `TEXT_READ_AHEAD_HELD_BYTES`.
     pub(super) read_ahead: std::collections::VecDeque<ReadAhead>,

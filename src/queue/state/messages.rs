@@ -81,7 +81,7 @@ impl ShardState {
         let index = self.queue_index(key)?;
         assert!((1..=limits::MESSAGES_PER_GET_MAX).contains(&count));
         assert!((1..=limits::VISIBILITY_TIMEOUT_S_MAX).contains(&visibility_timeout_s));
-        if let Some(wait) = self.texts_wanted(index, count, now_ms) {
+        if let Some(wait) = self.texts_wanted(index, count, true, now_ms) {
             return Ok(Reply::Wait(wait));
         }
         let time_next_visible_ms = now_ms + visibility_timeout_s * 1000;
@@ -135,7 +135,7 @@ impl ShardState {
     ) -> Result<Reply, StorageError> {
         let index = self.queue_index(key)?;
         assert!((1..=limits::MESSAGES_PER_GET_MAX).contains(&count));
-        if let Some(wait) = self.texts_wanted(index, count, now_ms) {
+        if let Some(wait) = self.texts_wanted(index, count, false, now_ms) {
             return Ok(Reply::Wait(wait));
         }
         let mut views = Vec::with_capacity(count as usize);

@@ -370,9 +370,18 @@ impl ShardState {
     /// The texts, on disk only, of the first `count` visible messages of queue record `index`
     /// that have not expired at `now_ms`: what a Get or Peek would return, found without
     /// changing anything (expired messages are passed over, not freed). `None` when every one
-    /// is resident. Else also those of the next `TEXT_READ_AHEAD_MESSAGES` such messages, up to
-    /// `TEXT_READ_AHEAD_BYTES` of text, to read ahead (`TextWait::ahead`).
-    pub(super) fn texts_wanted(&self, index: u32, count: u32, now_ms: u64) -> Option<TextWait> {
+    /// is resident. Else, for a Get (`read_ahead`), also those of the next
+    /// `TEXT_READ_AHEAD_MESSAGES` such messages, up to `TEXT_READ_AHEAD_BYTES` of text, to read
+    /// ahead (`TextWait::ahead`). Not for a Peek: it takes nothing, so the next Peek wants the
+    /// same texts; on a deep queue of large texts, Peeks reading ahead would fill the bound held
+    /// and read again, Peek after Peek, what it then let go.
+    pub(super) fn texts_wanted(
+        &self,
+        index: u32,
+        count: u32,
+        read_ahead: bool,
+        now_ms: u64,
+    ) -> Option<TextWait> {
         use crate::limits::{TEXT_READ_AHEAD_BYTES, TEXT_READ_AHEAD_MESSAGES};
         if self.texts_evicted.0 == 0 {
             return None;
@@ -381,7 +390,12 @@ impl ShardState {
         let mut in_order = queue.in_order.head;
         let mut out_of_order = queue.out_of_order.iter().peekable();
         let (mut found, mut texts, mut ahead, mut ahead_bytes) = (0, Vec::new(), Vec::new(), 0);
-        while found < count + TEXT_READ_AHEAD_MESSAGES && ahead_bytes < TEXT_READ_AHEAD_BYTES {
+        let ahead_messages = if read_ahead {
+            TEXT_READ_AHEAD_MESSAGES
+        } else {
+            0
+        };
+        while found < count + ahead_messages && ahead_bytes < TEXT_READ_AHEAD_BYTES {
             if found == count && texts.is_empty() {
                 return None;
             }
@@ -498,7 +512,7 @@ impl ShardState {
         }
     }
 
-    /// Puts `text`, read ahead of a Get or Peek (`TextWait::ahead`), into its message's slot as
+    /// Puts `text`, read ahead of a Get (`TextWait::ahead`), into its message's slot as
     /// `deliver_text` does (answers whether it did), and keeps it there with no home, so that
     /// the next Gets find it whatever `--text-memory` is, while the texts read ahead since come
     /// to at most `TEXT_READ_AHEAD_HELD_BYTES` and `TEXT_READ_AHEAD_HELD_TEXTS`. Past that the
@@ -1763,21 +1777,29 @@ mod tests {
                 evict_all(&mut state, &mut log);
             }
         }
-        // Texts read ahead and not taken leave memory once more are read ahead past the bound
-        // (those of messages taken since go first, changing nothing).
+        // A Peek reads no texts ahead: the next Peek wants the same ones.
         for _ in 0..60 {
             put_one(&mut state, &queue, b"ten bytes!");
         }
         evict_all(&mut state, &mut log);
-        let peek_two = Command::PeekMessages { queue, count: 2 };
+        let peek_two = Command::PeekMessages {
+            queue: queue.clone(),
+            count: 2,
+        };
         let Ok(Reply::Wait(wait)) = state.apply(peek_two, NOW_MS) else {
+            panic!("every text is on disk only");
+        };
+        assert_eq!((wait.texts.len(), wait.ahead.len()), (2, 0));
+        // Texts read ahead and not yet taken leave memory once more are read ahead past the
+        // bound (those of messages taken since go first, changing nothing).
+        let Ok(Reply::Wait(wait)) = state.apply(get_two, NOW_MS) else {
             panic!("every text is on disk only");
         };
         assert_eq!((wait.texts.len(), wait.ahead.len()), (2, 58));
         log.deliver(&mut state, &wait);
         assert_eq!((state.read_ahead.len(), state.read_ahead_bytes), (40, 400));
         evict_all(&mut state, &mut log);
-        // 58 read ahead, 40 held: 18 back on disk, and the Peek's own two (delivered here as
+        // 58 read ahead, 40 held: 18 back on disk, and the Get's own two (delivered here as
         // once its request is answered: `note_read_homes`).
         assert_eq!(state.texts_evicted(), (20, 200));
     }
