@@ -147,13 +147,17 @@ pub const TEXT_READ_FAILURES_MAX: usize = 8;
 /// consumers may take those meanwhile (each round then served others), so a round count is a
 /// bound against a queue contended without end, not an error.
 pub const TEXT_WAIT_ROUNDS_MAX: usize = 1024;
-/// Text a Get that waits for texts on disk only reads ahead, of the visible messages after
-/// those it returns (`TextWait::ahead`): competing consumers then find their texts in
+/// The most text a Get that waits for texts on disk only reads ahead, of the visible messages
+/// after those it returns (`TextWait::ahead`): competing consumers then find their texts in
 /// memory, where each Get read its own (and, racing, the same ones) before.
 pub const TEXT_READ_AHEAD_BYTES: u64 = 1 << 20;
 /// The most visible messages after those a Get returns that it passes looking for texts to read
-/// ahead (most may be in memory already).
+/// ahead (most may be in memory already): the most a queue's read-ahead grows to, doubling from
+/// the Get's count at each wait and halved for each text read ahead that left memory untaken.
 pub const TEXT_READ_AHEAD_MESSAGES: u32 = 4096;
+/// How long a text read ahead stays in memory beyond `--text-memory` if no Get takes it: then
+/// it may leave again, and its queue reads less ahead.
+pub const TEXT_READ_AHEAD_HOLD_MS: u64 = 2_000;
 /// Text read ahead a shard keeps in memory, beyond `--text-memory`, until a Get takes it:
 /// past it, the texts read ahead longest ago may leave memory again.
 pub const TEXT_READ_AHEAD_HELD_BYTES: u64 = 8 << 20;

@@ -466,9 +466,9 @@ fn texts_kept_on_disk_only_are_read_back_for_peeks_and_gets() {
 /// others take those messages, and it then needs the texts of the next ones; every Get is
 /// answered 200, and every message is returned once. (The break-it review found half the Gets
 /// answered 500: a bound of 8 rounds of reads treated such contention as failure.) One Get at
-/// a time reads for the queue, and reads ahead every text after its own (660 KB, within
-/// `TEXT_READ_AHEAD_BYTES`): so each text is read once, and only the Gets that came while it
-/// read wait. On both backends.
+/// a time reads for the queue, and reads ahead twice as far at each wait: so each text is read
+/// once, nearly all ahead of a Get, and only the Gets that came while the first reads ran wait.
+/// On both backends.
 #[test]
 fn competing_consumers_of_texts_on_disk_only_are_all_answered() {
     const MESSAGES: usize = 3000;
@@ -533,16 +533,21 @@ fn competing_consumers_of_texts_on_disk_only_are_all_answered() {
         assert_eq!(texts, expected, "{backend}: every message once");
         // Every text was read from disk once, and each read counted (the counters were once
         // copied before a read and written back after it, so concurrent requests overwrote
-        // each other's counts: 1,184 of at least 3,000). Without reading ahead, nearly every
-        // Get waited (98 did, as measured with it taken out), and before one Get at a time read
-        // for a queue, racing consumers read the same texts (16x with read-ahead alone).
+        // each other's counts: 1,184 of at least 3,000). Before one Get at a time read for a
+        // queue, racing consumers read the same texts (16x with e00436a's read-ahead alone).
         let reads = common::metric_total(&server, "azq_text_reads_total");
         assert_eq!(reads, MESSAGES as u64, "{backend}: texts read");
+        // Nearly all were read ahead of a Get (2,904-2,936 in runs here: two or three Gets
+        // read their own), and few Gets waited (15-18: those that came while the first reads
+        // ran; without reading ahead, 98 did).
         let ahead = common::metric_total(&server, "azq_text_read_ahead_total");
-        assert_eq!(ahead, (MESSAGES - 32) as u64, "{backend}: texts read ahead");
+        assert!(
+            ahead >= (MESSAGES * 9 / 10) as u64,
+            "{backend}: {ahead} read ahead"
+        );
         let waits = common::metric_total(&server, "azq_text_waits_total");
         assert!(
-            (1..=CONSUMERS as u64).contains(&waits),
+            (1..=2 * CONSUMERS as u64).contains(&waits),
             "{backend}: {waits} Gets waited"
         );
         assert!(server.stop().success());

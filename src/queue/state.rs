@@ -310,11 +310,9 @@ impl ShardState {
         let mut budget = entries_max;
         self.run_timers(now_ms, &mut budget);
         self.empty_graveyards(&mut budget);
-        !self.graveyards.is_empty()
-            || self
-                .timers
-                .next_deadline_ms()
-                .is_some_and(|deadline_ms| deadline_ms <= now_ms)
+        self.release_read_ahead(now_ms, &mut budget);
+        self.next_deadline_ms()
+            .is_some_and(|deadline_ms| deadline_ms <= now_ms)
     }
 
     /// Runs timers due at `now_ms` while `budget` lasts, one wheel entry each.
@@ -324,14 +322,17 @@ impl ShardState {
         }
     }
 
-    /// When the runtime should next call `advance`: `None` when no timer is pending and no
-    /// graveyard is left; 0 (now) while one is. Otherwise never later than the earliest pending
-    /// deadline, possibly earlier (see `TimerWheel::next_deadline_ms`).
+    /// When the runtime should next call `advance`: `None` when no timer is pending, no
+    /// graveyard is left and no text is held read ahead; 0 (now) while a graveyard is.
+    /// Otherwise never later than the earliest pending deadline, possibly earlier (see
+    /// `TimerWheel::next_deadline_ms`), nor than the time a text read ahead is held until.
     pub fn next_deadline_ms(&self) -> Option<u64> {
-        if self.graveyards.is_empty() {
-            self.timers.next_deadline_ms()
-        } else {
-            Some(0)
+        if !self.graveyards.is_empty() {
+            return Some(0);
+        }
+        match (self.timers.next_deadline_ms(), self.read_ahead_due_ms()) {
+            (Some(timer_ms), Some(held_ms)) => Some(timer_ms.min(held_ms)),
+            (timer_ms, held_ms) => timer_ms.or(held_ms),
         }
     }
 

@@ -581,7 +581,7 @@ impl<B: Backend> Engine<B> {
             return Ok(());
         }
         let outcome = log.read_texts(std::mem::take(&mut wait.ahead)).await;
-        let mut read = self.texts_read.get();
+        let (mut read, now_ms) = (self.texts_read.get(), self.now_ms());
         match outcome {
             Ok(texts) => {
                 let mut state = self.state.borrow_mut();
@@ -589,7 +589,7 @@ impl<B: Backend> Engine<B> {
                     read.texts += 1;
                     read.ahead += 1;
                     read.bytes += text.len() as u64;
-                    state.deliver_ahead(named, text, wait.snapshots_begun);
+                    state.deliver_ahead(named, text, wait.snapshots_begun, now_ms);
                 }
             }
             Err(_) => read.failures += 1,
@@ -853,8 +853,13 @@ async fn run_timer<B: Backend>(engine: Rc<Engine<B>>) {
             engine.armed_deadline_ms.set(now_ms);
             {
                 let mut state = engine.state.borrow_mut();
+                let held_ahead = state.texts_held_ahead();
                 state.advance(now_ms, TIMER_ENTRIES_PER_STEP_MAX);
                 engine.give_back_memory(&state);
+                if state.texts_held_ahead() < held_ahead {
+                    // Texts read ahead and let go may leave memory; no flush may come to ask.
+                    engine.evict_wake.notify();
+                }
             }
             // Let requests run between bounded steps. Not `yield_now`: a task that is ready
             // again at once keeps glommio in its run queue, which polls its rings for I/O only

@@ -1108,7 +1108,7 @@ fn simulate(seed: u64, boundaries: &mut Boundaries, text_reads: &mut TextReads) 
                                 u64::from(found_by_recovery.contains(&locator));
                             if ahead.contains(&named) {
                                 text_reads.delivered_ahead +=
-                                    u64::from(state.deliver_ahead(named, text, begun));
+                                    u64::from(state.deliver_ahead(named, text, begun, NOW_MS));
                             } else {
                                 state.deliver_text(named, text, true);
                             }

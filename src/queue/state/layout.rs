@@ -50,6 +50,10 @@ pub(super) struct Queue {
     /// What clients did with the queue since it was created (or the server started); moves
     /// with the queue when Clear Messages gives it a new record.
     pub(super) activity: Activity,
+    /// Visible messages after its own whose texts a Get that waits reads ahead
+    /// (`texts::texts_wanted`): at least the Get's count, doubled at each wait up to
+    /// `TEXT_READ_AHEAD_MESSAGES`, halved for each text read ahead that left memory untaken.
+    pub(super) read_ahead_messages: u32,
 }
 
 impl Queue {
@@ -66,6 +70,7 @@ impl Queue {
             delayed_count: 0,
             text_bytes: 0,
             activity: Activity::default(),
+            read_ahead_messages: 0,
         }
     }
 }
@@ -248,8 +253,9 @@ pub struct ShardState {
     /// of them leaves memory until it has encoded them.
     pub(super) texts_held: std::ops::Range<u32>,
     /// Texts read ahead of a Get (`texts::deliver_ahead`), oldest first, each with the
-    /// snapshots begun when its read was asked for and its bytes: resident, with no home (so
-    /// not evictable) while their bytes together stay within `TEXT_READ_AHEAD_HELD_BYTES`.
+    /// snapshots begun when its read was asked for, its bytes and until when it is held:
+    /// resident, with no home (so not evictable) until then, while their bytes together stay
+    /// within `TEXT_READ_AHEAD_HELD_BYTES`.
     pub(super) read_ahead: std::collections::VecDeque<ReadAhead>,
     /// The bytes of `read_ahead`'s texts.
     pub(super) read_ahead_bytes: u64,
@@ -260,8 +266,13 @@ pub struct ShardState {
 
 /// A text read ahead (`ShardState::read_ahead`): the message's slot and generation, where the
 /// text is on disk and the record that wrote it (`texts::TextOnDisk`); the snapshots begun when
-/// its read was asked for; its bytes.
-pub type ReadAhead = ((u32, u32, crate::queue::key::TextLocator, u64), u64, u32);
+/// its read was asked for; its bytes; the time it is held until, ms.
+pub type ReadAhead = (
+    (u32, u32, crate::queue::key::TextLocator, u64),
+    u64,
+    u32,
+    u64,
+);
 
 /// Where a resident message's text is on disk: the record that wrote it, or the snapshot entry
 /// that recorded it.

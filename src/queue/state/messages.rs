@@ -82,6 +82,10 @@ impl ShardState {
         assert!((1..=limits::MESSAGES_PER_GET_MAX).contains(&count));
         assert!((1..=limits::VISIBILITY_TIMEOUT_S_MAX).contains(&visibility_timeout_s));
         if let Some(wait) = self.texts_wanted(index, count, true, now_ms) {
+            // It had to wait: the next reads ahead twice as far.
+            let queue = queue_at(&mut self.queues, index);
+            queue.read_ahead_messages =
+                (queue.read_ahead_messages.max(count) * 2).min(limits::TEXT_READ_AHEAD_MESSAGES);
             return Ok(Reply::Wait(wait));
         }
         let time_next_visible_ms = now_ms + visibility_timeout_s * 1000;

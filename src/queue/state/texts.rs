@@ -35,10 +35,10 @@ use std::ops::Range;
 
 use bytes::Bytes;
 
-use super::layout::{ShardState, TextHome};
+use super::layout::{queue_at, ShardState, TextHome};
 use crate::queue::command::TextWait;
 use crate::queue::key::{TextFile, TextLocator};
-use crate::queue::slab::{TextSlot, NONE};
+use crate::queue::slab::{Place, TextSlot, NONE};
 
 /// A text on disk only as a reader is asked for it: the message's slot and generation, where
 /// the text is, and the sequence of the record that wrote it (`TextWait`, `texts_on_disk`).
@@ -370,11 +370,12 @@ impl ShardState {
     /// The texts, on disk only, of the first `count` visible messages of queue record `index`
     /// that have not expired at `now_ms`: what a Get or Peek would return, found without
     /// changing anything (expired messages are passed over, not freed). `None` when every one
-    /// is resident. Else, for a Get (`read_ahead`), also those of the next
-    /// `TEXT_READ_AHEAD_MESSAGES` such messages, up to `TEXT_READ_AHEAD_BYTES` of text, to read
-    /// ahead (`TextWait::ahead`). Not for a Peek: it takes nothing, so the next Peek wants the
-    /// same texts; on a deep queue of large texts, Peeks reading ahead would fill the bound held
-    /// and read again, Peek after Peek, what it then let go.
+    /// is resident. Else, for a Get (`read_ahead`), also those of the queue's next
+    /// `Queue::read_ahead_messages` such messages (at least `count`), up to
+    /// `TEXT_READ_AHEAD_BYTES` of text, to read ahead (`TextWait::ahead`). Not for a Peek: it
+    /// takes nothing, so the next Peek wants the same texts; on a deep queue of large texts,
+    /// Peeks reading ahead would fill the bound held and read again, Peek after Peek, what it
+    /// then let go.
     pub(super) fn texts_wanted(
         &self,
         index: u32,
@@ -391,7 +392,9 @@ impl ShardState {
         let mut out_of_order = queue.out_of_order.iter().peekable();
         let (mut found, mut texts, mut ahead, mut ahead_bytes) = (0, Vec::new(), Vec::new(), 0);
         let ahead_messages = if read_ahead {
-            TEXT_READ_AHEAD_MESSAGES
+            queue
+                .read_ahead_messages
+                .clamp(count, TEXT_READ_AHEAD_MESSAGES)
         } else {
             0
         };
@@ -514,24 +517,76 @@ impl ShardState {
 
     /// Puts `text`, read ahead of a Get (`TextWait::ahead`), into its message's slot as
     /// `deliver_text` does (answers whether it did), and keeps it there with no home, so that
-    /// the next Gets find it whatever `--text-memory` is, while the texts read ahead since come
-    /// to at most `TEXT_READ_AHEAD_HELD_BYTES` and `TEXT_READ_AHEAD_HELD_TEXTS`. Past that the
-    /// oldest read ahead get their homes again (`note_read_homes`, with the snapshots `begun`
-    /// when their read was asked for) and may leave memory; most have been taken by then.
-    pub fn deliver_ahead(&mut self, named: TextOnDisk, text: Bytes, begun: u64) -> bool {
+    /// the next Gets find it whatever `--text-memory` is: for `TEXT_READ_AHEAD_HOLD_MS` after
+    /// `now_ms` (`release_read_ahead`), while the texts read ahead since come to at most
+    /// `TEXT_READ_AHEAD_HELD_BYTES` and `TEXT_READ_AHEAD_HELD_TEXTS`. Then it gets its home
+    /// again (`note_read_homes`, with the snapshots `begun` when its read was asked for) and may
+    /// leave memory; in a drain it has been taken by then.
+    pub fn deliver_ahead(
+        &mut self,
+        named: TextOnDisk,
+        text: Bytes,
+        begun: u64,
+        now_ms: u64,
+    ) -> bool {
         let bytes = u32::try_from(text.len()).expect("texts are small");
         if !self.deliver_text(named, text, false) {
             return false;
         }
-        self.read_ahead.push_back((named, begun, bytes));
+        let held_until_ms = now_ms + crate::limits::TEXT_READ_AHEAD_HOLD_MS;
+        self.read_ahead
+            .push_back((named, begun, bytes, held_until_ms));
         self.read_ahead_bytes += u64::from(bytes);
         let (bytes_max, texts_max) = self.read_ahead_held_max;
         while self.read_ahead_bytes > bytes_max || self.read_ahead.len() > texts_max {
-            let (named, begun, bytes) = self.read_ahead.pop_front().expect("bytes held");
-            self.read_ahead_bytes -= u64::from(bytes);
-            self.note_read_homes(&[named], begun);
+            self.let_go_read_ahead();
         }
         true
+    }
+
+    /// Lets the texts read ahead and held until `now_ms` or before go (`deliver_ahead`), at most
+    /// `budget` of them (one each).
+    pub(super) fn release_read_ahead(&mut self, now_ms: u64, budget: &mut usize) {
+        while *budget > 0
+            && self
+                .read_ahead_due_ms()
+                .is_some_and(|due_ms| due_ms <= now_ms)
+        {
+            self.let_go_read_ahead();
+            *budget -= 1;
+        }
+    }
+
+    /// Texts read ahead and held (`deliver_ahead`), those since taken among them.
+    pub fn texts_held_ahead(&self) -> usize {
+        self.read_ahead.len()
+    }
+
+    /// When the oldest text read ahead is held until, if one is.
+    pub(super) fn read_ahead_due_ms(&self) -> Option<u64> {
+        self.read_ahead
+            .front()
+            .map(|&(_, _, _, held_until_ms)| held_until_ms)
+    }
+
+    /// Lets the oldest text read ahead go: it gets its home again, and if its message is still
+    /// visible with that text (read ahead for nothing, so far), its queue reads half as far
+    /// ahead from now on.
+    fn let_go_read_ahead(&mut self) {
+        let (named, begun, bytes, _) = self.read_ahead.pop_front().expect("one is held");
+        self.read_ahead_bytes -= u64::from(bytes);
+        let (slot, generation, _, sequence) = named;
+        if self.names_current_text(slot, generation, sequence) {
+            let message = self.messages.get(slot);
+            if matches!(
+                message.place(),
+                Place::VisibleInOrder | Place::VisibleOutOfOrder
+            ) {
+                let queue = queue_at(&mut self.queues, message.queue());
+                queue.read_ahead_messages /= 2;
+            }
+        }
+        self.note_read_homes(&[named], begun);
     }
 
     /// Keeps at most `bytes` and `texts` read ahead in memory (`deliver_ahead`), not the
@@ -799,7 +854,7 @@ mod tests {
                 assert!(state.deliver_text(named, text, true));
             }
             for (named, text) in self.read_each(&wait.ahead) {
-                assert!(state.deliver_ahead(named, text, wait.snapshots_begun));
+                assert!(state.deliver_ahead(named, text, wait.snapshots_begun, NOW_MS));
                 self.delivered_ahead += 1;
             }
         }
@@ -1722,11 +1777,13 @@ mod tests {
         assert!(!state.deliver_text(on_disk[0], text, true));
     }
 
-    /// A wait names the texts on disk only after those its Get returns (`TextWait::ahead`):
-    /// delivered (`deliver_ahead`), they stay in memory, whatever the eviction asks, so the next
-    /// Gets do not wait; past the bound held, the oldest read ahead may leave memory again.
+    /// A Get's wait names texts on disk only after its own (`TextWait::ahead`), twice as many at
+    /// each wait of its queue; delivered (`deliver_ahead`) they stay in memory, whatever the
+    /// eviction asks, so the next Gets do not wait. Past the bound held, or once held
+    /// `TEXT_READ_AHEAD_HOLD_MS` untaken, they may leave memory again, and each untaken one
+    /// halves how far the queue reads ahead. A Peek reads none ahead.
     #[test]
-    fn texts_read_ahead_stay_in_memory_for_the_next_gets_within_a_bound() {
+    fn texts_read_ahead_grow_stay_for_the_next_gets_and_go_untaken() {
         let (mut state, mut log, queue) = tracked_with_queue_a();
         state.hold_read_ahead_at_most(400, 100);
         let get_two = Command::GetMessages {
@@ -1739,45 +1796,46 @@ mod tests {
             durable = log.flush(state).or(durable);
             state.evict(u64::MAX, durable);
         };
-        for round in 0..2 {
-            for _ in 0..40 {
-                put_one(&mut state, &queue, b"ten bytes!");
+        // A drain: 72 texts on disk only, taken two at a time, each Get followed by a Delete and
+        // by an eviction of everything it may take.
+        for _ in 0..72 {
+            put_one(&mut state, &queue, b"ten bytes!");
+        }
+        evict_all(&mut state, &mut log);
+        assert_eq!(state.texts_evicted(), (72, 720));
+        let mut aheads = Vec::new();
+        for get in 0..36 {
+            let mut reply = state.apply(get_two.clone(), NOW_MS);
+            if let Ok(Reply::Wait(wait)) = &reply {
+                assert_eq!(wait.texts.len(), 2, "get {get}");
+                aheads.push(wait.ahead.len());
+                log.deliver(&mut state, &wait.clone());
+                assert!(
+                    state.read_ahead_bytes <= 400,
+                    "get {get}: held within the bound"
+                );
+                reply = state.apply(get_two.clone(), NOW_MS);
+            }
+            let Ok(Reply::Messages(views)) = &reply else {
+                panic!("get {get}: {reply:?}");
+            };
+            assert_eq!(views.len(), 2);
+            for (queue, message_id, pop_receipt) in receipts_of(&get_two, &reply) {
+                let delete = Command::DeleteMessage {
+                    queue,
+                    message_id,
+                    pop_receipt,
+                };
+                state.apply(delete, NOW_MS).expect("deleted");
             }
             evict_all(&mut state, &mut log);
-            assert_eq!(state.texts_evicted(), (40, 400), "round {round}");
-            let Ok(Reply::Wait(wait)) = state.apply(get_two.clone(), NOW_MS) else {
-                panic!("round {round}: every text is on disk only");
-            };
-            assert_eq!(
-                (wait.texts.len(), wait.ahead.len()),
-                (2, 38),
-                "round {round}"
-            );
-            log.deliver(&mut state, &wait);
-            assert!(
-                state.read_ahead_bytes <= 400,
-                "round {round}: held within the bound"
-            );
-            // The Get applies again at once; the texts read ahead stay for the next, however
-            // much eviction asks for between them.
-            for get in 0..20 {
-                let reply = state.apply(get_two.clone(), NOW_MS);
-                let Ok(Reply::Messages(views)) = &reply else {
-                    panic!("round {round} get {get}: {reply:?}");
-                };
-                assert_eq!(views.len(), 2);
-                for (queue, message_id, pop_receipt) in receipts_of(&get_two, &reply) {
-                    let delete = Command::DeleteMessage {
-                        queue,
-                        message_id,
-                        pop_receipt,
-                    };
-                    state.apply(delete, NOW_MS).expect("deleted");
-                }
-                evict_all(&mut state, &mut log);
-            }
         }
-        // A Peek reads no texts ahead: the next Peek wants the same ones.
+        assert_eq!(
+            aheads,
+            [2, 4, 8, 16, 32],
+            "each wait reads twice as far ahead"
+        );
+        // A Peek reads none ahead: the next Peek wants the same texts.
         for _ in 0..60 {
             put_one(&mut state, &queue, b"ten bytes!");
         }
@@ -1790,17 +1848,29 @@ mod tests {
             panic!("every text is on disk only");
         };
         assert_eq!((wait.texts.len(), wait.ahead.len()), (2, 0));
-        // Texts read ahead and not yet taken leave memory once more are read ahead past the
-        // bound (those of messages taken since go first, changing nothing).
+        // Past the bound held the oldest read ahead leave memory; each still there to take
+        // halves how far the queue reads ahead.
         let Ok(Reply::Wait(wait)) = state.apply(get_two, NOW_MS) else {
             panic!("every text is on disk only");
         };
         assert_eq!((wait.texts.len(), wait.ahead.len()), (2, 58));
+        assert_eq!(state.queue(0).read_ahead_messages, 128);
         log.deliver(&mut state, &wait);
         assert_eq!((state.read_ahead.len(), state.read_ahead_bytes), (40, 400));
+        assert_eq!(state.queue(0).read_ahead_messages, 128 >> 18);
         evict_all(&mut state, &mut log);
         // 58 read ahead, 40 held: 18 back on disk, and the Get's own two (delivered here as
         // once its request is answered: `note_read_homes`).
         assert_eq!(state.texts_evicted(), (20, 200));
+        // Held untaken until `TEXT_READ_AHEAD_HOLD_MS` after their delivery, then let go.
+        let held_until_ms = NOW_MS + crate::limits::TEXT_READ_AHEAD_HOLD_MS;
+        assert!(state.next_deadline_ms() <= Some(held_until_ms));
+        state.advance(held_until_ms - 1, 1024);
+        evict_all(&mut state, &mut log);
+        assert_eq!(state.texts_evicted(), (20, 200));
+        state.advance(held_until_ms, 1024);
+        assert_eq!(state.read_ahead.len(), 0);
+        evict_all(&mut state, &mut log);
+        assert_eq!(state.texts_evicted(), (60, 600));
     }
 }
