@@ -255,9 +255,10 @@ pub struct TextWait {
     /// For a Get, texts on disk only of the visible messages after those, in order, up to
     /// `TEXT_READ_AHEAD_BYTES` (`ShardState::deliver_ahead`): the next Gets find them in memory.
     pub ahead: Vec<(u32, u32, super::key::TextLocator, u64)>,
-    /// Snapshots the shard had begun when it named them (`ShardState::snapshots_begun`): the
-    /// homes of texts read are noted again only if no other has begun since.
-    pub snapshots_begun: u64,
+    /// Snapshots the shard had begun or put in place when it named them
+    /// (`ShardState::snapshot_changes`): the homes of texts read are noted again only if no
+    /// other has begun or been put in place since.
+    pub snapshot_changes: u64,
 }
 
 /// One queue in a List Queues result.

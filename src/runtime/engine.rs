@@ -461,13 +461,13 @@ impl<B: Backend> Engine<B> {
     /// after 1024 rounds).
     pub async fn serve_wait(&self, command: Command, wait: TextWait) -> Applied {
         let mut delivered = Vec::new();
-        let begun = wait.snapshots_begun;
+        let changes = wait.snapshot_changes;
         let mut read = self.texts_read.get();
         read.waits += 1;
         self.texts_read.set(read);
         let applied = self.serve_rounds(command, wait, &mut delivered).await;
         let mut state = self.state.borrow_mut();
-        state.note_read_homes(&delivered, begun);
+        state.note_read_homes(&delivered, changes);
         if !delivered.is_empty() {
             // No flush may come to ask (Peeks alone).
             self.evict_wake.notify();
@@ -589,7 +589,7 @@ impl<B: Backend> Engine<B> {
                     read.texts += 1;
                     read.ahead += 1;
                     read.bytes += text.len() as u64;
-                    state.deliver_ahead(named, text, wait.snapshots_begun, now_ms);
+                    state.deliver_ahead(named, text, wait.snapshot_changes, now_ms);
                 }
             }
             Err(_) => read.failures += 1,

@@ -678,7 +678,7 @@ fn read_with_ahead(log: &Log<SimDisk>, wait: TextWait) -> (Ahead, TextRead<'_>) 
     let mut wanted = wait.texts;
     wanted.extend_from_slice(&wait.ahead);
     let read = Box::pin(log.read_texts(wanted));
-    ((wait.ahead, wait.snapshots_begun), read)
+    ((wait.ahead, wait.snapshot_changes), read)
 }
 
 /// Keeps `texts` (each message's text by ID) up to date with what `command` did, and checks

@@ -244,16 +244,17 @@ pub struct ShardState {
     /// the last snapshot begun, whose segments before it may be given up), and entries of this
     /// snapshot (the one in place while no other is being written). `texts::begin_snapshot`.
     pub(super) text_files: (u64, Option<u64>),
-    /// Snapshots begun (`texts::begin_snapshot`): a text read back for a request is noted
-    /// again only if none has begun since its read was asked for (`note_read_homes`).
-    pub(super) snapshots_begun: u64,
+    /// Snapshots begun and snapshots put in place (`texts::begin_snapshot`, `place_snapshot`):
+    /// a text read back for a request, or read ahead, is noted again only if none has begun or
+    /// been put in place since its read was asked for (`note_read_homes`).
+    pub(super) snapshot_changes: u64,
     /// Messages whose texts are on disk only, and those texts' bytes.
     pub(super) texts_evicted: (u64, u64),
     /// The slots whose texts a snapshot step is reading to encode (`texts::hold_texts`): none
     /// of them leaves memory until it has encoded them.
     pub(super) texts_held: std::ops::Range<u32>,
     /// Texts read ahead of a Get (`texts::deliver_ahead`), oldest first, each with the
-    /// snapshots begun when its read was asked for, its bytes and until when it is held:
+    /// snapshot changes when its read was asked for, its bytes and until when it is held:
     /// resident, with no home (so not evictable) until then, while their bytes together stay
     /// within `TEXT_READ_AHEAD_HELD_BYTES`.
     pub(super) read_ahead: std::collections::VecDeque<ReadAhead>,
@@ -265,8 +266,9 @@ pub struct ShardState {
 }
 
 /// A text read ahead (`ShardState::read_ahead`): the message's slot and generation, where the
-/// text is on disk and the record that wrote it (`texts::TextOnDisk`); the snapshots begun when
-/// its read was asked for; its bytes; the time it is held until, ms.
+/// text is on disk and the record that wrote it (`texts::TextOnDisk`); the snapshot changes
+/// when its read was asked for (`TextWait::snapshot_changes`); its bytes; the time it is held
+/// until, ms.
 pub type ReadAhead = (
     (u32, u32, crate::queue::key::TextLocator, u64),
     u64,
@@ -367,7 +369,7 @@ impl ShardState {
             journal: None,
             text_homes: BTreeMap::new(),
             text_files: (0, None),
-            snapshots_begun: 0,
+            snapshot_changes: 0,
             texts_evicted: (0, 0),
             texts_held: 0..0,
             read_ahead: std::collections::VecDeque::new(),
