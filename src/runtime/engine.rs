@@ -484,32 +484,46 @@ impl<B: Backend> Engine<B> {
     ) -> Applied {
         let mut failures = 0;
         for _ in 0..TEXT_WAIT_ROUNDS_MAX {
-            if self.reading.borrow().contains(&wait.queue) {
+            let applied = if self.reading.borrow().contains(&wait.queue) {
                 self.read_ended(wait.queue).await;
-            } else if let Err(error) = self.read_round(&mut wait, delivered).await {
-                failures += 1;
-                // One line a request: its later failures count in the metrics only.
-                if failures == 1 {
-                    eprintln!(
-                        "azq: shard {}: reading texts back from the log failed ({error}); \
-                         trying the request again",
-                        self.index
-                    );
+                self.apply_admitted(command.clone(), self.now_ms())
+            } else {
+                self.reading.borrow_mut().push(wait.queue);
+                let _reading = Reading {
+                    reading: &self.reading,
+                    waiters: &self.read_waiters,
+                    queue: wait.queue,
+                };
+                if let Err(error) = self.read_own(&mut wait, delivered).await {
+                    failures += 1;
+                    // One line a request: its later failures count in the metrics only.
+                    if failures == 1 {
+                        eprintln!(
+                            "azq: shard {}: reading texts back from the log failed ({error}); \
+                             trying the request again",
+                            self.index
+                        );
+                    }
+                    if failures == TEXT_READ_FAILURES_MAX {
+                        eprintln!(
+                            "azq: shard {}: {TEXT_READ_FAILURES_MAX} reads of texts on disk \
+                             failed for one request; answered 500 InternalError",
+                            self.index
+                        );
+                        return Applied {
+                            outcome: Err(StorageError::InternalError),
+                            durable_at: None,
+                        };
+                    }
+                    wait.ahead.clear();
                 }
-                if failures == TEXT_READ_FAILURES_MAX {
-                    eprintln!(
-                        "azq: shard {}: {TEXT_READ_FAILURES_MAX} reads of texts on disk failed \
-                         for one request; answered 500 InternalError",
-                        self.index
-                    );
-                    return Applied {
-                        outcome: Err(StorageError::InternalError),
-                        durable_at: None,
-                    };
-                }
-            }
-            // Nothing awaited since the texts were delivered: applied now, it finds them.
-            let applied = self.apply_admitted(command.clone(), self.now_ms());
+                // Nothing awaited since its texts were delivered: applied now, it finds them.
+                let applied = self.apply_admitted(command.clone(), self.now_ms());
+                // Then the texts after them, the queue still its to read: the requests waiting
+                // for it find those in memory.
+                self.read_ahead(&mut wait).await;
+                applied
+            };
             match applied.outcome {
                 Ok(Reply::Wait(next)) => wait = next,
                 _ => return applied,
@@ -538,10 +552,9 @@ impl<B: Backend> Engine<B> {
         })
     }
 
-    /// One round's reads for a request, no other reading for its queue: the texts `wait` names,
-    /// delivered to their messages (noted in `delivered`), then those it names ahead. Fails when
-    /// the first read does.
-    async fn read_round(
+    /// Reads the texts `wait` names for its request and delivers them to their messages (each
+    /// noted in `delivered`), or fails.
+    async fn read_own(
         &self,
         wait: &mut TextWait,
         delivered: &mut Vec<TextOnDisk>,
@@ -550,36 +563,30 @@ impl<B: Backend> Engine<B> {
             .log
             .as_ref()
             .expect("only a durable shard has texts on disk");
-        self.reading.borrow_mut().push(wait.queue);
-        let _reading = Reading {
-            reading: &self.reading,
-            waiters: &self.read_waiters,
-            queue: wait.queue,
-        };
         let outcome = log.read_texts(std::mem::take(&mut wait.texts)).await;
         // Taken after the read: other requests count theirs while it is in flight.
         let mut read = self.texts_read.get();
-        match outcome {
-            Ok(texts) => {
-                let mut state = self.state.borrow_mut();
-                for (named, text) in texts {
-                    read.texts += 1;
-                    read.bytes += text.len() as u64;
-                    if state.deliver_text(named, text, false) {
-                        delivered.push(named);
-                    }
+        let outcome = outcome.map(|texts| {
+            let mut state = self.state.borrow_mut();
+            for (named, text) in texts {
+                read.texts += 1;
+                read.bytes += text.len() as u64;
+                if state.deliver_text(named, text, false) {
+                    delivered.push(named);
                 }
-                self.texts_read.set(read);
             }
-            Err(error) => {
-                read.failures += 1;
-                self.texts_read.set(read);
-                return Err(error);
-            }
-        }
-        if wait.ahead.is_empty() {
-            return Ok(());
-        }
+        });
+        read.failures += u64::from(outcome.is_err());
+        self.texts_read.set(read);
+        outcome
+    }
+
+    /// Reads the texts `wait` names ahead and delivers them (`ShardState::deliver_ahead`); a
+    /// failure changes nothing but the count of failed reads.
+    async fn read_ahead(&self, wait: &mut TextWait) {
+        let Some(log) = self.log.as_ref().filter(|_| !wait.ahead.is_empty()) else {
+            return;
+        };
         let outcome = log.read_texts(std::mem::take(&mut wait.ahead)).await;
         let (mut read, now_ms) = (self.texts_read.get(), self.now_ms());
         match outcome {
@@ -595,7 +602,6 @@ impl<B: Backend> Engine<B> {
             Err(_) => read.failures += 1,
         }
         self.texts_read.set(read);
-        Ok(())
     }
 
     /// What the shard read back from its log for Gets and Peeks.
