@@ -153,10 +153,12 @@ pub const TEXT_WAIT_ROUNDS_MAX: usize = 1024;
 pub const TEXT_READ_AHEAD_BYTES: u64 = 1 << 20;
 /// The most visible messages after those a Get returns that it passes looking for texts to read
 /// ahead (most may be in memory already): the most a queue's read-ahead grows to, doubling from
-/// the Get's count at each wait and halved for each text read ahead that left memory untaken.
+/// the Get's count at each wait within `TEXT_READ_AHEAD_HOLD_MS` of the last, and halved for
+/// each text read ahead that left memory untaken.
 pub const TEXT_READ_AHEAD_MESSAGES: u32 = 4096;
 /// How long a text read ahead stays in memory beyond `--text-memory` if no Get takes it: then
-/// it may leave again, and its queue reads less ahead.
+/// it may leave again, and its queue reads less ahead. A queue whose Gets wait less often than
+/// this reads nothing ahead (what it read would leave memory before a Get took it).
 pub const TEXT_READ_AHEAD_HOLD_MS: u64 = 2_000;
 /// Text read ahead a shard keeps in memory, beyond `--text-memory`, until a Get takes it:
 /// past it, the texts read ahead longest ago may leave memory again.

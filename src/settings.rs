@@ -65,9 +65,9 @@ Usage: azq [options]
   --text-memory SIZE         experimental: bytes of message text kept in memory once written
                              to the log (split evenly per shard; default: every text); newer
                              texts beyond it are read back from disk when a Get or Peek
-                             returns them (a Get with up to 1 MiB of those after them, held
-                             up to 8 MiB a shard for 2 s or until taken), and no longer count in
-                             --max-memory (not with --inMemoryPersistence)
+                             returns them (a Get of a queue drained fast also up to 1 MiB of
+                             those after them, held up to 8 MiB a shard for 2 s at most), and
+                             no longer count in --max-memory (not with --inMemoryPersistence)
   --min-free-disk SIZE|N%    free space to keep on the file system holding DIR, as a size or
                              a share of it (default 5%); the same operations answer 503 before
                              it would be used (not with --inMemoryPersistence)

@@ -51,9 +51,12 @@ pub(super) struct Queue {
     /// with the queue when Clear Messages gives it a new record.
     pub(super) activity: Activity,
     /// Visible messages after its own whose texts a Get that waits reads ahead
-    /// (`texts::texts_wanted`): at least the Get's count, doubled at each wait up to
-    /// `TEXT_READ_AHEAD_MESSAGES`, halved for each text read ahead that left memory untaken.
+    /// (`texts::read_ahead_window`): 0 at a wait more than `TEXT_READ_AHEAD_HOLD_MS` after the
+    /// last, else doubled (from the Get's count) up to `TEXT_READ_AHEAD_MESSAGES`; halved for
+    /// each text read ahead that left memory untaken.
     pub(super) read_ahead_messages: u32,
+    /// When a Get of the queue last waited for texts, ms (0: never).
+    pub(super) last_wait_ms: u64,
 }
 
 impl Queue {
@@ -71,6 +74,7 @@ impl Queue {
             text_bytes: 0,
             activity: Activity::default(),
             read_ahead_messages: 0,
+            last_wait_ms: 0,
         }
     }
 }
@@ -425,11 +429,18 @@ impl ShardState {
         self.freed_message_bytes
     }
 
-    /// `Ok` when `more` bytes fit `--max-memory` (`fits`); else counts a memory refusal: 503
-    /// `ServerBusy`.
+    /// `Ok` when `more` bytes fit `--max-memory` (`fits`), if need be once the texts read ahead
+    /// are back on disk only (`shed_read_ahead`: a read never makes a Put refused); else counts
+    /// a memory refusal: 503 `ServerBusy`.
     pub(super) fn admit_memory(&mut self, more: u64) -> Result<(), StorageError> {
         if self.fits(more) {
             return Ok(());
+        }
+        if !self.read_ahead.is_empty() {
+            self.shed_read_ahead();
+            if self.fits(more) {
+                return Ok(());
+            }
         }
         self.refusals.memory += 1;
         Err(StorageError::ServerBusy)

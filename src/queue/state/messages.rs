@@ -81,11 +81,10 @@ impl ShardState {
         let index = self.queue_index(key)?;
         assert!((1..=limits::MESSAGES_PER_GET_MAX).contains(&count));
         assert!((1..=limits::VISIBILITY_TIMEOUT_S_MAX).contains(&visibility_timeout_s));
-        if let Some(wait) = self.texts_wanted(index, count, true, now_ms) {
-            // It had to wait: the next reads ahead twice as far.
+        let window = self.read_ahead_window(index, count, now_ms);
+        if let Some(wait) = self.texts_wanted(index, count, window, now_ms) {
             let queue = queue_at(&mut self.queues, index);
-            queue.read_ahead_messages =
-                (queue.read_ahead_messages.max(count) * 2).min(limits::TEXT_READ_AHEAD_MESSAGES);
+            (queue.read_ahead_messages, queue.last_wait_ms) = (window, now_ms);
             return Ok(Reply::Wait(wait));
         }
         let time_next_visible_ms = now_ms + visibility_timeout_s * 1000;
@@ -139,7 +138,7 @@ impl ShardState {
     ) -> Result<Reply, StorageError> {
         let index = self.queue_index(key)?;
         assert!((1..=limits::MESSAGES_PER_GET_MAX).contains(&count));
-        if let Some(wait) = self.texts_wanted(index, count, false, now_ms) {
+        if let Some(wait) = self.texts_wanted(index, count, 0, now_ms) {
             return Ok(Reply::Wait(wait));
         }
         let mut views = Vec::with_capacity(count as usize);

@@ -371,20 +371,19 @@ impl ShardState {
     /// The texts, on disk only, of the first `count` visible messages of queue record `index`
     /// that have not expired at `now_ms`: what a Get or Peek would return, found without
     /// changing anything (expired messages are passed over, not freed). `None` when every one
-    /// is resident. Else, for a Get (`read_ahead`), also those of the queue's next
-    /// `Queue::read_ahead_messages` such messages (at least `count`), up to
-    /// `TEXT_READ_AHEAD_BYTES` of text, to read ahead (`TextWait::ahead`). Not for a Peek: it
-    /// takes nothing, so the next Peek wants the same texts; on a deep queue of large texts,
-    /// Peeks reading ahead would fill the bound held and read again, Peek after Peek, what it
-    /// then let go.
+    /// is resident. Else also those of the next `window` such messages, up to
+    /// `TEXT_READ_AHEAD_BYTES` of text, to read ahead (`TextWait::ahead`): a Get's
+    /// `read_ahead_window`; 0 for a Peek, which takes nothing, so the next Peek wants the same
+    /// texts (on a deep queue of large texts, Peeks reading ahead would fill the bound held and
+    /// read again, Peek after Peek, what it then let go).
     pub(super) fn texts_wanted(
         &self,
         index: u32,
         count: u32,
-        read_ahead: bool,
+        window: u32,
         now_ms: u64,
     ) -> Option<TextWait> {
-        use crate::limits::{TEXT_READ_AHEAD_BYTES, TEXT_READ_AHEAD_MESSAGES};
+        use crate::limits::TEXT_READ_AHEAD_BYTES;
         if self.texts_evicted.0 == 0 {
             return None;
         }
@@ -392,14 +391,7 @@ impl ShardState {
         let mut in_order = queue.in_order.head;
         let mut out_of_order = queue.out_of_order.iter().peekable();
         let (mut found, mut texts, mut ahead, mut ahead_bytes) = (0, Vec::new(), Vec::new(), 0);
-        let ahead_messages = if read_ahead {
-            queue
-                .read_ahead_messages
-                .clamp(count, TEXT_READ_AHEAD_MESSAGES)
-        } else {
-            0
-        };
-        while found < count + ahead_messages && ahead_bytes < TEXT_READ_AHEAD_BYTES {
+        while found < count + window && ahead_bytes < TEXT_READ_AHEAD_BYTES {
             if found == count && texts.is_empty() {
                 return None;
             }
@@ -513,6 +505,54 @@ impl ShardState {
                 true
             }
             _ => false,
+        }
+    }
+
+    /// How many visible messages after its own a Get of queue record `index` for `count`
+    /// reads ahead if it waits at `now_ms`: none when the queue's last wait was more than
+    /// `TEXT_READ_AHEAD_HOLD_MS` ago (or never): its consumers would not take what it read
+    /// ahead before it left memory again, and would read it again (helper-44's review of
+    /// 0ed0d7f: consumers slower than that read every text twice, and waited as often). Else
+    /// twice the last window (at least `count`), up to `TEXT_READ_AHEAD_MESSAGES`.
+    pub(super) fn read_ahead_window(&self, index: u32, count: u32, now_ms: u64) -> u32 {
+        use crate::limits::{TEXT_READ_AHEAD_HOLD_MS, TEXT_READ_AHEAD_MESSAGES};
+        let queue = self.queue(index);
+        if queue.last_wait_ms == 0 || now_ms >= queue.last_wait_ms + TEXT_READ_AHEAD_HOLD_MS {
+            return 0;
+        }
+        (queue.read_ahead_messages.max(count) * 2).min(TEXT_READ_AHEAD_MESSAGES)
+    }
+
+    /// Puts every text read ahead and held back on disk only, where it was read, to make room
+    /// under `--max-memory` (`admit_memory`): so reading never makes a Put refused. A text whose
+    /// read a snapshot begun or put in place since has overtaken stays (its offset may name
+    /// another file of the same name now: `note_read_homes`), as do those of the slots a
+    /// snapshot step holds (`hold_texts`).
+    pub(super) fn shed_read_ahead(&mut self) {
+        let held = std::mem::take(&mut self.read_ahead);
+        self.read_ahead_bytes = 0;
+        for ((slot, generation, locator, sequence), changes, _, _) in held {
+            if changes != self.snapshot_changes
+                || self.texts_held.contains(&slot)
+                || !self.names_current_text(slot, generation, sequence)
+                || !self.stays_readable(locator, sequence)
+            {
+                continue;
+            }
+            let message = self.messages.get_mut(slot);
+            let text_bytes = u32::try_from(message.text.len()).expect("texts are small");
+            if message.text.resident().is_none() || text_bytes == 0 {
+                continue;
+            }
+            message.text = TextSlot::OnDisk {
+                locator,
+                text_bytes,
+            };
+            // Held twice, its first entry let go: that home goes with the text.
+            self.text_homes.remove(&(sequence, slot));
+            self.texts_evicted.0 += 1;
+            self.texts_evicted.1 += u64::from(text_bytes);
+            self.freed_message_bytes += u64::from(text_bytes);
         }
     }
 
@@ -1835,11 +1875,9 @@ mod tests {
             }
             evict_all(&mut state, &mut log);
         }
-        assert_eq!(
-            aheads,
-            [2, 4, 8, 16, 32],
-            "each wait reads twice as far ahead"
-        );
+        // The first wait reads none ahead (no wait of the queue in the last 2 s), each next
+        // twice as far, from the Get's count, until nothing is left to read.
+        assert_eq!(aheads, [0, 4, 8, 16, 32, 0]);
         // A Peek reads none ahead: the next Peek wants the same texts.
         for _ in 0..60 {
             put_one(&mut state, &queue, b"ten bytes!");
@@ -1855,7 +1893,7 @@ mod tests {
         assert_eq!((wait.texts.len(), wait.ahead.len()), (2, 0));
         // Past the bound held the oldest read ahead leave memory; each still there to take
         // halves how far the queue reads ahead.
-        let Ok(Reply::Wait(wait)) = state.apply(get_two, NOW_MS) else {
+        let Ok(Reply::Wait(wait)) = state.apply(get_two.clone(), NOW_MS) else {
             panic!("every text is on disk only");
         };
         assert_eq!((wait.texts.len(), wait.ahead.len()), (2, 58));
@@ -1877,6 +1915,12 @@ mod tests {
         assert_eq!(state.read_ahead.len(), 0);
         evict_all(&mut state, &mut log);
         assert_eq!(state.texts_evicted(), (60, 600));
+        // A Get that waits 2 s or more after its queue's last wait reads none ahead: what it
+        // read would leave memory before its consumers took it.
+        let Ok(Reply::Wait(wait)) = state.apply(get_two, held_until_ms) else {
+            panic!("every text is on disk only");
+        };
+        assert_eq!((wait.texts.len(), wait.ahead.len()), (2, 0));
     }
 
     /// A text read ahead while a snapshot of the same replay point (an expiry alone since the
@@ -1916,7 +1960,8 @@ mod tests {
         );
         // The snapshot of the same name begins; a Get reads ahead from the old file.
         log.begin_snapshot(&mut state);
-        queue_at(&mut state.queues, 0).read_ahead_messages = 64;
+        let queue_record = queue_at(&mut state.queues, 0);
+        (queue_record.read_ahead_messages, queue_record.last_wait_ms) = (64, later);
         let get = Command::GetMessages {
             queue: queue.clone(),
             count: 1,
@@ -2018,8 +2063,9 @@ mod tests {
             state.advance(later, usize::MAX);
             let gets = |state: &mut ShardState, log: &mut MemoryLog, random: &mut SplitMix64| {
                 for _ in 0..random.next_u64() % 4 {
-                    queue_at(&mut state.queues, 0).read_ahead_messages =
-                        (random.next_u64() % 16) as u32;
+                    let queue_record = queue_at(&mut state.queues, 0);
+                    queue_record.read_ahead_messages = (random.next_u64() % 16) as u32;
+                    queue_record.last_wait_ms = later - random.next_u64() % 3000;
                     let get = Command::GetMessages {
                         queue: queue.clone(),
                         count: 1 + (random.next_u64() % 4) as u32,
@@ -2053,5 +2099,65 @@ mod tests {
             }
             log.deliver_all(&mut state);
         }
+    }
+
+    /// Texts read ahead are charged to `--max-memory` while held, but a Put that would not fit
+    /// beside them puts them back on disk only first: reading never makes a Put refused
+    /// (helper-44's review of 0ed0d7f: Gets of a small backlog of large texts read 6 MB ahead
+    /// against a share of 4 MB, and every Put answered 503 for 2 s).
+    #[test]
+    fn a_put_that_does_not_fit_beside_texts_read_ahead_puts_them_back_on_disk() {
+        use crate::limits::{MESSAGE_OVERHEAD_BYTES, QUEUE_OVERHEAD_BYTES};
+        const TEXT: usize = 1000;
+        let (mut state, mut log, queue) = tracked_with_queue_a();
+        for _ in 0..10 {
+            let put = Command::PutMessage {
+                queue: queue.clone(),
+                text: Bytes::from(vec![b'p'; TEXT]),
+                visibility_timeout_s: 0,
+                ttl_s: Some(3600),
+            };
+            state.apply(put, NOW_MS).expect("put");
+        }
+        let durable = log.flush(&mut state);
+        state.evict(u64::MAX, durable);
+        assert_eq!(state.texts_evicted(), (10, 10 * TEXT as u64));
+        // Room for the slots and one text more.
+        let slots = (QUEUE_OVERHEAD_BYTES + 11 * MESSAGE_OVERHEAD_BYTES) as u64;
+        state.set_message_bytes_max(slots + TEXT as u64);
+        let queue_record = queue_at(&mut state.queues, 0);
+        (queue_record.read_ahead_messages, queue_record.last_wait_ms) = (64, NOW_MS);
+        let get = Command::GetMessages {
+            queue: queue.clone(),
+            count: 1,
+            visibility_timeout_s: 30,
+        };
+        let Ok(Reply::Wait(wait)) = state.apply(get, NOW_MS) else {
+            panic!("every text is on disk only");
+        };
+        assert_eq!((wait.texts.len(), wait.ahead.len()), (1, 9));
+        // The Get's own text stays, as its request holds it; those read ahead are held too.
+        let ahead = log.read_each(&wait.ahead);
+        for (named, text) in ahead {
+            assert!(state.deliver_ahead(named, text, wait.snapshot_changes, NOW_MS));
+        }
+        assert_eq!(state.texts_evicted(), (1, TEXT as u64));
+        assert!(
+            state.memory_bytes() > slots + TEXT as u64,
+            "over the limit, read ahead"
+        );
+        let put = Command::PutMessage {
+            queue,
+            text: Bytes::from(vec![b'q'; TEXT]),
+            visibility_timeout_s: 0,
+            ttl_s: Some(3600),
+        };
+        state
+            .apply(put, NOW_MS)
+            .expect("fits once the texts read ahead are on disk again");
+        assert_eq!(state.texts_evicted(), (10, 10 * TEXT as u64));
+        assert_eq!(state.read_ahead.len(), 0);
+        // Each reads back where it was read.
+        log.deliver_all(&mut state);
     }
 }
