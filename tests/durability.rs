@@ -541,11 +541,11 @@ fn competing_consumers_of_texts_on_disk_only_are_all_answered() {
         // read their own), and few Gets waited (15-18: those that came while the first reads
         // ran; without reading ahead, 98 did).
         let ahead = common::metric_total(&server, "azq_text_read_ahead_total");
+        let waits = common::metric_total(&server, "azq_text_waits_total");
         assert!(
             ahead >= (MESSAGES * 9 / 10) as u64,
             "{backend}: {ahead} read ahead"
         );
-        let waits = common::metric_total(&server, "azq_text_waits_total");
         assert!(
             (1..=2 * CONSUMERS as u64).contains(&waits),
             "{backend}: {waits} Gets waited"

@@ -51,12 +51,12 @@ pub(super) struct Queue {
     /// with the queue when Clear Messages gives it a new record.
     pub(super) activity: Activity,
     /// Visible messages after its own whose texts a Get that waits reads ahead
-    /// (`texts::read_ahead_window`): 0 at a wait more than `TEXT_READ_AHEAD_HOLD_MS` after the
-    /// last, else doubled (from the Get's count) up to `TEXT_READ_AHEAD_MESSAGES`; halved for
-    /// each text read ahead that left memory untaken.
+    /// (`texts::read_ahead_window`), at its last wait; halved for each text read ahead that left
+    /// memory untaken.
     pub(super) read_ahead_messages: u32,
-    /// When a Get of the queue last waited for texts, ms (0: never).
-    pub(super) last_wait_ms: u64,
+    /// When a Get of the queue last waited for texts, ms (0: never), and `activity.delivered`
+    /// then: how fast its consumers take messages.
+    pub(super) last_wait: (u64, u64),
 }
 
 impl Queue {
@@ -74,7 +74,7 @@ impl Queue {
             text_bytes: 0,
             activity: Activity::default(),
             read_ahead_messages: 0,
-            last_wait_ms: 0,
+            last_wait: (0, 0),
         }
     }
 }

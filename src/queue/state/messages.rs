@@ -84,7 +84,8 @@ impl ShardState {
         let window = self.read_ahead_window(index, count, now_ms);
         if let Some(wait) = self.texts_wanted(index, count, window, now_ms) {
             let queue = queue_at(&mut self.queues, index);
-            (queue.read_ahead_messages, queue.last_wait_ms) = (window, now_ms);
+            queue.read_ahead_messages = window;
+            queue.last_wait = (now_ms, queue.activity.delivered);
             return Ok(Reply::Wait(wait));
         }
         let time_next_visible_ms = now_ms + visibility_timeout_s * 1000;

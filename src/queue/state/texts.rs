@@ -509,18 +509,25 @@ impl ShardState {
     }
 
     /// How many visible messages after its own a Get of queue record `index` for `count`
-    /// reads ahead if it waits at `now_ms`: none when the queue's last wait was more than
-    /// `TEXT_READ_AHEAD_HOLD_MS` ago (or never): its consumers would not take what it read
-    /// ahead before it left memory again, and would read it again (helper-44's review of
-    /// 0ed0d7f: consumers slower than that read every text twice, and waited as often). Else
-    /// twice the last window (at least `count`), up to `TEXT_READ_AHEAD_MESSAGES`.
+    /// reads ahead if it waits at `now_ms`: twice the last window (at least `count`), up to
+    /// `TEXT_READ_AHEAD_MESSAGES`, but no more than its consumers take in a quarter of
+    /// `TEXT_READ_AHEAD_HOLD_MS` at the rate since the queue's last wait (this Get's `count`
+    /// included), so that what it reads ahead is taken well before it may leave memory again;
+    /// and none when the last wait was a hold or more ago (or never). helper-44's review of
+    /// 0ed0d7f found consumers slower than the hold reading every text twice, and waiting as
+    /// often.
     pub(super) fn read_ahead_window(&self, index: u32, count: u32, now_ms: u64) -> u32 {
         use crate::limits::{TEXT_READ_AHEAD_HOLD_MS, TEXT_READ_AHEAD_MESSAGES};
         let queue = self.queue(index);
-        if queue.last_wait_ms == 0 || now_ms >= queue.last_wait_ms + TEXT_READ_AHEAD_HOLD_MS {
+        let (last_ms, delivered_then) = queue.last_wait;
+        if last_ms == 0 || now_ms >= last_ms + TEXT_READ_AHEAD_HOLD_MS {
             return 0;
         }
-        (queue.read_ahead_messages.max(count) * 2).min(TEXT_READ_AHEAD_MESSAGES)
+        // Taken since, and the `count` this Get will take: waits a burst apart do not stop it.
+        let taken = queue.activity.delivered.saturating_sub(delivered_then) + u64::from(count);
+        let taken_in_time = taken * (TEXT_READ_AHEAD_HOLD_MS / 4) / (now_ms - last_ms).max(1);
+        let grown = (queue.read_ahead_messages.max(count) * 2).min(TEXT_READ_AHEAD_MESSAGES);
+        grown.min(u32::try_from(taken_in_time).unwrap_or(u32::MAX))
     }
 
     /// Puts every text read ahead and held back on disk only, where it was read, to make room
@@ -1917,10 +1924,20 @@ mod tests {
         assert_eq!(state.texts_evicted(), (60, 600));
         // A Get that waits 2 s or more after its queue's last wait reads none ahead: what it
         // read would leave memory before its consumers took it.
-        let Ok(Reply::Wait(wait)) = state.apply(get_two, held_until_ms) else {
+        let Ok(Reply::Wait(wait)) = state.apply(get_two.clone(), held_until_ms) else {
             panic!("every text is on disk only");
         };
         assert_eq!((wait.texts.len(), wait.ahead.len()), (2, 0));
+        log.deliver(&mut state, &wait);
+        let reply = state.apply(get_two.clone(), held_until_ms);
+        assert!(matches!(&reply, Ok(Reply::Messages(views)) if views.len() == 2));
+        // 1 s later, two taken since the last wait and two for this Get: it reads ahead what
+        // its consumers take in 0.5 s (a quarter of the hold) at that rate, two, not the four
+        // its window would grow to.
+        let Ok(Reply::Wait(wait)) = state.apply(get_two, held_until_ms + 1000) else {
+            panic!("every text is on disk only");
+        };
+        assert_eq!((wait.texts.len(), wait.ahead.len()), (2, 2));
     }
 
     /// A text read ahead while a snapshot of the same replay point (an expiry alone since the
@@ -1961,7 +1978,10 @@ mod tests {
         // The snapshot of the same name begins; a Get reads ahead from the old file.
         log.begin_snapshot(&mut state);
         let queue_record = queue_at(&mut state.queues, 0);
-        (queue_record.read_ahead_messages, queue_record.last_wait_ms) = (64, later);
+        queue_record.read_ahead_messages = 64;
+        // A wait just before, since which consumers took messages fast.
+        queue_record.activity.delivered += 1000;
+        queue_record.last_wait = (later - 1, queue_record.activity.delivered - 1000);
         let get = Command::GetMessages {
             queue: queue.clone(),
             count: 1,
@@ -1976,7 +1996,9 @@ mod tests {
         log.place_snapshot(&mut random, &mut state, durable);
         state.evict(u64::MAX, durable);
         assert_eq!(state.texts_evicted().0, 7, "all re-homed to the new file");
-        // Read ahead again from the new file: the old entries leave the FIFO.
+        // Read ahead again from the new file (consumers took many since): the old entries
+        // leave the FIFO.
+        queue_at(&mut state.queues, 0).activity.delivered += 1000;
         let Ok(Reply::Wait(wait)) = state.apply(get, later) else {
             panic!("a wait");
         };
@@ -2065,7 +2087,11 @@ mod tests {
                 for _ in 0..random.next_u64() % 4 {
                     let queue_record = queue_at(&mut state.queues, 0);
                     queue_record.read_ahead_messages = (random.next_u64() % 16) as u32;
-                    queue_record.last_wait_ms = later - random.next_u64() % 3000;
+                    let delivered = queue_record.activity.delivered;
+                    queue_record.last_wait = (
+                        later - random.next_u64() % 3000,
+                        delivered.saturating_sub(random.next_u64() % 64),
+                    );
                     let get = Command::GetMessages {
                         queue: queue.clone(),
                         count: 1 + (random.next_u64() % 4) as u32,
@@ -2126,7 +2152,9 @@ mod tests {
         let slots = (QUEUE_OVERHEAD_BYTES + 11 * MESSAGE_OVERHEAD_BYTES) as u64;
         state.set_message_bytes_max(slots + TEXT as u64);
         let queue_record = queue_at(&mut state.queues, 0);
-        (queue_record.read_ahead_messages, queue_record.last_wait_ms) = (64, NOW_MS);
+        queue_record.read_ahead_messages = 64;
+        queue_record.activity.delivered += 1000;
+        queue_record.last_wait = (NOW_MS - 1, queue_record.activity.delivered - 1000);
         let get = Command::GetMessages {
             queue: queue.clone(),
             count: 1,
