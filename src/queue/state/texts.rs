@@ -1940,19 +1940,23 @@ mod tests {
         assert_eq!((wait.texts.len(), wait.ahead.len()), (2, 2));
     }
 
-    /// A text read ahead while a snapshot of the same replay point (an expiry alone since the
-    /// last) runs is read from the old file; put in place, the new file has the name, and the
-    /// snapshot re-homes the text to its entry. Evicted and read ahead again, the text is
-    /// held twice in the FIFO; when the first entry goes, its old offset must not become the
-    /// text's home: it names another entry of the new file (helper-43's review of e00436a:
-    /// Gets answered 500 reading past the file's end, and the next snapshot stopped the
-    /// process; its test, with Gets, since Peeks read none ahead).
-    #[test]
-    fn a_text_read_ahead_across_a_snapshot_of_the_same_name_keeps_its_new_home() {
+    /// A tracked state with queue "a" holding `count` texts, the first expiring after 10 s, all
+    /// on disk only in the snapshot in place, and the time after that expiry (no record written
+    /// since: the next snapshot is of the same replay point); with its log, a random source
+    /// and the last durable record.
+    fn in_a_snapshot_then_one_expired(
+        count: u8,
+    ) -> (
+        ShardState,
+        MemoryLog,
+        QueueKey,
+        SplitMix64,
+        Option<u64>,
+        u64,
+    ) {
         let (mut state, mut log, queue) = tracked_with_queue_a();
         let mut random = SplitMix64::new(1);
-        state.hold_read_ahead_at_most(u64::MAX, 8);
-        for n in 0..8u8 {
+        for n in 0..count {
             let put = Command::PutMessage {
                 queue: queue.clone(),
                 text: Bytes::from(vec![b'a' + n; 100 + 10 * n as usize]),
@@ -1967,7 +1971,7 @@ mod tests {
         log.encode_snapshot(&mut state);
         log.place_snapshot(&mut random, &mut state, durable);
         state.evict(u64::MAX, durable);
-        assert_eq!(state.texts_evicted().0, 8);
+        assert_eq!(state.texts_evicted().0, u64::from(count));
         let later = NOW_MS + 11_000;
         state.advance(later, usize::MAX);
         assert_eq!(
@@ -1975,6 +1979,21 @@ mod tests {
             replay_from,
             "nothing written"
         );
+        (state, log, queue, random, durable, later)
+    }
+
+    /// A text read ahead while a snapshot of the same replay point (an expiry alone since the
+    /// last) runs is read from the old file; put in place, the new file has the name, and the
+    /// snapshot re-homes the text to its entry. Evicted and read ahead again, the text is
+    /// held twice in the FIFO; when the first entry goes, its old offset must not become the
+    /// text's home: it names another entry of the new file (helper-43's review of e00436a:
+    /// Gets answered 500 reading past the file's end, and the next snapshot stopped the
+    /// process; its test, with Gets, since Peeks read none ahead).
+    #[test]
+    fn a_text_read_ahead_across_a_snapshot_of_the_same_name_keeps_its_new_home() {
+        let (mut state, mut log, queue, mut random, durable, later) =
+            in_a_snapshot_then_one_expired(8);
+        state.hold_read_ahead_at_most(u64::MAX, 8);
         // The snapshot of the same name begins; a Get reads ahead from the old file.
         log.begin_snapshot(&mut state);
         let queue_record = queue_at(&mut state.queues, 0);
@@ -2016,24 +2035,8 @@ mod tests {
     /// read-ahead, which made the window longer).
     #[test]
     fn texts_read_during_a_snapshot_of_the_same_name_and_answered_after_it_keep_their_homes() {
-        let (mut state, mut log, queue) = tracked_with_queue_a();
-        let mut random = SplitMix64::new(1);
-        for n in 0..4u8 {
-            let put = Command::PutMessage {
-                queue: queue.clone(),
-                text: Bytes::from(vec![b'a' + n; 100 + 10 * n as usize]),
-                visibility_timeout_s: 0,
-                ttl_s: Some(if n == 0 { 10 } else { 3600 }),
-            };
-            state.apply(put, NOW_MS).expect("put");
-        }
-        let durable = log.flush(&mut state);
-        log.begin_snapshot(&mut state);
-        log.encode_snapshot(&mut state);
-        log.place_snapshot(&mut random, &mut state, durable);
-        state.evict(u64::MAX, durable);
-        let later = NOW_MS + 11_000;
-        state.advance(later, usize::MAX);
+        let (mut state, mut log, queue, mut random, durable, later) =
+            in_a_snapshot_then_one_expired(4);
         log.begin_snapshot(&mut state);
         let peek = Command::PeekMessages { queue, count: 32 };
         let Ok(Reply::Wait(wait)) = state.apply(peek, later) else {
