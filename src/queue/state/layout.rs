@@ -298,10 +298,58 @@ pub struct Journal {
     pub(super) records: BytesMut,
     /// The sequence number the next record gets.
     pub(super) next_sequence: u64,
-    /// The sequence of the record that last wrote each live message's text, by (slot,
-    /// generation), when texts may leave memory (`None`: they never do, and nothing is kept): a
-    /// locator names a message's text only when it names that record.
-    pub(super) text_sequences: Option<HashMap<(u32, u32), u64>>,
+    /// The sequence of the record that last wrote each live message's text, by slot, when
+    /// texts may leave memory (`None`: they never do, and nothing is kept): a locator names a
+    /// message's text only when it names that record.
+    pub(super) text_sequences: Option<TextSequences>,
+}
+
+/// The sequence of the record that last wrote each live message's text (`Journal`), 8 bytes a
+/// slot in a vector beside the slab: a map by (slot, generation) cost about 30 bytes a message
+/// in a deep backlog. The entry of a slot belongs to the message living there now, since one
+/// is set by every record that writes a text and taken when its message dies
+/// (`texts::forget_text`); `ShardState::text_sequence` also checks the generation.
+#[derive(Debug, Default)]
+pub struct TextSequences {
+    /// By slot; `TextSequences::NONE` where no live message's text is tracked.
+    by_slot: Vec<u64>,
+}
+
+impl TextSequences {
+    /// No entry: a sequence no record has (`texts::RECOVERED_TEXT_SEQUENCE` is `u64::MAX`).
+    const NONE: u64 = u64::MAX - 1;
+
+    /// Notes that record `sequence` wrote the text of the message in `slot`.
+    pub(super) fn set(&mut self, slot: u32, sequence: u64) {
+        debug_assert_ne!(sequence, Self::NONE);
+        let slot = slot as usize;
+        if slot >= self.by_slot.len() {
+            self.by_slot.resize(slot + 1, Self::NONE);
+        }
+        self.by_slot[slot] = sequence;
+    }
+
+    /// The entry of `slot`.
+    pub(super) fn get(&self, slot: u32) -> Option<u64> {
+        let sequence = *self.by_slot.get(slot as usize)?;
+        (sequence != Self::NONE).then_some(sequence)
+    }
+
+    /// Takes the entry of `slot` out.
+    pub(super) fn take(&mut self, slot: u32) -> Option<u64> {
+        let entry = self.by_slot.get_mut(slot as usize)?;
+        let sequence = std::mem::replace(entry, Self::NONE);
+        (sequence != Self::NONE).then_some(sequence)
+    }
+
+    /// Slots with an entry.
+    #[cfg(test)]
+    pub(super) fn len(&self) -> usize {
+        self.by_slot
+            .iter()
+            .filter(|&&entry| entry != Self::NONE)
+            .count()
+    }
 }
 
 impl Journal {
@@ -310,16 +358,14 @@ impl Journal {
         if let Some(text_sequences) = &mut self.text_sequences {
             match record {
                 Record::MessagePut(message) => {
-                    let named = (message.slot, message.generation);
-                    text_sequences.insert(named, self.next_sequence);
+                    text_sequences.set(message.slot, self.next_sequence);
                 }
                 Record::MessageUpdated {
                     slot,
-                    generation,
                     text: Some(_),
                     ..
                 } => {
-                    text_sequences.insert((*slot, *generation), self.next_sequence);
+                    text_sequences.set(*slot, self.next_sequence);
                 }
                 _ => {}
             }

@@ -35,7 +35,7 @@ use std::ops::Range;
 
 use bytes::Bytes;
 
-use super::layout::{queue_at, ShardState, TextHome};
+use super::layout::{queue_at, ShardState, TextHome, TextSequences};
 use crate::queue::command::TextWait;
 use crate::queue::key::{TextFile, TextLocator};
 use crate::queue::slab::{Place, TextSlot, NONE};
@@ -96,16 +96,15 @@ impl ShardState {
         if journal.text_sequences.is_some() {
             return;
         }
-        let here = (0..self.messages.slots() as u32)
-            .filter(|&slot| self.messages.occupant(slot).is_some())
-            .map(|slot| {
-                let named = (slot, self.messages.generation(slot));
-                (named, RECOVERED_TEXT_SEQUENCE)
-            });
-        let mut text_sequences: HashMap<(u32, u32), u64> = here.collect();
+        let mut text_sequences = TextSequences::default();
+        for slot in 0..self.messages.slots() as u32 {
+            if self.messages.occupant(slot).is_some() {
+                text_sequences.set(slot, RECOVERED_TEXT_SEQUENCE);
+            }
+        }
         for home in &recovered.homes {
-            if let Some(sequence) = text_sequences.get_mut(&(home.slot, home.generation)) {
-                *sequence = home.sequence;
+            if self.messages.lookup(home.slot, home.generation).is_some() {
+                text_sequences.set(home.slot, home.sequence);
             }
         }
         journal.text_sequences = Some(text_sequences);
@@ -124,24 +123,20 @@ impl ShardState {
     /// `generation`), when tracked.
     pub fn text_sequence(&self, slot: u32, generation: u32) -> Option<u64> {
         let journal = self.journal.as_ref()?;
-        journal
-            .text_sequences
-            .as_ref()?
-            .get(&(slot, generation))
-            .copied()
+        let sequence = journal.text_sequences.as_ref()?.get(slot)?;
+        self.messages.lookup(slot, generation)?;
+        Some(sequence)
     }
 
     /// Whether `sequence` is the record that last wrote the text of the live message
     /// (`slot`, `generation`).
     fn names_current_text(&self, slot: u32, generation: u32, sequence: u64) -> bool {
         self.text_sequence(slot, generation) == Some(sequence)
-            && self.messages.lookup(slot, generation).is_some()
     }
 
     /// Forgets what was kept for the text of the message in `slot`, which is about to die or
     /// take a new text: its record's sequence and home, and its count as evicted.
     pub(super) fn forget_text(&mut self, slot: u32) {
-        let generation = self.messages.generation(slot);
         let Some(text_sequences) = self
             .journal
             .as_mut()
@@ -149,7 +144,7 @@ impl ShardState {
         else {
             return;
         };
-        if let Some(sequence) = text_sequences.remove(&(slot, generation)) {
+        if let Some(sequence) = text_sequences.take(slot) {
             self.text_homes.remove(&(sequence, slot));
         }
         if let TextSlot::OnDisk { text_bytes, .. } = self.messages.get(slot).text {
