@@ -1977,6 +1977,15 @@ mod tests {
         (state, log, queue, random, durable, later)
     }
 
+    /// Makes the shard's first queue look as if a Get had waited 1 ms before `now`, since
+    /// which its consumers took 1,000 messages, with a window of 64: its next wait reads ahead.
+    fn waited_just_before_with_fast_consumers(state: &mut ShardState, now: u64) {
+        let queue_record = queue_at(&mut state.queues, 0);
+        queue_record.read_ahead_messages = 64;
+        queue_record.activity.delivered += 1000;
+        queue_record.last_wait = (now - 1, queue_record.activity.delivered - 1000);
+    }
+
     /// A text read ahead while a snapshot of the same replay point (an expiry alone since the
     /// last) runs is read from the old file; put in place, the new file has the name, and the
     /// snapshot re-homes the text to its entry. Evicted and read ahead again, the text is
@@ -1991,11 +2000,7 @@ mod tests {
         state.hold_read_ahead_at_most(u64::MAX, 8);
         // The snapshot of the same name begins; a Get reads ahead from the old file.
         log.begin_snapshot(&mut state);
-        let queue_record = queue_at(&mut state.queues, 0);
-        queue_record.read_ahead_messages = 64;
-        // A wait just before, since which consumers took messages fast.
-        queue_record.activity.delivered += 1000;
-        queue_record.last_wait = (later - 1, queue_record.activity.delivered - 1000);
+        waited_just_before_with_fast_consumers(&mut state, later);
         let get = Command::GetMessages {
             queue: queue.clone(),
             count: 1,
@@ -2149,10 +2154,7 @@ mod tests {
         // Room for the slots and one text more.
         let slots = (QUEUE_OVERHEAD_BYTES + 11 * MESSAGE_OVERHEAD_BYTES) as u64;
         state.set_message_bytes_max(slots + TEXT as u64);
-        let queue_record = queue_at(&mut state.queues, 0);
-        queue_record.read_ahead_messages = 64;
-        queue_record.activity.delivered += 1000;
-        queue_record.last_wait = (NOW_MS - 1, queue_record.activity.delivered - 1000);
+        waited_just_before_with_fast_consumers(&mut state, NOW_MS);
         let get = Command::GetMessages {
             queue: queue.clone(),
             count: 1,
