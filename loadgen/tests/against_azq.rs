@@ -160,6 +160,50 @@ fn a_two_second_put_reports_exactly_the_messages_the_server_holds() {
     assert!(latency["p50"].as_u64() <= latency["max"].as_u64());
 }
 
+/// With more queues than connections, each connection takes its share of the queues in turn:
+/// a fill puts into every queue, and a drain empties every one (each connection used to keep
+/// to one queue, so 2 connections over 7 queues filled and drained 2 of them).
+#[test]
+fn more_queues_than_connections_are_all_filled_and_drained() {
+    let server = start_server();
+    let queues: Vec<String> = (0..7).map(|index| format!("spread-{index}")).collect();
+    let common = [
+        "--connections",
+        "2",
+        "--queues",
+        "7",
+        "--queue-prefix",
+        "spread",
+    ];
+    let (output, _) = run_loadgen(
+        &server,
+        "spread-fill",
+        &[
+            &common[..],
+            &["--scenario", "put", "--requests", "70", "--warmup", "0s"],
+        ]
+        .concat(),
+    );
+    assert!(output.status.success(), "{output:?}");
+    let depths: Vec<u64> = queues.iter().map(|queue| depth(&server, queue)).collect();
+    assert_eq!(depths.iter().sum::<u64>(), 70, "{depths:?}");
+    assert!(depths.iter().all(|&depth| depth > 0), "{depths:?}");
+    let (output, report) = run_loadgen(
+        &server,
+        "spread-drain",
+        &[
+            &common[..],
+            &["--scenario", "get-delete", "--batch", "32"],
+            &["--duration", "1s", "--warmup", "0s"],
+        ]
+        .concat(),
+    );
+    assert!(output.status.success(), "{output:?}");
+    assert_eq!(count(&report, "delete", "count"), 70, "{report}");
+    let depths: Vec<u64> = queues.iter().map(|queue| depth(&server, queue)).collect();
+    assert_eq!(depths, [0; 7]);
+}
+
 #[test]
 fn a_mixed_run_never_consumes_more_than_it_produced() {
     let server = start_server();

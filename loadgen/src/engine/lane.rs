@@ -99,6 +99,9 @@ pub struct Lane {
     pub role: Role,
     /// Index of the queue this lane works on.
     pub queue: usize,
+    /// The queues the lane takes in turn, one chain each (`rotating`): `queue`'s first value,
+    /// the step between them and the number of queues; the step 0 when the lane has one.
+    turns: (usize, usize, usize),
     /// Messages of the last Get still to update or delete; capacity `batch`, never grown.
     held: Vec<HeldMessage>,
     /// Position in the follow-up sequence of `held`: per message, an updater's Update, then the
@@ -116,9 +119,30 @@ impl Lane {
         Lane {
             role,
             queue,
+            turns: (queue, 0, 0),
             held: Vec::with_capacity(batch),
             follow_up: 0,
             refill,
+        }
+    }
+
+    /// The same lane taking in turn, one chain each (a Put, a Peek, or a Get and what follows
+    /// it), every `step`-th of `queues` queues from its first: where a run has more queues than
+    /// lanes, every queue is worked on.
+    pub fn rotating(mut self, step: usize, queues: usize) -> Lane {
+        assert!(step > 0 && self.queue < queues);
+        self.turns = (self.queue, step, queues);
+        self
+    }
+
+    /// Moves to the next queue of its turn once a chain has ended.
+    fn end_of_chain(&mut self) {
+        let (first, step, queues) = self.turns;
+        if step > 0 && self.is_between_chains() {
+            self.queue += step;
+            if self.queue >= queues {
+                self.queue = first;
+            }
         }
     }
 
@@ -166,6 +190,15 @@ impl Lane {
         &mut self,
         messages: impl Iterator<Item = ListedMessage<'a>>,
     ) -> Result<(), LaneError> {
+        let taken = self.take_get(messages);
+        self.end_of_chain();
+        taken
+    }
+
+    fn take_get<'a>(
+        &mut self,
+        messages: impl Iterator<Item = ListedMessage<'a>>,
+    ) -> Result<(), LaneError> {
         assert!(self.next_step() == Step::Get, "a Get answer without a Get");
         self.held.clear();
         self.follow_up = 0;
@@ -203,12 +236,14 @@ impl Lane {
             Some(receipt) => {
                 if !self.held[index].set_pop_receipt(receipt) {
                     self.skip_message();
+                    self.end_of_chain();
                     return Err(LaneError::UnusableMessage);
                 }
                 self.follow_up += 1;
             }
             None => self.skip_message(),
         }
+        self.end_of_chain();
         Ok(())
     }
 
@@ -223,6 +258,7 @@ impl Lane {
         } else {
             self.skip_message();
         }
+        self.end_of_chain();
     }
 
     /// Messages the last Get handed to this lane.
@@ -238,6 +274,7 @@ impl Lane {
             "nothing to abandon"
         );
         self.skip_message();
+        self.end_of_chain();
     }
 
     /// Takes in a refill Put's answer, successful or not.
@@ -247,12 +284,14 @@ impl Lane {
             "a refill answer without a refill"
         );
         self.follow_up += 1;
+        self.end_of_chain();
     }
 
     /// Takes in an answer to a Put or Peek, or a failed Get: the lane starts a new chain.
     pub fn on_chain_end(&mut self) {
         self.held.clear();
         self.follow_up = 0;
+        self.end_of_chain();
     }
 
     /// Whether the lane is between chains (its next step starts one).
@@ -290,6 +329,34 @@ mod tests {
         // An empty Get leads straight to the next Get.
         lane.on_get(std::iter::empty()).unwrap();
         assert_eq!(lane.next_step(), Step::Get);
+    }
+
+    /// A lane with more queues than lanes takes its share in turn, one chain each: the Get
+    /// and the Deletes of its messages on one queue, then the next.
+    #[test]
+    fn a_rotating_lane_moves_to_its_next_queue_once_a_chain_ends() {
+        let mut lane = Lane::new(Role::Consumer, 1, 32, false).rotating(3, 8);
+        assert_eq!(lane.queue, 1);
+        lane.on_get([listed(b"a", b"ra"), listed(b"b", b"rb")].into_iter())
+            .unwrap();
+        lane.on_delete(true);
+        assert_eq!(lane.queue, 1, "the Deletes go where the Get was");
+        lane.on_delete(false);
+        assert_eq!(lane.queue, 4);
+        lane.on_get(std::iter::empty()).unwrap();
+        assert_eq!(lane.queue, 7);
+        lane.on_chain_end();
+        assert_eq!(lane.queue, 1, "back to the first after the last (10 >= 8)");
+        let mut producer = Lane::new(Role::Producer, 0, 1, false).rotating(2, 3);
+        let mut seen = Vec::new();
+        for _ in 0..4 {
+            seen.push(producer.queue);
+            producer.on_chain_end();
+        }
+        assert_eq!(seen, [0, 2, 0, 2]);
+        let mut fixed = Lane::new(Role::Producer, 2, 1, false);
+        fixed.on_chain_end();
+        assert_eq!(fixed.queue, 2, "a lane that was not made rotating stays");
     }
 
     #[test]

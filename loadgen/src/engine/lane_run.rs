@@ -77,12 +77,13 @@ impl LaneRun {
         // Queues are spread separately over producers and over the other lanes.
         let producers = plan.producer_lanes();
         let split = plan.scenario.has_producers_and_consumers();
-        let position = match role {
-            Role::Producer => lane_index,
-            _ if split => lane_index - producers,
-            _ => lane_index,
+        let (position, group) = match role {
+            Role::Producer if split => (lane_index, producers),
+            _ if split => (lane_index - producers, lanes - producers),
+            _ => (lane_index, lanes),
         };
-        let queue = position % plan.settings.queue_names.len();
+        let queues = plan.settings.queue_names.len();
+        let queue = position % queues;
         // Workers pace themselves; in a workers run the rate is the producers' alone.
         let (paced_lanes, paced_index) = match (plan.scenario, role) {
             (Scenario::Workers, Role::Producer) => (producers, lane_index),
@@ -112,7 +113,11 @@ impl LaneRun {
             requests / lanes + u64::from((lane_index as u64) < requests % lanes)
         });
         LaneRun {
-            lane: Lane::new(role, queue, plan.settings.batch as usize, plan.refill),
+            lane: match Lane::new(role, queue, plan.settings.batch as usize, plan.refill) {
+                // More queues than lanes of the role: each lane takes its share in turn.
+                lane if queues > group => lane.rotating(group, queues),
+                lane => lane,
+            },
             pacer,
             ready_ns: 0,
             chain_intended_ns: 0,
