@@ -419,35 +419,50 @@ fn read_ranges(file: &std::fs::File, ranges: &[(u64, u32)]) -> io::Result<Vec<by
     Ok(read)
 }
 
-/// Asks the kernel to drop the cached pages of the span `ranges` covers (posix_fadvise
-/// DONTNEED: clean pages only, so it never costs a write); a hint, whose failure changes
-/// nothing.
+/// Asks the kernel to drop the cached pages of `ranges`, span by span (`read_spans`;
+/// posix_fadvise DONTNEED: clean pages only, so it never costs a write, and only the pages
+/// wholly inside a span); a hint, whose failure changes nothing. Not the one span from the
+/// first range to the last: the texts of a queue among many lie far apart in the log, and that
+/// span dropped the pages of every other queue's texts between them, which their next Gets
+/// then read from the device.
 fn drop_cached(file: &std::fs::File, ranges: &[(u64, u32)]) {
     #[cfg(target_os = "linux")]
     {
         use std::os::unix::io::AsRawFd;
-        let start = ranges.iter().map(|&(offset, _)| offset).min().unwrap_or(0);
-        let end = ranges
-            .iter()
-            .map(|&(offset, length)| offset + u64::from(length))
-            .max()
-            .unwrap_or(0);
-        // A length of 0 would mean "to the end of the file".
-        if end == start {
-            return;
-        }
-        // SAFETY: posix_fadvise reads the descriptor and three integers.
-        unsafe {
-            libc::posix_fadvise(
-                file.as_raw_fd(),
-                start as libc::off_t,
-                (end - start) as libc::off_t,
-                libc::POSIX_FADV_DONTNEED,
-            );
+        for (start, end) in read_spans(ranges) {
+            // SAFETY: posix_fadvise reads the descriptor and three integers.
+            unsafe {
+                libc::posix_fadvise(
+                    file.as_raw_fd(),
+                    start as libc::off_t,
+                    (end - start) as libc::off_t,
+                    libc::POSIX_FADV_DONTNEED,
+                );
+            }
         }
     }
     #[cfg(not(target_os = "linux"))]
     let _ = (file, ranges);
+}
+
+/// The bytes `ranges` cover, as (start, end) spans in file order, ranges that overlap or touch
+/// joined; empty ranges cover nothing (an empty span given to posix_fadvise would mean "to the
+/// end of the file").
+fn read_spans(ranges: &[(u64, u32)]) -> Vec<(u64, u64)> {
+    let mut sorted: Vec<(u64, u64)> = ranges
+        .iter()
+        .filter(|&&(_, length)| length > 0)
+        .map(|&(offset, length)| (offset, offset + u64::from(length)))
+        .collect();
+    sorted.sort_unstable();
+    let mut spans: Vec<(u64, u64)> = Vec::with_capacity(sorted.len());
+    for (start, end) in sorted {
+        match spans.last_mut() {
+            Some((_, span_end)) if start <= *span_end => *span_end = (*span_end).max(end),
+            _ => spans.push((start, end)),
+        }
+    }
+    spans
 }
 
 /// Fills `bytes` from `file` at `offset` (pread until whole).
@@ -678,6 +693,59 @@ mod tests {
         })
         .expect("a portable loop");
         std::fs::remove_dir_all(&directory).expect("removed");
+    }
+
+    /// `read_spans` at its boundaries: ranges that touch join, a byte apart they do not;
+    /// overlapping, contained, repeated and unordered ranges; empty ranges anywhere.
+    #[test]
+    fn read_spans_join_ranges_that_overlap_or_touch_and_nothing_else() {
+        assert!(read_spans(&[]).is_empty());
+        assert!(read_spans(&[(5, 0), (0, 0)]).is_empty());
+        for length in [1, 2, 4095, 4096, 4097] {
+            let end = 100 + u64::from(length);
+            assert_eq!(read_spans(&[(end, 3), (100, length)]), [(100, end + 3)]);
+            assert_eq!(
+                read_spans(&[(end + 1, 3), (100, length)]),
+                [(100, end), (end + 1, end + 4)]
+            );
+            assert_eq!(read_spans(&[(100, length), (end - 1, 1)]), [(100, end)]);
+            assert_eq!(read_spans(&[(100, length), (end, 0)]), [(100, end)]);
+        }
+        assert_eq!(
+            read_spans(&[(50, 10), (40, 30), (45, 5), (50, 10), (90, 1), (71, 0)]),
+            [(40, 70), (90, 91)]
+        );
+    }
+
+    /// `read_spans` over random batches: spans in file order, apart by a byte or more, each
+    /// byte of a non-empty range in one of them, and each span's bytes in some range.
+    #[test]
+    fn read_spans_cover_exactly_the_bytes_of_the_ranges() {
+        for seed in 0..500 {
+            let mut random = crate::random::SplitMix64::new(seed);
+            let count = 1 + random.next_u64() % 40;
+            let ranges: Vec<(u64, u32)> = (0..count)
+                .map(|_| (random.next_u64() % 600, (random.next_u64() % 40) as u32))
+                .collect();
+            let spans = read_spans(&ranges);
+            let mut covered = vec![false; 700];
+            for &(offset, length) in &ranges {
+                for byte in offset..offset + u64::from(length) {
+                    covered[byte as usize] = true;
+                }
+            }
+            let mut in_spans = vec![false; 700];
+            for (position, &(start, end)) in spans.iter().enumerate() {
+                assert!(start < end, "seed {seed}");
+                if let Some(&(next_start, _)) = spans.get(position + 1) {
+                    assert!(next_start > end, "seed {seed}: {spans:?}");
+                }
+                for byte in start..end {
+                    in_spans[byte as usize] = true;
+                }
+            }
+            assert_eq!(covered, in_spans, "seed {seed}: {ranges:?} as {spans:?}");
+        }
     }
 
     /// Reads on the portable backend (pread on the blocking pool) pass
