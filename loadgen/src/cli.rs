@@ -81,12 +81,14 @@ Scenario
                             (default put); get leaves messages leased (they return after
                             --visibility-timeout)
   --producers N             mixed: connections that put (default: half);
-                            workers: connections that put (default 1; 0 with --preload)
+                            workers: connections that put (default 1; may be 0 with
+                            --preload)
   --consumers M             mixed: connections that get and delete (default: the rest);
                             workers: workers, one connection each (default 16)
   --queues N                queues named <prefix>-0 .. <prefix>-(N-1) (default 1); with more
-                            queues than connections x pipeline, each of those takes its
-                            share of them in turn, a Put or a Get and its Deletes at a time
+                            queues than lanes (connections x pipeline; producers and the
+                            others counted apart), each lane takes every queue in turn, a
+                            Put or a Get and its Deletes at a time (a worker keeps to one)
   --queue-prefix TEXT       queue name prefix (default azqload); queues are created if missing
   --message-bytes N         message text size, 16..65536 (default 1024)
   --batch N                 numofmessages of gets and peeks, 1..32 (default 1)

@@ -160,9 +160,9 @@ fn a_two_second_put_reports_exactly_the_messages_the_server_holds() {
     assert!(latency["p50"].as_u64() <= latency["max"].as_u64());
 }
 
-/// With more queues than connections, each connection takes its share of the queues in turn:
-/// a fill puts into every queue, and a drain empties every one (each connection used to keep
-/// to one queue, so 2 connections over 7 queues filled and drained 2 of them).
+/// With more queues than connections, each connection takes every queue in turn: a fill puts
+/// as many into every queue, and a drain empties every one (each connection used to keep to
+/// one queue, so 2 connections over 7 queues filled and drained 2 of them).
 #[test]
 fn more_queues_than_connections_are_all_filled_and_drained() {
     let server = start_server();
@@ -186,8 +186,8 @@ fn more_queues_than_connections_are_all_filled_and_drained() {
     );
     assert!(output.status.success(), "{output:?}");
     let depths: Vec<u64> = queues.iter().map(|queue| depth(&server, queue)).collect();
-    assert_eq!(depths.iter().sum::<u64>(), 70, "{depths:?}");
-    assert!(depths.iter().all(|&depth| depth > 0), "{depths:?}");
+    // 35 puts a connection, each connection 5 times round the 7 queues.
+    assert_eq!(depths, [10; 7]);
     let (output, report) = run_loadgen(
         &server,
         "spread-drain",

@@ -424,7 +424,9 @@ fn read_ranges(file: &std::fs::File, ranges: &[(u64, u32)]) -> io::Result<Vec<by
 /// wholly inside a span); a hint, whose failure changes nothing. Not the one span from the
 /// first range to the last: the texts of a queue among many lie far apart in the log, and that
 /// span dropped the pages of every other queue's texts between them, which their next Gets
-/// then read from the device.
+/// then read from the device. What it trades: texts smaller than a page that lie apart drop
+/// no page at all, so the log's pages they share stay cached (clean, so the kernel reclaims
+/// them under pressure; at most the files' size), as the pages the log writes always did.
 fn drop_cached(file: &std::fs::File, ranges: &[(u64, u32)]) {
     #[cfg(target_os = "linux")]
     {

@@ -264,7 +264,7 @@ fn parse_scheduler_statistics(text: &str) -> Option<(u64, u64)> {
 
 /// Roles of all lanes: for `mixed`, the lanes of the first `producers` connections produce.
 /// Queues are assigned separately among producers and among the others, so that every queue
-/// has both (with more queues than lanes of a kind, each lane takes its share in turn).
+/// has both (with more queues than lanes of a kind, each lane takes every queue in turn).
 pub(super) fn lane_roles(plan: &RunPlan) -> Vec<Role> {
     roles(plan.scenario, plan.lanes(), plan.producer_lanes())
 }

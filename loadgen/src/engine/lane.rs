@@ -99,9 +99,9 @@ pub struct Lane {
     pub role: Role,
     /// Index of the queue this lane works on.
     pub queue: usize,
-    /// The queues the lane takes in turn, one chain each (`rotating`): `queue`'s first value,
-    /// the step between them and the number of queues; the step 0 when the lane has one.
-    turns: (usize, usize, usize),
+    /// The number of queues the lane takes in turn, one chain each, from `queue` on
+    /// (`rotating`); 0 when it keeps to `queue`.
+    turns: usize,
     /// Messages of the last Get still to update or delete; capacity `batch`, never grown.
     held: Vec<HeldMessage>,
     /// Position in the follow-up sequence of `held`: per message, an updater's Update, then the
@@ -119,30 +119,26 @@ impl Lane {
         Lane {
             role,
             queue,
-            turns: (queue, 0, 0),
+            turns: 0,
             held: Vec::with_capacity(batch),
             follow_up: 0,
             refill,
         }
     }
 
-    /// The same lane taking in turn, one chain each (a Put, a Peek, or a Get and what follows
-    /// it), every `step`-th of `queues` queues from its first: where a run has more queues than
-    /// lanes, every queue is worked on.
-    pub fn rotating(mut self, step: usize, queues: usize) -> Lane {
-        assert!(step > 0 && self.queue < queues);
-        self.turns = (self.queue, step, queues);
+    /// The same lane taking every one of `queues` queues in turn, one chain each (a Put, a
+    /// Peek, or a Get and what follows it), from its own: where a run has more queues than
+    /// lanes, every queue is worked on, and as often as every other.
+    pub fn rotating(mut self, queues: usize) -> Lane {
+        assert!(self.queue < queues);
+        self.turns = queues;
         self
     }
 
-    /// Moves to the next queue of its turn once a chain has ended.
+    /// Moves to the next queue once a chain has ended, when rotating.
     fn end_of_chain(&mut self) {
-        let (first, step, queues) = self.turns;
-        if step > 0 && self.is_between_chains() {
-            self.queue += step;
-            if self.queue >= queues {
-                self.queue = first;
-            }
+        if self.turns > 0 && self.is_between_chains() {
+            self.queue = (self.queue + 1) % self.turns;
         }
     }
 
@@ -331,29 +327,26 @@ mod tests {
         assert_eq!(lane.next_step(), Step::Get);
     }
 
-    /// A lane with more queues than lanes takes its share in turn, one chain each: the Get
-    /// and the Deletes of its messages on one queue, then the next.
+    /// A rotating lane takes every queue in turn, one chain each: the Get and the Deletes of
+    /// its messages on one queue, then the next.
     #[test]
-    fn a_rotating_lane_moves_to_its_next_queue_once_a_chain_ends() {
-        let mut lane = Lane::new(Role::Consumer, 1, 32, false).rotating(3, 8);
-        assert_eq!(lane.queue, 1);
+    fn a_rotating_lane_moves_to_the_next_queue_once_a_chain_ends() {
+        let mut lane = Lane::new(Role::Consumer, 6, 32, false).rotating(8);
         lane.on_get([listed(b"a", b"ra"), listed(b"b", b"rb")].into_iter())
             .unwrap();
         lane.on_delete(true);
-        assert_eq!(lane.queue, 1, "the Deletes go where the Get was");
+        assert_eq!(lane.queue, 6, "the Deletes go where the Get was");
         lane.on_delete(false);
-        assert_eq!(lane.queue, 4);
-        lane.on_get(std::iter::empty()).unwrap();
         assert_eq!(lane.queue, 7);
-        lane.on_chain_end();
-        assert_eq!(lane.queue, 1, "back to the first after the last (10 >= 8)");
-        let mut producer = Lane::new(Role::Producer, 0, 1, false).rotating(2, 3);
+        lane.on_get(std::iter::empty()).unwrap();
+        assert_eq!(lane.queue, 0, "back to the first after the last");
+        let mut producer = Lane::new(Role::Producer, 1, 1, false).rotating(3);
         let mut seen = Vec::new();
         for _ in 0..4 {
             seen.push(producer.queue);
             producer.on_chain_end();
         }
-        assert_eq!(seen, [0, 2, 0, 2]);
+        assert_eq!(seen, [1, 2, 0, 1]);
         let mut fixed = Lane::new(Role::Producer, 2, 1, false);
         fixed.on_chain_end();
         assert_eq!(fixed.queue, 2, "a lane that was not made rotating stays");

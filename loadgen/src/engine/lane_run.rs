@@ -83,7 +83,16 @@ impl LaneRun {
             _ => (lane_index, lanes),
         };
         let queues = plan.settings.queue_names.len();
-        let queue = position % queues;
+        // More queues than lanes of the role: each lane takes every queue in turn, from its
+        // own place among them, so that every queue is worked on as often. A worker keeps to
+        // one queue, as a deployment's replicas do (one that polled the others in turn would
+        // back off on each empty one, and the fleet's latency would grow with the queues).
+        let rotates = queues > group && role != Role::Worker;
+        let queue = if rotates {
+            position * queues / group
+        } else {
+            position % queues
+        };
         // Workers pace themselves; in a workers run the rate is the producers' alone.
         let (paced_lanes, paced_index) = match (plan.scenario, role) {
             (Scenario::Workers, Role::Producer) => (producers, lane_index),
@@ -114,8 +123,7 @@ impl LaneRun {
         });
         LaneRun {
             lane: match Lane::new(role, queue, plan.settings.batch as usize, plan.refill) {
-                // More queues than lanes of the role: each lane takes its share in turn.
-                lane if queues > group => lane.rotating(group, queues),
+                lane if rotates => lane.rotating(queues),
                 lane => lane,
             },
             pacer,
