@@ -450,6 +450,7 @@ fn drop_cached(file: &std::fs::File, ranges: &[(u64, u32)]) {
 /// The bytes `ranges` cover, as (start, end) spans in file order, ranges that overlap or touch
 /// joined; empty ranges cover nothing (an empty span given to posix_fadvise would mean "to the
 /// end of the file").
+#[cfg(any(target_os = "linux", test))]
 fn read_spans(ranges: &[(u64, u32)]) -> Vec<(u64, u64)> {
     let mut sorted: Vec<(u64, u64)> = ranges
         .iter()

@@ -305,7 +305,7 @@ pub struct Journal {
 }
 
 /// The sequence of the record that last wrote each live message's text (`Journal`), 8 bytes a
-/// slot in a vector beside the slab: a map by (slot, generation) cost about 30 bytes a message
+/// slot in a vector beside the slab: a map by (slot, generation) cost about 36 bytes a message
 /// in a deep backlog. The entry of a slot belongs to the message living there now, since one
 /// is set by every record that writes a text and taken when its message dies
 /// (`texts::forget_text`); `ShardState::text_sequence` also checks the generation.
