@@ -27,11 +27,6 @@ rss_bytes() {
   echo $(($(awk '/VmRSS/ { print $2 }' "/proc/$server_pid/status") * 1024))
 }
 
-# metric NAME: the sum of NAME's series in /_azq/metrics.
-metric() {
-  curl -sf "http://127.0.0.1:$port/_azq/metrics" |
-    awk -v name="$1" '$1 == name || index($1, name "{") == 1 { sum += $2 } END { printf "%d", sum }'
-}
 
 for round in $(seq "$rounds"); do
   for variant in $variants; do
@@ -48,14 +43,14 @@ for round in $(seq "$rounds"); do
       --message-bytes "$message_bytes" --quiet --scenario put --connections 16 --pipeline 8 \
       --queue-prefix deep --requests "$messages" --warmup 0s >/dev/null
     for _ in $(seq 150); do
-      stored=$(metric azq_messages)
-      (($(metric azq_texts_on_disk) >= stored)) && break
+      stored=$(azq_metric "$port" azq_messages)
+      (($(azq_metric "$port" azq_texts_on_disk) >= stored)) && break
       sleep 2
     done
     sleep 5
     filled=$(rss_bytes)
-    stored=$(metric azq_messages)
-    on_disk=$(metric azq_texts_on_disk)
+    stored=$(azq_metric "$port" azq_messages)
+    on_disk=$(azq_metric "$port" azq_texts_on_disk)
     printf '%s round %d: %d messages (%d on disk only), RSS %d MiB empty, %d MiB filled: ' \
       "$label" "$round" "$stored" "$on_disk" $((empty >> 20)) $((filled >> 20))
     echo "$(((filled - empty) / stored)) bytes a message"

@@ -60,11 +60,6 @@ load() {
     --json "$work/$name.json" "$@" >/dev/null
 }
 
-# metric NAME: the sum of NAME's series in /_azq/metrics.
-metric() {
-  curl -sf "http://127.0.0.1:$port/_azq/metrics" |
-    awk -v name="$1" '$1 == name || index($1, name "{") == 1 { sum += $2 } END { printf "%d", sum }'
-}
 
 IFS='|' read -r _ filler <<<"${variants%% *}"
 start "$filler" --text-memory 0
@@ -84,12 +79,12 @@ for round in $(seq "$rounds"); do
       flags=()
       [[ $kind == cold ]] && flags=(--text-memory 0)
       start "$binary" "${flags[@]}"
-      before=$(metric azq_messages)
+      before=$(azq_metric "$port" azq_messages)
       load "$kind" --scenario get-delete --connections "$connections" --batch 32 \
         --duration "$duration" --warmup "$warmup"
-      removed=$((before - $(metric azq_messages)))
-      reads=$(metric azq_text_reads_total)
-      waits=$(metric azq_text_waits_total)
+      removed=$((before - $(azq_metric "$port" azq_messages)))
+      reads=$(azq_metric "$port" azq_text_reads_total)
+      waits=$(azq_metric "$port" azq_text_waits_total)
       kill -9 "$server_pid"
       wait "$server_pid" 2>/dev/null || true
       server_pid=

@@ -2,7 +2,8 @@
 # Helpers shared by the benchmark scripts, scripts/cluster-demo.sh, soak.sh and
 # instructions-per-request.sh, powerloss.sh and test.sh (sourced, not run): the server a script
 # started, a free loopback port, azq's ready line, waiting until something listens on a port,
-# the node part of an HAProxy configuration for loopback nodes, and FUSE's fusermount3.
+# the node part of an HAProxy configuration for loopback nodes, FUSE's fusermount3, and a
+# figure of a server's /_azq/metrics.
 
 server_pid=
 # Stops the server started last (its pid in server_pid), if any.
@@ -33,6 +34,12 @@ azq_ready_port() {
   done
   echo "azq did not start" >&2
   return 1
+}
+
+# Writes the sum of the series of metric $2 in /_azq/metrics of the server on loopback port $1.
+azq_metric() {
+  curl -sf "http://127.0.0.1:$1/_azq/metrics" |
+    awk -v name="$2" '$1 == name || index($1, name "{") == 1 { sum += $2 } END { printf "%d", sum }'
 }
 
 # Waits up to 10 s until something accepts connections on loopback port $1.
