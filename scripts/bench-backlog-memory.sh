@@ -23,11 +23,6 @@ cargo build --release --quiet -p azq-loadgen
 work=$(mktemp -d)
 trap 'stop_server; rm -rf "$work"' EXIT
 
-rss_bytes() {
-  echo $(($(awk '/VmRSS/ { print $2 }' "/proc/$server_pid/status") * 1024))
-}
-
-
 for round in $(seq "$rounds"); do
   for variant in $variants; do
     IFS='|' read -r label binary <<<"$variant"

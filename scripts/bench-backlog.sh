@@ -95,10 +95,6 @@ json() {
   python3 -c "import json, sys; d = json.load(open(sys.argv[1])); print($2)" "$out_dir/$1.json"
 }
 
-rss_bytes() {
-  echo $(($(awk '/VmRSS/ { print $2 }' "/proc/$server_pid/status") * 1024))
-}
-
 disk_bytes() {
   du -sb "$data" | cut -f1
 }

@@ -7,9 +7,9 @@
 # `--text-memory`: recovery reads every text into memory) and a cold one (restarted with
 # `--text-memory 0`: the texts stay on disk and Gets read them back), each from a fresh copy of
 # the data, synced first so that the copy's writeback does not meet the drain's syncs, and each
-# DURATION of Get(32)+Delete over CONNECTIONS connections (a connection takes its share of the
-# queues in turn). Prints per drain the deletes a second, the texts read per message deleted,
-# the Gets that waited for a read, and Get and Delete p50 / p99.
+# DURATION of Get(32)+Delete over CONNECTIONS connections (each takes every queue in turn).
+# Prints per drain the deletes a second, the texts read per message deleted, the Gets that
+# waited for a read, and Get and Delete p50 / p99.
 #
 #   scripts/bench-cold-drain.sh                 the default build, one variant
 #   VARIANTS="base|/tmp/azq-base new|target/release/azq" scripts/bench-cold-drain.sh
@@ -59,7 +59,6 @@ load() {
     --message-bytes "$message_bytes" --queues "$queues" --queue-prefix deep --quiet \
     --json "$work/$name.json" "$@" >/dev/null
 }
-
 
 IFS='|' read -r _ filler <<<"${variants%% *}"
 start "$filler" --text-memory 0

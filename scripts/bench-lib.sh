@@ -3,7 +3,7 @@
 # instructions-per-request.sh, powerloss.sh and test.sh (sourced, not run): the server a script
 # started, a free loopback port, azq's ready line, waiting until something listens on a port,
 # the node part of an HAProxy configuration for loopback nodes, FUSE's fusermount3, and a
-# figure of a server's /_azq/metrics.
+# server's resident memory and a figure of its /_azq/metrics.
 
 server_pid=
 # Stops the server started last (its pid in server_pid), if any.
@@ -34,6 +34,11 @@ azq_ready_port() {
   done
   echo "azq did not start" >&2
   return 1
+}
+
+# Writes the resident memory (VmRSS) of the server started last, bytes.
+rss_bytes() {
+  echo $(($(awk '/VmRSS/ { print $2 }' "/proc/$server_pid/status") * 1024))
 }
 
 # Writes the sum of the series of metric $2 in /_azq/metrics of the server on loopback port $1.
