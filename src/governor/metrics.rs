@@ -274,6 +274,8 @@ pub struct Snapshot {
     /// Texts read back from disk for Gets and Peeks, their bytes, the reads that failed, the
     /// requests that waited for texts, and the texts among them read ahead of such a request.
     pub texts_read: (u64, u64, u64, u64, u64),
+    /// Reads of texts the read cache answered, and chunks of the log read into it.
+    pub text_read_cache: (u64, u64),
 }
 
 /// What `/_azq/metrics` shows (`--metrics`): it needs no credentials, so by default it names no
@@ -569,7 +571,7 @@ pub fn render(
         let _ = writeln!(out, "process_resident_memory_bytes {resident}");
     }
 
-    let per_shard: [PerShardSeries; 17] = [
+    let per_shard: [PerShardSeries; 19] = [
         (
             "azq_open_connections",
             "gauge",
@@ -656,6 +658,20 @@ pub fn render(
             "counter",
             "Texts read back ahead of the Gets and Peeks that waited (in azq_text_reads_total).",
             |s| s.texts_read.4,
+        ),
+        (
+            "azq_text_read_cache_hits_total",
+            "counter",
+            "Texts read back from chunks of the log read for others near them (in \
+             azq_text_reads_total, or read by snapshots).",
+            |s| s.text_read_cache.0,
+        ),
+        (
+            "azq_text_read_chunks_total",
+            "counter",
+            "Chunks of the log read whole for texts on disk only, and kept for the texts near \
+             them.",
+            |s| s.text_read_cache.1,
         ),
         (
             "azq_mesh_sent_total",
@@ -758,6 +774,7 @@ mod tests {
                     filesystem_free_bytes: Some(1000 - shard as u64),
                     texts_on_disk: (5, 500 + shard as u64),
                     texts_read: (7, 700, shard as u64, 3, 5),
+                    text_read_cache: (11, 2 + shard as u64),
                     activity: Activity {
                         puts: 3,
                         ..Activity::default()
@@ -811,6 +828,8 @@ mod tests {
         assert!(text.contains("azq_text_read_failures_total{shard=\"1\"} 1\n"));
         assert!(text.contains("azq_text_waits_total{shard=\"1\"} 3\n"));
         assert!(text.contains("azq_text_read_ahead_total{shard=\"1\"} 5\n"));
+        assert!(text.contains("azq_text_read_cache_hits_total{shard=\"1\"} 11\n"));
+        assert!(text.contains("azq_text_read_chunks_total{shard=\"1\"} 3\n"));
         assert!(text.contains("azq_disk_limit_bytes{shard=\"0\"} 268435456\n"));
         assert!(text.contains("azq_message_bytes_limit{shard=\"0\"} 1073741824\n"));
         assert!(text.contains("azq_filesystem_free_bytes 999\n"));

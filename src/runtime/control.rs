@@ -129,6 +129,7 @@ pub fn answer<B: Backend>(
                         read.ahead,
                     )
                 },
+                text_read_cache: engine.read_cache_counts(),
             }))
         }
         Control::AddRule(rule) => {

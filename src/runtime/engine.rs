@@ -609,6 +609,12 @@ impl<B: Backend> Engine<B> {
         self.texts_read.get()
     }
 
+    /// Texts the log's read cache answered, and chunks read into it (`Log::read_cache_counts`;
+    /// 0 in memory).
+    pub fn read_cache_counts(&self) -> (u64, u64) {
+        self.log.as_ref().map_or((0, 0), Log::read_cache_counts)
+    }
+
     /// Applies `command` at `now_ms` (see `apply_serving`), unless its queue is over
     /// `--queue-rate-limit`. A Get or Peek may answer `Reply::Wait`, having changed nothing
     /// (`may_wait`): the caller then hands it to `serve_wait`.

@@ -55,6 +55,7 @@ use super::format::{
     segment_header, segment_name, snapshot_header, snapshot_name, snapshot_trailer,
     SEGMENT_TEMPORARY_NAME, SNAPSHOT_TEMPORARY_NAME,
 };
+use super::read_cache::{chunk_of, ReadCache};
 use super::recovery::{SegmentFile, ShardStart};
 use crate::limits::{
     LOG_CLOSED_SEGMENTS_MAX, LOG_FLUSH_BYTES_MAX, LOG_SEGMENT_BYTES, SNAPSHOT_ALLOWANCE_BYTES,
@@ -257,6 +258,8 @@ pub struct Log<D: Disk> {
     /// Where each text record a flush wrote landed, until the flush tells the state
     /// (`ShardState::note_written`); only while the state tracks texts.
     unnoted_texts: RefCell<Vec<TextWritten>>,
+    /// Chunks of the log's files read back for texts, kept for the texts near them.
+    read_cache: RefCell<ReadCache>,
 }
 
 /// A text record a flush wrote, and where (tiered storage, §11 step 2: the state will keep the
@@ -329,6 +332,7 @@ impl<D: Disk> Log<D> {
             #[cfg(test)]
             written_texts: RefCell::new(Vec::new()),
             unnoted_texts: RefCell::new(Vec::new()),
+            read_cache: RefCell::new(ReadCache::default()),
         }
     }
 
@@ -804,6 +808,11 @@ impl<D: Disk> Log<D> {
         let temporary = self.directory.join(SNAPSHOT_TEMPORARY_NAME);
         let path = self.directory.join(snapshot_name(replay_from));
         self.disk.rename(&temporary, &path).await?;
+        // A snapshot of the same replay point took the name of the one in place: chunks read
+        // from that one are not its.
+        self.read_cache
+            .borrow_mut()
+            .forget(TextFile::Snapshot(replay_from));
         let mut log = self.state.borrow_mut();
         log.snapshot_temporary_bytes = 0;
         log.snapshot_charged_bytes = charged;
@@ -1102,11 +1111,23 @@ async fn read_back<D: Disk>(
     Ok(read)
 }
 
+/// Where the bytes of one text read back come from (`Log::read_texts`).
+enum Source {
+    /// A chunk the cache held.
+    Held(Bytes),
+    /// The batch's read at this index, from this offset in it.
+    Read(usize, usize),
+}
+
 impl<D: Disk> Log<D> {
     /// Reads the texts `wanted` names (slot, generation, locator, record sequence): each text
     /// with what named it, for `ShardState::deliver_text`, in the order of their records.
-    /// Grouped by file, in batches `Disk::read_many` takes. Fails when a read does, or a record
-    /// read is not the one its locator names.
+    /// Grouped by file, in batches `Disk::read_many` takes. Each record comes from a chunk the
+    /// read cache holds, or from a chunk read whole and kept there (one read for every text in
+    /// it), or, where no chunk may hold it whole (it crosses a chunk's end, or its file's end
+    /// is not known to stay), from a read of its own. Fails when a read does, or a record read
+    /// is not the one its locator names (then the cache lets go of its file's chunks, so the
+    /// read asked again goes to the file).
     pub async fn read_texts(
         &self,
         mut wanted: Vec<TextOnDisk>,
@@ -1116,44 +1137,114 @@ impl<D: Disk> Log<D> {
         let mut texts = Vec::with_capacity(wanted.len());
         let mut rest = &wanted[..];
         while let Some(&(_, _, first, _)) = rest.first() {
-            // One file's texts, as many as one batch takes.
-            let (mut count, mut bytes) = (0, 0);
-            while let Some(&(_, _, locator, _)) = rest.get(count) {
-                let more = locator.record_bytes() as usize;
-                if locator.file() != first.file()
-                    || count == DISK_READ_RANGES_MAX
-                    || (count > 0 && bytes + more > DISK_READ_BYTES_MAX)
-                {
+            let file = first.file();
+            // Taken before the file is opened: a chunk read from a file replaced under its
+            // name meanwhile is not kept.
+            let (epoch, end) = (self.read_cache.borrow().epoch(), self.cacheable_end(file));
+            // One file's texts, as many as one batch of reads takes. Sorted by offset, the
+            // texts of one chunk come in a row.
+            let (mut reads, mut chunks, mut sources) = (Vec::new(), Vec::new(), Vec::new());
+            let mut bytes = 0;
+            while let Some(&(_, _, locator, _)) = rest.get(sources.len()) {
+                if locator.file() != file {
                     break;
                 }
-                (count, bytes) = (count + 1, bytes + more);
+                let (offset, length) = (locator.offset(), locator.record_bytes());
+                let held = self.read_cache.borrow_mut().get(file, offset, length);
+                let source = match held {
+                    Some(held) => Source::Held(held),
+                    None => {
+                        let (read, chunk) = match end.and_then(|end| chunk_of(offset, length, end))
+                        {
+                            Some((index, start, size)) => ((start, size), Some(index)),
+                            None => ((offset, length), None),
+                        };
+                        if reads.last() != Some(&read) {
+                            if reads.len() == DISK_READ_RANGES_MAX
+                                || (!reads.is_empty()
+                                    && bytes + read.1 as usize > DISK_READ_BYTES_MAX)
+                            {
+                                break;
+                            }
+                            reads.push(read);
+                            chunks.push(chunk);
+                            bytes += read.1 as usize;
+                        }
+                        let from = usize::try_from(offset - read.0).expect("within a chunk");
+                        Source::Read(reads.len() - 1, from)
+                    }
+                };
+                sources.push(source);
             }
-            let (batch, after) = rest.split_at(count);
+            let (batch, after) = rest.split_at(sources.len());
             rest = after;
-            let path = self.text_path(first.file());
-            let ranges: Vec<(u64, u32)> = batch
-                .iter()
-                .map(|&(_, _, locator, _)| (locator.offset(), locator.record_bytes()))
-                .collect();
-            let file = self.disk.open_read(&path).await?;
-            let read = self.disk.read_many(&file, &ranges).await?;
-            for (&(slot, generation, locator, sequence), record) in batch.iter().zip(read) {
-                let text =
-                    record_text(&record, locator, sequence, slot, generation).ok_or_else(|| {
-                        io::Error::new(
-                            io::ErrorKind::InvalidData,
-                            format!(
-                                "{}: no text of message {slot}.{generation} (record {sequence}) \
-                                 at {}",
-                                path.display(),
-                                locator.offset()
-                            ),
-                        )
-                    })?;
+            let path = self.text_path(file);
+            let read = if reads.is_empty() {
+                Vec::new()
+            } else {
+                let opened = self.disk.open_read(&path).await?;
+                self.disk.read_many(&opened, &reads).await?
+            };
+            {
+                let mut cache = self.read_cache.borrow_mut();
+                for (chunk, index) in read.iter().zip(&chunks) {
+                    if let Some(index) = *index {
+                        cache.insert(file, index, chunk.clone(), epoch);
+                    }
+                }
+            }
+            for (&(slot, generation, locator, sequence), source) in batch.iter().zip(sources) {
+                let length = locator.record_bytes() as usize;
+                let record = match source {
+                    Source::Held(held) => held,
+                    Source::Read(index, from) => read[index].slice(from..from + length),
+                };
+                let Some(text) = record_text(&record, locator, sequence, slot, generation) else {
+                    self.read_cache.borrow_mut().forget(file);
+                    return Err(io::Error::new(
+                        io::ErrorKind::InvalidData,
+                        format!(
+                            "{}: no text of message {slot}.{generation} (record {sequence}) at {}",
+                            path.display(),
+                            locator.offset()
+                        ),
+                    ));
+                };
                 texts.push(((slot, generation, locator, sequence), text));
             }
         }
         Ok(texts)
+    }
+
+    /// How far `file`'s bytes never change, for the read cache: the open segment's up to the
+    /// end of its last flush (the blocks before it are never written again), a closed
+    /// segment's and the snapshot in place's whole. `None` for a file the log no longer keeps
+    /// (given up to a snapshot: read, but not kept).
+    fn cacheable_end(&self, file: TextFile) -> Option<u64> {
+        let log = self.state.borrow();
+        match file {
+            TextFile::Segment(first) => match &log.segment {
+                Some(open) if open.first_sequence == first => Some(open.length),
+                _ => log
+                    .segments
+                    .iter()
+                    .find(|closed| closed.first_sequence == first)
+                    .map(|closed| closed.bytes),
+            },
+            TextFile::Snapshot(replay_from) => log
+                .snapshot
+                .as_ref()
+                .filter(|(path, _)| {
+                    path.file_name().and_then(|name| name.to_str())
+                        == Some(&snapshot_name(replay_from))
+                })
+                .map(|&(_, bytes)| bytes),
+        }
+    }
+
+    /// Ranges of texts the read cache answered, and chunks read into it, since the start.
+    pub fn read_cache_counts(&self) -> (u64, u64) {
+        self.read_cache.borrow().counts()
     }
 }
 

@@ -12,6 +12,8 @@
 //!   copies recovery keeps of what it cuts.
 //! - `log`: a running shard's log: group commit, the wait of replies for durability, and
 //!   snapshots written a step at a time.
+//! - `read_cache`: chunks of the log's files read back for texts on disk only, kept for the
+//!   texts near them.
 //! - `read_checks` (tests): what every `Disk` backend's reads must pass, run on each.
 //! - `recovery`: the data directory back into shard states at start-up, re-homed when the
 //!   shard count changed.
@@ -24,6 +26,7 @@ pub mod format;
 pub mod hold;
 pub mod inspect;
 pub mod log;
+pub mod read_cache;
 #[cfg(test)]
 pub mod read_checks;
 pub mod recovery;

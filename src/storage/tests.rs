@@ -555,6 +555,8 @@ struct TextReads {
     read_where_recovery_found: u64,
     /// Texts read ahead of a wait's Get and delivered (`ShardState::deliver_ahead`).
     delivered_ahead: u64,
+    /// Texts of waits and snapshots read from chunks the log's read cache held.
+    read_cache_hits: u64,
     /// Reads for a wait that failed (an injected fault): the Get was applied again.
     wait_read_failures: u64,
     /// Reads for a wait that failed as a snapshot gave up a file they named (its texts read
@@ -1166,6 +1168,7 @@ fn simulate(seed: u64, boundaries: &mut Boundaries, text_reads: &mut TextReads) 
         drop(tasks);
         drop(waits);
         text_reads.evicted += evicted.get();
+        text_reads.read_cache_hits += log.read_cache_counts().0;
         let counted = *text_reads;
         *text_reads = TextReads {
             evicted: counted.evicted,
@@ -1178,6 +1181,7 @@ fn simulate(seed: u64, boundaries: &mut Boundaries, text_reads: &mut TextReads) 
             left_on_disk_by_recovery: counted.left_on_disk_by_recovery,
             read_where_recovery_found: counted.read_where_recovery_found,
             delivered_ahead: counted.delivered_ahead,
+            read_cache_hits: counted.read_cache_hits,
             texts_checked: counted.texts_checked,
             ..reads.into_inner()
         };
@@ -2045,13 +2049,15 @@ fn every_acknowledged_change_survives_every_crash() {
             text_reads.verified > 0 && text_reads.homes_verified > 0 && text_reads.faults > 0,
             "{text_reads:?}"
         );
-        // Texts left memory, Gets waited for them, read them back (some reads failed), with
-        // texts ahead of them, and returned them.
+        // Texts left memory, Gets waited for them, read them back (some reads failed, some
+        // texts found in chunks the log had read for others), with texts ahead of them, and
+        // returned them.
         assert!(
             text_reads.evicted > 0
                 && text_reads.waits > 0
                 && text_reads.served_after_wait > 0
                 && text_reads.delivered_ahead > 0
+                && text_reads.read_cache_hits > 0
                 && text_reads.wait_read_failures > 0
                 && text_reads.texts_checked > 0,
             "{text_reads:?}"
