@@ -1700,6 +1700,65 @@ fn a_snapshot_step_reads_once_however_fast_texts_leave_memory() {
     assert_eq!(run(log.read_texts(on_disk)).expect("read").len(), TEXTS);
 }
 
+/// Texts of every length from 7 to 4,200 bytes (so records end at many places around the
+/// read cache's chunk boundaries, some crossing them), put in flushes of 1 to 12, each flush
+/// followed by an eviction of every text and a read of a random half of all on disk through
+/// `Log::read_texts` (in random order, once more right after): every text read is the one put,
+/// though the open segment's chunks were read short and then grew, and records crossing a
+/// chunk's end are read alone. The reads find texts in chunks held.
+#[test]
+fn texts_read_through_the_read_cache_are_the_texts_put() {
+    use crate::storage::read_cache::chunk_of;
+    let (_disk, log, state) = fresh_shard(LOG_SEGMENT_BYTES);
+    state.borrow_mut().track_texts(RecoveredTexts::default());
+    create_queue_0(&log, &state);
+    let text = |n: usize| filled_text(format!("{n:05}:"), 7 + n);
+    let mut random = SplitMix64::new(0x0C0C_4E11);
+    let (mut put, mut crossing) = (0, 0);
+    while put <= 4200 - 7 {
+        let batch = (1 + random.next_u64() % 12) as usize;
+        for n in put..(put + batch).min(4200 - 6) {
+            put_unflushed(&state, &text(n));
+        }
+        put = (put + batch).min(4200 - 6);
+        while run(log.flush(&state)).expect("flushed") {}
+        state.borrow_mut().evict(u64::MAX, log.durable_sequence());
+        let on_disk = state.borrow().texts_on_disk(0..u32::MAX);
+        assert_eq!(on_disk.len(), put);
+        crossing = on_disk
+            .iter()
+            .filter(|(_, _, locator, _)| {
+                chunk_of(locator.offset(), locator.record_bytes(), u64::MAX).is_none()
+            })
+            .count();
+        for _ in 0..2 {
+            let mut wanted: Vec<TextOnDisk> = on_disk
+                .iter()
+                .copied()
+                .filter(|_| random.next_u64() % 2 == 0)
+                .collect();
+            // Any order: the log sorts them.
+            for at in (1..wanted.len()).rev() {
+                wanted.swap(at, (random.next_u64() % (at as u64 + 1)) as usize);
+            }
+            let read = run(log.read_texts(wanted.clone())).expect("read back");
+            assert_eq!(read.len(), wanted.len());
+            for ((_, _, locator, _), got) in read {
+                let n: usize = std::str::from_utf8(&got[..5])
+                    .expect("a number")
+                    .parse()
+                    .expect("a number");
+                assert_eq!(got, text(n), "the text at {:?}", locator);
+            }
+        }
+    }
+    let (hits, chunks) = log.read_cache_counts();
+    assert!(
+        hits > 10 * chunks && crossing > 100,
+        "{hits} hits, {chunks} chunks, {crossing}"
+    );
+}
+
 /// A power cut between two of those steps (the older snapshot half shortened, covered segments
 /// removed or shortened) leaves a directory that recovers every message without a flag: the
 /// new snapshot's name was durable before the first step, and recovery reads neither an older
