@@ -556,6 +556,80 @@ fn competing_consumers_of_texts_on_disk_only_are_all_answered() {
     }
 }
 
+/// `--text-memory 0` over many queues whose texts lie interleaved in the log, as a backlog
+/// put into many queues at once does: 40 queues get 25 texts each, one queue after another
+/// (so each queue's texts lie 40 records apart), and are drained one after another, half
+/// before a kill -9 and half after (recovery leaves the texts on disk, in the segments it
+/// keeps). Every text comes back, and the read cache serves most of them: each Put here is a
+/// flush of its own, one record in a block, so a 16 KiB chunk read for one queue's text holds
+/// the texts of the next three queues, which find it held (350 of 500 texts each time, here;
+/// without the cache each text was a read of its own). On both backends.
+#[test]
+fn texts_of_queues_drained_in_turn_are_read_from_chunks_they_share() {
+    const QUEUES: usize = 40;
+    const PER_QUEUE: usize = 25;
+    for backend in backends() {
+        let data = TempDir::new(&format!("texts-interleaved-{backend}"));
+        let flags = ["--shards", "1", "--runtime", backend, "--text-memory", "0"];
+        let server = start(&data, &flags);
+        let queues: Vec<String> = (0..QUEUES).map(|q| format!("interleaved{q:02}")).collect();
+        for queue in &queues {
+            create_queue(&server, queue);
+        }
+        let mut texts = BTreeMap::new();
+        for n in 0..PER_QUEUE {
+            for queue in &queues {
+                let text = format!("{queue} {n:02} {}", "y".repeat(150 + n * 13));
+                let (id, _) = put(&server, queue, &text);
+                texts.insert(id, text);
+            }
+        }
+        await_texts_on_disk(&server, (QUEUES * PER_QUEUE) as u64);
+        let mut found = BTreeMap::new();
+        let drain_each = |server: &Server, queues: &[String], found: &mut BTreeMap<_, _>| {
+            for queue in queues {
+                let got = drain(server, queue);
+                assert_eq!(got.len(), PER_QUEUE, "{backend}: {queue}");
+                found.extend(got.into_values().map(|got| (got.id, got.text)));
+            }
+            (
+                common::metric_total(server, "azq_text_reads_total"),
+                common::metric_total(server, "azq_text_read_cache_hits_total"),
+                common::metric_total(server, "azq_text_read_chunks_total"),
+            )
+        };
+        let (reads, hits, chunks) = drain_each(&server, &queues[..QUEUES / 2], &mut found);
+        assert_eq!(
+            reads,
+            (QUEUES / 2 * PER_QUEUE) as u64,
+            "{backend}: texts read"
+        );
+        assert!(
+            hits >= reads / 2 && chunks > 0,
+            "{backend}: {hits} of {reads} texts from chunks held, {chunks} chunks read"
+        );
+        let server = restart_after_kill_9(server, &data, &flags);
+        // Those drained are leased, not deleted: all are there, on disk only.
+        await_texts_on_disk(&server, (QUEUES * PER_QUEUE) as u64);
+        let (reads, hits, chunks) = drain_each(&server, &queues[QUEUES / 2..], &mut found);
+        assert_eq!(
+            reads,
+            (QUEUES / 2 * PER_QUEUE) as u64,
+            "{backend}: after kill -9"
+        );
+        assert!(
+            hits >= reads / 2 && chunks > 0,
+            "{backend}: after kill -9, {hits} of {reads} texts from chunks held, {chunks} read"
+        );
+        assert_eq!(found, texts, "{backend}: every text, once");
+        assert_eq!(
+            common::metric_total(&server, "azq_text_read_failures_total"),
+            0
+        );
+        assert!(server.stop().success());
+    }
+}
+
 /// `--text-memory 0` lets a backlog outgrow `--max-memory`: a message whose text is on disk only
 /// counts its slot alone. With a share of 256 KiB, 30 texts of 60,000 bytes (1.8 MB) are each
 /// accepted, one after another (each leaves memory once written), the metrics charge what is
