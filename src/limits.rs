@@ -139,8 +139,8 @@ pub const DISK_READ_BYTES_MAX: usize = LOG_FLUSH_BYTES_MAX;
 /// fits one bounded allocation of answers.
 pub const DISK_READ_RANGES_MAX: usize = 4096;
 /// Bytes of its log's files a shard keeps, read back for texts on disk only
-/// (`storage::read_cache`), beside `--max-memory`: chunks of `TEXT_READ_CACHE_CHUNK_BYTES`, the
-/// oldest going first. Over many queues drained together, one pass over their heads (queues ×
+/// (`storage::read_cache`), beside `--max-memory` (so at most an eighth of the shard's share):
+/// chunks of `TEXT_READ_CACHE_CHUNK_BYTES`, the oldest going first. Over many queues drained together, one pass over their heads (queues ×
 /// 32 texts) must fit for a chunk to serve the Gets of the other queues whose texts are in it.
 pub const TEXT_READ_CACHE_BYTES: usize = 16 << 20;
 /// The chunk a read for a text on disk only reads whole and keeps (`TEXT_READ_CACHE_BYTES`),

@@ -166,7 +166,8 @@ async fn run<B: Backend>(setup: ShardSetup<B>) {
         },
         ShardStore::Memory(state) => (state, None),
         ShardStore::Disk(start, durability, limits) => {
-            let log = Log::new(B::disk(), &start, setup.index as u32, durability);
+            let log = Log::new(B::disk(), &start, setup.index as u32, durability)
+                .with_memory_share(setup.message_bytes_max);
             (start.state, Some((log, limits)))
         }
     };

@@ -55,7 +55,7 @@ use super::format::{
     segment_header, segment_name, snapshot_header, snapshot_name, snapshot_trailer,
     SEGMENT_TEMPORARY_NAME, SNAPSHOT_TEMPORARY_NAME,
 };
-use super::read_cache::{chunk_of, ReadCache};
+use super::read_cache::{capacity_for, chunk_of, ReadCache};
 use super::recovery::{SegmentFile, ShardStart};
 use crate::limits::{
     LOG_CLOSED_SEGMENTS_MAX, LOG_FLUSH_BYTES_MAX, LOG_SEGMENT_BYTES, SNAPSHOT_ALLOWANCE_BYTES,
@@ -334,6 +334,13 @@ impl<D: Disk> Log<D> {
             unnoted_texts: RefCell::new(Vec::new()),
             read_cache: RefCell::new(ReadCache::default()),
         }
+    }
+
+    /// The log with a read cache sized for a shard whose `--max-memory` share is `share`
+    /// bytes (`read_cache::capacity_for`; without a call, `TEXT_READ_CACHE_BYTES`).
+    pub fn with_memory_share(self, share: u64) -> Log<D> {
+        *self.read_cache.borrow_mut() = ReadCache::with_capacity(capacity_for(share));
+        self
     }
 
     /// The log with segments of `segment_bytes` instead of `LOG_SEGMENT_BYTES`, so that tests

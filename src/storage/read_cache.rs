@@ -1,6 +1,7 @@
 //! A shard's cache of its log's files read back for texts on disk only (`Log::read_texts`):
-//! aligned chunks of `TEXT_READ_CACHE_CHUNK_BYTES`, the oldest going first past
-//! `TEXT_READ_CACHE_BYTES`. A backlog spread over many queues lies interleaved in the log, so
+//! aligned chunks of `TEXT_READ_CACHE_CHUNK_BYTES`, the oldest going first past its capacity
+//! (`capacity_for`: `TEXT_READ_CACHE_BYTES`, or an eighth of the shard's `--max-memory` share
+//! if less). A backlog spread over many queues lies interleaved in the log, so
 //! the texts at the heads of all its queues share chunks: one read of a chunk serves the Gets
 //! of every queue whose next text is in it, where each text was a read of its own (on io_uring,
 //! a read of the device: O_DIRECT bypasses the page cache).
@@ -20,8 +21,9 @@ use std::collections::{HashMap, VecDeque};
 type ChunkKey = (TextFile, u64);
 
 /// The chunks read, and in which order they came.
-#[derive(Default)]
 pub struct ReadCache {
+    /// The most bytes of chunks held.
+    capacity: usize,
     chunks: HashMap<ChunkKey, Bytes, ahash::RandomState>,
     /// Keys in the order inserted, the oldest first; a key may be here more than once (taken
     /// out and read again) or no longer in `chunks`, skipped when its turn comes.
@@ -33,6 +35,21 @@ pub struct ReadCache {
     /// Reads of ranges answered from a chunk held, and chunks inserted.
     hits: u64,
     inserted: u64,
+}
+
+/// The capacity of a shard's read cache whose `--max-memory` share is `share` bytes: the cache
+/// is beside it, so at most an eighth of it (with a share of 128 KiB or less, less than a
+/// chunk: nothing is kept), and `TEXT_READ_CACHE_BYTES` at most.
+pub fn capacity_for(share: u64) -> usize {
+    usize::try_from(share / 8).map_or(TEXT_READ_CACHE_BYTES, |eighth| {
+        eighth.min(TEXT_READ_CACHE_BYTES)
+    })
+}
+
+impl Default for ReadCache {
+    fn default() -> Self {
+        ReadCache::with_capacity(TEXT_READ_CACHE_BYTES)
+    }
 }
 
 /// The chunk that holds the whole of the range at `offset` of `length` bytes in a file of
@@ -51,6 +68,19 @@ pub fn chunk_of(offset: u64, length: u32, end: u64) -> Option<(u64, u64, u32)> {
 }
 
 impl ReadCache {
+    /// An empty cache that holds at most `capacity` bytes of chunks.
+    pub fn with_capacity(capacity: usize) -> ReadCache {
+        ReadCache {
+            capacity,
+            chunks: HashMap::default(),
+            order: VecDeque::new(),
+            bytes: 0,
+            epoch: 0,
+            hits: 0,
+            inserted: 0,
+        }
+    }
+
     /// What a read asked now passes to `insert`.
     pub fn epoch(&self) -> u64 {
         self.epoch
@@ -70,7 +100,7 @@ impl ReadCache {
 
     /// Keeps chunk `index` of `file`, read by a read asked at `epoch` (`epoch()` then): nothing
     /// if a file was replaced under its name since. Replaces a shorter one held (the open
-    /// segment grew), and lets the oldest chunks go past `TEXT_READ_CACHE_BYTES`.
+    /// segment grew), and lets the oldest chunks go past the capacity.
     pub fn insert(&mut self, file: TextFile, index: u64, chunk: Bytes, epoch: u64) {
         if epoch != self.epoch || chunk.is_empty() {
             return;
@@ -82,7 +112,7 @@ impl ReadCache {
         }
         self.bytes += length;
         self.inserted += 1;
-        while self.bytes > TEXT_READ_CACHE_BYTES {
+        while self.bytes > self.capacity {
             let oldest = self
                 .order
                 .pop_front()
@@ -174,7 +204,11 @@ mod tests {
         let mut hits = 0;
         for seed in 0..40u64 {
             let mut random = crate::random::SplitMix64::new(seed);
-            let mut cache = ReadCache::default();
+            // Half the seeds with a capacity of a few chunks: chunks go all the time.
+            let mut cache = match seed % 2 {
+                0 => ReadCache::default(),
+                _ => ReadCache::with_capacity(3 * CHUNK as usize + 100),
+            };
             let files = [TextFile::Segment(1), TextFile::Snapshot(1)];
             // Each file's salt (its bytes now), its size, and its end known written.
             let mut contents: [(u8, u64, u64); 2] = [
@@ -222,7 +256,7 @@ mod tests {
                         }
                     }
                 }
-                assert!(cache.bytes() <= TEXT_READ_CACHE_BYTES);
+                assert!(cache.bytes() <= cache.capacity);
                 assert_eq!(
                     cache.bytes(),
                     cache.chunks.values().map(Bytes::len).sum::<usize>()
@@ -230,6 +264,33 @@ mod tests {
             }
         }
         assert!(hits > 10_000, "{hits} hits");
+    }
+
+    /// The cache takes an eighth of a share, at most `TEXT_READ_CACHE_BYTES`; no share (the
+    /// largest) gives it all.
+    #[test]
+    fn the_capacity_is_an_eighth_of_the_share_at_most() {
+        assert_eq!(capacity_for(u64::MAX), TEXT_READ_CACHE_BYTES);
+        assert_eq!(capacity_for(0), 0);
+        assert_eq!(capacity_for(1 << 20), 128 << 10);
+        assert_eq!(
+            capacity_for(8 * TEXT_READ_CACHE_BYTES as u64 - 8),
+            TEXT_READ_CACHE_BYTES - 1
+        );
+        assert_eq!(
+            capacity_for(8 * TEXT_READ_CACHE_BYTES as u64),
+            TEXT_READ_CACHE_BYTES
+        );
+        // Less than a chunk keeps nothing.
+        let mut cache = ReadCache::with_capacity(capacity_for(CHUNK * 8 - 8));
+        cache.insert(
+            TextFile::Segment(1),
+            0,
+            Bytes::from(vec![0; CHUNK as usize]),
+            0,
+        );
+        assert!(cache.get(TextFile::Segment(1), 0, 1).is_none());
+        assert_eq!(cache.bytes(), 0);
     }
 
     /// Past its bound the oldest chunks go first; a chunk read again after it went counts
