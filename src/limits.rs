@@ -140,12 +140,14 @@ pub const DISK_READ_BYTES_MAX: usize = LOG_FLUSH_BYTES_MAX;
 pub const DISK_READ_RANGES_MAX: usize = 4096;
 /// Bytes of its log's files a shard keeps, read back for texts on disk only
 /// (`storage::read_cache`), beside `--max-memory` (so at most an eighth of the shard's share):
-/// chunks of `TEXT_READ_CACHE_CHUNK_BYTES`, the oldest going first. Over many queues drained together, one pass over their heads (queues ×
-/// 32 texts) must fit for a chunk to serve the Gets of the other queues whose texts are in it.
+/// chunks of `TEXT_READ_CACHE_CHUNK_BYTES`, the oldest going first. Over many queues drained
+/// together, one pass over their heads (queues × 32 texts) must fit for a chunk to serve the
+/// Gets of the other queues whose texts are in it.
 pub const TEXT_READ_CACHE_BYTES: usize = 16 << 20;
 /// The chunk a read for a text on disk only reads whole and keeps (`TEXT_READ_CACHE_BYTES`),
-/// aligned to its size in the file: four blocks, so a text a read finds alone costs at most
-/// four times the bytes it did.
+/// aligned to its size in the file: four blocks, so a text no other read finds there costs
+/// four blocks where it cost one on io_uring (O_DIRECT reads whole blocks), and 16 KiB where it
+/// cost its own bytes on the portable runtime.
 pub const TEXT_READ_CACHE_CHUNK_BYTES: usize = 16 << 10;
 /// The most reads of texts on disk only (`--text-memory`) that may fail for one Get or Peek
 /// before it answers 500 `InternalError`: a failed read is tried again (the text may be in
