@@ -35,6 +35,8 @@ pub struct ReadCache {
     /// Reads of ranges answered from a chunk held, and chunks inserted.
     hits: u64,
     inserted: u64,
+    /// Bytes of the chunks read, inserted or not: each is freed once let go.
+    read_bytes: u64,
 }
 
 /// The capacity of a shard's read cache whose `--max-memory` share is `share` bytes: the cache
@@ -78,6 +80,7 @@ impl ReadCache {
             epoch: 0,
             hits: 0,
             inserted: 0,
+            read_bytes: 0,
         }
     }
 
@@ -102,6 +105,7 @@ impl ReadCache {
     /// if a file was replaced under its name since. Replaces a shorter one held (the open
     /// segment grew), and lets the oldest chunks go past the capacity.
     pub fn insert(&mut self, file: TextFile, index: u64, chunk: Bytes, epoch: u64) {
+        self.read_bytes += chunk.len() as u64;
         if epoch != self.epoch || chunk.is_empty() {
             return;
         }
@@ -138,6 +142,12 @@ impl ReadCache {
     /// Ranges answered from chunks held, and chunks read into it, since the shard started.
     pub fn counts(&self) -> (u64, u64) {
         (self.hits, self.inserted)
+    }
+
+    /// Bytes of the chunks read since the shard started (`insert`), held or freed: what the
+    /// shard counts as memory freed, to give back (`Engine::give_back_memory`).
+    pub fn read_bytes(&self) -> u64 {
+        self.read_bytes
     }
 
     /// Bytes of the chunks held.
