@@ -67,9 +67,10 @@ Usage: azq [options]
                              texts beyond it are read back from disk when a Get or Peek
                              returns them (a Get of a queue drained fast also up to 1 MiB of
                              those after them, held up to 8 MiB a shard for 2 s at most;
-                             reads keep the 16 KiB of log around each text for the texts near
-                             it, up to 16 MiB a shard or an eighth of its --max-memory share),
-                             and no longer count in --max-memory (not with --inMemoryPersistence)
+                             io_uring's reads keep the 16 KiB of log around each text for the
+                             texts near it, up to 16 MiB a shard or an eighth of its
+                             --max-memory share), and no longer count in --max-memory (not
+                             with --inMemoryPersistence)
   --min-free-disk SIZE|N%    free space to keep on the file system holding DIR, as a size or
                              a share of it (default 5%); the same operations answer 503 before
                              it would be used (not with --inMemoryPersistence)

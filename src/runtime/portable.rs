@@ -405,6 +405,12 @@ impl Disk for BlockingDisk {
         })
         .await
     }
+
+    /// pread goes through the page cache, which keeps the pages texts smaller than a page
+    /// share (`drop_cached` drops only whole pages).
+    fn page_cached(&self) -> bool {
+        true
+    }
 }
 
 /// Reads each range of `ranges` from `file` whole (pread), or fails.

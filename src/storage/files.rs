@@ -267,6 +267,16 @@ pub trait Disk: 'static {
         file: &Self::ReadFile,
         ranges: &[(u64, u32)],
     ) -> impl Future<Output = io::Result<Vec<Bytes>>>;
+
+    /// Whether reads go through the kernel's page cache, which then keeps the log's pages near
+    /// a text read for the next reads (the portable backend): the log's read cache then reads
+    /// each text alone (`Log::read_texts`). Measured over 1,000 queues of 1 KiB texts, where
+    /// one pass over the queues' heads does not fit the read cache, reading chunks there
+    /// drained 15% slower: each chunk's pages were dropped from the page cache after the read,
+    /// and the chunk went before the next queue needed it.
+    fn page_cached(&self) -> bool {
+        false
+    }
 }
 
 /// Asserts that `ranges` is a batch `Disk::read_many` takes (`DISK_READ_RANGES_MAX`,

@@ -1132,7 +1132,8 @@ impl<D: Disk> Log<D> {
     /// Grouped by file, in batches `Disk::read_many` takes. Each record comes from a chunk the
     /// read cache holds, or from a chunk read whole and kept there (one read for every text in
     /// it), or, where no chunk may hold it whole (it crosses a chunk's end, or its file's end
-    /// is not known to stay), from a read of its own; a text from a chunk is copied out of it.
+    /// is not known to stay) or reads go through the page cache (`Disk::page_cached`), from a
+    /// read of its own; a text from a chunk is copied out of it.
     /// Fails when a read does, or a record read is not the one its locator names (then the
     /// cache lets go of its file's chunks, so the read asked again goes to the file).
     pub async fn read_texts(
@@ -1147,7 +1148,11 @@ impl<D: Disk> Log<D> {
             let file = first.file();
             // Taken before the file is opened: a chunk read from a file replaced under its
             // name meanwhile is not kept.
-            let (epoch, end) = (self.read_cache.borrow().epoch(), self.cacheable_end(file));
+            // Through the page cache, texts are read alone (`Disk::page_cached`).
+            let end = (!self.disk.page_cached())
+                .then(|| self.cacheable_end(file))
+                .flatten();
+            let epoch = self.read_cache.borrow().epoch();
             // One file's texts, as many as one batch of reads takes. Sorted by offset, the
             // texts of one chunk come in a row.
             let (mut reads, mut chunks, mut sources) = (Vec::new(), Vec::new(), Vec::new());
