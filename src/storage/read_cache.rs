@@ -1,10 +1,11 @@
 //! A shard's cache of its log's files read back for texts on disk only (`Log::read_texts`):
 //! aligned chunks of `TEXT_READ_CACHE_CHUNK_BYTES`, the oldest going first past its capacity
 //! (`capacity_for`: `TEXT_READ_CACHE_BYTES`, or an eighth of the shard's `--max-memory` share
-//! if less). A backlog spread over many queues lies interleaved in the log, so
-//! the texts at the heads of all its queues share chunks: one read of a chunk serves the Gets
-//! of every queue whose next text is in it, where each text was a read of its own (on io_uring,
-//! a read of the device: O_DIRECT bypasses the page cache).
+//! if less). A backlog spread over many queues lies interleaved in the log, so the texts at the
+//! heads of all its queues share chunks: one read of a chunk serves the Gets of every queue
+//! whose next text is in it, where each text was a read of the device of its own (io_uring's
+//! O_DIRECT bypasses the page cache). Not on a backend whose reads go through the page cache
+//! (`Disk::page_cached`: portable), which keeps those pages already.
 //!
 //! Only bytes that never change are kept: a file's chunk up to the end the log knows written
 //! for it when the read was asked (`Log::cacheable_end`; blocks before the open segment's end
