@@ -26,8 +26,7 @@ pub struct ReadCache {
     /// The most bytes of chunks held.
     capacity: usize,
     chunks: HashMap<ChunkKey, Bytes, ahash::RandomState>,
-    /// Keys in the order inserted, the oldest first; a key may be here more than once (taken
-    /// out and read again) or no longer in `chunks`, skipped when its turn comes.
+    /// The keys of the chunks held, in the order inserted, the oldest first.
     order: VecDeque<ChunkKey>,
     /// Bytes of the chunks held.
     bytes: usize,
@@ -150,11 +149,6 @@ impl ReadCache {
     pub fn read_bytes(&self) -> u64 {
         self.read_bytes
     }
-
-    /// Bytes of the chunks held.
-    pub fn bytes(&self) -> usize {
-        self.bytes
-    }
 }
 
 #[cfg(test)]
@@ -267,9 +261,9 @@ mod tests {
                         }
                     }
                 }
-                assert!(cache.bytes() <= cache.capacity);
+                assert!(cache.bytes <= cache.capacity);
                 assert_eq!(
-                    cache.bytes(),
+                    cache.bytes,
                     cache.chunks.values().map(Bytes::len).sum::<usize>()
                 );
             }
@@ -301,7 +295,7 @@ mod tests {
             0,
         );
         assert!(cache.get(TextFile::Segment(1), 0, 1).is_none());
-        assert_eq!(cache.bytes(), 0);
+        assert_eq!(cache.bytes, 0);
     }
 
     /// Past its bound the oldest chunks go first; a chunk read again after it went counts
@@ -315,7 +309,7 @@ mod tests {
         for index in 0..held as u64 {
             cache.insert(file, index, chunk.clone(), 0);
         }
-        assert_eq!(cache.bytes(), TEXT_READ_CACHE_BYTES);
+        assert_eq!(cache.bytes, TEXT_READ_CACHE_BYTES);
         assert!(cache.get(file, 0, 1).is_some());
         cache.insert(file, held as u64, chunk.clone(), 0);
         assert!(cache.get(file, 0, 1).is_none(), "the oldest went");
@@ -323,7 +317,7 @@ mod tests {
         // A shorter chunk replaced by a longer one counts once.
         cache.insert(file, 0, chunk.slice(..100), 0);
         cache.insert(file, 0, chunk.clone(), 0);
-        assert!(cache.bytes() <= TEXT_READ_CACHE_BYTES);
+        assert!(cache.bytes <= TEXT_READ_CACHE_BYTES);
         assert!(cache.get(file, 200, 1).is_some());
         // A read asked before a `forget` inserts nothing.
         let epoch = cache.epoch();
