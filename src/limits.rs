@@ -167,16 +167,22 @@ pub const TEXT_READ_AHEAD_BYTES: u64 = 1 << 20;
 /// the Get's count at each wait within `TEXT_READ_AHEAD_HOLD_MS` of the last, and halved for
 /// each text read ahead that left memory untaken.
 pub const TEXT_READ_AHEAD_MESSAGES: u32 = 4096;
+/// The most reads of texts ahead of Gets a shard has in flight with no request waiting for
+/// them (`runtime::engine::run_reads_ahead`, one queue each); queues due meanwhile wait their
+/// turn, and a Get that cannot wait for one reads its own texts as before.
+pub const TEXT_READS_AHEAD_MAX: usize = 8;
 /// How long a text read ahead stays in memory beyond `--text-memory` if no Get takes it: then
 /// it may leave again, and its queue reads less ahead. A queue whose Gets wait less often than
 /// this reads nothing ahead (what it read would leave memory before a Get took it).
 pub const TEXT_READ_AHEAD_HOLD_MS: u64 = 2_000;
 /// Text read ahead a shard keeps in memory, beyond `--text-memory`, until a Get takes it:
-/// past it, the texts read ahead longest ago may leave memory again.
-pub const TEXT_READ_AHEAD_HELD_BYTES: u64 = 8 << 20;
+/// past it, the texts read ahead longest ago may leave memory again. Queues drained together
+/// each hold their next Get's texts read ahead: 1,000 queues of 32 texts of 256 bytes are 8 MiB.
+pub const TEXT_READ_AHEAD_HELD_BYTES: u64 = 32 << 20;
 /// The most texts read ahead a shard keeps track of (`TEXT_READ_AHEAD_HELD_BYTES` of tiny
-/// texts would be millions of entries): eight reads ahead of the most messages.
-pub const TEXT_READ_AHEAD_HELD_TEXTS: usize = 8 * TEXT_READ_AHEAD_MESSAGES as usize;
+/// texts would be millions of entries): 32 reads ahead of the most messages, or 4,096 queues'
+/// next Gets of 32.
+pub const TEXT_READ_AHEAD_HELD_TEXTS: usize = 32 * TEXT_READ_AHEAD_MESSAGES as usize;
 /// The most texts one eviction step drops from memory (`--text-memory`) before the shard
 /// serves requests again: a snapshot in place makes every text it recorded evictable at once,
 /// and dropping a million in one go held the shard for about a second.

@@ -272,8 +272,9 @@ pub struct Snapshot {
     /// Messages whose texts are on disk only (`--text-memory`), and those texts' bytes.
     pub texts_on_disk: (u64, u64),
     /// Texts read back from disk for Gets and Peeks, their bytes, the reads that failed, the
-    /// requests that waited for texts, and the texts among them read ahead of such a request.
-    pub texts_read: (u64, u64, u64, u64, u64),
+    /// requests that waited for texts, the texts among them read ahead of Gets, and of those
+    /// the texts read ahead with no request waiting.
+    pub texts_read: (u64, u64, u64, u64, u64, u64),
     /// Reads of texts the read cache answered, and chunks of the log read into it.
     pub text_read_cache: (u64, u64),
 }
@@ -571,7 +572,7 @@ pub fn render(
         let _ = writeln!(out, "process_resident_memory_bytes {resident}");
     }
 
-    let per_shard: [PerShardSeries; 19] = [
+    let per_shard: [PerShardSeries; 20] = [
         (
             "azq_open_connections",
             "gauge",
@@ -656,8 +657,15 @@ pub fn render(
         (
             "azq_text_read_ahead_total",
             "counter",
-            "Texts read back ahead of the Gets and Peeks that waited (in azq_text_reads_total).",
+            "Texts read back ahead of Gets (in azq_text_reads_total).",
             |s| s.texts_read.4,
+        ),
+        (
+            "azq_text_read_early_total",
+            "counter",
+            "Texts read back ahead of Gets before any waited for them (in \
+             azq_text_read_ahead_total).",
+            |s| s.texts_read.5,
         ),
         (
             "azq_text_read_cache_hits_total",
@@ -773,7 +781,7 @@ mod tests {
                     message_bytes_max: 1 << 30,
                     filesystem_free_bytes: Some(1000 - shard as u64),
                     texts_on_disk: (5, 500 + shard as u64),
-                    texts_read: (7, 700, shard as u64, 3, 5),
+                    texts_read: (7, 700, shard as u64, 3, 5, 4),
                     text_read_cache: (11, 2 + shard as u64),
                     activity: Activity {
                         puts: 3,
@@ -828,6 +836,7 @@ mod tests {
         assert!(text.contains("azq_text_read_failures_total{shard=\"1\"} 1\n"));
         assert!(text.contains("azq_text_waits_total{shard=\"1\"} 3\n"));
         assert!(text.contains("azq_text_read_ahead_total{shard=\"1\"} 5\n"));
+        assert!(text.contains("azq_text_read_early_total{shard=\"1\"} 4\n"));
         assert!(text.contains("azq_text_read_cache_hits_total{shard=\"1\"} 11\n"));
         assert!(text.contains("azq_text_read_chunks_total{shard=\"1\"} 3\n"));
         assert!(text.contains("azq_disk_limit_bytes{shard=\"0\"} 268435456\n"));

@@ -259,6 +259,10 @@ pub struct TextWait {
     /// (`ShardState::snapshot_changes`): the homes of texts read are noted again only if no
     /// other has begun or been put in place since.
     pub snapshot_changes: u64,
+    /// How long the texts read ahead for it stay in memory untaken, ms
+    /// (`ShardState::deliver_ahead`): `TEXT_READ_AHEAD_HOLD_MS` for a Get that waits, more for
+    /// a read ahead of a queue whose Gets come about that far apart (`next_read_ahead`).
+    pub hold_ms: u64,
 }
 
 /// One queue in a List Queues result.

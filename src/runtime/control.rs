@@ -127,6 +127,7 @@ pub fn answer<B: Backend>(
                         read.failures,
                         read.waits,
                         read.ahead,
+                        read.early,
                     )
                 },
                 text_read_cache: engine.read_cache_counts(),

@@ -32,8 +32,8 @@ use crate::governor::metrics::Scope;
 use crate::governor::throttle::is_message_operation;
 use crate::governor::Governor;
 use crate::limits::{
-    DISK_SAMPLE_INTERVAL_MS, MEMORY_GIVE_BACK_BYTES_MIN, TEXT_READ_FAILURES_MAX,
-    TEXT_WAIT_ROUNDS_MAX, TIMER_ENTRIES_PER_STEP_MAX, TIMER_STEP_PAUSE_US,
+    DISK_SAMPLE_INTERVAL_MS, MEMORY_GIVE_BACK_BYTES_MIN, TEXT_READS_AHEAD_MAX,
+    TEXT_READ_FAILURES_MAX, TEXT_WAIT_ROUNDS_MAX, TIMER_ENTRIES_PER_STEP_MAX, TIMER_STEP_PAUSE_US,
     WRITE_MODE_SYNC_INTERVAL_MS,
 };
 use crate::queue::command::TextWait;
@@ -71,6 +71,11 @@ pub struct Engine<B: Backend> {
     reading: RefCell<Vec<u32>>,
     /// The requests waiting for another's read of their queue's texts to end.
     read_waiters: RefCell<Vec<Waker>>,
+    /// Wakes the task that reads texts ahead of Gets (`run_reads_ahead`) when a queue is due
+    /// (`ShardState::read_ahead_is_due`) or one of its reads has ended.
+    read_ahead_wake: Wake,
+    /// Reads ahead of Gets in flight (`run_reads_ahead`), at most `TEXT_READS_AHEAD_MAX`.
+    reads_ahead: Cell<usize>,
     /// The file system holding the shard's files, measured on a thread of its own (`None`: in
     /// memory, or no thread could be started; without a measurement only `--max-disk`
     /// applies).
@@ -122,24 +127,31 @@ pub struct TextsRead {
     pub waits: u64,
     /// Texts read ahead of such a request (`TextWait::ahead`), among `texts`.
     pub ahead: u64,
+    /// Texts read ahead of Gets with none waiting (`run_reads_ahead`), among `ahead`: asked
+    /// for, some may have been taken or evicted again before their read ended.
+    pub early: u64,
 }
 
-/// A queue's read of texts for a Get or Peek in flight (`Engine::serve_rounds`): once it ends,
-/// or its request is dropped, others may read for that queue, and those waiting apply again.
-struct Reading<'a> {
-    reading: &'a RefCell<Vec<u32>>,
-    waiters: &'a RefCell<Vec<Waker>>,
+/// A queue's read of texts in flight, for a Get or Peek (`Engine::serve_rounds`) or ahead of
+/// Gets (`run_reads_ahead`): once it ends, or its request is dropped, others may read for that
+/// queue, those waiting apply again, and a read ahead of its Gets may start.
+struct Reading<'a, B: Backend> {
+    engine: &'a Engine<B>,
     queue: u32,
 }
 
-impl Drop for Reading<'_> {
+impl<B: Backend> Drop for Reading<'_, B> {
     fn drop(&mut self) {
-        self.reading
+        let engine = self.engine;
+        engine
+            .reading
             .borrow_mut()
             .retain(|&queue| queue != self.queue);
-        for waiter in self.waiters.take() {
+        for waiter in engine.read_waiters.take() {
             waiter.wake();
         }
+        // A queue due while this read ran was passed over (`ShardState::next_read_ahead`).
+        engine.read_ahead_wake.notify();
     }
 }
 
@@ -216,6 +228,8 @@ impl<B: Backend> Engine<B> {
             texts_read: Cell::new(TextsRead::default()),
             reading: RefCell::new(Vec::new()),
             read_waiters: RefCell::new(Vec::new()),
+            read_ahead_wake: Wake::default(),
+            reads_ahead: Cell::new(0),
             gauge,
             snapshot_fits: Cell::new(true),
             log_wake: Wake::default(),
@@ -246,6 +260,7 @@ impl<B: Backend> Engine<B> {
             B::spawn(run_disk_watch::<B>(engine.clone()));
             if engine.text_bytes_max.is_some() {
                 B::spawn(run_evictions::<B>(engine.clone()));
+                B::spawn(run_reads_ahead::<B>(engine.clone()));
                 // After a change of `--shards` the texts recovery copied into the new
                 // generation's snapshot may leave memory at once, to its entries.
                 engine.evict_wake.notify();
@@ -490,8 +505,7 @@ impl<B: Backend> Engine<B> {
             } else {
                 self.reading.borrow_mut().push(wait.queue);
                 let _reading = Reading {
-                    reading: &self.reading,
-                    waiters: &self.read_waiters,
+                    engine: self,
                     queue: wait.queue,
                 };
                 if let Err(error) = self.read_own(&mut wait, delivered).await {
@@ -581,27 +595,45 @@ impl<B: Backend> Engine<B> {
         outcome
     }
 
-    /// Reads the texts `wait` names ahead and delivers them (`ShardState::deliver_ahead`); a
-    /// failure changes nothing but the count of failed reads.
-    async fn read_ahead(&self, wait: &mut TextWait) {
+    /// Reads ahead of a Get, with no request waiting (`run_reads_ahead`): the texts `wait`
+    /// names, its queue marked as being read for meanwhile, so that a Get of it that would wait
+    /// waits for this read to end and then finds them in memory.
+    async fn read_ahead_of_gets(&self, mut wait: TextWait) {
+        let _reading = Reading {
+            engine: self,
+            queue: wait.queue,
+        };
+        let texts = self.read_ahead(&mut wait).await;
+        let mut read = self.texts_read.get();
+        read.early += texts;
+        self.texts_read.set(read);
+    }
+
+    /// Reads the texts `wait` names ahead and delivers them (`ShardState::deliver_ahead`);
+    /// answers how many it read. A failure changes nothing but the count of failed reads.
+    async fn read_ahead(&self, wait: &mut TextWait) -> u64 {
         let Some(log) = self.log.as_ref().filter(|_| !wait.ahead.is_empty()) else {
-            return;
+            return 0;
         };
         let outcome = log.read_texts(std::mem::take(&mut wait.ahead)).await;
         let (mut read, now_ms) = (self.texts_read.get(), self.now_ms());
+        let mut count = 0;
         match outcome {
             Ok(texts) => {
                 let mut state = self.state.borrow_mut();
+                count = texts.len() as u64;
                 for (named, text) in texts {
-                    read.texts += 1;
-                    read.ahead += 1;
                     read.bytes += text.len() as u64;
-                    state.deliver_ahead(named, text, wait.snapshot_changes, now_ms);
+                    let held_until_ms = now_ms + wait.hold_ms;
+                    state.deliver_ahead(named, text, wait.snapshot_changes, held_until_ms);
                 }
             }
             Err(_) => read.failures += 1,
         }
+        read.texts += count;
+        read.ahead += count;
         self.texts_read.set(read);
+        count
     }
 
     /// What the shard read back from its log for Gets and Peeks.
@@ -639,6 +671,9 @@ impl<B: Backend> Engine<B> {
         let before = state.journal_next_sequence();
         let outcome = state.apply(command, now_ms);
         self.give_back_memory(&state);
+        if state.read_ahead_is_due() {
+            self.read_ahead_wake.notify();
+        }
         if let Some(deadline_ms) = state.next_deadline_ms() {
             if deadline_ms < self.armed_deadline_ms.get() {
                 self.wake.notify();
@@ -831,6 +866,37 @@ async fn run_evictions<B: Backend>(engine: Rc<Engine<B>>) {
             if !engine.evict_texts() {
                 break;
             }
+        }
+    }
+}
+
+/// With `--text-memory`: reads texts ahead of Gets, so that a queue drained at a steady pace
+/// finds its next texts in memory instead of waiting for them. Takes the queues due
+/// (`ShardState::next_read_ahead`, passing over those a request reads for) and reads for each
+/// in a task of its own, at most `TEXT_READS_AHEAD_MAX` at a time.
+async fn run_reads_ahead<B: Backend>(engine: Rc<Engine<B>>) {
+    loop {
+        engine.read_ahead_wake.woken().await;
+        while engine.reads_ahead.get() < TEXT_READS_AHEAD_MAX {
+            let wait = {
+                let reading = engine.reading.borrow();
+                engine
+                    .state
+                    .borrow_mut()
+                    .next_read_ahead(engine.now_ms(), |queue| reading.contains(&queue))
+            };
+            let Some(wait) = wait else {
+                break;
+            };
+            // Marked before the task runs, so that the next one taken passes it over.
+            engine.reading.borrow_mut().push(wait.queue);
+            engine.reads_ahead.set(engine.reads_ahead.get() + 1);
+            let engine = engine.clone();
+            B::spawn(async move {
+                engine.read_ahead_of_gets(wait).await;
+                // One more may start (the end of its read woke the task).
+                engine.reads_ahead.set(engine.reads_ahead.get() - 1);
+            });
         }
     }
 }

@@ -70,7 +70,8 @@ use super::recovery::{recover, RecoveryOptions};
 use super::sim::{SimDisk, SimStats, Written};
 use crate::error::StorageError;
 use crate::limits::{
-    LOG_SEGMENT_BYTES, MESSAGE_TEXT_BYTES_MAX, STORAGE_BLOCK_BYTES, TEXT_WAIT_ROUNDS_MAX,
+    LOG_SEGMENT_BYTES, MESSAGE_TEXT_BYTES_MAX, STORAGE_BLOCK_BYTES, TEXT_READ_AHEAD_HOLD_MS,
+    TEXT_WAIT_ROUNDS_MAX,
 };
 use crate::queue::key::{TextFile, TextLocator};
 use crate::queue::record::{self, MessageState, Record, RECORD_HEADER_BYTES};
@@ -555,6 +556,12 @@ struct TextReads {
     read_where_recovery_found: u64,
     /// Texts read ahead of a wait's Get and delivered (`ShardState::deliver_ahead`).
     delivered_ahead: u64,
+    /// Texts read ahead of Gets with none waiting (`ShardState::next_read_ahead`) and
+    /// delivered.
+    delivered_early: u64,
+    /// Reads ahead of Gets with none waiting that failed (an injected fault, or a file a
+    /// snapshot gave up): nothing changed.
+    early_read_failures: u64,
     /// Texts of waits and snapshots read from chunks the log's read cache held.
     read_cache_hits: u64,
     /// Reads for a wait that failed (an injected fault): the Get was applied again.
@@ -913,6 +920,9 @@ fn simulate(seed: u64, boundaries: &mut Boundaries, text_reads: &mut TextReads) 
             }
         });
         let mut waits: Vec<Waiting<'_>> = Vec::new();
+        // Reads ahead of Gets with none waiting: the snapshots begun when each was issued and
+        // whether one was running, the texts, and the read in flight.
+        let mut early: Vec<((u64, bool), Ahead, TextRead<'_>)> = Vec::new();
         let snapshots: Task = Box::pin(async {
             loop {
                 if snapshot_wanted.replace(false) || log.wants_snapshot(&state) {
@@ -1109,8 +1119,12 @@ fn simulate(seed: u64, boundaries: &mut Boundaries, text_reads: &mut TextReads) 
                             text_reads.read_where_recovery_found +=
                                 u64::from(found_by_recovery.contains(&locator));
                             if ahead.contains(&named) {
-                                text_reads.delivered_ahead +=
-                                    u64::from(state.deliver_ahead(named, text, begun, NOW_MS));
+                                text_reads.delivered_ahead += u64::from(state.deliver_ahead(
+                                    named,
+                                    text,
+                                    begun,
+                                    NOW_MS + TEXT_READ_AHEAD_HOLD_MS,
+                                ));
                             } else {
                                 state.deliver_text(named, text, true);
                             }
@@ -1152,6 +1166,40 @@ fn simulate(seed: u64, boundaries: &mut Boundaries, text_reads: &mut TextReads) 
                     }
                 }
             }
+            // Reads ahead of Gets, as the engine issues them (`run_reads_ahead`), delivered as
+            // they complete.
+            while let Some(wait) = state.borrow_mut().next_read_ahead(NOW_MS, |_| false) {
+                let issued_at = (snapshots_begun.get(), snapshot_running.get());
+                let (ahead, read) = read_with_ahead(&log, wait);
+                early.push((issued_at, ahead, read));
+            }
+            let mut index = 0;
+            while index < early.len() {
+                let Poll::Ready(read) = early[index].2.as_mut().poll(&mut context) else {
+                    index += 1;
+                    continue;
+                };
+                let ((begun_at_issue, running_at_issue), (_, begun), _) = early.remove(index);
+                match read {
+                    Ok(read) => {
+                        let mut state = state.borrow_mut();
+                        for (named, text) in read {
+                            let held_until_ms = NOW_MS + TEXT_READ_AHEAD_HOLD_MS;
+                            text_reads.delivered_early +=
+                                u64::from(state.deliver_ahead(named, text, begun, held_until_ms));
+                        }
+                    }
+                    Err(error)
+                        if matches!(error.raw_os_error(), Some(libc::EIO | libc::ENOSPC)) =>
+                    {
+                        text_reads.early_read_failures += 1;
+                    }
+                    Err(_) if running_at_issue || snapshots_begun.get() != begun_at_issue => {
+                        text_reads.early_read_failures += 1;
+                    }
+                    Err(error) => panic!("seed {seed}: a read ahead of Gets failed: {error}"),
+                }
+            }
             if let Some(failed_at) = failed_at {
                 assert_eq!(
                     log.durable_sequence(),
@@ -1167,6 +1215,7 @@ fn simulate(seed: u64, boundaries: &mut Boundaries, text_reads: &mut TextReads) 
         }
         drop(tasks);
         drop(waits);
+        drop(early);
         text_reads.evicted += evicted.get();
         text_reads.read_cache_hits += log.read_cache_counts().0;
         let counted = *text_reads;
@@ -1181,6 +1230,8 @@ fn simulate(seed: u64, boundaries: &mut Boundaries, text_reads: &mut TextReads) 
             left_on_disk_by_recovery: counted.left_on_disk_by_recovery,
             read_where_recovery_found: counted.read_where_recovery_found,
             delivered_ahead: counted.delivered_ahead,
+            delivered_early: counted.delivered_early,
+            early_read_failures: counted.early_read_failures,
             read_cache_hits: counted.read_cache_hits,
             texts_checked: counted.texts_checked,
             ..reads.into_inner()
@@ -2145,13 +2196,14 @@ fn every_acknowledged_change_survives_every_crash() {
             "{text_reads:?}"
         );
         // Texts left memory, Gets waited for them, read them back (some reads failed, some
-        // texts found in chunks the log had read for others), with texts ahead of them, and
-        // returned them.
+        // texts found in chunks the log had read for others), with texts ahead of them, read
+        // ahead of Gets that did not wait, and returned them.
         assert!(
             text_reads.evicted > 0
                 && text_reads.waits > 0
                 && text_reads.served_after_wait > 0
                 && text_reads.delivered_ahead > 0
+                && text_reads.delivered_early > 0
                 && text_reads.read_cache_hits > 0
                 && text_reads.wait_read_failures > 0
                 && text_reads.texts_checked > 0,

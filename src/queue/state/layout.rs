@@ -57,6 +57,15 @@ pub(super) struct Queue {
     /// When a Get of the queue last waited for texts, ms (0: never), and `activity.delivered`
     /// then: how fast its consumers take messages.
     pub(super) last_wait: (u64, u64),
+    /// When a Get of the queue was last answered, ms (0: never): one within
+    /// `TEXT_READ_AHEAD_HOLD_MS` of the last makes the queue due for a read ahead
+    /// (`texts::note_get`).
+    pub(super) last_get_ms: u64,
+    /// The time between its last two Gets, ms (`texts::note_get`): how long texts read ahead of
+    /// its next Get are held (`texts::next_read_ahead`).
+    pub(super) get_interval_ms: u64,
+    /// Whether the queue is in the shard's `read_ahead_due`.
+    pub(super) read_ahead_due: bool,
 }
 
 impl Queue {
@@ -75,6 +84,9 @@ impl Queue {
             activity: Activity::default(),
             read_ahead_messages: 0,
             last_wait: (0, 0),
+            last_get_ms: 0,
+            get_interval_ms: 0,
+            read_ahead_due: false,
         }
     }
 }
@@ -267,6 +279,11 @@ pub struct ShardState {
     /// The most bytes and texts `read_ahead` keeps: `TEXT_READ_AHEAD_HELD_BYTES` and
     /// `TEXT_READ_AHEAD_HELD_TEXTS` (smaller in tests, so that they are reached).
     pub(super) read_ahead_held_max: (u64, usize),
+    /// Queues whose next Get would wait for texts on disk only unless they are read ahead
+    /// first (`texts::note_get`), oldest first, each (record index, the count of the Get that
+    /// made it due), at most once each (`Queue::read_ahead_due`); the runtime takes them with
+    /// `next_read_ahead`.
+    pub(super) read_ahead_due: std::collections::VecDeque<(u32, u32)>,
 }
 
 /// A text read ahead (`ShardState::read_ahead`): the message's slot and generation, where the
@@ -424,6 +441,7 @@ impl ShardState {
             texts_held: 0..0,
             read_ahead: std::collections::VecDeque::new(),
             read_ahead_bytes: 0,
+            read_ahead_due: std::collections::VecDeque::new(),
             read_ahead_held_max: (
                 crate::limits::TEXT_READ_AHEAD_HELD_BYTES,
                 crate::limits::TEXT_READ_AHEAD_HELD_TEXTS,

@@ -126,6 +126,9 @@ impl ShardState {
             activity.redelivered += redelivered;
             activity.empty_gets += empty;
         }
+        if !views.is_empty() {
+            self.note_get(index, count, now_ms);
+        }
         Ok(Reply::Messages(views))
     }
 

@@ -378,7 +378,7 @@ impl ShardState {
         window: u32,
         now_ms: u64,
     ) -> Option<TextWait> {
-        use crate::limits::TEXT_READ_AHEAD_BYTES;
+        use crate::limits::{TEXT_READ_AHEAD_BYTES, TEXT_READ_AHEAD_HOLD_MS};
         if self.texts_evicted.0 == 0 {
             return None;
         }
@@ -428,6 +428,7 @@ impl ShardState {
             texts,
             ahead,
             snapshot_changes: self.snapshot_changes,
+            hold_ms: TEXT_READ_AHEAD_HOLD_MS,
         })
     }
 
@@ -525,6 +526,85 @@ impl ShardState {
         grown.min(u32::try_from(taken_in_time).unwrap_or(u32::MAX))
     }
 
+    /// Notes that a Get of queue record `index` for `count` was answered at `now_ms`: while
+    /// texts are on disk only, a Get within `TEXT_READ_AHEAD_HOLD_MS` of the queue's last makes
+    /// it due for a read ahead (`next_read_ahead`), so that its consumers, coming back at that
+    /// pace, find their next texts in memory rather than wait for them. A queue got from less
+    /// often is not (texts read for it would leave memory before a Get took them).
+    pub(super) fn note_get(&mut self, index: u32, count: u32, now_ms: u64) {
+        let queue = queue_at(&mut self.queues, index);
+        let last_ms = std::mem::replace(&mut queue.last_get_ms, now_ms);
+        queue.get_interval_ms = now_ms.saturating_sub(last_ms);
+        if self.texts_evicted.0 == 0
+            || queue.read_ahead_due
+            || last_ms == 0
+            || now_ms >= last_ms + crate::limits::TEXT_READ_AHEAD_HOLD_MS
+        {
+            return;
+        }
+        queue.read_ahead_due = true;
+        self.read_ahead_due.push_back((index, count));
+    }
+
+    /// Whether a queue is due for a read ahead (`note_get`).
+    pub fn read_ahead_is_due(&self) -> bool {
+        !self.read_ahead_due.is_empty()
+    }
+
+    /// The next read ahead due (`note_get`), oldest first, of a queue `reading` does not say is
+    /// being read for (one that is stays due: a Get that waited makes its queue due while it
+    /// still reads ahead for it): the texts on disk only of its first visible messages that
+    /// have not expired at `now_ms`, as many as its consumers take in a quarter of
+    /// `TEXT_READ_AHEAD_HOLD_MS` at the pace of its last two Gets but at least the count of the
+    /// Get that made it due, up to `TEXT_READ_AHEAD_MESSAGES` and `TEXT_READ_AHEAD_BYTES`, all
+    /// in `TextWait::ahead` (for `deliver_ahead`), none in `texts`; held twice the time between
+    /// its last two Gets (at least the hold), so that the next Get at that pace finds them,
+    /// early or late by as much again. A queue due whose first such messages are all in
+    /// memory, or whose record was freed, retired or given to another queue since, is passed
+    /// over. Found without changing anything but which queues are due.
+    pub fn next_read_ahead(
+        &mut self,
+        now_ms: u64,
+        reading: impl Fn(u32) -> bool,
+    ) -> Option<TextWait> {
+        use crate::limits::{TEXT_READ_AHEAD_HOLD_MS, TEXT_READ_AHEAD_MESSAGES};
+        for _ in 0..self.read_ahead_due.len() {
+            let (index, count) = self.read_ahead_due.pop_front().expect("one is due");
+            let Some(queue) = self.queues.get_mut(index as usize).and_then(Option::as_mut) else {
+                continue;
+            };
+            if !queue.read_ahead_due {
+                // Its record was freed and given to a queue not due.
+                continue;
+            }
+            if reading(index) && !queue.retired {
+                self.read_ahead_due.push_back((index, count));
+                continue;
+            }
+            queue.read_ahead_due = false;
+            if queue.retired {
+                continue;
+            }
+            // What its consumers take in a quarter of the hold at the pace of its last two
+            // Gets, at least the next Get's count: a queue got seldom reads that Get's alone
+            // (read further, texts waited two Gets, and were let go untaken first).
+            let interval_ms = queue.get_interval_ms;
+            let paced = u64::from(count) * (TEXT_READ_AHEAD_HOLD_MS / 4) / interval_ms.max(1);
+            let window = u32::try_from(paced)
+                .unwrap_or(u32::MAX)
+                .min(TEXT_READ_AHEAD_MESSAGES)
+                .saturating_sub(count);
+            if let Some(mut wait) = self.texts_wanted(index, count, window, now_ms) {
+                let mut ahead = std::mem::take(&mut wait.texts);
+                ahead.append(&mut wait.ahead);
+                wait.ahead = ahead;
+                wait.hold_ms = wait.hold_ms.max(2 * interval_ms);
+                return Some(wait);
+            }
+        }
+        None
+    }
+
     /// Puts every text read ahead and held back on disk only, where it was read, to make room
     /// under `--max-memory` (`admit_memory`): so reading never makes a Put refused. A text whose
     /// read a snapshot begun or put in place since has overtaken stays (its offset may name
@@ -560,23 +640,23 @@ impl ShardState {
 
     /// Puts `text`, read ahead of a Get (`TextWait::ahead`), into its message's slot as
     /// `deliver_text` does (answers whether it did), and keeps it there with no home, so that
-    /// the next Gets find it whatever `--text-memory` is: for `TEXT_READ_AHEAD_HOLD_MS` after
-    /// `now_ms` (`release_read_ahead`), while the texts read ahead since come to at most
-    /// `TEXT_READ_AHEAD_HELD_BYTES` and `TEXT_READ_AHEAD_HELD_TEXTS`. Then it gets its home
-    /// again (`note_read_homes`, with the snapshot `changes` when its read was asked for) and may
-    /// leave memory; in a drain it has been taken by then.
+    /// the next Gets find it whatever `--text-memory` is: until `held_until_ms` (its read's end
+    /// and `TextWait::hold_ms`; `release_read_ahead` lets them go in the order read, so one
+    /// may stay until the latest of those read before it), while the texts read ahead since
+    /// come to at most `TEXT_READ_AHEAD_HELD_BYTES` and `TEXT_READ_AHEAD_HELD_TEXTS`. Then it
+    /// gets its home again (`note_read_homes`, with the snapshot `changes` when its read was
+    /// asked for) and may leave memory; in a drain it has been taken by then.
     pub fn deliver_ahead(
         &mut self,
         named: TextOnDisk,
         text: Bytes,
         changes: u64,
-        now_ms: u64,
+        held_until_ms: u64,
     ) -> bool {
         let bytes = u32::try_from(text.len()).expect("texts are small");
         if !self.deliver_text(named, text, false) {
             return false;
         }
-        let held_until_ms = now_ms + crate::limits::TEXT_READ_AHEAD_HOLD_MS;
         self.read_ahead
             .push_back((named, changes, bytes, held_until_ms));
         self.read_ahead_bytes += u64::from(bytes);
@@ -895,13 +975,26 @@ mod tests {
             texts
         }
 
+        /// Reads ahead of Gets as the runtime does (`ShardState::next_read_ahead`), every queue
+        /// due, and delivers what it reads; answers how many texts.
+        fn read_ahead_due(&mut self, state: &mut ShardState, now_ms: u64) -> usize {
+            let mut texts = 0;
+            while let Some(wait) = state.next_read_ahead(now_ms, |_| false) {
+                assert!(wait.texts.is_empty() && !wait.ahead.is_empty());
+                texts += wait.ahead.len();
+                self.deliver(state, &wait);
+            }
+            texts
+        }
+
         /// Reads back the texts `wait` names, and delivers them; then those it names ahead.
         fn deliver(&mut self, state: &mut ShardState, wait: &TextWait) {
             for (named, text) in self.read(wait) {
                 assert!(state.deliver_text(named, text, true));
             }
             for (named, text) in self.read_each(&wait.ahead) {
-                assert!(state.deliver_ahead(named, text, wait.snapshot_changes, NOW_MS));
+                let held_until_ms = NOW_MS + wait.hold_ms;
+                assert!(state.deliver_ahead(named, text, wait.snapshot_changes, held_until_ms));
                 self.delivered_ahead += 1;
             }
         }
@@ -1074,7 +1167,7 @@ mod tests {
     #[test]
     fn evicted_texts_read_back_give_the_same_answers() {
         let (mut evicted_total, mut waits, mut snapshot_reads) = (0, 0, 0);
-        let (mut recovered_evicted, mut delivered_ahead) = (0, 0);
+        let (mut recovered_evicted, mut delivered_ahead, mut early) = (0, 0, 0);
         for seed in 0..60 {
             let mut random = SplitMix64::new(seed);
             let (mut resident, mut tiered) = twin_states();
@@ -1095,6 +1188,9 @@ mod tests {
                     log.deliver(&mut tiered, wait);
                     waits += 1;
                     reply = tiered.apply(command.clone(), now_ms);
+                }
+                if random.next_u64() % 2 == 0 {
+                    early += log.read_ahead_due(&mut tiered, now_ms);
                 }
                 assert_eq!(
                     format!("{reply:?}"),
@@ -1118,9 +1214,11 @@ mod tests {
                 && waits > 0
                 && snapshot_reads > 0
                 && recovered_evicted > 0
-                && delivered_ahead > 0,
+                && delivered_ahead > 0
+                && early > 0,
             "{evicted_total} bytes evicted, {waits} waits, {snapshot_reads} from snapshots, \
-             {recovered_evicted} recovered texts seen on disk only, {delivered_ahead} read ahead"
+             {recovered_evicted} recovered texts seen on disk only, {delivered_ahead} read \
+             ahead, {early} of them before a Get waited"
         );
     }
 
@@ -1281,7 +1379,7 @@ mod tests {
         let range = std::env::var("AZQ_TEXTS_SEEDS").unwrap_or_else(|_| "0..200".into());
         let (from, to) = range.split_once("..").unwrap();
         let (from, to): (u64, u64) = (from.parse().unwrap(), to.parse().unwrap());
-        let (mut evicted_total, mut waits, mut snapshot_reads) = (0, 0, 0);
+        let (mut evicted_total, mut waits, mut snapshot_reads, mut early) = (0, 0, 0, 0);
         for seed in from..to {
             let mut random = SplitMix64::new(seed ^ 0xABCD);
             let (mut resident, mut tiered) = twin_states();
@@ -1336,6 +1434,10 @@ mod tests {
                         "seed {seed} step {step}: waits again after delivery"
                     );
                     reply = tiered.apply(command.clone(), now_ms);
+                }
+                // Queues stay due across steps (Clear Messages and Delete Queue among them).
+                if random.next_u64() % 4 == 0 {
+                    early += log.read_ahead_due(&mut tiered, now_ms);
                 }
                 let twins = (&mut resident, &mut tiered);
                 let label = format!("seed {seed} step {step}");
@@ -1394,10 +1496,14 @@ mod tests {
                 .len();
             assert_eq!(left, 0, "seed {seed}: {left} text_sequences left");
         }
-        eprintln!("evicted {evicted_total} bytes, {waits} waits, {snapshot_reads} from snapshots");
+        eprintln!(
+            "evicted {evicted_total} bytes, {waits} waits, {snapshot_reads} from snapshots, \
+             {early} read ahead before a Get waited"
+        );
         assert!(
-            evicted_total > 0 && waits > 0 && snapshot_reads > 0,
-            "{evicted_total} bytes evicted, {waits} waits, {snapshot_reads} from snapshots"
+            evicted_total > 0 && waits > 0 && snapshot_reads > 0 && early > 0,
+            "{evicted_total} bytes evicted, {waits} waits, {snapshot_reads} from snapshots, \
+             {early} read ahead before a Get waited"
         );
     }
 
@@ -1935,6 +2041,120 @@ mod tests {
         assert_eq!((wait.texts.len(), wait.ahead.len()), (2, 2));
     }
 
+    /// Applies a Get of `count` from `queue` at `now_ms`, reading its texts first if it waits;
+    /// answers whether it waited and the messages' texts.
+    fn get_serving(
+        state: &mut ShardState,
+        log: &mut MemoryLog,
+        queue: &QueueKey,
+        count: u32,
+        now_ms: u64,
+    ) -> (bool, Vec<Bytes>) {
+        let get = Command::GetMessages {
+            queue: queue.clone(),
+            count,
+            visibility_timeout_s: 30,
+        };
+        let mut reply = state.apply(get.clone(), now_ms);
+        let waited = matches!(reply, Ok(Reply::Wait(_)));
+        if let Ok(Reply::Wait(wait)) = &reply {
+            log.deliver(state, &wait.clone());
+            reply = state.apply(get, now_ms);
+        }
+        let Ok(Reply::Messages(views)) = reply else {
+            panic!("{reply:?}");
+        };
+        (waited, views.into_iter().map(|view| view.text).collect())
+    }
+
+    /// A queue got again within `TEXT_READ_AHEAD_HOLD_MS` of its last Get, while texts are on
+    /// disk only, is due for a read ahead (`note_get`): once the messages its next Get would
+    /// take (the last Get's count) have a text on disk only, those texts, and as many after them
+    /// as its consumers take in a quarter of the hold at their pace, are read before that Get,
+    /// which then does not wait. A queue got for the first time, or after more than the hold,
+    /// is not due; one being read for stays due; a due queue cleared before its read is passed
+    /// over.
+    #[test]
+    fn a_queue_got_at_a_steady_pace_is_read_ahead_before_its_next_get_waits() {
+        let (mut state, mut log, queue) = tracked_with_queue_a();
+        let texts: Vec<Bytes> = (0..40u8)
+            .map(|n| Bytes::from(vec![b'a' + n % 26; 10 + usize::from(n)]))
+            .collect();
+        for text in &texts {
+            let put = Command::PutMessage {
+                queue: queue.clone(),
+                text: text.clone(),
+                visibility_timeout_s: 0,
+                ttl_s: None,
+            };
+            state.apply(put, NOW_MS).expect("put");
+        }
+        let durable = log.flush(&mut state);
+        state.evict(u64::MAX, durable);
+        assert_eq!(state.texts_evicted().0, 40);
+        let mut taken = Vec::new();
+        let mut get = |state: &mut ShardState, log: &mut MemoryLog, at: u64| {
+            let (waited, got) = get_serving(state, log, &queue, 4, NOW_MS + at);
+            taken.extend(got);
+            waited
+        };
+        // The first Get, and one more than the hold after it: each waits, none makes it due.
+        assert!(get(&mut state, &mut log, 0));
+        assert!(!state.read_ahead_is_due());
+        assert!(get(&mut state, &mut log, 3000));
+        assert!(!state.read_ahead_is_due());
+        // 1.5 s later: it waits (reading two ahead: what its consumers take in 0.5 s at their
+        // pace since the last wait), and makes the queue due; a Get every 1.5 s reads the next
+        // Get's texts alone (the two not in memory), held twice 1.5 s.
+        assert!(get(&mut state, &mut log, 4500));
+        assert!(state.read_ahead_is_due());
+        let wait = state
+            .next_read_ahead(NOW_MS + 4500, |_| false)
+            .expect("due");
+        assert_eq!(
+            (wait.texts.len(), wait.ahead.len(), wait.hold_ms),
+            (0, 2, 3000)
+        );
+        log.deliver(&mut state, &wait);
+        assert!(!state.read_ahead_is_due());
+        // 100 ms later it does not wait; at that pace its consumers take 20 in 0.5 s: the
+        // next Get's four and 16 after them are read now.
+        assert!(!get(&mut state, &mut log, 4600));
+        assert_eq!(log.read_ahead_due(&mut state, NOW_MS + 4600), 20);
+        for at in [4700, 4800, 4900] {
+            assert!(!get(&mut state, &mut log, at));
+        }
+        // Not while a request reads for the queue: it stays due.
+        assert!(state
+            .next_read_ahead(NOW_MS + 4900, |queue| queue == 0)
+            .is_none());
+        assert!(state.read_ahead_is_due());
+        // The next Get's texts are in memory: nothing to read yet.
+        assert_eq!(log.read_ahead_due(&mut state, NOW_MS + 4900), 0);
+        assert!(!state.read_ahead_is_due());
+        assert!(!get(&mut state, &mut log, 5000));
+        assert!(!get(&mut state, &mut log, 5100));
+        assert_eq!(
+            log.read_ahead_due(&mut state, NOW_MS + 5100),
+            4,
+            "the last four"
+        );
+        // Due (four more put, on disk only), then cleared: passed over.
+        for _ in 0..4 {
+            put_one(&mut state, &queue, b"ten bytes!");
+        }
+        let durable = log.flush(&mut state);
+        state.evict(u64::MAX, durable);
+        assert!(!get(&mut state, &mut log, 5200));
+        assert!(state.read_ahead_is_due());
+        let clear = Command::ClearMessages {
+            queue: queue.clone(),
+        };
+        state.apply(clear, NOW_MS + 5200).expect("cleared");
+        assert!(state.next_read_ahead(NOW_MS + 5200, |_| false).is_none());
+        assert_eq!(taken, texts, "every text, in order");
+    }
+
     /// A tracked state with queue "a" holding `count` texts, the first expiring after 10 s, all
     /// on disk only in the snapshot in place, and the time after that expiry (no record written
     /// since: the next snapshot is of the same replay point); with its log, a random source
@@ -2108,7 +2328,8 @@ mod tests {
                             }
                         }
                         for (named, text) in log.read_each(&wait.ahead) {
-                            state.deliver_ahead(named, text, wait.snapshot_changes, later);
+                            let held_until_ms = later + wait.hold_ms;
+                            state.deliver_ahead(named, text, wait.snapshot_changes, held_until_ms);
                         }
                         state.note_read_homes(&delivered, wait.snapshot_changes);
                     }
@@ -2167,7 +2388,8 @@ mod tests {
         // The Get's own text stays, as its request holds it; those read ahead are held too.
         let ahead = log.read_each(&wait.ahead);
         for (named, text) in ahead {
-            assert!(state.deliver_ahead(named, text, wait.snapshot_changes, NOW_MS));
+            let held_until_ms = NOW_MS + wait.hold_ms;
+            assert!(state.deliver_ahead(named, text, wait.snapshot_changes, held_until_ms));
         }
         assert_eq!(state.texts_evicted(), (1, TEXT as u64));
         assert!(
