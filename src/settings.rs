@@ -66,9 +66,11 @@ Usage: azq [options]
                              to the log (split evenly per shard; default: every text); newer
                              texts beyond it are read back from disk when a Get or Peek
                              returns them (a Get of a queue drained fast also up to 1 MiB of
-                             those after them, held up to 8 MiB a shard for 2 s at most;
+                             those after them, and once a queue is got at least every 15 s
+                             the next Get's texts are read before it comes; held up to 32 MiB
+                             a shard for 2 s, or twice the time between the queue's Gets;
                              io_uring's reads keep the 16 KiB of log around each text for the
-                             texts near it, up to 16 MiB a shard or an eighth of its
+                             texts near it, up to 32 MiB a shard or an eighth of its
                              --max-memory share), and no longer count in --max-memory (not
                              with --inMemoryPersistence)
   --min-free-disk SIZE|N%    free space to keep on the file system holding DIR, as a size or

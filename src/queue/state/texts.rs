@@ -527,10 +527,10 @@ impl ShardState {
     }
 
     /// Notes that a Get of queue record `index` for `count` was answered at `now_ms`: while
-    /// texts are on disk only, a Get within `TEXT_READ_AHEAD_HOLD_MS` of the queue's last makes
-    /// it due for a read ahead (`next_read_ahead`), so that its consumers, coming back at that
-    /// pace, find their next texts in memory rather than wait for them. A queue got from less
-    /// often is not (texts read for it would leave memory before a Get took them).
+    /// texts are on disk only, a Get within half `TEXT_READ_EARLY_HOLD_MAX_MS` of the queue's
+    /// last makes it due for a read ahead (`next_read_ahead`), so that its consumers, coming
+    /// back at that pace, find their next texts in memory rather than wait for them. A queue got
+    /// less often is not (its texts would be held longer than that for one Get).
     pub(super) fn note_get(&mut self, index: u32, count: u32, now_ms: u64) {
         let queue = queue_at(&mut self.queues, index);
         let last_ms = std::mem::replace(&mut queue.last_get_ms, now_ms);
@@ -538,7 +538,7 @@ impl ShardState {
         if self.texts_evicted.0 == 0
             || queue.read_ahead_due
             || last_ms == 0
-            || now_ms >= last_ms + crate::limits::TEXT_READ_AHEAD_HOLD_MS
+            || now_ms >= last_ms + crate::limits::TEXT_READ_EARLY_HOLD_MAX_MS / 2
         {
             return;
         }
@@ -558,16 +558,19 @@ impl ShardState {
     /// `TEXT_READ_AHEAD_HOLD_MS` at the pace of its last two Gets but at least the count of the
     /// Get that made it due, up to `TEXT_READ_AHEAD_MESSAGES` and `TEXT_READ_AHEAD_BYTES`, all
     /// in `TextWait::ahead` (for `deliver_ahead`), none in `texts`; held twice the time between
-    /// its last two Gets (at least the hold), so that the next Get at that pace finds them,
-    /// early or late by as much again. A queue due whose first such messages are all in
-    /// memory, or whose record was freed, retired or given to another queue since, is passed
-    /// over. Found without changing anything but which queues are due.
+    /// its last two Gets (at least the hold, at most `TEXT_READ_EARLY_HOLD_MAX_MS`), so that
+    /// the next Get at that pace finds them, early or late by as much again. A queue due whose
+    /// first such messages are all in memory, or whose record was freed, retired or given to
+    /// another queue since, is passed over. Found without changing anything but which queues
+    /// are due.
     pub fn next_read_ahead(
         &mut self,
         now_ms: u64,
         reading: impl Fn(u32) -> bool,
     ) -> Option<TextWait> {
-        use crate::limits::{TEXT_READ_AHEAD_HOLD_MS, TEXT_READ_AHEAD_MESSAGES};
+        use crate::limits::{
+            TEXT_READ_AHEAD_HOLD_MS, TEXT_READ_AHEAD_MESSAGES, TEXT_READ_EARLY_HOLD_MAX_MS,
+        };
         for _ in 0..self.read_ahead_due.len() {
             let (index, count) = self.read_ahead_due.pop_front().expect("one is due");
             let Some(queue) = self.queues.get_mut(index as usize).and_then(Option::as_mut) else {
@@ -598,7 +601,9 @@ impl ShardState {
                 let mut ahead = std::mem::take(&mut wait.texts);
                 ahead.append(&mut wait.ahead);
                 wait.ahead = ahead;
-                wait.hold_ms = wait.hold_ms.max(2 * interval_ms);
+                // A Get long after the one that made the queue due (its read not taken yet)
+                // gave a longer interval: held no longer than the bound.
+                wait.hold_ms = (2 * interval_ms).clamp(wait.hold_ms, TEXT_READ_EARLY_HOLD_MAX_MS);
                 return Some(wait);
             }
         }
@@ -2067,17 +2072,17 @@ mod tests {
         (waited, views.into_iter().map(|view| view.text).collect())
     }
 
-    /// A queue got again within `TEXT_READ_AHEAD_HOLD_MS` of its last Get, while texts are on
-    /// disk only, is due for a read ahead (`note_get`): once the messages its next Get would
+    /// A queue got again soon enough after its last Get, while texts are on disk only, is due
+    /// for a read ahead (`note_get`): once the messages its next Get would
     /// take (the last Get's count) have a text on disk only, those texts, and as many after them
     /// as its consumers take in a quarter of the hold at their pace, are read before that Get,
-    /// which then does not wait. A queue got for the first time, or after more than the hold,
-    /// is not due; one being read for stays due; a due queue cleared before its read is passed
-    /// over.
+    /// which then does not wait. A queue got for the first time, or after more than half
+    /// `TEXT_READ_EARLY_HOLD_MAX_MS`, is not due; one being read for stays due; a due queue
+    /// cleared before its read is passed over.
     #[test]
     fn a_queue_got_at_a_steady_pace_is_read_ahead_before_its_next_get_waits() {
         let (mut state, mut log, queue) = tracked_with_queue_a();
-        let texts: Vec<Bytes> = (0..40u8)
+        let texts: Vec<Bytes> = (0..60u8)
             .map(|n| Bytes::from(vec![b'a' + n % 26; 10 + usize::from(n)]))
             .collect();
         for text in &texts {
@@ -2091,68 +2096,62 @@ mod tests {
         }
         let durable = log.flush(&mut state);
         state.evict(u64::MAX, durable);
-        assert_eq!(state.texts_evicted().0, 40);
+        assert_eq!(state.texts_evicted().0, 60);
         let mut taken = Vec::new();
         let mut get = |state: &mut ShardState, log: &mut MemoryLog, at: u64| {
             let (waited, got) = get_serving(state, log, &queue, 4, NOW_MS + at);
             taken.extend(got);
             waited
         };
-        // The first Get, and one more than the hold after it: each waits, none makes it due.
+        // The first Get, and one 20 s after it (more than half TEXT_READ_EARLY_HOLD_MAX_MS):
+        // each waits, none makes the queue due.
         assert!(get(&mut state, &mut log, 0));
         assert!(!state.read_ahead_is_due());
-        assert!(get(&mut state, &mut log, 3000));
+        assert!(get(&mut state, &mut log, 20_000));
         assert!(!state.read_ahead_is_due());
-        // 1.5 s later: it waits (reading two ahead: what its consumers take in 0.5 s at their
-        // pace since the last wait), and makes the queue due; a Get every 1.5 s reads the next
-        // Get's texts alone (the two not in memory), held twice 1.5 s.
-        assert!(get(&mut state, &mut log, 4500));
+        // 3 s later: it waits (reading none ahead: its last wait was more than 2 s before),
+        // and makes the queue due; a Get every 3 s reads the next Get's texts alone, held
+        // twice 3 s.
+        assert!(get(&mut state, &mut log, 23_000));
         assert!(state.read_ahead_is_due());
         let wait = state
-            .next_read_ahead(NOW_MS + 4500, |_| false)
+            .next_read_ahead(NOW_MS + 23_000, |_| false)
             .expect("due");
         assert_eq!(
             (wait.texts.len(), wait.ahead.len(), wait.hold_ms),
-            (0, 2, 3000)
+            (0, 4, 6000)
         );
         log.deliver(&mut state, &wait);
         assert!(!state.read_ahead_is_due());
-        // 100 ms later it does not wait; at that pace its consumers take 20 in 0.5 s: the
-        // next Get's four and 16 after them are read now.
-        assert!(!get(&mut state, &mut log, 4600));
-        assert_eq!(log.read_ahead_due(&mut state, NOW_MS + 4600), 20);
-        for at in [4700, 4800, 4900] {
+        // 1.5 s later it does not wait; then 100 ms later, a pace at which its consumers take
+        // 20 in 0.5 s: the next Get's four and 16 after them are read now.
+        assert!(!get(&mut state, &mut log, 24_500));
+        assert_eq!(log.read_ahead_due(&mut state, NOW_MS + 24_500), 4);
+        assert!(!get(&mut state, &mut log, 24_600));
+        assert_eq!(log.read_ahead_due(&mut state, NOW_MS + 24_600), 20);
+        for at in [24_700, 24_800, 24_900] {
             assert!(!get(&mut state, &mut log, at));
         }
         // Not while a request reads for the queue: it stays due.
         assert!(state
-            .next_read_ahead(NOW_MS + 4900, |queue| queue == 0)
+            .next_read_ahead(NOW_MS + 24_900, |queue| queue == 0)
             .is_none());
         assert!(state.read_ahead_is_due());
         // The next Get's texts are in memory: nothing to read yet.
-        assert_eq!(log.read_ahead_due(&mut state, NOW_MS + 4900), 0);
+        assert_eq!(log.read_ahead_due(&mut state, NOW_MS + 24_900), 0);
         assert!(!state.read_ahead_is_due());
-        assert!(!get(&mut state, &mut log, 5000));
-        assert!(!get(&mut state, &mut log, 5100));
-        assert_eq!(
-            log.read_ahead_due(&mut state, NOW_MS + 5100),
-            4,
-            "the last four"
-        );
-        // Due (four more put, on disk only), then cleared: passed over.
-        for _ in 0..4 {
-            put_one(&mut state, &queue, b"ten bytes!");
-        }
-        let durable = log.flush(&mut state);
-        state.evict(u64::MAX, durable);
-        assert!(!get(&mut state, &mut log, 5200));
+        assert!(!get(&mut state, &mut log, 25_000));
+        assert!(!get(&mut state, &mut log, 25_100));
+        // The next Get waits (its last wait more than 2 s before: none read ahead), and makes
+        // the queue due; cleared before its read, the queue is passed over.
+        assert!(get(&mut state, &mut log, 25_200));
         assert!(state.read_ahead_is_due());
         let clear = Command::ClearMessages {
             queue: queue.clone(),
         };
-        state.apply(clear, NOW_MS + 5200).expect("cleared");
-        assert!(state.next_read_ahead(NOW_MS + 5200, |_| false).is_none());
-        assert_eq!(taken, texts, "every text, in order");
+        state.apply(clear, NOW_MS + 25_200).expect("cleared");
+        assert!(state.next_read_ahead(NOW_MS + 25_200, |_| false).is_none());
+        assert_eq!(taken, texts[..44], "every text, in order");
     }
 
     /// A tracked state with queue "a" holding `count` texts, the first expiring after 10 s, all
