@@ -9,7 +9,8 @@
 # the data, synced first so that the copy's writeback does not meet the drain's syncs, and each
 # DURATION of Get(32)+Delete over CONNECTIONS connections (each takes every queue in turn).
 # Prints per drain the deletes a second, the texts read per message deleted, the Gets that
-# waited for a read, the chunks the read cache read (0 before it), and Get and Delete p50 / p99.
+# waited for a read, the texts read ahead of Gets before one waited (0 before f52952c), the
+# chunks the read cache read (0 before it), and Get and Delete p50 / p99.
 #
 #   scripts/bench-cold-drain.sh                 the default build, one variant
 #   VARIANTS="base|/tmp/azq-base new|target/release/azq" scripts/bench-cold-drain.sh
@@ -84,13 +85,15 @@ for round in $(seq "$rounds"); do
       removed=$((before - $(azq_metric "$port" azq_messages)))
       reads=$(azq_metric "$port" azq_text_reads_total)
       waits=$(azq_metric "$port" azq_text_waits_total)
+      early=$(azq_metric "$port" azq_text_read_early_total)
       chunks=$(azq_metric "$port" azq_text_read_chunks_total)
       kill -9 "$server_pid"
       wait "$server_pid" 2>/dev/null || true
       server_pid=
-      python3 - "$work/$kind.json" "$label" "$round" "$kind" "$removed" "$reads" "$waits" "$chunks" <<'PYTHON'
+      python3 - "$work/$kind.json" "$label" "$round" "$kind" "$removed" "$reads" "$waits" "$early" \
+        "$chunks" <<'PYTHON'
 import json, sys
-path, label, round_, kind, removed, reads, waits, chunks = sys.argv[1:]
+path, label, round_, kind, removed, reads, waits, early, chunks = sys.argv[1:]
 report = json.load(open(path))
 get, delete = report["ops"]["get"], report["ops"]["delete"]
 rate = delete["count"] / report["duration_s"]
@@ -100,7 +103,8 @@ def ms(operation, quantile):
     return "-" if latency is None else f"{latency[quantile] / 1000:.2f}"
 print(f"{label} round {round_} {kind:8}: {rate:9,.0f} deletes/s; with the warm-up "
       f"{int(removed):,} removed, {int(reads) / max(int(removed), 1):.2f} texts read for each, "
-      f"{int(waits):,} Gets waited for a read, {int(chunks):,} chunks read; Get p50/p99 {ms(get, 'p50')}/{ms(get, 'p99')} "
+      f"{int(waits):,} Gets waited for a read, {int(early):,} read before one waited, "
+      f"{int(chunks):,} chunks read; Get p50/p99 {ms(get, 'p50')}/{ms(get, 'p99')} "
       f"ms, Delete p50/p99 {ms(delete, 'p50')}/{ms(delete, 'p99')} ms")
 PYTHON
     done

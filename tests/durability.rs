@@ -636,6 +636,70 @@ fn texts_of_queues_drained_in_turn_are_read_from_chunks_they_share() {
     }
 }
 
+/// A queue got at a steady pace has its next Get's texts read before that Get comes (reads ahead
+/// of Gets): 200 texts on disk only, got 10 at a time by one client, Get after Get. The first
+/// Gets wait for their reads; then the queue is due after each Get, and its next texts (and, at
+/// this pace, those of the next 4,096 messages, up to 1 MiB) are read with no request waiting
+/// (`azq_text_read_early_total`), so the later Gets find them in memory. Every Get answers its
+/// messages' own texts, in order, each once; after kill -9 and a restart (the texts on disk only
+/// again) the same. On both backends.
+#[test]
+fn a_queue_got_at_a_steady_pace_is_read_ahead_of_its_gets() {
+    const MESSAGES: usize = 200;
+    for backend in backends() {
+        let data = TempDir::new(&format!("texts-early-{backend}"));
+        let flags = ["--shards", "1", "--runtime", backend, "--text-memory", "0"];
+        let mut server = start(&data, &flags);
+        // A queue for each round: the first's messages stay leased across the restart.
+        let mut texts = Vec::new();
+        for queue in ["paced0", "paced1"] {
+            create_queue(&server, queue);
+            let mut queue_texts = Vec::new();
+            for n in 0..MESSAGES {
+                let text = format!("{queue} {n:03} {}", "p".repeat(n % 97));
+                let (id, _) = put(&server, queue, &text);
+                queue_texts.push((id, text));
+            }
+            texts.push(queue_texts);
+        }
+        for (round, queue) in [("before", "paced0"), ("after kill -9", "paced1")] {
+            await_texts_on_disk(&server, 2 * MESSAGES as u64);
+            let (early, waits) = (
+                common::metric_total(&server, "azq_text_read_early_total"),
+                common::metric_total(&server, "azq_text_waits_total"),
+            );
+            let (mut got, mut gets) = (Vec::new(), 0);
+            while got.len() < MESSAGES {
+                let response = send(&server, get_request(queue, 10, 600));
+                assert_status(&response, 200, None);
+                let batch = parse_messages(&response);
+                assert!(!batch.is_empty(), "{backend} {round}: {} got", got.len());
+                got.extend(batch.into_iter().map(|message| (message.id, message.text)));
+                gets += 1;
+            }
+            let expected = &texts[usize::from(queue == "paced1")];
+            assert_eq!(
+                &got, expected,
+                "{backend} {round}: every text, in order, once"
+            );
+            let early = common::metric_total(&server, "azq_text_read_early_total") - early;
+            let waits = common::metric_total(&server, "azq_text_waits_total") - waits;
+            assert!(
+                early > 0 && waits < gets,
+                "{backend} {round}: {early} texts read ahead of Gets, {waits} of {gets} Gets waited"
+            );
+            if round == "before" {
+                server = restart_after_kill_9(server, &data, &flags);
+            }
+        }
+        assert_eq!(
+            common::metric_total(&server, "azq_text_read_failures_total"),
+            0
+        );
+        assert!(server.stop().success());
+    }
+}
+
 /// `--text-memory 0` lets a backlog outgrow `--max-memory`: a message whose text is on disk only
 /// counts its slot alone. With a share of 256 KiB, 30 texts of 60,000 bytes (1.8 MB) are each
 /// accepted, one after another (each leaves memory once written), the metrics charge what is
