@@ -276,6 +276,10 @@ pub struct ShardState {
     pub(super) read_ahead: std::collections::VecDeque<ReadAhead>,
     /// The bytes of `read_ahead`'s texts.
     pub(super) read_ahead_bytes: u64,
+    /// How many entries of `read_ahead` each message (slot, generation) has: eviction passes
+    /// their texts over until they are let go, though a snapshot put in place since may have
+    /// noted their homes (its entries) as it does for every text it recorded.
+    pub(super) read_ahead_held: HashMap<(u32, u32), u32>,
     /// The most bytes and texts `read_ahead` keeps: `TEXT_READ_AHEAD_HELD_BYTES` and
     /// `TEXT_READ_AHEAD_HELD_TEXTS` (smaller in tests, so that they are reached).
     pub(super) read_ahead_held_max: (u64, usize),
@@ -441,6 +445,7 @@ impl ShardState {
             texts_held: 0..0,
             read_ahead: std::collections::VecDeque::new(),
             read_ahead_bytes: 0,
+            read_ahead_held: HashMap::new(),
             read_ahead_due: std::collections::VecDeque::new(),
             read_ahead_held_max: (
                 crate::limits::TEXT_READ_AHEAD_HELD_BYTES,

@@ -294,7 +294,9 @@ impl ShardState {
     /// bytes dropped count as freed (`freed_message_bytes`), so the runtime gives them back to
     /// the system. Answers the bytes dropped. An empty text is not evicted (nothing to save, a
     /// read to pay): its home is forgotten. The texts of slots a snapshot step holds
-    /// (`hold_texts`) stay.
+    /// (`hold_texts`) stay, and so do texts read ahead and still held (`deliver_ahead`), whose
+    /// homes a snapshot put in place may have noted (over 1,000 queues drained, each snapshot in
+    /// place sent every text read ahead back to disk, and each queue's next Get waited).
     pub fn evict(&mut self, bytes_max: u64, durable_sequence: Option<u64>) -> u64 {
         self.evict_counted(bytes_max, durable_sequence).0
     }
@@ -310,7 +312,10 @@ impl ShardState {
             .into_iter()
             .flatten()
             .chain(self.text_homes.range((RECOVERED_TEXT_SEQUENCE, 0)..).rev())
-            .filter(|(&(_, slot), _)| !self.texts_held.contains(&slot));
+            .filter(|(&(_, slot), home)| {
+                !self.texts_held.contains(&slot)
+                    && !self.read_ahead_held.contains_key(&(slot, home.generation))
+            });
         let (mut taken, mut bytes) = (Vec::new(), 0);
         for (&key, &home) in candidates {
             if bytes >= bytes_max || taken.len() == crate::limits::TEXT_EVICTIONS_PER_STEP_MAX {
@@ -618,6 +623,7 @@ impl ShardState {
     pub(super) fn shed_read_ahead(&mut self) {
         let held = std::mem::take(&mut self.read_ahead);
         self.read_ahead_bytes = 0;
+        self.read_ahead_held.clear();
         for ((slot, generation, locator, sequence), changes, _, _) in held {
             if changes != self.snapshot_changes
                 || self.texts_held.contains(&slot)
@@ -665,6 +671,7 @@ impl ShardState {
         self.read_ahead
             .push_back((named, changes, bytes, held_until_ms));
         self.read_ahead_bytes += u64::from(bytes);
+        *self.read_ahead_held.entry((named.0, named.1)).or_insert(0) += 1;
         let (bytes_max, texts_max) = self.read_ahead_held_max;
         while self.read_ahead_bytes > bytes_max || self.read_ahead.len() > texts_max {
             self.let_go_read_ahead();
@@ -704,6 +711,14 @@ impl ShardState {
         let (named, changes, bytes, _) = self.read_ahead.pop_front().expect("one is held");
         self.read_ahead_bytes -= u64::from(bytes);
         let (slot, generation, _, sequence) = named;
+        let entries = self
+            .read_ahead_held
+            .get_mut(&(slot, generation))
+            .expect("counted when held");
+        *entries -= 1;
+        if *entries == 0 {
+            self.read_ahead_held.remove(&(slot, generation));
+        }
         if self.names_current_text(slot, generation, sequence) {
             let message = self.messages.get(slot);
             if matches!(
@@ -2154,6 +2169,39 @@ mod tests {
         assert_eq!(taken, texts[..44], "every text, in order");
     }
 
+    /// A text read ahead and held stays in memory when a snapshot put in place notes its home
+    /// (its entry), as it does for every text it recorded, until it is let go; then it may leave.
+    #[test]
+    fn a_snapshot_in_place_does_not_send_texts_read_ahead_back_to_disk() {
+        let (mut state, mut log, queue) = tracked_with_queue_a();
+        let mut random = SplitMix64::new(7);
+        for _ in 0..8 {
+            put_one(&mut state, &queue, b"ten bytes!");
+        }
+        let durable = log.flush(&mut state);
+        state.evict(u64::MAX, durable);
+        assert_eq!(state.texts_evicted(), (8, 80));
+        let held_until_ms = NOW_MS + 5000;
+        let on_disk = state.texts_on_disk(0..u32::MAX);
+        for (named, text) in log.read_each(&on_disk) {
+            assert!(state.deliver_ahead(named, text, state.snapshot_changes(), held_until_ms));
+        }
+        assert_eq!(state.texts_evicted(), (0, 0));
+        log.begin_snapshot(&mut state);
+        log.encode_snapshot(&mut state);
+        log.place_snapshot(&mut random, &mut state, durable);
+        assert!(!state.current_text_homes().is_empty(), "homes in the snapshot");
+        state.evict(u64::MAX, durable);
+        assert_eq!(state.texts_evicted(), (0, 0), "held, in memory");
+        state.advance(held_until_ms, 1024);
+        assert_eq!(state.texts_held_ahead(), 0);
+        state.evict(u64::MAX, durable);
+        assert_eq!(state.texts_evicted(), (8, 80), "let go, back on disk");
+        // And read back from the snapshot's entries.
+        let on_disk = state.texts_on_disk(0..u32::MAX);
+        assert_eq!(log.read_each(&on_disk).len(), 8);
+    }
+
     /// A tracked state with queue "a" holding `count` texts, the first expiring after 10 s, all
     /// on disk only in the snapshot in place, and the time after that expiry (no record written
     /// since: the next snapshot is of the same replay point); with its log, a random source
@@ -2207,11 +2255,12 @@ mod tests {
 
     /// A text read ahead while a snapshot of the same replay point (an expiry alone since the
     /// last) runs is read from the old file; put in place, the new file has the name, and the
-    /// snapshot re-homes the text to its entry. Evicted and read ahead again, the text is
-    /// held twice in the FIFO; when the first entry goes, its old offset must not become the
-    /// text's home: it names another entry of the new file (helper-43's review of e00436a:
-    /// Gets answered 500 reading past the file's end, and the next snapshot stopped the
-    /// process; its test, with Gets, since Peeks read none ahead).
+    /// snapshot re-homes the text to its entry. When its entry in the FIFO goes, its old
+    /// offset must not become the text's home: it names another entry of the new file
+    /// (helper-43's review of e00436a: Gets answered 500 reading past the file's end, and the
+    /// next snapshot stopped the process; its test, with Gets, since Peeks read none ahead).
+    /// Until a snapshot in place no longer sent texts read ahead and held back to disk, the
+    /// text was evicted, read ahead again and held twice, and the first entry went then.
     #[test]
     fn a_text_read_ahead_across_a_snapshot_of_the_same_name_keeps_its_new_home() {
         let (mut state, mut log, queue, mut random, durable, later) =
@@ -2233,14 +2282,22 @@ mod tests {
         log.encode_snapshot(&mut state);
         log.place_snapshot(&mut random, &mut state, durable);
         state.evict(u64::MAX, durable);
+        // The snapshot noted the homes of the texts read ahead too, but eviction passes them
+        // over while they are held: the Get's own text alone is back on disk.
+        assert_eq!(state.texts_evicted().0, 1, "the Get's own text");
+        // Let go (their hold is over), their old offsets are not noted as homes: they name
+        // other entries of the new file.
+        state.advance(later, 1024);
+        assert_eq!(state.texts_held_ahead(), 0);
+        state.evict(u64::MAX, durable);
         assert_eq!(state.texts_evicted().0, 7, "all re-homed to the new file");
-        // Read ahead again from the new file (consumers took many since): the old entries
-        // leave the FIFO.
+        // Read ahead again from the new file (consumers took many since; fewer than before:
+        // each text let go untaken halved the queue's window).
         queue_at(&mut state.queues, 0).activity.delivered += 1000;
         let Ok(Reply::Wait(wait)) = state.apply(get, later) else {
             panic!("a wait");
         };
-        assert_eq!((wait.texts.len(), wait.ahead.len()), (1, 6));
+        assert_eq!((wait.texts.len(), wait.ahead.len()), (1, 4));
         log.deliver(&mut state, &wait);
         state.evict(u64::MAX, durable);
         // Every text on disk only reads back from where its locator says (the log panics on
