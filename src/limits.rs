@@ -187,6 +187,8 @@ pub const TEXT_READ_AHEAD_HOLD_MS: u64 = 2_000;
 /// Text read ahead a shard keeps in memory, beyond `--text-memory`, until a Get takes it:
 /// past it, the texts read ahead longest ago may leave memory again. Queues drained together
 /// each hold their next Get's texts read ahead: 1,000 queues of 32 texts of 256 bytes are 8 MiB.
+/// At most a quarter of the shard's `--max-memory` share (`ShardState::set_message_bytes_max`):
+/// the texts held are charged to it.
 pub const TEXT_READ_AHEAD_HELD_BYTES: u64 = 32 << 20;
 /// The most texts read ahead a shard keeps track of (`TEXT_READ_AHEAD_HELD_BYTES` of tiny
 /// texts would be millions of entries): 32 reads ahead of the most messages, or 4,096 queues'

@@ -68,7 +68,8 @@ Usage: azq [options]
                              returns them (a Get of a queue drained fast also up to 1 MiB of
                              those after them, and once a queue is got at least every 15 s
                              the next Get's texts are read before it comes; held up to 32 MiB
-                             a shard for 2 s, or twice the time between the queue's Gets;
+                             a shard or a quarter of its --max-memory share, for 2 s or
+                             twice the time between the queue's Gets;
                              io_uring's reads keep the 16 KiB of log around each text for the
                              texts near it, up to 32 MiB a shard or an eighth of its
                              --max-memory share), and no longer count in --max-memory (not

@@ -64,6 +64,14 @@ pub(super) struct Queue {
     /// The time between its last two Gets, ms (`texts::note_get`): how long texts read ahead of
     /// its next Get are held (`texts::next_read_ahead`).
     pub(super) get_interval_ms: u64,
+    /// How fast its Gets take messages: messages a second over the last span of at least
+    /// `TEXT_READ_AHEAD_HOLD_MS` between two of its Gets (0 until one has passed), and when the
+    /// span going on began, with `activity.delivered` then (`texts::note_get`): how far a read
+    /// ahead of its Gets reads (`texts::next_read_ahead`). Not the time between two Gets alone:
+    /// competing consumers' Gets come milliseconds apart (helper-48's review of f52952c: read
+    /// that way, two consumers taking 64 messages a second read 1 MiB ahead, let it go after
+    /// 2 s, and read each text 5.8 times).
+    pub(super) get_pace: (u64, u64, u64),
     /// Whether the queue is in the shard's `read_ahead_due`.
     pub(super) read_ahead_due: bool,
 }
@@ -86,6 +94,7 @@ impl Queue {
             last_wait: (0, 0),
             last_get_ms: 0,
             get_interval_ms: 0,
+            get_pace: (0, 0, 0),
             read_ahead_due: false,
         }
     }
@@ -457,9 +466,14 @@ impl ShardState {
     }
 
     /// Limits the bytes of stored messages (text plus `MESSAGE_OVERHEAD_BYTES` each) to
-    /// `message_bytes_max`; without a call there is no limit.
+    /// `message_bytes_max`; without a call there is no limit. Texts read ahead are held within
+    /// a quarter of it (at most `TEXT_READ_AHEAD_HELD_BYTES`): they are charged to it, beyond
+    /// what Puts are admitted to (helper-48's review of f52952c: 33 MB charged against a share
+    /// of 16.8 MB, with texts of 48 KB read ahead).
     pub fn set_message_bytes_max(&mut self, message_bytes_max: u64) {
         self.message_bytes_max = message_bytes_max;
+        self.read_ahead_held_max.0 =
+            (message_bytes_max / 4).min(crate::limits::TEXT_READ_AHEAD_HELD_BYTES);
     }
 
     /// Bytes charged for the messages stored now (text plus `MESSAGE_OVERHEAD_BYTES` each).
