@@ -173,8 +173,9 @@ pub const TEXT_READ_AHEAD_MESSAGES: u32 = 4096;
 /// The longest a text read ahead of a Get before one waited stays in memory untaken: twice the
 /// time between its queue's last two Gets, at least `TEXT_READ_AHEAD_HOLD_MS`; a queue got less
 /// often than every half of it reads nothing before its Gets. Over 1,000 queues drained at
-/// 20,000 messages a second a queue is got every 1.6 s or so: a bound near that split the
-/// queues into some read ahead and some waiting, whose reads then shared fewer chunks.
+/// 20,000 messages a second a queue is got every 1.6 s or so: with a bound of 2 s, queues got
+/// a little less often (more of them as the drain slowed) were never due, and their Gets
+/// waited.
 pub const TEXT_READ_EARLY_HOLD_MAX_MS: u64 = 30_000;
 /// The most reads of texts ahead of Gets a shard has in flight with no request waiting for
 /// them (`runtime::engine::run_reads_ahead`, one queue each); queues due meanwhile wait their

@@ -57,8 +57,8 @@ pub(super) struct Queue {
     /// When a Get of the queue last waited for texts, ms (0: never), and `activity.delivered`
     /// then: how fast its consumers take messages.
     pub(super) last_wait: (u64, u64),
-    /// When a Get of the queue was last answered, ms (0: never): one within
-    /// `TEXT_READ_AHEAD_HOLD_MS` of the last makes the queue due for a read ahead
+    /// When a Get of the queue was last answered, ms (0: never): one within half
+    /// `TEXT_READ_EARLY_HOLD_MAX_MS` of the last makes the queue due for a read ahead
     /// (`texts::note_get`).
     pub(super) last_get_ms: u64,
     /// The time between its last two Gets, ms (`texts::note_get`): how long texts read ahead of
