@@ -229,15 +229,23 @@ const FLEET: [&str; 18] = [
     "3",
 ];
 
-/// The real runs take the machine's two cores' time: one at a time.
-static REAL_RUNS: Mutex<()> = Mutex::new(());
+/// The real runs take the machine's two cores' time, and the theory checks' hours of simulated
+/// traffic take one core for half a minute: one at a time, so that no real run shares the
+/// machine with another test (the theory checks once ran beside the autoscaled fleet's real run
+/// on a 2-core CI machine, and the simulated mean fitted from it came out 25% under the real).
+static MACHINE: Mutex<()> = Mutex::new(());
+
+/// Takes the machine for one real run or one theory check.
+fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    MACHINE
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
 
 /// Runs the fleet (with `extra` settings) against a real azq, then simulated with the latency
 /// fitted from the real run, and checks the two agree within 10%.
 fn real_and_simulated_agree(name: &str, extra: &[&str]) {
-    let _one_at_a_time = REAL_RUNS
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    let _machine = one_at_a_time();
     let server = Server::start(&["--shards", "1", "--inMemoryPersistence"]);
     let endpoint = format!("http://127.0.0.1:{}/devstoreaccount1", server.port);
     let mut real_arguments = vec!["--endpoint", &endpoint, "--queue-prefix", name];
@@ -267,19 +275,29 @@ fn real_and_simulated_agree(name: &str, extra: &[&str]) {
             .and_then(serde_json::Value::as_f64)
             .unwrap_or_else(|| panic!("{pointer} in {report}"))
     };
-    for pointer in ["/end_to_end_mean_us", "/end_to_end_us/p99"] {
-        let (real, simulated) = (number(&real, pointer), number(&simulated, pointer));
-        assert!(
-            (simulated - real).abs() <= 0.1 * real,
-            "{name}: {pointer}: simulated {simulated} against real {real}"
-        );
-    }
+    // What the simulation was fitted from, for a failure to show: each operation's uncorrected
+    // p50 and p99 in the real run.
+    let fitted_from = real["ops"].as_object().map_or(String::new(), |ops| {
+        ops.iter()
+            .map(|(operation, stats)| {
+                let latency = &stats["latency_uncorrected_us"];
+                format!(
+                    "{operation} p50 {} p99 {} us",
+                    latency["p50"], latency["p99"]
+                )
+            })
+            .collect::<Vec<_>>()
+            .join(", ")
+    });
+    let mut pointers = vec!["/end_to_end_mean_us", "/end_to_end_us/p99"];
     if extra.contains(&"--autoscale") {
-        let pointer = "/workers/autoscale/worker_seconds";
+        pointers.push("/workers/autoscale/worker_seconds");
+    }
+    for pointer in pointers {
         let (real, simulated) = (number(&real, pointer), number(&simulated, pointer));
         assert!(
             (simulated - real).abs() <= 0.1 * real,
-            "{name}: {pointer}: simulated {simulated} against real {real}"
+            "{name}: {pointer}: simulated {simulated} against real {real} (fitted from {fitted_from})"
         );
     }
 }
@@ -361,6 +379,7 @@ fn agrees_with_theory(name: &str, rate: &str, work: &str, duration: &str) {
 #[test]
 #[ignore]
 fn simulated_fleets_agree_with_queueing_theory() {
+    let _machine = one_at_a_time();
     agrees_with_theory("mm2-0.3", "30", "exp:mean=20ms", "1800s");
     agrees_with_theory("mm2-0.7", "70", "exp:mean=20ms", "1800s");
     agrees_with_theory("mm2-0.85", "85", "exp:mean=20ms", "3600s");
