@@ -285,10 +285,11 @@ pub struct ShardState {
     pub(super) read_ahead: std::collections::VecDeque<ReadAhead>,
     /// The bytes of `read_ahead`'s texts.
     pub(super) read_ahead_bytes: u64,
-    /// How many entries of `read_ahead` each message (slot, generation) has: eviction passes
-    /// their texts over until they are let go, though a snapshot put in place since may have
-    /// noted their homes (its entries) as it does for every text it recorded.
-    pub(super) read_ahead_held: HashMap<(u32, u32), u32>,
+    /// The messages (slot, generation) whose texts `read_ahead` holds: how many of its entries
+    /// each has, and the home a snapshot put in place since noted for it, kept here, out of
+    /// `text_homes`, until the last entry goes (eviction walks `text_homes` after every flush,
+    /// and passing over held texts there cost each walk the texts held).
+    pub(super) read_ahead_held: HashMap<(u32, u32), HeldText>,
     /// The most bytes and texts `read_ahead` keeps: `TEXT_READ_AHEAD_HELD_BYTES` and
     /// `TEXT_READ_AHEAD_HELD_TEXTS` (smaller in tests, so that they are reached).
     pub(super) read_ahead_held_max: (u64, usize),
@@ -309,6 +310,16 @@ pub type ReadAhead = (
     u32,
     u64,
 );
+
+/// A text read ahead and held (`ShardState::read_ahead_held`).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct HeldText {
+    /// The entries of `read_ahead` that hold it.
+    pub entries: u32,
+    /// The home noted for it while held (`note_home`): its locator and the sequence of the
+    /// record that wrote it.
+    pub home: Option<(crate::queue::key::TextLocator, u64)>,
+}
 
 /// Where a resident message's text is on disk: the record that wrote it, or the snapshot entry
 /// that recorded it.
