@@ -690,6 +690,28 @@ fn read_with_ahead(log: &Log<SimDisk>, wait: TextWait) -> (Ahead, TextRead<'_>) 
     ((wait.ahead, wait.snapshot_changes), read)
 }
 
+/// Why a text read the simulator issued failed.
+enum FailedRead {
+    /// An injected I/O fault (EIO, ENOSPC).
+    Fault,
+    /// A snapshot running or begun since the read was issued gave up a file it named, once it
+    /// had pointed the texts there at its entries (or, replacing one of the same name, read
+    /// them back).
+    FileGivenUp,
+}
+
+/// Sorts the failure `error` of `what`, a read issued when `given_up` says a snapshot ran or
+/// has begun since; any other failure is a defect, and panics naming `seed`.
+fn failed_read(seed: u64, error: &std::io::Error, given_up: bool, what: &str) -> FailedRead {
+    if matches!(error.raw_os_error(), Some(libc::EIO | libc::ENOSPC)) {
+        FailedRead::Fault
+    } else if given_up {
+        FailedRead::FileGivenUp
+    } else {
+        panic!("seed {seed}: {what} failed: {error}")
+    }
+}
+
 /// Keeps `texts` (each message's text by ID) up to date with what `command` did, and checks
 /// every text a Get returned against it; answers how many it checked.
 fn check_texts(
@@ -1130,19 +1152,17 @@ fn simulate(seed: u64, boundaries: &mut Boundaries, text_reads: &mut TextReads) 
                             }
                         }
                     }
-                    Err(error)
-                        if matches!(error.raw_os_error(), Some(libc::EIO | libc::ENOSPC)) =>
-                    {
-                        text_reads.wait_read_failures += 1;
+                    // The Get applies again, and finds the texts where they are now (as
+                    // `Engine::serve_rounds` does).
+                    Err(error) => {
+                        let given_up = running_at_issue || snapshots_begun.get() != begun_at_issue;
+                        match failed_read(seed, &error, given_up, "a read for a wait") {
+                            FailedRead::Fault => text_reads.wait_read_failures += 1,
+                            FailedRead::FileGivenUp => {
+                                text_reads.wait_reads_of_files_given_up += 1;
+                            }
+                        }
                     }
-                    // A snapshot running or begun since the read was issued gave up a file it
-                    // named, once it had pointed the texts there at its entries (or, replacing
-                    // one of the same name, read them back): the Get applies again and finds
-                    // them there (as `Engine::serve_rounds` does).
-                    Err(_) if running_at_issue || snapshots_begun.get() != begun_at_issue => {
-                        text_reads.wait_reads_of_files_given_up += 1;
-                    }
-                    Err(error) => panic!("seed {seed}: a read for a wait failed: {error}"),
                 }
                 let before = state.borrow().journal_next_sequence().expect("durable");
                 let reply = state.borrow_mut().apply(command.clone(), NOW_MS);
@@ -1189,15 +1209,12 @@ fn simulate(seed: u64, boundaries: &mut Boundaries, text_reads: &mut TextReads) 
                                 u64::from(state.deliver_ahead(named, text, begun, held_until_ms));
                         }
                     }
-                    Err(error)
-                        if matches!(error.raw_os_error(), Some(libc::EIO | libc::ENOSPC)) =>
-                    {
+                    // Nothing changed: the next Get reads what it needs.
+                    Err(error) => {
+                        let given_up = running_at_issue || snapshots_begun.get() != begun_at_issue;
+                        failed_read(seed, &error, given_up, "a read ahead of Gets");
                         text_reads.early_read_failures += 1;
                     }
-                    Err(_) if running_at_issue || snapshots_begun.get() != begun_at_issue => {
-                        text_reads.early_read_failures += 1;
-                    }
-                    Err(error) => panic!("seed {seed}: a read ahead of Gets failed: {error}"),
                 }
             }
             if let Some(failed_at) = failed_at {
