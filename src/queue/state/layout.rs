@@ -285,11 +285,13 @@ pub struct ShardState {
     pub(super) read_ahead: std::collections::VecDeque<ReadAhead>,
     /// The bytes of `read_ahead`'s texts.
     pub(super) read_ahead_bytes: u64,
-    /// The messages (slot, generation) whose texts `read_ahead` holds: how many of its entries
-    /// each has, and the home a snapshot put in place since noted for it, kept here, out of
-    /// `text_homes`, until the last entry goes (eviction walks `text_homes` after every flush,
-    /// and passing over held texts there cost each walk the texts held).
-    pub(super) read_ahead_held: HashMap<(u32, u32), HeldText>,
+    /// The texts `read_ahead` holds, each by its message (slot, generation) and the sequence of
+    /// the record that wrote it: how many of its entries each has, and the home a snapshot put
+    /// in place since noted for it, kept here, out of `text_homes`, until the last entry goes
+    /// (eviction walks `text_homes` after every flush, and passing over held texts there cost
+    /// each walk the texts held). By text, not by message: a text an Update gives the message
+    /// since is not held, and may leave memory.
+    pub(super) read_ahead_held: HashMap<(u32, u32, u64), HeldText>,
     /// The most bytes and texts `read_ahead` keeps: `TEXT_READ_AHEAD_HELD_BYTES` and
     /// `TEXT_READ_AHEAD_HELD_TEXTS` (smaller in tests, so that they are reached).
     pub(super) read_ahead_held_max: (u64, usize),
@@ -316,9 +318,8 @@ pub type ReadAhead = (
 pub struct HeldText {
     /// The entries of `read_ahead` that hold it.
     pub entries: u32,
-    /// The home noted for it while held (`note_home`): its locator and the sequence of the
-    /// record that wrote it.
-    pub home: Option<(crate::queue::key::TextLocator, u64)>,
+    /// The home noted for it while held (`note_home`).
+    pub home: Option<crate::queue::key::TextLocator>,
 }
 
 /// Where a resident message's text is on disk: the record that wrote it, or the snapshot entry

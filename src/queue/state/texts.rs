@@ -651,8 +651,8 @@ impl ShardState {
             self.freed_message_bytes += u64::from(text_bytes);
         }
         // Those that stay get the homes a snapshot put in place noted while they were held.
-        for ((slot, generation), held) in homes {
-            if let Some((locator, sequence)) = held.home {
+        for ((slot, generation, sequence), held) in homes {
+            if let Some(locator) = held.home {
                 self.note_home(slot, generation, locator, sequence);
             }
         }
@@ -681,7 +681,7 @@ impl ShardState {
             .push_back((named, changes, bytes, held_until_ms));
         self.read_ahead_bytes += u64::from(bytes);
         self.read_ahead_held
-            .entry((named.0, named.1))
+            .entry((named.0, named.1, named.3))
             .or_default()
             .entries += 1;
         let (bytes_max, texts_max) = self.read_ahead_held_max;
@@ -725,13 +725,13 @@ impl ShardState {
         let (slot, generation, _, sequence) = named;
         let held = self
             .read_ahead_held
-            .get_mut(&(slot, generation))
+            .get_mut(&(slot, generation, sequence))
             .expect("counted when held");
         held.entries -= 1;
         if held.entries == 0 {
             let home = held.home;
-            self.read_ahead_held.remove(&(slot, generation));
-            if let Some((locator, sequence)) = home {
+            self.read_ahead_held.remove(&(slot, generation, sequence));
+            if let Some(locator) = home {
                 self.note_home(slot, generation, locator, sequence);
             }
         }
@@ -791,8 +791,8 @@ impl ShardState {
             && self.messages.get(slot).text.resident().is_some()
             && self.stays_readable(locator, sequence)
         {
-            if let Some(held) = self.read_ahead_held.get_mut(&(slot, generation)) {
-                held.home = Some((locator, sequence));
+            if let Some(held) = self.read_ahead_held.get_mut(&(slot, generation, sequence)) {
+                held.home = Some(locator);
                 return;
             }
             let home = TextHome {
@@ -2298,6 +2298,36 @@ mod tests {
         assert_eq!(state.texts_evicted(), (5, 50));
         let on_disk = state.texts_on_disk(0..u32::MAX);
         assert_eq!(log.read_each(&on_disk).len(), 5);
+    }
+
+    /// A held text is held by its record: the text an Update gives its message afterwards is
+    /// not held, and leaves memory once durable while the old one's entry is still held.
+    #[test]
+    fn a_text_an_update_gives_a_message_read_ahead_is_not_held() {
+        let (mut state, mut log, queue) = tracked_with_queue_a();
+        put_one(&mut state, &queue, b"ten bytes!");
+        let durable = log.flush(&mut state);
+        state.evict(u64::MAX, durable);
+        let on_disk = state.texts_on_disk(0..u32::MAX);
+        for (named, text) in log.read_each(&on_disk) {
+            assert!(state.deliver_ahead(named, text, state.snapshot_changes(), NOW_MS + 5000));
+        }
+        let leased = lease_one(&mut state, &queue);
+        re_text(&mut state, &queue, &leased, b"twelve bytes");
+        let durable = log.flush(&mut state);
+        assert_eq!(state.texts_held_ahead(), 1, "the old text's entry");
+        state.evict(u64::MAX, durable);
+        assert_eq!(state.texts_evicted(), (1, 12), "the new text left memory");
+        let on_disk = state.texts_on_disk(0..u32::MAX);
+        let read = log.read_each(&on_disk);
+        assert_eq!(read[0].1, Bytes::from_static(b"twelve bytes"));
+        state.advance(NOW_MS + 5000, 1024);
+        assert_eq!(state.texts_held_ahead(), 0);
+        assert_eq!(
+            state.texts_evicted(),
+            (1, 12),
+            "letting the old text go keeps the new"
+        );
     }
 
     /// A tracked state with queue "a" holding `count` texts, the first expiring after 10 s, all
