@@ -2602,3 +2602,75 @@ fn a_data_directory_left_unsynced_by_a_killed_run_is_made_durable() {
         );
     }
 }
+
+/// With the real log: texts read ahead and held while snapshot S1 is put in place keep S1's
+/// entries aside (`HeldText::home`); an expiry alone since, snapshot S2 has S1's replay point
+/// and takes its name. Let go after S2 is in place and before its re-homing step reaches them,
+/// they stay in memory until it does, and read back from S2 (helper-49's review of 61a71b0:
+/// they were homed to S1's offsets, evicted there, and reading them back failed, so a Get
+/// would retry, then answer 500).
+#[test]
+fn texts_held_across_a_snapshot_replaced_under_its_name_read_back() {
+    let (_disk, log, state) = fresh_shard(LOG_SEGMENT_BYTES);
+    state.borrow_mut().track_texts(RecoveredTexts::default());
+    create_queue_0(&log, &state);
+    for n in 0..8u8 {
+        let put = Command::PutMessage {
+            queue: key(0),
+            text: Bytes::from(vec![b'a' + n; 100 + 10 * n as usize]),
+            visibility_timeout_s: 0,
+            ttl_s: Some(if n == 0 { 10 } else { 3600 }),
+        };
+        apply_flushed(&log, &state, put).expect("put");
+    }
+    state.borrow_mut().evict(u64::MAX, log.durable_sequence());
+    let wanted = state.borrow().texts_on_disk(0..u32::MAX);
+    assert_eq!(wanted.len(), 8);
+    let held_until_ms = NOW_MS + 25_000;
+    for (named, text) in run(log.read_texts(wanted)).expect("read") {
+        let changes = state.borrow().snapshot_changes();
+        assert!(state
+            .borrow_mut()
+            .deliver_ahead(named, text, changes, held_until_ms));
+    }
+    let replay_from = state.borrow().journal_next_sequence();
+    run(async {
+        let mut job = log.start_snapshot(&state).await.expect("started");
+        while !job.step(&log, &state).await.expect("a step") {}
+    });
+    state.borrow_mut().advance(NOW_MS + 11_000, usize::MAX);
+    assert_eq!(
+        state.borrow().journal_next_sequence(),
+        replay_from,
+        "nothing written"
+    );
+    assert_eq!(state.borrow().texts_held_ahead(), 8);
+    let failed = run(async {
+        let mut job = log.start_snapshot(&state).await.expect("started");
+        let begun = state.borrow().snapshot_changes();
+        while state.borrow().snapshot_changes() == begun {
+            assert!(!job.step(&log, &state).await.expect("a step"));
+        }
+        // In place under S1's name, not yet re-homed: the hold ends (the timer), the texts
+        // leave memory (eviction after the let-go), and a Get reads them.
+        state.borrow_mut().advance(held_until_ms, usize::MAX);
+        let evicted = state.borrow_mut().evict(u64::MAX, log.durable_sequence());
+        assert_eq!(evicted, 0, "no home until S2 re-homes them");
+        let wanted = state.borrow().texts_on_disk(0..u32::MAX);
+        let read = log.read_texts(wanted).await;
+        while !job.step(&log, &state).await.expect("a step") {}
+        read.is_err()
+    });
+    state.borrow_mut().evict(u64::MAX, log.durable_sequence());
+    let wanted = state.borrow().texts_on_disk(0..u32::MAX);
+    assert_eq!(
+        run(log.read_texts(wanted))
+            .expect("read after re-homing")
+            .len(),
+        7
+    );
+    assert!(
+        !failed,
+        "texts homed to a snapshot replaced under its name read back"
+    );
+}
