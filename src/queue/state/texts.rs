@@ -2372,15 +2372,7 @@ mod tests {
         for shed in [false, true] {
             let (mut state, mut log, queue) = tracked_with_queue_a();
             let mut random = SplitMix64::new(3);
-            for n in 0..8u8 {
-                let put = Command::PutMessage {
-                    queue: queue.clone(),
-                    text: Bytes::from(vec![b'a' + n; 100 + 10 * n as usize]),
-                    visibility_timeout_s: 0,
-                    ttl_s: Some(if n == 0 { 10 } else { 3600 }),
-                };
-                state.apply(put, NOW_MS).expect("put");
-            }
+            put_first_expiring_soon(&mut state, &queue, 8);
             let durable = log.flush(&mut state);
             state.evict(u64::MAX, durable);
             let held_until_ms = NOW_MS + 25_000;
@@ -2432,6 +2424,20 @@ mod tests {
         }
     }
 
+    /// Puts `count` texts into `queue` (of 100, 110, ... bytes: `a`s, `b`s, ...), the first
+    /// expiring after 10 s, the others after an hour.
+    fn put_first_expiring_soon(state: &mut ShardState, queue: &QueueKey, count: u8) {
+        for n in 0..count {
+            let put = Command::PutMessage {
+                queue: queue.clone(),
+                text: Bytes::from(vec![b'a' + n; 100 + 10 * n as usize]),
+                visibility_timeout_s: 0,
+                ttl_s: Some(if n == 0 { 10 } else { 3600 }),
+            };
+            state.apply(put, NOW_MS).expect("put");
+        }
+    }
+
     /// A tracked state with queue "a" holding `count` texts, the first expiring after 10 s, all
     /// on disk only in the snapshot in place, and the time after that expiry (no record written
     /// since: the next snapshot is of the same replay point); with its log, a random source
@@ -2448,15 +2454,7 @@ mod tests {
     ) {
         let (mut state, mut log, queue) = tracked_with_queue_a();
         let mut random = SplitMix64::new(1);
-        for n in 0..count {
-            let put = Command::PutMessage {
-                queue: queue.clone(),
-                text: Bytes::from(vec![b'a' + n; 100 + 10 * n as usize]),
-                visibility_timeout_s: 0,
-                ttl_s: Some(if n == 0 { 10 } else { 3600 }),
-            };
-            state.apply(put, NOW_MS).expect("put");
-        }
+        put_first_expiring_soon(&mut state, &queue, count);
         let durable = log.flush(&mut state);
         let replay_from = state.journal_next_sequence();
         log.begin_snapshot(&mut state);
