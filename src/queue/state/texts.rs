@@ -2255,24 +2255,35 @@ mod tests {
         assert!(read > 0 && read <= 80, "{read} read ahead");
     }
 
-    /// A text read ahead and held stays in memory when a snapshot put in place notes its home
-    /// (its entry), as it does for every text it recorded, until it is let go; then it may leave.
-    #[test]
-    fn a_snapshot_in_place_does_not_send_texts_read_ahead_back_to_disk() {
+    /// A tracked state with queue "a" holding `count` texts of ten bytes, evicted once durable,
+    /// then read ahead and held until `held_until_ms`; with its log, the queue and the last
+    /// durable record.
+    fn ten_byte_texts_held(
+        count: u64,
+        held_until_ms: u64,
+    ) -> (ShardState, MemoryLog, QueueKey, Option<u64>) {
         let (mut state, mut log, queue) = tracked_with_queue_a();
-        let mut random = SplitMix64::new(7);
-        for _ in 0..8 {
+        for _ in 0..count {
             put_one(&mut state, &queue, b"ten bytes!");
         }
         let durable = log.flush(&mut state);
         state.evict(u64::MAX, durable);
-        assert_eq!(state.texts_evicted(), (8, 80));
-        let held_until_ms = NOW_MS + 5000;
+        assert_eq!(state.texts_evicted(), (count, 10 * count));
         let on_disk = state.texts_on_disk(0..u32::MAX);
         for (named, text) in log.read_each(&on_disk) {
             assert!(state.deliver_ahead(named, text, state.snapshot_changes(), held_until_ms));
         }
         assert_eq!(state.texts_evicted(), (0, 0));
+        (state, log, queue, durable)
+    }
+
+    /// A text read ahead and held stays in memory when a snapshot put in place notes its home
+    /// (its entry), as it does for every text it recorded, until it is let go; then it may leave.
+    #[test]
+    fn a_snapshot_in_place_does_not_send_texts_read_ahead_back_to_disk() {
+        let held_until_ms = NOW_MS + 5000;
+        let (mut state, mut log, _, durable) = ten_byte_texts_held(8, held_until_ms);
+        let mut random = SplitMix64::new(7);
         log.begin_snapshot(&mut state);
         log.encode_snapshot(&mut state);
         log.place_snapshot(&mut random, &mut state, durable);
@@ -2299,17 +2310,8 @@ mod tests {
     /// memory, with the homes the snapshot noted for them, and may leave it from there.
     #[test]
     fn texts_read_ahead_shed_after_a_snapshot_keep_its_homes() {
-        let (mut state, mut log, queue) = tracked_with_queue_a();
+        let (mut state, mut log, _, durable) = ten_byte_texts_held(5, NOW_MS + 5000);
         let mut random = SplitMix64::new(9);
-        for _ in 0..5 {
-            put_one(&mut state, &queue, b"ten bytes!");
-        }
-        let durable = log.flush(&mut state);
-        state.evict(u64::MAX, durable);
-        let on_disk = state.texts_on_disk(0..u32::MAX);
-        for (named, text) in log.read_each(&on_disk) {
-            assert!(state.deliver_ahead(named, text, state.snapshot_changes(), NOW_MS + 5000));
-        }
         log.begin_snapshot(&mut state);
         log.encode_snapshot(&mut state);
         log.place_snapshot(&mut random, &mut state, durable);
@@ -2335,14 +2337,7 @@ mod tests {
     /// not held, and leaves memory once durable while the old one's entry is still held.
     #[test]
     fn a_text_an_update_gives_a_message_read_ahead_is_not_held() {
-        let (mut state, mut log, queue) = tracked_with_queue_a();
-        put_one(&mut state, &queue, b"ten bytes!");
-        let durable = log.flush(&mut state);
-        state.evict(u64::MAX, durable);
-        let on_disk = state.texts_on_disk(0..u32::MAX);
-        for (named, text) in log.read_each(&on_disk) {
-            assert!(state.deliver_ahead(named, text, state.snapshot_changes(), NOW_MS + 5000));
-        }
+        let (mut state, mut log, queue, _) = ten_byte_texts_held(1, NOW_MS + 5000);
         let leased = lease_one(&mut state, &queue);
         re_text(&mut state, &queue, &leased, b"twelve bytes");
         let durable = log.flush(&mut state);
