@@ -874,6 +874,15 @@ mod tests {
     }
 
     impl MemoryLog {
+        /// A log whose `place_snapshot` lets texts read ahead go between its re-homing steps
+        /// (`lets_go_between_steps`), for the property tests.
+        fn letting_go_between_steps() -> MemoryLog {
+            MemoryLog {
+                lets_go_between_steps: true,
+                ..MemoryLog::default()
+            }
+        }
+
         /// Takes what `state` journaled, "writes" it and tells the state where its text
         /// records landed; answers the last sequence written (all of it durable).
         fn flush(&mut self, state: &mut ShardState) -> Option<u64> {
@@ -1235,10 +1244,7 @@ mod tests {
         for seed in 0..60 {
             let mut random = SplitMix64::new(seed);
             let (mut resident, mut tiered) = twin_states();
-            let mut log = MemoryLog {
-                lets_go_between_steps: true,
-                ..MemoryLog::default()
-            };
+            let mut log = MemoryLog::letting_go_between_steps();
             let mut durable = None;
             let mut receipts = Vec::new();
             for step in 0..300u64 {
@@ -1319,10 +1325,7 @@ mod tests {
         for seed in from..to {
             let mut random = SplitMix64::new(seed ^ 0x4242);
             let (mut resident, mut tiered) = twin_states();
-            let mut log = MemoryLog {
-                lets_go_between_steps: true,
-                ..MemoryLog::default()
-            };
+            let mut log = MemoryLog::letting_go_between_steps();
             let mut durable = None;
             let mut receipts = Vec::new();
             // Reads in flight: the texts named, snapshot changes when asked, the texts read at
@@ -1453,10 +1456,7 @@ mod tests {
         for seed in from..to {
             let mut random = SplitMix64::new(seed ^ 0xABCD);
             let (mut resident, mut tiered) = twin_states();
-            let mut log = MemoryLog {
-                lets_go_between_steps: true,
-                ..MemoryLog::default()
-            };
+            let mut log = MemoryLog::letting_go_between_steps();
             let mut durable = None;
             let mut receipts = Vec::new();
             for step in 0..400u64 {
