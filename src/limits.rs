@@ -225,6 +225,10 @@ pub const SNAPSHOT_STEP_SLOTS: u32 = 4096;
 /// (`SNAPSHOT_STEP_SLOTS` of the largest would be 256 MiB, in memory uncharged: helper-39's
 /// review of 480f0bf saw 472 MB under a `--max-memory` of 4 MiB).
 pub const SNAPSHOT_STEP_TEXT_BYTES: u64 = 8 << 20;
+/// Bytes between two records on disk that a snapshot step reads rather than read the records
+/// apart (`Log::read_texts_for`): fewer than this and than the later record's own bytes, so a
+/// step's reads hold at most twice its records. A block, which a direct read reads anyway.
+pub const SNAPSHOT_READ_GAP_BYTES: usize = STORAGE_BLOCK_BYTES;
 /// Bytes a snapshot writes between syncs of its file: the device takes a snapshot a chunk at
 /// a time, so a log flush (whose sync waits for the writes the device holds) waits for at most
 /// one chunk, not for the whole snapshot at once (a 40 MiB snapshot synced at its end held

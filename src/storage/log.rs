@@ -59,8 +59,8 @@ use super::read_cache::{capacity_for, chunk_of, ReadCache};
 use super::recovery::{SegmentFile, ShardStart};
 use crate::limits::{
     LOG_CLOSED_SEGMENTS_MAX, LOG_FLUSH_BYTES_MAX, LOG_SEGMENT_BYTES, SNAPSHOT_ALLOWANCE_BYTES,
-    SNAPSHOT_REHOME_STEP_TEXTS, SNAPSHOT_REMOVAL_STEP_BYTES, SNAPSHOT_STEP_SLOTS,
-    SNAPSHOT_STEP_TEXT_BYTES, SNAPSHOT_SYNC_BYTES, STORAGE_BLOCK_BYTES,
+    SNAPSHOT_READ_GAP_BYTES, SNAPSHOT_REHOME_STEP_TEXTS, SNAPSHOT_REMOVAL_STEP_BYTES,
+    SNAPSHOT_STEP_SLOTS, SNAPSHOT_STEP_TEXT_BYTES, SNAPSHOT_SYNC_BYTES, STORAGE_BLOCK_BYTES,
 };
 use crate::queue::key::{TextFile, TextLocator};
 use crate::queue::record::{record_text, text_records};
@@ -1086,7 +1086,7 @@ async fn read_to_encode<D: Disk>(
     slots: std::ops::Range<u32>,
 ) -> io::Result<TextsRead> {
     let wanted = state.borrow().texts_on_disk(slots);
-    let texts = log.read_texts(wanted).await?;
+    let texts = log.read_texts_for(wanted, Reading::Encode).await?;
     Ok(texts
         .into_iter()
         .map(|((slot, _, locator, _), text)| (slot, (locator, text)))
@@ -1107,7 +1107,7 @@ async fn read_back<D: Disk>(
     slots: std::ops::Range<u32>,
 ) -> io::Result<Vec<TextOnDisk>> {
     let wanted = state.borrow().texts_on_disk(slots);
-    let texts = log.read_texts(wanted).await?;
+    let texts = log.read_texts_for(wanted, Reading::Keep).await?;
     let mut state = state.borrow_mut();
     let mut read = Vec::new();
     for (named, text) in texts {
@@ -1116,6 +1116,33 @@ async fn read_back<D: Disk>(
         }
     }
     Ok(read)
+}
+
+/// What texts are read back for (`Log::read_texts_for`), which says how they are read.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Reading {
+    /// For Gets and Peeks, and reads ahead of them: through the read cache (chunks read whole
+    /// and kept where the backend reads past the page cache), each text copied out of its
+    /// chunk, since it may stay in memory.
+    Serve,
+    /// For a snapshot step to encode, then drop: the texts of one file close together read as
+    /// one span (`span_takes`), not through the read cache (a snapshot reads every text on
+    /// disk once, which would push out the chunks Gets find there), each text a slice of its
+    /// span, not copied.
+    Encode,
+    /// For a snapshot that replaces the one in place under its name, whose texts stay in
+    /// memory (`read_back`): spans as `Encode`, each text copied out of its span.
+    Keep,
+}
+
+/// Whether a span read for a snapshot step (`Reading::Encode`, `Reading::Keep`) that reaches
+/// `span_end` takes the record at `offset`, `length` bytes long, as well: when the bytes
+/// between them are fewer than `SNAPSHOT_READ_GAP_BYTES` and than the record's own (so a span
+/// holds at most as many bytes between records as records, and a step's spans at most twice
+/// its records). Records come sorted by offset; an offset before `span_end` (a record read
+/// twice) is taken.
+fn span_takes(span_end: u64, offset: u64, length: u32) -> bool {
+    offset.saturating_sub(span_end) < (SNAPSHOT_READ_GAP_BYTES as u64).min(u64::from(length))
 }
 
 /// Where the bytes of one text read back come from (`Log::read_texts`).
@@ -1138,7 +1165,17 @@ impl<D: Disk> Log<D> {
     /// cache lets go of its file's chunks, so the read asked again goes to the file).
     pub async fn read_texts(
         &self,
+        wanted: Vec<TextOnDisk>,
+    ) -> io::Result<Vec<(TextOnDisk, Bytes)>> {
+        self.read_texts_for(wanted, Reading::Serve).await
+    }
+
+    /// `read_texts`, for what `reading` says (a snapshot's reads span records and pass the
+    /// read cache by).
+    pub async fn read_texts_for(
+        &self,
         mut wanted: Vec<TextOnDisk>,
+        reading: Reading,
     ) -> io::Result<Vec<(TextOnDisk, Bytes)>> {
         use crate::limits::{DISK_READ_BYTES_MAX, DISK_READ_RANGES_MAX};
         wanted.sort_by_key(|&(_, _, locator, _)| (locator.file(), locator.offset()));
@@ -1149,7 +1186,7 @@ impl<D: Disk> Log<D> {
             // Taken before the file is opened: a chunk read from a file replaced under its
             // name meanwhile is not kept.
             // Through the page cache, texts are read alone (`Disk::page_cached`).
-            let end = (!self.disk.page_cached())
+            let end = (reading == Reading::Serve && !self.disk.page_cached())
                 .then(|| self.cacheable_end(file))
                 .flatten();
             let epoch = self.read_cache.borrow().epoch();
@@ -1162,6 +1199,34 @@ impl<D: Disk> Log<D> {
                     break;
                 }
                 let (offset, length) = (locator.offset(), locator.record_bytes());
+                if reading != Reading::Serve {
+                    let span = reads.last_mut().filter(|span: &&mut (u64, u32)| {
+                        span_takes(span.0 + u64::from(span.1), offset, length)
+                    });
+                    let Some(span) = span else {
+                        if reads.len() == DISK_READ_RANGES_MAX
+                            || (!reads.is_empty() && bytes + length as usize > DISK_READ_BYTES_MAX)
+                        {
+                            break;
+                        }
+                        reads.push((offset, length));
+                        chunks.push(None);
+                        bytes += length as usize;
+                        sources.push(Source::Read(reads.len() - 1, 0));
+                        continue;
+                    };
+                    let span_end = (offset + u64::from(length)).max(span.0 + u64::from(span.1));
+                    let grown = usize::try_from(span_end - span.0 - u64::from(span.1))
+                        .expect("a span is small");
+                    if bytes + grown > DISK_READ_BYTES_MAX {
+                        break;
+                    }
+                    let from = usize::try_from(offset - span.0).expect("within a span");
+                    span.1 = u32::try_from(span_end - span.0).expect("a span is small");
+                    bytes += grown;
+                    sources.push(Source::Read(reads.len() - 1, from));
+                    continue;
+                }
                 let held = self.read_cache.borrow_mut().get(file, offset, length);
                 let source = match held {
                     Some(held) => Source::Held(held),
@@ -1207,11 +1272,13 @@ impl<D: Disk> Log<D> {
             }
             for (&(slot, generation, locator, sequence), source) in batch.iter().zip(sources) {
                 let length = locator.record_bytes() as usize;
+                // Whether the text is a slice of more than its record that it would keep alive.
                 let (record, in_chunk) = match source {
                     Source::Held(held) => (held, true),
                     Source::Read(index, from) => (
                         read[index].slice(from..from + length),
-                        chunks[index].is_some(),
+                        chunks[index].is_some()
+                            || (reading == Reading::Keep && read[index].len() > length),
                     ),
                 };
                 let Some(mut text) = record_text(&record, locator, sequence, slot, generation)
@@ -1486,5 +1553,31 @@ mod tests {
         assert!(!due(piled));
         piled.small_closed_segments = LOG_CLOSED_SEGMENTS_MAX + 1;
         assert!(due(piled));
+    }
+
+    /// A span takes a record whose gap from its end is below a block and below the record's
+    /// own length, and one that begins inside it; at every gap around both bounds, for every
+    /// length around 0 and a block.
+    #[test]
+    fn a_span_takes_a_record_at_most_its_own_length_and_less_than_a_block_away() {
+        let block = SNAPSHOT_READ_GAP_BYTES as u64;
+        let end = 3 * block + 17;
+        for length in (0..=3).chain(block - 2..=block + 2) {
+            let gaps = (0..=3)
+                .chain(length.saturating_sub(2)..=length + 2)
+                .chain(block - 2..=block + 2);
+            let length = u32::try_from(length).expect("small");
+            for gap in gaps {
+                let below_both = gap < block && gap < u64::from(length);
+                assert_eq!(
+                    span_takes(end, end + gap, length),
+                    below_both,
+                    "gap {gap}, length {length}"
+                );
+            }
+            for inside in 1..=3 {
+                assert_eq!(span_takes(end, end - inside, length), length > 0);
+            }
+        }
     }
 }

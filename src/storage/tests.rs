@@ -65,7 +65,7 @@ use bytes::{Bytes, BytesMut};
 
 use super::files::{data_directory, Files};
 use super::format::SEGMENT_TEMPORARY_NAME;
-use super::log::{Log, WrittenText};
+use super::log::{Log, Reading, WrittenText};
 use super::recovery::{recover, RecoveryOptions};
 use super::sim::{SimDisk, SimStats, Written};
 use crate::error::StorageError;
@@ -1861,6 +1861,77 @@ fn a_text_read_back_holds_only_its_own_bytes() {
     }
     // One chunk read for both, then both found in it.
     assert_eq!(log.read_cache_counts(), (2, 1));
+}
+
+/// A snapshot step's reads (`Reading::Encode`, and `Reading::Keep` for a snapshot that
+/// replaces the one in place) read records close together as one span, past the read cache.
+/// Texts of every length from 7 to 4,200 bytes, put in flushes of 1 to 12 and evicted, read
+/// back in random subsets of every density (so the gaps between the records asked for take
+/// every size around a block and around the records' lengths): every text read is the one put,
+/// in both modes, as a Get reads it; the bytes read stay within twice the records asked for;
+/// the read cache neither finds nor keeps a chunk; a text a snapshot keeps (`Keep`) owns its
+/// bytes, while texts to encode share their span's (fewer reads than texts).
+#[test]
+fn a_snapshot_reads_texts_in_spans_that_are_the_texts_put() {
+    let (disk, log, state) = fresh_shard(LOG_SEGMENT_BYTES);
+    state.borrow_mut().track_texts(RecoveredTexts::default());
+    create_queue_0(&log, &state);
+    let text = |n: usize| filled_text(format!("{n:05}:"), 7 + n);
+    let mut random = SplitMix64::new(0x5_BA45);
+    let mut put = 0;
+    while put <= 4200 - 7 {
+        let batch = (1 + random.next_u64() % 12) as usize;
+        for n in put..(put + batch).min(4200 - 6) {
+            put_unflushed(&state, &text(n));
+        }
+        put = (put + batch).min(4200 - 6);
+        while run(log.flush(&state)).expect("flushed") {}
+        state.borrow_mut().evict(u64::MAX, log.durable_sequence());
+    }
+    let on_disk = state.borrow().texts_on_disk(0..u32::MAX);
+    assert_eq!(on_disk.len(), put);
+    let cache = log.read_cache_counts();
+    let mut shared = 0;
+    for round in 0..40u64 {
+        // Keep one in `density` on average, 1 to 40.
+        let density = 1 + round;
+        let mut wanted: Vec<TextOnDisk> = on_disk
+            .iter()
+            .copied()
+            .filter(|_| random.next_u64() % density == 0)
+            .collect();
+        for at in (1..wanted.len()).rev() {
+            wanted.swap(at, (random.next_u64() % (at as u64 + 1)) as usize);
+        }
+        let records: u64 = wanted
+            .iter()
+            .map(|(_, _, locator, _)| u64::from(locator.record_bytes()))
+            .sum();
+        for reading in [Reading::Encode, Reading::Keep] {
+            let before = disk.stats().read_bytes;
+            let read = run(log.read_texts_for(wanted.clone(), reading)).expect("read back");
+            let read_bytes = disk.stats().read_bytes - before;
+            assert!(
+                read_bytes <= 2 * records,
+                "{reading:?}, one in {density}: {read_bytes} bytes read for {records}"
+            );
+            assert_eq!(read.len(), wanted.len());
+            for ((_, _, locator, _), got) in read {
+                let n: usize = std::str::from_utf8(&got[..5])
+                    .expect("a number")
+                    .parse()
+                    .expect("a number");
+                assert_eq!(got, text(n), "{reading:?}: the text at {locator:?}");
+                if reading == Reading::Keep {
+                    assert!(got.is_unique(), "a text kept shares its allocation");
+                } else if !got.is_unique() {
+                    shared += 1;
+                }
+            }
+        }
+        assert_eq!(log.read_cache_counts(), cache, "the read cache untouched");
+    }
+    assert!(shared > put, "{shared} texts to encode read in spans");
 }
 
 /// A power cut between two of those steps (the older snapshot half shortened, covered segments
