@@ -1934,6 +1934,69 @@ fn a_snapshot_reads_texts_in_spans_that_are_the_texts_put() {
     assert!(shared > put, "{shared} texts to encode read in spans");
 }
 
+/// A snapshot that replaces the one in place under its name (only an expiry since that one
+/// began) reads the texts on disk only there back into memory before the rename
+/// (`Reading::Keep`): in spans (fewer read batches than texts, past the read cache), each
+/// text its own copy; once it is in place and has re-homed them they leave memory again and
+/// read back as put. Texts of 7 to 300 bytes, so several share a span.
+#[test]
+fn a_snapshot_replacing_one_under_its_name_reads_its_texts_back_in_spans() {
+    const TEXTS: usize = 60;
+    let (disk, log, state) = fresh_shard(LOG_SEGMENT_BYTES);
+    state.borrow_mut().track_texts(RecoveredTexts::default());
+    create_queue_0(&log, &state);
+    let text = |n: usize| filled_text(format!("{n:03}:"), 7 + 5 * n);
+    for n in 0..TEXTS {
+        let put = Command::PutMessage {
+            queue: key(0),
+            text: text(n),
+            visibility_timeout_s: 0,
+            ttl_s: Some(if n == 0 { 10 } else { 3600 }),
+        };
+        apply_flushed(&log, &state, put).expect("put");
+    }
+    let snapshot = || {
+        run(async {
+            let mut job = log.start_snapshot(&state).await.expect("started");
+            while !job.step(&log, &state).await.expect("a step") {}
+        })
+    };
+    let evict = || while state.borrow_mut().evict(u64::MAX, log.durable_sequence()) > 0 {};
+    snapshot();
+    evict();
+    let in_first = state.borrow().texts_on_disk(0..u32::MAX);
+    assert_eq!(in_first.len(), TEXTS);
+    assert!(in_first
+        .iter()
+        .all(|(_, _, locator, _)| matches!(locator.file(), TextFile::Snapshot(_))));
+    // The first message expires: the next snapshot has the same replay point.
+    let replay_from = state.borrow().journal_next_sequence();
+    state.borrow_mut().advance(NOW_MS + 11_000, usize::MAX);
+    assert_eq!(state.borrow().journal_next_sequence(), replay_from);
+    let (cache, before) = (log.read_cache_counts(), disk.stats());
+    snapshot();
+    let after = disk.stats();
+    assert_eq!(log.read_cache_counts(), cache, "the read cache untouched");
+    assert!(
+        after.read_bytes > before.read_bytes && after.reads - before.reads < TEXTS as u64 / 4,
+        "{} batches read",
+        after.reads - before.reads
+    );
+    evict();
+    let on_disk = state.borrow().texts_on_disk(0..u32::MAX);
+    assert_eq!(
+        on_disk.len(),
+        TEXTS - 1,
+        "every live text left memory again"
+    );
+    let read: BTreeSet<Bytes> = run(log.read_texts(on_disk))
+        .expect("read back")
+        .into_iter()
+        .map(|(_, text)| text)
+        .collect();
+    assert!(read == (1..TEXTS).map(text).collect(), "every text as put");
+}
+
 /// A power cut between two of those steps (the older snapshot half shortened, covered segments
 /// removed or shortened) leaves a directory that recovers every message without a flag: the
 /// new snapshot's name was durable before the first step, and recovery reads neither an older
