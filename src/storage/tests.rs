@@ -1778,19 +1778,9 @@ fn a_snapshot_step_reads_once_however_fast_texts_leave_memory() {
 fn texts_read_through_the_read_cache_are_the_texts_put() {
     use crate::storage::read_cache::chunk_of;
     let (_disk, log, state) = fresh_shard(LOG_SEGMENT_BYTES);
-    state.borrow_mut().track_texts(RecoveredTexts::default());
-    create_queue_0(&log, &state);
-    let text = |n: usize| filled_text(format!("{n:05}:"), 7 + n);
     let mut random = SplitMix64::new(0x0C0C_4E11);
-    let (mut put, mut crossing) = (0, 0);
-    while put <= 4200 - 7 {
-        let batch = (1 + random.next_u64() % 12) as usize;
-        for n in put..(put + batch).min(4200 - 6) {
-            put_unflushed(&state, &text(n));
-        }
-        put = (put + batch).min(4200 - 6);
-        while run(log.flush(&state)).expect("flushed") {}
-        state.borrow_mut().evict(u64::MAX, log.durable_sequence());
+    let mut crossing = 0;
+    let mut after_flush = |put: usize, random: &mut SplitMix64| {
         let on_disk = state.borrow().texts_on_disk(0..u32::MAX);
         assert_eq!(on_disk.len(), put);
         crossing = on_disk
@@ -1800,31 +1790,74 @@ fn texts_read_through_the_read_cache_are_the_texts_put() {
             })
             .count();
         for _ in 0..2 {
-            let mut wanted: Vec<TextOnDisk> = on_disk
-                .iter()
-                .copied()
-                .filter(|_| random.next_u64() % 2 == 0)
-                .collect();
             // Any order: the log sorts them.
-            for at in (1..wanted.len()).rev() {
-                wanted.swap(at, (random.next_u64() % (at as u64 + 1)) as usize);
-            }
+            let wanted = random_subset(&on_disk, random, 2);
             let read = run(log.read_texts(wanted.clone())).expect("read back");
             assert_eq!(read.len(), wanted.len());
             for ((_, _, locator, _), got) in read {
-                let n: usize = std::str::from_utf8(&got[..5])
-                    .expect("a number")
-                    .parse()
-                    .expect("a number");
-                assert_eq!(got, text(n), "the text at {:?}", locator);
+                assert_numbered_text(&got, locator);
             }
         }
-    }
+    };
+    put_numbered_texts_of_every_length(&log, &state, &mut random, &mut after_flush);
     let (hits, chunks) = log.read_cache_counts();
     assert!(
         hits > 10 * chunks && crossing > 100,
         "{hits} hits, {chunks} chunks, {crossing}"
     );
+}
+
+/// Text `n` of `put_numbered_texts_of_every_length`: 7 + `n` bytes, `n` in the first five.
+fn numbered_text(n: usize) -> Bytes {
+    filled_text(format!("{n:05}:"), 7 + n)
+}
+
+/// Asserts that `got`, read back from `at`, is the `numbered_text` its first five bytes name.
+fn assert_numbered_text(got: &Bytes, at: impl std::fmt::Debug) {
+    let n: usize = std::str::from_utf8(&got[..5])
+        .expect("a number")
+        .parse()
+        .expect("a number");
+    assert_eq!(*got, numbered_text(n), "the text at {at:?}");
+}
+
+/// On a shard tracking texts, with queue 0 created: puts `numbered_text` 0 to 4,193 (every
+/// length from 7 to 4,200 bytes, so records end at many places around blocks and chunks) in
+/// flushes of 1 to 12 drawn from `random`; after each flush evicts every text and calls
+/// `after_flush` with the number put so far. Answers that number.
+fn put_numbered_texts_of_every_length(
+    log: &Log<SimDisk>,
+    state: &RefCell<ShardState>,
+    random: &mut SplitMix64,
+    after_flush: &mut dyn FnMut(usize, &mut SplitMix64),
+) -> usize {
+    state.borrow_mut().track_texts(RecoveredTexts::default());
+    create_queue_0(log, state);
+    let mut put = 0;
+    while put <= 4200 - 7 {
+        let batch = (1 + random.next_u64() % 12) as usize;
+        for n in put..(put + batch).min(4200 - 6) {
+            put_unflushed(state, &numbered_text(n));
+        }
+        put = (put + batch).min(4200 - 6);
+        while run(log.flush(state)).expect("flushed") {}
+        state.borrow_mut().evict(u64::MAX, log.durable_sequence());
+        after_flush(put, random);
+    }
+    put
+}
+
+/// About one in `one_in` of `texts`, drawn from `random`, shuffled.
+fn random_subset(texts: &[TextOnDisk], random: &mut SplitMix64, one_in: u64) -> Vec<TextOnDisk> {
+    let mut subset: Vec<TextOnDisk> = texts
+        .iter()
+        .copied()
+        .filter(|_| random.next_u64() % one_in == 0)
+        .collect();
+    for at in (1..subset.len()).rev() {
+        subset.swap(at, (random.next_u64() % (at as u64 + 1)) as usize);
+    }
+    subset
 }
 
 /// A text read back owns its bytes: read through the read cache it was a slice of the 16 KiB
@@ -1874,35 +1907,14 @@ fn a_text_read_back_holds_only_its_own_bytes() {
 #[test]
 fn a_snapshot_reads_texts_in_spans_that_are_the_texts_put() {
     let (disk, log, state) = fresh_shard(LOG_SEGMENT_BYTES);
-    state.borrow_mut().track_texts(RecoveredTexts::default());
-    create_queue_0(&log, &state);
-    let text = |n: usize| filled_text(format!("{n:05}:"), 7 + n);
     let mut random = SplitMix64::new(0x5_BA45);
-    let mut put = 0;
-    while put <= 4200 - 7 {
-        let batch = (1 + random.next_u64() % 12) as usize;
-        for n in put..(put + batch).min(4200 - 6) {
-            put_unflushed(&state, &text(n));
-        }
-        put = (put + batch).min(4200 - 6);
-        while run(log.flush(&state)).expect("flushed") {}
-        state.borrow_mut().evict(u64::MAX, log.durable_sequence());
-    }
+    let put = put_numbered_texts_of_every_length(&log, &state, &mut random, &mut |_, _| {});
     let on_disk = state.borrow().texts_on_disk(0..u32::MAX);
     assert_eq!(on_disk.len(), put);
     let cache = log.read_cache_counts();
     let mut shared = 0;
-    for round in 0..40u64 {
-        // Keep one in `density` on average, 1 to 40.
-        let density = 1 + round;
-        let mut wanted: Vec<TextOnDisk> = on_disk
-            .iter()
-            .copied()
-            .filter(|_| random.next_u64() % density == 0)
-            .collect();
-        for at in (1..wanted.len()).rev() {
-            wanted.swap(at, (random.next_u64() % (at as u64 + 1)) as usize);
-        }
+    for density in 1..=40 {
+        let wanted = random_subset(&on_disk, &mut random, density);
         let records: u64 = wanted
             .iter()
             .map(|(_, _, locator, _)| u64::from(locator.record_bytes()))
@@ -1917,11 +1929,7 @@ fn a_snapshot_reads_texts_in_spans_that_are_the_texts_put() {
             );
             assert_eq!(read.len(), wanted.len());
             for ((_, _, locator, _), got) in read {
-                let n: usize = std::str::from_utf8(&got[..5])
-                    .expect("a number")
-                    .parse()
-                    .expect("a number");
-                assert_eq!(got, text(n), "{reading:?}: the text at {locator:?}");
+                assert_numbered_text(&got, (reading, locator));
                 if reading == Reading::Keep {
                     assert!(got.is_unique(), "a text kept shares its allocation");
                 } else if !got.is_unique() {
