@@ -1199,38 +1199,30 @@ impl<D: Disk> Log<D> {
                     break;
                 }
                 let (offset, length) = (locator.offset(), locator.record_bytes());
-                if reading != Reading::Serve {
-                    let span = reads.last_mut().filter(|span: &&mut (u64, u32)| {
-                        span_takes(span.0 + u64::from(span.1), offset, length)
-                    });
-                    let Some(span) = span else {
-                        if reads.len() == DISK_READ_RANGES_MAX
-                            || (!reads.is_empty() && bytes + length as usize > DISK_READ_BYTES_MAX)
-                        {
+                // A snapshot's reads pass the read cache by.
+                let held = (reading == Reading::Serve)
+                    .then(|| self.read_cache.borrow_mut().get(file, offset, length))
+                    .flatten();
+                // A snapshot's read takes a record close to the span before it into that span.
+                let span = reads.last_mut().filter(|span: &&mut (u64, u32)| {
+                    reading != Reading::Serve
+                        && span_takes(span.0 + u64::from(span.1), offset, length)
+                });
+                let source = match (held, span) {
+                    (Some(held), _) => Source::Held(held),
+                    (None, Some(span)) => {
+                        let span_end = (offset + u64::from(length)).max(span.0 + u64::from(span.1));
+                        let grown = usize::try_from(span_end - span.0 - u64::from(span.1))
+                            .expect("a span is small");
+                        if bytes + grown > DISK_READ_BYTES_MAX {
                             break;
                         }
-                        reads.push((offset, length));
-                        chunks.push(None);
-                        bytes += length as usize;
-                        sources.push(Source::Read(reads.len() - 1, 0));
-                        continue;
-                    };
-                    let span_end = (offset + u64::from(length)).max(span.0 + u64::from(span.1));
-                    let grown = usize::try_from(span_end - span.0 - u64::from(span.1))
-                        .expect("a span is small");
-                    if bytes + grown > DISK_READ_BYTES_MAX {
-                        break;
+                        span.1 = u32::try_from(span_end - span.0).expect("a span is small");
+                        bytes += grown;
+                        let from = usize::try_from(offset - span.0).expect("within a span");
+                        Source::Read(reads.len() - 1, from)
                     }
-                    let from = usize::try_from(offset - span.0).expect("within a span");
-                    span.1 = u32::try_from(span_end - span.0).expect("a span is small");
-                    bytes += grown;
-                    sources.push(Source::Read(reads.len() - 1, from));
-                    continue;
-                }
-                let held = self.read_cache.borrow_mut().get(file, offset, length);
-                let source = match held {
-                    Some(held) => Source::Held(held),
-                    None => {
+                    (None, None) => {
                         let (read, chunk) = match end.and_then(|end| chunk_of(offset, length, end))
                         {
                             Some((index, start, size)) => ((start, size), Some(index)),
