@@ -292,6 +292,20 @@ fn real_and_simulated_agree(name: &str, extra: &[&str]) {
     let mut pointers = vec!["/end_to_end_mean_us", "/end_to_end_us/p99"];
     if extra.contains(&"--autoscale") {
         pointers.push("/workers/autoscale/worker_seconds");
+        // Both runs scaled to the fleet's maximum and back to one: a comparison in which the
+        // autoscaler never acted would agree without testing it.
+        for report in [&real, &simulated] {
+            let scale = &report["workers"]["autoscale"];
+            let last = scale["replicas"]
+                .as_array()
+                .and_then(|events| events.last());
+            assert_eq!(scale["replicas_max"], 10, "{name}: {scale}");
+            assert_eq!(
+                last.map(|event| &event["desired"]),
+                Some(&1.into()),
+                "{name}: {scale}"
+            );
+        }
     }
     for pointer in pointers {
         let (real, simulated) = (number(&real, pointer), number(&simulated, pointer));
@@ -320,6 +334,18 @@ fn a_simulated_fleet_agrees_with_a_real_one() {
 }
 
 /// Ignored by `cargo test`, as the one above.
+///
+/// The policy keeps every decision off a knife-edge, so that one run of each is a fair
+/// comparison: with `queue-length=20` one replica at 30/s does not read 21 before the step, the
+/// step's readings (about 110 and 200) are far from any threshold, and the 15 s down window
+/// holds the ten replicas until the step is over. The policy this test had before
+/// (`queue-length=10`, a 5 s down window) turned on readings of 10 against 11: ten replicas
+/// read 3-10 inside the step, so the fleet dropped to one and scaled up again, and one reading
+/// of 11 before the step started a second replica early. Simulated seeds 1 to 12 gave
+/// 304-346 ms in ten runs and 160 and 262 ms in the two with an early replica, and the gate
+/// failed twice on one run of 234-236 ms against the other's 305-313 ms. A decision on one
+/// noisy sample is a coin toss in production too (docs/CAPACITY.md, "Real and simulated
+/// agree"); comparing one run of each across it tests nothing.
 #[test]
 #[ignore]
 fn a_simulated_autoscaled_fleet_agrees_with_a_real_one() {
@@ -331,7 +357,7 @@ fn a_simulated_autoscaled_fleet_agrees_with_a_real_one() {
             "--shape",
             "step:30/s@0s,150/s@10s,30/s@25s",
             "--autoscale",
-            "min=1,max=10,queue-length=10,polling=1s,sync=1s,cooldown=10s,down-window=5s,\
+            "min=1,max=10,queue-length=20,polling=1s,sync=1s,cooldown=10s,down-window=15s,\
              up=100%/1s+4/1s,down=100%/1s,cold-start=1s",
         ],
     );
