@@ -36,6 +36,11 @@ pub const PRELOAD_MESSAGES_MAX: u64 = 10_000_000;
 pub const PRELOAD_TIMEOUT_NS_DEFAULT: u64 = 3600 * NANOSECONDS_PER_SECOND;
 /// The longest `--preload-timeout`.
 pub const PRELOAD_TIMEOUT_NS_MAX: u64 = 86_400 * NANOSECONDS_PER_SECOND;
+/// How long after the measured window an open loop may still send what it scheduled in the
+/// window, without `--grace`.
+pub const GRACE_NS_DEFAULT: u64 = 10 * NANOSECONDS_PER_SECOND;
+/// The longest `--grace`.
+pub const GRACE_NS_MAX: u64 = 3600 * NANOSECONDS_PER_SECOND;
 /// Workers of a `workers` run without `--consumers`.
 pub const WORKERS_DEFAULT: usize = 16;
 /// A worker's pause after an empty Get, doubling from the first to the second.
@@ -122,6 +127,10 @@ Load
   --duration TIME           measured time, e.g. 10s, 500ms, 2m (default 10s)
   --requests N              instead of --duration: start N operations in total
   --warmup TIME             unmeasured time before measuring (default 2s)
+  --grace TIME              open loop: how long after the measured window the operations
+                            it scheduled and could not send in time may still go out
+                            (default 10s, at most 1h); the rest are not sent, and are
+                            reported as unsent, so an overloaded run still ends
   --rate R                  open loop: R operations/s in total (default: closed loop)
   --arrival KIND            open loop gaps: constant | poisson (default constant)
   --shape SPEC              open loop whose rate changes over time (instead of --rate; time 0
@@ -232,6 +241,9 @@ pub struct Options {
     pub duration_ns: Option<u64>,
     pub requests: Option<u64>,
     pub warmup_ns: u64,
+    /// `--grace`: how long after the measured window the open loop may still send what it
+    /// scheduled in the window.
+    pub grace_ns: u64,
     pub load: LoadModel,
     pub seed: u64,
     pub json_path: Option<PathBuf>,
@@ -321,6 +333,7 @@ fn parse_run(arguments: impl Iterator<Item = String>) -> Result<Command, String>
     let mut duration_ns = None;
     let mut requests = None;
     let mut warmup_ns = 2 * NANOSECONDS_PER_SECOND;
+    let mut grace_ns = GRACE_NS_DEFAULT;
     let mut rate_per_s = None;
     let mut arrival = Arrival::Constant;
     let mut seed = 1;
@@ -417,6 +430,12 @@ fn parse_run(arguments: impl Iterator<Item = String>) -> Result<Command, String>
             "--duration" => duration_ns = Some(parse_duration_ns(&flag, &value()?)?),
             "--requests" => requests = Some(number(&flag, &value()?, 1, usize::MAX)? as u64),
             "--warmup" => warmup_ns = parse_duration_ns(&flag, &value()?)?,
+            "--grace" => {
+                grace_ns = parse_duration_ns(&flag, &value()?)?;
+                if grace_ns > GRACE_NS_MAX {
+                    return Err(format!("{flag} must be at most an hour"));
+                }
+            }
             "--rate" => rate_per_s = Some(parse_rate(&flag, &value()?)?),
             "--arrival" => {
                 arrival = match value()?.as_str() {
@@ -688,6 +707,7 @@ fn parse_run(arguments: impl Iterator<Item = String>) -> Result<Command, String>
         duration_ns,
         requests,
         warmup_ns,
+        grace_ns,
         load,
         seed,
         json_path,
@@ -868,6 +888,16 @@ mod tests {
         ));
         let error = sweep(&["--sweep", "consumers=1,x", "--scenario", "workers"]).unwrap_err();
         assert!(error.starts_with("--sweep at consumers=x: "), "{error}");
+    }
+
+    #[test]
+    fn the_grace_defaults_to_ten_seconds_and_is_at_most_an_hour() {
+        assert_eq!(run(&[]).unwrap().grace_ns, GRACE_NS_DEFAULT);
+        assert_eq!(run(&["--grace", "0s"]).unwrap().grace_ns, 0);
+        assert_eq!(run(&["--grace", "1h"]).unwrap().grace_ns, GRACE_NS_MAX);
+        let error = run(&["--grace", "61m"]).unwrap_err();
+        assert_eq!(error, "--grace must be at most an hour");
+        assert!(run(&["--grace", "soon"]).is_err());
     }
 
     #[test]

@@ -51,6 +51,9 @@ pub struct OperationStats {
     pub retries_after_connection_errors: u64,
     /// Messages returned by Gets and Peeks.
     pub messages: u64,
+    /// Operations an open loop scheduled in the measured window and never sent: still behind
+    /// its schedule when `--grace` ran out. Not in `count`, nor in the latencies.
+    pub unsent: u64,
     /// Latency of successful answers from the intended send time, in microseconds.
     pub latency_us: Histogram<u64>,
     /// Latency of successful answers from the actual send time, in microseconds. Equal to
@@ -70,6 +73,7 @@ impl Default for OperationStats {
             retries_by_status: Vec::new(),
             retries_after_connection_errors: 0,
             messages: 0,
+            unsent: 0,
             latency_us: new_histogram(),
             latency_uncorrected_us: new_histogram(),
         }
@@ -123,6 +127,7 @@ impl OperationStats {
     pub fn merge(&mut self, other: &OperationStats) {
         self.count += other.count;
         self.errors += other.errors;
+        self.unsent += other.unsent;
         for &(status, count) in &other.errors_by_status {
             add_count(&mut self.errors_by_status, status, count);
         }
@@ -378,6 +383,11 @@ impl Measurements {
         self.workers.merge(&other.workers);
         self.fleet.merge(&other.fleet);
         self.deliveries.extend_from_slice(&other.deliveries);
+    }
+
+    /// Operations scheduled in the window and never sent, over every operation.
+    pub fn unsent(&self) -> u64 {
+        self.operations.iter().map(|stats| stats.unsent).sum()
     }
 
     /// Answers received plus requests lost, over every operation.

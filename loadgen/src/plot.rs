@@ -1258,6 +1258,7 @@ mod tests {
                 max: p99,
             }),
             error_ratio: 0.0,
+            unsent: 0,
             passed: Some(passed),
         };
         summary.steps = vec![step(100.0, 500, true), step(200.0, 5_000, false)];

@@ -100,6 +100,7 @@ pub fn run(options: &Options) -> Result<RunOutcome, String> {
             .map(|(_, shape)| Arc::new(RunShape::new(shape, options.warmup_ns))),
         warmup_ns: options.warmup_ns,
         duration_ns: options.duration_ns,
+        grace_ns: options.grace_ns,
         requests: options.requests,
         preload: options.preload,
         preload_timeout_ns: options.preload_timeout_ns,
@@ -318,6 +319,7 @@ impl StepRunner<'_, '_, '_> {
             batch: plan.settings.batch,
             refill: plan.refill,
             warmup_s: seconds(plan.warmup_ns),
+            grace_s: seconds(plan.grace_ns),
             duration_s: seconds(duration_ns),
             last_answer_s: seconds(collected.last_answer_ns),
             start_unix_s: start_wall_clock

@@ -420,6 +420,45 @@ fn a_light_open_loop_parks_between_sends_and_sends_every_put() {
     }
 }
 
+/// An open loop far beyond what one connection can send (a million puts a second) falls
+/// behind; it stops `--grace` after the window instead of sending the whole schedule (about
+/// 50 s of it here), and every start of the window is either a put the server holds or one
+/// reported unsent.
+#[test]
+fn an_open_loop_behind_its_schedule_stops_when_the_grace_runs_out() {
+    let server = start_server();
+    let (output, report) = run_loadgen(
+        &server,
+        "grace",
+        &[
+            "--rate",
+            "1000000",
+            "--duration",
+            "1s",
+            "--warmup",
+            "0s",
+            "--grace",
+            "1s",
+            "--connections",
+            "1",
+            "--queue-prefix",
+            "grace",
+        ],
+    );
+    assert!(output.status.success(), "{output:?}");
+    let (puts, unsent) = (
+        count(&report, "put", "count"),
+        count(&report, "put", "unsent"),
+    );
+    assert_eq!(count(&report, "put", "errors"), 0);
+    assert!(puts > 0 && unsent > 0, "{puts} sent, {unsent} unsent");
+    assert_eq!(puts + unsent, 1_000_000);
+    assert_eq!(puts, depth(&server, "grace-0"));
+    assert_eq!(report["grace_s"], 1.0);
+    let warnings = report["warnings"].to_string();
+    assert!(warnings.contains("never sent"), "{warnings}");
+}
+
 /// Runs of the shaped-rate check before it gives up on a quiet one (see the test).
 const SHAPE_ATTEMPTS: usize = 3;
 

@@ -137,6 +137,55 @@ fn a_closed_loop_runs_at_the_simulated_shards_rate() {
     assert!((1_350..=1_650).contains(&p50), "p50 {p50} us");
 }
 
+/// An open loop four times faster than the simulated shard falls behind; it sends late until
+/// `--grace` has passed after the window, then stops, and every start the window scheduled is
+/// either answered or reported unsent: in virtual time the shard's rate decides the split.
+#[test]
+fn an_open_loop_behind_its_schedule_stops_when_the_grace_runs_out() {
+    let answered_and_unsent = |grace: &str| {
+        let (output, report) = run(
+            &format!("grace-{grace}"),
+            &[
+                "--simulate",
+                "--sim-latency",
+                "0us",
+                "--sim-server-rate",
+                "1000",
+                "--scenario",
+                "put",
+                "--rate",
+                "4000",
+                "--connections",
+                "8",
+                "--duration",
+                "2s",
+                "--warmup",
+                "0s",
+                "--grace",
+                grace,
+            ],
+        );
+        let puts = &report["ops"]["put"];
+        let (count, unsent) = (
+            puts["count"].as_u64().unwrap(),
+            puts["unsent"].as_u64().unwrap(),
+        );
+        assert_eq!(report["unsent"], unsent);
+        assert_eq!(count + unsent, 8_000, "{grace}: {puts}");
+        let table = String::from_utf8_lossy(&output.stdout).to_string();
+        assert!(
+            table.contains("operations scheduled in the measured window were never sent"),
+            "{table}"
+        );
+        count
+    };
+    // The shard answers 1,000 a second: by the window's end, or a second after it.
+    let without = answered_and_unsent("0s");
+    assert!((1_990..=2_010).contains(&without), "{without}");
+    let with = answered_and_unsent("1s");
+    assert!((2_990..=3_010).contains(&with), "{with}");
+}
+
 #[test]
 fn a_sweep_marks_the_cheapest_point_that_meets_the_slo() {
     let json_path = scratch_path("sweep.json");

@@ -59,6 +59,12 @@ pub(super) async fn drive_connection<B: Backend>(core: Rc<Core>, mut lanes: Vec<
         let mut wake_ns = u64::MAX;
         let already_in_flight = in_flight.len();
         for (index, lane) in lanes.iter_mut().enumerate() {
+            if let Some((operation, unsent)) = lane.drop_unsent(&plan, now) {
+                core.measurements
+                    .borrow_mut()
+                    .operation_mut(operation)
+                    .unsent += unsent;
+            }
             let Some(due_ns) = lane.next_send_ns(&plan) else {
                 continue;
             };

@@ -8,7 +8,7 @@ use crate::engine::lane::{Lane, Step};
 use crate::engine::plan::RunPlan;
 use crate::metrics::PUT_TOKEN_SEQUENCE_BITS;
 use crate::retry::RetryPolicy;
-use crate::scenario::{Role, Scenario};
+use crate::scenario::{Operation, Role, Scenario};
 use crate::schedule::{lane_random, LoadModel, Pacer};
 use crate::wire::mark::PutMark;
 
@@ -186,6 +186,33 @@ impl LaneRun {
             return None;
         }
         Some(intended)
+    }
+
+    /// Ends an open-loop lane still behind its schedule at `now_ns`, `--grace` past the
+    /// measured window: the chains it scheduled in the window and has not started are never
+    /// sent. Returns the operation that starts them and how many there are, for the report;
+    /// `None` before the grace has run out, for a lane in the middle of a chain or a retry
+    /// (it finishes that first), and for one that is not behind.
+    pub fn drop_unsent(&mut self, plan: &RunPlan, now_ns: u64) -> Option<(Operation, u64)> {
+        if self.done
+            || self.busy
+            || self.retry.is_some()
+            || !self.lane.is_between_chains()
+            || now_ns < plan.send_end_ns()
+        {
+            return None;
+        }
+        let pacer = self.pacer.as_mut()?;
+        let mut unsent = 0;
+        while pacer.intended_ns() < plan.measure_end_ns() {
+            // Chains of the warm-up are not measured, so not counted either.
+            if pacer.intended_ns() >= plan.measure_start_ns() {
+                unsent += 1;
+            }
+            pacer.advance();
+        }
+        self.done = true;
+        (unsent > 0).then(|| (self.lane.next_step().operation(), unsent))
     }
 
     /// Whether the lane is a worker of an autoscaled fleet that is not ready at `now_ns` (not

@@ -51,6 +51,9 @@ pub struct RunPlan {
     pub warmup_ns: u64,
     /// Measured time; `None` when the run is bounded by `requests`.
     pub duration_ns: Option<u64>,
+    /// How long after the measured window an open loop may still send what it scheduled in
+    /// the window (`--grace`); what it has not sent by then is counted unsent.
+    pub grace_ns: u64,
     /// Chains to start in the measured window, over all lanes.
     pub requests: Option<u64>,
     /// Fill each queue to this many messages before the run.
@@ -176,6 +179,11 @@ impl RunPlan {
             None => u64::MAX,
         }
     }
+
+    /// When an open loop stops sending chains scheduled in the measured window, in run time.
+    pub(super) fn send_end_ns(&self) -> u64 {
+        self.measure_end_ns().saturating_add(self.grace_ns)
+    }
 }
 
 #[cfg(test)]
@@ -209,6 +217,7 @@ pub(crate) mod tests {
             shape: None,
             warmup_ns: NANOSECONDS_PER_SECOND,
             duration_ns: Some(2 * NANOSECONDS_PER_SECOND),
+            grace_ns: NANOSECONDS_PER_SECOND,
             requests: None,
             preload: 0,
             preload_timeout_ns: 60 * NANOSECONDS_PER_SECOND,

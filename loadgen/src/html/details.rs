@@ -52,6 +52,11 @@ const RUN_ROWS: &[Row] = &[
     ),
     ("duration_s", "Measured for", "seconds"),
     ("warmup_s", "Warm-up", "seconds before the measured window"),
+    (
+        "grace_s",
+        "Grace",
+        "seconds after the window a late open loop still sent what it scheduled (--grace)",
+    ),
     ("requests", "Requests", "sent in the measured window"),
     ("errors", "Errors", "error answers and lost requests"),
     ("error_ratio", "Error ratio", "errors per request"),
@@ -62,6 +67,11 @@ const RUN_ROWS: &[Row] = &[
     ),
     ("connection_errors", "Connection errors", ""),
     ("protocol_errors", "Unreadable answers", ""),
+    (
+        "unsent",
+        "Never sent",
+        "scheduled in the window, still unsent when the grace ran out",
+    ),
     ("connections", "Connections", ""),
     ("pipeline", "Pipeline", "requests in flight per connection"),
     ("queues", "Queues", ""),

@@ -47,6 +47,7 @@ struct JsonReport<'a> {
     achieved_rate_per_s: Option<f64>,
     duration_s: Option<f64>,
     warmup_s: Option<f64>,
+    grace_s: Option<f64>,
     start_unix_s: Option<f64>,
     connections: usize,
     pipeline: usize,
@@ -57,6 +58,8 @@ struct JsonReport<'a> {
     errors: u64,
     connection_errors: u64,
     protocol_errors: u64,
+    /// Operations scheduled in the window and never sent (`--grace` ran out).
+    unsent: u64,
     refill: bool,
     cpus: &'a [usize],
     runtime: &'static str,
@@ -363,6 +366,8 @@ struct JsonCoreUsage {
 struct JsonOperation<'a> {
     count: u64,
     errors: u64,
+    /// Scheduled in the window and never sent; not in `count` nor in the latencies.
+    unsent: u64,
     /// Gets and Peeks only.
     #[serde(skip_serializing_if = "Option::is_none")]
     messages: Option<u64>,
@@ -455,6 +460,7 @@ pub fn json(summary: &RunSummary) -> String {
             let json = JsonOperation {
                 count: stats.count,
                 errors: stats.errors,
+                unsent: stats.unsent,
                 messages: lists_messages.then_some(stats.messages),
                 empty_gets: (operation == Operation::Get).then_some(stats.empty_gets),
                 errors_by_status: Entries(
@@ -501,6 +507,7 @@ pub fn json(summary: &RunSummary) -> String {
         achieved_rate_per_s: rounded(summary.achieved_rate_per_s()),
         duration_s: rounded(summary.duration_s),
         warmup_s: rounded(summary.warmup_s),
+        grace_s: rounded(summary.grace_s),
         start_unix_s: rounded(summary.start_unix_s),
         connections: summary.connections,
         pipeline: summary.pipeline,
@@ -511,6 +518,7 @@ pub fn json(summary: &RunSummary) -> String {
         errors: total.errors(),
         connection_errors: total.connection_errors,
         protocol_errors: total.protocol_errors,
+        unsent: total.unsent(),
         refill: summary.refill,
         cpus: &summary.cpus,
         runtime: summary.runtime,

@@ -310,6 +310,8 @@ pub struct RunSummary {
     /// Consumers replaced each deleted message (`--refill`).
     pub refill: bool,
     pub warmup_s: f64,
+    /// `--grace`: how long after the window an open loop still sent what it scheduled in it.
+    pub grace_s: f64,
     /// The measured window: the configured duration, or for `--requests` the time until the
     /// last answer.
     pub duration_s: f64,
@@ -575,8 +577,9 @@ impl RunSummary {
     /// fast they were scheduled; `None` in a closed loop (there is no schedule to fall behind)
     /// or without an interval wholly inside the window.
     ///
-    /// Every put scheduled in the window is sent and counted in the end, however late, so the
-    /// total count says nothing about lateness. The answers that arrived inside the window do:
+    /// Every put scheduled in the window is sent and counted in the end, however late (up to
+    /// `--grace` after the window; those still unsent then are counted apart), so the total
+    /// says nothing about lateness. The answers that arrived inside the window do:
     /// the backlog of scheduled but unanswered puts grows by exactly the difference between
     /// the two rates, and the corrected put latency (schedule lag included) grows with it.
     pub fn put_rates(&self) -> Option<PutRates> {
@@ -598,10 +601,15 @@ impl RunSummary {
                     seconds + point.interval_s,
                 )
             });
+        let puts = self.total.operation(Operation::Put);
         (seconds > 0.0).then(|| PutRates {
-            // The count of puts is one per schedule slot in the window (retries apart), so
+            // Puts sent and unsent are one per schedule slot in the window (retries apart), so
             // Poisson arrivals are compared with the slots they drew, not with `--rate`.
-            scheduled_per_s: self.throughput_per_s(self.total.operation(Operation::Put)),
+            scheduled_per_s: if self.duration_s > 0.0 {
+                (puts.count + puts.unsent) as f64 / self.duration_s
+            } else {
+                0.0
+            },
             answered_per_s: answered / seconds,
         })
     }
@@ -869,6 +877,9 @@ pub struct StepResult {
     /// succeeded.
     pub latency_us: Option<LatencySummary>,
     pub error_ratio: f64,
+    /// Operations the step scheduled and never sent (`--grace` ran out): a step that leaves
+    /// any unsent fails a knee search, whatever the latency of those it sent.
+    pub unsent: u64,
     /// Whether the step met the bound of a knee search (`None` for plain rate steps).
     pub passed: Option<bool>,
 }
@@ -884,16 +895,19 @@ impl StepResult {
     ) -> StepResult {
         let latency_us = worst_latency(total);
         let error_ratio = total.error_ratio();
+        let unsent = total.unsent();
         let passed = search.map(|(bound, max_error_ratio)| {
             latency_us.is_some_and(|latency| {
                 latency.percentile(bound.percentile).unwrap_or(u64::MAX) <= bound.bound_us
             }) && error_ratio <= max_error_ratio
+                && unsent == 0
         });
         StepResult {
             target_rate_per_s,
             achieved_rate_per_s,
             latency_us,
             error_ratio,
+            unsent,
             passed,
         }
     }
@@ -956,6 +970,12 @@ mod tests {
             Some(false)
         );
         assert_eq!(StepResult::of(100.0, 99.0, &erring, None).passed, None);
+        // So do operations the step never sent, whatever the latency of those it did.
+        let mut behind = Measurements::default();
+        behind.operation_mut(Operation::Put).record_success(10, 10);
+        behind.operation_mut(Operation::Put).unsent = 1;
+        let step = StepResult::of(100.0, 99.0, &behind, Some((&bound, 0.01)));
+        assert_eq!((step.unsent, step.passed), (1, Some(false)));
         assert_eq!(
             StepResult::of(100.0, 0.0, &Measurements::default(), Some((&bound, 1.0))).passed,
             Some(false)

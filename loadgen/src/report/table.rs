@@ -716,6 +716,16 @@ const SEND_LAG_US_P99_WARNING: u64 = 1_000;
 /// what the server can do, and the user should know before quoting them.
 pub fn saturation_warnings(summary: &RunSummary) -> Vec<String> {
     let mut warnings = Vec::new();
+    let unsent = summary.total.unsent();
+    if unsent > 0 {
+        warnings.push(format!(
+            "{} operations scheduled in the measured window were never sent: the open loop was \
+             still behind its schedule {:.1} s after the window (--grace); the counts and \
+             latencies leave them out, and each would have waited longer than that",
+            grouped(unsent),
+            summary.grace_s
+        ));
+    }
     let send_lag = &summary.total.send_lag_us;
     if !send_lag.is_empty() && send_lag.value_at_quantile(0.99) > SEND_LAG_US_P99_WARNING {
         warnings.push(format!(

@@ -58,6 +58,7 @@ pub fn sample_summary() -> RunSummary {
         batch: 1,
         refill: false,
         warmup_s: 1.0,
+        grace_s: 10.0,
         duration_s: 5.0,
         total,
         timeline: vec![
@@ -542,6 +543,7 @@ fn steps_and_the_knee_are_reported() {
             achieved_rate_per_s: 100.0,
             latency_us: Some(latency(900)),
             error_ratio: 0.0,
+            unsent: 0,
             passed: Some(true),
         },
         StepResult {
@@ -549,6 +551,7 @@ fn steps_and_the_knee_are_reported() {
             achieved_rate_per_s: 180.0,
             latency_us: Some(latency(50_000)),
             error_ratio: 0.2,
+            unsent: 0,
             passed: Some(false),
         },
     ];

@@ -350,6 +350,49 @@ fn requests_due_without_a_connection_are_lost_and_the_schedule_moves_on() {
         .all(|lane| lane.next_send_ns(&plan).is_none()));
 }
 
+/// A lane slower than its schedule sends late, as long as `--grace` lasts past the window; then
+/// it ends, and what it scheduled in the window and never sent is counted: every slot of the
+/// window is either answered or unsent.
+#[test]
+fn a_lane_behind_its_schedule_stops_when_the_grace_runs_out_and_counts_what_it_never_sent() {
+    // 1,000/s over two lanes: lane 0's starts are due every 2 ms from 0; the window is
+    // [1 s, 3 s), the grace 1 s, so the lane may send until 4 s.
+    let plan = plan(Scenario::Put, open_loop());
+    assert_eq!(plan.send_end_ns(), 4 * SECOND);
+    let mut measurements = Measurements::default();
+    let mut lane = LaneRun::new(&plan, 0, Role::Producer);
+    // Each put is answered 3 ms after it is sent: the lane falls behind by 1 ms a put.
+    let mut now = 0;
+    let mut last_sent = 0;
+    loop {
+        if let Some((operation, unsent)) = lane.drop_unsent(&plan, now) {
+            measurements.operation_mut(operation).unsent += unsent;
+        }
+        let Some(due) = lane.next_send_ns(&plan) else {
+            break;
+        };
+        now = now.max(due);
+        last_sent = now;
+        let put = send(&plan, &mut lane, now);
+        now += 3 * MS;
+        answer_with(
+            &plan,
+            &mut measurements,
+            &mut lane,
+            put,
+            now,
+            &answer(201, b""),
+        );
+    }
+    // It sent until the grace ran out, and not after.
+    assert!((4 * SECOND - 3 * MS..4 * SECOND).contains(&last_sent));
+    let puts = measurements.operation(Operation::Put);
+    // By 4 s it had sent 1,334 starts, intended up to 2.666 s: 834 of them in the window.
+    assert_eq!((puts.count, puts.unsent), (834, 166));
+    assert_eq!(puts.count + puts.unsent, 1_000);
+    assert_eq!(lane.drop_unsent(&plan, now), None);
+}
+
 #[test]
 fn a_request_budget_is_split_over_the_lanes_and_ends_them() {
     let mut plan = plan(Scenario::Put, LoadModel::Closed);
