@@ -323,6 +323,9 @@ pub struct Measurements {
     pub protocol_errors: u64,
     /// Requests answered during the warm-up: counted for the progress line only.
     pub warmup_requests: u64,
+    /// Of the puts answered, those a consumer sent to replace a message it deleted
+    /// (`--refill`): counted as puts, but part of a chain a get started, not of the schedule.
+    pub refills: u64,
     /// The workers' side of a `workers` run.
     pub workers: WorkerStats,
     /// The arrivals, work, services, polls and waits of a `workers` run, for the theory.
@@ -342,6 +345,7 @@ impl Default for Measurements {
             connection_errors: 0,
             protocol_errors: 0,
             warmup_requests: 0,
+            refills: 0,
             workers: WorkerStats::default(),
             fleet: FleetStats::default(),
             deliveries: Vec::new(),
@@ -380,6 +384,7 @@ impl Measurements {
         self.connection_errors += other.connection_errors;
         self.protocol_errors += other.protocol_errors;
         self.warmup_requests += other.warmup_requests;
+        self.refills += other.refills;
         self.workers.merge(&other.workers);
         self.fleet.merge(&other.fleet);
         self.deliveries.extend_from_slice(&other.deliveries);

@@ -116,6 +116,9 @@ pub fn take_answer(
         lane.schedule_retry(&policy, &flight, received_ns);
         return;
     }
+    if measured && flight.step == Step::Refill {
+        measurements.refills += 1;
+    }
     if !measured {
         measurements.warmup_requests += 1;
     } else if response.is_success() {

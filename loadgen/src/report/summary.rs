@@ -500,16 +500,22 @@ impl RunSummary {
 
     /// Chains started per second: what `--rate` targets, i.e. puts, gets and peeks, or in a
     /// workers run the producers' puts alone (the workers' gets follow the queue, not the rate).
+    /// A consumer's refills (`--refill`) are puts inside a chain a get started, so not counted.
     pub fn achieved_rate_per_s(&self) -> f64 {
         let paced: &[Operation] = if self.workers.is_some() {
             &[Operation::Put]
         } else {
             &[Operation::Put, Operation::Get, Operation::Peek]
         };
-        paced
+        let answered: u64 = paced
             .iter()
-            .map(|&operation| self.throughput_per_s(self.total.operation(operation)))
-            .sum()
+            .map(|&operation| self.total.operation(operation).count)
+            .sum();
+        if self.duration_s > 0.0 {
+            answered.saturating_sub(self.total.refills) as f64 / self.duration_s
+        } else {
+            0.0
+        }
     }
 
     /// Every time series of the run as `TimeSeries`, beyond what the fixed charts draw (latency

@@ -397,6 +397,34 @@ fn a_workers_run_achieves_its_put_rate_whatever_the_workers_get() {
     assert_eq!(summary.achieved_rate_per_s(), 0.0);
 }
 
+/// A consumer's refills are puts of a chain its get started: a refilled get-delete run at 200
+/// gets a second achieves 200, not 400 (it read "4,043 ops/s achieved of 2,000 targeted" while
+/// it answered 449 gets a second, and the warning of a shortfall stayed silent).
+#[test]
+fn a_refilled_run_achieves_its_get_rate_whatever_it_refills() {
+    let mut summary = sample_summary();
+    summary.scenario = Scenario::GetDelete;
+    summary.refill = true;
+    summary.load = LoadModel::Open {
+        rate_per_s: 200.0,
+        arrival: Arrival::Constant,
+    };
+    // 1,000 gets and 1,000 refills over the 5 s window.
+    summary.total.refills = 1_000;
+    assert_eq!(summary.achieved_rate_per_s(), 200.0);
+    summary.load = LoadModel::Open {
+        rate_per_s: 400.0,
+        arrival: Arrival::Constant,
+    };
+    let warnings = saturation_warnings(&summary);
+    assert!(
+        warnings
+            .iter()
+            .any(|warning| warning.starts_with("only 200 of the 400 ops/s")),
+        "{warnings:?}"
+    );
+}
+
 /// The bug this pins: throttled producers kept the depth bounded, and the verdict said
 /// "keeping up" while the puts ran seconds behind their schedule.
 #[test]

@@ -393,6 +393,39 @@ fn a_lane_behind_its_schedule_stops_when_the_grace_runs_out_and_counts_what_it_n
     assert_eq!(lane.drop_unsent(&plan, now), None);
 }
 
+/// A refill is counted as a put and, apart, as a refill, so that the achieved rate can leave
+/// it out; those of a chain started in the warm-up are neither.
+#[test]
+fn a_measured_refill_counts_as_a_put_and_a_refill() {
+    let mut plan = plan(Scenario::GetDelete, open_loop());
+    plan.refill = true;
+    let mut measurements = Measurements::default();
+    let mut lane = LaneRun::new(&plan, 0, Role::Consumer);
+    // A chain in the warm-up, then one in the window: Get, Delete, Refill each.
+    for intended in [SECOND / 2, SECOND + SECOND / 2] {
+        let mut chain = flight(Step::Get, intended, intended, intended);
+        for (step, status, body) in [
+            (Step::Get, 200, TWO_MESSAGES),
+            (Step::Delete(0), 204, &b""[..]),
+            (Step::Refill, 201, &b""[..]),
+        ] {
+            chain.step = step;
+            answer_with(
+                &plan,
+                &mut measurements,
+                &mut lane,
+                chain,
+                intended + MS,
+                &answer(status, body),
+            );
+        }
+        assert_eq!(lane.lane.next_step(), Step::Get);
+    }
+    assert_eq!(measurements.refills, 1);
+    assert_eq!(measurements.operation(Operation::Put).count, 1);
+    assert_eq!(measurements.warmup_requests, 3);
+}
+
 #[test]
 fn a_request_budget_is_split_over_the_lanes_and_ends_them() {
     let mut plan = plan(Scenario::Put, LoadModel::Closed);
