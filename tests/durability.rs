@@ -796,6 +796,7 @@ fn a_snapshot_records_texts_kept_on_disk_only() {
         create_queue(&server, "churn");
         let text = |round: usize, n: usize| format!("{round:04} {n:03} ").repeat(TEXT_BYTES / 9);
         let mut texts = put_churned(&server, MESSAGES, text);
+        assert_eq!(snapshot_metrics(&server), (0, 0, 0), "{backend}: none yet");
         create_queue(&server, "steady");
         let stop = Arc::new(AtomicUsize::new(0));
         let putter = {
@@ -814,6 +815,28 @@ fn a_snapshot_records_texts_kept_on_disk_only() {
         await_snapshot_settled(&data);
         stop.store(1, Ordering::Relaxed);
         putter.join().expect("the putter");
+        // The metrics count it once done: a file holding every text it recorded, written in
+        // some time, and none running.
+        let (_, bytes, _) = (0..200)
+            .map(|wait| {
+                if wait > 0 {
+                    std::thread::sleep(Duration::from_millis(100));
+                }
+                snapshot_metrics(&server)
+            })
+            .find(|&(snapshots, _, running)| snapshots > 0 && running == 0)
+            .expect("a snapshot counted done");
+        assert!(
+            bytes as usize > MESSAGES * TEXT_BYTES,
+            "{backend}: {bytes} bytes"
+        );
+        let metrics = common::metrics(&server);
+        let seconds: f64 = metrics
+            .lines()
+            .find_map(|line| line.strip_prefix("azq_snapshot_seconds_total "))
+            .and_then(|value| value.parse().ok())
+            .expect("azq_snapshot_seconds_total");
+        assert!(seconds > 0.0, "{backend}: {seconds} s");
         // The flushes after the snapshot evicted every text, those it recorded included.
         await_texts_on_disk(&server, common::metric_total(&server, "azq_messages"));
         let found = lease_all(&server, "churn");
@@ -1034,6 +1057,16 @@ fn churn_until_a_snapshot(
             texts.insert(got.id, text(round, n));
         }
     }
+}
+
+/// `/_azq/metrics`' snapshots done, their bytes, and snapshots running.
+fn snapshot_metrics(server: &Server) -> (u64, u64, u64) {
+    let metrics = common::metrics(server);
+    (
+        common::metric_sample(&metrics, "azq_snapshots_total"),
+        common::metric_sample(&metrics, "azq_snapshot_bytes_total"),
+        common::metric_sample(&metrics, "azq_snapshots_running"),
+    )
 }
 
 /// Waits (at most a minute) until the snapshot files in `data` settle with none being written:

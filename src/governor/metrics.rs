@@ -27,7 +27,7 @@ use crate::console::history::ACTIVITY_NAMES;
 use crate::limits::METRICS_DEEPEST_QUEUES;
 use crate::operation::Operation;
 use crate::queue::{Activity, Refusals};
-use crate::storage::log::FlushStats;
+use crate::storage::log::LogStats;
 use crate::time::{latency_bucket, LATENCY_BUCKETS};
 
 /// The statuses counted by their own label; anything else is `other`.
@@ -258,7 +258,7 @@ pub struct Snapshot {
     /// What clients did with its queues since it started.
     pub activity: Activity,
     /// What its log wrote, when it keeps its data on disk.
-    pub wal: Option<FlushStats>,
+    pub wal: Option<LogStats>,
     /// Its share of `--max-memory`, bytes.
     pub message_bytes_max: u64,
     /// Requests it refused with 503 `ServerBusy` for memory and for disk.
@@ -497,9 +497,8 @@ pub fn render(
             .sum();
         let _ = writeln!(out, "azq_message_events_total{{event=\"{event}\"}} {total}");
     }
-    let wal: Vec<&FlushStats> = snapshots.iter().filter_map(|s| s.wal.as_ref()).collect();
-    let wal_sum =
-        |pick: fn(&FlushStats) -> u64| -> u64 { wal.iter().map(|stats| pick(stats)).sum() };
+    let wal: Vec<&LogStats> = snapshots.iter().filter_map(|s| s.wal.as_ref()).collect();
+    let wal_sum = |pick: fn(&LogStats) -> u64| -> u64 { wal.iter().map(|stats| pick(stats)).sum() };
     for (name, help, value) in [
         (
             "azq_wal_flushes_total",
@@ -533,6 +532,38 @@ pub fn render(
         &flush_counts,
         wal_sum(|stats| stats.duration_sum_us),
     );
+    for (name, kind, help, value) in [
+        (
+            "azq_snapshots_total",
+            "counter",
+            "Snapshots written whole and put in place, the log and snapshot they replaced freed: \
+             what gives disk back.",
+            wal_sum(|stats| stats.snapshots).to_string(),
+        ),
+        (
+            "azq_snapshot_bytes_total",
+            "counter",
+            "Bytes of those snapshots' files.",
+            wal_sum(|stats| stats.snapshot_bytes).to_string(),
+        ),
+        (
+            "azq_snapshot_seconds_total",
+            "counter",
+            "Time those snapshots took, from their start until the files they replaced were \
+             freed.",
+            (wal_sum(|stats| stats.snapshot_duration_us) as f64 / 1e6).to_string(),
+        ),
+        (
+            "azq_snapshots_running",
+            "gauge",
+            "Shards writing a snapshot now.",
+            wal_sum(|stats| u64::from(stats.snapshot_running)).to_string(),
+        ),
+    ] {
+        let _ = writeln!(out, "# HELP {name} {help} 0 in memory.");
+        let _ = writeln!(out, "# TYPE {name} {kind}");
+        let _ = writeln!(out, "{name} {value}");
+    }
 
     for (name, help, pick) in [
         (
@@ -764,9 +795,13 @@ mod tests {
                 metrics.throttled(Scope::Queue);
                 metrics.fault_fired("reset");
                 metrics.end_to_end(operation_slot(Some(Operation::PutMessage)), 150);
-                let mut wal = FlushStats {
+                let mut wal = LogStats {
                     flushes: 1 + shard as u64,
-                    ..FlushStats::default()
+                    snapshots: 2,
+                    snapshot_bytes: 2 << 20,
+                    snapshot_duration_us: 1_500_000,
+                    snapshot_running: shard == 0,
+                    ..LogStats::default()
                 };
                 wal.duration_buckets[3] = wal.flushes;
                 Snapshot {
@@ -820,6 +855,11 @@ mod tests {
         );
         assert!(text.contains("azq_message_events_total{event=\"puts\"} 6\n"));
         assert!(text.contains("azq_wal_flushes_total 3\n"));
+        // Two shards, each with two snapshots of 1 MiB in 1.5 s, one of them writing another.
+        assert!(text.contains("azq_snapshots_total 4\n"));
+        assert!(text.contains("azq_snapshot_bytes_total 4194304\n"));
+        assert!(text.contains("azq_snapshot_seconds_total 3\n"));
+        assert!(text.contains("# TYPE azq_snapshots_running gauge\nazq_snapshots_running 1\n"));
         assert!(text.contains("azq_wal_flush_duration_seconds_bucket{le=\"+Inf\"} 3\n"));
         assert!(text.contains("azq_wal_flush_duration_seconds_count 3\n"));
         assert!(text.contains(

@@ -40,7 +40,7 @@ use crate::queue::command::TextWait;
 use crate::queue::state::texts::TextOnDisk;
 use crate::queue::{Census, Command, Replicas, Reply, ShardState};
 use crate::storage::hold::{Decision, FlushHold};
-use crate::storage::log::{Durability, FlushStats, Log};
+use crate::storage::log::{Durability, Log, LogStats};
 use crate::storage::space::{self, DiskLimits, Refusal, Space, SpaceGauge};
 use crate::time::{Clock, SystemClock};
 
@@ -433,7 +433,7 @@ impl<B: Backend> Engine<B> {
     }
 
     /// What the shard's log has written, when it has one.
-    pub fn log_stats(&self) -> Option<FlushStats> {
+    pub fn log_stats(&self) -> Option<LogStats> {
         self.log.as_ref().map(Log::stats)
     }
 

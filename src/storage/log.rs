@@ -215,9 +215,9 @@ struct LogState<F> {
     failed: bool,
 }
 
-/// What a log's flushes have written since the shard started.
+/// What a shard's log has written since the shard started: its flushes and its snapshots.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct FlushStats {
+pub struct LogStats {
     /// Flushes (each one write and, with `Durability::Fsync`, one sync).
     pub flushes: u64,
     /// Records written.
@@ -230,6 +230,15 @@ pub struct FlushStats {
     pub duration_buckets: [u64; LATENCY_BUCKETS],
     /// The sum of those durations, µs.
     pub duration_sum_us: u64,
+    /// Snapshots written whole, put in place, and the files they replaced freed.
+    pub snapshots: u64,
+    /// Bytes of those snapshots' files.
+    pub snapshot_bytes: u64,
+    /// How long those snapshots took, from their start until the files they replaced were
+    /// freed, µs.
+    pub snapshot_duration_us: u64,
+    /// A snapshot is being written now.
+    pub snapshot_running: bool,
 }
 
 /// One shard's log.
@@ -247,7 +256,7 @@ pub struct Log<D: Disk> {
     /// What the shard's files must shrink by for its refusal to end (`set_short_bytes`).
     short_bytes: Cell<u64>,
     /// What the flushes so far have written.
-    stats: Cell<FlushStats>,
+    stats: Cell<LogStats>,
     /// Replies waiting for a sequence to count as written.
     waiters: RefCell<Vec<(u64, Waker)>>,
     /// Tasks waiting for their turn to sync the open segment.
@@ -326,7 +335,7 @@ impl<D: Disk> Log<D> {
             }),
             durable: Cell::new(next_sequence.checked_sub(1)),
             short_bytes: Cell::new(0),
-            stats: Cell::new(FlushStats::default()),
+            stats: Cell::new(LogStats::default()),
             waiters: RefCell::new(Vec::new()),
             sync_waiters: RefCell::new(Vec::new()),
             #[cfg(test)]
@@ -379,9 +388,13 @@ impl<D: Disk> Log<D> {
         self.durability
     }
 
-    /// What the flushes so far have written: how well group commit batches.
-    pub fn stats(&self) -> FlushStats {
-        self.stats.get()
+    /// What the flushes so far have written (how well group commit batches), and the
+    /// snapshots.
+    pub fn stats(&self) -> LogStats {
+        LogStats {
+            snapshot_running: self.state.borrow().snapshotting,
+            ..self.stats.get()
+        }
     }
 
     /// The highest sequence that counts as written.
@@ -789,6 +802,7 @@ impl<D: Disk> Log<D> {
         let mut pending = BytesMut::with_capacity(1 << 20);
         pending.put_slice(&snapshot_header(self.shard, &identity, replay_from));
         Ok(SnapshotJob {
+            started: Instant::now(),
             file,
             pending,
             written: 0,
@@ -868,6 +882,8 @@ enum Phase {
 
 /// A snapshot being written, a step at a time.
 pub struct SnapshotJob<D: Disk> {
+    /// When it started, for the log's stats.
+    started: Instant,
     file: D::File,
     /// Encoded bytes not written yet (less than a block once a step is done).
     pending: BytesMut,
@@ -917,6 +933,13 @@ impl<D: Disk> SnapshotJob<D> {
             Phase::Removing(files) => remove_step(files, log).await,
             _ => self.encode_and_write(log, state).await.map(|()| false),
         };
+        if let Ok(true) = stepped {
+            let mut stats = log.stats.get();
+            stats.snapshots += 1;
+            stats.snapshot_bytes += self.written;
+            stats.snapshot_duration_us += self.started.elapsed().as_micros() as u64;
+            log.stats.set(stats);
+        }
         log.failed_on_error(stepped)
     }
 
