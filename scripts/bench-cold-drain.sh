@@ -10,7 +10,8 @@
 # DURATION of Get(32)+Delete over CONNECTIONS connections (each takes every queue in turn).
 # Prints per drain the deletes a second, the texts read per message deleted, the Gets that
 # waited for a read, the texts read ahead of Gets before one waited (0 before f52952c), the
-# chunks the read cache read (0 before it), and Get and Delete p50 / p99.
+# chunks the read cache read (0 before it), Get and Delete p50 / p99, and the snapshots the
+# drain met (done, their bytes and seconds, and one still running; none before 97b62e2).
 #
 #   scripts/bench-cold-drain.sh                 the default build, one variant
 #   VARIANTS="base|/tmp/azq-base new|target/release/azq" scripts/bench-cold-drain.sh
@@ -87,13 +88,17 @@ for round in $(seq "$rounds"); do
       waits=$(azq_metric "$port" azq_text_waits_total)
       early=$(azq_metric "$port" azq_text_read_early_total)
       chunks=$(azq_metric "$port" azq_text_read_chunks_total)
+      snapshots="$(azq_metric "$port" azq_snapshots_total) done, $(($(azq_metric "$port" \
+        azq_snapshot_bytes_total) >> 20)) MiB in $(curl -sf "http://127.0.0.1:$port/_azq/metrics" |
+        awk '$1 == "azq_snapshot_seconds_total" { printf "%.1f", $2 }') s, $(azq_metric "$port" \
+        azq_snapshots_running) running"
       kill -9 "$server_pid"
       wait "$server_pid" 2>/dev/null || true
       server_pid=
       python3 - "$work/$kind.json" "$label" "$round" "$kind" "$removed" "$reads" "$waits" "$early" \
-        "$chunks" <<'PYTHON'
+        "$chunks" "$snapshots" <<'PYTHON'
 import json, sys
-path, label, round_, kind, removed, reads, waits, early, chunks = sys.argv[1:]
+path, label, round_, kind, removed, reads, waits, early, chunks, snapshots = sys.argv[1:]
 report = json.load(open(path))
 get, delete = report["ops"]["get"], report["ops"]["delete"]
 rate = delete["count"] / report["duration_s"]
@@ -105,7 +110,7 @@ print(f"{label} round {round_} {kind:8}: {rate:9,.0f} deletes/s; with the warm-u
       f"{int(removed):,} removed, {int(reads) / max(int(removed), 1):.2f} texts read for each, "
       f"{int(waits):,} Gets waited for a read, {int(early):,} read before one waited, "
       f"{int(chunks):,} chunks read; Get p50/p99 {ms(get, 'p50')}/{ms(get, 'p99')} "
-      f"ms, Delete p50/p99 {ms(delete, 'p50')}/{ms(delete, 'p99')} ms")
+      f"ms, Delete p50/p99 {ms(delete, 'p50')}/{ms(delete, 'p99')} ms; snapshots {snapshots}")
 PYTHON
     done
   done

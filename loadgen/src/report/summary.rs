@@ -491,8 +491,13 @@ impl RunSummary {
 
     /// Answers per second of `stats` over the measured window.
     pub fn throughput_per_s(&self, stats: &OperationStats) -> f64 {
+        self.per_s(stats.count)
+    }
+
+    /// `count` per second of the measured window (0 for an empty window).
+    fn per_s(&self, count: u64) -> f64 {
         if self.duration_s > 0.0 {
-            stats.count as f64 / self.duration_s
+            count as f64 / self.duration_s
         } else {
             0.0
         }
@@ -511,11 +516,7 @@ impl RunSummary {
             .iter()
             .map(|&operation| self.total.operation(operation).count)
             .sum();
-        if self.duration_s > 0.0 {
-            answered.saturating_sub(self.total.refills) as f64 / self.duration_s
-        } else {
-            0.0
-        }
+        self.per_s(answered.saturating_sub(self.total.refills))
     }
 
     /// Every time series of the run as `TimeSeries`, beyond what the fixed charts draw (latency
@@ -611,11 +612,7 @@ impl RunSummary {
         (seconds > 0.0).then(|| PutRates {
             // Puts sent and unsent are one per schedule slot in the window (retries apart), so
             // Poisson arrivals are compared with the slots they drew, not with `--rate`.
-            scheduled_per_s: if self.duration_s > 0.0 {
-                (puts.count + puts.unsent) as f64 / self.duration_s
-            } else {
-                0.0
-            },
+            scheduled_per_s: self.per_s(puts.count + puts.unsent),
             answered_per_s: answered / seconds,
         })
     }
