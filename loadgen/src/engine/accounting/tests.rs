@@ -82,6 +82,27 @@ fn send(plan: &RunPlan, lane: &mut LaneRun, now_ns: u64) -> InFlight {
     lane.take_request(plan, 0, due_ns, now_ns)
 }
 
+/// Sends the lane's next put at `now_ns` and answers it 201 `delay_ns` later; returns then.
+fn put_answered_after(
+    plan: &RunPlan,
+    measurements: &mut Measurements,
+    lane: &mut LaneRun,
+    now_ns: u64,
+    delay_ns: u64,
+) -> u64 {
+    let put = send(plan, lane, now_ns);
+    let received_ns = now_ns + delay_ns;
+    answer_with(
+        plan,
+        measurements,
+        lane,
+        put,
+        received_ns,
+        &answer(201, b""),
+    );
+    received_ns
+}
+
 #[test]
 fn an_open_loop_records_latency_from_the_intended_time_beside_the_actual_one() {
     let plan = plan(Scenario::Put, open_loop());
@@ -373,16 +394,7 @@ fn a_lane_behind_its_schedule_stops_when_the_grace_runs_out_and_counts_what_it_n
         };
         now = now.max(due);
         last_sent = now;
-        let put = send(&plan, &mut lane, now);
-        now += 3 * MS;
-        answer_with(
-            &plan,
-            &mut measurements,
-            &mut lane,
-            put,
-            now,
-            &answer(201, b""),
-        );
+        now = put_answered_after(&plan, &mut measurements, &mut lane, now, 3 * MS);
     }
     // It sent until the grace ran out, and not after.
     assert!((4 * SECOND - 3 * MS..4 * SECOND).contains(&last_sent));
@@ -442,16 +454,7 @@ fn a_request_budget_is_split_over_the_lanes_and_ends_them() {
     let mut lane = LaneRun::new(&plan, 3, Role::Producer);
     let mut now = 0;
     while lane.next_send_ns(&plan).is_some() {
-        let put = send(&plan, &mut lane, now);
-        now += MS;
-        answer_with(
-            &plan,
-            &mut measurements,
-            &mut lane,
-            put,
-            now,
-            &answer(201, b""),
-        );
+        now = put_answered_after(&plan, &mut measurements, &mut lane, now, MS);
     }
     assert_eq!(measurements.operation(Operation::Put).count, 2);
     assert!(lane.done);
