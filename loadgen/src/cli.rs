@@ -193,8 +193,8 @@ Output
                             file, with the extension .svg)
   --csv FILE                write the per-second timeline as CSV
   --server-metrics auto|off scrape the server's /_azq/metrics once a second: its resident
-                            memory, message bytes, messages and disk bytes, summed over shards,
-                            in every report (default auto: each series a server exposes; none
+                            memory, message bytes, messages, disk bytes and snapshots running,
+                            summed over shards, in every report (default auto: each series a server exposes; none
                             from Azurite or Azure, which the run does not ask again)
   --html FILE               write one self-contained HTML report to share (opens without a
                             network): the answer first (SLO, worker-seconds, backlog), then

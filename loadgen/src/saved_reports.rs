@@ -214,7 +214,7 @@ fn an_open_workers_run_falling_behind_on_both_sides() {
 
 /// The closed workers run after a preload of 20,000 messages (6,663 of them put, the rest
 /// found from an interrupted fill), with every series of the server's metrics: memory and
-/// disk falling as the backlog drains.
+/// disk falling as the backlog drains, a snapshot written in the second second.
 fn preloaded_backlog() -> RunSummary {
     use crate::wire::exposition::ServerMetrics;
     let mut summary = workers_summary();
@@ -231,6 +231,7 @@ fn preloaded_backlog() -> RunSummary {
             message_bytes: Some(messages * 1_152.0),
             messages: Some(messages),
             disk_bytes: Some(1_048_576.0 + messages * 1_200.0),
+            snapshots_running: Some(if at_s == 1.0 { 1.0 } else { 0.0 }),
         },
     };
     summary.series = server_series(&[point(0.0, 20_000.0), point(1.0, 9_000.0), point(2.0, 120.0)]);

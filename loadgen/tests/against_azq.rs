@@ -1697,6 +1697,12 @@ fn a_backlog_fills_resumes_and_drains_with_the_servers_memory_over_time() {
     if let Some(points) = series_points(&report, "server disk bytes") {
         assert!(points.iter().all(|&(_, value)| value >= 0.0), "{points:?}");
     }
+    // Nor does it write snapshots.
+    let snapshots = series_points(&report, "server snapshots running").expect("snapshots");
+    assert!(
+        snapshots.iter().all(|&(_, value)| value == 0.0),
+        "{snapshots:?}"
+    );
     let table = String::from_utf8_lossy(&output.stdout);
     assert!(table.contains("server message bytes: "), "{table}");
     assert!(

@@ -237,6 +237,7 @@ pub const SERVER_RESIDENT_MEMORY_SERIES: &str = "server resident memory";
 pub const SERVER_MESSAGE_BYTES_SERIES: &str = "server message bytes";
 pub const SERVER_DISK_BYTES_SERIES: &str = "server disk bytes";
 pub const SERVER_MESSAGES_SERIES: &str = "server messages";
+pub const SERVER_SNAPSHOTS_SERIES: &str = "server snapshots running";
 /// The unit of the server's memory and disk series.
 pub const BYTES_UNIT: &str = "bytes";
 
@@ -245,7 +246,7 @@ pub const BYTES_UNIT: &str = "bytes";
 pub fn server_series(points: &[ServerPoint]) -> Vec<TimeSeries> {
     /// One of `ServerMetrics`' fields.
     type Field = fn(&ServerMetrics) -> Option<f64>;
-    let fields: [(&str, &str, Field); 4] = [
+    let fields: [(&str, &str, Field); 5] = [
         (SERVER_RESIDENT_MEMORY_SERIES, BYTES_UNIT, |metrics| {
             metrics.resident_memory_bytes
         }),
@@ -257,6 +258,9 @@ pub fn server_series(points: &[ServerPoint]) -> Vec<TimeSeries> {
         }),
         (SERVER_MESSAGES_SERIES, "messages", |metrics| {
             metrics.messages
+        }),
+        (SERVER_SNAPSHOTS_SERIES, "shards", |metrics| {
+            metrics.snapshots_running
         }),
     ];
     fields

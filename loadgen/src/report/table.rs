@@ -15,7 +15,7 @@ use crate::wire::mark::{PUT_MARK_DIGITS, TIMESTAMP_DIGITS};
 use crate::report::summary::{
     latency_of, PutRates, RunSummary, SloVerdict, TheoryCheck, ACHIEVED_RATE_SHARE_WARNING,
     BYTES_UNIT, SERVER_DISK_BYTES_SERIES, SERVER_MESSAGES_SERIES, SERVER_MESSAGE_BYTES_SERIES,
-    SERVER_RESIDENT_MEMORY_SERIES,
+    SERVER_RESIDENT_MEMORY_SERIES, SERVER_SNAPSHOTS_SERIES,
 };
 
 /// `1234567` as `1,234,567`.
@@ -300,6 +300,7 @@ fn server_lines(summary: &RunSummary, out: &mut String) {
             SERVER_MESSAGE_BYTES_SERIES,
             SERVER_DISK_BYTES_SERIES,
             SERVER_MESSAGES_SERIES,
+            SERVER_SNAPSHOTS_SERIES,
         ]
         .contains(&series.name.as_str());
         let Some(((peak_at_s, peak), last)) = series.peak_and_final().filter(|_| is_server) else {

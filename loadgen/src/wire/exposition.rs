@@ -1,6 +1,7 @@
 //! The server's `/_azq/metrics` answer: Prometheus's text exposition format read line by line
 //! (name, labels, value), and the few series a backlog run draws from it (`ServerMetrics`:
-//! resident memory, message bytes and messages in memory, bytes on disk), each summed over its
+//! resident memory, message bytes and messages in memory, bytes on disk, snapshots being
+//! written), each summed over its
 //! labels (azq writes one sample per shard). A line that does not parse is skipped, not an
 //! error: a server is free to add series this reader does not know.
 
@@ -12,6 +13,7 @@ pub const RESIDENT_MEMORY_METRIC: &str = "process_resident_memory_bytes";
 pub const MESSAGE_BYTES_METRIC: &str = "azq_message_bytes";
 pub const MESSAGES_METRIC: &str = "azq_messages";
 pub const DISK_BYTES_METRIC: &str = "azq_disk_bytes";
+pub const SNAPSHOTS_RUNNING_METRIC: &str = "azq_snapshots_running";
 
 /// One sample line: `name{label="value",...} value [timestamp]`. Label values are as written,
 /// still escaped (`\"`, `\\`, `\n`): nothing here reads inside them.
@@ -142,6 +144,9 @@ pub struct ServerMetrics {
     pub messages: Option<f64>,
     /// Bytes of the server's files on disk, every shard's (`azq_disk_bytes`).
     pub disk_bytes: Option<f64>,
+    /// Shards writing a snapshot (`azq_snapshots_running`): while one runs the disk holds the
+    /// log it replaces beside it, and the log's syncs slow.
+    pub snapshots_running: Option<f64>,
 }
 
 impl ServerMetrics {
@@ -153,6 +158,7 @@ impl ServerMetrics {
             message_bytes: sum(text, MESSAGE_BYTES_METRIC),
             messages: sum(text, MESSAGES_METRIC),
             disk_bytes: sum(text, DISK_BYTES_METRIC),
+            snapshots_running: sum(text, SNAPSHOTS_RUNNING_METRIC),
         }
     }
 
@@ -200,6 +206,8 @@ azq_message_bytes{shard=\"1\"} 10000000
 # TYPE azq_disk_bytes gauge
 azq_disk_bytes{shard=\"0\"} 4096
 azq_disk_bytes{shard=\"1\",} 8192 1700000000000
+# TYPE azq_snapshots_running gauge
+azq_snapshots_running 1
 azq_queue_depth{account=\"devstoreaccount1\",queue=\"a \\\"quoted\\\", {braced} name\"} 7
 ";
 
@@ -213,6 +221,7 @@ azq_queue_depth{account=\"devstoreaccount1\",queue=\"a \\\"quoted\\\", {braced} 
                 message_bytes: Some(25_000_000.0),
                 messages: Some(20_000.0),
                 disk_bytes: Some(12_288.0),
+                snapshots_running: Some(1.0),
             }
         );
         assert_eq!(sum(EXPOSITION, "azq_requests_total"), Some(20_000.0));
@@ -229,6 +238,7 @@ azq_queue_depth{account=\"devstoreaccount1\",queue=\"a \\\"quoted\\\", {braced} 
         assert_eq!(older.messages, Some(3.0));
         assert_eq!(older.resident_memory_bytes, None);
         assert_eq!(older.disk_bytes, None);
+        assert_eq!(older.snapshots_running, None);
         assert!(!older.is_empty());
     }
 
