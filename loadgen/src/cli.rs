@@ -130,7 +130,8 @@ Load
   --grace TIME              open loop: how long after the measured window the operations
                             it scheduled and could not send in time may still go out
                             (default 10s, at most 1h); the rest are not sent, and are
-                            reported as unsent, so an overloaded run still ends
+                            reported as unsent, so an overloaded run still ends (a retry
+                            under way still runs its --retry course)
   --rate R                  open loop: R operations/s in total (default: closed loop)
   --arrival KIND            open loop gaps: constant | poisson (default constant)
   --shape SPEC              open loop whose rate changes over time (instead of --rate; time 0

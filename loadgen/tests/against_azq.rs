@@ -459,6 +459,73 @@ fn an_open_loop_behind_its_schedule_stops_when_the_grace_runs_out() {
     assert!(warnings.contains("never sent"), "{warnings}");
 }
 
+/// A server killed in the middle of the window: the lanes, which lose one request a reconnect
+/// while it is gone, fall behind and stop at the grace's end as well (helper-51's review: the
+/// run went on for 55 s, losing the whole window a request at a time). Every start of the
+/// window is answered, lost with the server, or unsent.
+#[test]
+fn an_open_loop_whose_server_dies_stops_when_the_grace_runs_out() {
+    let server = start_server();
+    let json_path = scratch_path("dies.json");
+    let child = Command::new(env!("CARGO_BIN_EXE_azq-loadgen"))
+        .args(["--endpoint", &endpoint(&server), "--quiet", "--json"])
+        .arg(&json_path)
+        .args([
+            "--rate",
+            "2000",
+            "--duration",
+            "5s",
+            "--warmup",
+            "1s",
+            "--grace",
+            "1s",
+            "--message-bytes",
+            "64",
+            "--queue-prefix",
+            "dies",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("azq-loadgen runs");
+    // Killed once the window has begun: past the warm-up's 2,000 puts (the queue is created
+    // by the run's set-up).
+    let target = format!("/{DEVELOPMENT_ACCOUNT_NAME}/dies-0?comp=metadata");
+    for wait in 0.. {
+        assert!(wait < 1000, "the puts never reached the window");
+        let response = exchange(&server, &signed_request("GET", &target, &[], b""));
+        let count = response
+            .header("x-ms-approximate-messages-count")
+            .and_then(|count| count.trim().parse::<u64>().ok());
+        if count.is_some_and(|count| count > 3_000) {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    server.kill();
+    let (status, stderr) = wait_for_exit(child, Duration::from_secs(60));
+    let text = std::fs::read_to_string(&json_path).unwrap_or_else(|_| panic!("{status}: {stderr}"));
+    let _ = std::fs::remove_file(&json_path);
+    let _ = std::fs::remove_file(json_path.with_extension("svg"));
+    let report: serde_json::Value = serde_json::from_str(&text).expect("valid JSON");
+    let (answered, unsent) = (
+        count(&report, "put", "count"),
+        count(&report, "put", "unsent"),
+    );
+    let lost = report["connection_errors"]
+        .as_u64()
+        .expect("connection errors");
+    assert!(
+        answered > 0 && lost > 0 && unsent > 0,
+        "{answered} {lost} {unsent}"
+    );
+    assert_eq!(
+        answered + lost + unsent,
+        10_000,
+        "{answered} {lost} {unsent}"
+    );
+}
+
 /// Runs of the shaped-rate check before it gives up on a quiet one (see the test).
 const SHAPE_ATTEMPTS: usize = 3;
 

@@ -42,6 +42,12 @@ pub(super) async fn drive_connection<B: Backend>(core: Rc<Core>, mut lanes: Vec<
             match Connection::connect(&plan.endpoint).await {
                 Ok(new) => connection = Some(new),
                 Err(_) => {
+                    // Behind its schedule with no server, a lane still stops at the grace's end
+                    // instead of losing its window a request per reconnect.
+                    let now_ns = clock.now_ns();
+                    for lane in &mut lanes {
+                        lane.drop_unsent(&plan, now_ns, &mut core.measurements.borrow_mut());
+                    }
                     lose_due_requests(
                         &plan,
                         &mut core.measurements.borrow_mut(),
@@ -59,12 +65,7 @@ pub(super) async fn drive_connection<B: Backend>(core: Rc<Core>, mut lanes: Vec<
         let mut wake_ns = u64::MAX;
         let already_in_flight = in_flight.len();
         for (index, lane) in lanes.iter_mut().enumerate() {
-            if let Some((operation, unsent)) = lane.drop_unsent(&plan, now) {
-                core.measurements
-                    .borrow_mut()
-                    .operation_mut(operation)
-                    .unsent += unsent;
-            }
+            lane.drop_unsent(&plan, now, &mut core.measurements.borrow_mut());
             let Some(due_ns) = lane.next_send_ns(&plan) else {
                 continue;
             };

@@ -6,9 +6,9 @@ use azq::random::SplitMix64;
 
 use crate::engine::lane::{Lane, Step};
 use crate::engine::plan::RunPlan;
-use crate::metrics::PUT_TOKEN_SEQUENCE_BITS;
+use crate::metrics::{Measurements, PUT_TOKEN_SEQUENCE_BITS};
 use crate::retry::RetryPolicy;
-use crate::scenario::{Operation, Role, Scenario};
+use crate::scenario::{Role, Scenario};
 use crate::schedule::{lane_random, LoadModel, Pacer};
 use crate::wire::mark::PutMark;
 
@@ -190,19 +190,21 @@ impl LaneRun {
 
     /// Ends an open-loop lane still behind its schedule at `now_ns`, `--grace` past the
     /// measured window: the chains it scheduled in the window and has not started are never
-    /// sent. Returns the operation that starts them and how many there are, for the report;
-    /// `None` before the grace has run out, for a lane in the middle of a chain or a retry
-    /// (it finishes that first), and for one that is not behind.
-    pub fn drop_unsent(&mut self, plan: &RunPlan, now_ns: u64) -> Option<(Operation, u64)> {
+    /// sent, and are counted unsent in `measurements` under the operation that starts them.
+    /// Nothing happens before the grace has run out, to a lane in the middle of a chain or a
+    /// retry (it finishes that first), or to one that is not behind but its end.
+    pub fn drop_unsent(&mut self, plan: &RunPlan, now_ns: u64, measurements: &mut Measurements) {
         if self.done
             || self.busy
             || self.retry.is_some()
             || !self.lane.is_between_chains()
             || now_ns < plan.send_end_ns()
         {
-            return None;
+            return;
         }
-        let pacer = self.pacer.as_mut()?;
+        let Some(pacer) = self.pacer.as_mut() else {
+            return;
+        };
         let mut unsent = 0;
         while pacer.intended_ns() < plan.measure_end_ns() {
             // Chains of the warm-up are not measured, so not counted either.
@@ -212,7 +214,9 @@ impl LaneRun {
             pacer.advance();
         }
         self.done = true;
-        (unsent > 0).then(|| (self.lane.next_step().operation(), unsent))
+        measurements
+            .operation_mut(self.lane.next_step().operation())
+            .unsent += unsent;
     }
 
     /// Whether the lane is a worker of an autoscaled fleet that is not ready at `now_ns` (not

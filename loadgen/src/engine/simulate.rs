@@ -371,9 +371,7 @@ impl<'a> Simulation<'a> {
     fn wake(&mut self, index: usize) {
         let now_ns = self.now_ns;
         let lane = &mut self.lanes[index];
-        if let Some((operation, unsent)) = lane.drop_unsent(self.plan, now_ns) {
-            self.measurements.operation_mut(operation).unsent += unsent;
-        }
+        lane.drop_unsent(self.plan, now_ns, &mut self.measurements);
         let Some(due_ns) = lane.next_send_ns(self.plan) else {
             return;
         };

@@ -663,8 +663,9 @@ fn steps_section(summary: &RunSummary, out: &mut String) {
         .map_or("p99", |search| search.bound.percentile);
     let _ = writeln!(
         out,
-        "steps (worst operation's corrected latency, us):\n  {:>10} {:>10} {:>10} {:>10} {:>8}",
-        "target/s", "achieved/s", percentile, "max", "errors"
+        "steps (worst operation's corrected latency, us):\n  {:>10} {:>10} {:>10} {:>10} {:>8} \
+         {:>8}",
+        "target/s", "achieved/s", percentile, "max", "errors", "unsent"
     );
     for step in &summary.steps {
         let value = step
@@ -672,13 +673,14 @@ fn steps_section(summary: &RunSummary, out: &mut String) {
             .and_then(|latency| latency.percentile(percentile));
         let _ = writeln!(
             out,
-            "  {:>10} {:>10} {:>10} {:>10} {:>7.2}%{}",
+            "  {:>10} {:>10} {:>10} {:>10} {:>7.2}% {:>8}{}",
             grouped(step.target_rate_per_s.round() as u64),
             grouped(step.achieved_rate_per_s.round() as u64),
             value.map_or("-".to_string(), grouped),
             step.latency_us
                 .map_or("-".to_string(), |latency| grouped(latency.max)),
             100.0 * step.error_ratio,
+            grouped(step.unsent),
             match step.passed {
                 Some(true) => "  pass",
                 Some(false) => "  FAIL",
@@ -690,8 +692,8 @@ fn steps_section(summary: &RunSummary, out: &mut String) {
         let _ = match search.knee_rate_per_s {
             Some(knee) => writeln!(
                 out,
-                "knee: {} ops/s is the highest rate with {} <= {} us and errors <= {:.2}% \
-                 (the table above is that step's)",
+                "knee: {} ops/s is the highest rate with {} <= {} us, errors <= {:.2}% and \
+                 nothing left unsent (the table above is that step's)",
                 grouped(knee.round() as u64),
                 search.bound.percentile,
                 grouped(search.bound.bound_us),
@@ -699,7 +701,8 @@ fn steps_section(summary: &RunSummary, out: &mut String) {
             ),
             None => writeln!(
                 out,
-                "knee: none; even the lowest rate tried missed {} <= {} us or the error budget",
+                "knee: none; even the lowest rate tried missed {} <= {} us, the error budget, or \
+                 left operations unsent",
                 search.bound.percentile,
                 grouped(search.bound.bound_us)
             ),
@@ -720,9 +723,11 @@ pub fn saturation_warnings(summary: &RunSummary) -> Vec<String> {
     let unsent = summary.total.unsent();
     if unsent > 0 {
         warnings.push(format!(
-            "{} operations scheduled in the measured window were never sent: the open loop was \
-             still behind its schedule {:.1} s after the window (--grace); the counts and \
-             latencies leave them out, and each would have waited longer than that",
+            "{} operations the schedule started in the measured window (puts, gets, peeks) were \
+             never sent: the open loop was still behind its schedule {:.1} s after the window \
+             (--grace); the counts and latencies leave them out (and the deletes, updates and \
+             refills that would have followed them), and each would have waited longer than \
+             that",
             grouped(unsent),
             summary.grace_s
         ));

@@ -579,7 +579,7 @@ fn steps_and_the_knee_are_reported() {
             achieved_rate_per_s: 180.0,
             latency_us: Some(latency(50_000)),
             error_ratio: 0.2,
-            unsent: 0,
+            unsent: 1_500,
             passed: Some(false),
         },
     ];
@@ -590,7 +590,7 @@ fn steps_and_the_knee_are_reported() {
     let text = table(&summary);
     assert!(text.contains("knee: 100 ops/s is the highest rate with p99 <= 1,000 us"));
     assert!(
-        text.contains("200        180     50,000    200,000   20.00%  FAIL"),
+        text.contains("200        180     50,000    200,000   20.00%    1,500  FAIL"),
         "{text}"
     );
     let value: serde_json::Value = serde_json::from_str(&json(&summary)).unwrap();
