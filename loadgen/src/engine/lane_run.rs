@@ -191,8 +191,8 @@ impl LaneRun {
     /// Ends an open-loop lane still behind its schedule at `now_ns`, `--grace` past the
     /// measured window: the chains it scheduled in the window and has not started are never
     /// sent, and are counted unsent in `measurements` under the operation that starts them.
-    /// Nothing happens before the grace has run out, to a lane in the middle of a chain or a
-    /// retry (it finishes that first), or to one that is not behind but its end.
+    /// Nothing happens before the grace has run out, nor to a lane in the middle of a chain or
+    /// a retry (it finishes that first); a lane that is not behind just ends.
     pub fn drop_unsent(&mut self, plan: &RunPlan, now_ns: u64, measurements: &mut Measurements) {
         if self.done
             || self.busy
