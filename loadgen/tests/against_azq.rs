@@ -15,7 +15,7 @@
 mod common;
 mod theory_verdict;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
@@ -55,13 +55,20 @@ fn endpoint(server: &Server) -> String {
 
 /// The approximate message count of `queue`, from Get Queue Metadata.
 fn depth(server: &Server, queue: &str) -> u64 {
+    let (status, count) = queue_count(server, queue);
+    assert_eq!(status, 200, "Get Queue Metadata of {queue}");
+    count.expect("a message count")
+}
+
+/// Get Queue Metadata's status for `queue`, and its approximate message count if it has one
+/// (not for a queue not created yet).
+fn queue_count(server: &Server, queue: &str) -> (u16, Option<u64>) {
     let target = format!("/{DEVELOPMENT_ACCOUNT_NAME}/{queue}?comp=metadata");
     let response = exchange(server, &signed_request("GET", &target, &[], b""));
-    assert_eq!(response.status, 200, "{}", response.text());
-    response
+    let count = response
         .header("x-ms-approximate-messages-count")
-        .and_then(|count| count.trim().parse().ok())
-        .expect("a message count")
+        .and_then(|count| count.trim().parse().ok());
+    (response.status, count)
 }
 
 /// A file path in the system temporary directory, unique to this process and `name`.
@@ -104,17 +111,24 @@ fn run_loadgen_command(
         .args(arguments)
         .output()
         .expect("azq-loadgen runs");
-    let text = std::fs::read_to_string(&json_path).unwrap_or_else(|error| {
-        panic!(
-            "no JSON ({error}); stdout:\n{}\nstderr:\n{}",
+    let report = take_report(&json_path, || {
+        format!(
+            "stdout:\n{}\nstderr:\n{}",
             String::from_utf8_lossy(&output.stdout),
             String::from_utf8_lossy(&output.stderr)
         )
     });
-    let _ = std::fs::remove_file(&json_path);
-    let _ = std::fs::remove_file(json_path.with_extension("svg"));
-    let report = serde_json::from_str(&text).expect("valid JSON");
     (output, report)
+}
+
+/// The JSON report a run wrote at `json_path`, its files removed; `context` says what the run
+/// printed when there is none.
+fn take_report(json_path: &Path, context: impl FnOnce() -> String) -> serde_json::Value {
+    let text = std::fs::read_to_string(json_path)
+        .unwrap_or_else(|error| panic!("no JSON ({error}); {}", context()));
+    let _ = std::fs::remove_file(json_path);
+    let _ = std::fs::remove_file(json_path.with_extension("svg"));
+    serde_json::from_str(&text).expect("valid JSON")
 }
 
 fn count(report: &serde_json::Value, operation: &str, field: &str) -> u64 {
@@ -490,24 +504,19 @@ fn an_open_loop_whose_server_dies_stops_when_the_grace_runs_out() {
         .expect("azq-loadgen runs");
     // Killed once the window has begun: past the warm-up's 2,000 puts (the queue is created
     // by the run's set-up).
-    let target = format!("/{DEVELOPMENT_ACCOUNT_NAME}/dies-0?comp=metadata");
     for wait in 0.. {
         assert!(wait < 1000, "the puts never reached the window");
-        let response = exchange(&server, &signed_request("GET", &target, &[], b""));
-        let count = response
-            .header("x-ms-approximate-messages-count")
-            .and_then(|count| count.trim().parse::<u64>().ok());
-        if count.is_some_and(|count| count > 3_000) {
+        if queue_count(&server, "dies-0")
+            .1
+            .is_some_and(|count| count > 3_000)
+        {
             break;
         }
         std::thread::sleep(Duration::from_millis(10));
     }
     server.kill();
     let (status, stderr) = wait_for_exit(child, Duration::from_secs(60));
-    let text = std::fs::read_to_string(&json_path).unwrap_or_else(|_| panic!("{status}: {stderr}"));
-    let _ = std::fs::remove_file(&json_path);
-    let _ = std::fs::remove_file(json_path.with_extension("svg"));
-    let report: serde_json::Value = serde_json::from_str(&text).expect("valid JSON");
+    let report = take_report(&json_path, || format!("{status}: {stderr}"));
     let (answered, unsent) = (
         count(&report, "put", "count"),
         count(&report, "put", "unsent"),
