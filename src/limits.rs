@@ -220,6 +220,15 @@ pub const RECORD_BODY_BYTES_MAX: usize = 1 << 20;
 pub const RECOVERY_KEPT_BYTES_MAX: u64 = 4 * LOG_SEGMENT_BYTES;
 /// Message slots one snapshot step encodes before the shard serves requests again.
 pub const SNAPSHOT_STEP_SLOTS: u32 = 4096;
+/// Message slots one step of a snapshot's tally (the bytes of texts on disk only, by segment,
+/// that choose the segments it keeps) passes over before the shard serves requests again: no
+/// encoding, no read, about 1 ns a slot.
+pub const SNAPSHOT_TALLY_STEP_SLOTS: u32 = 65_536;
+/// The share of a segment (as allocated) that the records of texts on disk only there must
+/// take for a snapshot to keep it and name them rather than copy them (numerator,
+/// denominator): below it, the snapshot copies what is left and the segment goes (compaction),
+/// so kept segments stay within twice the texts they hold.
+pub const SEGMENT_KEPT_LIVE_SHARE_MIN: (u64, u64) = (1, 2);
 /// Bytes of message text one snapshot step encodes at most (at least one message's), so that
 /// the texts it reads from disk to copy, and its encoding, stay small whatever the texts' sizes
 /// (`SNAPSHOT_STEP_SLOTS` of the largest would be 256 MiB, in memory uncharged: helper-39's

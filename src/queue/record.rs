@@ -61,6 +61,26 @@ pub struct MessageState<T = Bytes> {
     pub text: T,
 }
 
+impl<T> MessageState<T> {
+    /// The same message with `text` in place of its text.
+    pub fn with_text<U>(self, text: U) -> MessageState<U> {
+        MessageState {
+            queue: self.queue,
+            slot: self.slot,
+            generation: self.generation,
+            sequence: self.sequence,
+            insertion_ms: self.insertion_ms,
+            ttl_s: self.ttl_s,
+            delay_s: self.delay_s,
+            dequeue_count: self.dequeue_count,
+            lease: self.lease,
+            visible_ms: self.visible_ms,
+            foreign_id: self.foreign_id,
+            text,
+        }
+    }
+}
+
 /// One change of a shard's stored state; `T` holds message texts, as in `MessageState`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Record<T = Bytes> {
@@ -101,6 +121,10 @@ pub enum Record<T = Bytes> {
     },
     /// Put Message stored a message.
     MessagePut(MessageState<T>),
+    /// A snapshot's entry for a message whose text it does not copy: the message's whole
+    /// state but its text, and where the log record that last wrote that text is, in a segment
+    /// the snapshot keeps (its trailer lists it: `storage::format`). Never a log record.
+    MessageNamed(MessageState<NamedText>),
     /// Get Messages leased a message.
     MessageLeased {
         /// The message's slot.
@@ -166,6 +190,18 @@ const ACL_SET: u8 = 9;
 const PROPERTIES_SET: u8 = 10;
 /// `QueueCleared` with the queue's key (kind 4 is the same without it).
 const QUEUE_CLEARED_KEYED: u8 = 11;
+const MESSAGE_NAMED: u8 = 12;
+
+/// Where the text of a snapshot's named entry (`Record::MessageNamed`) is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct NamedText {
+    /// The log record that last wrote it, in a segment.
+    pub locator: TextLocator,
+    /// That record's sequence (`record_text` checks it).
+    pub sequence: u64,
+    /// The text's bytes.
+    pub text_bytes: u32,
+}
 
 /// A record that carries a message's text, as `text_records` finds it in a batch.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -328,24 +364,21 @@ fn encode_body<T: AsRef<[u8]>>(record: &Record<T>, out: &mut BytesMut) {
         }
         Record::MessagePut(message) => {
             out.put_u8(MESSAGE_PUT);
-            out.put_u32_le(message.queue);
-            out.put_u32_le(message.slot);
-            out.put_u32_le(message.generation);
-            out.put_u64_le(message.sequence);
-            out.put_u64_le(message.insertion_ms);
-            out.put_u32_le(message.ttl_s);
-            out.put_u32_le(message.delay_s);
-            out.put_u32_le(message.dequeue_count);
-            out.put_u32_le(message.lease);
-            out.put_u64_le(message.visible_ms);
-            match message.foreign_id {
-                Some(id) => {
-                    out.put_u8(1);
-                    out.put_u128_le(id.0);
-                }
-                None => out.put_u8(0),
-            }
+            put_message_state(out, message);
             put_bytes(out, message.text.as_ref());
+        }
+        Record::MessageNamed(message) => {
+            out.put_u8(MESSAGE_NAMED);
+            put_message_state(out, message);
+            let named = &message.text;
+            let TextFile::Segment(segment) = named.locator.file() else {
+                panic!("a named entry's text is in a segment");
+            };
+            out.put_u32_le(named.text_bytes);
+            out.put_u64_le(segment);
+            out.put_u64_le(named.locator.offset());
+            out.put_u32_le(named.locator.record_bytes());
+            out.put_u64_le(named.sequence);
         }
         Record::MessageLeased {
             slot,
@@ -441,6 +474,27 @@ fn encode_body<T: AsRef<[u8]>>(record: &Record<T>, out: &mut BytesMut) {
                 out.put_u64_le(rule.max_age_s);
             }
         }
+    }
+}
+
+/// A message's state but its text: the fields a Put record and a named entry share.
+fn put_message_state<T>(out: &mut BytesMut, message: &MessageState<T>) {
+    out.put_u32_le(message.queue);
+    out.put_u32_le(message.slot);
+    out.put_u32_le(message.generation);
+    out.put_u64_le(message.sequence);
+    out.put_u64_le(message.insertion_ms);
+    out.put_u32_le(message.ttl_s);
+    out.put_u32_le(message.delay_s);
+    out.put_u32_le(message.dequeue_count);
+    out.put_u32_le(message.lease);
+    out.put_u64_le(message.visible_ms);
+    match message.foreign_id {
+        Some(id) => {
+            out.put_u8(1);
+            out.put_u128_le(id.0);
+        }
+        None => out.put_u8(0),
     }
 }
 
@@ -633,6 +687,29 @@ impl<'a> Cursor<'a> {
         Some(metadata)
     }
 
+    /// A message's state but its text (`put_message_state`).
+    fn message_state(&mut self) -> Option<MessageState<()>> {
+        Some(MessageState {
+            queue: self.u32()?,
+            slot: self.u32()?,
+            generation: self.u32()?,
+            sequence: self.u64()?,
+            insertion_ms: self.u64()?,
+            ttl_s: self.u32()?,
+            delay_s: self.u32()?,
+            dequeue_count: self.u32()?,
+            lease: self.u32()?,
+            visible_ms: self.u64()?,
+            foreign_id: match self.flag()? {
+                true => Some(MessageId(u128::from_le_bytes(
+                    self.take(16)?[..].try_into().ok()?,
+                ))),
+                false => None,
+            },
+            text: (),
+        })
+    }
+
     fn retention(&mut self) -> Option<RetentionPolicy> {
         Some(RetentionPolicy {
             enabled: self.flag()?,
@@ -669,25 +746,30 @@ fn decode_body(body: &mut Cursor) -> Option<Record> {
             moved_to: body.u32()?,
             key: Some(body.key()?),
         },
-        MESSAGE_PUT => Record::MessagePut(MessageState {
-            queue: body.u32()?,
-            slot: body.u32()?,
-            generation: body.u32()?,
-            sequence: body.u64()?,
-            insertion_ms: body.u64()?,
-            ttl_s: body.u32()?,
-            delay_s: body.u32()?,
-            dequeue_count: body.u32()?,
-            lease: body.u32()?,
-            visible_ms: body.u64()?,
-            foreign_id: match body.flag()? {
-                true => Some(MessageId(u128::from_le_bytes(
-                    body.take(16)?[..].try_into().ok()?,
-                ))),
-                false => None,
-            },
-            text: body.bytes()?,
-        }),
+        MESSAGE_PUT => {
+            let message = body.message_state()?;
+            Record::MessagePut(message.with_text(body.bytes()?))
+        }
+        MESSAGE_NAMED => {
+            let message = body.message_state()?;
+            let text_bytes = body.u32()?;
+            let segment = body.u64()?;
+            let offset = body.u64()?;
+            let record_bytes = body.u32()?;
+            let sequence = body.u64()?;
+            // A locator no record could have: damage, not a panic (`TextLocator::new`).
+            if offset >= 1 << 63
+                || (record_bytes as usize) < RECORD_HEADER_BYTES + 1 + text_bytes as usize
+            {
+                return None;
+            }
+            let locator = TextLocator::new(TextFile::Segment(segment), offset, record_bytes);
+            Record::MessageNamed(message.with_text(NamedText {
+                locator,
+                sequence,
+                text_bytes,
+            }))
+        }
         MESSAGE_LEASED => Record::MessageLeased {
             slot: body.u32()?,
             generation: body.u32()?,
@@ -1012,6 +1094,42 @@ mod tests {
                 foreign_id: Some(MessageId(u128::MAX - 7)),
                 text: Bytes::new(),
             }),
+            Record::MessageNamed(MessageState {
+                queue: 3,
+                slot: 19,
+                generation: 1,
+                sequence: 3,
+                insertion_ms: 2,
+                ttl_s: 60,
+                delay_s: 0,
+                dequeue_count: 1,
+                lease: 1,
+                visible_ms: 9,
+                foreign_id: None,
+                text: NamedText {
+                    locator: TextLocator::new(TextFile::Segment(0), 0, 17),
+                    sequence: 0,
+                    text_bytes: 0,
+                },
+            }),
+            Record::MessageNamed(MessageState {
+                queue: u32::MAX,
+                slot: u32::MAX,
+                generation: u32::MAX,
+                sequence: u64::MAX,
+                insertion_ms: u64::MAX,
+                ttl_s: u32::MAX,
+                delay_s: u32::MAX,
+                dequeue_count: u32::MAX,
+                lease: u32::MAX,
+                visible_ms: u64::MAX,
+                foreign_id: Some(MessageId(u128::MAX)),
+                text: NamedText {
+                    locator: TextLocator::new(TextFile::Segment(u64::MAX), (1 << 63) - 1, u32::MAX),
+                    sequence: u64::MAX,
+                    text_bytes: u32::MAX - 17,
+                },
+            }),
             Record::MessageLeased {
                 slot: 17,
                 generation: 2,
@@ -1174,6 +1292,22 @@ mod tests {
         for (sequence, record) in every_kind().iter().enumerate() {
             encode(record, sequence as u64 + 100, &mut log);
         }
+        // Texts are found in Puts and in Updates with a text; a named entry holds none.
+        let found: Vec<u64> = text_records(&log)
+            .iter()
+            .map(|text| text.sequence - 100)
+            .collect();
+        let with_text: Vec<u64> = (0..)
+            .zip(every_kind())
+            .filter(|(_, record)| {
+                matches!(
+                    record,
+                    Record::MessagePut(_) | Record::MessageUpdated { text: Some(_), .. }
+                )
+            })
+            .map(|(index, _)| index)
+            .collect();
+        assert_eq!(found, with_text);
         let mut data = log.freeze();
         for (sequence, expected) in every_kind().into_iter().enumerate() {
             match read(&data, 0) {
@@ -1190,6 +1324,45 @@ mod tests {
             }
         }
         assert_eq!(read(&data, 0), Read::End);
+    }
+
+    /// A named entry whose locator no record could have (an offset of 2^63 or more, where a
+    /// locator keeps its kind of file; a record too short for its header, type byte and text)
+    /// is damage: refused, never a panic.
+    #[test]
+    fn a_named_entry_with_an_impossible_locator_is_refused() {
+        let named = |offset: u64, record_bytes: u32, text_bytes: u32| {
+            let mut data = BytesMut::new();
+            encode(&every_kind()[7], 1, &mut data);
+            // The locator's fields, from the end: sequence 8, record bytes 4, offset 8,
+            // segment 8, text bytes 4.
+            let end = data.len();
+            data[end - 12..end - 8].copy_from_slice(&record_bytes.to_le_bytes());
+            data[end - 20..end - 12].copy_from_slice(&offset.to_le_bytes());
+            data[end - 32..end - 28].copy_from_slice(&text_bytes.to_le_bytes());
+            let crc = crc32c(&[&data[8..]]);
+            data[4..8].copy_from_slice(&crc.to_le_bytes());
+            read(&data.freeze(), 0)
+        };
+        assert!(matches!(named(5, 18, 1), Read::Record { .. }));
+        assert!(matches!(
+            named((1 << 63) - 1, u32::MAX, u32::MAX - 17),
+            Read::Record { .. }
+        ));
+        for (offset, record_bytes, text_bytes) in [
+            (1 << 63, 18, 1),
+            (u64::MAX, 18, 1),
+            (5, 17, 1),
+            (5, 0, 0),
+            (5, 16, 0),
+            (5, u32::MAX, u32::MAX - 16),
+            (5, u32::MAX, u32::MAX),
+        ] {
+            assert!(
+                matches!(named(offset, record_bytes, text_bytes), Read::Invalid(_)),
+                "{offset} {record_bytes} {text_bytes}"
+            );
+        }
     }
 
     #[test]

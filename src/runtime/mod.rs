@@ -137,7 +137,10 @@ pub fn start(
         (None, None, _) => (0..shards).map(|_| ShardStore::Fresh).collect(),
         (None, Some(states), Persistence::Memory) => {
             assert_eq!(states.len(), shards, "a state for every shard");
-            states.into_iter().map(ShardStore::Memory).collect()
+            states
+                .into_iter()
+                .map(|state| ShardStore::Memory(Box::new(state)))
+                .collect()
         }
         (Some(stores), None, Persistence::Disk { durability, .. }) => {
             assert_eq!(stores.len(), shards, "recovery restores every shard");
@@ -150,7 +153,7 @@ pub fn start(
                         free_min: config.free_disk_min,
                         shards: shards as u64,
                     };
-                    ShardStore::Disk(start, *durability, limits)
+                    ShardStore::Disk(Box::new(start), *durability, limits)
                 })
                 .collect()
         }

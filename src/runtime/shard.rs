@@ -107,9 +107,9 @@ pub enum ShardStore {
     /// Memory only, empty.
     Fresh,
     /// Memory only, made before the shard started (an `--init` file applied to it).
-    Memory(ShardState),
+    Memory(Box<ShardState>),
     /// The recovered state and files, when its changes count as written, and its disk limits.
-    Disk(ShardStart, Durability, DiskLimits),
+    Disk(Box<ShardStart>, Durability, DiskLimits),
 }
 
 /// Sends `Stopped` when the shard's thread ends, however it ends.
@@ -164,7 +164,7 @@ async fn run<B: Backend>(setup: ShardSetup<B>) {
             ),
             Err(error) => return failed(error),
         },
-        ShardStore::Memory(state) => (state, None),
+        ShardStore::Memory(state) => (*state, None),
         ShardStore::Disk(start, durability, limits) => {
             let log = Log::new(B::disk(), &start, setup.index as u32, durability)
                 .with_memory_share(setup.message_bytes_max);

@@ -14,9 +14,13 @@
 //!
 //! A **snapshot** (`snapshot-<replay sequence>.snap`) is a header (magic, format, shard, the
 //! shard's identity, the log sequence replay starts from), the shard's queues, settings and
-//! messages as records numbered from 0, and a trailer (magic, entry count, CRC). It is written
-//! to `snapshot.tmp` and renamed only once whole and synced, so a snapshot under its name is
-//! complete.
+//! messages as records numbered from 0, and a trailer (magic, entry count, the segments it
+//! keeps, CRC). It is written to `snapshot.tmp` and renamed only once whole and synced, so a
+//! snapshot under its name is complete. A message entry either copies its text
+//! (`Record::MessagePut`) or names the log record that last wrote it
+//! (`Record::MessageNamed`), in a segment before the replay point that the snapshot keeps: the
+//! trailer lists every segment its entries name, and those stay while it is in place (format
+//! 2; format 1, still read, copied every text and listed none).
 //!
 //! Reading a segment tells a **torn tail** (the last flush cut short by a crash: nothing it held
 //! was acknowledged, so it is truncated) from **corruption** (an invalid record followed by
@@ -31,8 +35,12 @@ use crate::limits::{LOG_FLUSH_BYTES_MAX, RECORD_BODY_BYTES_MAX, STORAGE_BLOCK_BY
 use crate::queue::record::{crc32c, read, Read, Record, RECORD_HEADER_BYTES};
 use crate::queue::state::Identity;
 
-/// The version of the snapshot format.
-pub const FORMAT_VERSION: u32 = 1;
+/// The version of the snapshot format written: 2 lists the segments it keeps in its trailer.
+/// A server that knows only format 1 refuses these snapshots rather than lose the texts in
+/// those segments.
+pub const FORMAT_VERSION: u32 = 2;
+/// The snapshot format before named entries: still read, its trailer without a list.
+const FORMAT_VERSION_COPIED: u32 = 1;
 /// The version of the segment format: 2 pads each flush to whole blocks. A server that knows
 /// only format 1 refuses these segments rather than reading the padding as damage.
 pub const SEGMENT_FORMAT_VERSION: u32 = 2;
@@ -41,8 +49,11 @@ const SNAPSHOT_MAGIC: &[u8; 8] = b"AZQSNP\0\x01";
 const TRAILER_MAGIC: &[u8; 8] = b"AZQEND\0\x01";
 /// Bytes of the snapshot header: magic, format, shard, prefix, sequence, version, replay, CRC.
 pub const SNAPSHOT_HEADER_BYTES: usize = 8 + 4 + 4 + 8 + 8 + 8 + 8 + 4;
-/// Bytes of the snapshot trailer: magic, entry count, CRC.
-pub const SNAPSHOT_TRAILER_BYTES: usize = 8 + 8 + 4;
+/// Bytes of a snapshot trailer that lists no segment: magic, entry count, segment count, CRC
+/// (each segment listed adds its first sequence, 8 bytes).
+pub const SNAPSHOT_TRAILER_BYTES: usize = 8 + 8 + 4 + 4;
+/// Bytes of a format 1 trailer: magic, entry count, CRC.
+const TRAILER_BYTES_COPIED: usize = 8 + 8 + 4;
 
 /// The name of the segment whose first record is `sequence`.
 pub fn segment_name(sequence: u64) -> String {
@@ -440,17 +451,24 @@ pub fn snapshot_header(shard: u32, identity: &Identity, replay_from: u64) -> Byt
     header
 }
 
-/// The snapshot trailer after `entries` records.
-pub fn snapshot_trailer(entries: u64) -> BytesMut {
-    let mut trailer = BytesMut::with_capacity(SNAPSHOT_TRAILER_BYTES);
+/// The snapshot trailer after `entries` records, whose entries name records in the segments
+/// whose first sequences are `kept` (each once, in ascending order).
+pub fn snapshot_trailer(entries: u64, kept: &[u64]) -> BytesMut {
+    debug_assert!(kept.windows(2).all(|pair| pair[0] < pair[1]));
+    let mut trailer = BytesMut::with_capacity(SNAPSHOT_TRAILER_BYTES + 8 * kept.len());
     trailer.put_slice(TRAILER_MAGIC);
     trailer.put_u64_le(entries);
+    trailer.put_u32_le(u32::try_from(kept.len()).expect("fewer segments than 2^32"));
+    for &segment in kept {
+        trailer.put_u64_le(segment);
+    }
     let crc = crc32c(&[&trailer[..]]);
     trailer.put_u32_le(crc);
     trailer
 }
 
-/// A snapshot's header, read back (its entries go to `read_snapshot`'s caller one by one).
+/// A snapshot's header, read back (its entries go to `read_snapshot`'s caller one by one), and
+/// once it is read whole, the segments it keeps.
 #[derive(Debug)]
 pub struct Snapshot {
     /// The shard that wrote it.
@@ -459,6 +477,11 @@ pub struct Snapshot {
     pub identity: Identity,
     /// The log sequence replay starts from.
     pub replay_from: u64,
+    /// The format it was written in.
+    format: u32,
+    /// The first sequences of the segments its entries name (its trailer's list), ascending;
+    /// empty until the trailer is read.
+    pub kept: Vec<u64>,
 }
 
 /// Reads a snapshot's header; an error names what is wrong.
@@ -471,7 +494,8 @@ pub fn read_snapshot_header(data: &Bytes) -> Result<Snapshot, String> {
     if crc32c(&[&data[0..SNAPSHOT_HEADER_BYTES - 4]]) != word(SNAPSHOT_HEADER_BYTES - 4) {
         return Err("a snapshot header whose CRC does not match".to_string());
     }
-    if word(8) != FORMAT_VERSION {
+    let format = word(8);
+    if format != FORMAT_VERSION && format != FORMAT_VERSION_COPIED {
         return Err("a snapshot of another format version".to_string());
     }
     Ok(Snapshot {
@@ -482,7 +506,48 @@ pub fn read_snapshot_header(data: &Bytes) -> Result<Snapshot, String> {
             replica_version_last: long(32),
         },
         replay_from: long(40),
+        format,
+        kept: Vec::new(),
     })
+}
+
+/// The trailer at `at`, after `entries_read` entries, of a snapshot in `format`: the segments
+/// it lists. An error names what is wrong.
+fn read_trailer(
+    data: &[u8],
+    at: usize,
+    format: u32,
+    entries_read: u64,
+) -> Result<Vec<u64>, String> {
+    let wrong = || format!("a snapshot trailer that does not match at offset {at}");
+    let rest = &data[at..];
+    let long = |at: usize| u64::from_le_bytes(rest[at..at + 8].try_into().expect("8 bytes"));
+    let word = |at: usize| u32::from_le_bytes(rest[at..at + 4].try_into().expect("4 bytes"));
+    let (kept, crc_at) = if format == FORMAT_VERSION_COPIED {
+        if rest.len() < TRAILER_BYTES_COPIED {
+            return Err(wrong());
+        }
+        (Vec::new(), 16)
+    } else {
+        if rest.len() < SNAPSHOT_TRAILER_BYTES {
+            return Err(wrong());
+        }
+        let count = word(16) as usize;
+        let crc_at = count
+            .checked_mul(8)
+            .and_then(|listed| listed.checked_add(20))
+            .filter(|crc_at| crc_at + 4 <= rest.len())
+            .ok_or_else(wrong)?;
+        let kept: Vec<u64> = (0..count).map(|index| long(20 + 8 * index)).collect();
+        if !kept.windows(2).all(|pair| pair[0] < pair[1]) {
+            return Err(wrong());
+        }
+        (kept, crc_at)
+    };
+    if crc32c(&[&rest[..crc_at]]) != word(crc_at) || long(8) != entries_read {
+        return Err(wrong());
+    }
+    Ok(kept)
 }
 
 /// Reads a whole snapshot and returns its header, handing each entry to `entry` in order
@@ -500,19 +565,12 @@ pub fn read_snapshot_with(
     data: &Bytes,
     mut entry: impl FnMut(Range<usize>, Record),
 ) -> Result<Snapshot, String> {
-    let snapshot = read_snapshot_header(data)?;
+    let mut snapshot = read_snapshot_header(data)?;
     let mut entries_read = 0u64;
     let mut at = SNAPSHOT_HEADER_BYTES;
     loop {
-        if data.len() >= at + SNAPSHOT_TRAILER_BYTES && &data[at..at + 8] == TRAILER_MAGIC {
-            let trailer = &data[at..at + SNAPSHOT_TRAILER_BYTES];
-            let entries = u64::from_le_bytes(trailer[8..16].try_into().expect("8 bytes"));
-            let crc = u32::from_le_bytes(trailer[16..20].try_into().expect("4 bytes"));
-            if crc32c(&[&trailer[..16]]) != crc || entries != entries_read {
-                return Err(format!(
-                    "a snapshot trailer that does not match at offset {at}"
-                ));
-            }
+        if data.len() >= at + 8 && &data[at..at + 8] == TRAILER_MAGIC {
+            snapshot.kept = read_trailer(data, at, snapshot.format, entries_read)?;
             return Ok(snapshot);
         }
         match read(data, at) {
@@ -772,35 +830,129 @@ mod tests {
         assert!(read_segment(&Bytes::from_static(b"short")).is_err());
     }
 
-    #[test]
-    fn snapshots_round_trip_and_refuse_damage() {
+    /// A snapshot of `entries` records whose trailer lists `kept`, then 100 zeros of padding.
+    fn snapshot(entries: u64, kept: &[u64]) -> Bytes {
         let identity = Identity {
             id_prefix: 0x1234_0001,
             sequence_next: 99,
             replica_version_last: 7,
         };
         let mut data = snapshot_header(1, &identity, 500);
-        for entry in 0..3 {
+        for entry in 0..entries {
             encode(&record(entry as u32), entry, &mut data);
         }
-        data.put_slice(&snapshot_trailer(3));
+        data.put_slice(&snapshot_trailer(entries, kept));
         data.resize(data.len() + 100, 0);
-        let whole = data.freeze();
-        let mut records = Vec::new();
-        let snapshot = read_snapshot(&whole, |record| records.push(record)).unwrap();
-        assert_eq!(snapshot.shard, 1);
-        assert_eq!(snapshot.identity, identity);
-        assert_eq!(snapshot.replay_from, 500);
-        assert_eq!(records, vec![record(0), record(1), record(2)]);
-        for at in [3, SNAPSHOT_HEADER_BYTES + 30, whole.len() - 110] {
-            let mut damaged = whole.to_vec();
-            damaged[at] ^= 0x10;
+        data.freeze()
+    }
+
+    #[test]
+    fn snapshots_round_trip_and_refuse_damage() {
+        let kept_lists: [&[u64]; 5] = [&[], &[0], &[u64::MAX], &[0, 1, 4096, u64::MAX], &[7; 0]];
+        for kept in kept_lists {
+            let whole = snapshot(3, kept);
+            let mut records = Vec::new();
+            let read = read_snapshot(&whole, |record| records.push(record)).unwrap();
+            assert_eq!(read.shard, 1);
+            assert_eq!(read.identity.sequence_next, 99);
+            assert_eq!(read.replay_from, 500);
+            assert_eq!(read.kept, kept);
+            assert_eq!(records, vec![record(0), record(1), record(2)]);
+            // Every bit of the trailer, and some elsewhere, flipped; every cut before its end.
+            let trailer_start = whole.len() - 100 - SNAPSHOT_TRAILER_BYTES - 8 * kept.len();
+            let flips = (trailer_start * 8..(whole.len() - 100) * 8)
+                .chain([3 * 8, (SNAPSHOT_HEADER_BYTES + 30) * 8]);
+            for bit in flips {
+                let mut damaged = whole.to_vec();
+                damaged[bit / 8] ^= 1 << (bit % 8);
+                assert!(
+                    read_snapshot(&Bytes::from(damaged), drop).is_err(),
+                    "{kept:?}: bit {bit}"
+                );
+            }
+            for cut in trailer_start..whole.len() - 100 {
+                let mut short = whole.slice(..cut).to_vec();
+                short.resize(cut + 100, 0);
+                assert!(
+                    read_snapshot(&Bytes::from(short), drop).is_err(),
+                    "{kept:?}: cut at {cut}"
+                );
+            }
+        }
+    }
+
+    /// Random lists of segments round-trip; a list out of order, repeated, or longer than the
+    /// file is refused (never read past its end).
+    #[test]
+    fn snapshot_trailers_round_trip_random_lists() {
+        let mut random = crate::random::SplitMix64::new(40);
+        for _ in 0..500 {
+            let count = (random.next_u64() % 40) as usize;
+            let mut kept: Vec<u64> = (0..count)
+                .map(|_| random.next_u64() >> (random.next_u64() % 64))
+                .collect();
+            kept.sort_unstable();
+            kept.dedup();
+            let read = read_snapshot(&snapshot(2, &kept), drop).unwrap();
+            assert_eq!(read.kept, kept);
+        }
+        // Written by hand (the writer asserts its list is ascending): a trailer listing `kept`
+        // with `count` as its count.
+        let trailer = |kept: &[u64], count: u32| {
+            let mut data = snapshot(1, &[]).slice(..).to_vec();
+            data.truncate(data.len() - 100 - SNAPSHOT_TRAILER_BYTES);
+            let start = data.len();
+            data.extend_from_slice(TRAILER_MAGIC);
+            data.extend_from_slice(&1u64.to_le_bytes());
+            data.extend_from_slice(&count.to_le_bytes());
+            for segment in kept {
+                data.extend_from_slice(&segment.to_le_bytes());
+            }
+            let crc = crc32c(&[&data[start..]]);
+            data.extend_from_slice(&crc.to_le_bytes());
+            data.resize(data.len() + 100, 0);
+            Bytes::from(data)
+        };
+        assert_eq!(
+            read_snapshot(&trailer(&[1, 2], 2), drop).unwrap().kept,
+            [1, 2]
+        );
+        for (kept, count) in [
+            (&[2u64, 1][..], 2),
+            (&[1, 1], 2),
+            (&[1], u32::MAX),
+            (&[1], 200),
+        ] {
             assert!(
-                read_snapshot(&Bytes::from(damaged), drop).is_err(),
-                "flip at {at}"
+                read_snapshot(&trailer(kept, count), drop).is_err(),
+                "{kept:?} counted {count}"
             );
         }
-        let cut = whole.slice(..whole.len() - 130);
-        assert!(read_snapshot(&cut, drop).is_err());
+    }
+
+    /// A snapshot of format 1 (before named entries: a trailer of magic, count and CRC) reads
+    /// as listing no segment.
+    #[test]
+    fn a_format_1_snapshot_still_reads() {
+        let mut data = snapshot(2, &[]).slice(..).to_vec();
+        data[8..12].copy_from_slice(&FORMAT_VERSION_COPIED.to_le_bytes());
+        let crc = crc32c(&[&data[..SNAPSHOT_HEADER_BYTES - 4]]);
+        data[SNAPSHOT_HEADER_BYTES - 4..SNAPSHOT_HEADER_BYTES].copy_from_slice(&crc.to_le_bytes());
+        data.truncate(data.len() - 100 - SNAPSHOT_TRAILER_BYTES);
+        let start = data.len();
+        data.extend_from_slice(TRAILER_MAGIC);
+        data.extend_from_slice(&2u64.to_le_bytes());
+        let crc = crc32c(&[&data[start..]]);
+        data.extend_from_slice(&crc.to_le_bytes());
+        data.resize(data.len() + 100, 0);
+        let mut records = Vec::new();
+        let read = read_snapshot(&Bytes::from(data.clone()), |record| records.push(record));
+        assert_eq!(read.unwrap().kept, Vec::<u64>::new());
+        assert_eq!(records, vec![record(0), record(1)]);
+        // Read as format 2, the same bytes are a trailer cut short.
+        data[8..12].copy_from_slice(&FORMAT_VERSION.to_le_bytes());
+        let crc = crc32c(&[&data[..SNAPSHOT_HEADER_BYTES - 4]]);
+        data[SNAPSHOT_HEADER_BYTES - 4..SNAPSHOT_HEADER_BYTES].copy_from_slice(&crc.to_le_bytes());
+        assert!(read_snapshot(&Bytes::from(data), drop).is_err());
     }
 }

@@ -106,6 +106,10 @@ fn summary(record: &Record) -> String {
             message.sequence,
             text(&message.text)
         ),
+        Record::MessageNamed(message) => format!(
+            "a snapshot's entry, never a log record: slot {}.{}, its text in {:?}",
+            message.slot, message.generation, message.text.locator
+        ),
         Record::MessageLeased {
             slot,
             generation,

@@ -41,6 +41,7 @@
 //! may have dropped while reporting success to a later sync) is ever acknowledged.
 
 use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
 use std::future::{poll_fn, Future};
 use std::io;
 use std::path::PathBuf;
@@ -58,13 +59,14 @@ use super::format::{
 use super::read_cache::{capacity_for, chunk_of, ReadCache};
 use super::recovery::{SegmentFile, ShardStart};
 use crate::limits::{
-    LOG_CLOSED_SEGMENTS_MAX, LOG_FLUSH_BYTES_MAX, LOG_SEGMENT_BYTES, SNAPSHOT_ALLOWANCE_BYTES,
-    SNAPSHOT_READ_GAP_BYTES, SNAPSHOT_REHOME_STEP_TEXTS, SNAPSHOT_REMOVAL_STEP_BYTES,
-    SNAPSHOT_STEP_SLOTS, SNAPSHOT_STEP_TEXT_BYTES, SNAPSHOT_SYNC_BYTES, STORAGE_BLOCK_BYTES,
+    LOG_CLOSED_SEGMENTS_MAX, LOG_FLUSH_BYTES_MAX, LOG_SEGMENT_BYTES, SEGMENT_KEPT_LIVE_SHARE_MIN,
+    SNAPSHOT_ALLOWANCE_BYTES, SNAPSHOT_READ_GAP_BYTES, SNAPSHOT_REHOME_STEP_TEXTS,
+    SNAPSHOT_REMOVAL_STEP_BYTES, SNAPSHOT_STEP_SLOTS, SNAPSHOT_STEP_TEXT_BYTES,
+    SNAPSHOT_SYNC_BYTES, SNAPSHOT_TALLY_STEP_SLOTS, STORAGE_BLOCK_BYTES,
 };
 use crate::queue::key::{TextFile, TextLocator};
 use crate::queue::record::{record_text, text_records};
-use crate::queue::state::texts::{TextOnDisk, TextWritten, TextsRead};
+use crate::queue::state::texts::{Naming, TextOnDisk, TextWritten, TextsRead};
 use crate::queue::{Encoded, QueueKey, ShardState};
 use crate::time::{latency_bucket, LATENCY_BUCKETS};
 
@@ -191,8 +193,14 @@ struct OpenSegment<F> {
 
 struct LogState<F> {
     segment: Option<OpenSegment<F>>,
-    /// Closed segments, oldest first.
+    /// Closed segments, oldest first, from the one that holds the snapshot's replay point.
     segments: Vec<SegmentFile>,
+    /// Segments before the replay point that the snapshot in place keeps, oldest first: its
+    /// entries name records there (`Record::MessageNamed`).
+    kept: Vec<SegmentFile>,
+    /// What those hold beyond the records the snapshot named (as allocated): what a snapshot
+    /// that copied those texts would free (`Sizes::snapshot_charged_bytes`).
+    kept_dead_bytes: u64,
     /// The current snapshot and its size.
     snapshot: Option<(PathBuf, u64)>,
     /// What that snapshot's records are charged (`Sizes`; its size for one recovery found).
@@ -312,6 +320,11 @@ impl<D: Disk> Log<D> {
             .journal_untaken_sequence()
             .expect("a durable shard journals");
         let log_bytes = start.segments.iter().map(|segment| segment.bytes).sum();
+        let kept_bytes: u64 = start
+            .kept
+            .iter()
+            .map(|segment| segment.allocated_bytes)
+            .sum();
         Log {
             disk,
             directory: start.directory.clone(),
@@ -322,6 +335,8 @@ impl<D: Disk> Log<D> {
             state: RefCell::new(LogState {
                 segment: None,
                 segments: start.segments.clone(),
+                kept: start.kept.clone(),
+                kept_dead_bytes: kept_bytes.saturating_sub(start.kept_named_bytes),
                 snapshot: start.snapshot.clone(),
                 snapshot_charged_bytes: start.snapshot.as_ref().map_or(0, |(_, bytes)| *bytes),
                 log_bytes,
@@ -572,6 +587,7 @@ impl<D: Disk> Log<D> {
                     || log
                         .segments
                         .iter()
+                        .chain(&log.kept)
                         .any(|segment| segment.first_sequence == first_sequence)
             }
             TextFile::Snapshot(_) => log
@@ -579,6 +595,17 @@ impl<D: Disk> Log<D> {
                 .as_ref()
                 .is_some_and(|(path, _)| *path == self.text_path(file)),
         }
+    }
+
+    /// The segments before the replay point that the snapshot in place keeps (first
+    /// sequences, oldest first).
+    #[cfg(test)]
+    pub fn kept_segments(&self) -> Vec<u64> {
+        let log = self.state.borrow();
+        log.kept
+            .iter()
+            .map(|segment| segment.first_sequence)
+            .collect()
     }
 
     /// Syncs what `Durability::Write` has written since the last sync.
@@ -742,6 +769,7 @@ impl<D: Disk> Log<D> {
         let closed: u64 = log
             .segments
             .iter()
+            .chain(&log.kept)
             .map(|segment| segment.allocated_bytes)
             .sum();
         let open = log
@@ -771,7 +799,7 @@ impl<D: Disk> Log<D> {
                 .iter()
                 .map(|segment| segment.allocated_bytes)
                 .sum(),
-            snapshot_charged_bytes: log.snapshot_charged_bytes,
+            snapshot_charged_bytes: log.snapshot_charged_bytes + log.kept_dead_bytes,
             small_closed_segments: log
                 .segments
                 .iter()
@@ -797,6 +825,8 @@ impl<D: Disk> Log<D> {
         };
         self.state.borrow_mut().snapshotting = true;
         let delivers = state.borrow_mut().begin_snapshot(replay_from);
+        // Texts are tallied for segments to keep only when they may stay on disk.
+        let tallies = state.borrow().tracks_texts() && !delivers;
         let path = self.directory.join(SNAPSHOT_TEMPORARY_NAME);
         let file = self.failed_on_error(self.disk.create(&path, 0).await)?;
         let mut pending = BytesMut::with_capacity(1 << 20);
@@ -809,22 +839,70 @@ impl<D: Disk> Log<D> {
             encoded: Encoded::default(),
             replay_from,
             reflects_until: None,
-            phase: Phase::Queues(None),
+            phase: if tallies {
+                Phase::Tally(0)
+            } else {
+                Phase::Queues(None)
+            },
+            tally: HashMap::new(),
+            naming: Naming::default(),
             recorded: Vec::new(),
             delivers,
             step_end: 0,
         })
     }
 
+    /// The segments a snapshot whose replay starts at `replay_from` keeps for the texts on
+    /// disk only there (`tally`: the bytes of their records by segment, `tally_texts_on_disk`),
+    /// ascending: those wholly before the replay point (closed, or kept by the snapshot in
+    /// place) whose records of those texts take at least half of what they take on disk
+    /// (`SEGMENT_KEPT_LIVE_SHARE_MIN`). The texts in any other are copied, so a segment mostly
+    /// dead goes with the snapshot that copies what is left of it.
+    fn segments_to_keep(&self, replay_from: u64, tally: &HashMap<u64, u64>) -> Vec<u64> {
+        let log = self.state.borrow();
+        let open_first = log.segment.as_ref().map(|segment| segment.first_sequence);
+        let next_firsts = log
+            .segments
+            .iter()
+            .skip(1)
+            .map(|segment| Some(segment.first_sequence))
+            .chain([open_first]);
+        let before = log
+            .segments
+            .iter()
+            .zip(next_firsts)
+            .filter(|(_, next)| next.is_some_and(|next| next <= replay_from))
+            .map(|(segment, _)| segment);
+        let mut kept: Vec<u64> = log
+            .kept
+            .iter()
+            .chain(before)
+            .filter(|segment| {
+                let live = tally.get(&segment.first_sequence).copied().unwrap_or(0);
+                live > 0
+                    && live.saturating_mul(SEGMENT_KEPT_LIVE_SHARE_MIN.1)
+                        >= segment
+                            .allocated_bytes
+                            .saturating_mul(SEGMENT_KEPT_LIVE_SHARE_MIN.0)
+            })
+            .map(|segment| segment.first_sequence)
+            .collect();
+        kept.sort_unstable();
+        kept
+    }
+
     /// A snapshot of `bytes`, whose records hold `charged` bytes of what is stored
-    /// (`Encoded`), is whole and synced: it replaces the last one. Returns the files it makes
-    /// unnecessary (the older snapshot, the segments it covers) with their sizes, for
+    /// (`Encoded`), and whose entries name records in the segments `named` lists (with the
+    /// bytes of those records), is whole and synced: it replaces the last one. Returns the
+    /// files it makes unnecessary (the older snapshot, the segments it covers and does not
+    /// keep, the segments the last one kept and it does not) with their sizes, for
     /// `remove_step` to free.
     async fn replace_snapshot(
         &self,
         replay_from: u64,
         bytes: u64,
         charged: u64,
+        named: &std::collections::BTreeMap<u64, u64>,
     ) -> io::Result<Vec<(PathBuf, u64)>> {
         let temporary = self.directory.join(SNAPSHOT_TEMPORARY_NAME);
         let path = self.directory.join(snapshot_name(replay_from));
@@ -856,8 +934,20 @@ impl<D: Disk> Log<D> {
             next_first.is_some_and(|next| next <= replay_from) && first.first_sequence < replay_from
         }) {
             let segment = log.segments.remove(0);
-            removable.push((segment.path, segment.allocated_bytes));
+            log.kept.push(segment);
         }
+        // Of the segments before the replay point, those its entries name stay.
+        let (kept, given_up): (Vec<_>, Vec<_>) = std::mem::take(&mut log.kept)
+            .into_iter()
+            .partition(|segment| named.contains_key(&segment.first_sequence));
+        removable.extend(
+            given_up
+                .into_iter()
+                .map(|segment| (segment.path, segment.allocated_bytes)),
+        );
+        let kept_bytes: u64 = kept.iter().map(|segment| segment.allocated_bytes).sum();
+        log.kept_dead_bytes = kept_bytes.saturating_sub(named.values().sum());
+        log.kept = kept;
         log.log_bytes = log
             .segments
             .iter()
@@ -871,6 +961,9 @@ impl<D: Disk> Log<D> {
 
 /// Where a snapshot job is.
 enum Phase {
+    /// Adding up, from the given slot, the bytes of the texts on disk only by segment, to
+    /// choose the segments to keep (`Log::segments_to_keep`).
+    Tally(u32),
     /// Encoding queues, after the given one.
     Queues(Option<QueueKey>),
     /// Encoding message slots from the given one.
@@ -895,6 +988,11 @@ pub struct SnapshotJob<D: Disk> {
     /// The journal's next sequence when the last step encoded the state.
     reflects_until: Option<u64>,
     phase: Phase,
+    /// The bytes of the records of texts on disk only, by segment (`Phase::Tally`).
+    tally: HashMap<u64, u64>,
+    /// The segments whose records it names instead of copying their texts, once tallied, and
+    /// what it named there.
+    naming: Naming,
     /// The texts encoded, where in the file, and which records wrote them, when the state
     /// tracks texts: their homes once the snapshot is in place (`ShardState::note_snapshot`, a
     /// step of `SNAPSHOT_REHOME_STEP_TEXTS` at a time).
@@ -962,6 +1060,22 @@ impl<D: Disk> SnapshotJob<D> {
         log: &Log<D>,
         state: &RefCell<ShardState>,
     ) -> io::Result<()> {
+        if let Phase::Tally(from) = self.phase {
+            let end = from
+                .saturating_add(SNAPSHOT_TALLY_STEP_SLOTS)
+                .min(state.borrow().slab_slots());
+            state
+                .borrow()
+                .tally_texts_on_disk(from..end, &mut self.tally);
+            self.phase = if end >= state.borrow().slab_slots() {
+                let tally = std::mem::take(&mut self.tally);
+                self.naming.segments = log.segments_to_keep(self.replay_from, &tally);
+                Phase::Queues(None)
+            } else {
+                Phase::Tally(end)
+            };
+            return Ok(());
+        }
         let (read, delivered) = match self.phase {
             Phase::Messages(from) => {
                 let end = state.borrow().snapshot_step_end(
@@ -978,7 +1092,7 @@ impl<D: Disk> SnapshotJob<D> {
                         .await
                         .map(|delivered| (TextsRead::new(), delivered))
                 } else {
-                    read_to_encode(log, state, slots)
+                    read_to_encode(log, state, slots, &self.naming)
                         .await
                         .map(|read| (read, Vec::new()))
                 };
@@ -1013,7 +1127,8 @@ impl<D: Disk> SnapshotJob<D> {
                     let end = self.step_end;
                     let before = self.pending.len();
                     let (pending, encoded) = (&mut self.pending, &mut self.encoded);
-                    state.snapshot_messages(*from..end, &read, pending, encoded);
+                    let naming = &mut self.naming;
+                    state.snapshot_messages(*from..end, &read, naming, pending, encoded);
                     if state.tracks_texts() {
                         let file = TextFile::Snapshot(self.replay_from);
                         let at = self.written + before as u64;
@@ -1032,15 +1147,18 @@ impl<D: Disk> SnapshotJob<D> {
                         }
                     }
                     self.phase = if end >= state.slab_slots() {
+                        let kept: Vec<u64> = self.naming.named.keys().copied().collect();
                         self.pending
-                            .put_slice(&snapshot_trailer(self.encoded.entries));
+                            .put_slice(&snapshot_trailer(self.encoded.entries, &kept));
                         self.reflects_until = state.journal_next_sequence();
                         Phase::Removing(Vec::new())
                     } else {
                         Phase::Messages(end)
                     };
                 }
-                Phase::Removing(_) => unreachable!("`step` frees the files"),
+                Phase::Removing(_) | Phase::Tally(_) => {
+                    unreachable!("`step` frees the files; tallies are not encoded")
+                }
             }
         }
         {
@@ -1084,12 +1202,15 @@ impl<D: Disk> SnapshotJob<D> {
                     log.sync_current().await?;
                 }
             }
+            let named = &self.naming.named;
             let removable = log
-                .replace_snapshot(self.replay_from, self.written, self.encoded.charged)
+                .replace_snapshot(self.replay_from, self.written, self.encoded.charged, named)
                 .await?;
-            // Its entries are homes from now on; the next steps point the texts it recorded at
-            // them, before the files it replaced are freed.
-            state.borrow_mut().place_snapshot(self.replay_from);
+            // Its entries are homes from now on, and the records in the segments it keeps;
+            // the next steps point the texts it recorded at them, before the files it replaced
+            // are freed.
+            let kept: Vec<u64> = named.keys().copied().collect();
+            state.borrow_mut().place_snapshot(self.replay_from, &kept);
             self.phase = Phase::Removing(removable);
         }
         Ok(())
@@ -1107,8 +1228,9 @@ async fn read_to_encode<D: Disk>(
     log: &Log<D>,
     state: &RefCell<ShardState>,
     slots: std::ops::Range<u32>,
+    naming: &Naming,
 ) -> io::Result<TextsRead> {
-    let wanted = state.borrow().texts_on_disk(slots);
+    let wanted = state.borrow().texts_to_copy(slots, naming);
     let texts = log.read_texts_for(wanted, Reading::Encode).await?;
     Ok(texts
         .into_iter()
@@ -1332,6 +1454,7 @@ impl<D: Disk> Log<D> {
                 _ => log
                     .segments
                     .iter()
+                    .chain(&log.kept)
                     .find(|closed| closed.first_sequence == first)
                     .map(|closed| closed.bytes),
             },

@@ -43,12 +43,12 @@ use super::files::{
 };
 use super::format::{
     intact_records, parse_name, read_segment_with, read_snapshot, read_snapshot_header,
-    read_snapshot_with, snapshot_header, snapshot_name, snapshot_trailer, Ending, FileKind,
-    SEGMENT_TEMPORARY_NAME, SNAPSHOT_TEMPORARY_NAME,
+    read_snapshot_with, segment_name, snapshot_header, snapshot_name, snapshot_trailer, Ending,
+    FileKind, SEGMENT_TEMPORARY_NAME, SNAPSHOT_TEMPORARY_NAME,
 };
 use crate::limits::{RECOVERY_KEPT_BYTES_MAX, STORAGE_BLOCK_BYTES};
 use crate::queue::key::{TextFile, TextLocator};
-use crate::queue::record::{text_records, MessageState, Record};
+use crate::queue::record::{record_text, text_records, MessageState, NamedText, Record};
 use crate::queue::state::texts::{RecoveredTexts, TextWritten, RECOVERED_TEXT_SEQUENCE};
 use crate::queue::state::{Identity, Restorer};
 use crate::queue::Secret;
@@ -93,6 +93,11 @@ pub struct ShardStart {
     pub segments: Vec<SegmentFile>,
     /// Its current snapshot, if it has one, with its size.
     pub snapshot: Option<(PathBuf, u64)>,
+    /// The segments before the replay point that the snapshot keeps (its entries name records
+    /// there), oldest first.
+    pub kept: Vec<SegmentFile>,
+    /// The bytes of the records the snapshot's entries name in them.
+    pub kept_named_bytes: u64,
     /// Where its restored texts are, in that snapshot and those segments, when asked
     /// (`RecoveryOptions::locate_texts`).
     pub texts: RecoveredTexts,
@@ -146,6 +151,9 @@ struct Image {
     next_sequence: u64,
     segments: Vec<SegmentFile>,
     snapshot: Option<(PathBuf, u64)>,
+    /// The segments the snapshot keeps, and the bytes of the records its entries name there.
+    kept: Vec<SegmentFile>,
+    kept_named_bytes: u64,
     /// Bytes read, for the summary.
     bytes_read: u64,
 }
@@ -165,6 +173,8 @@ impl Image {
             next_sequence: 0,
             segments: Vec::new(),
             snapshot: None,
+            kept: Vec::new(),
+            kept_named_bytes: 0,
             bytes_read: 0,
         }
     }
@@ -311,6 +321,9 @@ impl Image {
                     self.messages[slot] = Some((message, queue.incarnation));
                     self.place_text(slot, text_place);
                 }
+            }
+            Record::MessageNamed(_) => {
+                unreachable!("`read_shard` reads a named entry's text, and refuses one in a log")
             }
             Record::MessageLeased {
                 slot,
@@ -477,6 +490,123 @@ impl Image {
             }
         }
         (queues_restored, messages_restored)
+    }
+}
+
+/// The texts a snapshot's named entries name (`Record::MessageNamed`), read from the segments
+/// it keeps as its entries are read.
+#[derive(Default)]
+struct Named {
+    /// The segments read, by first sequence (mapped: a text is copied out of its file unless
+    /// it stays on disk only, `Image::restore`).
+    mapped: HashMap<u64, Bytes>,
+    /// The bytes of those files, for the summary.
+    bytes_read: u64,
+    /// The bytes of the records named.
+    record_bytes: u64,
+    /// The segments named.
+    segments: std::collections::BTreeSet<u64>,
+    /// The first error met: the entries after it are not read.
+    error: Option<String>,
+}
+
+impl Named {
+    /// The text `message` names, read from its segment among `segments` (the directory's, by
+    /// first sequence): the record there must be whole and intact, the one named (its
+    /// sequence, message and length). `None` once an error is met (`check` says which).
+    fn text(
+        &mut self,
+        files: &impl Files,
+        segments: &[(u64, PathBuf)],
+        message: &MessageState<NamedText>,
+    ) -> Option<Bytes> {
+        if self.error.is_some() {
+            return None;
+        }
+        let named = message.text;
+        let TextFile::Segment(first) = named.locator.file() else {
+            unreachable!("a named entry reads as a segment's locator");
+        };
+        let found = self.read(files, segments, first).and_then(|data| {
+            let start = usize::try_from(named.locator.offset()).unwrap_or(usize::MAX);
+            let end = start.saturating_add(named.locator.record_bytes() as usize);
+            let record = (end <= data.len()).then(|| data.slice(start..end));
+            record
+                .and_then(|record| {
+                    record_text(
+                        &record,
+                        named.locator,
+                        named.sequence,
+                        message.slot,
+                        message.generation,
+                    )
+                })
+                .filter(|text| text.len() == named.text_bytes as usize)
+                .ok_or_else(|| {
+                    format!(
+                        "the entry of message {}.{} names record {} at offset {} of the log                          segment {}, and it is not there (damaged, or another record)",
+                        message.slot,
+                        message.generation,
+                        named.sequence,
+                        named.locator.offset(),
+                        segment_name(first)
+                    )
+                })
+        });
+        match found {
+            Ok(text) => {
+                self.segments.insert(first);
+                self.record_bytes += u64::from(named.locator.record_bytes());
+                Some(text)
+            }
+            Err(why) => {
+                self.error = Some(why);
+                None
+            }
+        }
+    }
+
+    /// The segment whose first sequence is `first`, mapped once.
+    fn read(
+        &mut self,
+        files: &impl Files,
+        segments: &[(u64, PathBuf)],
+        first: u64,
+    ) -> Result<Bytes, String> {
+        if let Some(data) = self.mapped.get(&first) {
+            return Ok(data.clone());
+        }
+        let Some((_, path)) = segments.iter().find(|(sequence, _)| *sequence == first) else {
+            return Err(format!(
+                "an entry names a record in the log segment {}, which is not in the directory",
+                segment_name(first)
+            ));
+        };
+        let data = files
+            .read(path)
+            .map_err(|error| format!("{}: {error}", path.display()))?;
+        self.bytes_read += data.len() as u64;
+        self.mapped.insert(first, data.clone());
+        Ok(data)
+    }
+
+    /// The error met, if any; else whether every segment named is in `kept`, the snapshot's
+    /// list.
+    fn check(&mut self, kept: &[u64]) -> Result<(), String> {
+        if let Some(why) = self.error.take() {
+            return Err(why);
+        }
+        match self
+            .segments
+            .iter()
+            .find(|first| kept.binary_search(first).is_err())
+        {
+            Some(first) => Err(format!(
+                "an entry names a record in the log segment {}, which its trailer does not keep",
+                segment_name(*first)
+            )),
+            None => Ok(()),
+        }
     }
 }
 
@@ -821,19 +951,38 @@ fn read_shard<F: Files>(
         image.next_sequence = replay_from;
         // Its entries are homes only where the log would look for them, under the name of
         // its replay point.
-        let locate_texts = locate_texts && named_from == replay_from;
+        let locate_entries = locate_texts && named_from == replay_from;
         let file = TextFile::Snapshot(replay_from);
-        read_snapshot_with(&data, |place, record| {
-            let text_place = locate_texts.then(|| {
-                let bytes = place.len() as u32;
-                let locator = TextLocator::new(file, place.start as u64, bytes);
-                (locator, RECOVERED_TEXT_SEQUENCE)
-            });
-            image.apply(record, text_place)
-        })
-        .map_err(damaged)?;
-        if locate_texts {
+        // The texts its named entries name, read from the segments it keeps (mapped once
+        // each), and the first error met.
+        let mut named = Named::default();
+        let read = read_snapshot_with(&data, |place, record| match record {
+            Record::MessageNamed(message) => {
+                let Some(text) = named.text(files, &segments, &message) else {
+                    return;
+                };
+                let text_place =
+                    locate_texts.then_some((message.text.locator, message.text.sequence));
+                image.apply(Record::MessagePut(message.with_text(text)), text_place)
+            }
+            record => {
+                let text_place = locate_entries.then(|| {
+                    let bytes = place.len() as u32;
+                    let locator = TextLocator::new(file, place.start as u64, bytes);
+                    (locator, RECOVERED_TEXT_SEQUENCE)
+                });
+                image.apply(record, text_place)
+            }
+        });
+        let kept_segments = read.map_err(damaged)?.kept;
+        named.check(&kept_segments).map_err(damaged)?;
+        image.bytes_read += named.bytes_read;
+        image.kept_named_bytes = named.record_bytes;
+        if locate_entries {
             image.texts.snapshot = Some(replay_from);
+        }
+        if locate_texts {
+            image.texts.kept_segments = kept_segments.clone();
         }
         // Older snapshots the server had no time to remove.
         for (_, older) in snapshots {
@@ -844,7 +993,43 @@ fn read_shard<F: Files>(
             );
             remove(&older, note, notes)?;
         }
-        image.snapshot = Some((path, data.len() as u64));
+        image.snapshot = Some((path.clone(), data.len() as u64));
+        // The segments it keeps, for the texts its entries name there: whole (as
+        // preallocated), never replayed (every record in them comes before its replay point).
+        let (listed, rest): (Vec<_>, Vec<_>) = std::mem::take(&mut segments)
+            .into_iter()
+            .partition(|(first, _)| kept_segments.binary_search(first).is_ok());
+        segments = rest;
+        for (first_sequence, kept_path) in listed {
+            if first_sequence >= replay_from {
+                return Err(damaged(format!(
+                    "it keeps {}, which is not before its replay point",
+                    kept_path.display()
+                )));
+            }
+            let data = named.read(
+                files,
+                &[(first_sequence, kept_path.clone())],
+                first_sequence,
+            )?;
+            image.kept.push(SegmentFile {
+                first_sequence,
+                path: kept_path,
+                bytes: data.len() as u64,
+                allocated_bytes: data.len() as u64,
+            });
+        }
+        if let Some(missing) = kept_segments
+            .iter()
+            .find(|&&first| image.kept.iter().all(|kept| kept.first_sequence != first))
+        {
+            return Err(format!(
+                "{}: the snapshot keeps the log segment {} for the texts it names there, and \
+                 it is not in the directory; refusing to start",
+                path.display(),
+                segment_name(*missing),
+            ));
+        }
         // Segments the snapshot covers (the next one starts at or before its replay point)
         // that the server had no time to remove, or whose removal a power cut undid.
         let needed = segments
@@ -878,7 +1063,12 @@ fn read_shard<F: Files>(
         let data = files.read(path).map_err(|error| failed(path, error))?;
         // Records from the replay point on go straight into `replayed` as they are read.
         let file = TextFile::Segment(*first_sequence);
+        let mut named_in_log = None;
         let gather = |sequence, place: std::ops::Range<usize>, record| {
+            if matches!(record, Record::MessageNamed(_)) {
+                named_in_log.get_or_insert(sequence);
+                return;
+            }
             if sequence < replay_from {
                 return;
             }
@@ -942,6 +1132,13 @@ fn read_shard<F: Files>(
                 ))
             }
         };
+        if let Some(sequence) = named_in_log {
+            return Err(format!(
+                "{}: record {sequence} is a snapshot's entry, never a log record; refusing to \
+                 start",
+                path.display()
+            ));
+        }
         if segment.header.shard != shard || segment.header.first_sequence != *first_sequence {
             return Err(format!(
                 "{}: a segment of another shard or name",
@@ -1309,6 +1506,8 @@ pub fn recover(
                 directory: generation_directory.join(shard_directory_name(starts.len())),
                 segments: image.segments,
                 snapshot: image.snapshot,
+                kept: image.kept,
+                kept_named_bytes: image.kept_named_bytes,
                 texts: image.texts,
             });
         }
@@ -1342,12 +1541,13 @@ pub fn recover(
                     .collect();
                 RecoveredTexts {
                     snapshot: Some(0),
+                    kept_segments: Vec::new(),
                     homes,
                 }
             } else {
                 RecoveredTexts::default()
             };
-            snapshot.put_slice(&snapshot_trailer(encoded.entries));
+            snapshot.put_slice(&snapshot_trailer(encoded.entries, &[]));
             let path = directory.join(snapshot_name(0));
             files
                 .write_synced(&path, &snapshot)
@@ -1361,6 +1561,8 @@ pub fn recover(
                 directory,
                 segments: Vec::new(),
                 snapshot: Some((path, snapshot.len() as u64)),
+                kept: Vec::new(),
+                kept_named_bytes: 0,
                 texts,
             });
         }

@@ -64,7 +64,7 @@ use std::task::{Context, Poll, Waker};
 use bytes::{Bytes, BytesMut};
 
 use super::files::{data_directory, Files};
-use super::format::SEGMENT_TEMPORARY_NAME;
+use super::format::{segment_name, SEGMENT_TEMPORARY_NAME};
 use super::log::{Log, Reading, WrittenText};
 use super::recovery::{recover, RecoveryOptions};
 use super::sim::{SimDisk, SimStats, Written};
@@ -554,6 +554,12 @@ struct TextReads {
     left_on_disk_by_recovery: u64,
     /// Texts read for waits where recovery found them.
     read_where_recovery_found: u64,
+    /// Snapshots put in place that kept segments, naming texts there (`Record::MessageNamed`).
+    snapshots_keeping_segments: u64,
+    /// Rounds whose recovery kept segments a snapshot named texts in.
+    recovered_kept_segments: u64,
+    /// Texts read for waits in segments the snapshot in place keeps.
+    read_from_kept_segments: u64,
     /// Texts read ahead of a wait's Get and delivered (`ShardState::deliver_ahead`).
     delivered_ahead: u64,
     /// Texts read ahead of Gets with none waiting (`ShardState::next_read_ahead`) and
@@ -841,6 +847,7 @@ fn simulate(seed: u64, boundaries: &mut Boundaries, text_reads: &mut TextReads) 
                 .hold_read_ahead_at_most(random.next_u64() % 3000, held_texts);
         }
         text_reads.left_on_disk_by_recovery += start.state.texts_evicted().0;
+        text_reads.recovered_kept_segments += u64::from(!start.kept.is_empty());
         // Small segments, so that they fill, rotate and go within a few commands; not so small
         // that a flush ending just short of a block boundary is seldom followed by another in
         // the same segment (at 16 KiB, a third as often; at 32 KiB, half again as often, but
@@ -919,6 +926,8 @@ fn simulate(seed: u64, boundaries: &mut Boundaries, text_reads: &mut TextReads) 
         }
 
         let snapshot_wanted = Cell::new(false);
+        // Snapshots put in place that keep segments.
+        let keeping_segments = Cell::new(0u64);
         // Snapshots begun this round, and whether one is running: a snapshot gives up files a
         // wait's read in flight may name (it reads their texts back first).
         let snapshots_begun = Cell::new(0u64);
@@ -960,6 +969,8 @@ fn simulate(seed: u64, boundaries: &mut Boundaries, text_reads: &mut TextReads) 
                     }
                     replaced_kept.replace(Vec::new());
                     snapshot_running.set(false);
+                    keeping_segments
+                        .set(keeping_segments.get() + u64::from(!log.kept_segments().is_empty()));
                     if trace {
                         eprintln!("snapshot in place");
                     }
@@ -1140,6 +1151,10 @@ fn simulate(seed: u64, boundaries: &mut Boundaries, text_reads: &mut TextReads) 
                                 u64::from(replaced_kept.borrow().contains(&path));
                             text_reads.read_where_recovery_found +=
                                 u64::from(found_by_recovery.contains(&locator));
+                            text_reads.read_from_kept_segments += u64::from(matches!(
+                                locator.file(),
+                                TextFile::Segment(first) if log.kept_segments().contains(&first)
+                            ));
                             if ahead.contains(&named) {
                                 text_reads.delivered_ahead += u64::from(state.deliver_ahead(
                                     named,
@@ -1234,6 +1249,7 @@ fn simulate(seed: u64, boundaries: &mut Boundaries, text_reads: &mut TextReads) 
         drop(waits);
         drop(early);
         text_reads.evicted += evicted.get();
+        text_reads.snapshots_keeping_segments += keeping_segments.get();
         text_reads.read_cache_hits += log.read_cache_counts().0;
         let counted = *text_reads;
         *text_reads = TextReads {
@@ -1246,6 +1262,8 @@ fn simulate(seed: u64, boundaries: &mut Boundaries, text_reads: &mut TextReads) 
             read_from_replaced_files: counted.read_from_replaced_files,
             left_on_disk_by_recovery: counted.left_on_disk_by_recovery,
             read_where_recovery_found: counted.read_where_recovery_found,
+            snapshots_keeping_segments: counted.snapshots_keeping_segments,
+            read_from_kept_segments: counted.read_from_kept_segments,
             delivered_ahead: counted.delivered_ahead,
             delivered_early: counted.delivered_early,
             early_read_failures: counted.early_read_failures,
@@ -1335,10 +1353,15 @@ fn put_unflushed(state: &RefCell<ShardState>, text: &Bytes) {
 /// One batch of a drain of queue 0, as a server's group commit makes it: Get 32, Delete each,
 /// one flush. How many were deleted (0: the queue is empty).
 fn drain_batch(log: &Log<SimDisk>, state: &RefCell<ShardState>) -> usize {
+    drain_batch_of(log, state, 32)
+}
+
+/// `drain_batch`, getting at most `count`.
+fn drain_batch_of(log: &Log<SimDisk>, state: &RefCell<ShardState>, count: usize) -> usize {
     let batch = state.borrow_mut().apply(
         Command::GetMessages {
             queue: key(0),
-            count: 32,
+            count: count as u32,
             visibility_timeout_s: 30,
         },
         NOW_MS,
@@ -1567,8 +1590,26 @@ fn a_snapshot_records_the_texts_on_disk_only_and_leaves_them_there() {
             queue: key(0),
             metadata: Vec::new(),
         });
-        (0..BEFORE).for_each(put);
-        assert_eq!(evict(), BEFORE);
+        // Two texts of a queue deleted before the snapshot beside each: the segments are
+        // mostly dead, so the snapshot copies what is left of them and gives them up (it
+        // would keep a segment mostly live, and name the texts there: the test after this).
+        apply(Command::CreateQueue {
+            queue: key(1),
+            metadata: Vec::new(),
+        });
+        for number in 0..BEFORE {
+            put(number);
+            for _ in 0..2 {
+                apply(Command::PutMessage {
+                    queue: key(1),
+                    text: text(number),
+                    visibility_timeout_s: 0,
+                    ttl_s: Some(86_400),
+                });
+            }
+        }
+        assert_eq!(evict(), 3 * BEFORE);
+        apply(Command::DeleteQueue { queue: key(1) });
         let first_file = state.borrow().texts_on_disk(0..1)[0].2.file();
         assert!(log.holds_file(first_file));
         // Resident, their homes noted, their records before the replay point.
@@ -1576,9 +1617,10 @@ fn a_snapshot_records_the_texts_on_disk_only_and_leaves_them_there() {
         let mut number = BEFORE + RESIDENT;
         run(async {
             let mut job = log.start_snapshot(&state).await.expect("started");
-            // The queues' steps (the queue, then none left and the settings); then Puts after
-            // the replay point. All leave memory, those whose records are before it too.
-            for _ in 0..2 {
+            // The tally's step, the queues' steps (the queue, then none left and the
+            // settings); then Puts after the replay point. All leave memory, those whose
+            // records are before it too.
+            for _ in 0..3 {
                 assert!(!job.step(&log, &state).await.expect("a step"));
             }
             assert_eq!(on_disk(), BEFORE);
@@ -1642,6 +1684,237 @@ fn a_snapshot_records_the_texts_on_disk_only_and_leaves_them_there() {
         assert_eq!(found.len(), number);
         assert!(found == expected, "every text recovered");
     }
+}
+
+/// The text of message `number` in the tests of kept segments: 60,000 bytes, its number
+/// repeated.
+fn kept_text(number: usize) -> Bytes {
+    Bytes::from(format!("{number:05}").repeat(FILLER_BYTES / 5))
+}
+
+/// A shard with segments of 1 MiB, its texts tracked, that put `texts` messages of
+/// `kept_text` into queue 0, each flushed alone (16 or 17 a segment), all evicted, and wrote a
+/// snapshot: it names the texts in the closed segments, full of them, and keeps those.
+fn a_shard_with_kept_segments(texts: usize) -> (SimDisk, Log<SimDisk>, RefCell<ShardState>) {
+    let (disk, log, state) = fresh_shard(1 << 20);
+    state.borrow_mut().track_texts(RecoveredTexts::default());
+    create_queue_0(&log, &state);
+    for number in 0..texts {
+        let command = Command::PutMessage {
+            queue: key(0),
+            text: kept_text(number),
+            visibility_timeout_s: 0,
+            ttl_s: Some(86_400),
+        };
+        apply_flushed(&log, &state, command).expect("put");
+    }
+    let evicted = state.borrow_mut().evict(u64::MAX, log.durable_sequence());
+    assert_eq!(evicted as usize, texts * FILLER_BYTES);
+    snapshot_whole(&log, &state);
+    (disk, log, state)
+}
+
+/// Every text on disk only of `state`, read back through `log`, is `kept_text` of its number;
+/// answers the numbers read, and how many texts were in segments (the rest in the snapshot).
+fn read_kept_texts(log: &Log<SimDisk>, state: &RefCell<ShardState>) -> (BTreeSet<usize>, usize) {
+    let texts = state.borrow().texts_on_disk(0..u32::MAX);
+    let in_segments = texts
+        .iter()
+        .filter(|(_, _, locator, _)| matches!(locator.file(), TextFile::Segment(_)))
+        .count();
+    let mut numbers = BTreeSet::new();
+    for (named, text) in run(log.read_texts(texts)).expect("read back") {
+        let number: usize = std::str::from_utf8(&text[..5]).unwrap().parse().unwrap();
+        assert_eq!(text, kept_text(number), "{named:?}");
+        assert!(numbers.insert(number), "{number} twice");
+    }
+    (numbers, in_segments)
+}
+
+/// Step 5 of tiered storage: a snapshot names the texts on disk only in the segments before
+/// its replay point that they keep mostly live (`Record::MessageNamed`), instead of reading
+/// and copying them, and keeps those segments while it is in place; recovery reads those
+/// texts there (and leaves them there with `--text-memory`); once a drain leaves the segments
+/// mostly dead, the next snapshot copies what is left and gives them up.
+#[test]
+fn a_snapshot_names_the_texts_of_segments_mostly_live_and_keeps_them() {
+    const TEXTS: usize = 48;
+    let (disk, log, state) = a_shard_with_kept_segments(TEXTS);
+    let kept = log.kept_segments();
+    // Two closed segments full of texts, the third one open (it holds the replay point).
+    assert_eq!(kept.len(), 2, "{kept:?}");
+    let (numbers, in_segments) = read_kept_texts(&log, &state);
+    assert_eq!(numbers, (0..TEXTS).collect());
+    assert!((32..=34).contains(&in_segments), "{in_segments} named");
+    for (_, _, locator, _) in state.borrow().texts_on_disk(0..u32::MAX) {
+        match locator.file() {
+            TextFile::Segment(first) => assert!(kept.contains(&first), "{locator:?}"),
+            TextFile::Snapshot(_) => {}
+        }
+    }
+    // The snapshot holds the copied texts only.
+    let stats = log.stats();
+    let copied_bytes = ((TEXTS - in_segments) * FILLER_BYTES) as u64;
+    assert!(
+        stats.snapshot_bytes > copied_bytes && stats.snapshot_bytes < copied_bytes + (64 << 10),
+        "{} bytes",
+        stats.snapshot_bytes
+    );
+    // A named text read back (as for a Get) may leave memory again, to its record there.
+    let named = state
+        .borrow()
+        .texts_on_disk(0..u32::MAX)
+        .into_iter()
+        .find(|(_, _, locator, _)| matches!(locator.file(), TextFile::Segment(_)))
+        .expect("a named text");
+    let (named, text) = run(log.read_texts(vec![named])).expect("read").remove(0);
+    assert!(state.borrow_mut().deliver_text(named, text, true));
+    let evicted = state.borrow_mut().evict(u64::MAX, log.durable_sequence());
+    assert_eq!(
+        evicted, FILLER_BYTES as u64,
+        "the text read back left memory again"
+    );
+    // Kept segments count as disk; no snapshot is due right after one.
+    assert!(log.disk_bytes() >= 3 << 20, "{}", log.disk_bytes());
+    assert!(!log.wants_snapshot(&state));
+
+    // A power cut: recovery keeps the segments, reads the named texts there, and with texts
+    // located leaves them on disk only there.
+    disk.crash();
+    let all_texts = (0..TEXTS).map(kept_text).collect::<BTreeSet<_>>();
+    let recovered_texts = |start: &super::recovery::ShardStart| -> BTreeSet<Bytes> {
+        start
+            .state
+            .describe(NOW_MS)
+            .messages
+            .into_values()
+            .map(|message| message.1)
+            .collect()
+    };
+    let copied = recover_one_shard(&disk, RecoveryOptions::default()).expect("recovers");
+    let start = copied.shards.into_iter().next().expect("one shard");
+    assert!(recovered_texts(&start) == all_texts, "every text recovered");
+    let located = RecoveryOptions {
+        locate_texts: true,
+        ..RecoveryOptions::default()
+    };
+    let recovered = recover_one_shard(&disk, located).expect("recovers");
+    let mut start = recovered.shards.into_iter().next().expect("one shard");
+    let kept_after: Vec<u64> = start
+        .kept
+        .iter()
+        .map(|segment| segment.first_sequence)
+        .collect();
+    assert_eq!(kept_after, kept);
+    start.state.track_texts(std::mem::take(&mut start.texts));
+    let log = Log::new(disk.clone(), &start, 0, Durability::Fsync).with_segment_bytes(1 << 20);
+    let state = RefCell::new(start.state);
+    assert_eq!(log.kept_segments(), kept);
+    let (numbers, in_segments_after) = read_kept_texts(&log, &state);
+    assert_eq!(numbers, (0..TEXTS).collect());
+    assert_eq!(in_segments_after, in_segments);
+
+    // A drain of all but the last 8 (their texts read back first, for the Gets): the kept
+    // segments are dead, the next snapshot gives them up.
+    let texts = state.borrow().texts_on_disk(0..u32::MAX);
+    for (named, text) in run(log.read_texts(texts)).expect("read back") {
+        assert!(state.borrow_mut().deliver_text(named, text, true));
+    }
+    let mut deleted = 0;
+    while deleted < TEXTS - 8 {
+        deleted += drain_batch_of(&log, &state, (TEXTS - 8 - deleted).min(32));
+    }
+    snapshot_whole(&log, &state);
+    assert_eq!(log.kept_segments(), Vec::<u64>::new());
+    state.borrow_mut().evict(u64::MAX, log.durable_sequence());
+    let (numbers, _) = read_kept_texts(&log, &state);
+    assert_eq!(numbers, (TEXTS - 8..TEXTS).collect());
+    for first in kept {
+        let path = log.text_path(TextFile::Segment(first));
+        assert!(
+            !disk.file_paths().contains(&path),
+            "{} left",
+            path.display()
+        );
+    }
+    disk.crash();
+    let recovered = recover_one_shard(&disk, RecoveryOptions::default()).expect("recovers");
+    let start = recovered.shards.into_iter().next().expect("one shard");
+    let expected = (TEXTS - 8..TEXTS).map(kept_text).collect::<BTreeSet<_>>();
+    assert!(recovered_texts(&start) == expected, "the last 8 recovered");
+}
+
+/// A snapshot that keeps a segment cannot start without it: recovery refuses, naming the
+/// segment, when the segment is gone or a record a named entry names is damaged (never a
+/// start without the texts).
+#[test]
+fn recovery_refuses_a_kept_segment_gone_or_damaged() {
+    for damage in ["removed", "flipped"] {
+        let (disk, log, state) = a_shard_with_kept_segments(40);
+        let first = log.kept_segments()[0];
+        let path = log.text_path(TextFile::Segment(first));
+        let named = state
+            .borrow()
+            .texts_on_disk(0..u32::MAX)
+            .into_iter()
+            .find(|(_, _, locator, _)| locator.file() == TextFile::Segment(first))
+            .expect("a text named there");
+        match damage {
+            "removed" => {
+                Files::remove_file(&disk, &path).expect("removed");
+                Files::sync_directory(&disk, log.directory()).expect("synced");
+            }
+            _ => disk.flip(&path, named.2.offset() as usize + 40),
+        }
+        disk.crash();
+        let why = match recover_one_shard(&disk, RecoveryOptions::default()) {
+            Ok(_) => panic!("{damage}: recovered"),
+            Err(why) => why,
+        };
+        assert!(why.contains(&segment_name(first)), "{damage}: {why}");
+    }
+}
+
+/// A change of `--shards` reads the texts a snapshot names in the segments it keeps and copies
+/// them into the new generation's snapshots, which keep no segment: the old generation, kept
+/// segments and all, goes.
+#[test]
+fn a_change_of_shard_count_copies_the_texts_of_kept_segments() {
+    const TEXTS: usize = 40;
+    let (disk, log, _state) = a_shard_with_kept_segments(TEXTS);
+    assert!(!log.kept_segments().is_empty());
+    disk.crash();
+    let mut seeds = SplitMix64::new(3);
+    let recovered = recover(
+        &disk,
+        &data_directory(Path::new("/data")),
+        2,
+        NOW_MS,
+        &mut new_seed(&mut seeds),
+        test_secret(),
+        RecoveryOptions::default(),
+    )
+    .expect("recovers");
+    let mut texts = BTreeSet::new();
+    for start in &recovered.shards {
+        assert!(start.kept.is_empty());
+        texts.extend(
+            start
+                .state
+                .describe(NOW_MS)
+                .messages
+                .into_values()
+                .map(|message| message.1),
+        );
+    }
+    assert!(texts == (0..TEXTS).map(kept_text).collect(), "every text");
+    assert!(
+        disk.file_paths()
+            .iter()
+            .all(|path| !path.to_string_lossy().contains("wal-")),
+        "{:?}",
+        disk.file_paths()
+    );
 }
 
 /// A snapshot step copies at most `SNAPSHOT_STEP_TEXT_BYTES` of text: 300 texts of 60,000 bytes
@@ -2388,6 +2661,14 @@ fn every_acknowledged_change_survives_every_crash() {
             text_reads.left_on_disk_by_recovery > 0
                 && text_reads.read_where_recovery_found > 0
                 && text_reads.homes_found_by_recovery_verified > 0,
+            "{text_reads:?}"
+        );
+        // Snapshots kept segments for the texts they named there, recovery kept them and
+        // read those texts there, and Gets read texts in them.
+        assert!(
+            text_reads.snapshots_keeping_segments > 0
+                && text_reads.recovered_kept_segments > 0
+                && text_reads.read_from_kept_segments > 0,
             "{text_reads:?}"
         );
     }

@@ -63,7 +63,10 @@ use futures_lite::future::block_on;
 use azq::limits::{
     LOG_FLUSH_BYTES_MAX, MESSAGES_PER_GET_MAX, MESSAGE_TEXT_BYTES_MAX, STORAGE_BLOCK_BYTES,
 };
-use azq::queue::record::{encode, read, MessageState, Read, Record, RECORD_HEADER_BYTES};
+use azq::queue::key::{TextFile, TextLocator};
+use azq::queue::record::{
+    encode, read, MessageState, NamedText, Read, Record, RECORD_HEADER_BYTES,
+};
 use azq::queue::replicas::{AccessPolicy, CorsRule, ServiceProperties, SignedIdentifier};
 use azq::queue::state::texts::RecoveredTexts;
 use azq::queue::state::Identity;
@@ -299,13 +302,18 @@ fn snapshot(input: &mut Input) {
     let position = input.u32() as usize;
     let mask = input.u8() | 1;
     let padding = input.below(STORAGE_BLOCK_BYTES);
+    let kept: Vec<u64> = (0..input.below(5))
+        .map(|_| input.u64())
+        .collect::<BTreeSet<u64>>()
+        .into_iter()
+        .collect();
     let records = records(input);
 
     let mut file = snapshot_header(3, &identity, replay_from);
     for (index, record) in records.iter().enumerate() {
         encode(record, index as u64, &mut file);
     }
-    file.extend_from_slice(&snapshot_trailer(records.len() as u64));
+    file.extend_from_slice(&snapshot_trailer(records.len() as u64, &kept));
     let trailer_end = file.len();
     file.resize(trailer_end + padding, 0);
 
@@ -317,6 +325,7 @@ fn snapshot(input: &mut Input) {
             assert_eq!(read.shard, 3);
             assert_eq!(read.identity, identity);
             assert_eq!(read.replay_from, replay_from);
+            assert_eq!(read.kept, kept);
             assert_eq!(entries, records);
         }
         1 => {
@@ -342,7 +351,7 @@ fn records(input: &mut Input) -> Vec<Record> {
     let mut records = Vec::new();
     while !input.is_empty() && records.len() < RECORDS_MAX {
         let kind = input.u8();
-        match kind % 11 {
+        match kind % 12 {
             0 => records.push(Record::QueueCreated {
                 queue: input.u32(),
                 key: key(input),
@@ -394,6 +403,25 @@ fn records(input: &mut Input) -> Vec<Record> {
                 slot: input.u32(),
                 generation: input.u32(),
             }),
+            // A snapshot's named entry: its locator anything a record could have.
+            11 => {
+                let text_bytes = input.u32() >> (input.u8() % 33);
+                let slack = input.u32() >> (input.u8() % 33);
+                let record_bytes = (RECORD_HEADER_BYTES as u32 + 1)
+                    .saturating_add(text_bytes)
+                    .saturating_add(slack);
+                let locator = TextLocator::new(
+                    TextFile::Segment(input.u64()),
+                    input.u64() >> 1,
+                    record_bytes,
+                );
+                let named = NamedText {
+                    locator,
+                    sequence: input.u64(),
+                    text_bytes: text_bytes.min(record_bytes - RECORD_HEADER_BYTES as u32 - 1),
+                };
+                records.push(Record::MessageNamed(message(input, None).with_text(named)));
+            }
             9 => records.push(Record::AclSet {
                 key: key(input),
                 version: input.u64(),
@@ -516,6 +544,8 @@ impl Writer {
             directory: PathBuf::from(WRITER_DIRECTORY),
             segments: Vec::new(),
             snapshot: None,
+            kept: Vec::new(),
+            kept_named_bytes: 0,
             texts: RecoveredTexts::default(),
         };
         let disk = MemoryDisk::new();

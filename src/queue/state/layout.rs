@@ -269,6 +269,9 @@ pub struct ShardState {
     /// the last snapshot begun, whose segments before it may be given up), and entries of this
     /// snapshot (the one in place while no other is being written). `texts::begin_snapshot`.
     pub(super) text_files: (u64, Option<u64>),
+    /// Segments before that replay point that stay too, ascending: those the snapshot in place
+    /// keeps, whose records its entries name (`texts::place_snapshot`).
+    pub(super) kept_segments: Vec<u64>,
     /// Snapshots begun and snapshots put in place (`texts::begin_snapshot`, `place_snapshot`):
     /// a text read back for a request, or read ahead, is noted again only if none has begun or
     /// been put in place since its read was asked for (`note_read_homes`).
@@ -461,6 +464,7 @@ impl ShardState {
             journal: None,
             text_homes: BTreeMap::new(),
             text_files: (0, None),
+            kept_segments: Vec::new(),
             snapshot_changes: 0,
             texts_evicted: (0, 0),
             texts_held: 0..0,

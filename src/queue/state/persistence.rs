@@ -11,10 +11,10 @@ use bytes::BytesMut;
 use super::layout::{
     message_charge, queue_at, queue_charge, Journal, Queue, ShardState, SEQUENCE_MASK,
 };
-use super::texts::TextsRead;
+use super::texts::{Naming, TextsRead};
 use crate::queue::command::{Metadata, EXPIRATION_NEVER_MS};
-use crate::queue::key::{MessageId, QueueKey, TextLocator};
-use crate::queue::record::{encode, MessageState, Record, RECORD_HEADER_BYTES};
+use crate::queue::key::{MessageId, QueueKey, TextFile, TextLocator};
+use crate::queue::record::{encode, MessageState, NamedText, Record, RECORD_HEADER_BYTES};
 use crate::queue::replicas::{acl_charge, Replica};
 use crate::queue::slab::{Message, Place, TextSlot};
 
@@ -232,12 +232,14 @@ impl ShardState {
 
     /// Encodes the messages of live queues in `slots` (cleared and deleted queues' messages,
     /// which wait to be freed, are gone for good) as the Put records after `encoded`'s, with
-    /// their current lease and visibility. A text on disk only is taken from `read`, which must
-    /// hold it as read where the slot says it is (`texts_on_disk`).
+    /// their current lease and visibility. A text on disk only in a segment `naming` names is
+    /// named (`Record::MessageNamed`, counted in `naming.named`); any other is taken from
+    /// `read`, which must hold it as read where the slot says it is (`texts_to_copy`).
     pub fn snapshot_messages(
         &self,
         slots: Range<u32>,
         read: &TextsRead,
+        naming: &mut Naming,
         out: &mut BytesMut,
         encoded: &mut Encoded,
     ) {
@@ -256,6 +258,31 @@ impl ShardState {
             };
             let text = match &message.text {
                 TextSlot::Resident(text) => text,
+                &TextSlot::OnDisk {
+                    locator,
+                    text_bytes,
+                } if naming.names(locator) => {
+                    let (_, _, _, sequence) = self.text_on_disk(slot, locator);
+                    let state =
+                        message_state(&self.messages, &self.foreign_ids, slot, visible_ms, &[]);
+                    let named = NamedText {
+                        locator,
+                        sequence,
+                        text_bytes,
+                    };
+                    encode(
+                        &Record::<&[u8]>::MessageNamed(state.with_text(named)),
+                        encoded.entries,
+                        out,
+                    );
+                    encoded.entries += 1;
+                    encoded.charged += message_charge(message.text.len());
+                    let TextFile::Segment(first) = locator.file() else {
+                        unreachable!("named texts are in segments");
+                    };
+                    *naming.named.entry(first).or_default() += u64::from(locator.record_bytes());
+                    continue;
+                }
                 &TextSlot::OnDisk { locator, .. } => match read.get(&slot) {
                     Some((read_at, text)) if *read_at == locator => text,
                     _ => panic!("the text of slot {slot}, on disk only, read for the snapshot"),
@@ -279,7 +306,8 @@ impl ShardState {
         let mut encoded = Encoded::default();
         self.snapshot_queues(None, usize::MAX, out, &mut encoded);
         self.snapshot_settings(out, &mut encoded);
-        self.snapshot_messages(0..self.slab_slots(), read, out, &mut encoded);
+        let mut naming = Naming::default();
+        self.snapshot_messages(0..self.slab_slots(), read, &mut naming, out, &mut encoded);
         encoded
     }
 

@@ -30,7 +30,7 @@
 //! `--text-memory` at the last start), whose first home is then the entry of the first
 //! snapshot that records it.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::ops::Range;
 
 use bytes::Bytes;
@@ -62,10 +62,32 @@ pub const RECOVERED_TEXT_SEQUENCE: u64 = u64::MAX;
 pub struct RecoveredTexts {
     /// The replay point of the snapshot recovery started from, when a home is an entry of it.
     pub snapshot: Option<u64>,
+    /// The segments before its replay point that it keeps (their records are homes too).
+    pub kept_segments: Vec<u64>,
     /// Each restored message's text: in the snapshot (written by `RECOVERED_TEXT_SEQUENCE`) or
     /// in the replayed record that last wrote it. Only messages restored: one recovery left out
     /// (expired while the server was down) leaves its slot and generation to the next put.
     pub homes: Vec<TextWritten>,
+}
+
+/// Which texts a snapshot names (`Record::MessageNamed`) rather than copies, and what it named.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Naming {
+    /// The segments whose records it names (first sequences, ascending): a text on disk only
+    /// whose record is in one of them is named, every other text copied.
+    pub segments: Vec<u64>,
+    /// Each segment it named a record in, and the bytes of the records it named there.
+    pub named: BTreeMap<u64, u64>,
+}
+
+impl Naming {
+    /// Whether a text on disk only at `locator` is named.
+    pub fn names(&self, locator: TextLocator) -> bool {
+        match locator.file() {
+            TextFile::Segment(first) => self.segments.binary_search(&first).is_ok(),
+            TextFile::Snapshot(_) => false,
+        }
+    }
 }
 
 /// A text record the log wrote: which message's text, by which record, and where.
@@ -109,6 +131,7 @@ impl ShardState {
         }
         journal.text_sequences = Some(text_sequences);
         self.text_files.1 = recovered.snapshot;
+        self.kept_segments = recovered.kept_segments;
         self.note_written(&recovered.homes);
     }
 
@@ -227,16 +250,19 @@ impl ShardState {
         true
     }
 
-    /// The snapshot whose replay starts at `replay_from` is in place (renamed, the files before
-    /// it still there): from now on only its entries and the records from `replay_from` on are
-    /// homes, and the homes elsewhere go. Texts on disk only in the files it replaced stay so
-    /// until `note_snapshot` points them at its entries; only then are those files freed.
-    pub fn place_snapshot(&mut self, replay_from: u64) {
+    /// The snapshot whose replay starts at `replay_from`, which keeps the segments `kept`
+    /// (ascending) before it, is in place (renamed, the files before it still there): from now
+    /// on only its entries, the records in those segments and the records from `replay_from`
+    /// on are homes, and the homes elsewhere go. Texts on disk only in the files it replaced
+    /// stay so until `note_snapshot` points them at its entries; only then are those files
+    /// freed. Texts it named in a kept segment stay where they are.
+    pub fn place_snapshot(&mut self, replay_from: u64, kept: &[u64]) {
         self.snapshot_changes += 1;
         if !self.tracks_texts() {
             return;
         }
         self.text_files = (replay_from, Some(replay_from));
+        self.kept_segments = kept.to_vec();
         self.forget_homes_given_up();
     }
 
@@ -245,13 +271,13 @@ impl ShardState {
     /// name makes every entry of the old file no home as it begins, and `stays_readable`
     /// cannot tell the two files apart once it is in place (helper-49's review of 61a71b0).
     fn forget_homes_given_up(&mut self) {
-        let text_files = self.text_files;
+        let (text_files, kept) = (self.text_files, &self.kept_segments);
         self.text_homes
-            .retain(|&(sequence, _), home| readable(text_files, home.locator, sequence));
+            .retain(|&(sequence, _), home| readable(text_files, kept, home.locator, sequence));
         for (&(_, _, sequence), held) in &mut self.read_ahead_held {
             if held
                 .home
-                .is_some_and(|locator| !readable(text_files, locator, sequence))
+                .is_some_and(|locator| !readable(text_files, kept, locator, sequence))
             {
                 held.home = None;
             }
@@ -291,7 +317,7 @@ impl ShardState {
     /// record the log keeps, or an entry of the snapshot in place (`begin_snapshot`,
     /// `place_snapshot`).
     fn stays_readable(&self, locator: TextLocator, sequence: u64) -> bool {
-        readable(self.text_files, locator, sequence)
+        readable(self.text_files, &self.kept_segments, locator, sequence)
     }
 
     /// Drops resident texts whose records are durable (sequence at most `durable_sequence`;
@@ -451,6 +477,15 @@ impl ShardState {
     /// deleted queues, which wait to be freed, are left out: no snapshot records them, so their
     /// locators may name files given up since, and nothing reads them.
     pub fn texts_on_disk(&self, slots: Range<u32>) -> Vec<(u32, u32, TextLocator, u64)> {
+        self.texts_to_copy(slots, &Naming::default())
+    }
+
+    /// `texts_on_disk` but those `naming` names: the texts a snapshot step reads to copy.
+    pub fn texts_to_copy(
+        &self,
+        slots: Range<u32>,
+        naming: &Naming,
+    ) -> Vec<(u32, u32, TextLocator, u64)> {
         if self.texts_evicted.0 == 0 {
             return Vec::new();
         }
@@ -459,13 +494,36 @@ impl ShardState {
             .filter_map(|slot| {
                 let message = self.messages.occupant(slot)?;
                 match message.text {
-                    TextSlot::OnDisk { locator, .. } if !self.queue(message.queue()).retired => {
+                    TextSlot::OnDisk { locator, .. }
+                        if !self.queue(message.queue()).retired && !naming.names(locator) =>
+                    {
                         Some(self.text_on_disk(slot, locator))
                     }
                     _ => None,
                 }
             })
             .collect()
+    }
+
+    /// Adds, for each segment, the bytes of the records that hold the texts on disk only of the
+    /// live messages in `slots` (those a snapshot would keep that segment for) to `tally`.
+    pub fn tally_texts_on_disk(&self, slots: Range<u32>, tally: &mut HashMap<u64, u64>) {
+        if self.texts_evicted.0 == 0 {
+            return;
+        }
+        let end = slots.end.min(self.messages.slots() as u32);
+        for slot in slots.start.min(end)..end {
+            let Some(message) = self.messages.occupant(slot) else {
+                continue;
+            };
+            if let TextSlot::OnDisk { locator, .. } = message.text {
+                if let (TextFile::Segment(first), false) =
+                    (locator.file(), self.queue(message.queue()).retired)
+                {
+                    *tally.entry(first).or_default() += u64::from(locator.record_bytes());
+                }
+            }
+        }
     }
 
     /// (slot, generation, locator, record sequence) of the live message in `slot`, whose text
@@ -818,9 +876,14 @@ impl ShardState {
 
 /// Whether `text_files` (`ShardState::text_files`) keeps the text at `locator`, written by
 /// record `sequence`, readable.
-fn readable(text_files: (u64, Option<u64>), locator: TextLocator, sequence: u64) -> bool {
+fn readable(
+    text_files: (u64, Option<u64>),
+    kept: &[u64],
+    locator: TextLocator,
+    sequence: u64,
+) -> bool {
     match locator.file() {
-        TextFile::Segment(_) => sequence >= text_files.0,
+        TextFile::Segment(first) => sequence >= text_files.0 || kept.binary_search(&first).is_ok(),
         TextFile::Snapshot(replay_from) => text_files.1 == Some(replay_from),
     }
 }
@@ -968,7 +1031,7 @@ mod tests {
                 panic!("a snapshot encoded");
             };
             self.files.insert(TextFile::Snapshot(replay_from), entries);
-            state.place_snapshot(replay_from);
+            state.place_snapshot(replay_from, &[]);
             while !recorded.is_empty() {
                 let from = recorded
                     .len()
@@ -2396,7 +2459,7 @@ mod tests {
             };
             assert_eq!(Some(s2), replay_from);
             log.files.insert(TextFile::Snapshot(s2), entries);
-            state.place_snapshot(s2);
+            state.place_snapshot(s2, &[]);
             if shed {
                 state.shed_read_ahead();
             } else {
