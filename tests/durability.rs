@@ -900,6 +900,77 @@ fn texts_recovered_at_a_start_leave_memory_once_a_snapshot_records_them() {
     }
 }
 
+/// `--text-memory 0`: a snapshot names the texts on disk only in a closed segment full of
+/// them, instead of copying them, and keeps that segment (TIERED-STORAGE step 5). 1,100 texts
+/// of 62,000 bytes (68 MB, more than a 64 MiB segment) in a queue nobody touches, then 60 that
+/// Gets and Updates churn until the log outgrows the live data and a snapshot is written: once
+/// it is in place the first segment is still there, before the snapshot's replay point, the
+/// snapshot holds less than half those texts, and every text reads back, from the kept segment
+/// too; after kill -9 recovery keeps the segment and every text is back. On both backends.
+#[test]
+fn a_snapshot_keeps_a_segment_full_of_texts_on_disk_only_and_names_them() {
+    const KEPT: usize = 1_100;
+    const TEXT_BYTES: usize = 62_000;
+    const CHURNED: usize = 60;
+    for backend in backends() {
+        let data = TempDir::new(&format!("texts-kept-segment-{backend}"));
+        let flags = ["--shards", "1", "--runtime", backend, "--text-memory", "0"];
+        let server = start(&data, &flags);
+        create_queue(&server, "kept");
+        create_queue(&server, "churn");
+        let mut kept = BTreeMap::new();
+        let mut client = Client::connect(server.port);
+        for n in 0..KEPT {
+            let text = format!("kept {n:05} ").repeat(TEXT_BYTES / 11);
+            let response = client
+                .call(&put_request("kept", &text, "messagettl=-1"))
+                .expect("answered");
+            assert_eq!(response.status, 201, "{backend}");
+            kept.insert(elements(&response.text(), "MessageId")[0].to_string(), text);
+        }
+        let churned = |round: usize, n: usize| format!("{round:04} {n:03} ").repeat(50_000 / 9);
+        let mut texts = put_churned(&server, CHURNED, churned);
+        await_texts_on_disk(&server, (KEPT + CHURNED) as u64);
+        churn_until_a_snapshot(&server, &data, &mut texts, churned);
+        await_snapshot_settled(&data);
+        let snapshot = snapshot_files(&data)
+            .into_iter()
+            .find(|name| name.ends_with(".snap"))
+            .expect("a snapshot");
+        let replay_from: u64 = snapshot["snapshot-".len()..snapshot.len() - ".snap".len()]
+            .parse()
+            .expect("a snapshot's name");
+        let first = segments(data.path()).pop().expect("one shard")[0].clone();
+        let first_sequence: u64 = first.file_stem().unwrap().to_string_lossy()["wal-".len()..]
+            .parse()
+            .expect("a segment's name");
+        assert!(
+            first_sequence < replay_from,
+            "{backend}: the first segment ({}) kept before the replay point {replay_from}",
+            first.display()
+        );
+        let snapshot_bytes = std::fs::metadata(first.with_file_name(&snapshot))
+            .unwrap()
+            .len();
+        assert!(
+            snapshot_bytes < (KEPT * TEXT_BYTES / 2) as u64,
+            "{backend}: a snapshot of {snapshot_bytes} bytes copied the texts it could name"
+        );
+        await_texts_on_disk(&server, (KEPT + CHURNED) as u64);
+        assert_eq!(lease_all(&server, "kept"), kept, "{backend}: read back");
+        assert_eq!(lease_all(&server, "churn"), texts, "{backend}: read back");
+        let server = restart_after_kill_9(server, &data, &flags);
+        assert!(first.exists(), "{backend}: recovery kept the segment");
+        assert_eq!(lease_all(&server, "kept"), kept, "{backend}: after kill -9");
+        assert_eq!(
+            lease_all(&server, "churn"),
+            texts,
+            "{backend}: after kill -9"
+        );
+        assert!(server.stop().success());
+    }
+}
+
 /// `--text-memory 0` across a restart with nothing written since: recovery says where it read
 /// each text (the entry of the snapshot it started from, or the record it replayed that last
 /// wrote the text), those files stay until the next snapshot, so every text leaves memory at

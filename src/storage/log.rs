@@ -105,6 +105,9 @@ struct Sizes {
     /// now would not write again of it is what has left the store since. For a snapshot
     /// recovery found, not known: its size.
     snapshot_charged_bytes: u64,
+    /// What the segments that snapshot keeps hold beyond the records it named
+    /// (`LogState::kept_dead_bytes`): freed by a snapshot that copies what is left of them.
+    kept_dead_bytes: u64,
     /// Closed log segments less than half full (`LOG_CLOSED_SEGMENTS_MAX`).
     small_closed_segments: usize,
     /// Bytes charged for the messages stored now (`ShardState::message_bytes`).
@@ -121,8 +124,9 @@ struct Sizes {
 /// - the log holds more than the live messages and `SNAPSHOT_ALLOWANCE_BYTES`. A log that only
 ///   grows the live data (Puts) is over it only by its records' framing and padding, so the
 ///   live data is not written out again each time the log passes it;
-/// - or what the snapshot recorded (its charge) and the closed segments, which a snapshot now
-///   would let go, hold more than twice what is stored and the allowance: the new snapshot
+/// - or what the snapshot recorded (its charge), what the segments it keeps hold beyond the
+///   records it named (`kept_dead_bytes`) and the closed segments, which a snapshot now would
+///   let go, hold more than twice what is stored and the allowance: the new snapshot
 ///   frees more than it writes (what a snapshot holds beyond its records' charge, its header
 ///   and the accounts' service properties, is in both). This is the drain: Deletes add little
 ///   log, so by the first rule alone a snapshot of a queue since drained stayed on disk until
@@ -155,6 +159,14 @@ struct Sizes {
 ///   less what it held beyond its charge (floored at 0, while a small message's charge is
 ///   above its encoding), so did one of small messages. Right after a snapshot this holds
 ///   only if more than a block left the store while it was written (or the log rotated).
+///   Kept segments' dead bytes are not counted here: a snapshot frees them only from a segment
+///   that has fallen below half live, which they do not tell, and counted they made a refusing
+///   shard snapshot again and again, each keeping the same segments (a segment's deletes since
+///   count in the charge that left the store);
+///
+/// Kept segments are at least half live when a snapshot keeps them, so right after it they hold
+/// beyond the records it named at most those records again, at most their charge: with nothing
+/// deleted while it ran, what it recorded and that are within twice what is stored.
 ///
 /// So outside a snapshot a shard's snapshot and closed segments stay within twice what it
 /// stores, what its snapshot holds beyond its charge and the allowance, beside the open
@@ -164,6 +176,7 @@ fn snapshot_due(sizes: Sizes, segment_bytes: u64) -> bool {
     sizes.log_bytes > sizes.message_bytes.saturating_add(allowance)
         || sizes
             .snapshot_charged_bytes
+            .saturating_add(sizes.kept_dead_bytes)
             .saturating_add(sizes.closed_log_bytes)
             > sizes
                 .stored_bytes
@@ -799,7 +812,8 @@ impl<D: Disk> Log<D> {
                 .iter()
                 .map(|segment| segment.allocated_bytes)
                 .sum(),
-            snapshot_charged_bytes: log.snapshot_charged_bytes + log.kept_dead_bytes,
+            snapshot_charged_bytes: log.snapshot_charged_bytes,
+            kept_dead_bytes: log.kept_dead_bytes,
             small_closed_segments: log
                 .segments
                 .iter()
@@ -1528,6 +1542,7 @@ mod tests {
             closed_log_bytes: log_bytes,
             closed_allocated_bytes: log_bytes,
             snapshot_charged_bytes,
+            kept_dead_bytes: 0,
             small_closed_segments: 0,
             message_bytes,
             stored_bytes: message_bytes,
@@ -1622,6 +1637,7 @@ mod tests {
                 closed_log_bytes: 0,
                 closed_allocated_bytes: 0,
                 snapshot_charged_bytes: charged,
+                kept_dead_bytes: 0,
                 small_closed_segments,
                 message_bytes,
                 stored_bytes,
@@ -1633,6 +1649,41 @@ mod tests {
                 "{message_bytes} {stored_bytes} {charged} {refusing}"
             );
         }
+    }
+
+    /// Right after a snapshot that keeps segments at least half live, with nothing deleted
+    /// while it ran (stored at least what it recorded), what they hold beyond the records it
+    /// named (at most those records, at most their charge) asks for no other snapshot; while
+    /// refusing, neither (counted there, it asked again and again, each snapshot keeping the
+    /// same segments).
+    #[test]
+    fn a_snapshot_keeping_segments_is_not_due_right_after_one() {
+        let mut random = crate::random::SplitMix64::new(41);
+        for _ in 0..100_000 {
+            let charged = random.next_u64() % (1 << 40);
+            let stored_bytes = charged + random.next_u64() % (1 << 40);
+            let sizes = Sizes {
+                log_bytes: random.next_u64() % (LOG_SEGMENT_BYTES + 1),
+                closed_log_bytes: 0,
+                closed_allocated_bytes: 0,
+                snapshot_charged_bytes: charged,
+                kept_dead_bytes: random.next_u64() % (charged + 1),
+                small_closed_segments: 0,
+                message_bytes: random.next_u64() % (stored_bytes + 1),
+                stored_bytes,
+                refusing: random.next_u64() % 2 == 0,
+                short_bytes: random.next_u64() % (1 << 40),
+            };
+            assert!(
+                !due(sizes),
+                "{:?}",
+                (charged, stored_bytes, sizes.kept_dead_bytes)
+            );
+        }
+        // Counted, once what was kept is dead beyond twice what is stored.
+        let mut drained = sizes(0, 100 * MIB, 10 * MIB);
+        drained.kept_dead_bytes = 100 * MIB;
+        assert!(due(drained));
     }
 
     /// Found by the break-it review of the disk limits: Updates without a text, never refused,
