@@ -351,7 +351,13 @@ impl<D: Disk> Log<D> {
                 kept: start.kept.clone(),
                 kept_dead_bytes: kept_bytes.saturating_sub(start.kept_named_bytes),
                 snapshot: start.snapshot.clone(),
-                snapshot_charged_bytes: start.snapshot.as_ref().map_or(0, |(_, bytes)| *bytes),
+                // Its size, and the records it names in the segments it keeps: its named
+                // entries are small, and counted by their size alone a drained shard's kept
+                // segments stayed for good after a restart (helper-52's review).
+                snapshot_charged_bytes: start
+                    .snapshot
+                    .as_ref()
+                    .map_or(0, |(_, bytes)| *bytes + start.kept_named_bytes),
                 log_bytes,
                 next_sequence,
                 snapshotting: false,
@@ -839,8 +845,10 @@ impl<D: Disk> Log<D> {
         };
         self.state.borrow_mut().snapshotting = true;
         let delivers = state.borrow_mut().begin_snapshot(replay_from);
-        // Texts are tallied for segments to keep only when they may stay on disk.
-        let tallies = state.borrow().tracks_texts() && !delivers;
+        // Texts are tallied for segments to keep only when they may stay on disk. A snapshot
+        // of the same replay point names texts in kept segments too: only the file it replaces
+        // under its name goes from under the texts there.
+        let tallies = state.borrow().tracks_texts();
         let path = self.directory.join(SNAPSHOT_TEMPORARY_NAME);
         let file = self.failed_on_error(self.disk.create(&path, 0).await)?;
         let mut pending = BytesMut::with_capacity(1 << 20);
@@ -1102,7 +1110,7 @@ impl<D: Disk> SnapshotJob<D> {
                 // Held until encoded, so that the reads end (`ShardState::hold_texts`).
                 state.borrow_mut().hold_texts(slots.clone());
                 let read = if self.delivers {
-                    read_back(log, state, slots)
+                    read_back(log, state, slots, &self.naming)
                         .await
                         .map(|delivered| (TextsRead::new(), delivered))
                 } else {
@@ -1252,9 +1260,10 @@ async fn read_to_encode<D: Disk>(
         .collect())
 }
 
-/// Reads back the texts, on disk only, of the live messages in `slots` and puts them in their
-/// slots, for a snapshot that replaces the one in place under the same name: once renamed, it
-/// takes the place of the file where their records may be (`ShardState::begin_snapshot`). As
+/// Reads back the texts, on disk only, of the live messages in `slots` (but those `naming`
+/// names, which stay in the segments it keeps) and puts them in their slots, for a snapshot
+/// that replaces the one in place under the same name: once renamed, it takes the place of the
+/// file where their records may be (`ShardState::begin_snapshot`). As
 /// in `read_to_encode`, the step holds those slots' texts in memory, so one read finds them
 /// all. A text delivered here is not evictable again until the step has encoded it: answers
 /// (slot, generation, locator, record sequence) of each, for `ShardState::note_home` then. A
@@ -1264,8 +1273,9 @@ async fn read_back<D: Disk>(
     log: &Log<D>,
     state: &RefCell<ShardState>,
     slots: std::ops::Range<u32>,
+    naming: &Naming,
 ) -> io::Result<Vec<TextOnDisk>> {
-    let wanted = state.borrow().texts_on_disk(slots);
+    let wanted = state.borrow().texts_to_copy(slots, naming);
     let texts = log.read_texts_for(wanted, Reading::Keep).await?;
     let mut state = state.borrow_mut();
     let mut read = Vec::new();

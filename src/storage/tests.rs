@@ -1917,6 +1917,157 @@ fn a_change_of_shard_count_copies_the_texts_of_kept_segments() {
     );
 }
 
+/// helper-52's review of b3a8a61: a shard refusing for space, short of less than what its kept
+/// segments hold beyond the records its snapshot named, snapshotted after every record, each
+/// snapshot keeping the same segments and freeing nothing (their dead bytes counted as freeable
+/// in the refusing rule). One record between checks, as a refusing shard still writes them.
+#[test]
+fn a_refusing_shard_does_not_snapshot_again_and_again_over_kept_segments() {
+    let (_disk, log, state) = a_shard_with_kept_segments(48);
+    assert_eq!(log.kept_segments().len(), 2);
+    log.set_short_bytes(64 << 10);
+    let mut snapshots = 0;
+    for _ in 0..20 {
+        // Set Queue Metadata is refused while full: the refusal is lifted for it alone.
+        state.borrow_mut().set_disk_full(false);
+        let command = Command::SetQueueMetadata {
+            queue: key(0),
+            metadata: Vec::new(),
+        };
+        apply_flushed(&log, &state, command).expect("applied");
+        state.borrow_mut().set_disk_full(true);
+        if log.wants_snapshot(&state) {
+            snapshot_whole(&log, &state);
+            snapshots += 1;
+        }
+    }
+    assert_eq!(
+        snapshots, 0,
+        "snapshots that kept the same segments, freeing nothing"
+    );
+    assert_eq!(log.kept_segments().len(), 2);
+}
+
+/// helper-52's review of b3a8a61: after a restart, a snapshot was counted in the drain rule by
+/// its file's size alone, and its named entries are small, so a drained shard never found a
+/// snapshot due and kept every kept segment, all dead (78 MiB of 1,300 texts of 60,000 bytes in
+/// segments of 1 MiB, with 512 bytes stored). Drained with and without a restart, a snapshot
+/// comes due and gives them back.
+#[test]
+fn a_drain_after_a_restart_gives_kept_segments_back() {
+    const TEXTS: usize = 1_300;
+    for restart in [false, true] {
+        let (disk, log, state) = a_shard_with_kept_segments(TEXTS);
+        let kept = log.kept_segments();
+        assert!(kept.len() > 70, "{}", kept.len());
+        let (log, state) = if restart {
+            disk.crash();
+            let located = RecoveryOptions {
+                locate_texts: true,
+                ..RecoveryOptions::default()
+            };
+            let recovered = recover_one_shard(&disk, located).expect("recovers");
+            let mut start = recovered.shards.into_iter().next().expect("one shard");
+            start.state.track_texts(std::mem::take(&mut start.texts));
+            let log =
+                Log::new(disk.clone(), &start, 0, Durability::Fsync).with_segment_bytes(1 << 20);
+            assert_eq!(log.kept_segments(), kept);
+            (log, RefCell::new(start.state))
+        } else {
+            (log, state)
+        };
+        assert!(
+            !log.wants_snapshot(&state),
+            "restart {restart}: none due before the drain"
+        );
+        let filled = log.disk_bytes();
+        // The texts read back for the Gets (as their waits would).
+        let texts = state.borrow().texts_on_disk(0..u32::MAX);
+        for (named, text) in run(log.read_texts(texts)).expect("read back") {
+            assert!(state.borrow_mut().deliver_text(named, text, true));
+        }
+        let mut snapshots = 0;
+        while drain_batch(&log, &state) > 0 {
+            if log.wants_snapshot(&state) {
+                snapshot_whole(&log, &state);
+                snapshots += 1;
+            }
+        }
+        assert!(
+            snapshots > 0 && log.kept_segments().is_empty(),
+            "restart {restart}: drained, {snapshots} snapshots, {} kept segments ({} MiB) stay",
+            log.kept_segments().len(),
+            log.disk_bytes() >> 20
+        );
+        // The log the drain wrote and its snapshot are left.
+        assert!(
+            log.disk_bytes() < filled / 10,
+            "{} of {filled}",
+            log.disk_bytes()
+        );
+    }
+}
+
+/// helper-52's review of b3a8a61: a snapshot of the same replay point over kept segments, cut
+/// by a power cut after each of its steps (through the freeing of what it replaced): recovery,
+/// with texts located and without, has every text. Such a snapshot names the texts in the kept
+/// segments too, and reads back only those in the file it replaces under its name.
+#[test]
+fn a_snapshot_of_the_same_point_over_kept_segments_survives_a_cut_at_every_step() {
+    const TEXTS: usize = 48;
+    let all: BTreeSet<Bytes> = (0..TEXTS).map(kept_text).collect();
+    for cut_after in 0.. {
+        assert!(cut_after < 200, "a snapshot of 48 texts in 200 steps");
+        let (disk, log, state) = a_shard_with_kept_segments(TEXTS);
+        let kept = log.kept_segments();
+        assert_eq!(kept.len(), 2);
+        let mut steps = 0;
+        let finished = run(async {
+            let mut job = log.start_snapshot(&state).await.expect("started");
+            loop {
+                if job.step(&log, &state).await.expect("a step") {
+                    return true;
+                }
+                steps += 1;
+                if steps > cut_after {
+                    return false;
+                }
+            }
+        });
+        if finished {
+            assert_eq!(log.kept_segments(), kept, "the same segments kept");
+        }
+        disk.crash();
+        for locate_texts in [false, true] {
+            let options = RecoveryOptions {
+                locate_texts,
+                ..RecoveryOptions::default()
+            };
+            let recovered = recover_one_shard(&disk, options)
+                .unwrap_or_else(|why| panic!("cut after {cut_after}: {why}"));
+            let mut start = recovered.shards.into_iter().next().expect("one shard");
+            let texts: BTreeSet<Bytes> = if locate_texts {
+                start.state.track_texts(std::mem::take(&mut start.texts));
+                let log = Log::new(disk.clone(), &start, 0, Durability::Fsync)
+                    .with_segment_bytes(1 << 20);
+                let state = RefCell::new(start.state);
+                let (numbers, _) = read_kept_texts(&log, &state);
+                numbers.into_iter().map(kept_text).collect()
+            } else {
+                let messages = start.state.describe(NOW_MS).messages;
+                messages.into_values().map(|message| message.1).collect()
+            };
+            assert!(
+                texts == all,
+                "cut after {cut_after} (located {locate_texts})"
+            );
+        }
+        if finished {
+            break;
+        }
+    }
+}
+
 /// A snapshot step copies at most `SNAPSHOT_STEP_TEXT_BYTES` of text: 300 texts of 60,000 bytes
 /// on disk only (18 MB) take three steps, each writing no more than that and its
 /// records' framing, none bringing a text back into memory; every text is recorded. With
