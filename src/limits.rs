@@ -227,8 +227,10 @@ pub const SNAPSHOT_TALLY_STEP_SLOTS: u32 = 65_536;
 /// The share of a segment (as allocated) that the records of texts on disk only there must
 /// take for a snapshot to keep it and name them rather than copy them (numerator,
 /// denominator): below it, the snapshot copies what is left and the segment goes (compaction),
-/// so kept segments stay within twice the texts they hold.
-pub const SEGMENT_KEPT_LIVE_SHARE_MIN: (u64, u64) = (1, 2);
+/// so kept segments stay within 1.5 times the records they hold (issue 40's disk target). At
+/// a half, a fill-and-drain benchmark ended with 914 MiB for 512 MiB before the fill: segments
+/// holding the other queues' messages kept, up to half dead.
+pub const SEGMENT_KEPT_LIVE_SHARE_MIN: (u64, u64) = (2, 3);
 /// Bytes of message text one snapshot step encodes at most (at least one message's), so that
 /// the texts it reads from disk to copy, and its encoding, stay small whatever the texts' sizes
 /// (`SNAPSHOT_STEP_SLOTS` of the largest would be 256 MiB, in memory uncharged: helper-39's

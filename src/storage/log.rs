@@ -159,14 +159,15 @@ struct Sizes {
 ///   less what it held beyond its charge (floored at 0, while a small message's charge is
 ///   above its encoding), so did one of small messages. Right after a snapshot this holds
 ///   only if more than a block left the store while it was written (or the log rotated).
-///   Kept segments' dead bytes are not counted here: a snapshot frees them only from a segment
-///   that has fallen below half live, which they do not tell, and counted they made a refusing
-///   shard snapshot again and again, each keeping the same segments (a segment's deletes since
-///   count in the charge that left the store);
+///   Kept segments' dead bytes are not counted here: a snapshot frees them only from a
+///   segment that has fallen below `SEGMENT_KEPT_LIVE_SHARE_MIN`, which they do not tell, and
+///   counted they made a refusing shard snapshot again and again, each keeping the same
+///   segments (a segment's deletes since count in the charge that left the store);
 ///
-/// Kept segments are at least half live when a snapshot keeps them, so right after it they hold
-/// beyond the records it named at most those records again, at most their charge: with nothing
-/// deleted while it ran, what it recorded and that are within twice what is stored.
+/// Kept segments are at least two thirds live when a snapshot keeps them, so right after it
+/// they hold beyond the records it named at most half those records, at most their charge:
+/// with nothing deleted while it ran, what it recorded and that are within twice what is
+/// stored.
 ///
 /// So outside a snapshot a shard's snapshot and closed segments stay within twice what it
 /// stores, what its snapshot holds beyond its charge and the allowance, beside the open
@@ -877,7 +878,7 @@ impl<D: Disk> Log<D> {
     /// The segments a snapshot whose replay starts at `replay_from` keeps for the texts on
     /// disk only there (`tally`: the bytes of their records by segment, `tally_texts_on_disk`),
     /// ascending: those wholly before the replay point (closed, or kept by the snapshot in
-    /// place) whose records of those texts take at least half of what they take on disk
+    /// place) whose records of those texts take at least two thirds of what they take on disk
     /// (`SEGMENT_KEPT_LIVE_SHARE_MIN`). The texts in any other are copied, so a segment mostly
     /// dead goes with the snapshot that copies what is left of it.
     fn segments_to_keep(&self, replay_from: u64, tally: &HashMap<u64, u64>) -> Vec<u64> {
@@ -1661,7 +1662,7 @@ mod tests {
         }
     }
 
-    /// Right after a snapshot that keeps segments at least half live, with nothing deleted
+    /// Right after a snapshot that keeps segments at least two thirds live, with nothing deleted
     /// while it ran (stored at least what it recorded), what they hold beyond the records it
     /// named (at most those records, at most their charge) asks for no other snapshot; while
     /// refusing, neither (counted there, it asked again and again, each snapshot keeping the
