@@ -870,16 +870,7 @@ fn texts_recovered_at_a_start_leave_memory_once_a_snapshot_records_them() {
         let server = start(&data, &flags);
         create_queue(&server, "kept");
         create_queue(&server, "churn");
-        let mut kept = BTreeMap::new();
-        let mut client = Client::connect(server.port);
-        for n in 0..KEPT {
-            let text = format!("kept {n:05} ").repeat(20_000 / 11);
-            let response = client
-                .call(&put_request("kept", &text, "messagettl=-1"))
-                .expect("answered");
-            assert_eq!(response.status, 201, "{backend}");
-            kept.insert(elements(&response.text(), "MessageId")[0].to_string(), text);
-        }
+        let kept = put_kept(&server, KEPT, 20_000);
         let churned = |round: usize, n: usize| format!("{round:04} {n:03} ").repeat(50_000 / 9);
         let mut texts = put_churned(&server, CHURNED, churned);
         server.kill();
@@ -918,16 +909,7 @@ fn a_snapshot_keeps_a_segment_full_of_texts_on_disk_only_and_names_them() {
         let server = start(&data, &flags);
         create_queue(&server, "kept");
         create_queue(&server, "churn");
-        let mut kept = BTreeMap::new();
-        let mut client = Client::connect(server.port);
-        for n in 0..KEPT {
-            let text = format!("kept {n:05} ").repeat(TEXT_BYTES / 11);
-            let response = client
-                .call(&put_request("kept", &text, "messagettl=-1"))
-                .expect("answered");
-            assert_eq!(response.status, 201, "{backend}");
-            kept.insert(elements(&response.text(), "MessageId")[0].to_string(), text);
-        }
+        let kept = put_kept(&server, KEPT, TEXT_BYTES);
         let churned = |round: usize, n: usize| format!("{round:04} {n:03} ").repeat(50_000 / 9);
         let mut texts = put_churned(&server, CHURNED, churned);
         await_texts_on_disk(&server, (KEPT + CHURNED) as u64);
@@ -1096,6 +1078,22 @@ fn put_churned(
         texts.insert(id, text(0, n));
     }
     texts
+}
+
+/// Puts `count` texts of about `text_bytes` (`kept NNNNN ` repeated) into queue "kept", kept
+/// for good, over one connection: ID → text.
+fn put_kept(server: &Server, count: usize, text_bytes: usize) -> BTreeMap<String, String> {
+    let mut kept = BTreeMap::new();
+    let mut client = Client::connect(server.port);
+    for n in 0..count {
+        let text = format!("kept {n:05} ").repeat(text_bytes / 11);
+        let response = client
+            .call(&put_request("kept", &text, "messagettl=-1"))
+            .expect("answered");
+        assert_eq!(response.status, 201);
+        kept.insert(elements(&response.text(), "MessageId")[0].to_string(), text);
+    }
+    kept
 }
 
 /// Kills `server` (kill -9), starts it again on `data` with `flags`, and waits out the

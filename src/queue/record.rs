@@ -1026,6 +1026,24 @@ mod tests {
         }
     }
 
+    /// A message's state with every field at its largest, and `text`.
+    fn largest_state<T>(text: T) -> MessageState<T> {
+        MessageState {
+            queue: u32::MAX,
+            slot: u32::MAX,
+            generation: u32::MAX,
+            sequence: u64::MAX,
+            insertion_ms: u64::MAX,
+            ttl_s: u32::MAX,
+            delay_s: u32::MAX,
+            dequeue_count: u32::MAX,
+            lease: u32::MAX,
+            visible_ms: u64::MAX,
+            foreign_id: Some(MessageId(u128::MAX)),
+            text,
+        }
+    }
+
     /// One record of every kind, with every optional part both present and absent.
     pub(crate) fn every_kind() -> Vec<Record> {
         let mut properties = ServiceProperties::default();
@@ -1112,24 +1130,11 @@ mod tests {
                     text_bytes: 0,
                 },
             }),
-            Record::MessageNamed(MessageState {
-                queue: u32::MAX,
-                slot: u32::MAX,
-                generation: u32::MAX,
+            Record::MessageNamed(largest_state(NamedText {
+                locator: TextLocator::new(TextFile::Segment(u64::MAX), (1 << 63) - 1, u32::MAX),
                 sequence: u64::MAX,
-                insertion_ms: u64::MAX,
-                ttl_s: u32::MAX,
-                delay_s: u32::MAX,
-                dequeue_count: u32::MAX,
-                lease: u32::MAX,
-                visible_ms: u64::MAX,
-                foreign_id: Some(MessageId(u128::MAX)),
-                text: NamedText {
-                    locator: TextLocator::new(TextFile::Segment(u64::MAX), (1 << 63) - 1, u32::MAX),
-                    sequence: u64::MAX,
-                    text_bytes: u32::MAX - 17,
-                },
-            }),
+                text_bytes: u32::MAX - 17,
+            })),
             Record::MessageLeased {
                 slot: 17,
                 generation: 2,
@@ -1223,20 +1228,10 @@ mod tests {
             permission: Some("raup".to_string()),
         };
         let largest = [
-            Record::MessagePut(MessageState {
-                queue: u32::MAX,
-                slot: u32::MAX,
-                generation: u32::MAX,
-                sequence: u64::MAX,
-                insertion_ms: u64::MAX,
-                ttl_s: u32::MAX,
-                delay_s: u32::MAX,
-                dequeue_count: u32::MAX,
-                lease: u32::MAX,
-                visible_ms: u64::MAX,
-                foreign_id: Some(MessageId(u128::MAX)),
-                text: Bytes::from(vec![b'x'; MESSAGE_TEXT_BYTES_MAX]),
-            }),
+            Record::MessagePut(largest_state(Bytes::from(vec![
+                b'x';
+                MESSAGE_TEXT_BYTES_MAX
+            ]))),
             Record::MessageUpdated {
                 slot: u32::MAX,
                 generation: u32::MAX,
