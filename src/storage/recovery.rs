@@ -544,7 +544,8 @@ impl Named {
                 .filter(|text| text.len() == named.text_bytes as usize)
                 .ok_or_else(|| {
                     format!(
-                        "the entry of message {}.{} names record {} at offset {} of the log                          segment {}, and it is not there (damaged, or another record)",
+                        "the entry of message {}.{} names record {} at offset {} of the log \
+                         segment {}, and it is not there (damaged, or another record)",
                         message.slot,
                         message.generation,
                         named.sequence,
