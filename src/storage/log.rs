@@ -879,8 +879,11 @@ impl<D: Disk> Log<D> {
     /// disk only there (`tally`: the bytes of their records by segment, `tally_texts_on_disk`),
     /// ascending: those wholly before the replay point (closed, or kept by the snapshot in
     /// place) whose records of those texts take at least two thirds of what they take on disk
-    /// (`SEGMENT_KEPT_LIVE_SHARE_MIN`). The texts in any other are copied, so a segment mostly
-    /// dead goes with the snapshot that copies what is left of it.
+    /// (`SEGMENT_KEPT_LIVE_SHARE_MIN`), and that are at least half full (as `snapshot_due`
+    /// counts small segments). The texts in any other are copied, so a segment mostly dead goes
+    /// with the snapshot that copies what is left of it, and the small segment each restart
+    /// closes goes with the next snapshot: kept, small ones would pile up restart after restart,
+    /// out of reach of the rule that snapshots when small closed segments pile up.
     fn segments_to_keep(&self, replay_from: u64, tally: &HashMap<u64, u64>) -> Vec<u64> {
         let log = self.state.borrow();
         let open_first = log.segment.as_ref().map(|segment| segment.first_sequence);
@@ -903,6 +906,7 @@ impl<D: Disk> Log<D> {
             .filter(|segment| {
                 let live = tally.get(&segment.first_sequence).copied().unwrap_or(0);
                 live > 0
+                    && segment.bytes >= self.segment_bytes / 2
                     && live.saturating_mul(SEGMENT_KEPT_LIVE_SHARE_MIN.1)
                         >= segment
                             .allocated_bytes
