@@ -81,7 +81,9 @@ Usage: azq [options]
                              default) or once written to the OS, synced every 200 ms (write:
                              survives a crash of azq, not a power cut)
   --truncateCorruptLog       start even when a log is damaged mid-way, dropping what follows
-                             the damage (default: refuse to start, naming the file)
+                             the damage, or a segment a snapshot keeps for texts is damaged
+                             or gone, dropping the messages whose texts are not found there
+                             (default: refuse to start, naming the file)
   --cert FILE --key FILE     serve HTTPS with a PEM certificate (chain) and its private key
   --cert FILE --pwd PASS     serve HTTPS with a PKCS#12 (.pfx) archive and its password
   --cert auto                serve HTTPS with a self-signed certificate for localhost,

@@ -39,6 +39,19 @@ fn start(data: &TempDir, extra: &[&str]) -> Server {
     Server::start(&arguments)
 }
 
+/// Runs azq on `data` with `extra`, which must refuse to start (exit code 2); its stderr.
+fn refused_start(data: &TempDir, extra: &[&str]) -> String {
+    let output = std::process::Command::new(common::azq_binary())
+        .args(["--location", data.arg(), "--queuePort", "0"])
+        .args(extra)
+        .env_remove("AZURITE_ACCOUNTS")
+        .output()
+        .expect("azq runs");
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    stderr
+}
+
 /// Every backend this machine runs: io_uring where the kernel allows it, and the portable one.
 fn backends() -> Vec<&'static str> {
     let mut backends = vec!["portable"];
@@ -897,7 +910,9 @@ fn texts_recovered_at_a_start_leave_memory_once_a_snapshot_records_them() {
 /// Gets and Updates churn until the log outgrows the live data and a snapshot is written: once
 /// it is in place the first segment is still there, before the snapshot's replay point, the
 /// snapshot holds less than half those texts, and every text reads back, from the kept segment
-/// too; after kill -9 recovery keeps the segment and every text is back. On both backends.
+/// too; after kill -9 recovery keeps the segment and every text is back. Then a byte of one
+/// named text flipped there refuses a start, and `--truncateCorruptLog` starts without that
+/// one message. On both backends.
 #[test]
 fn a_snapshot_keeps_a_segment_full_of_texts_on_disk_only_and_names_them() {
     const KEPT: usize = 1_100;
@@ -949,6 +964,40 @@ fn a_snapshot_keeps_a_segment_full_of_texts_on_disk_only_and_names_them() {
             texts,
             "{backend}: after kill -9"
         );
+        // A byte of a named text flipped in the kept segment: the start refuses, naming the
+        // segment; with --truncateCorruptLog it starts without that one message (a line says
+        // so, the segment copied aside), every other text as it was.
+        server.kill();
+        let (damaged_id, damaged_text) = kept.iter().nth(KEPT / 2).expect("a kept text");
+        let bytes = std::fs::read(&first).unwrap();
+        let at = bytes
+            .windows(damaged_text.len())
+            .position(|window| window == damaged_text.as_bytes())
+            .expect("the text in the kept segment")
+            + damaged_text.len() / 2;
+        write_at(&first, at, &[bytes[at] ^ 0x10]);
+        let segment_name = first.file_name().unwrap().to_string_lossy().into_owned();
+        let stderr = refused_start(&data, &flags);
+        assert!(
+            stderr.contains(&segment_name) && stderr.contains("--truncateCorruptLog"),
+            "{backend}: {stderr}"
+        );
+        let mut leaving_out = flags.to_vec();
+        leaving_out.push("--truncateCorruptLog");
+        let server = start(&data, &leaving_out);
+        let stderr = server.stderr();
+        assert!(stderr.contains("for 1 message(s)"), "{backend}: {stderr}");
+        let copy = std::fs::read(kept_file(&stderr)).unwrap();
+        assert_eq!(copy[at], bytes[at] ^ 0x10, "{backend}: the copy as it was");
+        std::thread::sleep(Duration::from_millis(1_100));
+        let mut expected = kept.clone();
+        expected.remove(damaged_id);
+        assert_eq!(
+            lease_all(&server, "kept"),
+            expected,
+            "{backend}: all but one"
+        );
+        assert_eq!(lease_all(&server, "churn"), texts, "{backend}: churned");
         assert!(server.stop().success());
     }
 }
@@ -1616,20 +1665,7 @@ fn damage_before_the_tail_refuses_to_start_unless_asked_to_cut() {
     byte[0] = bytes[4096 + 20] ^ 0x10;
     write_at(&segment, 4096 + 20, &byte);
 
-    let output = std::process::Command::new(common::azq_binary())
-        .args([
-            "--queuePort",
-            "0",
-            "--shards",
-            "1",
-            "--location",
-            data.arg(),
-        ])
-        .env_remove("AZURITE_ACCOUNTS")
-        .output()
-        .expect("azq runs");
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    let stderr = refused_start(&data, &["--shards", "1"]);
     assert!(
         stderr.contains(&segment.display().to_string())
             && stderr.contains("damaged log at offset 4096")
@@ -1771,19 +1807,7 @@ fn restarts_that_pile_up_segments_end_in_a_snapshot() {
 fn a_second_server_cannot_open_the_same_data() {
     let data = TempDir::new("lock");
     let server = start(&data, &["--shards", "1"]);
-    let output = std::process::Command::new(common::azq_binary())
-        .args([
-            "--queuePort",
-            "0",
-            "--shards",
-            "1",
-            "--location",
-            data.arg(),
-        ])
-        .output()
-        .expect("azq runs");
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    let stderr = refused_start(&data, &["--shards", "1"]);
     assert!(stderr.contains("in use by another azq"), "{stderr}");
     assert!(server.stop().success());
 }

@@ -7,7 +7,9 @@
 //!
 //! A log that ends in a torn write is truncated there (the write was never acknowledged); damage
 //! with intact records after it stops recovery with the file and offset, unless
-//! `truncate_corrupt` (`--truncateCorruptLog`) cuts the log there instead.
+//! `truncate_corrupt` (`--truncateCorruptLog`) cuts the log there instead. So does a snapshot's
+//! named entry whose text is not found in the segment it keeps (the segment gone, or the record
+//! damaged or another), unless `truncate_corrupt` leaves those messages out.
 //!
 //! **Nothing is cut that is not kept.** Before recovery truncates a segment with anything but
 //! zeros after the cut, or removes a segment that holds more than its header, it copies the
@@ -30,7 +32,7 @@
 //! their IDs and receipts (see `queue::state::Restorer`), and the result is written as a new
 //! generation before the old one is removed.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
@@ -508,12 +510,18 @@ struct Named {
     segments: std::collections::BTreeSet<u64>,
     /// The first error met: the entries after it are not read.
     error: Option<String>,
+    /// With `--truncateCorruptLog`: a named text not found (its segment gone, or the record
+    /// there damaged or another) leaves its message out rather than stop recovery.
+    leave_out: bool,
+    /// The messages left out, by the segment named: how many, and why the first was.
+    left_out: BTreeMap<u64, (u64, String)>,
 }
 
 impl Named {
     /// The text `message` names, read from its segment among `segments` (the directory's, by
     /// first sequence): the record there must be whole and intact, the one named (its
-    /// sequence, message and length). `None` once an error is met (`check` says which).
+    /// sequence, message and length). `None` once an error is met (`error` holds it), and
+    /// for a message left out (`leave_out`).
     fn text(
         &mut self,
         files: &impl Files,
@@ -527,7 +535,18 @@ impl Named {
         let TextFile::Segment(first) = named.locator.file() else {
             unreachable!("a named entry reads as a segment's locator");
         };
-        let found = self.read(files, segments, first).and_then(|data| {
+        let data = match self.read(files, segments, first) {
+            Ok(Some(data)) => Ok(data),
+            Ok(None) => Err(format!(
+                "an entry names a record in the log segment {}, which is not in the directory",
+                segment_name(first)
+            )),
+            Err(why) => {
+                self.error = Some(why);
+                return None;
+            }
+        };
+        let found = data.and_then(|data| {
             let start = usize::try_from(named.locator.offset()).unwrap_or(usize::MAX);
             let end = start.saturating_add(named.locator.record_bytes() as usize);
             let record = (end <= data.len()).then(|| data.slice(start..end));
@@ -560,43 +579,45 @@ impl Named {
                 self.record_bytes += u64::from(named.locator.record_bytes());
                 Some(text)
             }
+            Err(why) if self.leave_out => {
+                self.left_out.entry(first).or_insert((0, why)).0 += 1;
+                None
+            }
             Err(why) => {
-                self.error = Some(why);
+                self.error = Some(format!(
+                    "{why}; refusing to start. --truncateCorruptLog leaves out the messages \
+                     whose texts are not found, losing them"
+                ));
                 None
             }
         }
     }
 
-    /// The segment whose first sequence is `first`, mapped once.
+    /// The segment whose first sequence is `first`, mapped once; `None` when it is not among
+    /// `segments`.
     fn read(
         &mut self,
         files: &impl Files,
         segments: &[(u64, PathBuf)],
         first: u64,
-    ) -> Result<Bytes, String> {
+    ) -> Result<Option<Bytes>, String> {
         if let Some(data) = self.mapped.get(&first) {
-            return Ok(data.clone());
+            return Ok(Some(data.clone()));
         }
         let Some((_, path)) = segments.iter().find(|(sequence, _)| *sequence == first) else {
-            return Err(format!(
-                "an entry names a record in the log segment {}, which is not in the directory",
-                segment_name(first)
-            ));
+            return Ok(None);
         };
         let data = files
             .read(path)
             .map_err(|error| format!("{}: {error}", path.display()))?;
         self.bytes_read += data.len() as u64;
         self.mapped.insert(first, data.clone());
-        Ok(data)
+        Ok(Some(data))
     }
 
-    /// The error met, if any; else whether every segment named is in `kept`, the snapshot's
-    /// list.
-    fn check(&mut self, kept: &[u64]) -> Result<(), String> {
-        if let Some(why) = self.error.take() {
-            return Err(why);
-        }
+    /// Whether every segment named is in `kept`, the snapshot's list (else the snapshot is
+    /// damaged).
+    fn check(&self, kept: &[u64]) -> Result<(), String> {
         match self
             .segments
             .iter()
@@ -956,7 +977,10 @@ fn read_shard<F: Files>(
         let file = TextFile::Snapshot(replay_from);
         // The texts its named entries name, read from the segments it keeps (mapped once
         // each), and the first error met.
-        let mut named = Named::default();
+        let mut named = Named {
+            leave_out: options.truncate_corrupt,
+            ..Named::default()
+        };
         let read = read_snapshot_with(&data, |place, record| match record {
             Record::MessageNamed(message) => {
                 let Some(text) = named.text(files, &segments, &message) else {
@@ -976,14 +1000,15 @@ fn read_shard<F: Files>(
             }
         });
         let kept_segments = read.map_err(damaged)?.kept;
+        // A text not found is the segment's damage (or its absence), not the snapshot's.
+        if let Some(why) = named.error.take() {
+            return Err(format!("{}: {why}", path.display()));
+        }
         named.check(&kept_segments).map_err(damaged)?;
         image.bytes_read += named.bytes_read;
         image.kept_named_bytes = named.record_bytes;
         if locate_entries {
             image.texts.snapshot = Some(replay_from);
-        }
-        if locate_texts {
-            image.texts.kept_segments = kept_segments.clone();
         }
         // Older snapshots the server had no time to remove.
         for (_, older) in snapshots {
@@ -1008,11 +1033,22 @@ fn read_shard<F: Files>(
                     kept_path.display()
                 )));
             }
-            let data = named.read(
-                files,
-                &[(first_sequence, kept_path.clone())],
-                first_sequence,
-            )?;
+            let data = named
+                .read(
+                    files,
+                    &[(first_sequence, kept_path.clone())],
+                    first_sequence,
+                )?
+                .expect("a segment of the directory");
+            if let Some((count, why)) = named.left_out.get(&first_sequence) {
+                let copy = kept_in(kept.keep(&kept_path, &data, 0, notes)?);
+                notes.push(format!(
+                    "{}: texts it names in {} not found there, for {count} message(s) (the \
+                     first: {why}); left out (--truncateCorruptLog), lost{copy}",
+                    path.display(),
+                    kept_path.display()
+                ));
+            }
             image.kept.push(SegmentFile {
                 first_sequence,
                 path: kept_path,
@@ -1020,16 +1056,33 @@ fn read_shard<F: Files>(
                 allocated_bytes: data.len() as u64,
             });
         }
-        if let Some(missing) = kept_segments
+        for missing in kept_segments
             .iter()
-            .find(|&&first| image.kept.iter().all(|kept| kept.first_sequence != first))
+            .filter(|&&first| image.kept.iter().all(|kept| kept.first_sequence != first))
         {
-            return Err(format!(
-                "{}: the snapshot keeps the log segment {} for the texts it names there, and \
-                 it is not in the directory; refusing to start",
+            if !options.truncate_corrupt {
+                return Err(format!(
+                    "{}: the snapshot keeps the log segment {} for the texts it names there, \
+                     and it is not in the directory; refusing to start. --truncateCorruptLog \
+                     leaves out the messages whose texts are not found, losing them",
+                    path.display(),
+                    segment_name(*missing),
+                ));
+            }
+            let count = named.left_out.get(missing).map_or(0, |(count, _)| *count);
+            notes.push(format!(
+                "{}: the log segment {} it keeps, for {count} message(s) whose texts it names \
+                 there, is not in the directory; left out (--truncateCorruptLog), lost",
                 path.display(),
                 segment_name(*missing),
             ));
+        }
+        if locate_texts {
+            image.texts.kept_segments = image
+                .kept
+                .iter()
+                .map(|segment| segment.first_sequence)
+                .collect();
         }
         // Segments the snapshot covers (the next one starts at or before its replay point)
         // that the server had no time to remove, or whose removal a power cut undid.

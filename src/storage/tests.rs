@@ -1846,25 +1846,41 @@ fn a_snapshot_names_the_texts_of_segments_mostly_live_and_keeps_them() {
 
 /// A snapshot that keeps a segment cannot start without it: recovery refuses, naming the
 /// segment, when the segment is gone or a record a named entry names is damaged (never a
-/// start without the texts).
+/// start without the texts). With `--truncateCorruptLog` it starts without the messages whose
+/// texts are not found (one line for the segment, with their count; a damaged one is copied
+/// aside first) and every other; the next snapshot names none of them, so the start after it
+/// needs no flag.
 #[test]
-fn recovery_refuses_a_kept_segment_gone_or_damaged() {
+fn a_kept_segment_gone_or_damaged_refuses_a_start_or_loses_only_its_messages() {
+    const TEXTS: usize = 40;
+    let number =
+        |text: &Bytes| -> usize { std::str::from_utf8(&text[..5]).unwrap().parse().unwrap() };
     for damage in ["removed", "flipped"] {
-        let (disk, log, state) = a_shard_with_kept_segments(40);
+        let (disk, log, state) = a_shard_with_kept_segments(TEXTS);
         let first = log.kept_segments()[0];
         let path = log.text_path(TextFile::Segment(first));
-        let named = state
+        let named_there: Vec<TextOnDisk> = state
             .borrow()
             .texts_on_disk(0..u32::MAX)
             .into_iter()
-            .find(|(_, _, locator, _)| locator.file() == TextFile::Segment(first))
-            .expect("a text named there");
+            .filter(|(_, _, locator, _)| locator.file() == TextFile::Segment(first))
+            .collect();
+        assert!(named_there.len() > 10, "{}", named_there.len());
+        let lost_texts = match damage {
+            "removed" => named_there,
+            _ => vec![named_there[named_there.len() / 2]],
+        };
+        let lost: BTreeSet<usize> = run(log.read_texts(lost_texts.clone()))
+            .expect("read before the damage")
+            .iter()
+            .map(|(_, text)| number(text))
+            .collect();
         match damage {
             "removed" => {
                 Files::remove_file(&disk, &path).expect("removed");
                 Files::sync_directory(&disk, log.directory()).expect("synced");
             }
-            _ => disk.flip(&path, named.2.offset() as usize + 40),
+            _ => disk.flip(&path, lost_texts[0].2.offset() as usize + 40),
         }
         disk.crash();
         let why = match recover_one_shard(&disk, RecoveryOptions::default()) {
@@ -1872,6 +1888,51 @@ fn recovery_refuses_a_kept_segment_gone_or_damaged() {
             Err(why) => why,
         };
         assert!(why.contains(&segment_name(first)), "{damage}: {why}");
+        assert!(why.contains("--truncateCorruptLog"), "{damage}: {why}");
+        let leave_out = RecoveryOptions {
+            truncate_corrupt: true,
+            locate_texts: true,
+        };
+        let recovered = recover_one_shard(&disk, leave_out).expect("recovers");
+        let note = recovered
+            .notes
+            .iter()
+            .find(|note| note.contains(&segment_name(first)))
+            .unwrap_or_else(|| panic!("{damage}: {:?}", recovered.notes));
+        assert!(
+            note.contains(&format!("for {} message(s)", lost.len())),
+            "{damage}: {note}"
+        );
+        let copied = disk.file_paths().into_iter().any(|copy| {
+            copy.starts_with("/data/__azq__/kept") && note.contains(&*copy.to_string_lossy())
+        });
+        assert_eq!(copied, damage == "flipped", "{damage}: {note}");
+        let expected: BTreeSet<usize> = (0..TEXTS).filter(|n| !lost.contains(n)).collect();
+        let mut start = recovered.shards.into_iter().next().expect("one shard");
+        start.state.track_texts(std::mem::take(&mut start.texts));
+        let log = Log::new(disk.clone(), &start, 0, Durability::Fsync).with_segment_bytes(1 << 20);
+        let state = RefCell::new(start.state);
+        let (numbers, _) = read_kept_texts(&log, &state);
+        assert_eq!(numbers, expected, "{damage}: all but the lost");
+        // The shard serves on, a snapshot names only what was found, and the next start needs
+        // no flag.
+        let command = Command::SetQueueMetadata {
+            queue: key(0),
+            metadata: Vec::new(),
+        };
+        apply_flushed(&log, &state, command).expect("applied");
+        snapshot_whole(&log, &state);
+        disk.crash();
+        let again = recover_one_shard(&disk, RecoveryOptions::default()).expect("no flag");
+        let start = again.shards.into_iter().next().expect("one shard");
+        let texts: BTreeSet<usize> = start
+            .state
+            .describe(NOW_MS)
+            .messages
+            .into_values()
+            .map(|message| number(&message.1))
+            .collect();
+        assert_eq!(texts, expected, "{damage}: after a snapshot");
     }
 }
 
