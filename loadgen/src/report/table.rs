@@ -754,8 +754,10 @@ pub fn saturation_warnings(summary: &RunSummary) -> Vec<String> {
         let achieved = summary.achieved_rate_per_s();
         if achieved < rate_per_s * ACHIEVED_RATE_SHARE_WARNING {
             warnings.push(format!(
-                "only {} of the {} ops/s asked for were sent: the server or the client could \
-                 not keep up, or there were too few connections",
+                "only {} of the {} ops/s asked for were answered, counting the operations \
+                 scheduled in the measured window (not the warm-up's, even those sent late into \
+                 it): the server or the client could not keep up, or there were too few \
+                 connections",
                 grouped(achieved.round() as u64),
                 grouped(rate_per_s.round() as u64)
             ));
