@@ -1323,6 +1323,24 @@ fn create_queue_0(log: &Log<SimDisk>, state: &RefCell<ShardState>) {
     apply_flushed(log, state, command).expect("created");
 }
 
+/// A Set Queue Metadata of queue 0, applied and flushed: a record that changes nothing else.
+fn set_metadata_0(log: &Log<SimDisk>, state: &RefCell<ShardState>) {
+    let command = Command::SetQueueMetadata {
+        queue: key(0),
+        metadata: Vec::new(),
+    };
+    apply_flushed(log, state, command).expect("applied");
+}
+
+/// The texts of every message a start with the default options recovers from `disk` (which
+/// puts them all in memory).
+fn texts_recovered(disk: &SimDisk) -> BTreeSet<Bytes> {
+    let recovered = recover_one_shard(disk, RecoveryOptions::default()).expect("recovers");
+    let start = recovered.shards.into_iter().next().expect("one shard");
+    let messages = start.state.describe(NOW_MS).messages.into_values();
+    messages.map(|message| message.1).collect()
+}
+
 /// The text of `put_filler`'s messages: 60,000 bytes, 15 blocks of log each.
 const FILLER_BYTES: usize = 60_000;
 
@@ -1671,15 +1689,7 @@ fn a_snapshot_records_the_texts_on_disk_only_and_leaves_them_there() {
             );
         }
         disk.crash();
-        let recovered = recover_one_shard(&disk, RecoveryOptions::default()).expect("recovers");
-        let start = recovered.shards.into_iter().next().expect("one shard");
-        let found: BTreeSet<Bytes> = start
-            .state
-            .describe(NOW_MS)
-            .messages
-            .into_values()
-            .map(|message| message.1)
-            .collect();
+        let found = texts_recovered(&disk);
         let expected: BTreeSet<Bytes> = (0..number).map(text).collect();
         assert_eq!(found.len(), number);
         assert!(found == expected, "every text recovered");
@@ -1692,6 +1702,17 @@ fn kept_text(number: usize) -> Bytes {
     Bytes::from(format!("{number:05}").repeat(FILLER_BYTES / 5))
 }
 
+/// A Put of `kept_text(number)` into queue 0, kept a day, applied and flushed.
+fn put_kept_text(log: &Log<SimDisk>, state: &RefCell<ShardState>, number: usize) {
+    let command = Command::PutMessage {
+        queue: key(0),
+        text: kept_text(number),
+        visibility_timeout_s: 0,
+        ttl_s: Some(86_400),
+    };
+    apply_flushed(log, state, command).expect("put");
+}
+
 /// A shard with segments of 1 MiB, its texts tracked, that put `texts` messages of
 /// `kept_text` into queue 0, each flushed alone (16 or 17 a segment), all evicted, and wrote a
 /// snapshot: it names the texts in the closed segments, full of them, and keeps those.
@@ -1700,13 +1721,7 @@ fn a_shard_with_kept_segments(texts: usize) -> (SimDisk, Log<SimDisk>, RefCell<S
     state.borrow_mut().track_texts(RecoveredTexts::default());
     create_queue_0(&log, &state);
     for number in 0..texts {
-        let command = Command::PutMessage {
-            queue: key(0),
-            text: kept_text(number),
-            visibility_timeout_s: 0,
-            ttl_s: Some(86_400),
-        };
-        apply_flushed(&log, &state, command).expect("put");
+        put_kept_text(&log, &state, number);
     }
     let evicted = state.borrow_mut().evict(u64::MAX, log.durable_sequence());
     assert_eq!(evicted as usize, texts * FILLER_BYTES);
@@ -1782,18 +1797,7 @@ fn a_snapshot_names_the_texts_of_segments_mostly_live_and_keeps_them() {
     // located leaves them on disk only there.
     disk.crash();
     let all_texts = (0..TEXTS).map(kept_text).collect::<BTreeSet<_>>();
-    let recovered_texts = |start: &super::recovery::ShardStart| -> BTreeSet<Bytes> {
-        start
-            .state
-            .describe(NOW_MS)
-            .messages
-            .into_values()
-            .map(|message| message.1)
-            .collect()
-    };
-    let copied = recover_one_shard(&disk, RecoveryOptions::default()).expect("recovers");
-    let start = copied.shards.into_iter().next().expect("one shard");
-    assert!(recovered_texts(&start) == all_texts, "every text recovered");
+    assert!(texts_recovered(&disk) == all_texts, "every text recovered");
     let located = RecoveryOptions {
         locate_texts: true,
         ..RecoveryOptions::default()
@@ -1838,10 +1842,8 @@ fn a_snapshot_names_the_texts_of_segments_mostly_live_and_keeps_them() {
         );
     }
     disk.crash();
-    let recovered = recover_one_shard(&disk, RecoveryOptions::default()).expect("recovers");
-    let start = recovered.shards.into_iter().next().expect("one shard");
     let expected = (TEXTS - 8..TEXTS).map(kept_text).collect::<BTreeSet<_>>();
-    assert!(recovered_texts(&start) == expected, "the last 8 recovered");
+    assert!(texts_recovered(&disk) == expected, "the last 8 recovered");
 }
 
 /// A snapshot that keeps a segment cannot start without it: recovery refuses, naming the
@@ -1916,22 +1918,10 @@ fn a_kept_segment_gone_or_damaged_refuses_a_start_or_loses_only_its_messages() {
         assert_eq!(numbers, expected, "{damage}: all but the lost");
         // The shard serves on, a snapshot names only what was found, and the next start needs
         // no flag.
-        let command = Command::SetQueueMetadata {
-            queue: key(0),
-            metadata: Vec::new(),
-        };
-        apply_flushed(&log, &state, command).expect("applied");
+        set_metadata_0(&log, &state);
         snapshot_whole(&log, &state);
         disk.crash();
-        let again = recover_one_shard(&disk, RecoveryOptions::default()).expect("no flag");
-        let start = again.shards.into_iter().next().expect("one shard");
-        let texts: BTreeSet<usize> = start
-            .state
-            .describe(NOW_MS)
-            .messages
-            .into_values()
-            .map(|message| number(&message.1))
-            .collect();
+        let texts: BTreeSet<usize> = texts_recovered(&disk).iter().map(number).collect();
         assert_eq!(texts, expected, "{damage}: after a snapshot");
     }
 }
@@ -1991,11 +1981,7 @@ fn a_refusing_shard_does_not_snapshot_again_and_again_over_kept_segments() {
     for _ in 0..20 {
         // Set Queue Metadata is refused while full: the refusal is lifted for it alone.
         state.borrow_mut().set_disk_full(false);
-        let command = Command::SetQueueMetadata {
-            queue: key(0),
-            metadata: Vec::new(),
-        };
-        apply_flushed(&log, &state, command).expect("applied");
+        set_metadata_0(&log, &state);
         state.borrow_mut().set_disk_full(true);
         if log.wants_snapshot(&state) {
             snapshot_whole(&log, &state);
@@ -2093,13 +2079,7 @@ fn restarts_do_not_pile_up_small_kept_segments() {
         disk.crash();
         let (log, state) = restart_located(&disk);
         for _ in 0..PER_ROUND {
-            let command = Command::PutMessage {
-                queue: key(0),
-                text: kept_text(number),
-                visibility_timeout_s: 0,
-                ttl_s: Some(86_400),
-            };
-            apply_flushed(&log, &state, command).expect("put");
+            put_kept_text(&log, &state, number);
             number += 1;
         }
         state.borrow_mut().evict(u64::MAX, log.durable_sequence());
@@ -2108,11 +2088,7 @@ fn restarts_do_not_pile_up_small_kept_segments() {
         let (log, state) = restart_located(&disk);
         state.borrow_mut().evict(u64::MAX, log.durable_sequence());
         // A record after the restart opens the segment after the one it closed.
-        let command = Command::SetQueueMetadata {
-            queue: key(0),
-            metadata: Vec::new(),
-        };
-        apply_flushed(&log, &state, command).expect("applied");
+        set_metadata_0(&log, &state);
         snapshot_whole(&log, &state);
         let kept = log.kept_segments();
         assert!(
