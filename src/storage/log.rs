@@ -223,6 +223,9 @@ struct LogState<F> {
     log_bytes: u64,
     /// The sequence of the next record to write.
     next_sequence: u64,
+    /// A snapshot is due whatever the sizes: the one in place names texts recovery did not
+    /// find, and left their messages out (`ShardStart::left_out`).
+    snapshot_owed: bool,
     /// A snapshot is being written.
     snapshotting: bool,
     /// Bytes of `snapshot.tmp` written so far (0 when no snapshot is being written).
@@ -361,6 +364,7 @@ impl<D: Disk> Log<D> {
                     .map_or(0, |(_, bytes)| *bytes + start.kept_named_bytes),
                 log_bytes,
                 next_sequence,
+                snapshot_owed: start.left_out > 0,
                 snapshotting: false,
                 snapshot_temporary_bytes: 0,
                 removing_bytes: 0,
@@ -807,7 +811,7 @@ impl<D: Disk> Log<D> {
         self.short_bytes.set(short_bytes);
     }
 
-    /// Whether a snapshot is due and none is running (`snapshot_due`).
+    /// Whether a snapshot is due and none is running (`snapshot_due`, or owed: `snapshot_owed`).
     pub fn wants_snapshot(&self, state: &RefCell<ShardState>) -> bool {
         let log = self.state.borrow();
         let state = state.borrow();
@@ -831,7 +835,7 @@ impl<D: Disk> Log<D> {
             refusing: state.disk_full(),
             short_bytes: self.short_bytes.get(),
         };
-        !log.snapshotting && snapshot_due(sizes, self.segment_bytes)
+        !log.snapshotting && (log.snapshot_owed || snapshot_due(sizes, self.segment_bytes))
     }
 
     /// Starts a snapshot of `state` as it is now.
@@ -942,6 +946,7 @@ impl<D: Disk> Log<D> {
         let mut log = self.state.borrow_mut();
         log.snapshot_temporary_bytes = 0;
         log.snapshot_charged_bytes = charged;
+        log.snapshot_owed = false;
         let mut removable = Vec::new();
         if let Some(old) = log.snapshot.replace((path, bytes)) {
             // A snapshot of the same replay point has the same name: it was just replaced.

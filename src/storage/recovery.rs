@@ -100,6 +100,11 @@ pub struct ShardStart {
     pub kept: Vec<SegmentFile>,
     /// The bytes of the records the snapshot's entries name in them.
     pub kept_named_bytes: u64,
+    /// How many messages recovery left out, their texts named by the snapshot and not found
+    /// (`--truncateCorruptLog`): until a snapshot replaces that one, every start would need
+    /// the flag again (and copy a damaged segment aside again), so one is due at once
+    /// (`Log::wants_snapshot`; helper-53's review).
+    pub left_out: u64,
     /// Where its restored texts are, in that snapshot and those segments, when asked
     /// (`RecoveryOptions::locate_texts`).
     pub texts: RecoveredTexts,
@@ -156,6 +161,8 @@ struct Image {
     /// The segments the snapshot keeps, and the bytes of the records its entries name there.
     kept: Vec<SegmentFile>,
     kept_named_bytes: u64,
+    /// The messages left out, their named texts not found (`ShardStart::left_out`).
+    left_out: u64,
     /// Bytes read, for the summary.
     bytes_read: u64,
 }
@@ -177,6 +184,7 @@ impl Image {
             snapshot: None,
             kept: Vec::new(),
             kept_named_bytes: 0,
+            left_out: 0,
             bytes_read: 0,
         }
     }
@@ -1007,6 +1015,7 @@ fn read_shard<F: Files>(
         named.check(&kept_segments).map_err(damaged)?;
         image.bytes_read += named.bytes_read;
         image.kept_named_bytes = named.record_bytes;
+        image.left_out = named.left_out.values().map(|(count, _)| count).sum();
         if locate_entries {
             image.texts.snapshot = Some(replay_from);
         }
@@ -1562,6 +1571,7 @@ pub fn recover(
                 snapshot: image.snapshot,
                 kept: image.kept,
                 kept_named_bytes: image.kept_named_bytes,
+                left_out: image.left_out,
                 texts: image.texts,
             });
         }
@@ -1617,6 +1627,7 @@ pub fn recover(
                 snapshot: Some((path, snapshot.len() as u64)),
                 kept: Vec::new(),
                 kept_named_bytes: 0,
+                left_out: 0,
                 texts,
             });
         }

@@ -546,6 +546,7 @@ impl Writer {
             snapshot: None,
             kept: Vec::new(),
             kept_named_bytes: 0,
+            left_out: 0,
             texts: RecoveredTexts::default(),
         };
         let disk = MemoryDisk::new();
