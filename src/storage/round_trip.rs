@@ -370,15 +370,7 @@ fn snapshot_round_trip(writer: Writer) {
             .expect("started");
         while !job.step(&writer.log, &writer.state).await.expect("a step") {}
     });
-    let path = writer
-        .disk
-        .file_paths()
-        .into_iter()
-        .find(|path| {
-            path.extension()
-                .is_some_and(|extension| extension == "snap")
-        })
-        .expect("a snapshot");
+    let path = writer.disk.snapshot_path();
     let mut records = Vec::new();
     read_snapshot(&writer.disk.read(&path).expect("a file"), |record| {
         records.push(record)

@@ -404,6 +404,17 @@ impl SimDisk {
         paths
     }
 
+    /// The first snapshot file (`.snap`) reachable now, by path; panics when there is none.
+    pub fn snapshot_path(&self) -> std::path::PathBuf {
+        self.file_paths()
+            .into_iter()
+            .find(|path| {
+                path.extension()
+                    .is_some_and(|extension| extension == "snap")
+            })
+            .expect("a snapshot")
+    }
+
     /// Issues `operation` and waits for it to complete.
     fn submit(&self, operation: Operation) -> impl Future<Output = io::Result<usize>> + '_ {
         self.submit_numbered(operation).0
