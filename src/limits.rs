@@ -209,6 +209,11 @@ pub const SNAPSHOT_ALLOWANCE_BYTES: u64 = 64 << 20;
 /// Closed log segments less than half full a shard keeps before it writes a snapshot (each
 /// restart closes one, however little it holds); full ones do not count.
 pub const LOG_CLOSED_SEGMENTS_MAX: usize = 8;
+/// The share of the segment size (numerator, denominator) below which a closed segment's
+/// records make it small: small ones count toward `LOG_CLOSED_SEGMENTS_MAX`, and a snapshot
+/// keeps none for the texts it names (it copies them, so that the one each restart closes does
+/// not pile up kept, beyond that rule).
+pub const SEGMENT_SMALL_SHARE: (u64, u64) = (1, 2);
 /// Largest record body the log and snapshot readers accept: a longer length is garbage, not a
 /// record. Far above the largest record a request can make (a Put of the largest text, about
 /// 64 KiB; a queue's metadata; the service properties, every field bounded), which

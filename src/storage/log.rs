@@ -60,9 +60,9 @@ use super::read_cache::{capacity_for, chunk_of, ReadCache};
 use super::recovery::{SegmentFile, ShardStart};
 use crate::limits::{
     LOG_CLOSED_SEGMENTS_MAX, LOG_FLUSH_BYTES_MAX, LOG_SEGMENT_BYTES, SEGMENT_KEPT_LIVE_SHARE_MIN,
-    SNAPSHOT_ALLOWANCE_BYTES, SNAPSHOT_READ_GAP_BYTES, SNAPSHOT_REHOME_STEP_TEXTS,
-    SNAPSHOT_REMOVAL_STEP_BYTES, SNAPSHOT_STEP_SLOTS, SNAPSHOT_STEP_TEXT_BYTES,
-    SNAPSHOT_SYNC_BYTES, SNAPSHOT_TALLY_STEP_SLOTS, STORAGE_BLOCK_BYTES,
+    SEGMENT_SMALL_SHARE, SNAPSHOT_ALLOWANCE_BYTES, SNAPSHOT_READ_GAP_BYTES,
+    SNAPSHOT_REHOME_STEP_TEXTS, SNAPSHOT_REMOVAL_STEP_BYTES, SNAPSHOT_STEP_SLOTS,
+    SNAPSHOT_STEP_TEXT_BYTES, SNAPSHOT_SYNC_BYTES, SNAPSHOT_TALLY_STEP_SLOTS, STORAGE_BLOCK_BYTES,
 };
 use crate::queue::key::{TextFile, TextLocator};
 use crate::queue::record::{record_text, text_records};
@@ -108,7 +108,8 @@ struct Sizes {
     /// What the segments that snapshot keeps hold beyond the records it named
     /// (`LogState::kept_dead_bytes`): freed by a snapshot that copies what is left of them.
     kept_dead_bytes: u64,
-    /// Closed log segments less than half full (`LOG_CLOSED_SEGMENTS_MAX`).
+    /// Closed log segments less than half full (`SEGMENT_SMALL_SHARE`; at most
+    /// `LOG_CLOSED_SEGMENTS_MAX`).
     small_closed_segments: usize,
     /// Bytes charged for the messages stored now (`ShardState::message_bytes`).
     message_bytes: u64,
@@ -191,6 +192,13 @@ fn snapshot_due(sizes: Sizes, segment_bytes: u64) -> bool {
                     .saturating_add(sizes.closed_allocated_bytes)
                     .saturating_sub(sizes.stored_bytes)
                     >= sizes.short_bytes.max(STORAGE_BLOCK_BYTES as u64)))
+}
+
+/// Whether a closed segment of `bytes` of records is small for segments of `segment_bytes`
+/// (`SEGMENT_SMALL_SHARE`).
+fn small(bytes: u64, segment_bytes: u64) -> bool {
+    bytes.saturating_mul(SEGMENT_SMALL_SHARE.1)
+        < segment_bytes.saturating_mul(SEGMENT_SMALL_SHARE.0)
 }
 
 /// The segment being written.
@@ -828,7 +836,7 @@ impl<D: Disk> Log<D> {
             small_closed_segments: log
                 .segments
                 .iter()
-                .filter(|segment| segment.bytes < self.segment_bytes / 2)
+                .filter(|segment| small(segment.bytes, self.segment_bytes))
                 .count(),
             message_bytes: state.message_bytes(),
             stored_bytes: state.stored_bytes(),
@@ -883,11 +891,12 @@ impl<D: Disk> Log<D> {
     /// disk only there (`tally`: the bytes of their records by segment, `tally_texts_on_disk`),
     /// ascending: those wholly before the replay point (closed, or kept by the snapshot in
     /// place) whose records of those texts take at least two thirds of what they take on disk
-    /// (`SEGMENT_KEPT_LIVE_SHARE_MIN`), and that are at least half full (as `snapshot_due`
-    /// counts small segments). The texts in any other are copied, so a segment mostly dead goes
-    /// with the snapshot that copies what is left of it, and the small segment each restart
-    /// closes goes with the next snapshot: kept, small ones would pile up restart after restart,
-    /// out of reach of the rule that snapshots when small closed segments pile up.
+    /// (`SEGMENT_KEPT_LIVE_SHARE_MIN`), and that are not small (`SEGMENT_SMALL_SHARE`: at
+    /// least half full, as `snapshot_due` counts them). The texts in any other are copied, so
+    /// a segment mostly dead goes with the snapshot that copies what is left of it, and the
+    /// small segment each restart closes goes with the next snapshot: kept, small ones would
+    /// pile up restart after restart, out of reach of the rule that snapshots when small closed
+    /// segments pile up.
     fn segments_to_keep(&self, replay_from: u64, tally: &HashMap<u64, u64>) -> Vec<u64> {
         let log = self.state.borrow();
         let open_first = log.segment.as_ref().map(|segment| segment.first_sequence);
@@ -910,7 +919,7 @@ impl<D: Disk> Log<D> {
             .filter(|segment| {
                 let live = tally.get(&segment.first_sequence).copied().unwrap_or(0);
                 live > 0
-                    && segment.bytes >= self.segment_bytes / 2
+                    && !small(segment.bytes, self.segment_bytes)
                     && live.saturating_mul(SEGMENT_KEPT_LIVE_SHARE_MIN.1)
                         >= segment
                             .allocated_bytes
