@@ -508,8 +508,9 @@ impl Image {
 #[derive(Default)]
 struct Named {
     /// The segments read, by first sequence (mapped: a text is copied out of its file unless
-    /// it stays on disk only, `Image::restore`).
-    mapped: HashMap<u64, Bytes>,
+    /// it stays on disk only, `Image::restore`); `None` for one not in the directory, so that
+    /// the entries naming it do not each look for it.
+    mapped: HashMap<u64, Option<Bytes>>,
     /// The bytes of those files, for the summary.
     bytes_read: u64,
     /// The bytes of the records named.
@@ -609,18 +610,21 @@ impl Named {
         segments: &[(u64, PathBuf)],
         first: u64,
     ) -> Result<Option<Bytes>, String> {
-        if let Some(data) = self.mapped.get(&first) {
-            return Ok(Some(data.clone()));
+        if let Some(found) = self.mapped.get(&first) {
+            return Ok(found.clone());
         }
-        let Some((_, path)) = segments.iter().find(|(sequence, _)| *sequence == first) else {
-            return Ok(None);
+        let found = match segments.iter().find(|(sequence, _)| *sequence == first) {
+            Some((_, path)) => {
+                let data = files
+                    .read(path)
+                    .map_err(|error| format!("{}: {error}", path.display()))?;
+                self.bytes_read += data.len() as u64;
+                Some(data)
+            }
+            None => None,
         };
-        let data = files
-            .read(path)
-            .map_err(|error| format!("{}: {error}", path.display()))?;
-        self.bytes_read += data.len() as u64;
-        self.mapped.insert(first, data.clone());
-        Ok(Some(data))
+        self.mapped.insert(first, found.clone());
+        Ok(found)
     }
 
     /// Whether every segment named is in `kept`, the snapshot's list (else the snapshot is
