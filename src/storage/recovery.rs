@@ -503,6 +503,10 @@ impl Image {
     }
 }
 
+/// How a start refused for a named text not found ends: what the flag would do instead.
+const REFUSED_NAMED_TEXT: &str = "refusing to start. --truncateCorruptLog leaves out the \
+                                  messages whose texts are not found, losing them";
+
 /// The texts a snapshot's named entries name (`Record::MessageNamed`), read from the segments
 /// it keeps as its entries are read.
 #[derive(Default)]
@@ -593,10 +597,7 @@ impl Named {
                 None
             }
             Err(why) => {
-                self.error = Some(format!(
-                    "{why}; refusing to start. --truncateCorruptLog leaves out the messages \
-                     whose texts are not found, losing them"
-                ));
+                self.error = Some(format!("{why}; {REFUSED_NAMED_TEXT}"));
                 None
             }
         }
@@ -1079,8 +1080,7 @@ fn read_shard<F: Files>(
             if !options.truncate_corrupt {
                 return Err(format!(
                     "{}: the snapshot keeps the log segment {} for the texts it names there, \
-                     and it is not in the directory; refusing to start. --truncateCorruptLog \
-                     leaves out the messages whose texts are not found, losing them",
+                     and it is not in the directory; {REFUSED_NAMED_TEXT}",
                     path.display(),
                     segment_name(*missing),
                 ));
