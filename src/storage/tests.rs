@@ -1702,6 +1702,11 @@ fn kept_text(number: usize) -> Bytes {
     Bytes::from(format!("{number:05}").repeat(FILLER_BYTES / 5))
 }
 
+/// The number a `kept_text` was made of.
+fn kept_number(text: &Bytes) -> usize {
+    std::str::from_utf8(&text[..5]).unwrap().parse().unwrap()
+}
+
 /// A Put of `kept_text(number)` into queue 0, kept a day, applied and flushed.
 fn put_kept_text(log: &Log<SimDisk>, state: &RefCell<ShardState>, number: usize) {
     let command = Command::PutMessage {
@@ -1739,7 +1744,7 @@ fn read_kept_texts(log: &Log<SimDisk>, state: &RefCell<ShardState>) -> (BTreeSet
         .count();
     let mut numbers = BTreeSet::new();
     for (named, text) in run(log.read_texts(texts)).expect("read back") {
-        let number: usize = std::str::from_utf8(&text[..5]).unwrap().parse().unwrap();
+        let number = kept_number(&text);
         assert_eq!(text, kept_text(number), "{named:?}");
         assert!(numbers.insert(number), "{number} twice");
     }
@@ -1855,8 +1860,6 @@ fn a_snapshot_names_the_texts_of_segments_mostly_live_and_keeps_them() {
 #[test]
 fn a_kept_segment_gone_or_damaged_refuses_a_start_or_loses_only_its_messages() {
     const TEXTS: usize = 40;
-    let number =
-        |text: &Bytes| -> usize { std::str::from_utf8(&text[..5]).unwrap().parse().unwrap() };
     for damage in ["removed", "flipped"] {
         let (disk, log, state) = a_shard_with_kept_segments(TEXTS);
         let first = log.kept_segments()[0];
@@ -1875,7 +1878,7 @@ fn a_kept_segment_gone_or_damaged_refuses_a_start_or_loses_only_its_messages() {
         let lost: BTreeSet<usize> = run(log.read_texts(lost_texts.clone()))
             .expect("read before the damage")
             .iter()
-            .map(|(_, text)| number(text))
+            .map(|(_, text)| kept_number(text))
             .collect();
         match damage {
             "removed" => {
@@ -1924,7 +1927,7 @@ fn a_kept_segment_gone_or_damaged_refuses_a_start_or_loses_only_its_messages() {
         snapshot_whole(&log, &state);
         assert!(!log.wants_snapshot(&state), "{damage}: paid");
         disk.crash();
-        let texts: BTreeSet<usize> = texts_recovered(&disk).iter().map(number).collect();
+        let texts: BTreeSet<usize> = texts_recovered(&disk).iter().map(kept_number).collect();
         assert_eq!(texts, expected, "{damage}: after a snapshot");
     }
 }
