@@ -1282,9 +1282,9 @@ async fn read_to_encode<D: Disk>(
 /// Reads back the texts, on disk only, of the live messages in `slots` (but those `naming`
 /// names, which stay in the segments it keeps) and puts them in their slots, for a snapshot
 /// that replaces the one in place under the same name: once renamed, it takes the place of the
-/// file where their records may be (`ShardState::begin_snapshot`). As
-/// in `read_to_encode`, the step holds those slots' texts in memory, so one read finds them
-/// all. A text delivered here is not evictable again until the step has encoded it: answers
+/// file where their records may be (`ShardState::begin_snapshot`). As in `read_to_encode`, the
+/// step holds those slots' texts in memory, so one read finds them all. A text delivered here
+/// is not evictable again until the step has encoded it: answers
 /// (slot, generation, locator, record sequence) of each, for `ShardState::note_home` then. A
 /// text that cannot be read, or a record that is not the one its locator names, fails the
 /// snapshot and with it the process (fail-stop, as a failed write).
@@ -1682,7 +1682,7 @@ mod tests {
 
     /// Right after a snapshot that keeps segments at least two thirds live, with nothing deleted
     /// while it ran (stored at least what it recorded), what they hold beyond the records it
-    /// named (at most those records, at most their charge) asks for no other snapshot; while
+    /// named (at most half those records, at most their charge) asks for no other snapshot; while
     /// refusing, neither (counted there, it asked again and again, each snapshot keeping the
     /// same segments).
     #[test]
