@@ -7,7 +7,9 @@
 #   - the restart with the backlog (launch to ready line);
 #   - Get(32)+Delete draining the backlog, and Put p99 on another queue while it drains
 #     against its p99 with nothing draining;
-#   - disk at its peak during the drain, and after it against before the fill.
+#   - disk at its peak over the run (sampled every second, with its make-up: log segments,
+#     snapshots, the snapshot being written, and the phase it came in), and after the drain
+#     against before the fill.
 # The server runs pinned to SERVER_CPU, azq-loadgen to CLIENT_CPU; every run is bounded in time
 # and count, loopback only; the data directory is removed at the end.
 #
@@ -54,6 +56,7 @@ cargo build --release -p azq -p azq-loadgen --bins >&2
 # shellcheck source=scripts/bench-lib.sh
 source scripts/bench-lib.sh
 cleanup() {
+  [[ -n ${sampler_pid:-} ]] && kill "$sampler_pid" 2>/dev/null
   stop_server
   rm -rf "$data"
   true
@@ -99,48 +102,80 @@ disk_bytes() {
   du -sb "$data" | cut -f1
 }
 
+# The phase the run is in, for the disk sampler.
+phase_file="$out_dir/phase"
+phase() {
+  echo "$*" >"$phase_file"
+  section "$*"
+}
+
+# Every second until killed: the data directory's files' bytes (as `du -sb` counts them), then
+# its log segments' count and bytes, its snapshots' bytes and the snapshot being written's, and
+# the phase, one line to OUT_DIR/disk.tsv.
+sample_disk() {
+  while true; do
+    find "$data" -type f -printf '%s %f\n' 2>/dev/null | awk -v phase="$(cat "$phase_file")" '
+      { bytes = $1; total += bytes }
+      $2 ~ /^wal-.*\.log$/ { segments++; log_bytes += bytes }
+      $2 ~ /\.snap$/ { snapshots += bytes }
+      $2 ~ /\.tmp$/ { writing += bytes }
+      END {
+        # %.0f, not %d: the %d of mawk stops at 2^31 - 1.
+        printf "%.0f\t%d\t%.0f\t", total, segments, log_bytes
+        printf "%.0f\t%.0f\t%s\n", snapshots, writing, phase
+      }'
+    sleep 1
+  done
+}
+
 rm -rf "$data"
 mkdir -p "$data"
 : >"$out_dir/azq.err"
+: >"$out_dir/disk.tsv"
+phase "start"
+sample_disk >>"$out_dir/disk.tsv" &
+sampler_pid=$!
 start
 rss_empty=$(rss_bytes)
 
-section "put into an empty queue"
+phase "put into an empty queue"
 load put-empty --scenario put --connections 16 --pipeline 8 --queue-prefix empty \
   --duration "$duration" --warmup "$warmup"
 disk_empty=$(disk_bytes)
 
-section "fill one queue with $messages messages of $message_bytes bytes"
+phase "fill one queue with $messages messages of $message_bytes bytes"
 load fill --scenario put --connections 16 --pipeline 8 --queue-prefix deep \
   --requests "$messages" --warmup 0s
-# The fill's warm-up-free count is exact; the empty queue's puts are in memory too.
-stored=$(($(json fill "d['requests']") + $(json put-empty "d['requests']")))
+# Every message stored, the empty queue's included (its puts stay too).
+filled=$(azq_metric "$server_port" azq_messages)
 rss_filled=$(rss_bytes)
 disk_filled=$(disk_bytes)
 
-section "put into the deep queue"
+phase "put into the deep queue"
 load put-deep --scenario put --connections 16 --pipeline 8 --queue-prefix deep \
   --duration "$duration" --warmup "$warmup"
+# And those of the rate run into the deep queue (its warm-up's too): what the drain starts from.
+stored=$(azq_metric "$server_port" azq_messages)
 
 restart_s=skipped
 if [[ $restart == 1 ]]; then
-  section "restart with the backlog"
+  phase "restart with the backlog"
   stop_server
   start
   restart_s=$ready_s
 fi
 
-section "put p99 on another queue at $open_rate/s, nothing draining"
+phase "put p99 on another queue at $open_rate/s, nothing draining"
 load put-quiet --scenario put --connections 16 --rate "$open_rate" --queue-prefix other \
   --duration "$duration" --warmup "$warmup"
 
-section "Get(32)+Delete on the deep queue, closed loop"
+phase "Get(32)+Delete on the deep queue, closed loop"
 load drain-rate --scenario get-delete --connections 16 --batch 32 --queue-prefix deep \
   --duration "$duration" --warmup "$warmup"
 # Half the shard's drain rate, so that the drain does not saturate the shard by itself.
 drain_rate=$(json drain-rate "max(1, round(d['ops']['get']['throughput_per_s'] / 2))")
 
-section "put p99 on another queue at $open_rate/s while the deep queue drains at $drain_rate gets/s"
+phase "put p99 on another queue at $open_rate/s while the deep queue drains at $drain_rate gets/s"
 load drain-half --scenario get-delete --connections 16 --batch 32 --queue-prefix deep \
   --rate "$drain_rate" --duration "$duration" --warmup "$warmup" &
 drain_pid=$!
@@ -148,19 +183,19 @@ load put-during --scenario put --connections 16 --rate "$open_rate" --queue-pref
   --duration "$duration" --warmup "$warmup"
 wait "$drain_pid"
 
-section "drain the rest of the deep queue, disk sampled every second"
-peak_disk=$(disk_bytes)
+phase "drain the rest of the deep queue"
 load drain --scenario get-delete --connections 16 --batch 32 --queue-prefix deep \
   --duration "$drain_time" --warmup 0s &
 drain_pid=$!
-while kill -0 "$drain_pid" 2>/dev/null; do
-  disk=$(disk_bytes)
-  ((disk > peak_disk)) && peak_disk=$disk
-  sleep 1
-done
-wait "$drain_pid"
-# The deep queue's own count: the other queues ("empty", "other") keep their messages.
+# Stopped once the deep queue is empty (its closed loop would go on with empty Gets until
+# DRAIN_TIME); its report is not used.
 depth=$(python3 scripts/queue-admin.py "$server_port" deep-0 count)
+while kill -0 "$drain_pid" 2>/dev/null && ((depth > 0)); do
+  sleep 1
+  depth=$(python3 scripts/queue-admin.py "$server_port" deep-0 count)
+done
+pkill -P "$drain_pid" 2>/dev/null || true
+wait "$drain_pid" || true
 others=$(($(curl -s "http://127.0.0.1:$server_port/_azq/metrics" |
   awk '/^azq_messages\{/ { n += $2 } END { print n }') - depth))
 # A snapshot the drain made due may still be running: wait until the disk holds still for
@@ -178,8 +213,15 @@ for _ in $(seq 60); do
     disk_drained=$disk
   fi
 done
+phase "after the drain"
 live_texts=$((stored * message_bytes))
 rss_drained=$(rss_bytes)
+kill "$sampler_pid"
+wait "$sampler_pid" 2>/dev/null || true
+sampler_pid=
+# The largest sample: its bytes, segments, log bytes, snapshots, snapshot being written, phase.
+IFS=$'\t' read -r peak_disk peak_segments peak_log peak_snapshots peak_writing peak_phase \
+  < <(sort -t$'\t' -k1,1n "$out_dir/disk.tsv" | tail -1)
 
 mib() {
   echo "scale=1; $1 / 1048576" | bc
@@ -188,14 +230,15 @@ mib() {
 cat <<EOF
 
 Issue 40's targets, measured on one durable shard ($(date -u +%F), $(git rev-parse --short HEAD))
-$messages messages of $message_bytes bytes in one queue ($stored stored in all)
+$messages messages of $message_bytes bytes in one queue ($filled stored in all once filled, $stored
+once the rate run into the deep queue had added its own)
 server flags: ${SERVER_FLAGS:-none}; restart after the fill: $restart_s
 
 server RSS: empty $(mib "$rss_empty") MiB, filled $(mib "$rss_filled") MiB:
-  $(((rss_filled - rss_empty) / stored)) bytes per message (target: <= 1 GiB for 100 M, about 10)
+  $(((rss_filled - rss_empty) / filled)) bytes per message (target: <= 1 GiB for 100 M, about 10)
 server RSS after the drain: $(mib "$rss_drained") MiB
-disk filled: $(mib "$disk_filled") MiB for $(mib "$live_texts") MiB of live texts \
-($(echo "scale=2; $disk_filled / $live_texts" | bc)x)
+disk filled: $(mib "$disk_filled") MiB for $(mib "$((filled * message_bytes))") MiB of live texts \
+($(echo "scale=2; $disk_filled / ($filled * $message_bytes)" | bc)x)
 put, empty queue: $(json put-empty "round(d['ops']['put']['throughput_per_s'])")/s
 put, deep queue:  $(json put-deep "round(d['ops']['put']['throughput_per_s'])")/s \
 (target >= 0.9x the empty queue's)
@@ -205,8 +248,10 @@ messages/s deleted ($(json drain-rate "round(d['ops']['get']['throughput_per_s']
 put p99 on another queue at $open_rate/s: $(json put-quiet "d['ops']['put']['latency_us']['p99']") us \
 quiet, $(json put-during "d['ops']['put']['latency_us']['p99']") us while the deep queue drains at \
 $drain_rate gets/s (target <= 2x)
-disk at its peak during the final drain: $(mib "$peak_disk") MiB \
-($(echo "scale=2; $peak_disk / $live_texts" | bc)x the filled texts; target <= 1.5x)
+disk at its peak: $(mib "$peak_disk") MiB ($(echo "scale=2; $peak_disk / $live_texts" | bc)x \
+the $(mib "$live_texts") MiB of texts stored before the drain; target <= 1.5x), during \
+"$peak_phase": $peak_segments log segments of $(mib "$peak_log") MiB, snapshots \
+$(mib "$peak_snapshots") MiB, $(mib "$peak_writing") MiB of a snapshot being written
 disk after the drain ($depth messages left in the deep queue, $others in the others): \
 $(mib "$disk_drained") MiB, before the fill $(mib "$disk_empty") MiB (target: within 64 MiB)
 EOF
