@@ -225,6 +225,10 @@ pub const RECORD_BODY_BYTES_MAX: usize = 1 << 20;
 pub const RECOVERY_KEPT_BYTES_MAX: u64 = 4 * LOG_SEGMENT_BYTES;
 /// Message slots one snapshot step encodes before the shard serves requests again.
 pub const SNAPSHOT_STEP_SLOTS: u32 = 4096;
+/// Put records one snapshot entry names at most (`Record::PutsNamed`, for messages untouched
+/// since their put): a step's worth, so its largest (25 bytes a put) is far below what the
+/// readers accept.
+pub const SNAPSHOT_NAMED_PUTS_PER_ENTRY_MAX: usize = SNAPSHOT_STEP_SLOTS as usize;
 /// Message slots one step of a snapshot's tally (the bytes of texts on disk only, by segment,
 /// that choose the segments it keeps) passes over before the shard serves requests again: no
 /// encoding, no read, about 1 ns a slot.
@@ -399,6 +403,7 @@ const _: () = assert!(SNAPSHOT_REMOVAL_STEP_BYTES > 0);
 const _: () = assert!(RECOVERY_KEPT_BYTES_MAX >= LOG_SEGMENT_BYTES);
 const _: () = assert!(RECORD_BODY_BYTES_MAX >= 8 * (MESSAGE_TEXT_BYTES_MAX + METADATA_BYTES_MAX));
 const _: () = assert!(RECORD_BODY_BYTES_MAX <= LOG_FLUSH_BYTES_MAX);
+const _: () = assert!(13 + 25 * SNAPSHOT_NAMED_PUTS_PER_ENTRY_MAX <= RECORD_BODY_BYTES_MAX / 8);
 const _: () = assert!(SHARD_PENDING_OUTPUT_BYTES_MAX >= 8 * CONNECTION_PENDING_OUTPUT_BYTES_MAX);
 const _: () = assert!(WRITE_TIMEOUT_MS_DEFAULT <= IDLE_CONNECTION_TIMEOUT_MS);
 const _: () = assert!(READ_DEADLINE_SWEEP_MS * 10 <= REQUEST_HEAD_TIMEOUT_MS);

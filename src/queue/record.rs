@@ -125,6 +125,16 @@ pub enum Record<T = Bytes> {
     /// state but its text, and where the log record that last wrote that text is, in a segment
     /// the snapshot keeps (its trailer lists it: `storage::format`). Never a log record.
     MessageNamed(MessageState<NamedText>),
+    /// A snapshot's entry for messages untouched since their put (never leased, so never
+    /// updated either): the `MessagePut` record that put each, in one segment the snapshot
+    /// keeps (its trailer lists it), is the message's whole state, so the entry says only where
+    /// those records are. Never a log record.
+    PutsNamed {
+        /// The segment, by its first sequence.
+        segment: u64,
+        /// The records, at least one.
+        puts: Vec<NamedPut>,
+    },
     /// Get Messages leased a message.
     MessageLeased {
         /// The message's slot.
@@ -191,6 +201,11 @@ const PROPERTIES_SET: u8 = 10;
 /// `QueueCleared` with the queue's key (kind 4 is the same without it).
 const QUEUE_CLEARED_KEYED: u8 = 11;
 const MESSAGE_NAMED: u8 = 12;
+const PUTS_NAMED: u8 = 13;
+
+/// Bytes of the smallest `MessagePut` record (header, type, state without a foreign ID, an
+/// empty text): a named put smaller than this is damage.
+pub const PUT_RECORD_BYTES_MIN: usize = RECORD_HEADER_BYTES + 1 + 53 + 4;
 
 /// Where the text of a snapshot's named entry (`Record::MessageNamed`) is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -201,6 +216,24 @@ pub struct NamedText {
     pub sequence: u64,
     /// The text's bytes.
     pub text_bytes: u32,
+}
+
+/// A `MessagePut` record a snapshot's `Record::PutsNamed` entry names, in its segment.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct NamedPut {
+    /// Where the record starts in the segment (below 2^63).
+    pub offset: u64,
+    /// Its bytes, header included (at least `PUT_RECORD_BYTES_MIN`).
+    pub record_bytes: u32,
+    /// Its sequence.
+    pub sequence: u64,
+}
+
+impl NamedPut {
+    /// Where the record is, in the segment whose first sequence is `segment`.
+    pub fn locator(&self, segment: u64) -> TextLocator {
+        TextLocator::new(TextFile::Segment(segment), self.offset, self.record_bytes)
+    }
 }
 
 /// A record that carries a message's text, as `text_records` finds it in a batch.
@@ -298,6 +331,30 @@ pub fn record_text(
     (named == (slot, generation)).then_some(text)
 }
 
+/// The message the record `record`, read whole from `locator` in a log segment, puts, when it
+/// is a whole, intact `MessagePut` record numbered `sequence` (`Record::PutsNamed`); `None` for
+/// anything else (damage, another record).
+pub fn record_put(record: &Bytes, locator: TextLocator, sequence: u64) -> Option<MessageState> {
+    let Read::Record {
+        sequence: read_sequence,
+        record: found,
+        bytes,
+    } = read(record, 0)
+    else {
+        return None;
+    };
+    if read_sequence != sequence
+        || bytes != record.len()
+        || bytes != locator.record_bytes() as usize
+    {
+        return None;
+    }
+    match found {
+        Record::MessagePut(message) => Some(message),
+        _ => None,
+    }
+}
+
 /// CRC-32C (Castagnoli), hardware accelerated where the CPU has it, of `parts` in order.
 pub fn crc32c(parts: &[&[u8]]) -> u32 {
     parts
@@ -379,6 +436,22 @@ fn encode_body<T: AsRef<[u8]>>(record: &Record<T>, out: &mut BytesMut) {
             out.put_u64_le(named.locator.offset());
             out.put_u32_le(named.locator.record_bytes());
             out.put_u64_le(named.sequence);
+        }
+        Record::PutsNamed { segment, puts } => {
+            assert!(!puts.is_empty(), "an entry names at least one put");
+            out.put_u8(PUTS_NAMED);
+            out.put_u64_le(*segment);
+            out.put_u32_le(u32::try_from(puts.len()).expect("fewer puts than 2^32"));
+            // Each record's offset and sequence as the difference from the one before (from 0
+            // for the first), zigzag-encoded (any order reads back), then varints: a few bytes
+            // a message where records lie in order.
+            let (mut offset, mut sequence) = (0u64, 0u64);
+            for put in puts {
+                put_varint(out, zigzag(put.offset.wrapping_sub(offset)));
+                put_varint(out, u64::from(put.record_bytes));
+                put_varint(out, zigzag(put.sequence.wrapping_sub(sequence)));
+                (offset, sequence) = (put.offset, put.sequence);
+            }
         }
         Record::MessageLeased {
             slot,
@@ -496,6 +569,27 @@ fn put_message_state<T>(out: &mut BytesMut, message: &MessageState<T>) {
         }
         None => out.put_u8(0),
     }
+}
+
+/// A difference of two `u64`s (`wrapping_sub`) as a `u64` whose small magnitudes, of either
+/// sign, are small numbers: 0, -1, 1, -2 become 0, 1, 2, 3.
+fn zigzag(difference: u64) -> u64 {
+    (difference << 1) ^ ((difference as i64 >> 63) as u64)
+}
+
+/// `zigzag`'s inverse.
+fn unzigzag(encoded: u64) -> u64 {
+    (encoded >> 1) ^ (encoded & 1).wrapping_neg()
+}
+
+/// `value` as LEB128: seven bits a byte, lowest first, the high bit set on every byte but the
+/// last (1 to 10 bytes).
+fn put_varint(out: &mut BytesMut, mut value: u64) {
+    while value >= 0x80 {
+        out.put_u8(value as u8 | 0x80);
+        value >>= 7;
+    }
+    out.put_u8(value as u8);
 }
 
 fn put_bytes(out: &mut BytesMut, bytes: &[u8]) {
@@ -631,6 +725,24 @@ impl<'a> Cursor<'a> {
 
     fn u64(&mut self) -> Option<u64> {
         Some(u64::from_le_bytes(self.take(8)?[..].try_into().ok()?))
+    }
+
+    /// A varint (`put_varint`), only as the writer makes it: at most 10 bytes, no bits beyond
+    /// the 64th, and no last byte of 0 after others (so one value has one encoding).
+    fn varint(&mut self) -> Option<u64> {
+        let mut value = 0u64;
+        for index in 0..10 {
+            let byte = self.u8()?;
+            let bits = u64::from(byte & 0x7f);
+            if index == 9 && byte > 1 {
+                return None;
+            }
+            value |= bits << (7 * index);
+            if byte & 0x80 == 0 {
+                return (index == 0 || byte != 0).then_some(value);
+            }
+        }
+        None
     }
 
     fn flag(&mut self) -> Option<bool> {
@@ -769,6 +881,31 @@ fn decode_body(body: &mut Cursor) -> Option<Record> {
                 sequence,
                 text_bytes,
             }))
+        }
+        PUTS_NAMED => {
+            let segment = body.u64()?;
+            // Each put takes at least three bytes.
+            let count = body.count(3)?;
+            if count == 0 {
+                return None;
+            }
+            let mut puts = Vec::with_capacity(count);
+            let (mut offset, mut sequence) = (0u64, 0u64);
+            for _ in 0..count {
+                offset = offset.wrapping_add(unzigzag(body.varint()?));
+                let record_bytes = u32::try_from(body.varint()?).ok()?;
+                sequence = sequence.wrapping_add(unzigzag(body.varint()?));
+                // A locator no put record could have: damage, not a panic.
+                if offset >= 1 << 63 || (record_bytes as usize) < PUT_RECORD_BYTES_MIN {
+                    return None;
+                }
+                puts.push(NamedPut {
+                    offset,
+                    record_bytes,
+                    sequence,
+                });
+            }
+            Record::PutsNamed { segment, puts }
         }
         MESSAGE_LEASED => Record::MessageLeased {
             slot: body.u32()?,
@@ -1188,6 +1325,39 @@ mod tests {
                 version: 14,
                 properties,
             },
+            Record::PutsNamed {
+                segment: 0,
+                puts: vec![NamedPut {
+                    offset: 0,
+                    record_bytes: PUT_RECORD_BYTES_MIN as u32,
+                    sequence: 0,
+                }],
+            },
+            Record::PutsNamed {
+                segment: u64::MAX,
+                puts: extreme_puts(),
+            },
+        ]
+    }
+
+    /// Named puts at every extreme, in and out of order: the largest and smallest offset,
+    /// record size and sequence, steps of either sign.
+    fn extreme_puts() -> Vec<NamedPut> {
+        let put = |offset, record_bytes, sequence| NamedPut {
+            offset,
+            record_bytes,
+            sequence,
+        };
+        let least = PUT_RECORD_BYTES_MIN as u32;
+        vec![
+            put((1 << 63) - 1, u32::MAX, u64::MAX),
+            put(0, least, 0),
+            put((1 << 63) - 1, least, u64::MAX),
+            put(4096, 330, 1),
+            put(4096 + 330, 330, 2),
+            put(4096 + 660, 330, 3),
+            put(4096, 330, 1),
+            put(0, u32::MAX, u64::MAX),
         ]
     }
 
@@ -1357,6 +1527,193 @@ mod tests {
                 matches!(named(offset, record_bytes, text_bytes), Read::Invalid(_)),
                 "{offset} {record_bytes} {text_bytes}"
             );
+        }
+    }
+
+    /// The smallest put record is `PUT_RECORD_BYTES_MIN`, the least a named put may name.
+    #[test]
+    fn the_smallest_put_record_is_the_least_a_named_put_names() {
+        let mut data = BytesMut::new();
+        encode(&every_kind()[6], 1, &mut data);
+        assert!(matches!(&every_kind()[6], Record::MessagePut(m) if m.text.is_empty()));
+        assert!(matches!(&every_kind()[6], Record::MessagePut(m) if m.foreign_id.is_some()));
+        // That one has a foreign ID (16 bytes) and an empty text.
+        assert_eq!(data.len() - 16, PUT_RECORD_BYTES_MIN);
+    }
+
+    /// Zigzag and the varints round-trip every boundary: each length of varint (1 to 10 bytes)
+    /// at its least and largest value, and differences of either sign at each.
+    #[test]
+    fn varints_and_zigzag_round_trip_every_length() {
+        let mut values = vec![0, 1, u64::MAX, u64::MAX - 1, 1 << 63, (1 << 63) - 1];
+        for bits in 1..64 {
+            values.extend([(1u64 << bits) - 1, 1 << bits, (1 << bits) + 1]);
+        }
+        for value in values {
+            assert_eq!(unzigzag(zigzag(value)), value, "{value}");
+            let mut out = BytesMut::new();
+            put_varint(&mut out, value);
+            let bits = 64 - value.leading_zeros() as usize;
+            assert_eq!(out.len(), bits.div_ceil(7).max(1), "{value}");
+            let data = out.freeze();
+            let mut cursor = Cursor {
+                data: &data,
+                at: 0,
+                end: data.len(),
+            };
+            assert_eq!(cursor.varint(), Some(value));
+            assert_eq!(cursor.at, data.len());
+            // Cut short anywhere, it reads as nothing.
+            for cut in 0..data.len() {
+                let mut cursor = Cursor {
+                    data: &data,
+                    at: 0,
+                    end: cut,
+                };
+                assert_eq!(cursor.varint(), None, "{value} cut at {cut}");
+            }
+        }
+        // Small differences of either sign are small.
+        assert_eq!(zigzag(0), 0);
+        assert_eq!(zigzag(u64::MAX), 1);
+        assert_eq!(zigzag(1), 2);
+        assert_eq!(zigzag(u64::MAX - 1), 3);
+        assert_eq!(zigzag(1 << 63), u64::MAX);
+    }
+
+    /// Varints the writer never makes read as nothing: longer than the value needs (a last
+    /// byte of 0), bits beyond the 64th, more than 10 bytes.
+    #[test]
+    fn a_varint_the_writer_never_makes_is_refused() {
+        let varint = |bytes: &[u8]| {
+            let data = Bytes::copy_from_slice(bytes);
+            let mut cursor = Cursor {
+                data: &data,
+                at: 0,
+                end: data.len(),
+            };
+            cursor.varint()
+        };
+        assert_eq!(varint(&[0]), Some(0));
+        assert_eq!(varint(&[0x7f]), Some(127));
+        assert_eq!(varint(&[0x80, 1]), Some(128));
+        let mut largest = [0xff; 10];
+        largest[9] = 1;
+        assert_eq!(varint(&largest), Some(u64::MAX));
+        assert_eq!(varint(&[0x80, 0]), None);
+        assert_eq!(varint(&[0xff, 0x80, 0]), None);
+        for last in 2..=0x7f {
+            let mut beyond = largest;
+            beyond[9] = last;
+            assert_eq!(varint(&beyond), None, "{last}");
+        }
+        assert_eq!(varint(&[0x80; 11]), None);
+        let mut eleven = [0x80; 11];
+        eleven[10] = 0;
+        assert_eq!(varint(&eleven), None);
+    }
+
+    /// A named-puts entry with no put, or a put no record could be (an offset of 2^63 or more,
+    /// fewer bytes than the smallest put, more than 2^32 - 1), is damage: refused, never a panic.
+    #[test]
+    fn a_puts_named_entry_naming_no_record_is_refused() {
+        // Written by hand: a segment, a count, and each put's three varints (raw values).
+        let entry = |count: u32, puts: &[[u64; 3]]| {
+            let mut body = BytesMut::new();
+            body.put_u8(PUTS_NAMED);
+            body.put_u64_le(9);
+            body.put_u32_le(count);
+            for put in puts {
+                for &value in put {
+                    put_varint(&mut body, value);
+                }
+            }
+            let mut data = BytesMut::new();
+            data.put_u32_le(body.len() as u32);
+            data.put_u32_le(0);
+            data.put_u64_le(1);
+            data.put_slice(&body);
+            let crc = crc32c(&[&data[8..]]);
+            data[4..8].copy_from_slice(&crc.to_le_bytes());
+            read(&data.freeze(), 0)
+        };
+        let least = PUT_RECORD_BYTES_MIN as u64;
+        let largest_offset = zigzag((1 << 63) - 1);
+        assert!(matches!(entry(1, &[[0, least, 0]]), Read::Record { .. }));
+        assert!(matches!(
+            entry(1, &[[largest_offset, u64::from(u32::MAX), 1]]),
+            Read::Record { .. }
+        ));
+        // Back from 2^63 - 1 to 0, then on to 2^63 - 1 again.
+        assert!(matches!(
+            entry(
+                3,
+                &[
+                    [largest_offset, least, 0],
+                    [zigzag(1u64.wrapping_sub(1 << 63)), least, 0],
+                    [largest_offset, least, 0],
+                ]
+            ),
+            Read::Record { .. }
+        ));
+        for (count, puts) in [
+            (0, vec![]),
+            (0, vec![[0, least, 0]]),
+            (2, vec![[0, least, 0]]),
+            (1, vec![[0, least, 0], [0, least, 0]]),
+            (1, vec![[zigzag(1 << 63), least, 0]]),
+            (1, vec![[zigzag(u64::MAX), least, 0]]),
+            (2, vec![[largest_offset, least, 0], [2, least, 0]]),
+            (1, vec![[0, least - 1, 0]]),
+            (1, vec![[0, 0, 0]]),
+            (1, vec![[0, u64::from(u32::MAX) + 1, 0]]),
+            (u32::MAX, vec![[0, least, 0]]),
+        ] {
+            assert!(
+                matches!(entry(count, &puts), Read::Invalid(_)),
+                "{count} {puts:?}"
+            );
+        }
+    }
+
+    /// Random lists of named puts (values drawn near the extremes as often as anywhere, in any
+    /// order, of any length up to a few thousand) read back as written.
+    #[test]
+    fn puts_named_entries_round_trip_random_lists() {
+        let mut random = crate::random::SplitMix64::new(0x5eed_0013);
+        // Near 0, near `largest`, or anywhere up to it.
+        let draw = |random: &mut crate::random::SplitMix64, largest: u64| {
+            let near = random.next_u64() % 256;
+            match random.next_u64() % 4 {
+                0 => near.min(largest),
+                1 => largest - near.min(largest),
+                _ => random.next_u64() % largest.saturating_add(1).max(1),
+            }
+        };
+        for round in 0..300u64 {
+            let count = 1 + if round % 10 == 0 {
+                random.next_u64() % 4096
+            } else {
+                random.next_u64() % 40
+            } as usize;
+            let puts: Vec<NamedPut> = (0..count)
+                .map(|_| NamedPut {
+                    offset: draw(&mut random, (1 << 63) - 1),
+                    record_bytes: draw(&mut random, u64::from(u32::MAX))
+                        .max(PUT_RECORD_BYTES_MIN as u64) as u32,
+                    sequence: draw(&mut random, u64::MAX),
+                })
+                .collect();
+            let record = Record::PutsNamed {
+                segment: draw(&mut random, u64::MAX),
+                puts,
+            };
+            let mut data = BytesMut::new();
+            encode(&record, round, &mut data);
+            match read(&data.freeze(), 0) {
+                Read::Record { record: read, .. } => assert_eq!(read, record, "round {round}"),
+                other => panic!("round {round}: {other:?}"),
+            }
         }
     }
 

@@ -20,7 +20,9 @@
 //! (`Record::MessagePut`) or names the log record that last wrote it
 //! (`Record::MessageNamed`), in a segment before the replay point that the snapshot keeps: the
 //! trailer lists every segment its entries name, and those stay while it is in place (format
-//! 2; format 1, still read, copied every text and listed none).
+//! 2; format 1, still read, copied every text and listed none). Messages untouched since their
+//! put are named by the put records alone, many to an entry (`Record::PutsNamed`, a few bytes
+//! a message: format 3; format 2 is still read).
 //!
 //! Reading a segment tells a **torn tail** (the last flush cut short by a crash: nothing it held
 //! was acknowledged, so it is truncated) from **corruption** (an invalid record followed by
@@ -35,10 +37,13 @@ use crate::limits::{LOG_FLUSH_BYTES_MAX, RECORD_BODY_BYTES_MAX, STORAGE_BLOCK_BY
 use crate::queue::record::{crc32c, read, Read, Record, RECORD_HEADER_BYTES};
 use crate::queue::state::Identity;
 
-/// The version of the snapshot format written: 2 lists the segments it keeps in its trailer.
-/// A server that knows only format 1 refuses these snapshots rather than lose the texts in
-/// those segments.
-pub const FORMAT_VERSION: u32 = 2;
+/// The version of the snapshot format written: 3 may name messages by their put records alone
+/// (`Record::PutsNamed`). A server that knows only formats 1 and 2 refuses these snapshots by
+/// their version rather than read that entry as damage.
+pub const FORMAT_VERSION: u32 = 3;
+/// The snapshot format whose trailer lists the segments it keeps, before `Record::PutsNamed`:
+/// still read (the same trailer), and such an entry in it is damage.
+const FORMAT_VERSION_NAMED: u32 = 2;
 /// The snapshot format before named entries: still read, its trailer without a list.
 const FORMAT_VERSION_COPIED: u32 = 1;
 /// The version of the segment format: 2 pads each flush to whole blocks. A server that knows
@@ -495,7 +500,7 @@ pub fn read_snapshot_header(data: &Bytes) -> Result<Snapshot, String> {
         return Err("a snapshot header whose CRC does not match".to_string());
     }
     let format = word(8);
-    if format != FORMAT_VERSION && format != FORMAT_VERSION_COPIED {
+    if ![FORMAT_VERSION, FORMAT_VERSION_NAMED, FORMAT_VERSION_COPIED].contains(&format) {
         return Err("a snapshot of another format version".to_string());
     }
     Ok(Snapshot {
@@ -579,6 +584,13 @@ pub fn read_snapshot_with(
                 record,
                 bytes,
             } if sequence == entries_read => {
+                if matches!(record, Record::PutsNamed { .. }) && snapshot.format < FORMAT_VERSION {
+                    return Err(format!(
+                        "an entry of format {FORMAT_VERSION} in a snapshot of format {} at \
+                         offset {at}",
+                        snapshot.format
+                    ));
+                }
                 entry(at..at + bytes, record);
                 entries_read += 1;
                 at += bytes;
@@ -928,6 +940,53 @@ mod tests {
                 "{kept:?} counted {count}"
             );
         }
+    }
+
+    /// A snapshot of format 2 (before `Record::PutsNamed`) still reads, and such an entry in it
+    /// is damage; the same entry in format 3 reads.
+    #[test]
+    fn a_puts_named_entry_reads_only_in_format_3() {
+        let puts = Record::PutsNamed {
+            segment: 7,
+            puts: vec![crate::queue::record::NamedPut {
+                offset: 4096,
+                record_bytes: 400,
+                sequence: 3,
+            }],
+        };
+        let with_format = |format: u32, entries: &[Record]| {
+            let mut data = BytesMut::new();
+            let identity = Identity {
+                id_prefix: 1,
+                sequence_next: 4,
+                replica_version_last: 0,
+            };
+            data.put_slice(&snapshot_header(0, &identity, 9));
+            for (index, entry) in entries.iter().enumerate() {
+                encode(entry, index as u64, &mut data);
+            }
+            data.put_slice(&snapshot_trailer(entries.len() as u64, &[7]));
+            data[8..12].copy_from_slice(&format.to_le_bytes());
+            let crc = crc32c(&[&data[..SNAPSHOT_HEADER_BYTES - 4]]);
+            data[SNAPSHOT_HEADER_BYTES - 4..SNAPSHOT_HEADER_BYTES]
+                .copy_from_slice(&crc.to_le_bytes());
+            let mut records = Vec::new();
+            read_snapshot(&data.freeze(), |record| records.push(record)).map(|read| {
+                assert_eq!(read.kept, vec![7]);
+                records
+            })
+        };
+        assert_eq!(
+            with_format(FORMAT_VERSION, &[record(0), puts.clone()]).unwrap(),
+            vec![record(0), puts.clone()]
+        );
+        assert_eq!(
+            with_format(FORMAT_VERSION_NAMED, &[record(0)]).unwrap(),
+            vec![record(0)]
+        );
+        let refused = with_format(FORMAT_VERSION_NAMED, &[record(0), puts]).unwrap_err();
+        assert!(refused.contains("an entry of format 3"), "{refused}");
+        assert!(with_format(4, &[record(0)]).is_err());
     }
 
     /// A snapshot of format 1 (before named entries: a trailer of magic, count and CRC) reads

@@ -110,6 +110,11 @@ fn summary(record: &Record) -> String {
             "a snapshot's entry, never a log record: slot {}.{}, its text in {:?}",
             message.slot, message.generation, message.text.locator
         ),
+        Record::PutsNamed { segment, puts } => format!(
+            "a snapshot's entry, never a log record: {} put record(s) in the log segment {}",
+            puts.len(),
+            super::format::segment_name(*segment)
+        ),
         Record::MessageLeased {
             slot,
             generation,

@@ -50,7 +50,9 @@ use super::format::{
 };
 use crate::limits::{RECOVERY_KEPT_BYTES_MAX, STORAGE_BLOCK_BYTES};
 use crate::queue::key::{TextFile, TextLocator};
-use crate::queue::record::{record_text, text_records, MessageState, NamedText, Record};
+use crate::queue::record::{
+    record_put, record_text, text_records, MessageState, NamedPut, NamedText, Record,
+};
 use crate::queue::state::texts::{RecoveredTexts, TextWritten, RECOVERED_TEXT_SEQUENCE};
 use crate::queue::state::{Identity, Restorer};
 use crate::queue::Secret;
@@ -100,6 +102,9 @@ pub struct ShardStart {
     pub kept: Vec<SegmentFile>,
     /// The bytes of the records the snapshot's entries name in them.
     pub kept_named_bytes: u64,
+    /// The messages restored from their put records alone (`Record::PutsNamed`), and those
+    /// whose state the snapshot wrote beside the record it named (`Record::MessageNamed`).
+    pub named: (u64, u64),
     /// How many messages recovery left out, their texts named by the snapshot and not found
     /// (`--truncateCorruptLog`): until a snapshot replaces that one, every start would need
     /// the flag again (and copy a damaged segment aside again), so one is due at once
@@ -161,6 +166,8 @@ struct Image {
     /// The segments the snapshot keeps, and the bytes of the records its entries name there.
     kept: Vec<SegmentFile>,
     kept_named_bytes: u64,
+    /// `ShardStart::named`.
+    named: (u64, u64),
     /// The messages left out, their named texts not found (`ShardStart::left_out`).
     left_out: u64,
     /// Bytes read, for the summary.
@@ -184,6 +191,7 @@ impl Image {
             snapshot: None,
             kept: Vec::new(),
             kept_named_bytes: 0,
+            named: (0, 0),
             left_out: 0,
             bytes_read: 0,
         }
@@ -332,8 +340,8 @@ impl Image {
                     self.place_text(slot, text_place);
                 }
             }
-            Record::MessageNamed(_) => {
-                unreachable!("`read_shard` reads a named entry's text, and refuses one in a log")
+            Record::MessageNamed(_) | Record::PutsNamed { .. } => {
+                unreachable!("`read_shard` reads a named entry's records, and refuses one in a log")
             }
             Record::MessageLeased {
                 slot,
@@ -541,11 +549,56 @@ impl Named {
         segments: &[(u64, PathBuf)],
         message: &MessageState<NamedText>,
     ) -> Option<Bytes> {
+        let named = message.text;
+        let check = |record: &Bytes| {
+            record_text(
+                record,
+                named.locator,
+                named.sequence,
+                message.slot,
+                message.generation,
+            )
+            .filter(|text| text.len() == named.text_bytes as usize)
+        };
+        let what = || {
+            format!(
+                "the entry of message {}.{} names record {}",
+                message.slot, message.generation, named.sequence
+            )
+        };
+        self.find(files, segments, named.locator, check, what)
+    }
+
+    /// The message the put record `put` names in the segment `segment` puts, read from among
+    /// `segments` (`Record::PutsNamed`): it must be a whole, intact put record, the one named
+    /// (its sequence and length). As `text` for errors and messages left out.
+    fn put(
+        &mut self,
+        files: &impl Files,
+        segments: &[(u64, PathBuf)],
+        segment: u64,
+        put: NamedPut,
+    ) -> Option<MessageState> {
+        let locator = put.locator(segment);
+        let check = |record: &Bytes| record_put(record, locator, put.sequence);
+        let what = || format!("an entry names the put record {}", put.sequence);
+        self.find(files, segments, locator, check, what)
+    }
+
+    /// What `check` finds in the record at `locator`, read from among `segments`; `what` says
+    /// what named it, for the error when it is not there.
+    fn find<T>(
+        &mut self,
+        files: &impl Files,
+        segments: &[(u64, PathBuf)],
+        locator: TextLocator,
+        check: impl FnOnce(&Bytes) -> Option<T>,
+        what: impl FnOnce() -> String,
+    ) -> Option<T> {
         if self.error.is_some() {
             return None;
         }
-        let named = message.text;
-        let TextFile::Segment(first) = named.locator.file() else {
+        let TextFile::Segment(first) = locator.file() else {
             unreachable!("a named entry reads as a segment's locator");
         };
         let data = match self.read(files, segments, first) {
@@ -560,37 +613,24 @@ impl Named {
             }
         };
         let found = data.and_then(|data| {
-            let start = usize::try_from(named.locator.offset()).unwrap_or(usize::MAX);
-            let end = start.saturating_add(named.locator.record_bytes() as usize);
+            let start = usize::try_from(locator.offset()).unwrap_or(usize::MAX);
+            let end = start.saturating_add(locator.record_bytes() as usize);
             let record = (end <= data.len()).then(|| data.slice(start..end));
-            record
-                .and_then(|record| {
-                    record_text(
-                        &record,
-                        named.locator,
-                        named.sequence,
-                        message.slot,
-                        message.generation,
-                    )
-                })
-                .filter(|text| text.len() == named.text_bytes as usize)
-                .ok_or_else(|| {
-                    format!(
-                        "the entry of message {}.{} names record {} at offset {} of the log \
-                         segment {}, and it is not there (damaged, or another record)",
-                        message.slot,
-                        message.generation,
-                        named.sequence,
-                        named.locator.offset(),
-                        segment_name(first)
-                    )
-                })
+            record.and_then(|record| check(&record)).ok_or_else(|| {
+                format!(
+                    "{} at offset {} of the log segment {}, and it is not there (damaged, or \
+                     another record)",
+                    what(),
+                    locator.offset(),
+                    segment_name(first)
+                )
+            })
         });
         match found {
-            Ok(text) => {
+            Ok(found) => {
                 self.segments.insert(first);
-                self.record_bytes += u64::from(named.locator.record_bytes());
-                Some(text)
+                self.record_bytes += u64::from(locator.record_bytes());
+                Some(found)
             }
             Err(why) if self.leave_out => {
                 self.left_out.entry(first).or_insert((0, why)).0 += 1;
@@ -1002,9 +1042,20 @@ fn read_shard<F: Files>(
                 let Some(text) = named.text(files, &segments, &message) else {
                     return;
                 };
+                image.named.1 += 1;
                 let text_place =
                     locate_texts.then_some((message.text.locator, message.text.sequence));
                 image.apply(Record::MessagePut(message.with_text(text)), text_place)
+            }
+            Record::PutsNamed { segment, puts } => {
+                for put in puts {
+                    let Some(message) = named.put(files, &segments, segment, put) else {
+                        continue;
+                    };
+                    image.named.0 += 1;
+                    let text_place = locate_texts.then_some((put.locator(segment), put.sequence));
+                    image.apply(Record::MessagePut(message), text_place)
+                }
             }
             record => {
                 let text_place = locate_entries.then(|| {
@@ -1135,7 +1186,7 @@ fn read_shard<F: Files>(
         let file = TextFile::Segment(*first_sequence);
         let mut named_in_log = None;
         let gather = |sequence, place: std::ops::Range<usize>, record| {
-            if matches!(record, Record::MessageNamed(_)) {
+            if matches!(record, Record::MessageNamed(_) | Record::PutsNamed { .. }) {
                 named_in_log.get_or_insert(sequence);
                 return;
             }
@@ -1578,6 +1629,7 @@ pub fn recover(
                 snapshot: image.snapshot,
                 kept: image.kept,
                 kept_named_bytes: image.kept_named_bytes,
+                named: image.named,
                 left_out: image.left_out,
                 texts: image.texts,
             });
@@ -1634,6 +1686,7 @@ pub fn recover(
                 snapshot: Some((path, snapshot.len() as u64)),
                 kept: Vec::new(),
                 kept_named_bytes: 0,
+                named: (0, 0),
                 left_out: 0,
                 texts,
             });

@@ -558,6 +558,10 @@ struct TextReads {
     snapshots_keeping_segments: u64,
     /// Rounds whose recovery kept segments a snapshot named texts in.
     recovered_kept_segments: u64,
+    /// Messages recovery restored from their put records alone (`Record::PutsNamed`).
+    recovered_from_named_puts: u64,
+    /// Messages recovery restored from a named entry's state (`Record::MessageNamed`).
+    recovered_from_named_states: u64,
     /// Texts read for waits in segments the snapshot in place keeps.
     read_from_kept_segments: u64,
     /// Texts read ahead of a wait's Get and delivered (`ShardState::deliver_ahead`).
@@ -848,6 +852,8 @@ fn simulate(seed: u64, boundaries: &mut Boundaries, text_reads: &mut TextReads) 
         }
         text_reads.left_on_disk_by_recovery += start.state.texts_evicted().0;
         text_reads.recovered_kept_segments += u64::from(!start.kept.is_empty());
+        text_reads.recovered_from_named_puts += start.named.0;
+        text_reads.recovered_from_named_states += start.named.1;
         // Small segments, so that they fill, rotate and go within a few commands; not so small
         // that a flush ending just short of a block boundary is seldom followed by another in
         // the same segment (at 16 KiB, a third as often; at 32 KiB, half again as often, but
@@ -2953,11 +2959,14 @@ fn every_acknowledged_change_survives_every_crash() {
             "{text_reads:?}"
         );
         // Snapshots kept segments for the texts they named there, recovery kept them and
-        // read those texts there, and Gets read texts in them.
+        // read those texts there, and Gets read texts in them. Recovery restored messages
+        // from put records alone (untouched since) and from named entries' states (leased).
         assert!(
             text_reads.snapshots_keeping_segments > 0
                 && text_reads.recovered_kept_segments > 0
-                && text_reads.read_from_kept_segments > 0,
+                && text_reads.read_from_kept_segments > 0
+                && text_reads.recovered_from_named_puts > 0
+                && text_reads.recovered_from_named_states > 0,
             "{text_reads:?}"
         );
     }

@@ -65,7 +65,8 @@ use azq::limits::{
 };
 use azq::queue::key::{TextFile, TextLocator};
 use azq::queue::record::{
-    encode, read, MessageState, NamedText, Read, Record, RECORD_HEADER_BYTES,
+    encode, read, MessageState, NamedPut, NamedText, Read, Record, PUT_RECORD_BYTES_MIN,
+    RECORD_HEADER_BYTES,
 };
 use azq::queue::replicas::{AccessPolicy, CorsRule, ServiceProperties, SignedIdentifier};
 use azq::queue::state::texts::RecoveredTexts;
@@ -351,7 +352,7 @@ fn records(input: &mut Input) -> Vec<Record> {
     let mut records = Vec::new();
     while !input.is_empty() && records.len() < RECORDS_MAX {
         let kind = input.u8();
-        match kind % 12 {
+        match kind % 13 {
             0 => records.push(Record::QueueCreated {
                 queue: input.u32(),
                 key: key(input),
@@ -421,6 +422,22 @@ fn records(input: &mut Input) -> Vec<Record> {
                     text_bytes: text_bytes.min(record_bytes - RECORD_HEADER_BYTES as u32 - 1),
                 };
                 records.push(Record::MessageNamed(message(input, None).with_text(named)));
+            }
+            // A snapshot's named puts: offsets and sequences near each other or anywhere.
+            12 => {
+                let count = 1 + input.below(64);
+                let puts = (0..count)
+                    .map(|_| NamedPut {
+                        offset: input.u64() >> (1 + input.u8() % 64),
+                        record_bytes: (PUT_RECORD_BYTES_MIN as u32)
+                            .saturating_add(input.u32() >> (input.u8() % 33)),
+                        sequence: input.u64() >> (input.u8() % 65).min(63),
+                    })
+                    .collect();
+                records.push(Record::PutsNamed {
+                    segment: input.u64(),
+                    puts,
+                });
             }
             9 => records.push(Record::AclSet {
                 key: key(input),
@@ -546,6 +563,7 @@ impl Writer {
             snapshot: None,
             kept: Vec::new(),
             kept_named_bytes: 0,
+            named: (0, 0),
             left_out: 0,
             texts: RecoveredTexts::default(),
         };

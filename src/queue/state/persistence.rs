@@ -3,7 +3,7 @@
 //! a bounded number of slots at a time, so the shard keeps serving while one is written), and
 //! the restore of a state from what recovery read back.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::ops::Range;
 
 use bytes::BytesMut;
@@ -12,9 +12,12 @@ use super::layout::{
     message_charge, queue_at, queue_charge, Journal, Queue, ShardState, SEQUENCE_MASK,
 };
 use super::texts::{Naming, TextsRead};
+use crate::limits::SNAPSHOT_NAMED_PUTS_PER_ENTRY_MAX;
 use crate::queue::command::{Metadata, EXPIRATION_NEVER_MS};
 use crate::queue::key::{MessageId, QueueKey, TextFile, TextLocator};
-use crate::queue::record::{encode, MessageState, NamedText, Record, RECORD_HEADER_BYTES};
+use crate::queue::record::{
+    encode, MessageState, NamedPut, NamedText, Record, RECORD_HEADER_BYTES,
+};
 use crate::queue::replicas::{acl_charge, Replica};
 use crate::queue::slab::{Message, Place, TextSlot};
 
@@ -233,8 +236,11 @@ impl ShardState {
     /// Encodes the messages of live queues in `slots` (cleared and deleted queues' messages,
     /// which wait to be freed, are gone for good) as the Put records after `encoded`'s, with
     /// their current lease and visibility. A text on disk only in a segment `naming` names is
-    /// named (`Record::MessageNamed`, counted in `naming.named`); any other is taken from
-    /// `read`, which must hold it as read where the slot says it is (`texts_to_copy`).
+    /// named (counted in `naming.named`): a message untouched since its put, whose put record
+    /// that is, by the record alone (`Record::PutsNamed`, one entry for those of a segment, at
+    /// most `SNAPSHOT_NAMED_PUTS_PER_ENTRY_MAX`, after the others), any other with its state
+    /// (`Record::MessageNamed`); any other text is taken from `read`, which must hold it as
+    /// read where the slot says it is (`texts_to_copy`).
     pub fn snapshot_messages(
         &self,
         slots: Range<u32>,
@@ -243,6 +249,8 @@ impl ShardState {
         out: &mut BytesMut,
         encoded: &mut Encoded,
     ) {
+        // The named puts of these slots, by segment.
+        let mut puts: BTreeMap<u64, Vec<NamedPut>> = BTreeMap::new();
         for slot in slots {
             let Some(message) = self.messages.occupant(slot) else {
                 continue;
@@ -263,23 +271,36 @@ impl ShardState {
                     text_bytes,
                 } if naming.names(locator) => {
                     let (_, _, _, sequence) = self.text_on_disk(slot, locator);
-                    let state =
-                        message_state(&self.messages, &self.foreign_ids, slot, visible_ms, &[]);
-                    let named = NamedText {
-                        locator,
-                        sequence,
-                        text_bytes,
-                    };
-                    encode(
-                        &Record::<&[u8]>::MessageNamed(state.with_text(named)),
-                        encoded.entries,
-                        out,
-                    );
-                    encoded.entries += 1;
-                    encoded.charged += message_charge(message.text.len());
                     let TextFile::Segment(first) = locator.file() else {
                         unreachable!("named texts are in segments");
                     };
+                    // Never leased, so never updated: its text's record is the put, and the
+                    // put is its whole state (a message of another shard's log has its ID too).
+                    let untouched = message.dequeue_count == 0
+                        && message.lease == 0
+                        && !self.foreign_ids.contains_key(&slot);
+                    if untouched {
+                        puts.entry(first).or_default().push(NamedPut {
+                            offset: locator.offset(),
+                            record_bytes: locator.record_bytes(),
+                            sequence,
+                        });
+                    } else {
+                        let state =
+                            message_state(&self.messages, &self.foreign_ids, slot, visible_ms, &[]);
+                        let named = NamedText {
+                            locator,
+                            sequence,
+                            text_bytes,
+                        };
+                        encode(
+                            &Record::<&[u8]>::MessageNamed(state.with_text(named)),
+                            encoded.entries,
+                            out,
+                        );
+                        encoded.entries += 1;
+                    }
+                    encoded.charged += message_charge(message.text.len());
                     *naming.named.entry(first).or_default() += u64::from(locator.record_bytes());
                     continue;
                 }
@@ -292,6 +313,16 @@ impl ShardState {
             encode(&Record::MessagePut(state), encoded.entries, out);
             encoded.entries += 1;
             encoded.charged += message_charge(message.text.len());
+        }
+        for (segment, puts) in puts {
+            for chunk in puts.chunks(SNAPSHOT_NAMED_PUTS_PER_ENTRY_MAX) {
+                let record = Record::<&[u8]>::PutsNamed {
+                    segment,
+                    puts: chunk.to_vec(),
+                };
+                encode(&record, encoded.entries, out);
+                encoded.entries += 1;
+            }
         }
     }
 
