@@ -1757,6 +1757,84 @@ fn read_kept_texts(log: &Log<SimDisk>, state: &RefCell<ShardState>) -> (BTreeSet
     (numbers, in_segments)
 }
 
+/// The named entries of the snapshot in `disk`: the messages named by their put records alone
+/// (`Record::PutsNamed`), and those named with their state (`Record::MessageNamed`).
+fn named_entries(disk: &SimDisk) -> (usize, usize) {
+    let data = disk.read(&disk.snapshot_path()).expect("the snapshot");
+    let (mut puts, mut states) = (0, 0);
+    super::format::read_snapshot(&data, |record| match record {
+        Record::PutsNamed { puts: named, .. } => puts += named.len(),
+        Record::MessageNamed(_) => states += 1,
+        _ => {}
+    })
+    .expect("a whole snapshot");
+    (puts, states)
+}
+
+/// A message untouched since its put is named by its put record alone (`Record::PutsNamed`,
+/// a few bytes), one leased since with its state beside the record (`Record::MessageNamed`);
+/// recovery gives both back as they were: the leased ones' dequeue count, visibility and pop
+/// receipts too.
+#[test]
+fn untouched_messages_are_named_by_their_puts_and_leased_ones_with_their_state() {
+    const TEXTS: usize = 48;
+    const LEASED: usize = 5;
+    let (disk, log, state) = a_shard_with_kept_segments(TEXTS);
+    let (puts, states) = named_entries(&disk);
+    assert!((32..=34).contains(&puts), "{puts} named by their puts");
+    assert_eq!(states, 0);
+
+    // The oldest five leased (their texts read back for the Get), then back on disk only.
+    let texts = state.borrow().texts_on_disk(0..u32::MAX);
+    for (named, text) in run(log.read_texts(texts)).expect("read back") {
+        assert!(state.borrow_mut().deliver_text(named, text, true));
+    }
+    let reply = apply_flushed(
+        &log,
+        &state,
+        Command::GetMessages {
+            queue: key(0),
+            count: LEASED as u32,
+            visibility_timeout_s: 300,
+        },
+    );
+    let Ok(Reply::Messages(leased)) = reply else {
+        panic!("{reply:?}")
+    };
+    assert_eq!(leased.len(), LEASED);
+    state.borrow_mut().evict(u64::MAX, log.durable_sequence());
+    snapshot_whole(&log, &state);
+    assert_eq!(named_entries(&disk), (puts - LEASED, LEASED));
+
+    // What the state holds, every text read back, against what recovery brings back.
+    let texts = state.borrow().texts_on_disk(0..u32::MAX);
+    for (named, text) in run(log.read_texts(texts)).expect("read back") {
+        assert!(state.borrow_mut().deliver_text(named, text, true));
+    }
+    let before = state.borrow().describe(NOW_MS);
+    disk.crash();
+    let recovered = recover_one_shard(&disk, RecoveryOptions::default()).expect("recovers");
+    let start = recovered.shards.into_iter().next().expect("one shard");
+    assert_eq!(start.named, ((puts - LEASED) as u64, LEASED as u64));
+    let after = start.state.describe(NOW_MS);
+    assert!(before == after, "the state recovered as it was");
+    // The leased messages' receipts still work.
+    let log = Log::new(disk.clone(), &start, 0, Durability::Fsync).with_segment_bytes(1 << 20);
+    let state = RefCell::new(start.state);
+    for view in leased {
+        let reply = apply_flushed(
+            &log,
+            &state,
+            Command::DeleteMessage {
+                queue: key(0),
+                message_id: view.message_id,
+                pop_receipt: view.pop_receipt.expect("a receipt"),
+            },
+        );
+        assert!(reply.is_ok(), "{reply:?}");
+    }
+}
+
 /// Step 5 of tiered storage: a snapshot names the texts on disk only in the segments before
 /// its replay point that they keep mostly live (`Record::MessageNamed`), instead of reading
 /// and copying them, and keeps those segments while it is in place; recovery reads those
