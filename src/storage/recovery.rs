@@ -261,6 +261,13 @@ impl Image {
 
     /// Applies one record, a blind write; `text_place`: where the text it writes is, when texts
     /// are located.
+    /// Whether a message is in `slot` (from the snapshot, before any replay).
+    fn restored(&self, slot: u32) -> bool {
+        self.messages
+            .get(slot as usize)
+            .is_some_and(|message| message.is_some())
+    }
+
     fn apply(&mut self, record: Record, text_place: Option<TextPlace>) {
         match record {
             Record::QueueCreated {
@@ -1037,6 +1044,7 @@ fn read_shard<F: Files>(
             leave_out: options.truncate_corrupt,
             ..Named::default()
         };
+        let mut restored_twice = None;
         let read = read_snapshot_with(&data, |place, record| match record {
             Record::MessageNamed(message) => {
                 let Some(text) = named.text(files, &segments, &message) else {
@@ -1052,6 +1060,12 @@ fn read_shard<F: Files>(
                     let Some(message) = named.put(files, &segments, segment, put) else {
                         continue;
                     };
+                    // A put record names no slot of its own to check against (a named text's
+                    // does, `record_text`): one a snapshot entry already restored is damage.
+                    if image.restored(message.slot) {
+                        restored_twice.get_or_insert((segment, put.offset));
+                        continue;
+                    }
                     image.named.0 += 1;
                     let text_place = locate_texts.then_some((put.locator(segment), put.sequence));
                     image.apply(Record::MessagePut(message), text_place)
@@ -1067,6 +1081,13 @@ fn read_shard<F: Files>(
             }
         });
         let kept_segments = read.map_err(damaged)?.kept;
+        if let Some((segment, offset)) = restored_twice {
+            return Err(damaged(format!(
+                "it names the put record at offset {offset} of {} for a slot another entry \
+                 restores",
+                segment_name(segment)
+            )));
+        }
         // A text not found is the segment's damage (or its absence), not the snapshot's.
         if let Some(why) = named.error.take() {
             return Err(format!("{}: {why}", path.display()));

@@ -2056,6 +2056,50 @@ fn entries_naming_a_segment_the_trailer_does_not_keep_refuse_a_start_even_with_t
     );
 }
 
+/// A put record names no slot to check it against, so a snapshot entry naming one for a slot
+/// another entry already restored is the snapshot's damage: refused (helper-54's review; before,
+/// the second restore overwrote the first without a word).
+#[test]
+fn a_put_named_for_a_slot_already_restored_refuses_a_start() {
+    let (disk, log, _state) = a_shard_with_kept_segments(40);
+    let kept = log.kept_segments();
+    let snapshot = disk.snapshot_path();
+    let data = Files::read(&disk, &snapshot).expect("read");
+    let mut entries = Vec::new();
+    super::format::read_snapshot(&data, |record| entries.push(record)).expect("whole");
+    // The first named put, named twice.
+    let twice = entries
+        .iter_mut()
+        .find_map(|record| match record {
+            Record::PutsNamed { puts, .. } => Some(puts),
+            _ => None,
+        })
+        .expect("named puts");
+    let first = twice[0];
+    twice.push(first);
+    let mut rewritten = BytesMut::from(&data[..super::format::SNAPSHOT_HEADER_BYTES]);
+    for (sequence, record) in entries.iter().enumerate() {
+        record::encode(record, sequence as u64, &mut rewritten);
+    }
+    rewritten.extend_from_slice(&super::format::snapshot_trailer(entries.len() as u64, &kept));
+    Files::write_synced(&disk, &snapshot, &rewritten).expect("written");
+    disk.crash();
+    for truncate_corrupt in [false, true] {
+        let options = RecoveryOptions {
+            truncate_corrupt,
+            locate_texts: false,
+        };
+        let why = match recover_one_shard(&disk, options) {
+            Ok(recovered) => panic!("recovered: {:?}", recovered.notes),
+            Err(why) => why,
+        };
+        assert!(
+            why.contains("damaged snapshot") && why.contains("a slot another entry restores"),
+            "{why}"
+        );
+    }
+}
+
 /// A change of `--shards` reads the texts a snapshot names in the segments it keeps and copies
 /// them into the new generation's snapshots, which keep no segment: the old generation, kept
 /// segments and all, goes.

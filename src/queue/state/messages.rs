@@ -102,7 +102,7 @@ impl ShardState {
             let generation = self.messages.generation(slot);
             let message = self.messages.get_mut(slot);
             message.dequeue_count = message.dequeue_count.saturating_add(1);
-            message.lease = message.lease.wrapping_add(1);
+            message.lease = next_lease(message.lease);
             let lease = message.lease;
             self.make_invisible(slot, time_next_visible_ms);
             let dequeue_count = self.messages.get(slot).dequeue_count;
@@ -224,7 +224,7 @@ impl ShardState {
         self.activity.updates += 1;
         let message = self.messages.get_mut(slot);
         let was_invisible = message.place() == Place::Invisible;
-        message.lease = message.lease.wrapping_add(1);
+        message.lease = next_lease(message.lease);
         let lease = message.lease;
         let text_changed = text.is_some();
         if let Some(text) = text {
@@ -499,5 +499,26 @@ pub(super) fn stored_ttl_s(ttl_s: Option<u64>, now_ms: u64) -> u32 {
             ttl_s as u32
         }
         _ => TTL_S_NEVER,
+    }
+}
+
+/// The lease after `lease`, for a Get or an Update: one more, but never 0 again when it wraps.
+/// Lease 0 is the put's alone, so a message whose lease is 0 was never leased nor updated, and
+/// its put record is its whole state (a snapshot names it by that record: `Record::PutsNamed`;
+/// helper-54's review: wrapping to 0 after 2^32 Updates would have named an updated message so).
+fn next_lease(lease: u32) -> u32 {
+    lease.wrapping_add(1).max(1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::next_lease;
+
+    #[test]
+    fn a_lease_never_comes_back_to_the_puts() {
+        assert_eq!(next_lease(0), 1);
+        assert_eq!(next_lease(1), 2);
+        assert_eq!(next_lease(u32::MAX - 1), u32::MAX);
+        assert_eq!(next_lease(u32::MAX), 1);
     }
 }

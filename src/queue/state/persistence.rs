@@ -274,8 +274,9 @@ impl ShardState {
                     let TextFile::Segment(first) = locator.file() else {
                         unreachable!("named texts are in segments");
                     };
-                    // Never leased, so never updated: its text's record is the put, and the
-                    // put is its whole state (a message of another shard's log has its ID too).
+                    // Never leased nor updated (lease 0 is the put's alone: `next_lease`): its
+                    // text's record is the put, and the put is its whole state (a message of
+                    // another shard's log has its ID too).
                     let untouched = message.dequeue_count == 0
                         && message.lease == 0
                         && !self.foreign_ids.contains_key(&slot);
