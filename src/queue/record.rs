@@ -303,22 +303,8 @@ pub fn record_text(
     slot: u32,
     generation: u32,
 ) -> Option<Bytes> {
-    let Read::Record {
-        sequence: read_sequence,
-        record: found,
-        bytes,
-    } = read(record, 0)
-    else {
-        return None;
-    };
-    let numbered = match locator.file() {
-        TextFile::Segment(_) => read_sequence == sequence,
-        TextFile::Snapshot(_) => true,
-    };
-    if !numbered || bytes != record.len() || bytes != locator.record_bytes() as usize {
-        return None;
-    }
-    let (named, text) = match found {
+    let numbered = matches!(locator.file(), TextFile::Segment(_)).then_some(sequence);
+    let (named, text) = match whole_record(record, locator, numbered)? {
         Record::MessagePut(message) => ((message.slot, message.generation), message.text),
         Record::MessageUpdated {
             slot,
@@ -335,6 +321,15 @@ pub fn record_text(
 /// is a whole, intact `MessagePut` record numbered `sequence` (`Record::PutsNamed`); `None` for
 /// anything else (damage, another record).
 pub fn record_put(record: &Bytes, locator: TextLocator, sequence: u64) -> Option<MessageState> {
+    match whole_record(record, locator, Some(sequence))? {
+        Record::MessagePut(message) => Some(message),
+        _ => None,
+    }
+}
+
+/// The record `record` holds, read whole from `locator`: intact, all of it, of the locator's
+/// length, and numbered `sequence` where one is given; `None` for anything else.
+fn whole_record(record: &Bytes, locator: TextLocator, sequence: Option<u64>) -> Option<Record> {
     let Read::Record {
         sequence: read_sequence,
         record: found,
@@ -343,16 +338,8 @@ pub fn record_put(record: &Bytes, locator: TextLocator, sequence: u64) -> Option
     else {
         return None;
     };
-    if read_sequence != sequence
-        || bytes != record.len()
-        || bytes != locator.record_bytes() as usize
-    {
-        return None;
-    }
-    match found {
-        Record::MessagePut(message) => Some(message),
-        _ => None,
-    }
+    let numbered = sequence.is_none_or(|sequence| read_sequence == sequence);
+    (numbered && bytes == record.len() && bytes == locator.record_bytes() as usize).then_some(found)
 }
 
 /// CRC-32C (Castagnoli), hardware accelerated where the CPU has it, of `parts` in order.

@@ -2081,7 +2081,10 @@ fn a_put_named_for_a_slot_already_restored_refuses_a_start() {
     for (sequence, record) in entries.iter().enumerate() {
         record::encode(record, sequence as u64, &mut rewritten);
     }
-    rewritten.extend_from_slice(&super::format::snapshot_trailer(entries.len() as u64, &kept));
+    rewritten.extend_from_slice(&super::format::snapshot_trailer(
+        entries.len() as u64,
+        &kept,
+    ));
     Files::write_synced(&disk, &snapshot, &rewritten).expect("written");
     disk.crash();
     for truncate_corrupt in [false, true] {
