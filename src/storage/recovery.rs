@@ -259,8 +259,6 @@ impl Image {
         }
     }
 
-    /// Applies one record, a blind write; `text_place`: where the text it writes is, when texts
-    /// are located.
     /// Whether a message is in `slot` (from the snapshot, before any replay).
     fn restored(&self, slot: u32) -> bool {
         self.messages
@@ -268,6 +266,8 @@ impl Image {
             .is_some_and(|message| message.is_some())
     }
 
+    /// Applies one record, a blind write; `text_place`: where the text it writes is, when texts
+    /// are located.
     fn apply(&mut self, record: Record, text_place: Option<TextPlace>) {
         match record {
             Record::QueueCreated {
