@@ -522,8 +522,8 @@ impl Image {
 const REFUSED_NAMED_TEXT: &str = "refusing to start. --truncateCorruptLog leaves out the \
                                   messages whose texts are not found, losing them";
 
-/// The texts a snapshot's named entries name (`Record::MessageNamed`), read from the segments
-/// it keeps as its entries are read.
+/// The records a snapshot's named entries name (`Record::MessageNamed`'s texts,
+/// `Record::PutsNamed`'s puts), read from the segments it keeps as its entries are read.
 #[derive(Default)]
 struct Named {
     /// The segments read, by first sequence (mapped: a text is copied out of its file unless

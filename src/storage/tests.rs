@@ -1740,6 +1740,15 @@ fn a_shard_with_kept_segments(texts: usize) -> (SimDisk, Log<SimDisk>, RefCell<S
     (disk, log, state)
 }
 
+/// Reads every text on disk only of `state` back through `log` into memory, as the waits of
+/// Gets would.
+fn read_every_text_back(log: &Log<SimDisk>, state: &RefCell<ShardState>) {
+    let texts = state.borrow().texts_on_disk(0..u32::MAX);
+    for (named, text) in run(log.read_texts(texts)).expect("read back") {
+        assert!(state.borrow_mut().deliver_text(named, text, true));
+    }
+}
+
 /// Every text on disk only of `state`, read back through `log`, is `kept_text` of its number;
 /// answers the numbers read, and how many texts were in segments (the rest in the snapshot).
 fn read_kept_texts(log: &Log<SimDisk>, state: &RefCell<ShardState>) -> (BTreeSet<usize>, usize) {
@@ -1785,10 +1794,7 @@ fn untouched_messages_are_named_by_their_puts_and_leased_ones_with_their_state()
     assert_eq!(states, 0);
 
     // The oldest five leased (their texts read back for the Get), then back on disk only.
-    let texts = state.borrow().texts_on_disk(0..u32::MAX);
-    for (named, text) in run(log.read_texts(texts)).expect("read back") {
-        assert!(state.borrow_mut().deliver_text(named, text, true));
-    }
+    read_every_text_back(&log, &state);
     let reply = apply_flushed(
         &log,
         &state,
@@ -1807,10 +1813,7 @@ fn untouched_messages_are_named_by_their_puts_and_leased_ones_with_their_state()
     assert_eq!(named_entries(&disk), (puts - LEASED, LEASED));
 
     // What the state holds, every text read back, against what recovery brings back.
-    let texts = state.borrow().texts_on_disk(0..u32::MAX);
-    for (named, text) in run(log.read_texts(texts)).expect("read back") {
-        assert!(state.borrow_mut().deliver_text(named, text, true));
-    }
+    read_every_text_back(&log, &state);
     let before = state.borrow().describe(NOW_MS);
     disk.crash();
     let recovered = recover_one_shard(&disk, RecoveryOptions::default()).expect("recovers");
@@ -1909,10 +1912,7 @@ fn a_snapshot_names_the_texts_of_segments_mostly_live_and_keeps_them() {
 
     // A drain of all but the last 8 (their texts read back first, for the Gets): the kept
     // segments are dead, the next snapshot gives them up.
-    let texts = state.borrow().texts_on_disk(0..u32::MAX);
-    for (named, text) in run(log.read_texts(texts)).expect("read back") {
-        assert!(state.borrow_mut().deliver_text(named, text, true));
-    }
+    read_every_text_back(&log, &state);
     let mut deleted = 0;
     while deleted < TEXTS - 8 {
         deleted += drain_batch_of(&log, &state, (TEXTS - 8 - deleted).min(32));
@@ -2198,10 +2198,7 @@ fn a_drain_after_a_restart_gives_kept_segments_back() {
         );
         let filled = log.disk_bytes();
         // The texts read back for the Gets (as their waits would).
-        let texts = state.borrow().texts_on_disk(0..u32::MAX);
-        for (named, text) in run(log.read_texts(texts)).expect("read back") {
-            assert!(state.borrow_mut().deliver_text(named, text, true));
-        }
+        read_every_text_back(&log, &state);
         let mut snapshots = 0;
         while drain_batch(&log, &state) > 0 {
             if log.wants_snapshot(&state) {
