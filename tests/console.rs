@@ -204,60 +204,130 @@ fn inspection_lists_every_message_and_changes_nothing() {
     }
 }
 
-/// With `--text-memory 0` every written text leaves memory: inspection lists those messages
-/// with `text_on_disk` and their size but no text, and reads nothing back (the console shows
-/// "(on disk)" from that field); a Peek still answers every text. On both backends.
-#[test]
-fn inspection_shows_texts_on_disk_only_without_reading_them() {
-    for backend in backends() {
-        let data = TempDir::new("console-texts-on-disk");
-        let flags = [
-            "--shards",
-            "2",
-            "--location",
-            data.arg(),
-            "--text-memory",
-            "0",
-        ];
-        let server = Server::start_on(backend, &flags);
-        create_queue(&server, "cold");
+/// Two queue names, one owned by each of two shards: an inspection through one connection is
+/// answered by its own shard for one and across the mesh for the other.
+fn one_queue_a_shard(prefix: &str) -> [String; 2] {
+    let owner = |name: &String| {
+        azq::queue::shard_for(
+            &azq::queue::QueueKey {
+                account: "devstoreaccount1".to_string(),
+                name: name.clone(),
+            },
+            2,
+        )
+    };
+    let names: Vec<String> = (0..)
+        .map(|index| format!("{prefix}-{index}"))
+        .take(64)
+        .collect();
+    let first = names
+        .iter()
+        .find(|name| owner(name) == 0)
+        .expect("one on shard 0");
+    let second = names
+        .iter()
+        .find(|name| owner(name) == 1)
+        .expect("one on shard 1");
+    [first.clone(), second.clone()]
+}
+
+/// Puts "one", "two" and "three" into each of `queues` and waits until every text has left
+/// memory (`--text-memory 0`: after the flush that wrote it).
+fn put_texts_on_disk(server: &Server, queues: &[String]) {
+    for queue in queues {
+        create_queue(server, queue);
         for text in ["one", "two", "three"] {
-            put(&server, "cold", text, "");
+            put(server, queue, text, "");
         }
-        // Evicted after the flush that wrote them.
-        for wait in 0.. {
-            assert!(wait < 500, "never on disk only");
-            if common::metric_total(&server, "azq_texts_on_disk") == 3 {
-                break;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let expected = 3 * queues.len() as u64;
+    for wait in 0.. {
+        assert!(wait < 500, "never on disk only");
+        if common::metric_total(server, "azq_texts_on_disk") == expected {
+            break;
         }
-        let page = json(&get(&server, "/_azq/inspect/devstoreaccount1/cold"));
-        let shown: Vec<(bool, &str, u64)> = page["messages"]
-            .as_array()
-            .unwrap()
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+/// (`text_on_disk`, text, bytes) of each message inspection lists in `queue`.
+fn inspected_texts(server: &Server, queue: &str) -> Vec<(bool, String, u64)> {
+    let page = json(&get(
+        server,
+        &format!("/_azq/inspect/devstoreaccount1/{queue}"),
+    ));
+    page["messages"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{page}"))
+        .iter()
+        .map(|message| {
+            (
+                message["text_on_disk"].as_bool().unwrap_or(false),
+                message["text"].as_str().unwrap().to_string(),
+                message["bytes"].as_u64().unwrap(),
+            )
+        })
+        .collect()
+}
+
+/// With `--text-memory 0` every written text leaves memory: inspection reads those texts back
+/// for its page (on the queue's own shard and across the mesh) and leaves them on disk, put
+/// back nowhere; a Peek still answers them. Where a read fails (here the log's segments are
+/// gone from under the server), the page still answers, each such message with
+/// `text_on_disk`, its size and no text (the console shows "(on disk)"). On both backends.
+#[test]
+fn inspection_reads_texts_on_disk_only_back_and_leaves_them_there() {
+    let shown = |texts: [&str; 3], on_disk: bool| -> Vec<(bool, String, u64)> {
+        texts
             .iter()
-            .map(|message| {
-                (
-                    message["text_on_disk"].as_bool().unwrap_or(false),
-                    message["text"].as_str().unwrap(),
-                    message["bytes"].as_u64().unwrap(),
-                )
+            .map(|text| {
+                let read = if on_disk { "" } else { text };
+                (on_disk, read.to_string(), text.len() as u64)
             })
-            .collect();
-        assert_eq!(
-            shown,
-            [(true, "", 3), (true, "", 3), (true, "", 5)],
-            "{page}"
-        );
-        assert_eq!(
-            common::metric_total(&server, "azq_text_reads_total"),
-            0,
-            "inspection read"
-        );
-        assert_eq!(peek_texts(&server, "cold"), ["one", "two", "three"]);
-        assert!(common::metric_total(&server, "azq_text_reads_total") > 0);
+            .collect()
+    };
+    for backend in backends() {
+        let start = |data: &TempDir| {
+            let flags = ["--shards", "2", "--location", data.arg()];
+            Server::start_on(backend, &[&flags[..], &["--text-memory", "0"]].concat())
+        };
+        let data = TempDir::new("console-texts-on-disk");
+        let server = start(&data);
+        let queues = one_queue_a_shard("cold");
+        put_texts_on_disk(&server, &queues);
+        for queue in &queues {
+            let texts = inspected_texts(&server, queue);
+            assert_eq!(texts, shown(["one", "two", "three"], false), "{queue}");
+        }
+        assert_eq!(common::metric_total(&server, "azq_texts_on_disk"), 6);
+        assert!(common::metric_total(&server, "azq_text_reads_total") >= 6);
+        for queue in &queues {
+            assert_eq!(peek_texts(&server, queue), ["one", "two", "three"]);
+        }
         server.stop();
+
+        // Reads that fail: a fresh server whose segments are removed before anything is read
+        // (so no read cache holds them).
+        let data = TempDir::new("console-texts-gone");
+        let server = start(&data);
+        put_texts_on_disk(&server, &queues);
+        let mut removed = 0;
+        for shard in std::fs::read_dir(data.path().join("__azq__/gen-000001")).unwrap() {
+            for file in std::fs::read_dir(shard.unwrap().path()).unwrap() {
+                let file = file.unwrap();
+                if file.file_name().to_string_lossy().starts_with("wal-") {
+                    std::fs::remove_file(file.path()).unwrap();
+                    removed += 1;
+                }
+            }
+        }
+        assert!(removed >= 2, "{removed} segments removed");
+        for queue in &queues {
+            let texts = inspected_texts(&server, queue);
+            assert_eq!(texts, shown(["one", "two", "three"], true), "{queue}");
+        }
+        assert!(common::metric_total(&server, "azq_text_read_failures_total") >= 2);
+        server.kill();
     }
 }
 

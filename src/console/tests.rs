@@ -80,6 +80,7 @@ fn inspection_json_carries_what_the_console_reads() {
         dequeue_count: 2,
         text: Some(Bytes::from(text.to_string())),
         text_bytes: text.len(),
+        on_disk: None,
     };
     let page = MessagePage {
         summary: summary(),

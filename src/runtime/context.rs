@@ -137,12 +137,8 @@ impl<B: Backend> ShardContext<B> {
     /// Sends control message `message` to shard `to` (answered here when it is this one).
     pub async fn control(&self, to: usize, message: Control) -> Result<ControlReply, StorageError> {
         if to == self.index {
-            Ok(control::answer(
-                &self.engine,
-                self.mesh.traffic(),
-                self.index,
-                message,
-            ))
+            let reply = control::answer(&self.engine, self.mesh.traffic(), self.index, message);
+            Ok(control::read_texts_shown(&self.engine, reply).await)
         } else {
             self.mesh.control(to, message).await
         }

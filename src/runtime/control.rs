@@ -76,6 +76,39 @@ pub enum ControlReply {
     Unavailable,
 }
 
+/// Whether `reply` is a page of messages some of whose texts are on disk only: its owner then
+/// reads them (`read_texts_shown`) before it answers, on the mesh in a task of its own.
+pub fn reads_texts(reply: &ControlReply) -> bool {
+    matches!(reply, ControlReply::Page(Ok(page))
+        if page.messages.iter().any(|message| message.on_disk.is_some()))
+}
+
+/// `reply` with the texts on disk only of its page of messages read back, so that inspection
+/// shows them (`Engine::read_texts_shown`: nothing is put back into memory). A text whose read
+/// fails, or whose message changed between the page and the read, stays `None` (shown as on
+/// disk).
+pub async fn read_texts_shown<B: Backend>(engine: &Engine<B>, reply: ControlReply) -> ControlReply {
+    let ControlReply::Page(Ok(mut page)) = reply else {
+        return reply;
+    };
+    let wanted = page
+        .messages
+        .iter()
+        .filter_map(|message| message.on_disk)
+        .collect();
+    for ((slot, generation, ..), text) in engine.read_texts_shown(wanted).await {
+        let shown = page.messages.iter_mut().find(|message| {
+            message
+                .on_disk
+                .is_some_and(|(at, of, ..)| (at, of) == (slot, generation))
+        });
+        if let Some(message) = shown {
+            message.text = Some(text);
+        }
+    }
+    ControlReply::Page(Ok(page))
+}
+
 /// Answers control message `message` from shard `from` on this shard; `mesh_traffic` is the
 /// envelopes this shard has sent and received (`Mesh::traffic`), for its metrics.
 pub fn answer<B: Backend>(

@@ -24,6 +24,8 @@ use std::rc::Rc;
 use std::task::{Poll, Waker};
 use std::time::{Duration, Instant};
 
+use bytes::Bytes;
+
 use super::backend::Backend;
 use super::os;
 
@@ -634,6 +636,38 @@ impl<B: Backend> Engine<B> {
         read.ahead += count;
         self.texts_read.set(read);
         count
+    }
+
+    /// Reads the texts on disk only that a page of inspection shows (`wanted`), as a Peek reads
+    /// them but put back nowhere: inspecting changes nothing, in memory or on disk. A batch
+    /// fails whole when one read does or one record is no longer the one named (its message
+    /// changed since the page was taken), so then each is read alone, and what still fails is
+    /// left out (the page shows it as on disk). Counted among the texts read and the failures.
+    pub async fn read_texts_shown(&self, wanted: Vec<TextOnDisk>) -> Vec<(TextOnDisk, Bytes)> {
+        let Some(log) = self.log.as_ref().filter(|_| !wanted.is_empty()) else {
+            return Vec::new();
+        };
+        let mut failures = 0;
+        let texts = match log.read_texts(wanted.clone()).await {
+            Ok(texts) => texts,
+            Err(_) => {
+                failures += 1;
+                let mut texts = Vec::with_capacity(wanted.len());
+                for named in wanted {
+                    match log.read_texts(vec![named]).await {
+                        Ok(text) => texts.extend(text),
+                        Err(_) => failures += 1,
+                    }
+                }
+                texts
+            }
+        };
+        let mut read = self.texts_read.get();
+        read.texts += texts.len() as u64;
+        read.bytes += texts.iter().map(|(_, text)| text.len() as u64).sum::<u64>();
+        read.failures += failures;
+        self.texts_read.set(read);
+        texts
     }
 
     /// What the shard read back from its log for Gets and Peeks.

@@ -120,14 +120,24 @@ impl<B: Backend> Mesh<B> {
                     let command = match envelope.work {
                         Work::Queue(command) => command,
                         Work::Control(message) => {
+                            let answer =
+                                control::answer(&engine, mesh.traffic(), envelope.from, message);
+                            if control::reads_texts(&answer) {
+                                // Texts on disk only: read in a task of its own, as a wait's.
+                                let (mesh, engine) = (mesh.clone(), engine.clone());
+                                B::spawn(async move {
+                                    let answer = control::read_texts_shown(&engine, answer).await;
+                                    let reply = ReplyEnvelope {
+                                        ticket: envelope.ticket,
+                                        answer: Answer::Control(answer),
+                                    };
+                                    B::send_to(&mesh.replies, envelope.from, reply).await;
+                                });
+                                continue;
+                            }
                             let reply = ReplyEnvelope {
                                 ticket: envelope.ticket,
-                                answer: Answer::Control(control::answer(
-                                    &engine,
-                                    mesh.traffic(),
-                                    envelope.from,
-                                    message,
-                                )),
+                                answer: Answer::Control(answer),
                             };
                             if !B::send_to(&mesh.replies, envelope.from, reply).await {
                                 break;

@@ -10,6 +10,7 @@ import os
 import shutil
 import ssl
 import time
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -74,6 +75,14 @@ def open_queue(driver, name):
         return driver.find_element(By.ID, "queue-page").is_displayed()
 
     wait_until(click, f"the page of {name}")
+
+
+def metric(server, name):
+    """The sum of series `name` over its labels in the server's /_azq/metrics."""
+    with urllib.request.urlopen(f"{server.url}/_azq/metrics", timeout=10) as response:
+        lines = response.read().decode().splitlines()
+    return sum(float(line.rsplit(" ", 1)[1]) for line in lines
+               if line.split("{", 1)[0].split(" ", 1)[0] == name)
 
 
 def service_client(server):
@@ -167,16 +176,18 @@ def test_without_admin_the_console_is_read_only(start_azq, browser):
     assert browser.find_element(By.ID, "admin-note").is_displayed()
 
 
-def test_a_text_on_disk_only_shows_as_such(start_azq, browser, tmp_path):
-    """With --text-memory 0 a written text leaves memory: the queue's page says "(on disk)" in
-    its text column rather than read it back, and a client still gets the text."""
+def test_a_text_on_disk_only_is_read_back_for_the_page(start_azq, browser, tmp_path):
+    """With --text-memory 0 a written text leaves memory: the queue's page reads it back and
+    shows it in its text column (leaving it on disk), and a client still gets the text."""
     server = start_azq("--location", str(tmp_path / "data"), "--text-memory", "0")
     queue = service_client(server).create_queue("cold")
     queue.send_message("kept on disk")
+    wait_until(lambda: metric(server, "azq_texts_on_disk") == 1, "the text on disk only")
     browser.get(f"{server.url}/_azq/ui#/queue/devstoreaccount1/cold")
     # Columns: number, ID, state, dequeue count, three times, bytes, text.
     wait_until(lambda: [cells[7:9] for cells in cell_texts(browser, "#messages tbody tr")]
-               == [["12 B", "(on disk)"]], "the text shown on disk only")
+               == [["12 B", "kept on disk"]], "the text read back")
+    assert metric(server, "azq_texts_on_disk") == 1
     assert [message.content for message in queue.peek_messages()] == ["kept on disk"]
 
 

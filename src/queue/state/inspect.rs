@@ -19,9 +19,10 @@ use bytes::Bytes;
 use crate::error::StorageError;
 use crate::queue::command::Reply;
 use crate::queue::key::{MessageId, QueueKey};
-use crate::queue::slab::{OrderKey, Place, NONE};
+use crate::queue::slab::{OrderKey, Place, TextSlot, NONE};
 
 use super::layout::{Activity, Queue, ShardState, Text};
+use super::texts::TextOnDisk;
 
 /// Which queues an inspection lists (`GET /_azq/inspect`), asked of every shard.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -110,10 +111,13 @@ pub struct InspectedMessage {
     /// Times Get Messages delivered it.
     pub dequeue_count: u32,
     /// Its text, shared with the store; `None` while it is on disk only (`--text-memory`):
-    /// inspection never waits for a read.
+    /// the state never waits for a read, its owner reads it back for the page
+    /// (`control::read_texts_shown`) and leaves it `None` if that read fails.
     pub text: Option<Bytes>,
     /// The text's length, bytes, in memory or not.
     pub text_bytes: usize,
+    /// Where the text is when it is on disk only: what its owner reads for the page.
+    pub on_disk: Option<TextOnDisk>,
 }
 
 /// A page of a queue's messages.
@@ -241,6 +245,10 @@ impl ShardState {
             (Visibility::Visible, message.order_key().0)
         };
         let resident = message.text.resident().is_some();
+        let on_disk = match message.text {
+            TextSlot::OnDisk { locator, .. } => Some(self.text_on_disk(slot, locator)),
+            TextSlot::Resident(_) => None,
+        };
         let text = if resident {
             Text::Shared
         } else {
@@ -257,6 +265,7 @@ impl ShardState {
             dequeue_count: view.dequeue_count,
             text: resident.then_some(view.text),
             text_bytes: message.text.len(),
+            on_disk,
         }
     }
 
