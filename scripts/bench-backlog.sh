@@ -23,9 +23,9 @@
 #   OPEN_RATE [1000]            puts/s on the other queue, with and without the drain
 #   DRAIN_TIME [300s]           bound of the final drain
 #   SERVER_FLAGS []             more flags for azq, e.g. "--text-memory 0"
-#   RESTART [1]                 0: no restart after the fill (without --text-memory recovery
-#                               reads every text back into memory, so a cold backlog is
-#                               drained only without one; with it, texts stay on disk only)
+#   RESTART [1]                 0: no restart after the fill (recovery leaves texts on disk
+#                               only, so a restart makes the backlog cold unless SERVER_FLAGS
+#                               has "--text-memory all", which reads every text back)
 #   OUT_DIR [target/bench-backlog]
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."

@@ -3,8 +3,9 @@
 # (`--text-memory 0`), against the same backlog held in memory, builds side by side. Once: a
 # durable one-shard server with `--text-memory 0` on SERVER_CPU is filled with MESSAGES texts
 # of MESSAGE_BYTES over QUEUES queues by azq-loadgen on CLIENT_CPU, stopped cleanly, and its
-# data kept. Then ROUNDS times, for each variant: a resident drain (the data restarted without
-# `--text-memory`: recovery reads every text into memory) and a cold one (restarted with
+# data kept. Then ROUNDS times, for each variant: a resident drain (the data restarted with
+# `--text-memory all`, or without the flag for a build from before that default, which did the
+# same: recovery reads every text into memory) and a cold one (restarted with
 # `--text-memory 0`: the texts stay on disk and Gets read them back), each from a fresh copy of
 # the data, synced first so that the copy's writeback does not meet the drain's syncs, and each
 # DURATION of Get(32)+Delete over CONNECTIONS connections (each takes every queue in turn).
@@ -78,7 +79,13 @@ for round in $(seq "$rounds"); do
       cp -a "$work/filled" "$work/data"
       sync
       flags=()
-      [[ $kind == cold ]] && flags=(--text-memory 0)
+      # Since TEXT_MEMORY_SHARE_DEFAULT a durable server leaves recovered texts on disk unless
+      # told all; a build from before it has no `all` and kept every text without the flag.
+      if [[ $kind == cold ]]; then
+        flags=(--text-memory 0)
+      elif "$binary" --help | grep -q -- '--text-memory SIZE|all'; then
+        flags=(--text-memory all)
+      fi
       start "$binary" "${flags[@]}"
       before=$(azq_metric "$port" azq_messages)
       load "$kind" --scenario get-delete --connections "$connections" --batch 32 \

@@ -113,6 +113,11 @@ pub const LOG_ZERO_FILL_BUFFERED_BYTES: u64 = 1 << 20;
 /// of its size: Elasticsearch's flood-stage watermark (95% used) blocks writes at the same point,
 /// and it is room for the system's own logs and for a snapshot on a disk others also fill.
 pub const MIN_FREE_DISK_PERCENT_DEFAULT: u64 = 5;
+/// A durable server's `--text-memory` when the flag is not given: this share of `--max-memory`
+/// (numerator, denominator). Texts beyond it leave memory once written, and a text on disk only
+/// counts its slot alone in `--max-memory`, so a backlog outgrows memory by its texts; the
+/// other half is room for the messages' slots and the texts not yet written.
+pub const TEXT_MEMORY_SHARE_DEFAULT: (u64, u64) = (1, 2);
 /// Smallest share of `--max-disk` one shard may have, bytes: the open segment, the two segments
 /// of headroom (`storage::space::headroom_bytes`) and one for the data itself.
 pub const DISK_BYTES_PER_SHARD_MIN: u64 = 4 * LOG_SEGMENT_BYTES;

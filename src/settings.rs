@@ -14,7 +14,7 @@ use crate::limits::{
     CONNECTIONS_PER_SHARD_MAX_DEFAULT, CONSOLE_SESSION_LIFETIME_MS_DEFAULT,
     CONSOLE_SESSION_LIFETIME_MS_MAX, CONSOLE_SESSION_LIFETIME_MS_MIN, CONTROL_HOST_NAMES_MAX,
     DISK_BYTES_PER_SHARD_MIN, MESSAGE_BYTES_MAX_FALLBACK, MIN_FREE_DISK_PERCENT_DEFAULT,
-    SHARDS_MAX, WRITE_TIMEOUT_MS_DEFAULT, WRITE_TIMEOUT_MS_MIN,
+    SHARDS_MAX, TEXT_MEMORY_SHARE_DEFAULT, WRITE_TIMEOUT_MS_DEFAULT, WRITE_TIMEOUT_MS_MIN,
 };
 use crate::machine::{allowed_cpus, RuntimeChoice};
 use crate::storage::log::Durability;
@@ -62,8 +62,9 @@ Usage: azq [options]
                              none) before Put, Update with a text, Create Queue, Set Queue
                              Metadata or ACL and Set Service Properties answer 503 ServerBusy,
                              keeping room for a snapshot (which gives space back) to complete
-  --text-memory SIZE         experimental: bytes of message text kept in memory once written
-                             to the log (split evenly per shard; default: every text); newer
+  --text-memory SIZE|all     bytes of message text kept in memory once written to the log
+                             (split evenly per shard; default: half of --max-memory; all:
+                             every text, recovered ones too, as before the tiers); newer
                              texts beyond it are read back from disk when a Get or Peek
                              returns them (a Get of a queue drained fast also up to 1 MiB of
                              those after them, and once a queue is got at least every 15 s
@@ -319,6 +320,8 @@ pub fn parse_arguments(arguments: impl Iterator<Item = String>) -> Result<Option
     let (mut location, mut in_memory) = (None, false);
     // `--max-disk` or `--min-free-disk` given: they need files, so not in memory.
     let mut disk_flag: Option<String> = None;
+    // `--text-memory` given: else a durable server takes `TEXT_MEMORY_SHARE_DEFAULT`.
+    let mut text_memory_given = false;
     let (mut durability, mut truncate_corrupt) = (Durability::Fsync, false);
     let (mut certificate, mut key, mut password) = (None, None, None);
     let mut arguments = arguments.peekable();
@@ -442,9 +445,14 @@ pub fn parse_arguments(arguments: impl Iterator<Item = String>) -> Result<Option
                 disk_flag = Some(flag.clone());
             }
             "--text-memory" => {
-                let bytes = parse_size(&value(&flag)?)
-                    .ok_or_else(|| "--text-memory must be a size such as 64M or 1G".to_string())?;
-                config.text_bytes_max = Some(bytes);
+                let text = value(&flag)?;
+                config.text_bytes_max = match text.as_str() {
+                    "all" => None,
+                    size => Some(parse_size(size).ok_or_else(|| {
+                        "--text-memory must be a size such as 64M or 1G, or all".to_string()
+                    })?),
+                };
+                text_memory_given = true;
                 disk_flag = Some(flag.clone());
             }
             "--min-free-disk" => {
@@ -498,6 +506,10 @@ pub fn parse_arguments(arguments: impl Iterator<Item = String>) -> Result<Option
         // As with Azurite, --inMemoryPersistence wins over --location.
         Persistence::Memory
     } else {
+        if !text_memory_given {
+            let (part, whole) = TEXT_MEMORY_SHARE_DEFAULT;
+            config.text_bytes_max = Some(config.message_bytes_max / whole * part);
+        }
         Persistence::Disk {
             location: location.unwrap_or_else(|| std::path::PathBuf::from(".")),
             durability,
@@ -772,7 +784,28 @@ mod tests {
         let limited = limited.unwrap().unwrap();
         assert_eq!(limited.disk_bytes_max, Some(384 << 20));
         assert_eq!(limited.free_disk_min, FreeDiskMin::Bytes(2 << 30));
-        assert_eq!(default.text_bytes_max, None);
+        // A durable server keeps half its --max-memory of texts, wherever the flags are;
+        // one in memory keeps every text.
+        assert_eq!(
+            default.text_bytes_max,
+            Some(default.message_bytes_max / 2),
+            "{default:?}"
+        );
+        for (flags, expected) in [
+            (&["--max-memory", "3G"][..], 3 << 29),
+            (&["--max-memory", "3G", "-l", "data"][..], 3 << 29),
+            (&["--text-memory=64M", "--max-memory", "3G"][..], 64 << 20),
+            (&["--max-memory", "3G", "--text-memory", "0"][..], 0),
+        ] {
+            let config = parse(flags).unwrap().unwrap();
+            assert_eq!(config.text_bytes_max, Some(expected), "{flags:?}");
+        }
+        let in_memory = parse(&["--inMemoryPersistence", "--max-memory", "3G"]);
+        assert_eq!(in_memory.unwrap().unwrap().text_bytes_max, None);
+        let every = parse(&["--max-memory", "3G", "--text-memory", "all"]);
+        assert_eq!(every.unwrap().unwrap().text_bytes_max, None);
+        assert!(parse(&["--inMemoryPersistence", "--text-memory", "all"]).is_err());
+        assert!(parse(&["--text-memory", "All"]).is_err());
         let texts = parse(&["--text-memory", "0"]).unwrap().unwrap();
         assert_eq!(texts.text_bytes_max, Some(0));
         let texts = parse(&["--text-memory=64M"]).unwrap().unwrap();

@@ -720,32 +720,38 @@ fn a_queue_got_at_a_steady_pace_is_read_ahead_of_its_gets() {
 /// one more fits, and after another on two shards (each with a share of 128 KiB; recovery
 /// copies every text into the new generation's snapshot, and they leave memory to its entries
 /// with nothing written: helper-39's review of 480f0bf found every Put refused there) one
-/// more again, and every text reads back. Without the flag the same share refuses the fifth
-/// text with 503 `ServerBusy`. On both backends.
+/// more again, and every text reads back. Without the flag, the default share (half of
+/// `--max-memory`) does the same beyond two texts, and texts recovered stay on disk; started
+/// with `--text-memory all` the server brings them all back into memory and refuses a Put; in
+/// memory the same limit refuses the fifth text with 503 `ServerBusy`. On both backends.
 #[test]
 fn texts_on_disk_only_let_a_backlog_outgrow_max_memory() {
     const MESSAGES: usize = 30;
     const TEXT_BYTES: usize = 60_000;
     let text = |n: usize| format!("{n:03} ").repeat(TEXT_BYTES / 4);
+    // The backlog's texts by ID, put into a new queue "backlog".
+    let fill = |server: &Server| {
+        create_queue(server, "backlog");
+        let mut texts = BTreeMap::new();
+        for n in 0..MESSAGES {
+            let (id, _) = put(server, "backlog", &text(n));
+            texts.insert(id, text(n));
+        }
+        texts
+    };
     for backend in backends() {
         let data = TempDir::new(&format!("texts-max-memory-{backend}"));
-        let flags = [
+        let limited = [
             "--shards",
             "1",
             "--runtime",
             backend,
             "--max-memory",
             "256K",
-            "--text-memory",
-            "0",
         ];
+        let flags = [&limited[..], &["--text-memory", "0"]].concat();
         let server = start(&data, &flags);
-        create_queue(&server, "backlog");
-        let mut texts = BTreeMap::new();
-        for n in 0..MESSAGES {
-            let (id, _) = put(&server, "backlog", &text(n));
-            texts.insert(id, text(n));
-        }
+        let mut texts = fill(&server);
         await_texts_on_disk(&server, MESSAGES as u64);
         let charged = common::metric_total(&server, "azq_message_bytes");
         let limit = common::metric_total(&server, "azq_message_bytes_limit");
@@ -758,7 +764,7 @@ fn texts_on_disk_only_let_a_backlog_outgrow_max_memory() {
         let server = restart_after_kill_9(server, &data, &flags);
         let (id, _) = put(&server, "backlog", &text(MESSAGES));
         texts.insert(id, text(MESSAGES));
-        let mut resharded = flags;
+        let mut resharded = flags.clone();
         resharded[1] = "2";
         let server = restart_after_kill_9(server, &data, &resharded);
         await_texts_on_disk(&server, texts.len() as u64);
@@ -767,18 +773,29 @@ fn texts_on_disk_only_let_a_backlog_outgrow_max_memory() {
         assert_eq!(lease_all(&server, "backlog"), texts, "{backend}");
         assert!(server.stop().success());
 
-        let data = TempDir::new(&format!("texts-max-memory-resident-{backend}"));
-        let server = start(
-            &data,
-            &[
-                "--shards",
-                "1",
-                "--runtime",
-                backend,
-                "--max-memory",
-                "256K",
-            ],
-        );
+        // Without the flag a durable server keeps half its --max-memory of texts
+        // (`TEXT_MEMORY_SHARE_DEFAULT`, 128 KiB here: two of these texts), and the rest leave
+        // memory: every Put is accepted, and every text reads back after kill -9.
+        let data = TempDir::new(&format!("texts-max-memory-default-{backend}"));
+        let server = start(&data, &limited);
+        let texts = fill(&server);
+        await_texts_on_disk(&server, MESSAGES as u64 - 2);
+        let server = restart_after_kill_9(server, &data, &limited);
+        await_texts_on_disk(&server, MESSAGES as u64);
+        // `--text-memory all` brings every text back into memory at a start, charged: the
+        // backlog is over the limit, so a Put is refused, and nothing is lost.
+        let every = [&limited[..], &["--text-memory", "all"]].concat();
+        let server = restart_after_kill_9(server, &data, &every);
+        assert_eq!(common::metric_total(&server, "azq_texts_on_disk"), 0);
+        let response = send(&server, put_request("backlog", &text(0), ""));
+        assert_status(&response, 503, Some("ServerBusy"));
+        let server = restart_after_kill_9(server, &data, &limited);
+        await_texts_on_disk(&server, MESSAGES as u64);
+        assert_eq!(lease_all(&server, "backlog"), texts, "{backend}");
+        assert!(server.stop().success());
+
+        // In memory (`--inMemoryPersistence`) every text is charged: the fifth is refused.
+        let server = Server::start(&limited);
         create_queue(&server, "backlog");
         for n in 0..4 {
             put(&server, "backlog", &text(n));
