@@ -118,6 +118,17 @@ pub const MIN_FREE_DISK_PERCENT_DEFAULT: u64 = 5;
 /// counts its slot alone in `--max-memory`, so a backlog outgrows memory by its texts; the
 /// other half is room for the messages' slots and the texts not yet written.
 pub const TEXT_MEMORY_SHARE_DEFAULT: (u64, u64) = (1, 2);
+/// What a text in memory that may leave it costs beyond its bytes: its home, where its record
+/// is (`ShardState::text_homes`, a B-tree entry of 44 bytes in nodes about half full, as the
+/// log notes homes in ascending order). Measured: 98 bytes of RSS a message with 16-byte
+/// texts, about 100 with 256-byte ones (2026-12-05). Charged against `--max-memory` and the
+/// `--text-memory` share, so that tracking texts cannot take memory past the limit.
+pub const TEXT_HOME_BYTES: u64 = 96;
+/// Whatever `--text-memory` says, texts in memory (with their homes) leave it, newest first,
+/// once the shard's whole charge passes this share of its `--max-memory` share
+/// (`ShardState::text_budget`): where small texts' slots fill memory, their texts and homes
+/// go rather than Puts be refused, and the rest is room for the Puts between two flushes.
+pub const TEXT_MEMORY_ROOM_SHARE: (u64, u64) = (3, 4);
 /// Smallest share of `--max-disk` one shard may have, bytes: the open segment, the two segments
 /// of headroom (`storage::space::headroom_bytes`) and one for the data itself.
 pub const DISK_BYTES_PER_SHARD_MIN: u64 = 4 * LOG_SEGMENT_BYTES;

@@ -45,7 +45,7 @@ Usage: azq [options]
                              the RAM or of the cgroup's memory limit, the smaller) before Put,
                              Create Queue and Set Queue Metadata answer 503 ServerBusy; a
                              message whose text is on disk only (--text-memory) counts its
-                             slot alone
+                             slot alone, a text that may leave memory also its place (96 B)
   --extentMemoryLimit MB     Azurite's name for the same limit, in megabytes (-1: default)
   --runtime auto|io_uring|portable
                              the event loop: auto (the default) is the portable one
@@ -64,9 +64,11 @@ Usage: azq [options]
                              keeping room for a snapshot (which gives space back) to complete
   --text-memory SIZE|all     bytes of message text kept in memory once written to the log
                              (split evenly per shard; default: half of --max-memory; all:
-                             every text, recovered ones too, as before the tiers); newer
-                             texts beyond it are read back from disk when a Get or Peek
-                             returns them (a Get of a queue drained fast also up to 1 MiB of
+                             every text, recovered ones too, as before the tiers; texts also
+                             leave once a shard's charge passes 3/4 of its --max-memory
+                             share); newer texts beyond it are read back from disk when a
+                             Get or Peek returns them (a Get of a queue drained fast also up
+                             to 1 MiB of
                              those after them, and once a queue is got at least every 15 s
                              the next Get's texts are read before it comes; held up to 32 MiB
                              a shard or a quarter of its --max-memory share, for 2 s or

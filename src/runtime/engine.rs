@@ -763,7 +763,7 @@ impl<B: Backend> Engine<B> {
         let mut state = self.state.borrow_mut();
         let (_, whole_step) = state.evict_beyond(text_bytes_max, log.durable_sequence());
         self.give_back_memory(&state);
-        whole_step && state.resident_text_bytes() > text_bytes_max
+        whole_step && state.text_memory_bytes() > state.text_budget(text_bytes_max)
     }
 
     /// Records the state has emitted and the log has not taken yet, and their bytes.

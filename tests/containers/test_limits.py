@@ -1,6 +1,8 @@
-"""Container limits: a memory limit makes a full azq answer 503 ServerBusy instead of being
-OOM-killed, before and after a restart with its data; a CPU quota sets the shard count. The ready
-line says where each default came from."""
+"""Container limits: a memory limit makes a full azq (every text in memory, `--text-memory all`)
+answer 503 ServerBusy instead of being OOM-killed, before and after a restart with its data; by
+default the texts beyond half its `--max-memory` stay on disk, so a backlog past the memory limit
+is taken and comes back; a CPU quota sets the shard count. The ready line says where each
+default came from."""
 
 import re
 
@@ -55,8 +57,8 @@ def assert_alive(container) -> None:
 
 def test_memory_limit_answers_503_and_is_never_killed(run, volume):
     data = volume()
-    container = run("--memory", "256m", "-v", f"{data}:/data", command=["azurite-queue"],
-                    ports=(10001,))
+    container = run("--memory", "256m", "-v", f"{data}:/data",
+                    command=["azurite-queue", "--text-memory", "all"], ports=(10001,))
     line = ready_line(container)
     assert re.search(r"max memory 128 MiB: half the cgroup v[12] memory limit \(256 MiB\)", line), line
     name = unique("full")
@@ -81,6 +83,32 @@ def test_memory_limit_answers_503_and_is_never_killed(run, volume):
     for message in messages[:32]:
         queue.delete_message(message)
     queue.send_message("room again")
+    assert_alive(container)
+
+
+def test_a_backlog_past_the_memory_limit_stays_on_disk(run, volume):
+    """The defaults in the same 256 MiB container: texts beyond half the 128 MiB `--max-memory`
+    leave memory once written and count their message's slot alone, so puts of more text than
+    the limit (about 1.4 times it) are all accepted, the container is never OOM-killed, and after
+    a restart every text comes back, exactly once."""
+    data = volume()
+    container = run("--memory", "256m", "-v", f"{data}:/data", command=["azurite-queue"],
+                    ports=(10001,))
+    assert "max memory 128 MiB" in ready_line(container)
+    name = unique("deep")
+    queue = queue_client(container, name)
+    queue.create_queue()
+    stored = 3_000
+    for count in range(stored):
+        queue.send_message(message_text(count))
+    assert_alive(container)
+    podman("restart", "-t", "10", container.name)
+    ready_line(container, run=2)
+    queue = queue_client(container, name)
+    assert queue.get_queue_properties().approximate_message_count == stored
+    messages = list(queue.receive_messages(messages_per_page=32, visibility_timeout=600))
+    texts = sorted(message.content for message in messages)
+    assert texts == [message_text(count) for count in range(stored)], (len(texts), stored)
     assert_alive(container)
 
 

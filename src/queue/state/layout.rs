@@ -508,9 +508,10 @@ impl ShardState {
     }
 
     /// Bytes charged against `--max-memory` now: `stored_bytes` but the texts on disk only
-    /// (`--text-memory`), whose messages count their slot alone (`MESSAGE_OVERHEAD_BYTES`).
+    /// (`--text-memory`), whose messages count their slot alone (`MESSAGE_OVERHEAD_BYTES`),
+    /// and the homes of the texts in memory that may leave it (`TEXT_HOME_BYTES` each).
     pub fn memory_bytes(&self) -> u64 {
-        self.stored_bytes() - self.texts_evicted.1
+        self.stored_bytes() - self.texts_evicted.1 + self.text_homes_bytes()
     }
 
     /// Bytes of stored data: messages (text plus `MESSAGE_OVERHEAD_BYTES` each, the texts on
@@ -578,7 +579,7 @@ impl ShardState {
     pub fn census(&self, deepest_max: usize) -> Census {
         let mut census = Census {
             queues: self.queue_indices.len() as u64,
-            message_bytes: self.message_bytes - self.texts_evicted.1,
+            message_bytes: self.message_bytes - self.texts_evicted.1 + self.text_homes_bytes(),
             ..Census::default()
         };
         let mut deepest: Vec<(u64, &QueueKey)> = Vec::with_capacity(deepest_max + 1);

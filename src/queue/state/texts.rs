@@ -192,20 +192,46 @@ impl ShardState {
         self.message_bytes.saturating_sub(held)
     }
 
-    /// Drops a step of the newest durable texts (`evict`) held in memory beyond
-    /// `text_bytes_max` (`--text-memory`): the runtime asks after every flush. Answers the bytes
-    /// dropped, and whether the step took its most texts (more may be due: empty texts, which
-    /// are not evicted, take their place in a step too).
+    /// What the texts in memory that may leave it take: their bytes and their homes
+    /// (`TEXT_HOME_BYTES` each), charged against `--max-memory` (`memory_bytes`) and the
+    /// `--text-memory` share (`text_budget`).
+    pub fn text_memory_bytes(&self) -> u64 {
+        self.resident_text_bytes() + self.text_homes_bytes()
+    }
+
+    /// What the homes of texts in memory take (`TEXT_HOME_BYTES` each).
+    pub(super) fn text_homes_bytes(&self) -> u64 {
+        self.text_homes.len() as u64 * crate::limits::TEXT_HOME_BYTES
+    }
+
+    /// What texts in memory and their homes may take (`text_memory_bytes`): `text_bytes_max`
+    /// (the shard's `--text-memory`), or less, what keeps the shard's whole charge within
+    /// `TEXT_MEMORY_ROOM_SHARE` of its `--max-memory` share, so that messages whose texts are
+    /// small (their slots, not their texts, filling memory) still let their texts and homes go
+    /// rather than be refused.
+    pub fn text_budget(&self, text_bytes_max: u64) -> u64 {
+        let (part, whole) = crate::limits::TEXT_MEMORY_ROOM_SHARE;
+        let room = (self.message_bytes_max / whole).saturating_mul(part);
+        let rest = self.memory_bytes() - self.text_memory_bytes().min(self.memory_bytes());
+        text_bytes_max.min(room.saturating_sub(rest))
+    }
+
+    /// Drops a step of the newest durable texts (`evict`) held in memory beyond the shard's
+    /// budget (`text_budget` of `text_bytes_max`, its `--text-memory`), each text's home
+    /// counted with it: the runtime asks after every flush. Answers the bytes dropped, and
+    /// whether the step took its most texts (more may be due: empty texts, which are not
+    /// evicted, take their place in a step too).
     pub fn evict_beyond(
         &mut self,
         text_bytes_max: u64,
         durable_sequence: Option<u64>,
     ) -> (u64, bool) {
-        let resident_bytes = self.resident_text_bytes();
-        if resident_bytes <= text_bytes_max {
+        let (held, budget) = (self.text_memory_bytes(), self.text_budget(text_bytes_max));
+        if held <= budget {
             return (0, false);
         }
-        let (bytes, texts) = self.evict_counted(resident_bytes - text_bytes_max, durable_sequence);
+        let home_bytes = crate::limits::TEXT_HOME_BYTES;
+        let (bytes, texts) = self.evict_counted(held - budget, home_bytes, durable_sequence);
         (bytes, texts == crate::limits::TEXT_EVICTIONS_PER_STEP_MAX)
     }
 
@@ -336,12 +362,18 @@ impl ShardState {
     /// are let go (over 1,000 queues drained, each snapshot in place once sent every text read
     /// ahead back to disk, and each queue's next Get waited).
     pub fn evict(&mut self, bytes_max: u64, durable_sequence: Option<u64>) -> u64 {
-        self.evict_counted(bytes_max, durable_sequence).0
+        self.evict_counted(bytes_max, 0, durable_sequence).0
     }
 
     /// `evict`, answering the bytes dropped and the homes taken (texts dropped, and empty
-    /// texts whose homes were forgotten).
-    fn evict_counted(&mut self, bytes_max: u64, durable_sequence: Option<u64>) -> (u64, usize) {
+    /// texts whose homes were forgotten); each home taken counts `home_bytes` towards
+    /// `bytes_max` beside its text.
+    fn evict_counted(
+        &mut self,
+        bytes_max: u64,
+        home_bytes: u64,
+        durable_sequence: Option<u64>,
+    ) -> (u64, usize) {
         // Recovered texts come after every other, once each.
         let durable =
             durable_sequence.map(|durable| ..=(durable.min(RECOVERED_TEXT_SEQUENCE - 1), u32::MAX));
@@ -356,7 +388,7 @@ impl ShardState {
             if bytes >= bytes_max || taken.len() == crate::limits::TEXT_EVICTIONS_PER_STEP_MAX {
                 break;
             }
-            bytes += self.messages.get(home.slot).text.len() as u64;
+            bytes += self.messages.get(home.slot).text.len() as u64 + home_bytes;
             taken.push((key, home));
         }
         let (mut dropped, texts) = (0, taken.len());
@@ -1918,6 +1950,70 @@ mod tests {
             panic!("a message: {reply:?}");
         };
         assert_eq!(views[0].text, Bytes::from_static(b"new text"));
+    }
+
+    /// A text in memory that may leave it is charged its home beside it (`TEXT_HOME_BYTES`),
+    /// and texts with their homes leave memory once the whole charge passes
+    /// `TEXT_MEMORY_ROOM_SHARE` of `--max-memory`, whatever `--text-memory` says: with texts of
+    /// 16 bytes the slots fill memory, not the texts, and every text then leaves it, so more
+    /// messages fit than with every text (and its home) in memory. Flushed and evicted as the
+    /// runtime does, every few Puts; fails without the room rule (every text stays, and fewer
+    /// fit) and without the homes' charge (the first check).
+    #[test]
+    fn texts_and_their_homes_leave_memory_once_the_charge_passes_the_room_share() {
+        use crate::error::StorageError;
+        use crate::limits::{
+            MESSAGE_OVERHEAD_BYTES, QUEUE_OVERHEAD_BYTES, TEXT_HOME_BYTES, TEXT_MEMORY_ROOM_SHARE,
+        };
+        const TEXT: u64 = 16;
+        let (mut state, mut log, queue) = tracked_with_queue_a();
+        let limit: u64 = 64 << 10;
+        state.set_message_bytes_max(limit);
+        let (part, whole) = TEXT_MEMORY_ROOM_SHARE;
+        let room = limit / whole * part;
+        let put = Command::PutMessage {
+            queue: queue.clone(),
+            text: Bytes::from(vec![b's'; TEXT as usize]),
+            visibility_timeout_s: 0,
+            ttl_s: Some(3600),
+        };
+        let message = MESSAGE_OVERHEAD_BYTES as u64 + TEXT;
+        let mut stored = 0u64;
+        loop {
+            match state.apply(put.clone(), NOW_MS) {
+                Ok(_) => stored += 1,
+                Err(StorageError::ServerBusy) => break,
+                Err(other) => panic!("{other:?}"),
+            }
+            if stored % 8 != 0 {
+                continue;
+            }
+            let durable = log.flush(&mut state);
+            if stored == 8 {
+                // Written: each text has a home, charged.
+                let homes = 8 * TEXT_HOME_BYTES;
+                let charged = QUEUE_OVERHEAD_BYTES as u64 + 8 * message + homes;
+                assert_eq!(state.memory_bytes(), charged);
+                assert_eq!(state.text_memory_bytes(), 8 * TEXT + homes);
+            }
+            while state.evict_beyond(u64::MAX, durable).1 {}
+            let (on_disk, _) = state.texts_evicted();
+            assert!(
+                state.memory_bytes() <= room || on_disk == stored,
+                "{stored} stored, {on_disk} on disk only, {} charged",
+                state.memory_bytes()
+            );
+        }
+        let every_text_in_memory = (limit - QUEUE_OVERHEAD_BYTES as u64) / message;
+        assert!(
+            stored > every_text_in_memory,
+            "{stored} stored, {every_text_in_memory} with every text in memory"
+        );
+        assert!(
+            state.texts_evicted().0 > stored / 2,
+            "{:?}",
+            state.texts_evicted()
+        );
     }
 
     /// `--max-memory` charges a message whose text is on disk only its slot alone
