@@ -410,6 +410,7 @@ fn open_storage(config: &Config) -> Result<Storage, String> {
         RecoveryOptions {
             truncate_corrupt: *truncate_corrupt,
             locate_texts: config.text_bytes_max.is_some(),
+            reshard_text_bytes_max: Some(config.message_bytes_max),
         },
     )
     .map_err(|why| format!("cannot recover the data in {}: {why}", root.display()))?;

@@ -313,11 +313,12 @@ fn check_ledger(queue: &str, ledger: &Ledger, found: &BTreeMap<String, Got>) {
 fn kill_9_under_concurrent_load_loses_nothing_acknowledged() {
     const WORKERS: usize = 4;
     const ACKNOWLEDGED_BEFORE_KILL: usize = 600;
-    // Every text in memory (the default), and none once written (`--text-memory 0`: each Get
-    // reads its texts back from the log, on the queue's shard or across the mesh).
+    // Every text in memory (`--text-memory all`), the default share (none given: recovered
+    // texts stay on disk), and none once written (`--text-memory 0`: each Get reads its texts
+    // back from the log, on the queue's shard or across the mesh).
     let runs = backends()
         .into_iter()
-        .flat_map(|backend| [(backend, "none"), (backend, "0")]);
+        .flat_map(|backend| [(backend, "all"), (backend, "none"), (backend, "0")]);
     for (backend, text_memory) in runs {
         let data = TempDir::new(&format!("kill-{backend}-{text_memory}"));
         let mut flags = vec!["--shards", "2", "--runtime", backend];
@@ -717,11 +718,14 @@ fn a_queue_got_at_a_steady_pace_is_read_ahead_of_its_gets() {
 /// counts its slot alone. With a share of 256 KiB, 30 texts of 60,000 bytes (1.8 MB) are each
 /// accepted, one after another (each leaves memory once written), the metrics charge what is
 /// in memory, within the limit; after kill -9 and a restart (the texts recovered on disk only)
-/// one more fits, and after another on two shards (each with a share of 128 KiB; recovery
-/// copies every text into the new generation's snapshot, and they leave memory to its entries
-/// with nothing written: helper-39's review of 480f0bf found every Put refused there) one
-/// more again, and every text reads back. Without the flag, the default share (half of
-/// `--max-memory`) does the same beyond two texts, and texts recovered stay on disk; started
+/// one more fits. A change to two shards, which copies every text through memory, is refused
+/// at that limit (helper-55's review: a default server's backlog beyond the RAM made every
+/// start after a change of CPUs run out of memory) and taken with a larger one; then on two
+/// shards at the small limit (each with a share of 128 KiB; the texts recovered from the new
+/// generation's snapshot on disk only: helper-39's review of 480f0bf found every Put refused
+/// there) one more fits again, and every text reads back. Without the flag, the default share
+/// (half of `--max-memory`) does the same beyond two texts, and texts recovered stay on disk;
+/// started
 /// with `--text-memory all` the server brings them all back into memory and refuses a Put; in
 /// memory the same limit refuses the fifth text with 503 `ServerBusy`. On both backends.
 #[test]
@@ -764,9 +768,17 @@ fn texts_on_disk_only_let_a_backlog_outgrow_max_memory() {
         let server = restart_after_kill_9(server, &data, &flags);
         let (id, _) = put(&server, "backlog", &text(MESSAGES));
         texts.insert(id, text(MESSAGES));
+        // A change of shard count copies every text through memory: refused while they are
+        // more than --max-memory, the files untouched; taken with a limit above them.
         let mut resharded = flags.clone();
         resharded[1] = "2";
-        let server = restart_after_kill_9(server, &data, &resharded);
+        server.kill();
+        let refusal = refused_start(&data, &resharded);
+        assert!(refusal.contains("start with --shards 1 (or"), "{refusal}");
+        let roomy = [&resharded[..], &["--max-memory", "8M"]].concat();
+        let server = start(&data, &roomy);
+        assert!(server.stop().success());
+        let server = start(&data, &resharded);
         await_texts_on_disk(&server, texts.len() as u64);
         let (id, _) = put(&server, "backlog", &text(MESSAGES + 1));
         texts.insert(id, text(MESSAGES + 1));

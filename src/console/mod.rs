@@ -148,8 +148,8 @@ fn message_json(out: &mut String, message: &InspectedMessage) {
         json_string(&shown),
     );
     if message.text.is_none() {
-        // On disk only (`--text-memory`), and its read for this page failed or found its
-        // message changed since (`control::read_texts_shown`).
+        // On disk only (`--text-memory`), and its read for this page failed
+        // (`control::read_texts_shown`).
         out.push_str(",\"text_on_disk\":true");
     }
     if let Some(decoded) = decoded_text(text) {

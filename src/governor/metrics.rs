@@ -664,19 +664,20 @@ pub fn render(
         (
             "azq_text_reads_total",
             "counter",
-            "Texts read back from disk for Get and Peek Messages.",
+            "Texts read back from disk for Get and Peek Messages and inspection.",
             |s| s.texts_read.0,
         ),
         (
             "azq_text_read_bytes_total",
             "counter",
-            "Bytes of text read back from disk for Get and Peek Messages.",
+            "Bytes of text read back from disk for Get and Peek Messages and inspection.",
             |s| s.texts_read.1,
         ),
         (
             "azq_text_read_failures_total",
             "counter",
-            "Reads of texts from disk that failed (the request tried again or answered 500).",
+            "Reads of texts from disk that failed (the request tried again or answered 500; \
+             inspection shows the text as on disk).",
             |s| s.texts_read.2,
         ),
         (

@@ -84,9 +84,9 @@ pub fn reads_texts(reply: &ControlReply) -> bool {
 }
 
 /// `reply` with the texts on disk only of its page of messages read back, so that inspection
-/// shows them (`Engine::read_texts_shown`: nothing is put back into memory). A text whose read
-/// fails, or whose message changed between the page and the read, stays `None` (shown as on
-/// disk).
+/// shows them (`Engine::read_texts_shown`: nothing is put back into memory): each the text the
+/// page named, its message's when the page was taken. A text whose read fails (its file gone,
+/// another message's entry there) stays `None` (shown as on disk).
 pub async fn read_texts_shown<B: Backend>(engine: &Engine<B>, reply: ControlReply) -> ControlReply {
     let ControlReply::Page(Ok(mut page)) = reply else {
         return reply;

@@ -640,9 +640,10 @@ impl<B: Backend> Engine<B> {
 
     /// Reads the texts on disk only that a page of inspection shows (`wanted`), as a Peek reads
     /// them but put back nowhere: inspecting changes nothing, in memory or on disk. A batch
-    /// fails whole when one read does or one record is no longer the one named (its message
-    /// changed since the page was taken), so then each is read alone, and what still fails is
-    /// left out (the page shows it as on disk). Counted among the texts read and the failures.
+    /// fails whole when one read does or one record is not the one named (its file gone, or
+    /// replaced by a snapshot of the same name), so then each is read alone, and what still
+    /// fails is left out (the page shows it as on disk). Counted among the texts read and the
+    /// failures.
     pub async fn read_texts_shown(&self, wanted: Vec<TextOnDisk>) -> Vec<(TextOnDisk, Bytes)> {
         let Some(log) = self.log.as_ref().filter(|_| !wanted.is_empty()) else {
             return Vec::new();

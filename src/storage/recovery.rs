@@ -71,6 +71,10 @@ pub struct RecoveryOptions {
     /// (`--text-memory`): with the shard count of the files, whose snapshot and segments the
     /// shards keep.
     pub locate_texts: bool,
+    /// The most bytes of text a change of shard count may copy through memory (the new
+    /// generation's snapshots are written from memory, every text in them): more refuses to
+    /// start, naming the shard count that keeps the files as they are. `None`: no bound.
+    pub reshard_text_bytes_max: Option<u64>,
 }
 
 /// A log segment of a shard, as the running shard's writer takes them over.
@@ -443,6 +447,12 @@ impl Image {
     /// Hands this image's live queues and messages (not those of deleted or cleared queues) to
     /// the shards that own them now (`restorers`, by shard); `old_shard` is the image's. Returns
     /// how many queues and messages it handed over.
+    /// Bytes of every text the image holds (a change of shard count copies them all).
+    fn text_bytes(&self) -> u64 {
+        let messages = self.messages.iter().flatten();
+        messages.map(|(message, _)| message.text.len() as u64).sum()
+    }
+
     fn restore(
         &mut self,
         old_shard: usize,
@@ -1553,6 +1563,21 @@ pub fn recover(
     let bytes_read: u64 = images.iter().map(|image| image.bytes_read).sum();
     let old_shards = images.len();
     let same_layout = current.is_some() && images.len() == shards;
+    if let Some(bytes_max) = options.reshard_text_bytes_max.filter(|_| !same_layout) {
+        // Before any text is copied: the files are mapped, not read into memory yet.
+        let text_bytes: u64 = images.iter().map(Image::text_bytes).sum();
+        if text_bytes > bytes_max {
+            return Err(format!(
+                "the files are for a shard count of {old_shards} and this start's is {shards}: \
+                 a change of shard count copies every message's text through memory, and their \
+                 {} are more than --max-memory ({}); start with --shards {old_shards} (or \
+                 --cpus listing that many CPUs), which keeps the files as they are, or with \
+                 --max-memory above them",
+                crate::cgroup::format_bytes(text_bytes),
+                crate::cgroup::format_bytes(bytes_max),
+            ));
+        }
+    }
     let generation = match current {
         Some(generation) if same_layout => generation,
         Some(generation) => generation + 1,

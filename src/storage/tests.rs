@@ -1981,6 +1981,7 @@ fn a_kept_segment_gone_or_damaged_refuses_a_start_or_loses_only_its_messages() {
         let leave_out = RecoveryOptions {
             truncate_corrupt: true,
             locate_texts: true,
+            ..RecoveryOptions::default()
         };
         let recovered = recover_one_shard(&disk, leave_out).expect("recovers");
         let note = recovered
@@ -2044,7 +2045,7 @@ fn entries_naming_a_segment_the_trailer_does_not_keep_refuse_a_start_even_with_t
     disk.crash();
     let leave_out = RecoveryOptions {
         truncate_corrupt: true,
-        locate_texts: false,
+        ..RecoveryOptions::default()
     };
     let why = match recover_one_shard(&disk, leave_out) {
         Ok(recovered) => panic!("recovered: {:?}", recovered.notes),
@@ -2090,7 +2091,7 @@ fn a_put_named_for_a_slot_already_restored_refuses_a_start() {
     for truncate_corrupt in [false, true] {
         let options = RecoveryOptions {
             truncate_corrupt,
-            locate_texts: false,
+            ..RecoveryOptions::default()
         };
         let why = match recover_one_shard(&disk, options) {
             Ok(recovered) => panic!("recovered: {:?}", recovered.notes),

@@ -188,7 +188,8 @@ pub struct Census {
     /// Messages in them (their approximate counts).
     pub messages: u64,
     /// Bytes charged against `--max-memory` for stored messages (a text on disk only counts
-    /// its slot alone), those of cleared queues still being freed included.
+    /// its slot alone, a text in memory that may leave it also its home), those of cleared
+    /// queues still being freed included.
     pub message_bytes: u64,
     /// The deepest queues with their message counts, deepest first.
     pub deepest: Vec<(QueueKey, u64)>,
