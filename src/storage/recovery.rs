@@ -444,15 +444,15 @@ impl Image {
         self.messages.get_mut(slot as usize)?.as_mut()
     }
 
-    /// Hands this image's live queues and messages (not those of deleted or cleared queues) to
-    /// the shards that own them now (`restorers`, by shard); `old_shard` is the image's. Returns
-    /// how many queues and messages it handed over.
     /// Bytes of every text the image holds (a change of shard count copies them all).
     fn text_bytes(&self) -> u64 {
         let messages = self.messages.iter().flatten();
         messages.map(|(message, _)| message.text.len() as u64).sum()
     }
 
+    /// Hands this image's live queues and messages (not those of deleted or cleared queues) to
+    /// the shards that own them now (`restorers`, by shard); `old_shard` is the image's. Returns
+    /// how many queues and messages it handed over.
     fn restore(
         &mut self,
         old_shard: usize,
