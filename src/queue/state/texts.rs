@@ -212,7 +212,7 @@ impl ShardState {
     pub fn text_budget(&self, text_bytes_max: u64) -> u64 {
         let (part, whole) = crate::limits::TEXT_MEMORY_ROOM_SHARE;
         let room = (self.message_bytes_max / whole).saturating_mul(part);
-        let rest = self.memory_bytes() - self.text_memory_bytes().min(self.memory_bytes());
+        let rest = self.memory_bytes().saturating_sub(self.text_memory_bytes());
         text_bytes_max.min(room.saturating_sub(rest))
     }
 
