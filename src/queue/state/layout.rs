@@ -265,7 +265,7 @@ pub struct ShardState {
     /// wrote each (`texts::note_written`) and the slot (texts recovered at a start share one
     /// sequence, `texts::RECOVERED_TEXT_SEQUENCE`): the texts `evict` may drop. Empty unless
     /// the journal tracks texts (`ShardState::track_texts`).
-    pub(super) text_homes: BTreeMap<(u64, u32), TextHome>,
+    pub(super) text_homes: super::homes::HomeIndex,
     /// Which homes stay valid: records of the log from this sequence on (the replay point of
     /// the last snapshot begun, whose segments before it may be given up), and entries of this
     /// snapshot (the one in place while no other is being written). `texts::begin_snapshot`.
@@ -324,18 +324,6 @@ pub struct HeldText {
     pub entries: u32,
     /// The home noted for it while held (`note_home`).
     pub home: Option<crate::queue::key::TextLocator>,
-}
-
-/// Where a resident message's text is on disk: the record that wrote it, or the snapshot entry
-/// that recorded it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct TextHome {
-    /// The message's slot.
-    pub slot: u32,
-    /// The slot's generation while the message lives in it.
-    pub generation: u32,
-    /// The record.
-    pub locator: crate::queue::key::TextLocator,
 }
 
 /// The records of changes not yet taken by the runtime.
@@ -463,7 +451,7 @@ impl ShardState {
             replica_version_last: 0,
             activity: Activity::default(),
             journal: None,
-            text_homes: BTreeMap::new(),
+            text_homes: super::homes::HomeIndex::default(),
             text_files: (0, None),
             kept_segments: Vec::new(),
             snapshot_changes: 0,

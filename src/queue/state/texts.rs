@@ -35,7 +35,8 @@ use std::ops::Range;
 
 use bytes::Bytes;
 
-use super::layout::{queue_at, ShardState, TextHome, TextSequences};
+use super::homes::TextHome;
+use super::layout::{queue_at, ShardState, TextSequences};
 use crate::queue::command::TextWait;
 use crate::queue::key::{TextFile, TextLocator};
 use crate::queue::slab::{Place, TextSlot, NONE};
@@ -299,7 +300,7 @@ impl ShardState {
     fn forget_homes_given_up(&mut self) {
         let (text_files, kept) = (self.text_files, &self.kept_segments);
         self.text_homes
-            .retain(|&(sequence, _), home| readable(text_files, kept, home.locator, sequence));
+            .retain(|(sequence, _), home| readable(text_files, kept, home.locator, sequence));
         for (&(_, _, sequence), held) in &mut self.read_ahead_held {
             if held
                 .home
@@ -378,13 +379,13 @@ impl ShardState {
         let durable =
             durable_sequence.map(|durable| ..=(durable.min(RECOVERED_TEXT_SEQUENCE - 1), u32::MAX));
         let candidates = durable
-            .map(|durable| self.text_homes.range(durable).rev())
+            .map(|durable| self.text_homes.newest_first(durable))
             .into_iter()
             .flatten()
-            .chain(self.text_homes.range((RECOVERED_TEXT_SEQUENCE, 0)..).rev())
-            .filter(|(&(_, slot), _)| !self.texts_held.contains(&slot));
+            .chain(self.text_homes.newest_first((RECOVERED_TEXT_SEQUENCE, 0)..))
+            .filter(|&((_, slot), _)| !self.texts_held.contains(&slot));
         let (mut taken, mut bytes) = (Vec::new(), 0);
-        for (&key, &home) in candidates {
+        for (key, home) in candidates {
             if bytes >= bytes_max || taken.len() == crate::limits::TEXT_EVICTIONS_PER_STEP_MAX {
                 break;
             }
@@ -425,10 +426,10 @@ impl ShardState {
     pub fn current_text_homes(&self) -> Vec<(u32, u32, u64, TextLocator, Bytes)> {
         self.text_homes
             .iter()
-            .filter(|(&(sequence, _), home)| {
+            .filter(|&((sequence, _), home)| {
                 self.names_current_text(home.slot, home.generation, sequence)
             })
-            .map(|(&(sequence, _), home)| {
+            .map(|((sequence, _), home)| {
                 let text = self.messages.get(home.slot).text.expect_resident().clone();
                 (home.slot, home.generation, sequence, home.locator, text)
             })
@@ -1649,11 +1650,7 @@ mod tests {
             }
             while tiered.advance(NOW_MS + 10_000_000, 1024) {}
             assert_eq!(tiered.texts_evicted(), (0, 0), "seed {seed}");
-            assert!(
-                tiered.text_homes.is_empty(),
-                "seed {seed}: {} homes left",
-                tiered.text_homes.len()
-            );
+            assert_eq!(tiered.text_homes.len(), 0, "seed {seed}: homes left");
             let left = tiered
                 .journal
                 .as_ref()
