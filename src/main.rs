@@ -166,6 +166,16 @@ fn run(invocation: Invocation) -> Result<(), String> {
     let lifecycle = Arc::new(Lifecycle::new(azq::time::unix_ms()));
     runtime::handle_signals(lifecycle.clone())?;
     let mut storage = open_storage(&config)?;
+    if let Some(stores) = storage
+        .stores
+        .as_ref()
+        .filter(|s| s.len() < config.cpus.len())
+    {
+        // Recovery kept the files' shard count (`RecoveryOptions::shards_default`, its note
+        // says why): a shard on each of the first CPUs.
+        config.cpus.truncate(stores.len());
+        config.shards_origin = "the data directory's (see above)".to_string();
+    }
     let memory_states = match &config.init_path {
         Some(path) => Some(apply_init(path, &config, &accounts, &mut storage)?),
         None => None,
@@ -411,6 +421,7 @@ fn open_storage(config: &Config) -> Result<Storage, String> {
             truncate_corrupt: *truncate_corrupt,
             locate_texts: config.text_bytes_max.is_some(),
             reshard_text_bytes_max: Some(config.message_bytes_max),
+            shards_default: config.shards_default,
         },
     )
     .map_err(|why| format!("cannot recover the data in {}: {why}", root.display()))?;

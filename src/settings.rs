@@ -36,7 +36,8 @@ Usage: azq [options]
                              probes only (default 127.0.0.1, 10000 and 10002)
   --queue-only               as azurite: no blob or table port
   --shards N                 shards, one pinned core each (default: available CPUs, at most
-                             the cgroup's CPU quota rounded up)
+                             the cgroup's CPU quota rounded up; the data directory's count
+                             where a change would need more than --max-memory)
   --cpus LIST                CPUs to pin shards to, e.g. 0,1 (default: the first N allowed)
   --max-connections N        open connections per shard before new ones get 503
   --write-timeout TIME       close a connection whose client takes no byte of its answers for
@@ -209,6 +210,9 @@ pub struct Config {
     /// Where the shard count came from, in words for the ready line (`--shards`, `--cpus`,
     /// every CPU this process may use, the cgroup's CPU quota).
     pub shards_origin: String,
+    /// The shard count is a default (neither `--shards` nor `--cpus`): a data directory whose
+    /// change of shard count would be refused keeps its own (`RecoveryOptions::shards_default`).
+    pub shards_default: bool,
     /// Do not log requests (`--silent`).
     pub silent: bool,
     /// File that receives the debug log (`--debug FILE`).
@@ -272,6 +276,7 @@ impl Default for Config {
             free_disk_min: FreeDiskMin::Percent(MIN_FREE_DISK_PERCENT_DEFAULT),
             text_bytes_max: None,
             shards_origin: "one CPU".to_string(),
+            shards_default: true,
             silent: false,
             debug_log_path: None,
             accounts: vec![(
@@ -518,6 +523,7 @@ pub fn parse_arguments(arguments: impl Iterator<Item = String>) -> Result<Option
             truncate_corrupt,
         }
     };
+    config.shards_default = cpus.is_none() && shards.is_none();
     config.shards_origin = match (&cpus, shards) {
         (Some(_), _) => "--cpus".to_string(),
         (None, Some(_)) => "--shards".to_string(),

@@ -720,7 +720,9 @@ fn a_queue_got_at_a_steady_pace_is_read_ahead_of_its_gets() {
 /// in memory, within the limit; after kill -9 and a restart (the texts recovered on disk only)
 /// one more fits. A change to two shards, which copies every text through memory, is refused
 /// at that limit (helper-55's review: a default server's backlog beyond the RAM made every
-/// start after a change of CPUs run out of memory) and taken with a larger one; then on two
+/// start after a change of CPUs run out of memory), a start with the default count keeps the
+/// files' one shard instead (where there are two CPUs), and the change is taken with a larger
+/// limit; then on two
 /// shards at the small limit (each with a share of 128 KiB; the texts recovered from the new
 /// generation's snapshot on disk only: helper-39's review of 480f0bf found every Put refused
 /// there) one more fits again, and every text reads back. Without the flag, the default share
@@ -775,6 +777,54 @@ fn texts_on_disk_only_let_a_backlog_outgrow_max_memory() {
         server.kill();
         let refusal = refused_start(&data, &resharded);
         assert!(refusal.contains("start with --shards 1 (or"), "{refusal}");
+        // With no --shards nor --cpus (a shard a CPU by default) the files' count is kept
+        // instead, with a note, rather than refuse to start: every text still on disk only,
+        // and read back right.
+        if std::thread::available_parallelism().map_or(1, |cpus| cpus.get()) > 1 {
+            let server = start(&data, &flags[2..]);
+            let said = server.await_stderr("serving with 1 as the files have them");
+            assert!(said.contains("this start's default is"), "{said}");
+            let metrics = common::metrics(&server);
+            let shards = metrics
+                .lines()
+                .filter(|line| line.starts_with("azq_messages{"));
+            assert_eq!(shards.count(), 1, "{backend}: {metrics}");
+            await_texts_on_disk(&server, texts.len() as u64);
+            let peeked = peek(&server, "backlog");
+            assert_eq!(peeked.len(), texts.len().min(32), "{backend}");
+            assert!(peeked.iter().all(|(id, text)| texts[id] == *text));
+            assert!(server.stop().success());
+            // With a limit above the texts the default count changes it as before: the texts,
+            // located in case the count was kept, are copied after all, and read back right
+            // from the new generation, in queues of the old shard 0 and the others (a text left
+            // located in a queue whose shard keeps its number would name the old generation).
+            let copied = TempDir::new(&format!("texts-max-memory-copied-{backend}"));
+            let server = start(&copied, &flags);
+            let mut filled = BTreeMap::new();
+            for queue in ["copied-a", "copied-b", "copied-c", "copied-d"] {
+                create_queue(&server, queue);
+                for n in 0..4 {
+                    let (id, _) = put(&server, queue, &text(n));
+                    filled.insert(id, (queue, text(n)));
+                }
+            }
+            await_texts_on_disk(&server, filled.len() as u64);
+            assert!(server.stop().success());
+            let roomy = [&flags[2..], &["--max-memory", "8M"]].concat();
+            let server = start(&copied, &roomy);
+            server.await_stderr("queues moved to the shards that own them now");
+            for queue in ["copied-a", "copied-b", "copied-c", "copied-d"] {
+                let expected: BTreeMap<String, String> = filled
+                    .iter()
+                    .filter(|(_, (name, _))| *name == queue)
+                    .map(|(id, (_, text))| (id.clone(), text.clone()))
+                    .collect();
+                assert_eq!(lease_all(&server, queue), expected, "{backend} {queue}");
+            }
+            assert!(server.stop().success());
+        } else {
+            eprintln!("SKIPPED: the default shard count on one CPU is the files' count");
+        }
         let roomy = [&resharded[..], &["--max-memory", "8M"]].concat();
         let server = start(&data, &roomy);
         assert!(server.stop().success());

@@ -75,6 +75,11 @@ pub struct RecoveryOptions {
     /// generation's snapshots are written from memory, every text in them): more refuses to
     /// start, naming the shard count that keeps the files as they are. `None`: no bound.
     pub reshard_text_bytes_max: Option<u64>,
+    /// This start's shard count is a default (no `--shards` or `--cpus`): where that bound
+    /// refuses a change of shard count, recovery keeps the files' count instead when it is at
+    /// most this start's (a shard for each of fewer CPUs), with a note, and `Recovered::shards`
+    /// says how many.
+    pub shards_default: bool,
 }
 
 /// A log segment of a shard, as the running shard's writer takes them over.
@@ -426,6 +431,13 @@ impl Image {
                 }
             }
         }
+    }
+
+    /// Forgets where texts were read (texts located for a start that changes the shard count
+    /// after all, `RecoveryOptions::shards_default`): every text is then copied.
+    fn forget_text_places(&mut self) {
+        self.text_places = Vec::new();
+        self.texts = RecoveredTexts::default();
     }
 
     /// Notes that the text of the message in `slot` is at `text_place` (texts located).
@@ -1456,7 +1468,7 @@ fn generation_holds_data(files: &impl Files, path: &Path) -> Result<bool, String
 pub fn recover(
     files: &impl Files,
     root: &Path,
-    shards: usize,
+    mut shards: usize,
     now_ms: u64,
     seed: &mut dyn FnMut(usize) -> u64,
     secret: Secret,
@@ -1534,6 +1546,12 @@ pub fn recover(
     }
     let mut kept = KeptAside::open(files, root, RECOVERY_KEPT_BYTES_MAX)?;
     let mut images = Vec::new();
+    // Whether this start may keep the files' shard count of `old` where a change would be
+    // refused (`RecoveryOptions::shards_default`): its texts are then located as for the same
+    // count, and forgotten again if the change is made after all.
+    let may_keep = |old: usize, now: usize| {
+        options.shards_default && options.reshard_text_bytes_max.is_some() && old < now
+    };
     if let Some(generation) = current {
         let directory = root.join(generation_name(generation));
         let shard_directories: Vec<String> = files
@@ -1554,7 +1572,9 @@ pub fn recover(
                 &directory.join(name),
                 shard as u32,
                 options,
-                options.locate_texts && shard_directories.len() == shards,
+                options.locate_texts
+                    && (shard_directories.len() == shards
+                        || may_keep(shard_directories.len(), shards)),
                 &mut kept,
                 &mut notes,
             )?);
@@ -1562,11 +1582,23 @@ pub fn recover(
     }
     let bytes_read: u64 = images.iter().map(|image| image.bytes_read).sum();
     let old_shards = images.len();
-    let same_layout = current.is_some() && images.len() == shards;
+    let mut same_layout = current.is_some() && images.len() == shards;
     if let Some(bytes_max) = options.reshard_text_bytes_max.filter(|_| !same_layout) {
         // Before any text is copied: the files are mapped, not read into memory yet.
         let text_bytes: u64 = images.iter().map(Image::text_bytes).sum();
-        if text_bytes > bytes_max {
+        if text_bytes > bytes_max && may_keep(old_shards, shards) {
+            notes.push(format!(
+                "the files are for {old_shards} shard{} and this start's default is {shards}: a \
+                 change of shard count copies every message's text through memory, and their {} \
+                 are more than --max-memory ({}); serving with {old_shards} as the files have \
+                 them (--shards {shards} with --max-memory above the texts changes it)",
+                if old_shards == 1 { "" } else { "s" },
+                crate::cgroup::format_bytes(text_bytes),
+                crate::cgroup::format_bytes(bytes_max),
+            ));
+            shards = old_shards;
+            same_layout = true;
+        } else if text_bytes > bytes_max {
             return Err(format!(
                 "the files are for a shard count of {old_shards} and this start's is {shards}: \
                  a change of shard count copies every message's text through memory, and their \
@@ -1576,6 +1608,12 @@ pub fn recover(
                 crate::cgroup::format_bytes(text_bytes),
                 crate::cgroup::format_bytes(bytes_max),
             ));
+        }
+    }
+    if !same_layout {
+        // Located in case the files' count was kept: a change of count copies every text.
+        for image in &mut images {
+            image.forget_text_places();
         }
     }
     let generation = match current {
