@@ -119,13 +119,14 @@ pub const MIN_FREE_DISK_PERCENT_DEFAULT: u64 = 5;
 /// other half is room for the messages' slots and the texts not yet written.
 pub const TEXT_MEMORY_SHARE_DEFAULT: (u64, u64) = (1, 2);
 /// What a text in memory that may leave it costs beyond its bytes: its home, where its record
-/// is (`ShardState::text_homes`, an entry of 36 bytes in sorted runs, `queue::state::homes`):
-/// twice the entry, as runs that lose entries stay at least half full with a neighbour (full
-/// ones when filled in the log's order). Measured: 51 bytes of RSS a message over 2,000,000
-/// texts of 256 bytes, against 102 with the `BTreeMap` before (2026-12-05). Charged against
-/// `--max-memory` and the `--text-memory` share, so that tracking texts cannot take memory
-/// past the limit.
-pub const TEXT_HOME_BYTES: u64 = 72;
+/// is (`ShardState::text_homes`, an entry of 36 bytes in sorted runs, `queue::state::homes`).
+/// Every two neighbouring runs hold more than a run's worth, so the runs take less than twice
+/// the entries (72 bytes a home) whatever the order of inserts and removals, plus the runs' map
+/// and allocations (about 3 bytes a home at half full); full runs when filled in the log's
+/// order. Measured: 51 bytes of RSS a message over 2,000,000 texts of 256 bytes, against 102
+/// with the `BTreeMap` before (2026-12-05). Charged against `--max-memory` and the
+/// `--text-memory` share, so that tracking texts cannot take memory past the limit.
+pub const TEXT_HOME_BYTES: u64 = 80;
 /// Whatever `--text-memory` says, texts in memory (with their homes) leave it, newest first,
 /// once the shard's whole charge passes this share of its `--max-memory` share
 /// (`ShardState::text_budget`): where small texts' slots fill memory, their texts and homes

@@ -46,7 +46,7 @@ Usage: azq [options]
                              the RAM or of the cgroup's memory limit, the smaller) before Put,
                              Create Queue and Set Queue Metadata answer 503 ServerBusy; a
                              message whose text is on disk only (--text-memory) counts its
-                             slot alone, a text that may leave memory also its place (72 B)
+                             slot alone, a text that may leave memory also its place (80 B)
   --extentMemoryLimit MB     Azurite's name for the same limit, in megabytes (-1: default)
   --runtime auto|io_uring|portable
                              the event loop: auto (the default) is the portable one

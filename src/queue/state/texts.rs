@@ -1688,6 +1688,47 @@ mod tests {
         (state, key("q"))
     }
 
+    /// Homes stay in runs with less room than twice the homes after ordinary commands: three
+    /// queues put in bursts of 64 ("b" 31 and "a" 33, then "c" 63 and "a" 1, over and over),
+    /// one flush (full runs in the log's order), then Clear Messages on "c" and on "b". Before
+    /// every removal joined runs that fit together, "a" was left in runs of 33 and 1, 3.76
+    /// times its homes (helper-56's review).
+    #[test]
+    fn homes_take_less_than_twice_their_room_after_clears_of_interleaved_queues() {
+        let mut state = ShardState::new(0, 9);
+        state.start_journal(0);
+        state.track_texts(RecoveredTexts::default());
+        let mut log = MemoryLog::default();
+        for name in ["a", "b", "c"] {
+            let create = Command::CreateQueue {
+                queue: key(name),
+                metadata: Vec::new(),
+            };
+            state.apply(create, NOW_MS).expect("created");
+        }
+        let blocks = 1_000;
+        for block in 0..blocks {
+            let (other, count) = if block % 2 == 0 { ("b", 31) } else { ("c", 63) };
+            for _ in 0..count {
+                put_one(&mut state, &key(other), b"0123456789abcdef");
+            }
+            for _ in 0..64 - count {
+                put_one(&mut state, &key("a"), b"0123456789abcdef");
+            }
+        }
+        log.flush(&mut state);
+        assert_eq!(state.text_homes.len(), blocks * 64);
+        for name in ["c", "b"] {
+            let clear = Command::ClearMessages { queue: key(name) };
+            state.apply(clear, NOW_MS).expect("cleared");
+            while state.advance(NOW_MS, 1024) {}
+        }
+        let (room, _) = state.text_homes.room();
+        let homes = state.text_homes.len();
+        assert_eq!(homes, blocks / 2 * 34);
+        assert!(room < 2 * homes + 64, "room for {room} homes, {homes} left");
+    }
+
     /// Puts a message of `text`, visible at once, into `queue`.
     fn put_one(state: &mut ShardState, queue: &QueueKey, text: &'static [u8]) {
         let put = Command::PutMessage {
