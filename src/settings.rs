@@ -36,8 +36,8 @@ Usage: azq [options]
                              probes only (default 127.0.0.1, 10000 and 10002)
   --queue-only               as azurite: no blob or table port
   --shards N                 shards, one pinned core each (default: available CPUs, at most
-                             the cgroup's CPU quota rounded up; the data directory's count
-                             where a change would need more than --max-memory)
+                             the cgroup's CPU quota rounded up; the data directory's count,
+                             if smaller, where a change would need more than --max-memory)
   --cpus LIST                CPUs to pin shards to, e.g. 0,1 (default: the first N allowed)
   --max-connections N        open connections per shard before new ones get 503
   --write-timeout TIME       close a connection whose client takes no byte of its answers for

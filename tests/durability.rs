@@ -2377,3 +2377,62 @@ fn a_disk_that_fills_in_sight_gets_503_before_enospc() {
         faultfs.end("unmount");
     }
 }
+
+/// A change of shard count counts the texts it would copy as recovery keeps them: not those of
+/// a deleted queue (its records still in the log) nor those expired while the server was down.
+/// Counting every text the files hold made a default start keep the files' count, and an
+/// explicit `--shards` refuse, with nothing left to copy (helper-57's review of 9bc5939).
+#[test]
+fn a_change_of_shard_count_counts_only_the_texts_it_would_copy() {
+    let text = |n: usize| format!("{n:03} ").repeat(15_000);
+    let one = [
+        "--shards",
+        "1",
+        "--max-memory",
+        "256K",
+        "--text-memory",
+        "0",
+    ];
+    let shards = |server: &Server| {
+        let metrics = common::metrics(server);
+        let series = metrics
+            .lines()
+            .filter(|line| line.starts_with("azq_messages{"));
+        series.count()
+    };
+    if std::thread::available_parallelism().map_or(1, |cpus| cpus.get()) < 2 {
+        eprintln!("SKIPPED: two shards need two CPUs");
+        return;
+    }
+    // A deleted queue: a default start changes the count.
+    let data = TempDir::new("reshard-deleted");
+    let server = start(&data, &one);
+    create_queue(&server, "backlog");
+    for n in 0..30 {
+        put(&server, "backlog", &text(n));
+    }
+    let response = send(
+        &server,
+        signed_request("DELETE", "/devstoreaccount1/backlog", &[], b""),
+    );
+    assert_status(&response, 204, None);
+    server.kill();
+    let server = start(&data, &one[2..]);
+    assert_eq!(shards(&server), 2, "no text left: {}", server.stderr());
+    assert!(server.stop().success());
+    // Expired texts: `--shards 2` is not refused.
+    let data = TempDir::new("reshard-expired");
+    let server = start(&data, &one);
+    create_queue(&server, "backlog");
+    for n in 0..30 {
+        let response = send(&server, put_request("backlog", &text(n), "messagettl=1"));
+        assert_status(&response, 201, None);
+    }
+    server.kill();
+    std::thread::sleep(Duration::from_millis(2_100));
+    let two = [&["--shards", "2"][..], &one[2..]].concat();
+    let server = start(&data, &two);
+    assert_eq!(shards(&server), 2);
+    assert_eq!(common::metric_total(&server, "azq_messages"), 0);
+    assert!(server.stop().success());
+}

@@ -62,6 +62,16 @@ pub struct MessageState<T = Bytes> {
 }
 
 impl<T> MessageState<T> {
+    /// When the message expires, ms since the Unix epoch (`EXPIRATION_NEVER_MS` for a TTL of
+    /// -1).
+    pub fn expiration_ms(&self) -> u64 {
+        if self.ttl_s == crate::queue::slab::TTL_S_NEVER {
+            crate::queue::command::EXPIRATION_NEVER_MS
+        } else {
+            self.insertion_ms + u64::from(self.ttl_s) * 1000
+        }
+    }
+
     /// The same message with `text` in place of its text.
     pub fn with_text<U>(self, text: U) -> MessageState<U> {
         MessageState {

@@ -456,10 +456,21 @@ impl Image {
         self.messages.get_mut(slot as usize)?.as_mut()
     }
 
-    /// Bytes of every text the image holds (a change of shard count copies them all).
-    fn text_bytes(&self) -> u64 {
-        let messages = self.messages.iter().flatten();
-        messages.map(|(message, _)| message.text.len() as u64).sum()
+    /// Bytes of the texts a change of shard count would copy: those `restore` keeps, of live
+    /// queues (not of a deleted or cleared one, whose records the log may still hold) and not
+    /// expired at `now_ms` (helper-57's review: counting every message the image holds refused
+    /// a change, or kept the count, with nothing left to copy).
+    fn text_bytes(&self, now_ms: u64) -> u64 {
+        let kept = self
+            .messages
+            .iter()
+            .flatten()
+            .filter(|(message, incarnation)| {
+                let live = self.queues.get(&message.queue);
+                live.is_some_and(|queue| queue.incarnation == *incarnation)
+                    && message.expiration_ms() > now_ms
+            });
+        kept.map(|(message, _)| message.text.len() as u64).sum()
     }
 
     /// Hands this image's live queues and messages (not those of deleted or cleared queues) to
@@ -1585,7 +1596,7 @@ pub fn recover(
     let mut same_layout = current.is_some() && images.len() == shards;
     if let Some(bytes_max) = options.reshard_text_bytes_max.filter(|_| !same_layout) {
         // Before any text is copied: the files are mapped, not read into memory yet.
-        let text_bytes: u64 = images.iter().map(Image::text_bytes).sum();
+        let text_bytes: u64 = images.iter().map(|image| image.text_bytes(now_ms)).sum();
         if text_bytes > bytes_max && may_keep(old_shards, shards) {
             notes.push(format!(
                 "the files are for {old_shards} shard{} and this start's default is {shards}: a \
@@ -1599,12 +1610,20 @@ pub fn recover(
             shards = old_shards;
             same_layout = true;
         } else if text_bytes > bytes_max {
+            // A default count below the files' is this machine's CPUs: --shards cannot keep them
+            // (helper-57's review).
+            let keep = if options.shards_default && old_shards > shards {
+                String::new()
+            } else {
+                format!(
+                    "start with --shards {old_shards} (or --cpus listing that many CPUs), which \
+                     keeps the files as they are, or "
+                )
+            };
             return Err(format!(
                 "the files are for a shard count of {old_shards} and this start's is {shards}: \
                  a change of shard count copies every message's text through memory, and their \
-                 {} are more than --max-memory ({}); start with --shards {old_shards} (or \
-                 --cpus listing that many CPUs), which keeps the files as they are, or with \
-                 --max-memory above them",
+                 {} are more than --max-memory ({}); {keep}start with --max-memory above them",
                 crate::cgroup::format_bytes(text_bytes),
                 crate::cgroup::format_bytes(bytes_max),
             ));

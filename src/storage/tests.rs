@@ -3518,3 +3518,215 @@ fn texts_held_across_a_snapshot_replaced_under_its_name_read_back() {
         "texts homed to a snapshot replaced under its name read back"
     );
 }
+
+/// Starts whose shard count is a default (`RecoveryOptions::shards_default`), texts located,
+/// keep the files' count where a change is refused for texts beyond the bound and the files
+/// have fewer shards, change it otherwise, and refuse a change to fewer; every queue and
+/// message (texts read back through their locators, once every text left memory) survives
+/// each, and receipts handed out before work. Counts of 1 to 4, which a machine of two CPUs
+/// cannot start for real: a fixed sequence, then 200 random ones, each start after a crash.
+/// Fails without `Image::forget_text_places` ("read for the snapshot"). From helper-57's
+/// review of 9bc5939.
+#[test]
+fn default_starts_keep_or_change_the_shard_count_and_every_text_reads_back() {
+    // (requested count, a default count, bound on the texts copied, count expected; 0: refused)
+    let steps: Vec<(usize, bool, u64, usize)> = vec![
+        (2, false, u64::MAX, 2),
+        (3, true, 0, 2),
+        (3, true, 0, 2),
+        (3, true, u64::MAX, 3),
+        (4, true, 0, 3),
+        (2, true, 0, 0),
+        (2, true, u64::MAX, 2),
+        (3, false, 0, 0),
+        (4, true, 0, 2),
+        (1, true, u64::MAX, 1),
+        (3, true, 0, 1),
+        (2, true, 0, 1),
+        (3, true, u64::MAX, 3),
+        (3, true, 0, 3),
+    ];
+    default_starts(0x9bc5939, &steps);
+    for seed in 0..200u64 {
+        let mut random = SplitMix64::new(seed);
+        let mut old = 1 + (random.next_u64() % 4) as usize;
+        let mut steps = vec![(old, false, u64::MAX, old)];
+        for _ in 0..8 {
+            let shards = 1 + (random.next_u64() % 4) as usize;
+            let default = random.next_u64() % 3 != 0;
+            let bound = if random.next_u64() % 2 == 0 {
+                0
+            } else {
+                u64::MAX
+            };
+            let expected = if shards == old || bound == u64::MAX {
+                shards
+            } else if default && old < shards {
+                old
+            } else {
+                0
+            };
+            if expected != 0 {
+                old = expected;
+            }
+            steps.push((shards, default, bound, expected));
+        }
+        default_starts(seed, &steps);
+    }
+}
+
+/// The starts of `steps` (requested count, a default count, bound on the texts copied, count
+/// expected, 0 for a refusal) over one simulated disk, commands between them.
+fn default_starts(seed: u64, steps: &[(usize, bool, u64, usize)]) {
+    let disk = SimDisk::new(0, true);
+    let root = data_directory(Path::new("/data"));
+    let mut random = SplitMix64::new(seed);
+    let mut issued: Vec<Issued> = Vec::new();
+    let mut before: Option<Described> = None;
+    for (step, &(shards, default, bound, expected)) in steps.iter().enumerate() {
+        let mut seeds = SplitMix64::new(random.next_u64());
+        let options = RecoveryOptions {
+            locate_texts: true,
+            reshard_text_bytes_max: Some(bound),
+            shards_default: default,
+            ..RecoveryOptions::default()
+        };
+        let recovered = recover(
+            &disk,
+            &root,
+            shards,
+            NOW_MS,
+            &mut new_seed(&mut seeds),
+            test_secret(),
+            options,
+        );
+        let recovered = match recovered {
+            Err(why) if expected == 0 => {
+                assert!(
+                    why.contains("start with --max-memory above them"),
+                    "step {step}: {why}"
+                );
+                continue;
+            }
+            Err(why) => panic!("seed {seed} step {step}: {why}"),
+            Ok(recovered) => recovered,
+        };
+        assert_eq!(
+            recovered.shards.len(),
+            expected,
+            "seed {seed} step {step}: {:?}",
+            recovered.notes
+        );
+        let count = expected;
+        let mut logs = Vec::new();
+        let mut states = Vec::new();
+        for (shard, mut start) in recovered.shards.into_iter().enumerate() {
+            start.state.track_texts(std::mem::take(&mut start.texts));
+            let log = Log::new(disk.clone(), &start, shard as u32, Durability::Fsync)
+                .with_segment_bytes(64 << 10);
+            logs.push(log);
+            states.push(RefCell::new(start.state));
+        }
+        // Every text leaves memory, then everything is described with texts read back.
+        let describe = |logs: &[Log<SimDisk>], states: &[RefCell<ShardState>]| {
+            let mut merged = Described::default();
+            for (shard, (log, state)) in logs.iter().zip(states).enumerate() {
+                let durable = log.durable_sequence();
+                state.borrow_mut().evict(u64::MAX, durable);
+                let described = state.borrow().describe_with(NOW_MS, |text| {
+                    let read = run(log.read_texts(vec![text])).expect("a text reads back");
+                    read.into_iter().next().expect("one text").1
+                });
+                for key in described.queues.keys() {
+                    assert_eq!(shard_for(key, count), shard, "step {step}: {key:?}");
+                }
+                merged.queues.extend(described.queues);
+                merged.messages.extend(described.messages);
+                merged.acls = described.acls;
+                merged.properties = described.properties;
+                read_every_text_back(log, state);
+            }
+            merged
+        };
+        let merged = describe(&logs, &states);
+        if let Some(before) = &before {
+            assert_eq!(merged.queues, before.queues, "step {step}: queues");
+            assert!(
+                merged.messages == before.messages,
+                "seed {seed} step {step}: messages"
+            );
+            assert_eq!(merged.acls, before.acls, "step {step}");
+            assert_eq!(merged.properties, before.properties, "step {step}");
+        }
+        // Receipts handed out before still work (updated or deleted).
+        let valid: Vec<Issued> = issued
+            .iter()
+            .copied()
+            .filter(|issued| {
+                merged
+                    .messages
+                    .get(&issued.id)
+                    .is_some_and(|message| message.6 == issued.receipt.lease)
+            })
+            .collect();
+        issued.clear();
+        for (n, valid) in valid.iter().enumerate() {
+            let command = if n % 3 == 0 {
+                Command::UpdateMessage {
+                    queue: key(valid.queue),
+                    message_id: valid.id,
+                    pop_receipt: valid.receipt,
+                    visibility_timeout_s: 60,
+                    text: Some(Bytes::from_static(b"moved")),
+                }
+            } else {
+                Command::DeleteMessage {
+                    queue: key(valid.queue),
+                    message_id: valid.id,
+                    pop_receipt: valid.receipt,
+                }
+            };
+            let reply = apply_routed(&states, command.clone());
+            assert!(reply.is_ok(), "step {step}: {command:?}: {reply:?}");
+            issued.extend(receipts(&command, &reply));
+        }
+        // Some queues sure to hold texts (on every shard of every count), then random
+        // commands.
+        let extra = |n: usize| QueueKey {
+            account: "devstoreaccount1".to_string(),
+            name: format!("extra-{n}"),
+        };
+        for queue in 0..8 {
+            let create = Command::CreateQueue {
+                queue: extra(queue),
+                metadata: Vec::new(),
+            };
+            let _ = apply_routed(&states, create);
+            let put = Command::PutMessage {
+                queue: extra(queue),
+                text: filled_text(format!("step {step} queue {queue} "), 3000),
+                visibility_timeout_s: 0,
+                ttl_s: Some(86_400),
+            };
+            apply_routed(&states, put).expect("put");
+        }
+        for _ in 0..150 {
+            let command = command(&mut random, &issued, 0);
+            let reply = apply_routed(&states, command.clone());
+            issued.extend(receipts(&command, &reply));
+        }
+        for (log, state) in logs.iter().zip(&states) {
+            while run(log.flush(state)).expect("simulated writes do not fail") {}
+        }
+        // Now and then a snapshot, so that texts are located in snapshots too.
+        if step % 2 == 1 {
+            for (log, state) in logs.iter().zip(&states) {
+                state.borrow_mut().evict(u64::MAX, log.durable_sequence());
+                snapshot_whole(log, state);
+            }
+        }
+        before = Some(describe(&logs, &states));
+        drop(logs);
+        disk.crash();
+    }
+}

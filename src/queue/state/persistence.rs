@@ -13,7 +13,7 @@ use super::layout::{
 };
 use super::texts::{Naming, TextsRead};
 use crate::limits::SNAPSHOT_NAMED_PUTS_PER_ENTRY_MAX;
-use crate::queue::command::{Metadata, EXPIRATION_NEVER_MS};
+use crate::queue::command::Metadata;
 use crate::queue::key::{MessageId, QueueKey, TextFile, TextLocator};
 use crate::queue::record::{
     encode, MessageState, NamedPut, NamedText, Record, RECORD_HEADER_BYTES,
@@ -438,7 +438,7 @@ impl Restorer<'_> {
         text_on_disk: Option<TextLocator>,
         now_ms: u64,
     ) -> bool {
-        if expiration_ms(&message) <= now_ms {
+        if message.expiration_ms() <= now_ms {
             return false;
         }
         let state = &mut *self.state;
@@ -478,7 +478,7 @@ impl Restorer<'_> {
         id: MessageId,
         now_ms: u64,
     ) {
-        if expiration_ms(&message) > now_ms {
+        if message.expiration_ms() > now_ms {
             self.moved_messages.push((origin, message, id));
         }
     }
@@ -567,15 +567,6 @@ fn count_records(records: &[u8]) -> u64 {
         count += 1;
     }
     count
-}
-
-/// When `message` expires, ms since the Unix epoch.
-fn expiration_ms(message: &MessageState) -> u64 {
-    if message.ttl_s == crate::queue::slab::TTL_S_NEVER {
-        EXPIRATION_NEVER_MS
-    } else {
-        message.insertion_ms + u64::from(message.ttl_s) * 1000
-    }
 }
 
 /// What a state holds, in a form two states can be compared by (tests of durability).
