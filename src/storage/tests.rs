@@ -3285,37 +3285,7 @@ fn a_change_of_shard_count_keeps_every_queue_message_setting_and_receipt() {
             .collect();
         // Receipts handed out by the old shards still work on the new owners: update one to
         // stay leased (so the next layout gets leased messages too), delete the others.
-        let valid: Vec<Issued> = issued
-            .iter()
-            .copied()
-            .filter(|issued| {
-                merged
-                    .messages
-                    .get(&issued.id)
-                    .is_some_and(|message| message.6 == issued.receipt.lease)
-            })
-            .collect();
-        issued.clear();
-        for (n, valid) in valid.iter().enumerate() {
-            let command = if n == 0 {
-                Command::UpdateMessage {
-                    queue: key(valid.queue),
-                    message_id: valid.id,
-                    pop_receipt: valid.receipt,
-                    visibility_timeout_s: 60,
-                    text: Some(Bytes::from_static(b"moved")),
-                }
-            } else {
-                Command::DeleteMessage {
-                    queue: key(valid.queue),
-                    message_id: valid.id,
-                    pop_receipt: valid.receipt,
-                }
-            };
-            let reply = apply_routed(&states, command.clone());
-            assert!(reply.is_ok(), "{command:?} after resharding: {reply:?}");
-            issued.extend(receipts(&command, &reply));
-        }
+        issued = use_receipts(&states, &merged, &issued, |n| n == 0, "after resharding");
         for _ in 0..120 {
             let command = command(&mut random, &issued, 0);
             let reply = apply_routed(&states, command.clone());
@@ -3659,37 +3629,8 @@ fn default_starts(seed: u64, steps: &[(usize, bool, u64, usize)]) {
             assert_eq!(merged.properties, before.properties, "step {step}");
         }
         // Receipts handed out before still work (updated or deleted).
-        let valid: Vec<Issued> = issued
-            .iter()
-            .copied()
-            .filter(|issued| {
-                merged
-                    .messages
-                    .get(&issued.id)
-                    .is_some_and(|message| message.6 == issued.receipt.lease)
-            })
-            .collect();
-        issued.clear();
-        for (n, valid) in valid.iter().enumerate() {
-            let command = if n % 3 == 0 {
-                Command::UpdateMessage {
-                    queue: key(valid.queue),
-                    message_id: valid.id,
-                    pop_receipt: valid.receipt,
-                    visibility_timeout_s: 60,
-                    text: Some(Bytes::from_static(b"moved")),
-                }
-            } else {
-                Command::DeleteMessage {
-                    queue: key(valid.queue),
-                    message_id: valid.id,
-                    pop_receipt: valid.receipt,
-                }
-            };
-            let reply = apply_routed(&states, command.clone());
-            assert!(reply.is_ok(), "step {step}: {command:?}: {reply:?}");
-            issued.extend(receipts(&command, &reply));
-        }
+        let context = format!("step {step}");
+        issued = use_receipts(&states, &merged, &issued, |n| n % 3 == 0, &context);
         // Some queues sure to hold texts (on every shard of every count), then random
         // commands.
         let extra = |n: usize| QueueKey {
@@ -3729,4 +3670,42 @@ fn default_starts(seed: u64, steps: &[(usize, bool, u64, usize)]) {
         drop(logs);
         disk.crash();
     }
+}
+
+/// Uses every receipt of `issued` whose message `merged` still has under that lease: the `n`th
+/// updates its message (leased for a minute) where `update(n)`, the others delete theirs; each
+/// must be answered. Answers the receipts the updates hand out.
+fn use_receipts(
+    states: &[RefCell<ShardState>],
+    merged: &Described,
+    issued: &[Issued],
+    update: impl Fn(usize) -> bool,
+    context: &str,
+) -> Vec<Issued> {
+    let valid = issued.iter().filter(|issued| {
+        let message = merged.messages.get(&issued.id);
+        message.is_some_and(|message| message.6 == issued.receipt.lease)
+    });
+    let mut handed_out = Vec::new();
+    for (n, valid) in valid.enumerate() {
+        let command = if update(n) {
+            Command::UpdateMessage {
+                queue: key(valid.queue),
+                message_id: valid.id,
+                pop_receipt: valid.receipt,
+                visibility_timeout_s: 60,
+                text: Some(Bytes::from_static(b"moved")),
+            }
+        } else {
+            Command::DeleteMessage {
+                queue: key(valid.queue),
+                message_id: valid.id,
+                pop_receipt: valid.receipt,
+            }
+        };
+        let reply = apply_routed(states, command.clone());
+        assert!(reply.is_ok(), "{context}: {command:?}: {reply:?}");
+        handed_out.extend(receipts(&command, &reply));
+    }
+    handed_out
 }
