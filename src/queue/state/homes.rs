@@ -179,19 +179,17 @@ impl HomeIndex {
     /// joins the run before it if both fit in one, then the run after it joins the result if
     /// both fit. Every other pair holds what it held, or more.
     fn join_neighbours(&mut self, run_key: HomeKey) {
-        let mut key = run_key;
-        let len = self.runs[&key].len();
-        let before = (self.runs.range(..key).next_back())
+        let len = self.runs[&run_key].len();
+        let before = (self.runs.range(..run_key).next_back())
             .filter(|(_, run)| run.len() + len <= RUN_ENTRIES)
             .map(|(&before_key, _)| before_key);
-        if let Some(before_key) = before {
-            let run = self.runs.remove(&key).expect("present");
-            self.runs
-                .get_mut(&before_key)
-                .expect("present")
-                .extend_from_slice(&run);
-            key = before_key;
-        }
+        let key = match before {
+            Some(before_key) => {
+                self.append(before_key, run_key);
+                before_key
+            }
+            None => run_key,
+        };
         let len = self.runs[&key].len();
         let after = self
             .runs
@@ -200,12 +198,16 @@ impl HomeIndex {
             .filter(|(_, run)| run.len() + len <= RUN_ENTRIES)
             .map(|(&after_key, _)| after_key);
         if let Some(after_key) = after {
-            let after = self.runs.remove(&after_key).expect("present");
-            self.runs
-                .get_mut(&key)
-                .expect("present")
-                .extend_from_slice(&after);
+            self.append(key, after_key);
         }
+    }
+
+    /// Moves the run of `next` (the run after that of `into`, both together at most a run) to
+    /// the end of the run of `into`.
+    fn append(&mut self, into: HomeKey, next: HomeKey) {
+        let next = self.runs.remove(&next).expect("present");
+        let run = self.runs.get_mut(&into).expect("present");
+        run.extend_from_slice(&next);
     }
 
     /// Keeps the homes `keep` accepts, and packs what stays into full runs.
