@@ -36,8 +36,9 @@ Usage: azq [options]
                              probes only (default 127.0.0.1, 10000 and 10002)
   --queue-only               as azurite: no blob or table port
   --shards N                 shards, one pinned core each (default: available CPUs, at most
-                             the cgroup's CPU quota rounded up; the data directory's count,
-                             if smaller, where a change would need more than --max-memory)
+                             the cgroup's CPU quota rounded up, and --max-disk's 256M a
+                             shard; the data directory's count, if smaller, where a change
+                             would need more than --max-memory)
   --cpus LIST                CPUs to pin shards to, e.g. 0,1 (default: the first N allowed)
   --max-connections N        open connections per shard before new ones get 503
   --write-timeout TIME       close a connection whose client takes no byte of its answers for
@@ -59,8 +60,8 @@ Usage: azq [options]
   -l, --location DIR         keep the queues in DIR/__azq__ (default: the current directory)
   --inMemoryPersistence      keep nothing on disk: a restart starts empty
   --max-disk SIZE            bytes of azq's own files under DIR/__azq__ (log segments and
-                             snapshots, split evenly per shard; at least 256M a shard; default:
-                             none) before Put, Update with a text, Create Queue, Set Queue
+                             snapshots, split evenly per shard; at least 256M a shard, which
+                             caps the default shard count; default: none) before Put, Update with a text, Create Queue, Set Queue
                              Metadata or ACL and Set Service Properties answer 503 ServerBusy,
                              keeping room for a snapshot (which gives space back) to complete
   --text-memory SIZE|all     bytes of message text kept in memory once written to the log
@@ -208,7 +209,7 @@ pub struct Config {
     /// evenly between them (`--text-memory`); `None`: every text.
     pub text_bytes_max: Option<u64>,
     /// Where the shard count came from, in words for the ready line (`--shards`, `--cpus`,
-    /// every CPU this process may use, the cgroup's CPU quota).
+    /// every CPU this process may use, the cgroup's CPU quota, `--max-disk`'s share).
     pub shards_origin: String,
     /// The shard count is a default (neither `--shards` nor `--cpus`): a data directory whose
     /// change of shard count would be refused keeps its own (`RecoveryOptions::shards_default`).
@@ -544,7 +545,23 @@ pub fn parse_arguments(arguments: impl Iterator<Item = String>) -> Result<Option
             let count = count.unwrap_or_else(|| {
                 let (count, origin) = cgroup::default_shard_count(allowed.len(), &cgroup::read());
                 config.shards_origin = origin;
-                count
+                // No more shards than --max-disk gives each its least share (below one, the
+                // check after this refuses): a limit between one and two shares on two CPUs
+                // was refused before recovery could keep a one-shard data directory
+                // (helper-57's review), and a fresh start had to say --shards 1 as well.
+                match config
+                    .disk_bytes_max
+                    .map(|bytes| bytes / DISK_BYTES_PER_SHARD_MIN)
+                {
+                    Some(fit) if fit >= 1 && (fit as usize) < count => {
+                        config.shards_origin = format!(
+                            "--max-disk's ({} a shard at least)",
+                            cgroup::format_bytes(DISK_BYTES_PER_SHARD_MIN)
+                        );
+                        fit as usize
+                    }
+                    _ => count,
+                }
             });
             if count > allowed.len() {
                 return Err(format!(
@@ -792,6 +809,29 @@ mod tests {
         let limited = limited.unwrap().unwrap();
         assert_eq!(limited.disk_bytes_max, Some(384 << 20));
         assert_eq!(limited.free_disk_min, FreeDiskMin::Bytes(2 << 30));
+        // A default shard count leaves each shard at least its least share of --max-disk;
+        // given, a count that does not is refused.
+        let cpus = default.cpus.len();
+        for (bytes, fit) in [
+            ("256M", 1),
+            ("511M", 1),
+            ("512M", 2),
+            ("1G", 4),
+            ("64G", 256),
+        ] {
+            let config = parse(&["--max-disk", bytes]).unwrap().unwrap();
+            assert_eq!(config.cpus.len(), cpus.min(fit), "{bytes}");
+            assert!(config.shards_default);
+            assert_eq!(
+                config.shards_origin.starts_with("--max-disk's"),
+                fit < cpus,
+                "{bytes}: {}",
+                config.shards_origin
+            );
+        }
+        if cpus > 1 {
+            assert!(parse(&["--max-disk", "511M", "--shards", "2"]).is_err());
+        }
         // A durable server keeps half its --max-memory of texts, wherever the flags are;
         // one in memory keeps every text.
         assert_eq!(

@@ -784,11 +784,7 @@ fn texts_on_disk_only_let_a_backlog_outgrow_max_memory() {
             let server = start(&data, &flags[2..]);
             let said = server.await_stderr("serving with 1 as the files have them");
             assert!(said.contains("this start's default is"), "{said}");
-            let metrics = common::metrics(&server);
-            let shards = metrics
-                .lines()
-                .filter(|line| line.starts_with("azq_messages{"));
-            assert_eq!(shards.count(), 1, "{backend}: {metrics}");
+            assert_eq!(served_shards(&server), 1, "{backend}");
             await_texts_on_disk(&server, texts.len() as u64);
             let peeked = peek(&server, "backlog");
             assert_eq!(peeked.len(), texts.len().min(32), "{backend}");
@@ -813,14 +809,7 @@ fn texts_on_disk_only_let_a_backlog_outgrow_max_memory() {
             let roomy = [&flags[2..], &["--max-memory", "8M"]].concat();
             let server = start(&copied, &roomy);
             server.await_stderr("queues moved to the shards that own them now");
-            for queue in ["copied-a", "copied-b", "copied-c", "copied-d"] {
-                let expected: BTreeMap<String, String> = filled
-                    .iter()
-                    .filter(|(_, (name, _))| *name == queue)
-                    .map(|(id, (_, text))| (id.clone(), text.clone()))
-                    .collect();
-                assert_eq!(lease_all(&server, queue), expected, "{backend} {queue}");
-            }
+            assert_every_queue_leases(&server, &filled, backend);
             assert!(server.stop().success());
         } else {
             eprintln!("SKIPPED: the default shard count on one CPU is the files' count");
@@ -864,6 +853,91 @@ fn texts_on_disk_only_let_a_backlog_outgrow_max_memory() {
         }
         let response = send(&server, put_request("backlog", &text(4), "messagettl=-1"));
         assert_status(&response, 503, Some("ServerBusy"));
+        assert!(server.stop().success());
+    }
+}
+
+/// Leases every message of every queue `filled` names (texts by ID, with their queue's name)
+/// and asserts each queue gives back exactly its own.
+fn assert_every_queue_leases(
+    server: &Server,
+    filled: &BTreeMap<String, (&str, String)>,
+    backend: &str,
+) {
+    let queues: BTreeSet<&str> = filled.values().map(|(queue, _)| *queue).collect();
+    for queue in queues {
+        let expected: BTreeMap<String, String> = filled
+            .iter()
+            .filter(|(_, (name, _))| *name == queue)
+            .map(|(id, (_, text))| (id.clone(), text.clone()))
+            .collect();
+        assert_eq!(lease_all(server, queue), expected, "{backend} {queue}");
+    }
+}
+
+/// How many shards `server` serves (its `azq_messages` series).
+fn served_shards(server: &Server) -> usize {
+    let metrics = common::metrics(server);
+    let shards = metrics
+        .lines()
+        .filter(|line| line.starts_with("azq_messages{"));
+    shards.count()
+}
+
+/// A default shard count is at most what `--max-disk` gives 256 MiB each (helper-57's review of
+/// the kept count: between one and two shares on two CPUs, a one-shard data directory whose
+/// texts are beyond `--max-memory` was refused at the flags, before recovery could keep its
+/// count). Such a directory starts on one shard and reads back; two-shard files are moved onto
+/// one, every text read back, and refused (files untouched) while their texts are beyond
+/// `--max-memory`, saying where the count came from. On both backends, where there are CPUs
+/// for two shards.
+#[test]
+fn a_default_shard_count_leaves_each_shard_its_share_of_max_disk() {
+    if std::thread::available_parallelism().map_or(1, |cpus| cpus.get()) < 2 {
+        eprintln!("SKIPPED: one CPU makes one shard by default");
+        return;
+    }
+    let text = |n: usize| format!("{n:03} ").repeat(15_000);
+    let disk = ["--max-disk", "300M", "--min-free-disk", "0"];
+    for backend in backends() {
+        let one = ["--runtime", backend, "--max-memory", "256K"];
+        let data = TempDir::new(&format!("default-shards-one-{backend}"));
+        let server = start(&data, &[&one[..], &["--shards", "1"]].concat());
+        create_queue(&server, "backlog");
+        let mut texts = BTreeMap::new();
+        for n in 0..20 {
+            let (id, _) = put(&server, "backlog", &text(n));
+            texts.insert(id, text(n));
+        }
+        assert!(server.stop().success());
+        let server = start(&data, &[&one[..], &disk[..]].concat());
+        assert_eq!(served_shards(&server), 1, "{backend}");
+        assert_eq!(peek(&server, "backlog"), texts, "{backend}");
+        assert!(server.stop().success());
+
+        let data = TempDir::new(&format!("default-shards-two-{backend}"));
+        let two = ["--runtime", backend, "--shards", "2", "--max-disk", "600M"];
+        let server = start(&data, &two);
+        assert_eq!(served_shards(&server), 2, "{backend}");
+        let mut filled = BTreeMap::new();
+        for queue in ["moved-a", "moved-b", "moved-c", "moved-d"] {
+            create_queue(&server, queue);
+            for n in 0..5 {
+                let (id, _) = put(&server, queue, &text(n));
+                filled.insert(id, (queue, text(n)));
+            }
+        }
+        assert!(server.stop().success());
+        let tight = [&one[..], &disk[..]].concat();
+        let refusal = refused_start(&data, &tight);
+        assert!(
+            refusal.contains("follows its CPUs and --max-disk (256 MiB a shard at least)"),
+            "{refusal}"
+        );
+        let server = start(&data, &[&["--runtime", backend][..], &disk[..]].concat());
+        server.await_stderr("queues moved to the shards that own them now");
+        assert_eq!(served_shards(&server), 1, "{backend}");
+        assert_every_queue_leases(&server, &filled, backend);
         assert!(server.stop().success());
     }
 }

@@ -1610,10 +1610,14 @@ pub fn recover(
             shards = old_shards;
             same_layout = true;
         } else if text_bytes > bytes_max {
-            // A default count below the files' is this machine's CPUs: --shards cannot keep them
-            // (helper-57's review).
+            // A default count below the files' is this machine's CPUs or --max-disk's share:
+            // --shards cannot keep them (helper-57's review).
             let keep = if options.shards_default && old_shards > shards {
-                String::new()
+                format!(
+                    "this start's default count follows its CPUs and --max-disk ({} a shard at \
+                     least); ",
+                    crate::cgroup::format_bytes(crate::limits::DISK_BYTES_PER_SHARD_MIN)
+                )
             } else {
                 format!(
                     "start with --shards {old_shards} (or --cpus listing that many CPUs), which \
