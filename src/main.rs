@@ -432,10 +432,12 @@ fn open_storage(config: &Config) -> Result<Storage, String> {
     if config.text_bytes_max.is_some() {
         // Before anything applies to the states (`--init`'s puts): a put that took the slot
         // and generation of a message that expired while the server was down would otherwise
-        // meet that message's home.
-        for start in &mut shards {
-            start.state.track_texts(std::mem::take(&mut start.texts));
-        }
+        // meet that message's home. A thread a shard, as recovery reads them.
+        std::thread::scope(|scope| {
+            for start in &mut shards {
+                scope.spawn(|| start.state.track_texts(std::mem::take(&mut start.texts)));
+            }
+        });
     }
     if !config.silent {
         println!("azq: {}", recovered.summary);

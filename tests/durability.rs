@@ -1827,6 +1827,89 @@ fn a_torn_tail_is_cut_at_the_last_intact_record_with_a_note() {
     assert!(server.stop().success());
 }
 
+/// Two shards, each with a torn tail, are read on threads of their own (`Files::parallel`):
+/// each tail is cut and kept aside under a name of its own (the two share one temporary name
+/// while they are written), the notes come in shard order, and every acknowledged put of every
+/// queue is back. A second start finds nothing to repair. On both backends.
+#[test]
+fn torn_tails_of_shards_recovered_side_by_side_are_each_cut_and_kept() {
+    if std::thread::available_parallelism().map_or(1, |cpus| cpus.get()) < 2 {
+        eprintln!("SKIPPED: two shards need two CPUs");
+        return;
+    }
+    for backend in backends() {
+        let data = TempDir::new(&format!("torn-shards-{backend}"));
+        let flags = ["--shards", "2", "--runtime", backend];
+        let server = start(&data, &flags);
+        let mut ids = BTreeMap::new();
+        for queue in ["torn-a", "torn-b", "torn-c", "torn-d", "torn-e", "torn-f"] {
+            create_queue(&server, queue);
+            for n in 0..10 {
+                let (id, _) = put(&server, queue, &format!("{queue} {n}"));
+                ids.insert(id, queue);
+            }
+        }
+        server.kill();
+        let garbage: Vec<u8> = (0..300u32).map(|n| (n * 37 % 251) as u8 + 1).collect();
+        let mut torn = Vec::new();
+        for shard in segments(data.path()) {
+            let (segment, end) = shard
+                .into_iter()
+                .map(|path| {
+                    let bytes = std::fs::read(&path).unwrap();
+                    let end = bytes.iter().rposition(|&byte| byte != 0).unwrap() + 1;
+                    (path, end)
+                })
+                .max_by_key(|(_, end)| *end)
+                .expect("a segment");
+            assert!(end > 4096, "{backend}: no records in {segment:?}");
+            write_at(&segment, end, &garbage);
+            torn.push((segment.clone(), std::fs::read(&segment).unwrap(), end));
+        }
+        assert_eq!(torn.len(), 2, "{backend}");
+
+        let server = start(&data, &flags);
+        let stderr = server.stderr();
+        let cuts: Vec<&str> = stderr
+            .lines()
+            .filter(|line| line.contains("the last write was cut short"))
+            .collect();
+        assert_eq!(cuts.len(), 2, "{backend}: {stderr}");
+        let mut kept = BTreeSet::new();
+        for (shard, ((segment, before, end), line)) in torn.iter().zip(&cuts).enumerate() {
+            assert!(line.contains(&format!("shard-{shard:03}")), "{line}");
+            let copy = kept_file(line);
+            let copied = std::fs::read(&copy).unwrap();
+            assert_eq!(copied[..], before[..copied.len()], "{backend} {shard}");
+            assert_eq!(copied[*end..end + garbage.len()], garbage[..]);
+            assert_eq!(std::fs::metadata(segment).unwrap().len(), *end as u64);
+            kept.insert(copy);
+        }
+        assert_eq!(kept.len(), 2, "{backend}: {kept:?}");
+        for queue in ["torn-a", "torn-b", "torn-c", "torn-d", "torn-e", "torn-f"] {
+            let found = drain(&server, queue);
+            let put: BTreeSet<&String> = ids
+                .iter()
+                .filter(|(_, name)| **name == queue)
+                .map(|(id, _)| id)
+                .collect();
+            assert_eq!(
+                found.keys().collect::<BTreeSet<_>>(),
+                put,
+                "{backend} {queue}"
+            );
+        }
+        assert!(server.stop().success());
+        let server = start(&data, &flags);
+        assert!(
+            !server.stderr().contains("cut short"),
+            "{}",
+            server.stderr()
+        );
+        assert!(server.stop().success());
+    }
+}
+
 #[test]
 fn damage_before_the_tail_refuses_to_start_unless_asked_to_cut() {
     let data = TempDir::new("corrupt");

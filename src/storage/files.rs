@@ -56,8 +56,13 @@ pub fn parse_generation(name: &str) -> Option<u64> {
 }
 
 /// Synchronous file operations, for work done before the shards serve. `std::fs` in the server;
-/// a simulated disk in tests.
-pub trait Files {
+/// a simulated disk in tests. Shared by the threads recovery reads shards on.
+pub trait Files: Sync {
+    /// Whether recovery may read and restore each shard on a thread of its own: the real file
+    /// system, not the simulated disk, whose seeds replay their operations in one order.
+    fn parallel(&self) -> bool {
+        false
+    }
     /// The names of the entries of `directory`, sorted; none when it does not exist.
     fn list(&self, directory: &Path) -> io::Result<Vec<String>>;
     /// The whole content of `path`.
@@ -90,6 +95,10 @@ pub trait Files {
 pub struct StdFiles;
 
 impl Files for StdFiles {
+    fn parallel(&self) -> bool {
+        true
+    }
+
     fn list(&self, directory: &Path) -> io::Result<Vec<String>> {
         let entries = match std::fs::read_dir(directory) {
             Ok(entries) => entries,

@@ -48,7 +48,7 @@ use super::format::{
     read_snapshot_with, segment_name, snapshot_header, snapshot_name, snapshot_trailer, Ending,
     FileKind, SEGMENT_TEMPORARY_NAME, SNAPSHOT_TEMPORARY_NAME,
 };
-use crate::limits::{RECOVERY_KEPT_BYTES_MAX, STORAGE_BLOCK_BYTES};
+use crate::limits::{RECOVERY_KEPT_BYTES_MAX, RECOVERY_THREAD_STACK_BYTES, STORAGE_BLOCK_BYTES};
 use crate::queue::key::{TextFile, TextLocator};
 use crate::queue::record::{
     record_put, record_text, text_records, MessageState, NamedPut, NamedText, Record,
@@ -474,16 +474,17 @@ impl Image {
     }
 
     /// Hands this image's live queues and messages (not those of deleted or cleared queues) to
-    /// the shards that own them now (`restorers`, by shard); `old_shard` is the image's. Returns
-    /// how many queues and messages it handed over.
+    /// the shards that own them now, of `shards`: `restorers` are those of shards `first` on
+    /// (every shard after a change of count; the image's own alone, `old_shard`, otherwise).
+    /// Returns how many queues and messages it handed over.
     fn restore(
         &mut self,
         old_shard: usize,
-        restorers: &mut [Restorer<'_>],
+        shards: usize,
+        (first, restorers): (usize, &mut [Restorer<'_>]),
         secret: Secret,
         now_ms: u64,
     ) -> (usize, usize) {
-        let shards = restorers.len();
         // Each live queue's shard and incarnation, by record index (indices are dense, as in
         // the shard state): one look-up per message without hashing.
         let indices = self.queues.keys().map(|&index| index as usize + 1).max();
@@ -493,9 +494,13 @@ impl Image {
             let owner = shard_for(&queue.key, shards);
             homes[index as usize] = Some((owner, queue.incarnation));
             if owner == old_shard {
-                restorers[owner].queue(index, queue.key, queue.metadata);
+                restorers[owner - first].queue(index, queue.key, queue.metadata);
             } else {
-                restorers[owner].moved_queue(origin(old_shard, index), queue.key, queue.metadata);
+                restorers[owner - first].moved_queue(
+                    origin(old_shard, index),
+                    queue.key,
+                    queue.metadata,
+                );
             }
         }
         let prefix = self.identity.map_or(0, |identity| identity.id_prefix);
@@ -530,7 +535,7 @@ impl Image {
                 let (slot, generation) = (message.slot, message.generation);
                 // Homes only for messages kept: a message that expired while the server was
                 // down leaves its slot free, for a message of the same slot and generation.
-                let kept = restorers[owner].message(message, on_disk, now_ms);
+                let kept = restorers[owner - first].message(message, on_disk, now_ms);
                 if let Some((locator, sequence)) = text_place.filter(|_| kept) {
                     self.texts.homes.push(TextWritten {
                         slot,
@@ -544,11 +549,41 @@ impl Image {
                     .foreign_id
                     .unwrap_or_else(|| secret.message_id(prefix, message.sequence));
                 let queue = origin(old_shard, message.queue);
-                restorers[owner].moved_message(queue, message, id, now_ms);
+                restorers[owner - first].moved_message(queue, message, id, now_ms);
             }
         }
         (queues_restored, messages_restored)
     }
+}
+
+/// Runs `jobs`, one a shard, and answers their results in order: each on a thread of its own
+/// where `files` allow it (`Files::parallel`: a restart of several shards takes about the time
+/// of the largest), else one after the other on this thread.
+fn each_shard<F: Files, T: Send>(files: &F, jobs: Vec<impl FnOnce() -> T + Send>) -> Vec<T> {
+    if !files.parallel() || jobs.len() < 2 {
+        return jobs.into_iter().map(|job| job()).collect();
+    }
+    std::thread::scope(|scope| {
+        let threads: Vec<_> = jobs
+            .into_iter()
+            .enumerate()
+            .map(|(shard, job)| {
+                std::thread::Builder::new()
+                    .name(format!("azq-recover-{shard}"))
+                    .stack_size(RECOVERY_THREAD_STACK_BYTES)
+                    .spawn_scoped(scope, job)
+                    .expect("a recovery thread starts")
+            })
+            .collect();
+        threads
+            .into_iter()
+            .map(|thread| {
+                thread
+                    .join()
+                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+            })
+            .collect()
+    })
 }
 
 /// How a start refused for a named text not found ends: what the flag would do instead.
@@ -823,6 +858,12 @@ struct KeptAside<'a, F: Files> {
     directory: PathBuf,
     /// What the files earlier starts kept may take (`RECOVERY_KEPT_BYTES_MAX`; less in tests).
     older_bytes_max: u64,
+    /// Locked for a whole `keep`: shards read on threads of their own share one temporary name.
+    kept: std::sync::Mutex<KeptFiles>,
+}
+
+/// What `KeptAside` changes as it keeps files.
+struct KeptFiles {
     /// Files earlier starts kept, oldest first, with their sizes.
     older: std::collections::VecDeque<(PathBuf, u64)>,
     /// The number the next kept file gets.
@@ -860,11 +901,13 @@ impl<'a, F: Files> KeptAside<'a, F> {
             files,
             directory,
             older_bytes_max,
-            older: older
-                .into_iter()
-                .map(|(_, path, bytes)| (path, bytes))
-                .collect(),
-            next_number,
+            kept: std::sync::Mutex::new(KeptFiles {
+                older: older
+                    .into_iter()
+                    .map(|(_, path, bytes)| (path, bytes))
+                    .collect(),
+                next_number,
+            }),
         })
     }
 
@@ -873,12 +916,16 @@ impl<'a, F: Files> KeptAside<'a, F> {
     /// `offset` on, so the cut loses nothing. The copy is synced and its name made durable before
     /// this returns, so the cut can follow.
     fn keep(
-        &mut self,
+        &self,
         path: &Path,
         data: &[u8],
         offset: usize,
         notes: &mut Vec<String>,
     ) -> Result<Option<PathBuf>, String> {
+        let mut kept_files = self
+            .kept
+            .lock()
+            .expect("no shard's recovery panicked keeping");
         let failed = |what: &Path, why: std::io::Error| format!("{}: {why}", what.display());
         let written = data
             .iter()
@@ -891,9 +938,9 @@ impl<'a, F: Files> KeptAside<'a, F> {
             .next_multiple_of(STORAGE_BLOCK_BYTES)
             .min(data.len());
         // The oldest go first while they and this copy would take more than the bound.
-        let mut older_bytes: u64 = self.older.iter().map(|(_, bytes)| bytes).sum();
+        let mut older_bytes: u64 = kept_files.older.iter().map(|(_, bytes)| bytes).sum();
         while older_bytes + kept_bytes as u64 > self.older_bytes_max {
-            let Some((oldest, bytes)) = self.older.pop_front() else {
+            let Some((oldest, bytes)) = kept_files.older.pop_front() else {
                 break;
             };
             self.files
@@ -914,12 +961,12 @@ impl<'a, F: Files> KeptAside<'a, F> {
         let shard_directory = path.parent();
         let name = format!(
             "{:06}-{}-{}-{}-at-{offset}",
-            self.next_number,
+            kept_files.next_number,
             component(shard_directory.and_then(Path::parent)),
             component(shard_directory),
             component(Some(path)),
         );
-        self.next_number = self.next_number.saturating_add(1);
+        kept_files.next_number = kept_files.next_number.saturating_add(1);
         let kept = self.directory.join(name);
         if self.files.size(&kept).is_ok() {
             return Err(format!(
@@ -949,7 +996,7 @@ impl<'a, F: Files> KeptAside<'a, F> {
 /// note each, and syncs `directory` so that their removal is durable before the cut itself.
 fn remove_after_cut<F: Files>(
     files: &F,
-    kept: &mut KeptAside<'_, F>,
+    kept: &KeptAside<'_, F>,
     segments: &[(u64, PathBuf)],
     directory: &Path,
     notes: &mut Vec<String>,
@@ -1010,7 +1057,7 @@ fn read_shard<F: Files>(
     shard: u32,
     options: RecoveryOptions,
     locate_texts: bool,
-    kept: &mut KeptAside<'_, F>,
+    kept: &KeptAside<'_, F>,
     notes: &mut Vec<String>,
 ) -> Result<Image, String> {
     let failed = |what: &Path, why: std::io::Error| format!("{}: {why}", what.display());
@@ -1555,7 +1602,7 @@ pub fn recover(
             .sync_directory(root)
             .map_err(|error| failed(root, error))?;
     }
-    let mut kept = KeptAside::open(files, root, RECOVERY_KEPT_BYTES_MAX)?;
+    let kept = KeptAside::open(files, root, RECOVERY_KEPT_BYTES_MAX)?;
     let mut images = Vec::new();
     // Whether this start may keep the files' shard count of `old` where a change would be
     // refused (`RecoveryOptions::shards_default`): its texts are then located as for the same
@@ -1578,17 +1625,32 @@ pub fn recover(
                     directory.display()
                 ));
             }
-            images.push(read_shard(
-                files,
-                &directory.join(name),
-                shard as u32,
-                options,
-                options.locate_texts
-                    && (shard_directories.len() == shards
-                        || may_keep(shard_directories.len(), shards)),
-                &mut kept,
-                &mut notes,
-            )?);
+        }
+        let locate_texts = options.locate_texts
+            && (shard_directories.len() == shards || may_keep(shard_directories.len(), shards));
+        let kept = &kept;
+        let reads = shard_directories.iter().enumerate().map(|(shard, name)| {
+            let directory = directory.join(name);
+            move || {
+                let mut shard_notes = Vec::new();
+                let image = read_shard(
+                    files,
+                    &directory,
+                    shard as u32,
+                    options,
+                    locate_texts,
+                    kept,
+                    &mut shard_notes,
+                );
+                (image, shard_notes)
+            }
+        });
+        // Each shard's notes in shard order, as one thread would make them; the first shard's
+        // refusal is the answer (the others read on, changing only what they would change at
+        // any start: temporary files, torn tails).
+        for (image, shard_notes) in each_shard(files, reads.collect()) {
+            notes.extend(shard_notes);
+            images.push(image?);
         }
     }
     let bytes_read: u64 = images.iter().map(|image| image.bytes_read).sum();
@@ -1696,13 +1758,8 @@ pub fn recover(
         .zip(&identities)
         .map(|(state, identity)| state.restore(*identity))
         .collect();
-    let (mut queues_restored, mut messages_restored) = (0usize, 0usize);
-    for (old_shard, image) in images.iter_mut().enumerate() {
-        let (queues, messages) = image.restore(old_shard, &mut restorers, secret, now_ms);
-        queues_restored += queues;
-        messages_restored += messages;
-    }
-    for (shard, restorer) in restorers.iter_mut().enumerate() {
+    // The settings every shard holds a replica of, and its own.
+    let replicas = |shard: usize, restorer: &mut Restorer<'_>| {
         for (key, (version, identifiers)) in &acls {
             let replica = Replica::QueueAcl {
                 queue: key.clone(),
@@ -1719,9 +1776,45 @@ pub fn recover(
             };
             restorer.replica(replica, home_shard(account, shards) == shard);
         }
-    }
-    for restorer in restorers {
-        restorer.finish(now_ms);
+    };
+    let (mut queues_restored, mut messages_restored) = (0usize, 0usize);
+    if same_layout {
+        // Each image is its own shard's alone: restored on the shard's thread.
+        let restores =
+            images
+                .iter_mut()
+                .zip(restorers)
+                .enumerate()
+                .map(|(shard, (image, mut restorer))| {
+                    let replicas = &replicas;
+                    move || {
+                        let restored = image.restore(
+                            shard,
+                            shards,
+                            (shard, std::slice::from_mut(&mut restorer)),
+                            secret,
+                            now_ms,
+                        );
+                        replicas(shard, &mut restorer);
+                        restorer.finish(now_ms);
+                        restored
+                    }
+                });
+        for (queues, messages) in each_shard(files, restores.collect()) {
+            queues_restored += queues;
+            messages_restored += messages;
+        }
+    } else {
+        for (old_shard, image) in images.iter_mut().enumerate() {
+            let (queues, messages) =
+                image.restore(old_shard, shards, (0, &mut restorers), secret, now_ms);
+            queues_restored += queues;
+            messages_restored += messages;
+        }
+        for (shard, mut restorer) in restorers.into_iter().enumerate() {
+            replicas(shard, &mut restorer);
+            restorer.finish(now_ms);
+        }
     }
 
     let mut starts = Vec::with_capacity(shards);
@@ -1883,7 +1976,7 @@ mod tests {
         let segment = root.join("gen-000001/shard-000/wal-00000000000000000000.log");
         let data = vec![7u8; 2 * STORAGE_BLOCK_BYTES];
         let mut notes = Vec::new();
-        let mut kept = KeptAside::open(&disk, &root, 10_000).unwrap();
+        let kept = KeptAside::open(&disk, &root, 10_000).unwrap();
         // Only zeros after the cut: nothing to keep.
         let zeros = [&data[..100], &[0; 5000][..]].concat();
         assert_eq!(kept.keep(&segment, &zeros, 100, &mut notes).unwrap(), None);
@@ -1914,7 +2007,7 @@ mod tests {
         disk.write_synced(&directory.join(copy_name(u64::MAX, 0)), b"kept")
             .unwrap();
         let segment = root.join("gen-000001/shard-000/wal-00000000000000000000.log");
-        let mut kept = KeptAside::open(&disk, &root, 1 << 20).unwrap();
+        let kept = KeptAside::open(&disk, &root, 1 << 20).unwrap();
         let refused = kept
             .keep(&segment, &[7; 4096], 0, &mut Vec::new())
             .unwrap_err();

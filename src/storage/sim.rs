@@ -26,12 +26,11 @@
 //! reach (a reader once lost records after a flush that ended 1 to 3 bytes before a boundary,
 //! a case the simulator's workload never produced and no count showed missing).
 
-use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::future::Future;
 use std::io;
 use std::path::{Component, Path};
-use std::rc::Rc;
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::Poll;
 
 use bytes::Bytes;
@@ -229,13 +228,13 @@ struct Inner {
 
 /// The simulated file system; clones share it.
 #[derive(Clone)]
-pub struct SimDisk(Rc<RefCell<Inner>>);
+pub struct SimDisk(Arc<Mutex<Inner>>);
 
 impl SimDisk {
     /// An empty file system whose power cuts and faults draw from `seed`; with `immediate`,
     /// `Disk` operations complete as soon as they are polled.
     pub fn new(seed: u64, immediate: bool) -> SimDisk {
-        SimDisk(Rc::new(RefCell::new(Inner {
+        SimDisk(Arc::new(Mutex::new(Inner {
             random: SplitMix64::new(seed),
             inodes: Vec::new(),
             directories: vec![Directory::default()],
@@ -252,23 +251,29 @@ impl SimDisk {
         })))
     }
 
+    /// The file system, locked: recovery may read shards on threads of their own
+    /// (`Files::parallel` says no here, so a seed replays its operations in one order), which
+    /// needs a disk they can share.
+    fn inner(&self) -> MutexGuard<'_, Inner> {
+        self.0.lock().expect("no test panicked holding the disk")
+    }
+
     /// From now on `Disk` operations complete as soon as they are polled (`immediate`, those
     /// already in flight too), or stay in flight until the test completes them.
     pub fn set_immediate(&self, immediate: bool) {
-        self.0.borrow_mut().immediate = immediate;
+        self.inner().immediate = immediate;
     }
 
     /// Keeps a copy of every `Disk` write made from now on (those that complete without a
     /// fault), for `take_writes`.
     pub fn record_writes(&self) {
-        self.0.borrow_mut().written.get_or_insert_with(Vec::new);
+        self.inner().written.get_or_insert_with(Vec::new);
     }
 
     /// The `Disk` writes made since `record_writes` or the last call, in the order they were
     /// made.
     pub fn take_writes(&self) -> Vec<Written> {
-        self.0
-            .borrow_mut()
+        self.inner()
             .written
             .as_mut()
             .map(std::mem::take)
@@ -277,35 +282,35 @@ impl SimDisk {
 
     /// What the disk did so far.
     pub fn stats(&self) -> SimStats {
-        self.0.borrow().stats
+        self.inner().stats
     }
 
     /// Makes `Disk` operation number `operation` (counted from the disk's creation) fail with
     /// the OS error `code` (EIO, ENOSPC).
     pub fn fail_operation(&self, operation: u64, code: i32) {
-        self.0.borrow_mut().fault = Some((operation, code));
+        self.inner().fault = Some((operation, code));
     }
 
     /// The number the next `Disk` operation gets.
     pub fn operations_issued(&self) -> u64 {
-        self.0.borrow().next_operation
+        self.inner().next_operation
     }
 
     /// Lets `Files` make `changes` more changes, then fails every later one as if the power had
     /// gone (the test then calls `crash`).
     pub fn cut_files_after(&self, changes: usize) {
-        self.0.borrow_mut().files_budget = Some(changes);
+        self.inner().files_budget = Some(changes);
     }
 
     /// `Disk` operations in flight.
     pub fn in_flight(&self) -> usize {
-        self.0.borrow().in_flight.len()
+        self.inner().in_flight.len()
     }
 
     /// Completes the in-flight operation at `index` (of `in_flight()`), out of order when it is
     /// not the oldest.
     pub fn complete(&self, index: usize) {
-        let mut inner = self.0.borrow_mut();
+        let mut inner = self.inner();
         if index > 0 {
             inner.stats.reordered += 1;
         }
@@ -316,7 +321,7 @@ impl SimDisk {
 
     /// A power cut: see the module's comment.
     pub fn crash(&self) {
-        let mut inner = self.0.borrow_mut();
+        let mut inner = self.inner();
         let inner = &mut *inner;
         // Writes in flight may have reached the device in part; nothing else did.
         for (_, operation) in std::mem::take(&mut inner.in_flight) {
@@ -362,7 +367,7 @@ impl SimDisk {
     /// Creates the directory `path` (its parent exists) without syncing the parent: what a run
     /// killed between the two leaves behind.
     pub fn create_directory_unsynced(&self, path: &Path) {
-        let mut inner = self.0.borrow_mut();
+        let mut inner = self.inner();
         let parent = path.parent().expect("a parent");
         let Some(Node::Directory(parent)) = inner.resolve(parent) else {
             panic!("{} is not a directory", parent.display());
@@ -378,7 +383,7 @@ impl SimDisk {
 
     /// Flips bits of the durable bytes of `path` at `offset` (a bad sector).
     pub fn flip(&self, path: &Path, offset: usize) {
-        let mut inner = self.0.borrow_mut();
+        let mut inner = self.inner();
         let Some(Node::File(inode)) = inner.resolve(path) else {
             panic!("{} is not a file", path.display());
         };
@@ -389,7 +394,7 @@ impl SimDisk {
 
     /// The paths of every file reachable now, sorted.
     pub fn file_paths(&self) -> Vec<std::path::PathBuf> {
-        let inner = self.0.borrow();
+        let inner = self.inner();
         let mut paths = Vec::new();
         let mut stack = vec![(0usize, std::path::PathBuf::from("/"))];
         while let Some((directory, path)) = stack.pop() {
@@ -426,14 +431,14 @@ impl SimDisk {
         operation: Operation,
     ) -> (impl Future<Output = io::Result<usize>> + '_, u64) {
         let number = {
-            let mut inner = self.0.borrow_mut();
+            let mut inner = self.inner();
             let number = inner.next_operation;
             inner.next_operation += 1;
             inner.in_flight.push((number, operation));
             number
         };
         let wait = std::future::poll_fn(move |_| {
-            let mut inner = self.0.borrow_mut();
+            let mut inner = self.inner();
             if inner.immediate {
                 if let Some(index) = inner.in_flight.iter().position(|(n, _)| *n == number) {
                     let (_, operation) = inner.in_flight.remove(index);
@@ -728,7 +733,7 @@ fn text(path: &Path) -> String {
 
 impl Files for SimDisk {
     fn list(&self, directory: &Path) -> io::Result<Vec<String>> {
-        let inner = self.0.borrow();
+        let inner = self.inner();
         match inner.resolve(directory) {
             Some(Node::Directory(directory)) => Ok(inner.directories[directory]
                 .current
@@ -740,19 +745,19 @@ impl Files for SimDisk {
     }
 
     fn read(&self, path: &Path) -> io::Result<Bytes> {
-        let inner = self.0.borrow();
+        let inner = self.inner();
         let inode = inner.file(path)?;
         Ok(Bytes::from(inner.inodes[inode].current.clone()))
     }
 
     fn size(&self, path: &Path) -> io::Result<u64> {
-        let inner = self.0.borrow();
+        let inner = self.inner();
         let inode = inner.file(path)?;
         Ok(inner.inodes[inode].current.len() as u64)
     }
 
     fn write_synced(&self, path: &Path, bytes: &[u8]) -> io::Result<()> {
-        let mut inner = self.0.borrow_mut();
+        let mut inner = self.inner();
         inner.spend()?;
         let inode = inner.create_file(path, 0)?;
         inner.change_file(
@@ -767,7 +772,7 @@ impl Files for SimDisk {
     }
 
     fn truncate(&self, path: &Path, length: u64) -> io::Result<()> {
-        let mut inner = self.0.borrow_mut();
+        let mut inner = self.inner();
         inner.spend()?;
         let inode = inner.file(path)?;
         inner.change_file(inode, Change::Resize(length));
@@ -776,7 +781,7 @@ impl Files for SimDisk {
     }
 
     fn create_directories(&self, directory: &Path) -> io::Result<()> {
-        let mut inner = self.0.borrow_mut();
+        let mut inner = self.inner();
         let mut at = std::path::PathBuf::from("/");
         for component in directory.components().skip(1) {
             let parent = at.clone();
@@ -800,7 +805,7 @@ impl Files for SimDisk {
     }
 
     fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
-        let mut inner = self.0.borrow_mut();
+        let mut inner = self.inner();
         inner.spend()?;
         let (directory, from_name) = inner.parent(from)?;
         let (_, to_name) = inner.parent(to)?;
@@ -810,7 +815,7 @@ impl Files for SimDisk {
     }
 
     fn remove_file(&self, path: &Path) -> io::Result<()> {
-        let mut inner = self.0.borrow_mut();
+        let mut inner = self.inner();
         inner.spend()?;
         let (directory, name) = inner.parent(path)?;
         inner.file(path)?;
@@ -819,7 +824,7 @@ impl Files for SimDisk {
     }
 
     fn remove_directory(&self, path: &Path) -> io::Result<()> {
-        let mut inner = self.0.borrow_mut();
+        let mut inner = self.inner();
         inner.spend()?;
         let (directory, name) = inner.parent(path)?;
         inner.change_directory(directory, Entry::Remove(name));
@@ -827,7 +832,7 @@ impl Files for SimDisk {
     }
 
     fn sync_directory(&self, path: &Path) -> io::Result<()> {
-        let mut inner = self.0.borrow_mut();
+        let mut inner = self.inner();
         inner.spend()?;
         match inner.resolve(path) {
             Some(Node::Directory(directory)) => {
@@ -867,7 +872,7 @@ impl Disk for SimDisk {
     }
 
     async fn sync(&self, file: &SimFile) -> io::Result<()> {
-        let before = self.0.borrow().changes;
+        let before = self.inner().changes;
         self.submit(Operation::Sync {
             inode: file.0,
             before,
@@ -923,7 +928,7 @@ impl Disk for SimDisk {
             ranges: ranges.to_vec(),
         });
         wait.await?;
-        let answer = self.0.borrow_mut().read_answers.remove(&number);
+        let answer = self.inner().read_answers.remove(&number);
         Ok(answer.expect("a completed read's bytes"))
     }
 }
