@@ -11,9 +11,11 @@
 #   scripts/bench-recovery.sh
 #
 # Environment (defaults in brackets): MESSAGES [1000000], MESSAGE_BYTES [1024], ROUNDS [3],
-# CONNECTIONS [64], SERVER_CPU [0], CLIENT_CPU [1], COLD [0] (1: drop the page cache before each
-# start; needs root), AZQ_BIN and AZQ_LOADGEN_BIN (built when unset), OUT_DIR
-# [target/bench-recovery]. The data directory is removed at the end.
+# CONNECTIONS [64], SERVER_CPU [0] (or SERVER_CPUS, a list such as 0,1: a shard on each, each
+# shard recovered on a thread of its own), QUEUES [1] (MESSAGES spread evenly over them; a
+# multiple of it), CLIENT_CPU [1], COLD [0] (1: drop the page cache before each start; needs
+# root), AZQ_BIN and AZQ_LOADGEN_BIN (built when unset), OUT_DIR [target/bench-recovery]. The
+# data directory is removed at the end.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 source scripts/bench-lib.sh
@@ -22,7 +24,13 @@ messages=${MESSAGES:-1000000}
 message_bytes=${MESSAGE_BYTES:-1024}
 rounds=${ROUNDS:-3}
 connections=${CONNECTIONS:-64}
-server_cpu=${SERVER_CPU:-0}
+server_cpus=${SERVER_CPUS:-${SERVER_CPU:-0}}
+shards=$(tr ',' '\n' <<<"$server_cpus" | wc -l)
+queues=${QUEUES:-1}
+if (( messages % queues != 0 )); then
+  echo "MESSAGES ($messages) must be a multiple of QUEUES ($queues)" >&2
+  exit 2
+fi
 client_cpu=${CLIENT_CPU:-1}
 cold=${COLD:-0}
 out_dir=${OUT_DIR:-target/bench-recovery}
@@ -41,13 +49,13 @@ cleanup() {
 trap cleanup EXIT
 
 port=$(free_port)
-taskset -c "$server_cpu" "$azq" --queueHost 127.0.0.1 --queuePort "$port" --shards 1 \
-  --cpus "$server_cpu" --silent --location "$data" --durability write \
+taskset -c "$server_cpus" "$azq" --queueHost 127.0.0.1 --queuePort "$port" --shards "$shards" \
+  --cpus "$server_cpus" --silent --location "$data" --durability write \
   >"$out_dir/load.out" 2>&1 &
 server_pid=$!
 wait_for_port "$port"
 "$loadgen" --endpoint "http://127.0.0.1:$port/devstoreaccount1" --cpus "$client_cpu" \
-  --connections "$connections" --scenario peek --preload "$messages" --queues 1 \
+  --connections "$connections" --scenario peek --preload "$(( messages / queues ))" --queues "$queues" \
   --queue-prefix recovery --message-bytes "$message_bytes" --duration 1s --warmup 0s --quiet \
   >"$out_dir/load.txt"
 kill -TERM "$server_pid"
@@ -62,14 +70,14 @@ for round in $(seq 1 "$rounds"); do
     echo 3 >/proc/sys/vm/drop_caches
   fi
   started=$(date +%s%N)
-  taskset -c "$server_cpu" "$azq" --queueHost 127.0.0.1 --queuePort "$port" --shards 1 \
-    --cpus "$server_cpu" --location "$data" >"$out_dir/start-$round.out" 2>&1 &
+  taskset -c "$server_cpus" "$azq" --queueHost 127.0.0.1 --queuePort "$port" --shards "$shards" \
+    --cpus "$server_cpus" --location "$data" >"$out_dir/start-$round.out" 2>&1 &
   server_pid=$!
   wait_for_port "$port"
   ready_ms=$(( ($(date +%s%N) - started) / 1000000 ))
   recovered=$(grep -m1 '^azq: recovered' "$out_dir/start-$round.out" || true)
   echo "start $round: ready after $ready_ms ms; ${recovered#azq: }"
-  if [[ $recovered != "azq: recovered $messages messages in 1 queues"* ]]; then
+  if [[ $recovered != "azq: recovered $messages messages in $queues queues"* ]]; then
     echo "FAILED: start $round did not recover $messages messages" >&2
     failed=1
   fi

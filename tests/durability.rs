@@ -1910,6 +1910,95 @@ fn torn_tails_of_shards_recovered_side_by_side_are_each_cut_and_kept() {
     }
 }
 
+/// A start refused for damage in one shard says what recovery changed in the other shard
+/// meanwhile (shards are read side by side, so the other may already have cut its torn tail,
+/// keeping a copy, and removed an earlier start's copy to make room for it): helper-58's
+/// review found those changes made and unsaid. Asked to cut, the next start serves the other
+/// shard's every message.
+#[test]
+fn a_refused_start_names_what_the_other_shards_changed() {
+    let data = TempDir::new("refused-shards");
+    let flags = ["--shards", "2"];
+    let server = start(&data, &flags);
+    let queues: Vec<String> = (0..8).map(|n| format!("refused-{n}")).collect();
+    for queue in &queues {
+        create_queue(&server, queue);
+    }
+    // More than one flush's reach (LOG_FLUSH_BYTES_MAX, 4 MiB) of records in each shard.
+    let text = "x".repeat(60 * 1024);
+    let mut put_to = BTreeMap::new();
+    for n in 0..240 {
+        let queue = &queues[n % queues.len()];
+        put_to.insert(put(&server, queue, &text).0, queue.clone());
+    }
+    server.kill();
+    let shards = segments(data.path());
+    assert_eq!(shards.len(), 2);
+    let first = shards[0][0].clone();
+    let bytes = std::fs::read(&first).unwrap();
+    write_at(&first, 4096 + 20, &[bytes[4096 + 20] ^ 0x10]);
+    let (last, end) = shards[1]
+        .iter()
+        .map(|path| {
+            let bytes = std::fs::read(path).unwrap();
+            (
+                path.clone(),
+                bytes.iter().rposition(|&b| b != 0).unwrap() + 1,
+            )
+        })
+        .max_by_key(|(_, end)| *end)
+        .unwrap();
+    write_at(&last, end, &[0x5a; 300]);
+    let kept = data.path().join("__azq__").join("kept");
+    std::fs::create_dir_all(&kept).unwrap();
+    let older = kept.join("000001-gen-000001-shard-000-wal-00000000000000000000.log-at-0");
+    std::fs::File::create(&older)
+        .unwrap()
+        .set_len(256 << 20)
+        .unwrap();
+
+    let stderr = refused_start(&data, &flags);
+    let (refusal, changes) = stderr
+        .split_once("before it refused, recovery made these changes")
+        .unwrap_or_else(|| panic!("no changes named: {stderr}"));
+    assert!(
+        refusal.contains("damaged log at offset 4096") && refusal.contains("shard-000"),
+        "{stderr}"
+    );
+    assert_eq!(std::fs::metadata(&last).unwrap().len(), end as u64);
+    assert!(!older.exists());
+    assert!(
+        changes.contains("the last write was cut short")
+            && changes.contains(&last.display().to_string())
+            && changes.contains(&older.display().to_string()),
+        "{stderr}"
+    );
+    let copy = kept_file(changes);
+    assert!(copy.exists(), "{copy:?}");
+
+    let server = start(&data, &[&flags[..], &["--truncateCorruptLog"]].concat());
+    assert!(
+        !server.stderr().contains("cut short"),
+        "{}",
+        server.stderr()
+    );
+    // Shard 0 lost its queues' creation with the damaged record; shard 1's are all there.
+    let mut checked = 0;
+    for queue in &queues {
+        let key = azq::queue::QueueKey {
+            account: "devstoreaccount1".to_string(),
+            name: queue.clone(),
+        };
+        if azq::queue::shard_for(&key, 2) == 1 {
+            let expected = put_to.values().filter(|name| *name == queue).count();
+            assert_eq!(drain(&server, queue).len(), expected, "{queue}");
+            checked += 1;
+        }
+    }
+    assert!(checked > 0);
+    assert!(server.stop().success());
+}
+
 #[test]
 fn damage_before_the_tail_refuses_to_start_unless_asked_to_cut() {
     let data = TempDir::new("corrupt");

@@ -1522,17 +1522,58 @@ fn generation_holds_data(files: &impl Files, path: &Path) -> Result<bool, String
 /// Opens (or creates) the data directory `root` for `shards` shards and restores every shard.
 /// `seed` gives each new shard its message-ID seed (random in the server); `secret` is the
 /// server's (`storage::secret`), which made the IDs and receipts the files' messages had; `now_ms`
-/// drops what expired while the server was down.
+/// drops what expired while the server was down. A refusal names, after why, what recovery had
+/// changed before it (the notes it would have made), in shard order: shards are read side by
+/// side, so another shard may have cut a torn tail or removed a kept copy meanwhile, as any
+/// start would (helper-58's review found those changes unsaid).
 pub fn recover(
     files: &impl Files,
     root: &Path,
-    mut shards: usize,
+    shards: usize,
     now_ms: u64,
     seed: &mut dyn FnMut(usize) -> u64,
     secret: Secret,
     options: RecoveryOptions,
 ) -> Result<Recovered, String> {
     let started = Instant::now();
+    let mut notes = Vec::new();
+    let parts = (root, shards, now_ms, secret);
+    match recover_noting(files, parts, seed, options, &mut notes) {
+        Ok(Restored {
+            shards: starts,
+            bytes_read,
+            queues,
+            messages,
+        }) => {
+            let summary = format!(
+                "recovered {messages} messages in {queues} queues ({:.1} MiB of snapshots and log \
+                 in {}) in {} ms",
+                bytes_read as f64 / (1 << 20) as f64,
+                root.display(),
+                started.elapsed().as_millis()
+            );
+            Ok(Recovered {
+                shards: starts,
+                summary,
+                notes,
+            })
+        }
+        Err(why) if notes.is_empty() => Err(why),
+        Err(why) => Err(format!(
+            "{why}\nbefore it refused, recovery made these changes, as any start would:\n{}",
+            notes.join("\n")
+        )),
+    }
+}
+
+/// `recover`'s work, its notes in `notes` as it goes.
+fn recover_noting(
+    files: &impl Files,
+    (root, mut shards, now_ms, secret): (&Path, usize, u64, Secret),
+    seed: &mut dyn FnMut(usize) -> u64,
+    options: RecoveryOptions,
+    notes: &mut Vec<String>,
+) -> Result<Restored, String> {
     let failed = |what: &Path, why: std::io::Error| format!("{}: {why}", what.display());
     files
         .create_directories(root)
@@ -1551,7 +1592,6 @@ pub fn recover(
     // Generations other than the current one are leftovers of an interrupted change of
     // shard count (the new one, never made current) or of its clean-up (the old one); so is
     // a `CURRENT.tmp` that was never renamed.
-    let mut notes = Vec::new();
     let mut removed = false;
     let names = files.list(root).map_err(|error| failed(root, error))?;
     let current_exists =
@@ -1645,21 +1685,54 @@ pub fn recover(
                 (image, shard_notes)
             }
         });
-        // Each shard's notes in shard order, as one thread would make them; the first shard's
-        // refusal is the answer (the others read on, changing only what they would change at
-        // any start: temporary files, torn tails).
+        // Each shard's notes in shard order, as one thread would make them, and every shard's
+        // refusal (the others read on, changing only what any start would: temporary files,
+        // torn tails, kept copies; `recover` says so after the refusal).
+        let mut refusals = Vec::new();
         for (image, shard_notes) in each_shard(files, reads.collect()) {
             notes.extend(shard_notes);
-            images.push(image?);
+            match image {
+                Ok(image) => images.push(image),
+                Err(why) => refusals.push(why),
+            }
+        }
+        if !refusals.is_empty() {
+            return Err(refusals.join("\n"));
         }
     }
     let bytes_read: u64 = images.iter().map(|image| image.bytes_read).sum();
     let old_shards = images.len();
     let mut same_layout = current.is_some() && images.len() == shards;
+    // Whether a shard's files hold a queue this build gives another shard of `count`:
+    // `shard_for` hashes with ahash, whose output follows the CPU features and version it was
+    // built with, so files from another build may (helper-58's review: a build with AES). Such
+    // files are written anew as for a change of count, which puts every queue on its owner;
+    // restored in place, a queue would go to a shard whose files do not hold it.
+    let misplaced = |images: &[Image], count: usize| {
+        images.iter().enumerate().any(|(shard, image)| {
+            image
+                .queues
+                .values()
+                .any(|queue| shard_for(&queue.key, count) != shard)
+        })
+    };
+    let rehashed = same_layout && misplaced(&images, shards);
+    same_layout &= !rehashed;
     if let Some(bytes_max) = options.reshard_text_bytes_max.filter(|_| !same_layout) {
         // Before any text is copied: the files are mapped, not read into memory yet.
         let text_bytes: u64 = images.iter().map(|image| image.text_bytes(now_ms)).sum();
-        if text_bytes > bytes_max && may_keep(old_shards, shards) {
+        if rehashed && text_bytes > bytes_max {
+            return Err(format!(
+                "the files hold queues on shards this build gives to others (they were written \
+                 by a build whose queue hash differs): moving them copies every message's text \
+                 through memory, and their {} are more than --max-memory ({}); start with \
+                 --max-memory above them, or with the build that wrote the files",
+                crate::cgroup::format_bytes(text_bytes),
+                crate::cgroup::format_bytes(bytes_max),
+            ));
+        }
+        if text_bytes > bytes_max && may_keep(old_shards, shards) && !misplaced(&images, old_shards)
+        {
             notes.push(format!(
                 "the files are for {old_shards} shard{} and this start's default is {shards}: a \
                  change of shard count copies every message's text through memory, and their {} \
@@ -1694,6 +1767,13 @@ pub fn recover(
                 crate::cgroup::format_bytes(bytes_max),
             ));
         }
+    }
+    if rehashed {
+        notes.push(format!(
+            "{}: queues on shards this build gives to others (the files were written by a build \
+             whose queue hash differs); every queue moves to the shard that owns it now",
+            root.display()
+        ));
     }
     if !same_layout {
         // Located in case the files' count was kept: a change of count copies every text.
@@ -1922,18 +2002,21 @@ pub fn recover(
                 .map_err(|error| failed(root, error))?;
         }
     }
-    let summary = format!(
-        "recovered {messages_restored} messages in {queues_restored} queues ({:.1} MiB of snapshots and log in \
-         {}) in {} ms",
-        bytes_read as f64 / (1 << 20) as f64,
-        root.display(),
-        started.elapsed().as_millis()
-    );
-    Ok(Recovered {
+    Ok(Restored {
         shards: starts,
-        summary,
-        notes,
+        bytes_read,
+        queues: queues_restored,
+        messages: messages_restored,
     })
+}
+
+/// What `recover_noting` made: the shards, and for the summary the bytes read and the queues
+/// and messages restored.
+struct Restored {
+    shards: Vec<ShardStart>,
+    bytes_read: u64,
+    queues: usize,
+    messages: usize,
 }
 
 #[cfg(test)]
