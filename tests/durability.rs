@@ -1818,13 +1818,33 @@ fn a_torn_tail_is_cut_at_the_last_intact_record_with_a_note() {
     );
     assert!(server.stop().success());
     // Cut means cut: the next start finds nothing to repair.
-    let server = start(&data, &["--shards", "1"]);
+    assert_nothing_to_repair(&data, &["--shards", "1"]);
+}
+
+/// Starts azq on `data` with `flags` and asserts it finds no torn tail to cut.
+fn assert_nothing_to_repair(data: &TempDir, flags: &[&str]) {
+    let server = start(data, flags);
     assert!(
         !server.stderr().contains("cut short"),
         "{}",
         server.stderr()
     );
     assert!(server.stop().success());
+}
+
+/// The segment of a shard holding the most records, and where they end (the rest is zeros).
+fn fullest_segment(shard: &[PathBuf]) -> (PathBuf, usize) {
+    shard
+        .iter()
+        .map(|path| {
+            let bytes = std::fs::read(path).unwrap();
+            (
+                path.clone(),
+                bytes.iter().rposition(|&b| b != 0).unwrap() + 1,
+            )
+        })
+        .max_by_key(|(_, end)| *end)
+        .expect("a segment")
 }
 
 /// Two shards, each with a torn tail, are read on threads of their own (`Files::parallel`):
@@ -1853,15 +1873,7 @@ fn torn_tails_of_shards_recovered_side_by_side_are_each_cut_and_kept() {
         let garbage: Vec<u8> = (0..300u32).map(|n| (n * 37 % 251) as u8 + 1).collect();
         let mut torn = Vec::new();
         for shard in segments(data.path()) {
-            let (segment, end) = shard
-                .into_iter()
-                .map(|path| {
-                    let bytes = std::fs::read(&path).unwrap();
-                    let end = bytes.iter().rposition(|&byte| byte != 0).unwrap() + 1;
-                    (path, end)
-                })
-                .max_by_key(|(_, end)| *end)
-                .expect("a segment");
+            let (segment, end) = fullest_segment(&shard);
             assert!(end > 4096, "{backend}: no records in {segment:?}");
             write_at(&segment, end, &garbage);
             torn.push((segment.clone(), std::fs::read(&segment).unwrap(), end));
@@ -1900,13 +1912,7 @@ fn torn_tails_of_shards_recovered_side_by_side_are_each_cut_and_kept() {
             );
         }
         assert!(server.stop().success());
-        let server = start(&data, &flags);
-        assert!(
-            !server.stderr().contains("cut short"),
-            "{}",
-            server.stderr()
-        );
-        assert!(server.stop().success());
+        assert_nothing_to_repair(&data, &flags);
     }
 }
 
@@ -1937,17 +1943,7 @@ fn a_refused_start_names_what_the_other_shards_changed() {
     let first = shards[0][0].clone();
     let bytes = std::fs::read(&first).unwrap();
     write_at(&first, 4096 + 20, &[bytes[4096 + 20] ^ 0x10]);
-    let (last, end) = shards[1]
-        .iter()
-        .map(|path| {
-            let bytes = std::fs::read(path).unwrap();
-            (
-                path.clone(),
-                bytes.iter().rposition(|&b| b != 0).unwrap() + 1,
-            )
-        })
-        .max_by_key(|(_, end)| *end)
-        .unwrap();
+    let (last, end) = fullest_segment(&shards[1]);
     write_at(&last, end, &[0x5a; 300]);
     let kept = data.path().join("__azq__").join("kept");
     std::fs::create_dir_all(&kept).unwrap();

@@ -362,17 +362,25 @@ pub(super) fn recover_one_shard(
     disk: &SimDisk,
     options: RecoveryOptions,
 ) -> Result<super::recovery::Recovered, String> {
-    let mut seeds = SplitMix64::new(3);
-    let recovered = recover(
+    recover_shards(disk, 1, &mut SplitMix64::new(3), options)
+}
+
+/// `recover` of `/data` on `disk` into `shards` shards at `NOW_MS`, their seeds from `seeds`.
+fn recover_shards(
+    disk: &SimDisk,
+    shards: usize,
+    seeds: &mut SplitMix64,
+    options: RecoveryOptions,
+) -> Result<super::recovery::Recovered, String> {
+    recover(
         disk,
         &data_directory(Path::new("/data")),
-        1,
+        shards,
         NOW_MS,
-        &mut new_seed(&mut seeds),
+        &mut new_seed(seeds),
         test_secret(),
         options,
-    );
-    recovered
+    )
 }
 
 /// Runs `future`, whose simulated I/O is always ready, to completion.
@@ -3216,6 +3224,41 @@ fn apply_routed(states: &[RefCell<ShardState>], command: Command) -> Result<Repl
     reply
 }
 
+/// A log (segments of 16 KiB) and a state for each shard `recovered` starts, in shard order.
+fn serve_shards(
+    disk: &SimDisk,
+    recovered: super::recovery::Recovered,
+) -> (Vec<Log<SimDisk>>, Vec<RefCell<ShardState>>) {
+    let logs = recovered
+        .shards
+        .iter()
+        .enumerate()
+        .map(|(shard, start)| {
+            Log::new(disk.clone(), start, shard as u32, Durability::Fsync)
+                .with_segment_bytes(16 << 10)
+        })
+        .collect();
+    let states = recovered
+        .shards
+        .into_iter()
+        .map(|start| RefCell::new(start.state))
+        .collect();
+    (logs, states)
+}
+
+/// Every queue and message of `states` in one, with the settings of the last.
+fn describe_shards<'a>(states: impl IntoIterator<Item = &'a RefCell<ShardState>>) -> Described {
+    let mut all = Described::default();
+    for state in states {
+        let described = state.borrow().describe(NOW_MS);
+        all.queues.extend(described.queues);
+        all.messages.extend(described.messages);
+        all.acls = described.acls;
+        all.properties = described.properties;
+    }
+    all
+}
+
 #[test]
 fn a_change_of_shard_count_keeps_every_queue_message_setting_and_receipt() {
     let disk = SimDisk::new(0, true);
@@ -3269,20 +3312,7 @@ fn a_change_of_shard_count_keeps_every_queue_message_setting_and_receipt() {
             assert_eq!(merged.properties, before.properties);
         }
 
-        let logs: Vec<Log<SimDisk>> = recovered
-            .shards
-            .iter()
-            .enumerate()
-            .map(|(shard, start)| {
-                Log::new(disk.clone(), start, shard as u32, Durability::Fsync)
-                    .with_segment_bytes(16 << 10)
-            })
-            .collect();
-        let states: Vec<RefCell<ShardState>> = recovered
-            .shards
-            .into_iter()
-            .map(|start| RefCell::new(start.state))
-            .collect();
+        let (logs, states) = serve_shards(&disk, recovered);
         // Receipts handed out by the old shards still work on the new owners: update one to
         // stay leased (so the next layout gets leased messages too), delete the others.
         issued = use_receipts(&states, &merged, &issued, |n| n == 0, "after resharding");
@@ -3294,14 +3324,7 @@ fn a_change_of_shard_count_keeps_every_queue_message_setting_and_receipt() {
         for (log, state) in logs.iter().zip(&states) {
             while run(log.flush(state)).expect("simulated writes do not fail") {}
         }
-        let mut now = Described::default();
-        for state in &states {
-            let described = state.borrow().describe(NOW_MS);
-            now.queues.extend(described.queues);
-            now.messages.extend(described.messages);
-            now.acls = described.acls;
-            now.properties = described.properties;
-        }
+        let now = describe_shards(&states);
         assert!(
             shards == 1 || !now.messages.is_empty(),
             "the run leaves messages to move"
@@ -3719,37 +3742,13 @@ fn use_receipts(
 #[test]
 fn files_of_another_builds_queue_hash_are_written_anew_every_queue_on_its_owner() {
     let disk = SimDisk::new(0, true);
-    let root = data_directory(Path::new("/data"));
     let mut random = SplitMix64::new(58);
     let mut seeds = SplitMix64::new(random.next_u64());
     let start = |seeds: &mut SplitMix64| {
-        recover(
-            &disk,
-            &root,
-            2,
-            NOW_MS,
-            &mut new_seed(seeds),
-            test_secret(),
-            RecoveryOptions::default(),
-        )
-        .expect("recovers")
+        recover_shards(&disk, 2, seeds, RecoveryOptions::default()).expect("recovers")
     };
-    let recovered = start(&mut seeds);
-    let logs: Vec<Log<SimDisk>> = recovered
-        .shards
-        .iter()
-        .enumerate()
-        .map(|(shard, start)| {
-            Log::new(disk.clone(), start, shard as u32, Durability::Fsync)
-                .with_segment_bytes(16 << 10)
-        })
-        .collect();
+    let (logs, mut swapped) = serve_shards(&disk, start(&mut seeds));
     // The shards in the other order: every command goes to the shard that does not own it.
-    let mut swapped: Vec<RefCell<ShardState>> = recovered
-        .shards
-        .into_iter()
-        .map(|start| RefCell::new(start.state))
-        .collect();
     swapped.reverse();
     let mut issued: Vec<Issued> = Vec::new();
     for _ in 0..150 {
@@ -3760,12 +3759,7 @@ fn files_of_another_builds_queue_hash_are_written_anew_every_queue_on_its_owner(
     for (log, state) in logs.iter().zip(swapped.iter().rev()) {
         while run(log.flush(state)).expect("simulated writes do not fail") {}
     }
-    let mut before = Described::default();
-    for state in &swapped {
-        let described = state.borrow().describe(NOW_MS);
-        before.queues.extend(described.queues);
-        before.messages.extend(described.messages);
-    }
+    let before = describe_shards(&swapped);
     assert!(
         !before.messages.is_empty(),
         "the run leaves messages to move"
@@ -3777,16 +3771,9 @@ fn files_of_another_builds_queue_hash_are_written_anew_every_queue_on_its_owner(
         reshard_text_bytes_max: Some(0),
         ..RecoveryOptions::default()
     };
-    let refused = recover(
-        &disk,
-        &root,
-        2,
-        NOW_MS,
-        &mut new_seed(&mut seeds),
-        test_secret(),
-        bounded,
-    );
-    let why = refused.err().expect("refused");
+    let why = recover_shards(&disk, 2, &mut seeds, bounded)
+        .err()
+        .expect("refused");
     assert!(why.contains("with the build that wrote the files"), "{why}");
     assert!(!why.contains("before it refused"), "{why}");
     let recovered = start(&mut seeds);
@@ -3798,34 +3785,22 @@ fn files_of_another_builds_queue_hash_are_written_anew_every_queue_on_its_owner(
         "{:?}",
         recovered.notes
     );
-    let mut after = Described::default();
-    for (shard, start) in recovered.shards.iter().enumerate() {
-        let described = start.state.describe(NOW_MS);
-        for key in described.queues.keys() {
+    let (_, states) = serve_shards(&disk, recovered);
+    for (shard, state) in states.iter().enumerate() {
+        for key in state.borrow().describe(NOW_MS).queues.keys() {
             assert_eq!(shard_for(key, 2), shard, "{key:?} on shard {shard}");
         }
-        after.queues.extend(described.queues);
-        after.messages.extend(described.messages);
     }
+    let after = describe_shards(&states);
     assert_eq!(after.queues, before.queues);
     assert_eq!(after.messages, before.messages);
-    let states: Vec<RefCell<ShardState>> = recovered
-        .shards
-        .into_iter()
-        .map(|start| RefCell::new(start.state))
-        .collect();
     let handed_out = use_receipts(&states, &after, &issued, |n| n == 0, "after the move");
     assert!(!handed_out.is_empty(), "receipts to use");
     drop(states);
     // Nothing written since: the files as the move left them, now on their owners.
     let recovered = start(&mut seeds);
     assert!(recovered.notes.is_empty(), "{:?}", recovered.notes);
-    let mut again = Described::default();
-    for start in &recovered.shards {
-        let described = start.state.describe(NOW_MS);
-        again.queues.extend(described.queues);
-        again.messages.extend(described.messages);
-    }
+    let again = describe_shards(&serve_shards(&disk, recovered).1);
     assert_eq!(again.queues, before.queues);
     assert_eq!(again.messages, before.messages);
 }
