@@ -242,7 +242,7 @@ pub const RECORD_BODY_BYTES_MAX: usize = 1 << 20;
 /// cut off a log or removed, copied first so that a reader's mistake never deletes data); the
 /// oldest go first beyond it. What the current start keeps is never removed by it.
 pub const RECOVERY_KEPT_BYTES_MAX: u64 = 4 * LOG_SEGMENT_BYTES;
-/// Stack of each thread recovery reads and restores a shard on (`Files::parallel`): the main
+/// Stack of each thread recovery reads a shard on (`Files::parallel`): the main
 /// thread's usual 8 MiB, which recovery ran on alone before.
 pub const RECOVERY_THREAD_STACK_BYTES: usize = 8 << 20;
 /// Message slots one snapshot step encodes before the shard serves requests again.

@@ -432,13 +432,16 @@ fn open_storage(config: &Config) -> Result<Storage, String> {
     if config.text_bytes_max.is_some() {
         // Before anything applies to the states (`--init`'s puts): a put that took the slot
         // and generation of a message that expired while the server was down would otherwise
-        // meet that message's home. A thread a shard, as recovery reads them.
-        std::thread::scope(|scope| {
-            for start in &mut shards {
-                scope.spawn(|| start.state.track_texts(std::mem::take(&mut start.texts)));
-            }
-        });
+        // meet that message's home. On this thread, as recovery restores the states: what they
+        // keep stays in one arena.
+        for start in &mut shards {
+            start.state.track_texts(std::mem::take(&mut start.texts));
+        }
     }
+    // What recovery's threads read and freed (the shards' images) stays in their arenas, free
+    // but resident, until given back: 11 MiB after a restart of 2,000,000 messages on two
+    // shards (RSS 216 MiB against 227 when one thread read them).
+    runtime::os::give_back_free_memory();
     if !config.silent {
         println!("azq: {}", recovered.summary);
     }

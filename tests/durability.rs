@@ -1955,7 +1955,7 @@ fn a_refused_start_names_what_the_other_shards_changed() {
 
     let stderr = refused_start(&data, &flags);
     let (refusal, changes) = stderr
-        .split_once("before it refused, recovery made these changes")
+        .split_once("before it refused, recovery noted these")
         .unwrap_or_else(|| panic!("no changes named: {stderr}"));
     assert!(
         refusal.contains("damaged log at offset 4096") && refusal.contains("shard-000"),

@@ -58,8 +58,8 @@ pub fn parse_generation(name: &str) -> Option<u64> {
 /// Synchronous file operations, for work done before the shards serve. `std::fs` in the server;
 /// a simulated disk in tests. Shared by the threads recovery reads shards on.
 pub trait Files: Sync {
-    /// Whether recovery may read and restore each shard on a thread of its own: the real file
-    /// system, not the simulated disk, whose seeds replay their operations in one order.
+    /// Whether recovery may read each shard on a thread of its own: the real file system, not
+    /// the simulated disk, whose seeds replay their operations in one order.
     fn parallel(&self) -> bool {
         false
     }

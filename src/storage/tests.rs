@@ -3776,12 +3776,25 @@ fn files_of_another_builds_queue_hash_are_written_anew_every_queue_on_its_owner(
         .expect("refused");
     assert!(why.contains("with the build that wrote the files"), "{why}");
     assert!(!why.contains("before it refused"), "{why}");
+    // So at any other count, kept by default or not: never told to start with --shards 2,
+    // which the same refusal meets (helper-59's review).
+    for (shards, shards_default) in [(3, true), (3, false), (1, false)] {
+        let options = RecoveryOptions {
+            shards_default,
+            ..bounded
+        };
+        let why = recover_shards(&disk, shards, &mut seeds, options)
+            .err()
+            .expect("refused");
+        assert!(
+            why.contains("with the build that wrote the files") && !why.contains("--shards"),
+            "{shards} {shards_default}: {why}"
+        );
+    }
     let recovered = start(&mut seeds);
     assert!(
-        recovered
-            .notes
-            .iter()
-            .any(|note| note.contains("whose queue hash differs")),
+        recovered.notes.iter().any(|note| note
+            .contains("written for 2 shards (was 2) (the files held queues on shards this build")),
         "{:?}",
         recovered.notes
     );
