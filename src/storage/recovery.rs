@@ -1521,10 +1521,10 @@ fn generation_holds_data(files: &impl Files, path: &Path) -> Result<bool, String
 /// Opens (or creates) the data directory `root` for `shards` shards and restores every shard.
 /// `seed` gives each new shard its message-ID seed (random in the server); `secret` is the
 /// server's (`storage::secret`), which made the IDs and receipts the files' messages had; `now_ms`
-/// drops what expired while the server was down. A refusal names, after why, what recovery had
-/// changed before it (the notes it would have made), in shard order: shards are read side by
-/// side, so another shard may have cut a torn tail or removed a kept copy meanwhile, as any
-/// start would (helper-58's review found those changes unsaid).
+/// drops what expired while the server was down. A refusal lists, after why, what recovery had
+/// noted before it, in shard order: shards are read side by side, so another shard may have cut
+/// a torn tail or removed a kept copy meanwhile, as any start would (helper-58's review found
+/// those repairs unsaid).
 pub fn recover(
     files: &impl Files,
     root: &Path,
