@@ -61,9 +61,10 @@ Usage: azq [options]
   --inMemoryPersistence      keep nothing on disk: a restart starts empty
   --max-disk SIZE            bytes of azq's own files under DIR/__azq__ (log segments and
                              snapshots, split evenly per shard; at least 256M a shard, which
-                             caps the default shard count; default: none) before Put, Update with a text, Create Queue, Set Queue
-                             Metadata or ACL and Set Service Properties answer 503 ServerBusy,
-                             keeping room for a snapshot (which gives space back) to complete
+                             caps the default shard count; default: none) before Put, Update
+                             with a text, Create Queue, Set Queue Metadata or ACL and Set
+                             Service Properties answer 503 ServerBusy, keeping room for a
+                             snapshot (which gives space back) to complete
   --text-memory SIZE|all     bytes of message text kept in memory once written to the log
                              (split evenly per shard; default: half of --max-memory; all:
                              every text, recovered ones too, as before the tiers; texts also
