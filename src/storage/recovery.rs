@@ -1703,27 +1703,25 @@ fn recover_noting(
     let bytes_read: u64 = images.iter().map(|image| image.bytes_read).sum();
     let old_shards = images.len();
     let mut same_layout = current.is_some() && images.len() == shards;
-    // Whether a shard's files hold a queue this build gives another shard of `count`:
+    // Whether a shard's files hold a queue this build gives another shard of theirs:
     // `shard_for` hashes with ahash, whose output follows the CPU features and version it was
     // built with, so files from another build may (helper-58's review: a build with AES). Such
     // files are written anew as for a change of count, which puts every queue on its owner;
     // restored in place, a queue would go to a shard whose files do not hold it.
-    let misplaced = |images: &[Image], count: usize| {
-        images.iter().enumerate().any(|(shard, image)| {
-            image
-                .queues
-                .values()
-                .any(|queue| shard_for(&queue.key, count) != shard)
-        })
-    };
-    let rehashed = same_layout && misplaced(&images, shards);
+    let misplaced = images.iter().enumerate().any(|(shard, image)| {
+        image
+            .queues
+            .values()
+            .any(|queue| shard_for(&queue.key, old_shards) != shard)
+    });
+    let rehashed = same_layout && misplaced;
     same_layout &= !rehashed;
     if let Some(bytes_max) = options.reshard_text_bytes_max.filter(|_| !same_layout) {
         // Before any text is copied: the files are mapped, not read into memory yet.
         let text_bytes: u64 = images.iter().map(|image| image.text_bytes(now_ms)).sum();
         // Files another build wrote move at any count, kept or not (helper-59's review: the
         // advice below named a --shards that would be refused the same way).
-        if text_bytes > bytes_max && misplaced(&images, old_shards) {
+        if text_bytes > bytes_max && misplaced {
             return Err(format!(
                 "the files hold queues on shards this build gives to others (they were written \
                  by a build whose queue hash differs): moving them copies every message's text \
