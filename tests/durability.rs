@@ -796,14 +796,8 @@ fn texts_on_disk_only_let_a_backlog_outgrow_max_memory() {
             // located in a queue whose shard keeps its number would name the old generation).
             let copied = TempDir::new(&format!("texts-max-memory-copied-{backend}"));
             let server = start(&copied, &flags);
-            let mut filled = BTreeMap::new();
-            for queue in ["copied-a", "copied-b", "copied-c", "copied-d"] {
-                create_queue(&server, queue);
-                for n in 0..4 {
-                    let (id, _) = put(&server, queue, &text(n));
-                    filled.insert(id, (queue, text(n)));
-                }
-            }
+            let queues = ["copied-a", "copied-b", "copied-c", "copied-d"];
+            let filled = fill_queues(&server, &queues, 4, &text);
             await_texts_on_disk(&server, filled.len() as u64);
             assert!(server.stop().success());
             let roomy = [&flags[2..], &["--max-memory", "8M"]].concat();
@@ -855,6 +849,25 @@ fn texts_on_disk_only_let_a_backlog_outgrow_max_memory() {
         assert_status(&response, 503, Some("ServerBusy"));
         assert!(server.stop().success());
     }
+}
+
+/// Creates each of `queues` and puts `text(0..count)` into each: the texts by ID, with their
+/// queue's name, as `assert_every_queue_leases` takes them.
+fn fill_queues<'q>(
+    server: &Server,
+    queues: &[&'q str],
+    count: usize,
+    text: &dyn Fn(usize) -> String,
+) -> BTreeMap<String, (&'q str, String)> {
+    let mut filled = BTreeMap::new();
+    for &queue in queues {
+        create_queue(server, queue);
+        for n in 0..count {
+            let (id, _) = put(server, queue, &text(n));
+            filled.insert(id, (queue, text(n)));
+        }
+    }
+    filled
 }
 
 /// Leases every message of every queue `filled` names (texts by ID, with their queue's name)
@@ -919,14 +932,12 @@ fn a_default_shard_count_leaves_each_shard_its_share_of_max_disk() {
         let two = ["--runtime", backend, "--shards", "2", "--max-disk", "600M"];
         let server = start(&data, &two);
         assert_eq!(served_shards(&server), 2, "{backend}");
-        let mut filled = BTreeMap::new();
-        for queue in ["moved-a", "moved-b", "moved-c", "moved-d"] {
-            create_queue(&server, queue);
-            for n in 0..5 {
-                let (id, _) = put(&server, queue, &text(n));
-                filled.insert(id, (queue, text(n)));
-            }
-        }
+        let filled = fill_queues(
+            &server,
+            &["moved-a", "moved-b", "moved-c", "moved-d"],
+            5,
+            &text,
+        );
         assert!(server.stop().success());
         let tight = [&one[..], &disk[..]].concat();
         let refusal = refused_start(&data, &tight);
