@@ -1000,13 +1000,13 @@ fn remove_after_cut<F: Files>(
     for (_, later) in segments {
         let data = files.read(later).map_err(|error| failed(later, error))?;
         let kept_copy = kept_in(kept.keep(later, &data, 0, notes)?);
+        files
+            .remove_file(later)
+            .map_err(|error| failed(later, error))?;
         notes.push(format!(
             "{}: at or after the cut (--truncateCorruptLog); removed{kept_copy}",
             later.display()
         ));
-        files
-            .remove_file(later)
-            .map_err(|error| failed(later, error))?;
     }
     if !segments.is_empty() {
         files
@@ -1334,13 +1334,17 @@ fn read_shard<F: Files>(
             }
             Err(why) if options.truncate_corrupt => {
                 // Damage to the header of a segment with records after it: cut the log there,
-                // as any other damage.
-                notes.push(format!(
-                    "{}: not a log segment ({why}); the log is cut before it \
-                     (--truncateCorruptLog), losing its records and every later one",
-                    path.display()
-                ));
+                // as any other damage. Its note comes first, once the cut is made.
+                let at = notes.len();
                 remove_after_cut(files, kept, &segments[index..], directory, notes)?;
+                notes.insert(
+                    at,
+                    format!(
+                        "{}: not a log segment ({why}); the log is cut before it \
+                         (--truncateCorruptLog), losing its records and every later one",
+                        path.display()
+                    ),
+                );
                 image.next_sequence = image.next_sequence.max(*first_sequence);
                 break;
             }
@@ -1420,6 +1424,9 @@ fn read_shard<F: Files>(
             // so the room after the records (zeros, which `keep` checks) is given back.
             Ending::Clean if (data.len() as u64) > bytes => {
                 let kept = kept.keep(path, &data, segment.end, notes)?;
+                files
+                    .truncate(path, bytes)
+                    .map_err(|error| failed(path, error))?;
                 if let Some(kept) = kept {
                     notes.push(format!(
                         "{}: bytes after the end of the records at offset {}; truncated there{}",
@@ -1428,22 +1435,19 @@ fn read_shard<F: Files>(
                         kept_in(Some(kept))
                     ));
                 }
-                files
-                    .truncate(path, bytes)
-                    .map_err(|error| failed(path, error))?
             }
             Ending::Clean => {}
             Ending::Torn { offset, reason } if index == last => {
                 let kept = kept_in(kept.keep(path, &data, offset, notes)?);
+                files
+                    .truncate(path, offset as u64)
+                    .map_err(|error| failed(path, error))?;
                 notes.push(format!(
                     "{}: the last write was cut short ({reason} at offset {offset}); \
                      truncated there, after record {}{kept}",
                     path.display(),
                     next.saturating_sub(1)
                 ));
-                files
-                    .truncate(path, offset as u64)
-                    .map_err(|error| failed(path, error))?;
                 bytes = offset as u64;
             }
             Ending::Torn { offset, reason } | Ending::Corrupt { offset, reason } => {
@@ -1456,18 +1460,23 @@ fn read_shard<F: Files>(
                     ));
                 }
                 let kept_copy = kept_in(kept.keep(path, &data, offset, notes)?);
-                notes.push(format!(
-                    "{}: damaged log at offset {offset} ({reason}); cut there \
-                     (--truncateCorruptLog), losing the records after record {}{kept_copy}",
-                    path.display(),
-                    next.saturating_sub(1)
-                ));
                 // The later segments go first, durably: a power cut between the cut and their
-                // removal would leave a log that skips records, which no start gets past.
+                // removal would leave a log that skips records, which no start gets past. The
+                // cut's note comes before theirs, once the cut is made.
+                let at = notes.len();
                 remove_after_cut(files, kept, &segments[index + 1..], directory, notes)?;
                 files
                     .truncate(path, offset as u64)
                     .map_err(|error| failed(path, error))?;
+                notes.insert(
+                    at,
+                    format!(
+                        "{}: damaged log at offset {offset} ({reason}); cut there \
+                         (--truncateCorruptLog), losing the records after record {}{kept_copy}",
+                        path.display(),
+                        next.saturating_sub(1)
+                    ),
+                );
                 bytes = offset as u64;
                 stop = true;
             }
@@ -1618,22 +1627,22 @@ fn recover_noting(
                     current_path.display()
                 ));
             }
+            files
+                .remove_directory(&path)
+                .map_err(|error| failed(&path, error))?;
             notes.push(format!(
                 "{}: a generation of an interrupted change of shard count (or rewrite); removed",
                 path.display()
             ));
-            files
-                .remove_directory(&path)
-                .map_err(|error| failed(&path, error))?;
             removed = true;
         } else if name == CURRENT_TEMPORARY_NAME {
+            files
+                .remove_file(&path)
+                .map_err(|error| failed(&path, error))?;
             notes.push(format!(
                 "{}: a change of shard count interrupted before it switched; removed",
                 path.display()
             ));
-            files
-                .remove_file(&path)
-                .map_err(|error| failed(&path, error))?;
             removed = true;
         }
     }

@@ -15,7 +15,7 @@ use crate::limits::STORAGE_BLOCK_BYTES;
 use crate::queue::record::record_text;
 use crate::queue::state::texts::TextOnDisk;
 use crate::queue::{Command, QueueKey, Reply, ShardState};
-use crate::storage::files::{data_directory, StdFiles};
+use crate::storage::files::{data_directory, StdFiles, CURRENT_TEMPORARY_NAME};
 use crate::storage::log::{Durability, Log};
 use crate::storage::sim::SimDisk;
 use crate::storage::tests::{key, recover_one_shard, run, snapshot_whole, NOW_MS};
@@ -261,6 +261,115 @@ fn a_power_cut_during_a_cut_never_leaves_a_log_that_skips_records() {
         recover_one_shard(&disk, options)
             .unwrap_or_else(|why| panic!("power cut after {budget} changes: {why}"));
     }
+}
+
+/// What a refusal lists as done was done: recovery repairing a torn tail, a damaged record or
+/// a damaged header is cut off after every number of changes (the file system failing, as a
+/// full or dying disk does), and every note the refusal lists (a file kept aside, removed,
+/// truncated or cut at an offset) is checked against the files as they are. The truncations
+/// and removals noted theirs before they were made, so a failed one was listed as done.
+#[test]
+fn a_refusal_lists_only_repairs_that_were_made() {
+    let notes_checked = |disk: &SimDisk, notes: &[&str], context: &str| {
+        let paths = disk.file_paths();
+        for note in notes {
+            let (path, what) = note.split_once(": ").expect("a note names its file");
+            let mut checked = false;
+            if let Some((_, kept)) = what.split_once("kept in ") {
+                assert!(paths.contains(&PathBuf::from(kept)), "{context}: {note}");
+                checked = true;
+            }
+            if what.contains("; removed") || what.contains("the log is cut before it") {
+                assert!(!paths.contains(&PathBuf::from(path)), "{context}: {note}");
+                checked = true;
+            }
+            if what.contains("truncated there") || what.contains("cut there") {
+                let (_, after) = what.split_once("at offset ").expect("an offset");
+                let digits = after.split(|c: char| !c.is_ascii_digit()).next();
+                let offset: usize = digits.and_then(|d| d.parse().ok()).expect("a number");
+                let length = disk.read(Path::new(path)).map(|data| data.len());
+                assert_eq!(length.ok(), Some(offset), "{context}: {note}");
+                checked = true;
+            }
+            assert!(checked, "{context}: a note this test cannot check: {note}");
+        }
+    };
+    let truncate_corrupt = RecoveryOptions {
+        truncate_corrupt: true,
+        ..RecoveryOptions::default()
+    };
+    let mut refusals_listing = 0;
+    for (damage, options) in [
+        ("a torn tail", RecoveryOptions::default()),
+        ("a damaged record", truncate_corrupt),
+        ("a damaged header", truncate_corrupt),
+        (
+            "an interrupted change's leftovers",
+            RecoveryOptions::default(),
+        ),
+    ] {
+        for budget in 0.. {
+            let disk = SimDisk::new(budget as u64, true);
+            let segments = match damage {
+                "a torn tail" => {
+                    let segments = written(&disk, 5, 100, 1 << 20);
+                    let end = read_segment(&disk.read(&segments[0]).unwrap()).unwrap().end;
+                    for offset in end..end + 300 {
+                        disk.flip(&segments[0], offset);
+                    }
+                    segments
+                }
+                "an interrupted change's leftovers" => {
+                    let segments = written(&disk, 5, 100, 1 << 20);
+                    // `…/gen-000001/shard-000/wal-….log`: the generations' directory.
+                    let root = segments[0].ancestors().nth(3).expect("a root");
+                    let stray = root.join("gen-000002").join("shard-000");
+                    disk.create_directories(&stray).unwrap();
+                    disk.write_synced(&stray.join("wal-00000000000000000000.log"), b"x")
+                        .unwrap();
+                    disk.write_synced(&root.join(CURRENT_TEMPORARY_NAME), b"gen-000002\n")
+                        .unwrap();
+                    disk.sync_directory(root).unwrap();
+                    segments
+                }
+                _ => {
+                    let segments = written(&disk, 1200, 4000, 1 << 20);
+                    assert!(segments.len() > 2, "{segments:?}");
+                    if damage == "a damaged record" {
+                        disk.flip(&segments[0], STORAGE_BLOCK_BYTES + 5000);
+                    } else {
+                        disk.flip(&segments[1], 20);
+                    }
+                    segments
+                }
+            };
+            let context = format!("{damage}, {budget} changes allowed");
+            disk.cut_files_after(budget);
+            match recover_one_shard(&disk, options) {
+                Ok(recovered) => {
+                    assert!(!recovered.notes.is_empty(), "{context}: {segments:?}");
+                    let notes: Vec<&str> = recovered.notes.iter().map(String::as_str).collect();
+                    notes_checked(&disk, &notes, &context);
+                    break;
+                }
+                Err(why) => {
+                    let Some((_, listed)) =
+                        why.split_once("before it refused, recovery noted these")
+                    else {
+                        continue;
+                    };
+                    let (_, listed) = listed.split_once(":\n").expect("a list");
+                    let notes: Vec<&str> = listed.lines().collect();
+                    notes_checked(&disk, &notes, &context);
+                    refusals_listing += 1;
+                }
+            }
+            assert!(budget < 100, "{context}: recovery never ends");
+        }
+    }
+    // Refusals with something made before them: a copy kept aside, then the cut that failed;
+    // a leftover removed, then the other that failed.
+    assert!(refusals_listing >= 4, "{refusals_listing}");
 }
 
 /// Found by review: with `--durability write`, a background sync failed (and dropped what
