@@ -245,6 +245,11 @@ pub const RECOVERY_KEPT_BYTES_MAX: u64 = 4 * LOG_SEGMENT_BYTES;
 /// Stack of each thread recovery reads a shard on (`Files::parallel`): the main
 /// thread's usual 8 MiB, which recovery ran on alone before.
 pub const RECOVERY_THREAD_STACK_BYTES: usize = 8 << 20;
+/// Bytes of each page of recovery's images (`storage::pages`): the records replayed and the
+/// messages by slot are held in pages freed one by one as they are passed, so the peak of a
+/// large restart is about one copy of the backlog, not three. 32 MiB, glibc's largest
+/// threshold for mapping an allocation of its own, so a freed page goes back to the system.
+pub const RECOVERY_PAGE_BYTES: usize = 32 << 20;
 /// Message slots one snapshot step encodes before the shard serves requests again.
 pub const SNAPSHOT_STEP_SLOTS: u32 = 4096;
 /// Put records one snapshot entry names at most (`Record::PutsNamed`, for messages untouched

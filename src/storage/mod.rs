@@ -12,6 +12,8 @@
 //!   copies recovery keeps of what it cuts.
 //! - `log`: a running shard's log: group commit, the wait of replies for durability, and
 //!   snapshots written a step at a time.
+//! - `pages`: vectors in pages freed as they are passed, for recovery's images of a large
+//!   backlog.
 //! - `read_cache`: chunks of the log's files read back for texts on disk only, kept for the
 //!   texts near them.
 //! - `read_checks` (tests): what every `Disk` backend's reads must pass, run on each.
@@ -26,6 +28,7 @@ pub mod format;
 pub mod hold;
 pub mod inspect;
 pub mod log;
+pub mod pages;
 pub mod read_cache;
 #[cfg(test)]
 pub mod read_checks;

@@ -48,6 +48,7 @@ use super::format::{
     read_snapshot_with, segment_name, snapshot_header, snapshot_name, snapshot_trailer, Ending,
     FileKind, SEGMENT_TEMPORARY_NAME, SNAPSHOT_TEMPORARY_NAME,
 };
+use super::pages::{Pages, SlotPages};
 use crate::limits::{RECOVERY_KEPT_BYTES_MAX, RECOVERY_THREAD_STACK_BYTES, STORAGE_BLOCK_BYTES};
 use crate::queue::key::{TextFile, TextLocator};
 use crate::queue::record::{
@@ -144,6 +145,16 @@ struct ImageQueue {
     incarnation: u64,
 }
 
+/// A message of an image.
+struct ImageMessage {
+    state: MessageState,
+    /// The incarnation of its queue when it was put.
+    incarnation: u64,
+    /// Where its text was read, and the sequence of the record that wrote it
+    /// (`RECOVERED_TEXT_SEQUENCE` in the snapshot), when texts are located.
+    text_place: Option<TextPlace>,
+}
+
 /// One shard's directory, replayed: the logical state it held at its last durable record.
 struct Image {
     identity: Option<Identity>,
@@ -157,12 +168,8 @@ struct Image {
     /// being lost.
     displaced: HashMap<QueueKey, ImageQueue>,
     /// Messages by slot (slab slots are dense: a vector, not a map, which a large recovery
-    /// would spend its time rehashing), with the incarnation of their queue when put.
-    messages: Vec<Option<(MessageState, u64)>>,
-    /// Where the text of the message in each slot was read, and the sequence of the record
-    /// that wrote it (`RECOVERED_TEXT_SEQUENCE` in the snapshot), when texts are located
-    /// (`TextPlace`); else empty.
-    text_places: Vec<Option<TextPlace>>,
+    /// would spend its time rehashing), in pages that `restore` frees as it goes.
+    messages: SlotPages<ImageMessage>,
     /// Where the restored messages' texts are (`restore` fills it when texts are located).
     texts: RecoveredTexts,
     acls: HashMap<QueueKey, (u64, Vec<SignedIdentifier>)>,
@@ -189,8 +196,7 @@ impl Image {
             identity: None,
             queues: HashMap::default(),
             displaced: HashMap::new(),
-            messages: Vec::new(),
-            text_places: Vec::new(),
+            messages: SlotPages::default(),
             texts: RecoveredTexts::default(),
             acls: HashMap::new(),
             properties: HashMap::new(),
@@ -218,7 +224,8 @@ impl Image {
     ///
     /// `text_places` says where the text of each record that writes one is, in order, when
     /// texts are located (`writes_text`); else it is empty.
-    fn replay(&mut self, records: Vec<Record>, text_places: Vec<TextPlace>) {
+    /// Each page of `records` is freed once applied.
+    fn replay(&mut self, records: Pages<Record>, text_places: Pages<TextPlace>) {
         let mut owners = metadata_owners(&records).into_iter();
         let mut text_places = text_places.into_iter();
         for record in records {
@@ -270,9 +277,7 @@ impl Image {
 
     /// Whether a message is in `slot` (from the snapshot, before any replay).
     fn restored(&self, slot: u32) -> bool {
-        self.messages
-            .get(slot as usize)
-            .is_some_and(|message| message.is_some())
+        self.messages.get(slot as usize).is_some()
     }
 
     /// Applies one record, a blind write; `text_place`: where the text it writes is, when texts
@@ -348,12 +353,14 @@ impl Image {
                     identity.sequence_next = identity.sequence_next.max(message.sequence + 1);
                 }
                 if let Some(queue) = self.queues.get(&message.queue) {
+                    let incarnation = queue.incarnation;
                     let slot = message.slot as usize;
-                    if self.messages.len() <= slot {
-                        self.messages.resize_with(slot + 1, || None);
-                    }
-                    self.messages[slot] = Some((message, queue.incarnation));
-                    self.place_text(slot, text_place);
+                    let message = ImageMessage {
+                        state: message,
+                        incarnation,
+                        text_place,
+                    };
+                    self.messages.insert(slot, message);
                 }
             }
             Record::MessageNamed(_) | Record::PutsNamed { .. } => {
@@ -366,7 +373,7 @@ impl Image {
                 lease,
                 visible_ms,
             } => {
-                if let Some((message, _)) = self.message_mut(slot) {
+                if let Some(ImageMessage { state: message, .. }) = self.message_mut(slot) {
                     if message.generation == generation {
                         message.dequeue_count = dequeue_count;
                         message.lease = lease;
@@ -381,25 +388,23 @@ impl Image {
                 visible_ms,
                 text,
             } => {
-                if let Some((message, _)) = self.message_mut(slot) {
-                    if message.generation == generation {
-                        message.lease = lease;
-                        message.visible_ms = visible_ms;
+                if let Some(found) = self.message_mut(slot) {
+                    if found.state.generation == generation {
+                        found.state.lease = lease;
+                        found.state.visible_ms = visible_ms;
                         if let Some(text) = text {
-                            message.text = text;
-                            self.place_text(slot as usize, text_place);
+                            found.state.text = text;
+                            found.text_place = text_place;
                         }
                     }
                 }
             }
             Record::MessageDeleted { slot, generation } => {
-                if let Some(entry) = self.messages.get_mut(slot as usize) {
-                    if entry
-                        .as_ref()
-                        .is_some_and(|(message, _)| message.generation == generation)
-                    {
-                        *entry = None;
-                    }
+                if self
+                    .message_mut(slot)
+                    .is_some_and(|found| found.state.generation == generation)
+                {
+                    self.messages.remove(slot as usize);
                 }
             }
             Record::AclSet {
@@ -436,24 +441,15 @@ impl Image {
     /// Forgets where texts were read (texts located for a start that changes the shard count
     /// after all, `RecoveryOptions::shards_default`): every text is then copied.
     fn forget_text_places(&mut self) {
-        self.text_places = Vec::new();
+        for message in self.messages.values_mut() {
+            message.text_place = None;
+        }
         self.texts = RecoveredTexts::default();
     }
 
-    /// Notes that the text of the message in `slot` is at `text_place` (texts located).
-    fn place_text(&mut self, slot: usize, text_place: Option<TextPlace>) {
-        let Some(text_place) = text_place else {
-            return;
-        };
-        if self.text_places.len() <= slot {
-            self.text_places.resize(slot + 1, None);
-        }
-        self.text_places[slot] = Some(text_place);
-    }
-
     /// The message in `slot`, if any.
-    fn message_mut(&mut self, slot: u32) -> Option<&mut (MessageState, u64)> {
-        self.messages.get_mut(slot as usize)?.as_mut()
+    fn message_mut(&mut self, slot: u32) -> Option<&mut ImageMessage> {
+        self.messages.get_mut(slot as usize)
     }
 
     /// Bytes of the texts a change of shard count would copy: those `restore` keeps, of live
@@ -461,16 +457,12 @@ impl Image {
     /// expired at `now_ms` (helper-57's review: counting every message the image holds refused
     /// a change, or kept the count, with nothing left to copy).
     fn text_bytes(&self, now_ms: u64) -> u64 {
-        let kept = self
-            .messages
-            .iter()
-            .flatten()
-            .filter(|(message, incarnation)| {
-                let live = self.queues.get(&message.queue);
-                live.is_some_and(|queue| queue.incarnation == *incarnation)
-                    && message.expiration_ms() > now_ms
-            });
-        kept.map(|(message, _)| message.text.len() as u64).sum()
+        let kept = self.messages.values().filter(|message| {
+            let live = self.queues.get(&message.state.queue);
+            live.is_some_and(|queue| queue.incarnation == message.incarnation)
+                && message.state.expiration_ms() > now_ms
+        });
+        kept.map(|message| message.state.text.len() as u64).sum()
     }
 
     /// Hands this image's live queues and messages (not those of deleted or cleared queues) to
@@ -500,17 +492,19 @@ impl Image {
         }
         let prefix = self.identity.map_or(0, |identity| identity.id_prefix);
         let mut messages_restored = 0;
-        for (mut message, incarnation) in std::mem::take(&mut self.messages).into_iter().flatten() {
+        // Each page of the image's messages is freed once restored, as the states grow.
+        let messages = std::mem::take(&mut self.messages).into_values();
+        for ImageMessage {
+            state: mut message,
+            incarnation,
+            text_place,
+        } in messages
+        {
             let home = homes.get(message.queue as usize).copied().flatten();
             let Some((owner, _)) = home.filter(|&(_, live)| live == incarnation) else {
                 continue;
             };
             messages_restored += 1;
-            let text_place = self
-                .text_places
-                .get(message.slot as usize)
-                .copied()
-                .flatten();
             let text_place = text_place.filter(|_| owner == old_shard);
             // A text found in a file the shard keeps (`--text-memory`) stays there, on disk
             // only: nothing of it is copied (an empty text has nothing to save, and a read to
@@ -781,11 +775,11 @@ fn origin(old_shard: usize, index: u32) -> u64 {
 /// cleared out of it). `None` where no record tells (the index's queue was the same throughout,
 /// as the snapshot shows, or only old records without a name moved it). One entry per metadata
 /// set, not per record: a log of millions of puts holds few of them.
-fn metadata_owners(records: &[Record]) -> Vec<Option<QueueKey>> {
+fn metadata_owners(records: &Pages<Record>) -> Vec<Option<QueueKey>> {
     let mut owners: Vec<Option<QueueKey>> = Vec::new();
     // Forward: the queue last placed in each index (`None` once one left it).
     let mut placed: HashMap<u32, Option<&QueueKey>> = HashMap::new();
-    for record in records {
+    for record in records.iter() {
         match record {
             Record::QueueCreated { queue, key, .. } => {
                 placed.insert(*queue, Some(key));
@@ -1277,8 +1271,8 @@ fn read_shard<F: Files>(
     let last = segments.len().saturating_sub(1);
     // The log's records from the replay point, applied once every segment is read: what a
     // queue of the snapshot is shown doing depends on records further on (`Image::replay`).
-    let mut replayed = Vec::new();
-    let mut text_places = Vec::new();
+    let mut replayed = Pages::default();
+    let mut text_places = Pages::default();
     let mut expected: Option<u64> = None;
     for (index, (first_sequence, path)) in segments.iter().enumerate() {
         let data = files.read(path).map_err(|error| failed(path, error))?;
