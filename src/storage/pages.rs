@@ -115,10 +115,14 @@ impl<T> SlotPages<T> {
     /// Sets the value at `index`, replacing any.
     pub fn insert(&mut self, index: usize, value: T) {
         let (page, offset) = self.place(index);
+        // Pages passed over stay unreserved until an index in them is set.
         while self.pages.len() <= page {
-            self.pages.push(Vec::with_capacity(self.per_page));
+            self.pages.push(Vec::new());
         }
         let page = &mut self.pages[page];
+        if page.capacity() == 0 {
+            page.reserve_exact(self.per_page);
+        }
         if page.len() <= offset {
             page.resize_with(offset + 1, || None);
         }
@@ -229,11 +233,14 @@ mod tests {
                         assert_eq!(slots.get(index).copied(), expected, "{index}");
                     }
                 }
-                // A page is written only up to the highest index ever set in it.
+                // A page is written only up to the highest index ever set in it, and reserved
+                // only once one is.
                 for (page, entries) in slots.pages.iter().enumerate() {
                     let mut set_in_page = ever_set.range(page * per_page..(page + 1) * per_page);
                     let highest = set_in_page.next_back().map(|index| index % per_page);
                     assert_eq!(entries.len(), highest.map_or(0, |highest| highest + 1));
+                    let reserved = if highest.is_some() { per_page } else { 0 };
+                    assert_eq!(entries.capacity(), reserved);
                 }
                 let expected: Vec<u64> = model.iter().flatten().copied().collect();
                 assert_eq!(slots.values().copied().collect::<Vec<_>>(), expected);
