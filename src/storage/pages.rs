@@ -27,9 +27,35 @@ pub struct Pages<T> {
     per_page: usize,
 }
 
+#[cfg(test)]
+thread_local! {
+    /// The page size of the images made on this thread (`with_test_page_bytes`).
+    static TEST_PAGE_BYTES: std::cell::Cell<Option<usize>> = const { std::cell::Cell::new(None) };
+}
+
+/// `RECOVERY_PAGE_BYTES`, or in tests the size `with_test_page_bytes` asks for.
+fn default_page_bytes() -> usize {
+    #[cfg(test)]
+    if let Some(bytes) = TEST_PAGE_BYTES.with(std::cell::Cell::get) {
+        return bytes;
+    }
+    RECOVERY_PAGE_BYTES
+}
+
+/// Runs `run` with every `Pages` and `SlotPages` made on this thread in pages of
+/// `page_bytes`: a recovery of a few messages (on the simulated disk, which recovers on the
+/// calling thread) then passes page edges.
+#[cfg(test)]
+pub fn with_test_page_bytes<R>(page_bytes: usize, run: impl FnOnce() -> R) -> R {
+    TEST_PAGE_BYTES.with(|bytes| bytes.set(Some(page_bytes)));
+    let result = run();
+    TEST_PAGE_BYTES.with(|bytes| bytes.set(None));
+    result
+}
+
 impl<T> Default for Pages<T> {
     fn default() -> Self {
-        Pages::with_page_bytes(RECOVERY_PAGE_BYTES)
+        Pages::with_page_bytes(default_page_bytes())
     }
 }
 
@@ -81,7 +107,7 @@ pub struct SlotPages<T> {
 
 impl<T> Default for SlotPages<T> {
     fn default() -> Self {
-        SlotPages::with_page_bytes(RECOVERY_PAGE_BYTES)
+        SlotPages::with_page_bytes(default_page_bytes())
     }
 }
 

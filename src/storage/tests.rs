@@ -66,6 +66,7 @@ use bytes::{Bytes, BytesMut};
 use super::files::{data_directory, Files};
 use super::format::{segment_name, SEGMENT_TEMPORARY_NAME};
 use super::log::{Log, Reading, WrittenText};
+use super::pages::with_test_page_bytes;
 use super::recovery::{recover, RecoveryOptions};
 use super::sim::{SimDisk, SimStats, Written};
 use crate::error::StorageError;
@@ -3816,4 +3817,86 @@ fn files_of_another_builds_queue_hash_are_written_anew_every_queue_on_its_owner(
     let again = describe_shards(&serve_shards(&disk, recovered).1);
     assert_eq!(again.queues, before.queues);
     assert_eq!(again.messages, before.messages);
+}
+
+/// Recovery's images in pages of one entry, or a few, restore what pages of 32 MiB do (ec28fc4):
+/// every queue and message, from a snapshot and the log after it, texts copied or located. A
+/// few hundred messages then pass hundreds of page edges, which a real restart passes only
+/// every few hundred thousand.
+#[test]
+fn images_in_small_pages_restore_what_whole_pages_do() {
+    for seed in 0..12 {
+        let disk = SimDisk::new(seed, true);
+        let mut random = SplitMix64::new(seed);
+        let mut seeds = SplitMix64::new(random.next_u64());
+        let started = recover_shards(&disk, 1, &mut seeds, RecoveryOptions::default());
+        let (logs, states) = serve_shards(&disk, started.expect("recovers"));
+        let mut issued: Vec<Issued> = Vec::new();
+        // Random commands, then puts into every queue (the commands clear and delete queues
+        // often), before the snapshot; after it, random commands that leave queues whole
+        // (leases, updates, deletes of the messages it holds), then puts again.
+        for step in 0..1000 {
+            let command = match step % 500 {
+                _ if (500..800).contains(&step) => match command(&mut random, &issued, 0) {
+                    Command::ClearMessages { queue } | Command::DeleteQueue { queue } => {
+                        Command::GetMessages {
+                            queue,
+                            count: 32,
+                            visibility_timeout_s: 30,
+                        }
+                    }
+                    command => command,
+                },
+                300..=302 => Command::CreateQueue {
+                    queue: key(step % 3),
+                    metadata: Vec::new(),
+                },
+                303.. => Command::PutMessage {
+                    queue: key(step % 3),
+                    text: filled_text(format!("put {step} "), step % 300),
+                    visibility_timeout_s: 0,
+                    ttl_s: Some(86_400),
+                },
+                _ => command(&mut random, &issued, 0),
+            };
+            let reply = apply_routed(&states, command.clone());
+            issued.extend(receipts(&command, &reply));
+            if step % 50 == 49 {
+                while run(logs[0].flush(&states[0])).expect("simulated writes do not fail") {}
+            }
+            if step == 499 {
+                snapshot_whole(&logs[0], &states[0]);
+            }
+        }
+        while run(logs[0].flush(&states[0])).expect("simulated writes do not fail") {}
+        let before = describe_shards(&states);
+        assert!(before.messages.len() > 300, "{seed}: messages to restore");
+        drop((logs, states));
+        for locate_texts in [false, true] {
+            let options = RecoveryOptions {
+                locate_texts,
+                ..RecoveryOptions::default()
+            };
+            // Texts recovery located stay on disk only: read back there.
+            let recover = || {
+                let recovered = recover_shards(&disk, 1, &mut SplitMix64::new(seed), options);
+                let mut start = recovered.expect("recovers").shards.remove(0);
+                start.state.track_texts(std::mem::take(&mut start.texts));
+                let log = Log::new(disk.clone(), &start, 0, Durability::Fsync);
+                start.state.describe_with(NOW_MS, |text| {
+                    let read = run(log.read_texts(vec![text])).expect("a text reads back");
+                    read.into_iter().next().expect("one text").1
+                })
+            };
+            for page_bytes in [None, Some(1), Some(100), Some(1000)] {
+                let described = match page_bytes {
+                    None => recover(),
+                    Some(page_bytes) => with_test_page_bytes(page_bytes, recover),
+                };
+                let context = format!("{seed}, pages of {page_bytes:?} bytes, {options:?}");
+                assert_eq!(described.queues, before.queues, "{context}");
+                assert_eq!(described.messages, before.messages, "{context}");
+            }
+        }
+    }
 }
