@@ -857,6 +857,8 @@ struct KeptFiles {
     older: std::collections::VecDeque<(PathBuf, u64)>,
     /// The number the next kept file gets.
     next_number: u64,
+    /// The copies this start made, and the segment each is of.
+    made: Vec<(PathBuf, PathBuf)>,
 }
 
 impl<'a, F: Files> KeptAside<'a, F> {
@@ -896,8 +898,36 @@ impl<'a, F: Files> KeptAside<'a, F> {
                     .map(|(_, path, bytes)| (path, bytes))
                     .collect(),
                 next_number,
+                made: Vec::new(),
             }),
         })
+    }
+
+    /// A note for each copy this start made that no note in `notes` names: a copy is named
+    /// by the note of the repair it was made for, once that repair is made, so one made before
+    /// a repair that failed would go unsaid in a refusal (helper-60's review).
+    fn unsaid(&self, notes: &[String]) -> Vec<String> {
+        let kept_files = self
+            .kept
+            .lock()
+            .expect("no shard's recovery panicked keeping");
+        let named = |copy: &Path| {
+            let copy = copy.display().to_string();
+            notes.iter().any(|note| note.contains(&copy))
+        };
+        kept_files
+            .made
+            .iter()
+            .filter(|(_, copy)| !named(copy))
+            .map(|(segment, copy)| {
+                format!(
+                    "{}: kept aside before a repair that did not complete; the segment as it \
+                     was is kept in {}",
+                    segment.display(),
+                    copy.display()
+                )
+            })
+            .collect()
     }
 
     /// Keeps a copy of `data`, the segment at `path`, before recovery cuts it at `offset` (0: it
@@ -974,6 +1004,7 @@ impl<'a, F: Files> KeptAside<'a, F> {
         self.files
             .rename(&temporary, &kept)
             .map_err(|error| failed(&kept, error))?;
+        kept_files.made.push((path.to_path_buf(), kept.clone()));
         self.files
             .sync_directory(&self.directory)
             .map_err(|error| failed(&self.directory, error))?;
@@ -982,7 +1013,11 @@ impl<'a, F: Files> KeptAside<'a, F> {
 }
 
 /// Keeps and removes `segments`, the ones a `--truncateCorruptLog` cut leaves behind it, one
-/// note each, and syncs `directory` so that their removal is durable before the cut itself.
+/// note each (in the segments' order), and syncs `directory` so that their removal is durable
+/// before the cut itself. Every copy is kept first; then the segments go from the last one
+/// back, so that removals cut short (a failing disk, a power cut keeping some of them) leave
+/// the log whole up to where they stopped: removed from the first on, they left a log that
+/// skips records, which no later start gets past (helper-60's review).
 fn remove_after_cut<F: Files>(
     files: &F,
     kept: &KeptAside<'_, F>,
@@ -991,16 +1026,23 @@ fn remove_after_cut<F: Files>(
     notes: &mut Vec<String>,
 ) -> Result<(), String> {
     let failed = |what: &Path, why: std::io::Error| format!("{}: {why}", what.display());
+    let mut copies = Vec::with_capacity(segments.len());
     for (_, later) in segments {
         let data = files.read(later).map_err(|error| failed(later, error))?;
-        let kept_copy = kept_in(kept.keep(later, &data, 0, notes)?);
+        copies.push(kept_in(kept.keep(later, &data, 0, notes)?));
+    }
+    let at = notes.len();
+    for ((_, later), kept_copy) in segments.iter().zip(copies).rev() {
         files
             .remove_file(later)
             .map_err(|error| failed(later, error))?;
-        notes.push(format!(
-            "{}: at or after the cut (--truncateCorruptLog); removed{kept_copy}",
-            later.display()
-        ));
+        notes.insert(
+            at,
+            format!(
+                "{}: at or after the cut (--truncateCorruptLog); removed{kept_copy}",
+                later.display()
+            ),
+        );
     }
     if !segments.is_empty() {
         files
@@ -1540,7 +1582,13 @@ pub fn recover(
     let started = Instant::now();
     let mut notes = Vec::new();
     let parts = (root, shards, now_ms, secret);
-    match recover_noting(files, parts, seed, options, &mut notes) {
+    let kept = KeptAside::open(files, root, RECOVERY_KEPT_BYTES_MAX)?;
+    let restored = recover_noting(files, parts, &kept, seed, options, &mut notes);
+    if restored.is_err() {
+        let unsaid = kept.unsaid(&notes);
+        notes.extend(unsaid);
+    }
+    match restored {
         Ok(Restored {
             shards: starts,
             bytes_read,
@@ -1570,9 +1618,10 @@ pub fn recover(
 }
 
 /// `recover`'s work, its notes in `notes` as it goes.
-fn recover_noting(
-    files: &impl Files,
+fn recover_noting<F: Files>(
+    files: &F,
     (root, mut shards, now_ms, secret): (&Path, usize, u64, Secret),
+    kept: &KeptAside<'_, F>,
     seed: &mut dyn FnMut(usize) -> u64,
     options: RecoveryOptions,
     notes: &mut Vec<String>,
@@ -1645,7 +1694,6 @@ fn recover_noting(
             .sync_directory(root)
             .map_err(|error| failed(root, error))?;
     }
-    let kept = KeptAside::open(files, root, RECOVERY_KEPT_BYTES_MAX)?;
     let mut images = Vec::new();
     // Whether this start may keep the files' shard count of `old` where a change would be
     // refused (`RecoveryOptions::shards_default`): its texts are then located as for the same
@@ -1671,7 +1719,6 @@ fn recover_noting(
         }
         let locate_texts = options.locate_texts
             && (shard_directories.len() == shards || may_keep(shard_directories.len(), shards));
-        let kept = &kept;
         let reads = shard_directories.iter().enumerate().map(|(shard, name)| {
             let directory = directory.join(name);
             move || {

@@ -244,30 +244,48 @@ fn a_damaged_header_is_cut_with_truncate_corrupt_log() {
 
 /// Found by review: a power cut after a `--truncateCorruptLog` cut and before the removal of
 /// the segments after it was durable left a log that skipped records, and no start got past
-/// it. The later segments now go, durably, before the cut.
+/// it. The later segments now go, durably, before the cut. helper-60's review: a cut at a
+/// damaged header (in the first segment or a later one) removed the damaged segment first,
+/// then the later ones, so a cut stopped after the first removal (by a power cut, or by a
+/// failing disk with no power cut) left the same; they now go from the last one back.
 #[test]
 fn a_power_cut_during_a_cut_never_leaves_a_log_that_skips_records() {
-    for budget in 0..16 {
-        let disk = SimDisk::new(budget as u64, true);
-        let segments = written(&disk, 1200, 4000, 1 << 20);
-        disk.flip(&segments[0], STORAGE_BLOCK_BYTES + 5000);
-        disk.cut_files_after(budget);
-        let options = RecoveryOptions {
-            truncate_corrupt: true,
-            ..RecoveryOptions::default()
-        };
-        let _ = recover_one_shard(&disk, options);
-        disk.crash();
-        recover_one_shard(&disk, options)
-            .unwrap_or_else(|why| panic!("power cut after {budget} changes: {why}"));
+    let options = RecoveryOptions {
+        truncate_corrupt: true,
+        ..RecoveryOptions::default()
+    };
+    for (damaged, offset) in [(0, STORAGE_BLOCK_BYTES + 5000), (0, 20), (1, 20)] {
+        for power_cut in [true, false] {
+            for budget in 0..24 {
+                let disk = SimDisk::new(budget as u64, true);
+                let segments = written(&disk, 1200, 4000, 1 << 20);
+                assert!(segments.len() > damaged + 2, "{segments:?}");
+                disk.flip(&segments[damaged], offset);
+                disk.cut_files_after(budget);
+                let _ = recover_one_shard(&disk, options);
+                if power_cut {
+                    disk.crash();
+                } else {
+                    disk.cut_files_after(usize::MAX);
+                }
+                recover_one_shard(&disk, options).unwrap_or_else(|why| {
+                    panic!(
+                        "segment {damaged} damaged at {offset}, cut off after {budget} \
+                         changes (power cut: {power_cut}): {why}"
+                    )
+                });
+            }
+        }
     }
 }
 
-/// What a refusal lists as done was done: recovery repairing a torn tail, a damaged record or
-/// a damaged header is cut off after every number of changes (the file system failing, as a
-/// full or dying disk does), and every note the refusal lists (a file kept aside, removed,
-/// truncated or cut at an offset) is checked against the files as they are. The truncations
-/// and removals noted theirs before they were made, so a failed one was listed as done.
+/// What a refusal lists as done was done, and every copy kept aside is listed: recovery
+/// repairing a torn tail, a damaged record or a damaged header is cut off after every number
+/// of changes (the file system failing, as a full or dying disk does), and every note the
+/// refusal lists (a file kept aside, removed, truncated or cut at an offset) is checked
+/// against the files as they are. The truncations and removals noted theirs before they were
+/// made, so a failed one was listed as done; once they were noted after, a copy kept before
+/// a repair that failed went unlisted (helper-60's review).
 #[test]
 fn a_refusal_lists_only_repairs_that_were_made() {
     let notes_checked = |disk: &SimDisk, notes: &[&str], context: &str| {
@@ -345,7 +363,20 @@ fn a_refusal_lists_only_repairs_that_were_made() {
             };
             let context = format!("{damage}, {budget} changes allowed");
             disk.cut_files_after(budget);
-            match recover_one_shard(&disk, options) {
+            let recovered = recover_one_shard(&disk, options);
+            let said = match &recovered {
+                Ok(recovered) => recovered.notes.join("\n"),
+                Err(why) => why.clone(),
+            };
+            for copy in kept_files(&disk) {
+                let name = copy.display().to_string();
+                let temporary = copy.ends_with("copy.tmp");
+                assert!(
+                    temporary || said.contains(&name),
+                    "{context}: {name}: {said}"
+                );
+            }
+            match recovered {
                 Ok(recovered) => {
                     assert!(!recovered.notes.is_empty(), "{context}: {segments:?}");
                     let notes: Vec<&str> = recovered.notes.iter().map(String::as_str).collect();
