@@ -61,15 +61,20 @@ pub struct MessageState<T = Bytes> {
     pub text: T,
 }
 
+/// When a message inserted at `insertion_ms` with a TTL of `ttl_s` expires, ms since the Unix
+/// epoch (`EXPIRATION_NEVER_MS` for a TTL of -1).
+pub fn expiration_ms(insertion_ms: u64, ttl_s: u32) -> u64 {
+    if ttl_s == crate::queue::slab::TTL_S_NEVER {
+        crate::queue::command::EXPIRATION_NEVER_MS
+    } else {
+        insertion_ms + u64::from(ttl_s) * 1000
+    }
+}
+
 impl<T> MessageState<T> {
-    /// When the message expires, ms since the Unix epoch (`EXPIRATION_NEVER_MS` for a TTL of
-    /// -1).
+    /// When the message expires (`expiration_ms`).
     pub fn expiration_ms(&self) -> u64 {
-        if self.ttl_s == crate::queue::slab::TTL_S_NEVER {
-            crate::queue::command::EXPIRATION_NEVER_MS
-        } else {
-            self.insertion_ms + u64::from(self.ttl_s) * 1000
-        }
+        expiration_ms(self.insertion_ms, self.ttl_s)
     }
 
     /// The same message with `text` in place of its text.

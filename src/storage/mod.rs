@@ -20,6 +20,8 @@
 //! - `recovery`: the data directory back into shard states at start-up, re-homed when the
 //!   shard count changed.
 //! - `secret`: the server's secret (message IDs, pop receipts), kept in the data directory.
+//! - `slim`: recovery's messages as their numbers and where their texts lie in the files it
+//!   read, 80 bytes each.
 //! - `space`: `--max-disk` and `--min-free-disk`: when a shard refuses growth, and the file
 //!   system's free space.
 
@@ -40,6 +42,7 @@ mod round_trip;
 pub mod secret;
 #[cfg(test)]
 mod sim;
+pub mod slim;
 pub mod space;
 #[cfg(test)]
 mod tests;

@@ -176,9 +176,19 @@ impl<T> SlotPages<T> {
         self.pages.iter_mut().flatten().flatten()
     }
 
-    /// The values, by index, each page freed once its last entry is passed.
-    pub fn into_values(self) -> impl Iterator<Item = T> {
-        self.pages.into_iter().flatten().flatten()
+    /// The values with their indices, by index, each page freed once its last entry is passed.
+    pub fn into_indexed(self) -> impl Iterator<Item = (usize, T)> {
+        let shift = self.page_shift;
+        self.pages
+            .into_iter()
+            .enumerate()
+            .flat_map(move |(page, values)| {
+                let first = page << shift;
+                values
+                    .into_iter()
+                    .enumerate()
+                    .filter_map(move |(offset, value)| Some((first + offset, value?)))
+            })
     }
 }
 
@@ -286,8 +296,12 @@ mod tests {
                 slots
                     .values_mut()
                     .for_each(|value| *value = value.wrapping_add(1));
-                let added: Vec<u64> = expected.iter().map(|value| value.wrapping_add(1)).collect();
-                assert_eq!(slots.into_values().collect::<Vec<_>>(), added);
+                let added: Vec<(usize, u64)> = model
+                    .iter()
+                    .enumerate()
+                    .filter_map(|(index, value)| Some((index, (*value)?.wrapping_add(1))))
+                    .collect();
+                assert_eq!(slots.into_indexed().collect::<Vec<_>>(), added);
             }
         }
     }

@@ -49,6 +49,7 @@ use super::format::{
     FileKind, SEGMENT_TEMPORARY_NAME, SNAPSHOT_TEMPORARY_NAME,
 };
 use super::pages::{Pages, SlotPages};
+use super::slim::{SlimMessage, SlimText, Sources, TextPlace};
 use crate::limits::{RECOVERY_KEPT_BYTES_MAX, RECOVERY_THREAD_STACK_BYTES, STORAGE_BLOCK_BYTES};
 use crate::queue::key::{TextFile, TextLocator};
 use crate::queue::record::{
@@ -59,7 +60,7 @@ use crate::queue::state::{Identity, Restorer};
 use crate::queue::Secret;
 use crate::queue::SignedIdentifier;
 use crate::queue::{
-    home_shard, shard_for, Metadata, QueueKey, Replica, ServiceProperties, ShardState,
+    home_shard, shard_for, MessageId, Metadata, QueueKey, Replica, ServiceProperties, ShardState,
 };
 
 /// What recovery may do beyond the safe default.
@@ -145,14 +146,75 @@ struct ImageQueue {
     incarnation: u64,
 }
 
-/// A message of an image.
+/// A message of an image: its state, slim (`storage::slim`), and what did not fit there in
+/// `Image::unusual`.
 struct ImageMessage {
-    state: MessageState,
+    message: SlimMessage,
     /// The incarnation of its queue when it was put.
     incarnation: u64,
-    /// Where its text was read, and the sequence of the record that wrote it
-    /// (`RECOVERED_TEXT_SEQUENCE` in the snapshot), when texts are located.
-    text_place: Option<TextPlace>,
+}
+const _: () = assert!(std::mem::size_of::<ImageMessage>() == 88);
+
+/// What a message's slim entry does not hold: its foreign ID, and its text (with where it was
+/// read) when that is not a slice of a file read (`SlimText::held`).
+#[derive(Default)]
+struct Unusual {
+    foreign_id: Option<MessageId>,
+    text: Option<(Bytes, Option<TextPlace>)>,
+}
+
+/// What a lease sets: the dequeue count, the lease and when the message is visible again.
+type Lease = (u32, u32, u64);
+
+/// A record read from the log, to replay once every segment is read: a put, lease or deletion
+/// (nearly every record of a large log) in 88 bytes, any other as read, with where the text it
+/// writes was read when texts are located.
+enum Replayed {
+    Put {
+        slot: u32,
+        message: SlimMessage,
+    },
+    Leased {
+        slot: u32,
+        generation: u32,
+        dequeue_count: u32,
+        lease: u32,
+        visible_ms: u64,
+    },
+    Deleted {
+        slot: u32,
+        generation: u32,
+    },
+    Other(Box<(Record, Option<TextPlace>)>),
+}
+const _: () = assert!(std::mem::size_of::<Replayed>() == 88);
+
+impl Replayed {
+    fn new(record: Record, text_place: Option<TextPlace>, sources: &Sources) -> Replayed {
+        match record {
+            Record::MessagePut(message) => match SlimMessage::new(message, text_place, sources) {
+                Ok((slot, message)) => Replayed::Put { slot, message },
+                Err((message, text_place)) => {
+                    Replayed::Other(Box::new((Record::MessagePut(message), text_place)))
+                }
+            },
+            Record::MessageLeased {
+                slot,
+                generation,
+                dequeue_count,
+                lease,
+                visible_ms,
+            } => Replayed::Leased {
+                slot,
+                generation,
+                dequeue_count,
+                lease,
+                visible_ms,
+            },
+            Record::MessageDeleted { slot, generation } => Replayed::Deleted { slot, generation },
+            record => Replayed::Other(Box::new((record, text_place))),
+        }
+    }
 }
 
 /// One shard's directory, replayed: the logical state it held at its last durable record.
@@ -170,6 +232,11 @@ struct Image {
     /// Messages by slot (slab slots are dense: a vector, not a map, which a large recovery
     /// would spend its time rehashing), in pages that `restore` frees as it goes.
     messages: SlotPages<ImageMessage>,
+    /// What the slim entries of `messages` do not hold, by slot (rare: foreign IDs, after a
+    /// change of `--shards`).
+    unusual: HashMap<u32, Unusual>,
+    /// The files read, which the slim entries' texts are slices of.
+    sources: Sources,
     /// Where the restored messages' texts are (`restore` fills it when texts are located).
     texts: RecoveredTexts,
     acls: HashMap<QueueKey, (u64, Vec<SignedIdentifier>)>,
@@ -197,6 +264,8 @@ impl Image {
             queues: HashMap::default(),
             displaced: HashMap::new(),
             messages: SlotPages::default(),
+            unusual: HashMap::new(),
+            sources: Sources::default(),
             texts: RecoveredTexts::default(),
             acls: HashMap::new(),
             properties: HashMap::new(),
@@ -222,13 +291,31 @@ impl Image {
     /// queue section is written a step at a time, so it can show two queues in one index: one
     /// written before a step and cleared away, and the one created there after it).
     ///
-    /// `text_places` says where the text of each record that writes one is, in order, when
-    /// texts are located (`writes_text`); else it is empty.
     /// Each page of `records` is freed once applied.
-    fn replay(&mut self, records: Pages<Record>, text_places: Pages<TextPlace>) {
+    fn replay(&mut self, records: Pages<Replayed>) {
         let mut owners = metadata_owners(&records).into_iter();
-        let mut text_places = text_places.into_iter();
         for record in records {
+            let (record, text_place) = match record {
+                Replayed::Put { slot, message } => {
+                    self.put(slot, message, Unusual::default());
+                    continue;
+                }
+                Replayed::Leased {
+                    slot,
+                    generation,
+                    dequeue_count,
+                    lease,
+                    visible_ms,
+                } => {
+                    self.lease(slot, generation, (dequeue_count, lease, visible_ms));
+                    continue;
+                }
+                Replayed::Deleted { slot, generation } => {
+                    self.delete(slot, generation);
+                    continue;
+                }
+                Replayed::Other(other) => *other,
+            };
             match record {
                 Record::QueueMetadataSet { queue, metadata } => {
                     let Some(owner) = owners.next().expect("an owner per metadata set") else {
@@ -243,14 +330,75 @@ impl Image {
                         queue.metadata = metadata;
                     }
                 }
-                record => {
-                    let text_place = writes_text(&record).then(|| text_places.next()).flatten();
-                    self.apply(record, text_place);
-                }
+                record => self.apply(record, text_place),
             }
         }
         assert!(owners.next().is_none(), "an owner per metadata set");
-        assert!(text_places.next().is_none(), "a place per text");
+    }
+
+    /// Puts `message` in `slot`, with what its slim entry does not hold, if its queue is live;
+    /// raises the sequence in any case.
+    fn put(&mut self, slot: u32, message: SlimMessage, unusual: Unusual) {
+        // Even for a put whose queue is gone by the snapshot: its message ID was handed out,
+        // and a sequence raised only with the queue was handed out again.
+        if let Some(identity) = &mut self.identity {
+            identity.sequence_next = identity.sequence_next.max(message.sequence + 1);
+        }
+        if let Some(queue) = self.queues.get(&message.queue) {
+            let incarnation = queue.incarnation;
+            self.unusual.remove(&slot);
+            if unusual.foreign_id.is_some() || unusual.text.is_some() {
+                self.unusual.insert(slot, unusual);
+            }
+            let message = ImageMessage {
+                message,
+                incarnation,
+            };
+            self.messages.insert(slot as usize, message);
+        }
+    }
+
+    /// A Get leased the message (`slot`, `generation`), if it is there: its dequeue count, lease
+    /// and visibility.
+    fn lease(&mut self, slot: u32, generation: u32, (dequeue_count, lease, visible_ms): Lease) {
+        if let Some(ImageMessage { message, .. }) = self.message_mut(slot) {
+            if message.generation == generation {
+                message.dequeue_count = dequeue_count;
+                message.lease = lease;
+                message.visible_ms = visible_ms;
+            }
+        }
+    }
+
+    /// The message (`slot`, `generation`) was deleted, if it is there.
+    fn delete(&mut self, slot: u32, generation: u32) {
+        if self
+            .message_mut(slot)
+            .is_some_and(|found| found.message.generation == generation)
+        {
+            self.messages.remove(slot as usize);
+            self.unusual.remove(&slot);
+        }
+    }
+
+    /// `text`, read at `text_place`, as the text of a message: slim, or held in `unusual`.
+    fn slim_text(
+        &self,
+        text: Bytes,
+        text_place: Option<TextPlace>,
+        unusual: &mut Unusual,
+    ) -> SlimText {
+        match SlimText::new(&text, text_place, &self.sources) {
+            Some(slim) => {
+                unusual.text = None;
+                slim
+            }
+            None => {
+                let held = SlimText::held(text.len());
+                unusual.text = Some((text, text_place));
+                held
+            }
+        }
     }
 
     /// Puts `queue` in record `index`; a different queue there is displaced (`displaced`).
@@ -347,21 +495,12 @@ impl Image {
                 }
             }
             Record::MessagePut(message) => {
-                // Even for a put whose queue is gone by the snapshot: its message ID was handed
-                // out, and a sequence raised only with the queue was handed out again.
-                if let Some(identity) = &mut self.identity {
-                    identity.sequence_next = identity.sequence_next.max(message.sequence + 1);
-                }
-                if let Some(queue) = self.queues.get(&message.queue) {
-                    let incarnation = queue.incarnation;
-                    let slot = message.slot as usize;
-                    let message = ImageMessage {
-                        state: message,
-                        incarnation,
-                        text_place,
-                    };
-                    self.messages.insert(slot, message);
-                }
+                let mut unusual = Unusual {
+                    foreign_id: message.foreign_id,
+                    text: None,
+                };
+                let text = self.slim_text(message.text.clone(), text_place, &mut unusual);
+                self.put(message.slot, SlimMessage::numbers(&message, text), unusual);
             }
             Record::MessageNamed(_) | Record::PutsNamed { .. } => {
                 unreachable!("`read_shard` reads a named entry's records, and refuses one in a log")
@@ -372,15 +511,7 @@ impl Image {
                 dequeue_count,
                 lease,
                 visible_ms,
-            } => {
-                if let Some(ImageMessage { state: message, .. }) = self.message_mut(slot) {
-                    if message.generation == generation {
-                        message.dequeue_count = dequeue_count;
-                        message.lease = lease;
-                        message.visible_ms = visible_ms;
-                    }
-                }
-            }
+            } => self.lease(slot, generation, (dequeue_count, lease, visible_ms)),
             Record::MessageUpdated {
                 slot,
                 generation,
@@ -388,25 +519,28 @@ impl Image {
                 visible_ms,
                 text,
             } => {
-                if let Some(found) = self.message_mut(slot) {
-                    if found.state.generation == generation {
-                        found.state.lease = lease;
-                        found.state.visible_ms = visible_ms;
-                        if let Some(text) = text {
-                            found.state.text = text;
-                            found.text_place = text_place;
-                        }
+                let Some(found) = self.messages.get(slot as usize) else {
+                    return;
+                };
+                if found.message.generation != generation {
+                    return;
+                }
+                let text = text.map(|text| {
+                    let mut unusual = self.unusual.remove(&slot).unwrap_or_default();
+                    let slim = self.slim_text(text, text_place, &mut unusual);
+                    if unusual.foreign_id.is_some() || unusual.text.is_some() {
+                        self.unusual.insert(slot, unusual);
                     }
+                    slim
+                });
+                let found = &mut self.message_mut(slot).expect("found").message;
+                found.lease = lease;
+                found.visible_ms = visible_ms;
+                if let Some(text) = text {
+                    found.text = text;
                 }
             }
-            Record::MessageDeleted { slot, generation } => {
-                if self
-                    .message_mut(slot)
-                    .is_some_and(|found| found.state.generation == generation)
-                {
-                    self.messages.remove(slot as usize);
-                }
-            }
+            Record::MessageDeleted { slot, generation } => self.delete(slot, generation),
             Record::AclSet {
                 key,
                 version,
@@ -442,7 +576,12 @@ impl Image {
     /// after all, `RecoveryOptions::shards_default`): every text is then copied.
     fn forget_text_places(&mut self) {
         for message in self.messages.values_mut() {
-            message.text_place = None;
+            message.message.text.forget_place();
+        }
+        for unusual in self.unusual.values_mut() {
+            if let Some((_, place)) = &mut unusual.text {
+                *place = None;
+            }
         }
         self.texts = RecoveredTexts::default();
     }
@@ -457,12 +596,12 @@ impl Image {
     /// expired at `now_ms` (helper-57's review: counting every message the image holds refused
     /// a change, or kept the count, with nothing left to copy).
     fn text_bytes(&self, now_ms: u64) -> u64 {
-        let kept = self.messages.values().filter(|message| {
-            let live = self.queues.get(&message.state.queue);
-            live.is_some_and(|queue| queue.incarnation == message.incarnation)
-                && message.state.expiration_ms() > now_ms
+        let kept = self.messages.values().filter(|found| {
+            let live = self.queues.get(&found.message.queue);
+            live.is_some_and(|queue| queue.incarnation == found.incarnation)
+                && found.message.expiration_ms() > now_ms
         });
-        kept.map(|message| message.state.text.len() as u64).sum()
+        kept.map(|found| found.message.text.len() as u64).sum()
     }
 
     /// Hands this image's live queues and messages (not those of deleted or cleared queues) to
@@ -493,13 +632,29 @@ impl Image {
         let prefix = self.identity.map_or(0, |identity| identity.id_prefix);
         let mut messages_restored = 0;
         // Each page of the image's messages is freed once restored, as the states grow.
-        let messages = std::mem::take(&mut self.messages).into_values();
-        for ImageMessage {
-            state: mut message,
-            incarnation,
-            text_place,
-        } in messages
+        let messages = std::mem::take(&mut self.messages);
+        // Each file read goes too, once the last text in it is restored.
+        let texts = messages.values().map(|found| &found.message.text);
+        self.sources.count_uses(texts);
+        for (
+            slot,
+            ImageMessage {
+                message,
+                incarnation,
+            },
+        ) in messages.into_indexed()
         {
+            let slot = u32::try_from(slot).expect("slots are 32-bit");
+            let Unusual { foreign_id, text } = self.unusual.remove(&slot).unwrap_or_default();
+            let (text, text_place) = match text {
+                Some(held) => held,
+                None => (
+                    message.text.text(&self.sources),
+                    message.text.place(&self.sources),
+                ),
+            };
+            self.sources.taken(&message.text);
+            let mut message = message.state(slot, foreign_id, text);
             let home = homes.get(message.queue as usize).copied().flatten();
             let Some((owner, _)) = home.filter(|&(_, live)| live == incarnation) else {
                 continue;
@@ -512,8 +667,8 @@ impl Image {
             // shards keep points into a file recovery read: on Unix those are mapped
             // (`StdFiles::read`), and a text left there would page-fault on the shard's thread
             // once the kernel dropped its page, and would keep a removed file's blocks on disk
-            // where `azq_disk_bytes` cannot see them. The files, and their mappings, go when
-            // the image does.
+            // where `azq_disk_bytes` cannot see them. Each file's mapping goes once the last
+            // text in it is restored (`Sources::taken`), the rest when the image does.
             let on_disk = text_place
                 .filter(|_| !message.text.is_empty())
                 .map(|(locator, _)| locator);
@@ -611,6 +766,7 @@ impl Named {
         &mut self,
         files: &impl Files,
         segments: &[(u64, PathBuf)],
+        sources: &mut Sources,
         message: &MessageState<NamedText>,
     ) -> Option<Bytes> {
         let named = message.text;
@@ -630,7 +786,7 @@ impl Named {
                 message.slot, message.generation, named.sequence
             )
         };
-        self.find(files, segments, named.locator, check, what)
+        self.find(files, segments, sources, named.locator, check, what)
     }
 
     /// The message the put record `put` names in the segment `segment` puts, read from among
@@ -640,13 +796,14 @@ impl Named {
         &mut self,
         files: &impl Files,
         segments: &[(u64, PathBuf)],
+        sources: &mut Sources,
         segment: u64,
         put: NamedPut,
     ) -> Option<MessageState> {
         let locator = put.locator(segment);
         let check = |record: &Bytes| record_put(record, locator, put.sequence);
         let what = || format!("an entry names the put record {}", put.sequence);
-        self.find(files, segments, locator, check, what)
+        self.find(files, segments, sources, locator, check, what)
     }
 
     /// What `check` finds in the record at `locator`, read from among `segments`; `what` says
@@ -655,6 +812,7 @@ impl Named {
         &mut self,
         files: &impl Files,
         segments: &[(u64, PathBuf)],
+        sources: &mut Sources,
         locator: TextLocator,
         check: impl FnOnce(&Bytes) -> Option<T>,
         what: impl FnOnce() -> String,
@@ -666,7 +824,10 @@ impl Named {
             unreachable!("a named entry reads as a segment's locator");
         };
         let data = match self.read(files, segments, first) {
-            Ok(Some(data)) => Ok(data),
+            Ok(Some(data)) => {
+                sources.add(TextFile::Segment(first), &data);
+                Ok(data)
+            }
             Ok(None) => Err(format!(
                 "an entry names a record in the log segment {}, which is not in the directory",
                 segment_name(first)
@@ -752,10 +913,6 @@ impl Named {
     }
 }
 
-/// Where recovery read a text: the record (in a segment, or the entry in the snapshot) and the
-/// sequence of the record that wrote the text (`RECOVERED_TEXT_SEQUENCE` for a snapshot's).
-type TextPlace = (TextLocator, u64);
-
 /// Whether `record` writes a message's text (its place is noted when texts are located).
 fn writes_text(record: &Record) -> bool {
     matches!(
@@ -775,11 +932,18 @@ fn origin(old_shard: usize, index: u32) -> u64 {
 /// cleared out of it). `None` where no record tells (the index's queue was the same throughout,
 /// as the snapshot shows, or only old records without a name moved it). One entry per metadata
 /// set, not per record: a log of millions of puts holds few of them.
-fn metadata_owners(records: &Pages<Record>) -> Vec<Option<QueueKey>> {
+fn metadata_owners(records: &Pages<Replayed>) -> Vec<Option<QueueKey>> {
+    // Puts, leases and deletions name no queue's index.
+    let records = || {
+        records.iter().filter_map(|record| match record {
+            Replayed::Other(other) => Some(&other.0),
+            _ => None,
+        })
+    };
     let mut owners: Vec<Option<QueueKey>> = Vec::new();
     // Forward: the queue last placed in each index (`None` once one left it).
     let mut placed: HashMap<u32, Option<&QueueKey>> = HashMap::new();
-    for record in records.iter() {
+    for record in records() {
         match record {
             Record::QueueCreated { queue, key, .. } => {
                 placed.insert(*queue, Some(key));
@@ -804,7 +968,7 @@ fn metadata_owners(records: &Pages<Record>) -> Vec<Option<QueueKey>> {
     // Backward: the queue that next leaves each index (`None` where one is placed there next).
     let mut leaving: HashMap<u32, Option<&QueueKey>> = HashMap::new();
     let mut position = owners.len();
-    for record in records.iter().rev() {
+    for record in records().rev() {
         match record {
             Record::QueueDeleted { queue, key } => {
                 leaving.insert(*queue, Some(key));
@@ -1153,6 +1317,7 @@ fn read_shard<F: Files>(
         // its replay point.
         let locate_entries = locate_texts && named_from == replay_from;
         let file = TextFile::Snapshot(replay_from);
+        image.sources.add(file, &data);
         // The texts its named entries name, read from the segments it keeps (mapped once
         // each), and the first error met.
         let mut named = Named {
@@ -1162,7 +1327,7 @@ fn read_shard<F: Files>(
         let mut restored_twice = None;
         let read = read_snapshot_with(&data, |place, record| match record {
             Record::MessageNamed(message) => {
-                let Some(text) = named.text(files, &segments, &message) else {
+                let Some(text) = named.text(files, &segments, &mut image.sources, &message) else {
                     return;
                 };
                 image.named.1 += 1;
@@ -1172,7 +1337,8 @@ fn read_shard<F: Files>(
             }
             Record::PutsNamed { segment, puts } => {
                 for put in puts {
-                    let Some(message) = named.put(files, &segments, segment, put) else {
+                    let sources = &mut image.sources;
+                    let Some(message) = named.put(files, &segments, sources, segment, put) else {
                         continue;
                     };
                     // A put record names no slot of its own to check against (a named text's
@@ -1314,12 +1480,13 @@ fn read_shard<F: Files>(
     // The log's records from the replay point, applied once every segment is read: what a
     // queue of the snapshot is shown doing depends on records further on (`Image::replay`).
     let mut replayed = Pages::default();
-    let mut text_places = Pages::default();
     let mut expected: Option<u64> = None;
     for (index, (first_sequence, path)) in segments.iter().enumerate() {
         let data = files.read(path).map_err(|error| failed(path, error))?;
-        // Records from the replay point on go straight into `replayed` as they are read.
+        // Records from the replay point on go straight into `replayed` as they are read, slim.
         let file = TextFile::Segment(*first_sequence);
+        image.sources.add(file, &data);
+        let sources = &image.sources;
         let mut named_in_log = None;
         let gather = |sequence, place: std::ops::Range<usize>, record| {
             if matches!(record, Record::MessageNamed(_) | Record::PutsNamed { .. }) {
@@ -1329,11 +1496,11 @@ fn read_shard<F: Files>(
             if sequence < replay_from {
                 return;
             }
-            if locate_texts && writes_text(&record) {
+            let text_place = (locate_texts && writes_text(&record)).then(|| {
                 let locator = TextLocator::new(file, place.start as u64, place.len() as u32);
-                text_places.push((locator, sequence));
-            }
-            replayed.push(record);
+                (locator, sequence)
+            });
+            replayed.push(Replayed::new(record, text_place, sources));
         };
         let segment = match read_segment_with(&data, gather) {
             Ok(segment) => segment,
@@ -1532,7 +1699,7 @@ fn read_shard<F: Files>(
             .sync_directory(directory)
             .map_err(|error| failed(directory, error))?;
     }
-    image.replay(replayed, text_places);
+    image.replay(replayed);
     Ok(image)
 }
 
