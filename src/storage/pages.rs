@@ -130,6 +130,14 @@ impl<T> SlotPages<T> {
         (index >> self.page_shift, index & (self.per_page - 1))
     }
 
+    /// One past the highest index ever set (0 when none was).
+    pub fn span(&self) -> usize {
+        match self.pages.last() {
+            Some(last) => ((self.pages.len() - 1) << self.page_shift) + last.len(),
+            None => 0,
+        }
+    }
+
     /// The value at `index`, if any.
     pub fn get(&self, index: usize) -> Option<&T> {
         let (page, offset) = self.place(index);
@@ -291,6 +299,10 @@ mod tests {
                         None => assert_eq!(entries.capacity(), 0),
                     }
                 }
+                assert_eq!(
+                    slots.span(),
+                    ever_set.last().map_or(0, |highest| highest + 1)
+                );
                 let expected: Vec<u64> = model.iter().flatten().copied().collect();
                 assert_eq!(slots.values().copied().collect::<Vec<_>>(), expected);
                 slots

@@ -633,6 +633,7 @@ impl Image {
         let mut messages_restored = 0;
         // Each page of the image's messages is freed once restored, as the states grow.
         let messages = std::mem::take(&mut self.messages);
+        self.texts.reserve(messages.span());
         // Each file read goes too, once the last text in it is restored.
         let texts = messages.values().map(|found| &found.message.text);
         self.sources.count_uses(texts);
@@ -681,12 +682,13 @@ impl Image {
                 // down leaves its slot free, for a message of the same slot and generation.
                 let kept = restorers[owner].message(message, on_disk, now_ms);
                 if let Some((locator, sequence)) = text_place.filter(|_| kept) {
-                    self.texts.homes.push(TextWritten {
+                    let text = TextWritten {
                         slot,
                         generation,
                         sequence,
                         locator,
-                    });
+                    };
+                    self.texts.note(text, on_disk.is_some());
                 }
             } else {
                 let id = message
@@ -2123,11 +2125,10 @@ fn recover_noting<F: Files>(
                         ),
                     })
                     .collect();
-                RecoveredTexts {
-                    snapshot: Some(0),
-                    kept_segments: Vec::new(),
-                    homes,
-                }
+                let mut texts = RecoveredTexts::default();
+                texts.snapshot = Some(0);
+                texts.homes = homes;
+                texts
             } else {
                 RecoveredTexts::default()
             };

@@ -849,11 +849,14 @@ fn simulate(seed: u64, boundaries: &mut Boundaries, text_reads: &mut TextReads) 
         }
         let mut start = recovered.shards.into_iter().next().expect("one shard");
         let next = start.state.journal_next_sequence().expect("durable");
-        // Where recovery found the texts, kept to tell its homes from the log's later.
-        let found_by_recovery: HashSet<TextLocator> =
+        // Where recovery found the texts, kept to tell its homes from the log's later: the
+        // homes of those in memory, and the places of those it left on disk only.
+        let mut found_by_recovery: HashSet<TextLocator> =
             start.texts.homes.iter().map(|text| text.locator).collect();
         if text_bytes_max.is_some() {
             start.state.track_texts(std::mem::take(&mut start.texts));
+            let on_disk = start.state.texts_on_disk(0..u32::MAX);
+            found_by_recovery.extend(on_disk.iter().map(|text| text.2));
             // Texts read ahead stay in memory a while, then may leave it again.
             let held_texts = (random.next_u64() % 24) as usize;
             start

@@ -363,6 +363,12 @@ impl TextSequences {
         self.by_slot[slot] = sequence;
     }
 
+    /// Room for entries of slots up to `slots`.
+    pub(super) fn reserve(&mut self, slots: usize) {
+        self.by_slot
+            .reserve_exact(slots.saturating_sub(self.by_slot.len()));
+    }
+
     /// The entry of `slot`.
     pub(super) fn get(&self, slot: u32) -> Option<u64> {
         let sequence = *self.by_slot.get(slot as usize)?;

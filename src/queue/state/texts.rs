@@ -65,10 +65,35 @@ pub struct RecoveredTexts {
     pub snapshot: Option<u64>,
     /// The segments before its replay point that it keeps (their records are homes too).
     pub kept_segments: Vec<u64>,
-    /// Each restored message's text: in the snapshot (written by `RECOVERED_TEXT_SEQUENCE`) or
-    /// in the replayed record that last wrote it. Only messages restored: one recovery left out
-    /// (expired while the server was down) leaves its slot and generation to the next put.
+    /// Each restored message's text that is in memory: in the snapshot (written by
+    /// `RECOVERED_TEXT_SEQUENCE`) or in the replayed record that last wrote it. Only messages
+    /// restored: one recovery left out (expired while the server was down) leaves its slot and
+    /// generation to the next put.
     pub homes: Vec<TextWritten>,
+    /// The record that wrote each restored text left on disk only, by slot (its place is in
+    /// its message's slot): 8 bytes a slot where a home takes 40, at a restart's peak.
+    on_disk: TextSequences,
+}
+
+impl RecoveredTexts {
+    /// Room for the texts of messages in slots up to `slots`, restored in order.
+    pub fn reserve(&mut self, slots: usize) {
+        self.on_disk.reserve(slots);
+    }
+
+    /// Recovery restored `text` in memory, or (`on_disk`) left it on disk only.
+    pub fn note(&mut self, text: TextWritten, on_disk: bool) {
+        match on_disk {
+            true => self.on_disk.set(text.slot, text.sequence),
+            false => self.homes.push(text),
+        }
+    }
+
+    /// How many texts are noted.
+    #[cfg(test)]
+    pub fn noted(&self) -> usize {
+        self.homes.len() + self.on_disk.len()
+    }
 }
 
 /// Which texts a snapshot names (`Record::MessageNamed`) rather than copies, and what it named.
@@ -119,9 +144,11 @@ impl ShardState {
         if journal.text_sequences.is_some() {
             return;
         }
-        let mut text_sequences = TextSequences::default();
+        // Recovery noted the texts it left on disk only by the slots it restored them into
+        // (only messages restored), and nothing has applied since.
+        let mut text_sequences = recovered.on_disk;
         for slot in 0..self.messages.slots() as u32 {
-            if self.messages.occupant(slot).is_some() {
+            if self.messages.occupant(slot).is_some() && text_sequences.get(slot).is_none() {
                 text_sequences.set(slot, RECOVERED_TEXT_SEQUENCE);
             }
         }
