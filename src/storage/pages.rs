@@ -138,6 +138,13 @@ impl<T> SlotPages<T> {
         }
     }
 
+    /// The bytes its pages reserve.
+    #[cfg(test)]
+    pub fn reserved_bytes(&self) -> usize {
+        let entries: usize = self.pages.iter().map(Vec::capacity).sum();
+        entries * std::mem::size_of::<Option<T>>()
+    }
+
     /// The value at `index`, if any.
     pub fn get(&self, index: usize) -> Option<&T> {
         let (page, offset) = self.place(index);

@@ -146,8 +146,8 @@ struct ImageQueue {
     incarnation: u64,
 }
 
-/// A message of an image: its state, slim (`storage::slim`), and what did not fit there in
-/// `Image::unusual`.
+/// A message of an image: its state, slim (`storage::slim`); its foreign ID, if any, in
+/// `Image::foreign_ids`, and its text in `Image::held` when it is not slim.
 struct ImageMessage {
     message: SlimMessage,
     /// The incarnation of its queue when it was put.
@@ -155,20 +155,16 @@ struct ImageMessage {
 }
 const _: () = assert!(std::mem::size_of::<ImageMessage>() == 88);
 
-/// What a message's slim entry does not hold: its foreign ID, and its text (with where it was
-/// read) when that is not a slice of a file read (`SlimText::held`).
-#[derive(Default)]
-struct Unusual {
-    foreign_id: Option<MessageId>,
-    text: Option<(Bytes, Option<TextPlace>)>,
-}
+/// A text kept as read beside its slim entry (`SlimText::held`), with where it was read.
+type Held = (Bytes, Option<TextPlace>);
 
 /// What a lease sets: the dequeue count, the lease and when the message is visible again.
 type Lease = (u32, u32, u64);
 
-/// A record read from the log, to replay once every segment is read: a put, lease or deletion
-/// (nearly every record of a large log) in 88 bytes, any other as read, with where the text it
-/// writes was read when texts are located.
+/// A record read from the log, to replay once every segment is read: a put, lease, update or
+/// deletion (nearly every record of a large log) in 88 bytes, any other as read (a put with a
+/// foreign ID, or any text that is not slim), with where the text it writes was read when texts
+/// are located.
 enum Replayed {
     Put {
         slot: u32,
@@ -180,6 +176,13 @@ enum Replayed {
         dequeue_count: u32,
         lease: u32,
         visible_ms: u64,
+    },
+    Updated {
+        slot: u32,
+        generation: u32,
+        lease: u32,
+        visible_ms: u64,
+        text: Option<SlimText>,
     },
     Deleted {
         slot: u32,
@@ -211,6 +214,24 @@ impl Replayed {
                 lease,
                 visible_ms,
             },
+            Record::MessageUpdated {
+                slot,
+                generation,
+                lease,
+                visible_ms,
+                text,
+            } if text
+                .as_ref()
+                .is_none_or(|text| SlimText::new(text, text_place, sources).is_some()) =>
+            {
+                Replayed::Updated {
+                    slot,
+                    generation,
+                    lease,
+                    visible_ms,
+                    text: text.and_then(|text| SlimText::new(&text, text_place, sources)),
+                }
+            }
             Record::MessageDeleted { slot, generation } => Replayed::Deleted { slot, generation },
             record => Replayed::Other(Box::new((record, text_place))),
         }
@@ -232,9 +253,15 @@ struct Image {
     /// Messages by slot (slab slots are dense: a vector, not a map, which a large recovery
     /// would spend its time rehashing), in pages that `restore` frees as it goes.
     messages: SlotPages<ImageMessage>,
-    /// What the slim entries of `messages` do not hold, by slot (rare: foreign IDs, after a
-    /// change of `--shards`).
-    unusual: HashMap<u32, Unusual>,
+    /// The foreign IDs of `messages`, by slot (every message a change of `--shards` moved
+    /// keeps one until it is deleted), in pages of their own: at most 17 bytes a slot where
+    /// one is set in its page, none in a page without, each page freed as `restore` passes it
+    /// (in a hash map, 128 bytes an entry beside the slim one cost a restart after a change of
+    /// `--shards` more than whole states had: helper-61's review).
+    foreign_ids: SlotPages<[u8; 16]>,
+    /// The texts of `messages` that are not slim (`SlimText::held`), by slot: none when every
+    /// text read is a slice of a file read.
+    held: HashMap<u32, Held>,
     /// The files read, which the slim entries' texts are slices of.
     sources: Sources,
     /// Where the restored messages' texts are (`restore` fills it when texts are located).
@@ -264,7 +291,8 @@ impl Image {
             queues: HashMap::default(),
             displaced: HashMap::new(),
             messages: SlotPages::default(),
-            unusual: HashMap::new(),
+            foreign_ids: SlotPages::default(),
+            held: HashMap::new(),
             sources: Sources::default(),
             texts: RecoveredTexts::default(),
             acls: HashMap::new(),
@@ -297,7 +325,7 @@ impl Image {
         for record in records {
             let (record, text_place) = match record {
                 Replayed::Put { slot, message } => {
-                    self.put(slot, message, Unusual::default());
+                    self.put(slot, message, None, None);
                     continue;
                 }
                 Replayed::Leased {
@@ -308,6 +336,17 @@ impl Image {
                     visible_ms,
                 } => {
                     self.lease(slot, generation, (dequeue_count, lease, visible_ms));
+                    continue;
+                }
+                Replayed::Updated {
+                    slot,
+                    generation,
+                    lease,
+                    visible_ms,
+                    text,
+                } => {
+                    let text = text.map(|slim| (slim, None));
+                    self.update(slot, generation, (lease, visible_ms), text);
                     continue;
                 }
                 Replayed::Deleted { slot, generation } => {
@@ -336,9 +375,15 @@ impl Image {
         assert!(owners.next().is_none(), "an owner per metadata set");
     }
 
-    /// Puts `message` in `slot`, with what its slim entry does not hold, if its queue is live;
+    /// Puts `message` in `slot`, with its foreign ID and held text if any, if its queue is live;
     /// raises the sequence in any case.
-    fn put(&mut self, slot: u32, message: SlimMessage, unusual: Unusual) {
+    fn put(
+        &mut self,
+        slot: u32,
+        message: SlimMessage,
+        foreign_id: Option<MessageId>,
+        held: Option<Held>,
+    ) {
         // Even for a put whose queue is gone by the snapshot: its message ID was handed out,
         // and a sequence raised only with the queue was handed out again.
         if let Some(identity) = &mut self.identity {
@@ -346,10 +391,11 @@ impl Image {
         }
         if let Some(queue) = self.queues.get(&message.queue) {
             let incarnation = queue.incarnation;
-            self.unusual.remove(&slot);
-            if unusual.foreign_id.is_some() || unusual.text.is_some() {
-                self.unusual.insert(slot, unusual);
+            match foreign_id {
+                Some(id) => self.foreign_ids.insert(slot as usize, id.0.to_le_bytes()),
+                None => drop(self.foreign_ids.remove(slot as usize)),
             }
+            self.hold(slot, held);
             let message = ImageMessage {
                 message,
                 incarnation,
@@ -377,27 +423,47 @@ impl Image {
             .is_some_and(|found| found.message.generation == generation)
         {
             self.messages.remove(slot as usize);
-            self.unusual.remove(&slot);
+            self.foreign_ids.remove(slot as usize);
+            self.held.remove(&slot);
         }
     }
 
-    /// `text`, read at `text_place`, as the text of a message: slim, or held in `unusual`.
-    fn slim_text(
-        &self,
-        text: Bytes,
-        text_place: Option<TextPlace>,
-        unusual: &mut Unusual,
-    ) -> SlimText {
+    /// An Update of the message (`slot`, `generation`), if it is there: its lease and
+    /// visibility, and its text (slim, and held when it is not) when the Update set one.
+    fn update(
+        &mut self,
+        slot: u32,
+        generation: u32,
+        (lease, visible_ms): (u32, u64),
+        text: Option<(SlimText, Option<Held>)>,
+    ) {
+        let Some(found) = self.message_mut(slot) else {
+            return;
+        };
+        if found.message.generation != generation {
+            return;
+        }
+        found.message.lease = lease;
+        found.message.visible_ms = visible_ms;
+        if let Some((text, held)) = text {
+            found.message.text = text;
+            self.hold(slot, held);
+        }
+    }
+
+    /// Keeps `held` as the text of the message in `slot`, or forgets the one kept.
+    fn hold(&mut self, slot: u32, held: Option<Held>) {
+        match held {
+            Some(held) => self.held.insert(slot, held),
+            None => self.held.remove(&slot),
+        };
+    }
+
+    /// `text`, read at `text_place`, as the text of a message: slim, or to be held as read.
+    fn slim_text(&self, text: Bytes, text_place: Option<TextPlace>) -> (SlimText, Option<Held>) {
         match SlimText::new(&text, text_place, &self.sources) {
-            Some(slim) => {
-                unusual.text = None;
-                slim
-            }
-            None => {
-                let held = SlimText::held(text.len());
-                unusual.text = Some((text, text_place));
-                held
-            }
+            Some(slim) => (slim, None),
+            None => (SlimText::held(text.len()), Some((text, text_place))),
         }
     }
 
@@ -495,12 +561,9 @@ impl Image {
                 }
             }
             Record::MessagePut(message) => {
-                let mut unusual = Unusual {
-                    foreign_id: message.foreign_id,
-                    text: None,
-                };
-                let text = self.slim_text(message.text.clone(), text_place, &mut unusual);
-                self.put(message.slot, SlimMessage::numbers(&message, text), unusual);
+                let (text, held) = self.slim_text(message.text.clone(), text_place);
+                let slim = SlimMessage::numbers(&message, text);
+                self.put(message.slot, slim, message.foreign_id, held);
             }
             Record::MessageNamed(_) | Record::PutsNamed { .. } => {
                 unreachable!("`read_shard` reads a named entry's records, and refuses one in a log")
@@ -519,26 +582,8 @@ impl Image {
                 visible_ms,
                 text,
             } => {
-                let Some(found) = self.messages.get(slot as usize) else {
-                    return;
-                };
-                if found.message.generation != generation {
-                    return;
-                }
-                let text = text.map(|text| {
-                    let mut unusual = self.unusual.remove(&slot).unwrap_or_default();
-                    let slim = self.slim_text(text, text_place, &mut unusual);
-                    if unusual.foreign_id.is_some() || unusual.text.is_some() {
-                        self.unusual.insert(slot, unusual);
-                    }
-                    slim
-                });
-                let found = &mut self.message_mut(slot).expect("found").message;
-                found.lease = lease;
-                found.visible_ms = visible_ms;
-                if let Some(text) = text {
-                    found.text = text;
-                }
+                let text = text.map(|text| self.slim_text(text, text_place));
+                self.update(slot, generation, (lease, visible_ms), text);
             }
             Record::MessageDeleted { slot, generation } => self.delete(slot, generation),
             Record::AclSet {
@@ -578,10 +623,8 @@ impl Image {
         for message in self.messages.values_mut() {
             message.message.text.forget_place();
         }
-        for unusual in self.unusual.values_mut() {
-            if let Some((_, place)) = &mut unusual.text {
-                *place = None;
-            }
+        for (_, place) in self.held.values_mut() {
+            *place = None;
         }
         self.texts = RecoveredTexts::default();
     }
@@ -637,6 +680,10 @@ impl Image {
         // Each file read goes too, once the last text in it is restored.
         let texts = messages.values().map(|found| &found.message.text);
         self.sources.count_uses(texts);
+        // Beside them, by slot too: the foreign IDs, each page freed once passed.
+        let mut foreign_ids = std::mem::take(&mut self.foreign_ids)
+            .into_indexed()
+            .peekable();
         for (
             slot,
             ImageMessage {
@@ -646,8 +693,12 @@ impl Image {
         ) in messages.into_indexed()
         {
             let slot = u32::try_from(slot).expect("slots are 32-bit");
-            let Unusual { foreign_id, text } = self.unusual.remove(&slot).unwrap_or_default();
-            let (text, text_place) = match text {
+            // Every foreign ID belongs to a message (put and deleted with it); one that did
+            // not would be passed over, not taken for a later message's.
+            while foreign_ids.next_if(|(at, _)| *at < slot as usize).is_some() {}
+            let foreign_id = foreign_ids.next_if(|(at, _)| *at == slot as usize);
+            let foreign_id = foreign_id.map(|(_, id)| MessageId(u128::from_le_bytes(id)));
+            let (text, text_place) = match self.held.remove(&slot) {
                 Some(held) => held,
                 None => (
                     message.text.text(&self.sources),
@@ -2212,6 +2263,78 @@ mod tests {
     use super::*;
     use crate::storage::files::data_directory;
     use crate::storage::sim::SimDisk;
+
+    /// An image of messages that a change of `--shards` moved, each with its foreign ID (half
+    /// of them after a change from one shard to two), holds each in its slim entry and an entry
+    /// of `foreign_ids`' pages: under the 176 bytes a whole state took, as it was not in
+    /// helper-61's review (a map of 128-byte entries, 235 bytes a message). Every ID and text
+    /// comes back.
+    #[test]
+    fn an_image_of_moved_messages_holds_them_in_less_than_whole_states() {
+        let count = 100_000u32;
+        let data = Bytes::from(
+            (0..count as usize * 16)
+                .map(|at| at as u8)
+                .collect::<Vec<_>>(),
+        );
+        let mut image = Image::empty();
+        image.sources.add(TextFile::Segment(0), &data);
+        let key = QueueKey {
+            account: "devstoreaccount1".to_string(),
+            name: "moved".to_string(),
+        };
+        let metadata = Metadata::new();
+        image.apply(
+            Record::QueueCreated {
+                queue: 0,
+                key,
+                metadata,
+            },
+            None,
+        );
+        let state = |slot: u32| MessageState {
+            queue: 0,
+            slot,
+            generation: 1,
+            sequence: u64::from(slot),
+            insertion_ms: 1,
+            ttl_s: crate::queue::slab::TTL_S_NEVER,
+            delay_s: 0,
+            dequeue_count: 0,
+            lease: 0,
+            visible_ms: 0,
+            foreign_id: Some(MessageId(u128::MAX - u128::from(slot))),
+            text: data.slice(slot as usize * 16..slot as usize * 16 + 16),
+        };
+        for slot in 0..count {
+            image.apply(Record::MessagePut(state(slot)), None);
+        }
+        assert!(image.held.is_empty(), "every text slim");
+        let held = count as usize * std::mem::size_of::<ImageMessage>()
+            + image.foreign_ids.reserved_bytes();
+        assert!(held < count as usize * 176, "{held} bytes");
+        let secret = Secret::from_bytes(&[7; crate::queue::secret::SECRET_BYTES]);
+        let mut shard = ShardState::with_secret(0, 1, secret);
+        let identity = shard.identity();
+        let mut restorers = [shard.restore(identity)];
+        assert_eq!(
+            image.restore(0, &mut restorers, secret, 0),
+            (1, count as usize)
+        );
+        let [restorer] = restorers;
+        restorer.finish(0);
+        let restored = shard.describe(0).messages;
+        assert_eq!(restored.len(), count as usize);
+        for slot in 0..count {
+            let expected = state(slot);
+            let found = restored.get(&expected.foreign_id.expect("moved"));
+            assert_eq!(
+                found.map(|found| &found.1[..]),
+                Some(&expected.text[..]),
+                "{slot}"
+            );
+        }
+    }
 
     /// A copy's name, as `KeptAside::keep` makes them.
     fn copy_name(number: u64, offset: usize) -> String {
