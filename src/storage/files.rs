@@ -67,6 +67,10 @@ pub trait Files: Sync {
     fn list(&self, directory: &Path) -> io::Result<Vec<String>>;
     /// The whole content of `path`.
     fn read(&self, path: &Path) -> io::Result<Bytes>;
+    /// Lets go of the memory `data` (what `read` answered, whole) holds while it stays
+    /// readable: a mapping's resident pages go, and come back from the file if read again.
+    /// Nothing for bytes in memory.
+    fn unload(&self, _data: &Bytes) {}
     /// The size of the file `path`, bytes; an error for anything but a file (a directory).
     fn size(&self, path: &Path) -> io::Result<u64>;
     /// Writes `bytes` as the whole content of `path` and syncs it (not its directory entry:
@@ -93,6 +97,40 @@ pub trait Files: Sync {
 /// The real file system.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct StdFiles;
+
+/// The mappings `StdFiles::read` made that are still mapped, by address and length.
+static MAPPED: std::sync::Mutex<std::collections::BTreeSet<(usize, usize)>> =
+    std::sync::Mutex::new(std::collections::BTreeSet::new());
+
+/// A file `StdFiles::read` mapped, listed in `MAPPED` while it lives.
+struct Mapped(memmap2::Mmap);
+
+impl Mapped {
+    fn new(mapping: memmap2::Mmap) -> Mapped {
+        let listed = (mapping.as_ptr() as usize, mapping.len());
+        MAPPED
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .insert(listed);
+        Mapped(mapping)
+    }
+}
+
+impl AsRef<[u8]> for Mapped {
+    fn as_ref(&self) -> &[u8] {
+        &self.0
+    }
+}
+
+impl Drop for Mapped {
+    fn drop(&mut self) {
+        let listed = (self.0.as_ptr() as usize, self.0.len());
+        MAPPED
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .remove(&listed);
+    }
+}
 
 impl Files for StdFiles {
     fn parallel(&self) -> bool {
@@ -132,7 +170,30 @@ impl Files for StdFiles {
         // replaces a snapshot by renaming a new file over it); and recovery only truncates a
         // file past its last record, where no message text points.
         let mapped = unsafe { memmap2::MmapOptions::new().populate().map(&file)? };
-        Ok(Bytes::from_owner(mapped))
+        Ok(Bytes::from_owner(Mapped::new(mapped)))
+    }
+
+    /// A mapping `read` made (known by its address and length, so never bytes in memory, whose
+    /// contents `MADV_DONTNEED` would zero) gives its resident pages back; the file's pages
+    /// stay in the page cache, and a later read of them maps them again.
+    #[cfg(unix)]
+    fn unload(&self, data: &Bytes) {
+        let mapping = (data.as_ptr() as usize, data.len());
+        let mapped = MAPPED
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        if mapped.contains(&mapping) {
+            // SAFETY: the range is a read-only mapping of a file this process made and still
+            // holds (`data` keeps it alive): dropping its pages loses nothing, since a read
+            // brings them back from the file.
+            unsafe {
+                libc::madvise(
+                    mapping.0 as *mut libc::c_void,
+                    mapping.1,
+                    libc::MADV_DONTNEED,
+                )
+            };
+        }
     }
 
     fn size(&self, path: &Path) -> io::Result<u64> {
@@ -475,5 +536,53 @@ mod tests {
             StdFiles.read(&directory).unwrap_err().kind(),
             io::ErrorKind::NotFound
         );
+    }
+
+    /// Unloading a mapped file leaves its bytes readable and the same (its pages come back
+    /// from the file); bytes in memory, a slice of a mapping, and a mapping gone are left
+    /// alone (`MADV_DONTNEED` on memory of the heap would zero it).
+    #[test]
+    fn unloading_drops_only_whole_mappings_and_keeps_their_bytes() {
+        let directory = std::env::temp_dir().join(format!("azq-unload-{}", std::process::id()));
+        std::fs::create_dir_all(&directory).unwrap();
+        let length = MAPPED_READ_BYTES_MIN as usize * 2 + 100;
+        let content: Vec<u8> = (0..length).map(|index| (index % 253) as u8 + 1).collect();
+        let path = directory.join("large");
+        std::fs::write(&path, &content).unwrap();
+        let mapped = StdFiles.read(&path).unwrap();
+        let listed = (mapped.as_ptr() as usize, mapped.len());
+        assert!(
+            MAPPED.lock().unwrap().contains(&listed),
+            "listed while mapped"
+        );
+        for _ in 0..2 {
+            StdFiles.unload(&mapped);
+            assert!(mapped[..] == content[..]);
+        }
+        // A slice is not the mapping: nothing happens to it (nor to the rest).
+        StdFiles.unload(&mapped.slice(4096..8192));
+        assert!(mapped[..] == content[..]);
+        // Bytes in memory as long, starting on a page as a mapping does (where `madvise`
+        // would act), and a small file read into memory.
+        let page = 4096;
+        let mut padded = vec![7u8; page];
+        padded.extend_from_slice(&content);
+        let padded = Bytes::from(padded);
+        let skip = (page - padded.as_ptr() as usize % page) % page;
+        let in_memory = padded.slice(skip..skip + length);
+        assert_eq!(in_memory.as_ptr() as usize % page, 0);
+        let expected = padded.slice(skip..skip + length).to_vec();
+        StdFiles.unload(&in_memory);
+        assert!(in_memory[..] == expected[..]);
+        std::fs::write(directory.join("small"), &content[..1000]).unwrap();
+        let small = StdFiles.read(&directory.join("small")).unwrap();
+        StdFiles.unload(&small);
+        assert!(small[..] == content[..1000]);
+        drop(mapped);
+        assert!(
+            !MAPPED.lock().unwrap().contains(&listed),
+            "forgotten once unmapped"
+        );
+        std::fs::remove_dir_all(&directory).unwrap();
     }
 }

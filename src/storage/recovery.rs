@@ -1499,7 +1499,12 @@ fn read_shard<F: Files>(
                 segment_name(*missing),
             ));
         }
+        // As each segment's below, once read.
         if locate_texts {
+            files.unload(&data);
+            for read in named.mapped.values().flatten() {
+                files.unload(read);
+            }
             image.texts.kept_segments = image
                 .kept
                 .iter()
@@ -1736,6 +1741,11 @@ fn read_shard<F: Files>(
                 bytes = offset as u64;
                 stop = true;
             }
+        }
+        // Read: with texts located, nothing reads it again but to copy the few texts that do
+        // not stay on disk only, so its pages need not stay resident until the restore.
+        if locate_texts {
+            files.unload(&data);
         }
         image.segments.push(SegmentFile {
             first_sequence: *first_sequence,
