@@ -2274,6 +2274,29 @@ mod tests {
     use crate::storage::files::data_directory;
     use crate::storage::sim::SimDisk;
 
+    /// A message as put (never leased, no TTL) in `(queue, slot, generation)`.
+    fn put_state(
+        (queue, slot, generation): (u32, u32, u32),
+        sequence: u64,
+        foreign_id: Option<MessageId>,
+        text: Bytes,
+    ) -> MessageState {
+        MessageState {
+            queue,
+            slot,
+            generation,
+            sequence,
+            insertion_ms: 1,
+            ttl_s: crate::queue::slab::TTL_S_NEVER,
+            delay_s: 0,
+            dequeue_count: 0,
+            lease: 0,
+            visible_ms: 0,
+            foreign_id,
+            text,
+        }
+    }
+
     /// An image of messages that a change of `--shards` moved, each with its foreign ID (half
     /// of them after a change from one shard to two), holds each in its slim entry and an entry
     /// of `foreign_ids`' pages: under the 176 bytes a whole state took, as it was not in
@@ -2302,19 +2325,10 @@ mod tests {
             },
             None,
         );
-        let state = |slot: u32| MessageState {
-            queue: 0,
-            slot,
-            generation: 1,
-            sequence: u64::from(slot),
-            insertion_ms: 1,
-            ttl_s: crate::queue::slab::TTL_S_NEVER,
-            delay_s: 0,
-            dequeue_count: 0,
-            lease: 0,
-            visible_ms: 0,
-            foreign_id: Some(MessageId(u128::MAX - u128::from(slot))),
-            text: data.slice(slot as usize * 16..slot as usize * 16 + 16),
+        let state = |slot: u32| {
+            let id = Some(MessageId(u128::MAX - u128::from(slot)));
+            let text = data.slice(slot as usize * 16..slot as usize * 16 + 16);
+            put_state((0, slot, 1), u64::from(slot), id, text)
         };
         for slot in 0..count {
             image.apply(Record::MessagePut(state(slot)), None);
@@ -2343,6 +2357,198 @@ mod tests {
                 Some(&expected.text[..]),
                 "{slot}"
             );
+        }
+    }
+
+    /// Random puts (with and without foreign IDs, texts slim, held or empty), updates (a text
+    /// slim, held or none; the generation right or wrong), leases and deletions (the generation
+    /// right or wrong) over a few slots, through `apply` and the slim `Replayed` path, in pages
+    /// of a few entries on odd seeds, some into a queue deleted meanwhile: the restore gives
+    /// every live message its own foreign ID and text, and no message an ID of a slot's earlier
+    /// occupant (helper-62's review of f6c042a; it fails if a put leaves the slot's foreign ID,
+    /// or a replayed update drops its text).
+    #[test]
+    fn foreign_ids_and_held_texts_follow_their_messages() {
+        use crate::random::SplitMix64;
+        for seed in 0..5000u64 {
+            let mut random = SplitMix64::new(seed);
+            let data = Bytes::from(
+                (0..64 * 1024)
+                    .map(|at| (at % 251) as u8)
+                    .collect::<Vec<_>>(),
+            );
+            let mut run = || {
+                let mut image = Image::empty();
+                image.sources.add(TextFile::Segment(0), &data);
+                let key = |name: &str| QueueKey {
+                    account: "devstoreaccount1".to_string(),
+                    name: name.to_string(),
+                };
+                for (queue, name) in [(0u32, "live"), (1, "gone")] {
+                    image.apply(
+                        Record::QueueCreated {
+                            queue,
+                            key: key(name),
+                            metadata: Metadata::new(),
+                        },
+                        None,
+                    );
+                }
+                // slot -> (generation, queue, foreign id, text)
+                let mut model: HashMap<u32, (u32, u32, Option<u128>, Vec<u8>)> = HashMap::new();
+                let mut generations: HashMap<u32, u32> = HashMap::new();
+                let mut sequence = 0u64;
+                let mut records: Pages<Replayed> =
+                    Pages::with_page_bytes(1 + (seed as usize % 7) * 40);
+                let slots = 1 + random.next_u64() % 40;
+                let mut gone_deleted = false;
+                let mut issued: std::collections::HashSet<u128> = Default::default();
+                let text_for = |random: &mut SplitMix64| -> Bytes {
+                    let length = (random.next_u64() % 50) as usize;
+                    match random.next_u64() % 3 {
+                        0 => {
+                            let at = (random.next_u64() % 60_000) as usize;
+                            data.slice(at..at + length)
+                        }
+                        1 => Bytes::from(vec![(random.next_u64() % 256) as u8; length]),
+                        _ => Bytes::new(),
+                    }
+                };
+                let steps = 1 + random.next_u64() % 200;
+                for _ in 0..steps {
+                    let slot = (random.next_u64() % slots) as u32;
+                    let slim = random.next_u64() % 2 == 0;
+                    let record = match random.next_u64() % 10 {
+                        0..=3 => {
+                            let generation = generations.entry(slot).or_insert(0);
+                            *generation += 1;
+                            let generation = *generation;
+                            sequence += 1;
+                            let queue = if gone_deleted {
+                                0
+                            } else {
+                                (random.next_u64() % 4 == 0) as u32
+                            };
+                            let foreign_id = (random.next_u64() % 2 == 0).then(|| {
+                                u128::from(random.next_u64()) << 64 | u128::from(sequence)
+                            });
+                            let text = text_for(&mut random);
+                            issued.extend(foreign_id);
+                            model.insert(slot, (generation, queue, foreign_id, text.to_vec()));
+                            let id = foreign_id.map(MessageId);
+                            let place = (queue, slot, generation);
+                            Record::MessagePut(put_state(place, sequence, id, text))
+                        }
+                        4..=5 => {
+                            let right = random.next_u64() % 4 != 0;
+                            let generation =
+                                generations.get(&slot).copied().unwrap_or(0) + u32::from(!right);
+                            let text = (random.next_u64() % 3 != 0).then(|| text_for(&mut random));
+                            if let (Some(found), Some(text)) = (model.get_mut(&slot), &text) {
+                                if found.0 == generation {
+                                    found.3 = text.to_vec();
+                                }
+                            }
+                            Record::MessageUpdated {
+                                slot,
+                                generation,
+                                lease: 1,
+                                visible_ms: 0,
+                                text,
+                            }
+                        }
+                        6 => {
+                            let generation = generations.get(&slot).copied().unwrap_or(0);
+                            Record::MessageLeased {
+                                slot,
+                                generation,
+                                dequeue_count: 1,
+                                lease: 2,
+                                visible_ms: 0,
+                            }
+                        }
+                        7..=8 => {
+                            let right = random.next_u64() % 4 != 0;
+                            let generation =
+                                generations.get(&slot).copied().unwrap_or(0) + u32::from(!right);
+                            if model.get(&slot).is_some_and(|found| found.0 == generation) {
+                                model.remove(&slot);
+                            }
+                            Record::MessageDeleted { slot, generation }
+                        }
+                        _ if !gone_deleted => {
+                            gone_deleted = true;
+                            model.retain(|_, found| found.1 != 1);
+                            Record::QueueDeleted {
+                                queue: 1,
+                                key: key("gone"),
+                            }
+                        }
+                        _ => continue,
+                    };
+                    if slim {
+                        let place = None;
+                        records.push(Replayed::new(record, place, &image.sources));
+                    } else {
+                        // Flush what is gathered first, in order.
+                        image.replay(std::mem::replace(
+                            &mut records,
+                            Pages::with_page_bytes(1 + (seed as usize % 7) * 40),
+                        ));
+                        image.apply(record, None);
+                    }
+                }
+                image.replay(records);
+                // Messages of the deleted queue stay in the image with its incarnation gone.
+                let secret = Secret::from_bytes(&[7; crate::queue::secret::SECRET_BYTES]);
+                let mut shard = ShardState::with_secret(0, 1, secret);
+                let identity = shard.identity();
+                let mut restorers = [shard.restore(identity)];
+                let (_, restored) = image.restore(0, &mut restorers, secret, 0);
+                let [restorer] = restorers;
+                restorer.finish(0);
+                assert_eq!(restored, model.len(), "seed {seed}");
+                let described = shard.describe(0).messages;
+                assert_eq!(described.len(), model.len(), "seed {seed}");
+                let mut plain: Vec<Vec<u8>> = Vec::new();
+                for (slot, (_, _, foreign_id, text)) in &model {
+                    match foreign_id {
+                        Some(id) => {
+                            let found = described.get(&MessageId(*id));
+                            assert_eq!(
+                                found.map(|found| found.1.to_vec()),
+                                Some(text.clone()),
+                                "seed {seed} slot {slot}"
+                            );
+                        }
+                        None => plain.push(text.clone()),
+                    }
+                }
+                let foreign: std::collections::HashSet<u128> =
+                    model.values().filter_map(|found| found.2).collect();
+                let mut others: Vec<Vec<u8>> = described
+                    .iter()
+                    .filter(|(id, _)| !foreign.contains(&id.0))
+                    .map(|(_, found)| found.1.to_vec())
+                    .collect();
+                for id in described.keys() {
+                    assert!(
+                        foreign.contains(&id.0) || !issued.contains(&id.0),
+                        "seed {seed}: a message took the foreign ID of another"
+                    );
+                }
+                plain.sort();
+                others.sort();
+                assert_eq!(
+                    plain, others,
+                    "seed {seed}: texts of messages without foreign IDs"
+                );
+            };
+            if seed % 2 == 1 {
+                crate::storage::pages::with_test_page_bytes((seed % 90) as usize, run);
+            } else {
+                run();
+            }
         }
     }
 
