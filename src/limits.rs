@@ -242,6 +242,14 @@ pub const RECORD_BODY_BYTES_MAX: usize = 1 << 20;
 /// cut off a log or removed, copied first so that a reader's mistake never deletes data); the
 /// oldest go first beyond it. What the current start keeps is never removed by it.
 pub const RECOVERY_KEPT_BYTES_MAX: u64 = 4 * LOG_SEGMENT_BYTES;
+/// With texts located, recovery lets go of the pages of a snapshot it has read past in steps of
+/// this many bytes (`Files::unload_range`; the snapshot is read streamed, its pages read in as
+/// touched), so that a large snapshot is not resident whole while it is read.
+pub const RECOVERY_UNLOAD_STEP_BYTES: usize = 32 << 20;
+/// With texts located, the most log segments named by a snapshot that recovery keeps resident
+/// while it reads the records there (the one touched longest ago is let go first): what a
+/// restart of a backlog named in many segments maps stays a few segments, not the whole log.
+pub const RECOVERY_NAMED_SEGMENTS_RESIDENT_MAX: usize = 4;
 /// Stack of each thread recovery reads a shard on (`Files::parallel`): the main
 /// thread's usual 8 MiB, which recovery ran on alone before.
 pub const RECOVERY_THREAD_STACK_BYTES: usize = 8 << 20;

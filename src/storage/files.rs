@@ -67,10 +67,21 @@ pub trait Files: Sync {
     fn list(&self, directory: &Path) -> io::Result<Vec<String>>;
     /// The whole content of `path`.
     fn read(&self, path: &Path) -> io::Result<Bytes>;
-    /// Lets go of the memory `data` (what `read` answered, whole) holds while it stays
-    /// readable: a mapping's resident pages go, and come back from the file if read again.
-    /// Nothing for bytes in memory.
-    fn unload(&self, _data: &Bytes) {}
+    /// The whole content of `path`, as `read`, for a reader that passes through it once from
+    /// start to end and lets go of what it passed (`unload_range`): a mapping's pages are
+    /// brought in as they are read, not all at once, so no more of it is resident at a time
+    /// than the reader keeps.
+    fn read_streamed(&self, path: &Path) -> io::Result<Bytes> {
+        self.read(path)
+    }
+    /// Lets go of the memory `range` of `data` (what `read` or `read_streamed` answered,
+    /// whole) holds while it stays readable: a mapping's resident pages wholly inside it go,
+    /// and come back from the file if read again. Nothing for bytes in memory.
+    fn unload_range(&self, _data: &Bytes, _range: std::ops::Range<usize>) {}
+    /// `unload_range` over the whole of `data`.
+    fn unload(&self, data: &Bytes) {
+        self.unload_range(data, 0..data.len());
+    }
     /// The size of the file `path`, bytes; an error for anything but a file (a directory).
     fn size(&self, path: &Path) -> io::Result<u64>;
     /// Writes `bytes` as the whole content of `path` and syncs it (not its directory entry:
@@ -132,6 +143,46 @@ impl Drop for Mapped {
     }
 }
 
+/// `path` read into memory, or on Unix mapped when it holds `MAPPED_READ_BYTES_MIN` or more:
+/// its pages read in at once when `populate`, else as they are touched, in order.
+fn map_or_read(path: &Path, populate: bool) -> io::Result<Bytes> {
+    let mut file = std::fs::File::open(path)?;
+    // Elsewhere a mapped file cannot be shortened or removed (Windows), and the data
+    // directory is not locked: there, files are read.
+    if cfg!(not(unix)) || file.metadata()?.len() < MAPPED_READ_BYTES_MIN {
+        let mut bytes = Vec::new();
+        std::io::Read::read_to_end(&mut file, &mut bytes)?;
+        return Ok(Bytes::from(bytes));
+    }
+    let mut options = memmap2::MmapOptions::new();
+    if populate {
+        options.populate();
+    }
+    // SAFETY: the mapping is read-only, and nothing writes these files while it lives: the
+    // data directory is locked to this process (`lock_data_directory`); a shard never writes
+    // into a segment or snapshot recovery read (it starts a new segment, and replaces a
+    // snapshot by renaming a new file over it); and recovery only truncates a file past its
+    // last record, where no message text points.
+    let mapped = unsafe { options.map(&file)? };
+    #[cfg(unix)]
+    if !populate {
+        // Advice only: a kernel that refuses it reads the pages as they are touched anyway.
+        let _ = mapped.advise(memmap2::Advice::Sequential);
+    }
+    Ok(Bytes::from_owner(Mapped::new(mapped)))
+}
+
+/// The size of a page of memory (what `madvise` acts on), asked once.
+#[cfg(unix)]
+fn page_bytes() -> usize {
+    static PAGE: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    // SAFETY: sysconf only reads a value.
+    *PAGE.get_or_init(|| match unsafe { libc::sysconf(libc::_SC_PAGESIZE) } {
+        bytes if bytes > 0 => bytes as usize,
+        _ => 4096,
+    })
+}
+
 impl Files for StdFiles {
     fn parallel(&self) -> bool {
         true
@@ -152,44 +203,49 @@ impl Files for StdFiles {
     }
 
     /// Reads `path`, or on Unix maps it when it holds `MAPPED_READ_BYTES_MIN` or more (no copy
-    /// into fresh heap pages, and pages the kernel may drop while recovery reads on). Only
-    /// recovery reads files, and it copies the live message texts out before the shards start
-    /// (`Image::restore`), so no mapping outlives it.
+    /// into fresh heap pages, and pages the kernel may drop while recovery reads on), its pages
+    /// read in at once. Only recovery reads files, and it copies the live message texts it
+    /// does not leave on disk only out before the shards start (`Image::restore`), so no
+    /// mapping outlives it.
     fn read(&self, path: &Path) -> io::Result<Bytes> {
-        let mut file = std::fs::File::open(path)?;
-        // Elsewhere a mapped file cannot be shortened or removed (Windows), and the data
-        // directory is not locked: there, files are read.
-        if cfg!(not(unix)) || file.metadata()?.len() < MAPPED_READ_BYTES_MIN {
-            let mut bytes = Vec::new();
-            std::io::Read::read_to_end(&mut file, &mut bytes)?;
-            return Ok(Bytes::from(bytes));
-        }
-        // SAFETY: the mapping is read-only, and nothing writes these files while it lives: the
-        // data directory is locked to this process (`lock_data_directory`); a shard never
-        // writes into a segment or snapshot recovery read (it starts a new segment, and
-        // replaces a snapshot by renaming a new file over it); and recovery only truncates a
-        // file past its last record, where no message text points.
-        let mapped = unsafe { memmap2::MmapOptions::new().populate().map(&file)? };
-        Ok(Bytes::from_owner(Mapped::new(mapped)))
+        map_or_read(path, true)
     }
 
-    /// A mapping `read` made (known by its address and length, so never bytes in memory, whose
-    /// contents `MADV_DONTNEED` would zero) gives its resident pages back; the file's pages
-    /// stay in the page cache, and a later read of them maps them again.
+    /// As `read`, a mapping's pages read in as they are touched, the kernel told they will be
+    /// read in order (`MADV_SEQUENTIAL`: it reads ahead further, and drops the pages behind
+    /// from the page cache sooner).
+    fn read_streamed(&self, path: &Path) -> io::Result<Bytes> {
+        map_or_read(path, false)
+    }
+
+    /// The pages wholly inside `range` of a mapping `read` or `read_streamed` made (known by
+    /// its address and length, so never bytes in memory, whose contents `MADV_DONTNEED` would
+    /// zero) stop being resident; the file's pages stay in the page cache, and a later read of
+    /// them maps them again. The last page counts as whole when `range` reaches the end.
     #[cfg(unix)]
-    fn unload(&self, data: &Bytes) {
+    fn unload_range(&self, data: &Bytes, range: std::ops::Range<usize>) {
         let mapping = (data.as_ptr() as usize, data.len());
+        let page = page_bytes();
+        let start = range.start.div_ceil(page) * page;
+        let end = if range.end >= data.len() {
+            data.len()
+        } else {
+            range.end / page * page
+        };
+        if start >= end {
+            return;
+        }
         let mapped = MAPPED
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
         if mapped.contains(&mapping) {
-            // SAFETY: the range is a read-only mapping of a file this process made and still
-            // holds (`data` keeps it alive): dropping its pages loses nothing, since a read
-            // brings them back from the file.
+            // SAFETY: the range is inside a read-only mapping of a file this process made and
+            // still holds (`data` keeps it alive), and starts on a page (as the mapping does):
+            // dropping its pages loses nothing, since a read brings them back from the file.
             unsafe {
                 libc::madvise(
-                    mapping.0 as *mut libc::c_void,
-                    mapping.1,
+                    (mapping.0 + start) as *mut libc::c_void,
+                    end - start,
                     libc::MADV_DONTNEED,
                 )
             };
@@ -536,6 +592,79 @@ mod tests {
             StdFiles.read(&directory).unwrap_err().kind(),
             io::ErrorKind::NotFound
         );
+    }
+
+    /// Pages of the mapping that starts at `data` resident in this process (its `Rss` in
+    /// `/proc/self/smaps`).
+    fn resident_pages(data: &[u8]) -> usize {
+        let smaps = std::fs::read_to_string("/proc/self/smaps").unwrap();
+        let start = format!("{:x}-", data.as_ptr() as usize);
+        let mapping = &smaps[smaps.find(&start).expect("the mapping is listed")..];
+        let rss = mapping
+            .lines()
+            .find_map(|line| line.strip_prefix("Rss:"))
+            .expect("its Rss line");
+        let kib: usize = rss.trim().trim_end_matches("kB").trim().parse().unwrap();
+        kib * 1024 / page_bytes()
+    }
+
+    /// A file read is resident whole at once, one read streamed only where touched; unloading
+    /// a range drops exactly the pages wholly inside it (the last one too when the range
+    /// reaches the end), at every alignment of its ends around a page's edges, and the bytes
+    /// stay the file's.
+    #[test]
+    fn unloading_a_range_drops_the_pages_wholly_inside_it() {
+        let directory =
+            std::env::temp_dir().join(format!("azq-unload-range-{}", std::process::id()));
+        std::fs::create_dir_all(&directory).unwrap();
+        let page = page_bytes();
+        let length = MAPPED_READ_BYTES_MIN as usize + 5 * page + 100;
+        let pages = length.div_ceil(page);
+        let content: Vec<u8> = (0..length).map(|index| (index % 249) as u8 + 1).collect();
+        let path = directory.join("large");
+        std::fs::write(&path, &content).unwrap();
+        let read = StdFiles.read(&path).unwrap();
+        assert_eq!(resident_pages(&read), pages, "read: resident at once");
+        let streamed = StdFiles.read_streamed(&path).unwrap();
+        assert_eq!(
+            resident_pages(&streamed),
+            0,
+            "streamed: nothing until touched"
+        );
+        assert!(streamed[..] == content[..]);
+        assert_eq!(resident_pages(&streamed), pages);
+        let edges = |at: usize| [at.saturating_sub(1), at, at + 1];
+        let mut starts = vec![0];
+        let mut ends = vec![length - 1, length, length + page];
+        for at in [page, 2 * page, length - length % page] {
+            starts.extend(edges(at));
+            ends.extend(edges(at));
+        }
+        for data in [&read, &streamed] {
+            for &start in &starts {
+                for &end in &ends {
+                    // Every page resident again, then the range let go.
+                    assert!(data[..] == content[..]);
+                    assert_eq!(resident_pages(data), pages);
+                    StdFiles.unload_range(data, start..end);
+                    let first = start.div_ceil(page);
+                    let last = if end >= length { pages } else { end / page };
+                    let dropped = last.saturating_sub(first);
+                    assert_eq!(resident_pages(data), pages - dropped, "{start}..{end}");
+                    assert!(data[..] == content[..], "{start}..{end}");
+                }
+            }
+        }
+        // Bytes in memory, page-aligned and as long, are left alone.
+        let mut padded = vec![7u8; page];
+        padded.extend_from_slice(&content);
+        let padded = Bytes::from(padded);
+        let skip = (page - padded.as_ptr() as usize % page) % page;
+        let in_memory = padded.slice(skip..skip + length);
+        let expected = in_memory.to_vec();
+        StdFiles.unload_range(&in_memory, 0..length);
+        assert!(in_memory[..] == expected[..]);
+        std::fs::remove_dir_all(&directory).unwrap();
     }
 
     /// Unloading a mapped file leaves its bytes readable and the same (its pages come back

@@ -50,7 +50,10 @@ use super::format::{
 };
 use super::pages::{Pages, SlotPages};
 use super::slim::{SlimMessage, SlimText, Sources, TextPlace};
-use crate::limits::{RECOVERY_KEPT_BYTES_MAX, RECOVERY_THREAD_STACK_BYTES, STORAGE_BLOCK_BYTES};
+use crate::limits::{
+    RECOVERY_KEPT_BYTES_MAX, RECOVERY_NAMED_SEGMENTS_RESIDENT_MAX, RECOVERY_THREAD_STACK_BYTES,
+    RECOVERY_UNLOAD_STEP_BYTES, STORAGE_BLOCK_BYTES,
+};
 use crate::queue::key::{TextFile, TextLocator};
 use crate::queue::record::{
     record_put, record_text, text_records, MessageState, NamedPut, NamedText, Record,
@@ -803,6 +806,13 @@ struct Named {
     segments: std::collections::BTreeSet<u64>,
     /// The first error met: the entries after it are not read.
     error: Option<String>,
+    /// With texts located: at most `RECOVERY_NAMED_SEGMENTS_RESIDENT_MAX` of the segments read
+    /// keep their pages resident, the one touched longest ago let go first (`Files::unload`;
+    /// read again, its pages come back from the file). Without, every text is copied out of
+    /// them at the restore anyway.
+    unload_behind: bool,
+    /// The segments read whose pages may be resident, the one touched last at the back.
+    resident: std::collections::VecDeque<u64>,
     /// With `--truncateCorruptLog`: a named text not found (its segment gone, or the record
     /// there damaged or another) leaves its message out rather than stop recovery.
     leave_out: bool,
@@ -930,7 +940,11 @@ impl Named {
         first: u64,
     ) -> Result<Option<Bytes>, String> {
         if let Some(found) = self.mapped.get(&first) {
-            return Ok(found.clone());
+            let found = found.clone();
+            if found.is_some() {
+                self.touch(files, first);
+            }
+            return Ok(found);
         }
         let found = match segments.iter().find(|(sequence, _)| *sequence == first) {
             Some((_, path)) => {
@@ -943,7 +957,30 @@ impl Named {
             None => None,
         };
         self.mapped.insert(first, found.clone());
+        if found.is_some() {
+            self.touch(files, first);
+        }
         Ok(found)
+    }
+
+    /// Notes that the segment `first` (read) is touched: with `unload_behind`, the one touched
+    /// longest ago lets its pages go once more than `RECOVERY_NAMED_SEGMENTS_RESIDENT_MAX` are
+    /// resident.
+    fn touch(&mut self, files: &impl Files, first: u64) {
+        if !self.unload_behind || self.resident.back() == Some(&first) {
+            return;
+        }
+        self.resident.retain(|&resident| resident != first);
+        self.resident.push_back(first);
+        if self.resident.len() > RECOVERY_NAMED_SEGMENTS_RESIDENT_MAX {
+            let oldest = self
+                .resident
+                .pop_front()
+                .expect("more than the most resident");
+            if let Some(Some(data)) = self.mapped.get(&oldest) {
+                files.unload(data);
+            }
+        }
     }
 
     /// Whether every segment named is in `kept`, the snapshot's list (else the snapshot is
@@ -1351,7 +1388,14 @@ fn read_shard<F: Files>(
     segments.sort();
     let mut replay_from = 0;
     if let Some((named_from, path)) = snapshots.pop() {
-        let data = files.read(&path).map_err(|error| failed(&path, error))?;
+        // With texts located, read once through and let go behind (below), so that no more
+        // than a step of a large snapshot is resident at a time.
+        let data = if locate_texts {
+            files.read_streamed(&path)
+        } else {
+            files.read(&path)
+        }
+        .map_err(|error| failed(&path, error))?;
         image.bytes_read += data.len() as u64;
         let damaged = |why| format!("{}: a damaged snapshot: {why}", path.display());
         let snapshot = read_snapshot_header(&data).map_err(damaged)?;
@@ -1375,43 +1419,55 @@ fn read_shard<F: Files>(
         // each), and the first error met.
         let mut named = Named {
             leave_out: options.truncate_corrupt,
+            unload_behind: locate_texts,
             ..Named::default()
         };
         let mut restored_twice = None;
-        let read = read_snapshot_with(&data, |place, record| match record {
-            Record::MessageNamed(message) => {
-                let Some(text) = named.text(files, &segments, &mut image.sources, &message) else {
-                    return;
-                };
-                image.named.1 += 1;
-                let text_place =
-                    locate_texts.then_some((message.text.locator, message.text.sequence));
-                image.apply(Record::MessagePut(message.with_text(text)), text_place)
+        // Where the pages before are let go (with texts located).
+        let mut unloaded_to = 0;
+        let read = read_snapshot_with(&data, |place, record| {
+            if locate_texts && place.start - unloaded_to >= RECOVERY_UNLOAD_STEP_BYTES {
+                files.unload_range(&data, unloaded_to..place.start);
+                unloaded_to = place.start;
             }
-            Record::PutsNamed { segment, puts } => {
-                for put in puts {
-                    let sources = &mut image.sources;
-                    let Some(message) = named.put(files, &segments, sources, segment, put) else {
-                        continue;
+            match record {
+                Record::MessageNamed(message) => {
+                    let Some(text) = named.text(files, &segments, &mut image.sources, &message)
+                    else {
+                        return;
                     };
-                    // A put record names no slot of its own to check against (a named text's
-                    // does, `record_text`): one a snapshot entry already restored is damage.
-                    if image.restored(message.slot) {
-                        restored_twice.get_or_insert((segment, put.offset));
-                        continue;
-                    }
-                    image.named.0 += 1;
-                    let text_place = locate_texts.then_some((put.locator(segment), put.sequence));
-                    image.apply(Record::MessagePut(message), text_place)
+                    image.named.1 += 1;
+                    let text_place =
+                        locate_texts.then_some((message.text.locator, message.text.sequence));
+                    image.apply(Record::MessagePut(message.with_text(text)), text_place)
                 }
-            }
-            record => {
-                let text_place = locate_entries.then(|| {
-                    let bytes = place.len() as u32;
-                    let locator = TextLocator::new(file, place.start as u64, bytes);
-                    (locator, RECOVERED_TEXT_SEQUENCE)
-                });
-                image.apply(record, text_place)
+                Record::PutsNamed { segment, puts } => {
+                    for put in puts {
+                        let sources = &mut image.sources;
+                        let Some(message) = named.put(files, &segments, sources, segment, put)
+                        else {
+                            continue;
+                        };
+                        // A put record names no slot of its own to check against (a named text's
+                        // does, `record_text`): one a snapshot entry already restored is damage.
+                        if image.restored(message.slot) {
+                            restored_twice.get_or_insert((segment, put.offset));
+                            continue;
+                        }
+                        image.named.0 += 1;
+                        let text_place =
+                            locate_texts.then_some((put.locator(segment), put.sequence));
+                        image.apply(Record::MessagePut(message), text_place)
+                    }
+                }
+                record => {
+                    let text_place = locate_entries.then(|| {
+                        let bytes = place.len() as u32;
+                        let locator = TextLocator::new(file, place.start as u64, bytes);
+                        (locator, RECOVERED_TEXT_SEQUENCE)
+                    });
+                    image.apply(record, text_place)
+                }
             }
         });
         let kept_segments = read.map_err(damaged)?.kept;

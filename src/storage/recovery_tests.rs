@@ -18,7 +18,9 @@ use crate::queue::{Command, QueueKey, Reply, ShardState};
 use crate::storage::files::{data_directory, StdFiles, CURRENT_TEMPORARY_NAME};
 use crate::storage::log::{Durability, Log};
 use crate::storage::sim::SimDisk;
-use crate::storage::tests::{key, recover_one_shard, run, snapshot_whole, NOW_MS};
+use crate::storage::tests::{
+    copied_to_real_files, key, recover_one_shard, run, snapshot_whole, NOW_MS,
+};
 
 /// A data directory holding a queue and `puts` messages of `text_bytes`, each flushed on
 /// its own, in segments of `segment_bytes`; the segments, oldest first.
@@ -633,13 +635,7 @@ fn restored_texts_point_into_no_file_recovery_read() {
         let disk = SimDisk::new(0, true);
         // Large enough to be mapped, each text in a different page.
         written(&disk, puts, text_bytes, 4 << 20);
-        let root = std::env::temp_dir().join(format!("azq-unmapped-{case}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&root);
-        for path in disk.file_paths() {
-            let real = root.join(path.strip_prefix("/").expect("absolute"));
-            std::fs::create_dir_all(real.parent().expect("in a directory")).unwrap();
-            std::fs::write(&real, &disk.read(&path).unwrap()[..]).unwrap();
-        }
+        let root = copied_to_real_files(&disk, &format!("unmapped-{case}"));
         if let Some(first_shards) = first_shards {
             // A change of shard count writes every queue into a new generation of snapshots.
             drop(recover_real(&root, first_shards));

@@ -1741,16 +1741,237 @@ fn put_kept_text(log: &Log<SimDisk>, state: &RefCell<ShardState>, number: usize)
 /// `kept_text` into queue 0, each flushed alone (16 or 17 a segment), all evicted, and wrote a
 /// snapshot: it names the texts in the closed segments, full of them, and keeps those.
 fn a_shard_with_kept_segments(texts: usize) -> (SimDisk, Log<SimDisk>, RefCell<ShardState>) {
+    a_shard_with_texts(texts, true)
+}
+
+/// As `a_shard_with_kept_segments`, the texts evicted before the snapshot or (`evict` false)
+/// left in memory: then the snapshot copies them, and keeps no segment.
+fn a_shard_with_texts(texts: usize, evict: bool) -> (SimDisk, Log<SimDisk>, RefCell<ShardState>) {
     let (disk, log, state) = fresh_shard(1 << 20);
     state.borrow_mut().track_texts(RecoveredTexts::default());
     create_queue_0(&log, &state);
     for number in 0..texts {
         put_kept_text(&log, &state, number);
     }
-    let evicted = state.borrow_mut().evict(u64::MAX, log.durable_sequence());
-    assert_eq!(evicted as usize, texts * FILLER_BYTES);
+    if evict {
+        let evicted = state.borrow_mut().evict(u64::MAX, log.durable_sequence());
+        assert_eq!(evicted as usize, texts * FILLER_BYTES);
+    }
     snapshot_whole(&log, &state);
     (disk, log, state)
+}
+
+/// A fresh directory under the system's temporary one named after `name`, holding every file
+/// of `disk` at its path there (`/data/...` under it).
+pub(super) fn copied_to_real_files(disk: &SimDisk, name: &str) -> PathBuf {
+    let root = std::env::temp_dir().join(format!("azq-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&root);
+    for path in disk.file_paths() {
+        let real = root.join(path.strip_prefix("/").expect("absolute"));
+        std::fs::create_dir_all(real.parent().expect("in a directory")).unwrap();
+        std::fs::write(&real, &disk.read(&path).unwrap()[..]).unwrap();
+    }
+    root
+}
+
+/// `StdFiles`, noting in order each file it reads (and whether streamed) and each range of
+/// one it lets go of.
+#[derive(Default)]
+struct WatchedFiles {
+    noted: std::sync::Mutex<WatchedNotes>,
+}
+
+/// What `WatchedFiles` noted.
+#[derive(Default)]
+struct WatchedNotes {
+    /// The files read, by the address of what `read` answered.
+    paths: HashMap<usize, PathBuf>,
+    /// (file, `None` for a read and whether streamed, or the range let go).
+    events: Vec<(PathBuf, Result<std::ops::Range<usize>, bool>)>,
+}
+
+impl WatchedFiles {
+    fn read_noted(&self, path: &Path, streamed: bool) -> std::io::Result<Bytes> {
+        use super::files::StdFiles;
+        let data = if streamed {
+            StdFiles.read_streamed(path)
+        } else {
+            StdFiles.read(path)
+        }?;
+        let mut noted = self.noted.lock().unwrap();
+        noted
+            .paths
+            .insert(data.as_ptr() as usize, path.to_path_buf());
+        noted.events.push((path.to_path_buf(), Err(streamed)));
+        Ok(data)
+    }
+}
+
+impl Files for WatchedFiles {
+    fn list(&self, directory: &Path) -> std::io::Result<Vec<String>> {
+        super::files::StdFiles.list(directory)
+    }
+    fn read(&self, path: &Path) -> std::io::Result<Bytes> {
+        self.read_noted(path, false)
+    }
+    fn read_streamed(&self, path: &Path) -> std::io::Result<Bytes> {
+        self.read_noted(path, true)
+    }
+    fn unload_range(&self, data: &Bytes, range: std::ops::Range<usize>) {
+        let mut noted = self.noted.lock().unwrap();
+        let path = noted.paths[&(data.as_ptr() as usize)].clone();
+        noted.events.push((path, Ok(range.clone())));
+        super::files::StdFiles.unload_range(data, range);
+    }
+    fn size(&self, path: &Path) -> std::io::Result<u64> {
+        super::files::StdFiles.size(path)
+    }
+    fn write_synced(&self, path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+        super::files::StdFiles.write_synced(path, bytes)
+    }
+    fn truncate(&self, path: &Path, length: u64) -> std::io::Result<()> {
+        super::files::StdFiles.truncate(path, length)
+    }
+    fn create_directories(&self, directory: &Path) -> std::io::Result<()> {
+        super::files::StdFiles.create_directories(directory)
+    }
+    fn rename(&self, from: &Path, to: &Path) -> std::io::Result<()> {
+        super::files::StdFiles.rename(from, to)
+    }
+    fn remove_file(&self, path: &Path) -> std::io::Result<()> {
+        super::files::StdFiles.remove_file(path)
+    }
+    fn remove_directory(&self, path: &Path) -> std::io::Result<()> {
+        super::files::StdFiles.remove_directory(path)
+    }
+    fn sync_directory(&self, path: &Path) -> std::io::Result<()> {
+        super::files::StdFiles.sync_directory(path)
+    }
+}
+
+/// With texts located, recovery of real files keeps few of their pages resident: a snapshot
+/// is read streamed and let go of `RECOVERY_UNLOAD_STEP_BYTES` at a time behind the reader,
+/// and of the segments a snapshot names at most `RECOVERY_NAMED_SEGMENTS_RESIDENT_MAX` stay
+/// resident; and the state it recovers is the one recovery of the same files in memory
+/// gives (where nothing is let go), every text read back from the real files.
+#[test]
+fn recovery_of_real_files_lets_go_of_what_it_passed() {
+    use crate::limits::{RECOVERY_NAMED_SEGMENTS_RESIDENT_MAX, RECOVERY_UNLOAD_STEP_BYTES};
+    // Named in segments it keeps (74 or more), or copied into a snapshot of three steps.
+    for (texts, evict) in [
+        (1_300, true),
+        (RECOVERY_UNLOAD_STEP_BYTES * 5 / 2 / FILLER_BYTES, false),
+    ] {
+        let (disk, _log, _state) = a_shard_with_texts(texts, evict);
+        disk.crash();
+        let root = copied_to_real_files(&disk, &format!("let-go-{evict}"));
+        let located = RecoveryOptions {
+            locate_texts: true,
+            ..RecoveryOptions::default()
+        };
+        let in_memory = recover_one_shard(&disk, located).expect("recovers");
+        let watched = WatchedFiles::default();
+        let real = recover(
+            &watched,
+            &data_directory(&root.join("data")),
+            1,
+            NOW_MS,
+            &mut new_seed(&mut SplitMix64::new(3)),
+            test_secret(),
+            located,
+        )
+        .expect("recovers");
+        let [in_memory, real] = [in_memory, real].map(|recovered| {
+            let mut start = recovered.shards.into_iter().next().expect("one shard");
+            start.state.track_texts(std::mem::take(&mut start.texts));
+            start.state
+        });
+        let on_disk = real.texts_on_disk(0..u32::MAX);
+        assert_eq!(on_disk.len(), texts, "evict {evict}");
+        assert_eq!(in_memory.texts_on_disk(0..u32::MAX), on_disk);
+        // Everything else the same, a text standing for its place.
+        let place = |text: (u32, u32, TextLocator, u64)| Bytes::from(format!("{text:?}"));
+        assert_eq!(
+            in_memory.describe_with(NOW_MS, place),
+            real.describe_with(NOW_MS, place)
+        );
+        let shard = root.join("data/__azq__/gen-000001/shard-000");
+        let mut numbers = BTreeSet::new();
+        let mut read = HashMap::new();
+        for (slot, generation, locator, sequence) in on_disk {
+            let file = read.entry(locator.file()).or_insert_with(|| {
+                std::fs::read(shard.join(match locator.file() {
+                    TextFile::Segment(first) => segment_name(first),
+                    TextFile::Snapshot(replay_from) => super::format::snapshot_name(replay_from),
+                }))
+                .unwrap()
+            });
+            let start = locator.offset() as usize;
+            let record =
+                Bytes::copy_from_slice(&file[start..start + locator.record_bytes() as usize]);
+            let text = record::record_text(&record, locator, sequence, slot, generation)
+                .expect("the record named");
+            numbers.insert(kept_number(&text));
+            assert_eq!(text, kept_text(kept_number(&text)));
+        }
+        assert_eq!(numbers, (0..texts).collect());
+        let events = std::mem::take(&mut watched.noted.lock().unwrap().events);
+        let is_snapshot = |path: &Path| path.extension().is_some_and(|e| e == "snap");
+        if evict {
+            // Segments resident at once: read, and not let go of whole since (a new one is
+            // read before the one touched longest ago goes).
+            let is_segment = |path: &Path| path.extension().is_some_and(|e| e == "log");
+            let (mut resident, mut most, mut read) = (BTreeSet::new(), 0, 0);
+            for (path, event) in &events {
+                match event {
+                    Err(_) if is_segment(path) => {
+                        resident.insert(path.clone());
+                        read += 1;
+                    }
+                    Ok(range) if range.start == 0 && is_segment(path) => {
+                        resident.remove(path);
+                    }
+                    _ => {}
+                }
+                most = most.max(resident.len());
+            }
+            assert!(read > 70, "{read} segments read");
+            assert!(
+                most <= RECOVERY_NAMED_SEGMENTS_RESIDENT_MAX + 1,
+                "{most} segments resident at once"
+            );
+        } else {
+            let snapshot: Vec<_> = events
+                .iter()
+                .filter(|(path, _)| is_snapshot(path))
+                .map(|(_, event)| event.clone())
+                .collect();
+            assert_eq!(snapshot[0], Err(true), "read streamed");
+            let length = std::fs::metadata(
+                events
+                    .iter()
+                    .find(|(path, _)| is_snapshot(path))
+                    .unwrap()
+                    .0
+                    .clone(),
+            )
+            .unwrap()
+            .len() as usize;
+            let ranges: Vec<_> = snapshot[1..]
+                .iter()
+                .map(|event| event.clone().expect("let go"))
+                .collect();
+            // Step by step from its start, then what is left (and once more whole).
+            assert!(ranges.len() >= 3, "{ranges:?}");
+            assert_eq!(ranges[0].start, 0);
+            for pair in ranges.windows(2).take(ranges.len() - 2) {
+                assert_eq!(pair[0].end, pair[1].start, "{ranges:?}");
+                assert!(pair[0].len() >= RECOVERY_UNLOAD_STEP_BYTES, "{ranges:?}");
+            }
+            assert_eq!(ranges[ranges.len() - 1], 0..length, "{ranges:?}");
+        }
+        std::fs::remove_dir_all(&root).unwrap();
+    }
 }
 
 /// Reads every text on disk only of `state` back through `log` into memory, as the waits of
