@@ -356,7 +356,8 @@ impl ShardState {
         self.replica_version_last = identity.replica_version_last;
         Restorer {
             state: self,
-            placed: Vec::new(),
+            visible: Vec::new(),
+            invisible: Vec::new(),
             moved_queues: Vec::new(),
             moved_messages: Vec::new(),
         }
@@ -397,8 +398,11 @@ fn message_state<'a>(
 /// another shard's log (a restart with another shard count) get new places and keep their IDs.
 pub struct Restorer<'s> {
     state: &'s mut ShardState,
-    /// Restored messages in their slots, with when each is visible again.
-    placed: Vec<(u32, u64)>,
+    /// Restored messages in their slots that are visible, to join their queues in order once
+    /// all are restored: 4 bytes a message of a backlog, where a (slot, time) each cost 16.
+    visible: Vec<u32>,
+    /// Those that are not, with when each is visible again (leased or delayed: the few).
+    invisible: Vec<(u32, u64)>,
     /// Queues from other shards' logs: their origin (see `moved_queue`), key and metadata.
     moved_queues: Vec<(u64, QueueKey, Metadata)>,
     /// Messages from other shards' logs: their queue's origin, state and ID.
@@ -465,8 +469,33 @@ impl Restorer<'_> {
             state.foreign_slots.insert(id, slot);
         }
         state.sequence_next = state.sequence_next.max(sequence + 1).min(SEQUENCE_MASK);
-        self.placed.push((slot, visible_ms));
+        self.place(slot, visible_ms, now_ms);
         true
+    }
+
+    /// Counts the restored message in `slot` in its queue, and notes it for `finish` to put
+    /// in its queue's order, or on the wheel until `visible_ms` when that is after `now_ms`.
+    fn place(&mut self, slot: u32, visible_ms: u64, now_ms: u64) {
+        let state = &mut *self.state;
+        let message = state.messages.get(slot);
+        let queue = message.queue();
+        assert!(
+            state
+                .queues
+                .get(queue as usize)
+                .is_some_and(|queue| queue.is_some()),
+            "a restored message of no restored queue"
+        );
+        state.message_bytes += message_charge(message.text.len());
+        let text_bytes = message.text.len() as u64;
+        let restored_queue = queue_at(&mut state.queues, queue);
+        restored_queue.messages_count += 1;
+        restored_queue.text_bytes += text_bytes;
+        if visible_ms > now_ms {
+            self.invisible.push((slot, visible_ms));
+        } else {
+            self.visible.push(slot);
+        }
     }
 
     /// A message from another shard's log, in the queue `moved_queue` named `origin`, with the
@@ -496,13 +525,10 @@ impl Restorer<'_> {
     }
 
     /// Puts every message in its queue's order and on the wheel, and frees what is left.
-    pub fn finish(self, now_ms: u64) {
-        let Restorer {
-            state,
-            mut placed,
-            moved_queues,
-            moved_messages,
-        } = self;
+    pub fn finish(mut self, now_ms: u64) {
+        let moved_queues = std::mem::take(&mut self.moved_queues);
+        let moved_messages = std::mem::take(&mut self.moved_messages);
+        let state = &mut *self.state;
         state.messages.rebuild_free_list();
         state.queues_free = (0..state.queues.len() as u32)
             .rev()
@@ -523,37 +549,33 @@ impl Restorer<'_> {
                 continue;
             };
             let (sequence, visible_ms) = (message.sequence, message.visible_ms);
-            let (slot, _) = state
+            let (slot, _) = self
+                .state
                 .messages
                 .insert(restored(queue, message))
                 .expect("room for every restored message");
+            let state = &mut *self.state;
             state.foreign_ids.insert(slot, id);
             state.foreign_slots.insert(id, slot);
             state.sequence_next = state.sequence_next.max(sequence + 1).min(SEQUENCE_MASK);
-            placed.push((slot, visible_ms));
+            self.place(slot, visible_ms, now_ms);
         }
-        // Visible messages join their queue in order, invisible ones wait for their timer.
-        placed.sort_by_key(|&(slot, _)| state.messages.get(slot).order_key());
-        for (slot, visible_ms) in placed {
-            let message = state.messages.get(slot);
-            let queue = message.queue();
-            assert!(
-                state
-                    .queues
-                    .get(queue as usize)
-                    .is_some_and(|queue| queue.is_some()),
-                "a restored message of no restored queue"
-            );
-            state.message_bytes += message_charge(message.text.len());
-            let text_bytes = message.text.len() as u64;
-            let restored_queue = queue_at(&mut state.queues, queue);
-            restored_queue.messages_count += 1;
-            restored_queue.text_bytes += text_bytes;
-            if visible_ms > now_ms {
-                state.make_invisible(slot, visible_ms);
-            } else {
-                state.make_visible(slot);
-            }
+        // Visible messages join their queue in order, invisible ones wait for their timer, in
+        // the order of their keys (sorted in place, no buffer beside; the slot orders messages
+        // of two logs whose keys tie).
+        let Restorer {
+            state,
+            mut visible,
+            mut invisible,
+            ..
+        } = self;
+        visible.sort_unstable_by_key(|&slot| (state.messages.get(slot).order_key(), slot));
+        for slot in visible {
+            state.make_visible(slot);
+        }
+        invisible.sort_unstable_by_key(|&(slot, _)| (state.messages.get(slot).order_key(), slot));
+        for (slot, visible_ms) in invisible {
+            state.make_invisible(slot, visible_ms);
         }
     }
 }

@@ -2072,3 +2072,116 @@ fn census_counts_queues_messages_and_the_deepest() {
     assert_eq!(state.census(10).deepest.len(), 3);
     assert!(state.census(0).deepest.is_empty());
 }
+
+/// A restore puts every message where it was, whatever order recovery hands them over in
+/// (`Restorer::message` by slot, `moved_message` in any order): the visible ones in their
+/// queue's order (insertion time, then the put's sequence), the invisible ones on their timers,
+/// listed in the same order, each back in that order once visible; counts as the messages
+/// say. 40 seeds of 300 messages in random order over a queue of this shard's log and
+/// one of another's, a third invisible, some expired (left out), insertion times often equal.
+#[test]
+fn a_restore_places_messages_in_their_order_whatever_order_they_come_in() {
+    use crate::queue::record::MessageState;
+    use crate::random::SplitMix64;
+    const NOW_MS: u64 = 1_000_000;
+    for seed in 0..40 {
+        let mut random = SplitMix64::new(seed);
+        let mut state = ShardState::new(0, 42);
+        let identity = state.identity();
+        let mut restorer = state.restore(identity);
+        restorer.queue(0, key("own"), Metadata::new());
+        restorer.moved_queue(7, key("moved"), Metadata::new());
+        // (queue name, order key, visible again at, text) of every message kept.
+        let mut kept: Vec<(&str, (u64, u64), u64, String)> = Vec::new();
+        let mut slots: Vec<u32> = (0..300).collect();
+        for at in (1..slots.len()).rev() {
+            slots.swap(at, (random.next_u64() % (at as u64 + 1)) as usize);
+        }
+        for (index, &slot) in slots.iter().enumerate() {
+            let moved = random.next_u64() % 3 == 0;
+            let insertion_ms = NOW_MS - 10_000 + random.next_u64() % 8 * 1000;
+            // Distinct sequences, in no relation to the slots.
+            let sequence = (random.next_u64() % 1000) * 1000 + index as u64;
+            let invisible = random.next_u64() % 3 == 0;
+            let expired = random.next_u64() % 10 == 0;
+            let visible_ms = if invisible {
+                NOW_MS + 1 + random.next_u64() % 5000
+            } else {
+                0
+            };
+            let text = format!("{slot}");
+            let message = MessageState {
+                queue: if moved { 7 } else { 0 },
+                slot,
+                generation: 1,
+                sequence,
+                insertion_ms,
+                ttl_s: if expired { 1 } else { 86_400 },
+                delay_s: 0,
+                dequeue_count: u32::from(invisible),
+                lease: u32::from(invisible),
+                visible_ms,
+                foreign_id: None,
+                text: Bytes::from(text.clone()),
+            };
+            if moved {
+                let id = MessageId(u128::from(slot) << 64 | 0xfeed);
+                restorer.moved_message(7, message, id, NOW_MS);
+            } else {
+                assert_eq!(restorer.message(message, None, NOW_MS), !expired);
+            }
+            if !expired {
+                let name = if moved { "moved" } else { "own" };
+                kept.push((name, (insertion_ms, sequence), visible_ms, text));
+            }
+        }
+        restorer.finish(NOW_MS);
+        state.verify();
+        for name in ["own", "moved"] {
+            let mut theirs: Vec<_> = kept.iter().filter(|kept| kept.0 == name).collect();
+            theirs.sort_by_key(|kept| kept.1);
+            let invisible: Vec<_> = theirs.iter().filter(|kept| kept.2 > NOW_MS).collect();
+            let visible: Vec<_> = theirs.iter().filter(|kept| kept.2 <= NOW_MS).collect();
+            let index = state.queue_names[&key(name)];
+            let queue = state.queue(index);
+            assert_eq!(queue.messages_count, theirs.len() as u64, "seed {seed}");
+            assert_eq!(queue.invisible_count, invisible.len() as u64, "seed {seed}");
+            // Every visible one in the queue's list, none kept aside out of order (a map
+            // entry each, where the list costs nothing beside the slot).
+            assert!(queue.out_of_order.is_empty(), "seed {seed}");
+            // The invisible list in key order.
+            let mut listed = Vec::new();
+            let mut slot = queue.invisible.head;
+            while slot != NONE {
+                listed.push(
+                    String::from_utf8(state.messages.get(slot).text.expect_resident().to_vec())
+                        .unwrap(),
+                );
+                slot = state.messages.get(slot).next;
+            }
+            let expected: Vec<_> = invisible.iter().map(|kept| kept.3.clone()).collect();
+            assert_eq!(listed, expected, "seed {seed}: invisible");
+            // The visible ones now, in order; then the invisible ones once visible.
+            let peeked = texts(&peek(&mut state, name, 32, NOW_MS));
+            let expected: Vec<_> = visible.iter().take(32).map(|kept| kept.3.clone()).collect();
+            assert_eq!(peeked, expected, "seed {seed}: visible");
+        }
+        // Once every lease has run out (time passes for both queues at once).
+        for name in ["own", "moved"] {
+            let mut theirs: Vec<_> = kept.iter().filter(|kept| kept.0 == name).collect();
+            theirs.sort_by_key(|kept| kept.1);
+            let later = NOW_MS + 10_000;
+            let mut all = Vec::new();
+            loop {
+                let taken = texts(&get(&mut state, name, 32, 3600, later));
+                if taken.is_empty() {
+                    break;
+                }
+                all.extend(taken);
+            }
+            let expected: Vec<_> = theirs.iter().map(|kept| kept.3.clone()).collect();
+            assert_eq!(all, expected, "seed {seed}: all, in order");
+        }
+        state.verify();
+    }
+}
