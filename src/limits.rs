@@ -246,10 +246,15 @@ pub const RECOVERY_KEPT_BYTES_MAX: u64 = 4 * LOG_SEGMENT_BYTES;
 /// this many bytes (`Files::unload_range`; the snapshot is read streamed, its pages read in as
 /// touched), so that a large snapshot is not resident whole while it is read.
 pub const RECOVERY_UNLOAD_STEP_BYTES: usize = 32 << 20;
-/// With texts located, the most log segments named by a snapshot that recovery keeps resident
-/// while it reads the records there (the one touched longest ago is let go first): what a
-/// restart of a backlog named in many segments maps stays a few segments, not the whole log.
-pub const RECOVERY_NAMED_SEGMENTS_RESIDENT_MAX: usize = 4;
+/// With texts located, the most bytes of the log segments named by a snapshot that recovery
+/// keeps resident while it reads the records there, in chunks of `RECOVERY_NAMED_CHUNK_BYTES`
+/// (the one touched first is let go first): what a restart of a backlog named in many segments
+/// maps stays a few segments' worth, not the whole log.
+pub const RECOVERY_NAMED_RESIDENT_BYTES: usize = 256 << 20;
+/// The chunks `RECOVERY_NAMED_RESIDENT_BYTES` counts in: small enough that records scattered
+/// over many segments keep little more than their own pages, large enough that records read in
+/// order let a chunk go rarely.
+pub const RECOVERY_NAMED_CHUNK_BYTES: usize = 2 << 20;
 /// Stack of each thread recovery reads a shard on (`Files::parallel`): the main
 /// thread's usual 8 MiB, which recovery ran on alone before.
 pub const RECOVERY_THREAD_STACK_BYTES: usize = 8 << 20;

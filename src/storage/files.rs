@@ -67,14 +67,14 @@ pub trait Files: Sync {
     fn list(&self, directory: &Path) -> io::Result<Vec<String>>;
     /// The whole content of `path`.
     fn read(&self, path: &Path) -> io::Result<Bytes>;
-    /// The whole content of `path`, as `read`, for a reader that passes through it once from
-    /// start to end and lets go of what it passed (`unload_range`): a mapping's pages are
-    /// brought in as they are read, not all at once, so no more of it is resident at a time
-    /// than the reader keeps.
-    fn read_streamed(&self, path: &Path) -> io::Result<Bytes> {
+    /// The whole content of `path`, as `read`, for a reader that lets go of what it has read
+    /// (`unload_range`) as it goes: a mapping's pages are brought in as they are touched, not
+    /// all at once, so no more of it is resident at a time than the reader keeps; `in_order`
+    /// when the reader passes through it once from start to end (the kernel reads ahead).
+    fn read_lazily(&self, path: &Path, _in_order: bool) -> io::Result<Bytes> {
         self.read(path)
     }
-    /// Lets go of the memory `range` of `data` (what `read` or `read_streamed` answered,
+    /// Lets go of the memory `range` of `data` (what `read` or `read_lazily` answered,
     /// whole) holds while it stays readable: a mapping's resident pages wholly inside it go,
     /// and come back from the file if read again. Nothing for bytes in memory.
     fn unload_range(&self, _data: &Bytes, _range: std::ops::Range<usize>) {}
@@ -144,8 +144,9 @@ impl Drop for Mapped {
 }
 
 /// `path` read into memory, or on Unix mapped when it holds `MAPPED_READ_BYTES_MIN` or more:
-/// its pages read in at once when `populate`, else as they are touched, in order.
-fn map_or_read(path: &Path, populate: bool) -> io::Result<Bytes> {
+/// its pages read in at once when `populate`, else as they are touched (in order when
+/// `in_order`: the kernel is told).
+fn map_or_read(path: &Path, populate: bool, in_order: bool) -> io::Result<Bytes> {
     let mut file = std::fs::File::open(path)?;
     // Elsewhere a mapped file cannot be shortened or removed (Windows), and the data
     // directory is not locked: there, files are read.
@@ -165,7 +166,7 @@ fn map_or_read(path: &Path, populate: bool) -> io::Result<Bytes> {
     // last record, where no message text points.
     let mapped = unsafe { options.map(&file)? };
     #[cfg(unix)]
-    if !populate {
+    if in_order {
         // Advice only: a kernel that refuses it reads the pages as they are touched anyway.
         let _ = mapped.advise(memmap2::Advice::Sequential);
     }
@@ -208,17 +209,17 @@ impl Files for StdFiles {
     /// does not leave on disk only out before the shards start (`Image::restore`), so no
     /// mapping outlives it.
     fn read(&self, path: &Path) -> io::Result<Bytes> {
-        map_or_read(path, true)
+        map_or_read(path, true, false)
     }
 
-    /// As `read`, a mapping's pages read in as they are touched, the kernel told they will be
-    /// read in order (`MADV_SEQUENTIAL`: it reads ahead further, and drops the pages behind
-    /// from the page cache sooner).
-    fn read_streamed(&self, path: &Path) -> io::Result<Bytes> {
-        map_or_read(path, false)
+    /// As `read`, a mapping's pages read in as they are touched; with `in_order`, the kernel
+    /// told they will be read in order (`MADV_SEQUENTIAL`: it reads ahead further, and drops
+    /// the pages behind from the page cache sooner).
+    fn read_lazily(&self, path: &Path, in_order: bool) -> io::Result<Bytes> {
+        map_or_read(path, false, in_order)
     }
 
-    /// The pages wholly inside `range` of a mapping `read` or `read_streamed` made (known by
+    /// The pages wholly inside `range` of a mapping `read` or `read_lazily` made (known by
     /// its address and length, so never bytes in memory, whose contents `MADV_DONTNEED` would
     /// zero) stop being resident; the file's pages stay in the page cache, and a later read of
     /// them maps them again. The last page counts as whole when `range` reaches the end.
@@ -608,7 +609,7 @@ mod tests {
         kib * 1024 / page_bytes()
     }
 
-    /// A file read is resident whole at once, one read streamed only where touched; unloading
+    /// A file read is resident whole at once, one read lazily only where touched; unloading
     /// a range drops exactly the pages wholly inside it (the last one too when the range
     /// reaches the end), at every alignment of its ends around a page's edges, and the bytes
     /// stay the file's.
@@ -625,14 +626,17 @@ mod tests {
         std::fs::write(&path, &content).unwrap();
         let read = StdFiles.read(&path).unwrap();
         assert_eq!(resident_pages(&read), pages, "read: resident at once");
-        let streamed = StdFiles.read_streamed(&path).unwrap();
-        assert_eq!(
-            resident_pages(&streamed),
-            0,
-            "streamed: nothing until touched"
-        );
-        assert!(streamed[..] == content[..]);
-        assert_eq!(resident_pages(&streamed), pages);
+        let streamed = StdFiles.read_lazily(&path, true).unwrap();
+        let lazily = StdFiles.read_lazily(&path, false).unwrap();
+        for data in [&streamed, &lazily] {
+            assert_eq!(
+                resident_pages(data),
+                0,
+                "read lazily: nothing until touched"
+            );
+            assert!(data[..] == content[..]);
+            assert_eq!(resident_pages(data), pages);
+        }
         let edges = |at: usize| [at.saturating_sub(1), at, at + 1];
         let mut starts = vec![0];
         let mut ends = vec![length - 1, length, length + page];
@@ -640,7 +644,7 @@ mod tests {
             starts.extend(edges(at));
             ends.extend(edges(at));
         }
-        for data in [&read, &streamed] {
+        for data in [&read, &streamed, &lazily] {
             for &start in &starts {
                 for &end in &ends {
                     // Every page resident again, then the range let go.

@@ -1774,8 +1774,8 @@ pub(super) fn copied_to_real_files(disk: &SimDisk, name: &str) -> PathBuf {
     root
 }
 
-/// `StdFiles`, noting in order each file it reads (and whether streamed) and each range of
-/// one it lets go of.
+/// `StdFiles`, noting in order each file it reads (and how) and each range of one it lets go
+/// of.
 #[derive(Default)]
 struct WatchedFiles {
     noted: std::sync::Mutex<WatchedNotes>,
@@ -1786,23 +1786,36 @@ struct WatchedFiles {
 struct WatchedNotes {
     /// The files read, by the address of what `read` answered.
     paths: HashMap<usize, PathBuf>,
-    /// (file, `None` for a read and whether streamed, or the range let go).
-    events: Vec<(PathBuf, Result<std::ops::Range<usize>, bool>)>,
+    /// The length of each file read, as read.
+    lengths: HashMap<PathBuf, usize>,
+    /// Each file read or let go of, in order.
+    events: Vec<(PathBuf, Watched)>,
+}
+
+/// What `WatchedFiles` saw done to a file.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Watched {
+    /// Read: `None` with its pages read in at once, else read lazily and whether in order.
+    Read(Option<bool>),
+    /// A range of it let go of.
+    LetGo(std::ops::Range<usize>),
 }
 
 impl WatchedFiles {
-    fn read_noted(&self, path: &Path, streamed: bool) -> std::io::Result<Bytes> {
+    fn read_noted(&self, path: &Path, lazily: Option<bool>) -> std::io::Result<Bytes> {
         use super::files::StdFiles;
-        let data = if streamed {
-            StdFiles.read_streamed(path)
-        } else {
-            StdFiles.read(path)
+        let data = match lazily {
+            Some(in_order) => StdFiles.read_lazily(path, in_order),
+            None => StdFiles.read(path),
         }?;
         let mut noted = self.noted.lock().unwrap();
         noted
             .paths
             .insert(data.as_ptr() as usize, path.to_path_buf());
-        noted.events.push((path.to_path_buf(), Err(streamed)));
+        noted.lengths.insert(path.to_path_buf(), data.len());
+        noted
+            .events
+            .push((path.to_path_buf(), Watched::Read(lazily)));
         Ok(data)
     }
 }
@@ -1812,15 +1825,15 @@ impl Files for WatchedFiles {
         super::files::StdFiles.list(directory)
     }
     fn read(&self, path: &Path) -> std::io::Result<Bytes> {
-        self.read_noted(path, false)
+        self.read_noted(path, None)
     }
-    fn read_streamed(&self, path: &Path) -> std::io::Result<Bytes> {
-        self.read_noted(path, true)
+    fn read_lazily(&self, path: &Path, in_order: bool) -> std::io::Result<Bytes> {
+        self.read_noted(path, Some(in_order))
     }
     fn unload_range(&self, data: &Bytes, range: std::ops::Range<usize>) {
         let mut noted = self.noted.lock().unwrap();
         let path = noted.paths[&(data.as_ptr() as usize)].clone();
-        noted.events.push((path, Ok(range.clone())));
+        noted.events.push((path, Watched::LetGo(range.clone())));
         super::files::StdFiles.unload_range(data, range);
     }
     fn size(&self, path: &Path) -> std::io::Result<u64> {
@@ -1849,22 +1862,89 @@ impl Files for WatchedFiles {
     }
 }
 
+/// A shard as `a_shard_with_kept_segments` whose messages' slots were reused in random order:
+/// 600 put and received, a random half deleted, 300 more put (into the slots freed, in the
+/// order they were freed) and received, all evicted, then a snapshot. It names the texts of
+/// the later 300, which fill the segments it keeps, with their states (received), in slot
+/// order: its entries jump between those segments. Answers the numbers of the texts left.
+fn a_shard_with_scattered_texts() -> (SimDisk, BTreeSet<usize>) {
+    let (disk, log, state) = fresh_shard(1 << 20);
+    state.borrow_mut().track_texts(RecoveredTexts::default());
+    create_queue_0(&log, &state);
+    let receive_all = || {
+        let mut received = Vec::new();
+        loop {
+            let command = Command::GetMessages {
+                queue: key(0),
+                count: 32,
+                visibility_timeout_s: 3600,
+            };
+            let Ok(Reply::Messages(views)) = apply_flushed(&log, &state, command) else {
+                panic!("received");
+            };
+            if views.is_empty() {
+                return received;
+            }
+            for view in views {
+                let receipt = view.pop_receipt.expect("a receipt");
+                received.push((view.message_id, receipt, kept_number(&view.text)));
+            }
+        }
+    };
+    for number in 0..600 {
+        put_kept_text(&log, &state, number);
+    }
+    let mut received = receive_all();
+    let mut random = SplitMix64::new(11);
+    for at in (1..received.len()).rev() {
+        received.swap(at, (random.next_u64() % (at as u64 + 1)) as usize);
+    }
+    let mut numbers: BTreeSet<usize> = (0..900).collect();
+    for (message_id, pop_receipt, number) in received.drain(..300) {
+        let command = Command::DeleteMessage {
+            queue: key(0),
+            message_id,
+            pop_receipt,
+        };
+        apply_flushed(&log, &state, command).expect("deleted");
+        numbers.remove(&number);
+    }
+    for number in 600..900 {
+        put_kept_text(&log, &state, number);
+    }
+    assert_eq!(receive_all().len(), 300);
+    state.borrow_mut().evict(u64::MAX, log.durable_sequence());
+    snapshot_whole(&log, &state);
+    assert!(log.kept_segments().len() >= 10, "{:?}", log.kept_segments());
+    (disk, numbers)
+}
+
 /// With texts located, recovery of real files keeps few of their pages resident: a snapshot
-/// is read streamed and let go of `RECOVERY_UNLOAD_STEP_BYTES` at a time behind the reader,
-/// and of the segments a snapshot names at most `RECOVERY_NAMED_SEGMENTS_RESIDENT_MAX` stay
-/// resident; and the state it recovers is the one recovery of the same files in memory
-/// gives (where nothing is let go), every text read back from the real files.
+/// is read lazily in order and let go of `RECOVERY_UNLOAD_STEP_BYTES` at a time behind the
+/// reader, and the segments its entries name are read lazily, nothing of them let go of while
+/// the records it reads there are within `RECOVERY_NAMED_RESIDENT_BYTES`, whether it reads
+/// them in order or jumps between them (`ResidentChunks` is tested for more); and the state it
+/// recovers is the one recovery of the same files in memory gives (where nothing is let go),
+/// every text read back from the real files.
 #[test]
 fn recovery_of_real_files_lets_go_of_what_it_passed() {
-    use crate::limits::{RECOVERY_NAMED_SEGMENTS_RESIDENT_MAX, RECOVERY_UNLOAD_STEP_BYTES};
-    // Named in segments it keeps (74 or more), or copied into a snapshot of three steps.
-    for (texts, evict) in [
-        (1_300, true),
-        (RECOVERY_UNLOAD_STEP_BYTES * 5 / 2 / FILLER_BYTES, false),
-    ] {
-        let (disk, _log, _state) = a_shard_with_texts(texts, evict);
+    use crate::limits::RECOVERY_UNLOAD_STEP_BYTES;
+    // Named in order in segments it keeps (74 or more), named jumping between them, or
+    // copied into a snapshot of two and a half steps.
+    for case in ["in order", "scattered", "copied"] {
+        let (disk, numbers) = match case {
+            "scattered" => a_shard_with_scattered_texts(),
+            _ => {
+                let texts = match case {
+                    "in order" => 1_300,
+                    _ => RECOVERY_UNLOAD_STEP_BYTES * 5 / 2 / FILLER_BYTES,
+                };
+                let (disk, _, _) = a_shard_with_texts(texts, case == "in order");
+                (disk, (0..texts).collect())
+            }
+        };
         disk.crash();
-        let root = copied_to_real_files(&disk, &format!("let-go-{evict}"));
+        let root = copied_to_real_files(&disk, &format!("let-go-{}", case.replace(' ', "-")));
         let located = RecoveryOptions {
             locate_texts: true,
             ..RecoveryOptions::default()
@@ -1887,16 +1967,17 @@ fn recovery_of_real_files_lets_go_of_what_it_passed() {
             start.state
         });
         let on_disk = real.texts_on_disk(0..u32::MAX);
-        assert_eq!(on_disk.len(), texts, "evict {evict}");
-        assert_eq!(in_memory.texts_on_disk(0..u32::MAX), on_disk);
+        assert_eq!(on_disk.len(), numbers.len(), "{case}");
+        assert_eq!(in_memory.texts_on_disk(0..u32::MAX), on_disk, "{case}");
         // Everything else the same, a text standing for its place.
         let place = |text: (u32, u32, TextLocator, u64)| Bytes::from(format!("{text:?}"));
         assert_eq!(
             in_memory.describe_with(NOW_MS, place),
-            real.describe_with(NOW_MS, place)
+            real.describe_with(NOW_MS, place),
+            "{case}"
         );
         let shard = root.join("data/__azq__/gen-000001/shard-000");
-        let mut numbers = BTreeSet::new();
+        let mut found = BTreeSet::new();
         let mut read = HashMap::new();
         for (slot, generation, locator, sequence) in on_disk {
             let file = read.entry(locator.file()).or_insert_with(|| {
@@ -1911,55 +1992,27 @@ fn recovery_of_real_files_lets_go_of_what_it_passed() {
                 Bytes::copy_from_slice(&file[start..start + locator.record_bytes() as usize]);
             let text = record::record_text(&record, locator, sequence, slot, generation)
                 .expect("the record named");
-            numbers.insert(kept_number(&text));
-            assert_eq!(text, kept_text(kept_number(&text)));
+            assert_eq!(text, kept_text(kept_number(&text)), "{case}");
+            assert!(found.insert(kept_number(&text)), "{case}");
         }
-        assert_eq!(numbers, (0..texts).collect());
-        let events = std::mem::take(&mut watched.noted.lock().unwrap().events);
+        assert_eq!(found, numbers, "{case}");
+        let noted = std::mem::take(&mut *watched.noted.lock().unwrap());
+        let (events, lengths) = (noted.events, noted.lengths);
+        let length = |path: &Path| lengths[path];
         let is_snapshot = |path: &Path| path.extension().is_some_and(|e| e == "snap");
-        if evict {
-            // Segments resident at once: read, and not let go of whole since (a new one is
-            // read before the one touched longest ago goes).
-            let is_segment = |path: &Path| path.extension().is_some_and(|e| e == "log");
-            let (mut resident, mut most, mut read) = (BTreeSet::new(), 0, 0);
-            for (path, event) in &events {
-                match event {
-                    Err(_) if is_segment(path) => {
-                        resident.insert(path.clone());
-                        read += 1;
-                    }
-                    Ok(range) if range.start == 0 && is_segment(path) => {
-                        resident.remove(path);
-                    }
-                    _ => {}
-                }
-                most = most.max(resident.len());
-            }
-            assert!(read > 70, "{read} segments read");
-            assert!(
-                most <= RECOVERY_NAMED_SEGMENTS_RESIDENT_MAX + 1,
-                "{most} segments resident at once"
-            );
-        } else {
+        let is_segment = |path: &Path| path.extension().is_some_and(|e| e == "log");
+        if case == "copied" {
             let snapshot: Vec<_> = events
                 .iter()
                 .filter(|(path, _)| is_snapshot(path))
-                .map(|(_, event)| event.clone())
                 .collect();
-            assert_eq!(snapshot[0], Err(true), "read streamed");
-            let length = std::fs::metadata(
-                events
-                    .iter()
-                    .find(|(path, _)| is_snapshot(path))
-                    .unwrap()
-                    .0
-                    .clone(),
-            )
-            .unwrap()
-            .len() as usize;
+            assert_eq!(snapshot[0].1, Watched::Read(Some(true)), "lazily, in order");
             let ranges: Vec<_> = snapshot[1..]
                 .iter()
-                .map(|event| event.clone().expect("let go"))
+                .map(|(_, event)| match event {
+                    Watched::LetGo(range) => range.clone(),
+                    read => panic!("read again: {read:?}"),
+                })
                 .collect();
             // Step by step from its start, then what is left (and once more whole).
             assert!(ranges.len() >= 3, "{ranges:?}");
@@ -1968,7 +2021,19 @@ fn recovery_of_real_files_lets_go_of_what_it_passed() {
                 assert_eq!(pair[0].end, pair[1].start, "{ranges:?}");
                 assert!(pair[0].len() >= RECOVERY_UNLOAD_STEP_BYTES, "{ranges:?}");
             }
-            assert_eq!(ranges[ranges.len() - 1], 0..length, "{ranges:?}");
+            assert_eq!(ranges[ranges.len() - 1], 0..length(&snapshot[0].0));
+        } else {
+            // The named segments read lazily, and let go of whole once read, not before.
+            let named = events
+                .iter()
+                .filter(|(path, event)| is_segment(path) && *event == Watched::Read(Some(false)))
+                .count();
+            assert!(named >= 10, "{case}: {named} segments read lazily");
+            for (path, event) in &events {
+                if let (true, Watched::LetGo(range)) = (is_segment(path), event) {
+                    assert_eq!(*range, 0..length(path), "{case}: {}", path.display());
+                }
+            }
         }
         std::fs::remove_dir_all(&root).unwrap();
     }
