@@ -561,19 +561,22 @@ impl Restorer<'_> {
             self.place(slot, visible_ms, now_ms);
         }
         // Visible messages join their queue in order, invisible ones wait for their timer, in
-        // the order of their keys (sorted in place, no buffer beside; the slot orders messages
-        // of two logs whose keys tie).
+        // the order of their keys (the slot orders messages of two logs whose keys tie). A
+        // stable sort, whose buffer is half the slots' 4 bytes: it merges the runs already in
+        // order, where an unstable one sorted a backlog in order but for one slot reused in a
+        // full n log n, each comparison a look-up (4,000,000 messages: 195 ms against 40,
+        // helper-64's review).
         let Restorer {
             state,
             mut visible,
             mut invisible,
             ..
         } = self;
-        visible.sort_unstable_by_key(|&slot| (state.messages.get(slot).order_key(), slot));
+        visible.sort_by_key(|&slot| (state.messages.get(slot).order_key(), slot));
         for slot in visible {
             state.make_visible(slot);
         }
-        invisible.sort_unstable_by_key(|&(slot, _)| (state.messages.get(slot).order_key(), slot));
+        invisible.sort_by_key(|&(slot, _)| (state.messages.get(slot).order_key(), slot));
         for (slot, visible_ms) in invisible {
             state.make_invisible(slot, visible_ms);
         }
