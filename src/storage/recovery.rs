@@ -791,13 +791,17 @@ fn each_shard<F: Files, T: Send>(files: &F, jobs: Vec<impl FnOnce() -> T + Send>
 /// a bound of them: a chunk touched while that many are lets go of the one touched first (first
 /// in, first out; a chunk touched again while resident keeps its place). Read in order, each
 /// chunk is let go of once and the bound holds; read in any order within the bound, none is.
-/// Where a chunk let go of is touched again, the records are scattered over more than the
-/// bound (slots reused in random order name records all over the segments): then the bound
-/// doubles, at most once each bound's worth of chunks brought in, so that letting go and
-/// faulting back costs at most about twice the chunks the records are in, and the bound ends
-/// near those. With a fixed bound of whole segments, records scattered over a few more
-/// segments than it made every switch let a whole segment go and fault it back: a start 2-2.5
-/// times slower (helper-63's review); with a fixed bound of chunks, 1.85 times.
+/// Where an eighth or more of the chunks brought in over a bound's worth of them had been let
+/// go of before, the records are scattered over more than the bound (slots reused in random
+/// order name records all over the segments): then the bound doubles, so that letting go and
+/// bringing back costs at most about twice the chunks the records are in, and the bound ends
+/// near those; below that share, letting go costs at most about an eighth more chunks brought
+/// in than reading each once. With a fixed bound of whole segments, records scattered over a
+/// few more segments than it made every switch let a whole segment go and fault it back: a
+/// start 2-2.5 times slower (helper-63's review); with a fixed bound of chunks, 1.85 times.
+/// Doubling at any chunk brought back after a bound's worth grew the bound to the whole log
+/// for a handful of records out of order (a slot reused late names a record far ahead), each
+/// of which costs one chunk brought back (helper-64's review).
 struct ResidentChunks {
     /// Bytes of a chunk, a multiple of any page's.
     chunk_bytes: usize,
@@ -809,8 +813,10 @@ struct ResidentChunks {
     resident: std::collections::HashSet<(u64, usize), ahash::RandomState>,
     /// The chunks let go of.
     let_go: std::collections::HashSet<(u64, usize), ahash::RandomState>,
-    /// Chunks brought in since the bound last grew.
+    /// Chunks brought in since the bound was last weighed (a bound's worth of them weighs it).
     brought_in: usize,
+    /// Of those, the ones let go of before.
+    brought_back: usize,
     /// The chunk touched last (most touches are of it).
     last: Option<(u64, usize)>,
 }
@@ -832,6 +838,7 @@ impl ResidentChunks {
             resident: std::collections::HashSet::default(),
             let_go: std::collections::HashSet::default(),
             brought_in: 0,
+            brought_back: 0,
             last: None,
         }
     }
@@ -852,9 +859,13 @@ impl ResidentChunks {
             }
             self.order.push_back(touched);
             self.brought_in += 1;
-            if self.let_go.remove(&touched) && self.brought_in >= self.most {
-                self.most = self.most.saturating_mul(2);
+            self.brought_back += usize::from(self.let_go.remove(&touched));
+            if self.brought_in >= self.most {
+                if self.brought_back.saturating_mul(8) >= self.brought_in {
+                    self.most = self.most.saturating_mul(2);
+                }
                 self.brought_in = 0;
+                self.brought_back = 0;
             }
             if self.order.len() > self.most {
                 let oldest = self.order.pop_front().expect("more than the most");
@@ -2504,6 +2515,68 @@ mod tests {
                 assert!(let_go <= 4 * 40, "{let_go} let go");
             }
         }
+    }
+
+    /// Reads in order that bring back a chunk let go of before once every 32 chunks brought in
+    /// (a sixteenth of each bound's worth, or none) keep the bound; once every 4 (a quarter),
+    /// they double it each bound's worth of chunks, up to where no chunk is let go of again.
+    #[test]
+    fn the_bound_grows_only_where_an_eighth_of_the_chunks_brought_in_come_back() {
+        for (every, grows) in [(32, false), (4, true)] {
+            let mut chunks = ResidentChunks::new(1, 16);
+            let mut gone = std::collections::VecDeque::new();
+            let mut brought_back = 0;
+            for chunk in 0..20_000usize {
+                chunks.touch(0, chunk..chunk + 1, |_, range| gone.push_back(range.start));
+                if chunk % every == every - 1 {
+                    if let Some(earlier) = gone.pop_front() {
+                        assert!(chunks.let_go.contains(&(0, earlier)));
+                        chunks.touch(0, earlier..earlier + 1, |_, range| {
+                            gone.push_back(range.start)
+                        });
+                        brought_back += 1;
+                    }
+                }
+            }
+            assert!(brought_back > 500, "{brought_back}");
+            if grows {
+                assert!(chunks.most >= 1024, "every {every}: {}", chunks.most);
+            } else {
+                assert_eq!(chunks.most, 16, "every {every}");
+            }
+        }
+    }
+
+    /// helper-64: records read in order but for a handful of slots reused late (a consumer
+    /// took the oldest message now and then, and the next put took its slot: its record is far
+    /// ahead in the log, read first in slot order). Each of those chunks is touched once out of
+    /// order and once in order: a fault or two in all, yet each such chunk, met again after a
+    /// bound's worth of chunks, doubles the bound. With five out of place over a log of 8,000
+    /// chunks the bound grows 32 times and nearly every chunk read stays resident: the bound
+    /// "ends near the chunks the records are in" though they are not scattered.
+    #[test]
+    fn a_few_records_out_of_order_do_not_grow_the_bound_to_the_whole_log() {
+        let mut chunks = ResidentChunks::new(1, 128);
+        // The slots reused late: records at chunks 130, 390, 910, 1_940, 3_995, read first.
+        let late = [130usize, 390, 910, 1_940, 3_995];
+        let mut faults_again = 0;
+        let mut most_resident = 0;
+        for &chunk in &late {
+            chunks.touch(0, chunk..chunk + 1, |_, _| {});
+        }
+        for chunk in 0..8_000usize {
+            let was_let_go = chunks.let_go.contains(&(0, chunk));
+            chunks.touch(0, chunk..chunk + 1, |_, _| {});
+            faults_again += usize::from(was_let_go);
+            most_resident = most_resident.max(chunks.order.len());
+        }
+        assert!(faults_again <= late.len());
+        assert!(
+            most_resident <= 2 * 128,
+            "{faults_again} chunks faulted back grew the bound to {} chunks ({most_resident} \
+             resident at most) of 8,000 read",
+            chunks.most
+        );
     }
 
     /// An image of messages that a change of `--shards` moved, each with its foreign ID (half
