@@ -549,12 +549,11 @@ impl Restorer<'_> {
                 continue;
             };
             let (sequence, visible_ms) = (message.sequence, message.visible_ms);
-            let (slot, _) = self
-                .state
+            let state = &mut *self.state;
+            let (slot, _) = state
                 .messages
                 .insert(restored(queue, message))
                 .expect("room for every restored message");
-            let state = &mut *self.state;
             state.foreign_ids.insert(slot, id);
             state.foreign_slots.insert(id, slot);
             state.sequence_next = state.sequence_next.max(sequence + 1).min(SEQUENCE_MASK);
