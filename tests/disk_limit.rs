@@ -3,6 +3,8 @@
 //! Azure's XML body to the operations that grow stored data, storing nothing, while Get, Peek
 //! and Delete keep working; deleting brings the puts back, and the snapshot that follows
 //! removes segments (`azq_disk_bytes` falls); `kill -9` loses nothing acknowledged, full or not.
+//! With texts on disk only the room kept for a snapshot leaves them out (it names them), so a
+//! fill takes the share past a copy of them, and a start after `kill -9` gives each back.
 //! `--min-free-disk 100%` refuses growth from the start and serves the rest; the metrics of
 //! memory and disk move with it; disk flags without files are refused at start-up.
 
@@ -103,6 +105,14 @@ impl Client {
         accepted
     }
 
+    /// Creates the queue and puts 64 KiB texts into it until one is refused
+    /// (`fill_until_refused`): how many were accepted.
+    fn create_and_fill(&mut self) -> usize {
+        let created = self.call(&signed_request("PUT", QUEUE, &[], b""));
+        assert_status(&created, 201, None);
+        self.fill_until_refused(6 * 1024)
+    }
+
     /// Replaces a leased message's text, keeping it invisible for an hour: its new receipt.
     fn update(&mut self, id: &str, receipt: &str, text: &str) -> String {
         let path = format!(
@@ -185,6 +195,18 @@ fn assert_server_busy(response: &Response) {
     assert_eq!(elements(&body, "Code"), ["ServerBusy"], "{body}");
 }
 
+/// `--max-disk` of `MAX_DISK`, no free-space reserve, and `--text-memory` of `text_memory`.
+fn share_limits(text_memory: &str) -> [&str; 6] {
+    [
+        "--max-disk",
+        MAX_DISK,
+        "--min-free-disk",
+        "0",
+        "--text-memory",
+        text_memory,
+    ]
+}
+
 fn start(backend: &[&str], data: &TempDir, extra: &[&str]) -> Server {
     let arguments = [&["--location", data.arg(), "--shards", "1"][..], extra].concat();
     Server::start_on(backend, &arguments)
@@ -194,8 +216,11 @@ fn start(backend: &[&str], data: &TempDir, extra: &[&str]) -> Server {
 fn max_disk_refuses_growth_keeps_reads_and_comes_back_after_deletes() {
     for backend in backends() {
         let data = TempDir::new("disk-limit");
-        // No free-space reserve: the share alone decides, whatever else fills this disk.
-        let limits = ["--max-disk", MAX_DISK, "--min-free-disk", "0"];
+        // No free-space reserve: the share alone decides, whatever else fills this disk. Every
+        // text in memory, recovered ones too, so that a snapshot copies them all and the room
+        // kept for it is the live data whole, after the restart too (texts on disk only are
+        // named: `texts_on_disk_only_fill_the_share_past_a_copy_of_them`).
+        let limits = share_limits("all");
         let server = start(backend, &data, &limits);
         let before = metrics(&server);
         assert_eq!(
@@ -204,13 +229,8 @@ fn max_disk_refuses_growth_keeps_reads_and_comes_back_after_deletes() {
         );
         assert!(metric_sample(&before, "azq_filesystem_free_bytes") > 0);
         let mut client = Client::new(&server);
-        assert_status(
-            &client.call(&signed_request("PUT", QUEUE, &[], b"")),
-            201,
-            None,
-        );
         // Fill: 64 KiB puts until the share, less a snapshot's room, is reached.
-        let accepted = client.fill_until_refused(6 * 1024);
+        let accepted = client.create_and_fill();
         // The room kept for a snapshot: more than a segment's worth went in, less than the share.
         let accepted_bytes = accepted as u64 * 64 * 1024;
         assert!(
@@ -306,6 +326,65 @@ fn max_disk_refuses_growth_keeps_reads_and_comes_back_after_deletes() {
         let mut client = Client::new(&server);
         assert_eq!(client.approximate_count(), kept.len() as u64);
         assert_eq!(client.peek(), kept);
+        drop(client);
+        assert!(server.stop().success());
+    }
+}
+
+/// With texts on disk only (`--text-memory`), a snapshot names them in a few bytes each
+/// rather than copying them, so the room `--max-disk` keeps for one is that (with the last
+/// segment's texts, which it copies), not every text again: a fill of the largest texts goes
+/// past what a copy of them left room for (files, a copy and two segments in the share: under
+/// 128 MiB of texts in 384 MiB), to about three segments of texts, the fourth refused.
+/// `kill -9` while full gives every acknowledged message back, its text read from the log;
+/// draining reads every text back and the snapshot after it removes segments.
+#[test]
+fn texts_on_disk_only_fill_the_share_past_a_copy_of_them() {
+    for backend in backends() {
+        let data = TempDir::new("disk-named");
+        let limits = share_limits("1M");
+        let server = start(backend, &data, &limits);
+        let mut client = Client::new(&server);
+        let accepted = client.create_and_fill();
+        let accepted_bytes = accepted as u64 * 64 * 1024;
+        assert!(
+            (160 * MIB..256 * MIB).contains(&accepted_bytes),
+            "{accepted}"
+        );
+        let full = metrics(&server);
+        assert!(metric_sample(&full, "azq_texts_on_disk{shard=\"0\"}") * 2 > accepted as u64);
+        assert!(metric_sample(&full, "azq_disk_bytes{shard=\"0\"}") <= 384 * MIB);
+        let full_disk_bytes = metric_sample(&full, "azq_disk_bytes{shard=\"0\"}");
+        drop(client);
+        server.kill();
+
+        let server = start(backend, &data, &limits);
+        let mut client = Client::new(&server);
+        assert_eq!(client.approximate_count(), accepted as u64);
+        let mut texts = Vec::new();
+        while texts.len() < accepted {
+            let path = format!("{QUEUE}/messages?numofmessages=32&visibilitytimeout=300");
+            let response = client.call(&signed_request("GET", &path, &[], b""));
+            assert_status(&response, 200, None);
+            let body = response.text();
+            let got = elements(&body, "MessageText");
+            assert!(!got.is_empty(), "{} of {accepted} read", texts.len());
+            let ids = elements(&body, "MessageId");
+            let receipts = elements(&body, "PopReceipt");
+            for (id, receipt) in ids.iter().zip(&receipts) {
+                client.delete(id, receipt);
+            }
+            texts.extend(got.into_iter().map(str::to_string));
+        }
+        let expected: Vec<String> = (0..accepted).map(big_text).collect();
+        assert_eq!(texts, expected, "every text back, in order");
+        assert_eq!(client.approximate_count(), 0);
+        let disk_bytes = await_disk_bytes_at_most(&server, full_disk_bytes - 64 * MIB);
+        assert!(
+            disk_bytes <= full_disk_bytes - 64 * MIB,
+            "{disk_bytes} bytes of files, {full_disk_bytes} full"
+        );
+        assert_status(&client.put(&big_text(0)), 201, None);
         drop(client);
         assert!(server.stop().success());
     }

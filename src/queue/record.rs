@@ -1116,6 +1116,41 @@ mod tests {
         }
     }
 
+    /// A snapshot's entry of a message takes at most the message's `--max-memory` charge (its
+    /// text and `MESSAGE_OVERHEAD_BYTES`), which the disk limits count on
+    /// (`Log::snapshot_bytes_max`): a copy (`MessagePut`) at every text length and the largest,
+    /// a named entry (`MessageNamed`) without its text, and a put named alone in an entry
+    /// (`PutsNamed`), each with every field at its largest.
+    #[test]
+    fn a_snapshot_entry_takes_at_most_its_messages_charge() {
+        use crate::limits::MESSAGE_OVERHEAD_BYTES;
+        let entry_bytes = |record: &Record| {
+            let mut out = BytesMut::new();
+            encode(record, u64::MAX, &mut out);
+            out.len()
+        };
+        let lengths = (0..=4200).chain([MESSAGE_TEXT_BYTES_MAX - 1, MESSAGE_TEXT_BYTES_MAX]);
+        for text_bytes in lengths {
+            let copied = Record::MessagePut(largest_state(Bytes::from(vec![b'x'; text_bytes])));
+            assert!(entry_bytes(&copied) <= MESSAGE_OVERHEAD_BYTES + text_bytes);
+        }
+        let named = Record::MessageNamed(largest_state(NamedText {
+            locator: TextLocator::new(TextFile::Segment(u64::MAX), (1 << 63) - 1, u32::MAX),
+            sequence: u64::MAX,
+            text_bytes: u32::MAX,
+        }));
+        assert!(entry_bytes(&named) <= MESSAGE_OVERHEAD_BYTES);
+        let alone = Record::PutsNamed {
+            segment: u64::MAX,
+            puts: vec![NamedPut {
+                offset: (1 << 63) - 1,
+                record_bytes: u32::MAX,
+                sequence: u64::MAX,
+            }],
+        };
+        assert!(entry_bytes(&alone) <= MESSAGE_OVERHEAD_BYTES);
+    }
+
     /// Every kind of record around text records of every length from 0 to past a block, and of
     /// the largest text: the walk finds the text records and only those, at every alignment of
     /// their fields in the batch.

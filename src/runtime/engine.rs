@@ -43,7 +43,7 @@ use crate::queue::state::texts::TextOnDisk;
 use crate::queue::{Census, Command, Replicas, Reply, ShardState};
 use crate::storage::hold::{Decision, FlushHold};
 use crate::storage::log::{Durability, Log, LogStats};
-use crate::storage::space::{self, DiskLimits, Refusal, Space, SpaceGauge};
+use crate::storage::space::{DiskLimits, Space, SpaceGauge};
 use crate::time::{Clock, SystemClock};
 
 /// Longest the timer task sleeps without a deadline, so a clock step is noticed eventually.
@@ -366,23 +366,16 @@ impl<B: Backend> Engine<B> {
         self.gauge.as_ref().and_then(SpaceGauge::space)
     }
 
-    /// Measures the shard's files, reads the file system's free space as last measured, and
-    /// tells the state whether it may still grow (`storage::space::refusal`). Cheap (the log's
-    /// own bookkeeping and two atomics), so it runs after every flush.
+    /// Reads the file system's free space as last measured and tells the state whether it may
+    /// still grow (`Log::watch_space`: the disk rule, with the shard's files as the log counts
+    /// them). Cheap (the log's own bookkeeping and two atomics), so it runs after every flush.
     fn watch_disk(&self) {
         let (Some(log), Some(limits)) = (&self.log, &self.disk_limits) else {
             return;
         };
-        let disk_bytes = log.disk_bytes();
         let mut state = self.state.borrow_mut();
         let refusing = state.disk_full();
-        let refusal = space::refusal(
-            limits,
-            disk_bytes,
-            state.stored_bytes(),
-            self.space(),
-            refusing,
-        );
+        let refusal = log.watch_space(&state, limits, self.space());
         // One line when refusals start and one when they stop: a client sees only 503s.
         match (&refusal, refusing) {
             (Some(why), false) => eprintln!(
@@ -397,14 +390,14 @@ impl<B: Backend> Engine<B> {
             _ => {}
         }
         state.set_disk_full(refusal.is_some());
-        log.set_short_bytes(refusal.as_ref().map_or(0, Refusal::short_bytes));
     }
 
     /// Whether to start a snapshot: the log wants one (`Log::wants_snapshot`) and the file
-    /// system, as last measured, can hold its copy of the live data. A snapshot that cannot fit
-    /// would end the process with ENOSPC, and at every restart again (recovery leaves the log
-    /// that made it due): it waits instead, said once on stderr, for deletes to shrink the live
-    /// data or for free space.
+    /// system, as last measured, can hold what it writes keeping every segment with texts on
+    /// disk only (`Log::snapshot_bytes_max`; it copies more only within the copy budget). A
+    /// snapshot that cannot fit would end the process with ENOSPC, and at every restart again
+    /// (recovery leaves the log that made it due): it waits instead, said once on stderr, for
+    /// deletes to shrink the live data or for free space.
     fn snapshot_wanted(&self) -> bool {
         let Some(log) = &self.log else {
             return false;
@@ -412,7 +405,7 @@ impl<B: Backend> Engine<B> {
         if !log.wants_snapshot(&self.state) {
             return false;
         }
-        let needed_bytes = self.state.borrow().stored_bytes();
+        let needed_bytes = log.snapshot_bytes_max(&self.state.borrow());
         let fits = self
             .space()
             .is_none_or(|space| space.free_bytes >= needed_bytes);
@@ -423,8 +416,7 @@ impl<B: Backend> Engine<B> {
                 let free_bytes = self.space().map_or(0, |space| space.free_bytes);
                 eprintln!(
                     "azq: shard {}: a snapshot is due but the file system's {:.1} MiB free \
-                     cannot hold its copy of the live data ({:.1} MiB); waiting for deletes or \
-                     free space",
+                     cannot hold what it writes ({:.1} MiB); waiting for deletes or free space",
                     self.index,
                     free_bytes as f64 / (1 << 20) as f64,
                     needed_bytes as f64 / (1 << 20) as f64

@@ -68,6 +68,7 @@ use crate::queue::key::{TextFile, TextLocator};
 use crate::queue::record::{record_text, text_records};
 use crate::queue::state::texts::{Naming, TextOnDisk, TextWritten, TextsRead};
 use crate::queue::{Encoded, QueueKey, ShardState};
+use crate::storage::space::{self, DiskLimits, Refusal, Space};
 use crate::time::{latency_bucket, LATENCY_BUCKETS};
 
 /// When a change counts as written, as `--durability` names it.
@@ -221,8 +222,12 @@ struct LogState<F> {
     /// entries name records there (`Record::MessageNamed`).
     kept: Vec<SegmentFile>,
     /// What those hold beyond the records the snapshot named (as allocated): what a snapshot
-    /// that copied those texts would free (`Sizes::snapshot_charged_bytes`).
+    /// that copied those texts would free (`Sizes::snapshot_charged_bytes`). But for those
+    /// kept only for want of room to copy them (`SnapshotJob::held`).
     kept_dead_bytes: u64,
+    /// Of the kept segments, those the snapshot in place kept for want of room.
+    #[cfg(test)]
+    held: Vec<u64>,
     /// The current snapshot and its size.
     snapshot: Option<(PathBuf, u64)>,
     /// What that snapshot's records are charged (`Sizes`; its size for one recovery found).
@@ -286,8 +291,11 @@ pub struct Log<D: Disk> {
     state: RefCell<LogState<D::File>>,
     /// The highest sequence that counts as written (`None`: none yet).
     durable: Cell<Option<u64>>,
-    /// What the shard's files must shrink by for its refusal to end (`set_short_bytes`).
+    /// What the shard's files must shrink by for its refusal to end (`watch_space`).
     short_bytes: Cell<u64>,
+    /// What a snapshot may write beyond `snapshot_bytes_max` while the disk rule still holds
+    /// (`watch_space`).
+    copy_budget: Cell<u64>,
     /// What the flushes so far have written.
     stats: Cell<LogStats>,
     /// Replies waiting for a sequence to count as written.
@@ -361,7 +369,11 @@ impl<D: Disk> Log<D> {
                 segment: None,
                 segments: start.segments.clone(),
                 kept: start.kept.clone(),
+                // Those a snapshot held for want of room too: the first snapshot after a start
+                // may free them, and tells them apart again.
                 kept_dead_bytes: kept_bytes.saturating_sub(start.kept_named_bytes),
+                #[cfg(test)]
+                held: Vec::new(),
                 snapshot: start.snapshot.clone(),
                 // Its size, and the records it names in the segments it keeps: its named
                 // entries are small, and counted by their size alone a drained shard's kept
@@ -382,6 +394,7 @@ impl<D: Disk> Log<D> {
             }),
             durable: Cell::new(next_sequence.checked_sub(1)),
             short_bytes: Cell::new(0),
+            copy_budget: Cell::new(u64::MAX),
             stats: Cell::new(LogStats::default()),
             waiters: RefCell::new(Vec::new()),
             sync_waiters: RefCell::new(Vec::new()),
@@ -640,6 +653,13 @@ impl<D: Disk> Log<D> {
             .collect()
     }
 
+    /// Of `kept_segments`, those the snapshot in place kept only for want of room to copy
+    /// their texts (since this log started).
+    #[cfg(test)]
+    pub fn held_segments(&self) -> Vec<u64> {
+        self.state.borrow().held.clone()
+    }
+
     /// Syncs what `Durability::Write` has written since the last sync.
     pub async fn sync_in_background(&self) -> io::Result<()> {
         self.check_failed()?;
@@ -812,11 +832,55 @@ impl<D: Disk> Log<D> {
         closed + open + snapshot + log.snapshot_temporary_bytes + log.removing_bytes
     }
 
-    /// While the shard refuses growth for space, what its files must shrink by for that to end
-    /// (`Refusal::short_bytes`; the engine's disk watch says, with the refusal itself); 0
-    /// otherwise. A snapshot that frees that much is due (`snapshot_due`).
+    /// The disk rule (`storage::space`) for `state` under `limits`, the file system as last
+    /// measured being `space`: why the shard must refuse growth, or `None`. The engine's disk
+    /// watch asks after every flush, and sets the state's refusal by the answer. Notes for the
+    /// snapshots to come what the shard's files must shrink by for a refusal to end
+    /// (`Refusal::short_bytes`; 0 without one: a snapshot that frees that much is due,
+    /// `snapshot_due`) and what a snapshot may copy beyond `snapshot_bytes_max`
+    /// (`space::copy_budget`: the texts it copies from segments it would give up take at most
+    /// that, and it keeps the others, `segments_to_keep`; unlimited until told).
+    pub fn watch_space(
+        &self,
+        state: &ShardState,
+        limits: &DiskLimits,
+        space: Option<Space>,
+    ) -> Option<Refusal> {
+        let disk_bytes = self.disk_bytes();
+        let snapshot_bytes = self.snapshot_bytes_max(state);
+        let refusal = space::refusal(limits, disk_bytes, snapshot_bytes, space, state.disk_full());
+        let budget = space::copy_budget(limits, disk_bytes, snapshot_bytes, space);
+        self.copy_budget.set(budget);
+        self.short_bytes
+            .set(refusal.as_ref().map_or(0, Refusal::short_bytes));
+        refusal
+    }
+
+    /// Sets what the shard's files must shrink by for a refusal to end, as `watch_space` does.
+    #[cfg(test)]
     pub fn set_short_bytes(&self, short_bytes: u64) {
         self.short_bytes.set(short_bytes);
+    }
+
+    /// At most what a snapshot of `state` begun now writes when it keeps every segment before
+    /// its replay point that holds texts on disk only (as it does with no copy budget,
+    /// `segments_to_keep`), beside its header, trailer and the accounts' service properties:
+    /// everything stored at its charge (a copied message's entry takes at most its charge, a
+    /// named one's at most `MESSAGE_OVERHEAD_BYTES`: a charge without its text), but the texts
+    /// on disk only in segments, which it names, less those in the last segment, which it
+    /// copies (at most that segment's length): the open one, which it cannot keep, or with
+    /// none open yet (a start opens one at its first write) the last closed one, which
+    /// `segments_to_keep` does not count as before the replay point. Its disk limits keep room
+    /// for this (`storage::space`), not for everything stored: a backlog whose texts are on
+    /// disk only costs a snapshot a few bytes a message.
+    pub fn snapshot_bytes_max(&self, state: &ShardState) -> u64 {
+        let in_segments = state.texts_evicted_in_segments();
+        let log = self.state.borrow();
+        let last_bytes = match &log.segment {
+            Some(open) => open.length,
+            None => log.segments.last().map_or(0, |segment| segment.bytes),
+        };
+        state.stored_bytes() - in_segments + in_segments.min(last_bytes)
     }
 
     /// Whether a snapshot is due and none is running (`snapshot_due`, or owed: `snapshot_owed`).
@@ -881,6 +945,7 @@ impl<D: Disk> Log<D> {
             },
             tally: HashMap::new(),
             naming: Naming::default(),
+            held: Vec::new(),
             recorded: Vec::new(),
             delivers,
             step_end: 0,
@@ -897,7 +962,17 @@ impl<D: Disk> Log<D> {
     /// small segment each restart closes goes with the next snapshot: kept, small ones would
     /// pile up restart after restart, out of reach of the rule that snapshots when small closed
     /// segments pile up.
-    fn segments_to_keep(&self, replay_from: u64, tally: &HashMap<u64, u64>) -> Vec<u64> {
+    ///
+    /// But it copies texts only within the copy budget (`watch_space`), the segments whose
+    /// records take least first (the most dead, the most freed for what is copied): it keeps
+    /// the others with texts on disk only too, as the disk limits assume
+    /// (`snapshot_bytes_max`), so that a snapshot never copies more than the disk can take.
+    /// Answers the segments it keeps, ascending, and of those the ones kept for want of room.
+    fn segments_to_keep(
+        &self,
+        replay_from: u64,
+        tally: &HashMap<u64, u64>,
+    ) -> (Vec<u64>, Vec<u64>) {
         let log = self.state.borrow();
         let open_first = log.segment.as_ref().map(|segment| segment.first_sequence);
         let next_firsts = log
@@ -912,23 +987,37 @@ impl<D: Disk> Log<D> {
             .zip(next_firsts)
             .filter(|(_, next)| next.is_some_and(|next| next <= replay_from))
             .map(|(segment, _)| segment);
-        let mut kept: Vec<u64> = log
-            .kept
-            .iter()
-            .chain(before)
-            .filter(|segment| {
-                let live = tally.get(&segment.first_sequence).copied().unwrap_or(0);
-                live > 0
-                    && !small(segment.bytes, self.segment_bytes)
-                    && live.saturating_mul(SEGMENT_KEPT_LIVE_SHARE_MIN.1)
-                        >= segment
-                            .allocated_bytes
-                            .saturating_mul(SEGMENT_KEPT_LIVE_SHARE_MIN.0)
-            })
-            .map(|segment| segment.first_sequence)
-            .collect();
+        let (mut kept, mut given_up) = (Vec::new(), Vec::new());
+        for segment in log.kept.iter().chain(before) {
+            let live = tally.get(&segment.first_sequence).copied().unwrap_or(0);
+            if live == 0 {
+                continue;
+            }
+            let mostly_live = !small(segment.bytes, self.segment_bytes)
+                && live.saturating_mul(SEGMENT_KEPT_LIVE_SHARE_MIN.1)
+                    >= segment
+                        .allocated_bytes
+                        .saturating_mul(SEGMENT_KEPT_LIVE_SHARE_MIN.0);
+            if mostly_live {
+                kept.push(segment.first_sequence);
+            } else {
+                given_up.push((live, segment.first_sequence));
+            }
+        }
+        given_up.sort_unstable();
+        let mut budget = self.copy_budget.get();
+        let mut held = Vec::new();
+        for (live, first) in given_up {
+            // The records' bytes: at least the texts'.
+            match budget.checked_sub(live) {
+                Some(left) => budget = left,
+                None => held.push(first),
+            }
+        }
+        kept.extend(&held);
         kept.sort_unstable();
-        kept
+        held.sort_unstable();
+        (kept, held)
     }
 
     /// A snapshot of `bytes`, whose records hold `charged` bytes of what is stored
@@ -936,13 +1025,15 @@ impl<D: Disk> Log<D> {
     /// bytes of those records), is whole and synced: it replaces the last one. Returns the
     /// files it makes unnecessary (the older snapshot, the segments it covers and does not
     /// keep, the segments the last one kept and it does not) with their sizes, for
-    /// `remove_step` to free.
+    /// `remove_step` to free. `held`: the segments it keeps only for want of room to copy
+    /// their texts (`segments_to_keep`).
     async fn replace_snapshot(
         &self,
         replay_from: u64,
         bytes: u64,
         charged: u64,
         named: &std::collections::BTreeMap<u64, u64>,
+        held: &[u64],
     ) -> io::Result<Vec<(PathBuf, u64)>> {
         let temporary = self.directory.join(SNAPSHOT_TEMPORARY_NAME);
         let path = self.directory.join(snapshot_name(replay_from));
@@ -986,8 +1077,24 @@ impl<D: Disk> Log<D> {
                 .into_iter()
                 .map(|segment| (segment.path, segment.allocated_bytes)),
         );
-        let kept_bytes: u64 = kept.iter().map(|segment| segment.allocated_bytes).sum();
-        log.kept_dead_bytes = kept_bytes.saturating_sub(named.values().sum());
+        // What the segments kept as mostly live hold beyond the records named there; those held
+        // for want of room are left to a snapshot the budget lets copy them, due by other rules.
+        let mostly_live = |first: &u64| held.binary_search(first).is_err();
+        let kept_bytes: u64 = kept
+            .iter()
+            .filter(|segment| mostly_live(&segment.first_sequence))
+            .map(|segment| segment.allocated_bytes)
+            .sum();
+        let named_bytes: u64 = named
+            .iter()
+            .filter(|(first, _)| mostly_live(first))
+            .map(|(_, bytes)| bytes)
+            .sum();
+        log.kept_dead_bytes = kept_bytes.saturating_sub(named_bytes);
+        #[cfg(test)]
+        {
+            log.held = held.to_vec();
+        }
         log.kept = kept;
         log.log_bytes = log
             .segments
@@ -1034,6 +1141,10 @@ pub struct SnapshotJob<D: Disk> {
     /// The segments whose records it names instead of copying their texts, once tallied, and
     /// what it named there.
     naming: Naming,
+    /// Of those segments, the ones it keeps only because copying their texts would pass the
+    /// copy budget (`Log::segments_to_keep`): their dead bytes are not counted as a snapshot's
+    /// to free (`LogState::kept_dead_bytes`), or each snapshot would be due again at once.
+    held: Vec<u64>,
     /// The texts encoded, where in the file, and which records wrote them, when the state
     /// tracks texts: their homes once the snapshot is in place (`ShardState::note_snapshot`, a
     /// step of `SNAPSHOT_REHOME_STEP_TEXTS` at a time).
@@ -1110,7 +1221,7 @@ impl<D: Disk> SnapshotJob<D> {
                 .tally_texts_on_disk(from..end, &mut self.tally);
             self.phase = if end >= state.borrow().slab_slots() {
                 let tally = std::mem::take(&mut self.tally);
-                self.naming.segments = log.segments_to_keep(self.replay_from, &tally);
+                (self.naming.segments, self.held) = log.segments_to_keep(self.replay_from, &tally);
                 Phase::Queues(None)
             } else {
                 Phase::Tally(end)
@@ -1245,7 +1356,13 @@ impl<D: Disk> SnapshotJob<D> {
             }
             let named = &self.naming.named;
             let removable = log
-                .replace_snapshot(self.replay_from, self.written, self.encoded.charged, named)
+                .replace_snapshot(
+                    self.replay_from,
+                    self.written,
+                    self.encoded.charged,
+                    named,
+                    &self.held,
+                )
                 .await?;
             // Its entries are homes from now on, and the records in the segments it keeps;
             // the next steps point the texts it recorded at them, before the files it replaced

@@ -8,10 +8,12 @@
 //! and the shard goes on serving what needs no write with the last figures).
 //!
 //! **The rule.** Space comes back only through a snapshot: it writes a copy of the live data
-//! before the segments it covers are removed. So a shard refuses growth while its files plus
-//! that copy (`live_bytes`, `ShardState::stored_bytes`: the `--max-memory` charge with the texts
-//! on disk only counted whole, more than a snapshot's encoding of the same data) plus two
-//! segments (`LOG_SEGMENT_BYTES`: one for the records of what it still serves while the
+//! before the segments it covers are removed, or names the texts on disk only in the segments
+//! it keeps. So a shard refuses growth while its files plus what a snapshot writes
+//! (`snapshot_bytes`, `Log::snapshot_bytes_max`: what is stored at its `--max-memory` charge,
+//! more than a snapshot's encoding of the same data, but the texts on disk only in closed
+//! segments, which it names in a few bytes each when it keeps every segment they are in) plus
+//! two segments (`LOG_SEGMENT_BYTES`: one for the records of what it still serves while the
 //! snapshot runs, Get, Delete and Clear, and what was accepted between two measurements, a
 //! flush taking whole blocks, so 16,384 lone Gets or Deletes, many more records when they
 //! batch; one because segments are allocated whole, so a rotation just before
@@ -25,6 +27,12 @@
 //! snapshot runs beyond that segment pass the share by as much (the free-space reserve absorbs
 //! it); a log write's ENOSPC stays the last resort (the process exits, nothing acknowledged is
 //! lost).
+//!
+//! **What a snapshot copies.** A snapshot copies the texts left in segments mostly dead, so
+//! that they go (`Log::segments_to_keep`), which the room above does not count: it copies them
+//! only within what the rule leaves to spare (`copy_budget`, told to the log after every
+//! flush), and keeps the other segments with their texts. Near the limits, segments mostly
+//! dead then stay until the live data shrinks or the free space grows.
 
 use std::io;
 use std::path::{Path, PathBuf};
@@ -77,13 +85,14 @@ pub struct Space {
     pub total_bytes: u64,
 }
 
-/// What a shard must keep in hand beyond its files so that a snapshot can still complete: a copy
-/// of the live data and two segments. One for the records still served while it runs; one
-/// because segments are allocated whole: a rotation just before the measurement takes a
-/// segment at once, and with one segment of headroom a shard once started refusing with none
-/// left (found by the break-it review: the next rotation met ENOSPC during the snapshot).
-pub fn headroom_bytes(live_bytes: u64) -> u64 {
-    live_bytes.saturating_add(2 * LOG_SEGMENT_BYTES)
+/// What a shard must keep in hand beyond its files so that a snapshot can still complete: what
+/// the snapshot writes (`snapshot_bytes`) and two segments. One for the records still served
+/// while it runs; one because segments are allocated whole: a rotation just before the
+/// measurement takes a segment at once, and with one segment of headroom a shard once started
+/// refusing with none left (found by the break-it review: the next rotation met ENOSPC during
+/// the snapshot).
+pub fn headroom_bytes(snapshot_bytes: u64) -> u64 {
+    snapshot_bytes.saturating_add(2 * LOG_SEGMENT_BYTES)
 }
 
 /// Why a shard refuses the operations that grow stored data, with the figures, for the line it
@@ -94,7 +103,7 @@ pub enum Refusal {
     OverShare {
         /// The shard's files.
         disk_bytes: u64,
-        /// What a snapshot needs: the live data and a segment (`headroom_bytes`).
+        /// What a snapshot needs: what it writes and two segments (`headroom_bytes`).
         headroom_bytes: u64,
         /// The shard's share of `--max-disk`.
         shard_bytes_max: u64,
@@ -149,7 +158,7 @@ impl std::fmt::Display for Refusal {
                 shard_bytes_max,
             } => write!(
                 out,
-                "its files ({:.1} MiB) and the room a snapshot needs ({:.1} MiB: the live data \
+                "its files ({:.1} MiB) and the room a snapshot needs ({:.1} MiB: what it writes \
                  and two segments) would pass its share of --max-disk ({:.1} MiB)",
                 mib(disk_bytes),
                 mib(headroom_bytes),
@@ -163,7 +172,7 @@ impl std::fmt::Display for Refusal {
             } => write!(
                 out,
                 "the file system has {:.1} MiB free, under --min-free-disk ({:.1} MiB) and the \
-                 room {shards} shard(s) may need for a snapshot ({:.1} MiB each: the live data \
+                 room {shards} shard(s) may need for a snapshot ({:.1} MiB each: what it writes \
                  and two segments)",
                 mib(free_bytes),
                 mib(reserve_bytes),
@@ -173,15 +182,16 @@ impl std::fmt::Display for Refusal {
     }
 }
 
-/// Why a shard whose files take `disk_bytes`, holding `live_bytes` of live data, on a file
-/// system last measured as `space` (`None`: not measured), refuses the operations that grow
-/// stored data (the rule in this file's doc); `None` while it may grow.
+/// Why a shard whose files take `disk_bytes`, whose snapshot would write `snapshot_bytes`
+/// (`Log::snapshot_bytes_max`), on a file system last measured as `space` (`None`: not
+/// measured), refuses the operations that grow stored data (the rule in this file's doc);
+/// `None` while it may grow.
 /// A shard already `refusing` stops only once the rule holds with `DISK_RESUME_MARGIN_BYTES`
 /// to spare, so a client working at the limit does not flip it at every message.
 pub fn refusal(
     limits: &DiskLimits,
     disk_bytes: u64,
-    live_bytes: u64,
+    snapshot_bytes: u64,
     space: Option<Space>,
     refusing: bool,
 ) -> Option<Refusal> {
@@ -190,7 +200,7 @@ pub fn refusal(
     } else {
         0
     };
-    let headroom = headroom_bytes(live_bytes).saturating_add(margin);
+    let headroom = headroom_bytes(snapshot_bytes).saturating_add(margin);
     if let Some(max) = limits.shard_bytes_max {
         if disk_bytes.saturating_add(headroom) > max {
             return Some(Refusal::OverShare {
@@ -209,6 +219,29 @@ pub fn refusal(
         headroom_bytes: headroom,
         shards: limits.shards,
     })
+}
+
+/// What a snapshot of a shard whose files take `disk_bytes`, and that writes `snapshot_bytes`
+/// keeping every segment with texts on disk only, may copy beyond that while the rule still
+/// holds (`Log::set_copy_budget`): what its share of `--max-disk` leaves beyond its files and
+/// its headroom, and its part of the free space beyond `--min-free-disk` less its headroom
+/// (each shard's, as `refusal` counts it); 0 where the rule refuses. Unlimited without limits
+/// or a measurement.
+pub fn copy_budget(
+    limits: &DiskLimits,
+    disk_bytes: u64,
+    snapshot_bytes: u64,
+    space: Option<Space>,
+) -> u64 {
+    let headroom = headroom_bytes(snapshot_bytes);
+    let share = limits.shard_bytes_max.map_or(u64::MAX, |max| {
+        max.saturating_sub(disk_bytes.saturating_add(headroom))
+    });
+    let free = space.map_or(u64::MAX, |space| {
+        let reserve = limits.free_min.bytes(space.total_bytes);
+        (space.free_bytes.saturating_sub(reserve) / limits.shards.max(1)).saturating_sub(headroom)
+    });
+    share.min(free)
 }
 
 /// The size and free space of the file system holding `path`.
@@ -362,16 +395,71 @@ mod tests {
     use super::*;
 
     const MIB: u64 = 1 << 20;
-    /// A shard's headroom without live data: two segments.
+    /// A shard's headroom with nothing to snapshot: two segments.
     const HEADROOM: u64 = 2 * LOG_SEGMENT_BYTES;
 
     fn refuses(
         limits: &DiskLimits,
         disk_bytes: u64,
-        live_bytes: u64,
+        snapshot_bytes: u64,
         space: Option<Space>,
     ) -> bool {
-        refusal(limits, disk_bytes, live_bytes, space, false).is_some()
+        refusal(limits, disk_bytes, snapshot_bytes, space, false).is_some()
+    }
+
+    /// What a snapshot may copy beyond what it writes anyway is exactly what the rule leaves:
+    /// one byte more and it refuses; none where it refuses already. At the edges of every
+    /// measure and over random ones.
+    #[test]
+    fn the_copy_budget_is_what_the_rule_leaves() {
+        let mut random = crate::random::SplitMix64::new(40);
+        let mut pick = |edges: &[u64], max: u64| {
+            let roll = random.next_u64();
+            if roll % 3 == 0 {
+                edges[(roll / 3) as usize % edges.len()]
+            } else {
+                random.next_u64() % max
+            }
+        };
+        for round in 0..20_000 {
+            let share = (round % 4 != 0).then(|| pick(&[0, HEADROOM, 384 * MIB], 1 << 40));
+            let free_min = if round % 2 == 0 {
+                FreeDiskMin::Bytes(pick(&[0, MIB], 1 << 40))
+            } else {
+                FreeDiskMin::Percent(pick(&[0, 5, 100], 101))
+            };
+            let limits = limits(share, free_min, 1 + pick(&[0, 1, 255], 256));
+            let disk_bytes = pick(&[0, HEADROOM, 384 * MIB], 1 << 40);
+            let snapshot_bytes = pick(&[0, 1, MIB], 1 << 40);
+            let space = (round % 5 != 0).then(|| {
+                let total_bytes = pick(&[0, 1 << 30], 1 << 44);
+                Space {
+                    free_bytes: pick(&[0, total_bytes], total_bytes.max(1)),
+                    total_bytes,
+                }
+            });
+            let budget = copy_budget(&limits, disk_bytes, snapshot_bytes, space);
+            let case = format!("{limits:?} {disk_bytes} {snapshot_bytes} {space:?}: {budget}");
+            if refuses(&limits, disk_bytes, snapshot_bytes, space) {
+                assert_eq!(budget, 0, "{case}");
+                continue;
+            }
+            if budget == u64::MAX {
+                assert!(
+                    limits.shard_bytes_max.is_none() && space.is_none(),
+                    "{case}"
+                );
+                continue;
+            }
+            assert!(
+                !refuses(&limits, disk_bytes, snapshot_bytes + budget, space),
+                "{case}"
+            );
+            assert!(
+                refuses(&limits, disk_bytes, snapshot_bytes + budget + 1, space),
+                "{case}"
+            );
+        }
     }
 
     /// Found by the break-it review: at the limit, each delete let one put in and the next put
@@ -394,7 +482,7 @@ mod tests {
         let over = refusal(&share, 256 * MIB + 1, 0, None, false).expect("refused");
         assert_eq!(
             over.to_string(),
-            "its files (256.0 MiB) and the room a snapshot needs (128.0 MiB: the live data and \
+            "its files (256.0 MiB) and the room a snapshot needs (128.0 MiB: what it writes and \
              two segments) would pass its share of --max-disk (384.0 MiB)"
         );
         let two = limits(None, FreeDiskMin::Percent(10), 2);
@@ -406,7 +494,7 @@ mod tests {
         assert_eq!(
             short.to_string(),
             "the file system has 200.0 MiB free, under --min-free-disk (100.0 MiB) and the room 2 \
-             shard(s) may need for a snapshot (129.0 MiB each: the live data and two segments)"
+             shard(s) may need for a snapshot (129.0 MiB each: what it writes and two segments)"
         );
     }
 
@@ -450,7 +538,7 @@ mod tests {
     #[test]
     fn the_share_keeps_room_for_a_snapshot_and_two_segments() {
         let share = limits(Some(384 * MIB), FreeDiskMin::Bytes(0), 1);
-        // Files, a copy of the live data and two segments: exactly the share still fits.
+        // Files, what a snapshot writes and two segments: exactly the share still fits.
         assert!(!refuses(
             &share,
             192 * MIB,
@@ -463,7 +551,7 @@ mod tests {
             384 * MIB - 192 * MIB - HEADROOM + 1,
             None
         ));
-        // Deletes shrink the live data: refusals stop without a file removed.
+        // Deletes shrink what a snapshot writes: refusals stop without a file removed.
         assert!(!refuses(&share, 192 * MIB, 0, None));
         // Files alone past the share minus the headroom refuse.
         assert!(refuses(&share, 384 * MIB - HEADROOM + 1, 0, None));
@@ -481,10 +569,10 @@ mod tests {
             })
         };
         let two = limits(None, FreeDiskMin::Percent(10), 2);
-        // Reserve 100 MiB, and two shards' headroom (two segments each, no live data).
+        // Reserve 100 MiB, and two shards' headroom (two segments each, nothing to snapshot).
         assert!(!refuses(&two, 0, 0, space(100 * MIB + 2 * HEADROOM)));
         assert!(refuses(&two, 0, 0, space(100 * MIB + 2 * HEADROOM - 1)));
-        // Live data raises the headroom, for every shard.
+        // What a snapshot writes raises the headroom, for every shard.
         assert!(refuses(&two, 0, MIB, space(100 * MIB + 2 * HEADROOM + MIB)));
         assert!(!refuses(
             &two,

@@ -277,8 +277,8 @@ pub struct ShardState {
     /// a text read back for a request, or read ahead, is noted again only if none has begun or
     /// been put in place since its read was asked for (`note_read_homes`).
     pub(super) snapshot_changes: u64,
-    /// Messages whose texts are on disk only, and those texts' bytes.
-    pub(super) texts_evicted: (u64, u64),
+    /// The texts on disk only: how many, their bytes, and the bytes of those in log segments.
+    pub(super) texts_evicted: EvictedTexts,
     /// The slots whose texts a snapshot step is reading to encode (`texts::hold_texts`): none
     /// of them leaves memory until it has encoded them.
     pub(super) texts_held: std::ops::Range<u32>,
@@ -316,6 +316,39 @@ pub type ReadAhead = (
     u32,
     u64,
 );
+
+/// The texts of live messages on disk only (`TextSlot::OnDisk`), counted as each goes there or
+/// leaves (`ShardState::texts_evicted`, `texts_evicted_in_segments`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(super) struct EvictedTexts {
+    /// How many.
+    pub texts: u64,
+    /// Their bytes.
+    pub bytes: u64,
+    /// The bytes of those whose locators are in log segments (the others are in the snapshot in
+    /// place): what a snapshot may name rather than copy (`Log::snapshot_bytes_max`).
+    pub in_segments_bytes: u64,
+}
+
+impl EvictedTexts {
+    /// Counts a text of `text_bytes` on disk only at `locator`.
+    pub fn add(&mut self, locator: crate::queue::key::TextLocator, text_bytes: u32) {
+        self.texts += 1;
+        self.bytes += u64::from(text_bytes);
+        if let crate::queue::key::TextFile::Segment(_) = locator.file() {
+            self.in_segments_bytes += u64::from(text_bytes);
+        }
+    }
+
+    /// Stops counting a text `add` counted with the same arguments.
+    pub fn remove(&mut self, locator: crate::queue::key::TextLocator, text_bytes: u32) {
+        self.texts -= 1;
+        self.bytes -= u64::from(text_bytes);
+        if let crate::queue::key::TextFile::Segment(_) = locator.file() {
+            self.in_segments_bytes -= u64::from(text_bytes);
+        }
+    }
+}
 
 /// A text read ahead and held (`ShardState::read_ahead_held`).
 #[derive(Clone, Copy, Debug, Default)]
@@ -461,7 +494,7 @@ impl ShardState {
             text_files: (0, None),
             kept_segments: Vec::new(),
             snapshot_changes: 0,
-            texts_evicted: (0, 0),
+            texts_evicted: EvictedTexts::default(),
             texts_held: 0..0,
             read_ahead: std::collections::VecDeque::new(),
             read_ahead_bytes: 0,
@@ -506,7 +539,7 @@ impl ShardState {
     /// (`--text-memory`), whose messages count their slot alone (`MESSAGE_OVERHEAD_BYTES`),
     /// and the homes of the texts in memory that may leave it (`TEXT_HOME_BYTES` each).
     pub fn memory_bytes(&self) -> u64 {
-        self.stored_bytes() - self.texts_evicted.1 + self.text_homes_bytes()
+        self.stored_bytes() - self.texts_evicted.bytes + self.text_homes_bytes()
     }
 
     /// Bytes of stored data: messages (text plus `MESSAGE_OVERHEAD_BYTES` each, the texts on
@@ -574,7 +607,7 @@ impl ShardState {
     pub fn census(&self, deepest_max: usize) -> Census {
         let mut census = Census {
             queues: self.queue_indices.len() as u64,
-            message_bytes: self.message_bytes - self.texts_evicted.1 + self.text_homes_bytes(),
+            message_bytes: self.message_bytes - self.texts_evicted.bytes + self.text_homes_bytes(),
             ..Census::default()
         };
         let mut deepest: Vec<(u64, &QueueKey)> = Vec::with_capacity(deepest_max + 1);

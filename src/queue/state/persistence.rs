@@ -460,8 +460,7 @@ impl Restorer<'_> {
                 locator,
                 text_bytes,
             };
-            state.texts_evicted.0 += 1;
-            state.texts_evicted.1 += u64::from(text_bytes);
+            state.texts_evicted.add(locator, text_bytes);
         }
         state.messages.insert_at(slot, generation, stored);
         if let Some(id) = foreign_id {

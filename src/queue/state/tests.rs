@@ -174,6 +174,7 @@ impl ShardState {
     /// Checks every invariant by walking the whole state: O(messages). For tests.
     pub(super) fn verify(&self) {
         self.timers.verify();
+        self.check_evicted_texts();
         let charged: u64 = self
             .messages
             .occupied_messages()

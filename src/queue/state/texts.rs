@@ -198,21 +198,30 @@ impl ShardState {
         if let Some(sequence) = text_sequences.take(slot) {
             self.text_homes.remove(&(sequence, slot));
         }
-        if let TextSlot::OnDisk { text_bytes, .. } = self.messages.get(slot).text {
-            self.texts_evicted.0 -= 1;
-            self.texts_evicted.1 -= u64::from(text_bytes);
+        if let TextSlot::OnDisk {
+            locator,
+            text_bytes,
+        } = self.messages.get(slot).text
+        {
+            self.texts_evicted.remove(locator, text_bytes);
         }
     }
 
     /// Messages whose texts are on disk only, and those texts' bytes.
     pub fn texts_evicted(&self) -> (u64, u64) {
-        self.texts_evicted
+        (self.texts_evicted.texts, self.texts_evicted.bytes)
+    }
+
+    /// The bytes of the texts on disk only in log segments, not in the snapshot in place: those
+    /// a snapshot may name in its entries rather than copy (`Log::snapshot_bytes_max`).
+    pub fn texts_evicted_in_segments(&self) -> u64 {
+        self.texts_evicted.in_segments_bytes
     }
 
     /// Bytes of message text held in memory.
     pub fn resident_text_bytes(&self) -> u64 {
         let overheads = (self.messages.len() * crate::limits::MESSAGE_OVERHEAD_BYTES) as u64;
-        let held = overheads + self.texts_evicted.1;
+        let held = overheads + self.texts_evicted.bytes;
         debug_assert!(
             self.message_bytes >= held,
             "every message is charged its text"
@@ -354,11 +363,16 @@ impl ShardState {
             }
             let message = self.messages.get_mut(text.slot);
             match message.text {
-                TextSlot::OnDisk { text_bytes, .. } => {
+                TextSlot::OnDisk {
+                    locator,
+                    text_bytes,
+                } => {
                     message.text = TextSlot::OnDisk {
                         locator: text.locator,
                         text_bytes,
                     };
+                    self.texts_evicted.remove(locator, text_bytes);
+                    self.texts_evicted.add(text.locator, text_bytes);
                 }
                 TextSlot::Resident(_) => {
                     self.note_home(text.slot, text.generation, text.locator, text.sequence);
@@ -439,12 +453,30 @@ impl ShardState {
                 locator: home.locator,
                 text_bytes,
             };
-            self.texts_evicted.0 += 1;
-            self.texts_evicted.1 += u64::from(text_bytes);
+            self.texts_evicted.add(home.locator, text_bytes);
             dropped += u64::from(text_bytes);
         }
         self.freed_message_bytes += dropped;
         (dropped, texts)
+    }
+
+    /// Checks the count of texts on disk only (`EvictedTexts`) against the slab, walked whole:
+    /// O(slots). For tests.
+    #[cfg(test)]
+    pub fn check_evicted_texts(&self) {
+        let mut counted = super::layout::EvictedTexts::default();
+        for slot in 0..self.messages.slots() as u32 {
+            if let Some(message) = self.messages.occupant(slot) {
+                if let TextSlot::OnDisk {
+                    locator,
+                    text_bytes,
+                } = message.text
+                {
+                    counted.add(locator, text_bytes);
+                }
+            }
+        }
+        assert_eq!(self.texts_evicted, counted, "texts on disk only miscounted");
     }
 
     /// The homes that name the current text of a live message: (slot, generation, record
@@ -479,7 +511,7 @@ impl ShardState {
         now_ms: u64,
     ) -> Option<TextWait> {
         use crate::limits::{TEXT_READ_AHEAD_BYTES, TEXT_READ_AHEAD_HOLD_MS};
-        if self.texts_evicted.0 == 0 {
+        if self.texts_evicted.texts == 0 {
             return None;
         }
         let queue = self.queue(index);
@@ -546,7 +578,7 @@ impl ShardState {
         slots: Range<u32>,
         naming: &Naming,
     ) -> Vec<(u32, u32, TextLocator, u64)> {
-        if self.texts_evicted.0 == 0 {
+        if self.texts_evicted.texts == 0 {
             return Vec::new();
         }
         let end = slots.end.min(self.messages.slots() as u32);
@@ -568,7 +600,7 @@ impl ShardState {
     /// Adds, for each segment, the bytes of the records that hold the texts on disk only of the
     /// live messages in `slots` (those a snapshot would keep that segment for) to `tally`.
     pub fn tally_texts_on_disk(&self, slots: Range<u32>, tally: &mut HashMap<u64, u64>) {
-        if self.texts_evicted.0 == 0 {
+        if self.texts_evicted.texts == 0 {
             return;
         }
         let end = slots.end.min(self.messages.slots() as u32);
@@ -625,8 +657,7 @@ impl ShardState {
             } if wanted == locator => {
                 assert_eq!(text.len(), text_bytes as usize, "a text read back whole");
                 message.text = TextSlot::Resident(text);
-                self.texts_evicted.0 -= 1;
-                self.texts_evicted.1 -= u64::from(text_bytes);
+                self.texts_evicted.remove(locator, text_bytes);
                 if evictable {
                     self.note_home(slot, generation, locator, sequence);
                 }
@@ -674,7 +705,7 @@ impl ShardState {
             let per_s = (queue.activity.delivered - delivered_then) * 1000 / (now_ms - since_ms);
             queue.get_pace = (per_s, now_ms, queue.activity.delivered);
         }
-        if self.texts_evicted.0 == 0
+        if self.texts_evicted.texts == 0
             || queue.read_ahead_due
             || last_ms == 0
             || now_ms >= last_ms + crate::limits::TEXT_READ_EARLY_HOLD_MAX_MS / 2
@@ -775,8 +806,7 @@ impl ShardState {
                 locator,
                 text_bytes,
             };
-            self.texts_evicted.0 += 1;
-            self.texts_evicted.1 += u64::from(text_bytes);
+            self.texts_evicted.add(locator, text_bytes);
             self.freed_message_bytes += u64::from(text_bytes);
         }
         // Those that stay get the homes a snapshot put in place noted while they were held.
