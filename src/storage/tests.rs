@@ -3456,6 +3456,40 @@ fn a_snapshot_writes_at_most_the_room_the_disk_rule_keeps_and_its_budget() {
     );
 }
 
+/// Texts read back into memory while a snapshot runs, from the segments it keeps, are named
+/// like the ones on disk only, not copied: the room the disk rule keeps (counted before they
+/// were read) leaves them out. Copied, a Peek or a lease that ran out over a backlog during a
+/// snapshot made it write every text read, past the room, toward ENOSPC. 48 texts of 60,000
+/// bytes named in kept segments, all read back (with their homes) once the snapshot has
+/// tallied, before it encodes them.
+#[test]
+fn texts_read_back_during_a_snapshot_from_segments_it_keeps_are_named_not_copied() {
+    let (disk, log, state) = a_shard_with_kept_segments(48);
+    let kept = log.kept_segments();
+    assert_eq!(kept.len(), 2);
+    let room = log.snapshot_bytes_max(&state.borrow());
+    run(async {
+        let mut job = log.start_snapshot(&state).await.expect("started");
+        // The tally, then the queues: nothing of the messages encoded yet.
+        job.step(&log, &state).await.expect("a step");
+        read_every_text_back(&log, &state);
+        assert_eq!(state.borrow().texts_evicted().0, 0, "every text in memory");
+        while !job.step(&log, &state).await.expect("a step") {}
+    });
+    let written = disk.read(&disk.snapshot_path()).expect("a snapshot").len() as u64;
+    assert!(written <= room, "{written} bytes written, room {room}");
+    assert_eq!(log.kept_segments(), kept);
+    // Their homes stay in the segments kept: they leave memory to them, and are read there.
+    state.borrow_mut().evict(u64::MAX, log.durable_sequence());
+    let (numbers, in_segments) = read_kept_texts(&log, &state);
+    assert_eq!(numbers, (0..48).collect());
+    assert!(in_segments >= 32, "{in_segments} in segments");
+    let (restarted_log, restarted) = restart_located(&disk);
+    let (numbers, restarted_in_segments) = read_kept_texts(&restarted_log, &restarted);
+    assert_eq!(numbers, (0..48).collect());
+    assert_eq!(restarted_in_segments, in_segments);
+}
+
 /// A snapshot told it has no room to copy keeps the segments mostly dead it would give up
 /// (`Log::segments_to_keep`), and is not due again for their dead bytes: counted as what a
 /// snapshot frees (`kept_dead_bytes`), they made it due again at once, and again, each keeping

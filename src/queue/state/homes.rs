@@ -155,6 +155,13 @@ impl HomeIndex {
         None
     }
 
+    /// The home of `key`, if there is one.
+    pub fn get(&self, key: &HomeKey) -> Option<TextHome> {
+        let run = &self.runs[&self.run_key_for(*key)?];
+        let place = run.binary_search_by_key(key, Entry::key).ok()?;
+        Some(run[place].home())
+    }
+
     /// Takes the home of `key`, if there is one.
     pub fn remove(&mut self, key: &HomeKey) -> Option<TextHome> {
         let run_key = self.run_key_for(*key)?;

@@ -264,12 +264,19 @@ impl ShardState {
                 Place::Invisible => self.timers.deadline_ms(slot).unwrap_or(0),
                 Place::VisibleInOrder | Place::VisibleOutOfOrder | Place::Free => 0,
             };
-            let text = match &message.text {
-                TextSlot::Resident(text) => text,
+            // Named where its record is in a segment the snapshot keeps: a text on disk only
+            // there, or one in memory whose home is there.
+            let named = match &message.text {
+                TextSlot::Resident(text) => self
+                    .named_home(slot, naming)
+                    .map(|locator| (locator, text.len() as u32)),
                 &TextSlot::OnDisk {
                     locator,
                     text_bytes,
-                } if naming.names(locator) => {
+                } => naming.names(locator).then_some((locator, text_bytes)),
+            };
+            let text = match (&message.text, named) {
+                (_, Some((locator, text_bytes))) => {
                     let (_, _, _, sequence) = self.text_on_disk(slot, locator);
                     let TextFile::Segment(first) = locator.file() else {
                         unreachable!("named texts are in segments");
@@ -305,7 +312,8 @@ impl ShardState {
                     *naming.named.entry(first).or_default() += u64::from(locator.record_bytes());
                     continue;
                 }
-                &TextSlot::OnDisk { locator, .. } => match read.get(&slot) {
+                (TextSlot::Resident(text), None) => text,
+                (&TextSlot::OnDisk { locator, .. }, None) => match read.get(&slot) {
                     Some((read_at, text)) if *read_at == locator => text,
                     _ => panic!("the text of slot {slot}, on disk only, read for the snapshot"),
                 },

@@ -597,6 +597,18 @@ impl ShardState {
             .collect()
     }
 
+    /// The home of the resident text of the live message in `slot` (the record that wrote it,
+    /// where it may leave memory to), when that record is in a segment `naming` names: a
+    /// snapshot names it there rather than copying it, as it does a text on disk only there.
+    /// Copied, the texts read back while a snapshot ran (a Peek, a lease run out) were written
+    /// past the room the disk rule keeps for it (`Log::snapshot_bytes_max`).
+    pub(super) fn named_home(&self, slot: u32, naming: &Naming) -> Option<TextLocator> {
+        let generation = self.messages.generation(slot);
+        let sequence = self.text_sequence(slot, generation)?;
+        let home = self.text_homes.get(&(sequence, slot))?;
+        (home.generation == generation && naming.names(home.locator)).then_some(home.locator)
+    }
+
     /// Adds, for each segment, the bytes of the records that hold the texts on disk only of the
     /// live messages in `slots` (those a snapshot would keep that segment for) to `tally`.
     pub fn tally_texts_on_disk(&self, slots: Range<u32>, tally: &mut HashMap<u64, u64>) {
