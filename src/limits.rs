@@ -145,6 +145,12 @@ pub const DISK_SAMPLE_INTERVAL_MS: u64 = 100;
 /// time on the shard's thread stays bounded (about 6.5 ms per 70 MiB, measured), and it is
 /// large enough to matter in a resident-memory graph.
 pub const MEMORY_GIVE_BACK_BYTES_MIN: u64 = 64 << 20;
+/// Room the disk rule keeps beyond what a snapshot writes naming every text on disk only
+/// (`Log::snapshot_bytes_max`), so that a snapshot can always copy what is left of a segment it
+/// gives up (at most two thirds of one, `SEGMENT_KEPT_LIVE_SHARE_MIN`) and let the segment go:
+/// without it a shard filled to its limit and drained in part, its segments mostly dead,
+/// refused puts for good (helper-65's review of 96bb0b1).
+pub const DISK_COMPACTION_BYTES: u64 = LOG_SEGMENT_BYTES;
 /// Room beyond the disk rule a shard refusing growth for space waits for before it accepts
 /// again, so that clients working at the limit do not flip it at every message.
 pub const DISK_RESUME_MARGIN_BYTES: u64 = 16 << 20;

@@ -333,27 +333,29 @@ fn max_disk_refuses_growth_keeps_reads_and_comes_back_after_deletes() {
 
 /// With texts on disk only (`--text-memory`), a snapshot names them in a few bytes each
 /// rather than copying them, so the room `--max-disk` keeps for one is that (with the last
-/// segment's texts, which it copies), not every text again: a fill of the largest texts goes
-/// past what a copy of them left room for (files, a copy and two segments in the share: under
-/// 128 MiB of texts in 384 MiB), to about three segments of texts, the fourth refused.
-/// `kill -9` while full gives every acknowledged message back, its text read from the log;
-/// draining reads every text back and the snapshot after it removes segments.
+/// segment's texts, which it copies, and a segment's room to compact), not every text again: a
+/// fill of the largest texts in a share of 640 MiB goes past what a copy of them left room for
+/// (files, a copy and two segments: 3,853 texts of 64 KiB, 241 MiB, before 96bb0b1), to about
+/// five segments of texts. `kill -9` while full gives every acknowledged message back,
+/// its text read from the log; draining reads every text back and the snapshot after it
+/// removes segments.
 #[test]
 fn texts_on_disk_only_fill_the_share_past_a_copy_of_them() {
     for backend in backends() {
         let data = TempDir::new("disk-named");
-        let limits = share_limits("1M");
+        let mut limits = share_limits("1M");
+        limits[1] = "640M";
         let server = start(backend, &data, &limits);
         let mut client = Client::new(&server);
         let accepted = client.create_and_fill();
         let accepted_bytes = accepted as u64 * 64 * 1024;
         assert!(
-            (160 * MIB..256 * MIB).contains(&accepted_bytes),
+            (288 * MIB..448 * MIB).contains(&accepted_bytes),
             "{accepted}"
         );
         let full = metrics(&server);
         assert!(metric_sample(&full, "azq_texts_on_disk{shard=\"0\"}") * 2 > accepted as u64);
-        assert!(metric_sample(&full, "azq_disk_bytes{shard=\"0\"}") <= 384 * MIB);
+        assert!(metric_sample(&full, "azq_disk_bytes{shard=\"0\"}") <= 640 * MIB);
         let full_disk_bytes = metric_sample(&full, "azq_disk_bytes{shard=\"0\"}");
         drop(client);
         server.kill();
@@ -385,6 +387,66 @@ fn texts_on_disk_only_fill_the_share_past_a_copy_of_them() {
             "{disk_bytes} bytes of files, {full_disk_bytes} full"
         );
         assert_status(&client.put(&big_text(0)), 201, None);
+        drop(client);
+        assert!(server.stop().success());
+    }
+}
+
+/// helper-65's review of 96bb0b1: a shard filled to its share with texts on disk only, then
+/// nine messages in ten deleted among the oldest two thirds (the rest leased for an hour, as
+/// poison messages stay), kept refusing puts for good: each segment held a few live texts, a
+/// snapshot had no room to copy them and kept the segments whole, and deleting a named message
+/// frees its 128-byte slot alone. The rule now keeps room to compact a segment
+/// (`DISK_COMPACTION_BYTES`), and a snapshot is due once that room covers what is left of one:
+/// puts are accepted again, and a `kill -9` then loses none of the messages left.
+#[test]
+fn a_full_shard_drained_in_part_accepts_puts_again() {
+    for backend in backends() {
+        let data = TempDir::new("disk-partial");
+        let limits = share_limits("1M");
+        let server = start(backend, &data, &limits);
+        let mut client = Client::new(&server);
+        let accepted = client.create_and_fill();
+        let cutoff = accepted * 2 / 3;
+        let mut left = Vec::new();
+        loop {
+            let path = format!("{QUEUE}/messages?numofmessages=32&visibilitytimeout=3600");
+            let response = client.call(&signed_request("GET", &path, &[], b""));
+            assert_status(&response, 200, None);
+            let body = response.text();
+            let texts = elements(&body, "MessageText");
+            if texts.is_empty() {
+                break;
+            }
+            let ids = elements(&body, "MessageId");
+            let receipts = elements(&body, "PopReceipt");
+            for ((text, id), receipt) in texts.iter().zip(&ids).zip(&receipts) {
+                let number: usize = text[..8].parse().expect("a numbered text");
+                if number < cutoff && number % 10 != 0 {
+                    client.delete(id, receipt);
+                } else {
+                    left.push(number);
+                }
+            }
+        }
+        left.sort_unstable();
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let extra = big_text(999_999);
+        while client.put(&extra).status != 201 {
+            assert!(
+                Instant::now() < deadline,
+                "still refusing a minute after a drain to {} of {accepted} messages: {}",
+                left.len(),
+                server.stderr()
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        drop(client);
+        server.kill();
+        let server = start(backend, &data, &limits);
+        let mut client = Client::new(&server);
+        assert_eq!(client.approximate_count(), left.len() as u64 + 1);
+        assert_eq!(client.peek(), [extra]);
         drop(client);
         assert!(server.stop().success());
     }

@@ -59,10 +59,11 @@ use super::format::{
 use super::read_cache::{capacity_for, chunk_of, ReadCache};
 use super::recovery::{SegmentFile, ShardStart};
 use crate::limits::{
-    LOG_CLOSED_SEGMENTS_MAX, LOG_FLUSH_BYTES_MAX, LOG_SEGMENT_BYTES, SEGMENT_KEPT_LIVE_SHARE_MIN,
-    SEGMENT_SMALL_SHARE, SNAPSHOT_ALLOWANCE_BYTES, SNAPSHOT_READ_GAP_BYTES,
-    SNAPSHOT_REHOME_STEP_TEXTS, SNAPSHOT_REMOVAL_STEP_BYTES, SNAPSHOT_STEP_SLOTS,
-    SNAPSHOT_STEP_TEXT_BYTES, SNAPSHOT_SYNC_BYTES, SNAPSHOT_TALLY_STEP_SLOTS, STORAGE_BLOCK_BYTES,
+    DISK_COMPACTION_BYTES, LOG_CLOSED_SEGMENTS_MAX, LOG_FLUSH_BYTES_MAX, LOG_SEGMENT_BYTES,
+    SEGMENT_KEPT_LIVE_SHARE_MIN, SEGMENT_SMALL_SHARE, SNAPSHOT_ALLOWANCE_BYTES,
+    SNAPSHOT_READ_GAP_BYTES, SNAPSHOT_REHOME_STEP_TEXTS, SNAPSHOT_REMOVAL_STEP_BYTES,
+    SNAPSHOT_STEP_SLOTS, SNAPSHOT_STEP_TEXT_BYTES, SNAPSHOT_SYNC_BYTES, SNAPSHOT_TALLY_STEP_SLOTS,
+    STORAGE_BLOCK_BYTES,
 };
 use crate::queue::key::{TextFile, TextLocator};
 use crate::queue::record::{record_text, text_records};
@@ -223,11 +224,13 @@ struct LogState<F> {
     kept: Vec<SegmentFile>,
     /// What those hold beyond the records the snapshot named (as allocated): what a snapshot
     /// that copied those texts would free (`Sizes::snapshot_charged_bytes`). But for those
-    /// kept only for want of room to copy them (`SnapshotJob::held`).
+    /// kept only for want of room to copy them (`held`).
     kept_dead_bytes: u64,
-    /// Of the kept segments, those the snapshot in place kept for want of room.
-    #[cfg(test)]
-    held: Vec<u64>,
+    /// Of the kept segments, those the snapshot in place kept only for want of room to copy
+    /// what is left of them (`segments_to_keep`), with the bytes of the records of their texts
+    /// on disk only then (at least what copying them takes now): a snapshot is due once the
+    /// copy budget covers the least of them (`wants_snapshot`). Unknown after a start (none).
+    held: Vec<(u64, u64)>,
     /// The current snapshot and its size.
     snapshot: Option<(PathBuf, u64)>,
     /// What that snapshot's records are charged (`Sizes`; its size for one recovery found).
@@ -241,6 +244,9 @@ struct LogState<F> {
     snapshot_owed: bool,
     /// A snapshot is being written.
     snapshotting: bool,
+    /// The replay point of the snapshot being encoded, until it is in place: the texts in the
+    /// segments not wholly before it are copied (`snapshot_bytes_max`).
+    encoding_from: Option<u64>,
     /// Bytes of `snapshot.tmp` written so far (0 when no snapshot is being written).
     snapshot_temporary_bytes: u64,
     /// Bytes of the files a snapshot replaced that are not freed yet (`remove_step`).
@@ -372,7 +378,6 @@ impl<D: Disk> Log<D> {
                 // Those a snapshot held for want of room too: the first snapshot after a start
                 // may free them, and tells them apart again.
                 kept_dead_bytes: kept_bytes.saturating_sub(start.kept_named_bytes),
-                #[cfg(test)]
                 held: Vec::new(),
                 snapshot: start.snapshot.clone(),
                 // Its size, and the records it names in the segments it keeps: its named
@@ -386,6 +391,7 @@ impl<D: Disk> Log<D> {
                 next_sequence,
                 snapshot_owed: start.left_out > 0,
                 snapshotting: false,
+                encoding_from: None,
                 snapshot_temporary_bytes: 0,
                 removing_bytes: 0,
                 unsynced: false,
@@ -657,7 +663,8 @@ impl<D: Disk> Log<D> {
     /// their texts (since this log started).
     #[cfg(test)]
     pub fn held_segments(&self) -> Vec<u64> {
-        self.state.borrow().held.clone()
+        let log = self.state.borrow();
+        log.held.iter().map(|&(first, _)| first).collect()
     }
 
     /// Syncs what `Durability::Write` has written since the last sync.
@@ -833,7 +840,9 @@ impl<D: Disk> Log<D> {
     }
 
     /// The disk rule (`storage::space`) for `state` under `limits`, the file system as last
-    /// measured being `space`: why the shard must refuse growth, or `None`. The engine's disk
+    /// measured being `space`, keeping room for what a snapshot writes (`snapshot_bytes_max`)
+    /// and, of the texts it names, `DISK_COMPACTION_BYTES`: why the shard must refuse growth,
+    /// or `None`. The engine's disk
     /// watch asks after every flush, and sets the state's refusal by the answer. Notes for the
     /// snapshots to come what the shard's files must shrink by for a refusal to end
     /// (`Refusal::short_bytes`; 0 without one: a snapshot that frees that much is due,
@@ -848,7 +857,11 @@ impl<D: Disk> Log<D> {
     ) -> Option<Refusal> {
         let disk_bytes = self.disk_bytes();
         let snapshot_bytes = self.snapshot_bytes_max(state);
-        let refusal = space::refusal(limits, disk_bytes, snapshot_bytes, space, state.disk_full());
+        // Room to compact a segment too, where texts are named (so never more than all that is
+        // stored, as the rule kept before texts were named); a snapshot may copy into it.
+        let named_bytes = state.stored_bytes() - snapshot_bytes;
+        let room = snapshot_bytes + named_bytes.min(DISK_COMPACTION_BYTES);
+        let refusal = space::refusal(limits, disk_bytes, room, space, state.disk_full());
         let budget = space::copy_budget(limits, disk_bytes, snapshot_bytes, space);
         self.copy_budget.set(budget);
         self.short_bytes
@@ -862,25 +875,40 @@ impl<D: Disk> Log<D> {
         self.short_bytes.set(short_bytes);
     }
 
-    /// At most what a snapshot of `state` begun now writes when it keeps every segment before
-    /// its replay point that holds texts on disk only (as it does with no copy budget,
+    /// At most what a snapshot of `state` writes when it keeps every segment before its
+    /// replay point that holds texts on disk only (as it does with no copy budget,
     /// `segments_to_keep`), beside its header, trailer and the accounts' service properties:
     /// everything stored at its charge (a copied message's entry takes at most its charge, a
     /// named one's at most `MESSAGE_OVERHEAD_BYTES`: a charge without its text), but the texts
-    /// on disk only in segments, which it names, less those in the last segment, which it
-    /// copies (at most that segment's length): the open one, which it cannot keep, or with
-    /// none open yet (a start opens one at its first write) the last closed one, which
-    /// `segments_to_keep` does not count as before the replay point. Its disk limits keep room
-    /// for this (`storage::space`), not for everything stored: a backlog whose texts are on
-    /// disk only costs a snapshot a few bytes a message.
+    /// on disk only in segments, which it names, less those in the segments not wholly before
+    /// its replay point, which it copies (at most their records' bytes). For a snapshot begun
+    /// now that is the last segment: the open one, or with none open yet (a start opens one at
+    /// its first write) the last closed one. While one is being encoded, it is every segment
+    /// from the one its replay point is in: it copies the texts of the messages put since,
+    /// once they are on disk only (found by helper-65's review: counted only while in the open
+    /// segment, they left the room as it rotated, and a snapshot wrote 12 MB against a room of
+    /// 1 MB). Its disk limits keep room for this (`storage::space`), not for everything stored:
+    /// a backlog whose texts are on disk only costs a snapshot a few bytes a message.
     pub fn snapshot_bytes_max(&self, state: &ShardState) -> u64 {
         let in_segments = state.texts_evicted_in_segments();
         let log = self.state.borrow();
-        let last_bytes = match &log.segment {
-            Some(open) => open.length,
-            None => log.segments.last().map_or(0, |segment| segment.bytes),
-        };
-        state.stored_bytes() - in_segments + in_segments.min(last_bytes)
+        let replay_from = log.encoding_from.unwrap_or(u64::MAX);
+        let open_first = log.segment.as_ref().map(|segment| segment.first_sequence);
+        let next_firsts = log
+            .segments
+            .iter()
+            .skip(1)
+            .map(|segment| Some(segment.first_sequence))
+            .chain([open_first]);
+        let copied_bytes: u64 = log
+            .segments
+            .iter()
+            .zip(next_firsts)
+            .filter(|(_, next)| !next.is_some_and(|next| next <= replay_from))
+            .map(|(segment, _)| segment.bytes)
+            .sum::<u64>()
+            + log.segment.as_ref().map_or(0, |segment| segment.length);
+        state.stored_bytes() - in_segments + in_segments.min(copied_bytes)
     }
 
     /// Whether a snapshot is due and none is running (`snapshot_due`, or owed: `snapshot_owed`).
@@ -907,7 +935,16 @@ impl<D: Disk> Log<D> {
             refusing: state.disk_full(),
             short_bytes: self.short_bytes.get(),
         };
-        !log.snapshotting && (log.snapshot_owed || snapshot_due(sizes, self.segment_bytes))
+        // The copy budget now covers what is left of a segment the last snapshot held for
+        // want of room: the next one copies it and lets it go (it was kept whole).
+        let held_copyable = log
+            .held
+            .iter()
+            .map(|&(_, live)| live)
+            .min()
+            .is_some_and(|live| live <= self.copy_budget.get());
+        !log.snapshotting
+            && (log.snapshot_owed || snapshot_due(sizes, self.segment_bytes) || held_copyable)
     }
 
     /// Starts a snapshot of `state` as it is now.
@@ -920,7 +957,11 @@ impl<D: Disk> Log<D> {
                 .expect("a durable shard journals");
             (state.identity(), replay_from)
         };
-        self.state.borrow_mut().snapshotting = true;
+        {
+            let mut log = self.state.borrow_mut();
+            log.snapshotting = true;
+            log.encoding_from = Some(replay_from);
+        }
         let delivers = state.borrow_mut().begin_snapshot(replay_from);
         // Texts are tallied for segments to keep only when they may stay on disk. A snapshot
         // of the same replay point names texts in kept segments too: only the file it replaces
@@ -945,6 +986,7 @@ impl<D: Disk> Log<D> {
             },
             tally: HashMap::new(),
             naming: Naming::default(),
+            copy_budget: self.copy_budget.get(),
             held: Vec::new(),
             recorded: Vec::new(),
             delivers,
@@ -963,16 +1005,18 @@ impl<D: Disk> Log<D> {
     /// pile up restart after restart, out of reach of the rule that snapshots when small closed
     /// segments pile up.
     ///
-    /// But it copies texts only within the copy budget (`watch_space`), the segments whose
-    /// records take least first (the most dead, the most freed for what is copied): it keeps
-    /// the others with texts on disk only too, as the disk limits assume
+    /// But it copies texts only within `copy_budget` (`watch_space`'s when the snapshot began),
+    /// the segments whose records take least first (the most dead, the most freed for what is
+    /// copied): it keeps the others with texts on disk only too, as the disk limits assume
     /// (`snapshot_bytes_max`), so that a snapshot never copies more than the disk can take.
-    /// Answers the segments it keeps, ascending, and of those the ones kept for want of room.
+    /// Answers the segments it keeps, ascending, and of those the ones kept for want of room,
+    /// with the bytes of their records tallied.
     fn segments_to_keep(
         &self,
         replay_from: u64,
         tally: &HashMap<u64, u64>,
-    ) -> (Vec<u64>, Vec<u64>) {
+        copy_budget: u64,
+    ) -> (Vec<u64>, Vec<(u64, u64)>) {
         let log = self.state.borrow();
         let open_first = log.segment.as_ref().map(|segment| segment.first_sequence);
         let next_firsts = log
@@ -1005,16 +1049,16 @@ impl<D: Disk> Log<D> {
             }
         }
         given_up.sort_unstable();
-        let mut budget = self.copy_budget.get();
+        let mut budget = copy_budget;
         let mut held = Vec::new();
         for (live, first) in given_up {
             // The records' bytes: at least the texts'.
             match budget.checked_sub(live) {
                 Some(left) => budget = left,
-                None => held.push(first),
+                None => held.push((first, live)),
             }
         }
-        kept.extend(&held);
+        kept.extend(held.iter().map(|&(first, _)| first));
         kept.sort_unstable();
         held.sort_unstable();
         (kept, held)
@@ -1026,14 +1070,14 @@ impl<D: Disk> Log<D> {
     /// files it makes unnecessary (the older snapshot, the segments it covers and does not
     /// keep, the segments the last one kept and it does not) with their sizes, for
     /// `remove_step` to free. `held`: the segments it keeps only for want of room to copy
-    /// their texts (`segments_to_keep`).
+    /// their texts, with their records' bytes (`segments_to_keep`).
     async fn replace_snapshot(
         &self,
         replay_from: u64,
         bytes: u64,
         charged: u64,
         named: &std::collections::BTreeMap<u64, u64>,
-        held: &[u64],
+        held: &[(u64, u64)],
     ) -> io::Result<Vec<(PathBuf, u64)>> {
         let temporary = self.directory.join(SNAPSHOT_TEMPORARY_NAME);
         let path = self.directory.join(snapshot_name(replay_from));
@@ -1079,7 +1123,8 @@ impl<D: Disk> Log<D> {
         );
         // What the segments kept as mostly live hold beyond the records named there; those held
         // for want of room are left to a snapshot the budget lets copy them, due by other rules.
-        let mostly_live = |first: &u64| held.binary_search(first).is_err();
+        let mostly_live =
+            |first: &u64| held.binary_search_by_key(first, |&(held, _)| held).is_err();
         let kept_bytes: u64 = kept
             .iter()
             .filter(|segment| mostly_live(&segment.first_sequence))
@@ -1091,10 +1136,12 @@ impl<D: Disk> Log<D> {
             .map(|(_, bytes)| bytes)
             .sum();
         log.kept_dead_bytes = kept_bytes.saturating_sub(named_bytes);
-        #[cfg(test)]
-        {
-            log.held = held.to_vec();
-        }
+        log.held = held
+            .iter()
+            .copied()
+            .filter(|(first, _)| named.contains_key(first))
+            .collect();
+        log.encoding_from = None;
         log.kept = kept;
         log.log_bytes = log
             .segments
@@ -1141,10 +1188,14 @@ pub struct SnapshotJob<D: Disk> {
     /// The segments whose records it names instead of copying their texts, once tallied, and
     /// what it named there.
     naming: Naming,
+    /// The copy budget when it began (`Log::watch_space`): the one it was found due with (a
+    /// budget that changed since would not copy the held segments it was due for).
+    copy_budget: u64,
     /// Of those segments, the ones it keeps only because copying their texts would pass the
-    /// copy budget (`Log::segments_to_keep`): their dead bytes are not counted as a snapshot's
-    /// to free (`LogState::kept_dead_bytes`), or each snapshot would be due again at once.
-    held: Vec<u64>,
+    /// copy budget (`Log::segments_to_keep`), with their records' bytes: their dead bytes are
+    /// not counted as a snapshot's to free (`LogState::kept_dead_bytes`), or each snapshot
+    /// would be due again at once.
+    held: Vec<(u64, u64)>,
     /// The texts encoded, where in the file, and which records wrote them, when the state
     /// tracks texts: their homes once the snapshot is in place (`ShardState::note_snapshot`, a
     /// step of `SNAPSHOT_REHOME_STEP_TEXTS` at a time).
@@ -1221,7 +1272,8 @@ impl<D: Disk> SnapshotJob<D> {
                 .tally_texts_on_disk(from..end, &mut self.tally);
             self.phase = if end >= state.borrow().slab_slots() {
                 let tally = std::mem::take(&mut self.tally);
-                (self.naming.segments, self.held) = log.segments_to_keep(self.replay_from, &tally);
+                (self.naming.segments, self.held) =
+                    log.segments_to_keep(self.replay_from, &tally, self.copy_budget);
                 Phase::Queues(None)
             } else {
                 Phase::Tally(end)

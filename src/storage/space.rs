@@ -12,8 +12,9 @@
 //! it keeps. So a shard refuses growth while its files plus what a snapshot writes
 //! (`snapshot_bytes`, `Log::snapshot_bytes_max`: what is stored at its `--max-memory` charge,
 //! more than a snapshot's encoding of the same data, but the texts on disk only in closed
-//! segments, which it names in a few bytes each when it keeps every segment they are in) plus
-//! two segments (`LOG_SEGMENT_BYTES`: one for the records of what it still serves while the
+//! segments, which it names in a few bytes each when it keeps every segment they are in), room
+//! to compact a segment (`DISK_COMPACTION_BYTES`, at most the texts it names; `Log::watch_space`)
+//! and two segments (`LOG_SEGMENT_BYTES`: one for the records of what it still serves while the
 //! snapshot runs, Get, Delete and Clear, and what was accepted between two measurements, a
 //! flush taking whole blocks, so 16,384 lone Gets or Deletes, many more records when they
 //! batch; one because segments are allocated whole, so a rotation just before
@@ -29,10 +30,13 @@
 //! lost).
 //!
 //! **What a snapshot copies.** A snapshot copies the texts left in segments mostly dead, so
-//! that they go (`Log::segments_to_keep`), which the room above does not count: it copies them
-//! only within what the rule leaves to spare (`copy_budget`, told to the log after every
-//! flush), and keeps the other segments with their texts. Near the limits, segments mostly
-//! dead then stay until the live data shrinks or the free space grows.
+//! that they go (`Log::segments_to_keep`): it copies them only within what the rule leaves
+//! beyond what it writes (`copy_budget`, told to the log after every flush, the room to compact
+//! a segment included), and keeps the other segments with their texts ("held"); a snapshot is
+//! due again once the budget covers what is left of one of those (`Log::wants_snapshot`).
+//! Without the room to compact, a shard filled to its limit and drained in part, every segment
+//! mostly dead but none empty, refused puts for good: deleting a named message frees its slot's
+//! charge alone (helper-65's review of 96bb0b1).
 
 use std::io;
 use std::path::{Path, PathBuf};
@@ -103,7 +107,8 @@ pub enum Refusal {
     OverShare {
         /// The shard's files.
         disk_bytes: u64,
-        /// What a snapshot needs: what it writes and two segments (`headroom_bytes`).
+        /// What a snapshot needs: what it writes, room to compact a segment, and two segments
+        /// (`headroom_bytes`, `Log::watch_space`).
         headroom_bytes: u64,
         /// The shard's share of `--max-disk`.
         shard_bytes_max: u64,
@@ -158,8 +163,9 @@ impl std::fmt::Display for Refusal {
                 shard_bytes_max,
             } => write!(
                 out,
-                "its files ({:.1} MiB) and the room a snapshot needs ({:.1} MiB: what it writes \
-                 and two segments) would pass its share of --max-disk ({:.1} MiB)",
+                "its files ({:.1} MiB) and the room a snapshot needs ({:.1} MiB: what it writes, \
+                 room to compact a segment, and two segments) would pass its share of \
+                 --max-disk ({:.1} MiB)",
                 mib(disk_bytes),
                 mib(headroom_bytes),
                 mib(shard_bytes_max)
@@ -172,8 +178,8 @@ impl std::fmt::Display for Refusal {
             } => write!(
                 out,
                 "the file system has {:.1} MiB free, under --min-free-disk ({:.1} MiB) and the \
-                 room {shards} shard(s) may need for a snapshot ({:.1} MiB each: what it writes \
-                 and two segments)",
+                 room {shards} shard(s) may need for a snapshot ({:.1} MiB each: what it writes, \
+                 room to compact a segment, and two segments)",
                 mib(free_bytes),
                 mib(reserve_bytes),
                 mib(headroom_bytes)
@@ -482,8 +488,9 @@ mod tests {
         let over = refusal(&share, 256 * MIB + 1, 0, None, false).expect("refused");
         assert_eq!(
             over.to_string(),
-            "its files (256.0 MiB) and the room a snapshot needs (128.0 MiB: what it writes and \
-             two segments) would pass its share of --max-disk (384.0 MiB)"
+            "its files (256.0 MiB) and the room a snapshot needs (128.0 MiB: what it writes, room \
+             to compact a segment, and two segments) would pass its share of --max-disk (384.0 \
+             MiB)"
         );
         let two = limits(None, FreeDiskMin::Percent(10), 2);
         let space = Space {
@@ -494,7 +501,8 @@ mod tests {
         assert_eq!(
             short.to_string(),
             "the file system has 200.0 MiB free, under --min-free-disk (100.0 MiB) and the room 2 \
-             shard(s) may need for a snapshot (129.0 MiB each: what it writes and two segments)"
+             shard(s) may need for a snapshot (129.0 MiB each: what it writes, room to compact a \
+             segment, and two segments)"
         );
     }
 
