@@ -247,6 +247,9 @@ struct LogState<F> {
     /// The replay point of the snapshot being encoded, until it is in place: the texts in the
     /// segments not wholly before it are copied (`snapshot_bytes_max`).
     encoding_from: Option<u64>,
+    /// Once its tally has chosen them, the segments that snapshot names (ascending): it copies
+    /// the texts of every other.
+    encoding_names: Option<Vec<u64>>,
     /// Bytes of `snapshot.tmp` written so far (0 when no snapshot is being written).
     snapshot_temporary_bytes: u64,
     /// Bytes of the files a snapshot replaced that are not freed yet (`remove_step`).
@@ -392,6 +395,7 @@ impl<D: Disk> Log<D> {
                 snapshot_owed: start.left_out > 0,
                 snapshotting: false,
                 encoding_from: None,
+                encoding_names: None,
                 snapshot_temporary_bytes: 0,
                 removing_bytes: 0,
                 unsynced: false,
@@ -887,11 +891,26 @@ impl<D: Disk> Log<D> {
     /// from the one its replay point is in: it copies the texts of the messages put since,
     /// once they are on disk only (found by helper-65's review: counted only while in the open
     /// segment, they left the room as it rotated, and a snapshot wrote 12 MB against a room of
-    /// 1 MB). Its disk limits keep room for this (`storage::space`), not for everything stored:
-    /// a backlog whose texts are on disk only costs a snapshot a few bytes a message.
+    /// 1 MB); and once its tally has chosen the segments it names, every other (it copies the
+    /// texts evicted there while it runs, which were in memory, so counted whole, when it
+    /// began: helper-65's doubt). Its disk limits keep room for this (`storage::space`), not
+    /// for everything stored: a backlog whose texts are on disk only costs a snapshot a few
+    /// bytes a message.
     pub fn snapshot_bytes_max(&self, state: &ShardState) -> u64 {
         let in_segments = state.texts_evicted_in_segments();
         let log = self.state.borrow();
+        let open_bytes = log.segment.as_ref().map_or(0, |segment| segment.length);
+        if let Some(named) = &log.encoding_names {
+            let copied_bytes: u64 = log
+                .kept
+                .iter()
+                .chain(&log.segments)
+                .filter(|segment| named.binary_search(&segment.first_sequence).is_err())
+                .map(|segment| segment.bytes)
+                .sum::<u64>()
+                + open_bytes;
+            return state.stored_bytes() - in_segments + in_segments.min(copied_bytes);
+        }
         let replay_from = log.encoding_from.unwrap_or(u64::MAX);
         let open_first = log.segment.as_ref().map(|segment| segment.first_sequence);
         let next_firsts = log
@@ -907,7 +926,7 @@ impl<D: Disk> Log<D> {
             .filter(|(_, next)| !next.is_some_and(|next| next <= replay_from))
             .map(|(segment, _)| segment.bytes)
             .sum::<u64>()
-            + log.segment.as_ref().map_or(0, |segment| segment.length);
+            + open_bytes;
         state.stored_bytes() - in_segments + in_segments.min(copied_bytes)
     }
 
@@ -1142,6 +1161,7 @@ impl<D: Disk> Log<D> {
             .filter(|(first, _)| named.contains_key(first))
             .collect();
         log.encoding_from = None;
+        log.encoding_names = None;
         log.kept = kept;
         log.log_bytes = log
             .segments
@@ -1274,6 +1294,7 @@ impl<D: Disk> SnapshotJob<D> {
                 let tally = std::mem::take(&mut self.tally);
                 (self.naming.segments, self.held) =
                     log.segments_to_keep(self.replay_from, &tally, self.copy_budget);
+                log.state.borrow_mut().encoding_names = Some(self.naming.segments.clone());
                 Phase::Queues(None)
             } else {
                 Phase::Tally(end)

@@ -3533,6 +3533,55 @@ fn a_running_snapshot_copies_no_more_than_the_rooms_kept_while_it_ran() {
     );
 }
 
+/// helper-66's review of 43f7cdc: texts in memory when a snapshot tallies, their records in
+/// closed segments it then gives up (none of their texts on disk only, so tallied at nothing and
+/// charged to no budget), evicted while it runs: it copies them, and the room, which counted
+/// them whole while they were in memory, dropped them as named once evicted (12,017,664 bytes
+/// written against rooms of at most 7,181,824, with no budget). Now once a snapshot's tally has
+/// chosen the segments it names, the room counts the texts of every other as copied. 100 texts
+/// of 60,000 bytes in memory, no budget, a snapshot begun, 100 more put and every text evicted
+/// before it encodes them.
+#[test]
+fn texts_in_memory_at_a_tally_evicted_while_it_runs_stay_in_the_room() {
+    use crate::limits::STORAGE_BLOCK_BYTES;
+    use crate::storage::format::{SNAPSHOT_HEADER_BYTES, SNAPSHOT_TRAILER_BYTES};
+    use crate::storage::space::{headroom_bytes, DiskLimits, FreeDiskMin};
+    let (disk, log, state) = fresh_shard(1 << 20);
+    state.borrow_mut().track_texts(RecoveredTexts::default());
+    create_queue_0(&log, &state);
+    for _ in 0..100 {
+        put_filler(&log, &state);
+    }
+    let limits = DiskLimits {
+        shard_bytes_max: Some(
+            log.disk_bytes() + headroom_bytes(log.snapshot_bytes_max(&state.borrow())),
+        ),
+        free_min: FreeDiskMin::Bytes(0),
+        shards: 1,
+    };
+    log.watch_space(&state.borrow(), &limits, None);
+    let mut room_max = log.snapshot_bytes_max(&state.borrow());
+    run(async {
+        let mut job = log.start_snapshot(&state).await.expect("started");
+        assert!(!job.step(&log, &state).await.expect("a step"));
+        for _ in 0..100 {
+            put_filler(&log, &state);
+            state.borrow_mut().evict(u64::MAX, log.durable_sequence());
+            room_max = room_max.max(log.snapshot_bytes_max(&state.borrow()));
+        }
+        while !job.step(&log, &state).await.expect("a step") {}
+    });
+    let written = disk.read(&disk.snapshot_path()).expect("a snapshot").len() as u64;
+    let framing = (SNAPSHOT_HEADER_BYTES
+        + SNAPSHOT_TRAILER_BYTES
+        + 8 * log.kept_segments().len()
+        + STORAGE_BLOCK_BYTES) as u64;
+    assert!(
+        written <= room_max + framing,
+        "{written} bytes written, rooms kept while it ran at most {room_max}"
+    );
+}
+
 /// A snapshot told it has no room to copy keeps the segments mostly dead it would give up
 /// (`Log::segments_to_keep`), and is not due again for their dead bytes: counted as what a
 /// snapshot frees (`kept_dead_bytes`), they made it due again at once, and again, each keeping
