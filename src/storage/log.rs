@@ -846,9 +846,8 @@ impl<D: Disk> Log<D> {
     /// The disk rule (`storage::space`) for `state` under `limits`, the file system as last
     /// measured being `space`, keeping room for what a snapshot writes (`snapshot_bytes_max`)
     /// and, of the texts it names, `DISK_COMPACTION_BYTES`: why the shard must refuse growth,
-    /// or `None`. The engine's disk
-    /// watch asks after every flush, and sets the state's refusal by the answer. Notes for the
-    /// snapshots to come what the shard's files must shrink by for a refusal to end
+    /// or `None`. The engine's disk watch asks after every flush, and sets the state's refusal
+    /// by the answer. Notes for the snapshots to come what the shard's files must shrink by for a refusal to end
     /// (`Refusal::short_bytes`; 0 without one: a snapshot that frees that much is due,
     /// `snapshot_due`) and what a snapshot may copy beyond `snapshot_bytes_max`
     /// (`space::copy_budget`: the texts it copies from segments it would give up take at most
@@ -1141,7 +1140,8 @@ impl<D: Disk> Log<D> {
                 .map(|segment| (segment.path, segment.allocated_bytes)),
         );
         // What the segments kept as mostly live hold beyond the records named there; those held
-        // for want of room are left to a snapshot the budget lets copy them, due by other rules.
+        // for want of room go with the snapshot due once the budget covers them
+        // (`wants_snapshot`).
         let mostly_live =
             |first: &u64| held.binary_search_by_key(first, |&(held, _)| held).is_err();
         let kept_bytes: u64 = kept

@@ -543,10 +543,10 @@ impl ShardState {
     }
 
     /// Bytes of stored data: messages (text plus `MESSAGE_OVERHEAD_BYTES` each, the texts on
-    /// disk only included), queue records and ACL copies. What a snapshot writes at most (its
-    /// encoding of the same data is smaller), which the disk limit keeps room for
-    /// (`storage::space`); `--max-memory` charges it but the texts on disk only
-    /// (`memory_bytes`).
+    /// disk only included), queue records and ACL copies. What a snapshot that copies every
+    /// text writes at most (its encoding of the same data is smaller; one that names texts on
+    /// disk only writes less, `Log::snapshot_bytes_max`, which the disk limits keep room for);
+    /// `--max-memory` charges it but the texts on disk only (`memory_bytes`).
     pub fn stored_bytes(&self) -> u64 {
         self.message_bytes + self.queue_bytes + self.replicas.acl_bytes()
     }
