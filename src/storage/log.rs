@@ -203,6 +203,28 @@ fn small(bytes: u64, segment_bytes: u64) -> bool {
         < segment_bytes.saturating_mul(SEGMENT_SMALL_SHARE.0)
 }
 
+impl<F> LogState<F> {
+    /// The closed segments, oldest first, each with whether it lies wholly before `replay_from`
+    /// (the next segment, or the open one, starts at or before it): a snapshot of that replay
+    /// point may keep only those. With none open, the last closed one is not.
+    fn closed_segments_before(
+        &self,
+        replay_from: u64,
+    ) -> impl Iterator<Item = (&SegmentFile, bool)> + '_ {
+        let open_first = self.segment.as_ref().map(|segment| segment.first_sequence);
+        let next_firsts = self
+            .segments
+            .iter()
+            .skip(1)
+            .map(|segment| Some(segment.first_sequence))
+            .chain([open_first]);
+        self.segments
+            .iter()
+            .zip(next_firsts)
+            .map(move |(segment, next)| (segment, next.is_some_and(|next| next <= replay_from)))
+    }
+}
+
 /// The segment being written.
 struct OpenSegment<F> {
     file: Rc<F>,
@@ -847,9 +869,9 @@ impl<D: Disk> Log<D> {
     /// measured being `space`, keeping room for what a snapshot writes (`snapshot_bytes_max`)
     /// and, of the texts it names, `DISK_COMPACTION_BYTES`: why the shard must refuse growth,
     /// or `None`. The engine's disk watch asks after every flush, and sets the state's refusal
-    /// by the answer. Notes for the snapshots to come what the shard's files must shrink by for a refusal to end
-    /// (`Refusal::short_bytes`; 0 without one: a snapshot that frees that much is due,
-    /// `snapshot_due`) and what a snapshot may copy beyond `snapshot_bytes_max`
+    /// by the answer. Notes for the snapshots to come what the shard's files must shrink by for
+    /// a refusal to end (`Refusal::short_bytes`; 0 without one: a snapshot that frees that much
+    /// is due, `snapshot_due`) and what a snapshot may copy beyond `snapshot_bytes_max`
     /// (`space::copy_budget`: the texts it copies from segments it would give up take at most
     /// that, and it keeps the others, `segments_to_keep`; unlimited until told).
     pub fn watch_space(
@@ -911,18 +933,9 @@ impl<D: Disk> Log<D> {
             return state.stored_bytes() - in_segments + in_segments.min(copied_bytes);
         }
         let replay_from = log.encoding_from.unwrap_or(u64::MAX);
-        let open_first = log.segment.as_ref().map(|segment| segment.first_sequence);
-        let next_firsts = log
-            .segments
-            .iter()
-            .skip(1)
-            .map(|segment| Some(segment.first_sequence))
-            .chain([open_first]);
         let copied_bytes: u64 = log
-            .segments
-            .iter()
-            .zip(next_firsts)
-            .filter(|(_, next)| !next.is_some_and(|next| next <= replay_from))
+            .closed_segments_before(replay_from)
+            .filter(|&(_, before)| !before)
             .map(|(segment, _)| segment.bytes)
             .sum::<u64>()
             + open_bytes;
@@ -1036,18 +1049,9 @@ impl<D: Disk> Log<D> {
         copy_budget: u64,
     ) -> (Vec<u64>, Vec<(u64, u64)>) {
         let log = self.state.borrow();
-        let open_first = log.segment.as_ref().map(|segment| segment.first_sequence);
-        let next_firsts = log
-            .segments
-            .iter()
-            .skip(1)
-            .map(|segment| Some(segment.first_sequence))
-            .chain([open_first]);
         let before = log
-            .segments
-            .iter()
-            .zip(next_firsts)
-            .filter(|(_, next)| next.is_some_and(|next| next <= replay_from))
+            .closed_segments_before(replay_from)
+            .filter(|&(_, before)| before)
             .map(|(segment, _)| segment);
         let (mut kept, mut given_up) = (Vec::new(), Vec::new());
         for segment in log.kept.iter().chain(before) {
