@@ -1155,8 +1155,8 @@ fn a_snapshot_keeps_a_segment_full_of_texts_on_disk_only_and_names_them() {
         let mut leaving_out = flags.to_vec();
         leaving_out.push("--truncateCorruptLog");
         let server = start(&data, &leaving_out);
-        let stderr = server.stderr();
-        assert!(stderr.contains("for 1 message(s)"), "{backend}: {stderr}");
+        // A thread reads the server's stderr: its lines may come after the ready line.
+        let stderr = server.await_stderr("for 1 message(s)");
         let copy = std::fs::read(kept_file(&stderr)).unwrap();
         assert_eq!(copy[at], bytes[at] ^ 0x10, "{backend}: the copy as it was");
         std::thread::sleep(Duration::from_millis(1_100));
@@ -1792,7 +1792,7 @@ fn a_torn_tail_is_cut_at_the_last_intact_record_with_a_note() {
 
     let before = std::fs::read(&segment).unwrap();
     let server = start(&data, &["--shards", "1"]);
-    let stderr = server.stderr();
+    let stderr = server.await_stderr("truncated there");
     assert!(
         stderr.contains("the last write was cut short") && stderr.contains("truncated there"),
         "{stderr}"
@@ -1892,7 +1892,18 @@ fn torn_tails_of_shards_recovered_side_by_side_are_each_cut_and_kept() {
         assert_eq!(torn.len(), 2, "{backend}");
 
         let server = start(&data, &flags);
-        let stderr = server.stderr();
+        // A thread reads the server's stderr: the ready line on stdout may come first (this
+        // test once read it too soon, under load, and found neither cut).
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        let stderr = loop {
+            let stderr = server.stderr();
+            if stderr.matches("the last write was cut short").count() >= 2
+                || std::time::Instant::now() > deadline
+            {
+                break stderr;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        };
         let cuts: Vec<&str> = stderr
             .lines()
             .filter(|line| line.contains("the last write was cut short"))
@@ -2034,7 +2045,7 @@ fn damage_before_the_tail_refuses_to_start_unless_asked_to_cut() {
     );
     // Refusing changed nothing: asked to cut, the server starts without the damaged part.
     let server = start(&data, &["--shards", "1", "--truncateCorruptLog"]);
-    let stderr = server.stderr();
+    let stderr = server.await_stderr("losing the records");
     assert!(
         stderr.contains("damaged log at offset 4096") && stderr.contains("losing the records"),
         "{stderr}"

@@ -3522,22 +3522,89 @@ fn a_running_snapshot_copies_no_more_than_the_rooms_kept_while_it_ran() {
 /// before it encodes them.
 #[test]
 fn texts_in_memory_at_a_tally_evicted_while_it_runs_stay_in_the_room() {
-    use crate::storage::space::{headroom_bytes, DiskLimits, FreeDiskMin};
     let (disk, log, state) = fresh_shard(1 << 20);
     state.borrow_mut().track_texts(RecoveredTexts::default());
     create_queue_0(&log, &state);
     for _ in 0..100 {
         put_filler(&log, &state);
     }
-    let limits = DiskLimits {
+    let limits = no_copy_budget(&log, &state);
+    log.watch_space(&state.borrow(), &limits, None);
+    snapshot_within_the_rooms_while_puts_go_on(&disk, &log, &state, 100);
+}
+
+/// helper-67's review of cd86053: texts in memory when a snapshot begins, whose slots its
+/// tally has passed, evicted before its tally ends into segments it then gives up: until the
+/// tally had chosen, the room dropped them as named (27,138,056 bytes to 9,075,712) while the
+/// snapshot copied them (22,335,488 bytes written with no budget), and the rule let puts in
+/// past the share. Now the texts evicted since a snapshot began count as copied until its tally
+/// has chosen. 300 texts of 60,000 bytes in memory and 70,536 of a byte (a tally of two steps),
+/// no budget, one tally step, every text evicted: the snapshot writes at most the least room
+/// kept while it was encoded.
+#[test]
+fn texts_evicted_while_a_snapshot_tallies_stay_in_the_room() {
+    use crate::limits::SNAPSHOT_TALLY_STEP_SLOTS;
+    let (disk, log, state) = fresh_shard(1 << 20);
+    state.borrow_mut().track_texts(RecoveredTexts::default());
+    create_queue_0(&log, &state);
+    for _ in 0..300 {
+        put_filler(&log, &state);
+    }
+    let tiny = Bytes::from_static(b"t");
+    for _ in 0..SNAPSHOT_TALLY_STEP_SLOTS as usize + 5_000 {
+        put_unflushed(&state, &tiny);
+    }
+    while run(log.flush(&state)).expect("flushed") {}
+    set_metadata_0(&log, &state);
+    let limits = no_copy_budget(&log, &state);
+    log.watch_space(&state.borrow(), &limits, None);
+    let mut room_min = log.snapshot_bytes_max(&state.borrow());
+    run(async {
+        let mut job = log.start_snapshot(&state).await.expect("started");
+        assert!(!job.step(&log, &state).await.expect("a tally step"));
+        while state.borrow_mut().evict(u64::MAX, log.durable_sequence()) > 0 {}
+        room_min = room_min.min(log.snapshot_bytes_max(&state.borrow()));
+        // Until it is in place (after, the texts it copied move to it a step at a time, and
+        // the files they were in go before another snapshot can begin).
+        while log.encoding() {
+            room_min = room_min.min(log.snapshot_bytes_max(&state.borrow()));
+            job.step(&log, &state).await.expect("a step");
+        }
+        while !job.step(&log, &state).await.expect("a step") {}
+    });
+    let written = disk.read(&disk.snapshot_path()).expect("a snapshot").len() as u64;
+    let framing = snapshot_framing_bytes(&log);
+    assert!(
+        written <= room_min + framing,
+        "{written} bytes written, rooms kept while it was encoded as low as {room_min}"
+    );
+}
+
+/// The share of `--max-disk` (no free-space reserve, one shard) at which the disk rule leaves
+/// `log`'s snapshots of `state` no copy budget.
+fn no_copy_budget(
+    log: &Log<SimDisk>,
+    state: &RefCell<ShardState>,
+) -> crate::storage::space::DiskLimits {
+    use crate::storage::space::{headroom_bytes, DiskLimits, FreeDiskMin};
+    DiskLimits {
         shard_bytes_max: Some(
             log.disk_bytes() + headroom_bytes(log.snapshot_bytes_max(&state.borrow())),
         ),
         free_min: FreeDiskMin::Bytes(0),
         shards: 1,
-    };
-    log.watch_space(&state.borrow(), &limits, None);
-    snapshot_within_the_rooms_while_puts_go_on(&disk, &log, &state, 100);
+    }
+}
+
+/// What `log`'s snapshot in place holds beyond what the disk rule counts: its header, its
+/// trailer (8 bytes a kept segment) and its padding to a block.
+fn snapshot_framing_bytes(log: &Log<SimDisk>) -> u64 {
+    use crate::limits::STORAGE_BLOCK_BYTES;
+    use crate::storage::format::{SNAPSHOT_HEADER_BYTES, SNAPSHOT_TRAILER_BYTES};
+    (SNAPSHOT_HEADER_BYTES
+        + SNAPSHOT_TRAILER_BYTES
+        + 8 * log.kept_segments().len()
+        + STORAGE_BLOCK_BYTES) as u64
 }
 
 /// A snapshot of `state` begun, its tally stepped, then `puts` of `put_filler` each followed by
@@ -3549,8 +3616,6 @@ fn snapshot_within_the_rooms_while_puts_go_on(
     state: &RefCell<ShardState>,
     puts: usize,
 ) {
-    use crate::limits::STORAGE_BLOCK_BYTES;
-    use crate::storage::format::{SNAPSHOT_HEADER_BYTES, SNAPSHOT_TRAILER_BYTES};
     let mut room_max = log.snapshot_bytes_max(&state.borrow());
     run(async {
         let mut job = log.start_snapshot(state).await.expect("started");
@@ -3564,10 +3629,7 @@ fn snapshot_within_the_rooms_while_puts_go_on(
         while !job.step(log, state).await.expect("a step") {}
     });
     let written = disk.read(&disk.snapshot_path()).expect("a snapshot").len() as u64;
-    let framing = (SNAPSHOT_HEADER_BYTES
-        + SNAPSHOT_TRAILER_BYTES
-        + 8 * log.kept_segments().len()
-        + STORAGE_BLOCK_BYTES) as u64;
+    let framing = snapshot_framing_bytes(log);
     assert!(
         written <= room_max + framing,
         "{written} bytes written, rooms kept while it ran at most {room_max}"
@@ -3582,7 +3644,7 @@ fn snapshot_within_the_rooms_while_puts_go_on(
 /// what is stored and the allowance).
 #[test]
 fn segments_held_for_room_do_not_make_a_snapshot_due_again_and_go_once_there_is_room() {
-    use crate::storage::space::{headroom_bytes, DiskLimits, FreeDiskMin};
+    use crate::storage::space::{DiskLimits, FreeDiskMin};
     const TEXTS: usize = 1_700;
     let (disk, log, state) = fresh_shard(1 << 20);
     state.borrow_mut().track_texts(RecoveredTexts::default());
@@ -3623,13 +3685,7 @@ fn segments_held_for_room_do_not_make_a_snapshot_due_again_and_go_once_there_is_
     }
     state.borrow_mut().evict(u64::MAX, log.durable_sequence());
     // No room beyond what a snapshot writes keeping every segment with texts on disk only.
-    let no_room = |log: &Log<SimDisk>, state: &RefCell<ShardState>| DiskLimits {
-        shard_bytes_max: Some(
-            log.disk_bytes() + headroom_bytes(log.snapshot_bytes_max(&state.borrow())),
-        ),
-        free_min: FreeDiskMin::Bytes(0),
-        shards: 1,
-    };
+    let no_room = no_copy_budget;
     // Refused (the rule keeps a segment's room to compact beyond the budget of none).
     let limits = no_room(&log, &state);
     assert!(log.watch_space(&state.borrow(), &limits, None).is_some());

@@ -328,6 +328,10 @@ pub(super) struct EvictedTexts {
     /// The bytes of those whose locators are in log segments (the others are in the snapshot in
     /// place): what a snapshot may name rather than copy (`Log::snapshot_bytes_max`).
     pub in_segments_bytes: u64,
+    /// The bytes of every text that went to disk only in a log segment since the shard
+    /// started, never less: a snapshot whose tally is running counts those evicted since it
+    /// began as copied (`Log::snapshot_bytes_max`).
+    pub to_segments_total: u64,
 }
 
 impl EvictedTexts {
@@ -337,6 +341,7 @@ impl EvictedTexts {
         self.bytes += u64::from(text_bytes);
         if let crate::queue::key::TextFile::Segment(_) = locator.file() {
             self.in_segments_bytes += u64::from(text_bytes);
+            self.to_segments_total += u64::from(text_bytes);
         }
     }
 

@@ -218,6 +218,12 @@ impl ShardState {
         self.texts_evicted.in_segments_bytes
     }
 
+    /// The bytes of every text that went to disk only in a log segment since the shard started
+    /// (`EvictedTexts::to_segments_total`).
+    pub fn texts_evicted_to_segments_total(&self) -> u64 {
+        self.texts_evicted.to_segments_total
+    }
+
     /// Bytes of message text held in memory.
     pub fn resident_text_bytes(&self) -> u64 {
         let overheads = (self.messages.len() * crate::limits::MESSAGE_OVERHEAD_BYTES) as u64;
@@ -476,6 +482,7 @@ impl ShardState {
                 }
             }
         }
+        counted.to_segments_total = self.texts_evicted.to_segments_total;
         assert_eq!(self.texts_evicted, counted, "texts on disk only miscounted");
     }
 
