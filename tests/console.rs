@@ -482,7 +482,8 @@ fn the_console_actions_act_as_a_client_would() {
         json(&get(&server, "/_azq/inspect"))["queues"][0]["messages"],
         0
     );
-    let log = server.stderr();
+    // Each action is logged before its answer, but a thread reads the pipe: wait for the last.
+    let log = server.await_stderr("azq: admin: clear");
     for action in ["create", "send 40 of 40", "receive 2", "delete", "clear"] {
         assert!(
             log.contains(&format!("azq: admin: {action}")),

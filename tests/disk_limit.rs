@@ -265,7 +265,7 @@ fn max_disk_refuses_growth_keeps_reads_and_comes_back_after_deletes() {
         assert!(full_disk_bytes >= 2 * 64 * MIB, "{full_disk_bytes}");
         assert!(full_disk_bytes <= 384 * MIB, "{full_disk_bytes}");
         // The server says why, once, where its operator looks.
-        let stderr = server.stderr();
+        let stderr = server.await_stderr("refusing puts");
         assert_eq!(stderr.matches("refusing puts").count(), 1, "{stderr}");
         assert!(
             stderr.contains("share of --max-disk (384.0 MiB)"),
@@ -310,11 +310,7 @@ fn max_disk_refuses_growth_keeps_reads_and_comes_back_after_deletes() {
         for text in &kept {
             assert_status(&client.put(text), 201, None);
         }
-        let stderr = server.stderr();
-        assert!(
-            stderr.contains("room on disk again; accepting puts"),
-            "{stderr}"
-        );
+        server.await_stderr("room on disk again; accepting puts");
         let after = metrics(&server);
         // The restart started the counter afresh; nothing was refused since.
         assert_eq!(metric_sample(&after, "azq_disk_refusals_total"), 0);

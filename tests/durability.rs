@@ -2539,12 +2539,8 @@ fn a_full_disk_ends_the_server_and_loses_nothing_acknowledged() {
         create_queue(&server, "full");
         let (acknowledged, answer) = fill(&server, "full", 4_000);
         assert!(answer.is_none(), "{case}: {answer:?}");
-        let stderr = server.stderr();
+        let stderr = server.await_stderr("No space left on device");
         assert_eq!(server.stop().code(), Some(2), "{case}: {stderr}");
-        assert!(
-            stderr.contains("No space left on device"),
-            "{case}: {stderr}"
-        );
         let status = faultfs.control("status");
         assert!(!status.contains("\"no_space\":0}"), "{case}: {status}");
         faultfs.end("unmount");
