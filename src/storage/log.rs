@@ -249,10 +249,9 @@ struct LogState<F> {
     /// kept only for want of room to copy them (`held`).
     kept_dead_bytes: u64,
     /// Of the kept segments, those the snapshot in place kept only for want of room to copy
-    /// what is left of them (`segments_to_keep`), with the bytes of the records of their texts
-    /// on disk only then (at least what copying them takes now): a snapshot is due once the
-    /// copy budget covers the least of them (`wants_snapshot`). Unknown after a start (none).
-    held: Vec<(u64, u64)>,
+    /// what is left of them (`segments_to_keep`), ascending: a snapshot is due once the copy
+    /// budget covers what is left of one now (`wants_snapshot`). Unknown after a start (none).
+    held: Vec<u64>,
     /// The current snapshot and its size.
     snapshot: Option<(PathBuf, u64)>,
     /// What that snapshot's records are charged (`Sizes`; its size for one recovery found).
@@ -691,7 +690,7 @@ impl<D: Disk> Log<D> {
     #[cfg(test)]
     pub fn held_segments(&self) -> Vec<u64> {
         let log = self.state.borrow();
-        log.held.iter().map(|&(first, _)| first).collect()
+        log.held.clone()
     }
 
     /// Whether a snapshot is being encoded (begun and not yet in place).
@@ -983,11 +982,13 @@ impl<D: Disk> Log<D> {
             short_bytes: self.short_bytes.get(),
         };
         // The copy budget now covers what is left of a segment the last snapshot held for
-        // want of room: the next one copies it and lets it go (it was kept whole).
+        // want of room: the next one copies it and lets it go (it was kept whole). What is left
+        // is counted now: the figure its tally found only falls as messages there die, and a
+        // held segment drained since would wait for another rule (helper-66's review).
         let held_copyable = log
             .held
             .iter()
-            .map(|&(_, live)| live)
+            .map(|&first| state.segment_text_record_bytes(first))
             .min()
             .is_some_and(|live| live <= self.copy_budget.get());
         !log.snapshotting
@@ -1057,14 +1058,13 @@ impl<D: Disk> Log<D> {
     /// the segments whose records take least first (the most dead, the most freed for what is
     /// copied): it keeps the others with texts on disk only too, as the disk limits assume
     /// (`snapshot_bytes_max`), so that a snapshot never copies more than the disk can take.
-    /// Answers the segments it keeps, ascending, and of those the ones kept for want of room,
-    /// with the bytes of their records tallied.
+    /// Answers the segments it keeps, ascending, and of those the ones kept for want of room.
     fn segments_to_keep(
         &self,
         replay_from: u64,
         tally: &HashMap<u64, u64>,
         copy_budget: u64,
-    ) -> (Vec<u64>, Vec<(u64, u64)>) {
+    ) -> (Vec<u64>, Vec<u64>) {
         let log = self.state.borrow();
         let before = log
             .closed_segments_before(replay_from)
@@ -1094,10 +1094,10 @@ impl<D: Disk> Log<D> {
             // The records' bytes: at least the texts'.
             match budget.checked_sub(live) {
                 Some(left) => budget = left,
-                None => held.push((first, live)),
+                None => held.push(first),
             }
         }
-        kept.extend(held.iter().map(|&(first, _)| first));
+        kept.extend(&held);
         kept.sort_unstable();
         held.sort_unstable();
         (kept, held)
@@ -1109,14 +1109,14 @@ impl<D: Disk> Log<D> {
     /// files it makes unnecessary (the older snapshot, the segments it covers and does not
     /// keep, the segments the last one kept and it does not) with their sizes, for
     /// `remove_step` to free. `held`: the segments it keeps only for want of room to copy
-    /// their texts, with their records' bytes (`segments_to_keep`).
+    /// their texts, ascending (`segments_to_keep`).
     async fn replace_snapshot(
         &self,
         replay_from: u64,
         bytes: u64,
         charged: u64,
         named: &std::collections::BTreeMap<u64, u64>,
-        held: &[(u64, u64)],
+        held: &[u64],
     ) -> io::Result<Vec<(PathBuf, u64)>> {
         let temporary = self.directory.join(SNAPSHOT_TEMPORARY_NAME);
         let path = self.directory.join(snapshot_name(replay_from));
@@ -1163,8 +1163,7 @@ impl<D: Disk> Log<D> {
         // What the segments kept as mostly live hold beyond the records named there; those held
         // for want of room go with the snapshot due once the budget covers them
         // (`wants_snapshot`).
-        let mostly_live =
-            |first: &u64| held.binary_search_by_key(first, |&(held, _)| held).is_err();
+        let mostly_live = |first: &u64| held.binary_search(first).is_err();
         let kept_bytes: u64 = kept
             .iter()
             .filter(|segment| mostly_live(&segment.first_sequence))
@@ -1179,7 +1178,7 @@ impl<D: Disk> Log<D> {
         log.held = held
             .iter()
             .copied()
-            .filter(|(first, _)| named.contains_key(first))
+            .filter(|first| named.contains_key(first))
             .collect();
         log.encoding_from = None;
         log.encoding_names = None;
@@ -1233,10 +1232,9 @@ pub struct SnapshotJob<D: Disk> {
     /// budget that changed since would not copy the held segments it was due for).
     copy_budget: u64,
     /// Of those segments, the ones it keeps only because copying their texts would pass the
-    /// copy budget (`Log::segments_to_keep`), with their records' bytes: their dead bytes are
-    /// not counted as a snapshot's to free (`LogState::kept_dead_bytes`), or each snapshot
-    /// would be due again at once.
-    held: Vec<(u64, u64)>,
+    /// copy budget (`Log::segments_to_keep`): their dead bytes are not counted as a snapshot's
+    /// to free (`LogState::kept_dead_bytes`), or each snapshot would be due again at once.
+    held: Vec<u64>,
     /// The texts encoded, where in the file, and which records wrote them, when the state
     /// tracks texts: their homes once the snapshot is in place (`ShardState::note_snapshot`, a
     /// step of `SNAPSHOT_REHOME_STEP_TEXTS` at a time).

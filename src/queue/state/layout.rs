@@ -319,7 +319,7 @@ pub type ReadAhead = (
 
 /// The texts of live messages on disk only (`TextSlot::OnDisk`), counted as each goes there or
 /// leaves (`ShardState::texts_evicted`, `texts_evicted_in_segments`).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub(super) struct EvictedTexts {
     /// How many.
     pub texts: u64,
@@ -332,6 +332,10 @@ pub(super) struct EvictedTexts {
     /// started, never less: a snapshot whose tally is running counts those evicted since it
     /// began as copied (`Log::snapshot_bytes_max`).
     pub to_segments_total: u64,
+    /// The bytes of the records holding those in log segments, by segment (its first
+    /// sequence), none at 0: what copying what is left of a segment takes now
+    /// (`ShardState::segment_text_record_bytes`).
+    pub record_bytes_by_segment: HashMap<u64, u64>,
 }
 
 impl EvictedTexts {
@@ -339,9 +343,11 @@ impl EvictedTexts {
     pub fn add(&mut self, locator: crate::queue::key::TextLocator, text_bytes: u32) {
         self.texts += 1;
         self.bytes += u64::from(text_bytes);
-        if let crate::queue::key::TextFile::Segment(_) = locator.file() {
+        if let crate::queue::key::TextFile::Segment(first) = locator.file() {
             self.in_segments_bytes += u64::from(text_bytes);
             self.to_segments_total += u64::from(text_bytes);
+            *self.record_bytes_by_segment.entry(first).or_default() +=
+                u64::from(locator.record_bytes());
         }
     }
 
@@ -349,8 +355,17 @@ impl EvictedTexts {
     pub fn remove(&mut self, locator: crate::queue::key::TextLocator, text_bytes: u32) {
         self.texts -= 1;
         self.bytes -= u64::from(text_bytes);
-        if let crate::queue::key::TextFile::Segment(_) = locator.file() {
+        if let crate::queue::key::TextFile::Segment(first) = locator.file() {
             self.in_segments_bytes -= u64::from(text_bytes);
+            let std::collections::hash_map::Entry::Occupied(mut entry) =
+                self.record_bytes_by_segment.entry(first)
+            else {
+                unreachable!("a text on disk only in segment {first} was counted there");
+            };
+            *entry.get_mut() -= u64::from(locator.record_bytes());
+            if *entry.get() == 0 {
+                entry.remove();
+            }
         }
     }
 }

@@ -212,6 +212,17 @@ impl ShardState {
         (self.texts_evicted.texts, self.texts_evicted.bytes)
     }
 
+    /// The bytes of the records in the log segment that starts at `first` holding texts on disk
+    /// only: what a snapshot that gives it up copies of it, at most (it leaves out the messages of
+    /// queues deleted or cleared whose slots are not yet freed, `tally_texts_on_disk`).
+    pub fn segment_text_record_bytes(&self, first: u64) -> u64 {
+        self.texts_evicted
+            .record_bytes_by_segment
+            .get(&first)
+            .copied()
+            .unwrap_or(0)
+    }
+
     /// The bytes of the texts on disk only in log segments, not in the snapshot in place: those
     /// a snapshot may name in its entries rather than copy (`Log::snapshot_bytes_max`).
     pub fn texts_evicted_in_segments(&self) -> u64 {
