@@ -1138,19 +1138,14 @@ impl<D: Disk> Log<D> {
                 removable.push(old);
             }
         }
-        // A closed segment can go when the next one starts at or before the replay point.
-        let current_first = log.segment.as_ref().map(|segment| segment.first_sequence);
-        while log.segments.first().is_some_and(|first| {
-            let next_first = log
-                .segments
-                .get(1)
-                .map(|next| next.first_sequence)
-                .or(current_first);
-            next_first.is_some_and(|next| next <= replay_from) && first.first_sequence < replay_from
-        }) {
-            let segment = log.segments.remove(0);
-            log.kept.push(segment);
-        }
+        // A closed segment can go when the next one starts at or before the replay point (those
+        // are the first ones).
+        let before = log
+            .closed_segments_before(replay_from)
+            .take_while(|&(_, before)| before)
+            .count();
+        let log = &mut *log;
+        log.kept.extend(log.segments.drain(..before));
         // Of the segments before the replay point, those its entries name stay.
         let (kept, given_up): (Vec<_>, Vec<_>) = std::mem::take(&mut log.kept)
             .into_iter()
