@@ -1325,6 +1325,18 @@ fn fresh_shard(segment_bytes: u64) -> (SimDisk, Log<SimDisk>, RefCell<ShardState
     (disk, log, RefCell::new(start.state))
 }
 
+/// A shard of segments of 1 MiB tracking its texts, with queue 0 and `fillers` messages of
+/// `put_filler` in it, their texts in memory.
+fn tracked_shard(fillers: usize) -> (SimDisk, Log<SimDisk>, RefCell<ShardState>) {
+    let (disk, log, state) = fresh_shard(1 << 20);
+    state.borrow_mut().track_texts(RecoveredTexts::default());
+    create_queue_0(&log, &state);
+    for _ in 0..fillers {
+        put_filler(&log, &state);
+    }
+    (disk, log, state)
+}
+
 /// `command` applied to `state` and its records flushed (and synced): its reply.
 fn apply_flushed(
     log: &Log<SimDisk>,
@@ -1750,9 +1762,7 @@ fn a_shard_with_kept_segments(texts: usize) -> (SimDisk, Log<SimDisk>, RefCell<S
 /// As `a_shard_with_kept_segments`, the texts evicted before the snapshot or (`evict` false)
 /// left in memory: then the snapshot copies them, and keeps no segment.
 fn a_shard_with_texts(texts: usize, evict: bool) -> (SimDisk, Log<SimDisk>, RefCell<ShardState>) {
-    let (disk, log, state) = fresh_shard(1 << 20);
-    state.borrow_mut().track_texts(RecoveredTexts::default());
-    create_queue_0(&log, &state);
+    let (disk, log, state) = tracked_shard(0);
     for number in 0..texts {
         put_kept_text(&log, &state, number);
     }
@@ -1871,9 +1881,7 @@ impl Files for WatchedFiles {
 /// the later 300, which fill the segments it keeps, with their states (received), in slot
 /// order: its entries jump between those segments. Answers the numbers of the texts left.
 fn a_shard_with_scattered_texts() -> (SimDisk, BTreeSet<usize>) {
-    let (disk, log, state) = fresh_shard(1 << 20);
-    state.borrow_mut().track_texts(RecoveredTexts::default());
-    create_queue_0(&log, &state);
+    let (disk, log, state) = tracked_shard(0);
     let receive_all = || {
         let mut received = Vec::new();
         loop {
@@ -3502,12 +3510,7 @@ fn texts_read_back_during_a_snapshot_from_segments_it_keeps_are_named_not_copied
 /// begun, 200 more put (segments of 1 MiB rotate) and evicted before it encodes them.
 #[test]
 fn a_running_snapshot_copies_no_more_than_the_rooms_kept_while_it_ran() {
-    let (disk, log, state) = fresh_shard(1 << 20);
-    state.borrow_mut().track_texts(RecoveredTexts::default());
-    create_queue_0(&log, &state);
-    for _ in 0..40 {
-        put_filler(&log, &state);
-    }
+    let (disk, log, state) = tracked_shard(40);
     state.borrow_mut().evict(u64::MAX, log.durable_sequence());
     snapshot_within_the_rooms_while_puts_go_on(&disk, &log, &state, 200);
 }
@@ -3522,12 +3525,7 @@ fn a_running_snapshot_copies_no_more_than_the_rooms_kept_while_it_ran() {
 /// before it encodes them.
 #[test]
 fn texts_in_memory_at_a_tally_evicted_while_it_runs_stay_in_the_room() {
-    let (disk, log, state) = fresh_shard(1 << 20);
-    state.borrow_mut().track_texts(RecoveredTexts::default());
-    create_queue_0(&log, &state);
-    for _ in 0..100 {
-        put_filler(&log, &state);
-    }
+    let (disk, log, state) = tracked_shard(100);
     let limits = no_copy_budget(&log, &state);
     log.watch_space(&state.borrow(), &limits, None);
     snapshot_within_the_rooms_while_puts_go_on(&disk, &log, &state, 100);
@@ -3544,12 +3542,7 @@ fn texts_in_memory_at_a_tally_evicted_while_it_runs_stay_in_the_room() {
 #[test]
 fn texts_evicted_while_a_snapshot_tallies_stay_in_the_room() {
     use crate::limits::SNAPSHOT_TALLY_STEP_SLOTS;
-    let (disk, log, state) = fresh_shard(1 << 20);
-    state.borrow_mut().track_texts(RecoveredTexts::default());
-    create_queue_0(&log, &state);
-    for _ in 0..300 {
-        put_filler(&log, &state);
-    }
+    let (disk, log, state) = tracked_shard(300);
     let tiny = Bytes::from_static(b"t");
     for _ in 0..SNAPSHOT_TALLY_STEP_SLOTS as usize + 5_000 {
         put_unflushed(&state, &tiny);
@@ -3647,9 +3640,7 @@ fn held_tenth_live() -> (
     RefCell<ShardState>,
     BTreeMap<usize, (MessageId, PopReceipt)>,
 ) {
-    let (disk, log, state) = fresh_shard(1 << 20);
-    state.borrow_mut().track_texts(RecoveredTexts::default());
-    create_queue_0(&log, &state);
+    let (disk, log, state) = tracked_shard(0);
     for number in 0..HELD_TEXTS {
         put_kept_text(&log, &state, number);
     }
