@@ -1034,6 +1034,7 @@ impl<D: Disk> Log<D> {
                 Phase::Queues(None)
             },
             tally: HashMap::new(),
+            on_disk_at_start: state.borrow().text_record_bytes_by_segment().clone(),
             naming: Naming::default(),
             copy_budget: self.copy_budget.get(),
             held: Vec::new(),
@@ -1058,11 +1059,17 @@ impl<D: Disk> Log<D> {
     /// the segments whose records take least first (the most dead, the most freed for what is
     /// copied): it keeps the others with texts on disk only too, as the disk limits assume
     /// (`snapshot_bytes_max`), so that a snapshot never copies more than the disk can take.
+    /// A segment is charged only the records of texts on disk only there both when it began
+    /// (`on_disk_at_start`) and now, at most: a text evicted since was in memory then, which
+    /// the room counts as copied (`snapshot_bytes_max`), not the budget (helper-68's review:
+    /// texts of a held segment read back made a snapshot due, went back to disk before its
+    /// tally, and it held the segment again, each read-back a snapshot that freed nothing).
     /// Answers the segments it keeps, ascending, and of those the ones kept for want of room.
     fn segments_to_keep(
         &self,
         replay_from: u64,
         tally: &HashMap<u64, u64>,
+        on_disk_at_start: &HashMap<u64, u64>,
         copy_budget: u64,
     ) -> (Vec<u64>, Vec<u64>) {
         let log = self.state.borrow();
@@ -1084,7 +1091,8 @@ impl<D: Disk> Log<D> {
             if mostly_live {
                 kept.push(segment.first_sequence);
             } else {
-                given_up.push((live, segment.first_sequence));
+                let at_start = on_disk_at_start.get(&segment.first_sequence).copied();
+                given_up.push((live.min(at_start.unwrap_or(0)), segment.first_sequence));
             }
         }
         given_up.sort_unstable();
@@ -1220,6 +1228,10 @@ pub struct SnapshotJob<D: Disk> {
     phase: Phase,
     /// The bytes of the records of texts on disk only, by segment (`Phase::Tally`).
     tally: HashMap<u64, u64>,
+    /// The same when it began, counted as texts went to disk or left
+    /// (`ShardState::text_record_bytes_by_segment`): what copying a segment takes from the copy
+    /// budget, at most (`Log::segments_to_keep`).
+    on_disk_at_start: HashMap<u64, u64>,
     /// The segments whose records it names instead of copying their texts, once tallied, and
     /// what it named there.
     naming: Naming,
@@ -1306,8 +1318,12 @@ impl<D: Disk> SnapshotJob<D> {
                 .tally_texts_on_disk(from..end, &mut self.tally);
             self.phase = if end >= state.borrow().slab_slots() {
                 let tally = std::mem::take(&mut self.tally);
-                (self.naming.segments, self.held) =
-                    log.segments_to_keep(self.replay_from, &tally, self.copy_budget);
+                (self.naming.segments, self.held) = log.segments_to_keep(
+                    self.replay_from,
+                    &tally,
+                    &self.on_disk_at_start,
+                    self.copy_budget,
+                );
                 log.state.borrow_mut().encoding_names = Some(self.naming.segments.clone());
                 Phase::Queues(None)
             } else {

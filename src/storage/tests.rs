@@ -3798,6 +3798,76 @@ fn held_segments_drained_since_go_without_waiting_for_room() {
     assert_eq!(numbers, left);
 }
 
+/// helper-68's review of c6254d7: the texts of a held segment read back into memory (a Get or
+/// Peek that waited for them; their homes still there) leave it with none on disk only, so a
+/// snapshot is due with no room to copy; evicted back before its tally reached them, they were
+/// charged to the budget and it held the segment again, freeing nothing, and the next read-back
+/// made the next one due. Now a segment is charged only what was on disk there when the
+/// snapshot began (texts evicted since are in the room): it copies them and lets the segment
+/// go.
+#[test]
+fn texts_of_a_held_segment_read_back_and_evicted_again_let_it_go() {
+    let (disk, log, state, kept) = held_tenth_live();
+    let last_held = *log.held_segments().last().expect("held");
+    let limits = no_copy_budget(&log, &state);
+    log.watch_space(&state.borrow(), &limits, None);
+    assert!(!log.wants_snapshot(&state), "not due before the read-back");
+    let texts: Vec<_> = state
+        .borrow()
+        .texts_on_disk(0..u32::MAX)
+        .into_iter()
+        .filter(|&(_, _, locator, _)| locator.file() == TextFile::Segment(last_held))
+        .collect();
+    assert!(!texts.is_empty());
+    // As the engine serves a Get or Peek that waits for them (`Engine::serve_wait`): delivered
+    // with no home, then their homes noted once answered, so they may leave memory again.
+    let changes = state.borrow().snapshot_changes();
+    let mut delivered = Vec::new();
+    for (named, text) in run(log.read_texts(texts)).expect("read back") {
+        assert!(state.borrow_mut().deliver_text(named, text, false));
+        delivered.push(named);
+    }
+    state.borrow_mut().note_read_homes(&delivered, changes);
+    assert_eq!(state.borrow().segment_text_record_bytes(last_held), 0);
+    let limits = no_copy_budget(&log, &state);
+    log.watch_space(&state.borrow(), &limits, None);
+    assert!(log.wants_snapshot(&state), "due for a segment read back");
+    let files_before = files_bytes(&disk);
+    let mut room_max = log.snapshot_bytes_max(&state.borrow());
+    run(async {
+        let mut job = log.start_snapshot(&state).await.expect("started");
+        room_max = room_max.max(log.snapshot_bytes_max(&state.borrow()));
+        // Memory pressure: the texts read back go to disk again, to their homes.
+        state.borrow_mut().evict(u64::MAX, log.durable_sequence());
+        room_max = room_max.max(log.snapshot_bytes_max(&state.borrow()));
+        while !job.step(&log, &state).await.expect("a step") {
+            room_max = room_max.max(log.snapshot_bytes_max(&state.borrow()));
+        }
+    });
+    // What it copied was in the room the disk rule kept (there was no budget).
+    let written = disk.read(&disk.snapshot_path()).expect("a snapshot").len() as u64;
+    let framing = snapshot_framing_bytes(&log);
+    assert!(
+        written <= room_max + framing,
+        "{written} bytes written, rooms kept while it ran at most {room_max}"
+    );
+    assert!(!log.held_segments().contains(&last_held));
+    assert!(!log.kept_segments().contains(&last_held));
+    assert!(
+        files_bytes(&disk) < files_before,
+        "{} bytes of files, {files_before} before",
+        files_bytes(&disk)
+    );
+    let kept: BTreeSet<usize> = kept.into_keys().collect();
+    // The texts it copied are homed in it now.
+    state.borrow_mut().evict(u64::MAX, log.durable_sequence());
+    let (numbers, _) = read_kept_texts(&log, &state);
+    assert_eq!(numbers, kept);
+    let (restarted_log, restarted) = restart_located(&disk);
+    let (numbers, _) = read_kept_texts(&restarted_log, &restarted);
+    assert_eq!(numbers, kept);
+}
+
 /// Found by a long run of the simulator (`scripts/crash-sim.sh`, seed 61207): queue q-3 was
 /// created in record index 1, deleted, and audit-log cleared into index 1; a fuzzy snapshot
 /// showed audit-log at 1, and replaying q-3's creation there put it in audit-log's place, its

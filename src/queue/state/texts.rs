@@ -223,6 +223,11 @@ impl ShardState {
             .unwrap_or(0)
     }
 
+    /// `segment_text_record_bytes` of every segment that has any, by its first sequence.
+    pub fn text_record_bytes_by_segment(&self) -> &HashMap<u64, u64> {
+        &self.texts_evicted.record_bytes_by_segment
+    }
+
     /// The bytes of the texts on disk only in log segments, not in the snapshot in place: those
     /// a snapshot may name in its entries rather than copy (`Log::snapshot_bytes_max`).
     pub fn texts_evicted_in_segments(&self) -> u64 {
