@@ -1059,9 +1059,10 @@ impl<D: Disk> Log<D> {
     /// the segments whose records take least first (the most dead, the most freed for what is
     /// copied): it keeps the others with texts on disk only too, as the disk limits assume
     /// (`snapshot_bytes_max`), so that a snapshot never copies more than the disk can take.
-    /// A segment is charged only the records of texts on disk only there both when it began
-    /// (`on_disk_at_start`) and now, at most: a text evicted since was in memory then, which
-    /// the room counts as copied (`snapshot_bytes_max`), not the budget (helper-68's review:
+    /// A segment is charged the lesser of the records of texts on disk only there when it
+    /// began (`on_disk_at_start`) and now: never less than those of the texts on disk only
+    /// there at both moments, which the budget is for; a text evicted since was in memory
+    /// then, which the room counts as copied (`snapshot_bytes_max`) (helper-68's review:
     /// texts of a held segment read back made a snapshot due, went back to disk before its
     /// tally, and it held the segment again, each read-back a snapshot that freed nothing).
     /// Answers the segments it keeps, ascending, and of those the ones kept for want of room.

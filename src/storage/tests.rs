@@ -3868,6 +3868,131 @@ fn texts_of_a_held_segment_read_back_and_evicted_again_let_it_go() {
     assert_eq!(numbers, kept);
 }
 
+/// helper-69's review of fcb8cad, kept: held segments' texts read back (as a waiting Get does)
+/// and evicted again at random points (before a snapshot begins, between its start and its
+/// tally, between its steps), random budgets, every other seed from a restart (none held until
+/// a snapshot holds them again). Each snapshot writes at most the largest room the rule kept
+/// before its tally chose and its budget; one due with nothing held freed something; the texts
+/// read back are those a restart reads back.
+#[test]
+fn read_backs_and_evictions_at_random_points_stay_within_the_room_and_budget() {
+    use crate::storage::space::{headroom_bytes, DiskLimits, FreeDiskMin};
+    for seed in 0..8 {
+        let mut random = SplitMix64::new(seed);
+        let (disk, mut log, mut state, _) = held_tenth_live();
+        if seed % 2 == 1 {
+            drop(log);
+            (log, state) = restart_located(&disk);
+            let limits = no_copy_budget(&log, &state);
+            log.watch_space(&state.borrow(), &limits, None);
+            snapshot_whole(&log, &state);
+        }
+        for round in 0..4 {
+            let held = log.held_segments();
+            // Reads back about `share` in 100 of the texts on disk only, those of held segments
+            // and a quarter of the others.
+            let read_back = |random: &mut SplitMix64, share: u64| {
+                let held = log.held_segments();
+                let texts: Vec<_> = state
+                    .borrow()
+                    .texts_on_disk(0..u32::MAX)
+                    .into_iter()
+                    .filter(|&(_, _, locator, _)| {
+                        let pick = random.next_u64();
+                        let candidate = match locator.file() {
+                            TextFile::Segment(first) => held.contains(&first) || pick % 4 == 0,
+                            TextFile::Snapshot(_) => true,
+                        };
+                        candidate && (pick >> 8) % 100 < share
+                    })
+                    .collect();
+                let changes = state.borrow().snapshot_changes();
+                let mut delivered = Vec::new();
+                for (named, text) in run(log.read_texts(texts)).expect("read back") {
+                    if state.borrow_mut().deliver_text(named, text, false) {
+                        delivered.push(named);
+                    }
+                }
+                state.borrow_mut().note_read_homes(&delivered, changes);
+            };
+            let evict = |random: &mut SplitMix64| {
+                let bytes = match random.next_u64() % 3 {
+                    0 => u64::MAX,
+                    _ => random.next_u64() % (2 << 20),
+                };
+                state.borrow_mut().evict(bytes, log.durable_sequence());
+            };
+            let share = random.next_u64() % 101;
+            read_back(&mut random, share);
+            if random.next_u64() % 2 == 0 {
+                evict(&mut random);
+            }
+            let budget = match random.next_u64() % 4 {
+                0 => 0,
+                1 => random.next_u64() % 200_000,
+                2 => random.next_u64() % 2_000_000,
+                _ => random.next_u64() % 20_000_000,
+            };
+            let limits = DiskLimits {
+                shard_bytes_max: Some(
+                    log.disk_bytes()
+                        + headroom_bytes(log.snapshot_bytes_max(&state.borrow()))
+                        + budget,
+                ),
+                free_min: FreeDiskMin::Bytes(0),
+                shards: 1,
+            };
+            log.watch_space(&state.borrow(), &limits, None);
+            let due = log.wants_snapshot(&state);
+            let files_before = files_bytes(&disk);
+            let mut room_max = log.snapshot_bytes_max(&state.borrow());
+            run(async {
+                let mut job = log.start_snapshot(&state).await.expect("started");
+                for _ in 0..random.next_u64() % 4 {
+                    if random.next_u64() % 2 == 0 {
+                        let share = random.next_u64() % 101;
+                        read_back(&mut random, share);
+                    } else {
+                        evict(&mut random);
+                    }
+                    room_max = room_max.max(log.snapshot_bytes_max(&state.borrow()));
+                }
+                // The tally (one step: the slab is small).
+                assert!(!job.step(&log, &state).await.expect("a step"));
+                while !job.step(&log, &state).await.expect("a step") {
+                    match random.next_u64() % 4 {
+                        0 => {
+                            let share = random.next_u64() % 30;
+                            read_back(&mut random, share);
+                        }
+                        1 => evict(&mut random),
+                        _ => {}
+                    }
+                }
+            });
+            let written = disk.read(&disk.snapshot_path()).expect("a snapshot").len() as u64;
+            let framing = snapshot_framing_bytes(&log);
+            assert!(
+                written <= room_max + budget + framing,
+                "seed {seed} round {round}: {written} bytes written, the room before the tally \
+                 chose at most {room_max}, budget {budget}"
+            );
+            if due && held == log.held_segments() {
+                assert!(
+                    files_bytes(&disk) < files_before,
+                    "seed {seed} round {round}: a snapshot due freed nothing"
+                );
+            }
+            state.borrow().check_evicted_texts();
+        }
+        state.borrow_mut().evict(u64::MAX, log.durable_sequence());
+        let (numbers, _) = read_kept_texts(&log, &state);
+        let (restarted_log, restarted) = restart_located(&disk);
+        let (restarted_numbers, _) = read_kept_texts(&restarted_log, &restarted);
+        assert_eq!(numbers, restarted_numbers, "seed {seed}");
+    }
+}
+
 /// Found by a long run of the simulator (`scripts/crash-sim.sh`, seed 61207): queue q-3 was
 /// created in record index 1, deleted, and audit-log cleared into index 1; a fuzzy snapshot
 /// showed audit-log at 1, and replaying q-3's creation there put it in audit-log's place, its
