@@ -1059,12 +1059,16 @@ impl<D: Disk> Log<D> {
     /// the segments whose records take least first (the most dead, the most freed for what is
     /// copied): it keeps the others with texts on disk only too, as the disk limits assume
     /// (`snapshot_bytes_max`), so that a snapshot never copies more than the disk can take.
-    /// A segment is charged the lesser of the records of texts on disk only there when it
-    /// began (`on_disk_at_start`) and now: never less than those of the texts on disk only
-    /// there at both moments, which the budget is for; a text evicted since was in memory
-    /// then, which the room counts as copied (`snapshot_bytes_max`) (helper-68's review:
-    /// texts of a held segment read back made a snapshot due, went back to disk before its
-    /// tally, and it held the segment again, each read-back a snapshot that freed nothing).
+    /// A segment is charged the records of the texts on disk only there when it began
+    /// (`on_disk_at_start`): those the budget is for, whether still on disk or read back since
+    /// (reads are never refused: charged what the tally found, texts read back before it were
+    /// copied past the room the rule kept and the budget, helper-69's review). A text in memory
+    /// then is in the room, copied whole (`snapshot_bytes_max`), evicted since or not
+    /// (helper-68's review: charged the tally's figure, texts of a held segment read back made
+    /// a snapshot due, went back to disk before its tally, and it held the segment again, each
+    /// read-back a snapshot that freed nothing). A segment with none on disk only at the tally
+    /// but some when it began is charged so too (its texts may be in memory, homed there, and
+    /// named if it is kept); one it keeps with none named goes when the snapshot is in place.
     /// Answers the segments it keeps, ascending, and of those the ones kept for want of room.
     fn segments_to_keep(
         &self,
@@ -1081,10 +1085,15 @@ impl<D: Disk> Log<D> {
         let (mut kept, mut given_up) = (Vec::new(), Vec::new());
         for segment in log.kept.iter().chain(before) {
             let live = tally.get(&segment.first_sequence).copied().unwrap_or(0);
-            if live == 0 {
+            let at_start = on_disk_at_start
+                .get(&segment.first_sequence)
+                .copied()
+                .unwrap_or(0);
+            if live == 0 && at_start == 0 {
                 continue;
             }
-            let mostly_live = !small(segment.bytes, self.segment_bytes)
+            let mostly_live = live > 0
+                && !small(segment.bytes, self.segment_bytes)
                 && live.saturating_mul(SEGMENT_KEPT_LIVE_SHARE_MIN.1)
                     >= segment
                         .allocated_bytes
@@ -1092,8 +1101,7 @@ impl<D: Disk> Log<D> {
             if mostly_live {
                 kept.push(segment.first_sequence);
             } else {
-                let at_start = on_disk_at_start.get(&segment.first_sequence).copied();
-                given_up.push((live.min(at_start.unwrap_or(0)), segment.first_sequence));
+                given_up.push((at_start, segment.first_sequence));
             }
         }
         given_up.sort_unstable();
@@ -1231,7 +1239,7 @@ pub struct SnapshotJob<D: Disk> {
     tally: HashMap<u64, u64>,
     /// The same when it began, counted as texts went to disk or left
     /// (`ShardState::text_record_bytes_by_segment`): what copying a segment takes from the copy
-    /// budget, at most (`Log::segments_to_keep`).
+    /// budget (`Log::segments_to_keep`).
     on_disk_at_start: HashMap<u64, u64>,
     /// The segments whose records it names instead of copying their texts, once tallied, and
     /// what it named there.
