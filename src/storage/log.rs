@@ -1067,8 +1067,12 @@ impl<D: Disk> Log<D> {
     /// (helper-68's review: charged the tally's figure, texts of a held segment read back made
     /// a snapshot due, went back to disk before its tally, and it held the segment again, each
     /// read-back a snapshot that freed nothing). A segment with none on disk only at the tally
-    /// but some when it began is charged so too (its texts may be in memory, homed there, and
-    /// named if it is kept); one it keeps with none named goes when the snapshot is in place.
+    /// but some when it began is charged so too (texts read back and homed there are named if
+    /// it is kept); one it keeps with none named goes when the snapshot is in place. Texts read
+    /// back with no home while it runs (read ahead and held, or a Get's read whose wait was
+    /// named before it began) are copied whole, beyond the room kept when it began, and in the
+    /// room only once read (helper-70's review; reads are bounded by `--text-memory` and
+    /// `TEXT_READ_AHEAD_HELD_BYTES`, not by the rule).
     /// Answers the segments it keeps, ascending, and of those the ones kept for want of room.
     fn segments_to_keep(
         &self,
