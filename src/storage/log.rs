@@ -1071,8 +1071,9 @@ impl<D: Disk> Log<D> {
     /// it is kept); one it keeps with none named goes when the snapshot is in place. Texts read
     /// back with no home while it runs (read ahead and held, or a Get's read whose wait was
     /// named before it began) are copied whole, beyond the room kept when it began, and in the
-    /// room only once read (helper-70's review; reads are bounded by `--text-memory` and
-    /// `TEXT_READ_AHEAD_HELD_BYTES`, not by the rule).
+    /// room only once read (helper-70's review: read ahead is bounded by
+    /// `TEXT_READ_AHEAD_HELD_BYTES`, a Get's own reads by the waits in flight, neither by the
+    /// rule).
     /// Answers the segments it keeps, ascending, and of those the ones kept for want of room.
     fn segments_to_keep(
         &self,
