@@ -3689,6 +3689,39 @@ fn held_tenth_live() -> (
     (disk, log, state, kept)
 }
 
+/// Reads `texts` back as the engine serves a Get or Peek that waits for them
+/// (`Engine::serve_wait`): delivered with no home, then their homes noted once answered, so
+/// they may leave memory again. Answers how many were delivered.
+fn read_back_as_a_get(
+    log: &Log<SimDisk>,
+    state: &RefCell<ShardState>,
+    texts: Vec<TextOnDisk>,
+) -> usize {
+    let changes = state.borrow().snapshot_changes();
+    let mut delivered = Vec::new();
+    for (named, text) in run(log.read_texts(texts)).expect("read back") {
+        if state.borrow_mut().deliver_text(named, text, false) {
+            delivered.push(named);
+        }
+    }
+    state.borrow_mut().note_read_homes(&delivered, changes);
+    delivered.len()
+}
+
+/// The texts on disk only of `kept_text` read back are `expected`, and again after a restart.
+fn assert_kept_texts_read_back(
+    disk: &SimDisk,
+    log: &Log<SimDisk>,
+    state: &RefCell<ShardState>,
+    expected: &BTreeSet<usize>,
+) {
+    let (numbers, _) = read_kept_texts(log, state);
+    assert_eq!(&numbers, expected);
+    let (restarted_log, restarted) = restart_located(disk);
+    let (numbers, _) = read_kept_texts(&restarted_log, &restarted);
+    assert_eq!(&numbers, expected, "after a restart");
+}
+
 /// The texts `held_tenth_live` puts.
 const HELD_TEXTS: usize = 1_700;
 
@@ -3740,11 +3773,7 @@ fn segments_held_for_room_do_not_make_a_snapshot_due_again_and_go_once_there_is_
         "{} bytes of files, {files_held} before",
         files_bytes(&disk)
     );
-    let (numbers, _) = read_kept_texts(&log, &state);
-    assert_eq!(numbers, kept);
-    let (restarted_log, restarted) = restart_located(&disk);
-    let (numbers, _) = read_kept_texts(&restarted_log, &restarted);
-    assert_eq!(numbers, kept);
+    assert_kept_texts_read_back(&disk, &log, &state, &kept);
 }
 
 /// A held segment is copied once the budget covers what is left of it now, not what the
@@ -3791,11 +3820,7 @@ fn held_segments_drained_since_go_without_waiting_for_room() {
         "{} bytes of files, {files_held} before",
         files_bytes(&disk)
     );
-    let (numbers, _) = read_kept_texts(&log, &state);
-    assert_eq!(numbers, left);
-    let (restarted_log, restarted) = restart_located(&disk);
-    let (numbers, _) = read_kept_texts(&restarted_log, &restarted);
-    assert_eq!(numbers, left);
+    assert_kept_texts_read_back(&disk, &log, &state, &left);
 }
 
 /// helper-68's review of c6254d7: the texts of a held segment read back into memory (a Get or
@@ -3819,15 +3844,8 @@ fn texts_of_a_held_segment_read_back_and_evicted_again_let_it_go() {
         .filter(|&(_, _, locator, _)| locator.file() == TextFile::Segment(last_held))
         .collect();
     assert!(!texts.is_empty());
-    // As the engine serves a Get or Peek that waits for them (`Engine::serve_wait`): delivered
-    // with no home, then their homes noted once answered, so they may leave memory again.
-    let changes = state.borrow().snapshot_changes();
-    let mut delivered = Vec::new();
-    for (named, text) in run(log.read_texts(texts)).expect("read back") {
-        assert!(state.borrow_mut().deliver_text(named, text, false));
-        delivered.push(named);
-    }
-    state.borrow_mut().note_read_homes(&delivered, changes);
+    let count = texts.len();
+    assert_eq!(read_back_as_a_get(&log, &state, texts), count);
     assert_eq!(state.borrow().segment_text_record_bytes(last_held), 0);
     let limits = no_copy_budget(&log, &state);
     log.watch_space(&state.borrow(), &limits, None);
@@ -3861,11 +3879,7 @@ fn texts_of_a_held_segment_read_back_and_evicted_again_let_it_go() {
     let kept: BTreeSet<usize> = kept.into_keys().collect();
     // The texts it copied are homed in it now.
     state.borrow_mut().evict(u64::MAX, log.durable_sequence());
-    let (numbers, _) = read_kept_texts(&log, &state);
-    assert_eq!(numbers, kept);
-    let (restarted_log, restarted) = restart_located(&disk);
-    let (numbers, _) = read_kept_texts(&restarted_log, &restarted);
-    assert_eq!(numbers, kept);
+    assert_kept_texts_read_back(&disk, &log, &state, &kept);
 }
 
 /// helper-69's review of fcb8cad, kept: held segments' texts read back (as a waiting Get does)
@@ -3908,14 +3922,7 @@ fn read_backs_and_evictions_at_random_points_stay_within_the_room_and_budget() {
                         candidate && (pick >> 8) % 100 < share
                     })
                     .collect();
-                let changes = state.borrow().snapshot_changes();
-                let mut delivered = Vec::new();
-                for (named, text) in run(log.read_texts(texts)).expect("read back") {
-                    if state.borrow_mut().deliver_text(named, text, false) {
-                        delivered.push(named);
-                    }
-                }
-                state.borrow_mut().note_read_homes(&delivered, changes);
+                read_back_as_a_get(&log, &state, texts);
             };
             let evict = |random: &mut SplitMix64| {
                 let bytes = match random.next_u64() % 3 {
