@@ -1068,12 +1068,12 @@ impl<D: Disk> Log<D> {
     /// a snapshot due, went back to disk before its tally, and it held the segment again, each
     /// read-back a snapshot that freed nothing). A segment with none on disk only at the tally
     /// but some when it began is charged so too (texts read back and homed there are named if
-    /// it is kept); one it keeps with none named goes when the snapshot is in place. Texts read
-    /// back with no home while it runs (read ahead and held, or a Get's read whose wait was
-    /// named before it began) are copied whole, beyond the room kept when it began, and in the
-    /// room only once read (helper-70's review: read ahead is bounded by
-    /// `TEXT_READ_AHEAD_HELD_BYTES`, a Get's own reads by the waits in flight, neither by the
-    /// rule).
+    /// it is kept); one it keeps with none named goes when the snapshot is in place. So are
+    /// texts read back while it runs with no home where eviction looks: a text read ahead and
+    /// held, where its read found it (`HeldText::read_at`), and a Get's read whose wait was
+    /// named before it began, whose home in a segment is noted all the same
+    /// (`ShardState::note_read_homes`). Copied whole, they passed the room kept when it began
+    /// (helper-70's review of e33820d).
     /// Answers the segments it keeps, ascending, and of those the ones kept for want of room.
     fn segments_to_keep(
         &self,

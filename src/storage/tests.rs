@@ -3882,6 +3882,127 @@ fn texts_of_a_held_segment_read_back_and_evicted_again_let_it_go() {
     assert_kept_texts_read_back(&disk, &log, &state, &kept);
 }
 
+/// The texts on disk only in the segments the snapshot in place keeps, read back.
+fn read_texts_of_kept_segments(
+    log: &Log<SimDisk>,
+    state: &RefCell<ShardState>,
+) -> Vec<(TextOnDisk, Bytes)> {
+    let kept = log.kept_segments();
+    let texts: Vec<_> = state
+        .borrow()
+        .texts_on_disk(0..u32::MAX)
+        .into_iter()
+        .filter(|&(_, _, locator, _)| match locator.file() {
+            TextFile::Segment(first) => kept.contains(&first),
+            TextFile::Snapshot(_) => false,
+        })
+        .collect();
+    assert!(texts.len() > 100, "{} texts in kept segments", texts.len());
+    run(log.read_texts(texts)).expect("read back")
+}
+
+/// helper-70's review of e33820d: texts read back with no home while a snapshot runs were
+/// copied whole where it keeps their records' segments, past the room the disk rule kept when
+/// it began: a Get's read whose wait was named before the snapshot began (delivered before its
+/// tally or after), which noted no home, and texts read ahead and held (before it began or
+/// after), which have none until let go. Each is named at its record now: the snapshot writes
+/// what one with nothing read back writes, within the room, and every text reads back, after
+/// the hold and a restart too. Texts read ahead before it began are in memory when it begins
+/// and in its room: it copies them (its tally finds none of its segments' texts on disk only,
+/// and keeps none of them), within that room.
+#[test]
+fn texts_read_back_with_no_home_while_a_snapshot_runs_are_named_in_the_segments_it_keeps() {
+    /// How the texts are read back, and when.
+    #[derive(Clone, Copy, Debug, PartialEq)]
+    enum Read {
+        /// For a Get named before the snapshot began, delivered before its tally.
+        GetBeforeTally,
+        /// The same, delivered after its tally.
+        GetAfterTally,
+        /// Read ahead and held, before it began.
+        AheadBeforeStart,
+        /// Read ahead and held, before its tally.
+        AheadBeforeTally,
+    }
+    let held_until_ms = NOW_MS + 3_600_000;
+    for read in [
+        Read::GetBeforeTally,
+        Read::GetAfterTally,
+        Read::AheadBeforeStart,
+        Read::AheadBeforeTally,
+    ] {
+        let (disk, log, state, kept) = held_tenth_live();
+        // What a snapshot writes with nothing read back.
+        let limits = no_copy_budget(&log, &state);
+        log.watch_space(&state.borrow(), &limits, None);
+        snapshot_whole(&log, &state);
+        let alone = disk.read(&disk.snapshot_path()).expect("a snapshot").len() as u64;
+        let texts = read_texts_of_kept_segments(&log, &state);
+        let changes = state.borrow().snapshot_changes();
+        let deliver = |texts: Vec<(TextOnDisk, Bytes)>| {
+            let mut delivered = Vec::new();
+            for (named, text) in texts {
+                let mut state = state.borrow_mut();
+                let done = match read {
+                    Read::GetBeforeTally | Read::GetAfterTally => {
+                        state.deliver_text(named, text, false)
+                    }
+                    _ => state.deliver_ahead(named, text, changes, held_until_ms),
+                };
+                assert!(done, "{read:?}: {named:?} delivered");
+                delivered.push(named);
+            }
+            if matches!(read, Read::GetBeforeTally | Read::GetAfterTally) {
+                state.borrow_mut().note_read_homes(&delivered, changes);
+            }
+        };
+        let mut texts = Some(texts);
+        if read == Read::AheadBeforeStart {
+            deliver(texts.take().expect("read"));
+        }
+        let limits = no_copy_budget(&log, &state);
+        log.watch_space(&state.borrow(), &limits, None);
+        let mut room_at_start = 0;
+        run(async {
+            let mut job = log.start_snapshot(&state).await.expect("started");
+            room_at_start = log.snapshot_bytes_max(&state.borrow());
+            if matches!(read, Read::GetBeforeTally | Read::AheadBeforeTally) {
+                deliver(texts.take().expect("read"));
+            }
+            // The tally (one step: the slab is small).
+            assert!(!job.step(&log, &state).await.expect("a step"));
+            if read == Read::GetAfterTally {
+                deliver(texts.take().expect("read"));
+            }
+            while !job.step(&log, &state).await.expect("a step") {}
+        });
+        let written = disk.read(&disk.snapshot_path()).expect("a snapshot").len() as u64;
+        let framing = snapshot_framing_bytes(&log);
+        let copied = read == Read::AheadBeforeStart;
+        assert!(
+            copied || written <= alone + framing,
+            "{read:?}: {written} bytes written, {alone} with nothing read back"
+        );
+        assert!(
+            written <= room_at_start + framing,
+            "{read:?}: {written} bytes written, the room when it began {room_at_start}"
+        );
+        state.borrow().check_evicted_texts();
+        // The hold ends; every text leaves memory to its record and reads back.
+        state.borrow_mut().advance(held_until_ms, usize::MAX);
+        assert_eq!(state.borrow().texts_held_ahead(), 0);
+        state.borrow_mut().evict(u64::MAX, log.durable_sequence());
+        let kept: BTreeSet<usize> = kept.into_keys().collect();
+        let (numbers, in_segments) = read_kept_texts(&log, &state);
+        assert_eq!(numbers, kept, "{read:?}");
+        assert!(
+            copied || in_segments == kept.len(),
+            "{read:?}: texts copied"
+        );
+        assert_kept_texts_read_back(&disk, &log, &state, &kept);
+    }
+}
+
 /// helper-69's review of fcb8cad, kept: held segments' texts read back (as a waiting Get does)
 /// and evicted again at random points (before a snapshot begins, between its start and its
 /// tally, between its steps), random budgets, every other seed from a restart (none held until
@@ -3889,7 +4010,9 @@ fn texts_of_a_held_segment_read_back_and_evicted_again_let_it_go() {
 /// began and its budget (reads are never refused; charged the tally's figure, texts read back
 /// before it were copied past both: 5,296,128 bytes against a room of 305,160 and a budget of
 /// 3,504,102, seed 1); one due with nothing held freed something; the texts read back are
-/// those a restart reads back.
+/// those a restart reads back. From helper-70's review of e33820d, half the reads are reads
+/// ahead, held (at most 40 texts) until a later round, and some of a snapshot's reads are for a
+/// Get whose wait was named before it began: copied, such texts passed the room (seed 2).
 #[test]
 fn read_backs_and_evictions_at_random_points_stay_within_the_room_and_budget() {
     use crate::storage::space::{headroom_bytes, DiskLimits, FreeDiskMin};
@@ -3903,13 +4026,17 @@ fn read_backs_and_evictions_at_random_points_stay_within_the_room_and_budget() {
             log.watch_space(&state.borrow(), &limits, None);
             snapshot_whole(&log, &state);
         }
+        state
+            .borrow_mut()
+            .hold_read_ahead_at_most(40 * FILLER_BYTES as u64, 40);
+        let now_ms = Cell::new(NOW_MS);
         for round in 0..4 {
             let held = log.held_segments();
-            // Reads back about `share` in 100 of the texts on disk only, those of held segments
-            // and a quarter of the others.
-            let read_back = |random: &mut SplitMix64, share: u64| {
+            // About `share` in 100 of the texts on disk only, those of held segments and a
+            // quarter of the others.
+            let pick = |random: &mut SplitMix64, share: u64| -> Vec<TextOnDisk> {
                 let held = log.held_segments();
-                let texts: Vec<_> = state
+                state
                     .borrow()
                     .texts_on_disk(0..u32::MAX)
                     .into_iter()
@@ -3921,8 +4048,22 @@ fn read_backs_and_evictions_at_random_points_stay_within_the_room_and_budget() {
                         };
                         candidate && (pick >> 8) % 100 < share
                     })
-                    .collect();
-                read_back_as_a_get(&log, &state, texts);
+                    .collect()
+            };
+            // Reads them back as a waiting Get does, or ahead, held for a round or two.
+            let read_back = |random: &mut SplitMix64, share: u64| {
+                let texts = pick(random, share);
+                if random.next_u64() % 2 == 0 {
+                    read_back_as_a_get(&log, &state, texts);
+                    return;
+                }
+                let changes = state.borrow().snapshot_changes();
+                let held_until_ms = now_ms.get() + 1_000 + random.next_u64() % 2_000;
+                for (named, text) in run(log.read_texts(texts)).expect("read ahead") {
+                    state
+                        .borrow_mut()
+                        .deliver_ahead(named, text, changes, held_until_ms);
+                }
             };
             let evict = |random: &mut SplitMix64| {
                 let bytes = match random.next_u64() % 3 {
@@ -3954,10 +4095,34 @@ fn read_backs_and_evictions_at_random_points_stay_within_the_room_and_budget() {
             log.watch_space(&state.borrow(), &limits, None);
             let due = log.wants_snapshot(&state);
             let files_before = files_bytes(&disk);
+            // A Get's read named before the snapshot begins, delivered after: before its tally,
+            // or between two of its steps.
+            let straddling = {
+                let share = random.next_u64() % 101;
+                let texts = pick(&mut random, share);
+                let changes = state.borrow().snapshot_changes();
+                (run(log.read_texts(texts)).expect("read back"), changes)
+            };
+            let mut straddling = Some(straddling);
+            let deliver_straddling = |straddling: &mut Option<(Vec<(TextOnDisk, Bytes)>, u64)>| {
+                let Some((texts, changes)) = straddling.take() else {
+                    return;
+                };
+                let mut delivered = Vec::new();
+                for (named, text) in texts {
+                    if state.borrow_mut().deliver_text(named, text, false) {
+                        delivered.push(named);
+                    }
+                }
+                state.borrow_mut().note_read_homes(&delivered, changes);
+            };
             let mut room_at_start = 0;
             run(async {
                 let mut job = log.start_snapshot(&state).await.expect("started");
                 room_at_start = log.snapshot_bytes_max(&state.borrow());
+                if random.next_u64() % 2 == 0 {
+                    deliver_straddling(&mut straddling);
+                }
                 for _ in 0..random.next_u64() % 4 {
                     if random.next_u64() % 2 == 0 {
                         let share = random.next_u64() % 101;
@@ -3969,16 +4134,18 @@ fn read_backs_and_evictions_at_random_points_stay_within_the_room_and_budget() {
                 // The tally (one step: the slab is small).
                 assert!(!job.step(&log, &state).await.expect("a step"));
                 while !job.step(&log, &state).await.expect("a step") {
-                    match random.next_u64() % 4 {
+                    match random.next_u64() % 5 {
                         0 => {
                             let share = random.next_u64() % 30;
                             read_back(&mut random, share);
                         }
                         1 => evict(&mut random),
+                        2 => deliver_straddling(&mut straddling),
                         _ => {}
                     }
                 }
             });
+            deliver_straddling(&mut straddling);
             let written = disk.read(&disk.snapshot_path()).expect("a snapshot").len() as u64;
             let framing = snapshot_framing_bytes(&log);
             assert!(
@@ -3993,7 +4160,17 @@ fn read_backs_and_evictions_at_random_points_stay_within_the_room_and_budget() {
                 );
             }
             state.borrow().check_evicted_texts();
+            // Some of the texts read ahead are let go.
+            now_ms.set(now_ms.get() + 1_500);
+            state.borrow_mut().advance(now_ms.get(), usize::MAX);
         }
+        state
+            .borrow_mut()
+            .advance(now_ms.get() + 10_000, usize::MAX);
+        assert_eq!(state.borrow().texts_held_ahead(), 0);
+        // A text read from a snapshot's entry for a wait named before another of the same
+        // name replaced it stays in memory with no home until a snapshot records it (seed 41).
+        snapshot_whole(&log, &state);
         state.borrow_mut().evict(u64::MAX, log.durable_sequence());
         let (numbers, _) = read_kept_texts(&log, &state);
         let (restarted_log, restarted) = restart_located(&disk);

@@ -379,6 +379,9 @@ pub struct HeldText {
     pub entries: u32,
     /// The home noted for it while held (`note_home`).
     pub home: Option<crate::queue::key::TextLocator>,
+    /// Where its last read found it (`deliver_ahead`): a snapshot that keeps the segment there
+    /// names the text at that record rather than copying it (`texts::named_home`).
+    pub read_at: Option<crate::queue::key::TextLocator>,
 }
 
 /// The records of changes not yet taken by the runtime.

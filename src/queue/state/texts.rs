@@ -628,8 +628,19 @@ impl ShardState {
     pub(super) fn named_home(&self, slot: u32, naming: &Naming) -> Option<TextLocator> {
         let generation = self.messages.generation(slot);
         let sequence = self.text_sequence(slot, generation)?;
-        let home = self.text_homes.get(&(sequence, slot))?;
-        (home.generation == generation && naming.names(home.locator)).then_some(home.locator)
+        if let Some(home) = self.text_homes.get(&(sequence, slot)) {
+            return (home.generation == generation && naming.names(home.locator))
+                .then_some(home.locator);
+        }
+        // Read ahead and held, with no home here: where a snapshot put in place noted one, or
+        // where its read found it (the record of `sequence`, which a segment holds wherever
+        // snapshots have been written since). Copied, these were written past the room
+        // (helper-70's review of e33820d).
+        let held = self.read_ahead_held.get(&(slot, generation, sequence))?;
+        [held.home, held.read_at]
+            .into_iter()
+            .flatten()
+            .find(|&locator| naming.names(locator))
     }
 
     /// Adds, for each segment, the bytes of the records that hold the texts on disk only of the
@@ -816,16 +827,16 @@ impl ShardState {
     }
 
     /// Puts every text read ahead and held back on disk only, where it was read, to make room
-    /// under `--max-memory` (`admit_memory`): so reading never makes a Put refused. A text whose
-    /// read a snapshot begun or put in place since has overtaken stays (its offset may name
-    /// another file of the same name now: `note_read_homes`), as do those of the slots a
-    /// snapshot step holds (`hold_texts`).
+    /// under `--max-memory` (`admit_memory`): so reading never makes a Put refused. A text read
+    /// from a snapshot's entries that a snapshot begun or put in place since has overtaken
+    /// stays (its offset may name another file of the same name now: `read_still_names`), as
+    /// do those of the slots a snapshot step holds (`hold_texts`).
     pub(super) fn shed_read_ahead(&mut self) {
         let held = std::mem::take(&mut self.read_ahead);
         self.read_ahead_bytes = 0;
         let homes = std::mem::take(&mut self.read_ahead_held);
         for ((slot, generation, locator, sequence), changes, _, _) in held {
-            if changes != self.snapshot_changes
+            if !self.read_still_names(locator, changes)
                 || self.texts_held.contains(&slot)
                 || !self.names_current_text(slot, generation, sequence)
                 || !self.stays_readable(locator, sequence)
@@ -874,10 +885,12 @@ impl ShardState {
         self.read_ahead
             .push_back((named, changes, bytes, held_until_ms));
         self.read_ahead_bytes += u64::from(bytes);
-        self.read_ahead_held
+        let held = self
+            .read_ahead_held
             .entry((named.0, named.1, named.3))
-            .or_default()
-            .entries += 1;
+            .or_default();
+        held.entries += 1;
+        held.read_at = Some(named.2);
         let (bytes_max, texts_max) = self.read_ahead_held_max;
         while self.read_ahead_bytes > bytes_max || self.read_ahead.len() > texts_max {
             self.let_go_read_ahead();
@@ -958,20 +971,32 @@ impl ShardState {
     /// Notes again the homes of the texts `read` for a request and delivered (`deliver_text`,
     /// not `evictable`), once it is answered, or read ahead and let go (`deliver_ahead`), unless
     /// a snapshot has begun or been put in place since the wait named them (`changes`:
-    /// `TextWait::snapshot_changes`). Such a snapshot may have replaced the one a locator names
-    /// under the same name (a snapshot of the same replay point: nothing written in between,
-    /// expiries only), and `stays_readable` cannot tell the two files apart; the texts then stay
+    /// `TextWait::snapshot_changes`) and they were read from a snapshot's entries
+    /// (`read_still_names`). Such a snapshot may have replaced the one a locator names under
+    /// the same name (a snapshot of the same replay point: nothing written in between, expiries
+    /// only), and `stays_readable` cannot tell the two files apart; the texts then stay
     /// resident until that snapshot, which recorded them, re-homes them. Put in place, not only
     /// begun: a wait named while such a snapshot ran reads the old file, whose offsets name
     /// other entries in the new one (helper-43's review of e00436a: Gets answered 500 reading
     /// past the new file's end, and the next snapshot stopped the process).
     pub fn note_read_homes(&mut self, read: &[TextOnDisk], changes: u64) {
-        if self.snapshot_changes != changes {
-            return;
-        }
         for &(slot, generation, locator, sequence) in read {
-            self.note_home(slot, generation, locator, sequence);
+            if self.read_still_names(locator, changes) {
+                self.note_home(slot, generation, locator, sequence);
+            }
         }
+    }
+
+    /// Whether `locator`, read for a wait named when the snapshot changes were `changes`, still
+    /// names the place read: no snapshot has begun or been put in place since, or it is a
+    /// record in a segment (never written again under its name, so `stays_readable` tells
+    /// whether it is kept). Not an entry of a snapshot: one of the same replay point may have
+    /// replaced it under its name. A text read back for a wait named before a snapshot began
+    /// stayed resident with no home, and that snapshot copied it even where it kept its
+    /// record's segment, past the room the disk rule kept for it (helper-70's review of
+    /// e33820d).
+    fn read_still_names(&self, locator: TextLocator, changes: u64) -> bool {
+        changes == self.snapshot_changes || matches!(locator.file(), TextFile::Segment(_))
     }
 
     /// Notes that the resident text of the message (`slot`, `generation`), written by record
