@@ -1011,6 +1011,11 @@ impl<D: Disk> Log<D> {
             let evicted_total = state.borrow().texts_evicted_to_segments_total();
             log.encoding_from = Some((replay_from, evicted_total));
         }
+        // What it may copy and what it is charged are taken now, with what the room counts
+        // from: taken after its file is created (I/O, requests served meanwhile), texts read
+        // back in between were in neither, and it copied them past the room kept when it began.
+        let on_disk_at_start = state.borrow().text_record_bytes_by_segment().clone();
+        let copy_budget = self.copy_budget.get();
         let delivers = state.borrow_mut().begin_snapshot(replay_from);
         // Texts are tallied for segments to keep only when they may stay on disk. A snapshot
         // of the same replay point names texts in kept segments too: only the file it replaces
@@ -1034,9 +1039,9 @@ impl<D: Disk> Log<D> {
                 Phase::Queues(None)
             },
             tally: HashMap::new(),
-            on_disk_at_start: state.borrow().text_record_bytes_by_segment().clone(),
+            on_disk_at_start,
             naming: Naming::default(),
-            copy_budget: self.copy_budget.get(),
+            copy_budget,
             held: Vec::new(),
             recorded: Vec::new(),
             delivers,

@@ -3882,22 +3882,22 @@ fn texts_of_a_held_segment_read_back_and_evicted_again_let_it_go() {
     assert_kept_texts_read_back(&disk, &log, &state, &kept);
 }
 
-/// The texts on disk only in the segments the snapshot in place keeps, read back.
-fn read_texts_of_kept_segments(
+/// The texts on disk only in `segments` (more than a hundred), read back.
+fn read_texts_in_segments(
     log: &Log<SimDisk>,
     state: &RefCell<ShardState>,
+    segments: &[u64],
 ) -> Vec<(TextOnDisk, Bytes)> {
-    let kept = log.kept_segments();
     let texts: Vec<_> = state
         .borrow()
         .texts_on_disk(0..u32::MAX)
         .into_iter()
         .filter(|&(_, _, locator, _)| match locator.file() {
-            TextFile::Segment(first) => kept.contains(&first),
+            TextFile::Segment(first) => segments.contains(&first),
             TextFile::Snapshot(_) => false,
         })
         .collect();
-    assert!(texts.len() > 100, "{} texts in kept segments", texts.len());
+    assert!(texts.len() > 100, "{} texts in those segments", texts.len());
     run(log.read_texts(texts)).expect("read back")
 }
 
@@ -3937,7 +3937,7 @@ fn texts_read_back_with_no_home_while_a_snapshot_runs_are_named_in_the_segments_
         log.watch_space(&state.borrow(), &limits, None);
         snapshot_whole(&log, &state);
         let alone = disk.read(&disk.snapshot_path()).expect("a snapshot").len() as u64;
-        let texts = read_texts_of_kept_segments(&log, &state);
+        let texts = read_texts_in_segments(&log, &state, &log.kept_segments());
         let changes = state.borrow().snapshot_changes();
         let deliver = |texts: Vec<(TextOnDisk, Bytes)>| {
             let mut delivered = Vec::new();
@@ -4001,6 +4001,49 @@ fn texts_read_back_with_no_home_while_a_snapshot_runs_are_named_in_the_segments_
         );
         assert_kept_texts_read_back(&disk, &log, &state, &kept);
     }
+}
+
+/// A snapshot takes its copy budget and the texts on disk only by segment (`on_disk_at_start`)
+/// when it begins, with its replay point and the count of texts evicted (what the room counts
+/// from): not after it has created its file. Taken after, texts of held segments read back
+/// while the file was created (I/O in flight, requests served) were in neither the room nor
+/// the charge: the segments went, their texts copied past the room kept before it began.
+#[test]
+fn texts_read_back_while_a_snapshot_creates_its_file_are_charged() {
+    let (disk, log, state, kept) = held_tenth_live();
+    let limits = no_copy_budget(&log, &state);
+    log.watch_space(&state.borrow(), &limits, None);
+    let held = log.held_segments();
+    let read = read_texts_in_segments(&log, &state, &held);
+    let room_before = log.snapshot_bytes_max(&state.borrow());
+    disk.set_immediate(false);
+    let mut start = pin!(log.start_snapshot(&state));
+    let polled = start.as_mut().poll(&mut Context::from_waker(Waker::noop()));
+    assert!(polled.is_pending(), "the file is created by I/O in flight");
+    // Meanwhile a Get's read is delivered and answered.
+    let changes = state.borrow().snapshot_changes();
+    let mut delivered = Vec::new();
+    for (named, text) in read {
+        assert!(state.borrow_mut().deliver_text(named, text, false));
+        delivered.push(named);
+    }
+    state.borrow_mut().note_read_homes(&delivered, changes);
+    disk.set_immediate(true);
+    let Poll::Ready(job) = start.as_mut().poll(&mut Context::from_waker(Waker::noop())) else {
+        panic!("created");
+    };
+    let mut job = job.expect("started");
+    run(async { while !job.step(&log, &state).await.expect("a step") {} });
+    let written = disk.read(&disk.snapshot_path()).expect("a snapshot").len() as u64;
+    let framing = snapshot_framing_bytes(&log);
+    assert!(
+        written <= room_before + framing,
+        "{written} bytes written, the room before it began {room_before} (no budget)"
+    );
+    assert_eq!(log.held_segments(), held, "held again");
+    let kept: BTreeSet<usize> = kept.into_keys().collect();
+    state.borrow_mut().evict(u64::MAX, log.durable_sequence());
+    assert_kept_texts_read_back(&disk, &log, &state, &kept);
 }
 
 /// helper-69's review of fcb8cad, kept: held segments' texts read back (as a waiting Get does)
