@@ -476,7 +476,7 @@ impl<B: Backend> Engine<B> {
         self.texts_read.set(read);
         let applied = self.serve_rounds(command, wait, &mut delivered).await;
         let mut state = self.state.borrow_mut();
-        state.note_read_homes(&delivered, changes);
+        state.note_answered(&delivered, changes);
         if !delivered.is_empty() {
             // No flush may come to ask (Peeks alone).
             self.evict_wake.notify();
@@ -579,7 +579,7 @@ impl<B: Backend> Engine<B> {
             for (named, text) in texts {
                 read.texts += 1;
                 read.bytes += text.len() as u64;
-                if state.deliver_text(named, text, false) {
+                if state.deliver_for_request(named, text) {
                     delivered.push(named);
                 }
             }

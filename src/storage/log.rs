@@ -1074,11 +1074,11 @@ impl<D: Disk> Log<D> {
     /// read-back a snapshot that freed nothing). A segment with none on disk only at the tally
     /// but some when it began is charged so too (texts read back and homed there are named if
     /// it is kept); one it keeps with none named goes when the snapshot is in place. So are
-    /// texts read back while it runs with no home where eviction looks: a text read ahead and
-    /// held, where its read found it (`HeldText::read_at`), and a Get's read whose wait was
-    /// named before it began, whose home in a segment is noted all the same
-    /// (`ShardState::note_read_homes`). Copied whole, they passed the room kept when it began
-    /// (helper-70's review of e33820d).
+    /// texts read back while it runs with no home where eviction looks, where the read found
+    /// them: a text read ahead and held (`HeldText::read_at`), and one read for a request not
+    /// yet answered (`ShardState::texts_serving`); once answered, its home in a segment is
+    /// noted even if its wait was named before the snapshot began. Copied whole, they passed
+    /// the room kept when it began (helper-70's review of e33820d, helper-71's of 0d8d744).
     /// Answers the segments it keeps, ascending, and of those the ones kept for want of room.
     fn segments_to_keep(
         &self,

@@ -3700,11 +3700,11 @@ fn read_back_as_a_get(
     let changes = state.borrow().snapshot_changes();
     let mut delivered = Vec::new();
     for (named, text) in run(log.read_texts(texts)).expect("read back") {
-        if state.borrow_mut().deliver_text(named, text, false) {
+        if state.borrow_mut().deliver_for_request(named, text) {
             delivered.push(named);
         }
     }
-    state.borrow_mut().note_read_homes(&delivered, changes);
+    state.borrow_mut().note_answered(&delivered, changes);
     delivered.len()
 }
 
@@ -3904,8 +3904,9 @@ fn read_texts_in_segments(
 /// helper-70's review of e33820d: texts read back with no home while a snapshot runs were
 /// copied whole where it keeps their records' segments, past the room the disk rule kept when
 /// it began: a Get's read whose wait was named before the snapshot began (delivered before its
-/// tally or after), which noted no home, and texts read ahead and held (before it began or
-/// after), which have none until let go. Each is named at its record now: the snapshot writes
+/// tally or after), which noted no home, a Get answered only once the snapshot is in place
+/// (helper-71's review of 0d8d744), and texts read ahead and held (before it began or after),
+/// which have none until let go. Each is named at its record now: the snapshot writes
 /// what one with nothing read back writes, within the room, and every text reads back, after
 /// the hold and a restart too. Texts read ahead before it began are in memory when it begins
 /// and in its room: it copies them (its tally finds none of its segments' texts on disk only,
@@ -3919,6 +3920,9 @@ fn texts_read_back_with_no_home_while_a_snapshot_runs_are_named_in_the_segments_
         GetBeforeTally,
         /// The same, delivered after its tally.
         GetAfterTally,
+        /// For a Get, delivered before its tally and answered once the snapshot is in place
+        /// (the engine reads ahead between its delivery and its answer: helper-71's review).
+        GetAnsweredAfter,
         /// Read ahead and held, before it began.
         AheadBeforeStart,
         /// Read ahead and held, before its tally.
@@ -3928,6 +3932,7 @@ fn texts_read_back_with_no_home_while_a_snapshot_runs_are_named_in_the_segments_
     for read in [
         Read::GetBeforeTally,
         Read::GetAfterTally,
+        Read::GetAnsweredAfter,
         Read::AheadBeforeStart,
         Read::AheadBeforeTally,
     ] {
@@ -3939,21 +3944,27 @@ fn texts_read_back_with_no_home_while_a_snapshot_runs_are_named_in_the_segments_
         let alone = disk.read(&disk.snapshot_path()).expect("a snapshot").len() as u64;
         let texts = read_texts_in_segments(&log, &state, &log.kept_segments());
         let changes = state.borrow().snapshot_changes();
+        let for_get = matches!(
+            read,
+            Read::GetBeforeTally | Read::GetAfterTally | Read::GetAnsweredAfter
+        );
+        let answered = RefCell::new(Vec::new());
         let deliver = |texts: Vec<(TextOnDisk, Bytes)>| {
             let mut delivered = Vec::new();
             for (named, text) in texts {
                 let mut state = state.borrow_mut();
-                let done = match read {
-                    Read::GetBeforeTally | Read::GetAfterTally => {
-                        state.deliver_text(named, text, false)
-                    }
-                    _ => state.deliver_ahead(named, text, changes, held_until_ms),
+                let done = if for_get {
+                    state.deliver_for_request(named, text)
+                } else {
+                    state.deliver_ahead(named, text, changes, held_until_ms)
                 };
                 assert!(done, "{read:?}: {named:?} delivered");
                 delivered.push(named);
             }
-            if matches!(read, Read::GetBeforeTally | Read::GetAfterTally) {
-                state.borrow_mut().note_read_homes(&delivered, changes);
+            match read {
+                Read::GetAnsweredAfter => *answered.borrow_mut() = delivered,
+                _ if for_get => state.borrow_mut().note_answered(&delivered, changes),
+                _ => {}
             }
         };
         let mut texts = Some(texts);
@@ -3966,7 +3977,10 @@ fn texts_read_back_with_no_home_while_a_snapshot_runs_are_named_in_the_segments_
         run(async {
             let mut job = log.start_snapshot(&state).await.expect("started");
             room_at_start = log.snapshot_bytes_max(&state.borrow());
-            if matches!(read, Read::GetBeforeTally | Read::AheadBeforeTally) {
+            if matches!(
+                read,
+                Read::GetBeforeTally | Read::GetAnsweredAfter | Read::AheadBeforeTally
+            ) {
                 deliver(texts.take().expect("read"));
             }
             // The tally (one step: the slab is small).
@@ -3976,6 +3990,7 @@ fn texts_read_back_with_no_home_while_a_snapshot_runs_are_named_in_the_segments_
             }
             while !job.step(&log, &state).await.expect("a step") {}
         });
+        state.borrow_mut().note_answered(&answered.take(), changes);
         let written = disk.read(&disk.snapshot_path()).expect("a snapshot").len() as u64;
         let framing = snapshot_framing_bytes(&log);
         let copied = read == Read::AheadBeforeStart;
@@ -4024,10 +4039,10 @@ fn texts_read_back_while_a_snapshot_creates_its_file_are_charged() {
     let changes = state.borrow().snapshot_changes();
     let mut delivered = Vec::new();
     for (named, text) in read {
-        assert!(state.borrow_mut().deliver_text(named, text, false));
+        assert!(state.borrow_mut().deliver_for_request(named, text));
         delivered.push(named);
     }
-    state.borrow_mut().note_read_homes(&delivered, changes);
+    state.borrow_mut().note_answered(&delivered, changes);
     disk.set_immediate(true);
     let Poll::Ready(job) = start.as_mut().poll(&mut Context::from_waker(Waker::noop())) else {
         panic!("created");
@@ -4059,6 +4074,13 @@ fn texts_read_back_while_a_snapshot_creates_its_file_are_charged() {
 #[test]
 fn read_backs_and_evictions_at_random_points_stay_within_the_room_and_budget() {
     use crate::storage::space::{headroom_bytes, DiskLimits, FreeDiskMin};
+    /// A Get's read across a snapshot: read (with the snapshot changes when its wait was
+    /// named), delivered, answered.
+    enum Straddling {
+        Read((Vec<(TextOnDisk, Bytes)>, u64)),
+        Delivered(Vec<TextOnDisk>, u64),
+        Answered,
+    }
     for seed in 0..8 {
         let mut random = SplitMix64::new(seed);
         let (disk, mut log, mut state, _) = held_tenth_live();
@@ -4138,33 +4160,39 @@ fn read_backs_and_evictions_at_random_points_stay_within_the_room_and_budget() {
             log.watch_space(&state.borrow(), &limits, None);
             let due = log.wants_snapshot(&state);
             let files_before = files_bytes(&disk);
-            // A Get's read named before the snapshot begins, delivered after: before its tally,
-            // or between two of its steps.
+            // A Get's read named before the snapshot begins, delivered after (before its tally,
+            // or between two of its steps) and answered later still, maybe once it is in place.
             let straddling = {
                 let share = random.next_u64() % 101;
                 let texts = pick(&mut random, share);
                 let changes = state.borrow().snapshot_changes();
                 (run(log.read_texts(texts)).expect("read back"), changes)
             };
-            let mut straddling = Some(straddling);
-            let deliver_straddling = |straddling: &mut Option<(Vec<(TextOnDisk, Bytes)>, u64)>| {
-                let Some((texts, changes)) = straddling.take() else {
-                    return;
-                };
-                let mut delivered = Vec::new();
-                for (named, text) in texts {
-                    if state.borrow_mut().deliver_text(named, text, false) {
-                        delivered.push(named);
+            let mut straddling = Straddling::Read(straddling);
+            let go_on = |straddling: &mut Straddling| {
+                *straddling = match std::mem::replace(straddling, Straddling::Answered) {
+                    Straddling::Read((texts, changes)) => {
+                        let mut delivered = Vec::new();
+                        for (named, text) in texts {
+                            if state.borrow_mut().deliver_for_request(named, text) {
+                                delivered.push(named);
+                            }
+                        }
+                        Straddling::Delivered(delivered, changes)
                     }
-                }
-                state.borrow_mut().note_read_homes(&delivered, changes);
+                    Straddling::Delivered(delivered, changes) => {
+                        state.borrow_mut().note_answered(&delivered, changes);
+                        Straddling::Answered
+                    }
+                    Straddling::Answered => Straddling::Answered,
+                };
             };
             let mut room_at_start = 0;
             run(async {
                 let mut job = log.start_snapshot(&state).await.expect("started");
                 room_at_start = log.snapshot_bytes_max(&state.borrow());
                 if random.next_u64() % 2 == 0 {
-                    deliver_straddling(&mut straddling);
+                    go_on(&mut straddling);
                 }
                 for _ in 0..random.next_u64() % 4 {
                     if random.next_u64() % 2 == 0 {
@@ -4183,12 +4211,14 @@ fn read_backs_and_evictions_at_random_points_stay_within_the_room_and_budget() {
                             read_back(&mut random, share);
                         }
                         1 => evict(&mut random),
-                        2 => deliver_straddling(&mut straddling),
+                        2 => go_on(&mut straddling),
                         _ => {}
                     }
                 }
             });
-            deliver_straddling(&mut straddling);
+            if random.next_u64() % 2 == 0 {
+                go_on(&mut straddling);
+            }
             let written = disk.read(&disk.snapshot_path()).expect("a snapshot").len() as u64;
             let framing = snapshot_framing_bytes(&log);
             assert!(
@@ -4202,6 +4232,8 @@ fn read_backs_and_evictions_at_random_points_stay_within_the_room_and_budget() {
                     "seed {seed} round {round}: a snapshot due freed nothing"
                 );
             }
+            go_on(&mut straddling);
+            go_on(&mut straddling);
             state.borrow().check_evicted_texts();
             // Some of the texts read ahead are let go.
             now_ms.set(now_ms.get() + 1_500);

@@ -296,6 +296,12 @@ pub struct ShardState {
     /// each walk the texts held). By text, not by message: a text an Update gives the message
     /// since is not held, and may leave memory.
     pub(super) read_ahead_held: HashMap<(u32, u32, u64), HeldText>,
+    /// The texts read back for requests not yet answered (`texts::deliver_for_request`), by
+    /// message (slot, generation) and the sequence of the record that wrote it: where the read
+    /// found each, and how many deliveries not yet answered hold it. In memory with no home
+    /// until the request is answered (`texts::note_answered`), and named there by a snapshot
+    /// that keeps the segment meanwhile (`texts::named_home`).
+    pub(super) texts_serving: HashMap<(u32, u32, u64), (crate::queue::key::TextLocator, u32)>,
     /// The most bytes and texts `read_ahead` keeps: `TEXT_READ_AHEAD_HELD_BYTES` and
     /// `TEXT_READ_AHEAD_HELD_TEXTS` (smaller in tests, so that they are reached).
     pub(super) read_ahead_held_max: (u64, usize),
@@ -524,6 +530,7 @@ impl ShardState {
             read_ahead: std::collections::VecDeque::new(),
             read_ahead_bytes: 0,
             read_ahead_held: HashMap::new(),
+            texts_serving: HashMap::new(),
             read_ahead_due: std::collections::VecDeque::new(),
             read_ahead_held_max: (
                 crate::limits::TEXT_READ_AHEAD_HELD_BYTES,

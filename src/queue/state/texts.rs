@@ -632,13 +632,19 @@ impl ShardState {
             return (home.generation == generation && naming.names(home.locator))
                 .then_some(home.locator);
         }
-        // Read ahead and held, with no home here: where a snapshot put in place noted one, or
-        // where its read found it (the record of `sequence`, which a segment holds wherever
-        // snapshots have been written since). Copied, these were written past the room
-        // (helper-70's review of e33820d).
-        let held = self.read_ahead_held.get(&(slot, generation, sequence))?;
-        [held.home, held.read_at]
-            .into_iter()
+        // Read ahead and held, or read for a request not yet answered, with no home here:
+        // where a snapshot put in place noted one, or where its read found it (the record of
+        // `sequence`, which a segment holds wherever snapshots have been written since).
+        // Copied, these were written past the room (helper-70's review of e33820d, and
+        // helper-71's of 0d8d744: a Get answered after the snapshot encoded its texts).
+        let text = (slot, generation, sequence);
+        let held = self
+            .read_ahead_held
+            .get(&text)
+            .map_or([None, None], |held| [held.home, held.read_at]);
+        let serving = self.texts_serving.get(&text).map(|&(locator, _)| locator);
+        held.into_iter()
+            .chain([serving])
             .flatten()
             .find(|&locator| naming.names(locator))
     }
@@ -863,6 +869,40 @@ impl ShardState {
         }
     }
 
+    /// Puts `text`, read back for a request (`TextWait::texts`), into its message's slot as
+    /// `deliver_text` does (answers whether it did), with no home until the request is
+    /// answered (`note_answered`): evicted while the request waited for other reads, the texts
+    /// were wanted again, round after round. Until then a snapshot names it where the read
+    /// found it, if it keeps that segment (`named_home`).
+    pub fn deliver_for_request(&mut self, named: TextOnDisk, text: Bytes) -> bool {
+        if !self.deliver_text(named, text, false) {
+            return false;
+        }
+        let (slot, generation, locator, sequence) = named;
+        let serving = self
+            .texts_serving
+            .entry((slot, generation, sequence))
+            .or_insert((locator, 0));
+        *serving = (locator, serving.1 + 1);
+        true
+    }
+
+    /// The request the texts `read` were delivered for (`deliver_for_request`) is answered:
+    /// they are no longer held for it, and their homes are noted again (`note_read_homes`,
+    /// with `changes` when its wait was named).
+    pub fn note_answered(&mut self, read: &[TextOnDisk], changes: u64) {
+        for &(slot, generation, _, sequence) in read {
+            let text = (slot, generation, sequence);
+            if let Some(serving) = self.texts_serving.get_mut(&text) {
+                serving.1 -= 1;
+                if serving.1 == 0 {
+                    self.texts_serving.remove(&text);
+                }
+            }
+        }
+        self.note_read_homes(read, changes);
+    }
+
     /// Puts `text`, read ahead of a Get (`TextWait::ahead`), into its message's slot as
     /// `deliver_text` does (answers whether it did), and keeps it there with no home, so that
     /// the next Gets find it whatever `--text-memory` is: until `held_until_ms` (its read's end
@@ -979,7 +1019,7 @@ impl ShardState {
     /// begun: a wait named while such a snapshot ran reads the old file, whose offsets name
     /// other entries in the new one (helper-43's review of e00436a: Gets answered 500 reading
     /// past the new file's end, and the next snapshot stopped the process).
-    pub fn note_read_homes(&mut self, read: &[TextOnDisk], changes: u64) {
+    fn note_read_homes(&mut self, read: &[TextOnDisk], changes: u64) {
         for &(slot, generation, locator, sequence) in read {
             if self.read_still_names(locator, changes) {
                 self.note_home(slot, generation, locator, sequence);
@@ -1590,14 +1630,19 @@ mod tests {
                     if let Some(texts) = texts.into_iter().collect::<Option<Vec<_>>>() {
                         let mut delivered = Vec::new();
                         for (&n, text) in named.iter().zip(texts) {
-                            if tiered.deliver_text(n, text, evictable) {
+                            let done = if evictable {
+                                tiered.deliver_text(n, text, true)
+                            } else {
+                                tiered.deliver_for_request(n, text)
+                            };
+                            if done {
                                 delivered.push(n);
                             } else {
                                 refused_late += 1;
                             }
                         }
                         if !evictable {
-                            tiered.note_read_homes(&delivered, begun);
+                            tiered.note_answered(&delivered, begun);
                         }
                     }
                 }
@@ -1961,7 +2006,7 @@ mod tests {
         // Delivered as a request's rounds deliver them: noted once it is answered.
         let mut delivered = Vec::new();
         for (named, text) in log.read(&wait) {
-            assert!(state.deliver_text(named, text, false));
+            assert!(state.deliver_for_request(named, text));
             delivered.push(named);
         }
         // The first message expires, and a snapshot of the same replay point replaces the
@@ -1975,7 +2020,7 @@ mod tests {
         log.begin_snapshot(&mut state);
         log.encode_snapshot(&mut state);
         log.place_snapshot(&mut random, &mut state, durable);
-        state.note_read_homes(&delivered, wait.snapshot_changes);
+        state.note_answered(&delivered, wait.snapshot_changes);
         // Every text leaves memory to its home, and reads back from there (the log panics on
         // a locator that names another entry).
         state.evict(u64::MAX, durable);
@@ -2857,14 +2902,14 @@ mod tests {
         };
         let mut delivered = Vec::new();
         for (named, text) in log.read(&wait) {
-            assert!(state.deliver_text(named, text, false));
+            assert!(state.deliver_for_request(named, text));
             delivered.push(named);
         }
         log.encode_snapshot(&mut state);
         // No eviction while it re-homes: the texts stay resident.
         log.place_snapshot(&mut random, &mut state, None);
         // The request is answered now.
-        state.note_read_homes(&delivered, wait.snapshot_changes);
+        state.note_answered(&delivered, wait.snapshot_changes);
         state.evict(u64::MAX, durable);
         log.deliver_all(&mut state);
     }
@@ -2916,7 +2961,7 @@ mod tests {
                     if let Ok(Reply::Wait(wait)) = state.apply(get, later) {
                         let mut delivered = Vec::new();
                         for (named, text) in log.read(&wait) {
-                            if state.deliver_text(named, text, false) {
+                            if state.deliver_for_request(named, text) {
                                 delivered.push(named);
                             }
                         }
@@ -2924,7 +2969,7 @@ mod tests {
                             let held_until_ms = later + wait.hold_ms;
                             state.deliver_ahead(named, text, wait.snapshot_changes, held_until_ms);
                         }
-                        state.note_read_homes(&delivered, wait.snapshot_changes);
+                        state.note_answered(&delivered, wait.snapshot_changes);
                     }
                     if random.next_u64() % 2 == 0 {
                         state.evict(random.next_u64() % 3000, durable);
