@@ -697,9 +697,14 @@ type TextRead<'a> = Pin<Box<dyn Future<Output = std::io::Result<Vec<(TextOnDisk,
 /// The texts a wait names ahead, and the state's count of snapshots begun when it named them.
 type Ahead = (Vec<TextOnDisk>, u64);
 
+/// The texts delivered for a Get so far (`ShardState::deliver_for_request`), and the snapshot
+/// changes when its first wait named its texts: what `note_answered` takes once it is answered.
+type Answering = (Vec<TextOnDisk>, u64);
+
 /// A Get waiting for texts: the command, its rounds so far, the snapshots begun when its read
-/// was issued and whether one was running, the texts it reads ahead, and its read in flight.
-type Waiting<'a> = (Command, usize, (u64, bool), Ahead, TextRead<'a>);
+/// was issued and whether one was running, the texts it reads ahead, its read in flight, and
+/// what it has been delivered.
+type Waiting<'a> = (Command, usize, (u64, bool), Ahead, TextRead<'a>, Answering);
 
 /// One read of the texts `wait` names and of those it names ahead (the engine makes two; one
 /// read that fails for either case is a harder case for the Get, which applies again).
@@ -1077,8 +1082,9 @@ fn simulate(seed: u64, boundaries: &mut Boundaries, text_reads: &mut TextReads) 
                             assert_eq!(after, before, "seed {seed}: a wait changed something");
                             text_reads.waits += 1;
                             let issued_at = (snapshots_begun.get(), snapshot_running.get());
+                            let answering = (Vec::new(), wait.snapshot_changes);
                             let (ahead, read) = read_with_ahead(&log, wait.clone());
-                            waits.push((command, 1, issued_at, ahead, read));
+                            waits.push((command, 1, issued_at, ahead, read, answering));
                             continue;
                         }
                         text_reads.texts_checked += check_texts(seed, &mut texts, &command, &reply);
@@ -1158,8 +1164,9 @@ fn simulate(seed: u64, boundaries: &mut Boundaries, text_reads: &mut TextReads) 
                     index += 1;
                     continue;
                 };
-                let (command, rounds, (begun_at_issue, running_at_issue), (ahead, begun), _) =
+                let (command, rounds, issued_at, (ahead, begun), _, mut answering) =
                     waits.remove(index);
+                let (begun_at_issue, running_at_issue) = issued_at;
                 match read {
                     Ok(read) => {
                         let mut state = state.borrow_mut();
@@ -1183,8 +1190,9 @@ fn simulate(seed: u64, boundaries: &mut Boundaries, text_reads: &mut TextReads) 
                                     begun,
                                     NOW_MS + TEXT_READ_AHEAD_HOLD_MS,
                                 ));
-                            } else {
-                                state.deliver_text(named, text, true);
+                            } else if state.deliver_for_request(named, text) {
+                                // With no home until the Get is answered, as the engine does.
+                                answering.0.push(named);
                             }
                         }
                     }
@@ -1209,10 +1217,16 @@ fn simulate(seed: u64, boundaries: &mut Boundaries, text_reads: &mut TextReads) 
                         if rounds < TEXT_WAIT_ROUNDS_MAX {
                             let issued_at = (snapshots_begun.get(), snapshot_running.get());
                             let (ahead, read) = read_with_ahead(&log, wait);
-                            waits.push((command, rounds + 1, issued_at, ahead, read));
+                            waits.push((command, rounds + 1, issued_at, ahead, read, answering));
+                        } else {
+                            // Answered 503 (`Engine::serve_rounds`).
+                            let (delivered, changes) = answering;
+                            state.borrow_mut().note_answered(&delivered, changes);
                         }
                     }
                     reply => {
+                        let (delivered, changes) = answering;
+                        state.borrow_mut().note_answered(&delivered, changes);
                         text_reads.served_after_wait += 1;
                         text_reads.texts_checked += check_texts(seed, &mut texts, &command, &reply);
                         issued.extend(receipts(&command, &reply));

@@ -1008,14 +1008,14 @@ impl ShardState {
         self.snapshot_changes
     }
 
-    /// Notes again the homes of the texts `read` for a request and delivered (`deliver_text`,
-    /// not `evictable`), once it is answered, or read ahead and let go (`deliver_ahead`), unless
-    /// a snapshot has begun or been put in place since the wait named them (`changes`:
+    /// Notes again the homes of the texts `read` for a request and delivered
+    /// (`deliver_for_request`), once it is answered, or read ahead and let go (`deliver_ahead`),
+    /// unless a snapshot has begun or been put in place since the wait named them (`changes`:
     /// `TextWait::snapshot_changes`) and they were read from a snapshot's entries
-    /// (`read_still_names`). Such a snapshot may have replaced the one a locator names under
-    /// the same name (a snapshot of the same replay point: nothing written in between, expiries
-    /// only), and `stays_readable` cannot tell the two files apart; the texts then stay
-    /// resident until that snapshot, which recorded them, re-homes them. Put in place, not only
+    /// (`read_still_names`). Such a snapshot may have replaced the one a locator names under the
+    /// same name (a snapshot of the same replay point: nothing written in between, expiries
+    /// only), and `stays_readable` cannot tell the two files apart; the texts then stay resident
+    /// until that snapshot, which recorded them, re-homes them. Put in place, not only
     /// begun: a wait named while such a snapshot ran reads the old file, whose offsets name
     /// other entries in the new one (helper-43's review of e00436a: Gets answered 500 reading
     /// past the new file's end, and the next snapshot stopped the process).
