@@ -3501,7 +3501,7 @@ fn texts_read_back_during_a_snapshot_from_segments_it_keeps_are_named_not_copied
         assert_eq!(state.borrow().texts_evicted().0, 0, "every text in memory");
         while !job.step(&log, &state).await.expect("a step") {}
     });
-    let written = disk.read(&disk.snapshot_path()).expect("a snapshot").len() as u64;
+    let written = snapshot_bytes(&disk);
     assert!(written <= room, "{written} bytes written, room {room}");
     assert_eq!(log.kept_segments(), kept);
     // Their homes stay in the segments kept: they leave memory to them, and are read there.
@@ -3579,7 +3579,7 @@ fn texts_evicted_while_a_snapshot_tallies_stay_in_the_room() {
         }
         while !job.step(&log, &state).await.expect("a step") {}
     });
-    let written = disk.read(&disk.snapshot_path()).expect("a snapshot").len() as u64;
+    let written = snapshot_bytes(&disk);
     let framing = snapshot_framing_bytes(&log);
     assert!(
         written <= room_min + framing,
@@ -3635,7 +3635,7 @@ fn snapshot_within_the_rooms_while_puts_go_on(
         }
         while !job.step(log, state).await.expect("a step") {}
     });
-    let written = disk.read(&disk.snapshot_path()).expect("a snapshot").len() as u64;
+    let written = snapshot_bytes(disk);
     let framing = snapshot_framing_bytes(log);
     assert!(
         written <= room_max + framing,
@@ -3712,14 +3712,30 @@ fn read_back_as_a_get(
     texts: Vec<TextOnDisk>,
 ) -> usize {
     let changes = state.borrow().snapshot_changes();
+    let delivered = deliver_for_a_get(state, run(log.read_texts(texts)).expect("read back"));
+    state.borrow_mut().note_answered(&delivered, changes);
+    delivered.len()
+}
+
+/// Delivers `read` as the engine does the texts read for a waiting Get
+/// (`ShardState::deliver_for_request`); answers those delivered, for `note_answered`.
+fn deliver_for_a_get(
+    state: &RefCell<ShardState>,
+    read: Vec<(TextOnDisk, Bytes)>,
+) -> Vec<TextOnDisk> {
+    let mut state = state.borrow_mut();
     let mut delivered = Vec::new();
-    for (named, text) in run(log.read_texts(texts)).expect("read back") {
-        if state.borrow_mut().deliver_for_request(named, text) {
+    for (named, text) in read {
+        if state.deliver_for_request(named, text) {
             delivered.push(named);
         }
     }
-    state.borrow_mut().note_answered(&delivered, changes);
-    delivered.len()
+    delivered
+}
+
+/// The bytes of the snapshot in place.
+fn snapshot_bytes(disk: &SimDisk) -> u64 {
+    disk.read(&disk.snapshot_path()).expect("a snapshot").len() as u64
 }
 
 /// The texts on disk only of `kept_text` read back are `expected`, and again after a restart.
@@ -3877,7 +3893,7 @@ fn texts_of_a_held_segment_read_back_and_evicted_again_let_it_go() {
         }
     });
     // What it copied was in the room the disk rule kept (there was no budget).
-    let written = disk.read(&disk.snapshot_path()).expect("a snapshot").len() as u64;
+    let written = snapshot_bytes(&disk);
     let framing = snapshot_framing_bytes(&log);
     assert!(
         written <= room_max + framing,
@@ -3955,7 +3971,7 @@ fn texts_read_back_with_no_home_while_a_snapshot_runs_are_named_in_the_segments_
         let limits = no_copy_budget(&log, &state);
         log.watch_space(&state.borrow(), &limits, None);
         snapshot_whole(&log, &state);
-        let alone = disk.read(&disk.snapshot_path()).expect("a snapshot").len() as u64;
+        let alone = snapshot_bytes(&disk);
         let texts = read_texts_in_segments(&log, &state, &log.kept_segments());
         let changes = state.borrow().snapshot_changes();
         let for_get = matches!(
@@ -4005,7 +4021,7 @@ fn texts_read_back_with_no_home_while_a_snapshot_runs_are_named_in_the_segments_
             while !job.step(&log, &state).await.expect("a step") {}
         });
         state.borrow_mut().note_answered(&answered.take(), changes);
-        let written = disk.read(&disk.snapshot_path()).expect("a snapshot").len() as u64;
+        let written = snapshot_bytes(&disk);
         let framing = snapshot_framing_bytes(&log);
         let copied = read == Read::AheadBeforeStart;
         assert!(
@@ -4051,11 +4067,9 @@ fn texts_read_back_while_a_snapshot_creates_its_file_are_charged() {
     assert!(polled.is_pending(), "the file is created by I/O in flight");
     // Meanwhile a Get's read is delivered and answered.
     let changes = state.borrow().snapshot_changes();
-    let mut delivered = Vec::new();
-    for (named, text) in read {
-        assert!(state.borrow_mut().deliver_for_request(named, text));
-        delivered.push(named);
-    }
+    let count = read.len();
+    let delivered = deliver_for_a_get(&state, read);
+    assert_eq!(delivered.len(), count, "every text delivered");
     state.borrow_mut().note_answered(&delivered, changes);
     disk.set_immediate(true);
     let Poll::Ready(job) = start.as_mut().poll(&mut Context::from_waker(Waker::noop())) else {
@@ -4063,7 +4077,7 @@ fn texts_read_back_while_a_snapshot_creates_its_file_are_charged() {
     };
     let mut job = job.expect("started");
     run(async { while !job.step(&log, &state).await.expect("a step") {} });
-    let written = disk.read(&disk.snapshot_path()).expect("a snapshot").len() as u64;
+    let written = snapshot_bytes(&disk);
     let framing = snapshot_framing_bytes(&log);
     assert!(
         written <= room_before + framing,
@@ -4186,13 +4200,7 @@ fn read_backs_and_evictions_at_random_points_stay_within_the_room_and_budget() {
             let go_on = |straddling: &mut Straddling| {
                 *straddling = match std::mem::replace(straddling, Straddling::Answered) {
                     Straddling::Read((texts, changes)) => {
-                        let mut delivered = Vec::new();
-                        for (named, text) in texts {
-                            if state.borrow_mut().deliver_for_request(named, text) {
-                                delivered.push(named);
-                            }
-                        }
-                        Straddling::Delivered(delivered, changes)
+                        Straddling::Delivered(deliver_for_a_get(&state, texts), changes)
                     }
                     Straddling::Delivered(delivered, changes) => {
                         state.borrow_mut().note_answered(&delivered, changes);
@@ -4233,7 +4241,7 @@ fn read_backs_and_evictions_at_random_points_stay_within_the_room_and_budget() {
             if random.next_u64() % 2 == 0 {
                 go_on(&mut straddling);
             }
-            let written = disk.read(&disk.snapshot_path()).expect("a snapshot").len() as u64;
+            let written = snapshot_bytes(&disk);
             let framing = snapshot_framing_bytes(&log);
             assert!(
                 written <= room_at_start + budget + framing,
