@@ -718,11 +718,12 @@ fn a_queue_got_at_a_steady_pace_is_read_ahead_of_its_gets() {
 /// counts its slot alone. With a share of 256 KiB, 30 texts of 60,000 bytes (1.8 MB) are each
 /// accepted, one after another (each leaves memory once written), the metrics charge what is
 /// in memory, within the limit; after kill -9 and a restart (the texts recovered on disk only)
-/// one more fits. A change to two shards, which copies every text through memory, is refused
-/// at that limit (helper-55's review: a default server's backlog beyond the RAM made every
-/// start after a change of CPUs run out of memory), a start with the default count keeps the
-/// files' one shard instead (where there are two CPUs), and the change is taken with a larger
-/// limit; then on two
+/// one more fits. A change to two shards with every text kept in memory (`--text-memory all`)
+/// is refused at that limit (helper-55's review: a default server's backlog beyond the RAM
+/// made every start after a change of CPUs run out of memory), and a start with the default
+/// count keeps the files' one shard (where there are two CPUs); with texts on disk the change
+/// is made at that limit, the texts written into the new generation a piece at a time and left
+/// on disk there (it was refused until the change that writes them so); then on two
 /// shards at the small limit (each with a share of 128 KiB; the texts recovered from the new
 /// generation's snapshot on disk only: helper-39's review of 480f0bf found every Put refused
 /// there) one more fits again, and every text reads back. Without the flag, the default share
@@ -770,12 +771,15 @@ fn texts_on_disk_only_let_a_backlog_outgrow_max_memory() {
         let server = restart_after_kill_9(server, &data, &flags);
         let (id, _) = put(&server, "backlog", &text(MESSAGES));
         texts.insert(id, text(MESSAGES));
-        // A change of shard count copies every text through memory: refused while they are
-        // more than --max-memory, the files untouched; taken with a limit above them.
+        // A change of shard count with every text in memory copies them all through it:
+        // refused while they are more than --max-memory, the files untouched.
         let mut resharded = flags.clone();
         resharded[1] = "2";
         server.kill();
-        let refusal = refused_start(&data, &resharded);
+        let in_memory = [&limited[..], &["--text-memory", "all"]].concat();
+        let mut in_memory_resharded = in_memory.clone();
+        in_memory_resharded[1] = "2";
+        let refusal = refused_start(&data, &in_memory_resharded);
         assert!(refusal.contains("start with --shards 1 (or"), "{refusal}");
         // With no --shards nor --cpus (a shard a CPU by default) the files' count is kept
         // instead, with a note, rather than refuse to start: every text still on disk only,
@@ -808,8 +812,15 @@ fn texts_on_disk_only_let_a_backlog_outgrow_max_memory() {
         } else {
             eprintln!("SKIPPED: the default shard count on one CPU is the files' count");
         }
-        let roomy = [&resharded[..], &["--max-memory", "8M"]].concat();
-        let server = start(&data, &roomy);
+        // With texts on disk, the change is made at the small limit: every text on disk only
+        // in the new generation from the start.
+        let server = start(&data, &resharded);
+        server.await_stderr("queues moved to the shards that own them now");
+        assert_eq!(served_shards(&server), 2, "{backend}");
+        assert_eq!(
+            common::metric_total(&server, "azq_texts_on_disk"),
+            texts.len() as u64
+        );
         assert!(server.stop().success());
         let server = start(&data, &resharded);
         await_texts_on_disk(&server, texts.len() as u64);

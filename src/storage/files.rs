@@ -23,7 +23,7 @@ use std::future::Future;
 use std::io;
 use std::path::{Path, PathBuf};
 
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 
 use crate::limits::MAPPED_READ_BYTES_MIN;
 
@@ -86,7 +86,22 @@ pub trait Files: Sync {
     fn size(&self, path: &Path) -> io::Result<u64>;
     /// Writes `bytes` as the whole content of `path` and syncs it (not its directory entry:
     /// the caller syncs the directory).
-    fn write_synced(&self, path: &Path, bytes: &[u8]) -> io::Result<()>;
+    fn write_synced(&self, path: &Path, bytes: &[u8]) -> io::Result<()> {
+        let mut whole = Some(bytes);
+        self.write_synced_in_pieces(path, &mut |out| {
+            out.extend_from_slice(whole.take().unwrap_or_default());
+            false
+        })
+    }
+    /// `write_synced` of what `next` makes a piece at a time: each call puts the next piece
+    /// into its (empty) buffer and answers whether another follows. Each piece is written
+    /// before the next is made, so no more than one is in memory (a change of shard count
+    /// writes a snapshot of every message: `recovery.rs`).
+    fn write_synced_in_pieces(
+        &self,
+        path: &Path,
+        next: &mut dyn FnMut(&mut BytesMut) -> bool,
+    ) -> io::Result<()>;
     /// Cuts `path` to `length` bytes and syncs it.
     fn truncate(&self, path: &Path, length: u64) -> io::Result<()>;
     /// Creates `directory` and its missing parents, and makes each one created durable in its
@@ -261,11 +276,22 @@ impl Files for StdFiles {
         Ok(metadata.len())
     }
 
-    fn write_synced(&self, path: &Path, bytes: &[u8]) -> io::Result<()> {
+    fn write_synced_in_pieces(
+        &self,
+        path: &Path,
+        next: &mut dyn FnMut(&mut BytesMut) -> bool,
+    ) -> io::Result<()> {
         use std::io::Write;
         let mut file = std::fs::File::create(path)?;
-        file.write_all(bytes)?;
-        file.sync_all()
+        let mut piece = BytesMut::new();
+        loop {
+            piece.clear();
+            let more = next(&mut piece);
+            file.write_all(&piece)?;
+            if !more {
+                return file.sync_all();
+            }
+        }
     }
 
     fn truncate(&self, path: &Path, length: u64) -> io::Result<()> {

@@ -38,7 +38,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
 
-use bytes::{BufMut, Bytes, BytesMut};
+use bytes::{BufMut, Bytes};
 
 use super::files::{
     generation_name, parse_generation, shard_directory_name, Files, CURRENT_FILE_NAME,
@@ -53,18 +53,22 @@ use super::pages::{Pages, SlotPages};
 use super::slim::{SlimMessage, SlimText, Sources, TextPlace};
 use crate::limits::{
     RECOVERY_KEPT_BYTES_MAX, RECOVERY_NAMED_CHUNK_BYTES, RECOVERY_NAMED_RESIDENT_BYTES,
-    RECOVERY_THREAD_STACK_BYTES, RECOVERY_UNLOAD_STEP_BYTES, STORAGE_BLOCK_BYTES,
+    RECOVERY_THREAD_STACK_BYTES, RECOVERY_UNLOAD_STEP_BYTES, SNAPSHOT_STEP_SLOTS,
+    SNAPSHOT_STEP_TEXT_BYTES, STORAGE_BLOCK_BYTES,
 };
 use crate::queue::key::{TextFile, TextLocator};
 use crate::queue::record::{
     record_put, record_text, text_records, MessageState, NamedPut, NamedText, Record,
 };
-use crate::queue::state::texts::{RecoveredTexts, TextWritten, RECOVERED_TEXT_SEQUENCE};
+use crate::queue::state::texts::{
+    Naming, RecoveredTexts, TextWritten, TextsRead, RECOVERED_TEXT_SEQUENCE,
+};
 use crate::queue::state::{Identity, Restorer};
 use crate::queue::Secret;
 use crate::queue::SignedIdentifier;
 use crate::queue::{
-    home_shard, shard_for, MessageId, Metadata, QueueKey, Replica, ServiceProperties, ShardState,
+    home_shard, shard_for, Encoded, MessageId, Metadata, QueueKey, Replica, ServiceProperties,
+    ShardState,
 };
 
 /// What recovery may do beyond the safe default.
@@ -653,13 +657,16 @@ impl Image {
 
     /// Hands this image's live queues and messages (not those of deleted or cleared queues) to
     /// the shards that own them now (`restorers`, by shard); `old_shard` is the image's. Returns
-    /// how many queues and messages it handed over.
+    /// how many queues and messages it handed over. With `rewritten`, recovery writes every
+    /// text into a new generation's snapshot and leaves it there (`leave_recovered_text`), so
+    /// none is copied into memory first.
     fn restore(
         &mut self,
         old_shard: usize,
         restorers: &mut [Restorer<'_>],
         secret: Secret,
         now_ms: u64,
+        rewritten: bool,
     ) -> (usize, usize) {
         let shards = restorers.len();
         // Each live queue's shard and incarnation, by record index (indices are dense, as in
@@ -724,11 +731,13 @@ impl Image {
             // (`StdFiles::read`), and a text left there would page-fault on the shard's thread
             // once the kernel dropped its page, and would keep a removed file's blocks on disk
             // where `azq_disk_bytes` cannot see them. Each file's mapping goes once the last
-            // text in it is restored (`Sources::taken`), the rest when the image does.
+            // text in it is restored (`Sources::taken`), the rest when the image does. A text
+            // `rewritten` is left where it is, read once to write the new snapshot, out of
+            // memory once written (a slice keeps its file's mapping until then).
             let on_disk = text_place
                 .filter(|_| !message.text.is_empty())
                 .map(|(locator, _)| locator);
-            if on_disk.is_none() {
+            if on_disk.is_none() && !rewritten {
                 message.text = Bytes::copy_from_slice(&message.text);
             }
             if owner == old_shard {
@@ -2133,9 +2142,13 @@ fn recover_noting<F: Files>(
     if let Some(bytes_max) = options.reshard_text_bytes_max.filter(|_| !same_layout) {
         // Before any text is copied: the files are mapped, not read into memory yet.
         let text_bytes: u64 = images.iter().map(|image| image.text_bytes(now_ms)).sum();
+        // With texts located, they go from the old files into the new ones a piece at a
+        // time, never all in memory: only a start that keeps every text in memory
+        // (`--text-memory all`) is refused.
+        let refused = text_bytes > bytes_max && !options.locate_texts;
         // Files another build wrote move at any count, kept or not (helper-59's review: the
         // advice below named a --shards that would be refused the same way).
-        if text_bytes > bytes_max && misplaced {
+        if refused && misplaced {
             return Err(format!(
                 "the files hold queues on shards this build gives to others (they were written \
                  by a build whose queue hash differs): moving them copies every message's text \
@@ -2146,18 +2159,27 @@ fn recover_noting<F: Files>(
             ));
         }
         if text_bytes > bytes_max && may_keep(old_shards, shards) {
+            // Not refused with texts located, but a default keeps the files as they are rather
+            // than rewrite a backlog larger than memory at every start on more CPUs.
+            let (how, change) = match options.locate_texts {
+                true => ("rewrites every message into new files", ""),
+                false => (
+                    "copies every message's text through memory",
+                    " with --max-memory above the texts",
+                ),
+            };
             notes.push(format!(
                 "the files are for {old_shards} shard{} and this start's default is {shards}: a \
-                 change of shard count copies every message's text through memory, and their {} \
-                 are more than --max-memory ({}); serving with {old_shards} as the files have \
-                 them (--shards {shards} with --max-memory above the texts changes it)",
+                 change of shard count {how}, and their texts' {} are more than --max-memory \
+                 ({}); serving with {old_shards} as the files have them (--shards \
+                 {shards}{change} changes it)",
                 if old_shards == 1 { "" } else { "s" },
                 crate::cgroup::format_bytes(text_bytes),
                 crate::cgroup::format_bytes(bytes_max),
             ));
             shards = old_shards;
             same_layout = true;
-        } else if text_bytes > bytes_max {
+        } else if refused {
             // A default count below the files' is this machine's CPUs or --max-disk's share:
             // --shards cannot keep them (helper-57's review).
             let keep = if options.shards_default && old_shards > shards {
@@ -2187,6 +2209,11 @@ fn recover_noting<F: Files>(
             image.forget_text_places();
         }
     }
+    // With texts located, a change of count writes them anew from the files read, not copied
+    // into memory first (`Image::restore`): those files, to let go of what is read of them.
+    let rewritten = !same_layout && options.locate_texts;
+    let read = images.iter().filter(|_| rewritten);
+    let read_files = ReadFiles::new(read.flat_map(|image| image.sources.data()));
     let generation = match current {
         Some(generation) if same_layout => generation,
         Some(generation) => generation + 1,
@@ -2249,7 +2276,8 @@ fn recover_noting<F: Files>(
     // shards kept 40 MiB more resident, allocations of two arenas mixed with the images').
     let (mut queues_restored, mut messages_restored) = (0usize, 0usize);
     for (old_shard, image) in images.iter_mut().enumerate() {
-        let (queues, messages) = image.restore(old_shard, &mut restorers, secret, now_ms);
+        let (queues, messages) =
+            image.restore(old_shard, &mut restorers, secret, now_ms, rewritten);
         queues_restored += queues;
         messages_restored += messages;
     }
@@ -2299,38 +2327,69 @@ fn recover_noting<F: Files>(
             files
                 .create_directories(&directory)
                 .map_err(|error| failed(&directory, error))?;
-            let mut snapshot = BytesMut::new();
-            snapshot.put_slice(&snapshot_header(shard as u32, &state.identity(), 0));
-            let header_bytes = snapshot.len();
-            let encoded = state.snapshot_all(&mut snapshot);
-            // Its entries are where the texts are from now on: the shard's homes for them, so
-            // they may leave memory at the start (each was copied out of the old generation).
-            let texts = if options.locate_texts {
-                let file = TextFile::Snapshot(0);
-                let homes = text_records(&snapshot[header_bytes..])
-                    .into_iter()
-                    .map(|text| TextWritten {
-                        slot: text.slot,
-                        generation: text.generation,
-                        sequence: RECOVERED_TEXT_SEQUENCE,
-                        locator: TextLocator::new(
-                            file,
-                            (header_bytes + text.at) as u64,
-                            text.bytes as u32,
-                        ),
-                    })
-                    .collect();
-                let mut texts = RecoveredTexts::default();
-                texts.snapshot = Some(0);
-                texts.homes = homes;
-                texts
-            } else {
-                RecoveredTexts::default()
-            };
-            snapshot.put_slice(&snapshot_trailer(encoded.entries, &[]));
+            // Its entries are where the texts are from now on: each is left there, out of
+            // memory, as its piece is written (`leave_recovered_text`; each was read out of
+            // the old generation's files), so neither the snapshot nor the texts are ever in
+            // memory whole, whatever the backlog; with every text in memory
+            // (`--text-memory all`), they are homes, noted written there.
             let path = directory.join(snapshot_name(0));
+            let header = snapshot_header(shard as u32, &state.identity(), 0);
+            let mut texts = RecoveredTexts::default();
+            texts.snapshot = options.locate_texts.then_some(0);
+            let (mut encoded, mut written, mut next) = (Encoded::default(), 0u64, None);
             files
-                .write_synced(&path, &snapshot)
+                .write_synced_in_pieces(&path, &mut |out| {
+                    let more = match next {
+                        None => {
+                            out.put_slice(&header);
+                            state.snapshot_queues(None, usize::MAX, out, &mut encoded);
+                            state.snapshot_settings(out, &mut encoded);
+                            next = Some(0);
+                            true
+                        }
+                        Some(from) if from < state.slab_slots() => {
+                            let end = state.snapshot_step_end(
+                                from,
+                                SNAPSHOT_STEP_SLOTS,
+                                SNAPSHOT_STEP_TEXT_BYTES,
+                            );
+                            let (read, mut naming) = (TextsRead::new(), Naming::default());
+                            state.snapshot_messages(
+                                from..end,
+                                &read,
+                                &mut naming,
+                                out,
+                                &mut encoded,
+                            );
+                            let records = if options.locate_texts {
+                                text_records(out)
+                            } else {
+                                Vec::new()
+                            };
+                            let mut read = Vec::with_capacity(records.len());
+                            for text in records {
+                                let at = written + text.at as u64;
+                                let locator =
+                                    TextLocator::new(TextFile::Snapshot(0), at, text.bytes as u32);
+                                read.push(state.leave_recovered_text(
+                                    text.slot,
+                                    text.generation,
+                                    locator,
+                                    &mut texts,
+                                ));
+                            }
+                            read_files.let_go(files, &read);
+                            next = Some(end);
+                            true
+                        }
+                        Some(_) => {
+                            out.put_slice(&snapshot_trailer(encoded.entries, &[]));
+                            false
+                        }
+                    };
+                    written += out.len() as u64;
+                    more
+                })
                 .map_err(|error| failed(&path, error))?;
             files
                 .sync_directory(&directory)
@@ -2340,7 +2399,7 @@ fn recover_noting<F: Files>(
                 state,
                 directory,
                 segments: Vec::new(),
-                snapshot: Some((path, snapshot.len() as u64)),
+                snapshot: Some((path, written)),
                 kept: Vec::new(),
                 kept_named_bytes: 0,
                 named: (0, 0),
@@ -2391,6 +2450,48 @@ fn recover_noting<F: Files>(
         queues: queues_restored,
         messages: messages_restored,
     })
+}
+
+/// The files recovery read (mapped on Unix), by the address of their first byte, while a
+/// change of shard count writes the texts that are slices of them into the new generation:
+/// once a piece is written, the pages its texts were read from are let go of
+/// (`Files::unload_range`). A text's file stays mapped while any other text is a slice of it,
+/// and the texts of one old file go to every new shard, so without this every page of the old
+/// files read stayed resident until the last shard was written (a backlog larger than memory).
+struct ReadFiles {
+    by_address: BTreeMap<usize, Bytes>,
+}
+
+impl ReadFiles {
+    fn new<'a>(read: impl Iterator<Item = &'a Bytes>) -> ReadFiles {
+        let by_address = read
+            .filter(|data| !data.is_empty())
+            .map(|data| (data.as_ptr() as usize, data.clone()))
+            .collect();
+        ReadFiles { by_address }
+    }
+
+    /// Lets go of the pages of the files read that `texts` (slices of them, or not) span,
+    /// in each file from the first to the last byte of them there.
+    fn let_go(&self, files: &impl Files, texts: &[Bytes]) {
+        let mut spans: HashMap<usize, Range<usize>> = HashMap::new();
+        for text in texts.iter().filter(|text| !text.is_empty()) {
+            let address = text.as_ptr() as usize;
+            let Some((&start, data)) = self.by_address.range(..=address).next_back() else {
+                continue;
+            };
+            let at = address - start;
+            if at + text.len() > data.len() {
+                continue;
+            }
+            let span = spans.entry(start).or_insert(at..at + text.len());
+            span.start = span.start.min(at);
+            span.end = span.end.max(at + text.len());
+        }
+        for (start, span) in spans {
+            files.unload_range(&self.by_address[&start], span);
+        }
+    }
 }
 
 /// What `recover_noting` made: the shards, and for the summary the bytes read and the queues
@@ -2624,7 +2725,7 @@ mod tests {
         let identity = shard.identity();
         let mut restorers = [shard.restore(identity)];
         assert_eq!(
-            image.restore(0, &mut restorers, secret, 0),
+            image.restore(0, &mut restorers, secret, 0, false),
             (1, count as usize)
         );
         let [restorer] = restorers;
@@ -2786,7 +2887,7 @@ mod tests {
                 let mut shard = ShardState::with_secret(0, 1, secret);
                 let identity = shard.identity();
                 let mut restorers = [shard.restore(identity)];
-                let (_, restored) = image.restore(0, &mut restorers, secret, 0);
+                let (_, restored) = image.restore(0, &mut restorers, secret, 0, false);
                 let [restorer] = restorers;
                 restorer.finish(0);
                 assert_eq!(restored, model.len(), "seed {seed}");

@@ -33,7 +33,7 @@ use std::path::{Component, Path};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::Poll;
 
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 
 use super::files::{Disk, Files};
 use crate::random::SplitMix64;
@@ -756,17 +756,32 @@ impl Files for SimDisk {
         Ok(inner.inodes[inode].current.len() as u64)
     }
 
-    fn write_synced(&self, path: &Path, bytes: &[u8]) -> io::Result<()> {
+    fn write_synced_in_pieces(
+        &self,
+        path: &Path,
+        next: &mut dyn FnMut(&mut BytesMut) -> bool,
+    ) -> io::Result<()> {
         let mut inner = self.inner();
         inner.spend()?;
         let inode = inner.create_file(path, 0)?;
-        inner.change_file(
-            inode,
-            Change::Write {
-                offset: 0,
-                bytes: bytes.to_vec(),
-            },
-        );
+        let (mut piece, mut offset) = (BytesMut::new(), 0);
+        loop {
+            piece.clear();
+            let more = next(&mut piece);
+            inner.change_file(
+                inode,
+                Change::Write {
+                    offset,
+                    bytes: piece.to_vec(),
+                },
+            );
+            offset += piece.len() as u64;
+            if !more {
+                break;
+            }
+            // Each further piece a write of its own, which a power cut may come before.
+            inner.spend()?;
+        }
         inner.sync_file(inode, u64::MAX);
         Ok(())
     }

@@ -45,6 +45,11 @@ impl Sources {
         self.files.push((file, data.clone()));
     }
 
+    /// The bytes read of each file, while they are held (not yet `taken` whole).
+    pub fn data(&self) -> impl Iterator<Item = &Bytes> {
+        self.files.iter().map(|(_, data)| data)
+    }
+
     /// Where `text` starts in the source it is a slice of, if any.
     fn offset_in(&self, source: u32, text: &Bytes) -> Option<u64> {
         let data = &self.files[source as usize].1;

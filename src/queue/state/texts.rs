@@ -163,6 +163,50 @@ impl ShardState {
         self.note_written(&recovered.homes);
     }
 
+    /// Recovery, changing the shard count, wrote the text of the live message (`slot`,
+    /// `generation`) into the new generation's first snapshot, whose entry at `locator` is its
+    /// home from now on (written by `RECOVERED_TEXT_SEQUENCE`); `recovered` notes it for
+    /// `track_texts`, which must follow before anything applies. A text that is not empty is
+    /// kept there only (in memory it may be a slice of a file recovery mapped, read once to
+    /// write the snapshot: left so, the backlog would be in memory, and the shard would fault
+    /// on the mapping); an empty one stays in memory (nothing to save, a read to pay).
+    /// Answers the text it held in memory.
+    pub fn leave_recovered_text(
+        &mut self,
+        slot: u32,
+        generation: u32,
+        locator: TextLocator,
+        recovered: &mut RecoveredTexts,
+    ) -> Bytes {
+        assert!(
+            self.messages.lookup(slot, generation).is_some(),
+            "a text recovery wrote for a live message"
+        );
+        let message = self.messages.get_mut(slot);
+        let text = TextWritten {
+            slot,
+            generation,
+            sequence: RECOVERED_TEXT_SEQUENCE,
+            locator,
+        };
+        let text_bytes = u32::try_from(message.text.len()).expect("texts are small");
+        let left = if text_bytes == 0 {
+            recovered.note(text, false);
+            TextSlot::Resident(Bytes::new())
+        } else {
+            self.texts_evicted.add(locator, text_bytes);
+            recovered.note(text, true);
+            TextSlot::OnDisk {
+                locator,
+                text_bytes,
+            }
+        };
+        match std::mem::replace(&mut message.text, left) {
+            TextSlot::Resident(text) => text,
+            TextSlot::OnDisk { .. } => unreachable!("recovery restored every text in memory"),
+        }
+    }
+
     /// Whether texts are tracked (`track_texts`).
     pub fn tracks_texts(&self) -> bool {
         self.journal
