@@ -2069,8 +2069,7 @@ fn recover_noting<F: Files>(
     }
     let mut images = Vec::new();
     // Whether this start may keep the files' shard count of `old` where a change would be
-    // refused (`RecoveryOptions::shards_default`): its texts are then located as for the same
-    // count, and forgotten again if the change is made after all.
+    // refused or rewrite a backlog larger than memory (`RecoveryOptions::shards_default`).
     let may_keep = |old: usize, now: usize| {
         options.shards_default && options.reshard_text_bytes_max.is_some() && old < now
     };
@@ -2090,8 +2089,11 @@ fn recover_noting<F: Files>(
                 ));
             }
         }
-        let locate_texts = options.locate_texts
-            && (shard_directories.len() == shards || may_keep(shard_directories.len(), shards));
+        // Located whatever the count: a change writes the texts anew from where they are
+        // read (`Image::restore`), so the files are read lazily and let go of behind the
+        // reader as for the same count (read whole, every page of them stayed resident), and
+        // the places found are forgotten if the count changes.
+        let locate_texts = options.locate_texts;
         let reads = shard_directories.iter().enumerate().map(|(shard, name)| {
             let directory = directory.join(name);
             move || {

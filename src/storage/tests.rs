@@ -2078,7 +2078,8 @@ fn recovery_of_real_files_lets_go_of_what_it_passed() {
 /// A change of shard count with texts located writes each new shard's snapshot a piece at a
 /// time (`SNAPSHOT_STEP_TEXT_BYTES` of texts at most), each text left on disk only at its entry
 /// there as its piece is written (none copied into memory first: a backlog larger than memory
-/// was refused), and lets go of the old files' pages each piece read; every text reads back
+/// was refused), reads the old files lazily and lets go of their pages each piece read; every
+/// text reads back
 /// from the new files, and again after a restart at the new count. Real files (mapped), four
 /// hundred texts of 60,000 bytes named in segments kept, two queues: one on each new shard.
 #[test]
@@ -2188,7 +2189,24 @@ fn a_change_of_shard_count_writes_texts_anew_a_piece_at_a_time_and_leaves_them_o
         );
     }
     assert_eq!(found, (0..TEXTS).collect());
-    // The old segments' pages let go of between the pieces written, not only at the end.
+    // The old snapshot read lazily (read whole, as for a change until this test, every page of
+    // it stayed resident; the segments are read whole and let go of once read, one at a
+    // time, as at any start) ...
+    let old_snapshot = |path: &Path| {
+        path.starts_with(data.join("gen-000001")) && path.extension().is_some_and(|e| e == "snap")
+    };
+    let reads: Vec<_> = noted
+        .events
+        .iter()
+        .filter(|(path, event)| old_snapshot(path) && matches!(event, Watched::Read(_)))
+        .collect();
+    assert_eq!(reads.len(), 1, "{reads:?}");
+    assert_eq!(
+        reads[0].1,
+        Watched::Read(Some(true)),
+        "read lazily, in order"
+    );
+    // ... and their pages let go of between the pieces written, not only at the end.
     let let_go_while_writing = noted
         .events
         .iter()
