@@ -2206,6 +2206,29 @@ fn a_change_of_shard_count_writes_texts_anew_a_piece_at_a_time_and_leaves_them_o
         Watched::Read(Some(true)),
         "read lazily, in order"
     );
+    // ... each old segment let go of whole once read, before any piece is written ...
+    let before_writing: Vec<_> = noted
+        .events
+        .iter()
+        .take_while(|(_, event)| !matches!(event, Watched::Written(_)))
+        .collect();
+    let old_segments: BTreeSet<&PathBuf> = before_writing
+        .iter()
+        .filter(|(path, _)| {
+            path.starts_with(data.join("gen-000001"))
+                && path.extension().is_some_and(|e| e == "log")
+        })
+        .map(|(path, _)| path)
+        .collect();
+    assert!(!old_segments.is_empty());
+    for segment in old_segments {
+        let whole = (segment.clone(), Watched::LetGo(0..noted.lengths[segment]));
+        assert!(
+            before_writing.contains(&&whole),
+            "{} not let go of",
+            segment.display()
+        );
+    }
     // ... and their pages let go of between the pieces written, not only at the end.
     let let_go_while_writing = noted
         .events
