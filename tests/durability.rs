@@ -40,15 +40,40 @@ fn start(data: &TempDir, extra: &[&str]) -> Server {
 }
 
 /// Runs azq on `data` with `extra`, which must refuse to start (exit code 2); its stderr.
+/// One that starts serving instead is stopped after `REFUSAL_WAIT` and fails the test (it hung
+/// a run waiting for its exit once a change it expected refused was made: helper-74's review).
 fn refused_start(data: &TempDir, extra: &[&str]) -> String {
-    let output = std::process::Command::new(common::azq_binary())
+    use std::io::Read;
+    const REFUSAL_WAIT: Duration = Duration::from_secs(120);
+    let mut child = std::process::Command::new(common::azq_binary())
         .args(["--location", data.arg(), "--queuePort", "0"])
         .args(extra)
         .env_remove("AZURITE_ACCOUNTS")
-        .output()
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
         .expect("azq runs");
-    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
-    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    let mut pipe = child.stderr.take().expect("stderr piped");
+    let reader = std::thread::spawn(move || {
+        let mut stderr = String::new();
+        let _ = pipe.read_to_string(&mut stderr);
+        stderr
+    });
+    let started = std::time::Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("azq waited for") {
+            break status;
+        }
+        if started.elapsed() > REFUSAL_WAIT {
+            let _ = child.kill();
+            let _ = child.wait();
+            let stderr = reader.join().expect("stderr read");
+            panic!("azq {extra:?} did not refuse to start: {stderr}");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let stderr = reader.join().expect("stderr read");
+    assert_eq!(status.code(), Some(2), "{stderr}");
     stderr
 }
 
@@ -911,10 +936,11 @@ fn served_shards(server: &Server) -> usize {
 /// A default shard count is at most what `--max-disk` gives 256 MiB each (helper-57's review of
 /// the kept count: between one and two shares on two CPUs, a one-shard data directory whose
 /// texts are beyond `--max-memory` was refused at the flags, before recovery could keep its
-/// count). Such a directory starts on one shard and reads back; two-shard files are moved onto
-/// one, every text read back, and refused (files untouched) while their texts are beyond
-/// `--max-memory`, saying where the count came from. On both backends, where there are CPUs
-/// for two shards.
+/// count). Such a directory starts on one shard and reads back; two-shard files are refused
+/// (files untouched) with every text in memory (`--text-memory all`) while their texts are
+/// beyond `--max-memory`, saying where the count came from, and moved onto one shard at that
+/// limit with the texts on disk, every text on disk only from the start and read back. On both
+/// backends, where there are CPUs for two shards.
 #[test]
 fn a_default_shard_count_leaves_each_shard_its_share_of_max_disk() {
     if std::thread::available_parallelism().map_or(1, |cpus| cpus.get()) < 2 {
@@ -951,14 +977,20 @@ fn a_default_shard_count_leaves_each_shard_its_share_of_max_disk() {
         );
         assert!(server.stop().success());
         let tight = [&one[..], &disk[..]].concat();
-        let refusal = refused_start(&data, &tight);
+        let in_memory = [&tight[..], &["--text-memory", "all"]].concat();
+        let refusal = refused_start(&data, &in_memory);
         assert!(
             refusal.contains("follows its CPUs and --max-disk (256 MiB a shard at least)"),
             "{refusal}"
         );
-        let server = start(&data, &[&["--runtime", backend][..], &disk[..]].concat());
+        let server = start(&data, &tight);
         server.await_stderr("queues moved to the shards that own them now");
         assert_eq!(served_shards(&server), 1, "{backend}");
+        assert_eq!(
+            common::metric_total(&server, "azq_texts_on_disk"),
+            filled.len() as u64,
+            "{backend}"
+        );
         assert_every_queue_leases(&server, &filled, backend);
         assert!(server.stop().success());
     }
@@ -2691,7 +2723,8 @@ fn a_change_of_shard_count_counts_only_the_texts_it_would_copy() {
     let server = start(&data, &one[2..]);
     assert_eq!(shards(&server), 2, "no text left: {}", server.stderr());
     assert!(server.stop().success());
-    // Expired texts: `--shards 2` is not refused.
+    // Expired texts: `--shards 2` is not refused with every text in memory (with texts on
+    // disk a change is never refused).
     let data = TempDir::new("reshard-expired");
     let server = start(&data, &one);
     create_queue(&server, "backlog");
@@ -2701,7 +2734,14 @@ fn a_change_of_shard_count_counts_only_the_texts_it_would_copy() {
     }
     server.kill();
     std::thread::sleep(Duration::from_millis(2_100));
-    let two = [&["--shards", "2"][..], &one[2..]].concat();
+    let two = [
+        "--shards",
+        "2",
+        "--max-memory",
+        "256K",
+        "--text-memory",
+        "all",
+    ];
     let server = start(&data, &two);
     assert_eq!(shards(&server), 2);
     assert_eq!(common::metric_total(&server, "azq_messages"), 0);

@@ -220,9 +220,10 @@ impl Files for StdFiles {
 
     /// Reads `path`, or on Unix maps it when it holds `MAPPED_READ_BYTES_MIN` or more (no copy
     /// into fresh heap pages, and pages the kernel may drop while recovery reads on), its pages
-    /// read in at once. Only recovery reads files, and it copies the live message texts it
-    /// does not leave on disk only out before the shards start (`Image::restore`), so no
-    /// mapping outlives it.
+    /// read in at once. Only recovery reads files, and before the shards start it copies out
+    /// the live message texts it does not leave on disk only (`Image::restore`), or on a change
+    /// of shard count writes them into the new generation and leaves them on disk there
+    /// (`ShardState::leave_recovered_text`), so no mapping outlives it.
     fn read(&self, path: &Path) -> io::Result<Bytes> {
         map_or_read(path, true, false)
     }
