@@ -2075,19 +2075,12 @@ fn recovery_of_real_files_lets_go_of_what_it_passed() {
     }
 }
 
-/// A change of shard count with texts located writes each new shard's snapshot a piece at a
-/// time (`SNAPSHOT_STEP_TEXT_BYTES` of texts at most), each text left on disk only at its entry
-/// there as its piece is written (none copied into memory first: a backlog larger than memory
-/// was refused), reads the old files lazily and lets go of their pages each piece read; every
-/// text reads back
-/// from the new files, and again after a restart at the new count. Real files (mapped), four
-/// hundred texts of 60,000 bytes named in segments kept, two queues: one on each new shard.
-#[test]
-fn a_change_of_shard_count_writes_texts_anew_a_piece_at_a_time_and_leaves_them_on_disk() {
-    use crate::limits::SNAPSHOT_STEP_TEXT_BYTES;
-    const TEXTS: usize = 400;
+/// One shard whose texts `kept_text(0..texts)` alternate between two queues, one of each
+/// shard of two, evicted and named by a snapshot in the segments it keeps, then
+/// `kept_text(texts..texts + after)` put after it (replayed at a start, in memory); crashed. The
+/// disk and the queues.
+fn a_shard_of_two_queues(texts: usize, after: usize) -> (SimDisk, Vec<QueueKey>) {
     let (disk, log, state) = tracked_shard(0);
-    // Queues whose names hash to either of two shards.
     let queues: Vec<QueueKey> = [0, 1]
         .map(|shard| {
             (0..)
@@ -2104,7 +2097,7 @@ fn a_change_of_shard_count_writes_texts_anew_a_piece_at_a_time_and_leaves_them_o
         // Queue 0 may be one of them, created already.
         let _ = apply_flushed(&log, &state, create);
     }
-    for number in 0..TEXTS {
+    let put = |number: usize| {
         let put = Command::PutMessage {
             queue: queues[number % 2].clone(),
             text: kept_text(number),
@@ -2112,11 +2105,99 @@ fn a_change_of_shard_count_writes_texts_anew_a_piece_at_a_time_and_leaves_them_o
             ttl_s: Some(86_400),
         };
         apply_flushed(&log, &state, put).expect("put");
-    }
+    };
+    (0..texts).for_each(put);
     state.borrow_mut().evict(u64::MAX, log.durable_sequence());
     snapshot_whole(&log, &state);
+    (texts..texts + after).for_each(put);
     drop((log, state));
     disk.crash();
+    (disk, queues)
+}
+
+/// A power cut at any write of a change of shard count with texts located (each new shard's
+/// snapshot written a piece at a time, every further piece a write the cut may come before)
+/// leaves either the old generation or the new whole: the next start at the new count, and the
+/// one after it, find every text, read back from where they leave it. Texts named in kept
+/// segments and texts replayed from the log after the snapshot.
+#[test]
+fn a_change_of_shard_count_cut_at_any_write_keeps_every_text() {
+    const TEXTS: usize = 300;
+    const AFTER: usize = 20;
+    let located = RecoveryOptions {
+        locate_texts: true,
+        reshard_text_bytes_max: Some(0),
+        ..RecoveryOptions::default()
+    };
+    let root = data_directory(Path::new("/data"));
+    // Every text of a start at two shards, read back where it is, by number.
+    let texts_read_back = |disk: &SimDisk, seed: u64| -> BTreeSet<usize> {
+        let mut seeds = SplitMix64::new(seed);
+        let recovered = recover(
+            disk,
+            &root,
+            2,
+            NOW_MS,
+            &mut new_seed(&mut seeds),
+            test_secret(),
+            located,
+        )
+        .expect("a start after the cut");
+        let mut found = BTreeSet::new();
+        for (shard, mut start) in recovered.shards.into_iter().enumerate() {
+            start.state.track_texts(std::mem::take(&mut start.texts));
+            let log = Log::new(disk.clone(), &start, shard as u32, Durability::Fsync);
+            let described = start.state.describe_with(NOW_MS, |text| {
+                let read = run(log.read_texts(vec![text])).expect("a text reads back");
+                read.into_iter().next().expect("one text").1
+            });
+            for (_, text, ..) in described.messages.values() {
+                assert!(found.insert(kept_number(text)), "{}", kept_number(text));
+            }
+        }
+        found
+    };
+    let mut cuts = 0;
+    for budget in 0.. {
+        let (disk, _) = a_shard_of_two_queues(TEXTS, AFTER);
+        disk.cut_files_after(budget);
+        let mut seeds = SplitMix64::new(budget as u64);
+        let cut = recover(
+            &disk,
+            &root,
+            2,
+            NOW_MS,
+            &mut new_seed(&mut seeds),
+            test_secret(),
+            located,
+        )
+        .is_err();
+        disk.crash();
+        let all: BTreeSet<usize> = (0..TEXTS + AFTER).collect();
+        assert_eq!(texts_read_back(&disk, 1), all, "cut after {budget}");
+        disk.crash();
+        assert_eq!(texts_read_back(&disk, 2), all, "cut after {budget}, again");
+        if !cut {
+            break;
+        }
+        cuts += 1;
+    }
+    // The pieces: at least two of messages a shard, beside the header's and the trailer's.
+    assert!(cuts >= 8, "{cuts} cut points");
+}
+
+/// A change of shard count with texts located writes each new shard's snapshot a piece at a
+/// time (`SNAPSHOT_STEP_TEXT_BYTES` of texts at most), each text left on disk only at its entry
+/// there as its piece is written (none copied into memory first: a backlog larger than memory
+/// was refused), reads the old files lazily and lets go of their pages each piece read; every
+/// text reads back
+/// from the new files, and again after a restart at the new count. Real files (mapped), four
+/// hundred texts of 60,000 bytes named in segments kept, two queues: one on each new shard.
+#[test]
+fn a_change_of_shard_count_writes_texts_anew_a_piece_at_a_time_and_leaves_them_on_disk() {
+    use crate::limits::SNAPSHOT_STEP_TEXT_BYTES;
+    const TEXTS: usize = 400;
+    let (disk, _) = a_shard_of_two_queues(TEXTS, 0);
     let root = copied_to_real_files(&disk, "reshard-in-pieces");
     let data = data_directory(&root.join("data"));
     let located = RecoveryOptions {
