@@ -248,6 +248,13 @@ pub const RECORD_BODY_BYTES_MAX: usize = 1 << 20;
 /// cut off a log or removed, copied first so that a reader's mistake never deletes data); the
 /// oldest go first beyond it. What the current start keeps is never removed by it.
 pub const RECOVERY_KEPT_BYTES_MAX: u64 = 4 * LOG_SEGMENT_BYTES;
+/// What a change of shard count with texts located is taken to hold a message while it moves
+/// them, bytes, against the memory the process may have (`RecoveryOptions::
+/// reshard_memory_bytes_max`): its slot and recovery's entry for it, and a moved message's state
+/// waiting for its slot and its ID in two maps; its text is never in memory whole. Measured
+/// 301 and 413 at the peak (docs/BENCHMARKS.md, "A change of shard count over a backlog": half
+/// the messages moved, all of them).
+pub const RESHARD_MESSAGE_BYTES: u64 = 512;
 /// With texts located, recovery lets go of the pages of a snapshot it has read past in steps of
 /// this many bytes (`Files::unload_range`; the snapshot is read streamed, its pages read in as
 /// touched), so that a large snapshot is not resident whole while it is read.

@@ -421,6 +421,7 @@ fn open_storage(config: &Config) -> Result<Storage, String> {
             truncate_corrupt: *truncate_corrupt,
             locate_texts: config.text_bytes_max.is_some(),
             reshard_text_bytes_max: Some(config.message_bytes_max),
+            reshard_memory_bytes_max: azq::settings::memory_bytes(),
             shards_default: config.shards_default,
         },
     )

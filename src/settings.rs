@@ -251,6 +251,11 @@ pub struct Config {
 /// the system, so a runaway producer gets 503s instead of the out-of-memory killer. With where
 /// it came from, for the ready line.
 fn default_message_bytes_max() -> (u64, String) {
+    cgroup::default_message_bytes_max(ram_bytes(), &cgroup::read(), MESSAGE_BYTES_MAX_FALLBACK)
+}
+
+/// The machine's RAM, bytes, when it can be read.
+fn ram_bytes() -> Option<u64> {
     // SAFETY: sysconf only reads system configuration.
     let (pages, page_bytes) = unsafe {
         (
@@ -258,9 +263,15 @@ fn default_message_bytes_max() -> (u64, String) {
             libc::sysconf(libc::_SC_PAGESIZE),
         )
     };
-    let ram_bytes =
-        (pages > 0 && page_bytes > 0).then(|| (pages as u64).saturating_mul(page_bytes as u64));
-    cgroup::default_message_bytes_max(ram_bytes, &cgroup::read(), MESSAGE_BYTES_MAX_FALLBACK)
+    (pages > 0 && page_bytes > 0).then(|| (pages as u64).saturating_mul(page_bytes as u64))
+}
+
+/// The memory this process may have: the smaller of the RAM and its cgroup's memory limit,
+/// when either can be read (what a change of shard count must fit in: `RecoveryOptions::
+/// reshard_memory_bytes_max`).
+pub fn memory_bytes() -> Option<u64> {
+    let limit = cgroup::read().memory.map(|limit| limit.bytes);
+    [ram_bytes(), limit].into_iter().flatten().min()
 }
 
 impl Default for Config {

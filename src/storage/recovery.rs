@@ -53,8 +53,8 @@ use super::pages::{Pages, SlotPages};
 use super::slim::{SlimMessage, SlimText, Sources, TextPlace};
 use crate::limits::{
     RECOVERY_KEPT_BYTES_MAX, RECOVERY_NAMED_CHUNK_BYTES, RECOVERY_NAMED_RESIDENT_BYTES,
-    RECOVERY_THREAD_STACK_BYTES, RECOVERY_UNLOAD_STEP_BYTES, SNAPSHOT_STEP_SLOTS,
-    SNAPSHOT_STEP_TEXT_BYTES, STORAGE_BLOCK_BYTES,
+    RECOVERY_THREAD_STACK_BYTES, RECOVERY_UNLOAD_STEP_BYTES, RESHARD_MESSAGE_BYTES,
+    SNAPSHOT_STEP_SLOTS, SNAPSHOT_STEP_TEXT_BYTES, STORAGE_BLOCK_BYTES,
 };
 use crate::queue::key::{TextFile, TextLocator};
 use crate::queue::record::{
@@ -85,6 +85,11 @@ pub struct RecoveryOptions {
     /// generation's snapshots are written from memory, every text in them): more refuses to
     /// start, naming the shard count that keeps the files as they are. `None`: no bound.
     pub reshard_text_bytes_max: Option<u64>,
+    /// The memory this process may have (the smaller of the RAM and the cgroup's limit), which
+    /// a change of shard count with texts located must fit: it holds about
+    /// `RESHARD_MESSAGE_BYTES` a message while it moves them. More refuses to start (a default
+    /// count keeps the files' count, as for `reshard_text_bytes_max`). `None`: no bound.
+    pub reshard_memory_bytes_max: Option<u64>,
     /// This start's shard count is a default (no `--shards` or `--cpus`): where that bound
     /// refuses a change of shard count, recovery keeps the files' count instead when it is at
     /// most this start's (a shard for each of fewer CPUs), with a note, and `Recovered::shards`
@@ -642,17 +647,19 @@ impl Image {
         self.messages.get_mut(slot as usize)
     }
 
-    /// Bytes of the texts a change of shard count would copy: those `restore` keeps, of live
-    /// queues (not of a deleted or cleared one, whose records the log may still hold) and not
-    /// expired at `now_ms` (helper-57's review: counting every message the image holds refused
-    /// a change, or kept the count, with nothing left to copy).
-    fn text_bytes(&self, now_ms: u64) -> u64 {
+    /// The messages a change of shard count would move, and the bytes of their texts: those
+    /// `restore` keeps, of live queues (not of a deleted or cleared one, whose records the log
+    /// may still hold) and not expired at `now_ms` (helper-57's review: counting every message
+    /// the image holds refused a change, or kept the count, with nothing left to copy).
+    fn kept(&self, now_ms: u64) -> (u64, u64) {
         let kept = self.messages.values().filter(|found| {
             let live = self.queues.get(&found.message.queue);
             live.is_some_and(|queue| queue.incarnation == found.incarnation)
                 && found.message.expiration_ms() > now_ms
         });
-        kept.map(|found| found.message.text.len() as u64).sum()
+        kept.fold((0, 0), |(messages, bytes), found| {
+            (messages + 1, bytes + found.message.text.len() as u64)
+        })
     }
 
     /// Hands this image's live queues and messages (not those of deleted or cleared queues) to
@@ -2143,7 +2150,7 @@ fn recover_noting<F: Files>(
     same_layout &= !rehashed;
     if let Some(bytes_max) = options.reshard_text_bytes_max.filter(|_| !same_layout) {
         // Before any text is copied: the files are mapped, not read into memory yet.
-        let text_bytes: u64 = images.iter().map(|image| image.text_bytes(now_ms)).sum();
+        let text_bytes: u64 = images.iter().map(|image| image.kept(now_ms).1).sum();
         // With texts located, they go from the old files into the new ones a piece at a
         // time, never all in memory: only a start that keeps every text in memory
         // (`--text-memory all`) is refused.
@@ -2182,19 +2189,9 @@ fn recover_noting<F: Files>(
             shards = old_shards;
             same_layout = true;
         } else if refused {
-            // A default count below the files' is this machine's CPUs or --max-disk's share:
-            // --shards cannot keep them (helper-57's review).
-            let keep = if options.shards_default && old_shards > shards {
-                format!(
-                    "this start's default count follows its CPUs and --max-disk ({} a shard at \
-                     least); ",
-                    crate::cgroup::format_bytes(crate::limits::DISK_BYTES_PER_SHARD_MIN)
-                )
-            } else {
-                format!(
-                    "start with --shards {old_shards} (or --cpus listing that many CPUs), which \
-                     keeps the files as they are, or "
-                )
+            let keep = match keep_advice(options, old_shards, shards) {
+                (advice, true) => format!("{advice}; "),
+                (advice, false) => format!("{advice}, or "),
             };
             return Err(format!(
                 "the files are for a shard count of {old_shards} and this start's is {shards}: \
@@ -2202,6 +2199,40 @@ fn recover_noting<F: Files>(
                  {} are more than --max-memory ({}); {keep}start with --max-memory above them",
                 crate::cgroup::format_bytes(text_bytes),
                 crate::cgroup::format_bytes(bytes_max),
+            ));
+        }
+    }
+    // With texts located a change is bounded by its messages, not their texts: it holds about
+    // `RESHARD_MESSAGE_BYTES` a message while it moves them. Past the memory the process may
+    // have it is refused before anything is written (or, for a default count, the files' count
+    // kept), not killed by the out-of-memory killer at every start.
+    let bounded = options.reshard_memory_bytes_max.filter(|_| !same_layout);
+    if let Some(memory_max) = bounded.filter(|_| options.locate_texts) {
+        let messages: u64 = images.iter().map(|image| image.kept(now_ms).0).sum();
+        let memory = messages.saturating_mul(RESHARD_MESSAGE_BYTES);
+        let why = format!(
+            "a change of shard count holds about {RESHARD_MESSAGE_BYTES} bytes a message while it \
+             moves them, and their {messages} messages would take about {}, more than the memory \
+             this process may have ({})",
+            crate::cgroup::format_bytes(memory),
+            crate::cgroup::format_bytes(memory_max),
+        );
+        if memory > memory_max && !misplaced && may_keep(old_shards, shards) {
+            notes.push(format!(
+                "the files are for {old_shards} shard{} and this start's default is {shards}: \
+                 {why}; serving with {old_shards} as the files have them",
+                if old_shards == 1 { "" } else { "s" },
+            ));
+            shards = old_shards;
+            same_layout = true;
+        } else if memory > memory_max {
+            let keep = match (misplaced, keep_advice(options, old_shards, shards)) {
+                (true, _) => "start with the build that wrote the files".to_string(),
+                (false, (advice, _)) => advice,
+            };
+            return Err(format!(
+                "the files are for a shard count of {old_shards} and this start's is {shards}: \
+                 {why}; {keep}"
             ));
         }
     }
@@ -2452,6 +2483,26 @@ fn recover_noting<F: Files>(
         queues: queues_restored,
         messages: messages_restored,
     })
+}
+
+/// What a refusal of a change of shard count from `old_shards` to `shards` advises to keep the
+/// files as they are, and whether it is the default count's reason rather than a flag to give:
+/// a default count below the files' follows this machine's CPUs or `--max-disk`'s share, which
+/// `--shards` cannot keep (helper-57's review).
+fn keep_advice(options: RecoveryOptions, old_shards: usize, shards: usize) -> (String, bool) {
+    if options.shards_default && old_shards > shards {
+        let advice = format!(
+            "this start's default count follows its CPUs and --max-disk ({} a shard at least)",
+            crate::cgroup::format_bytes(crate::limits::DISK_BYTES_PER_SHARD_MIN)
+        );
+        (advice, true)
+    } else {
+        let advice = format!(
+            "start with --shards {old_shards} (or --cpus listing that many CPUs), which keeps \
+             the files as they are"
+        );
+        (advice, false)
+    }
 }
 
 /// The files recovery read (mapped on Unix), by the address of their first byte, while a

@@ -2115,6 +2115,50 @@ fn a_shard_of_two_queues(texts: usize, after: usize) -> (SimDisk, Vec<QueueKey>)
     (disk, queues)
 }
 
+/// A change of shard count with texts located must fit the memory the process may have at
+/// `RESHARD_MESSAGE_BYTES` a message it moves (else a backlog whose texts were never in memory
+/// still took more than the machine has, and the out-of-memory killer ended every start): one
+/// byte short of 40 messages' worth it is refused, naming the files' count, with nothing
+/// written; a default count keeps the files' count instead; at the bound the change is made.
+#[test]
+fn a_change_of_shard_count_beyond_the_memory_it_may_have_is_refused_or_kept() {
+    use crate::limits::RESHARD_MESSAGE_BYTES;
+    const TEXTS: usize = 40;
+    let root = data_directory(Path::new("/data"));
+    let (disk, _) = a_shard_of_two_queues(TEXTS, 0);
+    let bound = TEXTS as u64 * RESHARD_MESSAGE_BYTES;
+    let mut seeds = SplitMix64::new(7);
+    let mut start = |memory: u64, shards_default: bool| {
+        let options = RecoveryOptions {
+            locate_texts: true,
+            reshard_text_bytes_max: Some(u64::MAX),
+            reshard_memory_bytes_max: Some(memory),
+            shards_default,
+            ..RecoveryOptions::default()
+        };
+        recover_shards(&disk, 2, &mut seeds, options)
+    };
+    let why = start(bound - 1, false).err().expect("refused");
+    assert!(why.contains("start with --shards 1 (or"), "{why}");
+    assert!(why.contains(&format!("their {TEXTS} messages")), "{why}");
+    assert!(!disk
+        .file_paths()
+        .iter()
+        .any(|path| path.starts_with(root.join("gen-000002"))));
+    let kept = start(bound - 1, true).expect("the files' count kept");
+    assert_eq!(kept.shards.len(), 1);
+    assert!(
+        kept.notes
+            .iter()
+            .any(|note| note.contains("serving with 1 as the files have them")),
+        "{:?}",
+        kept.notes
+    );
+    drop(kept);
+    let changed = start(bound, false).expect("a change within the bound");
+    assert_eq!(changed.shards.len(), 2);
+}
+
 /// A power cut at any write of a change of shard count with texts located (each new shard's
 /// snapshot written a piece at a time, every further piece a write the cut may come before)
 /// leaves either the old generation or the new whole: the next start at the new count, and the
@@ -2129,20 +2173,11 @@ fn a_change_of_shard_count_cut_at_any_write_keeps_every_text() {
         reshard_text_bytes_max: Some(0),
         ..RecoveryOptions::default()
     };
-    let root = data_directory(Path::new("/data"));
     // Every text of a start at two shards, read back where it is, by number.
     let texts_read_back = |disk: &SimDisk, seed: u64| -> BTreeSet<usize> {
         let mut seeds = SplitMix64::new(seed);
-        let recovered = recover(
-            disk,
-            &root,
-            2,
-            NOW_MS,
-            &mut new_seed(&mut seeds),
-            test_secret(),
-            located,
-        )
-        .expect("a start after the cut");
+        let recovered =
+            recover_shards(disk, 2, &mut seeds, located).expect("a start after the cut");
         let mut found = BTreeSet::new();
         for (shard, mut start) in recovered.shards.into_iter().enumerate() {
             start.state.track_texts(std::mem::take(&mut start.texts));
@@ -2162,16 +2197,7 @@ fn a_change_of_shard_count_cut_at_any_write_keeps_every_text() {
         let (disk, _) = a_shard_of_two_queues(TEXTS, AFTER);
         disk.cut_files_after(budget);
         let mut seeds = SplitMix64::new(budget as u64);
-        let cut = recover(
-            &disk,
-            &root,
-            2,
-            NOW_MS,
-            &mut new_seed(&mut seeds),
-            test_secret(),
-            located,
-        )
-        .is_err();
+        let cut = recover_shards(&disk, 2, &mut seeds, located).is_err();
         disk.crash();
         let all: BTreeSet<usize> = (0..TEXTS + AFTER).collect();
         assert_eq!(texts_read_back(&disk, 1), all, "cut after {budget}");
