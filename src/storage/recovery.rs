@@ -2167,9 +2167,11 @@ fn recover_noting<F: Files>(
                 crate::cgroup::format_bytes(bytes_max),
             ));
         }
-        if text_bytes > bytes_max && may_keep(old_shards, shards) {
+        if text_bytes > bytes_max && !misplaced && may_keep(old_shards, shards) {
             // Not refused with texts located, but a default keeps the files as they are rather
-            // than rewrite a backlog larger than memory at every start on more CPUs.
+            // than rewrite a backlog larger than memory at every start on more CPUs; never files
+            // another build wrote, whose queues are on shards this one gives to others
+            // (helper-75's review: kept so, with texts located, since 543a0a4).
             let (how, change) = match options.locate_texts {
                 true => ("rewrites every message into new files", ""),
                 false => (
@@ -2211,29 +2213,43 @@ fn recover_noting<F: Files>(
         let messages: u64 = images.iter().map(|image| image.kept(now_ms).0).sum();
         let memory = messages.saturating_mul(RESHARD_MESSAGE_BYTES);
         let why = format!(
-            "a change of shard count holds about {RESHARD_MESSAGE_BYTES} bytes a message while it \
-             moves them, and their {messages} messages would take about {}, more than the memory \
-             this process may have ({})",
+            "holds about {RESHARD_MESSAGE_BYTES} bytes a message while it moves them, and their \
+             {messages} messages would take about {}, more than the memory this process may have \
+             ({})",
             crate::cgroup::format_bytes(memory),
             crate::cgroup::format_bytes(memory_max),
         );
         if memory > memory_max && !misplaced && may_keep(old_shards, shards) {
             notes.push(format!(
-                "the files are for {old_shards} shard{} and this start's default is {shards}: \
-                 {why}; serving with {old_shards} as the files have them",
+                "the files are for {old_shards} shard{} and this start's default is {shards}: a \
+                 change of shard count {why}; serving with {old_shards} as the files have them",
                 if old_shards == 1 { "" } else { "s" },
             ));
             shards = old_shards;
             same_layout = true;
         } else if memory > memory_max {
-            let keep = match (misplaced, keep_advice(options, old_shards, shards)) {
-                (true, _) => "start with the build that wrote the files".to_string(),
-                (false, (advice, _)) => advice,
+            let what = if misplaced && old_shards == shards {
+                "the files hold queues on shards this build gives to others (they were written by \
+                 a build whose queue hash differs): moving them"
+                    .to_string()
+            } else {
+                format!(
+                    "the files are for a shard count of {old_shards} and this start's is \
+                     {shards}: a change of shard count"
+                )
             };
-            return Err(format!(
-                "the files are for a shard count of {old_shards} and this start's is {shards}: \
-                 {why}; {keep}"
-            ));
+            let keep = match (misplaced, keep_advice(options, old_shards, shards)) {
+                (true, _) => format!(
+                    "start with the build that wrote the files and --shards {old_shards}, which \
+                     keeps them as they are"
+                ),
+                (false, (advice, true)) => format!(
+                    "{advice}: start where the process may have more memory, or with the CPUs \
+                     and --max-disk for {old_shards} shards"
+                ),
+                (false, (advice, false)) => advice,
+            };
+            return Err(format!("{what} {why}; {keep}"));
         }
     }
     if !same_layout {

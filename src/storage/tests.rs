@@ -2120,6 +2120,8 @@ fn a_shard_of_two_queues(texts: usize, after: usize) -> (SimDisk, Vec<QueueKey>)
 /// still took more than the machine has, and the out-of-memory killer ended every start): one
 /// byte short of 40 messages' worth it is refused, naming the files' count, with nothing
 /// written; a default count keeps the files' count instead; at the bound the change is made.
+/// A default count below the files' (which this machine's CPUs or `--max-disk` set) is refused,
+/// saying what would let it start.
 #[test]
 fn a_change_of_shard_count_beyond_the_memory_it_may_have_is_refused_or_kept() {
     use crate::limits::RESHARD_MESSAGE_BYTES;
@@ -2128,7 +2130,7 @@ fn a_change_of_shard_count_beyond_the_memory_it_may_have_is_refused_or_kept() {
     let (disk, _) = a_shard_of_two_queues(TEXTS, 0);
     let bound = TEXTS as u64 * RESHARD_MESSAGE_BYTES;
     let mut seeds = SplitMix64::new(7);
-    let mut start = |memory: u64, shards_default: bool| {
+    let mut start_on = |shards: usize, memory: u64, shards_default: bool| {
         let options = RecoveryOptions {
             locate_texts: true,
             reshard_text_bytes_max: Some(u64::MAX),
@@ -2136,8 +2138,9 @@ fn a_change_of_shard_count_beyond_the_memory_it_may_have_is_refused_or_kept() {
             shards_default,
             ..RecoveryOptions::default()
         };
-        recover_shards(&disk, 2, &mut seeds, options)
+        recover_shards(&disk, shards, &mut seeds, options)
     };
+    let mut start = |memory: u64, shards_default: bool| start_on(2, memory, shards_default);
     let why = start(bound - 1, false).err().expect("refused");
     assert!(why.contains("start with --shards 1 (or"), "{why}");
     assert!(why.contains(&format!("their {TEXTS} messages")), "{why}");
@@ -2157,6 +2160,32 @@ fn a_change_of_shard_count_beyond_the_memory_it_may_have_is_refused_or_kept() {
     drop(kept);
     let changed = start(bound, false).expect("a change within the bound");
     assert_eq!(changed.shards.len(), 2);
+    drop(changed);
+    let why = start_on(1, bound - 1, true).err().expect("refused");
+    assert!(
+        why.contains("this start's default count follows its CPUs and --max-disk")
+            && why.contains("start where the process may have more memory, or with the CPUs and --max-disk for 2 shards"),
+        "{why}"
+    );
+}
+
+/// What each shard `recovered` started holds, its texts tracked and those on disk only read
+/// back through a log of its own on `disk`.
+fn described_reading_texts(
+    disk: &SimDisk,
+    recovered: super::recovery::Recovered,
+) -> Vec<Described> {
+    let shards = recovered.shards.into_iter().enumerate();
+    shards
+        .map(|(shard, mut start)| {
+            start.state.track_texts(std::mem::take(&mut start.texts));
+            let log = Log::new(disk.clone(), &start, shard as u32, Durability::Fsync);
+            start.state.describe_with(NOW_MS, |text| {
+                let read = run(log.read_texts(vec![text])).expect("a text reads back");
+                read.into_iter().next().expect("one text").1
+            })
+        })
+        .collect()
 }
 
 /// A power cut at any write of a change of shard count with texts located (each new shard's
@@ -2179,13 +2208,7 @@ fn a_change_of_shard_count_cut_at_any_write_keeps_every_text() {
         let recovered =
             recover_shards(disk, 2, &mut seeds, located).expect("a start after the cut");
         let mut found = BTreeSet::new();
-        for (shard, mut start) in recovered.shards.into_iter().enumerate() {
-            start.state.track_texts(std::mem::take(&mut start.texts));
-            let log = Log::new(disk.clone(), &start, shard as u32, Durability::Fsync);
-            let described = start.state.describe_with(NOW_MS, |text| {
-                let read = run(log.read_texts(vec![text])).expect("a text reads back");
-                read.into_iter().next().expect("one text").1
-            });
+        for described in described_reading_texts(disk, recovered) {
             for (_, text, ..) in described.messages.values() {
                 assert!(found.insert(kept_number(text)), "{}", kept_number(text));
             }
@@ -5347,21 +5370,15 @@ fn use_receipts(
     handed_out
 }
 
-/// Files whose shards hold queues this build gives to other shards (written by a build whose
-/// `shard_for` differs: ahash's output follows the CPU features it was built for) are written
-/// anew at a start of the same count, every queue and message on its owner and every receipt
-/// handed out before still working; the start after that keeps them as they are. Before,
-/// restoring such files in place panicked (a shard's restore given its own restorer alone) or
-/// handed a queue to a shard whose files did not hold it. From helper-58's review.
-#[test]
-fn files_of_another_builds_queue_hash_are_written_anew_every_queue_on_its_owner() {
+/// Two shards' files as another build writes them: every command of a random run went to the
+/// shard that does not own its queue. The disk, the seeds to start it with, the receipts handed
+/// out and what the shards held.
+fn files_of_another_build() -> (SimDisk, SplitMix64, Vec<Issued>, Described) {
     let disk = SimDisk::new(0, true);
     let mut random = SplitMix64::new(58);
     let mut seeds = SplitMix64::new(random.next_u64());
-    let start = |seeds: &mut SplitMix64| {
-        recover_shards(&disk, 2, seeds, RecoveryOptions::default()).expect("recovers")
-    };
-    let (logs, mut swapped) = serve_shards(&disk, start(&mut seeds));
+    let recovered = recover_shards(&disk, 2, &mut seeds, RecoveryOptions::default());
+    let (logs, mut swapped) = serve_shards(&disk, recovered.expect("recovers"));
     // The shards in the other order: every command goes to the shard that does not own it.
     swapped.reverse();
     let mut issued: Vec<Issued> = Vec::new();
@@ -5379,6 +5396,74 @@ fn files_of_another_builds_queue_hash_are_written_anew_every_queue_on_its_owner(
         "the run leaves messages to move"
     );
     drop((logs, swapped));
+    (disk, seeds, issued, before)
+}
+
+/// Files another build wrote are moved, every queue onto its owner, also by a start with texts
+/// located whose default count is above the files' and whose texts are beyond the bound, where
+/// the files' count is kept for this build's files (helper-75's review: since 543a0a4 such a
+/// start kept them in place, queues on shards that do not own them); every text reads back. A
+/// move past the memory the process may have is refused, saying so and naming the build and
+/// count that keep the files as they are, at the files' count or another.
+#[test]
+fn files_of_another_builds_queue_hash_are_moved_not_kept_by_a_default_count() {
+    let (disk, mut seeds, _, before) = files_of_another_build();
+    for shards in [2, 3] {
+        let options = RecoveryOptions {
+            locate_texts: true,
+            reshard_text_bytes_max: Some(u64::MAX),
+            reshard_memory_bytes_max: Some(0),
+            shards_default: true,
+            ..RecoveryOptions::default()
+        };
+        let why = recover_shards(&disk, shards, &mut seeds, options)
+            .err()
+            .expect("refused");
+        let moving = match shards {
+            2 => "the files hold queues on shards this build gives to others",
+            _ => "a change of shard count holds about 512 bytes a message",
+        };
+        assert!(why.contains(moving), "{shards}: {why}");
+        assert!(
+            why.contains("start with the build that wrote the files and --shards 2"),
+            "{shards}: {why}"
+        );
+    }
+    let located = RecoveryOptions {
+        locate_texts: true,
+        reshard_text_bytes_max: Some(0),
+        shards_default: true,
+        ..RecoveryOptions::default()
+    };
+    let recovered = recover_shards(&disk, 3, &mut seeds, located).expect("moved");
+    assert_eq!(recovered.shards.len(), 3, "{:?}", recovered.notes);
+    let mut after = Described::default();
+    for (shard, described) in described_reading_texts(&disk, recovered)
+        .into_iter()
+        .enumerate()
+    {
+        for key in described.queues.keys() {
+            assert_eq!(shard_for(key, 3), shard, "{key:?} on shard {shard}");
+        }
+        after.queues.extend(described.queues);
+        after.messages.extend(described.messages);
+    }
+    assert_eq!(after.queues, before.queues);
+    assert_eq!(after.messages, before.messages);
+}
+
+/// Files whose shards hold queues this build gives to other shards (written by a build whose
+/// `shard_for` differs: ahash's output follows the CPU features it was built for) are written
+/// anew at a start of the same count, every queue and message on its owner and every receipt
+/// handed out before still working; the start after that keeps them as they are. Before,
+/// restoring such files in place panicked (a shard's restore given its own restorer alone) or
+/// handed a queue to a shard whose files did not hold it. From helper-58's review.
+#[test]
+fn files_of_another_builds_queue_hash_are_written_anew_every_queue_on_its_owner() {
+    let (disk, mut seeds, issued, before) = files_of_another_build();
+    let start = |seeds: &mut SplitMix64| {
+        recover_shards(&disk, 2, seeds, RecoveryOptions::default()).expect("recovers")
+    };
 
     // Moving copies every text through memory: refused beyond the bound, naming why.
     let bounded = RecoveryOptions {
