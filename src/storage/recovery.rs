@@ -2380,7 +2380,7 @@ fn recover_noting<F: Files>(
             // memory, as its piece is written (`leave_recovered_text`; each was read out of
             // the old generation's files), so neither the snapshot nor the texts are ever in
             // memory whole, whatever the backlog; with every text in memory
-            // (`--text-memory all`), they are homes, noted written there.
+            // (`--text-memory all`) they stay there, copied (`Image::restore`), untracked.
             let path = directory.join(snapshot_name(0));
             let header = snapshot_header(shard as u32, &state.identity(), 0);
             let mut texts = RecoveredTexts::default();
