@@ -2148,9 +2148,18 @@ fn recover_noting<F: Files>(
     });
     let rehashed = same_layout && misplaced;
     same_layout &= !rehashed;
+    // What a change would move, for both of its bounds below, in one pass over the images
+    // before any text is copied (the files are mapped, not read into memory yet).
+    let (messages, text_bytes) = match same_layout {
+        true => (0, 0),
+        false => images
+            .iter()
+            .map(|image| image.kept(now_ms))
+            .fold((0, 0), |(messages, bytes), (more, more_bytes)| {
+                (messages + more, bytes + more_bytes)
+            }),
+    };
     if let Some(bytes_max) = options.reshard_text_bytes_max.filter(|_| !same_layout) {
-        // Before any text is copied: the files are mapped, not read into memory yet.
-        let text_bytes: u64 = images.iter().map(|image| image.kept(now_ms).1).sum();
         // With texts located, they go from the old files into the new ones a piece at a
         // time, never all in memory: only a start that keeps every text in memory
         // (`--text-memory all`) is refused.
@@ -2208,9 +2217,8 @@ fn recover_noting<F: Files>(
     // `RESHARD_MESSAGE_BYTES` a message while it moves them. Past the memory the process may
     // have it is refused before anything is written (or, for a default count, the files' count
     // kept), not killed by the out-of-memory killer at every start.
-    let bounded = options.reshard_memory_bytes_max.filter(|_| !same_layout);
-    if let Some(memory_max) = bounded.filter(|_| options.locate_texts) {
-        let messages: u64 = images.iter().map(|image| image.kept(now_ms).0).sum();
+    let bounded = options.reshard_memory_bytes_max;
+    if let Some(memory_max) = bounded.filter(|_| !same_layout && options.locate_texts) {
         let memory = messages.saturating_mul(RESHARD_MESSAGE_BYTES);
         let why = format!(
             "holds about {RESHARD_MESSAGE_BYTES} bytes a message while it moves them, and their \
