@@ -37,8 +37,9 @@ Usage: azq [options]
   --queue-only               as azurite: no blob or table port
   --shards N                 shards, one pinned core each (default: available CPUs, at most
                              the cgroup's CPU quota rounded up, and --max-disk's 256M a
-                             shard; the data directory's count, if smaller, where a change
-                             would need more than --max-memory)
+                             shard; the data directory's count, if smaller, where its
+                             texts are more than --max-memory or a change would need more
+                             than the memory azq may have)
   --cpus LIST                CPUs to pin shards to, e.g. 0,1 (default: the first N allowed)
   --max-connections N        open connections per shard before new ones get 503
   --write-timeout TIME       close a connection whose client takes no byte of its answers for
