@@ -39,7 +39,8 @@ Usage: azq [options]
                              the cgroup's CPU quota rounded up, and --max-disk's 256M a
                              shard; the data directory's count, if smaller, where its
                              texts are more than --max-memory or a change would need more
-                             than the memory azq may have)
+                             than the memory azq may have or the free disk beyond
+                             --min-free-disk)
   --cpus LIST                CPUs to pin shards to, e.g. 0,1 (default: the first N allowed)
   --max-connections N        open connections per shard before new ones get 503
   --write-timeout TIME       close a connection whose client takes no byte of its answers for
@@ -83,7 +84,8 @@ Usage: azq [options]
                              with --inMemoryPersistence)
   --min-free-disk SIZE|N%    free space to keep on the file system holding DIR, as a size or
                              a share of it (default 5%); the same operations answer 503 before
-                             it would be used (not with --inMemoryPersistence)
+                             it would be used, and a change of --shards that would use it is
+                             refused (not with --inMemoryPersistence)
   --durability fsync|write   acknowledge a change once synced to the device (fsync, the
                              default) or once written to the OS, synced every 200 ms (write:
                              survives a crash of azq, not a power cut)

@@ -996,6 +996,47 @@ fn a_default_shard_count_leaves_each_shard_its_share_of_max_disk() {
     }
 }
 
+/// A change of shard count writes every message anew beside the files before they go, so it
+/// must fit the file system's free space less `--min-free-disk`: at `--min-free-disk 100%`
+/// nothing does. One-shard files started with `--shards 2` are refused (exit 2), saying so and
+/// naming `--shards 1`, and left as they were; a default count (two CPUs or more) keeps the
+/// files' one shard with a note; either way every text reads back, and with room the change is
+/// made. Before, the change wrote past the reserve (and, with the disk truly short, met ENOSPC
+/// at every start, never serving).
+#[test]
+fn a_change_of_shard_count_past_the_free_disk_is_refused_or_kept() {
+    let data = TempDir::new("reshard-free-disk");
+    let server = start(&data, &["--shards", "1"]);
+    create_queue(&server, "backlog");
+    let mut texts = BTreeMap::new();
+    for n in 0..20 {
+        let text = format!("{n:03} ").repeat(2_000);
+        texts.insert(put(&server, "backlog", &text).0, text);
+    }
+    assert!(server.stop().success());
+    let full = ["--min-free-disk", "100%"];
+    let refusal = refused_start(&data, &[&full[..], &["--shards", "2"]].concat());
+    assert!(
+        refusal.contains("a change of shard count writes every message anew beside the files")
+            && refusal.contains("more than the file system has free beyond --min-free-disk")
+            && refusal.contains("start with --shards 1 (or --cpus listing that many CPUs)"),
+        "{refusal}"
+    );
+    if std::thread::available_parallelism().map_or(1, |cpus| cpus.get()) >= 2 {
+        let server = start(&data, &full);
+        server.await_stderr("serving with 1 as the files have them");
+        assert_eq!(served_shards(&server), 1);
+        assert_eq!(peek(&server, "backlog"), texts);
+        assert!(server.stop().success());
+    } else {
+        eprintln!("SKIPPED the default count: one CPU makes one shard by default");
+    }
+    let server = start(&data, &["--shards", "2"]);
+    assert_eq!(served_shards(&server), 2);
+    assert_eq!(peek(&server, "backlog"), texts);
+    assert!(server.stop().success());
+}
+
 /// `--text-memory 0` with a snapshot due: Gets and Updates churn 60 messages of 50,000 bytes
 /// (each Update a new text, which leaves memory once written) until the log outgrows the live
 /// data and a snapshot is written, while a client puts to another queue without pause. The

@@ -221,6 +221,9 @@ const PUTS_NAMED: u8 = 13;
 /// Bytes of the smallest `MessagePut` record (header, type, state without a foreign ID, an
 /// empty text): a named put smaller than this is damage.
 pub const PUT_RECORD_BYTES_MIN: usize = RECORD_HEADER_BYTES + 1 + 53 + 4;
+/// Bytes a `MessagePut` record takes beyond its text at most: with a foreign ID (16 bytes), as a
+/// message moved from another shard has (what a change of shard count writes a message).
+pub const PUT_RECORD_BYTES_BEYOND_TEXT_MAX: usize = PUT_RECORD_BYTES_MIN + 16;
 
 /// Where the text of a snapshot's named entry (`Record::MessageNamed`) is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -1576,6 +1579,35 @@ mod tests {
         assert!(matches!(&every_kind()[6], Record::MessagePut(m) if m.foreign_id.is_some()));
         // That one has a foreign ID (16 bytes) and an empty text.
         assert_eq!(data.len() - 16, PUT_RECORD_BYTES_MIN);
+    }
+
+    /// A put record takes `PUT_RECORD_BYTES_BEYOND_TEXT_MAX` beyond its text with a foreign ID,
+    /// 16 bytes less without, at every text length around the sizes that matter.
+    #[test]
+    fn a_put_record_takes_at_most_its_text_and_a_bound() {
+        let Record::MessagePut(moved) = &every_kind()[6] else {
+            panic!("the seventh kind is a put");
+        };
+        assert!(moved.foreign_id.is_some());
+        let largest =
+            RECORD_BODY_BYTES_MAX + RECORD_HEADER_BYTES - PUT_RECORD_BYTES_BEYOND_TEXT_MAX;
+        for text_bytes in [0, 1, 255, 256, 4095, 4096, 65_536, largest] {
+            let text = Bytes::from(vec![b'x'; text_bytes]);
+            for foreign_id in [moved.foreign_id, None] {
+                let message = MessageState {
+                    text: text.clone(),
+                    foreign_id,
+                    ..moved.clone()
+                };
+                let mut data = BytesMut::new();
+                encode(&Record::MessagePut(message), u64::MAX, &mut data);
+                let beyond = data.len() - text_bytes;
+                match foreign_id {
+                    Some(_) => assert_eq!(beyond, PUT_RECORD_BYTES_BEYOND_TEXT_MAX, "{text_bytes}"),
+                    None => assert_eq!(beyond + 16, PUT_RECORD_BYTES_BEYOND_TEXT_MAX),
+                }
+            }
+        }
     }
 
     /// Zigzag and the varints round-trip every boundary: each length of varint (1 to 10 bytes)

@@ -52,13 +52,14 @@ use super::format::{
 use super::pages::{Pages, SlotPages};
 use super::slim::{SlimMessage, SlimText, Sources, TextPlace};
 use crate::limits::{
-    RECOVERY_KEPT_BYTES_MAX, RECOVERY_NAMED_CHUNK_BYTES, RECOVERY_NAMED_RESIDENT_BYTES,
-    RECOVERY_THREAD_STACK_BYTES, RECOVERY_UNLOAD_STEP_BYTES, RESHARD_MESSAGE_BYTES,
-    SNAPSHOT_STEP_SLOTS, SNAPSHOT_STEP_TEXT_BYTES, STORAGE_BLOCK_BYTES,
+    LOG_SEGMENT_BYTES, RECOVERY_KEPT_BYTES_MAX, RECOVERY_NAMED_CHUNK_BYTES,
+    RECOVERY_NAMED_RESIDENT_BYTES, RECOVERY_THREAD_STACK_BYTES, RECOVERY_UNLOAD_STEP_BYTES,
+    RESHARD_MESSAGE_BYTES, SNAPSHOT_STEP_SLOTS, SNAPSHOT_STEP_TEXT_BYTES, STORAGE_BLOCK_BYTES,
 };
 use crate::queue::key::{TextFile, TextLocator};
 use crate::queue::record::{
     record_put, record_text, text_records, MessageState, NamedPut, NamedText, Record,
+    PUT_RECORD_BYTES_BEYOND_TEXT_MAX,
 };
 use crate::queue::state::texts::{
     Naming, RecoveredTexts, TextWritten, TextsRead, RECOVERED_TEXT_SEQUENCE,
@@ -90,6 +91,13 @@ pub struct RecoveryOptions {
     /// `RESHARD_MESSAGE_BYTES` a message while it moves them. More refuses to start (a default
     /// count keeps the files' count, as for `reshard_text_bytes_max`). `None`: no bound.
     pub reshard_memory_bytes_max: Option<u64>,
+    /// The disk a change of shard count may write: the free space of the data directory's file
+    /// system less what `--min-free-disk` keeps free. The change writes every message anew
+    /// beside the files until the new generation is in place (`reshard_disk_bytes`); more
+    /// refuses to start before anything is written (a default count keeps the files' count, as
+    /// for the bounds above), where the writing would otherwise meet ENOSPC at every start.
+    /// `None`: not measured, no bound.
+    pub reshard_disk_bytes_max: Option<u64>,
     /// This start's shard count is a default (no `--shards` or `--cpus`): where that bound
     /// refuses a change of shard count, recovery keeps the files' count instead when it is at
     /// most this start's (a shard for each of fewer CPUs), with a note, and `Recovered::shards`
@@ -2227,37 +2235,42 @@ fn recover_noting<F: Files>(
             crate::cgroup::format_bytes(memory),
             crate::cgroup::format_bytes(memory_max),
         );
-        if memory > memory_max && !misplaced && may_keep(old_shards, shards) {
-            notes.push(format!(
-                "the files are for {old_shards} shard{} and this start's default is {shards}: a \
-                 change of shard count {why}; serving with {old_shards} as the files have them",
-                if old_shards == 1 { "" } else { "s" },
-            ));
+        if memory > memory_max {
+            let keep = !misplaced && may_keep(old_shards, shards);
+            let (counts, remedy) = (
+                (old_shards, shards),
+                "start where the process may have more memory",
+            );
+            notes.push(past_a_bound(
+                &why, remedy, misplaced, keep, options, counts,
+            )?);
             shards = old_shards;
             same_layout = true;
-        } else if memory > memory_max {
-            let what = if misplaced && old_shards == shards {
-                "the files hold queues on shards this build gives to others (they were written by \
-                 a build whose queue hash differs): moving them"
-                    .to_string()
-            } else {
-                format!(
-                    "the files are for a shard count of {old_shards} and this start's is \
-                     {shards}: a change of shard count"
-                )
-            };
-            let keep = match (misplaced, keep_advice(options, old_shards, shards)) {
-                (true, _) => format!(
-                    "start with the build that wrote the files and --shards {old_shards}, which \
-                     keeps them as they are"
-                ),
-                (false, (advice, true)) => format!(
-                    "{advice}: start where the process may have more memory, or with the CPUs \
-                     and --max-disk for {old_shards} shards"
-                ),
-                (false, (advice, false)) => advice,
-            };
-            return Err(format!("{what} {why}; {keep}"));
+        }
+    }
+    // A change writes every message anew beside the files, which go only once the new
+    // generation is in place: past the free disk it would meet ENOSPC at every start (safe for
+    // the data, the next start removes what it wrote, but never serving). A first start has
+    // nothing to move (`--min-free-disk 100%` starts and refuses growth).
+    let moving = !same_layout && current.is_some();
+    if let Some(disk_max) = options.reshard_disk_bytes_max.filter(|_| moving) {
+        let disk = reshard_disk_bytes(messages, text_bytes, shards);
+        let why = format!(
+            "writes every message anew beside the files before they go: their {messages} \
+             messages and {} of texts need about {}, more than the file system has free beyond \
+             --min-free-disk ({})",
+            crate::cgroup::format_bytes(text_bytes),
+            crate::cgroup::format_bytes(disk),
+            crate::cgroup::format_bytes(disk_max),
+        );
+        if disk > disk_max {
+            let keep = !misplaced && may_keep(old_shards, shards);
+            let (counts, remedy) = ((old_shards, shards), "free disk");
+            notes.push(past_a_bound(
+                &why, remedy, misplaced, keep, options, counts,
+            )?);
+            shards = old_shards;
+            same_layout = true;
         }
     }
     if !same_layout {
@@ -2507,6 +2520,58 @@ fn recover_noting<F: Files>(
         queues: queues_restored,
         messages: messages_restored,
     })
+}
+
+/// A change of shard count from `counts.0` (the files') to `counts.1` (this start's) that
+/// would pass one of its bounds, `why`, which `remedy` lifts: where the start may `keep` the
+/// files' count (a default count, never for files another build wrote) the note saying so;
+/// otherwise the refusal, naming what keeps the files as they are.
+fn past_a_bound(
+    why: &str,
+    remedy: &str,
+    misplaced: bool,
+    keep: bool,
+    options: RecoveryOptions,
+    (old_shards, shards): (usize, usize),
+) -> Result<String, String> {
+    if keep {
+        return Ok(format!(
+            "the files are for {old_shards} shard{} and this start's default is {shards}: a \
+             change of shard count {why}; serving with {old_shards} as the files have them",
+            if old_shards == 1 { "" } else { "s" },
+        ));
+    }
+    let what = if misplaced && old_shards == shards {
+        "the files hold queues on shards this build gives to others (they were written by a \
+         build whose queue hash differs): moving them"
+            .to_string()
+    } else {
+        format!(
+            "the files are for a shard count of {old_shards} and this start's is {shards}: a \
+             change of shard count"
+        )
+    };
+    let keep = match (misplaced, keep_advice(options, old_shards, shards)) {
+        (true, _) => format!(
+            "start with the build that wrote the files and --shards {old_shards}, which keeps \
+             them as they are, or {remedy}"
+        ),
+        (false, (advice, true)) => format!(
+            "{advice}: {remedy}, or start with the CPUs and --max-disk for {old_shards} shards"
+        ),
+        (false, (advice, false)) => format!("{advice}, or {remedy}"),
+    };
+    Err(format!("{what} {why}; {keep}"))
+}
+
+/// What a change of shard count onto `shards` writes for `messages` with `text_bytes` of texts,
+/// at most: each message's entry in a new snapshot (`PUT_RECORD_BYTES_BEYOND_TEXT_MAX` beyond
+/// its text), and a segment a shard for its header, queues and settings, and the first segment
+/// its log opens once it serves (allocated whole).
+pub(super) fn reshard_disk_bytes(messages: u64, text_bytes: u64, shards: usize) -> u64 {
+    let entries = messages.saturating_mul(PUT_RECORD_BYTES_BEYOND_TEXT_MAX as u64);
+    let segments = (shards as u64).saturating_mul(LOG_SEGMENT_BYTES);
+    text_bytes.saturating_add(entries).saturating_add(segments)
 }
 
 /// What a refusal of a change of shard count from `old_shards` to `shards` advises to keep the

@@ -2148,25 +2148,100 @@ fn a_change_of_shard_count_beyond_the_memory_it_may_have_is_refused_or_kept() {
         .file_paths()
         .iter()
         .any(|path| path.starts_with(root.join("gen-000002"))));
-    let kept = start(bound - 1, true).expect("the files' count kept");
-    assert_eq!(kept.shards.len(), 1);
-    assert!(
-        kept.notes
-            .iter()
-            .any(|note| note.contains("serving with 1 as the files have them")),
-        "{:?}",
-        kept.notes
-    );
-    drop(kept);
+    assert_kept_at_one_shard(start(bound - 1, true));
     let changed = start(bound, false).expect("a change within the bound");
     assert_eq!(changed.shards.len(), 2);
     drop(changed);
     let why = start_on(1, bound - 1, true).err().expect("refused");
     assert!(
         why.contains("this start's default count follows its CPUs and --max-disk")
-            && why.contains("start where the process may have more memory, or with the CPUs and --max-disk for 2 shards"),
+            && why.contains("start where the process may have more memory, or start with the CPUs and --max-disk for 2 shards"),
         "{why}"
     );
+}
+
+/// A start that kept the files' one shard where its default count would change it, saying so.
+fn assert_kept_at_one_shard(recovered: Result<super::recovery::Recovered, String>) {
+    let kept = recovered.expect("the files' count kept");
+    assert_eq!(kept.shards.len(), 1);
+    let said = |note: &String| note.contains("serving with 1 as the files have them");
+    assert!(kept.notes.iter().any(said), "{:?}", kept.notes);
+}
+
+/// A change of shard count writes every message anew beside the files, which go only once the
+/// new generation is in place: past the disk it may write (the free space less
+/// `--min-free-disk`), by one byte, it is refused with nothing written, naming the files' count,
+/// and a default count keeps the files' count instead (else it met ENOSPC at every start); at
+/// the bound the change is made, and what it wrote is within the estimate's entries
+/// (`PUT_RECORD_BYTES_BEYOND_TEXT_MAX` beyond each text, which `record`'s tests hold exact) and
+/// a block a shard (its header, queues and trailer: 259 bytes here), the rest of the segment a
+/// shard it counts left for the log's first. Texts located and in memory alike;
+/// a default count below the files' is refused, saying what would let it start, and neither a
+/// start at the files' count nor a first start is bounded.
+#[test]
+fn a_change_of_shard_count_past_the_free_disk_is_refused_or_kept() {
+    use super::recovery::reshard_disk_bytes;
+    use crate::limits::{LOG_SEGMENT_BYTES, STORAGE_BLOCK_BYTES};
+    const TEXTS: usize = 40;
+    let root = data_directory(Path::new("/data"));
+    let text_bytes = (TEXTS * FILLER_BYTES) as u64;
+    let bound = reshard_disk_bytes(TEXTS as u64, text_bytes, 2);
+    for locate_texts in [true, false] {
+        let (disk, _) = a_shard_of_two_queues(TEXTS, 0);
+        let mut seeds = SplitMix64::new(7);
+        let mut start_on = |shards: usize, disk_max: u64, shards_default: bool| {
+            let options = RecoveryOptions {
+                locate_texts,
+                reshard_text_bytes_max: Some(u64::MAX),
+                reshard_memory_bytes_max: Some(u64::MAX),
+                reshard_disk_bytes_max: Some(disk_max),
+                shards_default,
+                ..RecoveryOptions::default()
+            };
+            recover_shards(&disk, shards, &mut seeds, options)
+        };
+        let new_generation = |disk: &SimDisk| -> u64 {
+            let paths = disk.file_paths().into_iter();
+            let written = paths.filter(|path| path.starts_with(root.join("gen-000002")));
+            written
+                .map(|path| Files::size(disk, &path).expect("a size"))
+                .sum()
+        };
+        let why = start_on(2, bound - 1, false).err().expect("refused");
+        assert!(why.contains("start with --shards 1 (or"), "{why}");
+        assert!(why.contains(&format!("their {TEXTS} messages")), "{why}");
+        assert!(why.contains("or free disk"), "{why}");
+        assert_eq!(new_generation(&disk), 0, "nothing written");
+        assert_kept_at_one_shard(start_on(2, bound - 1, true));
+        let changed = start_on(2, bound, false).expect("a change within the bound");
+        assert_eq!(changed.shards.len(), 2);
+        drop(changed);
+        let written = new_generation(&disk);
+        assert!(written > text_bytes, "{written}");
+        let beyond_segments = bound - 2 * LOG_SEGMENT_BYTES;
+        assert!(
+            written <= beyond_segments + 2 * STORAGE_BLOCK_BYTES as u64,
+            "{written} written against {beyond_segments} estimated for the entries"
+        );
+        let why = start_on(1, 0, true).err().expect("refused");
+        assert!(
+            why.contains("this start's default count follows its CPUs and --max-disk")
+                && why.contains(": free disk, or start with the CPUs and --max-disk for 2 shards"),
+            "{why}"
+        );
+        assert_eq!(
+            start_on(2, 0, false).expect("the same count").shards.len(),
+            2
+        );
+    }
+    // A first start moves nothing: with no room at all it starts (and refuses growth).
+    let options = RecoveryOptions {
+        locate_texts: true,
+        reshard_disk_bytes_max: Some(0),
+        ..RecoveryOptions::default()
+    };
+    let first = recover_shards(&SimDisk::new(1, true), 2, &mut SplitMix64::new(1), options);
+    assert_eq!(first.expect("a first start").shards.len(), 2);
 }
 
 /// What each shard `recovered` started holds, its texts tracked and those on disk only read
