@@ -40,9 +40,11 @@
 //! Files: `layout` (what the state holds), `queues` and `messages` (the operations),
 //! `persistence` (the journal, snapshots and restore), `inspect` (read-only views for
 //! `/_azq/inspect`, and the console's delete by ID), `texts` (texts that leave memory) with
-//! `homes` (where those in memory are on disk); this file applies a command with them and runs
+//! `homes` (where those in memory are on disk), `foreign` (the IDs of messages moved from another
+//! shard); this file applies a command with them and runs
 //! the timers.
 
+mod foreign;
 mod homes;
 mod inspect;
 mod layout;

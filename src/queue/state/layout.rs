@@ -10,7 +10,7 @@ use bytes::BytesMut;
 use crate::error::StorageError;
 use crate::limits;
 use crate::queue::command::Metadata;
-use crate::queue::key::{MessageId, QueueKey};
+use crate::queue::key::QueueKey;
 use crate::queue::record::{encode, Record};
 use crate::queue::replicas::Replicas;
 use crate::queue::secret::Secret;
@@ -257,10 +257,9 @@ pub struct ShardState {
     /// IDs of messages restored from another shard's log (a restart with another shard count),
     /// by slot: their IDs are not this shard's prefix and sequence. Empty but after such a
     /// restart, so the common case pays one `is_empty` check.
-    pub(super) foreign_ids: HashMap<u32, MessageId>,
-    /// The same messages by ID, for the pop receipts handed out before the restart, which name
-    /// the slot they had on the old shard.
-    pub(super) foreign_slots: HashMap<MessageId, u32>,
+    /// By ID too, for the pop receipts handed out before the restart, which name the slot they
+    /// had on the old shard.
+    pub(super) foreign_ids: super::foreign::ForeignIds,
     /// Where the texts of resident messages are on disk, by the sequence of the record that
     /// wrote each (`texts::note_written`) and the slot (texts recovered at a start share one
     /// sequence, `texts::RECOVERED_TEXT_SEQUENCE`): the texts `evict` may drop. Empty unless
@@ -536,8 +535,7 @@ impl ShardState {
                 crate::limits::TEXT_READ_AHEAD_HELD_BYTES,
                 crate::limits::TEXT_READ_AHEAD_HELD_TEXTS,
             ),
-            foreign_ids: HashMap::new(),
-            foreign_slots: HashMap::new(),
+            foreign_ids: super::foreign::ForeignIds::default(),
         }
     }
 

@@ -301,8 +301,8 @@ impl ShardState {
             Some(_) => receipt.slot,
             // A receipt handed out before a restart that moved the message to another shard
             // names the slot it had there; its ID finds it.
-            None => match self.foreign_slots.get(&message_id) {
-                Some(&slot) if self.messages.get(slot).queue() == queue_index => slot,
+            None => match self.foreign_ids.slot(message_id) {
+                Some(slot) if self.messages.get(slot).queue() == queue_index => slot,
                 _ => return Err(StorageError::MessageNotFound),
             },
         };
@@ -410,9 +410,7 @@ impl ShardState {
     /// Deletes one message: out of its list, off the wheel, out of the slab.
     pub(super) fn free_message(&mut self, slot: u32) {
         if !self.foreign_ids.is_empty() {
-            if let Some(id) = self.foreign_ids.remove(&slot) {
-                self.foreign_slots.remove(&id);
-            }
+            self.foreign_ids.remove(slot);
         }
         self.detach(slot);
         self.forget_text(slot);
@@ -479,7 +477,7 @@ impl ShardState {
     /// before a restart re-homed it.
     pub(super) fn message_id_of(&self, slot: u32) -> MessageId {
         if !self.foreign_ids.is_empty() {
-            if let Some(&id) = self.foreign_ids.get(&slot) {
+            if let Some(id) = self.foreign_ids.id(slot) {
                 return id;
             }
         }

@@ -286,7 +286,7 @@ impl ShardState {
                     // another shard's log has its ID too).
                     let untouched = message.dequeue_count == 0
                         && message.lease == 0
-                        && !self.foreign_ids.contains_key(&slot);
+                        && self.foreign_ids.id(slot).is_none();
                     if untouched {
                         puts.entry(first).or_default().push(NamedPut {
                             offset: locator.offset(),
@@ -375,7 +375,7 @@ impl ShardState {
 /// The state of the message in `slot`, its text (`text`) borrowed.
 fn message_state<'a>(
     messages: &crate::queue::slab::MessageSlab,
-    foreign_ids: &HashMap<u32, MessageId>,
+    foreign_ids: &super::foreign::ForeignIds,
     slot: u32,
     visible_ms: u64,
     text: &'a [u8],
@@ -395,7 +395,7 @@ fn message_state<'a>(
         foreign_id: if foreign_ids.is_empty() {
             None
         } else {
-            foreign_ids.get(&slot).copied()
+            foreign_ids.id(slot)
         },
         text,
     }
@@ -473,7 +473,6 @@ impl Restorer<'_> {
         state.messages.insert_at(slot, generation, stored);
         if let Some(id) = foreign_id {
             state.foreign_ids.insert(slot, id);
-            state.foreign_slots.insert(id, slot);
         }
         state.sequence_next = state.sequence_next.max(sequence + 1).min(SEQUENCE_MASK);
         self.place(slot, visible_ms, now_ms);
@@ -551,6 +550,7 @@ impl Restorer<'_> {
             assert!(state.queue_names.insert(key, index).is_none());
             moved_indices.insert(origin, index);
         }
+        state.foreign_ids.reserve(moved_messages.len());
         for (origin, message, id) in moved_messages {
             let Some(&queue) = moved_indices.get(&origin) else {
                 continue;
@@ -562,7 +562,6 @@ impl Restorer<'_> {
                 .insert(restored(queue, message))
                 .expect("room for every restored message");
             state.foreign_ids.insert(slot, id);
-            state.foreign_slots.insert(id, slot);
             state.sequence_next = state.sequence_next.max(sequence + 1).min(SEQUENCE_MASK);
             self.place(slot, visible_ms, now_ms);
         }
