@@ -5496,7 +5496,7 @@ fn files_of_another_builds_queue_hash_are_moved_not_kept_by_a_default_count() {
             .expect("refused");
         let moving = match shards {
             2 => "the files hold queues on shards this build gives to others",
-            _ => "a change of shard count holds about 512 bytes a message",
+            _ => "a change of shard count holds about 400 bytes a message",
         };
         assert!(why.contains(moving), "{shards}: {why}");
         assert!(
