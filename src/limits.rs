@@ -250,12 +250,12 @@ pub const RECORD_BODY_BYTES_MAX: usize = 1 << 20;
 pub const RECOVERY_KEPT_BYTES_MAX: u64 = 4 * LOG_SEGMENT_BYTES;
 /// What a change of shard count with texts located is taken to hold a message while it moves
 /// them, bytes, against the memory the process may have (`RecoveryOptions::
-/// reshard_memory_bytes_max`): its slot and recovery's entry for it, and a moved message's state
-/// waiting for its slot and its ID in `ForeignIds`; its text is never in memory whole. Measured
-/// 248, 301 and 293 at the peak (docs/BENCHMARKS.md, "A change of shard count over a backlog":
-/// 2,000,000 messages half moved and all moved, 9,000,000 all moved); 512 while two maps held
-/// each moved message's ID (301-413 then).
-pub const RESHARD_MESSAGE_BYTES: u64 = 400;
+/// reshard_memory_bytes_max`): its slot and recovery's entry for it, and a moved message's ID in
+/// `ForeignIds`; its text is never in memory whole. Measured 190, 166 and 159 at the peak
+/// (docs/BENCHMARKS.md, "A change of shard count over a backlog": 2,000,000 messages half moved
+/// and all moved, 9,000,000 all moved); 512 while two maps held each moved message's ID and its
+/// state waited in a vector for its slot (301-413 then), 400 with the vector alone (248-301).
+pub const RESHARD_MESSAGE_BYTES: u64 = 256;
 /// With texts located, recovery lets go of the pages of a snapshot it has read past in steps of
 /// this many bytes (`Files::unload_range`; the snapshot is read streamed, its pages read in as
 /// touched), so that a large snapshot is not resident whole while it is read.

@@ -422,12 +422,7 @@ fn open_storage(config: &Config) -> Result<Storage, String> {
             locate_texts: config.text_bytes_max.is_some(),
             reshard_text_bytes_max: Some(config.message_bytes_max),
             reshard_memory_bytes_max: azq::settings::memory_bytes(),
-            reshard_disk_bytes_max: azq::storage::space::filesystem_space(&root).ok().map(
-                |space| {
-                    let reserve = config.free_disk_min.bytes(space.total_bytes);
-                    space.free_bytes.saturating_sub(reserve)
-                },
-            ),
+            free_disk_min: Some(config.free_disk_min),
             shards_default: config.shards_default,
         },
     )

@@ -84,6 +84,9 @@ pub trait Files: Sync {
     }
     /// The size of the file `path`, bytes; an error for anything but a file (a directory).
     fn size(&self, path: &Path) -> io::Result<u64>;
+    /// The size and free space of the file system holding `path` (an error where it cannot be
+    /// measured).
+    fn space(&self, path: &Path) -> io::Result<super::space::Space>;
     /// Writes `bytes` as the whole content of `path` and syncs it (not its directory entry:
     /// the caller syncs the directory).
     fn write_synced(&self, path: &Path, bytes: &[u8]) -> io::Result<()> {
@@ -267,6 +270,10 @@ impl Files for StdFiles {
                 )
             };
         }
+    }
+
+    fn space(&self, path: &Path) -> io::Result<super::space::Space> {
+        super::space::filesystem_space(path)
     }
 
     fn size(&self, path: &Path) -> io::Result<u64> {

@@ -38,7 +38,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
 
-use bytes::{BufMut, Bytes};
+use bytes::{BufMut, Bytes, BytesMut};
 
 use super::files::{
     generation_name, parse_generation, shard_directory_name, Files, CURRENT_FILE_NAME,
@@ -51,14 +51,15 @@ use super::format::{
 };
 use super::pages::{Pages, SlotPages};
 use super::slim::{SlimMessage, SlimText, Sources, TextPlace};
+use super::space::FreeDiskMin;
 use crate::limits::{
-    LOG_SEGMENT_BYTES, RECOVERY_KEPT_BYTES_MAX, RECOVERY_NAMED_CHUNK_BYTES,
-    RECOVERY_NAMED_RESIDENT_BYTES, RECOVERY_THREAD_STACK_BYTES, RECOVERY_UNLOAD_STEP_BYTES,
-    RESHARD_MESSAGE_BYTES, SNAPSHOT_STEP_SLOTS, SNAPSHOT_STEP_TEXT_BYTES, STORAGE_BLOCK_BYTES,
+    RECOVERY_KEPT_BYTES_MAX, RECOVERY_NAMED_CHUNK_BYTES, RECOVERY_NAMED_RESIDENT_BYTES,
+    RECOVERY_THREAD_STACK_BYTES, RECOVERY_UNLOAD_STEP_BYTES, RESHARD_MESSAGE_BYTES,
+    SNAPSHOT_STEP_SLOTS, SNAPSHOT_STEP_TEXT_BYTES, STORAGE_BLOCK_BYTES,
 };
 use crate::queue::key::{TextFile, TextLocator};
 use crate::queue::record::{
-    record_put, record_text, text_records, MessageState, NamedPut, NamedText, Record,
+    encode, record_put, record_text, text_records, MessageState, NamedPut, NamedText, Record,
     PUT_RECORD_BYTES_BEYOND_TEXT_MAX,
 };
 use crate::queue::state::texts::{
@@ -91,13 +92,14 @@ pub struct RecoveryOptions {
     /// `RESHARD_MESSAGE_BYTES` a message while it moves them. More refuses to start (a default
     /// count keeps the files' count, as for `reshard_text_bytes_max`). `None`: no bound.
     pub reshard_memory_bytes_max: Option<u64>,
-    /// The disk a change of shard count may write: the free space of the data directory's file
-    /// system less what `--min-free-disk` keeps free. The change writes every message anew
-    /// beside the files until the new generation is in place (`reshard_disk_bytes`); more
-    /// refuses to start before anything is written (a default count keeps the files' count, as
-    /// for the bounds above), where the writing would otherwise meet ENOSPC at every start.
-    /// `None`: not measured, no bound.
-    pub reshard_disk_bytes_max: Option<u64>,
+    /// What `--min-free-disk` keeps free, which a change of shard count must leave: it writes
+    /// every message, queue and setting anew beside the files until the new generation is in
+    /// place (`reshard_disk_bytes`), and past the free space (`Files::space`, measured once
+    /// recovery has removed what an interrupted change left) less this it is refused before
+    /// anything is written (a default count keeps the files' count, as for the bounds above),
+    /// where the writing would otherwise meet ENOSPC at every start. `None`, or a file system
+    /// that cannot be measured: no bound.
+    pub free_disk_min: Option<FreeDiskMin>,
     /// This start's shard count is a default (no `--shards` or `--cpus`): where that bound
     /// refuses a change of shard count, recovery keeps the files' count instead when it is at
     /// most this start's (a shard for each of fewer CPUs), with a note, and `Recovered::shards`
@@ -668,6 +670,56 @@ impl Image {
         kept.fold((0, 0), |(messages, bytes), found| {
             (messages + 1, bytes + found.message.text.len() as u64)
         })
+    }
+
+    /// The bytes of this image's queues and settings as a new generation's snapshots write them
+    /// (`ShardState::snapshot_queues`, `snapshot_settings`), each encoded (every version an
+    /// image holds counts, so a setting two images hold counts twice: at most, not exactly).
+    fn records_bytes(&self) -> u64 {
+        let mut out = BytesMut::new();
+        let mut bytes = 0;
+        let mut count = |record: Record<&[u8]>| {
+            encode(&record, 0, &mut out);
+            bytes += out.len() as u64;
+            out.clear();
+        };
+        for (&queue, found) in &self.queues {
+            let (key, metadata) = (found.key.clone(), found.metadata.clone());
+            count(Record::QueueCreated {
+                queue,
+                key,
+                metadata,
+            });
+        }
+        for (key, (version, identifiers)) in &self.acls {
+            count(Record::AclSet {
+                key: key.clone(),
+                version: *version,
+                identifiers: identifiers.clone(),
+            });
+        }
+        for (account, (version, properties)) in &self.properties {
+            count(Record::PropertiesSet {
+                account: account.clone(),
+                version: *version,
+                properties: properties.clone(),
+            });
+        }
+        bytes
+    }
+
+    /// Where queues and messages moved onto this image's shard from other shards' files may go
+    /// (`ShardState::restore`): the record index after its highest, and the slot after its
+    /// highest (one past any it ever set).
+    fn moved_from(&self) -> (u32, u32) {
+        let queues = self
+            .queues
+            .keys()
+            .map(|&index| index + 1)
+            .max()
+            .unwrap_or(0);
+        let slots = u32::try_from(self.messages.span()).expect("slots are 32-bit");
+        (queues, slots)
     }
 
     /// Hands this image's live queues and messages (not those of deleted or cleared queues) to
@@ -2248,18 +2300,33 @@ fn recover_noting<F: Files>(
             same_layout = true;
         }
     }
-    // A change writes every message anew beside the files, which go only once the new
-    // generation is in place: past the free disk it would meet ENOSPC at every start (safe for
-    // the data, the next start removes what it wrote, but never serving). A first start has
-    // nothing to move (`--min-free-disk 100%` starts and refuses growth).
-    let moving = !same_layout && current.is_some();
-    if let Some(disk_max) = options.reshard_disk_bytes_max.filter(|_| moving) {
-        let disk = reshard_disk_bytes(messages, text_bytes, shards);
+    // A change writes every message, queue and setting anew beside the files, which go only
+    // once the new generation is in place: past the free disk it would meet ENOSPC at every
+    // start (safe for the data, the next start removes what it wrote, but never serving). The
+    // free space is measured now, after what an interrupted change left is removed (measured
+    // before, it refused a change that fit: helper-76's review). Files with nothing to move,
+    // and a first start, are not bounded (`--min-free-disk 100%` starts, refusing growth).
+    let records_bytes = match same_layout {
+        true => 0,
+        false => images.iter().map(Image::records_bytes).sum(),
+    };
+    let moving = !same_layout && (messages > 0 || records_bytes > 0);
+    let free = options.free_disk_min.and_then(|reserve| {
+        let space = files.space(root).ok()?;
+        Some(
+            space
+                .free_bytes
+                .saturating_sub(reserve.bytes(space.total_bytes)),
+        )
+    });
+    if let Some(disk_max) = free.filter(|_| moving) {
+        let disk = reshard_disk_bytes(messages, text_bytes, records_bytes, shards);
         let why = format!(
             "writes every message anew beside the files before they go: their {messages} \
-             messages and {} of texts need about {}, more than the file system has free beyond \
-             --min-free-disk ({})",
+             messages, {} of texts and {} of queues and settings need about {}, more than the \
+             file system has free beyond --min-free-disk ({})",
             crate::cgroup::format_bytes(text_bytes),
+            crate::cgroup::format_bytes(records_bytes),
             crate::cgroup::format_bytes(disk),
             crate::cgroup::format_bytes(disk_max),
         );
@@ -2336,10 +2403,17 @@ fn recover_noting<F: Files>(
             identity
         })
         .collect();
+    // Queues and messages moved from other shards' files take places above every one of the
+    // shard's own (`ShardState::restore`): the image of the same shard's record indices and
+    // slots, read before any image is restored (each restores into every shard).
+    let moved_from: Vec<(u32, u32)> = (0..shards)
+        .map(|shard| images.get(shard).map_or((0, 0), Image::moved_from))
+        .collect();
     let mut restorers: Vec<_> = states
         .iter_mut()
         .zip(&identities)
-        .map(|(state, identity)| state.restore(*identity))
+        .zip(moved_from)
+        .map(|((state, identity), moved_from)| state.restore(*identity, moved_from))
         .collect();
     // On this thread: what the states keep is allocated in one arena, as before recovery read
     // shards side by side (restored on their threads, a restart of 2,000,000 messages on two
@@ -2370,7 +2444,7 @@ fn recover_noting<F: Files>(
         }
     }
     for restorer in restorers {
-        restorer.finish(now_ms);
+        restorer.finish();
     }
 
     let mut starts = Vec::with_capacity(shards);
@@ -2564,14 +2638,23 @@ fn past_a_bound(
     Err(format!("{what} {why}; {keep}"))
 }
 
-/// What a change of shard count onto `shards` writes for `messages` with `text_bytes` of texts,
-/// at most: each message's entry in a new snapshot (`PUT_RECORD_BYTES_BEYOND_TEXT_MAX` beyond
-/// its text), and a segment a shard for its header, queues and settings, and the first segment
-/// its log opens once it serves (allocated whole).
-pub(super) fn reshard_disk_bytes(messages: u64, text_bytes: u64, shards: usize) -> u64 {
+/// What a change of shard count onto `shards` writes for `messages` with `text_bytes` of texts
+/// and queues and settings of `records_bytes` (`Image::records_bytes`), at most: each message's
+/// entry in a new snapshot (`PUT_RECORD_BYTES_BEYOND_TEXT_MAX` beyond its text), those records,
+/// and a block a shard for its snapshot's header and trailer. (Not the first segment each log
+/// opens once it serves: any start needs that, and the disk limits answer for it.)
+pub(super) fn reshard_disk_bytes(
+    messages: u64,
+    text_bytes: u64,
+    records_bytes: u64,
+    shards: usize,
+) -> u64 {
     let entries = messages.saturating_mul(PUT_RECORD_BYTES_BEYOND_TEXT_MAX as u64);
-    let segments = (shards as u64).saturating_mul(LOG_SEGMENT_BYTES);
-    text_bytes.saturating_add(entries).saturating_add(segments)
+    let headers = (shards as u64).saturating_mul(STORAGE_BLOCK_BYTES as u64);
+    let written = text_bytes
+        .saturating_add(entries)
+        .saturating_add(records_bytes);
+    written.saturating_add(headers)
 }
 
 /// What a refusal of a change of shard count from `old_shards` to `shards` advises to keep the
@@ -2865,13 +2948,13 @@ mod tests {
         let secret = Secret::from_bytes(&[7; crate::queue::secret::SECRET_BYTES]);
         let mut shard = ShardState::with_secret(0, 1, secret);
         let identity = shard.identity();
-        let mut restorers = [shard.restore(identity)];
+        let mut restorers = [shard.restore(identity, image.moved_from())];
         assert_eq!(
             image.restore(0, &mut restorers, secret, 0, false),
             (1, count as usize)
         );
         let [restorer] = restorers;
-        restorer.finish(0);
+        restorer.finish();
         let restored = shard.describe(0).messages;
         assert_eq!(restored.len(), count as usize);
         for slot in 0..count {
@@ -3028,10 +3111,10 @@ mod tests {
                 let secret = Secret::from_bytes(&[7; crate::queue::secret::SECRET_BYTES]);
                 let mut shard = ShardState::with_secret(0, 1, secret);
                 let identity = shard.identity();
-                let mut restorers = [shard.restore(identity)];
+                let mut restorers = [shard.restore(identity, image.moved_from())];
                 let (_, restored) = image.restore(0, &mut restorers, secret, 0, false);
                 let [restorer] = restorers;
-                restorer.finish(0);
+                restorer.finish();
                 assert_eq!(restored, model.len(), "seed {seed}");
                 let described = shard.describe(0).messages;
                 assert_eq!(described.len(), model.len(), "seed {seed}");

@@ -224,6 +224,9 @@ struct Inner {
     stats: SimStats,
     /// The `Disk` writes made, in order, once `record_writes` asked for them.
     written: Option<Vec<Written>>,
+    /// The file system's size, bytes, for `Files::space` (free is what its files leave) and
+    /// `Files` writes, which fail with ENOSPC past it (`None`: not measured, not bounded).
+    capacity: Option<u64>,
 }
 
 /// The simulated file system; clones share it.
@@ -246,6 +249,7 @@ impl SimDisk {
             immediate,
             fault: None,
             files_budget: None,
+            capacity: None,
             stats: SimStats::default(),
             written: None,
         })))
@@ -278,6 +282,13 @@ impl SimDisk {
             .as_mut()
             .map(std::mem::take)
             .unwrap_or_default()
+    }
+
+    /// Gives the file system a size (`Files::space`), of which its files' bytes are taken; a
+    /// `Files` write that would pass it fails with ENOSPC (its bytes written, as a full file
+    /// system leaves them). `Disk` writes are not bounded.
+    pub fn set_capacity(&self, bytes: u64) {
+        self.inner().capacity = Some(bytes);
     }
 
     /// What the disk did so far.
@@ -715,6 +726,31 @@ impl Inner {
     }
 
     /// Counts one change `Files` makes; an error once the power is to go.
+    /// The bytes of every file reachable now.
+    fn used_bytes(&self) -> u64 {
+        let mut used = 0;
+        let mut stack = vec![0usize];
+        while let Some(directory) = stack.pop() {
+            for node in self.directories[directory].current.values() {
+                match node {
+                    Node::File(inode) => used += self.inodes[*inode].current.len() as u64,
+                    Node::Directory(child) => stack.push(*child),
+                }
+            }
+        }
+        used
+    }
+
+    /// ENOSPC where the files take more than the capacity set (`SimDisk::set_capacity`).
+    fn check_capacity(&self) -> io::Result<()> {
+        match self.capacity {
+            Some(capacity) if self.used_bytes() > capacity => {
+                Err(io::Error::from_raw_os_error(libc::ENOSPC))
+            }
+            _ => Ok(()),
+        }
+    }
+
     fn spend(&mut self) -> io::Result<()> {
         match &mut self.files_budget {
             Some(0) => Err(io::Error::other("simulated power cut")),
@@ -756,6 +792,20 @@ impl Files for SimDisk {
         Ok(inner.inodes[inode].current.len() as u64)
     }
 
+    fn space(&self, _path: &Path) -> io::Result<super::space::Space> {
+        let inner = self.inner();
+        let Some(total_bytes) = inner.capacity else {
+            return Err(io::Error::new(
+                io::ErrorKind::Unsupported,
+                "no capacity set",
+            ));
+        };
+        Ok(super::space::Space {
+            free_bytes: total_bytes.saturating_sub(inner.used_bytes()),
+            total_bytes,
+        })
+    }
+
     fn write_synced_in_pieces(
         &self,
         path: &Path,
@@ -776,6 +826,7 @@ impl Files for SimDisk {
                 },
             );
             offset += piece.len() as u64;
+            inner.check_capacity()?;
             if !more {
                 break;
             }

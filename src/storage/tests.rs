@@ -1868,6 +1868,9 @@ impl Files for WatchedFiles {
     fn size(&self, path: &Path) -> std::io::Result<u64> {
         super::files::StdFiles.size(path)
     }
+    fn space(&self, path: &Path) -> std::io::Result<super::space::Space> {
+        super::files::StdFiles.space(path)
+    }
     fn write_synced_in_pieces(
         &self,
         path: &Path,
@@ -2080,7 +2083,50 @@ fn recovery_of_real_files_lets_go_of_what_it_passed() {
 /// `kept_text(texts..texts + after)` put after it (replayed at a start, in memory); crashed. The
 /// disk and the queues.
 fn a_shard_of_two_queues(texts: usize, after: usize) -> (SimDisk, Vec<QueueKey>) {
+    a_shard_of_two_queues_and(texts, after, 0)
+}
+
+/// `a_shard_of_two_queues`, with `settled` more queues before the texts, each with metadata of
+/// about 3,000 bytes and a stored access policy, and the account's service properties set:
+/// queues and settings that weigh beside the texts.
+fn a_shard_of_two_queues_and(
+    texts: usize,
+    after: usize,
+    settled: usize,
+) -> (SimDisk, Vec<QueueKey>) {
     let (disk, log, state) = tracked_shard(0);
+    for number in 0..settled {
+        let queue = QueueKey {
+            account: "devstoreaccount1".to_string(),
+            name: format!("settled-{number:04}-{}", "q".repeat(40)),
+        };
+        let metadata = (0..4)
+            .map(|pair| (format!("name{pair}"), format!("{number:04}").repeat(190)))
+            .collect();
+        let create = Command::CreateQueue {
+            queue: queue.clone(),
+            metadata,
+        };
+        apply_flushed(&log, &state, create).expect("created");
+        let acl = Command::SetQueueAcl {
+            queue,
+            identifiers: vec![SignedIdentifier {
+                id: format!("policy-{number}"),
+                access_policy: None,
+            }],
+        };
+        apply_flushed(&log, &state, acl).expect("set");
+    }
+    if settled > 0 {
+        let properties = Command::SetServiceProperties {
+            account: "devstoreaccount1".to_string(),
+            update: Box::new(ServicePropertiesUpdate {
+                cors: Some(Vec::new()),
+                ..ServicePropertiesUpdate::default()
+            }),
+        };
+        apply_flushed(&log, &state, properties).expect("set");
+    }
     let queues: Vec<QueueKey> = [0, 1]
         .map(|shard| {
             (0..)
@@ -2168,80 +2214,140 @@ fn assert_kept_at_one_shard(recovered: Result<super::recovery::Recovered, String
     assert!(kept.notes.iter().any(said), "{:?}", kept.notes);
 }
 
-/// A change of shard count writes every message anew beside the files, which go only once the
-/// new generation is in place: past the disk it may write (the free space less
-/// `--min-free-disk`), by one byte, it is refused with nothing written, naming the files' count,
-/// and a default count keeps the files' count instead (else it met ENOSPC at every start); at
-/// the bound the change is made, and what it wrote is within the estimate's entries
-/// (`PUT_RECORD_BYTES_BEYOND_TEXT_MAX` beyond each text, which `record`'s tests hold exact) and
-/// a block a shard (its header, queues and trailer: 259 bytes here), the rest of the segment a
-/// shard it counts left for the log's first. Texts located and in memory alike;
-/// a default count below the files' is refused, saying what would let it start, and neither a
-/// start at the files' count nor a first start is bounded.
+/// A change of shard count writes every message, queue and setting anew beside the files, which
+/// go only once the new generation is in place, so it must fit the free space less
+/// `--min-free-disk` (`Files::space`). Found, not assumed, on a disk whose writes past its
+/// capacity fail with ENOSPC: the least free space at which the change is made (searched for on
+/// fresh files each time) is at least the least at which its writes fit, unbounded (the bound is
+/// never short: every start it lets through writes all), and at most that and two blocks with
+/// 16 bytes a message (the foreign ID a message that stays lacks) beyond; below it the start is
+/// refused by the bound, never by ENOSPC, with nothing written, naming the files' count, or a
+/// default count keeps the files' count. For 40 texts of 60,000 bytes in two queues alone, and
+/// beside 60 queues with metadata of 3,000 bytes and a stored policy each (helper-76's review: a
+/// bound of the texts alone let 22,000 such queues meet ENOSPC), texts located and in memory.
+/// The free space is measured once recovery has removed what an interrupted change left
+/// (measured before, a change that fit was refused); files with nothing to move, a first start
+/// and a start at the files' count are not bounded; a default count below the files' is
+/// refused, saying what would let it start.
 #[test]
 fn a_change_of_shard_count_past_the_free_disk_is_refused_or_kept() {
-    use super::recovery::reshard_disk_bytes;
-    use crate::limits::{LOG_SEGMENT_BYTES, STORAGE_BLOCK_BYTES};
+    use crate::storage::space::FreeDiskMin;
     const TEXTS: usize = 40;
+    const TOTAL: u64 = 1 << 40;
     let root = data_directory(Path::new("/data"));
-    let text_bytes = (TEXTS * FILLER_BYTES) as u64;
-    let bound = reshard_disk_bytes(TEXTS as u64, text_bytes, 2);
-    for locate_texts in [true, false] {
-        let (disk, _) = a_shard_of_two_queues(TEXTS, 0);
-        let mut seeds = SplitMix64::new(7);
-        let mut start_on = |shards: usize, disk_max: u64, shards_default: bool| {
-            let options = RecoveryOptions {
-                locate_texts,
-                reshard_text_bytes_max: Some(u64::MAX),
-                reshard_memory_bytes_max: Some(u64::MAX),
-                reshard_disk_bytes_max: Some(disk_max),
-                shards_default,
-                ..RecoveryOptions::default()
-            };
-            recover_shards(&disk, shards, &mut seeds, options)
+    let new_generation = |disk: &SimDisk| -> u64 {
+        let paths = disk.file_paths().into_iter();
+        let written = paths.filter(|path| path.starts_with(root.join("gen-000002")));
+        written
+            .map(|path| Files::size(disk, &path).expect("a size"))
+            .sum()
+    };
+    let used = |disk: &SimDisk| -> u64 {
+        let paths = disk.file_paths().into_iter();
+        paths
+            .map(|path| Files::size(disk, &path).expect("a size"))
+            .sum()
+    };
+    for (settled, locate_texts) in [(0, true), (0, false), (60, true), (60, false)] {
+        let options = |shards_default: bool, bounded: bool| RecoveryOptions {
+            locate_texts,
+            reshard_text_bytes_max: Some(u64::MAX),
+            reshard_memory_bytes_max: Some(u64::MAX),
+            free_disk_min: bounded.then_some(FreeDiskMin::Bytes(0)),
+            shards_default,
+            ..RecoveryOptions::default()
         };
-        let new_generation = |disk: &SimDisk| -> u64 {
-            let paths = disk.file_paths().into_iter();
-            let written = paths.filter(|path| path.starts_with(root.join("gen-000002")));
-            written
-                .map(|path| Files::size(disk, &path).expect("a size"))
-                .sum()
+        // A start of fresh files at 2 shards with `free` bytes free: what it wrote, or why not.
+        let start_with = |free: u64, shards_default: bool, bounded: bool| {
+            let (disk, _) = a_shard_of_two_queues_and(TEXTS, 0, settled);
+            disk.set_capacity(used(&disk) + free);
+            let mut seeds = SplitMix64::new(7);
+            let options = options(shards_default, bounded);
+            let started = recover_shards(&disk, 2, &mut seeds, options);
+            (started, new_generation(&disk), disk)
         };
-        let why = start_on(2, bound - 1, false).err().expect("refused");
+        let start = |free: u64, shards_default: bool| start_with(free, shards_default, true);
+        // The least free space at which a start works, bounded or not.
+        let least = |bounded: bool| {
+            let (mut short, mut enough) = (0, 1 << 30);
+            while enough - short > 1 {
+                let free = (short + enough) / 2;
+                match start_with(free, false, bounded).0 {
+                    Ok(_) => enough = free,
+                    Err(why) if bounded => {
+                        assert!(why.contains("free beyond --min-free-disk"), "{free}: {why}");
+                        short = free;
+                    }
+                    Err(why) => {
+                        assert!(why.contains("No space left"), "{free}: {why}");
+                        short = free;
+                    }
+                }
+            }
+            enough
+        };
+        let (fits, enough) = (least(false), least(true));
+        let slack = 2 * STORAGE_BLOCK_BYTES as u64 + 16 * TEXTS as u64;
+        assert!(
+            fits <= enough && enough <= fits + slack,
+            "{settled} queues: writes fit in {fits} bytes free, the bound asks {enough}"
+        );
+        let (changed, written, _) = start(enough, false);
+        assert_eq!(changed.expect("made").shards.len(), 2);
+        assert!(written > (TEXTS * FILLER_BYTES) as u64, "{written}");
+        let (why, written, _) = start(enough - 1, false);
+        let why = why.err().expect("refused");
         assert!(why.contains("start with --shards 1 (or"), "{why}");
         assert!(why.contains(&format!("their {TEXTS} messages")), "{why}");
         assert!(why.contains("or free disk"), "{why}");
-        assert_eq!(new_generation(&disk), 0, "nothing written");
-        assert_kept_at_one_shard(start_on(2, bound - 1, true));
-        let changed = start_on(2, bound, false).expect("a change within the bound");
-        assert_eq!(changed.shards.len(), 2);
-        drop(changed);
-        let written = new_generation(&disk);
-        assert!(written > text_bytes, "{written}");
-        let beyond_segments = bound - 2 * LOG_SEGMENT_BYTES;
-        assert!(
-            written <= beyond_segments + 2 * STORAGE_BLOCK_BYTES as u64,
-            "{written} written against {beyond_segments} estimated for the entries"
-        );
-        let why = start_on(1, 0, true).err().expect("refused");
+        assert_eq!(written, 0, "nothing written");
+        assert_kept_at_one_shard(start(enough - 1, true).0);
+        // Two-shard files to one, the default count below theirs.
+        let (_, _, disk) = start(enough, false);
+        disk.set_capacity(used(&disk));
+        let mut seeds = SplitMix64::new(8);
+        let why = recover_shards(&disk, 1, &mut seeds, options(true, true));
+        let why = why.err().expect("refused");
         assert!(
             why.contains("this start's default count follows its CPUs and --max-disk")
                 && why.contains(": free disk, or start with the CPUs and --max-disk for 2 shards"),
             "{why}"
         );
-        assert_eq!(
-            start_on(2, 0, false).expect("the same count").shards.len(),
-            2
+        let mut seeds = SplitMix64::new(9);
+        let same = recover_shards(&disk, 2, &mut seeds, options(false, true));
+        assert_eq!(same.expect("the same count").shards.len(), 2);
+        // What an interrupted change left is removed before the free space is measured.
+        let (disk, _) = a_shard_of_two_queues_and(TEXTS, 0, settled);
+        let leftover = root.join("gen-000002").join("shard-000000");
+        disk.create_directories(&leftover).expect("made");
+        let left = vec![0u8; enough as usize];
+        disk.write_synced(&leftover.join("snapshot-0000000000000000.snap"), &left)
+            .expect("written");
+        disk.set_capacity(used(&disk) + enough - left.len() as u64);
+        let mut seeds = SplitMix64::new(10);
+        let changed = recover_shards(&disk, 2, &mut seeds, options(false, true));
+        let changed = changed.expect("made once the leftover is gone");
+        assert!(
+            changed
+                .notes
+                .iter()
+                .any(|note| note.contains("interrupted change")),
+            "{:?}",
+            changed.notes
         );
     }
-    // A first start moves nothing: with no room at all it starts (and refuses growth).
+    // Nothing to move (an empty directory's files) and a first start: not bounded.
     let options = RecoveryOptions {
         locate_texts: true,
-        reshard_disk_bytes_max: Some(0),
+        free_disk_min: Some(FreeDiskMin::Percent(100)),
         ..RecoveryOptions::default()
     };
-    let first = recover_shards(&SimDisk::new(1, true), 2, &mut SplitMix64::new(1), options);
-    assert_eq!(first.expect("a first start").shards.len(), 2);
+    let disk = SimDisk::new(1, true);
+    disk.set_capacity(TOTAL);
+    let first = recover_shards(&disk, 1, &mut SplitMix64::new(1), options);
+    assert_eq!(first.expect("a first start").shards.len(), 1);
+    let moved = recover_shards(&disk, 2, &mut SplitMix64::new(2), options);
+    assert_eq!(moved.expect("nothing to move").shards.len(), 2);
 }
 
 /// What each shard `recovered` started holds, its texts tracked and those on disk only read
@@ -5496,7 +5602,7 @@ fn files_of_another_builds_queue_hash_are_moved_not_kept_by_a_default_count() {
             .expect("refused");
         let moving = match shards {
             2 => "the files hold queues on shards this build gives to others",
-            _ => "a change of shard count holds about 400 bytes a message",
+            _ => "a change of shard count holds about 256 bytes a message",
         };
         assert!(why.contains(moving), "{shards}: {why}");
         assert!(

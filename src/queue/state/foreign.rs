@@ -38,24 +38,6 @@ impl ForeignIds {
         self.by_slot.len()
     }
 
-    /// Room for `additional` more without growing table by table (the restorer knows how many
-    /// it moves).
-    pub fn reserve(&mut self, additional: usize) {
-        let ForeignIds {
-            by_slot,
-            by_id,
-            hasher,
-        } = self;
-        by_slot.reserve(additional, |&(slot, _)| hasher.hash_one(slot));
-        by_id.reserve(additional, |&slot| {
-            hasher.hash_one(
-                id_in(by_slot, hasher, slot)
-                    .expect("every slot by ID has its ID")
-                    .0,
-            )
-        });
-    }
-
     /// The foreign ID of the message in `slot`.
     pub fn id(&self, slot: u32) -> Option<MessageId> {
         id_in(&self.by_slot, &self.hasher, slot)
@@ -212,14 +194,13 @@ mod tests {
         foreign.insert(3, MessageId(2));
     }
 
-    /// A million entries reserved at once take 26 bytes a bucket pair (and a group's control
-    /// bytes), against the 66 of the two maps before (each bucket a `u128`'s 32 bytes and its
-    /// control byte), and answer.
+    /// A million entries (the tables grown to them) take 26 bytes a bucket pair (and a group's
+    /// control bytes), against the 66 of the two maps before (each bucket a `u128`'s 32 bytes
+    /// and its control byte), and answer.
     #[test]
     fn a_million_ids_take_26_bytes_a_bucket_pair() {
         const IDS: usize = 1 << 20;
         let mut foreign = ForeignIds::default();
-        foreign.reserve(IDS);
         for slot in 0..IDS as u32 {
             foreign.insert(
                 slot,

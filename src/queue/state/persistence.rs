@@ -352,7 +352,10 @@ impl ShardState {
     }
 
     /// Starts restoring a state (a fresh one, from `ShardState::new`) from what recovery read.
-    pub fn restore(&mut self, identity: Identity) -> Restorer<'_> {
+    /// Queues and messages moved from other shards' files take record indices and slots from
+    /// `moved_from` on (`(record index, slot)`), which must be above every one of the shard's
+    /// own (its image's highest, plus one): they take their places as they come.
+    pub fn restore(&mut self, identity: Identity, moved_from: (u32, u32)) -> Restorer<'_> {
         assert!(self.queues.is_empty() && self.messages.is_empty());
         assert_eq!(
             identity.id_prefix & 0xff,
@@ -366,8 +369,8 @@ impl ShardState {
             state: self,
             visible: Vec::new(),
             invisible: Vec::new(),
-            moved_queues: Vec::new(),
-            moved_messages: Vec::new(),
+            moved_queues: HashMap::new(),
+            moved_next: moved_from,
         }
     }
 }
@@ -411,10 +414,14 @@ pub struct Restorer<'s> {
     visible: Vec<u32>,
     /// Those that are not, with when each is visible again (leased or delayed: the few).
     invisible: Vec<(u32, u64)>,
-    /// Queues from other shards' logs: their origin (see `moved_queue`), key and metadata.
-    moved_queues: Vec<(u64, QueueKey, Metadata)>,
-    /// Messages from other shards' logs: their queue's origin, state and ID.
-    moved_messages: Vec<(u64, MessageState, MessageId)>,
+    /// The record index each queue from another shard's log took, by its origin (see
+    /// `moved_queue`).
+    moved_queues: HashMap<u64, u32>,
+    /// The record index and slot the next queue and message from another shard's log take:
+    /// above the shard's own, so that each takes its place as it comes. (Each waited in a
+    /// vector until the shard's own had theirs, about 160 bytes a message moved at the peak of
+    /// a change of shard count.)
+    moved_next: (u32, u32),
 }
 
 impl Restorer<'_> {
@@ -437,7 +444,10 @@ impl Restorer<'_> {
     /// A queue from another shard's log; `origin` names it among every moved queue (the old
     /// shard and record index), and its messages name it by the same value.
     pub fn moved_queue(&mut self, origin: u64, key: QueueKey, metadata: Metadata) {
-        self.moved_queues.push((origin, key, metadata));
+        let index = self.moved_next.0;
+        self.moved_next.0 = index.checked_add(1).expect("fewer queue records than 2^32");
+        self.queue(index, key, metadata);
+        assert!(self.moved_queues.insert(origin, index).is_none());
     }
 
     /// A message of this shard's own log. One that has expired by `now_ms` is left out: answers
@@ -513,9 +523,21 @@ impl Restorer<'_> {
         id: MessageId,
         now_ms: u64,
     ) {
-        if message.expiration_ms() > now_ms {
-            self.moved_messages.push((origin, message, id));
+        let Some(&queue) = self.moved_queues.get(&origin) else {
+            return;
+        };
+        if message.expiration_ms() <= now_ms {
+            return;
         }
+        let slot = self.moved_next.1;
+        self.moved_next.1 = slot.checked_add(1).expect("fewer slots than 2^32");
+        let (sequence, visible_ms) = (message.sequence, message.visible_ms);
+        let state = &mut *self.state;
+        // A slot this shard never used (above its image's): generation 0, as a new slot gets.
+        state.messages.insert_at(slot, 0, restored(queue, message));
+        state.foreign_ids.insert(slot, id);
+        state.sequence_next = state.sequence_next.max(sequence + 1).min(SEQUENCE_MASK);
+        self.place(slot, visible_ms, now_ms);
     }
 
     /// A replicated setting, kept when newer than what the shard has; `written_here` when this
@@ -531,40 +553,13 @@ impl Restorer<'_> {
     }
 
     /// Puts every message in its queue's order and on the wheel, and frees what is left.
-    pub fn finish(mut self, now_ms: u64) {
-        let moved_queues = std::mem::take(&mut self.moved_queues);
-        let moved_messages = std::mem::take(&mut self.moved_messages);
+    pub fn finish(self) {
         let state = &mut *self.state;
         state.messages.rebuild_free_list();
         state.queues_free = (0..state.queues.len() as u32)
             .rev()
             .filter(|&index| state.queues[index as usize].is_none())
             .collect();
-        // Another shard's queues and messages get new places, then keep their IDs.
-        let mut moved_indices = HashMap::new();
-        for (origin, key, metadata) in moved_queues {
-            let index = state
-                .new_queue_record(metadata)
-                .expect("room for every restored queue");
-            assert!(state.queue_indices.insert(key.clone(), index).is_none());
-            assert!(state.queue_names.insert(key, index).is_none());
-            moved_indices.insert(origin, index);
-        }
-        state.foreign_ids.reserve(moved_messages.len());
-        for (origin, message, id) in moved_messages {
-            let Some(&queue) = moved_indices.get(&origin) else {
-                continue;
-            };
-            let (sequence, visible_ms) = (message.sequence, message.visible_ms);
-            let state = &mut *self.state;
-            let (slot, _) = state
-                .messages
-                .insert(restored(queue, message))
-                .expect("room for every restored message");
-            state.foreign_ids.insert(slot, id);
-            state.sequence_next = state.sequence_next.max(sequence + 1).min(SEQUENCE_MASK);
-            self.place(slot, visible_ms, now_ms);
-        }
         // Visible messages join their queue in order, invisible ones wait for their timer, in
         // the order of their keys (the slot orders messages of two logs whose keys tie). A
         // stable sort, whose buffer is half the slots' 4 bytes: it merges the runs already in

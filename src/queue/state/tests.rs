@@ -2089,7 +2089,8 @@ fn a_restore_places_messages_in_their_order_whatever_order_they_come_in() {
         let mut random = SplitMix64::new(seed);
         let mut state = ShardState::new(0, 42);
         let identity = state.identity();
-        let mut restorer = state.restore(identity);
+        // The own queue's record is 0 and its messages' slots 0..300: moved ones go above.
+        let mut restorer = state.restore(identity, (1, 300));
         restorer.queue(0, key("own"), Metadata::new());
         restorer.moved_queue(7, key("moved"), Metadata::new());
         // (queue name, order key, visible again at, text) of every message kept.
@@ -2136,7 +2137,7 @@ fn a_restore_places_messages_in_their_order_whatever_order_they_come_in() {
                 kept.push((name, (insertion_ms, sequence), visible_ms, text));
             }
         }
-        restorer.finish(NOW_MS);
+        restorer.finish();
         state.verify();
         for name in ["own", "moved"] {
             let mut theirs: Vec<_> = kept.iter().filter(|kept| kept.0 == name).collect();
