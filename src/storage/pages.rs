@@ -191,6 +191,19 @@ impl<T> SlotPages<T> {
         self.pages.iter_mut().flatten().flatten()
     }
 
+    /// The values with their indices, by index (`rev` for the highest first).
+    pub fn indexed(&self) -> impl DoubleEndedIterator<Item = (usize, &T)> {
+        let shift = self.page_shift;
+        self.pages
+            .iter()
+            .enumerate()
+            .flat_map(move |(page, values)| {
+                let first = page << shift;
+                let values = values.iter().enumerate();
+                values.filter_map(move |(offset, value)| Some((first + offset, value.as_ref()?)))
+            })
+    }
+
     /// The values with their indices, by index, each page freed once its last entry is passed.
     pub fn into_indexed(self) -> impl Iterator<Item = (usize, T)> {
         let shift = self.page_shift;

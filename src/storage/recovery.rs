@@ -708,18 +708,23 @@ impl Image {
         bytes
     }
 
-    /// Where queues and messages moved onto this image's shard from other shards' files may go
-    /// (`ShardState::restore`): the record index after its highest, and the slot after its
-    /// highest (one past any it ever set).
-    fn moved_from(&self) -> (u32, u32) {
-        let queues = self
-            .queues
-            .keys()
-            .map(|&index| index + 1)
-            .max()
-            .unwrap_or(0);
-        let slots = u32::try_from(self.messages.span()).expect("slots are 32-bit");
-        (queues, slots)
+    /// Where queues and messages moved onto `shard` of `shards` (this image's index) from other
+    /// shards' files may go (`ShardState::restore`): the record index after the highest of its
+    /// queues that stay, and the slot after the highest of their messages (`restore` keeps
+    /// these in place). Not the image's span: a message deleted after the snapshot leaves its
+    /// slot in it, and the moved ones would start past every such slot, the free ones below
+    /// taking memory until reused.
+    fn moved_from(&self, shard: usize, shards: usize) -> (u32, u32) {
+        let stays: HashMap<u32, u64> = (self.queues.iter())
+            .filter(|(_, queue)| shard_for(&queue.key, shards) == shard)
+            .map(|(&index, queue)| (index, queue.incarnation))
+            .collect();
+        let queues = stays.keys().map(|&index| index + 1).max().unwrap_or(0);
+        let mut messages = self.messages.indexed().rev();
+        let last =
+            messages.find(|(_, found)| stays.get(&found.message.queue) == Some(&found.incarnation));
+        let slots = last.map_or(0, |(slot, _)| slot + 1);
+        (queues, u32::try_from(slots).expect("slots are 32-bit"))
     }
 
     /// Hands this image's live queues and messages (not those of deleted or cleared queues) to
@@ -2407,7 +2412,10 @@ fn recover_noting<F: Files>(
     // shard's own (`ShardState::restore`): the image of the same shard's record indices and
     // slots, read before any image is restored (each restores into every shard).
     let moved_from: Vec<(u32, u32)> = (0..shards)
-        .map(|shard| images.get(shard).map_or((0, 0), Image::moved_from))
+        .map(|shard| {
+            let image = images.get(shard);
+            image.map_or((0, 0), |image| image.moved_from(shard, shards))
+        })
         .collect();
     let mut restorers: Vec<_> = states
         .iter_mut()
@@ -2948,7 +2956,7 @@ mod tests {
         let secret = Secret::from_bytes(&[7; crate::queue::secret::SECRET_BYTES]);
         let mut shard = ShardState::with_secret(0, 1, secret);
         let identity = shard.identity();
-        let mut restorers = [shard.restore(identity, image.moved_from())];
+        let mut restorers = [shard.restore(identity, image.moved_from(0, 1))];
         assert_eq!(
             image.restore(0, &mut restorers, secret, 0, false),
             (1, count as usize)
@@ -3111,7 +3119,7 @@ mod tests {
                 let secret = Secret::from_bytes(&[7; crate::queue::secret::SECRET_BYTES]);
                 let mut shard = ShardState::with_secret(0, 1, secret);
                 let identity = shard.identity();
-                let mut restorers = [shard.restore(identity, image.moved_from())];
+                let mut restorers = [shard.restore(identity, image.moved_from(0, 1))];
                 let (_, restored) = image.restore(0, &mut restorers, secret, 0, false);
                 let [restorer] = restorers;
                 restorer.finish();

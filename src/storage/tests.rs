@@ -2350,6 +2350,69 @@ fn a_change_of_shard_count_past_the_free_disk_is_refused_or_kept() {
     assert_eq!(moved.expect("nothing to move").shards.len(), 2);
 }
 
+/// Moved messages take the slots after the highest of the messages that stay on their shard,
+/// not after every slot its files ever set (`Image::moved_from`; their span counts a slot put
+/// and deleted after the snapshot, and moved messages placed past it left every free slot below
+/// taking memory until reused): two-shard files whose shard 0 put 20 messages after its
+/// snapshot and deleted the 13 at the highest slots, started on one shard, keep the 12 left in
+/// slots 0 to 11 and put the other shard's 5 in 12 to 16, every message still there.
+#[test]
+fn moved_messages_take_the_slots_after_those_that_stay() {
+    let located = RecoveryOptions {
+        locate_texts: true,
+        reshard_text_bytes_max: Some(u64::MAX),
+        ..RecoveryOptions::default()
+    };
+    let (disk, queues) = a_shard_of_two_queues(10, 0);
+    let two = recover_shards(&disk, 2, &mut SplitMix64::new(1), located).expect("to two");
+    let start = two.shards.into_iter().next().expect("shard 0");
+    let log = Log::new(disk.clone(), &start, 0, Durability::Fsync).with_segment_bytes(1 << 20);
+    let state = RefCell::new(start.state);
+    assert_eq!(
+        state.borrow().slab_slots(),
+        9,
+        "queue 0's five in every other slot"
+    );
+    let mut put = Vec::new();
+    for number in 10..30 {
+        let command = Command::PutMessage {
+            queue: queues[0].clone(),
+            text: kept_text(number),
+            visibility_timeout_s: 0,
+            ttl_s: Some(86_400),
+        };
+        let Ok(Reply::Messages(mut views)) = apply_flushed(&log, &state, command) else {
+            panic!("put");
+        };
+        put.push(views.remove(0));
+    }
+    assert_eq!(state.borrow().slab_slots(), 25, "the holes, then 9 to 24");
+    for view in put.split_off(7) {
+        let command = Command::DeleteMessage {
+            queue: queues[0].clone(),
+            message_id: view.message_id,
+            pop_receipt: view.pop_receipt.expect("a receipt"),
+        };
+        apply_flushed(&log, &state, command).expect("deleted");
+    }
+    drop((log, state));
+    disk.crash();
+    let one = recover_shards(&disk, 1, &mut SplitMix64::new(2), located).expect("to one");
+    let start = &one.shards[0];
+    assert_eq!(
+        start.state.slab_slots(),
+        17,
+        "12 that stay, then the 5 moved"
+    );
+    let described = described_reading_texts(&disk, one);
+    let numbers: BTreeSet<usize> = described[0]
+        .messages
+        .values()
+        .map(|(_, text, ..)| kept_number(text))
+        .collect();
+    assert_eq!(numbers, (0..17).collect(), "every message left");
+}
+
 /// What each shard `recovered` started holds, its texts tracked and those on disk only read
 /// back through a log of its own on `disk`.
 fn described_reading_texts(
