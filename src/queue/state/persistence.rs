@@ -533,7 +533,10 @@ impl Restorer<'_> {
         self.moved_next.1 = slot.checked_add(1).expect("fewer slots than 2^32");
         let (sequence, visible_ms) = (message.sequence, message.visible_ms);
         let state = &mut *self.state;
-        // A slot this shard never used (above its image's): generation 0, as a new slot gets.
+        // Generation 0, as a new slot gets: the slot may have held a message of this shard's
+        // deleted or expired since (above those that stay, `moved_from`), whose receipts name
+        // it with its own generation, or this one by chance; either way the ID check of
+        // `resolve_receipt` stops them (helper-78's review).
         state.messages.insert_at(slot, 0, restored(queue, message));
         state.foreign_ids.insert(slot, id);
         state.sequence_next = state.sequence_next.max(sequence + 1).min(SEQUENCE_MASK);
