@@ -354,7 +354,8 @@ impl ShardState {
     /// Starts restoring a state (a fresh one, from `ShardState::new`) from what recovery read.
     /// Queues and messages moved from other shards' files take record indices and slots from
     /// `moved_from` on (`(record index, slot)`), which must be above every one of the shard's
-    /// own (its image's highest, plus one): they take their places as they come.
+    /// own (the highest of those its image keeps in place, plus one: `Image::moved_from`):
+    /// they take their places as they come.
     pub fn restore(&mut self, identity: Identity, moved_from: (u32, u32)) -> Restorer<'_> {
         assert!(self.queues.is_empty() && self.messages.is_empty());
         assert_eq!(
