@@ -423,6 +423,7 @@ fn open_storage(config: &Config) -> Result<Storage, String> {
             reshard_text_bytes_max: Some(config.message_bytes_max),
             reshard_memory_bytes_max: azq::settings::memory_bytes(),
             free_disk_min: Some(config.free_disk_min),
+            disk_bytes_max: config.disk_bytes_max,
             shards_default: config.shards_default,
         },
     )

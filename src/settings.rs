@@ -39,8 +39,8 @@ Usage: azq [options]
                              the cgroup's CPU quota rounded up, and --max-disk's 256M a
                              shard; the data directory's count, if smaller, where its
                              texts are more than --max-memory or a change would need more
-                             than the memory azq may have or the free disk beyond
-                             --min-free-disk)
+                             than the memory azq may have, the free disk beyond
+                             --min-free-disk or --max-disk)
   --cpus LIST                CPUs to pin shards to, e.g. 0,1 (default: the first N allowed)
   --max-connections N        open connections per shard before new ones get 503
   --write-timeout TIME       close a connection whose client takes no byte of its answers for
@@ -66,7 +66,9 @@ Usage: azq [options]
                              caps the default shard count; default: none) before Put, Update
                              with a text, Create Queue, Set Queue Metadata or ACL and Set
                              Service Properties answer 503 ServerBusy, keeping room for a
-                             snapshot (which gives space back) to complete
+                             snapshot (which gives space back) to complete; a change of
+                             shard count whose old and new files together would pass it is
+                             refused at start (a default count keeps the files' count)
   --text-memory SIZE|all     bytes of message text kept in memory once written to the log
                              (split evenly per shard; default: half of --max-memory; all:
                              every text, recovered ones too, as before the tiers; texts also

@@ -1037,6 +1037,68 @@ fn a_change_of_shard_count_past_the_free_disk_is_refused_or_kept() {
     assert!(server.stop().success());
 }
 
+/// `--max-disk` holds azq's files while a change of shard count writes the new generation
+/// beside the old one: about 310 MB of one-shard files need more than `--max-disk 512M` (the
+/// least two shards may have) to be written again for two. Started with `--shards 2` they are
+/// refused (exit 2), naming `--max-disk` and `--shards 1`, and left as they were; a default
+/// count (two CPUs or more, which 512M allows two shards) keeps the files' one shard with a
+/// note; every message is there either way, and with a larger `--max-disk` the change is made.
+/// Before, the change was made past the flag.
+#[test]
+fn a_change_of_shard_count_past_max_disk_is_refused_or_kept() {
+    const MESSAGES: usize = 4_800;
+    const CLIENTS: usize = 8;
+    let data = TempDir::new("reshard-max-disk");
+    let server = start(&data, &["--shards", "1"]);
+    create_queue(&server, "backlog");
+    let text = |n: usize| format!("{n:05} ").repeat(64_000 / 6);
+    let first: BTreeMap<String, String> = (0..32)
+        .map(|n| (put(&server, "backlog", &text(n)).0, text(n)))
+        .collect();
+    let clients: Vec<_> = (0..CLIENTS)
+        .map(|client| {
+            let port = server.port;
+            std::thread::spawn(move || {
+                let mut connection = Client::connect(port);
+                for n in (32 + client..MESSAGES).step_by(CLIENTS) {
+                    let request = put_request("backlog", &text(n), "messagettl=-1");
+                    let response = connection.call(&request).expect("the server answers");
+                    assert_eq!(response.status, 201);
+                }
+            })
+        })
+        .collect();
+    for client in clients {
+        client.join().expect("a client");
+    }
+    assert!(server.stop().success());
+    let bounded = ["--max-disk", "512M"];
+    let refusal = refused_start(&data, &[&bounded[..], &["--shards", "2"]].concat());
+    assert!(
+        refusal.contains("a change of shard count writes every message anew beside the files")
+            && refusal.contains("more than --max-disk (512 MiB)")
+            && refusal.contains("start with --shards 1 (or --cpus listing that many CPUs)")
+            && refusal.contains("or start with a --max-disk above that"),
+        "{refusal}"
+    );
+    let messages = |server: &Server| common::metric_total(server, "azq_messages");
+    if std::thread::available_parallelism().map_or(1, |cpus| cpus.get()) >= 2 {
+        let server = start(&data, &bounded);
+        server.await_stderr("serving with 1 as the files have them");
+        assert_eq!(served_shards(&server), 1);
+        assert_eq!(messages(&server), MESSAGES as u64);
+        assert_eq!(peek(&server, "backlog"), first);
+        assert!(server.stop().success());
+    } else {
+        eprintln!("SKIPPED the default count: one CPU makes one shard by default");
+    }
+    let server = start(&data, &["--shards", "2", "--max-disk", "2G"]);
+    assert_eq!(served_shards(&server), 2);
+    assert_eq!(messages(&server), MESSAGES as u64);
+    assert_eq!(peek(&server, "backlog"), first);
+    assert!(server.stop().success());
+}
+
 /// `--text-memory 0` with a snapshot due: Gets and Updates churn 60 messages of 50,000 bytes
 /// (each Update a new text, which leaves memory once written) until the log outgrows the live
 /// data and a snapshot is written, while a client puts to another queue without pause. The

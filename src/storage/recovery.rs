@@ -100,6 +100,12 @@ pub struct RecoveryOptions {
     /// where the writing would otherwise meet ENOSPC at every start. `None`, or a file system
     /// that cannot be measured: no bound.
     pub free_disk_min: Option<FreeDiskMin>,
+    /// `--max-disk`, which azq's files must stay within while a change of shard count writes
+    /// the new generation beside the old (the old generation's files and the new one's, as
+    /// `reshard_disk_bytes` bounds it) and once the old files are gone (the new one's and a log
+    /// segment a shard): past it the change is refused as past the free space is. `None`: no
+    /// bound.
+    pub disk_bytes_max: Option<u64>,
     /// This start's shard count is a default (no `--shards` or `--cpus`): where that bound
     /// refuses a change of shard count, recovery keeps the files' count instead when it is at
     /// most this start's (a shard for each of fewer CPUs), with a note, and `Recovered::shards`
@@ -2310,10 +2316,13 @@ fn recover_noting<F: Files>(
     }
     // A change writes every message, queue and setting anew beside the files, which go only
     // once the new generation is in place: past the free disk it would meet ENOSPC at every
-    // start (safe for the data, the next start removes what it wrote, but never serving). The
-    // free space is measured now, after what an interrupted change left is removed (measured
-    // before, it refused a change that fit: helper-76's review). Files with nothing to move,
-    // and a first start, are not bounded (`--min-free-disk 100%` starts, refusing growth).
+    // start (safe for the data, the next start removes what it wrote, but never serving); and
+    // azq's files, the old generation's and the new one's, are bounded by `--max-disk` all
+    // the while (a change made past it broke the flag's promise, and left the shards refusing
+    // growth). The free space is measured now, after what an interrupted change left is
+    // removed (measured before, it refused a change that fit: helper-76's review). Files with
+    // nothing to move, and a first start, are not bounded (`--min-free-disk 100%` starts,
+    // refusing growth).
     let records_bytes = match same_layout {
         true => 0,
         false => images.iter().map(Image::records_bytes).sum(),
@@ -2327,7 +2336,7 @@ fn recover_noting<F: Files>(
                 .saturating_sub(reserve.bytes(space.total_bytes)),
         )
     });
-    if let Some(disk_max) = free.filter(|_| moving) {
+    if moving && (free.is_some() || options.disk_bytes_max.is_some()) {
         // Beside the files first; then, once they are gone, each new shard's log opens a
         // segment at its first write (a Get's or a Delete's too, which no limit refuses: the
         // shard stops on ENOSPC), where a start at the same count has its own (helper-77's
@@ -2337,22 +2346,43 @@ fn recover_noting<F: Files>(
             directory_bytes(files, &root.join(generation_name(old)))
         });
         let segments = (shards as u64).saturating_mul(LOG_SEGMENT_BYTES);
-        let disk = written.max(written.saturating_add(segments).saturating_sub(old_bytes));
-        let why = format!(
+        let after = written.saturating_add(segments);
+        // What the file system must have free, and what azq's files take at their largest.
+        let disk = written.max(after.saturating_sub(old_bytes));
+        let files_bytes = old_bytes.saturating_add(written).max(after);
+        let what = format!(
             "writes every message anew beside the files before they go ({} of them), and each \
              new shard's log then opens a segment ({}): their {messages} messages, {} of texts \
-             and {} of queues and settings need about {}, more than the file system has free \
-             beyond --min-free-disk ({})",
+             and {} of queues and settings",
             crate::cgroup::format_bytes(old_bytes),
             crate::cgroup::format_bytes(LOG_SEGMENT_BYTES),
             crate::cgroup::format_bytes(text_bytes),
             crate::cgroup::format_bytes(records_bytes),
-            crate::cgroup::format_bytes(disk),
-            crate::cgroup::format_bytes(disk_max),
         );
-        if disk > disk_max {
+        let format_bytes = crate::cgroup::format_bytes;
+        let past = match (free, options.disk_bytes_max) {
+            (Some(disk_max), _) if disk > disk_max => Some((
+                format!(
+                    "{what} need about {}, more than the file system has free beyond \
+                     --min-free-disk ({})",
+                    format_bytes(disk),
+                    format_bytes(disk_max),
+                ),
+                "free disk",
+            )),
+            (_, Some(files_max)) if files_bytes > files_max => Some((
+                format!(
+                    "{what} would take azq's files to about {}, more than --max-disk ({})",
+                    format_bytes(files_bytes),
+                    format_bytes(files_max),
+                ),
+                "start with a --max-disk above that",
+            )),
+            _ => None,
+        };
+        if let Some((why, remedy)) = past {
             let keep = !misplaced && may_keep(old_shards, shards);
-            let (counts, remedy) = ((old_shards, shards), "free disk");
+            let counts = (old_shards, shards);
             notes.push(past_a_bound(
                 &why, remedy, misplaced, keep, options, counts,
             )?);

@@ -2214,6 +2214,38 @@ fn assert_kept_at_one_shard(recovered: Result<super::recovery::Recovered, String
     assert!(kept.notes.iter().any(said), "{:?}", kept.notes);
 }
 
+/// The bytes of the files on `disk` under `under`.
+fn files_bytes_under(disk: &SimDisk, under: &Path) -> u64 {
+    let paths = disk.file_paths().into_iter();
+    let paths = paths.filter(|path| path.starts_with(under));
+    paths
+        .map(|path| Files::size(disk, &path).expect("a size"))
+        .sum()
+}
+
+/// Whether two shards started on `disk` (which has a capacity) serve: once the old files are
+/// gone, each one's log can open its first segment (a Get's or a Delete's write, which no limit
+/// refuses).
+fn two_shards_serve(disk: &SimDisk) -> bool {
+    let space = Files::space(disk, &data_directory(Path::new("/data"))).expect("a capacity");
+    space.free_bytes >= 2 * LOG_SEGMENT_BYTES
+}
+
+/// The least of 1 to `high` at which `works`, found by halving (`works` holds from some value
+/// on, and at `high`).
+fn least_at_which(high: u64, mut works: impl FnMut(u64) -> bool) -> u64 {
+    let (mut short, mut enough) = (0, high);
+    while enough - short > 1 {
+        let middle = (short + enough) / 2;
+        if works(middle) {
+            enough = middle;
+        } else {
+            short = middle;
+        }
+    }
+    enough
+}
+
 /// A change of shard count writes every message, queue and setting anew beside the files, which
 /// go only once the new generation is in place, so it must fit the free space less
 /// `--min-free-disk` (`Files::space`). Found, not assumed, on a disk whose writes past its
@@ -2237,19 +2269,8 @@ fn a_change_of_shard_count_past_the_free_disk_is_refused_or_kept() {
     const TEXTS: usize = 40;
     const TOTAL: u64 = 1 << 40;
     let root = data_directory(Path::new("/data"));
-    let new_generation = |disk: &SimDisk| -> u64 {
-        let paths = disk.file_paths().into_iter();
-        let written = paths.filter(|path| path.starts_with(root.join("gen-000002")));
-        written
-            .map(|path| Files::size(disk, &path).expect("a size"))
-            .sum()
-    };
-    let used = |disk: &SimDisk| -> u64 {
-        let paths = disk.file_paths().into_iter();
-        paths
-            .map(|path| Files::size(disk, &path).expect("a size"))
-            .sum()
-    };
+    let new_generation = |disk: &SimDisk| files_bytes_under(disk, &root.join("gen-000002"));
+    let used = |disk: &SimDisk| files_bytes(disk);
     for (settled, locate_texts) in [(0, true), (0, false), (60, true), (60, false)] {
         let options = |shards_default: bool, bounded: bool| RecoveryOptions {
             locate_texts,
@@ -2269,37 +2290,26 @@ fn a_change_of_shard_count_past_the_free_disk_is_refused_or_kept() {
             (started, new_generation(&disk), disk)
         };
         let start = |free: u64, shards_default: bool| start_with(free, shards_default, true);
-        // The least free space at which a start works, bounded or not.
-        // Served: the start worked and, the old files gone, each shard's log can open its
-        // first segment (a Get's or a Delete's write, which no limit refuses).
-        let served = |disk: &SimDisk| {
-            let space = Files::space(disk, &root).expect("a capacity");
-            space.free_bytes >= 2 * LOG_SEGMENT_BYTES
-        };
+        // The least free space at which a start serves, bounded or not.
         let least = |bounded: bool| {
-            let (mut short, mut enough) = (0, 1 << 30);
-            while enough - short > 1 {
-                let free = (short + enough) / 2;
-                match start_with(free, false, bounded) {
-                    (Ok(_), _, disk) if served(&disk) => enough = free,
-                    (Ok(_), ..) => {
-                        assert!(
-                            !bounded,
-                            "{free}: a change the bound let through cannot serve"
-                        );
-                        short = free;
-                    }
-                    (Err(why), ..) if bounded => {
-                        assert!(why.contains("free beyond --min-free-disk"), "{free}: {why}");
-                        short = free;
-                    }
-                    (Err(why), ..) => {
-                        assert!(why.contains("No space left"), "{free}: {why}");
-                        short = free;
-                    }
+            least_at_which(1 << 30, |free| match start_with(free, false, bounded) {
+                (Ok(_), _, disk) if two_shards_serve(&disk) => true,
+                (Ok(_), ..) => {
+                    assert!(
+                        !bounded,
+                        "{free}: a change the bound let through cannot serve"
+                    );
+                    false
                 }
-            }
-            enough
+                (Err(why), ..) => {
+                    let said = match bounded {
+                        true => "free beyond --min-free-disk",
+                        false => "No space left",
+                    };
+                    assert!(why.contains(said), "{free}: {why}");
+                    false
+                }
+            })
         };
         let (fits, enough) = (least(false), least(true));
         let slack = 5 * STORAGE_BLOCK_BYTES as u64 + 16 * TEXTS as u64;
@@ -2363,6 +2373,126 @@ fn a_change_of_shard_count_past_the_free_disk_is_refused_or_kept() {
     assert_eq!(first.expect("a first start").shards.len(), 1);
     let moved = recover_shards(&disk, 2, &mut SplitMix64::new(2), options);
     assert_eq!(moved.expect("nothing to move").shards.len(), 2);
+}
+
+/// `--max-disk` bounds azq's files while a change of shard count writes the new generation
+/// beside the old, and once the old is gone: found, not assumed, on a disk holding nothing but
+/// azq's files, whose capacity is the bound. The least `--max-disk` at which the change is made
+/// (on fresh files each time, the free space unbounded) is at least the least capacity at which,
+/// unbounded, it serves (its writes fit, and each new shard's log can then open a segment), and
+/// within five blocks and 16 bytes a message of it; a byte below, the change is refused with
+/// nothing written, naming the files' count and `--max-disk`, or a default count keeps the
+/// files' count. For the shapes of the free-disk test above.
+#[test]
+fn a_change_of_shard_count_past_max_disk_is_refused_or_kept() {
+    const TEXTS: usize = 40;
+    let root = data_directory(Path::new("/data"));
+    let written = |disk: &SimDisk| files_bytes_under(disk, &root.join("gen-000002"));
+    for (settled, locate_texts) in [(0, true), (0, false), (60, true), (60, false)] {
+        let options = |shards_default: bool, disk_bytes_max: Option<u64>| RecoveryOptions {
+            locate_texts,
+            reshard_text_bytes_max: Some(u64::MAX),
+            reshard_memory_bytes_max: Some(u64::MAX),
+            disk_bytes_max,
+            shards_default,
+            ..RecoveryOptions::default()
+        };
+        // A start of fresh files at 2 shards on a disk of `capacity` bytes, under `--max-disk`
+        // when `bounded`: what it did, and the disk.
+        let start = |capacity: u64, shards_default: bool, bounded: bool| {
+            let (disk, _) = a_shard_of_two_queues_and(TEXTS, 0, settled);
+            disk.set_capacity(capacity);
+            let options = options(shards_default, bounded.then_some(capacity));
+            let started = recover_shards(&disk, 2, &mut SplitMix64::new(7), options);
+            (started, disk)
+        };
+        let least = |bounded: bool| {
+            least_at_which(1 << 31, |capacity| match start(capacity, false, bounded) {
+                (Ok(_), disk) if two_shards_serve(&disk) => true,
+                (Ok(_), _) => {
+                    assert!(
+                        !bounded,
+                        "{capacity}: a change within the bound cannot serve"
+                    );
+                    false
+                }
+                (Err(why), _) => {
+                    let said = match bounded {
+                        true => "more than --max-disk (",
+                        false => "No space left",
+                    };
+                    assert!(why.contains(said), "{capacity}: {why}");
+                    false
+                }
+            })
+        };
+        let (fits, enough) = (least(false), least(true));
+        let slack = 5 * STORAGE_BLOCK_BYTES as u64 + 16 * TEXTS as u64;
+        assert!(
+            fits <= enough && enough <= fits + slack,
+            "{settled} queues: served within {fits} bytes, --max-disk asks {enough}"
+        );
+        let (changed, _) = start(enough, false, true);
+        assert_eq!(changed.expect("made").shards.len(), 2);
+        let (why, disk) = start(enough - 1, false, true);
+        let why = why.err().expect("refused");
+        assert!(why.contains("more than --max-disk ("), "{why}");
+        assert!(why.contains("start with --shards 1 (or"), "{why}");
+        assert!(
+            why.contains("or start with a --max-disk above that"),
+            "{why}"
+        );
+        assert_eq!(written(&disk), 0, "nothing written");
+        assert_kept_at_one_shard(start(enough - 1, true, true).0);
+    }
+}
+
+/// While a change of shard count writes the new generation, the old one is still there: with
+/// files of more than two segments (where the new generation and a segment a shard are less than
+/// both generations at once), `--max-disk` must hold both. Measured on an unbounded start (the
+/// files before, and the new generation written), not assumed: a byte below what both take, or
+/// below the new generation and a segment a shard, the change is refused with nothing written,
+/// or a default count keeps the files' count; within five blocks and 16 bytes a message above
+/// it, the change is made and azq's files never passed the bound (a disk of that capacity).
+#[test]
+fn a_change_of_shard_count_holds_both_generations_within_max_disk() {
+    const TEXTS: usize = (2 * LOG_SEGMENT_BYTES as usize).div_ceil(FILLER_BYTES) + 40;
+    let root = data_directory(Path::new("/data"));
+    let used = |disk: &SimDisk| files_bytes(disk);
+    let written = |disk: &SimDisk| files_bytes_under(disk, &root.join("gen-000002"));
+    let options = |shards_default: bool, disk_bytes_max: Option<u64>| RecoveryOptions {
+        locate_texts: true,
+        reshard_text_bytes_max: Some(u64::MAX),
+        reshard_memory_bytes_max: Some(u64::MAX),
+        disk_bytes_max,
+        shards_default,
+        ..RecoveryOptions::default()
+    };
+    let (disk, _) = a_shard_of_two_queues(TEXTS, 0);
+    let before = used(&disk);
+    assert!(before > 2 * LOG_SEGMENT_BYTES, "{before}");
+    let changed = recover_shards(&disk, 2, &mut SplitMix64::new(7), options(false, None));
+    assert_eq!(changed.expect("made").shards.len(), 2);
+    let (new, after) = (written(&disk), used(&disk));
+    let needed = (before + new).max(after + 2 * LOG_SEGMENT_BYTES);
+    assert_eq!(needed, before + new, "both generations take the most");
+    // A start of fresh files at 2 shards under `--max-disk max`, on a disk of that capacity.
+    let start = |max: u64, shards_default: bool| {
+        let (disk, _) = a_shard_of_two_queues(TEXTS, 0);
+        disk.set_capacity(max);
+        let options = options(shards_default, Some(max));
+        let started = recover_shards(&disk, 2, &mut SplitMix64::new(7), options);
+        (started, written(&disk))
+    };
+    let (why, written_below) = start(needed - 1, false);
+    let why = why.err().expect("refused");
+    assert!(why.contains("more than --max-disk ("), "{why}");
+    assert!(why.contains("start with --shards 1 (or"), "{why}");
+    assert_eq!(written_below, 0, "nothing written");
+    assert_kept_at_one_shard(start(needed - 1, true).0);
+    let slack = 5 * STORAGE_BLOCK_BYTES as u64 + 16 * TEXTS as u64;
+    let (made, _) = start(needed + slack, false);
+    assert_eq!(made.expect("made within the bound").shards.len(), 2);
 }
 
 /// Moved messages take the slots after the highest of the messages that stay on their shard,
