@@ -67,8 +67,9 @@ Usage: azq [options]
                              with a text, Create Queue, Set Queue Metadata or ACL and Set
                              Service Properties answer 503 ServerBusy, keeping room for a
                              snapshot (which gives space back) to complete; a change of
-                             shard count whose old and new files together would pass it is
-                             refused at start (a default count keeps the files' count)
+                             shard count whose old and new files together would pass it,
+                             or a new shard's files its share, is refused at start (a
+                             default count keeps the files' count)
   --text-memory SIZE|all     bytes of message text kept in memory once written to the log
                              (split evenly per shard; default: half of --max-memory; all:
                              every text, recovered ones too, as before the tiers; texts also

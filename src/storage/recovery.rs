@@ -102,9 +102,10 @@ pub struct RecoveryOptions {
     pub free_disk_min: Option<FreeDiskMin>,
     /// `--max-disk`, which azq's files must stay within while a change of shard count writes
     /// the new generation beside the old (the old generation's files and the new one's, as
-    /// `reshard_disk_bytes` bounds it) and once the old files are gone (the new one's and a log
-    /// segment a shard): past it the change is refused as past the free space is. `None`: no
-    /// bound.
+    /// `reshard_disk_bytes` bounds it), and each new shard's files within its even share once
+    /// the old files are gone (its part of the new generation and a log segment), as the
+    /// running shards count them (`kept/` and the small files outside): past it the change is
+    /// refused as past the free space is. `None`: no bound.
     pub disk_bytes_max: Option<u64>,
     /// This start's shard count is a default (no `--shards` or `--cpus`): where that bound
     /// refuses a change of shard count, recovery keeps the files' count instead when it is at
@@ -667,51 +668,66 @@ impl Image {
     /// `restore` keeps, of live queues (not of a deleted or cleared one, whose records the log
     /// may still hold) and not expired at `now_ms` (helper-57's review: counting every message
     /// the image holds refused a change, or kept the count, with nothing left to copy).
-    fn kept(&self, now_ms: u64) -> (u64, u64) {
-        let kept = self.messages.values().filter(|found| {
-            let live = self.queues.get(&found.message.queue);
-            live.is_some_and(|queue| queue.incarnation == found.incarnation)
-                && found.message.expiration_ms() > now_ms
-        });
-        kept.fold((0, 0), |(messages, bytes), found| {
-            (messages + 1, bytes + found.message.text.len() as u64)
-        })
+    /// By the shard of `shards` that owns each now (their queue's), added into `by_shard`.
+    fn kept(&self, now_ms: u64, by_shard: &mut [(u64, u64)]) {
+        let owners: HashMap<u32, (usize, u64)> = (self.queues.iter())
+            .map(|(&index, queue)| {
+                let owner = shard_for(&queue.key, by_shard.len());
+                (index, (owner, queue.incarnation))
+            })
+            .collect();
+        for found in self.messages.values() {
+            let owner = owners.get(&found.message.queue);
+            let Some(&(owner, _)) = owner.filter(|(_, live)| *live == found.incarnation) else {
+                continue;
+            };
+            if found.message.expiration_ms() > now_ms {
+                let (messages, bytes) = &mut by_shard[owner];
+                *messages += 1;
+                *bytes += found.message.text.len() as u64;
+            }
+        }
     }
 
     /// The bytes of this image's queues and settings as a new generation's snapshots write them
     /// (`ShardState::snapshot_queues`, `snapshot_settings`), each encoded (every version an
-    /// image holds counts, so a setting two images hold counts twice: at most, not exactly).
-    fn records_bytes(&self) -> u64 {
+    /// image holds counts, so a setting two images hold counts twice: at most, not exactly), by
+    /// the shard of `by_shard.len()` that writes each (a queue's and its policies' owner, an
+    /// account's home shard), added into `by_shard`.
+    fn records_bytes(&self, by_shard: &mut [u64]) {
+        let shards = by_shard.len();
         let mut out = BytesMut::new();
-        let mut bytes = 0;
-        let mut count = |record: Record<&[u8]>| {
+        let mut count = |shard: usize, record: Record<&[u8]>| {
             encode(&record, 0, &mut out);
-            bytes += out.len() as u64;
+            by_shard[shard] += out.len() as u64;
             out.clear();
         };
         for (&queue, found) in &self.queues {
             let (key, metadata) = (found.key.clone(), found.metadata.clone());
-            count(Record::QueueCreated {
+            let shard = shard_for(&key, shards);
+            let record = Record::QueueCreated {
                 queue,
                 key,
                 metadata,
-            });
+            };
+            count(shard, record);
         }
         for (key, (version, identifiers)) in &self.acls {
-            count(Record::AclSet {
+            let record = Record::AclSet {
                 key: key.clone(),
                 version: *version,
                 identifiers: identifiers.clone(),
-            });
+            };
+            count(shard_for(key, shards), record);
         }
         for (account, (version, properties)) in &self.properties {
-            count(Record::PropertiesSet {
+            let record = Record::PropertiesSet {
                 account: account.clone(),
                 version: *version,
                 properties: properties.clone(),
-            });
+            };
+            count(home_shard(account, shards), record);
         }
-        bytes
     }
 
     /// Where queues and messages moved onto `shard` of `shards` (this image's index) from other
@@ -2222,17 +2238,18 @@ fn recover_noting<F: Files>(
     });
     let rehashed = same_layout && misplaced;
     same_layout &= !rehashed;
-    // What a change would move, for both of its bounds below, in one pass over the images
-    // before any text is copied (the files are mapped, not read into memory yet).
-    let (messages, text_bytes) = match same_layout {
-        true => (0, 0),
-        false => images
-            .iter()
-            .map(|image| image.kept(now_ms))
-            .fold((0, 0), |(messages, bytes), (more, more_bytes)| {
-                (messages + more, bytes + more_bytes)
-            }),
-    };
+    // What a change would move, for its bounds below, by the shard it goes to, in one pass
+    // over the images before any text is copied (the files are mapped, not read into memory
+    // yet).
+    let mut kept = vec![(0, 0); shards];
+    if !same_layout {
+        for image in &images {
+            image.kept(now_ms, &mut kept);
+        }
+    }
+    let (messages, text_bytes) = kept.iter().fold((0, 0), |(messages, bytes), kept| {
+        (messages + kept.0, bytes + kept.1)
+    });
     if let Some(bytes_max) = options.reshard_text_bytes_max.filter(|_| !same_layout) {
         // With texts located, they go from the old files into the new ones a piece at a
         // time, never all in memory: only a start that keeps every text in memory
@@ -2323,10 +2340,13 @@ fn recover_noting<F: Files>(
     // removed (measured before, it refused a change that fit: helper-76's review). Files with
     // nothing to move, and a first start, are not bounded (`--min-free-disk 100%` starts,
     // refusing growth).
-    let records_bytes = match same_layout {
-        true => 0,
-        false => images.iter().map(Image::records_bytes).sum(),
-    };
+    let mut shard_records_bytes = vec![0; shards];
+    if !same_layout {
+        for image in &images {
+            image.records_bytes(&mut shard_records_bytes);
+        }
+    }
+    let records_bytes: u64 = shard_records_bytes.iter().sum();
     let moving = !same_layout && (messages > 0 || records_bytes > 0);
     let free = options.free_disk_min.and_then(|reserve| {
         let space = files.space(root).ok()?;
@@ -2360,6 +2380,21 @@ fn recover_noting<F: Files>(
             crate::cgroup::format_bytes(records_bytes),
         );
         let format_bytes = crate::cgroup::format_bytes;
+        // Each shard's files within its even share of `--max-disk`, as it runs: a queue is
+        // never split, so one shard may take every message (helper-79's review: past its share
+        // at once, its first write took it further).
+        let largest = (0..shards).map(|shard| {
+            let (messages, text_bytes) = kept[shard];
+            let records_bytes = shard_records_bytes[shard];
+            // Its snapshot, as `reshard_disk_bytes` bounds it for one shard, less `CURRENT`'s
+            // block, which is no shard's.
+            let written = reshard_disk_bytes(messages, text_bytes, records_bytes, 1)
+                - STORAGE_BLOCK_BYTES as u64;
+            let bytes = written.saturating_add(LOG_SEGMENT_BYTES);
+            (bytes, shard, messages, text_bytes, records_bytes)
+        });
+        let largest = largest.max().expect("a shard at least");
+        let shares = largest.0.saturating_mul(shards as u64);
         let past = match (free, options.disk_bytes_max) {
             (Some(disk_max), _) if disk > disk_max => Some((
                 format!(
@@ -2368,7 +2403,7 @@ fn recover_noting<F: Files>(
                     format_bytes(disk),
                     format_bytes(disk_max),
                 ),
-                "free disk",
+                None,
             )),
             (_, Some(files_max)) if files_bytes > files_max => Some((
                 format!(
@@ -2376,11 +2411,33 @@ fn recover_noting<F: Files>(
                     format_bytes(files_bytes),
                     format_bytes(files_max),
                 ),
-                "start with a --max-disk above that",
+                Some(files_bytes.max(shares)),
             )),
+            (_, Some(files_max)) if largest.0 > files_max / shards as u64 => {
+                let (bytes, shard, messages, text_bytes, records_bytes) = largest;
+                let why = format!(
+                    "would take shard {shard}'s files to about {} (its {messages} messages, {} \
+                     of texts and {} of queues and settings, and a log segment), more than its \
+                     share of --max-disk ({}: {} split evenly over {shards} shards)",
+                    format_bytes(bytes),
+                    format_bytes(text_bytes),
+                    format_bytes(records_bytes),
+                    format_bytes(files_max / shards as u64),
+                    format_bytes(files_max),
+                );
+                Some((why, Some(files_bytes.max(shares))))
+            }
             _ => None,
         };
         if let Some((why, remedy)) = past {
+            // What lifts it: room, or a `--max-disk` the flag takes (whole MiB).
+            let remedy = match remedy {
+                None => "free disk".to_string(),
+                Some(bytes) => {
+                    format!("start with --max-disk {}M or more", bytes.div_ceil(1 << 20))
+                }
+            };
+            let remedy = remedy.as_str();
             let keep = !misplaced && may_keep(old_shards, shards);
             let counts = (old_shards, shards);
             notes.push(past_a_bound(

@@ -2343,7 +2343,7 @@ fn a_change_of_shard_count_past_the_free_disk_is_refused_or_kept() {
         assert_eq!(same.expect("the same count").shards.len(), 2);
         // What an interrupted change left is removed before the free space is measured.
         let (disk, _) = a_shard_of_two_queues_and(TEXTS, 0, settled);
-        let leftover = root.join("gen-000002").join("shard-000000");
+        let leftover = root.join("gen-000002").join("shard-000");
         disk.create_directories(&leftover).expect("made");
         let left = vec![0u8; enough as usize];
         disk.write_synced(&leftover.join("snapshot-0000000000000000.snap"), &left)
@@ -2375,53 +2375,61 @@ fn a_change_of_shard_count_past_the_free_disk_is_refused_or_kept() {
     assert_eq!(moved.expect("nothing to move").shards.len(), 2);
 }
 
+/// Whether the two shards a change started on `disk` made serve within `--max-disk max`: each
+/// one's log can open its first segment within the whole flag and within its even share.
+fn two_shards_serve_within(disk: &SimDisk, max: u64) -> bool {
+    let generation = data_directory(Path::new("/data")).join("gen-000002");
+    let shard = |n: usize| files_bytes_under(disk, &generation.join(format!("shard-{n:03}")));
+    files_bytes(disk) + 2 * LOG_SEGMENT_BYTES <= max
+        && (0..2).all(|n| shard(n) + LOG_SEGMENT_BYTES <= max / 2)
+}
+
 /// `--max-disk` bounds azq's files while a change of shard count writes the new generation
-/// beside the old, and once the old is gone: found, not assumed, on a disk holding nothing but
-/// azq's files, whose capacity is the bound. The least `--max-disk` at which the change is made
-/// (on fresh files each time, the free space unbounded) is at least the least capacity at which,
-/// unbounded, it serves (its writes fit, and each new shard's log can then open a segment), and
+/// beside the old, and each new shard's within its share once the old is gone: found, not
+/// assumed. The least `--max-disk` at which the change is made (on fresh files each time, with
+/// the free space measured and ample, so that its bound passes) is at least the least capacity
+/// of a disk holding nothing but azq's files on which, unbounded, it serves within that much
+/// (its writes fit, and each new shard's log can then open a segment within its share), and
 /// within five blocks and 16 bytes a message of it; a byte below, the change is refused with
-/// nothing written, naming the files' count and `--max-disk`, or a default count keeps the
-/// files' count. For the shapes of the free-disk test above.
+/// nothing written, naming the files' count and a `--max-disk` that lets it, or a default count
+/// keeps the files' count. For the shapes of the free-disk test above.
 #[test]
 fn a_change_of_shard_count_past_max_disk_is_refused_or_kept() {
+    use crate::storage::space::FreeDiskMin;
     const TEXTS: usize = 40;
     let root = data_directory(Path::new("/data"));
     let written = |disk: &SimDisk| files_bytes_under(disk, &root.join("gen-000002"));
     for (settled, locate_texts) in [(0, true), (0, false), (60, true), (60, false)] {
-        let options = |shards_default: bool, disk_bytes_max: Option<u64>| RecoveryOptions {
-            locate_texts,
-            reshard_text_bytes_max: Some(u64::MAX),
-            reshard_memory_bytes_max: Some(u64::MAX),
-            disk_bytes_max,
-            shards_default,
-            ..RecoveryOptions::default()
-        };
-        // A start of fresh files at 2 shards on a disk of `capacity` bytes, under `--max-disk`
-        // when `bounded`: what it did, and the disk.
-        let start = |capacity: u64, shards_default: bool, bounded: bool| {
+        // A start of fresh files at 2 shards under `--max-disk max` on a disk of ample
+        // capacity, or unbounded on a disk of capacity `max`: what it did, and the disk.
+        let start = |max: u64, shards_default: bool, bounded: bool| {
             let (disk, _) = a_shard_of_two_queues_and(TEXTS, 0, settled);
-            disk.set_capacity(capacity);
-            let options = options(shards_default, bounded.then_some(capacity));
+            disk.set_capacity(if bounded { 1 << 40 } else { max });
+            let options = RecoveryOptions {
+                locate_texts,
+                reshard_text_bytes_max: Some(u64::MAX),
+                reshard_memory_bytes_max: Some(u64::MAX),
+                free_disk_min: bounded.then_some(FreeDiskMin::Bytes(0)),
+                disk_bytes_max: bounded.then_some(max),
+                shards_default,
+                ..RecoveryOptions::default()
+            };
             let started = recover_shards(&disk, 2, &mut SplitMix64::new(7), options);
             (started, disk)
         };
         let least = |bounded: bool| {
-            least_at_which(1 << 31, |capacity| match start(capacity, false, bounded) {
-                (Ok(_), disk) if two_shards_serve(&disk) => true,
+            least_at_which(1 << 31, |max| match start(max, false, bounded) {
+                (Ok(_), disk) if two_shards_serve_within(&disk, max) => true,
                 (Ok(_), _) => {
-                    assert!(
-                        !bounded,
-                        "{capacity}: a change within the bound cannot serve"
-                    );
+                    assert!(!bounded, "{max}: a change within the bound cannot serve");
                     false
                 }
                 (Err(why), _) => {
                     let said = match bounded {
-                        true => "more than --max-disk (",
+                        true => "--max-disk (",
                         false => "No space left",
                     };
-                    assert!(why.contains(said), "{capacity}: {why}");
+                    assert!(why.contains(said), "{max}: {why}");
                     false
                 }
             })
@@ -2432,19 +2440,98 @@ fn a_change_of_shard_count_past_max_disk_is_refused_or_kept() {
             fits <= enough && enough <= fits + slack,
             "{settled} queues: served within {fits} bytes, --max-disk asks {enough}"
         );
-        let (changed, _) = start(enough, false, true);
-        assert_eq!(changed.expect("made").shards.len(), 2);
         let (why, disk) = start(enough - 1, false, true);
         let why = why.err().expect("refused");
-        assert!(why.contains("more than --max-disk ("), "{why}");
+        assert!(why.contains("--max-disk ("), "{why}");
         assert!(why.contains("start with --shards 1 (or"), "{why}");
-        assert!(
-            why.contains("or start with a --max-disk above that"),
-            "{why}"
+        let asked = format!(
+            "or start with --max-disk {}M or more",
+            enough.div_ceil(1 << 20)
         );
+        assert!(why.contains(&asked), "{asked}: {why}");
         assert_eq!(written(&disk), 0, "nothing written");
         assert_kept_at_one_shard(start(enough - 1, true, true).0);
     }
+}
+
+/// A change of shard count never splits a queue, so one new shard may take every message: its
+/// files, once the old ones are gone, must fit its even share of `--max-disk`, as the running
+/// shard counts them (helper-79's review: made within the whole flag, such a shard was past its
+/// share at once). One queue, owned by shard 1 of 2, measured on an unbounded start: a share a
+/// byte below its files and a segment, the change is refused naming shard 1's share and a
+/// `--max-disk` that lets it, which does, or a default count keeps the files' count.
+#[test]
+fn a_change_of_shard_count_keeps_each_shard_within_its_share_of_max_disk() {
+    use crate::storage::space::FreeDiskMin;
+    const TEXTS: usize = 40;
+    let root = data_directory(Path::new("/data"));
+    let files = || {
+        let (disk, log, state) = tracked_shard(0);
+        let names = (0..).map(key);
+        let queue = names.clone().find(|queue| shard_for(queue, 2) == 1);
+        let queue = queue.expect("a name on shard 1");
+        let create = Command::CreateQueue {
+            queue: queue.clone(),
+            metadata: Vec::new(),
+        };
+        apply_flushed(&log, &state, create).expect("created");
+        for number in 0..TEXTS {
+            let put = Command::PutMessage {
+                queue: queue.clone(),
+                text: kept_text(number),
+                visibility_timeout_s: 0,
+                ttl_s: Some(86_400),
+            };
+            apply_flushed(&log, &state, put).expect("put");
+        }
+        drop((log, state));
+        disk.crash();
+        disk
+    };
+    let start = |max: Option<u64>, shards_default: bool| {
+        let disk = files();
+        disk.set_capacity(1 << 40);
+        let options = RecoveryOptions {
+            locate_texts: true,
+            reshard_text_bytes_max: Some(u64::MAX),
+            reshard_memory_bytes_max: Some(u64::MAX),
+            free_disk_min: Some(FreeDiskMin::Bytes(0)),
+            disk_bytes_max: max,
+            shards_default,
+            ..RecoveryOptions::default()
+        };
+        let started = recover_shards(&disk, 2, &mut SplitMix64::new(7), options);
+        (started, disk)
+    };
+    let (made, disk) = start(None, false);
+    assert_eq!(made.expect("made").shards.len(), 2);
+    let generation = root.join("gen-000002");
+    let shard_1 = files_bytes_under(&disk, &generation.join("shard-001"));
+    assert!(
+        shard_1 > (TEXTS * FILLER_BYTES) as u64,
+        "every text on shard 1"
+    );
+    let share = shard_1 + LOG_SEGMENT_BYTES;
+    let (why, disk) = start(Some(2 * share - 1), false);
+    let why = why.err().expect("refused");
+    assert!(why.contains("would take shard 1's files to about"), "{why}");
+    assert!(why.contains("more than its share of --max-disk ("), "{why}");
+    assert!(why.contains("start with --shards 1 (or"), "{why}");
+    assert_eq!(files_bytes_under(&disk, &generation), 0, "nothing written");
+    assert_kept_at_one_shard(start(Some(2 * share - 1), true).0);
+    let (asked, rest) = why.split_once("or start with --max-disk ").expect("a size");
+    let megabytes: u64 = rest
+        .split_once("M or more")
+        .expect("in MiB")
+        .0
+        .parse()
+        .unwrap();
+    assert!(!asked.is_empty());
+    let slack = 5 * STORAGE_BLOCK_BYTES as u64 + 16 * TEXTS as u64;
+    assert!(megabytes << 20 <= (2 * (share + slack)).next_multiple_of(1 << 20));
+    let (made, disk) = start(Some(megabytes << 20), false);
+    assert_eq!(made.expect("made as asked").shards.len(), 2);
+    assert!(two_shards_serve_within(&disk, megabytes << 20));
 }
 
 /// While a change of shard count writes the new generation, the old one is still there: with
@@ -2456,42 +2543,47 @@ fn a_change_of_shard_count_past_max_disk_is_refused_or_kept() {
 /// it, the change is made and azq's files never passed the bound (a disk of that capacity).
 #[test]
 fn a_change_of_shard_count_holds_both_generations_within_max_disk() {
+    use crate::storage::space::FreeDiskMin;
     const TEXTS: usize = (2 * LOG_SEGMENT_BYTES as usize).div_ceil(FILLER_BYTES) + 40;
     let root = data_directory(Path::new("/data"));
     let used = |disk: &SimDisk| files_bytes(disk);
     let written = |disk: &SimDisk| files_bytes_under(disk, &root.join("gen-000002"));
-    let options = |shards_default: bool, disk_bytes_max: Option<u64>| RecoveryOptions {
-        locate_texts: true,
-        reshard_text_bytes_max: Some(u64::MAX),
-        reshard_memory_bytes_max: Some(u64::MAX),
-        disk_bytes_max,
-        shards_default,
-        ..RecoveryOptions::default()
-    };
+    let options =
+        |shards_default: bool, disk_bytes_max: Option<u64>, ample: bool| RecoveryOptions {
+            locate_texts: true,
+            reshard_text_bytes_max: Some(u64::MAX),
+            reshard_memory_bytes_max: Some(u64::MAX),
+            free_disk_min: ample.then_some(FreeDiskMin::Bytes(0)),
+            disk_bytes_max,
+            shards_default,
+            ..RecoveryOptions::default()
+        };
     let (disk, _) = a_shard_of_two_queues(TEXTS, 0);
     let before = used(&disk);
     assert!(before > 2 * LOG_SEGMENT_BYTES, "{before}");
-    let changed = recover_shards(&disk, 2, &mut SplitMix64::new(7), options(false, None));
+    let unbounded = options(false, None, false);
+    let changed = recover_shards(&disk, 2, &mut SplitMix64::new(7), unbounded);
     assert_eq!(changed.expect("made").shards.len(), 2);
     let (new, after) = (written(&disk), used(&disk));
     let needed = (before + new).max(after + 2 * LOG_SEGMENT_BYTES);
     assert_eq!(needed, before + new, "both generations take the most");
-    // A start of fresh files at 2 shards under `--max-disk max`, on a disk of that capacity.
-    let start = |max: u64, shards_default: bool| {
+    // A start of fresh files at 2 shards under `--max-disk max`: on a disk of that capacity,
+    // or of an ample one whose free space is measured (its bound passing, this one decides).
+    let start = |max: u64, shards_default: bool, ample: bool| {
         let (disk, _) = a_shard_of_two_queues(TEXTS, 0);
-        disk.set_capacity(max);
-        let options = options(shards_default, Some(max));
+        disk.set_capacity(if ample { 1 << 40 } else { max });
+        let options = options(shards_default, Some(max), ample);
         let started = recover_shards(&disk, 2, &mut SplitMix64::new(7), options);
         (started, written(&disk))
     };
-    let (why, written_below) = start(needed - 1, false);
+    let (why, written_below) = start(needed - 1, false, true);
     let why = why.err().expect("refused");
     assert!(why.contains("more than --max-disk ("), "{why}");
     assert!(why.contains("start with --shards 1 (or"), "{why}");
     assert_eq!(written_below, 0, "nothing written");
-    assert_kept_at_one_shard(start(needed - 1, true).0);
+    assert_kept_at_one_shard(start(needed - 1, true, true).0);
     let slack = 5 * STORAGE_BLOCK_BYTES as u64 + 16 * TEXTS as u64;
-    let (made, _) = start(needed + slack, false);
+    let (made, _) = start(needed + slack, false, false);
     assert_eq!(made.expect("made within the bound").shards.len(), 2);
 }
 
