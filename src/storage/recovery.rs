@@ -2430,11 +2430,19 @@ fn recover_noting<F: Files>(
             _ => None,
         };
         if let Some((why, remedy)) = past {
-            // What lifts it: room, or a `--max-disk` the flag takes (whole MiB).
+            // What lifts it: room, or a `--max-disk` the flag takes (whole MiB), for this
+            // count: a default count follows `--max-disk` too, so there it is named with the
+            // count (helper-80's review: the size alone made the default the files' count,
+            // which no bound checks, and left a shard past its share).
             let remedy = match remedy {
                 None => "free disk".to_string(),
                 Some(bytes) => {
-                    format!("start with --max-disk {}M or more", bytes.div_ceil(1 << 20))
+                    let count = match options.shards_default {
+                        true => format!("--shards {shards} "),
+                        false => String::new(),
+                    };
+                    let megabytes = bytes.div_ceil(1 << 20);
+                    format!("start with {count}--max-disk {megabytes}M or more")
                 }
             };
             let remedy = remedy.as_str();
@@ -2686,9 +2694,10 @@ fn recover_noting<F: Files>(
                 ""
             };
             notes.push(format!(
-                "{}: written for {shards} shards (was {old_shards}){why}; queues moved to the \
+                "{}: written for {shards} shard{} (was {old_shards}){why}; queues moved to the \
                  shards that own them now",
                 generation_directory.display(),
+                if shards == 1 { "" } else { "s" },
             ));
             files
                 .remove_directory(&old_directory)

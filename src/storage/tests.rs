@@ -2475,6 +2475,30 @@ fn a_change_of_shard_count_keeps_each_shard_within_its_share_of_max_disk() {
             metadata: Vec::new(),
         };
         apply_flushed(&log, &state, create).expect("created");
+        // Queues of shard 1 whose metadata and policies weigh beside the texts (helper-80's
+        // review: the shard's estimate without them passed these tests).
+        let settled = (0..).map(|number| QueueKey {
+            account: "devstoreaccount1".to_string(),
+            name: format!("settled-{number:04}-{}", "q".repeat(40)),
+        });
+        for settled in settled.filter(|queue| shard_for(queue, 2) == 1).take(60) {
+            let metadata = (0..4)
+                .map(|pair| (format!("name{pair}"), format!("{pair:04}").repeat(190)))
+                .collect();
+            let create = Command::CreateQueue {
+                queue: settled.clone(),
+                metadata,
+            };
+            apply_flushed(&log, &state, create).expect("created");
+            let acl = Command::SetQueueAcl {
+                queue: settled,
+                identifiers: vec![SignedIdentifier {
+                    id: "policy".to_string(),
+                    access_policy: None,
+                }],
+            };
+            apply_flushed(&log, &state, acl).expect("set");
+        }
         for number in 0..TEXTS {
             let put = Command::PutMessage {
                 queue: queue.clone(),
@@ -2519,6 +2543,23 @@ fn a_change_of_shard_count_keeps_each_shard_within_its_share_of_max_disk() {
     assert!(why.contains("start with --shards 1 (or"), "{why}");
     assert_eq!(files_bytes_under(&disk, &generation), 0, "nothing written");
     assert_kept_at_one_shard(start(Some(2 * share - 1), true).0);
+    // Two-shard files whose default count is one: the size is named with the count it is for
+    // (a default count follows `--max-disk` too).
+    let (made, disk) = start(None, false);
+    drop(made);
+    let options = RecoveryOptions {
+        locate_texts: true,
+        free_disk_min: Some(FreeDiskMin::Bytes(0)),
+        disk_bytes_max: Some(share),
+        shards_default: true,
+        ..RecoveryOptions::default()
+    };
+    let advice = recover_shards(&disk, 1, &mut SplitMix64::new(8), options).err();
+    let advice = advice.expect("refused");
+    assert!(
+        advice.contains("start with --shards 1 --max-disk "),
+        "{advice}"
+    );
     let (asked, rest) = why.split_once("or start with --max-disk ").expect("a size");
     let megabytes: u64 = rest
         .split_once("M or more")
