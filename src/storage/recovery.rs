@@ -668,17 +668,13 @@ impl Image {
     /// `restore` keeps, of live queues (not of a deleted or cleared one, whose records the log
     /// may still hold) and not expired at `now_ms` (helper-57's review: counting every message
     /// the image holds refused a change, or kept the count, with nothing left to copy).
-    /// By the shard of `shards` that owns each now (their queue's), added into `by_shard`.
+    /// By the shard of `by_shard.len()` that owns each now (their queue's), added into
+    /// `by_shard`.
     fn kept(&self, now_ms: u64, by_shard: &mut [(u64, u64)]) {
-        let owners: HashMap<u32, (usize, u64)> = (self.queues.iter())
-            .map(|(&index, queue)| {
-                let owner = shard_for(&queue.key, by_shard.len());
-                (index, (owner, queue.incarnation))
-            })
-            .collect();
+        let homes = self.homes(by_shard.len());
         for found in self.messages.values() {
-            let owner = owners.get(&found.message.queue);
-            let Some(&(owner, _)) = owner.filter(|(_, live)| *live == found.incarnation) else {
+            let home = homes.get(found.message.queue as usize).copied().flatten();
+            let Some((owner, _)) = home.filter(|&(_, live)| live == found.incarnation) else {
                 continue;
             };
             if found.message.expiration_ms() > now_ms {
@@ -687,6 +683,17 @@ impl Image {
                 *bytes += found.message.text.len() as u64;
             }
         }
+    }
+
+    /// Each live queue's shard of `shards` and incarnation, by record index (indices are dense,
+    /// as in the shard state): one look-up per message without hashing (`kept`, `restore`).
+    fn homes(&self, shards: usize) -> Vec<Option<(usize, u64)>> {
+        let indices = self.queues.keys().map(|&index| index as usize + 1).max();
+        let mut homes = vec![None; indices.unwrap_or(0)];
+        for (&index, queue) in &self.queues {
+            homes[index as usize] = Some((shard_for(&queue.key, shards), queue.incarnation));
+        }
+        homes
     }
 
     /// The bytes of this image's queues and settings as a new generation's snapshots write them
@@ -738,15 +745,15 @@ impl Image {
     /// ones would start past every such slot, the free ones below taking memory until reused
     /// (helper-77's review of 0dea61e: 4,000 slots for 1,000 messages).
     fn moved_from(&self, shard: usize, shards: usize, now_ms: u64) -> (u32, u32) {
-        let stays: HashMap<u32, u64> = (self.queues.iter())
-            .filter(|(_, queue)| shard_for(&queue.key, shards) == shard)
-            .map(|(&index, queue)| (index, queue.incarnation))
-            .collect();
-        let queues = stays.keys().map(|&index| index + 1).max().unwrap_or(0);
+        let homes = self.homes(shards);
+        let stays = homes
+            .iter()
+            .rposition(|home| home.is_some_and(|(owner, _)| owner == shard));
+        let queues = stays.map_or(0, |index| index as u32 + 1);
         let mut messages = self.messages.indexed().rev();
         let last = messages.find(|(_, found)| {
-            stays.get(&found.message.queue) == Some(&found.incarnation)
-                && found.message.expiration_ms() > now_ms
+            let home = homes.get(found.message.queue as usize).copied().flatten();
+            home == Some((shard, found.incarnation)) && found.message.expiration_ms() > now_ms
         });
         let slots = last.map_or(0, |(slot, _)| slot + 1);
         (queues, u32::try_from(slots).expect("slots are 32-bit"))
@@ -765,15 +772,10 @@ impl Image {
         now_ms: u64,
         rewritten: bool,
     ) -> (usize, usize) {
-        let shards = restorers.len();
-        // Each live queue's shard and incarnation, by record index (indices are dense, as in
-        // the shard state): one look-up per message without hashing.
-        let indices = self.queues.keys().map(|&index| index as usize + 1).max();
-        let mut homes: Vec<Option<(usize, u64)>> = vec![None; indices.unwrap_or(0)];
+        let homes = self.homes(restorers.len());
         let queues_restored = self.queues.len();
         for (index, queue) in self.queues.drain() {
-            let owner = shard_for(&queue.key, shards);
-            homes[index as usize] = Some((owner, queue.incarnation));
+            let (owner, _) = homes[index as usize].expect("a live queue's home");
             if owner == old_shard {
                 restorers[owner].queue(index, queue.key, queue.metadata);
             } else {
