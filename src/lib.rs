@@ -62,6 +62,7 @@ pub mod discovery;
 pub mod error;
 pub mod governor;
 pub mod http;
+pub mod huge_pages;
 pub mod init;
 pub mod lifecycle;
 pub mod limits;

@@ -77,6 +77,7 @@ impl<T> Pages<T> {
             Some(page) if page.len() < self.per_page => page.push(value),
             Some(_) => {
                 let mut page = Vec::with_capacity(self.per_page);
+                crate::huge_pages::advise(&page);
                 page.push(value);
                 self.pages.push(page);
             }
@@ -168,6 +169,7 @@ impl<T> SlotPages<T> {
         let page = &mut self.pages[page];
         if page.capacity() == 0 && !first {
             page.reserve_exact(self.per_page);
+            crate::huge_pages::advise(page);
         }
         if page.len() <= offset {
             page.resize_with(offset + 1, || None);
