@@ -291,7 +291,8 @@ struct Image {
     foreign_ids: SlotPages<[u8; 16]>,
     /// The texts of `messages` that are not slim (`SlimText::held`), by slot: none when every
     /// text read is a slice of a file read.
-    held: HashMap<u32, Held>,
+    /// Looked up (mostly empty) for each message replayed and restored: ahash, not SipHash.
+    held: HashMap<u32, Held, ahash::RandomState>,
     /// The files read, which the slim entries' texts are slices of.
     sources: Sources,
     /// Where the restored messages' texts are (`restore` fills it when texts are located).
@@ -322,7 +323,7 @@ impl Image {
             displaced: HashMap::new(),
             messages: SlotPages::default(),
             foreign_ids: SlotPages::default(),
-            held: HashMap::new(),
+            held: HashMap::default(),
             sources: Sources::default(),
             texts: RecoveredTexts::default(),
             acls: HashMap::new(),

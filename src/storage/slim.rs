@@ -23,7 +23,8 @@ pub type TextPlace = (TextLocator, u64);
 #[derive(Default)]
 pub struct Sources {
     files: Vec<(TextFile, Bytes)>,
-    by_file: HashMap<TextFile, u32>,
+    /// Looked up once a message restored: ahash, not SipHash (5-8% of a restart's time).
+    by_file: HashMap<TextFile, u32, ahash::RandomState>,
     /// Each file's first byte's address: a text is found by its own.
     by_address: BTreeMap<usize, u32>,
     /// How many texts still to be taken are slices of each file (`count_uses`, `taken`).
