@@ -2398,25 +2398,28 @@ fn recover_noting<F: Files>(
         });
         let largest = largest.max().expect("a shard at least");
         let shares = largest.0.saturating_mul(shards as u64);
-        let past = match (free, options.disk_bytes_max) {
-            (Some(disk_max), _) if disk > disk_max => Some((
+        // Each bound past, with what lifts it: room, or a `--max-disk` the flag takes (whole
+        // MiB). Both are named where both are past (named one at a time, the start that made
+        // room met the other).
+        let free_past = free.filter(|&disk_max| disk > disk_max).map(|disk_max| {
+            format!(
+                "need about {}, more than the file system has free beyond --min-free-disk ({})",
+                format_bytes(disk),
+                format_bytes(disk_max),
+            )
+        });
+        // Past the whole flag, or one shard's share (whose reason names the shard, not what
+        // the change writes: `false`).
+        let max_past = match options.disk_bytes_max {
+            Some(files_max) if files_bytes > files_max => Some((
                 format!(
-                    "{what} need about {}, more than the file system has free beyond \
-                     --min-free-disk ({})",
-                    format_bytes(disk),
-                    format_bytes(disk_max),
-                ),
-                None,
-            )),
-            (_, Some(files_max)) if files_bytes > files_max => Some((
-                format!(
-                    "{what} would take azq's files to about {}, more than --max-disk ({})",
+                    "would take azq's files to about {}, more than --max-disk ({})",
                     format_bytes(files_bytes),
                     format_bytes(files_max),
                 ),
-                Some(files_bytes.max(shares)),
+                true,
             )),
-            (_, Some(files_max)) if largest.0 > files_max / shards as u64 => {
+            Some(files_max) if largest.0 > files_max / shards as u64 => {
                 let (bytes, shard, messages, text_bytes, records_bytes) = largest;
                 let why = format!(
                     "would take shard {shard}'s files to about {} (its {messages} messages, {} \
@@ -2428,26 +2431,33 @@ fn recover_noting<F: Files>(
                     format_bytes(files_max / shards as u64),
                     format_bytes(files_max),
                 );
-                Some((why, Some(files_bytes.max(shares))))
+                Some((why, false))
             }
             _ => None,
         };
-        if let Some((why, remedy)) = past {
-            // What lifts it: room, or a `--max-disk` the flag takes (whole MiB), for this
-            // count: a default count follows `--max-disk` too, so there it is named with the
-            // count (helper-80's review: the size alone made the default the files' count,
-            // which no bound checks, and left a shard past its share).
-            let remedy = match remedy {
-                None => "free disk".to_string(),
-                Some(bytes) => {
-                    let count = match options.shards_default {
-                        true => format!("--shards {shards} "),
-                        false => String::new(),
-                    };
-                    let megabytes = bytes.div_ceil(1 << 20);
-                    format!("start with {count}--max-disk {megabytes}M or more")
-                }
+        // A `--max-disk` that lets it, for this count: a default count follows `--max-disk`
+        // too, so there it is named with the count (helper-80's review: the size alone made
+        // the default the files' count, which no bound checks, and left a shard past its
+        // share).
+        let max_remedy = || {
+            let count = match options.shards_default {
+                true => format!("--shards {shards} "),
+                false => String::new(),
             };
+            let megabytes = files_bytes.max(shares).div_ceil(1 << 20);
+            format!("start with {count}--max-disk {megabytes}M or more")
+        };
+        let past = match (free_past, max_past) {
+            (Some(free), Some((max, _))) => Some((
+                format!("{what} {free}, and {max}"),
+                format!("free disk and {}", max_remedy()),
+            )),
+            (Some(free), None) => Some((format!("{what} {free}"), "free disk".to_string())),
+            (None, Some((max, true))) => Some((format!("{what} {max}"), max_remedy())),
+            (None, Some((max, false))) => Some((max, max_remedy())),
+            (None, None) => None,
+        };
+        if let Some((why, remedy)) = past {
             let remedy = remedy.as_str();
             let keep = !misplaced && may_keep(old_shards, shards);
             let counts = (old_shards, shards);

@@ -2451,6 +2451,30 @@ fn a_change_of_shard_count_past_max_disk_is_refused_or_kept() {
         assert!(why.contains(&asked), "{asked}: {why}");
         assert_eq!(written(&disk), 0, "nothing written");
         assert_kept_at_one_shard(start(enough - 1, true, true).0);
+        // Both bounds past (a disk a byte short of serving, and `--max-disk` a byte below
+        // what it asks): both are named, and what lifts both (the free space alone was named,
+        // and the start that made room met `--max-disk`).
+        let (disk, _) = a_shard_of_two_queues_and(TEXTS, 0, settled);
+        disk.set_capacity(fits - 1);
+        let options = RecoveryOptions {
+            locate_texts,
+            reshard_text_bytes_max: Some(u64::MAX),
+            reshard_memory_bytes_max: Some(u64::MAX),
+            free_disk_min: Some(FreeDiskMin::Bytes(0)),
+            disk_bytes_max: Some(enough - 1),
+            ..RecoveryOptions::default()
+        };
+        let started = recover_shards(&disk, 2, &mut SplitMix64::new(7), options);
+        let why = started.err().expect("refused");
+        assert!(why.contains("more than the file system has free"), "{why}");
+        assert!(why.contains(", and would take "), "{why}");
+        assert!(why.contains("more than --max-disk ("), "{why}");
+        let asked = format!(
+            "or free disk and start with --max-disk {}M or more",
+            enough.div_ceil(1 << 20)
+        );
+        assert!(why.contains(&asked), "{asked}: {why}");
+        assert_eq!(written(&disk), 0, "nothing written");
     }
 }
 
