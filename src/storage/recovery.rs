@@ -2905,6 +2905,75 @@ mod tests {
         }
     }
 
+    /// A change of shard count counts each setting on the shard that will write it, as the
+    /// running shards do (`Replicas`: a queue's ACL by its owner, an account's properties by
+    /// its home shard): what each new shard's estimate holds besides its messages. Accounts
+    /// and queues land on every shard of 2 to 4, so counting any of them on one shard fails
+    /// (helper-80's review: properties counted on shard 0 passed every test).
+    #[test]
+    fn a_change_counts_each_setting_on_the_shard_that_writes_it() {
+        let mut image = Image::empty();
+        let accounts: Vec<String> = (0..24).map(|n| format!("account{n:02}")).collect();
+        for (n, account) in accounts.iter().enumerate() {
+            let mut properties = ServiceProperties::default();
+            properties.logging.version = "1.0".repeat(n + 1);
+            image
+                .properties
+                .insert(account.clone(), (n as u64, properties));
+        }
+        let queues: Vec<QueueKey> = (0..24)
+            .map(|n| QueueKey {
+                account: "devstoreaccount1".to_string(),
+                name: format!("queue{n:02}"),
+            })
+            .collect();
+        for (n, queue) in queues.iter().enumerate() {
+            let identifiers = vec![SignedIdentifier {
+                id: "p".repeat(n + 1),
+                access_policy: None,
+            }];
+            image.acls.insert(queue.clone(), (n as u64, identifiers));
+        }
+        let bytes_of = |record: Record<&[u8]>| {
+            let mut out = BytesMut::new();
+            encode(&record, 0, &mut out);
+            out.len() as u64
+        };
+        for shards in 1..=4 {
+            let mut expected = vec![0u64; shards];
+            for account in &accounts {
+                let (version, properties) = image.properties[account].clone();
+                let record = Record::PropertiesSet {
+                    account: account.clone(),
+                    version,
+                    properties,
+                };
+                expected[home_shard(account, shards)] += bytes_of(record);
+            }
+            for queue in &queues {
+                let (version, identifiers) = image.acls[queue].clone();
+                let record = Record::AclSet {
+                    key: queue.clone(),
+                    version,
+                    identifiers,
+                };
+                expected[shard_for(queue, shards)] += bytes_of(record);
+            }
+            let homes: std::collections::HashSet<usize> = accounts
+                .iter()
+                .map(|account| home_shard(account, shards))
+                .collect();
+            let owners: std::collections::HashSet<usize> = queues
+                .iter()
+                .map(|queue| shard_for(queue, shards))
+                .collect();
+            assert_eq!((homes.len(), owners.len()), (shards, shards), "spread");
+            let mut counted = vec![0u64; shards];
+            image.records_bytes(&mut counted);
+            assert_eq!(counted, expected, "{shards} shards");
+        }
+    }
+
     /// Touching a range makes resident exactly the chunks its bytes are in (the chunk of its
     /// start for an empty range), at every start and length around three chunk edges.
     #[test]
