@@ -1,5 +1,6 @@
-//! Transparent huge pages for recovery's images (`storage::pages`): pages of 32 MiB, each
-//! written once from end to end as a restart reads the log and freed once passed, never grown.
+//! Transparent huge pages for recovery's images (`storage::pages`): pages of at least 32 MiB
+//! (a power of two of entries), each written once from end to end as a restart reads the log
+//! and freed once passed, never grown.
 //! In 4 KiB pages that is a page fault every 46 records of 88 bytes: a restart of 4.2 M
 //! messages took 301,632 faults, over half of them in these pages (`perf record -e
 //! page-faults`). `MADV_HUGEPAGE` asks the kernel to back the aligned part of such a page with
@@ -8,9 +9,16 @@
 //! order and results are the same without it, and where the kernel has no transparent huge
 //! pages (or is told `never`), nothing changes.
 //!
+//! The hint reaches whatever shares the allocation's huge pages, so it is for allocations that
+//! are mappings of their own: glibc maps one at or above its largest threshold (32 MiB, which
+//! `RECOVERY_PAGE_BYTES` is). With glibc told to map none (`MALLOC_MMAP_MAX_=0`) the pages lie
+//! in the heap beside others, and the hint took a restart's peak from 837 to 1,038 MB
+//! (helper-81's review; that setting alone had taken it from 456 to 837).
+//!
 //! Not for a vector that grows by reallocation, such as the message slab: moving 336 MB of
 //! huge pages (the slab of 4.2 M messages, reserved whole at a restart) took 170-240 ms where
-//! small pages took about 1 ms, a stall on the shard's first Put past it.
+//! small pages took about 1 ms (and up to a second on a loaded machine: helper-81), a stall on
+//! the shard's first Put past it.
 
 /// The size of a huge page on x86-64 and on aarch64 with 4 KiB pages; the part of an array
 /// advised starts and ends on a multiple of it (a multiple of every base page size too, as
