@@ -409,9 +409,7 @@ impl ShardState {
 
     /// Deletes one message: out of its list, off the wheel, out of the slab.
     pub(super) fn free_message(&mut self, slot: u32) {
-        if !self.foreign_ids.is_empty() {
-            self.foreign_ids.remove(slot);
-        }
+        self.foreign_ids.remove(slot);
         self.detach(slot);
         self.forget_text(slot);
         let queue_index = self.messages.get(slot).queue();
@@ -476,10 +474,8 @@ impl ShardState {
     /// and the message's sequence (`Secret::message_id`), or the ID it had on another shard
     /// before a restart re-homed it.
     pub(super) fn message_id_of(&self, slot: u32) -> MessageId {
-        if !self.foreign_ids.is_empty() {
-            if let Some(id) = self.foreign_ids.id(slot) {
-                return id;
-            }
+        if let Some(id) = self.foreign_ids.id(slot) {
+            return id;
         }
         self.secret
             .message_id(self.id_prefix, self.messages.get(slot).sequence)

@@ -396,11 +396,7 @@ fn message_state<'a>(
         dequeue_count: message.dequeue_count,
         lease: message.lease,
         visible_ms,
-        foreign_id: if foreign_ids.is_empty() {
-            None
-        } else {
-            foreign_ids.id(slot)
-        },
+        foreign_id: foreign_ids.id(slot),
         text,
     }
 }
