@@ -315,6 +315,16 @@ struct Image {
     bytes_read: u64,
 }
 
+/// The shard of `homes` (`Image::homes`) that keeps `found` at `now_ms`, if one does: its
+/// queue live in the incarnation it was put in, and it not expired (what `Restorer::message`
+/// also leaves out). What a change counts (`Image::kept`) and where moved messages start
+/// (`Image::moved_from`) both ask it.
+fn kept_by(homes: &[Option<(usize, u64)>], found: &ImageMessage, now_ms: u64) -> Option<usize> {
+    let home = homes.get(found.message.queue as usize).copied().flatten();
+    let (owner, _) = home.filter(|&(_, live)| live == found.incarnation)?;
+    (found.message.expiration_ms() > now_ms).then_some(owner)
+}
+
 impl Image {
     fn empty() -> Image {
         Image {
@@ -674,11 +684,7 @@ impl Image {
     fn kept(&self, now_ms: u64, by_shard: &mut [(u64, u64)]) {
         let homes = self.homes(by_shard.len());
         for found in self.messages.values() {
-            let home = homes.get(found.message.queue as usize).copied().flatten();
-            let Some((owner, _)) = home.filter(|&(_, live)| live == found.incarnation) else {
-                continue;
-            };
-            if found.message.expiration_ms() > now_ms {
+            if let Some(owner) = kept_by(&homes, found, now_ms) {
                 let (messages, bytes) = &mut by_shard[owner];
                 *messages += 1;
                 *bytes += found.message.text.len() as u64;
@@ -752,10 +758,7 @@ impl Image {
             .rposition(|home| home.is_some_and(|(owner, _)| owner == shard));
         let queues = stays.map_or(0, |index| index as u32 + 1);
         let mut messages = self.messages.indexed().rev();
-        let last = messages.find(|(_, found)| {
-            let home = homes.get(found.message.queue as usize).copied().flatten();
-            home == Some((shard, found.incarnation)) && found.message.expiration_ms() > now_ms
-        });
+        let last = messages.find(|(_, found)| kept_by(&homes, found, now_ms) == Some(shard));
         let slots = last.map_or(0, |(slot, _)| slot + 1);
         (queues, u32::try_from(slots).expect("slots are 32-bit"))
     }
