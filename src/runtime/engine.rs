@@ -248,7 +248,7 @@ impl<B: Backend> Engine<B> {
             // Measured first: a snapshot recovery left due must fit in the free space (else
             // it would end the process with ENOSPC at every start).
             engine.watch_disk();
-            if engine.snapshot_wanted() {
+            if engine.snapshot_wanted(true) {
                 engine.snapshot_wake.notify();
             }
             if engine.state.borrow().journal_untaken_sequence()
@@ -398,11 +398,14 @@ impl<B: Backend> Engine<B> {
     /// snapshot that cannot fit would end the process with ENOSPC, and at every restart again
     /// (recovery leaves the log that made it due): it waits instead, said once on stderr, for
     /// deletes to shrink the live data or for free space.
-    fn snapshot_wanted(&self) -> bool {
+    /// `sweep`: also when segments have died enough for one (`Log::dead_segments_due`,
+    /// a pass over them: asked every `DISK_SAMPLE_INTERVAL_MS`, not after every flush).
+    fn snapshot_wanted(&self, sweep: bool) -> bool {
         let Some(log) = &self.log else {
             return false;
         };
-        if !log.wants_snapshot(&self.state) {
+        let due = log.wants_snapshot(&self.state) || sweep && log.dead_segments_due(&self.state);
+        if !due {
             return false;
         }
         let needed_bytes = log.snapshot_bytes_max(&self.state.borrow());
@@ -801,7 +804,7 @@ async fn run_log<B: Backend>(engine: Rc<Engine<B>>) {
                         engine.evict_wake.notify();
                     }
                     engine.watch_disk();
-                    if engine.snapshot_wanted() {
+                    if engine.snapshot_wanted(false) {
                         engine.snapshot_wake.notify();
                     }
                 }
@@ -937,7 +940,7 @@ async fn run_disk_watch<B: Backend>(engine: Rc<Engine<B>>) {
     loop {
         B::sleep(Duration::from_millis(DISK_SAMPLE_INTERVAL_MS)).await;
         engine.watch_disk();
-        if engine.snapshot_wanted() {
+        if engine.snapshot_wanted(true) {
             engine.snapshot_wake.notify();
         }
     }

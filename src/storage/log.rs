@@ -60,10 +60,10 @@ use super::read_cache::{capacity_for, chunk_of, ReadCache};
 use super::recovery::{SegmentFile, ShardStart};
 use crate::limits::{
     DISK_COMPACTION_BYTES, LOG_CLOSED_SEGMENTS_MAX, LOG_FLUSH_BYTES_MAX, LOG_SEGMENT_BYTES,
-    SEGMENT_KEPT_LIVE_SHARE_MIN, SEGMENT_SMALL_SHARE, SNAPSHOT_ALLOWANCE_BYTES,
-    SNAPSHOT_READ_GAP_BYTES, SNAPSHOT_REHOME_STEP_TEXTS, SNAPSHOT_REMOVAL_STEP_BYTES,
-    SNAPSHOT_STEP_SLOTS, SNAPSHOT_STEP_TEXT_BYTES, SNAPSHOT_SYNC_BYTES, SNAPSHOT_TALLY_STEP_SLOTS,
-    STORAGE_BLOCK_BYTES,
+    MESSAGE_OVERHEAD_BYTES, SEGMENT_KEPT_LIVE_SHARE_MIN, SEGMENT_SMALL_SHARE,
+    SNAPSHOT_ALLOWANCE_BYTES, SNAPSHOT_DEAD_SHARE, SNAPSHOT_READ_GAP_BYTES,
+    SNAPSHOT_REHOME_STEP_TEXTS, SNAPSHOT_REMOVAL_STEP_BYTES, SNAPSHOT_STEP_SLOTS,
+    SNAPSHOT_STEP_TEXT_BYTES, SNAPSHOT_SYNC_BYTES, SNAPSHOT_TALLY_STEP_SLOTS, STORAGE_BLOCK_BYTES,
 };
 use crate::queue::key::{TextFile, TextLocator};
 use crate::queue::record::{record_text, text_records};
@@ -203,6 +203,18 @@ fn small(bytes: u64, segment_bytes: u64) -> bool {
         < segment_bytes.saturating_mul(SEGMENT_SMALL_SHARE.0)
 }
 
+/// Whether a segment before a snapshot's replay point, where the records of texts on disk only
+/// take `live` bytes, is one the snapshot keeps and names them in rather than copy them and let
+/// it go: not small, and at least `SEGMENT_KEPT_LIVE_SHARE_MIN` of it (as allocated) theirs.
+fn mostly_live(live: u64, segment: &SegmentFile, segment_bytes: u64) -> bool {
+    live > 0
+        && !small(segment.bytes, segment_bytes)
+        && live.saturating_mul(SEGMENT_KEPT_LIVE_SHARE_MIN.1)
+            >= segment
+                .allocated_bytes
+                .saturating_mul(SEGMENT_KEPT_LIVE_SHARE_MIN.0)
+}
+
 impl<F> LogState<F> {
     /// The closed segments, oldest first, each with whether it lies wholly before `replay_from`
     /// (the next segment, or the open one, starts at or before it): a snapshot of that replay
@@ -235,6 +247,9 @@ struct OpenSegment<F> {
     length: u64,
     /// Bytes from the start known synced (`Durability::Write` bounds what lies beyond).
     synced_length: u64,
+    /// Bytes of the records carrying texts written in it while the state tracked texts
+    /// (`SegmentFile::text_record_bytes`).
+    text_record_bytes: u64,
 }
 
 struct LogState<F> {
@@ -577,18 +592,20 @@ impl<D: Disk> Log<D> {
                 self.state.borrow_mut().unsynced = true;
             }
         }
-        {
-            let mut log = self.state.borrow_mut();
-            log.segment.as_mut().expect("a segment is open").length += padded as u64;
-            log.log_bytes += padded as u64;
-            log.next_sequence = last_sequence + 1;
-        }
-        self.note_texts(
+        let text_record_bytes = self.note_texts(
             segment_first.expect("a segment is open"),
             offset,
             &blocks[..records_bytes],
             tracks_texts,
         );
+        {
+            let mut log = self.state.borrow_mut();
+            let segment = log.segment.as_mut().expect("a segment is open");
+            segment.length += padded as u64;
+            segment.text_record_bytes += text_record_bytes;
+            log.log_bytes += padded as u64;
+            log.next_sequence = last_sequence + 1;
+        }
         let mut stats = self.stats.get();
         let records_written = last_sequence + 1 - first_sequence;
         stats.flushes += 1;
@@ -607,11 +624,13 @@ impl<D: Disk> Log<D> {
 
     /// Notes where the text records of a flush of `records` at `offset` of the segment that
     /// starts at sequence `segment` landed, for the state when it `tracks_texts` (and, in
-    /// tests, for `take_written_texts` whatever it tracks).
-    fn note_texts(&self, segment: u64, offset: u64, records: &[u8], tracks_texts: bool) {
+    /// tests, for `take_written_texts` whatever it tracks). Answers their bytes when it
+    /// `tracks_texts` (0 when not: not counted).
+    fn note_texts(&self, segment: u64, offset: u64, records: &[u8], tracks_texts: bool) -> u64 {
         if !tracks_texts && !cfg!(test) {
-            return;
+            return 0;
         }
+        let mut text_record_bytes = 0;
         for text in text_records(records) {
             let record_offset = offset + text.at as u64;
             let locator =
@@ -627,6 +646,7 @@ impl<D: Disk> Log<D> {
             if !tracks_texts {
                 continue;
             }
+            text_record_bytes += text.bytes as u64;
             let noted = TextWritten {
                 slot: text.slot,
                 generation: text.generation,
@@ -635,6 +655,7 @@ impl<D: Disk> Log<D> {
             };
             self.unnoted_texts.borrow_mut().push(noted);
         }
+        text_record_bytes
     }
 
     /// The path of `file`, a segment or a snapshot of this log's.
@@ -835,6 +856,7 @@ impl<D: Disk> Log<D> {
                 path: old.path,
                 bytes: old.length,
                 allocated_bytes: old.length.max(self.segment_bytes),
+                text_record_bytes: Some(old.text_record_bytes),
             });
         }
         log.segment = Some(OpenSegment {
@@ -843,6 +865,7 @@ impl<D: Disk> Log<D> {
             first_sequence,
             length: STORAGE_BLOCK_BYTES as u64,
             synced_length: STORAGE_BLOCK_BYTES as u64,
+            text_record_bytes: 0,
         });
         log.log_bytes += STORAGE_BLOCK_BYTES as u64;
         Ok(())
@@ -995,6 +1018,65 @@ impl<D: Disk> Log<D> {
             && (log.snapshot_owed || snapshot_due(sizes, self.segment_bytes) || held_copyable)
     }
 
+    /// Whether a snapshot now would give back enough of the segments before its replay point
+    /// that it is due, however much is stored. It gives up those no longer mostly live
+    /// (`mostly_live`, as its tally will find them) whose texts on disk only fit the copy
+    /// budget (smallest first, as `segments_to_keep` spends it): the segments the snapshot in
+    /// place keeps, and the closed ones the running log wrote, which free beyond every text
+    /// record written there (copied if still in memory; the rest is padding, leases, deletes).
+    /// Due when that reaches a segment, `SNAPSHOT_DEAD_SHARE` of the text records live on disk
+    /// in them, and what the snapshot would copy (the stored messages whose texts are in
+    /// memory, at their charge), so that where texts in memory are copied it frees at least
+    /// what it writes. A drain in order kills the
+    /// kept segments one after the other and writes a log of its own, mostly padding (each
+    /// small flush of Gets and Deletes takes a block); `wants_snapshot`'s rules let both stay
+    /// until about half the store had gone, 2.9 times the texts left on disk. Only while
+    /// texts are tracked (else nothing is kept). Not one of `wants_snapshot`'s rules: it looks
+    /// up every segment (hundreds for 100 M messages), so the shard asks it every
+    /// `DISK_SAMPLE_INTERVAL_MS`, not after every flush.
+    pub fn dead_segments_due(&self, state: &RefCell<ShardState>) -> bool {
+        let log = self.state.borrow();
+        let state = state.borrow();
+        if log.snapshotting || !state.tracks_texts() {
+            return false;
+        }
+        let kept = log.kept.iter().map(|segment| (segment, None));
+        let closed = log
+            .closed_segments_before(u64::MAX)
+            .filter(|&(_, before)| before)
+            .filter_map(|(segment, _)| Some((segment, Some(segment.text_record_bytes?))));
+        let (mut live_total, mut dying) = (0u64, Vec::new());
+        for (segment, written) in kept.chain(closed) {
+            if log.held.binary_search(&segment.first_sequence).is_ok() {
+                continue;
+            }
+            let live = state.segment_text_record_bytes(segment.first_sequence);
+            live_total = live_total.saturating_add(live);
+            if !mostly_live(live, segment, self.segment_bytes) {
+                let kept_back = live.max(written.unwrap_or(0));
+                dying.push((live, segment.allocated_bytes.saturating_sub(kept_back)));
+            }
+        }
+        dying.sort_unstable();
+        let (mut budget, mut dead) = (self.copy_budget.get(), 0u64);
+        for (live, freed) in dying {
+            let Some(left) = budget.checked_sub(live) else {
+                break;
+            };
+            budget = left;
+            dead = dead.saturating_add(freed);
+        }
+        let share = live_total.saturating_mul(SNAPSHOT_DEAD_SHARE.0) / SNAPSHOT_DEAD_SHARE.1;
+        // What the snapshot copies, at most: what is stored but the messages whose texts are on
+        // disk only (named in a few bytes each).
+        let (on_disk_texts, on_disk_bytes) = state.texts_evicted();
+        let copied = state
+            .stored_bytes()
+            .saturating_sub(on_disk_bytes)
+            .saturating_sub(on_disk_texts.saturating_mul(MESSAGE_OVERHEAD_BYTES as u64));
+        dead >= self.segment_bytes.max(share).max(copied)
+    }
+
     /// Starts a snapshot of `state` as it is now.
     pub async fn start_snapshot(&self, state: &RefCell<ShardState>) -> io::Result<SnapshotJob<D>> {
         self.check_failed()?;
@@ -1102,13 +1184,7 @@ impl<D: Disk> Log<D> {
             if live == 0 && at_start == 0 {
                 continue;
             }
-            let mostly_live = live > 0
-                && !small(segment.bytes, self.segment_bytes)
-                && live.saturating_mul(SEGMENT_KEPT_LIVE_SHARE_MIN.1)
-                    >= segment
-                        .allocated_bytes
-                        .saturating_mul(SEGMENT_KEPT_LIVE_SHARE_MIN.0);
-            if mostly_live {
+            if mostly_live(live, segment, self.segment_bytes) {
                 kept.push(segment.first_sequence);
             } else {
                 given_up.push((at_start, segment.first_sequence));

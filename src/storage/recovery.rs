@@ -126,6 +126,9 @@ pub struct SegmentFile {
     /// Bytes allocated on disk: `bytes` for a segment recovery read (it cut the preallocated
     /// room after the records), the segment size for one the running log closed.
     pub allocated_bytes: u64,
+    /// Bytes of the records carrying texts that the running log wrote in it while it tracked
+    /// texts (`Log::dead_segments_due`); `None` where not counted (one recovery read).
+    pub text_record_bytes: Option<u64>,
 }
 
 /// One shard, ready to serve: its state (durable from the next record on) and its files.
@@ -1723,6 +1726,7 @@ fn read_shard<F: Files>(
                 path: kept_path,
                 bytes: data.len() as u64,
                 allocated_bytes: data.len() as u64,
+                text_record_bytes: None,
             });
         }
         for missing in kept_segments
@@ -1998,6 +2002,7 @@ fn read_shard<F: Files>(
             path: path.clone(),
             bytes,
             allocated_bytes: bytes,
+            text_record_bytes: None,
         });
         if stop {
             break;
