@@ -1027,11 +1027,11 @@ impl<D: Disk> Log<D> {
     /// Due when that reaches a segment, `SNAPSHOT_DEAD_SHARE` of the text records live on disk
     /// in them, and what the snapshot would copy (the texts in memory and in the snapshot in
     /// place, at their charge), so that where texts are copied it frees about what it writes
-    /// or more. A drain in order kills the kept segments one after the other and
-    /// writes a log of its own, mostly padding (each small flush of Gets and Deletes takes a
-    /// block); `wants_snapshot`'s rules let both stay until about half the store had gone, 2.9
-    /// times the texts left on disk. Only while texts are tracked (else nothing is kept). Not
-    /// one of `wants_snapshot`'s rules: it looks up every segment (hundreds for 100 M
+    /// or more. A drain in order kills the kept segments one after the other and writes a log
+    /// of its own, mostly padding (each small flush of Gets and Deletes takes a block);
+    /// `wants_snapshot`'s rules let both stay until about a third of the store had gone, about
+    /// 3 times the texts left on disk. Only while texts are tracked (else nothing is kept).
+    /// Not one of `wants_snapshot`'s rules: it looks up every segment (hundreds for 100 M
     /// messages), so the shard asks it every `DISK_SAMPLE_INTERVAL_MS`, not after every flush.
     pub fn dead_segments_due(&self, state: &RefCell<ShardState>) -> bool {
         let log = self.state.borrow();

@@ -3491,9 +3491,9 @@ fn a_drain_after_a_restart_gives_kept_segments_back() {
 }
 
 /// A drain in order kills the kept segments one after the other, and `wants_snapshot`'s rules
-/// kept them all until about half the store had gone (2.9 times the texts left on disk in
-/// docs/BENCHMARKS.md's fill and drain). `dead_segments_due`, asked at every batch as the
-/// disk watch would, makes a snapshot due as they die: the disk stays within 1.25 times the
+/// kept them all until about a third of the store had gone (about 3 times the texts left on
+/// disk in docs/BENCHMARKS.md's fill and drain). `dead_segments_due`, asked at every batch as
+/// the disk watch would, makes a snapshot due as they die: the disk stays within 1.25 times the
 /// text records left, and a few segments (the one being drained, the open one, the snapshot).
 /// Drained with the texts on disk, each batch's read back just before its Get, with and
 /// without a restart. Fails with `wants_snapshot` alone (run: 78 MiB for 50 MiB left).
