@@ -1025,12 +1025,13 @@ impl<D: Disk> Log<D> {
     /// place keeps, and the closed ones the running log wrote, which free beyond every text
     /// record written there (copied if still in memory; the rest is padding, leases, deletes).
     /// Due when that reaches a segment, `SNAPSHOT_DEAD_SHARE` of the text records live on disk
-    /// in them, and what the snapshot would copy (the texts in memory and in the snapshot in
-    /// place, at their charge), so that where texts are copied it frees about what it writes
-    /// or more. A drain in order kills the kept segments one after the other and writes a log
-    /// of its own, mostly padding (each small flush of Gets and Deletes takes a block);
-    /// `wants_snapshot`'s rules let both stay until about a third of the store had gone, about
-    /// 3 times the texts left on disk. Only while texts are tracked (else nothing is kept).
+    /// in them, and what the snapshot would copy (every message but those named in segments, at
+    /// its charge: the texts in memory and in the snapshot in place are written again, with
+    /// their entries), so that it frees at least about what it writes. A drain in order kills
+    /// the kept segments one after the other and writes a log of its own, mostly padding (each
+    /// small flush of Gets and Deletes takes a block); `wants_snapshot`'s rules let both stay
+    /// until about a third of the store had gone, about 3 times the texts left on disk. Only
+    /// while texts are tracked (else nothing is kept).
     /// Not one of `wants_snapshot`'s rules: it looks up every segment (hundreds for 100 M
     /// messages), so the shard asks it every `DISK_SAMPLE_INTERVAL_MS`, not after every flush.
     pub fn dead_segments_due(&self, state: &RefCell<ShardState>) -> bool {
@@ -1066,16 +1067,19 @@ impl<D: Disk> Log<D> {
             dead = dead.saturating_add(freed);
         }
         let share = live_total.saturating_mul(SNAPSHOT_DEAD_SHARE.0) / SNAPSHOT_DEAD_SHARE.1;
-        // What the snapshot copies, about: what is stored but the texts on disk only in
-        // segments (named in a few bytes each) and the charge beyond its text of each message
-        // whose text is on disk only. Texts on disk only in the snapshot in place are copied
-        // again: left out, a backlog held there was written again for each segment of leases
-        // that died, 16 times the log freed (helper-82's review).
-        let (on_disk_texts, _) = state.texts_evicted();
-        let copied = state
-            .stored_bytes()
-            .saturating_sub(state.texts_evicted_in_segments())
-            .saturating_sub(on_disk_texts.saturating_mul(MESSAGE_OVERHEAD_BYTES as u64));
+        // What the snapshot copies, at most: what is stored but the messages whose texts are on
+        // disk only in segments (named in a few bytes each), at their charge. Every other
+        // message is written whole again, text and entry, those whose texts are on disk only
+        // in the snapshot in place too (the file is replaced): left out, a backlog held there
+        // was written again for each segment of leases that died, 16 times the log freed with
+        // texts of 60,000 bytes (helper-82's review), and its entries alone 14 times with
+        // texts of 1 byte (helper-83's).
+        let named = state.texts_evicted_in_segments().saturating_add(
+            state
+                .texts_evicted_in_segments_count()
+                .saturating_mul(MESSAGE_OVERHEAD_BYTES as u64),
+        );
+        let copied = state.stored_bytes().saturating_sub(named);
         dead >= self.segment_bytes.max(share).max(copied)
     }
 

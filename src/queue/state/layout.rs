@@ -333,6 +333,8 @@ pub(super) struct EvictedTexts {
     /// The bytes of those whose locators are in log segments (the others are in the snapshot in
     /// place): what a snapshot may name rather than copy (`Log::snapshot_bytes_max`).
     pub in_segments_bytes: u64,
+    /// How many of them are in log segments (`Log::dead_segments_due`).
+    pub in_segments: u64,
     /// The bytes of every text that went to disk only in a log segment since the shard
     /// started, never less: a snapshot whose tally is running counts those evicted since it
     /// began as copied (`Log::snapshot_bytes_max`).
@@ -350,6 +352,7 @@ impl EvictedTexts {
         self.bytes += u64::from(text_bytes);
         if let crate::queue::key::TextFile::Segment(first) = locator.file() {
             self.in_segments_bytes += u64::from(text_bytes);
+            self.in_segments += 1;
             self.to_segments_total += u64::from(text_bytes);
             *self.record_bytes_by_segment.entry(first).or_default() +=
                 u64::from(locator.record_bytes());
@@ -362,6 +365,7 @@ impl EvictedTexts {
         self.bytes -= u64::from(text_bytes);
         if let crate::queue::key::TextFile::Segment(first) = locator.file() {
             self.in_segments_bytes -= u64::from(text_bytes);
+            self.in_segments -= 1;
             // A miscount (which `check_evicted_texts` would find) only moves a trigger: it
             // must not end the process.
             let bytes = self.record_bytes_by_segment.entry(first).or_default();

@@ -278,6 +278,11 @@ impl ShardState {
         self.texts_evicted.in_segments_bytes
     }
 
+    /// How many texts `texts_evicted_in_segments` counts.
+    pub fn texts_evicted_in_segments_count(&self) -> u64 {
+        self.texts_evicted.in_segments
+    }
+
     /// The bytes of every text that went to disk only in a log segment since the shard started
     /// (`EvictedTexts::to_segments_total`).
     pub fn texts_evicted_to_segments_total(&self) -> u64 {
