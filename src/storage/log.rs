@@ -1027,7 +1027,8 @@ impl<D: Disk> Log<D> {
     /// Due when that reaches a segment, `SNAPSHOT_DEAD_SHARE` of the text records live on disk
     /// in them, and what the snapshot would copy (every message but those named in segments, at
     /// its charge: the texts in memory and in the snapshot in place are written again, with
-    /// their entries), so that it frees at least about what it writes. A drain in order kills
+    /// their entries), and the snapshot in place (named entries of leased messages are not a
+    /// few bytes), so that it frees at least about what it writes. A drain in order kills
     /// the kept segments one after the other and writes a log of its own, mostly padding (each
     /// small flush of Gets and Deletes takes a block); `wants_snapshot`'s rules let both stay
     /// until about a third of the store had gone, about 3 times the texts left on disk. Only
@@ -1067,7 +1068,7 @@ impl<D: Disk> Log<D> {
             dead = dead.saturating_add(freed);
         }
         let share = live_total.saturating_mul(SNAPSHOT_DEAD_SHARE.0) / SNAPSHOT_DEAD_SHARE.1;
-        // What the snapshot copies, at most: what is stored but the messages whose texts are on
+        // What the snapshot copies, about: what is stored but the messages whose texts are on
         // disk only in segments (named in a few bytes each), at their charge. Every other
         // message is written whole again, text and entry, those whose texts are on disk only
         // in the snapshot in place too (the file is replaced): left out, a backlog held there
@@ -1080,7 +1081,14 @@ impl<D: Disk> Log<D> {
                 .saturating_mul(MESSAGE_OVERHEAD_BYTES as u64),
         );
         let copied = state.stored_bytes().saturating_sub(named);
-        dead >= self.segment_bytes.max(share).max(copied)
+        // And the snapshot in place, as far as what is stored now (whose charge is at least its
+        // encoding): the next one writes about as much, less what has died since. A message
+        // named in a segment once leased takes a whole entry there (`MessageNamed`, about 100
+        // bytes), not a few: with texts of 1 byte leased and named, a snapshot wrote 5 times
+        // the log it freed (helper-84's review of 69d5923).
+        let snapshot = log.snapshot.as_ref().map_or(0, |(_, bytes)| *bytes);
+        let rewritten = snapshot.min(state.stored_bytes());
+        dead >= self.segment_bytes.max(share).max(copied).max(rewritten)
     }
 
     /// Starts a snapshot of `state` as it is now.
