@@ -215,6 +215,25 @@ fn mostly_live(live: u64, segment: &SegmentFile, segment_bytes: u64) -> bool {
                 .saturating_mul(SEGMENT_KEPT_LIVE_SHARE_MIN.0)
 }
 
+/// Spends `budget` on copying the segments a snapshot gives up, each its texts' records' bytes
+/// on disk only there (at least the texts') and what the caller tells it by, the least first (the
+/// most dead, the most freed for what is copied), as the snapshot does (`segments_to_keep`).
+/// Answers those within it, and those past it, which the snapshot keeps (held).
+fn spend_copy_budget<T: Ord>(mut given_up: Vec<(u64, T)>, budget: u64) -> (Vec<T>, Vec<T>) {
+    given_up.sort_unstable();
+    let (mut left, mut copied, mut held) = (budget, Vec::new(), Vec::new());
+    for (live, segment) in given_up {
+        match left.checked_sub(live) {
+            Some(after) => {
+                left = after;
+                copied.push(segment);
+            }
+            None => held.push(segment),
+        }
+    }
+    (copied, held)
+}
+
 impl<F> LogState<F> {
     /// The closed segments, oldest first, each with whether it lies wholly before `replay_from`
     /// (the next segment, or the open one, starts at or before it): a snapshot of that replay
@@ -1058,15 +1077,10 @@ impl<D: Disk> Log<D> {
                 dying.push((live, segment.allocated_bytes.saturating_sub(kept_back)));
             }
         }
-        dying.sort_unstable();
-        let (mut budget, mut dead) = (self.copy_budget.get(), 0u64);
-        for (live, freed) in dying {
-            let Some(left) = budget.checked_sub(live) else {
-                break;
-            };
-            budget = left;
-            dead = dead.saturating_add(freed);
-        }
+        let (given_up, _) = spend_copy_budget(dying, self.copy_budget.get());
+        let dead = given_up
+            .into_iter()
+            .fold(0u64, |dead, freed| dead.saturating_add(freed));
         let share = live_total.saturating_mul(SNAPSHOT_DEAD_SHARE.0) / SNAPSHOT_DEAD_SHARE.1;
         // What the snapshot copies, about: what is stored but the messages whose texts are on
         // disk only in segments (named in a few bytes each), at their charge. Every other
@@ -1204,16 +1218,7 @@ impl<D: Disk> Log<D> {
                 given_up.push((at_start, segment.first_sequence));
             }
         }
-        given_up.sort_unstable();
-        let mut budget = copy_budget;
-        let mut held = Vec::new();
-        for (live, first) in given_up {
-            // The records' bytes: at least the texts'.
-            match budget.checked_sub(live) {
-                Some(left) => budget = left,
-                None => held.push(first),
-            }
-        }
+        let (_, mut held) = spend_copy_budget(given_up, copy_budget);
         kept.extend(&held);
         kept.sort_unstable();
         held.sort_unstable();
