@@ -97,18 +97,41 @@ SEGMENT_MAGIC = b"AZQWAL\0\x01"
 # A record: length (of the body), CRC-32C (of sequence and body), sequence, then the body.
 RECORD_HEADER_BYTES = 16
 RECORD_BODY_BYTES_MAX = 1 << 20
-RECORD_MESSAGE_PUT = 5
+# A Put, packed (record.rs, `put_packed_state`): its numbers as LEB128 varints.
+RECORD_MESSAGE_PUT = 14
+PACKED_FOREIGN_ID = 1
+PACKED_VISIBLE_AT = 4
 # The longest message text azq accepts (src/limits.rs).
 MESSAGE_TEXT_BYTES_MAX = 64 * 1024
-# Bytes a record takes beyond its message text (record.rs, `encode_body`). A Put: the header;
-# the type byte; queue, slot, generation (4 each); sequence, insertion time (8 each); TTL,
-# delay, dequeue count, lease (4 each); visibility time (8); no foreign ID (1); the text's
-# length (4). An Update with a text: the header; the type byte; slot, generation, lease (4
-# each); visibility time (8); the text flag (1); its length (4). LogWalk checks the Put's on
-# every Put it reads: were it wrong, the sizes drawn would miss the block boundaries.
-PUT_BODY_BYTES = 1 + 3 * 4 + 2 * 8 + 4 * 4 + 8 + 1 + 4
-PUT_RECORD_BYTES = RECORD_HEADER_BYTES + PUT_BODY_BYTES
+# Bytes a record takes beyond its message text (record.rs, `encode_body`). A Put here: the
+# header; the type byte; the flags; its queue, slot, generation and sequence (varints whose
+# widths the server's numbers decide: `Totals.put_numbers_bytes`, learnt from the log walks);
+# the insertion time (6 bytes of varint from 2004 to 2109); the TTL (-1: 2^32 - 1, 5 bytes);
+# delay, dequeue count and lease (0: a byte each); no visibility time (visible when its delay
+# ends, which a flag says) and no foreign ID; the text's length (1 to 3 bytes). An Update with
+# a text: the header; the type byte; slot, generation, lease (4 each); visibility time (8);
+# the text flag (1); its length (4). LogWalk reads every Put's fields and checks its size:
+# were the model wrong, the sizes drawn would miss the block boundaries.
+PUT_FIXED_BYTES = RECORD_HEADER_BYTES + 1 + 1 + 6 + 5 + 3
 UPDATE_RECORD_BYTES = RECORD_HEADER_BYTES + 1 + 3 * 4 + 8 + 1 + 4
+
+
+def varint_bytes(value):
+    """Bytes of `value` as a LEB128 varint."""
+    return max(1, -(-value.bit_length() // 7))
+
+
+def read_varint(data, at, end):
+    """(value, the offset after it) of the varint at `at`, or (None, end) if it runs past `end`."""
+    value, shift = 0, 0
+    while at < end and shift < 70:
+        byte = data[at]
+        at += 1
+        value |= (byte & 0x7F) << shift
+        shift += 7
+        if byte < 0x80:
+            return value, at
+    return None, end
 
 
 class Unknown(Exception):
@@ -179,8 +202,8 @@ def message_text(token, version, length):
     return head + "x" * (length - len(head))
 
 
-def text_length(rng, record_bytes):
-    """A message text's length for a record that takes `record_bytes` beyond its text.
+def text_length(rng, overhead):
+    """A message text's length for a record that takes `overhead(text length)` beyond its text.
 
     Written after a reader that lost the log after a flush ending 1 to 3 bytes before a block
     boundary: every flush starts on a fresh block, so a flush ends there only if its records
@@ -195,7 +218,10 @@ def text_length(rng, record_bytes):
         short = rng.randint(1, 3) if rng.random() < 0.75 else rng.randint(4, 15)
         # Mostly one block (cheap to send and to check); sometimes up to the largest text.
         blocks = 1 if rng.random() < 0.95 else rng.randint(2, MESSAGE_TEXT_BYTES_MAX // BLOCK_BYTES)
-        return blocks * BLOCK_BYTES - short - record_bytes
+        record = blocks * BLOCK_BYTES - short
+        text = record - overhead(record)
+        # The text's length may take a byte less than the record's would.
+        return record - overhead(text)
     if roll < 0.5:
         return rng.randint(0, 300)
     return rng.randint(0, BLOCK_BYTES - 1)
@@ -267,6 +293,14 @@ class Totals:
         self.cleanup_notes = 0
         self.faultfs = {}
         self.cuts = {}
+        # Bytes of a Put's queue, slot, generation and sequence varints, as the last log walk
+        # found them (the server picks those numbers): a byte each until then.
+        self.put_numbers_bytes = 4
+
+    def put_overhead(self, text_bytes):
+        """Bytes a Put record of a text of `text_bytes` takes beyond it, about: exact but for
+        the widths of the numbers the server picks, as the last walk found them."""
+        return PUT_FIXED_BYTES + self.put_numbers_bytes + varint_bytes(text_bytes)
 
     def count(self, kind, number=1):
         with self.lock:
@@ -341,7 +375,7 @@ class Worker(threading.Thread):
 
     def put(self, queue):
         token = self.new_token()
-        text = message_text(token, 0, text_length(self.random, PUT_RECORD_BYTES))
+        text = message_text(token, 0, text_length(self.random, self.totals.put_overhead))
         body = f"<QueueMessage><MessageText>{text}</MessageText></QueueMessage>".encode()
         _, data = self.attempt(
             queue, ("put", token), 201, "POST", f"/{queue.name}/messages", {"messagettl": "-1"}, body
@@ -390,7 +424,8 @@ class Worker(threading.Thread):
         message_id, version, receipt = queue.messages[token]
         visibility = self.random.randint(0, LEASE_S_MAX)
         self.lease_until = max(self.lease_until, time.monotonic() + visibility + 1)
-        text = message_text(token, version + 1, text_length(self.random, UPDATE_RECORD_BYTES))
+        length = text_length(self.random, lambda _: UPDATE_RECORD_BYTES)
+        text = message_text(token, version + 1, length)
         body = f"<QueueMessage><MessageText>{text}</MessageText></QueueMessage>".encode()
         headers, _ = self.attempt(
             queue, ("update", token), 204, "PUT", f"/{queue.name}/messages/{message_id}",
@@ -752,6 +787,9 @@ class LogWalk:
         self.records = 0  # found over all cycles, a segment counted again each cycle it is there
         self.checked_bytes = 0  # bytes whose CRC the last walk computed
         self.put_sizes_wrong = 0
+        self.puts_read = 0
+        # The widths of the last Put's queue, slot, generation and sequence (`Totals`).
+        self.put_numbers_bytes = None
         self.bad_headers = 0
 
     def walk(self):
@@ -864,14 +902,33 @@ class LogWalk:
             if key not in self.seen:
                 self.seen.add(key)
                 self.split_headers += 1
-        # A Put without a foreign ID (every Put here: the shard count never changes).
         body = start + RECORD_HEADER_BYTES
-        length = end - body
-        if (data[body] == RECORD_MESSAGE_PUT and length >= PUT_BODY_BYTES
-                and data[body + PUT_BODY_BYTES - 5] == 0):
-            text_bytes = struct.unpack_from("<I", data, body + PUT_BODY_BYTES - 4)[0]
-            if length != PUT_BODY_BYTES + text_bytes:
-                self.put_sizes_wrong += 1
+        if data[body] == RECORD_MESSAGE_PUT:
+            self.count_put(data, start, end)
+
+    def count_put(self, data, start, end):
+        """Reads the fields of the Put at `start` by the model above (`PUT_FIXED_BYTES`) and
+        checks that they and its text take the record exactly, with no visibility time written
+        out and no foreign ID (no Put here is delayed, and the shard count never changes)."""
+        self.puts_read += 1
+        at = start + RECORD_HEADER_BYTES + 1
+        flags, at = data[at], at + 1
+        numbers = []
+        for _ in range(9):
+            number, at = read_varint(data, at, end)
+            numbers.append(number)
+        text_bytes, at = read_varint(data, at, end)
+        if None in numbers or text_bytes is None:
+            self.put_sizes_wrong += 1
+            return
+        widths = [varint_bytes(number) for number in numbers]
+        put_numbers_bytes = sum(widths[:4])
+        modelled = PUT_FIXED_BYTES + put_numbers_bytes + varint_bytes(text_bytes) + text_bytes
+        if (flags & (PACKED_FOREIGN_ID | PACKED_VISIBLE_AT) or widths[4:] != [6, 5, 1, 1, 1]
+                or at + text_bytes != end or end - start != modelled):
+            self.put_sizes_wrong += 1
+        else:
+            self.put_numbers_bytes = put_numbers_bytes
 
     def summary(self):
         """Padding lengths crossed: 1, 2 and 3 bytes each, then in ranges."""
@@ -1139,6 +1196,8 @@ class Run:
         # time while it takes less than what is left of the workload's leases, which the next
         # cycle waits for anyway.
         segments, records, new_records, seconds = self.log_walk.walk()
+        if self.log_walk.put_numbers_bytes is not None:
+            self.totals.put_numbers_bytes = self.log_walk.put_numbers_bytes
         self.log(
             f"cycle {cycle}{' (' + ' '.join(flags) + ')' if flags else ''}: "
             f"{'power off, kill -9' if power_first else 'kill -9, power off'}, cut {how.split()[0]}: "
@@ -1208,8 +1267,11 @@ class Run:
                 f"the cuts left no {', no '.join(missing)} for a restart to read across"
             )
         if walk.put_sizes_wrong:
-            problems.append(f"{walk.put_sizes_wrong} Put records are not PUT_RECORD_BYTES plus "
-                            "their text: the sizes drawn miss the block boundaries")
+            problems.append(f"{walk.put_sizes_wrong} of {walk.puts_read} Put records are not "
+                            "as PUT_FIXED_BYTES models them: the sizes drawn miss the block "
+                            "boundaries")
+        if not walk.puts_read:
+            problems.append("the log walks read no Put record: their model of it is not checked")
         if walk.bad_headers:
             problems.append(f"{walk.bad_headers} segments without a valid header after a cut")
         plain = totals.faultfs.get("plain", {})

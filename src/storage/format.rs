@@ -34,21 +34,28 @@ use std::ops::Range;
 use bytes::{BufMut, Bytes, BytesMut};
 
 use crate::limits::{LOG_FLUSH_BYTES_MAX, RECORD_BODY_BYTES_MAX, STORAGE_BLOCK_BYTES};
-use crate::queue::record::{crc32c, read, Read, Record, RECORD_HEADER_BYTES};
+use crate::queue::record::{crc32c, is_packed_put, read, Read, Record, RECORD_HEADER_BYTES};
 use crate::queue::state::Identity;
 
-/// The version of the snapshot format written: 3 may name messages by their put records alone
-/// (`Record::PutsNamed`). A server that knows only formats 1 and 2 refuses these snapshots by
-/// their version rather than read that entry as damage.
-pub const FORMAT_VERSION: u32 = 3;
+/// The version of the snapshot format written: 4 may copy messages as packed puts (kind 14,
+/// `record::put_packed_state`). A server that knows only formats 1 to 3 refuses these snapshots
+/// by their version rather than read those entries as damage.
+pub const FORMAT_VERSION: u32 = 4;
+/// The snapshot format that may name messages by their put records alone
+/// (`Record::PutsNamed`), before packed puts: still read, and a packed put in it is damage.
+const FORMAT_VERSION_PUTS_NAMED: u32 = 3;
 /// The snapshot format whose trailer lists the segments it keeps, before `Record::PutsNamed`:
 /// still read (the same trailer), and such an entry in it is damage.
 const FORMAT_VERSION_NAMED: u32 = 2;
 /// The snapshot format before named entries: still read, its trailer without a list.
 const FORMAT_VERSION_COPIED: u32 = 1;
-/// The version of the segment format: 2 pads each flush to whole blocks. A server that knows
-/// only format 1 refuses these segments rather than reading the padding as damage.
-pub const SEGMENT_FORMAT_VERSION: u32 = 2;
+/// The version of the segment format: 2 pads each flush to whole blocks, 3 writes puts packed
+/// (kind 14, `record::put_packed_state`). A server that knows only formats 1 and 2 refuses these
+/// segments rather than reading the padding or the puts as damage (a torn tail it would cut).
+/// Formats 1 and 2 are still read, and a packed put in them is damage.
+pub const SEGMENT_FORMAT_VERSION: u32 = 3;
+/// The segment format before packed puts.
+const SEGMENT_FORMAT_UNPACKED: u32 = 2;
 const SEGMENT_MAGIC: &[u8; 8] = b"AZQWAL\0\x01";
 const SNAPSHOT_MAGIC: &[u8; 8] = b"AZQSNP\0\x01";
 const TRAILER_MAGIC: &[u8; 8] = b"AZQEND\0\x01";
@@ -123,6 +130,8 @@ pub struct SegmentHeader {
     pub id_prefix: u64,
     /// The sequence of its first record.
     pub first_sequence: u64,
+    /// Its format version (1 to `SEGMENT_FORMAT_VERSION`).
+    pub format: u32,
 }
 
 fn read_segment_header(data: &[u8]) -> Result<SegmentHeader, &'static str> {
@@ -144,6 +153,7 @@ fn read_segment_header(data: &[u8]) -> Result<SegmentHeader, &'static str> {
         shard: word(12),
         id_prefix: long(16),
         first_sequence: long(24),
+        format: word(8),
     })
 }
 
@@ -228,6 +238,11 @@ pub fn read_segment_with(
     let mut expected = header.first_sequence;
     let ending = loop {
         match next(data, at, expected) {
+            Next::Record { .. }
+                if header.format <= SEGMENT_FORMAT_UNPACKED && is_packed_put(&data[at..]) =>
+            {
+                break classify(data, at, expected, "a packed put in a segment of format 2");
+            }
             Next::Record {
                 record: read,
                 bytes,
@@ -500,7 +515,13 @@ pub fn read_snapshot_header(data: &Bytes) -> Result<Snapshot, String> {
         return Err("a snapshot header whose CRC does not match".to_string());
     }
     let format = word(8);
-    if ![FORMAT_VERSION, FORMAT_VERSION_NAMED, FORMAT_VERSION_COPIED].contains(&format) {
+    let known = [
+        FORMAT_VERSION,
+        FORMAT_VERSION_PUTS_NAMED,
+        FORMAT_VERSION_NAMED,
+        FORMAT_VERSION_COPIED,
+    ];
+    if !known.contains(&format) {
         return Err("a snapshot of another format version".to_string());
     }
     Ok(Snapshot {
@@ -584,9 +605,16 @@ pub fn read_snapshot_with(
                 record,
                 bytes,
             } if sequence == entries_read => {
-                if matches!(record, Record::PutsNamed { .. }) && snapshot.format < FORMAT_VERSION {
+                let entry_format = if is_packed_put(&data[at..]) {
+                    FORMAT_VERSION
+                } else if matches!(record, Record::PutsNamed { .. }) {
+                    FORMAT_VERSION_PUTS_NAMED
+                } else {
+                    FORMAT_VERSION_COPIED
+                };
+                if snapshot.format < entry_format {
                     return Err(format!(
-                        "an entry of format {FORMAT_VERSION} in a snapshot of format {} at \
+                        "an entry of format {entry_format} in a snapshot of format {} at \
                          offset {at}",
                         snapshot.format
                     ));
@@ -942,8 +970,63 @@ mod tests {
         }
     }
 
+    /// A message put, numbered `sequence`: packed as the writer writes it, or of kind 5, as
+    /// builds before packed puts wrote it.
+    fn put(sequence: u64, packed: bool) -> BytesMut {
+        let message = crate::queue::record::MessageState {
+            queue: 1,
+            slot: 300,
+            generation: 2,
+            sequence: 1 << 20,
+            insertion_ms: 1_795_305_600_123,
+            ttl_s: 604_800,
+            delay_s: 0,
+            dequeue_count: 0,
+            lease: 0,
+            visible_ms: 1_795_305_600_123,
+            foreign_id: None,
+            text: Bytes::from_static(b"a text"),
+        };
+        let mut data = BytesMut::new();
+        if packed {
+            encode(&Record::MessagePut(message), sequence, &mut data);
+        } else {
+            crate::queue::record::encode_unpacked_put(&message, sequence, &mut data);
+        }
+        data
+    }
+
+    /// Segments of format 1 and 2 (before packed puts) still read, their puts of kind 5
+    /// too, and a packed put in one is damage, not read; a segment of format 3 reads both
+    /// kinds.
+    #[test]
+    fn a_packed_put_reads_only_in_a_segment_of_format_3() {
+        for format in 1..=SEGMENT_FORMAT_VERSION {
+            let mut data = segment_header(2, 0xabcd, 10);
+            data[8..12].copy_from_slice(&format.to_le_bytes());
+            let crc = crc32c(&[&data[0..32]]);
+            data[32..36].copy_from_slice(&crc.to_le_bytes());
+            encode(&record(10), 10, &mut data);
+            data.extend_from_slice(&put(11, false));
+            data.extend_from_slice(&put(12, true));
+            encode(&record(13), 13, &mut data);
+            data.resize(64 * 1024, 0);
+            let read = read_segment(&data.freeze()).unwrap();
+            let sequences: Vec<u64> = read.records.iter().map(|(sequence, _)| *sequence).collect();
+            if format == SEGMENT_FORMAT_VERSION {
+                assert_eq!(sequences, [10, 11, 12, 13]);
+                assert_eq!(read.records[1].1, read.records[2].1);
+                assert_eq!(read.ending, Ending::Clean);
+            } else {
+                assert_eq!(sequences, [10, 11], "format {format}");
+                assert_ne!(read.ending, Ending::Clean, "format {format}");
+            }
+        }
+    }
+
     /// A snapshot of format 2 (before `Record::PutsNamed`) still reads, and such an entry in it
-    /// is damage; the same entry in format 3 reads.
+    /// is damage; the same entry in format 3 reads. A packed put reads only in format 4, a put
+    /// of kind 5 in any.
     #[test]
     fn a_puts_named_entry_reads_only_in_format_3() {
         let puts = Record::PutsNamed {
@@ -954,7 +1037,8 @@ mod tests {
                 sequence: 3,
             }],
         };
-        let with_format = |format: u32, entries: &[Record]| {
+        // Each entry encoded at its index, or a put (`put`): packed (1) or of kind 5 (0).
+        let with_format_of = |format: u32, entries: &[Result<Record, bool>]| {
             let mut data = BytesMut::new();
             let identity = Identity {
                 id_prefix: 1,
@@ -963,7 +1047,10 @@ mod tests {
             };
             data.put_slice(&snapshot_header(0, &identity, 9));
             for (index, entry) in entries.iter().enumerate() {
-                encode(entry, index as u64, &mut data);
+                match entry {
+                    Ok(entry) => encode(entry, index as u64, &mut data),
+                    Err(packed) => data.extend_from_slice(&put(index as u64, *packed)),
+                }
             }
             data.put_slice(&snapshot_trailer(entries.len() as u64, &[7]));
             data[8..12].copy_from_slice(&format.to_le_bytes());
@@ -976,6 +1063,10 @@ mod tests {
                 records
             })
         };
+        let with_format = |format: u32, entries: &[Record]| {
+            let entries: Vec<Result<Record, bool>> = entries.iter().cloned().map(Ok).collect();
+            with_format_of(format, &entries)
+        };
         assert_eq!(
             with_format(FORMAT_VERSION, &[record(0), puts.clone()]).unwrap(),
             vec![record(0), puts.clone()]
@@ -984,9 +1075,27 @@ mod tests {
             with_format(FORMAT_VERSION_NAMED, &[record(0)]).unwrap(),
             vec![record(0)]
         );
-        let refused = with_format(FORMAT_VERSION_NAMED, &[record(0), puts]).unwrap_err();
+        let refused = with_format(FORMAT_VERSION_NAMED, &[record(0), puts.clone()]).unwrap_err();
         assert!(refused.contains("an entry of format 3"), "{refused}");
-        assert!(with_format(4, &[record(0)]).is_err());
+        assert_eq!(
+            with_format(FORMAT_VERSION_PUTS_NAMED, &[record(0), puts.clone()]).unwrap(),
+            vec![record(0), puts]
+        );
+        assert!(with_format(FORMAT_VERSION + 1, &[record(0)]).is_err());
+        // Packed puts: only in format 4; puts of kind 5 in each, read as the same message.
+        let both = with_format_of(FORMAT_VERSION, &[Ok(record(0)), Err(false), Err(true)]);
+        let both = both.unwrap();
+        assert_eq!(both[1], both[2]);
+        // (Format 1's trailer is another: `a_format_1_snapshot_still_reads`.)
+        for format in [FORMAT_VERSION_NAMED, FORMAT_VERSION_PUTS_NAMED] {
+            let unpacked = with_format_of(format, &[Ok(record(0)), Err(false)]);
+            assert_eq!(unpacked.unwrap()[1], both[1], "{format}");
+            let refused = with_format_of(format, &[Ok(record(0)), Err(true)]).unwrap_err();
+            assert!(
+                refused.contains("an entry of format 4"),
+                "{format}: {refused}"
+            );
+        }
     }
 
     /// A snapshot of format 1 (before named entries: a trailer of magic, count and CRC) reads

@@ -59,8 +59,8 @@ use crate::limits::{
 };
 use crate::queue::key::{TextFile, TextLocator};
 use crate::queue::record::{
-    encode, record_put, record_text, text_records, MessageState, NamedPut, NamedText, Record,
-    PUT_RECORD_BYTES_BEYOND_TEXT_MAX,
+    encode, put_record_bytes, record_put, record_text, text_records, MessageState, NamedPut,
+    NamedText, Record,
 };
 use crate::queue::state::texts::{
     Naming, RecoveredTexts, TextWritten, TextsRead, RECOVERED_TEXT_SEQUENCE,
@@ -187,6 +187,17 @@ struct ImageMessage {
     incarnation: u64,
 }
 const _: () = assert!(std::mem::size_of::<ImageMessage>() == 88);
+
+/// What a change of shard count moves into one new shard (`Image::kept`).
+#[derive(Clone, Copy, Debug, Default)]
+struct Kept {
+    /// Its messages.
+    messages: u64,
+    /// The bytes of their texts.
+    text_bytes: u64,
+    /// The bytes of their entries in its snapshot, texts included, at most.
+    entry_bytes: u64,
+}
 
 /// A text kept as read beside its slim entry (`SlimText::held`), with where it was read.
 type Held = (Bytes, Option<TextPlace>);
@@ -678,20 +689,42 @@ impl Image {
         self.messages.get_mut(slot as usize)
     }
 
-    /// The messages a change of shard count would move, and the bytes of their texts: those
-    /// `restore` keeps, of live queues (not of a deleted or cleared one, whose records the log
-    /// may still hold) and not expired at `now_ms` (helper-57's review: counting every message
-    /// the image holds refused a change, or kept the count, with nothing left to copy).
-    /// By the shard of `by_shard.len()` that owns each now (their queue's), added into
-    /// `by_shard`.
-    fn kept(&self, now_ms: u64, by_shard: &mut [(u64, u64)]) {
+    /// The messages a change of shard count would move from this image, old shard
+    /// `old_shard`'s, the bytes of their texts, and of the entries that write them in the new
+    /// shards' snapshots, at most: those `restore` keeps, of live queues (not of a deleted or
+    /// cleared one, whose records the log may still hold) and not expired at `now_ms`
+    /// (helper-57's review: counting every message the image holds refused a change, or kept
+    /// the count, with nothing left to copy). By the shard of `by_shard.len()` that owns each
+    /// now (their queue's), added into `by_shard`.
+    fn kept(&self, old_shard: usize, now_ms: u64, by_shard: &mut [Kept]) {
         let homes = self.homes(by_shard.len());
-        for found in self.messages.values() {
-            if let Some(owner) = kept_by(&homes, found, now_ms) {
-                let (messages, bytes) = &mut by_shard[owner];
-                *messages += 1;
-                *bytes += found.message.text.len() as u64;
-            }
+        for (slot, found) in self.messages.indexed() {
+            let Some(owner) = kept_by(&homes, found, now_ms) else {
+                continue;
+            };
+            let slot = u32::try_from(slot).expect("slots are 32-bit");
+            let text_bytes = found.message.text.len();
+            // Its entry is a put of its state (`put_record_bytes`, the numbers as varints).
+            // A message that stays keeps its queue, slot, generation and ID; one moved takes a
+            // record index and a slot not known yet (counted at their widest), generation 0,
+            // and its ID as a foreign one (`Restorer::moved_message`).
+            let state = if owner == old_shard {
+                let foreign_id = self.foreign_ids.get(slot as usize);
+                let foreign_id = foreign_id.map(|id| MessageId(u128::from_le_bytes(*id)));
+                found.message.state(slot, foreign_id, Bytes::new())
+            } else {
+                MessageState {
+                    queue: u32::MAX,
+                    slot: u32::MAX,
+                    generation: 0,
+                    foreign_id: Some(MessageId(0)),
+                    ..found.message.state(slot, None, Bytes::new())
+                }
+            };
+            let kept = &mut by_shard[owner];
+            kept.messages += 1;
+            kept.text_bytes += text_bytes as u64;
+            kept.entry_bytes += put_record_bytes(&state, text_bytes) as u64;
         }
     }
 
@@ -2252,14 +2285,19 @@ fn recover_noting<F: Files>(
     // What a change would move, for its bounds below, by the shard it goes to, in one pass
     // over the images before any text is copied (the files are mapped, not read into memory
     // yet).
-    let mut kept = vec![(0, 0); shards];
+    let mut kept = vec![Kept::default(); shards];
     if !same_layout {
-        for image in &images {
-            image.kept(now_ms, &mut kept);
+        for (old_shard, image) in images.iter().enumerate() {
+            image.kept(old_shard, now_ms, &mut kept);
         }
     }
-    let (messages, text_bytes) = kept.iter().fold((0, 0), |(messages, bytes), kept| {
-        (messages + kept.0, bytes + kept.1)
+    let (messages, text_bytes, entry_bytes) = kept.iter().fold((0, 0, 0), |sums, kept| {
+        let (messages, text_bytes, entry_bytes) = sums;
+        (
+            messages + kept.messages,
+            text_bytes + kept.text_bytes,
+            entry_bytes + kept.entry_bytes,
+        )
     });
     if let Some(bytes_max) = options.reshard_text_bytes_max.filter(|_| !same_layout) {
         // With texts located, they go from the old files into the new ones a piece at a
@@ -2372,7 +2410,7 @@ fn recover_noting<F: Files>(
         // segment at its first write (a Get's or a Delete's too, which no limit refuses: the
         // shard stops on ENOSPC), where a start at the same count has its own (helper-77's
         // review of 0dea61e, which had left the segments out).
-        let written = reshard_disk_bytes(messages, text_bytes, records_bytes, shards);
+        let written = reshard_disk_bytes(entry_bytes, records_bytes, shards);
         let old_bytes = current.map_or(0, |old| {
             directory_bytes(files, &root.join(generation_name(old)))
         });
@@ -2395,12 +2433,16 @@ fn recover_noting<F: Files>(
         // never split, so one shard may take every message (helper-79's review: past its share
         // at once, its first write took it further).
         let largest = (0..shards).map(|shard| {
-            let (messages, text_bytes) = kept[shard];
+            let Kept {
+                messages,
+                text_bytes,
+                entry_bytes,
+            } = kept[shard];
             let records_bytes = shard_records_bytes[shard];
             // Its snapshot, as `reshard_disk_bytes` bounds it for one shard, less `CURRENT`'s
             // block, which is no shard's.
-            let written = reshard_disk_bytes(messages, text_bytes, records_bytes, 1)
-                - STORAGE_BLOCK_BYTES as u64;
+            let written =
+                reshard_disk_bytes(entry_bytes, records_bytes, 1) - STORAGE_BLOCK_BYTES as u64;
             let bytes = written.saturating_add(LOG_SEGMENT_BYTES);
             (bytes, shard, messages, text_bytes, records_bytes)
         });
@@ -2778,24 +2820,15 @@ fn past_a_bound(
     Err(format!("{what} {why}; {keep}"))
 }
 
-/// What a change of shard count onto `shards` writes for `messages` with `text_bytes` of texts
-/// and queues and settings of `records_bytes` (`Image::records_bytes`), at most: each message's
-/// entry in a new snapshot (`PUT_RECORD_BYTES_BEYOND_TEXT_MAX` beyond its text), those records,
-/// two blocks a shard for its snapshot's header and trailer and its last block's rounding, and
-/// one for `CURRENT`. (The segment each new log opens once it serves is counted beside it, once
-/// the old files are gone.)
-pub(super) fn reshard_disk_bytes(
-    messages: u64,
-    text_bytes: u64,
-    records_bytes: u64,
-    shards: usize,
-) -> u64 {
-    let entries = messages.saturating_mul(PUT_RECORD_BYTES_BEYOND_TEXT_MAX as u64);
+/// What a change of shard count onto `shards` writes for messages whose entries in the new
+/// snapshots take `entry_bytes` (`Image::kept`) and queues and settings of `records_bytes`
+/// (`Image::records_bytes`), at most: those records, two blocks a shard for its snapshot's
+/// header and trailer and its last block's rounding, and one for `CURRENT`. (The segment each
+/// new log opens once it serves is counted beside it, once the old files are gone.)
+pub(super) fn reshard_disk_bytes(entry_bytes: u64, records_bytes: u64, shards: usize) -> u64 {
     let blocks = (shards as u64).saturating_mul(2).saturating_add(1);
     let headers = blocks.saturating_mul(STORAGE_BLOCK_BYTES as u64);
-    let written = text_bytes
-        .saturating_add(entries)
-        .saturating_add(records_bytes);
+    let written = entry_bytes.saturating_add(records_bytes);
     written.saturating_add(headers)
 }
 

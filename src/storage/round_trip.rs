@@ -35,7 +35,7 @@ use crate::limits::{
     LOG_FLUSH_BYTES_MAX, MESSAGE_TEXT_BYTES_MAX, SNAPSHOT_STEP_SLOTS, SNAPSHOT_SYNC_BYTES,
     STORAGE_BLOCK_BYTES,
 };
-use crate::queue::record::{read, Read, Record, RECORD_HEADER_BYTES};
+use crate::queue::record::{encode, read, MessageState, Read, Record, RECORD_HEADER_BYTES};
 use crate::queue::{Command, MessageId, PopReceipt, Reply, ShardState};
 use crate::random::SplitMix64;
 
@@ -79,10 +79,21 @@ struct Writer {
     given: BytesMut,
     /// Receipts of the messages a Get leased, for Update and Delete.
     leased: Vec<(MessageId, PopReceipt)>,
+    /// The state of the last message put, as its record wrote it: what the next put's record
+    /// is predicted from (`put_bytes`).
+    last_put: RefCell<Option<MessageState>>,
+    /// The TTL of a put that names none, as its record says (the first put's).
+    default_ttl_s: u32,
 }
 
+/// TTLs whose varints take 3 (the default's, 7 days), 2 and 1 bytes: a put's record can be made
+/// one or two bytes shorter for the same text (`Writer::put_record`).
+const TTLS_S: [Option<u32>; 3] = [None, Some(16_383), Some(127)];
+
 impl Writer {
-    /// A new data directory whose segments are `segment_bytes` long, holding one queue.
+    /// A new data directory whose segments are `segment_bytes` long, holding one queue and a
+    /// message of an empty text in it (so that every put after it is predicted from the one
+    /// before: `put_bytes`).
     fn new(segment_bytes: u64) -> Writer {
         let disk = SimDisk::new(1, true);
         let start = recover_shard(&disk);
@@ -94,12 +105,19 @@ impl Writer {
             state: RefCell::new(start.state),
             given: BytesMut::new(),
             leased: Vec::new(),
+            last_put: RefCell::new(None),
+            default_ttl_s: 0,
         };
         writer.apply(Command::CreateQueue {
             queue: key(0),
             metadata: Vec::new(),
         });
-        writer
+        writer.put(0);
+        let default_ttl_s = writer.last_put.borrow().as_ref().expect("a put").ttl_s;
+        Writer {
+            default_ttl_s,
+            ..writer
+        }
     }
 
     fn apply(&self, command: Command) -> Reply {
@@ -112,24 +130,69 @@ impl Writer {
         self.state.borrow().journal_bytes().len()
     }
 
-    /// Puts a message whose record takes exactly `record_bytes`.
+    /// Bytes of the record the next put of `text_bytes` with `ttl_s` writes (and of its entry
+    /// in a snapshot): its slot and sequence one past the last put's, as in a queue only put
+    /// to, and its numbers' varints and its text's length as wide as they come.
+    fn put_bytes(&self, text_bytes: usize, ttl_s: Option<u32>) -> usize {
+        let last = self.last_put.borrow();
+        let last = last.as_ref().expect("Writer::new puts a message");
+        let next = MessageState {
+            slot: last.slot + 1,
+            sequence: last.sequence + 1,
+            ttl_s: ttl_s.unwrap_or(self.default_ttl_s),
+            text: Bytes::from(vec![b'a'; text_bytes]),
+            ..last.clone()
+        };
+        let mut record = BytesMut::new();
+        encode(&Record::MessagePut(next), 0, &mut record);
+        record.len()
+    }
+
+    /// Bytes of the smallest record the next put writes (an empty text, the default TTL): a
+    /// put after it can still take exactly as few (`put_record`, with a shorter TTL).
+    fn least_put_bytes(&self) -> usize {
+        self.put_bytes(0, None)
+    }
+
+    /// Puts a message whose record takes exactly `record_bytes`: the text the next record
+    /// needs for it (`put_bytes`), with the default TTL or, where no text gives that size, one
+    /// whose varint is a byte or two shorter (`TTLS_S`). A text's length takes a byte more from
+    /// 128 and from 16,384 bytes, so a size is skipped at each, and the least record grows by
+    /// a byte or two as the slot and sequence do.
     fn put_record(&self, record_bytes: usize) {
-        let text_bytes = record_bytes
-            .checked_sub(put_record_overhead())
-            .expect("a Put record is at least its overhead");
+        let fitting = TTLS_S.iter().find_map(|&ttl_s| {
+            let at_most = record_bytes.checked_sub(self.put_bytes(0, ttl_s))?;
+            (at_most.saturating_sub(3)..=at_most)
+                .find(|&text_bytes| self.put_bytes(text_bytes, ttl_s) == record_bytes)
+                .map(|text_bytes| (text_bytes, ttl_s))
+        });
+        let (text_bytes, ttl_s) =
+            fitting.unwrap_or_else(|| panic!("no put takes {record_bytes} bytes"));
         let before = self.pending();
-        self.put(text_bytes);
+        self.put_with(text_bytes, ttl_s);
         assert_eq!(self.pending() - before, record_bytes);
     }
 
     fn put(&self, text_bytes: usize) {
+        self.put_with(text_bytes, None);
+    }
+
+    fn put_with(&self, text_bytes: usize, ttl_s: Option<u32>) {
         let text: Vec<u8> = (0..text_bytes).map(|at| b'a' + (at % 26) as u8).collect();
         self.apply(Command::PutMessage {
             queue: key(0),
             text: Bytes::from(text),
             visibility_timeout_s: 0,
-            ttl_s: None,
+            ttl_s: ttl_s.map(u64::from),
         });
+        let put = records_in(self.state.borrow().journal_bytes())
+            .into_iter()
+            .rev()
+            .find_map(|(_, record)| match record {
+                Record::MessagePut(message) => Some(message),
+                _ => None,
+            });
+        *self.last_put.borrow_mut() = Some(put.expect("a put journals its record"));
     }
 
     /// One flush of what is pending (all of it, up to `LOG_FLUSH_BYTES_MAX`); the padding it
@@ -187,14 +250,6 @@ impl Writer {
     }
 }
 
-/// Bytes a Put record takes beyond its text.
-fn put_record_overhead() -> usize {
-    let writer = Writer::new(1 << 20);
-    let before = writer.pending();
-    writer.put(0);
-    writer.pending() - before
-}
-
 /// The smallest Put record of at least `at_least` bytes that leaves a flush of `flush_bytes`
 /// so far `padding` bytes short of a block boundary.
 fn record_bytes_for_padding(flush_bytes: usize, padding: usize, at_least: usize) -> usize {
@@ -207,18 +262,25 @@ fn record_bytes_for_padding(flush_bytes: usize, padding: usize, at_least: usize)
 
 #[test]
 fn every_padding_length_is_read_across() {
-    let overhead = put_record_overhead();
     let mut writer = Writer::new(1 << 20);
     writer.flush();
     for padding in 0..BLOCK {
-        writer.put_record(record_bytes_for_padding(0, padding, overhead));
+        writer.put_record(record_bytes_for_padding(
+            0,
+            padding,
+            writer.least_put_bytes(),
+        ));
         assert_eq!(writer.flush(), padding);
     }
     // Padding of 1 to 3 bytes, then a flush whose first record has every length from the
     // smallest to a block and more: the bytes that mix with the padding take every value.
     for padding in 1..=3 {
-        for next_bytes in (overhead..BLOCK + 300).step_by(1 + padding * 2) {
-            writer.put_record(record_bytes_for_padding(0, padding, overhead));
+        for next_bytes in (writer.least_put_bytes()..BLOCK + 300).step_by(1 + padding * 2) {
+            writer.put_record(record_bytes_for_padding(
+                0,
+                padding,
+                writer.least_put_bytes(),
+            ));
             assert_eq!(writer.flush(), padding);
             writer.put_record(next_bytes);
             writer.flush();
@@ -229,15 +291,15 @@ fn every_padding_length_is_read_across() {
 
 #[test]
 fn a_record_header_split_at_every_byte_is_read() {
-    let overhead = put_record_overhead();
     let mut writer = Writer::new(1 << 20);
     writer.flush();
     // The second record of a flush starts `before` bytes ahead of a block boundary: its header
     // (and, further on, its body) split across it at every byte.
     for before in 1..=RECORD_HEADER_BYTES + 8 {
         for blocks in [1, 2] {
+            let least = writer.least_put_bytes();
             writer.put_record(blocks * BLOCK - before);
-            writer.put_record(overhead + before);
+            writer.put_record(least + before);
             writer.flush();
         }
     }
@@ -252,13 +314,13 @@ fn a_record_header_split_at_every_byte_is_read() {
 
 #[test]
 fn segments_filled_to_their_last_byte_or_short_of_it_are_read() {
-    let overhead = put_record_overhead();
     // A header block and three blocks of records: a three-block flush fills a new segment.
     let mut writer = Writer::new(4 * BLOCK as u64);
     writer.flush();
     for padding in 0..BLOCK {
-        writer.put_record(3 * BLOCK - padding - overhead);
-        writer.put_record(overhead);
+        let least = writer.least_put_bytes();
+        writer.put_record(3 * BLOCK - padding - least);
+        writer.put_record(least);
         assert_eq!(writer.flush(), padding);
     }
     assert!(writer.segments().len() > BLOCK);
@@ -295,7 +357,7 @@ fn a_flush_of_exactly_the_most_bytes_and_of_one_byte_more_are_read() {
 
 #[test]
 fn random_flush_sequences_read_back_exactly() {
-    let overhead = put_record_overhead();
+    let overhead = Writer::new(1 << 20).least_put_bytes();
     for seed in 0..40 {
         let mut random = SplitMix64::new(seed);
         let mut pick = |count: usize| (random.next_u64() % count as u64) as usize;
@@ -397,15 +459,14 @@ fn snapshot_bytes(writer: &Writer) -> usize {
 
 #[test]
 fn every_padding_length_of_a_snapshot_is_read() {
-    let base = {
-        let writer = Writer::new(4 * BLOCK as u64);
-        writer.put(0);
-        snapshot_bytes(&writer)
-    };
+    let base = snapshot_bytes(&Writer::new(4 * BLOCK as u64));
     for padding in 0..BLOCK {
         let writer = Writer::new(4 * BLOCK as u64);
-        // The text that leaves the snapshot `padding` bytes short of a block boundary.
-        writer.put((2 * BLOCK - (base + padding) % BLOCK) % BLOCK);
+        // The message whose entry leaves the snapshot `padding` bytes short of a block
+        // boundary: never leased, it is copied as its put, and its entry takes what its record
+        // took.
+        let least = writer.least_put_bytes();
+        writer.put_record(record_bytes_for_padding(base, padding, least));
         let bytes = snapshot_bytes(&writer);
         assert_eq!(bytes.next_multiple_of(BLOCK) - bytes, padding);
         snapshot_round_trip(writer);
@@ -415,25 +476,19 @@ fn every_padding_length_of_a_snapshot_is_read() {
 #[test]
 fn snapshot_entries_split_across_sync_chunks_and_steps_are_read() {
     use super::format::SNAPSHOT_TRAILER_BYTES;
-    let entry_overhead = {
-        let writer = Writer::new(1 << 20);
-        let before = snapshot_bytes(&writer);
-        writer.put(0);
-        snapshot_bytes(&writer) - before
-    };
     // An entry starts `before` bytes ahead of the boundary between the first two chunks the
-    // snapshot is written and synced in: its header, then its body, split there.
+    // snapshot is written and synced in: its header, then its body, split there. A message
+    // never leased is copied as its put, so its entry takes what its record took.
     for before in 0..=RECORD_HEADER_BYTES + 1 {
         let writer = Writer::new(4 << 20);
-        // Where the next entry would start, and the room before the chunk boundary for its text.
+        // Where the next entry would start, and the room before the chunk boundary.
         let mut entries_end = snapshot_bytes(&writer) - SNAPSHOT_TRAILER_BYTES;
-        let room = |entries_end: usize| SNAPSHOT_SYNC_BYTES - entries_end - entry_overhead;
+        let room = |entries_end: usize| SNAPSHOT_SYNC_BYTES - before - entries_end;
         while room(entries_end) > 2000 {
-            writer.put(1000);
-            entries_end += entry_overhead + 1000;
+            writer.put_record(1000);
+            entries_end += 1000;
         }
-        let text = room(entries_end) - before;
-        writer.put(text);
+        writer.put_record(room(entries_end));
         assert_eq!(
             snapshot_bytes(&writer) - SNAPSHOT_TRAILER_BYTES,
             SNAPSHOT_SYNC_BYTES - before

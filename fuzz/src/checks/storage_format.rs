@@ -65,8 +65,8 @@ use azq::limits::{
 };
 use azq::queue::key::{TextFile, TextLocator};
 use azq::queue::record::{
-    encode, read, MessageState, NamedPut, NamedText, Read, Record, PUT_RECORD_BYTES_MIN,
-    RECORD_HEADER_BYTES,
+    encode, put_record_bytes, read, varint_bytes, MessageState, NamedPut, NamedText, Read, Record,
+    PUT_RECORD_BYTES_MIN, RECORD_HEADER_BYTES,
 };
 use azq::queue::replicas::{AccessPolicy, CorsRule, ServiceProperties, SignedIdentifier};
 use azq::queue::state::texts::RecoveredTexts;
@@ -530,6 +530,9 @@ struct Writer {
     /// Receipts of the messages Gets leased (time stands still, so every lease holds).
     leased: Vec<(MessageId, PopReceipt)>,
     commands: usize,
+    /// What the last Put's record took beyond its text and its text's length: the widths of
+    /// its numbers as varints, where the next Put is aimed (they change slowly).
+    put_fixed_bytes: usize,
 }
 
 /// One flush of the log.
@@ -578,6 +581,7 @@ impl Writer {
             flushes: Vec::new(),
             leased: Vec::new(),
             commands: 0,
+            put_fixed_bytes: put_fixed_bytes_first(),
         }
     }
 
@@ -611,6 +615,7 @@ impl Writer {
     }
 
     fn put(&mut self, text_bytes: usize, fill: u8) {
+        let before = self.pending();
         let reply = self.apply(Command::PutMessage {
             queue: writer_queue(),
             text: Bytes::from(vec![fill; text_bytes]),
@@ -618,6 +623,8 @@ impl Writer {
             ttl_s: None,
         });
         assert!(matches!(reply, Reply::Messages(_)), "{reply:?}");
+        let record_bytes = self.pending() - before;
+        self.put_fixed_bytes = record_bytes - text_bytes - varint_bytes(text_bytes as u64);
     }
 
     /// One `Log::flush`, and the same take of the twin's journal.
@@ -770,25 +777,35 @@ fn writer_queue() -> QueueKey {
     }
 }
 
-/// Bytes of a Put record beyond its text (every field fixed-size).
-fn put_record_overhead() -> usize {
-    let record = Record::MessagePut(MessageState {
+/// Bytes of the writer's first Put record beyond its text and its text's length (its numbers
+/// as varints, small; a TTL of 7 days, the default; visible at its insertion): where the next
+/// Put is aimed until a Put says (`Writer::put_fixed_bytes`).
+fn put_fixed_bytes_first() -> usize {
+    let message = MessageState {
         queue: 0,
         slot: 0,
         generation: 0,
         sequence: 0,
-        insertion_ms: 0,
-        ttl_s: 0,
+        insertion_ms: WRITER_NOW_MS,
+        ttl_s: 7 * 24 * 3600,
         delay_s: 0,
         dequeue_count: 0,
         lease: 0,
-        visible_ms: 0,
+        visible_ms: WRITER_NOW_MS,
         foreign_id: None,
-        text: Bytes::new(),
-    });
-    let mut encoded = BytesMut::new();
-    encode(&record, 0, &mut encoded);
-    encoded.len()
+        text: (),
+    };
+    put_record_bytes(&message, 0) - varint_bytes(0)
+}
+
+/// The length of a text whose record takes exactly `room` bytes for the text and its length (a
+/// varint of 1 to 3 bytes), or about it where no length does (one size is skipped at each
+/// width).
+fn text_for_room(room: usize) -> usize {
+    (1..=3)
+        .map(|width| room.saturating_sub(width))
+        .find(|&text| varint_bytes(text as u64) + text == room)
+        .unwrap_or(room.saturating_sub(2))
 }
 
 /// A text length from 0 to `MESSAGE_TEXT_BYTES_MAX`: 16 bits and one more, low byte first.
@@ -861,7 +878,6 @@ fn write_session(input: &mut Input) -> (Writer, usize, usize) {
         queue: writer_queue(),
         metadata: Vec::new(),
     });
-    let overhead = put_record_overhead();
     while !input.is_empty()
         && writer.commands < WRITER_COMMANDS_MAX
         && writer.journaled() < WRITER_JOURNAL_BYTES_MAX
@@ -880,13 +896,11 @@ fn write_session(input: &mut Input) -> (Writer, usize, usize) {
                 let blocks_more = usize::from(input.u8()) % (WRITER_BLOCKS_MORE_MAX + 1);
                 let fill = input.u8();
                 let to_boundary = STORAGE_BLOCK_BYTES
-                    - (writer.pending() + overhead + padding) % STORAGE_BLOCK_BYTES;
-                let text_bytes = to_boundary % STORAGE_BLOCK_BYTES;
-                let blocks_room = (MESSAGE_TEXT_BYTES_MAX - text_bytes) / STORAGE_BLOCK_BYTES;
-                writer.put(
-                    text_bytes + blocks_more.min(blocks_room) * STORAGE_BLOCK_BYTES,
-                    fill,
-                );
+                    - (writer.pending() + writer.put_fixed_bytes + padding) % STORAGE_BLOCK_BYTES;
+                let room = to_boundary % STORAGE_BLOCK_BYTES;
+                let blocks_room = (MESSAGE_TEXT_BYTES_MAX - room) / STORAGE_BLOCK_BYTES;
+                let room = room + blocks_more.min(blocks_room) * STORAGE_BLOCK_BYTES;
+                writer.put(text_for_room(room), fill);
             }
             3 => {
                 let count = 1 + u32::from(input.u8()) % MESSAGES_PER_GET_MAX;
