@@ -549,6 +549,8 @@ fn rewrite(
 fn shard_files(data: &TempDir) -> Vec<String> {
     let root = data.path().join("__azq__");
     let current = std::fs::read_to_string(root.join("CURRENT")).expect("a CURRENT file");
+    // `gen-NNNNNN format N`: the generation's directory, then the data format of its files.
+    let current = current.split_whitespace().next().expect("a generation");
     let shards: Vec<_> = std::fs::read_dir(root.join(current.trim()))
         .expect("the generation")
         .map(|entry| entry.expect("an entry").path())

@@ -1872,6 +1872,8 @@ fn a_restart_keeps_puts_whose_flush_ended_next_to_a_block_boundary() {
 fn segments(data: &Path) -> Vec<Vec<PathBuf>> {
     let root = data.join("__azq__");
     let current = std::fs::read_to_string(root.join("CURRENT")).expect("a CURRENT file");
+    // `gen-NNNNNN format N`: the generation's directory, then the data format of its files.
+    let current = current.split_whitespace().next().expect("a generation");
     let generation = root.join(current.trim());
     let mut shards: Vec<PathBuf> = std::fs::read_dir(&generation)
         .unwrap()

@@ -55,6 +55,39 @@ pub fn parse_generation(name: &str) -> Option<u64> {
         .then(|| digits.parse().ok())?
 }
 
+/// The data format `CURRENT` says its generation's files hold: 3 since puts are packed
+/// (segments of format 3, snapshots of format 4: `storage::format`). `CURRENT` names it beside
+/// the generation (`gen-000001 format 3`), which a build from before refuses as "not a
+/// generation name" before it reads or removes anything. Without it, such a build took a last
+/// segment of packed puts alone, none of whose records it can decode, for one whose header
+/// never reached the disk: it removed the segment, served without its messages and handed
+/// their IDs out again (helper-85's review). A `CURRENT` of the generation alone is of format 2
+/// or before, and the first start of a build that writes 3 says 3 there before anything else.
+pub const DATA_FORMAT: u32 = 3;
+
+/// The data format of a `CURRENT` that names none (`parse_current`).
+const DATA_FORMAT_UNNAMED: u32 = 2;
+
+/// `CURRENT`'s text for `generation`, of `DATA_FORMAT`.
+pub fn current_text(generation: u64) -> String {
+    format!("{} format {DATA_FORMAT}\n", generation_name(generation))
+}
+
+/// Reads `CURRENT`'s text back: the generation it names and the data format it says (2 where
+/// it says none); `None` for anything else.
+pub fn parse_current(text: &str) -> Option<(u64, u32)> {
+    let mut words = text.split_whitespace();
+    let generation = parse_generation(words.next()?)?;
+    let format = match (words.next(), words.next()) {
+        (None, _) => DATA_FORMAT_UNNAMED,
+        (Some("format"), Some(digits)) if digits.bytes().all(|byte| byte.is_ascii_digit()) => {
+            digits.parse().ok()?
+        }
+        _ => return None,
+    };
+    words.next().is_none().then_some((generation, format))
+}
+
 /// Synchronous file operations, for work done before the shards serve. `std::fs` in the server;
 /// a simulated disk in tests. Shared by the threads recovery reads shards on.
 pub trait Files: Sync {
@@ -573,6 +606,39 @@ fn unwritable(path: &Path, error: &io::Error) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `CURRENT` reads back as written, a generation alone as format 2, and nothing else as
+    /// one; what this build writes is refused by a build from before, which read the whole
+    /// text, trimmed, as a generation's name (`parse_generation`).
+    #[test]
+    fn current_names_its_generation_and_data_format() {
+        for generation in [0, 1, 7, 999_999] {
+            let text = current_text(generation);
+            assert_eq!(parse_current(&text), Some((generation, DATA_FORMAT)));
+            assert_eq!(parse_generation(text.trim()), None, "{text}");
+            let alone = format!("{}\n", generation_name(generation));
+            assert_eq!(parse_current(&alone), Some((generation, 2)));
+            assert_eq!(parse_generation(alone.trim()), Some(generation));
+        }
+        assert_eq!(parse_current("gen-000003 format 4"), Some((3, 4)));
+        assert_eq!(parse_current("  gen-000003\tformat  3 \n"), Some((3, 3)));
+        for refused in [
+            "",
+            "\n",
+            "gen-3",
+            "gen-000003 format",
+            "gen-000003 format x",
+            "gen-000003 format +3",
+            "gen-000003 format -3",
+            "gen-000003 format 4294967296",
+            "gen-000003 format 3 more",
+            "gen-000003 fmt 3",
+            "gen-000003 3",
+            "format 3",
+        ] {
+            assert_eq!(parse_current(refused), None, "{refused:?}");
+        }
+    }
 
     #[test]
     #[cfg(unix)]

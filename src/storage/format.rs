@@ -50,9 +50,12 @@ const FORMAT_VERSION_NAMED: u32 = 2;
 /// The snapshot format before named entries: still read, its trailer without a list.
 const FORMAT_VERSION_COPIED: u32 = 1;
 /// The version of the segment format: 2 pads each flush to whole blocks, 3 writes puts packed
-/// (kind 14, `record::put_packed_state`). A server that knows only formats 1 and 2 refuses these
-/// segments rather than reading the padding or the puts as damage (a torn tail it would cut).
-/// Formats 1 and 2 are still read, and a packed put in them is damage.
+/// (kind 14, `record::put_packed_state`). A server that knows only format 1 refuses segments
+/// of format 2 rather than read the padding as damage. One that knows only 1 and 2 refuses a
+/// segment of format 3 with a record it reads after the header, but took a last one of packed
+/// puts alone for a segment whose header never reached the disk, and removed it (helper-85's
+/// review): the data format in `CURRENT` (`files::DATA_FORMAT`) keeps such a server off these
+/// files. Formats 1 and 2 are still read, and a packed put in them is damage.
 pub const SEGMENT_FORMAT_VERSION: u32 = 3;
 /// The segment format before packed puts.
 const SEGMENT_FORMAT_UNPACKED: u32 = 2;

@@ -41,8 +41,8 @@ use std::time::Instant;
 use bytes::{BufMut, Bytes, BytesMut};
 
 use super::files::{
-    generation_name, parse_generation, shard_directory_name, Files, CURRENT_FILE_NAME,
-    CURRENT_TEMPORARY_NAME, KEPT_DIRECTORY_NAME,
+    current_text, generation_name, parse_current, parse_generation, shard_directory_name, Files,
+    CURRENT_FILE_NAME, CURRENT_TEMPORARY_NAME, DATA_FORMAT, KEPT_DIRECTORY_NAME,
 };
 use super::format::{
     intact_records, parse_name, read_segment_with, read_snapshot, read_snapshot_header,
@@ -903,6 +903,23 @@ impl Image {
         }
         (queues_restored, messages_restored)
     }
+}
+
+/// Writes `CURRENT` naming `generation`, of `DATA_FORMAT` (`current_text`): under a temporary
+/// name, synced, renamed into place, and `root` synced.
+fn write_current<F: Files>(files: &F, root: &Path, generation: u64) -> Result<(), String> {
+    let failed = |what: &Path, why: std::io::Error| format!("{}: {why}", what.display());
+    let temporary = root.join(CURRENT_TEMPORARY_NAME);
+    files
+        .write_synced(&temporary, current_text(generation).as_bytes())
+        .map_err(|error| failed(&temporary, error))?;
+    let current_path = root.join(CURRENT_FILE_NAME);
+    files
+        .rename(&temporary, &current_path)
+        .map_err(|error| failed(&current_path, error))?;
+    files
+        .sync_directory(root)
+        .map_err(|error| failed(root, error))
 }
 
 /// Runs `jobs`, one a shard, and answers their results in order: each on a thread of its own
@@ -2145,14 +2162,22 @@ fn recover_noting<F: Files>(
         .create_directories(root)
         .map_err(|error| failed(root, error))?;
     let current_path = root.join(CURRENT_FILE_NAME);
-    let current = match files.read(&current_path) {
-        Ok(text) => Some(
-            std::str::from_utf8(&text)
+    let (current, current_format) = match files.read(&current_path) {
+        Ok(text) => {
+            let (generation, format) = std::str::from_utf8(&text)
                 .ok()
-                .and_then(|text| parse_generation(text.trim()))
-                .ok_or_else(|| format!("{}: not a generation name", current_path.display()))?,
-        ),
-        Err(error) if error.kind() == std::io::ErrorKind::NotFound => None,
+                .and_then(parse_current)
+                .ok_or_else(|| format!("{}: not a generation name", current_path.display()))?;
+            if format > DATA_FORMAT {
+                return Err(format!(
+                    "{}: files of data format {format}, written by a newer azq; this one reads \
+                     formats up to {DATA_FORMAT}",
+                    current_path.display()
+                ));
+            }
+            (Some(generation), format)
+        }
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => (None, DATA_FORMAT),
         Err(error) => return Err(failed(&current_path, error)),
     };
     // Generations other than the current one are leftovers of an interrupted change of
@@ -2630,6 +2655,16 @@ fn recover_noting<F: Files>(
 
     let mut starts = Vec::with_capacity(shards);
     if same_layout {
+        // Files a build from before wrote: `CURRENT` says the format this one writes before
+        // any of its files is (a build from before then refuses them all, as it must).
+        if current_format < DATA_FORMAT {
+            write_current(files, root, generation)?;
+            notes.push(format!(
+                "{}: says data format {DATA_FORMAT} now (was {current_format}): an azq from \
+                 before packed puts refuses these files from here on",
+                current_path.display()
+            ));
+        }
         for (state, image) in states.into_iter().zip(images) {
             let mut state = state;
             state.start_journal(image.next_sequence);
@@ -2735,19 +2770,7 @@ fn recover_noting<F: Files>(
         files
             .sync_directory(&generation_directory)
             .map_err(|error| failed(&generation_directory, error))?;
-        let temporary = root.join(CURRENT_TEMPORARY_NAME);
-        files
-            .write_synced(
-                &temporary,
-                format!("{}\n", generation_name(generation)).as_bytes(),
-            )
-            .map_err(|error| failed(&temporary, error))?;
-        files
-            .rename(&temporary, &current_path)
-            .map_err(|error| failed(&current_path, error))?;
-        files
-            .sync_directory(root)
-            .map_err(|error| failed(root, error))?;
+        write_current(files, root, generation)?;
         if let Some(old) = current {
             let old_directory = root.join(generation_name(old));
             let why = if rehashed {

@@ -211,6 +211,59 @@ fn a_missing_current_file_refuses_to_start_rather_than_remove_the_data() {
     );
 }
 
+/// `CURRENT` says the data format of its generation's files. Files a build from before packed
+/// puts wrote (a `CURRENT` of the generation alone) start as they are, and the start says
+/// format 3 there before any file of that format is written, so that a build from before then
+/// refuses them rather than remove a last segment of packed puts it cannot read (helper-85's
+/// review); a `CURRENT` of a format this build does not know is refused with nothing touched.
+#[test]
+fn current_says_the_data_format_and_a_newer_one_is_refused() {
+    let root = data_directory(Path::new("/data"));
+    let current = root.join("CURRENT");
+    let disk = SimDisk::new(0, true);
+    let segments = written(&disk, 5, 100, 1 << 20);
+    let text = |disk: &SimDisk| String::from_utf8(disk.read(&current).unwrap().to_vec()).unwrap();
+    assert_eq!(text(&disk), "gen-000001 format 3\n");
+    let recovered = recover_one_shard(&disk, RecoveryOptions::default()).unwrap();
+    assert!(recovered.notes.is_empty(), "{:?}", recovered.notes);
+    // As a build from before wrote it.
+    disk.write_synced(&current, b"gen-000001\n").unwrap();
+    disk.sync_directory(&root).unwrap();
+    let recovered = recover_one_shard(&disk, RecoveryOptions::default()).unwrap();
+    assert_eq!(recovered.shards[0].state.describe(NOW_MS).messages.len(), 5);
+    assert!(
+        recovered.notes[0].contains("says data format 3 now (was 2)"),
+        "{:?}",
+        recovered.notes
+    );
+    assert_eq!(text(&disk), "gen-000001 format 3\n");
+    // Durable: a power cut after the start keeps it.
+    disk.crash();
+    assert_eq!(text(&disk), "gen-000001 format 3\n");
+    // A newer format: refused, every file as it was.
+    disk.write_synced(&current, b"gen-000001 format 4\n")
+        .unwrap();
+    let files_before: Vec<_> = disk
+        .file_paths()
+        .into_iter()
+        .map(|path| (disk.read(&path).unwrap(), path))
+        .collect();
+    let refused = recover_one_shard(&disk, RecoveryOptions::default())
+        .map(|recovered| recovered.notes)
+        .expect_err("a newer format is refused");
+    assert!(
+        refused.contains("files of data format 4, written by a newer azq"),
+        "{refused}"
+    );
+    let files_after: Vec<_> = disk
+        .file_paths()
+        .into_iter()
+        .map(|path| (disk.read(&path).unwrap(), path))
+        .collect();
+    assert_eq!(files_after, files_before);
+    assert!(disk.read(&segments[0]).is_ok());
+}
+
 /// Found by review: `--truncateCorruptLog` could not get past a damaged segment header
 /// (in the last segment or before it), whatever the records after it.
 #[test]
