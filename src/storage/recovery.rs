@@ -2202,10 +2202,16 @@ fn recover_noting<F: Files>(
                         generation_name(generation)
                     ),
                 };
+                // With the data format (`current_text`): a name alone reads as format 2, which
+                // a build from before packed puts takes for its own, and it removed a last
+                // segment of packed puts (helper-86's review).
+                let text = current_text(parse_generation(&name).expect("a generation's name"));
                 return Err(format!(
                     "{why}, but {} holds queue data; refusing to start rather than remove it. If \
-                     it is the data to keep, write its name into CURRENT (`echo {name} > {}`)",
+                     it is the data to keep, write its name and this build's data format into \
+                     CURRENT (`echo '{}' > {}`)",
                     path.display(),
+                    text.trim(),
                     current_path.display()
                 ));
             }

@@ -197,6 +197,12 @@ fn a_missing_current_file_refuses_to_start_rather_than_remove_the_data() {
             refused.contains("holds queue data; refusing to start"),
             "{refused}"
         );
+        // The text it says to write names the data format: a name alone would let a build
+        // from before packed puts in (helper-86's review).
+        assert!(
+            refused.contains("(`echo 'gen-000001 format 3' > /data/__azq__/CURRENT`)"),
+            "{refused}"
+        );
         assert!(disk.read(&segments[0]).is_ok());
     }
     // What a first start leaves before it writes `CURRENT` (empty snapshots) still goes.
