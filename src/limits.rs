@@ -294,13 +294,15 @@ pub const SNAPSHOT_TALLY_STEP_SLOTS: u32 = 65_536;
 /// a half, a fill-and-drain benchmark ended with 914 MiB for 512 MiB before the fill: segments
 /// holding the other queues' messages kept, up to half dead.
 pub const SEGMENT_KEPT_LIVE_SHARE_MIN: (u64, u64) = (2, 3);
-/// The share of the text records live on disk in the segments before a snapshot's replay point
-/// (numerator, denominator) that what a snapshot now would give back of them must reach (and a
-/// segment, and the snapshot in place) for one to be due (`Log::dead_segments_due`): so a drain
-/// gives segments back as they die, the kept ones and the log it writes itself, at a snapshot
-/// each time about a fifth of the backlog on disk has gone, each smaller than the one before.
-/// Measured in docs/BENCHMARKS.md, "Segments given back as a drain kills them".
-pub const SNAPSHOT_DEAD_SHARE: (u64, u64) = (1, 4);
+/// Bytes a stored message adds to what a snapshot now would give back of the segments before
+/// its replay point (besides a segment, what it would copy and the snapshot in place) for one
+/// to be due (`Log::dead_segments_due`): a snapshot's work is a pass over every message, its
+/// tally and its entries, whatever their texts, so a drain gives segments back as they die, at
+/// a snapshot each time about this much a message stored has died. It was a quarter of the text
+/// records live on disk there (74 bytes a message of 256-byte texts, 16 KiB one of 64 KiB), and
+/// what died meanwhile, mostly the drain's own log, took the disk's peak to 1.6 times the
+/// texts. Measured in docs/BENCHMARKS.md, "Segments given back by the message".
+pub const SNAPSHOT_DEAD_BYTES_PER_MESSAGE: u64 = 16;
 /// Bytes of message text one snapshot step encodes at most (at least one message's), so that
 /// the texts it reads from disk to copy, and its encoding, stay small whatever the texts' sizes
 /// (`SNAPSHOT_STEP_SLOTS` of the largest would be 256 MiB, in memory uncharged: helper-39's

@@ -61,7 +61,7 @@ use super::recovery::{SegmentFile, ShardStart};
 use crate::limits::{
     DISK_COMPACTION_BYTES, LOG_CLOSED_SEGMENTS_MAX, LOG_FLUSH_BYTES_MAX, LOG_SEGMENT_BYTES,
     MESSAGE_OVERHEAD_BYTES, SEGMENT_KEPT_LIVE_SHARE_MIN, SEGMENT_SMALL_SHARE,
-    SNAPSHOT_ALLOWANCE_BYTES, SNAPSHOT_DEAD_SHARE, SNAPSHOT_READ_GAP_BYTES,
+    SNAPSHOT_ALLOWANCE_BYTES, SNAPSHOT_DEAD_BYTES_PER_MESSAGE, SNAPSHOT_READ_GAP_BYTES,
     SNAPSHOT_REHOME_STEP_TEXTS, SNAPSHOT_REMOVAL_STEP_BYTES, SNAPSHOT_STEP_SLOTS,
     SNAPSHOT_STEP_TEXT_BYTES, SNAPSHOT_SYNC_BYTES, SNAPSHOT_TALLY_STEP_SLOTS, STORAGE_BLOCK_BYTES,
 };
@@ -1043,11 +1043,11 @@ impl<D: Disk> Log<D> {
     /// budget (smallest first, as `segments_to_keep` spends it): the segments the snapshot in
     /// place keeps, and the closed ones the running log wrote, which free beyond every text
     /// record written there (copied if still in memory; the rest is padding, leases, deletes).
-    /// Due when that reaches a segment, `SNAPSHOT_DEAD_SHARE` of the text records live on disk
-    /// in them, and what the snapshot would copy (every message but those named in segments, at
-    /// its charge: the texts in memory and in the snapshot in place are written again, with
-    /// their entries), and the snapshot in place (named entries of leased messages are not a
-    /// few bytes), so that it frees at least about what it writes. A drain in order kills
+    /// Due when that reaches a segment, `SNAPSHOT_DEAD_BYTES_PER_MESSAGE` a message stored (its
+    /// pass over them all), what the snapshot would copy (every message but those named in
+    /// segments, at its charge: the texts in memory and in the snapshot in place are written
+    /// again, with their entries), and the snapshot in place (named entries of leased messages
+    /// are not a few bytes), so that it frees at least about what it writes. A drain in order kills
     /// the kept segments one after the other and writes a log of its own, mostly padding (each
     /// small flush of Gets and Deletes takes a block); `wants_snapshot`'s rules let both stay
     /// until about a third of the store had gone, about 3 times the texts left on disk. Only
@@ -1065,13 +1065,12 @@ impl<D: Disk> Log<D> {
             .closed_segments_before(u64::MAX)
             .filter(|&(_, before)| before)
             .filter_map(|(segment, _)| Some((segment, Some(segment.text_record_bytes?))));
-        let (mut live_total, mut dying) = (0u64, Vec::new());
+        let mut dying = Vec::new();
         for (segment, written) in kept.chain(closed) {
             if log.held.binary_search(&segment.first_sequence).is_ok() {
                 continue;
             }
             let live = state.segment_text_record_bytes(segment.first_sequence);
-            live_total = live_total.saturating_add(live);
             if !mostly_live(live, segment, self.segment_bytes) {
                 let kept_back = live.max(written.unwrap_or(0));
                 dying.push((live, segment.allocated_bytes.saturating_sub(kept_back)));
@@ -1081,7 +1080,10 @@ impl<D: Disk> Log<D> {
         let dead = given_up
             .into_iter()
             .fold(0u64, |dead, freed| dead.saturating_add(freed));
-        let share = live_total.saturating_mul(SNAPSHOT_DEAD_SHARE.0) / SNAPSHOT_DEAD_SHARE.1;
+        let work = state
+            .totals()
+            .1
+            .saturating_mul(SNAPSHOT_DEAD_BYTES_PER_MESSAGE);
         // What the snapshot copies, about: what is stored but the messages whose texts are on
         // disk only in segments (named in a few bytes each), at their charge. Every other
         // message is written whole again, text and entry, those whose texts are on disk only
@@ -1102,7 +1104,7 @@ impl<D: Disk> Log<D> {
         // the log it freed (helper-84's review of 69d5923).
         let snapshot = log.snapshot.as_ref().map_or(0, |(_, bytes)| *bytes);
         let rewritten = snapshot.min(state.stored_bytes());
-        dead >= self.segment_bytes.max(share).max(copied).max(rewritten)
+        dead >= self.segment_bytes.max(work).max(copied).max(rewritten)
     }
 
     /// Starts a snapshot of `state` as it is now.

@@ -3541,13 +3541,62 @@ fn a_drain_after_a_restart_gives_kept_segments_back() {
     }
 }
 
+/// What `drain_with_snapshots` did.
+struct Drain {
+    /// Messages drained.
+    drained: usize,
+    /// Snapshots written.
+    snapshots: u64,
+    /// The messages stored when each snapshot began, summed: what their passes went over.
+    passed: u64,
+}
+
+/// Drains queue 0 in batches of `batch` (`drain_batch_of`), each batch's texts on disk read
+/// back just before its Get, and writes a snapshot whenever one is due (`wants_snapshot`, or
+/// `dead_segments_due` as the disk watch would ask), calling `each` after every batch with the
+/// messages drained and the snapshots written so far.
+fn drain_with_snapshots(
+    log: &Log<SimDisk>,
+    state: &RefCell<ShardState>,
+    batch: usize,
+    mut each: impl FnMut(usize, u64),
+) -> Drain {
+    let (mut drained, mut snapshots, mut passed) = (0, 0, 0);
+    loop {
+        let slots = drained as u32..(drained + batch) as u32;
+        let texts = state.borrow().texts_on_disk(slots);
+        for (named, text) in run(log.read_texts(texts)).expect("read back") {
+            assert!(state.borrow_mut().deliver_text(named, text, true));
+        }
+        let got = drain_batch_of(log, state, batch);
+        if got == 0 {
+            return Drain {
+                drained,
+                snapshots,
+                passed,
+            };
+        }
+        drained += got;
+        if log.wants_snapshot(state) || log.dead_segments_due(state) {
+            passed += state.borrow().totals().1;
+            snapshot_whole(log, state);
+            snapshots += 1;
+        }
+        each(drained, snapshots);
+    }
+}
+
 /// A drain in order kills the kept segments one after the other, and `wants_snapshot`'s rules
 /// kept them all until about a third of the store had gone (about 3 times the texts left on
 /// disk in docs/BENCHMARKS.md's fill and drain). `dead_segments_due`, asked at every batch as
-/// the disk watch would, makes a snapshot due as they die: the disk stays within 1.25 times the
-/// text records left, and a few segments (the one being drained, the open one, the snapshot).
-/// Drained with the texts on disk, each batch's read back just before its Get, with and
-/// without a restart. Fails with `wants_snapshot` alone (run: 78 MiB for 50 MiB left).
+/// the disk watch would, makes a snapshot due as they die: the disk stays within the text
+/// records left and a few segments (the one being drained, the open one, the snapshot), and no
+/// more than one snapshot is written for each segment of log. Drained with the texts on disk,
+/// each batch's read back just before its Get, with and without a restart. Fails with
+/// `wants_snapshot` alone (run: 78 MiB for 50 MiB left), and with a snapshot due only once a
+/// quarter of the text records live on disk had died, as it was before
+/// `SNAPSHOT_DEAD_BYTES_PER_MESSAGE` (run: 81,293,312 bytes on disk for 75,635,280 left after
+/// 40 drained, no snapshot yet).
 #[test]
 fn a_drain_in_order_gives_kept_segments_back_as_they_die() {
     const TEXTS: usize = 1_300;
@@ -3566,31 +3615,17 @@ fn a_drain_in_order_gives_kept_segments_back_as_they_die() {
             !log.dead_segments_due(&state),
             "restart {restart}: none died before the drain"
         );
-        let (mut drained, mut snapshots) = (0, 0);
-        loop {
-            let slots = drained as u32..(drained + BATCH) as u32;
-            let texts = state.borrow().texts_on_disk(slots);
-            for (named, text) in run(log.read_texts(texts)).expect("read back") {
-                assert!(state.borrow_mut().deliver_text(named, text, true));
-            }
-            let batch = drain_batch_of(&log, &state, BATCH);
-            if batch == 0 {
-                break;
-            }
-            drained += batch;
-            if log.wants_snapshot(&state) || log.dead_segments_due(&state) {
-                snapshot_whole(&log, &state);
-                snapshots += 1;
-            }
+        let before = log.stats();
+        let drain = drain_with_snapshots(&log, &state, BATCH, |drained, snapshots| {
             let left = (TEXTS - drained) as u64 * record_bytes;
-            let bound = left + left / 4 + 5 * (1 << 20);
             assert!(
-                log.disk_bytes() <= bound,
+                log.disk_bytes() <= left + 5 * (1 << 20),
                 "restart {restart}: {} bytes on disk for {left} left after {drained} drained \
                  ({snapshots} snapshots)",
                 log.disk_bytes()
             );
-        }
+        });
+        let (drained, snapshots) = (drain.drained, drain.snapshots);
         assert_eq!(drained, TEXTS);
         assert!(
             log.kept_segments().is_empty(),
@@ -3598,12 +3633,61 @@ fn a_drain_in_order_gives_kept_segments_back_as_they_die() {
             log.kept_segments(),
             log.disk_bytes()
         );
-        // A snapshot each time a fifth of what is left has gone, or so: not one a batch.
+        // A snapshot each time a segment or so has died (the fill's, and the drain's log): not
+        // one a batch.
+        let stats = log.stats();
+        let drain_log = (stats.bytes - before.bytes)
+            + (stats.flushes - before.flushes) * STORAGE_BLOCK_BYTES as u64;
+        let segments_died = (TEXTS as u64 * record_bytes + drain_log) >> 20;
         assert!(
-            (8..=40).contains(&snapshots),
-            "restart {restart}: {snapshots} snapshots"
+            (8..=segments_died + 2).contains(&snapshots),
+            "restart {restart}: {snapshots} snapshots for {segments_died} MiB of log died"
         );
     }
+}
+
+/// A snapshot passes over every message stored (its tally and its entries), so
+/// `dead_segments_due` waits until what it would give back reaches
+/// `SNAPSHOT_DEAD_BYTES_PER_MESSAGE` a message stored: over a whole drain in order of 200,000
+/// texts of 16 bytes named in kept segments of 256 KiB, the messages the snapshots passed
+/// over, at that many bytes each, stay within the log written (each byte of it dies once).
+/// Fails with a snapshot due once a segment has died whatever is stored (run: 61 snapshots
+/// passed over 5,274,688 messages for 53,047,927 bytes of log; 34 over 2,093,248 with it).
+#[test]
+fn a_drain_of_small_messages_pays_for_each_snapshots_pass() {
+    use crate::limits::SNAPSHOT_DEAD_BYTES_PER_MESSAGE;
+    const TEXTS: usize = 200_000;
+    const BATCH: usize = 32;
+    let (_disk, log, state) = fresh_shard(256 << 10);
+    state.borrow_mut().track_texts(RecoveredTexts::default());
+    create_queue_0(&log, &state);
+    let text = Bytes::from_static(b"sixteen bytes!!!");
+    for _ in 0..TEXTS / 250 {
+        for _ in 0..250 {
+            put_unflushed(&state, &text);
+        }
+        while run(log.flush(&state)).expect("flushed") {}
+    }
+    while state.borrow_mut().evict(u64::MAX, log.durable_sequence()) > 0 {}
+    snapshot_whole(&log, &state);
+    assert!(log.kept_segments().len() > 5, "{:?}", log.kept_segments());
+    let before = log.stats();
+    let Drain {
+        drained,
+        snapshots,
+        passed,
+    } = drain_with_snapshots(&log, &state, BATCH, |_, _| {});
+    assert_eq!(drained, TEXTS);
+    let stats = log.stats();
+    let written = stats.bytes + stats.flushes * STORAGE_BLOCK_BYTES as u64;
+    assert!(
+        passed * SNAPSHOT_DEAD_BYTES_PER_MESSAGE <= written,
+        "{snapshots} snapshots passed over {passed} messages for {written} bytes of log \
+         ({} of them the drain's)",
+        written - before.bytes - before.flushes * STORAGE_BLOCK_BYTES as u64
+    );
+    assert!(snapshots > 0, "the drain gave segments back");
+    assert!(log.kept_segments().is_empty(), "{:?}", log.kept_segments());
 }
 
 /// A snapshot copies the texts in memory, so `dead_segments_due` must not make one due for
