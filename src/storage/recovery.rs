@@ -127,7 +127,9 @@ pub struct SegmentFile {
     /// room after the records), the segment size for one the running log closed.
     pub allocated_bytes: u64,
     /// Bytes of the records carrying texts that the running log wrote in it while it tracked
-    /// texts (`Log::dead_segments_due`); `None` where not counted (one recovery read).
+    /// texts (`Log::dead_segments_due`: a snapshot that gives it up copies those still in
+    /// memory). 0 for one recovery read with texts located, where every live text but the
+    /// empty ones stays on disk only; `None` for one it read without (not counted).
     pub text_record_bytes: Option<u64>,
 }
 
@@ -2052,7 +2054,7 @@ fn read_shard<F: Files>(
             path: path.clone(),
             bytes,
             allocated_bytes: bytes,
-            text_record_bytes: None,
+            text_record_bytes: locate_texts.then_some(0),
         });
         if stop {
             break;
