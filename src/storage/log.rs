@@ -1042,16 +1042,18 @@ impl<D: Disk> Log<D> {
     /// (`mostly_live`, as its tally will find them) whose texts on disk only fit the copy
     /// budget (smallest first, as `segments_to_keep` spends it): the segments the snapshot in
     /// place keeps, and the closed ones the running log wrote, which free beyond every text
-    /// record written there (copied if still in memory; the rest is padding, leases, deletes).
-    /// Due when that reaches a segment, `SNAPSHOT_DEAD_BYTES_PER_MESSAGE` a message stored (its
-    /// pass over them all), what the snapshot would copy (every message but those named in
-    /// segments, at its charge: the texts in memory and in the snapshot in place are written
-    /// again, with their entries), and the snapshot in place (named entries of leased messages
-    /// are not a few bytes), so that it frees at least about what it writes. A drain in order kills
-    /// the kept segments one after the other and writes a log of its own, mostly padding (each
-    /// small flush of Gets and Deletes takes a block); `wants_snapshot`'s rules let both stay
-    /// until about a third of the store had gone, about 3 times the texts left on disk. Only
-    /// while texts are tracked (else nothing is kept).
+    /// record written there (copied if still in memory; the rest is padding, leases, deletes),
+    /// or recovery read with texts located, which free as kept ones do (every live text there
+    /// was on disk only at the start). Due when that reaches a segment,
+    /// `SNAPSHOT_DEAD_BYTES_PER_MESSAGE` a message stored (its pass over them all), what the
+    /// snapshot would copy (every message but those named in segments, at its charge: the texts
+    /// in memory and in the snapshot in place are written again, with their entries), and the
+    /// snapshot in place (named entries of leased messages are not a few bytes), so that it
+    /// frees at least about what it writes. A drain in order kills the kept segments one after
+    /// the other and writes a log of its own, mostly padding (each small flush of Gets and
+    /// Deletes takes a block); `wants_snapshot`'s rules let both stay until about a third of
+    /// the store had gone, about 3 times the texts left on disk. Only while texts are tracked
+    /// (else nothing is kept).
     /// Not one of `wants_snapshot`'s rules: it looks up every segment (hundreds for 100 M
     /// messages), so the shard asks it every `DISK_SAMPLE_INTERVAL_MS`, not after every flush.
     pub fn dead_segments_due(&self, state: &RefCell<ShardState>) -> bool {
