@@ -404,17 +404,11 @@ fn whole_record(record: &Bytes, locator: TextLocator, sequence: Option<u64>) -> 
 /// before packed puts wrote it: for tests that read such files.
 #[cfg(test)]
 pub(crate) fn encode_unpacked_put(message: &MessageState, sequence: u64, out: &mut BytesMut) {
-    let start = out.len();
-    out.put_bytes(0, RECORD_HEADER_BYTES);
-    out.put_u8(MESSAGE_PUT);
-    put_message_state(out, message);
-    put_bytes(out, &message.text);
-    let sequence_bytes = sequence.to_le_bytes();
-    let crc = crc32c(&[&sequence_bytes, &out[start + RECORD_HEADER_BYTES..]]);
-    let body_bytes = (out.len() - start - RECORD_HEADER_BYTES) as u32;
-    out[start..start + 4].copy_from_slice(&body_bytes.to_le_bytes());
-    out[start + 4..start + 8].copy_from_slice(&crc.to_le_bytes());
-    out[start + 8..start + 16].copy_from_slice(&sequence_bytes);
+    frame_record(sequence, out, |out| {
+        out.put_u8(MESSAGE_PUT);
+        put_message_state(out, message);
+        put_bytes(out, &message.text);
+    });
 }
 
 /// CRC-32C (Castagnoli), hardware accelerated where the CPU has it, of `parts` in order.
@@ -426,9 +420,15 @@ pub fn crc32c(parts: &[&[u8]]) -> u32 {
 
 /// Appends `record`, numbered `sequence`, to `out`.
 pub fn encode<T: AsRef<[u8]>>(record: &Record<T>, sequence: u64, out: &mut BytesMut) {
+    frame_record(sequence, out, |out| encode_body(record, out));
+}
+
+/// Appends a record numbered `sequence` whose body (type byte first) `body` writes: its header
+/// (the body's length, the CRC of the sequence and the body, the sequence) before it.
+fn frame_record(sequence: u64, out: &mut BytesMut, body: impl FnOnce(&mut BytesMut)) {
     let start = out.len();
     out.put_bytes(0, RECORD_HEADER_BYTES);
-    encode_body(record, out);
+    body(out);
     let body_bytes = out.len() - start - RECORD_HEADER_BYTES;
     // The readers refuse a longer record as garbage: written, it would take every record after
     // it at the next start. Every request's fields are bounded far below this.
@@ -649,41 +649,52 @@ fn delay_end_ms(insertion_ms: u64, delay_s: u32) -> u64 {
 /// foreign ID. A Put record of 256 bytes takes 40 bytes beyond its text where kind 5 took 74:
 /// about a tenth less log a message.
 fn put_packed_state<T>(out: &mut BytesMut, message: &MessageState<T>) {
-    let mut flags = 0;
-    if message.foreign_id.is_some() {
-        flags |= PACKED_FOREIGN_ID;
-    }
-    let delay_end = delay_end_ms(message.insertion_ms, message.delay_s);
-    flags |= if message.visible_ms == 0 {
-        0
-    } else if message.visible_ms == delay_end {
-        PACKED_VISIBLE_AT_DELAY_END
+    let (visible_flag, visible) = packed_visibility(message);
+    let foreign_flag = if message.foreign_id.is_some() {
+        PACKED_FOREIGN_ID
     } else {
-        PACKED_VISIBLE_AT
+        0
     };
-    out.put_u8(flags);
-    for number in [message.queue, message.slot, message.generation] {
-        put_varint(out, u64::from(number));
+    out.put_u8(foreign_flag | visible_flag);
+    for number in packed_numbers(message) {
+        put_varint(out, number);
     }
-    put_varint(out, message.sequence);
-    put_varint(out, message.insertion_ms);
-    let counts = [
-        message.ttl_s,
-        message.delay_s,
-        message.dequeue_count,
-        message.lease,
-    ];
-    for number in counts {
-        put_varint(out, u64::from(number));
-    }
-    if flags & PACKED_VISIBLE_AT != 0 {
-        put_varint(
-            out,
-            zigzag(message.visible_ms.wrapping_sub(message.insertion_ms)),
-        );
+    if let Some(visible) = visible {
+        put_varint(out, visible);
     }
     if let Some(id) = message.foreign_id {
         out.put_u128_le(id.0);
+    }
+}
+
+/// A packed put's nine numbers, in the order it writes them: queue, slot, generation,
+/// sequence, insertion time, TTL, delay, dequeue count, lease.
+fn packed_numbers<T>(message: &MessageState<T>) -> [u64; 9] {
+    [
+        message.queue.into(),
+        message.slot.into(),
+        message.generation.into(),
+        message.sequence,
+        message.insertion_ms,
+        message.ttl_s.into(),
+        message.delay_s.into(),
+        message.dequeue_count.into(),
+        message.lease.into(),
+    ]
+}
+
+/// How a packed put says when `message` is visible: its flag (none for 0,
+/// `PACKED_VISIBLE_AT_DELAY_END` for its delay's end), and, with `PACKED_VISIBLE_AT`, the
+/// zigzag difference from its insertion time that follows its numbers.
+fn packed_visibility<T>(message: &MessageState<T>) -> (u8, Option<u64>) {
+    let delay_end = delay_end_ms(message.insertion_ms, message.delay_s);
+    match message.visible_ms {
+        0 => (0, None),
+        visible_ms if visible_ms == delay_end => (PACKED_VISIBLE_AT_DELAY_END, None),
+        visible_ms => (
+            PACKED_VISIBLE_AT,
+            Some(zigzag(visible_ms.wrapping_sub(message.insertion_ms))),
+        ),
     }
 }
 
@@ -691,24 +702,8 @@ fn put_packed_state<T>(out: &mut BytesMut, message: &MessageState<T>) {
 /// `text_bytes`, worked out from the fields without encoding it (the bounds of a change of
 /// shard count count millions of messages).
 pub fn put_record_bytes<T>(message: &MessageState<T>, text_bytes: usize) -> usize {
-    let numbers = [message.queue, message.slot, message.generation]
-        .into_iter()
-        .chain([
-            message.ttl_s,
-            message.delay_s,
-            message.dequeue_count,
-            message.lease,
-        ])
-        .map(|number| varint_bytes(u64::from(number)))
-        .sum::<usize>()
-        + varint_bytes(message.sequence)
-        + varint_bytes(message.insertion_ms);
-    let delay_end = delay_end_ms(message.insertion_ms, message.delay_s);
-    let visible = match message.visible_ms {
-        0 => 0,
-        visible_ms if visible_ms == delay_end => 0,
-        visible_ms => varint_bytes(zigzag(visible_ms.wrapping_sub(message.insertion_ms))),
-    };
+    let numbers: usize = packed_numbers(message).into_iter().map(varint_bytes).sum();
+    let visible = packed_visibility(message).1.map_or(0, varint_bytes);
     let foreign_id = if message.foreign_id.is_some() { 16 } else { 0 };
     RECORD_HEADER_BYTES
         + 2
@@ -1802,10 +1797,7 @@ mod tests {
     /// Framed as `encode` frames a record: `body` (type byte first), numbered `sequence`.
     fn framed(body: &[u8], sequence: u64) -> Bytes {
         let mut data = BytesMut::new();
-        data.put_u32_le(body.len() as u32);
-        data.put_u32_le(crc32c(&[&sequence.to_le_bytes(), body]));
-        data.put_u64_le(sequence);
-        data.put_slice(body);
+        frame_record(sequence, &mut data, |out| out.put_slice(body));
         data.freeze()
     }
 
