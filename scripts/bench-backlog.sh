@@ -99,7 +99,8 @@ json() {
 }
 
 disk_bytes() {
-  du -sb "$data" | cut -f1
+  # du, too, fails when a file goes while it walks (and still prints the total).
+  { du -sb "$data" 2>/dev/null || true; } | cut -f1
 }
 
 # The phase the run is in, for the disk sampler.
@@ -111,10 +112,13 @@ phase() {
 
 # Every second until killed: the data directory's files' bytes (as `du -sb` counts them), then
 # its log segments' count and bytes, its snapshots' bytes and the snapshot being written's, and
-# the phase, one line to OUT_DIR/disk.tsv.
+# the phase, one line to OUT_DIR/disk.tsv. find fails when a file goes between its listing and
+# its size (a segment a snapshot gave up), and under pipefail that ended the sampler, and the
+# script at its `kill` with no summary: a sample then lacks that file, and the next has it right.
 sample_disk() {
   while true; do
-    find "$data" -type f -printf '%s %f\n' 2>/dev/null | awk -v phase="$(cat "$phase_file")" '
+    { find "$data" -type f -printf '%s %f\n' 2>/dev/null || true; } |
+      awk -v phase="$(cat "$phase_file")" '
       { bytes = $1; total += bytes }
       $2 ~ /^wal-.*\.log$/ { segments++; log_bytes += bytes }
       $2 ~ /\.snap$/ { snapshots += bytes }
