@@ -16,7 +16,7 @@ a temporary file under DIR (default: the system's temporary directory; pass the 
   2 threads   fallocate, two flushes in flight at once on two threads (syncs/s, and each's time)
   zero 1 MiB  fallocate, and each flush that reaches past the zeroed blocks first writes 1 MiB
               of zeros after itself (in-line zero-fill: the one slow flush pays for the rest)
-  rotation    a new 64 MiB segment as azq makes one (create, fallocate, header, fdatasync,
+  rotation    a new 16 MiB segment as azq makes one (create, fallocate, header, fdatasync,
               rename, directory fsync): milliseconds each, N/100 times
 
 Prints p50, p99 and the mean in microseconds (rotation: milliseconds). Writes only into its own
@@ -34,7 +34,7 @@ import threading
 import time
 
 LIBC = ctypes.CDLL(None, use_errno=True)
-SEGMENT_BYTES = 64 << 20
+SEGMENT_BYTES = 16 << 20
 
 
 def fallocate(fd, length):

@@ -95,8 +95,12 @@ pub const LOG_FLUSH_HOLD_US_MAX: u64 = 1_000;
 pub const LOG_FLUSH_HOLD_BACKOFF_MS_MIN: u64 = 10;
 /// The longest such pause, ms.
 pub const LOG_FLUSH_HOLD_BACKOFF_MS_MAX: u64 = 1_000;
-/// Size a log segment is preallocated to; a new segment starts when a flush does not fit.
-pub const LOG_SEGMENT_BYTES: u64 = 64 << 20;
+/// Size a log segment is preallocated to; a new segment starts when a flush does not fit. The
+/// unit in which a drain gives disk back: the open segment is preallocated whole, and a segment
+/// is freed or compacted whole. At 64 MiB the peak of a fill and drain of 2,000,000 texts of
+/// 256 B was 1.53 times the texts, at 16 MiB 1.44 times (docs/BENCHMARKS.md, "Segments of 16
+/// MiB"); a new segment costs about 0.3 ms (create, fallocate, header, sync, rename).
+pub const LOG_SEGMENT_BYTES: u64 = 16 << 20;
 /// How far ahead of the writes an O_DIRECT segment is filled with zeros (io_uring backend).
 /// Preallocated blocks are "unwritten" extents: a direct write into them needs the file system
 /// to convert them, which io_uring cannot do without blocking and hands to a kernel worker
@@ -132,9 +136,11 @@ pub const TEXT_HOME_BYTES: u64 = 80;
 /// (`ShardState::text_budget`): where small texts' slots fill memory, their texts and homes
 /// go rather than Puts be refused, and the rest is room for the Puts between two flushes.
 pub const TEXT_MEMORY_ROOM_SHARE: (u64, u64) = (3, 4);
-/// Smallest share of `--max-disk` one shard may have, bytes: the open segment, the two segments
-/// of headroom (`storage::space::headroom_bytes`) and one for the data itself.
-pub const DISK_BYTES_PER_SHARD_MIN: u64 = 4 * LOG_SEGMENT_BYTES;
+/// Smallest share of `--max-disk` one shard may have, bytes: at least the open segment, the
+/// headroom (`storage::space::headroom_bytes`: `DISK_SERVED_RECORDS_BYTES` and a segment) and a
+/// segment for the data itself; 256 MiB, as when segments were 64 MiB, so that the smallest
+/// share and a default shard count under `--max-disk` did not change when they became 16 MiB.
+pub const DISK_BYTES_PER_SHARD_MIN: u64 = 256 << 20;
 /// How often each durable shard's measuring thread (`storage::space::SpaceGauge`) takes the file
 /// system's free space (`statvfs`), and the shard reads it, ms; its own files' size the shard
 /// knows at every flush.
@@ -151,6 +157,12 @@ pub const MEMORY_GIVE_BACK_BYTES_MIN: u64 = 64 << 20;
 /// without it a shard filled to its limit and drained in part, its segments mostly dead,
 /// refused puts for good (helper-65's review of 96bb0b1).
 pub const DISK_COMPACTION_BYTES: u64 = LOG_SEGMENT_BYTES;
+/// Room the disk rule keeps for the records of what a shard still serves while a snapshot runs
+/// (Get, Delete, Clear) and of what it accepted between two measurements
+/// (`storage::space::headroom_bytes`): a flush takes whole 4 KiB blocks, so 16,384 lone Gets or
+/// Deletes, many more records when they batch. A segment's size until segments became 16 MiB;
+/// kept when they did, so that the margin against ENOSPC did not shrink with them.
+pub const DISK_SERVED_RECORDS_BYTES: u64 = 64 << 20;
 /// Room beyond the disk rule a shard refusing growth for space waits for before it accepts
 /// again, so that clients working at the limit do not flip it at every message.
 pub const DISK_RESUME_MARGIN_BYTES: u64 = 16 << 20;
@@ -247,7 +259,7 @@ pub const RECORD_BODY_BYTES_MAX: usize = 1 << 20;
 /// Disk that files recovery kept aside on earlier starts may take (`DIR/__azq__/kept/`: what it
 /// cut off a log or removed, copied first so that a reader's mistake never deletes data); the
 /// oldest go first beyond it. What the current start keeps is never removed by it.
-pub const RECOVERY_KEPT_BYTES_MAX: u64 = 4 * LOG_SEGMENT_BYTES;
+pub const RECOVERY_KEPT_BYTES_MAX: u64 = 256 << 20;
 /// What a change of shard count with texts located is taken to hold a message while it moves
 /// them, bytes, against the memory the process may have (`RecoveryOptions::
 /// reshard_memory_bytes_max`): its slot and recovery's entry for it, and a moved message's ID in
@@ -464,6 +476,8 @@ const _: () = assert!(LOG_FLUSH_BYTES_MAX >= 2 * REQUEST_BODY_BYTES_MAX);
 const _: () = assert!(SNAPSHOT_SYNC_BYTES % STORAGE_BLOCK_BYTES == 0);
 const _: () = assert!(SNAPSHOT_REMOVAL_STEP_BYTES > 0);
 const _: () = assert!(RECOVERY_KEPT_BYTES_MAX >= LOG_SEGMENT_BYTES);
+const _: () =
+    assert!(DISK_BYTES_PER_SHARD_MIN >= 3 * LOG_SEGMENT_BYTES + DISK_SERVED_RECORDS_BYTES);
 const _: () = assert!(RECORD_BODY_BYTES_MAX >= 8 * (MESSAGE_TEXT_BYTES_MAX + METADATA_BYTES_MAX));
 const _: () = assert!(RECORD_BODY_BYTES_MAX <= LOG_FLUSH_BYTES_MAX);
 const _: () = assert!(13 + 25 * SNAPSHOT_NAMED_PUTS_PER_ENTRY_MAX <= RECORD_BODY_BYTES_MAX / 8);

@@ -1221,7 +1221,7 @@ fn texts_recovered_at_a_start_leave_memory_once_a_snapshot_records_them() {
 
 /// `--text-memory 0`: a snapshot names the texts on disk only in a closed segment full of
 /// them, instead of copying them, and keeps that segment (TIERED-STORAGE step 5). 1,100 texts
-/// of 62,000 bytes (68 MB, more than a 64 MiB segment) in a queue nobody touches, then 60 that
+/// of 62,000 bytes (68 MB, more than four 16 MiB segments) in a queue nobody touches, then 60 that
 /// Gets and Updates churn until the log outgrows the live data and a snapshot is written: once
 /// it is in place the first segment is still there, before the snapshot's replay point, the
 /// snapshot holds less than half those texts, and every text reads back, from the kept segment
@@ -1284,11 +1284,11 @@ fn a_snapshot_keeps_a_segment_full_of_texts_on_disk_only_and_names_them() {
         // segment; with --truncateCorruptLog it starts without that one message (a line says
         // so, the segment copied aside), every other text as it was.
         server.kill();
-        // The 550th put, well inside the first segment (which holds about 1,080): IDs do not
+        // The 110th put, well inside the first segment (which holds about 270): IDs do not
         // sort in the order of the puts.
         let (damaged_id, damaged_text) = kept
             .iter()
-            .find(|(_, text)| text.starts_with(&format!("kept {:05} ", KEPT / 2)))
+            .find(|(_, text)| text.starts_with(&format!("kept {:05} ", KEPT / 10)))
             .expect("a kept text");
         let bytes = std::fs::read(&first).unwrap();
         let at = bytes

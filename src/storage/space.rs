@@ -14,11 +14,11 @@
 //! more than a snapshot's encoding of the same data, but the texts on disk only in closed
 //! segments, which it names in a few bytes each when it keeps every segment they are in), room
 //! to compact a segment (`DISK_COMPACTION_BYTES`, at most the texts it names; `Log::watch_space`)
-//! and two segments (`LOG_SEGMENT_BYTES`: one for the records of what it still serves while the
-//! snapshot runs, Get, Delete and Clear, and what was accepted between two measurements, a
-//! flush taking whole blocks, so 16,384 lone Gets or Deletes, many more records when they
-//! batch; one because segments are allocated whole, so a rotation just before
-//! a measurement takes a segment at once) would pass its share of `--max-disk`; and while the
+//! the records of what it still serves while the snapshot runs, Get, Delete and Clear, and what
+//! was accepted between two measurements (`DISK_SERVED_RECORDS_BYTES`: a flush takes whole
+//! blocks, so 16,384 lone Gets or Deletes, many more records when they batch) and a segment
+//! (`LOG_SEGMENT_BYTES`: segments are allocated whole, so a rotation just before a measurement
+//! takes a segment at once) would pass its share of `--max-disk`; and while the
 //! file system's free space minus the same headroom for every shard would fall below
 //! `--min-free-disk`. Refusals stop by themselves once deletes shrink the live data or a
 //! snapshot removes segments (with `DISK_RESUME_MARGIN_BYTES` to spare). While it refuses, a
@@ -45,7 +45,9 @@ use std::sync::{Arc, Weak};
 use std::thread::{self, Thread};
 use std::time::Duration;
 
-use crate::limits::{DISK_RESUME_MARGIN_BYTES, DISK_SAMPLE_INTERVAL_MS, LOG_SEGMENT_BYTES};
+use crate::limits::{
+    DISK_RESUME_MARGIN_BYTES, DISK_SAMPLE_INTERVAL_MS, DISK_SERVED_RECORDS_BYTES, LOG_SEGMENT_BYTES,
+};
 
 /// What `--min-free-disk` keeps free on the file system holding `--location`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -90,13 +92,15 @@ pub struct Space {
 }
 
 /// What a shard must keep in hand beyond its files so that a snapshot can still complete: what
-/// the snapshot writes (`snapshot_bytes`) and two segments. One for the records still served
-/// while it runs; one because segments are allocated whole: a rotation just before the
-/// measurement takes a segment at once, and with one segment of headroom a shard once started
-/// refusing with none left (found by the break-it review: the next rotation met ENOSPC during
-/// the snapshot).
+/// the snapshot writes (`snapshot_bytes`), room for the records still served while it runs
+/// (`DISK_SERVED_RECORDS_BYTES`, a segment's size until segments became 16 MiB) and a segment,
+/// because segments are allocated whole: a rotation just before the measurement takes a
+/// segment at once, and with only the served records' room a shard once started refusing with
+/// none left (found by the break-it review: the next rotation met ENOSPC during the snapshot).
 pub fn headroom_bytes(snapshot_bytes: u64) -> u64 {
-    snapshot_bytes.saturating_add(2 * LOG_SEGMENT_BYTES)
+    snapshot_bytes
+        .saturating_add(DISK_SERVED_RECORDS_BYTES)
+        .saturating_add(LOG_SEGMENT_BYTES)
 }
 
 /// Why a shard refuses the operations that grow stored data, with the figures, for the line it
@@ -107,7 +111,8 @@ pub enum Refusal {
     OverShare {
         /// The shard's files.
         disk_bytes: u64,
-        /// What a snapshot needs: what it writes, room to compact a segment, and two segments
+        /// What a snapshot needs: what it writes, room to compact a segment, the records served
+        /// meanwhile and a segment
         /// (`headroom_bytes`, `Log::watch_space`).
         headroom_bytes: u64,
         /// The shard's share of `--max-disk`.
@@ -164,8 +169,8 @@ impl std::fmt::Display for Refusal {
             } => write!(
                 out,
                 "its files ({:.1} MiB) and the room a snapshot needs ({:.1} MiB: what it writes, \
-                 room to compact a segment, and two segments) would pass its share of \
-                 --max-disk ({:.1} MiB)",
+                 room to compact a segment, the records served meanwhile and a segment) would \
+                 pass its share of --max-disk ({:.1} MiB)",
                 mib(disk_bytes),
                 mib(headroom_bytes),
                 mib(shard_bytes_max)
@@ -179,7 +184,7 @@ impl std::fmt::Display for Refusal {
                 out,
                 "the file system has {:.1} MiB free, under --min-free-disk ({:.1} MiB) and the \
                  room {shards} shard(s) may need for a snapshot ({:.1} MiB each: what it writes, \
-                 room to compact a segment, and two segments)",
+                 room to compact a segment, the records served meanwhile and a segment)",
                 mib(free_bytes),
                 mib(reserve_bytes),
                 mib(headroom_bytes)
@@ -401,8 +406,8 @@ mod tests {
     use super::*;
 
     const MIB: u64 = 1 << 20;
-    /// A shard's headroom with nothing to snapshot: two segments.
-    const HEADROOM: u64 = 2 * LOG_SEGMENT_BYTES;
+    /// A shard's headroom with nothing to snapshot: the served records' room and a segment.
+    const HEADROOM: u64 = DISK_SERVED_RECORDS_BYTES + LOG_SEGMENT_BYTES;
 
     fn refuses(
         limits: &DiskLimits,
@@ -473,7 +478,7 @@ mod tests {
     #[test]
     fn refusals_stop_only_with_a_margin_to_spare() {
         let share = limits(Some(384 * MIB), FreeDiskMin::Bytes(0), 1);
-        let files = 256 * MIB;
+        let files = 384 * MIB - HEADROOM;
         assert!(refusal(&share, files, 0, None, false).is_none());
         assert!(refusal(&share, files, 0, None, true).is_some());
         let spared = files - DISK_RESUME_MARGIN_BYTES;
@@ -485,24 +490,24 @@ mod tests {
     #[test]
     fn a_refusal_says_why_in_figures() {
         let share = limits(Some(384 * MIB), FreeDiskMin::Bytes(0), 1);
-        let over = refusal(&share, 256 * MIB + 1, 0, None, false).expect("refused");
+        let over = refusal(&share, 384 * MIB - HEADROOM + 1, 0, None, false).expect("refused");
         assert_eq!(
             over.to_string(),
-            "its files (256.0 MiB) and the room a snapshot needs (128.0 MiB: what it writes, room \
-             to compact a segment, and two segments) would pass its share of --max-disk (384.0 \
-             MiB)"
+            "its files (304.0 MiB) and the room a snapshot needs (80.0 MiB: what it writes, room \
+             to compact a segment, the records served meanwhile and a segment) would pass its \
+             share of --max-disk (384.0 MiB)"
         );
         let two = limits(None, FreeDiskMin::Percent(10), 2);
         let space = Space {
-            free_bytes: 200 * MIB,
+            free_bytes: 150 * MIB,
             total_bytes: 1000 * MIB,
         };
         let short = refusal(&two, 0, MIB, Some(space), false).expect("refused");
         assert_eq!(
             short.to_string(),
-            "the file system has 200.0 MiB free, under --min-free-disk (100.0 MiB) and the room 2 \
-             shard(s) may need for a snapshot (129.0 MiB each: what it writes, room to compact a \
-             segment, and two segments)"
+            "the file system has 150.0 MiB free, under --min-free-disk (100.0 MiB) and the room 2 \
+             shard(s) may need for a snapshot (81.0 MiB each: what it writes, room to compact a \
+             segment, the records served meanwhile and a segment)"
         );
     }
 
@@ -512,7 +517,7 @@ mod tests {
     #[test]
     fn a_refusal_says_what_the_shard_is_short_of() {
         let share = limits(Some(384 * MIB), FreeDiskMin::Bytes(0), 1);
-        let files = 300 * MIB;
+        let files = 370 * MIB;
         let over = refusal(&share, files, 0, None, true).expect("refused");
         let short = over.short_bytes();
         assert_eq!(
@@ -526,7 +531,7 @@ mod tests {
             free_bytes,
             total_bytes: 10_000 * MIB,
         };
-        let free = 400 * MIB + 1;
+        let free = 150 * MIB + 1;
         let refused = refusal(&three, 0, MIB, Some(space(free)), false).expect("refused");
         // Each of the three frees its part: together, the shortfall.
         let part = refused.short_bytes();
@@ -546,7 +551,7 @@ mod tests {
     #[test]
     fn the_share_keeps_room_for_a_snapshot_and_two_segments() {
         let share = limits(Some(384 * MIB), FreeDiskMin::Bytes(0), 1);
-        // Files, what a snapshot writes and two segments: exactly the share still fits.
+        // Files, what a snapshot writes and the headroom: exactly the share still fits.
         assert!(!refuses(
             &share,
             192 * MIB,
@@ -577,7 +582,7 @@ mod tests {
             })
         };
         let two = limits(None, FreeDiskMin::Percent(10), 2);
-        // Reserve 100 MiB, and two shards' headroom (two segments each, nothing to snapshot).
+        // Reserve 100 MiB, and two shards' headroom (nothing to snapshot).
         assert!(!refuses(&two, 0, 0, space(100 * MIB + 2 * HEADROOM)));
         assert!(refuses(&two, 0, 0, space(100 * MIB + 2 * HEADROOM - 1)));
         // What a snapshot writes raises the headroom, for every shard.

@@ -2656,7 +2656,8 @@ fn a_change_of_shard_count_keeps_each_shard_within_its_share_of_max_disk() {
 /// While a change of shard count writes the new generation, the old one is still there: with
 /// files of more than two segments (where the new generation and a segment a shard are less than
 /// both generations at once), `--max-disk` must hold both. Measured on an unbounded start (the
-/// files before, and the new generation written), not assumed: a byte below what both take, or
+/// files before as the change finds them, once a start has cut the open segment's preallocated
+/// tail, and the new generation written), not assumed: a byte below what both take, or
 /// below the new generation and a segment a shard, the change is refused with nothing written,
 /// or a default count keeps the files' count; within five blocks and 16 bytes a message above
 /// it, the change is made and azq's files never passed the bound (a disk of that capacity).
@@ -2677,7 +2678,20 @@ fn a_change_of_shard_count_holds_both_generations_within_max_disk() {
             shards_default,
             ..RecoveryOptions::default()
         };
-    let (disk, _) = a_shard_of_two_queues(TEXTS, 0);
+    // The files as a change finds them: a start cuts the open segment's preallocated tail.
+    // Measured before that start, the test held by the chance of where the records ended: with
+    // `TEXTS` from segments of 16 MiB, the 677,261 bytes it cut counted as old files, and a
+    // `--max-disk` a byte below that measure was not refused.
+    let settled = || {
+        let (disk, _) = a_shard_of_two_queues(TEXTS, 0);
+        let same = RecoveryOptions {
+            locate_texts: true,
+            ..RecoveryOptions::default()
+        };
+        recover_shards(&disk, 1, &mut SplitMix64::new(7), same).expect("started");
+        disk
+    };
+    let disk = settled();
     let before = used(&disk);
     assert!(before > 2 * LOG_SEGMENT_BYTES, "{before}");
     let unbounded = options(false, None, false);
@@ -2689,7 +2703,7 @@ fn a_change_of_shard_count_holds_both_generations_within_max_disk() {
     // A start of fresh files at 2 shards under `--max-disk max`: on a disk of that capacity,
     // or of an ample one whose free space is measured (its bound passing, this one decides).
     let start = |max: u64, shards_default: bool, ample: bool| {
-        let (disk, _) = a_shard_of_two_queues(TEXTS, 0);
+        let disk = settled();
         disk.set_capacity(if ample { 1 << 40 } else { max });
         let options = options(shards_default, Some(max), ample);
         let started = recover_shards(&disk, 2, &mut SplitMix64::new(7), options);
@@ -4001,7 +4015,8 @@ fn a_snapshot_of_the_same_point_over_kept_segments_survives_a_cut_at_every_step(
 fn a_snapshot_step_copies_a_bounded_number_of_text_bytes() {
     use crate::limits::SNAPSHOT_STEP_TEXT_BYTES;
     const TEXTS: usize = 300;
-    let (disk, log, state) = fresh_shard(LOG_SEGMENT_BYTES);
+    // One segment holds them all (the open segment's texts are copied, not named).
+    let (disk, log, state) = fresh_shard(2 * (TEXTS * FILLER_BYTES) as u64);
     state.borrow_mut().track_texts(RecoveredTexts::default());
     create_queue_0(&log, &state);
     (0..TEXTS).for_each(|_| put_filler(&log, &state));
