@@ -161,7 +161,9 @@ pub const DISK_COMPACTION_BYTES: u64 = LOG_SEGMENT_BYTES;
 /// (Get, Delete, Clear) and of what it accepted between two measurements
 /// (`storage::space::headroom_bytes`): a flush takes whole 4 KiB blocks, so 16,384 lone Gets or
 /// Deletes, many more records when they batch. A segment's size until segments became 16 MiB;
-/// kept when they did, so that the margin against ENOSPC did not shrink with them.
+/// kept when they did, so that this room did not shrink with them (the whole room beyond what a
+/// snapshot writes went from 192 MiB, three segments of 64 MiB, to 96 MiB: a segment to
+/// compact, this, and a segment).
 pub const DISK_SERVED_RECORDS_BYTES: u64 = 64 << 20;
 /// Room beyond the disk rule a shard refusing growth for space waits for before it accepts
 /// again, so that clients working at the limit do not flip it at every message.
