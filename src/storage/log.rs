@@ -1037,23 +1037,24 @@ impl<D: Disk> Log<D> {
             && (log.snapshot_owed || snapshot_due(sizes, self.segment_bytes) || held_copyable)
     }
 
-    /// Whether a snapshot now would give back enough of the segments before its replay point
-    /// that it is due, however much is stored. It gives up those no longer mostly live
-    /// (`mostly_live`, as its tally will find them) whose texts on disk only fit the copy
-    /// budget (smallest first, as `segments_to_keep` spends it): the segments the snapshot in
-    /// place keeps, and the closed ones the running log wrote, which free beyond every text
-    /// record written there (copied if still in memory; the rest is padding, leases, deletes),
-    /// or recovery read with texts located, which free as kept ones do (every live text there
-    /// was on disk only at the start). Due when that reaches a segment,
-    /// `SNAPSHOT_DEAD_BYTES_PER_MESSAGE` a message stored (its pass over them all), what the
-    /// snapshot would copy (every message but those named in segments, at its charge: the texts
-    /// in memory and in the snapshot in place are written again, with their entries), and the
-    /// snapshot in place (named entries of leased messages are not a few bytes), so that it
-    /// frees at least about what it writes. A drain in order kills the kept segments one after
-    /// the other and writes a log of its own, mostly padding (each small flush of Gets and
-    /// Deletes takes a block); `wants_snapshot`'s rules let both stay until about a third of
-    /// the store had gone, about 3 times the texts left on disk. Only while texts are tracked
-    /// (else nothing is kept).
+    /// Whether a snapshot now would give back enough of the segments before its replay point that
+    /// it is due, however much is stored. It gives up those no longer mostly live (`mostly_live`,
+    /// as its tally will find them) whose texts on disk only fit the copy budget (smallest first,
+    /// as `segments_to_keep` spends it): the segments the snapshot in place keeps, and the closed
+    /// ones the running log wrote, which free beyond every text record written there (copied if
+    /// still in memory; the rest is padding, leases, deletes), or recovery read with texts located,
+    /// which free as kept ones do (every live text there was on disk only at the start), less the
+    /// texts read back from there and still live in memory (`segment_read_back_bytes`: the snapshot
+    /// writes them again; counted dead, a reader passing through a kept segment made a rewrite of
+    /// what it read due). Due when that reaches a segment, `SNAPSHOT_DEAD_BYTES_PER_MESSAGE` a
+    /// message stored (its pass over them all), what the snapshot would copy (every message but
+    /// those named in segments, at its charge: the texts in memory and in the snapshot in place are
+    /// written again, with their entries), and the snapshot in place (named entries of leased
+    /// messages are not a few bytes), so that it frees at least about what it writes. A drain in
+    /// order kills the kept segments one after the other and writes a log of its own, mostly
+    /// padding (each small flush of Gets and Deletes takes a block); `wants_snapshot`'s rules let
+    /// both stay until about a third of the store had gone, about 3 times the texts left on disk.
+    /// Only while texts are tracked (else nothing is kept).
     /// Not one of `wants_snapshot`'s rules: it looks up every segment (hundreds for 100 M
     /// messages), so the shard asks it every `DISK_SAMPLE_INTERVAL_MS`, not after every flush.
     pub fn dead_segments_due(&self, state: &RefCell<ShardState>) -> bool {
@@ -1067,6 +1068,7 @@ impl<D: Disk> Log<D> {
             .closed_segments_before(u64::MAX)
             .filter(|&(_, before)| before)
             .filter_map(|(segment, _)| Some((segment, Some(segment.text_record_bytes?))));
+        let read_back = state.segment_read_back_bytes();
         let mut dying = Vec::new();
         for (segment, written) in kept.chain(closed) {
             if log.held.binary_search(&segment.first_sequence).is_ok() {
@@ -1074,7 +1076,9 @@ impl<D: Disk> Log<D> {
             }
             let live = state.segment_text_record_bytes(segment.first_sequence);
             if !mostly_live(live, segment, self.segment_bytes) {
-                let kept_back = live.max(written.unwrap_or(0));
+                // The texts read back from here and still in memory are written again.
+                let in_memory = read_back(segment.first_sequence);
+                let kept_back = live.saturating_add(in_memory).max(written.unwrap_or(0));
                 dying.push((live, segment.allocated_bytes.saturating_sub(kept_back)));
             }
         }

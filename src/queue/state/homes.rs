@@ -18,11 +18,16 @@
 //! Eviction walks homes newest first within a range of keys (`newest_first`), and every other
 //! use finds one key; nothing depends on how entries fall into runs, which the tests check
 //! against a `BTreeMap` given the same operations.
+//!
+//! The index also keeps, for each log segment, the bytes of the records there that are the
+//! homes of texts in memory (`segment_record_bytes`): texts read back from a segment (a Get or
+//! a Peek) that may leave memory to it again, which keep it live as those on disk only there
+//! do (`Log::dead_segments_due`).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::ops::{Bound, RangeBounds};
 
-use crate::queue::key::TextLocator;
+use crate::queue::key::{TextFile, TextLocator};
 
 /// Where a resident message's text is on disk: the record that wrote it, or the snapshot entry
 /// that recorded it.
@@ -85,12 +90,20 @@ pub struct HomeIndex {
     runs: BTreeMap<HomeKey, Vec<Entry>>,
     /// Entries in every run.
     len: usize,
+    /// The bytes of the records the homes name in each log segment, by its first sequence.
+    segment_bytes: HashMap<u64, u64>,
 }
 
 impl HomeIndex {
     /// How many homes there are.
     pub fn len(&self) -> usize {
         self.len
+    }
+
+    /// The bytes of the records in the log segment that starts at `first` that are the homes
+    /// of texts in memory.
+    pub fn segment_record_bytes(&self, first: u64) -> u64 {
+        self.segment_bytes.get(&first).copied().unwrap_or(0)
     }
 
     /// The run whose keys `key` falls among: the last whose own key is at or below it.
@@ -101,6 +114,7 @@ impl HomeIndex {
     /// Sets the home of `key`, answering the one it replaces.
     pub fn insert(&mut self, key: HomeKey, home: TextHome) -> Option<TextHome> {
         let entry = Entry::new(key, home);
+        count(&mut self.segment_bytes, home.locator, true);
         let run_key = match self.run_key_for(key) {
             Some(run_key) => run_key,
             None => {
@@ -115,7 +129,11 @@ impl HomeIndex {
         };
         let run = self.runs.get_mut(&run_key).expect("found above");
         let place = match run.binary_search_by_key(&key, Entry::key) {
-            Ok(place) => return Some(std::mem::replace(&mut run[place], entry).home()),
+            Ok(place) => {
+                let replaced = std::mem::replace(&mut run[place], entry).home();
+                count(&mut self.segment_bytes, replaced.locator, false);
+                return Some(replaced);
+            }
             Err(place) => place,
         };
         self.len += 1;
@@ -169,6 +187,7 @@ impl HomeIndex {
         let place = run.binary_search_by_key(key, Entry::key).ok()?;
         let entry = run.remove(place);
         self.len -= 1;
+        count(&mut self.segment_bytes, entry.locator, false);
         if run.is_empty() {
             self.runs.remove(&run_key);
             // The runs either side are neighbours now.
@@ -232,6 +251,7 @@ impl HomeIndex {
 
     /// Adds an entry above every other (`retain`'s packing).
     fn push_last(&mut self, entry: Entry) {
+        count(&mut self.segment_bytes, entry.locator, true);
         match self.runs.last_entry() {
             Some(mut last) if last.get().len() < RUN_ENTRIES => last.get_mut().push(entry),
             _ => {
@@ -284,6 +304,25 @@ impl HomeIndex {
     }
 }
 
+/// Counts a home's record at `locator` in its segment's bytes (`added`), or no longer.
+fn count(segment_bytes: &mut HashMap<u64, u64>, locator: TextLocator, added: bool) {
+    let TextFile::Segment(first) = locator.file() else {
+        return;
+    };
+    let bytes = u64::from(locator.record_bytes());
+    if bytes == 0 {
+        return;
+    }
+    if added {
+        *segment_bytes.entry(first).or_default() += bytes;
+    } else if let Some(counted) = segment_bytes.get_mut(&first) {
+        *counted -= bytes;
+        if *counted == 0 {
+            segment_bytes.remove(&first);
+        }
+    }
+}
+
 impl std::fmt::Debug for HomeIndex {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_map().entries(self.iter()).finish()
@@ -293,7 +332,6 @@ impl std::fmt::Debug for HomeIndex {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::queue::key::TextFile;
     use crate::random::SplitMix64;
 
     /// A number below `bound`.
@@ -301,11 +339,16 @@ mod tests {
         random.next_u64() % bound
     }
 
+    /// A home in a segment, or (one in five) in a snapshot's entries.
     fn home(slot: u32, n: u64) -> TextHome {
+        let file = match n % 5 {
+            0 => TextFile::Snapshot(n / 3),
+            _ => TextFile::Segment(n / 3 % 50),
+        };
         TextHome {
             slot,
             generation: (n % 7) as u32,
-            locator: TextLocator::new(TextFile::Segment(n / 3), n * 5, (n % 1000) as u32),
+            locator: TextLocator::new(file, n * 5, (n % 1000) as u32),
         }
     }
 
@@ -316,6 +359,14 @@ mod tests {
         let listed: Vec<_> = index.iter().collect();
         let expected: Vec<_> = model.iter().map(|(&key, &home)| (key, home)).collect();
         assert_eq!(listed, expected);
+        let mut segments: HashMap<u64, u64> = HashMap::new();
+        for home in model.values() {
+            if let TextFile::Segment(first) = home.locator.file() {
+                *segments.entry(first).or_default() += u64::from(home.locator.record_bytes());
+            }
+        }
+        segments.retain(|_, bytes| *bytes > 0);
+        assert_eq!(index.segment_bytes, segments, "records counted by segment");
         let mut last: Option<HomeKey> = None;
         let lengths: Vec<usize> = index.runs.values().map(Vec::len).collect();
         for pair in lengths.windows(2) {

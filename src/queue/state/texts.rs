@@ -267,6 +267,41 @@ impl ShardState {
             .unwrap_or(0)
     }
 
+    /// The bytes of the records in each log segment (by its first sequence) whose texts were
+    /// read back from there and are in memory: with a home there (`HomeIndex`, counted as
+    /// homes come and go), or held with none yet, read ahead or for a request not yet answered
+    /// (counted here, at most `TEXT_READ_AHEAD_HELD_TEXTS` and the requests'). They may leave
+    /// memory to that record again, a snapshot that keeps the segment names them
+    /// (`named_home`), and one that gives it up writes them again (`Log::dead_segments_due`).
+    pub fn segment_read_back_bytes(&self) -> impl Fn(u64) -> u64 + '_ {
+        let mut held: HashMap<u64, u64> = HashMap::new();
+        let mut count = |text: (u32, u32, u64), locator: Option<TextLocator>| {
+            let (slot, generation, sequence) = text;
+            let Some(locator) = locator else {
+                return;
+            };
+            if let TextFile::Segment(first) = locator.file() {
+                if self.names_current_text(slot, generation, sequence)
+                    && self.messages.get(slot).text.resident().is_some()
+                {
+                    *held.entry(first).or_default() += u64::from(locator.record_bytes());
+                }
+            }
+        };
+        for (&text, read) in &self.read_ahead_held {
+            count(text, read.home.or(read.read_at));
+        }
+        for (&text, &(locator, _)) in &self.texts_serving {
+            if !self.read_ahead_held.contains_key(&text) {
+                count(text, Some(locator));
+            }
+        }
+        move |first| {
+            let homed = self.text_homes.segment_record_bytes(first);
+            homed + held.get(&first).copied().unwrap_or(0)
+        }
+    }
+
     /// `segment_text_record_bytes` of every segment that has any, by its first sequence.
     pub fn text_record_bytes_by_segment(&self) -> &HashMap<u64, u64> {
         &self.texts_evicted.record_bytes_by_segment
