@@ -723,7 +723,9 @@ fn a_queue_drained_by_expiry_gives_its_disk_back_while_idle() {
             started.elapsed() < ttl,
             "expired before the test could look"
         );
-        assert!(full_bytes > 164 * MIB, "{backend:?}: {full_bytes}");
+        // Well above what the drain must come back to (closed segments are cut to their
+        // records: 163.9 MiB in a debug run, 164 MiB and more before).
+        assert!(full_bytes > 150 * MIB, "{backend:?}: {full_bytes}");
         // Nothing more is sent until every message has expired and the disk came back.
         std::thread::sleep(ttl.saturating_sub(last_put.elapsed()));
         let drained = await_disk_bytes_at_most(&server, 128 * MIB);

@@ -44,7 +44,7 @@ use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::future::{poll_fn, Future};
 use std::io;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::rc::Rc;
 use std::task::{Poll, Waker};
 use std::time::Instant;
@@ -858,6 +858,20 @@ impl<D: Disk> Log<D> {
         if self.durability == Durability::Write {
             self.sync_current().await?;
         }
+        // The closed segment cut to its records: the tail its last flush did not fit in (up to
+        // `LOG_FLUSH_BYTES_MAX`, a quarter of a segment) is given back now, not when the
+        // segment goes. Its records are synced, and a power cut before the cut is durable
+        // leaves zeros after them, as every closed segment had before.
+        let closing = self
+            .state
+            .borrow()
+            .segment
+            .as_ref()
+            .map(|open| (open.path.clone(), open.length));
+        let cut = match closing {
+            Some((path, length)) => Some(self.cut_to(&path, length).await?),
+            None => None,
+        };
         // Whole under a temporary name (preallocated, its header synced), then renamed, the
         // directory synced: a segment under its name always has its header, and its name is
         // durable before any record in it is acknowledged.
@@ -874,7 +888,7 @@ impl<D: Disk> Log<D> {
                 first_sequence: old.first_sequence,
                 path: old.path,
                 bytes: old.length,
-                allocated_bytes: old.length.max(self.segment_bytes),
+                allocated_bytes: cut.expect("cut as it closed").max(old.length),
                 text_record_bytes: Some(old.text_record_bytes),
             });
         }
@@ -890,15 +904,29 @@ impl<D: Disk> Log<D> {
         Ok(())
     }
 
+    /// Cuts the file at `path` to `length` where it is longer, and syncs it: its length after.
+    /// `Disk::shrink` cuts by so many bytes, so the file's length is asked first (a shrink by
+    /// none): a segment is not always its preallocated size (a file system without fallocate
+    /// grows it as it is written, and a batch can overrun it).
+    async fn cut_to(&self, path: &Path, length: u64) -> io::Result<u64> {
+        let now = self.disk.shrink(path, 0).await?;
+        if now > length {
+            self.disk.shrink(path, now - length).await
+        } else {
+            Ok(now)
+        }
+    }
+
     /// Bytes the shard's files take on disk (`--max-disk`, `azq_disk_bytes`): every segment as
-    /// allocated (preallocated to the segment size, or longer when a batch overran it), the
+    /// allocated (the open one preallocated to the segment size, or longer when a batch overran
+    /// it; closed ones cut to their records as the log closed them), the
     /// snapshot, what a snapshot being written has written so far, and what remains of the files
     /// the last one replaced. Known from the log's own bookkeeping, without a system call.
     pub fn disk_bytes(&self) -> u64 {
         let log = self.state.borrow();
-        // Segments recovery read were cut to their records; the ones this log created are
-        // preallocated (`allocated_bytes`). Counting every closed segment as preallocated once
-        // made restarts, each closing a small segment, add up to a share no delete could free.
+        // Segments recovery read were cut to their records, and so were the ones this log
+        // closed (`allocated_bytes`). Counting every closed segment as preallocated once made
+        // restarts, each closing a small segment, add up to a share no delete could free.
         let closed: u64 = log
             .segments
             .iter()

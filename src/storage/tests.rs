@@ -1598,6 +1598,51 @@ fn files_bytes(disk: &SimDisk) -> u64 {
         .sum()
 }
 
+/// A closed segment is cut to its records as the log closes it: the tail its last flush did not
+/// fit in (up to a flush, `LOG_FLUSH_BYTES_MAX`, a quarter of a 16 MiB segment) does not wait
+/// for the segment to go. Texts of 60,000 bytes put one a flush (15 blocks each) into segments
+/// of 1 MiB and 8 blocks, where 17 flushes and the header fill 1 MiB: every closed segment is
+/// shorter than its preallocated size, whole blocks, and ends with a block of its records, and
+/// the log counts its files' bytes as they are. Before, each kept its preallocated size.
+#[test]
+fn a_closed_segment_is_cut_to_its_records() {
+    const SEGMENT_BYTES: u64 = (1 << 20) + 8 * STORAGE_BLOCK_BYTES as u64;
+    let (disk, log, state) = fresh_shard(SEGMENT_BYTES);
+    create_queue_0(&log, &state);
+    for _ in 0..60 {
+        put_filler(&log, &state);
+    }
+    let mut segments: Vec<PathBuf> = disk
+        .file_paths()
+        .into_iter()
+        .filter(|path| path.extension().is_some_and(|extension| extension == "log"))
+        .collect();
+    segments.sort();
+    let open = segments.pop().expect("a segment open");
+    assert_eq!(
+        disk.read(&open).expect("a file").len() as u64,
+        SEGMENT_BYTES
+    );
+    assert!(segments.len() >= 3, "{segments:?}");
+    for path in &segments {
+        let bytes = disk.read(path).expect("a file");
+        assert!(
+            (bytes.len() as u64) < SEGMENT_BYTES,
+            "{}: {}",
+            path.display(),
+            bytes.len()
+        );
+        assert_eq!(bytes.len() % STORAGE_BLOCK_BYTES, 0, "{}", path.display());
+        let last = &bytes[bytes.len() - STORAGE_BLOCK_BYTES..];
+        assert!(
+            last.iter().any(|&byte| byte != 0),
+            "{}: zeros at its end",
+            path.display()
+        );
+    }
+    assert_eq!(log.disk_bytes(), files_bytes_under(&disk, log.directory()));
+}
+
 /// The files a snapshot replaces go `SNAPSHOT_REMOVAL_STEP_BYTES` at a time: no step frees
 /// more, and the older snapshot is shortened over several steps before it goes. On a file
 /// system that discards freed blocks the log's syncs wait for what one journal commit freed:
