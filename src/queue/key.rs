@@ -2,7 +2,8 @@
 //! its hyphenated form) and `PopReceipt` (where a message lives, which lease of it the holder
 //! owns and a tag only the server can make, 28 base64 characters), and `shard_for`, the plain
 //! function that says which shard owns a queue; `TextLocator` (where a message's text is on
-//! disk, tiered storage). Everything else in `queue/` builds on these; they depend
+//! disk, tiered storage) and `SegmentRecordBytes` (such records' bytes by log segment).
+//! Everything else in `queue/` builds on these; they depend
 //! on nothing in it.
 
 /// Identifies a queue: the account it belongs to and its name.
@@ -259,6 +260,44 @@ impl TextLocator {
     /// The record's bytes, header included.
     pub fn record_bytes(&self) -> u32 {
         self.record_bytes
+    }
+}
+
+/// The bytes of text records by the log segment that holds them (its first sequence), none at
+/// 0, counted as records are added and removed: the texts on disk only (`EvictedTexts`) and the
+/// homes of texts in memory (`HomeIndex`). Records in a snapshot's entries are not counted.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SegmentRecordBytes(std::collections::HashMap<u64, u64>);
+
+impl SegmentRecordBytes {
+    /// Counts the record at `locator`, if it is in a segment.
+    pub fn add(&mut self, locator: TextLocator) {
+        if let (TextFile::Segment(first), bytes @ 1..) = (locator.file(), locator.record_bytes()) {
+            *self.0.entry(first).or_default() += u64::from(bytes);
+        }
+    }
+
+    /// Stops counting a record `add` counted. A miscount only moves a trigger (the rules that
+    /// read these): it must not end the process.
+    pub fn remove(&mut self, locator: TextLocator) {
+        if let (TextFile::Segment(first), bytes @ 1..) = (locator.file(), locator.record_bytes()) {
+            let counted = self.0.entry(first).or_default();
+            debug_assert!(*counted >= u64::from(bytes), "segment {first}");
+            *counted = counted.saturating_sub(u64::from(bytes));
+            if *counted == 0 {
+                self.0.remove(&first);
+            }
+        }
+    }
+
+    /// The bytes counted in the segment that starts at `first`.
+    pub fn get(&self, first: u64) -> u64 {
+        self.0.get(&first).copied().unwrap_or(0)
+    }
+
+    /// Every segment with bytes counted, and its bytes.
+    pub fn by_segment(&self) -> &std::collections::HashMap<u64, u64> {
+        &self.0
     }
 }
 

@@ -24,10 +24,10 @@
 //! a Peek) that may leave memory to it again, which keep it live as those on disk only there
 //! do (`Log::dead_segments_due`).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::ops::{Bound, RangeBounds};
 
-use crate::queue::key::{TextFile, TextLocator};
+use crate::queue::key::{SegmentRecordBytes, TextLocator};
 
 /// Where a resident message's text is on disk: the record that wrote it, or the snapshot entry
 /// that recorded it.
@@ -90,8 +90,8 @@ pub struct HomeIndex {
     runs: BTreeMap<HomeKey, Vec<Entry>>,
     /// Entries in every run.
     len: usize,
-    /// The bytes of the records the homes name in each log segment, by its first sequence.
-    segment_bytes: HashMap<u64, u64>,
+    /// The bytes of the records the homes name in each log segment.
+    segment_bytes: SegmentRecordBytes,
 }
 
 impl HomeIndex {
@@ -100,10 +100,9 @@ impl HomeIndex {
         self.len
     }
 
-    /// The bytes of the records in the log segment that starts at `first` that are the homes
-    /// of texts in memory.
-    pub fn segment_record_bytes(&self, first: u64) -> u64 {
-        self.segment_bytes.get(&first).copied().unwrap_or(0)
+    /// The bytes of the records in each log segment that are the homes of texts in memory.
+    pub fn segment_record_bytes(&self) -> &SegmentRecordBytes {
+        &self.segment_bytes
     }
 
     /// The run whose keys `key` falls among: the last whose own key is at or below it.
@@ -114,7 +113,7 @@ impl HomeIndex {
     /// Sets the home of `key`, answering the one it replaces.
     pub fn insert(&mut self, key: HomeKey, home: TextHome) -> Option<TextHome> {
         let entry = Entry::new(key, home);
-        count(&mut self.segment_bytes, home.locator, true);
+        self.segment_bytes.add(home.locator);
         let run_key = match self.run_key_for(key) {
             Some(run_key) => run_key,
             None => {
@@ -131,7 +130,7 @@ impl HomeIndex {
         let place = match run.binary_search_by_key(&key, Entry::key) {
             Ok(place) => {
                 let replaced = std::mem::replace(&mut run[place], entry).home();
-                count(&mut self.segment_bytes, replaced.locator, false);
+                self.segment_bytes.remove(replaced.locator);
                 return Some(replaced);
             }
             Err(place) => place,
@@ -187,7 +186,7 @@ impl HomeIndex {
         let place = run.binary_search_by_key(key, Entry::key).ok()?;
         let entry = run.remove(place);
         self.len -= 1;
-        count(&mut self.segment_bytes, entry.locator, false);
+        self.segment_bytes.remove(entry.locator);
         if run.is_empty() {
             self.runs.remove(&run_key);
             // The runs either side are neighbours now.
@@ -251,7 +250,7 @@ impl HomeIndex {
 
     /// Adds an entry above every other (`retain`'s packing).
     fn push_last(&mut self, entry: Entry) {
-        count(&mut self.segment_bytes, entry.locator, true);
+        self.segment_bytes.add(entry.locator);
         match self.runs.last_entry() {
             Some(mut last) if last.get().len() < RUN_ENTRIES => last.get_mut().push(entry),
             _ => {
@@ -304,25 +303,6 @@ impl HomeIndex {
     }
 }
 
-/// Counts a home's record at `locator` in its segment's bytes (`added`), or no longer.
-fn count(segment_bytes: &mut HashMap<u64, u64>, locator: TextLocator, added: bool) {
-    let TextFile::Segment(first) = locator.file() else {
-        return;
-    };
-    let bytes = u64::from(locator.record_bytes());
-    if bytes == 0 {
-        return;
-    }
-    if added {
-        *segment_bytes.entry(first).or_default() += bytes;
-    } else if let Some(counted) = segment_bytes.get_mut(&first) {
-        *counted -= bytes;
-        if *counted == 0 {
-            segment_bytes.remove(&first);
-        }
-    }
-}
-
 impl std::fmt::Debug for HomeIndex {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_map().entries(self.iter()).finish()
@@ -332,7 +312,9 @@ impl std::fmt::Debug for HomeIndex {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::queue::key::TextFile;
     use crate::random::SplitMix64;
+    use std::collections::HashMap;
 
     /// A number below `bound`.
     fn below(random: &mut SplitMix64, bound: u64) -> u64 {
@@ -366,7 +348,11 @@ mod tests {
             }
         }
         segments.retain(|_, bytes| *bytes > 0);
-        assert_eq!(index.segment_bytes, segments, "records counted by segment");
+        assert_eq!(
+            index.segment_bytes.by_segment(),
+            &segments,
+            "records counted by segment"
+        );
         let mut last: Option<HomeKey> = None;
         let lengths: Vec<usize> = index.runs.values().map(Vec::len).collect();
         for pair in lengths.windows(2) {

@@ -339,10 +339,9 @@ pub(super) struct EvictedTexts {
     /// started, never less: a snapshot whose tally is running counts those evicted since it
     /// began as copied (`Log::snapshot_bytes_max`).
     pub to_segments_total: u64,
-    /// The bytes of the records holding those in log segments, by segment (its first
-    /// sequence), none at 0: what copying what is left of a segment takes now
-    /// (`ShardState::segment_text_record_bytes`).
-    pub record_bytes_by_segment: HashMap<u64, u64>,
+    /// The bytes of the records holding those in log segments, by segment: what copying what
+    /// is left of a segment takes now (`ShardState::segment_text_record_bytes`).
+    pub record_bytes_by_segment: crate::queue::key::SegmentRecordBytes,
 }
 
 impl EvictedTexts {
@@ -350,34 +349,24 @@ impl EvictedTexts {
     pub fn add(&mut self, locator: crate::queue::key::TextLocator, text_bytes: u32) {
         self.texts += 1;
         self.bytes += u64::from(text_bytes);
-        if let crate::queue::key::TextFile::Segment(first) = locator.file() {
+        if let crate::queue::key::TextFile::Segment(_) = locator.file() {
             self.in_segments_bytes += u64::from(text_bytes);
             self.in_segments += 1;
             self.to_segments_total += u64::from(text_bytes);
-            *self.record_bytes_by_segment.entry(first).or_default() +=
-                u64::from(locator.record_bytes());
         }
+        self.record_bytes_by_segment.add(locator);
     }
 
     /// Stops counting a text `add` counted with the same arguments.
     pub fn remove(&mut self, locator: crate::queue::key::TextLocator, text_bytes: u32) {
         self.texts -= 1;
         self.bytes -= u64::from(text_bytes);
-        if let crate::queue::key::TextFile::Segment(first) = locator.file() {
+        if let crate::queue::key::TextFile::Segment(_) = locator.file() {
             self.in_segments_bytes -= u64::from(text_bytes);
             self.in_segments -= 1;
-            // A miscount (which `check_evicted_texts` would find) only moves a trigger: it
-            // must not end the process.
-            let bytes = self.record_bytes_by_segment.entry(first).or_default();
-            debug_assert!(
-                *bytes >= u64::from(locator.record_bytes()),
-                "segment {first}"
-            );
-            *bytes = bytes.saturating_sub(u64::from(locator.record_bytes()));
-            if *bytes == 0 {
-                self.record_bytes_by_segment.remove(&first);
-            }
         }
+        // A miscount (which `check_evicted_texts` would find) only moves a trigger.
+        self.record_bytes_by_segment.remove(locator);
     }
 }
 

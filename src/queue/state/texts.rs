@@ -260,11 +260,7 @@ impl ShardState {
     /// only: what a snapshot that gives it up copies of it, at most (it leaves out the messages of
     /// queues deleted or cleared whose slots are not yet freed, `tally_texts_on_disk`).
     pub fn segment_text_record_bytes(&self, first: u64) -> u64 {
-        self.texts_evicted
-            .record_bytes_by_segment
-            .get(&first)
-            .copied()
-            .unwrap_or(0)
+        self.texts_evicted.record_bytes_by_segment.get(first)
     }
 
     /// The bytes of the records in each log segment (by its first sequence) whose texts were
@@ -297,14 +293,14 @@ impl ShardState {
             }
         }
         move |first| {
-            let homed = self.text_homes.segment_record_bytes(first);
+            let homed = self.text_homes.segment_record_bytes().get(first);
             homed + held.get(&first).copied().unwrap_or(0)
         }
     }
 
     /// `segment_text_record_bytes` of every segment that has any, by its first sequence.
     pub fn text_record_bytes_by_segment(&self) -> &HashMap<u64, u64> {
-        &self.texts_evicted.record_bytes_by_segment
+        self.texts_evicted.record_bytes_by_segment.by_segment()
     }
 
     /// The bytes of the texts on disk only in log segments, not in the snapshot in place: those
