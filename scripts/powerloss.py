@@ -7,7 +7,8 @@ Each cycle: mount faultfs (tests/faultfs) over the data, start azq on it, check 
 recovered against every acknowledged change, then run mixed load from several clients and, in
 the middle of it, kill -9 azq and cut the power (faultfs drops, keeps or tears what was not
 synced), in either order: the power first (while azq runs, so a sync in flight is lost) or the
-kill first. azq must start every time, with no flag.
+kill first. azq must start every time, with no flag but the run's own (--text-memory, the
+same at every start).
 
 The checker. Each client thread owns its queues, so every queue's history is a sequence: each
 request either got an answer (acknowledged, or refused with a 4xx) or not (unknown: azq was
@@ -195,6 +196,21 @@ class Client:
             self.connection = None
 
 
+def text_reads(port):
+    """azq's `azq_text_reads_total` over its shards (texts read back from disk so far)."""
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=REQUEST_TIMEOUT_S)
+    try:
+        connection.request("GET", "/_azq/metrics")
+        page = connection.getresponse().read().decode()
+    finally:
+        connection.close()
+    return sum(
+        int(float(line.rsplit(" ", 1)[1]))
+        for line in page.splitlines()
+        if line.startswith("azq_text_reads_total")
+    )
+
+
 def message_text(token, version, length):
     """The text of `token` at `version`, `length` bytes long (longer only when the token and
     version alone are)."""
@@ -291,6 +307,9 @@ class Totals:
         self.other_mismatches = 0
         self.restarts = 0
         self.cleanup_notes = 0
+        # Texts azq read back from disk while the load ran (azq_text_reads_total before the
+        # kill less at the load's start), over every cycle.
+        self.load_text_reads = 0
         self.faultfs = {}
         self.cuts = {}
         # Bytes of a Put's queue, slot, generation and sequence varints, as the last log walk
@@ -1020,6 +1039,8 @@ class Run:
 
     def log(self, text):
         mode = " write" if self.arguments.durability == "write" else ""
+        if self.arguments.text_memory is not None:
+            mode += f" text-memory {self.arguments.text_memory}"
         now = time.strftime("%H:%M:%S")
         print(f"{now} powerloss[{self.arguments.backend}{mode}]: {text}", flush=True)
 
@@ -1081,6 +1102,8 @@ class Run:
             "--shards", str(self.arguments.shards), "--location", self.mountpoint,
             "--durability", self.arguments.durability,
         ]
+        if self.arguments.text_memory is not None:
+            command += ["--text-memory", self.arguments.text_memory]
         self.azq = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         stderr_lines = []
         threading.Thread(target=self.pump_stderr, args=(self.azq, stderr_lines), daemon=True).start()
@@ -1160,11 +1183,14 @@ class Run:
             Worker(index, port, slots[index], self.totals, stop, self.rng.random(), counters[index])
             for index in range(self.arguments.clients)
         ]
+        reads_before = text_reads(port)
         for worker in workers:
             worker.start()
         time.sleep(self.rng.uniform(*self.arguments.load_seconds))
         if self.azq.poll() is not None:
             raise SystemExit(f"azq exited by itself ({self.azq.returncode}) in cycle {cycle}: see {self.work}/azq.log")
+        # Read before the power goes: the metrics page touches no file.
+        self.totals.load_text_reads += text_reads(port) - reads_before
         # Half the cycles cut the power while azq runs (its next write or sync fails, nothing
         # more becomes durable, and an fsync in flight may be lost), then kill it; the others
         # kill it first (its last I/O ends), then cut.
@@ -1234,10 +1260,11 @@ class Run:
         acknowledged = sum(totals.acknowledged.values())
         details = ", ".join(f"{count} {kind}" for kind, count in sorted(totals.acknowledged.items()))
         self.log(
-            f"{self.arguments.cycles} cycles, {totals.restarts} restarts (each without a flag): "
+            f"{self.arguments.cycles} cycles, {totals.restarts} restarts (each without a repair flag): "
             f"{acknowledged} acknowledged changes checked ({details}), {totals.unknown} unknown; "
             f"lost {totals.lost}, deleted back {totals.deleted_back}, other mismatches "
-            f"{totals.other_mismatches}; recovery clean-up lines {totals.cleanup_notes}"
+            f"{totals.other_mismatches}; recovery clean-up lines {totals.cleanup_notes}; "
+            f"texts read back from disk during the loads {totals.load_text_reads}"
         )
         cuts = totals.cuts
         self.log(
@@ -1287,6 +1314,9 @@ class Run:
             problems.append("no fallocate was refused in the declining cycles")
         if acknowledged == 0:
             problems.append("the load did not run")
+        if self.arguments.text_memory == "0" and totals.load_text_reads == 0:
+            problems.append("no text was read back from disk during the loads: with "
+                            "--text-memory 0 the texts did not leave memory")
         if self.arguments.expect_loss:
             if totals.lost + totals.deleted_back == 0:
                 problems.append("the control run lost nothing: the checker cannot see loss")
@@ -1314,6 +1344,9 @@ def main():
     parser.add_argument("--load-seconds", type=float, nargs=2, default=[0.5, 2.5])
     parser.add_argument("--sync-delay-ms", type=int, default=2,
                         help="how long each fsync takes on faultfs (a power-off meanwhile fails it)")
+    parser.add_argument("--text-memory", default=None,
+                        help="azq's --text-memory at every start (0: each text leaves memory "
+                             "once written, and the load's Gets and Peeks read it back)")
     parser.add_argument("--seed", type=int, default=None)
     parser.add_argument("--work", required=True, help="an empty directory for the data and logs")
     arguments = parser.parse_args()

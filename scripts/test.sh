@@ -205,8 +205,9 @@ if ! $sdk_only; then
   timeout --kill-after=10 300 scripts/soak.sh 60
 
   # Power cuts on faultfs (tests/faultfs): 4 cycles of load, kill -9, cut and check per backend,
-  # and 2 of the --durability write control, which must show loss (scripts/powerloss.sh; run it
-  # with no argument for 200 cycles per backend).
+  # 4 more with --text-memory 0 (texts on disk only, read back under load), and 2 of the
+  # --durability write control, which must show loss (scripts/powerloss.sh; run it with no
+  # argument for 200 cycles per backend).
   section "power loss (scripts/powerloss.sh 4 2)"
   timeout --kill-after=10 600 scripts/powerloss.sh 4 2
 fi
