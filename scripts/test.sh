@@ -6,8 +6,9 @@
 # fall back to the portable backend; the real service's recorded answers replayed against it
 # (tests/recorded); the Python SDK against three nodes behind HAProxy (tests/cluster); the
 # console in chromium and the dashboards against Prometheus (tests/observability); the
-# container image under rootful podman (scripts/container-test.sh); a soak; and power cuts on
-# the project's FUSE file system (scripts/powerloss.sh, tests/faultfs).
+# container image under rootful podman (scripts/container-test.sh); a soak; power cuts on the
+# project's FUSE file system (scripts/powerloss.sh, tests/faultfs); and a backlog of a million
+# texts on disk only through kill -9 (scripts/backlog-check.sh).
 #
 #   scripts/test.sh             everything
 #   scripts/test.sh --sdk-only  only the SDK suites and the recorded answers (still builds the
@@ -210,6 +211,12 @@ if ! $sdk_only; then
   # argument for 200 cycles per backend).
   section "power loss (scripts/powerloss.sh 4 2)"
   timeout --kill-after=10 600 scripts/powerloss.sh 4 2
+
+  # A backlog of a million texts, almost all on disk only, through kill -9 on both backends:
+  # every message received as acknowledged while the texts are read back, and the disk given
+  # back after a clear (scripts/backlog-check.sh).
+  section "backlog check (scripts/backlog-check.sh 1000000)"
+  timeout --kill-after=10 600 scripts/backlog-check.sh 1000000
 fi
 
 # Nothing a test started may have written data where it ran.
