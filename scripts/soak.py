@@ -143,6 +143,20 @@ def chaos(port, seconds):
     print(f"chaos: {sum(counts.values())} actions {counts}, {garbage_answers} garbage answers")
 
 
+def authorization(method, path, query, body_bytes, date):
+    """The SharedKey Authorization header of a request to /ACCOUNT/`path` with `query` (name,
+    value pairs), a body of `body_bytes` (XML when not 0), `x-ms-date: date` and this
+    API_VERSION."""
+    content_length, content_type = (str(body_bytes), "application/xml") if body_bytes else ("", "")
+    string_to_sign = "\n".join(
+        [method, "", "", content_length, "", content_type, "", "", "", "", "", ""]
+        + [f"x-ms-date:{date}", f"x-ms-version:{API_VERSION}", f"/{ACCOUNT}/{ACCOUNT}/{path}"]
+        + [f"{name}:{value}" for name, value in sorted(query)]
+    )
+    signature = base64.b64encode(hmac.new(KEY, string_to_sign.encode(), hashlib.sha256).digest()).decode()
+    return f"SharedKey {ACCOUNT}:{signature}"
+
+
 class Client:
     """Signed (SharedKey) requests to azq on loopback over one keep-alive connection."""
 
@@ -154,18 +168,10 @@ class Client:
         """Status, headers (lower-case names) and body of one request to /ACCOUNT/`path`."""
         date = email.utils.formatdate(usegmt=True)
         headers = {"x-ms-date": date, "x-ms-version": API_VERSION}
-        content_length = content_type = ""
         if body:
-            content_length, content_type = str(len(body)), "application/xml"
-            headers["Content-Type"] = content_type
+            headers["Content-Type"] = "application/xml"
+        headers["Authorization"] = authorization(method, path, query, len(body), date)
         resource = f"/{ACCOUNT}/{path}"
-        string_to_sign = "\n".join(
-            [method, "", "", content_length, "", content_type, "", "", "", "", "", ""]
-            + [f"x-ms-date:{date}", f"x-ms-version:{API_VERSION}", f"/{ACCOUNT}{resource}"]
-            + [f"{name}:{value}" for name, value in sorted(query)]
-        )
-        signature = base64.b64encode(hmac.new(KEY, string_to_sign.encode(), hashlib.sha256).digest()).decode()
-        headers["Authorization"] = f"SharedKey {ACCOUNT}:{signature}"
         target = resource + ("?" + "&".join(f"{name}={value}" for name, value in query) if query else "")
         self.connection.request(method, target, body=body or None, headers=headers)
         response = self.connection.getresponse()
