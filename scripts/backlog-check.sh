@@ -46,11 +46,8 @@ cleanup() {
 }
 trap cleanup EXIT
 
-azq_bin=${AZQ_BIN:-}
-if [[ -z $azq_bin ]]; then
-  cargo build --release --quiet --bin azq
-  azq_bin=target/release/azq
-fi
+[[ -n "${AZQ_BIN:-}" ]] || cargo build --release --quiet --bin azq
+azq_bin=${AZQ_BIN:-target/release/azq}
 
 backend=
 starts=0
