@@ -99,26 +99,14 @@ metric() {
   azq_metric "$port" "$1" || fail "no $1 in /_azq/metrics"
 }
 
-# io_uring where it starts: the probe waits for the ready line or the process's end (up to
-# 30 s), and skips only where azq says io_uring cannot start.
+# io_uring where it starts (a start that neither serves nor says why within 30 s fails).
 backends=(portable)
-"$azq_bin" --runtime io_uring --inMemoryPersistence --queuePort 0 --silent \
-  >"$work/probe.out" 2>&1 &
-probe_pid=$!
-for _ in $(seq 1 300); do
-  grep -q "listening on" "$work/probe.out" && break
-  kill -0 "$probe_pid" 2>/dev/null || break
-  sleep 0.1
-done
-if grep -q "listening on" "$work/probe.out"; then
+if why=$(io_uring_probe "$azq_bin"); then
   backends+=(io_uring)
-  kill "$probe_pid"
-  wait "$probe_pid" 2>/dev/null || true
-elif ! kill -0 "$probe_pid" 2>/dev/null && grep -qi "io_uring" "$work/probe.out"; then
-  echo "SKIPPED the io_uring backend: $(head -n 1 "$work/probe.out")"
+elif (($? == 1)); then
+  echo "SKIPPED the io_uring backend: $why"
 else
-  kill -KILL "$probe_pid" 2>/dev/null || true
-  fail "azq --runtime io_uring neither started nor said why within 30 s: $(head -c 300 "$work/probe.out")"
+  fail "$why"
 fi
 
 for backend in "${backends[@]}"; do

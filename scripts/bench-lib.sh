@@ -1,9 +1,10 @@
 # shellcheck shell=bash
-# Helpers shared by the benchmark scripts, scripts/cluster-demo.sh, soak.sh and
-# instructions-per-request.sh, powerloss.sh and test.sh (sourced, not run): the server a script
-# started, a free loopback port, azq's ready line, waiting until something listens on a port,
-# the node part of an HAProxy configuration for loopback nodes, FUSE's fusermount3, and a
-# server's resident memory and a figure of its /_azq/metrics.
+# Helpers shared by the benchmark scripts, scripts/cluster-demo.sh, soak.sh,
+# instructions-per-request.sh, powerloss.sh, backlog-check.sh and test.sh (sourced, not run):
+# the server a script started, a free loopback port, azq's ready line, waiting until something
+# listens on a port, the node part of an HAProxy configuration for loopback nodes, FUSE's
+# fusermount3, a server's resident memory and a figure of its /_azq/metrics, and whether
+# io_uring starts here.
 
 server_pid=
 # Stops the server started last (its pid in server_pid), if any.
@@ -45,6 +46,41 @@ rss_bytes() {
 azq_metric() {
   curl -sf "http://127.0.0.1:$1/_azq/metrics" |
     awk -v name="$2" '$1 == name || index($1, name "{") == 1 { sum += $2 } END { printf "%d", sum }'
+}
+
+# Whether azq ($1) starts on io_uring here, in memory on a free port: returns 0 once it prints
+# its ready line (then stops it); 1 where it ends first saying why, naming io_uring (the kernel
+# or a seccomp filter refuses it), after printing that first line; 2 where it does neither
+# within 30 s, or ends for another reason, after printing what it said. A slow start is waited
+# for, not taken for a refusal.
+io_uring_probe() {
+  local out pid status=2
+  out=$(mktemp)
+  "$1" --runtime io_uring --inMemoryPersistence --queuePort 0 --silent >"$out" 2>&1 &
+  pid=$!
+  for _ in $(seq 1 300); do
+    if grep -q "listening on" "$out"; then
+      status=0
+      break
+    fi
+    if ! kill -0 "$pid" 2>/dev/null; then
+      grep -q "listening on" "$out" && status=0 || status=1
+      break
+    fi
+    sleep 0.1
+  done
+  kill "$pid" 2>/dev/null || true
+  wait "$pid" 2>/dev/null || true
+  if ((status == 1)) && ! grep -qi "io_uring" "$out"; then
+    status=2
+  fi
+  if ((status == 1)); then
+    head -n 1 "$out"
+  elif ((status == 2)); then
+    echo "azq --runtime io_uring neither started nor said why within 30 s: $(head -c 300 "$out")"
+  fi
+  rm -f "$out"
+  return "$status"
 }
 
 # Waits up to 10 s until something accepts connections on loopback port $1.
