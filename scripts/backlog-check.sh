@@ -100,14 +100,7 @@ metric() {
 }
 
 # io_uring where it starts (a start that neither serves nor says why within 30 s fails).
-backends=(portable)
-if why=$(io_uring_probe "$azq_bin"); then
-  backends+=(io_uring)
-elif (($? == 1)); then
-  echo "SKIPPED the io_uring backend: $why"
-else
-  fail "$why"
-fi
+select_backends "$azq_bin" || fail "the io_uring probe"
 
 for backend in "${backends[@]}"; do
   ledger=$work/ledger-$backend.txt

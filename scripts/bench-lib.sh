@@ -4,7 +4,7 @@
 # the server a script started, a free loopback port, azq's ready line, waiting until something
 # listens on a port, the node part of an HAProxy configuration for loopback nodes, FUSE's
 # fusermount3, a server's resident memory and a figure of its /_azq/metrics, and whether
-# io_uring starts here.
+# io_uring starts here (the backends to test).
 
 server_pid=
 # Stops the server started last (its pid in server_pid), if any.
@@ -77,10 +77,27 @@ io_uring_probe() {
   if ((status == 1)); then
     head -n 1 "$out"
   elif ((status == 2)); then
-    echo "azq --runtime io_uring neither started nor said why within 30 s: $(head -c 300 "$out")"
+    echo "azq --runtime io_uring neither started nor said why io_uring cannot serve" \
+      "(waited up to 30 s): $(head -c 300 "$out")"
   fi
   rm -f "$out"
   return "$status"
+}
+
+# Sets `backends` to portable, and io_uring where azq ($1) starts on it (io_uring_probe): where
+# azq refuses it naming io_uring, prints "SKIPPED the io_uring backend: " and why; where it
+# neither starts nor says why, prints that and returns 1.
+select_backends() {
+  local why
+  backends=(portable)
+  if why=$(io_uring_probe "$1"); then
+    backends+=(io_uring)
+  elif (($? == 1)); then
+    echo "SKIPPED the io_uring backend: $why"
+  else
+    echo "$why"
+    return 1
+  fi
 }
 
 # Waits up to 10 s until something accepts connections on loopback port $1.

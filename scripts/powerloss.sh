@@ -51,13 +51,8 @@ seed=${POWERLOSS_SEED:-$RANDOM$RANDOM}
 
 # io_uring where it starts (a start that neither serves nor says why within 30 s fails: a 1 s
 # probe once took a slow start for a refusal and skipped io_uring).
-backends=(portable)
-if why=$(io_uring_probe "$azq"); then
-  backends+=(io_uring)
-elif (($? == 1)); then
-  echo "SKIPPED the io_uring cycles: $why"
-else
-  echo "power-loss test FAILED: $why"
+if ! select_backends "$azq"; then
+  echo "power-loss test FAILED: the io_uring probe"
   exit 1
 fi
 
