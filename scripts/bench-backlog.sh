@@ -6,7 +6,8 @@
 #   - Put into the deep queue against Put into an empty one (same server, same run);
 #   - the restart with the backlog (launch to ready line);
 #   - Get(32)+Delete draining the backlog, and Put p99 on another queue while it drains
-#     against its p99 with nothing draining;
+#     against its p99 with nothing draining, and the server's own part of each p99 (from
+#     its latency histogram) beside the log's flushes;
 #   - disk at its peak over the run (sampled every second, with its make-up: log segments,
 #     snapshots, the snapshot being written, and the phase it came in), and after the drain
 #     against before the fill.
@@ -98,6 +99,53 @@ json() {
   python3 -c "import json, sys; d = json.load(open(sys.argv[1])); print($2)" "$out_dir/$1.json"
 }
 
+# metrics NAME: the server's /_azq/metrics page, in OUT_DIR/NAME.metrics, and the time it was
+# read in OUT_DIR/NAME.time.
+metrics() {
+  date +%s.%N >"$out_dir/$1.time"
+  curl -sf "http://127.0.0.1:$server_port/_azq/metrics" >"$out_dir/$1.metrics"
+}
+
+# histogram_delta BEFORE AFTER SERIES: what histogram SERIES (its name and labels up to `le`)
+# of /_azq/metrics counted between the pages metrics BEFORE and AFTER read: its count, that
+# count a second, and its p50 and p99 in µs, interpolated within their power-of-two buckets as
+# Prometheus' histogram_quantile does.
+histogram_delta() {
+  python3 - "$out_dir/$1" "$out_dir/$2" "$3" <<'PY'
+import re
+import sys
+
+
+def buckets(name):
+    counts = {}
+    for line in open(name + ".metrics"):
+        if line.startswith(sys.argv[3]):
+            bound, count = re.search(r'le="([^"]+)"\} (\d+)$', line).groups()
+            counts[float(bound)] = int(count)
+    return counts
+
+
+before, after = buckets(sys.argv[1]), buckets(sys.argv[2])
+cumulative = [(bound, after[bound] - before.get(bound, 0)) for bound in sorted(after)]
+total = cumulative[-1][1]
+seconds = float(open(sys.argv[2] + ".time").read()) - float(open(sys.argv[1] + ".time").read())
+
+
+def quantile(q):
+    rank, lower, below = q * total, 0.0, 0
+    for bound, count in cumulative:
+        if count >= rank and count > below:
+            if bound == float("inf"):
+                return lower * 1e6
+            return (lower + (bound - lower) * (rank - below) / (count - below)) * 1e6
+        lower, below = bound, count
+    return lower * 1e6
+
+
+print(f"{total} {total / seconds:.0f} {quantile(0.5):.0f} {quantile(0.99):.0f}")
+PY
+}
+
 disk_bytes() {
   # du, too, fails when a file goes while it walks (and still prints the total).
   { du -sb "$data" 2>/dev/null || true; } | cut -f1
@@ -170,8 +218,10 @@ if [[ $restart == 1 ]]; then
 fi
 
 phase "put p99 on another queue at $open_rate/s, nothing draining"
+metrics put-quiet-before
 load put-quiet --scenario put --connections 16 --rate "$open_rate" --queue-prefix other \
   --duration "$duration" --warmup "$warmup"
+metrics put-quiet-after
 
 phase "Get(32)+Delete on the deep queue, closed loop"
 load drain-rate --scenario get-delete --connections 16 --batch 32 --queue-prefix deep \
@@ -183,8 +233,10 @@ phase "put p99 on another queue at $open_rate/s while the deep queue drains at $
 load drain-half --scenario get-delete --connections 16 --batch 32 --queue-prefix deep \
   --rate "$drain_rate" --duration "$duration" --warmup "$warmup" &
 drain_pid=$!
+metrics put-during-before
 load put-during --scenario put --connections 16 --rate "$open_rate" --queue-prefix other \
   --duration "$duration" --warmup "$warmup"
+metrics put-during-after
 wait "$drain_pid"
 
 phase "drain the rest of the deep queue"
@@ -231,6 +283,17 @@ mib() {
   echo "scale=1; $1 / 1048576" | bc
 }
 
+# The server's own part of the Put p99 (from a request's arrival to its answer written, the
+# wait for the log included) and the log's flushes, over each window (its warm-up included).
+put_series='azq_success_e2e_latency_seconds_bucket{operation="PutMessage",'
+flush_series='azq_wal_flush_duration_seconds_bucket{'
+read -r _ _ _ put_quiet_server < <(histogram_delta put-quiet-before put-quiet-after "$put_series")
+read -r _ _ _ put_during_server < <(histogram_delta put-during-before put-during-after "$put_series")
+read -r _ flushes_quiet _ flush_quiet_p99 < <(histogram_delta put-quiet-before put-quiet-after \
+  "$flush_series")
+read -r _ flushes_during _ flush_during_p99 < <(histogram_delta put-during-before \
+  put-during-after "$flush_series")
+
 cat <<EOF
 
 Issue 40's targets, measured on one durable shard ($(date -u +%F), $(git rev-parse --short HEAD))
@@ -252,6 +315,10 @@ messages/s deleted ($(json drain-rate "round(d['ops']['get']['throughput_per_s']
 put p99 on another queue at $open_rate/s: $(json put-quiet "d['ops']['put']['latency_us']['p99']") us \
 quiet, $(json put-during "d['ops']['put']['latency_us']['p99']") us while the deep queue drains at \
 $drain_rate gets/s (target <= 2x)
+  the server's own part: $put_quiet_server us quiet, $put_during_server us during the drain \
+(arrival to answer written: azq_success_e2e_latency_seconds, within its power-of-two buckets)
+  the log: $flushes_quiet flushes/s quiet, p99 $flush_quiet_p99 us; $flushes_during flushes/s \
+during the drain, p99 $flush_during_p99 us
 disk at its peak: $(mib "$peak_disk") MiB ($(echo "scale=2; $peak_disk / $live_texts" | bc)x \
 the $(mib "$live_texts") MiB of texts stored before the drain; target <= 1.5x), during \
 "$peak_phase": $peak_segments log segments of $(mib "$peak_log") MiB, snapshots \
