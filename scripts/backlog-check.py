@@ -27,7 +27,7 @@ import threading
 import time
 import xml.etree.ElementTree as ElementTree
 
-from soak import ACCOUNT, API_VERSION, Client, SOCKET_TIMEOUT_S, authorization
+from soak import ACCOUNT, API_VERSION, Client, SOCKET_TIMEOUT_S, authorization, parse_head
 
 # Puts in flight on each queue's connection.
 PIPELINE = 64
@@ -62,14 +62,8 @@ class Responses:
     def next(self):
         while (end := self.buffer.find(b"\r\n\r\n")) < 0:
             self.receive()
-        head = self.buffer[:end].decode("latin-1")
-        lines = head.split("\r\n")
-        status = int(lines[0].split(" ", 2)[1])
-        length = 0
-        for line in lines[1:]:
-            name, _, value = line.partition(":")
-            if name.strip().lower() == "content-length":
-                length = int(value.strip())
+        status, headers = parse_head(self.buffer[:end])
+        length = int(headers.get("content-length", 0))
         while len(self.buffer) < end + 4 + length:
             self.receive()
         body = self.buffer[end + 4 : end + 4 + length]

@@ -86,15 +86,6 @@ stop_azq() {
   ((status == 0)) || fail "azq exited with $status after SIGTERM"
 }
 
-data_bytes() {
-  # du fails when a file goes while it walks (a segment a snapshot gave up), and still prints
-  # the total; an empty answer (no directory) is a failure.
-  local bytes
-  bytes=$({ du -sb "$work/$backend" 2>/dev/null || true; } | cut -f1)
-  [[ $bytes =~ ^[0-9]+$ ]] || fail "du found no data directory at $work/$backend"
-  echo "$bytes"
-}
-
 metric() {
   azq_metric "$port" "$1" || fail "no $1 in /_azq/metrics"
 }
@@ -105,7 +96,7 @@ select_backends "$azq_bin" || fail "the io_uring probe"
 for backend in "${backends[@]}"; do
   ledger=$work/ledger-$backend.txt
   start_azq
-  before=$(data_bytes)
+  before=$(dir_bytes "$work/$backend") || fail "no data directory"
   taskset -c 1 python3 scripts/backlog-check.py fill "$port" "$prefix" "$queues" "$messages" \
     "$message_bytes" "$ledger" || fail "the fill"
   stored=$(metric azq_messages)
@@ -130,7 +121,7 @@ for backend in "${backends[@]}"; do
   python3 scripts/backlog-check.py clear "$port" "$prefix" "$queues" || fail "the clear"
   bound=$((before + (64 << 20)))
   for _ in $(seq 1 120); do
-    after=$(data_bytes)
+    after=$(dir_bytes "$work/$backend") || fail "no data directory"
     ((after <= bound)) && break
     sleep 0.5
   done

@@ -146,11 +146,6 @@ print(f"{total} {total / seconds:.0f} {quantile(0.5):.0f} {quantile(0.99):.0f}")
 PY
 }
 
-disk_bytes() {
-  # du, too, fails when a file goes while it walks (and still prints the total).
-  { du -sb "$data" 2>/dev/null || true; } | cut -f1
-}
-
 # The phase the run is in, for the disk sampler.
 phase_file="$out_dir/phase"
 phase() {
@@ -193,7 +188,7 @@ rss_empty=$(rss_bytes)
 phase "put into an empty queue"
 load put-empty --scenario put --connections 16 --pipeline 8 --queue-prefix empty \
   --duration "$duration" --warmup "$warmup"
-disk_empty=$(disk_bytes)
+disk_empty=$(dir_bytes "$data")
 
 phase "fill one queue with $messages messages of $message_bytes bytes"
 load fill --scenario put --connections 16 --pipeline 8 --queue-prefix deep \
@@ -201,7 +196,7 @@ load fill --scenario put --connections 16 --pipeline 8 --queue-prefix deep \
 # Every message stored, the empty queue's included (its puts stay too).
 filled=$(azq_metric "$server_port" azq_messages)
 rss_filled=$(rss_bytes)
-disk_filled=$(disk_bytes)
+disk_filled=$(dir_bytes "$data")
 
 phase "put into the deep queue"
 load put-deep --scenario put --connections 16 --pipeline 8 --queue-prefix deep \
@@ -256,11 +251,11 @@ others=$(($(curl -s "http://127.0.0.1:$server_port/_azq/metrics" |
   awk '/^azq_messages\{/ { n += $2 } END { print n }') - depth))
 # A snapshot the drain made due may still be running: wait until the disk holds still for
 # three seconds (at most a minute).
-disk_drained=$(disk_bytes)
+disk_drained=$(dir_bytes "$data")
 still=0
 for _ in $(seq 60); do
   sleep 1
-  disk=$(disk_bytes)
+  disk=$(dir_bytes "$data")
   if ((disk == disk_drained)); then
     still=$((still + 1))
     ((still >= 3)) && break

@@ -3,8 +3,8 @@
 # instructions-per-request.sh, powerloss.sh, backlog-check.sh and test.sh (sourced, not run):
 # the server a script started, a free loopback port, azq's ready line, waiting until something
 # listens on a port, the node part of an HAProxy configuration for loopback nodes, FUSE's
-# fusermount3, a server's resident memory and a figure of its /_azq/metrics, and whether
-# io_uring starts here (the backends to test).
+# fusermount3, a server's resident memory, a directory's bytes on disk, a figure of its
+# /_azq/metrics, and whether io_uring starts here (the backends to test).
 
 server_pid=
 # Stops the server started last (its pid in server_pid), if any.
@@ -40,6 +40,19 @@ azq_ready_port() {
 # Writes the resident memory (VmRSS) of the server started last, bytes.
 rss_bytes() {
   echo $(($(awk '/VmRSS/ { print $2 }' "/proc/$server_pid/status") * 1024))
+}
+
+# Writes the bytes of the files under directory $1, as `du -sb` counts them. du fails when a
+# file goes while it walks (a log segment a snapshot gave up) and still prints the total, so
+# that failure is let pass; none printed (no such directory) fails, saying so.
+dir_bytes() {
+  local bytes
+  bytes=$({ du -sb "$1" 2>/dev/null || true; } | cut -f1)
+  if [[ ! $bytes =~ ^[0-9]+$ ]]; then
+    echo "du found no directory at $1" >&2
+    return 1
+  fi
+  echo "$bytes"
 }
 
 # Writes the sum of the series of metric $2 in /_azq/metrics of the server on loopback port $1.

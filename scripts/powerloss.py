@@ -197,13 +197,19 @@ class Client:
 
 
 def text_reads(port):
-    """azq's `azq_text_reads_total` over its shards (texts read back from disk so far)."""
+    """azq's `azq_text_reads_total` over its shards (texts read back from disk so far); the run
+    ends saying so where the metrics page does not answer."""
     connection = http.client.HTTPConnection("127.0.0.1", port, timeout=REQUEST_TIMEOUT_S)
     try:
         connection.request("GET", "/_azq/metrics")
-        page = connection.getresponse().read().decode()
+        response = connection.getresponse()
+        page = response.read().decode()
+    except (OSError, http.client.HTTPException) as error:
+        raise SystemExit(f"azq's metrics page did not answer: {error!r}") from error
     finally:
         connection.close()
+    if response.status != 200:
+        raise SystemExit(f"azq's metrics page answered {response.status}")
     return sum(
         int(float(line.rsplit(" ", 1)[1]))
         for line in page.splitlines()

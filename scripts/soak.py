@@ -74,6 +74,17 @@ GET_MESSAGES_MAX = 32
 DRAIN_VISIBILITY_S = 3600
 
 
+def parse_head(head):
+    """The status and headers (names in lower case) of a response head, without the blank line
+    that ends it."""
+    lines = head.decode("latin-1").split("\r\n")
+    headers = {}
+    for line in lines[1:]:
+        name, _, value = line.partition(":")
+        headers[name.strip().lower()] = value.strip()
+    return int(lines[0].split()[1]), headers
+
+
 def read_head(sock):
     """The status and headers of one response (bodies here are small and ignored)."""
     data = b""
@@ -82,12 +93,7 @@ def read_head(sock):
         if not chunk:
             return None, {}
         data += chunk
-    head = data.split(b"\r\n\r\n", 1)[0].decode("latin-1").split("\r\n")
-    headers = {}
-    for line in head[1:]:
-        name, _, value = line.partition(":")
-        headers[name.strip().lower()] = value.strip()
-    return int(head[0].split()[1]), headers
+    return parse_head(data.split(b"\r\n\r\n", 1)[0])
 
 
 def connect(port):
