@@ -399,6 +399,10 @@ pub const SHUTDOWN_GRACE_MS: u64 = 10_000;
 /// messages is about 2 MiB, a List Queues with metadata tens of MiB): the shard's bound below
 /// covers what all its connections hold.
 pub const CONNECTION_PENDING_OUTPUT_BYTES_MAX: usize = 256 * 1024;
+/// Pipelined requests one connection has sent to the shards that own their queues before it
+/// waits for their answers (`runtime::connection`): past it, it waits for them before it sends
+/// the next. Each holds a mesh ticket and its request until answered.
+pub const CONNECTION_SENT_MAX: usize = 64;
 /// Unsent answers all the connections of one shard hold (counted from the start of each write
 /// until it completes or fails); past it, requests that reach the queues answer 503
 /// `ServerBusy`, unexecuted, until the writes drain or their connections time out.

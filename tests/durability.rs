@@ -219,6 +219,19 @@ fn peek(server: &Server, queue: &str) -> BTreeMap<String, String> {
 }
 
 /// Every visible message of `queue`, by ID, leased for ten minutes so each is seen once.
+/// Every message of `queues`, drained: its ID and text.
+fn drained_texts(server: &Server, queues: &[String]) -> BTreeMap<String, String> {
+    let mut found = BTreeMap::new();
+    for queue in queues {
+        found.extend(
+            drain(server, queue)
+                .into_values()
+                .map(|got| (got.id, got.text)),
+        );
+    }
+    found
+}
+
 fn drain(server: &Server, queue: &str) -> BTreeMap<String, Got> {
     let mut all = BTreeMap::new();
     loop {
@@ -487,14 +500,7 @@ fn texts_kept_on_disk_only_are_read_back_for_peeks_and_gets() {
             texts.insert(id, text);
         }
         await_texts_on_disk(&server, recovered + queues.len() as u64);
-        let mut found = BTreeMap::new();
-        for queue in &queues {
-            found.extend(
-                drain(&server, queue)
-                    .into_values()
-                    .map(|got| (got.id, got.text)),
-            );
-        }
+        let found = drained_texts(&server, &queues);
         assert_eq!(found, texts, "{backend}: every text after kill -9");
         assert!(server.stop().success());
     }
@@ -2386,6 +2392,101 @@ fn pipelined_changes_are_answered_in_order_and_all_survive() {
     let texts: Vec<&str> = ids.iter().map(|id| found[id].text.as_str()).collect();
     let expected: Vec<String> = (0..50).map(|n| format!("p{n}")).collect();
     assert_eq!(texts, expected);
+    assert!(server.stop().success());
+}
+
+/// Pipelined changes to the other shard's queue are sent before the answers to those before
+/// them come back (so that its log writes them together), yet are answered in the requests'
+/// order, each applied after those before it (a Clear among them removes exactly what was put
+/// before it, and a count after them sees them all), and all survive kill -9; a Peek among
+/// them, which may wait for texts, and requests to the connection's own shard wait for the
+/// answers before them.
+#[test]
+fn pipelined_changes_to_both_shards_are_answered_in_order_and_all_survive() {
+    let data = TempDir::new("pipelined-shards");
+    let server = start(&data, &["--shards", "2"]);
+    // A queue on each shard: whichever shard takes the connection, the other one's is remote.
+    let on_shard = |shard| {
+        (0..)
+            .map(|n| format!("piped-{n}"))
+            .find(|name| {
+                let key = azq::queue::QueueKey {
+                    account: "devstoreaccount1".to_string(),
+                    name: name.clone(),
+                };
+                azq::queue::shard_for(&key, 2) == shard
+            })
+            .unwrap()
+    };
+    let queues = [on_shard(0), on_shard(1)];
+    // (method, target, body, status) in the order sent.
+    let mut requests: Vec<(&str, String, Vec<u8>, u16)> = Vec::new();
+    for queue in &queues {
+        requests.push(("PUT", format!("/devstoreaccount1/{queue}"), Vec::new(), 201));
+    }
+    for queue in &queues {
+        let puts = format!("{}?messagettl=-1", messages_path(queue));
+        for n in 0..40 {
+            requests.push(("POST", puts.clone(), put_body(&format!("early-{n}")), 201));
+        }
+        requests.push(("DELETE", messages_path(queue), Vec::new(), 204));
+        for n in 0..40 {
+            requests.push(("POST", puts.clone(), put_body(&format!("{queue}-{n}")), 201));
+        }
+        let metadata = format!("/devstoreaccount1/{queue}?comp=metadata");
+        requests.push(("GET", metadata, Vec::new(), 200));
+        let peek = format!("{}?peekonly=true&numofmessages=1", messages_path(queue));
+        requests.push(("GET", peek, Vec::new(), 200));
+    }
+    let mut batch = Vec::new();
+    for (index, (method, target, body, _)) in requests.iter().enumerate() {
+        let id = index.to_string();
+        batch.extend(signed_request(
+            method,
+            target,
+            &[("x-ms-client-request-id", &id)],
+            body,
+        ));
+    }
+    let mut stream = server.connect();
+    stream.write_all(&batch).unwrap();
+    let mut reader = BufReader::new(stream);
+    let mut kept: BTreeMap<String, String> = BTreeMap::new();
+    for (index, (method, target, body, status)) in requests.iter().enumerate() {
+        let response = read_response(&mut reader, false).expect("an answer per request");
+        let id = index.to_string();
+        assert_eq!(response.header("x-ms-client-request-id"), Some(id.as_str()));
+        assert_status(&response, *status, None);
+        let queue = queues
+            .iter()
+            .find(|queue| target.contains(queue.as_str()))
+            .unwrap();
+        if target.ends_with("comp=metadata") {
+            // Every put before it counted, none of those the Clear removed.
+            assert_eq!(
+                response.header("x-ms-approximate-messages-count"),
+                Some("40"),
+                "{target}"
+            );
+        } else if target.contains("peekonly") {
+            assert_eq!(
+                elements(&response.text(), "MessageText"),
+                [format!("{queue}-0")],
+                "{target}"
+            );
+        } else if *method == "POST" {
+            let text = String::from_utf8_lossy(body).to_string();
+            let text = elements(&text, "MessageText")[0].to_string();
+            if !text.starts_with("early-") {
+                let message = elements(&response.text(), "MessageId")[0].to_string();
+                assert!(kept.insert(message, text).is_none());
+            }
+        }
+    }
+    assert_eq!(kept.len(), 80);
+    server.kill();
+    let server = start(&data, &["--shards", "2"]);
+    assert_eq!(drained_texts(&server, &queues), kept);
     assert!(server.stop().success());
 }
 

@@ -17,6 +17,7 @@
 //! session over it.
 
 use std::cell::Cell;
+use std::collections::VecDeque;
 use std::future::Future;
 use std::io;
 use std::net::IpAddr;
@@ -25,20 +26,21 @@ use std::time::{Duration, Instant};
 
 use bytes::BytesMut;
 
-use crate::api::{Service, Step, Surface};
+use crate::api::{Outcome, ResponsePlan, Service, Step, Surface};
 use crate::error::StorageError;
-use crate::http::{response, ParseError, Parser, Progress};
+use crate::http::{response, ParseError, Parser, Progress, Request};
 use crate::limits::{
-    CONNECTION_PENDING_OUTPUT_BYTES_MAX, IDLE_CONNECTION_TIMEOUT_MS, REQUEST_BODY_BYTES_MAX,
-    REQUEST_HEADERS_MAX, REQUEST_HEAD_BYTES_MAX, REQUEST_HEAD_TIMEOUT_MS,
+    CONNECTION_PENDING_OUTPUT_BYTES_MAX, CONNECTION_SENT_MAX, IDLE_CONNECTION_TIMEOUT_MS,
+    REQUEST_BODY_BYTES_MAX, REQUEST_HEADERS_MAX, REQUEST_HEAD_BYTES_MAX, REQUEST_HEAD_TIMEOUT_MS,
     SHARD_PENDING_OUTPUT_BYTES_MAX,
 };
 use crate::operation::Operation;
 
 use super::backend::{Backend, WriteTimeout};
-use super::context::ShardContext;
+use super::context::{Busy, ShardContext};
 use super::execute::execute;
 use super::governance;
+use super::mesh::PendingReply;
 use super::tls_stream::TlsStream;
 
 /// Initial capacity of a connection's input and output buffers.
@@ -153,6 +155,8 @@ async fn serve_requests<B: Backend, T: Transport>(
     let mut durable_at: Option<u64> = None;
     // The buffered successful answers, for their end-to-end latency once written.
     let mut unwritten = governance::Unwritten::default();
+    // Pipelined requests sent to the shards that own their queues, answers not yet in `output`.
+    let mut sent = Sent::default();
     loop {
         let mut close = false;
         loop {
@@ -194,6 +198,30 @@ async fn serve_requests<B: Backend, T: Transport>(
                     // (nothing runs between: one clock read serves planning, the state and the
                     // answer's `Date`); one that waits (the mesh, the governor) reads it again.
                     let governed = !governance::is_idle(shard);
+                    let step = match step {
+                        Step::Shard {
+                            shard: owner,
+                            command,
+                        } if !governed && owner != shard.index && !command.reads_texts() => {
+                            // Another shard's, and never a wait for texts: sent now, answered
+                            // (in order) once the requests pipelined after it are sent too, so
+                            // that the owner's log writes them together.
+                            if sent.is_full() {
+                                sent.settle(shard, &mut output, &mut unwritten).await;
+                            }
+                            let reply = shard.send_to(owner, command).await;
+                            let last = !request.keep_alive || shard.stopping();
+                            sent.push(request, plan.response, started, reply, _busy);
+                            if last {
+                                close = true;
+                                break;
+                            }
+                            continue;
+                        }
+                        step => step,
+                    };
+                    // Anything else waits for the answers of the requests before it.
+                    sent.settle(shard, &mut output, &mut unwritten).await;
                     let at_once = !governed && step.runs_at_once(shard.index);
                     let executed = if !governed {
                         execute(shard, step, now_ms).await
@@ -262,12 +290,14 @@ async fn serve_requests<B: Backend, T: Transport>(
                     if let ParseError::Malformed(reason) = error {
                         shard.log_line(&format!("malformed request from {peer}: {reason}"));
                     }
+                    sent.settle(shard, &mut output, &mut unwritten).await;
                     Service::respond_unparsed(error.into(), shard.engine.now_ms(), &mut output);
                     close = true;
                     break;
                 }
             }
         }
+        sent.settle(shard, &mut output, &mut unwritten).await;
         if !output.is_empty()
             && !write(stream, &mut output, &mut durable_at, &mut unwritten, shard).await
         {
@@ -296,6 +326,89 @@ async fn serve_requests<B: Backend, T: Transport>(
         match stream.read(&mut input, timeout).await {
             Ok(0) | Err(_) => return Ending::Close,
             Ok(_) => {}
+        }
+    }
+}
+
+/// A connection's pipelined requests sent to the shards that own their queues, in the order
+/// they came, whose answers are not yet encoded: at most `CONNECTION_SENT_MAX`. Each is answered
+/// (`settle`) before any other request is executed and before the connection writes, so answers
+/// keep the requests' order, and a request to this shard, to every shard or through the governor
+/// still runs after those before it have been applied and answered.
+struct Sent<'shard, B: Backend> {
+    requests: VecDeque<SentRequest<'shard, B>>,
+}
+
+/// One request in `Sent`: what its answer needs, and its reply on the way.
+struct SentRequest<'shard, B: Backend> {
+    request: Request,
+    response: ResponsePlan,
+    started: Instant,
+    reply: Result<PendingReply<'shard, B>, StorageError>,
+    /// Counted in flight until answered, as a request executed at once is.
+    _busy: Busy<'shard, B>,
+}
+
+impl<B: Backend> Default for Sent<'_, B> {
+    fn default() -> Self {
+        Sent {
+            requests: VecDeque::new(),
+        }
+    }
+}
+
+impl<'shard, B: Backend> Sent<'shard, B> {
+    fn is_full(&self) -> bool {
+        self.requests.len() >= CONNECTION_SENT_MAX
+    }
+
+    fn push(
+        &mut self,
+        request: Request,
+        response: ResponsePlan,
+        started: Instant,
+        reply: Result<PendingReply<'shard, B>, StorageError>,
+        busy: Busy<'shard, B>,
+    ) {
+        self.requests.push_back(SentRequest {
+            request,
+            response,
+            started,
+            reply,
+            _busy: busy,
+        });
+    }
+
+    /// Waits for each reply in order and encodes its answer into `output`, as the connection
+    /// loop answers a request it executed.
+    async fn settle(
+        &mut self,
+        shard: &ShardContext<B>,
+        output: &mut BytesMut,
+        unwritten: &mut governance::Unwritten,
+    ) {
+        while let Some(sent) = self.requests.pop_front() {
+            let outcome = Outcome::Reply(match sent.reply {
+                Ok(reply) => reply.await,
+                Err(error) => Err(error),
+            });
+            shard.log_request(&sent.request, &outcome);
+            let response_at = output.len();
+            let operation = sent.response.operation;
+            shard.service.respond(
+                &sent.request,
+                &sent.response,
+                outcome,
+                shard.engine.now_ms(),
+                output,
+            );
+            governance::answered(
+                shard,
+                operation,
+                response::status_at(&output[response_at..]),
+                sent.started,
+                unwritten,
+            );
         }
     }
 }

@@ -251,6 +251,17 @@ impl<B: Backend> ShardContext<B> {
             .await
     }
 
+    /// Sends `command` to shard `owner` (another shard) and returns its reply's future without
+    /// waiting for it: a connection sends its next pipelined requests meanwhile. The owner
+    /// answers once the command's changes are written.
+    pub async fn send_to(
+        &self,
+        owner: usize,
+        command: Command,
+    ) -> Result<PendingReply<'_, B>, StorageError> {
+        self.mesh.send(owner, command).await
+    }
+
     /// Starts `command` on `shard`: applied at once when it is this one (at `now_ms` when the
     /// caller read the clock for it, else at the clock's reading now), else sent.
     async fn start_on(
