@@ -218,7 +218,6 @@ fn peek(server: &Server, queue: &str) -> BTreeMap<String, String> {
         .collect()
 }
 
-/// Every visible message of `queue`, by ID, leased for ten minutes so each is seen once.
 /// Every message of `queues`, drained: its ID and text.
 fn drained_texts(server: &Server, queues: &[String]) -> BTreeMap<String, String> {
     let mut found = BTreeMap::new();
@@ -232,6 +231,7 @@ fn drained_texts(server: &Server, queues: &[String]) -> BTreeMap<String, String>
     found
 }
 
+/// Every visible message of `queue`, by ID, leased for ten minutes so each is seen once.
 fn drain(server: &Server, queue: &str) -> BTreeMap<String, Got> {
     let mut all = BTreeMap::new();
     loop {

@@ -197,6 +197,62 @@ fn expect_continue_gets_100_then_the_answer() {
     assert_eq!(response.status, 201, "{}", response.text());
 }
 
+/// A 100 Continue follows the answers to the requests pipelined before it, those sent to another
+/// shard's queue too (their answers are awaited after later requests are parsed): a client
+/// takes a 1xx as the interim answer to the request it is waiting on. Regression from
+/// helper-91's review: the 100 went out before the answer to a Put sent to the other shard.
+#[test]
+fn expect_continue_after_requests_to_another_shard_follows_their_answers() {
+    let server = Server::start(&["--shards", "2"]);
+    // A queue on each shard.
+    let on_shard = |shard| {
+        (0..)
+            .map(|n| format!("continued-{n}"))
+            .find(|name| {
+                let key = azq::queue::QueueKey {
+                    account: "devstoreaccount1".to_string(),
+                    name: name.clone(),
+                };
+                azq::queue::shard_for(&key, 2) == shard
+            })
+            .unwrap()
+    };
+    let queues = [on_shard(0), on_shard(1)];
+    for queue in &queues {
+        let create = signed_request("PUT", &format!("/devstoreaccount1/{queue}"), &[], b"");
+        assert_eq!(exchange(&server, &create).status, 201);
+    }
+    let put = |queue: &str, headers: &[(&str, &str)]| {
+        let target = format!("/devstoreaccount1/{queue}/messages");
+        signed_request("POST", &target, headers, &common::put_body("x"))
+    };
+    let body = common::put_body("x");
+    // Each order ends with a Put to the other shard right before the Expect head on a
+    // connection of one shard; connections land on either, so sixteen miss both only once in
+    // 65,536 runs.
+    for attempt in 0..16 {
+        let (first, second) = if attempt % 2 == 0 {
+            (&queues[0], &queues[1])
+        } else {
+            (&queues[1], &queues[0])
+        };
+        let expecting = put(first, &[("Expect", "100-continue")]);
+        let mut batch = put(first, &[]);
+        batch.extend(put(second, &[]));
+        batch.extend_from_slice(&expecting[..expecting.len() - body.len()]);
+        let mut stream = server.connect();
+        stream.write_all(&batch).unwrap();
+        let mut reader = BufReader::new(stream.try_clone().unwrap());
+        let statuses: Vec<u16> = (0..3)
+            .map(|_| read_response(&mut reader, false).unwrap().status)
+            .collect();
+        assert_eq!(statuses, [201, 201, 100], "attempt {attempt}");
+        stream.write_all(&body).unwrap();
+        assert_eq!(read_response(&mut reader, false).unwrap().status, 201);
+    }
+    assert_serving(&server);
+}
+
 #[test]
 fn http10_and_connection_close_close_after_the_answer() {
     let server = Server::start(&[]);

@@ -282,6 +282,9 @@ async fn serve_requests<B: Backend, T: Transport>(
                 }
                 Ok(Progress::NeedMore { send_continue }) => {
                     if send_continue {
+                        // The answers of the requests before it go first: a client takes a 1xx
+                        // as the interim answer to the request it is waiting on.
+                        sent.settle(shard, &mut output, &mut unwritten).await;
                         response::write_continue(&mut output);
                     }
                     break;
