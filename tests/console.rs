@@ -204,33 +204,6 @@ fn inspection_lists_every_message_and_changes_nothing() {
     }
 }
 
-/// Two queue names, one owned by each of two shards: an inspection through one connection is
-/// answered by its own shard for one and across the mesh for the other.
-fn one_queue_a_shard(prefix: &str) -> [String; 2] {
-    let owner = |name: &String| {
-        azq::queue::shard_for(
-            &azq::queue::QueueKey {
-                account: "devstoreaccount1".to_string(),
-                name: name.clone(),
-            },
-            2,
-        )
-    };
-    let names: Vec<String> = (0..)
-        .map(|index| format!("{prefix}-{index}"))
-        .take(64)
-        .collect();
-    let first = names
-        .iter()
-        .find(|name| owner(name) == 0)
-        .expect("one on shard 0");
-    let second = names
-        .iter()
-        .find(|name| owner(name) == 1)
-        .expect("one on shard 1");
-    [first.clone(), second.clone()]
-}
-
 /// Puts "one", "two" and "three" into each of `queues` and waits until every text has left
 /// memory (`--text-memory 0`: after the flush that wrote it).
 fn put_texts_on_disk(server: &Server, queues: &[String]) {
@@ -293,7 +266,7 @@ fn inspection_reads_texts_on_disk_only_back_and_leaves_them_there() {
         };
         let data = TempDir::new("console-texts-on-disk");
         let server = start(&data);
-        let queues = one_queue_a_shard("cold");
+        let queues = common::one_queue_a_shard("cold");
         put_texts_on_disk(&server, &queues);
         for queue in &queues {
             let texts = inspected_texts(&server, queue);

@@ -2406,19 +2406,7 @@ fn pipelined_changes_to_both_shards_are_answered_in_order_and_all_survive() {
     let data = TempDir::new("pipelined-shards");
     let server = start(&data, &["--shards", "2"]);
     // A queue on each shard: whichever shard takes the connection, the other one's is remote.
-    let on_shard = |shard| {
-        (0..)
-            .map(|n| format!("piped-{n}"))
-            .find(|name| {
-                let key = azq::queue::QueueKey {
-                    account: "devstoreaccount1".to_string(),
-                    name: name.clone(),
-                };
-                azq::queue::shard_for(&key, 2) == shard
-            })
-            .unwrap()
-    };
-    let queues = [on_shard(0), on_shard(1)];
+    let queues = common::one_queue_a_shard("piped");
     // (method, target, body, status) in the order sent.
     let mut requests: Vec<(&str, String, Vec<u8>, u16)> = Vec::new();
     for queue in &queues {

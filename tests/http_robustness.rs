@@ -205,19 +205,7 @@ fn expect_continue_gets_100_then_the_answer() {
 fn expect_continue_after_requests_to_another_shard_follows_their_answers() {
     let server = Server::start(&["--shards", "2"]);
     // A queue on each shard.
-    let on_shard = |shard| {
-        (0..)
-            .map(|n| format!("continued-{n}"))
-            .find(|name| {
-                let key = azq::queue::QueueKey {
-                    account: "devstoreaccount1".to_string(),
-                    name: name.clone(),
-                };
-                azq::queue::shard_for(&key, 2) == shard
-            })
-            .unwrap()
-    };
-    let queues = [on_shard(0), on_shard(1)];
+    let queues = common::one_queue_a_shard("continued");
     for queue in &queues {
         let create = signed_request("PUT", &format!("/devstoreaccount1/{queue}"), &[], b"");
         assert_eq!(exchange(&server, &create).status, 201);

@@ -572,6 +572,25 @@ fn httpdate_now() -> String {
     String::from_utf8(azq::time::rfc1123(azq::time::unix_ms()).to_vec()).unwrap()
 }
 
+/// Two queue names beginning with `prefix`, the first owned by shard 0 of two shards, the
+/// second by shard 1: whichever shard a connection lands on, one is its own and the other
+/// another shard's.
+pub fn one_queue_a_shard(prefix: &str) -> [String; 2] {
+    let on_shard = |shard| {
+        (0..)
+            .map(|index| format!("{prefix}-{index}"))
+            .find(|name| {
+                let key = azq::queue::QueueKey {
+                    account: "devstoreaccount1".to_string(),
+                    name: name.clone(),
+                };
+                azq::queue::shard_for(&key, 2) == shard
+            })
+            .expect("names hash onto both shards")
+    };
+    [on_shard(0), on_shard(1)]
+}
+
 /// A Put Message body for `text` (already XML-escaped by the caller where needed).
 pub fn put_body(text: &str) -> Vec<u8> {
     format!("<?xml version='1.0' encoding='utf-8'?>\n<QueueMessage><MessageText>{text}</MessageText></QueueMessage>").into_bytes()
