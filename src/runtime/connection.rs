@@ -211,7 +211,12 @@ async fn serve_requests<B: Backend, T: Transport>(
                             }
                             let reply = shard.send_to(owner, command).await;
                             let last = !request.keep_alive || shard.stopping();
-                            sent.push(request, plan.response, started, reply, _busy);
+                            let asked = Asked {
+                                request,
+                                response: plan.response,
+                                started,
+                            };
+                            sent.push(asked, reply, _busy);
                             if last {
                                 close = true;
                                 break;
@@ -246,29 +251,24 @@ async fn serve_requests<B: Backend, T: Transport>(
                         }
                     };
                     durable_at = durable_at.max(executed.durable_at);
-                    let outcome = executed.outcome;
-                    shard.log_request(&request, &outcome);
-                    let response_at = output.len();
                     let answered_ms = if at_once {
                         now_ms
                     } else {
                         shard.engine.now_ms()
                     };
-                    shard.service.respond(
-                        &request,
-                        &plan.response,
-                        outcome,
+                    let asked = Asked {
+                        request,
+                        response: plan.response,
+                        started,
+                    };
+                    asked.answer(
+                        shard,
+                        executed.outcome,
                         answered_ms,
                         &mut output,
-                    );
-                    governance::answered(
-                        shard,
-                        operation,
-                        response::status_at(&output[response_at..]),
-                        started,
                         &mut unwritten,
                     );
-                    if !request.keep_alive || shard.stopping() {
+                    if !asked.request.keep_alive || shard.stopping() {
                         close = true;
                         break;
                     }
@@ -342,11 +342,43 @@ struct Sent<'shard, B: Backend> {
     requests: VecDeque<SentRequest<'shard, B>>,
 }
 
-/// One request in `Sent`: what its answer needs, and its reply on the way.
-struct SentRequest<'shard, B: Backend> {
+/// A parsed request and what its answer needs besides the outcome: what planning learned, and
+/// when it arrived.
+struct Asked {
     request: Request,
     response: ResponsePlan,
     started: Instant,
+}
+
+impl Asked {
+    /// Encodes the answer to the request into `output` with `outcome` at `answered_ms`, and
+    /// logs and counts it.
+    fn answer<B: Backend>(
+        &self,
+        shard: &ShardContext<B>,
+        outcome: Outcome,
+        answered_ms: u64,
+        output: &mut BytesMut,
+        unwritten: &mut governance::Unwritten,
+    ) {
+        shard.log_request(&self.request, &outcome);
+        let response_at = output.len();
+        shard
+            .service
+            .respond(&self.request, &self.response, outcome, answered_ms, output);
+        governance::answered(
+            shard,
+            self.response.operation,
+            response::status_at(&output[response_at..]),
+            self.started,
+            unwritten,
+        );
+    }
+}
+
+/// One request in `Sent`: the request, and its reply on the way.
+struct SentRequest<'shard, B: Backend> {
+    asked: Asked,
     reply: Result<PendingReply<'shard, B>, StorageError>,
     /// Counted in flight until answered, as a request executed at once is.
     _busy: Busy<'shard, B>,
@@ -367,16 +399,12 @@ impl<'shard, B: Backend> Sent<'shard, B> {
 
     fn push(
         &mut self,
-        request: Request,
-        response: ResponsePlan,
-        started: Instant,
+        asked: Asked,
         reply: Result<PendingReply<'shard, B>, StorageError>,
         busy: Busy<'shard, B>,
     ) {
         self.requests.push_back(SentRequest {
-            request,
-            response,
-            started,
+            asked,
             reply,
             _busy: busy,
         });
@@ -395,23 +423,8 @@ impl<'shard, B: Backend> Sent<'shard, B> {
                 Ok(reply) => reply.await,
                 Err(error) => Err(error),
             });
-            shard.log_request(&sent.request, &outcome);
-            let response_at = output.len();
-            let operation = sent.response.operation;
-            shard.service.respond(
-                &sent.request,
-                &sent.response,
-                outcome,
-                shard.engine.now_ms(),
-                output,
-            );
-            governance::answered(
-                shard,
-                operation,
-                response::status_at(&output[response_at..]),
-                sent.started,
-                unwritten,
-            );
+            sent.asked
+                .answer(shard, outcome, shard.engine.now_ms(), output, unwritten);
         }
     }
 }
